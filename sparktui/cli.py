@@ -1,0 +1,59 @@
+"""`sparktui` and its subcommands: thin over core and runtime.
+
+Subcommand modules are imported only when used, so `sparktui fit` never pays for Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from sparktui import __version__
+from sparktui.errors import UserError
+
+# name -> (module under sparktui.commands, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "ui": ("ui", "open the control panel (the default)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparktui",
+        description="Serve LLMs with vLLM on an NVIDIA DGX Spark: fit, launch, watch memory, guard.",
+    )
+    parser.add_argument("--version", action="version", version=f"sparktui {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(f"sparktui.commands.{module_name}")
+        sub_parser = sub.add_parser(name, help=help_text, description=module.__doc__)
+        module.add_arguments(sub_parser)
+        sub_parser.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        argv = ["ui", *argv]
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["ui"])
+        extra = []
+    module = args._module
+    if extra and not getattr(module, "ACCEPTS_EXTRA_ARGS", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
+    try:
+        return int(module.run(args) or 0)
+    except UserError as exc:
+        print(f"sparktui: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

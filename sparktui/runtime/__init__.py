@@ -1,0 +1,1 @@
+"""The live parts (sampling, guard, process control, supervisor); never imports Textual."""

@@ -1,0 +1,1 @@
+"""The Textual app, a thin client over core and runtime."""
