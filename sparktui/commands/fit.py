@@ -86,40 +86,39 @@ def build_config(args: argparse.Namespace):
         base = [model, *base[1:]]
     if not base:
         raise UserError("no model: give a profile, --model M, or `-- vllm serve MODEL …`")
-    for tok in flags:
-        if not tok.startswith("-") and flags.index(tok) == 0:
-            raise UserError(f"unexpected argument {tok!r}: a profile must come first; vLLM flags start with --")
+    if flags and not flags[0].startswith("-"):
+        raise UserError(f"unexpected argument {flags[0]!r}: give one profile, first; vLLM flags start with --")
     config = parse_serve_command([*base, *flags])
     return config, str(args.machine or machine_name)
 
 
-def _gib(n: float) -> str:
-    return f"{n / 1024**3:8.2f}"
+def _row(label: str, n_bytes: float) -> str:
+    return f"  {label:<44}{n_bytes / 1024**3:>9.2f}"
 
 
 def render(result, spec, config) -> str:
     b = result.budget
+    kv_label = "= KV cache (--kv-cache-memory-bytes)" if config.kv_cache_memory_bytes else "= KV cache"
     lines = [
         f"sparktui fit — {spec.name} on {result.machine}",
         f"model      {spec.num_layers} layers, {spec.dtype}"
         + (f", {spec.quantization}" if spec.quantization else "")
         + f"; weights {result.weights_bytes / 1024**3:.2f} GiB ({spec.weights_source}); from {spec.source}",
         "",
-        "budget                                   GiB",
-        f"  total visible to CUDA             {_gib(b['total'])}",
-        f"  requested ({config.gpu_memory_utilization:g} × total)          {_gib(b['requested'])}",
-        f"  − weights                         {_gib(b['weights'])}",
-        f"  − activation peak                 {_gib(b['activation_peak'])}",
-        f"  − non-torch memory                {_gib(b['non_torch'])}",
-        f"  − CUDA graphs (estimate)          {_gib(b['cuda_graphs'])}",
-        f"  = KV cache" + (" (--kv-cache-memory-bytes)" if config.kv_cache_memory_bytes else "")
-        + f"{'' if config.kv_cache_memory_bytes else '              '}         {_gib(b['kv_cache'])}",
-        f"  CUDA context (outside the request){_gib(b['cuda_context'])}",
+        f"  {'budget':<44}{'GiB':>9}",
+        _row("total visible to CUDA", b["total"]),
+        _row(f"requested ({config.gpu_memory_utilization:g} × total)", b["requested"]),
+        _row("− weights", b["weights"]),
+        _row("− activation peak", b["activation_peak"]),
+        _row("− non-torch memory", b["non_torch"]),
+        _row("− CUDA graphs (estimate)", b["cuda_graphs"]),
+        _row(kv_label, b["kv_cache"]),
+        _row("CUDA context (outside the request)", b["cuda_context"]),
     ]
     if "os_left" in b:
-        lines.append(f"  left for the OS (of {b['mem_total'] / 1024**3:.1f} MemTotal) {_gib(b['os_left'])}")
+        lines.append(_row(f"left for the OS (of {b['mem_total'] / 1024**3:.1f} GiB MemTotal)", b["os_left"]))
     if "mem_available" in b:
-        lines.append(f"  MemAvailable before start         {_gib(b['mem_available'])}")
+        lines.append(_row("MemAvailable before start", b["mem_available"]))
     lines += ["", f"KV cache   {result.kv_cache_dtype}, block {result.block_size} tokens"]
     lines += [f"  {w}" for w in result.working]
     lines.append(f"  = {result.kv_bytes_per_token:,} B per token ({result.kv_bytes_per_token / 1024:.0f} KiB)")

@@ -350,6 +350,9 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine) -> Settings:
     if max_len is None or auto_len:
         max_len = spec.max_position_embeddings or 8192
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
+    unknown = list(getattr(config, "unknown_flags", None) or [])
+    if unknown:
+        notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
     prefix = getattr(config, "enable_prefix_caching", None)
     return Settings(
         utilization=float(getattr(config, "gpu_memory_utilization", 0.9)),
