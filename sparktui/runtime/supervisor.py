@@ -398,12 +398,13 @@ class Supervisor:
             now = time.monotonic()
             if now >= next_refresh:
                 self.tree.refresh()
-                next_refresh = now + 0.5
+                next_refresh = now + 0.25
             if self.tree.generation != generation:
                 generation, changed = self.tree.generation, True
             if self.summary.ready and not self.healthy and now >= next_health:
                 next_health = now + 0.5
                 if self._check_health():
+                    self.tree.refresh()  # the state that says "running" names every process
                     self.healthy, changed = True, True
                     self.state.update(status="running", ready_at=time.time())
             if self.healthy and now >= next_metrics:
