@@ -15,6 +15,7 @@ from sparktui.errors import UserError
 # name -> (module under sparktui.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "ui": ("ui", "open the control panel (the default)"),
+    "inspect-log": ("inspect_log", "summarise a vLLM log and explain a failed start"),
 }
 
 

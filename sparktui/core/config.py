@@ -1,0 +1,554 @@
+"""The `vllm serve` flags sparktui models: one table, and everything derived from it.
+
+`FLAGS` declares each flag once (name exactly as vLLM spells it, type, vLLM's own default,
+range or choices, help, category). `ServeConfig` validates a configuration against it, renders
+the argv that follows `vllm serve`, and `parse_serve_command` reads a pasted command line back.
+Defaults were checked against vLLM 0.32.0 (vllm/engine/arg_utils.py, vllm/config/*.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sparktui.core.units import parse_human_int
+from sparktui.errors import UserError
+
+FlagType = Literal["str", "int", "float", "bool", "choice", "size", "json"]
+Category = Literal["model", "memory", "scheduling", "server", "advanced"]
+CATEGORIES: tuple[Category, ...] = ("model", "memory", "scheduling", "server", "advanced")
+
+_SAME = object()  # sparktui's default is vLLM's own
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One `vllm serve` flag.
+
+    `default` is what vLLM does when the flag is absent (None: vLLM decides, e.g. from the model).
+    `ours` is sparktui's default where it deliberately differs (safer host, utilization ≤ 0.90).
+    """
+
+    name: str  # "--gpu-memory-utilization"; "model" for the positional argument
+    field: str  # ServeConfig attribute
+    type: FlagType
+    default: Any
+    help: str
+    category: Category
+    minimum: float | None = None
+    maximum: float | None = None
+    min_exclusive: bool = False
+    choices: tuple[str, ...] = ()
+    open_choices: bool = False  # choices are suggestions; vLLM accepts other values too
+    allow_auto: bool = False  # accepts -1 / "auto" (stored as -1)
+    negatable: bool = False  # argparse.BooleanOptionalAction: also --no-NAME
+    multi: bool = False  # takes several space-separated values (argparse nargs="+")
+    secret: bool = False  # never in argv; passed by environment
+    env: str | None = None  # the environment variable a secret travels in
+    aliases: tuple[str, ...] = ()
+    ours: Any = _SAME
+    unit: str = ""
+
+    @property
+    def positional(self) -> bool:
+        return not self.name.startswith("-")
+
+    @property
+    def key(self) -> str:
+        """The TOML key: the flag without its leading dashes."""
+        return self.name.lstrip("-")
+
+    @property
+    def field_default(self) -> Any:
+        """The ServeConfig default: sparktui's where it differs from vLLM's, else vLLM's."""
+        return self.default if self.ours is _SAME else self.ours
+
+    @property
+    def optional(self) -> bool:
+        return self.field_default is None
+
+    def expected(self) -> str:
+        """What this flag accepts, in words (used in every error message)."""
+        if self.type == "bool":
+            return "true or false"
+        if self.type == "choice":
+            listed = ", ".join(self.choices)
+            return f"one of {listed}" + (" (or another method vLLM knows)" if self.open_choices else "")
+        if self.type == "json":
+            return "a JSON object, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'"
+        if self.type == "str":
+            return "a non-empty text"
+        noun = {"int": "a whole number", "float": "a number", "size": "a whole number"}[self.type]
+        parts = []
+        if self.minimum is not None:
+            parts.append(f"{'>' if self.min_exclusive else '≥'} {_num(self.minimum)}")
+        if self.maximum is not None:
+            parts.append(f"≤ {_num(self.maximum)}")
+        text = noun + (" " + " and ".join(parts) if parts else "")
+        if self.type == "size":
+            text += " (suffixes as vLLM takes them: 32k = 32000, 32K = 32768, 64M = 64 MiB)"
+        if self.allow_auto:
+            text += ", or -1 / auto"
+        return text
+
+    def error(self, given: Any) -> UserError:
+        if isinstance(given, str) and given.strip() == given and given:
+            shown = given
+        elif isinstance(given, (int, float)) and not isinstance(given, bool):
+            shown = str(given)
+        else:
+            shown = repr(given)
+        return UserError(f"{self.name}: got {shown}; expected {self.expected()}")
+
+    def coerce(self, value: Any) -> Any:
+        """Turn a value from argv, TOML or a form into the typed value, or raise UserError."""
+        if value is None:
+            if self.optional:
+                return None
+            raise self.error(value)
+        kind = self.type
+        if kind == "bool":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("true", "yes", "on", "1"):
+                return True
+            if text in ("false", "no", "off", "0"):
+                return False
+            raise self.error(value)
+        if kind == "str":
+            if not isinstance(value, str) or not value.strip():
+                raise self.error(value)
+            return value.strip() if self.multi else value
+        if kind == "choice":
+            if not isinstance(value, str) or not value.strip():
+                raise self.error(value)
+            if value not in self.choices and not self.open_choices:
+                raise self.error(value)
+            return value
+        if kind == "json":
+            if isinstance(value, dict):
+                return json.dumps(value, separators=(",", ":"))
+            if not isinstance(value, str):
+                raise self.error(value)
+            try:
+                parsed = json.loads(value)
+            except json.JSONDecodeError:
+                raise self.error(value) from None
+            if not isinstance(parsed, dict):
+                raise self.error(value)
+            return value
+        if kind == "float":
+            if isinstance(value, bool):
+                raise self.error(value)
+            try:
+                number: float = float(value)
+            except (TypeError, ValueError):
+                raise self.error(value) from None
+            if not math.isfinite(number):
+                raise self.error(value)
+        else:  # int, size
+            number = self._whole(value)
+            if self.allow_auto and number == -1:
+                return -1
+        if self.minimum is not None and (
+            number < self.minimum or (self.min_exclusive and number == self.minimum)
+        ):
+            raise self.error(value)
+        if self.maximum is not None and number > self.maximum:
+            raise self.error(value)
+        return number
+
+    def _whole(self, value: Any) -> int:
+        if isinstance(value, bool):
+            raise self.error(value)
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float):
+            if value.is_integer():
+                return int(value)
+            raise self.error(value)
+        if not isinstance(value, str):
+            raise self.error(value)
+        text = value.strip()
+        if self.allow_auto and text.lower() in ("auto", "-1"):
+            return -1
+        if self.type == "int":
+            if re.fullmatch(r"[+-]?\d+", text):
+                return int(text)
+            raise self.error(value)
+        try:
+            return parse_human_int(text)
+        except ValueError:
+            raise self.error(value) from None
+
+    def format(self, value: Any) -> str:
+        """The value as it goes on the command line."""
+        if isinstance(value, float):
+            return repr(value)
+        return str(value)
+
+    def to_argv(self, value: Any) -> list[str]:
+        if self.type == "bool":
+            return [self.name] if value else [self.negative] if self.negatable else []
+        if self.multi:
+            return [self.name, *str(value).split()]
+        return [self.name, self.format(value)]
+
+    @property
+    def negative(self) -> str:
+        return "--no-" + self.key
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+# vLLM 0.32 literals (vllm/config/cache.py CacheDType, vllm/config/model.py ModelDType,
+# vllm/model_executor/layers/quantization QuantizationMethods — the common ones).
+KV_CACHE_DTYPES = (
+    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
+    "nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc",
+    "turboquant_3bit_nc", "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head",
+    "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+)  # fmt: skip
+DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+QUANTIZATIONS = (
+    "fp8", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "mxfp4", "gpt_oss_mxfp4", "awq",
+    "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "bitsandbytes", "experts_int8",
+    "moe_wna16", "fbgemm_fp8", "torchao", "quark", "inc", "mxfp8",
+)  # fmt: skip
+
+FLAGS: tuple[Flag, ...] = (
+    # model
+    Flag("model", "model", "str", None, "Hugging Face repo id or local folder of the model to serve.", "model"),
+    Flag("--served-model-name", "served_model_name", "str", None,
+         "Name(s) clients use in requests, space-separated (default: the model id).", "model", multi=True),
+    Flag("--dtype", "dtype", "choice", "auto", "Weight and activation dtype; auto follows the model config.",
+         "model", choices=DTYPES),
+    Flag("--quantization", "quantization", "choice", None,
+         "Weight quantization method; unset: read from the model's quantization config.", "model",
+         choices=QUANTIZATIONS, open_choices=True, aliases=("-q",)),
+    Flag("--max-model-len", "max_model_len", "size", None,
+         "Longest request (prompt + output) in tokens; unset: the model's own; -1/auto: longest that fits.",
+         "model", minimum=1, allow_auto=True, unit="tokens"),
+    Flag("--trust-remote-code", "trust_remote_code", "bool", False,
+         "Run the model repo's own Python code (only for repos you trust).", "model", negatable=True),
+    # memory
+    Flag("--gpu-memory-utilization", "gpu_memory_utilization", "float", 0.92,
+         "Fraction of (unified) memory vLLM claims; keep ≤ 0.90 on a DGX Spark so the OS keeps room.",
+         "memory", minimum=0, maximum=1, min_exclusive=True, ours=0.9),
+    Flag("--kv-cache-dtype", "kv_cache_dtype", "choice", "auto",
+         "KV cache storage type; fp8 halves KV memory per token.", "memory", choices=KV_CACHE_DTYPES),
+    Flag("--kv-cache-memory-bytes", "kv_cache_memory_bytes", "size", None,
+         "Exact KV cache size in bytes (e.g. 40G); overrides --gpu-memory-utilization for the KV cache.",
+         "memory", minimum=1, unit="bytes"),
+    Flag("--block-size", "block_size", "int", None, "Tokens per KV cache block (vLLM picks 16 for most models).",
+         "memory", minimum=1, unit="tokens"),
+    Flag("--swap-space", "swap_space", "float", None,
+         "CPU swap space per GPU in GiB (older vLLM only: absent from vLLM 0.32, which rejects it).",
+         "memory", minimum=0, unit="GiB"),
+    Flag("--enforce-eager", "enforce_eager", "bool", False,
+         "Skip CUDA graphs: less memory and faster start, slower decoding.", "memory", negatable=True),
+    # scheduling
+    Flag("--max-num-seqs", "max_num_seqs", "int", None,
+         "Most sequences in one batch (concurrent requests); unset: vLLM's default for the device.",
+         "scheduling", minimum=1),
+    Flag("--max-num-batched-tokens", "max_num_batched_tokens", "size", None,
+         "Most tokens in one scheduler step; larger speeds prefill but raises the activation peak.",
+         "scheduling", minimum=1, unit="tokens"),
+    Flag("--enable-prefix-caching", "enable_prefix_caching", "bool", True,
+         "Reuse KV blocks of shared prompt prefixes; unset: vLLM's default (on in 0.32).",
+         "scheduling", negatable=True, ours=None),
+    # server
+    Flag("--host", "host", "str", None,
+         "Address to listen on; sparktui uses 127.0.0.1 (vLLM's default listens on all interfaces).",
+         "server", ours="127.0.0.1"),
+    Flag("--port", "port", "int", 8000, "TCP port of the OpenAI-compatible server.", "server",
+         minimum=1, maximum=65535),
+    Flag("--api-key", "api_key", "str", None,
+         "Key clients must send; passed to vLLM as VLLM_API_KEY, never on the command line.", "server",
+         secret=True, env="VLLM_API_KEY"),
+    # advanced
+    Flag("--tensor-parallel-size", "tensor_parallel_size", "int", 1, "Number of GPUs to split the model over.",
+         "advanced", minimum=1, aliases=("-tp",)),
+    Flag("--speculative-config", "speculative_config", "json", None,
+         "Speculative decoding settings as JSON (method, draft model, num_speculative_tokens).",
+         "advanced", aliases=("-sc",)),
+    Flag("--enable-lora", "enable_lora", "bool", False, "Allow serving LoRA adapters.", "advanced",
+         negatable=True),
+)  # fmt: skip
+
+_BY_FIELD: dict[str, Flag] = {f.field: f for f in FLAGS}
+_BY_NAME: dict[str, Flag] = {}
+for _flag in FLAGS:
+    for _name in (_flag.name, *_flag.aliases):
+        _BY_NAME[_name] = _flag
+_BY_KEY: dict[str, Flag] = {f.key: f for f in FLAGS}
+
+
+def flag_by_field(field: str) -> Flag:
+    try:
+        return _BY_FIELD[field]
+    except KeyError:
+        raise KeyError(f"no flag for ServeConfig field {field!r}") from None
+
+
+def flag_by_name(name: str) -> Flag | None:
+    """The flag for "--gpu-memory-utilization", an alias such as "-tp", or a bare key."""
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    return _BY_KEY.get(name.lstrip("-")) if not name.startswith("-") else None
+
+
+def flag_by_key(key: str) -> Flag | None:
+    """The flag for a TOML key (the flag name without dashes, e.g. "gpu-memory-utilization")."""
+    return _BY_KEY.get(key)
+
+
+def close_matches(name: str) -> list[str]:
+    """Modelled flag names that look like `name` (for "did you mean" hints)."""
+    keys = [f.key for f in FLAGS]
+    return ["--" + k for k in difflib.get_close_matches(name.lstrip("-"), keys, n=3, cutoff=0.6)]
+
+
+def flags_in(category: Category) -> list[Flag]:
+    return [f for f in FLAGS if f.category == category]
+
+
+def _default(field: str) -> Any:
+    return _BY_FIELD[field].field_default
+
+
+def _is_flag_token(token: str) -> bool:
+    return token.startswith("-") and not re.fullmatch(r"-\d+(\.\d+)?", token) and token != "-"
+
+
+class ServeConfig(BaseModel):
+    """A `vllm serve` configuration. Construction validates every value against FLAGS and
+    raises UserError naming the flag; attribute assignment is validated the same way."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    model: str
+    served_model_name: str | None = _default("served_model_name")
+    host: str = _default("host")
+    port: int = _default("port")
+    api_key: str | None = Field(default=_default("api_key"), repr=False)
+    gpu_memory_utilization: float = _default("gpu_memory_utilization")
+    max_model_len: int | None = _default("max_model_len")
+    max_num_seqs: int | None = _default("max_num_seqs")
+    max_num_batched_tokens: int | None = _default("max_num_batched_tokens")
+    kv_cache_dtype: str = _default("kv_cache_dtype")
+    kv_cache_memory_bytes: int | None = _default("kv_cache_memory_bytes")
+    block_size: int | None = _default("block_size")
+    swap_space: float | None = _default("swap_space")
+    quantization: str | None = _default("quantization")
+    dtype: str = _default("dtype")
+    enable_prefix_caching: bool | None = _default("enable_prefix_caching")
+    enforce_eager: bool = _default("enforce_eager")
+    tensor_parallel_size: int = _default("tensor_parallel_size")
+    trust_remote_code: bool = _default("trust_remote_code")
+    speculative_config: str | None = _default("speculative_config")
+    enable_lora: bool = _default("enable_lora")
+    extra_args: list[str] = Field(default_factory=list)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise UserError(_describe(exc)) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as exc:
+            raise UserError(_describe(exc)) from None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _check(cls, value: Any, info: Any) -> Any:
+        if info.field_name == "extra_args":
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise UserError(f"extra_args: got {value!r}; expected a list of strings")
+            return list(value)
+        return _BY_FIELD[info.field_name].coerce(value)
+
+    def replace(self, **changes: Any) -> ServeConfig:
+        """A validated copy with some fields changed (UserError naming the flag if one is bad)."""
+        return ServeConfig(**{**self.model_dump(), **changes})
+
+    def is_rendered(self, flag: Flag) -> bool:
+        """Whether `flag` goes on the command line: set, and not what sparktui and vLLM both
+        assume anyway (so sparktui's safer defaults, like --host 127.0.0.1, are always passed)."""
+        value = getattr(self, flag.field)
+        if flag.secret or flag.positional or value is None:
+            return False
+        return value != flag.default or value != flag.field_default
+
+    def to_argv(self) -> list[str]:
+        """What follows `vllm serve`: the model, then the flags in table order, then extra_args."""
+        argv = [self.model]
+        for flag in FLAGS:
+            if self.is_rendered(flag):
+                argv += flag.to_argv(getattr(self, flag.field))
+        return argv + list(self.extra_args)
+
+    def to_env(self) -> dict[str, str]:
+        """Secrets for the server's environment (VLLM_API_KEY), never its argv."""
+        env: dict[str, str] = {}
+        for flag in FLAGS:
+            value = getattr(self, flag.field)
+            if flag.secret and flag.env and value is not None:
+                env[flag.env] = str(value)
+        return env
+
+    @property
+    def unknown_flags(self) -> list[str]:
+        """The flags in extra_args, which sparktui passes through without understanding them."""
+        return [tok.split("=", 1)[0] for tok in self.extra_args if _is_flag_token(tok)]
+
+    def to_toml_values(self) -> dict[str, Any]:
+        """The [serve] table: TOML key → value, for every value that differs from the default."""
+        out: dict[str, Any] = {}
+        for flag in FLAGS:
+            value = getattr(self, flag.field)
+            if flag.positional or value != flag.field_default:
+                out[flag.key] = value
+        return out
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = err["loc"][0] if err["loc"] else ""
+        if err["type"] == "extra_forbidden":
+            hint = close_matches(str(loc))
+            parts.append(f"{loc}: not a setting sparktui knows" + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
+        elif err["type"] == "missing" and loc == "model":
+            parts.append("model: missing; give the model to serve (a Hugging Face repo id or a local folder)")
+        else:
+            flag = _BY_FIELD.get(str(loc))
+            parts.append(f"{flag.name if flag else loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+# How pasted command lines may start; what follows is `vllm serve`'s own argv.
+_MODULE_ENTRYPOINTS = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
+
+
+def _strip_launcher(tokens: list[str]) -> list[str]:
+    if not tokens:
+        return tokens
+    head = PurePath(tokens[0]).name
+    if head == "vllm":
+        if len(tokens) > 1 and tokens[1] == "serve":
+            return tokens[2:]
+        raise UserError(f"expected `vllm serve …`, got `vllm {tokens[1] if len(tokens) > 1 else ''}`".rstrip())
+    if head.startswith("python") and len(tokens) > 2 and tokens[1] == "-m":
+        if tokens[2] in _MODULE_ENTRYPOINTS:
+            return tokens[3:]
+        if tokens[2] in ("vllm.entrypoints.cli.main", "vllm") and tokens[3:4] == ["serve"]:
+            return tokens[4:]
+        raise UserError(f"expected a vLLM server command, got `python -m {tokens[2]}`")
+    if head == "serve":
+        return tokens[1:]
+    return tokens
+
+
+def split_command(text: str) -> list[str]:
+    """Split a pasted shell line into argv like a POSIX shell would, without running one."""
+    joined = re.sub(r"\\\r?\n", " ", text)  # backslash-newline continuations
+    try:
+        return shlex.split(joined, comments=True)
+    except ValueError as exc:
+        raise UserError(f"cannot read the pasted command: {exc} (check the quotes)") from None
+
+
+def parse_serve_command(text_or_argv: str | Sequence[str]) -> ServeConfig:
+    """Read `vllm serve MODEL …` (or `python -m vllm.entrypoints.openai.api_server --model M …`,
+    or just the argv after `vllm serve`) into a ServeConfig. Flags sparktui does not model are
+    kept in extra_args, in order, with their values; `ServeConfig.unknown_flags` lists them."""
+    tokens = split_command(text_or_argv) if isinstance(text_or_argv, str) else list(text_or_argv)
+    env: dict[str, str] = {}
+    while tokens and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0]):
+        name, value = tokens.pop(0).split("=", 1)
+        env[name] = value
+    tokens = _strip_launcher(tokens)
+
+    values: dict[str, Any] = {}
+    extra: list[str] = []
+    for name, value in env.items():
+        if name == "VLLM_API_KEY":
+            values["api_key"] = value
+        else:
+            raise UserError(
+                f"{name}={value}: environment settings are not part of the serve flags; "
+                "put them in the profile's [env] section"
+            )
+
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if not _is_flag_token(token):
+            if "model" in values:
+                raise UserError(
+                    f"unexpected argument {token!r}: the model is already {values['model']!r} "
+                    "(a flag's value missing its flag?)"
+                )
+            values["model"] = token
+            continue
+        name, eq, inline = token.partition("=")
+        if name == "--model":
+            flag: Flag | None = _BY_FIELD["model"]
+        else:
+            flag = _BY_NAME.get(name)
+        negated = False
+        if flag is None and name.startswith("--no-"):
+            candidate = _BY_NAME.get("--" + name[5:])
+            if candidate is not None and candidate.negatable:
+                flag, negated = candidate, True
+        if flag is None:
+            # Unknown: keep it and the values that follow it, verbatim.
+            extra.append(token)
+            while not eq and i < len(tokens) and not _is_flag_token(tokens[i]):
+                extra.append(tokens[i])
+                i += 1
+            continue
+        if flag.type == "bool":
+            if eq:
+                raise UserError(
+                    f"{name}: takes no value (got {inline!r}); write {flag.name} or {flag.negative}"
+                    if flag.negatable
+                    else f"{name}: takes no value (got {inline!r}); write {flag.name}"
+                )
+            values[flag.field] = not negated
+            continue
+        if eq:
+            raw: str = inline
+        else:
+            if i >= len(tokens) or _is_flag_token(tokens[i]):
+                raise UserError(f"{name}: missing its value; expected {flag.expected()}")
+            raw = tokens[i]
+            i += 1
+            if flag.multi:
+                names = [raw]
+                while i < len(tokens) and not _is_flag_token(tokens[i]):
+                    names.append(tokens[i])
+                    i += 1
+                raw = " ".join(names)
+        values[flag.field] = raw
+    if "model" not in values:
+        raise UserError("no model in the command: expected `vllm serve MODEL [flags…]`")
+    values["extra_args"] = extra
+    return ServeConfig(**values)

@@ -1,0 +1,679 @@
+"""vLLM's log, read line by line: typed events, a start-up phase, a summary and a diagnosis.
+
+Reads what `vllm serve` prints from 0.8.5 to 0.32: ANSI colours, `(APIServer pid=…)` /
+`(EngineCore_DP0 pid=…)` / `(Worker pid=…)` prefixes, tqdm bars redrawn with carriage returns,
+banner-style ("version 0.25.1" in block letters, NGC's "vLLM Version …") and line-style
+("vLLM API server version …") versions. Pure: no I/O.
+
+Speed matters (a log can stream thousands of lines a second): every rule is guarded by a plain
+substring test, and the regular expression only runs when that substring is present.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+from dataclasses import dataclass
+from typing import Callable, Iterable, Union
+
+# The phase strip, in order. "failed" replaces whatever phase start-up reached.
+PHASES = ("starting", "loading_weights", "profiling", "kv_cache", "cuda_graphs", "ready")
+FAILED = "failed"
+FAILURE_KINDS = (
+    "free_memory",
+    "kv_too_small",
+    "no_kv_memory",
+    "cuda_oom",
+    "model_not_found",
+    "killed",
+    "engine_init_failed",
+    "unknown",
+)
+DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    version: str
+    source: str  # api_server | banner | container | engine
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    model: str
+    source: str  # engine | banner | args | loading | error
+
+
+@dataclass(frozen=True, slots=True)
+class MaxModelLen:
+    tokens: int
+    source: str  # engine | resolved | args
+
+
+@dataclass(frozen=True, slots=True)
+class LoadingStarted:
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class WeightsRead:
+    """"Loading weights took N seconds" (reading the checkpoint; printed by every backend)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class WeightsLoaded:
+    """"Model loading took X GiB and N seconds": the weights' memory, as vLLM measured it."""
+
+    gib: float
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Profiling:
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class AvailableKVMemory:
+    gib: float
+
+
+@dataclass(frozen=True, slots=True)
+class KVCacheSize:
+    tokens: int
+    device: str  # "GPU" or "CPU"
+
+
+@dataclass(frozen=True, slots=True)
+class MaxConcurrency:
+    tokens_per_request: int
+    concurrency: float
+
+
+@dataclass(frozen=True, slots=True)
+class CudaGraphCapture:
+    finished: bool
+    seconds: float | None = None
+    gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerListening:
+    url: str | None  # None when only the route listing was seen
+
+
+@dataclass(frozen=True, slots=True)
+class StartupComplete:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Warning_:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    text: str
+    exception: str | None = None  # "ValueError" when the line is a Python exception
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    kind: str  # one of FAILURE_KINDS
+    message: str
+    hint: str
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "message": self.message, "hint": self.hint}
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseChanged:
+    """Emitted by LogSummary.feed (not parse_line) when the start-up phase moves."""
+
+    phase: str
+
+
+Event = Union[
+    Version, Model, MaxModelLen, LoadingStarted, WeightsRead, WeightsLoaded, Profiling,
+    AvailableKVMemory, KVCacheSize, MaxConcurrency, CudaGraphCapture, ServerListening,
+    StartupComplete, Warning_, Error, Failure, PhaseChanged,
+]  # fmt: skip
+
+
+# ---------------------------------------------------------------- line anatomy
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_PREFIX = re.compile(r"\(([A-Za-z][\w.-]*) pid=(\d+)\)\s?")
+# "INFO 05-12 02:45:10 [api_server.py:1043] msg" and uvicorn's "INFO:     msg"
+_LEVEL = re.compile(
+    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL)(?: \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?|:\s+)"
+)
+_EXCEPTION = re.compile(r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt)): (.*)")
+
+
+def split_line(raw: str) -> tuple[str | None, str | None, str]:
+    """(process, level, message) of one raw log line; the message has no colours or prefix."""
+    line = raw.rstrip("\r\n")
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if "\r" in line:
+        # a progress bar redrawn in place: keep the prefix and what the terminal last showed
+        head, _, _ = line.partition("\r")
+        tail = [part for part in line.split("\r")[1:] if part.strip()]
+        line = head.rstrip() + " " + tail[-1] if tail and head.startswith("(") else (tail[-1] if tail else head)
+    process = None
+    if line.startswith("("):
+        match = _PREFIX.match(line)
+        if match:
+            process = match.group(1)
+            line = line[match.end() :]
+    level = None
+    if line and line[0] in "DIWEC":
+        match = _LEVEL.match(line)
+        if match:
+            level = match.group(1)
+            line = line[match.end() :]
+    return process, level, line.strip()
+
+
+# ---------------------------------------------------------------- rules
+
+_BANNER_GLYPHS = ("█", "▄", "▀")
+
+
+def _first_number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _floor2(x: float) -> float:
+    return math.floor(x * 100) / 100
+
+
+_R_API_VERSION = re.compile(r"vLLM API server version (\S+)")
+_R_BANNER_VERSION = re.compile(r"\bversion (\S+)\s*$")
+_R_BANNER_MODEL = re.compile(r"\bmodel\s+(\S+)\s*$")
+_R_CONTAINER_VERSION = re.compile(r"^vLLM Version (\S+)")
+_R_ENGINE = re.compile(r"LLM engine \(v([^)]+)\)")
+_R_ENGINE_MODEL = re.compile(r"\bmodel='([^']*)'")
+_R_ENGINE_SEQ = re.compile(r"\bmax_seq_len=(\d+)")
+_R_ARGS_MODEL = re.compile(r"'model': '([^']*)'|\bmodel_tag='([^']*)'|\bmodel='([^']*)'")
+_R_ARGS_LEN = re.compile(r"'max_model_len': (\d+)|\bmax_model_len=(\d+)")
+_R_USING_LEN = re.compile(r"Using max model len (\d+)")
+_R_LOAD_START = re.compile(r"Starting to load model (.+?)(?:\.\.\.)?$")
+_R_WEIGHTS_READ = re.compile(r"Loading weights took ([\d.]+) seconds")
+_R_WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds")
+_R_AVAIL_KV = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
+_R_CPU_KV = re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/[\d.]+\) GiB for KV cache")
+_R_KV_SIZE = re.compile(r"\b(\w+) KV cache size: ([\d,]+) tokens")
+_R_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_R_GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?, took ([\d.-]+) GiB")
+_R_LISTEN = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
+_R_FREE_MEM = re.compile(
+    r"\(([\d.]+)/([\d.]+) GiB\) on startup is less than desired (GPU|CPU) memory utilization \(([\d.]+), ([\d.]+) GiB\)"
+)
+_R_KV_TOO_SMALL = re.compile(
+    r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \(([\d.]+) GiB\)"
+)
+_R_ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
+_R_REPO = re.compile(r"specified: '([^']*)'|Repository Not Found for url: \S*?/api/models/([^/\s]+/[^/\s]+)")
+
+_PROFILING_NEEDLES = (
+    "Dynamo bytecode transform time",
+    "torch.compile take",
+    "torch.compile took",
+    "Initial profiling/warmup run",
+    "Warming up model",
+    "Profiling CUDA graph memory",
+    "Memory profiling takes",
+    "Estimated CUDA graph memory",
+)
+
+
+def _version_rules(msg: str, out: list) -> None:
+    if "API server version" in msg:
+        m = _R_API_VERSION.search(msg)
+        if m:
+            out.append(Version(m.group(1), "api_server"))
+    elif "version " in msg and any(g in msg for g in _BANNER_GLYPHS):
+        m = _R_BANNER_VERSION.search(msg)
+        if m:
+            out.append(Version(m.group(1), "banner"))
+    elif msg.startswith("vLLM Version "):
+        m = _R_CONTAINER_VERSION.match(msg)
+        if m:
+            out.append(Version(m.group(1), "container"))
+
+
+def _engine_config(msg: str, out: list) -> None:
+    m = _R_ENGINE.search(msg)
+    if m:
+        out.append(Version(m.group(1), "engine"))
+    m = _R_ENGINE_MODEL.search(msg)
+    if m:
+        out.append(Model(m.group(1), "engine"))
+    m = _R_ENGINE_SEQ.search(msg)
+    if m:
+        out.append(MaxModelLen(int(m.group(1)), "engine"))
+
+
+def _args(msg: str, out: list) -> None:
+    m = _R_ARGS_MODEL.search(msg)
+    if m:
+        out.append(Model(next(g for g in m.groups() if g is not None), "args"))
+    m = _R_ARGS_LEN.search(msg)
+    if m:
+        out.append(MaxModelLen(int(next(g for g in m.groups() if g is not None)), "args"))
+
+
+def _info_rules(msg: str, out: list) -> None:
+    """Progress facts (any level; vLLM prints them as INFO)."""
+    if "version" in msg or "Version" in msg:
+        _version_rules(msg, out)
+    if "LLM engine (v" in msg:
+        _engine_config(msg, out)
+    if "model " in msg and any(g in msg for g in _BANNER_GLYPHS):
+        m = _R_BANNER_MODEL.search(msg)
+        if m:
+            out.append(Model(m.group(1), "banner"))
+    if "args: " in msg and ("non-default args" in msg or "Namespace(" in msg):
+        _args(msg, out)
+    if "Using max model len" in msg:
+        m = _R_USING_LEN.search(msg)
+        if m:
+            out.append(MaxModelLen(int(m.group(1)), "resolved"))
+    if "Starting to load model" in msg:
+        m = _R_LOAD_START.search(msg)
+        if m:
+            out.append(LoadingStarted(m.group(1)))
+    if "took" in msg:
+        if "Loading weights took" in msg:
+            m = _R_WEIGHTS_READ.search(msg)
+            if m:
+                out.append(WeightsRead(float(m.group(1))))
+        elif "Model loading took" in msg:
+            m = _R_WEIGHTS.search(msg)
+            if m:
+                out.append(WeightsLoaded(float(m.group(1)), float(m.group(2))))
+    if "KV cache" in msg:
+        if "Available KV cache memory" in msg:
+            m = _R_AVAIL_KV.search(msg)
+            if m:
+                out.append(AvailableKVMemory(float(m.group(1))))
+        elif "GiB for KV cache" in msg:
+            m = _R_CPU_KV.search(msg)
+            if m:
+                out.append(AvailableKVMemory(float(m.group(1))))
+        if "KV cache size:" in msg:
+            m = _R_KV_SIZE.search(msg)
+            if m:
+                out.append(KVCacheSize(_first_number(m.group(2)), m.group(1)))
+    if "Maximum concurrency for" in msg:
+        m = _R_CONCURRENCY.search(msg)
+        if m:
+            out.append(MaxConcurrency(_first_number(m.group(1)), float(m.group(2))))
+    if "raph" in msg:
+        if "Capturing CUDA graphs" in msg:
+            out.append(CudaGraphCapture(finished=False))
+        elif "Graph capturing finished" in msg:
+            m = _R_GRAPH_DONE.search(msg)
+            if m:
+                out.append(CudaGraphCapture(True, float(m.group(1)), float(m.group(2))))
+    for needle in _PROFILING_NEEDLES:
+        if needle in msg:
+            out.append(Profiling(msg))
+            break
+    if "Starting vLLM" in msg:
+        m = _R_LISTEN.search(msg)
+        if m:
+            out.append(ServerListening(m.group(1)))
+    elif "Available routes are" in msg:
+        out.append(ServerListening(None))
+    if "Application startup complete" in msg:
+        out.append(StartupComplete())
+
+
+# ---- failures (only from ERROR/CRITICAL lines and raw traceback text, never INFO/WARNING)
+
+
+def _free_memory(msg: str) -> Failure:
+    m = _R_FREE_MEM.search(msg)
+    if not m:
+        return Failure(
+            "free_memory",
+            msg,
+            "vLLM found less free memory at start than --gpu-memory-utilization asks for. On a DGX "
+            f"Spark that is usually page cache: run `{DROP_CACHES}` and start again, or lower "
+            "--gpu-memory-utilization.",
+        )
+    free, total, device, util, wanted = m.groups()
+    fits = _floor2(float(free) / float(total))
+    where = (
+        "On a DGX Spark (unified memory) the difference is usually page cache, which vLLM counts as used: "
+        f"run `{DROP_CACHES}` and start again"
+        if device == "GPU"
+        else "On the CPU backend --gpu-memory-utilization is the share of RAM reserved: free some memory "
+        f"(page cache: `{DROP_CACHES}`)"
+    )
+    return Failure(
+        "free_memory",
+        msg,
+        f"vLLM wants {wanted} GiB ({util} of {total} GiB) free at start but found {free} GiB. "
+        f"{where}, or lower --gpu-memory-utilization to {fits} or less.",
+    )
+
+
+def _kv_too_small(msg: str) -> Failure:
+    m = _R_KV_TOO_SMALL.search(msg)
+    est = _R_ESTIMATED_LEN.search(msg)
+    if m:
+        length, needed, available = m.groups()
+        need = f"One request of {length} tokens needs {needed} GiB of KV cache; only {available} GiB is left. "
+    else:
+        need = "One request of --max-model-len tokens does not fit in the KV cache. "
+    if est:
+        fix = (
+            f"vLLM estimates the longest that fits is {est.group(1)} tokens: set --max-model-len "
+            f"{est.group(1)} or less"
+        )
+    else:
+        fix = "Lower --max-model-len"
+    return Failure(
+        "kv_too_small",
+        msg,
+        need + fix + ", or make room for the KV cache (a higher --gpu-memory-utilization, "
+        "--kv-cache-dtype fp8, or a smaller or more quantized model).",
+    )
+
+
+def _no_kv_memory(msg: str) -> Failure:
+    return Failure(
+        "no_kv_memory",
+        msg,
+        "The weights and the profiling peak already use all the memory vLLM may claim, leaving nothing "
+        "for the KV cache: raise --gpu-memory-utilization (on a Spark keep headroom for the system), "
+        "lower --max-num-batched-tokens, or use a smaller or more quantized model.",
+    )
+
+
+def _cuda_oom(msg: str) -> Failure:
+    return Failure(
+        "cuda_oom",
+        msg,
+        "CUDA ran out of memory. Lower --gpu-memory-utilization (on a Spark CPU programs share the same "
+        "memory), --max-num-seqs or --max-model-len, use --enforce-eager to skip CUDA graphs, or use a "
+        "smaller or more quantized model; close other GPU programs.",
+    )
+
+
+def _model_not_found(msg: str) -> Failure:
+    m = _R_REPO.search(msg)
+    name = next((g for g in m.groups() if g), None) if m else None
+    what = f"'{name}' is" if name else "The model is"
+    return Failure(
+        "model_not_found",
+        msg,
+        f"{what} neither a Hugging Face repo id vLLM can reach nor a local directory with a config.json "
+        "(params.json for Mistral). Check the spelling (org/name, case-sensitive) or the path; for a "
+        "gated or private repo set HF_TOKEN in the profile's env; offline, the model must already be in "
+        "the Hugging Face cache.",
+    )
+
+
+def _engine_init_failed(msg: str) -> Failure:
+    return Failure(
+        "engine_init_failed",
+        msg,
+        "vLLM's engine process died while starting; the cause is earlier in the log (the first ERROR or "
+        "Traceback). Run `sparktui inspect-log` on the whole log, or read it from the first ERROR.",
+    )
+
+
+_FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
+    (("less than desired GPU memory utilization", "less than desired CPU memory utilization",
+      "is less than requested memory for kv"), _free_memory),
+    (("To serve at least one request with the model",), _kv_too_small),
+    (("No available memory for the cache blocks",), _no_kv_memory),
+    (("CUDA out of memory", "OutOfMemoryError", "not enough GPU memory"), _cuda_oom),
+    (("Invalid repository ID or local directory", "RepositoryNotFoundError", "Repository Not Found",
+      "is not a local folder and is not a valid model identifier"), _model_not_found),
+    (("Engine core initialization failed",), _engine_init_failed),
+)  # fmt: skip
+
+
+def parse_line(raw: str) -> list[Event]:
+    """The events in one line of vLLM output (most lines have none)."""
+    _, level, msg = split_line(raw)
+    out: list = []
+    if not msg:
+        return out
+    _info_rules(msg, out)
+    if level in (None, "ERROR", "CRITICAL"):
+        if "Error" in msg or "Exception" in msg or "failed" in msg or "memory" in msg or "Repository" in msg:
+            for needles, build in _FAILURE_RULES:
+                if any(n in msg for n in needles):
+                    out.append(build(msg))
+                    if build is _model_not_found and (m := _R_REPO.search(msg)) and m.group(1):
+                        out.append(Model(m.group(1), "error"))
+                    break
+        if level is None:
+            if "Error: " in msg or "Exception: " in msg or "Interrupt: " in msg:
+                m = _EXCEPTION.match(msg)
+                if m:
+                    out.append(Error(msg, m.group(1)))
+        else:
+            m = _EXCEPTION.match(msg) if ("Error: " in msg or "Exception: " in msg) else None
+            out.append(Error(msg, m.group(1) if m else None))
+    elif level == "WARNING":
+        out.append(Warning_(msg))
+    return out
+
+
+# ---------------------------------------------------------------- summary
+
+# which source wins when several lines say the same thing (higher wins; ties: first seen)
+_VERSION_RANK = {"api_server": 3, "banner": 2, "container": 1, "engine": 0}
+_MODEL_RANK = {"engine": 4, "banner": 3, "args": 2, "loading": 1, "error": 0}
+_LEN_RANK = {"engine": 2, "resolved": 1, "args": 0}
+# failures that name a cause beat the generic ones
+_GENERIC = ("engine_init_failed", "unknown", "killed")
+
+_PHASE_OF = {
+    LoadingStarted: "loading_weights",
+    WeightsRead: "loading_weights",
+    WeightsLoaded: "profiling",
+    Profiling: "profiling",
+    AvailableKVMemory: "kv_cache",
+    KVCacheSize: "kv_cache",
+    MaxConcurrency: "kv_cache",
+    CudaGraphCapture: "cuda_graphs",
+    StartupComplete: "ready",
+}
+_PHASE_INDEX = {name: i for i, name in enumerate(PHASES)}
+
+
+class LogSummary:
+    """What a vLLM log says so far. Feed it lines (or events); call finish() at end of input."""
+
+    def __init__(self) -> None:
+        self.version: str | None = None
+        self.model: str | None = None
+        self.max_model_len: int | None = None
+        self.weights_gib: float | None = None
+        self.weights_seconds: float | None = None
+        self.available_kv_gib: float | None = None
+        self.kv_cache_tokens: int | None = None
+        self.kv_cache_device: str | None = None
+        self.max_concurrency: float | None = None
+        self.cuda_graph_gib: float | None = None
+        self.url: str | None = None
+        self.ready = False
+        self.failure: Failure | None = None
+        self.phase = PHASES[0]
+        self.reached = PHASES[0]  # the furthest start-up phase, kept when phase becomes "failed"
+        self.warnings = 0
+        self.errors = 0
+        self.last_error: Error | None = None
+        self.lines = 0
+        self.finished = False
+        self._ranks: dict[str, int] = {}
+
+    # -- feeding
+
+    def feed(self, raw: str) -> list[Event]:
+        self.lines += 1
+        events = parse_line(raw)
+        if events:
+            extra = self.apply(events)
+            if extra:
+                events.extend(extra)
+        return events
+
+    def feed_lines(self, lines: Iterable[str]) -> None:
+        for raw in lines:
+            self.lines += 1
+            events = parse_line(raw)
+            if events:
+                self.apply(events)
+
+    def _take(self, field: str, value, rank: int) -> None:
+        if getattr(self, field) is None or rank > self._ranks.get(field, -1):
+            setattr(self, field, value)
+            self._ranks[field] = rank
+
+    def apply(self, events: list[Event]) -> list[PhaseChanged]:
+        """Update from parsed events; returns the phase changes they caused."""
+        before = self.phase
+        for ev in events:
+            kind = type(ev)
+            if kind is Version:
+                self._take("version", ev.version, _VERSION_RANK[ev.source])
+            elif kind is Model:
+                self._take("model", ev.model, _MODEL_RANK[ev.source])
+            elif kind is MaxModelLen:
+                self._take("max_model_len", ev.tokens, _LEN_RANK[ev.source])
+            elif kind is LoadingStarted:
+                self._take("model", ev.model, _MODEL_RANK["loading"])
+            elif kind is WeightsLoaded:
+                if self.weights_gib is None:
+                    self.weights_gib, self.weights_seconds = ev.gib, ev.seconds
+            elif kind is AvailableKVMemory:
+                if self.available_kv_gib is None:
+                    self.available_kv_gib = ev.gib
+            elif kind is KVCacheSize:
+                if self.kv_cache_tokens is None:
+                    self.kv_cache_tokens, self.kv_cache_device = ev.tokens, ev.device
+            elif kind is MaxConcurrency:
+                if self.max_concurrency is None:
+                    self.max_concurrency = ev.concurrency
+            elif kind is CudaGraphCapture:
+                if ev.finished and self.cuda_graph_gib is None:
+                    self.cuda_graph_gib = ev.gib
+            elif kind is ServerListening:
+                if ev.url:
+                    self.url = ev.url
+            elif kind is StartupComplete:
+                self.ready = True
+            elif kind is Warning_:
+                self.warnings += 1
+            elif kind is Error:
+                self.errors += 1
+                if ev.exception:
+                    self.last_error = ev
+            elif kind is Failure:
+                self._fail(ev)
+            phase = _PHASE_OF.get(kind)
+            if phase and _PHASE_INDEX[phase] > _PHASE_INDEX[self.reached]:
+                self.reached = phase
+                if self.phase != FAILED:
+                    self.phase = phase
+        return [PhaseChanged(self.phase)] if self.phase != before else []
+
+    def _fail(self, failure: Failure) -> None:
+        current = self.failure
+        if current is None or (current.kind in _GENERIC and failure.kind not in _GENERIC):
+            if failure.kind == "engine_init_failed" and self.last_error is not None:
+                failure = Failure(
+                    failure.kind,
+                    f"{failure.message} (last error before it: {self.last_error.text})",
+                    failure.hint,
+                )
+            self.failure = failure
+        self.phase = FAILED
+
+    def finish(self, returncode: int | None = None) -> list[Event]:
+        """End of input (or the process exited): a start-up that never got ready has failed.
+
+        `returncode` is the exit status when known (negative: killed by that signal).
+        """
+        self.finished = True
+        if self.ready and returncode in (None, 0) or self.failure is not None:
+            return []
+        if returncode is not None and returncode < 0:
+            try:
+                name = signal.Signals(-returncode).name
+            except ValueError:
+                name = f"signal {-returncode}"
+            failure = _killed(f"vLLM was killed by {name} during {self.reached.replace('_', ' ')}.")
+        elif self.ready:
+            failure = Failure(
+                "unknown",
+                f"vLLM exited with status {returncode} after start-up completed.",
+                "Read the end of the log for the reason.",
+            )
+        elif self.last_error is not None:
+            failure = Failure(
+                "unknown",
+                self.last_error.text,
+                "vLLM stopped with an error sparktui does not recognise; the first ERROR or Traceback "
+                "in the log is usually the cause.",
+            )
+        else:
+            stopped = f"The log stops during {self.reached.replace('_', ' ')} with no error"
+            if returncode is not None:
+                stopped += f" (exit status {returncode})"
+            failure = _killed(stopped + ".")
+        self._fail(failure)
+        return [failure, PhaseChanged(self.phase)]
+
+    # -- reading
+
+    def to_dict(self) -> dict:
+        return {
+            "version": self.version,
+            "model": self.model,
+            "max_model_len": self.max_model_len,
+            "weights_gib": self.weights_gib,
+            "available_kv_gib": self.available_kv_gib,
+            "kv_cache_tokens": self.kv_cache_tokens,
+            "max_concurrency": self.max_concurrency,
+            "ready": self.ready,
+            "failure": self.failure.to_dict() if self.failure else None,
+        }
+
+
+def _killed(message: str) -> Failure:
+    return Failure(
+        "killed",
+        message,
+        "vLLM was stopped from outside before it was ready. On a DGX Spark that is usually the kernel's "
+        "OOM killer when unified memory ran out (check `sudo dmesg | grep -iE 'killed process|out of "
+        "memory'`). Lower --gpu-memory-utilization, --max-model-len or --max-num-seqs, close other "
+        "programs, or use a smaller model.",
+    )
+
+
+def summarize(lines: Iterable[str], *, finished: bool = True, returncode: int | None = None) -> LogSummary:
+    """Summary of a whole log. `finished=False` for a log that may still grow (no killed verdict)."""
+    summary = LogSummary()
+    summary.feed_lines(lines)
+    if finished:
+        summary.finish(returncode)
+    return summary

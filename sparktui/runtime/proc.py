@@ -1,0 +1,540 @@
+"""Process control: spawn a command in its own session, know exactly which processes are ours,
+stop or kill the whole tree, and clean the /dev/shm files it left.
+
+Identity: a pid alone is not a process (pids are reused). A process is (pid, start time), the
+start time being field 22 of /proc/PID/stat (clock ticks since boot). Every signal to a single
+process goes through `signal_process`, which opens a pidfd first, then checks the start time,
+then signals through the pidfd: once the pidfd is open it cannot point at a newer process, so
+there is no window between check and signal. The process-group signal (killpg) is sent only
+while the group number is provably ours: a pgid cannot be reused while any process still holds
+it, so it is safe while the (unreaped) root, or a recorded member, is in the group.
+
+Tree: vLLM's API server starts `VLLM::EngineCore` and workers; killing the server alone leaves
+them running (and re-parented to PID 1). So every process seen as a child of a recorded one,
+or in our process group or session, is recorded as (pid, start time) while it lives, and swept
+by identity after the group is signalled.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+import signal
+import stat as stat_module
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from sparktui.errors import UserError
+
+SHM_DIR = Path("/dev/shm")
+# What vLLM and its libraries leave in /dev/shm when killed: multiprocessing.shared_memory
+# (psm_*), multiprocessing semaphores (sem.mp-*), vLLM's own mmaps (vllm_offload_*, vllm_ec_*)
+# and torch's libshm (torch_*). Only these names are ever candidates for removal.
+SHM_PATTERNS = ("psm_*", "sem.mp-*", "vllm_*", "torch_*")
+
+# Run in the child before exec (a fresh interpreter, so no fork-with-threads hazard, unlike
+# preexec_fn): ask the kernel to SIGKILL it when its parent goes away, then exec the command.
+# Python ignores SIGPIPE and SIGXFSZ at start-up and ignored signals survive exec, so restore
+# them. If the parent already died before prctl took effect, exit instead of running unguarded.
+_PDEATHSIG_EXEC = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)\n"  # 1 = PR_SET_PDEATHSIG
+    "if os.getppid() != int(sys.argv[1]): os._exit(70)\n"
+    "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
+    "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n"
+    "os.execv(sys.argv[2], sys.argv[3:])\n"
+)
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """One line of /proc/PID/stat, the fields we need."""
+
+    pid: int
+    ppid: int
+    pgrp: int
+    session: int
+    state: str
+    start_time: int  # clock ticks since boot (field 22)
+    comm: str
+
+    @property
+    def dead(self) -> bool:
+        # A zombie has already released its memory; it only waits to be reaped.
+        return self.state in "ZXx"
+
+
+def read_stat(pid: int) -> ProcInfo | None:
+    """The process's stat line, or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    # comm may contain spaces and parentheses: it ends at the last ')'.
+    close = raw.rfind(b")")
+    fields = raw[close + 2 :].split()
+    try:
+        return ProcInfo(
+            pid=pid,
+            ppid=int(fields[1]),
+            pgrp=int(fields[2]),
+            session=int(fields[3]),
+            state=fields[0].decode(),
+            start_time=int(fields[19]),
+            comm=raw[raw.find(b"(") + 1 : close].decode(errors="replace"),
+        )
+    except (IndexError, ValueError):
+        return None
+
+
+def start_time_of(pid: int) -> int | None:
+    info = read_stat(pid)
+    return None if info is None else info.start_time
+
+
+def scan_processes() -> list[ProcInfo]:
+    """Every process on the machine (about 20 µs each: ~2 ms for 100 processes)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            info = read_stat(int(name))
+            if info is not None:
+                out.append(info)
+    return out
+
+
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    pid: int
+    start_time: int
+
+    def matches(self, info: ProcInfo | None) -> bool:
+        return info is not None and info.pid == self.pid and info.start_time == self.start_time
+
+    def is_alive(self) -> bool:
+        info = read_stat(self.pid)
+        return self.matches(info) and not info.dead
+
+
+def signal_process(ident: ProcessIdentity, sig: int) -> bool:
+    """Send `sig` to exactly that process. False (nothing sent) if it is gone or the pid is reused."""
+    pidfd = None
+    if hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(ident.pid)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pidfd = None  # old kernel: fall back to the (tiny) check-then-kill window
+    try:
+        info = read_stat(ident.pid)
+        if not ident.matches(info) or info.dead:
+            return False
+        if pidfd is not None:
+            signal.pidfd_send_signal(pidfd, sig)
+        else:
+            os.kill(ident.pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _shm_snapshot() -> set[tuple[str, int]]:
+    try:
+        return {(e.name, e.inode()) for e in os.scandir(SHM_DIR)}
+    except OSError:
+        return set()
+
+
+@dataclass
+class StopReport:
+    """What stop()/kill() did and how long the tree took to go."""
+
+    signals: list[dict] = field(default_factory=list)  # {"target", "signal", "at_s"}
+    gone: bool = False
+    gone_after_s: float | None = None  # from the first signal until no process of the tree was left
+    escalated: bool = False  # SIGTERM was not enough: SIGKILL after the grace period
+    survivors: list[int] = field(default_factory=list)
+    shm_removed: list[str] = field(default_factory=list)
+    shm_kept: list[str] = field(default_factory=list)  # candidates another process still maps
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class ProcessTree:
+    """A started command and every process it spawned. Create with `spawn()` or `from_record()`."""
+
+    def __init__(
+        self,
+        root: ProcessIdentity,
+        *,
+        popen: subprocess.Popen | None = None,
+        spawned_at: float | None = None,
+        shm_before: set[tuple[str, int]] | None = None,
+        recorded: Iterable[ProcessIdentity] = (),
+        argv: list[str] | None = None,
+        log_path: str | None = None,
+    ) -> None:
+        self.root = root
+        self.pid = root.pid
+        self.pgid = root.pid  # the root is the leader of its own session and group
+        self.popen = popen
+        self.spawned_at = spawned_at if spawned_at is not None else time.time()
+        self.shm_before = shm_before
+        self.argv = argv
+        self.log_path = log_path
+        self.generation = 0  # bumps when a new member is recorded (callers re-save their state)
+        self._lock = threading.RLock()
+        self._recorded: dict[int, int] = {root.pid: root.start_time}
+        for ident in recorded:
+            self._recorded[ident.pid] = ident.start_time
+        self._tracker: threading.Thread | None = None
+        self._stop_tracking = threading.Event()
+
+    # --- identity and membership -------------------------------------------------------------
+
+    @property
+    def recorded(self) -> list[ProcessIdentity]:
+        with self._lock:
+            return [ProcessIdentity(p, s) for p, s in self._recorded.items()]
+
+    def returncode(self) -> int | None:
+        """The root's exit status once it has exited (only for a tree this process spawned)."""
+        return None if self.popen is None else self.popen.poll()
+
+    def _root_pinned(self) -> bool:
+        # Our unreaped child keeps its pid (= the pgid) from being reused, alive or zombie.
+        return self.popen is not None and self.popen.returncode is None
+
+    def refresh(self, procs: list[ProcInfo] | None = None) -> list[ProcInfo]:
+        """Record new members; return the live ones (not zombies)."""
+        procs = scan_processes() if procs is None else procs
+        with self._lock:
+            recorded = self._recorded
+            ours = {p.pid for p in procs if recorded.get(p.pid) == p.start_time}
+            # The group/session number is ours while an unreaped root or a recorded member is in it.
+            group_ours = self._root_pinned() or any(p.pgrp == self.pgid for p in procs if p.pid in ours)
+            session_ours = self._root_pinned() or any(p.session == self.pgid for p in procs if p.pid in ours)
+            by_pid = {p.pid: p for p in procs}
+            changed = True
+            while changed:
+                changed = False
+                for p in procs:
+                    if p.pid in ours:
+                        continue
+                    parent = by_pid.get(p.ppid)
+                    child_of_ours = p.ppid in ours and parent is not None and p.start_time >= parent.start_time
+                    in_group = group_ours and p.pgrp == self.pgid and p.start_time >= self.root.start_time
+                    in_session = session_ours and p.session == self.pgid and p.start_time >= self.root.start_time
+                    if child_of_ours or in_group or in_session:
+                        ours.add(p.pid)
+                        recorded[p.pid] = p.start_time
+                        self.generation += 1
+                        changed = True
+            return [p for p in procs if p.pid in ours and not p.dead]
+
+    def live_members(self) -> list[ProcInfo]:
+        return self.refresh()
+
+    def _recorded_alive(self) -> list[ProcessIdentity]:
+        """Cheap check (only our own pids' stat files): recorded members still running."""
+        return [i for i in self.recorded if i.is_alive()]
+
+    def is_gone(self) -> bool:
+        self.returncode()  # reap the root if it has exited
+        return not self._recorded_alive() and not self.refresh()
+
+    def start_tracking(self, interval: float = 1.0) -> None:
+        """Record descendants in a background thread until the tree is gone or stop_tracking()."""
+        if self._tracker is not None:
+            return
+        stop = self._stop_tracking = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(interval):
+                if not self.refresh() and self.returncode() is not None:
+                    return
+
+        self._tracker = threading.Thread(target=loop, name=f"sparktui-track-{self.pid}", daemon=True)
+        self._tracker.start()
+
+    def stop_tracking(self) -> None:
+        self._stop_tracking.set()
+        self._tracker = None
+
+    # --- signals -----------------------------------------------------------------------------
+
+    def signal_group(self, sig: int, report: StopReport | None = None, t0: float | None = None) -> bool:
+        """killpg(sig) if the group is still provably ours. Returns whether it was sent."""
+        if not self._root_pinned():
+            procs = scan_processes()
+            with self._lock:
+                if not any(p.pgrp == self.pgid and self._recorded.get(p.pid) == p.start_time for p in procs):
+                    return False
+        try:
+            os.killpg(self.pgid, sig)
+        except ProcessLookupError:
+            return False
+        if report is not None:
+            report.signals.append(_signal_entry(f"group {self.pgid}", sig, t0))
+        return True
+
+    def _signal_members(self, sig: int, report: StopReport, t0: float, outside_group_only: bool) -> None:
+        for info in self.refresh():
+            if outside_group_only and info.pgrp == self.pgid:
+                continue
+            if signal_process(ProcessIdentity(info.pid, info.start_time), sig):
+                report.signals.append(_signal_entry(f"pid {info.pid} ({info.comm})", sig, t0))
+
+    def kill(self, *, on_poll: Callable[[], None] | None = None, timeout: float = 10.0) -> StopReport:
+        """SIGKILL the group and every recorded member at once; wait until gone; clean /dev/shm."""
+        report = StopReport()
+        t0 = time.monotonic()
+        # Signal first (the fast path needs no /proc scan), record afterwards.
+        self.signal_group(signal.SIGKILL, report, t0)
+        self._signal_members(signal.SIGKILL, report, t0, outside_group_only=False)
+        self._wait_gone(report, t0, t0 + timeout, on_poll)
+        self._finish(report)
+        return report
+
+    def stop(self, grace: float = 10.0, *, on_poll: Callable[[], None] | None = None, kill_timeout: float = 10.0) -> StopReport:
+        """SIGTERM the group (and members that left it), SIGKILL after `grace`; wait; clean /dev/shm."""
+        report = StopReport()
+        t0 = time.monotonic()
+        self.signal_group(signal.SIGTERM, report, t0)
+        self._signal_members(signal.SIGTERM, report, t0, outside_group_only=True)
+        if not self._wait_gone(report, t0, t0 + grace, on_poll):
+            report.escalated = True
+            self.signal_group(signal.SIGKILL, report, t0)
+            self._signal_members(signal.SIGKILL, report, t0, outside_group_only=False)
+            self._wait_gone(report, t0, time.monotonic() + kill_timeout, on_poll)
+        self._finish(report)
+        return report
+
+    def _wait_gone(self, report: StopReport, t0: float, deadline: float, on_poll: Callable[[], None] | None) -> bool:
+        next_scan = 0.0
+        while True:
+            self.returncode()
+            now = time.monotonic()
+            # Cheap check every 2 ms; a full /proc scan (to catch unrecorded members) every 50 ms
+            # and before declaring the tree gone.
+            if not self._recorded_alive():
+                if not self.refresh():
+                    report.gone = True
+                    report.gone_after_s = time.monotonic() - t0
+                    return True
+                next_scan = now + 0.05
+            elif now >= next_scan:
+                self.refresh()
+                next_scan = now + 0.05
+            if on_poll is not None:
+                on_poll()
+            if now >= deadline:
+                return False
+            time.sleep(0.002)
+
+    def _finish(self, report: StopReport) -> None:
+        self.stop_tracking()
+        self.returncode()
+        report.survivors = [i.pid for i in self._recorded_alive()]
+        if report.gone:
+            report.shm_removed, report.shm_kept = remove_shm_leftovers(self.spawned_at, self.shm_before)
+
+    # --- persistence (the supervisor's state file) -------------------------------------------
+
+    def to_record(self) -> dict:
+        return {
+            "pid": self.pid,
+            "start_time": self.root.start_time,
+            "boot_id": boot_id(),
+            "spawned_at": self.spawned_at,
+            "members": [[i.pid, i.start_time] for i in self.recorded],
+            "shm_before": sorted([name, ino] for name, ino in (self.shm_before or ())),
+            "argv": self.argv,
+            "log_path": self.log_path,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict) -> ProcessTree:
+        shm = record.get("shm_before")
+        return cls(
+            ProcessIdentity(int(record["pid"]), int(record["start_time"])),
+            spawned_at=float(record["spawned_at"]),
+            shm_before={(n, int(i)) for n, i in shm} if shm else None,
+            recorded=[ProcessIdentity(int(p), int(s)) for p, s in record.get("members", [])],
+            argv=record.get("argv"),
+            log_path=record.get("log_path"),
+        )
+
+
+def _signal_entry(target: str, sig: int, t0: float | None) -> dict:
+    at = 0.0 if t0 is None else round(time.monotonic() - t0, 6)
+    return {"target": target, "signal": signal.Signals(sig).name, "at_s": at}
+
+
+def spawn(
+    argv: list[str],
+    log_path: str | os.PathLike,
+    env: dict[str, str] | None = None,
+    cwd: str | os.PathLike | None = None,
+    *,
+    pdeathsig: bool = True,
+) -> ProcessTree:
+    """Start `argv` (a list, never a shell) in a new session and process group, stdout and stderr
+    appended to `log_path`, stdin from /dev/null, environment exactly `env` (default: ours).
+
+    With `pdeathsig` (Linux), the kernel SIGKILLs the command if the *thread* that spawned it
+    exits (that is how PR_SET_PDEATHSIG works): spawn from a thread that lives as long as the
+    command (the main thread or the supervisor's own), or pass pdeathsig=False.
+    """
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise UserError(f"command to run must be a non-empty list of strings, got {argv!r}")
+    env = dict(os.environ if env is None else env)
+    executable = shutil.which(argv[0], path=env.get("PATH", os.defpath))
+    if executable is None:
+        raise UserError(
+            f"command not found: {argv[0]!r} (searched PATH={env.get('PATH', os.defpath)!r}); "
+            "give a full path or fix PATH"
+        )
+    executable = os.path.abspath(executable)
+    full = [executable, *argv[1:]]
+    if pdeathsig and sys.platform.startswith("linux"):
+        full = [sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC, str(os.getpid()), executable, argv[0], *argv[1:]]
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    shm_before = _shm_snapshot()
+    spawned_at = time.time()
+    with open(log_path, "ab") as log:
+        popen = subprocess.Popen(
+            full,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    # The unreaped child cannot vanish from /proc, so its start time is always readable here.
+    start = start_time_of(popen.pid)
+    assert start is not None, "a just-spawned, unreaped child has a /proc entry"
+    return ProcessTree(
+        ProcessIdentity(popen.pid, start),
+        popen=popen,
+        spawned_at=spawned_at,
+        shm_before=shm_before,
+        argv=list(argv),
+        log_path=str(log_path),
+    )
+
+
+def sweep_orphans(record: dict) -> StopReport:
+    """Kill what is left of a tree recorded (to_record) by an earlier run: only processes whose
+    pid and start time match the record, on the same boot, plus their group; then /dev/shm."""
+    if record.get("boot_id") and record["boot_id"] != boot_id():
+        return StopReport(gone=True, gone_after_s=0.0)  # rebooted since: every recorded pid is stale
+    return ProcessTree.from_record(record).kill()
+
+
+# --- /dev/shm ----------------------------------------------------------------------------------
+
+
+def _paths_in_use(names: set[str]) -> tuple[set[str], bool]:
+    """Which /dev/shm/<name> any live process maps or holds open. Second value: some process
+    could not be inspected (another user's, without privilege)."""
+    wanted = {str(SHM_DIR / n): n for n in names}
+    used: set[str] = set()
+    blind = False
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as f:
+                for line in f:
+                    i = line.find(b"/dev/shm/")
+                    if i >= 0:
+                        path = line[i:].rstrip(b"\n").decode(errors="replace").removesuffix(" (deleted)")
+                        if path in wanted:
+                            used.add(wanted[path])
+        except FileNotFoundError:
+            continue
+        except PermissionError:
+            blind = True
+            continue
+        except OSError:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except PermissionError:
+            blind = True
+            continue
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target in wanted:
+                used.add(wanted[target])
+    return used, blind
+
+
+def remove_shm_leftovers(since: float, before: set[tuple[str, int]] | None = None) -> tuple[list[str], list[str]]:
+    """Remove /dev/shm entries a killed tree left: names like SHM_PATTERNS, owned by us, created
+    after `since` (wall clock; and absent from the `before` snapshot when there is one), regular
+    files, and mapped or held open by no live process. Returns (removed, kept-because-in-use)."""
+    uid = os.getuid()
+    candidates: dict[str, int] = {}
+    try:
+        entries = list(os.scandir(SHM_DIR))
+    except OSError:
+        return [], []
+    for e in entries:
+        if not any(fnmatch.fnmatchcase(e.name, p) for p in SHM_PATTERNS):
+            continue
+        if before is not None and (e.name, e.inode()) in before:
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        # ctime is when the inode last changed: never earlier than its creation.
+        if not stat_module.S_ISREG(st.st_mode) or st.st_uid != uid or st.st_ctime < since - 1.0:
+            continue
+        candidates[e.name] = st.st_mode
+    if not candidates:
+        return [], []
+    used, blind = _paths_in_use(set(candidates))
+    removed, kept = [], []
+    for name, mode in sorted(candidates.items()):
+        # If some process was not inspectable and could open the file, keep it: never guess.
+        if name in used or (blind and mode & 0o066):
+            kept.append(name)
+            continue
+        try:
+            os.unlink(SHM_DIR / name)
+            removed.append(name)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            kept.append(name)
+    return removed, kept

@@ -1,0 +1,345 @@
+"""vLLM log parsing: every fixture log, summary values checked by reading the logs by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparktui.core import vllm_log as vl
+from sparktui.core.vllm_log import LogSummary, parse_line, split_line, summarize
+
+LOGS = "vllm-logs"
+CPU = "vllm-cpu"
+
+# file -> expected summary (without failure) and expected failure kind.
+# Each value was read off the log: the line it comes from is quoted in the comment.
+EXPECTED = {
+    f"{LOGS}/discrete_v0.8.5.post1_deepseek-r1-distill-qwen-14b_unknownGPU_success.log": (
+        # "vLLM API server version 0.8.5.post1"; engine config "max_seq_len=32768";
+        # "Model loading took 27.5916 GiB and 4.056921 seconds"; no "Available KV cache memory" in 0.8.5;
+        # "GPU KV cache size: 32,832 tokens"; "Maximum concurrency for 32,768 tokens per request: 1.00x"
+        dict(version="0.8.5.post1", model="/opt/llm/deepseek-r1-14b", max_model_len=32768, weights_gib=27.5916,
+             available_kv_gib=None, kv_cache_tokens=32832, max_concurrency=1.00, ready=True),
+        None,
+    ),
+    f"{LOGS}/discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_free-memory-less-than-desired_fail.log": (
+        # "ValueError: Free memory on device (13.58/15.99 GiB) on startup is less than desired GPU memory
+        # utilization (0.85, 13.59 GiB)" before any weights were loaded
+        dict(version="0.10.2", model="/home/stewa/ai-models/weights/ybelkada/llava-1.5-7b-hf-awq",
+             max_model_len=4096, weights_gib=None, available_kv_gib=None, kv_cache_tokens=None,
+             max_concurrency=None, ready=False),
+        "free_memory",
+    ),
+    f"{LOGS}/discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_success.log": (
+        # "Model loading took 4.2530 GiB"; "Available KV cache memory: 8.99 GiB"; "GPU KV cache size: 18,400
+        # tokens"; "Maximum concurrency for 4,096 tokens per request: 4.49x"
+        dict(version="0.10.2", model="/home/stewa/ai-models/weights/ybelkada/llava-1.5-7b-hf-awq",
+             max_model_len=4096, weights_gib=4.2530, available_kv_gib=8.99, kv_cache_tokens=18400,
+             max_concurrency=4.49, ready=True),
+        None,
+    ),
+    f"{LOGS}/discrete_v0.11.0_llama-3.1-8b-instruct_L4_success.log": (
+        dict(version="0.11.0", model="meta-llama/Meta-Llama-3.1-8B-Instruct", max_model_len=32000,
+             weights_gib=14.9889, available_kv_gib=4.75, kv_cache_tokens=38944, max_concurrency=1.22, ready=True),
+        None,
+    ),
+    f"{LOGS}/discrete_v0.13.0_qwen2.5-14b-instruct-awq_A5000_success.log": (
+        # 0.13 says "Model loading took 9.3795 GiB memory and 854.112029 seconds"
+        dict(version="0.13.0", model="Qwen/Qwen2.5-14B-Instruct-AWQ", max_model_len=8192, weights_gib=9.3795,
+             available_kv_gib=10.39, kv_cache_tokens=56736, max_concurrency=6.93, ready=True),
+        None,
+    ),
+    f"{LOGS}/nonexistent-model_v0.8.x_excerpt_vllm-issue-13510.log": (
+        # only the ValueError names the model
+        dict(version=None, model="neuralmagic/Meta-Llama-3-8B-Instruct-FP8-dynamic", max_model_len=None,
+             weights_gib=None, available_kv_gib=None, kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "model_not_found",
+    ),
+    f"{LOGS}/nonexistent-model_vllm0.12-omni_excerpt_vllm-omni-issue-541.log": (
+        dict(version=None, model="Qwen/Qwen-Image-Edit-2509", max_model_len=None, weights_gib=None,
+             available_kv_gib=None, kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "model_not_found",
+    ),
+    f"{LOGS}/spark_v0.13.0-nv26.01_gpt-oss-20b-mxfp4-derivative_success.log": (
+        # NGC banner says "vLLM Version 0.13.0+faa43dbf"; the API server line is more exact:
+        # "vLLM API server version 0.13.0+faa43dbf.nv26.01"
+        dict(version="0.13.0+faa43dbf.nv26.01", model="huihui-ai/Huihui-gpt-oss-20b-mxfp4-abliterated-v2",
+             max_model_len=8192, weights_gib=13.7193, available_kv_gib=12.94, kv_cache_tokens=282624,
+             max_concurrency=54.44, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_v0.25.1_laguna-s-2.1-int4_kv-cache-too-small_fail.log": (
+        # "Model loading took 95.46 GiB memory"; "Available KV cache memory: 8.72 GiB"; then the ValueError
+        dict(version="0.25.1", model="poolside/Laguna-S-2.1-INT4", max_model_len=262144, weights_gib=95.46,
+             available_kv_gib=8.72, kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "kv_too_small",
+    ),
+    f"{LOGS}/spark_v0.25.1_laguna-s-2.1-nvfp4-dflash_success.log": (
+        # "Using max model len 65536" for the target, then 1048576 for the DFlash drafter (overridden
+        # back to 65536): the engine's max_seq_len=65536 is the one served
+        dict(version="0.25.1", model="poolside/Laguna-S-2.1-NVFP4", max_model_len=65536, weights_gib=95.63,
+             available_kv_gib=6.97, kv_cache_tokens=94135, max_concurrency=1.44, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_v0.25.1_laguna-s-2.1-nvfp4_host-oom-killed_truncated.log": (
+        # the log stops after "torch.compile took 30.61 s in total", no error
+        dict(version="0.25.1", model="poolside/Laguna-S-2.1-NVFP4", max_model_len=65536, weights_gib=95.63,
+             available_kv_gib=None, kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "killed",
+    ),
+    f"{CPU}/startup_FAIL_default_kv_memutil.log": (
+        # "ValueError: Available memory on node 0 (7.28/8.59 GiB) on startup is less than desired CPU
+        # memory utilization (0.92, 7.9 GiB)"
+        dict(version="0.32.0", model="/srv/models/tiny-llama", max_model_len=512, weights_gib=None,
+             available_kv_gib=None, kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "free_memory",
+    ),
+    f"{CPU}/startup_final_eager.log": (
+        # CPU runner prints no "Model loading took"; "Explicitly set (0.06/9.46) GiB for KV cache";
+        # "CPU KV cache size: 131,072 tokens, Maximum concurrency for 512 tokens per request: 256.00x"
+        dict(version="0.32.0", model="/srv/models/tiny-llama", max_model_len=512, weights_gib=None,
+             available_kv_gib=0.06, kv_cache_tokens=131072, max_concurrency=256.00, ready=True),
+        None,
+    ),
+    f"{CPU}/startup_torchcompile.log": (
+        dict(version="0.32.0", model="/srv/models/tiny-llama", max_model_len=512, weights_gib=None,
+             available_kv_gib=1.0, kv_cache_tokens=2097152, max_concurrency=4096.00, ready=True),
+        None,
+    ),
+}  # fmt: skip
+
+
+def read_lines(path):
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as fh:
+        return fh.readlines()
+
+
+def test_table_covers_every_fixture_log(fixtures):
+    on_disk = {f"{p.parent.name}/{p.name}" for d in (LOGS, CPU) for p in (fixtures / d).glob("*.log")}
+    assert on_disk == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_summary(fixtures, name):
+    expected, failure_kind = EXPECTED[name]
+    summary = summarize(read_lines(fixtures / name))
+    got = summary.to_dict()
+    assert list(got) == [
+        "version", "model", "max_model_len", "weights_gib", "available_kv_gib",
+        "kv_cache_tokens", "max_concurrency", "ready", "failure",
+    ]  # fmt: skip
+    failure = got.pop("failure")
+    assert got == expected
+    if failure_kind is None:
+        assert failure is None
+        assert summary.phase == "ready"
+    else:
+        assert failure["kind"] == failure_kind
+        assert failure["message"] and failure["hint"]
+        assert summary.phase == "failed"
+    json.dumps(summary.to_dict())  # JSON-ready
+
+
+def phases_of(lines):
+    summary = LogSummary()
+    seen = []
+    for line in lines:
+        for ev in summary.feed(line):
+            if isinstance(ev, vl.PhaseChanged):
+                seen.append(ev.phase)
+    seen.extend(ev.phase for ev in summary.finish() if isinstance(ev, vl.PhaseChanged))
+    return seen
+
+
+def test_phases_of_a_gpu_start(fixtures):
+    lines = read_lines(fixtures / LOGS / "spark_v0.25.1_laguna-s-2.1-nvfp4-dflash_success.log")
+    assert phases_of(lines) == ["loading_weights", "profiling", "kv_cache", "cuda_graphs", "ready"]
+
+
+def test_phases_of_an_eager_cpu_start(fixtures):
+    lines = read_lines(fixtures / CPU / "startup_final_eager.log")
+    assert phases_of(lines) == ["loading_weights", "kv_cache", "ready"]
+
+
+def test_phases_of_a_killed_start(fixtures):
+    lines = read_lines(fixtures / LOGS / "spark_v0.25.1_laguna-s-2.1-nvfp4_host-oom-killed_truncated.log")
+    assert phases_of(lines) == ["loading_weights", "profiling", "failed"]
+
+
+def test_specific_failure_wins_over_engine_init_failed(fixtures):
+    lines = read_lines(fixtures / LOGS / "spark_v0.25.1_laguna-s-2.1-int4_kv-cache-too-small_fail.log")
+    kinds = [ev.kind for line in lines for ev in parse_line(line) if isinstance(ev, vl.Failure)]
+    assert kinds[0] == "kv_too_small" and kinds[-1] == "engine_init_failed"
+    failure = summarize(lines).failure
+    assert failure.kind == "kv_too_small"
+    assert "121840" in failure.hint and "--max-model-len 121840" in failure.hint
+    assert failure.message.startswith("ValueError: To serve at least one request")
+
+
+def test_free_memory_hint_on_gpu_suggests_drop_caches_and_a_lower_utilization(fixtures):
+    name = "discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_free-memory-less-than-desired_fail.log"
+    failure = summarize(read_lines(fixtures / LOGS / name)).failure
+    assert vl.DROP_CACHES in failure.hint
+    # 13.58 free of 15.99: 0.849..., so 0.84 fits
+    assert "13.59 GiB" in failure.hint and "13.58 GiB" in failure.hint and "0.84" in failure.hint
+
+
+def test_still_growing_log_is_not_called_killed(fixtures):
+    lines = read_lines(fixtures / LOGS / "spark_v0.25.1_laguna-s-2.1-nvfp4_host-oom-killed_truncated.log")
+    summary = summarize(lines, finished=False)
+    assert summary.failure is None and summary.phase == "profiling"
+
+
+# ---------------------------------------------------------------- line level
+
+APISERVER = "\x1b[1;36m(APIServer pid=943457)\x1b[0;0m "
+ENGINE = "\x1b[1;36m(EngineCore_DP0 pid=943603)\x1b[0;0m "
+
+
+def only(line, kind):
+    events = [ev for ev in parse_line(line) if isinstance(ev, kind)]
+    assert len(events) == 1, events
+    return events[0]
+
+
+def test_split_line_strips_colour_prefix_level_and_carriage_returns():
+    assert split_line(APISERVER + "INFO 09-30 18:37:06 [api_server.py:1971] Starting vLLM API server 0 on x\n") == (
+        "APIServer", "INFO", "Starting vLLM API server 0 on x",
+    )  # fmt: skip
+    assert split_line("INFO:     Application startup complete.\n") == (None, "INFO", "Application startup complete.")
+    bar = ENGINE + "\rCapturing CUDA graphs (decode, FULL):   0%| 0/19\rCapturing CUDA graphs (decode, FULL): 100%| 19/19\n"
+    assert split_line(bar) == ("EngineCore_DP0", None, "Capturing CUDA graphs (decode, FULL): 100%| 19/19")
+    assert split_line("(EngineCore pid=6890) ERROR 08-03 21:49:23 [core.py:1231] EngineCore failed to start.\r\n") == (
+        "EngineCore", "ERROR", "EngineCore failed to start.",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("INFO 05-12 02:45:15 [api_server.py:1043] vLLM API server version 0.8.5.post1", vl.Version("0.8.5.post1", "api_server")),
+        ("(APIServer pid=23283) INFO 08-01 20:59:09 [api_utils.py:339]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.25.1\r", vl.Version("0.25.1", "banner")),
+        ("vLLM Version 0.13.0+faa43dbf", vl.Version("0.13.0+faa43dbf", "container")),
+    ],
+)  # fmt: skip
+def test_version_lines(line, expected):
+    assert only(line, vl.Version) == expected
+
+
+def test_model_lines():
+    banner = "(APIServer pid=1) INFO 08-01 20:59:09 [api_utils.py:339]   █▄█▀ █     █     █     █  model   poolside/Laguna-S-2.1-NVFP4\r"
+    assert only(banner, vl.Model) == vl.Model("poolside/Laguna-S-2.1-NVFP4", "banner")
+    args = "(APIServer pid=4394) INFO 10-14 19:22:10 [utils.py:233] non-default args: {'model': 'meta-llama/Meta-Llama-3.1-8B-Instruct', 'trust_remote_code': True, 'max_model_len': 32000}"
+    assert only(args, vl.Model) == vl.Model("meta-llama/Meta-Llama-3.1-8B-Instruct", "args")
+    assert only(args, vl.MaxModelLen) == vl.MaxModelLen(32000, "args")
+
+
+def test_max_model_len_prefers_the_engine_over_a_drafter():
+    summary = LogSummary()
+    for line in (
+        "(APIServer pid=1) INFO 08-01 20:59:10 [model.py:1776] Using max model len 65536",
+        "(APIServer pid=1) INFO 08-01 20:59:11 [model.py:1776] Using max model len 1048576",
+        "(EngineCore pid=2) INFO 08-01 20:59:16 [core.py:114] Initializing a V1 LLM engine (v0.25.1) with config: model='m', max_seq_len=65536, x=1",
+    ):
+        summary.feed(line)
+    assert summary.max_model_len == 65536 and summary.model == "m"
+    first_only = LogSummary()
+    first_only.feed("INFO 08-01 20:59:10 [model.py:1776] Using max model len 65536")
+    first_only.feed("INFO 08-01 20:59:11 [model.py:1776] Using max model len 1048576")
+    assert first_only.max_model_len == 65536
+
+
+def test_weights_kv_and_concurrency_lines():
+    assert only(ENGINE + "INFO 09-30 18:36:54 [gpu_model_runner.py:2392] Model loading took 4.2530 GiB and 1.175218 seconds", vl.WeightsLoaded) == vl.WeightsLoaded(4.2530, 1.175218)
+    assert only("(EngineCore pid=1) INFO 08-01 21:09:14 [gpu_model_runner.py:5306] Model loading took 95.63 GiB memory and 595.559227 seconds", vl.WeightsLoaded) == vl.WeightsLoaded(95.63, 595.559227)
+    assert only(ENGINE + "INFO 09-30 18:37:01 [gpu_worker.py:298] Available KV cache memory: 8.99 GiB", vl.AvailableKVMemory) == vl.AvailableKVMemory(8.99)
+    assert only("(Worker pid=20636) INFO 11-29 19:24:14 [cpu_worker.py:260] Explicitly set (0.06/9.46) GiB for KV cache on node 0.", vl.AvailableKVMemory) == vl.AvailableKVMemory(0.06)
+    assert only(ENGINE + "INFO 09-30 18:37:01 [kv_cache_utils.py:864] GPU KV cache size: 18,400 tokens", vl.KVCacheSize) == vl.KVCacheSize(18400, "GPU")
+    assert only(ENGINE + "INFO 09-30 18:37:01 [kv_cache_utils.py:868] Maximum concurrency for 4,096 tokens per request: 4.49x", vl.MaxConcurrency) == vl.MaxConcurrency(4096, 4.49)
+    cpu = "(EngineCore pid=20623) INFO 11-29 19:24:14 [kv_cache_utils.py:2327] CPU KV cache size: 131,072 tokens, Maximum concurrency for 512 tokens per request: 256.00x"
+    assert only(cpu, vl.KVCacheSize) == vl.KVCacheSize(131072, "CPU")
+    assert only(cpu, vl.MaxConcurrency) == vl.MaxConcurrency(512, 256.0)
+
+
+def test_cuda_graph_and_server_lines():
+    assert only(ENGINE + "\rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%|  | 0/67 [00:00<?, ?it/s]", vl.CudaGraphCapture) == vl.CudaGraphCapture(False)
+    assert only(ENGINE + "INFO 09-30 18:37:05 [gpu_model_runner.py:3118] Graph capturing finished in 4 secs, took 1.27 GiB", vl.CudaGraphCapture) == vl.CudaGraphCapture(True, 4.0, 1.27)
+    assert only("INFO 05-12 02:46:33 [api_server.py:1090] Starting vLLM API server on http://0.0.0.0:8000", vl.ServerListening).url == "http://0.0.0.0:8000"
+    assert only("(APIServer pid=1) INFO 08-01 21:23:47 [api_server.py:616] Starting vLLM server on http://0.0.0.0:8000", vl.ServerListening).url == "http://0.0.0.0:8000"
+    assert only("(APIServer pid=1) INFO 08-01 21:23:47 [launcher.py:37] Available routes are:", vl.ServerListening).url is None
+    assert only(APISERVER + "INFO:     Application startup complete.", vl.StartupComplete)
+
+
+def test_warnings_and_errors():
+    warning = only(APISERVER + "WARNING 09-30 18:28:59 [_ipex_ops.py:16] Import error msg: No module named 'x'", vl.Warning_)
+    assert warning.text == "Import error msg: No module named 'x'"
+    error = only("(EngineCore pid=1) ERROR 08-03 21:49:23 [core.py:1231] EngineCore failed to start.\r", vl.Error)
+    assert error == vl.Error("EngineCore failed to start.", None)
+    raw = only("AttributeError: 'NoneType' object has no attribute 'x'", vl.Error)
+    assert raw.exception == "AttributeError"
+    assert parse_line("INFO 05-12 02:45:31 [cuda.py:221] Using Flash Attention backend on V1 engine.") == []
+
+
+def test_info_line_about_free_memory_is_not_a_failure():
+    line = ENGINE + "INFO 09-30 18:37:05 [gpu_worker.py:391] Free memory on device (14.66/15.99 GiB) on startup. Desired GPU memory utilization is (0.85, 13.59 GiB)."
+    assert not [ev for ev in parse_line(line) if isinstance(ev, vl.Failure)]
+
+
+@pytest.mark.parametrize(
+    "line, kind, in_hint",
+    [
+        # vllm/v1/worker/utils.py (0.32): the startup free-memory check, with a device name
+        ("ValueError: Free memory on device cuda:0 (100.12/119.70 GiB) on startup is less than desired GPU memory utilization (0.9, 107.73 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+         "free_memory", "0.83"),
+        # vllm/v1/core/kv_cache_utils.py without an estimate
+        ("ValueError: To serve at least one request with the model's max seq len (8192), (2.00 GiB KV cache is needed, which is larger than the available KV cache memory (1.00 GiB). Try increasing `gpu_memory_utilization`",
+         "kv_too_small", "Lower --max-model-len"),
+        ("(EngineCore pid=1) ERROR 01-01 00:00:00 [core.py:1] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+         "no_kv_memory", "--gpu-memory-utilization"),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 119.70 GiB of which 1.50 GiB is free.",
+         "cuda_oom", "--gpu-memory-utilization"),
+        ("(EngineCore pid=1) ERROR 01-01 00:00:00 [gpu_model_runner.py:1] Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization",
+         "cuda_oom", "--enforce-eager"),
+        ("huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. Repository Not Found for url: https://huggingface.co/api/models/nobody/nothing/revision/main.",
+         "model_not_found", "'nobody/nothing'"),
+        ("(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+         "engine_init_failed", "earlier in the log"),
+    ],
+)  # fmt: skip
+def test_failure_lines(line, kind, in_hint):
+    failure = only(line, vl.Failure)
+    assert failure.kind == kind
+    assert in_hint in failure.hint
+
+
+def test_engine_init_failed_alone_quotes_the_last_error():
+    summary = summarize(
+        [
+            "(EngineCore pid=1) ERROR 01-01 00:00:00 [core.py:1] EngineCore failed to start.",
+            "(EngineCore pid=1) ERROR 01-01 00:00:00 [core.py:1] KeyError: 'lm_head.weight'",
+            "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        ]
+    )
+    assert summary.failure.kind == "engine_init_failed"
+    assert "KeyError: 'lm_head.weight'" in summary.failure.message
+
+
+def test_killed_when_the_process_exits_mid_start():
+    summary = LogSummary()
+    summary.feed("(EngineCore pid=1) INFO 08-01 17:36:32 [gpu_model_runner.py:5209] Starting to load model m...")
+    assert summary.phase == "loading_weights" and summary.failure is None
+    summary.finish(returncode=-9)
+    assert summary.failure.kind == "killed"
+    assert "SIGKILL" in summary.failure.message and "loading weights" in summary.failure.message
+    assert summary.phase == "failed" and summary.reached == "loading_weights"
+
+
+def test_unknown_error_at_exit():
+    summary = summarize(["Traceback (most recent call last):", "KeyError: 'foo'"], returncode=1)
+    assert summary.failure.kind == "unknown" and summary.failure.message == "KeyError: 'foo'"
+
+
+def test_normal_stop_after_ready_is_no_failure(fixtures):
+    summary = summarize(read_lines(fixtures / CPU / "startup_final_eager.log"), returncode=0)
+    assert summary.failure is None and summary.ready
