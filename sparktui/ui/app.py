@@ -694,23 +694,20 @@ class SparkApp(App):
         from sparktui.ui.logstate import LogState
 
         try:
-            state = LogState(self.backend.log_summary())
+            state = LogState()
             for batch in self.backend.follow_log(path, stop.is_set):
                 if stop.is_set():
                     return
                 state.feed(batch)
-                self.post_message(msg.LogBatch(batch, state.phase, state.failed, state.actual(), state.diagnosis()))
+                self.post_message(msg.LogBatch(batch, state.phase, state.reached, state.actual(), state.diagnosis()))
         except (Unavailable, OSError) as exc:
             self.post_message(msg.LogUnavailable(str(exc)))
 
     def on_log_batch(self, message: msg.LogBatch) -> None:
         self.query_one("#log", LogView).push(message.lines)
         phases = self.query_one("#phases", PhaseStrip)
-        if message.failed:
-            if phases.phase != "failed":
-                phases.set_phase(None, failed=True)
-        elif message.phase and message.phase != phases.phase:
-            phases.set_phase(message.phase)
+        if message.phase != phases.phase:
+            phases.set_phase(message.phase, message.reached)
         info = self.query_one("#server-info", ServerInfo)
         view = info.view
         if message.actual != view.actual:

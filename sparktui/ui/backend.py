@@ -130,29 +130,54 @@ class Backend:
         logtail = _module("sparktui.runtime.logtail")
         yield from logtail.follow_batches(path, stop)
 
-    def log_summary(self):
-        return _module("sparktui.core.vllm_log").LogSummary()
-
     def metrics(self, status: ServerStatus, previous: Any) -> tuple[Any, list[tuple[str, str]]]:
-        _module("sparktui.core.metrics")
-        raise Unavailable("live metrics are not wired yet")
+        """Fetch /metrics from the server and derive the live figures (rates need `previous`)."""
+        import time
+
+        import httpx
+
+        from sparktui.core.metrics import MetricsError, derive, parse_metrics
+
+        url = f"http://{status.host}:{status.port}/metrics"
+        try:
+            response = httpx.get(url, timeout=2.0)
+            response.raise_for_status()
+            snapshot = parse_metrics(response.text, time.time())
+        except (httpx.HTTPError, MetricsError) as exc:
+            raise Unavailable(f"{url}: {exc}") from None
+        return snapshot, metric_figures(derive(snapshot, previous))
 
 
-def gpu_view(info: Any) -> GpuView:
-    """Turn the sampler's GPU reading into the gauge's words; missing figures say why."""
+def metric_figures(stats: Any) -> list[tuple[str, str]]:
+    def num(value, fmt):
+        return "n/a" if value is None else fmt.format(value)
+
+    return [
+        ("KV", num(stats.kv_cache_usage_pct, "{:.1f}%")),
+        ("run", num(stats.running, "{:.0f}")),
+        ("wait", num(stats.waiting, "{:.0f}")),
+        ("gen", num(stats.generation_tokens_per_s, "{:.1f} tok/s")),
+        ("prompt", num(stats.prompt_tokens_per_s, "{:.1f} tok/s")),
+        ("TTFT p50", num(stats.ttft_p50_s, "{:.2f}s")),
+        ("p95", num(stats.ttft_p95_s, "{:.2f}s")),
+    ]
+
+
+def gpu_view(report: Any) -> GpuView:
+    """The sampler's GpuReport in the gauge's words; a missing figure says why."""
+    if not report.available or not report.gpus:
+        return GpuView(note=report.reason or "no NVIDIA GPU found")
+    g = report.gpus[0]
+
     def fmt(value, unit, digits=0):
         return "n/a" if value is None else f"{value:.{digits}f}{unit}"
 
-    if info is None:
-        return GpuView(note="no GPU reading")
-    reason = getattr(info, "reason", None) or getattr(info, "why", None) or getattr(info, "error", None)
-    memory = getattr(info, "memory_used", None)
     return GpuView(
-        util=fmt(getattr(info, "utilization", getattr(info, "util", None)), "%"),
-        temp=fmt(getattr(info, "temperature", getattr(info, "temp_c", None)), "°C"),
-        power=fmt(getattr(info, "power_w", getattr(info, "power", None)), " W", 1),
-        memory="n/a (unified)" if memory is None else f"{memory / 2**30:.1f} GiB",
-        note=reason,
+        util=fmt(g.utilization_pct, "%"),
+        temp=fmt(g.temperature_c, "°C"),
+        power=fmt(g.power_w, " W", 1),
+        memory=g.memory_text(),
+        note=g.name,
     )
 
 

@@ -76,6 +76,7 @@ class LogView(ScrollView, can_focus=True):
         self._pending: list[str] = []
         self._skipped = 0
         self._width = 0
+        self._following = False
         self.total_lines = 0
 
     def on_mount(self) -> None:
@@ -92,7 +93,7 @@ class LogView(ScrollView, can_focus=True):
         """Queue lines for the next draw (cheap: called for every batch from the reader)."""
         self.total_lines += len(lines)
         self._pending.extend(lines)
-        overflow = len(self._pending) - self.FLUSH_MAX_LINES
+        overflow = len(self._pending) - min(self.FLUSH_MAX_LINES, self.max_lines // 2)
         if overflow > 0:
             del self._pending[:overflow]
             self._skipped += overflow
@@ -119,7 +120,9 @@ class LogView(ScrollView, can_focus=True):
         self._pending.clear()
         self.virtual_size = Size(self._width, len(self._lines))
         if self.follow:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self._following = True  # our own scroll: not the reader scrolling up
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
+            self._following = False
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
@@ -137,14 +140,14 @@ class LogView(ScrollView, can_focus=True):
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
         if self.follow:
-            self.scroll_end(animate=False, x_axis=False)
+            self.scroll_to(y=self.max_scroll_y, animate=False)
 
     def action_follow_end(self) -> None:
         self.follow = True
-        self.scroll_end(animate=False, x_axis=False)
+        self.scroll_to(y=self.max_scroll_y, animate=False)
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
         # Scrolling up by hand pauses following; reaching the end again resumes it.
-        if new < old and new < self.max_scroll_y:
+        if new < old and not self._following:
             self.follow = False

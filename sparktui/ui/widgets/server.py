@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from rich.text import Text
 from textual.widget import Widget
 
-PHASES = ("starting", "loading weights", "profiling", "KV cache", "CUDA graphs", "ready")
+from sparktui.core.vllm_log import FAILED, PHASES
+
+PHASE_LABELS = {"starting": "starting", "loading_weights": "loading weights", "profiling": "profiling",
+                "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "ready": "ready"}
 
 
 class PhaseStrip(Widget):
@@ -29,29 +32,28 @@ class PhaseStrip(Widget):
         self.phase: str | None = None  # None: no server
         self.failed_at: str | None = None
 
-    def set_phase(self, phase: str | None, failed: bool = False) -> None:
-        if failed:
-            self.failed_at = self.phase if self.phase in PHASES else "starting"
-            self.phase = "failed"
-        else:
-            self.phase, self.failed_at = phase, None
+    def set_phase(self, phase: str | None, reached: str | None = None) -> None:
+        """`phase` is one of vllm_log.PHASES, "failed" (then `reached` is how far it got) or None."""
+        self.phase = phase
+        self.failed_at = (reached or "starting") if phase == FAILED else None
         self.refresh(layout=True)
 
     def render(self) -> Text:
         out = Text()
         style = lambda n: self.get_component_rich_style(f"phase--{n}")  # noqa: E731
-        current = self.failed_at if self.phase == "failed" else self.phase
+        current = self.failed_at if self.phase == FAILED else self.phase
         index = PHASES.index(current) if current in PHASES else -1
-        for i, name in enumerate(PHASES):
+        for i, phase in enumerate(PHASES):
+            name = PHASE_LABELS.get(phase, phase)
             if i:
                 out.append(" › ", style("sep"))
             if self.phase == "ready" or i < index:
                 out.append(name, style("done"))
-            elif i == index and self.phase != "failed":
+            elif i == index and self.phase != FAILED:
                 out.append(f" {name} ", style("current"))
             else:
                 out.append(name, style("todo"))
-        if self.phase == "failed":
+        if self.phase == FAILED:
             out.append(" › ", style("sep"))
             out.append(" failed ", style("failed"))
         return out
