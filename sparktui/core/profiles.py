@@ -1,0 +1,520 @@
+"""Profiles: a `vllm serve` configuration plus the machine, guard, runner and environment, in TOML.
+
+    [serve]    keys are vLLM flag names without the dashes (gpu-memory-utilization = 0.85),
+               plus `model` and `extra-args = ["--flag", "value"]` for flags sparktui does not model
+    [machine]  name = "dgx-spark" | "auto" | a size in GiB
+    [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed
+    [runner]   kind = "native" | "container", executable, venv, image, container-args
+    [env]      NAME = "value" for the server's environment
+
+Saving edits the loaded tomlkit document in place, so comments, ordering and keys sparktui does not
+know survive; the write is atomic (temp file in the same folder, fsync, os.replace).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import tomlkit
+import tomlkit.exceptions
+from tomlkit.items import Table
+
+from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
+from sparktui.errors import UserError
+
+MACHINE_NAMES = ("dgx-spark", "auto")
+RunnerKind = Literal["native", "container"]
+EXTRA_ARGS_KEY = "extra-args"
+
+
+@dataclass
+class GuardSettings:
+    """Guard thresholds on MemAvailable; None means the guard's own default."""
+
+    warn_below_gib: float | None = None
+    term_below_gib: float | None = None
+    kill_below_gib: float | None = None
+    grace_s: float | None = None
+    armed: bool | None = None
+
+
+@dataclass
+class RunnerSettings:
+    """How vLLM is started: a native executable (optionally from a venv) or a container."""
+
+    kind: RunnerKind = "native"
+    executable: str = "vllm"
+    venv: str | None = None
+    image: str | None = None
+    container_args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Profile:
+    name: str
+    path: Path | None
+    serve: ServeConfig
+    machine: str = "dgx-spark"
+    guard: GuardSettings = field(default_factory=GuardSettings)
+    runner: RunnerSettings = field(default_factory=RunnerSettings)
+    env: dict[str, str] = field(default_factory=dict)
+    description: str = ""  # the file's first comment line
+    warnings: list[str] = field(default_factory=list)  # unknown keys outside [serve], kept as they are
+    document: tomlkit.TOMLDocument | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ProfileRef:
+    """A profile on disk, found without loading it (a broken file still lists)."""
+
+    name: str
+    path: Path
+    source: Literal["shipped", "user"]
+    description: str
+
+
+# TOML key → attribute, per section (kebab-case keys like the serve flags).
+_GUARD_KEYS = {
+    "warn-below-gib": "warn_below_gib",
+    "term-below-gib": "term_below_gib",
+    "kill-below-gib": "kill_below_gib",
+    "grace-s": "grace_s",
+    "armed": "armed",
+}
+_RUNNER_KEYS = {
+    "kind": "kind",
+    "executable": "executable",
+    "venv": "venv",
+    "image": "image",
+    "container-args": "container_args",
+}
+_SECTIONS = ("serve", "machine", "guard", "runner", "env")
+
+
+def user_profiles_dir() -> Path:
+    """Where the user's own profiles live (SPARKTUI_CONFIG_DIR overrides, e.g. for tests)."""
+    override = os.environ.get("SPARKTUI_CONFIG_DIR")
+    if override:
+        return Path(override) / "profiles"
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("sparktui")) / "profiles"
+
+
+def user_profile_path(name: str) -> Path:
+    """Where a user profile called `name` is saved (shipped profiles are never overwritten)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) or name.endswith(".toml"):
+        raise UserError(f"profile name {name!r}: use letters, digits, '.', '_' and '-' (no .toml, no slashes)")
+    return user_profiles_dir() / f"{name}.toml"
+
+
+def shipped_profiles_dir() -> Path:
+    from sparktui.resources import data_dir
+
+    return data_dir("profiles")
+
+
+def _description(path: Path) -> str:
+    try:
+        return _first_comment(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def list_profiles() -> list[ProfileRef]:
+    """Shipped profiles and the user's, sorted by name; a user profile hides a shipped one of
+    the same name."""
+    found: dict[str, ProfileRef] = {}
+    sources: list[tuple[Literal["shipped", "user"], Path]] = [("shipped", shipped_profiles_dir())]
+    sources.append(("user", user_profiles_dir()))
+    for source, folder in sources:
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.toml")):
+            found[path.stem] = ProfileRef(path.stem, path, source, _description(path))
+    return sorted(found.values(), key=lambda ref: ref.name)
+
+
+def resolve_profile(path_or_name: str | os.PathLike[str]) -> Path:
+    """A path as given, or a profile name looked up among the user's and the shipped ones."""
+    text = os.fspath(path_or_name)
+    candidate = Path(text).expanduser()
+    if candidate.is_file():
+        return candidate
+    looks_like_path = os.sep in text or text.endswith(".toml")
+    if not looks_like_path:
+        refs = {ref.name: ref for ref in list_profiles()}
+        if text in refs:
+            return refs[text].path
+        names = sorted(refs)
+        close = difflib.get_close_matches(text, names, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise UserError(f"no profile named {text!r}{hint}; available: {', '.join(names) or 'none'}")
+    raise UserError(f"{text}: no such profile file")
+
+
+def load_profile(path_or_name: str | os.PathLike[str]) -> Profile:
+    path = resolve_profile(path_or_name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the profile: {exc}") from None
+    return parse_profile(text, path)
+
+
+def parse_profile(text: str, path: Path | None = None, name: str | None = None) -> Profile:
+    """Build a Profile from TOML text; errors name the file, the key and (where known) the line."""
+    where = str(path) if path is not None else "<profile>"
+    try:
+        doc = tomlkit.parse(text)
+    except tomlkit.exceptions.ParseError as exc:
+        raise UserError(f"{where}:{exc.line}:{exc.col}: not valid TOML: {_parse_problem(exc)}") from None
+
+    def fail(section: str, key: str | None, problem: str) -> UserError:
+        line = _line_of(text, section, key)
+        loc = f"{where}:{line}" if line else where
+        return UserError(f"{loc}: [{section}]{' ' + key if key else ''}: {problem}")
+
+    warnings: list[str] = []
+    for key in doc:
+        if key not in _SECTIONS:
+            warnings.append(f"{where}: unknown section [{key}] kept as is (sections: {', '.join(_SECTIONS)})")
+
+    serve_table = doc.get("serve")
+    if not isinstance(serve_table, dict):
+        raise fail("serve", None, "missing; a profile needs a [serve] section with at least model = \"…\"")
+    serve = _read_serve(serve_table, fail)
+
+    machine = "dgx-spark"
+    machine_table = _table(doc, "machine", fail)
+    for key, value in machine_table.items():
+        if key == "name":
+            machine = _machine_name(value, lambda p: fail("machine", "name", p))
+        else:
+            warnings.append(_unknown_warning(where, "machine", key, ["name"]))
+
+    guard = GuardSettings()
+    for key, value in _table(doc, "guard", fail).items():
+        attr = _GUARD_KEYS.get(key)
+        if attr is None:
+            warnings.append(_unknown_warning(where, "guard", key, list(_GUARD_KEYS)))
+            continue
+        setattr(guard, attr, _guard_value(attr, value, lambda p, k=key: fail("guard", k, p)))
+    given = [(k, getattr(guard, a)) for k, a in _GUARD_KEYS.items() if a.endswith("_gib") and getattr(guard, a) is not None]
+    for (hi_key, hi), (lo_key, lo) in zip(given, given[1:]):
+        if lo > hi:
+            raise fail("guard", lo_key, f"{lo} GiB is above {hi_key} = {hi}; expected warn ≥ term ≥ kill")
+
+    runner = RunnerSettings()
+    for key, value in _table(doc, "runner", fail).items():
+        attr = _RUNNER_KEYS.get(key)
+        if attr is None:
+            warnings.append(_unknown_warning(where, "runner", key, list(_RUNNER_KEYS)))
+            continue
+        setattr(runner, attr, _runner_value(attr, value, lambda p, k=key: fail("runner", k, p)))
+    if runner.kind == "container" and not runner.image:
+        raise fail("runner", "image", 'missing; kind = "container" needs image = "…" (e.g. "vllm/vllm-openai:latest")')
+
+    env: dict[str, str] = {}
+    for key, value in _table(doc, "env", fail).items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise fail("env", key, "not a valid environment variable name")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise fail("env", key, f"got {_show(value)}; expected a string, e.g. {key} = \"1\"")
+        env[key] = str(value) if not isinstance(value, str) else value
+
+    return Profile(
+        name=name or (path.stem if path is not None else "profile"),
+        path=path,
+        serve=serve,
+        machine=machine,
+        guard=guard,
+        runner=runner,
+        env=env,
+        description=_first_comment(text),
+        warnings=warnings,
+        document=doc,
+    )
+
+
+def _parse_problem(exc: tomlkit.exceptions.ParseError) -> str:
+    message = str(exc)
+    return re.sub(r"\s+at line \d+ col \d+$", "", message)
+
+
+def _first_comment(text: str) -> str:
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            return stripped.lstrip("#").strip()
+        if stripped:
+            return ""
+    return ""
+
+
+def _line_of(text: str, section: str, key: str | None) -> int | None:
+    """1-based line of `key` in [section] (or of the section header), for error messages."""
+    current = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = re.match(r"\s*\[\s*([^\]\s]+)\s*\]", line)
+        if header:
+            current = header.group(1)
+            if key is None and current == section:
+                return number
+            continue
+        if current == section and key is not None:
+            if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+                return number
+    return None
+
+
+def _table(doc: tomlkit.TOMLDocument, section: str, fail: Any) -> dict[str, Any]:
+    table = doc.get(section)
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise fail(section, None, f"expected a table [{section}], got a {type(table).__name__}")
+    return {str(k): _plain(v) for k, v in table.items()}
+
+
+def _plain(value: Any) -> Any:
+    """tomlkit items → plain Python values."""
+    return value.unwrap() if hasattr(value, "unwrap") else value
+
+
+def _show(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _unknown_warning(where: str, section: str, key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known keys: {', '.join(known)}"
+    return f"{where}: [{section}] {key}: unknown key, kept as is but ignored{hint}"
+
+
+def _read_serve(table: dict[str, Any], fail: Any) -> ServeConfig:
+    values: dict[str, Any] = {}
+    for raw_key, raw_value in table.items():
+        key = str(raw_key)
+        value = _plain(raw_value)
+        if key == EXTRA_ARGS_KEY:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise fail("serve", key, f'got {_show(value)}; expected a list of strings, e.g. ["--seed", "0"]')
+            values["extra_args"] = value
+            continue
+        flag = flag_by_key(key)
+        if flag is None:
+            known = [f.key for f in FLAGS] + [EXTRA_ARGS_KEY]
+            close = difflib.get_close_matches(key.lstrip("-").replace("_", "-"), known, n=3, cutoff=0.6)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise fail(
+                "serve",
+                key,
+                f"unknown key; {hint}Keys are vLLM flag names without the dashes; flags sparktui "
+                f'does not model go in {EXTRA_ARGS_KEY} = ["--flag", "value"]',
+            )
+        try:
+            values[flag.field] = flag.coerce(value)
+        except UserError as exc:
+            raise fail("serve", key, str(exc).removeprefix(f"{flag.name}: ")) from None
+    if "model" not in values:
+        raise fail("serve", "model", 'missing; give the model to serve, e.g. model = "Qwen/Qwen3-30B-A3B"')
+    try:
+        return ServeConfig(**values)
+    except UserError as exc:
+        raise fail("serve", None, str(exc)) from None
+
+
+def _machine_name(value: Any, fail: Any) -> str:
+    if isinstance(value, bool):
+        raise fail(f"got {_show(value)}; expected \"dgx-spark\", \"auto\" or a memory size in GiB such as 128")
+    if isinstance(value, (int, float)):
+        if value > 0:
+            return str(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if text in MACHINE_NAMES:
+            return text
+        number = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(?:GiB)?", text)
+        if number and float(number.group(1)) > 0:
+            return number.group(1)
+    raise fail(f"got {_show(value)}; expected \"dgx-spark\", \"auto\" or a memory size in GiB such as 128")
+
+
+def _guard_value(attr: str, value: Any, fail: Any) -> Any:
+    if attr == "armed":
+        if not isinstance(value, bool):
+            raise fail(f"got {_show(value)}; expected true or false")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        unit = "seconds" if attr == "grace_s" else "GiB"
+        raise fail(f"got {_show(value)}; expected a number of {unit} ≥ 0")
+    return float(value)
+
+
+def _runner_value(attr: str, value: Any, fail: Any) -> Any:
+    if attr == "kind":
+        if value not in ("native", "container"):
+            raise fail(f'got {_show(value)}; expected "native" or "container"')
+        return value
+    if attr == "container_args":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise fail(f'got {_show(value)}; expected a list of strings, e.g. ["--gpus", "all"]')
+        return value
+    if not isinstance(value, str) or not value.strip():
+        raise fail(f"got {_show(value)}; expected a non-empty string")
+    return value
+
+
+# ---- saving -------------------------------------------------------------------------------
+
+
+def _sync(table: Table | tomlkit.TOMLDocument, wanted: dict[str, Any], known: set[str], same: Any) -> None:
+    """Make the known keys of `table` say `wanted`, touching only what changed: keys whose value
+    is unchanged keep their text and comments; keys outside `known` are left alone."""
+    for key in list(table.keys()):
+        if key not in known:
+            continue
+        if key not in wanted:
+            del table[key]
+        elif not same(key, _plain(table[key]), wanted[key]):
+            table[key] = wanted[key]
+    for key, value in wanted.items():
+        if key not in table:
+            table[key] = value
+
+
+def _section(doc: tomlkit.TOMLDocument, name: str) -> Table:
+    if name not in doc:
+        doc.add(name, tomlkit.table())
+    return doc[name]  # type: ignore[return-value]
+
+
+def to_document(profile: Profile) -> tomlkit.TOMLDocument:
+    """The profile as a tomlkit document: the loaded one, edited in place, or a fresh one."""
+    doc = profile.document if profile.document is not None else tomlkit.document()
+
+    serve = profile.serve
+    wanted: dict[str, Any] = {}
+    existing = doc.get("serve") or {}
+    for flag in FLAGS:
+        value = getattr(serve, flag.field)
+        # keep a key the file states even at its default; add only values that differ from it
+        if value is not None and (flag.key in existing or value != flag.field_default or flag.positional):
+            wanted[flag.key] = value
+    if serve.extra_args:
+        wanted[EXTRA_ARGS_KEY] = list(serve.extra_args)
+
+    def same_serve(key: str, old: Any, new: Any) -> bool:
+        if key == EXTRA_ARGS_KEY:
+            return old == new
+        flag = flag_by_key(key)
+        try:
+            return flag is not None and flag.coerce(old) == new
+        except UserError:
+            return False
+
+    serve_keys = {f.key for f in FLAGS} | {EXTRA_ARGS_KEY}
+    _sync(_section(doc, "serve"), wanted, serve_keys, same_serve)
+
+    machine_value: Any = profile.machine
+    if re.fullmatch(r"\d+(\.\d+)?", profile.machine):
+        machine_value = float(profile.machine) if "." in profile.machine else int(profile.machine)
+    _sync(_section(doc, "machine"), {"name": machine_value}, {"name"}, lambda k, a, b: str(a) == str(b))
+
+    def same(_key: str, old: Any, new: Any) -> bool:
+        # 5 and 5.0 are the same threshold; true and 1 are not the same setting
+        return old == new and isinstance(old, bool) == isinstance(new, bool)
+
+    guard = {k: getattr(profile.guard, a) for k, a in _GUARD_KEYS.items() if getattr(profile.guard, a) is not None}
+    if guard or "guard" in doc:
+        _sync(_section(doc, "guard"), guard, set(_GUARD_KEYS), same)
+
+    defaults = RunnerSettings()
+    runner = {
+        k: getattr(profile.runner, a)
+        for k, a in _RUNNER_KEYS.items()
+        if getattr(profile.runner, a) not in (None, [])
+        and (getattr(profile.runner, a) != getattr(defaults, a) or k in (doc.get("runner") or {}))
+    }
+    if runner or "runner" in doc:
+        _sync(_section(doc, "runner"), runner, set(_RUNNER_KEYS), same)
+
+    if profile.env or "env" in doc:
+        env_table = _section(doc, "env")
+        _sync(env_table, dict(profile.env), set(env_table.keys()) | set(profile.env), same)
+    return doc
+
+
+def dumps_profile(profile: Profile) -> str:
+    return tomlkit.dumps(to_document(profile))
+
+
+def save_profile(profile: Profile, path: str | os.PathLike[str] | None = None) -> Path:
+    """Write the profile atomically: the old file stays whole if anything fails mid-way."""
+    target = Path(path) if path is not None else profile.path
+    if target is None:
+        raise UserError(f"profile {profile.name!r}: nowhere to save it; give a path")
+    text = dumps_profile(profile)
+    parse_profile(text, target)  # never write a file that would not load back
+    target.parent.mkdir(parents=True, exist_ok=True)
+    has_secret = bool(profile.serve.api_key) or any("KEY" in k or "TOKEN" in k for k in profile.env)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if target.exists():
+            os.chmod(tmp_name, target.stat().st_mode & 0o7777)
+        elif not has_secret:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp_name, 0o666 & ~umask)
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+    profile.path = target
+    return target
+
+
+def new_profile(name: str, serve: ServeConfig, **kwargs: Any) -> Profile:
+    """A profile not yet on disk (save_profile writes a fresh document)."""
+    return Profile(name=name, path=None, serve=serve, **kwargs)
+
+
+__all__ = [
+    "GuardSettings",
+    "Profile",
+    "ProfileRef",
+    "RunnerSettings",
+    "dumps_profile",
+    "list_profiles",
+    "load_profile",
+    "new_profile",
+    "parse_profile",
+    "resolve_profile",
+    "save_profile",
+    "shipped_profiles_dir",
+    "to_document",
+    "user_profile_path",
+    "user_profiles_dir",
+]
