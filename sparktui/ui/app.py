@@ -6,6 +6,7 @@ posts a Message; the UI thread only draws. Polls use set_interval and never over
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -290,12 +291,12 @@ class SparkApp(App):
             return
         self.call_from_thread(self._choose_profile, profiles)
 
-    def _choose_profile(self, profiles: list[tuple[str, Path]]) -> None:
+    def _choose_profile(self, refs: list) -> None:
         def chosen(path):
             if path is not None:
                 self._load_profile(path, source="picker")
-        self.push_screen(ChoiceScreen("Open a profile", [(f"{n}  ({p})", p) for n, p in profiles],
-                                      empty="no profiles found"), chosen)
+        options = [(f"{r.name}  ({r.source}) {r.description}", r.path) for r in refs]
+        self.push_screen(ChoiceScreen("Open a profile", options, empty="no profiles found"), chosen)
 
     def load_profile(self, name_or_path: str | Path) -> None:
         self._load_profile(name_or_path, source="command")
@@ -408,11 +409,7 @@ class SparkApp(App):
             raise UserError(f"the form has a problem: {problems[0]}")
         if self.profile is None:
             raise UserError("no profile open: use Save as (F2) to create one")
-        profile = self.profile
-        if hasattr(profile, "model_copy"):
-            return profile.model_copy(update={"serve": self.form.config})
-        import dataclasses
-        return dataclasses.replace(profile, serve=self.form.config)
+        return dataclasses.replace(self.profile, serve=self.form.config)
 
     def action_save(self) -> None:
         try:
@@ -426,40 +423,31 @@ class SparkApp(App):
         if self.form.config is None:
             self.notify("fix the form first", severity="error")
             return
+        from sparktui.core.profiles import new_profile, user_profile_path
 
         def check(text: str) -> Path:
             text = text.strip()
             if not text:
-                raise UserError("give a file name, e.g. my-model.toml")
-            path = Path(text).expanduser()
-            if path.suffix != ".toml":
-                path = path.with_suffix(".toml")
-            if not path.is_absolute() and path.parent == Path("."):
-                path = self.settings.path.parent / "profiles" / path
-            return path
+                raise UserError("give a profile name (saved among your profiles) or a path ending in .toml")
+            if "/" in text or text.endswith(".toml"):
+                return Path(text).expanduser().resolve()
+            return user_profile_path(text)
 
-        def done(path):
+        def done(path: Path | None) -> None:
             if path is None:
                 return
-            try:
-                if self.profile is None:
-                    profiles = __import__("sparktui.core.profiles", fromlist=["Profile"])
-                    profile = profiles.Profile(name=path.stem, path=path, serve=self.form.config)
-                else:
-                    profile = self._profile_with_form()
-                    profile = profile.model_copy(update={"name": path.stem, "path": path}) if hasattr(profile, "model_copy") else profile
-            except (UserError, ImportError, TypeError) as exc:
-                self.notify(f"cannot save: {exc}", severity="error")
-                return
+            if self.profile is None:
+                profile = new_profile(path.stem, self.form.config)
+            else:
+                profile = dataclasses.replace(self.profile, name=path.stem, path=path, serve=self.form.config)
             self._save_profile(profile, path)
 
         self.push_screen(PromptScreen("Save the profile as (a name, or a path ending in .toml)", check,
-                                      placeholder="my-model.toml"), done)
+                                      placeholder="my-model"), done)
 
     @work(thread=True, exclusive=True, group="profile", name="save-profile", exit_on_error=False)
     def _save_profile(self, profile, path: Path) -> None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             self.backend.save_profile(profile, path)
         except (UserError, Unavailable, OSError) as exc:
             self.post_message(msg.Notice(f"not saved: {exc}", "error"))
@@ -548,8 +536,9 @@ class SparkApp(App):
             problems = list(self.form.errors.values()) or [self.form.general]
             raise UserError(f"cannot launch: {problems[0]}")
         if self.profile is None:
-            profiles = __import__("sparktui.core.profiles", fromlist=["Profile"])
-            return profiles.Profile(name="unsaved", path=None, serve=self.form.config)
+            from sparktui.core.profiles import new_profile
+
+            return new_profile("unsaved", self.form.config)
         return self._profile_with_form()
 
     def on_server_update(self, message: msg.ServerUpdate) -> None:

@@ -62,15 +62,9 @@ class Backend:
         return gpu_view(info)
 
     # -- profiles, models, fit --------------------------------------------------------------------
-    def list_profiles(self) -> list[tuple[str, Path]]:
-        profiles = _module("sparktui.core.profiles")
-        out = []
-        for item in profiles.list_profiles():
-            if isinstance(item, (str, Path)):
-                out.append((Path(item).stem, Path(item)))
-            else:
-                out.append((getattr(item, "name", str(item)), Path(getattr(item, "path", item))))
-        return out
+    def list_profiles(self) -> list:
+        """ProfileRef (name, path, source, description) for the shipped and the user's profiles."""
+        return _module("sparktui.core.profiles").list_profiles()
 
     def load_profile(self, name_or_path: str | Path):
         return _module("sparktui.core.profiles").load_profile(name_or_path)

@@ -31,7 +31,7 @@ class GpuView:
     util: str = "n/a"
     temp: str = "n/a"
     power: str = "n/a"
-    memory: str = "n/a (unified)"
+    memory: str = "n/a"
     note: str | None = None
 
 
@@ -142,7 +142,7 @@ class MemoryGauge(Widget):
         else:
             out.append("Unified memory ", label)
             out.append(f"{_gib(s.mem_total - s.mem_available)}", value)
-            out.append(f" used / {_gib(s.mem_total)} GiB\n", label)
+            out.append(f" of {_gib(s.mem_total)} GiB used\n", label)
             bar, markers = self._bar(width)
             out.append_text(bar)
             out.append("\n")
@@ -154,49 +154,41 @@ class MemoryGauge(Widget):
             out.append(" cache ", label)
             out.append("░", self._style("free"))
             out.append(" available\n", label)
-            out.append("Avail ", label)
-            out.append(sparkline(list(self.history), max(1, width - 6)), self._style("spark"))
+            out.append("MemAvailable history ", label)
+            out.append(sparkline(list(self.history), max(1, width - 21)), self._style("spark"))
             out.append("\n")
-            out.append("MemAvailable ", label)
-            out.append(f"{_gib(s.mem_available)} GiB", value)
-            out.append("  MemFree ", label)
-            out.append(f"{_gib(s.mem_free)} GiB\n", value)
-            out.append("Page cache ", label)
-            out.append(f"{_gib(s.page_cache)} GiB", value)
-            out.append("  Swap ", label)
             swap_used = (s.swap_total - s.swap_free) if s.swap_total else 0
-            out.append(f"{_gib(swap_used)}/{_gib(s.swap_total)} GiB\n", value)
-            out.append("PSI mem some ", label)
-            out.append("n/a" if s.psi_some_avg10 is None else f"{s.psi_some_avg10:.2f}", value)
-            out.append(" full ", label)
-            out.append("n/a" if s.psi_full_avg10 is None else f"{s.psi_full_avg10:.2f}", value)
-            out.append(" (avg10 %)\n", label)
+            psi = "n/a" if s.psi_some_avg10 is None else f"{s.psi_some_avg10:.2f} / {s.psi_full_avg10 or 0:.2f}"
+            for name, text in (("MemAvailable", f"{_gib(s.mem_available)} GiB"),
+                               ("MemFree", f"{_gib(s.mem_free)} GiB"),
+                               ("Page cache", f"{_gib(s.page_cache)} GiB"),
+                               ("Swap used", f"{_gib(swap_used)} / {_gib(s.swap_total)} GiB"),
+                               ("PSI some/full", psi)):
+                out.append(f"{name:<14}", label)
+                out.append(f"{text}\n", value)
         gpu = self.gpu
-        out.append("GPU ", label)
-        out.append(f"util {gpu.util}  {gpu.temp}  {gpu.power}", value)
-        out.append("\nGPU memory ", label)
+        out.append(f"{'GPU':<14}", label)
+        out.append(f"{gpu.util} · {gpu.temp} · {gpu.power}", value)
+        out.append(f"\n{'GPU memory':<14}", label)
         out.append(gpu.memory, value)
         if gpu.note:
-            out.append(f"\n  {gpu.note}", muted)
-        out.append("\nvLLM tree ", label)
+            out.append(f"\n{'':<14}{gpu.note}", muted)
+        out.append(f"\n{'vLLM tree':<14}", label)
         if self.tree_bytes is None:
             out.append("no server", muted)
         else:
             out.append(f"{_gib(self.tree_bytes)} GiB", value)
             if self.tree_procs is not None:
                 out.append(f" in {self.tree_procs} processes", label)
-        out.append("\nGuard ", label)
+        out.append(f"\n{'Guard':<14}", label)
         g = self.guard
         state_style = {"armed": "armed", "disarmed": "disarmed", "tripped": "tripped"}.get(g.state, "muted")
         out.append(g.state.upper() if state_style != "muted" else g.state, self._style(state_style))
-        if g.warn_gib is not None:
-            out.append("  warn<", label)
-            out.append(f"{g.warn_gib:g}", self._style("warn"))
-            out.append(" term<", label)
-            out.append(f"{g.term_gib:g}", self._style("term"))
-            out.append(" kill<", label)
-            out.append(f"{g.kill_gib:g}", self._style("kill"))
-            out.append(" GiB", label)
+        if g.warn_gib is not None or g.term_gib is not None or g.kill_gib is not None:
+            out.append(f"\n{'Lines (GiB)':<14}", label)
+            for letter, v, name in (("W", g.warn_gib, "warn"), ("T", g.term_gib, "term"), ("K", g.kill_gib, "kill")):
+                out.append(f"{letter}<", self._style(name))
+                out.append(("default" if v is None else f"{v:g}") + " ", value)
         if g.why_na:
             out.append(f"\n  {g.why_na}", muted)
         if g.last_trip:

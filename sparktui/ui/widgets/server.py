@@ -12,6 +12,8 @@ from sparktui.core.vllm_log import FAILED, PHASES
 
 PHASE_LABELS = {"starting": "starting", "loading_weights": "loading weights", "profiling": "profiling",
                 "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "ready": "ready"}
+SHORT_LABELS = {"starting": "start", "loading_weights": "weights", "profiling": "profile",
+                "kv_cache": "KV", "cuda_graphs": "graphs", "ready": "ready"}
 
 
 class PhaseStrip(Widget):
@@ -44,7 +46,7 @@ class PhaseStrip(Widget):
         current = self.failed_at if self.phase == FAILED else self.phase
         index = PHASES.index(current) if current in PHASES else -1
         for i, phase in enumerate(PHASES):
-            name = PHASE_LABELS.get(phase, phase)
+            name = (PHASE_LABELS if self.size.width >= 80 else SHORT_LABELS).get(phase, phase)
             if i:
                 out.append(" › ", style("sep"))
             if self.phase == "ready" or i < index:
