@@ -499,7 +499,7 @@ class SparkApp(App):
     @work(thread=True, exclusive=True, group="server-poll", name="attach", exit_on_error=False)
     def _attach(self) -> None:
         try:
-            status = self.backend.attach()
+            status = self.backend.attach(self.server.port if self.server is not None else None)
         except Unavailable as exc:
             self.post_message(msg.ServerUpdate(None, str(exc), "poll"))
             return
@@ -522,8 +522,7 @@ class SparkApp(App):
             elif action == "kill":
                 result = self.backend.kill(status)
             elif action == "restart":
-                self.backend.stop(status)
-                result = self.backend.launch(self._launch_profile())
+                result = self.backend.restart(status, self._launch_profile())
             else:
                 raise ValueError(action)
         except (UserError, Unavailable, OSError) as exc:
@@ -558,10 +557,12 @@ class SparkApp(App):
         self.server_error = None
         status: ServerStatus | None = message.status
         previous = self.server
+        if status is None and previous is not None and message.action == "poll":
+            return  # keep showing how the last server ended
         self.server = status
+        if status is not None and status.state not in LIVE_STATES and not self._log_stop.is_set():
+            self.set_timer(1.0, self._log_stop.set)  # let the tail read the last lines first
         if status is None:
-            if previous is not None and previous.state in LIVE_STATES:
-                self._stop_tail()
             view = info.view
             info.show(ServerView("stopped", "F5 launches the configuration", view.predicted, view.actual, [],
                                  view.diagnosis))
@@ -604,19 +605,19 @@ class SparkApp(App):
         self._run_server_action("launch")
 
     def action_stop(self) -> None:
-        if self.server is None:
+        if self.server is None or self.server.state not in LIVE_STATES:
             self.notify("no server running", severity="warning")
             return
         self._run_server_action("stop")
 
     def action_restart(self) -> None:
-        if self.server is None:
+        if self.server is None or self.server.state not in LIVE_STATES:
             self.action_launch()
             return
         self._run_server_action("restart")
 
     def action_kill(self) -> None:
-        if self.server is None:
+        if self.server is None or self.server.state not in LIVE_STATES:
             self.notify("no server running", severity="warning")
             return
 
@@ -676,7 +677,6 @@ class SparkApp(App):
 
     def _stop_tail(self) -> None:
         self._log_stop.set()
-        self._log_path = None
 
     @work(thread=True, exclusive=True, group="log", name="tail-log", exit_on_error=False)
     def _tail_log(self, path: Path, stop: threading.Event) -> None:

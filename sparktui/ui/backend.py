@@ -8,11 +8,13 @@ the figures (never made-up data).
 from __future__ import annotations
 
 import importlib
+import json
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from sparktui.errors import UserError
 from sparktui.ui.widgets.fitpanel import FitView
 from sparktui.ui.widgets.gauge import GpuView, GuardView
 
@@ -44,6 +46,7 @@ class ServerStatus:
     guard: GuardView = field(default_factory=GuardView)
     tree_bytes: int | None = None
     tree_procs: int | None = None
+    phase: str | None = None
 
 
 class Backend:
@@ -91,36 +94,61 @@ class Backend:
 
     # -- the server, through the supervisor ---------------------------------------------------------
     def runner_problem(self, profile) -> str | None:
-        """Why vLLM cannot be launched here (not installed, bad runner), or None."""
+        """Why this profile's vLLM cannot be started here (not installed, bad runner), or None."""
+        runner = _module("sparktui.runtime.runner")
         try:
-            preflight = _module("sparktui.runtime.preflight")
-        except Unavailable as exc:
+            runner.build_command(profile)
+        except UserError as exc:
             return str(exc)
-        check = getattr(preflight, "runner_problem", None)
-        return check(profile) if check else None
+        return None
 
-    def attach(self) -> ServerStatus | None:
-        _module("sparktui.runtime.supervisor")
-        raise Unavailable("attaching to the supervisor is not wired yet")
+    def attach(self, port: int | None = None) -> ServerStatus | None:
+        """The server on `port` (the one this app follows), else the newest live one, else None."""
+        state_mod = _module("sparktui.runtime.state")
+        if port is not None:
+            state = state_mod.read_state(state_mod.state_path(port))
+            if state is not None:
+                state["alive"] = state_mod.supervisor_alive(state)
+                if not state["alive"] and state.get("status") in state_mod.RUNNING:
+                    state["status"] = "lost"
+                return self._with_tree(server_status(state))
+        live = [s for s in state_mod.list_states() if s["alive"]]
+        return self._with_tree(server_status(live[0])) if live else None
+
+    def _with_tree(self, status: ServerStatus) -> ServerStatus:
+        if status.pid and status.state in ("starting", "ready", "stopping"):
+            try:
+                tree = _module("sparktui.runtime.memory").tree_memory(status.pid)
+                status.tree_bytes, status.tree_procs = tree.total_bytes, len(tree.pids)
+            except (Unavailable, OSError):
+                pass
+        return status
 
     def launch(self, profile) -> ServerStatus:
-        _module("sparktui.runtime.supervisor")
-        raise Unavailable("launching through the supervisor is not wired yet")
+        supervisor = _module("sparktui.runtime.supervisor")
+        return server_status(supervisor.launch(profile, detach=True))
 
     def stop(self, status: ServerStatus) -> ServerStatus:
-        _module("sparktui.runtime.supervisor")
-        raise Unavailable("stopping through the supervisor is not wired yet")
+        return server_status(_module("sparktui.runtime.supervisor").stop(status.port))
 
     def kill(self, status: ServerStatus) -> ServerStatus:
-        _module("sparktui.runtime.supervisor")
-        raise Unavailable("killing through the supervisor is not wired yet")
+        return server_status(_module("sparktui.runtime.supervisor").kill(status.port))
+
+    def restart(self, status: ServerStatus, profile) -> ServerStatus:
+        supervisor = _module("sparktui.runtime.supervisor")
+        if status is not None and status.state in ("starting", "ready", "stopping"):
+            supervisor.stop(status.port)
+        return server_status(supervisor.launch(profile, detach=True))
 
     def set_guard(self, status: ServerStatus | None, armed: bool | None = None, lines: dict | None = None) -> GuardView:
-        _module("sparktui.runtime.guard")
-        raise Unavailable("the guard is not wired yet")
+        guard = _module("sparktui.runtime.guard")
+        setter = getattr(guard, "configure", None)
+        if status is None or setter is None:
+            raise Unavailable("the guard runs with the supervisor; changing it from the app is not available yet")
+        return guard_view(setter(status.port, armed=armed, lines=lines), None)
 
     def follow_log(self, path: Path, stop) -> Iterator[list[str]]:
-        """Batches of new lines from `path` (from its start) until `stop()` is true."""
+        """Batches of lines from `path` (from its start), as the file grows, until `stop()`."""
         logtail = _module("sparktui.runtime.logtail")
         yield from logtail.follow_batches(path, stop)
 
@@ -155,6 +183,63 @@ def metric_figures(stats: Any) -> list[tuple[str, str]]:
         ("TTFT p50", num(stats.ttft_p50_s, "{:.2f}s")),
         ("p95", num(stats.ttft_p95_s, "{:.2f}s")),
     ]
+
+
+def guard_view(guard: dict | None, trip: dict | None) -> GuardView:
+    """The supervisor's guard record in the gauge's words."""
+    guard = guard or {}
+    state = guard.get("state") or ("armed" if guard.get("armed") else "disarmed")
+    if trip:
+        state = "tripped"
+    known = state in ("armed", "disarmed", "tripped")
+    lines = guard.get("lines") or {}
+    return GuardView(
+        state=state if known else "n/a",
+        warn_gib=lines.get("warn_below_gib"), term_gib=lines.get("term_below_gib"),
+        kill_gib=lines.get("kill_below_gib"),
+        last_trip=trip_text(trip) if trip else None,
+        why_na=None if known else state,
+    )
+
+
+def trip_text(trip: dict) -> str:
+    if isinstance(trip, str):
+        return trip
+    parts = [str(trip.get(k)) for k in ("action", "reason", "message") if trip.get(k)]
+    if trip.get("mem_available") is not None:
+        parts.append(f"MemAvailable {trip['mem_available'] / 2**30:.1f} GiB")
+    return " · ".join(parts) or json.dumps(trip, default=str)
+
+
+def server_status(state: dict) -> ServerStatus:
+    """The supervisor's state record in the app's words."""
+    status = state.get("status")
+    exit_info = state.get("exit") or {}
+    if status == "running":
+        ui_state = "ready"
+    elif status in ("starting", "stopping", "lost"):
+        ui_state = status
+    else:  # exited: why
+        ui_state = {"stopped": "stopped", "killed": "killed", "failed": "failed"}.get(exit_info.get("reason"), "exited")
+    tree = state.get("tree") or {}
+    detail = ""
+    if ui_state in ("starting", "ready", "stopping"):
+        detail = f"pid {tree.get('pid', '?')}  {state.get('url', '')}"
+    elif exit_info:
+        detail = f"{exit_info.get('reason', 'exited')} (exit {exit_info.get('returncode')})"
+    elif ui_state == "lost":
+        detail = "its supervisor died; the next launch sweeps what it left"
+    return ServerStatus(
+        state=ui_state,
+        pid=tree.get("pid"),
+        log_path=Path(state["log_path"]) if state.get("log_path") else None,
+        host="127.0.0.1" if state.get("host") in ("0.0.0.0", "", None) else state["host"],
+        port=int(state.get("port") or 8000),
+        profile=state.get("profile"),
+        detail=detail,
+        guard=guard_view(state.get("guard"), state.get("trip")),
+        phase=state.get("phase"),
+    )
 
 
 def gpu_view(report: Any) -> GpuView:
