@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from rich.text import Text
@@ -126,6 +127,15 @@ class SparkApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        # The main screen's widgets, kept so handlers reach them while a dialog is on top.
+        self.w = SimpleNamespace(
+            statusbar=self.query_one("#status", StatusBar), tabs=self.query_one("#pane-tabs", Tabs),
+            panes=self.query_one("#panes"), profile_line=self.query_one("#profile-line", Static),
+            fitpanel=self.query_one("#fit", FitPanel), editor=self.query_one("#editor", ConfigEditor),
+            phases=self.query_one("#phases", PhaseStrip), info=self.query_one("#server-info", ServerInfo),
+            diagnosis=self.query_one("#diagnosis", DiagnosisCard), log=self.query_one("#log", LogView),
+            gauge=self.query_one("#gauge", MemoryGauge),
+        )
         themes, errors = load_themes(theme_dirs(self.settings.path.parent / "themes"))
         for theme in themes:
             self.register_theme(theme)
@@ -142,8 +152,8 @@ class SparkApp(App):
         for error in self.startup_errors:
             self.notify(error, title="Settings", severity="error", timeout=15)
         self.host = self.backend.host() if self.show_host else "host"
-        self.query_one("#pane-tabs", Tabs).active = "tab-config"
-        self.query_one("#server-info", ServerInfo).show(ServerView("stopped", "F5 launches the configuration"))
+        self.w.tabs.active = "tab-config"
+        self.w.info.show(ServerView("stopped", "F5 launches the configuration"))
         self._refresh_status()
         self._load_profile(self.profile_arg, source="start")
         self._poll_memory()
@@ -168,15 +178,15 @@ class SparkApp(App):
         bar.append(self.guard.state, "bold")
         if self.sample is not None:
             bar.append(f" │ avail {self.sample.mem_available / 2**30:.1f} GiB")
-        self.query_one("#status", StatusBar).update(bar)
+        self.w.statusbar.update(bar)
 
     # -- panes (all visible when wide; one at a time when narrow) ----------------------------------
 
     def show_pane(self, pane: str) -> None:
         self.pane = pane
         for name in PANES:
-            self.query_one(f"#{name}-pane").set_class(name == pane, "-active")
-        tabs = self.query_one("#pane-tabs", Tabs)
+            self.w.panes.query_one(f"#{name}-pane").set_class(name == pane, "-active")
+        tabs = self.w.tabs
         if tabs.active != f"tab-{pane}":
             tabs.active = f"tab-{pane}"
 
@@ -245,7 +255,7 @@ class SparkApp(App):
         self.post_message(msg.ProfileLoaded(profile, None, source))
 
     def on_profile_loaded(self, message: msg.ProfileLoaded) -> None:
-        line = self.query_one("#profile-line", Static)
+        line = self.w.profile_line
         if message.error:
             self.notify(message.error, title="Profile", severity="error", timeout=15)
             if self.profile is None:
@@ -256,7 +266,7 @@ class SparkApp(App):
             return
         self.profile = message.profile
         self._show_profile_line()
-        self.query_one("#editor", ConfigEditor).load(self.profile.serve)
+        self.w.editor.load(self.profile.serve)
         self._apply_profile_guard()
         self._refresh_status()
 
@@ -266,7 +276,7 @@ class SparkApp(App):
         text.append("Profile ", "dim")
         text.append(p.name, "bold")
         text.append(f"  machine {getattr(p, 'machine', '?')}", "dim")
-        self.query_one("#profile-line", Static).update(text)
+        self.w.profile_line.update(text)
 
     def _apply_profile_guard(self) -> None:
         if self.server is None and self.profile is not None:
@@ -277,7 +287,7 @@ class SparkApp(App):
                     warn_gib=getattr(g, "warn_below_gib", None), term_gib=getattr(g, "term_below_gib", None),
                     kill_gib=getattr(g, "kill_below_gib", None),
                     why_na="applies when a server runs", last_trip=self.guard.last_trip)
-                self.query_one("#gauge", MemoryGauge).update_guard(self.guard)
+                self.w.gauge.update_guard(self.guard)
 
     def action_open_profile(self) -> None:
         self._list_profiles()
@@ -347,7 +357,7 @@ class SparkApp(App):
             except (UserError, Unavailable, ValueError) as exc:
                 view = FitView("n/a", [str(exc)])
         self.fit_view = view
-        self.query_one("#fit", FitPanel).show(view)
+        self.w.fitpanel.show(view)
 
     def action_apply_suggestion(self, number: int) -> None:
         suggestions = self.fit_view.suggestions
@@ -362,7 +372,7 @@ class SparkApp(App):
         except UserError as exc:
             self.notify(str(exc), severity="error")
             return
-        self.query_one("#editor", ConfigEditor).load(config)
+        self.w.editor.load(config)
         self.notify(f"applied: {suggestion.text}")
 
     def action_paste_command(self) -> None:
@@ -375,7 +385,7 @@ class SparkApp(App):
 
         def done(config):
             if config is not None:
-                self.query_one("#editor", ConfigEditor).load(config)
+                self.w.editor.load(config)
                 self.notify("loaded the pasted command into the form")
                 if config.extra_args:
                     self.notify(f"kept as extra arguments: {' '.join(config.extra_args)}", severity="warning")
@@ -398,7 +408,7 @@ class SparkApp(App):
     def _choose_model(self, models: list[str]) -> None:
         def chosen(model):
             if model is not None:
-                editor = self.query_one("#editor", ConfigEditor)
+                editor = self.w.editor
                 editor.query_one("#flag-model").value = model
         self.push_screen(ChoiceScreen("Models in the local Hugging Face cache", [(m, m) for m in models],
                                       empty="no models in the local Hugging Face cache"), chosen)
@@ -479,7 +489,7 @@ class SparkApp(App):
 
     def on_memory_sampled(self, message: msg.MemorySampled) -> None:
         self._memory_busy = False
-        gauge = self.query_one("#gauge", MemoryGauge)
+        gauge = self.w.gauge
         if message.sample is not None:
             self.sample = message.sample
         gauge.update_sample(message.sample, message.error)
@@ -543,7 +553,7 @@ class SparkApp(App):
     def on_server_update(self, message: msg.ServerUpdate) -> None:
         if message.action == "poll":
             self._server_busy = False
-        info = self.query_one("#server-info", ServerInfo)
+        info = self.w.info
         if message.error and message.action != "poll":
             self.notify(message.error, title=message.action.capitalize(), severity="error", timeout=15)
         if message.error and message.action == "poll":
@@ -572,8 +582,8 @@ class SparkApp(App):
                 self._start_tail(status.log_path)
             if status.guard is not None:
                 self.guard = status.guard
-                self.query_one("#gauge", MemoryGauge).update_guard(status.guard)
-            self.query_one("#gauge", MemoryGauge).update_tree(status.tree_bytes, status.tree_procs)
+                self.w.gauge.update_guard(status.guard)
+            self.w.gauge.update_tree(status.tree_bytes, status.tree_procs)
             view = info.view
             detail = status.detail or (f"pid {status.pid}  http://{status.host}:{status.port}" if status.pid else "")
             info.show(ServerView(status.state, detail, self._predicted(), view.actual,
@@ -597,10 +607,10 @@ class SparkApp(App):
         if self.server is not None and self.server.state in LIVE_STATES:
             self.notify("a server is already running: stop it first (F6) or restart (F7)", severity="warning")
             return
-        self.query_one("#log", LogView).clear()
-        self.query_one("#diagnosis", DiagnosisCard).show(None)
-        self.query_one("#phases", PhaseStrip).set_phase("starting")
-        info = self.query_one("#server-info", ServerInfo)
+        self.w.log.clear()
+        self.w.diagnosis.show(None)
+        self.w.phases.set_phase("starting")
+        info = self.w.info
         info.show(ServerView("starting", "asking the supervisor…", self._predicted()))
         self._run_server_action("launch")
 
@@ -663,7 +673,7 @@ class SparkApp(App):
 
     def _guard_changed(self, view: GuardView) -> None:
         self.guard = view
-        self.query_one("#gauge", MemoryGauge).update_guard(view)
+        self.w.gauge.update_guard(view)
         self._refresh_status()
 
     # -- the log --------------------------------------------------------------------------------------
@@ -672,7 +682,7 @@ class SparkApp(App):
         self._stop_tail()
         self._log_path = path
         self._log_stop = threading.Event()
-        self.query_one("#log", LogView).clear()
+        self.w.log.clear()
         self._tail_log(path, self._log_stop)
 
     def _stop_tail(self) -> None:
@@ -684,7 +694,7 @@ class SparkApp(App):
 
         try:
             state = LogState()
-            for batch in self.backend.follow_log(path, stop.is_set):
+            for batch in self.backend.follow_log(path, stop):
                 if stop.is_set():
                     return
                 state.feed(batch)
@@ -693,21 +703,21 @@ class SparkApp(App):
             self.post_message(msg.LogUnavailable(str(exc)))
 
     def on_log_batch(self, message: msg.LogBatch) -> None:
-        self.query_one("#log", LogView).push(message.lines)
-        phases = self.query_one("#phases", PhaseStrip)
+        self.w.log.push(message.lines)
+        phases = self.w.phases
         if message.phase != phases.phase:
             phases.set_phase(message.phase, message.reached)
-        info = self.query_one("#server-info", ServerInfo)
+        info = self.w.info
         view = info.view
         if message.actual != view.actual:
             info.show(ServerView(view.state, view.detail, view.predicted or self._predicted(), message.actual,
                                  view.metrics, view.diagnosis))
-        card = self.query_one("#diagnosis", DiagnosisCard)
+        card = self.w.diagnosis
         if message.diagnosis != card.diagnosis:
             card.show(message.diagnosis)
 
     def on_log_unavailable(self, message: msg.LogUnavailable) -> None:
-        self.query_one("#log", LogView).push([f"[sparktui] cannot follow the log: {message.error}"])
+        self.w.log.push([f"[sparktui] cannot follow the log: {message.error}"])
 
     # -- live metrics -------------------------------------------------------------------------------
 
@@ -728,7 +738,7 @@ class SparkApp(App):
     def on_metrics_update(self, message: msg.MetricsUpdate) -> None:
         self._metrics_busy = False
         self._metrics_snapshot = message.snapshot
-        info = self.query_one("#server-info", ServerInfo)
+        info = self.w.info
         v = info.view
         figures = message.figures if not message.error else [("metrics", message.error)]
         info.show(ServerView(v.state, v.detail, v.predicted, v.actual, figures, v.diagnosis))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import socket
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -147,10 +148,11 @@ class Backend:
             raise Unavailable("the guard runs with the supervisor; changing it from the app is not available yet")
         return guard_view(setter(status.port, armed=armed, lines=lines), None)
 
-    def follow_log(self, path: Path, stop) -> Iterator[list[str]]:
-        """Batches of lines from `path` (from its start), as the file grows, until `stop()`."""
+    def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
+        """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""
         logtail = _module("sparktui.runtime.logtail")
-        yield from logtail.follow_batches(path, stop)
+        with logtail.LogTail(path, keep=1) as tail:
+            yield from tail.follow(interval_s=0.1, stop=stop)
 
     def metrics(self, status: ServerStatus, previous: Any) -> tuple[Any, list[tuple[str, str]]]:
         """Fetch /metrics from the server and derive the live figures (rates need `previous`)."""
