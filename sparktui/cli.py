@@ -16,6 +16,10 @@ from sparktui.errors import UserError
 COMMANDS: dict[str, tuple[str, str]] = {
     "ui": ("ui", "open the control panel (the default)"),
     "inspect-log": ("inspect_log", "summarise a vLLM log and explain a failed start"),
+    "serve": ("serve", "run vLLM from a profile under the memory guard (foreground or --detach)"),
+    "status": ("status", "show the servers sparktui runs"),
+    "stop": ("stop", "stop a server and its whole process tree"),
+    "kill": ("kill", "kill a server's whole process tree at once"),
 }
 
 

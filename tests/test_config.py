@@ -302,6 +302,20 @@ def test_parse_errors_name_the_flag(line, pattern):
         parse_serve_command(line)
 
 
+def test_unknown_flag_before_the_model_gets_a_hint():
+    with pytest.raises(UserError, match=r"no model.*follows --disable-log-requests.*put the model first"):
+        parse_serve_command(f"vllm serve --disable-log-requests {MODEL}")
+
+
+def test_flags_on_top_of_a_base_config():
+    base = ServeConfig(model=MODEL, max_model_len=32768, enforce_eager=True, extra_args=["--seed", "1"])
+    c = parse_serve_command(["--max-model-len", "8k", "--no-enforce-eager", "--foo"], base=base)
+    assert (c.model, c.max_model_len, c.enforce_eager) == (MODEL, 8000, False)
+    assert c.extra_args == ["--seed", "1", "--foo"]
+    assert base.max_model_len == 32768  # the base is not changed
+    assert parse_serve_command(["other/model"], base=base).model == "other/model"
+
+
 def test_last_occurrence_wins_like_argparse():
     c = parse_serve_command(f"{MODEL} --port 1 --port 2 --enforce-eager --no-enforce-eager")
     assert c.port == 2 and c.enforce_eager is False

@@ -114,6 +114,19 @@ def test_list_profiles_shipped_then_user_overrides(user_dir):
     assert load_profile("70b-dense-5-users").serve.max_model_len == 32768  # the user's wins
 
 
+def test_save_a_shipped_profile_as_the_users_own(user_dir):
+    p = load_profile("70b-dense-5-users")
+    p.serve.max_num_seqs = 4
+    path = save_profile(p, prof.user_profile_path("team"))
+    assert path == user_dir / "team.toml"
+    assert path.read_text().startswith("# 70B dense, five users")
+    assert load_profile("team").serve.max_num_seqs == 4
+    assert load_profile("70b-dense-5-users").serve.max_num_seqs == 5  # the shipped file is untouched
+    for bad in ("../x", "a/b", "x.toml", ""):
+        with pytest.raises(UserError, match="profile name"):
+            prof.user_profile_path(bad)
+
+
 def test_load_by_name_errors():
     with pytest.raises(UserError, match=r"no profile named '70b-dense-5-user'.*did you mean 70b-dense-5-users"):
         load_profile("70b-dense-5-user")

@@ -474,10 +474,13 @@ def split_command(text: str) -> list[str]:
         raise UserError(f"cannot read the pasted command: {exc} (check the quotes)") from None
 
 
-def parse_serve_command(text_or_argv: str | Sequence[str]) -> ServeConfig:
+def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | None = None) -> ServeConfig:
     """Read `vllm serve MODEL …` (or `python -m vllm.entrypoints.openai.api_server --model M …`,
     or just the argv after `vllm serve`) into a ServeConfig. Flags sparktui does not model are
-    kept in extra_args, in order, with their values; `ServeConfig.unknown_flags` lists them."""
+    kept in extra_args, in order, with their values; `ServeConfig.unknown_flags` lists them.
+
+    With `base` (e.g. a profile's config), the flags given override it and the model may be
+    left out: `sparktui fit PROFILE --max-model-len 8k`."""
     tokens = split_command(text_or_argv) if isinstance(text_or_argv, str) else list(text_or_argv)
     env: dict[str, str] = {}
     while tokens and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0]):
@@ -487,6 +490,7 @@ def parse_serve_command(text_or_argv: str | Sequence[str]) -> ServeConfig:
 
     values: dict[str, Any] = {}
     extra: list[str] = []
+    given_model = False
     for name, value in env.items():
         if name == "VLLM_API_KEY":
             values["api_key"] = value
@@ -501,12 +505,13 @@ def parse_serve_command(text_or_argv: str | Sequence[str]) -> ServeConfig:
         token = tokens[i]
         i += 1
         if not _is_flag_token(token):
-            if "model" in values:
+            if given_model:
                 raise UserError(
                     f"unexpected argument {token!r}: the model is already {values['model']!r} "
                     "(a flag's value missing its flag?)"
                 )
             values["model"] = token
+            given_model = True
             continue
         name, eq, inline = token.partition("=")
         if name == "--model":
@@ -548,7 +553,14 @@ def parse_serve_command(text_or_argv: str | Sequence[str]) -> ServeConfig:
                     i += 1
                 raw = " ".join(names)
         values[flag.field] = raw
+        given_model = given_model or flag.field == "model"
+    if base is not None:
+        values = {**base.model_dump(), **values}
+        extra = [*base.extra_args, *extra]
     if "model" not in values:
-        raise UserError("no model in the command: expected `vllm serve MODEL [flags…]`")
+        hint = ""
+        if any(not _is_flag_token(tok) for tok in extra):
+            hint = f" (if it follows {extra[0]}, which sparktui does not know, put the model first)"
+        raise UserError(f"no model in the command: expected `vllm serve MODEL [flags…]`{hint}")
     values["extra_args"] = extra
     return ServeConfig(**values)

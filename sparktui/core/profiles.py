@@ -107,6 +107,13 @@ def user_profiles_dir() -> Path:
     return Path(platformdirs.user_config_dir("sparktui")) / "profiles"
 
 
+def user_profile_path(name: str) -> Path:
+    """Where a user profile called `name` is saved (shipped profiles are never overwritten)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) or name.endswith(".toml"):
+        raise UserError(f"profile name {name!r}: use letters, digits, '.', '_' and '-' (no .toml, no slashes)")
+    return user_profiles_dir() / f"{name}.toml"
+
+
 def shipped_profiles_dir() -> Path:
     from sparktui.resources import data_dir
 
@@ -508,5 +515,6 @@ __all__ = [
     "save_profile",
     "shipped_profiles_dir",
     "to_document",
+    "user_profile_path",
     "user_profiles_dir",
 ]

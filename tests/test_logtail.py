@@ -1,0 +1,141 @@
+"""Following a growing log file written by a real writer (a separate process, or appends here)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+
+from sparktui.runtime.logtail import LogTail
+
+WRITER = r"""
+import sys, time
+path, src = sys.argv[1], sys.argv[2]
+data = open(src, "rb").read()
+with open(path, "ab", buffering=0) as out:
+    # odd-sized pieces so lines (and UTF-8 characters) are split across writes
+    for i in range(0, len(data), 97):
+        out.write(data[i:i + 97])
+        if i % (97 * 20) == 0:
+            time.sleep(0.002)
+"""
+
+
+def append(path, data: bytes):
+    with open(path, "ab") as fh:
+        fh.write(data)
+
+
+def test_lines_from_a_real_writer_process(tmp_path, fixtures):
+    src = fixtures / "vllm-logs" / "spark_v0.25.1_laguna-s-2.1-nvfp4-dflash_success.log"
+    expected = src.read_bytes().decode("utf-8", "replace").split("\n")
+    if expected[-1] == "":
+        expected.pop()
+    log = tmp_path / "vllm.log"
+    tail = LogTail(log, chunk_bytes=512)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(src)])
+    stop = threading.Event()
+    threading.Thread(target=lambda: (writer.wait(), stop.set()), daemon=True).start()
+    got, batches = [], 0
+    for batch in tail.follow(interval_s=0.005, stop=stop):
+        assert batch
+        got.extend(batch)
+        batches += 1
+    assert writer.returncode == 0
+    assert got == expected
+    assert batches > 1
+    assert tail.lines_read == len(expected)
+    tail.close()
+
+
+def test_partial_last_line_is_held_back(tmp_path):
+    log = tmp_path / "a.log"
+    append(log, b"one\ntw")
+    with LogTail(log) as tail:
+        assert tail.poll() == ["one"]
+        assert tail.poll() == []
+        append(log, b"o\r\nthr")
+        assert tail.poll() == ["two\r"]  # the parser deals with carriage returns
+        assert tail.flush() == ["thr"]
+        assert list(tail.recent) == ["one", "two\r", "thr"]
+
+
+def test_file_that_appears_later(tmp_path):
+    log = tmp_path / "later.log"
+    with LogTail(log, from_start=False) as tail:
+        assert tail.poll() == []
+        append(log, b"first\n")
+        assert tail.poll() == ["first"]  # created after we started: read from its start
+
+
+def test_from_end_skips_what_was_there(tmp_path):
+    log = tmp_path / "b.log"
+    append(log, b"old\n")
+    with LogTail(log, from_start=False) as tail:
+        assert tail.poll() == []
+        append(log, b"new\n")
+        assert tail.poll() == ["new"]
+
+
+def test_truncation_restarts_from_the_top(tmp_path):
+    log = tmp_path / "c.log"
+    append(log, b"a long first line\nsecond\n")
+    with LogTail(log) as tail:
+        assert tail.poll() == ["a long first line", "second"]
+        with open(log, "wb") as fh:  # truncate in place, then a new run writes
+            fh.write(b"fresh\n")
+        assert tail.poll() == ["fresh"]
+        assert tail.restarts == 1
+
+
+def test_rotation_finishes_the_old_file_then_follows_the_new(tmp_path):
+    log = tmp_path / "d.log"
+    append(log, b"1\n")
+    with LogTail(log) as tail:
+        assert tail.poll() == ["1"]
+        old = open(log, "ab", buffering=0)
+        old.write(b"2\n3")
+        os.rename(log, tmp_path / "d.log.1")
+        old.write(b"\n4")  # the writer still has the old file open
+        old.close()
+        append(log, b"new 1\nnew 2\n")
+        assert tail.poll() == ["2", "3", "4", "new 1", "new 2"]
+        assert tail.restarts == 1
+
+
+def test_memory_is_bounded(tmp_path):
+    log = tmp_path / "e.log"
+    append(log, b"".join(b"line %d\n" % i for i in range(20000)))
+    append(log, b"x" * 5000)  # a line that never ends
+    with LogTail(log, keep=10, chunk_bytes=4096, max_line_bytes=1000) as tail:
+        total = 0
+        while batch := tail.poll():
+            assert len(batch) < 4 * 4096  # one poll reads at most 4 chunks
+            total += len(batch)
+        assert total == 20000 + 4  # 5000 x's: four 1000-byte pieces out, the last 1000 held back
+        assert list(tail.recent) == ["line %d" % i for i in range(19994, 20000)] + ["x" * 1000] * 4
+        assert tail.flush() == ["x" * 1000]
+
+
+async def test_afollow(tmp_path):
+    log = tmp_path / "f.log"
+    tail = LogTail(log)
+    stop = asyncio.Event()
+
+    async def write():
+        for i in range(5):
+            append(log, b"l%d\n" % i)
+            await asyncio.sleep(0.01)
+        append(log, b"last-no-newline")
+        await asyncio.sleep(0.05)
+        stop.set()
+
+    writer = asyncio.create_task(write())
+    got = []
+    async for batch in tail.afollow(interval_s=0.005, stop=stop):
+        got.extend(batch)
+    await writer
+    assert got == ["l0", "l1", "l2", "l3", "l4", "last-no-newline"]
+    tail.close()
