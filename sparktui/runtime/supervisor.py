@@ -1,0 +1,634 @@
+"""The supervisor: owns one running vLLM — launch, watch, guard, stop — and records its state.
+
+It runs in the foreground (`sparktui serve`, systemd-friendly: SIGTERM stops the whole tree) or
+detached in a new session (`--detach`, the TUI), so an SSH drop or a TUI crash changes nothing.
+vLLM's output goes to a per-run log file that is tailed and parsed (core.vllm_log) for phase and
+events; readiness is /health, load is /metrics. State is a JSON file (state.py) rewritten
+atomically; commands (status, stop, kill) come over a Unix socket only the user can open.
+
+If the supervisor dies, vLLM does not live on unguarded: the API server gets SIGKILL from the
+kernel (PR_SET_PDEATHSIG, proc.spawn), a reaper process (reaper.py) sweeps the recorded tree, and
+the next launch sweeps anything a lost supervisor left.
+
+Python API for the TUI: preflight(), launch(), read(), stop(), kill(), restart().
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from sparktui.core import vllm_log
+from sparktui.errors import UserError
+from sparktui.runtime import proc, state as st
+from sparktui.runtime.runner import LaunchCommand, build_command
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+UNIFIED_MAX_UTILIZATION = 0.90
+PAGE_CACHE_WARN_BYTES = 8 << 30
+STOP_GRACE_S = 10.0
+TICK_S = 0.1
+METRICS_EVERY_S = 2.0
+RECENT_EVENTS = 50
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---------------------------------------------------------------- serve config with CLI overrides
+
+
+def effective_serve(profile, extra_args: list[str] | None = None):
+    """profile.serve with `vllm serve` flags given on the command line applied on top."""
+    from sparktui.core.config import parse_serve_command
+
+    if not extra_args:
+        return profile.serve
+    merged = parse_serve_command([*profile.serve.to_argv(), *extra_args])
+    if merged.api_key is None and profile.serve.api_key is not None:
+        merged = merged.replace(api_key=profile.serve.api_key)
+    return merged
+
+
+# ---------------------------------------------------------------- preflight
+
+
+@dataclasses.dataclass
+class Preflight:
+    warnings: list[str]
+    fit: dict | None = None  # core.fit's verdict, when it could be computed
+
+
+def _meminfo() -> dict[str, int]:
+    out = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            out[key] = int(rest.split()[0]) * 1024
+    return out
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    probe_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else host
+    family = socket.AF_INET6 if ":" in probe_host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        if s.connect_ex((probe_host, port)) == 0:
+            return True
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host or "0.0.0.0", port))
+        except OSError:
+            return True
+    return False
+
+
+def is_unified_memory(profile) -> bool:
+    return str(profile.machine) == "dgx-spark"
+
+
+def preflight(profile, serve=None, *, force: bool = False, meminfo: dict[str, int] | None = None) -> Preflight:
+    """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not."""
+    serve = serve if serve is not None else profile.serve
+    warnings: list[str] = []
+    mem = meminfo if meminfo is not None else _meminfo()
+    gib = 1 << 30
+
+    for other in st.list_states():
+        if other["alive"] and other.get("port") == serve.port:
+            raise UserError(
+                f"--port {serve.port}: sparktui already runs a server there (profile "
+                f"{other.get('profile')!r}, supervisor pid {other['supervisor']['pid']}); stop it with "
+                f"`sparktui stop --port {serve.port}` or choose another --port"
+            )
+    if _port_in_use(serve.host, serve.port):
+        raise UserError(
+            f"--port {serve.port}: something is already listening on {serve.host}:{serve.port}; "
+            "stop it or choose another --port"
+        )
+    if is_unified_memory(profile) and serve.gpu_memory_utilization > UNIFIED_MAX_UTILIZATION and not force:
+        raise UserError(
+            f"--gpu-memory-utilization {serve.gpu_memory_utilization}: above {UNIFIED_MAX_UTILIZATION} on "
+            "unified memory leaves the CPU side too little and can hang the machine; lower it, or pass "
+            "--force if you are sure"
+        )
+    if serve.host not in LOOPBACK and not serve.api_key:
+        warnings.append(
+            f"--host {serve.host}: the server will be reachable from the network without an API key; "
+            "set api-key in the profile (it travels as VLLM_API_KEY, never on the command line)"
+        )
+    available, free = mem.get("MemAvailable", 0), mem.get("MemFree", 0)
+    if available - free >= PAGE_CACHE_WARN_BYTES:
+        warnings.append(
+            f"MemFree is {free / gib:.1f} GiB but MemAvailable is {available / gib:.1f} GiB: page cache "
+            "holds the difference, and on a DGX Spark vLLM's start-up free-memory check can fail on it. "
+            f"Drop the caches first: {vllm_log.DROP_CACHES}"
+        )
+    fit_result = _fit_verdict(profile, serve, available, warnings, force)
+    return Preflight(warnings, fit_result)
+
+
+def _fit_verdict(profile, serve, mem_available: int, warnings: list[str], force: bool) -> dict | None:
+    try:
+        from sparktui.core import fit as fit_mod
+        from sparktui.core.modelspec import load_model_spec
+    except ImportError:
+        return None  # the fit engine is not part of this build
+    try:
+        spec = load_model_spec(serve.model)
+        machine = fit_mod.machine_from_name(profile.machine)
+        result = fit_mod.fit(serve, spec, machine, mem_available=mem_available)
+    except UserError as exc:
+        warnings.append(f"fit check skipped: {exc}")
+        return None
+    verdict = result.to_dict()
+    if result.verdict in ("wont_start", "unsafe"):
+        reasons = "; ".join(result.reasons) or result.verdict
+        if not force:
+            raise UserError(f"this configuration {result.verdict.replace('_', ' ')}: {reasons} (pass --force to try anyway)")
+        warnings.append(f"fit: {result.verdict}: {reasons} (--force given)")
+    elif result.verdict == "tight":
+        warnings.append("fit: tight: " + "; ".join(result.reasons))
+    return verdict
+
+
+def sweep_lost_servers() -> list[dict]:
+    """Kill what supervisors that died left behind (identity-checked), and record it."""
+    swept = []
+    for state in st.list_states():
+        if state["status"] != "lost" or not state.get("tree"):
+            continue
+        report = proc.sweep_orphans(state["tree"])
+        state.pop("alive", None)
+        state.update(status="exited", phase="stopped", updated_at=time.time(),
+                     exit={"reason": "supervisor_died", "returncode": None, "stop": report.to_dict(),
+                           "message": "swept at the next launch: its supervisor had died"})
+        st.write_state(st.state_path(state["port"]), state)
+        swept.append(state)
+    return swept
+
+
+# ---------------------------------------------------------------- the supervisor
+
+
+def _event_dict(event) -> dict:
+    out = {"kind": type(event).__name__.rstrip("_"), "t": time.time()}
+    out.update(dataclasses.asdict(event) if dataclasses.is_dataclass(event) else {"text": str(event)})
+    return out
+
+
+class _LogFollower:
+    """New complete lines of a growing file."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def read(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read(1 << 20)
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        return [line.decode(errors="replace").rstrip("\r") for line in lines]
+
+
+class Supervisor:
+    def __init__(self, profile, serve=None, *, force: bool = False, detached: bool = False):
+        self.profile = profile
+        self.serve = serve if serve is not None else profile.serve
+        self.force, self.detached = force, detached
+        # SIGTERM → SIGKILL grace: the profile's guard grace, which means the same thing there
+        self.grace_s = profile.guard.grace_s if profile.guard.grace_s is not None else STOP_GRACE_S
+        self.port = self.serve.port
+        self.state_file = st.state_path(self.port)
+        self.socket_file = st.socket_path(self.port)
+        self.summary = vllm_log.LogSummary()
+        self.events: collections.deque = collections.deque(maxlen=RECENT_EVENTS)
+        self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
+        self.requested_by: str | None = None
+        self.finished = threading.Event()
+        self.lock = threading.RLock()
+        self.tree: proc.ProcessTree | None = None
+        self.command: LaunchCommand | None = None
+        self.state: dict = {}
+        self.healthy = False
+        self.metrics: dict | None = None
+        self.reaper: subprocess.Popen | None = None
+        self._server: socket.socket | None = None
+
+    # -- state
+
+    def _save(self, **changes) -> None:
+        with self.lock:
+            self.state.update(changes, updated_at=time.time())
+            if self.tree is not None:
+                self.state["tree"] = self.tree.to_record()
+            self.state["phase"] = changes.get("phase", self.state.get("phase"))
+            self.state["summary"] = self.summary.to_dict()
+            self.state["events"] = list(self.events)
+            st.write_state(self.state_file, self.state)
+
+    def _initial_state(self, log_path: Path, warnings: list[str], fit: dict | None) -> dict:
+        me = proc.read_stat(os.getpid())
+        return {
+            "version": st.STATE_VERSION,
+            "status": "starting",
+            "phase": "launching",
+            "profile": self.profile.name,
+            "profile_path": str(self.profile.path) if self.profile.path else None,
+            "model": self.serve.model,
+            "host": self.serve.host,
+            "port": self.port,
+            "url": f"http://{self.serve.host}:{self.port}",
+            "log_path": str(log_path),
+            "socket": str(self.socket_file),
+            "detached": self.detached,
+            "supervisor": {"pid": os.getpid(), "start_time": me.start_time if me else 0},
+            "argv": None,
+            "runner": None,
+            "started_at": time.time(),
+            "ready_at": None,
+            "preflight": {"warnings": warnings, "fit": fit},
+            "guard": {"armed": False, "state": "not available in this build"},
+            "trip": None,
+            "metrics": None,
+            "exit": None,
+        }
+
+    # -- signals and commands
+
+    def request(self, what: str, by: str) -> None:
+        with self.lock:
+            if self.requested != "kill":  # kill wins over stop
+                self.requested, self.requested_by = what, by
+
+    def _on_signal(self, signum, frame) -> None:
+        self.request("stop", signal.Signals(signum).name)
+
+    def _serve_socket(self) -> None:
+        self.socket_file.unlink(missing_ok=True)
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # the socket is created 0600: only this user can connect
+        try:
+            server.bind(str(self.socket_file))
+        finally:
+            os.umask(old)
+        os.chmod(self.socket_file, 0o600)
+        server.listen(8)
+        self._server = server
+        threading.Thread(target=self._accept, name="sparktui-socket", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.settimeout(5)
+                data = b""
+                while not data.endswith(b"\n") and len(data) < 65536:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                msg = json.loads(data or b"{}")
+                cmd = msg.get("cmd")
+                if cmd in ("stop", "kill"):
+                    self.request(cmd, "socket")
+                    conn.settimeout(None)
+                    self.finished.wait(float(msg.get("wait", 60)))
+                reply = {"ok": cmd in ("status", "stop", "kill"), "state": self.snapshot()}
+                if not reply["ok"]:
+                    reply["error"] = f"unknown command {cmd!r}; expected status, stop or kill"
+            except (OSError, ValueError) as exc:
+                reply = {"ok": False, "error": str(exc)}
+            try:
+                conn.sendall(json.dumps(reply, default=str).encode() + b"\n")
+            except OSError:
+                pass
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return json.loads(json.dumps(self.state, default=str))
+
+    # -- reaper
+
+    def _start_reaper(self) -> None:
+        self.reaper = subprocess.Popen(
+            [sys.executable, "-m", "sparktui.runtime.reaper", str(self.state_file)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, cwd=str(PACKAGE_ROOT), close_fds=True,
+        )
+
+    def _dismiss_reaper(self) -> None:
+        if self.reaper is None:
+            return
+        try:
+            self.reaper.stdin.write(b"done\n")
+            self.reaper.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.reaper.wait(5)
+        except subprocess.TimeoutExpired:
+            self.reaper.kill()
+
+    # -- main loop
+
+    def run(self) -> int:
+        """Launch and supervise until vLLM exits or is stopped; returns the exit status to use."""
+        sweep_lost_servers()
+        pre = preflight(self.profile, self.serve, force=self.force)
+        for warning in pre.warnings:
+            print(f"sparktui: warning: {warning}", file=sys.stderr, flush=True)
+        self.command = build_command(self.profile, self.serve)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
+        self.state = self._initial_state(log_path, pre.warnings, pre.fit)
+        self.state["argv"] = self.command.argv
+        self.state["runner"] = self.command.kind
+        self.state["container"] = self.command.container
+
+        previous = {}
+        if threading.current_thread() is threading.main_thread():  # only there can signals be handled
+            handled = (signal.SIGTERM, signal.SIGINT) + (() if self.detached else (signal.SIGHUP,))
+            previous = {s: signal.signal(s, self._on_signal) for s in handled}
+            if self.detached:
+                previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        try:
+            self._save()
+            self._start_reaper()
+            self.state["reaper"] = {"pid": self.reaper.pid, "start_time": proc.start_time_of(self.reaper.pid)}
+            env = {**os.environ, **self.command.env}
+            self.tree = proc.spawn(self.command.argv, log_path, env)
+            self.tree.start_tracking(0.5)
+            self._save(status="starting", phase=self.summary.phase)
+            self._serve_socket()
+            print(f"sparktui: vLLM pid {self.tree.pid} on {self.state['url']}, log {log_path}", file=sys.stderr, flush=True)
+            return self._loop(log_path)
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            self._close()
+
+    def _loop(self, log_path: Path) -> int:
+        follower = _LogFollower(log_path)
+        generation = self.tree.generation
+        next_refresh = next_health = next_metrics = 0.0
+        how = None
+        while True:
+            changed = self._ingest(follower.read())
+            now = time.monotonic()
+            if now >= next_refresh:
+                self.tree.refresh()
+                next_refresh = now + 0.25
+            if self.tree.generation != generation:
+                generation, changed = self.tree.generation, True
+            if self.summary.ready and not self.healthy and now >= next_health:
+                next_health = now + 0.5
+                if self._check_health():
+                    self.tree.refresh()  # the state that says "running" names every process
+                    self.healthy, changed = True, True
+                    self.state.update(status="running", ready_at=time.time())
+            if self.healthy and now >= next_metrics:
+                next_metrics = now + METRICS_EVERY_S
+                self._poll_metrics()
+                changed = True
+            if self.requested:
+                how = self.requested
+                break
+            if self.tree.returncode() is not None:
+                how = "exited"
+                break
+            if changed:
+                self._save()
+            time.sleep(TICK_S)
+        return self._finish(how, follower)
+
+    def _ingest(self, lines: list[str]) -> bool:
+        changed = False
+        for line in lines:
+            for event in self.summary.feed(line):
+                if isinstance(event, vllm_log.PhaseChanged):
+                    changed = True
+                    continue
+                self.events.append(_event_dict(event))
+                changed = True
+        if changed:
+            self.state["phase"] = self.summary.phase
+        return changed
+
+    def _check_health(self) -> bool:
+        import httpx
+
+        try:
+            return httpx.get(f"{self._base_url()}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _base_url(self) -> str:
+        host = "127.0.0.1" if self.serve.host in ("0.0.0.0", "") else self.serve.host
+        return f"http://{host}:{self.port}"
+
+    def _poll_metrics(self) -> None:
+        import httpx
+
+        try:
+            response = httpx.get(f"{self._base_url()}/metrics", timeout=2)
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            self.state["metrics"] = {"error": str(exc), "at": time.time()}
+            return
+        self.state["metrics"] = _metrics_summary(response.text)
+
+    def _finish(self, how: str, follower: _LogFollower) -> int:
+        self._save(status="stopping")
+        report = None
+        if how == "kill":
+            report = self._kill()
+        elif how == "stop":
+            report = self._stop()
+        returncode = self.tree.returncode()
+        if not self.tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
+            report = self.tree.kill()
+        self._ingest(follower.read())
+        if how == "exited":
+            for event in self.summary.finish(returncode):
+                if not isinstance(event, vllm_log.PhaseChanged):
+                    self.events.append(_event_dict(event))
+        reason = {"stop": "stopped", "kill": "killed"}.get(how, "failed" if self.summary.failure else "exited")
+        phase = self.summary.phase if how == "exited" else "stopped"
+        self._save(
+            status="exited", phase=phase,
+            exit={"reason": reason, "by": self.requested_by, "returncode": returncode,
+                  "stop": report.to_dict() if report else None,
+                  "failure": self.summary.failure.to_dict() if self.summary.failure else None},
+        )
+        if how == "exited" and self.summary.failure:
+            f = self.summary.failure
+            print(f"sparktui: vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}", file=sys.stderr, flush=True)
+        return 0 if how in ("stop", "kill") or returncode == 0 else 1
+
+    def _stop(self):
+        if self.command.stop_argv:
+            subprocess.run(self.command.stop_argv, capture_output=True, timeout=self.grace_s + 20)
+        return self.tree.stop(self.grace_s)
+
+    def _kill(self):
+        if self.command.kill_argv:
+            subprocess.run(self.command.kill_argv, capture_output=True, timeout=20)
+        return self.tree.kill()
+
+    def _close(self) -> None:
+        if self._server is not None:
+            try:
+                self._server.close()
+            except OSError:
+                pass
+            self.socket_file.unlink(missing_ok=True)
+        self.finished.set()
+        time.sleep(0.05)  # let socket handlers waiting on `finished` send their replies
+        self._dismiss_reaper()
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "server"
+
+
+def _metrics_summary(text: str) -> dict:
+    """The few /metrics figures the status line needs (core.metrics does the full job)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    wanted = {
+        "vllm:num_requests_running": "running",
+        "vllm:num_requests_waiting": "waiting",
+        "vllm:kv_cache_usage_perc": "kv_cache_usage",
+        "vllm:gpu_cache_usage_perc": "kv_cache_usage",
+        "vllm:prompt_tokens": "prompt_tokens_total",
+        "vllm:generation_tokens": "generation_tokens_total",
+    }
+    out: dict = {"at": time.time()}
+    for family in text_string_to_metric_families(text):
+        key = wanted.get(family.name)
+        if key is None:
+            continue
+        for sample in family.samples:
+            if sample.name in (family.name, family.name + "_total"):
+                out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
+# ---------------------------------------------------------------- the API the CLI and TUI use
+
+
+def serve_foreground(profile, serve=None, *, force: bool = False) -> int:
+    detached = os.environ.get("SPARKTUI_DETACHED") == "1"  # set by launch() for its child
+    return Supervisor(profile, serve, force=force, detached=detached).run()
+
+
+def launch(profile, serve=None, *, detach: bool = True, force: bool = False, timeout: float = 30.0) -> dict:
+    """Start a supervisor for `profile` and return its first recorded state.
+
+    detach=True: a new session that outlives the caller (the TUI, an SSH session). The profile as
+    given (unsaved edits included) is saved next to the state and the child loads that copy.
+    """
+    if not detach:
+        raise UserError("launch(detach=False) would block: use serve_foreground()")
+    from sparktui.core.profiles import save_profile
+
+    serve = serve if serve is not None else profile.serve
+    sweep_lost_servers()
+    pre = preflight(profile, serve, force=force)  # refuse here, where the caller sees it
+    port = serve.port
+    saved = st.state_dir() / "profiles" / str(port) / f"{_safe(profile.name)}.toml"
+    save_profile(dataclasses.replace(profile, serve=serve), saved)
+    sup_log = st.state_dir() / "supervisor" / f"{port}.log"
+    argv = [sys.executable, "-m", "sparktui", "serve", str(saved)] + (["--force"] if force else [])
+    t0 = time.time()
+    with open(sup_log, "ab") as out:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True, cwd=str(PACKAGE_ROOT), close_fds=True,
+                                 env={**os.environ, "SPARKTUI_DETACHED": "1"})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = st.read_state(st.state_path(port))
+        if state and state.get("started_at", 0) >= t0 and state.get("tree"):
+            state["preflight_warnings"] = pre.warnings
+            state["alive"] = st.supervisor_alive(state)
+            return state
+        if child.poll() is not None:
+            tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
+            message = next((line[len("sparktui: "):] for line in reversed(tail) if line.startswith("sparktui: ")), None)
+            raise UserError(message or f"the supervisor exited with status {child.returncode}; see {sup_log}")
+        time.sleep(0.05)
+    raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")
+
+
+def read(port: int | None = None) -> dict:
+    """The recorded state of the server on `port` (or the only live one)."""
+    return st.find_state(port)
+
+
+def attach(port: int | None = None) -> dict:
+    """Live state straight from the supervisor (falls back to the file if it does not answer)."""
+    state = st.find_state(port)
+    if not state["alive"]:
+        return state
+    try:
+        return st.request(state["port"], "status", timeout=5)["state"] | {"alive": True}
+    except (UserError, OSError, ValueError):
+        return state
+
+
+def stop(port: int | None = None, *, wait: float = 60.0) -> dict:
+    """Stop (SIGTERM the tree, SIGKILL after the grace period) and return the final state."""
+    return _command("stop", port, wait)
+
+
+def kill(port: int | None = None, *, wait: float = 30.0) -> dict:
+    """SIGKILL the whole tree at once and return the final state."""
+    return _command("kill", port, wait)
+
+
+def _command(cmd: str, port: int | None, wait: float) -> dict:
+    state = st.find_state(port)
+    if not state["alive"]:
+        if state.get("status") == "lost":
+            sweep_lost_servers()
+            return st.find_state(state["port"])
+        raise UserError(f"the server on port {state['port']} is not running (status {state.get('status')})")
+    reply = st.request(state["port"], cmd, timeout=wait + 5, wait=wait)
+    final = st.read_state(st.state_path(state["port"])) or reply.get("state", {})
+    final["alive"] = st.supervisor_alive(final)
+    return final
+
+
+def restart(port: int | None = None, *, force: bool = False) -> dict:
+    """Stop the server and launch it again from the profile it was started with."""
+    from sparktui.core.profiles import load_profile
+
+    state = st.find_state(port)
+    profile_path = state.get("profile_path")
+    if not profile_path:
+        raise UserError(f"the server on port {state['port']} has no recorded profile to restart from")
+    profile = load_profile(profile_path)
+    if state["alive"]:
+        stop(state["port"])
+    return launch(profile, detach=True, force=force)
