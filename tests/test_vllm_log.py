@@ -210,6 +210,9 @@ def test_split_line_strips_colour_prefix_level_and_carriage_returns():
     assert split_line("INFO:     Application startup complete.\n") == (None, "INFO", "Application startup complete.")
     bar = ENGINE + "\rCapturing CUDA graphs (decode, FULL):   0%| 0/19\rCapturing CUDA graphs (decode, FULL): 100%| 19/19\n"
     assert split_line(bar) == ("EngineCore_DP0", None, "Capturing CUDA graphs (decode, FULL): 100%| 19/19")
+    assert split_line("\x1b[2K\x1b[32mINFO\x1b[0m:     Application startup complete.") == (
+        None, "INFO", "Application startup complete.",
+    )  # fmt: skip
     assert split_line("(EngineCore pid=6890) ERROR 08-03 21:49:23 [core.py:1231] EngineCore failed to start.\r\n") == (
         "EngineCore", "ERROR", "EngineCore failed to start.",
     )  # fmt: skip

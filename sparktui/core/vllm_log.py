@@ -164,7 +164,7 @@ def _clean(raw: str) -> str:
         # the usual case is a coloured "(APIServer pid=…)" prefix: cut it with str ops, regex the rest
         if line.startswith("\x1b["):
             end = line.find("m", 2, 16)
-            if end > 0:
+            if end > 0 and line[2:end].replace(";", "").isdigit():
                 line = line[end + 1 :]
         line = line.replace("\x1b[0;0m", "").replace("\x1b[0m", "")
         if "\x1b" in line:
