@@ -125,7 +125,8 @@ def test_foreground_launch_phases_ready_metrics_then_sigterm_stops_the_tree(make
     assert "KVCacheSize" in kinds and "StartupComplete" in kinds
     kv = next(e for e in state["events"] if e["kind"] == "KVCacheSize")
     assert kv["device"] == "CPU" and kv["tokens"] == 131072
-    assert state["metrics"]["kv_cache_usage"] == 0.0 and "running" in state["metrics"]
+    assert state["metrics"]["kv_cache_usage_pct"] == 0.0 and state["metrics"]["running"] == 0.0
+    assert state["metrics"]["generation_tokens_total"] == 24.0  # the fixture's counter
     assert state["argv"][1:4] == ["serve", "/models/tiny", "--max-model-len"]
     assert "--enforce-eager" in state["argv"] and state["supervisor"]["pid"] == sup.pid
     log = Path(state["log_path"]).read_text()

@@ -19,7 +19,7 @@ def _line(state: dict) -> str:
              f"{state.get('url')}"]
     if summary.get("kv_cache_tokens"):
         parts.append(f"kv {summary['kv_cache_tokens']:,} tokens")
-    if "running" in metrics:
+    if metrics.get("running") is not None:
         parts.append(f"running {metrics['running']:.0f} waiting {metrics.get('waiting', 0):.0f}")
     exit_ = state.get("exit")
     if exit_:

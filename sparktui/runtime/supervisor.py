@@ -224,7 +224,7 @@ class Supervisor:
         self.command: LaunchCommand | None = None
         self.state: dict = {}
         self.healthy = False
-        self.metrics: dict | None = None
+        self._last_metrics = None  # the previous /metrics snapshot, for rates
         self.reaper: subprocess.Popen | None = None
         self._server: socket.socket | None = None
 
@@ -450,13 +450,23 @@ class Supervisor:
     def _poll_metrics(self) -> None:
         import httpx
 
+        from sparktui.core import metrics as m
+
         try:
             response = httpx.get(f"{self._base_url()}/metrics", timeout=2)
             response.raise_for_status()
-        except httpx.HTTPError as exc:
+            snapshot = m.parse_metrics(response.text, time.monotonic())
+        except (httpx.HTTPError, m.MetricsError) as exc:
             self.state["metrics"] = {"error": str(exc), "at": time.time()}
             return
-        self.state["metrics"] = _metrics_summary(response.text)
+        stats = m.derive(snapshot, self._last_metrics)
+        self._last_metrics = snapshot
+        self.state["metrics"] = {
+            **stats.to_dict(),
+            "prompt_tokens_total": snapshot.total(m.PROMPT_TOKENS),
+            "generation_tokens_total": snapshot.total(m.GENERATION_TOKENS),
+            "at": time.time(),
+        }
 
     def _finish(self, how: str, follower: _LogFollower) -> int:
         self._save(status="stopping")
@@ -510,29 +520,6 @@ class Supervisor:
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "server"
-
-
-def _metrics_summary(text: str) -> dict:
-    """The few /metrics figures the status line needs (core.metrics does the full job)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    wanted = {
-        "vllm:num_requests_running": "running",
-        "vllm:num_requests_waiting": "waiting",
-        "vllm:kv_cache_usage_perc": "kv_cache_usage",
-        "vllm:gpu_cache_usage_perc": "kv_cache_usage",
-        "vllm:prompt_tokens": "prompt_tokens_total",
-        "vllm:generation_tokens": "generation_tokens_total",
-    }
-    out: dict = {"at": time.time()}
-    for family in text_string_to_metric_families(text):
-        key = wanted.get(family.name)
-        if key is None:
-            continue
-        for sample in family.samples:
-            if sample.name in (family.name, family.name + "_total"):
-                out[key] = out.get(key, 0.0) + sample.value
-    return out
 
 
 # ---------------------------------------------------------------- the API the CLI and TUI use
