@@ -1,0 +1,307 @@
+"""What the app needs from core and runtime, in one place, so the UI stays thin.
+
+Every call here may do I/O; the app calls them only from workers. A part of sparktui that is
+missing raises `Unavailable` with a sentence a person can act on; the UI shows it in place of
+the figures (never made-up data).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from sparktui.errors import UserError
+from sparktui.ui.widgets.fitpanel import FitView
+from sparktui.ui.widgets.gauge import GpuView, GuardView
+
+
+class Unavailable(Exception):
+    """This part cannot work here (no NVML, no vLLM, no supervisor…); str() says why."""
+
+
+def _module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        if exc.name and (exc.name == name or name.startswith(exc.name + ".")):
+            raise Unavailable(f"{name} is not available yet in this build of sparktui") from None
+        raise
+
+
+@dataclass
+class ServerStatus:
+    """A server the supervisor runs (whether or not this app started it)."""
+
+    state: str  # starting | ready | failed | stopping | stopped | exited
+    pid: int | None = None
+    log_path: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    profile: str | None = None
+    detail: str = ""
+    guard: GuardView = field(default_factory=GuardView)
+    tree_bytes: int | None = None
+    tree_procs: int | None = None
+    phase: str | None = None
+
+
+class Backend:
+    """The live implementation over sparktui.core and sparktui.runtime."""
+
+    def host(self) -> str:
+        return socket.gethostname()
+
+    # -- memory and GPU ---------------------------------------------------------------------------
+    def memory(self):
+        return _module("sparktui.runtime.memory").read_memory()
+
+    def gpu(self) -> GpuView:
+        memory = _module("sparktui.runtime.memory")
+        info = memory.read_gpu()
+        return gpu_view(info)
+
+    # -- profiles, models, fit --------------------------------------------------------------------
+    def list_profiles(self) -> list:
+        """ProfileRef (name, path, source, description) for the shipped and the user's profiles."""
+        return _module("sparktui.core.profiles").list_profiles()
+
+    def load_profile(self, name_or_path: str | Path):
+        return _module("sparktui.core.profiles").load_profile(name_or_path)
+
+    def save_profile(self, profile, path: Path) -> None:
+        _module("sparktui.core.profiles").save_profile(profile, path)
+
+    def model_spec(self, model: str):
+        return _module("sparktui.core.modelspec").load_model_spec(model)
+
+    def local_models(self) -> list[str]:
+        modelspec = _module("sparktui.core.modelspec")
+        lister = getattr(modelspec, "list_cached_models", None) or getattr(modelspec, "local_models", None)
+        if lister is None:
+            raise Unavailable("listing the local Hugging Face cache is not available yet")
+        return [getattr(m, "repo_id", None) or getattr(m, "name", None) or str(m) for m in lister()]
+
+    def machine(self, name: str):
+        return _module("sparktui.core.fit").machine_from_name(name)
+
+    def fit(self, config, spec, machine, mem_available: int | None) -> FitView:
+        fit_module = _module("sparktui.core.fit")
+        return fit_view(fit_module.fit(config, spec, machine, mem_available=mem_available), mem_available)
+
+    # -- the server, through the supervisor ---------------------------------------------------------
+    def runner_problem(self, profile) -> str | None:
+        """Why this profile's vLLM cannot be started here (not installed, bad runner), or None."""
+        runner = _module("sparktui.runtime.runner")
+        try:
+            runner.build_command(profile)
+        except UserError as exc:
+            return str(exc)
+        return None
+
+    def attach(self, port: int | None = None) -> ServerStatus | None:
+        """The server on `port` (the one this app follows), else the newest live one, else None."""
+        state_mod = _module("sparktui.runtime.state")
+        if port is not None:
+            state = state_mod.read_state(state_mod.state_path(port))
+            if state is not None:
+                state["alive"] = state_mod.supervisor_alive(state)
+                if not state["alive"] and state.get("status") in state_mod.RUNNING:
+                    state["status"] = "lost"
+                return self._with_tree(server_status(state))
+        live = [s for s in state_mod.list_states() if s["alive"]]
+        return self._with_tree(server_status(live[0])) if live else None
+
+    def _with_tree(self, status: ServerStatus) -> ServerStatus:
+        if status.pid and status.state in ("starting", "ready", "stopping"):
+            try:
+                tree = _module("sparktui.runtime.memory").tree_memory(status.pid)
+                status.tree_bytes, status.tree_procs = tree.total_bytes, len(tree.pids)
+            except (Unavailable, OSError):
+                pass
+        return status
+
+    def launch(self, profile) -> ServerStatus:
+        supervisor = _module("sparktui.runtime.supervisor")
+        return server_status(supervisor.launch(profile, detach=True))
+
+    def stop(self, status: ServerStatus) -> ServerStatus:
+        return server_status(_module("sparktui.runtime.supervisor").stop(status.port))
+
+    def kill(self, status: ServerStatus) -> ServerStatus:
+        return server_status(_module("sparktui.runtime.supervisor").kill(status.port))
+
+    def restart(self, status: ServerStatus, profile) -> ServerStatus:
+        supervisor = _module("sparktui.runtime.supervisor")
+        if status is not None and status.state in ("starting", "ready", "stopping"):
+            supervisor.stop(status.port)
+        return server_status(supervisor.launch(profile, detach=True))
+
+    def set_guard(self, status: ServerStatus | None, armed: bool | None = None, lines: dict | None = None) -> GuardView:
+        guard = _module("sparktui.runtime.guard")
+        setter = getattr(guard, "configure", None)
+        if status is None or setter is None:
+            raise Unavailable("the guard runs with the supervisor; changing it from the app is not available yet")
+        return guard_view(setter(status.port, armed=armed, lines=lines), None)
+
+    def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
+        """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""
+        logtail = _module("sparktui.runtime.logtail")
+        with logtail.LogTail(path, keep=1) as tail:
+            yield from tail.follow(interval_s=0.1, stop=stop)
+
+    def metrics(self, status: ServerStatus, previous: Any) -> tuple[Any, list[tuple[str, str]]]:
+        """Fetch /metrics from the server and derive the live figures (rates need `previous`)."""
+        import time
+
+        import httpx
+
+        from sparktui.core.metrics import MetricsError, derive, parse_metrics
+
+        url = f"http://{status.host}:{status.port}/metrics"
+        try:
+            response = httpx.get(url, timeout=2.0)
+            response.raise_for_status()
+            snapshot = parse_metrics(response.text, time.time())
+        except (httpx.HTTPError, MetricsError) as exc:
+            raise Unavailable(f"{url}: {exc}") from None
+        return snapshot, metric_figures(derive(snapshot, previous))
+
+
+def metric_figures(stats: Any) -> list[tuple[str, str]]:
+    def num(value, fmt):
+        return "n/a" if value is None else fmt.format(value)
+
+    return [
+        ("KV", num(stats.kv_cache_usage_pct, "{:.1f}%")),
+        ("run", num(stats.running, "{:.0f}")),
+        ("wait", num(stats.waiting, "{:.0f}")),
+        ("gen", num(stats.generation_tokens_per_s, "{:.1f} tok/s")),
+        ("prompt", num(stats.prompt_tokens_per_s, "{:.1f} tok/s")),
+        ("TTFT p50", num(stats.ttft_p50_s, "{:.2f}s")),
+        ("p95", num(stats.ttft_p95_s, "{:.2f}s")),
+    ]
+
+
+def guard_view(guard: dict | None, trip: dict | None) -> GuardView:
+    """The supervisor's guard record in the gauge's words."""
+    guard = guard or {}
+    state = guard.get("state") or ("armed" if guard.get("armed") else "disarmed")
+    if trip:
+        state = "tripped"
+    known = state in ("armed", "disarmed", "tripped")
+    lines = guard.get("lines") or {}
+    return GuardView(
+        state=state if known else "n/a",
+        warn_gib=lines.get("warn_below_gib"), term_gib=lines.get("term_below_gib"),
+        kill_gib=lines.get("kill_below_gib"),
+        last_trip=trip_text(trip) if trip else None,
+        why_na=None if known else state,
+    )
+
+
+def trip_text(trip: dict) -> str:
+    if isinstance(trip, str):
+        return trip
+    parts = [str(trip.get(k)) for k in ("action", "reason", "message") if trip.get(k)]
+    if trip.get("mem_available") is not None:
+        parts.append(f"MemAvailable {trip['mem_available'] / 2**30:.1f} GiB")
+    return " · ".join(parts) or json.dumps(trip, default=str)
+
+
+def server_status(state: dict) -> ServerStatus:
+    """The supervisor's state record in the app's words."""
+    status = state.get("status")
+    exit_info = state.get("exit") or {}
+    if status == "running":
+        ui_state = "ready"
+    elif status in ("starting", "stopping", "lost"):
+        ui_state = status
+    else:  # exited: why
+        ui_state = {"stopped": "stopped", "killed": "killed", "failed": "failed"}.get(exit_info.get("reason"), "exited")
+    tree = state.get("tree") or {}
+    detail = ""
+    if ui_state in ("starting", "ready", "stopping"):
+        detail = f"pid {tree.get('pid', '?')}  {state.get('url', '')}"
+    elif exit_info:
+        detail = f"{exit_info.get('reason', 'exited')} (exit {exit_info.get('returncode')})"
+    elif ui_state == "lost":
+        detail = "its supervisor died; the next launch sweeps what it left"
+    return ServerStatus(
+        state=ui_state,
+        pid=tree.get("pid"),
+        log_path=Path(state["log_path"]) if state.get("log_path") else None,
+        host="127.0.0.1" if state.get("host") in ("0.0.0.0", "", None) else state["host"],
+        port=int(state.get("port") or 8000),
+        profile=state.get("profile"),
+        detail=detail,
+        guard=guard_view(state.get("guard"), state.get("trip")),
+        phase=state.get("phase"),
+    )
+
+
+def gpu_view(report: Any) -> GpuView:
+    """The sampler's GpuReport in the gauge's words; a missing figure says why."""
+    if not report.available or not report.gpus:
+        return GpuView(note=report.reason or "no NVIDIA GPU found")
+    g = report.gpus[0]
+
+    def fmt(value, unit, digits=0):
+        return "n/a" if value is None else f"{value:.{digits}f}{unit}"
+
+    return GpuView(
+        util=fmt(g.utilization_pct, "%"),
+        temp=fmt(g.temperature_c, "°C"),
+        power=fmt(g.power_w, " W", 1),
+        memory=g.memory_text(),
+        note=g.name,
+    )
+
+
+def fit_view(result: Any, mem_available: int | None) -> FitView:
+    """Turn a FitResult into what the fit panel draws."""
+    from sparktui.ui.widgets.fitpanel import Suggestion
+
+    budget = getattr(result, "budget", None)
+    segments: list[tuple[str, str, int]] = []
+    pool = None
+    if budget is not None:
+        get = (lambda k: budget.get(k)) if isinstance(budget, dict) else (lambda k: getattr(budget, k, None))
+        for key, label, names in (
+            ("os", "OS", ("os_reserve", "os_reserve_bytes", "reserve")),
+            ("weights", "weights", ("weights", "weights_bytes")),
+            ("activations", "activations", ("activations", "activation_bytes", "activation_peak")),
+            ("graphs", "graphs", ("cuda_graphs", "cuda_graph_bytes", "graphs")),
+            ("kv", "KV", ("kv_cache", "kv_cache_bytes")),
+            ("headroom", "headroom", ("headroom", "headroom_bytes")),
+        ):
+            for name in names:
+                value = get(name)
+                if value is not None:
+                    segments.append((key, label, int(value)))
+                    break
+        for name in ("pool", "pool_bytes", "total", "total_bytes"):
+            if get(name) is not None:
+                pool = int(get(name))
+                break
+    suggestions = []
+    for s in getattr(result, "suggestions", []) or []:
+        text = getattr(s, "text", None) or getattr(s, "description", None) or str(s)
+        changes = getattr(s, "changes", None) or {}
+        suggestions.append(Suggestion(text, dict(changes)))
+    return FitView(
+        verdict=str(result.verdict),
+        reasons=[str(r) for r in result.reasons],
+        segments=segments,
+        pool_bytes=pool,
+        mem_available=mem_available,
+        suggestions=suggestions,
+        kv_cache_bytes=getattr(result, "kv_cache_bytes", None),
+        kv_cache_tokens=getattr(result, "kv_cache_tokens", None),
+        max_concurrency=getattr(result, "max_concurrency", None),
+        kv_bytes_per_token=getattr(result, "kv_bytes_per_token", None),
+    )

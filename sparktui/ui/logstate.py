@@ -1,0 +1,39 @@
+"""What the launch pane shows from the log: feeds `sparktui.core.vllm_log.LogSummary` and reads
+back the phase, the figures vLLM reported, and the failure diagnosis (in the tail worker)."""
+
+from __future__ import annotations
+
+from sparktui.core.vllm_log import LogSummary
+
+
+class LogState:
+    def __init__(self, summary: LogSummary | None = None) -> None:
+        self.summary = summary or LogSummary()
+
+    def feed(self, lines: list[str]) -> None:
+        self.summary.feed_lines(lines)
+
+    @property
+    def phase(self) -> str:
+        return self.summary.phase  # a start-up phase, or "failed"
+
+    @property
+    def reached(self) -> str:
+        return self.summary.reached
+
+    def actual(self) -> list[tuple[str, str]]:
+        s = self.summary
+        rows = []
+        if s.available_kv_gib is not None:
+            rows.append(("KV cache GiB", f"{s.available_kv_gib:.2f}"))
+        if s.kv_cache_tokens is not None:
+            rows.append(("KV tokens", f"{s.kv_cache_tokens:,}"))
+        if s.max_concurrency is not None:
+            rows.append(("max concurrency", f"{s.max_concurrency:.2f}x"))
+        if s.weights_gib is not None:
+            rows.append(("weights GiB", f"{s.weights_gib:.2f}"))
+        return rows
+
+    def diagnosis(self) -> tuple[str, str, str] | None:
+        f = self.summary.failure
+        return None if f is None else (f.kind, f.message, f.hint)

@@ -1,0 +1,117 @@
+"""Modal screens: help, confirm, a one-line prompt, and a list to choose from."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from sparktui.errors import UserError
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Yes or no; dismisses with True only on y."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+        Binding("n,escape", "answer(False)", "No", id="confirm.no"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog danger"):
+            yield Label(self.question, classes="dialog-title")
+            yield Label("y: yes    n / Esc: no", classes="dialog-hint")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class PromptScreen(ModalScreen[object]):
+    """One line of input. `check(text)` returns the result or raises UserError, shown in place."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
+
+    def __init__(self, title: str, check: Callable[[str], object], value: str = "", placeholder: str = "") -> None:
+        super().__init__()
+        self.title_text, self.check, self.value, self.placeholder = title, check, value, placeholder
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Input(value=self.value, placeholder=self.placeholder, id="prompt-input")
+            yield Static("", id="prompt-error", classes="dialog-error")
+            yield Label("Enter: apply    Esc: cancel", classes="dialog-hint")
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        try:
+            result = self.check(event.value)
+        except UserError as exc:
+            self.query_one("#prompt-error", Static).update(Text(str(exc)))
+            return
+        self.dismiss(result)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ChoiceScreen(ModalScreen[object]):
+    """Pick one of `options` ((label, value) pairs)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="choice.cancel")]
+
+    def __init__(self, title: str, options: list[tuple[str, object]], empty: str = "nothing to choose from") -> None:
+        super().__init__()
+        self.title_text, self.options, self.empty = title, options, empty
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            if self.options:
+                yield OptionList(*(Option(label, id=str(i)) for i, (label, _) in enumerate(self.options)), id="choices")
+            else:
+                yield Static(self.empty, classes="dialog-error")
+            yield Label("Enter: choose    Esc: cancel", classes="dialog-hint")
+
+    @on(OptionList.OptionSelected)
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.options[int(event.option.id)][1])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, its binding id (for remapping in the user config) and what it does."""
+
+    BINDINGS = [Binding("escape,f1,q", "close", "Close", id="help.close")]
+
+    def __init__(self, rows: list[tuple[str, str, str]], config_path: str) -> None:
+        super().__init__()
+        self.rows, self.config_path = rows, config_path
+
+    def compose(self) -> ComposeResult:
+        table = Text()
+        table.append(f"{'Key':<14}{'Action':<34}Binding id\n", "bold")
+        for key, description, binding_id in self.rows:
+            table.append(f"{key:<14}{description:<34}{binding_id}\n")
+        table.append(f"\nRemap keys in {self.config_path}:\n[keys]\nserver.launch = \"ctrl+l\"\n")
+        table.append("Ctrl+P opens the command palette. Esc closes this help.")
+        with Vertical(classes="dialog wide"):
+            yield Label("Keys", classes="dialog-title")
+            with VerticalScroll():
+                yield Static(table)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,83 @@
+"""The user's own settings for the app (theme, key map), in
+`user_config_dir("sparktui")/config.toml` (SPARKTUI_CONFIG_DIR overrides, for tests).
+
+    theme = "sparktui-dark"
+    [keys]            # binding id = "key[,key…]"; see the help screen (F1) for the ids
+    launch = "ctrl+l"
+
+Saved atomically (temp file + rename) with tomlkit, so a person's comments survive.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomlkit
+from platformdirs import user_config_dir
+from tomlkit.exceptions import TOMLKitError
+
+from sparktui.errors import UserError
+
+
+def config_dir() -> Path:
+    override = os.environ.get("SPARKTUI_CONFIG_DIR")
+    return Path(override) if override else Path(user_config_dir("sparktui"))
+
+
+def config_path() -> Path:
+    return config_dir() / "config.toml"
+
+
+@dataclass
+class Settings:
+    theme: str | None = None
+    keys: dict[str, str] = field(default_factory=dict)
+    path: Path = field(default_factory=config_path)
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """Read the settings; a missing file is the defaults, a bad one a UserError naming the field."""
+    path = path or config_path()
+    if not path.exists():
+        return Settings(path=path)
+    try:
+        doc = tomlkit.parse(path.read_text(encoding="utf-8")).unwrap()
+    except (TOMLKitError, OSError) as exc:
+        raise UserError(f"{path}: cannot read the settings ({exc}); fix or delete the file") from None
+    theme = doc.get("theme")
+    if theme is not None and not isinstance(theme, str):
+        raise UserError(f"{path}: field 'theme' must be a theme name in quotes, got {theme!r}")
+    keys = doc.get("keys", {})
+    if not isinstance(keys, dict):
+        raise UserError(f"{path}: field 'keys' must be a table: [keys] then binding_id = \"key\"")
+    for binding_id, key in keys.items():
+        if not isinstance(key, str) or not key.strip():
+            raise UserError(f"{path}: field 'keys.{binding_id}' must be a key such as \"ctrl+l\" or \"f5,ctrl+r\", got {key!r}")
+    return Settings(theme=theme, keys=dict(keys), path=path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` so a reader sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_theme(theme: str, path: Path | None = None) -> Path:
+    """Record the chosen theme, keeping the rest of the file (and its comments) as it was."""
+    path = path or config_path()
+    doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
+    doc["theme"] = theme
+    atomic_write_text(path, tomlkit.dumps(doc))
+    return path

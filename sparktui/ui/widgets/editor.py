@@ -1,0 +1,177 @@
+"""The configuration editor: one form row per flag of `sparktui.core.config.FLAGS`.
+
+Each row is typed by its flag (Input for numbers and text, Select for closed choices, Switch for
+booleans, a three-way Select for "unset / on / off"), and shows the flag's own validation
+message inline. On every change the editor posts `ConfigEditor.Changed` with the new
+ServeConfig (or the errors), so the fit panel can recompute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.suggester import SuggestFromList
+from textual.widgets import Input, Label, Select, Static, Switch
+
+from sparktui.core.config import CATEGORIES, FLAGS, Flag, ServeConfig
+from sparktui.errors import UserError
+
+TRISTATE = [("on", True), ("off", False)]
+
+
+def _field_text(flag: Flag, value: Any) -> str:
+    if value is None:
+        return ""
+    if flag.allow_auto and value == -1:
+        return "auto"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _placeholder(flag: Flag) -> str:
+    if flag.positional:
+        return "org/model or /path/to/model (F3: pick from cache)"
+    if flag.default is None:
+        return "unset: vLLM decides"
+    return f"default {flag.default}"
+
+
+@dataclass
+class FormState:
+    config: ServeConfig | None
+    errors: dict[str, str]  # field -> message
+    general: str | None = None
+
+
+class ConfigEditor(VerticalScroll):
+    """The form. `load(config)` fills it; edits post `Changed`."""
+
+    DEFAULT_CSS = """
+    ConfigEditor { height: 1fr; }
+    ConfigEditor .cat { color: $accent; text-style: bold; margin-top: 1; }
+    ConfigEditor .row { height: auto; }
+    ConfigEditor .row > .name { width: 23; color: $foreground-muted; }
+    ConfigEditor .row > Input, ConfigEditor .row > Select { width: 1fr; }
+    ConfigEditor .row > Switch { width: 8; height: 1; border: none; padding: 0; }
+    ConfigEditor .row > Switch:focus { background-tint: $foreground 10%; }
+    ConfigEditor .problem { color: $error; display: none; }
+    ConfigEditor .problem.-shown { display: block; }
+    """
+
+    class Changed(Message):
+        def __init__(self, state: FormState) -> None:
+            super().__init__()
+            self.state = state
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._extra_args: list[str] = []
+        self._loading = False
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="general-problem", classes="problem")
+        for category in CATEGORIES:
+            flags = [f for f in FLAGS if f.category == category]
+            if not flags:
+                continue
+            yield Label(category.capitalize(), classes="cat")
+            for flag in flags:
+                with Horizontal(classes="row"):
+                    yield Label(flag.key if not flag.positional else "model", classes="name")
+                    yield self._control(flag)
+                yield Static("", id=f"problem-{flag.field}", classes="problem")
+
+    def _control(self, flag: Flag):
+        wid = f"flag-{flag.field}"
+        tip = f"{flag.name}: {flag.help}\nExpects {flag.expected()}."
+        if flag.type == "bool" and not flag.optional:
+            control = Switch(value=bool(flag.field_default), id=wid)
+        elif flag.type == "bool":
+            control = Select(TRISTATE, prompt="unset (vLLM default)", allow_blank=True, id=wid, compact=True)
+        elif flag.type == "choice" and not flag.open_choices:
+            control = Select([(c, c) for c in flag.choices], prompt="unset", allow_blank=flag.optional,
+                             value=flag.field_default if flag.field_default is not None else Select.NULL,
+                             id=wid, compact=True)
+        else:
+            suggester = SuggestFromList(list(flag.choices), case_sensitive=False) if flag.choices else None
+            control = Input(placeholder=_placeholder(flag), password=flag.secret, suggester=suggester,
+                            id=wid, compact=True)
+        control.tooltip = tip
+        return control
+
+    # -- reading and writing the form ------------------------------------------------------------
+
+    def load(self, config: ServeConfig) -> None:
+        """Fill the form from `config` (no Changed messages while filling; one at the end)."""
+        self._loading = True
+        try:
+            for flag in FLAGS:
+                control = self.query_one(f"#flag-{flag.field}")
+                value = getattr(config, flag.field)
+                if isinstance(control, Switch):
+                    control.value = bool(value)
+                elif isinstance(control, Select):
+                    control.value = Select.NULL if value is None else value
+                else:
+                    control.value = _field_text(flag, value)
+            self._extra_args = list(config.extra_args)
+        finally:
+            self._loading = False
+        self.call_after_refresh(self._emit)
+
+    def _raw(self, flag: Flag) -> Any:
+        control = self.query_one(f"#flag-{flag.field}")
+        if isinstance(control, Switch):
+            return control.value
+        if isinstance(control, Select):
+            return None if control.value is Select.NULL else control.value
+        text = control.value.strip()
+        return text or None
+
+    def read(self) -> FormState:
+        values: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        for flag in FLAGS:
+            raw = self._raw(flag)
+            if raw is None:  # empty: the flag's default (the model has none)
+                if flag.positional:
+                    errors[flag.field] = "model: required (a Hugging Face repo id or a local folder; F3 lists the local cache)"
+                continue
+            try:
+                values[flag.field] = flag.coerce(raw)
+            except UserError as exc:
+                errors[flag.field] = str(exc)
+        if errors:
+            return FormState(None, errors)
+        try:
+            config = ServeConfig(**values, extra_args=self._extra_args)
+        except UserError as exc:
+            return FormState(None, {}, str(exc))
+        return FormState(config, {})
+
+    def _emit(self) -> None:
+        state = self.read()
+        for flag in FLAGS:
+            problem = self.query_one(f"#problem-{flag.field}", Static)
+            message = state.errors.get(flag.field)
+            problem.update(message or "")
+            problem.set_class(bool(message), "-shown")
+            self.query_one(f"#flag-{flag.field}").set_class(bool(message), "-invalid")
+        general = self.query_one("#general-problem", Static)
+        general.update(state.general or "")
+        general.set_class(bool(state.general), "-shown")
+        self.post_message(self.Changed(state))
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    @on(Switch.Changed)
+    def _edited(self, event: Message) -> None:
+        event.stop()
+        if not self._loading:
+            self._emit()

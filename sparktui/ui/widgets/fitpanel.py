@@ -1,0 +1,121 @@
+"""The fit panel: the budget as one stacked bar against the pool, a marker at the current
+MemAvailable, the verdict, its reasons, and numbered suggestions (one key applies them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from textual.widget import Widget
+
+from sparktui.core.units import GiB
+
+SEGMENT_STYLES = ("os", "weights", "activations", "graphs", "kv", "headroom")
+SEGMENT_CHARS = {"os": "▒", "weights": "█", "activations": "▓", "graphs": "▚", "kv": "█", "headroom": "░"}
+
+
+@dataclass
+class Suggestion:
+    text: str
+    changes: dict  # ServeConfig field -> new value
+
+
+@dataclass
+class FitView:
+    verdict: str  # fits | tight | wont_start | unsafe | error | n/a
+    reasons: list[str] = field(default_factory=list)
+    segments: list[tuple[str, str, int]] = field(default_factory=list)  # (style key, label, bytes)
+    pool_bytes: int | None = None
+    mem_available: int | None = None
+    suggestions: list[Suggestion] = field(default_factory=list)
+    kv_cache_bytes: int | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    kv_bytes_per_token: int | None = None
+
+
+VERDICT_TEXT = {"fits": "FITS", "tight": "TIGHT", "wont_start": "WON'T START", "unsafe": "UNSAFE",
+                "error": "CHECK THE FORM", "n/a": "NOT AVAILABLE"}
+
+
+class FitPanel(Widget):
+    COMPONENT_CLASSES = {*(f"fit--{k}" for k in SEGMENT_STYLES), "fit--fits", "fit--tight", "fit--wont_start",
+                         "fit--unsafe", "fit--error", "fit--na", "fit--label", "fit--marker", "fit--key"}
+
+    DEFAULT_CSS = """
+    FitPanel { height: auto; }
+    FitPanel > .fit--os { color: $foreground-muted; }
+    FitPanel > .fit--weights { color: $secondary; }
+    FitPanel > .fit--activations { color: $warning; }
+    FitPanel > .fit--graphs { color: $accent; }
+    FitPanel > .fit--kv { color: $primary; }
+    FitPanel > .fit--headroom { color: $foreground-muted; }
+    FitPanel > .fit--fits { color: $success; text-style: bold; }
+    FitPanel > .fit--tight { color: $warning; text-style: bold; }
+    FitPanel > .fit--wont_start { color: $error; text-style: bold; }
+    FitPanel > .fit--unsafe { color: $error; text-style: bold reverse; }
+    FitPanel > .fit--error { color: $error; text-style: bold; }
+    FitPanel > .fit--na { color: $foreground-muted; text-style: bold; }
+    FitPanel > .fit--label { color: $foreground-muted; }
+    FitPanel > .fit--marker { color: $error; text-style: bold; }
+    FitPanel > .fit--key { color: $accent; text-style: bold; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.view = FitView("n/a", ["no fit yet"])
+
+    def show(self, view: FitView) -> None:
+        self.view = view
+        self.refresh(layout=True)
+
+    def _style(self, name: str):
+        return self.get_component_rich_style(f"fit--{name}")
+
+    def render(self) -> Text:
+        v = self.view
+        width = max(10, self.size.width)
+        label = self._style("label")
+        out = Text(no_wrap=False)
+        out.append("Fit ", label)
+        out.append(VERDICT_TEXT.get(v.verdict, v.verdict.upper()), self._style(v.verdict.replace("/", "")))
+        if v.kv_cache_tokens is not None:
+            out.append(f"  KV {v.kv_cache_tokens:,} tok", label)
+            if v.kv_cache_bytes is not None:
+                out.append(f" ({v.kv_cache_bytes / GiB:.1f} GiB)", label)
+            if v.max_concurrency is not None:
+                out.append(f" ×{v.max_concurrency:.1f}", label)
+        out.append("\n")
+        if v.pool_bytes and v.segments:
+            pool = v.pool_bytes
+            bar = Text(no_wrap=True)
+            used_cells = 0
+            for i, (key, _, n) in enumerate(v.segments):
+                cells = round(max(0, n) / pool * width)
+                cells = min(cells, width - used_cells)
+                bar.append(SEGMENT_CHARS.get(key, "█") * cells, self._style(key if key in SEGMENT_STYLES else "os"))
+                used_cells += cells
+            if used_cells < width:
+                bar.append(" " * (width - used_cells))
+            out.append_text(bar)
+            out.append("\n")
+            marker = Text(no_wrap=True)
+            if v.mem_available is not None:
+                # MemAvailable measured from the left edge of what vLLM may claim (after the OS reserve).
+                col = min(width - 1, max(0, round((pool - v.mem_available) / pool * width)))
+                marker.append(" " * col)
+                marker.append("▲", self._style("marker"))
+                marker.append(f" free now {v.mem_available / GiB:.1f} GiB", label)
+            out.append_text(marker)
+            out.append("\n")
+            for key, name, n in v.segments:
+                out.append(SEGMENT_CHARS.get(key, "█"), self._style(key if key in SEGMENT_STYLES else "os"))
+                out.append(f"{name} {n / GiB:.1f}  ", label)
+            out.append(f"of {pool / GiB:.1f} GiB\n", label)
+        for reason in v.reasons:
+            out.append(f"• {reason}\n")
+        for i, s in enumerate(v.suggestions[:9], 1):
+            out.append(f"[{i}] ", self._style("key"))
+            out.append(f"{s.text}\n")
+        out.rstrip()
+        return out

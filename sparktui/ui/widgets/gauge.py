@@ -1,0 +1,197 @@
+"""The unified-memory gauge: one bar for the whole pool (used / page cache / available) with
+the guard's warn, term and kill lines on it, a sparkline of MemAvailable, and the figures."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widget import Widget
+
+from sparktui.core.units import GiB
+
+SPARK_CHARS = "▁▂▃▄▅▆▇█"
+
+
+@dataclass
+class GuardView:
+    """What the gauge shows about the guard (from the supervisor's state)."""
+
+    state: str = "n/a"  # armed | disarmed | tripped | n/a
+    warn_gib: float | None = None
+    term_gib: float | None = None
+    kill_gib: float | None = None
+    last_trip: str | None = None
+    why_na: str | None = None
+
+
+@dataclass
+class GpuView:
+    util: str = "n/a"
+    temp: str = "n/a"
+    power: str = "n/a"
+    memory: str = "n/a"
+    note: str | None = None
+
+
+def _gib(n: float | None, digits: int = 1) -> str:
+    return "n/a" if n is None else f"{n / GiB:.{digits}f}"
+
+
+def sparkline(values: list[float], width: int) -> str:
+    values = values[-width:]
+    if not values:
+        return ""
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    return "".join(SPARK_CHARS[int((v - low) / span * (len(SPARK_CHARS) - 1))] for v in values)
+
+
+class MemoryGauge(Widget):
+    COMPONENT_CLASSES = {"gauge--used", "gauge--cache", "gauge--free", "gauge--warn", "gauge--term",
+                         "gauge--kill", "gauge--label", "gauge--value", "gauge--spark", "gauge--armed",
+                         "gauge--disarmed", "gauge--tripped", "gauge--muted"}
+
+    DEFAULT_CSS = """
+    MemoryGauge { height: auto; }
+    MemoryGauge > .gauge--used { color: $primary; }
+    MemoryGauge > .gauge--cache { color: $secondary; }
+    MemoryGauge > .gauge--free { color: $foreground-muted; }
+    MemoryGauge > .gauge--warn { color: $warning; text-style: bold; }
+    MemoryGauge > .gauge--term { color: $error; text-style: bold; }
+    MemoryGauge > .gauge--kill { color: $error; text-style: bold reverse; }
+    MemoryGauge > .gauge--label { color: $foreground-muted; }
+    MemoryGauge > .gauge--value { color: $foreground; text-style: bold; }
+    MemoryGauge > .gauge--spark { color: $accent; }
+    MemoryGauge > .gauge--armed { color: $success; text-style: bold; }
+    MemoryGauge > .gauge--disarmed { color: $warning; text-style: bold; }
+    MemoryGauge > .gauge--tripped { color: $error; text-style: bold reverse; }
+    MemoryGauge > .gauge--muted { color: $foreground-muted; }
+    """
+
+    def __init__(self, history: int = 240, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.sample = None
+        self.sample_error: str | None = None
+        self.gpu = GpuView()
+        self.guard = GuardView()
+        self.tree_bytes: int | None = None
+        self.tree_procs: int | None = None
+        self.history: deque[float] = deque(maxlen=history)
+
+    def update_sample(self, sample, error: str | None = None) -> None:
+        self.sample = sample if sample is not None else self.sample
+        self.sample_error = error
+        if sample is not None:
+            self.history.append(sample.mem_available / GiB)
+        self.refresh(layout=True)
+
+    def update_gpu(self, gpu: GpuView) -> None:
+        self.gpu = gpu
+        self.refresh(layout=True)
+
+    def update_guard(self, guard: GuardView) -> None:
+        self.guard = guard
+        self.refresh(layout=True)
+
+    def update_tree(self, tree_bytes: int | None, procs: int | None) -> None:
+        self.tree_bytes, self.tree_procs = tree_bytes, procs
+        self.refresh(layout=True)
+
+    def _style(self, name: str):
+        return self.get_component_rich_style(f"gauge--{name}")
+
+    def _bar(self, width: int) -> tuple[Text, Text]:
+        s = self.sample
+        total = s.mem_total or 1
+        used = max(0, s.mem_total - s.mem_available)
+        cache = min(max(0, s.page_cache), s.mem_available)
+        cells_used = round(used / total * width)
+        cells_cache = min(width - cells_used, round(cache / total * width))
+        cells_free = width - cells_used - cells_cache
+        bar = Text()
+        bar.append("█" * cells_used, self._style("used"))
+        bar.append("▓" * cells_cache, self._style("cache"))
+        bar.append("░" * cells_free, self._style("free"))
+        marks = [" "] * width
+        styles: list[str | None] = [None] * width
+        g = self.guard
+        # The guard acts when MemAvailable falls below a line: that is when "used" reaches total - line.
+        for letter, value, name in (("W", g.warn_gib, "warn"), ("T", g.term_gib, "term"), ("K", g.kill_gib, "kill")):
+            if value is None:
+                continue
+            col = min(width - 1, max(0, round((total - value * GiB) / total * width)))
+            while col > 0 and marks[col] != " ":
+                col -= 1
+            marks[col], styles[col] = letter, name
+        markers = Text()
+        for ch, name in zip(marks, styles):
+            markers.append(ch, self._style(name) if name else None)
+        return bar, markers
+
+    def render(self) -> Text:
+        width = max(10, self.size.width)
+        label, value, muted = self._style("label"), self._style("value"), self._style("muted")
+        out = Text(no_wrap=True, overflow="ellipsis")
+        s = self.sample
+        if s is None:
+            out.append("Unified memory: ", label)
+            out.append(self.sample_error or "waiting for the first sample…", muted)
+            out.append("\n")
+        else:
+            out.append("Unified memory ", label)
+            out.append(f"{_gib(s.mem_total - s.mem_available)}", value)
+            out.append(f" of {_gib(s.mem_total)} GiB used\n", label)
+            bar, markers = self._bar(width)
+            out.append_text(bar)
+            out.append("\n")
+            out.append_text(markers)
+            out.append("\n")
+            out.append("█", self._style("used"))
+            out.append(" used ", label)
+            out.append("▓", self._style("cache"))
+            out.append(" cache ", label)
+            out.append("░", self._style("free"))
+            out.append(" available\n", label)
+            out.append("MemAvailable history ", label)
+            out.append(sparkline(list(self.history), max(1, width - 21)), self._style("spark"))
+            out.append("\n")
+            swap_used = (s.swap_total - s.swap_free) if s.swap_total else 0
+            psi = "n/a" if s.psi_some_avg10 is None else f"{s.psi_some_avg10:.2f} / {s.psi_full_avg10 or 0:.2f}"
+            for name, text in (("MemAvailable", f"{_gib(s.mem_available)} GiB"),
+                               ("MemFree", f"{_gib(s.mem_free)} GiB"),
+                               ("Page cache", f"{_gib(s.page_cache)} GiB"),
+                               ("Swap used", f"{_gib(swap_used)} / {_gib(s.swap_total)} GiB"),
+                               ("PSI some/full", psi)):
+                out.append(f"{name:<14}", label)
+                out.append(f"{text}\n", value)
+        gpu = self.gpu
+        out.append(f"{'GPU':<14}", label)
+        out.append(f"{gpu.util} · {gpu.temp} · {gpu.power}", value)
+        out.append(f"\n{'GPU memory':<14}", label)
+        out.append(gpu.memory, value)
+        if gpu.note:
+            out.append(f"\n{'':<14}{gpu.note}", muted)
+        out.append(f"\n{'vLLM tree':<14}", label)
+        if self.tree_bytes is None:
+            out.append("no server", muted)
+        else:
+            out.append(f"{_gib(self.tree_bytes)} GiB", value)
+            if self.tree_procs is not None:
+                out.append(f" in {self.tree_procs} processes", label)
+        out.append(f"\n{'Guard':<14}", label)
+        g = self.guard
+        state_style = {"armed": "armed", "disarmed": "disarmed", "tripped": "tripped"}.get(g.state, "muted")
+        out.append(g.state.upper() if state_style != "muted" else g.state, self._style(state_style))
+        if g.warn_gib is not None or g.term_gib is not None or g.kill_gib is not None:
+            out.append(f"\n{'Lines (GiB)':<14}", label)
+            for letter, v, name in (("W", g.warn_gib, "warn"), ("T", g.term_gib, "term"), ("K", g.kill_gib, "kill")):
+                out.append(f"{letter}<", self._style(name))
+                out.append(("default" if v is None else f"{v:g}") + " ", value)
+        if g.why_na:
+            out.append(f"\n  {g.why_na}", muted)
+        if g.last_trip:
+            out.append("\nLast trip: ", self._style("term"))
+            out.append(g.last_trip, value)
+        return out

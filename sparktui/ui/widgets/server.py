@@ -1,0 +1,149 @@
+"""The launch pane's widgets: the phase strip, the server summary (state, predicted vs actual KV
+cache, live metrics) and the diagnosis card shown when vLLM fails."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from textual.widget import Widget
+
+from sparktui.core.vllm_log import FAILED, PHASES
+
+PHASE_LABELS = {"starting": "starting", "loading_weights": "loading weights", "profiling": "profiling",
+                "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "ready": "ready"}
+SHORT_LABELS = {"starting": "start", "loading_weights": "weights", "profiling": "profile",
+                "kv_cache": "KV", "cuda_graphs": "graphs", "ready": "ready"}
+
+
+class PhaseStrip(Widget):
+    """starting › loading weights › profiling › KV cache › CUDA graphs › ready | failed"""
+
+    COMPONENT_CLASSES = {"phase--done", "phase--current", "phase--todo", "phase--failed", "phase--sep"}
+    DEFAULT_CSS = """
+    PhaseStrip { height: auto; }
+    PhaseStrip > .phase--done { color: $success; }
+    PhaseStrip > .phase--current { color: $primary; text-style: bold reverse; }
+    PhaseStrip > .phase--todo { color: $foreground-muted; }
+    PhaseStrip > .phase--failed { color: $error; text-style: bold reverse; }
+    PhaseStrip > .phase--sep { color: $foreground-muted; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.phase: str | None = None  # None: no server
+        self.failed_at: str | None = None
+
+    def set_phase(self, phase: str | None, reached: str | None = None) -> None:
+        """`phase` is one of vllm_log.PHASES, "failed" (then `reached` is how far it got) or None."""
+        self.phase = phase
+        self.failed_at = (reached or "starting") if phase == FAILED else None
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        out = Text()
+        style = lambda n: self.get_component_rich_style(f"phase--{n}")  # noqa: E731
+        current = self.failed_at if self.phase == FAILED else self.phase
+        index = PHASES.index(current) if current in PHASES else -1
+        for i, phase in enumerate(PHASES):
+            name = (PHASE_LABELS if self.size.width >= 80 else SHORT_LABELS).get(phase, phase)
+            if i:
+                out.append(" › ", style("sep"))
+            if self.phase == "ready" or i < index:
+                out.append(name, style("done"))
+            elif i == index and self.phase != FAILED:
+                out.append(f" {name} ", style("current"))
+            else:
+                out.append(name, style("todo"))
+        if self.phase == FAILED:
+            out.append(" › ", style("sep"))
+            out.append(" failed ", style("failed"))
+        return out
+
+
+@dataclass
+class ServerView:
+    state: str = "stopped"  # stopped | starting | ready | failed | stopping | exited | n/a
+    detail: str = ""
+    predicted: list[tuple[str, str]] = field(default_factory=list)  # (figure, predicted value)
+    actual: list[tuple[str, str]] = field(default_factory=list)  # (figure, value from the log)
+    metrics: list[tuple[str, str]] = field(default_factory=list)
+    diagnosis: tuple[str, str, str] | None = None  # (kind, message, hint)
+
+
+class ServerInfo(Widget):
+    COMPONENT_CLASSES = {"srv--label", "srv--value", "srv--state", "srv--bad", "srv--muted", "srv--head"}
+    DEFAULT_CSS = """
+    ServerInfo { height: auto; }
+    ServerInfo > .srv--label { color: $foreground-muted; }
+    ServerInfo > .srv--value { color: $foreground; text-style: bold; }
+    ServerInfo > .srv--state { color: $primary; text-style: bold; }
+    ServerInfo > .srv--bad { color: $error; text-style: bold; }
+    ServerInfo > .srv--muted { color: $foreground-muted; }
+    ServerInfo > .srv--head { color: $accent; text-style: bold; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.view = ServerView()
+
+    def show(self, view: ServerView) -> None:
+        self.view = view
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        v = self.view
+        s = lambda n: self.get_component_rich_style(f"srv--{n}")  # noqa: E731
+        out = Text()
+        out.append("Server ", s("label"))
+        out.append(v.state, s("bad" if v.state in ("failed", "n/a") else "state"))
+        if v.detail:
+            out.append(f"  {v.detail}", s("muted"))
+        if v.predicted or v.actual:
+            out.append("\n")
+            out.append(f"{'':<16}{'predicted':>14}{'vLLM said':>14}", s("head"))
+            names = [n for n, _ in v.predicted] + [n for n, _ in v.actual if n not in dict(v.predicted)]
+            pred, act = dict(v.predicted), dict(v.actual)
+            for name in names:
+                out.append(f"\n{name:<16}", s("label"))
+                out.append(f"{pred.get(name, '—'):>14}", s("value"))
+                out.append(f"{act.get(name, '…'):>14}", s("value"))
+        if v.metrics:
+            out.append("\n")
+            for i, (name, value) in enumerate(v.metrics):
+                out.append(("  " if i else "") + f"{name} ", s("label"))
+                out.append(value, s("value"))
+        return out
+
+
+class DiagnosisCard(Widget):
+    """Why vLLM failed, from the log parser: the kind, vLLM's own words, and what to do."""
+
+    COMPONENT_CLASSES = {"diag--title", "diag--hint"}
+    DEFAULT_CSS = """
+    DiagnosisCard { height: auto; border: round $error; padding: 0 1; display: none; }
+    DiagnosisCard.-shown { display: block; }
+    DiagnosisCard > .diag--title { color: $error; text-style: bold; }
+    DiagnosisCard > .diag--hint { color: $success; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.diagnosis: tuple[str, str, str] | None = None
+
+    def show(self, diagnosis: tuple[str, str, str] | None) -> None:
+        self.diagnosis = diagnosis
+        self.set_class(diagnosis is not None, "-shown")
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        out = Text()
+        if not self.diagnosis:
+            return out
+        kind, message, hint = self.diagnosis
+        out.append(f"Failed: {kind}\n", self.get_component_rich_style("diag--title"))
+        out.append(message)
+        if hint:
+            out.append("\nFix: ", self.get_component_rich_style("diag--hint"))
+            out.append(hint)
+        return out

@@ -1,0 +1,53 @@
+"""The log view: bounded, coloured by severity, follows, and coalesces floods."""
+
+from textual.app import App, ComposeResult
+
+from sparktui.ui.widgets.logview import LogView, severity_of
+
+
+def test_severity_from_vllm_prefixes():
+    assert severity_of("(EngineCore pid=7) ERROR 11-29 19:24:01 [core.py:1] boom") == "error"
+    assert severity_of("WARNING 11-29 19:24:01 [x.py:2] careful") == "warning"
+    assert severity_of("(APIServer pid=3) INFO 11-29 19:24:01 [api.py:9] hello") == "info"
+    assert severity_of("Traceback (most recent call last):") == "error"
+    assert severity_of("RuntimeError: Engine core initialization failed") == "error"
+    assert severity_of("Loading safetensors checkpoint shards: 100%") == "plain"
+
+
+class LogApp(App):
+    def compose(self) -> ComposeResult:
+        yield LogView(max_lines=1000, id="log")
+
+
+async def test_flood_is_bounded_and_says_what_it_skipped():
+    app = LogApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        log = app.query_one(LogView)
+        for start in range(0, 100_000, 5000):
+            log.push([f"INFO 11-29 19:24:01 [x.py:1] line {i}" for i in range(start, start + 5000)])
+        await pilot.pause(0.25)
+        assert log.total_lines == 100_000
+        assert log.line_count <= 1000
+        lines = log.lines()
+        assert lines[-1].endswith("line 99999")
+        assert any("lines skipped to keep up" in line for line in lines)
+        # Following: the newest line is on screen.
+        assert log.scroll_y == log.max_scroll_y
+
+
+async def test_scrolling_up_pauses_follow_and_f_resumes():
+    app = LogApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        log = app.query_one(LogView)
+        log.push([f"INFO line {i}" for i in range(200)])
+        await pilot.pause(0.25)
+        log.focus()
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert not log.follow
+        log.push(["INFO new line"])
+        await pilot.pause(0.25)
+        assert log.scroll_y < log.max_scroll_y  # stayed where the reader is
+        await pilot.press("f")
+        await pilot.pause()
+        assert log.follow and log.scroll_y == log.max_scroll_y
