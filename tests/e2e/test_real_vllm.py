@@ -67,7 +67,7 @@ def env(tmp_path, monkeypatch):
 def profile(tmp_path, vllm, tiny_model) -> Path:
     path = tmp_path / "tiny.toml"
     path.write_text(f'[serve]\nmodel = "{tiny_model}"\nport = {free_port()}\n\n'
-                    f'[runner]\nexecutable = "{vllm}"\n')
+                    f'[machine]\nname = "auto"\n\n[runner]\nexecutable = "{vllm}"\n')
     return path
 
 
