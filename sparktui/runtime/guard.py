@@ -277,9 +277,10 @@ class TripReport:
 
     def summary(self) -> str:
         sig = ", ".join(f"{s['signal']} {s['target']} (+{s['at_s'] * 1000:.0f} ms)" for s in self.signalled) or "nothing"
+        trend = f"falling {self.fall_rate_gib_s:.2f} GiB/s" if self.fall_rate_gib_s >= 0.005 else "not falling"
         lines = [
             f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {self.mem_available_gib:.2f} GiB"
-            f" < {self.threshold_gib:.2f} GiB, falling {self.fall_rate_gib_s:.2f} GiB/s",
+            f" vs line {self.threshold_gib:.2f} GiB, {trend}",
             f"  signalled: {sig}",
         ]
         if self.escalated:

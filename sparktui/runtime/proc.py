@@ -217,8 +217,21 @@ class ProcessTree:
             return [ProcessIdentity(p, s) for p, s in self._recorded.items()]
 
     def returncode(self) -> int | None:
-        """The root's exit status once it has exited (only for a tree this process spawned)."""
-        return None if self.popen is None else self.popen.poll()
+        """The root's exit status once it has exited (only for a tree this process spawned).
+
+        Before reaping the root, record its group: while the root is an unreaped zombie its pid
+        pins the group number, so the members still in it are provably ours (a command that
+        exits leaving a background child behind)."""
+        if self.popen is None:
+            return None
+        if self.popen.returncode is None:
+            try:
+                exited = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                exited = None
+            if exited is not None:
+                self.refresh()
+        return self.popen.poll()
 
     def _root_pinned(self) -> bool:
         # Our unreaped child keeps its pid (= the pgid) from being reused, alive or zombie.
