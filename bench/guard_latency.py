@@ -12,6 +12,9 @@ Each run is a pair:
 "Gone" is when every hog process has exited (pidfds readable). A guard that kills on a
 predicted crossing before the sampler sees the line counts as 0 ms from crossing.
 
+--control pairs two ideal runs instead: the spread of the paired difference with no guard at
+all, i.e. how much of the guard's figure is the machine's teardown noise.
+
 Then the idle cost: `sparktui guard -- sleep` with default lines, the guard's CPU time over
 --idle seconds as % of one core. Memory stays within depth + 1 GiB of what is available.
 Goals (issue 3): p95 delay over ideal <= 50 ms; idle CPU <= 0.5% of a core.
@@ -208,6 +211,8 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=2, help="hog processes sharing the rate")
     ap.add_argument("--depth", type=float, default=1.5, help="kill line, GiB below MemAvailable at each run's start")
     ap.add_argument("--idle", type=float, default=20.0, help="seconds to measure the idle guard's CPU")
+    ap.add_argument("--control", action="store_true",
+                    help="pair two ideal runs instead (the noise floor of the paired difference on this machine)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"sparktui-bench-{os.getpid()}"
@@ -218,7 +223,10 @@ def main() -> int:
     pairs = []
     for i in range(a.runs):
         ideal = ideal_run(a, tmp)
-        guard = guard_run(a, tmp)
+        if a.control:  # ideal vs ideal: how much the paired difference varies with no guard at all
+            guard = dict(ideal_run(a, tmp), exit=97, report={"reason": "control"})
+        else:
+            guard = guard_run(a, tmp)
         ideal_ms = None if ideal["t_gone"] is None or ideal["t_cross"] is None else (ideal["t_gone"] - ideal["t_cross"]) * 1e3
         void = guard["exit"] != 97 or ideal["t_cross"] is None  # other programs freed memory: the hog never reached the line
         predicted_early = guard["t_cross"] is None and not void
