@@ -62,7 +62,7 @@ class SparkApp(App):
         Binding("f2", "save_as", "Save as", id="config.save_as", show=False),
         Binding("f3", "pick_model", "Model", id="config.model", show=False),
         Binding("f4", "paste_command", "Paste cmd", id="config.paste", show=False),
-        Binding("ctrl+f", "apply_suggestion(1)", "Apply fix", id="fit.apply", show=False),
+        Binding("ctrl+f", "apply_suggestion(0)", "Apply fix", id="fit.apply", show=False),
         Binding("ctrl+t", "next_theme", "Theme", id="app.theme", show=False),
         Binding("ctrl+n", "next_pane", "Pane", id="app.pane"),
         Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
@@ -360,8 +360,11 @@ class SparkApp(App):
         self.w.fitpanel.show(view)
 
     def action_apply_suggestion(self, number: int) -> None:
+        """Apply suggestion `number` (1-based) of the fit panel; 0: the first one that changes the form."""
         suggestions = self.fit_view.suggestions
-        if not 1 <= number <= len(suggestions):
+        if number == 0:
+            number = next((i for i, s in enumerate(suggestions, 1) if s.changes), 0)
+        if not 1 <= number <= len(suggestions) or not suggestions[number - 1].changes:
             self.notify("no suggestion to apply", severity="warning")
             return
         if self.form.config is None:

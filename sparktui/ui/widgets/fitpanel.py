@@ -101,11 +101,17 @@ class FitPanel(Widget):
             out.append("\n")
             marker = Text(no_wrap=True)
             if v.mem_available is not None:
-                # MemAvailable measured from the left edge of what vLLM may claim (after the OS reserve).
-                col = min(width - 1, max(0, round((pool - v.mem_available) / pool * width)))
-                marker.append(" " * col)
-                marker.append("▲", self._style("marker"))
-                marker.append(f" free now {v.mem_available / GiB:.1f} GiB", label)
+                # vLLM's claim grows from the left; at start-up it must end left of what is free now.
+                col = min(width - 1, max(0, round(v.mem_available / pool * width)))
+                note = f" free now {v.mem_available / GiB:.1f} GiB"
+                if col + 1 + len(note) > width:
+                    marker.append(" " * max(0, col - len(note)))
+                    marker.append(note + " ", label)
+                    marker.append("▲", self._style("marker"))
+                else:
+                    marker.append(" " * col)
+                    marker.append("▲", self._style("marker"))
+                    marker.append(note, label)
             out.append_text(marker)
             out.append("\n")
             for key, name, n in v.segments:
@@ -114,8 +120,11 @@ class FitPanel(Widget):
             out.append(f"of {pool / GiB:.1f} GiB\n", label)
         for reason in v.reasons:
             out.append(f"• {reason}\n")
-        for i, s in enumerate(v.suggestions[:9], 1):
-            out.append(f"[{i}] ", self._style("key"))
+        for i, s in enumerate(v.suggestions, 1):
+            if s.changes:
+                out.append(f"[{i}] ", self._style("key"))
+            else:
+                out.append("  · ", self._style("label"))
             out.append(f"{s.text}\n")
         out.rstrip()
         return out
