@@ -139,6 +139,13 @@ class LogTail:
             self.recent.extend(lines)
         return lines
 
+    def drain(self) -> list[str]:
+        """Everything left, the partial last line included (the writer has exited)."""
+        rest: list[str] = []
+        while batch := self.poll():
+            rest.extend(batch)
+        return rest + self.flush()
+
     def follow(self, *, interval_s: float = 0.1, stop: threading.Event | None = None) -> Iterator[list[str]]:
         """Yield non-empty batches of lines until `stop` is set (then the rest, partial line included)."""
         stop = stop or threading.Event()
@@ -148,8 +155,9 @@ class LogTail:
                 yield batch
             else:
                 stop.wait(interval_s)
-        rest = self.poll() + self.flush()
-        if rest:
+        while batch := self.poll():  # the writer is done: catch up, batch by batch
+            yield batch
+        if rest := self.flush():
             yield rest
 
     async def afollow(self, *, interval_s: float = 0.1, stop: asyncio.Event | None = None) -> AsyncIterator[list[str]]:
@@ -164,6 +172,7 @@ class LogTail:
                 await asyncio.wait_for(stop.wait(), timeout=interval_s)
             except asyncio.TimeoutError:
                 pass
-        rest = self.poll() + self.flush()
-        if rest:
+        while batch := self.poll():  # the writer is done: catch up, batch by batch
+            yield batch
+        if rest := self.flush():
             yield rest

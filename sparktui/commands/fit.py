@@ -1,0 +1,168 @@
+"""Will this `vllm serve` configuration start, and what KV cache and concurrency will it get?
+
+  sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] [--json]
+  sparktui fit -- vllm serve MODEL [flags…]
+
+Exit status: 0 fits or tight, 1 won't start or unsafe, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ACCEPTS_EXTRA_ARGS = True
+MEMINFO = Path("/proc/meminfo")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.usage = ("sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
+                    "[--mem-available GIB] [--json]\n       sparktui fit [options] -- vllm serve MODEL [flags…]")
+    parser.add_argument("--model", help="model: a local folder, a Hugging Face repo id in the local cache, "
+                                        "or a catalog name (overrides the profile's)")
+    parser.add_argument("--machine", help="dgx-spark (default), auto (this machine, from /proc/meminfo) "
+                                          "or a GPU memory size in GiB")
+    parser.add_argument("--mem-available", metavar="GIB", help="MemAvailable now, in GiB "
+                                                                "(default: /proc/meminfo for auto, an idle Spark otherwise)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--list-models", action="store_true", help="list the built-in model catalog and exit")
+
+
+def _split(extra: list[str]) -> tuple[str | None, list[str], list[str] | None]:
+    """(profile, vLLM flags, pasted command after --)."""
+    pasted = None
+    if "--" in extra:
+        i = extra.index("--")
+        extra, pasted = extra[:i], extra[i + 1:]
+    profile = None
+    if extra and not extra[0].startswith("-"):
+        profile, extra = extra[0], extra[1:]
+    return profile, extra, pasted
+
+
+def _pop_model(flags: list[str]) -> tuple[str | None, list[str]]:
+    out, model, i = [], None, 0
+    while i < len(flags):
+        tok = flags[i]
+        if tok == "--model":
+            if i + 1 >= len(flags):
+                from sparktui.errors import UserError
+
+                raise UserError("--model: missing its value; expected a folder, a repo id or a catalog name")
+            model, i = flags[i + 1], i + 2
+            continue
+        if tok.startswith("--model="):
+            model = tok.split("=", 1)[1]
+        else:
+            out.append(tok)
+        i += 1
+    return model, out
+
+
+def build_config(args: argparse.Namespace):
+    """(ServeConfig, machine name) from the profile, the flags and the pasted command."""
+    from sparktui.core.config import parse_serve_command
+    from sparktui.errors import UserError
+
+    profile_arg, flags, pasted = _split(list(args.extra))
+    machine_name = "dgx-spark"
+    base: list[str] = []
+    if profile_arg:
+        from sparktui.core.profiles import load_profile
+
+        profile = load_profile(profile_arg)
+        base = profile.serve.to_argv()
+        machine_name = profile.machine
+    if pasted is not None:
+        if base:
+            raise UserError("give a profile or a pasted `vllm serve …` command, not both")
+        pasted_config = parse_serve_command(pasted)
+        base = pasted_config.to_argv()
+    model, flags = _pop_model(flags)
+    model = args.model or model
+    if model:
+        base = [model, *base[1:]]
+    if not base:
+        raise UserError("no model: give a profile, --model M, or `-- vllm serve MODEL …`")
+    if flags and not flags[0].startswith("-"):
+        raise UserError(f"unexpected argument {flags[0]!r}: give one profile, first; vLLM flags start with --")
+    config = parse_serve_command([*base, *flags])
+    return config, str(args.machine or machine_name)
+
+
+def _row(label: str, n_bytes: float) -> str:
+    return f"  {label:<44}{n_bytes / 1024**3:>9.2f}"
+
+
+def render(result, spec, config) -> str:
+    b = result.budget
+    kv_label = "= KV cache (--kv-cache-memory-bytes)" if config.kv_cache_memory_bytes else "= KV cache"
+    lines = [
+        f"sparktui fit — {spec.name} on {result.machine}",
+        f"model      {spec.num_layers} layers, {spec.dtype}"
+        + (f", {spec.quantization}" if spec.quantization else "")
+        + f"; weights {result.weights_bytes / 1024**3:.2f} GiB ({spec.weights_source}); from {spec.source}",
+        "",
+        f"  {'budget':<44}{'GiB':>9}",
+        _row("total visible to CUDA", b["total"]),
+        _row(f"requested ({config.gpu_memory_utilization:g} × total)", b["requested"]),
+        _row("− weights", b["weights"]),
+        _row("− activation peak", b["activation_peak"]),
+        _row("− non-torch memory", b["non_torch"]),
+        _row("− CUDA graphs (estimate)", b["cuda_graphs"]),
+        _row(kv_label, b["kv_cache"]),
+        _row("CUDA context (outside the request)", b["cuda_context"]),
+    ]
+    if "os_left" in b:
+        lines.append(_row(f"left for the OS (of {b['mem_total'] / 1024**3:.1f} GiB MemTotal)", b["os_left"]))
+    if "mem_available" in b:
+        lines.append(_row("MemAvailable before start", b["mem_available"]))
+    lines += ["", f"KV cache   {result.kv_cache_dtype}, block {result.block_size} tokens"]
+    lines += [f"  {w}" for w in result.working]
+    lines.append(f"  = {result.kv_bytes_per_token:,} B per token ({result.kv_bytes_per_token / 1024:.0f} KiB)")
+    lines.append(f"  → {result.kv_blocks:,} blocks, {result.kv_cache_tokens:,} tokens, maximum concurrency "
+                 f"{result.max_concurrency:.2f}× for {result.max_model_len:,} tokens per request")
+    lines += ["", f"verdict    {result.verdict.upper().replace('_', ' ')}"]
+    lines += [f"  - {r}" for r in result.reasons]
+    if result.suggestions:
+        lines += ["", "suggestions"] + [f"  - {s}" for s in result.suggestions]
+    if result.notes:
+        lines += ["", "notes"] + [f"  - {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sparktui.core.fit import fit, machine_from_name
+    from sparktui.core.modelspec import catalog_names, load_model_spec
+    from sparktui.core.units import GiB
+    from sparktui.errors import UserError
+
+    if args.list_models:
+        print("\n".join(catalog_names()))
+        return 0
+    config, machine_name = build_config(args)
+    meminfo = None
+    if machine_name.strip().lower() == "auto":
+        try:
+            meminfo = MEMINFO.read_text()
+        except OSError as exc:
+            raise UserError(f"--machine auto: cannot read {MEMINFO}: {exc.strerror}") from None
+    machine = machine_from_name(machine_name, meminfo)
+    mem_available = None
+    if args.mem_available is not None:
+        try:
+            mem_available = int(float(args.mem_available) * GiB)
+        except ValueError:
+            raise UserError(f"--mem-available: got {args.mem_available!r}; expected a size in GiB such as 110") from None
+        if mem_available <= 0:
+            raise UserError(f"--mem-available: got {args.mem_available!r}; expected a positive size in GiB")
+    spec = load_model_spec(config.model)
+    result = fit(config, spec, machine, mem_available=mem_available)
+    if args.json:
+        json.dump(result.to_dict(), sys.stdout, indent=1)
+        print()
+    else:
+        print(render(result, spec, config))
+    return 0 if result.verdict in ("fits", "tight") else 1

@@ -1,0 +1,612 @@
+"""Will `vllm serve` with these flags start on this machine, and what will it get?
+
+Pure arithmetic over a ModelSpec and a ServeConfig, mirroring vLLM 0.32's start-up
+(v1/worker/gpu_worker.py determine_available_memory, v1/core/kv_cache_utils.py):
+
+    requested   = ceil(total × gpu_memory_utilization)       refused if free memory < requested
+    KV memory   = requested − weights − activation peak − non-torch − CUDA-graph estimate
+                  (or --kv-cache-memory-bytes as given)
+    KV blocks   = KV memory // bytes per block (one block of every layer in the largest group)
+    concurrency = blocks / blocks one max_model_len request takes (summed over layer groups)
+    KV tokens   = int(concurrency × max_model_len)           (vLLM ≥ 0.20; older: see VllmBehaviour)
+
+A fit takes tens of microseconds, so the TUI can run it on every keystroke.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec
+from sparktui.core.units import GB, GiB, format_gib
+from sparktui.errors import UserError
+
+VERDICTS = ("fits", "tight", "wont_start", "unsafe")
+DEFAULT_BLOCK_SIZE = 16
+MIN_KERNEL_BLOCK = 16  # FlashAttention / FlashInfer kernel block: hybrid block sizes are multiples of it
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# --------------------------------------------------------------------------- machines
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    total: int  # what CUDA (and so vLLM) calls total memory
+    mem_total: int  # host MemTotal; the same pool as `total` on unified memory
+    unified: bool  # CPU and GPU share one pool (DGX Spark): the OS lives in it too
+    mem_available: int | None = None  # current MemAvailable, when known
+    assumed_available: bool = False  # mem_available is a typical idle figure, not a reading
+    os_need_min: int = 4 * GB  # OS and services: 4–6 GB
+    os_need: int = 6 * GB
+    cuda_context: int = int(2.5 * GB)  # outside vLLM's request: 2–3 GB
+    cuda_graphs: int = 4 * GB  # CUDA-graph estimate, subtracted from the request (3–5 GB)
+    non_torch: int = GiB // 4  # NCCL / cuBLAS workspaces inside the request
+
+    def describe(self) -> str:
+        kind = "unified memory" if self.unified else "GPU memory"
+        return f"{self.name} ({kind}, {format_gib(self.total, 1)} visible to CUDA)"
+
+
+DGX_SPARK_MEM_TOTAL = int(121.7 * GiB)
+DGX_SPARK_CUDA_TOTAL = int(119.6 * GiB)
+
+
+def dgx_spark() -> Machine:
+    # An idle Spark keeps about MemTotal − 4 GB available (the OS and services).
+    return Machine("dgx-spark", DGX_SPARK_CUDA_TOTAL, DGX_SPARK_MEM_TOTAL, unified=True,
+                   mem_available=DGX_SPARK_MEM_TOTAL - 4 * GB, assumed_available=True)
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo text → {field: bytes}."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\w+(?:\(\w+\))?):\s+(\d+)(?:\s+kB)?", line)
+        if m:
+            out[m.group(1)] = int(m.group(2)) * (1024 if line.rstrip().endswith("kB") else 1)
+    return out
+
+
+def machine_from_name(name: str | float | int, meminfo: str | None = None) -> Machine:
+    """`dgx-spark`, `auto` (from /proc/meminfo text the caller read), or a size in GiB
+    (a GPU with that much memory, not shared with the OS)."""
+    if isinstance(name, (int, float)) and not isinstance(name, bool):
+        text = str(name)
+    else:
+        text = str(name).strip().lower()
+    if text in ("dgx-spark", "spark", "gb10"):
+        return dgx_spark()
+    if text == "auto":
+        if not meminfo:
+            raise UserError("--machine auto needs /proc/meminfo, which could not be read; "
+                            "use --machine dgx-spark or a size in GiB")
+        info = parse_meminfo(meminfo)
+        if "MemTotal" not in info or "MemAvailable" not in info:
+            raise UserError("/proc/meminfo has no MemTotal / MemAvailable; use --machine dgx-spark or a size in GiB")
+        # CUDA on GB10 reports about 2.1 GiB less than MemTotal.
+        total = info["MemTotal"] - (DGX_SPARK_MEM_TOTAL - DGX_SPARK_CUDA_TOTAL)
+        return Machine("auto", total, info["MemTotal"], unified=True, mem_available=info["MemAvailable"])
+    try:
+        size = float(text.removesuffix("gib").strip())
+    except ValueError:
+        raise UserError(f"--machine: got {name!r}; expected dgx-spark, auto, or a size in GiB such as 80") from None
+    if not (1 <= size <= 100_000):
+        raise UserError(f"--machine: got {name!r}; expected a size in GiB between 1 and 100000")
+    total = int(size * GiB)
+    return Machine(f"{size:g} GiB GPU", total, total, unified=False)
+
+
+# --------------------------------------------------------------------------- vLLM behaviour by version
+
+
+@dataclass(frozen=True)
+class VllmBehaviour:
+    """Where vLLM versions count differently (fixture logs and vLLM issues #40691 / #47728)."""
+
+    tokens_from_concurrency: bool = True  # "GPU KV cache size" = int(concurrency × len); before: blocks // groups × block
+    in_flight_batches: int = 2  # sliding windows reserve this many batches of max_num_batched_tokens (async scheduling)
+    mamba_align: bool = True  # prefix caching on a hybrid model keeps 2 state pages per sequence ("align" mode)
+
+
+def behaviour_for(version: tuple[int, int] = (0, 32)) -> VllmBehaviour:
+    """0.32 is what sparktui targets; older figures are for reading old logs (bench/fit_accuracy.py).
+    Seen: ≤0.19 blocks-per-group tokens and one Mamba page; 0.24 concurrency tokens and two pages;
+    0.13 one in-flight batch; 0.32 two (async scheduling). Versions between are assumed."""
+    new = version >= (0, 20)
+    return VllmBehaviour(tokens_from_concurrency=new, in_flight_batches=2 if version >= (0, 26) else 1,
+                         mamba_align=new)
+
+
+VLLM_032 = behaviour_for((0, 32))
+
+
+# --------------------------------------------------------------------------- KV plan
+
+
+@dataclass(frozen=True)
+class KvGroup:
+    kind: str
+    layers: int  # layers in the widest group of this kind
+    groups: int  # how many groups of this kind
+    page_bytes: int  # bytes of one block of one layer
+    block_size: int  # tokens per block
+    window: int | None = None
+    fixed_pages: int = 0  # MAMBA: pages per sequence
+
+    def blocks_per_request(self, max_len: int, in_flight: int) -> int:
+        if self.kind == MAMBA:
+            return self.fixed_pages
+        if self.kind == SLIDING and self.window:
+            return cdiv(min(self.window - 1 + in_flight, max_len), self.block_size) + 1
+        return cdiv(max_len, self.block_size)
+
+
+@dataclass(frozen=True)
+class KvPlan:
+    groups: tuple[KvGroup, ...]
+    bytes_per_block: int
+    in_flight: int
+    kv_bytes_per_token: int  # attention layers, every token
+    state_bytes_per_seq: int  # linear-attention layers, per sequence
+    block_size: int
+    working: tuple[str, ...]
+
+    @property
+    def num_groups(self) -> int:
+        return sum(g.groups for g in self.groups)
+
+    def blocks_per_request(self, max_len: int) -> int:
+        return sum(g.groups * g.blocks_per_request(max_len, self.in_flight) for g in self.groups)
+
+    def bytes_per_request(self, max_len: int) -> int:
+        return self.bytes_per_block * self.blocks_per_request(max_len)
+
+    def fits_one(self, kv_memory: int, max_len: int) -> bool:
+        # vLLM reserves the block pool's null block before checking
+        return self.bytes_per_request(max_len) <= kv_memory - self.bytes_per_block
+
+    def max_len(self, kv_memory: int, upper: int) -> int:
+        """The longest max_model_len ≤ upper for which one request fits (vLLM's estimate)."""
+        if upper < 1 or not self.fits_one(kv_memory, 1):
+            return 0
+        lo, hi = 1, upper
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.fits_one(kv_memory, mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def capacity(self, kv_memory: int, max_len: int, behaviour: VllmBehaviour = VLLM_032) -> tuple[int, int, float]:
+        """(blocks, KV tokens, maximum concurrency) exactly as vLLM logs them."""
+        if kv_memory <= 0 or not self.groups:
+            return 0, 0, 0.0
+        blocks = kv_memory // self.bytes_per_block
+        concurrency = blocks / self.blocks_per_request(max_len)
+        if behaviour.tokens_from_concurrency:
+            tokens = int(concurrency * max_len)
+        else:
+            min_block = min(g.block_size for g in self.groups if g.kind != MAMBA) if any(
+                g.kind != MAMBA for g in self.groups) else DEFAULT_BLOCK_SIZE
+            tokens = blocks // self.num_groups * min_block
+        return blocks, tokens, concurrency
+
+
+def kv_dtype_bytes(spec: ModelSpec, kv_cache_dtype: str | None) -> tuple[int, str]:
+    """(bytes per element, name) for --kv-cache-dtype; "auto" follows the checkpoint."""
+    name = (kv_cache_dtype or "auto").lower()
+    if name == "auto":
+        if spec.checkpoint_kv_cache_dtype:
+            return 1, f"{spec.checkpoint_kv_cache_dtype} (from the checkpoint)"
+        return spec.dtype_bytes, spec.dtype
+    if name.startswith("fp8"):
+        return 1, name
+    if name in ("bfloat16", "float16", "half"):
+        return 2, name
+    raise UserError(f"--kv-cache-dtype: got {kv_cache_dtype!r}; sparktui can size auto, bfloat16, float16 and fp8*")
+
+
+@lru_cache(maxsize=256)
+def plan_kv(
+    spec: ModelSpec,
+    kv_bytes: int,
+    block_size: int | None = None,
+    tp: int = 1,
+    max_num_batched_tokens: int = 8192,
+    prefix_caching: bool = True,
+    num_spec: int = 0,
+    mtp: bool = False,
+    behaviour: VllmBehaviour = VLLM_032,
+) -> KvPlan:
+    """Group the layers as vLLM's KV cache manager does and size one block."""
+    layers = [g for g in (*spec.layers, *(spec.mtp_layers if mtp else ())) if g.count]
+    attn = [g for g in layers if g.kind != MAMBA]
+    mamba = [g for g in layers if g.kind == MAMBA]
+    bs = block_size or DEFAULT_BLOCK_SIZE
+    working = [g.describe(kv_bytes, tp) for g in layers]
+    per_token = sum(g.count * g.kv_bytes_per_token(kv_bytes, tp) for g in attn)
+    state = 0
+    # specs: (kind, page bytes, block size, window, fixed pages) → layer count
+    specs: dict[tuple, int] = {}
+    if mamba:
+        fixed = (2 if prefix_caching and behaviour.mamba_align else 1) + num_spec
+        state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec) for g in mamba)
+        mamba_page = state
+        if attn:
+            # Platform.update_block_size_for_backend: grow the attention block until its page
+            # holds a Mamba state, then pad the state page to the attention page.
+            full = next((g for g in attn if g.kind in (FULL, MLA)), attn[0])
+            one = full.kv_bytes_per_token(kv_bytes, tp)
+            kernel = max(MIN_KERNEL_BLOCK, bs)
+            bs = max(bs, kernel * cdiv(state, kernel * one))
+            mamba_page = bs * one
+        for g in mamba:
+            specs[(MAMBA, mamba_page, bs, None, fixed)] = specs.get((MAMBA, mamba_page, bs, None, fixed), 0) + g.count
+        working.append(f"linear-attention state: {state:,} B per sequence per layer × {fixed} page(s), "
+                       f"attention block size raised to {bs} tokens to match it")
+    for g in attn:
+        key = (g.kind, g.kv_bytes_per_token(kv_bytes, tp) * bs, bs, g.sliding_window if g.kind == SLIDING else None, 0)
+        specs[key] = specs.get(key, 0) + g.count
+
+    in_flight = behaviour.in_flight_batches * max_num_batched_tokens
+    groups: list[KvGroup] = []
+    if not specs:
+        return KvPlan((), 1, in_flight, 0, 0, bs, tuple(working))
+    kinds = {(k[0], k[3]) for k in specs}
+    if len(specs) == 1 or (len(kinds) == 1 and MAMBA not in {k[0] for k in specs}):
+        # One spec, or one type with different sizes: a single group of every layer.
+        (kind, _, size, window, fixed) = next(iter(specs))
+        total_page = sum(k[1] * n for k, n in specs.items())
+        groups.append(KvGroup(kind, sum(specs.values()), 1, total_page, size, window, fixed))
+        bytes_per_block = total_page
+    else:
+        # Hybrid: unify page sizes, then split every kind into groups of equal layer count.
+        max_page = max(k[1] for k in specs)
+        unified: dict[tuple, int] = {}
+        for (kind, page, size, window, fixed), n in specs.items():
+            if page != max_page:
+                if kind != MAMBA and max_page % page == 0:
+                    size = size * (max_page // page)
+                elif kind == MLA:
+                    raise UserError(f"{spec.name}: vLLM cannot unify this model's KV page sizes (MLA beside other layers)")
+                page = max_page
+            key = (kind, page, size, window, fixed)
+            unified[key] = unified.get(key, 0) + n
+        counts = list(unified.values())
+        group_size = min(counts)
+        if max(counts) < group_size * 1.5:
+            group_size = max(counts)
+        widest = 0
+        for (kind, page, size, window, fixed), n in unified.items():
+            n_groups = cdiv(n, group_size)
+            layers_in_widest = cdiv(n, n_groups)
+            widest = max(widest, layers_in_widest)
+            groups.append(KvGroup(kind, layers_in_widest, n_groups, page, size, window, fixed))
+        bytes_per_block = widest * max_page
+        working.append(f"hybrid layers: {sum(g.groups for g in groups)} groups of up to {widest} layers; "
+                       f"one block = {widest} × {max_page:,} B")
+    return KvPlan(tuple(groups), bytes_per_block, in_flight, per_token, state,
+                  min((g.block_size for g in groups if g.kind != MAMBA), default=bs), tuple(working))
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The ServeConfig values the fit needs, with vLLM's defaults filled in."""
+
+    utilization: float
+    max_model_len: int
+    auto_len: bool
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_dtype: str
+    kv_cache_memory_bytes: int | None
+    block_size: int | None
+    prefix_caching: bool
+    enforce_eager: bool
+    tp: int
+    num_spec: int
+    mtp: bool
+    notes: tuple[str, ...] = ()
+
+
+def _speculative(text: str | None, spec: ModelSpec) -> tuple[int, bool, list[str]]:
+    if not text:
+        return 0, False, []
+    import json
+
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        raise UserError(f"--speculative-config: not JSON: {text!r}") from None
+    n = int(data.get("num_speculative_tokens") or 1)
+    method = str(data.get("method") or "")
+    mtp = "mtp" in method or method in ("qwen3_next_mtp", "deepseek_mtp")
+    notes = []
+    if mtp and not spec.mtp_layers:
+        notes.append(f"{spec.name} has no MTP layers in its config; the draft is not modelled")
+        mtp = False
+    elif not mtp and method not in ("ngram", "suffix"):
+        notes.append(f"speculative method {method or '?'}: the draft model's weights and KV are not modelled")
+    return n, mtp, notes
+
+
+def settings_from(config: Any, spec: ModelSpec, machine: Machine) -> Settings:
+    big = machine.total >= 70 * GiB  # vLLM's defaults for GPUs with ≥ 70 GiB
+    max_len = getattr(config, "max_model_len", None)
+    auto_len = max_len is not None and max_len < 0
+    if max_len is None or auto_len:
+        max_len = spec.max_position_embeddings or 8192
+    num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
+    unknown = list(getattr(config, "unknown_flags", None) or [])
+    if unknown:
+        notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
+    prefix = getattr(config, "enable_prefix_caching", None)
+    return Settings(
+        utilization=float(getattr(config, "gpu_memory_utilization", 0.9)),
+        max_model_len=int(max_len),
+        auto_len=auto_len,
+        max_num_seqs=int(getattr(config, "max_num_seqs", None) or (1024 if big else 256)),
+        max_num_batched_tokens=int(getattr(config, "max_num_batched_tokens", None) or (8192 if big else 2048)),
+        kv_cache_dtype=getattr(config, "kv_cache_dtype", None) or "auto",
+        kv_cache_memory_bytes=getattr(config, "kv_cache_memory_bytes", None),
+        block_size=getattr(config, "block_size", None),
+        prefix_caching=True if prefix is None else bool(prefix),
+        enforce_eager=bool(getattr(config, "enforce_eager", False)),
+        tp=max(1, int(getattr(config, "tensor_parallel_size", 1) or 1)),
+        num_spec=num_spec,
+        mtp=mtp,
+        notes=tuple(notes),
+    )
+
+
+def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
+    """The profile run's peak: hidden states and MLP intermediates for max_num_batched_tokens
+    tokens, plus the sampler's fp32 logits for max_num_seqs requests. An estimate."""
+    inner = spec.intermediate_size
+    if spec.num_experts:
+        inner = spec.experts_per_token * spec.moe_intermediate_size + spec.shared_expert_intermediate_size
+    per_token = spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner // tp)
+    logits = min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4 * 2
+    return max_num_batched_tokens * per_token + logits
+
+
+# --------------------------------------------------------------------------- the fit
+
+
+@dataclass
+class FitResult:
+    verdict: str
+    reasons: list[str]
+    suggestions: list[str]
+    budget: dict[str, int]
+    weights_bytes: int
+    kv_bytes_per_token: int
+    kv_cache_bytes: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    max_model_len: int
+    kv_blocks: int = 0
+    block_size: int = DEFAULT_BLOCK_SIZE
+    kv_cache_dtype: str = "auto"
+    working: list[str] = field(default_factory=list)
+    longest_max_model_len: int = 0
+    machine: str = ""
+    model: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "machine": self.machine,
+            "verdict": self.verdict,
+            "reasons": list(self.reasons),
+            "suggestions": list(self.suggestions),
+            "budget": dict(self.budget),
+            "weights_bytes": self.weights_bytes,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "kv_cache_tokens": self.kv_cache_tokens,
+            "kv_blocks": self.kv_blocks,
+            "block_size": self.block_size,
+            "max_model_len": self.max_model_len,
+            "max_concurrency": round(self.max_concurrency, 4),
+            "longest_max_model_len": self.longest_max_model_len,
+            "kv_working": list(self.working),
+            "notes": list(self.notes),
+        }
+
+
+def _g(n: float) -> str:
+    return f"{n / GiB:.2f} GiB"
+
+
+@dataclass(frozen=True)
+class _Core:
+    """The numbers one configuration produces, before verdicts."""
+
+    requested: int
+    weights: int
+    activation: int
+    non_torch: int
+    graphs: int
+    kv_memory: int
+    plan: KvPlan
+    blocks: int
+    tokens: int
+    concurrency: float
+    kv_bytes: int
+    kv_name: str
+    fixed: int  # everything inside the request except the KV cache
+
+
+def _core(spec: ModelSpec, s: Settings, machine: Machine, utilization: float | None = None,
+          kv_cache_dtype: str | None = None, max_len: int | None = None) -> _Core:
+    util = s.utilization if utilization is None else utilization
+    kv_bytes, kv_name = kv_dtype_bytes(spec, s.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype)
+    plan = plan_kv(spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching,
+                   s.num_spec, s.mtp)
+    requested = math.ceil(machine.total * util)
+    weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
+    activation = activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)
+    graphs = 0 if s.enforce_eager else machine.cuda_graphs
+    fixed = weights + activation + machine.non_torch + graphs
+    kv_memory = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - fixed
+    length = s.max_model_len if max_len is None else max_len
+    blocks, tokens, conc = plan.capacity(kv_memory, length)
+    return _Core(requested, weights, activation, machine.non_torch, graphs, kv_memory, plan, blocks, tokens,
+                 conc, kv_bytes, kv_name, fixed)
+
+
+def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | None = None) -> FitResult:
+    """Predict vLLM's start-up for `config` (a ServeConfig) on `machine`."""
+    s = settings_from(config, spec, machine)
+    c = _core(spec, s, machine)
+    upper = max(s.max_model_len, spec.max_position_embeddings or 0)
+    longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0
+    max_len = s.max_model_len
+    if s.auto_len:  # --max-model-len -1: vLLM picks the longest that fits
+        max_len = max(1, min(longest, s.max_model_len))
+        c = _core(spec, s, machine, max_len=max_len)
+
+    free = mem_available if mem_available is not None else machine.mem_available
+    assumed = mem_available is None and machine.assumed_available
+    # vLLM's own CUDA context is made before it compares free memory with the request.
+    free_at_check = None if free is None else free - machine.cuda_context
+    uses = (c.fixed + c.kv_memory) if s.kv_cache_memory_bytes else c.requested
+    os_left = machine.mem_total - uses - machine.cuda_context if machine.unified else None
+
+    budget = {
+        "total": machine.total,
+        "requested": c.requested,
+        "weights": c.weights,
+        "activation_peak": c.activation,
+        "non_torch": c.non_torch,
+        "cuda_graphs": c.graphs,
+        "kv_cache": max(0, c.kv_memory),
+        "cuda_context": machine.cuda_context,
+    }
+    if machine.unified:
+        budget["mem_total"] = machine.mem_total
+        budget["os_left"] = os_left or 0
+    if free is not None:
+        budget["mem_available"] = free
+
+    reasons: list[str] = []
+    wont = unsafe = tight = False
+    util = s.utilization
+    if machine.unified and util > 0.90:
+        unsafe = True
+        reasons.append(f"--gpu-memory-utilization {util:g} is above 0.90 on unified memory: the OS shares "
+                       f"this pool and the machine can hang instead of failing cleanly")
+    if os_left is not None:
+        if os_left < machine.os_need_min:
+            unsafe = True
+            reasons.append(f"the OS is left {_g(os_left)} of {_g(machine.mem_total)}, less than the "
+                           f"{machine.os_need_min / GB:.0f}–{machine.os_need / GB:.0f} GB it needs")
+        elif os_left < machine.os_need:
+            tight = True
+            reasons.append(f"the OS is left only {_g(os_left)} (it needs {machine.os_need_min / GB:.0f}–"
+                           f"{machine.os_need / GB:.0f} GB)")
+    if free_at_check is not None:
+        if free_at_check < c.requested:
+            wont = True
+            reasons.append(
+                f"free memory at start-up ({_g(free_at_check)}{', assumed idle' if assumed else ''}: "
+                f"MemAvailable {_g(free)} less vLLM's CUDA context) is less than the request "
+                f"({util:g} × {_g(machine.total)} = {_g(c.requested)}); vLLM refuses to start")
+        elif free_at_check - c.requested < GiB:
+            tight = True
+            reasons.append(f"only {_g(free_at_check - c.requested)} of free memory above the request; "
+                           f"anything else that starts will stop vLLM starting")
+    if c.kv_memory <= 0:
+        wont = True
+        reasons.append(f"no memory left for the KV cache: request {_g(c.requested)} − weights {_g(c.weights)} − "
+                       f"activations {_g(c.activation)} − non-torch {_g(c.non_torch)} − CUDA graphs "
+                       f"{_g(c.graphs)} = {_g(c.kv_memory)}")
+    elif c.plan.groups and not c.plan.fits_one(c.kv_memory, max_len):
+        wont = True
+        reasons.append(
+            f"one request of max_model_len {max_len:,} needs {_g(c.plan.bytes_per_request(max_len))} of KV cache "
+            f"but only {_g(c.kv_memory)} is available; the longest that fits is {longest:,} tokens")
+    elif c.concurrency < 1.1:
+        tight = True
+        reasons.append(f"the KV cache holds only {c.concurrency:.2f} requests of {max_len:,} tokens")
+
+    verdict = "unsafe" if unsafe else "wont_start" if wont else "tight" if tight else "fits"
+    if verdict == "fits":
+        reasons.append(f"KV cache {_g(c.kv_memory)} holds {c.tokens:,} tokens: {c.concurrency:.2f} requests of "
+                       f"{max_len:,} tokens" + (f", the OS keeps {_g(os_left)}" if os_left is not None else ""))
+
+    result = FitResult(
+        verdict=verdict, reasons=reasons, suggestions=[], budget=budget, weights_bytes=c.weights,
+        kv_bytes_per_token=c.plan.kv_bytes_per_token, kv_cache_bytes=max(0, c.kv_memory),
+        kv_cache_tokens=c.tokens, max_concurrency=c.concurrency, max_model_len=max_len, kv_blocks=c.blocks,
+        block_size=c.plan.block_size, kv_cache_dtype=c.kv_name, working=list(c.plan.working),
+        longest_max_model_len=longest, machine=machine.describe(), model=spec.name,
+        notes=[*spec.notes, *s.notes],
+    )
+    result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)
+    return result
+
+
+def _suggestions(spec: ModelSpec, s: Settings, machine: Machine, c: _Core, r: FitResult,
+                 free_at_check: int | None) -> list[str]:
+    out: list[str] = []
+    max_len = r.max_model_len
+    if r.longest_max_model_len and r.longest_max_model_len < max_len:
+        out.append(f"longest --max-model-len that fits: {r.longest_max_model_len:,}")
+    elif r.longest_max_model_len > max_len:
+        out.append(f"--max-model-len could go up to {r.longest_max_model_len:,}")
+    if c.concurrency >= 1:
+        seqs = int(c.concurrency)
+        extra = f" (--max-num-seqs is {s.max_num_seqs})" if s.max_num_seqs < seqs else ""
+        out.append(f"at most {seqs} sequence{'s' if seqs != 1 else ''} at the full {max_len:,}-token context{extra}")
+    if not s.kv_cache_memory_bytes and c.plan.groups:
+        need = c.fixed + c.plan.bytes_per_request(max_len) + c.plan.bytes_per_block
+        util_min = math.ceil(need / machine.total * 100) / 100
+        if util_min <= 1.0:
+            warn = " (above 0.90: unsafe on unified memory)" if machine.unified and util_min > 0.90 else ""
+            if free_at_check is not None and math.ceil(machine.total * util_min) > free_at_check:
+                warn += " (more than is free now)"
+            out.append(f"smallest --gpu-memory-utilization for one {max_len:,}-token request: {util_min:.2f}{warn}")
+        else:
+            out.append(f"no --gpu-memory-utilization fits one {max_len:,}-token request on this machine")
+    if c.kv_bytes > 1 and c.plan.groups:
+        f8 = _core(spec, s, machine, kv_cache_dtype="fp8")
+        if f8.kv_memory > 0:
+            fixes = f8.plan.fits_one(f8.kv_memory, max_len)
+            if r.verdict == "wont_start" and not c.plan.fits_one(max(c.kv_memory, 0), max_len):
+                verb = "fixes it" if fixes else "is not enough"
+                out.append(f"--kv-cache-dtype fp8 {verb}: {f8.tokens:,} tokens, {f8.concurrency:.2f}× at {max_len:,}")
+            else:
+                out.append(f"--kv-cache-dtype fp8 would give {f8.tokens:,} tokens ({f8.concurrency:.2f}× at {max_len:,})")
+    return out
+
+
+def fit_to_kv_memory(spec: ModelSpec, config: Any, kv_memory: int, machine: Machine | None = None,
+                     behaviour: VllmBehaviour = VLLM_032) -> tuple[int, int, float]:
+    """(blocks, KV tokens, concurrency) given the KV memory vLLM reported (for checking against logs)."""
+    machine = machine or dgx_spark()
+    s = settings_from(config, spec, machine)
+    kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype)
+    plan = plan_kv(spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching,
+                   s.num_spec, s.mtp, behaviour)
+    return plan.capacity(kv_memory, s.max_model_len, behaviour)
+
+
+__all__ = ["FitResult", "KvPlan", "Machine", "VllmBehaviour", "activation_bytes", "behaviour_for", "dgx_spark",
+           "fit", "fit_to_kv_memory", "kv_dtype_bytes", "machine_from_name", "parse_meminfo", "plan_kv"]
