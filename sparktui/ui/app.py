@@ -42,7 +42,7 @@ class StatusBar(Static):
 
 class SparkApp(App):
     TITLE = "sparktui"
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     COMMANDS = App.COMMANDS | {SparkCommands}
     MEMORY_INTERVAL_S = 1.0
@@ -115,7 +115,8 @@ class SparkApp(App):
         with Horizontal(id="panes"):
             with Vertical(id="config-pane", classes="pane -active"):
                 yield Static("", id="profile-line")
-                yield FitPanel(id="fit")
+                with VerticalScroll(id="fit-scroll"):
+                    yield FitPanel(id="fit")
                 yield ConfigEditor(id="editor")
             with Vertical(id="server-pane", classes="pane"):
                 yield PhaseStrip(id="phases")
@@ -152,7 +153,6 @@ class SparkApp(App):
         for error in self.startup_errors:
             self.notify(error, title="Settings", severity="error", timeout=15)
         self.host = self.backend.host() if self.show_host else "host"
-        self.w.tabs.active = "tab-config"
         self.w.info.show(ServerView("stopped", "F5 launches the configuration"))
         self._refresh_status()
         self._load_profile(self.profile_arg, source="start")
@@ -360,16 +360,13 @@ class SparkApp(App):
         self.w.fitpanel.show(view)
 
     def action_apply_suggestion(self, number: int) -> None:
-        """Apply suggestion `number` (1-based) of the fit panel; 0: the first one that changes the form."""
-        suggestions = self.fit_view.suggestions
-        if number == 0:
-            number = next((i for i, s in enumerate(suggestions, 1) if s.changes), 0)
-        if not 1 <= number <= len(suggestions) or not suggestions[number - 1].changes:
+        """Apply the fit panel's suggestion [number]; 0 means the first one."""
+        applicable = self.fit_view.applicable
+        number = number or 1
+        if not 1 <= number <= len(applicable) or self.form.config is None:
             self.notify("no suggestion to apply", severity="warning")
             return
-        if self.form.config is None:
-            return
-        suggestion = suggestions[number - 1]
+        suggestion = applicable[number - 1]
         try:
             config = self.form.config.replace(**suggestion.changes)
         except UserError as exc:

@@ -294,10 +294,10 @@ def fit_view(result: Any, machine: Any) -> FitView:
     pool = b.get("mem_total") or b["total"]
     segments = [
         ("weights", "weights", b["weights"]),
-        ("activations", "activations", b["activation_peak"] + b["non_torch"]),
+        ("activations", "act", b["activation_peak"] + b["non_torch"]),
         ("graphs", "graphs", b["cuda_graphs"]),
         ("kv", "KV", b["kv_cache"]),
-        ("os", "CUDA ctx", b["cuda_context"]),
+        ("os", "ctx", b["cuda_context"]),
     ]
     claimed = sum(n for _, _, n in segments)
     rest = max(0, pool - claimed)
@@ -305,7 +305,7 @@ def fit_view(result: Any, machine: Any) -> FitView:
         reserve = min(rest, machine.os_need)
         segments.append(("os", "OS", reserve))
         rest -= reserve
-    segments.append(("headroom", "headroom", rest))
+    segments.append(("headroom", "spare", rest))
     suggestions = []
     for text in result.suggestions:
         suggestions.append(Suggestion(text, suggestion_changes(text)))

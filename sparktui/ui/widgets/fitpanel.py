@@ -33,6 +33,11 @@ class FitView:
     max_concurrency: float | None = None
     kv_bytes_per_token: int | None = None
 
+    @property
+    def applicable(self) -> list[Suggestion]:
+        """The suggestions that change the form, numbered 1… in the panel."""
+        return [s for s in self.suggestions if s.changes]
+
 
 VERDICT_TEXT = {"fits": "FITS", "tight": "TIGHT", "wont_start": "WON'T START", "unsafe": "UNSAFE",
                 "error": "CHECK THE FORM", "n/a": "NOT AVAILABLE"}
@@ -116,13 +121,15 @@ class FitPanel(Widget):
             out.append("\n")
             for key, name, n in v.segments:
                 out.append(SEGMENT_CHARS.get(key, "█"), self._style(key if key in SEGMENT_STYLES else "os"))
-                out.append(f"{name} {n / GiB:.1f}  ", label)
+                out.append(f"{name} {n / GiB:.1f} ", label)
             out.append(f"of {pool / GiB:.1f} GiB\n", label)
         for reason in v.reasons:
             out.append(f"• {reason}\n")
-        for i, s in enumerate(v.suggestions, 1):
+        number = 0
+        for s in v.suggestions:
             if s.changes:
-                out.append(f"[{i}] ", self._style("key"))
+                number += 1
+                out.append(f"[{number}] ", self._style("key"))
             else:
                 out.append("  · ", self._style("label"))
             out.append(f"{s.text}\n")
