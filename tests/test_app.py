@@ -259,3 +259,30 @@ async def test_the_fit_uses_the_current_memavailable():
         assert app.fit_view.verdict == "wont_start"
         assert app.fit_view.mem_available == int(40 * GiB)
         assert any("refuses to start" in r for r in app.fit_view.reasons)
+
+
+async def test_without_vllm_the_launch_pane_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        detail = app.w.info.view.detail
+        assert "not on PATH" in detail and "Install vLLM" in detail, detail
+
+
+async def test_launching_what_the_fit_says_wont_start_asks_first():
+    from tests.app_support import sample
+    from sparktui.core.units import GiB
+
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend(memory=sample(mem_available=int(40 * GiB))))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.fit_view.verdict == "wont_start"
+        await pilot.press("f5")
+        await settle(pilot)
+        from sparktui.ui.screens import ConfirmScreen
+
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await settle(pilot)
+        assert app.server is None and app.w.phases.phase is None

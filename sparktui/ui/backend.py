@@ -152,12 +152,23 @@ class Backend:
             supervisor.stop(status.port)
         return server_status(supervisor.launch(profile, detach=True))
 
-    def set_guard(self, status: ServerStatus | None, armed: bool | None = None, lines: dict | None = None) -> GuardView:
+    def set_guard(self, status: ServerStatus, armed: bool | None = None, lines: dict | None = None) -> GuardView:
+        """Arm/disarm or move the lines of the guard of a running server, through its supervisor."""
+        state_mod = _module("sparktui.runtime.state")
+        args = {k: v for k, v in (("armed", armed), ("lines", lines)) if v is not None}
+        reply = state_mod.request(status.port, "guard", timeout=5, **args)
+        if not reply.get("ok"):
+            raise Unavailable(f"the supervisor on port {status.port} cannot change its guard: "
+                              f"{reply.get('error', 'no reason given')}")
+        state = reply.get("state") or {}
+        return guard_view(state.get("guard"), state.get("trip"))
+
+    def default_guard_lines(self, settings) -> dict:
+        """The profile's guard lines with the guard's defaults filled in (GiB)."""
         guard = _module("sparktui.runtime.guard")
-        setter = getattr(guard, "configure", None)
-        if status is None or setter is None:
-            raise Unavailable("the guard runs with the supervisor; changing it from the app is not available yet")
-        return guard_view(setter(status.port, armed=armed, lines=lines), None)
+        lines = guard.GuardLines.from_settings(settings)
+        return {"warn_below_gib": lines.warn_below_gib, "term_below_gib": lines.term_below_gib,
+                "kill_below_gib": lines.kill_below_gib}
 
     def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
         """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""
@@ -215,13 +226,16 @@ def guard_view(guard: dict | None, trip: dict | None) -> GuardView:
     )
 
 
-def trip_text(trip: dict) -> str:
+def trip_text(trip: dict | str) -> str:
+    """The guard's TripReport (as recorded by the supervisor) in a few words."""
     if isinstance(trip, str):
         return trip
-    parts = [str(trip.get(k)) for k in ("action", "reason", "message") if trip.get(k)]
-    if trip.get("mem_available") is not None:
-        parts.append(f"MemAvailable {trip['mem_available'] / 2**30:.1f} GiB")
-    return " · ".join(parts) or json.dumps(trip, default=str)
+    try:
+        from sparktui.runtime.guard import TripReport
+
+        return TripReport(**trip).summary()
+    except (ImportError, TypeError):
+        return json.dumps(trip, default=str)
 
 
 def server_status(state: dict) -> ServerStatus:
