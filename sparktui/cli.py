@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("status", "show the servers sparktui runs"),
     "stop": ("stop", "stop a server and its whole process tree"),
     "kill": ("kill", "kill a server's whole process tree at once"),
+    "mem": ("mem", "show unified memory, pressure and the GPU (--watch to stream)"),
+    "guard": ("guard", "run any command under the memory guard: sparktui guard -- COMMAND"),
 }
 
 

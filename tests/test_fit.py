@@ -275,3 +275,15 @@ def test_accuracy_against_every_fixture_case(fixtures):
             assert abs(r.errors["weights"]) <= 3.0, (r.case.id, r.errors)
     assert sum("tokens" in r.errors for r in counted) >= 9
     assert sum("weights" in r.errors and not r.case.quantized for r in counted) >= 3
+
+
+def test_online_fp8_quantization_shrinks_the_linear_layers():
+    spec = load_model_spec("Qwen/Qwen3-32B")
+    plain = fit(cfg(spec.name, max_model_len=8192), spec, dgx_spark())
+    fp8 = fit(cfg(spec.name, max_model_len=8192, quantization="fp8"), spec, dgx_spark())
+    linear = sum(n for cat, n in spec.params_by_category if cat in ("attn", "mlp"))
+    assert plain.weights_bytes - fp8.weights_bytes == linear  # 2 bytes → 1 byte each
+    assert fp8.kv_cache_bytes - plain.kv_cache_bytes == linear
+    prequantized = load_model_spec("nvidia/Qwen3-32B-NVFP4")
+    same = fit(cfg(prequantized.name, quantization="fp8"), prequantized, dgx_spark())
+    assert same.weights_bytes == prequantized.weights_bytes

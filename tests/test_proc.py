@@ -227,3 +227,12 @@ def test_no_shell_and_argv_passed_verbatim(tmp_path):
     tree = spawn([sys.executable, "-c", "import sys; print(sys.argv[1:])", "$(echo hi)", "a b", ";"], tmp_path / "log")
     tree.popen.wait(10)
     assert (tmp_path / "log").read_text().strip() == "['$(echo hi)', 'a b', ';']"
+
+
+def test_background_child_of_an_exited_root_is_still_ours(tmp_path):
+    tree = spawn(["sh", "-c", "sleep 30 & echo $!; exit 0"], tmp_path / "log")
+    pid = int(wait_until(lambda: (tmp_path / "log").read_text().strip(), what="background pid"))
+    wait_until(lambda: tree.returncode() is not None, what="root exit")  # reaps the root, after recording its group
+    assert pid in {i.pid for i in tree.recorded}
+    report = tree.kill()
+    assert report.gone and not alive(pid)

@@ -32,6 +32,11 @@ def env(tmp_path, monkeypatch):
     return {**os.environ, "SPARKTUI_STATE_DIR": str(state_dir)}
 
 
+# The stub serves a model folder that does not exist, so core.fit cannot size it.
+NO_FIT = ("fit check skipped: model folder /models/tiny does not exist; "
+          "give the path of a folder that holds config.json")
+
+
 @pytest.fixture
 def make_profile(tmp_path):
     stub = install_stub(tmp_path / "bin")
@@ -125,7 +130,8 @@ def test_foreground_launch_phases_ready_metrics_then_sigterm_stops_the_tree(make
     assert "KVCacheSize" in kinds and "StartupComplete" in kinds
     kv = next(e for e in state["events"] if e["kind"] == "KVCacheSize")
     assert kv["device"] == "CPU" and kv["tokens"] == 131072
-    assert state["metrics"]["kv_cache_usage"] == 0.0 and "running" in state["metrics"]
+    assert state["metrics"]["kv_cache_usage_pct"] == 0.0 and state["metrics"]["running"] == 0.0
+    assert state["metrics"]["generation_tokens_total"] == 24.0  # the fixture's counter
     assert state["argv"][1:4] == ["serve", "/models/tiny", "--max-model-len"]
     assert "--enforce-eager" in state["argv"] and state["supervisor"]["pid"] == sup.pid
     log = Path(state["log_path"]).read_text()
@@ -311,10 +317,10 @@ def test_refuses_utilization_above_090_on_unified_memory_unless_forced(make_prof
     assert out.returncode == 2 and "--gpu-memory-utilization 0.95: above 0.9 on unified memory" in out.stderr
     assert "--force" in out.stderr
     profile = load_profile(path)
-    assert supervisor.preflight(profile, force=True).warnings == []
+    assert supervisor.preflight(profile, force=True).warnings == [NO_FIT]
     lowered = supervisor.effective_serve(profile, ["--gpu-memory-utilization", "0.5"])  # CLI flags win
     assert lowered.gpu_memory_utilization == 0.5 and lowered.max_model_len == 512
-    assert supervisor.preflight(profile, lowered).warnings == []
+    assert supervisor.preflight(profile, lowered).warnings == [NO_FIT]
 
 
 def test_warns_on_network_host_without_api_key_and_on_page_cache(make_profile):
@@ -329,7 +335,7 @@ def test_warns_on_network_host_without_api_key_and_on_page_cache(make_profile):
     assert "echo 3 | sudo tee /proc/sys/vm/drop_caches" in cache
     keyed = exposed.replace(api_key="sk-test")
     calm = {"MemTotal": 120 * gib, "MemAvailable": 100 * gib, "MemFree": 98 * gib}
-    assert supervisor.preflight(profile, keyed, meminfo=calm).warnings == []
+    assert supervisor.preflight(profile, keyed, meminfo=calm).warnings == [NO_FIT]
 
 
 def test_api_key_reaches_vllm_by_environment_only(make_profile, env, cleanup):
@@ -346,3 +352,31 @@ def test_api_key_reaches_vllm_by_environment_only(make_profile, env, cleanup):
     assert httpx.get(url).status_code == 401
     assert httpx.get(url, headers={"Authorization": "Bearer sk-secret-123"}).status_code == 200
     supervisor.stop(profile.serve.port)
+
+
+def mem_available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / (1 << 20)
+    raise AssertionError("no MemAvailable in /proc/meminfo")
+
+
+def test_guard_trips_when_the_engine_eats_memory_and_stops_the_tree(make_profile, env, cleanup):
+    # Lines just below today's MemAvailable; the stub's EngineCore then takes 1.5 GiB at the KV line.
+    now = mem_available_gib()
+    guard = f"warn-below-gib = {now - 0.3:.2f}\nterm-below-gib = {now - 0.6:.2f}\nkill-below-gib = {now - 8:.2f}\ngrace-s = 2"
+    profile = make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="1536", STUB_VLLM_ALLOC_RATE_MIB_S="3000")
+    port = port_of(profile)
+    sup = start_foreground(profile, env)
+    cleanup.append(sup.pid)
+    assert sup.wait(60) == supervisor.GUARD_EXIT, sup.stderr.read()
+    assert "memory guard tripped: term line" in sup.stderr.read()
+    final = st.read_state(st.state_path(port))
+    assert final["exit"]["reason"] == "guard" and final["status"] == "exited"
+    trip = final["trip"]
+    assert trip["line"] == "term" and trip["gone"] is True
+    assert abs(trip["threshold_gib"] - round(now - 0.6, 2)) < 0.01 and trip["reason"] in ("below", "predicted")
+    assert trip["mem_available_gib"] < now - 0.3  # it did fall: the trip is the allocation's doing
+    assert trip["signalled"][0]["signal"] == "SIGTERM"
+    assert any(e["kind"] == "GuardTrip" for e in final["events"])
+    assert not any(i.is_alive() for i in members(final))

@@ -19,8 +19,11 @@ def _line(state: dict) -> str:
              f"{state.get('url')}"]
     if summary.get("kv_cache_tokens"):
         parts.append(f"kv {summary['kv_cache_tokens']:,} tokens")
-    if "running" in metrics:
+    if metrics.get("running") is not None:
         parts.append(f"running {metrics['running']:.0f} waiting {metrics.get('waiting', 0):.0f}")
+    guard = state.get("guard") or {}
+    if guard.get("last"):
+        parts.append(f"guard {guard.get('state')} (MemAvailable {guard['last']['available_gib']:.1f} GiB)")
     exit_ = state.get("exit")
     if exit_:
         parts.append(f"exit: {exit_.get('reason')}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec
+from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.errors import UserError
 
@@ -473,6 +473,7 @@ def _core(spec: ModelSpec, s: Settings, machine: Machine, utilization: float | N
 
 def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | None = None) -> FitResult:
     """Predict vLLM's start-up for `config` (a ServeConfig) on `machine`."""
+    spec = online_quantized(spec, getattr(config, "quantization", None))
     s = settings_from(config, spec, machine)
     c = _core(spec, s, machine)
     upper = max(s.max_model_len, spec.max_position_embeddings or 0)

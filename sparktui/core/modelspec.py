@@ -105,6 +105,7 @@ class ModelSpec:
     weights_bytes: int = 0
     weights_source: str = ""
     mtp_weights_bytes: int = 0
+    params_by_category: tuple[tuple[str, int], ...] = ()  # for online quantization (--quantization fp8)
     notes: tuple[str, ...] = ()
 
     @property
@@ -526,7 +527,20 @@ def spec_from_config(
         weights_bytes=weights_bytes,
         weights_source=weights_source,
         mtp_weights_bytes=mtp_bytes,
+        params_by_category=tuple(sorted(counts.items())),
     )
+
+
+def online_quantized(spec: ModelSpec, method: str | None) -> ModelSpec:
+    """The spec as vLLM loads it with `--quantization fp8` on an unquantized checkpoint:
+    linear layers in 1 byte per parameter, the rest as stored. Other methods need a
+    quantized checkpoint, which the spec already describes."""
+    if not method or method.lower() != "fp8" or spec.quantization or not spec.params_by_category:
+        return spec
+    counts = dict(spec.params_by_category)
+    saved = sum(counts.get(cat, 0) for cat in _LINEAR) * (spec.dtype_bytes - 1)
+    return replace(spec, weights_bytes=spec.weights_bytes - saved, quantization="fp8 (online)",
+                   weights_source=spec.weights_source + ", linear layers quantized to fp8 at load")
 
 
 def _read_json(path: Path) -> dict[str, Any]:

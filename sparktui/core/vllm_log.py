@@ -5,8 +5,9 @@ Reads what `vllm serve` prints from 0.8.5 to 0.32: ANSI colours, `(APIServer pid
 banner-style ("version 0.25.1" in block letters, NGC's "vLLM Version …") and line-style
 ("vLLM API server version …") versions. Pure: no I/O.
 
-Speed matters (a log can stream thousands of lines a second): every rule is guarded by a plain
-substring test, and the regular expression only runs when that substring is present.
+Speed matters (bench/log_ingest.py: tail + parser must sustain ≥ 100k lines/s): colours and
+prefixes are cut with str operations, a message's first word picks the one rule that can apply
+(vLLM's messages start with fixed words), and a regular expression runs only after that.
 """
 
 from __future__ import annotations
@@ -151,43 +152,67 @@ Event = Union[
 # ---------------------------------------------------------------- line anatomy
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_PREFIX = re.compile(r"\(([A-Za-z][\w.-]*) pid=(\d+)\)\s?")
-# "INFO 05-12 02:45:10 [api_server.py:1043] msg" and uvicorn's "INFO:     msg"
-_LEVEL = re.compile(
-    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL)(?: \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?|:\s+)"
-)
+_PREFIX = re.compile(r"\(([A-Za-z][\w.-]*) pid=\d+\) ?")
+_LEVELS = ("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL")
 _EXCEPTION = re.compile(r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt)): (.*)")
+
+
+def _clean(raw: str) -> str:
+    """The line as a terminal would show it: no colours, no newline, progress bars at their last frame."""
+    line = raw.rstrip("\r\n")
+    if "\x1b" in line:
+        # the usual case is a coloured "(APIServer pid=…)" prefix: cut it with str ops, regex the rest
+        if line.startswith("\x1b["):
+            end = line.find("m", 2, 16)
+            if end > 0 and line[2:end].replace(";", "").isdigit():
+                line = line[end + 1 :]
+        line = line.replace("\x1b[0;0m", "").replace("\x1b[0m", "")
+        if "\x1b" in line:
+            line = _ANSI.sub("", line)
+    if "\r" in line:
+        # a progress bar redrawn in place: keep the prefix and what the terminal showed last
+        parts = line.split("\r")
+        shown = next((part for part in reversed(parts[1:]) if part.strip()), "")
+        head = _PREFIX.match(parts[0])
+        line = parts[0] + shown if head and head.end() >= len(parts[0].rstrip()) else shown or parts[0]
+    return line
+
+
+def _process_end(line: str) -> int:
+    """Index just past a "(EngineCore_DP0 pid=123)" prefix, or 0."""
+    if line.startswith("("):
+        end = line.find(")", 1, 80)
+        if end > 0 and line.find(" pid=", 1, end) > 0:
+            return end + 1
+    return 0
+
+
+def _level_and_message(line: str) -> tuple[str | None, str]:
+    level = None
+    # "INFO 05-12 02:45:10 [api_server.py:1043] msg" and uvicorn's "INFO:     msg"
+    if line.startswith(_LEVELS):
+        word, _, rest = line.partition(" ")
+        if word.endswith(":") and word[:-1] in _LEVELS:
+            level, line = word[:-1], rest
+        elif word in _LEVELS and rest[:1].isdigit():
+            cut = rest.find("] ", 0, 80)
+            if cut > 0:
+                level, line = word, rest[cut + 2 :]
+            elif rest.endswith("]"):
+                level, line = word, ""
+    return level, line.strip()
 
 
 def split_line(raw: str) -> tuple[str | None, str | None, str]:
     """(process, level, message) of one raw log line; the message has no colours or prefix."""
-    line = raw.rstrip("\r\n")
-    if "\x1b" in line:
-        line = _ANSI.sub("", line)
-    if "\r" in line:
-        # a progress bar redrawn in place: keep the prefix and what the terminal last showed
-        head, _, _ = line.partition("\r")
-        tail = [part for part in line.split("\r")[1:] if part.strip()]
-        line = head.rstrip() + " " + tail[-1] if tail and head.startswith("(") else (tail[-1] if tail else head)
-    process = None
-    if line.startswith("("):
-        match = _PREFIX.match(line)
-        if match:
-            process = match.group(1)
-            line = line[match.end() :]
-    level = None
-    if line and line[0] in "DIWEC":
-        match = _LEVEL.match(line)
-        if match:
-            level = match.group(1)
-            line = line[match.end() :]
-    return process, level, line.strip()
+    line = _clean(raw)
+    end = _process_end(line)
+    process = line[1 : line.find(" pid=")] if end else None
+    level, message = _level_and_message(line[end:].lstrip() if end else line)
+    return process, level, message
 
 
 # ---------------------------------------------------------------- rules
-
-_BANNER_GLYPHS = ("█", "▄", "▀")
-
 
 def _first_number(text: str) -> int:
     return int(text.replace(",", ""))
@@ -212,7 +237,7 @@ _R_WEIGHTS_READ = re.compile(r"Loading weights took ([\d.]+) seconds")
 _R_WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds")
 _R_AVAIL_KV = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
 _R_CPU_KV = re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/[\d.]+\) GiB for KV cache")
-_R_KV_SIZE = re.compile(r"\b(\w+) KV cache size: ([\d,]+) tokens")
+_R_KV_SIZE = re.compile(r"^(.+?) KV cache size: ([\d,]+) tokens")
 _R_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 _R_GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?, took ([\d.-]+) GiB")
 _R_LISTEN = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
@@ -225,119 +250,168 @@ _R_KV_TOO_SMALL = re.compile(
 _R_ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
 _R_REPO = re.compile(r"specified: '([^']*)'|Repository Not Found for url: \S*?/api/models/([^/\s]+/[^/\s]+)")
 
-_PROFILING_NEEDLES = (
-    "Dynamo bytecode transform time",
-    "torch.compile take",
-    "torch.compile took",
-    "Initial profiling/warmup run",
-    "Warming up model",
-    "Profiling CUDA graph memory",
-    "Memory profiling takes",
-    "Estimated CUDA graph memory",
-)
-
-
-def _version_rules(msg: str, out: list) -> None:
-    if "API server version" in msg:
-        m = _R_API_VERSION.search(msg)
-        if m:
-            out.append(Version(m.group(1), "api_server"))
-    elif "version " in msg and any(g in msg for g in _BANNER_GLYPHS):
-        m = _R_BANNER_VERSION.search(msg)
-        if m:
-            out.append(Version(m.group(1), "banner"))
-    elif msg.startswith("vLLM Version "):
-        m = _R_CONTAINER_VERSION.match(msg)
-        if m:
-            out.append(Version(m.group(1), "container"))
-
 
 def _engine_config(msg: str, out: list) -> None:
-    m = _R_ENGINE.search(msg)
-    if m:
+    # "Initializing a V1 LLM engine (v0.10.2) with config: model='…', …, max_seq_len=4096, …"
+    if m := _R_ENGINE.search(msg):
         out.append(Version(m.group(1), "engine"))
-    m = _R_ENGINE_MODEL.search(msg)
-    if m:
+    if m := _R_ENGINE_MODEL.search(msg):
         out.append(Model(m.group(1), "engine"))
-    m = _R_ENGINE_SEQ.search(msg)
-    if m:
+    if m := _R_ENGINE_SEQ.search(msg):
         out.append(MaxModelLen(int(m.group(1)), "engine"))
 
 
 def _args(msg: str, out: list) -> None:
-    m = _R_ARGS_MODEL.search(msg)
-    if m:
+    # "non-default args: {'model': '…', 'max_model_len': 4096}" or 0.8's "args: Namespace(model_tag='…')"
+    if m := _R_ARGS_MODEL.search(msg):
         out.append(Model(next(g for g in m.groups() if g is not None), "args"))
-    m = _R_ARGS_LEN.search(msg)
-    if m:
+    if m := _R_ARGS_LEN.search(msg):
         out.append(MaxModelLen(int(next(g for g in m.groups() if g is not None)), "args"))
 
 
-def _info_rules(msg: str, out: list) -> None:
-    """Progress facts (any level; vLLM prints them as INFO)."""
-    if "version" in msg or "Version" in msg:
-        _version_rules(msg, out)
+def _on_version(msg: str, out: list) -> None:
+    # "vLLM API server version 0.8.5.post1", or NGC's banner "vLLM Version 0.13.0+faa43dbf"
+    if m := _R_API_VERSION.search(msg):
+        out.append(Version(m.group(1), "api_server"))
+    elif m := _R_CONTAINER_VERSION.match(msg):
+        out.append(Version(m.group(1), "container"))
+
+
+def _on_banner(msg: str, out: list) -> None:
+    # 0.2x's block-letter banner: "▄▄ ▄█ █ … version 0.25.1" and "█▄█▀ █ … model   poolside/…"
+    if "version " in msg and (m := _R_BANNER_VERSION.search(msg)):
+        out.append(Version(m.group(1), "banner"))
+    elif "model " in msg and (m := _R_BANNER_MODEL.search(msg)):
+        out.append(Model(m.group(1), "banner"))
+
+
+def _on_args(msg: str, out: list) -> None:
+    if msg.startswith(("non-default args:", "args: Namespace(")):
+        _args(msg, out)
+
+
+def _on_initializing(msg: str, out: list) -> None:
     if "LLM engine (v" in msg:
         _engine_config(msg, out)
-    if "model " in msg and any(g in msg for g in _BANNER_GLYPHS):
-        m = _R_BANNER_MODEL.search(msg)
-        if m:
-            out.append(Model(m.group(1), "banner"))
-    if "args: " in msg and ("non-default args" in msg or "Namespace(" in msg):
-        _args(msg, out)
-    if "Using max model len" in msg:
-        m = _R_USING_LEN.search(msg)
-        if m:
-            out.append(MaxModelLen(int(m.group(1)), "resolved"))
-    if "Starting to load model" in msg:
-        m = _R_LOAD_START.search(msg)
-        if m:
+
+
+def _on_using(msg: str, out: list) -> None:
+    if msg.startswith("Using max model len") and (m := _R_USING_LEN.search(msg)):
+        out.append(MaxModelLen(int(m.group(1)), "resolved"))
+
+
+def _on_starting(msg: str, out: list) -> None:
+    if msg.startswith("Starting to load model"):
+        if m := _R_LOAD_START.search(msg):
             out.append(LoadingStarted(m.group(1)))
-    if "took" in msg:
-        if "Loading weights took" in msg:
-            m = _R_WEIGHTS_READ.search(msg)
-            if m:
-                out.append(WeightsRead(float(m.group(1))))
-        elif "Model loading took" in msg:
-            m = _R_WEIGHTS.search(msg)
-            if m:
-                out.append(WeightsLoaded(float(m.group(1)), float(m.group(2))))
-    if "KV cache" in msg:
-        if "Available KV cache memory" in msg:
-            m = _R_AVAIL_KV.search(msg)
-            if m:
-                out.append(AvailableKVMemory(float(m.group(1))))
-        elif "GiB for KV cache" in msg:
-            m = _R_CPU_KV.search(msg)
-            if m:
-                out.append(AvailableKVMemory(float(m.group(1))))
-        if "KV cache size:" in msg:
-            m = _R_KV_SIZE.search(msg)
-            if m:
-                out.append(KVCacheSize(_first_number(m.group(2)), m.group(1)))
-    if "Maximum concurrency for" in msg:
-        m = _R_CONCURRENCY.search(msg)
-        if m:
-            out.append(MaxConcurrency(_first_number(m.group(1)), float(m.group(2))))
-    if "raph" in msg:
-        if "Capturing CUDA graphs" in msg:
-            out.append(CudaGraphCapture(finished=False))
-        elif "Graph capturing finished" in msg:
-            m = _R_GRAPH_DONE.search(msg)
-            if m:
-                out.append(CudaGraphCapture(True, float(m.group(1)), float(m.group(2))))
-    for needle in _PROFILING_NEEDLES:
-        if needle in msg:
-            out.append(Profiling(msg))
-            break
-    if "Starting vLLM" in msg:
-        m = _R_LISTEN.search(msg)
-        if m:
-            out.append(ServerListening(m.group(1)))
-    elif "Available routes are" in msg:
+    elif msg.startswith("Starting vLLM") and (m := _R_LISTEN.search(msg)):
+        out.append(ServerListening(m.group(1)))
+
+
+def _on_loading(msg: str, out: list) -> None:
+    if msg.startswith("Loading weights took") and (m := _R_WEIGHTS_READ.search(msg)):
+        out.append(WeightsRead(float(m.group(1))))
+
+
+def _on_model(msg: str, out: list) -> None:
+    if msg.startswith("Model loading took") and (m := _R_WEIGHTS.search(msg)):
+        out.append(WeightsLoaded(float(m.group(1)), float(m.group(2))))
+
+
+def _on_available(msg: str, out: list) -> None:
+    if msg.startswith("Available KV cache memory") and (m := _R_AVAIL_KV.search(msg)):
+        out.append(AvailableKVMemory(float(m.group(1))))
+    elif msg.startswith("Available routes are"):
         out.append(ServerListening(None))
-    if "Application startup complete" in msg:
+
+
+def _on_cpu_kv(msg: str, out: list) -> None:
+    # CPU backend: "Explicitly set (0.06/9.46) GiB for KV cache on node 0." / "Auto set (…) GiB …"
+    if "GiB for KV cache" in msg and (m := _R_CPU_KV.search(msg)):
+        out.append(AvailableKVMemory(float(m.group(1))))
+
+
+def _on_kv_size(msg: str, out: list) -> None:
+    # "GPU KV cache size: 18,400 tokens"; 0.32 adds ", Maximum concurrency for … : 256.00x"
+    if m := _R_KV_SIZE.search(msg):
+        out.append(KVCacheSize(_first_number(m.group(2)), m.group(1)))
+    if "Maximum concurrency" in msg:
+        _on_concurrency(msg, out)
+
+
+def _on_concurrency(msg: str, out: list) -> None:
+    if m := _R_CONCURRENCY.search(msg):
+        out.append(MaxConcurrency(_first_number(m.group(1)), float(m.group(2))))
+
+
+def _on_capturing(msg: str, out: list) -> None:
+    if msg.startswith("Capturing CUDA graphs"):
+        out.append(CudaGraphCapture(finished=False))
+
+
+def _on_graph(msg: str, out: list) -> None:
+    if msg.startswith("Graph capturing finished") and (m := _R_GRAPH_DONE.search(msg)):
+        out.append(CudaGraphCapture(True, float(m.group(1)), float(m.group(2))))
+
+
+def _on_application(msg: str, out: list) -> None:
+    if msg.startswith("Application startup complete"):
         out.append(StartupComplete())
+
+
+def _profiling_rule(*starts: str):
+    def rule(msg: str, out: list) -> None:
+        if msg.startswith(starts):
+            out.append(Profiling(msg))
+
+    return rule
+
+
+# vLLM's messages start with a fixed word, so one dict lookup on the first word picks the only rule
+# that can apply; most lines match none and cost a split and a lookup.
+_RULES_BY_FIRST_WORD: dict[str, Callable[[str, list], None]] = {
+    "vLLM": _on_version,
+    "non-default": _on_args,
+    "args:": _on_args,
+    "Initializing": _on_initializing,
+    "Using": _on_using,
+    "Starting": _on_starting,
+    "Loading": _on_loading,
+    "Model": _on_model,
+    "Available": _on_available,
+    "Explicitly": _on_cpu_kv,
+    "Auto": _on_cpu_kv,
+    "GPU": _on_kv_size,  # also "GPU + host KV cache size" (hisparse)
+    "CPU": _on_kv_size,
+    "XPU": _on_kv_size,
+    "TPU": _on_kv_size,
+    "HPU": _on_kv_size,
+    "Maximum": _on_concurrency,
+    "Capturing": _on_capturing,
+    "Graph": _on_graph,
+    "Application": _on_application,
+    "Dynamo": _profiling_rule("Dynamo bytecode transform time"),
+    "torch.compile": _profiling_rule("torch.compile take", "torch.compile took"),
+    "Initial": _profiling_rule("Initial profiling/warmup run"),
+    "Warming": _profiling_rule("Warming up model"),
+    "Profiling": _profiling_rule("Profiling CUDA graph memory"),
+    "Memory": _profiling_rule("Memory profiling takes"),
+    "Estimated": _profiling_rule("Estimated CUDA graph memory"),
+}
+
+
+def _info_rules(msg: str, out: list) -> None:
+    """Progress facts, from the message's first word."""
+    if msg[0] == "[" and "] " in msg[:40]:
+        msg = msg[msg.index("] ") + 2 :]  # "[backbone] Initial profiling/warmup run took 0.02 s"
+    first = msg[0]
+    if first in "█▄▀":
+        _on_banner(msg, out)
+        return
+    space = msg.find(" ")
+    rule = _RULES_BY_FIRST_WORD.get(msg[:space] if space > 0 else msg)
+    if rule is not None:
+        rule(msg, out)
 
 
 # ---- failures (only from ERROR/CRITICAL lines and raw traceback text, never INFO/WARNING)
@@ -450,11 +524,14 @@ _FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
 
 def parse_line(raw: str) -> list[Event]:
     """The events in one line of vLLM output (most lines have none)."""
-    _, level, msg = split_line(raw)
+    line = _clean(raw)
+    end = _process_end(line)
+    level, msg = _level_and_message(line[end:].lstrip() if end else line)
     out: list = []
     if not msg:
         return out
-    _info_rules(msg, out)
+    if level is None or level == "INFO":
+        _info_rules(msg, out)
     if level in (None, "ERROR", "CRITICAL"):
         if "Error" in msg or "Exception" in msg or "failed" in msg or "memory" in msg or "Repository" in msg:
             for needles, build in _FAILURE_RULES:
@@ -608,20 +685,22 @@ class LogSummary:
             self.failure = failure
         self.phase = FAILED
 
-    def finish(self, returncode: int | None = None) -> list[Event]:
+    def finish(self, returncode: int | None = None, *, requested: bool = False) -> list[Event]:
         """End of input (or the process exited): a start-up that never got ready has failed.
 
-        `returncode` is the exit status when known (negative: killed by that signal).
+        `returncode` is the exit status when known (negative: killed by that signal); `requested`
+        says sparktui itself stopped it (stop/kill/guard), so an exit is no failure of vLLM's.
         """
         self.finished = True
-        if self.ready and returncode in (None, 0) or self.failure is not None:
+        if self.failure is not None or requested or (self.ready and returncode in (None, 0)):
             return []
         if returncode is not None and returncode < 0:
             try:
                 name = signal.Signals(-returncode).name
             except ValueError:
                 name = f"signal {-returncode}"
-            failure = _killed(f"vLLM was killed by {name} during {self.reached.replace('_', ' ')}.")
+            when = "while serving" if self.ready else f"during {self.reached.replace('_', ' ')}"
+            failure = _killed(f"vLLM was killed by {name} {when}.")
         elif self.ready:
             failure = Failure(
                 "unknown",
@@ -663,11 +742,39 @@ def _killed(message: str) -> Failure:
     return Failure(
         "killed",
         message,
-        "vLLM was stopped from outside before it was ready. On a DGX Spark that is usually the kernel's "
+        "Something outside vLLM stopped it (its log shows no error). On a DGX Spark that is usually the kernel's "
         "OOM killer when unified memory ran out (check `sudo dmesg | grep -iE 'killed process|out of "
         "memory'`). Lower --gpu-memory-utilization, --max-model-len or --max-num-seqs, close other "
         "programs, or use a smaller model.",
     )
+
+
+def describe(event: Event) -> str | None:
+    """One short line for a person (the supervisor's recent events, the TUI's log pane); None for noise."""
+    kind = type(event)
+    if kind is Version:
+        return f"vLLM {event.version}"
+    if kind is LoadingStarted:
+        return f"loading {event.model}"
+    if kind is WeightsLoaded:
+        return f"weights loaded: {event.gib} GiB in {event.seconds:.1f} s"
+    if kind is AvailableKVMemory:
+        return f"KV cache memory: {event.gib} GiB"
+    if kind is KVCacheSize:
+        return f"{event.device} KV cache: {event.tokens:,} tokens"
+    if kind is MaxConcurrency:
+        return f"max concurrency {event.concurrency}x at {event.tokens_per_request:,} tokens per request"
+    if kind is CudaGraphCapture:
+        return f"CUDA graphs captured in {event.seconds:g} s ({event.gib} GiB)" if event.finished else None
+    if kind is ServerListening:
+        return f"listening on {event.url}" if event.url else None
+    if kind is StartupComplete:
+        return "ready"
+    if kind is Failure:
+        return f"failed ({event.kind}): {event.message}"
+    if kind is PhaseChanged:
+        return f"phase: {event.phase.replace('_', ' ')}"
+    return None
 
 
 def summarize(lines: Iterable[str], *, finished: bool = True, returncode: int | None = None) -> LogSummary:

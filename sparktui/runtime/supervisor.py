@@ -30,16 +30,17 @@ from pathlib import Path
 from sparktui.core import vllm_log
 from sparktui.errors import UserError
 from sparktui.runtime import proc, state as st
+from sparktui.runtime.guard import Guard, GuardLines, TripReport
 from sparktui.runtime.runner import LaunchCommand, build_command
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 UNIFIED_MAX_UTILIZATION = 0.90
 PAGE_CACHE_WARN_BYTES = 8 << 30
-STOP_GRACE_S = 10.0
 TICK_S = 0.1
 METRICS_EVERY_S = 2.0
 RECENT_EVENTS = 50
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
 
 
 # ---------------------------------------------------------------- serve config with CLI overrides
@@ -144,7 +145,8 @@ def _fit_verdict(profile, serve, mem_available: int, warnings: list[str], force:
         return None  # the fit engine is not part of this build
     try:
         spec = load_model_spec(serve.model)
-        machine = fit_mod.machine_from_name(profile.machine)
+        meminfo = Path("/proc/meminfo").read_text() if str(profile.machine) == "auto" else None
+        machine = fit_mod.machine_from_name(profile.machine, meminfo)
         result = fit_mod.fit(serve, spec, machine, mem_available=mem_available)
     except UserError as exc:
         warnings.append(f"fit check skipped: {exc}")
@@ -209,8 +211,11 @@ class Supervisor:
         self.profile = profile
         self.serve = serve if serve is not None else profile.serve
         self.force, self.detached = force, detached
-        # SIGTERM → SIGKILL grace: the profile's guard grace, which means the same thing there
-        self.grace_s = profile.guard.grace_s if profile.guard.grace_s is not None else STOP_GRACE_S
+        self.lines = GuardLines.from_settings(profile.guard)
+        self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
+        self.guard: Guard | None = None
+        self.tripped = threading.Event()
+        self.trip_report: TripReport | None = None
         self.port = self.serve.port
         self.state_file = st.state_path(self.port)
         self.socket_file = st.socket_path(self.port)
@@ -224,7 +229,7 @@ class Supervisor:
         self.command: LaunchCommand | None = None
         self.state: dict = {}
         self.healthy = False
-        self.metrics: dict | None = None
+        self._last_metrics = None  # the previous /metrics snapshot, for rates
         self.reaper: subprocess.Popen | None = None
         self._server: socket.socket | None = None
 
@@ -261,7 +266,8 @@ class Supervisor:
             "started_at": time.time(),
             "ready_at": None,
             "preflight": {"warnings": warnings, "fit": fit},
-            "guard": {"armed": False, "state": "not available in this build"},
+            "guard": {"armed": self.profile.guard.armed is not False, "state": "starting",
+                      "lines": dataclasses.asdict(self.lines), "last": None},
             "trip": None,
             "metrics": None,
             "exit": None,
@@ -378,7 +384,7 @@ class Supervisor:
             self.state["reaper"] = {"pid": self.reaper.pid, "start_time": proc.start_time_of(self.reaper.pid)}
             env = {**os.environ, **self.command.env}
             self.tree = proc.spawn(self.command.argv, log_path, env)
-            self.tree.start_tracking(0.5)
+            self._start_guard()
             self._save(status="starting", phase=self.summary.phase)
             self._serve_socket()
             print(f"sparktui: vLLM pid {self.tree.pid} on {self.state['url']}, log {log_path}", file=sys.stderr, flush=True)
@@ -411,12 +417,17 @@ class Supervisor:
                 next_metrics = now + METRICS_EVERY_S
                 self._poll_metrics()
                 changed = True
+            if self.tripped.is_set():
+                how = "guard"
+                break
             if self.requested:
                 how = self.requested
                 break
             if self.tree.returncode() is not None:
-                how = "exited"
+                last = self.guard.last  # set before the guard signals: its trip may be what ended vLLM
+                how = "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
                 break
+            changed |= self._guard_status()
             if changed:
                 self._save()
             time.sleep(TICK_S)
@@ -450,17 +461,34 @@ class Supervisor:
     def _poll_metrics(self) -> None:
         import httpx
 
+        from sparktui.core import metrics as m
+
         try:
             response = httpx.get(f"{self._base_url()}/metrics", timeout=2)
             response.raise_for_status()
-        except httpx.HTTPError as exc:
+            snapshot = m.parse_metrics(response.text, time.monotonic())
+        except (httpx.HTTPError, m.MetricsError) as exc:
             self.state["metrics"] = {"error": str(exc), "at": time.time()}
             return
-        self.state["metrics"] = _metrics_summary(response.text)
+        stats = m.derive(snapshot, self._last_metrics)
+        self._last_metrics = snapshot
+        self.state["metrics"] = {
+            **stats.to_dict(),
+            "prompt_tokens_total": snapshot.total(m.PROMPT_TOKENS),
+            "generation_tokens_total": snapshot.total(m.GENERATION_TOKENS),
+            "at": time.time(),
+        }
 
     def _finish(self, how: str, follower: _LogFollower) -> int:
         self._save(status="stopping")
         report = None
+        if how == "guard":
+            self.guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
+            self.state["trip"] = self.trip_report.to_dict() if self.trip_report else None
+            if self.trip_report:
+                print(f"sparktui: {self.trip_report.summary()}", file=sys.stderr, flush=True)
+        else:
+            self.guard.close()
         if how == "kill":
             report = self._kill()
         elif how == "stop":
@@ -473,7 +501,8 @@ class Supervisor:
             for event in self.summary.finish(returncode):
                 if not isinstance(event, vllm_log.PhaseChanged):
                     self.events.append(_event_dict(event))
-        reason = {"stop": "stopped", "kill": "killed"}.get(how, "failed" if self.summary.failure else "exited")
+        reason = {"stop": "stopped", "kill": "killed", "guard": "guard"}.get(
+            how, "failed" if self.summary.failure else "exited")
         phase = self.summary.phase if how == "exited" else "stopped"
         self._save(
             status="exited", phase=phase,
@@ -484,7 +513,41 @@ class Supervisor:
         if how == "exited" and self.summary.failure:
             f = self.summary.failure
             print(f"sparktui: vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}", file=sys.stderr, flush=True)
+        if how == "guard":
+            return GUARD_EXIT
         return 0 if how in ("stop", "kill") or returncode == 0 else 1
+
+    # -- guard
+
+    def _start_guard(self) -> None:
+        self.guard = Guard(
+            self.tree, self.lines, armed=self.profile.guard.armed is not False, track_interval=0.25,
+            on_warn=lambda d: self.events.append(_guard_event("GuardWarning", d)),
+            on_trip=self._on_trip, on_report=self._on_report,
+        )
+        self.guard.start()
+
+    def _on_trip(self, decision) -> None:
+        self.events.append(_guard_event("GuardTrip", decision))
+        self.tripped.set()
+
+    def _on_report(self, report: TripReport) -> None:
+        self.trip_report = report
+
+    def _guard_status(self) -> bool:
+        """Refresh the guard's line in the state (a few times a second); True when it changed."""
+        d = self.guard.last
+        if d is None:
+            return False
+        now = {"action": d.action.value, "available_gib": round((d.available or 0) / (1 << 30), 2),
+               "rate_gib_s": round(-d.rate / (1 << 30), 2), "interval_s": d.next_interval}
+        g = self.state["guard"]
+        g["armed"] = self.guard.armed
+        g["state"] = "tripped" if self.tripped.is_set() else ("watching" if self.guard.armed else "disarmed")
+        if g.get("last") and g["last"]["available_gib"] == now["available_gib"] and g["last"]["action"] == now["action"]:
+            return False
+        g["last"] = now
+        return True
 
     def _stop(self):
         if self.command.stop_argv:
@@ -508,31 +571,14 @@ class Supervisor:
         self._dismiss_reaper()
 
 
+def _guard_event(kind: str, decision) -> dict:
+    return {"kind": kind, "t": time.time(), "line": decision.line, "reason": decision.reason,
+            "available_gib": round((decision.available or 0) / (1 << 30), 3),
+            "threshold_gib": round((decision.threshold or 0) / (1 << 30), 3)}
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "server"
-
-
-def _metrics_summary(text: str) -> dict:
-    """The few /metrics figures the status line needs (core.metrics does the full job)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    wanted = {
-        "vllm:num_requests_running": "running",
-        "vllm:num_requests_waiting": "waiting",
-        "vllm:kv_cache_usage_perc": "kv_cache_usage",
-        "vllm:gpu_cache_usage_perc": "kv_cache_usage",
-        "vllm:prompt_tokens": "prompt_tokens_total",
-        "vllm:generation_tokens": "generation_tokens_total",
-    }
-    out: dict = {"at": time.time()}
-    for family in text_string_to_metric_families(text):
-        key = wanted.get(family.name)
-        if key is None:
-            continue
-        for sample in family.samples:
-            if sample.name in (family.name, family.name + "_total"):
-                out[key] = out.get(key, 0.0) + sample.value
-    return out
 
 
 # ---------------------------------------------------------------- the API the CLI and TUI use

@@ -1,0 +1,120 @@
+"""Run a command in its own process group under the memory guard.
+
+When MemAvailable falls below the term line, the command's whole process tree gets SIGTERM
+(SIGKILL after the grace period); below the kill line, or when the fall rate says the kill line
+will be crossed before the next sample, SIGKILL at once. Descendants that left the group are
+killed too, and /dev/shm files the tree left are removed. Ctrl-C or SIGTERM to sparktui stops
+the whole tree as well (a second Ctrl-C kills it at once). A line set to "off" is not watched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+
+# Exit status when the guard stopped the command (else: the command's own status, or 128+N when
+# it died of signal N, as shells report it). Chosen to collide with nothing sparktui or a shell
+# uses (1-2 errors, 126/127 exec failures, 128+N signals).
+EXIT_GUARD_TRIPPED = 97
+
+EPILOG = f"""exit status: the command's own; 128+N if it died of signal N (or sparktui got signal N);
+{EXIT_GUARD_TRIPPED} when the guard stopped it (the trip report is on stderr, JSON with --json);
+2 for bad options. Example: sparktui guard --kill-below 4 -- vllm serve Qwen/Qwen3-8B"""
+
+
+def _gib_or_off(text: str) -> float | None:
+    if text.strip().lower() == "off":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected GiB as a number (e.g. 3.5) or 'off', got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected GiB >= 0, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from sparktui.runtime.guard import DEFAULT_GRACE_S, DEFAULT_KILL_GIB, DEFAULT_TERM_GIB, DEFAULT_WARN_GIB
+
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--warn-below", type=_gib_or_off, default=DEFAULT_WARN_GIB, metavar="GIB",
+                        help=f"warn when MemAvailable falls below this (default {DEFAULT_WARN_GIB:g})")
+    parser.add_argument("--term-below", type=_gib_or_off, default=DEFAULT_TERM_GIB, metavar="GIB",
+                        help=f"SIGTERM the tree below this, SIGKILL after --grace (default {DEFAULT_TERM_GIB:g})")
+    parser.add_argument("--kill-below", type=_gib_or_off, default=DEFAULT_KILL_GIB, metavar="GIB",
+                        help=f"SIGKILL the tree at once below this (default {DEFAULT_KILL_GIB:g})")
+    parser.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, metavar="S",
+                        help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})")
+    parser.add_argument("--json", action="store_true", help="events and the trip report as JSON lines on stderr")
+    parser.add_argument("--log", metavar="FILE", help="send the command's output to FILE instead of the terminal")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+
+
+def _status(returncode: int) -> int:
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def run(args: argparse.Namespace) -> int:
+    from sparktui.errors import UserError
+    from sparktui.runtime.guard import Guard, GuardLines
+    from sparktui.runtime.proc import spawn
+
+    argv = list(args.command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise UserError("guard needs a command to run: sparktui guard [OPTIONS] -- COMMAND [ARGS...]")
+    try:
+        lines = GuardLines(warn_below_gib=args.warn_below, term_below_gib=args.term_below,
+                           kill_below_gib=args.kill_below, grace_s=args.grace)
+    except UserError as exc:
+        raise UserError(f"{exc} (set --warn-below/--term-below/--kill-below together, or a line to 'off')") from None
+
+    def emit(event: str, text: str, data: dict) -> None:
+        if args.json:
+            print(json.dumps({"event": event, **data}), file=sys.stderr, flush=True)
+        else:
+            print(f"sparktui guard: {text}", file=sys.stderr, flush=True)
+
+    def on_warn(d) -> None:
+        gib = d.available / 2**30
+        emit("warn", f"warning: MemAvailable {gib:.2f} GiB is below the warn line {lines.warn_below_gib:g} GiB",
+             {"mem_available_gib": round(gib, 3), "warn_below_gib": lines.warn_below_gib})
+
+    received: list[int] = []
+    tree = spawn(argv, args.log, inherit_stdin=True)
+    guard = Guard(tree, lines, on_warn=on_warn)
+
+    def on_signal(signum, _frame) -> None:
+        received.append(signum)
+        guard.close()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    report = guard.run()
+    if report is not None:
+        if args.json:
+            print(json.dumps({"event": "trip", **report.to_dict()}), file=sys.stderr, flush=True)
+        else:
+            print(report.summary(), file=sys.stderr, flush=True)
+        return EXIT_GUARD_TRIPPED
+    if received:
+        name = signal.Signals(received[0]).name
+        # A second Ctrl-C/SIGTERM while stopping: SIGKILL now.
+        stop = tree.stop(lines.grace_s, on_poll=lambda: len(received) > 1)
+        emit("interrupted", f"got {name}: stopped the command's process tree"
+             + (f" (gone after {stop.gone_after_s:.2f} s)" if stop.gone_after_s is not None else " (NOT gone)"),
+             {"signal": name, "stop": stop.to_dict()})
+        return 128 + received[0]
+    rc = tree.returncode()
+    if tree.refresh():
+        # The command exited but left processes of its tree behind (they would hold memory unguarded).
+        stop = tree.stop(lines.grace_s)
+        emit("leftovers", f"the command exited and left {len(stop.signals)} signal target(s) of its tree: stopped them",
+             {"stop": stop.to_dict()})
+    return _status(rc if rc is not None else 0)

@@ -1,0 +1,420 @@
+"""The memory guard: stop a process tree before unified memory runs out and the machine hangs.
+
+Two parts:
+- `GuardDecider`: pure. Fed (time, MemAvailable) samples, it answers what to do now (nothing,
+  warn, term, kill) and how long to wait before the next sample. No I/O, no clock: tested by
+  feeding it numbers.
+- `Guard`: the action part. Reads /proc/meminfo at the pace the decider asks for, records the
+  tree's descendants, signals the tree (through `sparktui.runtime.proc`) and writes a TripReport.
+
+Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU):
+- Exhausting the pool does not OOM-kill anything: the box hangs. The seed reports it at risk
+  below 2-3 GB free (1.9-2.8 GiB). MemAvailable was seen falling 34 -> 12.7 GiB in ~1.5 s
+  (~14 GiB/s) during vLLM start-up.
+- kill 3.5 GiB: what still gets allocated after the line is crossed is fall rate x (detection
+  + signal delivery). Near the lines the guard samples every 2 ms and trips early on a predicted
+  crossing, so ~20 ms x 14 GiB/s ≈ 0.3 GiB: the low point stays above ~3 GiB, clear of the
+  2-3 GB danger zone. (The kernel's teardown after SIGKILL releases memory; it does not add any.)
+- term 6 GiB: a slow creep (KV cache growth, another program, page-cache pressure) gets vLLM's
+  clean shutdown; a fast fall goes from 6 to 3.5 GiB in ~0.2 s and is SIGKILLed at once.
+- warn 10 GiB: vLLM at gpu_memory_utilization 0.9 leaves 121.7 - 0.9 x 119.6 ≈ 14 GiB for
+  everything else, so below 10 GiB the margin is gone: tell the user.
+- grace 5 s: vLLM's own shutdown on SIGTERM takes a few seconds; memory is short meanwhile,
+  and the kill line keeps guarding during the grace period.
+- pace: every 100 ms (10 Hz) when idle, down to 2 ms when the headroom to the next action line
+  would be used up sooner at the faster of 16 GiB/s (beyond the fastest fall seen) or the fall
+  being seen. ~10 µs per sample: idle cost is a fraction of a percent of a core.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Callable
+
+from sparktui.core.units import GiB
+from sparktui.errors import UserError
+
+DEFAULT_WARN_GIB = 10.0
+DEFAULT_TERM_GIB = 6.0
+DEFAULT_KILL_GIB = 3.5
+DEFAULT_GRACE_S = 5.0
+
+MIN_INTERVAL = 0.002  # fastest pace, when close to a line or falling fast
+MAX_INTERVAL = 0.1  # slowest pace (10 Hz), when idle with lots of headroom
+WORST_RATE = 16 * GiB  # assumed possible fall (B/s) when choosing the pace: above the 14 GiB/s seen
+PLAUSIBLE_RATE = 64 * GiB  # a drop faster than this is held for one confirming sample (noise)
+WARN_HYSTERESIS = 1 * GiB  # warn again only after climbing this far back above the warn line
+RATE_WINDOW = 0.25  # seconds of samples the fall rate is measured over
+
+
+@dataclass(frozen=True)
+class GuardLines:
+    """Lines in GiB of MemAvailable; None turns a line off."""
+
+    warn_below_gib: float | None = DEFAULT_WARN_GIB
+    term_below_gib: float | None = DEFAULT_TERM_GIB
+    kill_below_gib: float | None = DEFAULT_KILL_GIB
+    grace_s: float = DEFAULT_GRACE_S
+
+    def __post_init__(self) -> None:
+        for name in ("warn_below_gib", "term_below_gib", "kill_below_gib"):
+            v = getattr(self, name)
+            if v is not None and not v >= 0:
+                raise UserError(f"guard line {name} must be a number of GiB >= 0, got {v!r}")
+        if not self.grace_s >= 0:
+            raise UserError(f"guard grace_s must be seconds >= 0, got {self.grace_s!r}")
+        w, t, k = self.warn_below_gib, self.term_below_gib, self.kill_below_gib
+        if t is not None and k is not None and k > t:
+            raise UserError(f"guard lines out of order: kill line {k} GiB is above the term line {t} GiB; "
+                            "expected warn >= term >= kill")
+        if w is not None and max(x for x in (t, k, 0) if x is not None) > w:
+            raise UserError(f"guard lines out of order: warn line {w} GiB is below a term/kill line; "
+                            "expected warn >= term >= kill")
+
+    @classmethod
+    def from_settings(cls, settings: object | None) -> GuardLines:
+        """From a profile's GuardSettings (attributes named like ours; None = our default)."""
+        d = cls()
+        get = lambda name: getattr(settings, name, None) if settings is not None else None  # noqa: E731
+        return cls(
+            warn_below_gib=_or(get("warn_below_gib"), d.warn_below_gib),
+            term_below_gib=_or(get("term_below_gib"), d.term_below_gib),
+            kill_below_gib=_or(get("kill_below_gib"), d.kill_below_gib),
+            grace_s=_or(get("grace_s"), d.grace_s),
+        )
+
+    def bytes(self, name: str) -> int | None:
+        v = getattr(self, f"{name}_below_gib")
+        return None if v is None else int(v * GiB)
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+class Action(str, Enum):
+    NONE = "none"
+    WARN = "warn"
+    TERM = "term"
+    KILL = "kill"
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    next_interval: float  # seconds until the next sample
+    line: str | None = None  # "warn" | "term" | "kill"
+    reason: str | None = None  # "below" | "predicted" | "below kill line during grace" | "grace expired"
+    threshold: int | None = None  # bytes
+    available: int | None = None  # bytes, the sample that decided
+    rate: float = 0.0  # bytes/s, negative when falling
+    held: bool = False  # the sample looked like noise: held back until the next one confirms it
+
+
+class GuardDecider:
+    """Pure decision part. States: watching -> terminating (SIGTERM sent) -> killing."""
+
+    def __init__(
+        self,
+        lines: GuardLines = GuardLines(),
+        *,
+        armed: bool = True,
+        min_interval: float = MIN_INTERVAL,
+        max_interval: float = MAX_INTERVAL,
+        worst_rate: float = WORST_RATE,
+        plausible_rate: float = PLAUSIBLE_RATE,
+        history: int = 64,
+    ) -> None:
+        self.lines = lines
+        self.armed = armed
+        self.min_interval = min_interval
+        self.max_interval = max_interval
+        self.worst_rate = worst_rate
+        self.plausible_rate = plausible_rate
+        self.samples: deque[tuple[float, int]] = deque(maxlen=history)  # accepted samples
+        self.state = "watching"
+        self.warned = False
+        self.term_at: float | None = None
+        self.low_water: int | None = None
+        self.noise_dropped = 0
+        self._held: tuple[float, int] | None = None
+        self._warn = lines.bytes("warn")
+        self._term = lines.bytes("term")
+        self._kill = lines.bytes("kill")
+
+    # -- helpers --
+
+    def rate(self) -> float:
+        """Bytes/s over the last RATE_WINDOW of accepted samples (0 with fewer than two)."""
+        if len(self.samples) < 2:
+            return 0.0
+        t1, a1 = self.samples[-1]
+        t0, a0 = self.samples[-2]
+        for t, a in reversed(self.samples):
+            if t1 - t > RATE_WINDOW:
+                break
+            t0, a0 = t, a
+        return (a1 - a0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def _action_lines(self) -> list[tuple[str, int]]:
+        out = []
+        if self._kill is not None:
+            out.append(("kill", self._kill))
+        if self._term is not None and self.state == "watching":
+            out.append(("term", self._term))
+        return out
+
+    def _would_act(self, available: int) -> bool:
+        if self.state == "killing":
+            return False
+        if any(available < v for _, v in self._action_lines()):
+            return True
+        return self._warn is not None and not self.warned and self.state == "watching" and available < self._warn
+
+    def _interval(self, available: int, rate: float) -> float:
+        below = [v for _, v in self._action_lines() if v < available]
+        if not below:
+            return self.min_interval
+        speed = max(self.worst_rate, -rate)
+        return min(self.max_interval, max(self.min_interval, (available - max(below)) / speed))
+
+    # -- the decision --
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def disarm(self) -> None:
+        self.armed = False
+        self._held = None
+
+    def feed(self, t: float, available: int) -> Decision:
+        if not self.armed:
+            self._accept(t, available)
+            return Decision(Action.NONE, self.max_interval, available=available, rate=self.rate())
+
+        # Debounce: a sample that would act after a drop faster than any real allocation is held
+        # for one more (immediate) sample. A real fall is never held: it is plausible, sample by sample.
+        if self._held is not None:
+            held, self._held = self._held, None
+            if self._would_act(available):
+                self._accept(*held)
+            else:
+                self.noise_dropped += 1
+        elif self.samples and self._would_act(available):
+            pt, pa = self.samples[-1]
+            if pa - available > self.plausible_rate * max(t - pt, self.min_interval):
+                self._held = (t, available)
+                return Decision(Action.NONE, 0.0, available=available, rate=self.rate(), held=True)
+        prev_t = self.samples[-1][0] if self.samples else None
+        self._accept(t, available)
+        rate = self.rate()
+        interval = self._interval(available, rate)
+        # Predict over the longer of the planned wait and the last real gap (a busy machine wakes late).
+        horizon = max(interval, t - prev_t if prev_t is not None else 0.0)
+        predicted = available + rate * horizon if rate < 0 else available
+
+        def decide(action: Action, line: str, reason: str, threshold: int) -> Decision:
+            return Decision(action, interval, line, reason, threshold, available, rate)
+
+        if self.state == "killing":
+            return Decision(Action.NONE, interval, available=available, rate=rate)
+        if self._kill is not None and (available < self._kill or predicted < self._kill):
+            reason = "below" if available < self._kill else "predicted"
+            if self.state == "terminating":
+                reason = f"{reason} kill line during grace"
+            self.state = "killing"
+            return decide(Action.KILL, "kill", reason, self._kill)
+        if self.state == "terminating":
+            if self.term_at is not None and t - self.term_at >= self.lines.grace_s:
+                self.state = "killing"
+                return decide(Action.KILL, "term", "grace expired", self._term or 0)
+            return Decision(Action.NONE, interval, available=available, rate=rate)
+        if self._term is not None and (available < self._term or predicted < self._term):
+            self.state = "terminating"
+            self.term_at = t
+            return decide(Action.TERM, "term", "below" if available < self._term else "predicted", self._term)
+        if self._warn is not None:
+            if not self.warned and available < self._warn:
+                self.warned = True
+                return decide(Action.WARN, "warn", "below", self._warn)
+            if self.warned and available > self._warn + WARN_HYSTERESIS:
+                self.warned = False
+        return Decision(Action.NONE, interval, available=available, rate=rate)
+
+    def _accept(self, t: float, available: int) -> None:
+        self.samples.append((t, available))
+        if self.low_water is None or available < self.low_water:
+            self.low_water = available
+
+
+# --- the action part ---------------------------------------------------------------------------
+
+
+@dataclass
+class TripReport:
+    line: str  # the line that tripped: "term" or "kill"
+    reason: str  # "below" | "predicted"
+    threshold_gib: float
+    mem_available_gib: float  # at the trip
+    low_water_gib: float  # lowest MemAvailable seen, the trip and the teardown included
+    fall_rate_gib_s: float  # positive = falling
+    last_samples: list[list[float]]  # [seconds relative to the trip, GiB], oldest first
+    signalled: list[dict]  # {"target", "signal", "at_s"} from the trip
+    escalated: bool  # SIGTERM was followed by SIGKILL
+    escalation: str | None  # why: "below kill line during grace" | "grace expired"
+    gone: bool
+    gone_after_s: float | None  # from the trip until no process of the tree was left
+    shm_removed: list[str]
+    tripped_at: float  # wall-clock time
+    survivors: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def summary(self) -> str:
+        sig = ", ".join(f"{s['signal']} {s['target']} (+{s['at_s'] * 1000:.0f} ms)" for s in self.signalled) or "nothing"
+        trend = f"falling {self.fall_rate_gib_s:.2f} GiB/s" if self.fall_rate_gib_s >= 0.005 else "not falling"
+        lines = [
+            f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {self.mem_available_gib:.2f} GiB"
+            f" vs line {self.threshold_gib:.2f} GiB, {trend}",
+            f"  signalled: {sig}",
+        ]
+        if self.escalated:
+            lines.append(f"  escalated to SIGKILL: {self.escalation}")
+        gone = f"gone after {self.gone_after_s * 1000:.0f} ms" if self.gone and self.gone_after_s is not None else f"NOT gone (survivors: {self.survivors})"
+        lines.append(f"  process tree {gone}; lowest MemAvailable {self.low_water_gib:.2f} GiB")
+        if self.shm_removed:
+            lines.append(f"  removed from /dev/shm: {', '.join(self.shm_removed)}")
+        return "\n".join(lines)
+
+
+def _read_mem_available() -> int:
+    from sparktui.runtime.memory import read_mem_available
+
+    return read_mem_available()
+
+
+class Guard:
+    """Watch MemAvailable and stop `tree` (a sparktui.runtime.proc.ProcessTree) when a line is crossed.
+
+    `run()` blocks until the tree has tripped and is gone, the tree's root has exited, or
+    `close()`; `start()` runs it in a daemon thread. Callbacks run on the guard's thread:
+    on_warn(Decision), on_trip(Decision) right after the first signal, on_report(TripReport)
+    once the tree is gone.
+    """
+
+    def __init__(
+        self,
+        tree,
+        lines: GuardLines = GuardLines(),
+        *,
+        armed: bool = True,
+        read_available: Callable[[], int] = _read_mem_available,
+        on_warn: Callable[[Decision], None] | None = None,
+        on_trip: Callable[[Decision], None] | None = None,
+        on_report: Callable[[TripReport], None] | None = None,
+        track_interval: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        **decider_options,
+    ) -> None:
+        self.tree = tree
+        self.lines = lines
+        self.decider = GuardDecider(lines, armed=armed, **decider_options)
+        self.read_available = read_available
+        self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
+        self.track_interval = track_interval
+        self.clock = clock
+        self.report: TripReport | None = None
+        self.last: Decision | None = None
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def armed(self) -> bool:
+        return self.decider.armed
+
+    def arm(self) -> None:
+        self.decider.arm()
+
+    def disarm(self) -> None:
+        self.decider.disarm()
+
+    def close(self) -> None:
+        """Stop watching (the tree is left alone)."""
+        self._closed.set()
+
+    def start(self) -> threading.Thread:
+        self._thread = threading.Thread(target=self.run, name="sparktui-guard", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self) -> TripReport | None:
+        next_track = 0.0
+        while not self._closed.is_set():
+            t = self.clock()
+            d = self.decider.feed(t, self.read_available())
+            self.last = d
+            if d.action in (Action.TERM, Action.KILL):
+                return self._trip(d)
+            if d.action is Action.WARN and self.on_warn is not None:
+                self.on_warn(d)
+            if t >= next_track:
+                # Record descendants while they live (a /proc scan: ~1.5 ms per 100 processes).
+                if not self.tree.refresh() and self.tree.popen is None:
+                    return None  # an attached tree (no child of ours) that is gone
+                next_track = t + self.track_interval
+            if self.tree.returncode() is not None:
+                return None  # the command ended by itself
+            if d.next_interval > 0:
+                self._closed.wait(d.next_interval)
+        return None
+
+    def _poll_during_stop(self) -> bool:
+        """Called every ~2 ms while the tree is being stopped: keep sampling (low-water mark),
+        and escalate to SIGKILL when the decider says so."""
+        d = self.decider.feed(self.clock(), self.read_available())
+        if d.action is Action.KILL:
+            self._escalation = d.reason
+            return True
+        return False
+
+    def _trip(self, d: Decision) -> TripReport:
+        trip_t = self.clock()
+        tripped_at = time.time()
+        self._escalation: str | None = None
+        samples = list(self.decider.samples)[-20:]
+        signalled = None if self.on_trip is None else (lambda: self.on_trip(d))
+        if d.action is Action.KILL:
+            stop = self.tree.kill(on_poll=self._poll_during_stop, on_signalled=signalled)
+        else:
+            stop = self.tree.stop(self.lines.grace_s, on_poll=self._poll_during_stop, on_signalled=signalled)
+        escalation = self._escalation or ("grace expired" if stop.escalated else None)
+        low = self.decider.low_water if self.decider.low_water is not None else d.available
+        self.report = TripReport(
+            line=d.line or "kill",
+            reason=d.reason or "below",
+            threshold_gib=round((d.threshold or 0) / GiB, 3),
+            mem_available_gib=round((d.available or 0) / GiB, 3),
+            low_water_gib=round(low / GiB, 3),
+            fall_rate_gib_s=round(-d.rate / GiB, 3),
+            last_samples=[[round(t - trip_t, 4), round(a / GiB, 3)] for t, a in samples],
+            signalled=stop.signals,
+            escalated=stop.escalated,
+            escalation=escalation if stop.escalated else None,
+            gone=stop.gone,
+            gone_after_s=None if stop.gone_after_s is None else round(stop.gone_after_s, 4),
+            shm_removed=stop.shm_removed,
+            tripped_at=tripped_at,
+            survivors=stop.survivors,
+        )
+        if self.on_report is not None:
+            self.on_report(self.report)
+        return self.report

@@ -1,0 +1,213 @@
+"""End to end against a real vLLM (CPU build 0.32.0) on a tiny local Llama.
+
+Needs SPARKTUI_TEST_VLLM=<venv>/bin/vllm (`.ci/setup-vllm` prints it; `.ci/run` exports it).
+Skipped without it — except under CI=true, where a missing vLLM is a failure, not a skip.
+About a minute per test and 2 GB of RAM on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sparktui.core.metrics import GENERATION_TOKENS, kv_cache_usage_pct, parse_metrics
+from sparktui.runtime import proc
+from sparktui.runtime import state as st
+from tests.conftest import REPO
+from tests.stub_vllm import free_port, wait_for
+
+pytestmark = pytest.mark.e2e
+
+VLLM = os.environ.get("SPARKTUI_TEST_VLLM", "")
+SERVE_FLAGS = ["--enforce-eager", "--kv-cache-memory-bytes", "64M", "--max-model-len", "512"]
+STARTUP_TIMEOUT_S = 240
+VLLM_SHM = re.compile(r"^(psm_[0-9a-f]{8}|sem\.mp-.+)$")  # what vLLM's multiprocessing leaves
+
+
+@pytest.fixture(scope="module")
+def vllm() -> Path:
+    if not VLLM:
+        message = "SPARKTUI_TEST_VLLM is not set: run `.ci/setup-vllm` and export the path it prints"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: the real-vLLM e2e tests must run. {message}")
+        pytest.skip(message)
+    path = Path(VLLM)
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(f"SPARKTUI_TEST_VLLM={VLLM}: not an executable file")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_model(vllm, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tiny-llama")
+    python = vllm.parent / "python"
+    done = subprocess.run([str(python), str(REPO / "tests" / "e2e" / "make_tiny_model.py"), str(out)],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((out / "config.json").read_text())["head_dim"] >= 32
+    return out
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "state"))
+    return {**os.environ, "SPARKTUI_STATE_DIR": str(tmp_path / "state")}
+
+
+@pytest.fixture
+def profile(tmp_path, vllm, tiny_model) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(f'[serve]\nmodel = "{tiny_model}"\nport = {free_port()}\n\n'
+                    f'[machine]\nname = "auto"\n\n[runner]\nexecutable = "{vllm}"\n')
+    return path
+
+
+@pytest.fixture
+def leftovers():
+    """Sweep by identity whatever a failing test leaves running."""
+    yield
+    for state in st.list_states():
+        if state.get("tree"):
+            proc.sweep_orphans(state["tree"])
+        sup = state.get("supervisor") or {}
+        if sup.get("pid"):
+            proc.signal_process(proc.ProcessIdentity(sup["pid"], sup["start_time"]), signal.SIGKILL)
+
+
+def sparktui(*args, env, **kw):
+    return [sys.executable, "-m", "sparktui", *args], dict(env=env, cwd=REPO, **kw)
+
+
+def ready_state(port: int) -> dict:
+    def ready():
+        s = st.read_state(st.state_path(port))
+        if s and s.get("status") == "exited":
+            errors = [line for line in Path(s["log_path"]).read_text().splitlines() if "Error" in line]
+            raise AssertionError(f"vLLM exited during start-up: {s.get('exit')}\n" + "\n".join(errors[:15]))
+        return s if s and s.get("status") == "running" and s.get("metrics") else None
+    return wait_for(ready, STARTUP_TIMEOUT_S, "real vLLM to be ready", interval=0.5)
+
+
+def members(state):
+    return [proc.ProcessIdentity(p, t) for p, t in state["tree"]["members"]]
+
+
+def titles(state) -> dict[int, str]:
+    out = {}
+    for ident in members(state):
+        try:
+            out[ident.pid] = Path(f"/proc/{ident.pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        except OSError:
+            pass
+    return out
+
+
+def shm_of(state) -> set[str]:
+    """/dev/shm files the tree's processes map or hold open."""
+    found = set()
+    for ident in members(state):
+        for source in (f"/proc/{ident.pid}/maps",):
+            try:
+                found |= {m.group(0) for m in re.finditer(r"/dev/shm/\S+", Path(source).read_text())}
+            except OSError:
+                pass
+        try:
+            for fd in os.listdir(f"/proc/{ident.pid}/fd"):
+                target = os.readlink(f"/proc/{ident.pid}/fd/{fd}")
+                if target.startswith("/dev/shm/"):
+                    found.add(target)
+        except OSError:
+            pass
+    return found
+
+
+def new_vllm_shm(before: set[str], since: float) -> list[str]:
+    out = []
+    for entry in os.scandir("/dev/shm"):
+        if entry.name in before or not VLLM_SHM.match(entry.name):
+            continue
+        try:
+            if entry.stat().st_ctime >= since - 1:
+                out.append(entry.name)
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def assert_nothing_left(state, held: set[str], shm_before: set[str], since: float):
+    alive = [(i.pid, titles(state).get(i.pid)) for i in members(state) if i.is_alive()]
+    assert not alive, f"processes of the tree still alive: {alive}"
+    assert not [p for p in held if os.path.exists(p)], "/dev/shm files the tree held are still there"
+    assert not new_vllm_shm(shm_before, since), "vLLM left files in /dev/shm"
+
+
+def check_running_server(state):
+    """The parsed log, /metrics, and a real completion."""
+    kv = [e for e in state["events"] if e["kind"] == "KVCacheSize"]
+    assert kv and kv[0]["device"] == "CPU" and kv[0]["tokens"] > 0, state["events"]
+    assert state["summary"]["kv_cache_tokens"] == kv[0]["tokens"]
+    assert state["summary"]["version"].startswith("0.32.0") and state["summary"]["max_model_len"] == 512
+    assert "VLLM::EngineCore" in titles(state).values()
+
+    base = f"http://127.0.0.1:{state['port']}"
+    before = parse_metrics(httpx.get(f"{base}/metrics", timeout=10).text, time.monotonic())
+    reply = httpx.post(f"{base}/v1/completions", timeout=60,
+                       json={"model": state["model"], "prompt": "Hello world", "max_tokens": 8})
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body["usage"]["completion_tokens"] == 8 and isinstance(body["choices"][0]["text"], str)
+    after = parse_metrics(httpx.get(f"{base}/metrics", timeout=10).text, time.monotonic())
+    assert after.total(GENERATION_TOKENS) - before.total(GENERATION_TOKENS) == 8
+    assert kv_cache_usage_pct(after) is not None
+
+
+def test_real_vllm_serve_use_and_stop(profile, env, leftovers):
+    port = int(re.search(r"port = (\d+)", profile.read_text()).group(1))
+    shm_before, t0 = {e.name for e in os.scandir("/dev/shm")}, time.time()
+    argv, kw = sparktui("serve", str(profile), *SERVE_FLAGS, env=env)
+    sup = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    try:
+        state = ready_state(port)
+        assert state["argv"][0] == VLLM
+        assert state["argv"][1:3] == ["serve", state["model"]] and "--kv-cache-memory-bytes" in state["argv"]
+        check_running_server(state)
+        state = st.read_state(st.state_path(port))
+        held = shm_of(state)
+        sup.send_signal(signal.SIGTERM)  # what systemd does
+        assert sup.wait(60) == 0, sup.stderr.read()[-3000:]
+    finally:
+        if sup.poll() is None:
+            sup.kill()
+    final = st.read_state(st.state_path(port))
+    assert final["exit"]["reason"] == "stopped" and final["exit"]["stop"]["gone"]
+    assert_nothing_left(final, held, shm_before, t0)
+
+
+def test_real_vllm_killed_while_engine_core_lives(profile, env, leftovers):
+    port = int(re.search(r"port = (\d+)", profile.read_text()).group(1))
+    shm_before, t0 = {e.name for e in os.scandir("/dev/shm")}, time.time()
+    argv, kw = sparktui("serve", str(profile), *SERVE_FLAGS, "--detach", env=env)
+    started = subprocess.run(argv, capture_output=True, text=True, timeout=60, **kw)
+    assert started.returncode == 0, started.stderr
+    state = ready_state(port)
+    state = st.read_state(st.state_path(port))
+    engine = next(pid for pid, title in titles(state).items() if title == "VLLM::EngineCore")
+    held = shm_of(state)
+    assert held, "a running vLLM holds shared memory in /dev/shm"
+    argv, kw = sparktui("kill", "--port", str(port), env=env)
+    killed = subprocess.run(argv, capture_output=True, text=True, timeout=60, **kw)
+    assert killed.returncode == 0, killed.stderr
+    final = st.read_state(st.state_path(port))
+    assert final["exit"]["reason"] == "killed" and final["exit"]["stop"]["signals"][0]["signal"] == "SIGKILL"
+    info = proc.read_stat(engine)
+    assert info is None or info.dead
+    assert_nothing_left(final, held, shm_before, t0)

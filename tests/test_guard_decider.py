@@ -1,0 +1,203 @@
+"""The guard's pure decision part, fed numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparktui.core.units import GiB
+from sparktui.errors import UserError
+from sparktui.runtime.guard import (
+    MAX_INTERVAL,
+    MIN_INTERVAL,
+    Action,
+    GuardDecider,
+    GuardLines,
+)
+
+LINES = GuardLines(warn_below_gib=10, term_below_gib=6, kill_below_gib=3.5, grace_s=5)
+
+
+def g(x: float) -> int:
+    return int(x * GiB)
+
+
+def feed_all(d: GuardDecider, samples):
+    return [d.feed(t, g(a)) for t, a in samples]
+
+
+def test_defaults_are_ordered_and_explained():
+    lines = GuardLines()
+    assert lines.warn_below_gib >= lines.term_below_gib >= lines.kill_below_gib > 0
+    assert lines.bytes("kill") == int(lines.kill_below_gib * GiB)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(kill_below_gib=7, term_below_gib=6), "kill line 7 GiB is above the term line 6 GiB"),
+        (dict(warn_below_gib=2), "warn line 2 GiB is below a term/kill line"),
+        (dict(kill_below_gib=-1), "kill_below_gib must be a number of GiB >= 0"),
+        (dict(grace_s=-1), "grace_s must be seconds >= 0"),
+        (dict(kill_below_gib=float("nan")), "kill_below_gib"),
+    ],
+)
+def test_bad_lines_are_user_errors(kwargs, message):
+    with pytest.raises(UserError, match=message):
+        GuardLines(**kwargs)
+
+
+def test_lines_can_be_turned_off_and_read_from_settings():
+    GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=1)
+
+    class Settings:  # a profile's GuardSettings: None means the default
+        warn_below_gib = None
+        term_below_gib = 8.0
+        kill_below_gib = None
+        grace_s = 2.0
+        armed = True
+
+    lines = GuardLines.from_settings(Settings())
+    assert lines == GuardLines(term_below_gib=8.0, grace_s=2.0)
+    assert GuardLines.from_settings(None) == GuardLines()
+
+
+def test_plenty_of_memory_does_nothing_at_the_idle_pace():
+    d = GuardDecider(LINES)
+    out = feed_all(d, [(i * 0.1, 80) for i in range(20)])
+    assert {o.action for o in out} == {Action.NONE}
+    assert out[-1].next_interval == MAX_INTERVAL
+    assert d.state == "watching"
+
+
+def test_warn_once_then_again_only_after_recovering():
+    d = GuardDecider(LINES)
+    out = feed_all(d, [(0, 20), (1, 9.9), (2, 9.5), (3, 10.5), (4, 9.0), (5, 11.5), (6, 9.9)])
+    assert [o.action for o in out] == [Action.NONE, Action.WARN, Action.NONE, Action.NONE, Action.NONE, Action.NONE, Action.WARN]
+    assert out[1].line == "warn" and out[1].threshold == g(10) and out[1].reason == "below"
+
+
+def test_term_then_grace_expired_kill():
+    d = GuardDecider(LINES)
+    out = feed_all(d, [(0, 20), (1, 9), (2, 5.9), (3, 5.5), (6.9, 5.5), (7.0, 5.5), (7.1, 5.5)])
+    assert [o.action for o in out] == [Action.NONE, Action.WARN, Action.TERM, Action.NONE, Action.NONE, Action.KILL, Action.NONE]
+    assert out[2].line == "term" and out[2].threshold == g(6)
+    assert out[5].reason == "grace expired"
+    assert d.state == "killing"
+
+
+def test_kill_line_during_grace_kills_at_once():
+    d = GuardDecider(LINES)
+    out = feed_all(d, [(0, 20), (1, 5.9), (1.5, 4.0), (1.6, 3.4)])
+    assert [o.action for o in out] == [Action.NONE, Action.TERM, Action.NONE, Action.KILL]
+    assert out[-1].reason == "below kill line during grace" and out[-1].line == "kill"
+
+
+def test_fast_fall_straight_through_term_kills():
+    d = GuardDecider(LINES)
+    out = feed_all(d, [(0, 20), (0.1, 14), (0.3, 3.0)])  # 55 GiB/s: fast, still a plausible fall
+    assert out[-1].action is Action.KILL and out[-1].reason == "below" and not out[-1].held
+    assert out[-1].rate == pytest.approx(-g(55), rel=0.01)
+
+
+def test_predicted_crossing_trips_before_the_line():
+    d = GuardDecider(LINES)
+    # 14 GiB/s fall; the sampler woke late (50 ms gaps): at 4.0 GiB the next sample would be below 3.5.
+    out = feed_all(d, [(0.0, 5.4), (0.05, 4.7), (0.10, 4.0)])
+    assert out[0].action is Action.TERM  # already below term
+    assert out[-1].action is Action.KILL and out[-1].reason == "predicted kill line during grace"
+    assert out[-1].available > g(3.5)
+    d = GuardDecider(GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=3.5))
+    out = feed_all(d, [(0.0, 5.4), (0.05, 4.7), (0.10, 4.0)])
+    assert [o.action for o in out] == [Action.NONE, Action.NONE, Action.KILL]
+    assert out[-1].reason == "predicted"
+    # The same level without a fall does not trip.
+    d = GuardDecider(GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=3.5))
+    assert {o.action for o in feed_all(d, [(0.0, 4.0), (0.05, 4.0), (0.10, 4.0)])} == {Action.NONE}
+
+
+def test_single_noisy_sample_is_dropped_and_not_counted():
+    d = GuardDecider(LINES)
+    out = feed_all(d, [(0, 50), (0.1, 50), (0.2, 1.0), (0.2005, 50), (0.3, 50)])
+    assert {o.action for o in out} == {Action.NONE}
+    assert out[2].held and out[2].next_interval == 0.0
+    assert d.noise_dropped == 1 and d.low_water == g(50)
+    assert d.state == "watching" and not d.warned
+
+
+def test_confirmed_sudden_drop_trips_on_the_confirming_sample():
+    d = GuardDecider(LINES)
+    out = feed_all(d, [(0, 50), (0.1, 50), (0.2, 1.0), (0.201, 1.1)])
+    assert out[2].held and out[2].action is Action.NONE
+    assert out[3].action is Action.KILL and out[3].reason == "below"
+    assert d.low_water == g(1.0)
+
+
+@pytest.mark.parametrize("rate_gib_s", [0.5, 2, 14, 30, 60])
+def test_a_real_fall_is_never_held_and_trips_within_one_sample(rate_gib_s):
+    """Simulate a steady fall sampled at the pace the decider asks for."""
+    lines = GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=3.5)
+    d = GuardDecider(lines)
+    start, t = 40.0, 0.0
+    crossing_t = (start - 3.5) / rate_gib_s
+    intervals = []
+    for _ in range(100000):
+        o = d.feed(t, g(start - rate_gib_s * t))
+        assert not o.held
+        if o.action is Action.KILL:
+            break
+        intervals.append(o.next_interval)
+        t += o.next_interval
+    else:
+        pytest.fail("never tripped")
+    assert t <= crossing_t + MIN_INTERVAL  # at worst one fastest-pace sample late
+    assert t >= crossing_t - 2 * MIN_INTERVAL or o.reason == "predicted"
+    assert max(intervals) <= MAX_INTERVAL and min(intervals) >= MIN_INTERVAL
+    assert intervals[-1] < intervals[0] or rate_gib_s > 16  # the pace quickens close to the line
+
+
+def test_pace_adapts_to_headroom_and_fall_rate():
+    d = GuardDecider(LINES)
+    far = d.feed(0, g(60)).next_interval
+    d2 = GuardDecider(LINES)
+    near = d2.feed(0, g(6.5)).next_interval  # 0.5 GiB above term at 16 GiB/s: ~31 ms
+    assert far == MAX_INTERVAL and near == pytest.approx(0.5 / 16, rel=0.01)
+    d3 = GuardDecider(LINES)
+    d3.feed(0, g(9.0))
+    fast = d3.feed(0.01, g(8.5)).next_interval  # falling 50 GiB/s: faster than the assumed 16
+    assert fast == pytest.approx(max(MIN_INTERVAL, 2.5 / 50), rel=0.05)
+    below_all = GuardDecider(GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=None))
+    assert below_all.feed(0, g(1)).next_interval == MIN_INTERVAL
+
+
+def test_disarmed_never_acts_and_rearming_acts_on_the_next_sample():
+    d = GuardDecider(LINES, armed=False)
+    out = feed_all(d, [(0, 50), (0.1, 9), (0.2, 5), (0.3, 1)])
+    assert {o.action for o in out} == {Action.NONE}
+    assert d.low_water == g(1)
+    d.arm()
+    assert d.feed(0.4, g(1)).action is Action.KILL
+    d.disarm()
+    assert d.feed(0.5, g(0.5)).action is Action.NONE
+
+
+def test_lines_turned_off_do_not_act():
+    d = GuardDecider(GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=None))
+    assert {o.action for o in feed_all(d, [(0, 50), (0.1, 0.5), (0.2, 0.1)])} == {Action.NONE}
+    d = GuardDecider(GuardLines(warn_below_gib=None, term_below_gib=4, kill_below_gib=None, grace_s=1))
+    out = feed_all(d, [(0, 5), (0.05, 3.9), (0.5, 0.1), (1.05, 0.1)])
+    assert [o.action for o in out] == [Action.NONE, Action.TERM, Action.NONE, Action.KILL]
+    assert out[-1].reason == "grace expired"
+
+
+def test_already_below_at_the_first_sample_acts_at_once():
+    d = GuardDecider(LINES)
+    o = d.feed(0, g(2))
+    assert o.action is Action.KILL and not o.held
+
+
+def test_after_kill_nothing_more():
+    d = GuardDecider(LINES)
+    feed_all(d, [(0, 20), (0.5, 3)])
+    assert d.state == "killing"
+    assert {o.action for o in feed_all(d, [(0.2, 1), (0.3, 0.5)])} == {Action.NONE}
+    assert d.low_water == g(0.5)
