@@ -614,6 +614,8 @@ class SparkApp(App):
             if status.guard is not None:
                 self.guard = status.guard
                 self.w.gauge.update_guard(status.guard)
+            if status.trip and (previous is None or not previous.trip):
+                self._show_trip(status)
             self.w.gauge.update_tree(status.tree_bytes, status.tree_procs)
             view = info.view
             detail = status.detail or (f"pid {status.pid}  http://{status.host}:{status.port}" if status.pid else "")
@@ -622,6 +624,17 @@ class SparkApp(App):
             if message.action in ("launch", "restart"):
                 self.show_pane("server")
         self._refresh_status()
+
+    def _show_trip(self, status: ServerStatus) -> None:
+        """The guard stopped the server: say so loudly, with its report."""
+        report = self.guard.last_trip or "the memory guard stopped the server"
+        self.w.diagnosis.show((
+            "memory guard trip", report,
+            "Memory ran short while vLLM ran. Lower --gpu-memory-utilization or --max-model-len / "
+            "--max-num-seqs, use --kv-cache-dtype fp8, or free memory used by other programs; "
+            "the guard's lines are in the profile's [guard] table (Ctrl+G).",
+        ))
+        self.notify(report.splitlines()[0], title="Memory guard", severity="error", timeout=30)
 
     def _predicted(self) -> list[tuple[str, str]]:
         v = self.fit_view
@@ -779,7 +792,8 @@ class SparkApp(App):
             info.show(ServerView(view.state, view.detail, view.predicted or self._predicted(), message.actual,
                                  view.metrics, view.diagnosis))
         card = self.w.diagnosis
-        if message.diagnosis != card.diagnosis:
+        tripped = self.server is not None and self.server.trip
+        if message.diagnosis != card.diagnosis and not tripped:
             card.show(message.diagnosis)
 
     def on_log_unavailable(self, message: msg.LogUnavailable) -> None:

@@ -96,7 +96,7 @@ class ServerInfo(Widget):
         s = lambda n: self.get_component_rich_style(f"srv--{n}")  # noqa: E731
         out = Text()
         out.append("Server ", s("label"))
-        out.append(v.state, s("bad" if v.state in ("failed", "n/a") else "state"))
+        out.append(v.state, s("bad" if v.state in ("failed", "n/a", "tripped", "killed", "lost") else "state"))
         if v.detail:
             out.append(f"  {v.detail}", s("muted"))
         if v.predicted or v.actual:
