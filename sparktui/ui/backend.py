@@ -174,7 +174,8 @@ class Backend:
     def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
         """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""
         logtail = _module("sparktui.runtime.logtail")
-        with logtail.LogTail(path, keep=1) as tail:
+        # Small reads keep each hold of the GIL short, so keys stay quick while a flood is read.
+        with logtail.LogTail(path, keep=1, chunk_bytes=1 << 16) as tail:
             yield from tail.follow(interval_s=0.1, stop=stop)
 
     def metrics(self, status: ServerStatus, previous: Any) -> tuple[Any, list[tuple[str, str]]]:
