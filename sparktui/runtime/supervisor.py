@@ -30,7 +30,10 @@ from pathlib import Path
 from sparktui.core import vllm_log
 from sparktui.errors import UserError
 from sparktui.runtime import proc, state as st
+from sparktui.runtime.endpoint import Endpoint, base_url
 from sparktui.runtime.guard import Guard, GuardLines, TripReport
+from sparktui.runtime.logtail import LogTail
+from sparktui.runtime.memory import read_memory
 from sparktui.runtime.runner import LaunchCommand, build_command
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -68,12 +71,8 @@ class Preflight:
 
 
 def _meminfo() -> dict[str, int]:
-    out = {}
-    with open("/proc/meminfo") as f:
-        for line in f:
-            key, _, rest = line.partition(":")
-            out[key] = int(rest.split()[0]) * 1024
-    return out
+    sample = read_memory(psi=False)
+    return {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_free}
 
 
 def _port_in_use(host: str, port: int) -> bool:
@@ -187,25 +186,6 @@ def _event_dict(event) -> dict:
     return out
 
 
-class _LogFollower:
-    """New complete lines of a growing file."""
-
-    def __init__(self, path: Path):
-        self.path, self.offset, self.partial = path, 0, b""
-
-    def read(self) -> list[str]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(1 << 20)
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        return [line.decode(errors="replace").rstrip("\r") for line in lines]
-
-
 class Supervisor:
     def __init__(self, profile, serve=None, *, force: bool = False, detached: bool = False):
         self.profile = profile
@@ -230,6 +210,7 @@ class Supervisor:
         self.state: dict = {}
         self.healthy = False
         self._last_metrics = None  # the previous /metrics snapshot, for rates
+        self.endpoint: Endpoint | None = None
         self.reaper: subprocess.Popen | None = None
         self._server: socket.socket | None = None
 
@@ -388,19 +369,20 @@ class Supervisor:
             self._save(status="starting", phase=self.summary.phase)
             self._serve_socket()
             print(f"sparktui: vLLM pid {self.tree.pid} on {self.state['url']}, log {log_path}", file=sys.stderr, flush=True)
-            return self._loop(log_path)
+            with Endpoint(base_url(self.serve.host, self.port), api_key=self.serve.api_key) as self.endpoint:
+                return self._loop(log_path)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             self._close()
 
     def _loop(self, log_path: Path) -> int:
-        follower = _LogFollower(log_path)
+        follower = LogTail(log_path, keep=1)
         generation = self.tree.generation
         next_refresh = next_health = next_metrics = 0.0
         how = None
         while True:
-            changed = self._ingest(follower.read())
+            changed = self._ingest(follower.poll())
             now = time.monotonic()
             if now >= next_refresh:
                 self.tree.refresh()
@@ -409,7 +391,7 @@ class Supervisor:
                 generation, changed = self.tree.generation, True
             if self.summary.ready and not self.healthy and now >= next_health:
                 next_health = now + 0.5
-                if self._check_health():
+                if self.endpoint.health().ok:
                     self.tree.refresh()  # the state that says "running" names every process
                     self.healthy, changed = True, True
                     self.state.update(status="running", ready_at=time.time())
@@ -446,30 +428,14 @@ class Supervisor:
             self.state["phase"] = self.summary.phase
         return changed
 
-    def _check_health(self) -> bool:
-        import httpx
-
-        try:
-            return httpx.get(f"{self._base_url()}/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def _base_url(self) -> str:
-        host = "127.0.0.1" if self.serve.host in ("0.0.0.0", "") else self.serve.host
-        return f"http://{host}:{self.port}"
-
     def _poll_metrics(self) -> None:
-        import httpx
-
         from sparktui.core import metrics as m
 
-        try:
-            response = httpx.get(f"{self._base_url()}/metrics", timeout=2)
-            response.raise_for_status()
-            snapshot = m.parse_metrics(response.text, time.monotonic())
-        except (httpx.HTTPError, m.MetricsError) as exc:
-            self.state["metrics"] = {"error": str(exc), "at": time.time()}
+        fetched = self.endpoint.metrics()
+        if fetched.snapshot is None:
+            self.state["metrics"] = {"error": fetched.error, "at": time.time()}
             return
+        snapshot = fetched.snapshot
         stats = m.derive(snapshot, self._last_metrics)
         self._last_metrics = snapshot
         self.state["metrics"] = {
@@ -479,7 +445,7 @@ class Supervisor:
             "at": time.time(),
         }
 
-    def _finish(self, how: str, follower: _LogFollower) -> int:
+    def _finish(self, how: str, follower: LogTail) -> int:
         self._save(status="stopping")
         report = None
         if how == "guard":
@@ -496,7 +462,8 @@ class Supervisor:
         returncode = self.tree.returncode()
         if not self.tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
             report = self.tree.kill()
-        self._ingest(follower.read())
+        self._ingest(follower.drain())
+        follower.close()
         if how == "exited":
             for event in self.summary.finish(returncode):
                 if not isinstance(event, vllm_log.PhaseChanged):
