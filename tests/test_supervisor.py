@@ -194,6 +194,11 @@ def test_kill_through_the_python_api_removes_tree_and_shm_leftovers(make_profile
     assert supervisor.attach()["phase"] == "ready"
     shm = tree_shm(state)
     assert shm
+    disarmed = supervisor.set_guard(profile.serve.port, armed=False)
+    assert disarmed["guard"]["armed"] is False and disarmed["guard"]["state"] == "disarmed"
+    assert supervisor.set_guard(armed=True)["guard"]["state"] == "watching"
+    assert [e["kind"] for e in st.read_state(st.state_path(profile.serve.port))["events"]][-2:] == [
+        "GuardDisarmed", "GuardArmed"]
     final = supervisor.kill(profile.serve.port)
     assert final["exit"]["reason"] == "killed"
     report = final["exit"]["stop"]

@@ -301,9 +301,16 @@ class Supervisor:
                     self.request(cmd, "socket")
                     conn.settimeout(None)
                     self.finished.wait(float(msg.get("wait", 60)))
-                reply = {"ok": cmd in ("status", "stop", "kill"), "state": self.snapshot()}
+                elif cmd == "guard" and self.guard is not None:
+                    self.guard.arm() if msg.get("armed") else self.guard.disarm()
+                    with self.lock:
+                        self.state["guard"].update(armed=self.guard.armed,
+                                                   state="watching" if self.guard.armed else "disarmed")
+                    self.events.append({"kind": "GuardArmed" if self.guard.armed else "GuardDisarmed", "t": time.time()})
+                    self._save()
+                reply = {"ok": cmd in ("status", "stop", "kill", "guard"), "state": self.snapshot()}
                 if not reply["ok"]:
-                    reply["error"] = f"unknown command {cmd!r}; expected status, stop or kill"
+                    reply["error"] = f"unknown command {cmd!r}; expected status, stop, kill or guard"
             except (OSError, ValueError) as exc:
                 reply = {"ok": False, "error": str(exc)}
             try:
@@ -511,8 +518,11 @@ class Supervisor:
         g = self.state["guard"]
         g["armed"] = self.guard.armed
         g["state"] = "tripped" if self.tripped.is_set() else ("watching" if self.guard.armed else "disarmed")
-        if g.get("last") and g["last"]["available_gib"] == now["available_gib"] and g["last"]["action"] == now["action"]:
-            return False
+        last = g.get("last")
+        if last and last["action"] == now["action"] and (
+                last["available_gib"] == now["available_gib"] or time.time() - last["at"] < 1.0):
+            return False  # the file is rewritten for news, not for every sample
+        now["at"] = time.time()
         g["last"] = now
         return True
 
@@ -631,6 +641,14 @@ def _command(cmd: str, port: int | None, wait: float) -> dict:
     final = st.read_state(st.state_path(state["port"])) or reply.get("state", {})
     final["alive"] = st.supervisor_alive(final)
     return final
+
+
+def set_guard(port: int | None = None, *, armed: bool) -> dict:
+    """Arm or disarm the memory guard of a running server; its state afterwards."""
+    state = st.find_state(port)
+    if not state["alive"]:
+        raise UserError(f"the server on port {state['port']} is not running (status {state.get('status')})")
+    return st.request(state["port"], "guard", armed=armed)["state"] | {"alive": True}
 
 
 def restart(port: int | None = None, *, force: bool = False) -> dict:
