@@ -136,3 +136,20 @@ def test_trip_takes_the_whole_tree_with_reparented_grandchild(tmp_path):
     assert report.line == "term" and report.escalated and report.escalation == "grace expired"  # the child ignores SIGTERM
     assert report.gone and report.survivors == []
     assert not alive(tree.pid) and not alive(child) and not alive(grand)
+
+
+def test_guard_in_a_thread_armed_later_trips_and_reports(tmp_path):
+    a0 = avail_gib()
+    tree = start_hog(tmp_path, 1024, 1800, "--hold", "8")
+    reports = []
+    guard = Guard(tree, lines(a0, kill=0.8), armed=False, on_report=reports.append)
+    guard.start()
+    deadline = time.monotonic() + 10
+    while guard.decider.low_water is None or guard.decider.low_water > (a0 - 1.0) * GiB:
+        assert time.monotonic() < deadline, "hog never went below the (disarmed) kill line"
+        time.sleep(0.01)
+    assert guard.report is None and alive(tree.pid)  # below the line, but disarmed
+    guard.arm()
+    guard.join(10)
+    assert reports and reports[0] is guard.report and guard.report.line == "kill" and guard.report.gone
+    assert not alive(tree.pid)

@@ -31,13 +31,16 @@ def test_readable_output_explains_the_failure(fixtures, capsys):
     assert "failed during kv cache" in out
 
 
-def test_reads_standard_input(fixtures):
-    log = (fixtures / "vllm-cpu" / "startup_final_eager.log").read_bytes()
+def test_reads_standard_input_like_a_file(fixtures, capsys):
+    # a log full of progress bars redrawn with carriage returns
+    path = fixtures / "vllm-logs" / "discrete_v0.13.0_qwen2.5-14b-instruct-awq_A5000_success.log"
     out = subprocess.run(
-        [sys.executable, "-m", "sparktui", "inspect-log", "-", "--json"], input=log, capture_output=True
+        [sys.executable, "-m", "sparktui", "inspect-log", "-", "--json"], input=path.read_bytes(), capture_output=True
     )
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["kv_cache_tokens"] == 131072
+    main(["inspect-log", str(path), "--json"])
+    assert json.loads(out.stdout) == json.loads(capsys.readouterr().out)
+    assert json.loads(out.stdout)["kv_cache_tokens"] == 56736
 
 
 def test_missing_file_is_a_user_error_naming_it(tmp_path):

@@ -210,6 +210,9 @@ def test_split_line_strips_colour_prefix_level_and_carriage_returns():
     assert split_line("INFO:     Application startup complete.\n") == (None, "INFO", "Application startup complete.")
     bar = ENGINE + "\rCapturing CUDA graphs (decode, FULL):   0%| 0/19\rCapturing CUDA graphs (decode, FULL): 100%| 19/19\n"
     assert split_line(bar) == ("EngineCore_DP0", None, "Capturing CUDA graphs (decode, FULL): 100%| 19/19")
+    assert split_line("\x1b[2K\x1b[32mINFO\x1b[0m:     Application startup complete.") == (
+        None, "INFO", "Application startup complete.",
+    )  # fmt: skip
     assert split_line("(EngineCore pid=6890) ERROR 08-03 21:49:23 [core.py:1231] EngineCore failed to start.\r\n") == (
         "EngineCore", "ERROR", "EngineCore failed to start.",
     )  # fmt: skip
@@ -343,3 +346,37 @@ def test_unknown_error_at_exit():
 def test_normal_stop_after_ready_is_no_failure(fixtures):
     summary = summarize(read_lines(fixtures / CPU / "startup_final_eager.log"), returncode=0)
     assert summary.failure is None and summary.ready
+
+
+def test_exit_after_ready():
+    lines = ["INFO:     Application startup complete."]
+    assert summarize(lines, returncode=0).failure is None
+    assert summarize(lines, returncode=-9).failure.message == "vLLM was killed by SIGKILL while serving."
+    assert summarize(lines, returncode=1).failure.kind == "unknown"
+
+
+def test_a_stop_sparktui_asked_for_is_no_failure():
+    summary = LogSummary()
+    summary.feed("(EngineCore pid=1) INFO 08-01 17:36:32 [gpu_model_runner.py:5209] Starting to load model m...")
+    assert summary.finish(returncode=-15, requested=True) == []
+    assert summary.failure is None and summary.phase == "loading_weights"
+
+
+def test_kv_cache_size_device_names():
+    line = "(EngineCore pid=1) INFO 01-01 00:00:00 [kv_cache_utils.py:2327] GPU + host KV cache size: 1,024 tokens, Maximum concurrency for 512 tokens per request: 2.00x"
+    assert only(line, vl.KVCacheSize) == vl.KVCacheSize(1024, "GPU + host")
+    assert only("INFO 01-01 00:00:00 [kv_cache_utils.py:1] XPU KV cache size: 2,048 tokens", vl.KVCacheSize).device == "XPU"
+
+
+def test_describe_gives_people_the_milestones(fixtures):
+    summary = LogSummary()
+    said = []
+    for line in read_lines(fixtures / LOGS / "discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_success.log"):
+        said.extend(text for ev in summary.feed(line) if (text := vl.describe(ev)))
+    assert "vLLM 0.10.2" in said
+    assert "weights loaded: 4.253 GiB in 1.2 s" in said
+    assert "GPU KV cache: 18,400 tokens" in said
+    assert "CUDA graphs captured in 4 s (1.27 GiB)" in said
+    assert "listening on http://localhost:24001" in said
+    assert said[-2:] == ["ready", "phase: ready"]
+    assert vl.describe(vl.Warning_("x")) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 
@@ -17,7 +18,8 @@ def _read_summary(path: str):
     from sparktui.errors import UserError
 
     if path == "-":
-        return summarize(sys.stdin)
+        # newline="\n": a progress bar's carriage returns stay inside its line, as in a file
+        return summarize(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n"))
     try:
         with open(path, encoding="utf-8", errors="replace", newline="\n") as fh:
             return summarize(fh)

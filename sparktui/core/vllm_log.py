@@ -164,7 +164,7 @@ def _clean(raw: str) -> str:
         # the usual case is a coloured "(APIServer pid=…)" prefix: cut it with str ops, regex the rest
         if line.startswith("\x1b["):
             end = line.find("m", 2, 16)
-            if end > 0:
+            if end > 0 and line[2:end].replace(";", "").isdigit():
                 line = line[end + 1 :]
         line = line.replace("\x1b[0;0m", "").replace("\x1b[0m", "")
         if "\x1b" in line:
@@ -237,7 +237,7 @@ _R_WEIGHTS_READ = re.compile(r"Loading weights took ([\d.]+) seconds")
 _R_WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds")
 _R_AVAIL_KV = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
 _R_CPU_KV = re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/[\d.]+\) GiB for KV cache")
-_R_KV_SIZE = re.compile(r"\b(\w+) KV cache size: ([\d,]+) tokens")
+_R_KV_SIZE = re.compile(r"^(.+?) KV cache size: ([\d,]+) tokens")
 _R_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 _R_GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?, took ([\d.-]+) GiB")
 _R_LISTEN = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
@@ -381,8 +381,11 @@ _RULES_BY_FIRST_WORD: dict[str, Callable[[str, list], None]] = {
     "Available": _on_available,
     "Explicitly": _on_cpu_kv,
     "Auto": _on_cpu_kv,
-    "GPU": _on_kv_size,
+    "GPU": _on_kv_size,  # also "GPU + host KV cache size" (hisparse)
     "CPU": _on_kv_size,
+    "XPU": _on_kv_size,
+    "TPU": _on_kv_size,
+    "HPU": _on_kv_size,
     "Maximum": _on_concurrency,
     "Capturing": _on_capturing,
     "Graph": _on_graph,
@@ -682,20 +685,22 @@ class LogSummary:
             self.failure = failure
         self.phase = FAILED
 
-    def finish(self, returncode: int | None = None) -> list[Event]:
+    def finish(self, returncode: int | None = None, *, requested: bool = False) -> list[Event]:
         """End of input (or the process exited): a start-up that never got ready has failed.
 
-        `returncode` is the exit status when known (negative: killed by that signal).
+        `returncode` is the exit status when known (negative: killed by that signal); `requested`
+        says sparktui itself stopped it (stop/kill/guard), so an exit is no failure of vLLM's.
         """
         self.finished = True
-        if self.ready and returncode in (None, 0) or self.failure is not None:
+        if self.failure is not None or requested or (self.ready and returncode in (None, 0)):
             return []
         if returncode is not None and returncode < 0:
             try:
                 name = signal.Signals(-returncode).name
             except ValueError:
                 name = f"signal {-returncode}"
-            failure = _killed(f"vLLM was killed by {name} during {self.reached.replace('_', ' ')}.")
+            when = "while serving" if self.ready else f"during {self.reached.replace('_', ' ')}"
+            failure = _killed(f"vLLM was killed by {name} {when}.")
         elif self.ready:
             failure = Failure(
                 "unknown",
@@ -737,11 +742,39 @@ def _killed(message: str) -> Failure:
     return Failure(
         "killed",
         message,
-        "vLLM was stopped from outside before it was ready. On a DGX Spark that is usually the kernel's "
+        "Something outside vLLM stopped it (its log shows no error). On a DGX Spark that is usually the kernel's "
         "OOM killer when unified memory ran out (check `sudo dmesg | grep -iE 'killed process|out of "
         "memory'`). Lower --gpu-memory-utilization, --max-model-len or --max-num-seqs, close other "
         "programs, or use a smaller model.",
     )
+
+
+def describe(event: Event) -> str | None:
+    """One short line for a person (the supervisor's recent events, the TUI's log pane); None for noise."""
+    kind = type(event)
+    if kind is Version:
+        return f"vLLM {event.version}"
+    if kind is LoadingStarted:
+        return f"loading {event.model}"
+    if kind is WeightsLoaded:
+        return f"weights loaded: {event.gib} GiB in {event.seconds:.1f} s"
+    if kind is AvailableKVMemory:
+        return f"KV cache memory: {event.gib} GiB"
+    if kind is KVCacheSize:
+        return f"{event.device} KV cache: {event.tokens:,} tokens"
+    if kind is MaxConcurrency:
+        return f"max concurrency {event.concurrency}x at {event.tokens_per_request:,} tokens per request"
+    if kind is CudaGraphCapture:
+        return f"CUDA graphs captured in {event.seconds:g} s ({event.gib} GiB)" if event.finished else None
+    if kind is ServerListening:
+        return f"listening on {event.url}" if event.url else None
+    if kind is StartupComplete:
+        return "ready"
+    if kind is Failure:
+        return f"failed ({event.kind}): {event.message}"
+    if kind is PhaseChanged:
+        return f"phase: {event.phase.replace('_', ' ')}"
+    return None
 
 
 def summarize(lines: Iterable[str], *, finished: bool = True, returncode: int | None = None) -> LogSummary:
