@@ -143,6 +143,9 @@ def test_foreground_launch_phases_ready_metrics_then_sigterm_stops_the_tree(make
 
     sup.send_signal(signal.SIGTERM)
     assert sup.wait(30) == 0, sup.stderr.read()
+    progress = sup.stderr.read()
+    assert "sparktui: phase: kv_cache" in progress and "sparktui: CPU KV cache: 131,072 tokens" in progress
+    assert f"sparktui: ready: http://127.0.0.1:{port} answers /health" in progress
     final = st.read_state(st.state_path(port))
     assert final["status"] == "exited" and final["exit"]["reason"] == "stopped" and final["exit"]["by"] == "SIGTERM"
     assert final["exit"]["stop"]["gone"] is True and not final["exit"]["stop"]["escalated"]
@@ -385,3 +388,11 @@ def test_guard_trips_when_the_engine_eats_memory_and_stops_the_tree(make_profile
     assert trip["signalled"][0]["signal"] == "SIGTERM"
     assert any(e["kind"] == "GuardTrip" for e in final["events"])
     assert not any(i.is_alive() for i in members(final))
+
+
+def test_stop_and_kill_without_a_server_say_so(env):
+    for command in (["stop"], ["kill", "--port", "8123"], ["status", "--port", "8123"]):
+        out = sparktui(command, env)
+        assert out.returncode == 2 and out.stderr.startswith("sparktui: ") and "Traceback" not in out.stderr
+    assert "no server is running" in sparktui(["stop"], env).stderr
+    assert "no server recorded on port 8123" in sparktui(["kill", "--port", "8123"], env).stderr

@@ -402,6 +402,7 @@ class Supervisor:
                     self.tree.refresh()  # the state that says "running" names every process
                     self.healthy, changed = True, True
                     self.state.update(status="running", ready_at=time.time())
+                    self._say(f"ready: {self.state['url']} answers /health")
             if self.healthy and now >= next_metrics:
                 next_metrics = now + METRICS_EVERY_S
                 self._poll_metrics()
@@ -428,12 +429,19 @@ class Supervisor:
             for event in self.summary.feed(line):
                 if isinstance(event, vllm_log.PhaseChanged):
                     changed = True
+                    self._say(f"phase: {event.phase}")
                     continue
+                if isinstance(event, vllm_log.KVCacheSize):
+                    self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
                 self.events.append(_event_dict(event))
                 changed = True
         if changed:
             self.state["phase"] = self.summary.phase
         return changed
+
+    def _say(self, text: str) -> None:
+        """One line of progress on stderr (the terminal, or the journal under systemd)."""
+        print(f"sparktui: {text}", file=sys.stderr, flush=True)
 
     def _poll_metrics(self) -> None:
         from sparktui.core import metrics as m
