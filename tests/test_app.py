@@ -222,3 +222,67 @@ async def test_command_palette_lists_sparktui_commands():
         assert isinstance(palette, CommandPalette)
         texts = [str(o.prompt) for o in palette.query_one("CommandList").options]
         assert any("Kill the server now" in t for t in texts), texts
+
+
+async def test_an_edit_changes_the_verdict_and_a_key_applies_the_fix():
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.fit_view.verdict in ("fits", "tight"), app.fit_view.reasons
+        fits_tokens = app.fit_view.kv_cache_tokens
+        app.query_one("#flag-max_model_len", Input).value = "1000000"
+        await settle(pilot)
+        assert app.fit_view.verdict == "wont_start", app.fit_view.reasons
+        assert any("max_model_len" in s.changes for s in app.fit_view.applicable)
+        await pilot.press("ctrl+f")
+        await settle(pilot)
+        applied = app.form.config.max_model_len
+        assert applied < 1_000_000
+        assert app.query_one("#flag-max_model_len", Input).value == str(applied)
+        assert app.fit_view.verdict in ("fits", "tight"), app.fit_view.reasons
+        app.query_one("#flag-gpu_memory_utilization", Input).value = "0.95"
+        await settle(pilot)
+        assert app.fit_view.verdict == "unsafe"
+        app.query_one("#flag-gpu_memory_utilization", Input).value = "0.75"
+        await settle(pilot)
+        assert app.fit_view.kv_cache_tokens < fits_tokens  # a smaller claim leaves a smaller KV cache
+
+
+async def test_the_fit_uses_the_current_memavailable():
+    from tests.app_support import sample
+    from sparktui.core.units import GiB
+
+    busy = SampleBackend(memory=sample(mem_available=int(40 * GiB)))
+    app = SparkApp(profile="70b-dense-single-user", backend=busy)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.fit_view.verdict == "wont_start"
+        assert app.fit_view.mem_available == int(40 * GiB)
+        assert any("refuses to start" in r for r in app.fit_view.reasons)
+
+
+async def test_without_vllm_the_launch_pane_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        detail = app.w.info.view.detail
+        assert "not on PATH" in detail and "Install vLLM" in detail, detail
+
+
+async def test_launching_what_the_fit_says_wont_start_asks_first():
+    from tests.app_support import sample
+    from sparktui.core.units import GiB
+
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend(memory=sample(mem_available=int(40 * GiB))))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.fit_view.verdict == "wont_start"
+        await pilot.press("f5")
+        await settle(pilot)
+        from sparktui.ui.screens import ConfirmScreen
+
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await settle(pilot)
+        assert app.server is None and app.w.phases.phase is None

@@ -16,3 +16,20 @@ def test_unknown_subcommand_is_a_usage_error():
     out = run_cli("no-such-command")
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
+
+
+def test_output_into_a_closed_pipe_is_not_a_traceback():
+    # `sparktui fit … | head -1`: the reader has gone before sparktui writes.
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "sparktui", "fit", "--model", "Qwen/Qwen3-32B"],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert out.returncode == 0
+    assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr

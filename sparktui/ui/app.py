@@ -42,7 +42,7 @@ class StatusBar(Static):
 
 class SparkApp(App):
     TITLE = "sparktui"
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     COMMANDS = App.COMMANDS | {SparkCommands}
     MEMORY_INTERVAL_S = 1.0
@@ -62,7 +62,7 @@ class SparkApp(App):
         Binding("f2", "save_as", "Save as", id="config.save_as", show=False),
         Binding("f3", "pick_model", "Model", id="config.model", show=False),
         Binding("f4", "paste_command", "Paste cmd", id="config.paste", show=False),
-        Binding("ctrl+f", "apply_suggestion(1)", "Apply fix", id="fit.apply", show=False),
+        Binding("ctrl+f", "apply_suggestion(0)", "Apply fix", id="fit.apply", show=False),
         Binding("ctrl+t", "next_theme", "Theme", id="app.theme", show=False),
         Binding("ctrl+n", "next_pane", "Pane", id="app.pane"),
         Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
@@ -97,6 +97,7 @@ class SparkApp(App):
         self.server: ServerStatus | None = None
         self.server_error: str | None = None
         self.guard = GuardView()
+        self.runner_problem: str | None = None
         self.pane = "config"
         self.host = ""
         self._memory_busy = False
@@ -115,7 +116,8 @@ class SparkApp(App):
         with Horizontal(id="panes"):
             with Vertical(id="config-pane", classes="pane -active"):
                 yield Static("", id="profile-line")
-                yield FitPanel(id="fit")
+                with VerticalScroll(id="fit-scroll"):
+                    yield FitPanel(id="fit")
                 yield ConfigEditor(id="editor")
             with Vertical(id="server-pane", classes="pane"):
                 yield PhaseStrip(id="phases")
@@ -152,8 +154,7 @@ class SparkApp(App):
         for error in self.startup_errors:
             self.notify(error, title="Settings", severity="error", timeout=15)
         self.host = self.backend.host() if self.show_host else "host"
-        self.w.tabs.active = "tab-config"
-        self.w.info.show(ServerView("stopped", "F5 launches the configuration"))
+        self.w.info.show(ServerView("stopped", self._idle_detail()))
         self._refresh_status()
         self._load_profile(self.profile_arg, source="start")
         self._poll_memory()
@@ -168,16 +169,15 @@ class SparkApp(App):
     def _refresh_status(self) -> None:
         bar = Text(no_wrap=True, overflow="ellipsis")
         bar.append(" sparktui ", "bold reverse")
-        bar.append(f" {self.host} ")
-        name = getattr(self.profile, "name", None) or "no profile"
-        bar.append(f"│ {name} ")
+        bar.append(f" {self.host} │ server ")
         state = self.server.state if self.server else ("n/a" if self.server_error else "stopped")
-        bar.append("│ server ")
         bar.append(state, "bold")
         bar.append(" │ guard ")
         bar.append(self.guard.state, "bold")
         if self.sample is not None:
             bar.append(f" │ avail {self.sample.mem_available / 2**30:.1f} GiB")
+        name = getattr(self.profile, "name", None) or "no profile"
+        bar.append(f" │ {name}")
         self.w.statusbar.update(bar)
 
     # -- panes (all visible when wide; one at a time when narrow) ----------------------------------
@@ -265,10 +265,32 @@ class SparkApp(App):
             line.update(Text("Profile: none  Ctrl+O opens one, F4 pastes a vllm serve line", no_wrap=True, overflow="ellipsis"))
             return
         self.profile = message.profile
+        self._check_runner(self.profile)
         self._show_profile_line()
         self.w.editor.load(self.profile.serve)
         self._apply_profile_guard()
         self._refresh_status()
+
+    @work(thread=True, exclusive=True, group="runner", name="check-runner", exit_on_error=False)
+    def _check_runner(self, profile) -> None:
+        try:
+            problem = self.backend.runner_problem(profile)
+        except Unavailable as exc:
+            problem = str(exc)
+        self.call_from_thread(self._runner_checked, problem)
+
+    def _runner_checked(self, problem: str | None) -> None:
+        self.runner_problem = problem
+        if self.server is None or self.server.state not in LIVE_STATES:
+            view = self.w.info.view
+            self.w.info.show(ServerView(view.state if self.server else "stopped", self._idle_detail(),
+                                        view.predicted, view.actual, [], view.diagnosis))
+
+    def _idle_detail(self) -> str:
+        if self.runner_problem:
+            return (f"vLLM cannot be started here: {self.runner_problem}. Install vLLM (pip install vllm, "
+                    "or use NVIDIA's vLLM container with [runner] kind = \"container\") and reopen the profile.")
+        return "F5 launches the configuration"
 
     def _show_profile_line(self) -> None:
         p = self.profile
@@ -279,15 +301,21 @@ class SparkApp(App):
         self.w.profile_line.update(text)
 
     def _apply_profile_guard(self) -> None:
-        if self.server is None and self.profile is not None:
-            g = getattr(self.profile, "guard", None)
-            if g is not None:
-                self.guard = GuardView(
-                    state="armed" if getattr(g, "armed", True) is not False else "disarmed",
-                    warn_gib=getattr(g, "warn_below_gib", None), term_gib=getattr(g, "term_below_gib", None),
-                    kill_gib=getattr(g, "kill_below_gib", None),
-                    why_na="applies when a server runs", last_trip=self.guard.last_trip)
-                self.w.gauge.update_guard(self.guard)
+        """With no server running, the gauge shows the guard the profile will launch with."""
+        if (self.server is not None and self.server.state in LIVE_STATES) or self.profile is None:
+            return
+        g = self.profile.guard
+        try:
+            lines = self.backend.default_guard_lines(g)
+        except (Unavailable, UserError) as exc:
+            lines, why = {}, str(exc)
+        else:
+            why = "the profile's guard: it watches the server once launched"
+        self.guard = GuardView(state="disarmed" if g.armed is False else "armed",
+                               warn_gib=lines.get("warn_below_gib"), term_gib=lines.get("term_below_gib"),
+                               kill_gib=lines.get("kill_below_gib"), why_na=why, last_trip=self.guard.last_trip)
+        self.w.gauge.update_guard(self.guard)
+        self._refresh_status()
 
     def action_open_profile(self) -> None:
         self._list_profiles()
@@ -360,13 +388,13 @@ class SparkApp(App):
         self.w.fitpanel.show(view)
 
     def action_apply_suggestion(self, number: int) -> None:
-        suggestions = self.fit_view.suggestions
-        if not 1 <= number <= len(suggestions):
+        """Apply the fit panel's suggestion [number]; 0 means the first one."""
+        applicable = self.fit_view.applicable
+        number = number or 1
+        if not 1 <= number <= len(applicable) or self.form.config is None:
             self.notify("no suggestion to apply", severity="warning")
             return
-        if self.form.config is None:
-            return
-        suggestion = suggestions[number - 1]
+        suggestion = applicable[number - 1]
         try:
             config = self.form.config.replace(**suggestion.changes)
         except UserError as exc:
@@ -563,6 +591,9 @@ class SparkApp(App):
             self._refresh_status()
             return
         if message.error:
+            if message.action == "launch":  # nothing started: say why where the server would be
+                self.w.phases.set_phase(None)
+                self.w.info.show(ServerView("stopped", f"launch failed: {message.error}"))
             return
         self.server_error = None
         status: ServerStatus | None = message.status
@@ -574,7 +605,7 @@ class SparkApp(App):
             self.set_timer(1.0, self._log_stop.set)  # let the tail read the last lines first
         if status is None:
             view = info.view
-            info.show(ServerView("stopped", "F5 launches the configuration", view.predicted, view.actual, [],
+            info.show(ServerView("stopped", self._idle_detail(), view.predicted, view.actual, [],
                                  view.diagnosis))
             self._apply_profile_guard()
         else:
@@ -607,6 +638,15 @@ class SparkApp(App):
         if self.server is not None and self.server.state in LIVE_STATES:
             self.notify("a server is already running: stop it first (F6) or restart (F7)", severity="warning")
             return
+        verdict = self.fit_view.verdict
+        if verdict in ("wont_start", "unsafe"):
+            words = {"wont_start": "WON'T START", "unsafe": "UNSAFE"}[verdict]
+            self.push_screen(ConfirmScreen(f"The fit says {words}: {self.fit_view.reasons[0]}\nLaunch anyway?"),
+                             lambda yes: yes and self._launch())
+            return
+        self._launch()
+
+    def _launch(self) -> None:
         self.w.log.clear()
         self.w.diagnosis.show(None)
         self.w.phases.set_phase("starting")
@@ -642,7 +682,25 @@ class SparkApp(App):
 
     def action_toggle_guard(self) -> None:
         armed = self.guard.state != "armed"
-        self._guard_action(armed, None)
+        if self.server is not None and self.server.state in LIVE_STATES:
+            self._guard_action(armed, None)
+        else:
+            self._set_profile_guard(armed=armed)
+
+    def _set_profile_guard(self, **changes) -> None:
+        """No server: change the guard the profile launches with (Ctrl+S keeps it)."""
+        if self.profile is None:
+            self.notify("open or save a profile first: the guard's settings live in it", severity="warning")
+            return
+        try:
+            guard = dataclasses.replace(self.profile.guard, **changes)
+            self.backend.default_guard_lines(guard)  # validates the order of the lines
+        except (UserError, Unavailable) as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.profile = dataclasses.replace(self.profile, guard=guard)
+        self._apply_profile_guard()
+        self.notify("guard settings changed for the next launch (Ctrl+S saves them in the profile)")
 
     def action_guard_lines(self) -> None:
         g = self.guard
@@ -653,14 +711,22 @@ class SparkApp(App):
                 warn, term, kill = (float(p) for p in parts)
             except ValueError:
                 raise UserError("expected three numbers in GiB: warn term kill, e.g. 20 12 8") from None
-            if not warn > term > kill > 0:
-                raise UserError(f"expected warn > term > kill > 0 GiB, got {warn:g} {term:g} {kill:g}")
+            if not warn >= term >= kill >= 0:
+                raise UserError(f"expected warn ≥ term ≥ kill ≥ 0 GiB, got {warn:g} {term:g} {kill:g}")
             return {"warn_below_gib": warn, "term_below_gib": term, "kill_below_gib": kill}
 
         current = " ".join(f"{v:g}" for v in (g.warn_gib, g.term_gib, g.kill_gib) if v is not None)
         self.push_screen(PromptScreen("Guard lines: act when MemAvailable falls below (GiB) warn term kill", check,
                                       value=current, placeholder="20 12 8"),
-                         lambda lines: lines and self._guard_action(None, lines))
+                         self._guard_lines_chosen)
+
+    def _guard_lines_chosen(self, lines: dict | None) -> None:
+        if not lines:
+            return
+        if self.server is not None and self.server.state in LIVE_STATES:
+            self._guard_action(None, lines)
+        else:
+            self._set_profile_guard(**lines)
 
     @work(thread=True, exclusive=True, group="guard", name="guard-action", exit_on_error=False)
     def _guard_action(self, armed: bool | None, lines: dict | None) -> None:

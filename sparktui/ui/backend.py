@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -80,18 +81,28 @@ class Backend:
         return _module("sparktui.core.modelspec").load_model_spec(model)
 
     def local_models(self) -> list[str]:
+        """Repo ids in the local Hugging Face cache (with a config.json), then the built-in catalog."""
         modelspec = _module("sparktui.core.modelspec")
-        lister = getattr(modelspec, "list_cached_models", None) or getattr(modelspec, "local_models", None)
-        if lister is None:
-            raise Unavailable("listing the local Hugging Face cache is not available yet")
-        return [getattr(m, "repo_id", None) or getattr(m, "name", None) or str(m) for m in lister()]
+        cached: list[str] = []
+        for hub in modelspec.hub_dirs():
+            for folder in sorted(hub.glob("models--*")):
+                if any(folder.glob("snapshots/*/config.json")):
+                    repo = folder.name.removeprefix("models--").replace("--", "/")
+                    if repo not in cached:
+                        cached.append(repo)
+        catalog = [name for name in modelspec.catalog_names() if name not in cached]
+        return cached + catalog
 
     def machine(self, name: str):
-        return _module("sparktui.core.fit").machine_from_name(name)
+        fit_module = _module("sparktui.core.fit")
+        meminfo = None
+        if str(name).strip().lower() == "auto":
+            meminfo = Path("/proc/meminfo").read_text()
+        return fit_module.machine_from_name(name, meminfo)
 
     def fit(self, config, spec, machine, mem_available: int | None) -> FitView:
         fit_module = _module("sparktui.core.fit")
-        return fit_view(fit_module.fit(config, spec, machine, mem_available=mem_available), mem_available)
+        return fit_view(fit_module.fit(config, spec, machine, mem_available=mem_available), machine)
 
     # -- the server, through the supervisor ---------------------------------------------------------
     def runner_problem(self, profile) -> str | None:
@@ -141,12 +152,23 @@ class Backend:
             supervisor.stop(status.port)
         return server_status(supervisor.launch(profile, detach=True))
 
-    def set_guard(self, status: ServerStatus | None, armed: bool | None = None, lines: dict | None = None) -> GuardView:
+    def set_guard(self, status: ServerStatus, armed: bool | None = None, lines: dict | None = None) -> GuardView:
+        """Arm/disarm or move the lines of the guard of a running server, through its supervisor."""
+        state_mod = _module("sparktui.runtime.state")
+        args = {k: v for k, v in (("armed", armed), ("lines", lines)) if v is not None}
+        reply = state_mod.request(status.port, "guard", timeout=5, **args)
+        if not reply.get("ok"):
+            raise Unavailable(f"the supervisor on port {status.port} cannot change its guard: "
+                              f"{reply.get('error', 'no reason given')}")
+        state = reply.get("state") or {}
+        return guard_view(state.get("guard"), state.get("trip"))
+
+    def default_guard_lines(self, settings) -> dict:
+        """The profile's guard lines with the guard's defaults filled in (GiB)."""
         guard = _module("sparktui.runtime.guard")
-        setter = getattr(guard, "configure", None)
-        if status is None or setter is None:
-            raise Unavailable("the guard runs with the supervisor; changing it from the app is not available yet")
-        return guard_view(setter(status.port, armed=armed, lines=lines), None)
+        lines = guard.GuardLines.from_settings(settings)
+        return {"warn_below_gib": lines.warn_below_gib, "term_below_gib": lines.term_below_gib,
+                "kill_below_gib": lines.kill_below_gib}
 
     def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
         """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""
@@ -204,13 +226,16 @@ def guard_view(guard: dict | None, trip: dict | None) -> GuardView:
     )
 
 
-def trip_text(trip: dict) -> str:
+def trip_text(trip: dict | str) -> str:
+    """The guard's TripReport (as recorded by the supervisor) in a few words."""
     if isinstance(trip, str):
         return trip
-    parts = [str(trip.get(k)) for k in ("action", "reason", "message") if trip.get(k)]
-    if trip.get("mem_available") is not None:
-        parts.append(f"MemAvailable {trip['mem_available'] / 2**30:.1f} GiB")
-    return " · ".join(parts) or json.dumps(trip, default=str)
+    try:
+        from sparktui.runtime.guard import TripReport
+
+        return TripReport(**trip).summary()
+    except (ImportError, TypeError):
+        return json.dumps(trip, default=str)
 
 
 def server_status(state: dict) -> ServerStatus:
@@ -262,46 +287,51 @@ def gpu_view(report: Any) -> GpuView:
     )
 
 
-def fit_view(result: Any, mem_available: int | None) -> FitView:
-    """Turn a FitResult into what the fit panel draws."""
+def suggestion_changes(text: str) -> dict:
+    """The form change a fit suggestion stands for ({} when it is only advice)."""
+    numbers = [n.replace(",", "") for n in re.findall(r"\d[\d,]*(?:\.\d+)?", text)]
+    if "--max-model-len" in text and ("longest" in text or "could go up to" in text) and numbers:
+        return {"max_model_len": int(float(numbers[-1]))}
+    if text.startswith("smallest --gpu-memory-utilization") and numbers:
+        return {"gpu_memory_utilization": float(re.search(r": (\d\.\d+)", text).group(1))}
+    if text.startswith("--kv-cache-dtype fp8") and "not enough" not in text:
+        return {"kv_cache_dtype": "fp8"}
+    return {}
+
+
+def fit_view(result: Any, machine: Any) -> FitView:
+    """A FitResult as the fit panel draws it: vLLM's claim from the left (weights, activations,
+    CUDA graphs, KV cache, CUDA context), then what stays for the OS, then headroom."""
     from sparktui.ui.widgets.fitpanel import Suggestion
 
-    budget = getattr(result, "budget", None)
-    segments: list[tuple[str, str, int]] = []
-    pool = None
-    if budget is not None:
-        get = (lambda k: budget.get(k)) if isinstance(budget, dict) else (lambda k: getattr(budget, k, None))
-        for key, label, names in (
-            ("os", "OS", ("os_reserve", "os_reserve_bytes", "reserve")),
-            ("weights", "weights", ("weights", "weights_bytes")),
-            ("activations", "activations", ("activations", "activation_bytes", "activation_peak")),
-            ("graphs", "graphs", ("cuda_graphs", "cuda_graph_bytes", "graphs")),
-            ("kv", "KV", ("kv_cache", "kv_cache_bytes")),
-            ("headroom", "headroom", ("headroom", "headroom_bytes")),
-        ):
-            for name in names:
-                value = get(name)
-                if value is not None:
-                    segments.append((key, label, int(value)))
-                    break
-        for name in ("pool", "pool_bytes", "total", "total_bytes"):
-            if get(name) is not None:
-                pool = int(get(name))
-                break
+    b = result.budget
+    pool = b.get("mem_total") or b["total"]
+    segments = [
+        ("weights", "weights", b["weights"]),
+        ("activations", "act", b["activation_peak"] + b["non_torch"]),
+        ("graphs", "graphs", b["cuda_graphs"]),
+        ("kv", "KV", b["kv_cache"]),
+        ("os", "ctx", b["cuda_context"]),
+    ]
+    claimed = sum(n for _, _, n in segments)
+    rest = max(0, pool - claimed)
+    if machine is not None and getattr(machine, "unified", False):
+        reserve = min(rest, machine.os_need)
+        segments.append(("os", "OS", reserve))
+        rest -= reserve
+    segments.append(("headroom", "spare", rest))
     suggestions = []
-    for s in getattr(result, "suggestions", []) or []:
-        text = getattr(s, "text", None) or getattr(s, "description", None) or str(s)
-        changes = getattr(s, "changes", None) or {}
-        suggestions.append(Suggestion(text, dict(changes)))
+    for text in result.suggestions:
+        suggestions.append(Suggestion(text, suggestion_changes(text)))
     return FitView(
-        verdict=str(result.verdict),
-        reasons=[str(r) for r in result.reasons],
+        verdict=result.verdict,
+        reasons=list(result.reasons),
         segments=segments,
         pool_bytes=pool,
-        mem_available=mem_available,
+        mem_available=b.get("mem_available"),
         suggestions=suggestions,
-        kv_cache_bytes=getattr(result, "kv_cache_bytes", None),
-        kv_cache_tokens=getattr(result, "kv_cache_tokens", None),
-        max_concurrency=getattr(result, "max_concurrency", None),
-        kv_bytes_per_token=getattr(result, "kv_bytes_per_token", None),
+        kv_cache_bytes=result.kv_cache_bytes,
+        kv_cache_tokens=result.kv_cache_tokens,
+        max_concurrency=result.max_concurrency,
+        kv_bytes_per_token=result.kv_bytes_per_token,
     )

@@ -27,7 +27,7 @@ class SparkCommands(Provider):
         ]
         for name in app.sparktui_themes():
             items.append((f"Theme: {name}", partial(setattr, app, "theme", name), "switch theme (saved)"))
-        for i, suggestion in enumerate(app.fit_view.suggestions, 1):
+        for i, suggestion in enumerate(app.fit_view.applicable, 1):
             items.append((f"Apply suggestion {i}: {suggestion.text}", partial(app.action_apply_suggestion, i),
                           "change the form as the fit engine suggests"))
         for pane in ("config", "server", "memory"):

@@ -53,7 +53,7 @@ class ConfigEditor(VerticalScroll):
     """The form. `load(config)` fills it; edits post `Changed`."""
 
     DEFAULT_CSS = """
-    ConfigEditor { height: 1fr; }
+    ConfigEditor { height: 1fr; scrollbar-size-vertical: 1; }
     ConfigEditor .cat { color: $accent; text-style: bold; margin-top: 1; }
     ConfigEditor .row { height: auto; }
     ConfigEditor .row > .name { width: 23; color: $foreground-muted; }

@@ -33,6 +33,11 @@ class FitView:
     max_concurrency: float | None = None
     kv_bytes_per_token: int | None = None
 
+    @property
+    def applicable(self) -> list[Suggestion]:
+        """The suggestions that change the form, numbered 1… in the panel."""
+        return [s for s in self.suggestions if s.changes]
+
 
 VERDICT_TEXT = {"fits": "FITS", "tight": "TIGHT", "wont_start": "WON'T START", "unsafe": "UNSAFE",
                 "error": "CHECK THE FORM", "n/a": "NOT AVAILABLE"}
@@ -101,21 +106,32 @@ class FitPanel(Widget):
             out.append("\n")
             marker = Text(no_wrap=True)
             if v.mem_available is not None:
-                # MemAvailable measured from the left edge of what vLLM may claim (after the OS reserve).
-                col = min(width - 1, max(0, round((pool - v.mem_available) / pool * width)))
-                marker.append(" " * col)
-                marker.append("▲", self._style("marker"))
-                marker.append(f" free now {v.mem_available / GiB:.1f} GiB", label)
+                # vLLM's claim grows from the left; at start-up it must end left of what is free now.
+                col = min(width - 1, max(0, round(v.mem_available / pool * width)))
+                note = f" free now {v.mem_available / GiB:.1f} GiB"
+                if col + 1 + len(note) > width:
+                    marker.append(" " * max(0, col - len(note)))
+                    marker.append(note + " ", label)
+                    marker.append("▲", self._style("marker"))
+                else:
+                    marker.append(" " * col)
+                    marker.append("▲", self._style("marker"))
+                    marker.append(note, label)
             out.append_text(marker)
             out.append("\n")
             for key, name, n in v.segments:
                 out.append(SEGMENT_CHARS.get(key, "█"), self._style(key if key in SEGMENT_STYLES else "os"))
-                out.append(f"{name} {n / GiB:.1f}  ", label)
+                out.append(f"{name} {n / GiB:.1f} ", label)
             out.append(f"of {pool / GiB:.1f} GiB\n", label)
         for reason in v.reasons:
             out.append(f"• {reason}\n")
-        for i, s in enumerate(v.suggestions[:9], 1):
-            out.append(f"[{i}] ", self._style("key"))
+        number = 0
+        for s in v.suggestions:
+            if s.changes:
+                number += 1
+                out.append(f"[{number}] ", self._style("key"))
+            else:
+                out.append("  · ", self._style("label"))
             out.append(f"{s.text}\n")
         out.rstrip()
         return out

@@ -1,0 +1,134 @@
+"""The launch pane against the stub vLLM, through the real supervisor: launch → phases → ready →
+metrics; stop; kill now (one confirmation); attach to a server started elsewhere; failure card."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sparktui.runtime import proc, state as st
+from sparktui.ui.app import SparkApp
+from sparktui.ui.screens import ConfirmScreen
+from tests.app_support import SampleBackend
+from tests.stub_vllm import free_port, install_stub
+
+FAST = {"STUB_VLLM_TIME_SCALE": "0.01", "STUB_VLLM_MAX_LIFE_S": "120"}
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKTUI_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "state"))
+    yield tmp_path
+    for state in st.list_states():  # whatever a failed test left running
+        if state.get("tree"):
+            proc.sweep_orphans(state["tree"])
+        sup = state.get("supervisor") or {}
+        if state["alive"]:
+            proc.signal_process(proc.ProcessIdentity(int(sup["pid"]), int(sup["start_time"])), 9)
+
+
+@pytest.fixture
+def make_profile(tmp_path):
+    stub = install_stub(tmp_path / "bin")
+
+    def make(**stub_env) -> str:
+        port = free_port()
+        env_lines = "\n".join(f'{k} = "{v}"' for k, v in {**FAST, **stub_env}.items())
+        path = tmp_path / f"tiny-{port}.toml"
+        path.write_text(
+            f'[serve]\nmodel = "/models/tiny"\nport = {port}\nmax-model-len = 512\nenforce-eager = true\n'
+            f'[runner]\nexecutable = "{stub}"\n[env]\n{env_lines}\n'
+        )
+        return str(path)
+
+    return make
+
+
+async def until(pilot, condition, what: str, timeout: float = 30.0):
+    """Let the app run until condition() holds (the workers post as the server moves on)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        await pilot.pause(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; "
+                         f"server={pilot.app.server!r} phase={pilot.app.w.phases.phase!r}")
+
+
+async def test_launch_phases_ready_metrics_then_stop(make_profile, fixtures):
+    app = SparkApp(profile=make_profile(), backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.form.config is not None, "the profile")
+        await pilot.press("f5")
+        await until(pilot, lambda: app.server is not None and app.server.state in ("starting", "ready"), "a launch")
+        assert app.pane == "server"
+        seen = set()
+        await until(pilot, lambda: seen.add(app.w.phases.phase) or app.w.phases.phase == "ready", "phase ready")
+        await until(pilot, lambda: app.server.state == "ready", "the supervisor to say ready")
+        assert "ready" in seen and len(seen) >= 2, seen
+        actual = dict(app.w.info.view.actual)
+        assert actual["KV tokens"] == "131,072"  # what the fixture's vLLM printed
+        await until(pilot, lambda: dict(app.w.info.view.metrics).get("KV", "n/a") != "n/a", "live metrics")
+        figures = dict(app.w.info.view.metrics)
+        assert {"KV", "run", "wait", "gen", "TTFT p50"} <= set(figures)
+        log_lines = app.w.log.lines()
+        assert any("Application startup complete." in line for line in log_lines)
+        assert app.w.gauge.tree_procs and app.w.gauge.tree_procs >= 2  # API server + EngineCore
+        state = st.read_state(st.state_path(app.server.port))
+        members = [proc.ProcessIdentity(p, s) for p, s in state["tree"]["members"]]
+        await pilot.press("f6")
+        await until(pilot, lambda: app.server.state == "stopped", "the stop")
+        assert not any(m.is_alive() for m in members)
+        assert app.w.phases.phase != "failed"
+
+
+async def test_kill_now_asks_once_then_kills_the_tree(make_profile):
+    app = SparkApp(profile=make_profile(), backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.form.config is not None, "the profile")
+        await pilot.press("f5")
+        await until(pilot, lambda: app.server is not None and app.server.state == "ready", "ready")
+        state = st.read_state(st.state_path(app.server.port))
+        members = [proc.ProcessIdentity(p, s) for p, s in state["tree"]["members"]]
+        await pilot.press("f8")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # changed my mind: nothing happens
+        await pilot.pause(0.5)
+        assert app.server.state == "ready"
+        await pilot.press("f8")
+        await pilot.pause()
+        await pilot.press("y")
+        await until(pilot, lambda: app.server.state == "killed", "the kill")
+        assert not any(m.is_alive() for m in members)
+
+
+async def test_a_failed_start_shows_the_phase_and_the_diagnosis(make_profile, fixtures):
+    failing = fixtures / "vllm-cpu" / "startup_FAIL_default_kv_memutil.log"
+    app = SparkApp(profile=make_profile(STUB_VLLM_LOG=str(failing)), backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.form.config is not None, "the profile")
+        await pilot.press("f5")
+        await until(pilot, lambda: app.w.diagnosis.diagnosis is not None, "the diagnosis card")
+        await until(pilot, lambda: app.server is not None and app.server.state == "failed", "failed state")
+        assert app.w.phases.phase == "failed"
+        kind, message, hint = app.w.diagnosis.diagnosis
+        assert kind and message and hint
+        assert app.w.diagnosis.display
+
+
+async def test_attaches_to_a_server_already_running(make_profile):
+    from sparktui.core.profiles import load_profile
+    from sparktui.runtime import supervisor
+
+    profile = load_profile(make_profile())
+    supervisor.launch(profile)  # as `sparktui serve --detach` would, before the app starts
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.server is not None and app.server.state == "ready", "attaching")
+        assert app.server.port == profile.serve.port
+        await until(pilot, lambda: app.w.phases.phase == "ready", "the log replayed")
+        await pilot.press("f6")
+        await until(pilot, lambda: app.server.state == "stopped", "the stop")
