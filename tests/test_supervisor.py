@@ -396,3 +396,17 @@ def test_stop_and_kill_without_a_server_say_so(env):
         assert out.returncode == 2 and out.stderr.startswith("sparktui: ") and "Traceback" not in out.stderr
     assert "no server is running" in sparktui(["stop"], env).stderr
     assert "no server recorded on port 8123" in sparktui(["kill", "--port", "8123"], env).stderr
+
+
+def test_restart_relaunches_the_same_profile(make_profile, env, cleanup):
+    profile = load_profile(make_profile(serve_extra="max-num-seqs = 4"))
+    first = supervisor.launch(profile)
+    cleanup.append(first["supervisor"]["pid"])
+    first = running_state(profile.serve.port)
+    second = supervisor.restart(profile.serve.port)
+    cleanup.append(second["supervisor"]["pid"])
+    assert second["supervisor"]["pid"] != first["supervisor"]["pid"] and second["profile"] == profile.name
+    assert not any(i.is_alive() for i in members(first))
+    second = running_state(profile.serve.port)
+    assert "--max-num-seqs" in second["argv"] and second["argv"][second["argv"].index("--max-num-seqs") + 1] == "4"
+    assert supervisor.stop(profile.serve.port)["exit"]["reason"] == "stopped"

@@ -103,7 +103,7 @@ def preflight(profile, serve=None, *, force: bool = False, meminfo: dict[str, in
     gib = 1 << 30
 
     for other in st.list_states():
-        if other["alive"] and other.get("port") == serve.port:
+        if other["alive"] and other.get("status") in st.RUNNING and other.get("port") == serve.port:
             raise UserError(
                 f"--port {serve.port}: sparktui already runs a server there (profile "
                 f"{other.get('profile')!r}, supervisor pid {other['supervisor']['pid']}); stop it with "
@@ -646,6 +646,10 @@ def _command(cmd: str, port: int | None, wait: float) -> dict:
             return st.find_state(state["port"])
         raise UserError(f"the server on port {state['port']} is not running (status {state.get('status')})")
     reply = st.request(state["port"], cmd, timeout=wait + 5, wait=wait)
+    sup = proc.ProcessIdentity(state["supervisor"]["pid"], state["supervisor"]["start_time"])
+    deadline = time.monotonic() + 10
+    while sup.is_alive() and time.monotonic() < deadline:  # it is closing its socket and reaper
+        time.sleep(0.02)
     final = st.read_state(st.state_path(state["port"])) or reply.get("state", {})
     final["alive"] = st.supervisor_alive(final)
     return final
