@@ -1,7 +1,9 @@
 """The guard with real processes and real memory.
 
 Lines are set relative to MemAvailable at the test's start and a hog allocates (touches) at
-most 2 GiB, so this runs on any machine; each test takes a few seconds.
+most 2 GiB, so this runs on any machine; each test takes a few seconds. On a shared machine
+other programs may free memory meanwhile, so the hog may never reach a line: then (and only
+then) the attempt is repeated, at most 3 times.
 """
 
 from __future__ import annotations
@@ -38,6 +40,20 @@ def start_hog(tmp_path, rate_mib_s, cap_mib, *extra):
     return tree
 
 
+def guarded_hog(tmp_path, hog, make_lines, deepest, **guard_kw):
+    """Run a hog (hog.py arguments) under a Guard with lines from make_lines(a0); retry while
+    MemAvailable never went `deepest` GiB below its start (the test's precondition unmet)."""
+    for _attempt in range(3):
+        a0 = avail_gib()
+        tree = start_hog(tmp_path, *hog)
+        guard = Guard(tree, make_lines(a0), **guard_kw)
+        report = guard.run()
+        if report is not None or guard.decider.low_water < (a0 - deepest) * GiB:
+            return a0, tree, guard, report
+        tree.kill()
+    pytest.fail(f"MemAvailable never fell {deepest} GiB in 3 attempts: other programs kept freeing memory")
+
+
 def lines(a0, warn=None, term=None, kill=None, grace=5.0):
     """Lines `x` GiB below a0 (None = off)."""
     at = lambda x: None if x is None else round(a0 - x, 3)  # noqa: E731
@@ -45,16 +61,14 @@ def lines(a0, warn=None, term=None, kill=None, grace=5.0):
 
 
 def test_kill_line_kills_the_hog(tmp_path):
-    a0 = avail_gib()
-    tree = start_hog(tmp_path, 1024, 2048, "--procs", "2", "--hold", "8")
     trips = []
-    guard = Guard(tree, lines(a0, kill=0.8), on_trip=trips.append)
-    report = guard.run()
+    a0, tree, guard, report = guarded_hog(tmp_path, (1024, 2048, "--procs", "2", "--hold", "3"),
+                                          lambda a0: lines(a0, kill=0.7), 0.7, on_trip=trips.append)
     assert report is not None and report.line == "kill" and report.reason in ("below", "predicted")
     assert len(trips) == 1 and trips[0].action is Action.KILL
     assert report.gone and report.gone_after_s < 5 and not report.escalated
     assert not alive(tree.pid) and tree.returncode() == -9
-    assert report.threshold_gib == pytest.approx(a0 - 0.8, abs=0.01)
+    assert report.threshold_gib == pytest.approx(a0 - 0.7, abs=0.01)
     assert report.mem_available_gib < report.threshold_gib + 0.3
     assert report.low_water_gib <= report.mem_available_gib and report.low_water_gib > a0 - 2.1
     assert report.fall_rate_gib_s > 0.1
@@ -65,54 +79,47 @@ def test_kill_line_kills_the_hog(tmp_path):
 
 
 def test_term_line_stops_the_hog_gracefully(tmp_path):
-    a0 = avail_gib()
-    tree = start_hog(tmp_path, 1024, 1800, "--hold", "8")
-    report = Guard(tree, lines(a0, term=0.8, kill=3.0)).run()
-    assert report.line == "term" and not report.escalated and report.gone
+    _, tree, _, report = guarded_hog(tmp_path, (1024, 1800, "--hold", "3"), lambda a0: lines(a0, term=0.7, kill=3.0), 0.7)
+    assert report is not None and report.line == "term" and not report.escalated and report.gone
     assert [s["signal"] for s in report.signalled] == ["SIGTERM"]
     assert tree.returncode() == -15
 
 
 def test_term_ignored_escalates_after_grace(tmp_path):
-    a0 = avail_gib()
-    tree = start_hog(tmp_path, 1024, 1800, "--ignore-term", "--hold", "8")
-    report = Guard(tree, lines(a0, term=0.8, kill=3.0, grace=0.5)).run()
-    assert report.line == "term" and report.escalated and report.escalation == "grace expired"
+    _, tree, _, report = guarded_hog(tmp_path, (1024, 1800, "--ignore-term", "--hold", "3"),
+                                     lambda a0: lines(a0, term=0.7, kill=3.0, grace=0.5), 0.7)
+    assert report is not None and report.line == "term" and report.escalated and report.escalation == "grace expired"
     assert report.gone and 0.5 <= report.gone_after_s < 5
     assert [s["signal"] for s in report.signalled if s["target"].startswith("group")] == ["SIGTERM", "SIGKILL"]
     assert tree.returncode() == -9
 
 
 def test_kill_line_during_grace_escalates_at_once(tmp_path):
-    a0 = avail_gib()
-    tree = start_hog(tmp_path, 1024, 2048, "--ignore-term", "--procs", "2", "--hold", "8")
     t = time.monotonic()
-    report = Guard(tree, lines(a0, term=0.6, kill=1.2, grace=30)).run()
-    assert report.line == "term" and report.escalated
+    _, tree, _, report = guarded_hog(tmp_path, (1024, 2048, "--ignore-term", "--procs", "2", "--hold", "3"),
+                                     lambda a0: lines(a0, term=0.5, kill=1.0, grace=30), 1.0)
+    assert report is not None and report.line == "term" and report.escalated
     assert report.escalation in ("below kill line during grace", "predicted kill line during grace")
-    assert time.monotonic() - t < 10  # nowhere near the 30 s grace
+    assert time.monotonic() - t < 25  # never waited out the 30 s grace
     assert report.gone and not alive(tree.pid)
 
 
 def test_warn_notifies_and_lets_the_command_finish(tmp_path):
-    a0 = avail_gib()
-    tree = start_hog(tmp_path, 1024, 1536, "--hold", "0.3")
     warnings = []
-    guard = Guard(tree, lines(a0, warn=0.5, term=None, kill=None), on_warn=warnings.append)
-    assert guard.run() is None
+    _, tree, guard, report = guarded_hog(tmp_path, (1024, 1536, "--hold", "0.3"),
+                                         lambda a0: lines(a0, warn=0.5, term=None, kill=None), 0.5, on_warn=warnings.append)
+    assert report is None
     assert len(warnings) == 1 and warnings[0].line == "warn"
     assert tree.returncode() == 0
 
 
 def test_disarmed_guard_does_nothing(tmp_path):
-    a0 = avail_gib()
-    tree = start_hog(tmp_path, 1024, 1536, "--hold", "0.3")
     events = []
-    guard = Guard(tree, lines(a0, warn=0.2, term=0.3, kill=0.4), armed=False, on_warn=events.append, on_trip=events.append)
-    assert guard.run() is None
-    assert events == [] and guard.report is None
+    _, tree, guard, report = guarded_hog(tmp_path, (1024, 1536, "--hold", "0.3"),
+                                         lambda a0: lines(a0, warn=0.2, term=0.3, kill=0.4), 0.4,
+                                         armed=False, on_warn=events.append, on_trip=events.append)
+    assert report is None and events == [] and guard.report is None  # below every line, disarmed
     assert tree.returncode() == 0
-    assert guard.decider.low_water < (a0 - 0.4) * GiB  # it watched memory go below every line
 
 
 def test_trip_takes_the_whole_tree_with_reparented_grandchild(tmp_path):
@@ -140,12 +147,12 @@ def test_trip_takes_the_whole_tree_with_reparented_grandchild(tmp_path):
 
 def test_guard_in_a_thread_armed_later_trips_and_reports(tmp_path):
     a0 = avail_gib()
-    tree = start_hog(tmp_path, 1024, 1800, "--hold", "8")
+    tree = start_hog(tmp_path, 1024, 2048, "--hold", "8")
     reports = []
-    guard = Guard(tree, lines(a0, kill=0.8), armed=False, on_report=reports.append)
+    guard = Guard(tree, lines(a0, kill=0.6), armed=False, on_report=reports.append)
     guard.start()
     deadline = time.monotonic() + 10
-    while guard.decider.low_water is None or guard.decider.low_water > (a0 - 1.0) * GiB:
+    while guard.decider.low_water is None or guard.decider.low_water > (a0 - 0.9) * GiB:
         assert time.monotonic() < deadline, "hog never went below the (disarmed) kill line"
         time.sleep(0.01)
     assert guard.report is None and alive(tree.pid)  # below the line, but disarmed
