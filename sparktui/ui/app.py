@@ -561,7 +561,7 @@ class SparkApp(App):
     def _poll_server(self) -> None:
         self._server_ticks += 1
         idle = self.server is None or self.server.state not in LIVE_STATES
-        if idle and self._server_ticks % self.IDLE_SERVER_EVERY:
+        if idle and (self._server_ticks - 1) % self.IDLE_SERVER_EVERY:
             return  # nothing running: look for a server started elsewhere every few seconds
         if not self._server_busy:
             self._server_busy = True

@@ -19,8 +19,10 @@ class TextPanel(Widget):
         plain = text.plain
         if plain == self._last_plain:
             return
-        lines = plain.count("\n") + 1
-        layout = lines != self._last_lines
+        width = self.content_region.width
+        # Lines as drawn at this width (wrapping included): a new count needs a new layout.
+        lines = len(text.wrap(self.app.console, width)) if width > 0 else -1
+        layout = lines != self._last_lines or lines < 0
         self._last_plain, self._last_lines = plain, lines
         self.refresh(layout=layout)
 
