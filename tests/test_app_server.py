@@ -154,3 +154,24 @@ async def test_a_guard_trip_is_shown_with_its_report(make_profile):
         assert kind == "memory guard trip" and "term line" in report and "--gpu-memory-utilization" in hint
         assert app.w.gauge.guard.last_trip == app.guard.last_trip
         assert any("memory guard tripped" in str(n.message) for n in app._notifications)
+
+
+async def test_a_refused_launch_says_why_in_the_launch_pane(make_profile):
+    import socket
+
+    path = make_profile()
+    from sparktui.core.profiles import load_profile
+
+    port = load_profile(path).serve.port
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port))
+        busy.listen(1)
+        app = SparkApp(profile=path, backend=SampleBackend())
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.form.config is not None, "the profile")
+            await pilot.press("f5")
+            await until(pilot, lambda: app.launch_error is not None, "the refusal")
+            await pilot.pause(3.5)  # a few idle server polls later the reason is still shown
+            assert app.server is None
+            assert f"--port {port}" in app.w.info.view.detail and "launch failed" in app.w.info.view.detail
+            assert app.w.phases.phase is None
