@@ -143,6 +143,9 @@ def test_foreground_launch_phases_ready_metrics_then_sigterm_stops_the_tree(make
 
     sup.send_signal(signal.SIGTERM)
     assert sup.wait(30) == 0, sup.stderr.read()
+    progress = sup.stderr.read()
+    assert "sparktui: phase: kv_cache" in progress and "sparktui: CPU KV cache: 131,072 tokens" in progress
+    assert f"sparktui: ready: http://127.0.0.1:{port} answers /health" in progress
     final = st.read_state(st.state_path(port))
     assert final["status"] == "exited" and final["exit"]["reason"] == "stopped" and final["exit"]["by"] == "SIGTERM"
     assert final["exit"]["stop"]["gone"] is True and not final["exit"]["stop"]["escalated"]
@@ -194,6 +197,11 @@ def test_kill_through_the_python_api_removes_tree_and_shm_leftovers(make_profile
     assert supervisor.attach()["phase"] == "ready"
     shm = tree_shm(state)
     assert shm
+    disarmed = supervisor.set_guard(profile.serve.port, armed=False)
+    assert disarmed["guard"]["armed"] is False and disarmed["guard"]["state"] == "disarmed"
+    assert supervisor.set_guard(armed=True)["guard"]["state"] == "watching"
+    assert [e["kind"] for e in st.read_state(st.state_path(profile.serve.port))["events"]][-2:] == [
+        "GuardDisarmed", "GuardArmed"]
     final = supervisor.kill(profile.serve.port)
     assert final["exit"]["reason"] == "killed"
     report = final["exit"]["stop"]
@@ -380,3 +388,25 @@ def test_guard_trips_when_the_engine_eats_memory_and_stops_the_tree(make_profile
     assert trip["signalled"][0]["signal"] == "SIGTERM"
     assert any(e["kind"] == "GuardTrip" for e in final["events"])
     assert not any(i.is_alive() for i in members(final))
+
+
+def test_stop_and_kill_without_a_server_say_so(env):
+    for command in (["stop"], ["kill", "--port", "8123"], ["status", "--port", "8123"]):
+        out = sparktui(command, env)
+        assert out.returncode == 2 and out.stderr.startswith("sparktui: ") and "Traceback" not in out.stderr
+    assert "no server is running" in sparktui(["stop"], env).stderr
+    assert "no server recorded on port 8123" in sparktui(["kill", "--port", "8123"], env).stderr
+
+
+def test_restart_relaunches_the_same_profile(make_profile, env, cleanup):
+    profile = load_profile(make_profile(serve_extra="max-num-seqs = 4"))
+    first = supervisor.launch(profile)
+    cleanup.append(first["supervisor"]["pid"])
+    first = running_state(profile.serve.port)
+    second = supervisor.restart(profile.serve.port)
+    cleanup.append(second["supervisor"]["pid"])
+    assert second["supervisor"]["pid"] != first["supervisor"]["pid"] and second["profile"] == profile.name
+    assert not any(i.is_alive() for i in members(first))
+    second = running_state(profile.serve.port)
+    assert "--max-num-seqs" in second["argv"] and second["argv"][second["argv"].index("--max-num-seqs") + 1] == "4"
+    assert supervisor.stop(profile.serve.port)["exit"]["reason"] == "stopped"

@@ -30,7 +30,10 @@ from pathlib import Path
 from sparktui.core import vllm_log
 from sparktui.errors import UserError
 from sparktui.runtime import proc, state as st
+from sparktui.runtime.endpoint import Endpoint, base_url
 from sparktui.runtime.guard import Guard, GuardLines, TripReport
+from sparktui.runtime.logtail import LogTail
+from sparktui.runtime.memory import read_memory
 from sparktui.runtime.runner import LaunchCommand, build_command
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -68,12 +71,8 @@ class Preflight:
 
 
 def _meminfo() -> dict[str, int]:
-    out = {}
-    with open("/proc/meminfo") as f:
-        for line in f:
-            key, _, rest = line.partition(":")
-            out[key] = int(rest.split()[0]) * 1024
-    return out
+    sample = read_memory(psi=False)
+    return {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_free}
 
 
 def _port_in_use(host: str, port: int) -> bool:
@@ -104,7 +103,7 @@ def preflight(profile, serve=None, *, force: bool = False, meminfo: dict[str, in
     gib = 1 << 30
 
     for other in st.list_states():
-        if other["alive"] and other.get("port") == serve.port:
+        if other["alive"] and other.get("status") in st.RUNNING and other.get("port") == serve.port:
             raise UserError(
                 f"--port {serve.port}: sparktui already runs a server there (profile "
                 f"{other.get('profile')!r}, supervisor pid {other['supervisor']['pid']}); stop it with "
@@ -187,25 +186,6 @@ def _event_dict(event) -> dict:
     return out
 
 
-class _LogFollower:
-    """New complete lines of a growing file."""
-
-    def __init__(self, path: Path):
-        self.path, self.offset, self.partial = path, 0, b""
-
-    def read(self) -> list[str]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(1 << 20)
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        return [line.decode(errors="replace").rstrip("\r") for line in lines]
-
-
 class Supervisor:
     def __init__(self, profile, serve=None, *, force: bool = False, detached: bool = False):
         self.profile = profile
@@ -230,6 +210,7 @@ class Supervisor:
         self.state: dict = {}
         self.healthy = False
         self._last_metrics = None  # the previous /metrics snapshot, for rates
+        self.endpoint: Endpoint | None = None
         self.reaper: subprocess.Popen | None = None
         self._server: socket.socket | None = None
 
@@ -320,9 +301,16 @@ class Supervisor:
                     self.request(cmd, "socket")
                     conn.settimeout(None)
                     self.finished.wait(float(msg.get("wait", 60)))
-                reply = {"ok": cmd in ("status", "stop", "kill"), "state": self.snapshot()}
+                elif cmd == "guard" and self.guard is not None:
+                    self.guard.arm() if msg.get("armed") else self.guard.disarm()
+                    with self.lock:
+                        self.state["guard"].update(armed=self.guard.armed,
+                                                   state="watching" if self.guard.armed else "disarmed")
+                    self.events.append({"kind": "GuardArmed" if self.guard.armed else "GuardDisarmed", "t": time.time()})
+                    self._save()
+                reply = {"ok": cmd in ("status", "stop", "kill", "guard"), "state": self.snapshot()}
                 if not reply["ok"]:
-                    reply["error"] = f"unknown command {cmd!r}; expected status, stop or kill"
+                    reply["error"] = f"unknown command {cmd!r}; expected status, stop, kill or guard"
             except (OSError, ValueError) as exc:
                 reply = {"ok": False, "error": str(exc)}
             try:
@@ -388,19 +376,20 @@ class Supervisor:
             self._save(status="starting", phase=self.summary.phase)
             self._serve_socket()
             print(f"sparktui: vLLM pid {self.tree.pid} on {self.state['url']}, log {log_path}", file=sys.stderr, flush=True)
-            return self._loop(log_path)
+            with Endpoint(base_url(self.serve.host, self.port), api_key=self.serve.api_key) as self.endpoint:
+                return self._loop(log_path)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             self._close()
 
     def _loop(self, log_path: Path) -> int:
-        follower = _LogFollower(log_path)
+        follower = LogTail(log_path, keep=1)
         generation = self.tree.generation
         next_refresh = next_health = next_metrics = 0.0
         how = None
         while True:
-            changed = self._ingest(follower.read())
+            changed = self._ingest(follower.poll())
             now = time.monotonic()
             if now >= next_refresh:
                 self.tree.refresh()
@@ -409,10 +398,11 @@ class Supervisor:
                 generation, changed = self.tree.generation, True
             if self.summary.ready and not self.healthy and now >= next_health:
                 next_health = now + 0.5
-                if self._check_health():
+                if self.endpoint.health().ok:
                     self.tree.refresh()  # the state that says "running" names every process
                     self.healthy, changed = True, True
                     self.state.update(status="running", ready_at=time.time())
+                    self._say(f"ready: {self.state['url']} answers /health")
             if self.healthy and now >= next_metrics:
                 next_metrics = now + METRICS_EVERY_S
                 self._poll_metrics()
@@ -439,37 +429,28 @@ class Supervisor:
             for event in self.summary.feed(line):
                 if isinstance(event, vllm_log.PhaseChanged):
                     changed = True
+                    self._say(f"phase: {event.phase}")
                     continue
+                if isinstance(event, vllm_log.KVCacheSize):
+                    self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
                 self.events.append(_event_dict(event))
                 changed = True
         if changed:
             self.state["phase"] = self.summary.phase
         return changed
 
-    def _check_health(self) -> bool:
-        import httpx
-
-        try:
-            return httpx.get(f"{self._base_url()}/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def _base_url(self) -> str:
-        host = "127.0.0.1" if self.serve.host in ("0.0.0.0", "") else self.serve.host
-        return f"http://{host}:{self.port}"
+    def _say(self, text: str) -> None:
+        """One line of progress on stderr (the terminal, or the journal under systemd)."""
+        print(f"sparktui: {text}", file=sys.stderr, flush=True)
 
     def _poll_metrics(self) -> None:
-        import httpx
-
         from sparktui.core import metrics as m
 
-        try:
-            response = httpx.get(f"{self._base_url()}/metrics", timeout=2)
-            response.raise_for_status()
-            snapshot = m.parse_metrics(response.text, time.monotonic())
-        except (httpx.HTTPError, m.MetricsError) as exc:
-            self.state["metrics"] = {"error": str(exc), "at": time.time()}
+        fetched = self.endpoint.metrics()
+        if fetched.snapshot is None:
+            self.state["metrics"] = {"error": fetched.error, "at": time.time()}
             return
+        snapshot = fetched.snapshot
         stats = m.derive(snapshot, self._last_metrics)
         self._last_metrics = snapshot
         self.state["metrics"] = {
@@ -479,7 +460,7 @@ class Supervisor:
             "at": time.time(),
         }
 
-    def _finish(self, how: str, follower: _LogFollower) -> int:
+    def _finish(self, how: str, follower: LogTail) -> int:
         self._save(status="stopping")
         report = None
         if how == "guard":
@@ -496,7 +477,8 @@ class Supervisor:
         returncode = self.tree.returncode()
         if not self.tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
             report = self.tree.kill()
-        self._ingest(follower.read())
+        self._ingest(follower.drain())
+        follower.close()
         if how == "exited":
             for event in self.summary.finish(returncode):
                 if not isinstance(event, vllm_log.PhaseChanged):
@@ -544,8 +526,11 @@ class Supervisor:
         g = self.state["guard"]
         g["armed"] = self.guard.armed
         g["state"] = "tripped" if self.tripped.is_set() else ("watching" if self.guard.armed else "disarmed")
-        if g.get("last") and g["last"]["available_gib"] == now["available_gib"] and g["last"]["action"] == now["action"]:
-            return False
+        last = g.get("last")
+        if last and last["action"] == now["action"] and (
+                last["available_gib"] == now["available_gib"] or time.time() - last["at"] < 1.0):
+            return False  # the file is rewritten for news, not for every sample
+        now["at"] = time.time()
         g["last"] = now
         return True
 
@@ -661,9 +646,21 @@ def _command(cmd: str, port: int | None, wait: float) -> dict:
             return st.find_state(state["port"])
         raise UserError(f"the server on port {state['port']} is not running (status {state.get('status')})")
     reply = st.request(state["port"], cmd, timeout=wait + 5, wait=wait)
+    sup = proc.ProcessIdentity(state["supervisor"]["pid"], state["supervisor"]["start_time"])
+    deadline = time.monotonic() + 10
+    while sup.is_alive() and time.monotonic() < deadline:  # it is closing its socket and reaper
+        time.sleep(0.02)
     final = st.read_state(st.state_path(state["port"])) or reply.get("state", {})
     final["alive"] = st.supervisor_alive(final)
     return final
+
+
+def set_guard(port: int | None = None, *, armed: bool) -> dict:
+    """Arm or disarm the memory guard of a running server; its state afterwards."""
+    state = st.find_state(port)
+    if not state["alive"]:
+        raise UserError(f"the server on port {state['port']} is not running (status {state.get('status')})")
+    return st.request(state["port"], "guard", armed=armed)["state"] | {"alive": True}
 
 
 def restart(port: int | None = None, *, force: bool = False) -> dict:
