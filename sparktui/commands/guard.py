@@ -90,9 +90,10 @@ def run(args: argparse.Namespace) -> int:
     guard = None
 
     def on_signal(signum, _frame) -> None:
+        # No locks in here (Event.set() would deadlock if the signal interrupted Event.wait()).
         received.append(signum)
         if guard is not None:
-            guard.close()
+            guard.request_stop()
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     tree = spawn(argv, args.log, inherit_stdin=True)
     guard = Guard(tree, lines, on_warn=on_warn)
     if received:
-        guard.close()
+        guard.request_stop()
     report = guard.run()
     if report is not None:
         if args.json:
