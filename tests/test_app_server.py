@@ -33,13 +33,13 @@ def isolated(tmp_path, monkeypatch):
 def make_profile(tmp_path):
     stub = install_stub(tmp_path / "bin")
 
-    def make(**stub_env) -> str:
+    def make(guard: str = "", **stub_env) -> str:
         port = free_port()
         env_lines = "\n".join(f'{k} = "{v}"' for k, v in {**FAST, **stub_env}.items())
         path = tmp_path / f"tiny-{port}.toml"
         path.write_text(
             f'[serve]\nmodel = "/models/tiny"\nport = {port}\nmax-model-len = 512\nenforce-eager = true\n'
-            f'[runner]\nexecutable = "{stub}"\n[env]\n{env_lines}\n'
+            f'[guard]\n{guard}\n[runner]\nexecutable = "{stub}"\n[env]\n{env_lines}\n'
         )
         return str(path)
 
@@ -132,3 +132,25 @@ async def test_attaches_to_a_server_already_running(make_profile):
         await until(pilot, lambda: app.w.phases.phase == "ready", "the log replayed")
         await pilot.press("f6")
         await until(pilot, lambda: app.server.state == "stopped", "the stop")
+
+
+async def test_a_guard_trip_is_shown_with_its_report(make_profile):
+    from sparktui.runtime.memory import read_memory
+
+    # Lines just below today's MemAvailable; the stub's EngineCore then takes 1.5 GiB at the KV line.
+    now = read_memory().mem_available / 2**30
+    guard = (f"warn-below-gib = {now - 0.3:.2f}\nterm-below-gib = {now - 0.6:.2f}\n"
+             f"kill-below-gib = {now - 8:.2f}\ngrace-s = 2")
+    app = SparkApp(profile=make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="1536", STUB_VLLM_ALLOC_RATE_MIB_S="3000"),
+                   backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.form.config is not None, "the profile")
+        assert app.guard.state == "armed" and app.guard.term_gib == round(now - 0.6, 2)
+        await pilot.press("f5")
+        await until(pilot, lambda: app.server is not None and app.server.state == "tripped", "the guard trip", 60)
+        assert app.guard.state == "tripped"
+        assert "memory guard tripped: term line" in app.guard.last_trip
+        kind, report, hint = app.w.diagnosis.diagnosis
+        assert kind == "memory guard trip" and "term line" in report and "--gpu-memory-utilization" in hint
+        assert app.w.gauge.guard.last_trip == app.guard.last_trip
+        assert any("memory guard tripped" in str(n.message) for n in app._notifications)

@@ -22,6 +22,7 @@ class SnapshotApp(SparkApp):
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))  # the same "vLLM not found" note everywhere
     monkeypatch.setenv("SPARKTUI_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "state"))
 
@@ -31,7 +32,8 @@ async def prepare(pilot):
     for _ in range(200):  # profile → form → model spec → fit: a chain of workers and messages
         await app.workers.wait_for_complete()
         await pilot.pause()
-        if app.fit_view.verdict not in ("n/a", "error") and app.w.gauge.sample is not None:
+        settled = app.fit_view.verdict not in ("n/a", "error") and app.w.gauge.sample is not None
+        if settled and app.runner_problem is not None:
             break
     else:
         raise AssertionError(f"the fit never settled: {app.fit_view}")

@@ -7,6 +7,8 @@ posts a Message; the UI thread only draws. Polls use set_interval and never over
 from __future__ import annotations
 
 import dataclasses
+import gc
+import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,6 +28,7 @@ from sparktui.ui.commands import SparkCommands
 from sparktui.ui.screens import ChoiceScreen, ConfirmScreen, HelpScreen, PromptScreen
 from sparktui.ui.settings import Settings, load_settings, save_theme
 from sparktui.ui.themes import DEFAULT_THEME, load_themes, theme_dirs
+from sparktui.ui.widgets.base import TextPanel
 from sparktui.ui.widgets.editor import ConfigEditor, FormState
 from sparktui.ui.widgets.fitpanel import FitPanel, FitView
 from sparktui.ui.widgets.gauge import GuardView, MemoryGauge
@@ -36,8 +39,17 @@ PANES = ("config", "server", "memory")
 LIVE_STATES = ("starting", "ready", "stopping")
 
 
-class StatusBar(Static):
-    """Top line: host, profile, server state, guard state."""
+class StatusBar(TextPanel):
+    """Top line: host, server state, guard state, MemAvailable, profile."""
+
+    text = Text()
+
+    def show(self, text: Text) -> None:
+        self.text = text
+        self.changed()
+
+    def render(self) -> Text:
+        return self.text
 
 
 class SparkApp(App):
@@ -48,6 +60,8 @@ class SparkApp(App):
     MEMORY_INTERVAL_S = 1.0
     SERVER_INTERVAL_S = 1.0
     METRICS_INTERVAL_S = 2.0
+    FIT_REFRESH_BYTES = 256 * 2**20
+    IDLE_SERVER_EVERY = 3  # server polls while none runs: every 3rd tick
 
     BINDINGS = [
         Binding("f1", "help", "Help", id="app.help"),
@@ -86,6 +100,17 @@ class SparkApp(App):
         except UserError as exc:
             self.startup_errors.append(str(exc))
         super().__init__()
+        # Themes before the first frame: switching after mount would restyle every widget again.
+        themes, errors = load_themes(theme_dirs(self.settings.path.parent / "themes"))
+        for theme in themes:
+            self.register_theme(theme)
+        self.startup_errors.extend(errors)
+        wanted = self.theme_arg or self.settings.theme or DEFAULT_THEME
+        if wanted not in self.available_themes:
+            self.startup_errors.append(f"theme {wanted!r} not found; using {DEFAULT_THEME} "
+                                       f"(themes: {', '.join(t.name for t in themes)})")
+            wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
+        self.theme = wanted
         self.profile: Any = None
         self.form = FormState(None, {})
         self.spec: Any = None
@@ -102,6 +127,7 @@ class SparkApp(App):
         self.host = ""
         self._memory_busy = False
         self._server_busy = False
+        self._server_ticks = 0
         self._metrics_busy = False
         self._metrics_snapshot: Any = None
         self._log_path: Path | None = None
@@ -110,6 +136,10 @@ class SparkApp(App):
     # -- layout ------------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        # The breakpoint class now, not on the first resize: that would restyle every widget again.
+        width = self.size.width
+        self.screen.update_classes({name: width >= low and all(width < other for other, _ in self.HORIZONTAL_BREAKPOINTS if other > low)
+                                    for low, name in self.HORIZONTAL_BREAKPOINTS}, update=False)
         yield StatusBar(id="status")
         yield Tabs(Tab("1 Config", id="tab-config"), Tab("2 Server", id="tab-server"),
                    Tab("3 Memory", id="tab-memory"), id="pane-tabs")
@@ -129,6 +159,12 @@ class SparkApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        # Reader threads (log tail + parser) hand the GIL back every 1 ms instead of 5, so a key
+        # waits less behind a log flood. This is sparktui's own process: the setting is ours.
+        sys.setswitchinterval(0.001)
+        # Everything built for the first frame lives as long as the app: keep it out of the
+        # garbage collector's full passes (up to 100 ms each while a log flood churns objects).
+        self.call_after_refresh(gc.freeze)
         # The main screen's widgets, kept so handlers reach them while a dialog is on top.
         self.w = SimpleNamespace(
             statusbar=self.query_one("#status", StatusBar), tabs=self.query_one("#pane-tabs", Tabs),
@@ -138,16 +174,6 @@ class SparkApp(App):
             diagnosis=self.query_one("#diagnosis", DiagnosisCard), log=self.query_one("#log", LogView),
             gauge=self.query_one("#gauge", MemoryGauge),
         )
-        themes, errors = load_themes(theme_dirs(self.settings.path.parent / "themes"))
-        for theme in themes:
-            self.register_theme(theme)
-        self.startup_errors.extend(errors)
-        wanted = self.theme_arg or self.settings.theme or DEFAULT_THEME
-        if wanted not in self.available_themes:
-            self.startup_errors.append(f"theme {wanted!r} not found; using {DEFAULT_THEME} "
-                                       f"(themes: {', '.join(t.name for t in themes)})")
-            wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
-        self.theme = wanted
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         if self.settings.keys:
             self.set_keymap(self.settings.keys)
@@ -178,7 +204,7 @@ class SparkApp(App):
             bar.append(f" │ avail {self.sample.mem_available / 2**30:.1f} GiB")
         name = getattr(self.profile, "name", None) or "no profile"
         bar.append(f" │ {name}")
-        self.w.statusbar.update(bar)
+        self.w.statusbar.show(bar)
 
     # -- panes (all visible when wide; one at a time when narrow) ----------------------------------
 
@@ -523,13 +549,20 @@ class SparkApp(App):
         gauge.update_sample(message.sample, message.error)
         if message.gpu is not None:
             gauge.update_gpu(message.gpu)
-        if self.fit_view.mem_available is not None or self.fit_view.verdict != "n/a":
+        # Refit when MemAvailable moved by FIT_REFRESH_BYTES: the verdict follows real changes, and
+        # the panel is not redrawn every second for a few MiB of jitter.
+        fitted = self.fit_view.mem_available
+        if self.sample is not None and (fitted is None or abs(self.sample.mem_available - fitted) >= self.FIT_REFRESH_BYTES):
             self.recompute_fit()
         self._refresh_status()
 
     # -- the server ---------------------------------------------------------------------------------
 
     def _poll_server(self) -> None:
+        self._server_ticks += 1
+        idle = self.server is None or self.server.state not in LIVE_STATES
+        if idle and (self._server_ticks - 1) % self.IDLE_SERVER_EVERY:
+            return  # nothing running: look for a server started elsewhere every few seconds
         if not self._server_busy:
             self._server_busy = True
             self._attach()
@@ -614,6 +647,8 @@ class SparkApp(App):
             if status.guard is not None:
                 self.guard = status.guard
                 self.w.gauge.update_guard(status.guard)
+            if status.trip and (previous is None or not previous.trip):
+                self._show_trip(status)
             self.w.gauge.update_tree(status.tree_bytes, status.tree_procs)
             view = info.view
             detail = status.detail or (f"pid {status.pid}  http://{status.host}:{status.port}" if status.pid else "")
@@ -622,6 +657,17 @@ class SparkApp(App):
             if message.action in ("launch", "restart"):
                 self.show_pane("server")
         self._refresh_status()
+
+    def _show_trip(self, status: ServerStatus) -> None:
+        """The guard stopped the server: say so loudly, with its report."""
+        report = self.guard.last_trip or "the memory guard stopped the server"
+        self.w.diagnosis.show((
+            "memory guard trip", report,
+            "Memory ran short while vLLM ran. Lower --gpu-memory-utilization or --max-model-len / "
+            "--max-num-seqs, use --kv-cache-dtype fp8, or free memory used by other programs; "
+            "the guard's lines are in the profile's [guard] table (Ctrl+G).",
+        ))
+        self.notify(report.splitlines()[0], title="Memory guard", severity="error", timeout=30)
 
     def _predicted(self) -> list[tuple[str, str]]:
         v = self.fit_view
@@ -779,7 +825,8 @@ class SparkApp(App):
             info.show(ServerView(view.state, view.detail, view.predicted or self._predicted(), message.actual,
                                  view.metrics, view.diagnosis))
         card = self.w.diagnosis
-        if message.diagnosis != card.diagnosis:
+        tripped = self.server is not None and self.server.trip
+        if message.diagnosis != card.diagnosis and not tripped:
             card.show(message.diagnosis)
 
     def on_log_unavailable(self, message: msg.LogUnavailable) -> None:

@@ -49,6 +49,7 @@ class ServerStatus:
     tree_bytes: int | None = None
     tree_procs: int | None = None
     phase: str | None = None
+    trip: dict | None = None  # the guard's TripReport, when it stopped this server
 
 
 class Backend:
@@ -173,7 +174,8 @@ class Backend:
     def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
         """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""
         logtail = _module("sparktui.runtime.logtail")
-        with logtail.LogTail(path, keep=1) as tail:
+        # Small reads keep each hold of the GIL short, so keys stay quick while a flood is read.
+        with logtail.LogTail(path, keep=1, chunk_bytes=1 << 16) as tail:
             yield from tail.follow(interval_s=0.1, stop=stop)
 
     def metrics(self, status: ServerStatus, previous: Any) -> tuple[Any, list[tuple[str, str]]]:
@@ -210,19 +212,28 @@ def metric_figures(stats: Any) -> list[tuple[str, str]]:
 
 
 def guard_view(guard: dict | None, trip: dict | None) -> GuardView:
-    """The supervisor's guard record in the gauge's words."""
+    """The supervisor's guard record ({armed, state: starting|watching|disarmed|tripped, lines,
+    last}) in the gauge's words."""
     guard = guard or {}
-    state = guard.get("state") or ("armed" if guard.get("armed") else "disarmed")
-    if trip:
+    if trip or guard.get("state") == "tripped":
         state = "tripped"
-    known = state in ("armed", "disarmed", "tripped")
+    elif guard.get("armed"):
+        state = "armed"
+    else:
+        state = "disarmed"
     lines = guard.get("lines") or {}
+    last = guard.get("last")
+    detail = None
+    if last and state == "armed":
+        detail = (f"watching: MemAvailable {last['available_gib']:.1f} GiB, "
+                  f"{'falling' if last['rate_gib_s'] > 0 else 'change'} {abs(last['rate_gib_s']):.2f} GiB/s, "
+                  f"every {last['interval_s'] * 1000:.0f} ms")
     return GuardView(
-        state=state if known else "n/a",
+        state=state,
         warn_gib=lines.get("warn_below_gib"), term_gib=lines.get("term_below_gib"),
         kill_gib=lines.get("kill_below_gib"),
         last_trip=trip_text(trip) if trip else None,
-        why_na=None if known else state,
+        why_na=detail,
     )
 
 
@@ -247,7 +258,8 @@ def server_status(state: dict) -> ServerStatus:
     elif status in ("starting", "stopping", "lost"):
         ui_state = status
     else:  # exited: why
-        ui_state = {"stopped": "stopped", "killed": "killed", "failed": "failed"}.get(exit_info.get("reason"), "exited")
+        ui_state = {"stopped": "stopped", "killed": "killed", "failed": "failed",
+                    "guard": "tripped"}.get(exit_info.get("reason"), "exited")
     tree = state.get("tree") or {}
     detail = ""
     if ui_state in ("starting", "ready", "stopping"):
@@ -266,6 +278,7 @@ def server_status(state: dict) -> ServerStatus:
         detail=detail,
         guard=guard_view(state.get("guard"), state.get("trip")),
         phase=state.get("phase"),
+        trip=state.get("trip"),
     )
 
 

@@ -3,12 +3,20 @@ apply a particular suggestion."""
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 
 class SparkCommands(Provider):
+    async def startup(self) -> None:
+        """The profiles, read once per palette opening (off the UI thread)."""
+        try:
+            self.profiles = await asyncio.to_thread(self.app.backend.list_profiles)
+        except Exception:  # the palette still works without them; Ctrl+O says what is wrong
+            self.profiles = []
+
     def _commands(self) -> list[tuple[str, object, str]]:
         app = self.app
         items: list[tuple[str, object, str]] = [
@@ -25,6 +33,9 @@ class SparkCommands(Provider):
             ("Paste a vllm serve command", app.action_paste_command, "F4"),
             ("Show the keys", app.action_help, "F1"),
         ]
+        for ref in getattr(self, "profiles", []):
+            items.append((f"Load profile: {ref.name}", partial(app.load_profile, ref.path),
+                          f"{ref.source}: {ref.description}".strip()))
         for name in app.sparktui_themes():
             items.append((f"Theme: {name}", partial(setattr, app, "theme", name), "switch theme (saved)"))
         for i, suggestion in enumerate(app.fit_view.applicable, 1):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rich.text import Text
-from textual.widget import Widget
+from sparktui.ui.widgets.base import TextPanel
 
 from sparktui.core.units import GiB
 
@@ -43,7 +43,7 @@ VERDICT_TEXT = {"fits": "FITS", "tight": "TIGHT", "wont_start": "WON'T START", "
                 "error": "CHECK THE FORM", "n/a": "NOT AVAILABLE"}
 
 
-class FitPanel(Widget):
+class FitPanel(TextPanel):
     COMPONENT_CLASSES = {*(f"fit--{k}" for k in SEGMENT_STYLES), "fit--fits", "fit--tight", "fit--wont_start",
                          "fit--unsafe", "fit--error", "fit--na", "fit--label", "fit--marker", "fit--key"}
 
@@ -72,7 +72,7 @@ class FitPanel(Widget):
 
     def show(self, view: FitView) -> None:
         self.view = view
-        self.refresh(layout=True)
+        self.changed()
 
     def _style(self, name: str):
         return self.get_component_rich_style(f"fit--{name}")

@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.widget import Widget
+from sparktui.ui.widgets.base import TextPanel
 
 from sparktui.core.units import GiB
 
@@ -39,16 +39,18 @@ def _gib(n: float | None, digits: int = 1) -> str:
     return "n/a" if n is None else f"{n / GiB:.{digits}f}"
 
 
-def sparkline(values: list[float], width: int) -> str:
+def sparkline(values: list[float], width: int, min_span: float = 8.0) -> str:
+    """Values (GiB) as block heights. The scale spans at least `min_span` GiB, so a few MiB of
+    jitter on an idle machine draws a flat line instead of noise blown up to full height."""
     values = values[-width:]
     if not values:
         return ""
     low, high = min(values), max(values)
-    span = (high - low) or 1.0
+    span = max(high - low, min_span)
     return "".join(SPARK_CHARS[int((v - low) / span * (len(SPARK_CHARS) - 1))] for v in values)
 
 
-class MemoryGauge(Widget):
+class MemoryGauge(TextPanel):
     COMPONENT_CLASSES = {"gauge--used", "gauge--cache", "gauge--free", "gauge--warn", "gauge--term",
                          "gauge--kill", "gauge--label", "gauge--value", "gauge--spark", "gauge--armed",
                          "gauge--disarmed", "gauge--tripped", "gauge--muted"}
@@ -85,19 +87,19 @@ class MemoryGauge(Widget):
         self.sample_error = error
         if sample is not None:
             self.history.append(sample.mem_available / GiB)
-        self.refresh(layout=True)
+        self.changed()
 
     def update_gpu(self, gpu: GpuView) -> None:
         self.gpu = gpu
-        self.refresh(layout=True)
+        self.changed()
 
     def update_guard(self, guard: GuardView) -> None:
         self.guard = guard
-        self.refresh(layout=True)
+        self.changed()
 
     def update_tree(self, tree_bytes: int | None, procs: int | None) -> None:
         self.tree_bytes, self.tree_procs = tree_bytes, procs
-        self.refresh(layout=True)
+        self.changed()
 
     def _style(self, name: str):
         return self.get_component_rich_style(f"gauge--{name}")

@@ -77,10 +77,12 @@ class LogView(ScrollView, can_focus=True):
         self._skipped = 0
         self._width = 0
         self._following = False
+        self._timer = None
         self.total_lines = 0
 
     def on_mount(self) -> None:
-        self.set_interval(1 / self.FLUSH_HZ, self._flush)
+        # Ticks only while lines are waiting: an idle log costs nothing.
+        self._timer = self.set_interval(1 / self.FLUSH_HZ, self._flush, pause=True)
 
     @property
     def line_count(self) -> int:
@@ -93,6 +95,8 @@ class LogView(ScrollView, can_focus=True):
         """Queue lines for the next draw (cheap: called for every batch from the reader)."""
         self.total_lines += len(lines)
         self._pending.extend(lines)
+        if self._timer is not None:
+            self._timer.resume()
         overflow = len(self._pending) - min(self.FLUSH_MAX_LINES, self.max_lines // 2)
         if overflow > 0:
             del self._pending[:overflow]
@@ -109,6 +113,7 @@ class LogView(ScrollView, can_focus=True):
 
     def _flush(self) -> None:
         if not self._pending and not self._skipped:
+            self._timer.pause()
             return
         if self._skipped:
             self._lines.append(("marker", f"… {self._skipped:,} lines skipped to keep up (the full log is on disk)"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rich.text import Text
-from textual.widget import Widget
+from sparktui.ui.widgets.base import TextPanel
 
 from sparktui.core.vllm_log import FAILED, PHASES
 
@@ -16,7 +16,7 @@ SHORT_LABELS = {"starting": "start", "loading_weights": "weights", "profiling": 
                 "kv_cache": "KV", "cuda_graphs": "graphs", "ready": "ready"}
 
 
-class PhaseStrip(Widget):
+class PhaseStrip(TextPanel):
     """starting › loading weights › profiling › KV cache › CUDA graphs › ready | failed"""
 
     COMPONENT_CLASSES = {"phase--done", "phase--current", "phase--todo", "phase--failed", "phase--sep"}
@@ -38,7 +38,7 @@ class PhaseStrip(Widget):
         """`phase` is one of vllm_log.PHASES, "failed" (then `reached` is how far it got) or None."""
         self.phase = phase
         self.failed_at = (reached or "starting") if phase == FAILED else None
-        self.refresh(layout=True)
+        self.changed()
 
     def render(self) -> Text:
         out = Text()
@@ -71,7 +71,7 @@ class ServerView:
     diagnosis: tuple[str, str, str] | None = None  # (kind, message, hint)
 
 
-class ServerInfo(Widget):
+class ServerInfo(TextPanel):
     COMPONENT_CLASSES = {"srv--label", "srv--value", "srv--state", "srv--bad", "srv--muted", "srv--head"}
     DEFAULT_CSS = """
     ServerInfo { height: auto; }
@@ -89,14 +89,14 @@ class ServerInfo(Widget):
 
     def show(self, view: ServerView) -> None:
         self.view = view
-        self.refresh(layout=True)
+        self.changed()
 
     def render(self) -> Text:
         v = self.view
         s = lambda n: self.get_component_rich_style(f"srv--{n}")  # noqa: E731
         out = Text()
         out.append("Server ", s("label"))
-        out.append(v.state, s("bad" if v.state in ("failed", "n/a") else "state"))
+        out.append(v.state, s("bad" if v.state in ("failed", "n/a", "tripped", "killed", "lost") else "state"))
         if v.detail:
             out.append(f"  {v.detail}", s("muted"))
         if v.predicted or v.actual:
@@ -116,7 +116,7 @@ class ServerInfo(Widget):
         return out
 
 
-class DiagnosisCard(Widget):
+class DiagnosisCard(TextPanel):
     """Why vLLM failed, from the log parser: the kind, vLLM's own words, and what to do."""
 
     COMPONENT_CLASSES = {"diag--title", "diag--hint"}
@@ -134,7 +134,7 @@ class DiagnosisCard(Widget):
     def show(self, diagnosis: tuple[str, str, str] | None) -> None:
         self.diagnosis = diagnosis
         self.set_class(diagnosis is not None, "-shown")
-        self.refresh(layout=True)
+        self.changed()
 
     def render(self) -> Text:
         out = Text()

@@ -1,0 +1,209 @@
+"""The control panel's speed: cold start, idle CPU, and key latency under a log flood.
+
+    python3 bench/tui.py [--idle-seconds 60] [--flood-seconds 10] [--rate 100000] [--only NAME]
+
+1. cold start: a fresh interpreter runs `sparktui ui` headless (80×24) and reports when the first
+   frame is on screen (the app's ready event, after the first compositor pass); measured from
+   just before the process is spawned. Goal ≤ 0.6 s. Repeated 5 times; median and max.
+2. idle CPU: the app headless with the live backend (real /proc/meminfo and NVML sampling every
+   second, the gauge redrawn each time, the supervisor state polled), CPU time of its process over
+   --idle-seconds after a 3 s settle. Goal ≤ 1% of one core.
+3. key latency under flood: a writer process appends vLLM-like log lines (the real fixture logs,
+   repeated) at --rate lines/s while the app follows the file (LogTail → LogSummary → log view);
+   a key bound to a no-op action is pressed every 100 ms and timed from the key event being
+   posted to its action running. Goal ≤ 100 ms (p95 and max reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+FIXTURES = ROOT.parent / "shared" / "fixtures"
+
+CHILD_START = r"""
+import sys, time, os
+sys.path.insert(0, os.environ["SPARKTUI_ROOT"])
+from sparktui.ui.app import SparkApp
+
+class FirstFrame(SparkApp):
+    def _print_and_exit(self):
+        print(f"FIRST_FRAME {time.time():.6f}", flush=True)
+        self.exit()
+
+async def pilot(p):
+    p.app._print_and_exit()
+
+FirstFrame(profile=sys.argv[1] if len(sys.argv) > 1 else None).run(headless=True, size=(80, 24), auto_pilot=pilot)
+"""
+
+CHILD_IDLE = r"""
+import sys, time, os, resource
+sys.path.insert(0, os.environ["SPARKTUI_ROOT"])
+from sparktui.ui.app import SparkApp
+from sparktui.ui.widgets.gauge import MemoryGauge
+settle, window = float(sys.argv[1]), float(sys.argv[2])
+redraws = [0]
+_refresh = MemoryGauge.refresh
+def counting_refresh(self, *a, **k):
+    redraws[0] += 1
+    return _refresh(self, *a, **k)
+MemoryGauge.refresh = counting_refresh
+
+async def pilot(p):
+    await p.pause(settle)
+    t0, c0, r0 = time.monotonic(), time.process_time(), redraws[0]
+    await p.pause(window)
+    t1, c1 = time.monotonic(), time.process_time()
+    samples = len(p.app.w.gauge.history)
+    print(f"IDLE {c1 - c0:.4f} {t1 - t0:.4f} {samples} {redraws[0] - r0}", flush=True)
+    p.app.exit()
+
+SparkApp(profile=sys.argv[3] if len(sys.argv) > 3 else None).run(headless=True, size=(120, 40), auto_pilot=pilot)
+"""
+
+WRITER = r"""
+import sys, time
+path, rate, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+src = []
+for name in sys.argv[4:]:
+    src += open(name, "rb").read().splitlines(keepends=True)
+tick = 0.05
+per_tick = max(1, int(rate * tick))
+written, i, t0 = 0, 0, time.monotonic()
+with open(path, "ab", buffering=1 << 20) as out:
+    while time.monotonic() - t0 < seconds:
+        chunk = []
+        for _ in range(per_tick):
+            chunk.append(src[i % len(src)])
+            i += 1
+        out.write(b"".join(chunk))
+        out.flush()
+        written += per_tick
+        delay = t0 + written / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+print(f"WROTE {written} {time.monotonic() - t0:.3f}", flush=True)
+"""
+
+
+def child_env(tmp: Path) -> dict:
+    env = dict(os.environ)
+    env.update(SPARKTUI_ROOT=str(ROOT), SPARKTUI_CONFIG_DIR=str(tmp / "config"), SPARKTUI_STATE_DIR=str(tmp / "state"))
+    return env
+
+
+def bench_start(tmp: Path, profile: str | None, runs: int = 5) -> None:
+    times = []
+    for _ in range(runs):
+        t0 = time.time()
+        out = subprocess.run([sys.executable, "-c", CHILD_START, *([profile] if profile else [])],
+                             env=child_env(tmp), capture_output=True, text=True, timeout=60)
+        line = next((l for l in out.stdout.splitlines() if l.startswith("FIRST_FRAME")), None)
+        if line is None:
+            raise SystemExit(f"cold start run failed:\n{out.stderr[-2000:]}")
+        times.append(float(line.split()[1]) - t0)
+    print(f"cold start to first frame (80x24, headless, profile {profile or 'none'}): "
+          f"median {statistics.median(times):.3f} s, max {max(times):.3f} s over {runs} runs (goal <= 0.6 s)")
+
+
+def bench_idle(tmp: Path, seconds: float, profile: str | None) -> None:
+    out = subprocess.run([sys.executable, "-c", CHILD_IDLE, "3", str(seconds), *([profile] if profile else [])],
+                         env=child_env(tmp), capture_output=True, text=True, timeout=seconds + 120)
+    line = next((l for l in out.stdout.splitlines() if l.startswith("IDLE")), None)
+    if line is None:
+        raise SystemExit(f"idle run failed:\n{out.stderr[-2000:]}")
+    cpu, wall, samples, redraws = line.split()[1:]
+    pct = float(cpu) / float(wall) * 100
+    print(f"idle CPU with the gauge live (120x40, memory/GPU sampled every 1 s; the gauge redrew {redraws} "
+          f"times in the window, when its figures changed): {float(cpu):.2f} s CPU over {float(wall):.1f} s "
+          f"= {pct:.2f}% of one core (goal <= 1%)")
+
+
+async def bench_flood(tmp: Path, seconds: float, rate: int) -> None:
+    from textual.binding import Binding
+
+    from sparktui.ui.app import SparkApp
+
+    latencies: list[float] = []
+    pressed: list[float] = []
+
+    class FloodApp(SparkApp):
+        BINDINGS = [*SparkApp.BINDINGS, Binding("f12", "probe", "probe", id="bench.probe", show=False)]
+
+        def action_probe(self) -> None:
+            latencies.append(time.perf_counter() - pressed[-1])
+
+    sources = [str(p) for p in sorted((FIXTURES / "vllm-logs").glob("*.log"))]
+    sources += [str(p) for p in sorted((FIXTURES / "vllm-cpu").glob("*.log"))]
+    log = tmp / "flood.log"
+    log.write_bytes(b"")
+    os.environ.update(SPARKTUI_CONFIG_DIR=str(tmp / "config"), SPARKTUI_STATE_DIR=str(tmp / "state"))
+    app = FloodApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.5)
+        app.show_pane("server")
+        app._start_tail(log)
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), *sources],
+                                  stdout=subprocess.PIPE, text=True)
+        c0 = time.process_time()
+        t0 = time.monotonic()
+        while writer.poll() is None:
+            pressed.append(time.perf_counter())
+            app.post_message(_key("f12"))
+            before = len(latencies)
+            while len(latencies) == before:
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(0.1)
+        wall = time.monotonic() - t0
+        cpu = time.process_time() - c0
+        wrote = writer.stdout.read().split()
+        await pilot.pause(1.0)  # let the tail catch up
+        seen = app.w.log.total_lines
+        kept = app.w.log.line_count
+        app._stop_tail()
+    lat = sorted(latencies)
+    p95 = lat[int(len(lat) * 0.95) - 1] if lat else float("nan")
+    print(f"log flood: writer {int(wrote[1]):,} lines in {float(wrote[2]):.1f} s "
+          f"({int(wrote[1]) / float(wrote[2]):,.0f} lines/s); app followed {seen:,} lines, kept {kept:,} in memory; "
+          f"app CPU {cpu / wall * 100:.0f}% of a core")
+    print(f"key latency during the flood ({len(lat)} presses): median {statistics.median(lat) * 1000:.1f} ms, "
+          f"p95 {p95 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms (goal <= 100 ms)")
+
+
+def _key(key: str):
+    from textual import events
+
+    return events.Key(key, None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--flood-seconds", type=float, default=10.0)
+    parser.add_argument("--rate", type=int, default=100_000, help="log lines per second during the flood")
+    parser.add_argument("--profile", default="70b-dense-single-user", help="profile to open (shipped name or path)")
+    parser.add_argument("--only", choices=("start", "idle", "flood"))
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory(prefix="sparktui-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        if args.only in (None, "start"):
+            bench_start(tmp, args.profile)
+        if args.only in (None, "idle"):
+            bench_idle(tmp, args.idle_seconds, args.profile)
+        if args.only in (None, "flood"):
+            asyncio.run(bench_flood(tmp, args.flood_seconds, args.rate))
+
+
+if __name__ == "__main__":
+    main()
