@@ -160,3 +160,27 @@ def test_guard_in_a_thread_armed_later_trips_and_reports(tmp_path):
     guard.join(10)
     assert reports and reports[0] is guard.report and guard.report.line == "kill" and guard.report.gone
     assert not alive(tree.pid)
+
+
+def test_request_stop_takes_no_lock_so_a_signal_handler_cannot_deadlock(tmp_path):
+    # A signal handler runs on the main thread between bytecodes, possibly while Event.wait()
+    # there holds the Event's lock: Event.set() (close()) would then block forever.
+    import threading
+
+    tree = spawn(["sleep", "30"], tmp_path / "log")
+    guard = Guard(tree, GuardLines())
+    done = threading.Event()
+
+    def handler_while_lock_held():
+        with guard._closed._cond:  # what the interrupted Event.wait() holds
+            guard.request_stop()
+            done.set()
+
+    t = threading.Thread(target=handler_while_lock_held, daemon=True)
+    t.start()
+    t.join(2)
+    assert done.is_set(), "request_stop() blocked on the Event's lock"
+    start = time.monotonic()
+    assert guard.run() is None and time.monotonic() - start < 1  # the loop sees the request at once
+    assert alive(tree.pid)  # stopping the guard leaves the tree alone
+    tree.kill()

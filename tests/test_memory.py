@@ -170,10 +170,14 @@ def test_real_nvml():
     r = read_gpu()
     assert r.available and r.gpus, r.reason
     for g in r.gpus:
-        assert g.name
-        assert (g.memory_total is None) == g.unified or g.memory_total is None
-        assert g.memory_text()
-    assert isinstance(r.to_dict(), dict)
+        assert g.name and g.uuid
+        if g.memory_total is None:  # GB10: Not Supported, the pool is host memory
+            assert "memory_total" in g.unavailable and g.memory_text().startswith("n/a")
+        else:  # a discrete GPU such as the H200
+            assert not g.unified and 0 <= g.memory_used <= g.memory_total
+            assert g.memory_text().endswith("GiB")
+        assert g.processes is not None or "processes" in g.unavailable
+    assert r.to_dict()["gpus"][0]["name"] == r.gpus[0].name
 
 
 def test_tree_memory_counts_a_child_and_its_grandchild(monkeypatch):

@@ -85,17 +85,23 @@ def run(args: argparse.Namespace) -> int:
         emit("warn", f"warning: MemAvailable {gib:.2f} GiB is below the warn line {lines.warn_below_gib:g} GiB",
              {"mem_available_gib": round(gib, 3), "warn_below_gib": lines.warn_below_gib})
 
+    # Handlers first: a signal that arrives while the command starts must still stop its tree.
     received: list[int] = []
-    tree = spawn(argv, args.log, inherit_stdin=True)
-    guard = Guard(tree, lines, on_warn=on_warn)
+    guard = None
 
     def on_signal(signum, _frame) -> None:
+        # No locks in here (Event.set() would deadlock if the signal interrupted Event.wait()).
         received.append(signum)
-        guard.close()
+        if guard is not None:
+            guard.request_stop()
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
 
+    tree = spawn(argv, args.log, inherit_stdin=True)
+    guard = Guard(tree, lines, on_warn=on_warn)
+    if received:
+        guard.request_stop()
     report = guard.run()
     if report is not None:
         if args.json:

@@ -330,7 +330,8 @@ class Guard:
         self.clock = clock
         self.report: TripReport | None = None
         self.last: Decision | None = None
-        self._closed = threading.Event()
+        self._closed = threading.Event()  # wakes the loop at once when closed from another thread
+        self._stop_requested = False  # set by request_stop(), safe inside a signal handler
         self._thread: threading.Thread | None = None
 
     @property
@@ -344,8 +345,13 @@ class Guard:
         self.decider.disarm()
 
     def close(self) -> None:
-        """Stop watching (the tree is left alone)."""
+        """Stop watching (the tree is left alone). From another thread; in a signal handler use
+        request_stop(): Event.set() there can deadlock on the lock the interrupted code holds."""
         self._closed.set()
+
+    def request_stop(self) -> None:
+        """Signal-handler-safe close(): no locks; the loop notices within one interval (≤ 0.1 s)."""
+        self._stop_requested = True
 
     def start(self) -> threading.Thread:
         self._thread = threading.Thread(target=self.run, name="sparktui-guard", daemon=True)
@@ -358,7 +364,7 @@ class Guard:
 
     def run(self) -> TripReport | None:
         next_track = 0.0
-        while not self._closed.is_set():
+        while not self._closed.is_set() and not self._stop_requested:
             t = self.clock()
             d = self.decider.feed(t, self.read_available())
             self.last = d

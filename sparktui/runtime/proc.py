@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import select
 import shutil
 import signal
 import stat as stat_module
@@ -336,7 +337,7 @@ class ProcessTree:
         if on_signalled is not None:
             on_signalled()
         self._signal_members(signal.SIGKILL, report, t0, outside_group_only=False)
-        self._wait_gone(report, t0, t0 + timeout, _observe_only(on_poll))
+        self._wait_gone(report, t0, t0 + timeout, _observe_only(on_poll), 0.01 if on_poll else 0.05)
         self._finish(report)
         return report
 
@@ -358,35 +359,45 @@ class ProcessTree:
         self._signal_members(signal.SIGTERM, report, t0, outside_group_only=True)
         if on_signalled is not None:
             on_signalled()
-        if not self._wait_gone(report, t0, t0 + grace, on_poll):
+        if not self._wait_gone(report, t0, t0 + grace, on_poll, 0.002 if on_poll else 0.05):
             report.escalated = True
             self.signal_group(signal.SIGKILL, report, t0)
             self._signal_members(signal.SIGKILL, report, t0, outside_group_only=False)
-            self._wait_gone(report, t0, time.monotonic() + kill_timeout, _observe_only(on_poll))
+            self._wait_gone(report, t0, time.monotonic() + kill_timeout, _observe_only(on_poll), 0.01 if on_poll else 0.05)
         self._finish(report)
         return report
 
-    def _wait_gone(self, report: StopReport, t0: float, deadline: float, on_poll: Callable[[], object] | None) -> bool:
+    def _wait_gone(
+        self, report: StopReport, t0: float, deadline: float, on_poll: Callable[[], object] | None, tick: float
+    ) -> bool:
+        """Wait until no process of the tree is left. Sleeps in poll() on pidfds, woken the moment
+        a member exits, so the dying tree gets the CPU (on a busy box a busy-waiting watcher slows
+        the teardown it measures); wakes every `tick` for on_poll, and every 100 ms for a /proc
+        scan that catches members not recorded yet."""
+        watcher = _ExitWatcher()
         next_scan = 0.0
-        while True:
-            self.returncode()
-            now = time.monotonic()
-            # Cheap check every 2 ms; a full /proc scan (to catch unrecorded members) every 50 ms
-            # and before declaring the tree gone.
-            if not self._recorded_alive():
-                if not self.refresh():
-                    report.gone = True
-                    report.gone_after_s = time.monotonic() - t0
-                    return True
-                next_scan = now + 0.05
-            elif now >= next_scan:
-                self.refresh()
-                next_scan = now + 0.05
-            if on_poll is not None and on_poll():
-                return False  # the caller wants to escalate now (e.g. the guard's kill line)
-            if now >= deadline:
-                return False
-            time.sleep(0.002)
+        try:
+            while True:
+                now = time.monotonic()
+                if now >= next_scan:
+                    for info in self.refresh():
+                        watcher.add(ProcessIdentity(info.pid, info.start_time))
+                    next_scan = now + 0.1
+                self.returncode()  # reap the root once it has exited
+                if not watcher.alive():
+                    if not self.refresh():
+                        report.gone = True
+                        report.gone_after_s = time.monotonic() - t0
+                        return True
+                    next_scan = 0.0  # new members appeared: watch them too
+                    continue
+                if on_poll is not None and on_poll():
+                    return False  # the caller wants to escalate now (e.g. the guard's kill line)
+                if now >= deadline:
+                    return False
+                watcher.wait(min(tick, max(0.0, deadline - now)))
+        finally:
+            watcher.close()
 
     def _finish(self, report: StopReport) -> None:
         self.stop_tracking()
@@ -420,6 +431,54 @@ class ProcessTree:
             argv=record.get("argv"),
             log_path=record.get("log_path"),
         )
+
+
+class _ExitWatcher:
+    """Processes to wait for: pidfds in one poll() set; /proc polling where pidfds are missing."""
+
+    def __init__(self) -> None:
+        self._poller = select.poll()
+        self._fds: dict[int, ProcessIdentity] = {}
+        self._polled: set[ProcessIdentity] = set()
+        self._seen: set[ProcessIdentity] = set()
+
+    def add(self, ident: ProcessIdentity) -> None:
+        if ident in self._seen:
+            return
+        self._seen.add(ident)
+        try:
+            fd = os.pidfd_open(ident.pid)
+        except ProcessLookupError:
+            return
+        except (OSError, AttributeError):
+            self._polled.add(ident)
+            return
+        info = read_stat(ident.pid)
+        if not ident.matches(info) or info.dead:  # gone, or the pid was reused before the open
+            os.close(fd)
+            return
+        self._fds[fd] = ident
+        self._poller.register(fd, select.POLLIN)
+
+    def alive(self) -> bool:
+        self._polled = {i for i in self._polled if i.is_alive()}
+        return bool(self._fds or self._polled)
+
+    def wait(self, timeout: float) -> None:
+        if self._polled:
+            timeout = min(timeout, 0.002)
+        if not self._fds:
+            time.sleep(timeout)
+            return
+        for fd, _ in self._poller.poll(timeout * 1000):
+            self._poller.unregister(fd)
+            os.close(fd)
+            del self._fds[fd]
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
 
 
 def _observe_only(on_poll: Callable[[], object] | None) -> Callable[[], bool] | None:
