@@ -51,3 +51,13 @@ async def test_scrolling_up_pauses_follow_and_f_resumes():
         await pilot.press("f")
         await pilot.pause()
         assert log.follow and log.scroll_y == log.max_scroll_y
+
+
+def test_colour_codes_and_carriage_returns_are_cleaned():
+    from sparktui.ui.widgets.logview import clean
+
+    raw = "\x1b[0;36m(APIServer pid=1)\x1b[0;0m INFO 02-05 00:05:28 [utils.py:253] hello\r"
+    assert clean(raw) == "(APIServer pid=1) INFO 02-05 00:05:28 [utils.py:253] hello"
+    assert severity_of(clean(raw)) == "info"
+    assert clean("Loading: 10%\rLoading: 50%\rLoading: 100%") == "Loading: 100%"
+    assert clean("a\tb\x07") == "a   b"

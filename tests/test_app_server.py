@@ -137,11 +137,12 @@ async def test_attaches_to_a_server_already_running(make_profile):
 async def test_a_guard_trip_is_shown_with_its_report(make_profile):
     from sparktui.runtime.memory import read_memory
 
-    # Lines just below today's MemAvailable; the stub's EngineCore then takes 1.5 GiB at the KV line.
+    # Lines just below today's MemAvailable; the stub's EngineCore then takes up to 3 GiB at the KV
+    # line (more than the 0.6 GiB margin even if other programs free some memory meanwhile).
     now = read_memory().mem_available / 2**30
     guard = (f"warn-below-gib = {now - 0.3:.2f}\nterm-below-gib = {now - 0.6:.2f}\n"
              f"kill-below-gib = {now - 8:.2f}\ngrace-s = 2")
-    app = SparkApp(profile=make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="1536", STUB_VLLM_ALLOC_RATE_MIB_S="3000"),
+    app = SparkApp(profile=make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="3072", STUB_VLLM_ALLOC_RATE_MIB_S="3000"),
                    backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.form.config is not None, "the profile")
@@ -154,3 +155,24 @@ async def test_a_guard_trip_is_shown_with_its_report(make_profile):
         assert kind == "memory guard trip" and "term line" in report and "--gpu-memory-utilization" in hint
         assert app.w.gauge.guard.last_trip == app.guard.last_trip
         assert any("memory guard tripped" in str(n.message) for n in app._notifications)
+
+
+async def test_a_refused_launch_says_why_in_the_launch_pane(make_profile):
+    import socket
+
+    path = make_profile()
+    from sparktui.core.profiles import load_profile
+
+    port = load_profile(path).serve.port
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port))
+        busy.listen(1)
+        app = SparkApp(profile=path, backend=SampleBackend())
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.form.config is not None, "the profile")
+            await pilot.press("f5")
+            await until(pilot, lambda: app.launch_error is not None, "the refusal")
+            await pilot.pause(3.5)  # a few idle server polls later the reason is still shown
+            assert app.server is None
+            assert f"--port {port}" in app.w.info.view.detail and "launch failed" in app.w.info.view.detail
+            assert app.w.phases.phase is None

@@ -287,3 +287,13 @@ def test_online_fp8_quantization_shrinks_the_linear_layers():
     prequantized = load_model_spec("nvidia/Qwen3-32B-NVFP4")
     same = fit(cfg(prequantized.name, quantization="fp8"), prequantized, dgx_spark())
     assert same.weights_bytes == prequantized.weights_bytes
+
+
+def test_a_live_reading_applies_only_to_the_machine_it_was_read_on():
+    from sparktui.core.fit import machine_from_name, reading_applies
+
+    spark = machine_from_name("dgx-spark")
+    assert reading_applies(spark, int(121.7 * 2**30))
+    assert reading_applies(spark, int(120 * 2**30))  # a slightly different kernel reserve
+    assert not reading_applies(spark, 24 * 2**30)  # a laptop planning for a Spark
+    assert not reading_applies(machine_from_name("80"), 80 * 2**30)  # host RAM is not a discrete GPU's memory

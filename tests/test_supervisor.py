@@ -410,3 +410,19 @@ def test_restart_relaunches_the_same_profile(make_profile, env, cleanup):
     second = running_state(profile.serve.port)
     assert "--max-num-seqs" in second["argv"] and second["argv"][second["argv"].index("--max-num-seqs") + 1] == "4"
     assert supervisor.stop(profile.serve.port)["exit"]["reason"] == "stopped"
+
+
+def test_fit_preflight_judges_the_host_it_launches_on(make_profile):
+    """A Spark profile launched on a smaller host is checked against that host, and says so."""
+    profile = load_profile(make_profile())
+    assert profile.machine == "dgx-spark"
+    qwen = profile.serve.replace(model="Qwen/Qwen3-32B", max_model_len=8192)  # ~61 GiB of bf16 weights
+    gib = 1 << 30
+    small = {"MemTotal": 24 * gib, "MemAvailable": 22 * gib, "MemFree": 21 * gib}
+    with pytest.raises(UserError, match="no memory left for the KV cache: request 19.71 GiB − weights 61.03 GiB"):
+        supervisor.preflight(profile, qwen, meminfo=small)
+    forced = supervisor.preflight(profile, qwen, force=True, meminfo=small)
+    assert forced.warnings[0].startswith("the profile is planned for dgx-spark (121.7 GiB) but this host has 24.0 GiB")
+    spark = {"MemTotal": int(121.7 * gib), "MemAvailable": 117 * gib, "MemFree": 116 * gib}
+    on_spark = supervisor.preflight(profile, qwen, meminfo=spark)
+    assert on_spark.warnings == [] and on_spark.fit["verdict"] == "fits"

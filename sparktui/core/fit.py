@@ -105,6 +105,12 @@ def machine_from_name(name: str | float | int, meminfo: str | None = None) -> Ma
     return Machine(f"{size:g} GiB GPU", total, total, unified=False)
 
 
+def reading_applies(machine: Machine, host_mem_total: int) -> bool:
+    """Whether this host's MemAvailable is `machine`'s free memory: only for unified memory of the
+    same size. A Spark profile opened on a laptop is judged against an idle Spark, not the laptop."""
+    return machine.unified and abs(machine.mem_total - host_mem_total) <= 0.03 * machine.mem_total
+
+
 # --------------------------------------------------------------------------- vLLM behaviour by version
 
 

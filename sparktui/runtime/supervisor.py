@@ -132,20 +132,25 @@ def preflight(profile, serve=None, *, force: bool = False, meminfo: dict[str, in
             "holds the difference, and on a DGX Spark vLLM's start-up free-memory check can fail on it. "
             f"Drop the caches first: {vllm_log.DROP_CACHES}"
         )
-    fit_result = _fit_verdict(profile, serve, available, warnings, force)
+    fit_result = _fit_verdict(profile, serve, mem, warnings, force)
     return Preflight(warnings, fit_result)
 
 
-def _fit_verdict(profile, serve, mem_available: int, warnings: list[str], force: bool) -> dict | None:
-    try:
-        from sparktui.core import fit as fit_mod
-        from sparktui.core.modelspec import load_model_spec
-    except ImportError:
-        return None  # the fit engine is not part of this build
+def _fit_verdict(profile, serve, mem: dict[str, int], warnings: list[str], force: bool) -> dict | None:
+    from sparktui.core import fit as fit_mod
+    from sparktui.core.modelspec import load_model_spec
+
     try:
         spec = load_model_spec(serve.model)
-        meminfo = Path("/proc/meminfo").read_text() if str(profile.machine) == "auto" else None
+        meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
         machine = fit_mod.machine_from_name(profile.machine, meminfo)
+        host_total = mem["MemTotal"]
+        if machine.unified and not fit_mod.reading_applies(machine, host_total):
+            # vLLM starts on this host, whatever the profile was planned for: check against it.
+            warnings.append(f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
+                            f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host")
+            machine = fit_mod.machine_from_name("auto", meminfo)
+        mem_available = mem.get("MemAvailable") if machine.unified else None
         result = fit_mod.fit(serve, spec, machine, mem_available=mem_available)
     except UserError as exc:
         warnings.append(f"fit check skipped: {exc}")

@@ -123,6 +123,7 @@ class SparkApp(App):
         self.server_error: str | None = None
         self.guard = GuardView()
         self.runner_problem: str | None = None
+        self.launch_error: str | None = None
         self.pane = "config"
         self.host = ""
         self._memory_busy = False
@@ -313,6 +314,8 @@ class SparkApp(App):
                                         view.predicted, view.actual, [], view.diagnosis))
 
     def _idle_detail(self) -> str:
+        if self.launch_error:
+            return f"launch failed: {self.launch_error}"
         if self.runner_problem:
             return (f"vLLM cannot be started here: {self.runner_problem}. Install vLLM (pip install vllm, "
                     "or use NVIDIA's vLLM container with [runner] kind = \"container\") and reopen the profile.")
@@ -580,14 +583,14 @@ class SparkApp(App):
         self._server_action(action, self.server)
 
     @work(thread=True, exclusive=True, group="server", name="server-action", exit_on_error=False)
-    def _server_action(self, action: str, status: ServerStatus | None) -> None:
+    def _server_action(self, action: str, status: ServerStatus | None, force: bool = False) -> None:
         try:
             if action == "launch":
                 profile = self._launch_profile()
                 problem = self.backend.runner_problem(profile)
                 if problem:
                     raise Unavailable(problem)
-                result = self.backend.launch(profile)
+                result = self.backend.launch(profile, force=force)
             elif action == "stop":
                 result = self.backend.stop(status)
             elif action == "kill":
@@ -625,8 +628,9 @@ class SparkApp(App):
             return
         if message.error:
             if message.action == "launch":  # nothing started: say why where the server would be
+                self.launch_error = message.error
                 self.w.phases.set_phase(None)
-                self.w.info.show(ServerView("stopped", f"launch failed: {message.error}"))
+                self.w.info.show(ServerView("stopped", self._idle_detail()))
             return
         self.server_error = None
         status: ServerStatus | None = message.status
@@ -673,11 +677,11 @@ class SparkApp(App):
         v = self.fit_view
         rows = []
         if v.kv_cache_bytes is not None:
-            rows.append(("KV cache GiB", f"{v.kv_cache_bytes / 2**30:.2f}"))
+            rows.append(("KV GiB", f"{v.kv_cache_bytes / 2**30:.2f}"))
         if v.kv_cache_tokens is not None:
             rows.append(("KV tokens", f"{v.kv_cache_tokens:,}"))
         if v.max_concurrency is not None:
-            rows.append(("max concurrency", f"{v.max_concurrency:.2f}x"))
+            rows.append(("concurrency", f"{v.max_concurrency:.2f}x"))
         return rows
 
     def action_launch(self) -> None:
@@ -688,17 +692,18 @@ class SparkApp(App):
         if verdict in ("wont_start", "unsafe"):
             words = {"wont_start": "WON'T START", "unsafe": "UNSAFE"}[verdict]
             self.push_screen(ConfirmScreen(f"The fit says {words}: {self.fit_view.reasons[0]}\nLaunch anyway?"),
-                             lambda yes: yes and self._launch())
+                             lambda yes: yes and self._launch(force=True))
             return
         self._launch()
 
-    def _launch(self) -> None:
+    def _launch(self, force: bool = False) -> None:
         self.w.log.clear()
         self.w.diagnosis.show(None)
         self.w.phases.set_phase("starting")
         info = self.w.info
+        self.launch_error = None
         info.show(ServerView("starting", "asking the supervisor…", self._predicted()))
-        self._run_server_action("launch")
+        self._server_action("launch", self.server, force)
 
     def action_stop(self) -> None:
         if self.server is None or self.server.state not in LIVE_STATES:

@@ -137,9 +137,10 @@ class Backend:
                 pass
         return status
 
-    def launch(self, profile) -> ServerStatus:
+    def launch(self, profile, force: bool = False) -> ServerStatus:
+        """Start a detached supervisor; force: start even what the preflight fit refuses."""
         supervisor = _module("sparktui.runtime.supervisor")
-        return server_status(supervisor.launch(profile, detach=True))
+        return server_status(supervisor.launch(profile, detach=True, force=force))
 
     def stop(self, status: ServerStatus) -> ServerStatus:
         return server_status(_module("sparktui.runtime.supervisor").stop(status.port))
@@ -206,6 +207,7 @@ def metric_figures(stats: Any) -> list[tuple[str, str]]:
         ("wait", num(stats.waiting, "{:.0f}")),
         ("gen", num(stats.generation_tokens_per_s, "{:.1f} tok/s")),
         ("prompt", num(stats.prompt_tokens_per_s, "{:.1f} tok/s")),
+        ("", ""),
         ("TTFT p50", num(stats.ttft_p50_s, "{:.2f}s")),
         ("p95", num(stats.ttft_p95_s, "{:.2f}s")),
     ]

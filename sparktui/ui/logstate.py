@@ -25,11 +25,11 @@ class LogState:
         s = self.summary
         rows = []
         if s.available_kv_gib is not None:
-            rows.append(("KV cache GiB", f"{s.available_kv_gib:.2f}"))
+            rows.append(("KV GiB", f"{s.available_kv_gib:.2f}"))
         if s.kv_cache_tokens is not None:
             rows.append(("KV tokens", f"{s.kv_cache_tokens:,}"))
         if s.max_concurrency is not None:
-            rows.append(("max concurrency", f"{s.max_concurrency:.2f}x"))
+            rows.append(("concurrency", f"{s.max_concurrency:.2f}x"))
         if s.weights_gib is not None:
             rows.append(("weights GiB", f"{s.weights_gib:.2f}"))
         return rows

@@ -21,6 +21,17 @@ from textual.strip import Strip
 _SEVERITY = re.compile(r"\b(CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG)\b")
 _ERRORISH = re.compile(r"^(Traceback|\w*(Error|Exception)\b|RuntimeError|.*\bKilled\b)")
 _MAX_LINE_CHARS = 2000
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")  # vLLM colours its prefixes
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean(line: str) -> str:
+    """A log line as plain text: colour codes and other control characters removed."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if "\r" in line:  # progress bars redraw with \r: keep what was drawn last
+        line = line.rstrip("\r").rsplit("\r", 1)[-1]
+    return _CONTROL.sub("", line.expandtabs(4))
 
 
 def severity_of(line: str) -> str:
@@ -119,7 +130,7 @@ class LogView(ScrollView, can_focus=True):
             self._lines.append(("marker", f"… {self._skipped:,} lines skipped to keep up (the full log is on disk)"))
             self._skipped = 0
         for text in self._pending:
-            text = text[:_MAX_LINE_CHARS].expandtabs(4)
+            text = clean(text[:_MAX_LINE_CHARS])
             self._width = max(self._width, len(text))
             self._lines.append((severity_of(text), text))
         self._pending.clear()

@@ -101,18 +101,18 @@ class ServerInfo(TextPanel):
             out.append(f"  {v.detail}", s("muted"))
         if v.predicted or v.actual:
             out.append("\n")
-            out.append(f"{'':<16}{'predicted':>14}{'vLLM said':>14}", s("head"))
+            out.append(f"{'':<12}{'predicted':>10}{'vLLM said':>10}", s("head"))
             names = [n for n, _ in v.predicted] + [n for n, _ in v.actual if n not in dict(v.predicted)]
             pred, act = dict(v.predicted), dict(v.actual)
             for name in names:
-                out.append(f"\n{name:<16}", s("label"))
-                out.append(f"{pred.get(name, '—'):>14}", s("value"))
-                out.append(f"{act.get(name, '…'):>14}", s("value"))
-        if v.metrics:
-            out.append("\n")
-            for i, (name, value) in enumerate(v.metrics):
-                out.append(("  " if i else "") + f"{name} ", s("label"))
-                out.append(value, s("value"))
+                out.append(f"\n{name:<12}", s("label"))
+                out.append(f"{pred.get(name, '—'):>10}", s("value"))
+                out.append(f"{act.get(name, '…'):>10}", s("value"))
+        for i, (name, value) in enumerate(v.metrics):
+            # three figures a line: KV/run/wait, the token rates, TTFT
+            out.append("\n" if i % 3 == 0 else "  ")
+            out.append(f"{name} ", s("label"))
+            out.append(value, s("value"))
         return out
 
 
