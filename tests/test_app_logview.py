@@ -61,3 +61,10 @@ def test_colour_codes_and_carriage_returns_are_cleaned():
     assert severity_of(clean(raw)) == "info"
     assert clean("Loading: 10%\rLoading: 50%\rLoading: 100%") == "Loading: 100%"
     assert clean("a\tb\x07") == "a   b"
+
+
+def test_the_phase_strip_knows_the_log_parsers_phases():
+    from sparktui.core import vllm_log
+    from sparktui.ui.widgets import server
+
+    assert server.PHASES == vllm_log.PHASES and server.FAILED == vllm_log.FAILED

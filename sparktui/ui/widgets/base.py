@@ -15,7 +15,12 @@ class TextPanel(Widget):
         again only if the number of lines did."""
         if not self.is_mounted:
             return
-        text = self.render()
+        try:
+            text = self.render()
+        except KeyError:  # component styles not applied yet (start-up) or gone (shut-down)
+            self._last_plain = None
+            self.refresh(layout=True)
+            return
         plain = text.plain
         if plain == self._last_plain:
             return

@@ -9,7 +9,7 @@ ServeConfig (or the errors), so the fit panel can recompute.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import on
 from textual.app import ComposeResult
@@ -18,8 +18,17 @@ from textual.message import Message
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label, Select, Static, Switch
 
-from sparktui.core.config import CATEGORIES, FLAGS, Flag, ServeConfig
 from sparktui.errors import UserError
+
+if TYPE_CHECKING:
+    from sparktui.core.config import Flag, ServeConfig
+
+
+def _flags():
+    # Imported on first use, after the first frame: the flag table pulls in pydantic (~0.2 s).
+    from sparktui.core import config
+
+    return config
 
 TRISTATE = [("on", True), ("off", False)]
 
@@ -73,19 +82,32 @@ class ConfigEditor(VerticalScroll):
         super().__init__(**kwargs)
         self._extra_args: list[str] = []
         self._loading = False
+        self._pending: ServeConfig | None = None
+        self.built = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="general-problem", classes="problem")
-        for category in CATEGORIES:
-            flags = [f for f in FLAGS if f.category == category]
+
+    def on_mount(self) -> None:
+        # The rows (about a hundred widgets) come right after the first frame, so it shows sooner.
+        self.call_after_refresh(self._build)
+
+    def _build(self) -> None:
+        config = _flags()
+        widgets = []
+        for category in config.CATEGORIES:
+            flags = [f for f in config.FLAGS if f.category == category]
             if not flags:
                 continue
-            yield Label(category.capitalize(), classes="cat")
+            widgets.append(Label(category.capitalize(), classes="cat"))
             for flag in flags:
-                with Horizontal(classes="row"):
-                    yield Label(flag.key if not flag.positional else "model", classes="name")
-                    yield self._control(flag)
-                yield Static("", id=f"problem-{flag.field}", classes="problem")
+                name = Label(flag.key if not flag.positional else "model", classes="name")
+                widgets.append(Horizontal(name, self._control(flag), classes="row"))
+                widgets.append(Static("", id=f"problem-{flag.field}", classes="problem"))
+        self.mount_all(widgets)
+        self.built = True
+        if self._pending is not None:
+            self.call_after_refresh(self.load, self._pending)
 
     def _control(self, flag: Flag):
         wid = f"flag-{flag.field}"
@@ -109,9 +131,13 @@ class ConfigEditor(VerticalScroll):
 
     def load(self, config: ServeConfig) -> None:
         """Fill the form from `config` (no Changed messages while filling; one at the end)."""
+        if not self.built:
+            self._pending = config  # filled in once the rows exist
+            return
+        self._pending = None
         self._loading = True
         try:
-            for flag in FLAGS:
+            for flag in _flags().FLAGS:
                 control = self.query_one(f"#flag-{flag.field}")
                 value = getattr(config, flag.field)
                 if isinstance(control, Switch):
@@ -137,7 +163,7 @@ class ConfigEditor(VerticalScroll):
     def read(self) -> FormState:
         values: dict[str, Any] = {}
         errors: dict[str, str] = {}
-        for flag in FLAGS:
+        for flag in _flags().FLAGS:
             raw = self._raw(flag)
             if raw is None:  # empty: the flag's default (the model has none)
                 if flag.positional:
@@ -150,14 +176,14 @@ class ConfigEditor(VerticalScroll):
         if errors:
             return FormState(None, errors)
         try:
-            config = ServeConfig(**values, extra_args=self._extra_args)
+            config = _flags().ServeConfig(**values, extra_args=self._extra_args)
         except UserError as exc:
             return FormState(None, {}, str(exc))
         return FormState(config, {})
 
     def _emit(self) -> None:
         state = self.read()
-        for flag in FLAGS:
+        for flag in _flags().FLAGS:
             problem = self.query_one(f"#problem-{flag.field}", Static)
             message = state.errors.get(flag.field)
             problem.update(message or "")
@@ -173,5 +199,5 @@ class ConfigEditor(VerticalScroll):
     @on(Switch.Changed)
     def _edited(self, event: Message) -> None:
         event.stop()
-        if not self._loading:
+        if self.built and not self._loading:
             self._emit()

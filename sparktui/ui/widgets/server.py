@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from rich.text import Text
 from sparktui.ui.widgets.base import TextPanel
 
-from sparktui.core.vllm_log import FAILED, PHASES
+# The log parser's phases (sparktui.core.vllm_log.PHASES; a test keeps the two the same).
+PHASES = ("starting", "loading_weights", "profiling", "kv_cache", "cuda_graphs", "ready")
+FAILED = "failed"
 
 PHASE_LABELS = {"starting": "starting", "loading_weights": "loading weights", "profiling": "profiling",
                 "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "ready": "ready"}
