@@ -223,6 +223,128 @@ def test_shm_leftovers_removed_foreign_and_older_files_kept(tmp_path):
                 p.unlink(missing_ok=True)
 
 
+def read_names(path: Path, count: int) -> list[str]:
+    return wait_until(lambda: path.exists() and len(names := path.read_text().split()) == count and names,
+                      what=f"names in {path}")
+
+
+def test_foreign_semaphore_created_after_spawn_survives_the_trees_stop(tmp_path):
+    # The bug this guards against: the sweep judged "in use" by path, but a live semaphore's
+    # mapping shows its temporary name `sem.XXXXXX (deleted)`, so another program's semaphore
+    # was deleted and its next child died in SemLock._rebuild with FileNotFoundError.
+    tree = spawn([sys.executable, str(HELPERS / "shm_user.py"), str(tmp_path)], tmp_path / "log")
+    holder = None
+    sem_file = None
+    try:
+        ours = read_names(tmp_path / "names", 2)
+        tree.refresh()
+        holder = subprocess.Popen([sys.executable, str(HELPERS / "sem_holder.py"), str(tmp_path / "sem"), "wait"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        sem_file = proc.SHM_DIR / read_names(tmp_path / "sem", 1)[0]
+        assert sem_file.name.startswith("sem.mp-") and sem_file.exists()
+        report = tree.stop(grace=5)
+        assert report.gone
+        assert sem_file.exists(), "another program's live semaphore was deleted"
+        assert sem_file.name in report.shm_kept
+        # The tree's own files still go (its psm_ one may go first, unlinked by the tree's own
+        # multiprocessing resource tracker, which outlives a SIGTERM).
+        assert set(report.shm_removed) <= set(ours) and report.shm_removed
+        assert not any((proc.SHM_DIR / n).exists() for n in ours)
+        _, err = holder.communicate(b"go\n", timeout=30)  # its child opens the semaphore by name
+        assert holder.returncode == 0, err.decode()
+    finally:
+        if holder is not None and holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        if sem_file is not None:
+            sem_file.unlink(missing_ok=True)
+
+
+def test_a_live_semaphore_is_seen_in_use_by_its_inode(tmp_path):
+    holder = subprocess.Popen([sys.executable, str(HELPERS / "sem_holder.py"), str(tmp_path / "sem"), "wait"],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sem_file = None
+    try:
+        sem_file = proc.SHM_DIR / read_names(tmp_path / "sem", 1)[0]
+        st = sem_file.stat()
+        key = (st.st_dev, st.st_ino)
+        held, complete = proc._shm_held(holder.pid, st.st_dev)
+        assert complete and key in held and held[key].startswith("sem.") and held[key] != sem_file.name
+        used, _ = proc._shm_in_use({key})
+        assert used == {key}
+    finally:
+        holder.kill()
+        holder.wait()
+        if sem_file is not None:
+            sem_file.unlink(missing_ok=True)
+
+
+def test_foreign_file_created_after_spawn_is_kept_even_when_no_one_holds_it(tmp_path):
+    tree = spawn([sys.executable, str(HELPERS / "shm_user.py"), str(tmp_path)], tmp_path / "log")
+    loose = proc.SHM_DIR / f"psm_sparktui_loose_{uuid.uuid4().hex[:8]}"
+    try:
+        ours = read_names(tmp_path / "names", 2)
+        # Another program's leftover, or a file it is about to open again; 0600 like vLLM's own
+        # (a file others could open is kept anyway whenever some process cannot be inspected).
+        os.close(os.open(loose, os.O_CREAT | os.O_WRONLY, 0o600))
+        report = tree.kill()
+        assert sorted(report.shm_removed) == sorted(ours)
+        assert loose.exists() and loose.name in report.shm_kept
+    finally:
+        loose.unlink(missing_ok=True)
+
+
+def test_trees_own_semaphore_is_recognised_by_inode_and_removed_after_kill(tmp_path):
+    tree = spawn([sys.executable, str(HELPERS / "sem_holder.py"), str(tmp_path / "sem"), "sleep"], tmp_path / "log")
+    sem_file = None
+    try:
+        sem_file = proc.SHM_DIR / read_names(tmp_path / "sem", 1)[0]
+        tree.refresh()  # its maps name only `sem.XXXXXX (deleted)`; the inode is this file's
+        st = sem_file.stat()
+        assert tree.shm_held == {(st.st_dev, st.st_ino): sem_file.name}
+        report = tree.kill()
+        assert report.gone and report.shm_removed == [sem_file.name] and not sem_file.exists()
+    finally:
+        tree.kill()
+        if sem_file is not None:
+            sem_file.unlink(missing_ok=True)
+
+
+def test_held_files_travel_in_the_record_and_are_swept_after_the_tree_died(tmp_path):
+    tree = spawn([sys.executable, str(HELPERS / "shm_user.py"), str(tmp_path)], tmp_path / "log")
+    names = read_names(tmp_path / "names", 2)
+    gen = tree.generation
+    tree.refresh()
+    assert tree.generation > gen  # callers re-save their state file
+    record = tree.to_record()
+    assert sorted(name for _, _, name in record["shm_held"]) == sorted(names)
+    # As after a sparktui crash: the tree died (SIGKILL leaves its files); only the record is left.
+    os.kill(tree.pid, signal.SIGKILL)
+    tree.popen.wait()
+    assert all((proc.SHM_DIR / n).exists() for n in names)
+    report = sweep_orphans(record)
+    assert sorted(report.shm_removed) == sorted(names)
+    assert not any((proc.SHM_DIR / n).exists() for n in names)
+
+
+def test_file_the_tree_made_but_was_never_seen_holding_stays(tmp_path):
+    # Documented: only files seen mapped or open by a member are removed; one created and let
+    # go between two looks cannot be told from another program's, so it stays (safe beats tidy).
+    name = f"psm_sparktui_letgo_{uuid.uuid4().hex[:8]}"
+    code = (f"import os,time; fd=os.open('/dev/shm/{name}', os.O_CREAT|os.O_RDWR, 0o600); os.write(fd, b'x'); "
+            f"os.close(fd); open({str(tmp_path / 'made')!r}, 'w').close(); time.sleep(30)")
+    tree = spawn([sys.executable, "-c", code], tmp_path / "log")
+    try:
+        wait_until(lambda: (tmp_path / "made").exists(), what="the file")
+        tree.refresh()
+        assert tree.shm_held == {}
+        report = tree.kill()
+        assert report.gone and report.shm_removed == [] and name in report.shm_kept
+        assert (proc.SHM_DIR / name).exists()
+    finally:
+        (proc.SHM_DIR / name).unlink(missing_ok=True)
+
+
 def test_no_shell_and_argv_passed_verbatim(tmp_path):
     tree = spawn([sys.executable, "-c", "import sys; print(sys.argv[1:])", "$(echo hi)", "a b", ";"], tmp_path / "log")
     tree.popen.wait(10)

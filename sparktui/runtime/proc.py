@@ -13,6 +13,11 @@ Tree: vLLM's API server starts `VLLM::EngineCore` and workers; killing the serve
 them running (and re-parented to PID 1). So every process seen as a child of a recorded one,
 or in our process group or session, is recorded as (pid, start time) while it lives, and swept
 by identity after the group is signalled.
+
+/dev/shm: a SIGKILLed vLLM leaves its shared memory and semaphores there. While the tree runs,
+every new file of those names that a member maps or holds open is recorded by device and inode
+(names lie: see _shm_held). After the tree is gone, only recorded files that no live process
+maps or holds open are removed; everything else stays, however leftover it looks.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ SHM_DIR = Path("/dev/shm")
 # (psm_*), multiprocessing semaphores (sem.mp-*), vLLM's own mmaps (vllm_offload_*, vllm_ec_*)
 # and torch's libshm (torch_*). Only these names are ever candidates for removal.
 SHM_PATTERNS = ("psm_*", "sem.mp-*", "vllm_*", "torch_*")
+# How often the members' maps and fds are read again while a new such file is still unexplained
+# (another program's, most likely); a file never looked at before is looked at the next refresh.
+SHM_RECHECK_S = 2.0
+ShmKey = tuple[int, int]  # (st_dev, st_ino): a file, whatever name it has now or had when opened
 
 # Run in the child before exec (a fresh interpreter, so no fork-with-threads hazard, unlike
 # preexec_fn): ask the kernel to SIGKILL it when its parent goes away, then exec the command.
@@ -177,7 +186,7 @@ class StopReport:
     escalated: bool = False  # SIGTERM was not enough: SIGKILL after the grace period
     survivors: list[int] = field(default_factory=list)
     shm_removed: list[str] = field(default_factory=list)
-    shm_kept: list[str] = field(default_factory=list)  # candidates another process still maps
+    shm_kept: list[str] = field(default_factory=list)  # new files of those names left: in use, or not the tree's
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -193,6 +202,7 @@ class ProcessTree:
         popen: subprocess.Popen | None = None,
         spawned_at: float | None = None,
         shm_before: set[tuple[str, int]] | None = None,
+        shm_held: dict[ShmKey, str] | None = None,
         recorded: Iterable[ProcessIdentity] = (),
         argv: list[str] | None = None,
         log_path: str | None = None,
@@ -203,9 +213,12 @@ class ProcessTree:
         self.popen = popen
         self.spawned_at = spawned_at if spawned_at is not None else time.time()
         self.shm_before = shm_before
+        self.shm_held: dict[ShmKey, str] = dict(shm_held or {})  # /dev/shm files seen held by members
+        self._shm_examined: set[ShmKey] = set()  # new files already looked for in the members
+        self._shm_recheck_at = 0.0
         self.argv = argv
         self.log_path = log_path
-        self.generation = 0  # bumps when a new member is recorded (callers re-save their state)
+        self.generation = 0  # bumps when a member or a held /dev/shm file is recorded (callers re-save their state)
         self._lock = threading.RLock()
         self._recorded: dict[int, int] = {root.pid: root.start_time}
         for ident in recorded:
@@ -266,7 +279,33 @@ class ProcessTree:
                         recorded[p.pid] = p.start_time
                         self.generation += 1
                         changed = True
-            return [p for p in procs if p.pid in ours and not p.dead]
+            live = [p for p in procs if p.pid in ours and not p.dead]
+        self._note_shm(ProcessIdentity(p.pid, p.start_time) for p in live)
+        return live
+
+    def _note_shm(self, members: Iterable[ProcessIdentity]) -> None:
+        """Record which new /dev/shm files (SHM_PATTERNS) the members map or hold open: the only
+        ones ever removed after the tree stops. Reads the members' maps and fds only while some
+        new file is unexplained: at once for a file not looked at before, then every SHM_RECHECK_S."""
+        with self._lock:
+            new = _shm_new_files(self.spawned_at, self.shm_before)
+            unexplained = new.keys() - self.shm_held.keys()
+            now = time.monotonic()
+            if not unexplained or (unexplained <= self._shm_examined and now < self._shm_recheck_at):
+                return
+            found: dict[ShmKey, str] = {}
+            for ident in members:
+                for dev in {dev for dev, _ in unexplained}:
+                    held, _ = _shm_held(ident.pid, dev)
+                    # Still ours after the read, so it was ours during it (a pid never goes back
+                    # to an older process): never take a reused pid's files for the tree's.
+                    if start_time_of(ident.pid) == ident.start_time:
+                        found.update((key, new[key][0]) for key in held.keys() & unexplained)
+            self._shm_examined = (self._shm_examined & new.keys()) | unexplained
+            self._shm_recheck_at = now + SHM_RECHECK_S
+            if found:
+                self.shm_held.update(found)
+                self.generation += 1
 
     def live_members(self) -> list[ProcInfo]:
         return self.refresh()
@@ -331,8 +370,11 @@ class ProcessTree:
         """SIGKILL the group and every recorded member at once; wait until gone; clean /dev/shm.
         `on_signalled` is called right after the group signal, before the wait."""
         report = StopReport()
+        # Last look at the members' /dev/shm files while they can still be read (only when a new
+        # file is unexplained; none, usually: the tracking refreshes saw them).
+        self._note_shm(self._recorded_alive())
         t0 = time.monotonic()
-        # Signal first (the fast path needs no /proc scan), record afterwards.
+        # Signal first (the fast path needs no full /proc scan), record afterwards.
         self.signal_group(signal.SIGKILL, report, t0)
         if on_signalled is not None:
             on_signalled()
@@ -354,6 +396,7 @@ class ProcessTree:
         `on_poll` is called every ~2 ms while waiting; when it returns true during the grace
         period, SIGKILL is sent at once (the guard uses this when its kill line is crossed)."""
         report = StopReport()
+        self._note_shm(self._recorded_alive())  # as in kill()
         t0 = time.monotonic()
         self.signal_group(signal.SIGTERM, report, t0)
         self._signal_members(signal.SIGTERM, report, t0, outside_group_only=True)
@@ -404,7 +447,7 @@ class ProcessTree:
         self.returncode()
         report.survivors = [i.pid for i in self._recorded_alive()]
         if report.gone:
-            report.shm_removed, report.shm_kept = remove_shm_leftovers(self.spawned_at, self.shm_before)
+            report.shm_removed, report.shm_kept = remove_shm_leftovers(self.shm_held, self.spawned_at, self.shm_before)
 
     # --- persistence (the supervisor's state file) -------------------------------------------
 
@@ -416,6 +459,7 @@ class ProcessTree:
             "spawned_at": self.spawned_at,
             "members": [[i.pid, i.start_time] for i in self.recorded],
             "shm_before": sorted([name, ino] for name, ino in (self.shm_before or ())),
+            "shm_held": sorted([dev, ino, name] for (dev, ino), name in self.shm_held.items()),
             "argv": self.argv,
             "log_path": self.log_path,
         }
@@ -427,6 +471,7 @@ class ProcessTree:
             ProcessIdentity(int(record["pid"]), int(record["start_time"])),
             spawned_at=float(record["spawned_at"]),
             shm_before={(n, int(i)) for n, i in shm} if shm else None,
+            shm_held={(int(d), int(i)): str(n) for d, i, n in record.get("shm_held", [])},
             recorded=[ProcessIdentity(int(p), int(s)) for p, s in record.get("members", [])],
             argv=record.get("argv"),
             log_path=record.get("log_path"),
@@ -566,58 +611,15 @@ def sweep_orphans(record: dict) -> StopReport:
 
 # --- /dev/shm ----------------------------------------------------------------------------------
 
-
-def _paths_in_use(names: set[str]) -> tuple[set[str], bool]:
-    """Which /dev/shm/<name> any live process maps or holds open. Second value: some process
-    could not be inspected (another user's, without privilege)."""
-    wanted = {str(SHM_DIR / n): n for n in names}
-    used: set[str] = set()
-    blind = False
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/maps", "rb") as f:
-                for line in f:
-                    i = line.find(b"/dev/shm/")
-                    if i >= 0:
-                        path = line[i:].rstrip(b"\n").decode(errors="replace").removesuffix(" (deleted)")
-                        if path in wanted:
-                            used.add(wanted[path])
-        except FileNotFoundError:
-            continue
-        except PermissionError:
-            blind = True
-            continue
-        except OSError:
-            continue
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except PermissionError:
-            blind = True
-            continue
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target in wanted:
-                used.add(wanted[target])
-    return used, blind
-
-
-def remove_shm_leftovers(since: float, before: set[tuple[str, int]] | None = None) -> tuple[list[str], list[str]]:
-    """Remove /dev/shm entries a killed tree left: names like SHM_PATTERNS, owned by us, created
-    after `since` (wall clock; and absent from the `before` snapshot when there is one), regular
-    files, and mapped or held open by no live process. Returns (removed, kept-because-in-use)."""
+def _shm_new_files(since: float, before: set[tuple[str, int]] | None) -> dict[ShmKey, tuple[str, int]]:
+    """/dev/shm files named like SHM_PATTERNS, regular, owned by us and created after `since`
+    (wall clock; and absent from the `before` snapshot when there is one): {key: (name, mode)}."""
     uid = os.getuid()
-    candidates: dict[str, int] = {}
+    out: dict[ShmKey, tuple[str, int]] = {}
     try:
         entries = list(os.scandir(SHM_DIR))
     except OSError:
-        return [], []
+        return out
     for e in entries:
         if not any(fnmatch.fnmatchcase(e.name, p) for p in SHM_PATTERNS):
             continue
@@ -630,17 +632,106 @@ def remove_shm_leftovers(since: float, before: set[tuple[str, int]] | None = Non
         # ctime is when the inode last changed: never earlier than its creation.
         if not stat_module.S_ISREG(st.st_mode) or st.st_uid != uid or st.st_ctime < since - 1.0:
             continue
-        candidates[e.name] = st.st_mode
-    if not candidates:
+        out[(st.st_dev, st.st_ino)] = (e.name, st.st_mode)
+    return out
+
+
+def _shm_held(pid: int, shm_dev: int) -> tuple[dict[ShmKey, str], bool]:
+    """The files on /dev/shm's device (`shm_dev`) that process `pid` maps or holds open, by device
+    and inode, each with the name it knows the file by (glibc's sem_open maps a temporary
+    `sem.XXXXXX`, links it to its real name and unlinks the temporary one: the mapping shows the
+    old name, `(deleted)`, for the live semaphore; only the inode is reliable). Second value:
+    False when some of it could not be read (another user's process, without privilege). A
+    process that is gone holds nothing."""
+    held: dict[ShmKey, str] = {}
+    complete = True
+    # maps: "start-end perms offset MAJOR:MINOR INODE path", the device in hex, as the kernel prints it.
+    token = b" %02x:%02x " % (os.major(shm_dev), os.minor(shm_dev))
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            data = f.read()
+    except PermissionError:
+        data, complete = b"", False
+    except OSError:  # gone
+        return held, True
+    if token in data:
+        for line in data.splitlines():
+            if token not in line:
+                continue
+            parts = line.split(None, 5)
+            try:
+                major, minor = (int(x, 16) for x in parts[3].split(b":"))
+                ino = int(parts[4])
+            except (IndexError, ValueError):
+                continue
+            if os.makedev(major, minor) == shm_dev and ino:
+                path = parts[5].decode(errors="replace") if len(parts) > 5 else ""
+                held[(shm_dev, ino)] = os.path.basename(path.removesuffix(" (deleted)"))
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except PermissionError:
+        return held, False
+    except OSError:
+        return held, complete
+    for fd in fds:
+        link = f"/proc/{pid}/fd/{fd}"
+        try:
+            target = os.readlink(link)
+            if not target.startswith("/"):
+                continue  # socket:[…], pipe:[…], anon_inode:…: never a /dev/shm file
+            st = os.stat(link)  # follows to the open file itself, renamed or deleted
+        except PermissionError:
+            complete = False
+            continue
+        except OSError:  # closed meanwhile
+            continue
+        if st.st_dev == shm_dev:
+            held[(st.st_dev, st.st_ino)] = os.path.basename(target.removesuffix(" (deleted)"))
+    return held, complete
+
+
+def _shm_in_use(keys: set[ShmKey]) -> tuple[set[ShmKey], bool]:
+    """Which of these files any live process maps or holds open. Second value: some process
+    could not be inspected (another user's, without privilege)."""
+    used: set[ShmKey] = set()
+    blind = False
+    devs = {dev for dev, _ in keys}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        for dev in devs:
+            held, complete = _shm_held(int(pid), dev)
+            used |= held.keys() & keys
+            blind = blind or not complete
+    return used, blind
+
+
+def remove_shm_leftovers(
+    held: Iterable[ShmKey], since: float, before: set[tuple[str, int]] | None = None
+) -> tuple[list[str], list[str]]:
+    """Remove the /dev/shm files a stopped tree left: named like SHM_PATTERNS, owned by us,
+    created after `since` (and absent from `before`), seen mapped or open by the tree while it
+    ran (`held`: device and inode, never a name), and mapped or open by no live process now.
+    Returns (removed, kept): kept are the other new files of those names, in use by a live
+    process or never seen held by the tree. A file the tree created but was never seen holding
+    (made and let go between two looks) stays: it could as well be another program's, and
+    deleting a live semaphore kills that program, while a leftover file only costs memory."""
+    new = _shm_new_files(since, before)
+    if not new:
         return [], []
-    used, blind = _paths_in_use(set(candidates))
+    held = set(held)
+    ours = {key for key in new if key in held}
+    used, blind = _shm_in_use(ours) if ours else (set(), False)
     removed, kept = [], []
-    for name, mode in sorted(candidates.items()):
+    for key, (name, mode) in sorted(new.items(), key=lambda kv: kv[1][0]):
         # If some process was not inspectable and could open the file, keep it: never guess.
-        if name in used or (blind and mode & 0o066):
+        if key not in ours or key in used or (blind and mode & 0o066):
             kept.append(name)
             continue
         try:
+            st = os.stat(SHM_DIR / name, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) != key:
+                continue  # replaced since we looked: not the file the tree held
             os.unlink(SHM_DIR / name)
             removed.append(name)
         except FileNotFoundError:
