@@ -11,6 +11,7 @@ from sparktui.ui.settings import load_settings
 from sparktui.ui.widgets.editor import ConfigEditor
 from sparktui.ui.widgets.gauge import MemoryGauge
 from tests.app_support import SampleBackend
+from tests.conftest import FIXTURES
 
 
 @pytest.fixture(autouse=True)
@@ -286,3 +287,58 @@ async def test_launching_what_the_fit_says_wont_start_asks_first():
         await pilot.press("n")
         await settle(pilot)
         assert app.server is None and app.w.phases.phase is None
+
+
+async def test_palette_loads_a_profile_by_name():
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p")
+        await settle(pilot)
+        await pilot.press(*"load profile 35b-moe-5")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.profile is not None and app.profile.name == "35b-moe-5-users-8k"
+
+
+async def test_pick_a_model_from_the_local_hugging_face_cache(isolated, monkeypatch):
+    snapshot = isolated / "hub" / "models--Qwen--Qwen3-32B" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text((FIXTURES / "model-configs" / "Qwen__Qwen3-32B.json").read_text())
+    monkeypatch.setenv("HF_HUB_CACHE", str(isolated / "hub"))
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("f3")
+        await settle(pilot)
+        assert isinstance(app.screen, ChoiceScreen)
+        assert app.screen.options[0] == ("Qwen/Qwen3-32B", "Qwen/Qwen3-32B")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.form.config.model == "Qwen/Qwen3-32B"
+        await settle(pilot)
+        assert app.fit_view.verdict in ("fits", "tight", "wont_start", "unsafe")  # fitted from the cached config
+
+
+async def test_guard_key_and_lines_change_the_profiles_guard_before_launch():
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.guard.state == "armed"
+        await pilot.press("f9")
+        await settle(pilot)
+        assert app.guard.state == "disarmed" and app.profile.guard.armed is False
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        app.screen.query_one(Input).value = "8 12 4"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert "warn" in str(app.screen.query_one("#prompt-error").render())  # out of order: explained
+        app.screen.query_one(Input).value = "20 12 8"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert (app.guard.warn_gib, app.guard.term_gib, app.guard.kill_gib) == (20, 12, 8)
+        assert app.profile.guard.term_below_gib == 12
+        gauge = app.w.gauge
+        assert gauge.guard.kill_gib == 8
