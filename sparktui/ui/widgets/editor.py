@@ -92,7 +92,7 @@ class ConfigEditor(VerticalScroll):
         # The rows (about a hundred widgets) come right after the first frame, so it shows sooner.
         self.call_after_refresh(self._build)
 
-    def _build(self) -> None:
+    async def _build(self) -> None:
         config = _flags()
         widgets = []
         for category in config.CATEGORIES:
@@ -104,10 +104,10 @@ class ConfigEditor(VerticalScroll):
                 name = Label(flag.key if not flag.positional else "model", classes="name")
                 widgets.append(Horizontal(name, self._control(flag), classes="row"))
                 widgets.append(Static("", id=f"problem-{flag.field}", classes="problem"))
-        self.mount_all(widgets)
+        await self.mount_all(widgets)  # in the DOM before load() looks the controls up
         self.built = True
         if self._pending is not None:
-            self.call_after_refresh(self.load, self._pending)
+            self.load(self._pending)
 
     def _control(self, flag: Flag):
         wid = f"flag-{flag.field}"
