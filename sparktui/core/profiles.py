@@ -16,7 +16,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +24,7 @@ import tomlkit
 import tomlkit.exceptions
 from tomlkit.items import Table
 
+from sparktui.atomic import atomic_write_text
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
 from sparktui.errors import UserError
 
@@ -463,35 +463,8 @@ def save_profile(profile: Profile, path: str | os.PathLike[str] | None = None) -
         raise UserError(f"profile {profile.name!r}: nowhere to save it; give a path")
     text = dumps_profile(profile)
     parse_profile(text, target)  # never write a file that would not load back
-    target.parent.mkdir(parents=True, exist_ok=True)
     has_secret = bool(profile.serve.api_key) or any("KEY" in k or "TOKEN" in k for k in profile.env)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if target.exists():
-            os.chmod(tmp_name, target.stat().st_mode & 0o7777)
-        elif not has_secret:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp_name, 0o666 & ~umask)
-        os.replace(tmp_name, target)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
+    atomic_write_text(target, text, private=has_secret)
     profile.path = target
     return target
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import tempfile
 import time
 from pathlib import Path
 
+from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
 
 STATE_VERSION = 1
@@ -47,16 +47,7 @@ def socket_path(port: int) -> Path:
 
 def write_state(path: Path, state: dict) -> None:
     """Atomic: readers see the old file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(state, f, indent=1, default=str)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(state, indent=1, default=str), private=True)
 
 
 def read_state(path: Path) -> dict | None:
