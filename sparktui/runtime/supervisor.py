@@ -378,8 +378,8 @@ class Supervisor:
             env = {**os.environ, **self.command.env}
             self.tree = proc.spawn(self.command.argv, log_path, env)
             self._start_guard()
+            self._serve_socket()  # before the save that records the tree: launch() returns on it
             self._save(status="starting", phase=self.summary.phase)
-            self._serve_socket()
             print(f"sparktui: vLLM pid {self.tree.pid} on {self.state['url']}, log {log_path}", file=sys.stderr, flush=True)
             with Endpoint(base_url(self.serve.host, self.port), api_key=self.serve.api_key) as self.endpoint:
                 return self._loop(log_path)

@@ -3,6 +3,7 @@ gauge and the panels are fed every second)."""
 
 from __future__ import annotations
 
+from rich.style import Style
 from textual.widget import Widget
 
 
@@ -10,17 +11,18 @@ class TextPanel(Widget):
     _last_plain: str | None = None
     _last_lines: int = -1
 
+    def component_style(self, name: str) -> Style:
+        """The Rich style of a COMPONENT_CLASSES entry; plain until the stylesheet has been applied
+        (Textual may paint a widget before that, or after unmount cleared them). Applying it
+        refreshes the widget, so the styled frame follows."""
+        return self.get_component_rich_style(name, default=Style.null())
+
     def changed(self) -> None:
         """Call after changing what render() draws: repaint if the words changed, and lay out
         again only if the number of lines did."""
         if not self.is_mounted:
             return
-        try:
-            text = self.render()
-        except KeyError:  # component styles not applied yet (start-up) or gone (shut-down)
-            self._last_plain = None
-            self.refresh(layout=True)
-            return
+        text = self.render()
         plain = text.plain
         if plain == self._last_plain:
             return

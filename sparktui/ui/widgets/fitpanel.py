@@ -75,7 +75,7 @@ class FitPanel(TextPanel):
         self.changed()
 
     def _style(self, name: str):
-        return self.get_component_rich_style(f"fit--{name}")
+        return self.component_style(f"fit--{name}")
 
     def render(self) -> Text:
         v = self.view

@@ -102,7 +102,7 @@ class MemoryGauge(TextPanel):
         self.changed()
 
     def _style(self, name: str):
-        return self.get_component_rich_style(f"gauge--{name}")
+        return self.component_style(f"gauge--{name}")
 
     def _bar(self, width: int) -> tuple[Text, Text]:
         s = self.sample

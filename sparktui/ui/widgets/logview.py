@@ -149,7 +149,7 @@ class LogView(ScrollView, can_focus=True):
         if index >= len(self._lines):
             return Strip.blank(width, base)
         severity, text = self._lines[index]
-        style = base + self.get_component_rich_style(f"log--{severity}")
+        style = base + self.get_component_rich_style(f"log--{severity}", default=Style.null())  # plain until styled
         visible = text[scroll_x : scroll_x + width]
         return Strip([Segment(visible, style)], len(visible)).extend_cell_length(width, base)
 

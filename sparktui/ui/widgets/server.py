@@ -44,7 +44,7 @@ class PhaseStrip(TextPanel):
 
     def render(self) -> Text:
         out = Text()
-        style = lambda n: self.get_component_rich_style(f"phase--{n}")  # noqa: E731
+        style = lambda n: self.component_style(f"phase--{n}")  # noqa: E731
         current = self.failed_at if self.phase == FAILED else self.phase
         index = PHASES.index(current) if current in PHASES else -1
         for i, phase in enumerate(PHASES):
@@ -95,7 +95,7 @@ class ServerInfo(TextPanel):
 
     def render(self) -> Text:
         v = self.view
-        s = lambda n: self.get_component_rich_style(f"srv--{n}")  # noqa: E731
+        s = lambda n: self.component_style(f"srv--{n}")  # noqa: E731
         out = Text()
         out.append("Server ", s("label"))
         out.append(v.state, s("bad" if v.state in ("failed", "n/a", "tripped", "killed", "lost") else "state"))
@@ -143,9 +143,9 @@ class DiagnosisCard(TextPanel):
         if not self.diagnosis:
             return out
         kind, message, hint = self.diagnosis
-        out.append(f"Failed: {kind}\n", self.get_component_rich_style("diag--title"))
+        out.append(f"Failed: {kind}\n", self.component_style("diag--title"))
         out.append(message)
         if hint:
-            out.append("\nFix: ", self.get_component_rich_style("diag--hint"))
+            out.append("\nFix: ", self.component_style("diag--hint"))
             out.append(hint)
         return out
