@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -302,18 +301,6 @@ def gpu_view(report: Any) -> GpuView:
     )
 
 
-def suggestion_changes(text: str) -> dict:
-    """The form change a fit suggestion stands for ({} when it is only advice)."""
-    numbers = [n.replace(",", "") for n in re.findall(r"\d[\d,]*(?:\.\d+)?", text)]
-    if "--max-model-len" in text and ("longest" in text or "could go up to" in text) and numbers:
-        return {"max_model_len": int(float(numbers[-1]))}
-    if text.startswith("smallest --gpu-memory-utilization") and numbers:
-        return {"gpu_memory_utilization": float(re.search(r": (\d\.\d+)", text).group(1))}
-    if text.startswith("--kv-cache-dtype fp8") and "not enough" not in text:
-        return {"kv_cache_dtype": "fp8"}
-    return {}
-
-
 def fit_view(result: Any, machine: Any) -> FitView:
     """A FitResult as the fit panel draws it: vLLM's claim from the left (weights, activations,
     CUDA graphs, KV cache, CUDA context), then what stays for the OS, then headroom."""
@@ -335,9 +322,7 @@ def fit_view(result: Any, machine: Any) -> FitView:
         segments.append(("os", "OS", reserve))
         rest -= reserve
     segments.append(("headroom", "spare", rest))
-    suggestions = []
-    for text in result.suggestions:
-        suggestions.append(Suggestion(text, suggestion_changes(text)))
+    suggestions = [Suggestion(s.text, dict(s.changes)) for s in result.suggestions]
     return FitView(
         verdict=result.verdict,
         reasons=list(result.reasons),
