@@ -100,9 +100,14 @@ class Backend:
             meminfo = Path("/proc/meminfo").read_text()
         return fit_module.machine_from_name(name, meminfo)
 
-    def fit(self, config, spec, machine, mem_available: int | None) -> FitView:
+    def fit(self, config, spec, machine, sample) -> FitView:
+        """Fit against this host's MemAvailable only when the profile's machine is this host."""
         fit_module = _module("sparktui.core.fit")
-        return fit_view(fit_module.fit(config, spec, machine, mem_available=mem_available), machine)
+        live = sample is not None and fit_module.reading_applies(machine, sample.mem_total)
+        mem_available = sample.mem_available if live else None
+        view = fit_view(fit_module.fit(config, spec, machine, mem_available=mem_available), machine)
+        view.mem_available_live = live
+        return view
 
     # -- the server, through the supervisor ---------------------------------------------------------
     def runner_problem(self, profile) -> str | None:
