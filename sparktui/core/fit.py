@@ -604,9 +604,10 @@ def _suggestions(spec: ModelSpec, s: Settings, machine: Machine, c: _Core, r: Fi
             warn = " (above 0.90: unsafe on unified memory)" if machine.unified and util_min > 0.90 else ""
             if free_at_check is not None and math.ceil(machine.total * util_min) > free_at_check:
                 warn += " (more than is free now)"
+            unsafe_fix = machine.unified and util_min > 0.90  # advice only: one key must never make it unsafe
             out.append(Suggestion(
                 f"smallest --gpu-memory-utilization for one {max_len:,}-token request: {util_min:.2f}{warn}",
-                {"gpu_memory_utilization": util_min}))
+                {} if unsafe_fix else {"gpu_memory_utilization": util_min}))
         else:
             out.append(Suggestion(f"no --gpu-memory-utilization fits one {max_len:,}-token request on this machine"))
     if c.kv_bytes > 1 and c.plan.groups:
