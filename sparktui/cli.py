@@ -42,10 +42,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _names_a_profile(arg: str) -> bool:
+    if arg.endswith(".toml") or os.path.isfile(arg):
+        return True
+    from sparktui.core.profiles import list_profiles
+
+    return any(ref.name == arg for ref in list_profiles())
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in COMMANDS and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
-        argv = ["ui", *argv]
+    if not argv or argv[0] not in COMMANDS and (
+        argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version") or _names_a_profile(argv[0])
+    ):
+        argv = ["ui", *argv]  # `sparktui`, `sparktui --theme X`, `sparktui PROFILE`
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command is None:

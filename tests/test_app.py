@@ -262,6 +262,20 @@ async def test_the_fit_uses_the_current_memavailable():
         assert any("refuses to start" in r for r in app.fit_view.reasons)
 
 
+async def test_a_spark_profile_on_a_smaller_host_is_fitted_against_an_idle_spark():
+    from tests.app_support import sample
+    from sparktui.core.units import GiB
+
+    laptop = SampleBackend(memory=sample(mem_total=int(23.5 * GiB), mem_available=int(20 * GiB)))
+    app = SparkApp(profile="70b-dense-single-user", backend=laptop)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        # This host's 20 GiB says nothing about a Spark: the fit assumes an idle one, and says so.
+        assert app.fit_view.mem_available > 100 * GiB and not app.fit_view.mem_available_live
+        assert app.fit_view.verdict == "fits"
+        assert " idle " in app.w.fitpanel.render().plain and "free now" not in app.w.fitpanel.render().plain
+
+
 async def test_without_vllm_the_launch_pane_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())

@@ -33,3 +33,14 @@ def test_output_into_a_closed_pipe_is_not_a_traceback():
         os.close(write_end)
     assert out.returncode == 0
     assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
+
+
+def test_a_profile_name_alone_opens_the_control_panel(monkeypatch):
+    from sparktui import cli
+    from sparktui.commands import ui
+
+    opened = []
+    monkeypatch.setattr(ui, "run", lambda args: opened.append(args.profile) or 0)
+    assert cli.main(["70b-dense-single-user"]) == 0
+    assert cli.main(["my-own.toml"]) == 0
+    assert opened == ["70b-dense-single-user", "my-own.toml"]

@@ -176,7 +176,7 @@ def test_wont_start_when_free_memory_is_below_the_request():
     assert r.verdict == "wont_start"
     (reason,) = [x for x in r.reasons if "free memory" in x]
     assert "100.00 GiB" in reason and "107.64 GiB" in reason  # MemAvailable and the request
-    assert any("smallest --gpu-memory-utilization" in s and "more than is free now" not in s
+    assert any("smallest --gpu-memory-utilization" in s.text and "more than is free now" not in s.text
                for s in r.suggestions)
 
 
@@ -199,7 +199,7 @@ def test_wont_start_when_one_request_does_not_fit_with_the_longest_that_would():
     blocks = kv // (32 * 16 * 4096) - 1
     assert r.longest_max_model_len == blocks * 16
     assert any(f"the longest that fits is {blocks * 16:,}" in reason for reason in r.reasons)
-    assert any(s.startswith("--kv-cache-dtype fp8 fixes it") for s in r.suggestions)
+    assert any(s.text.startswith("--kv-cache-dtype fp8 fixes it") for s in r.suggestions)
 
 
 def test_wont_start_without_kv_memory():
@@ -207,13 +207,14 @@ def test_wont_start_without_kv_memory():
     r = fit(cfg(spec.name, max_model_len=8192), spec, dgx_spark())
     assert r.verdict == "wont_start" and r.kv_cache_tokens == 0
     assert any(reason.startswith("no memory left for the KV cache") for reason in r.reasons)
-    assert "no --gpu-memory-utilization fits" in " ".join(r.suggestions)
+    (none,) = [s for s in r.suggestions if "no --gpu-memory-utilization fits" in s.text]
+    assert none.changes == {}
 
 
 def test_suggestions_for_a_fitting_config():
     spec = load_model_spec("openai/gpt-oss-120b")
     r = fit(cfg(spec.name, max_model_len=32768, gpu_memory_utilization=0.85), spec, dgx_spark())
-    text = "\n".join(r.suggestions)
+    text = "\n".join(s.text for s in r.suggestions)
     assert "--max-model-len could go up to 131,072" in text
     assert f"at most {int(r.max_concurrency)} sequences at the full 32,768-token context" in text
     assert "smallest --gpu-memory-utilization" in text
@@ -297,3 +298,62 @@ def test_a_live_reading_applies_only_to_the_machine_it_was_read_on():
     assert reading_applies(spark, int(120 * 2**30))  # a slightly different kernel reserve
     assert not reading_applies(spark, 24 * 2**30)  # a laptop planning for a Spark
     assert not reading_applies(machine_from_name("80"), 80 * 2**30)  # host RAM is not a discrete GPU's memory
+
+
+# --------------------------------------------------------------------------- suggestions, applied
+
+SUGGESTION_CASES = [  # (config, machine, MemAvailable): wont_start, tight and fitting starting points
+    (cfg("meta-llama/Llama-3.1-8B-Instruct", max_model_len=29000, kv_cache_memory_bytes=int(2.89 * GiB)),
+     machine_from_name("23.58"), None),
+    (cfg("nvidia/Qwen3-30B-A3B-NVFP4", gpu_memory_utilization=0.9), dgx_spark(), 100 * GiB),
+    (cfg("openai/gpt-oss-120b", max_model_len=32768, gpu_memory_utilization=0.85), dgx_spark(), None),
+    (cfg("nvidia/Llama-3.1-70B-Instruct-FP8", max_model_len=131072, kv_cache_dtype="bfloat16"), dgx_spark(), None),
+]
+
+
+@pytest.mark.parametrize("config,machine,free", SUGGESTION_CASES)
+def test_each_suggestion_applied_does_what_its_text_says(config, machine, free):
+    spec = load_model_spec(config.model)
+    before = fit(config, spec, machine, free)
+    applied = [s for s in before.suggestions if s.changes]
+    assert applied, before.suggestions
+    for s in before.suggestions:
+        if "(above 0.90" in s.text:
+            assert s.changes == {}, s.text  # applying it would make the configuration unsafe
+        if not s.changes:
+            continue
+        after = fit(config.replace(**s.changes), spec, machine, free)
+        if "max_model_len" in s.changes:
+            length = s.changes["max_model_len"]
+            assert s.changes == {"max_model_len": before.longest_max_model_len} and f"{length:,}" in s.text
+            assert after.verdict in ("fits", "tight"), (s.text, after.reasons)
+            assert after.max_model_len == length and after.kv_cache_tokens >= length
+            if length < (spec.max_position_embeddings or 0):  # else it is capped by the model's own context
+                one_more = fit(config.replace(max_model_len=length + 1), spec, machine, free)
+                assert one_more.verdict == "wont_start", s.text
+        elif "gpu_memory_utilization" in s.changes:
+            util = s.changes["gpu_memory_utilization"]
+            assert set(s.changes) == {"gpu_memory_utilization"} and f"request: {util:.2f}" in s.text
+            # the KV cache holds the request; the verdict is what the text warns of
+            warned = "wont_start" if "more than is free" in s.text else "fits"
+            assert after.verdict == warned, (s.text, after.reasons)
+            assert after.kv_cache_tokens >= before.max_model_len
+            less = fit(config.replace(gpu_memory_utilization=round(util - 0.01, 2)), spec, machine, free)
+            assert less.kv_cache_tokens < before.max_model_len, s.text  # it is the smallest
+        else:
+            assert s.changes == {"kv_cache_dtype": "fp8"} and s.text.startswith("--kv-cache-dtype fp8")
+            assert after.kv_cache_dtype.startswith("fp8")
+            assert after.kv_cache_tokens > before.kv_cache_tokens
+            assert f"{after.kv_cache_tokens:,} tokens" in s.text
+            if "fixes it" in s.text:
+                assert before.verdict == "wont_start" and after.verdict in ("fits", "tight")
+
+
+def test_suggestions_in_json_name_the_vllm_flags():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    r = fit(cfg(spec.name, max_model_len=29000, kv_cache_memory_bytes=int(2.89 * GiB)), spec,
+            machine_from_name("23.58"))
+    d = r.to_dict()["suggestions"]
+    assert [x["text"] for x in d] == [s.text for s in r.suggestions]
+    assert {"text": r.suggestions[0].text, "set": {"--max-model-len": r.longest_max_model_len}} == d[0]
+    assert {"--kv-cache-dtype": "fp8"} in [x["set"] for x in d]

@@ -41,6 +41,13 @@ def test_json_has_the_contract_keys(capsys):
     for key in ("weights_bytes", "kv_bytes_per_token", "kv_cache_bytes", "kv_cache_tokens", "max_concurrency",
                 "reasons", "budget", "suggestions"):
         assert key in d
+    # each suggestion: its text and the flags it sets ({} for advice), as JSON objects
+    assert all(set(s) == {"text", "set"} for s in d["suggestions"])
+    sets = {s["text"]: s["set"] for s in d["suggestions"] if s["set"]}
+    assert [flag for change in sets.values() for flag in change] == ["--gpu-memory-utilization", "--kv-cache-dtype"]
+    for text, change in sets.items():
+        ((flag, value),) = change.items()
+        assert text.startswith(("smallest " + flag, flag)) and f"{value}" in text
     assert d["budget"]["requested"] == d["budget"]["weights"] + d["budget"]["activation_peak"] + \
         d["budget"]["non_torch"] + d["budget"]["cuda_graphs"] + d["budget"]["kv_cache"]
 
@@ -147,7 +154,8 @@ def test_70b_full_context_needs_fp8_kv(capsys):
     code8, fp8 = fit_json(capsys, "70b-dense-single-user", "--max-model-len", "131072", "--kv-cache-dtype", "fp8")
     assert (fp16["verdict"], code16) == ("wont_start", 1)
     assert (fp8["verdict"], code8) == ("fits", 0)
-    assert any(s.startswith("--kv-cache-dtype fp8 fixes it") for s in fp16["suggestions"])
+    (fix,) = [s for s in fp16["suggestions"] if s["text"].startswith("--kv-cache-dtype fp8 fixes it")]
+    assert fix["set"] == {"--kv-cache-dtype": "fp8"}
 
 
 def test_seed_table_rule_of_thumb_would_reject_70b_five_users(capsys):

@@ -127,7 +127,7 @@ def render(result, spec, config) -> str:
     lines += ["", f"verdict    {result.verdict.upper().replace('_', ' ')}"]
     lines += [f"  - {r}" for r in result.reasons]
     if result.suggestions:
-        lines += ["", "suggestions"] + [f"  - {s}" for s in result.suggestions]
+        lines += ["", "suggestions"] + [f"  - {s.text}" for s in result.suggestions]
     if result.notes:
         lines += ["", "notes"] + [f"  - {n}" for n in result.notes]
     return "\n".join(lines)

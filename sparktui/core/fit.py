@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from sparktui.core.config import flag_by_field
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.errors import UserError
@@ -392,11 +393,23 @@ def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs:
 # --------------------------------------------------------------------------- the fit
 
 
+@dataclass(frozen=True)
+class Suggestion:
+    """One piece of advice; `changes` (ServeConfig field -> value) is the edit it stands for,
+    {} when it is advice rather than one edit. Apply with `config.replace(**changes)`."""
+
+    text: str
+    changes: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "set": {flag_by_field(k).name: v for k, v in self.changes.items()}}
+
+
 @dataclass
 class FitResult:
     verdict: str
     reasons: list[str]
-    suggestions: list[str]
+    suggestions: list[Suggestion]
     budget: dict[str, int]
     weights_bytes: int
     kv_bytes_per_token: int
@@ -419,7 +432,7 @@ class FitResult:
             "machine": self.machine,
             "verdict": self.verdict,
             "reasons": list(self.reasons),
-            "suggestions": list(self.suggestions),
+            "suggestions": [x.to_dict() for x in self.suggestions],
             "budget": dict(self.budget),
             "weights_bytes": self.weights_bytes,
             "kv_bytes_per_token": self.kv_bytes_per_token,
@@ -571,17 +584,19 @@ def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | Non
 
 
 def _suggestions(spec: ModelSpec, s: Settings, machine: Machine, c: _Core, r: FitResult,
-                 free_at_check: int | None) -> list[str]:
-    out: list[str] = []
+                 free_at_check: int | None) -> list[Suggestion]:
+    out: list[Suggestion] = []
     max_len = r.max_model_len
-    if r.longest_max_model_len and r.longest_max_model_len < max_len:
-        out.append(f"longest --max-model-len that fits: {r.longest_max_model_len:,}")
-    elif r.longest_max_model_len > max_len:
-        out.append(f"--max-model-len could go up to {r.longest_max_model_len:,}")
+    longest = r.longest_max_model_len
+    if longest and longest < max_len:
+        out.append(Suggestion(f"longest --max-model-len that fits: {longest:,}", {"max_model_len": longest}))
+    elif longest > max_len:
+        out.append(Suggestion(f"--max-model-len could go up to {longest:,}", {"max_model_len": longest}))
     if c.concurrency >= 1:
         seqs = int(c.concurrency)
         extra = f" (--max-num-seqs is {s.max_num_seqs})" if s.max_num_seqs < seqs else ""
-        out.append(f"at most {seqs} sequence{'s' if seqs != 1 else ''} at the full {max_len:,}-token context{extra}")
+        out.append(Suggestion(
+            f"at most {seqs} sequence{'s' if seqs != 1 else ''} at the full {max_len:,}-token context{extra}"))
     if not s.kv_cache_memory_bytes and c.plan.groups:
         need = c.fixed + c.plan.bytes_per_request(max_len) + c.plan.bytes_per_block
         util_min = math.ceil(need / machine.total * 100) / 100
@@ -589,18 +604,23 @@ def _suggestions(spec: ModelSpec, s: Settings, machine: Machine, c: _Core, r: Fi
             warn = " (above 0.90: unsafe on unified memory)" if machine.unified and util_min > 0.90 else ""
             if free_at_check is not None and math.ceil(machine.total * util_min) > free_at_check:
                 warn += " (more than is free now)"
-            out.append(f"smallest --gpu-memory-utilization for one {max_len:,}-token request: {util_min:.2f}{warn}")
+            unsafe_fix = machine.unified and util_min > 0.90  # advice only: one key must never make it unsafe
+            out.append(Suggestion(
+                f"smallest --gpu-memory-utilization for one {max_len:,}-token request: {util_min:.2f}{warn}",
+                {} if unsafe_fix else {"gpu_memory_utilization": util_min}))
         else:
-            out.append(f"no --gpu-memory-utilization fits one {max_len:,}-token request on this machine")
+            out.append(Suggestion(f"no --gpu-memory-utilization fits one {max_len:,}-token request on this machine"))
     if c.kv_bytes > 1 and c.plan.groups:
         f8 = _core(spec, s, machine, kv_cache_dtype="fp8")
         if f8.kv_memory > 0:
             fixes = f8.plan.fits_one(f8.kv_memory, max_len)
             if r.verdict == "wont_start" and not c.plan.fits_one(max(c.kv_memory, 0), max_len):
-                verb = "fixes it" if fixes else "is not enough"
-                out.append(f"--kv-cache-dtype fp8 {verb}: {f8.tokens:,} tokens, {f8.concurrency:.2f}× at {max_len:,}")
+                text = (f"--kv-cache-dtype fp8 {'fixes it' if fixes else 'is not enough'}: "
+                        f"{f8.tokens:,} tokens, {f8.concurrency:.2f}× at {max_len:,}")
+                out.append(Suggestion(text, {"kv_cache_dtype": "fp8"} if fixes else {}))
             else:
-                out.append(f"--kv-cache-dtype fp8 would give {f8.tokens:,} tokens ({f8.concurrency:.2f}× at {max_len:,})")
+                out.append(Suggestion(f"--kv-cache-dtype fp8 would give {f8.tokens:,} tokens "
+                                      f"({f8.concurrency:.2f}× at {max_len:,})", {"kv_cache_dtype": "fp8"}))
     return out
 
 
@@ -615,5 +635,5 @@ def fit_to_kv_memory(spec: ModelSpec, config: Any, kv_memory: int, machine: Mach
     return plan.capacity(kv_memory, s.max_model_len, behaviour)
 
 
-__all__ = ["FitResult", "KvPlan", "Machine", "VllmBehaviour", "activation_bytes", "behaviour_for", "dgx_spark",
+__all__ = ["FitResult", "KvPlan", "Machine", "Suggestion", "VllmBehaviour", "activation_bytes", "behaviour_for", "dgx_spark",
            "fit", "fit_to_kv_memory", "kv_dtype_bytes", "machine_from_name", "parse_meminfo", "plan_kv"]

@@ -408,9 +408,8 @@ class SparkApp(App):
         elif self.spec is None or self.machine is None:
             view = FitView("n/a", [f"reading the model config of {state.config.model}…"])
         else:
-            available = self.sample.mem_available if self.sample is not None else None
             try:
-                view = self.backend.fit(state.config, self.spec, self.machine, available)
+                view = self.backend.fit(state.config, self.spec, self.machine, self.sample)
             except (UserError, Unavailable, ValueError) as exc:
                 view = FitView("n/a", [str(exc)])
         self.fit_view = view

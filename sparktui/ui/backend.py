@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -101,9 +100,14 @@ class Backend:
             meminfo = Path("/proc/meminfo").read_text()
         return fit_module.machine_from_name(name, meminfo)
 
-    def fit(self, config, spec, machine, mem_available: int | None) -> FitView:
+    def fit(self, config, spec, machine, sample) -> FitView:
+        """Fit against this host's MemAvailable only when the profile's machine is this host."""
         fit_module = _module("sparktui.core.fit")
-        return fit_view(fit_module.fit(config, spec, machine, mem_available=mem_available), machine)
+        live = sample is not None and fit_module.reading_applies(machine, sample.mem_total)
+        mem_available = sample.mem_available if live else None
+        view = fit_view(fit_module.fit(config, spec, machine, mem_available=mem_available), machine)
+        view.mem_available_live = live
+        return view
 
     # -- the server, through the supervisor ---------------------------------------------------------
     def runner_problem(self, profile) -> str | None:
@@ -302,18 +306,6 @@ def gpu_view(report: Any) -> GpuView:
     )
 
 
-def suggestion_changes(text: str) -> dict:
-    """The form change a fit suggestion stands for ({} when it is only advice)."""
-    numbers = [n.replace(",", "") for n in re.findall(r"\d[\d,]*(?:\.\d+)?", text)]
-    if "--max-model-len" in text and ("longest" in text or "could go up to" in text) and numbers:
-        return {"max_model_len": int(float(numbers[-1]))}
-    if text.startswith("smallest --gpu-memory-utilization") and numbers:
-        return {"gpu_memory_utilization": float(re.search(r": (\d\.\d+)", text).group(1))}
-    if text.startswith("--kv-cache-dtype fp8") and "not enough" not in text:
-        return {"kv_cache_dtype": "fp8"}
-    return {}
-
-
 def fit_view(result: Any, machine: Any) -> FitView:
     """A FitResult as the fit panel draws it: vLLM's claim from the left (weights, activations,
     CUDA graphs, KV cache, CUDA context), then what stays for the OS, then headroom."""
@@ -335,9 +327,7 @@ def fit_view(result: Any, machine: Any) -> FitView:
         segments.append(("os", "OS", reserve))
         rest -= reserve
     segments.append(("headroom", "spare", rest))
-    suggestions = []
-    for text in result.suggestions:
-        suggestions.append(Suggestion(text, suggestion_changes(text)))
+    suggestions = [Suggestion(s.text, dict(s.changes)) for s in result.suggestions]
     return FitView(
         verdict=result.verdict,
         reasons=list(result.reasons),

@@ -11,7 +11,6 @@ Saved atomically (temp file + rename) with tomlkit, so a person's comments survi
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import tomlkit
 from platformdirs import user_config_dir
 from tomlkit.exceptions import TOMLKitError
 
+from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
 
 
@@ -57,21 +57,6 @@ def load_settings(path: Path | None = None) -> Settings:
         if not isinstance(key, str) or not key.strip():
             raise UserError(f"{path}: field 'keys.{binding_id}' must be a key such as \"ctrl+l\" or \"f5,ctrl+r\", got {key!r}")
     return Settings(theme=theme, keys=dict(keys), path=path)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` so a reader sees the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_theme(theme: str, path: Path | None = None) -> Path:

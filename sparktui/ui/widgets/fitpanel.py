@@ -27,6 +27,7 @@ class FitView:
     segments: list[tuple[str, str, int]] = field(default_factory=list)  # (style key, label, bytes)
     pool_bytes: int | None = None
     mem_available: int | None = None
+    mem_available_live: bool = True  # a reading of this host, not an idle figure for the machine
     suggestions: list[Suggestion] = field(default_factory=list)
     kv_cache_bytes: int | None = None
     kv_cache_tokens: int | None = None
@@ -108,7 +109,7 @@ class FitPanel(TextPanel):
             if v.mem_available is not None:
                 # vLLM's claim grows from the left; at start-up it must end left of what is free now.
                 col = min(width - 1, max(0, round(v.mem_available / pool * width)))
-                note = f" free now {v.mem_available / GiB:.1f} GiB"
+                note = f" {'free now' if v.mem_available_live else 'idle'} {v.mem_available / GiB:.1f} GiB"
                 if col + 1 + len(note) > width:
                     marker.append(" " * max(0, col - len(note)))
                     marker.append(note + " ", label)
