@@ -9,13 +9,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, help="the server's port (needed when several run)")
 
 
+def describe_exit(state: dict) -> str:
+    """`profile on port N: exited (reason, gone after X s)` for stop and kill."""
+    exit_info = state.get("exit") or {}
+    gone_after = (exit_info.get("stop") or {}).get("gone_after_s")
+    detail = exit_info.get("reason") or "?"
+    if gone_after is not None:
+        detail += f", gone after {gone_after:.2f} s"
+    return f"{state.get('profile')} on port {state.get('port')}: {state.get('status')} ({detail})"
+
+
 def run(args: argparse.Namespace) -> int:
     from sparktui.runtime import supervisor
 
-    state = supervisor.stop(args.port)
-    report = (state.get("exit") or {}).get("stop") or {}
-    print(f"{state.get('profile')} on port {state.get('port')}: {state.get('status')}"
-          f" ({(state.get('exit') or {}).get('reason')}"
-          + (f", gone after {report['gone_after_s']:.2f} s" if report.get("gone_after_s") is not None else "")
-          + ")")
+    print(describe_exit(supervisor.stop(args.port)))
     return 0
