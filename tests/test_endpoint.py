@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import threading
 import time
@@ -10,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sparktui.runtime.endpoint import AsyncEndpoint, Endpoint, base_url
+from sparktui.runtime.endpoint import Endpoint, base_url
 
 
 class FakeVllm:
@@ -131,26 +130,3 @@ def test_metrics_http_error_and_garbage_are_values(metrics_text):
     with FakeVllm("vllm:num_requests_running{engine=0 oops\n") as fake, Endpoint(fake.url) as ep:
         fetch = ep.metrics()
         assert fetch.snapshot is None and fetch.error.startswith("/metrics: not Prometheus text format")
-
-
-async def test_async_wait_healthy_and_metrics(metrics_text):
-    with FakeVllm(metrics_text, unready=2) as fake:
-        async with AsyncEndpoint(fake.url) as ep:
-            health = await ep.wait_healthy(timeout_s=5, interval_s=0.01)
-            assert health.ok and fake.health_polls == 3
-            fetch = await ep.metrics()
-            assert fetch.snapshot.total("vllm:generation_tokens_total") == 24.0
-
-
-async def test_async_wait_healthy_cancel_event_and_task_cancel(metrics_text):
-    with FakeVllm(metrics_text, unready=10**6) as fake:
-        async with AsyncEndpoint(fake.url) as ep:
-            cancel = asyncio.Event()
-            asyncio.get_running_loop().call_later(0.1, cancel.set)
-            health = await ep.wait_healthy(timeout_s=30, interval_s=5, cancel=cancel)
-            assert health.cancelled
-            task = asyncio.create_task(ep.wait_healthy(timeout_s=30, interval_s=0.05))
-            await asyncio.sleep(0.1)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -117,25 +116,3 @@ def test_memory_is_bounded(tmp_path):
         assert total == 20000 + 4  # 5000 x's: four 1000-byte pieces out, the last 1000 held back
         assert list(tail.recent) == ["line %d" % i for i in range(19994, 20000)] + ["x" * 1000] * 4
         assert tail.flush() == ["x" * 1000]
-
-
-async def test_afollow(tmp_path):
-    log = tmp_path / "f.log"
-    tail = LogTail(log)
-    stop = asyncio.Event()
-
-    async def write():
-        for i in range(5):
-            append(log, b"l%d\n" % i)
-            await asyncio.sleep(0.01)
-        append(log, b"last-no-newline")
-        await asyncio.sleep(0.05)
-        stop.set()
-
-    writer = asyncio.create_task(write())
-    got = []
-    async for batch in tail.afollow(interval_s=0.005, stop=stop):
-        got.extend(batch)
-    await writer
-    assert got == ["l0", "l1", "l2", "l3", "l4", "last-no-newline"]
-    tail.close()

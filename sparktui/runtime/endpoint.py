@@ -1,13 +1,12 @@
 """Talk to a running vLLM over HTTP: is it ready (/health 200), and what does /metrics say.
 
 For the supervisor's and the TUI's polling loops, so nothing here raises for a server that is
-down, slow or odd: every call returns a value that says what happened. Blocking (`Endpoint`) and
-asyncio (`AsyncEndpoint`) flavours share the same result types.
+down, slow or odd: every call returns a value that says what happened. Blocking: callers poll
+from their own threads (the supervisor's loop, the TUI's thread workers).
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from dataclasses import dataclass
@@ -133,66 +132,4 @@ class Endpoint:
 
     def metrics(self) -> MetricsFetch:
         response, error = self._get("/metrics")
-        return _metrics_from(response, error, time.monotonic())
-
-
-class AsyncEndpoint:
-    """asyncio client (for Textual workers and the supervisor's event loop)."""
-
-    def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 2.0) -> None:
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-        self._client = httpx.AsyncClient(timeout=timeout, headers=_headers(api_key), trust_env=False)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-    async def __aenter__(self) -> AsyncEndpoint:
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.aclose()
-
-    async def _get(self, path: str) -> tuple[httpx.Response | None, str | None]:
-        url = self.url + path
-        try:
-            return await self._client.get(url), None
-        except httpx.HTTPError as exc:
-            return None, _describe(exc, url, self.timeout)
-
-    async def health(self) -> Health:
-        started = time.monotonic()
-        response, error = await self._get("/health")
-        return _health_from(response, error, started)
-
-    async def wait_healthy(
-        self,
-        timeout_s: float,
-        *,
-        interval_s: float = 0.25,
-        cancel: asyncio.Event | None = None,
-        alive: Callable[[], bool] | None = None,
-    ) -> Health:
-        """As Endpoint.wait_healthy; cancelling the task also works (CancelledError propagates)."""
-        started = time.monotonic()
-        cancel = cancel or asyncio.Event()
-        last = Health(False, None, "not polled yet")
-        while True:
-            if cancel.is_set():
-                return Health(False, last.status, "cancelled", time.monotonic() - started, cancelled=True)
-            if alive is not None and not alive():
-                return Health(False, last.status, "the server process exited", time.monotonic() - started)
-            last = await self.health()
-            waited = time.monotonic() - started
-            if last.ok:
-                return Health(True, 200, None, waited)
-            if waited >= timeout_s:
-                return Health(False, last.status, f"not ready after {timeout_s:g} s: {last.error}", waited)
-            try:
-                await asyncio.wait_for(cancel.wait(), timeout=min(interval_s, max(0.0, timeout_s - waited)))
-            except asyncio.TimeoutError:
-                pass
-
-    async def metrics(self) -> MetricsFetch:
-        response, error = await self._get("/metrics")
         return _metrics_from(response, error, time.monotonic())

@@ -9,11 +9,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 from collections import deque
-from typing import AsyncIterator, Iterator
+from typing import Iterator
 
 
 class LogTail:
@@ -155,23 +154,6 @@ class LogTail:
                 yield batch
             else:
                 stop.wait(interval_s)
-        while batch := self.poll():  # the writer is done: catch up, batch by batch
-            yield batch
-        if rest := self.flush():
-            yield rest
-
-    async def afollow(self, *, interval_s: float = 0.1, stop: asyncio.Event | None = None) -> AsyncIterator[list[str]]:
-        """asyncio flavour of follow()."""
-        stop = stop or asyncio.Event()
-        while not stop.is_set():
-            batch = self.poll()
-            if batch:
-                yield batch
-                continue
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=interval_s)
-            except asyncio.TimeoutError:
-                pass
         while batch := self.poll():  # the writer is done: catch up, batch by batch
             yield batch
         if rest := self.flush():
