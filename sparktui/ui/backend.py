@@ -309,7 +309,6 @@ def gpu_view(report: Any) -> GpuView:
 def fit_view(result: Any, machine: Any) -> FitView:
     """A FitResult as the fit panel draws it: vLLM's claim from the left (weights, activations,
     CUDA graphs, KV cache, CUDA context), then what stays for the OS, then headroom."""
-    from sparktui.ui.widgets.fitpanel import Suggestion
 
     b = result.budget
     pool = b.get("mem_total") or b["total"]
@@ -327,14 +326,13 @@ def fit_view(result: Any, machine: Any) -> FitView:
         segments.append(("os", "OS", reserve))
         rest -= reserve
     segments.append(("headroom", "spare", rest))
-    suggestions = [Suggestion(s.text, dict(s.changes)) for s in result.suggestions]
     return FitView(
         verdict=result.verdict,
         reasons=list(result.reasons),
         segments=segments,
         pool_bytes=pool,
         mem_available=b.get("mem_available"),
-        suggestions=suggestions,
+        suggestions=list(result.suggestions),
         kv_cache_bytes=result.kv_cache_bytes,
         kv_cache_tokens=result.kv_cache_tokens,
         max_concurrency=result.max_concurrency,

@@ -4,20 +4,18 @@ MemAvailable, the verdict, its reasons, and numbered suggestions (one key applie
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from sparktui.ui.widgets.base import TextPanel
 
 from sparktui.core.units import GiB
 
+if TYPE_CHECKING:  # core.fit is loaded after the first frame
+    from sparktui.core.fit import Suggestion
+
 SEGMENT_STYLES = ("os", "weights", "activations", "graphs", "kv", "headroom")
 SEGMENT_CHARS = {"os": "▒", "weights": "█", "activations": "▓", "graphs": "▚", "kv": "█", "headroom": "░"}
-
-
-@dataclass
-class Suggestion:
-    text: str
-    changes: dict  # ServeConfig field -> new value
 
 
 @dataclass
@@ -28,7 +26,7 @@ class FitView:
     pool_bytes: int | None = None
     mem_available: int | None = None
     mem_available_live: bool = True  # a reading of this host, not an idle figure for the machine
-    suggestions: list[Suggestion] = field(default_factory=list)
+    suggestions: list[Suggestion] = field(default_factory=list)  # core.fit's: text + changes
     kv_cache_bytes: int | None = None
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None
