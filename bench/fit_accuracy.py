@@ -2,7 +2,7 @@
 
     python bench/fit_accuracy.py [FIXTURES_DIR]
 
-For every real start-up in ../shared/fixtures (vllm-cases.json and the vllm-logs/*.log files)
+For every real start-up in tests/fixtures (vllm-cases.json and the vllm-logs/*.log files)
 that has an "Available KV cache memory" (or a block count) beside "GPU KV cache size" /
 "Maximum concurrency", give the fit engine the KV memory vLLM reported and compare its KV tokens
 and concurrency; compare predicted weights with "Model loading took". Then time fit() calls.
@@ -30,7 +30,7 @@ from sparktui.core.fit import kv_dtype_bytes, machine_from_name  # noqa: E402
 from sparktui.core.modelspec import load_model_spec, spec_from_config  # noqa: E402
 
 GiB = 1024**3
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
 
 # Architectures of models whose config.json is not among the fixtures, from their public
 # configs (dimensions only). Marked "inline" in the table.

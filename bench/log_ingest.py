@@ -2,7 +2,7 @@
 
     python3 bench/log_ingest.py [--lines 1000000] [--keep 5000]
 
-Builds a big log from the real fixture logs (../shared/fixtures/vllm-logs and vllm-cpu, every
+Builds a big log from the real fixture logs (tests/fixtures/vllm-logs and vllm-cpu, every
 line as captured: colours, prefixes, tracebacks, progress bars), repeated to --lines, then:
   1. parser only: LogSummary.feed over the lines already in memory;
   2. tail + parser: LogTail.poll() reading the file in batches, every line fed to a LogSummary;
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from sparktui.core.vllm_log import LogSummary  # noqa: E402
 from sparktui.runtime.logtail import LogTail  # noqa: E402
 
-FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = ROOT / "tests" / "fixtures"
 
 WRITER = r"""
 import sys

@@ -1,8 +1,8 @@
-"""Regenerate sparktui/core/model_catalog.json from the real configs in ../shared/fixtures.
+"""Regenerate sparktui/core/model_catalog.json from the real configs in tests/fixtures.
 
     python bench/make_model_catalog.py [FIXTURES_DIR]
 
-The package never reads ../shared at run time; this script copies what the fit engine needs
+The package never reads tests/fixtures at run time; this script copies what the fit engine needs
 (config keys, compacted quantization maps, published weight totals) into the package.
 """
 
@@ -118,7 +118,7 @@ def build(fixtures: Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    fixtures = Path(argv[0]) if argv else REPO.parent / "shared" / "fixtures"
+    fixtures = Path(argv[0]) if argv else REPO / "tests" / "fixtures"
     catalog = build(fixtures)
     OUT.write_text(json.dumps(catalog, indent=1, sort_keys=True) + "\n")
     print(f"wrote {OUT} ({len(catalog['models'])} models, {OUT.stat().st_size:,} bytes)")

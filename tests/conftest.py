@@ -1,17 +1,63 @@
-"""Shared test helpers. The real data lives in ../shared/fixtures beside the checkout (read-only)."""
+"""Fixtures every test folder shares. Data lives in tests/fixtures (see its SOURCES.md files);
+helpers in tests/support."""
 
 from __future__ import annotations
 
+import os
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO.parent / "shared" / "fixtures"
+from tests.support import FIXTURES, free_port
+from tests.support.stub_vllm import install_stub
+
+# The stub replays its log 100× faster, and dies on its own if a test forgets it.
+FAST_STUB = {"STUB_VLLM_TIME_SCALE": "0.01", "STUB_VLLM_MAX_LIFE_S": "120"}
 
 
 @pytest.fixture(scope="session")
 def fixtures() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.fail(f"the shared fixtures are missing: expected them at {FIXTURES}")
     return FIXTURES
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Config and state in this test's own folders; whatever it leaves running is swept by identity."""
+    from sparktui.runtime import proc
+    from sparktui.runtime import state as st
+
+    monkeypatch.setenv("SPARKTUI_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "state"))
+    yield tmp_path
+    for state in st.list_states():
+        if state.get("tree"):
+            proc.sweep_orphans(state["tree"])
+        sup = state.get("supervisor") or {}
+        if sup.get("pid"):
+            proc.signal_process(proc.ProcessIdentity(int(sup["pid"]), int(sup["start_time"])), signal.SIGKILL)
+
+
+@pytest.fixture
+def env(isolated: Path) -> dict[str, str]:
+    """The environment for a sparktui subprocess that shares this test's state dir."""
+    return dict(os.environ)
+
+
+@pytest.fixture
+def make_profile(tmp_path: Path) -> Callable[..., Path]:
+    """Write a profile that serves the stub vLLM on a free port; stub knobs go in as keywords."""
+    stub = install_stub(tmp_path / "bin")
+
+    def make(*, port: int | None = None, serve_extra: str = "", guard: str = "", **stub_env: str) -> Path:
+        port = port or free_port()
+        env_lines = "\n".join(f'{k} = "{v}"' for k, v in {**FAST_STUB, **stub_env}.items())
+        path = tmp_path / f"tiny-{port}.toml"
+        path.write_text(
+            f'[serve]\nmodel = "/models/tiny"\nport = {port}\nmax-model-len = 512\nenforce-eager = true\n'
+            f'{serve_extra}\n[guard]\n{guard}\n[runner]\nexecutable = "{stub}"\n[env]\n{env_lines}\n'
+        )
+        return path
+
+    return make

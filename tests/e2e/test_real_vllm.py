@@ -24,8 +24,7 @@ import pytest
 from sparktui.core.metrics import GENERATION_TOKENS, kv_cache_usage_pct, parse_metrics
 from sparktui.runtime import proc
 from sparktui.runtime import state as st
-from tests.conftest import REPO
-from tests.stub_vllm import free_port, wait_for
+from tests.support import REPO, free_port, wait_for
 
 pytestmark = pytest.mark.e2e
 

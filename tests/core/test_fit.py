@@ -1,0 +1,359 @@
+"""The fit engine: vLLM's start-up arithmetic, verdicts with their numbers, suggestions."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparktui.core.config import ServeConfig
+from sparktui.core.fit import (
+    DGX_SPARK_CUDA_TOTAL,
+    VERDICTS,
+    behaviour_for,
+    dgx_spark,
+    fit,
+    fit_to_kv_memory,
+    kv_dtype_bytes,
+    machine_from_name,
+    parse_meminfo,
+    plan_kv,
+)
+from sparktui.core.modelspec import load_model_spec
+from sparktui.errors import UserError
+from tests.support import REPO
+
+GiB = 1024**3
+
+
+def cfg(model: str, **kw) -> ServeConfig:
+    return ServeConfig(model=model, **kw)
+
+
+# --------------------------------------------------------------------------- machines
+
+
+def test_dgx_spark_figures():
+    m = machine_from_name("dgx-spark")
+    assert m.unified
+    assert m.total == DGX_SPARK_CUDA_TOTAL and abs(m.total / GiB - 119.6) < 0.01
+    assert abs(m.mem_total / GiB - 121.7) < 0.01
+
+
+def test_auto_machine_from_the_real_proc_meminfo():
+    text = Path("/proc/meminfo").read_text()
+    info = parse_meminfo(text)
+    m = machine_from_name("auto", text)
+    assert m.mem_total == info["MemTotal"] and m.mem_available == info["MemAvailable"]
+    assert m.unified and m.total < m.mem_total
+
+
+def test_explicit_size_and_bad_machine_names():
+    m = machine_from_name("80")
+    assert m.total == 80 * GiB and not m.unified
+    with pytest.raises(UserError, match="--machine: got 'laptop'; expected dgx-spark, auto, or a size"):
+        machine_from_name("laptop")
+    with pytest.raises(UserError, match="needs /proc/meminfo"):
+        machine_from_name("auto", None)
+
+
+# --------------------------------------------------------------------------- the arithmetic
+
+
+def test_budget_adds_up_and_dict_has_the_contract_keys():
+    spec = load_model_spec("nvidia/Llama-3.1-70B-Instruct-FP8")
+    r = fit(cfg(spec.name, max_model_len=32768, gpu_memory_utilization=0.85), spec, dgx_spark())
+    d = r.to_dict()
+    for key in ("weights_bytes", "kv_bytes_per_token", "kv_cache_bytes", "kv_cache_tokens", "max_concurrency",
+                "verdict", "reasons", "budget", "suggestions"):
+        assert key in d
+    b = d["budget"]
+    assert b["requested"] == math.ceil(0.85 * DGX_SPARK_CUDA_TOTAL)
+    assert b["kv_cache"] == b["requested"] - b["weights"] - b["activation_peak"] - b["non_torch"] - b["cuda_graphs"]
+    assert b["os_left"] == b["mem_total"] - b["requested"] - b["cuda_context"]
+    # checkpoint asks for fp8 KV: 80 × 8 × 128 × 1 B × 2
+    assert d["kv_bytes_per_token"] == 163840 and d["kv_cache_dtype"].startswith("fp8")
+    # vLLM: blocks = KV // (80 layers × 16 tokens × 2048 B); concurrency = blocks / cdiv(len, 16)
+    blocks = b["kv_cache"] // (80 * 16 * 2048)
+    assert d["max_concurrency"] == round(blocks / (32768 // 16), 4)
+    assert d["kv_cache_tokens"] == int(blocks / 2048 * 32768)
+
+
+def test_concurrency_and_tokens_reproduce_a_real_log():
+    """vllm-logs/discrete_v0.11.0_llama-3.1-8b-instruct_L4_success.log: 4.75 GiB → 2434 blocks."""
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    blocks, tokens, conc = fit_to_kv_memory(spec, cfg(spec.name, max_model_len=32000), 2434 * 16 * 131072)
+    assert (blocks, tokens, round(conc, 2)) == (2434, 38944, 1.22)
+
+
+def test_sliding_window_counts_window_plus_in_flight_tokens():
+    spec = load_model_spec("openai/gpt-oss-20b")
+    kv_bytes, _ = kv_dtype_bytes(spec, "auto")
+    old = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, behaviour_for((0, 13)))
+    assert old.bytes_per_block == 12 * 16 * 8 * 64 * 2 * 2  # 2 groups of 12 layers
+    # full group: 8192/16 = 512 blocks; sliding: cdiv(127 + 2048, 16) + 1 = 137
+    assert old.blocks_per_request(8192) == 512 + 137
+    new = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, behaviour_for((0, 32)))
+    assert new.blocks_per_request(8192) == 512 + (-(-(127 + 2 * 2048) // 16)) + 1  # async: two batches
+
+
+def test_hybrid_mamba_block_size_and_pages_match_vllm_0_24():
+    """vllm-cases c09: Qwen3.6-35B-A3B NVFP4, fp8 KV, 5.98 GiB → 567,978 tokens, 4.33×."""
+    spec = load_model_spec("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    plan = plan_kv(spec, 1, None, 1, 8192, True, 0, False, behaviour_for((0, 24)))
+    assert plan.block_size == 2096  # 16 × cdiv(mamba state 2,146,304 B, 16 × 1024 B)
+    assert plan.bytes_per_block == 10 * 2096 * 1024  # 4 groups of 10 layers, pages equal
+    assert plan.blocks_per_request(131072) == 63 + 3 * 2  # 3 Mamba groups × 2 pages (align mode)
+    blocks, tokens, conc = plan.capacity(int(5.98 * GiB), 131072, behaviour_for((0, 24)))
+    assert (blocks, tokens, round(conc, 2)) == (299, 567978, 4.33)
+
+
+def test_fp8_kv_halves_the_bytes_per_token():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    a = fit(cfg(spec.name, max_model_len=8192), spec, dgx_spark())
+    b = fit(cfg(spec.name, max_model_len=8192, kv_cache_dtype="fp8"), spec, dgx_spark())
+    assert b.kv_bytes_per_token * 2 == a.kv_bytes_per_token
+    assert b.kv_cache_tokens >= 2 * a.kv_cache_tokens - 16
+
+
+def test_kv_cache_memory_bytes_is_used_as_given():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    r = fit(cfg(spec.name, max_model_len=512, kv_cache_memory_bytes="64M"), spec, dgx_spark())
+    assert r.kv_cache_bytes == 64 * 1024**2
+    assert r.kv_cache_tokens == 64 * 1024**2 // 131072 == 512
+    b = r.budget  # vLLM takes only what it uses, not utilization × total
+    used = b["weights"] + b["activation_peak"] + b["non_torch"] + b["cuda_graphs"] + b["kv_cache"]
+    assert b["os_left"] == b["mem_total"] - used - b["cuda_context"] > b["mem_total"] - b["requested"]
+
+
+def test_enforce_eager_drops_the_cuda_graph_estimate():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    a = fit(cfg(spec.name), spec, dgx_spark())
+    b = fit(cfg(spec.name, enforce_eager=True), spec, dgx_spark())
+    assert a.budget["cuda_graphs"] > 3 * 10**9 and b.budget["cuda_graphs"] == 0
+    assert b.kv_cache_bytes - a.kv_cache_bytes == a.budget["cuda_graphs"]
+
+
+def test_activation_peak_grows_with_max_num_batched_tokens():
+    spec = load_model_spec("Qwen/Qwen3-32B")
+    small = fit(cfg(spec.name, max_num_batched_tokens=2048), spec, dgx_spark()).budget["activation_peak"]
+    big = fit(cfg(spec.name, max_num_batched_tokens=16384), spec, dgx_spark()).budget["activation_peak"]
+    assert big > small * 2
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_fits():
+    spec = load_model_spec("nvidia/Qwen3-30B-A3B-NVFP4")
+    r = fit(cfg(spec.name, max_model_len=40960, gpu_memory_utilization=0.8), spec, dgx_spark())
+    assert r.verdict == "fits" and r.verdict in VERDICTS
+    assert any("tokens" in reason for reason in r.reasons)
+
+
+def test_unsafe_above_0_90_on_unified_memory_but_not_on_a_discrete_gpu():
+    spec = load_model_spec("nvidia/Qwen3-30B-A3B-NVFP4")
+    r = fit(cfg(spec.name, max_model_len=8192, gpu_memory_utilization=0.95), spec, dgx_spark())
+    assert r.verdict == "unsafe"
+    assert any("0.95 is above 0.90 on unified memory" in reason for reason in r.reasons)
+    r = fit(cfg(spec.name, max_model_len=8192, gpu_memory_utilization=0.95), spec, machine_from_name("120"))
+    assert r.verdict == "fits"
+
+
+def test_unsafe_when_the_os_is_left_too_little():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    r = fit(cfg(spec.name, kv_cache_memory_bytes=str(95 * GiB)), spec, dgx_spark())
+    assert r.verdict == "unsafe"
+    assert any("the OS is left" in reason and "4–6 GB" in reason for reason in r.reasons)
+
+
+def test_wont_start_when_free_memory_is_below_the_request():
+    spec = load_model_spec("nvidia/Qwen3-30B-A3B-NVFP4")
+    r = fit(cfg(spec.name, gpu_memory_utilization=0.9), spec, dgx_spark(), mem_available=100 * GiB)
+    assert r.verdict == "wont_start"
+    (reason,) = [x for x in r.reasons if "free memory" in x]
+    assert "100.00 GiB" in reason and "107.64 GiB" in reason  # MemAvailable and the request
+    assert any("smallest --gpu-memory-utilization" in s.text and "more than is free now" not in s.text
+               for s in r.suggestions)
+
+
+def test_tight_when_free_memory_barely_covers_the_request():
+    spec = load_model_spec("nvidia/Qwen3-30B-A3B-NVFP4")
+    m = dgx_spark()
+    request = math.ceil(0.8 * m.total)
+    r = fit(cfg(spec.name, gpu_memory_utilization=0.8, max_model_len=8192), spec, m,
+            mem_available=request + m.cuda_context + GiB // 2)
+    assert r.verdict == "tight"
+
+
+def test_wont_start_when_one_request_does_not_fit_with_the_longest_that_would():
+    """vllm-cases c02: Llama-3.1-8B, 2.89 GiB of KV, max_model_len 29000: vLLM refused."""
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    kv = int(2.89 * GiB)
+    r = fit(cfg(spec.name, max_model_len=29000, kv_cache_memory_bytes=kv), spec, machine_from_name("23.58"))
+    assert r.verdict == "wont_start"
+    # vLLM's estimate: the longest length whose blocks fit after the null block
+    blocks = kv // (32 * 16 * 4096) - 1
+    assert r.longest_max_model_len == blocks * 16
+    assert any(f"the longest that fits is {blocks * 16:,}" in reason for reason in r.reasons)
+    assert any(s.text.startswith("--kv-cache-dtype fp8 fixes it") for s in r.suggestions)
+
+
+def test_wont_start_without_kv_memory():
+    spec = load_model_spec("meta-llama/Llama-3.3-70B-Instruct")  # 131 GiB of bf16 weights
+    r = fit(cfg(spec.name, max_model_len=8192), spec, dgx_spark())
+    assert r.verdict == "wont_start" and r.kv_cache_tokens == 0
+    assert any(reason.startswith("no memory left for the KV cache") for reason in r.reasons)
+    (none,) = [s for s in r.suggestions if "no --gpu-memory-utilization fits" in s.text]
+    assert none.changes == {}
+
+
+def test_suggestions_for_a_fitting_config():
+    spec = load_model_spec("openai/gpt-oss-120b")
+    r = fit(cfg(spec.name, max_model_len=32768, gpu_memory_utilization=0.85), spec, dgx_spark())
+    text = "\n".join(s.text for s in r.suggestions)
+    assert "--max-model-len could go up to 131,072" in text
+    assert f"at most {int(r.max_concurrency)} sequences at the full 32,768-token context" in text
+    assert "smallest --gpu-memory-utilization" in text
+    assert "--kv-cache-dtype fp8 would give" in text
+
+
+def test_auto_max_model_len_takes_the_longest_that_fits():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    r = fit(cfg(spec.name, max_model_len=-1, kv_cache_memory_bytes=str(2 * GiB)), spec, dgx_spark())
+    assert r.verdict in ("fits", "tight")
+    assert r.max_model_len == r.longest_max_model_len < 131072
+
+
+def test_mtp_speculation_adds_the_draft_layers():
+    spec = load_model_spec("Qwen/Qwen3.5-35B-A3B")
+    plain = fit(cfg(spec.name, max_model_len=32768), spec, dgx_spark())
+    mtp = fit(cfg(spec.name, max_model_len=32768,
+                  speculative_config='{"method": "mtp", "num_speculative_tokens": 2}'), spec, dgx_spark())
+    assert mtp.kv_bytes_per_token == plain.kv_bytes_per_token + 2 * 256 * 2 * 2
+    assert mtp.weights_bytes > plain.weights_bytes
+    assert mtp.max_concurrency < plain.max_concurrency
+
+
+def test_fit_is_fast_enough_to_time_in_the_bench():
+    """Speed is a benchmark (bench/fit_accuracy.py prints µs per call); here only that the
+    cached plan is reused between calls with the same flags."""
+    spec = load_model_spec("Qwen/Qwen3.5-35B-A3B")
+    before = plan_kv.cache_info().hits
+    fit(cfg(spec.name), spec, dgx_spark())
+    fit(cfg(spec.name), spec, dgx_spark())
+    assert plan_kv.cache_info().hits > before
+
+
+# --------------------------------------------------------------------------- against the real figures
+
+
+def load_bench():
+    path = REPO / "bench" / "fit_accuracy.py"
+    module_spec = importlib.util.spec_from_file_location("fit_accuracy", path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules["fit_accuracy"] = module  # dataclasses look their module up while defining
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def test_accuracy_against_every_fixture_case(fixtures):
+    bench = load_bench()
+    cases = bench.all_cases(fixtures)
+    assert len([c for c in cases if c.from_log]) == 5  # every log with a config we can read
+    rows = [bench.evaluate(c) for c in cases]
+    counted = [r for r in rows if r.case.counted]
+    assert len(counted) >= 10
+    for r in counted:
+        limit = 1.0 if r.case.kind == "dense" else 5.0
+        for key in ("tokens", "conc"):
+            if key in r.errors:
+                assert abs(r.errors[key]) <= limit, (r.case.id, key, r.errors)
+        if "weights" in r.errors and not r.case.quantized:
+            assert abs(r.errors["weights"]) <= 3.0, (r.case.id, r.errors)
+    assert sum("tokens" in r.errors for r in counted) >= 9
+    assert sum("weights" in r.errors and not r.case.quantized for r in counted) >= 3
+
+
+def test_online_fp8_quantization_shrinks_the_linear_layers():
+    spec = load_model_spec("Qwen/Qwen3-32B")
+    plain = fit(cfg(spec.name, max_model_len=8192), spec, dgx_spark())
+    fp8 = fit(cfg(spec.name, max_model_len=8192, quantization="fp8"), spec, dgx_spark())
+    linear = sum(n for cat, n in spec.params_by_category if cat in ("attn", "mlp"))
+    assert plain.weights_bytes - fp8.weights_bytes == linear  # 2 bytes → 1 byte each
+    assert fp8.kv_cache_bytes - plain.kv_cache_bytes == linear
+    prequantized = load_model_spec("nvidia/Qwen3-32B-NVFP4")
+    same = fit(cfg(prequantized.name, quantization="fp8"), prequantized, dgx_spark())
+    assert same.weights_bytes == prequantized.weights_bytes
+
+
+def test_a_live_reading_applies_only_to_the_machine_it_was_read_on():
+    from sparktui.core.fit import machine_from_name, reading_applies
+
+    spark = machine_from_name("dgx-spark")
+    assert reading_applies(spark, int(121.7 * 2**30))
+    assert reading_applies(spark, int(120 * 2**30))  # a slightly different kernel reserve
+    assert not reading_applies(spark, 24 * 2**30)  # a laptop planning for a Spark
+    assert not reading_applies(machine_from_name("80"), 80 * 2**30)  # host RAM is not a discrete GPU's memory
+
+
+# --------------------------------------------------------------------------- suggestions, applied
+
+SUGGESTION_CASES = [  # (config, machine, MemAvailable): wont_start, tight and fitting starting points
+    (cfg("meta-llama/Llama-3.1-8B-Instruct", max_model_len=29000, kv_cache_memory_bytes=int(2.89 * GiB)),
+     machine_from_name("23.58"), None),
+    (cfg("nvidia/Qwen3-30B-A3B-NVFP4", gpu_memory_utilization=0.9), dgx_spark(), 100 * GiB),
+    (cfg("openai/gpt-oss-120b", max_model_len=32768, gpu_memory_utilization=0.85), dgx_spark(), None),
+    (cfg("nvidia/Llama-3.1-70B-Instruct-FP8", max_model_len=131072, kv_cache_dtype="bfloat16"), dgx_spark(), None),
+]
+
+
+@pytest.mark.parametrize("config,machine,free", SUGGESTION_CASES)
+def test_each_suggestion_applied_does_what_its_text_says(config, machine, free):
+    spec = load_model_spec(config.model)
+    before = fit(config, spec, machine, free)
+    applied = [s for s in before.suggestions if s.changes]
+    assert applied, before.suggestions
+    for s in before.suggestions:
+        if "(above 0.90" in s.text:
+            assert s.changes == {}, s.text  # applying it would make the configuration unsafe
+        if not s.changes:
+            continue
+        after = fit(config.replace(**s.changes), spec, machine, free)
+        if "max_model_len" in s.changes:
+            length = s.changes["max_model_len"]
+            assert s.changes == {"max_model_len": before.longest_max_model_len} and f"{length:,}" in s.text
+            assert after.verdict in ("fits", "tight"), (s.text, after.reasons)
+            assert after.max_model_len == length and after.kv_cache_tokens >= length
+            if length < (spec.max_position_embeddings or 0):  # else it is capped by the model's own context
+                one_more = fit(config.replace(max_model_len=length + 1), spec, machine, free)
+                assert one_more.verdict == "wont_start", s.text
+        elif "gpu_memory_utilization" in s.changes:
+            util = s.changes["gpu_memory_utilization"]
+            assert set(s.changes) == {"gpu_memory_utilization"} and f"request: {util:.2f}" in s.text
+            # the KV cache holds the request; the verdict is what the text warns of
+            warned = "wont_start" if "more than is free" in s.text else "fits"
+            assert after.verdict == warned, (s.text, after.reasons)
+            assert after.kv_cache_tokens >= before.max_model_len
+            less = fit(config.replace(gpu_memory_utilization=round(util - 0.01, 2)), spec, machine, free)
+            assert less.kv_cache_tokens < before.max_model_len, s.text  # it is the smallest
+        else:
+            assert s.changes == {"kv_cache_dtype": "fp8"} and s.text.startswith("--kv-cache-dtype fp8")
+            assert after.kv_cache_dtype.startswith("fp8")
+            assert after.kv_cache_tokens > before.kv_cache_tokens
+            assert f"{after.kv_cache_tokens:,} tokens" in s.text
+            if "fixes it" in s.text:
+                assert before.verdict == "wont_start" and after.verdict in ("fits", "tight")
+
+
+def test_suggestions_in_json_name_the_vllm_flags():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    r = fit(cfg(spec.name, max_model_len=29000, kv_cache_memory_bytes=int(2.89 * GiB)), spec,
+            machine_from_name("23.58"))
+    d = r.to_dict()["suggestions"]
+    assert [x["text"] for x in d] == [s.text for s in r.suggestions]
+    assert {"text": r.suggestions[0].text, "set": {"--max-model-len": r.longest_max_model_len}} == d[0]
+    assert {"--kv-cache-dtype": "fp8"} in [x["set"] for x in d]

@@ -1,0 +1,195 @@
+"""The guard with real processes and real memory.
+
+Lines are set relative to MemAvailable at the test's start and a hog allocates (touches) at
+most 2 GiB, so this runs on any machine; each test takes a few seconds. On a shared machine
+other programs may free memory meanwhile, so the hog may never reach a line: then (and only
+then) the attempt is repeated, at most 3 times.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sparktui.core.units import GiB
+from sparktui.runtime.guard import Action, Guard, GuardLines
+from sparktui.runtime.memory import read_mem_available
+from sparktui.runtime.proc import read_stat, spawn
+from tests.support import PROCS, alive
+
+def avail_gib() -> float:
+    return read_mem_available() / GiB
+
+
+def start_hog(tmp_path, rate_mib_s, cap_mib, *extra):
+    tree = spawn([sys.executable, str(PROCS / "hog.py"), str(rate_mib_s), str(cap_mib), *extra], tmp_path / "hog.log")
+    deadline = time.monotonic() + 10
+    while "started" not in (tmp_path / "hog.log").read_text():
+        assert time.monotonic() < deadline, "hog did not start"
+        time.sleep(0.01)
+    return tree
+
+
+def guarded_hog(tmp_path, hog, make_lines, deepest, **guard_kw):
+    """Run a hog (hog.py arguments) under a Guard with lines from make_lines(a0); retry while the
+    test's precondition is unmet: MemAvailable never fell below the line `deepest` GiB under its
+    start, and the guard did not act on that line (by prediction) either."""
+    for attempt in range(3):
+        a0 = avail_gib()
+        log = tmp_path / f"hog-{attempt}"  # a fresh folder: start_hog waits for this hog's "started"
+        log.mkdir()
+        tree = start_hog(log, *hog)
+        guard = Guard(tree, make_lines(a0), **guard_kw)
+        report = guard.run()
+        if _reached(guard, report, round(a0 - deepest, 3)):  # rounded as lines() places it
+            return a0, tree, guard, report
+        tree.kill()
+    pytest.fail(f"MemAvailable never fell {deepest} GiB in 3 attempts: other programs kept freeing memory")
+
+
+def _reached(guard, report, need_gib):
+    """Was the line at `need_gib` crossed (the decider's own comparison) or acted on?"""
+    low = guard.decider.low_water
+    if low is not None and low < int(need_gib * GiB):
+        return True
+    if report is None:
+        return False
+    kill = guard.lines.kill_below_gib
+    return report.threshold_gib <= need_gib or (
+        report.escalation in ("below kill line during grace", "predicted kill line during grace")
+        and kill is not None and kill <= need_gib)
+
+
+def lines(a0, warn=None, term=None, kill=None, grace=5.0):
+    """Lines `x` GiB below a0 (None = off)."""
+    at = lambda x: None if x is None else round(a0 - x, 3)  # noqa: E731
+    return GuardLines(warn_below_gib=at(warn), term_below_gib=at(term), kill_below_gib=at(kill), grace_s=grace)
+
+
+def test_kill_line_kills_the_hog(tmp_path):
+    trips = []
+    a0, tree, guard, report = guarded_hog(tmp_path, (1024, 2048, "--procs", "2", "--hold", "3"),
+                                          lambda a0: lines(a0, kill=0.7), 0.7, on_trip=trips.append)
+    assert report is not None and report.line == "kill" and report.reason in ("below", "predicted")
+    assert len(trips) == 1 and trips[0].action is Action.KILL
+    assert report.gone and report.gone_after_s < 5 and not report.escalated
+    assert not alive(tree.pid) and tree.returncode() == -9
+    assert report.threshold_gib == pytest.approx(a0 - 0.7, abs=0.01)
+    assert report.mem_available_gib < report.threshold_gib + 0.3
+    assert report.low_water_gib <= report.mem_available_gib and report.low_water_gib > a0 - 2.1
+    assert report.fall_rate_gib_s > 0.1
+    assert report.last_samples and report.last_samples[-1][0] <= 0
+    assert [s["signal"] for s in report.signalled if s["target"].startswith("group")] == ["SIGKILL"]
+    d = report.to_dict()
+    assert d["line"] == "kill" and "memory guard tripped: kill line" in report.summary()
+
+
+def test_term_line_stops_the_hog_gracefully(tmp_path):
+    _, tree, _, report = guarded_hog(tmp_path, (1024, 1800, "--hold", "3"), lambda a0: lines(a0, term=0.7, kill=3.0), 0.7)
+    assert report is not None and report.line == "term" and not report.escalated and report.gone
+    assert [s["signal"] for s in report.signalled] == ["SIGTERM"]
+    assert tree.returncode() == -15
+
+
+def test_term_ignored_escalates_after_grace(tmp_path):
+    _, tree, _, report = guarded_hog(tmp_path, (1024, 1800, "--ignore-term", "--hold", "3"),
+                                     lambda a0: lines(a0, term=0.7, kill=3.0, grace=0.5), 0.7)
+    assert report is not None and report.line == "term" and report.escalated and report.escalation == "grace expired"
+    assert report.gone and 0.5 <= report.gone_after_s < 5
+    assert [s["signal"] for s in report.signalled if s["target"].startswith("group")] == ["SIGTERM", "SIGKILL"]
+    assert tree.returncode() == -9
+
+
+def test_kill_line_during_grace_escalates_at_once(tmp_path):
+    t = time.monotonic()
+    _, tree, _, report = guarded_hog(tmp_path, (1024, 2048, "--ignore-term", "--procs", "2", "--hold", "3"),
+                                     lambda a0: lines(a0, term=0.5, kill=1.0, grace=30), 1.0)
+    assert report is not None and report.line == "term" and report.escalated
+    assert report.escalation in ("below kill line during grace", "predicted kill line during grace")
+    assert time.monotonic() - t < 25  # never waited out the 30 s grace
+    assert report.gone and not alive(tree.pid)
+
+
+def test_warn_notifies_and_lets_the_command_finish(tmp_path):
+    warnings = []
+    _, tree, guard, report = guarded_hog(tmp_path, (1024, 1536, "--hold", "0.3"),
+                                         lambda a0: lines(a0, warn=0.5, term=None, kill=None), 0.5, on_warn=warnings.append)
+    assert report is None
+    assert len(warnings) == 1 and warnings[0].line == "warn"
+    assert tree.returncode() == 0
+
+
+def test_disarmed_guard_does_nothing(tmp_path):
+    events = []
+    _, tree, guard, report = guarded_hog(tmp_path, (1024, 1536, "--hold", "0.3"),
+                                         lambda a0: lines(a0, warn=0.2, term=0.3, kill=0.4), 0.4,
+                                         armed=False, on_warn=events.append, on_trip=events.append)
+    assert report is None and events == [] and guard.report is None  # below every line, disarmed
+    assert tree.returncode() == 0
+
+
+def test_trip_takes_the_whole_tree_with_reparented_grandchild(tmp_path):
+    tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "grand.pid").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    grand = int((tmp_path / "grand.pid").read_text())
+    child = int((tmp_path / "child.pid").read_text())
+    tree.refresh()
+    intermediate = read_stat(grand).ppid
+    (tmp_path / "orphan").touch()  # the grandchild's parent exits: re-parented (to PID 1 or a subreaper)
+    while read_stat(grand).ppid == intermediate:
+        assert time.monotonic() < deadline, "grandchild was not re-parented"
+        time.sleep(0.01)
+    assert read_stat(grand).ppid not in {tree.pid, child, intermediate}
+    a0 = avail_gib()
+    # Real memory, lines above what is available now: the term line is crossed at the first sample.
+    report = Guard(tree, GuardLines(warn_below_gib=None, term_below_gib=a0 + 4, kill_below_gib=0.01, grace_s=0.5)).run()
+    assert report.line == "term" and report.escalated and report.escalation == "grace expired"  # the child ignores SIGTERM
+    assert report.gone and report.survivors == []
+    assert not alive(tree.pid) and not alive(child) and not alive(grand)
+
+
+def test_guard_in_a_thread_armed_later_trips_and_reports(tmp_path):
+    a0 = avail_gib()
+    tree = start_hog(tmp_path, 1024, 2048, "--hold", "8")
+    reports = []
+    guard = Guard(tree, lines(a0, kill=0.6), armed=False, on_report=reports.append)
+    guard.start()
+    deadline = time.monotonic() + 10
+    while guard.decider.low_water is None or guard.decider.low_water > (a0 - 0.9) * GiB:
+        assert time.monotonic() < deadline, "hog never went below the (disarmed) kill line"
+        time.sleep(0.01)
+    assert guard.report is None and alive(tree.pid)  # below the line, but disarmed
+    guard.arm()
+    guard.join(10)
+    assert reports and reports[0] is guard.report and guard.report.line == "kill" and guard.report.gone
+    assert not alive(tree.pid)
+
+
+def test_request_stop_takes_no_lock_so_a_signal_handler_cannot_deadlock(tmp_path):
+    # A signal handler runs on the main thread between bytecodes, possibly while Event.wait()
+    # there holds the Event's lock: Event.set() (close()) would then block forever.
+    import threading
+
+    tree = spawn(["sleep", "30"], tmp_path / "log")
+    guard = Guard(tree, GuardLines())
+    done = threading.Event()
+
+    def handler_while_lock_held():
+        with guard._closed._cond:  # what the interrupted Event.wait() holds
+            guard.request_stop()
+            done.set()
+
+    t = threading.Thread(target=handler_while_lock_held, daemon=True)
+    t.start()
+    t.join(2)
+    assert done.is_set(), "request_stop() blocked on the Event's lock"
+    start = time.monotonic()
+    assert guard.run() is None and time.monotonic() - start < 1  # the loop sees the request at once
+    assert alive(tree.pid)  # stopping the guard leaves the tree alone
+    tree.kill()

