@@ -25,8 +25,16 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sparktui.core.config import ServeConfig  # noqa: E402
-from sparktui.core.fit import behaviour_for, dgx_spark, fit, fit_to_kv_memory, plan_kv, settings_from  # noqa: E402
-from sparktui.core.fit import kv_dtype_bytes, machine_from_name  # noqa: E402
+from sparktui.core.fit import (  # noqa: E402  # noqa: E402
+    behaviour_for,
+    dgx_spark,
+    fit,
+    fit_to_kv_memory,
+    kv_dtype_bytes,
+    machine_from_name,
+    plan_kv,
+    settings_from,
+)
 from sparktui.core.modelspec import load_model_spec, spec_from_config  # noqa: E402
 
 GiB = 1024**3
@@ -34,30 +42,73 @@ FIXTURES = REPO / "tests" / "fixtures"
 
 # Architectures of models whose config.json is not among the fixtures, from their public
 # configs (dimensions only). Marked "inline" in the table.
-LLAMA2_7B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
-             "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
-             "num_key_value_heads": 32, "vocab_size": 32064, "max_position_embeddings": 4096,
-             "torch_dtype": "float16"}
-QWEN25_14B = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "num_hidden_layers": 48,
-              "hidden_size": 5120, "intermediate_size": 13824, "num_attention_heads": 40,
-              "num_key_value_heads": 8, "vocab_size": 152064, "max_position_embeddings": 32768,
-              "torch_dtype": "bfloat16"}
-QWEN25_14B_AWQ = {**QWEN25_14B, "torch_dtype": "float16",
-                  "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}}
+LLAMA2_7B = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32064,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "float16",
+}
+QWEN25_14B = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "num_hidden_layers": 48,
+    "hidden_size": 5120,
+    "intermediate_size": 13824,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "vocab_size": 152064,
+    "max_position_embeddings": 32768,
+    "torch_dtype": "bfloat16",
+}
+QWEN25_14B_AWQ = {
+    **QWEN25_14B,
+    "torch_dtype": "float16",
+    "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128},
+}
 R1_DISTILL_14B = {**QWEN25_14B, "max_position_embeddings": 131072}
-QWEN3_235B_TP4 = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 94,
-                  "hidden_size": 4096, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
-                  "vocab_size": 151936, "intermediate_size": 12288, "moe_intermediate_size": 1536,
-                  "num_experts": 128, "num_experts_per_tok": 8, "max_position_embeddings": 40960}
+QWEN3_235B_TP4 = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "model_type": "qwen3_moe",
+    "num_hidden_layers": 94,
+    "hidden_size": 4096,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "intermediate_size": 12288,
+    "moe_intermediate_size": 1536,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "max_position_embeddings": 40960,
+}
 # Qwen3.5-27B: vllm-cases c11 gives layers / KV heads / head_dim; the linear-attention sizes are
 # the Qwen3.5 family's (16 key heads of 128; 48 value heads of 128 assumed), so c11 is a check of
 # the formulas' consistency, not counted in the summary.
-QWEN35_27B = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5_text",
-              "num_hidden_layers": 64, "hidden_size": 5120, "intermediate_size": 17408,
-              "num_attention_heads": 24, "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 248320,
-              "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 48,
-              "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
-              "mamba_ssm_dtype": "float32", "max_position_embeddings": 262144}
+QWEN35_27B = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "model_type": "qwen3_5_text",
+    "num_hidden_layers": 64,
+    "hidden_size": 5120,
+    "intermediate_size": 17408,
+    "num_attention_heads": 24,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "vocab_size": 248320,
+    "full_attention_interval": 4,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 48,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4,
+    "mamba_ssm_dtype": "float32",
+    "max_position_embeddings": 262144,
+}
 
 
 @dataclass
@@ -108,16 +159,51 @@ def log_cases(fixtures: Path) -> list[Case]:
     logs = fixtures / "vllm-logs"
     plan = [
         # file, model, arch, kind, serve flags not in the log's figures, quantized, note
-        ("discrete_v0.11.0_llama-3.1-8b-instruct_L4_success.log", "meta-llama/Llama-3.1-8B-Instruct", None,
-         "dense", {}, False, ""),
-        ("discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_success.log", "llava-1.5-7b (Llama-2-7B text)", LLAMA2_7B,
-         "dense", {}, True, "weights include the vision tower; not compared"),
-        ("discrete_v0.13.0_qwen2.5-14b-instruct-awq_A5000_success.log", "Qwen2.5-14B-Instruct-AWQ", QWEN25_14B_AWQ,
-         "dense", {}, True, ""),
-        ("discrete_v0.8.5.post1_deepseek-r1-distill-qwen-14b_unknownGPU_success.log", "DeepSeek-R1-Distill-Qwen-14B",
-         R1_DISTILL_14B, "dense", {}, False, "no KV memory line in 0.8.5; blocks from the token count"),
-        ("spark_v0.13.0-nv26.01_gpt-oss-20b-mxfp4-derivative_success.log", "openai/gpt-oss-20b", None, "hybrid",
-         {"max_num_batched_tokens": 2048}, True, "mxfp4 derivative of gpt-oss-20b; max_num_batched_tokens=2048 per its log"),
+        (
+            "discrete_v0.11.0_llama-3.1-8b-instruct_L4_success.log",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            None,
+            "dense",
+            {},
+            False,
+            "",
+        ),
+        (
+            "discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_success.log",
+            "llava-1.5-7b (Llama-2-7B text)",
+            LLAMA2_7B,
+            "dense",
+            {},
+            True,
+            "weights include the vision tower; not compared",
+        ),
+        (
+            "discrete_v0.13.0_qwen2.5-14b-instruct-awq_A5000_success.log",
+            "Qwen2.5-14B-Instruct-AWQ",
+            QWEN25_14B_AWQ,
+            "dense",
+            {},
+            True,
+            "",
+        ),
+        (
+            "discrete_v0.8.5.post1_deepseek-r1-distill-qwen-14b_unknownGPU_success.log",
+            "DeepSeek-R1-Distill-Qwen-14B",
+            R1_DISTILL_14B,
+            "dense",
+            {},
+            False,
+            "no KV memory line in 0.8.5; blocks from the token count",
+        ),
+        (
+            "spark_v0.13.0-nv26.01_gpt-oss-20b-mxfp4-derivative_success.log",
+            "openai/gpt-oss-20b",
+            None,
+            "hybrid",
+            {"max_num_batched_tokens": 2048},
+            True,
+            "mxfp4 derivative of gpt-oss-20b; max_num_batched_tokens=2048 per its log",
+        ),
     ]
     cases = []
     for name, model, arch, kind, serve, quantized, note in plan:
@@ -126,15 +212,25 @@ def log_cases(fixtures: Path) -> list[Case]:
         blocks = None
         if "kv_gib" not in figures and "tokens" in figures:
             blocks = figures["tokens"] // 16
-        cases.append(Case(
-            id=name.split("_")[1] + " " + name.split("_")[2][:22], source=f"vllm-logs/{name}", model=model,
-            version=figures.get("version", (0, 32)), kind=kind,
-            serve={"max_model_len": figures["max_model_len"], **serve}, arch=arch,
-            kv_gib=figures.get("kv_gib"), kv_blocks=blocks, tokens=figures.get("tokens"),
-            concurrency=figures.get("concurrency"),
-            weights_gib=None if "vision" in note else figures.get("weights_gib"),
-            quantized=quantized, note=note, from_log=name,
-        ))
+        cases.append(
+            Case(
+                id=name.split("_")[1] + " " + name.split("_")[2][:22],
+                source=f"vllm-logs/{name}",
+                model=model,
+                version=figures.get("version", (0, 32)),
+                kind=kind,
+                serve={"max_model_len": figures["max_model_len"], **serve},
+                arch=arch,
+                kv_gib=figures.get("kv_gib"),
+                kv_blocks=blocks,
+                tokens=figures.get("tokens"),
+                concurrency=figures.get("concurrency"),
+                weights_gib=None if "vision" in note else figures.get("weights_gib"),
+                quantized=quantized,
+                note=note,
+                from_log=name,
+            )
+        )
     return cases
 
 
@@ -145,48 +241,128 @@ def json_cases(fixtures: Path) -> list[Case]:
         return data[cid]["reported"]
 
     return [
-        Case("c01", "vllm-cases c01", "meta-llama/Llama-3.1-8B-Instruct", (0, 6), "dense", {"max_model_len": 20000},
-             kv_gib=r("c01")["kv_cache_size_gib"], tokens=r("c01")["num_gpu_blocks"] * 16,
-             concurrency=r("c01")["max_concurrency"], weights_gib=r("c01")["loading_model_weights_GB_as_logged"]),
-        Case("c02", "vllm-cases c02", "meta-llama/Llama-3.1-8B-Instruct", (0, 6), "dense", {"max_model_len": 29000},
-             kv_gib=r("c02")["kv_cache_size_gib"], tokens=r("c02")["num_gpu_blocks"] * 16,
-             concurrency=r("c02")["max_concurrency"], note="too small for one 29000-token request, as vLLM said"),
-        Case("c03", "vllm-cases c03", "Llama-3.1-70B w8a8", (0, 7), "dense", {"max_model_len": 2048},
-             arch=_llama70_w8a8(),
-             kv_blocks=r("c03")["num_gpu_blocks"], tokens=r("c03")["num_gpu_blocks"] * 16,
-             concurrency=r("c03")["max_concurrency"], weights_gib=r("c03")["loading_model_weights_GB_as_logged"],
-             quantized=True, note="no KV memory reported: blocks from the log"),
-        Case("c04", "vllm-cases c04", "Qwen3-30B-A3B w4a16", (0, 8), "dense", {}, arch=_w4a16("Qwen/Qwen3-30B-A3B"),
-             weights_gib=r("c04")["model_loading_gib"], quantized=True,
-             note="weights only (its block count was cut off); group size 128 assumed"),
-        Case("c06", "vllm-cases c06", "openai/gpt-oss-120b", (0, 10), "hybrid", {},
-             weights_gib=r("c06")["model_loading_gib"], quantized=True,
-             note="weights only (vLLM reported no KV memory); H100 Marlin MXFP4 padding"),
-        Case("c08", "vllm-cases c08", "Qwen3-235B-A22B-FP8 (TP=4)", (0, 10), "dense",
-             {"max_model_len": 40960, "tensor_parallel_size": 4}, arch=QWEN3_235B_TP4,
-             kv_gib=r("c08")["available_kv_cache_gib"], tokens=r("c08")["gpu_kv_cache_tokens"], counted=False,
-             note="TP=4: the logged KV memory is one rank's, the pool is sized by the smallest rank "
-                  "(and an LMCache connector was loaded); not counted"),
-        Case("c09", "vllm-cases c09", "nvidia/Qwen3.6-35B-A3B-NVFP4", (0, 24), "hybrid",
-             {"max_model_len": 131072, "max_num_batched_tokens": 8192, "max_num_seqs": 1, "kv_cache_dtype": "fp8"},
-             kv_gib=r("c09")["available_kv_cache_gib"], tokens=r("c09")["gpu_kv_cache_tokens"],
-             concurrency=r("c09")["max_concurrency"]),
-        Case("c10", "vllm-cases c10", "nvidia/Qwen3.6-35B-A3B-NVFP4", (0, 24), "hybrid",
-             {"max_model_len": 131072, "max_num_batched_tokens": 8192, "max_num_seqs": 1, "kv_cache_dtype": "fp8"},
-             kv_gib=r("c10")["available_kv_cache_gib"], tokens=r("c10")["gpu_kv_cache_tokens"],
-             concurrency=r("c10")["max_concurrency"]),
-        Case("c11", "vllm-cases c11", "Qwen3.5-27B", (0, 19), "hybrid",
-             {"max_model_len": 32768, "max_num_batched_tokens": 16384, "max_num_seqs": 16}, arch=QWEN35_27B,
-             kv_blocks=None, tokens=r("c11")["gpu_kv_cache_tokens"], concurrency=r("c11")["max_concurrency"],
-             counted=False, note="no KV memory reported; linear-attention sizes assumed; consistency check"),
+        Case(
+            "c01",
+            "vllm-cases c01",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            (0, 6),
+            "dense",
+            {"max_model_len": 20000},
+            kv_gib=r("c01")["kv_cache_size_gib"],
+            tokens=r("c01")["num_gpu_blocks"] * 16,
+            concurrency=r("c01")["max_concurrency"],
+            weights_gib=r("c01")["loading_model_weights_GB_as_logged"],
+        ),
+        Case(
+            "c02",
+            "vllm-cases c02",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            (0, 6),
+            "dense",
+            {"max_model_len": 29000},
+            kv_gib=r("c02")["kv_cache_size_gib"],
+            tokens=r("c02")["num_gpu_blocks"] * 16,
+            concurrency=r("c02")["max_concurrency"],
+            note="too small for one 29000-token request, as vLLM said",
+        ),
+        Case(
+            "c03",
+            "vllm-cases c03",
+            "Llama-3.1-70B w8a8",
+            (0, 7),
+            "dense",
+            {"max_model_len": 2048},
+            arch=_llama70_w8a8(),
+            kv_blocks=r("c03")["num_gpu_blocks"],
+            tokens=r("c03")["num_gpu_blocks"] * 16,
+            concurrency=r("c03")["max_concurrency"],
+            weights_gib=r("c03")["loading_model_weights_GB_as_logged"],
+            quantized=True,
+            note="no KV memory reported: blocks from the log",
+        ),
+        Case(
+            "c04",
+            "vllm-cases c04",
+            "Qwen3-30B-A3B w4a16",
+            (0, 8),
+            "dense",
+            {},
+            arch=_w4a16("Qwen/Qwen3-30B-A3B"),
+            weights_gib=r("c04")["model_loading_gib"],
+            quantized=True,
+            note="weights only (its block count was cut off); group size 128 assumed",
+        ),
+        Case(
+            "c06",
+            "vllm-cases c06",
+            "openai/gpt-oss-120b",
+            (0, 10),
+            "hybrid",
+            {},
+            weights_gib=r("c06")["model_loading_gib"],
+            quantized=True,
+            note="weights only (vLLM reported no KV memory); H100 Marlin MXFP4 padding",
+        ),
+        Case(
+            "c08",
+            "vllm-cases c08",
+            "Qwen3-235B-A22B-FP8 (TP=4)",
+            (0, 10),
+            "dense",
+            {"max_model_len": 40960, "tensor_parallel_size": 4},
+            arch=QWEN3_235B_TP4,
+            kv_gib=r("c08")["available_kv_cache_gib"],
+            tokens=r("c08")["gpu_kv_cache_tokens"],
+            counted=False,
+            note="TP=4: the logged KV memory is one rank's, the pool is sized by the smallest rank "
+            "(and an LMCache connector was loaded); not counted",
+        ),
+        Case(
+            "c09",
+            "vllm-cases c09",
+            "nvidia/Qwen3.6-35B-A3B-NVFP4",
+            (0, 24),
+            "hybrid",
+            {"max_model_len": 131072, "max_num_batched_tokens": 8192, "max_num_seqs": 1, "kv_cache_dtype": "fp8"},
+            kv_gib=r("c09")["available_kv_cache_gib"],
+            tokens=r("c09")["gpu_kv_cache_tokens"],
+            concurrency=r("c09")["max_concurrency"],
+        ),
+        Case(
+            "c10",
+            "vllm-cases c10",
+            "nvidia/Qwen3.6-35B-A3B-NVFP4",
+            (0, 24),
+            "hybrid",
+            {"max_model_len": 131072, "max_num_batched_tokens": 8192, "max_num_seqs": 1, "kv_cache_dtype": "fp8"},
+            kv_gib=r("c10")["available_kv_cache_gib"],
+            tokens=r("c10")["gpu_kv_cache_tokens"],
+            concurrency=r("c10")["max_concurrency"],
+        ),
+        Case(
+            "c11",
+            "vllm-cases c11",
+            "Qwen3.5-27B",
+            (0, 19),
+            "hybrid",
+            {"max_model_len": 32768, "max_num_batched_tokens": 16384, "max_num_seqs": 16},
+            arch=QWEN35_27B,
+            kv_blocks=None,
+            tokens=r("c11")["gpu_kv_cache_tokens"],
+            concurrency=r("c11")["max_concurrency"],
+            counted=False,
+            note="no KV memory reported; linear-attention sizes assumed; consistency check",
+        ),
     ]
 
 
 def _llama70_w8a8() -> dict[str, Any]:
     config = json.loads(json.dumps(_catalog_config("meta-llama/Meta-Llama-3.1-70B")))
-    config["quantization_config"] = {"quant_method": "compressed-tensors",
-                                     "config_groups": {"g": {"weights": {"num_bits": 8, "type": "int"}}},
-                                     "ignore": ["lm_head"]}
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"g": {"weights": {"num_bits": 8, "type": "int"}}},
+        "ignore": ["lm_head"],
+    }
     return config
 
 
@@ -195,7 +371,8 @@ def _w4a16(name: str) -> dict[str, Any]:
     config["quantization_config"] = {
         "quant_method": "compressed-tensors",
         "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int", "group_size": 128}}},
-        "ignore": ["lm_head", "model.layers.0.mlp.gate"]}
+        "ignore": ["lm_head", "model.layers.0.mlp.gate"],
+    }
     return config
 
 
@@ -228,8 +405,9 @@ def evaluate(case: Case) -> Row:
     row = Row(case, limit=1.0 if case.kind == "dense" else 5.0)
     s = settings_from(config, spec, machine)
     kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype)
-    plan = plan_kv(spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching, s.num_spec,
-                   s.mtp, behaviour)
+    plan = plan_kv(
+        spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching, s.num_spec, s.mtp, behaviour
+    )
     kv_memory = None
     if case.kv_gib is not None:
         kv_memory = int(case.kv_gib * GiB)
@@ -263,8 +441,9 @@ def time_fit(n: int = 2000) -> float:
     """Microseconds per fit() call (spec loaded once, as the TUI does)."""
     spec = load_model_spec("Qwen/Qwen3.5-35B-A3B")
     machine = dgx_spark()
-    configs = [ServeConfig(model=spec.name, max_model_len=8192 + 1024 * i, gpu_memory_utilization=0.8)
-               for i in range(16)]
+    configs = [
+        ServeConfig(model=spec.name, max_model_len=8192 + 1024 * i, gpu_memory_utilization=0.8) for i in range(16)
+    ]
     fit(configs[0], spec, machine)
     start = time.perf_counter()
     for i in range(n):
@@ -279,19 +458,23 @@ def _fmt(x: float | int | None, spec: str = ",") -> str:
 def main(argv: list[str]) -> int:
     fixtures = Path(argv[0]) if argv else FIXTURES
     rows = [evaluate(c) for c in all_cases(fixtures)]
-    head = (f"{'case':<24} {'model':<34} {'vLLM':>5} {'kind':<6} {'KV GiB':>7} {'tokens':>10} {'pred':>10} "
-            f"{'err%':>6} {'conc':>7} {'pred':>7} {'err%':>6} {'weights':>8} {'pred':>7} {'err%':>6}  ok")
+    head = (
+        f"{'case':<24} {'model':<34} {'vLLM':>5} {'kind':<6} {'KV GiB':>7} {'tokens':>10} {'pred':>10} "
+        f"{'err%':>6} {'conc':>7} {'pred':>7} {'err%':>6} {'weights':>8} {'pred':>7} {'err%':>6}  ok"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         c = r.case
         kv = f"{c.kv_gib:.2f}" if c.kv_gib is not None else ("blocks" if c.kv_blocks else "—")
-        print(f"{c.id:<24.24} {c.model:<34.34} {c.version[0]}.{c.version[1]:<3} {c.kind:<6} {kv:>7} "
-              f"{_fmt(c.tokens):>10} {_fmt(r.pred_tokens):>10} {_fmt(r.errors.get('tokens'), '+.2f'):>6} "
-              f"{_fmt(c.concurrency, '.2f'):>7} {_fmt(r.pred_conc, '.2f'):>7} {_fmt(r.errors.get('conc'), '+.2f'):>6} "
-              f"{_fmt(c.weights_gib, '.2f'):>8} {_fmt(r.pred_weights_gib, '.2f'):>7} "
-              f"{_fmt(r.errors.get('weights'), '+.2f'):>6}  {'yes' if r.ok else 'NO'}"
-              + ("" if c.counted else " (not counted)"))
+        print(
+            f"{c.id:<24.24} {c.model:<34.34} {c.version[0]}.{c.version[1]:<3} {c.kind:<6} {kv:>7} "
+            f"{_fmt(c.tokens):>10} {_fmt(r.pred_tokens):>10} {_fmt(r.errors.get('tokens'), '+.2f'):>6} "
+            f"{_fmt(c.concurrency, '.2f'):>7} {_fmt(r.pred_conc, '.2f'):>7} {_fmt(r.errors.get('conc'), '+.2f'):>6} "
+            f"{_fmt(c.weights_gib, '.2f'):>8} {_fmt(r.pred_weights_gib, '.2f'):>7} "
+            f"{_fmt(r.errors.get('weights'), '+.2f'):>6}  {'yes' if r.ok else 'NO'}"
+            + ("" if c.counted else " (not counted)")
+        )
     print()
     for r in rows:
         if r.case.note:
@@ -305,10 +488,14 @@ def main(argv: list[str]) -> int:
     unq = [abs(r.errors["weights"]) for r in counted if "weights" in r.errors and not r.case.quantized]
     print()
     print(f"summary: {sum(r.ok for r in counted)}/{len(counted)} counted cases within target")
-    print(f"  dense/GQA/MoE (target 1%):        worst tokens {worst('dense', 'tokens')}, "
-          f"concurrency {worst('dense', 'conc')}")
-    print(f"  sliding-window/hybrid (target 5%): worst tokens {worst('hybrid', 'tokens')}, "
-          f"concurrency {worst('hybrid', 'conc')}")
+    print(
+        f"  dense/GQA/MoE (target 1%):        worst tokens {worst('dense', 'tokens')}, "
+        f"concurrency {worst('dense', 'conc')}"
+    )
+    print(
+        f"  sliding-window/hybrid (target 5%): worst tokens {worst('hybrid', 'tokens')}, "
+        f"concurrency {worst('hybrid', 'conc')}"
+    )
     print(f"  unquantized weights (target 3%):  worst {max(unq):.2f}% over {len(unq)}" if unq else "")
     print(f"fit() time: {time_fit():.1f} µs per call (Qwen3.5-35B-A3B hybrid, spec cached)")
     return 0 if all(r.ok for r in counted) else 1

@@ -112,8 +112,14 @@ def watch(pids: list[int], kill_line: int, on_cross=None, timeout=20.0) -> dict:
         mid = next((s for s in before if s[1] < third), None)
         if mid is not None and before[-1][0] > mid[0]:
             rate = (mid[1] - before[-1][1]) / (before[-1][0] - mid[0]) / GiB
-    return {"t_cross": t_cross, "t_cross_wall": t_cross_wall, "t_gone": t_gone, "low": low, "rate_gib_s": rate,
-            "sample_hz": round(len(samples) / (samples[-1][0] - samples[0][0]), 0) if len(samples) > 1 else None}
+    return {
+        "t_cross": t_cross,
+        "t_cross_wall": t_cross_wall,
+        "t_gone": t_gone,
+        "low": low,
+        "rate_gib_s": rate,
+        "sample_hz": round(len(samples) / (samples[-1][0] - samples[0][0]), 0) if len(samples) > 1 else None,
+    }
 
 
 def settle(level: int, timeout=5.0) -> None:
@@ -148,8 +154,23 @@ def guard_run(a, tmp: Path) -> dict:
     line = a0 - int(a.depth * GiB)
     log = tmp / "guard.log"
     log.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "sparktui", "guard", "--json", "--warn-below", "off", "--term-below", "off",
-           "--kill-below", f"{line / GiB:.4f}", "--log", str(log), "--", *hog_args(a)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sparktui",
+        "guard",
+        "--json",
+        "--warn-below",
+        "off",
+        "--term-below",
+        "off",
+        "--kill-below",
+        f"{line / GiB:.4f}",
+        "--log",
+        str(log),
+        "--",
+        *hog_args(a),
+    ]
     g = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_started(log, a.procs)
     root = next(p.pid for p in scan_processes() if p.ppid == g.pid)
@@ -167,8 +188,12 @@ def guard_run(a, tmp: Path) -> dict:
 
 
 def idle_cpu(seconds: float) -> dict:
-    g = subprocess.Popen([sys.executable, "-m", "sparktui", "guard", "--", "sleep", str(seconds + 10)], cwd=REPO,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    g = subprocess.Popen(
+        [sys.executable, "-m", "sparktui", "guard", "--", "sleep", str(seconds + 10)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(2.0)  # past the interpreter's start-up
 
     def cpu() -> float:
@@ -181,15 +206,22 @@ def idle_cpu(seconds: float) -> dict:
     c1, t1 = cpu(), time.monotonic()
     g.send_signal(signal.SIGTERM)
     g.wait(timeout=30)
-    return {"seconds": round(t1 - t0, 1), "cpu_s": round(c1 - c0, 3), "pct_of_core": round(100 * (c1 - c0) / (t1 - t0), 3)}
+    return {
+        "seconds": round(t1 - t0, 1),
+        "cpu_s": round(c1 - c0, 3),
+        "pct_of_core": round(100 * (c1 - c0) / (t1 - t0), 3),
+    }
 
 
 def read_costs() -> dict:
     import psutil
 
     out = {}
-    for name, fn in (("read_mem_available", read_mem_available), ("read_memory", read_memory),
-                     ("psutil.virtual_memory", psutil.virtual_memory)):
+    for name, fn in (
+        ("read_mem_available", read_mem_available),
+        ("read_memory", read_memory),
+        ("psutil.virtual_memory", psutil.virtual_memory),
+    ):
         n = 3000
         out[name + "_us"] = round(min(timeit.repeat(fn, number=n, repeat=3)) / n * 1e6, 1)
     return out
@@ -211,15 +243,23 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=2, help="hog processes sharing the rate")
     ap.add_argument("--depth", type=float, default=1.5, help="kill line, GiB below MemAvailable at each run's start")
     ap.add_argument("--idle", type=float, default=20.0, help="seconds to measure the idle guard's CPU")
-    ap.add_argument("--control", action="store_true",
-                    help="pair two ideal runs instead (the noise floor of the paired difference on this machine)")
+    ap.add_argument(
+        "--control",
+        action="store_true",
+        help="pair two ideal runs instead (the noise floor of the paired difference on this machine)",
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"sparktui-bench-{os.getpid()}"
     tmp.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
-    result: dict = {"cpus": os.cpu_count(), "mem_total_gib": round(read_memory().mem_total / GiB, 1),
-                    "load_before": [round(x, 2) for x in load_before], "args": vars(a), "read_costs": read_costs()}
+    result: dict = {
+        "cpus": os.cpu_count(),
+        "mem_total_gib": round(read_memory().mem_total / GiB, 1),
+        "load_before": [round(x, 2) for x in load_before],
+        "args": vars(a),
+        "read_costs": read_costs(),
+    }
     pairs = []
     for i in range(a.runs):
         ideal = ideal_run(a, tmp)
@@ -227,8 +267,12 @@ def main() -> int:
             guard = dict(ideal_run(a, tmp), exit=97, report={"reason": "control"})
         else:
             guard = guard_run(a, tmp)
-        ideal_ms = None if ideal["t_gone"] is None or ideal["t_cross"] is None else (ideal["t_gone"] - ideal["t_cross"]) * 1e3
-        void = guard["exit"] != 97 or ideal["t_cross"] is None  # other programs freed memory: the hog never reached the line
+        ideal_ms = (
+            None if ideal["t_gone"] is None or ideal["t_cross"] is None else (ideal["t_gone"] - ideal["t_cross"]) * 1e3
+        )
+        void = (
+            guard["exit"] != 97 or ideal["t_cross"] is None
+        )  # other programs freed memory: the hog never reached the line
         predicted_early = guard["t_cross"] is None and not void
         if void or guard["t_gone"] is None:
             guard_ms = None
@@ -240,7 +284,11 @@ def main() -> int:
             "ideal_ms": None if ideal_ms is None else round(ideal_ms, 1),
             "guard_ms": None if guard_ms is None else round(guard_ms, 1),
             # Never later than ideal when the guard stopped the hog before the line was crossed: 0.
-            "delay_ms": 0.0 if predicted_early and ideal_ms is not None else None if None in (ideal_ms, guard_ms) else round(guard_ms - ideal_ms, 1),
+            "delay_ms": 0.0
+            if predicted_early and ideal_ms is not None
+            else None
+            if None in (ideal_ms, guard_ms)
+            else round(guard_ms - ideal_ms, 1),
             "void": void,
             "rate_gib_s": round(guard["rate_gib_s"] or 0, 2),
             "ideal_below_line_gib": round((ideal["line"] - ideal["low"]) / GiB, 3),
@@ -248,29 +296,48 @@ def main() -> int:
             "guard_low_gib": round(guard["low"] / GiB, 2),
             "guard_exit": guard["exit"],
             "guard_reason": guard["report"].get("reason"),
-            "detect_ms": None if guard["t_cross_wall"] is None or "tripped_at" not in guard["report"]
+            "detect_ms": None
+            if guard["t_cross_wall"] is None or "tripped_at" not in guard["report"]
             else round((guard["report"]["tripped_at"] - guard["t_cross_wall"]) * 1e3, 1),
             "sampler_hz": guard["sample_hz"],
-            "guard_gone_after_ms": None if guard["report"].get("gone_after_s") is None else round(guard["report"]["gone_after_s"] * 1e3, 1),
+            "guard_gone_after_ms": None
+            if guard["report"].get("gone_after_s") is None
+            else round(guard["report"]["gone_after_s"] * 1e3, 1),
         }
         pairs.append(pair)
         if not a.json:
-            print(f"run {i + 1:2d}: ideal {pair['ideal_ms']} ms, guard {pair['guard_ms']} ms, delay {pair['delay_ms']} ms, "
-                  f"detect {pair['detect_ms']} ms, hog {pair['rate_gib_s']} GiB/s, past the line: ideal {pair['ideal_below_line_gib']} GiB / guard "
-                  f"{pair['guard_below_line_gib']} GiB ({pair['guard_reason']}, exit {pair['guard_exit']})", flush=True)
+            print(
+                f"run {i + 1:2d}: ideal {pair['ideal_ms']} ms, guard {pair['guard_ms']} ms, delay {pair['delay_ms']} ms, "
+                f"detect {pair['detect_ms']} ms, hog {pair['rate_gib_s']} GiB/s, past the line: ideal {pair['ideal_below_line_gib']} GiB / guard "
+                f"{pair['guard_below_line_gib']} GiB ({pair['guard_reason']}, exit {pair['guard_exit']})",
+                flush=True,
+            )
     delays = [p["delay_ms"] for p in pairs if p["delay_ms"] is not None]
     result["pairs"] = pairs
-    result["delay_ms"] = {"p50": round(pct(delays, 0.5), 1) if delays else None, "p95": round(pct(delays, 0.95), 1) if delays else None,
-                          "max": max(delays) if delays else None, "n": len(delays)}
+    result["delay_ms"] = {
+        "p50": round(pct(delays, 0.5), 1) if delays else None,
+        "p95": round(pct(delays, 0.95), 1) if delays else None,
+        "max": max(delays) if delays else None,
+        "n": len(delays),
+    }
     detects = [p["detect_ms"] for p in pairs if p["detect_ms"] is not None]
-    result["detect_ms"] = {"p50": round(pct(detects, 0.5), 1) if detects else None,
-                           "p95": round(pct(detects, 0.95), 1) if detects else None, "n": len(detects),
-                           "predicted_before_crossing": sum(1 for p in pairs if p["guard_reason"] == "predicted")}
-    result["ideal_ms_p50"] = round(statistics.median([p["ideal_ms"] for p in pairs if p["ideal_ms"] is not None] or [0]), 1)
-    result["hog_rate_gib_s_median"] = round(statistics.median([p["rate_gib_s"] for p in pairs if not p["void"]] or [0]), 2)
+    result["detect_ms"] = {
+        "p50": round(pct(detects, 0.5), 1) if detects else None,
+        "p95": round(pct(detects, 0.95), 1) if detects else None,
+        "n": len(detects),
+        "predicted_before_crossing": sum(1 for p in pairs if p["guard_reason"] == "predicted"),
+    }
+    result["ideal_ms_p50"] = round(
+        statistics.median([p["ideal_ms"] for p in pairs if p["ideal_ms"] is not None] or [0]), 1
+    )
+    result["hog_rate_gib_s_median"] = round(
+        statistics.median([p["rate_gib_s"] for p in pairs if not p["void"]] or [0]), 2
+    )
     result["lowest_mem_available_gib"] = min(p["guard_low_gib"] for p in pairs)
-    result["max_past_line_gib"] = {"ideal": max(p["ideal_below_line_gib"] for p in pairs),
-                                   "guard": max(p["guard_below_line_gib"] for p in pairs)}
+    result["max_past_line_gib"] = {
+        "ideal": max(p["ideal_below_line_gib"] for p in pairs),
+        "guard": max(p["guard_below_line_gib"] for p in pairs),
+    }
     result["idle"] = idle_cpu(a.idle)
     result["load_after"] = [round(x, 2) for x in os.getloadavg()]
     for f in tmp.iterdir():
@@ -280,16 +347,24 @@ def main() -> int:
         print(json.dumps(result, indent=2))
     else:
         d = result["delay_ms"]
-        print(f"\nguard delay over ideal: p50 {d['p50']} ms, p95 {d['p95']} ms, max {d['max']} ms (n={d['n']}); "
-              f"ideal teardown p50 {result['ideal_ms_p50']} ms")
+        print(
+            f"\nguard delay over ideal: p50 {d['p50']} ms, p95 {d['p95']} ms, max {d['max']} ms (n={d['n']}); "
+            f"ideal teardown p50 {result['ideal_ms_p50']} ms"
+        )
         dd = result["detect_ms"]
-        print(f"guard trip after the sampler saw the crossing (wall clock): p50 {dd['p50']} ms, p95 {dd['p95']} ms "
-              f"(n={dd['n']}; {dd['predicted_before_crossing']} tripped on a predicted crossing)")
-        print(f"hog rate (median) {result['hog_rate_gib_s_median']} GiB/s; lowest MemAvailable {result['lowest_mem_available_gib']} GiB; "
-              f"most past the kill line: ideal {result['max_past_line_gib']['ideal']} GiB, guard {result['max_past_line_gib']['guard']} GiB")
+        print(
+            f"guard trip after the sampler saw the crossing (wall clock): p50 {dd['p50']} ms, p95 {dd['p95']} ms "
+            f"(n={dd['n']}; {dd['predicted_before_crossing']} tripped on a predicted crossing)"
+        )
+        print(
+            f"hog rate (median) {result['hog_rate_gib_s_median']} GiB/s; lowest MemAvailable {result['lowest_mem_available_gib']} GiB; "
+            f"most past the kill line: ideal {result['max_past_line_gib']['ideal']} GiB, guard {result['max_past_line_gib']['guard']} GiB"
+        )
         print(f"idle guard CPU: {result['idle']['pct_of_core']}% of a core over {result['idle']['seconds']} s")
         print(f"read costs: {result['read_costs']}")
-        print(f"machine: {result['cpus']} CPUs, {result['mem_total_gib']} GiB; load avg before {result['load_before']}, after {result['load_after']}")
+        print(
+            f"machine: {result['cpus']} CPUs, {result['mem_total_gib']} GiB; load avg before {result['load_before']}, after {result['load_after']}"
+        )
     return 0
 
 

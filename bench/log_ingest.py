@@ -171,12 +171,16 @@ def main() -> int:
         tail_and_parse(small, args.keep)
         _, small_peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        print(f"peak Python heap during tail + parser: {peak / 2**20:.1f} MiB for {args.lines:,} lines, "
-              f"{small_peak / 2**20:.1f} MiB for {small_n:,} lines (keep={args.keep})")
+        print(
+            f"peak Python heap during tail + parser: {peak / 2**20:.1f} MiB for {args.lines:,} lines, "
+            f"{small_peak / 2**20:.1f} MiB for {small_n:,} lines (keep={args.keep})"
+        )
         for path, n in ((big, args.lines), (small, small_n)):
             child = subprocess.run(
                 [sys.executable, __file__, "--rss-of-tail", str(path), "--keep", str(args.keep)],
-                capture_output=True, text=True, check=True,
+                capture_output=True,
+                text=True,
+                check=True,
             )
             print(f"peak RSS of a process that only tails + parses {n:,} lines: {float(child.stdout):.0f} MiB")
         print(f"cpu: {os.cpu_count()} logical, load average {os.getloadavg()[0]:.1f}, python {sys.version.split()[0]}")

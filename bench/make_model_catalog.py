@@ -18,10 +18,16 @@ OUT = REPO / "sparktui" / "core" / "model_catalog.json"
 
 # Other names people use for the same architecture (the fixtures hold a stand-in).
 ALIASES = {
-    "meta-llama/Meta-Llama-3.1-8B": ["meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct",
-                                     "meta-llama/Meta-Llama-3.1-8B-Instruct"],
-    "meta-llama/Meta-Llama-3.1-70B": ["meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-70B-Instruct",
-                                      "meta-llama/Meta-Llama-3.1-70B-Instruct"],
+    "meta-llama/Meta-Llama-3.1-8B": [
+        "meta-llama/Llama-3.1-8B",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "meta-llama/Meta-Llama-3.1-8B-Instruct",
+    ],
+    "meta-llama/Meta-Llama-3.1-70B": [
+        "meta-llama/Llama-3.1-70B",
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "meta-llama/Meta-Llama-3.1-70B-Instruct",
+    ],
     "Qwen/Qwen2.5-7B": ["Qwen/Qwen2.5-7B-Instruct"],
 }
 NOTES = {
@@ -39,20 +45,67 @@ WEIGHTS = {
 
 # config keys the fit engine reads; everything else is dropped to keep the package small
 KEEP = {
-    "architectures", "model_type", "torch_dtype", "dtype", "num_hidden_layers", "hidden_size",
-    "intermediate_size", "moe_intermediate_size", "num_attention_heads", "num_key_value_heads",
-    "head_dim", "kv_channels", "vocab_size", "num_experts", "num_local_experts", "n_routed_experts",
-    "num_experts_per_tok", "top_k_experts", "n_shared_experts", "shared_expert_intermediate_size",
-    "first_k_dense_replace", "mlp_only_layers", "sliding_window", "use_sliding_window",
-    "sliding_window_pattern", "layer_types", "full_attention_interval", "kv_lora_rank",
-    "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "num_nextn_predict_layers",
-    "mtp_num_hidden_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-    "linear_value_head_dim", "linear_conv_kernel_dim", "mamba_ssm_dtype", "max_position_embeddings",
-    "tie_word_embeddings", "global_head_dim", "num_global_key_value_heads", "attention_k_eq_v",
-    "enable_moe_block", "quantization_config", "text_config", "vision_config",
+    "architectures",
+    "model_type",
+    "torch_dtype",
+    "dtype",
+    "num_hidden_layers",
+    "hidden_size",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "kv_channels",
+    "vocab_size",
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "top_k_experts",
+    "n_shared_experts",
+    "shared_expert_intermediate_size",
+    "first_k_dense_replace",
+    "mlp_only_layers",
+    "sliding_window",
+    "use_sliding_window",
+    "sliding_window_pattern",
+    "layer_types",
+    "full_attention_interval",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "num_nextn_predict_layers",
+    "mtp_num_hidden_layers",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "mamba_ssm_dtype",
+    "max_position_embeddings",
+    "tie_word_embeddings",
+    "global_head_dim",
+    "num_global_key_value_heads",
+    "attention_k_eq_v",
+    "enable_moe_block",
+    "quantization_config",
+    "text_config",
+    "vision_config",
 }
-VISION_KEEP = {"hidden_size", "intermediate_size", "depth", "num_hidden_layers", "spatial_merge_size",
-               "out_hidden_size", "patch_size", "in_channels", "temporal_patch_size"}
+VISION_KEEP = {
+    "hidden_size",
+    "intermediate_size",
+    "depth",
+    "num_hidden_layers",
+    "spatial_merge_size",
+    "out_hidden_size",
+    "patch_size",
+    "in_channels",
+    "temporal_patch_size",
+}
 
 
 def _category_key(module: str) -> str:
@@ -99,8 +152,7 @@ def build(fixtures: Path) -> dict:
         if path.stem.endswith("__hf_quant_config"):
             continue
         repo_id = path.stem.replace("__", "/", 1)
-        entry: dict = {"config": compact_config(json.loads(path.read_text())),
-                       "fixture": f"model-configs/{path.name}"}
+        entry: dict = {"config": compact_config(json.loads(path.read_text())), "fixture": f"model-configs/{path.name}"}
         quant = path.with_name(path.stem + "__hf_quant_config.json")
         if quant.is_file():
             data = json.loads(quant.read_text())

@@ -12,7 +12,6 @@ the per-process GPU memory and in tree_memory(). Where a step is impossible it s
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import statistics
@@ -23,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sparktui.runtime.memory import GpuSampler, read_gpu, read_memory, tree_memory  # noqa: E402
+from sparktui.runtime.memory import GpuSampler, read_gpu, read_memory, tree_memory
 
 ALLOC_MIB = 512
 
@@ -57,8 +56,12 @@ def timed(fn, n):
         t = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t) * 1e3)
-    return {"n": n, "p50_ms": round(statistics.median(times), 3), "max_ms": round(max(times), 3),
-            "mean_ms": round(statistics.fmean(times), 3)}
+    return {
+        "n": n,
+        "p50_ms": round(statistics.median(times), 3),
+        "max_ms": round(max(times), 3),
+        "mean_ms": round(statistics.fmean(times), 3),
+    }
 
 
 def raw_nvml() -> dict:
@@ -103,7 +106,9 @@ def main() -> int:
     result["timing_read_memory"] = timed(read_memory, 2000)
     result["memory_sample"] = read_memory().to_dict()
 
-    child = subprocess.Popen([sys.executable, "-c", CUDA_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CUDA_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         line = child.stdout.readline().strip()
         cuda: dict = {"child_pid": child.pid, "child_says": line}

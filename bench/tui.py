@@ -106,27 +106,41 @@ def bench_start(tmp: Path, profile: str | None, runs: int = 5) -> None:
     times = []
     for _ in range(runs):
         t0 = time.time()
-        out = subprocess.run([sys.executable, "-c", CHILD_START, *([profile] if profile else [])],
-                             env=child_env(tmp), capture_output=True, text=True, timeout=60)
-        line = next((l for l in out.stdout.splitlines() if l.startswith("FIRST_FRAME")), None)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD_START, *([profile] if profile else [])],
+            env=child_env(tmp),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        line = next((row for row in out.stdout.splitlines() if row.startswith("FIRST_FRAME")), None)
         if line is None:
             raise SystemExit(f"cold start run failed:\n{out.stderr[-2000:]}")
         times.append(float(line.split()[1]) - t0)
-    print(f"cold start to first frame (80x24, headless, profile {profile or 'none'}): "
-          f"median {statistics.median(times):.3f} s, max {max(times):.3f} s over {runs} runs (goal <= 0.6 s)")
+    print(
+        f"cold start to first frame (80x24, headless, profile {profile or 'none'}): "
+        f"median {statistics.median(times):.3f} s, max {max(times):.3f} s over {runs} runs (goal <= 0.6 s)"
+    )
 
 
 def bench_idle(tmp: Path, seconds: float, profile: str | None) -> None:
-    out = subprocess.run([sys.executable, "-c", CHILD_IDLE, "3", str(seconds), *([profile] if profile else [])],
-                         env=child_env(tmp), capture_output=True, text=True, timeout=seconds + 120)
-    line = next((l for l in out.stdout.splitlines() if l.startswith("IDLE")), None)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD_IDLE, "3", str(seconds), *([profile] if profile else [])],
+        env=child_env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=seconds + 120,
+    )
+    line = next((row for row in out.stdout.splitlines() if row.startswith("IDLE")), None)
     if line is None:
         raise SystemExit(f"idle run failed:\n{out.stderr[-2000:]}")
-    cpu, wall, samples, redraws = line.split()[1:]
+    cpu, wall, _samples, redraws = line.split()[1:]
     pct = float(cpu) / float(wall) * 100
-    print(f"idle CPU with the gauge live (120x40, memory/GPU sampled every 1 s; the gauge redrew {redraws} "
-          f"times in the window, when its figures changed): {float(cpu):.2f} s CPU over {float(wall):.1f} s "
-          f"= {pct:.2f}% of one core (goal <= 1%)")
+    print(
+        f"idle CPU with the gauge live (120x40, memory/GPU sampled every 1 s; the gauge redrew {redraws} "
+        f"times in the window, when its figures changed): {float(cpu):.2f} s CPU over {float(wall):.1f} s "
+        f"= {pct:.2f}% of one core (goal <= 1%)"
+    )
 
 
 async def bench_flood(tmp: Path, seconds: float, rate: int) -> None:
@@ -153,8 +167,11 @@ async def bench_flood(tmp: Path, seconds: float, rate: int) -> None:
         await pilot.pause(0.5)
         app.show_pane("server")
         app._start_tail(log)
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), *sources],
-                                  stdout=subprocess.PIPE, text=True)
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), *sources],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         c0 = time.process_time()
         t0 = time.monotonic()
         while writer.poll() is None:
@@ -173,11 +190,15 @@ async def bench_flood(tmp: Path, seconds: float, rate: int) -> None:
         app._stop_tail()
     lat = sorted(latencies)
     p95 = lat[int(len(lat) * 0.95) - 1] if lat else float("nan")
-    print(f"log flood: writer {int(wrote[1]):,} lines in {float(wrote[2]):.1f} s "
-          f"({int(wrote[1]) / float(wrote[2]):,.0f} lines/s); app followed {seen:,} lines, kept {kept:,} in memory; "
-          f"app CPU {cpu / wall * 100:.0f}% of a core")
-    print(f"key latency during the flood ({len(lat)} presses): median {statistics.median(lat) * 1000:.1f} ms, "
-          f"p95 {p95 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms (goal <= 100 ms)")
+    print(
+        f"log flood: writer {int(wrote[1]):,} lines in {float(wrote[2]):.1f} s "
+        f"({int(wrote[1]) / float(wrote[2]):,.0f} lines/s); app followed {seen:,} lines, kept {kept:,} in memory; "
+        f"app CPU {cpu / wall * 100:.0f}% of a core"
+    )
+    print(
+        f"key latency during the flood ({len(lat)} presses): median {statistics.median(lat) * 1000:.1f} ms, "
+        f"p95 {p95 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms (goal <= 100 ms)"
+    )
 
 
 def _key(key: str):

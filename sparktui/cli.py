@@ -52,8 +52,9 @@ def _names_a_profile(arg: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in COMMANDS and (
-        argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version") or _names_a_profile(argv[0])
+    if not argv or (
+        argv[0] not in COMMANDS
+        and ((argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")) or _names_a_profile(argv[0]))
     ):
         argv = ["ui", *argv]  # `sparktui`, `sparktui --theme X`, `sparktui PROFILE`
     parser = build_parser()

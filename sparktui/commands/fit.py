@@ -18,14 +18,23 @@ MEMINFO = Path("/proc/meminfo")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.usage = ("sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
-                    "[--mem-available GIB] [--json]\n       sparktui fit [options] -- vllm serve MODEL [flags…]")
-    parser.add_argument("--model", help="model: a local folder, a Hugging Face repo id in the local cache, "
-                                        "or a catalog name (overrides the profile's)")
-    parser.add_argument("--machine", help="dgx-spark (default), auto (this machine, from /proc/meminfo) "
-                                          "or a GPU memory size in GiB")
-    parser.add_argument("--mem-available", metavar="GIB", help="MemAvailable now, in GiB "
-                                                                "(default: /proc/meminfo for auto, an idle Spark otherwise)")
+    parser.usage = (
+        "sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
+        "[--mem-available GIB] [--json]\n       sparktui fit [options] -- vllm serve MODEL [flags…]"
+    )
+    parser.add_argument(
+        "--model",
+        help="model: a local folder, a Hugging Face repo id in the local cache, "
+        "or a catalog name (overrides the profile's)",
+    )
+    parser.add_argument(
+        "--machine", help="dgx-spark (default), auto (this machine, from /proc/meminfo) or a GPU memory size in GiB"
+    )
+    parser.add_argument(
+        "--mem-available",
+        metavar="GIB",
+        help="MemAvailable now, in GiB (default: /proc/meminfo for auto, an idle Spark otherwise)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--list-models", action="store_true", help="list the built-in model catalog and exit")
 
@@ -35,7 +44,7 @@ def _split(extra: list[str]) -> tuple[str | None, list[str], list[str] | None]:
     pasted = None
     if "--" in extra:
         i = extra.index("--")
-        extra, pasted = extra[:i], extra[i + 1:]
+        extra, pasted = extra[:i], extra[i + 1 :]
     profile = None
     if extra and not extra[0].startswith("-"):
         profile, extra = extra[0], extra[1:]
@@ -122,8 +131,10 @@ def render(result, spec, config) -> str:
     lines += ["", f"KV cache   {result.kv_cache_dtype}, block {result.block_size} tokens"]
     lines += [f"  {w}" for w in result.working]
     lines.append(f"  = {result.kv_bytes_per_token:,} B per token ({result.kv_bytes_per_token / 1024:.0f} KiB)")
-    lines.append(f"  → {result.kv_blocks:,} blocks, {result.kv_cache_tokens:,} tokens, maximum concurrency "
-                 f"{result.max_concurrency:.2f}× for {result.max_model_len:,} tokens per request")
+    lines.append(
+        f"  → {result.kv_blocks:,} blocks, {result.kv_cache_tokens:,} tokens, maximum concurrency "
+        f"{result.max_concurrency:.2f}× for {result.max_model_len:,} tokens per request"
+    )
     lines += ["", f"verdict    {result.verdict.upper().replace('_', ' ')}"]
     lines += [f"  - {r}" for r in result.reasons]
     if result.suggestions:
@@ -155,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             mem_available = int(float(args.mem_available) * GiB)
         except ValueError:
-            raise UserError(f"--mem-available: got {args.mem_available!r}; expected a size in GiB such as 110") from None
+            raise UserError(
+                f"--mem-available: got {args.mem_available!r}; expected a size in GiB such as 110"
+            ) from None
         if mem_available <= 0:
             raise UserError(f"--mem-available: got {args.mem_available!r}; expected a positive size in GiB")
     spec = load_model_spec(config.model)

@@ -41,14 +41,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--warn-below", type=_gib_or_off, default=DEFAULT_WARN_GIB, metavar="GIB",
-                        help=f"warn when MemAvailable falls below this (default {DEFAULT_WARN_GIB:g})")
-    parser.add_argument("--term-below", type=_gib_or_off, default=DEFAULT_TERM_GIB, metavar="GIB",
-                        help=f"SIGTERM the tree below this, SIGKILL after --grace (default {DEFAULT_TERM_GIB:g})")
-    parser.add_argument("--kill-below", type=_gib_or_off, default=DEFAULT_KILL_GIB, metavar="GIB",
-                        help=f"SIGKILL the tree at once below this (default {DEFAULT_KILL_GIB:g})")
-    parser.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, metavar="S",
-                        help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})")
+    parser.add_argument(
+        "--warn-below",
+        type=_gib_or_off,
+        default=DEFAULT_WARN_GIB,
+        metavar="GIB",
+        help=f"warn when MemAvailable falls below this (default {DEFAULT_WARN_GIB:g})",
+    )
+    parser.add_argument(
+        "--term-below",
+        type=_gib_or_off,
+        default=DEFAULT_TERM_GIB,
+        metavar="GIB",
+        help=f"SIGTERM the tree below this, SIGKILL after --grace (default {DEFAULT_TERM_GIB:g})",
+    )
+    parser.add_argument(
+        "--kill-below",
+        type=_gib_or_off,
+        default=DEFAULT_KILL_GIB,
+        metavar="GIB",
+        help=f"SIGKILL the tree at once below this (default {DEFAULT_KILL_GIB:g})",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=DEFAULT_GRACE_S,
+        metavar="S",
+        help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})",
+    )
     parser.add_argument("--json", action="store_true", help="events and the trip report as JSON lines on stderr")
     parser.add_argument("--log", metavar="FILE", help="send the command's output to FILE instead of the terminal")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -69,8 +89,12 @@ def run(args: argparse.Namespace) -> int:
     if not argv:
         raise UserError("guard needs a command to run: sparktui guard [OPTIONS] -- COMMAND [ARGS...]")
     try:
-        lines = GuardLines(warn_below_gib=args.warn_below, term_below_gib=args.term_below,
-                           kill_below_gib=args.kill_below, grace_s=args.grace)
+        lines = GuardLines(
+            warn_below_gib=args.warn_below,
+            term_below_gib=args.term_below,
+            kill_below_gib=args.kill_below,
+            grace_s=args.grace,
+        )
     except UserError as exc:
         raise UserError(f"{exc} (set --warn-below/--term-below/--kill-below together, or a line to 'off')") from None
 
@@ -82,8 +106,11 @@ def run(args: argparse.Namespace) -> int:
 
     def on_warn(d) -> None:
         gib = d.available / 2**30
-        emit("warn", f"warning: MemAvailable {gib:.2f} GiB is below the warn line {lines.warn_below_gib:g} GiB",
-             {"mem_available_gib": round(gib, 3), "warn_below_gib": lines.warn_below_gib})
+        emit(
+            "warn",
+            f"warning: MemAvailable {gib:.2f} GiB is below the warn line {lines.warn_below_gib:g} GiB",
+            {"mem_available_gib": round(gib, 3), "warn_below_gib": lines.warn_below_gib},
+        )
 
     # Handlers first: a signal that arrives while the command starts must still stop its tree.
     received: list[int] = []
@@ -113,14 +140,20 @@ def run(args: argparse.Namespace) -> int:
         name = signal.Signals(received[0]).name
         # A second Ctrl-C/SIGTERM while stopping: SIGKILL now.
         stop = tree.stop(lines.grace_s, on_poll=lambda: len(received) > 1)
-        emit("interrupted", f"got {name}: stopped the command's process tree"
-             + (f" (gone after {stop.gone_after_s:.2f} s)" if stop.gone_after_s is not None else " (NOT gone)"),
-             {"signal": name, "stop": stop.to_dict()})
+        emit(
+            "interrupted",
+            f"got {name}: stopped the command's process tree"
+            + (f" (gone after {stop.gone_after_s:.2f} s)" if stop.gone_after_s is not None else " (NOT gone)"),
+            {"signal": name, "stop": stop.to_dict()},
+        )
         return 128 + received[0]
     rc = tree.returncode()
     if tree.refresh():
         # The command exited but left processes of its tree behind (they would hold memory unguarded).
         stop = tree.stop(lines.grace_s)
-        emit("leftovers", f"the command exited and left {len(stop.signals)} signal target(s) of its tree: stopped them",
-             {"stop": stop.to_dict()})
+        emit(
+            "leftovers",
+            f"the command exited and left {len(stop.signals)} signal target(s) of its tree: stopped them",
+            {"stop": stop.to_dict()},
+        )
     return _status(rc if rc is not None else 0)

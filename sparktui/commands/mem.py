@@ -11,8 +11,9 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--watch", action="store_true", help="keep sampling until Ctrl-C")
-    parser.add_argument("--interval", type=float, default=1.0, metavar="S",
-                        help="seconds between samples with --watch (default 1)")
+    parser.add_argument(
+        "--interval", type=float, default=1.0, metavar="S", help="seconds between samples with --watch (default 1)"
+    )
     parser.add_argument("--json", action="store_true", help="JSON (one object per line with --watch)")
     parser.add_argument("--no-gpu", action="store_true", help="skip NVML")
 

@@ -12,9 +12,14 @@ ACCEPTS_EXTRA_ARGS = True
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("profile", help="a profile name (see the TUI's profile list) or a path to a .toml profile")
-    parser.add_argument("--detach", action="store_true", help="run in the background; print where to find it and return")
-    parser.add_argument("--force", action="store_true",
-                        help="launch despite a refusal (utilization above 0.90 on unified memory, a failing fit)")
+    parser.add_argument(
+        "--detach", action="store_true", help="run in the background; print where to find it and return"
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="launch despite a refusal (utilization above 0.90 on unified memory, a failing fit)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,8 +33,10 @@ def run(args: argparse.Namespace) -> int:
     state = supervisor.launch(profile, serve, force=args.force)
     for warning in state.get("preflight_warnings", []):
         print(f"sparktui: warning: {warning}", file=sys.stderr)
-    print(f"started {state['profile']} on {state['url']} (supervisor pid {state['supervisor']['pid']}, "
-          f"vLLM pid {state['tree']['pid']})")
+    print(
+        f"started {state['profile']} on {state['url']} (supervisor pid {state['supervisor']['pid']}, "
+        f"vLLM pid {state['tree']['pid']})"
+    )
     print(f"log: {state['log_path']}")
     print(f"follow with `sparktui status --port {state['port']}`; stop with `sparktui stop --port {state['port']}`")
     return 0

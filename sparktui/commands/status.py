@@ -15,8 +15,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _line(state: dict) -> str:
     summary = state.get("summary") or {}
     metrics = state.get("metrics") or {}
-    parts = [f"{state.get('port')}", f"{state.get('profile')}", f"{state.get('status')}/{state.get('phase')}",
-             f"{state.get('url')}"]
+    parts = [
+        f"{state.get('port')}",
+        f"{state.get('profile')}",
+        f"{state.get('status')}/{state.get('phase')}",
+        f"{state.get('url')}",
+    ]
     if summary.get("kv_cache_tokens"):
         parts.append(f"kv {summary['kv_cache_tokens']:,} tokens")
     if metrics.get("running") is not None:

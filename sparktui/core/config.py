@@ -84,7 +84,7 @@ class Flag:
             listed = ", ".join(self.choices)
             return f"one of {listed}" + (" (or another method vLLM knows)" if self.open_choices else "")
         if self.type == "json":
-            return "a JSON object, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'"
+            return 'a JSON object, e.g. \'{"method": "ngram", "num_speculative_tokens": 3}\''
         if self.type == "str":
             return "a non-empty text"
         noun = {"int": "a whole number", "float": "a number", "size": "a whole number"}[self.type]
@@ -160,9 +160,7 @@ class Flag:
             number = self._whole(value)
             if self.allow_auto and number == -1:
                 return -1
-        if self.minimum is not None and (
-            number < self.minimum or (self.min_exclusive and number == self.minimum)
-        ):
+        if self.minimum is not None and (number < self.minimum or (self.min_exclusive and number == self.minimum)):
             raise self.error(value)
         if self.maximum is not None and number > self.maximum:
             raise self.error(value)
@@ -433,7 +431,9 @@ def _describe(exc: ValidationError) -> str:
         loc = err["loc"][0] if err["loc"] else ""
         if err["type"] == "extra_forbidden":
             hint = close_matches(str(loc))
-            parts.append(f"{loc}: not a setting sparktui knows" + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
+            parts.append(
+                f"{loc}: not a setting sparktui knows" + (f" (did you mean {', '.join(hint)}?)" if hint else "")
+            )
         elif err["type"] == "missing" and loc == "model":
             parts.append("model: missing; give the model to serve (a Hugging Face repo id or a local folder)")
         else:

@@ -63,8 +63,14 @@ DGX_SPARK_CUDA_TOTAL = int(119.6 * GiB)
 
 def dgx_spark() -> Machine:
     # An idle Spark keeps about MemTotal − 4 GB available (the OS and services).
-    return Machine("dgx-spark", DGX_SPARK_CUDA_TOTAL, DGX_SPARK_MEM_TOTAL, unified=True,
-                   mem_available=DGX_SPARK_MEM_TOTAL - 4 * GB, assumed_available=True)
+    return Machine(
+        "dgx-spark",
+        DGX_SPARK_CUDA_TOTAL,
+        DGX_SPARK_MEM_TOTAL,
+        unified=True,
+        mem_available=DGX_SPARK_MEM_TOTAL - 4 * GB,
+        assumed_available=True,
+    )
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
@@ -88,8 +94,9 @@ def machine_from_name(name: str | float | int, meminfo: str | None = None) -> Ma
         return dgx_spark()
     if text == "auto":
         if not meminfo:
-            raise UserError("--machine auto needs /proc/meminfo, which could not be read; "
-                            "use --machine dgx-spark or a size in GiB")
+            raise UserError(
+                "--machine auto needs /proc/meminfo, which could not be read; use --machine dgx-spark or a size in GiB"
+            )
         info = parse_meminfo(meminfo)
         if "MemTotal" not in info or "MemAvailable" not in info:
             raise UserError("/proc/meminfo has no MemTotal / MemAvailable; use --machine dgx-spark or a size in GiB")
@@ -119,7 +126,9 @@ def reading_applies(machine: Machine, host_mem_total: int) -> bool:
 class VllmBehaviour:
     """Where vLLM versions count differently (fixture logs and vLLM issues #40691 / #47728)."""
 
-    tokens_from_concurrency: bool = True  # "GPU KV cache size" = int(concurrency × len); before: blocks // groups × block
+    tokens_from_concurrency: bool = (
+        True  # "GPU KV cache size" = int(concurrency × len); before: blocks // groups × block
+    )
     in_flight_batches: int = 2  # sliding windows reserve this many batches of max_num_batched_tokens (async scheduling)
     mamba_align: bool = True  # prefix caching on a hybrid model keeps 2 state pages per sequence ("align" mode)
 
@@ -129,8 +138,7 @@ def behaviour_for(version: tuple[int, int] = (0, 32)) -> VllmBehaviour:
     Seen: ≤0.19 blocks-per-group tokens and one Mamba page; 0.24 concurrency tokens and two pages;
     0.13 one in-flight batch; 0.32 two (async scheduling). Versions between are assumed."""
     new = version >= (0, 20)
-    return VllmBehaviour(tokens_from_concurrency=new, in_flight_batches=2 if version >= (0, 26) else 1,
-                         mamba_align=new)
+    return VllmBehaviour(tokens_from_concurrency=new, in_flight_batches=2 if version >= (0, 26) else 1, mamba_align=new)
 
 
 VLLM_032 = behaviour_for((0, 32))
@@ -203,8 +211,11 @@ class KvPlan:
         if behaviour.tokens_from_concurrency:
             tokens = int(concurrency * max_len)
         else:
-            min_block = min(g.block_size for g in self.groups if g.kind != MAMBA) if any(
-                g.kind != MAMBA for g in self.groups) else DEFAULT_BLOCK_SIZE
+            min_block = (
+                min(g.block_size for g in self.groups if g.kind != MAMBA)
+                if any(g.kind != MAMBA for g in self.groups)
+                else DEFAULT_BLOCK_SIZE
+            )
             tokens = blocks // self.num_groups * min_block
         return blocks, tokens, concurrency
 
@@ -259,8 +270,10 @@ def plan_kv(
             mamba_page = bs * one
         for g in mamba:
             specs[(MAMBA, mamba_page, bs, None, fixed)] = specs.get((MAMBA, mamba_page, bs, None, fixed), 0) + g.count
-        working.append(f"linear-attention state: {state:,} B per sequence per layer × {fixed} page(s), "
-                       f"attention block size raised to {bs} tokens to match it")
+        working.append(
+            f"linear-attention state: {state:,} B per sequence per layer × {fixed} page(s), "
+            f"attention block size raised to {bs} tokens to match it"
+        )
     for g in attn:
         key = (g.kind, g.kv_bytes_per_token(kv_bytes, tp) * bs, bs, g.sliding_window if g.kind == SLIDING else None, 0)
         specs[key] = specs.get(key, 0) + g.count
@@ -285,7 +298,9 @@ def plan_kv(
                 if kind != MAMBA and max_page % page == 0:
                     size = size * (max_page // page)
                 elif kind == MLA:
-                    raise UserError(f"{spec.name}: vLLM cannot unify this model's KV page sizes (MLA beside other layers)")
+                    raise UserError(
+                        f"{spec.name}: vLLM cannot unify this model's KV page sizes (MLA beside other layers)"
+                    )
                 page = max_page
             key = (kind, page, size, window, fixed)
             unified[key] = unified.get(key, 0) + n
@@ -300,10 +315,19 @@ def plan_kv(
             widest = max(widest, layers_in_widest)
             groups.append(KvGroup(kind, layers_in_widest, n_groups, page, size, window, fixed))
         bytes_per_block = widest * max_page
-        working.append(f"hybrid layers: {sum(g.groups for g in groups)} groups of up to {widest} layers; "
-                       f"one block = {widest} × {max_page:,} B")
-    return KvPlan(tuple(groups), bytes_per_block, in_flight, per_token, state,
-                  min((g.block_size for g in groups if g.kind != MAMBA), default=bs), tuple(working))
+        working.append(
+            f"hybrid layers: {sum(g.groups for g in groups)} groups of up to {widest} layers; "
+            f"one block = {widest} × {max_page:,} B"
+        )
+    return KvPlan(
+        tuple(groups),
+        bytes_per_block,
+        in_flight,
+        per_token,
+        state,
+        min((g.block_size for g in groups if g.kind != MAMBA), default=bs),
+        tuple(working),
+    )
 
 
 # --------------------------------------------------------------------------- settings
@@ -472,12 +496,17 @@ class _Core:
     fixed: int  # everything inside the request except the KV cache
 
 
-def _core(spec: ModelSpec, s: Settings, machine: Machine, utilization: float | None = None,
-          kv_cache_dtype: str | None = None, max_len: int | None = None) -> _Core:
+def _core(
+    spec: ModelSpec,
+    s: Settings,
+    machine: Machine,
+    utilization: float | None = None,
+    kv_cache_dtype: str | None = None,
+    max_len: int | None = None,
+) -> _Core:
     util = s.utilization if utilization is None else utilization
     kv_bytes, kv_name = kv_dtype_bytes(spec, s.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype)
-    plan = plan_kv(spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching,
-                   s.num_spec, s.mtp)
+    plan = plan_kv(spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching, s.num_spec, s.mtp)
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
     activation = activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)
@@ -486,8 +515,21 @@ def _core(spec: ModelSpec, s: Settings, machine: Machine, utilization: float | N
     kv_memory = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - fixed
     length = s.max_model_len if max_len is None else max_len
     blocks, tokens, conc = plan.capacity(kv_memory, length)
-    return _Core(requested, weights, activation, machine.non_torch, graphs, kv_memory, plan, blocks, tokens,
-                 conc, kv_bytes, kv_name, fixed)
+    return _Core(
+        requested,
+        weights,
+        activation,
+        machine.non_torch,
+        graphs,
+        kv_memory,
+        plan,
+        blocks,
+        tokens,
+        conc,
+        kv_bytes,
+        kv_name,
+        fixed,
+    )
 
 
 def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | None = None) -> FitResult:
@@ -530,61 +572,88 @@ def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | Non
     util = s.utilization
     if machine.unified and util > 0.90:
         unsafe = True
-        reasons.append(f"--gpu-memory-utilization {util:g} is above 0.90 on unified memory: the OS shares "
-                       f"this pool and the machine can hang instead of failing cleanly")
+        reasons.append(
+            f"--gpu-memory-utilization {util:g} is above 0.90 on unified memory: the OS shares "
+            f"this pool and the machine can hang instead of failing cleanly"
+        )
     if os_left is not None:
         if os_left < machine.os_need_min:
             unsafe = True
-            reasons.append(f"the OS is left {_g(os_left)} of {_g(machine.mem_total)}, less than the "
-                           f"{machine.os_need_min / GB:.0f}–{machine.os_need / GB:.0f} GB it needs")
+            reasons.append(
+                f"the OS is left {_g(os_left)} of {_g(machine.mem_total)}, less than the "
+                f"{machine.os_need_min / GB:.0f}–{machine.os_need / GB:.0f} GB it needs"
+            )
         elif os_left < machine.os_need:
             tight = True
-            reasons.append(f"the OS is left only {_g(os_left)} (it needs {machine.os_need_min / GB:.0f}–"
-                           f"{machine.os_need / GB:.0f} GB)")
+            reasons.append(
+                f"the OS is left only {_g(os_left)} (it needs {machine.os_need_min / GB:.0f}–"
+                f"{machine.os_need / GB:.0f} GB)"
+            )
     if free_at_check is not None:
         if free_at_check < c.requested:
             wont = True
             reasons.append(
                 f"free memory at start-up ({_g(free_at_check)}{', assumed idle' if assumed else ''}: "
                 f"MemAvailable {_g(free)} less vLLM's CUDA context) is less than the request "
-                f"({util:g} × {_g(machine.total)} = {_g(c.requested)}); vLLM refuses to start")
+                f"({util:g} × {_g(machine.total)} = {_g(c.requested)}); vLLM refuses to start"
+            )
         elif free_at_check - c.requested < GiB:
             tight = True
-            reasons.append(f"only {_g(free_at_check - c.requested)} of free memory above the request; "
-                           f"anything else that starts will stop vLLM starting")
+            reasons.append(
+                f"only {_g(free_at_check - c.requested)} of free memory above the request; "
+                f"anything else that starts will stop vLLM starting"
+            )
     if c.kv_memory <= 0:
         wont = True
-        reasons.append(f"no memory left for the KV cache: request {_g(c.requested)} − weights {_g(c.weights)} − "
-                       f"activations {_g(c.activation)} − non-torch {_g(c.non_torch)} − CUDA graphs "
-                       f"{_g(c.graphs)} = {_g(c.kv_memory)}")
+        reasons.append(
+            f"no memory left for the KV cache: request {_g(c.requested)} − weights {_g(c.weights)} − "
+            f"activations {_g(c.activation)} − non-torch {_g(c.non_torch)} − CUDA graphs "
+            f"{_g(c.graphs)} = {_g(c.kv_memory)}"
+        )
     elif c.plan.groups and not c.plan.fits_one(c.kv_memory, max_len):
         wont = True
         reasons.append(
             f"one request of max_model_len {max_len:,} needs {_g(c.plan.bytes_per_request(max_len))} of KV cache "
-            f"but only {_g(c.kv_memory)} is available; the longest that fits is {longest:,} tokens")
+            f"but only {_g(c.kv_memory)} is available; the longest that fits is {longest:,} tokens"
+        )
     elif c.concurrency < 1.1:
         tight = True
         reasons.append(f"the KV cache holds only {c.concurrency:.2f} requests of {max_len:,} tokens")
 
     verdict = "unsafe" if unsafe else "wont_start" if wont else "tight" if tight else "fits"
     if verdict == "fits":
-        reasons.append(f"KV cache {_g(c.kv_memory)} holds {c.tokens:,} tokens: {c.concurrency:.2f} requests of "
-                       f"{max_len:,} tokens" + (f", the OS keeps {_g(os_left)}" if os_left is not None else ""))
+        reasons.append(
+            f"KV cache {_g(c.kv_memory)} holds {c.tokens:,} tokens: {c.concurrency:.2f} requests of "
+            f"{max_len:,} tokens" + (f", the OS keeps {_g(os_left)}" if os_left is not None else "")
+        )
 
     result = FitResult(
-        verdict=verdict, reasons=reasons, suggestions=[], budget=budget, weights_bytes=c.weights,
-        kv_bytes_per_token=c.plan.kv_bytes_per_token, kv_cache_bytes=max(0, c.kv_memory),
-        kv_cache_tokens=c.tokens, max_concurrency=c.concurrency, max_model_len=max_len, kv_blocks=c.blocks,
-        block_size=c.plan.block_size, kv_cache_dtype=c.kv_name, working=list(c.plan.working),
-        longest_max_model_len=longest, machine=machine.describe(), model=spec.name,
+        verdict=verdict,
+        reasons=reasons,
+        suggestions=[],
+        budget=budget,
+        weights_bytes=c.weights,
+        kv_bytes_per_token=c.plan.kv_bytes_per_token,
+        kv_cache_bytes=max(0, c.kv_memory),
+        kv_cache_tokens=c.tokens,
+        max_concurrency=c.concurrency,
+        max_model_len=max_len,
+        kv_blocks=c.blocks,
+        block_size=c.plan.block_size,
+        kv_cache_dtype=c.kv_name,
+        working=list(c.plan.working),
+        longest_max_model_len=longest,
+        machine=machine.describe(),
+        model=spec.name,
         notes=[*spec.notes, *s.notes],
     )
     result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)
     return result
 
 
-def _suggestions(spec: ModelSpec, s: Settings, machine: Machine, c: _Core, r: FitResult,
-                 free_at_check: int | None) -> list[Suggestion]:
+def _suggestions(
+    spec: ModelSpec, s: Settings, machine: Machine, c: _Core, r: FitResult, free_at_check: int | None
+) -> list[Suggestion]:
     out: list[Suggestion] = []
     max_len = r.max_model_len
     longest = r.longest_max_model_len
@@ -595,8 +664,11 @@ def _suggestions(spec: ModelSpec, s: Settings, machine: Machine, c: _Core, r: Fi
     if c.concurrency >= 1:
         seqs = int(c.concurrency)
         extra = f" (--max-num-seqs is {s.max_num_seqs})" if s.max_num_seqs < seqs else ""
-        out.append(Suggestion(
-            f"at most {seqs} sequence{'s' if seqs != 1 else ''} at the full {max_len:,}-token context{extra}"))
+        out.append(
+            Suggestion(
+                f"at most {seqs} sequence{'s' if seqs != 1 else ''} at the full {max_len:,}-token context{extra}"
+            )
+        )
     if not s.kv_cache_memory_bytes and c.plan.groups:
         need = c.fixed + c.plan.bytes_per_request(max_len) + c.plan.bytes_per_block
         util_min = math.ceil(need / machine.total * 100) / 100
@@ -605,9 +677,12 @@ def _suggestions(spec: ModelSpec, s: Settings, machine: Machine, c: _Core, r: Fi
             if free_at_check is not None and math.ceil(machine.total * util_min) > free_at_check:
                 warn += " (more than is free now)"
             unsafe_fix = machine.unified and util_min > 0.90  # advice only: one key must never make it unsafe
-            out.append(Suggestion(
-                f"smallest --gpu-memory-utilization for one {max_len:,}-token request: {util_min:.2f}{warn}",
-                {} if unsafe_fix else {"gpu_memory_utilization": util_min}))
+            out.append(
+                Suggestion(
+                    f"smallest --gpu-memory-utilization for one {max_len:,}-token request: {util_min:.2f}{warn}",
+                    {} if unsafe_fix else {"gpu_memory_utilization": util_min},
+                )
+            )
         else:
             out.append(Suggestion(f"no --gpu-memory-utilization fits one {max_len:,}-token request on this machine"))
     if c.kv_bytes > 1 and c.plan.groups:
@@ -615,25 +690,47 @@ def _suggestions(spec: ModelSpec, s: Settings, machine: Machine, c: _Core, r: Fi
         if f8.kv_memory > 0:
             fixes = f8.plan.fits_one(f8.kv_memory, max_len)
             if r.verdict == "wont_start" and not c.plan.fits_one(max(c.kv_memory, 0), max_len):
-                text = (f"--kv-cache-dtype fp8 {'fixes it' if fixes else 'is not enough'}: "
-                        f"{f8.tokens:,} tokens, {f8.concurrency:.2f}× at {max_len:,}")
+                text = (
+                    f"--kv-cache-dtype fp8 {'fixes it' if fixes else 'is not enough'}: "
+                    f"{f8.tokens:,} tokens, {f8.concurrency:.2f}× at {max_len:,}"
+                )
                 out.append(Suggestion(text, {"kv_cache_dtype": "fp8"} if fixes else {}))
             else:
-                out.append(Suggestion(f"--kv-cache-dtype fp8 would give {f8.tokens:,} tokens "
-                                      f"({f8.concurrency:.2f}× at {max_len:,})", {"kv_cache_dtype": "fp8"}))
+                out.append(
+                    Suggestion(
+                        f"--kv-cache-dtype fp8 would give {f8.tokens:,} tokens ({f8.concurrency:.2f}× at {max_len:,})",
+                        {"kv_cache_dtype": "fp8"},
+                    )
+                )
     return out
 
 
-def fit_to_kv_memory(spec: ModelSpec, config: Any, kv_memory: int, machine: Machine | None = None,
-                     behaviour: VllmBehaviour = VLLM_032) -> tuple[int, int, float]:
+def fit_to_kv_memory(
+    spec: ModelSpec, config: Any, kv_memory: int, machine: Machine | None = None, behaviour: VllmBehaviour = VLLM_032
+) -> tuple[int, int, float]:
     """(blocks, KV tokens, concurrency) given the KV memory vLLM reported (for checking against logs)."""
     machine = machine or dgx_spark()
     s = settings_from(config, spec, machine)
     kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype)
-    plan = plan_kv(spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching,
-                   s.num_spec, s.mtp, behaviour)
+    plan = plan_kv(
+        spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching, s.num_spec, s.mtp, behaviour
+    )
     return plan.capacity(kv_memory, s.max_model_len, behaviour)
 
 
-__all__ = ["FitResult", "KvPlan", "Machine", "Suggestion", "VllmBehaviour", "activation_bytes", "behaviour_for", "dgx_spark",
-           "fit", "fit_to_kv_memory", "kv_dtype_bytes", "machine_from_name", "parse_meminfo", "plan_kv"]
+__all__ = [
+    "FitResult",
+    "KvPlan",
+    "Machine",
+    "Suggestion",
+    "VllmBehaviour",
+    "activation_bytes",
+    "behaviour_for",
+    "dgx_spark",
+    "fit",
+    "fit_to_kv_memory",
+    "kv_dtype_bytes",
+    "machine_from_name",
+    "parse_meminfo",
+    "plan_kv",
+]

@@ -9,8 +9,8 @@ Prometheus's histogram_quantile() does. Pure: the caller fetches the text and sa
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
 

@@ -11,10 +11,11 @@ import json
 import os
 import re
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from sparktui.errors import UserError
 
@@ -68,16 +69,26 @@ class LayerGroup:
     def describe(self, kv_bytes: int, tp: int = 1) -> str:
         n = f"{self.count} {'draft ' if self.draft else ''}"
         if self.kind == MAMBA:
-            return (f"{n}linear-attention layers: fixed state per sequence "
-                    f"(conv {self.conv_dim}×{self.conv_kernel - 1} + {self.value_heads}×{self.head_v}×{self.head_k})")
+            return (
+                f"{n}linear-attention layers: fixed state per sequence "
+                f"(conv {self.conv_dim}×{self.conv_kernel - 1} + {self.value_heads}×{self.head_v}×{self.head_k})"
+            )
         if self.kind == MLA:
-            return (f"{n}MLA layers × 1 latent × {self.head_size} (kv_lora_rank + rope) × {kv_bytes} B"
-                    f" = {self.count * self.kv_bytes_per_token(kv_bytes, tp):,} B/token")
+            return (
+                f"{n}MLA layers × 1 latent × {self.head_size} (kv_lora_rank + rope) × {kv_bytes} B"
+                f" = {self.count * self.kv_bytes_per_token(kv_bytes, tp):,} B/token"
+            )
         heads = max(1, self.num_kv_heads // tp)
         what = "full-attention" if self.kind == FULL else f"sliding-window ({self.sliding_window} tokens)"
-        kv = "2 (K,V)" if self.head_size_v == self.head_size else f"({self.head_size}+{self.head_size_v})/{self.head_size}"
-        return (f"{n}{what} layers × {heads} KV heads × {self.head_size} head_dim × {kv_bytes} B × {kv}"
-                f" = {self.count * self.kv_bytes_per_token(kv_bytes, tp):,} B/token")
+        kv = (
+            "2 (K,V)"
+            if self.head_size_v == self.head_size
+            else f"({self.head_size}+{self.head_size_v})/{self.head_size}"
+        )
+        return (
+            f"{n}{what} layers × {heads} KV heads × {self.head_size} head_dim × {kv_bytes} B × {kv}"
+            f" = {self.count * self.kv_bytes_per_token(kv_bytes, tp):,} B/token"
+        )
 
 
 @dataclass(frozen=True)
@@ -133,8 +144,9 @@ def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
-    raw = str(text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype")
-              or config.get("dtype") or "bfloat16")
+    raw = str(
+        text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16"
+    )
     raw = raw.replace("torch.", "")
     # vLLM's dtype "auto" serves float32 checkpoints in bfloat16.
     return "bfloat16" if raw in ("float32", "float") else raw
@@ -152,7 +164,11 @@ def _layer_kinds(text: Mapping[str, Any], n_layers: int) -> list[str]:
     if pattern and text.get("sliding_window"):  # gemma-2/3 style: every Nth layer is global
         return ["full_attention" if (i + 1) % int(pattern) == 0 else "sliding_attention" for i in range(n_layers)]
     window = text.get("sliding_window")
-    if window and text.get("use_sliding_window", True) and text.get("model_type") not in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
+    if (
+        window
+        and text.get("use_sliding_window", True)
+        and text.get("model_type") not in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+    ):
         return ["sliding_attention"] * n_layers
     return ["full_attention"] * n_layers
 
@@ -186,7 +202,8 @@ def _attention_groups(text: Mapping[str, Any]) -> tuple[list[LayerGroup], list[L
     for kind in _layer_kinds(text, n_layers):
         if kind in ("linear_attention", "mamba", "linear"):
             group = LayerGroup(
-                MAMBA, 0,
+                MAMBA,
+                0,
                 conv_dim=int(text["linear_key_head_dim"]) * int(text["linear_num_key_heads"]) * 2
                 + int(text["linear_value_head_dim"]) * int(text["linear_num_value_heads"]),
                 conv_kernel=int(text.get("linear_conv_kernel_dim") or 4),
@@ -399,9 +416,12 @@ def _param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: li
         merge = int(vision.get("spatial_merge_size") or 1)
         out = int(vision.get("out_hidden_size") or h)
         patch = int(vision.get("patch_size") or 14)
-        counts["vision"] = (depth * (4 * vh * vh + 2 * vh * vi)
-                            + (vh * merge * merge) ** 2 + vh * merge * merge * out
-                            + int(vision.get("in_channels") or 3) * int(vision.get("temporal_patch_size") or 1) * patch * patch * vh)
+        counts["vision"] = (
+            depth * (4 * vh * vh + 2 * vh * vi)
+            + (vh * merge * merge) ** 2
+            + vh * merge * merge * out
+            + int(vision.get("in_channels") or 3) * int(vision.get("temporal_patch_size") or 1) * patch * patch * vh
+        )
     return counts
 
 
@@ -482,7 +502,8 @@ def spec_from_config(
     # vLLM also keeps a rotary cos/sin cache of max_position × rotary_dim in the model dtype.
     max_pos = int(text.get("max_position_embeddings") or config.get("max_position_embeddings") or 0)
     rope_dim = int(text.get("qk_rope_head_dim") or text.get("head_dim") or 0) or (
-        int(text.get("hidden_size") or 0) // max(1, int(text.get("num_attention_heads") or 1)))
+        int(text.get("hidden_size") or 0) // max(1, int(text.get("num_attention_heads") or 1))
+    )
     rope_cache = max_pos * rope_dim * dtype_bytes
     # vLLM's MXFP4 MoE kernels (Marlin, TRT-LLM) pad the experts: hidden to 256, intermediate to
     # 128 (fused_moe/oracle/mxfp4.py); gpt-oss loads ~9% bigger than its checkpoint.
@@ -539,8 +560,12 @@ def online_quantized(spec: ModelSpec, method: str | None) -> ModelSpec:
         return spec
     counts = dict(spec.params_by_category)
     saved = sum(counts.get(cat, 0) for cat in _LINEAR) * (spec.dtype_bytes - 1)
-    return replace(spec, weights_bytes=spec.weights_bytes - saved, quantization="fp8 (online)",
-                   weights_source=spec.weights_source + ", linear layers quantized to fp8 at load")
+    return replace(
+        spec,
+        weights_bytes=spec.weights_bytes - saved,
+        quantization="fp8 (online)",
+        weights_source=spec.weights_source + ", linear layers quantized to fp8 at load",
+    )
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -562,8 +587,13 @@ def spec_from_folder(folder: Path, name: str | None = None) -> ModelSpec:
     config = _read_json(config_path)
     hf_quant_path = folder / "hf_quant_config.json"
     hf_quant = _read_json(hf_quant_path) if hf_quant_path.is_file() else None
-    return spec_from_config(config, name=name or str(folder), source=f"folder {folder}",
-                            hf_quant=hf_quant, weights=_weights_from_folder(folder))
+    return spec_from_config(
+        config,
+        name=name or str(folder),
+        source=f"folder {folder}",
+        hf_quant=hf_quant,
+        weights=_weights_from_folder(folder),
+    )
 
 
 # --------------------------------------------------------------------------- lookup
@@ -629,8 +659,9 @@ def spec_from_catalog(model: str) -> ModelSpec | None:
     weights = None
     if entry.get("weights_bytes"):
         weights = (int(entry["weights_bytes"]), 0, entry.get("weights_source", "published total_size"))
-    spec = spec_from_config(entry["config"], name=repo_id, source="built-in catalog",
-                            hf_quant=entry.get("hf_quant_config"), weights=weights)
+    spec = spec_from_config(
+        entry["config"], name=repo_id, source="built-in catalog", hf_quant=entry.get("hf_quant_config"), weights=weights
+    )
     if entry.get("note"):
         spec = replace(spec, notes=(entry["note"],))
     return spec

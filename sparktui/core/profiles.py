@@ -14,6 +14,7 @@ know survive; the write is atomic (temp file in the same folder, fsync, os.repla
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -188,7 +189,7 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
 
     serve_table = doc.get("serve")
     if not isinstance(serve_table, dict):
-        raise fail("serve", None, "missing; a profile needs a [serve] section with at least model = \"…\"")
+        raise fail("serve", None, 'missing; a profile needs a [serve] section with at least model = "…"')
     serve = _read_serve(serve_table, fail)
 
     machine = "dgx-spark"
@@ -206,8 +207,10 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
             warnings.append(_unknown_warning(where, "guard", key, list(_GUARD_KEYS)))
             continue
         setattr(guard, attr, _guard_value(attr, value, lambda p, k=key: fail("guard", k, p)))
-    given = [(k, getattr(guard, a)) for k, a in _GUARD_KEYS.items() if a.endswith("_gib") and getattr(guard, a) is not None]
-    for (hi_key, hi), (lo_key, lo) in zip(given, given[1:]):
+    given = [
+        (k, getattr(guard, a)) for k, a in _GUARD_KEYS.items() if a.endswith("_gib") and getattr(guard, a) is not None
+    ]
+    for (hi_key, hi), (lo_key, lo) in itertools.pairwise(given):
         if lo > hi:
             raise fail("guard", lo_key, f"{lo} GiB is above {hi_key} = {hi}; expected warn ≥ term ≥ kill")
 
@@ -226,7 +229,7 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise fail("env", key, "not a valid environment variable name")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise fail("env", key, f"got {_show(value)}; expected a string, e.g. {key} = \"1\"")
+            raise fail("env", key, f'got {_show(value)}; expected a string, e.g. {key} = "1"')
         env[key] = str(value) if not isinstance(value, str) else value
 
     return Profile(
@@ -268,9 +271,8 @@ def _line_of(text: str, section: str, key: str | None) -> int | None:
             if key is None and current == section:
                 return number
             continue
-        if current == section and key is not None:
-            if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
-                return number
+        if current == section and key is not None and re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+            return number
     return None
 
 
@@ -333,7 +335,7 @@ def _read_serve(table: dict[str, Any], fail: Any) -> ServeConfig:
 
 def _machine_name(value: Any, fail: Any) -> str:
     if isinstance(value, bool):
-        raise fail(f"got {_show(value)}; expected \"dgx-spark\", \"auto\" or a memory size in GiB such as 128")
+        raise fail(f'got {_show(value)}; expected "dgx-spark", "auto" or a memory size in GiB such as 128')
     if isinstance(value, (int, float)):
         if value > 0:
             return str(value)
@@ -344,7 +346,7 @@ def _machine_name(value: Any, fail: Any) -> str:
         number = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(?:GiB)?", text)
         if number and float(number.group(1)) > 0:
             return number.group(1)
-    raise fail(f"got {_show(value)}; expected \"dgx-spark\", \"auto\" or a memory size in GiB such as 128")
+    raise fail(f'got {_show(value)}; expected "dgx-spark", "auto" or a memory size in GiB such as 128')
 
 
 def _guard_value(attr: str, value: Any, fail: Any) -> Any:

@@ -26,9 +26,7 @@ def parse_human_int(text: str | int) -> int:
         return text
     match = _HUMAN_INT.match(str(text))
     if not match:
-        raise ValueError(
-            f"expected an integer such as 4096, 64M (binary, 64×2^20) or 25.6k (decimal), got {text!r}"
-        )
+        raise ValueError(f"expected an integer such as 4096, 64M (binary, 64×2^20) or 25.6k (decimal), got {text!r}")
     number, suffix = match.groups()
     if not suffix:
         if "." in number:

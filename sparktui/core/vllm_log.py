@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import re
 import signal
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, Union
 
 # The phase strip, in order. "failed" replaces whatever phase start-up reached.
 PHASES = ("starting", "loading_weights", "profiling", "kv_cache", "cuda_graphs", "ready")
@@ -62,14 +62,14 @@ class LoadingStarted:
 
 @dataclass(frozen=True, slots=True)
 class WeightsRead:
-    """"Loading weights took N seconds" (reading the checkpoint; printed by every backend)."""
+    """ "Loading weights took N seconds" (reading the checkpoint; printed by every backend)."""
 
     seconds: float
 
 
 @dataclass(frozen=True, slots=True)
 class WeightsLoaded:
-    """"Model loading took X GiB and N seconds": the weights' memory, as vLLM measured it."""
+    """ "Model loading took X GiB and N seconds": the weights' memory, as vLLM measured it."""
 
     gib: float
     seconds: float
@@ -142,11 +142,11 @@ class PhaseChanged:
     phase: str
 
 
-Event = Union[
-    Version, Model, MaxModelLen, LoadingStarted, WeightsRead, WeightsLoaded, Profiling,
-    AvailableKVMemory, KVCacheSize, MaxConcurrency, CudaGraphCapture, ServerListening,
-    StartupComplete, Warning_, Error, Failure, PhaseChanged,
-]  # fmt: skip
+Event = (
+    Version | Model | MaxModelLen | LoadingStarted | WeightsRead | WeightsLoaded | Profiling
+    | AvailableKVMemory | KVCacheSize | MaxConcurrency | CudaGraphCapture | ServerListening
+    | StartupComplete | Warning_ | Error | Failure | PhaseChanged
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------- line anatomy
@@ -213,6 +213,7 @@ def split_line(raw: str) -> tuple[str | None, str | None, str]:
 
 
 # ---------------------------------------------------------------- rules
+
 
 def _first_number(text: str) -> int:
     return int(text.replace(",", ""))
@@ -454,8 +455,7 @@ def _kv_too_small(msg: str) -> Failure:
         need = "One request of --max-model-len tokens does not fit in the KV cache. "
     if est:
         fix = (
-            f"vLLM estimates the longest that fits is {est.group(1)} tokens: set --max-model-len "
-            f"{est.group(1)} or less"
+            f"vLLM estimates the longest that fits is {est.group(1)} tokens: set --max-model-len {est.group(1)} or less"
         )
     else:
         fix = "Lower --max-model-len"
@@ -630,41 +630,41 @@ class LogSummary:
         before = self.phase
         for ev in events:
             kind = type(ev)
-            if kind is Version:
+            if isinstance(ev, Version):
                 self._take("version", ev.version, _VERSION_RANK[ev.source])
-            elif kind is Model:
+            elif isinstance(ev, Model):
                 self._take("model", ev.model, _MODEL_RANK[ev.source])
-            elif kind is MaxModelLen:
+            elif isinstance(ev, MaxModelLen):
                 self._take("max_model_len", ev.tokens, _LEN_RANK[ev.source])
-            elif kind is LoadingStarted:
+            elif isinstance(ev, LoadingStarted):
                 self._take("model", ev.model, _MODEL_RANK["loading"])
-            elif kind is WeightsLoaded:
+            elif isinstance(ev, WeightsLoaded):
                 if self.weights_gib is None:
                     self.weights_gib, self.weights_seconds = ev.gib, ev.seconds
-            elif kind is AvailableKVMemory:
+            elif isinstance(ev, AvailableKVMemory):
                 if self.available_kv_gib is None:
                     self.available_kv_gib = ev.gib
-            elif kind is KVCacheSize:
+            elif isinstance(ev, KVCacheSize):
                 if self.kv_cache_tokens is None:
                     self.kv_cache_tokens, self.kv_cache_device = ev.tokens, ev.device
-            elif kind is MaxConcurrency:
+            elif isinstance(ev, MaxConcurrency):
                 if self.max_concurrency is None:
                     self.max_concurrency = ev.concurrency
-            elif kind is CudaGraphCapture:
+            elif isinstance(ev, CudaGraphCapture):
                 if ev.finished and self.cuda_graph_gib is None:
                     self.cuda_graph_gib = ev.gib
-            elif kind is ServerListening:
+            elif isinstance(ev, ServerListening):
                 if ev.url:
                     self.url = ev.url
-            elif kind is StartupComplete:
+            elif isinstance(ev, StartupComplete):
                 self.ready = True
-            elif kind is Warning_:
+            elif isinstance(ev, Warning_):
                 self.warnings += 1
-            elif kind is Error:
+            elif isinstance(ev, Error):
                 self.errors += 1
                 if ev.exception:
                     self.last_error = ev
-            elif kind is Failure:
+            elif isinstance(ev, Failure):
                 self._fail(ev)
             phase = _PHASE_OF.get(kind)
             if phase and _PHASE_INDEX[phase] > _PHASE_INDEX[self.reached]:
@@ -751,28 +751,27 @@ def _killed(message: str) -> Failure:
 
 def describe(event: Event) -> str | None:
     """One short line for a person (the supervisor's recent events, the TUI's log pane); None for noise."""
-    kind = type(event)
-    if kind is Version:
+    if isinstance(event, Version):
         return f"vLLM {event.version}"
-    if kind is LoadingStarted:
+    if isinstance(event, LoadingStarted):
         return f"loading {event.model}"
-    if kind is WeightsLoaded:
+    if isinstance(event, WeightsLoaded):
         return f"weights loaded: {event.gib} GiB in {event.seconds:.1f} s"
-    if kind is AvailableKVMemory:
+    if isinstance(event, AvailableKVMemory):
         return f"KV cache memory: {event.gib} GiB"
-    if kind is KVCacheSize:
+    if isinstance(event, KVCacheSize):
         return f"{event.device} KV cache: {event.tokens:,} tokens"
-    if kind is MaxConcurrency:
+    if isinstance(event, MaxConcurrency):
         return f"max concurrency {event.concurrency}x at {event.tokens_per_request:,} tokens per request"
-    if kind is CudaGraphCapture:
+    if isinstance(event, CudaGraphCapture):
         return f"CUDA graphs captured in {event.seconds:g} s ({event.gib} GiB)" if event.finished else None
-    if kind is ServerListening:
+    if isinstance(event, ServerListening):
         return f"listening on {event.url}" if event.url else None
-    if kind is StartupComplete:
+    if isinstance(event, StartupComplete):
         return "ready"
-    if kind is Failure:
+    if isinstance(event, Failure):
         return f"failed ({event.kind}): {event.message}"
-    if kind is PhaseChanged:
+    if isinstance(event, PhaseChanged):
         return f"phase: {event.phase.replace('_', ' ')}"
     return None
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from enum import Enum
-from typing import Callable
+from enum import StrEnum
 
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
@@ -69,11 +69,14 @@ class GuardLines:
             raise UserError(f"guard grace_s must be seconds >= 0, got {self.grace_s!r}")
         w, t, k = self.warn_below_gib, self.term_below_gib, self.kill_below_gib
         if t is not None and k is not None and k > t:
-            raise UserError(f"guard lines out of order: kill line {k} GiB is above the term line {t} GiB; "
-                            "expected warn >= term >= kill")
+            raise UserError(
+                f"guard lines out of order: kill line {k} GiB is above the term line {t} GiB; "
+                "expected warn >= term >= kill"
+            )
         if w is not None and max(x for x in (t, k, 0) if x is not None) > w:
-            raise UserError(f"guard lines out of order: warn line {w} GiB is below a term/kill line; "
-                            "expected warn >= term >= kill")
+            raise UserError(
+                f"guard lines out of order: warn line {w} GiB is below a term/kill line; expected warn >= term >= kill"
+            )
 
     @classmethod
     def from_settings(cls, settings: object | None) -> GuardLines:
@@ -96,7 +99,7 @@ def _or(value, default):
     return default if value is None else value
 
 
-class Action(str, Enum):
+class Action(StrEnum):
     NONE = "none"
     WARN = "warn"
     TERM = "term"
@@ -276,7 +279,9 @@ class TripReport:
         return asdict(self)
 
     def summary(self) -> str:
-        sig = ", ".join(f"{s['signal']} {s['target']} (+{s['at_s'] * 1000:.0f} ms)" for s in self.signalled) or "nothing"
+        sig = (
+            ", ".join(f"{s['signal']} {s['target']} (+{s['at_s'] * 1000:.0f} ms)" for s in self.signalled) or "nothing"
+        )
         trend = f"falling {self.fall_rate_gib_s:.2f} GiB/s" if self.fall_rate_gib_s >= 0.005 else "not falling"
         lines = [
             f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {self.mem_available_gib:.2f} GiB"
@@ -285,7 +290,11 @@ class TripReport:
         ]
         if self.escalated:
             lines.append(f"  escalated to SIGKILL: {self.escalation}")
-        gone = f"gone after {self.gone_after_s * 1000:.0f} ms" if self.gone and self.gone_after_s is not None else f"NOT gone (survivors: {self.survivors})"
+        gone = (
+            f"gone after {self.gone_after_s * 1000:.0f} ms"
+            if self.gone and self.gone_after_s is not None
+            else f"NOT gone (survivors: {self.survivors})"
+        )
         lines.append(f"  process tree {gone}; lowest MemAvailable {self.low_water_gib:.2f} GiB")
         if self.shm_removed:
             lines.append(f"  removed from /dev/shm: {', '.join(self.shm_removed)}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from typing import Iterator
+from collections.abc import Iterator
 
 
 class LogTail:

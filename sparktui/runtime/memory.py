@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
 from sparktui.core.units import GiB, format_gib
 
@@ -218,7 +218,7 @@ class GpuReport:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["unified"] = self.unified
-        for g, gd in zip(self.gpus, d["gpus"]):
+        for g, gd in zip(self.gpus, d["gpus"], strict=False):
             gd["memory_text"] = g.memory_text()
         return d
 
@@ -319,13 +319,16 @@ class GpuSampler:
         # Unified: NVML has no device memory to report (GB10 answers Not Supported), or a known
         # integrated part. Then the pool is host memory.
         g.unified = g.memory_total is None and (
-            "Not Supported" in why.get("memory_total", "") or "0 bytes" in why.get("memory_total", "")
+            "Not Supported" in why.get("memory_total", "")
+            or "0 bytes" in why.get("memory_total", "")
             or any(n in (g.name or "") for n in _INTEGRATED_NAMES)
         )
         if processes:
             procs = _call(nv.nvmlDeviceGetComputeRunningProcesses, why, "processes", h)
             if procs is not None:
-                g.processes = [GpuProcess(int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory)) for p in procs]
+                g.processes = [
+                    GpuProcess(int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory)) for p in procs
+                ]
         return g
 
 

@@ -32,9 +32,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from sparktui.errors import UserError
 
@@ -406,7 +406,9 @@ class ProcessTree:
             report.escalated = True
             self.signal_group(signal.SIGKILL, report, t0)
             self._signal_members(signal.SIGKILL, report, t0, outside_group_only=False)
-            self._wait_gone(report, t0, time.monotonic() + kill_timeout, _observe_only(on_poll), 0.01 if on_poll else 0.05)
+            self._wait_gone(
+                report, t0, time.monotonic() + kill_timeout, _observe_only(on_poll), 0.01 if on_poll else 0.05
+            )
         self._finish(report)
         return report
 
@@ -573,7 +575,7 @@ def spawn(
         log_path.parent.mkdir(parents=True, exist_ok=True)
     shm_before = _shm_snapshot()
     spawned_at = time.time()
-    log = open(log_path, "ab") if log_path is not None else None
+    log = open(log_path, "ab") if log_path is not None else None  # noqa: SIM115 (closed below once the child holds it)
     try:
         popen = subprocess.Popen(
             full,
@@ -610,6 +612,7 @@ def sweep_orphans(record: dict) -> StopReport:
 
 
 # --- /dev/shm ----------------------------------------------------------------------------------
+
 
 def _shm_new_files(since: float, before: set[tuple[str, int]] | None) -> dict[ShmKey, tuple[str, int]]:
     """/dev/shm files named like SHM_PATTERNS, regular, owned by us and created after `since`

@@ -35,8 +35,12 @@ def main(argv: list[str]) -> int:
         status="exited",
         phase="stopped",
         updated_at=time.time(),
-        exit={"reason": "supervisor_died", "returncode": None, "stop": report.to_dict(),
-              "message": "the supervisor died; its reaper killed the server's process tree"},
+        exit={
+            "reason": "supervisor_died",
+            "returncode": None,
+            "stop": report.to_dict(),
+            "message": "the supervisor died; its reaper killed the server's process tree",
+        },
     )
     write_state(path, state)
     return 0

@@ -54,7 +54,7 @@ def resolve_native_executable(executable: str = "vllm", venv: str | None = None,
     if found is None:
         raise UserError(
             f"runner.executable = {executable!r} is not on PATH; install vLLM, or set "
-            "[runner] executable = \"/path/to/vllm\" or venv = \"/path/to/venv\" in the profile"
+            '[runner] executable = "/path/to/vllm" or venv = "/path/to/venv" in the profile'
         )
     return found
 
@@ -76,11 +76,21 @@ def build_command(profile, serve=None) -> LaunchCommand:
         return LaunchCommand([exe, "serve", *vllm_args], env, secret_env=secret)
     if runner.kind == "container":
         if not runner.image:
-            raise UserError("runner.kind = \"container\" needs [runner] image = \"…\" (e.g. nvcr.io/nvidia/vllm:26.01-py3)")
+            raise UserError('runner.kind = "container" needs [runner] image = "…" (e.g. nvcr.io/nvidia/vllm:26.01-py3)')
         docker = shutil.which("docker") or "docker"
         name = container_name(profile.name, serve.port)
-        argv = [docker, "run", "--rm", "--name", name, "--gpus", "all", "--ipc=host",
-                "-p", f"{serve.host}:{serve.port}:{serve.port}"]
+        argv = [
+            docker,
+            "run",
+            "--rm",
+            "--name",
+            name,
+            "--gpus",
+            "all",
+            "--ipc=host",
+            "-p",
+            f"{serve.host}:{serve.port}:{serve.port}",
+        ]
         for key in sorted(env):
             argv += ["-e", key]  # name only: docker takes the value from our environment
         argv += list(runner.container_args)
@@ -88,9 +98,11 @@ def build_command(profile, serve=None) -> LaunchCommand:
         inner = serve.replace(host="0.0.0.0").to_argv()
         argv += [runner.image, runner.executable or "vllm", "serve", *inner]
         return LaunchCommand(
-            argv, env, container=name,
+            argv,
+            env,
+            container=name,
             stop_argv=[docker, "stop", "--time", "10", name],
             kill_argv=[docker, "kill", name],
             secret_env=secret,
         )
-    raise UserError(f"runner.kind = {runner.kind!r}: expected \"native\" or \"container\"")
+    raise UserError(f'runner.kind = {runner.kind!r}: expected "native" or "container"')

@@ -1,11 +1,11 @@
 """Where running servers are recorded, and how to talk to their supervisors.
 
-    <state dir>/                      mode 0700 (platformdirs user_state_dir, or $SPARKTUI_STATE_DIR)
-      servers/<port>.json             the supervisor's state, replaced atomically
-      servers/<port>.sock             its command socket (mode 0600): one JSON request, one reply
-      logs/<profile>-<time>.log       vLLM's output for one run
-      supervisor/<port>.log           the detached supervisor's own output
-      profiles/<port>.toml            the exact profile a detached run was started from
+<state dir>/                      mode 0700 (platformdirs user_state_dir, or $SPARKTUI_STATE_DIR)
+  servers/<port>.json             the supervisor's state, replaced atomically
+  servers/<port>.sock             its command socket (mode 0600): one JSON request, one reply
+  logs/<profile>-<time>.log       vLLM's output for one run
+  supervisor/<port>.log           the detached supervisor's own output
+  profiles/<port>.toml            the exact profile a detached run was started from
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from sparktui.core import vllm_log
 from sparktui.errors import UserError
-from sparktui.runtime import proc, state as st
+from sparktui.runtime import proc
+from sparktui.runtime import state as st
 from sparktui.runtime.endpoint import Endpoint, base_url
 from sparktui.runtime.guard import Guard, GuardLines, TripReport
 from sparktui.runtime.logtail import LogTail
@@ -147,8 +148,10 @@ def _fit_verdict(profile, serve, mem: dict[str, int], warnings: list[str], force
         host_total = mem["MemTotal"]
         if machine.unified and not fit_mod.reading_applies(machine, host_total):
             # vLLM starts on this host, whatever the profile was planned for: check against it.
-            warnings.append(f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
-                            f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host")
+            warnings.append(
+                f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
+                f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host"
+            )
             machine = fit_mod.machine_from_name("auto", meminfo)
         mem_available = mem.get("MemAvailable") if machine.unified else None
         result = fit_mod.fit(serve, spec, machine, mem_available=mem_available)
@@ -159,7 +162,9 @@ def _fit_verdict(profile, serve, mem: dict[str, int], warnings: list[str], force
     if result.verdict in ("wont_start", "unsafe"):
         reasons = "; ".join(result.reasons) or result.verdict
         if not force:
-            raise UserError(f"this configuration {result.verdict.replace('_', ' ')}: {reasons} (pass --force to try anyway)")
+            raise UserError(
+                f"this configuration {result.verdict.replace('_', ' ')}: {reasons} (pass --force to try anyway)"
+            )
         warnings.append(f"fit: {result.verdict}: {reasons} (--force given)")
     elif result.verdict == "tight":
         warnings.append("fit: tight: " + "; ".join(result.reasons))
@@ -174,9 +179,17 @@ def sweep_lost_servers() -> list[dict]:
             continue
         report = proc.sweep_orphans(state["tree"])
         state.pop("alive", None)
-        state.update(status="exited", phase="stopped", updated_at=time.time(),
-                     exit={"reason": "supervisor_died", "returncode": None, "stop": report.to_dict(),
-                           "message": "swept at the next launch: its supervisor had died"})
+        state.update(
+            status="exited",
+            phase="stopped",
+            updated_at=time.time(),
+            exit={
+                "reason": "supervisor_died",
+                "returncode": None,
+                "stop": report.to_dict(),
+                "message": "swept at the next launch: its supervisor had died",
+            },
+        )
         st.write_state(st.state_path(state["port"]), state)
         swept.append(state)
     return swept
@@ -252,8 +265,12 @@ class Supervisor:
             "started_at": time.time(),
             "ready_at": None,
             "preflight": {"warnings": warnings, "fit": fit},
-            "guard": {"armed": self.profile.guard.armed is not False, "state": "starting",
-                      "lines": dataclasses.asdict(self.lines), "last": None},
+            "guard": {
+                "armed": self.profile.guard.armed is not False,
+                "state": "starting",
+                "lines": dataclasses.asdict(self.lines),
+                "last": None,
+            },
             "trip": None,
             "metrics": None,
             "exit": None,
@@ -309,9 +326,12 @@ class Supervisor:
                 elif cmd == "guard" and self.guard is not None:
                     self.guard.arm() if msg.get("armed") else self.guard.disarm()
                     with self.lock:
-                        self.state["guard"].update(armed=self.guard.armed,
-                                                   state="watching" if self.guard.armed else "disarmed")
-                    self.events.append({"kind": "GuardArmed" if self.guard.armed else "GuardDisarmed", "t": time.time()})
+                        self.state["guard"].update(
+                            armed=self.guard.armed, state="watching" if self.guard.armed else "disarmed"
+                        )
+                    self.events.append(
+                        {"kind": "GuardArmed" if self.guard.armed else "GuardDisarmed", "t": time.time()}
+                    )
                     self._save()
                 reply = {"ok": cmd in ("status", "stop", "kill", "guard"), "state": self.snapshot()}
                 if not reply["ok"]:
@@ -332,8 +352,12 @@ class Supervisor:
     def _start_reaper(self) -> None:
         self.reaper = subprocess.Popen(
             [sys.executable, "-m", "sparktui.runtime.reaper", str(self.state_file)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, cwd=str(PACKAGE_ROOT), close_fds=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=str(PACKAGE_ROOT),
+            close_fds=True,
         )
 
     def _dismiss_reaper(self) -> None:
@@ -380,7 +404,11 @@ class Supervisor:
             self._start_guard()
             self._serve_socket()  # before the save that records the tree: launch() returns on it
             self._save(status="starting", phase=self.summary.phase)
-            print(f"sparktui: vLLM pid {self.tree.pid} on {self.state['url']}, log {log_path}", file=sys.stderr, flush=True)
+            print(
+                f"sparktui: vLLM pid {self.tree.pid} on {self.state['url']}, log {log_path}",
+                file=sys.stderr,
+                flush=True,
+            )
             with Endpoint(base_url(self.serve.host, self.port), api_key=self.serve.api_key) as self.endpoint:
                 return self._loop(log_path)
         finally:
@@ -489,13 +517,19 @@ class Supervisor:
                 if not isinstance(event, vllm_log.PhaseChanged):
                     self.events.append(_event_dict(event))
         reason = {"stop": "stopped", "kill": "killed", "guard": "guard"}.get(
-            how, "failed" if self.summary.failure else "exited")
+            how, "failed" if self.summary.failure else "exited"
+        )
         phase = self.summary.phase if how == "exited" else "stopped"
         self._save(
-            status="exited", phase=phase,
-            exit={"reason": reason, "by": self.requested_by, "returncode": returncode,
-                  "stop": report.to_dict() if report else None,
-                  "failure": self.summary.failure.to_dict() if self.summary.failure else None},
+            status="exited",
+            phase=phase,
+            exit={
+                "reason": reason,
+                "by": self.requested_by,
+                "returncode": returncode,
+                "stop": report.to_dict() if report else None,
+                "failure": self.summary.failure.to_dict() if self.summary.failure else None,
+            },
         )
         if how == "exited" and self.summary.failure:
             f = self.summary.failure
@@ -508,9 +542,13 @@ class Supervisor:
 
     def _start_guard(self) -> None:
         self.guard = Guard(
-            self.tree, self.lines, armed=self.profile.guard.armed is not False, track_interval=0.25,
+            self.tree,
+            self.lines,
+            armed=self.profile.guard.armed is not False,
+            track_interval=0.25,
             on_warn=lambda d: self.events.append(_guard_event("GuardWarning", d)),
-            on_trip=self._on_trip, on_report=self._on_report,
+            on_trip=self._on_trip,
+            on_report=self._on_report,
         )
         self.guard.start()
 
@@ -526,14 +564,21 @@ class Supervisor:
         d = self.guard.last
         if d is None:
             return False
-        now = {"action": d.action.value, "available_gib": round((d.available or 0) / (1 << 30), 2),
-               "rate_gib_s": round(-d.rate / (1 << 30), 2), "interval_s": d.next_interval}
+        now = {
+            "action": d.action.value,
+            "available_gib": round((d.available or 0) / (1 << 30), 2),
+            "rate_gib_s": round(-d.rate / (1 << 30), 2),
+            "interval_s": d.next_interval,
+        }
         g = self.state["guard"]
         g["armed"] = self.guard.armed
         g["state"] = "tripped" if self.tripped.is_set() else ("watching" if self.guard.armed else "disarmed")
         last = g.get("last")
-        if last and last["action"] == now["action"] and (
-                last["available_gib"] == now["available_gib"] or time.time() - last["at"] < 1.0):
+        if (
+            last
+            and last["action"] == now["action"]
+            and (last["available_gib"] == now["available_gib"] or time.time() - last["at"] < 1.0)
+        ):
             return False  # the file is rewritten for news, not for every sample
         now["at"] = time.time()
         g["last"] = now
@@ -562,9 +607,14 @@ class Supervisor:
 
 
 def _guard_event(kind: str, decision) -> dict:
-    return {"kind": kind, "t": time.time(), "line": decision.line, "reason": decision.reason,
-            "available_gib": round((decision.available or 0) / (1 << 30), 3),
-            "threshold_gib": round((decision.threshold or 0) / (1 << 30), 3)}
+    return {
+        "kind": kind,
+        "t": time.time(),
+        "line": decision.line,
+        "reason": decision.reason,
+        "available_gib": round((decision.available or 0) / (1 << 30), 3),
+        "threshold_gib": round((decision.threshold or 0) / (1 << 30), 3),
+    }
 
 
 def _safe(name: str) -> str:
@@ -599,9 +649,16 @@ def launch(profile, serve=None, *, detach: bool = True, force: bool = False, tim
     argv = [sys.executable, "-m", "sparktui", "serve", str(saved)] + (["--force"] if force else [])
     t0 = time.time()
     with open(sup_log, "ab") as out:
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True, cwd=str(PACKAGE_ROOT), close_fds=True,
-                                 env={**os.environ, "SPARKTUI_DETACHED": "1"})
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=str(PACKAGE_ROOT),
+            close_fds=True,
+            env={**os.environ, "SPARKTUI_DETACHED": "1"},
+        )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = st.read_state(st.state_path(port))
@@ -611,7 +668,9 @@ def launch(profile, serve=None, *, detach: bool = True, force: bool = False, tim
             return state
         if child.poll() is not None:
             tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
-            message = next((line[len("sparktui: "):] for line in reversed(tail) if line.startswith("sparktui: ")), None)
+            message = next(
+                (line[len("sparktui: ") :] for line in reversed(tail) if line.startswith("sparktui: ")), None
+            )
             raise UserError(message or f"the supervisor exited with status {child.returncode}; see {sup_log}")
         time.sleep(0.05)
     raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")

@@ -107,8 +107,9 @@ class SparkApp(App):
         self.startup_errors.extend(errors)
         wanted = self.theme_arg or self.settings.theme or DEFAULT_THEME
         if wanted not in self.available_themes:
-            self.startup_errors.append(f"theme {wanted!r} not found; using {DEFAULT_THEME} "
-                                       f"(themes: {', '.join(t.name for t in themes)})")
+            self.startup_errors.append(
+                f"theme {wanted!r} not found; using {DEFAULT_THEME} (themes: {', '.join(t.name for t in themes)})"
+            )
             wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
         self.theme = wanted
         self.profile: Any = None
@@ -139,11 +140,20 @@ class SparkApp(App):
     def compose(self) -> ComposeResult:
         # The breakpoint class now, not on the first resize: that would restyle every widget again.
         width = self.size.width
-        self.screen.update_classes({name: width >= low and all(width < other for other, _ in self.HORIZONTAL_BREAKPOINTS if other > low)
-                                    for low, name in self.HORIZONTAL_BREAKPOINTS}, update=False)
+        self.screen.update_classes(
+            {
+                name: width >= low and all(width < other for other, _ in self.HORIZONTAL_BREAKPOINTS if other > low)
+                for low, name in self.HORIZONTAL_BREAKPOINTS
+            },
+            update=False,
+        )
         yield StatusBar(id="status")
-        yield Tabs(Tab("1 Config", id="tab-config"), Tab("2 Server", id="tab-server"),
-                   Tab("3 Memory", id="tab-memory"), id="pane-tabs")
+        yield Tabs(
+            Tab("1 Config", id="tab-config"),
+            Tab("2 Server", id="tab-server"),
+            Tab("3 Memory", id="tab-memory"),
+            id="pane-tabs",
+        )
         with Horizontal(id="panes"):
             with Vertical(id="config-pane", classes="pane -active"):
                 yield Static("", id="profile-line")
@@ -168,11 +178,16 @@ class SparkApp(App):
         self.call_after_refresh(gc.freeze)
         # The main screen's widgets, kept so handlers reach them while a dialog is on top.
         self.w = SimpleNamespace(
-            statusbar=self.query_one("#status", StatusBar), tabs=self.query_one("#pane-tabs", Tabs),
-            panes=self.query_one("#panes"), profile_line=self.query_one("#profile-line", Static),
-            fitpanel=self.query_one("#fit", FitPanel), editor=self.query_one("#editor", ConfigEditor),
-            phases=self.query_one("#phases", PhaseStrip), info=self.query_one("#server-info", ServerInfo),
-            diagnosis=self.query_one("#diagnosis", DiagnosisCard), log=self.query_one("#log", LogView),
+            statusbar=self.query_one("#status", StatusBar),
+            tabs=self.query_one("#pane-tabs", Tabs),
+            panes=self.query_one("#panes"),
+            profile_line=self.query_one("#profile-line", Static),
+            fitpanel=self.query_one("#fit", FitPanel),
+            editor=self.query_one("#editor", ConfigEditor),
+            phases=self.query_one("#phases", PhaseStrip),
+            info=self.query_one("#server-info", ServerInfo),
+            diagnosis=self.query_one("#diagnosis", DiagnosisCard),
+            log=self.query_one("#log", LogView),
             gauge=self.query_one("#gauge", MemoryGauge),
         )
         self.theme_changed_signal.subscribe(self, self._theme_changed)
@@ -286,10 +301,14 @@ class SparkApp(App):
         if message.error:
             self.notify(message.error, title="Profile", severity="error", timeout=15)
             if self.profile is None:
-                line.update(Text(f"Profile: none ({message.error})  Ctrl+O opens one", no_wrap=True, overflow="ellipsis"))
+                line.update(
+                    Text(f"Profile: none ({message.error})  Ctrl+O opens one", no_wrap=True, overflow="ellipsis")
+                )
             return
         if message.profile is None:
-            line.update(Text("Profile: none  Ctrl+O opens one, F4 pastes a vllm serve line", no_wrap=True, overflow="ellipsis"))
+            line.update(
+                Text("Profile: none  Ctrl+O opens one, F4 pastes a vllm serve line", no_wrap=True, overflow="ellipsis")
+            )
             return
         self.profile = message.profile
         self._check_runner(self.profile)
@@ -310,15 +329,25 @@ class SparkApp(App):
         self.runner_problem = problem
         if self.server is None or self.server.state not in LIVE_STATES:
             view = self.w.info.view
-            self.w.info.show(ServerView(view.state if self.server else "stopped", self._idle_detail(),
-                                        view.predicted, view.actual, [], view.diagnosis))
+            self.w.info.show(
+                ServerView(
+                    view.state if self.server else "stopped",
+                    self._idle_detail(),
+                    view.predicted,
+                    view.actual,
+                    [],
+                    view.diagnosis,
+                )
+            )
 
     def _idle_detail(self) -> str:
         if self.launch_error:
             return f"launch failed: {self.launch_error}"
         if self.runner_problem:
-            return (f"vLLM cannot be started here: {self.runner_problem}. Install vLLM (pip install vllm, "
-                    "or use NVIDIA's vLLM container with [runner] kind = \"container\") and reopen the profile.")
+            return (
+                f"vLLM cannot be started here: {self.runner_problem}. Install vLLM (pip install vllm, "
+                'or use NVIDIA\'s vLLM container with [runner] kind = "container") and reopen the profile.'
+            )
         return "F5 launches the configuration"
 
     def _show_profile_line(self) -> None:
@@ -340,9 +369,14 @@ class SparkApp(App):
             lines, why = {}, str(exc)
         else:
             why = "the profile's guard: it watches the server once launched"
-        self.guard = GuardView(state="disarmed" if g.armed is False else "armed",
-                               warn_gib=lines.get("warn_below_gib"), term_gib=lines.get("term_below_gib"),
-                               kill_gib=lines.get("kill_below_gib"), why_na=why, last_trip=self.guard.last_trip)
+        self.guard = GuardView(
+            state="disarmed" if g.armed is False else "armed",
+            warn_gib=lines.get("warn_below_gib"),
+            term_gib=lines.get("term_below_gib"),
+            kill_gib=lines.get("kill_below_gib"),
+            why_na=why,
+            last_trip=self.guard.last_trip,
+        )
         self.w.gauge.update_guard(self.guard)
         self._refresh_status()
 
@@ -362,6 +396,7 @@ class SparkApp(App):
         def chosen(path):
             if path is not None:
                 self._load_profile(path, source="picker")
+
         options = [(f"{r.name}  ({r.source}) {r.description}", r.path) for r in refs]
         self.push_screen(ChoiceScreen("Open a profile", options, empty="no profiles found"), chosen)
 
@@ -446,8 +481,12 @@ class SparkApp(App):
                 if config.extra_args:
                     self.notify(f"kept as extra arguments: {' '.join(config.extra_args)}", severity="warning")
 
-        self.push_screen(PromptScreen("Paste a `vllm serve` command line", check,
-                                      placeholder="vllm serve org/model --max-model-len 32k …"), done)
+        self.push_screen(
+            PromptScreen(
+                "Paste a `vllm serve` command line", check, placeholder="vllm serve org/model --max-model-len 32k …"
+            ),
+            done,
+        )
 
     def action_pick_model(self) -> None:
         self._list_models()
@@ -466,8 +505,15 @@ class SparkApp(App):
             if model is not None:
                 editor = self.w.editor
                 editor.query_one("#flag-model").value = model
-        self.push_screen(ChoiceScreen("Models in the local Hugging Face cache", [(m, m) for m in models],
-                                      empty="no models in the local Hugging Face cache"), chosen)
+
+        self.push_screen(
+            ChoiceScreen(
+                "Models in the local Hugging Face cache",
+                [(m, m) for m in models],
+                empty="no models in the local Hugging Face cache",
+            ),
+            chosen,
+        )
 
     def _profile_with_form(self):
         if self.form.config is None:
@@ -508,8 +554,9 @@ class SparkApp(App):
                 profile = dataclasses.replace(self.profile, name=path.stem, path=path, serve=self.form.config)
             self._save_profile(profile, path)
 
-        self.push_screen(PromptScreen("Save the profile as (a name, or a path ending in .toml)", check,
-                                      placeholder="my-model"), done)
+        self.push_screen(
+            PromptScreen("Save the profile as (a name, or a path ending in .toml)", check, placeholder="my-model"), done
+        )
 
     @work(thread=True, exclusive=True, group="profile", name="save-profile", exit_on_error=False)
     def _save_profile(self, profile, path: Path) -> None:
@@ -540,6 +587,7 @@ class SparkApp(App):
             gpu = self.backend.gpu()
         except Unavailable as exc:
             from sparktui.ui.widgets.gauge import GpuView
+
             gpu = GpuView(note=str(exc))
         self.post_message(msg.MemorySampled(sample, gpu, error))
 
@@ -554,7 +602,9 @@ class SparkApp(App):
         # Refit when MemAvailable moved by FIT_REFRESH_BYTES: the verdict follows real changes, and
         # the panel is not redrawn every second for a few MiB of jitter.
         fitted = self.fit_view.mem_available
-        if self.sample is not None and (fitted is None or abs(self.sample.mem_available - fitted) >= self.FIT_REFRESH_BYTES):
+        if self.sample is not None and (
+            fitted is None or abs(self.sample.mem_available - fitted) >= self.FIT_REFRESH_BYTES
+        ):
             self.recompute_fit()
         self._refresh_status()
 
@@ -641,8 +691,7 @@ class SparkApp(App):
             self.set_timer(1.0, self._log_stop.set)  # let the tail read the last lines first
         if status is None:
             view = info.view
-            info.show(ServerView("stopped", self._idle_detail(), view.predicted, view.actual, [],
-                                 view.diagnosis))
+            info.show(ServerView("stopped", self._idle_detail(), view.predicted, view.actual, [], view.diagnosis))
             self._apply_profile_guard()
         else:
             if status.log_path and status.log_path != self._log_path:
@@ -655,8 +704,16 @@ class SparkApp(App):
             self.w.gauge.update_tree(status.tree_bytes, status.tree_procs)
             view = info.view
             detail = status.detail or (f"pid {status.pid}  http://{status.host}:{status.port}" if status.pid else "")
-            info.show(ServerView(status.state, detail, self._predicted(), view.actual,
-                                 view.metrics if status.state == "ready" else [], view.diagnosis))
+            info.show(
+                ServerView(
+                    status.state,
+                    detail,
+                    self._predicted(),
+                    view.actual,
+                    view.metrics if status.state == "ready" else [],
+                    view.diagnosis,
+                )
+            )
             if message.action in ("launch", "restart"):
                 self.show_pane("server")
         self._refresh_status()
@@ -664,12 +721,15 @@ class SparkApp(App):
     def _show_trip(self, status: ServerStatus) -> None:
         """The guard stopped the server: say so loudly, with its report."""
         report = self.guard.last_trip or "the memory guard stopped the server"
-        self.w.diagnosis.show((
-            "memory guard trip", report,
-            "Memory ran short while vLLM ran. Lower --gpu-memory-utilization or --max-model-len / "
-            "--max-num-seqs, use --kv-cache-dtype fp8, or free memory used by other programs; "
-            "the guard's lines are in the profile's [guard] table (Ctrl+G).",
-        ))
+        self.w.diagnosis.show(
+            (
+                "memory guard trip",
+                report,
+                "Memory ran short while vLLM ran. Lower --gpu-memory-utilization or --max-model-len / "
+                "--max-num-seqs, use --kv-cache-dtype fp8, or free memory used by other programs; "
+                "the guard's lines are in the profile's [guard] table (Ctrl+G).",
+            )
+        )
         self.notify(report.splitlines()[0], title="Memory guard", severity="error", timeout=30)
 
     def _predicted(self) -> list[tuple[str, str]]:
@@ -690,8 +750,10 @@ class SparkApp(App):
         verdict = self.fit_view.verdict
         if verdict in ("wont_start", "unsafe"):
             words = {"wont_start": "WON'T START", "unsafe": "UNSAFE"}[verdict]
-            self.push_screen(ConfirmScreen(f"The fit says {words}: {self.fit_view.reasons[0]}\nLaunch anyway?"),
-                             lambda yes: yes and self._launch(force=True))
+            self.push_screen(
+                ConfirmScreen(f"The fit says {words}: {self.fit_view.reasons[0]}\nLaunch anyway?"),
+                lambda yes: yes and self._launch(force=True),
+            )
             return
         self._launch()
 
@@ -725,8 +787,9 @@ class SparkApp(App):
             if yes:
                 self._run_server_action("kill")
 
-        self.push_screen(ConfirmScreen(f"Kill the vLLM process tree now (pid {self.server.pid})? SIGKILL, no grace."),
-                         confirmed)
+        self.push_screen(
+            ConfirmScreen(f"Kill the vLLM process tree now (pid {self.server.pid})? SIGKILL, no grace."), confirmed
+        )
 
     # -- the guard ------------------------------------------------------------------------------------
 
@@ -766,9 +829,15 @@ class SparkApp(App):
             return {"warn_below_gib": warn, "term_below_gib": term, "kill_below_gib": kill}
 
         current = " ".join(f"{v:g}" for v in (g.warn_gib, g.term_gib, g.kill_gib) if v is not None)
-        self.push_screen(PromptScreen("Guard lines: act when MemAvailable falls below (GiB) warn term kill", check,
-                                      value=current, placeholder="20 12 8"),
-                         self._guard_lines_chosen)
+        self.push_screen(
+            PromptScreen(
+                "Guard lines: act when MemAvailable falls below (GiB) warn term kill",
+                check,
+                value=current,
+                placeholder="20 12 8",
+            ),
+            self._guard_lines_chosen,
+        )
 
     def _guard_lines_chosen(self, lines: dict | None) -> None:
         if not lines:
@@ -826,8 +895,16 @@ class SparkApp(App):
         info = self.w.info
         view = info.view
         if message.actual != view.actual:
-            info.show(ServerView(view.state, view.detail, view.predicted or self._predicted(), message.actual,
-                                 view.metrics, view.diagnosis))
+            info.show(
+                ServerView(
+                    view.state,
+                    view.detail,
+                    view.predicted or self._predicted(),
+                    message.actual,
+                    view.metrics,
+                    view.diagnosis,
+                )
+            )
         card = self.w.diagnosis
         tripped = self.server is not None and self.server.trip
         if message.diagnosis != card.diagnosis and not tripped:

@@ -11,9 +11,10 @@ import importlib
 import json
 import socket
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from sparktui.errors import UserError
 from sparktui.ui.widgets.fitpanel import FitView
@@ -164,8 +165,9 @@ class Backend:
         args = {k: v for k, v in (("armed", armed), ("lines", lines)) if v is not None}
         reply = state_mod.request(status.port, "guard", timeout=5, **args)
         if not reply.get("ok"):
-            raise Unavailable(f"the supervisor on port {status.port} cannot change its guard: "
-                              f"{reply.get('error', 'no reason given')}")
+            raise Unavailable(
+                f"the supervisor on port {status.port} cannot change its guard: {reply.get('error', 'no reason given')}"
+            )
         state = reply.get("state") or {}
         return guard_view(state.get("guard"), state.get("trip"))
 
@@ -173,8 +175,11 @@ class Backend:
         """The profile's guard lines with the guard's defaults filled in (GiB)."""
         guard = _module("sparktui.runtime.guard")
         lines = guard.GuardLines.from_settings(settings)
-        return {"warn_below_gib": lines.warn_below_gib, "term_below_gib": lines.term_below_gib,
-                "kill_below_gib": lines.kill_below_gib}
+        return {
+            "warn_below_gib": lines.warn_below_gib,
+            "term_below_gib": lines.term_below_gib,
+            "kill_below_gib": lines.kill_below_gib,
+        }
 
     def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
         """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""
@@ -231,12 +236,15 @@ def guard_view(guard: dict | None, trip: dict | None) -> GuardView:
     last = guard.get("last")
     detail = None
     if last and state == "armed":
-        detail = (f"watching: MemAvailable {last['available_gib']:.1f} GiB, "
-                  f"{'falling' if last['rate_gib_s'] > 0 else 'change'} {abs(last['rate_gib_s']):.2f} GiB/s, "
-                  f"every {last['interval_s'] * 1000:.0f} ms")
+        detail = (
+            f"watching: MemAvailable {last['available_gib']:.1f} GiB, "
+            f"{'falling' if last['rate_gib_s'] > 0 else 'change'} {abs(last['rate_gib_s']):.2f} GiB/s, "
+            f"every {last['interval_s'] * 1000:.0f} ms"
+        )
     return GuardView(
         state=state,
-        warn_gib=lines.get("warn_below_gib"), term_gib=lines.get("term_below_gib"),
+        warn_gib=lines.get("warn_below_gib"),
+        term_gib=lines.get("term_below_gib"),
         kill_gib=lines.get("kill_below_gib"),
         last_trip=trip_text(trip) if trip else None,
         why_na=detail,
@@ -264,8 +272,9 @@ def server_status(state: dict) -> ServerStatus:
     elif status in ("starting", "stopping", "lost"):
         ui_state = status
     else:  # exited: why
-        ui_state = {"stopped": "stopped", "killed": "killed", "failed": "failed",
-                    "guard": "tripped"}.get(exit_info.get("reason"), "exited")
+        ui_state = {"stopped": "stopped", "killed": "killed", "failed": "failed", "guard": "tripped"}.get(
+            exit_info.get("reason"), "exited"
+        )
     tree = state.get("tree") or {}
     detail = ""
     if ui_state in ("starting", "ready", "stopping"):

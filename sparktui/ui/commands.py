@@ -34,13 +34,23 @@ class SparkCommands(Provider):
             ("Show the keys", app.action_help, "F1"),
         ]
         for ref in getattr(self, "profiles", []):
-            items.append((f"Load profile: {ref.name}", partial(app.load_profile, ref.path),
-                          f"{ref.source}: {ref.description}".strip()))
+            items.append(
+                (
+                    f"Load profile: {ref.name}",
+                    partial(app.load_profile, ref.path),
+                    f"{ref.source}: {ref.description}".strip(),
+                )
+            )
         for name in app.sparktui_themes():
             items.append((f"Theme: {name}", partial(setattr, app, "theme", name), "switch theme (saved)"))
         for i, suggestion in enumerate(app.fit_view.applicable, 1):
-            items.append((f"Apply suggestion {i}: {suggestion.text}", partial(app.action_apply_suggestion, i),
-                          "change the form as the fit engine suggests"))
+            items.append(
+                (
+                    f"Apply suggestion {i}: {suggestion.text}",
+                    partial(app.action_apply_suggestion, i),
+                    "change the form as the fit engine suggests",
+                )
+            )
         for pane in ("config", "server", "memory"):
             items.append((f"Show the {pane} pane", partial(app.show_pane, pane), "Ctrl+N cycles panes"))
         return items

@@ -36,8 +36,14 @@ class ServerUpdate(Message):
 class LogBatch(Message):
     """New log lines, and what the log parser made of everything so far."""
 
-    def __init__(self, lines: list[str], phase: str, reached: str, actual: list[tuple[str, str]],
-                 diagnosis: tuple[str, str, str] | None) -> None:
+    def __init__(
+        self,
+        lines: list[str],
+        phase: str,
+        reached: str,
+        actual: list[tuple[str, str]],
+        diagnosis: tuple[str, str, str] | None,
+    ) -> None:
         super().__init__()
         self.lines, self.phase, self.reached, self.actual, self.diagnosis = lines, phase, reached, actual, diagnosis
 

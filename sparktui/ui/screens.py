@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rich.text import Text
 from textual import on
@@ -106,7 +106,7 @@ class HelpScreen(ModalScreen[None]):
         table.append(f"{'Key':<14}{'Action':<34}Binding id\n", "bold")
         for key, description, binding_id in self.rows:
             table.append(f"{key:<14}{description:<34}{binding_id}\n")
-        table.append(f"\nRemap keys in {self.config_path}:\n[keys]\nserver.launch = \"ctrl+l\"\n")
+        table.append(f'\nRemap keys in {self.config_path}:\n[keys]\nserver.launch = "ctrl+l"\n')
         table.append("Ctrl+P opens the command palette. Esc closes this help.")
         with Vertical(classes="dialog wide"):
             yield Label("Keys", classes="dialog-title")

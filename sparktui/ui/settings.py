@@ -55,7 +55,9 @@ def load_settings(path: Path | None = None) -> Settings:
         raise UserError(f"{path}: field 'keys' must be a table: [keys] then binding_id = \"key\"")
     for binding_id, key in keys.items():
         if not isinstance(key, str) or not key.strip():
-            raise UserError(f"{path}: field 'keys.{binding_id}' must be a key such as \"ctrl+l\" or \"f5,ctrl+r\", got {key!r}")
+            raise UserError(
+                f'{path}: field \'keys.{binding_id}\' must be a key such as "ctrl+l" or "f5,ctrl+r", got {key!r}'
+            )
     return Settings(theme=theme, keys=dict(keys), path=path)
 
 

@@ -18,8 +18,19 @@ from sparktui.resources import data_dir
 
 DEFAULT_THEME = "sparktui-dark"
 
-_COLOUR_FIELDS = ("primary", "secondary", "warning", "error", "success", "accent",
-                  "foreground", "background", "surface", "panel", "boost")
+_COLOUR_FIELDS = (
+    "primary",
+    "secondary",
+    "warning",
+    "error",
+    "success",
+    "accent",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+    "boost",
+)
 _BOOL_FIELDS = ("dark", "ansi")
 _FLOAT_FIELDS = ("luminosity_spread", "text_alpha")
 _ALLOWED = {"name", "variables", *_COLOUR_FIELDS, *_BOOL_FIELDS, *_FLOAT_FIELDS}
@@ -27,11 +38,15 @@ _ALLOWED = {"name", "variables", *_COLOUR_FIELDS, *_BOOL_FIELDS, *_FLOAT_FIELDS}
 
 def _check_colour(path: Path, field: str, value: object) -> str:
     if not isinstance(value, str):
-        raise UserError(f"{path}: field {field!r} must be a colour string such as \"#76B900\" or \"ansi_green\", got {value!r}")
+        raise UserError(
+            f'{path}: field {field!r} must be a colour string such as "#76B900" or "ansi_green", got {value!r}'
+        )
     try:
         Color.parse(value)
     except ColorParseError:
-        raise UserError(f"{path}: field {field!r} is not a colour: {value!r} (use \"#RRGGBB\", a colour name or \"ansi_<name>\")") from None
+        raise UserError(
+            f'{path}: field {field!r} is not a colour: {value!r} (use "#RRGGBB", a colour name or "ansi_<name>")'
+        ) from None
     return value
 
 

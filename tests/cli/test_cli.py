@@ -27,7 +27,10 @@ def test_output_into_a_closed_pipe_is_not_a_traceback():
     try:
         out = subprocess.run(
             [sys.executable, "-m", "sparktui", "fit", "--model", "Qwen/Qwen3-32B"],
-            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
         )
     finally:
         os.close(write_end)

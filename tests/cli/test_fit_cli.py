@@ -28,9 +28,16 @@ def fit_json(capsys, *argv: str) -> tuple[int, dict]:
 def test_table_shows_budget_verdict_reasons_suggestions_and_the_kv_working(capsys):
     code, out, _ = run_fit(capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "32768")
     assert code == 0
-    for text in ("requested (0.9 × total)", "− weights", "= KV cache", "left for the OS", "verdict    FITS",
-                 "suggestions", "32 full-attention layers × 8 KV heads × 128 head_dim × 2 B × 2 (K,V) = 131,072 B/token",
-                 "maximum concurrency"):
+    for text in (
+        "requested (0.9 × total)",
+        "− weights",
+        "= KV cache",
+        "left for the OS",
+        "verdict    FITS",
+        "suggestions",
+        "32 full-attention layers × 8 KV heads × 128 head_dim × 2 B × 2 (K,V) = 131,072 B/token",
+        "maximum concurrency",
+    ):
         assert text in out, text
 
 
@@ -38,8 +45,16 @@ def test_json_has_the_contract_keys(capsys):
     code, d = fit_json(capsys, "--model", "openai/gpt-oss-120b", "--gpu-memory-utilization", "0.85")
     assert code == 0
     assert d["verdict"] == "fits"
-    for key in ("weights_bytes", "kv_bytes_per_token", "kv_cache_bytes", "kv_cache_tokens", "max_concurrency",
-                "reasons", "budget", "suggestions"):
+    for key in (
+        "weights_bytes",
+        "kv_bytes_per_token",
+        "kv_cache_bytes",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "reasons",
+        "budget",
+        "suggestions",
+    ):
         assert key in d
     # each suggestion: its text and the flags it sets ({} for advice), as JSON objects
     assert all(set(s) == {"text", "set"} for s in d["suggestions"])
@@ -48,13 +63,30 @@ def test_json_has_the_contract_keys(capsys):
     for text, change in sets.items():
         ((flag, value),) = change.items()
         assert text.startswith(("smallest " + flag, flag)) and f"{value}" in text
-    assert d["budget"]["requested"] == d["budget"]["weights"] + d["budget"]["activation_peak"] + \
-        d["budget"]["non_torch"] + d["budget"]["cuda_graphs"] + d["budget"]["kv_cache"]
+    assert (
+        d["budget"]["requested"]
+        == d["budget"]["weights"]
+        + d["budget"]["activation_peak"]
+        + d["budget"]["non_torch"]
+        + d["budget"]["cuda_graphs"]
+        + d["budget"]["kv_cache"]
+    )
 
 
 def test_pasted_vllm_serve_line(capsys):
-    code, d = fit_json(capsys, "--", "vllm", "serve", "Qwen/Qwen3-32B", "--max-model-len", "16384",
-                       "--kv-cache-dtype", "fp8", "--gpu-memory-utilization", "0.8")
+    code, d = fit_json(
+        capsys,
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-32B",
+        "--max-model-len",
+        "16384",
+        "--kv-cache-dtype",
+        "fp8",
+        "--gpu-memory-utilization",
+        "0.8",
+    )
     assert code == 0
     assert d["model"] == "Qwen/Qwen3-32B" and d["max_model_len"] == 16384
     assert d["kv_bytes_per_token"] == 64 * 8 * 128 * 2
@@ -78,8 +110,9 @@ def test_exit_1_for_unsafe_and_wont_start(capsys):
 
 
 def test_explicit_machine_size(capsys):
-    code, d = fit_json(capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--machine", "24",
-                       "--max-model-len", "8192")
+    code, d = fit_json(
+        capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--machine", "24", "--max-model-len", "8192"
+    )
     assert code == 0 and d["budget"]["total"] == 24 * GiB and "os_left" not in d["budget"]
 
 
@@ -103,8 +136,9 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
 
 
 def test_bad_input_has_no_traceback_from_the_real_entry_point():
-    proc = subprocess.run([sys.executable, "-m", "sparktui", "fit", "--model", "acme/unknown"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparktui", "fit", "--model", "acme/unknown"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
@@ -114,8 +148,10 @@ def test_list_models(capsys):
 
 
 def test_fit_does_not_load_textual():
-    code = ("import sys; from sparktui.cli import main; main(['fit', '--model', 'Qwen/Qwen3-32B', '--json']); "
-            "assert 'textual' not in sys.modules, 'textual loaded'")
+    code = (
+        "import sys; from sparktui.cli import main; main(['fit', '--model', 'Qwen/Qwen3-32B', '--json']); "
+        "assert 'textual' not in sys.modules, 'textual loaded'"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
 
@@ -149,8 +185,9 @@ def test_decision_table_fp16_vs_fp8_kv(capsys, profile):
 
 
 def test_70b_full_context_needs_fp8_kv(capsys):
-    code16, fp16 = fit_json(capsys, "70b-dense-single-user", "--max-model-len", "131072", "--kv-cache-dtype",
-                            "bfloat16")
+    code16, fp16 = fit_json(
+        capsys, "70b-dense-single-user", "--max-model-len", "131072", "--kv-cache-dtype", "bfloat16"
+    )
     code8, fp8 = fit_json(capsys, "70b-dense-single-user", "--max-model-len", "131072", "--kv-cache-dtype", "fp8")
     assert (fp16["verdict"], code16) == ("wont_start", 1)
     assert (fp8["verdict"], code8) == ("fits", 0)

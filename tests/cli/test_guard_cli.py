@@ -3,28 +3,32 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from sparktui.commands.guard import EXIT_GUARD_TRIPPED
 from sparktui.core.units import GiB
 from sparktui.runtime.memory import read_mem_available
-from sparktui.runtime.proc import read_stat
 from tests.support import PROCS, REPO, alive, wait_file
 
 
-
 def sparktui(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "sparktui", *args], capture_output=True, text=True, cwd=REPO, timeout=60, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "sparktui", *args], capture_output=True, text=True, cwd=REPO, timeout=60, **kw
+    )
 
 
 def start(*args, **kw):
-    return subprocess.Popen([sys.executable, "-m", "sparktui", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sparktui", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        **kw,
+    )
 
 
 def test_exit_status_is_the_commands_own():
@@ -41,16 +45,29 @@ def guard_hog(tmp_path, make_options):
     then exits 0 without reaching the lines: only then is the attempt repeated (3 at most)."""
     for _attempt in range(3):
         options = make_options(read_mem_available() / GiB)
-        out = sparktui("guard", *options, "--log", str(tmp_path / "hog.log"),
-                       "--", sys.executable, str(PROCS / "hog.py"), "1024", "2048", "--hold", "3")
+        out = sparktui(
+            "guard",
+            *options,
+            "--log",
+            str(tmp_path / "hog.log"),
+            "--",
+            sys.executable,
+            str(PROCS / "hog.py"),
+            "1024",
+            "2048",
+            "--hold",
+            "3",
+        )
         if out.returncode != 0:
             return options, out
     raise AssertionError("MemAvailable never reached the lines in 3 attempts: other programs kept freeing memory")
 
 
 def test_trip_exits_with_the_guard_code_and_a_json_report(tmp_path):
-    options, out = guard_hog(tmp_path, lambda a0: ["--json", "--warn-below", "off", "--term-below", "off",
-                                                  "--kill-below", str(round(a0 - 0.7, 3))])
+    options, out = guard_hog(
+        tmp_path,
+        lambda a0: ["--json", "--warn-below", "off", "--term-below", "off", "--kill-below", str(round(a0 - 0.7, 3))],
+    )
     assert out.returncode == EXIT_GUARD_TRIPPED, out.stderr
     events = [json.loads(line) for line in out.stderr.splitlines()]
     trip = events[-1]
@@ -62,8 +79,19 @@ def test_trip_exits_with_the_guard_code_and_a_json_report(tmp_path):
 
 
 def test_human_trip_report_and_warning(tmp_path):
-    _, out = guard_hog(tmp_path, lambda a0: ["--warn-below", str(round(a0 - 0.3, 3)), "--term-below", str(round(a0 - 0.7, 3)),
-                                             "--kill-below", "0.5", "--grace", "1"])
+    _, out = guard_hog(
+        tmp_path,
+        lambda a0: [
+            "--warn-below",
+            str(round(a0 - 0.3, 3)),
+            "--term-below",
+            str(round(a0 - 0.7, 3)),
+            "--kill-below",
+            "0.5",
+            "--grace",
+            "1",
+        ],
+    )
     assert out.returncode == EXIT_GUARD_TRIPPED
     assert "sparktui guard: warning: MemAvailable" in out.stderr
     assert "memory guard tripped: term line" in out.stderr and "signalled: SIGTERM group" in out.stderr

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -79,7 +78,13 @@ def test_table_is_complete_and_matches_serveconfig():
 
 def test_contract_defaults():
     c = ServeConfig(model=MODEL)
-    assert (c.host, c.port, c.gpu_memory_utilization, c.kv_cache_dtype, c.dtype) == ("127.0.0.1", 8000, 0.9, "auto", "auto")
+    assert (c.host, c.port, c.gpu_memory_utilization, c.kv_cache_dtype, c.dtype) == (
+        "127.0.0.1",
+        8000,
+        0.9,
+        "auto",
+        "auto",
+    )
     assert c.max_model_len is None and c.enable_prefix_caching is None and c.api_key is None
     assert (c.enforce_eager, c.trust_remote_code, c.enable_lora, c.tensor_parallel_size) == (False, False, False, 1)
     assert c.extra_args == []
@@ -126,14 +131,14 @@ def test_error_message_shape():
 
 def test_assignment_and_replace_are_validated():
     c = ServeConfig(model=MODEL)
-    with pytest.raises(UserError, match="^--port: got 0"):
+    with pytest.raises(UserError, match=r"^--port: got 0"):
         c.port = 0
     assert c.port == 8000
     c.max_model_len = "8K"
     assert c.max_model_len == 8192
     d = c.replace(kv_cache_dtype="fp8")
     assert d.kv_cache_dtype == "fp8" and c.kv_cache_dtype == "auto"
-    with pytest.raises(UserError, match="^--kv-cache-dtype"):
+    with pytest.raises(UserError, match=r"^--kv-cache-dtype"):
         c.replace(kv_cache_dtype="fp3")
 
 
@@ -159,13 +164,13 @@ def test_types_coerce_from_text_as_vllm_does():
     assert c.swap_space == 4.0
     for auto in ("auto", "-1", -1, "AUTO"):
         assert ServeConfig(model=MODEL, max_model_len=auto).max_model_len == -1
-    with pytest.raises(UserError, match="^--max-model-len: got -2"):
+    with pytest.raises(UserError, match=r"^--max-model-len: got -2"):
         ServeConfig(model=MODEL, max_model_len=-2)
-    with pytest.raises(UserError, match="^--max-num-seqs: got 2.5"):
+    with pytest.raises(UserError, match=r"^--max-num-seqs: got 2.5"):
         ServeConfig(model=MODEL, max_num_seqs=2.5)
-    with pytest.raises(UserError, match="^--port: got True"):
+    with pytest.raises(UserError, match=r"^--port: got True"):
         ServeConfig(model=MODEL, port=True)
-    with pytest.raises(UserError, match="^--swap-space: got inf"):
+    with pytest.raises(UserError, match=r"^--swap-space: got inf"):
         ServeConfig(model=MODEL, swap_space="inf")
     # quantization accepts methods beyond the listed suggestions; kv-cache-dtype does not
     assert ServeConfig(model=MODEL, quantization="some_new_method").quantization == "some_new_method"

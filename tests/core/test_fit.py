@@ -67,8 +67,17 @@ def test_budget_adds_up_and_dict_has_the_contract_keys():
     spec = load_model_spec("nvidia/Llama-3.1-70B-Instruct-FP8")
     r = fit(cfg(spec.name, max_model_len=32768, gpu_memory_utilization=0.85), spec, dgx_spark())
     d = r.to_dict()
-    for key in ("weights_bytes", "kv_bytes_per_token", "kv_cache_bytes", "kv_cache_tokens", "max_concurrency",
-                "verdict", "reasons", "budget", "suggestions"):
+    for key in (
+        "weights_bytes",
+        "kv_bytes_per_token",
+        "kv_cache_bytes",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "verdict",
+        "reasons",
+        "budget",
+        "suggestions",
+    ):
         assert key in d
     b = d["budget"]
     assert b["requested"] == math.ceil(0.85 * DGX_SPARK_CUDA_TOTAL)
@@ -176,16 +185,21 @@ def test_wont_start_when_free_memory_is_below_the_request():
     assert r.verdict == "wont_start"
     (reason,) = [x for x in r.reasons if "free memory" in x]
     assert "100.00 GiB" in reason and "107.64 GiB" in reason  # MemAvailable and the request
-    assert any("smallest --gpu-memory-utilization" in s.text and "more than is free now" not in s.text
-               for s in r.suggestions)
+    assert any(
+        "smallest --gpu-memory-utilization" in s.text and "more than is free now" not in s.text for s in r.suggestions
+    )
 
 
 def test_tight_when_free_memory_barely_covers_the_request():
     spec = load_model_spec("nvidia/Qwen3-30B-A3B-NVFP4")
     m = dgx_spark()
     request = math.ceil(0.8 * m.total)
-    r = fit(cfg(spec.name, gpu_memory_utilization=0.8, max_model_len=8192), spec, m,
-            mem_available=request + m.cuda_context + GiB // 2)
+    r = fit(
+        cfg(spec.name, gpu_memory_utilization=0.8, max_model_len=8192),
+        spec,
+        m,
+        mem_available=request + m.cuda_context + GiB // 2,
+    )
     assert r.verdict == "tight"
 
 
@@ -231,8 +245,11 @@ def test_auto_max_model_len_takes_the_longest_that_fits():
 def test_mtp_speculation_adds_the_draft_layers():
     spec = load_model_spec("Qwen/Qwen3.5-35B-A3B")
     plain = fit(cfg(spec.name, max_model_len=32768), spec, dgx_spark())
-    mtp = fit(cfg(spec.name, max_model_len=32768,
-                  speculative_config='{"method": "mtp", "num_speculative_tokens": 2}'), spec, dgx_spark())
+    mtp = fit(
+        cfg(spec.name, max_model_len=32768, speculative_config='{"method": "mtp", "num_speculative_tokens": 2}'),
+        spec,
+        dgx_spark(),
+    )
     assert mtp.kv_bytes_per_token == plain.kv_bytes_per_token + 2 * 256 * 2 * 2
     assert mtp.weights_bytes > plain.weights_bytes
     assert mtp.max_concurrency < plain.max_concurrency
@@ -295,7 +312,7 @@ def test_a_live_reading_applies_only_to_the_machine_it_was_read_on():
 
     spark = machine_from_name("dgx-spark")
     assert reading_applies(spark, int(121.7 * 2**30))
-    assert reading_applies(spark, int(120 * 2**30))  # a slightly different kernel reserve
+    assert reading_applies(spark, 120 * 2**30)  # a slightly different kernel reserve
     assert not reading_applies(spark, 24 * 2**30)  # a laptop planning for a Spark
     assert not reading_applies(machine_from_name("80"), 80 * 2**30)  # host RAM is not a discrete GPU's memory
 
@@ -303,8 +320,11 @@ def test_a_live_reading_applies_only_to_the_machine_it_was_read_on():
 # --------------------------------------------------------------------------- suggestions, applied
 
 SUGGESTION_CASES = [  # (config, machine, MemAvailable): wont_start, tight and fitting starting points
-    (cfg("meta-llama/Llama-3.1-8B-Instruct", max_model_len=29000, kv_cache_memory_bytes=int(2.89 * GiB)),
-     machine_from_name("23.58"), None),
+    (
+        cfg("meta-llama/Llama-3.1-8B-Instruct", max_model_len=29000, kv_cache_memory_bytes=int(2.89 * GiB)),
+        machine_from_name("23.58"),
+        None,
+    ),
     (cfg("nvidia/Qwen3-30B-A3B-NVFP4", gpu_memory_utilization=0.9), dgx_spark(), 100 * GiB),
     (cfg("openai/gpt-oss-120b", max_model_len=32768, gpu_memory_utilization=0.85), dgx_spark(), None),
     (cfg("nvidia/Llama-3.1-70B-Instruct-FP8", max_model_len=131072, kv_cache_dtype="bfloat16"), dgx_spark(), None),
@@ -351,8 +371,9 @@ def test_each_suggestion_applied_does_what_its_text_says(config, machine, free):
 
 def test_suggestions_in_json_name_the_vllm_flags():
     spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
-    r = fit(cfg(spec.name, max_model_len=29000, kv_cache_memory_bytes=int(2.89 * GiB)), spec,
-            machine_from_name("23.58"))
+    r = fit(
+        cfg(spec.name, max_model_len=29000, kv_cache_memory_bytes=int(2.89 * GiB)), spec, machine_from_name("23.58")
+    )
     d = r.to_dict()["suggestions"]
     assert [x["text"] for x in d] == [s.text for s in r.suggestions]
     assert {"text": r.suggestions[0].text, "set": {"--max-model-len": r.longest_max_model_len}} == d[0]

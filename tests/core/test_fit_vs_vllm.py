@@ -49,30 +49,51 @@ def oracle_case(model, kv, max_len, mnbt, prefix, mtp, kv_gib):
     for g in (*spec.layers, *(spec.mtp_layers if mtp else ())):
         if g.kind == MAMBA:
             attn = next(a for a in spec.layers if a.kind != MAMBA)
-            layers.append({"kind": "mamba", "count": g.count, "mamba_block_size": plan.block_size if prefix else max_len,
-                           "shapes": [[g.conv_dim, g.conv_kernel - 1], [g.value_heads, g.head_v, g.head_k]],
-                           "dtypes": [spec.dtype_bytes, DTYPE_BYTES.get(g.ssm_dtype or "", spec.dtype_bytes)],
-                           "padded": plan.block_size * attn.kv_bytes_per_token(kv_bytes)})
+            layers.append(
+                {
+                    "kind": "mamba",
+                    "count": g.count,
+                    "mamba_block_size": plan.block_size if prefix else max_len,
+                    "shapes": [[g.conv_dim, g.conv_kernel - 1], [g.value_heads, g.head_v, g.head_k]],
+                    "dtypes": [spec.dtype_bytes, DTYPE_BYTES.get(g.ssm_dtype or "", spec.dtype_bytes)],
+                    "padded": plan.block_size * attn.kv_bytes_per_token(kv_bytes),
+                }
+            )
         else:
-            layers.append({"kind": g.kind, "count": g.count, "heads": g.num_kv_heads, "head_size": g.head_size,
-                           "window": g.sliding_window})
-    case = {"layers": layers, "block_size": plan.block_size, "kv_bytes": kv_bytes, "max_model_len": max_len,
-            "max_num_batched_tokens": mnbt, "mamba_cache_mode": "align" if prefix else "none",
-            "kv_memory": int(kv_gib * GiB)}
+            layers.append(
+                {
+                    "kind": g.kind,
+                    "count": g.count,
+                    "heads": g.num_kv_heads,
+                    "head_size": g.head_size,
+                    "window": g.sliding_window,
+                }
+            )
+    case = {
+        "layers": layers,
+        "block_size": plan.block_size,
+        "kv_bytes": kv_bytes,
+        "max_model_len": max_len,
+        "max_num_batched_tokens": mnbt,
+        "mamba_cache_mode": "align" if prefix else "none",
+        "kv_memory": int(kv_gib * GiB),
+    }
     return case, plan
 
 
-@pytest.mark.skipif(vllm_python() is None and os.environ.get("CI") != "true",
-                    reason="no real vLLM here (.ci/setup-vllm installs one)")
+@pytest.mark.skipif(
+    vllm_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
 def test_kv_blocks_concurrency_and_errors_match_vllm():
     python = vllm_python()
     assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
     built = [oracle_case(*c) for c in CASES]
-    proc = subprocess.run([str(python), str(ORACLE)], input=json.dumps([b[0] for b in built]),
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [str(python), str(ORACLE)], input=json.dumps([b[0] for b in built]), capture_output=True, text=True, timeout=240
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     answers = json.loads(proc.stdout)
-    for (case, plan), answer, row in zip(built, answers, CASES):
+    for (case, plan), answer, row in zip(built, answers, CASES, strict=False):
         memory, max_len = case["kv_memory"], case["max_model_len"]
         assert answer["in_flight"] == plan.in_flight, row
         if "error" in answer:

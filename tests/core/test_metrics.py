@@ -95,8 +95,8 @@ def test_older_gpu_cache_usage_name(after_text):
 
 
 def test_two_engines_add_up(after_text):
-    lines = [l for l in after_text.splitlines() if l.startswith("vllm:prompt_tokens_total")]
-    twice = after_text + "\n".join(l.replace('engine="0"', 'engine="1"') for l in lines) + "\n"
+    lines = [row for row in after_text.splitlines() if row.startswith("vllm:prompt_tokens_total")]
+    twice = after_text + "\n".join(row.replace('engine="0"', 'engine="1"') for row in lines) + "\n"
     # a second engine (data parallel) reporting the same counter
     snap = parse_metrics(twice, time=0.0)
     assert snap.total("vllm:prompt_tokens_total") == 30.0

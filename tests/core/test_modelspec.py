@@ -206,11 +206,13 @@ def test_exact_weight_bytes_from_safetensors_headers(fixtures, tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()
     shutil.copy(fixtures / "model-configs" / "Qwen__Qwen3.5-35B-A3B.json", folder / "config.json")
-    main = write_safetensors(folder / "model-00001-of-00002.safetensors",
-                             {"model.layers.0.mlp.up_proj.weight": ("BF16", [64, 32])})
-    second = write_safetensors(folder / "model-00002-of-00002.safetensors",
-                               {"model.embed_tokens.weight": ("BF16", [100, 32]),
-                                "mtp.layers.0.mlp.up_proj.weight": ("BF16", [10, 10])})
+    main = write_safetensors(
+        folder / "model-00001-of-00002.safetensors", {"model.layers.0.mlp.up_proj.weight": ("BF16", [64, 32])}
+    )
+    second = write_safetensors(
+        folder / "model-00002-of-00002.safetensors",
+        {"model.embed_tokens.weight": ("BF16", [100, 32]), "mtp.layers.0.mlp.up_proj.weight": ("BF16", [10, 10])},
+    )
     spec = spec_from_folder(folder)
     rope_cache = 262144 * 256 * 2
     assert spec.weights_bytes - rope_cache == main + second - 200  # MTP tensors counted apart
@@ -277,7 +279,7 @@ def test_missing_folder_and_bad_config(tmp_path):
         load_model_spec(str(tmp_path / "nowhere"))
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(UserError, match="has no config.json"):
+    with pytest.raises(UserError, match=r"has no config\.json"):
         load_model_spec(str(empty))
     bad = tmp_path / "bad"
     bad.mkdir()

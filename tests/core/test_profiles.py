@@ -160,7 +160,7 @@ def test_round_trip_keeps_comments_order_and_unknown_keys(tmp_path):
     save_profile(p, path)
     text = path.read_text()
     assert "# My tuned Llama: keep this comment." in text
-    assert '# FP8 checkpoint' in text and "# utilization kept low on purpose" in text
+    assert "# FP8 checkpoint" in text and "# utilization kept low on purpose" in text
     assert 'rack = "B3"  # not a sparktui key: must survive' in text
     assert '[notes]\nowner = "ops"' in text
     assert 'max-model-len = "32K"' in text  # unchanged values keep how they were written
@@ -307,7 +307,17 @@ def test_wheel_ships_profiles_and_themes(tmp_path):
     # hatchling refuses a missing forced-include folder; until themes/ has files, build with an empty one
     (src / "themes").mkdir(exist_ok=True)
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist")],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(src),
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path / "dist"),
+        ],
         capture_output=True,
         text=True,
     )

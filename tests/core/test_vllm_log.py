@@ -208,7 +208,10 @@ def test_split_line_strips_colour_prefix_level_and_carriage_returns():
         "APIServer", "INFO", "Starting vLLM API server 0 on x",
     )  # fmt: skip
     assert split_line("INFO:     Application startup complete.\n") == (None, "INFO", "Application startup complete.")
-    bar = ENGINE + "\rCapturing CUDA graphs (decode, FULL):   0%| 0/19\rCapturing CUDA graphs (decode, FULL): 100%| 19/19\n"
+    bar = (
+        ENGINE
+        + "\rCapturing CUDA graphs (decode, FULL):   0%| 0/19\rCapturing CUDA graphs (decode, FULL): 100%| 19/19\n"
+    )
     assert split_line(bar) == ("EngineCore_DP0", None, "Capturing CUDA graphs (decode, FULL): 100%| 19/19")
     assert split_line("\x1b[2K\x1b[32mINFO\x1b[0m:     Application startup complete.") == (
         None, "INFO", "Application startup complete.",
@@ -254,28 +257,67 @@ def test_max_model_len_prefers_the_engine_over_a_drafter():
 
 
 def test_weights_kv_and_concurrency_lines():
-    assert only(ENGINE + "INFO 09-30 18:36:54 [gpu_model_runner.py:2392] Model loading took 4.2530 GiB and 1.175218 seconds", vl.WeightsLoaded) == vl.WeightsLoaded(4.2530, 1.175218)
-    assert only("(EngineCore pid=1) INFO 08-01 21:09:14 [gpu_model_runner.py:5306] Model loading took 95.63 GiB memory and 595.559227 seconds", vl.WeightsLoaded) == vl.WeightsLoaded(95.63, 595.559227)
-    assert only(ENGINE + "INFO 09-30 18:37:01 [gpu_worker.py:298] Available KV cache memory: 8.99 GiB", vl.AvailableKVMemory) == vl.AvailableKVMemory(8.99)
-    assert only("(Worker pid=20636) INFO 11-29 19:24:14 [cpu_worker.py:260] Explicitly set (0.06/9.46) GiB for KV cache on node 0.", vl.AvailableKVMemory) == vl.AvailableKVMemory(0.06)
-    assert only(ENGINE + "INFO 09-30 18:37:01 [kv_cache_utils.py:864] GPU KV cache size: 18,400 tokens", vl.KVCacheSize) == vl.KVCacheSize(18400, "GPU")
-    assert only(ENGINE + "INFO 09-30 18:37:01 [kv_cache_utils.py:868] Maximum concurrency for 4,096 tokens per request: 4.49x", vl.MaxConcurrency) == vl.MaxConcurrency(4096, 4.49)
+    assert only(
+        ENGINE + "INFO 09-30 18:36:54 [gpu_model_runner.py:2392] Model loading took 4.2530 GiB and 1.175218 seconds",
+        vl.WeightsLoaded,
+    ) == vl.WeightsLoaded(4.2530, 1.175218)
+    assert only(
+        "(EngineCore pid=1) INFO 08-01 21:09:14 [gpu_model_runner.py:5306] Model loading took 95.63 GiB memory and 595.559227 seconds",
+        vl.WeightsLoaded,
+    ) == vl.WeightsLoaded(95.63, 595.559227)
+    assert only(
+        ENGINE + "INFO 09-30 18:37:01 [gpu_worker.py:298] Available KV cache memory: 8.99 GiB", vl.AvailableKVMemory
+    ) == vl.AvailableKVMemory(8.99)
+    assert only(
+        "(Worker pid=20636) INFO 11-29 19:24:14 [cpu_worker.py:260] Explicitly set (0.06/9.46) GiB for KV cache on node 0.",
+        vl.AvailableKVMemory,
+    ) == vl.AvailableKVMemory(0.06)
+    assert only(
+        ENGINE + "INFO 09-30 18:37:01 [kv_cache_utils.py:864] GPU KV cache size: 18,400 tokens", vl.KVCacheSize
+    ) == vl.KVCacheSize(18400, "GPU")
+    assert only(
+        ENGINE + "INFO 09-30 18:37:01 [kv_cache_utils.py:868] Maximum concurrency for 4,096 tokens per request: 4.49x",
+        vl.MaxConcurrency,
+    ) == vl.MaxConcurrency(4096, 4.49)
     cpu = "(EngineCore pid=20623) INFO 11-29 19:24:14 [kv_cache_utils.py:2327] CPU KV cache size: 131,072 tokens, Maximum concurrency for 512 tokens per request: 256.00x"
     assert only(cpu, vl.KVCacheSize) == vl.KVCacheSize(131072, "CPU")
     assert only(cpu, vl.MaxConcurrency) == vl.MaxConcurrency(512, 256.0)
 
 
 def test_cuda_graph_and_server_lines():
-    assert only(ENGINE + "\rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%|  | 0/67 [00:00<?, ?it/s]", vl.CudaGraphCapture) == vl.CudaGraphCapture(False)
-    assert only(ENGINE + "INFO 09-30 18:37:05 [gpu_model_runner.py:3118] Graph capturing finished in 4 secs, took 1.27 GiB", vl.CudaGraphCapture) == vl.CudaGraphCapture(True, 4.0, 1.27)
-    assert only("INFO 05-12 02:46:33 [api_server.py:1090] Starting vLLM API server on http://0.0.0.0:8000", vl.ServerListening).url == "http://0.0.0.0:8000"
-    assert only("(APIServer pid=1) INFO 08-01 21:23:47 [api_server.py:616] Starting vLLM server on http://0.0.0.0:8000", vl.ServerListening).url == "http://0.0.0.0:8000"
-    assert only("(APIServer pid=1) INFO 08-01 21:23:47 [launcher.py:37] Available routes are:", vl.ServerListening).url is None
+    assert only(
+        ENGINE + "\rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%|  | 0/67 [00:00<?, ?it/s]",
+        vl.CudaGraphCapture,
+    ) == vl.CudaGraphCapture(False)
+    assert only(
+        ENGINE + "INFO 09-30 18:37:05 [gpu_model_runner.py:3118] Graph capturing finished in 4 secs, took 1.27 GiB",
+        vl.CudaGraphCapture,
+    ) == vl.CudaGraphCapture(True, 4.0, 1.27)
+    assert (
+        only(
+            "INFO 05-12 02:46:33 [api_server.py:1090] Starting vLLM API server on http://0.0.0.0:8000",
+            vl.ServerListening,
+        ).url
+        == "http://0.0.0.0:8000"
+    )
+    assert (
+        only(
+            "(APIServer pid=1) INFO 08-01 21:23:47 [api_server.py:616] Starting vLLM server on http://0.0.0.0:8000",
+            vl.ServerListening,
+        ).url
+        == "http://0.0.0.0:8000"
+    )
+    assert (
+        only("(APIServer pid=1) INFO 08-01 21:23:47 [launcher.py:37] Available routes are:", vl.ServerListening).url
+        is None
+    )
     assert only(APISERVER + "INFO:     Application startup complete.", vl.StartupComplete)
 
 
 def test_warnings_and_errors():
-    warning = only(APISERVER + "WARNING 09-30 18:28:59 [_ipex_ops.py:16] Import error msg: No module named 'x'", vl.Warning_)
+    warning = only(
+        APISERVER + "WARNING 09-30 18:28:59 [_ipex_ops.py:16] Import error msg: No module named 'x'", vl.Warning_
+    )
     assert warning.text == "Import error msg: No module named 'x'"
     error = only("(EngineCore pid=1) ERROR 08-03 21:49:23 [core.py:1231] EngineCore failed to start.\r", vl.Error)
     assert error == vl.Error("EngineCore failed to start.", None)
@@ -285,7 +327,10 @@ def test_warnings_and_errors():
 
 
 def test_info_line_about_free_memory_is_not_a_failure():
-    line = ENGINE + "INFO 09-30 18:37:05 [gpu_worker.py:391] Free memory on device (14.66/15.99 GiB) on startup. Desired GPU memory utilization is (0.85, 13.59 GiB)."
+    line = (
+        ENGINE
+        + "INFO 09-30 18:37:05 [gpu_worker.py:391] Free memory on device (14.66/15.99 GiB) on startup. Desired GPU memory utilization is (0.85, 13.59 GiB)."
+    )
     assert not [ev for ev in parse_line(line) if isinstance(ev, vl.Failure)]
 
 
@@ -365,7 +410,10 @@ def test_a_stop_sparktui_asked_for_is_no_failure():
 def test_kv_cache_size_device_names():
     line = "(EngineCore pid=1) INFO 01-01 00:00:00 [kv_cache_utils.py:2327] GPU + host KV cache size: 1,024 tokens, Maximum concurrency for 512 tokens per request: 2.00x"
     assert only(line, vl.KVCacheSize) == vl.KVCacheSize(1024, "GPU + host")
-    assert only("INFO 01-01 00:00:00 [kv_cache_utils.py:1] XPU KV cache size: 2,048 tokens", vl.KVCacheSize).device == "XPU"
+    assert (
+        only("INFO 01-01 00:00:00 [kv_cache_utils.py:1] XPU KV cache size: 2,048 tokens", vl.KVCacheSize).device
+        == "XPU"
+    )
 
 
 def test_describe_gives_people_the_milestones(fixtures):

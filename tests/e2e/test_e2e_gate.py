@@ -13,8 +13,14 @@ def run_e2e(ci: str | None):
     env = {k: v for k, v in os.environ.items() if k not in ("SPARKTUI_TEST_VLLM", "CI")}
     if ci is not None:
         env["CI"] = ci
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/e2e/test_real_vllm.py"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/e2e/test_real_vllm.py"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_skipped_without_vllm_outside_ci():

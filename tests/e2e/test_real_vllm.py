@@ -60,8 +60,12 @@ def workdir():
 def tiny_model(vllm, workdir) -> Path:
     out = workdir / "tiny-llama"
     python = vllm.parent / "python"
-    done = subprocess.run([str(python), str(REPO / "tests" / "e2e" / "make_tiny_model.py"), str(out)],
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [str(python), str(REPO / "tests" / "e2e" / "make_tiny_model.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((out / "config.json").read_text())["head_dim"] >= 32
     return out
@@ -85,8 +89,10 @@ def profile(run_dir, vllm, tiny_model) -> Path:
     path = run_dir / "tiny.toml"
     # gpu-memory-utilization: the CPU backend ignores it once --kv-cache-memory-bytes is given, but
     # sparktui's fit preflight models a GPU's start-up check, which 0.9 of this small machine fails.
-    path.write_text(f'[serve]\nmodel = "{tiny_model}"\nport = {free_port()}\ngpu-memory-utilization = 0.5\n\n'
-                    f'[machine]\nname = "auto"\n\n[runner]\nexecutable = "{vllm}"\n')
+    path.write_text(
+        f'[serve]\nmodel = "{tiny_model}"\nport = {free_port()}\ngpu-memory-utilization = 0.5\n\n'
+        f'[machine]\nname = "auto"\n\n[runner]\nexecutable = "{vllm}"\n'
+    )
     return path
 
 
@@ -112,8 +118,11 @@ def ready_state(port: int) -> dict:
         if s and s.get("status") == "exited":
             lines = Path(s["log_path"]).read_text().splitlines()
             first = next((i for i, line in enumerate(lines) if "Traceback" in line), max(0, len(lines) - 30))
-            raise AssertionError(f"vLLM exited during start-up: {s.get('exit')}\n" + "\n".join(lines[first:first + 40]))
+            raise AssertionError(
+                f"vLLM exited during start-up: {s.get('exit')}\n" + "\n".join(lines[first : first + 40])
+            )
         return s if s and s.get("status") == "running" and s.get("metrics") else None
+
     return wait_for(ready, STARTUP_TIMEOUT_S, "real vLLM to be ready", interval=0.5)
 
 
@@ -180,8 +189,9 @@ def check_running_server(state):
 
     base = f"http://127.0.0.1:{state['port']}"
     before = parse_metrics(httpx.get(f"{base}/metrics", timeout=10).text, time.monotonic())
-    reply = httpx.post(f"{base}/v1/completions", timeout=60,
-                       json={"model": state["model"], "prompt": "Hello world", "max_tokens": 8})
+    reply = httpx.post(
+        f"{base}/v1/completions", timeout=60, json={"model": state["model"], "prompt": "Hello world", "max_tokens": 8}
+    )
     assert reply.status_code == 200, reply.text
     body = reply.json()
     assert body["usage"]["completion_tokens"] == 8 and isinstance(body["choices"][0]["text"], str)

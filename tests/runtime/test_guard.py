@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +18,7 @@ from sparktui.runtime.guard import Action, Guard, GuardLines
 from sparktui.runtime.memory import read_mem_available
 from sparktui.runtime.proc import read_stat, spawn
 from tests.support import PROCS, alive
+
 
 def avail_gib() -> float:
     return read_mem_available() / GiB
@@ -60,7 +60,9 @@ def _reached(guard, report, need_gib):
     kill = guard.lines.kill_below_gib
     return report.threshold_gib <= need_gib or (
         report.escalation in ("below kill line during grace", "predicted kill line during grace")
-        and kill is not None and kill <= need_gib)
+        and kill is not None
+        and kill <= need_gib
+    )
 
 
 def lines(a0, warn=None, term=None, kill=None, grace=5.0):
@@ -71,8 +73,9 @@ def lines(a0, warn=None, term=None, kill=None, grace=5.0):
 
 def test_kill_line_kills_the_hog(tmp_path):
     trips = []
-    a0, tree, guard, report = guarded_hog(tmp_path, (1024, 2048, "--procs", "2", "--hold", "3"),
-                                          lambda a0: lines(a0, kill=0.7), 0.7, on_trip=trips.append)
+    a0, tree, _guard, report = guarded_hog(
+        tmp_path, (1024, 2048, "--procs", "2", "--hold", "3"), lambda a0: lines(a0, kill=0.7), 0.7, on_trip=trips.append
+    )
     assert report is not None and report.line == "kill" and report.reason in ("below", "predicted")
     assert len(trips) == 1 and trips[0].action is Action.KILL
     assert report.gone and report.gone_after_s < 5 and not report.escalated
@@ -88,15 +91,18 @@ def test_kill_line_kills_the_hog(tmp_path):
 
 
 def test_term_line_stops_the_hog_gracefully(tmp_path):
-    _, tree, _, report = guarded_hog(tmp_path, (1024, 1800, "--hold", "3"), lambda a0: lines(a0, term=0.7, kill=3.0), 0.7)
+    _, tree, _, report = guarded_hog(
+        tmp_path, (1024, 1800, "--hold", "3"), lambda a0: lines(a0, term=0.7, kill=3.0), 0.7
+    )
     assert report is not None and report.line == "term" and not report.escalated and report.gone
     assert [s["signal"] for s in report.signalled] == ["SIGTERM"]
     assert tree.returncode() == -15
 
 
 def test_term_ignored_escalates_after_grace(tmp_path):
-    _, tree, _, report = guarded_hog(tmp_path, (1024, 1800, "--ignore-term", "--hold", "3"),
-                                     lambda a0: lines(a0, term=0.7, kill=3.0, grace=0.5), 0.7)
+    _, tree, _, report = guarded_hog(
+        tmp_path, (1024, 1800, "--ignore-term", "--hold", "3"), lambda a0: lines(a0, term=0.7, kill=3.0, grace=0.5), 0.7
+    )
     assert report is not None and report.line == "term" and report.escalated and report.escalation == "grace expired"
     assert report.gone and 0.5 <= report.gone_after_s < 5
     assert [s["signal"] for s in report.signalled if s["target"].startswith("group")] == ["SIGTERM", "SIGKILL"]
@@ -105,8 +111,12 @@ def test_term_ignored_escalates_after_grace(tmp_path):
 
 def test_kill_line_during_grace_escalates_at_once(tmp_path):
     t = time.monotonic()
-    _, tree, _, report = guarded_hog(tmp_path, (1024, 2048, "--ignore-term", "--procs", "2", "--hold", "3"),
-                                     lambda a0: lines(a0, term=0.5, kill=1.0, grace=30), 1.0)
+    _, tree, _, report = guarded_hog(
+        tmp_path,
+        (1024, 2048, "--ignore-term", "--procs", "2", "--hold", "3"),
+        lambda a0: lines(a0, term=0.5, kill=1.0, grace=30),
+        1.0,
+    )
     assert report is not None and report.line == "term" and report.escalated
     assert report.escalation in ("below kill line during grace", "predicted kill line during grace")
     assert time.monotonic() - t < 25  # never waited out the 30 s grace
@@ -115,8 +125,13 @@ def test_kill_line_during_grace_escalates_at_once(tmp_path):
 
 def test_warn_notifies_and_lets_the_command_finish(tmp_path):
     warnings = []
-    _, tree, guard, report = guarded_hog(tmp_path, (1024, 1536, "--hold", "0.3"),
-                                         lambda a0: lines(a0, warn=0.5, term=None, kill=None), 0.5, on_warn=warnings.append)
+    _, tree, _guard, report = guarded_hog(
+        tmp_path,
+        (1024, 1536, "--hold", "0.3"),
+        lambda a0: lines(a0, warn=0.5, term=None, kill=None),
+        0.5,
+        on_warn=warnings.append,
+    )
     assert report is None
     assert len(warnings) == 1 and warnings[0].line == "warn"
     assert tree.returncode() == 0
@@ -124,9 +139,15 @@ def test_warn_notifies_and_lets_the_command_finish(tmp_path):
 
 def test_disarmed_guard_does_nothing(tmp_path):
     events = []
-    _, tree, guard, report = guarded_hog(tmp_path, (1024, 1536, "--hold", "0.3"),
-                                         lambda a0: lines(a0, warn=0.2, term=0.3, kill=0.4), 0.4,
-                                         armed=False, on_warn=events.append, on_trip=events.append)
+    _, tree, guard, report = guarded_hog(
+        tmp_path,
+        (1024, 1536, "--hold", "0.3"),
+        lambda a0: lines(a0, warn=0.2, term=0.3, kill=0.4),
+        0.4,
+        armed=False,
+        on_warn=events.append,
+        on_trip=events.append,
+    )
     assert report is None and events == [] and guard.report is None  # below every line, disarmed
     assert tree.returncode() == 0
 
@@ -149,7 +170,9 @@ def test_trip_takes_the_whole_tree_with_reparented_grandchild(tmp_path):
     a0 = avail_gib()
     # Real memory, lines above what is available now: the term line is crossed at the first sample.
     report = Guard(tree, GuardLines(warn_below_gib=None, term_below_gib=a0 + 4, kill_below_gib=0.01, grace_s=0.5)).run()
-    assert report.line == "term" and report.escalated and report.escalation == "grace expired"  # the child ignores SIGTERM
+    assert (
+        report.line == "term" and report.escalated and report.escalation == "grace expired"
+    )  # the child ignores SIGTERM
     assert report.gone and report.survivors == []
     assert not alive(tree.pid) and not alive(child) and not alive(grand)
 

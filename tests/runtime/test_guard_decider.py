@@ -72,14 +72,30 @@ def test_plenty_of_memory_does_nothing_at_the_idle_pace():
 def test_warn_once_then_again_only_after_recovering():
     d = GuardDecider(LINES)
     out = feed_all(d, [(0, 20), (1, 9.9), (2, 9.5), (3, 10.5), (4, 9.0), (5, 11.5), (6, 9.9)])
-    assert [o.action for o in out] == [Action.NONE, Action.WARN, Action.NONE, Action.NONE, Action.NONE, Action.NONE, Action.WARN]
+    assert [o.action for o in out] == [
+        Action.NONE,
+        Action.WARN,
+        Action.NONE,
+        Action.NONE,
+        Action.NONE,
+        Action.NONE,
+        Action.WARN,
+    ]
     assert out[1].line == "warn" and out[1].threshold == g(10) and out[1].reason == "below"
 
 
 def test_term_then_grace_expired_kill():
     d = GuardDecider(LINES)
     out = feed_all(d, [(0, 20), (1, 9), (2, 5.9), (3, 5.5), (6.9, 5.5), (7.0, 5.5), (7.1, 5.5)])
-    assert [o.action for o in out] == [Action.NONE, Action.WARN, Action.TERM, Action.NONE, Action.NONE, Action.KILL, Action.NONE]
+    assert [o.action for o in out] == [
+        Action.NONE,
+        Action.WARN,
+        Action.TERM,
+        Action.NONE,
+        Action.NONE,
+        Action.KILL,
+        Action.NONE,
+    ]
     assert out[2].line == "term" and out[2].threshold == g(6)
     assert out[5].reason == "grace expired"
     assert d.state == "killing"

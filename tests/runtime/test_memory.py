@@ -13,8 +13,15 @@ import psutil
 import pynvml
 import pytest
 
-from sparktui.runtime import memory
-from sparktui.runtime.memory import GpuSampler, parse_meminfo, parse_psi, read_gpu, read_mem_available, read_memory, tree_memory
+from sparktui.runtime.memory import (
+    GpuSampler,
+    parse_meminfo,
+    parse_psi,
+    read_gpu,
+    read_mem_available,
+    read_memory,
+    tree_memory,
+)
 
 MiB = 1024**2
 
@@ -97,7 +104,14 @@ def _not_supported(*_a):
 def fake_gb10(monkeypatch, *, memory_info=_not_supported, processes=None):
     """pynvml as it answers on a DGX Spark (GB10): device memory Not Supported, the rest works."""
     calls = []
-    procs = processes if processes is not None else [types.SimpleNamespace(pid=4242, usedGpuMemory=3 * 1024**3), types.SimpleNamespace(pid=4243, usedGpuMemory=None)]
+    procs = (
+        processes
+        if processes is not None
+        else [
+            types.SimpleNamespace(pid=4242, usedGpuMemory=3 * 1024**3),
+            types.SimpleNamespace(pid=4243, usedGpuMemory=None),
+        ]
+    )
     patches = {
         "nvmlInit": lambda: calls.append("init"),
         "nvmlShutdown": lambda: calls.append("shutdown"),
@@ -126,7 +140,11 @@ def test_gb10_memory_not_supported_is_unified(monkeypatch):
     assert r.available and r.reason is None and r.driver_version == "580.95.05"
     (g,) = r.gpus
     assert g.name == "NVIDIA GB10" and g.utilization_pct == 37 and g.temperature_c == 40
-    assert g.power_w == pytest.approx(4.123) and g.power_limit_w is None and g.unavailable["power_limit_w"] == "Not Supported"
+    assert (
+        g.power_w == pytest.approx(4.123)
+        and g.power_limit_w is None
+        and g.unavailable["power_limit_w"] == "Not Supported"
+    )
     assert g.sm_clock_mhz == 2418 and g.mem_clock_mhz == 4266
     assert g.memory_total is None and g.memory_used is None and g.unified and r.unified
     assert g.memory_text() == "n/a (unified)"
@@ -150,15 +168,25 @@ def test_discrete_gpu_reports_device_memory(monkeypatch):
 
 def test_every_nvml_call_failing_still_gives_a_report(monkeypatch):
     fake_gb10(monkeypatch)
-    for name in ("nvmlDeviceGetName", "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetTemperature",
-                 "nvmlDeviceGetPowerUsage", "nvmlDeviceGetClockInfo", "nvmlDeviceGetComputeRunningProcesses"):
-        monkeypatch.setattr(pynvml, name, lambda *a: (_ for _ in ()).throw(pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)))
+    for name in (
+        "nvmlDeviceGetName",
+        "nvmlDeviceGetUtilizationRates",
+        "nvmlDeviceGetTemperature",
+        "nvmlDeviceGetPowerUsage",
+        "nvmlDeviceGetClockInfo",
+        "nvmlDeviceGetComputeRunningProcesses",
+    ):
+        monkeypatch.setattr(
+            pynvml, name, lambda *a: (_ for _ in ()).throw(pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST))
+        )
     r = GpuSampler().sample()
     g = r.gpus[0]
     assert r.available and g.name is None and g.processes is None and g.utilization_pct is None
     assert "lost" in g.unavailable["name"].lower()
     # Init failing like a machine without a driver.
-    monkeypatch.setattr(pynvml, "nvmlInit", lambda: (_ for _ in ()).throw(pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)))
+    monkeypatch.setattr(
+        pynvml, "nvmlInit", lambda: (_ for _ in ()).throw(pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED))
+    )
     r = GpuSampler().sample()
     assert not r.available and r.reason == "NVIDIA driver not loaded"
     monkeypatch.setattr(pynvml, "nvmlInit", lambda: (_ for _ in ()).throw(RuntimeError("boom")))

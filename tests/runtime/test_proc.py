@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import mmap
 import os
 import signal
 import subprocess
@@ -17,6 +16,7 @@ from sparktui.errors import UserError
 from sparktui.runtime import proc
 from sparktui.runtime.proc import ProcessIdentity, ProcessTree, read_stat, signal_process, spawn, sweep_orphans
 from tests.support import PROCS, alive, wait_for
+
 
 @pytest.fixture
 def foreign_sleep():
@@ -47,7 +47,11 @@ def test_read_stat_parses_own_process_and_odd_names(tmp_path):
 def test_spawn_own_session_log_env_and_exit_status(tmp_path):
     log = tmp_path / "logs" / "out.log"
     tree = spawn(
-        [sys.executable, "-c", "import os,sys; print('out', os.environ['X_T']); print('err', file=sys.stderr); sys.exit(7)"],
+        [
+            sys.executable,
+            "-c",
+            "import os,sys; print('out', os.environ['X_T']); print('err', file=sys.stderr); sys.exit(7)",
+        ],
         log,
         env={"X_T": "42", "PATH": os.environ["PATH"]},
     )
@@ -64,7 +68,9 @@ def test_spawned_command_does_not_inherit_ignored_sigpipe(tmp_path):
     # signals survive exec, so the wrapper must restore them or `cmd | head` would misbehave.
     tree = spawn(["cat", "/proc/self/status"], tmp_path / "log")
     tree.popen.wait(10)
-    sig_ign = next(int(l.split()[1], 16) for l in (tmp_path / "log").read_text().splitlines() if l.startswith("SigIgn:"))
+    sig_ign = next(
+        int(row.split()[1], 16) for row in (tmp_path / "log").read_text().splitlines() if row.startswith("SigIgn:")
+    )
     assert not sig_ign & (1 << (signal.SIGPIPE - 1))
     assert not sig_ign & (1 << (signal.SIGXFSZ - 1))
 
@@ -78,7 +84,9 @@ def test_pdeathsig_kills_the_command_when_its_parent_dies(tmp_path):
         "print(t.pid, flush=True)\n"
         "time.sleep(30)\n"
     )
-    middle = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+    middle = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent
+    )
     pid = int(middle.stdout.readline())
     wait_for(lambda: read_stat(pid) and read_stat(pid).comm == "sleep", what="exec of sleep")
     middle.kill()
@@ -95,12 +103,19 @@ def test_missing_command_is_a_user_error(tmp_path):
 
 def test_stop_takes_the_whole_tree_including_escaped_reparented_grandchild(tmp_path):
     tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
-    child = int(wait_for(lambda: (tmp_path / "child.pid").exists() and (tmp_path / "child.pid").read_text(), what="child"))
-    grand = int(wait_for(lambda: (tmp_path / "grand.pid").exists() and (tmp_path / "grand.pid").read_text(), what="grandchild"))
-    wait_for(lambda: grand in {i.pid for i in tree.recorded} or tree.refresh() and False, what="grandchild recorded")
+    child = int(
+        wait_for(lambda: (tmp_path / "child.pid").exists() and (tmp_path / "child.pid").read_text(), what="child")
+    )
+    grand = int(
+        wait_for(lambda: (tmp_path / "grand.pid").exists() and (tmp_path / "grand.pid").read_text(), what="grandchild")
+    )
+    wait_for(lambda: grand in {i.pid for i in tree.recorded} or (tree.refresh() and False), what="grandchild recorded")
     # Orphan the grandchild (re-parented away from our tree), then let it leave our group and session.
     (tmp_path / "orphan").touch()
-    wait_for(lambda: read_stat(grand).ppid != child and read_stat(grand).ppid not in {i.pid for i in tree.recorded}, what="re-parenting")
+    wait_for(
+        lambda: read_stat(grand).ppid != child and read_stat(grand).ppid not in {i.pid for i in tree.recorded},
+        what="re-parenting",
+    )
     (tmp_path / "escape").touch()
     wait_for(lambda: (tmp_path / "grand.escaped").exists(), what="setsid")
     assert read_stat(grand).pgrp != tree.pgid and read_stat(grand).session != tree.pgid
@@ -119,7 +134,9 @@ def test_stop_takes_the_whole_tree_including_escaped_reparented_grandchild(tmp_p
 
 def test_kill_is_immediate_and_reports_time_to_gone(tmp_path):
     tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
-    grand = int(wait_for(lambda: (tmp_path / "grand.pid").exists() and (tmp_path / "grand.pid").read_text(), what="grandchild"))
+    grand = int(
+        wait_for(lambda: (tmp_path / "grand.pid").exists() and (tmp_path / "grand.pid").read_text(), what="grandchild")
+    )
     tree.refresh()
     report = tree.kill()
     assert report.gone and not report.escalated and report.gone_after_s < 5
@@ -132,7 +149,11 @@ def test_tracking_thread_records_descendants(tmp_path):
     tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
     tree.start_tracking(interval=0.05)
     try:
-        grand = int(wait_for(lambda: (tmp_path / "grand.pid").exists() and (tmp_path / "grand.pid").read_text(), what="grandchild"))
+        grand = int(
+            wait_for(
+                lambda: (tmp_path / "grand.pid").exists() and (tmp_path / "grand.pid").read_text(), what="grandchild"
+            )
+        )
         wait_for(lambda: grand in {i.pid for i in tree.recorded}, what="tracker to record the grandchild")
         record = tree.to_record()
         assert [grand, read_stat(grand).start_time] in record["members"]
@@ -155,7 +176,9 @@ def test_reused_pid_is_never_signalled(foreign_sleep):
 
 def test_sweep_orphans_from_a_record_kills_only_the_recorded_tree(tmp_path, foreign_sleep):
     tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
-    grand = int(wait_for(lambda: (tmp_path / "grand.pid").exists() and (tmp_path / "grand.pid").read_text(), what="grandchild"))
+    grand = int(
+        wait_for(lambda: (tmp_path / "grand.pid").exists() and (tmp_path / "grand.pid").read_text(), what="grandchild")
+    )
     tree.refresh()
     record = tree.to_record()
     # As after a sparktui crash: the root was killed alone; its descendants are orphans.
@@ -179,12 +202,18 @@ def test_shm_leftovers_removed_foreign_and_older_files_kept(tmp_path):
     holder = None
     try:
         tree = spawn([sys.executable, str(PROCS / "shm_user.py"), str(tmp_path)], tmp_path / "log")
-        names = wait_for(lambda: (tmp_path / "names").exists() and (tmp_path / "names").read_text().split(), what="shm files")
+        names = wait_for(
+            lambda: (tmp_path / "names").exists() and (tmp_path / "names").read_text().split(), what="shm files"
+        )
         assert len(names) == 2
         # Created after the spawn, by someone else, and still in use (mapped by another process).
         foreign.write_bytes(b"\0" * 4096)
         holder = subprocess.Popen(
-            [sys.executable, "-c", f"import mmap,os,time; f=os.open({str(foreign)!r}, os.O_RDWR); m=mmap.mmap(f,4096); os.close(f); print(1, flush=True); time.sleep(30)"],
+            [
+                sys.executable,
+                "-c",
+                f"import mmap,os,time; f=os.open({str(foreign)!r}, os.O_RDWR); m=mmap.mmap(f,4096); os.close(f); print(1, flush=True); time.sleep(30)",
+            ],
             stdout=subprocess.PIPE,
         )
         holder.stdout.readline()
@@ -207,8 +236,9 @@ def test_shm_leftovers_removed_foreign_and_older_files_kept(tmp_path):
 
 
 def read_names(path: Path, count: int) -> list[str]:
-    return wait_for(lambda: path.exists() and len(names := path.read_text().split()) == count and names,
-                      what=f"names in {path}")
+    return wait_for(
+        lambda: path.exists() and len(names := path.read_text().split()) == count and names, what=f"names in {path}"
+    )
 
 
 def test_foreign_semaphore_created_after_spawn_survives_the_trees_stop(tmp_path):
@@ -221,8 +251,12 @@ def test_foreign_semaphore_created_after_spawn_survives_the_trees_stop(tmp_path)
     try:
         ours = read_names(tmp_path / "names", 2)
         tree.refresh()
-        holder = subprocess.Popen([sys.executable, str(PROCS / "sem_holder.py"), str(tmp_path / "sem"), "wait"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        holder = subprocess.Popen(
+            [sys.executable, str(PROCS / "sem_holder.py"), str(tmp_path / "sem"), "wait"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         sem_file = proc.SHM_DIR / read_names(tmp_path / "sem", 1)[0]
         assert sem_file.name.startswith("sem.mp-") and sem_file.exists()
         report = tree.stop(grace=5)
@@ -244,8 +278,12 @@ def test_foreign_semaphore_created_after_spawn_survives_the_trees_stop(tmp_path)
 
 
 def test_a_live_semaphore_is_seen_in_use_by_its_inode(tmp_path):
-    holder = subprocess.Popen([sys.executable, str(PROCS / "sem_holder.py"), str(tmp_path / "sem"), "wait"],
-                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    holder = subprocess.Popen(
+        [sys.executable, str(PROCS / "sem_holder.py"), str(tmp_path / "sem"), "wait"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     sem_file = None
     try:
         sem_file = proc.SHM_DIR / read_names(tmp_path / "sem", 1)[0]
@@ -314,8 +352,10 @@ def test_file_the_tree_made_but_was_never_seen_holding_stays(tmp_path):
     # Documented: only files seen mapped or open by a member are removed; one created and let
     # go between two looks cannot be told from another program's, so it stays (safe beats tidy).
     name = f"psm_sparktui_letgo_{uuid.uuid4().hex[:8]}"
-    code = (f"import os,time; fd=os.open('/dev/shm/{name}', os.O_CREAT|os.O_RDWR, 0o600); os.write(fd, b'x'); "
-            f"os.close(fd); open({str(tmp_path / 'made')!r}, 'w').close(); time.sleep(30)")
+    code = (
+        f"import os,time; fd=os.open('/dev/shm/{name}', os.O_CREAT|os.O_RDWR, 0o600); os.write(fd, b'x'); "
+        f"os.close(fd); open({str(tmp_path / 'made')!r}, 'w').close(); time.sleep(30)"
+    )
     tree = spawn([sys.executable, "-c", code], tmp_path / "log")
     try:
         wait_for(lambda: (tmp_path / "made").exists(), what="the file")

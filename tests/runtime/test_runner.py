@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -28,8 +27,17 @@ def profile(runner: RunnerSettings, **serve) -> Profile:
 def test_native_from_a_venv_with_the_key_in_the_environment_only(tmp_path):
     vllm = exe(tmp_path / "venv" / "bin" / "vllm")
     cmd = build_command(profile(RunnerSettings(venv=str(tmp_path / "venv"))))
-    assert cmd.argv == [str(vllm), "serve", "/models/tiny", "--max-model-len", "512",
-                        "--gpu-memory-utilization", "0.9", "--host", "127.0.0.1"]
+    assert cmd.argv == [
+        str(vllm),
+        "serve",
+        "/models/tiny",
+        "--max-model-len",
+        "512",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--host",
+        "127.0.0.1",
+    ]
     assert cmd.kind == "native" and cmd.stop_argv is None
     assert not any("sk-secret" in a for a in cmd.argv)
     assert cmd.env == {"OMP_NUM_THREADS": "2", "VLLM_API_KEY": "sk-secret"} and cmd.secret_env == ["VLLM_API_KEY"]
@@ -52,20 +60,22 @@ def test_missing_executables_name_the_setting(tmp_path, monkeypatch):
 
 
 def test_container_runs_vllm_inside_and_stops_through_docker():
-    runner = RunnerSettings(kind="container", image="nvcr.io/nvidia/vllm:26.01-py3", container_args=["-v", "/models:/models"])
+    runner = RunnerSettings(
+        kind="container", image="nvcr.io/nvidia/vllm:26.01-py3", container_args=["-v", "/models:/models"]
+    )
     cmd = build_command(profile(runner, port=8011))
     name = "sparktui-tiny-test-8011"
     assert cmd.kind == "container" and cmd.container == name
     argv = cmd.argv
     assert Path(argv[0]).name == "docker" and argv[1:5] == ["run", "--rm", "--name", name]
-    assert ["--gpus", "all"] == argv[5:7] and "--ipc=host" in argv
+    assert argv[5:7] == ["--gpus", "all"] and "--ipc=host" in argv
     assert argv[argv.index("-p") + 1] == "127.0.0.1:8011:8011"  # published on loopback only
     image = argv.index("nvcr.io/nvidia/vllm:26.01-py3")
-    assert argv[image - 2:image] == ["-v", "/models:/models"]
-    assert argv[image + 1:image + 4] == ["vllm", "serve", "/models/tiny"]
-    inner = argv[image + 1:]
+    assert argv[image - 2 : image] == ["-v", "/models:/models"]
+    assert argv[image + 1 : image + 4] == ["vllm", "serve", "/models/tiny"]
+    inner = argv[image + 1 :]
     assert inner[inner.index("--host") + 1] == "0.0.0.0"  # inside the container; -p limits the host side
-    assert ["-e", "VLLM_API_KEY"] == argv[argv.index("VLLM_API_KEY") - 1:argv.index("VLLM_API_KEY") + 1]
+    assert argv[argv.index("VLLM_API_KEY") - 1 : argv.index("VLLM_API_KEY") + 1] == ["-e", "VLLM_API_KEY"]
     assert not any("sk-secret" in a for a in argv)
     assert Path(cmd.stop_argv[0]).name == "docker" and cmd.stop_argv[1:] == ["stop", "--time", "10", name]
     assert cmd.kill_argv[1:] == ["kill", name]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -46,7 +45,9 @@ class Stub:
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 [str(exe), "serve", "/models/tiny", "--host", "127.0.0.1", "--port", str(self.port)],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
                 env={**os.environ, **FAST, **env},
             )
         self.pgid = self.proc.pid
@@ -63,6 +64,7 @@ class Stub:
                 except OSError:
                     pass
             return None
+
         return wait_for(find, what=title)
 
     def cleanup(self):
@@ -152,6 +154,7 @@ def test_engine_allocates_the_requested_memory_at_the_kv_cache_line(stub):
         for line in Path(f"/proc/{engine}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
+
     wait_for(lambda: rss_kib() > 96 * 1024, what="engine RSS above 96 MiB")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import stat
@@ -19,11 +20,10 @@ from sparktui.core.profiles import load_profile
 from sparktui.errors import UserError
 from sparktui.runtime import proc, supervisor
 from sparktui.runtime import state as st
-from tests.support import REPO, free_port, shm_held_by, wait_for
+from tests.support import REPO, shm_held_by, wait_for
 
 # The stub serves a model folder that does not exist, so core.fit cannot size it.
-NO_FIT = ("fit check skipped: model folder /models/tiny does not exist; "
-          "give the path of a folder that holds config.json")
+NO_FIT = "fit check skipped: model folder /models/tiny does not exist; give the path of a folder that holds config.json"
 
 
 @pytest.fixture
@@ -42,13 +42,20 @@ def cleanup():
 
 
 def sparktui(args, env, **kw):
-    return subprocess.run([sys.executable, "-m", "sparktui", *args], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=60, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "sparktui", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=60, **kw
+    )
 
 
 def start_foreground(profile: Path, env, *extra) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sparktui", "serve", str(profile), *extra],
-                            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sparktui", "serve", str(profile), *extra],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def port_of(profile: Path) -> int:
@@ -56,8 +63,11 @@ def port_of(profile: Path) -> int:
 
 
 def running_state(port: int, timeout=20) -> dict:
-    return wait_for(lambda: (s := st.read_state(st.state_path(port))) and s.get("status") == "running"
-                    and s.get("metrics") and s, timeout, "the server to be running with metrics")
+    return wait_for(
+        lambda: (s := st.read_state(st.state_path(port))) and s.get("status") == "running" and s.get("metrics") and s,
+        timeout,
+        "the server to be running with metrics",
+    )
 
 
 def members(state) -> list[proc.ProcessIdentity]:
@@ -155,8 +165,10 @@ def test_detach_status_and_stop_over_the_socket(make_profile, env, cleanup):
     final = st.read_state(st.state_path(port))
     assert final["exit"]["reason"] == "stopped" and final["exit"]["by"] == "socket"
     assert_all_gone(final, shm)
-    wait_for(lambda: not proc.ProcessIdentity(state["supervisor"]["pid"], state["supervisor"]["start_time"]).is_alive(),
-             what="the supervisor to exit")
+    wait_for(
+        lambda: not proc.ProcessIdentity(state["supervisor"]["pid"], state["supervisor"]["start_time"]).is_alive(),
+        what="the supervisor to exit",
+    )
     assert "no server is running" in sparktui(["status"], env).stdout
 
 
@@ -173,7 +185,9 @@ def test_kill_through_the_python_api_removes_tree_and_shm_leftovers(make_profile
     assert disarmed["guard"]["armed"] is False and disarmed["guard"]["state"] == "disarmed"
     assert supervisor.set_guard(armed=True)["guard"]["state"] == "watching"
     assert [e["kind"] for e in st.read_state(st.state_path(profile.serve.port))["events"]][-2:] == [
-        "GuardDisarmed", "GuardArmed"]
+        "GuardDisarmed",
+        "GuardArmed",
+    ]
     final = supervisor.kill(profile.serve.port)
     assert final["exit"]["reason"] == "killed"
     report = final["exit"]["stop"]
@@ -207,8 +221,11 @@ def test_supervisor_killed_then_vllm_is_gone(make_profile, env, cleanup):
     sup.wait(5)
     wait_for(lambda: not any(i.is_alive() for i in members(state)), 15, "the tree to die with its supervisor")
     assert gone(engine)
-    final = wait_for(lambda: (s := st.read_state(st.state_path(port)))["status"] == "exited" and s, 10,
-                     "the reaper to record the end")
+    final = wait_for(
+        lambda: (s := st.read_state(st.state_path(port)))["status"] == "exited" and s,
+        10,
+        "the reaper to record the end",
+    )
     assert final["exit"]["reason"] == "supervisor_died"
     assert_all_gone(state, shm)
 
@@ -226,8 +243,10 @@ def test_orphans_of_a_lost_supervisor_are_swept_at_the_next_start(make_profile, 
     sup.kill()
     sup.wait(5)
     # PDEATHSIG took the API server down; vLLM's EngineCore lives on, as it does with real vLLM
-    wait_for(lambda: not proc.ProcessIdentity(state["tree"]["pid"], state["tree"]["start_time"]).is_alive(),
-             what="PDEATHSIG to kill the API server")
+    wait_for(
+        lambda: not proc.ProcessIdentity(state["tree"]["pid"], state["tree"]["start_time"]).is_alive(),
+        what="PDEATHSIG to kill the API server",
+    )
     time.sleep(0.3)
     assert not gone(engine)
     assert [s["status"] for s in st.list_states()] == ["lost"]
@@ -309,8 +328,10 @@ def test_warns_on_network_host_without_api_key_and_on_page_cache(make_profile):
     gib = 1 << 30
     meminfo = {"MemTotal": 120 * gib, "MemAvailable": 100 * gib, "MemFree": 30 * gib}
     warnings = supervisor.preflight(profile, exposed, meminfo=meminfo).warnings
-    assert any(w.startswith("--host 0.0.0.0: the server will be reachable from the network without an API key")
-               for w in warnings)
+    assert any(
+        w.startswith("--host 0.0.0.0: the server will be reachable from the network without an API key")
+        for w in warnings
+    )
     cache = next(w for w in warnings if w.startswith("MemFree is 30.0 GiB but MemAvailable is 100.0 GiB"))
     assert "echo 3 | sudo tee /proc/sys/vm/drop_caches" in cache
     keyed = exposed.replace(api_key="sk-test")
@@ -391,7 +412,9 @@ def test_fit_preflight_judges_the_host_it_launches_on(make_profile):
     qwen = profile.serve.replace(model="Qwen/Qwen3-32B", max_model_len=8192)  # ~61 GiB of bf16 weights
     gib = 1 << 30
     small = {"MemTotal": 24 * gib, "MemAvailable": 22 * gib, "MemFree": 21 * gib}
-    with pytest.raises(UserError, match="no memory left for the KV cache: request 19.71 GiB − weights 61.03 GiB"):
+    with pytest.raises(
+        UserError, match=re.escape("no memory left for the KV cache: request 19.71 GiB − weights 61.03 GiB")
+    ):
         supervisor.preflight(profile, qwen, meminfo=small)
     forced = supervisor.preflight(profile, qwen, force=True, meminfo=small)
     assert forced.warnings[0].startswith("the profile is planned for dgx-spark (121.7 GiB) but this host has 24.0 GiB")

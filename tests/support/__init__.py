@@ -16,8 +16,7 @@ PROCS = Path(__file__).resolve().parent / "procs"  # small programs the tests ru
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 15.0, what: str = "condition",
-             interval: float = 0.02) -> T:
+def wait_for(predicate: Callable[[], T], timeout: float = 15.0, what: str = "condition", interval: float = 0.02) -> T:
     """Poll until predicate() is truthy; return its value, or fail naming what never happened."""
     deadline = time.monotonic() + timeout
     while True:

@@ -27,24 +27,37 @@ class _ModelConfig:
 def layer_spec(layer, block_size, kv_dtype, max_model_len):
     kind = layer["kind"]
     if kind == "full":
-        return FullAttentionSpec(block_size=block_size, num_kv_heads=layer["heads"], head_size=layer["head_size"],
-                                 dtype=kv_dtype)
+        return FullAttentionSpec(
+            block_size=block_size, num_kv_heads=layer["heads"], head_size=layer["head_size"], dtype=kv_dtype
+        )
     if kind == "sliding":
-        return SlidingWindowSpec(block_size=block_size, num_kv_heads=layer["heads"], head_size=layer["head_size"],
-                                 dtype=kv_dtype, sliding_window=layer["window"])
+        return SlidingWindowSpec(
+            block_size=block_size,
+            num_kv_heads=layer["heads"],
+            head_size=layer["head_size"],
+            dtype=kv_dtype,
+            sliding_window=layer["window"],
+        )
     if kind == "mla":
         return MLAAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=layer["head_size"], dtype=kv_dtype)
     if kind == "mamba":
-        return MambaSpec(block_size=layer["mamba_block_size"], shapes=tuple(tuple(s) for s in layer["shapes"]),
-                         dtypes=tuple(DTYPES[d] for d in layer["dtypes"]), page_size_padded=layer["padded"])
+        return MambaSpec(
+            block_size=layer["mamba_block_size"],
+            shapes=tuple(tuple(s) for s in layer["shapes"]),
+            dtypes=tuple(DTYPES[d] for d in layer["dtypes"]),
+            page_size_padded=layer["padded"],
+        )
     raise ValueError(kind)
 
 
 def run(case):
     cache = CacheConfig(block_size=case["block_size"])
     cache.kv_cache_layout = "LBNHC"  # the CUDA default (FlashAttention / FlashInfer on GB10)
-    scheduler = SchedulerConfig(max_num_batched_tokens=case["max_num_batched_tokens"],
-                                max_model_len=case["max_model_len"], is_encoder_decoder=False)
+    scheduler = SchedulerConfig(
+        max_num_batched_tokens=case["max_num_batched_tokens"],
+        max_model_len=case["max_model_len"],
+        is_encoder_decoder=False,
+    )
     config = VllmConfig(cache_config=cache, scheduler_config=scheduler)
     config.scheduler_config.async_scheduling = True  # on by default on CUDA (the CPU platform turns it off)
     object.__setattr__(config, "model_config", _ModelConfig(case["max_model_len"]))
@@ -64,8 +77,12 @@ def run(case):
         out.update(error=message.split(".")[0], estimated_max_len=int(estimate.group(1)) if estimate else None)
         return out
     concurrency = kcu.get_max_concurrency_for_kv_cache_config(config, kv_config)
-    out.update(blocks=kv_config.num_blocks, concurrency=concurrency,
-               tokens=int(concurrency * case["max_model_len"]), groups=len(kv_config.kv_cache_groups))
+    out.update(
+        blocks=kv_config.num_blocks,
+        concurrency=concurrency,
+        tokens=int(concurrency * case["max_model_len"]),
+        groups=len(kv_config.kv_cache_groups),
+    )
     return out
 
 

@@ -8,10 +8,9 @@ from textual.widgets import Input
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens import ChoiceScreen, HelpScreen, PromptScreen
 from sparktui.ui.settings import load_settings
-from sparktui.ui.widgets.editor import ConfigEditor
 from sparktui.ui.widgets.gauge import MemoryGauge
-from tests.support.app import SampleBackend
 from tests.support import FIXTURES
+from tests.support.app import SampleBackend
 
 
 @pytest.fixture(autouse=True)
@@ -94,11 +93,18 @@ async def test_paste_a_vllm_serve_line_fills_the_form():
         await pilot.press("f4")
         await settle(pilot)
         assert isinstance(app.screen, PromptScreen)
-        app.screen.query_one(Input).value = "vllm serve Qwen/Qwen3-32B --max-model-len 32k --kv-cache-dtype fp8 --port 8011"
+        app.screen.query_one(
+            Input
+        ).value = "vllm serve Qwen/Qwen3-32B --max-model-len 32k --kv-cache-dtype fp8 --port 8011"
         await pilot.press("enter")
         await settle(pilot)
         config = app.form.config
-        assert (config.model, config.max_model_len, config.kv_cache_dtype, config.port) == ("Qwen/Qwen3-32B", 32000, "fp8", 8011)
+        assert (config.model, config.max_model_len, config.kv_cache_dtype, config.port) == (
+            "Qwen/Qwen3-32B",
+            32000,
+            "fp8",
+            8011,
+        )
 
 
 async def test_a_bad_pasted_line_is_explained_in_the_dialog():
@@ -250,8 +256,8 @@ async def test_an_edit_changes_the_verdict_and_a_key_applies_the_fix():
 
 
 async def test_the_fit_uses_the_current_memavailable():
-    from tests.support.app import sample
     from sparktui.core.units import GiB
+    from tests.support.app import sample
 
     busy = SampleBackend(memory=sample(mem_available=int(40 * GiB)))
     app = SparkApp(profile="70b-dense-single-user", backend=busy)
@@ -263,8 +269,8 @@ async def test_the_fit_uses_the_current_memavailable():
 
 
 async def test_a_spark_profile_on_a_smaller_host_is_fitted_against_an_idle_spark():
-    from tests.support.app import sample
     from sparktui.core.units import GiB
+    from tests.support.app import sample
 
     laptop = SampleBackend(memory=sample(mem_total=int(23.5 * GiB), mem_available=int(20 * GiB)))
     app = SparkApp(profile="70b-dense-single-user", backend=laptop)
@@ -286,8 +292,8 @@ async def test_without_vllm_the_launch_pane_says_how_to_install_it(tmp_path, mon
 
 
 async def test_launching_what_the_fit_says_wont_start_asks_first():
-    from tests.support.app import sample
     from sparktui.core.units import GiB
+    from tests.support.app import sample
 
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend(memory=sample(mem_available=int(40 * GiB))))
     async with app.run_test(size=(120, 40)) as pilot:

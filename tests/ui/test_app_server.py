@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from sparktui.runtime import proc, state as st
+from sparktui.runtime import proc
+from sparktui.runtime import state as st
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens import ConfirmScreen
 from tests.support.app import SampleBackend
@@ -22,8 +23,10 @@ async def until(pilot, condition, what: str, timeout: float = 30.0):
         if condition():
             return
         await pilot.pause(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; "
-                         f"server={pilot.app.server!r} phase={pilot.app.w.phases.phase!r}")
+    raise AssertionError(
+        f"timed out after {timeout:.0f} s waiting for {what}; "
+        f"server={pilot.app.server!r} phase={pilot.app.w.phases.phase!r}"
+    )
 
 
 async def test_launch_phases_ready_metrics_then_stop(make_profile, fixtures):
@@ -32,7 +35,9 @@ async def test_launch_phases_ready_metrics_then_stop(make_profile, fixtures):
         await until(pilot, lambda: app.form.config is not None, "the profile")
         seen = set()  # every phase the strip is given (polling it can miss the short ones)
         strip_set_phase = app.w.phases.set_phase
-        app.w.phases.set_phase = lambda phase, reached=None: (phase and seen.add(phase)) or strip_set_phase(phase, reached)
+        app.w.phases.set_phase = lambda phase, reached=None: (
+            (phase and seen.add(phase)) or strip_set_phase(phase, reached)
+        )
         await pilot.press("f5")
         await until(pilot, lambda: app.server is not None and app.server.state in ("starting", "ready"), "a launch")
         assert app.pane == "server"
@@ -111,10 +116,14 @@ async def test_a_guard_trip_is_shown_with_its_report(make_profile):
     # Lines just below today's MemAvailable; the stub's EngineCore then takes up to 3 GiB at the KV
     # line (more than the 0.6 GiB margin even if other programs free some memory meanwhile).
     now = read_memory().mem_available / 2**30
-    guard = (f"warn-below-gib = {now - 0.3:.2f}\nterm-below-gib = {now - 0.6:.2f}\n"
-             f"kill-below-gib = {now - 8:.2f}\ngrace-s = 2")
-    app = SparkApp(profile=make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="3072", STUB_VLLM_ALLOC_RATE_MIB_S="3000"),
-                   backend=SampleBackend())
+    guard = (
+        f"warn-below-gib = {now - 0.3:.2f}\nterm-below-gib = {now - 0.6:.2f}\n"
+        f"kill-below-gib = {now - 8:.2f}\ngrace-s = 2"
+    )
+    app = SparkApp(
+        profile=make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="3072", STUB_VLLM_ALLOC_RATE_MIB_S="3000"),
+        backend=SampleBackend(),
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.form.config is not None, "the profile")
         assert app.guard.state == "armed" and app.guard.term_gib == round(now - 0.6, 2)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from sparktui.core.units import GiB
 from sparktui.ui.app import SparkApp
 from tests.support.app import SampleBackend
 

@@ -30,6 +30,7 @@ def _flags():
 
     return config
 
+
 TRISTATE = [("on", True), ("off", False)]
 
 
@@ -117,13 +118,19 @@ class ConfigEditor(VerticalScroll):
         elif flag.type == "bool":
             control = Select(TRISTATE, prompt="unset (vLLM default)", allow_blank=True, id=wid, compact=True)
         elif flag.type == "choice" and not flag.open_choices:
-            control = Select([(c, c) for c in flag.choices], prompt="unset", allow_blank=flag.optional,
-                             value=flag.field_default if flag.field_default is not None else Select.NULL,
-                             id=wid, compact=True)
+            control = Select(
+                [(c, c) for c in flag.choices],
+                prompt="unset",
+                allow_blank=flag.optional,
+                value=flag.field_default if flag.field_default is not None else Select.NULL,
+                id=wid,
+                compact=True,
+            )
         else:
             suggester = SuggestFromList(list(flag.choices), case_sensitive=False) if flag.choices else None
-            control = Input(placeholder=_placeholder(flag), password=flag.secret, suggester=suggester,
-                            id=wid, compact=True)
+            control = Input(
+                placeholder=_placeholder(flag), password=flag.secret, suggester=suggester, id=wid, compact=True
+            )
         control.tooltip = tip
         return control
 
@@ -167,7 +174,9 @@ class ConfigEditor(VerticalScroll):
             raw = self._raw(flag)
             if raw is None:  # empty: the flag's default (the model has none)
                 if flag.positional:
-                    errors[flag.field] = "model: required (a Hugging Face repo id or a local folder; F3 lists the local cache)"
+                    errors[flag.field] = (
+                        "model: required (a Hugging Face repo id or a local folder; F3 lists the local cache)"
+                    )
                 continue
             try:
                 values[flag.field] = flag.coerce(raw)

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from sparktui.ui.widgets.base import TextPanel
 
 from sparktui.core.units import GiB
+from sparktui.ui.widgets.base import TextPanel
 
 if TYPE_CHECKING:  # core.fit is loaded after the first frame
     from sparktui.core.fit import Suggestion
@@ -38,13 +38,29 @@ class FitView:
         return [s for s in self.suggestions if s.changes]
 
 
-VERDICT_TEXT = {"fits": "FITS", "tight": "TIGHT", "wont_start": "WON'T START", "unsafe": "UNSAFE",
-                "error": "CHECK THE FORM", "n/a": "NOT AVAILABLE"}
+VERDICT_TEXT = {
+    "fits": "FITS",
+    "tight": "TIGHT",
+    "wont_start": "WON'T START",
+    "unsafe": "UNSAFE",
+    "error": "CHECK THE FORM",
+    "n/a": "NOT AVAILABLE",
+}
 
 
 class FitPanel(TextPanel):
-    COMPONENT_CLASSES = {*(f"fit--{k}" for k in SEGMENT_STYLES), "fit--fits", "fit--tight", "fit--wont_start",
-                         "fit--unsafe", "fit--error", "fit--na", "fit--label", "fit--marker", "fit--key"}
+    COMPONENT_CLASSES = {
+        *(f"fit--{k}" for k in SEGMENT_STYLES),
+        "fit--fits",
+        "fit--tight",
+        "fit--wont_start",
+        "fit--unsafe",
+        "fit--error",
+        "fit--na",
+        "fit--label",
+        "fit--marker",
+        "fit--key",
+    }
 
     DEFAULT_CSS = """
     FitPanel { height: auto; }
@@ -94,7 +110,7 @@ class FitPanel(TextPanel):
             pool = v.pool_bytes
             bar = Text(no_wrap=True)
             used_cells = 0
-            for i, (key, _, n) in enumerate(v.segments):
+            for _i, (key, _, n) in enumerate(v.segments):
                 cells = round(max(0, n) / pool * width)
                 cells = min(cells, width - used_cells)
                 bar.append(SEGMENT_CHARS.get(key, "█") * cells, self._style(key if key in SEGMENT_STYLES else "os"))

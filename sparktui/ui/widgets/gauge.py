@@ -7,9 +7,9 @@ from collections import deque
 from dataclasses import dataclass
 
 from rich.text import Text
-from sparktui.ui.widgets.base import TextPanel
 
 from sparktui.core.units import GiB
+from sparktui.ui.widgets.base import TextPanel
 
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
 
@@ -51,9 +51,21 @@ def sparkline(values: list[float], width: int, min_span: float = 8.0) -> str:
 
 
 class MemoryGauge(TextPanel):
-    COMPONENT_CLASSES = {"gauge--used", "gauge--cache", "gauge--free", "gauge--warn", "gauge--term",
-                         "gauge--kill", "gauge--label", "gauge--value", "gauge--spark", "gauge--armed",
-                         "gauge--disarmed", "gauge--tripped", "gauge--muted"}
+    COMPONENT_CLASSES = {
+        "gauge--used",
+        "gauge--cache",
+        "gauge--free",
+        "gauge--warn",
+        "gauge--term",
+        "gauge--kill",
+        "gauge--label",
+        "gauge--value",
+        "gauge--spark",
+        "gauge--armed",
+        "gauge--disarmed",
+        "gauge--tripped",
+        "gauge--muted",
+    }
 
     DEFAULT_CSS = """
     MemoryGauge { height: auto; }
@@ -128,7 +140,7 @@ class MemoryGauge(TextPanel):
                 col -= 1
             marks[col], styles[col] = letter, name
         markers = Text()
-        for ch, name in zip(marks, styles):
+        for ch, name in zip(marks, styles, strict=False):
             markers.append(ch, self._style(name) if name else None)
         return bar, markers
 
@@ -161,11 +173,13 @@ class MemoryGauge(TextPanel):
             out.append("\n")
             swap_used = (s.swap_total - s.swap_free) if s.swap_total else 0
             psi = "n/a" if s.psi_some_avg10 is None else f"{s.psi_some_avg10:.2f} / {s.psi_full_avg10 or 0:.2f}"
-            for name, text in (("MemAvailable", f"{_gib(s.mem_available)} GiB"),
-                               ("MemFree", f"{_gib(s.mem_free)} GiB"),
-                               ("Page cache", f"{_gib(s.page_cache)} GiB"),
-                               ("Swap used", f"{_gib(swap_used)} / {_gib(s.swap_total)} GiB"),
-                               ("PSI some/full", psi)):
+            for name, text in (
+                ("MemAvailable", f"{_gib(s.mem_available)} GiB"),
+                ("MemFree", f"{_gib(s.mem_free)} GiB"),
+                ("Page cache", f"{_gib(s.page_cache)} GiB"),
+                ("Swap used", f"{_gib(swap_used)} / {_gib(s.swap_total)} GiB"),
+                ("PSI some/full", psi),
+            ):
                 out.append(f"{name:<14}", label)
                 out.append(f"{text}\n", value)
         gpu = self.gpu

@@ -6,16 +6,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rich.text import Text
+
 from sparktui.ui.widgets.base import TextPanel
 
 # The log parser's phases (sparktui.core.vllm_log.PHASES; a test keeps the two the same).
 PHASES = ("starting", "loading_weights", "profiling", "kv_cache", "cuda_graphs", "ready")
 FAILED = "failed"
 
-PHASE_LABELS = {"starting": "starting", "loading_weights": "loading weights", "profiling": "profiling",
-                "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "ready": "ready"}
-SHORT_LABELS = {"starting": "start", "loading_weights": "weights", "profiling": "profile",
-                "kv_cache": "KV", "cuda_graphs": "graphs", "ready": "ready"}
+PHASE_LABELS = {
+    "starting": "starting",
+    "loading_weights": "loading weights",
+    "profiling": "profiling",
+    "kv_cache": "KV cache",
+    "cuda_graphs": "CUDA graphs",
+    "ready": "ready",
+}
+SHORT_LABELS = {
+    "starting": "start",
+    "loading_weights": "weights",
+    "profiling": "profile",
+    "kv_cache": "KV",
+    "cuda_graphs": "graphs",
+    "ready": "ready",
+}
 
 
 class PhaseStrip(TextPanel):

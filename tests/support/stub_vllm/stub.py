@@ -50,7 +50,9 @@ LISTENING = ("Starting vLLM server on", "Uvicorn running on")
 VLLM_TIME = re.compile(r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
 GLOG_TIME = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)")
 PREFIX_PID = re.compile(r"\((\w[\w-]*) pid=(\d+)\)")
-VLLM_LINE = re.compile(r"^(?:\x1b\[[\d;]*m)*(?:\(\w[\w-]* pid=\d+\) )?(?:\x1b\[[\d;]*m)*(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d ")
+VLLM_LINE = re.compile(
+    r"^(?:\x1b\[[\d;]*m)*(?:\(\w[\w-]* pid=\d+\) )?(?:\x1b\[[\d;]*m)*(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d "
+)
 
 
 def env_float(name: str, default: float) -> float:
@@ -94,8 +96,9 @@ def run_child(role: str) -> None:
     held: list[mmap.mmap] = []
     worker = None
     if role == "engine":
-        worker = subprocess.Popen([sys.executable, str(HERE), "--stub-role", "worker"],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        worker = subprocess.Popen(
+            [sys.executable, str(HERE), "--stub-role", "worker"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+        )
 
     def on_term(signum, frame):
         shm.close()
@@ -208,9 +211,12 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         self.rfile.read(length)
         if self.path == "/v1/completions" and self.authorised():
-            body = {"object": "text_completion", "model": self.model,
-                    "choices": [{"index": 0, "text": " stub", "finish_reason": "length"}],
-                    "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3}}
+            body = {
+                "object": "text_completion",
+                "model": self.model,
+                "choices": [{"index": 0, "text": " stub", "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3},
+            }
             self.reply(200, json.dumps(body).encode())
         else:
             self.reply(401 if self.path.startswith("/v1/") else 404, b"{}")
@@ -252,8 +258,12 @@ def serve(argv: list[str]) -> None:
 
     def start_engine() -> None:
         nonlocal engine
-        engine = subprocess.Popen([sys.executable, str(HERE), "--stub-role", "engine"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        engine = subprocess.Popen(
+            [sys.executable, str(HERE), "--stub-role", "engine"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         worker_pid = engine.stdout.readline().strip()
         for pid, role in replay.fixture_pids.items():
             if role.startswith("EngineCore"):
