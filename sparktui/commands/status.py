@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -12,13 +13,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="include servers that have exited")
 
 
-def _line(state: dict) -> str:
+def _line(state: dict[str, Any]) -> str:
+    from sparktui.core.condition import condition_of
+
     summary = state.get("summary") or {}
     metrics = state.get("metrics") or {}
     parts = [
         f"{state.get('port')}",
         f"{state.get('profile')}",
-        f"{state.get('status')}/{state.get('phase')}",
+        condition_of(state).text(),
         f"{state.get('url')}",
     ]
     if summary.get("kv_cache_tokens"):
@@ -29,10 +32,8 @@ def _line(state: dict) -> str:
     if guard.get("last"):
         parts.append(f"guard {guard.get('state')} (MemAvailable {guard['last']['available_gib']:.1f} GiB)")
     exit_ = state.get("exit")
-    if exit_:
-        parts.append(f"exit: {exit_.get('reason')}")
-        if exit_.get("failure"):
-            parts.append(f"({exit_['failure']['kind']}: {exit_['failure']['message']})")
+    if exit_ and exit_.get("failure"):
+        parts.append(f"({exit_['failure']['kind']}: {exit_['failure']['message']})")
     return "  ".join(parts)
 
 

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, help="the server's port (needed when several run)")
 
 
-def describe_exit(state: dict) -> str:
+def describe_exit(state: dict[str, Any]) -> str:
     """`profile on port N: exited (reason, gone after X s)` for stop and kill."""
+    from sparktui.core.condition import condition_of
+
     exit_info = state.get("exit") or {}
     gone_after = (exit_info.get("stop") or {}).get("gone_after_s")
-    detail = exit_info.get("reason") or "?"
+    detail = condition_of(state).exit_text()
     if gone_after is not None:
         detail += f", gone after {gone_after:.2f} s"
-    return f"{state.get('profile')} on port {state.get('port')}: {state.get('status')} ({detail})"
+    return f"{state.get('profile')} on port {state.get('port')}: {detail}"
 
 
 def run(args: argparse.Namespace) -> int:
