@@ -441,6 +441,7 @@ class _Bench:
         self.rng = random.Random(0x5A7C)
         self.levels_run = 0
         self.power_ok = True
+        self.generating = asyncio.Event()  # set at a level's first token
 
     # -- preflight
 
@@ -585,6 +586,8 @@ class _Bench:
                 record.arrive(now, int(usage["completion_tokens"]) - record.tokens)
             elif _chunk_text(choices[0]):
                 record.arrive(now, 1)
+            if record.first is not None:
+                self.generating.set()
 
     async def alive(self) -> bool:
         try:
@@ -600,6 +603,7 @@ class _Bench:
         records: list[RequestRecord] = []
         total = users * self.settings.requests_per_user
         watch = _Watch()
+        self.generating = asyncio.Event()
         await self.connect(users)
         cpu0, started = time.process_time(), time.perf_counter()
 
@@ -647,9 +651,8 @@ class _Bench:
 
     async def watch(self, into: _Watch) -> None:
         """Sample memory, KV usage, power and the server's state until cancelled."""
-        # the first KV reading once the requests are in: at the very start the cache is idle
-        next_kv = time.perf_counter() + 0.15
-        next_power = next_state = 0.0
+        # the first KV reading once a token has come back: before that the cache may still be idle
+        next_kv = next_power = next_state = 0.0
         while True:
             if self.cancel.is_set():
                 raise _Cancelled()
@@ -659,7 +662,7 @@ class _Bench:
                 into.min_available = available if into.min_available is None else min(into.min_available, available)
             except OSError:
                 pass
-            if now >= next_kv:
+            if self.generating.is_set() and now >= next_kv:
                 next_kv = now + KV_EVERY_S
                 usage = await self.kv_usage()
                 if usage is not None:
