@@ -141,7 +141,7 @@ class Failure:
     message: str
     hint: str
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "message": self.message, "hint": self.hint}
 
 
@@ -734,7 +734,7 @@ class LogSummary:
             setattr(self, field, value)
             self._ranks[field] = rank
 
-    def apply(self, events: list[Event]) -> list[Event]:
+    def apply(self, events: list[Event]) -> list[PhaseChanged]:
         """Update from parsed events; returns the phase changes they caused."""
         before = self.phase
         for ev in events:
