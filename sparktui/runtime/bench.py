@@ -442,6 +442,7 @@ class _Bench:
         self.levels_run = 0
         self.power_ok = True
         self.generating = asyncio.Event()  # set at a level's first token
+        self.wake = asyncio.Event()  # wakes the watcher: the first token, or the level's end
 
     # -- preflight
 
@@ -586,8 +587,9 @@ class _Bench:
                 record.arrive(now, int(usage["completion_tokens"]) - record.tokens)
             elif _chunk_text(choices[0]):
                 record.arrive(now, 1)
-            if record.first is not None:
+            if record.first is not None and not self.generating.is_set():
                 self.generating.set()
+                self.wake.set()
 
     async def alive(self) -> bool:
         try:
@@ -603,7 +605,7 @@ class _Bench:
         records: list[RequestRecord] = []
         total = users * self.settings.requests_per_user
         watch = _Watch()
-        self.generating = asyncio.Event()
+        self.generating, self.wake, done = asyncio.Event(), asyncio.Event(), asyncio.Event()
         await self.connect(users)
         cpu0, started = time.process_time(), time.perf_counter()
 
@@ -618,10 +620,12 @@ class _Bench:
         failure: BaseException | None = None
         try:
             async with asyncio.TaskGroup() as group:
-                watcher = group.create_task(self.watch(watch))
+                watcher = group.create_task(self.watch(watch, done))
                 users_done = [group.create_task(user()) for _ in range(users)]
                 await asyncio.gather(*users_done)
-                watcher.cancel()
+                done.set()  # the watcher finishes the reading it is taking (a short level has only that one)
+                self.wake.set()
+                await watcher
         except* (ServerGone, _Cancelled, UserError) as caught:
             failure = caught.exceptions[0]
         result = summarize(
@@ -649,8 +653,8 @@ class _Bench:
         if self.progress is not None:
             self.progress(progress)
 
-    async def watch(self, into: _Watch) -> None:
-        """Sample memory, KV usage, power and the server's state until cancelled."""
+    async def watch(self, into: _Watch, done: asyncio.Event) -> None:
+        """Sample memory, KV usage, power and the server's state until `done`."""
         # the first KV reading once a token has come back: before that the cache may still be idle
         next_kv = next_power = next_state = 0.0
         while True:
@@ -677,7 +681,13 @@ class _Bench:
             if self.target.state_path is not None and now >= next_state:
                 next_state = now + STATE_EVERY_S
                 self.check_state()
-            await asyncio.sleep(MEM_EVERY_S)
+            if done.is_set():
+                return
+            try:
+                await asyncio.wait_for(self.wake.wait(), MEM_EVERY_S)
+            except TimeoutError:
+                pass
+            self.wake.clear()
 
     async def kv_usage(self) -> float | None:
         try:
