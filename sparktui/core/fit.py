@@ -649,7 +649,7 @@ def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | Non
             wont = True
             reasons.append(
                 f"free memory at start-up ({_g(free_at_check)}{', assumed idle' if assumed else ''}: "
-                f"MemAvailable {_g(free)} less vLLM's CUDA context) is less than the request "
+                f"MemAvailable {_g(free_at_check + machine.cuda_context)} less vLLM's CUDA context) is less than the request "
                 f"({util:g} × {_g(machine.total)} = {_g(c.requested)}); vLLM refuses to start"
             )
         elif free_at_check - c.requested < GiB:

@@ -14,7 +14,9 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
@@ -45,21 +47,22 @@ def socket_path(port: int) -> Path:
     return state_dir() / "servers" / f"{port}.sock"
 
 
-def write_state(path: Path, state: dict) -> None:
+def write_state(path: Path, state: dict[str, Any]) -> None:
     """Atomic: readers see the old file or the new one, never half of one."""
     atomic_write_text(path, json.dumps(state, indent=1, default=str), private=True)
 
 
-def read_state(path: Path) -> dict | None:
+def read_state(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text())
+        state: dict[str, Any] = json.loads(path.read_text())
+        return state
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
         return None  # being replaced, or corrupt: treat as absent (never crash a reader)
 
 
-def supervisor_alive(state: dict) -> bool:
+def supervisor_alive(state: dict[str, Any]) -> bool:
     """The recorded supervisor process is still the same process (pid + start time)."""
     from sparktui.runtime.proc import ProcessIdentity
 
@@ -69,7 +72,7 @@ def supervisor_alive(state: dict) -> bool:
     return ProcessIdentity(int(sup["pid"]), int(sup["start_time"])).is_alive()
 
 
-def list_states() -> list[dict]:
+def list_states() -> list[dict[str, Any]]:
     """Every recorded server, newest first, each with `alive` (its supervisor still runs)."""
     out = []
     for path in sorted((state_dir() / "servers").glob("*.json")):
@@ -84,7 +87,7 @@ def list_states() -> list[dict]:
     return out
 
 
-def find_state(port: int | None = None) -> dict:
+def find_state(port: int | None = None) -> dict[str, Any]:
     """The server on `port`, or the only live one when port is None. UserError otherwise."""
     states = list_states()
     if port is not None:
@@ -101,7 +104,7 @@ def find_state(port: int | None = None) -> dict:
     raise UserError(f"several servers are running (ports {ports}); say which with --port")
 
 
-def request(port: int, command: str, timeout: float = 30.0, **args) -> dict:
+def request(port: int, command: str, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
     """Send one command to the supervisor of the server on `port`; its JSON reply."""
     path = socket_path(port)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -119,10 +122,13 @@ def request(port: int, command: str, timeout: float = 30.0, **args) -> dict:
             data += chunk
     if not data:
         raise UserError(f"the supervisor of port {port} closed the connection without answering")
-    return json.loads(data)
+    reply: dict[str, Any] = json.loads(data)
+    return reply
 
 
-def wait_for_state(port: int, predicate, timeout: float, after: float = 0.0) -> dict | None:
+def wait_for_state(
+    port: int, predicate: Callable[[dict[str, Any]], bool], timeout: float, after: float = 0.0
+) -> dict[str, Any] | None:
     """Poll the state file until predicate(state) holds (state written after `after`)."""
     deadline = time.monotonic() + timeout
     path = state_path(port)

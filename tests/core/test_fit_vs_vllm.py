@@ -14,6 +14,8 @@ from sparktui.core.fit import kv_dtype_bytes, plan_kv
 from sparktui.core.modelspec import DTYPE_BYTES, MAMBA, load_model_spec
 from sparktui.core.vllm_rules import rules_for
 
+pytestmark = pytest.mark.slow  # spawns processes
+
 GiB = 1024**3
 ORACLE = Path(__file__).parents[1] / "support" / "vllm_kv_oracle.py"
 
