@@ -185,23 +185,8 @@ _OUTER_PREFIX = re.compile(
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "
     r")+"
 )
+_MONTH_INITIALS = frozenset("JFMASOND")
 _MONTHS = frozenset(("Jan ", "Feb ", "Mar ", "Apr ", "May ", "Jun ", "Jul ", "Aug ", "Sep ", "Oct ", "Nov ", "Dec "))
-
-
-def _strip_outer_prefix(line: str) -> str:
-    # cheap tests first: vLLM's own lines start with a letter or "(" and have no "| " near the start
-    first = line[:1]
-    if (
-        first.isdigit()
-        or (first == "[" and line[1:2].isdigit())
-        or "| " in line[:100]
-        or line.endswith("|")
-        or line[:4] in _MONTHS
-    ):
-        m = _OUTER_PREFIX.match(line)
-        if m:
-            return line[m.end() :]
-    return line
 
 
 def _clean(raw: str) -> str:
@@ -216,7 +201,18 @@ def _clean(raw: str) -> str:
         line = line.replace("\x1b[0;0m", "").replace("\x1b[0m", "")
         if "\x1b" in line:
             line = _ANSI.sub("", line)
-    line = _strip_outer_prefix(line)
+    first = line[:1]  # one-character strings are cached: no allocation
+    # cheap tests first: vLLM's own lines start with "(", a level or a letter, with no "| " near the start
+    if first != "(" and (
+        first.isdigit()
+        or (first == "[" and line[1:2].isdigit())
+        or line.find("| ", 0, 100) >= 0
+        or line.endswith("|")
+        or (first in _MONTH_INITIALS and line[:4] in _MONTHS)
+    ):
+        m = _OUTER_PREFIX.match(line)
+        if m:
+            line = line[m.end() :]
     if "\r" in line:
         # a progress bar redrawn in place: keep the prefix and what the terminal showed last
         parts = line.split("\r")
@@ -717,11 +713,19 @@ class LogSummary:
         return events
 
     def feed_lines(self, lines: Iterable[str]) -> None:
+        count = texts = 0
+        last = self._last_raw
         for raw in lines:
-            self._count(raw)
+            count += 1
+            if not raw.isspace() and raw:
+                texts += 1
+                last = raw
             events = parse_line(raw)
             if events:
                 self.apply(events)
+        self.lines += count
+        self.text_lines += texts
+        self._last_raw = last
 
     def _count(self, raw: str) -> None:
         self.lines += 1
