@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sparktui.core.meminfo import kib_field, parse_meminfo
 from sparktui.core.units import GiB, format_gib
 
 MEMINFO = "/proc/meminfo"
@@ -81,35 +82,6 @@ _meminfo = _ProcFile(MEMINFO)
 _psi = _ProcFile(PSI_MEMORY)
 
 
-def _kb(raw: bytes, key: bytes) -> int | None:
-    i = raw.find(key)
-    if i < 0:
-        return None
-    j = raw.find(b"kB", i)
-    return int(raw[i + len(key) : j]) * 1024
-
-
-def parse_meminfo(raw: bytes) -> dict[str, int]:
-    """The fields a MemorySample needs, in bytes."""
-    out = {}
-    for name, key in (
-        ("mem_total", b"MemTotal:"),
-        ("mem_available", b"MemAvailable:"),
-        ("mem_free", b"MemFree:"),
-        ("cached", b"\nCached:"),
-        ("buffers", b"Buffers:"),
-        ("swap_total", b"SwapTotal:"),
-        ("swap_free", b"SwapFree:"),
-    ):
-        value = _kb(raw, key)
-        if value is None and name != "mem_available":
-            value = 0
-        out[name] = value
-    if out["mem_available"] is None:  # kernels before 3.14: estimate like free(1) did
-        out["mem_available"] = (out["mem_free"] or 0) + (out["cached"] or 0) + (out["buffers"] or 0)
-    return {name: value or 0 for name, value in out.items()}
-
-
 def parse_psi(raw: bytes | None) -> tuple[float | None, float | None]:
     if not raw:
         return None, None
@@ -128,7 +100,7 @@ def read_mem_available() -> int:
     raw = _meminfo.read()
     if raw is None:
         raise OSError(f"cannot read {MEMINFO}: sparktui needs Linux /proc to watch memory")
-    value = _kb(raw, b"MemAvailable:")
+    value = kib_field(raw, b"MemAvailable:")
     if value is None:
         value = parse_meminfo(raw)["mem_available"]
     return value
