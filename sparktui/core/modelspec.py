@@ -117,6 +117,9 @@ class ModelSpec:
     weights_source: str = ""
     mtp_weights_bytes: int = 0
     params_by_category: tuple[tuple[str, int], ...] = ()  # for online quantization (--quantization fp8)
+    # estimated bytes of each weight category at its stored precision (for the speed estimate:
+    # decode reads every byte of the dense parts and only the routed experts' share of "experts")
+    bytes_by_category: tuple[tuple[str, int], ...] = ()
     notes: tuple[str, ...] = ()
 
     @property
@@ -549,6 +552,7 @@ def spec_from_config(
         weights_source=weights_source,
         mtp_weights_bytes=mtp_bytes,
         params_by_category=tuple(sorted(counts.items())),
+        bytes_by_category=tuple(sorted((cat, int(n * per_param.get(cat, dtype_bytes))) for cat, n in counts.items())),
     )
 
 
@@ -560,9 +564,14 @@ def online_quantized(spec: ModelSpec, method: str | None) -> ModelSpec:
         return spec
     counts = dict(spec.params_by_category)
     saved = sum(counts.get(cat, 0) for cat in _LINEAR) * (spec.dtype_bytes - 1)
+    stored = dict(spec.bytes_by_category)
+    for cat in _LINEAR:
+        if cat in stored:
+            stored[cat] = counts.get(cat, 0)
     return replace(
         spec,
         weights_bytes=spec.weights_bytes - saved,
+        bytes_by_category=tuple(sorted(stored.items())),
         quantization="fp8 (online)",
         weights_source=spec.weights_source + ", linear layers quantized to fp8 at load",
     )
