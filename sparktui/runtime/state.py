@@ -1,6 +1,6 @@
 """Where running servers are recorded, and how to talk to their supervisors.
 
-<state dir>/                      mode 0700 (platformdirs user_state_dir, or $SPARKTUI_STATE_DIR)
+<state dir>/                      mode 0700 (sparktui.paths.state_dir: $SPARKTUI_STATE_DIR overrides)
   servers/<port>.json             the supervisor's state, replaced atomically
   servers/<port>.sock             its command socket (mode 0600): one JSON request, one reply
   logs/<profile>-<time>.log       vLLM's output for one run
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
+from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
 from sparktui.runtime.protocol import (
     MAX_MESSAGE_BYTES,
     RUNNING_STATUSES,
@@ -37,20 +38,6 @@ from sparktui.runtime.protocol import (
 
 RUNNING = RUNNING_STATUSES  # supervisor statuses while it lives
 __all__ = ["RUNNING", "STATE_VERSION", "ProtocolError", "StateRecord"]
-
-
-def state_dir() -> Path:
-    override = os.environ.get("SPARKTUI_STATE_DIR")
-    if override:
-        path = Path(override)
-    else:
-        import platformdirs
-
-        path = Path(platformdirs.user_state_dir("sparktui"))
-    for sub in ("", "servers", "logs", "supervisor", "profiles"):
-        (path / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.chmod(0o700)
-    return path
 
 
 def state_path(port: int) -> Path:

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sparktui.core import vllm_log
 from sparktui.errors import UserError
@@ -36,6 +37,12 @@ from sparktui.runtime.guard import Guard, GuardLines, TripReport
 from sparktui.runtime.logtail import LogTail
 from sparktui.runtime.memory import read_memory
 from sparktui.runtime.runner import LaunchCommand, build_command
+
+if TYPE_CHECKING:
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.metrics import MetricsSnapshot
+    from sparktui.core.profiles import Profile
+    from sparktui.runtime.guard import Decision
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 UNIFIED_MAX_UTILIZATION = 0.90
@@ -50,7 +57,7 @@ GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
 # ---------------------------------------------------------------- serve config with CLI overrides
 
 
-def effective_serve(profile, extra_args: list[str] | None = None):
+def effective_serve(profile: Profile, extra_args: list[str] | None = None) -> ServeConfig:
     """profile.serve with `vllm serve` flags given on the command line applied on top."""
     from sparktui.core.config import parse_serve_command
 
@@ -68,7 +75,7 @@ def effective_serve(profile, extra_args: list[str] | None = None):
 @dataclasses.dataclass
 class Preflight:
     warnings: list[str]
-    fit: dict | None = None  # core.fit's verdict, when it could be computed
+    fit: dict[str, Any] | None = None  # core.fit's verdict, when it could be computed
 
 
 def _meminfo() -> dict[str, int]:
@@ -92,11 +99,13 @@ def _port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def is_unified_memory(profile) -> bool:
+def is_unified_memory(profile: Profile) -> bool:
     return str(profile.machine) == "dgx-spark"
 
 
-def preflight(profile, serve=None, *, force: bool = False, meminfo: dict[str, int] | None = None) -> Preflight:
+def preflight(
+    profile: Profile, serve: ServeConfig | None = None, *, force: bool = False, meminfo: dict[str, int] | None = None
+) -> Preflight:
     """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not."""
     serve = serve if serve is not None else profile.serve
     warnings: list[str] = []
@@ -137,7 +146,9 @@ def preflight(profile, serve=None, *, force: bool = False, meminfo: dict[str, in
     return Preflight(warnings, fit_result)
 
 
-def _fit_verdict(profile, serve, mem: dict[str, int], warnings: list[str], force: bool) -> dict | None:
+def _fit_verdict(
+    profile: Profile, serve: ServeConfig, mem: dict[str, int], warnings: list[str], force: bool
+) -> dict[str, Any] | None:
     from sparktui.core import fit as fit_mod
     from sparktui.core.modelspec import load_model_spec
 
@@ -199,14 +210,16 @@ def sweep_lost(state: pr.StateRecord, message: str) -> pr.StateRecord:
 # ---------------------------------------------------------------- the supervisor
 
 
-def _event_dict(event) -> dict:
-    out = {"kind": type(event).__name__.rstrip("_"), "t": time.time()}
-    out.update(dataclasses.asdict(event) if dataclasses.is_dataclass(event) else {"text": str(event)})
+def _event_dict(event: vllm_log.Event) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": type(event).__name__.rstrip("_"), "t": time.time()}
+    out.update(dataclasses.asdict(event))
     return out
 
 
 class Supervisor:
-    def __init__(self, profile, serve=None, *, force: bool = False, detached: bool = False):
+    def __init__(
+        self, profile: Profile, serve: ServeConfig | None = None, *, force: bool = False, detached: bool = False
+    ) -> None:
         self.profile = profile
         self.serve = serve if serve is not None else profile.serve
         self.force, self.detached = force, detached
@@ -219,7 +232,7 @@ class Supervisor:
         self.state_file = st.state_path(self.port)
         self.socket_file = st.socket_path(self.port)
         self.summary = vllm_log.LogSummary()
-        self.events: collections.deque = collections.deque(maxlen=RECENT_EVENTS)
+        self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_EVENTS)
         self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
         self.requested_by: str | None = None
         self.finished = threading.Event()
@@ -229,12 +242,18 @@ class Supervisor:
         self.state: pr.StateRecord | None = None
         self._unsaved = False  # a state write failed (ENOSPC…): retried on the next tick
         self.healthy = False
-        self._last_metrics = None  # the previous /metrics snapshot, for rates
+        self._last_metrics: MetricsSnapshot | None = None  # the previous /metrics snapshot, for rates
         self.endpoint: Endpoint | None = None
-        self.reaper: subprocess.Popen | None = None
+        self.reaper: subprocess.Popen[bytes] | None = None
         self._server: socket.socket | None = None
 
     # -- state
+
+    @property
+    def record(self) -> pr.StateRecord:
+        """The state record (set by run() before anything else happens)."""
+        assert self.state is not None
+        return self.state
 
     def _save(self, **changes: object) -> bool:
         """Record the state; True when it reached the disk. A failed write (a full disk, the state
@@ -262,7 +281,7 @@ class Supervisor:
             self._unsaved = False
             return True
 
-    def _initial_state(self, log_path: Path, warnings: list[str], fit: dict | None) -> pr.StateRecord:
+    def _initial_state(self, log_path: Path, warnings: list[str], fit: dict[str, Any] | None) -> pr.StateRecord:
         me = proc.read_stat(os.getpid())
         return pr.StateRecord(
             status="starting",
@@ -293,7 +312,7 @@ class Supervisor:
             if self.requested != "kill":  # kill wins over stop
                 self.requested, self.requested_by = what, by
 
-    def _on_signal(self, signum, frame) -> None:
+    def _on_signal(self, signum: int, frame: object) -> None:
         self.request("stop", signal.Signals(signum).name)
 
     def _serve_socket(self) -> None:
@@ -310,9 +329,11 @@ class Supervisor:
         threading.Thread(target=self._accept, name="sparktui-socket", daemon=True).start()
 
     def _accept(self) -> None:
+        server = self._server
+        assert server is not None  # bound by _serve_socket before this thread starts
         while True:
             try:
-                conn, _ = self._server.accept()
+                conn, _ = server.accept()
             except OSError:
                 return
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
@@ -357,24 +378,24 @@ class Supervisor:
             self.guard.set_lines(lines)
             self.lines = lines
             with self.lock:
-                self.state.guard.lines = pr.GuardLinesRecord.model_validate(dataclasses.asdict(lines))
+                self.record.guard.lines = pr.GuardLinesRecord.model_validate(dataclasses.asdict(lines))
             self.events.append({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
         if req.armed is not None:
             self.guard.arm() if req.armed else self.guard.disarm()
             self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
         with self.lock:
-            self.state.guard.armed = self.guard.armed
-            if self.state.guard.state != "tripped":
-                self.state.guard.state = "watching" if self.guard.armed else "disarmed"
+            self.record.guard.armed = self.guard.armed
+            if self.record.guard.state != "tripped":
+                self.record.guard.state = "watching" if self.guard.armed else "disarmed"
         self._save()
 
     def snapshot(self) -> pr.StateRecord | None:
         with self.lock:
-            return None if self.state is None else self.state.model_copy(deep=True)
+            return None if self.state is None else self.record.model_copy(deep=True)
 
     # -- reaper
 
-    def _start_reaper(self) -> None:
+    def _start_reaper(self) -> subprocess.Popen[bytes]:
         self.reaper = subprocess.Popen(
             [sys.executable, "-m", "sparktui.runtime.reaper", str(self.state_file)],
             stdin=subprocess.PIPE,
@@ -384,13 +405,16 @@ class Supervisor:
             cwd=str(PACKAGE_ROOT),
             close_fds=True,
         )
+        return self.reaper
 
     def _dismiss_reaper(self) -> None:
         if self.reaper is None:
             return
         try:
-            self.reaper.stdin.write(b"done\n")
-            self.reaper.stdin.close()
+            stdin = self.reaper.stdin
+            assert stdin is not None  # started with stdin=PIPE
+            stdin.write(b"done\n")
+            stdin.close()
         except OSError:
             pass
         try:
@@ -410,9 +434,9 @@ class Supervisor:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
         self.state = self._initial_state(log_path, pre.warnings, pre.fit)
-        self.state.argv = self.command.argv
-        self.state.runner = self.command.kind
-        self.state.container = self.command.container
+        self.record.argv = self.command.argv
+        self.record.runner = self.command.kind
+        self.record.container = self.command.container
 
         previous = {}
         if threading.current_thread() is threading.main_thread():  # only there can signals be handled
@@ -422,15 +446,15 @@ class Supervisor:
                 previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, signal.SIG_IGN)
         try:
             self._save()
-            self._start_reaper()
-            self.state.reaper = pr.ProcessRef(pid=self.reaper.pid, start_time=proc.start_time_of(self.reaper.pid))
+            reaper = self._start_reaper()
+            self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
             self.tree = proc.spawn(self.command.argv, log_path, env)
             self._start_guard()
             self._serve_socket()  # before the save that records the tree: launch() returns on it
             self._save(status="starting", phase=self.summary.phase)
             print(
-                f"sparktui: vLLM pid {self.tree.pid} on {self.state.url}, log {log_path}",
+                f"sparktui: vLLM pid {self.tree.pid} on {self.record.url}, log {log_path}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -442,25 +466,27 @@ class Supervisor:
             self._close()
 
     def _loop(self, log_path: Path) -> int:
+        tree, endpoint, guard = self.tree, self.endpoint, self.guard
+        assert tree is not None and endpoint is not None and guard is not None  # set by run() before the loop starts
         follower = LogTail(log_path, keep=1)
-        generation = self.tree.generation
+        generation = tree.generation
         next_refresh = next_health = next_metrics = 0.0
         how = None
         while True:
             changed = self._ingest(follower.poll())
             now = time.monotonic()
             if now >= next_refresh:
-                self.tree.refresh()
+                tree.refresh()
                 next_refresh = now + 0.25
-            if self.tree.generation != generation:
-                generation, changed = self.tree.generation, True
+            if tree.generation != generation:
+                generation, changed = tree.generation, True
             if self.summary.ready and not self.healthy and now >= next_health:
                 next_health = now + 0.5
-                if self.endpoint.health().ok:
-                    self.tree.refresh()  # the state that says "running" names every process
+                if endpoint.health().ok:
+                    tree.refresh()  # the state that says "running" names every process
                     self.healthy, changed = True, True
-                    self.state.status, self.state.ready_at = "running", time.time()
-                    self._say(f"ready: {self.state.url} answers /health")
+                    self.record.status, self.record.ready_at = "running", time.time()
+                    self._say(f"ready: {self.record.url} answers /health")
             if self.healthy and now >= next_metrics:
                 next_metrics = now + METRICS_EVERY_S
                 self._poll_metrics()
@@ -471,8 +497,8 @@ class Supervisor:
             if self.requested:
                 how = self.requested
                 break
-            if self.tree.returncode() is not None:
-                last = self.guard.last  # set before the guard signals: its trip may be what ended vLLM
+            if tree.returncode() is not None:
+                last = guard.last  # set before the guard signals: its trip may be what ended vLLM
                 how = "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
                 break
             changed |= self._guard_status()
@@ -494,7 +520,7 @@ class Supervisor:
                 self.events.append(_event_dict(event))
                 changed = True
         if changed:
-            self.state.phase = self.summary.phase
+            self.record.phase = self.summary.phase
         return changed
 
     def _say(self, text: str) -> None:
@@ -502,16 +528,18 @@ class Supervisor:
         print(f"sparktui: {text}", file=sys.stderr, flush=True)
 
     def _poll_metrics(self) -> None:
+        endpoint = self.endpoint
+        assert endpoint is not None  # set by run() before the loop starts
         from sparktui.core import metrics as m
 
-        fetched = self.endpoint.metrics()
+        fetched = endpoint.metrics()
         if fetched.snapshot is None:
-            self.state.metrics = {"error": fetched.error, "at": time.time()}
+            self.record.metrics = {"error": fetched.error, "at": time.time()}
             return
         snapshot = fetched.snapshot
         stats = m.derive(snapshot, self._last_metrics)
         self._last_metrics = snapshot
-        self.state.metrics = {
+        self.record.metrics = {
             **stats.to_dict(),
             "prompt_tokens_total": snapshot.total(m.PROMPT_TOKENS),
             "generation_tokens_total": snapshot.total(m.GENERATION_TOKENS),
@@ -519,22 +547,24 @@ class Supervisor:
         }
 
     def _finish(self, how: str, follower: LogTail) -> int:
+        tree, guard = self.tree, self.guard
+        assert tree is not None and guard is not None  # set by run() before the loop starts
         self._save(status="stopping")
         report = None
         if how == "guard":
-            self.guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
-            self.state.trip = self.trip_report.to_dict() if self.trip_report else None
+            guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
+            self.record.trip = self.trip_report.to_dict() if self.trip_report else None
             if self.trip_report:
                 print(f"sparktui: {self.trip_report.summary()}", file=sys.stderr, flush=True)
         else:
-            self.guard.close()
+            guard.close()
         if how == "kill":
             report = self._kill()
         elif how == "stop":
             report = self._stop()
-        returncode = self.tree.returncode()
-        if not self.tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
-            report = self.tree.kill()
+        returncode = tree.returncode()
+        if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
+            report = tree.kill()
         self._ingest(follower.drain())
         follower.close()
         if how == "exited":
@@ -577,7 +607,7 @@ class Supervisor:
         )
         self.guard.start()
 
-    def _on_trip(self, decision) -> None:
+    def _on_trip(self, decision: Decision) -> None:
         self.events.append(_guard_event("GuardTrip", decision))
         self.tripped.set()
 
@@ -586,7 +616,9 @@ class Supervisor:
 
     def _guard_status(self) -> bool:
         """Refresh the guard's line in the state (a few times a second); True when it changed."""
-        d = self.guard.last
+        guard = self.guard
+        assert guard is not None  # set by run() before the loop starts
+        d = guard.last
         if d is None:
             return False
         now = pr.GuardLast(
@@ -596,24 +628,28 @@ class Supervisor:
             interval_s=d.next_interval,
             at=time.time(),
         )
-        g = self.state.guard
-        g.armed = self.guard.armed
-        g.state = "tripped" if self.tripped.is_set() else ("watching" if self.guard.armed else "disarmed")
+        g = self.record.guard
+        g.armed = guard.armed
+        g.state = "tripped" if self.tripped.is_set() else ("watching" if guard.armed else "disarmed")
         last = g.last
         if last and last.action == now.action and (last.available_gib == now.available_gib or now.at - last.at < 1.0):
             return False  # the file is rewritten for news, not for every sample
         g.last = now
         return True
 
-    def _stop(self):
-        if self.command.stop_argv:
-            subprocess.run(self.command.stop_argv, capture_output=True, timeout=self.grace_s + 20)
-        return self.tree.stop(self.grace_s)
+    def _stop(self) -> proc.StopReport:
+        tree, command = self.tree, self.command
+        assert tree is not None and command is not None  # set by run() before the loop starts
+        if command.stop_argv:
+            subprocess.run(command.stop_argv, capture_output=True, timeout=self.grace_s + 20)
+        return tree.stop(self.grace_s)
 
-    def _kill(self):
-        if self.command.kill_argv:
-            subprocess.run(self.command.kill_argv, capture_output=True, timeout=20)
-        return self.tree.kill()
+    def _kill(self) -> proc.StopReport:
+        tree, command = self.tree, self.command
+        assert tree is not None and command is not None  # set by run() before the loop starts
+        if command.kill_argv:
+            subprocess.run(command.kill_argv, capture_output=True, timeout=20)
+        return tree.kill()
 
     def _close(self) -> None:
         if self._server is not None:
@@ -627,7 +663,7 @@ class Supervisor:
         self._dismiss_reaper()
 
 
-def _guard_event(kind: str, decision) -> dict:
+def _guard_event(kind: str, decision: Decision) -> dict[str, Any]:
     return {
         "kind": kind,
         "t": time.time(),
@@ -645,12 +681,19 @@ def _safe(name: str) -> str:
 # ---------------------------------------------------------------- the API the CLI and TUI use
 
 
-def serve_foreground(profile, serve=None, *, force: bool = False) -> int:
+def serve_foreground(profile: Profile, serve: ServeConfig | None = None, *, force: bool = False) -> int:
     detached = os.environ.get("SPARKTUI_DETACHED") == "1"  # set by launch() for its child
     return Supervisor(profile, serve, force=force, detached=detached).run()
 
 
-def launch(profile, serve=None, *, detach: bool = True, force: bool = False, timeout: float = 30.0) -> pr.StateRecord:
+def launch(
+    profile: Profile,
+    serve: ServeConfig | None = None,
+    *,
+    detach: bool = True,
+    force: bool = False,
+    timeout: float = 30.0,
+) -> pr.StateRecord:
     """Start a supervisor for `profile` and return its first recorded state.
 
     detach=True: a new session that outlives the caller (the TUI, an SSH session). The profile as
