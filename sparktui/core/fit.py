@@ -22,7 +22,8 @@ from functools import lru_cache
 from typing import Any
 
 from sparktui.core.config import flag_by_field
-from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized
+from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
+from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.errors import UserError
 
@@ -245,6 +246,7 @@ def plan_kv(
     num_spec: int = 0,
     mtp: bool = False,
     behaviour: VllmBehaviour = VLLM_032,
+    mamba_ssm_dtype: str | None = None,
 ) -> KvPlan:
     """Group the layers as vLLM's KV cache manager does and size one block."""
     layers = [g for g in (*spec.layers, *(spec.mtp_layers if mtp else ())) if g.count]
@@ -258,7 +260,7 @@ def plan_kv(
     specs: dict[tuple, int] = {}
     if mamba:
         fixed = (2 if prefix_caching and behaviour.mamba_align else 1) + num_spec
-        state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec) for g in mamba)
+        state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec, mamba_ssm_dtype) for g in mamba)
         mamba_page = state
         if attn:
             # Platform.update_block_size_for_backend: grow the attention block until its page
@@ -351,27 +353,26 @@ class Settings:
     num_spec: int
     mtp: bool
     notes: tuple[str, ...] = ()
+    mamba_ssm_dtype: str | None = None  # --mamba-ssm-cache-dtype (None / "auto": the model's own)
 
 
 def _speculative(text: str | None, spec: ModelSpec) -> tuple[int, bool, list[str]]:
-    if not text:
+    """(speculative tokens, whether draft layers are counted, notes)."""
+    parsed = parse_speculative(text)
+    if parsed is None:
         return 0, False, []
-    import json
-
-    try:
-        data = json.loads(text)
-    except (TypeError, ValueError):
-        raise UserError(f"--speculative-config: not JSON: {text!r}") from None
-    n = int(data.get("num_speculative_tokens") or 1)
-    method = str(data.get("method") or "")
-    mtp = "mtp" in method or method in ("qwen3_next_mtp", "deepseek_mtp")
-    notes = []
-    if mtp and not spec.mtp_layers:
-        notes.append(f"{spec.name} has no MTP layers in its config; the draft is not modelled")
-        mtp = False
-    elif not mtp and method not in ("ngram", "suffix"):
+    n, method = parsed.num_tokens, parsed.method
+    notes: list[str] = []
+    if method in MTP_METHODS or "mtp" in method:
+        if not spec.mtp_layers:
+            notes.append(f"{spec.name} has no MTP layers in its config; the draft is not modelled")
+            return n, False, notes
+        return n, True, notes
+    if spec.drafter:  # a separate drafter read from its own config (modelspec.load_serving_spec)
+        return n, True, notes
+    if method not in NO_KV_METHODS:
         notes.append(f"speculative method {method or '?'}: the draft model's weights and KV are not modelled")
-    return n, mtp, notes
+    return n, False, notes
 
 
 def settings_from(config: Any, spec: ModelSpec, machine: Machine) -> Settings:
@@ -379,7 +380,8 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine) -> Settings:
     max_len = getattr(config, "max_model_len", None)
     auto_len = max_len is not None and max_len < 0
     if max_len is None or auto_len:
-        max_len = spec.max_position_embeddings or 8192
+        # vLLM's default is the model's own limit (rope scaling included), 2048 when unknown
+        max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
     unknown = list(getattr(config, "unknown_flags", None) or [])
     if unknown:
@@ -400,6 +402,7 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine) -> Settings:
         num_spec=num_spec,
         mtp=mtp,
         notes=tuple(notes),
+        mamba_ssm_dtype=getattr(config, "mamba_ssm_cache_dtype", None),
     )
 
 
@@ -506,7 +509,17 @@ def _core(
 ) -> _Core:
     util = s.utilization if utilization is None else utilization
     kv_bytes, kv_name = kv_dtype_bytes(spec, s.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype)
-    plan = plan_kv(spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching, s.num_spec, s.mtp)
+    plan = plan_kv(
+        spec,
+        kv_bytes,
+        s.block_size,
+        s.tp,
+        s.max_num_batched_tokens,
+        s.prefix_caching,
+        s.num_spec,
+        s.mtp,
+        mamba_ssm_dtype=s.mamba_ssm_dtype,
+    )
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
     activation = activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)
@@ -537,7 +550,7 @@ def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | Non
     spec = online_quantized(spec, getattr(config, "quantization", None))
     s = settings_from(config, spec, machine)
     c = _core(spec, s, machine)
-    upper = max(s.max_model_len, spec.max_position_embeddings or 0)
+    upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
     longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0
     max_len = s.max_model_len
     if s.auto_len:  # --max-model-len -1: vLLM picks the longest that fits
@@ -570,6 +583,13 @@ def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | Non
     reasons: list[str] = []
     wont = unsafe = tight = False
     util = s.utilization
+    if spec.max_len_limit and not s.auto_len and max_len > spec.max_len_limit:
+        wont = True
+        reasons.append(
+            f"--max-model-len {max_len:,} is longer than the model's own limit ({spec.max_len_key} = "
+            f"{spec.max_len_limit:,} in its config); vLLM refuses to start unless "
+            f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, and positions past the limit give garbage"
+        )
     if machine.unified and util > 0.90:
         unsafe = True
         reasons.append(
@@ -657,6 +677,13 @@ def _suggestions(
     out: list[Suggestion] = []
     max_len = r.max_model_len
     longest = r.longest_max_model_len
+    if spec.max_len_limit and max_len > spec.max_len_limit and not s.auto_len:
+        out.append(
+            Suggestion(
+                f"--max-model-len {spec.max_len_limit:,}: the longest the model allows",
+                {"max_model_len": min(spec.max_len_limit, longest or spec.max_len_limit)},
+            )
+        )
     if longest and longest < max_len:
         out.append(Suggestion(f"longest --max-model-len that fits: {longest:,}", {"max_model_len": longest}))
     elif longest > max_len:
@@ -713,7 +740,16 @@ def fit_to_kv_memory(
     s = settings_from(config, spec, machine)
     kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype)
     plan = plan_kv(
-        spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching, s.num_spec, s.mtp, behaviour
+        spec,
+        kv_bytes,
+        s.block_size,
+        s.tp,
+        s.max_num_batched_tokens,
+        s.prefix_caching,
+        s.num_spec,
+        s.mtp,
+        behaviour,
+        s.mamba_ssm_dtype,
     )
     return plan.capacity(kv_memory, s.max_model_len, behaviour)
 
