@@ -46,7 +46,8 @@ def parse_speculative(text: str | Mapping[str, Any] | None) -> Speculation | Non
             ) from None
     if not isinstance(data, Mapping):
         raise UserError('--speculative-config: expected a JSON object such as {"method": "eagle3", …}')
-    raw_n = data.get("num_speculative_tokens") or 1
+    raw_n = data.get("num_speculative_tokens", 1)
+    raw_n = 1 if raw_n is None else raw_n
     if isinstance(raw_n, bool) or not isinstance(raw_n, int) or not 1 <= raw_n <= 64:
         raise UserError(
             f"--speculative-config: num_speculative_tokens is {raw_n!r}; expected a whole number from 1 to 64"

@@ -132,7 +132,8 @@ def _load_cached(model: str, dirs: tuple[Path, ...], fetcher: Fetcher | None) ->
         if fetched is not None:
             spec = spec_from_folder(fetched, name=model)
             return replace(spec, source=f"Hugging Face Hub (config and headers only, cached in {fetched})")
-        tried.append("the Hugging Face Hub (no such repository)")
+        miss = getattr(fetcher, "describe_miss", None)
+        tried.append(str(miss(model)) if callable(miss) else "the Hugging Face Hub (no such repository)")
     raise UserError(
         f"unknown model {model!r}: tried {', '.join(tried)}. Fix: pass the path of a local model "
         f"folder that has config.json, download it first (huggingface-cli download {model}), check the "

@@ -13,6 +13,7 @@ from sparktui.errors import UserError
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors caps its JSON header at 100 MB
 INDEX = "model.safetensors.index.json"
+HEADERS_FILE = "safetensors-headers.json"  # shard → header, as sparktui.runtime.hub caches them
 
 
 def is_mtp_tensor(name: str) -> bool:
@@ -82,6 +83,20 @@ def weights_from_folder(folder: Path) -> tuple[int, int, str] | None:
             t, m = safetensors_bytes(f)
             total, mtp = total + t, mtp + m
         return total - mtp, mtp, f"safetensors headers ({len(files)} file{'s' if len(files) > 1 else ''})"
+    cached = folder / HEADERS_FILE
+    if cached.is_file():
+        try:
+            headers = json.loads(cached.read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            headers = None
+        if isinstance(headers, dict) and headers:
+            total = mtp = 0
+            for shard, header in headers.items():
+                if isinstance(header, dict):
+                    t, m = header_bytes(header, f"{cached} ({shard})")
+                    total, mtp = total + t, mtp + m
+            n = len(headers)
+            return total - mtp, mtp, f"safetensors headers ({n} file{'s' if n > 1 else ''}, fetched from the Hub)"
     index = folder / INDEX
     if index.is_file():
         try:
