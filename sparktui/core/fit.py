@@ -16,12 +16,12 @@ A fit takes tens of microseconds, so the TUI can run it on every keystroke.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from sparktui.core.config import flag_by_field
+from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS
 from sparktui.core.units import GB, GiB, format_gib
@@ -74,16 +74,6 @@ def dgx_spark() -> Machine:
     )
 
 
-def parse_meminfo(text: str) -> dict[str, int]:
-    """/proc/meminfo text → {field: bytes}."""
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        m = re.match(r"^(\w+(?:\(\w+\))?):\s+(\d+)(?:\s+kB)?", line)
-        if m:
-            out[m.group(1)] = int(m.group(2)) * (1024 if line.rstrip().endswith("kB") else 1)
-    return out
-
-
 def machine_from_name(name: str | float | int, meminfo: str | None = None) -> Machine:
     """`dgx-spark`, `auto` (from /proc/meminfo text the caller read), or a size in GiB
     (a GPU with that much memory, not shared with the OS)."""
@@ -99,11 +89,11 @@ def machine_from_name(name: str | float | int, meminfo: str | None = None) -> Ma
                 "--machine auto needs /proc/meminfo, which could not be read; use --machine dgx-spark or a size in GiB"
             )
         info = parse_meminfo(meminfo)
-        if "MemTotal" not in info or "MemAvailable" not in info:
-            raise UserError("/proc/meminfo has no MemTotal / MemAvailable; use --machine dgx-spark or a size in GiB")
+        if not info["mem_total"]:
+            raise UserError("/proc/meminfo has no MemTotal; use --machine dgx-spark or a size in GiB")
         # CUDA on GB10 reports about 2.1 GiB less than MemTotal.
-        total = info["MemTotal"] - (DGX_SPARK_MEM_TOTAL - DGX_SPARK_CUDA_TOTAL)
-        return Machine("auto", total, info["MemTotal"], unified=True, mem_available=info["MemAvailable"])
+        total = info["mem_total"] - (DGX_SPARK_MEM_TOTAL - DGX_SPARK_CUDA_TOTAL)
+        return Machine("auto", total, info["mem_total"], unified=True, mem_available=info["mem_available"])
     try:
         size = float(text.removesuffix("gib").strip())
     except ValueError:
@@ -257,7 +247,7 @@ def plan_kv(
     per_token = sum(g.count * g.kv_bytes_per_token(kv_bytes, tp) for g in attn)
     state = 0
     # specs: (kind, page bytes, block size, window, fixed pages) → layer count
-    specs: dict[tuple, int] = {}
+    specs: dict[tuple[str, int, int, int | None, int], int] = {}
     if mamba:
         fixed = (2 if prefix_caching and behaviour.mamba_align else 1) + num_spec
         state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec, mamba_ssm_dtype) for g in mamba)
@@ -294,7 +284,7 @@ def plan_kv(
     else:
         # Hybrid: unify page sizes, then split every kind into groups of equal layer count.
         max_page = max(k[1] for k in specs)
-        unified: dict[tuple, int] = {}
+        unified: dict[tuple[str, int, int, int | None, int], int] = {}
         for (kind, page, size, window, fixed), n in specs.items():
             if page != max_page:
                 if kind != MAMBA and max_page % page == 0:
@@ -614,7 +604,7 @@ def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | Non
             wont = True
             reasons.append(
                 f"free memory at start-up ({_g(free_at_check)}{', assumed idle' if assumed else ''}: "
-                f"MemAvailable {_g(free)} less vLLM's CUDA context) is less than the request "
+                f"MemAvailable {_g(free_at_check + machine.cuda_context)} less vLLM's CUDA context) is less than the request "
                 f"({util:g} × {_g(machine.total)} = {_g(c.requested)}); vLLM refuses to start"
             )
         elif free_at_check - c.requested < GiB:
@@ -767,6 +757,5 @@ __all__ = [
     "fit_to_kv_memory",
     "kv_dtype_bytes",
     "machine_from_name",
-    "parse_meminfo",
     "plan_kv",
 ]

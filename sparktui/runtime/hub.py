@@ -38,8 +38,9 @@ def is_offline(env: Mapping[str, str]) -> bool:
 def cache_root(env: Mapping[str, str]) -> Path:
     if env.get("SPARKTUI_CACHE_DIR"):
         return Path(env["SPARKTUI_CACHE_DIR"]).expanduser() / "hub"
-    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".cache")
-    return Path(base) / "sparktui" / "hub"
+    from sparktui import paths
+
+    return paths.cache_dir() / "hub"
 
 
 def _endpoint(env: Mapping[str, str]) -> str:
@@ -83,7 +84,7 @@ class HubFetcher:
         return str(hf_hub_url(repo_id, filename, endpoint=_endpoint(self.env)))
 
     def _headers(self) -> dict[str, str]:
-        from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
+        from huggingface_hub.utils import build_hf_headers
 
         token = self.env.get("HF_TOKEN") or None
         headers: dict[str, str] = build_hf_headers(token=token)
