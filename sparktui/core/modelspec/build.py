@@ -11,9 +11,10 @@ from typing import Any
 
 from sparktui.core.modelspec import dense, hybrid, mistral, mla, moe
 from sparktui.core.modelspec.limits import check_numbers
-from sparktui.core.modelspec.quant import LINEAR, bytes_per_param, kv_cache_quant, quant_info
+from sparktui.core.modelspec.quant import LINEAR, bytes_per_param, quant_info
 from sparktui.core.modelspec.spec import DTYPE_BYTES, MAMBA, LayerGroup, ModelSpec
 from sparktui.core.modelspec.weights import weights_from_folder
+from sparktui.core.vllm_rules import checkpoint_kv_quant
 from sparktui.errors import UserError
 
 # vllm/transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key
@@ -181,6 +182,7 @@ def _build(
     dtype = _dtype(config, text)
     dtype_bytes = DTYPE_BYTES.get(dtype, 2)
     q = quant_info(config, hf_quant)
+    kv_quant = checkpoint_kv_quant(config, hf_quant)
     quant_name, per_param = bytes_per_param(q, dtype_bytes)
     counts = param_counts(config, text, layers)
     params = sum(counts.values())
@@ -235,7 +237,8 @@ def _build(
             text.get("shared_expert_intermediate_size") or text.get("moe_shared_expert_intermediate_size") or 0
         ),
         quantization=quant_name,
-        checkpoint_kv_cache_dtype=kv_cache_quant(q),
+        checkpoint_kv_cache_dtype=kv_quant[1],
+        checkpoint_quant_method=kv_quant[0],
         param_count=params,
         weights_bytes=weights_bytes,
         weights_source=weights_source,

@@ -17,16 +17,6 @@ def quant_info(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) ->
     return q
 
 
-def kv_cache_quant(q: Mapping[str, Any]) -> str | None:
-    algo = q.get("kv_cache_quant_algo")
-    if isinstance(algo, str) and algo.upper().startswith("FP8"):
-        return "fp8"
-    scheme = q.get("kv_cache_scheme")
-    if isinstance(scheme, Mapping) and scheme.get("num_bits") == 8:
-        return "fp8"
-    return None
-
-
 # bytes per parameter of quantized linear weights, scales included
 def _int_bytes(bits: int, group: int | None) -> float:
     # packed ints + an fp16 scale and a packed zero point per group (AWQ / GPTQ)

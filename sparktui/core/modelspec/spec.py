@@ -102,6 +102,7 @@ class ModelSpec:
     shared_expert_intermediate_size: int = 0
     quantization: str | None = None  # fp8, nvfp4, mxfp4, awq, gptq, int8, int4, mixed
     checkpoint_kv_cache_dtype: str | None = None  # "fp8" when the checkpoint asks for it
+    checkpoint_quant_method: str | None = None  # the quantization method vLLM reads it from (vllm_rules)
     param_count: int = 0
     weights_bytes: int = 0
     weights_source: str = ""
