@@ -114,7 +114,7 @@ def sparktui(*args, env, **kw):
 
 def ready_state(port: int) -> dict:
     def ready():
-        record = st.read_state(st.state_path(port)).to_dict()
+        record = st.read_state(st.state_path(port))
         s = record.to_dict() if record else None
         if s and s.get("status") == "exited":
             lines = Path(s["log_path"]).read_text().splitlines()
