@@ -198,6 +198,10 @@ class LogTail:
             self.recent.extend(out)
         return out
 
+    def pending(self) -> bool:
+        """More is written than read (poll() stopped at its budget): read again before waiting."""
+        return self._fd is not None and os.fstat(self._fd).st_size > self._pos
+
     def _take_partial(self) -> list[str]:
         if not self._partial:
             return []
