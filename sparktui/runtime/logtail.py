@@ -174,7 +174,7 @@ class LogTail:
                 return []
         out: list[str] = []
         budget = max_bytes if max_bytes is not None else 4 * self.chunk_bytes
-        while budget > 0 and self._fd is not None:
+        while budget > 0 and self._fd is not None:  # (a rotation below opens another fd)
             if os.fstat(self._fd).st_size < self._pos:  # truncated in place
                 self._pos, self._partial = 0, b""
                 self.restarts += 1

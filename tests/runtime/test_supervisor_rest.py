@@ -23,9 +23,15 @@ pytestmark = pytest.mark.slow
 GiB = 1 << 30
 
 
+def recorded(port: int) -> dict | None:
+    """The state file of `port` as JSON data (what `status --json` prints), or None."""
+    state = st.read_state(st.state_path(port))
+    return None if state is None else state.to_dict()
+
+
 def running(port: int) -> dict:
     return wait_for(
-        lambda: (s := st.read_state(st.state_path(port))) and s.get("status") == "running" and s.get("metrics") and s,
+        lambda: (s := recorded(port)) and s.get("status") == "running" and s.get("metrics") and s,
         30,
         "the server to be running with metrics",
     )
@@ -66,14 +72,14 @@ def test_at_rest_a_log_line_and_a_memory_fall_are_each_handled_at_once(make_prof
     with open(log_path, "a") as log:
         log.write(f"(APIServer pid=1) WARNING 11-30 10:00:00 [probe.py:1] {marker}\n")
 
-    def recorded() -> dict | None:
-        s = st.read_state(st.state_path(port)) or {}
+    def probe_event() -> dict | None:
+        s = recorded(port) or {}
         return next((e for e in s.get("events", []) if marker in e.get("text", "")), None)
 
-    event = wait_for(recorded, 5, "the log line in the recorded events")
+    event = wait_for(probe_event, 5, "the log line in the recorded events")
     assert event["kind"] == "Warning" and event["t"] - written <= 1.0
     live = supervisor.attach(port)
-    assert live["loop"]["wakes"].get("log", 0) >= 1  # woken by the write (inotify), not by a timer
+    assert live.loop is not None and live.loop.wakes.get("log", 0) >= 1  # woken by the write (inotify)
 
     # 2. Memory falls (another program eats it) while at rest: the guard trips close to its line.
     at_rest(log_path)
@@ -81,7 +87,7 @@ def test_at_rest_a_log_line_and_a_memory_fall_are_each_handled_at_once(make_prof
     hog = proc.spawn([sys.executable, str(PROCS / "hog.py"), "2048", "1843", "--hold", "20"], hog_log)
     try:
         final = wait_for(
-            lambda: (s := st.read_state(st.state_path(port))) and s.get("status") == "exited" and s,
+            lambda: (s := recorded(port)) and s.get("status") == "exited" and s,
             30,
             "the guard to stop the server",
         )
@@ -113,5 +119,6 @@ def test_metrics_are_scraped_when_someone_reads_them_and_back_off_when_idle(make
     # A client asks (`sparktui status`): its reply carries metrics at most 2 s old.
     asked = time.time()
     live = supervisor.attach(port)
-    assert live["metrics"]["at"] >= asked - 2.5 and live["metrics"]["kv_cache_usage_pct"] == 0.0
-    assert supervisor.stop(port)["exit"]["reason"] == "stopped"
+    assert live.metrics is not None and live.metrics["at"] >= asked - 2.5 and live.metrics["kv_cache_usage_pct"] == 0.0
+    stopped = supervisor.stop(port)
+    assert stopped.exit is not None and stopped.exit.reason == "stopped"
