@@ -250,6 +250,7 @@ def _build(
         max_len_limit=limit,
         max_len_key=limit_key,
         multimodal=bool(counts["vision"]) or any(k in config for k in ("vision_config", "audio_config")),
+        remote_code=bool(config.get("auto_map")),
     )
 
 
