@@ -28,6 +28,7 @@ from tomlkit.items import Table
 from sparktui.atomic import atomic_write_text
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
 from sparktui.errors import UserError
+from sparktui.paths import user_profiles_dir
 
 MACHINE_NAMES = ("dgx-spark", "auto")
 RunnerKind = Literal["native", "container"]
@@ -96,16 +97,6 @@ _RUNNER_KEYS = {
     "container-args": "container_args",
 }
 _SECTIONS = ("serve", "machine", "guard", "runner", "env")
-
-
-def user_profiles_dir() -> Path:
-    """Where the user's own profiles live (SPARKTUI_CONFIG_DIR overrides, e.g. for tests)."""
-    override = os.environ.get("SPARKTUI_CONFIG_DIR")
-    if override:
-        return Path(override) / "profiles"
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("sparktui")) / "profiles"
 
 
 def user_profile_path(name: str) -> Path:
@@ -395,7 +386,8 @@ def _sync(table: Table | tomlkit.TOMLDocument, wanted: dict[str, Any], known: se
 def _section(doc: tomlkit.TOMLDocument, name: str) -> Table:
     if name not in doc:
         doc.add(name, tomlkit.table())
-    return doc[name]  # type: ignore[return-value]
+    table: Table = doc[name]
+    return table
 
 
 def to_document(profile: Profile) -> tomlkit.TOMLDocument:
@@ -415,10 +407,10 @@ def to_document(profile: Profile) -> tomlkit.TOMLDocument:
 
     def same_serve(key: str, old: Any, new: Any) -> bool:
         if key == EXTRA_ARGS_KEY:
-            return old == new
+            return bool(old == new)
         flag = flag_by_key(key)
         try:
-            return flag is not None and flag.coerce(old) == new
+            return flag is not None and bool(flag.coerce(old) == new)
         except UserError:
             return False
 

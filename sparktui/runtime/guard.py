@@ -23,20 +23,26 @@ Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU)
   and the kill line keeps guarding during the grace period.
 - pace: every 100 ms (10 Hz) when idle, down to 2 ms when the headroom to the next action line
   would be used up sooner at the faster of 16 GiB/s (beyond the fastest fall seen) or the fall
-  being seen. ~10 µs per sample: idle cost is a fraction of a percent of a core.
+  being seen. ~10 µs per sample, but each wake-up costs ~0.25 ms of CPU on a busy VM (cold
+  caches): 10 Hz at rest is ~0.25% of a core. Between samples, a PSI trigger on
+  /proc/pressure/memory wakes the guard when tasks stall on memory.
 """
 
 from __future__ import annotations
 
+import os
+import select
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
+from sparktui.runtime.memory import PressureTrigger, PsiTrigger, open_pressure_trigger
 
 DEFAULT_WARN_GIB = 10.0
 DEFAULT_TERM_GIB = 6.0
@@ -49,6 +55,9 @@ WORST_RATE = 16 * GiB  # assumed possible fall (B/s) when choosing the pace: abo
 PLAUSIBLE_RATE = 64 * GiB  # a drop faster than this is held for one confirming sample (noise)
 WARN_HYSTERESIS = 1 * GiB  # warn again only after climbing this far back above the warn line
 RATE_WINDOW = 0.25  # seconds of samples the fall rate is measured over
+# Between samples the kernel wakes the guard when tasks stall on memory (PSI) for 15% of a second
+# (unprivileged: 30% of 2 s, the nearest window the kernel allows without CAP_SYS_RESOURCE).
+PRESSURE_TRIGGER = PsiTrigger("some", 150_000, 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -82,7 +91,10 @@ class GuardLines:
     def from_settings(cls, settings: object | None) -> GuardLines:
         """From a profile's GuardSettings (attributes named like ours; None = our default)."""
         d = cls()
-        get = lambda name: getattr(settings, name, None) if settings is not None else None  # noqa: E731
+
+        def get(name: str) -> Any:
+            return getattr(settings, name, None) if settings is not None else None
+
         return cls(
             warn_below_gib=_or(get("warn_below_gib"), d.warn_below_gib),
             term_below_gib=_or(get("term_below_gib"), d.term_below_gib),
@@ -95,7 +107,7 @@ class GuardLines:
         return None if v is None else int(v * GiB)
 
 
-def _or(value, default):
+def _or(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
@@ -194,6 +206,14 @@ class GuardDecider:
         self.armed = False
         self._held = None
 
+    def set_lines(self, lines: GuardLines) -> None:
+        """Watch new lines from the next sample on (GuardLines has checked their order)."""
+        self.lines = lines
+        self._warn, self._term, self._kill = lines.bytes("warn"), lines.bytes("term"), lines.bytes("kill")
+        self._held = None
+        if self.warned and (self._warn is None or (self.samples and self.samples[-1][1] > self._warn)):
+            self.warned = False  # a line moved below us may warn again when it is crossed
+
     def feed(self, t: float, available: int) -> Decision:
         if not self.armed:
             self._accept(t, available)
@@ -266,7 +286,7 @@ class TripReport:
     low_water_gib: float  # lowest MemAvailable seen, the trip and the teardown included
     fall_rate_gib_s: float  # positive = falling
     last_samples: list[list[float]]  # [seconds relative to the trip, GiB], oldest first
-    signalled: list[dict]  # {"target", "signal", "at_s"} from the trip
+    signalled: list[dict[str, Any]]  # {"target", "signal", "at_s"} from the trip
     escalated: bool  # SIGTERM was followed by SIGKILL
     escalation: str | None  # why: "below kill line during grace" | "grace expired"
     gone: bool
@@ -275,7 +295,7 @@ class TripReport:
     tripped_at: float  # wall-clock time
     survivors: list[int] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def summary(self) -> str:
@@ -317,6 +337,14 @@ def _read_mem_available() -> int:
     return read_mem_available()
 
 
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 64):
+            pass
+    except BlockingIOError:
+        pass
+
+
 class Guard:
     """Watch MemAvailable and stop `tree` (a sparktui.runtime.proc.ProcessTree) when a line is crossed.
 
@@ -328,7 +356,7 @@ class Guard:
 
     def __init__(
         self,
-        tree,
+        tree: Any,
         lines: GuardLines = GuardLines(),
         *,
         armed: bool = True,
@@ -336,22 +364,31 @@ class Guard:
         on_warn: Callable[[Decision], None] | None = None,
         on_trip: Callable[[Decision], None] | None = None,
         on_report: Callable[[TripReport], None] | None = None,
-        track_interval: float = 2.0,
+        track_interval: float | None = 2.0,
         clock: Callable[[], float] = time.monotonic,
-        **decider_options,
+        pressure: PsiTrigger | None = PRESSURE_TRIGGER,
+        **decider_options: Any,
     ) -> None:
         self.tree = tree
         self.lines = lines
         self.decider = GuardDecider(lines, armed=armed, **decider_options)
         self.read_available = read_available
         self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
-        self.track_interval = track_interval
+        self.track_interval = track_interval  # None: the caller records the tree's members
         self.clock = clock
         self.report: TripReport | None = None
         self.last: Decision | None = None
-        self._closed = threading.Event()  # wakes the loop at once when closed from another thread
+        self.pressure_wanted = pressure
+        self.pressure: PsiTrigger | None = None  # the PSI trigger armed while running (None: none)
+        self.pressure_error: str | None = None  # why none could be armed
+        self.pressure_wakes = 0  # samples taken early because the kernel reported a memory stall
+        self.samples_taken = 0
+        self._closed = threading.Event()
         self._stop_requested = False  # set by request_stop(), safe inside a signal handler
         self._thread: threading.Thread | None = None
+        # close() from another thread wakes the sleeping loop at once through this pipe.
+        self._wake_lock = threading.Lock()
+        self._wake_w: int | None = None
 
     @property
     def armed(self) -> bool:
@@ -363,10 +400,21 @@ class Guard:
     def disarm(self) -> None:
         self.decider.disarm()
 
+    def set_lines(self, lines: GuardLines) -> None:
+        """Apply new lines live: the next sample (≤ 0.1 s away) is judged against them."""
+        self.lines = lines
+        self.decider.set_lines(lines)
+
     def close(self) -> None:
         """Stop watching (the tree is left alone). From another thread; in a signal handler use
         request_stop(): Event.set() there can deadlock on the lock the interrupted code holds."""
         self._closed.set()
+        with self._wake_lock:
+            if self._wake_w is not None:
+                try:
+                    os.write(self._wake_w, b"x")
+                except BlockingIOError:
+                    pass  # already woken
 
     def request_stop(self) -> None:
         """Signal-handler-safe close(): no locks; the loop notices within one interval (≤ 0.1 s)."""
@@ -382,16 +430,47 @@ class Guard:
             self._thread.join(timeout)
 
     def run(self) -> TripReport | None:
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        with self._wake_lock:
+            self._wake_w = wake_w
+        poller = select.poll()
+        poller.register(wake_r, select.POLLIN)
+        pressure = self._arm_pressure()
+        if pressure is not None:
+            poller.register(pressure.fileno(), select.POLLPRI)
+        try:
+            return self._watch(poller, wake_r, pressure)
+        finally:
+            with self._wake_lock:
+                self._wake_w = None
+                os.close(wake_w)
+            os.close(wake_r)
+            if pressure is not None:
+                pressure.close()
+
+    def _arm_pressure(self) -> PressureTrigger | None:
+        if self.pressure_wanted is None:
+            return None
+        try:
+            trigger = open_pressure_trigger(self.pressure_wanted)
+        except OSError as exc:  # no PSI here (old kernel, or a container that hides it): samples alone
+            self.pressure_error = str(exc)
+            return None
+        self.pressure = trigger.trigger
+        return trigger
+
+    def _watch(self, poller: select.poll, wake_r: int, pressure: PressureTrigger | None) -> TripReport | None:
         next_track = 0.0
         while not self._closed.is_set() and not self._stop_requested:
             t = self.clock()
             d = self.decider.feed(t, self.read_available())
+            self.samples_taken += 1
             self.last = d
             if d.action in (Action.TERM, Action.KILL):
                 return self._trip(d)
             if d.action is Action.WARN and self.on_warn is not None:
                 self.on_warn(d)
-            if t >= next_track:
+            if self.track_interval is not None and t >= next_track:
                 # Record descendants while they live (a /proc scan: ~1.5 ms per 100 processes).
                 if not self.tree.refresh() and self.tree.popen is None:
                     return None  # an attached tree (no child of ours) that is gone
@@ -399,7 +478,15 @@ class Guard:
             if self.tree.returncode() is not None:
                 return None  # the command ended by itself
             if d.next_interval > 0:
-                self._closed.wait(d.next_interval)
+                # Sleep until the next planned sample, a memory stall (PSI) or close(), whichever first.
+                for fd, events in poller.poll(d.next_interval * 1000):
+                    if fd == wake_r:
+                        _drain(wake_r)
+                    elif pressure is not None and events & (select.POLLERR | select.POLLNVAL):
+                        poller.unregister(fd)  # the kernel dropped the trigger: samples alone from now
+                        self.pressure_error = "the PSI trigger was dropped by the kernel"
+                    elif events & select.POLLPRI:
+                        self.pressure_wakes += 1
         return None
 
     def _poll_during_stop(self) -> bool:
@@ -414,15 +501,16 @@ class Guard:
     def _trip(self, d: Decision) -> TripReport:
         trip_t = self.clock()
         tripped_at = time.time()
-        self._escalation: str | None = None
+        self._escalation = None
         samples = list(self.decider.samples)[-20:]
-        signalled = None if self.on_trip is None else (lambda: self.on_trip(d))
+        on_trip = self.on_trip
+        signalled = None if on_trip is None else (lambda: on_trip(d))
         if d.action is Action.KILL:
             stop = self.tree.kill(on_poll=self._poll_during_stop, on_signalled=signalled)
         else:
             stop = self.tree.stop(self.lines.grace_s, on_poll=self._poll_during_stop, on_signalled=signalled)
         escalation = self._escalation or ("grace expired" if stop.escalated else None)
-        low = self.decider.low_water if self.decider.low_water is not None else d.available
+        low = self.decider.low_water if self.decider.low_water is not None else (d.available or 0)
         self.report = TripReport(
             line=d.line or "kill",
             reason=d.reason or "below",

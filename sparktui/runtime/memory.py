@@ -13,12 +13,16 @@ available and the report says why; nothing here raises.
 
 from __future__ import annotations
 
+import errno
 import os
+import select
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
+from sparktui.core.meminfo import kib_field, parse_meminfo
 from sparktui.core.units import GiB, format_gib
 
 MEMINFO = "/proc/meminfo"
@@ -48,7 +52,7 @@ class MemorySample:
     def swap_used(self) -> int:
         return self.swap_total - self.swap_free
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["mem_used"] = self.mem_used
         return d
@@ -80,35 +84,6 @@ _meminfo = _ProcFile(MEMINFO)
 _psi = _ProcFile(PSI_MEMORY)
 
 
-def _kb(raw: bytes, key: bytes) -> int | None:
-    i = raw.find(key)
-    if i < 0:
-        return None
-    j = raw.find(b"kB", i)
-    return int(raw[i + len(key) : j]) * 1024
-
-
-def parse_meminfo(raw: bytes) -> dict[str, int]:
-    """The fields a MemorySample needs, in bytes."""
-    out = {}
-    for name, key in (
-        ("mem_total", b"MemTotal:"),
-        ("mem_available", b"MemAvailable:"),
-        ("mem_free", b"MemFree:"),
-        ("cached", b"\nCached:"),
-        ("buffers", b"Buffers:"),
-        ("swap_total", b"SwapTotal:"),
-        ("swap_free", b"SwapFree:"),
-    ):
-        value = _kb(raw, key)
-        if value is None and name != "mem_available":
-            value = 0
-        out[name] = value
-    if out["mem_available"] is None:  # kernels before 3.14: estimate like free(1) did
-        out["mem_available"] = out["mem_free"] + out["cached"] + out["buffers"]
-    return out
-
-
 def parse_psi(raw: bytes | None) -> tuple[float | None, float | None]:
     if not raw:
         return None, None
@@ -127,7 +102,7 @@ def read_mem_available() -> int:
     raw = _meminfo.read()
     if raw is None:
         raise OSError(f"cannot read {MEMINFO}: sparktui needs Linux /proc to watch memory")
-    value = _kb(raw, b"MemAvailable:")
+    value = kib_field(raw, b"MemAvailable:")
     if value is None:
         value = parse_meminfo(raw)["mem_available"]
     return value
@@ -150,6 +125,111 @@ def read_memory(*, psi: bool = True) -> MemorySample:
         psi_full_avg10=full,
         time=time.monotonic(),
     )
+
+
+# --- PSI triggers: be woken by the kernel when tasks stall on memory -------------------------------
+
+# Without CAP_SYS_RESOURCE the kernel takes only windows that are a multiple of 2 s (EINVAL
+# otherwise); with it, any window from 0.5 s to 10 s. Containers often lack that capability even as root.
+PSI_UNPRIVILEGED_WINDOW_US = 2_000_000
+PSI_MIN_WINDOW_US = 500_000
+PSI_MAX_WINDOW_US = 10_000_000
+
+
+@dataclass(frozen=True)
+class PsiTrigger:
+    """Fire when tasks stalled on memory for more than `stall_us` within any `window_us`:
+    "some" (at least one task stalled) or "full" (every non-idle task stalled at once)."""
+
+    kind: Literal["some", "full"] = "some"
+    stall_us: int = 150_000
+    window_us: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("some", "full"):
+            raise ValueError(f"PSI trigger kind must be 'some' or 'full', got {self.kind!r}")
+        if not PSI_MIN_WINDOW_US <= self.window_us <= PSI_MAX_WINDOW_US:
+            raise ValueError(f"PSI window must be 0.5 s to 10 s, got {self.window_us} µs")
+        if not 0 < self.stall_us <= self.window_us:
+            raise ValueError(f"PSI stall threshold must be within the window, got {self.stall_us} µs")
+
+    def spec(self) -> bytes:
+        """What is written to the pressure file (NUL-terminated, as the kernel reads it)."""
+        return f"{self.kind} {self.stall_us} {self.window_us}".encode() + b"\0"
+
+    def unprivileged(self) -> PsiTrigger:
+        """The nearest trigger an unprivileged writer may set: the window rounded up to a multiple
+        of 2 s, the threshold scaled with it (the same share of the window)."""
+        window = -(-self.window_us // PSI_UNPRIVILEGED_WINDOW_US) * PSI_UNPRIVILEGED_WINDOW_US
+        window = min(window, PSI_MAX_WINDOW_US - PSI_MAX_WINDOW_US % PSI_UNPRIVILEGED_WINDOW_US)
+        return PsiTrigger(self.kind, max(1, self.stall_us * window // self.window_us), window)
+
+
+class PressureTrigger:
+    """An armed PSI trigger on a pressure file (/proc/pressure/memory, or a cgroup's
+    memory.pressure). Its fd reports select.POLLPRI when the trigger fires (at most once per
+    window while the stall lasts); POLLERR when the kernel dropped it (its cgroup was removed).
+    Open with `open_pressure_trigger()`."""
+
+    def __init__(self, fd: int, trigger: PsiTrigger, path: str) -> None:
+        self._fd: int | None = fd
+        self.trigger = trigger  # what the kernel accepted (the window may be wider than asked)
+        self.path = path
+        self.fired_count = 0
+
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise ValueError("the PSI trigger is closed")
+        return self._fd
+
+    def fired(self, timeout_s: float = 0.0) -> bool:
+        """Wait up to `timeout_s` for the trigger; True if it fired (the event is consumed)."""
+        poller = select.poll()
+        poller.register(self.fileno(), select.POLLPRI)
+        for _, revents in poller.poll(max(0.0, timeout_s) * 1000):
+            if revents & (select.POLLERR | select.POLLNVAL):
+                raise OSError(errno.ENODEV, f"{self.path}: the PSI trigger was dropped by the kernel")
+            if revents & select.POLLPRI:
+                self.fired_count += 1
+                return True
+        return False
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> PressureTrigger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_pressure_trigger(trigger: PsiTrigger = PsiTrigger(), path: str = PSI_MEMORY) -> PressureTrigger:
+    """Arm `trigger` on `path`. Where the kernel refuses the window (unprivileged: a multiple of
+    2 s), arms the nearest one it allows instead (`.trigger` says which). OSError when the kernel
+    has no PSI, or no triggers (before 5.2), or the file cannot be opened for writing."""
+    tries = [trigger]
+    if trigger.window_us % PSI_UNPRIVILEGED_WINDOW_US:
+        tries.append(trigger.unprivileged())
+    last: OSError | None = None
+    for attempt in tries:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot open {path} for a PSI trigger: {exc.strerror}") from None
+        try:
+            os.write(fd, attempt.spec())
+        except OSError as exc:
+            os.close(fd)
+            last = exc
+            if exc.errno in (errno.EINVAL, errno.EPERM):
+                continue  # the window this writer may not use: try the unprivileged one
+            break
+        return PressureTrigger(fd, attempt, path)
+    code = last.errno if last is not None and last.errno is not None else errno.EINVAL
+    raise OSError(code, f"{path}: the kernel refused PSI trigger {trigger.spec()[:-1].decode()!r}: {os.strerror(code)}")
 
 
 # --- GPU (NVML) ----------------------------------------------------------------------------------
@@ -215,7 +295,7 @@ class GpuReport:
                     out[p.pid] = out.get(p.pid, 0) + p.used_bytes
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["unified"] = self.unified
         for g, gd in zip(self.gpus, d["gpus"], strict=False):
@@ -281,7 +361,7 @@ class GpuSampler:
             except Exception as exc:  # never let a monitoring read take the caller down
                 return GpuReport(available=False, reason=_nvml_reason(exc))
 
-    def _sample(self, nv, processes: bool) -> GpuReport:
+    def _sample(self, nv: Any, processes: bool) -> GpuReport:
         report = GpuReport(available=True)
         report.driver_version = _call(nv.nvmlSystemGetDriverVersion, {}, "driver_version")
         count = nv.nvmlDeviceGetCount()
@@ -291,7 +371,7 @@ class GpuSampler:
             report.gpus.append(self._device(nv, index, processes))
         return report
 
-    def _device(self, nv, index: int, processes: bool) -> GpuInfo:
+    def _device(self, nv: Any, index: int, processes: bool) -> GpuInfo:
         g = GpuInfo(index=index)
         why = g.unavailable
         h = _call(nv.nvmlDeviceGetHandleByIndex, why, "handle", index)
@@ -332,7 +412,7 @@ class GpuSampler:
         return g
 
 
-def _call(fn, why: dict, name: str, *args):
+def _call(fn: Callable[..., Any], why: dict[str, Any], name: str, *args: Any) -> Any:
     try:
         value = fn(*args)
     except Exception as exc:
@@ -388,13 +468,13 @@ class TreeMemory:
     pids: list[int]
     rss_bytes: int
     gpu_bytes: int | None  # None: NVML gave no per-process figures
-    per_process: dict[int, dict] = field(default_factory=dict)  # pid -> {"rss": .., "gpu": ..}
+    per_process: dict[int, dict[str, int | None]] = field(default_factory=dict)  # pid -> {"rss": .., "gpu": ..}
 
     @property
     def total_bytes(self) -> int:
         return self.rss_bytes + (self.gpu_bytes or 0)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["total_bytes"] = self.total_bytes
         return d
@@ -405,7 +485,8 @@ def tree_memory(pids: Iterable[int] | int, gpu: GpuReport | None = None) -> Tree
     pid and all its descendants when given one int."""
     pid_list = descendants(pids) if isinstance(pids, int) else list(pids)
     gpu_mem = gpu.process_memory() if gpu is not None and gpu.available else None
-    total_rss, total_gpu, per = 0, 0, {}
+    total_rss, total_gpu = 0, 0
+    per: dict[int, dict[str, int | None]] = {}
     for pid in pid_list:
         rss = rss_bytes(pid)
         g = None if gpu_mem is None else gpu_mem.get(pid)
@@ -414,7 +495,7 @@ def tree_memory(pids: Iterable[int] | int, gpu: GpuReport | None = None) -> Tree
         total_rss += rss or 0
         total_gpu += g or 0
         per[pid] = {"rss": rss, "gpu": g}
-    has_gpu = gpu_mem is not None and any(g.processes is not None for g in gpu.gpus)
+    has_gpu = gpu is not None and gpu_mem is not None and any(g.processes is not None for g in gpu.gpus)
     return TreeMemory(pids=list(per), rss_bytes=total_rss, gpu_bytes=total_gpu if has_gpu else None, per_process=per)
 
 

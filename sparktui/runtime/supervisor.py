@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -26,10 +26,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sparktui.core import vllm_log
 from sparktui.errors import UserError
 from sparktui.runtime import proc
+from sparktui.runtime import protocol as pr
 from sparktui.runtime import state as st
 from sparktui.runtime.endpoint import Endpoint, base_url
 from sparktui.runtime.guard import Guard, GuardLines, TripReport
@@ -37,11 +39,35 @@ from sparktui.runtime.logtail import LogTail
 from sparktui.runtime.memory import read_memory
 from sparktui.runtime.runner import LaunchCommand, build_command
 
+if TYPE_CHECKING:
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.metrics import MetricsSnapshot
+    from sparktui.core.profiles import Profile
+    from sparktui.runtime.guard import Decision
+
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 UNIFIED_MAX_UTILIZATION = 0.90
 PAGE_CACHE_WARN_BYTES = 8 << 30
-TICK_S = 0.1
+# The loop sleeps in poll() until something happens: a log write (inotify), a request on the
+# socket or a signal (the wake pipe), vLLM's exit (its pidfd), or the next timer below.
+STARTUP_TICK_S = 0.25  # while starting: members appear, /health is asked every HEALTH_EVERY_S
+HEALTH_EVERY_S = 0.5
+REST_TICK_S = 5.0  # once ready: the guard's line in the state (warnings and trips wake the loop at once)
+REST_TRACK_S = 10.0  # once ready: new members (a /proc scan only if some process was created meanwhile)
+LOG_FALLBACK_S = 0.25  # how often the log is read where inotify is missing
+# /metrics as often as someone needs it: every METRICS_EVERY_S while a client asked within
+# METRICS_WANTED_S (`status`, the TUI), while the server is busy (requests running or waiting, or
+# log lines other than probes within METRICS_BUSY_S); otherwise the gap doubles up to
+# METRICS_IDLE_MAX_S, since each scrape is also an access-log line in the server's log.
 METRICS_EVERY_S = 2.0
+METRICS_WANTED_S = 30.0
+METRICS_BUSY_S = 30.0
+METRICS_IDLE_MAX_S = 120.0
+METRICS_WAIT_S = 2.0  # a status request waits this long at most for a fresh scrape
+PROBE_LINES = ('"GET /metrics', '"GET /health')  # access-log lines of probes: not activity
+# The guard's line in the state file: rewritten when MemAvailable moved this much, or after this long.
+GUARD_NEWS_GIB = 0.1
+GUARD_REFRESH_S = 10.0
 RECENT_EVENTS = 50
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
@@ -50,7 +76,7 @@ GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
 # ---------------------------------------------------------------- serve config with CLI overrides
 
 
-def effective_serve(profile, extra_args: list[str] | None = None):
+def effective_serve(profile: Profile, extra_args: list[str] | None = None) -> ServeConfig:
     """profile.serve with `vllm serve` flags given on the command line applied on top."""
     from sparktui.core.config import parse_serve_command
 
@@ -68,7 +94,7 @@ def effective_serve(profile, extra_args: list[str] | None = None):
 @dataclasses.dataclass
 class Preflight:
     warnings: list[str]
-    fit: dict | None = None  # core.fit's verdict, when it could be computed
+    fit: dict[str, Any] | None = None  # core.fit's verdict, when it could be computed
 
 
 def _meminfo() -> dict[str, int]:
@@ -92,11 +118,13 @@ def _port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def is_unified_memory(profile) -> bool:
+def is_unified_memory(profile: Profile) -> bool:
     return str(profile.machine) == "dgx-spark"
 
 
-def preflight(profile, serve=None, *, force: bool = False, meminfo: dict[str, int] | None = None) -> Preflight:
+def preflight(
+    profile: Profile, serve: ServeConfig | None = None, *, force: bool = False, meminfo: dict[str, int] | None = None
+) -> Preflight:
     """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not."""
     serve = serve if serve is not None else profile.serve
     warnings: list[str] = []
@@ -104,10 +132,10 @@ def preflight(profile, serve=None, *, force: bool = False, meminfo: dict[str, in
     gib = 1 << 30
 
     for other in st.list_states():
-        if other["alive"] and other.get("status") in st.RUNNING and other.get("port") == serve.port:
+        if other.alive and other.running and other.port == serve.port:
             raise UserError(
                 f"--port {serve.port}: sparktui already runs a server there (profile "
-                f"{other.get('profile')!r}, supervisor pid {other['supervisor']['pid']}); stop it with "
+                f"{other.profile!r}, supervisor pid {other.supervisor.pid}); stop it with "
                 f"`sparktui stop --port {serve.port}` or choose another --port"
             )
     if _port_in_use(serve.host, serve.port):
@@ -137,7 +165,9 @@ def preflight(profile, serve=None, *, force: bool = False, meminfo: dict[str, in
     return Preflight(warnings, fit_result)
 
 
-def _fit_verdict(profile, serve, mem: dict[str, int], warnings: list[str], force: bool) -> dict | None:
+def _fit_verdict(
+    profile: Profile, serve: ServeConfig, mem: dict[str, int], warnings: list[str], force: bool
+) -> dict[str, Any] | None:
     from sparktui.core import fit as fit_mod
     from sparktui.core.modelspec import load_model_spec
 
@@ -171,41 +201,44 @@ def _fit_verdict(profile, serve, mem: dict[str, int], warnings: list[str], force
     return verdict
 
 
-def sweep_lost_servers() -> list[dict]:
+def sweep_lost_servers(message: str = "swept at the next launch: its supervisor had died") -> list[pr.StateRecord]:
     """Kill what supervisors that died left behind (identity-checked), and record it."""
     swept = []
     for state in st.list_states():
-        if state["status"] != "lost" or not state.get("tree"):
+        if state.status != "lost" or state.tree is None:
             continue
-        report = proc.sweep_orphans(state["tree"])
-        state.pop("alive", None)
-        state.update(
-            status="exited",
-            phase="stopped",
-            updated_at=time.time(),
-            exit={
-                "reason": "supervisor_died",
-                "returncode": None,
-                "stop": report.to_dict(),
-                "message": "swept at the next launch: its supervisor had died",
-            },
-        )
-        st.write_state(st.state_path(state["port"]), state)
-        swept.append(state)
+        swept.append(sweep_lost(state, message))
     return swept
+
+
+def sweep_lost(state: pr.StateRecord, message: str) -> pr.StateRecord:
+    """Kill what one dead supervisor left (pid + start time checked) and record why it ended."""
+    report = proc.sweep_orphans(state.tree.as_proc_record()) if state.tree is not None else None
+    lost_reason = state.lost_reason
+    state.status, state.phase, state.updated_at = "exited", "stopped", time.time()
+    state.exit = pr.ExitRecord(
+        reason="supervisor_died",
+        stop=report.to_dict() if report else None,
+        message=f"{message} ({lost_reason})" if lost_reason else message,
+    )
+    state.lost_reason = None
+    st.write_state(st.state_path(state.port), state)
+    return state
 
 
 # ---------------------------------------------------------------- the supervisor
 
 
-def _event_dict(event) -> dict:
-    out = {"kind": type(event).__name__.rstrip("_"), "t": time.time()}
-    out.update(dataclasses.asdict(event) if dataclasses.is_dataclass(event) else {"text": str(event)})
+def _event_dict(event: vllm_log.Event) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": type(event).__name__.rstrip("_"), "t": time.time()}
+    out.update(dataclasses.asdict(event))
     return out
 
 
 class Supervisor:
-    def __init__(self, profile, serve=None, *, force: bool = False, detached: bool = False):
+    def __init__(
+        self, profile: Profile, serve: ServeConfig | None = None, *, force: bool = False, detached: bool = False
+    ) -> None:
         self.profile = profile
         self.serve = serve if serve is not None else profile.serve
         self.force, self.detached = force, detached
@@ -218,63 +251,88 @@ class Supervisor:
         self.state_file = st.state_path(self.port)
         self.socket_file = st.socket_path(self.port)
         self.summary = vllm_log.LogSummary()
-        self.events: collections.deque = collections.deque(maxlen=RECENT_EVENTS)
+        self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_EVENTS)
         self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
         self.requested_by: str | None = None
         self.finished = threading.Event()
         self.lock = threading.RLock()
         self.tree: proc.ProcessTree | None = None
         self.command: LaunchCommand | None = None
-        self.state: dict = {}
+        self.state: pr.StateRecord | None = None
+        self._unsaved = False  # a state write failed (ENOSPC…): retried on the next tick
         self.healthy = False
-        self._last_metrics = None  # the previous /metrics snapshot, for rates
+        self._last_metrics: MetricsSnapshot | None = None  # the previous /metrics snapshot, for rates
         self.endpoint: Endpoint | None = None
-        self.reaper: subprocess.Popen | None = None
+        self.reaper: subprocess.Popen[bytes] | None = None
         self._server: socket.socket | None = None
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # /metrics on demand (all monotonic times, under self.lock)
+        self._metrics_wanted_until = 0.0
+        self._metrics_at: float | None = None  # the last scrape
+        self._metrics_next = 0.0
+        self._metrics_gap = METRICS_EVERY_S
+        self._metrics_done = threading.Condition(self.lock)
+        self._metrics_count = 0
+        self._last_activity = float("-inf")  # the last log line that was load, not a probe
+        self.wakes: collections.Counter[str] = collections.Counter()  # why the loop woke
 
     # -- state
 
-    def _save(self, **changes) -> None:
-        with self.lock:
-            self.state.update(changes, updated_at=time.time())
-            if self.tree is not None:
-                self.state["tree"] = self.tree.to_record()
-            self.state["phase"] = changes.get("phase", self.state.get("phase"))
-            self.state["summary"] = self.summary.to_dict()
-            self.state["events"] = list(self.events)
-            st.write_state(self.state_file, self.state)
+    @property
+    def record(self) -> pr.StateRecord:
+        """The state record (set by run() before anything else happens)."""
+        assert self.state is not None
+        return self.state
 
-    def _initial_state(self, log_path: Path, warnings: list[str], fit: dict | None) -> dict:
+    def _save(self, **changes: object) -> bool:
+        """Record the state; True when it reached the disk. A failed write (a full disk, the state
+        dir deleted) is reported once and retried on the next tick: the guard never waits on it."""
+        with self.lock:
+            state = self.state
+            assert state is not None
+            for name, value in changes.items():
+                setattr(state, name, value)
+            state.updated_at = time.time()
+            if self.tree is not None:
+                state.tree = pr.TreeRecord.model_validate(self.tree.to_record())
+            state.summary = self.summary.to_dict()
+            state.events = list(self.events)
+            try:
+                self.state_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                st.write_state(self.state_file, state)
+            except OSError as exc:
+                if not self._unsaved:
+                    self._say(f"warning: cannot write the state file {self.state_file}: {exc}; retrying")
+                self._unsaved = True
+                return False
+            if self._unsaved:
+                self._say(f"the state file {self.state_file} is written again")
+            self._unsaved = False
+            return True
+
+    def _initial_state(self, log_path: Path, warnings: list[str], fit: dict[str, Any] | None) -> pr.StateRecord:
         me = proc.read_stat(os.getpid())
-        return {
-            "version": st.STATE_VERSION,
-            "status": "starting",
-            "phase": "launching",
-            "profile": self.profile.name,
-            "profile_path": str(self.profile.path) if self.profile.path else None,
-            "model": self.serve.model,
-            "host": self.serve.host,
-            "port": self.port,
-            "url": f"http://{self.serve.host}:{self.port}",
-            "log_path": str(log_path),
-            "socket": str(self.socket_file),
-            "detached": self.detached,
-            "supervisor": {"pid": os.getpid(), "start_time": me.start_time if me else 0},
-            "argv": None,
-            "runner": None,
-            "started_at": time.time(),
-            "ready_at": None,
-            "preflight": {"warnings": warnings, "fit": fit},
-            "guard": {
-                "armed": self.profile.guard.armed is not False,
-                "state": "starting",
-                "lines": dataclasses.asdict(self.lines),
-                "last": None,
-            },
-            "trip": None,
-            "metrics": None,
-            "exit": None,
-        }
+        return pr.StateRecord(
+            status="starting",
+            phase="launching",
+            profile=self.profile.name,
+            profile_path=str(self.profile.path) if self.profile.path else None,
+            model=self.serve.model,
+            host=self.serve.host,
+            port=self.port,
+            url=f"http://{self.serve.host}:{self.port}",
+            log_path=str(log_path),
+            socket=str(self.socket_file),
+            detached=self.detached,
+            supervisor=pr.ProcessRef(pid=os.getpid(), start_time=me.start_time if me else 0),
+            started_at=time.time(),
+            preflight=pr.PreflightRecord(warnings=warnings, fit=fit),
+            guard=pr.GuardRecord(
+                armed=self.profile.guard.armed is not False,
+                state="starting",
+                lines=pr.GuardLinesRecord.model_validate(dataclasses.asdict(self.lines)),
+            ),
+        )
 
     # -- signals and commands
 
@@ -282,8 +340,33 @@ class Supervisor:
         with self.lock:
             if self.requested != "kill":  # kill wins over stop
                 self.requested, self.requested_by = what, by
+        self._wake()
 
-    def _on_signal(self, signum, frame) -> None:
+    def _wake(self) -> None:
+        """Wake the loop from its poll() (another thread, or a signal handler: os.write takes no lock)."""
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:  # full (it is awake already) or closed (it has finished)
+            pass
+
+    def _want_metrics(self) -> None:
+        """A client reads the state: scrape /metrics every METRICS_EVERY_S for METRICS_WANTED_S, and
+        give this one a scrape at most METRICS_EVERY_S old (waiting up to METRICS_WAIT_S for it)."""
+        with self.lock:
+            now = time.monotonic()
+            self._metrics_wanted_until = now + METRICS_WANTED_S
+            self._metrics_gap = METRICS_EVERY_S
+            if not self.healthy:
+                return
+            if self._metrics_at is not None and now - self._metrics_at < METRICS_EVERY_S:
+                self._metrics_next = min(self._metrics_next, self._metrics_at + METRICS_EVERY_S)
+                return
+            self._metrics_next = now
+            seen = self._metrics_count
+            self._wake()
+            self._metrics_done.wait_for(lambda: self._metrics_count != seen, METRICS_WAIT_S)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
         self.request("stop", signal.Signals(signum).name)
 
     def _serve_socket(self) -> None:
@@ -300,9 +383,11 @@ class Supervisor:
         threading.Thread(target=self._accept, name="sparktui-socket", daemon=True).start()
 
     def _accept(self) -> None:
+        server = self._server
+        assert server is not None  # bound by _serve_socket before this thread starts
         while True:
             try:
-                conn, _ = self._server.accept()
+                conn, _ = server.accept()
             except OSError:
                 return
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
@@ -317,39 +402,61 @@ class Supervisor:
                     if not chunk:
                         break
                     data += chunk
-                msg = json.loads(data or b"{}")
-                cmd = msg.get("cmd")
-                if cmd in ("stop", "kill"):
-                    self.request(cmd, "socket")
-                    conn.settimeout(None)
-                    self.finished.wait(float(msg.get("wait", 60)))
-                elif cmd == "guard" and self.guard is not None:
-                    self.guard.arm() if msg.get("armed") else self.guard.disarm()
-                    with self.lock:
-                        self.state["guard"].update(
-                            armed=self.guard.armed, state="watching" if self.guard.armed else "disarmed"
-                        )
-                    self.events.append(
-                        {"kind": "GuardArmed" if self.guard.armed else "GuardDisarmed", "t": time.time()}
-                    )
-                    self._save()
-                reply = {"ok": cmd in ("status", "stop", "kill", "guard"), "state": self.snapshot()}
-                if not reply["ok"]:
-                    reply["error"] = f"unknown command {cmd!r}; expected status, stop, kill or guard"
+                reply = self.answer(pr.parse_request(data))
+            except UserError as exc:  # ProtocolError, or guard lines out of order
+                reply = pr.Reply(ok=False, error=str(exc), state=self.snapshot())
             except (OSError, ValueError) as exc:
-                reply = {"ok": False, "error": str(exc)}
+                reply = pr.Reply(ok=False, error=str(exc))
             try:
-                conn.sendall(json.dumps(reply, default=str).encode() + b"\n")
+                conn.sendall(reply.to_line())
             except OSError:
                 pass
 
-    def snapshot(self) -> dict:
+    def answer(self, req: pr.StatusRequest | pr.StopRequest | pr.KillRequest | pr.GuardRequest) -> pr.Reply:
+        """Carry out one socket request; the reply carries the state afterwards."""
+        if isinstance(req, pr.StatusRequest):
+            self._want_metrics()
+        elif isinstance(req, pr.StopRequest | pr.KillRequest):
+            self.request(req.cmd, "socket")
+            self.finished.wait(req.wait)
+        elif isinstance(req, pr.GuardRequest):
+            if self.guard is None:
+                return pr.Reply(ok=False, error="the guard is not running yet; try again", state=self.snapshot())
+            self.change_guard(req)
+        return pr.Reply(ok=True, state=self.snapshot())
+
+    def change_guard(self, req: pr.GuardRequest) -> None:
+        """Move the lines (checked: warn >= term >= kill) and/or arm or disarm: live, no restart."""
+        assert self.guard is not None and self.state is not None
+        if req.lines is not None:
+            current = dataclasses.asdict(self.lines)
+            lines = GuardLines(**{**current, **req.lines.given()})  # UserError when out of order
+            self.guard.set_lines(lines)
+            self.lines = lines
+            with self.lock:
+                self.record.guard.lines = pr.GuardLinesRecord.model_validate(dataclasses.asdict(lines))
+            self.events.append({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+        if req.armed is not None:
+            self.guard.arm() if req.armed else self.guard.disarm()
+            self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
         with self.lock:
-            return json.loads(json.dumps(self.state, default=str))
+            self.record.guard.armed = self.guard.armed
+            if self.record.guard.state != "tripped":
+                self.record.guard.state = "watching" if self.guard.armed else "disarmed"
+        self._save()
+
+    def snapshot(self) -> pr.StateRecord | None:
+        with self.lock:
+            if self.state is None:
+                return None
+            live = self.record.model_copy(deep=True)
+            # Only in live replies (never written to the file): what the loop has been doing.
+            live.loop = pr.LoopStats(wakes=dict(self.wakes), metrics_scrapes=self._metrics_count)
+            return live
 
     # -- reaper
 
-    def _start_reaper(self) -> None:
+    def _start_reaper(self) -> subprocess.Popen[bytes]:
         self.reaper = subprocess.Popen(
             [sys.executable, "-m", "sparktui.runtime.reaper", str(self.state_file)],
             stdin=subprocess.PIPE,
@@ -359,13 +466,16 @@ class Supervisor:
             cwd=str(PACKAGE_ROOT),
             close_fds=True,
         )
+        return self.reaper
 
     def _dismiss_reaper(self) -> None:
         if self.reaper is None:
             return
         try:
-            self.reaper.stdin.write(b"done\n")
-            self.reaper.stdin.close()
+            stdin = self.reaper.stdin
+            assert stdin is not None  # started with stdin=PIPE
+            stdin.write(b"done\n")
+            stdin.close()
         except OSError:
             pass
         try:
@@ -385,9 +495,9 @@ class Supervisor:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
         self.state = self._initial_state(log_path, pre.warnings, pre.fit)
-        self.state["argv"] = self.command.argv
-        self.state["runner"] = self.command.kind
-        self.state["container"] = self.command.container
+        self.record.argv = self.command.argv
+        self.record.runner = self.command.kind
+        self.record.container = self.command.container
 
         previous = {}
         if threading.current_thread() is threading.main_thread():  # only there can signals be handled
@@ -397,15 +507,15 @@ class Supervisor:
                 previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, signal.SIG_IGN)
         try:
             self._save()
-            self._start_reaper()
-            self.state["reaper"] = {"pid": self.reaper.pid, "start_time": proc.start_time_of(self.reaper.pid)}
+            reaper = self._start_reaper()
+            self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
             self.tree = proc.spawn(self.command.argv, log_path, env)
             self._start_guard()
             self._serve_socket()  # before the save that records the tree: launch() returns on it
             self._save(status="starting", phase=self.summary.phase)
             print(
-                f"sparktui: vLLM pid {self.tree.pid} on {self.state['url']}, log {log_path}",
+                f"sparktui: vLLM pid {self.tree.pid} on {self.record.url}, log {log_path}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -415,50 +525,102 @@ class Supervisor:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             self._close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
 
     def _loop(self, log_path: Path) -> int:
+        tree = self.tree
+        assert tree is not None  # set by run() before the loop starts
         follower = LogTail(log_path, keep=1)
-        generation = self.tree.generation
-        next_refresh = next_health = next_metrics = 0.0
-        how = None
+        poller = select.poll()
+        log_fd = follower.fileno()  # armed before the first read: no write goes unnoticed
+        if log_fd is not None:
+            poller.register(log_fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        root_fd = _pidfd(tree.pid)  # readable the moment vLLM's API server exits
+        if root_fd is not None:
+            poller.register(root_fd, select.POLLIN)
+        try:
+            how = self._watch(follower, poller, log_fd, root_fd)
+        finally:
+            if root_fd is not None:
+                os.close(root_fd)
+        return self._finish(how, follower)
+
+    def _watch(self, follower: LogTail, poller: select.poll, log_fd: int | None, root_fd: int | None) -> str:
+        """Until vLLM ends or is to be stopped; how ("guard", "stop", "kill", "exited")."""
+        tree, endpoint, guard = self.tree, self.endpoint, self.guard
+        assert tree is not None and endpoint is not None and guard is not None  # set by run() before the loop starts
+        generation = tree.generation
+        next_track = next_health = 0.0
         while True:
-            changed = self._ingest(follower.poll())
+            lines = follower.poll()
+            changed = self._ingest(lines)
+            behind = bool(lines) and follower.pending()  # a flood: read on before sleeping
             now = time.monotonic()
-            if now >= next_refresh:
-                self.tree.refresh()
-                next_refresh = now + 0.25
-            if self.tree.generation != generation:
-                generation, changed = self.tree.generation, True
+            if now >= next_track:
+                tree.track() if self.healthy else tree.refresh()
+                next_track = now + (REST_TRACK_S if self.healthy else STARTUP_TICK_S)
+            if tree.generation != generation:
+                generation, changed = tree.generation, True
             if self.summary.ready and not self.healthy and now >= next_health:
-                next_health = now + 0.5
-                if self.endpoint.health().ok:
-                    self.tree.refresh()  # the state that says "running" names every process
-                    self.healthy, changed = True, True
-                    self.state.update(status="running", ready_at=time.time())
-                    self._say(f"ready: {self.state['url']} answers /health")
-            if self.healthy and now >= next_metrics:
-                next_metrics = now + METRICS_EVERY_S
+                next_health = now + HEALTH_EVERY_S
+                if endpoint.health().ok:
+                    tree.refresh()  # the state that says "running" names every process
+                    with self.lock:
+                        self.healthy, changed = True, True
+                        self._metrics_next = now  # the first scrape at once
+                    self.record.status, self.record.ready_at = "running", time.time()
+                    self._say(f"ready: {self.record.url} answers /health")
+            if self.healthy and now >= self._metrics_next:
                 self._poll_metrics()
                 changed = True
             if self.tripped.is_set():
-                how = "guard"
-                break
+                return "guard"
             if self.requested:
-                how = self.requested
-                break
-            if self.tree.returncode() is not None:
-                last = self.guard.last  # set before the guard signals: its trip may be what ended vLLM
-                how = "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
-                break
+                return self.requested
+            if tree.returncode() is not None:
+                last = guard.last  # set before the guard signals: its trip may be what ended vLLM
+                return "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
             changed |= self._guard_status()
-            if changed:
+            if changed or self._unsaved:
                 self._save()
-            time.sleep(TICK_S)
-        return self._finish(how, follower)
+            timers = [next_track, now + (REST_TICK_S if self.healthy else STARTUP_TICK_S)]
+            if self.summary.ready and not self.healthy:
+                timers.append(next_health)
+            if self.healthy:
+                timers.append(self._metrics_next)
+            if log_fd is None:
+                timers.append(now + LOG_FALLBACK_S)
+            timeout = 0.0 if behind else max(0.0, min(timers) - time.monotonic())
+            self._sleep(poller, follower, log_fd, root_fd, timeout)
+
+    def _sleep(
+        self, poller: select.poll, follower: LogTail, log_fd: int | None, root_fd: int | None, timeout: float
+    ) -> None:
+        ready = poller.poll(timeout * 1000)
+        if not ready:
+            self.wakes["timer"] += 1
+        for fd, _ in ready:
+            if fd == self._wake_r:
+                self.wakes["request"] += 1
+                try:
+                    while os.read(self._wake_r, 256):
+                        pass
+                except BlockingIOError:
+                    pass
+            elif fd == log_fd:
+                self.wakes["log"] += 1
+                follower.consume()
+            elif fd == root_fd:
+                self.wakes["exit"] += 1
+                poller.unregister(fd)  # stays readable: returncode() sees it from here on
 
     def _ingest(self, lines: list[str]) -> bool:
         changed = False
         for line in lines:
+            if self.healthy and not any(probe in line for probe in PROBE_LINES):
+                self._note_activity()  # requests, stats: start-up lines are not load
             for event in self.summary.feed(line):
                 if isinstance(event, vllm_log.PhaseChanged):
                     changed = True
@@ -469,47 +631,73 @@ class Supervisor:
                 self.events.append(_event_dict(event))
                 changed = True
         if changed:
-            self.state["phase"] = self.summary.phase
+            self.record.phase = self.summary.phase
         return changed
 
     def _say(self, text: str) -> None:
         """One line of progress on stderr (the terminal, or the journal under systemd)."""
         print(f"sparktui: {text}", file=sys.stderr, flush=True)
 
+    def _note_activity(self) -> None:
+        """The server did something (a log line that is not a probe's): scrape at the busy pace."""
+        with self.lock:
+            self._last_activity = time.monotonic()
+            self._metrics_gap = METRICS_EVERY_S
+            if self._metrics_at is not None:
+                self._metrics_next = min(self._metrics_next, self._metrics_at + METRICS_EVERY_S)
+
     def _poll_metrics(self) -> None:
+        endpoint = self.endpoint
+        assert endpoint is not None  # set by run() before the loop starts
         from sparktui.core import metrics as m
 
-        fetched = self.endpoint.metrics()
+        fetched = endpoint.metrics()
+        busy = False
         if fetched.snapshot is None:
-            self.state["metrics"] = {"error": fetched.error, "at": time.time()}
-            return
-        snapshot = fetched.snapshot
-        stats = m.derive(snapshot, self._last_metrics)
-        self._last_metrics = snapshot
-        self.state["metrics"] = {
-            **stats.to_dict(),
-            "prompt_tokens_total": snapshot.total(m.PROMPT_TOKENS),
-            "generation_tokens_total": snapshot.total(m.GENERATION_TOKENS),
-            "at": time.time(),
-        }
+            metrics: dict[str, Any] = {"error": fetched.error, "at": time.time()}
+        else:
+            snapshot = fetched.snapshot
+            stats = m.derive(snapshot, self._last_metrics)
+            self._last_metrics = snapshot
+            busy = bool(stats.running or stats.waiting)
+            metrics = {
+                **stats.to_dict(),
+                "prompt_tokens_total": snapshot.total(m.PROMPT_TOKENS),
+                "generation_tokens_total": snapshot.total(m.GENERATION_TOKENS),
+                "at": time.time(),
+            }
+        with self.lock:
+            self.record.metrics = metrics
+            now = time.monotonic()
+            self._metrics_at = now
+            wanted = now < self._metrics_wanted_until or now - self._last_activity < METRICS_BUSY_S or busy
+            if wanted:
+                self._metrics_gap = METRICS_EVERY_S
+            else:  # nobody reads them and nothing happens: back off
+                self._metrics_gap = min(self._metrics_gap * 2, METRICS_IDLE_MAX_S)
+            self._metrics_next = now + self._metrics_gap
+            self._metrics_count += 1
+            self._metrics_done.notify_all()
 
     def _finish(self, how: str, follower: LogTail) -> int:
+        tree, guard = self.tree, self.guard
+        assert tree is not None and guard is not None  # set by run() before the loop starts
         self._save(status="stopping")
         report = None
         if how == "guard":
-            self.guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
-            self.state["trip"] = self.trip_report.to_dict() if self.trip_report else None
+            guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
+            self.record.trip = self.trip_report.to_dict() if self.trip_report else None
             if self.trip_report:
                 print(f"sparktui: {self.trip_report.summary()}", file=sys.stderr, flush=True)
         else:
-            self.guard.close()
+            guard.close()
         if how == "kill":
             report = self._kill()
         elif how == "stop":
             report = self._stop()
-        returncode = self.tree.returncode()
-        if not self.tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
-            report = self.tree.kill()
+        returncode = tree.returncode()
+        if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
+            report = tree.kill()
         self._ingest(follower.drain())
         follower.close()
         if how == "exited":
@@ -523,13 +711,13 @@ class Supervisor:
         self._save(
             status="exited",
             phase=phase,
-            exit={
-                "reason": reason,
-                "by": self.requested_by,
-                "returncode": returncode,
-                "stop": report.to_dict() if report else None,
-                "failure": self.summary.failure.to_dict() if self.summary.failure else None,
-            },
+            exit=pr.ExitRecord(
+                reason=reason,
+                by=self.requested_by,
+                returncode=returncode,
+                stop=report.to_dict() if report else None,
+                failure=self.summary.failure.to_dict() if self.summary.failure else None,
+            ),
         )
         if how == "exited" and self.summary.failure:
             f = self.summary.failure
@@ -545,54 +733,71 @@ class Supervisor:
             self.tree,
             self.lines,
             armed=self.profile.guard.armed is not False,
-            track_interval=0.25,
-            on_warn=lambda d: self.events.append(_guard_event("GuardWarning", d)),
+            track_interval=None,  # the loop records the tree's members
+            on_warn=self._on_warn,
             on_trip=self._on_trip,
             on_report=self._on_report,
         )
         self.guard.start()
 
-    def _on_trip(self, decision) -> None:
+    def _on_warn(self, decision: Decision) -> None:
+        self.events.append(_guard_event("GuardWarning", decision))
+        self._wake()
+
+    def _on_trip(self, decision: Decision) -> None:
         self.events.append(_guard_event("GuardTrip", decision))
         self.tripped.set()
+        self._wake()
 
     def _on_report(self, report: TripReport) -> None:
         self.trip_report = report
 
     def _guard_status(self) -> bool:
         """Refresh the guard's line in the state (a few times a second); True when it changed."""
-        d = self.guard.last
+        guard = self.guard
+        assert guard is not None  # set by run() before the loop starts
+        d = guard.last
         if d is None:
             return False
-        now = {
-            "action": d.action.value,
-            "available_gib": round((d.available or 0) / (1 << 30), 2),
-            "rate_gib_s": round(-d.rate / (1 << 30), 2),
-            "interval_s": d.next_interval,
-        }
-        g = self.state["guard"]
-        g["armed"] = self.guard.armed
-        g["state"] = "tripped" if self.tripped.is_set() else ("watching" if self.guard.armed else "disarmed")
-        last = g.get("last")
+        now = pr.GuardLast(
+            action=d.action.value,
+            available_gib=round((d.available or 0) / (1 << 30), 2),
+            rate_gib_s=round(-d.rate / (1 << 30), 2),
+            interval_s=d.next_interval,
+            at=time.time(),
+        )
+        g = self.record.guard
+        g.armed = guard.armed
+        g.state = "tripped" if self.tripped.is_set() else ("watching" if guard.armed else "disarmed")
+        g.pressure = pr.PressureRecord(
+            trigger=guard.pressure.spec()[:-1].decode() if guard.pressure is not None else None,
+            wakes=guard.pressure_wakes,
+            error=guard.pressure_error,
+        )
+        last = g.last
+        moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if (
             last
-            and last["action"] == now["action"]
-            and (last["available_gib"] == now["available_gib"] or time.time() - last["at"] < 1.0)
+            and last.action == now.action
+            and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
         ):
             return False  # the file is rewritten for news, not for every sample
-        now["at"] = time.time()
-        g["last"] = now
+        g.last = now
         return True
 
-    def _stop(self):
-        if self.command.stop_argv:
-            subprocess.run(self.command.stop_argv, capture_output=True, timeout=self.grace_s + 20)
-        return self.tree.stop(self.grace_s)
+    def _stop(self) -> proc.StopReport:
+        tree, command = self.tree, self.command
+        assert tree is not None and command is not None  # set by run() before the loop starts
+        if command.stop_argv:
+            subprocess.run(command.stop_argv, capture_output=True, timeout=self.grace_s + 20)
+        return tree.stop(self.grace_s)
 
-    def _kill(self):
-        if self.command.kill_argv:
-            subprocess.run(self.command.kill_argv, capture_output=True, timeout=20)
-        return self.tree.kill()
+    def _kill(self) -> proc.StopReport:
+        tree, command = self.tree, self.command
+        assert tree is not None and command is not None  # set by run() before the loop starts
+        if command.kill_argv:
+            subprocess.run(command.kill_argv, capture_output=True, timeout=20)
+        return tree.kill()
 
     def _close(self) -> None:
         if self._server is not None:
@@ -606,7 +811,15 @@ class Supervisor:
         self._dismiss_reaper()
 
 
-def _guard_event(kind: str, decision) -> dict:
+def _pidfd(pid: int) -> int | None:
+    """A pidfd (readable once the process exits), or None where the kernel has none."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+
+
+def _guard_event(kind: str, decision: Decision) -> dict[str, Any]:
     return {
         "kind": kind,
         "t": time.time(),
@@ -624,12 +837,19 @@ def _safe(name: str) -> str:
 # ---------------------------------------------------------------- the API the CLI and TUI use
 
 
-def serve_foreground(profile, serve=None, *, force: bool = False) -> int:
+def serve_foreground(profile: Profile, serve: ServeConfig | None = None, *, force: bool = False) -> int:
     detached = os.environ.get("SPARKTUI_DETACHED") == "1"  # set by launch() for its child
     return Supervisor(profile, serve, force=force, detached=detached).run()
 
 
-def launch(profile, serve=None, *, detach: bool = True, force: bool = False, timeout: float = 30.0) -> dict:
+def launch(
+    profile: Profile,
+    serve: ServeConfig | None = None,
+    *,
+    detach: bool = True,
+    force: bool = False,
+    timeout: float = 30.0,
+) -> pr.StateRecord:
     """Start a supervisor for `profile` and return its first recorded state.
 
     detach=True: a new session that outlives the caller (the TUI, an SSH session). The profile as
@@ -661,11 +881,13 @@ def launch(profile, serve=None, *, detach: bool = True, force: bool = False, tim
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        state = st.read_state(st.state_path(port))
-        if state and state.get("started_at", 0) >= t0 and state.get("tree"):
-            state["preflight_warnings"] = pre.warnings
-            state["alive"] = st.supervisor_alive(state)
-            return state
+        try:
+            state = st.read_state(st.state_path(port))
+        except pr.ProtocolError:
+            state = None  # an old wrong-shaped file, about to be replaced by the child
+        if state is not None and state.started_at >= t0 and state.tree is not None:
+            state.preflight_warnings = pre.warnings
+            return st.with_liveness(state)
         if child.poll() is not None:
             tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
             message = next(
@@ -676,66 +898,77 @@ def launch(profile, serve=None, *, detach: bool = True, force: bool = False, tim
     raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")
 
 
-def read(port: int | None = None) -> dict:
+def read(port: int | None = None) -> pr.StateRecord:
     """The recorded state of the server on `port` (or the only live one)."""
     return st.find_state(port)
 
 
-def attach(port: int | None = None) -> dict:
+def attach(port: int | None = None) -> pr.StateRecord:
     """Live state straight from the supervisor (falls back to the file if it does not answer)."""
     state = st.find_state(port)
-    if not state["alive"]:
+    if not state.alive:
         return state
     try:
-        return st.request(state["port"], "status", timeout=5)["state"] | {"alive": True}
-    except (UserError, OSError, ValueError):
+        reply = st.request(state.port, pr.StatusRequest(cmd="status"), timeout=5)
+    except (UserError, OSError):
         return state
+    if reply.state is None:
+        return state
+    reply.state.alive = True
+    return reply.state
 
 
-def stop(port: int | None = None, *, wait: float = 60.0) -> dict:
+def stop(port: int | None = None, *, wait: float = 60.0) -> pr.StateRecord:
     """Stop (SIGTERM the tree, SIGKILL after the grace period) and return the final state."""
-    return _command("stop", port, wait)
+    return _command(pr.StopRequest(cmd="stop", wait=wait), port)
 
 
-def kill(port: int | None = None, *, wait: float = 30.0) -> dict:
+def kill(port: int | None = None, *, wait: float = 30.0) -> pr.StateRecord:
     """SIGKILL the whole tree at once and return the final state."""
-    return _command("kill", port, wait)
+    return _command(pr.KillRequest(cmd="kill", wait=wait), port)
 
 
-def _command(cmd: str, port: int | None, wait: float) -> dict:
+def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.StateRecord:
     state = st.find_state(port)
-    if not state["alive"]:
-        if state.get("status") == "lost":
-            sweep_lost_servers()
-            return st.find_state(state["port"])
-        raise UserError(f"the server on port {state['port']} is not running (status {state.get('status')})")
-    reply = st.request(state["port"], cmd, timeout=wait + 5, wait=wait)
-    sup = proc.ProcessIdentity(state["supervisor"]["pid"], state["supervisor"]["start_time"])
+    if not state.alive:
+        if state.status == "lost":
+            return sweep_lost(state, f"swept by `sparktui {req.cmd}`: its supervisor had died")
+        raise UserError(f"the server on port {state.port} is not running (status {state.status})")
+    reply = st.request(state.port, req, timeout=req.wait + 5)
+    sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time or 0)
     deadline = time.monotonic() + 10
     while sup.is_alive() and time.monotonic() < deadline:  # it is closing its socket and reaper
         time.sleep(0.02)
-    final = st.read_state(st.state_path(state["port"])) or reply.get("state", {})
-    final["alive"] = st.supervisor_alive(final)
-    return final
+    try:
+        final = st.read_state(st.state_path(state.port))
+    except pr.ProtocolError:
+        final = None
+    final = final or reply.state or state
+    return st.with_liveness(final)
 
 
-def set_guard(port: int | None = None, *, armed: bool) -> dict:
-    """Arm or disarm the memory guard of a running server; its state afterwards."""
+def set_guard(
+    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+) -> pr.StateRecord:
+    """Arm/disarm the memory guard of a running server and/or move its lines; its state afterwards."""
     state = st.find_state(port)
-    if not state["alive"]:
-        raise UserError(f"the server on port {state['port']} is not running (status {state.get('status')})")
-    return st.request(state["port"], "guard", armed=armed)["state"] | {"alive": True}
+    if not state.alive:
+        raise UserError(f"the server on port {state.port} is not running (status {state.status})")
+    reply = st.request(state.port, st.guard_request(armed, lines), timeout=10)
+    if not reply.ok or reply.state is None:
+        raise UserError(f"port {state.port}: the supervisor refused the guard change: {reply.error}")
+    reply.state.alive = True
+    return reply.state
 
 
-def restart(port: int | None = None, *, force: bool = False) -> dict:
+def restart(port: int | None = None, *, force: bool = False) -> pr.StateRecord:
     """Stop the server and launch it again from the profile it was started with."""
     from sparktui.core.profiles import load_profile
 
     state = st.find_state(port)
-    profile_path = state.get("profile_path")
-    if not profile_path:
-        raise UserError(f"the server on port {state['port']} has no recorded profile to restart from")
-    profile = load_profile(profile_path)
-    if state["alive"]:
-        stop(state["port"])
+    if not state.profile_path:
+        raise UserError(f"the server on port {state.port} has no recorded profile to restart from")
+    profile = load_profile(state.profile_path)
+    if state.alive:
+        stop(state.port)
     return launch(profile, detach=True, force=force)

@@ -208,7 +208,7 @@ class SparkApp(App[None]):
         bar = Text(no_wrap=True, overflow="ellipsis")
         bar.append(" sparktui ", "bold reverse")
         bar.append(f" {self.host} │ server ")
-        bar.append(self.server.condition.text() if self.server else "stopped", "bold")
+        bar.append(self.server.text() if self.server else "stopped", "bold")
         bar.append(" │ guard ")
         bar.append(self.guard.state, "bold")
         if self.sample is not None:

@@ -15,11 +15,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparktui.core.condition import condition_of
 from sparktui.errors import UserError
 from sparktui.runtime import memory as memory_mod
 from sparktui.runtime import state as state_mod
 from sparktui.runtime.logtail import LogTail
+from sparktui.runtime.protocol import GuardRecord, ProtocolError, StateRecord, condition_of
 from sparktui.ui.viewmodels import (
     Diagnosis,
     FitView,
@@ -120,16 +120,33 @@ class Backend:
         return None
 
     def attach(self, port: int | None = None) -> ServerStatus | None:
-        """The server on `port` (the one this app follows), else the newest live one, else None."""
-        if port is not None:
-            record = state_mod.read_state(state_mod.state_path(port))
-            if record is not None:
-                record["alive"] = state_mod.supervisor_alive(record)
-                if not record["alive"] and record.get("status") in state_mod.RUNNING:
-                    record["status"] = "lost"
-                return self._with_tree(server_status(record))
-        live = [s for s in state_mod.list_states() if s["alive"]]
-        return self._with_tree(server_status(live[0])) if live else None
+        """The server on `port` (the one this app follows), else the newest live one, else None.
+
+        A live server is asked through its socket (a `status` request): that is also what keeps
+        the supervisor reading /metrics while the panel watches."""
+        try:
+            if port is not None:
+                record = state_mod.read_state(state_mod.state_path(port))
+                if record is not None:
+                    return self._with_tree(server_status(self._live(state_mod.with_liveness(record))))
+            live = [s for s in state_mod.list_states() if s.alive]
+        except ProtocolError as exc:  # a wrong-shaped state file
+            raise Unavailable(str(exc)) from None
+        return self._with_tree(server_status(self._live(live[0]))) if live else None
+
+    def _live(self, record: StateRecord) -> StateRecord:
+        if not record.alive:
+            return record
+        from sparktui.runtime.protocol import StatusRequest
+
+        try:
+            reply = state_mod.request(record.port, StatusRequest(cmd="status"), timeout=5)
+        except (UserError, OSError):
+            return record  # the file is still the truth
+        if reply.state is None:
+            return record
+        reply.state.alive = True
+        return reply.state
 
     def _with_tree(self, status: ServerStatus) -> ServerStatus:
         if status.pid and status.live:
@@ -168,17 +185,17 @@ class Backend:
     def set_guard(
         self, status: ServerStatus, armed: bool | None = None, lines: GuardLines | None = None
     ) -> ServerStatus:
-        """Arm/disarm or move the lines of the guard of a running server, through its supervisor."""
-        args: dict[str, object] = {k: v for k, v in (("armed", armed), ("lines", lines)) if v is not None}
+        """Arm/disarm and/or move the lines of the guard of a running server, live, through its supervisor."""
         try:
-            reply = state_mod.request(status.port, "guard", timeout=5, **args)
+            reply = state_mod.request(status.port, state_mod.guard_request(armed, lines), timeout=10)
         except UserError as exc:
             raise Unavailable(str(exc)) from None
-        if not reply.get("ok"):
+        if not reply.ok or reply.state is None:
             raise Unavailable(
-                f"the supervisor on port {status.port} cannot change its guard: {reply.get('error', 'no reason given')}"
+                f"the supervisor on port {status.port} cannot change its guard: {reply.error or 'no reason given'}"
             )
-        return self._with_tree(server_status({**(reply.get("state") or {}), "alive": True}))
+        reply.state.alive = True
+        return self._with_tree(server_status(reply.state))
 
     def default_guard_lines(self, settings: GuardSettings) -> GuardLines:
         """The profile's guard lines with the guard's defaults filled in (GiB)."""
@@ -239,32 +256,32 @@ def actual_rows(summary: Mapping[str, Any] | None) -> Rows:
     return tuple(rows)
 
 
-def guard_view(guard: Mapping[str, Any] | None, trip: Mapping[str, Any] | str | None, live: bool) -> GuardView:
-    """The supervisor's guard record ({armed, state, lines, last}) in the memory pane's words.
+def guard_view(guard: GuardRecord | None, trip: Mapping[str, Any] | None, live: bool) -> GuardView:
+    """The supervisor's guard record in the memory pane's words.
 
     What the guard watched is shown only while the server lives: a stopped server's last reading
     is history, not the guard's view of memory now."""
-    guard = guard or {}
-    if trip or guard.get("state") == "tripped":
+    if guard is None:
+        return GuardView(state="tripped" if trip else "disarmed", last_trip=trip_text(trip) if trip else None)
+    if trip or guard.state == "tripped":
         state = "tripped"
-    elif guard.get("armed"):
+    elif guard.armed:
         state = "armed"
     else:
         state = "disarmed"
-    lines = guard.get("lines") or {}
-    last = guard.get("last")
+    lines, last = guard.lines, guard.last
     detail = None
     if live and last and state == "armed":
         detail = (
-            f"watching: MemAvailable {last['available_gib']:.1f} GiB, "
-            f"{'falling' if last['rate_gib_s'] > 0 else 'change'} {abs(last['rate_gib_s']):.2f} GiB/s, "
-            f"every {last['interval_s'] * 1000:.0f} ms"
+            f"watching: MemAvailable {last.available_gib:.1f} GiB, "
+            f"{'falling' if last.rate_gib_s > 0 else 'change'} {abs(last.rate_gib_s):.2f} GiB/s, "
+            f"every {last.interval_s * 1000:.0f} ms"
         )
     return GuardView(
         state=state,
-        warn_gib=lines.get("warn_below_gib"),
-        term_gib=lines.get("term_below_gib"),
-        kill_gib=lines.get("kill_below_gib"),
+        warn_gib=lines.warn_below_gib,
+        term_gib=lines.term_below_gib,
+        kill_gib=lines.kill_below_gib,
         last_trip=trip_text(trip) if trip else None,
         why_na=detail,
     )
@@ -289,36 +306,35 @@ TRIP_HINT = (
 )
 
 
-def server_status(record: Mapping[str, Any]) -> ServerStatus:
+def server_status(record: StateRecord) -> ServerStatus:
     """The supervisor's state record in the panel's words."""
     condition = condition_of(record)
-    exit_info = record.get("exit") or {}
-    tree = record.get("tree") or {}
-    trip = record.get("trip")
-    failure = exit_info.get("failure") or (record.get("summary") or {}).get("failure")
+    exit_info = record.exit
+    trip = record.trip
+    failure = (exit_info.failure if exit_info else None) or (record.summary or {}).get("failure")
     diagnosis = None
     if trip:
         diagnosis = Diagnosis("memory guard trip", trip_text(trip), TRIP_HINT)
-    elif condition.word == "failed" and failure:
+    elif condition.condition == "failed" and failure:
         diagnosis = Diagnosis(str(failure.get("kind")), str(failure.get("message")), str(failure.get("hint") or ""))
-    fit = (record.get("preflight") or {}).get("fit") or {}
-    host = record.get("host")
+    fit = record.preflight.fit or {}
     return ServerStatus(
         condition=condition,
-        port=int(record.get("port") or 8000),
-        host="127.0.0.1" if host in ("0.0.0.0", "", None) else str(host),
-        pid=tree.get("pid"),
-        url=str(record.get("url") or ""),
-        log_path=Path(record["log_path"]) if record.get("log_path") else None,
-        profile=record.get("profile"),
-        profile_path=Path(record["profile_path"]) if record.get("profile_path") else None,
-        started_at=float(record.get("started_at") or 0.0),
-        guard=guard_view(record.get("guard"), trip, condition.live),
+        returncode=exit_info.returncode if exit_info else None,
+        port=record.port,
+        host="127.0.0.1" if record.host in ("0.0.0.0", "") else record.host,
+        pid=record.tree.pid if record.tree else None,
+        url=record.url or "",
+        log_path=Path(record.log_path) if record.log_path else None,
+        profile=record.profile,
+        profile_path=Path(record.profile_path) if record.profile_path else None,
+        started_at=record.started_at,
+        guard=guard_view(record.guard, trip, record.running),
         trip=trip_text(trip) if trip else None,
         diagnosis=diagnosis,
         predicted=predicted_rows(fit.get("kv_cache_bytes"), fit.get("kv_cache_tokens"), fit.get("max_concurrency")),
-        actual=actual_rows(record.get("summary")),
-        metrics=metric_rows(record.get("metrics")) if condition.word == "ready" else (),
+        actual=actual_rows(record.summary),
+        metrics=metric_rows(record.metrics) if condition.condition == "ready" else (),
     )
 
 
@@ -372,4 +388,14 @@ def fit_view(result: FitResult, machine: Machine | None) -> FitView:
         kv_cache_tokens=result.kv_cache_tokens,
         max_concurrency=result.max_concurrency,
         kv_bytes_per_token=result.kv_bytes_per_token,
+        speed=_speed_line(result),
     )
+
+
+def _speed_line(result: FitResult) -> str | None:
+    speed = getattr(result, "speed", None)
+    if speed is None:
+        return None
+    from sparktui.core.speed import summary_line
+
+    return summary_line(speed)

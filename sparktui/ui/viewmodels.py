@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparktui.core.condition import Condition
+from sparktui.runtime.protocol import ConditionView
 
 if TYPE_CHECKING:  # core.fit is loaded after the first frame
     from sparktui.core.fit import Suggestion
 
 Rows = tuple[tuple[str, str], ...]  # (figure, value) pairs, in display order
+LIVE = ("starting", "ready", "stopping")
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class FitView:
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None
     kv_bytes_per_token: int | None = None
+    speed: str | None = None  # core.speed.summary_line: predicted tok/s and TTFT (and a bench's)
 
     @property
     def applicable(self) -> list[Suggestion]:
@@ -88,7 +90,8 @@ def predicted_rows(kv_bytes: float | None, kv_tokens: int | None, concurrency: f
 class ServerStatus:
     """A server the supervisor runs or ran (whether or not this app started it), from its record."""
 
-    condition: Condition
+    condition: ConditionView  # the one vocabulary (runtime.protocol): starting … lost
+    returncode: int | None = None
     port: int = 8000
     host: str = "127.0.0.1"
     pid: int | None = None
@@ -108,16 +111,32 @@ class ServerStatus:
 
     @property
     def state(self) -> str:
-        return self.condition.word
+        """starting | ready | stopping | stopped | failed | lost"""
+        return self.condition.condition.value
 
     @property
     def live(self) -> bool:
-        return self.condition.live
+        return self.state in LIVE
+
+    def text(self) -> str:
+        """The condition in a few words: "failed (kv_too_small)", "stopped (killed)", "ready"."""
+        c = self.condition
+        if self.state == "failed":
+            return f"failed ({c.kind or 'exit'})"
+        if self.state == "stopped" and c.reason == "killed":
+            return "stopped (killed)"
+        return self.state
 
     def detail(self) -> str:
+        """pid and URL while it runs; how it ended after (never "exit None")."""
         if self.live:
             return f"pid {self.pid or '?'}  {self.url}".rstrip()
-        return self.condition.code_text()
+        if self.state == "lost":
+            return self.condition.reason or ""
+        code = self.returncode
+        if code is None:
+            return ""
+        return f"signal {-code}" if code < 0 else f"exit status {code}"
 
 
 @dataclass(frozen=True)

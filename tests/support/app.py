@@ -83,7 +83,8 @@ def server_record(log_path, *, status="running", exit=None, profile_path=None, *
         "url": "http://127.0.0.1:8000",
         "log_path": str(log_path),
         "started_at": 1.0,
-        "tree": {"pid": 4242},
+        "tree": {"pid": 4242, "start_time": 0},
+        "supervisor": {"pid": 4241, "start_time": 0},
         "preflight": {"warnings": [], "fit": None},
         "guard": {
             "armed": True,
@@ -111,10 +112,11 @@ class RecordBackend(SampleBackend):
         self.attaches = 0
 
     def attach(self, port=None):
+        from sparktui.runtime.protocol import StateRecord
         from sparktui.ui.backend import server_status
 
         self.attaches += 1
-        return server_status(self.record) if self.record is not None else None
+        return server_status(StateRecord.model_validate(self.record)) if self.record is not None else None
 
     def _end(self, reason, returncode):
         self.record = {

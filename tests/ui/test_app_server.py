@@ -16,7 +16,7 @@ from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import DiagnosisCard, PhaseStrip, ServerInfo
 from tests.support.app import SampleBackend, config_pane, server_pane, widget
 
-pytestmark = pytest.mark.usefixtures("isolated")
+pytestmark = [pytest.mark.usefixtures("isolated"), pytest.mark.slow]
 
 
 async def until(pilot, condition, what: str, timeout: float = 30.0):
@@ -58,7 +58,7 @@ async def test_launch_phases_ready_metrics_then_stop(make_profile, fixtures):
             widget(app, MemoryGauge).tree_procs and widget(app, MemoryGauge).tree_procs >= 2
         )  # API server + EngineCore
         state = st.read_state(st.state_path(app.server.port))
-        members = [proc.ProcessIdentity(p, s) for p, s in state["tree"]["members"]]
+        members = [proc.ProcessIdentity(p, s) for p, s in state.tree.members]
         await pilot.press("f6")
         await until(pilot, lambda: app.server.state == "stopped", "the stop")
         assert not any(m.is_alive() for m in members)
@@ -72,7 +72,7 @@ async def test_kill_now_asks_once_then_kills_the_tree(make_profile):
         await pilot.press("f5")
         await until(pilot, lambda: app.server is not None and app.server.state == "ready", "ready")
         state = st.read_state(st.state_path(app.server.port))
-        members = [proc.ProcessIdentity(p, s) for p, s in state["tree"]["members"]]
+        members = [proc.ProcessIdentity(p, s) for p, s in state.tree.members]
         await pilot.press("f8")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
@@ -82,7 +82,7 @@ async def test_kill_now_asks_once_then_kills_the_tree(make_profile):
         await pilot.press("f8")
         await pilot.pause()
         await pilot.press("y")
-        await until(pilot, lambda: app.server.condition.how == "killed", "the kill")
+        await until(pilot, lambda: app.server.condition.reason == "killed", "the kill")
         assert not any(m.is_alive() for m in members)
 
 

@@ -79,7 +79,7 @@ async def test_a_failed_start_shows_the_supervisors_diagnosis(tmp_path):
         assert widget(app, PhaseStrip).phase == "failed"
         view = widget(app, ServerInfo).view
         assert view.state == "failed (unknown)" and view.detail == "exit status 1" and view.bad
-        assert app.server.condition.word == "failed"
+        assert app.server.state == "failed"
 
 
 # 2. The log follows after a re-attach and after a relaunch, and says whether it follows.

@@ -172,12 +172,12 @@ class ServerPane(Pane):
         else:
             detail = s.detail() if s.live else ", ".join(x for x in (s.detail(), self.launch_error) if x)
             view = ServerView(
-                s.condition.text(),
+                s.text(),
                 detail,
                 predicted,
                 actual,
                 s.metrics,
-                bad=s.condition.word in ("failed", "lost"),
+                bad=s.state in ("failed", "lost"),
             )
         self.query_one(ServerInfo).show(view)
         self._render_phase()
@@ -189,12 +189,12 @@ class ServerPane(Pane):
             strip.set_phase("starting")
         elif s is None:
             strip.set_phase(None)
-        elif s.condition.word == "failed":
+        elif s.state == "failed":
             reached = (progress.reached if progress else None) or s.condition.phase
             strip.set_phase("failed", reached)
-        elif s.condition.word == "starting":
+        elif s.state == "starting":
             strip.set_phase(progress.phase if progress and progress.phase != "failed" else s.condition.phase)
-        elif s.condition.word in ("ready", "stopping"):
+        elif s.state in ("ready", "stopping"):
             strip.set_phase("ready")
         else:
             strip.set_phase(None)

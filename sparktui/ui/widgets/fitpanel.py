@@ -83,6 +83,8 @@ class FitPanel(TextPanel):
             if v.max_concurrency is not None:
                 out.append(f" ×{v.max_concurrency:.1f}", label)
         out.append("\n")
+        if v.speed:
+            out.append(f"{v.speed}\n", label)
         if v.pool_bytes and v.segments:
             pool = v.pool_bytes
             bar = Text(no_wrap=True)
