@@ -133,3 +133,12 @@ class RecordBackend(SampleBackend):
 
     def kill(self, status):
         return self._end("killed", None)
+
+    def set_guard(self, status, armed=None, lines=None):
+        guard = dict(self.record["guard"])
+        if armed is not None:
+            guard.update(armed=armed, state="watching" if armed else "disarmed")
+        if lines:
+            guard["lines"] = {**guard["lines"], **lines}
+        self.record = {**self.record, "guard": guard}
+        return self.attach()

@@ -182,6 +182,21 @@ async def test_after_a_stop_the_guard_shows_the_profiles_lines_not_the_last_read
         assert "W<30" in markers and "K<15" in markers
 
 
+async def test_guard_lines_of_a_running_server_move_live(tmp_path):
+    backend = RecordBackend(server_record(ready_log(tmp_path)))
+    app = SparkApp(profile="70b-dense-single-user", backend=backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.server is not None and app.server.live, "the server")
+        await pilot.press("ctrl+g")
+        await until(pilot, lambda: isinstance(app.screen, PromptScreen), "the dialog")
+        app.screen.query_one(Input).value = "30 20 15"
+        await pilot.press("enter")
+        gauge = widget(app, MemoryGauge)
+        await until(pilot, lambda: gauge.guard.warn_gib == 30, "the new lines")
+        assert backend.record["guard"]["lines"]["kill_below_gib"] == 15
+        assert not gauge.guard.for_next_launch and app.profile.guard.warn_below_gib != 30
+
+
 async def test_the_guard_dialog_title_is_whole_at_80_columns():
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
     async with app.run_test(size=(80, 24)) as pilot:

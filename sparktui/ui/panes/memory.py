@@ -106,7 +106,7 @@ class MemoryPane(Pane):
     def action_toggle_guard(self) -> None:
         if self.server is not None and self.server.live:
             armed = self.guard.state != "armed"
-            self._guard_action(self.server, armed)
+            self._guard_action(self.server, armed, None)
         elif self.profile is not None:
             self._edit_profile_guard(armed=self.profile.guard.armed is False)
         else:
@@ -145,17 +145,14 @@ class MemoryPane(Pane):
         if not isinstance(lines, dict):
             return
         if self.server is not None and self.server.live:
-            # The supervisor takes its lines from the profile at launch; it cannot move them live.
-            self.app.notify(
-                "the running server keeps its guard lines; the new ones apply from the next launch",
-                severity="warning",
-            )
-        self._edit_profile_guard(**lines)
+            self._guard_action(self.server, None, lines)  # moved live; the profile keeps its own
+        else:
+            self._edit_profile_guard(**lines)
 
     @io_worker("guard-action", "changing the guard")
-    def _guard_action(self, server: ServerStatus, armed: bool) -> None:
+    def _guard_action(self, server: ServerStatus, armed: bool | None, lines: dict[str, float] | None) -> None:
         try:
-            status = self.backend.set_guard(server, armed=armed)
+            status = self.backend.set_guard(server, armed=armed, lines=dict(lines) if lines else None)
         except (UserError, Unavailable, OSError) as exc:
             self.post_message(Notice(f"guard: {exc}", "error"))
             return
