@@ -244,6 +244,7 @@ def _build(
         weights_source=weights_source,
         mtp_weights_bytes=mtp_bytes,
         params_by_category=tuple(sorted(counts.items())),
+        bytes_by_category=tuple(sorted((cat, int(n * per_param.get(cat, dtype_bytes))) for cat, n in counts.items())),
         notes=tuple(notes),
         max_len_limit=limit,
         max_len_key=limit_key,
@@ -265,9 +266,14 @@ def online_quantized(spec: ModelSpec, method: str | None) -> ModelSpec:
         return spec
     counts = dict(spec.params_by_category)
     saved = sum(counts.get(cat, 0) for cat in LINEAR) * (spec.dtype_bytes - 1)
+    stored = dict(spec.bytes_by_category)
+    for cat in LINEAR:
+        if cat in stored:
+            stored[cat] = counts.get(cat, 0)
     return replace(
         spec,
         weights_bytes=spec.weights_bytes - saved,
+        bytes_by_category=tuple(sorted(stored.items())),
         quantization="fp8 (online)",
         weights_source=spec.weights_source + ", linear layers quantized to fp8 at load",
     )

@@ -108,6 +108,9 @@ class ModelSpec:
     weights_source: str = ""
     mtp_weights_bytes: int = 0
     params_by_category: tuple[tuple[str, int], ...] = ()  # for online quantization (--quantization fp8)
+    # estimated bytes of each weight category at its stored precision (for the speed estimate:
+    # decode reads every byte of the dense parts and only the routed experts' share of "experts")
+    bytes_by_category: tuple[tuple[str, int], ...] = ()
     notes: tuple[str, ...] = ()
     # The longest --max-model-len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN (0: unknown),
     # and the config key it comes from (vllm/config/model.py _get_and_verify_max_len).
