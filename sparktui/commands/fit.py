@@ -153,7 +153,17 @@ def render(result, spec, config, measured=None) -> str:
     if result.notes:
         lines += ["", "notes"] + [f"  - {n}" for n in result.notes]
     lines += render_speed(result.speed, measured)
+    flags = model_flags(spec, config)
+    if flags:
+        lines += ["", "flags this model may need (suggestions: add the ones you want)"]
+        lines += [f"  {' '.join(f.argv()):<44} {f.why}" for f in flags]
     return "\n".join(lines)
+
+
+def model_flags(spec, config) -> list:
+    from sparktui.core.model_flags import suggest_flags
+
+    return suggest_flags(spec, config)
 
 
 def render_speed(est, measured=None) -> list[str]:
@@ -276,6 +286,7 @@ def run(args: argparse.Namespace) -> int:
                  "vllm_version": run.vllm_version}
                 for run, predicted in measured
             ]  # fmt: skip
+        data["model_flags"] = [f.to_dict() for f in model_flags(spec, config)]
         json.dump(data, sys.stdout, indent=1)
         print()
     else:

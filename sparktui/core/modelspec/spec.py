@@ -117,6 +117,7 @@ class ModelSpec:
     max_len_limit: int = 0
     max_len_key: str = ""
     multimodal: bool = False  # has a vision / audio tower vLLM loads unless --language-model-only
+    remote_code: bool = False  # config.json maps classes to the repo's own code (auto_map)
     drafter: str = ""  # for a drafter's own spec: "eagle", "eagle3", "dflash"
 
     @property
