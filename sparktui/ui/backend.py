@@ -32,7 +32,7 @@ from sparktui.ui.viewmodels import (
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
-    from sparktui.core.fit import FitResult, Machine
+    from sparktui.core.fit import FitResult, Machine, Suggestion
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
     from sparktui.runtime.memory import GpuReport, MemorySample
@@ -106,6 +106,7 @@ class Backend:
         mem_available = sample.mem_available if sample is not None and live else None
         view = fit_view(fit(config, spec, machine, mem_available=mem_available), machine)
         view.mem_available_live = live
+        view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
         return view
 
     # -- the server, through the supervisor ---------------------------------------------------------
@@ -390,6 +391,22 @@ def fit_view(result: FitResult, machine: Machine | None) -> FitView:
         kv_bytes_per_token=result.kv_bytes_per_token,
         speed=_speed_line(result),
     )
+
+
+def model_flag_suggestions(spec: ModelSpec, config: ServeConfig, present: list[Suggestion]) -> list[Suggestion]:
+    """The flags the model's family needs, as fit-panel suggestions a key applies (never applied
+    unasked); a field the fit's own suggestions already change is left to them."""
+    from sparktui.core.fit import Suggestion
+    from sparktui.core.model_flags import suggest_flags
+
+    taken = {name for s in present for name in s.changes}
+    out: list[Suggestion] = []
+    for flag in suggest_flags(spec, config):
+        changes = flag.changes(config)
+        if changes and not (set(changes) & taken):
+            out.append(Suggestion(f"add {' '.join(flag.argv())}: {flag.why}", changes))
+            taken |= set(changes) - {"extra_args"}
+    return out
 
 
 def _speed_line(result: FitResult) -> str | None:
