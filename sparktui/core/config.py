@@ -391,7 +391,7 @@ class ServeConfig(BaseModel):
         value = getattr(self, flag.field)
         if flag.secret or flag.positional or value is None:
             return False
-        return value != flag.default or value != flag.field_default
+        return bool(value != flag.default or value != flag.field_default)
 
     def to_argv(self) -> list[str]:
         """What follows `vllm serve`: the model, then the flags in table order, then extra_args."""

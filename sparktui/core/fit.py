@@ -255,7 +255,7 @@ def plan_kv(
     per_token = sum(g.count * g.kv_bytes_per_token(kv_bytes, tp) for g in attn)
     state = 0
     # specs: (kind, page bytes, block size, window, fixed pages) → layer count
-    specs: dict[tuple, int] = {}
+    specs: dict[tuple[str, int, int, int | None, int], int] = {}
     if mamba:
         fixed = (2 if prefix_caching and behaviour.mamba_align else 1) + num_spec
         state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec) for g in mamba)
@@ -292,7 +292,7 @@ def plan_kv(
     else:
         # Hybrid: unify page sizes, then split every kind into groups of equal layer count.
         max_page = max(k[1] for k in specs)
-        unified: dict[tuple, int] = {}
+        unified: dict[tuple[str, int, int, int | None, int], int] = {}
         for (kind, page, size, window, fixed), n in specs.items():
             if page != max_page:
                 if kind != MAMBA and max_page % page == 0:
@@ -594,7 +594,7 @@ def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | Non
             wont = True
             reasons.append(
                 f"free memory at start-up ({_g(free_at_check)}{', assumed idle' if assumed else ''}: "
-                f"MemAvailable {_g(free)} less vLLM's CUDA context) is less than the request "
+                f"MemAvailable {_g(free_at_check + machine.cuda_context)} less vLLM's CUDA context) is less than the request "
                 f"({util:g} × {_g(machine.total)} = {_g(c.requested)}); vLLM refuses to start"
             )
         elif free_at_check - c.requested < GiB:

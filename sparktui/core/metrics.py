@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -70,7 +71,7 @@ def parse_metrics(text: str, time: float, prefix: str = "vllm:") -> MetricsSnaps
             if line.startswith(prefix) or (line.startswith("# ") and line[7:].startswith(prefix)):
                 keep.append(line)
         text = "\n".join(keep) + "\n"
-    samples: dict[str, list] = {}
+    samples: dict[str, list[Any]] = {}
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -127,7 +128,7 @@ class VllmStats:
     ttft_p95_s: float | None
     ttft_window: str  # "interval" (since the previous snapshot) or "lifetime"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "kv_cache_usage_pct": self.kv_cache_usage_pct,
             "running": self.running,
@@ -148,7 +149,9 @@ def kv_cache_usage_pct(snapshot: MetricsSnapshot) -> float | None:
     return None
 
 
-def ttft_buckets(current: MetricsSnapshot, previous: MetricsSnapshot | None = None) -> tuple[list, str]:
+def ttft_buckets(
+    current: MetricsSnapshot, previous: MetricsSnapshot | None = None
+) -> tuple[list[tuple[float, float]], str]:
     """TTFT buckets since `previous` when it saw fewer requests, else over the server's lifetime."""
     now = current.buckets(TTFT)
     if previous is not None:

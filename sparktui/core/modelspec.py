@@ -297,7 +297,7 @@ def _bytes_per_param(q: Mapping[str, Any], dtype_bytes: int) -> tuple[str | None
     algo = str(q.get("quant_algo") or "").upper()
     result = dict(plain)
 
-    def apply(fmt_bytes: float, cats=_LINEAR) -> None:
+    def apply(fmt_bytes: float, cats: tuple[str, ...] = _LINEAR) -> None:
         for cat in cats:
             result[cat] = fmt_bytes
 
@@ -318,9 +318,9 @@ def _bytes_per_param(q: Mapping[str, Any], dtype_bytes: int) -> tuple[str | None
         layers = q.get("quantized_layers") or {}
         for module, info in layers.items():
             cat = _category(module)
-            fmt = str((info or {}).get("quant_algo", "")).upper()
-            if cat and fmt in _ALGO_BYTES:
-                result[cat] = _ALGO_BYTES[fmt]
+            layer_algo = str((info or {}).get("quant_algo", "")).upper()
+            if cat and layer_algo in _ALGO_BYTES:
+                result[cat] = _ALGO_BYTES[layer_algo]
         name = "mixed (" + "/".join(sorted({str((i or {}).get("quant_algo")) for i in layers.values()})) + ")"
         excluded = []
     elif algo in _ALGO_BYTES:
@@ -634,7 +634,8 @@ def _hub_snapshot(repo_id: str, dirs: list[Path]) -> Path | None:
 
 @lru_cache(maxsize=1)
 def _catalog() -> dict[str, Any]:
-    return json.loads(CATALOG_FILE.read_text())
+    catalog: dict[str, Any] = json.loads(CATALOG_FILE.read_text())
+    return catalog
 
 
 def catalog_names() -> list[str]:
@@ -679,9 +680,9 @@ def _load_cached(model: str, dirs: tuple[Path, ...]) -> ModelSpec:
         if snap is not None:
             spec = spec_from_folder(snap, name=model)
             return replace(spec, source=f"Hugging Face cache {snap}")
-    spec = spec_from_catalog(model)
-    if spec is not None:
-        return spec
+    known = spec_from_catalog(model)
+    if known is not None:
+        return known
     where = ", ".join(str(d) for d in dirs)
     raise UserError(
         f"unknown model {model!r}: it is not a local folder, not in the Hugging Face cache "

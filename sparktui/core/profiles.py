@@ -460,7 +460,8 @@ def _sync(table: Table | tomlkit.TOMLDocument, wanted: dict[str, Any], known: se
 def _section(doc: tomlkit.TOMLDocument, name: str) -> Table:
     if name not in doc:
         doc.add(name, tomlkit.table())
-    return doc[name]  # type: ignore[return-value]
+    table: Table = doc[name]
+    return table
 
 
 def to_document(profile: Profile) -> tomlkit.TOMLDocument:
@@ -480,10 +481,10 @@ def to_document(profile: Profile) -> tomlkit.TOMLDocument:
 
     def same_serve(key: str, old: Any, new: Any) -> bool:
         if key == EXTRA_ARGS_KEY:
-            return old == new
+            return bool(old == new)
         flag = flag_by_key(key)
         try:
-            return flag is not None and flag.coerce(old) == new
+            return flag is not None and bool(flag.coerce(old) == new)
         except UserError:
             return False
 

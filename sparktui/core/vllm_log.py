@@ -17,6 +17,7 @@ import re
 import signal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 # The phase strip, in order. "failed" replaces whatever phase start-up reached.
 PHASES = ("starting", "loading_weights", "profiling", "kv_cache", "cuda_graphs", "ready")
@@ -131,7 +132,7 @@ class Failure:
     message: str
     hint: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "message": self.message, "hint": self.hint}
 
 
@@ -252,7 +253,7 @@ _R_ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
 _R_REPO = re.compile(r"specified: '([^']*)'|Repository Not Found for url: \S*?/api/models/([^/\s]+/[^/\s]+)")
 
 
-def _engine_config(msg: str, out: list) -> None:
+def _engine_config(msg: str, out: list[Event]) -> None:
     # "Initializing a V1 LLM engine (v0.10.2) with config: model='…', …, max_seq_len=4096, …"
     if m := _R_ENGINE.search(msg):
         out.append(Version(m.group(1), "engine"))
@@ -262,7 +263,7 @@ def _engine_config(msg: str, out: list) -> None:
         out.append(MaxModelLen(int(m.group(1)), "engine"))
 
 
-def _args(msg: str, out: list) -> None:
+def _args(msg: str, out: list[Event]) -> None:
     # "non-default args: {'model': '…', 'max_model_len': 4096}" or 0.8's "args: Namespace(model_tag='…')"
     if m := _R_ARGS_MODEL.search(msg):
         out.append(Model(next(g for g in m.groups() if g is not None), "args"))
@@ -270,7 +271,7 @@ def _args(msg: str, out: list) -> None:
         out.append(MaxModelLen(int(next(g for g in m.groups() if g is not None)), "args"))
 
 
-def _on_version(msg: str, out: list) -> None:
+def _on_version(msg: str, out: list[Event]) -> None:
     # "vLLM API server version 0.8.5.post1", or NGC's banner "vLLM Version 0.13.0+faa43dbf"
     if m := _R_API_VERSION.search(msg):
         out.append(Version(m.group(1), "api_server"))
@@ -278,7 +279,7 @@ def _on_version(msg: str, out: list) -> None:
         out.append(Version(m.group(1), "container"))
 
 
-def _on_banner(msg: str, out: list) -> None:
+def _on_banner(msg: str, out: list[Event]) -> None:
     # 0.2x's block-letter banner: "▄▄ ▄█ █ … version 0.25.1" and "█▄█▀ █ … model   poolside/…"
     if "version " in msg and (m := _R_BANNER_VERSION.search(msg)):
         out.append(Version(m.group(1), "banner"))
@@ -286,22 +287,22 @@ def _on_banner(msg: str, out: list) -> None:
         out.append(Model(m.group(1), "banner"))
 
 
-def _on_args(msg: str, out: list) -> None:
+def _on_args(msg: str, out: list[Event]) -> None:
     if msg.startswith(("non-default args:", "args: Namespace(")):
         _args(msg, out)
 
 
-def _on_initializing(msg: str, out: list) -> None:
+def _on_initializing(msg: str, out: list[Event]) -> None:
     if "LLM engine (v" in msg:
         _engine_config(msg, out)
 
 
-def _on_using(msg: str, out: list) -> None:
+def _on_using(msg: str, out: list[Event]) -> None:
     if msg.startswith("Using max model len") and (m := _R_USING_LEN.search(msg)):
         out.append(MaxModelLen(int(m.group(1)), "resolved"))
 
 
-def _on_starting(msg: str, out: list) -> None:
+def _on_starting(msg: str, out: list[Event]) -> None:
     if msg.startswith("Starting to load model"):
         if m := _R_LOAD_START.search(msg):
             out.append(LoadingStarted(m.group(1)))
@@ -309,30 +310,30 @@ def _on_starting(msg: str, out: list) -> None:
         out.append(ServerListening(m.group(1)))
 
 
-def _on_loading(msg: str, out: list) -> None:
+def _on_loading(msg: str, out: list[Event]) -> None:
     if msg.startswith("Loading weights took") and (m := _R_WEIGHTS_READ.search(msg)):
         out.append(WeightsRead(float(m.group(1))))
 
 
-def _on_model(msg: str, out: list) -> None:
+def _on_model(msg: str, out: list[Event]) -> None:
     if msg.startswith("Model loading took") and (m := _R_WEIGHTS.search(msg)):
         out.append(WeightsLoaded(float(m.group(1)), float(m.group(2))))
 
 
-def _on_available(msg: str, out: list) -> None:
+def _on_available(msg: str, out: list[Event]) -> None:
     if msg.startswith("Available KV cache memory") and (m := _R_AVAIL_KV.search(msg)):
         out.append(AvailableKVMemory(float(m.group(1))))
     elif msg.startswith("Available routes are"):
         out.append(ServerListening(None))
 
 
-def _on_cpu_kv(msg: str, out: list) -> None:
+def _on_cpu_kv(msg: str, out: list[Event]) -> None:
     # CPU backend: "Explicitly set (0.06/9.46) GiB for KV cache on node 0." / "Auto set (…) GiB …"
     if "GiB for KV cache" in msg and (m := _R_CPU_KV.search(msg)):
         out.append(AvailableKVMemory(float(m.group(1))))
 
 
-def _on_kv_size(msg: str, out: list) -> None:
+def _on_kv_size(msg: str, out: list[Event]) -> None:
     # "GPU KV cache size: 18,400 tokens"; 0.32 adds ", Maximum concurrency for … : 256.00x"
     if m := _R_KV_SIZE.search(msg):
         out.append(KVCacheSize(_first_number(m.group(2)), m.group(1)))
@@ -340,28 +341,28 @@ def _on_kv_size(msg: str, out: list) -> None:
         _on_concurrency(msg, out)
 
 
-def _on_concurrency(msg: str, out: list) -> None:
+def _on_concurrency(msg: str, out: list[Event]) -> None:
     if m := _R_CONCURRENCY.search(msg):
         out.append(MaxConcurrency(_first_number(m.group(1)), float(m.group(2))))
 
 
-def _on_capturing(msg: str, out: list) -> None:
+def _on_capturing(msg: str, out: list[Event]) -> None:
     if msg.startswith("Capturing CUDA graphs"):
         out.append(CudaGraphCapture(finished=False))
 
 
-def _on_graph(msg: str, out: list) -> None:
+def _on_graph(msg: str, out: list[Event]) -> None:
     if msg.startswith("Graph capturing finished") and (m := _R_GRAPH_DONE.search(msg)):
         out.append(CudaGraphCapture(True, float(m.group(1)), float(m.group(2))))
 
 
-def _on_application(msg: str, out: list) -> None:
+def _on_application(msg: str, out: list[Event]) -> None:
     if msg.startswith("Application startup complete"):
         out.append(StartupComplete())
 
 
-def _profiling_rule(*starts: str):
-    def rule(msg: str, out: list) -> None:
+def _profiling_rule(*starts: str) -> Callable[[str, list[Event]], None]:
+    def rule(msg: str, out: list[Event]) -> None:
         if msg.startswith(starts):
             out.append(Profiling(msg))
 
@@ -370,7 +371,7 @@ def _profiling_rule(*starts: str):
 
 # vLLM's messages start with a fixed word, so one dict lookup on the first word picks the only rule
 # that can apply; most lines match none and cost a split and a lookup.
-_RULES_BY_FIRST_WORD: dict[str, Callable[[str, list], None]] = {
+_RULES_BY_FIRST_WORD: dict[str, Callable[[str, list[Event]], None]] = {
     "vLLM": _on_version,
     "non-default": _on_args,
     "args:": _on_args,
@@ -401,7 +402,7 @@ _RULES_BY_FIRST_WORD: dict[str, Callable[[str, list], None]] = {
 }
 
 
-def _info_rules(msg: str, out: list) -> None:
+def _info_rules(msg: str, out: list[Event]) -> None:
     """Progress facts, from the message's first word."""
     if msg[0] == "[" and "] " in msg[:40]:
         msg = msg[msg.index("] ") + 2 :]  # "[backbone] Initial profiling/warmup run took 0.02 s"
@@ -527,7 +528,7 @@ def parse_line(raw: str) -> list[Event]:
     line = _clean(raw)
     end = _process_end(line)
     level, msg = _level_and_message(line[end:].lstrip() if end else line)
-    out: list = []
+    out: list[Event] = []
     if not msg:
         return out
     if level is None or level == "INFO":
@@ -620,7 +621,7 @@ class LogSummary:
             if events:
                 self.apply(events)
 
-    def _take(self, field: str, value, rank: int) -> None:
+    def _take(self, field: str, value: object, rank: int) -> None:
         if getattr(self, field) is None or rank > self._ranks.get(field, -1):
             setattr(self, field, value)
             self._ranks[field] = rank
@@ -724,7 +725,7 @@ class LogSummary:
 
     # -- reading
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "version": self.version,
             "model": self.model,

@@ -8,10 +8,14 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from sparktui.commands.guard import EXIT_GUARD_TRIPPED
 from sparktui.core.units import GiB
 from sparktui.runtime.memory import read_mem_available
 from tests.support import PROCS, REPO, alive, wait_file
+
+pytestmark = pytest.mark.slow  # spawns processes
 
 
 def sparktui(*args, **kw):

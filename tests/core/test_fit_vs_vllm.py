@@ -13,6 +13,8 @@ import pytest
 from sparktui.core.fit import VLLM_032, kv_dtype_bytes, plan_kv
 from sparktui.core.modelspec import DTYPE_BYTES, MAMBA, load_model_spec
 
+pytestmark = pytest.mark.slow  # spawns processes
+
 GiB = 1024**3
 ORACLE = Path(__file__).parents[1] / "support" / "vllm_kv_oracle.py"
 

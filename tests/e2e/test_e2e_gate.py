@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import REPO
+
+pytestmark = pytest.mark.slow  # spawns processes
 
 
 def run_e2e(ci: str | None):

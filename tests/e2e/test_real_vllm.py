@@ -26,7 +26,7 @@ from sparktui.runtime import proc
 from sparktui.runtime import state as st
 from tests.support import REPO, free_port, wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 VLLM = os.environ.get("SPARKTUI_TEST_VLLM", "")
 SERVE_FLAGS = ["--enforce-eager", "--kv-cache-memory-bytes", "64M", "--max-model-len", "512"]

@@ -19,6 +19,8 @@ from sparktui.runtime.memory import read_mem_available
 from sparktui.runtime.proc import read_stat, spawn
 from tests.support import PROCS, alive
 
+pytestmark = pytest.mark.slow  # spawns processes
+
 
 def avail_gib() -> float:
     return read_mem_available() / GiB

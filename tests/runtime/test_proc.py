@@ -17,6 +17,8 @@ from sparktui.runtime import proc
 from sparktui.runtime.proc import ProcessIdentity, ProcessTree, read_stat, signal_process, spawn, sweep_orphans
 from tests.support import PROCS, alive, wait_for
 
+pytestmark = pytest.mark.slow  # spawns processes
+
 
 @pytest.fixture
 def foreign_sleep():

@@ -14,6 +14,8 @@ import pytest
 from tests.support import free_port, wait_for
 from tests.support.stub_vllm import install_stub
 
+pytestmark = pytest.mark.slow  # spawns processes
+
 FAST = {"STUB_VLLM_TIME_SCALE": "0.01", "STUB_VLLM_MAX_LIFE_S": "60"}
 
 

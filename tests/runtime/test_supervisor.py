@@ -22,6 +22,8 @@ from sparktui.runtime import proc, supervisor
 from sparktui.runtime import state as st
 from tests.support import REPO, shm_held_by, wait_for
 
+pytestmark = pytest.mark.slow  # spawns processes
+
 # The stub serves a model folder that does not exist, so core.fit cannot size it.
 NO_FIT = "fit check skipped: model folder /models/tiny does not exist; give the path of a folder that holds config.json"
 

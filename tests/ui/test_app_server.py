@@ -13,7 +13,7 @@ from sparktui.ui.app import SparkApp
 from sparktui.ui.screens import ConfirmScreen
 from tests.support.app import SampleBackend
 
-pytestmark = pytest.mark.usefixtures("isolated")
+pytestmark = [pytest.mark.usefixtures("isolated"), pytest.mark.slow]
 
 
 async def until(pilot, condition, what: str, timeout: float = 30.0):
