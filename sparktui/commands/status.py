@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,11 +29,20 @@ def _line(state: dict) -> str:
     guard = state.get("guard") or {}
     if guard.get("last"):
         parts.append(f"guard {guard.get('state')} (MemAvailable {guard['last']['available_gib']:.1f} GiB)")
+    watch = state.get("watch") or {}
+    wedge = watch.get("wedge") or {}
+    if wedge.get("state") == "wedged" and state.get("alive", True) and not state.get("exit"):
+        since = time.strftime("%H:%M:%S", time.localtime(wedge["since"])) if wedge.get("since") else "?"
+        parts.append(f"WEDGED since {since} ({wedge.get('evidence')})")
+    elif wedge.get("state") == "suspect":
+        parts.append(f"suspect: no progress for {wedge.get('stalled_s', 0):.0f} s, probing")
     exit_ = state.get("exit")
     if exit_:
         parts.append(f"exit: {exit_.get('reason')}")
         if exit_.get("failure"):
             parts.append(f"({exit_['failure']['kind']}: {exit_['failure']['message']})")
+        if exit_.get("breaker"):
+            parts.append(f"— {exit_['breaker']['reason']}")
     return "  ".join(parts)
 
 

@@ -36,6 +36,7 @@ from sparktui.runtime.guard import Guard, GuardLines, TripReport
 from sparktui.runtime.logtail import LogTail
 from sparktui.runtime.memory import read_memory
 from sparktui.runtime.runner import LaunchCommand, build_command
+from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 UNIFIED_MAX_UTILIZATION = 0.90
@@ -69,6 +70,8 @@ def effective_serve(profile, extra_args: list[str] | None = None):
 class Preflight:
     warnings: list[str]
     fit: dict | None = None  # core.fit's verdict, when it could be computed
+    notes: list[str] = dataclasses.field(default_factory=list)  # what preflight did (page cache evicted)
+    page_cache: dict | None = None  # watch.PageCacheReport.to_dict()
 
 
 def _meminfo() -> dict[str, int]:
@@ -96,10 +99,24 @@ def is_unified_memory(profile) -> bool:
     return str(profile.machine) == "dgx-spark"
 
 
-def preflight(profile, serve=None, *, force: bool = False, meminfo: dict[str, int] | None = None) -> Preflight:
-    """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not."""
+def preflight(
+    profile, serve=None, *, force: bool = False, meminfo: dict[str, int] | None = None, evict: bool = False
+) -> Preflight:
+    """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not.
+
+    evict=True (the supervisor, right before vLLM starts): evict the page cache the model's own
+    files hold (posix_fadvise, no root needed) and say how much it freed."""
     serve = serve if serve is not None else profile.serve
     warnings: list[str] = []
+    notes: list[str] = []
+    page_cache = None
+    watch_settings = getattr(profile, "watch", None)
+    if meminfo is None and (watch_settings is None or watch_settings.evict_page_cache):
+        report = model_page_cache(serve.model, evict=evict)
+        page_cache = report.to_dict()
+        if report.folder is not None:
+            notes.append(report.summary())
+        warnings.extend(f"page cache: {e}" for e in report.errors)
     mem = meminfo if meminfo is not None else _meminfo()
     gib = 1 << 30
 
@@ -127,14 +144,18 @@ def preflight(profile, serve=None, *, force: bool = False, meminfo: dict[str, in
             "set api-key in the profile (it travels as VLLM_API_KEY, never on the command line)"
         )
     available, free = mem.get("MemAvailable", 0), mem.get("MemFree", 0)
-    if available - free >= PAGE_CACHE_WARN_BYTES:
+    wanted = serve.gpu_memory_utilization * mem.get("MemTotal", 0)
+    # Only when needed: what is left after the model's own pages went, and only when free memory
+    # is short of what vLLM will ask for.
+    if available - free >= PAGE_CACHE_WARN_BYTES and free < wanted:
         warnings.append(
             f"MemFree is {free / gib:.1f} GiB but MemAvailable is {available / gib:.1f} GiB: page cache "
-            "holds the difference, and on a DGX Spark vLLM's start-up free-memory check can fail on it. "
+            "holds the difference (other files' pages: the model's own were evicted without root), and on "
+            "a DGX Spark vLLM's start-up free-memory check can fail on it. "
             f"Drop the caches first: {vllm_log.DROP_CACHES}"
         )
     fit_result = _fit_verdict(profile, serve, mem, warnings, force)
-    return Preflight(warnings, fit_result)
+    return Preflight(warnings, fit_result, notes, page_cache)
 
 
 def _fit_verdict(profile, serve, mem: dict[str, int], warnings: list[str], force: bool) -> dict | None:
@@ -231,6 +252,13 @@ class Supervisor:
         self.endpoint: Endpoint | None = None
         self.reaper: subprocess.Popen | None = None
         self._server: socket.socket | None = None
+        self.watch = ServerWatch(
+            profile.watch,
+            url=base_url(self.serve.host, self.port),
+            api_key=self.serve.api_key,
+            model=self.serve.served_model_name or self.serve.model,
+            say=self._watch_said,
+        )
 
     # -- state
 
@@ -239,6 +267,7 @@ class Supervisor:
             self.state.update(changes, updated_at=time.time())
             if self.tree is not None:
                 self.state["tree"] = self.tree.to_record()
+            self.state["watch"] = self.watch.to_state()
             self.state["phase"] = changes.get("phase", self.state.get("phase"))
             self.state["summary"] = self.summary.to_dict()
             self.state["events"] = list(self.events)
@@ -378,7 +407,9 @@ class Supervisor:
     def run(self) -> int:
         """Launch and supervise until vLLM exits or is stopped; returns the exit status to use."""
         sweep_lost_servers()
-        pre = preflight(self.profile, self.serve, force=self.force)
+        pre = preflight(self.profile, self.serve, force=self.force, evict=True)
+        for note in pre.notes:
+            self._say(note)
         for warning in pre.warnings:
             print(f"sparktui: warning: {warning}", file=sys.stderr, flush=True)
         self.command = build_command(self.profile, self.serve)
@@ -388,6 +419,7 @@ class Supervisor:
         self.state["argv"] = self.command.argv
         self.state["runner"] = self.command.kind
         self.state["container"] = self.command.container
+        self.state["page_cache"] = pre.page_cache
 
         previous = {}
         if threading.current_thread() is threading.main_thread():  # only there can signals be handled
@@ -400,6 +432,7 @@ class Supervisor:
             self._start_reaper()
             self.state["reaper"] = {"pid": self.reaper.pid, "start_time": proc.start_time_of(self.reaper.pid)}
             env = {**os.environ, **self.command.env}
+            self._start_flight_recorder()
             self.tree = proc.spawn(self.command.argv, log_path, env)
             self._start_guard()
             self._serve_socket()  # before the save that records the tree: launch() returns on it
@@ -410,7 +443,13 @@ class Supervisor:
                 flush=True,
             )
             with Endpoint(base_url(self.serve.host, self.port), api_key=self.serve.api_key) as self.endpoint:
-                return self._loop(log_path)
+                while True:
+                    code = self._loop(log_path)
+                    restart = self._restart_log_path(code)
+                    if restart is None:
+                        return code
+                    log_path = restart
+                    self._respawn(log_path, env)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
@@ -446,6 +485,9 @@ class Supervisor:
             if self.requested:
                 how = self.requested
                 break
+            if self.watch.restart_wanted.is_set():
+                how = "wedge"
+                break
             if self.tree.returncode() is not None:
                 last = self.guard.last  # set before the guard signals: its trip may be what ended vLLM
                 how = "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
@@ -459,10 +501,13 @@ class Supervisor:
     def _ingest(self, lines: list[str]) -> bool:
         changed = False
         for line in lines:
+            self.watch.on_line(line)
             for event in self.summary.feed(line):
                 if isinstance(event, vllm_log.PhaseChanged):
                     changed = True
                     self._say(f"phase: {event.phase}")
+                    if self.guard is not None:
+                        self.guard.set_phase(event.phase)
                     continue
                 if isinstance(event, vllm_log.KVCacheSize):
                     self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
@@ -484,6 +529,10 @@ class Supervisor:
             self.state["metrics"] = {"error": fetched.error, "at": time.time()}
             return
         snapshot = fetched.snapshot
+        if self.watch.on_metrics(snapshot):
+            self.events.append({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
+        if self.guard is not None and self.summary.phase == "ready":
+            self.guard.set_phase("prefill" if self.watch.prefilling else "ready")
         stats = m.derive(snapshot, self._last_metrics)
         self._last_metrics = snapshot
         self.state["metrics"] = {
@@ -505,7 +554,7 @@ class Supervisor:
             self.guard.close()
         if how == "kill":
             report = self._kill()
-        elif how == "stop":
+        elif how in ("stop", "wedge"):
             report = self._stop()
         returncode = self.tree.returncode()
         if not self.tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
@@ -516,7 +565,7 @@ class Supervisor:
             for event in self.summary.finish(returncode):
                 if not isinstance(event, vllm_log.PhaseChanged):
                     self.events.append(_event_dict(event))
-        reason = {"stop": "stopped", "kill": "killed", "guard": "guard"}.get(
+        reason = {"stop": "stopped", "kill": "killed", "guard": "guard", "wedge": "wedged"}.get(
             how, "failed" if self.summary.failure else "exited"
         )
         phase = self.summary.phase if how == "exited" else "stopped"
@@ -536,6 +585,8 @@ class Supervisor:
             print(f"sparktui: vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}", file=sys.stderr, flush=True)
         if how == "guard":
             return GUARD_EXIT
+        if how == "wedge":
+            return 1
         return 0 if how in ("stop", "kill") or returncode == 0 else 1
 
     # -- guard
@@ -594,7 +645,82 @@ class Supervisor:
             subprocess.run(self.command.kill_argv, capture_output=True, timeout=20)
         return self.tree.kill()
 
+    # -- watch: flight recorder, restarts
+
+    def _watch_said(self, text: str) -> None:
+        self._say(text)
+        with self.lock:
+            if not self.state:
+                return
+            self.events.append({"kind": "Watch", "t": time.time(), "text": text})
+        try:
+            self._save()
+        except OSError:
+            pass
+
+    def _start_flight_recorder(self) -> None:
+        header = FlightHeader(
+            port=self.port,
+            profile=self.profile.name,
+            model=self.serve.model,
+            boot_id=current_boot_id(),
+            started_at=self.state.get("started_at") or time.time(),
+            supervisor_pid=os.getpid(),
+        )
+
+        def context() -> tuple[str, str, list[int]]:
+            tree = self.tree
+            pids = [] if tree is None else [i.pid for i in tree.recorded]
+            return self.summary.phase, str(self.state.get("status")), pids
+
+        self.watch.start_recording(flight_dir(st.state_dir()), header, context)
+
+    def _restart_log_path(self, code: int) -> Path | None:
+        """After the server ended: a new log path when the profile asks for a restart and the
+        crash-loop breaker allows one; None to finish."""
+        exit_ = self.state.get("exit") or {}
+        reason = exit_.get("reason")
+        if self.requested or reason in ("stopped", "killed", "guard"):
+            return None
+        kind = "wedge" if reason == "wedged" else "crash"
+        failure = exit_.get("failure") or {}
+        phase = self.summary.reached  # the furthest start-up phase ("ready" once it served)
+        detail = (
+            (self.watch.to_state()["wedge"].get("evidence") or "wedged")
+            if kind == "wedge"
+            else (failure.get("message") or f"exit status {exit_.get('returncode')}")
+        )
+        verdict = self.watch.may_restart(kind, phase, detail)
+        if verdict is None:
+            return None
+        if not verdict.restart:
+            self._say(f"{verdict.reason}:")
+            for f in verdict.failures:
+                self._say(f"  {f.line()}")
+            self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
+            with self.lock:
+                self.state["exit"] = {**exit_, "breaker": self.watch.to_state()["breaker"]}
+            self._save()
+            return None
+        attempt = len(self.watch.restarts)
+        self._say(f"restarting after a {kind} in phase {phase} (restart {attempt}): {detail}")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}-r{attempt}.log"
+
+    def _respawn(self, log_path: Path, env: dict[str, str]) -> None:
+        self.summary = vllm_log.LogSummary()
+        self.healthy = False
+        self._last_metrics = None
+        self.tripped.clear()
+        self.trip_report = None
+        self.watch.reset_for_restart()
+        self.tree = proc.spawn(self.command.argv, log_path, env)
+        self._start_guard()
+        self._save(status="starting", phase=self.summary.phase, log_path=str(log_path), exit=None, ready_at=None)
+        self._say(f"vLLM pid {self.tree.pid} on {self.state['url']}, log {log_path}")
+
     def _close(self) -> None:
+        self.watch.close(clean=True)
         if self._server is not None:
             try:
                 self._server.close()

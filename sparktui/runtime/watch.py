@@ -33,11 +33,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktui.atomic import atomic_write_text
-from sparktui.core.metrics import GENERATION_TOKENS, KV_USAGE, PROMPT_TOKENS, RUNNING, TTFT, WAITING, MetricsSnapshot
 from sparktui.core.units import GiB
+
+if TYPE_CHECKING:  # every command checks for a post-mortem: keep prometheus_client out of that path
+    from sparktui.core.metrics import MetricsSnapshot
 
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 BOOT_ID_ENV = "SPARKTUI_BOOT_ID"  # tests simulate a reboot by changing it
@@ -61,6 +63,8 @@ class EngineCounters:
 
     @classmethod
     def from_snapshot(cls, snapshot: MetricsSnapshot) -> EngineCounters:
+        from sparktui.core.metrics import GENERATION_TOKENS, KV_USAGE, PROMPT_TOKENS, RUNNING, TTFT, WAITING
+
         kv = None
         for name in KV_USAGE:
             kv = snapshot.mean(name)
@@ -527,6 +531,16 @@ def _headers(folder: Path) -> list[tuple[Path, FlightHeader]]:
     return out
 
 
+def _end_recorded(state_dir: Path, header: FlightHeader) -> bool:
+    """The run's end is in its state record after all (its supervisor was killed and the reaper
+    or the next launch swept the tree): not a machine that went down under it."""
+    try:
+        state = json.loads((state_dir / "servers" / f"{header.port}.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(state.get("status") == "exited" and (state.get("started_at") or 0) >= header.started_at - 1)
+
+
 def check_after_reboot(
     state_dir: Path,
     *,
@@ -545,6 +559,8 @@ def check_after_reboot(
     kernel_log: KernelLog | None = None
     for path, header in _headers(folder):
         if header.clean_stop or header.postmortem or header.boot_id == now_boot:
+            continue
+        if _end_recorded(state_dir, header):
             continue
         if kernel_log is None:
             kernel_log = kernel()

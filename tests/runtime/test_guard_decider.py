@@ -111,7 +111,9 @@ def test_kill_line_during_grace_kills_at_once():
 def test_fast_fall_straight_through_term_kills():
     d = GuardDecider(LINES)
     out = feed_all(d, [(0, 20), (0.1, 14), (0.3, 3.0)])  # 55 GiB/s: fast, still a plausible fall
-    assert out[-1].action is Action.KILL and out[-1].reason == "below" and not out[-1].held
+    # At 14 GiB, falling 60 GiB/s, the kill line is 0.2 s away: the fall-rate trigger sends SIGTERM.
+    assert out[1].action is Action.TERM and out[1].reason == "fall rate"
+    assert out[-1].action is Action.KILL and out[-1].reason == "below kill line during grace" and not out[-1].held
     assert out[-1].rate == pytest.approx(-g(55), rel=0.01)
 
 
