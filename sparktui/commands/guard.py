@@ -13,6 +13,7 @@ import argparse
 import json
 import signal
 import sys
+from typing import Any
 
 # Exit status when the guard stopped the command (else: the command's own status, or 128+N when
 # it died of signal N, as shells report it). Chosen to collide with nothing sparktui or a shell
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     except UserError as exc:
         raise UserError(f"{exc} (set --warn-below/--term-below/--kill-below together, or a line to 'off')") from None
 
-    def emit(event: str, text: str, data: dict) -> None:
+    def emit(event: str, text: str, data: dict[str, Any]) -> None:
         if args.json:
             print(json.dumps({"event": event, **data}), file=sys.stderr, flush=True)
         else:

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+from sparktui.core.vllm_log import LogSummary
+
+# Reading is bounded, so a pipe that never ends (`yes |`) or a device (/dev/urandom) cannot keep it
+# busy for ever: a real start-up log is a few thousand lines; a server that logged every request for
+# weeks reaches a few hundred MiB.
+MAX_BYTES = 256 << 20
+MAX_LINES = 4_000_000
+MAX_LINE_BYTES = 1 << 20  # a "line" longer than this is cut (no newline in sight: not a log)
+SNIFF_BYTES = 64 << 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,25 +24,98 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
-def _read_summary(path: str):
+class _Reader:
+    """The lines of a binary stream, decoded as UTF-8 (bad bytes replaced), within the bounds above."""
+
+    def __init__(self, stream: IO[bytes], head: bytes) -> None:
+        self.stream = stream
+        self.head = head
+        self.cut: str | None = None  # why reading stopped before the end, if it did
+
+    def _chunks(self) -> Iterator[bytes]:
+        total = len(self.head)
+        yield self.head
+        while total < MAX_BYTES:
+            chunk = self.stream.read(min(1 << 20, MAX_BYTES - total))
+            if not chunk:
+                return
+            total += len(chunk)
+            yield chunk
+        if self.stream.read(1):
+            self.cut = f"read only the first {MAX_BYTES >> 20} MiB"
+
+    def lines(self) -> Iterator[str]:
+        # split on b"\n" only: a progress bar's carriage returns stay inside its line, as vLLM wrote it
+        pending = b""
+        count = 0
+        for chunk in self._chunks():
+            parts = (pending + chunk).split(b"\n")
+            pending = parts.pop()
+            if len(pending) > MAX_LINE_BYTES:
+                parts.append(pending[:MAX_LINE_BYTES])
+                pending = b""
+            for part in parts:
+                count += 1
+                if count > MAX_LINES:
+                    self.cut = f"read only the first {MAX_LINES:,} lines"
+                    return
+                yield part.decode("utf-8", "replace") + "\n"
+        if pending:
+            yield pending.decode("utf-8", "replace")
+
+
+def binary_reason(head: bytes) -> str | None:
+    """Why these first bytes are not a text log, or None when they look like text."""
+    nul = head.find(b"\0")
+    if nul >= 0:
+        return f"a NUL byte at offset {nul}"
+    text = head.decode("utf-8", "replace")
+    # what a terminal log can hold: text, tabs, newlines, carriage returns, ANSI escapes, backspaces
+    odd = sum(1 for ch in text if ch == "\ufffd" or (ch < " " and ch not in "\t\n\r\x1b\x08\x0c"))
+    if text and odd > len(text) // 10:
+        return f"{odd} of its first {len(text)} characters are not text"
+    return None
+
+
+def _read_summary(path: str) -> tuple[LogSummary, str | None]:
     from sparktui.core.vllm_log import summarize
     from sparktui.errors import UserError
 
-    if path == "-":
-        # newline="\n": a progress bar's carriage returns stay inside its line, as in a file
-        return summarize(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n"))
+    name = "standard input" if path == "-" else repr(path)
     try:
-        with open(path, encoding="utf-8", errors="replace", newline="\n") as fh:
-            return summarize(fh)
+        stream: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise UserError(f"cannot read log file {path!r}: {reason}; give the path of a vLLM log file") from None
+    try:
+        try:
+            head = stream.read(SNIFF_BYTES)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise UserError(f"cannot read log file {path!r}: {reason}; give the path of a vLLM log file") from None
+        if not head:
+            raise UserError(
+                f"{name} is empty: there is no vLLM output to summarise; give the file vLLM's output went to"
+            )
+        why = binary_reason(head)
+        if why is not None:
+            raise UserError(
+                f"{name} is not a text log ({why}); give the file vLLM's output (stdout and stderr) went to"
+            )
+        reader = _Reader(stream, head)
+        summary = summarize(reader.lines())
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    if summary.text_lines == 0:
+        raise UserError(f"{name} holds only blank lines: there is no vLLM output to summarise")
+    return summary, reader.cut
 
 
-def _format(summary) -> str:
+def _format(summary: LogSummary) -> str:
     d = summary.to_dict()
 
-    def show(value, unit=""):
+    def show(value: Any, unit: str = "") -> str:
         return "-" if value is None else f"{value}{unit}"
 
     tokens = d["kv_cache_tokens"]
@@ -56,7 +140,9 @@ def _format(summary) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    summary = _read_summary(args.file)
+    summary, cut = _read_summary(args.file)
+    if cut:
+        print(f"sparktui: {cut} of {args.file}; the summary covers those", file=sys.stderr)
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
     else:

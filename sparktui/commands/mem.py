@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-gpu", action="store_true", help="skip NVML")
 
 
-def sample(gpu: bool) -> dict:
+def sample(gpu: bool) -> dict[str, Any]:
     from sparktui.runtime.memory import read_gpu, read_memory
 
     out = {"memory": read_memory().to_dict()}
@@ -27,7 +28,7 @@ def sample(gpu: bool) -> dict:
     return out
 
 
-def render(s: dict) -> str:
+def render(s: dict[str, Any]) -> str:
     from sparktui.core.units import format_gib as f
 
     m = s["memory"]

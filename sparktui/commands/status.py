@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="include servers that have exited")
 
 
-def _line(state: dict) -> str:
+def _line(state: dict[str, Any]) -> str:
     summary = state.get("summary") or {}
     metrics = state.get("metrics") or {}
     parts = [

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, help="the server's port (needed when several run)")
 
 
-def describe_exit(state: dict) -> str:
+def describe_exit(state: dict[str, Any]) -> str:
     """`profile on port N: exited (reason, gone after X s)` for stop and kill."""
     exit_info = state.get("exit") or {}
     gone_after = (exit_info.get("stop") or {}).get("gone_after_s")

@@ -16,12 +16,12 @@ A fit takes tens of microseconds, so the TUI can run it on every keystroke.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from sparktui.core.config import flag_by_field
+from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.errors import UserError
@@ -73,16 +73,6 @@ def dgx_spark() -> Machine:
     )
 
 
-def parse_meminfo(text: str) -> dict[str, int]:
-    """/proc/meminfo text → {field: bytes}."""
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        m = re.match(r"^(\w+(?:\(\w+\))?):\s+(\d+)(?:\s+kB)?", line)
-        if m:
-            out[m.group(1)] = int(m.group(2)) * (1024 if line.rstrip().endswith("kB") else 1)
-    return out
-
-
 def machine_from_name(name: str | float | int, meminfo: str | None = None) -> Machine:
     """`dgx-spark`, `auto` (from /proc/meminfo text the caller read), or a size in GiB
     (a GPU with that much memory, not shared with the OS)."""
@@ -98,11 +88,11 @@ def machine_from_name(name: str | float | int, meminfo: str | None = None) -> Ma
                 "--machine auto needs /proc/meminfo, which could not be read; use --machine dgx-spark or a size in GiB"
             )
         info = parse_meminfo(meminfo)
-        if "MemTotal" not in info or "MemAvailable" not in info:
-            raise UserError("/proc/meminfo has no MemTotal / MemAvailable; use --machine dgx-spark or a size in GiB")
+        if not info["mem_total"]:
+            raise UserError("/proc/meminfo has no MemTotal; use --machine dgx-spark or a size in GiB")
         # CUDA on GB10 reports about 2.1 GiB less than MemTotal.
-        total = info["MemTotal"] - (DGX_SPARK_MEM_TOTAL - DGX_SPARK_CUDA_TOTAL)
-        return Machine("auto", total, info["MemTotal"], unified=True, mem_available=info["MemAvailable"])
+        total = info["mem_total"] - (DGX_SPARK_MEM_TOTAL - DGX_SPARK_CUDA_TOTAL)
+        return Machine("auto", total, info["mem_total"], unified=True, mem_available=info["mem_available"])
     try:
         size = float(text.removesuffix("gib").strip())
     except ValueError:
@@ -731,6 +721,5 @@ __all__ = [
     "fit_to_kv_memory",
     "kv_dtype_bytes",
     "machine_from_name",
-    "parse_meminfo",
     "plan_kv",
 ]

@@ -31,6 +31,7 @@ from tomlkit.items import Table
 from sparktui.atomic import atomic_write_text
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
 from sparktui.errors import UserError
+from sparktui.paths import user_profiles_dir
 
 MACHINE_NAMES = ("dgx-spark", "auto")
 RunnerKind = Literal["native", "container"]
@@ -131,16 +132,6 @@ _RUNNER_KEYS = {
     "container-args": "container_args",
 }
 _SECTIONS = ("serve", "machine", "guard", "runner", "watch", "env")
-
-
-def user_profiles_dir() -> Path:
-    """Where the user's own profiles live (SPARKTUI_CONFIG_DIR overrides, e.g. for tests)."""
-    override = os.environ.get("SPARKTUI_CONFIG_DIR")
-    if override:
-        return Path(override) / "profiles"
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("sparktui")) / "profiles"
 
 
 def user_profile_path(name: str) -> Path:

@@ -3,7 +3,10 @@
 Reads what `vllm serve` prints from 0.8.5 to 0.32: ANSI colours, `(APIServer pid=…)` /
 `(EngineCore_DP0 pid=…)` / `(Worker pid=…)` prefixes, tqdm bars redrawn with carriage returns,
 banner-style ("version 0.25.1" in block letters, NGC's "vLLM Version …") and line-style
-("vLLM API server version …") versions. Pure: no I/O.
+("vLLM API server version …") versions. Lines may carry an outer prefix that something else added
+(a `2026-04-19 17:30:52.611 | ` timestamp, `docker compose logs`' "vllm-1  | ", `docker logs -t`'s
+RFC 3339 time, journald's "Apr 19 17:30:52 host vllm[12]: "): it is cut before anything else.
+Pure: no I/O.
 
 Speed matters (bench/log_ingest.py: tail + parser must sustain ≥ 100k lines/s): colours and
 prefixes are cut with str operations, a message's first word picks the one rule that can apply
@@ -28,7 +31,13 @@ FAILURE_KINDS = (
     "no_kv_memory",
     "cuda_oom",
     "model_not_found",
-    "killed",
+    "address_in_use",
+    "address_unavailable",
+    "killed",  # a signal death (SIGKILL, SIGTERM, …) or the shell's "Killed"
+    "crashed",  # SIGSEGV, SIGABRT, SIGBUS, …
+    "exited_early",  # a non-zero exit before start-up completed, with no error in the log
+    "log_ended",  # the log stops before start-up completed, no error, no exit status known
+    "empty_log",
     "engine_init_failed",
     "unknown",
 )
@@ -137,6 +146,13 @@ class Failure:
 
 
 @dataclass(frozen=True, slots=True)
+class KilledNotice:
+    """A shell's "Killed" (or the kernel's "Killed process N") in the output: evidence of a SIGKILL."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class PhaseChanged:
     """Emitted by LogSummary.feed (not parse_line) when the start-up phase moves."""
 
@@ -146,7 +162,7 @@ class PhaseChanged:
 Event = (
     Version | Model | MaxModelLen | LoadingStarted | WeightsRead | WeightsLoaded | Profiling
     | AvailableKVMemory | KVCacheSize | MaxConcurrency | CudaGraphCapture | ServerListening
-    | StartupComplete | Warning_ | Error | Failure | PhaseChanged
+    | StartupComplete | Warning_ | Error | Failure | KilledNotice | PhaseChanged
 )  # fmt: skip
 
 
@@ -156,6 +172,21 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _PREFIX = re.compile(r"\(([A-Za-z][\w.-]*) pid=\d+\) ?")
 _LEVELS = ("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL")
 _EXCEPTION = re.compile(r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt)): (.*)")
+# Prefixes that tools outside vLLM put before its text, possibly several (compose name, then a time).
+_OUTER_PREFIX = re.compile(
+    r"(?:"
+    # "2026-04-19 17:30:52.611 | " (loguru-style) and docker logs -t's "2026-04-19T17:30:52.611Z "
+    r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?: *\|(?: |$)| )"
+    # CI runners' "[2025-12-13T19:54:35Z] "
+    r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\] "
+    # docker compose logs: "vllm-1  | ", "vllm_1 |"
+    r"|[A-Za-z0-9][\w.-]*\s*\|(?: |$)"
+    # journald / syslog: "Apr 19 17:30:52 spark vllm[1234]: "
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "
+    r")+"
+)
+_MONTH_INITIALS = frozenset("JFMASOND")
+_MONTHS = frozenset(("Jan ", "Feb ", "Mar ", "Apr ", "May ", "Jun ", "Jul ", "Aug ", "Sep ", "Oct ", "Nov ", "Dec "))
 
 
 def _clean(raw: str) -> str:
@@ -170,6 +201,18 @@ def _clean(raw: str) -> str:
         line = line.replace("\x1b[0;0m", "").replace("\x1b[0m", "")
         if "\x1b" in line:
             line = _ANSI.sub("", line)
+    first = line[:1]  # one-character strings are cached: no allocation
+    # cheap tests first: vLLM's own lines start with "(", a level or a letter, with no "| " near the start
+    if first != "(" and (
+        first.isdigit()
+        or (first == "[" and line[1:2].isdigit())
+        or line.find("| ", 0, 100) >= 0
+        or line.endswith("|")
+        or (first in _MONTH_INITIALS and line[:4] in _MONTHS)
+    ):
+        m = _OUTER_PREFIX.match(line)
+        if m:
+            line = line[m.end() :]
     if "\r" in line:
         # a progress bar redrawn in place: keep the prefix and what the terminal showed last
         parts = line.split("\r")
@@ -250,6 +293,8 @@ _R_KV_TOO_SMALL = re.compile(
     r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \(([\d.]+) GiB\)"
 )
 _R_ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
+# bash's "sh: line 1:  4242 Killed   vllm serve …", a bare "Killed", the kernel's "Killed process 4242"
+_R_KILLED = re.compile(r"(?:^|\d\s+)Killed(?:\s|$)|\bKilled process \d+")
 _R_REPO = re.compile(r"specified: '([^']*)'|Repository Not Found for url: \S*?/api/models/([^/\s]+/[^/\s]+)")
 
 
@@ -502,12 +547,32 @@ def _model_not_found(msg: str) -> Failure:
     )
 
 
+_ENGINE_INIT_HINT = (
+    "vLLM's engine process died while starting; the cause is earlier in the log: read it from the first "
+    "ERROR or Traceback (the root cause is the first exception, the ones after it only wrap it)."
+)
+
+
 def _engine_init_failed(msg: str) -> Failure:
+    return Failure("engine_init_failed", msg, _ENGINE_INIT_HINT)
+
+
+def _address_in_use(msg: str) -> Failure:
     return Failure(
-        "engine_init_failed",
+        "address_in_use",
         msg,
-        "vLLM's engine process died while starting; the cause is earlier in the log (the first ERROR or "
-        "Traceback). Run `sparktui inspect-log` on the whole log, or read it from the first ERROR.",
+        "Another program already listens on vLLM's --host/--port (EADDRINUSE): stop it (`ss -ltnp` names it) "
+        "or choose another --port.",
+    )
+
+
+def _address_unavailable(msg: str) -> Failure:
+    return Failure(
+        "address_unavailable",
+        msg,
+        "The --host address is not one of this machine's addresses (EADDRNOTAVAIL), so nothing can listen "
+        "on it; nothing else is using the port. Use 127.0.0.1 (this machine only), 0.0.0.0 (all its "
+        "interfaces), or an address `ip -brief address` lists.",
     )
 
 
@@ -516,7 +581,12 @@ _FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
       "is less than requested memory for kv"), _free_memory),
     (("To serve at least one request with the model",), _kv_too_small),
     (("No available memory for the cache blocks",), _no_kv_memory),
-    (("CUDA out of memory", "OutOfMemoryError", "not enough GPU memory"), _cuda_oom),
+    # torch 2.8+ raises torch.AcceleratorError("CUDA error: out of memory") from a CUDA call, not
+    # torch.OutOfMemoryError from the caching allocator; cuBLAS fails to allocate its workspace likewise
+    (("CUDA out of memory", "OutOfMemoryError", "not enough GPU memory", "CUDA error: out of memory",
+      "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED"), _cuda_oom),
+    (("Errno 98]", "ddress already in use"), _address_in_use),
+    (("Errno 99]", "annot assign requested address"), _address_unavailable),
     (("Invalid repository ID or local directory", "RepositoryNotFoundError", "Repository Not Found",
       "is not a local folder and is not a valid model identifier"), _model_not_found),
     (("Engine core initialization failed",), _engine_init_failed),
@@ -534,7 +604,15 @@ def parse_line(raw: str) -> list[Event]:
     if level is None or level == "INFO":
         _info_rules(msg, out)
     if level in (None, "ERROR", "CRITICAL"):
-        if "Error" in msg or "Exception" in msg or "failed" in msg or "memory" in msg or "Repository" in msg:
+        if (
+            "Error" in msg
+            or "Exception" in msg
+            or "failed" in msg
+            or "memory" in msg
+            or "Repository" in msg
+            or "Errno" in msg
+            or "FAILED" in msg
+        ):
             for needles, build in _FAILURE_RULES:
                 if any(n in msg for n in needles):
                     out.append(build(msg))
@@ -546,6 +624,8 @@ def parse_line(raw: str) -> list[Event]:
                 m = _EXCEPTION.match(msg)
                 if m:
                     out.append(Error(msg, m.group(1)))
+            elif "Killed" in msg and _R_KILLED.search(msg):
+                out.append(KilledNotice(msg))
         else:
             m = _EXCEPTION.match(msg) if ("Error: " in msg or "Exception: " in msg) else None
             out.append(Error(msg, m.group(1) if m else None))
@@ -561,9 +641,17 @@ _VERSION_RANK = {"api_server": 3, "banner": 2, "container": 1, "engine": 0}
 _MODEL_RANK = {"engine": 4, "banner": 3, "args": 2, "loading": 1, "error": 0}
 _LEN_RANK = {"engine": 2, "resolved": 1, "args": 0}
 # failures that name a cause beat the generic ones
-_GENERIC = ("engine_init_failed", "unknown", "killed")
+_GENERIC = ("engine_init_failed", "unknown", "killed", "crashed", "exited_early", "log_ended", "empty_log")
+# exceptions that only wrap the one that failed (printed after it): never the root cause
+_WRAPPERS = (
+    "Engine core initialization failed",
+    "EngineCore failed to start",
+    "Worker failed with error",
+    "WorkerProc initialization failed",
+    "APIServer initialization failed",
+)
 
-_PHASE_OF = {
+_PHASE_OF: dict[type, str] = {
     LoadingStarted: "loading_weights",
     WeightsRead: "loading_weights",
     WeightsLoaded: "profiling",
@@ -575,6 +663,11 @@ _PHASE_OF = {
     StartupComplete: "ready",
 }
 _PHASE_INDEX = {name: i for i, name in enumerate(PHASES)}
+_PHASE_WORDS = {"starting": "start-up (before loading the model)"}
+
+
+def _during(phase: str) -> str:
+    return "during " + _PHASE_WORDS.get(phase, phase.replace("_", " "))
 
 
 class LogSummary:
@@ -599,14 +692,19 @@ class LogSummary:
         self.warnings = 0
         self.errors = 0
         self.last_error: Error | None = None
+        # the first exception since start-up last made progress, wrappers aside: the root cause
+        self.root_error: Error | None = None
+        self.killed_notice: KilledNotice | None = None
         self.lines = 0
+        self.text_lines = 0  # lines with anything but blanks
+        self._last_raw: str | None = None  # the last such line: what the log ends with
         self.finished = False
         self._ranks: dict[str, int] = {}
 
     # -- feeding
 
     def feed(self, raw: str) -> list[Event]:
-        self.lines += 1
+        self._count(raw)
         events = parse_line(raw)
         if events:
             extra = self.apply(events)
@@ -615,11 +713,25 @@ class LogSummary:
         return events
 
     def feed_lines(self, lines: Iterable[str]) -> None:
+        count = texts = 0
+        last = self._last_raw
         for raw in lines:
-            self.lines += 1
+            count += 1
+            if not raw.isspace() and raw:
+                texts += 1
+                last = raw
             events = parse_line(raw)
             if events:
                 self.apply(events)
+        self.lines += count
+        self.text_lines += texts
+        self._last_raw = last
+
+    def _count(self, raw: str) -> None:
+        self.lines += 1
+        if not raw.isspace() and raw:
+            self.text_lines += 1
+            self._last_raw = raw
 
     def _take(self, field: str, value: object, rank: int) -> None:
         if getattr(self, field) is None or rank > self._ranks.get(field, -1):
@@ -665,11 +777,16 @@ class LogSummary:
                 self.errors += 1
                 if ev.exception:
                     self.last_error = ev
+                    if self.root_error is None and not any(w in ev.text for w in _WRAPPERS):
+                        self.root_error = ev
+            elif isinstance(ev, KilledNotice):
+                self.killed_notice = ev
             elif isinstance(ev, Failure):
                 self._fail(ev)
             phase = _PHASE_OF.get(kind)
             if phase and _PHASE_INDEX[phase] > _PHASE_INDEX[self.reached]:
                 self.reached = phase
+                self.root_error = None  # start-up went on: errors before this were survived
                 if self.phase != FAILED:
                     self.phase = phase
         return [PhaseChanged(self.phase)] if self.phase != before else []
@@ -677,12 +794,9 @@ class LogSummary:
     def _fail(self, failure: Failure) -> None:
         current = self.failure
         if current is None or (current.kind in _GENERIC and failure.kind not in _GENERIC):
-            if failure.kind == "engine_init_failed" and self.last_error is not None:
-                failure = Failure(
-                    failure.kind,
-                    f"{failure.message} (last error before it: {self.last_error.text})",
-                    failure.hint,
-                )
+            cause = self.root_error or self.last_error
+            if failure.kind == "engine_init_failed" and cause is not None:
+                failure = Failure(failure.kind, f"{cause.text} (then: {failure.message})", failure.hint)
             self.failure = failure
         self.phase = FAILED
 
@@ -693,35 +807,76 @@ class LogSummary:
         says sparktui itself stopped it (stop/kill/guard), so an exit is no failure of vLLM's.
         """
         self.finished = True
-        if self.failure is not None or requested or (self.ready and returncode in (None, 0)):
+        if self.failure is not None or requested:
             return []
-        if returncode is not None and returncode < 0:
-            try:
-                name = signal.Signals(-returncode).name
-            except ValueError:
-                name = f"signal {-returncode}"
-            when = "while serving" if self.ready else f"during {self.reached.replace('_', ' ')}"
-            failure = _killed(f"vLLM was killed by {name} {when}.")
-        elif self.ready:
-            failure = Failure(
-                "unknown",
-                f"vLLM exited with status {returncode} after start-up completed.",
-                "Read the end of the log for the reason.",
-            )
-        elif self.last_error is not None:
-            failure = Failure(
-                "unknown",
-                self.last_error.text,
-                "vLLM stopped with an error sparktui does not recognise; the first ERROR or Traceback "
-                "in the log is usually the cause.",
-            )
-        else:
-            stopped = f"The log stops during {self.reached.replace('_', ' ')} with no error"
-            if returncode is not None:
-                stopped += f" (exit status {returncode})"
-            failure = _killed(stopped + ".")
+        events: list[Event] = []
+        if self.url is not None and not self.ready:
+            # "Starting vLLM server on …" is printed as the server starts listening; a log that ends
+            # there (uvicorn's own lines went elsewhere, or were cut) is of a server that came up
+            self.ready = True
+            self.reached = self.phase = "ready"
+            events.append(PhaseChanged(self.phase))
+        if self.ready and returncode in (None, 0):
+            return events
+        failure = self._exit_failure(returncode)
         self._fail(failure)
         return [failure, PhaseChanged(self.phase)]
+
+    def _exit_failure(self, returncode: int | None) -> Failure:
+        """Why start-up (or serving) ended, from what is known: the exit status and the log's last lines."""
+        when = "while serving" if self.ready else _during(self.reached)
+        signum = _signal_of(returncode)
+        if signum is not None:
+            return _signal_death(signum, returncode, when)
+        if self.killed_notice is not None:
+            return _killed(f"The log says {self.killed_notice.text!r} {when}: the process was sent SIGKILL.")
+        if self.ready:
+            return Failure(
+                "unknown",
+                f"vLLM exited with status {returncode} after start-up completed{self._ends_with()}.",
+                "Read the end of the log for the reason.",
+            )
+        cause = self.root_error or self.last_error
+        if cause is not None:
+            return Failure(
+                "unknown",
+                cause.text,
+                "vLLM stopped with an error sparktui does not recognise; this first exception of the "
+                "failure is usually the cause (the ones after it wrap it).",
+            )
+        if self.text_lines == 0:
+            status = "" if returncode is None else f" and exited with status {returncode}"
+            return Failure(
+                "empty_log",
+                f"The log is empty: the command printed nothing{status}.",
+                _exit_status_hint(returncode)
+                if returncode is not None
+                else "There is nothing to diagnose: check that this is the file vLLM wrote to (its "
+                "standard output and error), and that the command started at all.",
+            )
+        if returncode is None:
+            return Failure(
+                "log_ended",
+                f"The log ends {when} with no error{self._ends_with()}.",
+                "The log alone cannot say why. Either vLLM is still starting (the log is still being "
+                "written: look again later), the log was cut short, or the process was stopped from "
+                "outside before it could write an error; on a DGX Spark the kernel's OOM killer does that "
+                "when unified memory runs out (check `sudo dmesg | grep -iE 'killed process|out of memory'`).",
+            )
+        return Failure(
+            "exited_early",
+            f"The command exited with status {returncode} {when}, with no error in the log{self._ends_with()}.",
+            _exit_status_hint(returncode),
+        )
+
+    def _ends_with(self) -> str:
+        raw = self._last_raw
+        if raw is None:
+            return ""
+        last = split_line(raw)[2]
+        if len(last) > 200:
+            last = last[:200] + "…"
+        return f"; its last line: {last!r}" if last else ""
 
     # -- reading
 
@@ -739,11 +894,79 @@ class LogSummary:
         }
 
 
+def _signal_of(returncode: int | None) -> int | None:
+    """The signal that ended the process: a negative status (as Python reports it), or 128 + N (as a
+    shell, `docker run` and systemd report a child's signal death)."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return -returncode
+    if 128 < returncode <= 128 + 64:
+        return returncode - 128
+    return None
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+_CRASH_SIGNALS = frozenset((signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE))
+
+
+def _signal_death(signum: int, returncode: int | None, when: str) -> Failure:
+    name = _signal_name(signum)
+    how = "" if returncode is None or returncode < 0 else f" (exit status {returncode} = 128 + {signum})"
+    if signum == signal.SIGKILL:
+        return _killed(f"vLLM was killed by {name} {when}{how}.")
+    if signum in _CRASH_SIGNALS:
+        return Failure(
+            "crashed",
+            f"vLLM crashed with {name} {when}{how}.",
+            "A crash in native code (a CUDA kernel, a driver, a compiled extension), not a setting sparktui "
+            "can fix: read the last lines of the log, check that vLLM, torch and the CUDA driver match, "
+            "and try --enforce-eager to rule out CUDA graphs and torch.compile.",
+        )
+    return Failure(
+        "killed",
+        f"vLLM was stopped by {name} {when}{how}.",
+        f"Something outside vLLM sent it {name}: a `docker stop`, systemd, a closed terminal (SIGHUP), "
+        "Ctrl-C (SIGINT) or another tool. Nothing in the log says vLLM itself failed.",
+    )
+
+
+def _exit_status_hint(returncode: int | None) -> str:
+    """What an exit status says about a command that printed no error (the conventions of sh and docker)."""
+    if returncode == 125:
+        return (
+            "Status 125 is `docker run` failing before the container started: the Docker daemon may be "
+            "down (`sudo systemctl start docker`), or the image name or an option is wrong. The log's last "
+            "line is docker's own message."
+        )
+    if returncode == 126:
+        return "Status 126: the command was found but could not be run (not executable, or permission denied)."
+    if returncode == 127:
+        return "Status 127: the command was not found. Check the path of `vllm` (or the runner) in the profile."
+    if returncode == 2:
+        return (
+            "Status 2 is what `sh` and Python's argparse give for bad usage: check the command line and the "
+            "profile's extra args; the log's last line usually says what was wrong."
+        )
+    if returncode == 0:
+        return "It stopped by itself before it was ready; the log's last lines should say why."
+    return (
+        "No error in the log says why; its last lines are the best clue. It exited with a status, not by a "
+        "signal, so nothing outside killed it."
+    )
+
+
 def _killed(message: str) -> Failure:
     return Failure(
         "killed",
         message,
-        "Something outside vLLM stopped it (its log shows no error). On a DGX Spark that is usually the kernel's "
+        "Something outside vLLM killed it (its log shows no error). On a DGX Spark that is usually the kernel's "
         "OOM killer when unified memory ran out (check `sudo dmesg | grep -iE 'killed process|out of "
         "memory'`). Lower --gpu-memory-utilization, --max-model-len or --max-num-seqs, close other "
         "programs, or use a smaller model.",

@@ -90,7 +90,7 @@ class Endpoint:
     def __enter__(self) -> Endpoint:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _get(self, path: str) -> tuple[httpx.Response | None, str | None]:

@@ -44,6 +44,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
@@ -102,7 +103,10 @@ class GuardLines:
     def from_settings(cls, settings: object | None) -> GuardLines:
         """From a profile's GuardSettings (attributes named like ours; None = our default)."""
         d = cls()
-        get = lambda name: getattr(settings, name, None) if settings is not None else None  # noqa: E731
+
+        def get(name: str) -> Any:
+            return getattr(settings, name, None) if settings is not None else None
+
         return cls(
             warn_below_gib=_or(get("warn_below_gib"), d.warn_below_gib),
             term_below_gib=_or(get("term_below_gib"), d.term_below_gib),
@@ -118,7 +122,7 @@ class GuardLines:
         return None if v is None else int(v * GiB)
 
 
-def _or(value, default):
+def _or(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
@@ -336,7 +340,7 @@ class TripReport:
     low_water_gib: float  # lowest MemAvailable seen, the trip and the teardown included
     fall_rate_gib_s: float  # positive = falling
     last_samples: list[list[float]]  # [seconds relative to the trip, GiB], oldest first
-    signalled: list[dict]  # {"target", "signal", "at_s"} from the trip
+    signalled: list[dict[str, Any]]  # {"target", "signal", "at_s"} from the trip
     escalated: bool  # SIGTERM was followed by SIGKILL
     escalation: str | None  # why: "below kill line during grace" | "grace expired"
     gone: bool
@@ -345,7 +349,7 @@ class TripReport:
     tripped_at: float  # wall-clock time
     survivors: list[int] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def summary(self) -> str:
@@ -394,7 +398,7 @@ class Guard:
 
     def __init__(
         self,
-        tree,
+        tree: Any,
         lines: GuardLines = GuardLines(),
         *,
         armed: bool = True,
@@ -405,7 +409,7 @@ class Guard:
         on_report: Callable[[TripReport], None] | None = None,
         track_interval: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
-        **decider_options,
+        **decider_options: Any,
     ) -> None:
         self.tree = tree
         self.lines = lines
@@ -488,15 +492,16 @@ class Guard:
     def _trip(self, d: Decision) -> TripReport:
         trip_t = self.clock()
         tripped_at = time.time()
-        self._escalation: str | None = None
+        self._escalation = None
         samples = list(self.decider.samples)[-20:]
-        signalled = None if self.on_trip is None else (lambda: self.on_trip(d))
+        on_trip = self.on_trip
+        signalled = None if on_trip is None else (lambda: on_trip(d))
         if d.action is Action.KILL:
             stop = self.tree.kill(on_poll=self._poll_during_stop, on_signalled=signalled)
         else:
             stop = self.tree.stop(self.lines.grace_s, on_poll=self._poll_during_stop, on_signalled=signalled)
         escalation = self._escalation or ("grace expired" if stop.escalated else None)
-        low = self.decider.low_water if self.decider.low_water is not None else d.available
+        low = self.decider.low_water if self.decider.low_water is not None else (d.available or 0)
         self.report = TripReport(
             line=d.line or "kill",
             reason=d.reason or "below",

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 class LogTail:
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         *,
         keep: int = 5000,
         from_start: bool = True,
@@ -59,7 +59,7 @@ class LogTail:
     def __enter__(self) -> LogTail:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _replaced(self) -> bool:
@@ -99,11 +99,13 @@ class LogTail:
                 return []
         out: list[str] = []
         budget = max_bytes if max_bytes is not None else 4 * self.chunk_bytes
+        fd = self._fd
+        assert fd is not None  # opened above
         while budget > 0:
-            if os.fstat(self._fd).st_size < self._pos:  # truncated in place
+            if os.fstat(fd).st_size < self._pos:  # truncated in place
                 self._pos, self._partial = 0, b""
                 self.restarts += 1
-            data = os.pread(self._fd, min(self.chunk_bytes, budget), self._pos)
+            data = os.pread(fd, min(self.chunk_bytes, budget), self._pos)
             if data:
                 self._pos += len(data)
                 self.bytes_read += len(data)

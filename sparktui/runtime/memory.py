@@ -16,9 +16,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
+from sparktui.core.meminfo import kib_field, parse_meminfo
 from sparktui.core.units import GiB, format_gib
 
 MEMINFO = "/proc/meminfo"
@@ -48,7 +50,7 @@ class MemorySample:
     def swap_used(self) -> int:
         return self.swap_total - self.swap_free
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["mem_used"] = self.mem_used
         return d
@@ -78,35 +80,6 @@ class _ProcFile:
 
 _meminfo = _ProcFile(MEMINFO)
 _psi = _ProcFile(PSI_MEMORY)
-
-
-def _kb(raw: bytes, key: bytes) -> int | None:
-    i = raw.find(key)
-    if i < 0:
-        return None
-    j = raw.find(b"kB", i)
-    return int(raw[i + len(key) : j]) * 1024
-
-
-def parse_meminfo(raw: bytes) -> dict[str, int]:
-    """The fields a MemorySample needs, in bytes."""
-    out = {}
-    for name, key in (
-        ("mem_total", b"MemTotal:"),
-        ("mem_available", b"MemAvailable:"),
-        ("mem_free", b"MemFree:"),
-        ("cached", b"\nCached:"),
-        ("buffers", b"Buffers:"),
-        ("swap_total", b"SwapTotal:"),
-        ("swap_free", b"SwapFree:"),
-    ):
-        value = _kb(raw, key)
-        if value is None and name != "mem_available":
-            value = 0
-        out[name] = value
-    if out["mem_available"] is None:  # kernels before 3.14: estimate like free(1) did
-        out["mem_available"] = out["mem_free"] + out["cached"] + out["buffers"]
-    return out
 
 
 def parse_psi(raw: bytes | None) -> tuple[float | None, float | None]:
@@ -146,7 +119,7 @@ def read_mem_available() -> int:
     raw = _meminfo.read()
     if raw is None:
         raise OSError(f"cannot read {MEMINFO}: sparktui needs Linux /proc to watch memory")
-    value = _kb(raw, b"MemAvailable:")
+    value = kib_field(raw, b"MemAvailable:")
     if value is None:
         value = parse_meminfo(raw)["mem_available"]
     return value
@@ -234,7 +207,7 @@ class GpuReport:
                     out[p.pid] = out.get(p.pid, 0) + p.used_bytes
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["unified"] = self.unified
         for g, gd in zip(self.gpus, d["gpus"], strict=False):
@@ -300,7 +273,7 @@ class GpuSampler:
             except Exception as exc:  # never let a monitoring read take the caller down
                 return GpuReport(available=False, reason=_nvml_reason(exc))
 
-    def _sample(self, nv, processes: bool) -> GpuReport:
+    def _sample(self, nv: Any, processes: bool) -> GpuReport:
         report = GpuReport(available=True)
         report.driver_version = _call(nv.nvmlSystemGetDriverVersion, {}, "driver_version")
         count = nv.nvmlDeviceGetCount()
@@ -310,7 +283,7 @@ class GpuSampler:
             report.gpus.append(self._device(nv, index, processes))
         return report
 
-    def _device(self, nv, index: int, processes: bool) -> GpuInfo:
+    def _device(self, nv: Any, index: int, processes: bool) -> GpuInfo:
         g = GpuInfo(index=index)
         why = g.unavailable
         h = _call(nv.nvmlDeviceGetHandleByIndex, why, "handle", index)
@@ -351,7 +324,7 @@ class GpuSampler:
         return g
 
 
-def _call(fn, why: dict, name: str, *args):
+def _call(fn: Callable[..., Any], why: dict[str, Any], name: str, *args: Any) -> Any:
     try:
         value = fn(*args)
     except Exception as exc:
@@ -407,13 +380,13 @@ class TreeMemory:
     pids: list[int]
     rss_bytes: int
     gpu_bytes: int | None  # None: NVML gave no per-process figures
-    per_process: dict[int, dict] = field(default_factory=dict)  # pid -> {"rss": .., "gpu": ..}
+    per_process: dict[int, dict[str, int | None]] = field(default_factory=dict)  # pid -> {"rss": .., "gpu": ..}
 
     @property
     def total_bytes(self) -> int:
         return self.rss_bytes + (self.gpu_bytes or 0)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["total_bytes"] = self.total_bytes
         return d
@@ -424,7 +397,8 @@ def tree_memory(pids: Iterable[int] | int, gpu: GpuReport | None = None) -> Tree
     pid and all its descendants when given one int."""
     pid_list = descendants(pids) if isinstance(pids, int) else list(pids)
     gpu_mem = gpu.process_memory() if gpu is not None and gpu.available else None
-    total_rss, total_gpu, per = 0, 0, {}
+    total_rss, total_gpu = 0, 0
+    per: dict[int, dict[str, int | None]] = {}
     for pid in pid_list:
         rss = rss_bytes(pid)
         g = None if gpu_mem is None else gpu_mem.get(pid)
@@ -433,7 +407,7 @@ def tree_memory(pids: Iterable[int] | int, gpu: GpuReport | None = None) -> Tree
         total_rss += rss or 0
         total_gpu += g or 0
         per[pid] = {"rss": rss, "gpu": g}
-    has_gpu = gpu_mem is not None and any(g.processes is not None for g in gpu.gpus)
+    has_gpu = gpu is not None and gpu_mem is not None and any(g.processes is not None for g in gpu.gpus)
     return TreeMemory(pids=list(per), rss_bytes=total_rss, gpu_bytes=total_gpu if has_gpu else None, per_process=per)
 
 

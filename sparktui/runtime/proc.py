@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, TypeGuard
 
 from sparktui.errors import UserError
 
@@ -135,7 +136,7 @@ class ProcessIdentity:
     pid: int
     start_time: int
 
-    def matches(self, info: ProcInfo | None) -> bool:
+    def matches(self, info: ProcInfo | None) -> TypeGuard[ProcInfo]:
         return info is not None and info.pid == self.pid and info.start_time == self.start_time
 
     def is_alive(self) -> bool:
@@ -180,7 +181,7 @@ def _shm_snapshot() -> set[tuple[str, int]]:
 class StopReport:
     """What stop()/kill() did and how long the tree took to go."""
 
-    signals: list[dict] = field(default_factory=list)  # {"target", "signal", "at_s"}
+    signals: list[dict[str, Any]] = field(default_factory=list)  # {"target", "signal", "at_s"}
     gone: bool = False
     gone_after_s: float | None = None  # from the first signal until no process of the tree was left
     escalated: bool = False  # SIGTERM was not enough: SIGKILL after the grace period
@@ -188,7 +189,7 @@ class StopReport:
     shm_removed: list[str] = field(default_factory=list)
     shm_kept: list[str] = field(default_factory=list)  # new files of those names left: in use, or not the tree's
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -199,7 +200,7 @@ class ProcessTree:
         self,
         root: ProcessIdentity,
         *,
-        popen: subprocess.Popen | None = None,
+        popen: subprocess.Popen[bytes] | None = None,
         spawned_at: float | None = None,
         shm_before: set[tuple[str, int]] | None = None,
         shm_held: dict[ShmKey, str] | None = None,
@@ -453,7 +454,7 @@ class ProcessTree:
 
     # --- persistence (the supervisor's state file) -------------------------------------------
 
-    def to_record(self) -> dict:
+    def to_record(self) -> dict[str, Any]:
         return {
             "pid": self.pid,
             "start_time": self.root.start_time,
@@ -467,7 +468,7 @@ class ProcessTree:
         }
 
     @classmethod
-    def from_record(cls, record: dict) -> ProcessTree:
+    def from_record(cls, record: dict[str, Any]) -> ProcessTree:
         shm = record.get("shm_before")
         return cls(
             ProcessIdentity(int(record["pid"]), int(record["start_time"])),
@@ -535,16 +536,16 @@ def _observe_only(on_poll: Callable[[], object] | None) -> Callable[[], bool] | 
     return lambda: bool(on_poll()) and False
 
 
-def _signal_entry(target: str, sig: int, t0: float | None) -> dict:
+def _signal_entry(target: str, sig: int, t0: float | None) -> dict[str, Any]:
     at = 0.0 if t0 is None else round(time.monotonic() - t0, 6)
     return {"target": target, "signal": signal.Signals(sig).name, "at_s": at}
 
 
 def spawn(
     argv: list[str],
-    log_path: str | os.PathLike | None,
+    log_path: str | os.PathLike[str] | None,
     env: dict[str, str] | None = None,
-    cwd: str | os.PathLike | None = None,
+    cwd: str | os.PathLike[str] | None = None,
     *,
     pdeathsig: bool = True,
     inherit_stdin: bool = False,
@@ -603,7 +604,7 @@ def spawn(
     )
 
 
-def sweep_orphans(record: dict) -> StopReport:
+def sweep_orphans(record: dict[str, Any]) -> StopReport:
     """Kill what is left of a tree recorded (to_record) by an earlier run: only processes whose
     pid and start time match the record, on the same boot, plus their group; then /dev/shm."""
     if record.get("boot_id") and record["boot_id"] != boot_id():

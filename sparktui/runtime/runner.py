@@ -15,8 +15,13 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparktui.errors import UserError
+
+if TYPE_CHECKING:
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.profiles import Profile
 
 CONTAINER_PREFIX = "sparktui-"
 
@@ -64,7 +69,7 @@ def container_name(profile_name: str, port: int) -> str:
     return f"{CONTAINER_PREFIX}{safe}-{port}"
 
 
-def build_command(profile, serve=None) -> LaunchCommand:
+def build_command(profile: Profile, serve: ServeConfig | None = None) -> LaunchCommand:
     """The command for `profile` (a core.profiles.Profile); `serve` overrides profile.serve."""
     serve = serve if serve is not None else profile.serve
     runner = profile.runner

@@ -1,6 +1,6 @@
 """Where running servers are recorded, and how to talk to their supervisors.
 
-<state dir>/                      mode 0700 (platformdirs user_state_dir, or $SPARKTUI_STATE_DIR)
+<state dir>/                      mode 0700 (sparktui.paths.state_dir: $SPARKTUI_STATE_DIR overrides)
   servers/<port>.json             the supervisor's state, replaced atomically
   servers/<port>.sock             its command socket (mode 0600): one JSON request, one reply
   logs/<profile>-<time>.log       vLLM's output for one run
@@ -11,30 +11,18 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
+from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
 
 STATE_VERSION = 1
 RUNNING = ("starting", "running", "stopping")  # supervisor statuses while it lives
-
-
-def state_dir() -> Path:
-    override = os.environ.get("SPARKTUI_STATE_DIR")
-    if override:
-        path = Path(override)
-    else:
-        import platformdirs
-
-        path = Path(platformdirs.user_state_dir("sparktui"))
-    for sub in ("", "servers", "logs", "supervisor", "profiles"):
-        (path / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.chmod(0o700)
-    return path
 
 
 def state_path(port: int) -> Path:
@@ -45,21 +33,22 @@ def socket_path(port: int) -> Path:
     return state_dir() / "servers" / f"{port}.sock"
 
 
-def write_state(path: Path, state: dict) -> None:
+def write_state(path: Path, state: dict[str, Any]) -> None:
     """Atomic: readers see the old file or the new one, never half of one."""
     atomic_write_text(path, json.dumps(state, indent=1, default=str), private=True)
 
 
-def read_state(path: Path) -> dict | None:
+def read_state(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text())
+        state: dict[str, Any] = json.loads(path.read_text())
+        return state
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
         return None  # being replaced, or corrupt: treat as absent (never crash a reader)
 
 
-def supervisor_alive(state: dict) -> bool:
+def supervisor_alive(state: dict[str, Any]) -> bool:
     """The recorded supervisor process is still the same process (pid + start time)."""
     from sparktui.runtime.proc import ProcessIdentity
 
@@ -69,7 +58,7 @@ def supervisor_alive(state: dict) -> bool:
     return ProcessIdentity(int(sup["pid"]), int(sup["start_time"])).is_alive()
 
 
-def list_states() -> list[dict]:
+def list_states() -> list[dict[str, Any]]:
     """Every recorded server, newest first, each with `alive` (its supervisor still runs)."""
     out = []
     for path in sorted((state_dir() / "servers").glob("*.json")):
@@ -84,7 +73,7 @@ def list_states() -> list[dict]:
     return out
 
 
-def find_state(port: int | None = None) -> dict:
+def find_state(port: int | None = None) -> dict[str, Any]:
     """The server on `port`, or the only live one when port is None. UserError otherwise."""
     states = list_states()
     if port is not None:
@@ -101,7 +90,7 @@ def find_state(port: int | None = None) -> dict:
     raise UserError(f"several servers are running (ports {ports}); say which with --port")
 
 
-def request(port: int, command: str, timeout: float = 30.0, **args) -> dict:
+def request(port: int, command: str, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
     """Send one command to the supervisor of the server on `port`; its JSON reply."""
     path = socket_path(port)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -119,10 +108,13 @@ def request(port: int, command: str, timeout: float = 30.0, **args) -> dict:
             data += chunk
     if not data:
         raise UserError(f"the supervisor of port {port} closed the connection without answering")
-    return json.loads(data)
+    reply: dict[str, Any] = json.loads(data)
+    return reply
 
 
-def wait_for_state(port: int, predicate, timeout: float, after: float = 0.0) -> dict | None:
+def wait_for_state(
+    port: int, predicate: Callable[[dict[str, Any]], bool], timeout: float, after: float = 0.0
+) -> dict[str, Any] | None:
     """Poll the state file until predicate(state) holds (state written after `after`)."""
     deadline = time.monotonic() + timeout
     path = state_path(port)

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sparktui.core import vllm_log
 from sparktui.errors import UserError
@@ -37,6 +38,12 @@ from sparktui.runtime.logtail import LogTail
 from sparktui.runtime.memory import read_memory
 from sparktui.runtime.runner import LaunchCommand, build_command
 from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
+
+if TYPE_CHECKING:
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.metrics import MetricsSnapshot
+    from sparktui.core.profiles import Profile
+    from sparktui.runtime.guard import Decision
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 UNIFIED_MAX_UTILIZATION = 0.90
@@ -51,7 +58,7 @@ GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
 # ---------------------------------------------------------------- serve config with CLI overrides
 
 
-def effective_serve(profile, extra_args: list[str] | None = None):
+def effective_serve(profile: Profile, extra_args: list[str] | None = None) -> ServeConfig:
     """profile.serve with `vllm serve` flags given on the command line applied on top."""
     from sparktui.core.config import parse_serve_command
 
@@ -69,9 +76,9 @@ def effective_serve(profile, extra_args: list[str] | None = None):
 @dataclasses.dataclass
 class Preflight:
     warnings: list[str]
-    fit: dict | None = None  # core.fit's verdict, when it could be computed
+    fit: dict[str, Any] | None = None  # core.fit's verdict, when it could be computed
     notes: list[str] = dataclasses.field(default_factory=list)  # what preflight did (page cache evicted)
-    page_cache: dict | None = None  # watch.PageCacheReport.to_dict()
+    page_cache: dict[str, Any] | None = None  # watch.PageCacheReport.to_dict()
 
 
 def _meminfo() -> dict[str, int]:
@@ -95,12 +102,17 @@ def _port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def is_unified_memory(profile) -> bool:
+def is_unified_memory(profile: Profile) -> bool:
     return str(profile.machine) == "dgx-spark"
 
 
 def preflight(
-    profile, serve=None, *, force: bool = False, meminfo: dict[str, int] | None = None, evict: bool = False
+    profile: Profile,
+    serve: ServeConfig | None = None,
+    *,
+    force: bool = False,
+    meminfo: dict[str, int] | None = None,
+    evict: bool = False,
 ) -> Preflight:
     """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not.
 
@@ -158,7 +170,9 @@ def preflight(
     return Preflight(warnings, fit_result, notes, page_cache)
 
 
-def _fit_verdict(profile, serve, mem: dict[str, int], warnings: list[str], force: bool) -> dict | None:
+def _fit_verdict(
+    profile: Profile, serve: ServeConfig, mem: dict[str, int], warnings: list[str], force: bool
+) -> dict[str, Any] | None:
     from sparktui.core import fit as fit_mod
     from sparktui.core.modelspec import load_model_spec
 
@@ -192,7 +206,7 @@ def _fit_verdict(profile, serve, mem: dict[str, int], warnings: list[str], force
     return verdict
 
 
-def sweep_lost_servers() -> list[dict]:
+def sweep_lost_servers() -> list[dict[str, Any]]:
     """Kill what supervisors that died left behind (identity-checked), and record it."""
     swept = []
     for state in st.list_states():
@@ -219,14 +233,16 @@ def sweep_lost_servers() -> list[dict]:
 # ---------------------------------------------------------------- the supervisor
 
 
-def _event_dict(event) -> dict:
-    out = {"kind": type(event).__name__.rstrip("_"), "t": time.time()}
-    out.update(dataclasses.asdict(event) if dataclasses.is_dataclass(event) else {"text": str(event)})
+def _event_dict(event: vllm_log.Event) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": type(event).__name__.rstrip("_"), "t": time.time()}
+    out.update(dataclasses.asdict(event))
     return out
 
 
 class Supervisor:
-    def __init__(self, profile, serve=None, *, force: bool = False, detached: bool = False):
+    def __init__(
+        self, profile: Profile, serve: ServeConfig | None = None, *, force: bool = False, detached: bool = False
+    ) -> None:
         self.profile = profile
         self.serve = serve if serve is not None else profile.serve
         self.force, self.detached = force, detached
@@ -239,18 +255,18 @@ class Supervisor:
         self.state_file = st.state_path(self.port)
         self.socket_file = st.socket_path(self.port)
         self.summary = vllm_log.LogSummary()
-        self.events: collections.deque = collections.deque(maxlen=RECENT_EVENTS)
+        self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_EVENTS)
         self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
         self.requested_by: str | None = None
         self.finished = threading.Event()
         self.lock = threading.RLock()
         self.tree: proc.ProcessTree | None = None
         self.command: LaunchCommand | None = None
-        self.state: dict = {}
+        self.state: dict[str, Any] = {}
         self.healthy = False
-        self._last_metrics = None  # the previous /metrics snapshot, for rates
+        self._last_metrics: MetricsSnapshot | None = None  # the previous /metrics snapshot, for rates
         self.endpoint: Endpoint | None = None
-        self.reaper: subprocess.Popen | None = None
+        self.reaper: subprocess.Popen[bytes] | None = None
         self._server: socket.socket | None = None
         self.watch = ServerWatch(
             profile.watch,
@@ -262,7 +278,7 @@ class Supervisor:
 
     # -- state
 
-    def _save(self, **changes) -> None:
+    def _save(self, **changes: Any) -> None:
         with self.lock:
             self.state.update(changes, updated_at=time.time())
             if self.tree is not None:
@@ -273,7 +289,7 @@ class Supervisor:
             self.state["events"] = list(self.events)
             st.write_state(self.state_file, self.state)
 
-    def _initial_state(self, log_path: Path, warnings: list[str], fit: dict | None) -> dict:
+    def _initial_state(self, log_path: Path, warnings: list[str], fit: dict[str, Any] | None) -> dict[str, Any]:
         me = proc.read_stat(os.getpid())
         return {
             "version": st.STATE_VERSION,
@@ -312,7 +328,7 @@ class Supervisor:
             if self.requested != "kill":  # kill wins over stop
                 self.requested, self.requested_by = what, by
 
-    def _on_signal(self, signum, frame) -> None:
+    def _on_signal(self, signum: int, frame: object) -> None:
         self.request("stop", signal.Signals(signum).name)
 
     def _serve_socket(self) -> None:
@@ -329,9 +345,11 @@ class Supervisor:
         threading.Thread(target=self._accept, name="sparktui-socket", daemon=True).start()
 
     def _accept(self) -> None:
+        server = self._server
+        assert server is not None  # bound by _serve_socket before this thread starts
         while True:
             try:
-                conn, _ = self._server.accept()
+                conn, _ = server.accept()
             except OSError:
                 return
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
@@ -372,13 +390,14 @@ class Supervisor:
             except OSError:
                 pass
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         with self.lock:
-            return json.loads(json.dumps(self.state, default=str))
+            copy: dict[str, Any] = json.loads(json.dumps(self.state, default=str))
+            return copy
 
     # -- reaper
 
-    def _start_reaper(self) -> None:
+    def _start_reaper(self) -> subprocess.Popen[bytes]:
         self.reaper = subprocess.Popen(
             [sys.executable, "-m", "sparktui.runtime.reaper", str(self.state_file)],
             stdin=subprocess.PIPE,
@@ -388,13 +407,16 @@ class Supervisor:
             cwd=str(PACKAGE_ROOT),
             close_fds=True,
         )
+        return self.reaper
 
     def _dismiss_reaper(self) -> None:
         if self.reaper is None:
             return
         try:
-            self.reaper.stdin.write(b"done\n")
-            self.reaper.stdin.close()
+            stdin = self.reaper.stdin
+            assert stdin is not None  # started with stdin=PIPE
+            stdin.write(b"done\n")
+            stdin.close()
         except OSError:
             pass
         try:
@@ -429,8 +451,8 @@ class Supervisor:
                 previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, signal.SIG_IGN)
         try:
             self._save()
-            self._start_reaper()
-            self.state["reaper"] = {"pid": self.reaper.pid, "start_time": proc.start_time_of(self.reaper.pid)}
+            reaper = self._start_reaper()
+            self.state["reaper"] = {"pid": reaper.pid, "start_time": proc.start_time_of(reaper.pid)}
             env = {**os.environ, **self.command.env}
             self._start_flight_recorder()
             self.tree = proc.spawn(self.command.argv, log_path, env)
@@ -456,22 +478,24 @@ class Supervisor:
             self._close()
 
     def _loop(self, log_path: Path) -> int:
+        tree, endpoint, guard = self.tree, self.endpoint, self.guard
+        assert tree is not None and endpoint is not None and guard is not None  # set by run() before the loop starts
         follower = LogTail(log_path, keep=1)
-        generation = self.tree.generation
+        generation = tree.generation
         next_refresh = next_health = next_metrics = 0.0
         how = None
         while True:
             changed = self._ingest(follower.poll())
             now = time.monotonic()
             if now >= next_refresh:
-                self.tree.refresh()
+                tree.refresh()
                 next_refresh = now + 0.25
-            if self.tree.generation != generation:
-                generation, changed = self.tree.generation, True
+            if tree.generation != generation:
+                generation, changed = tree.generation, True
             if self.summary.ready and not self.healthy and now >= next_health:
                 next_health = now + 0.5
-                if self.endpoint.health().ok:
-                    self.tree.refresh()  # the state that says "running" names every process
+                if endpoint.health().ok:
+                    tree.refresh()  # the state that says "running" names every process
                     self.healthy, changed = True, True
                     self.state.update(status="running", ready_at=time.time())
                     self._say(f"ready: {self.state['url']} answers /health")
@@ -488,8 +512,8 @@ class Supervisor:
             if self.watch.restart_wanted.is_set():
                 how = "wedge"
                 break
-            if self.tree.returncode() is not None:
-                last = self.guard.last  # set before the guard signals: its trip may be what ended vLLM
+            if tree.returncode() is not None:
+                last = guard.last  # set before the guard signals: its trip may be what ended vLLM
                 how = "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
                 break
             changed |= self._guard_status()
@@ -522,9 +546,11 @@ class Supervisor:
         print(f"sparktui: {text}", file=sys.stderr, flush=True)
 
     def _poll_metrics(self) -> None:
+        endpoint = self.endpoint
+        assert endpoint is not None  # set by run() before the loop starts
         from sparktui.core import metrics as m
 
-        fetched = self.endpoint.metrics()
+        fetched = endpoint.metrics()
         if fetched.snapshot is None:
             self.state["metrics"] = {"error": fetched.error, "at": time.time()}
             return
@@ -543,22 +569,24 @@ class Supervisor:
         }
 
     def _finish(self, how: str, follower: LogTail) -> int:
+        tree, guard = self.tree, self.guard
+        assert tree is not None and guard is not None  # set by run() before the loop starts
         self._save(status="stopping")
         report = None
         if how == "guard":
-            self.guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
+            guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
             self.state["trip"] = self.trip_report.to_dict() if self.trip_report else None
             if self.trip_report:
                 print(f"sparktui: {self.trip_report.summary()}", file=sys.stderr, flush=True)
         else:
-            self.guard.close()
+            guard.close()
         if how == "kill":
             report = self._kill()
         elif how in ("stop", "wedge"):
             report = self._stop()
-        returncode = self.tree.returncode()
-        if not self.tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
-            report = self.tree.kill()
+        returncode = tree.returncode()
+        if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
+            report = tree.kill()
         self._ingest(follower.drain())
         follower.close()
         if how == "exited":
@@ -603,7 +631,7 @@ class Supervisor:
         )
         self.guard.start()
 
-    def _on_trip(self, decision) -> None:
+    def _on_trip(self, decision: Decision) -> None:
         self.events.append(_guard_event("GuardTrip", decision))
         self.tripped.set()
 
@@ -612,7 +640,9 @@ class Supervisor:
 
     def _guard_status(self) -> bool:
         """Refresh the guard's line in the state (a few times a second); True when it changed."""
-        d = self.guard.last
+        guard = self.guard
+        assert guard is not None  # set by run() before the loop starts
+        d = guard.last
         if d is None:
             return False
         now = {
@@ -622,8 +652,8 @@ class Supervisor:
             "interval_s": d.next_interval,
         }
         g = self.state["guard"]
-        g["armed"] = self.guard.armed
-        g["state"] = "tripped" if self.tripped.is_set() else ("watching" if self.guard.armed else "disarmed")
+        g["armed"] = guard.armed
+        g["state"] = "tripped" if self.tripped.is_set() else ("watching" if guard.armed else "disarmed")
         last = g.get("last")
         if (
             last
@@ -635,15 +665,19 @@ class Supervisor:
         g["last"] = now
         return True
 
-    def _stop(self):
-        if self.command.stop_argv:
-            subprocess.run(self.command.stop_argv, capture_output=True, timeout=self.grace_s + 20)
-        return self.tree.stop(self.grace_s)
+    def _stop(self) -> proc.StopReport:
+        tree, command = self.tree, self.command
+        assert tree is not None and command is not None  # set by run() before the loop starts
+        if command.stop_argv:
+            subprocess.run(command.stop_argv, capture_output=True, timeout=self.grace_s + 20)
+        return tree.stop(self.grace_s)
 
-    def _kill(self):
-        if self.command.kill_argv:
-            subprocess.run(self.command.kill_argv, capture_output=True, timeout=20)
-        return self.tree.kill()
+    def _kill(self) -> proc.StopReport:
+        tree, command = self.tree, self.command
+        assert tree is not None and command is not None  # set by run() before the loop starts
+        if command.kill_argv:
+            subprocess.run(command.kill_argv, capture_output=True, timeout=20)
+        return tree.kill()
 
     # -- watch: flight recorder, restarts
 
@@ -714,6 +748,7 @@ class Supervisor:
         self.tripped.clear()
         self.trip_report = None
         self.watch.reset_for_restart()
+        assert self.command is not None  # built by run() before the first launch
         self.tree = proc.spawn(self.command.argv, log_path, env)
         self._start_guard()
         self._save(status="starting", phase=self.summary.phase, log_path=str(log_path), exit=None, ready_at=None)
@@ -732,7 +767,7 @@ class Supervisor:
         self._dismiss_reaper()
 
 
-def _guard_event(kind: str, decision) -> dict:
+def _guard_event(kind: str, decision: Decision) -> dict[str, Any]:
     return {
         "kind": kind,
         "t": time.time(),
@@ -750,12 +785,19 @@ def _safe(name: str) -> str:
 # ---------------------------------------------------------------- the API the CLI and TUI use
 
 
-def serve_foreground(profile, serve=None, *, force: bool = False) -> int:
+def serve_foreground(profile: Profile, serve: ServeConfig | None = None, *, force: bool = False) -> int:
     detached = os.environ.get("SPARKTUI_DETACHED") == "1"  # set by launch() for its child
     return Supervisor(profile, serve, force=force, detached=detached).run()
 
 
-def launch(profile, serve=None, *, detach: bool = True, force: bool = False, timeout: float = 30.0) -> dict:
+def launch(
+    profile: Profile,
+    serve: ServeConfig | None = None,
+    *,
+    detach: bool = True,
+    force: bool = False,
+    timeout: float = 30.0,
+) -> dict[str, Any]:
     """Start a supervisor for `profile` and return its first recorded state.
 
     detach=True: a new session that outlives the caller (the TUI, an SSH session). The profile as
@@ -802,33 +844,34 @@ def launch(profile, serve=None, *, detach: bool = True, force: bool = False, tim
     raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")
 
 
-def read(port: int | None = None) -> dict:
+def read(port: int | None = None) -> dict[str, Any]:
     """The recorded state of the server on `port` (or the only live one)."""
     return st.find_state(port)
 
 
-def attach(port: int | None = None) -> dict:
+def attach(port: int | None = None) -> dict[str, Any]:
     """Live state straight from the supervisor (falls back to the file if it does not answer)."""
     state = st.find_state(port)
     if not state["alive"]:
         return state
     try:
-        return st.request(state["port"], "status", timeout=5)["state"] | {"alive": True}
+        live: dict[str, Any] = st.request(state["port"], "status", timeout=5)["state"]
+        return live | {"alive": True}
     except (UserError, OSError, ValueError):
         return state
 
 
-def stop(port: int | None = None, *, wait: float = 60.0) -> dict:
+def stop(port: int | None = None, *, wait: float = 60.0) -> dict[str, Any]:
     """Stop (SIGTERM the tree, SIGKILL after the grace period) and return the final state."""
     return _command("stop", port, wait)
 
 
-def kill(port: int | None = None, *, wait: float = 30.0) -> dict:
+def kill(port: int | None = None, *, wait: float = 30.0) -> dict[str, Any]:
     """SIGKILL the whole tree at once and return the final state."""
     return _command("kill", port, wait)
 
 
-def _command(cmd: str, port: int | None, wait: float) -> dict:
+def _command(cmd: str, port: int | None, wait: float) -> dict[str, Any]:
     state = st.find_state(port)
     if not state["alive"]:
         if state.get("status") == "lost":
@@ -845,15 +888,16 @@ def _command(cmd: str, port: int | None, wait: float) -> dict:
     return final
 
 
-def set_guard(port: int | None = None, *, armed: bool) -> dict:
+def set_guard(port: int | None = None, *, armed: bool) -> dict[str, Any]:
     """Arm or disarm the memory guard of a running server; its state afterwards."""
     state = st.find_state(port)
     if not state["alive"]:
         raise UserError(f"the server on port {state['port']} is not running (status {state.get('status')})")
-    return st.request(state["port"], "guard", armed=armed)["state"] | {"alive": True}
+    live: dict[str, Any] = st.request(state["port"], "guard", armed=armed)["state"]
+    return live | {"alive": True}
 
 
-def restart(port: int | None = None, *, force: bool = False) -> dict:
+def restart(port: int | None = None, *, force: bool = False) -> dict[str, Any]:
     """Stop the server and launch it again from the profile it was started with."""
     from sparktui.core.profiles import load_profile
 

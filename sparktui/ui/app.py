@@ -392,7 +392,7 @@ class SparkApp(App):
             return
         self.call_from_thread(self._choose_profile, profiles)
 
-    def _choose_profile(self, refs: list) -> None:
+    def _choose_profile(self, refs: list[Any]) -> None:
         def chosen(path):
             if path is not None:
                 self._load_profile(path, source="picker")
@@ -818,7 +818,7 @@ class SparkApp(App):
     def action_guard_lines(self) -> None:
         g = self.guard
 
-        def check(text: str) -> dict:
+        def check(text: str) -> dict[str, Any]:
             parts = text.replace(",", " ").split()
             try:
                 warn, term, kill = (float(p) for p in parts)
@@ -839,7 +839,7 @@ class SparkApp(App):
             self._guard_lines_chosen,
         )
 
-    def _guard_lines_chosen(self, lines: dict | None) -> None:
+    def _guard_lines_chosen(self, lines: dict[str, Any] | None) -> None:
         if not lines:
             return
         if self.server is not None and self.server.state in LIVE_STATES:
@@ -848,7 +848,7 @@ class SparkApp(App):
             self._set_profile_guard(**lines)
 
     @work(thread=True, exclusive=True, group="guard", name="guard-action", exit_on_error=False)
-    def _guard_action(self, armed: bool | None, lines: dict | None) -> None:
+    def _guard_action(self, armed: bool | None, lines: dict[str, Any] | None) -> None:
         try:
             view = self.backend.set_guard(self.server, armed=armed, lines=lines)
         except (UserError, Unavailable, OSError) as exc:

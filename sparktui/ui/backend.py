@@ -49,7 +49,7 @@ class ServerStatus:
     tree_bytes: int | None = None
     tree_procs: int | None = None
     phase: str | None = None
-    trip: dict | None = None  # the guard's TripReport, when it stopped this server
+    trip: dict[str, Any] | None = None  # the guard's TripReport, when it stopped this server
 
 
 class Backend:
@@ -68,7 +68,7 @@ class Backend:
         return gpu_view(info)
 
     # -- profiles, models, fit --------------------------------------------------------------------
-    def list_profiles(self) -> list:
+    def list_profiles(self) -> list[Any]:
         """ProfileRef (name, path, source, description) for the shipped and the user's profiles."""
         return _module("sparktui.core.profiles").list_profiles()
 
@@ -159,7 +159,9 @@ class Backend:
             supervisor.stop(status.port)
         return server_status(supervisor.launch(profile, detach=True))
 
-    def set_guard(self, status: ServerStatus, armed: bool | None = None, lines: dict | None = None) -> GuardView:
+    def set_guard(
+        self, status: ServerStatus, armed: bool | None = None, lines: dict[str, Any] | None = None
+    ) -> GuardView:
         """Arm/disarm or move the lines of the guard of a running server, through its supervisor."""
         state_mod = _module("sparktui.runtime.state")
         args = {k: v for k, v in (("armed", armed), ("lines", lines)) if v is not None}
@@ -171,7 +173,7 @@ class Backend:
         state = reply.get("state") or {}
         return guard_view(state.get("guard"), state.get("trip"))
 
-    def default_guard_lines(self, settings) -> dict:
+    def default_guard_lines(self, settings) -> dict[str, Any]:
         """The profile's guard lines with the guard's defaults filled in (GiB)."""
         guard = _module("sparktui.runtime.guard")
         lines = guard.GuardLines.from_settings(settings)
@@ -222,7 +224,7 @@ def metric_figures(stats: Any) -> list[tuple[str, str]]:
     ]
 
 
-def guard_view(guard: dict | None, trip: dict | None) -> GuardView:
+def guard_view(guard: dict[str, Any] | None, trip: dict[str, Any] | None) -> GuardView:
     """The supervisor's guard record ({armed, state: starting|watching|disarmed|tripped, lines,
     last}) in the gauge's words."""
     guard = guard or {}
@@ -251,7 +253,7 @@ def guard_view(guard: dict | None, trip: dict | None) -> GuardView:
     )
 
 
-def trip_text(trip: dict | str) -> str:
+def trip_text(trip: dict[str, Any] | str) -> str:
     """The guard's TripReport (as recorded by the supervisor) in a few words."""
     if isinstance(trip, str):
         return trip
@@ -263,7 +265,7 @@ def trip_text(trip: dict | str) -> str:
         return json.dumps(trip, default=str)
 
 
-def server_status(state: dict) -> ServerStatus:
+def server_status(state: dict[str, Any]) -> ServerStatus:
     """The supervisor's state record in the app's words."""
     status = state.get("status")
     exit_info = state.get("exit") or {}

@@ -1,5 +1,5 @@
 """The user's own settings for the app (theme, key map), in
-`user_config_dir("sparktui")/config.toml` (SPARKTUI_CONFIG_DIR overrides, for tests).
+`sparktui.paths.settings_path()`: config.toml in the config dir (SPARKTUI_CONFIG_DIR overrides).
 
     theme = "sparktui-dark"
     [keys]            # binding id = "key[,key…]"; see the help screen (F1) for the ids
@@ -10,37 +10,27 @@ Saved atomically (temp file + rename) with tomlkit, so a person's comments survi
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomlkit
-from platformdirs import user_config_dir
 from tomlkit.exceptions import TOMLKitError
 
 from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
-
-
-def config_dir() -> Path:
-    override = os.environ.get("SPARKTUI_CONFIG_DIR")
-    return Path(override) if override else Path(user_config_dir("sparktui"))
-
-
-def config_path() -> Path:
-    return config_dir() / "config.toml"
+from sparktui.paths import settings_path
 
 
 @dataclass
 class Settings:
     theme: str | None = None
     keys: dict[str, str] = field(default_factory=dict)
-    path: Path = field(default_factory=config_path)
+    path: Path = field(default_factory=settings_path)
 
 
 def load_settings(path: Path | None = None) -> Settings:
     """Read the settings; a missing file is the defaults, a bad one a UserError naming the field."""
-    path = path or config_path()
+    path = path or settings_path()
     if not path.exists():
         return Settings(path=path)
     try:
@@ -63,7 +53,7 @@ def load_settings(path: Path | None = None) -> Settings:
 
 def save_theme(theme: str, path: Path | None = None) -> Path:
     """Record the chosen theme, keeping the rest of the file (and its comments) as it was."""
-    path = path or config_path()
+    path = path or settings_path()
     doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
     doc["theme"] = theme
     atomic_write_text(path, tomlkit.dumps(doc))

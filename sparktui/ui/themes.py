@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
@@ -50,7 +51,7 @@ def _check_colour(path: Path, field: str, value: object) -> str:
     return value
 
 
-def parse_theme(data: dict, path: Path) -> Theme:
+def parse_theme(data: dict[str, Any], path: Path) -> Theme:
     """Build a Theme from the parsed TOML of `path`; raise UserError naming the bad field."""
     unknown = sorted(set(data) - _ALLOWED)
     if unknown:
@@ -60,7 +61,7 @@ def parse_theme(data: dict, path: Path) -> Theme:
         raise UserError(f"{path}: field 'name' is missing; add name = \"my-theme\"")
     if "primary" not in data:
         raise UserError(f"{path}: field 'primary' is missing; every theme needs a primary colour")
-    kwargs: dict = {"name": name}
+    kwargs: dict[str, Any] = {"name": name}
     for field in _COLOUR_FIELDS:
         if field in data:
             kwargs[field] = _check_colour(path, field, data[field])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -57,3 +58,83 @@ def test_directory_is_a_user_error(tmp_path, capsys):
     assert main(["inspect-log", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path) in err and err.startswith("sparktui: ")
+
+
+def _inspect(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sparktui", "inspect-log", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_empty_log_is_a_clear_user_error(tmp_path):
+    empty = tmp_path / "vllm.log"
+    empty.write_bytes(b"")
+    out = _inspect(str(empty))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert str(empty) in out.stderr and "is empty" in out.stderr
+    assert "OOM" not in out.stdout + out.stderr
+    blank = tmp_path / "blank.log"
+    blank.write_text("\n  \n\n")
+    out = _inspect(str(blank))
+    assert out.returncode == 2 and "blank" in out.stderr
+
+
+def test_binary_file_is_refused_not_summarised(tmp_path):
+    blob = tmp_path / "model.safetensors"
+    blob.write_bytes(bytes(range(256)) * 64)
+    out = _inspect(str(blob))
+    assert out.returncode == 2 and "not a text log" in out.stderr and str(blob) in out.stderr
+
+
+@pytest.mark.slow
+def test_a_device_that_never_ends_is_read_within_bounds():
+    out = _inspect("/dev/urandom", timeout=30)
+    assert out.returncode == 2 and "not a text log" in out.stderr
+
+
+@pytest.mark.slow
+def test_an_endless_pipe_is_cut_with_a_note(monkeypatch, capsys):
+    # `yes | sparktui inspect-log -`: never ends by itself; the bound ends it, and says so
+    from sparktui.commands import inspect_log
+
+    monkeypatch.setattr(inspect_log, "MAX_LINES", 20_000)  # the real bound, 4M lines, takes ~20 s here
+    yes = subprocess.Popen(["yes", "INFO 01-01 00:00:00 [x.py:1] still going"], stdout=subprocess.PIPE)
+    try:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(yes.stdout))
+        assert main(["inspect-log", "-", "--json"]) == 0
+    finally:
+        yes.kill()
+        yes.wait()
+    out, err = capsys.readouterr()
+    assert "read only the first 20,000 lines" in err
+    assert json.loads(out)["failure"]["kind"] == "log_ended"
+
+
+def test_prefixed_log_through_the_cli(fixtures, tmp_path, capsys):
+    src = fixtures / "vllm-logs" / "spark_v0.25.1_laguna-s-2.1-nvfp4-dflash_success.log"
+    compose = tmp_path / "compose.log"
+    compose.write_text("".join(f"vllm-1  | {line}" for line in src.read_text().splitlines(keepends=True)))
+    assert main(["inspect-log", str(compose), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["kv_cache_tokens"] == 94135 and got["version"] == "0.25.1" and got["ready"] is True
+
+
+def test_readable_output_for_a_log_that_ends_mid_start(fixtures, capsys):
+    name = "vllm-logs/spark_v0.25.1_laguna-s-2.1-nvfp4_host-oom-killed_truncated.log"
+    assert main(["inspect-log", str(fixtures / name)]) == 0
+    out = capsys.readouterr().out
+    assert "log_ended" in out and "The log ends during profiling with no error" in out
+    assert "killed" not in out.split("fix", 1)[0]  # the diagnosis does not claim a kill it cannot see
+
+
+def test_cuda_oom_advice_does_not_send_you_back_to_inspect_log(tmp_path, capsys):
+    from tests.core.test_vllm_log import ACCELERATOR_OOM
+
+    log = tmp_path / "oom.log"
+    log.write_text("\n".join(ACCELERATOR_OOM) + "\n")
+    assert main(["inspect-log", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "cuda_oom" in out and "inspect-log" not in out

@@ -83,10 +83,11 @@ EXPECTED = {
         None,
     ),
     f"{LOGS}/spark_v0.25.1_laguna-s-2.1-nvfp4_host-oom-killed_truncated.log": (
-        # the log stops after "torch.compile took 30.61 s in total", no error
+        # the log stops after "torch.compile took 30.61 s in total", no error: the log alone cannot say
+        # it was killed (SOURCES.md knows that from the README, not from the log)
         dict(version="0.25.1", model="poolside/Laguna-S-2.1-NVFP4", max_model_len=65536, weights_gib=95.63,
              available_kv_gib=None, kv_cache_tokens=None, max_concurrency=None, ready=False),
-        "killed",
+        "log_ended",
     ),
     f"{CPU}/startup_FAIL_default_kv_memutil.log": (
         # "ValueError: Available memory on node 0 (7.28/8.59 GiB) on startup is less than desired CPU
@@ -428,3 +429,215 @@ def test_describe_gives_people_the_milestones(fixtures):
     assert "listening on http://localhost:24001" in said
     assert said[-2:] == ["ready", "phase: ready"]
     assert vl.describe(vl.Warning_("x")) is None
+
+
+# ---------------------------------------------------------------- prefixes added by other tools
+
+SUCCESS_025 = f"{LOGS}/spark_v0.25.1_laguna-s-2.1-nvfp4-dflash_success.log"
+PREFIXES = {
+    # loguru-style time, as a wrapper script writes it
+    "timestamp_pipe": lambda i: f"2026-04-19 17:30:{i % 60:02d}.611 | ",
+    # `docker compose logs` (colourless, and coloured as on a terminal)
+    "compose": lambda i: "vllm-1  | ",
+    "compose_coloured": lambda i: "\x1b[36mvllm-1  |\x1b[0m ",
+    # `docker compose logs -t`: the container name, then docker's RFC 3339 time
+    "compose_with_time": lambda i: f"vllm_1  | 2026-04-19T17:30:{i % 60:02d}.611234567Z ",
+    # journalctl -u vllm
+    "journald": lambda i: f"Apr 19 17:30:{i % 60:02d} spark vllm[4242]: ",
+    # CI runners
+    "bracketed_time": lambda i: f"[2026-04-19T17:30:{i % 60:02d}Z] ",
+}
+
+
+@pytest.mark.parametrize("style", sorted(PREFIXES))
+def test_a_prefixed_log_gives_the_same_figures(fixtures, style):
+    lines = read_lines(fixtures / SUCCESS_025)
+    prefixed = [PREFIXES[style](i) + line for i, line in enumerate(lines)]
+    expected = summarize(lines).to_dict()
+    got = summarize(prefixed).to_dict()
+    assert got == expected
+    assert got["kv_cache_tokens"] == 94135 and got["ready"] is True
+
+
+@pytest.mark.parametrize("style", sorted(PREFIXES))
+def test_a_prefixed_failure_is_still_diagnosed(fixtures, style):
+    lines = read_lines(fixtures / LOGS / "spark_v0.25.1_laguna-s-2.1-int4_kv-cache-too-small_fail.log")
+    prefixed = [PREFIXES[style](i) + line for i, line in enumerate(lines)]
+    failure = summarize(prefixed).failure
+    assert failure is not None and failure.kind == "kv_too_small" and "--max-model-len 121840" in failure.hint
+
+
+def test_text_with_a_pipe_is_not_taken_for_a_prefix():
+    bar = "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:01<00:00,  3.1it/s]"
+    assert split_line(bar) == (None, None, bar)
+
+
+# ---------------------------------------------------------------- root causes, not wrappers
+
+# The shape of vLLM 0.2x's output when a CUDA call runs out of memory (torch ≥ 2.8 raises
+# torch.AcceleratorError, not torch.OutOfMemoryError), then the wrappers the engine and API server add.
+ACCELERATOR_OOM = [
+    "(EngineCore_DP0 pid=77) INFO 04-19 17:31:02 [gpu_model_runner.py:2892] Model loading took 67.9 GiB memory and 95.2 seconds",
+    "(EngineCore_DP0 pid=77) ERROR 04-19 17:31:40 [core.py:843] EngineCore failed to start.",
+    "(EngineCore_DP0 pid=77) ERROR 04-19 17:31:40 [core.py:843] Traceback (most recent call last):",
+    '(EngineCore_DP0 pid=77) ERROR 04-19 17:31:40 [core.py:843]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", line 276, in determine_available_memory',
+    "(EngineCore_DP0 pid=77) ERROR 04-19 17:31:40 [core.py:843]     self.model_runner.profile_run()",
+    "(EngineCore_DP0 pid=77) ERROR 04-19 17:31:40 [core.py:843] torch.AcceleratorError: CUDA error: out of memory",
+    "(EngineCore_DP0 pid=77) ERROR 04-19 17:31:40 [core.py:843] Search for `cudaErrorMemoryAllocation' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.",
+    "(APIServer pid=1) Traceback (most recent call last):",
+    "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP0': 1}",
+]  # fmt: skip
+
+
+def test_accelerator_error_out_of_memory_is_a_cuda_oom():
+    summary = summarize(ACCELERATOR_OOM, returncode=1)
+    assert summary.failure is not None and summary.failure.kind == "cuda_oom"
+    assert "CUDA error: out of memory" in summary.failure.message
+    assert "inspect-log" not in summary.failure.hint
+    assert summary.reached == "profiling"
+
+
+def test_engine_init_failed_names_the_first_exception_and_never_sends_you_to_inspect_log():
+    summary = summarize(
+        [
+            "(EngineCore pid=1) ERROR 01-01 00:00:00 [core.py:1] Traceback (most recent call last):",
+            "(EngineCore pid=1) ERROR 01-01 00:00:00 [core.py:1] KeyError: 'lm_head.weight'",
+            "(EngineCore pid=1) ERROR 01-01 00:00:00 [core.py:1] The above exception was the direct cause of the following exception:",
+            "(EngineCore pid=1) ERROR 01-01 00:00:00 [core.py:1] RuntimeError: could not build the model",
+            "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        ]
+    )  # fmt: skip
+    failure = summary.failure
+    assert failure is not None and failure.kind == "engine_init_failed"
+    assert failure.message.startswith("KeyError: 'lm_head.weight'")
+    assert "inspect-log" not in failure.hint
+
+
+def test_unknown_exit_names_the_root_not_the_wrapper():
+    summary = summarize(
+        ["Traceback (most recent call last):", "ImportError: libcudart.so.13: cannot open shared object file",
+         "RuntimeError: Worker failed with error 'boom', please check the stack trace above for the root cause"],
+        returncode=1,
+    )  # fmt: skip
+    assert summary.failure is not None and summary.failure.message.startswith("ImportError: libcudart.so.13")
+
+
+def test_errors_survived_before_progress_are_not_the_root_cause():
+    summary = summarize(
+        [
+            "ValueError: a probe that failed and was handled",
+            "(EngineCore pid=1) INFO 01-01 00:00:00 [x.py:1] Model loading took 1.00 GiB and 1.0 seconds",
+            "KeyError: 'the real one'",
+        ],
+        returncode=1,
+    )
+    assert summary.failure is not None and summary.failure.message == "KeyError: 'the real one'"
+
+
+# ---------------------------------------------------------------- listening addresses
+
+
+def test_eaddrnotavail_is_not_someone_else_listening():
+    line = (
+        "(APIServer pid=1) ERROR:    [Errno 99] error while attempting to bind on address ('10.9.9.9', 8000): "
+        "cannot assign requested address"
+    )
+    failure = summarize([line], returncode=1).failure
+    assert failure is not None and failure.kind == "address_unavailable"
+    assert "already" not in failure.hint and "--host" in failure.hint
+    raw = "OSError: [Errno 99] Cannot assign requested address"
+    assert only(raw, vl.Failure).kind == "address_unavailable"
+
+
+def test_eaddrinuse_is_someone_else_listening():
+    line = (
+        "(APIServer pid=1) ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+        "address already in use"
+    )
+    failure = summarize([line], returncode=1).failure
+    assert failure is not None and failure.kind == "address_in_use" and "--port" in failure.hint
+
+
+# ---------------------------------------------------------------- how the log and the process ended
+
+LOADING = "(EngineCore pid=1) INFO 08-01 17:36:32 [gpu_model_runner.py:5209] Starting to load model m..."
+OOM_HINT = "OOM killer"
+
+
+@pytest.mark.parametrize("returncode", [1, 2, 3, 125, 126, 127])
+def test_a_non_zero_exit_without_an_error_is_not_called_killed(returncode):
+    summary = summarize([LOADING, "some last words"], returncode=returncode)
+    failure = summary.failure
+    assert failure is not None and failure.kind == "exited_early"
+    assert f"status {returncode}" in failure.message and "loading weights" in failure.message
+    assert "'some last words'" in failure.message
+    assert OOM_HINT not in failure.hint
+
+
+def test_docker_daemon_down_says_so():
+    # `docker run` with the daemon stopped prints this one line and exits 125
+    line = "docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+    failure = summarize([line], returncode=125).failure
+    assert failure is not None and failure.kind == "exited_early"
+    assert "Cannot connect to the Docker daemon" in failure.message
+    assert "Docker daemon" in failure.hint and "systemctl start docker" in failure.hint
+
+
+def test_sh_usage_error_exit_2():
+    # `sh -c 'vllm serve --bad'` style: the shell's own message, exit status 2
+    failure = summarize(["sh: 1: Syntax error: Unterminated quoted string"], returncode=2).failure
+    assert failure is not None and failure.kind == "exited_early"
+    assert "Status 2" in failure.hint and OOM_HINT not in failure.hint
+
+
+@pytest.mark.parametrize(
+    "returncode, kind, name, oom",
+    [(-9, "killed", "SIGKILL", True), (137, "killed", "SIGKILL", True), (-15, "killed", "SIGTERM", False),
+     (143, "killed", "SIGTERM", False), (-11, "crashed", "SIGSEGV", False), (134, "crashed", "SIGABRT", False)],
+)  # fmt: skip
+def test_signal_deaths(returncode, kind, name, oom):
+    failure = summarize([LOADING], returncode=returncode).failure
+    assert failure is not None and failure.kind == kind and name in failure.message
+    assert (OOM_HINT in failure.hint) is oom
+    if returncode > 0:
+        assert f"exit status {returncode}" in failure.message
+
+
+def test_the_shells_killed_line_is_evidence_of_a_kill():
+    lines = [LOADING, "bash: line 1:  4242 Killed                  vllm serve m --port 8000"]
+    failure = summarize(lines).failure
+    assert failure is not None and failure.kind == "killed" and OOM_HINT in failure.hint
+
+
+def test_a_log_that_ends_mid_phase_says_so(fixtures):
+    lines = read_lines(fixtures / LOGS / "spark_v0.25.1_laguna-s-2.1-nvfp4_host-oom-killed_truncated.log")
+    summary = summarize(lines)
+    failure = summary.failure
+    assert failure is not None and failure.kind == "log_ended"
+    assert failure.message.startswith("The log ends during profiling with no error")
+    assert "torch.compile took" in failure.message  # its last line
+    assert summary.reached == "profiling"
+    # the same log with the exit status the supervisor saw is a kill
+    assert summarize(lines, returncode=-9).failure.kind == "killed"
+
+
+def test_a_log_that_ends_after_the_server_started_listening_is_ready():
+    lines = [
+        LOADING,
+        "(APIServer pid=1) INFO 08-01 21:23:47 [api_server.py:616] Starting vLLM server on http://0.0.0.0:8000",
+    ]
+    summary = summarize(lines)
+    assert summary.failure is None and summary.ready and summary.phase == "ready"
+    assert summary.url == "http://0.0.0.0:8000"
+    assert summarize(lines, returncode=0).failure is None
+    after = summarize(lines, returncode=1).failure
+    assert after is not None and after.kind == "unknown" and "after start-up" in after.message
+
+
+def test_empty_input():
+    summary = summarize([])
+    assert summary.failure is not None and summary.failure.kind == "empty_log"
+    assert OOM_HINT not in summary.failure.hint
+    blank = summarize(["\n", "   \n"], returncode=127)
+    assert blank.failure is not None and blank.failure.kind == "empty_log"
+    assert "status 127" in blank.failure.message and "not found" in blank.failure.hint

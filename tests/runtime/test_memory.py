@@ -15,7 +15,6 @@ import pytest
 
 from sparktui.runtime.memory import (
     GpuSampler,
-    parse_meminfo,
     parse_psi,
     read_gpu,
     read_mem_available,
@@ -54,18 +53,7 @@ def test_read_memory_matches_the_kernel():
     assert d["mem_used"] == s.mem_total - s.mem_available and "time" in d
 
 
-def test_parse_meminfo_and_psi_text():
-    raw = (
-        b"MemTotal:       127600748 kB\nMemFree:         1000 kB\nMemAvailable:   118566368 kB\n"
-        b"Buffers:            10 kB\nCached:          2000 kB\nSwapCached:        5 kB\n"
-        b"SwapTotal:       4096 kB\nSwapFree:        1024 kB\n"
-    )
-    f = parse_meminfo(raw)
-    assert f["mem_total"] == 127600748 * 1024 and f["mem_available"] == 118566368 * 1024
-    assert f["cached"] == 2000 * 1024  # not SwapCached
-    assert f["swap_total"] == 4096 * 1024 and f["swap_free"] == 1024 * 1024
-    no_avail = raw.replace(b"MemAvailable:   118566368 kB\n", b"")
-    assert parse_meminfo(no_avail)["mem_available"] == (1000 + 10 + 2000) * 1024
+def test_parse_psi_text():
     psi = b"some avg10=1.50 avg60=0.20 avg300=0.00 total=5\nfull avg10=0.75 avg60=0.00 avg300=0.00 total=1\n"
     assert parse_psi(psi) == (1.5, 0.75)
     assert parse_psi(None) == (None, None)

@@ -20,6 +20,7 @@ from sparktui.core.profiles import load_profile
 from sparktui.errors import UserError
 from sparktui.runtime import proc, supervisor
 from sparktui.runtime import state as st
+from sparktui.runtime.memory import read_memory
 from tests.support import REPO, shm_held_by, wait_for
 
 pytestmark = pytest.mark.slow  # spawns processes
@@ -318,10 +319,13 @@ def test_refuses_utilization_above_090_on_unified_memory_unless_forced(make_prof
     assert out.returncode == 2 and "--gpu-memory-utilization 0.95: above 0.9 on unified memory" in out.stderr
     assert "--force" in out.stderr
     profile = load_profile(path)
-    assert supervisor.preflight(profile, force=True).warnings == [NO_FIT]
+    # A machine without page cache to warn about: the only warning left is the skipped fit.
+    sample = read_memory(psi=False)
+    no_cache = {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_available}
+    assert supervisor.preflight(profile, force=True, meminfo=no_cache).warnings == [NO_FIT]
     lowered = supervisor.effective_serve(profile, ["--gpu-memory-utilization", "0.5"])  # CLI flags win
     assert lowered.gpu_memory_utilization == 0.5 and lowered.max_model_len == 512
-    assert supervisor.preflight(profile, lowered).warnings == [NO_FIT]
+    assert supervisor.preflight(profile, lowered, meminfo=no_cache).warnings == [NO_FIT]
 
 
 def test_warns_on_network_host_without_api_key_and_on_page_cache(make_profile):

@@ -15,6 +15,12 @@ PROCS = Path(__file__).resolve().parent / "procs"  # small programs the tests ru
 
 T = TypeVar("T")
 
+# What `sparktui fit --json` and FitResult.to_dict() promise scripts, at the least.
+FIT_JSON_KEYS = frozenset(
+    {"weights_bytes", "kv_bytes_per_token", "kv_cache_bytes", "kv_cache_tokens", "max_concurrency", "verdict"}
+    | {"reasons", "budget", "suggestions"}
+)
+
 
 def wait_for(predicate: Callable[[], T], timeout: float = 15.0, what: str = "condition", interval: float = 0.02) -> T:
     """Poll until predicate() is truthy; return its value, or fail naming what never happened."""

@@ -1,0 +1,51 @@
+"""Where sparktui keeps things, each location resolved here and nowhere else.
+
+Every one can be moved with an environment variable (tests point them at temporary folders):
+
+| variable             | holds                                                  | default (platformdirs)     |
+|----------------------|--------------------------------------------------------|----------------------------|
+| SPARKTUI_CONFIG_DIR  | config.toml (theme, keys) and profiles/ (yours)        | user_config_dir("sparktui")|
+| SPARKTUI_STATE_DIR   | servers/ (state, sockets), logs/, supervisor/, history | user_state_dir("sparktui") |
+| SPARKTUI_CACHE_DIR   | small model files fetched from the Hugging Face Hub    | user_cache_dir("sparktui") |
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP = "sparktui"
+STATE_SUBDIRS = ("servers", "logs", "supervisor", "profiles")
+
+
+def _from_env(variable: str, default: str) -> Path:
+    override = os.environ.get(variable)
+    return Path(override) if override else Path(default)
+
+
+def config_dir() -> Path:
+    return _from_env("SPARKTUI_CONFIG_DIR", platformdirs.user_config_dir(APP))
+
+
+def settings_path() -> Path:
+    return config_dir() / "config.toml"
+
+
+def user_profiles_dir() -> Path:
+    return config_dir() / "profiles"
+
+
+def state_dir() -> Path:
+    """The state dir, created private (0700) with its sub-folders: it holds sockets and logs that
+    may name secrets' environment variables."""
+    path = _from_env("SPARKTUI_STATE_DIR", platformdirs.user_state_dir(APP))
+    for sub in ("", *STATE_SUBDIRS):
+        (path / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+def cache_dir() -> Path:
+    return _from_env("SPARKTUI_CACHE_DIR", platformdirs.user_cache_dir(APP))
