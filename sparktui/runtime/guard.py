@@ -64,6 +64,7 @@ DEFAULT_FALL_RATE_GIB_S = 8.0
 DEFAULT_FALL_LOOKAHEAD_S = 0.5
 DEFAULT_PSI_FULL_PCT = 30.0
 PSI_WINDOW = 1.0  # seconds the PSI full share is measured over
+PSI_EVERY = 0.05  # read /proc/pressure/memory at most this often (~25 µs a read)
 BUSY_PHASES = ("loading_weights", "profiling", "kv_cache", "cuda_graphs", "prefill")
 BUSY_INTERVAL = 0.02  # slowest pace in a busy phase
 STEADY_INTERVAL = 0.25  # slowest pace at steady state ("ready", no large prefill)
@@ -460,9 +461,12 @@ class Guard:
 
     def run(self) -> TripReport | None:
         next_track = 0.0
+        last_pressure = -PSI_EVERY
         while not self._closed.is_set() and not self._stop_requested:
             t = self.clock()
-            pressure = self.read_pressure() if self.read_pressure is not None else None
+            pressure = None
+            if self.read_pressure is not None and t - last_pressure >= PSI_EVERY:
+                pressure, last_pressure = self.read_pressure(), t  # the share is taken over 1 s: 20 Hz is plenty
             d = self.decider.feed(t, self.read_available(), pressure)
             self.last = d
             if d.action in (Action.TERM, Action.KILL):

@@ -974,7 +974,7 @@ class ServerWatch:
         self._recording = threading.Thread(target=loop, name="sparktui-flight", daemon=True)
         self._recording.start()
 
-    def record_once(self, context: Callable[[], tuple[str, str, list[int]]]) -> None:
+    def record_once(self, context: Callable[[], tuple[str, str, list[int]]], now: float | None = None) -> None:
         from sparktui.runtime.memory import read_memory, rss_bytes
 
         if self.recorder is None:
@@ -999,7 +999,7 @@ class ServerWatch:
             wedge=view.state.value if view else None,
             log=list(self.log_lines),
         )
-        self.recorder.append(record)
+        self.recorder.append(record, now)
         self.record_cost_s += time.perf_counter() - started
         self.records += 1
 
