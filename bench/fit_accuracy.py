@@ -25,8 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sparktui.core.config import ServeConfig  # noqa: E402
-from sparktui.core.fit import (  # noqa: E402  # noqa: E402
-    behaviour_for,
+from sparktui.core.fit import (  # noqa: E402
     dgx_spark,
     fit,
     fit_to_kv_memory,
@@ -36,6 +35,7 @@ from sparktui.core.fit import (  # noqa: E402  # noqa: E402
     settings_from,
 )
 from sparktui.core.modelspec import load_model_spec, spec_from_config  # noqa: E402
+from sparktui.core.vllm_rules import OLDEST, VllmRules, VllmVersion, rules_for  # noqa: E402
 
 GiB = 1024**3
 FIXTURES = REPO / "tests" / "fixtures"
@@ -116,7 +116,7 @@ class Case:
     id: str
     source: str
     model: str  # catalog name, or a label for an inline architecture
-    version: tuple[int, int]
+    version: tuple[int, ...]  # the vLLM that produced the figures
     kind: str  # "dense" (dense / GQA / MoE: 1%) or "hybrid" (sliding-window / hybrid: 5%)
     serve: dict[str, Any]
     arch: dict[str, Any] | None = None  # inline config when the model is not in the catalog
@@ -129,6 +129,7 @@ class Case:
     counted: bool = True  # part of the pass/fail summary
     note: str = ""
     from_log: str | None = None
+    machine: str | None = None  # known machine (dgx-spark): KV memory is also predicted from the flags
 
 
 def _spec(case: Case):
@@ -141,8 +142,10 @@ def read_log(path: Path) -> dict[str, Any]:
     """The figures a vLLM start-up log reports."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", path.read_text(errors="replace"))
     out: dict[str, Any] = {}
-    if m := re.search(r"LLM engine \(v(\d+)\.(\d+)", text):
-        out["version"] = (int(m.group(1)), int(m.group(2)))
+    if m := re.search(r"LLM engine \(v(\d+)\.(\d+)(?:\.(\d+))?", text):
+        out["version"] = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    if m := re.search(r"non-default args: .*'gpu_memory_utilization': ([\d.]+)", text):
+        out["gpu_memory_utilization"] = float(m.group(1))
     if m := re.search(r"Model loading took ([\d.]+) G", text):
         out["weights_gib"] = float(m.group(1))
     if m := re.search(r"Available KV cache memory: ([\d.]+) GiB", text):
@@ -219,7 +222,15 @@ def log_cases(fixtures: Path) -> list[Case]:
                 model=model,
                 version=figures.get("version", (0, 32)),
                 kind=kind,
-                serve={"max_model_len": figures["max_model_len"], **serve},
+                serve={
+                    "max_model_len": figures["max_model_len"],
+                    **(
+                        {"gpu_memory_utilization": figures["gpu_memory_utilization"]}
+                        if "gpu_memory_utilization" in figures
+                        else {}
+                    ),
+                    **serve,
+                },
                 arch=arch,
                 kv_gib=figures.get("kv_gib"),
                 kv_blocks=blocks,
@@ -229,6 +240,7 @@ def log_cases(fixtures: Path) -> list[Case]:
                 quantized=quantized,
                 note=note,
                 from_log=name,
+                machine="dgx-spark" if name.startswith("spark_") else None,
             )
         )
     return cases
@@ -321,9 +333,15 @@ def json_cases(fixtures: Path) -> list[Case]:
             "c09",
             "vllm-cases c09",
             "nvidia/Qwen3.6-35B-A3B-NVFP4",
-            (0, 24),
+            (0, 24, 0),
             "hybrid",
-            {"max_model_len": 131072, "max_num_batched_tokens": 8192, "max_num_seqs": 1, "kv_cache_dtype": "fp8"},
+            {
+                "max_model_len": 131072,
+                "max_num_batched_tokens": 8192,
+                "max_num_seqs": 1,
+                "kv_cache_dtype": "fp8",
+                "enable_prefix_caching": True,  # in the c10 log's non-default args; c09 is the same setup
+            },
             kv_gib=r("c09")["available_kv_cache_gib"],
             tokens=r("c09")["gpu_kv_cache_tokens"],
             concurrency=r("c09")["max_concurrency"],
@@ -332,9 +350,15 @@ def json_cases(fixtures: Path) -> list[Case]:
             "c10",
             "vllm-cases c10",
             "nvidia/Qwen3.6-35B-A3B-NVFP4",
-            (0, 24),
+            (0, 24, 0),
             "hybrid",
-            {"max_model_len": 131072, "max_num_batched_tokens": 8192, "max_num_seqs": 1, "kv_cache_dtype": "fp8"},
+            {
+                "max_model_len": 131072,
+                "max_num_batched_tokens": 8192,
+                "max_num_seqs": 1,
+                "kv_cache_dtype": "fp8",
+                "enable_prefix_caching": True,  # in the c10 log's non-default args; c09 is the same setup
+            },
             kv_gib=r("c10")["available_kv_cache_gib"],
             tokens=r("c10")["gpu_kv_cache_tokens"],
             concurrency=r("c10")["max_concurrency"],
@@ -343,7 +367,7 @@ def json_cases(fixtures: Path) -> list[Case]:
             "c11",
             "vllm-cases c11",
             "Qwen3.5-27B",
-            (0, 19),
+            (0, 19, 0),
             "hybrid",
             {"max_model_len": 32768, "max_num_batched_tokens": 16384, "max_num_seqs": 16},
             arch=QWEN35_27B,
@@ -385,9 +409,11 @@ def _catalog_config(name: str) -> dict[str, Any]:
 @dataclass
 class Row:
     case: Case
+    rules: VllmRules
     pred_tokens: int | None = None
     pred_conc: float | None = None
     pred_weights_gib: float | None = None
+    pred_kv_gib: float | None = None  # from the flags alone, where the machine is known
     errors: dict[str, float] = field(default_factory=dict)
     ok: bool = True
     limit: float = 1.0
@@ -397,27 +423,43 @@ def _err(pred: float, real: float) -> float:
     return 100.0 * (pred - real) / real if real else 0.0
 
 
+def case_rules(case: Case) -> VllmRules:
+    """The rules of the vLLM that wrote the case (releases before 0.10 get 0.10's)."""
+    version = VllmVersion(*case.version[:3]) if len(case.version) >= 2 else OLDEST
+    return rules_for(max(version, OLDEST))
+
+
 def evaluate(case: Case) -> Row:
     spec = _spec(case)
     config = ServeConfig(model=spec.name if case.arch is None else "inline", **case.serve)
-    behaviour = behaviour_for(case.version)
-    machine = machine_from_name(80)  # only the max_num_batched_tokens default depends on it; logs pass it
-    row = Row(case, limit=1.0 if case.kind == "dense" else 5.0)
-    s = settings_from(config, spec, machine)
-    kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype)
+    rules = case_rules(case)
+    # only the max_num_batched_tokens default depends on the machine; logs pass it
+    machine = machine_from_name(case.machine or 80)
+    row = Row(case, rules, limit=1.0 if case.kind == "dense" else 5.0)
+    s = settings_from(config, spec, machine, rules)
+    kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype, rules)
     plan = plan_kv(
-        spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching, s.num_spec, s.mtp, behaviour
+        spec,
+        kv_bytes,
+        s.block_size,
+        s.tp,
+        s.max_num_batched_tokens,
+        s.prefix_caching,
+        s.num_spec,
+        s.mtp,
+        rules,
+        s.async_scheduling,
     )
     kv_memory = None
     if case.kv_gib is not None:
         kv_memory = int(case.kv_gib * GiB)
     elif case.kv_blocks is not None:
         kv_memory = case.kv_blocks * plan.bytes_per_block
-    elif case.tokens is not None and not behaviour.tokens_from_concurrency:
+    elif case.tokens is not None and not rules.tokens_from_concurrency:
         # only the token count: invert the old formula (blocks // groups × block size)
         kv_memory = (case.tokens // plan.block_size * plan.num_groups) * plan.bytes_per_block
     if kv_memory is not None:
-        _, tokens, conc = fit_to_kv_memory(spec, config, kv_memory, machine, behaviour)
+        _, tokens, conc = fit_to_kv_memory(spec, config, kv_memory, machine, rules)
         row.pred_tokens, row.pred_conc = tokens, conc
         if case.tokens:
             row.errors["tokens"] = _err(tokens, case.tokens)
@@ -426,6 +468,9 @@ def evaluate(case: Case) -> Row:
     if case.weights_gib is not None:
         row.pred_weights_gib = spec.weights_bytes / GiB
         row.errors["weights"] = _err(row.pred_weights_gib, case.weights_gib)
+    if case.machine is not None and case.kv_gib is not None:
+        row.pred_kv_gib = fit(config, spec, machine).kv_cache_bytes / GiB
+        row.errors["kv"] = _err(row.pred_kv_gib, case.kv_gib)
     checks = [abs(row.errors[k]) <= row.limit for k in ("tokens", "conc") if k in row.errors]
     if "weights" in row.errors and not case.quantized:
         checks.append(abs(row.errors["weights"]) <= 3.0)
@@ -459,8 +504,9 @@ def main(argv: list[str]) -> int:
     fixtures = Path(argv[0]) if argv else FIXTURES
     rows = [evaluate(c) for c in all_cases(fixtures)]
     head = (
-        f"{'case':<24} {'model':<34} {'vLLM':>5} {'kind':<6} {'KV GiB':>7} {'tokens':>10} {'pred':>10} "
-        f"{'err%':>6} {'conc':>7} {'pred':>7} {'err%':>6} {'weights':>8} {'pred':>7} {'err%':>6}  ok"
+        f"{'case':<24} {'model':<30} {'vLLM':<7} {'kind':<6} {'KV GiB':>7} {'pred':>6} {'err%':>6} "
+        f"{'tokens':>10} {'pred':>10} {'err%':>6} {'conc':>7} {'pred':>7} {'err%':>6} "
+        f"{'weights':>8} {'pred':>7} {'err%':>6}  ok"
     )
     print(head)
     print("-" * len(head))
@@ -468,13 +514,20 @@ def main(argv: list[str]) -> int:
         c = r.case
         kv = f"{c.kv_gib:.2f}" if c.kv_gib is not None else ("blocks" if c.kv_blocks else "—")
         print(
-            f"{c.id:<24.24} {c.model:<34.34} {c.version[0]}.{c.version[1]:<3} {c.kind:<6} {kv:>7} "
+            f"{c.id:<24.24} {c.model:<30.30} {'.'.join(map(str, c.version)):<7} {c.kind:<6} {kv:>7} "
+            f"{_fmt(r.pred_kv_gib, '.2f'):>6} {_fmt(r.errors.get('kv'), '+.1f'):>6} "
             f"{_fmt(c.tokens):>10} {_fmt(r.pred_tokens):>10} {_fmt(r.errors.get('tokens'), '+.2f'):>6} "
             f"{_fmt(c.concurrency, '.2f'):>7} {_fmt(r.pred_conc, '.2f'):>7} {_fmt(r.errors.get('conc'), '+.2f'):>6} "
             f"{_fmt(c.weights_gib, '.2f'):>8} {_fmt(r.pred_weights_gib, '.2f'):>7} "
             f"{_fmt(r.errors.get('weights'), '+.2f'):>6}  {'yes' if r.ok else 'NO'}"
             + ("" if c.counted else " (not counted)")
         )
+    print()
+    print("vLLM rules used, per version (sparktui/core/vllm_rules.py):")
+    for version in sorted({r.rules.version for r in rows}):
+        rules = next(r.rules for r in rows if r.rules.version == version)
+        used = ", ".join(f"{x.key}={x.value}" for x in rules.rules)
+        print(f"  {version}: {used}")
     print()
     for r in rows:
         if r.case.note:

@@ -32,11 +32,11 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "state"))
     yield tmp_path
     for state in st.list_states():
-        if state.get("tree"):
-            proc.sweep_orphans(state["tree"])
-        sup = state.get("supervisor") or {}
-        if sup.get("pid"):
-            proc.signal_process(proc.ProcessIdentity(int(sup["pid"]), int(sup["start_time"])), signal.SIGKILL)
+        if state.tree:
+            proc.sweep_orphans(state.tree.as_proc_record())
+        sup = state.supervisor
+        if sup.pid and sup.start_time is not None:
+            proc.signal_process(proc.ProcessIdentity(sup.pid, sup.start_time), signal.SIGKILL)
 
 
 @pytest.fixture

@@ -1,14 +1,15 @@
 """Will `vllm serve` with these flags start on this machine, and what will it get?
 
-Pure arithmetic over a ModelSpec and a ServeConfig, mirroring vLLM 0.32's start-up
-(v1/worker/gpu_worker.py determine_available_memory, v1/core/kv_cache_utils.py):
+Pure arithmetic over a ModelSpec and a ServeConfig, mirroring vLLM's start-up
+(v1/worker/gpu_worker.py determine_available_memory, v1/core/kv_cache_utils.py) for the vLLM
+version that will run: where versions differ, core/vllm_rules.py says how, with its sources.
 
     requested   = ceil(total × gpu_memory_utilization)       refused if free memory < requested
     KV memory   = requested − weights − activation peak − non-torch − CUDA-graph estimate
                   (or --kv-cache-memory-bytes as given)
     KV blocks   = KV memory // bytes per block (one block of every layer in the largest group)
     concurrency = blocks / blocks one max_model_len request takes (summed over layer groups)
-    KV tokens   = int(concurrency × max_model_len)           (vLLM ≥ 0.20; older: see VllmBehaviour)
+    KV tokens   = int(concurrency × max_model_len)           (vLLM ≥ 0.20.1; older: see vllm_rules)
 
 A fit takes tens of microseconds, so the TUI can run it on every keystroke.
 """
@@ -24,6 +25,7 @@ from sparktui.core.config import flag_by_field
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized
 from sparktui.core.units import GB, GiB, format_gib
+from sparktui.core.vllm_rules import VllmRules, rules_for
 from sparktui.errors import UserError
 
 VERDICTS = ("fits", "tight", "wont_start", "unsafe")
@@ -51,6 +53,9 @@ class Machine:
     cuda_context: int = int(2.5 * GB)  # outside vLLM's request: 2–3 GB
     cuda_graphs: int = 4 * GB  # CUDA-graph estimate, subtracted from the request (3–5 GB)
     non_torch: int = GiB // 4  # NCCL / cuBLAS workspaces inside the request
+    # NVML reports the device's memory (False on GB10: vLLM's batch defaults then take their
+    # small-GPU branch, see vllm_rules batch_defaults_gb10)
+    device_memory_known: bool = True
 
     def describe(self) -> str:
         kind = "unified memory" if self.unified else "GPU memory"
@@ -70,6 +75,7 @@ def dgx_spark() -> Machine:
         unified=True,
         mem_available=DGX_SPARK_MEM_TOTAL - 4 * GB,
         assumed_available=True,
+        device_memory_known=False,
     )
 
 
@@ -92,7 +98,14 @@ def machine_from_name(name: str | float | int, meminfo: str | None = None) -> Ma
             raise UserError("/proc/meminfo has no MemTotal; use --machine dgx-spark or a size in GiB")
         # CUDA on GB10 reports about 2.1 GiB less than MemTotal.
         total = info["mem_total"] - (DGX_SPARK_MEM_TOTAL - DGX_SPARK_CUDA_TOTAL)
-        return Machine("auto", total, info["mem_total"], unified=True, mem_available=info["mem_available"])
+        return Machine(
+            "auto",
+            total,
+            info["mem_total"],
+            unified=True,
+            mem_available=info["mem_available"],
+            device_memory_known=False,
+        )
     try:
         size = float(text.removesuffix("gib").strip())
     except ValueError:
@@ -109,29 +122,9 @@ def reading_applies(machine: Machine, host_mem_total: int) -> bool:
     return machine.unified and abs(machine.mem_total - host_mem_total) <= 0.03 * machine.mem_total
 
 
-# --------------------------------------------------------------------------- vLLM behaviour by version
+# --------------------------------------------------------------------------- vLLM version
 
-
-@dataclass(frozen=True)
-class VllmBehaviour:
-    """Where vLLM versions count differently (fixture logs and vLLM issues #40691 / #47728)."""
-
-    tokens_from_concurrency: bool = (
-        True  # "GPU KV cache size" = int(concurrency × len); before: blocks // groups × block
-    )
-    in_flight_batches: int = 2  # sliding windows reserve this many batches of max_num_batched_tokens (async scheduling)
-    mamba_align: bool = True  # prefix caching on a hybrid model keeps 2 state pages per sequence ("align" mode)
-
-
-def behaviour_for(version: tuple[int, int] = (0, 32)) -> VllmBehaviour:
-    """0.32 is what sparktui targets; older figures are for reading old logs (bench/fit_accuracy.py).
-    Seen: ≤0.19 blocks-per-group tokens and one Mamba page; 0.24 concurrency tokens and two pages;
-    0.13 one in-flight batch; 0.32 two (async scheduling). Versions between are assumed."""
-    new = version >= (0, 20)
-    return VllmBehaviour(tokens_from_concurrency=new, in_flight_batches=2 if version >= (0, 26) else 1, mamba_align=new)
-
-
-VLLM_032 = behaviour_for((0, 32))
+DEFAULT_RULES = rules_for(None)  # no version given: the newest rules read, with a note
 
 
 # --------------------------------------------------------------------------- KV plan
@@ -146,10 +139,11 @@ class KvGroup:
     block_size: int  # tokens per block
     window: int | None = None
     fixed_pages: int = 0  # MAMBA: pages per sequence
+    pages_per_block: bool = False  # MAMBA in cache mode 'all' (vLLM 0.15–0.31): + one page per block
 
     def blocks_per_request(self, max_len: int, in_flight: int) -> int:
         if self.kind == MAMBA:
-            return self.fixed_pages
+            return self.fixed_pages + (cdiv(max_len, self.block_size) if self.pages_per_block else 0)
         if self.kind == SLIDING and self.window:
             return cdiv(min(self.window - 1 + in_flight, max_len), self.block_size) + 1
         return cdiv(max_len, self.block_size)
@@ -164,6 +158,8 @@ class KvPlan:
     state_bytes_per_seq: int  # linear-attention layers, per sequence
     block_size: int
     working: tuple[str, ...]
+    null_block_checked: bool = True  # the length check leaves out the block pool's null block (vLLM ≥ 0.29)
+    tokens_from_concurrency: bool = True  # how "GPU KV cache size" is counted (vLLM ≥ 0.20.1)
 
     @property
     def num_groups(self) -> int:
@@ -176,8 +172,8 @@ class KvPlan:
         return self.bytes_per_block * self.blocks_per_request(max_len)
 
     def fits_one(self, kv_memory: int, max_len: int) -> bool:
-        # vLLM reserves the block pool's null block before checking
-        return self.bytes_per_request(max_len) <= kv_memory - self.bytes_per_block
+        reserved = self.bytes_per_block if self.null_block_checked else 0
+        return self.bytes_per_request(max_len) <= kv_memory - reserved
 
     def max_len(self, kv_memory: int, upper: int) -> int:
         """The longest max_model_len ≤ upper for which one request fits (vLLM's estimate)."""
@@ -192,13 +188,13 @@ class KvPlan:
                 hi = mid - 1
         return lo
 
-    def capacity(self, kv_memory: int, max_len: int, behaviour: VllmBehaviour = VLLM_032) -> tuple[int, int, float]:
+    def capacity(self, kv_memory: int, max_len: int) -> tuple[int, int, float]:
         """(blocks, KV tokens, maximum concurrency) exactly as vLLM logs them."""
         if kv_memory <= 0 or not self.groups:
             return 0, 0, 0.0
         blocks = kv_memory // self.bytes_per_block
         concurrency = blocks / self.blocks_per_request(max_len)
-        if behaviour.tokens_from_concurrency:
+        if self.tokens_from_concurrency:
             tokens = int(concurrency * max_len)
         else:
             min_block = (
@@ -210,12 +206,14 @@ class KvPlan:
         return blocks, tokens, concurrency
 
 
-def kv_dtype_bytes(spec: ModelSpec, kv_cache_dtype: str | None) -> tuple[int, str]:
-    """(bytes per element, name) for --kv-cache-dtype; "auto" follows the checkpoint."""
+def kv_dtype_bytes(spec: ModelSpec, kv_cache_dtype: str | None, rules: VllmRules = DEFAULT_RULES) -> tuple[int, str]:
+    """(bytes per element, name) for --kv-cache-dtype; whether the checkpoint's KV quantization
+    overrides it depends on the vLLM version and the checkpoint's format (vllm_rules)."""
     name = (kv_cache_dtype or "auto").lower()
+    forced = rules.kv_dtype_from_checkpoint(spec.checkpoint_quant_method, spec.checkpoint_kv_cache_dtype, name)
+    if forced:
+        return 1, f"{forced} (from the checkpoint's {spec.checkpoint_quant_method} config, vLLM {rules.version})"
     if name == "auto":
-        if spec.checkpoint_kv_cache_dtype:
-            return 1, f"{spec.checkpoint_kv_cache_dtype} (from the checkpoint)"
         return spec.dtype_bytes, spec.dtype
     if name.startswith("fp8"):
         return 1, name
@@ -234,9 +232,11 @@ def plan_kv(
     prefix_caching: bool = True,
     num_spec: int = 0,
     mtp: bool = False,
-    behaviour: VllmBehaviour = VLLM_032,
+    rules: VllmRules = DEFAULT_RULES,
+    async_scheduling: bool = True,
 ) -> KvPlan:
-    """Group the layers as vLLM's KV cache manager does and size one block."""
+    """Group the layers as vLLM's KV cache manager does and size one block, for the vLLM
+    version `rules` describes."""
     layers = [g for g in (*spec.layers, *(spec.mtp_layers if mtp else ())) if g.count]
     attn = [g for g in layers if g.kind != MAMBA]
     mamba = [g for g in layers if g.kind == MAMBA]
@@ -246,8 +246,10 @@ def plan_kv(
     state = 0
     # specs: (kind, page bytes, block size, window, fixed pages) → layer count
     specs: dict[tuple[str, int, int, int | None, int], int] = {}
+    mamba_mode = rules.mamba_cache_mode(prefix_caching, spec.architecture, num_spec > 0)
+    per_block = mamba_mode == "all" and rules.value("mamba_all_mode_pages") == "per_block"
     if mamba:
-        fixed = (2 if prefix_caching and behaviour.mamba_align else 1) + num_spec
+        fixed = num_spec if per_block else rules.mamba_pages(mamba_mode, 1, 1, num_spec)
         state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec) for g in mamba)
         mamba_page = state
         if attn:
@@ -260,24 +262,26 @@ def plan_kv(
             mamba_page = bs * one
         for g in mamba:
             specs[(MAMBA, mamba_page, bs, None, fixed)] = specs.get((MAMBA, mamba_page, bs, None, fixed), 0) + g.count
+        pages = f"one per block + {num_spec}" if per_block else str(fixed)
         working.append(
-            f"linear-attention state: {state:,} B per sequence per layer × {fixed} page(s), "
-            f"attention block size raised to {bs} tokens to match it"
+            f"linear-attention state: {state:,} B per sequence per layer × {pages} page(s) "
+            f"(Mamba cache mode {mamba_mode!r}), attention block size raised to {bs} tokens to match it"
         )
     for g in attn:
         key = (g.kind, g.kv_bytes_per_token(kv_bytes, tp) * bs, bs, g.sliding_window if g.kind == SLIDING else None, 0)
         specs[key] = specs.get(key, 0) + g.count
 
-    in_flight = behaviour.in_flight_batches * max_num_batched_tokens
+    in_flight = rules.sliding_in_flight_batches(async_scheduling) * max_num_batched_tokens
     groups: list[KvGroup] = []
+    checks = (rules.null_block_in_length_check, rules.tokens_from_concurrency)
     if not specs:
-        return KvPlan((), 1, in_flight, 0, 0, bs, tuple(working))
+        return KvPlan((), 1, in_flight, 0, 0, bs, tuple(working), *checks)
     kinds = {(k[0], k[3]) for k in specs}
     if len(specs) == 1 or (len(kinds) == 1 and MAMBA not in {k[0] for k in specs}):
         # One spec, or one type with different sizes: a single group of every layer.
         (kind, _, size, window, fixed) = next(iter(specs))
         total_page = sum(k[1] * n for k, n in specs.items())
-        groups.append(KvGroup(kind, sum(specs.values()), 1, total_page, size, window, fixed))
+        groups.append(KvGroup(kind, sum(specs.values()), 1, total_page, size, window, fixed, per_block))
         bytes_per_block = total_page
     else:
         # Hybrid: unify page sizes, then split every kind into groups of equal layer count.
@@ -303,7 +307,7 @@ def plan_kv(
             n_groups = cdiv(n, group_size)
             layers_in_widest = cdiv(n, n_groups)
             widest = max(widest, layers_in_widest)
-            groups.append(KvGroup(kind, layers_in_widest, n_groups, page, size, window, fixed))
+            groups.append(KvGroup(kind, layers_in_widest, n_groups, page, size, window, fixed, per_block))
         bytes_per_block = widest * max_page
         working.append(
             f"hybrid layers: {sum(g.groups for g in groups)} groups of up to {widest} layers; "
@@ -317,6 +321,7 @@ def plan_kv(
         state,
         min((g.block_size for g in groups if g.kind != MAMBA), default=bs),
         tuple(working),
+        *checks,
     )
 
 
@@ -341,6 +346,39 @@ class Settings:
     num_spec: int
     mtp: bool
     notes: tuple[str, ...] = ()
+    rules: VllmRules = DEFAULT_RULES
+    async_scheduling: bool = True
+    cuda_graphs_counted: bool = True  # vLLM subtracts its CUDA-graph estimate from the KV cache
+
+
+# Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
+# VllmConfig.__post_init__: only EAGLE/MTP/DFlash/draft-model/ngram_gpu keep it).
+_SYNC_SPECULATIVE = ("ngram", "medusa", "mlp_speculator", "suffix")
+
+
+def _async_scheduling(config: Any) -> bool:
+    """Whether vLLM schedules asynchronously (two batches in flight): on by default."""
+    extra = list(getattr(config, "unknown_flags", None) or [])
+    if "--no-async-scheduling" in extra:
+        return False
+    if "--async-scheduling" in extra:
+        return True
+    text = getattr(config, "speculative_config", None)
+    if text:
+        import json
+
+        try:
+            method = str(json.loads(text).get("method") or "")
+        except (TypeError, ValueError, AttributeError):
+            method = ""
+        return method not in _SYNC_SPECULATIVE
+    return True
+
+
+def rules_of(config: Any) -> VllmRules:
+    """The rules for the config's vllm_version (None: the newest read, with a note)."""
+    version = getattr(config, "vllm_version", None)
+    return rules_for(version) if version else DEFAULT_RULES
 
 
 def _speculative(text: str | None, spec: ModelSpec) -> tuple[int, bool, list[str]]:
@@ -364,8 +402,9 @@ def _speculative(text: str | None, spec: ModelSpec) -> tuple[int, bool, list[str
     return n, mtp, notes
 
 
-def settings_from(config: Any, spec: ModelSpec, machine: Machine) -> Settings:
-    big = machine.total >= 70 * GiB  # vLLM's defaults for GPUs with ≥ 70 GiB
+def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRules | None = None) -> Settings:
+    rules = rules or rules_of(config)
+    batched_default, seqs_default = rules.batch_defaults(machine.total if machine.device_memory_known else None)
     max_len = getattr(config, "max_model_len", None)
     auto_len = max_len is not None and max_len < 0
     if max_len is None or auto_len:
@@ -375,21 +414,27 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine) -> Settings:
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
     prefix = getattr(config, "enable_prefix_caching", None)
+    if prefix is None:
+        prefix = rules.prefix_caching_default(hybrid=any(g.kind == MAMBA for g in spec.layers))
+    enforce_eager = bool(getattr(config, "enforce_eager", False))
     return Settings(
         utilization=float(getattr(config, "gpu_memory_utilization", 0.9)),
         max_model_len=int(max_len),
         auto_len=auto_len,
-        max_num_seqs=int(getattr(config, "max_num_seqs", None) or (1024 if big else 256)),
-        max_num_batched_tokens=int(getattr(config, "max_num_batched_tokens", None) or (8192 if big else 2048)),
+        max_num_seqs=int(getattr(config, "max_num_seqs", None) or seqs_default),
+        max_num_batched_tokens=int(getattr(config, "max_num_batched_tokens", None) or batched_default),
         kv_cache_dtype=getattr(config, "kv_cache_dtype", None) or "auto",
         kv_cache_memory_bytes=getattr(config, "kv_cache_memory_bytes", None),
         block_size=getattr(config, "block_size", None),
-        prefix_caching=True if prefix is None else bool(prefix),
-        enforce_eager=bool(getattr(config, "enforce_eager", False)),
+        prefix_caching=bool(prefix),
+        enforce_eager=enforce_eager,
         tp=max(1, int(getattr(config, "tensor_parallel_size", 1) or 1)),
         num_spec=num_spec,
         mtp=mtp,
         notes=tuple(notes),
+        rules=rules,
+        async_scheduling=_async_scheduling(config),
+        cuda_graphs_counted=rules.cudagraph_memory_counted(enforce_eager),
     )
 
 
@@ -439,11 +484,15 @@ class FitResult:
     machine: str = ""
     model: str = ""
     notes: list[str] = field(default_factory=list)
+    vllm_version: str = ""
+    vllm_rules: list[str] = field(default_factory=list)  # the version-dependent rules this fit used
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "machine": self.machine,
+            "vllm_version": self.vllm_version,
+            "vllm_rules": list(self.vllm_rules),
             "verdict": self.verdict,
             "reasons": list(self.reasons),
             "suggestions": [x.to_dict() for x in self.suggestions],
@@ -495,12 +544,23 @@ def _core(
     max_len: int | None = None,
 ) -> _Core:
     util = s.utilization if utilization is None else utilization
-    kv_bytes, kv_name = kv_dtype_bytes(spec, s.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype)
-    plan = plan_kv(spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching, s.num_spec, s.mtp)
+    kv_bytes, kv_name = kv_dtype_bytes(spec, s.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype, s.rules)
+    plan = plan_kv(
+        spec,
+        kv_bytes,
+        s.block_size,
+        s.tp,
+        s.max_num_batched_tokens,
+        s.prefix_caching,
+        s.num_spec,
+        s.mtp,
+        s.rules,
+        s.async_scheduling,
+    )
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
     activation = activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)
-    graphs = 0 if s.enforce_eager else machine.cuda_graphs
+    graphs = machine.cuda_graphs if s.cuda_graphs_counted else 0
     fixed = weights + activation + machine.non_torch + graphs
     kv_memory = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - fixed
     length = s.max_model_len if max_len is None else max_len
@@ -635,7 +695,9 @@ def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | Non
         longest_max_model_len=longest,
         machine=machine.describe(),
         model=spec.name,
-        notes=[*spec.notes, *s.notes],
+        notes=[*spec.notes, *s.notes, *s.rules.notes],
+        vllm_version=str(s.rules.version),
+        vllm_rules=[r.describe() for r in s.rules.rules],
     )
     result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)
     return result
@@ -696,16 +758,25 @@ def _suggestions(
 
 
 def fit_to_kv_memory(
-    spec: ModelSpec, config: Any, kv_memory: int, machine: Machine | None = None, behaviour: VllmBehaviour = VLLM_032
+    spec: ModelSpec, config: Any, kv_memory: int, machine: Machine | None = None, rules: VllmRules | None = None
 ) -> tuple[int, int, float]:
     """(blocks, KV tokens, concurrency) given the KV memory vLLM reported (for checking against logs)."""
     machine = machine or dgx_spark()
-    s = settings_from(config, spec, machine)
-    kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype)
+    s = settings_from(config, spec, machine, rules)
+    kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype, s.rules)
     plan = plan_kv(
-        spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching, s.num_spec, s.mtp, behaviour
+        spec,
+        kv_bytes,
+        s.block_size,
+        s.tp,
+        s.max_num_batched_tokens,
+        s.prefix_caching,
+        s.num_spec,
+        s.mtp,
+        s.rules,
+        s.async_scheduling,
     )
-    return plan.capacity(kv_memory, s.max_model_len, behaviour)
+    return plan.capacity(kv_memory, s.max_model_len)
 
 
 __all__ = [
@@ -713,13 +784,12 @@ __all__ = [
     "KvPlan",
     "Machine",
     "Suggestion",
-    "VllmBehaviour",
     "activation_bytes",
-    "behaviour_for",
     "dgx_spark",
     "fit",
     "fit_to_kv_memory",
     "kv_dtype_bytes",
     "machine_from_name",
     "plan_kv",
+    "rules_of",
 ]

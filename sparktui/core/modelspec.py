@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from sparktui.core.vllm_rules import checkpoint_kv_quant
 from sparktui.errors import UserError
 
 # Layer kinds, as vLLM's KV cache specs see them.
@@ -112,6 +113,7 @@ class ModelSpec:
     shared_expert_intermediate_size: int = 0
     quantization: str | None = None  # fp8, nvfp4, mxfp4, awq, gptq, int8, int4, mixed
     checkpoint_kv_cache_dtype: str | None = None  # "fp8" when the checkpoint asks for it
+    checkpoint_quant_method: str | None = None  # the quantization method vLLM reads it from (vllm_rules)
     param_count: int = 0
     weights_bytes: int = 0
     weights_source: str = ""
@@ -233,16 +235,6 @@ def _quant_info(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -
         inner = hf_quant.get("quantization", hf_quant)
         q = {**q, **{k: v for k, v in inner.items()}, "quant_method": q.get("quant_method") or "modelopt"}
     return q
-
-
-def _kv_cache_quant(q: Mapping[str, Any]) -> str | None:
-    algo = q.get("kv_cache_quant_algo")
-    if isinstance(algo, str) and algo.upper().startswith("FP8"):
-        return "fp8"
-    scheme = q.get("kv_cache_scheme")
-    if isinstance(scheme, Mapping) and scheme.get("num_bits") == 8:
-        return "fp8"
-    return None
 
 
 # bytes per parameter of quantized linear weights, scales included
@@ -492,6 +484,7 @@ def spec_from_config(
     dtype = _dtype(config, text)
     dtype_bytes = DTYPE_BYTES.get(dtype, 2)
     q = _quant_info(config, hf_quant)
+    kv_quant = checkpoint_kv_quant(config, hf_quant)
     quant_name, per_param = _bytes_per_param(q, dtype_bytes)
     counts = _param_counts(config, text, layers)
     params = sum(counts.values())
@@ -543,7 +536,8 @@ def spec_from_config(
         moe_intermediate_size=int(text.get("moe_intermediate_size") or 0),
         shared_expert_intermediate_size=int(text.get("shared_expert_intermediate_size") or 0),
         quantization=quant_name,
-        checkpoint_kv_cache_dtype=_kv_cache_quant(q),
+        checkpoint_kv_cache_dtype=kv_quant[1],
+        checkpoint_quant_method=kv_quant[0],
         param_count=params,
         weights_bytes=weights_bytes,
         weights_source=weights_source,

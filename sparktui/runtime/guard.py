@@ -259,6 +259,14 @@ class GuardDecider:
         self.armed = False
         self._held = None
 
+    def set_lines(self, lines: GuardLines) -> None:
+        """Watch new lines from the next sample on (GuardLines has checked their order)."""
+        self.lines = lines
+        self._warn, self._term, self._kill = lines.bytes("warn"), lines.bytes("term"), lines.bytes("kill")
+        self._held = None
+        if self.warned and (self._warn is None or (self.samples and self.samples[-1][1] > self._warn)):
+            self.warned = False  # a line moved below us may warn again when it is crossed
+
     def feed(self, t: float, available: int, psi_full_total_us: int | None = None) -> Decision:
         psi = self._psi_share(t, psi_full_total_us)
         if not self.armed:
@@ -440,6 +448,11 @@ class Guard:
         """Tell the guard what the server is doing: it samples faster in the phases where memory
         falls fast (an attribute write: safe from any thread)."""
         self.decider.set_phase(phase)
+
+    def set_lines(self, lines: GuardLines) -> None:
+        """Apply new lines live: the next sample (≤ 0.1 s away) is judged against them."""
+        self.lines = lines
+        self.decider.set_lines(lines)
 
     def close(self) -> None:
         """Stop watching (the tree is left alone). From another thread; in a signal handler use

@@ -13,7 +13,6 @@ from sparktui.core.config import ServeConfig
 from sparktui.core.fit import (
     DGX_SPARK_CUDA_TOTAL,
     VERDICTS,
-    behaviour_for,
     dgx_spark,
     fit,
     fit_to_kv_memory,
@@ -22,6 +21,7 @@ from sparktui.core.fit import (
     plan_kv,
 )
 from sparktui.core.modelspec import load_model_spec
+from sparktui.core.vllm_rules import rules_for
 from sparktui.errors import UserError
 from tests.support import FIT_JSON_KEYS, REPO
 
@@ -89,22 +89,22 @@ def test_concurrency_and_tokens_reproduce_a_real_log():
 def test_sliding_window_counts_window_plus_in_flight_tokens():
     spec = load_model_spec("openai/gpt-oss-20b")
     kv_bytes, _ = kv_dtype_bytes(spec, "auto")
-    old = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, behaviour_for((0, 13)))
+    old = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.13"))
     assert old.bytes_per_block == 12 * 16 * 8 * 64 * 2 * 2  # 2 groups of 12 layers
     # full group: 8192/16 = 512 blocks; sliding: cdiv(127 + 2048, 16) + 1 = 137
     assert old.blocks_per_request(8192) == 512 + 137
-    new = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, behaviour_for((0, 32)))
+    new = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.32"))
     assert new.blocks_per_request(8192) == 512 + (-(-(127 + 2 * 2048) // 16)) + 1  # async: two batches
 
 
 def test_hybrid_mamba_block_size_and_pages_match_vllm_0_24():
     """vllm-cases c09: Qwen3.6-35B-A3B NVFP4, fp8 KV, 5.98 GiB → 567,978 tokens, 4.33×."""
     spec = load_model_spec("nvidia/Qwen3.6-35B-A3B-NVFP4")
-    plan = plan_kv(spec, 1, None, 1, 8192, True, 0, False, behaviour_for((0, 24)))
+    plan = plan_kv(spec, 1, None, 1, 8192, True, 0, False, rules_for("0.24"))
     assert plan.block_size == 2096  # 16 × cdiv(mamba state 2,146,304 B, 16 × 1024 B)
     assert plan.bytes_per_block == 10 * 2096 * 1024  # 4 groups of 10 layers, pages equal
     assert plan.blocks_per_request(131072) == 63 + 3 * 2  # 3 Mamba groups × 2 pages (align mode)
-    blocks, tokens, conc = plan.capacity(int(5.98 * GiB), 131072, behaviour_for((0, 24)))
+    blocks, tokens, conc = plan.capacity(int(5.98 * GiB), 131072)
     assert (blocks, tokens, round(conc, 2)) == (299, 567978, 4.33)
 
 
@@ -162,7 +162,7 @@ def test_unsafe_above_0_90_on_unified_memory_but_not_on_a_discrete_gpu():
 
 def test_unsafe_when_the_os_is_left_too_little():
     spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
-    r = fit(cfg(spec.name, kv_cache_memory_bytes=str(95 * GiB)), spec, dgx_spark())
+    r = fit(cfg(spec.name, kv_cache_memory_bytes=str(97 * GiB)), spec, dgx_spark())
     assert r.verdict == "unsafe"
     assert any("the OS is left" in reason and "4–6 GB" in reason for reason in r.reasons)
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.core.fit import VLLM_032, kv_dtype_bytes, plan_kv
+from sparktui.core.fit import kv_dtype_bytes, plan_kv
 from sparktui.core.modelspec import DTYPE_BYTES, MAMBA, load_model_spec
+from sparktui.core.vllm_rules import rules_for
 
 pytestmark = pytest.mark.slow  # spawns processes
 
@@ -46,7 +47,7 @@ CASES = [
 def oracle_case(model, kv, max_len, mnbt, prefix, mtp, kv_gib):
     spec = load_model_spec(model)
     kv_bytes, _ = kv_dtype_bytes(spec, kv)
-    plan = plan_kv(spec, kv_bytes, None, 1, mnbt, prefix, 0, mtp, VLLM_032)
+    plan = plan_kv(spec, kv_bytes, None, 1, mnbt, prefix, 0, mtp, rules_for("0.32.0"))
     layers = []
     for g in (*spec.layers, *(spec.mtp_layers if mtp else ())):
         if g.kind == MAMBA:

@@ -15,39 +15,41 @@ import pytest
 from sparktui.core.profiles import load_profile
 from sparktui.runtime import state as st
 from sparktui.runtime import supervisor
+from sparktui.runtime.protocol import StateRecord
 from sparktui.runtime.watch import read_ring
 from tests.support import REPO, wait_for
 
 pytestmark = pytest.mark.slow  # spawns processes
 
 
-def running(port: int) -> dict:
+def running(port: int) -> StateRecord:
     return wait_for(
-        lambda: (s := st.read_state(st.state_path(port))) and s.get("status") == "running" and s,
+        lambda: (s := st.read_state(st.state_path(port))) and s.status == "running" and s,
         30,
         what="the server to be running",
     )
 
 
 def wedge_of(port: int) -> dict:
-    return ((st.read_state(st.state_path(port)) or {}).get("watch") or {}).get("wedge") or {}
+    state = st.read_state(st.state_path(port))
+    return state.watch.wedge.model_dump() if state is not None and state.watch is not None else {}
 
 
 class Stream(threading.Thread):
     """A streamed completion that notes when each token arrived."""
 
-    def __init__(self, url: str, max_tokens: int, prompt: str = "hello") -> None:
+    def __init__(self, url: str, max_tokens: int, prompt: str = "hello", model: str = "/models/tiny") -> None:
         super().__init__(daemon=True)
-        self.url, self.max_tokens, self.prompt = url, max_tokens, prompt
+        self.url, self.max_tokens, self.prompt, self.model = url, max_tokens, prompt, model
         self.tokens: list[float] = []
         self.done = False
 
     def run(self) -> None:
-        body = {"model": "m", "prompt": self.prompt, "max_tokens": self.max_tokens, "stream": True}
+        body = {"model": self.model, "prompt": self.prompt, "max_tokens": self.max_tokens, "stream": True}
         try:
             with httpx.stream("POST", self.url + "/v1/completions", json=body, timeout=120) as reply:
                 for line in reply.iter_lines():
-                    if line.startswith("data: ") and '"text": " tok"' in line:
+                    if line.startswith("data: ") and '"text": " stub"' in line:
                         self.tokens.append(time.monotonic())
                     if line == "data: [DONE]":
                         self.done = True
@@ -59,12 +61,12 @@ def test_a_server_that_stops_generating_is_reported_wedged_in_time(make_profile,
     wedge_after = 3.0
     path = make_profile(
         watch=f"wedge-after-s = {wedge_after}\nprobe-timeout-s = 3",
-        STUB_VLLM_TOKENS_S="50",
+        STUB_VLLM_TOKENS_PER_S="50",
         STUB_VLLM_WEDGE_AFTER_TOKENS="40",
     )
     profile = load_profile(path)
     state = supervisor.launch(profile)
-    port = state["port"]
+    port = state.port
     url = f"http://127.0.0.1:{port}"
     running(port)
     stream = Stream(url, 1000)
@@ -97,7 +99,7 @@ def test_a_server_that_stops_generating_is_reported_wedged_in_time(make_profile,
     )
     assert "WEDGED since" in out.stdout, out.stdout
     final = supervisor.stop(port)
-    assert final["status"] == "exited"
+    assert final.status == "exited"
 
 
 def test_a_long_prefill_is_not_a_wedge(make_profile, isolated):
@@ -105,14 +107,14 @@ def test_a_long_prefill_is_not_a_wedge(make_profile, isolated):
     # generated, far longer than wedge-after-s.
     path = make_profile(watch="wedge-after-s = 3\nprobe-timeout-s = 3", STUB_VLLM_PREFILL_TOKENS_S="2000")
     state = supervisor.launch(load_profile(path))
-    port = state["port"]
+    port = state.port
     url = f"http://127.0.0.1:{port}"
     running(port)
     seen: list[dict] = []
     result: dict = {}
 
     def ask() -> None:
-        body = {"model": "m", "prompt": " ".join(["word"] * 16000), "max_tokens": 4}
+        body = {"model": "/models/tiny", "prompt": " ".join(["word"] * 16000), "max_tokens": 4}
         result["reply"] = httpx.post(url + "/v1/completions", json=body, timeout=60).json()
 
     client = threading.Thread(target=ask, daemon=True)
@@ -147,16 +149,17 @@ def test_a_crash_loop_stops_at_the_limit_with_its_reason(make_profile, isolated,
     assert "crash loop: 3 failures in phase" in out.stderr
     port = load_profile(path).serve.port
     final = st.read_state(st.state_path(port))
-    breaker = final["exit"]["breaker"]
+    assert final is not None and final.exit is not None and final.watch is not None
+    breaker = final.exit.breaker
     assert breaker["reason"].startswith("crash loop: 3 failures in phase") and len(breaker["failures"]) == 3
     assert {f["kind"] for f in breaker["failures"]} == {"crash"}
-    assert len(final["watch"]["restarts"]) == 2
+    assert len(final.watch.restarts) == 2
 
 
 def test_a_wedged_server_is_restarted_until_the_breaker_stops_it(make_profile, isolated):
     path = make_profile(
         watch='wedge-after-s = 2\nprobe-timeout-s = 2\nrestart-on = ["wedge"]\nmax-failures = 2',
-        STUB_VLLM_TOKENS_S="50",
+        STUB_VLLM_TOKENS_PER_S="50",
         STUB_VLLM_WEDGE_AFTER_TOKENS="20",
     )
     profile = load_profile(path)
@@ -170,14 +173,15 @@ def test_a_wedged_server_is_restarted_until_the_breaker_stops_it(make_profile, i
         text=True,
     )
     try:
-        first = running(port)["tree"]["pid"]
+        first = running(port).tree.pid
         Stream(f"http://127.0.0.1:{port}", 200).start()
         second = wait_for(
             lambda: (
                 (s := st.read_state(st.state_path(port)))
-                and s.get("status") == "running"
-                and s["tree"]["pid"] != first
-                and s["tree"]["pid"]
+                and s.status == "running"
+                and s.tree is not None
+                and s.tree.pid != first
+                and s.tree.pid
             ),
             40,
             what="a restart after the wedge",
@@ -192,12 +196,12 @@ def test_a_wedged_server_is_restarted_until_the_breaker_stops_it(make_profile, i
     assert err.count("WEDGED since") == 2 and "restarting after a wedge in phase ready" in err
     assert "crash loop: 2 failures in phase ready" in err
     final = st.read_state(st.state_path(port))
-    assert final["exit"]["reason"] == "wedged" and len(final["exit"]["breaker"]["failures"]) == 2
+    assert final.exit.reason == "wedged" and len(final.exit.breaker["failures"]) == 2
 
 
 def test_the_flight_recorder_writes_a_bounded_ring_and_marks_a_clean_stop(make_profile, isolated):
     state = supervisor.launch(load_profile(make_profile()))
-    port = state["port"]
+    port = state.port
     running(port)
     ring = st.state_dir() / "flight" / f"{port}.ring"
     size = ring.stat().st_size

@@ -3,9 +3,10 @@
 It replays a real fixture log with the fixture's relative timing (scaled), prints vLLM's own lines
 to stdout and the rest (uvicorn, warnings, tqdm, glog) to stderr as vLLM does, spawns
 `VLLM::EngineCore` (and its `VLLM::Worker`) named the way setproctitle names them (cmdline and
-comm), and serves /health and /metrics on --host/--port once the log reaches
-"Application startup complete.". Like real vLLM, a SIGKILL of the API server alone leaves the
-EngineCore alive, holding its memory and its /dev/shm segment.
+comm), and serves /health, /metrics, /version, /v1/models and /v1/(chat/)completions (streamed
+as vLLM streams them when asked) on --host/--port once the log reaches "Application startup
+complete.". Like real vLLM, a SIGKILL of the API server alone leaves the EngineCore alive,
+holding its memory and its /dev/shm segment.
 
 Behaviour knobs (environment):
   STUB_VLLM_LOG           fixture log to replay (default vllm-cpu/startup_final_eager.log).
@@ -21,14 +22,15 @@ Behaviour knobs (environment):
   STUB_VLLM_EXIT          after replaying a failure log, exit with this code (default 1);
                           "SIGKILL" kills the whole stub as if from outside (the log just stops)
   STUB_VLLM_MAX_LIFE_S    safety net: every stub process exits after this long (default 600)
+  STUB_VLLM_TTFT_S        completions: seconds to the first token after the prefill (default 0.02)
+  STUB_VLLM_TOKENS_PER_S  completions: tokens per second after it (default 200)
 
-Serving (/v1/completions, streamed or not) runs through a small engine model whose counters
-/metrics shows the way vLLM 0.32 keeps them: a request is `running` from admission; its prompt
-is prefilled in chunks of 2048 tokens (max_num_batched_tokens on GB10), each chunk allocating
-16-token KV blocks (`kv_cache_usage_perc` rises); `prompt_tokens_total` and the TTFT histogram
-move only when the prefill ends and the first token comes out; each further token adds to
-`generation_tokens_total`; a finished request adds to `request_success_total`.
-  STUB_VLLM_TOKENS_S        decode speed, tokens/s per request (default 200)
+Completions (streamed or not) run through a small engine model whose counters /metrics shows the
+way vLLM 0.32 keeps them: a request is `running` from admission; its prompt is prefilled in
+chunks of 2048 tokens (max_num_batched_tokens on GB10), each chunk taking 16-token KV blocks
+(`kv_cache_usage_perc` rises); `prompt_tokens_total` and the TTFT histogram move only when the
+prefill ends and the first token comes out; each token adds to `generation_tokens_total`; a
+finished request adds to `request_success_total`.
   STUB_VLLM_PREFILL_TOKENS_S  prefill speed, prompt tokens/s (default 0: a prefill takes no time)
   STUB_VLLM_WEDGE_AFTER_TOKENS  after this many generated tokens the engine stops stepping, as a
                           wedged EngineCore does: streams stall mid-way, new requests get no
@@ -208,7 +210,8 @@ class Engine:
         self.generation_tokens = 0
         self.ttft: list[float] = []
         self.finished = 0
-        self.tokens_s = env_float("STUB_VLLM_TOKENS_S", 200.0)
+        self.ttft_s = env_float("STUB_VLLM_TTFT_S", 0.02)
+        self.tokens_s = env_float("STUB_VLLM_TOKENS_PER_S", 200.0)
         self.prefill_tokens_s = env_float("STUB_VLLM_PREFILL_TOKENS_S", 0.0)
         wedge = os.environ.get("STUB_VLLM_WEDGE_AFTER_TOKENS", "")
         self.wedge_after = int(wedge) if wedge else None
@@ -244,9 +247,9 @@ class Engine:
                     self.blocks_used += grown
                     held += grown
             generated = 0
-            while generated < max_tokens:
-                if generated:
-                    time.sleep(1.0 / self.tokens_s)
+            prefilled = time.monotonic()
+            while generated < max_tokens:  # token n at prefill end + TTFT + (n - 1) / rate
+                time.sleep(max(0.0, prefilled + self.ttft_s + generated / self.tokens_s - time.monotonic()))
                 self.step_gate()
                 with self.lock:
                     self.step_gate_locked()
@@ -261,7 +264,7 @@ class Engine:
                     if self.wedge_after is not None and self.generation_tokens >= self.wedge_after:
                         self.frozen = self.counters()
                         self.wedged.set()
-                emit_token(" tok")
+                emit_token(" stub")
             return generated, "length"
         finally:
             with self.lock:
@@ -337,6 +340,7 @@ class Handler(BaseHTTPRequestHandler):
     metrics = b""
     metrics_text = ""
     model = ""
+    max_model_len = 2048
     engine: Engine | None = None
 
     def log_message(self, fmt, *args):  # uvicorn's access-log format
@@ -359,8 +363,11 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/metrics":
             body = self.engine.render(self.metrics_text) if self.engine is not None else self.metrics
             self.reply(200, body, "text/plain; version=0.0.4; charset=utf-8")
+        elif self.path == "/version":
+            self.reply(200, b'{"version":"0.32.0+cpu"}')
         elif self.path == "/v1/models" and self.authorised():
-            self.reply(200, json.dumps({"object": "list", "data": [{"id": self.model, "object": "model"}]}).encode())
+            card = {"id": self.model, "object": "model", "owned_by": "vllm", "max_model_len": self.max_model_len}
+            self.reply(200, json.dumps({"object": "list", "data": [card]}).encode())
         elif self.path.startswith("/v1/"):
             self.reply(401, b'{"error":"Unauthorized"}')
         else:
@@ -368,62 +375,101 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length)
-        if self.path != "/v1/completions" or not self.authorised():
-            self.reply(401 if self.path.startswith("/v1/") else 404, b"{}")
-            return
         try:
-            request = json.loads(raw or b"{}")
+            request = json.loads(self.rfile.read(length) or b"{}")
         except ValueError:
-            self.reply(400, b'{"error":"invalid JSON"}')
-            return
-        prompt_tokens = prompt_token_count(request.get("prompt", ""))
-        max_tokens = int(request.get("max_tokens") or 16)
-        created = int(time.time())
-        rid = f"cmpl-{secrets.token_hex(16)}"
-
-        def chunk(text: str, finish: str | None) -> dict:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
-            return {
-                "id": rid,
+            request = {}
+        chat = self.path == "/v1/chat/completions"
+        if not (self.path == "/v1/completions" or chat) or not self.authorised():
+            self.reply(401 if self.path.startswith("/v1/") else 404, b"{}")
+        elif request.get("model") not in (None, self.model):
+            message = f"The model `{request.get('model')}` does not exist."
+            error = {"error": {"message": message, "type": "NotFoundError", "param": "model", "code": 404}}
+            self.reply(404, json.dumps(error).encode())
+        elif request.get("stream"):
+            self.stream(request, chat)
+        else:
+            prompt_tokens = prompt_token_count(self.prompt_of(request, chat))
+            texts: list[str] = []
+            generated, finish = self.engine.run(prompt_tokens, int(request.get("max_tokens") or 16), texts.append)
+            choice = {
+                "index": 0,
+                "text": "".join(texts),
+                "logprobs": None,
+                "finish_reason": finish,
+                "stop_reason": None,
+            }
+            body = {
+                "id": f"cmpl-{secrets.token_hex(8)}",
                 "object": "text_completion",
-                "created": created,
+                "created": int(time.time()),
                 "model": self.model,
                 "choices": [choice],
-                "usage": None,
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": generated,
+                    "total_tokens": prompt_tokens + generated,
+                },
             }
+            self.reply(200, json.dumps(body).encode())
 
-        if request.get("stream"):
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream; charset=utf-8")
-            self.end_headers()
+    @staticmethod
+    def prompt_of(request: dict, chat: bool) -> object:
+        if chat and request.get("messages"):
+            return request["messages"][-1].get("content", "")
+        return request.get("prompt") or ""
 
-            def send(text: str) -> None:
-                self.wfile.write(f"data: {json.dumps(chunk(text, None))}\n\n".encode())
-                self.wfile.flush()
+    def stream(self, request: dict, chat: bool) -> None:
+        """SSE as vLLM streams: `data: {chunk}` per token (usage on each with continuous_usage_stats),
+        a usage chunk with include_usage, then `data: [DONE]`. The connection closes at the end."""
+        prompt_tokens = prompt_token_count(self.prompt_of(request, chat))
+        max_tokens = int(request.get("max_tokens") or 16)
+        options = request.get("stream_options") or {}
+        include_usage, continuous = bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
+        base = {"id": f"cmpl-{secrets.token_hex(8)}", "created": int(time.time()), "model": self.model}
+        base["object"] = "chat.completion.chunk" if chat else "text_completion"
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.end_headers()
+        sent = [0]
 
-            try:
-                _, finish = self.engine.run(prompt_tokens, max_tokens, send)
-                self.wfile.write(f"data: {json.dumps(chunk('', finish))}\n\n".encode() + b"data: [DONE]\n\n")
-            except OSError:
-                pass  # the client went away
-            return
-        texts: list[str] = []
-        generated, finish = self.engine.run(prompt_tokens, max_tokens, texts.append)
-        body = chunk("".join(texts), finish)
-        body["usage"] = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": generated,
-            "total_tokens": prompt_tokens + generated,
-        }
-        self.reply(200, json.dumps(body).encode())
+        def token(text: str) -> None:
+            n = sent[0] = sent[0] + 1
+            finish = "length" if n == max_tokens else None
+            if chat:
+                choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
+            else:
+                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+            chunk = {**base, "choices": [choice]}
+            if continuous:
+                chunk["usage"] = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": n,
+                    "total_tokens": prompt_tokens + n,
+                }
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+
+        try:
+            self.engine.run(prompt_tokens, max_tokens, token)
+            if include_usage:
+                usage = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": max_tokens,
+                    "total_tokens": prompt_tokens + max_tokens,
+                }
+                self.wfile.write(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
 
-def parse_serve_args(argv: list[str]) -> tuple[str, str, int]:
+def parse_serve_args(argv: list[str]) -> tuple[str, str, int, int]:
     if not argv or argv[0] != "serve" or len(argv) < 2 or argv[1].startswith("-"):
         sys.stderr.write("usage: vllm serve MODEL [options]\n")
         sys.exit(2)
-    model, host, port = argv[1], "0.0.0.0", 8000  # vLLM's own defaults
+    model, host, port, max_model_len = argv[1], "0.0.0.0", 8000, 2048  # vLLM's defaults; 2048: the fixture's
     rest = argv[2:]
     for i, arg in enumerate(rest):
         key, _, inline = arg.partition("=")
@@ -432,12 +478,14 @@ def parse_serve_args(argv: list[str]) -> tuple[str, str, int]:
             host = value
         elif key == "--port":
             port = int(value)
-    return model, host, port
+        elif key == "--max-model-len":
+            max_model_len = int(value)
+    return model, host, port, max_model_len
 
 
 def serve(argv: list[str]) -> None:
     arm_safety_net()
-    model, host, port = parse_serve_args(argv)
+    model, host, port, max_model_len = parse_serve_args(argv)
     log_path = Path(os.environ.get("STUB_VLLM_LOG") or DEFAULT_LOG)
     replay = Replay(log_path, model, host, port)
     replay.pid_map = {pid: os.getpid() for pid, role in replay.fixture_pids.items() if role == "APIServer"}
@@ -511,6 +559,7 @@ def serve(argv: list[str]) -> None:
             kv = re.search(r"KV cache size: ([\d,]+) tokens", "\n".join(replay.lines))
             Handler.engine = Engine(int(kv.group(1).replace(",", "")) if kv else 131072)
             Handler.model = model
+            Handler.max_model_len = max_model_len
             httpd = ThreadingHTTPServer((host, port), Handler)
             threading.Thread(target=httpd.serve_forever, daemon=True).start()
         emit(replay.rewrite(line))

