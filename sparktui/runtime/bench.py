@@ -239,13 +239,13 @@ def resolve_target(port: int | None = None) -> Target:
     state: dict[str, Any] | None
     if port is None:
         try:
-            state = st.find_state(None)
+            state = st.find_state(None).to_dict()
         except UserError as exc:
             raise UserError(
                 f"{exc}; start one with `sparktui serve PROFILE --detach`, or name one with --port"
             ) from None
     else:
-        state = next((s for s in st.list_states() if s.get("port") == port), None)
+        state = next((s.to_dict() for s in st.list_states() if s.port == port), None)
     if state is None:
         assert port is not None
         key = os.environ.get("VLLM_API_KEY") or None
@@ -702,9 +702,13 @@ class _Bench:
     def check_state(self) -> None:
         """The supervisor's record: a server that exits or loses its guard ends the run."""
         assert self.target.state_path is not None
-        state = st.read_state(self.target.state_path)
-        if state is None:
+        try:
+            record = st.read_state(self.target.state_path)
+        except UserError:
+            return  # a wrong-shaped file: the supervisor rewrites it on its next save
+        if record is None:
             return
+        state = record.to_dict()
         if state.get("status") in ("exited", "stopping"):
             exit_ = state.get("exit") or {}
             why = "its memory guard stopped it" if exit_.get("reason") == "guard" or state.get("trip") else "it exited"

@@ -48,7 +48,7 @@ def start(profile: Path, env: dict[str, str]) -> dict:
     assert out.returncode == 0, out.stderr
     port = load_profile(profile).serve.port
     return wait_for(
-        lambda: (s := st.read_state(st.state_path(port))) and s.get("status") == "running" and s,
+        lambda: (s := st.read_state(st.state_path(port))) and s.status == "running" and s.to_dict(),
         30,
         "the stub to be running",
     )
@@ -61,10 +61,10 @@ def stub_server(make_profile, env):
     state = start(profile, env)
     yield state
     for s in st.list_states():
-        if s["alive"]:
-            supervisor.kill(s["port"])
-        if s.get("tree"):
-            proc.sweep_orphans(s["tree"])
+        if s.alive:
+            supervisor.kill(s.port)
+        if s.tree:
+            proc.sweep_orphans(s.tree.as_proc_record())
 
 
 def test_json_is_one_object_with_every_figure_for_the_server_sparktui_started(stub_server, env):

@@ -24,7 +24,7 @@ import pytest
 from sparktui.core.metrics import GENERATION_TOKENS, kv_cache_usage_pct, parse_metrics
 from sparktui.runtime import proc
 from sparktui.runtime import state as st
-from tests.support import REPO, free_port, wait_for
+from tests.support import REPO, free_port, shm_held_by, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -114,7 +114,7 @@ def sparktui(*args, env, **kw):
 
 def ready_state(port: int) -> dict:
     def ready():
-        record = st.read_state(st.state_path(port)).to_dict()
+        record = st.read_state(st.state_path(port))
         s = record.to_dict() if record else None
         if s and s.get("status") == "exited":
             lines = Path(s["log_path"]).read_text().splitlines()
@@ -160,7 +160,24 @@ def shm_of(state) -> set[str]:
     return found
 
 
+def shm_in_use() -> set[str]:
+    """/dev/shm names some live process holds open or mapped (other programs on this machine,
+    other tests running beside this one): those are not this tree's leftovers."""
+    names: set[str] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        names |= {Path(p).name for p in shm_held_by(int(pid))}
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        names |= {
+            line.rsplit("/", 1)[-1].removesuffix(" (deleted)") for line in maps.splitlines() if "/dev/shm/" in line
+        }
+    return names
+
+
 def new_vllm_shm(before: set[str], since: float) -> list[str]:
+    """vLLM's kind of /dev/shm files made since the test began that nothing holds any more."""
     out = []
     for entry in os.scandir("/dev/shm"):
         if entry.name in before or not VLLM_SHM.match(entry.name):
@@ -170,7 +187,8 @@ def new_vllm_shm(before: set[str], since: float) -> list[str]:
                 out.append(entry.name)
         except FileNotFoundError:
             pass
-    return out
+    in_use = shm_in_use() if out else set()
+    return [name for name in out if name not in in_use]
 
 
 def assert_nothing_left(state, held: set[str], shm_before: set[str], since: float):
