@@ -668,9 +668,9 @@ def model_folder(model: str) -> Path | None:
         return path
     if path.is_file():
         return path.parent
-    from sparktui.core.modelspec import _hub_snapshot, hub_dirs
+    from sparktui.core.modelspec.lookup import hub_dirs, hub_snapshot
 
-    return _hub_snapshot(model, hub_dirs())
+    return hub_snapshot(model, hub_dirs())
 
 
 def model_files(folder: Path) -> list[Path]:
