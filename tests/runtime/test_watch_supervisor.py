@@ -121,7 +121,8 @@ def test_a_long_prefill_is_not_a_wedge(make_profile, isolated):
     started = time.monotonic()
     client.start()
     while client.is_alive():
-        seen.append(wedge_of(port))
+        live = supervisor.attach(port)  # a client reading the state: the supervisor scrapes /metrics for it
+        seen.append(live.watch.wedge.model_dump() if live.watch is not None else {})
         time.sleep(0.2)
     took = time.monotonic() - started
     assert result["reply"]["usage"]["prompt_tokens"] == 16000 and took > 3 + 3  # longer than wedge-after-s
