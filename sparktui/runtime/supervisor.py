@@ -193,10 +193,11 @@ def _fit_verdict(
     profile: Profile, serve: ServeConfig, mem: dict[str, int], warnings: list[str], force: bool
 ) -> dict[str, Any] | None:
     from sparktui.core import fit as fit_mod
-    from sparktui.core.modelspec import load_model_spec
+    from sparktui.core.modelspec import load_serving_spec
 
     try:
-        spec = load_model_spec(serve.model)
+        # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
+        spec = load_serving_spec(serve.model, serve.speculative_config)
         meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
         machine = fit_mod.machine_from_name(profile.machine, meminfo)
         host_total = mem["MemTotal"]

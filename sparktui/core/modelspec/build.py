@@ -129,7 +129,8 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
         if g.draft:
             continue
         if g.kind == "mla":
-            counts["attn"] += g.count * mla.params_per_layer(text)
+            if not g.elem_bytes:  # the indexer's cache rides on the MLA layers: no weights of its own here
+                counts["attn"] += g.count * mla.params_per_layer(text)
         elif g.kind == MAMBA:
             counts["linear_attn"] += g.count * hybrid.gdn_params(text, g)
         else:
