@@ -4,7 +4,7 @@
                plus `model` and `extra-args = ["--flag", "value"]` for flags sparktui does not model
     [machine]  name = "dgx-spark" | "auto" | a size in GiB
     [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed,
-               fall-rate-gib-s, fall-lookahead-s, psi-full-pct
+               fall-rate-gib-s, fall-lookahead-s, psi-full-pct (0 turns a trigger off)
     [watch]    wedge-after-s, probe-timeout-s, restart-on = ["wedge", "crash"], max-failures,
                failure-window-s, flight-recorder, evict-page-cache
     [runner]   kind = "native" | "container", executable, venv, image, container-args
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -391,10 +392,10 @@ def _guard_value(attr: str, value: Any, fail: Any) -> Any:
         if not isinstance(value, bool):
             raise fail(f"got {_show(value)}; expected true or false")
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         units = {"grace_s": "seconds", "fall_lookahead_s": "seconds", "fall_rate_gib_s": "GiB/s", "psi_full_pct": "%"}
         unit = units.get(attr, "GiB")
-        raise fail(f"got {_show(value)}; expected a number of {unit} ≥ 0")
+        raise fail(f"got {_show(value)}; expected a finite number of {unit} ≥ 0")
     return float(value)
 
 

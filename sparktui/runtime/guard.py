@@ -40,12 +40,14 @@ Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU)
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import select
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -91,12 +93,12 @@ class GuardLines:
     psi_full_pct: float | None = DEFAULT_PSI_FULL_PCT  # None turns the PSI trigger off
 
     def __post_init__(self) -> None:
-        for name in ("warn_below_gib", "term_below_gib", "kill_below_gib"):
+        for name in LINE_NAMES:
             v = getattr(self, name)
-            if v is not None and not v >= 0:
-                raise UserError(f"guard line {name} must be a number of GiB >= 0, got {v!r}")
-        if not self.grace_s >= 0:
-            raise UserError(f"guard grace_s must be seconds >= 0, got {self.grace_s!r}")
+            if v is not None and not 0 <= v < math.inf:
+                raise UserError(f"guard line {name} must be a finite number of GiB >= 0, got {v!r}")
+        if not 0 <= self.grace_s < math.inf:
+            raise UserError(f"guard grace_s must be a finite number of seconds >= 0, got {self.grace_s!r}")
         w, t, k = self.warn_below_gib, self.term_below_gib, self.kill_below_gib
         if t is not None and k is not None and k > t:
             raise UserError(
@@ -111,28 +113,77 @@ class GuardLines:
     @classmethod
     def from_settings(cls, settings: object | None) -> GuardLines:
         """From a profile's GuardSettings (attributes named like ours; None = our default)."""
+        return cls.from_settings_with_notes(settings)[0]
+
+    @classmethod
+    def from_settings_with_notes(cls, settings: object | None) -> tuple[GuardLines, list[str]]:
+        """Lines the profile sets win; a default in their way is turned off (see `resolve_lines`)."""
+        given: dict[str, float | None] = {}
+        for name in LINE_NAMES:
+            value = getattr(settings, name, None) if settings is not None else None
+            if value is not None:
+                given[name] = value
         d = cls()
 
         def get(name: str) -> Any:
-            return getattr(settings, name, None) if settings is not None else None
+            value = getattr(settings, name, None) if settings is not None else None
+            return getattr(d, name) if value is None else value
 
-        return cls(
-            warn_below_gib=_or(get("warn_below_gib"), d.warn_below_gib),
-            term_below_gib=_or(get("term_below_gib"), d.term_below_gib),
-            kill_below_gib=_or(get("kill_below_gib"), d.kill_below_gib),
-            grace_s=_or(get("grace_s"), d.grace_s),
-            fall_rate_gib_s=_or(get("fall_rate_gib_s"), d.fall_rate_gib_s),
-            fall_lookahead_s=_or(get("fall_lookahead_s"), d.fall_lookahead_s),
-            psi_full_pct=_or(get("psi_full_pct"), d.psi_full_pct),
+        base = cls(
+            grace_s=get("grace_s"),
+            fall_rate_gib_s=get("fall_rate_gib_s"),
+            fall_lookahead_s=get("fall_lookahead_s"),
+            psi_full_pct=get("psi_full_pct"),
         )
+        return resolve_lines(given, base, what="default")
 
     def bytes(self, name: str) -> int | None:
         v = getattr(self, f"{name}_below_gib")
         return None if v is None else int(v * GiB)
 
 
-def _or(value: Any, default: Any) -> Any:
-    return default if value is None else value
+LINE_NAMES = ("warn_below_gib", "term_below_gib", "kill_below_gib")  # highest first
+_LINE_WORDS = {"warn_below_gib": "warn", "term_below_gib": "term", "kill_below_gib": "kill"}
+
+
+def resolve_lines(
+    given: Mapping[str, float | None], base: GuardLines, *, what: str = "current"
+) -> tuple[GuardLines, list[str]]:
+    """`base` with the lines in `given` set (None turns a line off). The lines given win: a line of
+    `base` that would fall out of order with them (warn >= term >= kill) is turned off, and a
+    one-line note says so. Lines given that conflict with each other raise UserError (exit 2)."""
+    unknown = set(given) - set(LINE_NAMES)
+    if unknown:
+        raise UserError(f"unknown guard line(s) {', '.join(sorted(unknown))}; expected {', '.join(LINE_NAMES)}")
+    explicit = {name: given[name] for name in LINE_NAMES if name in given}
+    GuardLines(  # the order of the lines given
+        warn_below_gib=explicit.get("warn_below_gib"),
+        term_below_gib=explicit.get("term_below_gib"),
+        kill_below_gib=explicit.get("kill_below_gib"),
+        grace_s=base.grace_s,
+    )
+    values: dict[str, float | None] = {name: explicit.get(name, getattr(base, name)) for name in LINE_NAMES}
+    notes: list[str] = []
+    for i, name in enumerate(LINE_NAMES):
+        v = values[name]
+        if name in explicit or v is None:
+            continue
+        below = [(n, x) for n in LINE_NAMES[i + 1 :] if (x := explicit.get(n)) is not None and x > v]
+        above = [(n, x) for n in LINE_NAMES[:i] if (x := explicit.get(n)) is not None and x < v]
+        clashes = below or above
+        if clashes:
+            values[name] = None
+            other, at = clashes[0]
+            notes.append(
+                f"the {what} {_LINE_WORDS[name]} line ({v:g} GiB) is turned off: it would be "
+                f"{'below' if at > v else 'above'} your {_LINE_WORDS[other]} line ({at:g} GiB)"
+            )
+    return dataclasses.replace(  # the fall-rate and PSI triggers of `base` stay as they are
+        base,
+        warn_below_gib=values["warn_below_gib"],
+        term_below_gib=values["term_below_gib"],
+        kill_below_gib=values["kill_below_gib"],
+    ), notes
 
 
 class Action(StrEnum):
@@ -251,7 +302,7 @@ class GuardDecider:
 
     def _fast_fall(self, available: int, rate: float) -> bool:
         """Falling faster than the fall-rate line with the kill (else term) line close at that rate."""
-        if self.lines.fall_rate_gib_s is None or -rate < self.lines.fall_rate_gib_s * GiB:
+        if not self.lines.fall_rate_gib_s or -rate < self.lines.fall_rate_gib_s * GiB:  # None or 0: off
             return False
         line = self._kill if self._kill is not None else self._term
         if line is None:
@@ -327,7 +378,7 @@ class GuardDecider:
             self.term_at = t
             line = self._kill if self._kill is not None else self._term
             return decide(Action.TERM, "fall", "fall rate", line or 0)
-        if self.lines.psi_full_pct is not None and psi is not None and psi >= self.lines.psi_full_pct:
+        if self.lines.psi_full_pct and psi is not None and psi >= self.lines.psi_full_pct:  # None or 0: off
             self.state = "terminating"
             self.term_at = t
             return decide(Action.TERM, "psi", "psi full", self._term or self._kill or 0)

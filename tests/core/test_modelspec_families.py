@@ -307,3 +307,15 @@ def test_deepseek_v32_indexer_cache_rides_beside_the_mla_latent(fixtures):
     assert len(plan.groups) == 1 and plan.bytes_per_block == 16 * (61 * 576 * 2 + 61 * 132)
     skipping = spec_from_config({**v32, "index_topk_freq": 4}, name="s", source="test")
     assert [g.count for g in skipping.layers if g.elem_bytes] == [16]  # layers 0, 1, 5, 9 … 57 (offset 2)
+
+
+def test_an_estimated_eagle3_drafter_shares_the_targets_embedding(tmp_path):
+    draft = load_serving_spec(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        json.dumps({"method": "eagle3", "model": _folder(tmp_path, "e3", EAGLE3_DRAFT), "num_speculative_tokens": 3}),
+    )
+    own = spec_from_config(EAGLE3_DRAFT, name="e3", source="t")
+    counts = dict(own.params_by_category)
+    assert counts["lm_head"] == 32000 * 4096  # its own draft vocabulary
+    assert draft.mtp_weights_bytes == own.weights_bytes - counts["embed"] * 2
+    assert any("shared with the target" in n for n in draft.notes)

@@ -12,6 +12,7 @@ from sparktui.runtime.guard import (
     Action,
     GuardDecider,
     GuardLines,
+    resolve_lines,
 )
 
 # The lines alone (the fall-rate and PSI triggers off); TRIGGERS: the same lines with them on.
@@ -40,8 +41,8 @@ def test_defaults_are_ordered_and_explained():
     [
         (dict(kill_below_gib=7, term_below_gib=6), "kill line 7 GiB is above the term line 6 GiB"),
         (dict(warn_below_gib=2), "warn line 2 GiB is below a term/kill line"),
-        (dict(kill_below_gib=-1), "kill_below_gib must be a number of GiB >= 0"),
-        (dict(grace_s=-1), "grace_s must be seconds >= 0"),
+        (dict(kill_below_gib=-1), "kill_below_gib must be a finite number of GiB >= 0"),
+        (dict(grace_s=-1), "grace_s must be a finite number of seconds >= 0"),
         (dict(kill_below_gib=float("nan")), "kill_below_gib"),
     ],
 )
@@ -288,3 +289,41 @@ def test_a_vllm_start_falling_14_gib_s_that_stops_at_13_gib_is_left_alone():
     samples += [(1.5 + i * 0.05, 12.7) for i in range(1, 20)]
     actions = {o.action for o in feed_all(d, samples)}
     assert Action.TERM not in actions and Action.KILL not in actions
+
+
+def test_set_lines_applies_from_the_next_sample():
+    d = GuardDecider(LINES)
+    assert d.feed(0.0, g(20)).action is Action.NONE
+    d.set_lines(GuardLines(warn_below_gib=30, term_below_gib=25, kill_below_gib=3.5))
+    decision = d.feed(0.1, g(20))
+    assert decision.action is Action.TERM and decision.threshold == g(25)
+
+
+def test_resolve_lines_lets_the_given_lines_win():
+    lines, notes = resolve_lines({"kill_below_gib": 8}, GuardLines(), what="default")
+    assert (lines.warn_below_gib, lines.term_below_gib, lines.kill_below_gib) == (10, None, 8)
+    assert notes == ["the default term line (6 GiB) is turned off: it would be below your kill line (8 GiB)"]
+    lines, notes = resolve_lines({"warn_below_gib": None}, GuardLines())
+    assert lines.warn_below_gib is None and lines.term_below_gib == 6 and notes == []
+    with pytest.raises(UserError, match="kill line 7 GiB is above the term line 5 GiB"):
+        resolve_lines({"term_below_gib": 5, "kill_below_gib": 7}, GuardLines())
+    with pytest.raises(UserError, match="finite"):
+        resolve_lines({"kill_below_gib": float("inf")}, GuardLines())
+
+
+def test_profile_lines_win_over_defaults():
+    class Settings:
+        warn_below_gib = None
+        term_below_gib = None
+        kill_below_gib = 12.0
+        grace_s = 2.0
+
+    lines, notes = GuardLines.from_settings_with_notes(Settings())
+    assert (lines.warn_below_gib, lines.term_below_gib, lines.kill_below_gib, lines.grace_s) == (None, None, 12, 2)
+    assert len(notes) == 2
+
+
+def test_zero_in_a_profile_turns_the_new_triggers_off():
+    d = GuardDecider(GuardLines(psi_full_pct=0, fall_rate_gib_s=0))
+    out = [d.feed(i * 0.1, g(40 - 6 * i), i * 90_000) for i in range(5)]  # 60 GiB/s and 90 % stalled
+    assert {o.action for o in out} <= {Action.NONE, Action.WARN}

@@ -126,7 +126,8 @@ class ModelSpec:
     max_len_key: str = ""
     multimodal: bool = False  # has a vision / audio tower vLLM loads unless --language-model-only
     remote_code: bool = False  # config.json maps classes to the repo's own code (auto_map)
-    drafter: str = ""  # for a drafter's own spec: "eagle", "eagle3", "dflash"
+    drafter: str = ""  # the separate drafter attached: "eagle", "eagle3", "dflash", "draft model"
+    draft_vocab_size: int = 0  # an EAGLE3 drafter's own (smaller) output vocabulary
 
     @property
     def dtype_bytes(self) -> int:
