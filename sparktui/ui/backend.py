@@ -9,6 +9,7 @@ the supervisor) are imported inside the calls that need them, so the first frame
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator, Mapping
@@ -47,6 +48,8 @@ class Unavailable(Exception):
 class Backend:
     """The live implementation over sparktui.core and sparktui.runtime."""
 
+    _history_cache: tuple[tuple[Path, int], Any] | None = None
+
     def host(self) -> str:
         return socket.gethostname()
 
@@ -75,9 +78,12 @@ class Backend:
         save_profile(profile, path)
 
     def model_spec(self, model: str) -> ModelSpec:
+        # a repo id that is not downloaded: its configs and safetensors headers are fetched (once,
+        # cached; never with HF_HUB_OFFLINE=1). This runs in a worker, off the UI thread.
         from sparktui.core.modelspec import load_model_spec
+        from sparktui.runtime.hub import HubFetcher
 
-        return load_model_spec(model)
+        return load_model_spec(model, fetcher=HubFetcher())
 
     def local_models(self) -> list[str]:
         """Repo ids in the local Hugging Face cache (with a config.json), then the built-in catalog."""
@@ -107,7 +113,51 @@ class Backend:
         view = fit_view(fit(config, spec, machine, mem_available=mem_available), machine)
         view.mem_available_live = live
         view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
+        view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
         return view
+
+    def _speed_line(
+        self, config: ServeConfig, spec: ModelSpec, machine: Machine, view: FitView, this_host: bool
+    ) -> str | None:
+        """The predicted speed for a machine known only by SPARKTUI_BANDWIDTH_GBS, and, once
+        `sparktui bench` has measured this model here, the measurement beside the prediction."""
+        from sparktui.core import speed as sp
+        from sparktui.core.modelspec import online_quantized
+
+        hardware = sp.with_bandwidth(
+            sp.hardware_for(machine.name, machine.mem_total, machine.unified),
+            sp.bandwidth_from_env(os.environ),
+            machine.name,
+        )
+        if hardware is None or view.max_concurrency is None:
+            return None
+        spec = online_quantized(spec, config.quantization)
+        length = config.max_model_len or spec.max_position_embeddings or 8192
+        runs = self._bench_runs(config) if (this_host or machine.name == "auto") else []
+        if runs:
+            est, pairs = sp.calibrated(
+                spec, config, hardware, runs, max_model_len=length, max_concurrency=view.max_concurrency
+            )
+            return f"{sp.summary_line(est)}\n{sp.measured_line(*pairs[-1])}"
+        est = sp.estimate_for_config(spec, config, hardware, max_model_len=length, max_concurrency=view.max_concurrency)
+        return sp.summary_line(est)
+
+    def _bench_runs(self, config: ServeConfig) -> list[Any]:
+        """This model's levels in `sparktui bench`'s history (re-read only when the file changes)."""
+        from sparktui.core import bench_history as history
+        from sparktui.paths import bench_history_path
+
+        path = bench_history_path()
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            return []
+        cached = self._history_cache
+        if cached is None or cached[0] != (path, stamp):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                cached = ((path, stamp), history.parse_history(fh))
+            self._history_cache = cached
+        return list(history.matching(cached[1], config.model, quantization=config.quantization))
 
     # -- the server, through the supervisor ---------------------------------------------------------
     def runner_problem(self, profile: Profile) -> str | None:
