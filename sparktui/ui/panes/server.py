@@ -20,7 +20,6 @@ from textual.worker import Worker
 from sparktui.errors import UserError
 from sparktui.ui.actions import BY_ID, key_label, keys_for
 from sparktui.ui.backend import Unavailable
-from sparktui.ui.logstate import LogState
 from sparktui.ui.messages import ServerChanged, ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.screens import ConfirmScreen
@@ -325,6 +324,8 @@ class ServerPane(Pane):
 
     @io_worker("tail-log", "following the log")
     def _tail_log(self, path: Path, stop: threading.Event) -> None:
+        from sparktui.ui.logstate import LogState  # the log parser, loaded after the first frame
+
         state = LogState()
         try:
             for batch in self.backend.follow_log(path, stop):
