@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.worker import Worker
 
 from sparktui.errors import UserError
@@ -37,9 +37,9 @@ class ServerPane(Pane):
     POLL_S = 1.0
     IDLE_EVERY = 3  # with no server running, look for one started elsewhere every 3rd tick
 
-    profile: reactive[Profile | None] = reactive(None, init=False)
-    server: reactive[ServerStatus | None] = reactive(None, init=False)
-    fit: reactive[FitView | None] = reactive(None, init=False)
+    profile: reactive[Profile | None] = var(None, init=False)
+    server: reactive[ServerStatus | None] = var(None, init=False)
+    fit: reactive[FitView | None] = var(None, init=False)
 
     class Polled(Message):
         def __init__(self, status: ServerStatus | None, error: str | None) -> None:
