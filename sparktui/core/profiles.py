@@ -3,7 +3,7 @@
     [serve]    keys are vLLM flag names without the dashes (gpu-memory-utilization = 0.85),
                plus `model` and `extra-args = ["--flag", "value"]` for flags sparktui does not model
     [machine]  name = "dgx-spark" | "auto" | a size in GiB
-    [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed
+    [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed, priority
     [runner]   kind = "native" | "container", executable, venv, image, container-args
     [env]      NAME = "value" for the server's environment
 
@@ -44,6 +44,7 @@ class GuardSettings:
     kill_below_gib: float | None = None
     grace_s: float | None = None
     armed: bool | None = None
+    priority: int | None = None  # with several servers, the lowest is stopped first (then the largest)
 
 
 @dataclass
@@ -88,6 +89,7 @@ _GUARD_KEYS = {
     "kill-below-gib": "kill_below_gib",
     "grace-s": "grace_s",
     "armed": "armed",
+    "priority": "priority",
 }
 _RUNNER_KEYS = {
     "kind": "kind",
@@ -344,6 +346,10 @@ def _guard_value(attr: str, value: Any, fail: Any) -> Any:
     if attr == "armed":
         if not isinstance(value, bool):
             raise fail(f"got {_show(value)}; expected true or false")
+        return value
+    if attr == "priority":
+        if isinstance(value, bool) or not isinstance(value, int) or not -1000 <= value <= 1000:
+            raise fail(f"got {_show(value)}; expected a whole number from -1000 to 1000 (lowest is stopped first)")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         unit = "seconds" if attr == "grace_s" else "GiB"

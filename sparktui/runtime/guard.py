@@ -206,6 +206,12 @@ class GuardDecider:
         if self.warned and (self._warn is None or (self.samples and self.samples[-1][1] > self._warn)):
             self.warned = False  # a line moved below us may warn again when it is crossed
 
+    def stand_down(self) -> None:
+        """Undo a TERM/KILL decision that was not acted on (another server goes first): watch again,
+        so the line trips anew if memory is still short after the other one has gone."""
+        if self.state != "watching":
+            self.state, self.term_at = "watching", None
+
     def feed(self, t: float, available: int) -> Decision:
         if not self.armed:
             self._accept(t, available)
@@ -338,6 +344,7 @@ class Guard:
         on_warn: Callable[[Decision], None] | None = None,
         on_trip: Callable[[Decision], None] | None = None,
         on_report: Callable[[TripReport], None] | None = None,
+        defer: Callable[[Decision], str | None] | None = None,
         track_interval: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         **decider_options: Any,
@@ -347,6 +354,8 @@ class Guard:
         self.decider = GuardDecider(lines, armed=armed, **decider_options)
         self.read_available = read_available
         self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
+        self.defer = defer  # with several servers: why another must be stopped first, or None to act
+        self.deferring: str | None = None
         self.track_interval = track_interval
         self.clock = clock
         self.report: TripReport | None = None
@@ -395,7 +404,10 @@ class Guard:
             d = self.decider.feed(t, self.read_available())
             self.last = d
             if d.action in (Action.TERM, Action.KILL):
-                return self._trip(d)
+                self.deferring = None if self.defer is None else self.defer(d)
+                if self.deferring is None:
+                    return self._trip(d)
+                self.decider.stand_down()
             if d.action is Action.WARN and self.on_warn is not None:
                 self.on_warn(d)
             if t >= next_track:
