@@ -17,6 +17,7 @@ from sparktui.errors import UserError
 COMMANDS: dict[str, tuple[str, str]] = {
     "ui": ("ui", "open the control panel (the default)"),
     "fit": ("fit", "will this vllm serve configuration start, and what KV cache will it get"),
+    "advise": ("advise", "which variant of a model to run: fit, predicted speed and longest context of each"),
     "inspect-log": ("inspect_log", "summarise a vLLM log and explain a failed start"),
     "serve": ("serve", "run vLLM from a profile under the memory guard (foreground or --detach)"),
     "status": ("status", "show the servers sparktui runs"),

@@ -25,6 +25,7 @@ from sparktui.core.config import flag_by_field
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS
+from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.core.vllm_rules import VllmRules, rules_for
 from sparktui.errors import UserError
@@ -489,6 +490,7 @@ class FitResult:
     notes: list[str] = field(default_factory=list)
     vllm_version: str = ""
     vllm_rules: list[str] = field(default_factory=list)  # the version-dependent rules this fit used
+    speed: SpeedEstimate | None = None  # None where sparktui does not know the machine's bandwidth
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -512,6 +514,9 @@ class FitResult:
             "longest_max_model_len": self.longest_max_model_len,
             "kv_working": list(self.working),
             "notes": list(self.notes),
+            "predicted_decode_tok_s": round(self.speed.decode_tok_s, 1) if self.speed else None,
+            "predicted_ttft_s": round(self.speed.ttft_s, 3) if self.speed else None,
+            "speed": self.speed.to_dict() if self.speed else None,
         }
 
 
@@ -711,6 +716,9 @@ def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | Non
         vllm_rules=[r.describe() for r in s.rules.rules],
     )
     result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)
+    hardware = hardware_for(machine.name, machine.mem_total, machine.unified)
+    if hardware is not None:
+        result.speed = estimate_for_config(spec, config, hardware, max_model_len=max_len, max_concurrency=c.concurrency)
     return result
 
 

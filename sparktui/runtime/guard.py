@@ -23,11 +23,15 @@ Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU)
   and the kill line keeps guarding during the grace period.
 - pace: every 100 ms (10 Hz) when idle, down to 2 ms when the headroom to the next action line
   would be used up sooner at the faster of 16 GiB/s (beyond the fastest fall seen) or the fall
-  being seen. ~10 µs per sample: idle cost is a fraction of a percent of a core.
+  being seen. ~10 µs per sample, but each wake-up costs ~0.25 ms of CPU on a busy VM (cold
+  caches): 10 Hz at rest is ~0.25% of a core. Between samples, a PSI trigger on
+  /proc/pressure/memory wakes the guard when tasks stall on memory.
 """
 
 from __future__ import annotations
 
+import os
+import select
 import threading
 import time
 from collections import deque
@@ -38,6 +42,7 @@ from typing import Any
 
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
+from sparktui.runtime.memory import PressureTrigger, PsiTrigger, open_pressure_trigger
 
 DEFAULT_WARN_GIB = 10.0
 DEFAULT_TERM_GIB = 6.0
@@ -50,6 +55,9 @@ WORST_RATE = 16 * GiB  # assumed possible fall (B/s) when choosing the pace: abo
 PLAUSIBLE_RATE = 64 * GiB  # a drop faster than this is held for one confirming sample (noise)
 WARN_HYSTERESIS = 1 * GiB  # warn again only after climbing this far back above the warn line
 RATE_WINDOW = 0.25  # seconds of samples the fall rate is measured over
+# Between samples the kernel wakes the guard when tasks stall on memory (PSI) for 15% of a second
+# (unprivileged: 30% of 2 s, the nearest window the kernel allows without CAP_SYS_RESOURCE).
+PRESSURE_TRIGGER = PsiTrigger("some", 150_000, 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -325,6 +333,14 @@ def _read_mem_available() -> int:
     return read_mem_available()
 
 
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 64):
+            pass
+    except BlockingIOError:
+        pass
+
+
 class Guard:
     """Watch MemAvailable and stop `tree` (a sparktui.runtime.proc.ProcessTree) when a line is crossed.
 
@@ -345,8 +361,9 @@ class Guard:
         on_trip: Callable[[Decision], None] | None = None,
         on_report: Callable[[TripReport], None] | None = None,
         defer: Callable[[Decision], str | None] | None = None,
-        track_interval: float = 2.0,
+        track_interval: float | None = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        pressure: PsiTrigger | None = PRESSURE_TRIGGER,
         **decider_options: Any,
     ) -> None:
         self.tree = tree
@@ -356,13 +373,21 @@ class Guard:
         self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
         self.defer = defer  # with several servers: why another must be stopped first, or None to act
         self.deferring: str | None = None
-        self.track_interval = track_interval
+        self.track_interval = track_interval  # None: the caller records the tree's members
         self.clock = clock
         self.report: TripReport | None = None
         self.last: Decision | None = None
-        self._closed = threading.Event()  # wakes the loop at once when closed from another thread
+        self.pressure_wanted = pressure
+        self.pressure: PsiTrigger | None = None  # the PSI trigger armed while running (None: none)
+        self.pressure_error: str | None = None  # why none could be armed
+        self.pressure_wakes = 0  # samples taken early because the kernel reported a memory stall
+        self.samples_taken = 0
+        self._closed = threading.Event()
         self._stop_requested = False  # set by request_stop(), safe inside a signal handler
         self._thread: threading.Thread | None = None
+        # close() from another thread wakes the sleeping loop at once through this pipe.
+        self._wake_lock = threading.Lock()
+        self._wake_w: int | None = None
 
     @property
     def armed(self) -> bool:
@@ -383,6 +408,12 @@ class Guard:
         """Stop watching (the tree is left alone). From another thread; in a signal handler use
         request_stop(): Event.set() there can deadlock on the lock the interrupted code holds."""
         self._closed.set()
+        with self._wake_lock:
+            if self._wake_w is not None:
+                try:
+                    os.write(self._wake_w, b"x")
+                except BlockingIOError:
+                    pass  # already woken
 
     def request_stop(self) -> None:
         """Signal-handler-safe close(): no locks; the loop notices within one interval (≤ 0.1 s)."""
@@ -398,10 +429,41 @@ class Guard:
             self._thread.join(timeout)
 
     def run(self) -> TripReport | None:
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        with self._wake_lock:
+            self._wake_w = wake_w
+        poller = select.poll()
+        poller.register(wake_r, select.POLLIN)
+        pressure = self._arm_pressure()
+        if pressure is not None:
+            poller.register(pressure.fileno(), select.POLLPRI)
+        try:
+            return self._watch(poller, wake_r, pressure)
+        finally:
+            with self._wake_lock:
+                self._wake_w = None
+                os.close(wake_w)
+            os.close(wake_r)
+            if pressure is not None:
+                pressure.close()
+
+    def _arm_pressure(self) -> PressureTrigger | None:
+        if self.pressure_wanted is None:
+            return None
+        try:
+            trigger = open_pressure_trigger(self.pressure_wanted)
+        except OSError as exc:  # no PSI here (old kernel, or a container that hides it): samples alone
+            self.pressure_error = str(exc)
+            return None
+        self.pressure = trigger.trigger
+        return trigger
+
+    def _watch(self, poller: select.poll, wake_r: int, pressure: PressureTrigger | None) -> TripReport | None:
         next_track = 0.0
         while not self._closed.is_set() and not self._stop_requested:
             t = self.clock()
             d = self.decider.feed(t, self.read_available())
+            self.samples_taken += 1
             self.last = d
             if d.action in (Action.TERM, Action.KILL):
                 self.deferring = None if self.defer is None else self.defer(d)
@@ -410,7 +472,7 @@ class Guard:
                 self.decider.stand_down()
             if d.action is Action.WARN and self.on_warn is not None:
                 self.on_warn(d)
-            if t >= next_track:
+            if self.track_interval is not None and t >= next_track:
                 # Record descendants while they live (a /proc scan: ~1.5 ms per 100 processes).
                 if not self.tree.refresh() and self.tree.popen is None:
                     return None  # an attached tree (no child of ours) that is gone
@@ -418,7 +480,15 @@ class Guard:
             if self.tree.returncode() is not None:
                 return None  # the command ended by itself
             if d.next_interval > 0:
-                self._closed.wait(d.next_interval)
+                # Sleep until the next planned sample, a memory stall (PSI) or close(), whichever first.
+                for fd, events in poller.poll(d.next_interval * 1000):
+                    if fd == wake_r:
+                        _drain(wake_r)
+                    elif pressure is not None and events & (select.POLLERR | select.POLLNVAL):
+                        poller.unregister(fd)  # the kernel dropped the trigger: samples alone from now
+                        self.pressure_error = "the PSI trigger was dropped by the kernel"
+                    elif events & select.POLLPRI:
+                        self.pressure_wakes += 1
         return None
 
     def _poll_during_stop(self) -> bool:

@@ -109,11 +109,27 @@ class GuardLast(_Model):
     at: float = 0.0
 
 
+class PressureRecord(_Model):
+    """The guard's PSI trigger: it wakes the guard between samples when tasks stall on memory."""
+
+    trigger: str | None = None  # as written to /proc/pressure/memory, e.g. "some 300000 2000000"
+    wakes: int = 0  # samples taken early because it fired
+    error: str | None = None  # why there is none (no PSI on this kernel)
+
+
 class GuardRecord(_Model):
     armed: StrictBool
     state: Literal["starting", "watching", "disarmed", "tripped"] = "starting"
     lines: GuardLinesRecord
     last: GuardLast | None = None
+    pressure: PressureRecord | None = None
+
+
+class LoopStats(_Model):
+    """What a supervisor's loop has done (live replies only, never in the file)."""
+
+    wakes: dict[str, int] = Field(default_factory=dict)  # timer, log, request, exit
+    metrics_scrapes: int = 0
 
 
 class TreeRecord(_Model):
@@ -197,9 +213,10 @@ class StateRecord(_Model):
     exit: ExitRecord | None = None
     lost_reason: str | None = None  # set by readers when the supervisor is gone
     alive: bool = False  # set by readers: the recorded supervisor still runs (never stored)
+    loop: LoopStats | None = None  # in live replies from the supervisor (never stored)
 
     def to_json(self) -> str:
-        return self.model_dump_json(indent=1, exclude={"alive", "lost_reason"})
+        return self.model_dump_json(indent=1, exclude={"alive", "lost_reason", "loop"})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as `status --json` prints it."""

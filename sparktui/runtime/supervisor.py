@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -50,8 +51,26 @@ if TYPE_CHECKING:
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 UNIFIED_MAX_UTILIZATION = 0.90
 PAGE_CACHE_WARN_BYTES = 8 << 30
-TICK_S = 0.1
+# The loop sleeps in poll() until something happens: a log write (inotify), a request on the
+# socket or a signal (the wake pipe), vLLM's exit (its pidfd), or the next timer below.
+STARTUP_TICK_S = 0.25  # while starting: members appear, /health is asked every HEALTH_EVERY_S
+HEALTH_EVERY_S = 0.5
+REST_TICK_S = 5.0  # once ready: the guard's line in the state (warnings and trips wake the loop at once)
+REST_TRACK_S = 10.0  # once ready: new members (a /proc scan only if some process was created meanwhile)
+LOG_FALLBACK_S = 0.25  # how often the log is read where inotify is missing
+# /metrics as often as someone needs it: every METRICS_EVERY_S while a client asked within
+# METRICS_WANTED_S (`status`, the TUI), while the server is busy (requests running or waiting, or
+# log lines other than probes within METRICS_BUSY_S); otherwise the gap doubles up to
+# METRICS_IDLE_MAX_S, since each scrape is also an access-log line in the server's log.
 METRICS_EVERY_S = 2.0
+METRICS_WANTED_S = 30.0
+METRICS_BUSY_S = 30.0
+METRICS_IDLE_MAX_S = 120.0
+METRICS_WAIT_S = 2.0  # a status request waits this long at most for a fresh scrape
+PROBE_LINES = ('"GET /metrics', '"GET /health')  # access-log lines of probes: not activity
+# The guard's line in the state file: rewritten when MemAvailable moved this much, or after this long.
+GUARD_NEWS_GIB = 0.1
+GUARD_REFRESH_S = 10.0
 RECENT_EVENTS = 50
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
@@ -301,6 +320,16 @@ class Supervisor:
         self.endpoint: Endpoint | None = None
         self.reaper: subprocess.Popen[bytes] | None = None
         self._server: socket.socket | None = None
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # /metrics on demand (all monotonic times, under self.lock)
+        self._metrics_wanted_until = 0.0
+        self._metrics_at: float | None = None  # the last scrape
+        self._metrics_next = 0.0
+        self._metrics_gap = METRICS_EVERY_S
+        self._metrics_done = threading.Condition(self.lock)
+        self._metrics_count = 0
+        self._last_activity = float("-inf")  # the last log line that was load, not a probe
+        self.wakes: collections.Counter[str] = collections.Counter()  # why the loop woke
 
     # -- state
 
@@ -366,6 +395,31 @@ class Supervisor:
         with self.lock:
             if self.requested != "kill":  # kill wins over stop
                 self.requested, self.requested_by = what, by
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake the loop from its poll() (another thread, or a signal handler: os.write takes no lock)."""
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:  # full (it is awake already) or closed (it has finished)
+            pass
+
+    def _want_metrics(self) -> None:
+        """A client reads the state: scrape /metrics every METRICS_EVERY_S for METRICS_WANTED_S, and
+        give this one a scrape at most METRICS_EVERY_S old (waiting up to METRICS_WAIT_S for it)."""
+        with self.lock:
+            now = time.monotonic()
+            self._metrics_wanted_until = now + METRICS_WANTED_S
+            self._metrics_gap = METRICS_EVERY_S
+            if not self.healthy:
+                return
+            if self._metrics_at is not None and now - self._metrics_at < METRICS_EVERY_S:
+                self._metrics_next = min(self._metrics_next, self._metrics_at + METRICS_EVERY_S)
+                return
+            self._metrics_next = now
+            seen = self._metrics_count
+            self._wake()
+            self._metrics_done.wait_for(lambda: self._metrics_count != seen, METRICS_WAIT_S)
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.request("stop", signal.Signals(signum).name)
@@ -415,7 +469,9 @@ class Supervisor:
 
     def answer(self, req: pr.StatusRequest | pr.StopRequest | pr.KillRequest | pr.GuardRequest) -> pr.Reply:
         """Carry out one socket request; the reply carries the state afterwards."""
-        if isinstance(req, pr.StopRequest | pr.KillRequest):
+        if isinstance(req, pr.StatusRequest):
+            self._want_metrics()
+        elif isinstance(req, pr.StopRequest | pr.KillRequest):
             self.request(req.cmd, "socket")
             self.finished.wait(req.wait)
         elif isinstance(req, pr.GuardRequest):
@@ -446,7 +502,12 @@ class Supervisor:
 
     def snapshot(self) -> pr.StateRecord | None:
         with self.lock:
-            return None if self.state is None else self.record.model_copy(deep=True)
+            if self.state is None:
+                return None
+            live = self.record.model_copy(deep=True)
+            # Only in live replies (never written to the file): what the loop has been doing.
+            live.loop = pr.LoopStats(wakes=dict(self.wakes), metrics_scrapes=self._metrics_count)
+            return live
 
     # -- reaper
 
@@ -523,52 +584,102 @@ class Supervisor:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             self._close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
 
     def _loop(self, log_path: Path) -> int:
+        tree = self.tree
+        assert tree is not None  # set by run() before the loop starts
+        follower = LogTail(log_path, keep=1)
+        poller = select.poll()
+        log_fd = follower.fileno()  # armed before the first read: no write goes unnoticed
+        if log_fd is not None:
+            poller.register(log_fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        root_fd = _pidfd(tree.pid)  # readable the moment vLLM's API server exits
+        if root_fd is not None:
+            poller.register(root_fd, select.POLLIN)
+        try:
+            how = self._watch(follower, poller, log_fd, root_fd)
+        finally:
+            if root_fd is not None:
+                os.close(root_fd)
+        return self._finish(how, follower)
+
+    def _watch(self, follower: LogTail, poller: select.poll, log_fd: int | None, root_fd: int | None) -> str:
+        """Until vLLM ends or is to be stopped; how ("guard", "stop", "kill", "exited")."""
         tree, endpoint, guard = self.tree, self.endpoint, self.guard
         assert tree is not None and endpoint is not None and guard is not None  # set by run() before the loop starts
-        follower = LogTail(log_path, keep=1)
         generation = tree.generation
-        next_refresh = next_health = next_metrics = 0.0
-        how = None
+        next_track = next_health = 0.0
         while True:
-            changed = self._ingest(follower.poll())
+            lines = follower.poll()
+            changed = self._ingest(lines)
+            behind = bool(lines) and follower.pending()  # a flood: read on before sleeping
             now = time.monotonic()
-            if now >= next_refresh:
-                tree.refresh()
-                next_refresh = now + 0.25
+            if now >= next_track:
+                tree.track() if self.healthy else tree.refresh()
+                next_track = now + (REST_TRACK_S if self.healthy else STARTUP_TICK_S)
             if tree.generation != generation:
                 generation, changed = tree.generation, True
             if self.summary.ready and not self.healthy and now >= next_health:
-                next_health = now + 0.5
+                next_health = now + HEALTH_EVERY_S
                 if endpoint.health().ok:
                     tree.refresh()  # the state that says "running" names every process
-                    self.healthy, changed = True, True
+                    with self.lock:
+                        self.healthy, changed = True, True
+                        self._metrics_next = now  # the first scrape at once
                     self.record.status, self.record.ready_at = "running", time.time()
                     self._say(f"ready: {self.record.url} answers /health")
-            if self.healthy and now >= next_metrics:
-                next_metrics = now + METRICS_EVERY_S
+            if self.healthy and now >= self._metrics_next:
                 self._poll_metrics()
                 changed = True
             if self.tripped.is_set():
-                how = "guard"
-                break
+                return "guard"
             if self.requested:
-                how = self.requested
-                break
+                return self.requested
             if tree.returncode() is not None:
                 last = guard.last  # set before the guard signals: its trip may be what ended vLLM
-                how = "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
-                break
+                return "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
             changed |= self._guard_status()
             if changed or self._unsaved:
                 self._save()
-            time.sleep(TICK_S)
-        return self._finish(how, follower)
+            timers = [next_track, now + (REST_TICK_S if self.healthy else STARTUP_TICK_S)]
+            if self.summary.ready and not self.healthy:
+                timers.append(next_health)
+            if self.healthy:
+                timers.append(self._metrics_next)
+            if log_fd is None:
+                timers.append(now + LOG_FALLBACK_S)
+            timeout = 0.0 if behind else max(0.0, min(timers) - time.monotonic())
+            self._sleep(poller, follower, log_fd, root_fd, timeout)
+
+    def _sleep(
+        self, poller: select.poll, follower: LogTail, log_fd: int | None, root_fd: int | None, timeout: float
+    ) -> None:
+        ready = poller.poll(timeout * 1000)
+        if not ready:
+            self.wakes["timer"] += 1
+        for fd, _ in ready:
+            if fd == self._wake_r:
+                self.wakes["request"] += 1
+                try:
+                    while os.read(self._wake_r, 256):
+                        pass
+                except BlockingIOError:
+                    pass
+            elif fd == log_fd:
+                self.wakes["log"] += 1
+                follower.consume()
+            elif fd == root_fd:
+                self.wakes["exit"] += 1
+                poller.unregister(fd)  # stays readable: returncode() sees it from here on
 
     def _ingest(self, lines: list[str]) -> bool:
         changed = False
         for line in lines:
+            if self.healthy and not any(probe in line for probe in PROBE_LINES):
+                self._note_activity()  # requests, stats: start-up lines are not load
             for event in self.summary.feed(line):
                 if isinstance(event, vllm_log.PhaseChanged):
                     changed = True
@@ -586,24 +697,46 @@ class Supervisor:
         """One line of progress on stderr (the terminal, or the journal under systemd)."""
         print(f"sparktui: {text}", file=sys.stderr, flush=True)
 
+    def _note_activity(self) -> None:
+        """The server did something (a log line that is not a probe's): scrape at the busy pace."""
+        with self.lock:
+            self._last_activity = time.monotonic()
+            self._metrics_gap = METRICS_EVERY_S
+            if self._metrics_at is not None:
+                self._metrics_next = min(self._metrics_next, self._metrics_at + METRICS_EVERY_S)
+
     def _poll_metrics(self) -> None:
         endpoint = self.endpoint
         assert endpoint is not None  # set by run() before the loop starts
         from sparktui.core import metrics as m
 
         fetched = endpoint.metrics()
+        busy = False
         if fetched.snapshot is None:
-            self.record.metrics = {"error": fetched.error, "at": time.time()}
-            return
-        snapshot = fetched.snapshot
-        stats = m.derive(snapshot, self._last_metrics)
-        self._last_metrics = snapshot
-        self.record.metrics = {
-            **stats.to_dict(),
-            "prompt_tokens_total": snapshot.total(m.PROMPT_TOKENS),
-            "generation_tokens_total": snapshot.total(m.GENERATION_TOKENS),
-            "at": time.time(),
-        }
+            metrics: dict[str, Any] = {"error": fetched.error, "at": time.time()}
+        else:
+            snapshot = fetched.snapshot
+            stats = m.derive(snapshot, self._last_metrics)
+            self._last_metrics = snapshot
+            busy = bool(stats.running or stats.waiting)
+            metrics = {
+                **stats.to_dict(),
+                "prompt_tokens_total": snapshot.total(m.PROMPT_TOKENS),
+                "generation_tokens_total": snapshot.total(m.GENERATION_TOKENS),
+                "at": time.time(),
+            }
+        with self.lock:
+            self.record.metrics = metrics
+            now = time.monotonic()
+            self._metrics_at = now
+            wanted = now < self._metrics_wanted_until or now - self._last_activity < METRICS_BUSY_S or busy
+            if wanted:
+                self._metrics_gap = METRICS_EVERY_S
+            else:  # nobody reads them and nothing happens: back off
+                self._metrics_gap = min(self._metrics_gap * 2, METRICS_IDLE_MAX_S)
+            self._metrics_next = now + self._metrics_gap
+            self._metrics_count += 1
+            self._metrics_done.notify_all()
 
     def _finish(self, how: str, follower: LogTail) -> int:
         tree, guard = self.tree, self.guard
@@ -661,8 +794,8 @@ class Supervisor:
             self.tree,
             self.lines,
             armed=self.profile.guard.armed is not False,
-            track_interval=0.25,
-            on_warn=lambda d: self.events.append(_guard_event("GuardWarning", d)),
+            track_interval=None,  # the loop records the tree's members
+            on_warn=self._on_warn,
             on_trip=self._on_trip,
             on_report=self._on_report,
             defer=None if order is None else self._deferral(order),
@@ -683,9 +816,14 @@ class Supervisor:
 
         return defer
 
+    def _on_warn(self, decision: Decision) -> None:
+        self.events.append(_guard_event("GuardWarning", decision))
+        self._wake()
+
     def _on_trip(self, decision: Decision) -> None:
         self.events.append(_guard_event("GuardTrip", decision))
         self.tripped.set()
+        self._wake()
 
     def _on_report(self, report: TripReport) -> None:
         self.trip_report = report
@@ -707,8 +845,18 @@ class Supervisor:
         g = self.record.guard
         g.armed = guard.armed
         g.state = "tripped" if self.tripped.is_set() else ("watching" if guard.armed else "disarmed")
+        g.pressure = pr.PressureRecord(
+            trigger=guard.pressure.spec()[:-1].decode() if guard.pressure is not None else None,
+            wakes=guard.pressure_wakes,
+            error=guard.pressure_error,
+        )
         last = g.last
-        if last and last.action == now.action and (last.available_gib == now.available_gib or now.at - last.at < 1.0):
+        moved = abs(now.available_gib - last.available_gib) if last else 0.0
+        if (
+            last
+            and last.action == now.action
+            and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
+        ):
             return False  # the file is rewritten for news, not for every sample
         g.last = now
         return True
@@ -737,6 +885,14 @@ class Supervisor:
         self.finished.set()
         time.sleep(0.05)  # let socket handlers waiting on `finished` send their replies
         self._dismiss_reaper()
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd (readable once the process exits), or None where the kernel has none."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
 
 
 def _guard_event(kind: str, decision: Decision) -> dict[str, Any]:

@@ -349,4 +349,12 @@ def fit_view(result: Any, machine: Any) -> FitView:
         kv_cache_tokens=result.kv_cache_tokens,
         max_concurrency=result.max_concurrency,
         kv_bytes_per_token=result.kv_bytes_per_token,
+        speed=_speed_line(result),
     )
+
+
+def _speed_line(result: Any) -> str | None:
+    speed = getattr(result, "speed", None)
+    if speed is None:
+        return None
+    return _module("sparktui.core.speed").summary_line(speed)

@@ -255,3 +255,35 @@ def test_mtp_needs_no_separate_model():
 def test_bad_speculative_config_is_refused(bad):
     with pytest.raises(UserError, match="--speculative-config"):
         load_serving_spec("Qwen/Qwen3.5-35B-A3B", bad)
+
+
+# --------------------------------------------------------------------------- sparse configs
+
+
+def test_a_sparse_gemma3_config_gets_transformers_defaults():
+    """google/gemma-3-12b-it's text_config names only its sizes; vocab, head_dim, the 5:1 sliding
+    pattern and tied embeddings come from Gemma3TextConfig's defaults, as vLLM reads them."""
+    config = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "text_config": {
+            "hidden_size": 3840,
+            "intermediate_size": 15360,
+            "model_type": "gemma3_text",
+            "num_attention_heads": 16,
+            "num_hidden_layers": 48,
+            "num_key_value_heads": 8,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            "sliding_window": 1024,
+        },
+        "torch_dtype": "bfloat16",
+    }
+    spec = spec_from_config(config, name="g3", source="test")
+    assert {(g.kind, g.count, g.head_size) for g in spec.layers} == {(SLIDING, 40, 256), (FULL, 8, 256)}
+    assert spec.vocab_size == 262208
+    assert dict(spec.params_by_category)["lm_head"] == 0  # tied
+    assert spec.max_len_limit == 131072  # Gemma 3's length is already scaled: no rope factor
+    untied = spec_from_config(
+        {**config, "text_config": {**config["text_config"], "tie_word_embeddings": False}}, name="u", source="t"
+    )
+    assert dict(untied.params_by_category)["lm_head"] == 262208 * 3840

@@ -8,6 +8,7 @@ then) the attempt is repeated, at most 3 times.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -17,7 +18,7 @@ from sparktui.core.units import GiB
 from sparktui.runtime.guard import Action, Guard, GuardLines
 from sparktui.runtime.memory import read_mem_available
 from sparktui.runtime.proc import read_stat, spawn
-from tests.support import PROCS, alive
+from tests.support import PROCS, alive, wait_for
 
 pytestmark = pytest.mark.slow  # spawns processes
 
@@ -218,3 +219,61 @@ def test_request_stop_takes_no_lock_so_a_signal_handler_cannot_deadlock(tmp_path
     assert guard.run() is None and time.monotonic() - start < 1  # the loop sees the request at once
     assert alive(tree.pid)  # stopping the guard leaves the tree alone
     tree.kill()
+
+
+def test_a_memory_stall_wakes_the_guard_between_samples(tmp_path, monkeypatch):
+    """The kernel's PSI trigger reports POLLPRI on its fd. Here the fd is a loopback TCP socket
+    with urgent data pending (the same POLLPRI, on cue): the guard, planning its next sample ~6 s
+    away, samples again at once."""
+    import socket
+    import threading
+
+    from sparktui.runtime import guard as guard_mod
+    from sparktui.runtime.memory import PressureTrigger, PsiTrigger
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    sender = socket.create_connection(listener.getsockname())
+    receiver, _ = listener.accept()
+    armed: list[PsiTrigger] = []
+
+    def fake_open(trigger: PsiTrigger) -> PressureTrigger:
+        armed.append(trigger)
+        return PressureTrigger(os.dup(receiver.fileno()), trigger, "loopback stand-in")
+
+    monkeypatch.setattr(guard_mod, "open_pressure_trigger", fake_open)
+    tree = spawn(["sleep", "60"], tmp_path / "log")
+    guard = Guard(tree, GuardLines(), read_available=lambda: 100 * GiB, max_interval=30.0, track_interval=None)
+    thread = threading.Thread(target=guard.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: guard.samples_taken == 1 and guard.last is not None, what="the first sample")
+        assert guard.last.next_interval > 5 and guard.pressure == guard_mod.PRESSURE_TRIGGER == armed[0]
+        sender.send(b"!", socket.MSG_OOB)
+        wait_for(lambda: guard.pressure_wakes >= 1 and guard.samples_taken >= 2, timeout=5, what="a stall wake-up")
+        receiver.recv(1, socket.MSG_OOB)  # consumed, as poll() consumes a PSI event
+    finally:
+        guard.close()  # wakes the loop from its 30 s sleep at once
+        thread.join(5)
+        tree.kill()
+        for s in (sender, receiver, listener):
+            s.close()
+    assert not thread.is_alive(), "close() did not wake the sleeping guard"
+
+
+def test_without_psi_the_guard_samples_alone(tmp_path, monkeypatch):
+    from sparktui.runtime import guard as guard_mod
+
+    def refuse(trigger):
+        raise OSError(2, "/proc/pressure/memory: no PSI on this kernel")
+
+    monkeypatch.setattr(guard_mod, "open_pressure_trigger", refuse)
+    tree = spawn(["sleep", "60"], tmp_path / "log")
+    guard = Guard(tree, GuardLines(), read_available=lambda: 100 * GiB)
+    guard.start()
+    try:
+        wait_for(lambda: guard.samples_taken >= 3, what="samples without PSI")
+        assert guard.pressure is None and "no PSI" in guard.pressure_error
+    finally:
+        guard.close()
+        guard.join(5)
+        tree.kill()

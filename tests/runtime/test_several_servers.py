@@ -90,13 +90,15 @@ def test_a_guard_trip_stops_the_lower_priority_server_and_leaves_the_other_when_
     lines = f"warn-below-gib = {now - 0.3:.2f}\nterm-below-gib = {now - 0.6:.2f}\nkill-below-gib = {now - 8:.2f}\ngrace-s = 2\n"
     keeper = launch(make_profile(serve_extra="gpu-memory-utilization = 0.3", guard=lines + "priority = 10"), started)
     running(keeper.port)
-    # the expendable one takes 1.5 GiB when its KV cache is allocated: both guards see the lines crossed
+    # The expendable one takes 1.5 GiB when its KV cache is allocated and holds it through SIGTERM
+    # until its guard's SIGKILL (grace 2 s): both guards see the lines crossed, however they sample.
     hog = launch(
         make_profile(
             serve_extra="gpu-memory-utilization = 0.3",
             guard=lines + "priority = 0",
             STUB_VLLM_ALLOC_MIB="1536",
             STUB_VLLM_ALLOC_RATE_MIB_S="3000",
+            STUB_VLLM_IGNORE_TERM="1",
         ),
         started,
     )

@@ -362,3 +362,19 @@ async def test_guard_key_and_lines_change_the_profiles_guard_before_launch():
         assert app.profile.guard.term_below_gib == 12
         gauge = app.w.gauge
         assert gauge.guard.kill_gib == 8
+
+
+async def test_the_fit_panel_shows_the_predicted_speed():
+    from sparktui.ui.widgets.fitpanel import FitPanel
+
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        line = app.fit_view.speed
+        assert line is not None and "tok/s" in line and "TTFT" in line
+        assert "tok/s" in str(app.query_one(FitPanel).render())
+        # a smaller model reads fewer bytes per token: another prediction
+        before = line
+        app.query_one("#flag-model", Input).value = "meta-llama/Llama-3.1-8B-Instruct"
+        await settle(pilot)
+        assert app.fit_view.speed is not None and app.fit_view.speed != before

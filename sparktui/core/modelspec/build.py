@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.core.modelspec import dense, hybrid, mistral, mla, moe
+from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.limits import check_numbers
 from sparktui.core.modelspec.quant import LINEAR, bytes_per_param, quant_info
 from sparktui.core.modelspec.spec import DTYPE_BYTES, MAMBA, LayerGroup, ModelSpec
@@ -36,9 +37,9 @@ _SCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_l
 def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     for key in ("text_config", "llm_config", "language_config"):
         sub = config.get(key)
-        if isinstance(sub, Mapping) and sub.get("num_hidden_layers"):
-            return sub
-    return config
+        if isinstance(sub, Mapping) and (sub.get("num_hidden_layers") or sub.get("model_type") in MODEL_TYPE_DEFAULTS):
+            return with_defaults(sub)
+    return with_defaults(config)
 
 
 def _dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
@@ -244,10 +245,12 @@ def _build(
         weights_source=weights_source,
         mtp_weights_bytes=mtp_bytes,
         params_by_category=tuple(sorted(counts.items())),
+        bytes_by_category=tuple(sorted((cat, int(n * per_param.get(cat, dtype_bytes))) for cat, n in counts.items())),
         notes=tuple(notes),
         max_len_limit=limit,
         max_len_key=limit_key,
         multimodal=bool(counts["vision"]) or any(k in config for k in ("vision_config", "audio_config")),
+        remote_code=bool(config.get("auto_map")),
     )
 
 
@@ -265,9 +268,14 @@ def online_quantized(spec: ModelSpec, method: str | None) -> ModelSpec:
         return spec
     counts = dict(spec.params_by_category)
     saved = sum(counts.get(cat, 0) for cat in LINEAR) * (spec.dtype_bytes - 1)
+    stored = dict(spec.bytes_by_category)
+    for cat in LINEAR:
+        if cat in stored:
+            stored[cat] = counts.get(cat, 0)
     return replace(
         spec,
         weights_bytes=spec.weights_bytes - saved,
+        bytes_by_category=tuple(sorted(stored.items())),
         quantization="fp8 (online)",
         weights_source=spec.weights_source + ", linear layers quantized to fp8 at load",
     )

@@ -108,12 +108,16 @@ class ModelSpec:
     weights_source: str = ""
     mtp_weights_bytes: int = 0
     params_by_category: tuple[tuple[str, int], ...] = ()  # for online quantization (--quantization fp8)
+    # estimated bytes of each weight category at its stored precision (for the speed estimate:
+    # decode reads every byte of the dense parts and only the routed experts' share of "experts")
+    bytes_by_category: tuple[tuple[str, int], ...] = ()
     notes: tuple[str, ...] = ()
     # The longest --max-model-len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN (0: unknown),
     # and the config key it comes from (vllm/config/model.py _get_and_verify_max_len).
     max_len_limit: int = 0
     max_len_key: str = ""
     multimodal: bool = False  # has a vision / audio tower vLLM loads unless --language-model-only
+    remote_code: bool = False  # config.json maps classes to the repo's own code (auto_map)
     drafter: str = ""  # for a drafter's own spec: "eagle", "eagle3", "dflash"
 
     @property

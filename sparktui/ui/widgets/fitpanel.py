@@ -31,6 +31,7 @@ class FitView:
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None
     kv_bytes_per_token: int | None = None
+    speed: str | None = None  # core.speed.summary_line: predicted tok/s and TTFT (and a bench's)
 
     @property
     def applicable(self) -> list[Suggestion]:
@@ -106,6 +107,8 @@ class FitPanel(TextPanel):
             if v.max_concurrency is not None:
                 out.append(f" ×{v.max_concurrency:.1f}", label)
         out.append("\n")
+        if v.speed:
+            out.append(f"{v.speed}\n", label)
         if v.pool_bytes and v.segments:
             pool = v.pool_bytes
             bar = Text(no_wrap=True)
