@@ -49,7 +49,7 @@ def running(port: int) -> st.StateRecord:
         s = st.read_state(st.state_path(port))
         return s if s is not None and s.status == "running" else None
 
-    return wait_for(ready, 30, f"the server on port {port} to be ready")
+    return wait_for(ready, 90, f"the server on port {port} to be ready")
 
 
 def test_a_launch_that_would_overcommit_the_pool_is_refused_naming_the_server_in_the_way(make_profile, env, started):
@@ -107,7 +107,7 @@ def test_a_guard_trip_stops_the_lower_priority_server_and_leaves_the_other_when_
         s = st.read_state(st.state_path(hog.port))
         return s if s is not None and s.status == "exited" else None
 
-    final = wait_for(exited, 60, "the guard to stop the low-priority server")
+    final = wait_for(exited, 120, "the guard to stop the low-priority server")
     assert final.exit is not None and final.exit.reason == "guard"
     kept = st.with_liveness(st.read_state(st.state_path(keeper.port)))
     assert kept.alive and kept.status == "running", "the high-priority server was stopped too"
