@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -351,9 +352,9 @@ def _guard_value(attr: str, value: Any, fail: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or not -1000 <= value <= 1000:
             raise fail(f"got {_show(value)}; expected a whole number from -1000 to 1000 (lowest is stopped first)")
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         unit = "seconds" if attr == "grace_s" else "GiB"
-        raise fail(f"got {_show(value)}; expected a number of {unit} ≥ 0")
+        raise fail(f"got {_show(value)}; expected a finite number of {unit} ≥ 0")
     return float(value)
 
 
