@@ -80,7 +80,10 @@ class Backend:
         _module("sparktui.core.profiles").save_profile(profile, path)
 
     def model_spec(self, model: str):
-        return _module("sparktui.core.modelspec").load_model_spec(model)
+        # a repo id that is not downloaded: its configs and safetensors headers are fetched (once,
+        # cached; never with HF_HUB_OFFLINE=1). This runs in a worker, off the UI thread.
+        fetcher = _module("sparktui.runtime.hub").HubFetcher()
+        return _module("sparktui.core.modelspec").load_model_spec(model, fetcher=fetcher)
 
     def local_models(self) -> list[str]:
         """Repo ids in the local Hugging Face cache (with a config.json), then the built-in catalog."""
