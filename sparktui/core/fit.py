@@ -244,7 +244,7 @@ def plan_kv(
     attn = [g for g in layers if g.kind != MAMBA]
     mamba = [g for g in layers if g.kind == MAMBA]
     bs = block_size or DEFAULT_BLOCK_SIZE
-    working = [g.describe(kv_bytes, tp) for g in layers]
+    working = [g.describe(kv_bytes, tp, mamba_ssm_dtype) for g in layers]
     per_token = sum(g.count * g.kv_bytes_per_token(kv_bytes, tp) for g in attn)
     state = 0
     # specs: (kind, page bytes, block size, window, fixed pages) → layer count

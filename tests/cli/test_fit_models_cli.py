@@ -142,3 +142,9 @@ def test_absurd_flags_exit_2(capsys, flags):
     assert main(["fit", "--model", "Qwen/Qwen3-32B", *flags]) == 2
     err = capsys.readouterr()[1]
     assert "expected" in err and "Traceback" not in err
+
+
+def test_the_working_shows_the_mamba_ssm_dtype_in_use(capsys, hub):
+    main(["fit", "--json", "--", *shlex.split(RECIPE.replace("float32", "float16"))])
+    working = json.loads(capsys.readouterr()[0])["kv_working"]
+    assert any("Mamba2 layers" in w and "in float16" in w for w in working)

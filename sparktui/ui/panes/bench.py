@@ -145,7 +145,7 @@ class BenchPane(Vertical):
         """Start a run, or cancel the one in progress."""
         if self.running:
             self.cancel.set()
-            self._status("cancelling after the requests in flight…")
+            self._status("cancelling: the results so far are kept, marked partial")
             return
         self.running = True
         self.cancel = threading.Event()
