@@ -431,9 +431,10 @@ class TripReport:
             ", ".join(f"{s['signal']} {s['target']} (+{s['at_s'] * 1000:.0f} ms)" for s in self.signalled) or "nothing"
         )
         trend = f"falling {self.fall_rate_gib_s:.2f} GiB/s" if self.fall_rate_gib_s >= 0.005 else "not falling"
+        available, line = gib_pair(self.mem_available_gib, self.threshold_gib)
         lines = [
-            f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {self.mem_available_gib:.2f} GiB"
-            f" vs line {self.threshold_gib:.2f} GiB, {trend}",
+            f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {available} GiB"
+            f" vs line {line} GiB, {trend}",
             f"  signalled: {sig}",
         ]
         if self.escalated:
@@ -447,6 +448,15 @@ class TripReport:
         if self.shm_removed:
             lines.append(f"  removed from /dev/shm: {', '.join(self.shm_removed)}")
         return "\n".join(lines)
+
+
+def gib_pair(a: float, b: float) -> tuple[str, str]:
+    """Two GiB figures with enough decimals to tell them apart (never "18.50 vs 18.50")."""
+    for digits in (2, 3, 4):
+        first, second = f"{a:.{digits}f}", f"{b:.{digits}f}"
+        if first != second:
+            return first, second
+    return f"{a:.2f}", f"{b:.2f}"
 
 
 def _read_mem_available() -> int:
