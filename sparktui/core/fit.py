@@ -60,6 +60,11 @@ class Machine:
     device_memory_known: bool = True
 
     def describe(self) -> str:
+        if self.name == "auto":  # read from this host, which may have no GPU at all
+            return (
+                f"this host ({format_gib(self.mem_total, 1)} MemTotal, fitted as one unified pool like a "
+                f"DGX Spark, {format_gib(self.total, 1)} as CUDA would see it)"
+            )
         kind = "unified memory" if self.unified else "GPU memory"
         return f"{self.name} ({kind}, {format_gib(self.total, 1)} visible to CUDA)"
 
