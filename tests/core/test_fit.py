@@ -371,3 +371,11 @@ def test_suggestions_in_json_name_the_vllm_flags():
     assert [x["text"] for x in d] == [s.text for s in r.suggestions]
     assert {"text": r.suggestions[0].text, "set": {"--max-model-len": r.longest_max_model_len}} == d[0]
     assert {"--kv-cache-dtype": "fp8"} in [x["set"] for x in d]
+
+
+def test_machine_auto_is_described_as_this_host_not_as_a_gpu():
+    from sparktui.core.fit import machine_from_name
+
+    vm = machine_from_name("auto", "MemTotal: 24000000 kB\nMemAvailable: 20000000 kB\n")
+    words = vm.describe()
+    assert words.startswith("this host (22.9 GiB MemTotal") and "like a DGX Spark" in words, words
