@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -43,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bandwidth",
         metavar="GBS",
-        help="memory bandwidth in GB/s for the speed estimate (default: 273 for a DGX Spark; "
-        "no estimate for other machines unless given)",
+        help="memory bandwidth in GB/s for the speed estimate (default: $SPARKTUI_BANDWIDTH_GBS, or 273 "
+        "for a DGX Spark; no estimate for other machines unless given)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--list-models", action="store_true", help="list the built-in model catalog and exit")
@@ -193,9 +194,9 @@ def render_speed(est, measured=None) -> list[str]:
 def history_runs(model: str, quantization: str | None, vllm_version: str | None = None) -> list:
     """Measured runs of this model from `sparktui bench`'s history in the state dir (none if absent)."""
     from sparktui import paths
-    from sparktui.core.bench_history import HISTORY_PATH, matching, parse_history
+    from sparktui.core.bench_history import matching, parse_history
 
-    path = paths.state_dir().joinpath(*HISTORY_PATH)
+    path = paths.bench_history_path()
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             runs = parse_history(fh)
@@ -223,6 +224,8 @@ def apply_speed(result, spec, config, machine, bandwidth: str | None) -> list:
     from sparktui.errors import UserError
 
     hardware = sp.hardware_for(machine.name, machine.mem_total, machine.unified)
+    if bandwidth is None and os.environ.get(sp.BANDWIDTH_ENV):
+        bandwidth = os.environ[sp.BANDWIDTH_ENV]
     if bandwidth is not None:
         try:
             gbs = float(bandwidth)

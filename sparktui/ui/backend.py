@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -80,7 +81,10 @@ class Backend:
         _module("sparktui.core.profiles").save_profile(profile, path)
 
     def model_spec(self, model: str):
-        return _module("sparktui.core.modelspec").load_model_spec(model)
+        # a repo id that is not downloaded: its configs and safetensors headers are fetched (once,
+        # cached; never with HF_HUB_OFFLINE=1). This runs in a worker, off the UI thread.
+        fetcher = _module("sparktui.runtime.hub").HubFetcher()
+        return _module("sparktui.core.modelspec").load_model_spec(model, fetcher=fetcher)
 
     def local_models(self) -> list[str]:
         """Repo ids in the local Hugging Face cache (with a config.json), then the built-in catalog."""
@@ -109,7 +113,46 @@ class Backend:
         mem_available = sample.mem_available if live else None
         view = fit_view(fit_module.fit(config, spec, machine, mem_available=mem_available), machine)
         view.mem_available_live = live
+        view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
+        view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
         return view
+
+    def _speed_line(self, config, spec, machine, view: FitView, this_host: bool) -> str | None:
+        """The predicted speed for a machine known only by SPARKTUI_BANDWIDTH_GBS, and, once
+        `sparktui bench` has measured this model here, the measurement beside the prediction."""
+        sp = _module("sparktui.core.speed")
+        hardware = sp.with_bandwidth(
+            sp.hardware_for(machine.name, machine.mem_total, machine.unified),
+            sp.bandwidth_from_env(os.environ),
+            machine.name,
+        )
+        if hardware is None or view.max_concurrency is None:
+            return None
+        spec = _module("sparktui.core.modelspec").online_quantized(spec, config.quantization)
+        length = config.max_model_len or spec.max_position_embeddings or 8192
+        runs = self._bench_runs(config) if (this_host or machine.name == "auto") else []
+        if runs:
+            est, pairs = sp.calibrated(
+                spec, config, hardware, runs, max_model_len=length, max_concurrency=view.max_concurrency
+            )
+            return f"{sp.summary_line(est)}\n{sp.measured_line(*pairs[-1])}"
+        est = sp.estimate_for_config(spec, config, hardware, max_model_len=length, max_concurrency=view.max_concurrency)
+        return sp.summary_line(est)
+
+    def _bench_runs(self, config) -> list:
+        """This model's levels in `sparktui bench`'s history (re-read only when the file changes)."""
+        history = _module("sparktui.core.bench_history")
+        path = _module("sparktui.paths").bench_history_path()
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            return []
+        cached = getattr(self, "_history_cache", None)
+        if cached is None or cached[0] != (path, stamp):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                cached = ((path, stamp), history.parse_history(fh))
+            self._history_cache = cached
+        return history.matching(cached[1], config.model, quantization=config.quantization)
 
     # -- the server, through the supervisor ---------------------------------------------------------
     def runner_problem(self, profile) -> str | None:
@@ -351,6 +394,20 @@ def fit_view(result: Any, machine: Any) -> FitView:
         kv_bytes_per_token=result.kv_bytes_per_token,
         speed=_speed_line(result),
     )
+
+
+def model_flag_suggestions(spec: Any, config: Any, present: list[Any]) -> list[Any]:
+    """The flags the model's family needs, as fit-panel suggestions a key applies (never applied
+    unasked); a field the fit's own suggestions already change is left to them."""
+    fit_module = _module("sparktui.core.fit")
+    taken = {name for s in present for name in s.changes}
+    out = []
+    for flag in _module("sparktui.core.model_flags").suggest_flags(spec, config):
+        changes = flag.changes(config)
+        if changes and not (set(changes) & taken):
+            out.append(fit_module.Suggestion(f"add {' '.join(flag.argv())}: {flag.why}", changes))
+            taken |= set(changes) - {"extra_args"}
+    return out
 
 
 def _speed_line(result: Any) -> str | None:

@@ -319,3 +319,28 @@ def test_an_estimated_eagle3_drafter_shares_the_targets_embedding(tmp_path):
     assert counts["lm_head"] == 32000 * 4096  # its own draft vocabulary
     assert draft.mtp_weights_bytes == own.weights_bytes - counts["embed"] * 2
     assert any("shared with the target" in n for n in draft.notes)
+
+
+def test_dflash_drafter_layer_kinds_follow_vllms_rules():
+    base = {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "num_hidden_layers": 6,
+        "hidden_size": 3072,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 248320,
+        "sliding_window": 4096,
+        "dflash_config": {"block_size": 16, "target_layer_ids": [1, 7, 14, 20, 26, 32]},
+    }
+    full = spec_from_config(base, name="d", source="t")
+    assert {g.kind: g.count for g in full.layers} == {FULL: 6}  # no layer_types, no use_swa: full
+    swa = spec_from_config(
+        {**base, "dflash_config": {**base["dflash_config"], "use_swa": True, "swa_window_size": 2048}},
+        name="s",
+        source="t",
+    )
+    assert [(g.kind, g.count, g.sliding_window) for g in swa.layers] == [(SLIDING, 6, 2048)]
+    mixed = spec_from_config({**base, "layer_types": ["sliding_attention", "full_attention"] * 3}, name="m", source="t")
+    assert {g.kind: g.count for g in mixed.layers} == {SLIDING: 3, FULL: 3}

@@ -378,3 +378,45 @@ async def test_the_fit_panel_shows_the_predicted_speed():
         app.query_one("#flag-model", Input).value = "meta-llama/Llama-3.1-8B-Instruct"
         await settle(pilot)
         assert app.fit_view.speed is not None and app.fit_view.speed != before
+
+
+async def test_model_flags_are_suggestions_a_key_applies():
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "--tool-call-parser" not in app.form.config.extra_args  # nothing added unasked
+        texts = [s.text for s in app.fit_view.applicable]
+        number = next(i for i, t in enumerate(texts, 1) if t.startswith("add --tool-call-parser llama3_json"))
+        app.action_apply_suggestion(number)
+        await settle(pilot)
+        assert app.form.config.extra_args[-2:] == ["--tool-call-parser", "llama3_json"]
+        assert not any(s.text.startswith("add --tool-call-parser") for s in app.fit_view.applicable)
+
+
+async def test_after_a_bench_the_fit_panel_shows_predicted_against_measured(monkeypatch):
+    from sparktui import paths
+    from tests.core.test_speed import history_line
+
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "bench:" not in (app.fit_view.speed or "")
+        model = app.form.config.model
+        paths.bench_history_path().write_text(history_line(model=model, decode=2.0) + "\n")
+        app.recompute_fit()  # as the next memory sample does
+        await settle(pilot)
+        speed = app.fit_view.speed or ""
+        assert "calibrated" in speed and "bench: 2.0 tok/s per user at 1 user, predicted" in speed
+
+
+async def test_a_machine_known_by_bandwidth_gets_a_prediction(monkeypatch):
+    monkeypatch.setenv("SPARKTUI_BANDWIDTH_GBS", "50")
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        slow = app.fit_view.speed
+    monkeypatch.delenv("SPARKTUI_BANDWIDTH_GBS")
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert slow and app.fit_view.speed and slow != app.fit_view.speed  # 50 GB/s, not the Spark's 273
