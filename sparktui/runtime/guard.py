@@ -326,6 +326,12 @@ class GuardDecider:
         if self.warned and (self._warn is None or (self.samples and self.samples[-1][1] > self._warn)):
             self.warned = False  # a line moved below us may warn again when it is crossed
 
+    def stand_down(self) -> None:
+        """Undo a TERM/KILL decision that was not acted on (another server goes first): watch again,
+        so the line trips anew if memory is still short after the other one has gone."""
+        if self.state != "watching":
+            self.state, self.term_at = "watching", None
+
     def feed(self, t: float, available: int, psi_full_total_us: int | None = None) -> Decision:
         psi = self._psi_share(t, psi_full_total_us)
         if not self.armed:
@@ -493,6 +499,8 @@ class Guard:
         on_warn: Callable[[Decision], None] | None = None,
         on_trip: Callable[[Decision], None] | None = None,
         on_report: Callable[[TripReport], None] | None = None,
+        on_track: Callable[[], None] | None = None,
+        defer: Callable[[Decision], str | None] | None = None,
         track_interval: float | None = 2.0,
         clock: Callable[[], float] = time.monotonic,
         pressure: PsiTrigger | None = PRESSURE_TRIGGER,
@@ -504,6 +512,9 @@ class Guard:
         self.read_available = read_available
         self.read_pressure = read_pressure
         self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
+        self.on_track = on_track  # after each recording of the tree's members (e.g. to tell a reaper)
+        self.defer = defer  # with several servers: why another must be stopped first, or None to act
+        self.deferring: str | None = None
         self.track_interval = track_interval  # None: the caller records the tree's members
         self.clock = clock
         self.report: TripReport | None = None
@@ -606,13 +617,18 @@ class Guard:
             self.samples_taken += 1
             self.last = d
             if d.action in (Action.TERM, Action.KILL):
-                return self._trip(d)
+                self.deferring = None if self.defer is None else self.defer(d)
+                if self.deferring is None:
+                    return self._trip(d)
+                self.decider.stand_down()
             if d.action is Action.WARN and self.on_warn is not None:
                 self.on_warn(d)
             if self.track_interval is not None and t >= next_track:
                 # Record descendants while they live (a /proc scan: ~1.5 ms per 100 processes).
                 if not self.tree.refresh() and self.tree.popen is None:
                     return None  # an attached tree (no child of ours) that is gone
+                if self.on_track is not None:
+                    self.on_track()
                 next_track = t + self.track_interval
             if self.tree.returncode() is not None:
                 return None  # the command ended by itself

@@ -146,6 +146,7 @@ class TreeRecord(_Model):
     shm_held: list[list[Any]] = Field(default_factory=list)
     argv: list[str] | None = None
     log_path: str | None = None
+    cgroup: str | None = None  # the tree's own cgroup v2 directory (containment.py), when it has one
 
     def as_proc_record(self) -> dict[str, Any]:
         return self.model_dump()
@@ -180,6 +181,15 @@ class WatchRecord(_Model):
     restarts: list[dict[str, Any]] = Field(default_factory=list)
     breaker: dict[str, Any] | None = None
     flight_recorder: str | None = None
+
+
+class ReservationRecord(_Model):
+    """What this server takes of the machine's pool (core.pool), so that the next launch counts it
+    before it has allocated anything."""
+
+    bytes: Annotated[int, Field(ge=0)]
+    basis: str
+    priority: int = 0
 
 
 class PreflightRecord(_Model):
@@ -218,6 +228,7 @@ class StateRecord(_Model):
     preflight: PreflightRecord = Field(default_factory=PreflightRecord)
     preflight_warnings: list[str] = Field(default_factory=list)
     guard: GuardRecord
+    reservation: ReservationRecord | None = None
     tree: TreeRecord | None = None
     summary: dict[str, Any] | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import errno
 import os
 import select
 import signal
@@ -25,23 +26,28 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparktui.core import vllm_log
+from sparktui.core import pool, vllm_log
 from sparktui.errors import UserError
 from sparktui.runtime import proc
 from sparktui.runtime import protocol as pr
 from sparktui.runtime import state as st
+from sparktui.runtime.containment import remove_stale_scopes
 from sparktui.runtime.endpoint import Endpoint, base_url
 from sparktui.runtime.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.logtail import LogTail
 from sparktui.runtime.memory import read_memory
+from sparktui.runtime.reaper import Reaper
 from sparktui.runtime.runner import LaunchCommand, build_command
+from sparktui.runtime.stop_order import StopOrder
 from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
+    from sparktui.core.fit import Machine
     from sparktui.core.metrics import MetricsSnapshot
     from sparktui.core.profiles import Profile
     from sparktui.runtime.guard import Decision
@@ -98,6 +104,7 @@ class Preflight:
     fit: dict[str, Any] | None = None  # core.fit's verdict, when it could be computed
     notes: list[str] = dataclasses.field(default_factory=list)  # what preflight did (page cache evicted)
     page_cache: dict[str, Any] | None = None  # watch.PageCacheReport.to_dict()
+    reservation: pool.Reservation | None = None  # what this server takes of the pool
 
 
 def _meminfo() -> dict[str, int]:
@@ -106,17 +113,30 @@ def _meminfo() -> dict[str, int]:
 
 
 def _port_in_use(host: str, port: int) -> bool:
+    """Whether something listens on host:port. A host that is not this machine's (EADDRNOTAVAIL)
+    or a port it may not take (EACCES) is a UserError of its own: nothing else is listening."""
+    # bind first: for an address that is not ours it fails at once, before any probe leaves the box
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host or "0.0.0.0", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise UserError(
+                    f"--host {host}: not an address of this machine (EADDRNOTAVAIL), so nothing can listen "
+                    "on it; use 127.0.0.1 (this machine only), 0.0.0.0 (every interface) or an address "
+                    "`ip -brief address` lists"
+                ) from None
+            if exc.errno == errno.EACCES:
+                raise UserError(
+                    f"--port {port}: only root may listen on a port below 1024 (EACCES); choose --port 1024 or above"
+                ) from None
+            return True
     probe_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else host
     family = socket.AF_INET6 if ":" in probe_host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
         if s.connect_ex((probe_host, port)) == 0:
-            return True
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host or "0.0.0.0", port))
-        except OSError:
             return True
     return False
 
@@ -188,7 +208,66 @@ def preflight(
             f"Drop the caches first: {vllm_log.DROP_CACHES}"
         )
     fit_result = _fit_verdict(profile, serve, mem, warnings, force)
-    return Preflight(warnings, fit_result, notes, page_cache)
+    reservation = _pool_reservation(profile, serve, mem, fit_result, warnings, force)
+    return Preflight(warnings, fit_result, notes, page_cache, reservation)
+
+
+def host_machine(profile: Profile, mem: dict[str, int], warnings: list[str] | None = None) -> Machine:
+    """The machine vLLM will start on: the profile's, unless it was planned for another size of
+    unified memory (a Spark profile on a smaller box is checked against the box it runs on)."""
+    from sparktui.core import fit as fit_mod
+
+    meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
+    machine = fit_mod.machine_from_name(profile.machine, meminfo)
+    host_total = mem["MemTotal"]
+    if machine.unified and not fit_mod.reading_applies(machine, host_total):
+        if warnings is not None:
+            warnings.append(
+                f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
+                f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host"
+            )
+        machine = fit_mod.machine_from_name("auto", meminfo)
+    return machine
+
+
+def _pool_reservation(
+    profile: Profile,
+    serve: ServeConfig,
+    mem: dict[str, int],
+    fit: dict[str, Any] | None,
+    warnings: list[str],
+    force: bool,
+) -> pool.Reservation:
+    """What this server will reserve, refused (unless forced) when the servers already running and
+    starting leave it too little of the pool: MemAvailable alone misses one that has not allocated yet."""
+    machine = host_machine(profile, mem)
+    budget = (fit or {}).get("budget")
+    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
+    others = [reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.port != serve.port]
+    check = pool.check_pool(machine, new, others)
+    if not check.fits:
+        why = f"--gpu-memory-utilization {serve.gpu_memory_utilization:g}: {check.explain(basis)}"
+        if not force:
+            raise UserError(why)
+        warnings.append(f"{why} (--force given)")
+    return pool.Reservation(serve.port, profile.name, new, basis, profile.guard.priority or 0)
+
+
+def reservation_of(state: pr.StateRecord, machine: Machine) -> pool.Reservation:
+    """What a running server reserves: as it recorded at launch, or (older records) from its argv."""
+    name = state.profile or "?"
+    if state.reservation is not None:
+        r = state.reservation
+        return pool.Reservation(state.port, name, r.bytes, r.basis, r.priority)
+    argv = state.argv or []
+    util = None
+    if "--gpu-memory-utilization" in argv[:-1]:
+        try:
+            util = float(argv[argv.index("--gpu-memory-utilization") + 1])
+        except ValueError:
+            util = None
+    reserved, basis = pool.reserved_bytes(machine, util)
+    return pool.Reservation(state.port, name, reserved, basis)
 
 
 def _fit_verdict(
@@ -200,16 +279,7 @@ def _fit_verdict(
     try:
         # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
         spec = load_serving_spec(serve.model, serve.speculative_config)
-        meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
-        machine = fit_mod.machine_from_name(profile.machine, meminfo)
-        host_total = mem["MemTotal"]
-        if machine.unified and not fit_mod.reading_applies(machine, host_total):
-            # vLLM starts on this host, whatever the profile was planned for: check against it.
-            warnings.append(
-                f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
-                f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host"
-            )
-            machine = fit_mod.machine_from_name("auto", meminfo)
+        machine = host_machine(profile, mem, warnings)
         mem_available = mem.get("MemAvailable") if machine.unified else None
         result = fit_mod.fit(serve, spec, machine, mem_available=mem_available)
     except UserError as exc:
@@ -244,6 +314,7 @@ def sweep_lost_servers(message: str = "swept at the next launch: its supervisor 
         if state.status != "lost" or state.tree is None:
             continue
         swept.append(sweep_lost(state, message))
+    remove_stale_scopes()
     return swept
 
 
@@ -281,6 +352,7 @@ class Supervisor:
         self.lines = GuardLines.from_settings(profile.guard)
         self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
         self.guard: Guard | None = None
+        self.reservation: pool.Reservation | None = None  # set by preflight in run()
         self.tripped = threading.Event()
         self.trip_report: TripReport | None = None
         self.port = self.serve.port
@@ -299,7 +371,7 @@ class Supervisor:
         self.healthy = False
         self._last_metrics: MetricsSnapshot | None = None  # the previous /metrics snapshot, for rates
         self.endpoint: Endpoint | None = None
-        self.reaper: subprocess.Popen[bytes] | None = None
+        self.reaper: Reaper | None = None
         self._server: socket.socket | None = None
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         # /metrics on demand (all monotonic times, under self.lock)
@@ -337,7 +409,11 @@ class Supervisor:
                 setattr(state, name, value)
             state.updated_at = time.time()
             if self.tree is not None:
-                state.tree = pr.TreeRecord.model_validate(self.tree.to_record())
+                record = self.tree.to_record()
+                state.tree = pr.TreeRecord.model_validate(record)
+                state.containment = self.tree.containment
+                if self.reaper is not None:
+                    self.reaper.tell(record)  # the reaper needs no state file to sweep the tree
             state.summary = self.summary.to_dict()
             state.watch = pr.WatchRecord.model_validate(self.watch.to_state())
             state.events = list(self.events)
@@ -505,32 +581,13 @@ class Supervisor:
 
     # -- reaper
 
-    def _start_reaper(self) -> subprocess.Popen[bytes]:
-        self.reaper = subprocess.Popen(
-            [sys.executable, "-m", "sparktui.runtime.reaper", str(self.state_file)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            cwd=str(PACKAGE_ROOT),
-            close_fds=True,
-        )
+    def _start_reaper(self) -> Reaper:
+        self.reaper = Reaper(self.state_file)
         return self.reaper
 
     def _dismiss_reaper(self) -> None:
-        if self.reaper is None:
-            return
-        try:
-            stdin = self.reaper.stdin
-            assert stdin is not None  # started with stdin=PIPE
-            stdin.write(b"done\n")
-            stdin.close()
-        except OSError:
-            pass
-        try:
-            self.reaper.wait(5)
-        except subprocess.TimeoutExpired:
-            self.reaper.kill()
+        if self.reaper is not None:
+            self.reaper.dismiss()
 
     # -- main loop
 
@@ -547,6 +604,10 @@ class Supervisor:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
         self.state = self._initial_state(log_path, pre.warnings, pre.fit)
+        self.reservation = pre.reservation
+        if pre.reservation is not None:
+            r = pre.reservation
+            self.state.reservation = pr.ReservationRecord(bytes=r.bytes, basis=r.basis, priority=r.priority)
         self.record.argv = self.command.argv
         self.record.runner = self.command.kind
         self.record.container = self.command.container
@@ -565,6 +626,7 @@ class Supervisor:
             env = {**os.environ, **self.command.env}
             self._start_flight_recorder()
             self.tree = proc.spawn(self.command.argv, log_path, env)
+            reaper.tell(self.tree.to_record())
             self._start_guard()
             self._serve_socket()  # before the save that records the tree: launch() returns on it
             self._save(status="starting", phase=self.summary.phase)
@@ -800,6 +862,8 @@ class Supervisor:
     # -- guard
 
     def _start_guard(self) -> None:
+        # Several servers on one machine: stop them in the declared order, only as many as must go.
+        order = None if self.reservation is None else StopOrder(self.reservation, self.grace_s)
         self.guard = Guard(
             self.tree,
             self.lines,
@@ -808,8 +872,23 @@ class Supervisor:
             on_warn=self._on_warn,
             on_trip=self._on_trip,
             on_report=self._on_report,
+            defer=None if order is None else self._deferral(order),
         )
         self.guard.start()
+
+    def _deferral(self, order: StopOrder) -> Callable[[Decision], str | None]:
+        """The stop order, with each new reason to wait recorded once as an event (status shows it)."""
+        said: list[str | None] = [None]
+
+        def defer(decision: Decision) -> str | None:
+            why = order(decision)
+            if why is not None and why != said[0]:
+                self.events.append({**_guard_event("GuardDeferred", decision), "why": why})
+                self._say(f"guard: {why}")
+            said[0] = why
+            return why
+
+        return defer
 
     def _on_warn(self, decision: Decision) -> None:
         self.events.append(_guard_event("GuardWarning", decision))
