@@ -17,6 +17,15 @@ from tests.support.stub_vllm import install_stub
 FAST_STUB = {"STUB_VLLM_TIME_SCALE": "0.01", "STUB_VLLM_MAX_LIFE_S": "120"}
 
 
+@pytest.fixture(autouse=True)
+def no_hugging_face_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never reach the real Hub: offline by default, sparktui's Hub cache in the test's
+    folder. Tests of fetching serve tests/support/fake_hub on loopback and lift the offline mode."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("SPARKTUI_CACHE_DIR", str(tmp_path / "sparktui-cache"))
+
+
 @pytest.fixture(scope="session")
 def fixtures() -> Path:
     return FIXTURES
@@ -32,11 +41,11 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "state"))
     yield tmp_path
     for state in st.list_states():
-        if state.get("tree"):
-            proc.sweep_orphans(state["tree"])
-        sup = state.get("supervisor") or {}
-        if sup.get("pid"):
-            proc.signal_process(proc.ProcessIdentity(int(sup["pid"]), int(sup["start_time"])), signal.SIGKILL)
+        if state.tree:
+            proc.sweep_orphans(state.tree.as_proc_record())
+        sup = state.supervisor
+        if sup.pid and sup.start_time is not None:
+            proc.signal_process(proc.ProcessIdentity(sup.pid, sup.start_time), signal.SIGKILL)
 
 
 @pytest.fixture

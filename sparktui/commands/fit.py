@@ -24,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--model",
-        help="model: a local folder, a Hugging Face repo id in the local cache, "
-        "or a catalog name (overrides the profile's)",
+        help="model: a local folder, a Hugging Face repo id (its config is fetched when it is not "
+        "downloaded), or a catalog name (overrides the profile's)",
     )
     parser.add_argument(
         "--machine", help="dgx-spark (default), auto (this machine, from /proc/meminfo) or a GPU memory size in GiB"
@@ -34,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mem-available",
         metavar="GIB",
         help="MemAvailable now, in GiB (default: /proc/meminfo for auto, an idle Spark otherwise)",
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="never ask the Hugging Face Hub for a model that is not downloaded (as HF_HUB_OFFLINE=1)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--list-models", action="store_true", help="list the built-in model catalog and exit")
@@ -146,9 +151,10 @@ def render(result, spec, config) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.core.fit import fit, machine_from_name
-    from sparktui.core.modelspec import catalog_names, load_model_spec
+    from sparktui.core.modelspec import catalog_names, load_serving_spec
     from sparktui.core.units import GiB
     from sparktui.errors import UserError
+    from sparktui.runtime.hub import HubFetcher
 
     if args.list_models:
         print("\n".join(catalog_names()))
@@ -171,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
             ) from None
         if mem_available <= 0:
             raise UserError(f"--mem-available: got {args.mem_available!r}; expected a positive size in GiB")
-    spec = load_model_spec(config.model)
+    fetcher = HubFetcher(offline=bool(getattr(args, "offline", False)))
+    spec = load_serving_spec(config.model, config.speculative_config, fetcher=fetcher)
     result = fit(config, spec, machine, mem_available=mem_available)
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=1)

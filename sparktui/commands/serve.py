@@ -31,12 +31,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.detach:
         return supervisor.serve_foreground(profile, serve, force=args.force)
     state = supervisor.launch(profile, serve, force=args.force)
-    for warning in state.get("preflight_warnings", []):
+    for warning in state.preflight_warnings:
         print(f"sparktui: warning: {warning}", file=sys.stderr)
-    print(
-        f"started {state['profile']} on {state['url']} (supervisor pid {state['supervisor']['pid']}, "
-        f"vLLM pid {state['tree']['pid']})"
-    )
-    print(f"log: {state['log_path']}")
-    print(f"follow with `sparktui status --port {state['port']}`; stop with `sparktui stop --port {state['port']}`")
+    vllm_pid = state.tree.pid if state.tree else "?"
+    print(f"started {state.profile} on {state.url} (supervisor pid {state.supervisor.pid}, vLLM pid {vllm_pid})")
+    print(f"log: {state.log_path}")
+    print(f"follow with `sparktui status --port {state.port}`; stop with `sparktui stop --port {state.port}`")
     return 0

@@ -1,10 +1,14 @@
-"""Show the servers sparktui runs: profile, port, phase, memory figures from the log, load."""
+"""Show the servers sparktui runs: profile, port, condition, memory figures from the log, load."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparktui.runtime.protocol import StateRecord
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,27 +17,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="include servers that have exited")
 
 
-def _line(state: dict[str, Any]) -> str:
-    summary = state.get("summary") or {}
-    metrics = state.get("metrics") or {}
+def _line(state: StateRecord) -> str:
+    from sparktui.runtime.protocol import condition_of
+
+    summary = state.summary or {}
+    metrics = state.metrics or {}
+    condition = condition_of(state)
     parts = [
-        f"{state.get('port')}",
-        f"{state.get('profile')}",
-        f"{state.get('status')}/{state.get('phase')}",
-        f"{state.get('url')}",
+        f"{state.port}",
+        f"{state.profile}",
+        condition.condition.value + (f"/{state.phase}" if state.phase and state.phase != condition.condition else ""),
+        f"{state.url}",
     ]
     if summary.get("kv_cache_tokens"):
         parts.append(f"kv {summary['kv_cache_tokens']:,} tokens")
     if metrics.get("running") is not None:
         parts.append(f"running {metrics['running']:.0f} waiting {metrics.get('waiting', 0):.0f}")
-    guard = state.get("guard") or {}
-    if guard.get("last"):
-        parts.append(f"guard {guard.get('state')} (MemAvailable {guard['last']['available_gib']:.1f} GiB)")
-    exit_ = state.get("exit")
+    guard = state.guard
+    if guard.last and state.alive:
+        parts.append(f"guard {guard.state} (MemAvailable {guard.last.available_gib:.1f} GiB)")
+    elif state.running or state.status == "lost":
+        parts.append("NOT guarded" if not state.alive else f"guard {guard.state}")
+    if state.containment and state.alive:
+        parts.append(f"contained by {state.containment}")
+    exit_ = state.exit
     if exit_:
-        parts.append(f"exit: {exit_.get('reason')}")
-        if exit_.get("failure"):
-            parts.append(f"({exit_['failure']['kind']}: {exit_['failure']['message']})")
+        parts.append(f"exit: {exit_.reason}")
+        if exit_.failure:
+            parts.append(f"({exit_.failure.get('kind')}: {exit_.failure.get('message')})")
     return "  ".join(parts)
 
 
@@ -41,19 +52,27 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.runtime import state as st
     from sparktui.runtime import supervisor
 
+    problems: list[str] = []
     if args.port is not None:
         states = [supervisor.attach(args.port)]
     else:
-        states = [s if not s["alive"] else supervisor.attach(s["port"]) for s in st.list_states()]
+        states = [s if not s.alive else supervisor.attach(s.port) for s in st.list_states(problems)]
         if not args.all:
-            states = [s for s in states if s["alive"] or s.get("status") == "lost"]
+            states = [s for s in states if s.alive or s.status == "lost"]
+    for problem in problems:
+        print(f"sparktui: warning: skipped {problem}", file=sys.stderr)
     if args.json:
-        print(json.dumps(states if args.port is None else states[0], indent=1, default=str))
+        out = [s.to_dict() for s in states]
+        print(json.dumps(out if args.port is None else out[0], indent=1, default=str))
         return 0
     if not states:
         print("no server is running")
         return 0
     for state in states:
         print(_line(state))
-        print(f"  log: {state.get('log_path')}")
+        if state.status == "lost" and state.lost_reason:
+            print(f"  LOST: {state.lost_reason}")
+        elif state.exit and state.exit.reason == "supervisor_died" and state.exit.message:
+            print(f"  lost: {state.exit.message}")
+        print(f"  log: {state.log_path}")
     return 0

@@ -220,6 +220,7 @@ KV_CACHE_DTYPES = (
     "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
 )  # fmt: skip
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+MAMBA_DTYPES = ("auto", "float32", "bfloat16", "float16")  # vllm/config/cache.py MambaDType
 QUANTIZATIONS = (
     "fp8", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "mxfp4", "gpt_oss_mxfp4", "awq",
     "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "bitsandbytes", "experts_int8",
@@ -284,6 +285,9 @@ FLAGS: tuple[Flag, ...] = (
          "advanced", aliases=("-sc",)),
     Flag("--enable-lora", "enable_lora", "bool", False, "Allow serving LoRA adapters.", "advanced",
          negatable=True),
+    Flag("--mamba-ssm-cache-dtype", "mamba_ssm_cache_dtype", "choice", "auto",
+         "Mamba / linear-attention recurrent state dtype (hybrid models); auto: the model's own (Nemotron-H float32).",
+         "advanced", choices=MAMBA_DTYPES),
 )  # fmt: skip
 
 _BY_FIELD: dict[str, Flag] = {f.field: f for f in FLAGS}
@@ -347,6 +351,7 @@ class ServeConfig(BaseModel):
     max_num_seqs: int | None = _default("max_num_seqs")
     max_num_batched_tokens: int | None = _default("max_num_batched_tokens")
     kv_cache_dtype: str = _default("kv_cache_dtype")
+    mamba_ssm_cache_dtype: str = _default("mamba_ssm_cache_dtype")
     kv_cache_memory_bytes: int | None = _default("kv_cache_memory_bytes")
     block_size: int | None = _default("block_size")
     swap_space: float | None = _default("swap_space")

@@ -23,7 +23,8 @@ from typing import Any
 
 from sparktui.core.config import flag_by_field
 from sparktui.core.meminfo import parse_meminfo
-from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized
+from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
+from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.core.vllm_rules import VllmRules, rules_for
 from sparktui.errors import UserError
@@ -234,6 +235,7 @@ def plan_kv(
     mtp: bool = False,
     rules: VllmRules = DEFAULT_RULES,
     async_scheduling: bool = True,
+    mamba_ssm_dtype: str | None = None,
 ) -> KvPlan:
     """Group the layers as vLLM's KV cache manager does and size one block, for the vLLM
     version `rules` describes."""
@@ -250,7 +252,7 @@ def plan_kv(
     per_block = mamba_mode == "all" and rules.value("mamba_all_mode_pages") == "per_block"
     if mamba:
         fixed = num_spec if per_block else rules.mamba_pages(mamba_mode, 1, 1, num_spec)
-        state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec) for g in mamba)
+        state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec, mamba_ssm_dtype) for g in mamba)
         mamba_page = state
         if attn:
             # Platform.update_block_size_for_backend: grow the attention block until its page
@@ -349,6 +351,7 @@ class Settings:
     rules: VllmRules = DEFAULT_RULES
     async_scheduling: bool = True
     cuda_graphs_counted: bool = True  # vLLM subtracts its CUDA-graph estimate from the KV cache
+    mamba_ssm_dtype: str | None = None  # --mamba-ssm-cache-dtype (None / "auto": the model's own)
 
 
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
@@ -382,24 +385,22 @@ def rules_of(config: Any) -> VllmRules:
 
 
 def _speculative(text: str | None, spec: ModelSpec) -> tuple[int, bool, list[str]]:
-    if not text:
+    """(speculative tokens, whether draft layers are counted, notes)."""
+    parsed = parse_speculative(text)
+    if parsed is None:
         return 0, False, []
-    import json
-
-    try:
-        data = json.loads(text)
-    except (TypeError, ValueError):
-        raise UserError(f"--speculative-config: not JSON: {text!r}") from None
-    n = int(data.get("num_speculative_tokens") or 1)
-    method = str(data.get("method") or "")
-    mtp = "mtp" in method or method in ("qwen3_next_mtp", "deepseek_mtp")
-    notes = []
-    if mtp and not spec.mtp_layers:
-        notes.append(f"{spec.name} has no MTP layers in its config; the draft is not modelled")
-        mtp = False
-    elif not mtp and method not in ("ngram", "suffix"):
+    n, method = parsed.num_tokens, parsed.method
+    notes: list[str] = []
+    if method in MTP_METHODS or "mtp" in method:
+        if not spec.mtp_layers:
+            notes.append(f"{spec.name} has no MTP layers in its config; the draft is not modelled")
+            return n, False, notes
+        return n, True, notes
+    if spec.drafter:  # a separate drafter read from its own config (modelspec.load_serving_spec)
+        return n, True, notes
+    if method not in NO_KV_METHODS:
         notes.append(f"speculative method {method or '?'}: the draft model's weights and KV are not modelled")
-    return n, mtp, notes
+    return n, False, notes
 
 
 def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRules | None = None) -> Settings:
@@ -408,7 +409,8 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
     max_len = getattr(config, "max_model_len", None)
     auto_len = max_len is not None and max_len < 0
     if max_len is None or auto_len:
-        max_len = spec.max_position_embeddings or 8192
+        # vLLM's default is the model's own limit (rope scaling included), 2048 when unknown
+        max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
     unknown = list(getattr(config, "unknown_flags", None) or [])
     if unknown:
@@ -435,6 +437,7 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         rules=rules,
         async_scheduling=_async_scheduling(config),
         cuda_graphs_counted=rules.cudagraph_memory_counted(enforce_eager),
+        mamba_ssm_dtype=getattr(config, "mamba_ssm_cache_dtype", None),
     )
 
 
@@ -556,6 +559,7 @@ def _core(
         s.mtp,
         s.rules,
         s.async_scheduling,
+        s.mamba_ssm_dtype,
     )
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
@@ -587,7 +591,7 @@ def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | Non
     spec = online_quantized(spec, getattr(config, "quantization", None))
     s = settings_from(config, spec, machine)
     c = _core(spec, s, machine)
-    upper = max(s.max_model_len, spec.max_position_embeddings or 0)
+    upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
     longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0
     max_len = s.max_model_len
     if s.auto_len:  # --max-model-len -1: vLLM picks the longest that fits
@@ -620,6 +624,13 @@ def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | Non
     reasons: list[str] = []
     wont = unsafe = tight = False
     util = s.utilization
+    if spec.max_len_limit and not s.auto_len and max_len > spec.max_len_limit:
+        wont = True
+        reasons.append(
+            f"--max-model-len {max_len:,} is longer than the model's own limit ({spec.max_len_key} = "
+            f"{spec.max_len_limit:,} in its config); vLLM refuses to start unless "
+            f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, and positions past the limit give garbage"
+        )
     if machine.unified and util > 0.90:
         unsafe = True
         reasons.append(
@@ -709,6 +720,13 @@ def _suggestions(
     out: list[Suggestion] = []
     max_len = r.max_model_len
     longest = r.longest_max_model_len
+    if spec.max_len_limit and max_len > spec.max_len_limit and not s.auto_len:
+        out.append(
+            Suggestion(
+                f"--max-model-len {spec.max_len_limit:,}: the longest the model allows",
+                {"max_model_len": min(spec.max_len_limit, longest or spec.max_len_limit)},
+            )
+        )
     if longest and longest < max_len:
         out.append(Suggestion(f"longest --max-model-len that fits: {longest:,}", {"max_model_len": longest}))
     elif longest > max_len:
@@ -775,6 +793,7 @@ def fit_to_kv_memory(
         s.mtp,
         s.rules,
         s.async_scheduling,
+        s.mamba_ssm_dtype,
     )
     return plan.capacity(kv_memory, s.max_model_len)
 

@@ -198,6 +198,14 @@ class GuardDecider:
         self.armed = False
         self._held = None
 
+    def set_lines(self, lines: GuardLines) -> None:
+        """Watch new lines from the next sample on (GuardLines has checked their order)."""
+        self.lines = lines
+        self._warn, self._term, self._kill = lines.bytes("warn"), lines.bytes("term"), lines.bytes("kill")
+        self._held = None
+        if self.warned and (self._warn is None or (self.samples and self.samples[-1][1] > self._warn)):
+            self.warned = False  # a line moved below us may warn again when it is crossed
+
     def feed(self, t: float, available: int) -> Decision:
         if not self.armed:
             self._accept(t, available)
@@ -356,6 +364,11 @@ class Guard:
 
     def disarm(self) -> None:
         self.decider.disarm()
+
+    def set_lines(self, lines: GuardLines) -> None:
+        """Apply new lines live: the next sample (≤ 0.1 s away) is judged against them."""
+        self.lines = lines
+        self.decider.set_lines(lines)
 
     def close(self) -> None:
         """Stop watching (the tree is left alone). From another thread; in a signal handler use

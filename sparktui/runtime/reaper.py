@@ -24,25 +24,28 @@ def main(argv: list[str]) -> int:
     said = sys.stdin.buffer.read()  # blocks until the supervisor closes the pipe
     if said.strip() == b"done":
         return 0
-    from sparktui.runtime.proc import sweep_orphans
-    from sparktui.runtime.state import RUNNING, read_state, write_state
+    from sparktui.runtime.protocol import ExitRecord, ProtocolError
+    from sparktui.runtime.state import read_state, write_state
 
-    state = read_state(path)
-    if state is None or state.get("status") not in RUNNING or not state.get("tree"):
+    try:
+        state = read_state(path)
+    except ProtocolError:
+        state = None
+    if state is None or not state.running or state.tree is None:
         return 0
-    report = sweep_orphans(state["tree"])
-    state.update(
-        status="exited",
-        phase="stopped",
-        updated_at=time.time(),
-        exit={
-            "reason": "supervisor_died",
-            "returncode": None,
-            "stop": report.to_dict(),
-            "message": "the supervisor died; its reaper killed the server's process tree",
-        },
+    from sparktui.runtime.proc import sweep_orphans
+
+    report = sweep_orphans(state.tree.as_proc_record())
+    state.status, state.phase, state.updated_at = "exited", "stopped", time.time()
+    state.exit = ExitRecord(
+        reason="supervisor_died",
+        stop=report.to_dict(),
+        message="the supervisor died; its reaper killed the server's process tree",
     )
-    write_state(path, state)
+    try:
+        write_state(path, state)
+    except OSError:
+        pass  # the tree is gone, which is what matters; the next reader calls it lost
     return 0
 
 

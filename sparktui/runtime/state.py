@@ -10,19 +10,34 @@
 
 from __future__ import annotations
 
-import json
+import os
 import socket
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
 from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
+from sparktui.runtime.protocol import (
+    MAX_MESSAGE_BYTES,
+    RUNNING_STATUSES,
+    STATE_VERSION,
+    GuardLinesChange,
+    GuardRequest,
+    KillRequest,
+    ProtocolError,
+    Reply,
+    StateRecord,
+    StatusRequest,
+    StopRequest,
+    parse_reply,
+    read_state_file,
+)
 
-STATE_VERSION = 1
-RUNNING = ("starting", "running", "stopping")  # supervisor statuses while it lives
+RUNNING = RUNNING_STATUSES  # supervisor statuses while it lives
+__all__ = ["RUNNING", "STATE_VERSION", "ProtocolError", "StateRecord"]
 
 
 def state_path(port: int) -> Path:
@@ -33,65 +48,88 @@ def socket_path(port: int) -> Path:
     return state_dir() / "servers" / f"{port}.sock"
 
 
-def write_state(path: Path, state: dict[str, Any]) -> None:
+def write_state(path: Path, state: StateRecord) -> None:
     """Atomic: readers see the old file or the new one, never half of one."""
-    atomic_write_text(path, json.dumps(state, indent=1, default=str), private=True)
+    atomic_write_text(path, state.to_json(), private=True)
 
 
-def read_state(path: Path) -> dict[str, Any] | None:
-    try:
-        state: dict[str, Any] = json.loads(path.read_text())
-        return state
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return None  # being replaced, or corrupt: treat as absent (never crash a reader)
+def read_state(path: Path) -> StateRecord | None:
+    """The record in `path` (None when there is none); ProtocolError when it has the wrong shape."""
+    return read_state_file(path)
 
 
-def supervisor_alive(state: dict[str, Any]) -> bool:
+def supervisor_alive(state: StateRecord) -> bool:
     """The recorded supervisor process is still the same process (pid + start time)."""
     from sparktui.runtime.proc import ProcessIdentity
 
-    sup = state.get("supervisor") or {}
-    if not sup.get("pid"):
+    sup = state.supervisor
+    if not sup.pid or sup.start_time is None:
         return False
-    return ProcessIdentity(int(sup["pid"]), int(sup["start_time"])).is_alive()
+    return ProcessIdentity(sup.pid, sup.start_time).is_alive()
 
 
-def list_states() -> list[dict[str, Any]]:
-    """Every recorded server, newest first, each with `alive` (its supervisor still runs)."""
+def with_liveness(state: StateRecord) -> StateRecord:
+    """Fill in `alive`, and call a server whose supervisor vanished without a word `lost`."""
+    state.alive = supervisor_alive(state)
+    if not state.alive and state.running:
+        state.status = "lost"
+        state.lost_reason = (
+            f"its supervisor (pid {state.supervisor.pid}) died without recording an end; the server's "
+            "processes may still run unguarded: `sparktui kill --port "
+            f"{state.port}` (or the next launch) sweeps them"
+        )
+    return state
+
+
+def list_states(problems: list[str] | None = None) -> list[StateRecord]:
+    """Every recorded server, newest first, each with `alive` (its supervisor still runs).
+
+    A file of the wrong shape is skipped (it never blocks anything); its error goes to `problems`.
+    """
     out = []
     for path in sorted((state_dir() / "servers").glob("*.json")):
-        state = read_state(path)
+        try:
+            state = read_state(path)
+        except ProtocolError as exc:
+            if problems is not None:
+                problems.append(str(exc))
+            continue
         if state is None:
             continue
-        state["alive"] = supervisor_alive(state)
-        if not state["alive"] and state.get("status") in RUNNING:
-            state["status"] = "lost"  # the supervisor died without recording its end
-        out.append(state)
-    out.sort(key=lambda s: s.get("started_at") or 0, reverse=True)
+        out.append(with_liveness(state))
+    out.sort(key=lambda s: s.started_at or 0, reverse=True)
     return out
 
 
-def find_state(port: int | None = None) -> dict[str, Any]:
+def set_aside(path: Path) -> Path:
+    """Move a wrong-shaped state file out of the way (kept for a look), so it blocks nothing."""
+    target = path.with_name(path.name + f".bad-{int(time.time())}")
+    os.replace(path, target)
+    print(f"sparktui: warning: moved the unreadable state file {path} to {target}", file=sys.stderr)
+    return target
+
+
+def find_state(port: int | None = None) -> StateRecord:
     """The server on `port`, or the only live one when port is None. UserError otherwise."""
-    states = list_states()
     if port is not None:
-        for state in states:
-            if state.get("port") == port:
-                return state
-        raise UserError(f"no server recorded on port {port} (see `sparktui status`)")
-    live = [s for s in states if s["alive"]]
+        state = read_state(state_path(port))  # a wrong-shaped file: ProtocolError, naming it
+        if state is None:
+            raise UserError(f"no server recorded on port {port} (see `sparktui status`)")
+        return with_liveness(state)
+    live = [s for s in list_states() if s.alive]
     if len(live) == 1:
         return live[0]
     if not live:
         raise UserError("no server is running (see `sparktui status`)")
-    ports = ", ".join(str(s.get("port")) for s in live)
+    ports = ", ".join(str(s.port) for s in live)
     raise UserError(f"several servers are running (ports {ports}); say which with --port")
 
 
-def request(port: int, command: str, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
-    """Send one command to the supervisor of the server on `port`; its JSON reply."""
+AnyRequest = StatusRequest | StopRequest | KillRequest | GuardRequest
+
+
+def request(port: int, message: AnyRequest, timeout: float = 30.0) -> Reply:
+    """Send one request to the supervisor of the server on `port`; its reply (ok or not)."""
     path = socket_path(port)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
@@ -99,28 +137,37 @@ def request(port: int, command: str, timeout: float = 30.0, **args: Any) -> dict
             sock.connect(str(path))
         except (FileNotFoundError, ConnectionRefusedError):
             raise UserError(f"the supervisor of port {port} is not answering on {path} (is it running?)") from None
-        sock.sendall(json.dumps({"cmd": command, **args}).encode() + b"\n")
+        sock.sendall(message.model_dump_json(exclude_none=True).encode() + b"\n")
         data = b""
-        while not data.endswith(b"\n"):
+        while not data.endswith(b"\n") and len(data) < 64 * MAX_MESSAGE_BYTES:
             chunk = sock.recv(65536)
             if not chunk:
                 break
             data += chunk
     if not data:
         raise UserError(f"the supervisor of port {port} closed the connection without answering")
-    reply: dict[str, Any] = json.loads(data)
-    return reply
+    return parse_reply(data, f"the supervisor of port {port}")
+
+
+def guard_request(armed: bool | None = None, lines: dict[str, float | None] | None = None) -> GuardRequest:
+    """A guard request; `lines` holds only the lines to move (None turns one off)."""
+    return GuardRequest(
+        cmd="guard", armed=armed, lines=None if lines is None else GuardLinesChange.model_validate(lines)
+    )
 
 
 def wait_for_state(
-    port: int, predicate: Callable[[dict[str, Any]], bool], timeout: float, after: float = 0.0
-) -> dict[str, Any] | None:
+    port: int, predicate: Callable[[StateRecord], bool], timeout: float, after: float = 0.0
+) -> StateRecord | None:
     """Poll the state file until predicate(state) holds (state written after `after`)."""
     deadline = time.monotonic() + timeout
     path = state_path(port)
     while time.monotonic() < deadline:
-        state = read_state(path)
-        if state is not None and state.get("started_at", 0) >= after and predicate(state):
+        try:
+            state = read_state(path)
+        except ProtocolError:
+            state = None
+        if state is not None and state.started_at >= after and predicate(state):
             return state
         time.sleep(0.05)
     return None

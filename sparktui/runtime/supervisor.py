@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import os
 import signal
 import socket
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from sparktui.core import vllm_log
 from sparktui.errors import UserError
 from sparktui.runtime import proc
+from sparktui.runtime import protocol as pr
 from sparktui.runtime import state as st
 from sparktui.runtime.endpoint import Endpoint, base_url
 from sparktui.runtime.guard import Guard, GuardLines, TripReport
@@ -113,10 +113,10 @@ def preflight(
     gib = 1 << 30
 
     for other in st.list_states():
-        if other["alive"] and other.get("status") in st.RUNNING and other.get("port") == serve.port:
+        if other.alive and other.running and other.port == serve.port:
             raise UserError(
                 f"--port {serve.port}: sparktui already runs a server there (profile "
-                f"{other.get('profile')!r}, supervisor pid {other['supervisor']['pid']}); stop it with "
+                f"{other.profile!r}, supervisor pid {other.supervisor.pid}); stop it with "
                 f"`sparktui stop --port {serve.port}` or choose another --port"
             )
     if _port_in_use(serve.host, serve.port):
@@ -182,28 +182,29 @@ def _fit_verdict(
     return verdict
 
 
-def sweep_lost_servers() -> list[dict[str, Any]]:
+def sweep_lost_servers(message: str = "swept at the next launch: its supervisor had died") -> list[pr.StateRecord]:
     """Kill what supervisors that died left behind (identity-checked), and record it."""
     swept = []
     for state in st.list_states():
-        if state["status"] != "lost" or not state.get("tree"):
+        if state.status != "lost" or state.tree is None:
             continue
-        report = proc.sweep_orphans(state["tree"])
-        state.pop("alive", None)
-        state.update(
-            status="exited",
-            phase="stopped",
-            updated_at=time.time(),
-            exit={
-                "reason": "supervisor_died",
-                "returncode": None,
-                "stop": report.to_dict(),
-                "message": "swept at the next launch: its supervisor had died",
-            },
-        )
-        st.write_state(st.state_path(state["port"]), state)
-        swept.append(state)
+        swept.append(sweep_lost(state, message))
     return swept
+
+
+def sweep_lost(state: pr.StateRecord, message: str) -> pr.StateRecord:
+    """Kill what one dead supervisor left (pid + start time checked) and record why it ended."""
+    report = proc.sweep_orphans(state.tree.as_proc_record()) if state.tree is not None else None
+    lost_reason = state.lost_reason
+    state.status, state.phase, state.updated_at = "exited", "stopped", time.time()
+    state.exit = pr.ExitRecord(
+        reason="supervisor_died",
+        stop=report.to_dict() if report else None,
+        message=f"{message} ({lost_reason})" if lost_reason else message,
+    )
+    state.lost_reason = None
+    st.write_state(st.state_path(state.port), state)
+    return state
 
 
 # ---------------------------------------------------------------- the supervisor
@@ -238,7 +239,8 @@ class Supervisor:
         self.lock = threading.RLock()
         self.tree: proc.ProcessTree | None = None
         self.command: LaunchCommand | None = None
-        self.state: dict[str, Any] = {}
+        self.state: pr.StateRecord | None = None
+        self._unsaved = False  # a state write failed (ENOSPC…): retried on the next tick
         self.healthy = False
         self._last_metrics: MetricsSnapshot | None = None  # the previous /metrics snapshot, for rates
         self.endpoint: Endpoint | None = None
@@ -247,47 +249,61 @@ class Supervisor:
 
     # -- state
 
-    def _save(self, **changes: Any) -> None:
-        with self.lock:
-            self.state.update(changes, updated_at=time.time())
-            if self.tree is not None:
-                self.state["tree"] = self.tree.to_record()
-            self.state["phase"] = changes.get("phase", self.state.get("phase"))
-            self.state["summary"] = self.summary.to_dict()
-            self.state["events"] = list(self.events)
-            st.write_state(self.state_file, self.state)
+    @property
+    def record(self) -> pr.StateRecord:
+        """The state record (set by run() before anything else happens)."""
+        assert self.state is not None
+        return self.state
 
-    def _initial_state(self, log_path: Path, warnings: list[str], fit: dict[str, Any] | None) -> dict[str, Any]:
+    def _save(self, **changes: object) -> bool:
+        """Record the state; True when it reached the disk. A failed write (a full disk, the state
+        dir deleted) is reported once and retried on the next tick: the guard never waits on it."""
+        with self.lock:
+            state = self.state
+            assert state is not None
+            for name, value in changes.items():
+                setattr(state, name, value)
+            state.updated_at = time.time()
+            if self.tree is not None:
+                state.tree = pr.TreeRecord.model_validate(self.tree.to_record())
+            state.summary = self.summary.to_dict()
+            state.events = list(self.events)
+            try:
+                self.state_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                st.write_state(self.state_file, state)
+            except OSError as exc:
+                if not self._unsaved:
+                    self._say(f"warning: cannot write the state file {self.state_file}: {exc}; retrying")
+                self._unsaved = True
+                return False
+            if self._unsaved:
+                self._say(f"the state file {self.state_file} is written again")
+            self._unsaved = False
+            return True
+
+    def _initial_state(self, log_path: Path, warnings: list[str], fit: dict[str, Any] | None) -> pr.StateRecord:
         me = proc.read_stat(os.getpid())
-        return {
-            "version": st.STATE_VERSION,
-            "status": "starting",
-            "phase": "launching",
-            "profile": self.profile.name,
-            "profile_path": str(self.profile.path) if self.profile.path else None,
-            "model": self.serve.model,
-            "host": self.serve.host,
-            "port": self.port,
-            "url": f"http://{self.serve.host}:{self.port}",
-            "log_path": str(log_path),
-            "socket": str(self.socket_file),
-            "detached": self.detached,
-            "supervisor": {"pid": os.getpid(), "start_time": me.start_time if me else 0},
-            "argv": None,
-            "runner": None,
-            "started_at": time.time(),
-            "ready_at": None,
-            "preflight": {"warnings": warnings, "fit": fit},
-            "guard": {
-                "armed": self.profile.guard.armed is not False,
-                "state": "starting",
-                "lines": dataclasses.asdict(self.lines),
-                "last": None,
-            },
-            "trip": None,
-            "metrics": None,
-            "exit": None,
-        }
+        return pr.StateRecord(
+            status="starting",
+            phase="launching",
+            profile=self.profile.name,
+            profile_path=str(self.profile.path) if self.profile.path else None,
+            model=self.serve.model,
+            host=self.serve.host,
+            port=self.port,
+            url=f"http://{self.serve.host}:{self.port}",
+            log_path=str(log_path),
+            socket=str(self.socket_file),
+            detached=self.detached,
+            supervisor=pr.ProcessRef(pid=os.getpid(), start_time=me.start_time if me else 0),
+            started_at=time.time(),
+            preflight=pr.PreflightRecord(warnings=warnings, fit=fit),
+            guard=pr.GuardRecord(
+                armed=self.profile.guard.armed is not False,
+                state="starting",
+                lines=pr.GuardLinesRecord.model_validate(dataclasses.asdict(self.lines)),
+            ),
+        )
 
     # -- signals and commands
 
@@ -332,36 +348,50 @@ class Supervisor:
                     if not chunk:
                         break
                     data += chunk
-                msg = json.loads(data or b"{}")
-                cmd = msg.get("cmd")
-                if cmd in ("stop", "kill"):
-                    self.request(cmd, "socket")
-                    conn.settimeout(None)
-                    self.finished.wait(float(msg.get("wait", 60)))
-                elif cmd == "guard" and self.guard is not None:
-                    self.guard.arm() if msg.get("armed") else self.guard.disarm()
-                    with self.lock:
-                        self.state["guard"].update(
-                            armed=self.guard.armed, state="watching" if self.guard.armed else "disarmed"
-                        )
-                    self.events.append(
-                        {"kind": "GuardArmed" if self.guard.armed else "GuardDisarmed", "t": time.time()}
-                    )
-                    self._save()
-                reply = {"ok": cmd in ("status", "stop", "kill", "guard"), "state": self.snapshot()}
-                if not reply["ok"]:
-                    reply["error"] = f"unknown command {cmd!r}; expected status, stop, kill or guard"
+                reply = self.answer(pr.parse_request(data))
+            except UserError as exc:  # ProtocolError, or guard lines out of order
+                reply = pr.Reply(ok=False, error=str(exc), state=self.snapshot())
             except (OSError, ValueError) as exc:
-                reply = {"ok": False, "error": str(exc)}
+                reply = pr.Reply(ok=False, error=str(exc))
             try:
-                conn.sendall(json.dumps(reply, default=str).encode() + b"\n")
+                conn.sendall(reply.to_line())
             except OSError:
                 pass
 
-    def snapshot(self) -> dict[str, Any]:
+    def answer(self, req: pr.StatusRequest | pr.StopRequest | pr.KillRequest | pr.GuardRequest) -> pr.Reply:
+        """Carry out one socket request; the reply carries the state afterwards."""
+        if isinstance(req, pr.StopRequest | pr.KillRequest):
+            self.request(req.cmd, "socket")
+            self.finished.wait(req.wait)
+        elif isinstance(req, pr.GuardRequest):
+            if self.guard is None:
+                return pr.Reply(ok=False, error="the guard is not running yet; try again", state=self.snapshot())
+            self.change_guard(req)
+        return pr.Reply(ok=True, state=self.snapshot())
+
+    def change_guard(self, req: pr.GuardRequest) -> None:
+        """Move the lines (checked: warn >= term >= kill) and/or arm or disarm: live, no restart."""
+        assert self.guard is not None and self.state is not None
+        if req.lines is not None:
+            current = dataclasses.asdict(self.lines)
+            lines = GuardLines(**{**current, **req.lines.given()})  # UserError when out of order
+            self.guard.set_lines(lines)
+            self.lines = lines
+            with self.lock:
+                self.record.guard.lines = pr.GuardLinesRecord.model_validate(dataclasses.asdict(lines))
+            self.events.append({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+        if req.armed is not None:
+            self.guard.arm() if req.armed else self.guard.disarm()
+            self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
         with self.lock:
-            copy: dict[str, Any] = json.loads(json.dumps(self.state, default=str))
-            return copy
+            self.record.guard.armed = self.guard.armed
+            if self.record.guard.state != "tripped":
+                self.record.guard.state = "watching" if self.guard.armed else "disarmed"
+        self._save()
+
+    def snapshot(self) -> pr.StateRecord | None:
+        with self.lock:
+            return None if self.state is None else self.record.model_copy(deep=True)
 
     # -- reaper
 
@@ -404,9 +434,9 @@ class Supervisor:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
         self.state = self._initial_state(log_path, pre.warnings, pre.fit)
-        self.state["argv"] = self.command.argv
-        self.state["runner"] = self.command.kind
-        self.state["container"] = self.command.container
+        self.record.argv = self.command.argv
+        self.record.runner = self.command.kind
+        self.record.container = self.command.container
 
         previous = {}
         if threading.current_thread() is threading.main_thread():  # only there can signals be handled
@@ -417,14 +447,14 @@ class Supervisor:
         try:
             self._save()
             reaper = self._start_reaper()
-            self.state["reaper"] = {"pid": reaper.pid, "start_time": proc.start_time_of(reaper.pid)}
+            self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
             self.tree = proc.spawn(self.command.argv, log_path, env)
             self._start_guard()
             self._serve_socket()  # before the save that records the tree: launch() returns on it
             self._save(status="starting", phase=self.summary.phase)
             print(
-                f"sparktui: vLLM pid {self.tree.pid} on {self.state['url']}, log {log_path}",
+                f"sparktui: vLLM pid {self.tree.pid} on {self.record.url}, log {log_path}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -455,8 +485,8 @@ class Supervisor:
                 if endpoint.health().ok:
                     tree.refresh()  # the state that says "running" names every process
                     self.healthy, changed = True, True
-                    self.state.update(status="running", ready_at=time.time())
-                    self._say(f"ready: {self.state['url']} answers /health")
+                    self.record.status, self.record.ready_at = "running", time.time()
+                    self._say(f"ready: {self.record.url} answers /health")
             if self.healthy and now >= next_metrics:
                 next_metrics = now + METRICS_EVERY_S
                 self._poll_metrics()
@@ -472,7 +502,7 @@ class Supervisor:
                 how = "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
                 break
             changed |= self._guard_status()
-            if changed:
+            if changed or self._unsaved:
                 self._save()
             time.sleep(TICK_S)
         return self._finish(how, follower)
@@ -490,7 +520,7 @@ class Supervisor:
                 self.events.append(_event_dict(event))
                 changed = True
         if changed:
-            self.state["phase"] = self.summary.phase
+            self.record.phase = self.summary.phase
         return changed
 
     def _say(self, text: str) -> None:
@@ -504,12 +534,12 @@ class Supervisor:
 
         fetched = endpoint.metrics()
         if fetched.snapshot is None:
-            self.state["metrics"] = {"error": fetched.error, "at": time.time()}
+            self.record.metrics = {"error": fetched.error, "at": time.time()}
             return
         snapshot = fetched.snapshot
         stats = m.derive(snapshot, self._last_metrics)
         self._last_metrics = snapshot
-        self.state["metrics"] = {
+        self.record.metrics = {
             **stats.to_dict(),
             "prompt_tokens_total": snapshot.total(m.PROMPT_TOKENS),
             "generation_tokens_total": snapshot.total(m.GENERATION_TOKENS),
@@ -523,7 +553,7 @@ class Supervisor:
         report = None
         if how == "guard":
             guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
-            self.state["trip"] = self.trip_report.to_dict() if self.trip_report else None
+            self.record.trip = self.trip_report.to_dict() if self.trip_report else None
             if self.trip_report:
                 print(f"sparktui: {self.trip_report.summary()}", file=sys.stderr, flush=True)
         else:
@@ -548,13 +578,13 @@ class Supervisor:
         self._save(
             status="exited",
             phase=phase,
-            exit={
-                "reason": reason,
-                "by": self.requested_by,
-                "returncode": returncode,
-                "stop": report.to_dict() if report else None,
-                "failure": self.summary.failure.to_dict() if self.summary.failure else None,
-            },
+            exit=pr.ExitRecord(
+                reason=reason,
+                by=self.requested_by,
+                returncode=returncode,
+                stop=report.to_dict() if report else None,
+                failure=self.summary.failure.to_dict() if self.summary.failure else None,
+            ),
         )
         if how == "exited" and self.summary.failure:
             f = self.summary.failure
@@ -591,24 +621,20 @@ class Supervisor:
         d = guard.last
         if d is None:
             return False
-        now = {
-            "action": d.action.value,
-            "available_gib": round((d.available or 0) / (1 << 30), 2),
-            "rate_gib_s": round(-d.rate / (1 << 30), 2),
-            "interval_s": d.next_interval,
-        }
-        g = self.state["guard"]
-        g["armed"] = guard.armed
-        g["state"] = "tripped" if self.tripped.is_set() else ("watching" if guard.armed else "disarmed")
-        last = g.get("last")
-        if (
-            last
-            and last["action"] == now["action"]
-            and (last["available_gib"] == now["available_gib"] or time.time() - last["at"] < 1.0)
-        ):
+        now = pr.GuardLast(
+            action=d.action.value,
+            available_gib=round((d.available or 0) / (1 << 30), 2),
+            rate_gib_s=round(-d.rate / (1 << 30), 2),
+            interval_s=d.next_interval,
+            at=time.time(),
+        )
+        g = self.record.guard
+        g.armed = guard.armed
+        g.state = "tripped" if self.tripped.is_set() else ("watching" if guard.armed else "disarmed")
+        last = g.last
+        if last and last.action == now.action and (last.available_gib == now.available_gib or now.at - last.at < 1.0):
             return False  # the file is rewritten for news, not for every sample
-        now["at"] = time.time()
-        g["last"] = now
+        g.last = now
         return True
 
     def _stop(self) -> proc.StopReport:
@@ -667,7 +693,7 @@ def launch(
     detach: bool = True,
     force: bool = False,
     timeout: float = 30.0,
-) -> dict[str, Any]:
+) -> pr.StateRecord:
     """Start a supervisor for `profile` and return its first recorded state.
 
     detach=True: a new session that outlives the caller (the TUI, an SSH session). The profile as
@@ -699,11 +725,13 @@ def launch(
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        state = st.read_state(st.state_path(port))
-        if state and state.get("started_at", 0) >= t0 and state.get("tree"):
-            state["preflight_warnings"] = pre.warnings
-            state["alive"] = st.supervisor_alive(state)
-            return state
+        try:
+            state = st.read_state(st.state_path(port))
+        except pr.ProtocolError:
+            state = None  # an old wrong-shaped file, about to be replaced by the child
+        if state is not None and state.started_at >= t0 and state.tree is not None:
+            state.preflight_warnings = pre.warnings
+            return st.with_liveness(state)
         if child.poll() is not None:
             tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
             message = next(
@@ -714,68 +742,77 @@ def launch(
     raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")
 
 
-def read(port: int | None = None) -> dict[str, Any]:
+def read(port: int | None = None) -> pr.StateRecord:
     """The recorded state of the server on `port` (or the only live one)."""
     return st.find_state(port)
 
 
-def attach(port: int | None = None) -> dict[str, Any]:
+def attach(port: int | None = None) -> pr.StateRecord:
     """Live state straight from the supervisor (falls back to the file if it does not answer)."""
     state = st.find_state(port)
-    if not state["alive"]:
+    if not state.alive:
         return state
     try:
-        live: dict[str, Any] = st.request(state["port"], "status", timeout=5)["state"]
-        return live | {"alive": True}
-    except (UserError, OSError, ValueError):
+        reply = st.request(state.port, pr.StatusRequest(cmd="status"), timeout=5)
+    except (UserError, OSError):
         return state
+    if reply.state is None:
+        return state
+    reply.state.alive = True
+    return reply.state
 
 
-def stop(port: int | None = None, *, wait: float = 60.0) -> dict[str, Any]:
+def stop(port: int | None = None, *, wait: float = 60.0) -> pr.StateRecord:
     """Stop (SIGTERM the tree, SIGKILL after the grace period) and return the final state."""
-    return _command("stop", port, wait)
+    return _command(pr.StopRequest(cmd="stop", wait=wait), port)
 
 
-def kill(port: int | None = None, *, wait: float = 30.0) -> dict[str, Any]:
+def kill(port: int | None = None, *, wait: float = 30.0) -> pr.StateRecord:
     """SIGKILL the whole tree at once and return the final state."""
-    return _command("kill", port, wait)
+    return _command(pr.KillRequest(cmd="kill", wait=wait), port)
 
 
-def _command(cmd: str, port: int | None, wait: float) -> dict[str, Any]:
+def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.StateRecord:
     state = st.find_state(port)
-    if not state["alive"]:
-        if state.get("status") == "lost":
-            sweep_lost_servers()
-            return st.find_state(state["port"])
-        raise UserError(f"the server on port {state['port']} is not running (status {state.get('status')})")
-    reply = st.request(state["port"], cmd, timeout=wait + 5, wait=wait)
-    sup = proc.ProcessIdentity(state["supervisor"]["pid"], state["supervisor"]["start_time"])
+    if not state.alive:
+        if state.status == "lost":
+            return sweep_lost(state, f"swept by `sparktui {req.cmd}`: its supervisor had died")
+        raise UserError(f"the server on port {state.port} is not running (status {state.status})")
+    reply = st.request(state.port, req, timeout=req.wait + 5)
+    sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time or 0)
     deadline = time.monotonic() + 10
     while sup.is_alive() and time.monotonic() < deadline:  # it is closing its socket and reaper
         time.sleep(0.02)
-    final = st.read_state(st.state_path(state["port"])) or reply.get("state", {})
-    final["alive"] = st.supervisor_alive(final)
-    return final
+    try:
+        final = st.read_state(st.state_path(state.port))
+    except pr.ProtocolError:
+        final = None
+    final = final or reply.state or state
+    return st.with_liveness(final)
 
 
-def set_guard(port: int | None = None, *, armed: bool) -> dict[str, Any]:
-    """Arm or disarm the memory guard of a running server; its state afterwards."""
+def set_guard(
+    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+) -> pr.StateRecord:
+    """Arm/disarm the memory guard of a running server and/or move its lines; its state afterwards."""
     state = st.find_state(port)
-    if not state["alive"]:
-        raise UserError(f"the server on port {state['port']} is not running (status {state.get('status')})")
-    live: dict[str, Any] = st.request(state["port"], "guard", armed=armed)["state"]
-    return live | {"alive": True}
+    if not state.alive:
+        raise UserError(f"the server on port {state.port} is not running (status {state.status})")
+    reply = st.request(state.port, st.guard_request(armed, lines), timeout=10)
+    if not reply.ok or reply.state is None:
+        raise UserError(f"port {state.port}: the supervisor refused the guard change: {reply.error}")
+    reply.state.alive = True
+    return reply.state
 
 
-def restart(port: int | None = None, *, force: bool = False) -> dict[str, Any]:
+def restart(port: int | None = None, *, force: bool = False) -> pr.StateRecord:
     """Stop the server and launch it again from the profile it was started with."""
     from sparktui.core.profiles import load_profile
 
     state = st.find_state(port)
-    profile_path = state.get("profile_path")
-    if not profile_path:
-        raise UserError(f"the server on port {state['port']} has no recorded profile to restart from")
-    profile = load_profile(profile_path)
-    if state["alive"]:
-        stop(state["port"])
+    if not state.profile_path:
+        raise UserError(f"the server on port {state.port} has no recorded profile to restart from")
+    profile = load_profile(state.profile_path)
+    if state.alive:
+        stop(state.port)
     return launch(profile, detach=True, force=force)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.errors import UserError
+from sparktui.runtime.protocol import GuardRecord, StateRecord
 from sparktui.ui.widgets.fitpanel import FitView
 from sparktui.ui.widgets.gauge import GpuView, GuardView
 
@@ -124,13 +125,13 @@ class Backend:
         """The server on `port` (the one this app follows), else the newest live one, else None."""
         state_mod = _module("sparktui.runtime.state")
         if port is not None:
-            state = state_mod.read_state(state_mod.state_path(port))
+            try:
+                state = state_mod.read_state(state_mod.state_path(port))
+            except UserError as exc:  # a wrong-shaped state file
+                raise Unavailable(str(exc)) from None
             if state is not None:
-                state["alive"] = state_mod.supervisor_alive(state)
-                if not state["alive"] and state.get("status") in state_mod.RUNNING:
-                    state["status"] = "lost"
-                return self._with_tree(server_status(state))
-        live = [s for s in state_mod.list_states() if s["alive"]]
+                return self._with_tree(server_status(state_mod.with_liveness(state)))
+        live = [s for s in state_mod.list_states() if s.alive]
         return self._with_tree(server_status(live[0])) if live else None
 
     def _with_tree(self, status: ServerStatus) -> ServerStatus:
@@ -164,14 +165,12 @@ class Backend:
     ) -> GuardView:
         """Arm/disarm or move the lines of the guard of a running server, through its supervisor."""
         state_mod = _module("sparktui.runtime.state")
-        args = {k: v for k, v in (("armed", armed), ("lines", lines)) if v is not None}
-        reply = state_mod.request(status.port, "guard", timeout=5, **args)
-        if not reply.get("ok"):
+        reply = state_mod.request(status.port, state_mod.guard_request(armed, lines), timeout=5)
+        if not reply.ok or reply.state is None:
             raise Unavailable(
-                f"the supervisor on port {status.port} cannot change its guard: {reply.get('error', 'no reason given')}"
+                f"the supervisor on port {status.port} cannot change its guard: {reply.error or 'no reason given'}"
             )
-        state = reply.get("state") or {}
-        return guard_view(state.get("guard"), state.get("trip"))
+        return guard_view(reply.state.guard, reply.state.trip)
 
     def default_guard_lines(self, settings) -> dict[str, Any]:
         """The profile's guard lines with the guard's defaults filled in (GiB)."""
@@ -224,30 +223,31 @@ def metric_figures(stats: Any) -> list[tuple[str, str]]:
     ]
 
 
-def guard_view(guard: dict[str, Any] | None, trip: dict[str, Any] | None) -> GuardView:
-    """The supervisor's guard record ({armed, state: starting|watching|disarmed|tripped, lines,
-    last}) in the gauge's words."""
-    guard = guard or {}
-    if trip or guard.get("state") == "tripped":
+def guard_view(guard: GuardRecord | None, trip: dict[str, Any] | None) -> GuardView:
+    """The supervisor's guard record (armed, state: starting|watching|disarmed|tripped, lines,
+    last) in the gauge's words."""
+    if guard is None:
+        return GuardView(state="tripped" if trip else "disarmed", last_trip=trip_text(trip) if trip else None)
+    if trip or guard.state == "tripped":
         state = "tripped"
-    elif guard.get("armed"):
+    elif guard.armed:
         state = "armed"
     else:
         state = "disarmed"
-    lines = guard.get("lines") or {}
-    last = guard.get("last")
+    lines = guard.lines
+    last = guard.last
     detail = None
     if last and state == "armed":
         detail = (
-            f"watching: MemAvailable {last['available_gib']:.1f} GiB, "
-            f"{'falling' if last['rate_gib_s'] > 0 else 'change'} {abs(last['rate_gib_s']):.2f} GiB/s, "
-            f"every {last['interval_s'] * 1000:.0f} ms"
+            f"watching: MemAvailable {last.available_gib:.1f} GiB, "
+            f"{'falling' if last.rate_gib_s > 0 else 'change'} {abs(last.rate_gib_s):.2f} GiB/s, "
+            f"every {last.interval_s * 1000:.0f} ms"
         )
     return GuardView(
         state=state,
-        warn_gib=lines.get("warn_below_gib"),
-        term_gib=lines.get("term_below_gib"),
-        kill_gib=lines.get("kill_below_gib"),
+        warn_gib=lines.warn_below_gib,
+        term_gib=lines.term_below_gib,
+        kill_gib=lines.kill_below_gib,
         last_trip=trip_text(trip) if trip else None,
         why_na=detail,
     )
@@ -265,37 +265,38 @@ def trip_text(trip: dict[str, Any] | str) -> str:
         return json.dumps(trip, default=str)
 
 
-def server_status(state: dict[str, Any]) -> ServerStatus:
+def server_status(state: StateRecord) -> ServerStatus:
     """The supervisor's state record in the app's words."""
-    status = state.get("status")
-    exit_info = state.get("exit") or {}
+    status = state.status
+    exit_info = state.exit
     if status == "running":
         ui_state = "ready"
     elif status in ("starting", "stopping", "lost"):
         ui_state = status
     else:  # exited: why
+        reason = exit_info.reason if exit_info else None
         ui_state = {"stopped": "stopped", "killed": "killed", "failed": "failed", "guard": "tripped"}.get(
-            exit_info.get("reason"), "exited"
+            reason or "", "exited"
         )
-    tree = state.get("tree") or {}
+    pid = state.tree.pid if state.tree else None
     detail = ""
     if ui_state in ("starting", "ready", "stopping"):
-        detail = f"pid {tree.get('pid', '?')}  {state.get('url', '')}"
+        detail = f"pid {pid or '?'}  {state.url or ''}"
     elif exit_info:
-        detail = f"{exit_info.get('reason', 'exited')} (exit {exit_info.get('returncode')})"
+        detail = f"{exit_info.reason} (exit {exit_info.returncode})"
     elif ui_state == "lost":
-        detail = "its supervisor died; the next launch sweeps what it left"
+        detail = state.lost_reason or "its supervisor died; the next launch sweeps what it left"
     return ServerStatus(
         state=ui_state,
-        pid=tree.get("pid"),
-        log_path=Path(state["log_path"]) if state.get("log_path") else None,
-        host="127.0.0.1" if state.get("host") in ("0.0.0.0", "", None) else state["host"],
-        port=int(state.get("port") or 8000),
-        profile=state.get("profile"),
+        pid=pid,
+        log_path=Path(state.log_path) if state.log_path else None,
+        host="127.0.0.1" if state.host in ("0.0.0.0", "") else state.host,
+        port=state.port,
+        profile=state.profile,
         detail=detail,
-        guard=guard_view(state.get("guard"), state.get("trip")),
-        phase=state.get("phase"),
-        trip=state.get("trip"),
+        guard=guard_view(state.guard, state.trip),
+        phase=state.phase,
+        trip=state.trip,
     )
 
 

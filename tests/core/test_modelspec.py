@@ -279,7 +279,7 @@ def test_missing_folder_and_bad_config(tmp_path):
         load_model_spec(str(tmp_path / "nowhere"))
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(UserError, match=r"has no config\.json"):
+    with pytest.raises(UserError, match=r"has neither config\.json nor params\.json"):
         load_model_spec(str(empty))
     bad = tmp_path / "bad"
     bad.mkdir()

@@ -101,11 +101,11 @@ def leftovers():
     """Sweep by identity whatever a failing test leaves running."""
     yield
     for state in st.list_states():
-        if state.get("tree"):
-            proc.sweep_orphans(state["tree"])
-        sup = state.get("supervisor") or {}
-        if sup.get("pid"):
-            proc.signal_process(proc.ProcessIdentity(sup["pid"], sup["start_time"]), signal.SIGKILL)
+        if state.tree:
+            proc.sweep_orphans(state.tree.as_proc_record())
+        sup = state.supervisor
+        if sup.pid and sup.start_time is not None:
+            proc.signal_process(proc.ProcessIdentity(sup.pid, sup.start_time), signal.SIGKILL)
 
 
 def sparktui(*args, env, **kw):
@@ -114,7 +114,8 @@ def sparktui(*args, env, **kw):
 
 def ready_state(port: int) -> dict:
     def ready():
-        s = st.read_state(st.state_path(port))
+        record = st.read_state(st.state_path(port))
+        s = record.to_dict() if record else None
         if s and s.get("status") == "exited":
             lines = Path(s["log_path"]).read_text().splitlines()
             first = next((i for i, line in enumerate(lines) if "Traceback" in line), max(0, len(lines) - 30))
@@ -210,14 +211,14 @@ def test_real_vllm_serve_use_and_stop(profile, env, leftovers):
         assert state["argv"][0] == VLLM
         assert state["argv"][1:3] == ["serve", state["model"]] and "--kv-cache-memory-bytes" in state["argv"]
         check_running_server(state)
-        state = st.read_state(st.state_path(port))
+        state = st.read_state(st.state_path(port)).to_dict()
         held = shm_of(state)
         sup.send_signal(signal.SIGTERM)  # what systemd does
         assert sup.wait(60) == 0, sup.stderr.read()[-3000:]
     finally:
         if sup.poll() is None:
             sup.kill()
-    final = st.read_state(st.state_path(port))
+    final = st.read_state(st.state_path(port)).to_dict()
     assert final["exit"]["reason"] == "stopped" and final["exit"]["stop"]["gone"]
     assert_nothing_left(final, held, shm_before, t0)
 
@@ -229,14 +230,14 @@ def test_real_vllm_killed_while_engine_core_lives(profile, env, leftovers):
     started = subprocess.run(argv, capture_output=True, text=True, timeout=60, **kw)
     assert started.returncode == 0, started.stderr
     state = ready_state(port)
-    state = st.read_state(st.state_path(port))
+    state = st.read_state(st.state_path(port)).to_dict()
     engine = next(pid for pid, title in titles(state).items() if title == "VLLM::EngineCore")
     held = shm_of(state)
     assert held, "a running vLLM holds shared memory in /dev/shm"
     argv, kw = sparktui("kill", "--port", str(port), env=env)
     killed = subprocess.run(argv, capture_output=True, text=True, timeout=60, **kw)
     assert killed.returncode == 0, killed.stderr
-    final = st.read_state(st.state_path(port))
+    final = st.read_state(st.state_path(port)).to_dict()
     assert final["exit"]["reason"] == "killed" and final["exit"]["stop"]["signals"][0]["signal"] == "SIGKILL"
     info = proc.read_stat(engine)
     assert info is None or info.dead

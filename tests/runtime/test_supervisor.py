@@ -35,8 +35,8 @@ def cleanup():
     pids: list[int] = []
     yield pids
     for state in st.list_states() if os.environ.get("SPARKTUI_STATE_DIR") else []:
-        if state.get("tree"):
-            proc.sweep_orphans(state["tree"])
+        if state.tree:
+            proc.sweep_orphans(state.tree.as_proc_record())
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -65,9 +65,15 @@ def port_of(profile: Path) -> int:
     return load_profile(profile).serve.port
 
 
+def recorded(port: int) -> dict | None:
+    """The state file of `port` as JSON data (what `status --json` prints), or None."""
+    state = st.read_state(st.state_path(port))
+    return None if state is None else state.to_dict()
+
+
 def running_state(port: int, timeout=20) -> dict:
     return wait_for(
-        lambda: (s := st.read_state(st.state_path(port))) and s.get("status") == "running" and s.get("metrics") and s,
+        lambda: (s := recorded(port)) and s.get("status") == "running" and s.get("metrics") and s,
         timeout,
         "the server to be running with metrics",
     )
@@ -131,7 +137,7 @@ def test_foreground_launch_phases_ready_metrics_then_sigterm_stops_the_tree(make
     progress = sup.stderr.read()
     assert "sparktui: phase: kv_cache" in progress and "sparktui: CPU KV cache: 131,072 tokens" in progress
     assert f"sparktui: ready: http://127.0.0.1:{port} answers /health" in progress
-    final = st.read_state(st.state_path(port))
+    final = recorded(port)
     assert final["status"] == "exited" and final["exit"]["reason"] == "stopped" and final["exit"]["by"] == "SIGTERM"
     assert final["exit"]["stop"]["gone"] is True and not final["exit"]["stop"]["escalated"]
     assert gone(engine)
@@ -159,13 +165,13 @@ def test_detach_status_and_stop_over_the_socket(make_profile, env, cleanup):
     listed = json.loads(status.stdout)
     assert [s["port"] for s in listed] == [port] and listed[0]["alive"] and listed[0]["phase"] == "ready"
     human = sparktui(["status"], env).stdout
-    assert f"{port}" in human and "running/ready" in human and "kv 131,072 tokens" in human
+    assert f"{port}" in human and "  ready  " in human and "kv 131,072 tokens" in human
 
     shm = tree_shm(state)
     stopped = sparktui(["stop", "--port", str(port)], env)
     assert stopped.returncode == 0, stopped.stderr
     assert "exited (stopped" in stopped.stdout
-    final = st.read_state(st.state_path(port))
+    final = recorded(port)
     assert final["exit"]["reason"] == "stopped" and final["exit"]["by"] == "socket"
     assert_all_gone(final, shm)
     wait_for(
@@ -177,21 +183,21 @@ def test_detach_status_and_stop_over_the_socket(make_profile, env, cleanup):
 
 def test_kill_through_the_python_api_removes_tree_and_shm_leftovers(make_profile, env, cleanup):
     profile = load_profile(make_profile())
-    state = supervisor.launch(profile)
+    state = supervisor.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     state = running_state(profile.serve.port)
-    assert supervisor.read(profile.serve.port)["alive"]
-    assert supervisor.attach()["phase"] == "ready"
+    assert supervisor.read(profile.serve.port).to_dict()["alive"]
+    assert supervisor.attach().to_dict()["phase"] == "ready"
     shm = tree_shm(state)
     assert shm
-    disarmed = supervisor.set_guard(profile.serve.port, armed=False)
+    disarmed = supervisor.set_guard(profile.serve.port, armed=False).to_dict()
     assert disarmed["guard"]["armed"] is False and disarmed["guard"]["state"] == "disarmed"
-    assert supervisor.set_guard(armed=True)["guard"]["state"] == "watching"
-    assert [e["kind"] for e in st.read_state(st.state_path(profile.serve.port))["events"]][-2:] == [
+    assert supervisor.set_guard(armed=True).to_dict()["guard"]["state"] == "watching"
+    assert [e["kind"] for e in recorded(profile.serve.port)["events"]][-2:] == [
         "GuardDisarmed",
         "GuardArmed",
     ]
-    final = supervisor.kill(profile.serve.port)
+    final = supervisor.kill(profile.serve.port).to_dict()
     assert final["exit"]["reason"] == "killed"
     report = final["exit"]["stop"]
     assert report["signals"][0]["signal"] == "SIGKILL" and report["gone"]
@@ -201,11 +207,11 @@ def test_kill_through_the_python_api_removes_tree_and_shm_leftovers(make_profile
 
 def test_stop_escalates_to_sigkill_when_vllm_ignores_sigterm(make_profile, env, cleanup):
     profile = load_profile(make_profile(guard="grace-s = 0.5", STUB_VLLM_IGNORE_TERM="1"))
-    state = supervisor.launch(profile)
+    state = supervisor.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     state = running_state(profile.serve.port)
     shm = tree_shm(state)
-    final = supervisor.stop(profile.serve.port)
+    final = supervisor.stop(profile.serve.port).to_dict()
     report = final["exit"]["stop"]
     assert report["escalated"] is True and [s["signal"] for s in report["signals"]][:1] == ["SIGTERM"]
     assert "SIGKILL" in [s["signal"] for s in report["signals"]]
@@ -225,7 +231,7 @@ def test_supervisor_killed_then_vllm_is_gone(make_profile, env, cleanup):
     wait_for(lambda: not any(i.is_alive() for i in members(state)), 15, "the tree to die with its supervisor")
     assert gone(engine)
     final = wait_for(
-        lambda: (s := st.read_state(st.state_path(port)))["status"] == "exited" and s,
+        lambda: (s := recorded(port))["status"] == "exited" and s,
         10,
         "the reaper to record the end",
     )
@@ -252,13 +258,13 @@ def test_orphans_of_a_lost_supervisor_are_swept_at_the_next_start(make_profile, 
     )
     time.sleep(0.3)
     assert not gone(engine)
-    assert [s["status"] for s in st.list_states()] == ["lost"]
+    assert [s.status for s in st.list_states()] == ["lost"]
     assert "lost" in sparktui(["status"], env).stdout
 
     swept = supervisor.sweep_lost_servers()  # what every launch does first
-    assert [s["port"] for s in swept] == [port]
+    assert [s.port for s in swept] == [port]
     wait_for(lambda: gone(engine), 10, "the orphan to be killed")
-    final = st.read_state(st.state_path(port))
+    final = recorded(port)
     assert final["status"] == "exited" and final["exit"]["reason"] == "supervisor_died"
 
 
@@ -271,7 +277,7 @@ def test_failed_start_is_diagnosed_and_the_tree_is_cleaned(make_profile, env, cl
     assert sup.wait(30) == 1
     err = sup.stderr.read()
     assert "vLLM failed (free_memory)" in err and "--gpu-memory-utilization" in err
-    final = st.read_state(st.state_path(port))
+    final = recorded(port)
     assert final["phase"] == "failed" and final["exit"]["reason"] == "failed"
     assert final["exit"]["failure"]["kind"] == "free_memory" and final["exit"]["returncode"] == 1
     assert not any(i.is_alive() for i in members(final))
@@ -284,7 +290,7 @@ def test_killed_from_outside_leaves_no_orphan_engine(make_profile, env, cleanup,
     sup = start_foreground(profile, env)
     cleanup.append(sup.pid)
     assert sup.wait(60) == 1
-    final = st.read_state(st.state_path(port))
+    final = recorded(port)
     assert final["exit"]["failure"]["kind"] == "killed" and final["exit"]["returncode"] == -signal.SIGKILL
     assert final["exit"]["stop"]["gone"]  # the EngineCore the stub left behind was swept
     assert not any(i.is_alive() for i in members(final))
@@ -306,11 +312,11 @@ def test_refuses_a_port_already_in_use(make_profile, env):
 
 def test_refuses_a_second_server_on_the_same_port(make_profile, env, cleanup):
     profile = load_profile(make_profile())
-    state = supervisor.launch(profile)
+    state = supervisor.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     with pytest.raises(UserError, match=f"--port {profile.serve.port}: sparktui already runs a server there"):
-        supervisor.launch(profile)
-    supervisor.stop(profile.serve.port)
+        supervisor.launch(profile).to_dict()
+    supervisor.stop(profile.serve.port).to_dict()
 
 
 def test_refuses_utilization_above_090_on_unified_memory_unless_forced(make_profile, env):
@@ -348,7 +354,7 @@ def test_warns_on_network_host_without_api_key_and_on_page_cache(make_profile):
 def test_api_key_reaches_vllm_by_environment_only(make_profile, env, cleanup):
     profile = load_profile(make_profile())
     profile.serve = profile.serve.replace(api_key="sk-secret-123")
-    state = supervisor.launch(profile)
+    state = supervisor.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     state = running_state(profile.serve.port)
     root = state["tree"]["pid"]
@@ -358,7 +364,7 @@ def test_api_key_reaches_vllm_by_environment_only(make_profile, env, cleanup):
     url = f"http://127.0.0.1:{profile.serve.port}/v1/models"
     assert httpx.get(url).status_code == 401
     assert httpx.get(url, headers={"Authorization": "Bearer sk-secret-123"}).status_code == 200
-    supervisor.stop(profile.serve.port)
+    supervisor.stop(profile.serve.port).to_dict()
 
 
 def mem_available_gib() -> float:
@@ -378,7 +384,7 @@ def test_guard_trips_when_the_engine_eats_memory_and_stops_the_tree(make_profile
     cleanup.append(sup.pid)
     assert sup.wait(60) == supervisor.GUARD_EXIT, sup.stderr.read()
     assert "memory guard tripped: term line" in sup.stderr.read()
-    final = st.read_state(st.state_path(port))
+    final = recorded(port)
     assert final["exit"]["reason"] == "guard" and final["status"] == "exited"
     trip = final["trip"]
     assert trip["line"] == "term" and trip["gone"] is True
@@ -399,16 +405,16 @@ def test_stop_and_kill_without_a_server_say_so(env):
 
 def test_restart_relaunches_the_same_profile(make_profile, env, cleanup):
     profile = load_profile(make_profile(serve_extra="max-num-seqs = 4"))
-    first = supervisor.launch(profile)
+    first = supervisor.launch(profile).to_dict()
     cleanup.append(first["supervisor"]["pid"])
     first = running_state(profile.serve.port)
-    second = supervisor.restart(profile.serve.port)
+    second = supervisor.restart(profile.serve.port).to_dict()
     cleanup.append(second["supervisor"]["pid"])
     assert second["supervisor"]["pid"] != first["supervisor"]["pid"] and second["profile"] == profile.name
     assert not any(i.is_alive() for i in members(first))
     second = running_state(profile.serve.port)
     assert "--max-num-seqs" in second["argv"] and second["argv"][second["argv"].index("--max-num-seqs") + 1] == "4"
-    assert supervisor.stop(profile.serve.port)["exit"]["reason"] == "stopped"
+    assert supervisor.stop(profile.serve.port).to_dict()["exit"]["reason"] == "stopped"
 
 
 def test_fit_preflight_judges_the_host_it_launches_on(make_profile):

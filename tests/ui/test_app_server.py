@@ -53,7 +53,7 @@ async def test_launch_phases_ready_metrics_then_stop(make_profile, fixtures):
         assert any("Application startup complete." in line for line in log_lines)
         assert app.w.gauge.tree_procs and app.w.gauge.tree_procs >= 2  # API server + EngineCore
         state = st.read_state(st.state_path(app.server.port))
-        members = [proc.ProcessIdentity(p, s) for p, s in state["tree"]["members"]]
+        members = [proc.ProcessIdentity(p, s) for p, s in state.tree.members]
         await pilot.press("f6")
         await until(pilot, lambda: app.server.state == "stopped", "the stop")
         assert not any(m.is_alive() for m in members)
@@ -67,7 +67,7 @@ async def test_kill_now_asks_once_then_kills_the_tree(make_profile):
         await pilot.press("f5")
         await until(pilot, lambda: app.server is not None and app.server.state == "ready", "ready")
         state = st.read_state(st.state_path(app.server.port))
-        members = [proc.ProcessIdentity(p, s) for p, s in state["tree"]["members"]]
+        members = [proc.ProcessIdentity(p, s) for p, s in state.tree.members]
         await pilot.press("f8")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)

@@ -3,9 +3,10 @@
 It replays a real fixture log with the fixture's relative timing (scaled), prints vLLM's own lines
 to stdout and the rest (uvicorn, warnings, tqdm, glog) to stderr as vLLM does, spawns
 `VLLM::EngineCore` (and its `VLLM::Worker`) named the way setproctitle names them (cmdline and
-comm), and serves /health and /metrics on --host/--port once the log reaches
-"Application startup complete.". Like real vLLM, a SIGKILL of the API server alone leaves the
-EngineCore alive, holding its memory and its /dev/shm segment.
+comm), and serves /health, /metrics, /version, /v1/models and /v1/(chat/)completions (streamed
+as vLLM streams them when asked) on --host/--port once the log reaches "Application startup
+complete.". Like real vLLM, a SIGKILL of the API server alone leaves the EngineCore alive,
+holding its memory and its /dev/shm segment.
 
 Behaviour knobs (environment):
   STUB_VLLM_LOG           fixture log to replay (default vllm-cpu/startup_final_eager.log).
@@ -21,6 +22,8 @@ Behaviour knobs (environment):
   STUB_VLLM_EXIT          after replaying a failure log, exit with this code (default 1);
                           "SIGKILL" kills the whole stub as if from outside (the log just stops)
   STUB_VLLM_MAX_LIFE_S    safety net: every stub process exits after this long (default 600)
+  STUB_VLLM_TTFT_S        streaming completions: seconds to the first token (default 0.02)
+  STUB_VLLM_TOKENS_PER_S  streaming completions: tokens per second after it (default 200)
 """
 
 from __future__ import annotations
@@ -180,6 +183,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "uvicorn"
     metrics = b""
     model = ""
+    max_model_len = 2048
 
     def log_message(self, fmt, *args):  # uvicorn's access-log format
         emit(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" {args[1]} OK')
@@ -200,8 +204,11 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(200, b"")
         elif self.path == "/metrics":
             self.reply(200, self.metrics, "text/plain; version=0.0.4; charset=utf-8")
+        elif self.path == "/version":
+            self.reply(200, b'{"version":"0.32.0+cpu"}')
         elif self.path == "/v1/models" and self.authorised():
-            self.reply(200, json.dumps({"object": "list", "data": [{"id": self.model, "object": "model"}]}).encode())
+            card = {"id": self.model, "object": "model", "owned_by": "vllm", "max_model_len": self.max_model_len}
+            self.reply(200, json.dumps({"object": "list", "data": [card]}).encode())
         elif self.path.startswith("/v1/"):
             self.reply(401, b'{"error":"Unauthorized"}')
         else:
@@ -209,8 +216,20 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         length = int(self.headers.get("content-length") or 0)
-        self.rfile.read(length)
-        if self.path == "/v1/completions" and self.authorised():
+        try:
+            request = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            request = {}
+        chat = self.path == "/v1/chat/completions"
+        if not (self.path == "/v1/completions" or chat) or not self.authorised():
+            self.reply(401 if self.path.startswith("/v1/") else 404, b"{}")
+        elif request.get("model") not in (None, self.model):
+            message = f"The model `{request.get('model')}` does not exist."
+            error = {"error": {"message": message, "type": "NotFoundError", "param": "model", "code": 404}}
+            self.reply(404, json.dumps(error).encode())
+        elif request.get("stream"):
+            self.stream(request, chat)
+        else:
             body = {
                 "object": "text_completion",
                 "model": self.model,
@@ -218,15 +237,65 @@ class Handler(BaseHTTPRequestHandler):
                 "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3},
             }
             self.reply(200, json.dumps(body).encode())
-        else:
-            self.reply(401 if self.path.startswith("/v1/") else 404, b"{}")
+
+    def stream(self, request: dict, chat: bool) -> None:
+        """SSE as vLLM streams: `data: {chunk}` per token (usage on each with continuous_usage_stats),
+        a usage chunk with include_usage, then `data: [DONE]`. The connection closes at the end."""
+        arrived = time.monotonic()
+        ttft, rate = env_float("STUB_VLLM_TTFT_S", 0.02), env_float("STUB_VLLM_TOKENS_PER_S", 200.0)
+        prompt = (
+            request["messages"][-1].get("content", "") if chat and request.get("messages") else request.get("prompt")
+        )
+        prompt_tokens = len(str(prompt or "").split())
+        max_tokens = int(request.get("max_tokens") or 16)
+        options = request.get("stream_options") or {}
+        include_usage, continuous = bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
+        base = {"id": f"cmpl-{secrets.token_hex(8)}", "created": int(time.time()), "model": self.model}
+        base["object"] = "chat.completion.chunk" if chat else "text_completion"
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.end_headers()
+        try:
+            for n in range(1, max_tokens + 1):
+                time.sleep(max(0.0, arrived + ttft + (n - 1) / rate - time.monotonic()))
+                finish = "length" if n == max_tokens else None
+                if chat:
+                    choice = {"index": 0, "delta": {"content": " stub"}, "logprobs": None, "finish_reason": finish}
+                else:
+                    choice = {
+                        "index": 0,
+                        "text": " stub",
+                        "logprobs": None,
+                        "finish_reason": finish,
+                        "stop_reason": None,
+                    }
+                chunk = {**base, "choices": [choice]}
+                if continuous:
+                    chunk["usage"] = {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": n,
+                        "total_tokens": prompt_tokens + n,
+                    }
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            if include_usage:
+                usage = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": max_tokens,
+                    "total_tokens": prompt_tokens + max_tokens,
+                }
+                self.wfile.write(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
 
-def parse_serve_args(argv: list[str]) -> tuple[str, str, int]:
+def parse_serve_args(argv: list[str]) -> tuple[str, str, int, int]:
     if not argv or argv[0] != "serve" or len(argv) < 2 or argv[1].startswith("-"):
         sys.stderr.write("usage: vllm serve MODEL [options]\n")
         sys.exit(2)
-    model, host, port = argv[1], "0.0.0.0", 8000  # vLLM's own defaults
+    model, host, port, max_model_len = argv[1], "0.0.0.0", 8000, 2048  # vLLM's defaults; 2048: the fixture's
     rest = argv[2:]
     for i, arg in enumerate(rest):
         key, _, inline = arg.partition("=")
@@ -235,12 +304,14 @@ def parse_serve_args(argv: list[str]) -> tuple[str, str, int]:
             host = value
         elif key == "--port":
             port = int(value)
-    return model, host, port
+        elif key == "--max-model-len":
+            max_model_len = int(value)
+    return model, host, port, max_model_len
 
 
 def serve(argv: list[str]) -> None:
     arm_safety_net()
-    model, host, port = parse_serve_args(argv)
+    model, host, port, max_model_len = parse_serve_args(argv)
     log_path = Path(os.environ.get("STUB_VLLM_LOG") or DEFAULT_LOG)
     replay = Replay(log_path, model, host, port)
     replay.pid_map = {pid: os.getpid() for pid, role in replay.fixture_pids.items() if role == "APIServer"}
@@ -311,6 +382,7 @@ def serve(argv: list[str]) -> None:
         if READY in line:
             Handler.metrics = Path(os.environ.get("STUB_VLLM_METRICS") or DEFAULT_METRICS).read_bytes()
             Handler.model = model
+            Handler.max_model_len = max_model_len
             httpd = ThreadingHTTPServer((host, port), Handler)
             threading.Thread(target=httpd.serve_forever, daemon=True).start()
         emit(replay.rewrite(line))

@@ -1,0 +1,316 @@
+"""A ModelSpec from a model's own files: config.json (or Mistral's params.json), the quantization
+config, and the weight bytes its safetensors headers or index give."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from sparktui.core.modelspec import dense, hybrid, mistral, mla, moe
+from sparktui.core.modelspec.limits import check_numbers
+from sparktui.core.modelspec.quant import LINEAR, bytes_per_param, quant_info
+from sparktui.core.modelspec.spec import DTYPE_BYTES, MAMBA, LayerGroup, ModelSpec
+from sparktui.core.modelspec.weights import weights_from_folder
+from sparktui.core.vllm_rules import checkpoint_kv_quant
+from sparktui.errors import UserError
+
+# vllm/transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key
+MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+# RoPE types whose max_position_embeddings is already scaled (vllm/config/model.py)
+_SCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+
+
+def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    for key in ("text_config", "llm_config", "language_config"):
+        sub = config.get(key)
+        if isinstance(sub, Mapping) and sub.get("num_hidden_layers"):
+            return sub
+    return config
+
+
+def _dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
+    raw = str(
+        text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16"
+    )
+    raw = raw.replace("torch.", "")
+    # vLLM's dtype "auto" serves float32 checkpoints in bfloat16.
+    return "bfloat16" if raw in ("float32", "float") else raw
+
+
+def _rope_parameters(text: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    rope = text.get("rope_parameters") or text.get("rope_scaling")
+    if not isinstance(rope, Mapping) or not rope:
+        return []
+    nested = [v for v in rope.values() if isinstance(v, Mapping)]
+    return nested if nested and len(nested) == len(rope) else [rope]
+
+
+def max_len_limit(text: Mapping[str, Any]) -> tuple[int, str]:
+    """(longest --max-model-len vLLM accepts, the key it comes from); (0, "") when unknown.
+    vllm/config/model.py _get_and_verify_max_len: the smallest of the length keys, times a
+    RoPE scaling factor unless the type is already scaled (or the model is Gemma 3)."""
+    found = [(int(text[k]), k) for k in MAX_LEN_KEYS if isinstance(text.get(k), (int, float)) and text[k]]
+    if not found:
+        return 0, ""
+    limit, key = min(found)
+    if text.get("model_max_length"):
+        limit, key = int(text["model_max_length"]), "model_max_length"
+    if "gemma3" not in str(text.get("model_type") or ""):
+        factor = 1.0
+        for rp in _rope_parameters(text):
+            kind = rp.get("rope_type") or rp.get("type") or "default"
+            if kind not in _SCALED_ROPE and isinstance(rp.get("factor"), (int, float)):
+                factor = float(rp["factor"])
+        if factor > 0 and factor != 1.0:
+            limit = int(limit * factor)
+            key = f"{key} × rope factor {factor:g}"
+    return limit, key
+
+
+def layer_groups(text: Mapping[str, Any]) -> tuple[list[LayerGroup], list[LayerGroup]]:
+    n_layers = int(text["num_hidden_layers"])
+    if mla.is_mla(text):
+        return mla.groups(text, n_layers)
+    if hybrid.is_nemotron_h(text):
+        return hybrid.nemotron_groups(text, dense.head_dim(text))
+    return dense.groups(text, n_layers)
+
+
+def _vision_params(config: Mapping[str, Any], h: int) -> int:
+    vision = config.get("vision_config")
+    if not (isinstance(vision, Mapping) and vision.get("hidden_size")):
+        return 0
+    vh = int(vision["hidden_size"])
+    vi = int(vision.get("intermediate_size") or 4 * vh)
+    depth = int(vision.get("depth") or vision.get("num_hidden_layers") or 0)
+    merge = int(vision.get("spatial_merge_size") or 1)
+    out = int(vision.get("out_hidden_size") or h)
+    patch = int(vision.get("patch_size") or 14)
+    return (
+        depth * (4 * vh * vh + 2 * vh * vi)
+        + (vh * merge * merge) ** 2
+        + vh * merge * merge * out
+        + int(vision.get("in_channels") or 3) * int(vision.get("temporal_patch_size") or 1) * patch * patch * vh
+    )
+
+
+def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: list[LayerGroup]) -> dict[str, int]:
+    """Parameters per weight category, computed from the architecture."""
+    h = int(text.get("hidden_size") or 0)
+    vocab = int(text.get("vocab_size") or config.get("vocab_size") or 0)
+    n_layers = int(text["num_hidden_layers"])
+    counts = {cat: 0 for cat in (*LINEAR, "embed", "lm_head", "router", "vision", "other")}
+    counts["embed"] = vocab * h
+    tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
+    counts["lm_head"] = 0 if tied else vocab * h
+    counts["other"] = h * (2 * n_layers + 1)  # norms
+    counts["vision"] = _vision_params(config, h)
+    if hybrid.is_nemotron_h(text):
+        blocks = hybrid.nemotron_blocks(text)
+        for cat, n in hybrid.nemotron_params(text, blocks, dense.head_dim(text)).items():
+            counts[cat] += n
+        counts["other"] = h * (len(blocks) + 1)  # one norm per block
+        return counts
+    for g in layers:
+        if g.draft:
+            continue
+        if g.kind == "mla":
+            counts["attn"] += g.count * mla.params_per_layer(text)
+        elif g.kind == MAMBA:
+            counts["linear_attn"] += g.count * hybrid.gdn_params(text, g)
+        else:
+            counts["attn"] += g.count * dense.attention_params(text, g)
+    for cat, n in moe.mlp_counts(text, n_layers).items():
+        counts[cat] += n
+    return counts
+
+
+def _mtp_params(text: Mapping[str, Any], mtp: list[LayerGroup], per_layer_params: float) -> int:
+    n = sum(g.count for g in mtp)
+    h = int(text.get("hidden_size") or 0)
+    # one decoder layer plus the projection that joins embedding and hidden state
+    return int(n * (per_layer_params + 2 * h * h))
+
+
+def spec_from_config(
+    config: Mapping[str, Any],
+    *,
+    name: str,
+    source: str,
+    hf_quant: Mapping[str, Any] | None = None,
+    weights: tuple[int, int, str] | None = None,
+) -> ModelSpec:
+    """A ModelSpec from a parsed config.json (and hf_quant_config.json, and known weight bytes)."""
+    if not isinstance(config, Mapping):
+        raise UserError(f"{source}: config.json is not a JSON object")
+    check_numbers(config, source)
+    text = text_config(config)
+    if not text.get("num_hidden_layers"):
+        raise UserError(f"{source}: config.json has no num_hidden_layers; is this a language model's config?")
+    try:
+        return _build(config, text, name=name, source=source, hf_quant=hf_quant, weights=weights)
+    except UserError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionError) as exc:
+        what = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise UserError(f"{source}: config.json is missing or has a bad value for {what}") from None
+
+
+def _build(
+    config: Mapping[str, Any],
+    text: Mapping[str, Any],
+    *,
+    name: str,
+    source: str,
+    hf_quant: Mapping[str, Any] | None,
+    weights: tuple[int, int, str] | None,
+) -> ModelSpec:
+    layers, mtp = layer_groups(text)
+    dtype = _dtype(config, text)
+    dtype_bytes = DTYPE_BYTES.get(dtype, 2)
+    q = quant_info(config, hf_quant)
+    kv_quant = checkpoint_kv_quant(config, hf_quant)
+    quant_name, per_param = bytes_per_param(q, dtype_bytes)
+    counts = param_counts(config, text, layers)
+    params = sum(counts.values())
+    est = sum(counts[cat] * per_param.get(cat, dtype_bytes) for cat in counts)
+    n_layers = int(text["num_hidden_layers"])
+    per_layer = (sum(counts[c] for c in LINEAR) + counts["router"]) / max(1, n_layers)
+    mtp_bytes = int(_mtp_params(text, mtp, per_layer) * dtype_bytes) if mtp else 0
+    # vLLM also keeps a rotary cos/sin cache of max_position × rotary_dim in the model dtype.
+    max_pos = int(text.get("max_position_embeddings") or config.get("max_position_embeddings") or 0)
+    rope_dim = int(text.get("qk_rope_head_dim") or text.get("head_dim") or 0) or (
+        int(text.get("hidden_size") or 0) // max(1, int(text.get("num_attention_heads") or 1))
+    )
+    rope_cache = max_pos * rope_dim * dtype_bytes
+    # vLLM's MXFP4 MoE kernels (Marlin, TRT-LLM) pad the experts: hidden to 256, intermediate to
+    # 128 (fused_moe/oracle/mxfp4.py); gpt-oss loads ~9% bigger than its checkpoint.
+    padding = 0
+    if quant_name == "mxfp4" and counts["experts"]:
+        h = int(text.get("hidden_size") or 0)
+        inter = int(text.get("moe_intermediate_size") or text.get("intermediate_size") or 0)
+        ratio = (-(-h // 256) * 256) * (-(-inter // 128) * 128) / (h * inter)
+        padding = int(counts["experts"] * per_param["experts"] * (ratio - 1))
+    if weights:
+        weights_bytes, ckpt_mtp, weights_source = weights
+        weights_bytes += rope_cache + padding
+        mtp_bytes = ckpt_mtp or mtp_bytes
+    else:
+        weights_bytes = int(est) + rope_cache + padding
+        weights_source = f"estimated from {params / 1e9:.2f} B parameters ({quant_name or dtype})"
+    if padding:
+        weights_source += f", + {padding / 2**30:.2f} GiB MXFP4 kernel padding"
+    arch = (config.get("architectures") or text.get("architectures") or [""])[0]
+    limit, limit_key = max_len_limit(text)
+    notes = [n for n in (mla.indexer_note(text),) if n]
+    return ModelSpec(
+        name=name,
+        source=source,
+        architecture=str(arch),
+        model_type=str(text.get("model_type") or config.get("model_type") or ""),
+        dtype=dtype,
+        num_layers=n_layers,
+        hidden_size=int(text.get("hidden_size") or 0),
+        intermediate_size=_first_int(text.get("intermediate_size")),
+        vocab_size=int(text.get("vocab_size") or config.get("vocab_size") or 0),
+        num_attention_heads=int(text.get("num_attention_heads") or 0),
+        max_position_embeddings=max_pos,
+        layers=tuple(layers),
+        mtp_layers=tuple(mtp),
+        num_experts=moe.num_experts(text),
+        experts_per_token=int(text.get("num_experts_per_tok") or text.get("top_k_experts") or 0),
+        moe_intermediate_size=int(text.get("moe_intermediate_size") or 0),
+        shared_expert_intermediate_size=int(
+            text.get("shared_expert_intermediate_size") or text.get("moe_shared_expert_intermediate_size") or 0
+        ),
+        quantization=quant_name,
+        checkpoint_kv_cache_dtype=kv_quant[1],
+        checkpoint_quant_method=kv_quant[0],
+        param_count=params,
+        weights_bytes=weights_bytes,
+        weights_source=weights_source,
+        mtp_weights_bytes=mtp_bytes,
+        params_by_category=tuple(sorted(counts.items())),
+        notes=tuple(notes),
+        max_len_limit=limit,
+        max_len_key=limit_key,
+        multimodal=bool(counts["vision"]) or any(k in config for k in ("vision_config", "audio_config")),
+    )
+
+
+def _first_int(value: Any) -> int:
+    if isinstance(value, list):
+        return int(max(value)) if value else 0
+    return int(value or 0)
+
+
+def online_quantized(spec: ModelSpec, method: str | None) -> ModelSpec:
+    """The spec as vLLM loads it with `--quantization fp8` on an unquantized checkpoint:
+    linear layers in 1 byte per parameter, the rest as stored. Other methods need a
+    quantized checkpoint, which the spec already describes."""
+    if not method or method.lower() != "fp8" or spec.quantization or not spec.params_by_category:
+        return spec
+    counts = dict(spec.params_by_category)
+    saved = sum(counts.get(cat, 0) for cat in LINEAR) * (spec.dtype_bytes - 1)
+    return replace(
+        spec,
+        weights_bytes=spec.weights_bytes - saved,
+        quantization="fp8 (online)",
+        weights_source=spec.weights_source + ", linear layers quantized to fp8 at load",
+    )
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not valid JSON (not UTF-8 text)") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise UserError(f"{path}: not valid JSON (nested too deeply)") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return data
+
+
+def model_config(folder: Path) -> tuple[dict[str, Any], str]:
+    """(config.json-shaped dict, file it came from): config.json, else a Mistral params.json."""
+    config_path = folder / "config.json"
+    if config_path.is_file():
+        return read_json(config_path), "config.json"
+    params_path = folder / "params.json"
+    if params_path.is_file():
+        return mistral.config_from_params(read_json(params_path)), "params.json"
+    raise UserError(
+        f"{folder} has neither config.json nor params.json; point --model at the folder that holds the "
+        "model's config.json (or a Mistral-format params.json)"
+    )
+
+
+def spec_from_folder(folder: Path, name: str | None = None) -> ModelSpec:
+    config, file = model_config(folder)
+    hf_quant_path = folder / "hf_quant_config.json"
+    hf_quant = read_json(hf_quant_path) if hf_quant_path.is_file() else None
+    return spec_from_config(
+        config,
+        name=name or str(folder),
+        source=f"folder {folder}" + ("" if file == "config.json" else f" ({file})"),
+        hf_quant=hf_quant,
+        weights=weights_from_folder(folder),
+    )

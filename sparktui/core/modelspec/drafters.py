@@ -1,0 +1,108 @@
+"""Speculative decoding drafters that bring KV layers and weights of their own.
+
+- MTP (Qwen3.5/3.6 `mtp_num_hidden_layers`, DeepSeek / Nemotron-H `num_nextn_predict_layers`):
+  layers inside the target's checkpoint; the target spec already lists them as `mtp_layers`.
+- EAGLE / EAGLE3 / DFlash / a plain draft model: a separate checkpoint named by
+  `--speculative-config '{"model": …}'`, read from its own config.json. Its attention layers join
+  the target's KV cache (vLLM gives draft layers KV specs beside the target's) and its weights
+  load beside the target's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sparktui.core.modelspec.lookup import Fetcher, load_model_spec
+from sparktui.core.modelspec.spec import ModelSpec
+from sparktui.errors import UserError
+
+MTP_METHODS = ("mtp", "deepseek_mtp", "qwen3_next_mtp", "qwen3_5_mtp", "nemotron_h_mtp", "ernie_mtp", "glm4_moe_mtp")
+SEPARATE_METHODS = ("eagle", "eagle3", "dflash", "draft_model", "medusa", "mlp_speculator")
+NO_KV_METHODS = ("ngram", "suffix", "ngram_gpu")
+
+
+@dataclass(frozen=True)
+class Speculation:
+    method: str
+    num_tokens: int
+    model: str | None
+
+
+def parse_speculative(text: str | Mapping[str, Any] | None) -> Speculation | None:
+    if not text:
+        return None
+    if isinstance(text, Mapping):
+        data: Any = text
+    else:
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError):
+            raise UserError(
+                f"--speculative-config: not JSON: {str(text)[:80]!r}; expected e.g. "
+                '\'{"method": "mtp", "num_speculative_tokens": 2}\''
+            ) from None
+    if not isinstance(data, Mapping):
+        raise UserError('--speculative-config: expected a JSON object such as {"method": "eagle3", …}')
+    raw_n = data.get("num_speculative_tokens", 1)
+    raw_n = 1 if raw_n is None else raw_n
+    if isinstance(raw_n, bool) or not isinstance(raw_n, int) or not 1 <= raw_n <= 64:
+        raise UserError(
+            f"--speculative-config: num_speculative_tokens is {raw_n!r}; expected a whole number from 1 to 64"
+        )
+    method = str(data.get("method") or "").lower()
+    model = data.get("model")
+    if model is not None and not isinstance(model, str):
+        raise UserError(f"--speculative-config: model is {model!r}; expected a repo id or a folder path")
+    if not method:
+        method = "draft_model" if model else "mtp"
+    return Speculation(method, raw_n, model)
+
+
+def drafter_kind(draft: ModelSpec) -> str:
+    arch = draft.architecture.lower()
+    if "dflash" in arch or "dflash" in draft.model_type.lower():
+        return "dflash"
+    if "eagle3" in arch:
+        return "eagle3"
+    if "eagle" in arch:
+        return "eagle"
+    return "draft model"
+
+
+def with_drafter(target: ModelSpec, draft: ModelSpec, method: str) -> ModelSpec:
+    """The target spec with a separate drafter's layers and weights as its draft part."""
+    layers = tuple(replace(g, draft=True) for g in draft.layers if g.count)
+    kind = drafter_kind(draft) if method == "draft_model" else method
+    note = (
+        f"{kind} drafter {draft.name}: {sum(g.count for g in layers)} KV layer(s) and "
+        f"{draft.weights_bytes / 2**30:.2f} GiB of weights ({draft.weights_source}) counted"
+    )
+    return replace(
+        target,
+        mtp_layers=layers,
+        mtp_weights_bytes=draft.weights_bytes,
+        notes=(*target.notes, note),
+        drafter=kind,
+    )
+
+
+def load_serving_spec(
+    model: str,
+    speculative_config: str | Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    fetcher: Fetcher | None = None,
+) -> ModelSpec:
+    """The target's spec, with a separate drafter (EAGLE, EAGLE3, DFlash, draft model) attached
+    when --speculative-config names one."""
+    target = load_model_spec(model, env, fetcher)
+    spec = parse_speculative(speculative_config)
+    if spec is None or spec.method in MTP_METHODS or spec.method in NO_KV_METHODS or not spec.model:
+        return target
+    try:
+        draft = load_model_spec(spec.model, env, fetcher)
+    except UserError as exc:
+        raise UserError(f"--speculative-config model: {exc}") from None
+    return with_drafter(target, draft, spec.method)

@@ -1,0 +1,37 @@
+"""Mixture-of-experts parameter counts (Qwen MoE, Mixtral, DeepSeek, gpt-oss, Gemma 4 MoE):
+gated experts of three matrices, a router, optional shared experts and dense first layers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def num_experts(text: Mapping[str, Any]) -> int:
+    return int(text.get("num_experts") or text.get("num_local_experts") or text.get("n_routed_experts") or 0)
+
+
+def mlp_counts(text: Mapping[str, Any], n_layers: int) -> dict[str, int]:
+    """experts, router, shared and dense mlp parameters of a decoder's feed-forward blocks."""
+    h = int(text.get("hidden_size") or 0)
+    experts = num_experts(text)
+    inter = int(text.get("intermediate_size") or 0)
+    out = {"experts": 0, "router": 0, "shared": 0, "mlp": 0}
+    if not experts:
+        out["mlp"] = n_layers * 3 * h * inter
+        return out
+    moe_inter = int(text.get("moe_intermediate_size") or inter)
+    dense_first = int(text.get("first_k_dense_replace") or 0)
+    mlp_only = len(text.get("mlp_only_layers") or [])
+    moe_layers = max(0, n_layers - dense_first - mlp_only)
+    out["experts"] = moe_layers * experts * 3 * h * moe_inter
+    out["router"] = moe_layers * experts * h
+    shared = int(text.get("shared_expert_intermediate_size") or 0)
+    if not shared and text.get("n_shared_experts"):
+        shared = int(text["n_shared_experts"]) * moe_inter
+    if shared:
+        out["shared"] = moe_layers * 3 * h * shared
+    out["mlp"] = (dense_first + mlp_only) * 3 * h * inter
+    if text.get("model_type") == "gemma4_text" and text.get("enable_moe_block"):
+        out["mlp"] += moe_layers * 3 * h * inter  # gemma-4 keeps a dense MLP beside the experts
+    return out

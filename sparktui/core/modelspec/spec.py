@@ -1,0 +1,129 @@
+"""What a model is, for the fit engine: its KV-cache layer groups and its weight bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Layer kinds, as vLLM's KV cache specs see them.
+FULL = "full"  # full attention: K and V for every token
+SLIDING = "sliding"  # sliding-window attention: at most the window
+MLA = "mla"  # multi-head latent attention: one latent (kv_lora_rank + rope dims) per token
+MAMBA = "mamba"  # linear attention / Mamba2 / Gated DeltaNet: a fixed state per sequence
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """`count` layers that hold the same KV-cache state."""
+
+    kind: str
+    count: int
+    num_kv_heads: int = 0
+    head_size: int = 0
+    head_size_v: int = 0
+    sliding_window: int | None = None
+    # Fixed state (kind MAMBA), as vLLM's MambaStateShapeCalculator shapes it: a conv state of
+    # conv_dim × (conv_kernel - 1 + speculative tokens) in the conv dtype, and a recurrent state
+    # of value_heads × head_v × head_k in `ssm_dtype` (None = the conv dtype).
+    # Gated DeltaNet: value heads × head_v × head_k; Mamba2: heads × head_dim × ssm_state_size.
+    conv_dim: int = 0
+    conv_kernel: int = 0
+    value_heads: int = 0
+    head_k: int = 0
+    head_v: int = 0
+    ssm_dtype: str | None = None
+    draft: bool = False  # an MTP / drafter layer, used only with speculative decoding
+    state_kind: str = "gdn"  # MAMBA: "gdn" (Gated DeltaNet) or "mamba2", for the working shown
+
+    def kv_bytes_per_token(self, kv_bytes: int, tp: int = 1) -> int:
+        """Bytes one token takes in one layer of this group (0 for a fixed state)."""
+        if self.kind == MAMBA:
+            return 0
+        heads = 1 if self.kind == MLA else max(1, self.num_kv_heads // tp)
+        return heads * (self.head_size + self.head_size_v) * kv_bytes
+
+    def state_bytes(self, dtype_bytes: int, tp: int = 1, num_spec: int = 0, ssm_dtype: str | None = None) -> int:
+        """Bytes of one sequence's fixed state in one layer (MAMBA only). `ssm_dtype` is
+        --mamba-ssm-cache-dtype when given (it overrides the model's own)."""
+        if self.kind != MAMBA:
+            return 0
+        wanted = ssm_dtype if ssm_dtype and ssm_dtype != "auto" else self.ssm_dtype
+        ssm_bytes = DTYPE_BYTES.get(wanted or "", dtype_bytes)
+        conv = (self.conv_dim // tp) * (self.conv_kernel - 1 + num_spec) * dtype_bytes
+        ssm = max(1, self.value_heads // tp) * self.head_v * self.head_k * ssm_bytes
+        return conv + ssm
+
+    def describe(self, kv_bytes: int, tp: int = 1) -> str:
+        n = f"{self.count} {'draft ' if self.draft else ''}"
+        if self.kind == MAMBA:
+            what = "Mamba2" if self.state_kind == "mamba2" else "linear-attention"
+            return (
+                f"{n}{what} layers: fixed state per sequence "
+                f"(conv {self.conv_dim}×{self.conv_kernel - 1} + {self.value_heads}×{self.head_v}×{self.head_k}"
+                f"{' in ' + self.ssm_dtype if self.ssm_dtype else ''})"
+            )
+        if self.kind == MLA:
+            return (
+                f"{n}MLA layers × 1 latent × {self.head_size} (kv_lora_rank + rope) × {kv_bytes} B"
+                f" = {self.count * self.kv_bytes_per_token(kv_bytes, tp):,} B/token"
+            )
+        heads = max(1, self.num_kv_heads // tp)
+        what = "full-attention" if self.kind == FULL else f"sliding-window ({self.sliding_window} tokens)"
+        kv = (
+            "2 (K,V)"
+            if self.head_size_v == self.head_size
+            else f"({self.head_size}+{self.head_size_v})/{self.head_size}"
+        )
+        return (
+            f"{n}{what} layers × {heads} KV heads × {self.head_size} head_dim × {kv_bytes} B × {kv}"
+            f" = {self.count * self.kv_bytes_per_token(kv_bytes, tp):,} B/token"
+        )
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    source: str  # where it was read from, for messages
+    architecture: str = ""
+    model_type: str = ""
+    dtype: str = "bfloat16"
+    num_layers: int = 0
+    hidden_size: int = 0
+    intermediate_size: int = 0  # dense MLP width (per active expert path for the activation estimate)
+    vocab_size: int = 0
+    num_attention_heads: int = 0
+    max_position_embeddings: int = 0
+    layers: tuple[LayerGroup, ...] = ()
+    mtp_layers: tuple[LayerGroup, ...] = ()
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    quantization: str | None = None  # fp8, nvfp4, mxfp4, awq, gptq, int8, int4, mixed
+    checkpoint_kv_cache_dtype: str | None = None  # "fp8" when the checkpoint asks for it
+    checkpoint_quant_method: str | None = None  # the quantization method vLLM reads it from (vllm_rules)
+    param_count: int = 0
+    weights_bytes: int = 0
+    weights_source: str = ""
+    mtp_weights_bytes: int = 0
+    params_by_category: tuple[tuple[str, int], ...] = ()  # for online quantization (--quantization fp8)
+    notes: tuple[str, ...] = ()
+    # The longest --max-model-len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN (0: unknown),
+    # and the config key it comes from (vllm/config/model.py _get_and_verify_max_len).
+    max_len_limit: int = 0
+    max_len_key: str = ""
+    multimodal: bool = False  # has a vision / audio tower vLLM loads unless --language-model-only
+    drafter: str = ""  # for a drafter's own spec: "eagle", "eagle3", "dflash"
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES.get(self.dtype, 2)
+
+    @property
+    def is_hybrid(self) -> bool:
+        return len({g.kind for g in self.layers}) > 1
+
+    def kv_bytes_per_token(self, kv_bytes: int | None = None, tp: int = 1) -> int:
+        kv_bytes = kv_bytes or self.dtype_bytes
+        return sum(g.count * g.kv_bytes_per_token(kv_bytes, tp) for g in self.layers)

@@ -1,0 +1,111 @@
+"""Exact weight bytes from safetensors headers, or the checkpoint's index total_size."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sparktui.core.modelspec.limits import check_total_size
+from sparktui.errors import UserError
+
+MAX_HEADER = 100 * 1024 * 1024  # safetensors caps its JSON header at 100 MB
+INDEX = "model.safetensors.index.json"
+HEADERS_FILE = "safetensors-headers.json"  # shard → header, as sparktui.runtime.hub caches them
+
+
+def is_mtp_tensor(name: str) -> bool:
+    return name.startswith("mtp.") or ".mtp." in name or name.startswith("mtp_")
+
+
+def header_bytes(header: Mapping[str, Any], where: str) -> tuple[int, int]:
+    """(total tensor bytes, bytes of MTP / next-n tensors) from one parsed safetensors header."""
+    total = mtp = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            start, end = info["data_offsets"]
+            size = int(end) - int(start)
+        except (KeyError, TypeError, ValueError):
+            raise UserError(f"{where}: tensor {name[:80]!r} has no valid data_offsets; the file is damaged") from None
+        if size < 0 or end > 1 << 50:
+            raise UserError(f"{where}: tensor {name[:80]!r} has data_offsets {info['data_offsets']!r}; damaged file")
+        total += size
+        if is_mtp_tensor(name):
+            mtp += size
+    return total, mtp
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    """The JSON header of one .safetensors file (its first 8 + N bytes only)."""
+    try:
+        with open(path, "rb") as handle:
+            raw_len = handle.read(8)
+            if len(raw_len) < 8:
+                raise UserError(f"{path}: not a safetensors file (shorter than 8 bytes)")
+            (length,) = struct.unpack("<Q", raw_len)
+            if length <= 0 or length > MAX_HEADER:
+                raise UserError(f"{path}: not a safetensors file (header length {length})")
+            raw = handle.read(length)
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        header = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError(f"{path}: not a safetensors file (its header is not JSON)") from None
+    if not isinstance(header, dict):
+        raise UserError(f"{path}: not a safetensors file (its header is not a JSON object)")
+    return header
+
+
+def safetensors_bytes(path: Path) -> tuple[int, int]:
+    """(total tensor bytes, bytes of MTP / next-n tensors) from one file's header only."""
+    return header_bytes(read_header(path), str(path))
+
+
+def index_total(index: Mapping[str, Any], where: str) -> tuple[int, int] | None:
+    """(total bytes, MTP bytes unknown → 0) from a parsed model.safetensors.index.json."""
+    meta = index.get("metadata")
+    if not isinstance(meta, Mapping) or meta.get("total_size") is None:
+        return None
+    return check_total_size(meta.get("total_size"), where), 0
+
+
+def weights_from_folder(folder: Path) -> tuple[int, int, str] | None:
+    """(weights without MTP, MTP weights, where from) for a model folder, or None."""
+    files = sorted(folder.glob("*.safetensors"))
+    if files:
+        total = mtp = 0
+        for f in files:
+            t, m = safetensors_bytes(f)
+            total, mtp = total + t, mtp + m
+        return total - mtp, mtp, f"safetensors headers ({len(files)} file{'s' if len(files) > 1 else ''})"
+    cached = folder / HEADERS_FILE
+    if cached.is_file():
+        try:
+            headers = json.loads(cached.read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            headers = None
+        if isinstance(headers, dict) and headers:
+            total = mtp = 0
+            for shard, header in headers.items():
+                if isinstance(header, dict):
+                    t, m = header_bytes(header, f"{cached} ({shard})")
+                    total, mtp = total + t, mtp + m
+            n = len(headers)
+            return total - mtp, mtp, f"safetensors headers ({n} file{'s' if n > 1 else ''}, fetched from the Hub)"
+    index = folder / INDEX
+    if index.is_file():
+        try:
+            data = json.loads(index.read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            raise UserError(f"{index}: not valid JSON; download the checkpoint's index again") from None
+        if not isinstance(data, dict):
+            raise UserError(f"{index}: expected a JSON object")
+        found = index_total(data, str(index))
+        if found:
+            return found[0], found[1], f"{INDEX} total_size"
+    return None

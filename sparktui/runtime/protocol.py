@@ -1,0 +1,336 @@
+"""The typed contract between the supervisor, the CLI and the TUI.
+
+One module holds every shape that crosses a process boundary:
+- `StateRecord`: the supervisor's state file (servers/<port>.json), also what `status --json`
+  prints and what every socket reply carries;
+- the socket requests (`StatusRequest`, `StopRequest`, `KillRequest`, `GuardRequest`) and the
+  one `Reply`;
+- `Condition`: the one vocabulary for a server's condition (starting, ready, stopping, stopped,
+  failed, lost), with `condition_of()` deriving it from a record.
+
+Bools are strict ("false" is not a bool), numbers finite. A wrong-shaped file or message is a
+`ProtocolError` naming the file or message, the field, and what was expected; it never crashes
+a reader and never blocks a launch.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
+
+from sparktui.errors import UserError
+
+STATE_VERSION = 1
+MAX_MESSAGE_BYTES = 65536
+
+GiBValue = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class ProtocolError(UserError):
+    """A state file or socket message of the wrong shape (exit 2 in the CLI)."""
+
+
+def describe(error: ValidationError, where: str, tag: str | None = None) -> str:
+    """`where: field a.b: expected …, got …; field c: …` in one line (`tag`: a union's tag, dropped)."""
+    parts = []
+    for item in error.errors()[:4]:
+        loc_parts = list(item["loc"])
+        if tag is not None and loc_parts[:1] == [tag]:
+            loc_parts = loc_parts[1:]
+        loc = ".".join(str(p) for p in loc_parts) or "(top level)"
+        got = item.get("input")
+        got_text = "" if isinstance(got, dict) else f", got {json.dumps(got, default=str)[:60]}"
+        parts.append(f"field {loc}: {item['msg']}{got_text}")
+    more = len(error.errors()) - 4
+    if more > 0:
+        parts.append(f"and {more} more")
+    return f"{where}: " + "; ".join(parts)
+
+
+class _Model(BaseModel):
+    # Records are read from files other versions may have written: unknown keys are kept, not refused.
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- the condition vocabulary
+
+
+class Condition(StrEnum):
+    """What a person wants to know about a server, in one word."""
+
+    STARTING = "starting"  # launched; `phase` says how far (loading weights, profiling, …)
+    READY = "ready"  # answers /health
+    STOPPING = "stopping"
+    STOPPED = "stopped"  # ended: asked to (stop, kill), or by itself with exit 0
+    FAILED = "failed"  # ended badly: `kind` says how (engine failure, guard trip, exit status)
+    LOST = "lost"  # its supervisor died: `reason` says why, and what was done about it
+
+
+class ConditionView(BaseModel):
+    condition: Condition
+    phase: str | None = None
+    kind: str | None = None  # for failed: the failure kind, "guard", or "exit_<status>"
+    reason: str | None = None  # for lost/stopped: why, in words
+
+    def text(self) -> str:
+        detail = self.kind or self.reason
+        return self.condition.value + (f" ({detail})" if detail else "")
+
+
+# ---------------------------------------------------------------- pieces of the state record
+
+
+class ProcessRef(_Model):
+    pid: int
+    start_time: int | None = None
+
+
+class GuardLinesRecord(_Model):
+    warn_below_gib: GiBValue | None = None
+    term_below_gib: GiBValue | None = None
+    kill_below_gib: GiBValue | None = None
+    grace_s: Seconds = 5.0
+
+
+class GuardLast(_Model):
+    action: str
+    available_gib: float
+    rate_gib_s: float
+    interval_s: float
+    at: float = 0.0
+
+
+class GuardRecord(_Model):
+    armed: StrictBool
+    state: Literal["starting", "watching", "disarmed", "tripped"] = "starting"
+    lines: GuardLinesRecord
+    last: GuardLast | None = None
+
+
+class TreeRecord(_Model):
+    """proc.ProcessTree.to_record(): enough to find and kill the tree again (pid + start time)."""
+
+    pid: int
+    start_time: int
+    boot_id: str | None = None
+    spawned_at: float = 0.0
+    members: list[list[int]] = Field(default_factory=list)
+    shm_before: list[list[Any]] | None = None
+    shm_held: list[list[Any]] = Field(default_factory=list)
+    argv: list[str] | None = None
+    log_path: str | None = None
+
+    def as_proc_record(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class ExitRecord(_Model):
+    # stopped | killed | guard | failed | exited | supervisor_died
+    reason: str
+    by: str | None = None
+    returncode: int | None = None
+    stop: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None
+    message: str | None = None
+
+
+class PreflightRecord(_Model):
+    warnings: list[str] = Field(default_factory=list)
+    fit: dict[str, Any] | None = None
+
+
+Status = Literal["starting", "running", "stopping", "exited", "lost"]
+RUNNING_STATUSES: tuple[str, ...] = ("starting", "running", "stopping")
+
+
+class StateRecord(_Model):
+    """servers/<port>.json: one supervisor's record of its server."""
+
+    version: int = STATE_VERSION
+    status: Status
+    phase: str | None = None
+    profile: str | None = None
+    profile_path: str | None = None
+    model: str | None = None
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)]
+    url: str | None = None
+    log_path: str | None = None
+    socket: str | None = None
+    detached: bool = False
+    supervisor: ProcessRef
+    reaper: ProcessRef | None = None
+    containment: str | None = None  # "cgroup <path>" or "process group", once the tree runs
+    argv: list[str] | None = None
+    runner: str | None = None
+    container: str | None = None
+    started_at: float = 0.0
+    updated_at: float | None = None
+    ready_at: float | None = None
+    preflight: PreflightRecord = Field(default_factory=PreflightRecord)
+    preflight_warnings: list[str] = Field(default_factory=list)
+    guard: GuardRecord
+    tree: TreeRecord | None = None
+    summary: dict[str, Any] | None = None
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    trip: dict[str, Any] | None = None
+    metrics: dict[str, Any] | None = None
+    exit: ExitRecord | None = None
+    lost_reason: str | None = None  # set by readers when the supervisor is gone
+    alive: bool = False  # set by readers: the recorded supervisor still runs (never stored)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=1, exclude={"alive", "lost_reason"})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, as `status --json` prints it."""
+        out: dict[str, Any] = self.model_dump(mode="json")
+        return out
+
+    @property
+    def running(self) -> bool:
+        return self.status in RUNNING_STATUSES
+
+
+def parse_state(text: str | bytes, where: str) -> StateRecord:
+    """A state file's text as a StateRecord; ProtocolError naming `where` and the field."""
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise ProtocolError(f"{where}: not JSON ({exc}); remove the file") from None
+    if not isinstance(raw, dict):
+        raise ProtocolError(f"{where}: expected a JSON object, got {type(raw).__name__}; remove the file")
+    try:
+        return StateRecord.model_validate(raw)
+    except ValidationError as exc:
+        raise ProtocolError(describe(exc, where) + "; remove the file") from None
+
+
+def read_state_file(path: Path) -> StateRecord | None:
+    """None when there is no file; ProtocolError when it is not a state record."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ProtocolError(f"{path}: cannot be read ({exc.strerror})") from None
+    return parse_state(text, str(path))
+
+
+# ---------------------------------------------------------------- condition of a record
+
+
+def condition_of(state: StateRecord) -> ConditionView:
+    phase = state.phase
+    if state.status == "lost":
+        return ConditionView(condition=Condition.LOST, phase=phase, reason=state.lost_reason or "supervisor_died")
+    if state.status == "running":
+        return ConditionView(condition=Condition.READY, phase=phase)
+    if state.status == "starting":
+        return ConditionView(condition=Condition.STARTING, phase=phase)
+    if state.status == "stopping":
+        return ConditionView(condition=Condition.STOPPING, phase=phase)
+    ex = state.exit
+    if ex is None:
+        return ConditionView(condition=Condition.STOPPED, phase=phase)
+    if ex.reason in ("stopped", "killed"):
+        return ConditionView(condition=Condition.STOPPED, phase=phase, reason=ex.reason)
+    if ex.reason == "supervisor_died":
+        return ConditionView(condition=Condition.LOST, phase=phase, reason=ex.message or ex.reason)
+    if ex.reason == "guard":
+        return ConditionView(condition=Condition.FAILED, phase=phase, kind="guard")
+    if ex.reason == "failed":
+        kind = (ex.failure or {}).get("kind") or "failed"
+        return ConditionView(condition=Condition.FAILED, phase=phase, kind=str(kind))
+    if ex.returncode not in (0, None):
+        return ConditionView(condition=Condition.FAILED, phase=phase, kind=f"exit_{ex.returncode}")
+    return ConditionView(condition=Condition.STOPPED, phase=phase, reason=ex.reason)
+
+
+# ---------------------------------------------------------------- socket requests and replies
+
+
+class GuardLinesChange(_Message):
+    """New guard lines: a field given moves that line (null turns it off); a field left out stays."""
+
+    warn_below_gib: GiBValue | None = None
+    term_below_gib: GiBValue | None = None
+    kill_below_gib: GiBValue | None = None
+
+    def given(self) -> dict[str, float | None]:
+        return {name: getattr(self, name) for name in sorted(self.model_fields_set)}
+
+
+class StatusRequest(_Message):
+    cmd: Literal["status"]
+
+
+class StopRequest(_Message):
+    cmd: Literal["stop"]
+    wait: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 60.0
+
+
+class KillRequest(_Message):
+    cmd: Literal["kill"]
+    wait: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 30.0
+
+
+class GuardRequest(_Message):
+    """Change the guard of a running server: `armed` and `lines` are separate, both optional."""
+
+    cmd: Literal["guard"]
+    armed: StrictBool | None = None
+    lines: GuardLinesChange | None = None
+
+
+Request = Annotated[StatusRequest | StopRequest | KillRequest | GuardRequest, Field(discriminator="cmd")]
+_REQUEST: TypeAdapter[StatusRequest | StopRequest | KillRequest | GuardRequest] = TypeAdapter(Request)
+COMMANDS = ("status", "stop", "kill", "guard")
+
+
+def parse_request(data: bytes) -> StatusRequest | StopRequest | KillRequest | GuardRequest:
+    """One request line from the socket; ProtocolError says what is wrong with it."""
+    try:
+        raw = json.loads(data or b"{}")
+    except ValueError as exc:
+        raise ProtocolError(f"request: not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ProtocolError(f'request: expected a JSON object like {{"cmd": "status"}}, got {type(raw).__name__}')
+    cmd = raw.get("cmd")
+    if cmd not in COMMANDS:
+        raise ProtocolError(f"request: unknown command {cmd!r}; expected one of {', '.join(COMMANDS)}")
+    try:
+        return _REQUEST.validate_python(raw)
+    except ValidationError as exc:
+        raise ProtocolError(describe(exc, f"request {cmd!r}", tag=str(cmd))) from None
+
+
+class Reply(_Message):
+    ok: StrictBool
+    state: StateRecord | None = None
+    error: str | None = None
+
+    def to_line(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode() + b"\n"
+
+
+def parse_reply(data: bytes, where: str) -> Reply:
+    try:
+        raw = json.loads(data)
+    except ValueError as exc:
+        raise ProtocolError(f"{where}: the reply is not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ProtocolError(f"{where}: expected a JSON object as the reply, got {type(raw).__name__}")
+    try:
+        return Reply.model_validate(raw)
+    except ValidationError as exc:
+        raise ProtocolError(describe(exc, where)) from None

@@ -1,0 +1,166 @@
+"""`sparktui bench` against the stub vLLM that sparktui itself launched (state record, API key,
+guard), and against the timed server; its JSON, its history, and its errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparktui.core.profiles import load_profile
+from sparktui.runtime import proc, supervisor
+from sparktui.runtime import state as st
+from tests.support import REPO, free_port, wait_for
+from tests.support.timed_server import running
+
+pytestmark = pytest.mark.slow
+
+RUN_KEYS = {
+    "users",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "itl_p50_s",
+    "itl_p95_s",
+    "decode_tok_s_per_user",
+    "aggregate_tok_s",
+    "requests",
+    "errors",
+    "min_mem_available_gib",
+    "peak_kv_usage",
+    "joules_per_token",
+}
+SMALL = ["--prompt-tokens", "8", "--output-tokens", "8", "--requests-per-user", "2"]
+SLOW = ["--prompt-tokens", "8", "--requests-per-user", "50"]
+
+
+def sparktui(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sparktui", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def start(profile: Path, env: dict[str, str]) -> dict:
+    out = sparktui("serve", str(profile), "--detach", env=env)
+    assert out.returncode == 0, out.stderr
+    port = load_profile(profile).serve.port
+    return wait_for(
+        lambda: (s := st.read_state(st.state_path(port))) and s.status == "running" and s.to_dict(),
+        30,
+        "the stub to be running",
+    )
+
+
+@pytest.fixture
+def stub_server(make_profile, env):
+    """A stub vLLM started by sparktui, with an API key in its profile; stopped afterwards."""
+    profile = make_profile(serve_extra='api-key = "sk-bench-1"')
+    state = start(profile, env)
+    yield state
+    for s in st.list_states():
+        if s.alive:
+            supervisor.kill(s.port)
+        if s.tree:
+            proc.sweep_orphans(s.tree.as_proc_record())
+
+
+def test_json_is_one_object_with_every_figure_for_the_server_sparktui_started(stub_server, env):
+    out = sparktui("bench", "--json", "--users", "1,2", *SMALL, env=env)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)  # exactly one object: anything else would not parse
+    assert set(report) >= {"server", "runs", "sweep"} and report["sweep"] is None
+    server = report["server"]
+    assert server["managed"] and server["port"] == stub_server["port"] and server["profile"] == stub_server["profile"]
+    assert server["vllm_version"].startswith("0.32.0") and server["guard_armed"] is True
+    assert server["api_key_sent"] and "sk-bench-1" not in out.stdout + out.stderr
+    assert "--max-model-len" in server["flags"] and server["model_path"] == "/models/tiny"
+    assert [run["users"] for run in report["runs"]] == [1, 2]
+    for run in report["runs"]:
+        assert set(run) >= RUN_KEYS
+        assert run["requests"] == run["users"] * 2 and run["errors"] == 0
+        assert run["ttft_p50_s"] > 0 and run["decode_tok_s_per_user"] > 0 and run["aggregate_tok_s"] > 0
+        assert run["min_mem_available_gib"] > 0
+        assert run["peak_kv_usage"] is not None  # the stub's /metrics is a real vLLM capture
+        assert run["joules_per_token"] != 0  # a number where NVML has power, else null: never 0
+
+    history = sparktui("bench", "--history", "--json", env=env)
+    records = json.loads(history.stdout)["history"]
+    assert len(records) == 1 and records[0]["key"]["profile"] == stub_server["profile"]
+    assert records[0]["key"]["vllm_version"].startswith("0.32.0") and records[0]["runs"][1]["users"] == 2
+    listing = sparktui("bench", "--history", env=env)
+    assert stub_server["profile"] in listing.stdout and "2 users:" in listing.stdout
+
+
+def test_a_server_stopped_mid_run_gives_the_partial_results_and_exit_2(make_profile, env):
+    profile = make_profile(STUB_VLLM_TOKENS_PER_S="20")
+    state = start(profile, env)
+    log = Path(state["log_path"])
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "sparktui", "bench", "--json", "--users", "1", "--output-tokens", "20", *SLOW],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # the warm-up and two measured requests have reached the server
+        wait_for(lambda: log.read_text().count("POST /v1/completions") >= 3, 30, "measured requests")
+        supervisor.stop(state["port"])
+        stdout, stderr = bench.communicate(timeout=60)
+    finally:
+        if bench.poll() is None:
+            bench.send_signal(signal.SIGKILL)
+    assert bench.returncode == 2, stderr
+    assert "ended early" in stderr and "partial" in stderr and "Traceback" not in stderr
+    report = json.loads(stdout)
+    assert report["partial"] and report["runs"][0]["partial"] and report["runs"][0]["requests"] >= 1
+    assert "stopped" in report["error"]
+
+
+def test_a_disarmed_guard_is_refused(stub_server, env):
+    supervisor.set_guard(stub_server["port"], armed=False)
+    out = sparktui("bench", *SMALL, env=env)
+    assert out.returncode == 2 and "guard" in out.stderr and "disarmed" in out.stderr
+
+
+def test_an_unknown_model_is_exit_2(stub_server, env):
+    out = sparktui("bench", "--model", "gpt-9", *SMALL, env=env)
+    assert out.returncode == 2 and "--model gpt-9" in out.stderr and "/models/tiny" in out.stderr
+
+
+def test_no_server_and_a_refused_port_are_exit_2(env):
+    out = sparktui("bench", env=env)
+    assert out.returncode == 2 and "no server is running" in out.stderr and "Traceback" not in out.stderr
+    port = free_port()
+    out = sparktui("bench", "--port", str(port), env=env)
+    assert out.returncode == 2 and f"cannot connect to http://127.0.0.1:{port}" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--users", "1,x"], "--users 1,x: expected positive whole numbers"),
+        (["--users", "0"], "--users 0"),
+        (["--output-tokens", "1"], "--output-tokens 1"),
+        (["--sweep", "--target-tok-s", "10"], "--sweep needs both targets"),
+        (["--target-ttft-s", "1"], "add --sweep"),
+    ],
+)
+def test_bad_flags_are_named(env, args, message):
+    out = sparktui("bench", *args, env=env)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+def test_sweep_reports_the_most_users_meeting_both_targets(env):
+    with running(ttft=0.05, rate=20, max_running=2) as (url, _):
+        port = url.rsplit(":", 1)[1]
+        out = sparktui(
+            "bench", "--port", port, "--sweep", "--target-tok-s", "15", "--target-ttft-s", "0.3", "--max-users", "4",
+            *SMALL, env=env,
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "sweep: at most 2 users meet" in out.stdout and "3 users break it (ttft)" in out.stdout

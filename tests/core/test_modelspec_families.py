@@ -1,0 +1,257 @@
+"""Architecture families beyond plain decoders: Nemotron-H (Mamba2) hybrids, Mistral params.json,
+Gemma KV sharing, the model's own max-model-len limit, and separate drafters (EAGLE3, DFlash)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sparktui.core.config import parse_serve_command
+from sparktui.core.fit import dgx_spark, fit, plan_kv
+from sparktui.core.modelspec import (
+    FULL,
+    MAMBA,
+    SLIDING,
+    load_serving_spec,
+    spec_from_config,
+    spec_from_folder,
+)
+from sparktui.errors import UserError
+
+GiB = 1024**3
+
+# NVIDIA-Nemotron-3-Super-120B-A12B's dimensions (88 blocks: 40 Mamba2, 40 LatentMoE, 8 attention;
+# MTP "*E"), as public model-loading code checks them against the real checkpoint
+# (tests/fixtures/model-configs/SOURCES.md). The block order here is a stand-in with those counts.
+SUPER = {
+    "architectures": ["NemotronHForCausalLM"],
+    "model_type": "nemotron_h",
+    "num_hidden_layers": 88,
+    "hybrid_override_pattern": "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEM*E" + "ME" * 8,
+    "hidden_size": 4096,
+    "vocab_size": 131072,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "mamba_num_heads": 128,
+    "mamba_head_dim": 64,
+    "ssm_state_size": 128,
+    "conv_kernel": 4,
+    "n_groups": 8,
+    "n_routed_experts": 512,
+    "num_experts_per_tok": 22,
+    "moe_latent_size": 1024,
+    "moe_intermediate_size": 2688,
+    "moe_shared_expert_intermediate_size": 5376,
+    "n_shared_experts": 1,
+    "num_nextn_predict_layers": 1,
+    "mtp_hybrid_override_pattern": "*E",
+    "max_position_embeddings": 262144,
+    "torch_dtype": "bfloat16",
+}
+NVFP4 = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"}}
+
+
+def test_the_stand_in_pattern_has_the_real_block_counts():
+    pattern = SUPER["hybrid_override_pattern"]
+    assert len(pattern) == 88
+    assert (pattern.count("M"), pattern.count("E"), pattern.count("*")) == (40, 40, 8)
+
+
+def test_nemotron_h_layers_mamba2_state_and_mtp_attention():
+    spec = spec_from_config(SUPER, name="super", source="test")
+    kinds = {g.kind: g.count for g in spec.layers}
+    assert kinds == {MAMBA: 40, FULL: 8}  # E blocks hold no cache
+    mamba = next(g for g in spec.layers if g.kind == MAMBA)
+    # conv: (128×64 + 2×8×128) × 3 in bf16; ssm: 128 heads × 64 × 128 in float32 (vLLM's default)
+    assert mamba.state_bytes(2) == (8192 + 2048) * 3 * 2 + 128 * 64 * 128 * 4
+    assert mamba.ssm_dtype == "float32"
+    # --mamba-ssm-cache-dtype bfloat16 halves the recurrent state
+    assert mamba.state_bytes(2, ssm_dtype="bfloat16") == (8192 + 2048) * 3 * 2 + 128 * 64 * 128 * 2
+    # TP=2 splits heads and conv channels
+    assert mamba.state_bytes(2, tp=2) == (8192 + 2048) // 2 * 3 * 2 + 64 * 64 * 128 * 4
+    assert spec.kv_bytes_per_token() == 8 * 2 * 128 * 2 * 2
+    assert [(g.kind, g.count, g.draft) for g in spec.mtp_layers] == [(FULL, 1, True)]
+    assert spec.max_len_limit == 262144
+
+
+def test_nemotron_h_nvfp4_weights_are_about_the_checkpoint_not_817_gib():
+    """The issue saw 817 GiB predicted for a ~75 GiB checkpoint: experts were counted on all 88
+    blocks as gated triples in the hidden size; they live on 40 blocks as relu² pairs in the latent."""
+    spec = spec_from_config(SUPER, name="super", source="test", hf_quant=NVFP4)
+    assert 118e9 < spec.param_count < 124e9  # "120B"
+    assert spec.quantization == "nvfp4"
+    assert 60 * GiB < spec.weights_bytes < 80 * GiB
+    assert spec.checkpoint_kv_cache_dtype == "fp8"
+
+
+def test_nemotron_h_from_layers_block_type():
+    blocks = {"M": "mamba", "E": "moe", "*": "attention"}
+    listed = {k: v for k, v in SUPER.items() if k != "hybrid_override_pattern"}
+    listed["layers_block_type"] = [blocks[c] for c in SUPER["hybrid_override_pattern"]]
+    a = spec_from_config(SUPER, name="a", source="test")
+    b = spec_from_config(listed, name="b", source="test")
+    assert a.layers == b.layers and a.param_count == b.param_count
+
+
+def test_nemotron_h_plan_pads_attention_pages_to_the_mamba_state():
+    spec = spec_from_config(SUPER, name="super", source="test")
+    plan = plan_kv(spec, 2)
+    mamba_state = next(g for g in spec.layers if g.kind == MAMBA).state_bytes(2)
+    attention_per_token = 2 * 128 * 2 * 2
+    assert plan.block_size * attention_per_token >= mamba_state  # block grown to hold one state
+    assert plan.block_size % 16 == 0
+
+
+def test_bad_nemotron_pattern_is_named():
+    with pytest.raises(UserError, match="hybrid_override_pattern"):
+        spec_from_config({**SUPER, "hybrid_override_pattern": "MEX*" * 22}, name="x", source="test")
+
+
+# --------------------------------------------------------------------------- Mistral params.json
+
+# mistralai/Mistral-Small-3.1-24B-Instruct-2503 params.json dimensions (text part)
+MISTRAL_PARAMS = {
+    "dim": 5120,
+    "n_layers": 40,
+    "head_dim": 128,
+    "hidden_dim": 32768,
+    "n_heads": 32,
+    "n_kv_heads": 8,
+    "rope_theta": 1000000000.0,
+    "norm_eps": 1e-05,
+    "vocab_size": 131072,
+    "max_position_embeddings": 131072,
+}
+
+
+def test_mistral_params_json_folder(tmp_path):
+    folder = tmp_path / "mistral"
+    folder.mkdir()
+    (folder / "params.json").write_text(json.dumps(MISTRAL_PARAMS))
+    spec = spec_from_folder(folder)
+    assert {g.kind: g.count for g in spec.layers} == {FULL: 40}
+    assert spec.kv_bytes_per_token() == 40 * 8 * 128 * 2 * 2
+    assert spec.max_len_limit == 131072
+    assert 22e9 < spec.param_count < 25e9
+    assert "params.json" in spec.source
+
+
+def test_mistral_sliding_window_list_becomes_layer_kinds(tmp_path):
+    params = {**MISTRAL_PARAMS, "n_layers": 4, "sliding_window": [4096, None]}
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "params.json").write_text(json.dumps(params))
+    spec = spec_from_folder(folder)
+    assert {g.kind: g.count for g in spec.layers} == {SLIDING: 2, FULL: 2}
+
+
+# --------------------------------------------------------------------------- Gemma KV sharing
+
+
+def test_gemma_kv_shared_layers_hold_no_cache_of_their_own():
+    text = {
+        "model_type": "gemma3n_text",
+        "num_hidden_layers": 30,
+        "num_kv_shared_layers": 10,
+        "hidden_size": 2048,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "sliding_window": 512,
+        "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 6,
+        "vocab_size": 262144,
+    }
+    spec = spec_from_config(text, name="g", source="test")
+    assert sum(g.count for g in spec.layers) == 20
+    assert {g.kind: g.count for g in spec.layers} == {SLIDING: 16, FULL: 4}
+
+
+# --------------------------------------------------------------------------- max-model-len limit
+
+
+def test_rope_scaling_factor_raises_the_limit_unless_already_scaled():
+    base = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256, "max_position_embeddings": 32768}
+    assert spec_from_config(base, name="a", source="t").max_len_limit == 32768
+    dynamic = {**base, "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}
+    assert spec_from_config(dynamic, name="b", source="t").max_len_limit == 131072
+    yarn = {**base, "rope_scaling": {"type": "yarn", "factor": 4.0}}
+    assert spec_from_config(yarn, name="c", source="t").max_len_limit == 32768  # already scaled
+    smaller = {**base, "max_seq_len": 8192}
+    spec = spec_from_config(smaller, name="d", source="t")
+    assert (spec.max_len_limit, spec.max_len_key) == (8192, "max_seq_len")
+
+
+def test_fit_refuses_a_max_model_len_beyond_the_models_limit():
+    spec = spec_from_config(SUPER, name="super", source="test", hf_quant=NVFP4)
+    over = fit(
+        parse_serve_command("vllm serve super --max-model-len 300000 --gpu-memory-utilization 0.85"), spec, dgx_spark()
+    )
+    assert over.verdict == "wont_start"
+    assert any("longer than the model's own limit" in r and "262,144" in r for r in over.reasons)
+    assert any(s.changes.get("max_model_len") == 262144 for s in over.suggestions)
+    at = fit(
+        parse_serve_command("vllm serve super --max-model-len 262144 --gpu-memory-utilization 0.85"), spec, dgx_spark()
+    )
+    assert not any("model's own limit" in r for r in at.reasons)
+
+
+# --------------------------------------------------------------------------- drafters
+
+EAGLE3_DRAFT = {
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "model_type": "llama",
+    "num_hidden_layers": 1,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "draft_vocab_size": 32000,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "float16",
+}
+
+
+def _folder(tmp_path: Path, name: str, config: dict) -> str:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+def test_eagle3_drafter_adds_its_layers_and_weights(tmp_path):
+    draft = _folder(tmp_path, "eagle3", EAGLE3_DRAFT)
+    spec_json = json.dumps({"method": "eagle3", "model": draft, "num_speculative_tokens": 3})
+    target = load_serving_spec("meta-llama/Llama-3.1-8B-Instruct")
+    spec = load_serving_spec("meta-llama/Llama-3.1-8B-Instruct", spec_json)
+    assert spec.drafter == "eagle3"
+    assert [(g.kind, g.count, g.num_kv_heads, g.draft) for g in spec.mtp_layers] == [(FULL, 1, 8, True)]
+    assert spec.mtp_weights_bytes > 0.5 * GiB
+    config = parse_serve_command(
+        ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192", "--speculative-config", spec_json]
+    )
+    with_draft = fit(config, spec, dgx_spark())
+    without = fit(config.replace(speculative_config=None), target, dgx_spark())
+    assert with_draft.weights_bytes == without.weights_bytes + spec.mtp_weights_bytes
+    assert with_draft.kv_bytes_per_token == without.kv_bytes_per_token * 33 // 32  # 32 + 1 draft layers
+    assert any("eagle3 drafter" in n for n in with_draft.notes)
+
+
+def test_drafter_that_cannot_be_found_is_named(tmp_path):
+    spec_json = json.dumps({"method": "dflash", "model": str(tmp_path / "missing"), "num_speculative_tokens": 8})
+    with pytest.raises(UserError, match="--speculative-config model"):
+        load_serving_spec("meta-llama/Llama-3.1-8B-Instruct", spec_json)
+
+
+def test_mtp_needs_no_separate_model():
+    spec = load_serving_spec("Qwen/Qwen3.5-35B-A3B", '{"method": "mtp", "num_speculative_tokens": 2}')
+    assert spec.drafter == "" and spec.mtp_layers
+
+
+@pytest.mark.parametrize("bad", ['{"num_speculative_tokens": 0}', '{"num_speculative_tokens": "x"}', "[1]", "{no"])
+def test_bad_speculative_config_is_refused(bad):
+    with pytest.raises(UserError, match="--speculative-config"):
+        load_serving_spec("Qwen/Qwen3.5-35B-A3B", bad)

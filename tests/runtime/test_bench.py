@@ -1,0 +1,194 @@
+"""The benchmark's figures against a server whose timing is known (tests/support/timed_server.py),
+and what it does with bad input: no server, a refused key, an unknown model, a server that dies."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from sparktui.errors import UserError
+from sparktui.runtime import bench
+from sparktui.runtime.memory import read_gpu
+from tests.support import free_port, wait_for
+from tests.support.timed_server import running
+
+pytestmark = pytest.mark.slow
+
+TTFT, RATE, OUTPUT, PER_USER = 1.0, 20.0, 16, 2
+WITHIN = 0.05
+
+
+def target(url: str, key: str | None = None) -> bench.Target:
+    return bench.Target(url, int(url.rsplit(":", 1)[1]), key, None, None)
+
+
+def close(measured: float | None, truth: float) -> bool:
+    return measured is not None and abs(measured - truth) <= WITHIN * truth
+
+
+def test_figures_match_a_server_of_known_timing_at_1_and_4_users():
+    settings = bench.BenchSettings(users=[1, 4], prompt_tokens=32, output_tokens=OUTPUT, requests_per_user=PER_USER)
+    with running(ttft=TTFT, rate=RATE, kv_slots=16) as (url, _):
+        report = bench.run_bench(target(url), settings)
+    assert not report.partial and report.error is None
+    request_s = TTFT + (OUTPUT - 1) / RATE  # first token, then one every 1/RATE
+    for level, users in zip(report.runs, (1, 4), strict=True):
+        truth_aggregate = users * PER_USER * OUTPUT / (PER_USER * request_s)
+        assert level.users == users and level.requests == users * PER_USER and level.errors == 0
+        assert close(level.ttft_p50_s, TTFT), (users, level.ttft_p50_s)
+        assert close(level.decode_tok_s_per_user, RATE), (users, level.decode_tok_s_per_user)
+        assert close(level.aggregate_tok_s, truth_aggregate), (users, level.aggregate_tok_s, truth_aggregate)
+        assert close(level.itl_p50_s, 1 / RATE), (users, level.itl_p50_s)
+        assert level.output_tokens == users * PER_USER * OUTPUT
+        assert level.prompt_tokens_mean == 32  # the warm-up sized the prompts by the server's count
+        assert level.peak_kv_usage == users / 16  # the server's /metrics: running / kv slots
+        assert level.min_mem_available_gib is not None and level.min_mem_available_gib > 0
+        assert level.client_cpu_s_per_request is not None and level.client_cpu_s_per_request > 0
+    assert report.server.model == "timed-model" and report.server.vllm_version == "timed-1.0"
+    assert report.server.managed is False and report.server.guard_armed is None
+
+
+def test_chunks_carrying_several_tokens_count_every_token():
+    settings = bench.BenchSettings(users=[2], prompt_tokens=8, output_tokens=OUTPUT, requests_per_user=1, api="chat")
+    with running(ttft=TTFT, rate=RATE, tokens_per_chunk=4) as (url, _):
+        level = bench.run_bench(target(url), settings).runs[0]
+    assert level.output_tokens == 2 * OUTPUT
+    # chunks of 4: the first arrives when its 4th token is due; decode is still RATE per second
+    assert close(level.ttft_p50_s, TTFT + 3 / RATE)
+    assert close(level.decode_tok_s_per_user, RATE)
+    assert close(level.itl_p50_s, 1 / RATE)
+
+
+def test_power_is_null_where_nvml_reports_none_never_zero():
+    settings = bench.BenchSettings(users=[1], prompt_tokens=8, output_tokens=4, requests_per_user=1)
+    with running(ttft=0.05, rate=100) as (url, _):
+        level = bench.run_bench(target(url), settings).runs[0]
+    gpu = read_gpu(processes=False)
+    if gpu.available and any(g.power_w is not None for g in gpu.gpus):
+        assert level.joules_per_token is not None and level.joules_per_token > 0
+    else:
+        assert level.joules_per_token is None and level.mean_power_w is None
+
+
+def test_the_api_key_is_sent_and_a_missing_one_is_explained():
+    settings = bench.BenchSettings(users=[1], prompt_tokens=8, output_tokens=4, requests_per_user=1)
+    with running(ttft=0.05, rate=100, api_key="s3cret") as (url, _):
+        report = bench.run_bench(target(url, "s3cret"), settings)
+        assert report.runs[0].errors == 0 and report.server.api_key_sent
+        assert "s3cret" not in report.model_dump_json()
+        with pytest.raises(UserError, match="API key"):
+            bench.run_bench(target(url), settings)
+
+
+def test_an_unknown_model_is_a_clear_error():
+    settings = bench.BenchSettings(users=[1], prompt_tokens=8, output_tokens=4, model="no-such-model")
+    with (
+        running(ttft=0.05, rate=100) as (url, _),
+        pytest.raises(UserError, match=r"--model no-such-model.*timed-model"),
+    ):
+        bench.run_bench(target(url), settings)
+
+
+def test_a_refused_connection_is_a_clear_error():
+    with pytest.raises(UserError, match=r"cannot connect to http://127.0.0.1:\d+: nothing is listening"):
+        bench.run_bench(target(f"http://127.0.0.1:{free_port()}"), bench.BenchSettings())
+
+
+def test_a_prompt_longer_than_the_model_allows_names_the_flags():
+    settings = bench.BenchSettings(users=[1], prompt_tokens=4000, output_tokens=200)
+    with running(ttft=0.05, rate=100) as (url, _), pytest.raises(UserError, match=r"--prompt-tokens 4000.*4096"):
+        bench.run_bench(target(url), settings)
+
+
+def test_a_server_that_dies_mid_run_leaves_a_partial_result():
+    settings = bench.BenchSettings(users=[1, 2], prompt_tokens=8, output_tokens=10, requests_per_user=3)
+    # the warm-up is request 1, the 1-user level 2..4, the 2-user level 5 and 6, then it dies mid-stream in 7
+    with running(ttft=0.05, rate=100, exit_after_requests=6) as (url, _):
+        report = bench.run_bench(target(url), settings)
+    assert report.partial and "stopped answering" in (report.error or "")
+    assert [r.users for r in report.runs] == [1, 2]
+    assert not report.runs[0].partial and report.runs[0].requests == 3
+    assert report.runs[1].partial and report.runs[1].requests >= 1
+
+
+def test_cancel_stops_the_run_and_keeps_what_it_measured():
+    cancel = threading.Event()
+    seen: list[bench.BenchProgress] = []
+
+    def progress(p: bench.BenchProgress) -> None:
+        seen.append(p)
+        cancel.set()  # after the first request
+
+    settings = bench.BenchSettings(users=[1], prompt_tokens=8, output_tokens=8, requests_per_user=20)
+    with running(ttft=0.05, rate=100) as (url, _):
+        report = bench.run_bench(target(url), settings, progress=progress, cancel=cancel)
+    assert report.partial and report.error == "cancelled"
+    assert 1 <= report.runs[0].requests < 20 and report.runs[0].partial
+    assert seen[0].done == 1 and seen[0].total == 20
+
+
+def test_sweep_finds_the_most_users_that_meet_both_targets():
+    settings = bench.BenchSettings(prompt_tokens=8, output_tokens=6, requests_per_user=1)
+    targets = bench.SweepTargets(tok_s=RATE * 0.8, ttft_s=0.2, max_users=4)
+    with running(ttft=0.05, rate=RATE) as (url, _):
+        report = bench.run_bench(target(url), settings, sweep=targets)
+    assert report.sweep is not None
+    assert report.sweep.best_users == 4 and report.sweep.broke_at is None
+    assert report.sweep.tried == [1, 2, 4] and [r.users for r in report.runs] == [1, 2, 4]
+    with running(ttft=0.05, rate=RATE) as (url, _):
+        too_fast = bench.SweepTargets(tok_s=RATE * 2, ttft_s=1.0, max_users=4)
+        report = bench.run_bench(target(url), settings, sweep=too_fast)
+    assert report.sweep is not None and report.sweep.best_users is None
+    assert report.sweep.broke_at == 1 and report.sweep.broken_by == ["tok_s"]
+
+
+def test_sweep_bisects_below_the_level_that_broke():
+    # Three requests at a time, like --max-num-seqs 3: a fourth user waits a whole request for a
+    # slot, so TTFT breaks at 4 users; the ladder 1, 2, 4 breaks at 4 and bisecting tries 3.
+    settings = bench.BenchSettings(prompt_tokens=8, output_tokens=6, requests_per_user=1)
+    targets = bench.SweepTargets(tok_s=RATE * 0.8, ttft_s=0.2, max_users=8)
+    with running(ttft=0.05, rate=RATE, max_running=3) as (url, _):
+        report = bench.run_bench(target(url), settings, sweep=targets)
+    assert report.sweep is not None
+    assert report.sweep.tried == [1, 2, 3, 4]
+    assert report.sweep.best_users == 3 and report.sweep.broke_at == 4 and report.sweep.broken_by == ["ttft"]
+    assert [r.users for r in report.runs] == [1, 2, 3, 4]
+    assert bench._sweep_ladder(bench.SweepTargets(tok_s=1, ttft_s=1, max_users=20)) == [1, 2, 4, 8, 16, 20]
+
+
+def test_history_appends_one_line_per_run_and_reads_back(tmp_path):
+    path = tmp_path / "history.jsonl"
+    settings = bench.BenchSettings(users=[1], prompt_tokens=8, output_tokens=4, requests_per_user=1)
+    with running(ttft=0.05, rate=100) as (url, _):
+        first = bench.run_bench(target(url), settings)
+        second = bench.run_bench(target(url), settings)
+    bench.append_history(first, path)
+    path.open("a").write("not json\n")  # a damaged line is skipped, not fatal
+    bench.append_history(second, path)
+    records = bench.read_history(path)
+    assert [r.recorded_at for r in records] == [first.finished_at, second.finished_at]
+    assert records[0].key.model == "timed-model" and records[0].runs[0].users == 1
+    assert bench.previous_run(records, None, before=second.finished_at) == records[0]
+    assert bench.previous_run(records, "other-profile") is None
+
+
+def test_flags_drop_the_executable_the_model_and_any_key():
+    argv = ["/v/bin/vllm", "serve", "/models/x", "--max-model-len", "512", "--api-key", "k", "--api-key=k2", "-tp", "2"]
+    assert bench._flags(argv) == ["--max-model-len", "512", "-tp", "2"]
+
+
+def test_percentile_interpolates_like_numpy():
+    assert bench.percentile([], 0.5) is None
+    assert bench.percentile([3.0], 0.95) == 3.0
+    assert bench.percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert bench.percentile(list(map(float, range(101))), 0.95) == pytest.approx(95.0)
+
+
+def test_progress_reports_each_request(tmp_path):
+    seen: list[bench.BenchProgress] = []
+    settings = bench.BenchSettings(users=[2], prompt_tokens=8, output_tokens=4, requests_per_user=2)
+    with running(ttft=0.05, rate=100) as (url, _):
+        bench.run_bench(target(url), settings, progress=seen.append)
+    wait_for(lambda: len(seen) == 5, 1, "five progress reports")
+    assert [p.done for p in seen[:4]] == [1, 2, 3, 4] and seen[-1].result is not None

@@ -1,0 +1,120 @@
+"""Models not downloaded: only config files and safetensors headers are fetched (range requests)
+from a Hub on loopback, cached, and HF_HUB_OFFLINE / --offline respected."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from sparktui.core.modelspec import load_model_spec
+from sparktui.errors import UserError
+from sparktui.runtime.hub import HubFetcher
+from tests.support import FIXTURES
+from tests.support.fake_hub import serve_fake_hub
+
+CONFIG = (FIXTURES / "model-configs" / "Qwen__Qwen3-32B.json").read_bytes()
+
+
+def safetensors(tensors: dict[str, int], payload: int = 4096) -> bytes:
+    """A safetensors file whose tensors have the given byte sizes (payload zeros after it)."""
+    header, offset = {}, 0
+    for name, size in tensors.items():
+        header[name] = {"dtype": "BF16", "shape": [size // 2], "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + b"\0" * payload
+
+
+def online_env(hub_url: str, tmp_path) -> dict[str, str]:
+    return {"HF_ENDPOINT": hub_url, "HOME": str(tmp_path), "SPARKTUI_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def test_fetches_configs_and_headers_only_then_works_from_the_cache(tmp_path):
+    shard1 = safetensors({"model.layers.0.mlp.up_proj.weight": 3_000_000}, payload=1 << 20)
+    shard2 = safetensors({"lm_head.weight": 1_000_000, "mtp.layers.0.w": 500_000})
+    index = {
+        "metadata": {"total_size": 4_500_000},
+        "weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"},
+    }
+    with serve_fake_hub() as hub:
+        hub.add("acme/qwen-32b", "config.json", CONFIG)
+        hub.add("acme/qwen-32b", "model.safetensors.index.json", json.dumps(index).encode())
+        hub.add("acme/qwen-32b", "model-1.safetensors", shard1)
+        hub.add("acme/qwen-32b", "model-2.safetensors", shard2)
+        env = online_env(hub.url, tmp_path)
+        spec = load_model_spec("acme/qwen-32b", env=env, fetcher=HubFetcher(env))
+        asked = list(hub.requests)
+    assert "Hugging Face Hub" in spec.source
+    rope_cache = 40960 * 128 * 2
+    assert spec.weights_bytes - rope_cache == 4_000_000  # exact, MTP tensors apart
+    assert spec.mtp_weights_bytes == 500_000
+    assert "fetched from the Hub" in spec.weights_source
+    # the weights themselves were never read: every shard request is a small range
+    shard_requests = [r for r in asked if r[1].endswith(".safetensors")]
+    assert shard_requests and all(r[2] and r[2].startswith("bytes=") for r in shard_requests)
+    assert all(int(r[2].split("-")[1]) < 4096 for r in shard_requests)
+    # the server is gone: a new fetcher (even offline) answers from sparktui's cache
+    again = load_model_spec(
+        "acme/qwen-32b", env={**env, "HF_HUB_OFFLINE": "1"}, fetcher=HubFetcher({**env, "HF_HUB_OFFLINE": "1"})
+    )
+    assert again.weights_bytes == spec.weights_bytes
+
+
+def test_offline_asks_nothing_and_says_what_it_tried(tmp_path):
+    with serve_fake_hub() as hub:
+        hub.add("acme/tiny", "config.json", CONFIG)
+        env = {**online_env(hub.url, tmp_path), "HF_HUB_OFFLINE": "1"}
+        with pytest.raises(UserError) as info:
+            load_model_spec("acme/tiny", env=env, fetcher=HubFetcher(env))
+        assert hub.requests == []
+    msg = str(info.value)
+    assert "offline" in msg and "Hugging Face cache" in msg and "catalog" in msg
+    env_flag = online_env("http://127.0.0.1:9", tmp_path)
+    with pytest.raises(UserError, match="offline"):
+        load_model_spec("acme/other", env=env_flag, fetcher=HubFetcher(env_flag, offline=True))
+
+
+def test_a_repo_the_hub_does_not_have(tmp_path):
+    with serve_fake_hub() as hub:
+        env = online_env(hub.url, tmp_path)
+        with pytest.raises(UserError) as info:
+            load_model_spec("acme/no-such-model", env=env, fetcher=HubFetcher(env))
+    msg = str(info.value)
+    assert "'acme/no-such-model'" in msg and hub.url in msg and "no such repository" in msg
+
+
+def test_a_gated_repo_says_how_to_get_access(tmp_path):
+    with serve_fake_hub() as hub:
+        hub.gated.add("acme/gated")
+        env = online_env(hub.url, tmp_path)
+        with pytest.raises(UserError, match=r"gated or private.*HF_TOKEN"):
+            load_model_spec("acme/gated", env=env, fetcher=HubFetcher(env))
+
+
+def test_no_network_is_a_clear_error(tmp_path):
+    from tests.support import free_port
+
+    env = online_env(f"http://127.0.0.1:{free_port()}", tmp_path)
+    with pytest.raises(UserError, match=r"could not reach the Hugging Face Hub.*--offline"):
+        load_model_spec("acme/unreachable", env=env, fetcher=HubFetcher(env))
+
+
+def test_a_single_file_mistral_repo(tmp_path):
+    params = {
+        "dim": 1024,
+        "n_layers": 4,
+        "head_dim": 64,
+        "hidden_dim": 4096,
+        "n_heads": 16,
+        "n_kv_heads": 4,
+        "vocab_size": 32000,
+    }
+    with serve_fake_hub() as hub:
+        hub.add("acme/mini-mistral", "params.json", json.dumps(params).encode())
+        hub.add("acme/mini-mistral", "consolidated.safetensors", safetensors({"w": 2_000_000}))
+        env = online_env(hub.url, tmp_path)
+        spec = load_model_spec("acme/mini-mistral", env=env, fetcher=HubFetcher(env))
+    assert spec.num_layers == 4
+    assert spec.weights_bytes - 128_000 * 64 * 2 == 2_000_000

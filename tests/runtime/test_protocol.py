@@ -1,0 +1,105 @@
+"""The typed contract: state records and socket messages are checked, and say what is wrong."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparktui.runtime import protocol as pr
+
+
+def record(**changes) -> dict:
+    base = {
+        "status": "running",
+        "port": 8000,
+        "supervisor": {"pid": 123, "start_time": 456},
+        "guard": {"armed": True, "state": "watching", "lines": {"warn_below_gib": 10, "term_below_gib": 6}},
+    }
+    return base | changes
+
+
+def test_a_state_record_round_trips_and_keeps_status_json_shape():
+    state = pr.parse_state(json.dumps(record()), "x.json")
+    data = state.to_dict()
+    assert data["guard"]["armed"] is True
+    assert data["guard"]["lines"] == {
+        "warn_below_gib": 10.0,
+        "term_below_gib": 6.0,
+        "kill_below_gib": None,
+        "grace_s": 5.0,
+    }
+    again = pr.parse_state(state.to_json(), "x.json")
+    assert again == state and "alive" not in json.loads(state.to_json())
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[]", "expected a JSON object, got list"),
+        ("{", "not JSON"),
+        (json.dumps(record(port="eight")), "field port"),
+        (json.dumps(record(supervisor=None)), "field supervisor"),
+        (json.dumps({k: v for k, v in record().items() if k != "guard"}), "field guard"),
+        (json.dumps(record(guard={"armed": "false", "lines": {}})), "field guard.armed"),
+    ],
+)
+def test_a_wrong_shaped_state_file_is_named_with_its_field(text, expected):
+    with pytest.raises(pr.ProtocolError, match=r"servers/8000\.json") as info:
+        pr.parse_state(text, "servers/8000.json")
+    assert expected in str(info.value) and "remove the file" in str(info.value)
+
+
+def test_unknown_keys_from_other_versions_are_kept():
+    state = pr.parse_state(json.dumps(record(watch={"wedged": False})), "x")
+    assert state.to_dict()["watch"] == {"wedged": False}
+
+
+def test_guard_request_carries_armed_and_lines_separately():
+    req = pr.parse_request(b'{"cmd": "guard", "lines": {"kill_below_gib": 8, "warn_below_gib": null}}')
+    assert isinstance(req, pr.GuardRequest) and req.armed is None
+    assert req.lines is not None and req.lines.given() == {"kill_below_gib": 8.0, "warn_below_gib": None}
+    req = pr.parse_request(b'{"cmd": "guard", "armed": false}')
+    assert isinstance(req, pr.GuardRequest) and req.armed is False and req.lines is None
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (b'{"cmd": "guard", "armed": "false"}', "field armed: Input should be a valid boolean"),
+        (b'{"cmd": "guard", "armed": 0}', "field armed"),
+        (b'{"cmd": "guard", "lines": {"kill_below_gib": "8"}}', "field lines.kill_below_gib"),
+        (b'{"cmd": "guard", "lines": {"kill_below_gib": -1}}', "greater than or equal to 0"),
+        (b'{"cmd": "guard", "lines": {"kill": 3}}', "field lines.kill: Extra inputs"),
+        (b'{"cmd": "stop", "wait": "soon"}', "field wait"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b'"status"', "expected a JSON object"),
+        (b"{nope", "not JSON"),
+        (b'{"cmd": "reboot"}', "unknown command 'reboot'"),
+    ],
+)
+def test_bad_requests_say_what_is_wrong(message, expected):
+    with pytest.raises(pr.ProtocolError) as info:
+        pr.parse_request(message)
+    assert expected in str(info.value)
+
+
+def test_infinite_lines_are_refused():
+    with pytest.raises(pr.ProtocolError, match="finite"):
+        pr.parse_request(b'{"cmd": "guard", "lines": {"term_below_gib": 1e999}}')
+
+
+def test_condition_vocabulary():
+    def cond(**changes):
+        return pr.condition_of(pr.StateRecord.model_validate(record(**changes)))
+
+    assert cond(status="running").condition is pr.Condition.READY
+    assert cond(status="starting", phase="loading_weights").text() == "starting"
+    lost = cond(status="lost", lost_reason="supervisor pid 1 died")
+    assert lost.condition is pr.Condition.LOST and lost.reason == "supervisor pid 1 died"
+    failed = cond(status="exited", exit={"reason": "failed", "failure": {"kind": "free_memory"}})
+    assert failed.condition is pr.Condition.FAILED and failed.kind == "free_memory"
+    assert cond(status="exited", exit={"reason": "guard"}).kind == "guard"
+    assert cond(status="exited", exit={"reason": "exited", "returncode": 2}).kind == "exit_2"
+    assert cond(status="exited", exit={"reason": "killed"}).condition is pr.Condition.STOPPED
+    assert cond(status="exited", exit={"reason": "supervisor_died"}).condition is pr.Condition.LOST
