@@ -349,4 +349,6 @@ def fit_view(result: Any, machine: Any) -> FitView:
         kv_cache_tokens=result.kv_cache_tokens,
         max_concurrency=result.max_concurrency,
         kv_bytes_per_token=result.kv_bytes_per_token,
+        vllm_version=getattr(result, "vllm_version", None) or None,
+        vllm_version_assumed=str(getattr(result, "vllm_version_source", "")).startswith("assumed"),
     )

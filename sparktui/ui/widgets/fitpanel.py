@@ -31,6 +31,8 @@ class FitView:
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None
     kv_bytes_per_token: int | None = None
+    vllm_version: str | None = None  # whose rules the fit used
+    vllm_version_assumed: bool = False  # not given nor detected: the newest rules known
 
     @property
     def applicable(self) -> list[Suggestion]:
@@ -105,6 +107,8 @@ class FitPanel(TextPanel):
                 out.append(f" ({v.kv_cache_bytes / GiB:.1f} GiB)", label)
             if v.max_concurrency is not None:
                 out.append(f" ×{v.max_concurrency:.1f}", label)
+        if v.vllm_version:
+            out.append(f"  vLLM {v.vllm_version}{' (assumed)' if v.vllm_version_assumed else ''}", label)
         out.append("\n")
         if v.pool_bytes and v.segments:
             pool = v.pool_bytes
