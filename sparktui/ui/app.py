@@ -113,6 +113,7 @@ class SparkApp(App):
             wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
         self.theme = wanted
         self.profile: Any = None
+        self.detected_vllm: Any = None  # runtime.vllm_version.DetectedVersion of the profile's runner
         self.form = FormState(None, {})
         self.spec: Any = None
         self.spec_model: str | None = None
@@ -323,7 +324,15 @@ class SparkApp(App):
             problem = self.backend.runner_problem(profile)
         except Unavailable as exc:
             problem = str(exc)
+        detected = self.backend.detect_vllm_version(profile)
+        self.call_from_thread(self._version_detected, profile, detected)
         self.call_from_thread(self._runner_checked, problem)
+
+    def _version_detected(self, profile, detected) -> None:
+        """The fit follows the profile's runner's vLLM unless the form names one."""
+        if profile is self.profile:
+            self.detected_vllm = detected
+            self.recompute_fit()
 
     def _runner_checked(self, problem: str | None) -> None:
         self.runner_problem = problem
@@ -443,8 +452,12 @@ class SparkApp(App):
         elif self.spec is None or self.machine is None:
             view = FitView("n/a", [f"reading the model config of {state.config.model}…"])
         else:
+            config, source = state.config, ""
+            detected = self.detected_vllm
+            if config.vllm_version is None and detected is not None and detected.version:
+                config, source = config.replace(vllm_version=detected.version), detected.source
             try:
-                view = self.backend.fit(state.config, self.spec, self.machine, self.sample)
+                view = self.backend.fit(config, self.spec, self.machine, self.sample, source)
             except (UserError, Unavailable, ValueError) as exc:
                 view = FitView("n/a", [str(exc)])
         self.fit_view = view

@@ -102,14 +102,24 @@ class Backend:
             meminfo = Path("/proc/meminfo").read_text()
         return fit_module.machine_from_name(name, meminfo)
 
-    def fit(self, config, spec, machine, sample) -> FitView:
+    def fit(self, config, spec, machine, sample, vllm_version_source: str = "") -> FitView:
         """Fit against this host's MemAvailable only when the profile's machine is this host."""
         fit_module = _module("sparktui.core.fit")
         live = sample is not None and fit_module.reading_applies(machine, sample.mem_total)
         mem_available = sample.mem_available if live else None
-        view = fit_view(fit_module.fit(config, spec, machine, mem_available=mem_available), machine)
+        result = fit_module.fit(
+            config, spec, machine, mem_available=mem_available, vllm_version_source=vllm_version_source
+        )
+        view = fit_view(result, machine)
         view.mem_available_live = live
         return view
+
+    def detect_vllm_version(self, profile) -> Any:
+        """Which vLLM the profile's runner has, from files only (no `vllm --version` from the TUI)."""
+        try:
+            return _module("sparktui.runtime.vllm_version").detect(profile, run=False)
+        except (OSError, ValueError):
+            return None
 
     # -- the server, through the supervisor ---------------------------------------------------------
     def runner_problem(self, profile) -> str | None:

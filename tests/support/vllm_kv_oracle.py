@@ -23,13 +23,17 @@ import json
 import logging
 import re
 import sys
+import time
 
-import torch
-import vllm
-from vllm.config import CacheConfig, SchedulerConfig, VllmConfig
-from vllm.v1 import kv_cache_interface as kvi
-from vllm.v1.core import kv_cache_utils as kcu
+STARTED = time.monotonic()
 
+import torch  # noqa: E402
+import vllm  # noqa: E402
+from vllm.config import CacheConfig, SchedulerConfig, VllmConfig  # noqa: E402
+from vllm.v1 import kv_cache_interface as kvi  # noqa: E402
+from vllm.v1.core import kv_cache_utils as kcu  # noqa: E402
+
+ANSWER_MARK = "SPARKTUI-ORACLE-ANSWER "
 DTYPES = {1: torch.float8_e4m3fn, 2: torch.bfloat16, 4: torch.float32}
 GiB = 1024**3
 
@@ -196,29 +200,28 @@ def batch_defaults(device):
 
 
 def kv_dtype(checkpoint):
-    """What --kv-cache-dtype auto becomes for the checkpoint folder, as this vLLM reads it."""
+    """What --kv-cache-dtype auto becomes for the checkpoint folder, as this vLLM reads it:
+    transformers_utils/config.get_config (config.json's quantization_config, else
+    hf_quant_config.json), ModelArchConfigConvertorBase._normalize_quantization_config (a ModelOpt
+    producer → quant_method), then utils/torch_utils.resolve_kv_cache_dtype_string. (ModelConfig
+    does the same, but inspecting a hybrid or multimodal architecture needs CUDA.)"""
     try:
         from vllm.utils.torch_utils import resolve_kv_cache_dtype_string
     except ImportError:
         return {"resolved": "auto", "note": "no resolve_kv_cache_dtype_string: auto is the model dtype"}
-    from vllm.config import ModelConfig
+    from types import SimpleNamespace
+
+    from vllm.transformers_utils.config import get_config
+    from vllm.transformers_utils.model_arch_config_convertor import ModelArchConfigConvertorBase
 
     try:
-        model_config = ModelConfig(model=checkpoint["path"], tokenizer=checkpoint["path"], skip_tokenizer_init=True)
-        via = "ModelConfig"
-    except Exception as exc:
-        # Hybrid and multimodal architectures cannot be inspected without CUDA: ask with the
-        # HF config as vLLM loads it (config.json's quantization_config, else hf_quant_config.json).
-        from types import SimpleNamespace
-
-        from vllm.transformers_utils.config import get_config
-
-        try:
-            model_config = SimpleNamespace(hf_config=get_config(checkpoint["path"], trust_remote_code=False))
-        except Exception:
-            return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        via = "get_config"
-    return {"resolved": resolve_kv_cache_dtype_string("auto", model_config), "via": via}
+        hf_config = get_config(checkpoint["path"], trust_remote_code=False)
+    except Exception as exc:  # a config this version's transformers cannot read
+        return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    for config in (hf_config, getattr(hf_config, "text_config", None)):
+        if config is not None and getattr(config, "quantization_config", None) is not None:
+            ModelArchConfigConvertorBase._normalize_quantization_config(None, config)  # self is unused
+    return {"resolved": resolve_kv_cache_dtype_string("auto", SimpleNamespace(hf_config=hf_config))}
 
 
 def main():
@@ -228,11 +231,13 @@ def main():
     if isinstance(request, list):
         out = [run_kv(case) for case in request]
     else:
-        out = {"version": vllm.__version__}
-        out["kv"] = [run_kv(case) for case in request.get("kv", [])]
-        out["batch_defaults"] = [batch_defaults(d) for d in request.get("batch_defaults", [])]
-        out["kv_dtype"] = [kv_dtype(c) for c in request.get("kv_dtype", [])]
-    json.dump(out, answer_to)
+        out = {"version": vllm.__version__, "seconds": {"import": round(time.monotonic() - STARTED, 1)}}
+        for key, ask in (("kv", run_kv), ("batch_defaults", batch_defaults), ("kv_dtype", kv_dtype)):
+            started = time.monotonic()
+            out[key] = [ask(question) for question in request.get(key, [])]
+            out["seconds"][key] = round(time.monotonic() - started, 1)
+    # vLLM's log handler may write to the original stdout: the answer is the last line, marked.
+    answer_to.write("\n" + ANSWER_MARK + json.dumps(out) + "\n")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from sparktui.core.vllm_rules import VllmRules, VllmVersion, parse_version
 
 GiB = 1024**3
 ORACLE_SCRIPT = Path(__file__).with_name("vllm_kv_oracle.py")
+ANSWER_MARK = "SPARKTUI-ORACLE-ANSWER "  # the oracle script's answer line
 ORACLE_DIR = Path(os.environ.get("SPARKTUI_ORACLE_DIR", str(Path.home() / ".cache/sparktui-oracle")))
 CI_VENV = Path.home() / ".cache/sparktui-ci/vllm-venv"
 FIXTURE_CONFIGS = Path(__file__).parents[1] / "fixtures" / "model-configs"
@@ -222,7 +223,7 @@ def sparktui_kv_dtype(name: str, rules: VllmRules) -> str:
     return "auto"
 
 
-def ask(python: Path, request: dict[str, Any], timeout: float = 900) -> dict[str, Any]:
+def ask(python: Path, request: Any, timeout: float = 900) -> Any:
     """Run the oracle script under `python` (a vLLM venv's) and return its JSON answer."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "INFO"}
     proc = subprocess.run(
@@ -235,5 +236,8 @@ def ask(python: Path, request: dict[str, Any], timeout: float = 900) -> dict[str
     )
     if proc.returncode != 0:
         raise RuntimeError(f"{python}: the oracle failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    answer: dict[str, Any] = json.loads(proc.stdout)
+    marked = [line for line in proc.stdout.splitlines() if line.startswith(ANSWER_MARK)]
+    if not marked:
+        raise RuntimeError(f"{python}: the oracle gave no answer:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    answer: Any = json.loads(marked[-1][len(ANSWER_MARK) :])
     return answer
