@@ -111,6 +111,85 @@ QWEN35_27B = {
 }
 
 
+# google/gemma-3-12b-it's published config.json as it is: a sparse text_config whose other keys
+# (vocab 262208, head_dim 256, the 5:1 sliding pattern, tied embeddings) are Gemma3TextConfig's
+# defaults, which sparktui fills in as transformers does (modelspec/defaults.py).
+GEMMA3_12B = {
+    "architectures": ["Gemma3ForConditionalGeneration"],
+    "model_type": "gemma3",
+    "mm_tokens_per_image": 256,
+    "text_config": {
+        "hidden_size": 3840,
+        "intermediate_size": 15360,
+        "model_type": "gemma3_text",
+        "num_attention_heads": 16,
+        "num_hidden_layers": 48,
+        "num_key_value_heads": 8,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window": 1024,
+    },
+    "torch_dtype": "bfloat16",
+    "vision_config": {
+        "hidden_size": 1152,
+        "image_size": 896,
+        "intermediate_size": 4304,
+        "model_type": "siglip_vision_model",
+        "num_attention_heads": 16,
+        "num_hidden_layers": 27,
+        "patch_size": 14,
+        "vision_use_head": False,
+    },
+}
+
+
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B's dimensions (52 blocks: 23 Mamba2, 23 MoE, 6 attention),
+# which Nemotron-Cascade-2-30B-A3B shares; its NVFP4 quantization config is assumed (NVFP4 linear
+# layers, fp8 KV), so its weights are not counted.
+NEMOTRON_NANO_NVFP4 = {
+    "architectures": ["NemotronHForCausalLM"],
+    "model_type": "nemotron_h",
+    "num_hidden_layers": 52,
+    "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    "hidden_size": 2688,
+    "intermediate_size": 1856,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "mamba_num_heads": 64,
+    "mamba_head_dim": 64,
+    "ssm_state_size": 128,
+    "n_groups": 8,
+    "conv_kernel": 4,
+    "n_routed_experts": 128,
+    "num_experts_per_tok": 6,
+    "moe_intermediate_size": 1856,
+    "moe_shared_expert_intermediate_size": 3712,
+    "n_shared_experts": 1,
+    "vocab_size": 131072,
+    "max_position_embeddings": 262144,
+    "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"},
+}
+
+
+# google/gemma-3-27b-it's published config.json, sparse like the 12B's.
+GEMMA3_27B = {
+    **GEMMA3_12B,
+    "text_config": {
+        "head_dim": 128,
+        "hidden_size": 5376,
+        "intermediate_size": 21504,
+        "model_type": "gemma3_text",
+        "num_attention_heads": 32,
+        "num_hidden_layers": 62,
+        "num_key_value_heads": 16,
+        "query_pre_attn_scalar": 168,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window": 1024,
+    },
+}
+
+
 @dataclass
 class Case:
     id: str
@@ -241,6 +320,147 @@ def log_cases(fixtures: Path) -> list[Case]:
                 note=note,
                 from_log=name,
                 machine="dgx-spark" if name.startswith("spark_") else None,
+            )
+        )
+    return cases
+
+
+def _figures(path: Path) -> dict[str, Any]:
+    f = read_log(path)
+    return {k: f.get(k) for k in ("kv_gib", "tokens", "concurrency", "weights_gib")}
+
+
+def spark_cases(fixtures: Path) -> list[Case]:
+    """Real DGX Spark start-ups (jethac/dgx-spark-hijinks, see vllm-logs/SOURCES.md)."""
+    logs = fixtures / "vllm-logs"
+    plan: list[tuple[str, str, dict[str, Any] | None, dict[str, Any], tuple[int, ...] | None, str]] = [
+        # file, model, inline arch, serve flags beyond the log's figures, vLLM version when the
+        # log's is a dev build, note
+        (
+            "spark_v0.20.0_gemma-4-26b-a4b-it_bf16_success.log",
+            "google/gemma-4-26B-A4B",
+            None,
+            {"max_num_batched_tokens": 4096},
+            None,
+            "google/gemma-4-26B-A4B-it (the catalog's base config has its dimensions)",
+        ),
+        (
+            "spark_v0.20.0_gemma-4-26b-a4b-it-qat-unquantized_success.log",
+            "google/gemma-4-26B-A4B",
+            None,
+            {"max_num_batched_tokens": 4096},
+            None,
+            "gemma-4-26B-A4B-it-qat-q4_0-unquantized: bf16, the same architecture",
+        ),
+        (
+            "spark_vdev-g9759e3b06_gemma-3-12b-it_bf16_success.log",
+            "google/gemma-3-12b-it",
+            GEMMA3_12B,
+            {},
+            (0, 21, 0),
+            "vLLM source build 0.1.dev1+g9759e3b06 (after 0.21): 0.21 rules; --language-model-only still "
+            "loads the vision tower (22.62 GiB = the whole checkpoint)",
+        ),
+        (
+            "spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_bf16_success.log",
+            "google/gemma-4-26B-A4B",
+            None,
+            {},
+            (0, 21, 0),
+            "same build; --language-model-only skips Gemma 4's vision tower (47.47 GiB, not modelled)",
+        ),
+        (
+            "spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_fp8kv_success.log",
+            "google/gemma-4-26B-A4B",
+            None,
+            {"kv_cache_dtype": "fp8_e4m3"},
+            (0, 21, 0),
+            "same build, fp8 KV cache",
+        ),
+        (
+            "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log",
+            "google/gemma-3-27b-it",
+            GEMMA3_27B,
+            {"kv_cache_dtype": "fp8", "max_num_batched_tokens": 4096},
+            (0, 21, 0),
+            "vLLM source build 0.1.dev1+g25ab073ef (after 0.21): 0.21 rules",
+        ),
+        (
+            "spark_vdev-g9759e3b06_gemma-3-12b-it_fp8kv_success.log",
+            "google/gemma-3-12b-it",
+            GEMMA3_12B,
+            {"kv_cache_dtype": "fp8_e4m3"},
+            (0, 21, 0),
+            "same build, fp8 KV cache",
+        ),
+    ]
+    cases = [
+        Case(
+            "v0.19.1 nemotron-h nvfp4",
+            "vllm-logs/discrete_v0.19.1_nemotron-cascade-2-30b-a3b-nvfp4_excerpt.log",
+            "Nemotron-Cascade-2-30B-A3B-NVFP4",
+            (0, 19, 1),
+            "hybrid",
+            {
+                "max_model_len": 262144,
+                "max_num_batched_tokens": 8192,
+                "max_num_seqs": 40,
+                "kv_cache_dtype": "fp8",
+                "mamba_ssm_cache_dtype": "float32",
+                "enable_prefix_caching": False,
+            },
+            arch=NEMOTRON_NANO_NVFP4,
+            **_figures(logs / "discrete_v0.19.1_nemotron-cascade-2-30b-a3b-nvfp4_excerpt.log"),
+            quantized=True,
+            note="Nemotron-H (Mamba2) NVFP4 on a Hopper GPU: block 4176 as vLLM logged; quant config assumed",
+        )
+    ]
+    cases.append(
+        Case(
+            "spark qwen3.6 mtp3",
+            "vllm-logs/spark_v0.22.0_qwen3.6-35b-a3b-prismaquant-mtp3_excerpt.log",
+            "Qwen/Qwen3.6-35B-A3B",
+            (0, 22, 0),
+            "hybrid",
+            {
+                "max_model_len": 200000,
+                "max_num_batched_tokens": 32768,
+                "max_num_seqs": 64,
+                "gpu_memory_utilization": 0.85,
+                "enable_prefix_caching": True,
+                "speculative_config": '{"method": "mtp", "num_speculative_tokens": 3}',
+            },
+            **{**_figures(logs / "spark_v0.22.0_qwen3.6-35b-a3b-prismaquant-mtp3_excerpt.log"), "weights_gib": None},
+            note="Qwen3.6-35B-A3B (PrismaQuant 4.75-bit: weights and KV memory not compared) with MTP, 3 tokens; "
+            "max_num_seqs 64 from its CUDA-graph sizes",
+        )
+    )
+    for name, model, arch, serve, version, note in plan:
+        figures = read_log(logs / name)
+        parts = name.split("_")
+        build = "dev" if parts[1].startswith("vdev") else parts[1]
+        short = parts[2].replace("gemma-", "g").replace("-it", "").replace("-qat-unquantized", " qat")
+        label = f"spark {build} {short}" + (" fp8" if "fp8kv" in name else "")
+        cases.append(
+            Case(
+                id=label,
+                source=f"vllm-logs/{name}",
+                model=model,
+                version=version or figures.get("version", (0, 32)),
+                kind="hybrid",
+                serve={
+                    "max_model_len": figures["max_model_len"],
+                    "gpu_memory_utilization": figures["gpu_memory_utilization"],
+                    **serve,
+                },
+                arch=arch,
+                kv_gib=figures.get("kv_gib"),
+                tokens=figures.get("tokens"),
+                concurrency=figures.get("concurrency"),
+                weights_gib=figures.get("weights_gib"),
+                note=note,
+                from_log=name,
+                machine="dgx-spark",
             )
         )
     return cases
@@ -479,7 +699,7 @@ def evaluate(case: Case) -> Row:
 
 
 def all_cases(fixtures: Path = FIXTURES) -> list[Case]:
-    return log_cases(fixtures) + json_cases(fixtures)
+    return log_cases(fixtures) + spark_cases(fixtures) + json_cases(fixtures)
 
 
 def time_fit(n: int = 2000) -> float:

@@ -3,7 +3,7 @@
     python bench/guard_latency.py [--runs 10] [--rate 3072] [--procs 2] [--depth 1.5] [--idle 20] [--json]
 
 Each run is a pair:
-- ideal: a hog (tests/helpers/hog.py, touching memory at --rate MiB/s over --procs processes)
+- ideal: a hog (tests/support/procs/hog.py, touching memory at --rate MiB/s over --procs processes)
   runs in its own process group; this bench samples MemAvailable at ~1 kHz and SIGKILLs the group
   the instant it sees the kill line (start - --depth GiB) crossed. Crossing -> tree gone is the
   kernel's teardown: the limit.
@@ -41,7 +41,7 @@ from sparktui.runtime.memory import read_mem_available, read_memory  # noqa: E40
 from sparktui.runtime.proc import read_stat, scan_processes, spawn  # noqa: E402
 
 GiB = 1024**3
-HOG = REPO / "tests" / "helpers" / "hog.py"
+HOG = REPO / "tests" / "support" / "procs" / "hog.py"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -236,30 +236,10 @@ def pct(values, q):
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--rate", type=float, default=3072, help="hog MiB/s asked (what it reaches is printed)")
-    ap.add_argument("--procs", type=int, default=2, help="hog processes sharing the rate")
-    ap.add_argument("--depth", type=float, default=1.5, help="kill line, GiB below MemAvailable at each run's start")
-    ap.add_argument("--idle", type=float, default=20.0, help="seconds to measure the idle guard's CPU")
-    ap.add_argument(
-        "--control",
-        action="store_true",
-        help="pair two ideal runs instead (the noise floor of the paired difference on this machine)",
-    )
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
-    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"sparktui-bench-{os.getpid()}"
-    tmp.mkdir(parents=True, exist_ok=True)
-    load_before = os.getloadavg()
-    result: dict = {
-        "cpus": os.cpu_count(),
-        "mem_total_gib": round(read_memory().mem_total / GiB, 1),
-        "load_before": [round(x, 2) for x in load_before],
-        "args": vars(a),
-        "read_costs": read_costs(),
-    }
+def measure_pairs(a, tmp: Path, *, echo: bool = True) -> dict:
+    """--runs pairs (ideal, guard), or (ideal, ideal) with --control; the per-pair figures and
+    the delay summary: {"pairs", "delay_ms", "detect_ms", ...}."""
+    summary: dict = {}
     pairs = []
     for i in range(a.runs):
         ideal = ideal_run(a, tmp)
@@ -305,7 +285,7 @@ def main() -> int:
             else round(guard["report"]["gone_after_s"] * 1e3, 1),
         }
         pairs.append(pair)
-        if not a.json:
+        if echo:
             print(
                 f"run {i + 1:2d}: ideal {pair['ideal_ms']} ms, guard {pair['guard_ms']} ms, delay {pair['delay_ms']} ms, "
                 f"detect {pair['detect_ms']} ms, hog {pair['rate_gib_s']} GiB/s, past the line: ideal {pair['ideal_below_line_gib']} GiB / guard "
@@ -313,31 +293,59 @@ def main() -> int:
                 flush=True,
             )
     delays = [p["delay_ms"] for p in pairs if p["delay_ms"] is not None]
-    result["pairs"] = pairs
-    result["delay_ms"] = {
+    summary["delay_ms"] = {
         "p50": round(pct(delays, 0.5), 1) if delays else None,
         "p95": round(pct(delays, 0.95), 1) if delays else None,
         "max": max(delays) if delays else None,
         "n": len(delays),
     }
     detects = [p["detect_ms"] for p in pairs if p["detect_ms"] is not None]
-    result["detect_ms"] = {
+    summary["detect_ms"] = {
         "p50": round(pct(detects, 0.5), 1) if detects else None,
         "p95": round(pct(detects, 0.95), 1) if detects else None,
         "n": len(detects),
         "predicted_before_crossing": sum(1 for p in pairs if p["guard_reason"] == "predicted"),
     }
-    result["ideal_ms_p50"] = round(
+    summary["ideal_ms_p50"] = round(
         statistics.median([p["ideal_ms"] for p in pairs if p["ideal_ms"] is not None] or [0]), 1
     )
-    result["hog_rate_gib_s_median"] = round(
+    summary["hog_rate_gib_s_median"] = round(
         statistics.median([p["rate_gib_s"] for p in pairs if not p["void"]] or [0]), 2
     )
-    result["lowest_mem_available_gib"] = min(p["guard_low_gib"] for p in pairs)
-    result["max_past_line_gib"] = {
+    summary["lowest_mem_available_gib"] = min(p["guard_low_gib"] for p in pairs)
+    summary["max_past_line_gib"] = {
         "ideal": max(p["ideal_below_line_gib"] for p in pairs),
         "guard": max(p["guard_below_line_gib"] for p in pairs),
     }
+    summary["pairs"] = pairs
+    return summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--rate", type=float, default=3072, help="hog MiB/s asked (what it reaches is printed)")
+    ap.add_argument("--procs", type=int, default=2, help="hog processes sharing the rate")
+    ap.add_argument("--depth", type=float, default=1.5, help="kill line, GiB below MemAvailable at each run's start")
+    ap.add_argument("--idle", type=float, default=20.0, help="seconds to measure the idle guard's CPU")
+    ap.add_argument(
+        "--control",
+        action="store_true",
+        help="pair two ideal runs instead (the noise floor of the paired difference on this machine)",
+    )
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"sparktui-bench-{os.getpid()}"
+    tmp.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    result: dict = {
+        "cpus": os.cpu_count(),
+        "mem_total_gib": round(read_memory().mem_total / GiB, 1),
+        "load_before": [round(x, 2) for x in load_before],
+        "args": vars(a),
+        "read_costs": read_costs(),
+    }
+    result.update(measure_pairs(a, tmp, echo=not a.json))
     result["idle"] = idle_cpu(a.idle)
     result["load_after"] = [round(x, 2) for x in os.getloadavg()]
     for f in tmp.iterdir():

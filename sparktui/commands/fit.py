@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -49,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--offline",
         action="store_true",
         help="never ask the Hugging Face Hub for a model that is not downloaded (as HF_HUB_OFFLINE=1)",
+    )
+    parser.add_argument(
+        "--bandwidth",
+        metavar="GBS",
+        help="memory bandwidth in GB/s for the speed estimate (default: $SPARKTUI_BANDWIDTH_GBS, or 273 "
+        "for a DGX Spark; no estimate for other machines unless given)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--list-models", action="store_true", help="list the built-in model catalog and exit")
@@ -139,7 +146,7 @@ def _row(label: str, n_bytes: float) -> str:
     return f"  {label:<44}{n_bytes / 1024**3:>9.2f}"
 
 
-def render(result, spec, config) -> str:
+def render(result, spec, config, measured=None) -> str:
     b = result.budget
     kv_label = "= KV cache (--kv-cache-memory-bytes)" if config.kv_cache_memory_bytes else "= KV cache"
     lines = [
@@ -177,12 +184,105 @@ def render(result, spec, config) -> str:
         lines += ["", "suggestions"] + [f"  - {s.text}" for s in result.suggestions]
     if result.notes:
         lines += ["", "notes"] + [f"  - {n}" for n in result.notes]
+    lines += render_speed(result.speed, measured)
+    flags = model_flags(spec, config)
+    if flags:
+        lines += ["", "flags this model may need (suggestions: add the ones you want)"]
+        lines += [f"  {' '.join(f.argv()):<44} {f.why}" for f in flags]
     return "\n".join(lines)
+
+
+def model_flags(spec, config) -> list:
+    from sparktui.core.model_flags import suggest_flags
+
+    return suggest_flags(spec, config)
+
+
+def render_speed(est, measured=None) -> list[str]:
+    """The speed section: one user, a few batch sizes, TTFT, and what the estimate assumes."""
+    from sparktui.core.speed import describe_range, measured_line
+
+    if est is None:
+        return [
+            "",
+            "speed      not predicted: sparktui knows the bandwidth of a DGX Spark only (give --bandwidth GB/s)",
+        ]
+    lines = [
+        "",
+        f"speed      predicted on {est.hardware}" + (f", {est.calibration}" if est.calibration else ""),
+        f"  one user   {describe_range(est)} at {est.context:,} tokens of context "
+        f"(roofline {est.roofline_tok_s:.0f} tok/s, {est.efficiency:.0%} of it)",
+        f"  TTFT       {est.ttft_s:.2f} s for a {est.prompt_tokens:,}-token prompt (prefill ≈{est.prefill_tok_s:,.0f} tok/s)",
+        f"  {'users':>9}  {'tok/s each':>10}  {'aggregate':>9}  bound",
+    ]
+    lines += [f"  {u.users:>9}  {u.per_user_tok_s:>10.1f}  {u.aggregate_tok_s:>9.0f}  {u.bound}" for u in est.users]
+    if measured:
+        lines += [f"  {measured_line(run, predicted)}" for run, predicted in measured[-3:]]
+    lines += [f"  assumes: {a}" for a in est.assumes]
+    return lines
+
+
+def history_runs(model: str, quantization: str | None, vllm_version: str | None = None) -> list:
+    """Measured runs of this model from `sparktui bench`'s history in the state dir (none if absent)."""
+    from sparktui import paths
+    from sparktui.core.bench_history import matching, parse_history
+
+    path = paths.bench_history_path()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            runs = parse_history(fh)
+    except OSError:
+        return []
+    return matching(runs, model, vllm_version=vllm_version, quantization=quantization)
+
+
+def this_host_is(machine) -> bool:
+    """Whether `machine` is the host this runs on (bench history measured here applies to it)."""
+    from sparktui.core.fit import reading_applies
+    from sparktui.core.meminfo import parse_meminfo
+
+    try:
+        info = parse_meminfo(MEMINFO.read_text())
+    except OSError:
+        return False
+    return "MemTotal" in info and reading_applies(machine, info["MemTotal"])
+
+
+def apply_speed(result, spec, config, machine, bandwidth: str | None) -> list:
+    """Set result.speed for --bandwidth, and calibrate it from this host's bench history; returns
+    the measured runs used, each with what the uncorrected model predicted for it."""
+    from sparktui.core import speed as sp
+    from sparktui.errors import UserError
+
+    hardware = sp.hardware_for(machine.name, machine.mem_total, machine.unified)
+    if bandwidth is None and os.environ.get(sp.BANDWIDTH_ENV):
+        bandwidth = os.environ[sp.BANDWIDTH_ENV]
+    if bandwidth is not None:
+        try:
+            gbs = float(bandwidth)
+        except ValueError:
+            raise UserError(f"--bandwidth: got {bandwidth!r}; expected GB/s such as 273") from None
+        if not (0 < gbs < 100_000):
+            raise UserError(f"--bandwidth: got {bandwidth!r}; expected a positive figure in GB/s such as 273")
+        hardware = sp.with_bandwidth(hardware, gbs, machine.name)
+    if hardware is None:
+        result.speed = None
+        return []
+    runs = history_runs(config.model, config.quantization, getattr(config, "vllm_version", None))
+    if runs and (machine.name == "auto" or this_host_is(machine)):
+        result.speed, measured = sp.calibrated(
+            spec, config, hardware, runs, max_model_len=result.max_model_len, max_concurrency=result.max_concurrency
+        )
+        return measured
+    result.speed = sp.estimate_for_config(
+        spec, config, hardware, max_model_len=result.max_model_len, max_concurrency=result.max_concurrency
+    )
+    return []
 
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.core.fit import fit, machine_from_name
-    from sparktui.core.modelspec import catalog_names, load_serving_spec
+    from sparktui.core.modelspec import catalog_names, load_serving_spec, online_quantized
     from sparktui.core.units import GiB
     from sparktui.errors import UserError
     from sparktui.runtime.hub import HubFetcher
@@ -211,9 +311,18 @@ def run(args: argparse.Namespace) -> int:
     fetcher = HubFetcher(offline=bool(getattr(args, "offline", False)))
     spec = load_serving_spec(config.model, config.speculative_config, fetcher=fetcher)
     result = fit(config, spec, machine, mem_available=mem_available, vllm_version_source=version_source)
+    measured = apply_speed(result, online_quantized(spec, config.quantization), config, machine, args.bandwidth)
     if args.json:
-        json.dump(result.to_dict(), sys.stdout, indent=1)
+        data = result.to_dict()
+        if measured and data.get("speed"):
+            data["speed"]["measured"] = [
+                {"users": run.users, "measured_tok_s": run.decode_tok_s, "predicted_tok_s": round(predicted, 2),
+                 "vllm_version": run.vllm_version}
+                for run, predicted in measured
+            ]  # fmt: skip
+        data["model_flags"] = [f.to_dict() for f in model_flags(spec, config)]
+        json.dump(data, sys.stdout, indent=1)
         print()
     else:
-        print(render(result, spec, config))
+        print(render(result, spec, config, measured))
     return 0 if result.verdict in ("fits", "tight") else 1

@@ -25,6 +25,7 @@ from sparktui.core.config import flag_by_field
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS
+from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.core.vllm_rules import VllmRules, rules_for
 from sparktui.errors import UserError
@@ -59,6 +60,11 @@ class Machine:
     device_memory_known: bool = True
 
     def describe(self) -> str:
+        if self.name == "auto":  # read from this host, which may have no GPU at all
+            return (
+                f"this host ({format_gib(self.mem_total, 1)} MemTotal, fitted as one unified pool like a "
+                f"DGX Spark, {format_gib(self.total, 1)} as CUDA would see it)"
+            )
         kind = "unified memory" if self.unified else "GPU memory"
         return f"{self.name} ({kind}, {format_gib(self.total, 1)} visible to CUDA)"
 
@@ -243,7 +249,7 @@ def plan_kv(
     attn = [g for g in layers if g.kind != MAMBA]
     mamba = [g for g in layers if g.kind == MAMBA]
     bs = block_size or DEFAULT_BLOCK_SIZE
-    working = [g.describe(kv_bytes, tp) for g in layers]
+    working = [g.describe(kv_bytes, tp, mamba_ssm_dtype) for g in layers]
     per_token = sum(g.count * g.kv_bytes_per_token(kv_bytes, tp) for g in attn)
     state = 0
     # specs: (kind, page bytes, block size, window, fixed pages) → layer count
@@ -491,6 +497,7 @@ class FitResult:
     vllm_version_source: str = ""  # where the version came from ("--vllm-version", a venv, assumed)
     # the version-dependent rules this fit used: key, span, value, summary, source (vllm_rules.Rule)
     vllm_rules: list[dict[str, str]] = field(default_factory=list)
+    speed: SpeedEstimate | None = None  # None where sparktui does not know the machine's bandwidth
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -515,6 +522,9 @@ class FitResult:
             "longest_max_model_len": self.longest_max_model_len,
             "kv_working": list(self.working),
             "notes": list(self.notes),
+            "predicted_decode_tok_s": round(self.speed.decode_tok_s, 1) if self.speed else None,
+            "predicted_ttft_s": round(self.speed.ttft_s, 3) if self.speed else None,
+            "speed": self.speed.to_dict() if self.speed else None,
         }
 
 
@@ -723,6 +733,9 @@ def fit(
         vllm_rules=[r.to_dict() for r in s.rules.rules],
     )
     result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)
+    hardware = hardware_for(machine.name, machine.mem_total, machine.unified)
+    if hardware is not None:
+        result.speed = estimate_for_config(spec, config, hardware, max_model_len=max_len, max_concurrency=c.concurrency)
     return result
 
 

@@ -3,7 +3,10 @@
     [serve]    keys are vLLM flag names without the dashes (gpu-memory-utilization = 0.85),
                plus `model` and `extra-args = ["--flag", "value"]` for flags sparktui does not model
     [machine]  name = "dgx-spark" | "auto" | a size in GiB
-    [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed
+    [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed, priority,
+               fall-rate-gib-s, fall-lookahead-s, psi-full-pct (0 turns a trigger off)
+    [watch]    wedge-after-s, probe-timeout-s, restart-on = ["wedge", "crash"], max-failures,
+               failure-window-s, flight-recorder, evict-page-cache
     [runner]   kind = "native" | "container", executable, venv, image, container-args
     [env]      NAME = "value" for the server's environment
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -44,6 +48,26 @@ class GuardSettings:
     kill_below_gib: float | None = None
     grace_s: float | None = None
     armed: bool | None = None
+    priority: int | None = None  # with several servers, the lowest is stopped first (then the largest)
+    fall_rate_gib_s: float | None = None  # trip when falling this fast and the kill line is near
+    fall_lookahead_s: float | None = None  # ... nearer than this many seconds at that rate
+    psi_full_pct: float | None = None  # trip when every task stalled on memory this share of 1 s
+
+
+RESTART_REASONS = ("wedge", "crash")
+
+
+@dataclass
+class WatchSettings:
+    """The wedge detector, automatic restarts and their breaker, the flight recorder, page cache."""
+
+    wedge_after_s: float = 30.0
+    probe_timeout_s: float = 5.0
+    restart_on: list[str] = field(default_factory=list)  # "wedge", "crash"
+    max_failures: int = 3
+    failure_window_s: float = 600.0
+    flight_recorder: bool = True
+    evict_page_cache: bool = True
 
 
 @dataclass
@@ -65,6 +89,7 @@ class Profile:
     machine: str = "dgx-spark"
     guard: GuardSettings = field(default_factory=GuardSettings)
     runner: RunnerSettings = field(default_factory=RunnerSettings)
+    watch: WatchSettings = field(default_factory=WatchSettings)
     env: dict[str, str] = field(default_factory=dict)
     description: str = ""  # the file's first comment line
     warnings: list[str] = field(default_factory=list)  # unknown keys outside [serve], kept as they are
@@ -88,6 +113,19 @@ _GUARD_KEYS = {
     "kill-below-gib": "kill_below_gib",
     "grace-s": "grace_s",
     "armed": "armed",
+    "priority": "priority",
+    "fall-rate-gib-s": "fall_rate_gib_s",
+    "fall-lookahead-s": "fall_lookahead_s",
+    "psi-full-pct": "psi_full_pct",
+}
+_WATCH_KEYS = {
+    "wedge-after-s": "wedge_after_s",
+    "probe-timeout-s": "probe_timeout_s",
+    "restart-on": "restart_on",
+    "max-failures": "max_failures",
+    "failure-window-s": "failure_window_s",
+    "flight-recorder": "flight_recorder",
+    "evict-page-cache": "evict_page_cache",
 }
 _RUNNER_KEYS = {
     "kind": "kind",
@@ -96,7 +134,7 @@ _RUNNER_KEYS = {
     "image": "image",
     "container-args": "container_args",
 }
-_SECTIONS = ("serve", "machine", "guard", "runner", "env")
+_SECTIONS = ("serve", "machine", "guard", "runner", "watch", "env")
 
 
 def user_profile_path(name: str) -> Path:
@@ -199,7 +237,9 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
             continue
         setattr(guard, attr, _guard_value(attr, value, lambda p, k=key: fail("guard", k, p)))
     given = [
-        (k, getattr(guard, a)) for k, a in _GUARD_KEYS.items() if a.endswith("_gib") and getattr(guard, a) is not None
+        (k, getattr(guard, a))
+        for k, a in _GUARD_KEYS.items()
+        if a.endswith("_below_gib") and getattr(guard, a) is not None
     ]
     for (hi_key, hi), (lo_key, lo) in itertools.pairwise(given):
         if lo > hi:
@@ -214,6 +254,14 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         setattr(runner, attr, _runner_value(attr, value, lambda p, k=key: fail("runner", k, p)))
     if runner.kind == "container" and not runner.image:
         raise fail("runner", "image", 'missing; kind = "container" needs image = "…" (e.g. "vllm/vllm-openai:latest")')
+
+    watch = WatchSettings()
+    for key, value in _table(doc, "watch", fail).items():
+        attr = _WATCH_KEYS.get(key)
+        if attr is None:
+            warnings.append(_unknown_warning(where, "watch", key, list(_WATCH_KEYS)))
+            continue
+        setattr(watch, attr, _watch_value(attr, value, lambda p, k=key: fail("watch", k, p)))
 
     env: dict[str, str] = {}
     for key, value in _table(doc, "env", fail).items():
@@ -230,6 +278,7 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         machine=machine,
         guard=guard,
         runner=runner,
+        watch=watch,
         env=env,
         description=_first_comment(text),
         warnings=warnings,
@@ -345,9 +394,32 @@ def _guard_value(attr: str, value: Any, fail: Any) -> Any:
         if not isinstance(value, bool):
             raise fail(f"got {_show(value)}; expected true or false")
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        unit = "seconds" if attr == "grace_s" else "GiB"
-        raise fail(f"got {_show(value)}; expected a number of {unit} ≥ 0")
+    if attr == "priority":
+        if isinstance(value, bool) or not isinstance(value, int) or not -1000 <= value <= 1000:
+            raise fail(f"got {_show(value)}; expected a whole number from -1000 to 1000 (lowest is stopped first)")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        units = {"grace_s": "seconds", "fall_lookahead_s": "seconds", "fall_rate_gib_s": "GiB/s", "psi_full_pct": "%"}
+        unit = units.get(attr, "GiB")
+        raise fail(f"got {_show(value)}; expected a finite number of {unit} ≥ 0")
+    return float(value)
+
+
+def _watch_value(attr: str, value: Any, fail: Any) -> Any:
+    if attr in ("flight_recorder", "evict_page_cache"):
+        if not isinstance(value, bool):
+            raise fail(f"got {_show(value)}; expected true or false")
+        return value
+    if attr == "restart_on":
+        if not isinstance(value, list) or not all(v in RESTART_REASONS for v in value):
+            raise fail(f'got {_show(value)}; expected a list of "wedge" and "crash", e.g. ["wedge", "crash"] or []')
+        return list(value)
+    if attr == "max_failures":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise fail(f"got {_show(value)}; expected a whole number of failures ≥ 1, e.g. 3")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise fail(f"got {_show(value)}; expected a number of seconds > 0")
     return float(value)
 
 
@@ -440,6 +512,15 @@ def to_document(profile: Profile) -> tomlkit.TOMLDocument:
     if runner or "runner" in doc:
         _sync(_section(doc, "runner"), runner, set(_RUNNER_KEYS), same)
 
+    defaults_w = WatchSettings()
+    watch = {
+        k: getattr(profile.watch, a)
+        for k, a in _WATCH_KEYS.items()
+        if getattr(profile.watch, a) != getattr(defaults_w, a) or k in (doc.get("watch") or {})
+    }
+    if watch or "watch" in doc:
+        _sync(_section(doc, "watch"), watch, set(_WATCH_KEYS), same)
+
     if profile.env or "env" in doc:
         env_table = _section(doc, "env")
         _sync(env_table, dict(profile.env), set(env_table.keys()) | set(profile.env), same)
@@ -473,6 +554,7 @@ __all__ = [
     "Profile",
     "ProfileRef",
     "RunnerSettings",
+    "WatchSettings",
     "dumps_profile",
     "list_profiles",
     "load_profile",

@@ -23,21 +23,38 @@ Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU)
   and the kill line keeps guarding during the grace period.
 - pace: every 100 ms (10 Hz) when idle, down to 2 ms when the headroom to the next action line
   would be used up sooner at the faster of 16 GiB/s (beyond the fastest fall seen) or the fall
-  being seen. ~10 µs per sample: idle cost is a fraction of a percent of a core.
+  being seen. ~10 µs per sample, but each wake-up costs ~0.25 ms of CPU on a busy VM (cold
+  caches): 10 Hz at rest is ~0.25% of a core. Between samples, a PSI trigger on
+  /proc/pressure/memory wakes the guard when tasks stall on memory.
+- the phase sets the slowest pace: 20 ms while vLLM loads weights, profiles, sizes its KV cache,
+  captures CUDA graphs or runs a large prefill (where the fast falls happen); 250 ms at steady
+  state; 100 ms otherwise.
+- fall rate: falling faster than 8 GiB/s with the kill line less than 0.5 s away at that rate
+  sends SIGTERM before any line is crossed. vLLM's own start-up falls ~14 GiB/s and stops at
+  ~14 GiB on a Spark at utilization 0.9: above the 3.5 + 7 GiB this trips at.
+- PSI full: when every non-idle task stalled on memory for 30% of the last second, the kernel is
+  thrashing to find pages that MemAvailable still counts (it reports the collapse late): SIGTERM.
+- No trigger reads MemFree: the page cache it leaves out is reclaimable, and watchdogs keyed to
+  it killed healthy servers.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import os
+import select
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
+from sparktui.runtime.memory import PressureTrigger, PsiTrigger, open_pressure_trigger
 
 DEFAULT_WARN_GIB = 10.0
 DEFAULT_TERM_GIB = 6.0
@@ -50,6 +67,17 @@ WORST_RATE = 16 * GiB  # assumed possible fall (B/s) when choosing the pace: abo
 PLAUSIBLE_RATE = 64 * GiB  # a drop faster than this is held for one confirming sample (noise)
 WARN_HYSTERESIS = 1 * GiB  # warn again only after climbing this far back above the warn line
 RATE_WINDOW = 0.25  # seconds of samples the fall rate is measured over
+DEFAULT_FALL_RATE_GIB_S = 8.0
+DEFAULT_FALL_LOOKAHEAD_S = 0.5
+DEFAULT_PSI_FULL_PCT = 30.0
+PSI_WINDOW = 1.0  # seconds the PSI full share is measured over
+PSI_EVERY = 0.05  # read /proc/pressure/memory at most this often (~25 µs a read)
+BUSY_PHASES = ("loading_weights", "profiling", "kv_cache", "cuda_graphs", "prefill")
+BUSY_INTERVAL = 0.02  # slowest pace in a busy phase
+STEADY_INTERVAL = 0.25  # slowest pace at steady state ("ready", no large prefill)
+# Between samples the kernel wakes the guard when tasks stall on memory (PSI) for 15% of a second
+# (unprivileged: 30% of 2 s, the nearest window the kernel allows without CAP_SYS_RESOURCE).
+PRESSURE_TRIGGER = PsiTrigger("some", 150_000, 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -60,14 +88,17 @@ class GuardLines:
     term_below_gib: float | None = DEFAULT_TERM_GIB
     kill_below_gib: float | None = DEFAULT_KILL_GIB
     grace_s: float = DEFAULT_GRACE_S
+    fall_rate_gib_s: float | None = DEFAULT_FALL_RATE_GIB_S  # None turns the fall-rate trigger off
+    fall_lookahead_s: float = DEFAULT_FALL_LOOKAHEAD_S
+    psi_full_pct: float | None = DEFAULT_PSI_FULL_PCT  # None turns the PSI trigger off
 
     def __post_init__(self) -> None:
-        for name in ("warn_below_gib", "term_below_gib", "kill_below_gib"):
+        for name in LINE_NAMES:
             v = getattr(self, name)
-            if v is not None and not v >= 0:
-                raise UserError(f"guard line {name} must be a number of GiB >= 0, got {v!r}")
-        if not self.grace_s >= 0:
-            raise UserError(f"guard grace_s must be seconds >= 0, got {self.grace_s!r}")
+            if v is not None and not 0 <= v < math.inf:
+                raise UserError(f"guard line {name} must be a finite number of GiB >= 0, got {v!r}")
+        if not 0 <= self.grace_s < math.inf:
+            raise UserError(f"guard grace_s must be a finite number of seconds >= 0, got {self.grace_s!r}")
         w, t, k = self.warn_below_gib, self.term_below_gib, self.kill_below_gib
         if t is not None and k is not None and k > t:
             raise UserError(
@@ -82,25 +113,77 @@ class GuardLines:
     @classmethod
     def from_settings(cls, settings: object | None) -> GuardLines:
         """From a profile's GuardSettings (attributes named like ours; None = our default)."""
+        return cls.from_settings_with_notes(settings)[0]
+
+    @classmethod
+    def from_settings_with_notes(cls, settings: object | None) -> tuple[GuardLines, list[str]]:
+        """Lines the profile sets win; a default in their way is turned off (see `resolve_lines`)."""
+        given: dict[str, float | None] = {}
+        for name in LINE_NAMES:
+            value = getattr(settings, name, None) if settings is not None else None
+            if value is not None:
+                given[name] = value
         d = cls()
 
         def get(name: str) -> Any:
-            return getattr(settings, name, None) if settings is not None else None
+            value = getattr(settings, name, None) if settings is not None else None
+            return getattr(d, name) if value is None else value
 
-        return cls(
-            warn_below_gib=_or(get("warn_below_gib"), d.warn_below_gib),
-            term_below_gib=_or(get("term_below_gib"), d.term_below_gib),
-            kill_below_gib=_or(get("kill_below_gib"), d.kill_below_gib),
-            grace_s=_or(get("grace_s"), d.grace_s),
+        base = cls(
+            grace_s=get("grace_s"),
+            fall_rate_gib_s=get("fall_rate_gib_s"),
+            fall_lookahead_s=get("fall_lookahead_s"),
+            psi_full_pct=get("psi_full_pct"),
         )
+        return resolve_lines(given, base, what="default")
 
     def bytes(self, name: str) -> int | None:
         v = getattr(self, f"{name}_below_gib")
         return None if v is None else int(v * GiB)
 
 
-def _or(value: Any, default: Any) -> Any:
-    return default if value is None else value
+LINE_NAMES = ("warn_below_gib", "term_below_gib", "kill_below_gib")  # highest first
+_LINE_WORDS = {"warn_below_gib": "warn", "term_below_gib": "term", "kill_below_gib": "kill"}
+
+
+def resolve_lines(
+    given: Mapping[str, float | None], base: GuardLines, *, what: str = "current"
+) -> tuple[GuardLines, list[str]]:
+    """`base` with the lines in `given` set (None turns a line off). The lines given win: a line of
+    `base` that would fall out of order with them (warn >= term >= kill) is turned off, and a
+    one-line note says so. Lines given that conflict with each other raise UserError (exit 2)."""
+    unknown = set(given) - set(LINE_NAMES)
+    if unknown:
+        raise UserError(f"unknown guard line(s) {', '.join(sorted(unknown))}; expected {', '.join(LINE_NAMES)}")
+    explicit = {name: given[name] for name in LINE_NAMES if name in given}
+    GuardLines(  # the order of the lines given
+        warn_below_gib=explicit.get("warn_below_gib"),
+        term_below_gib=explicit.get("term_below_gib"),
+        kill_below_gib=explicit.get("kill_below_gib"),
+        grace_s=base.grace_s,
+    )
+    values: dict[str, float | None] = {name: explicit.get(name, getattr(base, name)) for name in LINE_NAMES}
+    notes: list[str] = []
+    for i, name in enumerate(LINE_NAMES):
+        v = values[name]
+        if name in explicit or v is None:
+            continue
+        below = [(n, x) for n in LINE_NAMES[i + 1 :] if (x := explicit.get(n)) is not None and x > v]
+        above = [(n, x) for n in LINE_NAMES[:i] if (x := explicit.get(n)) is not None and x < v]
+        clashes = below or above
+        if clashes:
+            values[name] = None
+            other, at = clashes[0]
+            notes.append(
+                f"the {what} {_LINE_WORDS[name]} line ({v:g} GiB) is turned off: it would be "
+                f"{'below' if at > v else 'above'} your {_LINE_WORDS[other]} line ({at:g} GiB)"
+            )
+    return dataclasses.replace(  # the fall-rate and PSI triggers of `base` stay as they are
+        base,
+        warn_below_gib=values["warn_below_gib"],
+        term_below_gib=values["term_below_gib"],
+        kill_below_gib=values["kill_below_gib"],
+    ), notes
 
 
 class Action(StrEnum):
@@ -115,11 +198,14 @@ class Decision:
     action: Action
     next_interval: float  # seconds until the next sample
     line: str | None = None  # "warn" | "term" | "kill"
-    reason: str | None = None  # "below" | "predicted" | "below kill line during grace" | "grace expired"
+    reason: str | None = (
+        None  # "below" | "predicted" | "fall rate" | "psi full" | "… kill line during grace" | "grace expired"
+    )
     threshold: int | None = None  # bytes
     available: int | None = None  # bytes, the sample that decided
     rate: float = 0.0  # bytes/s, negative when falling
     held: bool = False  # the sample looked like noise: held back until the next one confirms it
+    psi_full_pct: float | None = None  # share of the last second all tasks stalled on memory
 
 
 class GuardDecider:
@@ -143,6 +229,8 @@ class GuardDecider:
         self.worst_rate = worst_rate
         self.plausible_rate = plausible_rate
         self.samples: deque[tuple[float, int]] = deque(maxlen=history)  # accepted samples
+        self.pressure: deque[tuple[float, int]] = deque()  # (t, PSI full total µs) over PSI_WINDOW
+        self.phase = "starting"
         self.state = "watching"
         self.warned = False
         self.term_at: float | None = None
@@ -182,12 +270,44 @@ class GuardDecider:
             return True
         return self._warn is not None and not self.warned and self.state == "watching" and available < self._warn
 
+    def _slowest(self) -> float:
+        if self.phase in BUSY_PHASES:
+            return min(self.max_interval, BUSY_INTERVAL)
+        if self.phase == "ready":
+            return max(self.max_interval, STEADY_INTERVAL)
+        return self.max_interval
+
+    def set_phase(self, phase: str) -> None:
+        """The server's phase (vLLM's start-up phases, "ready", or "prefill"): sets the pace."""
+        self.phase = phase
+
     def _interval(self, available: int, rate: float) -> float:
         below = [v for _, v in self._action_lines() if v < available]
         if not below:
             return self.min_interval
         speed = max(self.worst_rate, -rate)
-        return min(self.max_interval, max(self.min_interval, (available - max(below)) / speed))
+        return min(self._slowest(), max(self.min_interval, (available - max(below)) / speed))
+
+    def _psi_share(self, t: float, full_total_us: int | None) -> float | None:
+        """% of the last PSI_WINDOW that every non-idle task stalled on memory."""
+        if full_total_us is None:
+            return None
+        self.pressure.append((t, full_total_us))
+        while len(self.pressure) > 2 and t - self.pressure[1][0] >= PSI_WINDOW:
+            self.pressure.popleft()
+        t0, us0 = self.pressure[0]
+        if t - t0 < PSI_WINDOW / 2:
+            return None  # too short a window to judge
+        return 100.0 * (full_total_us - us0) / 1e6 / (t - t0)
+
+    def _fast_fall(self, available: int, rate: float) -> bool:
+        """Falling faster than the fall-rate line with the kill (else term) line close at that rate."""
+        if not self.lines.fall_rate_gib_s or -rate < self.lines.fall_rate_gib_s * GiB:  # None or 0: off
+            return False
+        line = self._kill if self._kill is not None else self._term
+        if line is None:
+            return False
+        return available + rate * self.lines.fall_lookahead_s < line
 
     # -- the decision --
 
@@ -206,10 +326,17 @@ class GuardDecider:
         if self.warned and (self._warn is None or (self.samples and self.samples[-1][1] > self._warn)):
             self.warned = False  # a line moved below us may warn again when it is crossed
 
-    def feed(self, t: float, available: int) -> Decision:
+    def stand_down(self) -> None:
+        """Undo a TERM/KILL decision that was not acted on (another server goes first): watch again,
+        so the line trips anew if memory is still short after the other one has gone."""
+        if self.state != "watching":
+            self.state, self.term_at = "watching", None
+
+    def feed(self, t: float, available: int, psi_full_total_us: int | None = None) -> Decision:
+        psi = self._psi_share(t, psi_full_total_us)
         if not self.armed:
             self._accept(t, available)
-            return Decision(Action.NONE, self.max_interval, available=available, rate=self.rate())
+            return Decision(Action.NONE, self._slowest(), available=available, rate=self.rate(), psi_full_pct=psi)
 
         # Debounce: a sample that would act after a drop faster than any real allocation is held
         # for one more (immediate) sample. A real fall is never held: it is plausible, sample by sample.
@@ -233,10 +360,10 @@ class GuardDecider:
         predicted = available + rate * horizon if rate < 0 else available
 
         def decide(action: Action, line: str, reason: str, threshold: int) -> Decision:
-            return Decision(action, interval, line, reason, threshold, available, rate)
+            return Decision(action, interval, line, reason, threshold, available, rate, psi_full_pct=psi)
 
         if self.state == "killing":
-            return Decision(Action.NONE, interval, available=available, rate=rate)
+            return Decision(Action.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
         if self._kill is not None and (available < self._kill or predicted < self._kill):
             reason = "below" if available < self._kill else "predicted"
             if self.state == "terminating":
@@ -247,18 +374,27 @@ class GuardDecider:
             if self.term_at is not None and t - self.term_at >= self.lines.grace_s:
                 self.state = "killing"
                 return decide(Action.KILL, "term", "grace expired", self._term or 0)
-            return Decision(Action.NONE, interval, available=available, rate=rate)
+            return Decision(Action.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
         if self._term is not None and (available < self._term or predicted < self._term):
             self.state = "terminating"
             self.term_at = t
             return decide(Action.TERM, "term", "below" if available < self._term else "predicted", self._term)
+        if self._fast_fall(available, rate):
+            self.state = "terminating"
+            self.term_at = t
+            line = self._kill if self._kill is not None else self._term
+            return decide(Action.TERM, "fall", "fall rate", line or 0)
+        if self.lines.psi_full_pct and psi is not None and psi >= self.lines.psi_full_pct:  # None or 0: off
+            self.state = "terminating"
+            self.term_at = t
+            return decide(Action.TERM, "psi", "psi full", self._term or self._kill or 0)
         if self._warn is not None:
             if not self.warned and available < self._warn:
                 self.warned = True
                 return decide(Action.WARN, "warn", "below", self._warn)
             if self.warned and available > self._warn + WARN_HYSTERESIS:
                 self.warned = False
-        return Decision(Action.NONE, interval, available=available, rate=rate)
+        return Decision(Action.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
 
     def _accept(self, t: float, available: int) -> None:
         self.samples.append((t, available))
@@ -295,9 +431,10 @@ class TripReport:
             ", ".join(f"{s['signal']} {s['target']} (+{s['at_s'] * 1000:.0f} ms)" for s in self.signalled) or "nothing"
         )
         trend = f"falling {self.fall_rate_gib_s:.2f} GiB/s" if self.fall_rate_gib_s >= 0.005 else "not falling"
+        available, line = gib_pair(self.mem_available_gib, self.threshold_gib)
         lines = [
-            f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {self.mem_available_gib:.2f} GiB"
-            f" vs line {self.threshold_gib:.2f} GiB, {trend}",
+            f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {available} GiB"
+            f" vs line {line} GiB, {trend}",
             f"  signalled: {sig}",
         ]
         if self.escalated:
@@ -313,10 +450,33 @@ class TripReport:
         return "\n".join(lines)
 
 
+def gib_pair(a: float, b: float) -> tuple[str, str]:
+    """Two GiB figures with enough decimals to tell them apart (never "18.50 vs 18.50")."""
+    for digits in (2, 3, 4):
+        first, second = f"{a:.{digits}f}", f"{b:.{digits}f}"
+        if first != second:
+            return first, second
+    return f"{a:.2f}", f"{b:.2f}"
+
+
 def _read_mem_available() -> int:
     from sparktui.runtime.memory import read_mem_available
 
     return read_mem_available()
+
+
+def _read_psi_full() -> int | None:
+    from sparktui.runtime.memory import read_psi_full_total
+
+    return read_psi_full_total()
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 64):
+            pass
+    except BlockingIOError:
+        pass
 
 
 class Guard:
@@ -335,25 +495,39 @@ class Guard:
         *,
         armed: bool = True,
         read_available: Callable[[], int] = _read_mem_available,
+        read_pressure: Callable[[], int | None] | None = _read_psi_full,
         on_warn: Callable[[Decision], None] | None = None,
         on_trip: Callable[[Decision], None] | None = None,
         on_report: Callable[[TripReport], None] | None = None,
-        track_interval: float = 2.0,
+        defer: Callable[[Decision], str | None] | None = None,
+        track_interval: float | None = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        pressure: PsiTrigger | None = PRESSURE_TRIGGER,
         **decider_options: Any,
     ) -> None:
         self.tree = tree
         self.lines = lines
         self.decider = GuardDecider(lines, armed=armed, **decider_options)
         self.read_available = read_available
+        self.read_pressure = read_pressure
         self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
-        self.track_interval = track_interval
+        self.defer = defer  # with several servers: why another must be stopped first, or None to act
+        self.deferring: str | None = None
+        self.track_interval = track_interval  # None: the caller records the tree's members
         self.clock = clock
         self.report: TripReport | None = None
         self.last: Decision | None = None
-        self._closed = threading.Event()  # wakes the loop at once when closed from another thread
+        self.pressure_wanted = pressure
+        self.pressure: PsiTrigger | None = None  # the PSI trigger armed while running (None: none)
+        self.pressure_error: str | None = None  # why none could be armed
+        self.pressure_wakes = 0  # samples taken early because the kernel reported a memory stall
+        self.samples_taken = 0
+        self._closed = threading.Event()
         self._stop_requested = False  # set by request_stop(), safe inside a signal handler
         self._thread: threading.Thread | None = None
+        # close() from another thread wakes the sleeping loop at once through this pipe.
+        self._wake_lock = threading.Lock()
+        self._wake_w: int | None = None
 
     @property
     def armed(self) -> bool:
@@ -365,6 +539,11 @@ class Guard:
     def disarm(self) -> None:
         self.decider.disarm()
 
+    def set_phase(self, phase: str) -> None:
+        """Tell the guard what the server is doing: it samples faster in the phases where memory
+        falls fast (an attribute write: safe from any thread)."""
+        self.decider.set_phase(phase)
+
     def set_lines(self, lines: GuardLines) -> None:
         """Apply new lines live: the next sample (≤ 0.1 s away) is judged against them."""
         self.lines = lines
@@ -374,6 +553,12 @@ class Guard:
         """Stop watching (the tree is left alone). From another thread; in a signal handler use
         request_stop(): Event.set() there can deadlock on the lock the interrupted code holds."""
         self._closed.set()
+        with self._wake_lock:
+            if self._wake_w is not None:
+                try:
+                    os.write(self._wake_w, b"x")
+                except BlockingIOError:
+                    pass  # already woken
 
     def request_stop(self) -> None:
         """Signal-handler-safe close(): no locks; the loop notices within one interval (≤ 0.1 s)."""
@@ -389,16 +574,54 @@ class Guard:
             self._thread.join(timeout)
 
     def run(self) -> TripReport | None:
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        with self._wake_lock:
+            self._wake_w = wake_w
+        poller = select.poll()
+        poller.register(wake_r, select.POLLIN)
+        pressure = self._arm_pressure()
+        if pressure is not None:
+            poller.register(pressure.fileno(), select.POLLPRI)
+        try:
+            return self._watch(poller, wake_r, pressure)
+        finally:
+            with self._wake_lock:
+                self._wake_w = None
+                os.close(wake_w)
+            os.close(wake_r)
+            if pressure is not None:
+                pressure.close()
+
+    def _arm_pressure(self) -> PressureTrigger | None:
+        if self.pressure_wanted is None:
+            return None
+        try:
+            trigger = open_pressure_trigger(self.pressure_wanted)
+        except OSError as exc:  # no PSI here (old kernel, or a container that hides it): samples alone
+            self.pressure_error = str(exc)
+            return None
+        self.pressure = trigger.trigger
+        return trigger
+
+    def _watch(self, poller: select.poll, wake_r: int, pressure: PressureTrigger | None) -> TripReport | None:
         next_track = 0.0
+        last_pressure = -PSI_EVERY
         while not self._closed.is_set() and not self._stop_requested:
             t = self.clock()
-            d = self.decider.feed(t, self.read_available())
+            stall_us = None
+            if self.read_pressure is not None and t - last_pressure >= PSI_EVERY:
+                stall_us, last_pressure = self.read_pressure(), t  # the share is taken over 1 s: 20 Hz is plenty
+            d = self.decider.feed(t, self.read_available(), stall_us)
+            self.samples_taken += 1
             self.last = d
             if d.action in (Action.TERM, Action.KILL):
-                return self._trip(d)
+                self.deferring = None if self.defer is None else self.defer(d)
+                if self.deferring is None:
+                    return self._trip(d)
+                self.decider.stand_down()
             if d.action is Action.WARN and self.on_warn is not None:
                 self.on_warn(d)
-            if t >= next_track:
+            if self.track_interval is not None and t >= next_track:
                 # Record descendants while they live (a /proc scan: ~1.5 ms per 100 processes).
                 if not self.tree.refresh() and self.tree.popen is None:
                     return None  # an attached tree (no child of ours) that is gone
@@ -406,7 +629,15 @@ class Guard:
             if self.tree.returncode() is not None:
                 return None  # the command ended by itself
             if d.next_interval > 0:
-                self._closed.wait(d.next_interval)
+                # Sleep until the next planned sample, a memory stall (PSI) or close(), whichever first.
+                for fd, events in poller.poll(d.next_interval * 1000):
+                    if fd == wake_r:
+                        _drain(wake_r)
+                    elif pressure is not None and events & (select.POLLERR | select.POLLNVAL):
+                        poller.unregister(fd)  # the kernel dropped the trigger: samples alone from now
+                        self.pressure_error = "the PSI trigger was dropped by the kernel"
+                    elif events & select.POLLPRI:
+                        self.pressure_wakes += 1
         return None
 
     def _poll_during_stop(self) -> bool:

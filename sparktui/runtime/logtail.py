@@ -5,14 +5,28 @@
   different file) finishes the old file, then follows the new one from its start.
 - Bounded memory: the last `keep` lines in a ring buffer (`recent`), reads in fixed-size chunks,
   and a line that never ends is cut at `max_line_bytes`.
+- Waking: `fileno()` is an inotify fd that becomes readable when the file we read changes
+  (written, truncated, moved, deleted) or its name is created or moved to in its folder, so a
+  follower sleeps in poll() until there is something to read instead of polling the file. The
+  watch is on the inode we hold open (through /proc/self/fd), re-armed whenever a rotation makes
+  us open another file, and armed before that file is read: nothing written can go unnoticed.
+  Without inotify, `fileno()` is None and followers poll on a timer as before.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import threading
 from collections import deque
 from collections.abc import Iterator
+
+from sparktui.runtime import inotify
+
+# The file we hold open: written or truncated, its inode moved or deleted (IN_ATTRIB: unlinked).
+_FILE_EVENTS = inotify.IN_MODIFY | inotify.IN_ATTRIB | inotify.IN_MOVE_SELF | inotify.IN_DELETE_SELF
+# Its folder: a file appearing under our name (created, or moved there by a rotation), or leaving it.
+_DIR_EVENTS = inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MOVED_FROM | inotify.IN_DELETE
 
 
 class LogTail:
@@ -37,6 +51,10 @@ class LogTail:
         self._ino: int | None = None
         self._pos = 0
         self._partial = b""
+        self._notify: inotify.Inotify | None = None
+        self._notify_tried = False
+        self._file_wd: int | None = None
+        self.wakeups = 0  # times the watch woke a wait() (for tests and benchmarks)
 
     # -- file handling
 
@@ -49,12 +67,69 @@ class LogTail:
         self._fd, self._ino = fd, st.st_ino
         self._pos = st.st_size if at_end else 0
         self._partial = b""
+        self._watch_file()  # before the first read of this file: a write after it wakes us
         return True
 
-    def close(self) -> None:
+    def _close_file(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def close(self) -> None:
+        self._close_file()
+        if self._notify is not None:
+            self._notify.close()
+            self._notify, self._file_wd = None, None
+
+    # -- waking
+
+    def fileno(self) -> int | None:
+        """The inotify fd to poll (POLLIN) for changes; None where inotify is not available or the
+        log's folder does not exist (then poll on a timer). Call it before the first poll() so the
+        watch is armed before anything is read; after it fires, `consume()` its events."""
+        if not self._notify_tried:
+            self._notify_tried = True
+            try:
+                self._notify = inotify.Inotify()
+                self._notify.add_watch(os.path.dirname(os.path.abspath(self.path)), _DIR_EVENTS)
+            except OSError:
+                if self._notify is not None:
+                    self._notify.close()
+                self._notify = None
+            self._watch_file()
+        return None if self._notify is None else self._notify.fileno()
+
+    def _watch_file(self) -> None:
+        if self._notify is None or self._fd is None:
+            return
+        try:
+            # The inode behind our fd, whatever the path names by now.
+            wd = self._notify.add_watch(f"/proc/self/fd/{self._fd}", _FILE_EVENTS)
+        except OSError:
+            return  # the folder watch still sees rotations; a timer catches the rest
+        if self._file_wd is not None and self._file_wd != wd:
+            self._notify.rm_watch(self._file_wd)
+        self._file_wd = wd
+
+    def consume(self) -> bool:
+        """Read the queued inotify events; True if there were any."""
+        return bool(self._notify is not None and self._notify.read())
+
+    def wait(self, timeout: float, stop_fd: int | None = None) -> bool:
+        """Sleep until the log may have changed, `stop_fd` is readable, or `timeout` seconds; True
+        when woken by the log. Without inotify: just sleeps `timeout` (or until `stop_fd`)."""
+        poller = select.poll()
+        fd = self.fileno()
+        if fd is not None:
+            poller.register(fd, select.POLLIN)
+        if stop_fd is not None:
+            poller.register(stop_fd, select.POLLIN)
+        woken = any(ready == fd for ready, _ in poller.poll(max(0.0, timeout) * 1000)) if fd is not None else False
+        if fd is None and stop_fd is None:
+            threading.Event().wait(timeout)
+        if woken and self.consume():
+            self.wakeups += 1
+        return woken
 
     def __enter__(self) -> LogTail:
         return self
@@ -99,13 +174,11 @@ class LogTail:
                 return []
         out: list[str] = []
         budget = max_bytes if max_bytes is not None else 4 * self.chunk_bytes
-        fd = self._fd
-        assert fd is not None  # opened above
-        while budget > 0:
-            if os.fstat(fd).st_size < self._pos:  # truncated in place
+        while budget > 0 and self._fd is not None:  # (a rotation below opens another fd)
+            if os.fstat(self._fd).st_size < self._pos:  # truncated in place
                 self._pos, self._partial = 0, b""
                 self.restarts += 1
-            data = os.pread(fd, min(self.chunk_bytes, budget), self._pos)
+            data = os.pread(self._fd, min(self.chunk_bytes, budget), self._pos)
             if data:
                 self._pos += len(data)
                 self.bytes_read += len(data)
@@ -114,7 +187,7 @@ class LogTail:
                 continue
             if self._replaced():
                 out.extend(self._take_partial())
-                self.close()
+                self._close_file()
                 self.restarts += 1
                 if not self._open(at_end=False):
                     break
@@ -124,6 +197,10 @@ class LogTail:
             self.lines_read += len(out)
             self.recent.extend(out)
         return out
+
+    def pending(self) -> bool:
+        """More is written than read (poll() stopped at its budget): read again before waiting."""
+        return self._fd is not None and os.fstat(self._fd).st_size > self._pos
 
     def _take_partial(self) -> list[str]:
         if not self._partial:
@@ -148,14 +225,18 @@ class LogTail:
         return rest + self.flush()
 
     def follow(self, *, interval_s: float = 0.1, stop: threading.Event | None = None) -> Iterator[list[str]]:
-        """Yield non-empty batches of lines until `stop` is set (then the rest, partial line included)."""
+        """Yield non-empty batches of lines until `stop` is set (then the rest, partial line included).
+
+        With inotify it sleeps until the file changes, looking at `stop` every `interval_s`;
+        without, it polls the file every `interval_s`."""
         stop = stop or threading.Event()
+        self.fileno()  # arm the watch before the first read
         while not stop.is_set():
             batch = self.poll()
             if batch:
                 yield batch
             else:
-                stop.wait(interval_s)
+                self.wait(interval_s)
         while batch := self.poll():  # the writer is done: catch up, batch by batch
             yield batch
         if rest := self.flush():

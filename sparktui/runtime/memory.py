@@ -13,12 +13,14 @@ available and the report says why; nothing here raises.
 
 from __future__ import annotations
 
+import errno
 import os
+import select
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from sparktui.core.meminfo import kib_field, parse_meminfo
 from sparktui.core.units import GiB, format_gib
@@ -95,6 +97,25 @@ def parse_psi(raw: bytes | None) -> tuple[float | None, float | None]:
     return values.get("some"), values.get("full")
 
 
+def parse_psi_totals(raw: bytes | None) -> tuple[int | None, int | None]:
+    """The cumulative stall times (µs) of `some` and `full`: exact over any window, unlike avg10."""
+    if not raw:
+        return None, None
+    values: dict[str, int] = {}
+    for line in raw.decode(errors="replace").splitlines():
+        parts = line.split()
+        if parts and parts[0] in ("some", "full"):
+            for kv in parts[1:]:
+                if kv.startswith("total="):
+                    values[parts[0]] = int(kv[6:])
+    return values.get("some"), values.get("full")
+
+
+def read_psi_full_total() -> int | None:
+    """Microseconds every non-idle task has stalled on memory since boot (None: no PSI)."""
+    return parse_psi_totals(_psi.read())[1]
+
+
 def read_mem_available() -> int:
     """MemAvailable in bytes, as cheaply as possible (the guard's hot path, ~8 µs)."""
     raw = _meminfo.read()
@@ -123,6 +144,111 @@ def read_memory(*, psi: bool = True) -> MemorySample:
         psi_full_avg10=full,
         time=time.monotonic(),
     )
+
+
+# --- PSI triggers: be woken by the kernel when tasks stall on memory -------------------------------
+
+# Without CAP_SYS_RESOURCE the kernel takes only windows that are a multiple of 2 s (EINVAL
+# otherwise); with it, any window from 0.5 s to 10 s. Containers often lack that capability even as root.
+PSI_UNPRIVILEGED_WINDOW_US = 2_000_000
+PSI_MIN_WINDOW_US = 500_000
+PSI_MAX_WINDOW_US = 10_000_000
+
+
+@dataclass(frozen=True)
+class PsiTrigger:
+    """Fire when tasks stalled on memory for more than `stall_us` within any `window_us`:
+    "some" (at least one task stalled) or "full" (every non-idle task stalled at once)."""
+
+    kind: Literal["some", "full"] = "some"
+    stall_us: int = 150_000
+    window_us: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("some", "full"):
+            raise ValueError(f"PSI trigger kind must be 'some' or 'full', got {self.kind!r}")
+        if not PSI_MIN_WINDOW_US <= self.window_us <= PSI_MAX_WINDOW_US:
+            raise ValueError(f"PSI window must be 0.5 s to 10 s, got {self.window_us} µs")
+        if not 0 < self.stall_us <= self.window_us:
+            raise ValueError(f"PSI stall threshold must be within the window, got {self.stall_us} µs")
+
+    def spec(self) -> bytes:
+        """What is written to the pressure file (NUL-terminated, as the kernel reads it)."""
+        return f"{self.kind} {self.stall_us} {self.window_us}".encode() + b"\0"
+
+    def unprivileged(self) -> PsiTrigger:
+        """The nearest trigger an unprivileged writer may set: the window rounded up to a multiple
+        of 2 s, the threshold scaled with it (the same share of the window)."""
+        window = -(-self.window_us // PSI_UNPRIVILEGED_WINDOW_US) * PSI_UNPRIVILEGED_WINDOW_US
+        window = min(window, PSI_MAX_WINDOW_US - PSI_MAX_WINDOW_US % PSI_UNPRIVILEGED_WINDOW_US)
+        return PsiTrigger(self.kind, max(1, self.stall_us * window // self.window_us), window)
+
+
+class PressureTrigger:
+    """An armed PSI trigger on a pressure file (/proc/pressure/memory, or a cgroup's
+    memory.pressure). Its fd reports select.POLLPRI when the trigger fires (at most once per
+    window while the stall lasts); POLLERR when the kernel dropped it (its cgroup was removed).
+    Open with `open_pressure_trigger()`."""
+
+    def __init__(self, fd: int, trigger: PsiTrigger, path: str) -> None:
+        self._fd: int | None = fd
+        self.trigger = trigger  # what the kernel accepted (the window may be wider than asked)
+        self.path = path
+        self.fired_count = 0
+
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise ValueError("the PSI trigger is closed")
+        return self._fd
+
+    def fired(self, timeout_s: float = 0.0) -> bool:
+        """Wait up to `timeout_s` for the trigger; True if it fired (the event is consumed)."""
+        poller = select.poll()
+        poller.register(self.fileno(), select.POLLPRI)
+        for _, revents in poller.poll(max(0.0, timeout_s) * 1000):
+            if revents & (select.POLLERR | select.POLLNVAL):
+                raise OSError(errno.ENODEV, f"{self.path}: the PSI trigger was dropped by the kernel")
+            if revents & select.POLLPRI:
+                self.fired_count += 1
+                return True
+        return False
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> PressureTrigger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_pressure_trigger(trigger: PsiTrigger = PsiTrigger(), path: str = PSI_MEMORY) -> PressureTrigger:
+    """Arm `trigger` on `path`. Where the kernel refuses the window (unprivileged: a multiple of
+    2 s), arms the nearest one it allows instead (`.trigger` says which). OSError when the kernel
+    has no PSI, or no triggers (before 5.2), or the file cannot be opened for writing."""
+    tries = [trigger]
+    if trigger.window_us % PSI_UNPRIVILEGED_WINDOW_US:
+        tries.append(trigger.unprivileged())
+    last: OSError | None = None
+    for attempt in tries:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot open {path} for a PSI trigger: {exc.strerror}") from None
+        try:
+            os.write(fd, attempt.spec())
+        except OSError as exc:
+            os.close(fd)
+            last = exc
+            if exc.errno in (errno.EINVAL, errno.EPERM):
+                continue  # the window this writer may not use: try the unprivileged one
+            break
+        return PressureTrigger(fd, attempt, path)
+    code = last.errno if last is not None and last.errno is not None else errno.EINVAL
+    raise OSError(code, f"{path}: the kernel refused PSI trigger {trigger.spec()[:-1].decode()!r}: {os.strerror(code)}")
 
 
 # --- GPU (NVML) ----------------------------------------------------------------------------------

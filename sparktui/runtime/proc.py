@@ -124,6 +124,20 @@ def scan_processes() -> list[ProcInfo]:
     return out
 
 
+def last_pid() -> int | None:
+    """The pid (or thread id) most recently handed out on this machine, the 5th field of
+    /proc/loadavg: while it stays the same, no process was created. None when unreadable."""
+    try:
+        fd = os.open("/proc/loadavg", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            raw = os.read(fd, 256)
+        finally:
+            os.close(fd)
+        return int(raw.split()[4])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -226,6 +240,7 @@ class ProcessTree:
             self._recorded[ident.pid] = ident.start_time
         self._tracker: threading.Thread | None = None
         self._stop_tracking = threading.Event()
+        self._last_pid_scanned: int | None = None  # last_pid() before the latest /proc scan
 
     # --- identity and membership -------------------------------------------------------------
 
@@ -255,9 +270,22 @@ class ProcessTree:
         # Our unreaped child keeps its pid (= the pgid) from being reused, alive or zombie.
         return self.popen is not None and self.popen.returncode is None
 
+    def track(self) -> bool:
+        """Record new members, cheaply when nothing can be new: a /proc scan only when some process
+        was created since the last one (last_pid() moved); otherwise just the /dev/shm look.
+        True when it scanned. For a supervisor's slow cadence at rest."""
+        newest = last_pid()
+        if newest is not None and newest == self._last_pid_scanned:
+            self._note_shm(self.recorded)
+            return False
+        self.refresh()
+        return True
+
     def refresh(self, procs: list[ProcInfo] | None = None) -> list[ProcInfo]:
         """Record new members; return the live ones (not zombies)."""
-        procs = scan_processes() if procs is None else procs
+        if procs is None:
+            self._last_pid_scanned = last_pid()  # read before the scan: what is made during it moves it
+            procs = scan_processes()
         with self._lock:
             recorded = self._recorded
             ours = {p.pid for p in procs if recorded.get(p.pid) == p.start_time}

@@ -18,28 +18,33 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparktui.core import vllm_log
+from sparktui.core import pool, vllm_log
 from sparktui.errors import UserError
 from sparktui.runtime import proc
 from sparktui.runtime import protocol as pr
 from sparktui.runtime import state as st
 from sparktui.runtime.endpoint import Endpoint, base_url
-from sparktui.runtime.guard import Guard, GuardLines, TripReport
+from sparktui.runtime.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.logtail import LogTail
 from sparktui.runtime.memory import read_memory
 from sparktui.runtime.runner import LaunchCommand, build_command
+from sparktui.runtime.stop_order import StopOrder
+from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
+    from sparktui.core.fit import Machine
     from sparktui.core.metrics import MetricsSnapshot
     from sparktui.core.profiles import Profile
     from sparktui.runtime.guard import Decision
@@ -47,8 +52,26 @@ if TYPE_CHECKING:
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 UNIFIED_MAX_UTILIZATION = 0.90
 PAGE_CACHE_WARN_BYTES = 8 << 30
-TICK_S = 0.1
+# The loop sleeps in poll() until something happens: a log write (inotify), a request on the
+# socket or a signal (the wake pipe), vLLM's exit (its pidfd), or the next timer below.
+STARTUP_TICK_S = 0.25  # while starting: members appear, /health is asked every HEALTH_EVERY_S
+HEALTH_EVERY_S = 0.5
+REST_TICK_S = 5.0  # once ready: the guard's line in the state (warnings and trips wake the loop at once)
+REST_TRACK_S = 10.0  # once ready: new members (a /proc scan only if some process was created meanwhile)
+LOG_FALLBACK_S = 0.25  # how often the log is read where inotify is missing
+# /metrics as often as someone needs it: every METRICS_EVERY_S while a client asked within
+# METRICS_WANTED_S (`status`, the TUI), while the server is busy (requests running or waiting, or
+# log lines other than probes within METRICS_BUSY_S); otherwise the gap doubles up to
+# METRICS_IDLE_MAX_S, since each scrape is also an access-log line in the server's log.
 METRICS_EVERY_S = 2.0
+METRICS_WANTED_S = 30.0
+METRICS_BUSY_S = 30.0
+METRICS_IDLE_MAX_S = 120.0
+METRICS_WAIT_S = 2.0  # a status request waits this long at most for a fresh scrape
+PROBE_LINES = ('"GET /metrics', '"GET /health')  # access-log lines of probes: not activity
+# The guard's line in the state file: rewritten when MemAvailable moved this much, or after this long.
+GUARD_NEWS_GIB = 0.1
+GUARD_REFRESH_S = 10.0
 RECENT_EVENTS = 50
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
@@ -76,6 +99,9 @@ def effective_serve(profile: Profile, extra_args: list[str] | None = None) -> Se
 class Preflight:
     warnings: list[str]
     fit: dict[str, Any] | None = None  # core.fit's verdict, when it could be computed
+    notes: list[str] = dataclasses.field(default_factory=list)  # what preflight did (page cache evicted)
+    page_cache: dict[str, Any] | None = None  # watch.PageCacheReport.to_dict()
+    reservation: pool.Reservation | None = None  # what this server takes of the pool
 
 
 def _meminfo() -> dict[str, int]:
@@ -104,13 +130,32 @@ def is_unified_memory(profile: Profile) -> bool:
 
 
 def preflight(
-    profile: Profile, serve: ServeConfig | None = None, *, force: bool = False, meminfo: dict[str, int] | None = None
+    profile: Profile,
+    serve: ServeConfig | None = None,
+    *,
+    force: bool = False,
+    meminfo: dict[str, int] | None = None,
+    evict: bool = False,
 ) -> Preflight:
-    """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not."""
+    """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not.
+
+    evict=True (the supervisor, right before vLLM starts): evict the page cache the model's own
+    files hold (posix_fadvise, no root needed) and say how much it freed."""
     serve = serve if serve is not None else profile.serve
     warnings: list[str] = []
+    notes: list[str] = []
+    page_cache = None
+    watch_settings = getattr(profile, "watch", None)
+    if meminfo is None and (watch_settings is None or watch_settings.evict_page_cache):
+        report = model_page_cache(serve.model, evict=evict)
+        page_cache = report.to_dict()
+        if report.folder is not None:
+            notes.append(report.summary())
+        warnings.extend(f"page cache: {e}" for e in report.errors)
     mem = meminfo if meminfo is not None else _meminfo()
     gib = 1 << 30
+    _, line_notes = GuardLines.from_settings_with_notes(profile.guard)  # bad lines: UserError, before launching
+    warnings.extend(f"guard: {note}" for note in line_notes)
 
     for other in st.list_states():
         if other.alive and other.running and other.port == serve.port:
@@ -136,34 +181,89 @@ def preflight(
             "set api-key in the profile (it travels as VLLM_API_KEY, never on the command line)"
         )
     available, free = mem.get("MemAvailable", 0), mem.get("MemFree", 0)
-    if available - free >= PAGE_CACHE_WARN_BYTES:
+    wanted = serve.gpu_memory_utilization * mem.get("MemTotal", 0)
+    # Only when needed: what is left after the model's own pages went, and only when free memory
+    # is short of what vLLM will ask for.
+    if available - free >= PAGE_CACHE_WARN_BYTES and free < wanted:
         warnings.append(
             f"MemFree is {free / gib:.1f} GiB but MemAvailable is {available / gib:.1f} GiB: page cache "
-            "holds the difference, and on a DGX Spark vLLM's start-up free-memory check can fail on it. "
+            "holds the difference (other files' pages: the model's own were evicted without root), and on "
+            "a DGX Spark vLLM's start-up free-memory check can fail on it. "
             f"Drop the caches first: {vllm_log.DROP_CACHES}"
         )
     fit_result = _fit_verdict(profile, serve, mem, warnings, force)
-    return Preflight(warnings, fit_result)
+    reservation = _pool_reservation(profile, serve, mem, fit_result, warnings, force)
+    return Preflight(warnings, fit_result, notes, page_cache, reservation)
+
+
+def host_machine(profile: Profile, mem: dict[str, int], warnings: list[str] | None = None) -> Machine:
+    """The machine vLLM will start on: the profile's, unless it was planned for another size of
+    unified memory (a Spark profile on a smaller box is checked against the box it runs on)."""
+    from sparktui.core import fit as fit_mod
+
+    meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
+    machine = fit_mod.machine_from_name(profile.machine, meminfo)
+    host_total = mem["MemTotal"]
+    if machine.unified and not fit_mod.reading_applies(machine, host_total):
+        if warnings is not None:
+            warnings.append(
+                f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
+                f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host"
+            )
+        machine = fit_mod.machine_from_name("auto", meminfo)
+    return machine
+
+
+def _pool_reservation(
+    profile: Profile,
+    serve: ServeConfig,
+    mem: dict[str, int],
+    fit: dict[str, Any] | None,
+    warnings: list[str],
+    force: bool,
+) -> pool.Reservation:
+    """What this server will reserve, refused (unless forced) when the servers already running and
+    starting leave it too little of the pool: MemAvailable alone misses one that has not allocated yet."""
+    machine = host_machine(profile, mem)
+    budget = (fit or {}).get("budget")
+    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
+    others = [reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.port != serve.port]
+    check = pool.check_pool(machine, new, others)
+    if not check.fits:
+        why = f"--gpu-memory-utilization {serve.gpu_memory_utilization:g}: {check.explain(basis)}"
+        if not force:
+            raise UserError(why)
+        warnings.append(f"{why} (--force given)")
+    return pool.Reservation(serve.port, profile.name, new, basis, profile.guard.priority or 0)
+
+
+def reservation_of(state: pr.StateRecord, machine: Machine) -> pool.Reservation:
+    """What a running server reserves: as it recorded at launch, or (older records) from its argv."""
+    name = state.profile or "?"
+    if state.reservation is not None:
+        r = state.reservation
+        return pool.Reservation(state.port, name, r.bytes, r.basis, r.priority)
+    argv = state.argv or []
+    util = None
+    if "--gpu-memory-utilization" in argv[:-1]:
+        try:
+            util = float(argv[argv.index("--gpu-memory-utilization") + 1])
+        except ValueError:
+            util = None
+    reserved, basis = pool.reserved_bytes(machine, util)
+    return pool.Reservation(state.port, name, reserved, basis)
 
 
 def _fit_verdict(
     profile: Profile, serve: ServeConfig, mem: dict[str, int], warnings: list[str], force: bool
 ) -> dict[str, Any] | None:
     from sparktui.core import fit as fit_mod
-    from sparktui.core.modelspec import load_model_spec
+    from sparktui.core.modelspec import load_serving_spec
 
     try:
-        spec = load_model_spec(serve.model)
-        meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
-        machine = fit_mod.machine_from_name(profile.machine, meminfo)
-        host_total = mem["MemTotal"]
-        if machine.unified and not fit_mod.reading_applies(machine, host_total):
-            # vLLM starts on this host, whatever the profile was planned for: check against it.
-            warnings.append(
-                f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
-                f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host"
-            )
-            machine = fit_mod.machine_from_name("auto", meminfo)
+        # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
+        spec = load_serving_spec(serve.model, serve.speculative_config)
+        machine = host_machine(profile, mem, warnings)
         mem_available = mem.get("MemAvailable") if machine.unified else None
         result = fit_mod.fit(serve, spec, machine, mem_available=mem_available)
     except UserError as exc:
@@ -180,6 +280,15 @@ def _fit_verdict(
     elif result.verdict == "tight":
         warnings.append("fit: tight: " + "; ".join(result.reasons))
     return verdict
+
+
+def set_aside_unreadable(port: int) -> None:
+    """A wrong-shaped state file on our port is moved aside (with a warning), never in the way."""
+    path = st.state_path(port)
+    try:
+        st.read_state(path)
+    except pr.ProtocolError:
+        st.set_aside(path)
 
 
 def sweep_lost_servers(message: str = "swept at the next launch: its supervisor had died") -> list[pr.StateRecord]:
@@ -226,6 +335,7 @@ class Supervisor:
         self.lines = GuardLines.from_settings(profile.guard)
         self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
         self.guard: Guard | None = None
+        self.reservation: pool.Reservation | None = None  # set by preflight in run()
         self.tripped = threading.Event()
         self.trip_report: TripReport | None = None
         self.port = self.serve.port
@@ -246,6 +356,23 @@ class Supervisor:
         self.endpoint: Endpoint | None = None
         self.reaper: subprocess.Popen[bytes] | None = None
         self._server: socket.socket | None = None
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # /metrics on demand (all monotonic times, under self.lock)
+        self._metrics_wanted_until = 0.0
+        self._metrics_at: float | None = None  # the last scrape
+        self._metrics_next = 0.0
+        self._metrics_gap = METRICS_EVERY_S
+        self._metrics_done = threading.Condition(self.lock)
+        self._metrics_count = 0
+        self._last_activity = float("-inf")  # the last log line that was load, not a probe
+        self.wakes: collections.Counter[str] = collections.Counter()  # why the loop woke
+        self.watch = ServerWatch(
+            profile.watch,
+            url=base_url(self.serve.host, self.port),
+            api_key=self.serve.api_key,
+            model=self.serve.served_model_name or self.serve.model,
+            say=self._watch_said,
+        )
 
     # -- state
 
@@ -267,6 +394,7 @@ class Supervisor:
             if self.tree is not None:
                 state.tree = pr.TreeRecord.model_validate(self.tree.to_record())
             state.summary = self.summary.to_dict()
+            state.watch = pr.WatchRecord.model_validate(self.watch.to_state())
             state.events = list(self.events)
             try:
                 self.state_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -311,6 +439,31 @@ class Supervisor:
         with self.lock:
             if self.requested != "kill":  # kill wins over stop
                 self.requested, self.requested_by = what, by
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake the loop from its poll() (another thread, or a signal handler: os.write takes no lock)."""
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:  # full (it is awake already) or closed (it has finished)
+            pass
+
+    def _want_metrics(self) -> None:
+        """A client reads the state: scrape /metrics every METRICS_EVERY_S for METRICS_WANTED_S, and
+        give this one a scrape at most METRICS_EVERY_S old (waiting up to METRICS_WAIT_S for it)."""
+        with self.lock:
+            now = time.monotonic()
+            self._metrics_wanted_until = now + METRICS_WANTED_S
+            self._metrics_gap = METRICS_EVERY_S
+            if not self.healthy:
+                return
+            if self._metrics_at is not None and now - self._metrics_at < METRICS_EVERY_S:
+                self._metrics_next = min(self._metrics_next, self._metrics_at + METRICS_EVERY_S)
+                return
+            self._metrics_next = now
+            seen = self._metrics_count
+            self._wake()
+            self._metrics_done.wait_for(lambda: self._metrics_count != seen, METRICS_WAIT_S)
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.request("stop", signal.Signals(signum).name)
@@ -360,21 +513,25 @@ class Supervisor:
 
     def answer(self, req: pr.StatusRequest | pr.StopRequest | pr.KillRequest | pr.GuardRequest) -> pr.Reply:
         """Carry out one socket request; the reply carries the state afterwards."""
-        if isinstance(req, pr.StopRequest | pr.KillRequest):
+        if isinstance(req, pr.StatusRequest):
+            self._want_metrics()
+        elif isinstance(req, pr.StopRequest | pr.KillRequest):
             self.request(req.cmd, "socket")
             self.finished.wait(req.wait)
         elif isinstance(req, pr.GuardRequest):
             if self.guard is None:
                 return pr.Reply(ok=False, error="the guard is not running yet; try again", state=self.snapshot())
-            self.change_guard(req)
+            notes = self.change_guard(req)
+            return pr.Reply(ok=True, state=self.snapshot(), notes=notes)
         return pr.Reply(ok=True, state=self.snapshot())
 
-    def change_guard(self, req: pr.GuardRequest) -> None:
-        """Move the lines (checked: warn >= term >= kill) and/or arm or disarm: live, no restart."""
+    def change_guard(self, req: pr.GuardRequest) -> list[str]:
+        """Move the lines and/or arm or disarm, live. The lines given win; a current line in their
+        way is turned off (the notes say which); lines given out of order raise UserError."""
         assert self.guard is not None and self.state is not None
+        notes: list[str] = []
         if req.lines is not None:
-            current = dataclasses.asdict(self.lines)
-            lines = GuardLines(**{**current, **req.lines.given()})  # UserError when out of order
+            lines, notes = resolve_lines(req.lines.given(), self.lines)
             self.guard.set_lines(lines)
             self.lines = lines
             with self.lock:
@@ -387,11 +544,19 @@ class Supervisor:
             self.record.guard.armed = self.guard.armed
             if self.record.guard.state != "tripped":
                 self.record.guard.state = "watching" if self.guard.armed else "disarmed"
+        for note in notes:
+            self._say(f"guard: {note}")
         self._save()
+        return notes
 
     def snapshot(self) -> pr.StateRecord | None:
         with self.lock:
-            return None if self.state is None else self.record.model_copy(deep=True)
+            if self.state is None:
+                return None
+            live = self.record.model_copy(deep=True)
+            # Only in live replies (never written to the file): what the loop has been doing.
+            live.loop = pr.LoopStats(wakes=dict(self.wakes), metrics_scrapes=self._metrics_count)
+            return live
 
     # -- reaper
 
@@ -426,17 +591,25 @@ class Supervisor:
 
     def run(self) -> int:
         """Launch and supervise until vLLM exits or is stopped; returns the exit status to use."""
+        set_aside_unreadable(self.port)
         sweep_lost_servers()
-        pre = preflight(self.profile, self.serve, force=self.force)
+        pre = preflight(self.profile, self.serve, force=self.force, evict=True)
+        for note in pre.notes:
+            self._say(note)
         for warning in pre.warnings:
             print(f"sparktui: warning: {warning}", file=sys.stderr, flush=True)
         self.command = build_command(self.profile, self.serve)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
         self.state = self._initial_state(log_path, pre.warnings, pre.fit)
+        self.reservation = pre.reservation
+        if pre.reservation is not None:
+            r = pre.reservation
+            self.state.reservation = pr.ReservationRecord(bytes=r.bytes, basis=r.basis, priority=r.priority)
         self.record.argv = self.command.argv
         self.record.runner = self.command.kind
         self.record.container = self.command.container
+        self.record.page_cache = pre.page_cache
 
         previous = {}
         if threading.current_thread() is threading.main_thread():  # only there can signals be handled
@@ -449,6 +622,7 @@ class Supervisor:
             reaper = self._start_reaper()
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
+            self._start_flight_recorder()
             self.tree = proc.spawn(self.command.argv, log_path, env)
             self._start_guard()
             self._serve_socket()  # before the save that records the tree: launch() returns on it
@@ -459,61 +633,122 @@ class Supervisor:
                 flush=True,
             )
             with Endpoint(base_url(self.serve.host, self.port), api_key=self.serve.api_key) as self.endpoint:
-                return self._loop(log_path)
+                while True:
+                    code = self._loop(log_path)
+                    restart = self._restart_log_path(code)
+                    if restart is None:
+                        return code
+                    log_path = restart
+                    self._respawn(log_path, env)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             self._close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
 
     def _loop(self, log_path: Path) -> int:
+        tree = self.tree
+        assert tree is not None  # set by run() before the loop starts
+        follower = LogTail(log_path, keep=1)
+        poller = select.poll()
+        log_fd = follower.fileno()  # armed before the first read: no write goes unnoticed
+        if log_fd is not None:
+            poller.register(log_fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        root_fd = _pidfd(tree.pid)  # readable the moment vLLM's API server exits
+        if root_fd is not None:
+            poller.register(root_fd, select.POLLIN)
+        try:
+            how = self._watch(follower, poller, log_fd, root_fd)
+        finally:
+            if root_fd is not None:
+                os.close(root_fd)
+        return self._finish(how, follower)
+
+    def _watch(self, follower: LogTail, poller: select.poll, log_fd: int | None, root_fd: int | None) -> str:
+        """Until vLLM ends or is to be stopped; how ("guard", "stop", "kill", "exited")."""
         tree, endpoint, guard = self.tree, self.endpoint, self.guard
         assert tree is not None and endpoint is not None and guard is not None  # set by run() before the loop starts
-        follower = LogTail(log_path, keep=1)
         generation = tree.generation
-        next_refresh = next_health = next_metrics = 0.0
-        how = None
+        next_track = next_health = 0.0
         while True:
-            changed = self._ingest(follower.poll())
+            lines = follower.poll()
+            changed = self._ingest(lines)
+            behind = bool(lines) and follower.pending()  # a flood: read on before sleeping
             now = time.monotonic()
-            if now >= next_refresh:
-                tree.refresh()
-                next_refresh = now + 0.25
+            if now >= next_track:
+                tree.track() if self.healthy else tree.refresh()
+                next_track = now + (REST_TRACK_S if self.healthy else STARTUP_TICK_S)
             if tree.generation != generation:
                 generation, changed = tree.generation, True
             if self.summary.ready and not self.healthy and now >= next_health:
-                next_health = now + 0.5
+                next_health = now + HEALTH_EVERY_S
                 if endpoint.health().ok:
                     tree.refresh()  # the state that says "running" names every process
-                    self.healthy, changed = True, True
+                    with self.lock:
+                        self.healthy, changed = True, True
+                        self._metrics_next = now  # the first scrape at once
                     self.record.status, self.record.ready_at = "running", time.time()
                     self._say(f"ready: {self.record.url} answers /health")
-            if self.healthy and now >= next_metrics:
-                next_metrics = now + METRICS_EVERY_S
+            if self.healthy and now >= self._metrics_next:
                 self._poll_metrics()
                 changed = True
             if self.tripped.is_set():
-                how = "guard"
-                break
+                return "guard"
             if self.requested:
-                how = self.requested
-                break
+                return self.requested
+            if self.watch.restart_wanted.is_set():
+                return "wedge"
             if tree.returncode() is not None:
                 last = guard.last  # set before the guard signals: its trip may be what ended vLLM
-                how = "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
-                break
+                return "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
             changed |= self._guard_status()
             if changed or self._unsaved:
                 self._save()
-            time.sleep(TICK_S)
-        return self._finish(how, follower)
+            timers = [next_track, now + (REST_TICK_S if self.healthy else STARTUP_TICK_S)]
+            if self.summary.ready and not self.healthy:
+                timers.append(next_health)
+            if self.healthy:
+                timers.append(self._metrics_next)
+            if log_fd is None:
+                timers.append(now + LOG_FALLBACK_S)
+            timeout = 0.0 if behind else max(0.0, min(timers) - time.monotonic())
+            self._sleep(poller, follower, log_fd, root_fd, timeout)
+
+    def _sleep(
+        self, poller: select.poll, follower: LogTail, log_fd: int | None, root_fd: int | None, timeout: float
+    ) -> None:
+        ready = poller.poll(timeout * 1000)
+        if not ready:
+            self.wakes["timer"] += 1
+        for fd, _ in ready:
+            if fd == self._wake_r:
+                self.wakes["request"] += 1
+                try:
+                    while os.read(self._wake_r, 256):
+                        pass
+                except BlockingIOError:
+                    pass
+            elif fd == log_fd:
+                self.wakes["log"] += 1
+                follower.consume()
+            elif fd == root_fd:
+                self.wakes["exit"] += 1
+                poller.unregister(fd)  # stays readable: returncode() sees it from here on
 
     def _ingest(self, lines: list[str]) -> bool:
         changed = False
         for line in lines:
+            self.watch.on_line(line)
+            if self.healthy and not any(probe in line for probe in PROBE_LINES):
+                self._note_activity()  # requests, stats: start-up lines are not load
             for event in self.summary.feed(line):
                 if isinstance(event, vllm_log.PhaseChanged):
                     changed = True
                     self._say(f"phase: {event.phase}")
+                    if self.guard is not None:
+                        self.guard.set_phase(event.phase)
                     continue
                 if isinstance(event, vllm_log.KVCacheSize):
                     self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
@@ -527,24 +762,50 @@ class Supervisor:
         """One line of progress on stderr (the terminal, or the journal under systemd)."""
         print(f"sparktui: {text}", file=sys.stderr, flush=True)
 
+    def _note_activity(self) -> None:
+        """The server did something (a log line that is not a probe's): scrape at the busy pace."""
+        with self.lock:
+            self._last_activity = time.monotonic()
+            self._metrics_gap = METRICS_EVERY_S
+            if self._metrics_at is not None:
+                self._metrics_next = min(self._metrics_next, self._metrics_at + METRICS_EVERY_S)
+
     def _poll_metrics(self) -> None:
         endpoint = self.endpoint
         assert endpoint is not None  # set by run() before the loop starts
         from sparktui.core import metrics as m
 
         fetched = endpoint.metrics()
+        busy = False
         if fetched.snapshot is None:
-            self.record.metrics = {"error": fetched.error, "at": time.time()}
-            return
-        snapshot = fetched.snapshot
-        stats = m.derive(snapshot, self._last_metrics)
-        self._last_metrics = snapshot
-        self.record.metrics = {
-            **stats.to_dict(),
-            "prompt_tokens_total": snapshot.total(m.PROMPT_TOKENS),
-            "generation_tokens_total": snapshot.total(m.GENERATION_TOKENS),
-            "at": time.time(),
-        }
+            metrics: dict[str, Any] = {"error": fetched.error, "at": time.time()}
+        else:
+            snapshot = fetched.snapshot
+            if self.watch.on_metrics(snapshot):
+                self.events.append({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
+            if self.guard is not None and self.summary.phase == "ready":
+                self.guard.set_phase("prefill" if self.watch.prefilling else "ready")
+            stats = m.derive(snapshot, self._last_metrics)
+            self._last_metrics = snapshot
+            busy = bool(stats.running or stats.waiting)
+            metrics = {
+                **stats.to_dict(),
+                "prompt_tokens_total": snapshot.total(m.PROMPT_TOKENS),
+                "generation_tokens_total": snapshot.total(m.GENERATION_TOKENS),
+                "at": time.time(),
+            }
+        with self.lock:
+            self.record.metrics = metrics
+            now = time.monotonic()
+            self._metrics_at = now
+            wanted = now < self._metrics_wanted_until or now - self._last_activity < METRICS_BUSY_S or busy
+            if wanted:
+                self._metrics_gap = METRICS_EVERY_S
+            else:  # nobody reads them and nothing happens: back off
+                self._metrics_gap = min(self._metrics_gap * 2, METRICS_IDLE_MAX_S)
+            self._metrics_next = now + self._metrics_gap
+            self._metrics_count += 1
+            self._metrics_done.notify_all()
 
     def _finish(self, how: str, follower: LogTail) -> int:
         tree, guard = self.tree, self.guard
@@ -560,7 +821,7 @@ class Supervisor:
             guard.close()
         if how == "kill":
             report = self._kill()
-        elif how == "stop":
+        elif how in ("stop", "wedge"):
             report = self._stop()
         returncode = tree.returncode()
         if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
@@ -571,7 +832,7 @@ class Supervisor:
             for event in self.summary.finish(returncode):
                 if not isinstance(event, vllm_log.PhaseChanged):
                     self.events.append(_event_dict(event))
-        reason = {"stop": "stopped", "kill": "killed", "guard": "guard"}.get(
+        reason = {"stop": "stopped", "kill": "killed", "guard": "guard", "wedge": "wedged"}.get(
             how, "failed" if self.summary.failure else "exited"
         )
         phase = self.summary.phase if how == "exited" else "stopped"
@@ -591,25 +852,49 @@ class Supervisor:
             print(f"sparktui: vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}", file=sys.stderr, flush=True)
         if how == "guard":
             return GUARD_EXIT
+        if how == "wedge":
+            return 1
         return 0 if how in ("stop", "kill") or returncode == 0 else 1
 
     # -- guard
 
     def _start_guard(self) -> None:
+        # Several servers on one machine: stop them in the declared order, only as many as must go.
+        order = None if self.reservation is None else StopOrder(self.reservation, self.grace_s)
         self.guard = Guard(
             self.tree,
             self.lines,
             armed=self.profile.guard.armed is not False,
-            track_interval=0.25,
-            on_warn=lambda d: self.events.append(_guard_event("GuardWarning", d)),
+            track_interval=None,  # the loop records the tree's members
+            on_warn=self._on_warn,
             on_trip=self._on_trip,
             on_report=self._on_report,
+            defer=None if order is None else self._deferral(order),
         )
         self.guard.start()
+
+    def _deferral(self, order: StopOrder) -> Callable[[Decision], str | None]:
+        """The stop order, with each new reason to wait recorded once as an event (status shows it)."""
+        said: list[str | None] = [None]
+
+        def defer(decision: Decision) -> str | None:
+            why = order(decision)
+            if why is not None and why != said[0]:
+                self.events.append({**_guard_event("GuardDeferred", decision), "why": why})
+                self._say(f"guard: {why}")
+            said[0] = why
+            return why
+
+        return defer
+
+    def _on_warn(self, decision: Decision) -> None:
+        self.events.append(_guard_event("GuardWarning", decision))
+        self._wake()
 
     def _on_trip(self, decision: Decision) -> None:
         self.events.append(_guard_event("GuardTrip", decision))
         self.tripped.set()
+        self._wake()
 
     def _on_report(self, report: TripReport) -> None:
         self.trip_report = report
@@ -631,8 +916,18 @@ class Supervisor:
         g = self.record.guard
         g.armed = guard.armed
         g.state = "tripped" if self.tripped.is_set() else ("watching" if guard.armed else "disarmed")
+        g.pressure = pr.PressureRecord(
+            trigger=guard.pressure.spec()[:-1].decode() if guard.pressure is not None else None,
+            wakes=guard.pressure_wakes,
+            error=guard.pressure_error,
+        )
         last = g.last
-        if last and last.action == now.action and (last.available_gib == now.available_gib or now.at - last.at < 1.0):
+        moved = abs(now.available_gib - last.available_gib) if last else 0.0
+        if (
+            last
+            and last.action == now.action
+            and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
+        ):
             return False  # the file is rewritten for news, not for every sample
         g.last = now
         return True
@@ -651,7 +946,81 @@ class Supervisor:
             subprocess.run(command.kill_argv, capture_output=True, timeout=20)
         return tree.kill()
 
+    # -- watch: flight recorder, restarts
+
+    def _watch_said(self, text: str) -> None:
+        self._say(text)
+        with self.lock:
+            if self.state is None:
+                return
+            self.events.append({"kind": "Watch", "t": time.time(), "text": text})
+        self._save()
+        if self.watch.restart_wanted.is_set():
+            self._wake()  # the loop sleeps until an event: a restart is one
+
+    def _start_flight_recorder(self) -> None:
+        header = FlightHeader(
+            port=self.port,
+            profile=self.profile.name,
+            model=self.serve.model,
+            boot_id=current_boot_id(),
+            started_at=self.record.started_at or time.time(),
+            supervisor_pid=os.getpid(),
+        )
+
+        def context() -> tuple[str, str, list[int]]:
+            tree = self.tree
+            pids = [] if tree is None else [i.pid for i in tree.recorded]
+            return self.summary.phase, self.record.status, pids
+
+        self.watch.start_recording(flight_dir(st.state_dir()), header, context)
+
+    def _restart_log_path(self, code: int) -> Path | None:
+        """After the server ended: a new log path when the profile asks for a restart and the
+        crash-loop breaker allows one; None to finish."""
+        exit_ = self.record.exit
+        if exit_ is None or self.requested or exit_.reason in ("stopped", "killed", "guard"):
+            return None
+        kind = "wedge" if exit_.reason == "wedged" else "crash"
+        failure = exit_.failure or {}
+        phase = self.summary.reached  # the furthest start-up phase ("ready" once it served)
+        detail = (
+            (self.watch.to_state()["wedge"].get("evidence") or "wedged")
+            if kind == "wedge"
+            else str(failure.get("message") or f"exit status {exit_.returncode}")
+        )
+        verdict = self.watch.may_restart(kind, phase, detail)
+        if verdict is None:
+            return None
+        if not verdict.restart:
+            self._say(f"{verdict.reason}:")
+            for f in verdict.failures:
+                self._say(f"  {f.line()}")
+            self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
+            with self.lock:
+                exit_.breaker = self.watch.to_state()["breaker"]
+            self._save()
+            return None
+        attempt = len(self.watch.restarts)
+        self._say(f"restarting after a {kind} in phase {phase} (restart {attempt}): {detail}")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}-r{attempt}.log"
+
+    def _respawn(self, log_path: Path, env: dict[str, str]) -> None:
+        self.summary = vllm_log.LogSummary()
+        self.healthy = False
+        self._last_metrics = None
+        self.tripped.clear()
+        self.trip_report = None
+        self.watch.reset_for_restart()
+        assert self.command is not None  # built by run() before the first launch
+        self.tree = proc.spawn(self.command.argv, log_path, env)
+        self._start_guard()
+        self._save(status="starting", phase=self.summary.phase, log_path=str(log_path), exit=None, ready_at=None)
+        self._say(f"vLLM pid {self.tree.pid} on {self.record.url}, log {log_path}")
+
     def _close(self) -> None:
+        self.watch.close(clean=True)
         if self._server is not None:
             try:
                 self._server.close()
@@ -661,6 +1030,14 @@ class Supervisor:
         self.finished.set()
         time.sleep(0.05)  # let socket handlers waiting on `finished` send their replies
         self._dismiss_reaper()
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd (readable once the process exits), or None where the kernel has none."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
 
 
 def _guard_event(kind: str, decision: Decision) -> dict[str, Any]:
@@ -704,6 +1081,7 @@ def launch(
     from sparktui.core.profiles import save_profile
 
     serve = serve if serve is not None else profile.serve
+    set_aside_unreadable(serve.port)
     sweep_lost_servers()
     pre = preflight(profile, serve, force=force)  # refuse here, where the caller sees it
     port = serve.port
@@ -795,14 +1173,21 @@ def set_guard(
     port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
 ) -> pr.StateRecord:
     """Arm/disarm the memory guard of a running server and/or move its lines; its state afterwards."""
+    return change_guard(port, armed=armed, lines=lines)[0]
+
+
+def change_guard(
+    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+) -> tuple[pr.StateRecord, list[str]]:
+    """set_guard(), with the notes on lines turned off to make room for the ones given."""
     state = st.find_state(port)
     if not state.alive:
         raise UserError(f"the server on port {state.port} is not running (status {state.status})")
     reply = st.request(state.port, st.guard_request(armed, lines), timeout=10)
     if not reply.ok or reply.state is None:
-        raise UserError(f"port {state.port}: the supervisor refused the guard change: {reply.error}")
+        raise UserError(f"port {state.port}: the guard was not changed: {reply.error}")
     reply.state.alive = True
-    return reply.state
+    return reply.state, reply.notes
 
 
 def restart(port: int | None = None, *, force: bool = False) -> pr.StateRecord:

@@ -132,3 +132,19 @@ def test_absurd_configs_exit_2_with_the_field_named(capsys, tmp_path, config):
 def test_a_300_character_model_name_exits_2(capsys):
     assert main(["fit", "--model", "m" * 300]) == 2
     assert "Traceback" not in capsys.readouterr()[1]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["-tp", "1000000000"], ["--max-model-len", "-5"], ["--speculative-config", '{"num_speculative_tokens": 10000}']],
+)
+def test_absurd_flags_exit_2(capsys, flags):
+    assert main(["fit", "--model", "Qwen/Qwen3-32B", *flags]) == 2
+    err = capsys.readouterr()[1]
+    assert "expected" in err and "Traceback" not in err
+
+
+def test_the_working_shows_the_mamba_ssm_dtype_in_use(capsys, hub):
+    main(["fit", "--json", "--", *shlex.split(RECIPE.replace("float32", "float16"))])
+    working = json.loads(capsys.readouterr()[0])["kv_working"]
+    assert any("Mamba2 layers" in w and "in float16" in w for w in working)

@@ -255,3 +255,92 @@ def test_mtp_needs_no_separate_model():
 def test_bad_speculative_config_is_refused(bad):
     with pytest.raises(UserError, match="--speculative-config"):
         load_serving_spec("Qwen/Qwen3.5-35B-A3B", bad)
+
+
+# --------------------------------------------------------------------------- sparse configs
+
+
+def test_a_sparse_gemma3_config_gets_transformers_defaults():
+    """google/gemma-3-12b-it's text_config names only its sizes; vocab, head_dim, the 5:1 sliding
+    pattern and tied embeddings come from Gemma3TextConfig's defaults, as vLLM reads them."""
+    config = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "text_config": {
+            "hidden_size": 3840,
+            "intermediate_size": 15360,
+            "model_type": "gemma3_text",
+            "num_attention_heads": 16,
+            "num_hidden_layers": 48,
+            "num_key_value_heads": 8,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            "sliding_window": 1024,
+        },
+        "torch_dtype": "bfloat16",
+    }
+    spec = spec_from_config(config, name="g3", source="test")
+    assert {(g.kind, g.count, g.head_size) for g in spec.layers} == {(SLIDING, 40, 256), (FULL, 8, 256)}
+    assert spec.vocab_size == 262208
+    assert dict(spec.params_by_category)["lm_head"] == 0  # tied
+    assert spec.max_len_limit == 131072  # Gemma 3's length is already scaled: no rope factor
+    untied = spec_from_config(
+        {**config, "text_config": {**config["text_config"], "tie_word_embeddings": False}}, name="u", source="t"
+    )
+    assert dict(untied.params_by_category)["lm_head"] == 262208 * 3840
+
+
+# --------------------------------------------------------------------------- DeepSeek V3.2 indexer
+
+
+def test_deepseek_v32_indexer_cache_rides_beside_the_mla_latent(fixtures):
+    config = json.loads((fixtures / "model-configs" / "deepseek-ai__DeepSeek-V3.json").read_text())
+    v32 = {**config, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64}
+    spec = spec_from_config(v32, name="v32", source="test")
+    indexer = [g for g in spec.layers if g.elem_bytes]
+    assert [(g.count, g.head_size, g.elem_bytes) for g in indexer] == [(61, 128 + 4, 1)]
+    # uint8 whatever the KV dtype: 61 × 576 × 2 B latent + 61 × 132 B indexer keys per token
+    assert spec.kv_bytes_per_token() == 61 * 576 * 2 + 61 * 132
+    assert spec.kv_bytes_per_token(kv_bytes=1) == 61 * 576 + 61 * 132
+    base = spec_from_config(config, name="v3", source="test")
+    assert spec.param_count == base.param_count  # no second copy of the attention weights
+    plan = plan_kv(spec, 2)
+    assert len(plan.groups) == 1 and plan.bytes_per_block == 16 * (61 * 576 * 2 + 61 * 132)
+    skipping = spec_from_config({**v32, "index_topk_freq": 4}, name="s", source="test")
+    assert [g.count for g in skipping.layers if g.elem_bytes] == [16]  # layers 0, 1, 5, 9 … 57 (offset 2)
+
+
+def test_an_estimated_eagle3_drafter_shares_the_targets_embedding(tmp_path):
+    draft = load_serving_spec(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        json.dumps({"method": "eagle3", "model": _folder(tmp_path, "e3", EAGLE3_DRAFT), "num_speculative_tokens": 3}),
+    )
+    own = spec_from_config(EAGLE3_DRAFT, name="e3", source="t")
+    counts = dict(own.params_by_category)
+    assert counts["lm_head"] == 32000 * 4096  # its own draft vocabulary
+    assert draft.mtp_weights_bytes == own.weights_bytes - counts["embed"] * 2
+    assert any("shared with the target" in n for n in draft.notes)
+
+
+def test_dflash_drafter_layer_kinds_follow_vllms_rules():
+    base = {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "num_hidden_layers": 6,
+        "hidden_size": 3072,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 248320,
+        "sliding_window": 4096,
+        "dflash_config": {"block_size": 16, "target_layer_ids": [1, 7, 14, 20, 26, 32]},
+    }
+    full = spec_from_config(base, name="d", source="t")
+    assert {g.kind: g.count for g in full.layers} == {FULL: 6}  # no layer_types, no use_swa: full
+    swa = spec_from_config(
+        {**base, "dflash_config": {**base["dflash_config"], "use_swa": True, "swa_window_size": 2048}},
+        name="s",
+        source="t",
+    )
+    assert [(g.kind, g.count, g.sliding_window) for g in swa.layers] == [(SLIDING, 6, 2048)]
+    mixed = spec_from_config({**base, "layer_types": ["sliding_attention", "full_attention"] * 3}, name="m", source="t")
+    assert {g.kind: g.count for g in mixed.layers} == {SLIDING: 3, FULL: 3}

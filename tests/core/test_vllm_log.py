@@ -89,6 +89,60 @@ EXPECTED = {
              available_kv_gib=None, kv_cache_tokens=None, max_concurrency=None, ready=False),
         "log_ended",
     ),
+    f"{LOGS}/spark_v0.20.0_gemma-4-26b-a4b-it_bf16_success.log": (
+        # "Model loading took 48.5 GiB"; "Available KV cache memory: 40.61 GiB"; "GPU KV cache size:
+        # 177,440 tokens"; "Maximum concurrency for 8,192 tokens per request: 35.75x"
+        dict(version="0.20.0", model="google/gemma-4-26B-A4B-it", max_model_len=8192, weights_gib=48.5,
+             available_kv_gib=40.61, kv_cache_tokens=177440, max_concurrency=35.75, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_v0.20.0_gemma-4-26b-a4b-it-qat-unquantized_success.log": (
+        dict(version="0.20.0", model="google/gemma-4-26B-A4B-it-qat-q4_0-unquantized", max_model_len=8192,
+             weights_gib=48.5, available_kv_gib=44.03, kv_cache_tokens=192368, max_concurrency=38.76, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_vdev-g9759e3b06_gemma-3-12b-it_bf16_success.log": (
+        # a source build: the banner says "version 0.1.dev1+g9759e3b06"
+        dict(version="0.1.dev1+g9759e3b06", model="google/gemma-3-12b-it", max_model_len=8192, weights_gib=22.62,
+             available_kv_gib=59.15, kv_cache_tokens=335944, max_concurrency=41.01, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_vdev-g9759e3b06_gemma-3-12b-it_fp8kv_success.log": (
+        dict(version="0.1.dev1+g9759e3b06", model="google/gemma-3-12b-it", max_model_len=8192, weights_gib=22.62,
+             available_kv_gib=54.43, kv_cache_tokens=618254, max_concurrency=75.47, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_bf16_success.log": (
+        dict(version="0.1.dev1+g9759e3b06", model="google/gemma-4-26B-A4B-it", max_model_len=8192,
+             weights_gib=47.47, available_kv_gib=33.72, kv_cache_tokens=370652, max_concurrency=45.25, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_fp8kv_success.log": (
+        dict(version="0.1.dev1+g9759e3b06", model="google/gemma-4-26B-A4B-it", max_model_len=8192,
+             weights_gib=47.47, available_kv_gib=34.39, kv_cache_tokens=756092, max_concurrency=92.3, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log": (
+        dict(version="0.1.dev1+g25ab073ef", model="google/gemma-3-27b-it", max_model_len=131072,
+             weights_gib=51.54, available_kv_gib=41.66, kv_cache_tokens=884276, max_concurrency=6.75, ready=True),
+        None,
+    ),
+    f"{LOGS}/discrete_v0.19.1_nemotron-cascade-2-30b-a3b-nvfp4_excerpt.log": (
+        # selected lines only: no engine banner (so no version) and no "Application startup complete"
+        dict(version=None,
+             model="/scratch-shared/dlindberg/hf_cache/hub/models--chankhavu--Nemotron-Cascade-2-30B-A3B-NVFP4/"
+                   "snapshots/80ee3ccfe8cb5eb019a0cde78449e8b197a0155f",
+             max_model_len=262144, weights_gib=18.03, available_kv_gib=68.97, kv_cache_tokens=4819104,
+             max_concurrency=86.16, ready=False),
+        "log_ended",
+    ),
+    f"{LOGS}/spark_v0.22.0_qwen3.6-35b-a3b-prismaquant-mtp3_excerpt.log": (
+        # selected lines: no banner, no engine-config line (so no version or max_model_len), no
+        # "Application startup complete"
+        dict(version=None, model="rdtand/Qwen3.6-35B-A3B-PrismaQuant-4.75bit-vllm", max_model_len=None,
+             weights_gib=21.42, available_kv_gib=71.15, kv_cache_tokens=3131683, max_concurrency=15.66, ready=False),
+        "log_ended",
+    ),
     f"{CPU}/startup_FAIL_default_kv_memutil.log": (
         # "ValueError: Available memory on node 0 (7.28/8.59 GiB) on startup is less than desired CPU
         # memory utilization (0.92, 7.9 GiB)"

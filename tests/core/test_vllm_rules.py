@@ -56,7 +56,7 @@ def test_versions_parse_and_bad_ones_say_what_is_expected():
     assert parse_version("v0.11.1rc3") == VllmVersion(0, 11, 1)
     assert parse_version("0.19.1+cu130") == VllmVersion(0, 19, 1)
     for bad in ("banana", "", "0", "1.2.3.4.5.6" * 20):
-        with pytest.raises(UserError, match="--vllm-version: got .*expected a vLLM version"):
+        with pytest.raises(UserError, match=r"--vllm-version: got .*expected a vLLM version"):
             parse_version(bad)
     with pytest.raises(UserError, match="older than sparktui models"):
         parse_version("0.9.2")

@@ -116,3 +116,94 @@ def test_memory_is_bounded(tmp_path):
         assert total == 20000 + 4  # 5000 x's: four 1000-byte pieces out, the last 1000 held back
         assert list(tail.recent) == [f"line {i}" for i in range(19994, 20000)] + ["x" * 1000] * 4
         assert tail.flush() == ["x" * 1000]
+
+
+# -- waking on inotify instead of polling the file
+
+
+def append_later(path, data: bytes, after: float = 0.2) -> threading.Thread:
+    writer = threading.Timer(after, append, (path, data))
+    writer.start()
+    return writer
+
+
+def lines_on_wakes(tail: LogTail, last: str) -> list[str]:
+    """Lines read on each wake-up until `last` arrives (one change may wake the tail more than once)."""
+    got: list[str] = []
+    while True:
+        got += tail.poll()
+        if got and got[-1] == last:
+            return got
+        assert tail.wait(30) is True, "timed out: no wake-up came"
+
+
+def test_wait_sleeps_until_a_write_wakes_it(tmp_path):
+    log = tmp_path / "w.log"
+    append(log, b"first\n")
+    with LogTail(log) as tail:
+        assert tail.fileno() is not None, "inotify is available on Linux"
+        assert tail.poll() == ["first"]
+        assert tail.wait(0.2) is False  # nothing written: it slept the whole timeout
+        writer = append_later(log, b"second\n")
+        assert tail.wait(30) is True  # woken by the write, not by the timeout
+        writer.join()
+        assert tail.poll() == ["second"]
+        assert tail.wakeups == 1
+
+
+def test_wait_wakes_on_truncation(tmp_path):
+    log = tmp_path / "t.log"
+    append(log, b"old run\n")
+    with LogTail(log) as tail:
+        tail.fileno()
+        assert tail.poll() == ["old run"]
+        writer = threading.Timer(0.2, lambda: log.write_bytes(b"new\n"))
+        writer.start()
+        assert tail.wait(30) is True
+        writer.join()
+        assert lines_on_wakes(tail, "new") == ["new"] and tail.restarts == 1
+
+
+def test_wait_follows_a_rotation_and_then_the_new_file(tmp_path):
+    log = tmp_path / "r.log"
+    append(log, b"1\n")
+    with LogTail(log) as tail:
+        tail.fileno()
+        assert tail.poll() == ["1"]
+        rotate = threading.Timer(0.2, lambda: (os.rename(log, tmp_path / "r.log.1"), append(log, b"new 1\n")))
+        rotate.start()
+        assert tail.wait(30) is True
+        rotate.join()
+        assert lines_on_wakes(tail, "new 1") == ["new 1"] and tail.restarts == 1
+        # The watch moved to the new file: a write to it wakes the tail too.
+        writer = append_later(log, b"new 2\n")
+        assert tail.wait(30) is True
+        writer.join()
+        assert tail.poll() == ["new 2"]
+
+
+def test_wait_wakes_when_the_file_appears(tmp_path):
+    log = tmp_path / "later.log"
+    with LogTail(log) as tail:
+        tail.fileno()
+        assert tail.poll() == []
+        writer = append_later(log, b"hello\n")
+        assert tail.wait(30) is True
+        writer.join()
+        assert tail.poll() == ["hello"]
+
+
+def test_wait_returns_for_the_stop_fd(tmp_path):
+    log = tmp_path / "s.log"
+    append(log, b"x\n")
+    r, w = os.pipe()
+    try:
+        with LogTail(log) as tail:
+            tail.fileno()
+            tail.poll()
+            threading.Timer(0.2, os.write, (w, b"!")).start()
+            assert tail.wait(30, stop_fd=r) is False  # woken, but not by the log
+            assert os.read(r, 1) == b"!"
+    finally:
+        os.close(r)
+        os.close(w)

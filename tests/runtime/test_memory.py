@@ -14,7 +14,10 @@ import pynvml
 import pytest
 
 from sparktui.runtime.memory import (
+    PSI_MEMORY,
     GpuSampler,
+    PsiTrigger,
+    open_pressure_trigger,
     parse_psi,
     read_gpu,
     read_mem_available,
@@ -232,3 +235,34 @@ def test_tree_memory_counts_a_child_and_its_grandchild(monkeypatch):
             os.kill(kid, signal.SIGKILL)
         p.kill()
         p.wait()
+
+
+# -- PSI triggers
+
+
+def test_psi_trigger_spec_and_the_unprivileged_window():
+    asked = PsiTrigger("some", 150_000, 1_000_000)
+    assert asked.spec() == b"some 150000 1000000\0"
+    assert asked.unprivileged() == PsiTrigger("some", 300_000, 2_000_000)  # the same 15% of a wider window
+    assert PsiTrigger("full", 100_000, 3_000_000).unprivileged() == PsiTrigger("full", 133_333, 4_000_000)
+    assert PsiTrigger("some", 500_000, 2_000_000).unprivileged().window_us == 2_000_000
+    for bad in ({"kind": "most"}, {"window_us": 100_000}, {"stall_us": 0}, {"stall_us": 2_000_000}):
+        with pytest.raises(ValueError):
+            PsiTrigger(**bad)
+
+
+@pytest.mark.skipif(not Path(PSI_MEMORY).exists(), reason="this kernel has no PSI")
+def test_psi_trigger_arms_on_the_kernel_window_it_allows():
+    asked = PsiTrigger("some", 150_000, 1_000_000)
+    with open_pressure_trigger(asked) as trigger:
+        # As root with CAP_SYS_RESOURCE the 1 s window is taken; without it (containers), 2 s.
+        assert trigger.trigger in (asked, asked.unprivileged())
+        assert trigger.fileno() >= 0
+        trigger.fired(0.0)  # polls without error (whether the machine stalls right now is its own)
+    with pytest.raises(ValueError):
+        trigger.fileno()  # closed
+
+
+def test_psi_trigger_on_a_missing_file_names_it(tmp_path):
+    with pytest.raises(OSError, match=r"missing/memory.pressure"):
+        open_pressure_trigger(path=str(tmp_path / "missing" / "memory.pressure"))

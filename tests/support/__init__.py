@@ -18,6 +18,7 @@ T = TypeVar("T")
 # What `sparktui fit --json` and FitResult.to_dict() promise scripts, at the least.
 FIT_JSON_KEYS = frozenset(
     {"weights_bytes", "kv_bytes_per_token", "kv_cache_bytes", "kv_cache_tokens", "max_concurrency", "verdict"}
+    | {"predicted_decode_tok_s", "predicted_ttft_s"}
     | {"reasons", "budget", "suggestions"}
 )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.core.modelspec import dense, hybrid, mistral, mla, moe
+from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.limits import check_numbers
 from sparktui.core.modelspec.quant import LINEAR, bytes_per_param, quant_info
 from sparktui.core.modelspec.spec import DTYPE_BYTES, MAMBA, LayerGroup, ModelSpec
@@ -36,9 +37,9 @@ _SCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_l
 def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     for key in ("text_config", "llm_config", "language_config"):
         sub = config.get(key)
-        if isinstance(sub, Mapping) and sub.get("num_hidden_layers"):
-            return sub
-    return config
+        if isinstance(sub, Mapping) and (sub.get("num_hidden_layers") or sub.get("model_type") in MODEL_TYPE_DEFAULTS):
+            return with_defaults(sub)
+    return with_defaults(config)
 
 
 def _dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
@@ -115,7 +116,8 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
     counts = {cat: 0 for cat in (*LINEAR, "embed", "lm_head", "router", "vision", "other")}
     counts["embed"] = vocab * h
     tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
-    counts["lm_head"] = 0 if tied else vocab * h
+    out_vocab = int(text.get("draft_vocab_size") or config.get("draft_vocab_size") or vocab)  # EAGLE3 drafters
+    counts["lm_head"] = 0 if tied else out_vocab * h
     counts["other"] = h * (2 * n_layers + 1)  # norms
     counts["vision"] = _vision_params(config, h)
     if hybrid.is_nemotron_h(text):
@@ -128,7 +130,8 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
         if g.draft:
             continue
         if g.kind == "mla":
-            counts["attn"] += g.count * mla.params_per_layer(text)
+            if not g.elem_bytes:  # the indexer's cache rides on the MLA layers: no weights of its own here
+                counts["attn"] += g.count * mla.params_per_layer(text)
         elif g.kind == MAMBA:
             counts["linear_attn"] += g.count * hybrid.gdn_params(text, g)
         else:
@@ -215,7 +218,7 @@ def _build(
         weights_source += f", + {padding / 2**30:.2f} GiB MXFP4 kernel padding"
     arch = (config.get("architectures") or text.get("architectures") or [""])[0]
     limit, limit_key = max_len_limit(text)
-    notes = [n for n in (mla.indexer_note(text),) if n]
+    notes = [n for n in (mla.indexer_note(text), _unmodelled_note(text)) if n]
     return ModelSpec(
         name=name,
         source=source,
@@ -244,11 +247,23 @@ def _build(
         weights_source=weights_source,
         mtp_weights_bytes=mtp_bytes,
         params_by_category=tuple(sorted(counts.items())),
+        bytes_by_category=tuple(sorted((cat, int(n * per_param.get(cat, dtype_bytes))) for cat, n in counts.items())),
         notes=tuple(notes),
         max_len_limit=limit,
         max_len_key=limit_key,
         multimodal=bool(counts["vision"]) or any(k in config for k in ("vision_config", "audio_config")),
+        draft_vocab_size=int(text.get("draft_vocab_size") or config.get("draft_vocab_size") or 0),
+        remote_code=bool(config.get("auto_map")),
     )
+
+
+def _unmodelled_note(text: Mapping[str, Any]) -> str | None:
+    if str(text.get("model_type") or "").startswith("deepseek_v4"):
+        return (
+            "DeepSeek V4's compressed and sliding-window attention groups are not modelled: the KV "
+            "figures treat every layer as plain MLA"
+        )
+    return None
 
 
 def _first_int(value: Any) -> int:
@@ -265,9 +280,14 @@ def online_quantized(spec: ModelSpec, method: str | None) -> ModelSpec:
         return spec
     counts = dict(spec.params_by_category)
     saved = sum(counts.get(cat, 0) for cat in LINEAR) * (spec.dtype_bytes - 1)
+    stored = dict(spec.bytes_by_category)
+    for cat in LINEAR:
+        if cat in stored:
+            stored[cat] = counts.get(cat, 0)
     return replace(
         spec,
         weights_bytes=spec.weights_bytes - saved,
+        bytes_by_category=tuple(sorted(stored.items())),
         quantization="fp8 (online)",
         weights_source=spec.weights_source + ", linear layers quantized to fp8 at load",
     )

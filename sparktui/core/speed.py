@@ -1,0 +1,560 @@
+"""How fast a model will decode and prefill on a machine, predicted before launch.
+
+Decode is bound by memory bandwidth: every step reads the weights it uses and the KV cache of
+every sequence in the batch. One step for B users at context C reads
+
+    dense weights            attention, linear attention, dense MLP, shared experts, router, lm_head
+  + routed experts × share   share = 1 − (1 − k/E)^B: the experts B tokens pick (k of E each)
+  + B × KV read at C         full layers C tokens, sliding layers min(C, window), linear-attention
+                             layers their fixed state (read and written)
+
+all at the precision they are stored in (NVFP4 experts ≈ 0.56 B/param, bf16 attention 2 B/param).
+The step takes bytes / (bandwidth × η) plus a fixed cost per layer (kernel launches, MoE routing,
+and the Gated DeltaNet kernels, which have no fast path on GB10's sm_121); per-user tok/s is
+1 / step, the aggregate B / step. Where compute bounds (large batches, prefill), time is FLOPs /
+(peak × η_compute), with 2 FLOPs per active parameter per token plus attention's 4·heads·dim·C.
+
+Calibration, from the project's tuning guide (its measured single-user vLLM rows on a DGX Spark,
+quoted in issue 15) and the public reports cited by each constant below:
+  Qwen3.5-35B-A3B NVFP4      47–50 tok/s, TTFT 0.12 s   fits the Gated DeltaNet layer cost
+  Qwen3.5-122B-A10B NVFP4    ~30 tok/s                  above the plain-decode roofline (see
+  70B dense NVFP4            15–20 tok/s                 GUIDE_ROWS): speculative decoding
+A measured run (`sparktui bench` history of the same model, quantization and vLLM version)
+corrects the prediction by the ratio measured / predicted (core.bench_history).
+
+Pure: no I/O. Speculative decoding is modelled by its expected accepted tokens per step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sparktui.core.bench_history import MeasuredRun, calibrate
+from sparktui.core.modelspec import MAMBA, SLIDING, ModelSpec
+
+GB = 10**9
+
+
+# --------------------------------------------------------------------------- machines
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    bandwidth: float  # bytes/s, the memory's peak
+    compute: float  # FLOP/s, dense bf16 tensor peak (vLLM's W4A16 kernels multiply in bf16)
+    source: str
+
+
+# NVIDIA's DGX Spark spec: 273 GB/s LPDDR5X; 1 PFLOP FP4 with sparsity, so ~125 TFLOPS dense bf16.
+GB10 = Hardware("DGX Spark (GB10)", 273 * GB, 125e12, "NVIDIA DGX Spark spec: 273 GB/s, 1 PFLOP FP4 sparse")
+
+# The share of peak bandwidth a decode step reaches when it streams weights, by how they are stored.
+# Dequantizing kernels (Marlin / CUTLASS W4A16) reach a little less than plain bf16 GEMV.
+BANDWIDTH_EFFICIENCY = {"bf16": 0.85, "fp8": 0.80, "nvfp4": 0.80, "mxfp4": 0.80, "int4": 0.75, "int8": 0.80}
+
+# Fixed cost per layer per decode step, in seconds (batch-size independent).
+#  - attention layer with CUDA graphs: ~30 µs (an assumption; small next to the weights' time)
+#  - MoE routing and grouped GEMM launch: 70 µs, from Nemotron-3-Nano-30B-A3B NVFP4 at 67–75 tok/s
+#    on a Spark (NVIDIA forum baseline 67; ai-muninn.com "Nemotron 3 Nano on DGX Spark: 74.75
+#    tok/s"): 3.5 B active at 0.56 B/param takes ~10 ms of its 13.5 ms step
+#  - Gated DeltaNet (linear attention) layer: 220 µs, fitted to the guide's Qwen3.5-35B-A3B NVFP4
+#    row (47–50 tok/s): its weights take ~10 ms of the 20.6 ms step; vLLM runs the FLA/Triton
+#    fallback there (ai-muninn.com, "the GDN wall", 14–17 tok/s for Qwen3.5-122B-A10B NVFP4)
+LAYER_COST_S = {"attention": 30e-6, "moe": 70e-6, "linear_attention": 220e-6}
+
+# Prefill reaches this share of the bf16 peak. With 0.55 the guide's Qwen3.5-35B-A3B TTFT (0.12 s)
+# comes out at a 1,024-token prompt (the guide does not give the prompt length: an assumption);
+# vLLM's own DGX Spark guide (Nemotron-3-Super-120B-A12B NVFP4, ~1,900 tok/s prefill at 7k tokens)
+# works out at ~0.36, so long prompts on big models may come out optimistic.
+COMPUTE_EFFICIENCY = 0.55
+
+# How far off a prediction can be before calibration: the spread of the published rows around it.
+RANGE = (0.8, 1.15)
+
+# Speculative decoding: expected acceptance per drafted token when none was measured
+# (MTP heads ~0.8–0.95 reported for Qwen3.5; EAGLE-3 ~0.7; n-gram depends on the text).
+ACCEPTANCE = {"mtp": 0.8, "eagle": 0.7, "eagle3": 0.7, "ngram": 0.4, "suffix": 0.4, "draft_model": 0.6}
+
+DEFAULT_PROMPT_TOKENS = 1024  # TTFT and "current context" when the caller has no better figure
+
+
+# --------------------------------------------------------------------------- what a token reads
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one model reads and computes per token, at its stored precision."""
+
+    dense_bytes: int  # read every step whatever the batch
+    expert_bytes: int  # all routed experts
+    experts: int  # E
+    experts_per_token: int  # k
+    active_params: int  # parameters one token multiplies through
+    layers: dict[str, int]  # layer counts by fixed-cost kind
+    precision: str  # the format most of the streamed bytes are in (bf16, fp8, nvfp4, …)
+
+    def expert_share(self, tokens: int) -> float:
+        """The share of routed experts `tokens` tokens touch in one layer (uniform routing)."""
+        if not self.experts or not self.experts_per_token:
+            return 0.0
+        return 1.0 - (1.0 - self.experts_per_token / self.experts) ** max(1, tokens)
+
+    def weight_bytes(self, tokens: int) -> float:
+        return self.dense_bytes + self.expert_bytes * self.expert_share(tokens)
+
+
+def _precision(spec: ModelSpec) -> str:
+    q = (spec.quantization or "").lower()
+    for name in ("nvfp4", "mxfp4", "fp8"):
+        if name in q:
+            return name
+    if "int4" in q or "awq" in q or "gptq" in q or "w4" in q or "4-bit" in q:
+        return "int4"
+    if "int8" in q or "w8" in q:
+        return "int8"
+    return "bf16"
+
+
+def footprint(spec: ModelSpec) -> Footprint:
+    by_bytes = dict(spec.bytes_by_category)
+    by_params = dict(spec.params_by_category)
+    if not by_bytes:  # a spec built without categories: all of it is dense
+        by_bytes = {"other": spec.weights_bytes}
+        by_params = {"other": spec.param_count or spec.weights_bytes // max(1, spec.dtype_bytes)}
+    skip = {"experts", "embed", "vision", "mtp"}  # embeddings: one row per token; vision: not in decode
+    dense = sum(v for cat, v in by_bytes.items() if cat not in skip)
+    dense_params = sum(v for cat, v in by_params.items() if cat not in skip)
+    if not by_params.get("lm_head") and by_params.get("embed"):  # tied: the embedding is the lm_head
+        dense += by_bytes.get("embed", 0)
+        dense_params += by_params.get("embed", 0)
+    experts = spec.num_experts if by_params.get("experts") else 0
+    k = spec.experts_per_token if experts else 0
+    expert_params = by_params.get("experts", 0)
+    active = dense_params + (expert_params * k // experts if experts else expert_params)
+    main = [g for g in spec.layers if not g.draft]
+    linear = sum(g.count for g in main if g.kind == MAMBA)
+    layers = {
+        "attention": sum(g.count for g in main if g.kind != MAMBA),
+        "linear_attention": linear,
+        "moe": spec.num_layers if experts else 0,
+    }
+    return Footprint(
+        dense_bytes=int(dense),
+        expert_bytes=int(by_bytes.get("experts", 0)) if experts else 0,
+        experts=experts,
+        experts_per_token=k,
+        active_params=int(active) if experts else int(dense_params + expert_params),
+        layers=layers,
+        precision=_precision(spec),
+    )
+
+
+def kv_read_bytes(spec: ModelSpec, context: int, kv_bytes: int, tp: int = 1) -> int:
+    """Bytes of KV cache (and linear-attention state) one sequence's decode step reads at `context`."""
+    total = 0
+    for g in spec.layers:
+        if g.draft:
+            continue
+        if g.kind == MAMBA:
+            total += 2 * g.count * g.state_bytes(spec.dtype_bytes, tp)  # read and write the state
+        elif g.kind == SLIDING and g.sliding_window:
+            total += g.count * g.kv_bytes_per_token(kv_bytes, tp) * min(context, g.sliding_window)
+        else:
+            total += g.count * g.kv_bytes_per_token(kv_bytes, tp) * context
+    return total
+
+
+def attention_flops(spec: ModelSpec, context: int) -> float:
+    """FLOPs of attention itself (QKᵀ and AV) for one token at `context`, over full layers."""
+    flops = 0.0
+    heads = spec.num_attention_heads
+    for g in spec.layers:
+        if g.draft or g.kind == MAMBA:
+            continue
+        span = min(context, g.sliding_window) if g.kind == SLIDING and g.sliding_window else context
+        # MLA attends over its latent (head_size = kv_lora_rank + rope dims) with every query head
+        flops += g.count * 4 * heads * g.head_size * span
+    return flops
+
+
+# --------------------------------------------------------------------------- speculative decoding
+
+
+@dataclass(frozen=True)
+class Speculation:
+    method: str
+    tokens: int  # drafted per step
+    acceptance: float  # per drafted token
+
+    @property
+    def expected_tokens(self) -> float:
+        """Tokens one step yields: 1 + α + α² + … + αⁿ."""
+        a = self.acceptance
+        return float(self.tokens + 1) if a >= 1 else (1 - a ** (self.tokens + 1)) / (1 - a)
+
+
+def speculation_from(config_json: str | None) -> Speculation | None:
+    if not config_json:
+        return None
+    try:
+        data = json.loads(config_json)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    method = str(data.get("method") or ("draft_model" if data.get("model") else "ngram")).lower()
+    key = "mtp" if "mtp" in method else method
+    n = int(data.get("num_speculative_tokens") or 1)
+    return Speculation(method, max(1, n), ACCEPTANCE.get(key, 0.6))
+
+
+# --------------------------------------------------------------------------- the estimate
+
+
+@dataclass(frozen=True)
+class UsersSpeed:
+    users: int
+    per_user_tok_s: float
+    aggregate_tok_s: float
+    bound: str  # "bandwidth" or "compute"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "users": self.users,
+            "per_user_tok_s": round(self.per_user_tok_s, 2),
+            "aggregate_tok_s": round(self.aggregate_tok_s, 1),
+            "bound": self.bound,
+        }
+
+
+@dataclass(frozen=True)
+class SpeedEstimate:
+    decode_tok_s: float  # one user at `context`
+    decode_range: tuple[float, float]
+    roofline_tok_s: float  # bandwidth / bytes per token: no kernel reaches it
+    efficiency: float  # decode_tok_s / roofline_tok_s
+    prefill_tok_s: float
+    ttft_s: float
+    ttft_range: tuple[float, float]
+    prompt_tokens: int
+    context: int
+    bytes_per_token: int  # one user's decode step
+    weight_bytes_per_token: int
+    kv_bytes_per_token_read: int
+    active_params: int
+    users: tuple[UsersSpeed, ...]
+    hardware: str
+    calibration: str | None = None  # "measured: …" when bench history corrected it
+    assumes: tuple[str, ...] = field(default_factory=tuple)
+
+    def for_users(self, n: int) -> UsersSpeed | None:
+        return next((u for u in self.users if u.users == n), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decode_tok_s": round(self.decode_tok_s, 1),
+            "decode_range": [round(x, 1) for x in self.decode_range],
+            "roofline_tok_s": round(self.roofline_tok_s, 1),
+            "efficiency": round(self.efficiency, 3),
+            "prefill_tok_s": round(self.prefill_tok_s),
+            "ttft_s": round(self.ttft_s, 3),
+            "ttft_range": [round(x, 3) for x in self.ttft_range],
+            "prompt_tokens": self.prompt_tokens,
+            "context": self.context,
+            "bytes_per_token": self.bytes_per_token,
+            "weight_bytes_per_token": self.weight_bytes_per_token,
+            "kv_bytes_per_token_read": self.kv_bytes_per_token_read,
+            "active_params": self.active_params,
+            "users": [u.to_dict() for u in self.users],
+            "hardware": self.hardware,
+            "calibration": self.calibration,
+            "assumes": list(self.assumes),
+        }
+
+
+def _step_seconds(
+    fp: Footprint, spec: ModelSpec, hw: Hardware, batch: int, context: int, kv_bytes: int, tp: int
+) -> tuple[float, str]:
+    """One decode step for `batch` sequences at `context`: (seconds, what bounds it)."""
+    eta = BANDWIDTH_EFFICIENCY.get(fp.precision, 0.8)
+    moved = fp.weight_bytes(batch) / tp + batch * kv_read_bytes(spec, context, kv_bytes, tp)
+    memory_s = moved / (hw.bandwidth * eta)
+    fixed_s = sum(LAYER_COST_S[kind] * n for kind, n in fp.layers.items())
+    flops = batch * (2 * fp.active_params + attention_flops(spec, context)) / tp
+    compute_s = flops / (hw.compute * COMPUTE_EFFICIENCY)
+    if compute_s > memory_s:
+        return compute_s + fixed_s, "compute"
+    return memory_s + fixed_s, "bandwidth"
+
+
+def _prefill_seconds(
+    fp: Footprint, spec: ModelSpec, hw: Hardware, prompt: int, chunk: int, tp: int
+) -> tuple[float, float]:
+    """(seconds to prefill `prompt` tokens, tok/s): chunks of max_num_batched_tokens, each bound
+    by its FLOPs or by reading the weights it touches, whichever is slower."""
+    eta = BANDWIDTH_EFFICIENCY.get(fp.precision, 0.8)
+    total = 0.0
+    done = 0
+    while done < prompt:
+        n = min(chunk, prompt - done)
+        mid = done + n // 2
+        flops = n * (2 * fp.active_params + attention_flops(spec, mid)) / tp
+        compute_s = flops / (hw.compute * COMPUTE_EFFICIENCY)
+        read_s = fp.weight_bytes(n) / tp / (hw.bandwidth * eta)
+        total += max(compute_s, read_s) + sum(LAYER_COST_S[k] * c for k, c in fp.layers.items())
+        done += n
+    return total, prompt / total if total else 0.0
+
+
+def estimate(
+    spec: ModelSpec,
+    hw: Hardware,
+    *,
+    context: int = DEFAULT_PROMPT_TOKENS,
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+    users: tuple[int, ...] = (1,),
+    kv_bytes: int | None = None,
+    tp: int = 1,
+    max_num_batched_tokens: int = 2048,
+    speculation: Speculation | None = None,
+    correction: float | None = None,
+    correction_note: str | None = None,
+) -> SpeedEstimate:
+    """Predicted decode and prefill for `spec` on `hw`.
+
+    `context` is the tokens each user's sequence holds while decoding (the KV read grows with it);
+    `users` the batch sizes to report; `correction` a measured/predicted ratio from bench history."""
+    fp = footprint(spec)
+    kv = kv_bytes or spec.dtype_bytes
+    context = max(1, context)
+    tp = max(1, tp)
+    factor = correction if correction and correction > 0 else 1.0
+    eta = BANDWIDTH_EFFICIENCY.get(fp.precision, 0.8)
+
+    def per_user(batch: int) -> tuple[float, str]:
+        step, bound = _step_seconds(fp, spec, hw, batch, context, kv, tp)
+        if speculation is not None:
+            # the target verifies n+1 tokens per sequence in one pass (bytes as one step, FLOPs × n+1);
+            # the draft costs about one layer and the lm_head per drafted token
+            verify, bound = _step_seconds(fp, spec, hw, batch * (speculation.tokens + 1), context, kv, tp)
+            verify = max(
+                step,
+                verify
+                - (fp.weight_bytes(batch * (speculation.tokens + 1)) - fp.weight_bytes(batch)) / (hw.bandwidth * eta),
+            )
+            layer_bytes = fp.weight_bytes(batch) / max(1, spec.num_layers)
+            draft = speculation.tokens * (layer_bytes / (hw.bandwidth * eta) + max(LAYER_COST_S.values()))
+            return speculation.expected_tokens / (verify + draft) * factor, bound
+        return factor / step, bound
+
+    one, _ = per_user(1)
+    weight_bytes = int(fp.weight_bytes(1) / tp)
+    kv_read = kv_read_bytes(spec, context, kv, tp)
+    roofline = hw.bandwidth / max(1, weight_bytes + kv_read)
+    rows = []
+    for n in sorted({1, *users}):
+        rate, bound = per_user(n)
+        rows.append(UsersSpeed(n, rate, rate * n, bound))
+    prefill_s, prefill_rate = _prefill_seconds(fp, spec, hw, max(1, prompt_tokens), max(1, max_num_batched_tokens), tp)
+    ttft = prefill_s + 1 / one if one else prefill_s
+    assumes = [
+        f"{hw.name}: {hw.bandwidth / GB:.0f} GB/s at {eta:.0%} for {fp.precision} weights, "
+        f"{hw.compute / 1e12:.0f} TFLOPS bf16 at {COMPUTE_EFFICIENCY:.0%} for prefill",
+        f"one decode step reads {weight_bytes / GB:.2f} GB of weights"
+        + (
+            f" (dense parts + {fp.experts_per_token} of {fp.experts} experts per layer)"
+            if fp.experts
+            else " (every weight)"
+        )
+        + f" and {kv_read / GB:.3f} GB of KV per user at {context:,} tokens of context",
+        "fixed cost per step: "
+        + ", ".join(f"{n} {kind.replace('_', ' ')} layers" for kind, n in fp.layers.items() if n)
+        + f" ≈ {sum(LAYER_COST_S[k] * c for k, c in fp.layers.items()) * 1e3:.1f} ms",
+        f"TTFT for a {prompt_tokens:,}-token prompt in chunks of {max_num_batched_tokens:,}, nothing queued",
+        "uniform expert routing; CUDA graphs on; no other load on the memory bus",
+    ]
+    if speculation is not None:
+        assumes.append(
+            f"speculative decoding ({speculation.method}, {speculation.tokens} tokens): "
+            f"{speculation.acceptance:.0%} acceptance assumed, {speculation.expected_tokens:.2f} tokens per step"
+        )
+    if tp > 1:
+        assumes.append(f"tensor parallel {tp}: each rank reads 1/{tp} of the weights; interconnect time not modelled")
+    low, high = RANGE
+    return SpeedEstimate(
+        decode_tok_s=one,
+        decode_range=(one * low, one * high),
+        roofline_tok_s=roofline,
+        efficiency=one / roofline if roofline else 0.0,
+        prefill_tok_s=prefill_rate,
+        ttft_s=ttft,
+        ttft_range=(ttft / high, ttft / low),
+        prompt_tokens=prompt_tokens,
+        context=context,
+        bytes_per_token=weight_bytes + kv_read,
+        weight_bytes_per_token=weight_bytes,
+        kv_bytes_per_token_read=kv_read,
+        active_params=fp.active_params,
+        users=tuple(rows),
+        hardware=hw.name,
+        calibration=correction_note,
+        assumes=tuple(assumes),
+    )
+
+
+def estimate_for_config(
+    spec: ModelSpec,
+    config: Any,
+    hw: Hardware,
+    *,
+    max_model_len: int,
+    max_concurrency: float,
+    correction: float | None = None,
+    correction_note: str | None = None,
+) -> SpeedEstimate:
+    """The estimate for a ServeConfig: its KV dtype, tensor parallel, batch size and speculative
+    decoding; one user at a short chat's context, and the batch sizes the KV cache can hold."""
+    max_seqs = int(getattr(config, "max_num_seqs", None) or 256)
+    full = max(1, int(max_concurrency))
+    users = tuple(sorted({n for n in (1, 4, 16, min(full, max_seqs)) if n <= max_seqs}))
+    return estimate(
+        spec,
+        hw,
+        context=min(DEFAULT_PROMPT_TOKENS, max(1, max_model_len)),
+        prompt_tokens=min(DEFAULT_PROMPT_TOKENS, max(1, max_model_len)),
+        users=users,
+        kv_bytes=kv_bytes_for(spec, getattr(config, "kv_cache_dtype", None)),
+        tp=max(1, int(getattr(config, "tensor_parallel_size", 1) or 1)),
+        max_num_batched_tokens=int(getattr(config, "max_num_batched_tokens", None) or 2048),
+        speculation=speculation_from(getattr(config, "speculative_config", None)),
+        correction=correction,
+        correction_note=correction_note,
+    )
+
+
+def calibrated(
+    spec: ModelSpec,
+    config: Any,
+    hw: Hardware,
+    runs: list[MeasuredRun],
+    *,
+    max_model_len: int,
+    max_concurrency: float,
+) -> tuple[SpeedEstimate, list[tuple[MeasuredRun, float]]]:
+    """The estimate corrected by measured runs of this model (bench history), and each run beside
+    what the uncorrected model predicts for it (same users, prompt and output length)."""
+    kv = kv_bytes_for(spec, getattr(config, "kv_cache_dtype", None))
+    pairs = []
+    for run in runs:
+        prompt = int(run.prompt_tokens or DEFAULT_PROMPT_TOKENS)
+        context = prompt + (run.output_tokens or 0) // 2  # the mean context while it decoded
+        predicted = estimate(spec, hw, context=context, prompt_tokens=prompt, users=(run.users,), kv_bytes=kv)
+        row = predicted.for_users(run.users)
+        pairs.append((run, row.per_user_tok_s if row else predicted.decode_tok_s))
+    cal = calibrate(pairs)
+    est = estimate_for_config(
+        spec,
+        config,
+        hw,
+        max_model_len=max_model_len,
+        max_concurrency=max_concurrency,
+        correction=cal.factor if cal else None,
+        correction_note=cal.note if cal else None,
+    )
+    return est, pairs
+
+
+def hardware_for(machine_name: str, mem_total: int, unified: bool) -> Hardware | None:
+    """The speed figures of a fit's machine: a DGX Spark (by name, or a unified-memory machine of
+    its size); None for a GPU sparktui knows only by its memory size."""
+    spark_mem_total = int(121.7 * 2**30)
+    if machine_name in ("dgx-spark", "spark", "gb10"):
+        return GB10
+    if unified and abs(mem_total - spark_mem_total) <= 0.03 * spark_mem_total:
+        return GB10
+    return None
+
+
+BANDWIDTH_ENV = "SPARKTUI_BANDWIDTH_GBS"  # a machine's bandwidth when sparktui does not know it
+
+
+def bandwidth_from_env(env: Mapping[str, str]) -> float | None:
+    """SPARKTUI_BANDWIDTH_GBS as GB/s, or None when unset or not a positive number."""
+    try:
+        value = float(env.get(BANDWIDTH_ENV, ""))
+    except ValueError:
+        return None
+    return value if 0 < value < 100_000 else None
+
+
+def with_bandwidth(hw: Hardware | None, gb_per_s: float | None, name: str = "given bandwidth") -> Hardware | None:
+    """`hw` with its bandwidth replaced (or a machine known only by its bandwidth)."""
+    if gb_per_s is None:
+        return hw
+    base = hw or Hardware(name, 0.0, GB10.compute, "")
+    return replace(base, name=f"{base.name} at {gb_per_s:g} GB/s", bandwidth=gb_per_s * GB)
+
+
+def kv_bytes_for(spec: ModelSpec, kv_cache_dtype: str | None) -> int:
+    """Bytes per KV element for --kv-cache-dtype (auto follows the checkpoint, as the fit does)."""
+    name = (kv_cache_dtype or "auto").lower()
+    if name == "auto":
+        return 1 if spec.checkpoint_kv_cache_dtype else spec.dtype_bytes
+    return 1 if name.startswith("fp8") else 2
+
+
+def describe_range(est: SpeedEstimate) -> str:
+    low, high = est.decode_range
+    return f"{est.decode_tok_s:.0f} tok/s (range {low:.0f}–{high:.0f})"
+
+
+def measured_line(run: MeasuredRun, predicted: float) -> str:
+    """A bench measurement beside what the uncorrected model predicted for the same load."""
+    error = (predicted - run.decode_tok_s) / run.decode_tok_s
+    who = "1 user" if run.users == 1 else f"{run.users} users"
+    return f"bench: {run.decode_tok_s:.1f} tok/s per user at {who}, predicted {predicted:.1f} ({error:+.0%})"
+
+
+def summary_line(est: SpeedEstimate) -> str:
+    """One short line for the fit panel and the advisor: predicted decode and TTFT."""
+    low, high = est.decode_range
+    text = f"≈{est.decode_tok_s:.0f} tok/s ({low:.0f}–{high:.0f}) one user · TTFT {est.ttft_s:.2f} s"
+    return text + (" · calibrated" if est.calibration else "")
+
+
+# Published single-user figures this model is checked against (tests/core/test_speed.py). Each
+# says which catalog spec stands for the row and why a row the roofline cannot reach is not met.
+@dataclass(frozen=True)
+class GuideRow:
+    label: str
+    low: float
+    high: float
+    reachable: bool
+    why: str
+
+
+GUIDE_ROWS = (
+    GuideRow("Qwen3.5-35B-A3B NVFP4", 47, 50, True, "the Gated DeltaNet layer cost is fitted to this row"),
+    GuideRow(
+        "Qwen3.5-122B-A10B NVFP4",
+        28,
+        32,
+        False,
+        "NVIDIA's NVFP4 checkpoint keeps attention, linear attention and the shared experts in bf16: "
+        "12.8 GB per token, a 21 tok/s roofline at 273 GB/s. Plain vLLM decode is measured at 14–17 "
+        "tok/s (ai-muninn.com, NVIDIA forum); ~30 needs MTP speculative decoding or an all-4-bit "
+        "checkpoint (INT4 AutoRound: 28 tok/s)",
+    ),
+    GuideRow(
+        "70B dense NVFP4",
+        15,
+        20,
+        False,
+        "a dense 70B reads ~40 GB per token at NVFP4: a 6.7 tok/s roofline at 273 GB/s, so 15–20 "
+        "tok/s for one user is only reachable with speculative decoding (EAGLE-3: ~2.5 tokens per step)",
+    ),
+)

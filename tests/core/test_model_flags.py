@@ -1,0 +1,80 @@
+"""Flags a model's family needs: proposed with a reason, applied only when accepted."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from sparktui.core.config import ServeConfig
+from sparktui.core.model_flags import suggest_flags
+from sparktui.core.modelspec import load_model_spec
+
+
+def flags_of(model, **config):
+    spec = load_model_spec(model)
+    return {f.flag: f for f in suggest_flags(spec, ServeConfig(model=model, **config))}
+
+
+@pytest.mark.parametrize(
+    "model, reasoning, tools",
+    [
+        ("nvidia/Qwen3.5-122B-A10B-NVFP4", "qwen3", "qwen3_coder"),
+        ("Qwen/Qwen3-32B", "qwen3", "hermes"),
+        ("Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3", "hermes"),
+        ("Qwen/Qwen3-Next-80B-A3B-Instruct", None, "hermes"),  # does not think
+        ("openai/gpt-oss-20b", "openai_gptoss", "openai"),
+        ("deepseek-ai/DeepSeek-R1", "deepseek_r1", None),
+        ("meta-llama/Llama-3.3-70B-Instruct", None, "llama3_json"),
+        ("mistralai/Mixtral-8x7B-v0.1", None, "mistral"),
+    ],
+)
+def test_parsers_by_family(model, reasoning, tools):
+    flags = flags_of(model, max_model_len=4096)
+    assert (flags["--reasoning-parser"].value if "--reasoning-parser" in flags else None) == reasoning
+    assert (flags["--tool-call-parser"].value if "--tool-call-parser" in flags else None) == tools
+    assert ("--enable-auto-tool-choice" in flags) == (tools is not None)
+    assert all(f.why for f in flags.values())
+
+
+def test_flags_already_given_are_not_proposed_again():
+    flags = flags_of(
+        "Qwen/Qwen3-32B", max_model_len=4096, extra_args=["--reasoning-parser", "deepseek_r1", "--tool-call-parser=x"]
+    )
+    assert "--reasoning-parser" not in flags and "--tool-call-parser" not in flags
+
+
+def test_the_models_own_context_limit():
+    spec = load_model_spec("Qwen/Qwen3-32B")
+    limit = spec.max_len_limit or spec.max_position_embeddings
+    unset = {f.flag: f for f in suggest_flags(spec, ServeConfig(model="Qwen/Qwen3-32B"))}
+    assert unset["--max-model-len"].value == str(limit)
+    too_long = {f.flag: f for f in suggest_flags(spec, ServeConfig(model="m", max_model_len=limit * 4))}
+    assert "refuses" in too_long["--max-model-len"].why
+    within = {f.flag for f in suggest_flags(spec, ServeConfig(model="m", max_model_len=limit // 2))}
+    assert "--max-model-len" not in within
+
+
+def test_fp8_kv_only_where_the_checkpoint_carries_scales():
+    assert flags_of("nvidia/Qwen3-32B-NVFP4", max_model_len=4096)["--kv-cache-dtype"].value == "fp8"
+    assert "--kv-cache-dtype" not in flags_of("Qwen/Qwen3-32B", max_model_len=4096)
+    assert "--kv-cache-dtype" not in flags_of("nvidia/Qwen3-32B-NVFP4", max_model_len=4096, kv_cache_dtype="bfloat16")
+
+
+def test_trust_remote_code_when_the_config_maps_its_own_classes():
+    spec = load_model_spec("Qwen/Qwen3-32B")
+    assert "--trust-remote-code" not in {f.flag for f in suggest_flags(spec, None)}
+    remote = replace(spec, remote_code=True)
+    (flag,) = [f for f in suggest_flags(remote, ServeConfig(model="m")) if f.flag == "--trust-remote-code"]
+    assert "auto_map" in flag.why and "as you" in flag.why
+    assert not [f for f in suggest_flags(remote, ServeConfig(model="m", trust_remote_code=True)) if f.flag == flag.flag]
+
+
+def test_a_suggestion_changes_the_config_only_when_applied():
+    config = ServeConfig(model="Qwen/Qwen3-32B")
+    flags = {f.flag: f for f in suggest_flags(load_model_spec("Qwen/Qwen3-32B"), config)}
+    assert config.extra_args == [] and config.max_model_len is None  # nothing silently set
+    applied = flags["--reasoning-parser"].apply(config)
+    assert applied.extra_args == ["--reasoning-parser", "qwen3"]
+    assert flags["--reasoning-parser"].apply(applied).extra_args == applied.extra_args  # once only
+    assert flags["--max-model-len"].apply(config).max_model_len == int(flags["--max-model-len"].value)

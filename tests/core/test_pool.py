@@ -1,0 +1,56 @@
+"""Several servers on one machine: reservations, the pool check, the guard's stop order."""
+
+from __future__ import annotations
+
+import math
+
+from sparktui.core.fit import dgx_spark, machine_from_name
+from sparktui.core.pool import Reservation, check_pool, pool_bytes, reserved_bytes, stop_order
+from sparktui.core.units import GB, GiB
+
+
+def test_a_server_reserves_its_request_plus_its_cuda_context():
+    spark = dgx_spark()
+    got, basis = reserved_bytes(spark, 0.5)
+    assert got == math.ceil(0.5 * spark.total) + spark.cuda_context
+    assert "--gpu-memory-utilization 0.5" in basis
+
+
+def test_kv_cache_memory_bytes_reserves_weights_overheads_and_that_kv():
+    spark = dgx_spark()
+    budget = {"weights": 40 * GiB, "activation_peak": 2 * GiB, "non_torch": GiB // 4, "cuda_graphs": 4 * GB}
+    got, basis = reserved_bytes(spark, 0.9, kv_cache_memory_bytes=8 * GiB, fit_budget=budget)
+    assert got == 40 * GiB + 2 * GiB + GiB // 4 + 4 * GB + 8 * GiB + spark.cuda_context
+    assert "--kv-cache-memory-bytes" in basis
+    # without the model's weights the utilization's request is the honest upper figure
+    unknown, why = reserved_bytes(spark, 0.9, kv_cache_memory_bytes=8 * GiB)
+    assert unknown == math.ceil(0.9 * spark.total) + spark.cuda_context and "weights are unknown" in why
+
+
+def test_two_halves_overcommit_and_two_thirds_of_that_fit():
+    spark = dgx_spark()
+    half, basis = reserved_bytes(spark, 0.5)
+    a = Reservation(8001, "chat", half, basis)
+    refused = check_pool(spark, half, [a])
+    assert not refused.fits
+    text = refused.explain(basis)
+    assert "port 8001 (chat)" in text and "sparktui stop --port 8001" in text and "--force" in text
+    small, basis = reserved_bytes(spark, 0.3)
+    assert check_pool(spark, small, [Reservation(8001, "chat", small, basis)]).fits
+    assert pool_bytes(spark) == spark.mem_total - spark.os_need_min
+    assert check_pool(spark, 10 * spark.total, []).fits  # alone, a server is the fit's business
+
+
+def test_a_discrete_gpu_pool_is_the_gpu():
+    gpu = machine_from_name("80")
+    assert pool_bytes(gpu) == 80 * GiB
+
+
+def test_stop_order_lowest_priority_first_then_the_largest():
+    servers = [
+        Reservation(1, "big-important", 60 * GiB, "", priority=10),
+        Reservation(2, "small-expendable", 5 * GiB, "", priority=0),
+        Reservation(3, "large-expendable", 30 * GiB, "", priority=0),
+    ]
+    assert [r.port for r in stop_order(servers)] == [3, 2, 1]
+    assert Reservation.from_dict(servers[0].to_dict()) == servers[0]

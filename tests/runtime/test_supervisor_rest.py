@@ -1,0 +1,124 @@
+"""The supervisor at rest: asleep until something happens, and nothing that happens is missed.
+
+Against the stub vLLM: real processes, a real log file (inotify), real memory (a hog) and the
+real /metrics endpoint.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sparktui.core.profiles import load_profile
+from sparktui.runtime import proc, supervisor
+from sparktui.runtime import state as st
+from sparktui.runtime.memory import read_mem_available
+from tests.support import PROCS, wait_for
+
+pytestmark = pytest.mark.slow
+
+GiB = 1 << 30
+
+
+def recorded(port: int) -> dict | None:
+    """The state file of `port` as JSON data (what `status --json` prints), or None."""
+    state = st.read_state(st.state_path(port))
+    return None if state is None else state.to_dict()
+
+
+def running(port: int) -> dict:
+    return wait_for(
+        lambda: (s := recorded(port)) and s.get("status") == "running" and s.get("metrics") and s,
+        30,
+        "the server to be running with metrics",
+    )
+
+
+def at_rest(log_path: Path, quiet_s: float = 1.0) -> None:
+    """Wait until the server's log has not grown for quiet_s (start-up and first scrapes are over)."""
+    seen = {"size": -1, "since": time.monotonic()}
+
+    def quiet() -> bool:
+        size = log_path.stat().st_size
+        if size != seen["size"]:
+            seen.update(size=size, since=time.monotonic())
+        return time.monotonic() - seen["since"] >= quiet_s
+
+    wait_for(quiet, 30, "the server's log to go quiet", interval=0.1)
+
+
+def scrapes(log_path: Path) -> int:
+    return log_path.read_text(errors="replace").count('"GET /metrics ')
+
+
+def test_at_rest_a_log_line_and_a_memory_fall_are_each_handled_at_once(make_profile, env, tmp_path):
+    a0 = read_mem_available() / GiB
+    lines = (
+        f"warn-below-gib = {a0 - 0.7:.2f}\nterm-below-gib = {a0 - 1.0:.2f}\nkill-below-gib = {a0 - 8:.2f}\ngrace-s = 2"
+    )
+    profile = load_profile(make_profile(guard=lines))
+    port = profile.serve.port
+    supervisor.launch(profile)
+    state = running(port)
+    log_path = Path(state["log_path"])
+    at_rest(log_path)
+
+    # 1. A line in the log while the loop sleeps (its timers are seconds away): in the state within 1 s.
+    marker = f"rest-probe-{time.time_ns()}"
+    written = time.time()
+    with open(log_path, "a") as log:
+        log.write(f"(APIServer pid=1) WARNING 11-30 10:00:00 [probe.py:1] {marker}\n")
+
+    def probe_event() -> dict | None:
+        s = recorded(port) or {}
+        return next((e for e in s.get("events", []) if marker in e.get("text", "")), None)
+
+    event = wait_for(probe_event, 5, "the log line in the recorded events")
+    assert event["kind"] == "Warning" and event["t"] - written <= 1.0
+    live = supervisor.attach(port)
+    assert live.loop is not None and live.loop.wakes.get("log", 0) >= 1  # woken by the write (inotify)
+
+    # 2. Memory falls (another program eats it) while at rest: the guard trips close to its line.
+    at_rest(log_path)
+    hog_log = tmp_path / "hog.log"
+    hog = proc.spawn([sys.executable, str(PROCS / "hog.py"), "2048", "1843", "--hold", "20"], hog_log)
+    try:
+        final = wait_for(
+            lambda: (s := recorded(port)) and s.get("status") == "exited" and s,
+            30,
+            "the guard to stop the server",
+        )
+    finally:
+        hog.kill()
+    trip = final["trip"]
+    assert final["exit"]["reason"] == "guard" and trip["line"] == "term" and trip["gone"] is True
+    # At the hog's <= 2 GiB/s, 0.3 GiB past the line is <= 0.15 s: the guard was not asleep.
+    assert trip["reason"] == "predicted" or trip["mem_available_gib"] >= trip["threshold_gib"] - 0.3, trip
+    assert not any(proc.ProcessIdentity(p, t).is_alive() for p, t in final["tree"]["members"])
+
+
+def test_metrics_are_scraped_when_someone_reads_them_and_back_off_when_idle(make_profile, env):
+    profile = load_profile(make_profile())
+    port = profile.serve.port
+    supervisor.launch(profile)
+    state = running(port)
+    log_path = Path(state["log_path"])
+    # Nobody reads and nothing happens: the gap doubles (4 s, then 8 s) instead of every 2 s.
+    wait_for(lambda: scrapes(log_path) >= 2, 15, "the second scrape")
+    second = time.monotonic()
+    time.sleep(3.0)  # within the 8 s gap that follows: no scrape
+    assert scrapes(log_path) == 2
+    # The server does something (a request's access-log line): scraped at the busy pace again.
+    with open(log_path, "a") as log:
+        log.write('INFO:     127.0.0.1:40000 - "POST /v1/completions HTTP/1.1" 200 OK\n')
+    wait_for(lambda: scrapes(log_path) >= 3, 5, "a scrape after activity")
+    assert time.monotonic() - second < 8.0
+    # A client asks (`sparktui status`): its reply carries metrics at most 2 s old.
+    asked = time.time()
+    live = supervisor.attach(port)
+    assert live.metrics is not None and live.metrics["at"] >= asked - 2.5 and live.metrics["kv_cache_usage_pct"] == 0.0
+    stopped = supervisor.stop(port)
+    assert stopped.exit is not None and stopped.exit.reason == "stopped"
