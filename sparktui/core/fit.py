@@ -17,7 +17,7 @@ A fit takes tens of microseconds, so the TUI can run it on every keystroke.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -605,10 +605,20 @@ def fit(
     machine: Machine,
     mem_available: int | None = None,
     vllm_version_source: str = "",
+    *,
+    allow_long_max_model_len: bool = False,
 ) -> FitResult:
     """Predict vLLM's start-up for `config` (a ServeConfig) on `machine`, for the vLLM version
-    config.vllm_version names (`vllm_version_source` says where it came from, for the result)."""
+    config.vllm_version names (`vllm_version_source` says where it came from, for the result).
+    With `allow_long_max_model_len` (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) the model's own length
+    limit is not enforced, as vLLM then only warns."""
     spec = online_quantized(spec, getattr(config, "quantization", None))
+    if allow_long_max_model_len and spec.max_len_limit:
+        limit_note = (
+            f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: the model's own limit ({spec.max_len_key} = "
+            f"{spec.max_len_limit:,}) is not enforced; positions past it give garbage"
+        )
+        spec = replace(spec, max_len_limit=0, max_len_key="", notes=(*spec.notes, limit_note))
     s = settings_from(config, spec, machine)
     c = _core(spec, s, machine)
     upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
