@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import errno
 import os
 import select
 import signal
@@ -110,17 +111,30 @@ def _meminfo() -> dict[str, int]:
 
 
 def _port_in_use(host: str, port: int) -> bool:
+    """Whether something listens on host:port. A host that is not this machine's (EADDRNOTAVAIL)
+    or a port it may not take (EACCES) is a UserError of its own: nothing else is listening."""
+    # bind first: for an address that is not ours it fails at once, before any probe leaves the box
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host or "0.0.0.0", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise UserError(
+                    f"--host {host}: not an address of this machine (EADDRNOTAVAIL), so nothing can listen "
+                    "on it; use 127.0.0.1 (this machine only), 0.0.0.0 (every interface) or an address "
+                    "`ip -brief address` lists"
+                ) from None
+            if exc.errno == errno.EACCES:
+                raise UserError(
+                    f"--port {port}: only root may listen on a port below 1024 (EACCES); choose --port 1024 or above"
+                ) from None
+            return True
     probe_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else host
     family = socket.AF_INET6 if ":" in probe_host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
         if s.connect_ex((probe_host, port)) == 0:
-            return True
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host or "0.0.0.0", port))
-        except OSError:
             return True
     return False
 
