@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 FIXTURES = ROOT / "tests" / "fixtures"
+PROBE_KEY = "f19"  # a key sparktui binds to nothing (sparktui/ui/actions.py)
 
 CHILD_START = r"""
 import sys, time, os
@@ -190,7 +191,7 @@ async def bench_flood(tmp: Path, seconds: float, rate: int) -> None:
     pressed: list[float] = []
 
     class FloodApp(SparkApp):
-        BINDINGS = [*SparkApp.BINDINGS, Binding("f12", "probe", "probe", id="bench.probe", show=False)]
+        BINDINGS = [*SparkApp.BINDINGS, Binding(PROBE_KEY, "probe", "probe", id="bench.probe", show=False)]
 
         def action_probe(self) -> None:
             latencies.append(time.perf_counter() - pressed[-1])
@@ -215,9 +216,12 @@ async def bench_flood(tmp: Path, seconds: float, rate: int) -> None:
         t0 = time.monotonic()
         while writer.poll() is None:
             pressed.append(time.perf_counter())
-            app.post_message(_key("f12"))
+            app.post_message(_key(PROBE_KEY))
             before = len(latencies)
+            deadline = time.monotonic() + 10
             while len(latencies) == before:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"the probe key {PROBE_KEY} never reached its action (bound to something else?)")
                 await asyncio.sleep(0.001)
             await asyncio.sleep(0.1)
         wall = time.monotonic() - t0

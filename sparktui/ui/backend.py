@@ -2,8 +2,8 @@
 
 Every call here may do I/O; the panes call them only from workers. A part that cannot work here
 raises `Unavailable` with a sentence a person can act on; the UI shows it in place of the
-figures (never made-up data). Modules that take long to import (the flag table, the fit engine,
-the supervisor) are imported inside the calls that need them, so the first frame does not wait.
+figures (never made-up data). core and runtime are imported inside the calls that need them
+(in workers), so the first frame waits for none of them.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.errors import UserError
-from sparktui.runtime import memory as memory_mod
-from sparktui.runtime.logtail import LogTail
 from sparktui.ui.viewmodels import (
     Diagnosis,
     FitView,
@@ -54,10 +52,14 @@ class Backend:
 
     # -- memory and GPU ---------------------------------------------------------------------------
     def memory(self) -> MemorySample:
-        return memory_mod.read_memory()
+        from sparktui.runtime.memory import read_memory
+
+        return read_memory()
 
     def gpu(self) -> GpuView:
-        return gpu_view(memory_mod.read_gpu())
+        from sparktui.runtime.memory import read_gpu
+
+        return gpu_view(read_gpu())
 
     # -- profiles, models, fit --------------------------------------------------------------------
     def list_profiles(self) -> list[ProfileRef]:
@@ -250,7 +252,9 @@ class Backend:
     def _with_tree(self, status: ServerStatus) -> ServerStatus:
         if status.pid and status.live:
             try:
-                tree = memory_mod.tree_memory(status.pid)
+                from sparktui.runtime.memory import tree_memory
+
+                tree = tree_memory(status.pid)
             except OSError:
                 return status
             from dataclasses import replace
@@ -312,6 +316,8 @@ class Backend:
     def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
         """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""
         # Small reads keep each hold of the GIL short, so keys stay quick while a flood is read.
+        from sparktui.runtime.logtail import LogTail
+
         with LogTail(path, keep=1, chunk_bytes=1 << 16) as tail:
             yield from tail.follow(interval_s=0.1, stop=stop)
 

@@ -81,7 +81,9 @@ class ConfigPane(Pane):
 
     def on_mount(self) -> None:
         self._show_profile_line()
-        self._load_profile(self.profile_arg, source="start")
+        # After the first frame: the worker's imports (pydantic, the flag table) would hold the GIL
+        # while the frame is drawn.
+        self.call_after_refresh(self._load_profile, self.profile_arg, "start")
 
     # -- the working profile ------------------------------------------------------------------------
 

@@ -63,7 +63,7 @@ class MemoryPane(Pane):
         yield MemoryGauge(id="gauge")
 
     def on_mount(self) -> None:
-        self.poll()
+        self.call_after_refresh(self.poll)  # after the first frame (NVML starts in its worker)
         self.set_interval(self.POLL_S, self.poll, name="memory-poll")
 
     def poll(self) -> None:

@@ -82,7 +82,7 @@ class ServerPane(Pane):
         self.watch(log, "hidden", self._log_mode_changed, init=False)
         self._log_mode_changed()
         self.render_server()
-        self.poll()
+        self.call_after_refresh(self.poll)  # after the first frame (its worker imports the protocol)
         self.set_interval(self.POLL_S, self.poll, name="server-poll")
 
     def on_unmount(self) -> None:
