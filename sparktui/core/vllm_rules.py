@@ -179,7 +179,8 @@ RULES: tuple[Rule, ...] = (
          "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory; vllm/envs.py"),
     Rule("cudagraph_estimate", V(0, 20, 0), None, "subtracted",
          "CUDA-graph memory is estimated and subtracted from the KV cache (unless --enforce-eager or "
-         "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)",
+         "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0); the 0.20.0 wheel already defaults it on, though "
+         "vLLM's own message says 'default since v0.21.0'",
          "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory; vllm/envs.py"),
     Rule("null_block_in_length_check", V(0, 10, 0), V(0, 29, 0), "no",
          "one max_model_len request is checked against all of the KV memory",
