@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra and not getattr(module, "ACCEPTS_EXTRA_ARGS", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
-    if args.command != "postmortem":
+    if args.command not in ("postmortem", "ui"):  # the panel would cover it: left for the next command
         _report_postmortems()
     try:
         return int(module.run(args) or 0)

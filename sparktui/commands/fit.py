@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -82,8 +83,28 @@ def _pop_model(flags: list[str]) -> tuple[str | None, list[str]]:
     return model, out
 
 
-def build_config(args: argparse.Namespace):
-    """(ServeConfig, machine name) from the profile, the flags and the pasted command."""
+_ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+
+
+def _split_env(tokens: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Leading NAME=value words of a pasted command (`VLLM_X=1 vllm serve …`): the environment
+    vLLM would run with. VLLM_API_KEY stays in the command (the serve config reads it)."""
+    env: dict[str, str] = {}
+    rest = list(tokens)
+    kept: list[str] = []
+    while rest and _ENV_ASSIGNMENT.fullmatch(rest[0]):
+        name, value = rest.pop(0).split("=", 1)
+        if name == "VLLM_API_KEY":
+            kept.append(f"{name}={value}")
+        else:
+            env[name] = value
+    return env, [*kept, *rest]
+
+
+def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
+    """(ServeConfig, machine name) from the profile, the flags and the pasted command. The
+    environment the server would get (the profile's [env], a pasted command's NAME=value prefix)
+    is added to `env` when given."""
     from sparktui.core.config import parse_serve_command
     from sparktui.errors import UserError
 
@@ -96,9 +117,14 @@ def build_config(args: argparse.Namespace):
         profile = load_profile(profile_arg)
         base = profile.serve.to_argv()
         machine_name = profile.machine
+        if env is not None:
+            env.update(profile.env)
     if pasted is not None:
         if base:
             raise UserError("give a profile or a pasted `vllm serve …` command, not both")
+        pasted_env, pasted = _split_env(pasted)
+        if env is not None:
+            env.update(pasted_env)
         pasted_config = parse_serve_command(pasted)
         base = pasted_config.to_argv()
     model, flags = _pop_model(flags)
@@ -259,7 +285,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list_models:
         print("\n".join(catalog_names()))
         return 0
-    config, machine_name = build_config(args)
+    env: dict[str, str] = {}
+    config, machine_name = build_config(args, env)
     meminfo = None
     if machine_name.strip().lower() == "auto":
         try:
@@ -279,7 +306,11 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--mem-available: got {args.mem_available!r}; expected a positive size in GiB")
     fetcher = HubFetcher(offline=bool(getattr(args, "offline", False)))
     spec = load_serving_spec(config.model, config.speculative_config, fetcher=fetcher)
-    result = fit(config, spec, machine, mem_available=mem_available)
+    allow_long = env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true", "yes")
+    result = fit(config, spec, machine, mem_available=mem_available, allow_long_max_model_len=allow_long)
+    others = sorted(name for name in env if name != "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
+    if others:  # names only: values may be secrets
+        result.notes.append(f"environment not modelled (passed to vLLM as it is): {', '.join(others)}")
     measured = apply_speed(result, online_quantized(spec, config.quantization), config, machine, args.bandwidth)
     if args.json:
         data = result.to_dict()

@@ -39,6 +39,8 @@ def _line(state: StateRecord) -> str:
         parts.append(f"guard {guard.state} (MemAvailable {guard.last.available_gib:.1f} GiB)")
     elif state.running or state.status == "lost":
         parts.append("NOT guarded" if not state.alive else f"guard {guard.state}")
+    if state.reservation and (state.alive or state.status == "lost"):
+        parts.append(f"reserves {state.reservation.bytes / 2**30:.1f} GiB")
     if state.containment and state.alive:
         parts.append(f"contained by {state.containment}")
     wedge = state.watch.wedge if state.watch is not None else None

@@ -3,7 +3,7 @@
     [serve]    keys are vLLM flag names without the dashes (gpu-memory-utilization = 0.85),
                plus `model` and `extra-args = ["--flag", "value"]` for flags sparktui does not model
     [machine]  name = "dgx-spark" | "auto" | a size in GiB
-    [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed,
+    [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed, priority,
                fall-rate-gib-s, fall-lookahead-s, psi-full-pct (0 turns a trigger off)
     [watch]    wedge-after-s, probe-timeout-s, restart-on = ["wedge", "crash"], max-failures,
                failure-window-s, flight-recorder, evict-page-cache
@@ -48,6 +48,7 @@ class GuardSettings:
     kill_below_gib: float | None = None
     grace_s: float | None = None
     armed: bool | None = None
+    priority: int | None = None  # with several servers, the lowest is stopped first (then the largest)
     fall_rate_gib_s: float | None = None  # trip when falling this fast and the kill line is near
     fall_lookahead_s: float | None = None  # ... nearer than this many seconds at that rate
     psi_full_pct: float | None = None  # trip when every task stalled on memory this share of 1 s
@@ -112,6 +113,7 @@ _GUARD_KEYS = {
     "kill-below-gib": "kill_below_gib",
     "grace-s": "grace_s",
     "armed": "armed",
+    "priority": "priority",
     "fall-rate-gib-s": "fall_rate_gib_s",
     "fall-lookahead-s": "fall_lookahead_s",
     "psi-full-pct": "psi_full_pct",
@@ -391,6 +393,10 @@ def _guard_value(attr: str, value: Any, fail: Any) -> Any:
     if attr == "armed":
         if not isinstance(value, bool):
             raise fail(f"got {_show(value)}; expected true or false")
+        return value
+    if attr == "priority":
+        if isinstance(value, bool) or not isinstance(value, int) or not -1000 <= value <= 1000:
+            raise fail(f"got {_show(value)}; expected a whole number from -1000 to 1000 (lowest is stopped first)")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         units = {"grace_s": "seconds", "fall_lookahead_s": "seconds", "fall_rate_gib_s": "GiB/s", "psi_full_pct": "%"}

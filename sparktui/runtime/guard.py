@@ -326,6 +326,12 @@ class GuardDecider:
         if self.warned and (self._warn is None or (self.samples and self.samples[-1][1] > self._warn)):
             self.warned = False  # a line moved below us may warn again when it is crossed
 
+    def stand_down(self) -> None:
+        """Undo a TERM/KILL decision that was not acted on (another server goes first): watch again,
+        so the line trips anew if memory is still short after the other one has gone."""
+        if self.state != "watching":
+            self.state, self.term_at = "watching", None
+
     def feed(self, t: float, available: int, psi_full_total_us: int | None = None) -> Decision:
         psi = self._psi_share(t, psi_full_total_us)
         if not self.armed:
@@ -425,9 +431,10 @@ class TripReport:
             ", ".join(f"{s['signal']} {s['target']} (+{s['at_s'] * 1000:.0f} ms)" for s in self.signalled) or "nothing"
         )
         trend = f"falling {self.fall_rate_gib_s:.2f} GiB/s" if self.fall_rate_gib_s >= 0.005 else "not falling"
+        available, line = gib_pair(self.mem_available_gib, self.threshold_gib)
         lines = [
-            f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {self.mem_available_gib:.2f} GiB"
-            f" vs line {self.threshold_gib:.2f} GiB, {trend}",
+            f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {available} GiB"
+            f" vs line {line} GiB, {trend}",
             f"  signalled: {sig}",
         ]
         if self.escalated:
@@ -441,6 +448,15 @@ class TripReport:
         if self.shm_removed:
             lines.append(f"  removed from /dev/shm: {', '.join(self.shm_removed)}")
         return "\n".join(lines)
+
+
+def gib_pair(a: float, b: float) -> tuple[str, str]:
+    """Two GiB figures with enough decimals to tell them apart (never "18.50 vs 18.50")."""
+    for digits in (2, 3, 4):
+        first, second = f"{a:.{digits}f}", f"{b:.{digits}f}"
+        if first != second:
+            return first, second
+    return f"{a:.2f}", f"{b:.2f}"
 
 
 def _read_mem_available() -> int:
@@ -483,6 +499,7 @@ class Guard:
         on_warn: Callable[[Decision], None] | None = None,
         on_trip: Callable[[Decision], None] | None = None,
         on_report: Callable[[TripReport], None] | None = None,
+        defer: Callable[[Decision], str | None] | None = None,
         track_interval: float | None = 2.0,
         clock: Callable[[], float] = time.monotonic,
         pressure: PsiTrigger | None = PRESSURE_TRIGGER,
@@ -494,6 +511,8 @@ class Guard:
         self.read_available = read_available
         self.read_pressure = read_pressure
         self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
+        self.defer = defer  # with several servers: why another must be stopped first, or None to act
+        self.deferring: str | None = None
         self.track_interval = track_interval  # None: the caller records the tree's members
         self.clock = clock
         self.report: TripReport | None = None
@@ -596,7 +615,10 @@ class Guard:
             self.samples_taken += 1
             self.last = d
             if d.action in (Action.TERM, Action.KILL):
-                return self._trip(d)
+                self.deferring = None if self.defer is None else self.defer(d)
+                if self.deferring is None:
+                    return self._trip(d)
+                self.decider.stand_down()
             if d.action is Action.WARN and self.on_warn is not None:
                 self.on_warn(d)
             if self.track_interval is not None and t >= next_track:

@@ -182,6 +182,15 @@ class WatchRecord(_Model):
     flight_recorder: str | None = None
 
 
+class ReservationRecord(_Model):
+    """What this server takes of the machine's pool (core.pool), so that the next launch counts it
+    before it has allocated anything."""
+
+    bytes: Annotated[int, Field(ge=0)]
+    basis: str
+    priority: int = 0
+
+
 class PreflightRecord(_Model):
     warnings: list[str] = Field(default_factory=list)
     fit: dict[str, Any] | None = None
@@ -218,6 +227,7 @@ class StateRecord(_Model):
     preflight: PreflightRecord = Field(default_factory=PreflightRecord)
     preflight_warnings: list[str] = Field(default_factory=list)
     guard: GuardRecord
+    reservation: ReservationRecord | None = None
     tree: TreeRecord | None = None
     summary: dict[str, Any] | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)

@@ -25,10 +25,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparktui.core import vllm_log
+from sparktui.core import pool, vllm_log
 from sparktui.errors import UserError
 from sparktui.runtime import proc
 from sparktui.runtime import protocol as pr
@@ -38,10 +39,12 @@ from sparktui.runtime.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.logtail import LogTail
 from sparktui.runtime.memory import read_memory
 from sparktui.runtime.runner import LaunchCommand, build_command
+from sparktui.runtime.stop_order import StopOrder
 from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
+    from sparktui.core.fit import Machine
     from sparktui.core.metrics import MetricsSnapshot
     from sparktui.core.profiles import Profile
     from sparktui.runtime.guard import Decision
@@ -98,6 +101,7 @@ class Preflight:
     fit: dict[str, Any] | None = None  # core.fit's verdict, when it could be computed
     notes: list[str] = dataclasses.field(default_factory=list)  # what preflight did (page cache evicted)
     page_cache: dict[str, Any] | None = None  # watch.PageCacheReport.to_dict()
+    reservation: pool.Reservation | None = None  # what this server takes of the pool
 
 
 def _meminfo() -> dict[str, int]:
@@ -188,7 +192,66 @@ def preflight(
             f"Drop the caches first: {vllm_log.DROP_CACHES}"
         )
     fit_result = _fit_verdict(profile, serve, mem, warnings, force)
-    return Preflight(warnings, fit_result, notes, page_cache)
+    reservation = _pool_reservation(profile, serve, mem, fit_result, warnings, force)
+    return Preflight(warnings, fit_result, notes, page_cache, reservation)
+
+
+def host_machine(profile: Profile, mem: dict[str, int], warnings: list[str] | None = None) -> Machine:
+    """The machine vLLM will start on: the profile's, unless it was planned for another size of
+    unified memory (a Spark profile on a smaller box is checked against the box it runs on)."""
+    from sparktui.core import fit as fit_mod
+
+    meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
+    machine = fit_mod.machine_from_name(profile.machine, meminfo)
+    host_total = mem["MemTotal"]
+    if machine.unified and not fit_mod.reading_applies(machine, host_total):
+        if warnings is not None:
+            warnings.append(
+                f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
+                f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host"
+            )
+        machine = fit_mod.machine_from_name("auto", meminfo)
+    return machine
+
+
+def _pool_reservation(
+    profile: Profile,
+    serve: ServeConfig,
+    mem: dict[str, int],
+    fit: dict[str, Any] | None,
+    warnings: list[str],
+    force: bool,
+) -> pool.Reservation:
+    """What this server will reserve, refused (unless forced) when the servers already running and
+    starting leave it too little of the pool: MemAvailable alone misses one that has not allocated yet."""
+    machine = host_machine(profile, mem)
+    budget = (fit or {}).get("budget")
+    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
+    others = [reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.port != serve.port]
+    check = pool.check_pool(machine, new, others)
+    if not check.fits:
+        why = f"--gpu-memory-utilization {serve.gpu_memory_utilization:g}: {check.explain(basis)}"
+        if not force:
+            raise UserError(why)
+        warnings.append(f"{why} (--force given)")
+    return pool.Reservation(serve.port, profile.name, new, basis, profile.guard.priority or 0)
+
+
+def reservation_of(state: pr.StateRecord, machine: Machine) -> pool.Reservation:
+    """What a running server reserves: as it recorded at launch, or (older records) from its argv."""
+    name = state.profile or "?"
+    if state.reservation is not None:
+        r = state.reservation
+        return pool.Reservation(state.port, name, r.bytes, r.basis, r.priority)
+    argv = state.argv or []
+    util = None
+    if "--gpu-memory-utilization" in argv[:-1]:
+        try:
+            util = float(argv[argv.index("--gpu-memory-utilization") + 1])
+        except ValueError:
+            util = None
+    reserved, basis = pool.reserved_bytes(machine, util)
+    return pool.Reservation(state.port, name, reserved, basis)
 
 
 def _fit_verdict(
@@ -200,16 +263,7 @@ def _fit_verdict(
     try:
         # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
         spec = load_serving_spec(serve.model, serve.speculative_config)
-        meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
-        machine = fit_mod.machine_from_name(profile.machine, meminfo)
-        host_total = mem["MemTotal"]
-        if machine.unified and not fit_mod.reading_applies(machine, host_total):
-            # vLLM starts on this host, whatever the profile was planned for: check against it.
-            warnings.append(
-                f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
-                f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host"
-            )
-            machine = fit_mod.machine_from_name("auto", meminfo)
+        machine = host_machine(profile, mem, warnings)
         mem_available = mem.get("MemAvailable") if machine.unified else None
         result = fit_mod.fit(serve, spec, machine, mem_available=mem_available)
     except UserError as exc:
@@ -281,6 +335,7 @@ class Supervisor:
         self.lines = GuardLines.from_settings(profile.guard)
         self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
         self.guard: Guard | None = None
+        self.reservation: pool.Reservation | None = None  # set by preflight in run()
         self.tripped = threading.Event()
         self.trip_report: TripReport | None = None
         self.port = self.serve.port
@@ -547,6 +602,10 @@ class Supervisor:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
         self.state = self._initial_state(log_path, pre.warnings, pre.fit)
+        self.reservation = pre.reservation
+        if pre.reservation is not None:
+            r = pre.reservation
+            self.state.reservation = pr.ReservationRecord(bytes=r.bytes, basis=r.basis, priority=r.priority)
         self.record.argv = self.command.argv
         self.record.runner = self.command.kind
         self.record.container = self.command.container
@@ -800,6 +859,8 @@ class Supervisor:
     # -- guard
 
     def _start_guard(self) -> None:
+        # Several servers on one machine: stop them in the declared order, only as many as must go.
+        order = None if self.reservation is None else StopOrder(self.reservation, self.grace_s)
         self.guard = Guard(
             self.tree,
             self.lines,
@@ -808,8 +869,23 @@ class Supervisor:
             on_warn=self._on_warn,
             on_trip=self._on_trip,
             on_report=self._on_report,
+            defer=None if order is None else self._deferral(order),
         )
         self.guard.start()
+
+    def _deferral(self, order: StopOrder) -> Callable[[Decision], str | None]:
+        """The stop order, with each new reason to wait recorded once as an event (status shows it)."""
+        said: list[str | None] = [None]
+
+        def defer(decision: Decision) -> str | None:
+            why = order(decision)
+            if why is not None and why != said[0]:
+                self.events.append({**_guard_event("GuardDeferred", decision), "why": why})
+                self._say(f"guard: {why}")
+            said[0] = why
+            return why
+
+        return defer
 
     def _on_warn(self, decision: Decision) -> None:
         self.events.append(_guard_event("GuardWarning", decision))

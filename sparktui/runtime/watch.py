@@ -692,6 +692,16 @@ class FileCache:
     size: int
     resident_before: int
     resident_after: int
+    measured: bool = True  # False: mincore cannot see this file's pages (see `measurable`)
+
+
+def measurable(path: Path) -> bool:
+    """mincore reports a file's real residency only to its owner or a user who may write it;
+    to anyone else it says every page is resident (Linux 5.0, against page-cache side channels)."""
+    try:
+        return path.stat().st_uid == os.geteuid() or os.access(path, os.W_OK)
+    except OSError:
+        return False
 
 
 @dataclass
@@ -704,11 +714,15 @@ class PageCacheReport:
 
     @property
     def before(self) -> int:
-        return sum(f.resident_before for f in self.files)
+        return sum(f.resident_before for f in self.files if f.measured)
 
     @property
     def after(self) -> int:
-        return sum(f.resident_after for f in self.files)
+        return sum(f.resident_after for f in self.files if f.measured)
+
+    @property
+    def unmeasured(self) -> int:
+        return sum(1 for f in self.files if not f.measured)
 
     @property
     def freed(self) -> int:
@@ -723,12 +737,18 @@ class PageCacheReport:
         if self.folder is None:
             return "page cache: the model is not a local folder; nothing to measure"
         mib = 1 << 20
+        blind = (
+            f"; {self.unmeasured} file(s) neither yours nor writable: their pages cannot be counted"
+            + (" (evicted all the same)" if self.evicted else "")
+            if self.unmeasured
+            else ""
+        )
         if not self.evicted:
-            return f"page cache: the model's files hold {self.before / mib:,.0f} MiB"
+            return f"page cache: the model's files hold {self.before / mib:,.0f} MiB{blind}"
         return (
             f"page cache: the model's files held {self.before / mib:,.0f} MiB; evicted "
             f"{self.freed / mib:,.0f} MiB in {self.seconds * 1000:.0f} ms without root "
-            f"({self.after / mib:,.0f} MiB left)"
+            f"({self.after / mib:,.0f} MiB left){blind}"
         )
 
 
@@ -742,12 +762,13 @@ def model_page_cache(model: str, *, evict: bool) -> PageCacheReport:
     for path in model_files(folder):
         try:
             size = path.stat().st_size
-            before = resident_bytes(path) if size else 0
+            seen = measurable(path)
+            before = resident_bytes(path) if size and seen else 0
             after = before
-            if evict and before:
+            if evict and (before or not seen):
                 evict_file(path)
-                after = resident_bytes(path)
-            files.append(FileCache(str(path), size, before, after))
+                after = resident_bytes(path) if seen else 0
+            files.append(FileCache(str(path), size, before, after, seen))
         except OSError as exc:
             errors.append(f"{path}: {exc.strerror or exc}")
     return PageCacheReport(str(folder), files, time.monotonic() - started, evict, errors)

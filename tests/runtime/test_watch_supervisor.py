@@ -4,10 +4,15 @@ eviction, in a real supervisor against the stub vLLM (real processes, real HTTP)
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -216,3 +221,75 @@ def test_the_flight_recorder_writes_a_bounded_ring_and_marks_a_clean_stop(make_p
     assert ring.stat().st_size == size
     header = (st.state_dir() / "flight" / f"{port}.json").read_text()
     assert '"clean_stop": true' in header
+
+
+def test_serve_evicts_the_models_page_cache_without_root(make_profile, tmp_path):
+    """A model folder whose 512 MiB file was just read: `sparktui serve` evicts its pages before
+    vLLM starts (fincore, run by the runner right before the stub, shows almost none resident)
+    and says how much it freed. As root, the serve runs with every capability dropped (setpriv:
+    an empty bounding set), so it could not write /proc/sys/vm/drop_caches if it tried."""
+    shared = Path(tempfile.mkdtemp(prefix="sparktui-evict-", dir="/var/tmp"))
+    try:
+        shared.chmod(0o777)
+        model = shared / "model"
+        model.mkdir()
+        weights = model / "model-00001-of-00001.safetensors"
+        with open(weights, "wb") as f:
+            block = os.urandom(16 << 20)
+            for _ in range(32):
+                f.write(block)  # 512 MiB
+            f.flush()
+            os.fsync(f.fileno())
+        weights.read_bytes()  # just read: in the page cache
+        assert resident(weights) > 500 << 20
+        seen = shared / "fincore.txt"
+        runner = shared / "vllm"
+        stub = REPO / "tests" / "support" / "stub_vllm" / "stub.py"
+        runner.write_text(
+            f"#!/bin/sh\nfincore --bytes --noheadings --output RES {weights} > {seen}\n"
+            f"grep CapEff /proc/self/status | cut -f2 >> {seen}\nid -u >> {seen}\n"
+            f'exec {sys.executable} {stub} "$@"\n'
+        )
+        runner.chmod(0o755)
+        profile = make_profile(model=str(model))
+        text = profile.read_text()
+        start = text.index('executable = "') + len('executable = "')
+        text = text[:start] + str(runner) + text[text.index('"', start) :]
+        path = shared / "evict.toml"
+        path.write_text(text)
+        path.chmod(0o644)
+        env = {
+            **os.environ,
+            "SPARKTUI_STATE_DIR": str(shared / "state"),
+            "SPARKTUI_CONFIG_DIR": str(shared / "config"),
+            "HOME": str(shared),
+        }
+        argv = [sys.executable, "-m", "sparktui", "serve", str(path)]
+        if os.geteuid() == 0:
+            argv = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", *argv]
+        server = subprocess.Popen(argv, env=env, cwd=REPO, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(
+                lambda: (seen.exists() and len(seen.read_text().split()) >= 3) or server.poll() is not None,
+                60,
+                what="the runner to run fincore",
+            )
+        finally:
+            server.send_signal(signal.SIGTERM)
+            _, err = server.communicate(timeout=60)
+        assert seen.exists(), err
+        res, caps, uid = seen.read_text().split()[:3]
+        assert int(uid) != 0 or int(caps, 16) == 0  # no root privileges
+        assert int(res) < 8 << 20, f"{int(res) >> 20} MiB still resident when vLLM started"
+        freed = re.search(r"page cache: the model's files held ([\d,]+) MiB; evicted ([\d,]+) MiB", err)
+        assert freed is not None, err
+        assert int(freed.group(2).replace(",", "")) >= 500
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def resident(path: Path) -> int:
+    out = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)], capture_output=True, text=True
+    )
+    return int(out.stdout.strip())
