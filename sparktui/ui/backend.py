@@ -98,23 +98,68 @@ class Backend:
                         cached.append(repo)
         return cached + [name for name in catalog_names() if name not in cached]
 
+    def advise(self, config: ServeConfig, machine: Machine) -> list[Any]:
+        """core.advisor's verdicts for every local or catalog variant of the form's model, at its
+        --max-model-len (32768 when unset) for one user, best predicted speed first."""
+        from sparktui.core import advisor
+        from sparktui.core import speed as sp
+        from sparktui.core.modelspec import load_model_spec
+
+        names = [n for n in self.local_models() if advisor.in_family(config.model, n)]
+        if config.model not in names:
+            names.insert(0, config.model)
+        specs = []
+        for name in names:
+            try:
+                specs.append(load_model_spec(name))
+            except UserError:
+                continue
+        hardware = sp.with_bandwidth(
+            sp.hardware_for(machine.name, machine.mem_total, machine.unified),
+            sp.bandwidth_from_env(os.environ),
+            machine.name,
+        )
+        context = config.max_model_len if config.max_model_len and config.max_model_len > 0 else 32768
+        return list(
+            advisor.advise(
+                specs, machine, hardware, context=context, users=1, utilization=config.gpu_memory_utilization
+            )
+        )
+
     def machine(self, name: str) -> Machine:
         from sparktui.core.fit import machine_from_name
 
         meminfo = Path("/proc/meminfo").read_text() if str(name).strip().lower() == "auto" else None
         return machine_from_name(name, meminfo)
 
-    def fit(self, config: ServeConfig, spec: ModelSpec, machine: Machine, sample: MemorySample | None) -> FitView:
+    def fit(
+        self,
+        config: ServeConfig,
+        spec: ModelSpec,
+        machine: Machine,
+        sample: MemorySample | None,
+        vllm_version_source: str = "",
+    ) -> FitView:
         """Fit against this host's MemAvailable only when the profile's machine is this host."""
         from sparktui.core.fit import fit, reading_applies
 
         live = sample is not None and reading_applies(machine, sample.mem_total)
         mem_available = sample.mem_available if sample is not None and live else None
-        view = fit_view(fit(config, spec, machine, mem_available=mem_available), machine)
+        result = fit(config, spec, machine, mem_available=mem_available, vllm_version_source=vllm_version_source)
+        view = fit_view(result, machine)
         view.mem_available_live = live
         view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
         view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
         return view
+
+    def detect_vllm_version(self, profile: Any) -> Any:
+        """Which vLLM the profile's runner has, from files only (no `vllm --version` from the TUI)."""
+        from sparktui.runtime.vllm_version import detect
+
+        try:
+            return detect(profile, run=False)
+        except (OSError, ValueError):
+            return None
 
     def _speed_line(
         self, config: ServeConfig, spec: ModelSpec, machine: Machine, view: FitView, this_host: bool
@@ -440,6 +485,8 @@ def fit_view(result: FitResult, machine: Machine | None) -> FitView:
         max_concurrency=result.max_concurrency,
         kv_bytes_per_token=result.kv_bytes_per_token,
         speed=_speed_line(result),
+        vllm_version=getattr(result, "vllm_version", None) or None,
+        vllm_version_assumed=str(getattr(result, "vllm_version_source", "")).startswith("assumed"),
     )
 
 

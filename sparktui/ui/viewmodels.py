@@ -65,6 +65,8 @@ class FitView:
     max_concurrency: float | None = None
     kv_bytes_per_token: int | None = None
     speed: str | None = None  # core.speed.summary_line: predicted tok/s and TTFT (and a bench's)
+    vllm_version: str | None = None  # whose rules the fit used
+    vllm_version_assumed: bool = False  # neither given nor detected: the newest rules known
 
     @property
     def applicable(self) -> list[Suggestion]:

@@ -36,6 +36,7 @@ finished request adds to `request_success_total`.
                           wedged EngineCore does: streams stall mid-way, new requests get no
                           token, /metrics freezes (running requests and all), /health stays 200
 A prompt's token count is its whitespace-separated words (or the length of a token-id list).
+While there is throughput, vLLM's stats line is logged every VLLM_LOG_STATS_INTERVAL s (default 10).
 """
 
 from __future__ import annotations
@@ -572,8 +573,37 @@ def serve(argv: list[str]) -> None:
             engine.terminate()
             engine.wait()
         sys.exit(int(code))
+    log_stats(Handler.engine, "CPU" if "CPU KV cache" in "\n".join(replay.lines) else "GPU")
+
+
+def log_stats(engine: Engine | None, device: str) -> None:
+    """vLLM's periodic stats line (v1/metrics/loggers.py LoggingStatLogger.log), every
+    VLLM_LOG_STATS_INTERVAL seconds (vLLM's own variable, default 10). At INFO only when there was
+    throughput in this interval or the last: an idle, a wedged or a long-prefilling engine (prompt
+    tokens count when a prefill ends) goes quiet."""
+    interval = env_float("VLLM_LOG_STATS_INTERVAL", 10.0)
+    last_prompt = last_generation = 0.0
+    before = engine.counters() if engine is not None else None
     while True:
-        time.sleep(3600)
+        time.sleep(interval)
+        if engine is None or before is None:
+            continue
+        with engine.lock:
+            now = engine.frozen if engine.frozen is not None else engine.counters()
+        prompt = (now["prompt"] - before["prompt"]) / interval
+        generation = (now["generation"] - before["generation"]) / interval
+        before = now
+        idle = not any((prompt, generation, last_prompt, last_generation))
+        last_prompt, last_generation = prompt, generation
+        if idle:
+            continue
+        stamp = time.strftime("%m-%d %H:%M:%S")
+        emit(
+            f"(APIServer pid={os.getpid()}) INFO {stamp} [loggers.py:257] Engine 000: "
+            f"Avg prompt throughput: {prompt:.1f} tokens/s, Avg generation throughput: {generation:.1f} tokens/s, "
+            f"Running: {now['running']:.0f} reqs, Waiting: 0 reqs, {device} KV cache usage: {now['kv'] * 100:.1f}%, "
+            "Prefix cache hit rate: 0.0%"
+        )
 
 
 def main() -> None:
