@@ -300,6 +300,13 @@ def _figures(path: Path) -> dict[str, Any]:
     return {k: f.get(k) for k in ("kv_gib", "tokens", "concurrency", "weights_gib")}
 
 
+def _gemma4_31b(fixtures: Path) -> dict[str, Any]:
+    """google/gemma-4-31B-it: nvidia/Gemma-4-31B-IT-NVFP4's config.json without its quantization."""
+    config = json.loads((fixtures / "model-configs" / "nvidia__Gemma-4-31B-IT-NVFP4.json").read_text())
+    config.pop("quantization_config", None)
+    return dict(config)
+
+
 def spark_cases(fixtures: Path) -> list[Case]:
     """Real DGX Spark start-ups (jethac/dgx-spark-hijinks, see vllm-logs/SOURCES.md)."""
     logs = fixtures / "vllm-logs"
@@ -343,6 +350,23 @@ def spark_cases(fixtures: Path) -> list[Case]:
             "spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_fp8kv_success.log",
             "google/gemma-4-26B-A4B",
             None,
+            {"kv_cache_dtype": "fp8_e4m3"},
+            (0, 21, 0),
+            "same build, fp8 KV cache",
+        ),
+        (
+            "spark_vdev-g9759e3b06_gemma-4-31b-it_bf16_success.log",
+            "google/gemma-4-31B-it",
+            _gemma4_31b(fixtures),
+            {},
+            (0, 21, 0),
+            "architecture from nvidia/Gemma-4-31B-IT-NVFP4's config (quantization dropped); "
+            "--language-model-only skips the vision tower (not modelled)",
+        ),
+        (
+            "spark_vdev-g9759e3b06_gemma-4-31b-it_fp8kv_success.log",
+            "google/gemma-4-31B-it",
+            _gemma4_31b(fixtures),
             {"kv_cache_dtype": "fp8_e4m3"},
             (0, 21, 0),
             "same build, fp8 KV cache",
