@@ -14,6 +14,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 ACCEPTS_EXTRA_ARGS = True
 MEMINFO = Path("/proc/meminfo")
@@ -321,8 +322,41 @@ def run(args: argparse.Namespace) -> int:
                 for run, predicted in measured
             ]  # fmt: skip
         data["model_flags"] = [f.to_dict() for f in model_flags(spec, config)]
+        cluster = cluster_fit(args, config, spec, machine, mem_available)
+        if cluster is not None:
+            data["cluster"] = cluster.to_dict()
         json.dump(data, sys.stdout, indent=1)
         print()
     else:
         print(render(result, spec, config, measured))
-    return 0 if result.verdict in ("fits", "tight") else 1
+        cluster = cluster_fit(args, config, spec, machine, mem_available)
+        if cluster is not None:
+            print(render_cluster(cluster))
+    verdict = result.verdict if cluster is None else cluster.verdict
+    return 0 if verdict in ("fits", "tight") else 1
+
+
+def cluster_fit(args: argparse.Namespace, config: Any, spec: Any, machine: Any, mem_available: int | None) -> Any:
+    """The fit per node when the profile has a [cluster] (two Sparks serving one model), else None."""
+    from sparktui.core.cluster import fit_cluster
+    from sparktui.core.profiles import load_profile
+
+    profile_arg = _split(list(args.extra))[0]
+    cluster = load_profile(profile_arg).cluster if profile_arg else None
+    return None if cluster is None else fit_cluster(config, spec, machine, cluster, mem_available)
+
+
+def render_cluster(cluster: Any) -> str:
+    lines = [
+        "",
+        f"cluster    {cluster.verdict.replace('_', ' ')}: one rank per node; the head also runs the API server",
+    ]
+    for node in cluster.nodes:
+        r = node.result
+        extra = f", +{node.extra_bytes / 1024**3:.2f} GiB beside vLLM" if node.extra_bytes else ""
+        lines.append(
+            f"  {node.role:<7}{node.host:<20}{r.verdict.replace('_', ' '):<11}weights {r.weights_bytes / 1024**3:.2f} GiB, "
+            f"KV {r.kv_cache_tokens:,} tokens{extra}"
+        )
+        lines.extend(f"           {reason}" for reason in r.reasons if node.role == "head" and r.verdict != "fits")
+    return "\n".join(lines)

@@ -30,6 +30,7 @@ import tomlkit.exceptions
 from tomlkit.items import Table
 
 from sparktui.atomic import atomic_write_text
+from sparktui.core.cluster import BACKENDS, ClusterSettings
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
 from sparktui.errors import UserError
 from sparktui.paths import user_profiles_dir
@@ -91,6 +92,7 @@ class Profile:
     runner: RunnerSettings = field(default_factory=RunnerSettings)
     watch: WatchSettings = field(default_factory=WatchSettings)
     env: dict[str, str] = field(default_factory=dict)
+    cluster: ClusterSettings | None = None  # several Sparks serving one model
     description: str = ""  # the file's first comment line
     warnings: list[str] = field(default_factory=list)  # unknown keys outside [serve], kept as they are
     document: tomlkit.TOMLDocument | None = field(default=None, repr=False, compare=False)
@@ -134,7 +136,7 @@ _RUNNER_KEYS = {
     "image": "image",
     "container-args": "container_args",
 }
-_SECTIONS = ("serve", "machine", "guard", "runner", "watch", "env")
+_SECTIONS = ("serve", "machine", "guard", "runner", "watch", "cluster", "env")
 
 
 def user_profile_path(name: str) -> Path:
@@ -263,6 +265,8 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
             continue
         setattr(watch, attr, _watch_value(attr, value, lambda p, k=key: fail("watch", k, p)))
 
+    cluster = _cluster(_table(doc, "cluster", fail), lambda k, p: fail("cluster", k, p))
+
     env: dict[str, str] = {}
     for key, value in _table(doc, "env", fail).items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
@@ -279,6 +283,7 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         guard=guard,
         runner=runner,
         watch=watch,
+        cluster=cluster,
         env=env,
         description=_first_comment(text),
         warnings=warnings,
@@ -387,6 +392,44 @@ def _machine_name(value: Any, fail: Any) -> str:
         if number and float(number.group(1)) > 0:
             return number.group(1)
     raise fail(f'got {_show(value)}; expected "dgx-spark", "auto" or a memory size in GiB such as 128')
+
+
+_CLUSTER_KEYS = ("nodes", "backend", "interface", "master-addr", "master-port")
+
+
+def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
+    """[cluster]: nodes = ["spark-a", "spark-b"] (SSH hosts, the head first), backend = "ray" | "mp",
+    interface or master-addr for the ranks' traffic."""
+    if not table:
+        return None
+    for key in table:
+        if key not in _CLUSTER_KEYS:
+            close = difflib.get_close_matches(key, _CLUSTER_KEYS, n=1)
+            raise fail(
+                key,
+                f"unknown key; expected {', '.join(_CLUSTER_KEYS)}" + (f" (did you mean {close[0]}?)" if close else ""),
+            )
+    nodes = table.get("nodes")
+    if not isinstance(nodes, list) or len(nodes) < 2 or not all(isinstance(n, str) and n.strip() for n in nodes):
+        raise fail(
+            "nodes",
+            f'got {_show(nodes)}; expected two or more SSH host names, the head first, e.g. ["spark-a", "spark-b"]',
+        )
+    if len(set(nodes)) != len(nodes):
+        raise fail("nodes", f"got {_show(nodes)}; each node once")
+    backend = table.get("backend", "ray")
+    if backend not in BACKENDS:
+        raise fail("backend", f'got {_show(backend)}; expected "ray" (Ray) or "mp" (vLLM\'s --nnodes)')
+    texts = {}
+    for key in ("interface", "master-addr"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", value)):
+            raise fail(key, f"got {_show(value)}; expected an interface name or an address")
+        texts[key] = value
+    port = table.get("master-port", 29501)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise fail("master-port", f"got {_show(port)}; expected a port from 1 to 65535")
+    return ClusterSettings(tuple(nodes), backend, texts["interface"], texts["master-addr"], port)
 
 
 def _guard_value(attr: str, value: Any, fail: Any) -> Any:

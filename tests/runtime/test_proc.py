@@ -103,8 +103,11 @@ def test_missing_command_is_a_user_error(tmp_path):
         spawn([], tmp_path / "log")
 
 
-def test_stop_takes_the_whole_tree_including_escaped_reparented_grandchild(tmp_path):
-    tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
+@pytest.mark.parametrize("contain", [False, True], ids=["pid-tracking", "cgroup"])
+def test_stop_takes_the_whole_tree_including_escaped_reparented_grandchild(tmp_path, contain):
+    tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log", contain=contain)
+    if contain and tree.scope is None:
+        pytest.skip("no writable cgroup2 here")
     child = int(
         wait_for(lambda: (tmp_path / "child.pid").exists() and (tmp_path / "child.pid").read_text(), what="child")
     )
@@ -129,7 +132,11 @@ def test_stop_takes_the_whole_tree_including_escaped_reparented_grandchild(tmp_p
     assert not alive(tree.pid) and not alive(child) and not alive(grand)
     targets = [(s["target"], s["signal"]) for s in report.signals]
     assert (f"group {tree.pgid}", "SIGTERM") in targets and (f"group {tree.pgid}", "SIGKILL") in targets
-    assert any(t.startswith(f"pid {grand} ") and sig == "SIGKILL" for t, sig in targets)
+    if contain:  # cgroup.kill took it with the rest, and the cgroup is removed
+        assert any(t.startswith("cgroup ") and sig == "SIGKILL" for t, sig in targets)
+        assert tree.scope is not None and not tree.scope.exists()
+    else:
+        assert any(t.startswith(f"pid {grand} ") and sig == "SIGKILL" for t, sig in targets)
     assert report.survivors == []
     assert tree.returncode() == -signal.SIGTERM
 
