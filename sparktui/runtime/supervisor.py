@@ -525,8 +525,9 @@ class Supervisor:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             self._close()
+            wake_w, self._wake_w = self._wake_w, -1  # a late _wake() now fails harmlessly (EBADF)
+            os.close(wake_w)
             os.close(self._wake_r)
-            os.close(self._wake_w)
 
     def _loop(self, log_path: Path) -> int:
         tree = self.tree

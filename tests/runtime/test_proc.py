@@ -383,3 +383,31 @@ def test_background_child_of_an_exited_root_is_still_ours(tmp_path):
     assert pid in {i.pid for i in tree.recorded}
     report = tree.kill()
     assert report.gone and not alive(pid)
+
+
+def test_last_pid_moves_when_a_process_is_created():
+    before = proc.last_pid()
+    subprocess.run(["true"], check=True)
+    after = proc.last_pid()
+    assert before is not None and after is not None and after != before
+
+
+def test_track_records_a_late_child_and_scans_only_when_something_was_created(tmp_path, monkeypatch):
+    script = "import subprocess, sys, time; time.sleep(0.3); subprocess.run(['sleep', '30'])"
+    tree = spawn([sys.executable, "-c", script], tmp_path / "log")
+    try:
+        assert tree.track() is True  # the first look scans
+        child = wait_for(
+            lambda: next((p.pid for p in proc.scan_processes() if p.ppid == tree.pid and p.comm == "sleep"), None),
+            what="the late child",
+        )
+        tree.track()  # its fork moved last_pid: scanned, recorded
+        assert child in {i.pid for i in tree.recorded}
+        # Nothing created since the last scan (last_pid held still): no scan, nothing new to find.
+        monkeypatch.setattr(proc, "last_pid", lambda: 424242)
+        assert tree.track() is True  # 424242 was not seen at the last scan
+        monkeypatch.setattr(proc, "scan_processes", lambda: pytest.fail("scanned although nothing was created"))
+        assert tree.track() is False
+    finally:
+        monkeypatch.undo()
+        tree.kill()
