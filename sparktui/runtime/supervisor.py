@@ -6,6 +6,11 @@ vLLM's output goes to a per-run log file that is tailed and parsed (core.vllm_lo
 events; readiness is /health, load is /metrics. State is a JSON file (state.py) rewritten
 atomically; commands (status, stop, kill) come over a Unix socket only the user can open.
 
+At rest it costs almost nothing (bench/supervisor_rest.py): the loop sleeps in poll() until the
+log is written (inotify), a request or signal arrives (a wake pipe), or vLLM exits (its pidfd);
+/metrics is scraped only while someone reads it or the server is busy; the guard's own thread
+keeps its pace near the lines and is woken by PSI on memory stalls (guard.py).
+
 If the supervisor dies, vLLM does not live on unguarded: the API server gets SIGKILL from the
 kernel (PR_SET_PDEATHSIG, proc.spawn), a reaper process (reaper.py) sweeps the recorded tree, and
 the next launch sweeps anything a lost supervisor left.
