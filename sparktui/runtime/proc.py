@@ -138,6 +138,19 @@ def last_pid() -> int | None:
         return None
 
 
+def cgroup_pids(cgroup: str | os.PathLike[str]) -> list[int]:
+    """Every process in a cgroup v2 directory and the cgroups below it (their cgroup.procs), or []
+    when it is gone. Whatever a process does (re-parent, setsid), it stays in its cgroup."""
+    pids: list[int] = []
+    for folder, _, _ in os.walk(cgroup):
+        try:
+            with open(os.path.join(folder, "cgroup.procs"), "rb") as f:
+                pids.extend(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue  # removed meanwhile
+    return pids
+
+
 def boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -221,6 +234,7 @@ class ProcessTree:
         recorded: Iterable[ProcessIdentity] = (),
         argv: list[str] | None = None,
         log_path: str | None = None,
+        cgroup: str | None = None,
     ) -> None:
         self.root = root
         self.pid = root.pid
@@ -241,6 +255,9 @@ class ProcessTree:
         self._tracker: threading.Thread | None = None
         self._stop_tracking = threading.Event()
         self._last_pid_scanned: int | None = None  # last_pid() before the latest /proc scan
+        # The cgroup v2 directory containment put the tree in (None: not contained): every process
+        # in it is a member, re-parented or in another session or not, and reading it is cheap.
+        self.cgroup = cgroup
 
     # --- identity and membership -------------------------------------------------------------
 
@@ -271,9 +288,13 @@ class ProcessTree:
         return self.popen is not None and self.popen.returncode is None
 
     def track(self) -> bool:
-        """Record new members, cheaply when nothing can be new: a /proc scan only when some process
-        was created since the last one (last_pid() moved); otherwise just the /dev/shm look.
-        True when it scanned. For a supervisor's slow cadence at rest."""
+        """Record new members cheaply: from the cgroup when the tree has one (one file, no scan);
+        otherwise a /proc scan only when some process was created since the last one (last_pid()
+        moved). Then the /dev/shm look. True when it scanned. For a supervisor's slow cadence."""
+        if self.cgroup is not None:
+            self._record_cgroup()
+            self._note_shm(self.recorded)
+            return False
         newest = last_pid()
         if newest is not None and newest == self._last_pid_scanned:
             self._note_shm(self.recorded)
@@ -281,14 +302,31 @@ class ProcessTree:
         self.refresh()
         return True
 
+    def _record_cgroup(self) -> None:
+        assert self.cgroup is not None
+        with self._lock:
+            for pid in cgroup_pids(self.cgroup):
+                if pid in self._recorded:
+                    continue  # (a pid reused inside the cgroup is ours too: refresh() records it)
+                info = read_stat(pid)
+                if info is not None and not info.dead:
+                    self._recorded[pid] = info.start_time
+                    self.generation += 1
+
     def refresh(self, procs: list[ProcInfo] | None = None) -> list[ProcInfo]:
         """Record new members; return the live ones (not zombies)."""
         if procs is None:
             self._last_pid_scanned = last_pid()  # read before the scan: what is made during it moves it
             procs = scan_processes()
+        contained = set(cgroup_pids(self.cgroup)) if self.cgroup is not None else set()
         with self._lock:
             recorded = self._recorded
             ours = {p.pid for p in procs if recorded.get(p.pid) == p.start_time}
+            for p in procs:
+                if p.pid in contained and p.pid not in ours:
+                    ours.add(p.pid)
+                    recorded[p.pid] = p.start_time
+                    self.generation += 1
             # The group/session number is ours while an unreaped root or a recorded member is in it.
             group_ours = self._root_pinned() or any(p.pgrp == self.pgid for p in procs if p.pid in ours)
             session_ours = self._root_pinned() or any(p.session == self.pgid for p in procs if p.pid in ours)

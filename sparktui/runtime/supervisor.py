@@ -564,8 +564,8 @@ class Supervisor:
             changed = self._ingest(lines)
             behind = bool(lines) and follower.pending()  # a flood: read on before sleeping
             now = time.monotonic()
-            if now >= next_track:
-                tree.track() if self.healthy else tree.refresh()
+            if now >= next_track:  # in a cgroup: its cgroup.procs; otherwise /proc, scanned at rest only after a fork
+                tree.track() if self.healthy or tree.cgroup is not None else tree.refresh()
                 next_track = now + (REST_TRACK_S if self.healthy else STARTUP_TICK_S)
             if tree.generation != generation:
                 generation, changed = tree.generation, True

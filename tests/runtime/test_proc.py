@@ -15,7 +15,7 @@ import pytest
 from sparktui.errors import UserError
 from sparktui.runtime import proc
 from sparktui.runtime.proc import ProcessIdentity, ProcessTree, read_stat, signal_process, spawn, sweep_orphans
-from tests.support import PROCS, alive, wait_for
+from tests.support import PROCS, alive, cgroup2_root, remove_cgroup, wait_for
 
 pytestmark = pytest.mark.slow  # spawns processes
 
@@ -410,4 +410,37 @@ def test_track_records_a_late_child_and_scans_only_when_something_was_created(tm
         assert tree.track() is False
     finally:
         monkeypatch.undo()
+        tree.kill()
+
+
+@pytest.fixture
+def cgroup():
+    root = cgroup2_root()
+    if root is None:
+        pytest.skip("no writable cgroup v2 mount here")
+    path = root / f"sparktui-test-{uuid.uuid4().hex[:12]}"
+    path.mkdir()
+    yield path
+    remove_cgroup(path)
+
+
+def test_a_contained_tree_keeps_the_child_that_escaped_before_anyone_looked(tmp_path, cgroup):
+    """The grandchild is re-parented and leaves our session and group before the first look: by
+    parent links, group or session it is nobody's; its cgroup still says it is the tree's."""
+    enter = f"open({str(cgroup / 'cgroup.procs')!r}, 'w').write(str(__import__('os').getpid()))"
+    argv = [sys.executable, "-c", f"import os, sys; {enter}; os.execv(sys.argv[1], sys.argv[1:])"]
+    (tmp_path / "escape").write_text("1")  # the grandchild calls setsid() at once
+    (tmp_path / "orphan").write_text("1")  # and its parent exits: re-parented
+    tree = spawn([*argv, sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
+    tree.cgroup = str(cgroup)
+    try:
+        wait_for(lambda: (tmp_path / "grand.escaped").exists(), what="the grandchild to escape")
+        grand = int((tmp_path / "grand.pid").read_text())
+        info = read_stat(grand)
+        assert info is not None and info.session == grand and info.ppid != int((tmp_path / "child.pid").read_text())
+        assert tree.track() is False  # from the cgroup: no /proc scan
+        assert grand in {i.pid for i in tree.recorded}
+        report = tree.kill()
+        assert report.gone and not alive(grand)
+    finally:
         tree.kill()

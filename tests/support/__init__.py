@@ -69,3 +69,41 @@ def alive(pid: int) -> bool:
 
     info = read_stat(pid)
     return info is not None and not info.dead
+
+
+def cgroup2_root() -> Path | None:
+    """A writable cgroup v2 mount (the development machines have one), or None."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    for line in mounts:
+        fields = line.split()
+        if len(fields) > 3 and fields[2] == "cgroup2" and "rw" in fields[3].split(","):
+            root = Path(fields[1])
+            if os.access(root, os.W_OK):
+                return root
+    return None
+
+
+def remove_cgroup(path: Path, timeout: float = 10.0) -> None:
+    """Kill whatever is left in a test's cgroup and remove it (and the cgroups below it)."""
+    import signal
+
+    for folder in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        remove_cgroup(folder, timeout)
+    deadline = time.monotonic() + timeout
+    while path.exists():
+        for pid in (path / "cgroup.procs").read_text().split() if (path / "cgroup.procs").exists() else []:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            path.rmdir()
+        except FileNotFoundError:
+            return
+        except OSError:  # EBUSY: its processes are still exiting
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
