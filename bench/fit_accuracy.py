@@ -373,6 +373,26 @@ def spark_cases(fixtures: Path) -> list[Case]:
             note="Nemotron-H (Mamba2) NVFP4 on a Hopper GPU: block 4176 as vLLM logged; quant config assumed",
         )
     ]
+    cases.append(
+        Case(
+            "spark qwen3.6 mtp3",
+            "vllm-logs/spark_v0.22.0_qwen3.6-35b-a3b-prismaquant-mtp3_excerpt.log",
+            "Qwen/Qwen3.6-35B-A3B",
+            (0, 22, 0),
+            "hybrid",
+            {
+                "max_model_len": 200000,
+                "max_num_batched_tokens": 32768,
+                "max_num_seqs": 64,
+                "gpu_memory_utilization": 0.85,
+                "enable_prefix_caching": True,
+                "speculative_config": '{"method": "mtp", "num_speculative_tokens": 3}',
+            },
+            **{**_figures(logs / "spark_v0.22.0_qwen3.6-35b-a3b-prismaquant-mtp3_excerpt.log"), "weights_gib": None},
+            note="Qwen3.6-35B-A3B (PrismaQuant 4.75-bit: weights and KV memory not compared) with MTP, 3 tokens; "
+            "max_num_seqs 64 from its CUDA-graph sizes",
+        )
+    )
     for name, model, arch, serve, version, note in plan:
         figures = read_log(logs / name)
         label = "spark " + name.split("_")[2][:14] + (" fp8kv" if "fp8kv" in name else "")

@@ -121,6 +121,9 @@ KEEP = {
     "num_kv_shared_layers",
     "index_topk",
     "index_head_dim",
+    "index_topk_freq",
+    "index_topk_pattern",
+    "index_skip_topk_offset",
     "draft_vocab_size",
 }
 VISION_KEEP = {

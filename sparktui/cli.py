@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kill": ("kill", "kill a server's whole process tree at once"),
     "mem": ("mem", "show unified memory, pressure and the GPU (--watch to stream)"),
     "guard": ("guard", "run any command under the memory guard: sparktui guard -- COMMAND"),
+    "set-guard": ("set_guard", "move the guard lines of a running server, or arm/disarm its guard"),
     "bench": ("bench", "benchmark the running server: TTFT, tok/s per user and in all, how many users it holds"),
 }
 

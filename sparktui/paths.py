@@ -5,7 +5,7 @@ Every one can be moved with an environment variable (tests point them at tempora
 | variable             | holds                                                  | default (platformdirs)     |
 |----------------------|--------------------------------------------------------|----------------------------|
 | SPARKTUI_CONFIG_DIR  | config.toml (theme, keys) and profiles/ (yours)        | user_config_dir("sparktui")|
-| SPARKTUI_STATE_DIR   | servers/ (state, sockets), logs/, supervisor/, history | user_state_dir("sparktui") |
+| SPARKTUI_STATE_DIR   | servers/ (state, sockets), logs/, supervisor/, bench/  | user_state_dir("sparktui") |
 | SPARKTUI_CACHE_DIR   | small model files fetched from the Hugging Face Hub    | user_cache_dir("sparktui") |
 """
 
@@ -45,6 +45,13 @@ def state_dir() -> Path:
         (path / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
     path.chmod(0o700)
     return path
+
+
+def bench_history_path() -> Path:
+    """JSON lines, one benchmark run each (runtime.bench.HistoryRecord documents the format)."""
+    path = state_dir() / "bench"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path / "history.jsonl"
 
 
 def cache_dir() -> Path:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 # Exit status when the guard stopped the command (else: the command's own status, or 128+N when
@@ -32,40 +34,55 @@ def _gib_or_off(text: str) -> float | None:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected GiB as a number (e.g. 3.5) or 'off', got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected GiB >= 0, got {text!r}")
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a finite number of GiB >= 0 (or 'off'), got {text!r}")
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds >= 0, got {text!r}")
+    return value
+
+
+def add_line_arguments(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """--warn-below/--term-below/--kill-below; a line left out stays absent from the namespace, so
+    the lines a user sets can win over the defaults (or the current lines)."""
+    from sparktui.runtime.guard import DEFAULT_KILL_GIB, DEFAULT_TERM_GIB, DEFAULT_WARN_GIB
+
+    for flag, default, what in (
+        ("--warn-below", DEFAULT_WARN_GIB, "warn when MemAvailable falls below this"),
+        ("--term-below", DEFAULT_TERM_GIB, "SIGTERM the tree below this, SIGKILL after the grace period"),
+        ("--kill-below", DEFAULT_KILL_GIB, "SIGKILL the tree at once below this"),
+    ):
+        parser.add_argument(
+            flag,
+            type=_gib_or_off,
+            default=argparse.SUPPRESS,
+            metavar="GIB",
+            help=f"{what} ('off' turns it off" + (f"; default {default:g})" if defaults else ")"),
+        )
+
+
+def given_lines(args: argparse.Namespace) -> dict[str, float | None]:
+    """The lines set on the command line, by GuardLines' field names."""
+    names = {"warn_below": "warn_below_gib", "term_below": "term_below_gib", "kill_below": "kill_below_gib"}
+    return {field: getattr(args, flag) for flag, field in names.items() if hasattr(args, flag)}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from sparktui.runtime.guard import DEFAULT_GRACE_S, DEFAULT_KILL_GIB, DEFAULT_TERM_GIB, DEFAULT_WARN_GIB
+    from sparktui.runtime.guard import DEFAULT_GRACE_S
 
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument(
-        "--warn-below",
-        type=_gib_or_off,
-        default=DEFAULT_WARN_GIB,
-        metavar="GIB",
-        help=f"warn when MemAvailable falls below this (default {DEFAULT_WARN_GIB:g})",
-    )
-    parser.add_argument(
-        "--term-below",
-        type=_gib_or_off,
-        default=DEFAULT_TERM_GIB,
-        metavar="GIB",
-        help=f"SIGTERM the tree below this, SIGKILL after --grace (default {DEFAULT_TERM_GIB:g})",
-    )
-    parser.add_argument(
-        "--kill-below",
-        type=_gib_or_off,
-        default=DEFAULT_KILL_GIB,
-        metavar="GIB",
-        help=f"SIGKILL the tree at once below this (default {DEFAULT_KILL_GIB:g})",
-    )
+    add_line_arguments(parser, defaults=True)
     parser.add_argument(
         "--grace",
-        type=float,
+        type=_seconds,
         default=DEFAULT_GRACE_S,
         metavar="S",
         help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})",
@@ -81,7 +98,7 @@ def _status(returncode: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.errors import UserError
-    from sparktui.runtime.guard import Guard, GuardLines
+    from sparktui.runtime.guard import Guard, GuardLines, resolve_lines
     from sparktui.runtime.proc import spawn
 
     argv = list(args.command)
@@ -89,21 +106,24 @@ def run(args: argparse.Namespace) -> int:
         argv = argv[1:]
     if not argv:
         raise UserError("guard needs a command to run: sparktui guard [OPTIONS] -- COMMAND [ARGS...]")
-    try:
-        lines = GuardLines(
-            warn_below_gib=args.warn_below,
-            term_below_gib=args.term_below,
-            kill_below_gib=args.kill_below,
-            grace_s=args.grace,
+    if args.log is not None and (Path(args.log).is_dir() or not Path(args.log).parent.is_dir()):
+        raise UserError(
+            f"--log {args.log}: expected a file to write the command's output to"
+            + (", got a directory" if Path(args.log).is_dir() else ", but its folder does not exist")
         )
+    try:
+        lines, notes = resolve_lines(given_lines(args), GuardLines(grace_s=args.grace), what="default")
     except UserError as exc:
-        raise UserError(f"{exc} (set --warn-below/--term-below/--kill-below together, or a line to 'off')") from None
+        raise UserError(f"{exc} (change one of the lines you set, or set one to 'off')") from None
 
     def emit(event: str, text: str, data: dict[str, Any]) -> None:
         if args.json:
             print(json.dumps({"event": event, **data}), file=sys.stderr, flush=True)
         else:
             print(f"sparktui guard: {text}", file=sys.stderr, flush=True)
+
+    for note in notes:
+        emit("note", f"note: {note}", {"note": note})
 
     def on_warn(d) -> None:
         gib = d.available / 2**30

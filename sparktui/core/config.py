@@ -279,7 +279,7 @@ FLAGS: tuple[Flag, ...] = (
          secret=True, env="VLLM_API_KEY"),
     # advanced
     Flag("--tensor-parallel-size", "tensor_parallel_size", "int", 1, "Number of GPUs to split the model over.",
-         "advanced", minimum=1, aliases=("-tp",)),
+         "advanced", minimum=1, maximum=1024, aliases=("-tp",)),
     Flag("--speculative-config", "speculative_config", "json", None,
          "Speculative decoding settings as JSON (method, draft model, num_speculative_tokens).",
          "advanced", aliases=("-sc",)),

@@ -33,16 +33,20 @@ class FlagSuggestion:
     def to_dict(self) -> dict[str, Any]:
         return {"flag": self.flag, "value": self.value, "why": self.why, "argv": self.argv()}
 
-    def apply(self, config: Any) -> Any:
-        """The ServeConfig with this flag set (a field, or appended to extra_args)."""
+    def changes(self, config: Any) -> dict[str, Any]:
+        """The ServeConfig fields this flag changes: its own field, or extra_args with it appended."""
         if self.field is not None:
             value: Any = True if self.value is None else self.value
-            if self.field == "max_model_len":
-                value = int(value)
-            return config.replace(**{self.field: value})
-        if self.flag in _flag_names(config.extra_args):
-            return config
-        return config.replace(extra_args=[*config.extra_args, *self.argv()])
+            return {self.field: int(value) if self.field == "max_model_len" else value}
+        extra = list(getattr(config, "extra_args", None) or [])
+        if self.flag in _flag_names(extra):
+            return {}
+        return {"extra_args": [*extra, *self.argv()]}
+
+    def apply(self, config: Any) -> Any:
+        """The ServeConfig with this flag set (a field, or appended to extra_args)."""
+        changes = self.changes(config)
+        return config.replace(**changes) if changes else config
 
 
 def _flag_names(extra: list[str]) -> set[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -345,9 +346,9 @@ def _guard_value(attr: str, value: Any, fail: Any) -> Any:
         if not isinstance(value, bool):
             raise fail(f"got {_show(value)}; expected true or false")
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         unit = "seconds" if attr == "grace_s" else "GiB"
-        raise fail(f"got {_show(value)}; expected a number of {unit} ≥ 0")
+        raise fail(f"got {_show(value)}; expected a finite number of {unit} ≥ 0")
     return float(value)
 
 

@@ -6,8 +6,9 @@ client's own clock (time.perf_counter) at the moment each SSE chunk arrives, nev
 server's counters:
   TTFT          first chunk carrying a token − request sent
   ITL           gap between chunks carrying tokens, split evenly over the tokens a chunk carries
-  decode tok/s  per request: tokens after the first chunk / (last chunk − first chunk); the
-                per-user figure is the mean over requests
+  decode tok/s  per user: tokens after each request's first chunk / the time from its first
+                chunk to its last, both summed over the level's requests (a request whose
+                chunks came in one burst weighs as little as the time it took)
   aggregate     every token received at that level / wall time (first send → last chunk)
 Tokens per chunk: vLLM is asked for `stream_options.continuous_usage_stats`, so every chunk says
 how many completion tokens it has produced so far (one chunk can carry several when vLLM batches
@@ -44,7 +45,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
-from sparktui.core.metrics import MetricsError, kv_cache_usage_pct, parse_metrics
+from sparktui.core.metrics import KV_USAGE, MetricsError, kv_cache_usage_pct, parse_metrics
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
 from sparktui.runtime import state as st
@@ -52,7 +53,6 @@ from sparktui.runtime.endpoint import base_url
 from sparktui.runtime.memory import read_gpu, read_mem_available
 
 SCHEMA_VERSION = 1
-HISTORY_NAME = "history.jsonl"
 MEM_EVERY_S = 0.1
 KV_EVERY_S = 0.5
 POWER_EVERY_S = 0.5
@@ -89,7 +89,7 @@ class BenchSettings(BaseModel):
 
 
 class SweepTargets(BaseModel):
-    """A level meets the targets when it has no errors, its mean per-user decode speed is at least
+    """A level meets the targets when it has no errors, its per-user decode speed is at least
     `tok_s` and its TTFT p95 is at most `ttft_s`."""
 
     tok_s: float
@@ -132,6 +132,7 @@ class LevelResult(BaseModel):
     mean_power_w: float | None
     joules_per_token: float | None
     client_cpu_s_per_request: float | None  # this process's CPU time per request
+    client_lag_max_s: float | None = None  # the most this client's event loop ran late (starved)
     partial: bool = False
     error_messages: list[str] = Field(default_factory=list)  # the first few distinct ones
 
@@ -353,6 +354,7 @@ class _Watch:
     min_available: int | None = None
     peak_kv: float | None = None
     power: list[tuple[float, float]] = field(default_factory=list)  # (perf_counter, watts)
+    lag_s: float = 0.0  # the most the client's event loop woke late
 
 
 def _energy_j(samples: list[tuple[float, float]], start: float, end: float) -> float | None:
@@ -382,7 +384,8 @@ def summarize(
     tokens = sum(r.tokens for r in done)
     ttfts = [t for r in ok if (t := r.ttft) is not None]
     gaps = [g for r in ok for g in r.gaps]
-    speeds = [s for r in ok if (s := r.decode_tok_s) is not None]
+    decoding = [r for r in ok if r.decode_tok_s is not None]
+    decode_s = sum((r.last or 0.0) - (r.first or 0.0) for r in decoding)
     prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
     energy = _energy_j(watch.power, started, end)
     errors = [r.error for r in done if r.error is not None]
@@ -392,7 +395,7 @@ def summarize(
         ttft_p95_s=percentile(ttfts, 0.95),
         itl_p50_s=percentile(gaps, 0.50),
         itl_p95_s=percentile(gaps, 0.95),
-        decode_tok_s_per_user=sum(speeds) / len(speeds) if speeds else None,
+        decode_tok_s_per_user=sum(r.tokens - r.first_chunk_tokens for r in decoding) / decode_s if decoding else None,
         aggregate_tok_s=tokens / wall if tokens and wall > 0 else None,
         requests=len(done),
         errors=len(errors),
@@ -404,6 +407,7 @@ def summarize(
         mean_power_w=energy / wall if energy is not None and wall > 0 else None,
         joules_per_token=energy / tokens if energy is not None and tokens else None,
         client_cpu_s_per_request=cpu_s / len(done) if cpu_s is not None and done else None,
+        client_lag_max_s=watch.lag_s,
         partial=partial,
         error_messages=list(dict.fromkeys(errors))[:5],
     )
@@ -683,10 +687,12 @@ class _Bench:
                 self.check_state()
             if done.is_set():
                 return
+            asleep = time.perf_counter()
             try:
                 await asyncio.wait_for(self.wake.wait(), MEM_EVERY_S)
             except TimeoutError:
-                pass
+                # woken late: this process was starved, and token timestamps may be late as much
+                into.lag_s = max(into.lag_s, time.perf_counter() - asleep - MEM_EVERY_S)
             self.wake.clear()
 
     async def kv_usage(self) -> float | None:
@@ -694,7 +700,7 @@ class _Bench:
             reply = await self.client.get("/metrics", timeout=5)
             if reply.status_code != 200:
                 return None
-            pct = kv_cache_usage_pct(parse_metrics(reply.text, time.monotonic()))
+            pct = kv_cache_usage_pct(parse_metrics(_kv_lines(reply.text), time.monotonic()))
         except (httpx.HTTPError, MetricsError):
             return None
         return None if pct is None else pct / 100.0
@@ -722,6 +728,12 @@ class _LevelAborted(Exception):
     def __init__(self, result: LevelResult, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.result, self.cause = result, cause
+
+
+def _kv_lines(text: str) -> str:
+    """Only the KV-usage gauge's lines: parsing all of vLLM's /metrics takes ~20 ms of this
+    process's event loop, time in which token timestamps would be late."""
+    return "\n".join(line for line in text.splitlines() if any(name in line[:64] for name in KV_USAGE)) + "\n"
 
 
 def _chunk_text(choice: dict[str, Any]) -> str:
@@ -793,6 +805,8 @@ async def _run(
             )
         if on_server is not None:
             on_server(server)
+        # NVML's first use (import, init) takes tens of ms: pay it now, not inside a measured level
+        bench.power_ok = await asyncio.to_thread(_gpu_power_w) is not None
         try:
             await bench.warm_up()
         except ServerGone as exc:
@@ -900,9 +914,9 @@ def validate(settings: BenchSettings, sweep: SweepTargets | None = None) -> None
 
 
 def history_path() -> Path:
-    path = st.state_dir() / "bench"
-    path.mkdir(mode=0o700, exist_ok=True)
-    return path / HISTORY_NAME
+    from sparktui.paths import bench_history_path
+
+    return bench_history_path()
 
 
 def record_of(report: BenchReport) -> HistoryRecord:

@@ -30,12 +30,13 @@ Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU)
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -70,12 +71,12 @@ class GuardLines:
     grace_s: float = DEFAULT_GRACE_S
 
     def __post_init__(self) -> None:
-        for name in ("warn_below_gib", "term_below_gib", "kill_below_gib"):
+        for name in LINE_NAMES:
             v = getattr(self, name)
-            if v is not None and not v >= 0:
-                raise UserError(f"guard line {name} must be a number of GiB >= 0, got {v!r}")
-        if not self.grace_s >= 0:
-            raise UserError(f"guard grace_s must be seconds >= 0, got {self.grace_s!r}")
+            if v is not None and not 0 <= v < math.inf:
+                raise UserError(f"guard line {name} must be a finite number of GiB >= 0, got {v!r}")
+        if not 0 <= self.grace_s < math.inf:
+            raise UserError(f"guard grace_s must be a finite number of seconds >= 0, got {self.grace_s!r}")
         w, t, k = self.warn_below_gib, self.term_below_gib, self.kill_below_gib
         if t is not None and k is not None and k > t:
             raise UserError(
@@ -90,25 +91,62 @@ class GuardLines:
     @classmethod
     def from_settings(cls, settings: object | None) -> GuardLines:
         """From a profile's GuardSettings (attributes named like ours; None = our default)."""
-        d = cls()
+        return cls.from_settings_with_notes(settings)[0]
 
-        def get(name: str) -> Any:
-            return getattr(settings, name, None) if settings is not None else None
-
-        return cls(
-            warn_below_gib=_or(get("warn_below_gib"), d.warn_below_gib),
-            term_below_gib=_or(get("term_below_gib"), d.term_below_gib),
-            kill_below_gib=_or(get("kill_below_gib"), d.kill_below_gib),
-            grace_s=_or(get("grace_s"), d.grace_s),
-        )
+    @classmethod
+    def from_settings_with_notes(cls, settings: object | None) -> tuple[GuardLines, list[str]]:
+        """Lines the profile sets win; a default in their way is turned off (see `resolve_lines`)."""
+        given: dict[str, float | None] = {}
+        for name in LINE_NAMES:
+            value = getattr(settings, name, None) if settings is not None else None
+            if value is not None:
+                given[name] = value
+        grace = getattr(settings, "grace_s", None) if settings is not None else None
+        base = cls() if grace is None else cls(grace_s=grace)
+        return resolve_lines(given, base, what="default")
 
     def bytes(self, name: str) -> int | None:
         v = getattr(self, f"{name}_below_gib")
         return None if v is None else int(v * GiB)
 
 
-def _or(value: Any, default: Any) -> Any:
-    return default if value is None else value
+LINE_NAMES = ("warn_below_gib", "term_below_gib", "kill_below_gib")  # highest first
+_LINE_WORDS = {"warn_below_gib": "warn", "term_below_gib": "term", "kill_below_gib": "kill"}
+
+
+def resolve_lines(
+    given: Mapping[str, float | None], base: GuardLines, *, what: str = "current"
+) -> tuple[GuardLines, list[str]]:
+    """`base` with the lines in `given` set (None turns a line off). The lines given win: a line of
+    `base` that would fall out of order with them (warn >= term >= kill) is turned off, and a
+    one-line note says so. Lines given that conflict with each other raise UserError (exit 2)."""
+    unknown = set(given) - set(LINE_NAMES)
+    if unknown:
+        raise UserError(f"unknown guard line(s) {', '.join(sorted(unknown))}; expected {', '.join(LINE_NAMES)}")
+    explicit = {name: given[name] for name in LINE_NAMES if name in given}
+    GuardLines(**{name: explicit.get(name) for name in LINE_NAMES}, grace_s=base.grace_s)  # order of the given
+    values: dict[str, float | None] = {name: explicit.get(name, getattr(base, name)) for name in LINE_NAMES}
+    notes: list[str] = []
+    for i, name in enumerate(LINE_NAMES):
+        v = values[name]
+        if name in explicit or v is None:
+            continue
+        below = [(n, x) for n in LINE_NAMES[i + 1 :] if (x := explicit.get(n)) is not None and x > v]
+        above = [(n, x) for n in LINE_NAMES[:i] if (x := explicit.get(n)) is not None and x < v]
+        clashes = below or above
+        if clashes:
+            values[name] = None
+            other, at = clashes[0]
+            notes.append(
+                f"the {what} {_LINE_WORDS[name]} line ({v:g} GiB) is turned off: it would be "
+                f"{'below' if at > v else 'above'} your {_LINE_WORDS[other]} line ({at:g} GiB)"
+            )
+    return GuardLines(
+        warn_below_gib=values["warn_below_gib"],
+        term_below_gib=values["term_below_gib"],
+        kill_below_gib=values["kill_below_gib"],
+        grace_s=base.grace_s,
+    ), notes
 
 
 class Action(StrEnum):

@@ -335,6 +335,7 @@ class Reply(_Message):
     ok: StrictBool
     state: StateRecord | None = None
     error: str | None = None
+    notes: list[str] = Field(default_factory=list)  # e.g. a guard line turned off to make room
 
     def to_line(self) -> bytes:
         return self.model_dump_json(exclude_none=True).encode() + b"\n"

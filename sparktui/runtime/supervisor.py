@@ -39,7 +39,7 @@ from sparktui.runtime import proc
 from sparktui.runtime import protocol as pr
 from sparktui.runtime import state as st
 from sparktui.runtime.endpoint import Endpoint, base_url
-from sparktui.runtime.guard import Guard, GuardLines, TripReport
+from sparktui.runtime.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.logtail import LogTail
 from sparktui.runtime.memory import read_memory
 from sparktui.runtime.runner import LaunchCommand, build_command
@@ -135,6 +135,8 @@ def preflight(
     warnings: list[str] = []
     mem = meminfo if meminfo is not None else _meminfo()
     gib = 1 << 30
+    _, line_notes = GuardLines.from_settings_with_notes(profile.guard)  # bad lines: UserError, before launching
+    warnings.extend(f"guard: {note}" for note in line_notes)
 
     for other in st.list_states():
         if other.alive and other.running and other.port == serve.port:
@@ -174,10 +176,11 @@ def _fit_verdict(
     profile: Profile, serve: ServeConfig, mem: dict[str, int], warnings: list[str], force: bool
 ) -> dict[str, Any] | None:
     from sparktui.core import fit as fit_mod
-    from sparktui.core.modelspec import load_model_spec
+    from sparktui.core.modelspec import load_serving_spec
 
     try:
-        spec = load_model_spec(serve.model)
+        # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
+        spec = load_serving_spec(serve.model, serve.speculative_config)
         meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
         machine = fit_mod.machine_from_name(profile.machine, meminfo)
         host_total = mem["MemTotal"]
@@ -204,6 +207,15 @@ def _fit_verdict(
     elif result.verdict == "tight":
         warnings.append("fit: tight: " + "; ".join(result.reasons))
     return verdict
+
+
+def set_aside_unreadable(port: int) -> None:
+    """A wrong-shaped state file on our port is moved aside (with a warning), never in the way."""
+    path = st.state_path(port)
+    try:
+        st.read_state(path)
+    except pr.ProtocolError:
+        st.set_aside(path)
 
 
 def sweep_lost_servers(message: str = "swept at the next launch: its supervisor had died") -> list[pr.StateRecord]:
@@ -427,15 +439,17 @@ class Supervisor:
         elif isinstance(req, pr.GuardRequest):
             if self.guard is None:
                 return pr.Reply(ok=False, error="the guard is not running yet; try again", state=self.snapshot())
-            self.change_guard(req)
+            notes = self.change_guard(req)
+            return pr.Reply(ok=True, state=self.snapshot(), notes=notes)
         return pr.Reply(ok=True, state=self.snapshot())
 
-    def change_guard(self, req: pr.GuardRequest) -> None:
-        """Move the lines (checked: warn >= term >= kill) and/or arm or disarm: live, no restart."""
+    def change_guard(self, req: pr.GuardRequest) -> list[str]:
+        """Move the lines and/or arm or disarm, live. The lines given win; a current line in their
+        way is turned off (the notes say which); lines given out of order raise UserError."""
         assert self.guard is not None and self.state is not None
+        notes: list[str] = []
         if req.lines is not None:
-            current = dataclasses.asdict(self.lines)
-            lines = GuardLines(**{**current, **req.lines.given()})  # UserError when out of order
+            lines, notes = resolve_lines(req.lines.given(), self.lines)
             self.guard.set_lines(lines)
             self.lines = lines
             with self.lock:
@@ -448,7 +462,10 @@ class Supervisor:
             self.record.guard.armed = self.guard.armed
             if self.record.guard.state != "tripped":
                 self.record.guard.state = "watching" if self.guard.armed else "disarmed"
+        for note in notes:
+            self._say(f"guard: {note}")
         self._save()
+        return notes
 
     def snapshot(self) -> pr.StateRecord | None:
         with self.lock:
@@ -492,6 +509,7 @@ class Supervisor:
 
     def run(self) -> int:
         """Launch and supervise until vLLM exits or is stopped; returns the exit status to use."""
+        set_aside_unreadable(self.port)
         sweep_lost_servers()
         pre = preflight(self.profile, self.serve, force=self.force)
         for warning in pre.warnings:
@@ -866,6 +884,7 @@ def launch(
     from sparktui.core.profiles import save_profile
 
     serve = serve if serve is not None else profile.serve
+    set_aside_unreadable(serve.port)
     sweep_lost_servers()
     pre = preflight(profile, serve, force=force)  # refuse here, where the caller sees it
     port = serve.port
@@ -957,14 +976,21 @@ def set_guard(
     port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
 ) -> pr.StateRecord:
     """Arm/disarm the memory guard of a running server and/or move its lines; its state afterwards."""
+    return change_guard(port, armed=armed, lines=lines)[0]
+
+
+def change_guard(
+    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+) -> tuple[pr.StateRecord, list[str]]:
+    """set_guard(), with the notes on lines turned off to make room for the ones given."""
     state = st.find_state(port)
     if not state.alive:
         raise UserError(f"the server on port {state.port} is not running (status {state.status})")
     reply = st.request(state.port, st.guard_request(armed, lines), timeout=10)
     if not reply.ok or reply.state is None:
-        raise UserError(f"port {state.port}: the supervisor refused the guard change: {reply.error}")
+        raise UserError(f"port {state.port}: the guard was not changed: {reply.error}")
     reply.state.alive = True
-    return reply.state
+    return reply.state, reply.notes
 
 
 def restart(port: int | None = None, *, force: bool = False) -> pr.StateRecord:

@@ -109,6 +109,7 @@ class Backend:
         mem_available = sample.mem_available if live else None
         view = fit_view(fit_module.fit(config, spec, machine, mem_available=mem_available), machine)
         view.mem_available_live = live
+        view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
         return view
 
     # -- the server, through the supervisor ---------------------------------------------------------
@@ -351,6 +352,20 @@ def fit_view(result: Any, machine: Any) -> FitView:
         kv_bytes_per_token=result.kv_bytes_per_token,
         speed=_speed_line(result),
     )
+
+
+def model_flag_suggestions(spec: Any, config: Any, present: list[Any]) -> list[Any]:
+    """The flags the model's family needs, as fit-panel suggestions a key applies (never applied
+    unasked); a field the fit's own suggestions already change is left to them."""
+    fit_module = _module("sparktui.core.fit")
+    taken = {name for s in present for name in s.changes}
+    out = []
+    for flag in _module("sparktui.core.model_flags").suggest_flags(spec, config):
+        changes = flag.changes(config)
+        if changes and not (set(changes) & taken):
+            out.append(fit_module.Suggestion(f"add {' '.join(flag.argv())}: {flag.why}", changes))
+            taken |= set(changes) - {"extra_args"}
+    return out
 
 
 def _speed_line(result: Any) -> str | None:

@@ -132,3 +132,13 @@ def test_absurd_configs_exit_2_with_the_field_named(capsys, tmp_path, config):
 def test_a_300_character_model_name_exits_2(capsys):
     assert main(["fit", "--model", "m" * 300]) == 2
     assert "Traceback" not in capsys.readouterr()[1]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["-tp", "1000000000"], ["--max-model-len", "-5"], ["--speculative-config", '{"num_speculative_tokens": 10000}']],
+)
+def test_absurd_flags_exit_2(capsys, flags):
+    assert main(["fit", "--model", "Qwen/Qwen3-32B", *flags]) == 2
+    err = capsys.readouterr()[1]
+    assert "expected" in err and "Traceback" not in err

@@ -140,10 +140,10 @@ def test_leftovers_of_an_exited_command_are_stopped():
 def test_usage_errors():
     out = sparktui("guard")
     assert out.returncode == 2 and "guard needs a command to run" in out.stderr and "Traceback" not in out.stderr
-    out = sparktui("guard", "--kill-below", "8", "--", "true")
+    out = sparktui("guard", "--term-below", "6", "--kill-below", "8", "--", "true")
     assert out.returncode == 2 and "kill line 8.0 GiB is above the term line 6.0 GiB" in out.stderr
     out = sparktui("guard", "--term-below", "-3", "--", "true")
-    assert out.returncode == 2 and "expected GiB >= 0" in out.stderr
+    assert out.returncode == 2 and "expected a finite number of GiB >= 0" in out.stderr
     out = sparktui("guard", "--", "no-such-command-xyz")
     assert out.returncode == 2 and "command not found: 'no-such-command-xyz'" in out.stderr
 

@@ -287,3 +287,35 @@ def test_a_sparse_gemma3_config_gets_transformers_defaults():
         {**config, "text_config": {**config["text_config"], "tie_word_embeddings": False}}, name="u", source="t"
     )
     assert dict(untied.params_by_category)["lm_head"] == 262208 * 3840
+
+
+# --------------------------------------------------------------------------- DeepSeek V3.2 indexer
+
+
+def test_deepseek_v32_indexer_cache_rides_beside_the_mla_latent(fixtures):
+    config = json.loads((fixtures / "model-configs" / "deepseek-ai__DeepSeek-V3.json").read_text())
+    v32 = {**config, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64}
+    spec = spec_from_config(v32, name="v32", source="test")
+    indexer = [g for g in spec.layers if g.elem_bytes]
+    assert [(g.count, g.head_size, g.elem_bytes) for g in indexer] == [(61, 128 + 4, 1)]
+    # uint8 whatever the KV dtype: 61 × 576 × 2 B latent + 61 × 132 B indexer keys per token
+    assert spec.kv_bytes_per_token() == 61 * 576 * 2 + 61 * 132
+    assert spec.kv_bytes_per_token(kv_bytes=1) == 61 * 576 + 61 * 132
+    base = spec_from_config(config, name="v3", source="test")
+    assert spec.param_count == base.param_count  # no second copy of the attention weights
+    plan = plan_kv(spec, 2)
+    assert len(plan.groups) == 1 and plan.bytes_per_block == 16 * (61 * 576 * 2 + 61 * 132)
+    skipping = spec_from_config({**v32, "index_topk_freq": 4}, name="s", source="test")
+    assert [g.count for g in skipping.layers if g.elem_bytes] == [16]  # layers 0, 1, 5, 9 … 57 (offset 2)
+
+
+def test_an_estimated_eagle3_drafter_shares_the_targets_embedding(tmp_path):
+    draft = load_serving_spec(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        json.dumps({"method": "eagle3", "model": _folder(tmp_path, "e3", EAGLE3_DRAFT), "num_speculative_tokens": 3}),
+    )
+    own = spec_from_config(EAGLE3_DRAFT, name="e3", source="t")
+    counts = dict(own.params_by_category)
+    assert counts["lm_head"] == 32000 * 4096  # its own draft vocabulary
+    assert draft.mtp_weights_bytes == own.weights_bytes - counts["embed"] * 2
+    assert any("shared with the target" in n for n in draft.notes)

@@ -254,7 +254,7 @@ def test_atomic_save_leaves_the_old_file_whole(tmp_path, monkeypatch):
         ("[machine]\nname = 'dgx-spark'\n", r"\[serve\]: missing"),
         ("[serve]\nmodel = 'x'\n[machine]\nname = 'dgx-sprak'\n",
          r"bad\.toml:4: \[machine\] name: got 'dgx-sprak'; expected \"dgx-spark\", \"auto\" or a memory size"),
-        ("[serve]\nmodel = 'x'\n[guard]\nwarn-below-gib = -3\n", r"bad\.toml:4: \[guard\] warn-below-gib: got -3; expected a number of GiB ≥ 0"),
+        ("[serve]\nmodel = 'x'\n[guard]\nwarn-below-gib = -3\n", r"bad\.toml:4: \[guard\] warn-below-gib: got -3; expected a finite number of GiB ≥ 0"),
         ("[serve]\nmodel = 'x'\n[guard]\nwarn-below-gib = 8\nkill-below-gib = 10\n",
          r"\[guard\] kill-below-gib: 10.0 GiB is above warn-below-gib = 8.0"),
         ("[serve]\nmodel = 'x'\n[guard]\narmed = 'yes'\n", r"\[guard\] armed: got 'yes'; expected true or false"),

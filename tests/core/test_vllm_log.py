@@ -121,6 +121,13 @@ EXPECTED = {
              max_concurrency=86.16, ready=False),
         "log_ended",
     ),
+    f"{LOGS}/spark_v0.22.0_qwen3.6-35b-a3b-prismaquant-mtp3_excerpt.log": (
+        # selected lines: no banner, no engine-config line (so no version or max_model_len), no
+        # "Application startup complete"
+        dict(version=None, model="rdtand/Qwen3.6-35B-A3B-PrismaQuant-4.75bit-vllm", max_model_len=None,
+             weights_gib=21.42, available_kv_gib=71.15, kv_cache_tokens=3131683, max_concurrency=15.66, ready=False),
+        "log_ended",
+    ),
     f"{CPU}/startup_FAIL_default_kv_memutil.log": (
         # "ValueError: Available memory on node 0 (7.28/8.59 GiB) on startup is less than desired CPU
         # memory utilization (0.92, 7.9 GiB)"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from sparktui.core.profiles import load_profile
 from sparktui.runtime import state as st
 from sparktui.runtime import supervisor
-from tests.support import wait_for
+from tests.support import REPO, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -76,9 +78,9 @@ def test_a_string_false_is_refused_and_changes_nothing(running):
     assert reply["ok"] is True and reply["state"]["guard"]["armed"] is False
 
 
-def test_lines_out_of_order_are_refused_and_the_old_lines_stay(running):
+def test_lines_given_out_of_order_are_refused_and_the_old_lines_stay(running):
     port = running
-    reply = raw_request(port, b'{"cmd": "guard", "lines": {"kill_below_gib": 50}}')
+    reply = raw_request(port, b'{"cmd": "guard", "lines": {"term_below_gib": 2, "kill_below_gib": 50}}')
     assert reply["ok"] is False and "out of order" in reply["error"]
     assert reply["state"]["guard"]["lines"]["kill_below_gib"] == 3.5 and reply["state"]["guard"]["armed"] is True
 
@@ -89,3 +91,36 @@ def test_malformed_messages_get_an_error_reply_and_the_supervisor_goes_on(runnin
     reply = raw_request(port, payload)
     assert reply["ok"] is False and reply["error"].startswith("request")
     assert raw_request(port, b'{"cmd": "status"}')["ok"] is True  # still answering
+
+
+def sparktui(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sparktui", *args], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+
+
+def test_set_guard_moves_one_line_and_the_current_ones_make_room(running):
+    port = running
+    out = sparktui("set-guard", "--port", str(port), "--kill-below", "8")
+    assert out.returncode == 0, out.stderr
+    assert "the current term line (6 GiB) is turned off: it would be below your kill line (8 GiB)" in out.stdout
+    assert f"port {port}: guard armed; warn 10 GiB, term off, kill 8 GiB" in out.stdout
+    lines = st.read_state(st.state_path(port)).guard.lines
+    assert (lines.warn_below_gib, lines.term_below_gib, lines.kill_below_gib) == (10, None, 8)
+    out = sparktui("set-guard", "--port", str(port), "--disarm")
+    assert out.returncode == 0 and "guard DISARMED; warn 10 GiB, term off, kill 8 GiB" in out.stdout
+    assert st.read_state(st.state_path(port)).guard.armed is False
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--term-below", "2", "--kill-below", "3"], "out of order: kill line 3.0 GiB is above the term line 2.0"),
+        (["--kill-below", "inf"], "expected a finite number of GiB"),
+        ([], "nothing to change"),
+    ],
+)
+def test_set_guard_refuses_bad_lines_with_exit_2(running, args, expected):
+    out = sparktui("set-guard", "--port", str(running), *args)
+    assert out.returncode == 2 and expected in out.stderr and "Traceback" not in out.stderr
+    assert st.read_state(st.state_path(running)).guard.lines.kill_below_gib == 3.5  # unchanged

@@ -12,6 +12,7 @@ from sparktui.runtime.guard import (
     Action,
     GuardDecider,
     GuardLines,
+    resolve_lines,
 )
 
 LINES = GuardLines(warn_below_gib=10, term_below_gib=6, kill_below_gib=3.5, grace_s=5)
@@ -36,8 +37,8 @@ def test_defaults_are_ordered_and_explained():
     [
         (dict(kill_below_gib=7, term_below_gib=6), "kill line 7 GiB is above the term line 6 GiB"),
         (dict(warn_below_gib=2), "warn line 2 GiB is below a term/kill line"),
-        (dict(kill_below_gib=-1), "kill_below_gib must be a number of GiB >= 0"),
-        (dict(grace_s=-1), "grace_s must be seconds >= 0"),
+        (dict(kill_below_gib=-1), "kill_below_gib must be a finite number of GiB >= 0"),
+        (dict(grace_s=-1), "grace_s must be a finite number of seconds >= 0"),
         (dict(kill_below_gib=float("nan")), "kill_below_gib"),
     ],
 )
@@ -217,3 +218,35 @@ def test_after_kill_nothing_more():
     assert d.state == "killing"
     assert {o.action for o in feed_all(d, [(0.2, 1), (0.3, 0.5)])} == {Action.NONE}
     assert d.low_water == g(0.5)
+
+
+def test_set_lines_applies_from_the_next_sample():
+    d = GuardDecider(LINES)
+    assert d.feed(0.0, g(20)).action is Action.NONE
+    d.set_lines(GuardLines(warn_below_gib=30, term_below_gib=25, kill_below_gib=3.5))
+    decision = d.feed(0.1, g(20))
+    assert decision.action is Action.TERM and decision.threshold == g(25)
+
+
+def test_resolve_lines_lets_the_given_lines_win():
+    lines, notes = resolve_lines({"kill_below_gib": 8}, GuardLines(), what="default")
+    assert (lines.warn_below_gib, lines.term_below_gib, lines.kill_below_gib) == (10, None, 8)
+    assert notes == ["the default term line (6 GiB) is turned off: it would be below your kill line (8 GiB)"]
+    lines, notes = resolve_lines({"warn_below_gib": None}, GuardLines())
+    assert lines.warn_below_gib is None and lines.term_below_gib == 6 and notes == []
+    with pytest.raises(UserError, match="kill line 7 GiB is above the term line 5 GiB"):
+        resolve_lines({"term_below_gib": 5, "kill_below_gib": 7}, GuardLines())
+    with pytest.raises(UserError, match="finite"):
+        resolve_lines({"kill_below_gib": float("inf")}, GuardLines())
+
+
+def test_profile_lines_win_over_defaults():
+    class Settings:
+        warn_below_gib = None
+        term_below_gib = None
+        kill_below_gib = 12.0
+        grace_s = 2.0
+
+    lines, notes = GuardLines.from_settings_with_notes(Settings())
+    assert (lines.warn_below_gib, lines.term_below_gib, lines.kill_below_gib, lines.grace_s) == (None, None, 12, 2)
+    assert len(notes) == 2

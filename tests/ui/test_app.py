@@ -378,3 +378,16 @@ async def test_the_fit_panel_shows_the_predicted_speed():
         app.query_one("#flag-model", Input).value = "meta-llama/Llama-3.1-8B-Instruct"
         await settle(pilot)
         assert app.fit_view.speed is not None and app.fit_view.speed != before
+
+
+async def test_model_flags_are_suggestions_a_key_applies():
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "--tool-call-parser" not in app.form.config.extra_args  # nothing added unasked
+        texts = [s.text for s in app.fit_view.applicable]
+        number = next(i for i, t in enumerate(texts, 1) if t.startswith("add --tool-call-parser llama3_json"))
+        app.action_apply_suggestion(number)
+        await settle(pilot)
+        assert app.form.config.extra_args[-2:] == ["--tool-call-parser", "llama3_json"]
+        assert not any(s.text.startswith("add --tool-call-parser") for s in app.fit_view.applicable)

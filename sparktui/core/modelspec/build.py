@@ -116,7 +116,8 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
     counts = {cat: 0 for cat in (*LINEAR, "embed", "lm_head", "router", "vision", "other")}
     counts["embed"] = vocab * h
     tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
-    counts["lm_head"] = 0 if tied else vocab * h
+    out_vocab = int(text.get("draft_vocab_size") or config.get("draft_vocab_size") or vocab)  # EAGLE3 drafters
+    counts["lm_head"] = 0 if tied else out_vocab * h
     counts["other"] = h * (2 * n_layers + 1)  # norms
     counts["vision"] = _vision_params(config, h)
     if hybrid.is_nemotron_h(text):
@@ -129,7 +130,8 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
         if g.draft:
             continue
         if g.kind == "mla":
-            counts["attn"] += g.count * mla.params_per_layer(text)
+            if not g.elem_bytes:  # the indexer's cache rides on the MLA layers: no weights of its own here
+                counts["attn"] += g.count * mla.params_per_layer(text)
         elif g.kind == MAMBA:
             counts["linear_attn"] += g.count * hybrid.gdn_params(text, g)
         else:
@@ -250,6 +252,7 @@ def _build(
         max_len_limit=limit,
         max_len_key=limit_key,
         multimodal=bool(counts["vision"]) or any(k in config for k in ("vision_config", "audio_config")),
+        draft_vocab_size=int(text.get("draft_vocab_size") or config.get("draft_vocab_size") or 0),
         remote_code=bool(config.get("auto_map")),
     )
 

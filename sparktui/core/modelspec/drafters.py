@@ -72,18 +72,35 @@ def drafter_kind(draft: ModelSpec) -> str:
     return "draft model"
 
 
+def drafter_weights(draft: ModelSpec, kind: str) -> tuple[int, str]:
+    """(bytes, how) the drafter adds. A checkpoint's own size is exact. An estimate from its config
+    leaves out what vLLM shares with the target (llm_base_proposer.py): EAGLE-family drafters use the
+    target's embedding, and DFlash drafters its lm_head too."""
+    if not draft.weights_source.startswith("estimated"):
+        return draft.weights_bytes, draft.weights_source
+    if kind not in ("eagle", "eagle3", "dflash"):
+        return draft.weights_bytes, draft.weights_source
+    counts = dict(draft.params_by_category)
+    shared = counts.get("embed", 0) + (counts.get("lm_head", 0) if kind == "dflash" else 0)
+    what = "embedding" + (" and lm_head" if kind == "dflash" else "")
+    return max(0, draft.weights_bytes - shared * draft.dtype_bytes), (
+        f"{draft.weights_source}, less the {what} shared with the target"
+    )
+
+
 def with_drafter(target: ModelSpec, draft: ModelSpec, method: str) -> ModelSpec:
     """The target spec with a separate drafter's layers and weights as its draft part."""
     layers = tuple(replace(g, draft=True) for g in draft.layers if g.count)
     kind = drafter_kind(draft) if method == "draft_model" else method
+    weights, how = drafter_weights(draft, kind)
     note = (
         f"{kind} drafter {draft.name}: {sum(g.count for g in layers)} KV layer(s) and "
-        f"{draft.weights_bytes / 2**30:.2f} GiB of weights ({draft.weights_source}) counted"
+        f"{weights / 2**30:.2f} GiB of weights ({how}) counted"
     )
     return replace(
         target,
         mtp_layers=layers,
-        mtp_weights_bytes=draft.weights_bytes,
+        mtp_weights_bytes=weights,
         notes=(*target.notes, note),
         drafter=kind,
     )

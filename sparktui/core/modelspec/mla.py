@@ -14,11 +14,36 @@ def is_mla(text: Mapping[str, Any]) -> bool:
     return bool(text.get("kv_lora_rank"))
 
 
+INDEXER_QUANT_BLOCK = 128  # vllm/model_executor/models/deepseek_v2.py Indexer.quant_block_size
+
+
+def indexer_layers(text: Mapping[str, Any], n_layers: int) -> int:
+    """Layers with a sparse-attention indexer (DeepSeek V3.2: `index_topk`), as
+    DeepseekV2MLAAttention decides: every layer unless index_topk_freq / _pattern skip some."""
+    if not text.get("index_topk"):
+        return 0
+    pattern = text.get("index_topk_pattern")
+    if isinstance(pattern, (list, str)) and pattern:
+        return sum(1 for i in range(n_layers) if i >= len(pattern) or pattern[i] != "S")
+    freq = int(text.get("index_topk_freq") or 1)
+    raw_offset = text.get("index_skip_topk_offset")
+    offset = 2 if raw_offset is None else int(raw_offset)
+    return sum(1 for i in range(n_layers) if max(i - offset + 1, 0) % freq == 0)
+
+
 def groups(text: Mapping[str, Any], n_layers: int) -> tuple[list[LayerGroup], list[LayerGroup]]:
     latent = int(text["kv_lora_rank"]) + int(text.get("qk_rope_head_dim") or 0)
     main = [LayerGroup(MLA, n_layers, 1, latent, 0)]
     n_mtp = int(text.get("num_nextn_predict_layers") or 0)
     mtp = [LayerGroup(MLA, n_mtp, 1, latent, 0, draft=True)] if n_mtp else []
+    n_index = indexer_layers(text, n_layers)
+    if n_index:
+        # DeepseekV32IndexerCache: uint8 keys of index_head_dim + 4 bytes of scale per 128
+        dim = int(text.get("index_head_dim") or 128)
+        size = dim + dim // INDEXER_QUANT_BLOCK * 4
+        main.append(LayerGroup(MLA, n_index, 1, size, 0, elem_bytes=1))
+        if n_mtp:  # MTP layers always build a full indexer
+            mtp.append(LayerGroup(MLA, n_mtp, 1, size, 0, draft=True, elem_bytes=1))
     return main, mtp
 
 
@@ -35,9 +60,9 @@ def params_per_layer(text: Mapping[str, Any]) -> int:
 
 
 def indexer_note(text: Mapping[str, Any]) -> str | None:
-    if text.get("index_topk") or text.get("index_head_dim"):
+    if text.get("index_topk"):
         return (
-            "sparse-attention indexer (DeepSeek V3.2 style): its small per-token key cache is "
-            "not modelled; KV tokens may be a few percent high"
+            "sparse-attention indexer (DeepSeek V3.2): its uint8 key cache is counted; vLLM may store "
+            "the MLA latent as fp8_ds_mla (656 B/token) with an fp8 KV cache, which is not modelled"
         )
     return None

@@ -35,13 +35,16 @@ class LayerGroup:
     ssm_dtype: str | None = None
     draft: bool = False  # an MTP / drafter layer, used only with speculative decoding
     state_kind: str = "gdn"  # MAMBA: "gdn" (Gated DeltaNet) or "mamba2", for the working shown
+    # bytes per element whatever --kv-cache-dtype says (0: the KV dtype's): DeepSeek V3.2's sparse-
+    # attention indexer keeps its keys as uint8 (fp8 values + fp32 scales)
+    elem_bytes: int = 0
 
     def kv_bytes_per_token(self, kv_bytes: int, tp: int = 1) -> int:
         """Bytes one token takes in one layer of this group (0 for a fixed state)."""
         if self.kind == MAMBA:
             return 0
         heads = 1 if self.kind == MLA else max(1, self.num_kv_heads // tp)
-        return heads * (self.head_size + self.head_size_v) * kv_bytes
+        return heads * (self.head_size + self.head_size_v) * (self.elem_bytes or kv_bytes)
 
     def state_bytes(self, dtype_bytes: int, tp: int = 1, num_spec: int = 0, ssm_dtype: str | None = None) -> int:
         """Bytes of one sequence's fixed state in one layer (MAMBA only). `ssm_dtype` is
@@ -62,6 +65,11 @@ class LayerGroup:
                 f"{n}{what} layers: fixed state per sequence "
                 f"(conv {self.conv_dim}×{self.conv_kernel - 1} + {self.value_heads}×{self.head_v}×{self.head_k}"
                 f"{' in ' + self.ssm_dtype if self.ssm_dtype else ''})"
+            )
+        if self.kind == MLA and self.elem_bytes:
+            return (
+                f"{n}sparse-attention indexer caches × {self.head_size} B (fp8 keys + scales)"
+                f" = {self.count * self.kv_bytes_per_token(kv_bytes, tp):,} B/token"
             )
         if self.kind == MLA:
             return (
@@ -118,7 +126,8 @@ class ModelSpec:
     max_len_key: str = ""
     multimodal: bool = False  # has a vision / audio tower vLLM loads unless --language-model-only
     remote_code: bool = False  # config.json maps classes to the repo's own code (auto_map)
-    drafter: str = ""  # for a drafter's own spec: "eagle", "eagle3", "dflash"
+    drafter: str = ""  # the separate drafter attached: "eagle", "eagle3", "dflash", "draft model"
+    draft_vocab_size: int = 0  # an EAGLE3 drafter's own (smaller) output vocabulary
 
     @property
     def dtype_bytes(self) -> int:

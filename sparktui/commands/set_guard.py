@@ -1,0 +1,44 @@
+"""Change the memory guard of a running server, live: move its lines, arm or disarm it.
+
+The lines you set win: a current line that would fall out of order with them (warn ≥ term ≥
+kill) is turned off, with a note. Lines you set that conflict with each other are refused.
+Example: sparktui set-guard --port 8000 --kill-below 8 --term-below 12
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from sparktui.commands.guard import add_line_arguments, given_lines
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, help="the server's port (needed when several run)")
+    add_line_arguments(parser, defaults=False)
+    armed = parser.add_mutually_exclusive_group()
+    armed.add_argument("--arm", dest="armed", action="store_const", const=True, help="arm the guard")
+    armed.add_argument("--disarm", dest="armed", action="store_const", const=False, help="disarm the guard")
+
+
+def _gib(value: float | None) -> str:
+    return "off" if value is None else f"{value:g} GiB"
+
+
+def run(args: argparse.Namespace) -> int:
+    from sparktui.errors import UserError
+    from sparktui.runtime import supervisor
+
+    lines = given_lines(args)
+    if not lines and args.armed is None:
+        raise UserError(
+            "set-guard: nothing to change; give --warn-below, --term-below, --kill-below, --arm or --disarm"
+        )
+    state, notes = supervisor.change_guard(args.port, armed=args.armed, lines=lines or None)
+    for note in notes:
+        print(f"sparktui: note: {note}")
+    g = state.guard
+    print(
+        f"port {state.port}: guard {'armed' if g.armed else 'DISARMED'}; warn {_gib(g.lines.warn_below_gib)}, "
+        f"term {_gib(g.lines.term_below_gib)}, kill {_gib(g.lines.kill_below_gib)}"
+    )
+    return 0

@@ -1,0 +1,318 @@
+"""The bench pane: benchmark the running server with a key, watch its progress, read the results.
+
+It shows a table of the levels (TTFT, inter-token latency, tok/s per user and in all, memory, KV,
+energy), a plot of tok/s and TTFT against users (textual-plotext), the DGX Spark guide's published
+figure for the same model class beside the measured one, and how the run compares with the
+previous run of the same profile. On mount it shows the last recorded run of the server's profile.
+
+It owns its workers: the run (a thread with its own event loop: runtime.bench.run_bench) and the
+history read. The figures all come from runtime.bench; this module only lays them out.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import DataTable, ProgressBar, Static
+from textual_plotext import PlotextPlot
+
+from sparktui.core.published_speeds import published_speed
+from sparktui.errors import UserError
+
+if TYPE_CHECKING:
+    from sparktui.runtime.bench import BenchProgress, BenchReport, BenchSettings, HistoryRecord, LevelResult
+
+COLUMNS = (
+    "users",
+    "TTFT p50/p95 s",
+    "ITL p50/p95 ms",
+    "tok/s/user",
+    "aggregate",
+    "err",
+    "min avail",
+    "peak KV",
+    "J/tok",
+    "vs previous",
+)
+
+
+def _num(value: float | None, fmt: str, scale: float = 1.0) -> str:
+    return "n/a" if value is None else fmt.format(value * scale)
+
+
+def level_cells(level: LevelResult, previous: LevelResult | None) -> tuple[str, ...]:
+    """One table row; `previous` is the same number of users in the previous run of the profile."""
+    change = "–"
+    if previous is not None and previous.decode_tok_s_per_user and level.decode_tok_s_per_user is not None:
+        pct = (level.decode_tok_s_per_user / previous.decode_tok_s_per_user - 1) * 100
+        change = f"{pct:+.0f}% ({previous.decode_tok_s_per_user:.1f})"
+    return (
+        f"{level.users}" + (" partial" if level.partial else ""),
+        f"{_num(level.ttft_p50_s, '{:.3f}')}/{_num(level.ttft_p95_s, '{:.3f}')}",
+        f"{_num(level.itl_p50_s, '{:.1f}', 1000)}/{_num(level.itl_p95_s, '{:.1f}', 1000)}",
+        _num(level.decode_tok_s_per_user, "{:.1f}"),
+        _num(level.aggregate_tok_s, "{:.1f}"),
+        f"{level.errors}",
+        _num(level.min_mem_available_gib, "{:.1f} GiB"),
+        _num(level.peak_kv_usage, "{:.0f}%", 100),
+        _num(level.joules_per_token, "{:.2f}"),
+        change,
+    )
+
+
+def parse_settings(text: str, base: BenchSettings) -> BenchSettings:
+    """ "users=1,5 prompt=256 output=128 requests=2" → settings (unnamed keys keep their value)."""
+    from sparktui.runtime.bench import validate
+
+    fields = {"users": "users", "prompt": "prompt_tokens", "output": "output_tokens", "requests": "requests_per_user"}
+    changes: dict[str, Any] = {}
+    for part in text.split():
+        key, sep, value = part.partition("=")
+        if not sep or key not in fields:
+            raise UserError(f"{part!r}: expected key=value with key one of {', '.join(fields)}")
+        try:
+            if key == "users":
+                changes["users"] = [int(u) for u in value.split(",") if u]
+            else:
+                changes[fields[key]] = int(value)
+        except ValueError:
+            raise UserError(f"{part!r}: expected whole numbers (users=1,5,10)") from None
+    settings = base.model_copy(update=changes)
+    validate(settings)
+    return settings
+
+
+def settings_text(settings: BenchSettings) -> str:
+    return (
+        f"users={','.join(map(str, settings.users))} prompt={settings.prompt_tokens} "
+        f"output={settings.output_tokens} requests={settings.requests_per_user}"
+    )
+
+
+class BenchPane(Vertical):
+    NAME: ClassVar[str] = "bench"
+    TAB: ClassVar[str] = "4 Bench"
+
+    class Progressed(Message):
+        def __init__(self, progress: BenchProgress) -> None:
+            super().__init__()
+            self.progress = progress
+
+    class Finished(Message):
+        def __init__(self, report: BenchReport | None, previous: HistoryRecord | None, error: str | None) -> None:
+            super().__init__()
+            self.report, self.previous, self.error = report, previous, error
+
+    class HistoryLoaded(Message):
+        def __init__(self, last: HistoryRecord | None, previous: HistoryRecord | None) -> None:
+            super().__init__()
+            self.last, self.previous = last, previous
+
+    def __init__(self, **kwargs: Any) -> None:
+        from sparktui.runtime.bench import BenchSettings
+
+        super().__init__(**kwargs)
+        self.settings = BenchSettings()
+        self.cancel = threading.Event()
+        self.running = False
+        self.total = 0  # requests in the whole run, for the progress bar
+        self.done_before = 0  # requests in the levels already finished
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="bench-head")
+        yield ProgressBar(id="bench-progress", show_eta=False)
+        yield Static(id="bench-status")
+        yield DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
+        yield PlotextPlot(id="bench-plot")
+        yield Static(id="bench-compare")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns(*COLUMNS)
+        self._head()
+        self._status("no run yet: the bench key starts one against the running server")
+        self._load_history()
+
+    # -- actions (keys from the app's action table run these) ---------------------------------------
+
+    def action_run_bench(self) -> None:
+        """Start a run, or cancel the one in progress."""
+        if self.running:
+            self.cancel.set()
+            self._status("cancelling after the requests in flight…")
+            return
+        self.running = True
+        self.cancel = threading.Event()
+        self.total = sum(u * self.settings.requests_per_user for u in self.settings.users)
+        self.done_before = 0
+        self.query_one(ProgressBar).update(total=self.total, progress=0)
+        self._head()
+        self._status(f"benchmarking: {settings_text(self.settings)}")
+        self._run(self.settings, self._server_port())
+
+    def action_bench_settings(self) -> None:
+        from sparktui.ui.screens import PromptScreen
+
+        def chosen(result: object) -> None:
+            from sparktui.runtime.bench import BenchSettings
+
+            if isinstance(result, BenchSettings):
+                self.settings = result
+                self._head()
+
+        self.app.push_screen(
+            PromptScreen(
+                "Benchmark settings", lambda text: parse_settings(text, self.settings), settings_text(self.settings)
+            ),
+            chosen,
+        )
+
+    # -- workers --------------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="bench", name="bench-run", description="benchmarking", exit_on_error=False)
+    def _run(self, settings: BenchSettings, port: int | None) -> None:
+        from sparktui.runtime import bench
+
+        try:
+            target = bench.resolve_target(port)
+            report = bench.run_bench(target, settings, progress=self._progressed, cancel=self.cancel)
+            bench.append_history(report)
+            previous = bench.previous_run(bench.read_history(), report.server.profile, before=report.finished_at)
+        except UserError as exc:
+            self.post_message(self.Finished(None, None, str(exc)))
+            return
+        self.post_message(self.Finished(report, previous, report.error))
+
+    def _progressed(self, progress: BenchProgress) -> None:
+        self.post_message(self.Progressed(progress))  # from the worker thread: post_message is thread-safe
+
+    @work(thread=True, exclusive=True, group="bench-history", name="bench-history", exit_on_error=False)
+    def _load_history(self) -> None:
+        from sparktui.runtime import bench
+
+        records = bench.read_history()
+        profile = self._server_profile()
+        mine = [r for r in records if profile is None or r.key.profile == profile]
+        last = mine[-1] if mine else None
+        previous = bench.previous_run(records, last.key.profile, before=last.recorded_at) if last else None
+        self.post_message(self.HistoryLoaded(last, previous))
+
+    # -- messages -------------------------------------------------------------------------------------
+
+    def on_bench_pane_progressed(self, message: Progressed) -> None:
+        p = message.progress
+        if p.result is not None:
+            self.done_before += p.done
+            self.query_one(ProgressBar).update(progress=self.done_before)
+            self._status(f"{p.users} users done: {_num(p.result.decode_tok_s_per_user, '{:.1f}')} tok/s each")
+            return
+        self.query_one(ProgressBar).update(progress=self.done_before + p.done)
+        self._status(f"level {p.level}: {p.users} users, {p.done}/{p.total} requests")
+
+    def on_bench_pane_finished(self, message: Finished) -> None:
+        self.running = False
+        if message.report is None:
+            self._status(Text(f"cannot benchmark: {message.error}", style="bold red"))
+            return
+        report = message.report
+        self.show_run(report.runs, report.server.model, report.server.model_path, message.previous)
+        when = time.strftime("%H:%M", time.localtime(report.finished_at))
+        if report.partial:
+            self._status(Text(f"run at {when} ended early ({report.error}): partial results", style="bold yellow"))
+        else:
+            self._status(f"run at {when}: {len(report.runs)} levels, saved to the history")
+
+    def on_bench_pane_history_loaded(self, message: HistoryLoaded) -> None:
+        if message.last is None or self.running:
+            return
+        last = message.last
+        self.show_run(last.runs, last.server.model, last.server.model_path, message.previous)
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(last.recorded_at))
+        self._status(
+            f"last recorded run of {last.key.profile or 'this server'}, {when}" + (" (partial)" if last.partial else "")
+        )
+
+    # -- drawing --------------------------------------------------------------------------------------
+
+    def show_run(
+        self, runs: list[LevelResult], model: str, model_path: str | None, previous: HistoryRecord | None
+    ) -> None:
+        before = {r.users: r for r in previous.runs} if previous is not None else {}
+        table = self.query_one(DataTable)
+        table.clear()
+        for level in sorted(runs, key=lambda r: r.users):
+            table.add_row(*level_cells(level, before.get(level.users)))
+        self._plot(runs)
+        self._compare(runs, model, model_path, previous)
+
+    def _plot(self, runs: list[LevelResult]) -> None:
+        widget = self.query_one(PlotextPlot)
+        plt = widget.plt
+        plt.clear_figure()
+        levels = sorted(runs, key=lambda r: r.users)
+        for label, values, side in (
+            ("tok/s per user", [r.decode_tok_s_per_user for r in levels], "left"),
+            ("aggregate tok/s", [r.aggregate_tok_s for r in levels], "left"),
+            ("TTFT p95 s", [r.ttft_p95_s for r in levels], "right"),
+        ):
+            points = [(r.users, v) for r, v in zip(levels, values, strict=True) if v is not None]
+            if points:
+                plt.plot([x for x, _ in points], [y for _, y in points], label=label, yside=side, marker="braille")
+        plt.xticks([r.users for r in levels])
+        plt.xlabel("users")
+        plt.title("tok/s (left) and TTFT (right) against users")
+        widget.refresh()
+
+    def _compare(
+        self, runs: list[LevelResult], model: str, model_path: str | None, previous: HistoryRecord | None
+    ) -> None:
+        lines = Text()
+        guide = published_speed(model_path, model)
+        one = next((r for r in runs if r.users == 1), None)
+        measured = (
+            f"measured {_num(one.decode_tok_s_per_user, '{:.1f}')} tok/s, TTFT {_num(one.ttft_p50_s, '{:.2f}')} s"
+            if one is not None
+            else "no 1-user level in this run"
+        )
+        if guide is not None:
+            ttft = f", TTFT {guide.ttft_s:g} s" if guide.ttft_s is not None else ""
+            users = f", {guide.max_users[0]}–{guide.max_users[1]} users at most" if guide.max_users else ""
+            lines.append(f"guide, {guide.model_class} {guide.quantization}: {guide.tok_s_text()} one user{ttft}{users}")
+            lines.append(f"  |  {measured}\n")
+        else:
+            lines.append(f"the guide publishes no figure for {model_path or model}\n")
+        if previous is not None:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(previous.recorded_at))
+            lines.append(f"compared with the previous run of {previous.key.profile or 'this server'} at {when}")
+            if previous.key.vllm_version or previous.key.flags:
+                lines.append(
+                    f" (vLLM {previous.key.vllm_version or '?'}, {' '.join(previous.key.flags) or 'no flags'})"
+                )
+        else:
+            lines.append("no previous run of this profile to compare with")
+        self.query_one("#bench-compare", Static).update(lines)
+
+    def _head(self) -> None:
+        port = self._server_port()
+        where = f"the server on port {port}" if port else "the server sparktui runs"
+        self.query_one("#bench-head", Static).update(f"Bench {where}: {settings_text(self.settings)}")
+
+    def _status(self, text: str | Text) -> None:
+        self.query_one("#bench-status", Static).update(text)
+
+    # -- the app's server, when it shares one ---------------------------------------------------------
+
+    def _server_port(self) -> int | None:
+        server = getattr(self.app, "server", None)
+        live = getattr(server, "live", None)
+        return int(server.port) if server is not None and live is not False and getattr(server, "port", None) else None
+
+    def _server_profile(self) -> str | None:
+        server = getattr(self.app, "server", None)
+        return getattr(server, "profile", None)
