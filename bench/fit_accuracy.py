@@ -172,6 +172,24 @@ NEMOTRON_NANO_NVFP4 = {
 }
 
 
+# google/gemma-3-27b-it's published config.json, sparse like the 12B's.
+GEMMA3_27B = {
+    **GEMMA3_12B,
+    "text_config": {
+        "head_dim": 128,
+        "hidden_size": 5376,
+        "intermediate_size": 21504,
+        "model_type": "gemma3_text",
+        "num_attention_heads": 32,
+        "num_hidden_layers": 62,
+        "num_key_value_heads": 16,
+        "query_pre_attn_scalar": 168,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window": 1024,
+    },
+}
+
+
 @dataclass
 class Case:
     id: str
@@ -344,6 +362,30 @@ def spark_cases(fixtures: Path) -> list[Case]:
             "loads the vision tower (22.62 GiB = the whole checkpoint)",
         ),
         (
+            "spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_bf16_success.log",
+            "google/gemma-4-26B-A4B",
+            None,
+            {},
+            (0, 21, 0),
+            "same build; --language-model-only skips Gemma 4's vision tower (47.47 GiB, not modelled)",
+        ),
+        (
+            "spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_fp8kv_success.log",
+            "google/gemma-4-26B-A4B",
+            None,
+            {"kv_cache_dtype": "fp8_e4m3"},
+            (0, 21, 0),
+            "same build, fp8 KV cache",
+        ),
+        (
+            "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log",
+            "google/gemma-3-27b-it",
+            GEMMA3_27B,
+            {"kv_cache_dtype": "fp8", "max_num_batched_tokens": 4096},
+            (0, 21, 0),
+            "vLLM source build 0.1.dev1+g25ab073ef (after 0.21): 0.21 rules",
+        ),
+        (
             "spark_vdev-g9759e3b06_gemma-3-12b-it_fp8kv_success.log",
             "google/gemma-3-12b-it",
             GEMMA3_12B,
@@ -395,7 +437,10 @@ def spark_cases(fixtures: Path) -> list[Case]:
     )
     for name, model, arch, serve, version, note in plan:
         figures = read_log(logs / name)
-        label = "spark " + name.split("_")[2][:14] + (" fp8kv" if "fp8kv" in name else "")
+        parts = name.split("_")
+        build = "dev" if parts[1].startswith("vdev") else parts[1]
+        short = parts[2].replace("gemma-", "g").replace("-it", "").replace("-qat-unquantized", " qat")
+        label = f"spark {build} {short}" + (" fp8" if "fp8kv" in name else "")
         cases.append(
             Case(
                 id=label,

@@ -176,7 +176,7 @@ def main() -> None:
     if history is None:
         from sparktui import paths
 
-        history = paths.state_dir() / "bench" / "history.jsonl"
+        history = paths.bench_history_path()
     lines = history.read_text().splitlines() if history.is_file() else []
     print(f"measured runs from {history}:")
     compare(parse_history(lines), hardware)

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kill": ("kill", "kill a server's whole process tree at once"),
     "mem": ("mem", "show unified memory, pressure and the GPU (--watch to stream)"),
     "guard": ("guard", "run any command under the memory guard: sparktui guard -- COMMAND"),
+    "postmortem": ("postmortem", "what happened when the machine went down while a server ran"),
     "set-guard": ("set_guard", "move the guard lines of a running server, or arm/disarm its guard"),
     "bench": ("bench", "benchmark the running server: TTFT, tok/s per user and in all, how many users it holds"),
 }
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     if extra and not getattr(module, "ACCEPTS_EXTRA_ARGS", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
+    if args.command not in ("postmortem", "ui"):  # the panel would cover it: left for the next command
+        _report_postmortems()
     try:
         return int(module.run(args) or 0)
     except UserError as exc:
@@ -81,6 +84,21 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+
+
+def _report_postmortems() -> None:
+    """Once after a reboot that ended a running server: say what happened (on stderr)."""
+    try:
+        from sparktui.runtime import state as st
+        from sparktui.runtime.watch import check_after_reboot
+
+        found = check_after_reboot(st.state_dir())
+    except Exception as exc:  # a broken flight record must never stop the command asked for
+        print(f"sparktui: could not check for a post-mortem: {exc}", file=sys.stderr)
+        return
+    for pm in found:
+        print(pm.render(), file=sys.stderr)
+        print("sparktui: shown once; `sparktui postmortem` shows it again", file=sys.stderr)
 
 
 if __name__ == "__main__":

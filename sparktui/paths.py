@@ -5,7 +5,8 @@ Every one can be moved with an environment variable (tests point them at tempora
 | variable             | holds                                                  | default (platformdirs)     |
 |----------------------|--------------------------------------------------------|----------------------------|
 | SPARKTUI_CONFIG_DIR  | config.toml (theme, keys) and profiles/ (yours)        | user_config_dir("sparktui")|
-| SPARKTUI_STATE_DIR   | servers/ (state, sockets), logs/, supervisor/, bench/  | user_state_dir("sparktui") |
+| SPARKTUI_STATE_DIR   | servers/ (state, sockets), logs/, supervisor/, bench/, | user_state_dir("sparktui") |
+|                      | flight/ (flight records and post-mortems)              |                            |
 | SPARKTUI_CACHE_DIR   | small model files fetched from the Hugging Face Hub    | user_cache_dir("sparktui") |
 """
 

@@ -59,13 +59,22 @@ def make_profile(tmp_path: Path) -> Callable[..., Path]:
     """Write a profile that serves the stub vLLM on a free port; stub knobs go in as keywords."""
     stub = install_stub(tmp_path / "bin")
 
-    def make(*, port: int | None = None, serve_extra: str = "", guard: str = "", **stub_env: str) -> Path:
+    def make(
+        *,
+        port: int | None = None,
+        serve_extra: str = "",
+        guard: str = "",
+        watch: str = "",
+        model: str = "/models/tiny",
+        **stub_env: str,
+    ) -> Path:
         port = port or free_port()
         env_lines = "\n".join(f'{k} = "{v}"' for k, v in {**FAST_STUB, **stub_env}.items())
         path = tmp_path / f"tiny-{port}.toml"
         path.write_text(
-            f'[serve]\nmodel = "/models/tiny"\nport = {port}\nmax-model-len = 512\nenforce-eager = true\n'
-            f'{serve_extra}\n[guard]\n{guard}\n[runner]\nexecutable = "{stub}"\n[env]\n{env_lines}\n'
+            f'[serve]\nmodel = "{model}"\nport = {port}\nmax-model-len = 512\nenforce-eager = true\n'
+            f"{serve_extra}\n[guard]\n{guard}\n[watch]\n{watch}\n"
+            f'[runner]\nexecutable = "{stub}"\n[env]\n{env_lines}\n'
         )
         return path
 

@@ -112,7 +112,7 @@ def level_row(r: LevelResult) -> str:
     return (
         f"{r.users:>5}  {ttft:>15}  {itl:>15}  {_num(r.decode_tok_s_per_user, '{:.1f}'):>10}  "
         f"{_num(r.aggregate_tok_s, '{:.1f}'):>9}  {r.requests:>4}  {r.errors:>3}  "
-        f"{_num(r.min_mem_available_gib, '{:.1f} GiB'):>9}  {_num(r.peak_kv_usage and r.peak_kv_usage * 100, '{:.0f}%'):>7}  "
+        f"{_num(r.min_mem_available_gib, '{:.1f} GiB'):>9}  {_num(r.peak_kv_usage and r.peak_kv_usage * 100, '{:.1f}%'):>7}  "
         f"{_num(r.joules_per_token, '{:.2f}'):>6}" + ("  partial" if r.partial else "")
     )
 

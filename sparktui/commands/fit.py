@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 ACCEPTS_EXTRA_ARGS = True
 MEMINFO = Path("/proc/meminfo")
@@ -43,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bandwidth",
         metavar="GBS",
-        help="memory bandwidth in GB/s for the speed estimate (default: 273 for a DGX Spark; "
-        "no estimate for other machines unless given)",
+        help="memory bandwidth in GB/s for the speed estimate (default: $SPARKTUI_BANDWIDTH_GBS, or 273 "
+        "for a DGX Spark; no estimate for other machines unless given)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--list-models", action="store_true", help="list the built-in model catalog and exit")
@@ -81,8 +84,28 @@ def _pop_model(flags: list[str]) -> tuple[str | None, list[str]]:
     return model, out
 
 
-def build_config(args: argparse.Namespace):
-    """(ServeConfig, machine name) from the profile, the flags and the pasted command."""
+_ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+
+
+def _split_env(tokens: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Leading NAME=value words of a pasted command (`VLLM_X=1 vllm serve …`): the environment
+    vLLM would run with. VLLM_API_KEY stays in the command (the serve config reads it)."""
+    env: dict[str, str] = {}
+    rest = list(tokens)
+    kept: list[str] = []
+    while rest and _ENV_ASSIGNMENT.fullmatch(rest[0]):
+        name, value = rest.pop(0).split("=", 1)
+        if name == "VLLM_API_KEY":
+            kept.append(f"{name}={value}")
+        else:
+            env[name] = value
+    return env, [*kept, *rest]
+
+
+def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
+    """(ServeConfig, machine name) from the profile, the flags and the pasted command. The
+    environment the server would get (the profile's [env], a pasted command's NAME=value prefix)
+    is added to `env` when given."""
     from sparktui.core.config import parse_serve_command
     from sparktui.errors import UserError
 
@@ -95,9 +118,14 @@ def build_config(args: argparse.Namespace):
         profile = load_profile(profile_arg)
         base = profile.serve.to_argv()
         machine_name = profile.machine
+        if env is not None:
+            env.update(profile.env)
     if pasted is not None:
         if base:
             raise UserError("give a profile or a pasted `vllm serve …` command, not both")
+        pasted_env, pasted = _split_env(pasted)
+        if env is not None:
+            env.update(pasted_env)
         pasted_config = parse_serve_command(pasted)
         base = pasted_config.to_argv()
     model, flags = _pop_model(flags)
@@ -193,9 +221,9 @@ def render_speed(est, measured=None) -> list[str]:
 def history_runs(model: str, quantization: str | None, vllm_version: str | None = None) -> list:
     """Measured runs of this model from `sparktui bench`'s history in the state dir (none if absent)."""
     from sparktui import paths
-    from sparktui.core.bench_history import HISTORY_PATH, matching, parse_history
+    from sparktui.core.bench_history import matching, parse_history
 
-    path = paths.state_dir().joinpath(*HISTORY_PATH)
+    path = paths.bench_history_path()
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             runs = parse_history(fh)
@@ -223,6 +251,8 @@ def apply_speed(result, spec, config, machine, bandwidth: str | None) -> list:
     from sparktui.errors import UserError
 
     hardware = sp.hardware_for(machine.name, machine.mem_total, machine.unified)
+    if bandwidth is None and os.environ.get(sp.BANDWIDTH_ENV):
+        bandwidth = os.environ[sp.BANDWIDTH_ENV]
     if bandwidth is not None:
         try:
             gbs = float(bandwidth)
@@ -256,7 +286,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list_models:
         print("\n".join(catalog_names()))
         return 0
-    config, machine_name = build_config(args)
+    env: dict[str, str] = {}
+    config, machine_name = build_config(args, env)
     meminfo = None
     if machine_name.strip().lower() == "auto":
         try:
@@ -276,7 +307,11 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--mem-available: got {args.mem_available!r}; expected a positive size in GiB")
     fetcher = HubFetcher(offline=bool(getattr(args, "offline", False)))
     spec = load_serving_spec(config.model, config.speculative_config, fetcher=fetcher)
-    result = fit(config, spec, machine, mem_available=mem_available)
+    allow_long = env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true", "yes")
+    result = fit(config, spec, machine, mem_available=mem_available, allow_long_max_model_len=allow_long)
+    others = sorted(name for name in env if name != "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
+    if others:  # names only: values may be secrets
+        result.notes.append(f"environment not modelled (passed to vLLM as it is): {', '.join(others)}")
     measured = apply_speed(result, online_quantized(spec, config.quantization), config, machine, args.bandwidth)
     if args.json:
         data = result.to_dict()
@@ -287,8 +322,41 @@ def run(args: argparse.Namespace) -> int:
                 for run, predicted in measured
             ]  # fmt: skip
         data["model_flags"] = [f.to_dict() for f in model_flags(spec, config)]
+        cluster = cluster_fit(args, config, spec, machine, mem_available)
+        if cluster is not None:
+            data["cluster"] = cluster.to_dict()
         json.dump(data, sys.stdout, indent=1)
         print()
     else:
         print(render(result, spec, config, measured))
-    return 0 if result.verdict in ("fits", "tight") else 1
+        cluster = cluster_fit(args, config, spec, machine, mem_available)
+        if cluster is not None:
+            print(render_cluster(cluster))
+    verdict = result.verdict if cluster is None else cluster.verdict
+    return 0 if verdict in ("fits", "tight") else 1
+
+
+def cluster_fit(args: argparse.Namespace, config: Any, spec: Any, machine: Any, mem_available: int | None) -> Any:
+    """The fit per node when the profile has a [cluster] (two Sparks serving one model), else None."""
+    from sparktui.core.cluster import fit_cluster
+    from sparktui.core.profiles import load_profile
+
+    profile_arg = _split(list(args.extra))[0]
+    cluster = load_profile(profile_arg).cluster if profile_arg else None
+    return None if cluster is None else fit_cluster(config, spec, machine, cluster, mem_available)
+
+
+def render_cluster(cluster: Any) -> str:
+    lines = [
+        "",
+        f"cluster    {cluster.verdict.replace('_', ' ')}: one rank per node; the head also runs the API server",
+    ]
+    for node in cluster.nodes:
+        r = node.result
+        extra = f", +{node.extra_bytes / 1024**3:.2f} GiB beside vLLM" if node.extra_bytes else ""
+        lines.append(
+            f"  {node.role:<7}{node.host:<20}{r.verdict.replace('_', ' '):<11}weights {r.weights_bytes / 1024**3:.2f} GiB, "
+            f"KV {r.kv_cache_tokens:,} tokens{extra}"
+        )
+        lines.extend(f"           {reason}" for reason in r.reasons if node.role == "head" and r.verdict != "fits")
+    return "\n".join(lines)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from sparktui.commands.stop import add_arguments, describe_exit  # noqa: F401  (same options)
+from sparktui.commands.stop import add_arguments, describe_exit, for_all  # noqa: F401  (same options)
 
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.runtime import supervisor
 
+    if args.all:
+        return for_all(supervisor.kill)
     print(describe_exit(supervisor.kill(args.port)))
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,13 +39,24 @@ def _line(state: StateRecord) -> str:
         parts.append(f"guard {guard.state} (MemAvailable {guard.last.available_gib:.1f} GiB)")
     elif state.running or state.status == "lost":
         parts.append("NOT guarded" if not state.alive else f"guard {guard.state}")
+    if state.reservation and (state.alive or state.status == "lost"):
+        parts.append(f"reserves {state.reservation.bytes / 2**30:.1f} GiB")
     if state.containment and state.alive:
         parts.append(f"contained by {state.containment}")
+    wedge = state.watch.wedge if state.watch is not None else None
+    if wedge is not None and state.running and state.alive:
+        if wedge.state == "wedged":
+            since = time.strftime("%H:%M:%S", time.localtime(wedge.since)) if wedge.since else "?"
+            parts.append(f"WEDGED since {since} ({wedge.evidence})")
+        elif wedge.state == "suspect":
+            parts.append(f"suspect: no progress for {wedge.stalled_s:.0f} s, probing")
     exit_ = state.exit
     if exit_:
         parts.append(f"exit: {exit_.reason}")
         if exit_.failure:
             parts.append(f"({exit_.failure.get('kind')}: {exit_.failure.get('message')})")
+        if exit_.breaker:
+            parts.append(f"— {exit_.breaker.get('reason')}")
     return "  ".join(parts)
 
 

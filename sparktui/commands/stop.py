@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -10,7 +12,9 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, help="the server's port (needed when several run)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--port", type=int, help="the server's port (needed when several run)")
+    which.add_argument("--all", action="store_true", help="every server sparktui runs on this machine")
 
 
 def describe_exit(state: StateRecord) -> str:
@@ -26,5 +30,37 @@ def describe_exit(state: StateRecord) -> str:
 def run(args: argparse.Namespace) -> int:
     from sparktui.runtime import supervisor
 
+    if args.all:
+        return for_all(supervisor.stop)
     print(describe_exit(supervisor.stop(args.port)))
     return 0
+
+
+def for_all(action: Callable[[int], StateRecord]) -> int:
+    """Stop or kill every live (or lost) server, each in its own thread so that one slow grace
+    period does not hold the others; 1 if any could not be stopped."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sparktui.errors import UserError
+    from sparktui.runtime import state as st
+
+    ports = [s.port for s in st.list_states() if s.alive or s.status == "lost"]
+    if not ports:
+        print("no server is running")
+        return 0
+
+    def one(port: int) -> tuple[int, str | None, StateRecord | None]:
+        try:
+            return port, None, action(port)
+        except UserError as exc:
+            return port, str(exc), None
+
+    failed = 0
+    with ThreadPoolExecutor(max_workers=len(ports)) as pool:
+        for port, error, state in pool.map(one, ports):
+            if state is not None:
+                print(describe_exit(state))
+            else:
+                failed += 1
+                print(f"sparktui: port {port}: {error}", file=sys.stderr)
+    return 1 if failed else 0

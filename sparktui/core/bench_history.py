@@ -18,8 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-HISTORY_SCHEMA = 1  # the newest schema this reader knows
-HISTORY_PATH = ("bench", "history.jsonl")  # under the state dir
+HISTORY_SCHEMA = 1  # the newest schema this reader knows (the file: sparktui.paths.bench_history_path)
 
 
 @dataclass(frozen=True)

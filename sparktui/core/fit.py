@@ -17,7 +17,7 @@ A fit takes tens of microseconds, so the TUI can run it on every keystroke.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -60,6 +60,11 @@ class Machine:
     device_memory_known: bool = True
 
     def describe(self) -> str:
+        if self.name == "auto":  # read from this host, which may have no GPU at all
+            return (
+                f"this host ({format_gib(self.mem_total, 1)} MemTotal, fitted as one unified pool like a "
+                f"DGX Spark, {format_gib(self.total, 1)} as CUDA would see it)"
+            )
         kind = "unified memory" if self.unified else "GPU memory"
         return f"{self.name} ({kind}, {format_gib(self.total, 1)} visible to CUDA)"
 
@@ -244,7 +249,7 @@ def plan_kv(
     attn = [g for g in layers if g.kind != MAMBA]
     mamba = [g for g in layers if g.kind == MAMBA]
     bs = block_size or DEFAULT_BLOCK_SIZE
-    working = [g.describe(kv_bytes, tp) for g in layers]
+    working = [g.describe(kv_bytes, tp, mamba_ssm_dtype) for g in layers]
     per_token = sum(g.count * g.kv_bytes_per_token(kv_bytes, tp) for g in attn)
     state = 0
     # specs: (kind, page bytes, block size, window, fixed pages) → layer count
@@ -591,9 +596,24 @@ def _core(
     )
 
 
-def fit(config: Any, spec: ModelSpec, machine: Machine, mem_available: int | None = None) -> FitResult:
-    """Predict vLLM's start-up for `config` (a ServeConfig) on `machine`."""
+def fit(
+    config: Any,
+    spec: ModelSpec,
+    machine: Machine,
+    mem_available: int | None = None,
+    *,
+    allow_long_max_model_len: bool = False,
+) -> FitResult:
+    """Predict vLLM's start-up for `config` (a ServeConfig) on `machine`. With
+    `allow_long_max_model_len` (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) the model's own length limit
+    is not enforced, as vLLM then only warns."""
     spec = online_quantized(spec, getattr(config, "quantization", None))
+    if allow_long_max_model_len and spec.max_len_limit:
+        limit_note = (
+            f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: the model's own limit ({spec.max_len_key} = "
+            f"{spec.max_len_limit:,}) is not enforced; positions past it give garbage"
+        )
+        spec = replace(spec, max_len_limit=0, max_len_key="", notes=(*spec.notes, limit_note))
     s = settings_from(config, spec, machine)
     c = _core(spec, s, machine)
     upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)

@@ -85,7 +85,9 @@ class PoolCheck:
 
     @property
     def fits(self) -> bool:
-        return self.reserved_by_others + self.new <= self.pool
+        """Alone, a server is the fit's business (its own budget and vLLM's free-memory check);
+        this is about the servers together."""
+        return not self.others or self.reserved_by_others + self.new <= self.pool
 
     def explain(self, new_basis: str) -> str:
         """Why a launch would overcommit, naming every server in the way and what each reserves."""

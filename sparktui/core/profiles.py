@@ -3,7 +3,10 @@
     [serve]    keys are vLLM flag names without the dashes (gpu-memory-utilization = 0.85),
                plus `model` and `extra-args = ["--flag", "value"]` for flags sparktui does not model
     [machine]  name = "dgx-spark" | "auto" | a size in GiB
-    [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed
+    [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed, priority,
+               fall-rate-gib-s, fall-lookahead-s, psi-full-pct (0 turns a trigger off)
+    [watch]    wedge-after-s, probe-timeout-s, restart-on = ["wedge", "crash"], max-failures,
+               failure-window-s, flight-recorder, evict-page-cache
     [runner]   kind = "native" | "container", executable, venv, image, container-args
     [env]      NAME = "value" for the server's environment
 
@@ -27,6 +30,7 @@ import tomlkit.exceptions
 from tomlkit.items import Table
 
 from sparktui.atomic import atomic_write_text
+from sparktui.core.cluster import BACKENDS, ClusterSettings
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
 from sparktui.errors import UserError
 from sparktui.paths import user_profiles_dir
@@ -45,6 +49,26 @@ class GuardSettings:
     kill_below_gib: float | None = None
     grace_s: float | None = None
     armed: bool | None = None
+    priority: int | None = None  # with several servers, the lowest is stopped first (then the largest)
+    fall_rate_gib_s: float | None = None  # trip when falling this fast and the kill line is near
+    fall_lookahead_s: float | None = None  # ... nearer than this many seconds at that rate
+    psi_full_pct: float | None = None  # trip when every task stalled on memory this share of 1 s
+
+
+RESTART_REASONS = ("wedge", "crash")
+
+
+@dataclass
+class WatchSettings:
+    """The wedge detector, automatic restarts and their breaker, the flight recorder, page cache."""
+
+    wedge_after_s: float = 30.0
+    probe_timeout_s: float = 5.0
+    restart_on: list[str] = field(default_factory=list)  # "wedge", "crash"
+    max_failures: int = 3
+    failure_window_s: float = 600.0
+    flight_recorder: bool = True
+    evict_page_cache: bool = True
 
 
 @dataclass
@@ -66,7 +90,9 @@ class Profile:
     machine: str = "dgx-spark"
     guard: GuardSettings = field(default_factory=GuardSettings)
     runner: RunnerSettings = field(default_factory=RunnerSettings)
+    watch: WatchSettings = field(default_factory=WatchSettings)
     env: dict[str, str] = field(default_factory=dict)
+    cluster: ClusterSettings | None = None  # several Sparks serving one model
     description: str = ""  # the file's first comment line
     warnings: list[str] = field(default_factory=list)  # unknown keys outside [serve], kept as they are
     document: tomlkit.TOMLDocument | None = field(default=None, repr=False, compare=False)
@@ -89,6 +115,19 @@ _GUARD_KEYS = {
     "kill-below-gib": "kill_below_gib",
     "grace-s": "grace_s",
     "armed": "armed",
+    "priority": "priority",
+    "fall-rate-gib-s": "fall_rate_gib_s",
+    "fall-lookahead-s": "fall_lookahead_s",
+    "psi-full-pct": "psi_full_pct",
+}
+_WATCH_KEYS = {
+    "wedge-after-s": "wedge_after_s",
+    "probe-timeout-s": "probe_timeout_s",
+    "restart-on": "restart_on",
+    "max-failures": "max_failures",
+    "failure-window-s": "failure_window_s",
+    "flight-recorder": "flight_recorder",
+    "evict-page-cache": "evict_page_cache",
 }
 _RUNNER_KEYS = {
     "kind": "kind",
@@ -97,7 +136,7 @@ _RUNNER_KEYS = {
     "image": "image",
     "container-args": "container_args",
 }
-_SECTIONS = ("serve", "machine", "guard", "runner", "env")
+_SECTIONS = ("serve", "machine", "guard", "runner", "watch", "cluster", "env")
 
 
 def user_profile_path(name: str) -> Path:
@@ -200,7 +239,9 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
             continue
         setattr(guard, attr, _guard_value(attr, value, lambda p, k=key: fail("guard", k, p)))
     given = [
-        (k, getattr(guard, a)) for k, a in _GUARD_KEYS.items() if a.endswith("_gib") and getattr(guard, a) is not None
+        (k, getattr(guard, a))
+        for k, a in _GUARD_KEYS.items()
+        if a.endswith("_below_gib") and getattr(guard, a) is not None
     ]
     for (hi_key, hi), (lo_key, lo) in itertools.pairwise(given):
         if lo > hi:
@@ -215,6 +256,16 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         setattr(runner, attr, _runner_value(attr, value, lambda p, k=key: fail("runner", k, p)))
     if runner.kind == "container" and not runner.image:
         raise fail("runner", "image", 'missing; kind = "container" needs image = "…" (e.g. "vllm/vllm-openai:latest")')
+
+    watch = WatchSettings()
+    for key, value in _table(doc, "watch", fail).items():
+        attr = _WATCH_KEYS.get(key)
+        if attr is None:
+            warnings.append(_unknown_warning(where, "watch", key, list(_WATCH_KEYS)))
+            continue
+        setattr(watch, attr, _watch_value(attr, value, lambda p, k=key: fail("watch", k, p)))
+
+    cluster = _cluster(_table(doc, "cluster", fail), lambda k, p: fail("cluster", k, p))
 
     env: dict[str, str] = {}
     for key, value in _table(doc, "env", fail).items():
@@ -231,6 +282,8 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         machine=machine,
         guard=guard,
         runner=runner,
+        watch=watch,
+        cluster=cluster,
         env=env,
         description=_first_comment(text),
         warnings=warnings,
@@ -341,14 +394,75 @@ def _machine_name(value: Any, fail: Any) -> str:
     raise fail(f'got {_show(value)}; expected "dgx-spark", "auto" or a memory size in GiB such as 128')
 
 
+_CLUSTER_KEYS = ("nodes", "backend", "interface", "master-addr", "master-port")
+
+
+def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
+    """[cluster]: nodes = ["spark-a", "spark-b"] (SSH hosts, the head first), backend = "ray" | "mp",
+    interface or master-addr for the ranks' traffic."""
+    if not table:
+        return None
+    for key in table:
+        if key not in _CLUSTER_KEYS:
+            close = difflib.get_close_matches(key, _CLUSTER_KEYS, n=1)
+            raise fail(
+                key,
+                f"unknown key; expected {', '.join(_CLUSTER_KEYS)}" + (f" (did you mean {close[0]}?)" if close else ""),
+            )
+    nodes = table.get("nodes")
+    if not isinstance(nodes, list) or len(nodes) < 2 or not all(isinstance(n, str) and n.strip() for n in nodes):
+        raise fail(
+            "nodes",
+            f'got {_show(nodes)}; expected two or more SSH host names, the head first, e.g. ["spark-a", "spark-b"]',
+        )
+    if len(set(nodes)) != len(nodes):
+        raise fail("nodes", f"got {_show(nodes)}; each node once")
+    backend = table.get("backend", "ray")
+    if backend not in BACKENDS:
+        raise fail("backend", f'got {_show(backend)}; expected "ray" (Ray) or "mp" (vLLM\'s --nnodes)')
+    texts = {}
+    for key in ("interface", "master-addr"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", value)):
+            raise fail(key, f"got {_show(value)}; expected an interface name or an address")
+        texts[key] = value
+    port = table.get("master-port", 29501)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise fail("master-port", f"got {_show(port)}; expected a port from 1 to 65535")
+    return ClusterSettings(tuple(nodes), backend, texts["interface"], texts["master-addr"], port)
+
+
 def _guard_value(attr: str, value: Any, fail: Any) -> Any:
     if attr == "armed":
         if not isinstance(value, bool):
             raise fail(f"got {_show(value)}; expected true or false")
         return value
+    if attr == "priority":
+        if isinstance(value, bool) or not isinstance(value, int) or not -1000 <= value <= 1000:
+            raise fail(f"got {_show(value)}; expected a whole number from -1000 to 1000 (lowest is stopped first)")
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        unit = "seconds" if attr == "grace_s" else "GiB"
+        units = {"grace_s": "seconds", "fall_lookahead_s": "seconds", "fall_rate_gib_s": "GiB/s", "psi_full_pct": "%"}
+        unit = units.get(attr, "GiB")
         raise fail(f"got {_show(value)}; expected a finite number of {unit} ≥ 0")
+    return float(value)
+
+
+def _watch_value(attr: str, value: Any, fail: Any) -> Any:
+    if attr in ("flight_recorder", "evict_page_cache"):
+        if not isinstance(value, bool):
+            raise fail(f"got {_show(value)}; expected true or false")
+        return value
+    if attr == "restart_on":
+        if not isinstance(value, list) or not all(v in RESTART_REASONS for v in value):
+            raise fail(f'got {_show(value)}; expected a list of "wedge" and "crash", e.g. ["wedge", "crash"] or []')
+        return list(value)
+    if attr == "max_failures":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise fail(f"got {_show(value)}; expected a whole number of failures ≥ 1, e.g. 3")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise fail(f"got {_show(value)}; expected a number of seconds > 0")
     return float(value)
 
 
@@ -441,6 +555,15 @@ def to_document(profile: Profile) -> tomlkit.TOMLDocument:
     if runner or "runner" in doc:
         _sync(_section(doc, "runner"), runner, set(_RUNNER_KEYS), same)
 
+    defaults_w = WatchSettings()
+    watch = {
+        k: getattr(profile.watch, a)
+        for k, a in _WATCH_KEYS.items()
+        if getattr(profile.watch, a) != getattr(defaults_w, a) or k in (doc.get("watch") or {})
+    }
+    if watch or "watch" in doc:
+        _sync(_section(doc, "watch"), watch, set(_WATCH_KEYS), same)
+
     if profile.env or "env" in doc:
         env_table = _section(doc, "env")
         _sync(env_table, dict(profile.env), set(env_table.keys()) | set(profile.env), same)
@@ -474,6 +597,7 @@ __all__ = [
     "Profile",
     "ProfileRef",
     "RunnerSettings",
+    "WatchSettings",
     "dumps_profile",
     "list_profiles",
     "load_profile",

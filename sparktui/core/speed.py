@@ -28,6 +28,7 @@ Pure: no I/O. Speculative decoding is modelled by its expected accepted tokens p
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -476,6 +477,18 @@ def hardware_for(machine_name: str, mem_total: int, unified: bool) -> Hardware |
     if unified and abs(mem_total - spark_mem_total) <= 0.03 * spark_mem_total:
         return GB10
     return None
+
+
+BANDWIDTH_ENV = "SPARKTUI_BANDWIDTH_GBS"  # a machine's bandwidth when sparktui does not know it
+
+
+def bandwidth_from_env(env: Mapping[str, str]) -> float | None:
+    """SPARKTUI_BANDWIDTH_GBS as GB/s, or None when unset or not a positive number."""
+    try:
+        value = float(env.get(BANDWIDTH_ENV, ""))
+    except ValueError:
+        return None
+    return value if 0 < value < 100_000 else None
 
 
 def with_bandwidth(hw: Hardware | None, gb_per_s: float | None, name: str = "given bandwidth") -> Hardware | None:

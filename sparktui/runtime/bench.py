@@ -57,7 +57,10 @@ MEM_EVERY_S = 0.1
 KV_EVERY_S = 0.5
 POWER_EVERY_S = 0.5
 STATE_EVERY_S = 0.5
-SECRET_FLAGS = ("--api-key",)  # never recorded, even if someone put one on the command line
+WARM_UP_WORDS = 32
+# Not recorded in flags: a key is secret; where the server listens does not change its speed, and
+# would keep two runs of one configuration on different ports from comparing as the same.
+UNRECORDED_FLAGS = ("--api-key", "--host", "--port")
 
 # Random words for prompts: common, short, so most tokenizers give about one token each.
 _WORD_TEXT = (
@@ -278,7 +281,7 @@ def _api_key_of(state: dict[str, Any]) -> str | None:
 
 
 def _flags(argv: Sequence[str] | None) -> list[str]:
-    """`vllm serve` arguments after the model (an executable path and the model are not flags)."""
+    """`vllm serve` arguments after the model, less UNRECORDED_FLAGS (and an executable path)."""
     if not argv:
         return []
     args = list(argv)
@@ -291,7 +294,7 @@ def _flags(argv: Sequence[str] | None) -> list[str]:
             skip = False
             continue
         name = arg.split("=", 1)[0]
-        if name in SECRET_FLAGS:
+        if name in UNRECORDED_FLAGS:
             skip = "=" not in arg
             continue
         out.append(arg)
@@ -513,7 +516,11 @@ class _Bench:
         )
 
     async def warm_up(self) -> None:
-        """One unmeasured request: surfaces a refusal early, warms the server, sizes the prompts."""
+        """One unmeasured request: surfaces a refusal early, warms the server, sizes the prompts.
+
+        It sends a few words only: a tokenizer may cut each word into several tokens, and a
+        prompt of `prompt_tokens` words could then exceed the model's length."""
+        self.words = min(self.settings.prompt_tokens, WARM_UP_WORDS)
         record = await self.request(max_tokens=min(4, self.settings.output_tokens))
         if record.error is not None:
             raise UserError(f"the warm-up request failed: {record.error}")

@@ -26,10 +26,21 @@ Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU)
   being seen. ~10 µs per sample, but each wake-up costs ~0.25 ms of CPU on a busy VM (cold
   caches): 10 Hz at rest is ~0.25% of a core. Between samples, a PSI trigger on
   /proc/pressure/memory wakes the guard when tasks stall on memory.
+- the phase sets the slowest pace: 20 ms while vLLM loads weights, profiles, sizes its KV cache,
+  captures CUDA graphs or runs a large prefill (where the fast falls happen); 250 ms at steady
+  state; 100 ms otherwise.
+- fall rate: falling faster than 8 GiB/s with the kill line less than 0.5 s away at that rate
+  sends SIGTERM before any line is crossed. vLLM's own start-up falls ~14 GiB/s and stops at
+  ~14 GiB on a Spark at utilization 0.9: above the 3.5 + 7 GiB this trips at.
+- PSI full: when every non-idle task stalled on memory for 30% of the last second, the kernel is
+  thrashing to find pages that MemAvailable still counts (it reports the collapse late): SIGTERM.
+- No trigger reads MemFree: the page cache it leaves out is reclaimable, and watchdogs keyed to
+  it killed healthy servers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import select
@@ -56,6 +67,14 @@ WORST_RATE = 16 * GiB  # assumed possible fall (B/s) when choosing the pace: abo
 PLAUSIBLE_RATE = 64 * GiB  # a drop faster than this is held for one confirming sample (noise)
 WARN_HYSTERESIS = 1 * GiB  # warn again only after climbing this far back above the warn line
 RATE_WINDOW = 0.25  # seconds of samples the fall rate is measured over
+DEFAULT_FALL_RATE_GIB_S = 8.0
+DEFAULT_FALL_LOOKAHEAD_S = 0.5
+DEFAULT_PSI_FULL_PCT = 30.0
+PSI_WINDOW = 1.0  # seconds the PSI full share is measured over
+PSI_EVERY = 0.05  # read /proc/pressure/memory at most this often (~25 µs a read)
+BUSY_PHASES = ("loading_weights", "profiling", "kv_cache", "cuda_graphs", "prefill")
+BUSY_INTERVAL = 0.02  # slowest pace in a busy phase
+STEADY_INTERVAL = 0.25  # slowest pace at steady state ("ready", no large prefill)
 # Between samples the kernel wakes the guard when tasks stall on memory (PSI) for 15% of a second
 # (unprivileged: 30% of 2 s, the nearest window the kernel allows without CAP_SYS_RESOURCE).
 PRESSURE_TRIGGER = PsiTrigger("some", 150_000, 1_000_000)
@@ -69,6 +88,9 @@ class GuardLines:
     term_below_gib: float | None = DEFAULT_TERM_GIB
     kill_below_gib: float | None = DEFAULT_KILL_GIB
     grace_s: float = DEFAULT_GRACE_S
+    fall_rate_gib_s: float | None = DEFAULT_FALL_RATE_GIB_S  # None turns the fall-rate trigger off
+    fall_lookahead_s: float = DEFAULT_FALL_LOOKAHEAD_S
+    psi_full_pct: float | None = DEFAULT_PSI_FULL_PCT  # None turns the PSI trigger off
 
     def __post_init__(self) -> None:
         for name in LINE_NAMES:
@@ -101,8 +123,18 @@ class GuardLines:
             value = getattr(settings, name, None) if settings is not None else None
             if value is not None:
                 given[name] = value
-        grace = getattr(settings, "grace_s", None) if settings is not None else None
-        base = cls() if grace is None else cls(grace_s=grace)
+        d = cls()
+
+        def get(name: str) -> Any:
+            value = getattr(settings, name, None) if settings is not None else None
+            return getattr(d, name) if value is None else value
+
+        base = cls(
+            grace_s=get("grace_s"),
+            fall_rate_gib_s=get("fall_rate_gib_s"),
+            fall_lookahead_s=get("fall_lookahead_s"),
+            psi_full_pct=get("psi_full_pct"),
+        )
         return resolve_lines(given, base, what="default")
 
     def bytes(self, name: str) -> int | None:
@@ -124,7 +156,12 @@ def resolve_lines(
     if unknown:
         raise UserError(f"unknown guard line(s) {', '.join(sorted(unknown))}; expected {', '.join(LINE_NAMES)}")
     explicit = {name: given[name] for name in LINE_NAMES if name in given}
-    GuardLines(**{name: explicit.get(name) for name in LINE_NAMES}, grace_s=base.grace_s)  # order of the given
+    GuardLines(  # the order of the lines given
+        warn_below_gib=explicit.get("warn_below_gib"),
+        term_below_gib=explicit.get("term_below_gib"),
+        kill_below_gib=explicit.get("kill_below_gib"),
+        grace_s=base.grace_s,
+    )
     values: dict[str, float | None] = {name: explicit.get(name, getattr(base, name)) for name in LINE_NAMES}
     notes: list[str] = []
     for i, name in enumerate(LINE_NAMES):
@@ -141,11 +178,11 @@ def resolve_lines(
                 f"the {what} {_LINE_WORDS[name]} line ({v:g} GiB) is turned off: it would be "
                 f"{'below' if at > v else 'above'} your {_LINE_WORDS[other]} line ({at:g} GiB)"
             )
-    return GuardLines(
+    return dataclasses.replace(  # the fall-rate and PSI triggers of `base` stay as they are
+        base,
         warn_below_gib=values["warn_below_gib"],
         term_below_gib=values["term_below_gib"],
         kill_below_gib=values["kill_below_gib"],
-        grace_s=base.grace_s,
     ), notes
 
 
@@ -161,11 +198,14 @@ class Decision:
     action: Action
     next_interval: float  # seconds until the next sample
     line: str | None = None  # "warn" | "term" | "kill"
-    reason: str | None = None  # "below" | "predicted" | "below kill line during grace" | "grace expired"
+    reason: str | None = (
+        None  # "below" | "predicted" | "fall rate" | "psi full" | "… kill line during grace" | "grace expired"
+    )
     threshold: int | None = None  # bytes
     available: int | None = None  # bytes, the sample that decided
     rate: float = 0.0  # bytes/s, negative when falling
     held: bool = False  # the sample looked like noise: held back until the next one confirms it
+    psi_full_pct: float | None = None  # share of the last second all tasks stalled on memory
 
 
 class GuardDecider:
@@ -189,6 +229,8 @@ class GuardDecider:
         self.worst_rate = worst_rate
         self.plausible_rate = plausible_rate
         self.samples: deque[tuple[float, int]] = deque(maxlen=history)  # accepted samples
+        self.pressure: deque[tuple[float, int]] = deque()  # (t, PSI full total µs) over PSI_WINDOW
+        self.phase = "starting"
         self.state = "watching"
         self.warned = False
         self.term_at: float | None = None
@@ -228,12 +270,44 @@ class GuardDecider:
             return True
         return self._warn is not None and not self.warned and self.state == "watching" and available < self._warn
 
+    def _slowest(self) -> float:
+        if self.phase in BUSY_PHASES:
+            return min(self.max_interval, BUSY_INTERVAL)
+        if self.phase == "ready":
+            return max(self.max_interval, STEADY_INTERVAL)
+        return self.max_interval
+
+    def set_phase(self, phase: str) -> None:
+        """The server's phase (vLLM's start-up phases, "ready", or "prefill"): sets the pace."""
+        self.phase = phase
+
     def _interval(self, available: int, rate: float) -> float:
         below = [v for _, v in self._action_lines() if v < available]
         if not below:
             return self.min_interval
         speed = max(self.worst_rate, -rate)
-        return min(self.max_interval, max(self.min_interval, (available - max(below)) / speed))
+        return min(self._slowest(), max(self.min_interval, (available - max(below)) / speed))
+
+    def _psi_share(self, t: float, full_total_us: int | None) -> float | None:
+        """% of the last PSI_WINDOW that every non-idle task stalled on memory."""
+        if full_total_us is None:
+            return None
+        self.pressure.append((t, full_total_us))
+        while len(self.pressure) > 2 and t - self.pressure[1][0] >= PSI_WINDOW:
+            self.pressure.popleft()
+        t0, us0 = self.pressure[0]
+        if t - t0 < PSI_WINDOW / 2:
+            return None  # too short a window to judge
+        return 100.0 * (full_total_us - us0) / 1e6 / (t - t0)
+
+    def _fast_fall(self, available: int, rate: float) -> bool:
+        """Falling faster than the fall-rate line with the kill (else term) line close at that rate."""
+        if not self.lines.fall_rate_gib_s or -rate < self.lines.fall_rate_gib_s * GiB:  # None or 0: off
+            return False
+        line = self._kill if self._kill is not None else self._term
+        if line is None:
+            return False
+        return available + rate * self.lines.fall_lookahead_s < line
 
     # -- the decision --
 
@@ -252,10 +326,17 @@ class GuardDecider:
         if self.warned and (self._warn is None or (self.samples and self.samples[-1][1] > self._warn)):
             self.warned = False  # a line moved below us may warn again when it is crossed
 
-    def feed(self, t: float, available: int) -> Decision:
+    def stand_down(self) -> None:
+        """Undo a TERM/KILL decision that was not acted on (another server goes first): watch again,
+        so the line trips anew if memory is still short after the other one has gone."""
+        if self.state != "watching":
+            self.state, self.term_at = "watching", None
+
+    def feed(self, t: float, available: int, psi_full_total_us: int | None = None) -> Decision:
+        psi = self._psi_share(t, psi_full_total_us)
         if not self.armed:
             self._accept(t, available)
-            return Decision(Action.NONE, self.max_interval, available=available, rate=self.rate())
+            return Decision(Action.NONE, self._slowest(), available=available, rate=self.rate(), psi_full_pct=psi)
 
         # Debounce: a sample that would act after a drop faster than any real allocation is held
         # for one more (immediate) sample. A real fall is never held: it is plausible, sample by sample.
@@ -279,10 +360,10 @@ class GuardDecider:
         predicted = available + rate * horizon if rate < 0 else available
 
         def decide(action: Action, line: str, reason: str, threshold: int) -> Decision:
-            return Decision(action, interval, line, reason, threshold, available, rate)
+            return Decision(action, interval, line, reason, threshold, available, rate, psi_full_pct=psi)
 
         if self.state == "killing":
-            return Decision(Action.NONE, interval, available=available, rate=rate)
+            return Decision(Action.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
         if self._kill is not None and (available < self._kill or predicted < self._kill):
             reason = "below" if available < self._kill else "predicted"
             if self.state == "terminating":
@@ -293,18 +374,27 @@ class GuardDecider:
             if self.term_at is not None and t - self.term_at >= self.lines.grace_s:
                 self.state = "killing"
                 return decide(Action.KILL, "term", "grace expired", self._term or 0)
-            return Decision(Action.NONE, interval, available=available, rate=rate)
+            return Decision(Action.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
         if self._term is not None and (available < self._term or predicted < self._term):
             self.state = "terminating"
             self.term_at = t
             return decide(Action.TERM, "term", "below" if available < self._term else "predicted", self._term)
+        if self._fast_fall(available, rate):
+            self.state = "terminating"
+            self.term_at = t
+            line = self._kill if self._kill is not None else self._term
+            return decide(Action.TERM, "fall", "fall rate", line or 0)
+        if self.lines.psi_full_pct and psi is not None and psi >= self.lines.psi_full_pct:  # None or 0: off
+            self.state = "terminating"
+            self.term_at = t
+            return decide(Action.TERM, "psi", "psi full", self._term or self._kill or 0)
         if self._warn is not None:
             if not self.warned and available < self._warn:
                 self.warned = True
                 return decide(Action.WARN, "warn", "below", self._warn)
             if self.warned and available > self._warn + WARN_HYSTERESIS:
                 self.warned = False
-        return Decision(Action.NONE, interval, available=available, rate=rate)
+        return Decision(Action.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
 
     def _accept(self, t: float, available: int) -> None:
         self.samples.append((t, available))
@@ -341,9 +431,10 @@ class TripReport:
             ", ".join(f"{s['signal']} {s['target']} (+{s['at_s'] * 1000:.0f} ms)" for s in self.signalled) or "nothing"
         )
         trend = f"falling {self.fall_rate_gib_s:.2f} GiB/s" if self.fall_rate_gib_s >= 0.005 else "not falling"
+        available, line = gib_pair(self.mem_available_gib, self.threshold_gib)
         lines = [
-            f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {self.mem_available_gib:.2f} GiB"
-            f" vs line {self.threshold_gib:.2f} GiB, {trend}",
+            f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {available} GiB"
+            f" vs line {line} GiB, {trend}",
             f"  signalled: {sig}",
         ]
         if self.escalated:
@@ -359,10 +450,25 @@ class TripReport:
         return "\n".join(lines)
 
 
+def gib_pair(a: float, b: float) -> tuple[str, str]:
+    """Two GiB figures with enough decimals to tell them apart (never "18.50 vs 18.50")."""
+    for digits in (2, 3, 4):
+        first, second = f"{a:.{digits}f}", f"{b:.{digits}f}"
+        if first != second:
+            return first, second
+    return f"{a:.2f}", f"{b:.2f}"
+
+
 def _read_mem_available() -> int:
     from sparktui.runtime.memory import read_mem_available
 
     return read_mem_available()
+
+
+def _read_psi_full() -> int | None:
+    from sparktui.runtime.memory import read_psi_full_total
+
+    return read_psi_full_total()
 
 
 def _drain(fd: int) -> None:
@@ -389,9 +495,11 @@ class Guard:
         *,
         armed: bool = True,
         read_available: Callable[[], int] = _read_mem_available,
+        read_pressure: Callable[[], int | None] | None = _read_psi_full,
         on_warn: Callable[[Decision], None] | None = None,
         on_trip: Callable[[Decision], None] | None = None,
         on_report: Callable[[TripReport], None] | None = None,
+        defer: Callable[[Decision], str | None] | None = None,
         track_interval: float | None = 2.0,
         clock: Callable[[], float] = time.monotonic,
         pressure: PsiTrigger | None = PRESSURE_TRIGGER,
@@ -401,7 +509,10 @@ class Guard:
         self.lines = lines
         self.decider = GuardDecider(lines, armed=armed, **decider_options)
         self.read_available = read_available
+        self.read_pressure = read_pressure
         self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
+        self.defer = defer  # with several servers: why another must be stopped first, or None to act
+        self.deferring: str | None = None
         self.track_interval = track_interval  # None: the caller records the tree's members
         self.clock = clock
         self.report: TripReport | None = None
@@ -427,6 +538,11 @@ class Guard:
 
     def disarm(self) -> None:
         self.decider.disarm()
+
+    def set_phase(self, phase: str) -> None:
+        """Tell the guard what the server is doing: it samples faster in the phases where memory
+        falls fast (an attribute write: safe from any thread)."""
+        self.decider.set_phase(phase)
 
     def set_lines(self, lines: GuardLines) -> None:
         """Apply new lines live: the next sample (≤ 0.1 s away) is judged against them."""
@@ -489,13 +605,20 @@ class Guard:
 
     def _watch(self, poller: select.poll, wake_r: int, pressure: PressureTrigger | None) -> TripReport | None:
         next_track = 0.0
+        last_pressure = -PSI_EVERY
         while not self._closed.is_set() and not self._stop_requested:
             t = self.clock()
-            d = self.decider.feed(t, self.read_available())
+            stall_us = None
+            if self.read_pressure is not None and t - last_pressure >= PSI_EVERY:
+                stall_us, last_pressure = self.read_pressure(), t  # the share is taken over 1 s: 20 Hz is plenty
+            d = self.decider.feed(t, self.read_available(), stall_us)
             self.samples_taken += 1
             self.last = d
             if d.action in (Action.TERM, Action.KILL):
-                return self._trip(d)
+                self.deferring = None if self.defer is None else self.defer(d)
+                if self.deferring is None:
+                    return self._trip(d)
+                self.decider.stand_down()
             if d.action is Action.WARN and self.on_warn is not None:
                 self.on_warn(d)
             if self.track_interval is not None and t >= next_track:

@@ -51,9 +51,13 @@ def _endpoint(env: Mapping[str, str]) -> str:
     return str(constants.ENDPOINT).rstrip("/")
 
 
+_MISSING: set[tuple[str, str]] = set()  # (endpoint, repo id) the Hub said it has no config for
+
+
 class HubFetcher:
     """modelspec.Fetcher: `fetcher(repo_id)` → a folder of the repo's small files, or None when
-    the Hub has no such repository. Raises UserError for what a person must fix."""
+    the Hub has no such repository. Raises UserError for what a person must fix. A repo the Hub
+    lacks is not asked for again in this process (the TUI looks a model up as its name is typed)."""
 
     def __init__(self, env: Mapping[str, str] | None = None, *, offline: bool = False) -> None:
         self.env = dict(os.environ if env is None else env)
@@ -68,7 +72,13 @@ class HubFetcher:
             return None
         if not _REPO_ID.match(repo_id):
             return None
-        return self._download(repo_id, folder)
+        key = (_endpoint(self.env), repo_id)
+        if key in _MISSING:
+            return None
+        found = self._download(repo_id, folder)
+        if found is None:
+            _MISSING.add(key)
+        return found
 
     def describe_miss(self, repo_id: str) -> str:
         """What was tried, for the error when `self(repo_id)` found nothing."""

@@ -97,6 +97,25 @@ def parse_psi(raw: bytes | None) -> tuple[float | None, float | None]:
     return values.get("some"), values.get("full")
 
 
+def parse_psi_totals(raw: bytes | None) -> tuple[int | None, int | None]:
+    """The cumulative stall times (µs) of `some` and `full`: exact over any window, unlike avg10."""
+    if not raw:
+        return None, None
+    values: dict[str, int] = {}
+    for line in raw.decode(errors="replace").splitlines():
+        parts = line.split()
+        if parts and parts[0] in ("some", "full"):
+            for kv in parts[1:]:
+                if kv.startswith("total="):
+                    values[parts[0]] = int(kv[6:])
+    return values.get("some"), values.get("full")
+
+
+def read_psi_full_total() -> int | None:
+    """Microseconds every non-idle task has stalled on memory since boot (None: no PSI)."""
+    return parse_psi_totals(_psi.read())[1]
+
+
 def read_mem_available() -> int:
     """MemAvailable in bytes, as cheaply as possible (the guard's hot path, ~8 µs)."""
     raw = _meminfo.read()

@@ -16,6 +16,7 @@ a reader and never blocks a launch.
 from __future__ import annotations
 
 import json
+import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -73,6 +74,7 @@ class Condition(StrEnum):
     STOPPED = "stopped"  # ended: asked to (stop, kill), or by itself with exit 0
     FAILED = "failed"  # ended badly: `kind` says how (engine failure, guard trip, exit status)
     LOST = "lost"  # its supervisor died: `reason` says why, and what was done about it
+    WEDGED = "wedged"  # answers /health but its engine makes no progress: `reason` says since when
 
 
 class ConditionView(BaseModel):
@@ -150,13 +152,43 @@ class TreeRecord(_Model):
 
 
 class ExitRecord(_Model):
-    # stopped | killed | guard | failed | exited | supervisor_died
+    # stopped | killed | guard | failed | exited | wedged | supervisor_died
     reason: str
     by: str | None = None
     returncode: int | None = None
     stop: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
     message: str | None = None
+    breaker: dict[str, Any] | None = None  # the crash-loop breaker stopped restarts: reason, failures
+
+
+class WedgeRecord(_Model):
+    """runtime.watch: idle | ok | prefilling | suspect | wedged (confirmed by a probe)."""
+
+    state: str = "idle"
+    since: float | None = None  # wall-clock time the engine last made progress, once wedged
+    stalled_s: float = 0.0
+    running: float | None = None
+    prefilling: float | None = None
+    evidence: str | None = None
+    after_s: float = 30.0
+    probes: int = 0
+
+
+class WatchRecord(_Model):
+    wedge: WedgeRecord = Field(default_factory=WedgeRecord)
+    restarts: list[dict[str, Any]] = Field(default_factory=list)
+    breaker: dict[str, Any] | None = None
+    flight_recorder: str | None = None
+
+
+class ReservationRecord(_Model):
+    """What this server takes of the machine's pool (core.pool), so that the next launch counts it
+    before it has allocated anything."""
+
+    bytes: Annotated[int, Field(ge=0)]
+    basis: str
+    priority: int = 0
 
 
 class PreflightRecord(_Model):
@@ -195,12 +227,15 @@ class StateRecord(_Model):
     preflight: PreflightRecord = Field(default_factory=PreflightRecord)
     preflight_warnings: list[str] = Field(default_factory=list)
     guard: GuardRecord
+    reservation: ReservationRecord | None = None
     tree: TreeRecord | None = None
     summary: dict[str, Any] | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)
     trip: dict[str, Any] | None = None
     metrics: dict[str, Any] | None = None
     exit: ExitRecord | None = None
+    watch: WatchRecord | None = None  # runtime.watch: wedge, restarts, breaker, flight recorder
+    page_cache: dict[str, Any] | None = None  # runtime.watch.PageCacheReport: the model's pages evicted
     lost_reason: str | None = None  # set by readers when the supervisor is gone
     alive: bool = False  # set by readers: the recorded supervisor still runs (never stored)
     loop: LoopStats | None = None  # in live replies from the supervisor (never stored)
@@ -250,6 +285,10 @@ def condition_of(state: StateRecord) -> ConditionView:
     phase = state.phase
     if state.status == "lost":
         return ConditionView(condition=Condition.LOST, phase=phase, reason=state.lost_reason or "supervisor_died")
+    wedge = state.watch.wedge if state.watch is not None else None
+    if state.running and wedge is not None and wedge.state == "wedged":
+        since = time.strftime("%H:%M:%S", time.localtime(wedge.since)) if wedge.since else "?"
+        return ConditionView(condition=Condition.WEDGED, phase=phase, reason=f"since {since}")
     if state.status == "running":
         return ConditionView(condition=Condition.READY, phase=phase)
     if state.status == "starting":
@@ -265,6 +304,8 @@ def condition_of(state: StateRecord) -> ConditionView:
         return ConditionView(condition=Condition.LOST, phase=phase, reason=ex.message or ex.reason)
     if ex.reason == "guard":
         return ConditionView(condition=Condition.FAILED, phase=phase, kind="guard")
+    if ex.reason == "wedged":
+        return ConditionView(condition=Condition.FAILED, phase=phase, kind="wedged")
     if ex.reason == "failed":
         kind = (ex.failure or {}).get("kind") or "failed"
         return ConditionView(condition=Condition.FAILED, phase=phase, kind=str(kind))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import errno
 import os
 import select
 import signal
@@ -30,10 +31,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparktui.core import vllm_log
+from sparktui.core import pool, vllm_log
 from sparktui.errors import UserError
 from sparktui.runtime import proc
 from sparktui.runtime import protocol as pr
@@ -43,9 +45,12 @@ from sparktui.runtime.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.logtail import LogTail
 from sparktui.runtime.memory import read_memory
 from sparktui.runtime.runner import LaunchCommand, build_command
+from sparktui.runtime.stop_order import StopOrder
+from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
+    from sparktui.core.fit import Machine
     from sparktui.core.metrics import MetricsSnapshot
     from sparktui.core.profiles import Profile
     from sparktui.runtime.guard import Decision
@@ -100,6 +105,9 @@ def effective_serve(profile: Profile, extra_args: list[str] | None = None) -> Se
 class Preflight:
     warnings: list[str]
     fit: dict[str, Any] | None = None  # core.fit's verdict, when it could be computed
+    notes: list[str] = dataclasses.field(default_factory=list)  # what preflight did (page cache evicted)
+    page_cache: dict[str, Any] | None = None  # watch.PageCacheReport.to_dict()
+    reservation: pool.Reservation | None = None  # what this server takes of the pool
 
 
 def _meminfo() -> dict[str, int]:
@@ -108,17 +116,30 @@ def _meminfo() -> dict[str, int]:
 
 
 def _port_in_use(host: str, port: int) -> bool:
+    """Whether something listens on host:port. A host that is not this machine's (EADDRNOTAVAIL)
+    or a port it may not take (EACCES) is a UserError of its own: nothing else is listening."""
+    # bind first: for an address that is not ours it fails at once, before any probe leaves the box
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host or "0.0.0.0", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise UserError(
+                    f"--host {host}: not an address of this machine (EADDRNOTAVAIL), so nothing can listen "
+                    "on it; use 127.0.0.1 (this machine only), 0.0.0.0 (every interface) or an address "
+                    "`ip -brief address` lists"
+                ) from None
+            if exc.errno == errno.EACCES:
+                raise UserError(
+                    f"--port {port}: only root may listen on a port below 1024 (EACCES); choose --port 1024 or above"
+                ) from None
+            return True
     probe_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else host
     family = socket.AF_INET6 if ":" in probe_host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
         if s.connect_ex((probe_host, port)) == 0:
-            return True
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host or "0.0.0.0", port))
-        except OSError:
             return True
     return False
 
@@ -128,11 +149,28 @@ def is_unified_memory(profile: Profile) -> bool:
 
 
 def preflight(
-    profile: Profile, serve: ServeConfig | None = None, *, force: bool = False, meminfo: dict[str, int] | None = None
+    profile: Profile,
+    serve: ServeConfig | None = None,
+    *,
+    force: bool = False,
+    meminfo: dict[str, int] | None = None,
+    evict: bool = False,
 ) -> Preflight:
-    """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not."""
+    """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not.
+
+    evict=True (the supervisor, right before vLLM starts): evict the page cache the model's own
+    files hold (posix_fadvise, no root needed) and say how much it freed."""
     serve = serve if serve is not None else profile.serve
     warnings: list[str] = []
+    notes: list[str] = []
+    page_cache = None
+    watch_settings = getattr(profile, "watch", None)
+    if meminfo is None and (watch_settings is None or watch_settings.evict_page_cache):
+        report = model_page_cache(serve.model, evict=evict)
+        page_cache = report.to_dict()
+        if report.folder is not None:
+            notes.append(report.summary())
+        warnings.extend(f"page cache: {e}" for e in report.errors)
     mem = meminfo if meminfo is not None else _meminfo()
     gib = 1 << 30
     _, line_notes = GuardLines.from_settings_with_notes(profile.guard)  # bad lines: UserError, before launching
@@ -162,14 +200,77 @@ def preflight(
             "set api-key in the profile (it travels as VLLM_API_KEY, never on the command line)"
         )
     available, free = mem.get("MemAvailable", 0), mem.get("MemFree", 0)
-    if available - free >= PAGE_CACHE_WARN_BYTES:
+    wanted = serve.gpu_memory_utilization * mem.get("MemTotal", 0)
+    # Only when needed: what is left after the model's own pages went, and only when free memory
+    # is short of what vLLM will ask for.
+    if available - free >= PAGE_CACHE_WARN_BYTES and free < wanted:
         warnings.append(
             f"MemFree is {free / gib:.1f} GiB but MemAvailable is {available / gib:.1f} GiB: page cache "
-            "holds the difference, and on a DGX Spark vLLM's start-up free-memory check can fail on it. "
+            "holds the difference (other files' pages: the model's own were evicted without root), and on "
+            "a DGX Spark vLLM's start-up free-memory check can fail on it. "
             f"Drop the caches first: {vllm_log.DROP_CACHES}"
         )
     fit_result = _fit_verdict(profile, serve, mem, warnings, force)
-    return Preflight(warnings, fit_result)
+    reservation = _pool_reservation(profile, serve, mem, fit_result, warnings, force)
+    return Preflight(warnings, fit_result, notes, page_cache, reservation)
+
+
+def host_machine(profile: Profile, mem: dict[str, int], warnings: list[str] | None = None) -> Machine:
+    """The machine vLLM will start on: the profile's, unless it was planned for another size of
+    unified memory (a Spark profile on a smaller box is checked against the box it runs on)."""
+    from sparktui.core import fit as fit_mod
+
+    meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
+    machine = fit_mod.machine_from_name(profile.machine, meminfo)
+    host_total = mem["MemTotal"]
+    if machine.unified and not fit_mod.reading_applies(machine, host_total):
+        if warnings is not None:
+            warnings.append(
+                f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
+                f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host"
+            )
+        machine = fit_mod.machine_from_name("auto", meminfo)
+    return machine
+
+
+def _pool_reservation(
+    profile: Profile,
+    serve: ServeConfig,
+    mem: dict[str, int],
+    fit: dict[str, Any] | None,
+    warnings: list[str],
+    force: bool,
+) -> pool.Reservation:
+    """What this server will reserve, refused (unless forced) when the servers already running and
+    starting leave it too little of the pool: MemAvailable alone misses one that has not allocated yet."""
+    machine = host_machine(profile, mem)
+    budget = (fit or {}).get("budget")
+    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
+    others = [reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.port != serve.port]
+    check = pool.check_pool(machine, new, others)
+    if not check.fits:
+        why = f"--gpu-memory-utilization {serve.gpu_memory_utilization:g}: {check.explain(basis)}"
+        if not force:
+            raise UserError(why)
+        warnings.append(f"{why} (--force given)")
+    return pool.Reservation(serve.port, profile.name, new, basis, profile.guard.priority or 0)
+
+
+def reservation_of(state: pr.StateRecord, machine: Machine) -> pool.Reservation:
+    """What a running server reserves: as it recorded at launch, or (older records) from its argv."""
+    name = state.profile or "?"
+    if state.reservation is not None:
+        r = state.reservation
+        return pool.Reservation(state.port, name, r.bytes, r.basis, r.priority)
+    argv = state.argv or []
+    util = None
+    if "--gpu-memory-utilization" in argv[:-1]:
+        try:
+            util = float(argv[argv.index("--gpu-memory-utilization") + 1])
+        except ValueError:
+            util = None
+    reserved, basis = pool.reserved_bytes(machine, util)
+    return pool.Reservation(state.port, name, reserved, basis)
 
 
 def _fit_verdict(
@@ -181,16 +282,7 @@ def _fit_verdict(
     try:
         # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
         spec = load_serving_spec(serve.model, serve.speculative_config)
-        meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
-        machine = fit_mod.machine_from_name(profile.machine, meminfo)
-        host_total = mem["MemTotal"]
-        if machine.unified and not fit_mod.reading_applies(machine, host_total):
-            # vLLM starts on this host, whatever the profile was planned for: check against it.
-            warnings.append(
-                f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
-                f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host"
-            )
-            machine = fit_mod.machine_from_name("auto", meminfo)
+        machine = host_machine(profile, mem, warnings)
         mem_available = mem.get("MemAvailable") if machine.unified else None
         result = fit_mod.fit(serve, spec, machine, mem_available=mem_available)
     except UserError as exc:
@@ -262,6 +354,7 @@ class Supervisor:
         self.lines = GuardLines.from_settings(profile.guard)
         self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
         self.guard: Guard | None = None
+        self.reservation: pool.Reservation | None = None  # set by preflight in run()
         self.tripped = threading.Event()
         self.trip_report: TripReport | None = None
         self.port = self.serve.port
@@ -292,6 +385,13 @@ class Supervisor:
         self._metrics_count = 0
         self._last_activity = float("-inf")  # the last log line that was load, not a probe
         self.wakes: collections.Counter[str] = collections.Counter()  # why the loop woke
+        self.watch = ServerWatch(
+            profile.watch,
+            url=base_url(self.serve.host, self.port),
+            api_key=self.serve.api_key,
+            model=self.serve.served_model_name or self.serve.model,
+            say=self._watch_said,
+        )
 
     # -- state
 
@@ -313,6 +413,7 @@ class Supervisor:
             if self.tree is not None:
                 state.tree = pr.TreeRecord.model_validate(self.tree.to_record())
             state.summary = self.summary.to_dict()
+            state.watch = pr.WatchRecord.model_validate(self.watch.to_state())
             state.events = list(self.events)
             try:
                 self.state_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -511,16 +612,23 @@ class Supervisor:
         """Launch and supervise until vLLM exits or is stopped; returns the exit status to use."""
         set_aside_unreadable(self.port)
         sweep_lost_servers()
-        pre = preflight(self.profile, self.serve, force=self.force)
+        pre = preflight(self.profile, self.serve, force=self.force, evict=True)
+        for note in pre.notes:
+            self._say(note)
         for warning in pre.warnings:
             print(f"sparktui: warning: {warning}", file=sys.stderr, flush=True)
         self.command = build_command(self.profile, self.serve)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
         self.state = self._initial_state(log_path, pre.warnings, pre.fit)
+        self.reservation = pre.reservation
+        if pre.reservation is not None:
+            r = pre.reservation
+            self.state.reservation = pr.ReservationRecord(bytes=r.bytes, basis=r.basis, priority=r.priority)
         self.record.argv = self.command.argv
         self.record.runner = self.command.kind
         self.record.container = self.command.container
+        self.record.page_cache = pre.page_cache
 
         previous = {}
         if threading.current_thread() is threading.main_thread():  # only there can signals be handled
@@ -533,6 +641,7 @@ class Supervisor:
             reaper = self._start_reaper()
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
+            self._start_flight_recorder()
             self.tree = proc.spawn(self.command.argv, log_path, env)
             self._start_guard()
             self._serve_socket()  # before the save that records the tree: launch() returns on it
@@ -543,7 +652,13 @@ class Supervisor:
                 flush=True,
             )
             with Endpoint(base_url(self.serve.host, self.port), api_key=self.serve.api_key) as self.endpoint:
-                return self._loop(log_path)
+                while True:
+                    code = self._loop(log_path)
+                    restart = self._restart_log_path(code)
+                    if restart is None:
+                        return code
+                    log_path = restart
+                    self._respawn(log_path, env)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
@@ -603,6 +718,8 @@ class Supervisor:
                 return "guard"
             if self.requested:
                 return self.requested
+            if self.watch.restart_wanted.is_set():
+                return "wedge"
             if tree.returncode() is not None:
                 last = guard.last  # set before the guard signals: its trip may be what ended vLLM
                 return "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
@@ -643,12 +760,15 @@ class Supervisor:
     def _ingest(self, lines: list[str]) -> bool:
         changed = False
         for line in lines:
+            self.watch.on_line(line)
             if self.healthy and not any(probe in line for probe in PROBE_LINES):
                 self._note_activity()  # requests, stats: start-up lines are not load
             for event in self.summary.feed(line):
                 if isinstance(event, vllm_log.PhaseChanged):
                     changed = True
                     self._say(f"phase: {event.phase}")
+                    if self.guard is not None:
+                        self.guard.set_phase(event.phase)
                     continue
                 if isinstance(event, vllm_log.KVCacheSize):
                     self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
@@ -681,6 +801,10 @@ class Supervisor:
             metrics: dict[str, Any] = {"error": fetched.error, "at": time.time()}
         else:
             snapshot = fetched.snapshot
+            if self.watch.on_metrics(snapshot):
+                self.events.append({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
+            if self.guard is not None and self.summary.phase == "ready":
+                self.guard.set_phase("prefill" if self.watch.prefilling else "ready")
             stats = m.derive(snapshot, self._last_metrics)
             self._last_metrics = snapshot
             busy = bool(stats.running or stats.waiting)
@@ -717,7 +841,7 @@ class Supervisor:
             guard.close()
         if how == "kill":
             report = self._kill()
-        elif how == "stop":
+        elif how in ("stop", "wedge"):
             report = self._stop()
         returncode = tree.returncode()
         if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
@@ -728,7 +852,7 @@ class Supervisor:
             for event in self.summary.finish(returncode):
                 if not isinstance(event, vllm_log.PhaseChanged):
                     self.events.append(_event_dict(event))
-        reason = {"stop": "stopped", "kill": "killed", "guard": "guard"}.get(
+        reason = {"stop": "stopped", "kill": "killed", "guard": "guard", "wedge": "wedged"}.get(
             how, "failed" if self.summary.failure else "exited"
         )
         phase = self.summary.phase if how == "exited" else "stopped"
@@ -748,11 +872,15 @@ class Supervisor:
             print(f"sparktui: vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}", file=sys.stderr, flush=True)
         if how == "guard":
             return GUARD_EXIT
+        if how == "wedge":
+            return 1
         return 0 if how in ("stop", "kill") or returncode == 0 else 1
 
     # -- guard
 
     def _start_guard(self) -> None:
+        # Several servers on one machine: stop them in the declared order, only as many as must go.
+        order = None if self.reservation is None else StopOrder(self.reservation, self.grace_s)
         self.guard = Guard(
             self.tree,
             self.lines,
@@ -761,8 +889,23 @@ class Supervisor:
             on_warn=self._on_warn,
             on_trip=self._on_trip,
             on_report=self._on_report,
+            defer=None if order is None else self._deferral(order),
         )
         self.guard.start()
+
+    def _deferral(self, order: StopOrder) -> Callable[[Decision], str | None]:
+        """The stop order, with each new reason to wait recorded once as an event (status shows it)."""
+        said: list[str | None] = [None]
+
+        def defer(decision: Decision) -> str | None:
+            why = order(decision)
+            if why is not None and why != said[0]:
+                self.events.append({**_guard_event("GuardDeferred", decision), "why": why})
+                self._say(f"guard: {why}")
+            said[0] = why
+            return why
+
+        return defer
 
     def _on_warn(self, decision: Decision) -> None:
         self.events.append(_guard_event("GuardWarning", decision))
@@ -823,7 +966,81 @@ class Supervisor:
             subprocess.run(command.kill_argv, capture_output=True, timeout=20)
         return tree.kill()
 
+    # -- watch: flight recorder, restarts
+
+    def _watch_said(self, text: str) -> None:
+        self._say(text)
+        with self.lock:
+            if self.state is None:
+                return
+            self.events.append({"kind": "Watch", "t": time.time(), "text": text})
+        self._save()
+        if self.watch.restart_wanted.is_set():
+            self._wake()  # the loop sleeps until an event: a restart is one
+
+    def _start_flight_recorder(self) -> None:
+        header = FlightHeader(
+            port=self.port,
+            profile=self.profile.name,
+            model=self.serve.model,
+            boot_id=current_boot_id(),
+            started_at=self.record.started_at or time.time(),
+            supervisor_pid=os.getpid(),
+        )
+
+        def context() -> tuple[str, str, list[int]]:
+            tree = self.tree
+            pids = [] if tree is None else [i.pid for i in tree.recorded]
+            return self.summary.phase, self.record.status, pids
+
+        self.watch.start_recording(flight_dir(st.state_dir()), header, context)
+
+    def _restart_log_path(self, code: int) -> Path | None:
+        """After the server ended: a new log path when the profile asks for a restart and the
+        crash-loop breaker allows one; None to finish."""
+        exit_ = self.record.exit
+        if exit_ is None or self.requested or exit_.reason in ("stopped", "killed", "guard"):
+            return None
+        kind = "wedge" if exit_.reason == "wedged" else "crash"
+        failure = exit_.failure or {}
+        phase = self.summary.reached  # the furthest start-up phase ("ready" once it served)
+        detail = (
+            (self.watch.to_state()["wedge"].get("evidence") or "wedged")
+            if kind == "wedge"
+            else str(failure.get("message") or f"exit status {exit_.returncode}")
+        )
+        verdict = self.watch.may_restart(kind, phase, detail)
+        if verdict is None:
+            return None
+        if not verdict.restart:
+            self._say(f"{verdict.reason}:")
+            for f in verdict.failures:
+                self._say(f"  {f.line()}")
+            self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
+            with self.lock:
+                exit_.breaker = self.watch.to_state()["breaker"]
+            self._save()
+            return None
+        attempt = len(self.watch.restarts)
+        self._say(f"restarting after a {kind} in phase {phase} (restart {attempt}): {detail}")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}-r{attempt}.log"
+
+    def _respawn(self, log_path: Path, env: dict[str, str]) -> None:
+        self.summary = vllm_log.LogSummary()
+        self.healthy = False
+        self._last_metrics = None
+        self.tripped.clear()
+        self.trip_report = None
+        self.watch.reset_for_restart()
+        assert self.command is not None  # built by run() before the first launch
+        self.tree = proc.spawn(self.command.argv, log_path, env)
+        self._start_guard()
+        self._save(status="starting", phase=self.summary.phase, log_path=str(log_path), exit=None, ready_at=None)
+        self._say(f"vLLM pid {self.tree.pid} on {self.record.url}, log {log_path}")
+
     def _close(self) -> None:
+        self.watch.close(clean=True)
         if self._server is not None:
             try:
                 self._server.close()

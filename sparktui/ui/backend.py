@@ -1,182 +1,258 @@
-"""What the app needs from core and runtime, in one place, so the UI stays thin.
+"""What the panel needs from core and runtime, in one place, returning `ui.viewmodels`.
 
-Every call here may do I/O; the app calls them only from workers. A part of sparktui that is
-missing raises `Unavailable` with a sentence a person can act on; the UI shows it in place of
-the figures (never made-up data).
+Every call here may do I/O; the panes call them only from workers. A part that cannot work here
+raises `Unavailable` with a sentence a person can act on; the UI shows it in place of the
+figures (never made-up data). Modules that take long to import (the flag table, the fit engine,
+the supervisor) are imported inside the calls that need them, so the first frame does not wait.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
+import os
 import socket
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktui.errors import UserError
-from sparktui.runtime.protocol import GuardRecord, StateRecord
-from sparktui.ui.widgets.fitpanel import FitView
-from sparktui.ui.widgets.gauge import GpuView, GuardView
+from sparktui.runtime import memory as memory_mod
+from sparktui.runtime import state as state_mod
+from sparktui.runtime.logtail import LogTail
+from sparktui.runtime.protocol import GuardRecord, ProtocolError, StateRecord, condition_of
+from sparktui.ui.viewmodels import (
+    Diagnosis,
+    FitView,
+    GpuView,
+    GuardView,
+    Rows,
+    ServerStatus,
+    predicted_rows,
+)
+
+if TYPE_CHECKING:
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.fit import FitResult, Machine, Suggestion
+    from sparktui.core.modelspec import ModelSpec
+    from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
+    from sparktui.runtime.memory import GpuReport, MemorySample
+
+GuardLines = dict[str, float | None]  # warn_below_gib / term_below_gib / kill_below_gib
 
 
 class Unavailable(Exception):
     """This part cannot work here (no NVML, no vLLM, no supervisor…); str() says why."""
 
 
-def _module(name: str):
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        if exc.name and (exc.name == name or name.startswith(exc.name + ".")):
-            raise Unavailable(f"{name} is not available yet in this build of sparktui") from None
-        raise
-
-
-@dataclass
-class ServerStatus:
-    """A server the supervisor runs (whether or not this app started it)."""
-
-    state: str  # starting | ready | failed | stopping | stopped | exited
-    pid: int | None = None
-    log_path: Path | None = None
-    host: str = "127.0.0.1"
-    port: int = 8000
-    profile: str | None = None
-    detail: str = ""
-    guard: GuardView = field(default_factory=GuardView)
-    tree_bytes: int | None = None
-    tree_procs: int | None = None
-    phase: str | None = None
-    trip: dict[str, Any] | None = None  # the guard's TripReport, when it stopped this server
-
-
 class Backend:
     """The live implementation over sparktui.core and sparktui.runtime."""
+
+    _history_cache: tuple[tuple[Path, int], Any] | None = None
 
     def host(self) -> str:
         return socket.gethostname()
 
     # -- memory and GPU ---------------------------------------------------------------------------
-    def memory(self):
-        return _module("sparktui.runtime.memory").read_memory()
+    def memory(self) -> MemorySample:
+        return memory_mod.read_memory()
 
     def gpu(self) -> GpuView:
-        memory = _module("sparktui.runtime.memory")
-        info = memory.read_gpu()
-        return gpu_view(info)
+        return gpu_view(memory_mod.read_gpu())
 
     # -- profiles, models, fit --------------------------------------------------------------------
-    def list_profiles(self) -> list[Any]:
-        """ProfileRef (name, path, source, description) for the shipped and the user's profiles."""
-        return _module("sparktui.core.profiles").list_profiles()
+    def list_profiles(self) -> list[ProfileRef]:
+        """The user's profiles first, then the shipped ones, each sorted by name."""
+        from sparktui.core.profiles import list_profiles
 
-    def load_profile(self, name_or_path: str | Path):
-        return _module("sparktui.core.profiles").load_profile(name_or_path)
+        return sorted(list_profiles(), key=lambda ref: (ref.source != "user", ref.name))
 
-    def save_profile(self, profile, path: Path) -> None:
-        _module("sparktui.core.profiles").save_profile(profile, path)
+    def load_profile(self, name_or_path: str | Path) -> Profile:
+        from sparktui.core.profiles import load_profile
 
-    def model_spec(self, model: str):
-        return _module("sparktui.core.modelspec").load_model_spec(model)
+        return load_profile(name_or_path)
+
+    def save_profile(self, profile: Profile, path: Path) -> None:
+        from sparktui.core.profiles import save_profile
+
+        save_profile(profile, path)
+
+    def model_spec(self, model: str) -> ModelSpec:
+        # a repo id that is not downloaded: its configs and safetensors headers are fetched (once,
+        # cached; never with HF_HUB_OFFLINE=1). This runs in a worker, off the UI thread.
+        from sparktui.core.modelspec import load_model_spec
+        from sparktui.runtime.hub import HubFetcher
+
+        return load_model_spec(model, fetcher=HubFetcher())
 
     def local_models(self) -> list[str]:
         """Repo ids in the local Hugging Face cache (with a config.json), then the built-in catalog."""
-        modelspec = _module("sparktui.core.modelspec")
+        from sparktui.core.modelspec import catalog_names, hub_dirs
+
         cached: list[str] = []
-        for hub in modelspec.hub_dirs():
+        for hub in hub_dirs():
             for folder in sorted(hub.glob("models--*")):
                 if any(folder.glob("snapshots/*/config.json")):
                     repo = folder.name.removeprefix("models--").replace("--", "/")
                     if repo not in cached:
                         cached.append(repo)
-        catalog = [name for name in modelspec.catalog_names() if name not in cached]
-        return cached + catalog
+        return cached + [name for name in catalog_names() if name not in cached]
 
-    def machine(self, name: str):
-        fit_module = _module("sparktui.core.fit")
-        meminfo = None
-        if str(name).strip().lower() == "auto":
-            meminfo = Path("/proc/meminfo").read_text()
-        return fit_module.machine_from_name(name, meminfo)
+    def machine(self, name: str) -> Machine:
+        from sparktui.core.fit import machine_from_name
 
-    def fit(self, config, spec, machine, sample) -> FitView:
+        meminfo = Path("/proc/meminfo").read_text() if str(name).strip().lower() == "auto" else None
+        return machine_from_name(name, meminfo)
+
+    def fit(self, config: ServeConfig, spec: ModelSpec, machine: Machine, sample: MemorySample | None) -> FitView:
         """Fit against this host's MemAvailable only when the profile's machine is this host."""
-        fit_module = _module("sparktui.core.fit")
-        live = sample is not None and fit_module.reading_applies(machine, sample.mem_total)
-        mem_available = sample.mem_available if live else None
-        view = fit_view(fit_module.fit(config, spec, machine, mem_available=mem_available), machine)
+        from sparktui.core.fit import fit, reading_applies
+
+        live = sample is not None and reading_applies(machine, sample.mem_total)
+        mem_available = sample.mem_available if sample is not None and live else None
+        view = fit_view(fit(config, spec, machine, mem_available=mem_available), machine)
         view.mem_available_live = live
         view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
+        view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
         return view
 
-    # -- the server, through the supervisor ---------------------------------------------------------
-    def runner_problem(self, profile) -> str | None:
-        """Why this profile's vLLM cannot be started here (not installed, bad runner), or None."""
-        runner = _module("sparktui.runtime.runner")
+    def _speed_line(
+        self, config: ServeConfig, spec: ModelSpec, machine: Machine, view: FitView, this_host: bool
+    ) -> str | None:
+        """The predicted speed for a machine known only by SPARKTUI_BANDWIDTH_GBS, and, once
+        `sparktui bench` has measured this model here, the measurement beside the prediction."""
+        from sparktui.core import speed as sp
+        from sparktui.core.modelspec import online_quantized
+
+        hardware = sp.with_bandwidth(
+            sp.hardware_for(machine.name, machine.mem_total, machine.unified),
+            sp.bandwidth_from_env(os.environ),
+            machine.name,
+        )
+        if hardware is None or view.max_concurrency is None:
+            return None
+        spec = online_quantized(spec, config.quantization)
+        length = config.max_model_len or spec.max_position_embeddings or 8192
+        runs = self._bench_runs(config) if (this_host or machine.name == "auto") else []
+        if runs:
+            est, pairs = sp.calibrated(
+                spec, config, hardware, runs, max_model_len=length, max_concurrency=view.max_concurrency
+            )
+            return f"{sp.summary_line(est)}\n{sp.measured_line(*pairs[-1])}"
+        est = sp.estimate_for_config(spec, config, hardware, max_model_len=length, max_concurrency=view.max_concurrency)
+        return sp.summary_line(est)
+
+    def _bench_runs(self, config: ServeConfig) -> list[Any]:
+        """This model's levels in `sparktui bench`'s history (re-read only when the file changes)."""
+        from sparktui.core import bench_history as history
+        from sparktui.paths import bench_history_path
+
+        path = bench_history_path()
         try:
-            runner.build_command(profile)
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            return []
+        cached = self._history_cache
+        if cached is None or cached[0] != (path, stamp):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                cached = ((path, stamp), history.parse_history(fh))
+            self._history_cache = cached
+        return list(history.matching(cached[1], config.model, quantization=config.quantization))
+
+    # -- the server, through the supervisor ---------------------------------------------------------
+    def runner_problem(self, profile: Profile) -> str | None:
+        """Why this profile's vLLM cannot be started here (not installed, bad runner), or None."""
+        from sparktui.runtime.runner import build_command
+
+        try:
+            build_command(profile)
         except UserError as exc:
             return str(exc)
         return None
 
     def attach(self, port: int | None = None) -> ServerStatus | None:
-        """The server on `port` (the one this app follows), else the newest live one, else None."""
-        state_mod = _module("sparktui.runtime.state")
-        if port is not None:
-            try:
-                state = state_mod.read_state(state_mod.state_path(port))
-            except UserError as exc:  # a wrong-shaped state file
-                raise Unavailable(str(exc)) from None
-            if state is not None:
-                return self._with_tree(server_status(state_mod.with_liveness(state)))
-        live = [s for s in state_mod.list_states() if s.alive]
-        return self._with_tree(server_status(live[0])) if live else None
+        """The server on `port` (the one this app follows), else the newest live one, else None.
+
+        A live server is asked through its socket (a `status` request): that is also what keeps
+        the supervisor reading /metrics while the panel watches."""
+        try:
+            if port is not None:
+                record = state_mod.read_state(state_mod.state_path(port))
+                if record is not None:
+                    return self._with_tree(server_status(self._live(state_mod.with_liveness(record))))
+            live = [s for s in state_mod.list_states() if s.alive]
+        except ProtocolError as exc:  # a wrong-shaped state file
+            raise Unavailable(str(exc)) from None
+        return self._with_tree(server_status(self._live(live[0]))) if live else None
+
+    def _live(self, record: StateRecord) -> StateRecord:
+        if not record.alive:
+            return record
+        from sparktui.runtime.protocol import StatusRequest
+
+        try:
+            reply = state_mod.request(record.port, StatusRequest(cmd="status"), timeout=5)
+        except (UserError, OSError):
+            return record  # the file is still the truth
+        if reply.state is None:
+            return record
+        reply.state.alive = True
+        return reply.state
 
     def _with_tree(self, status: ServerStatus) -> ServerStatus:
-        if status.pid and status.state in ("starting", "ready", "stopping"):
+        if status.pid and status.live:
             try:
-                tree = _module("sparktui.runtime.memory").tree_memory(status.pid)
-                status.tree_bytes, status.tree_procs = tree.total_bytes, len(tree.pids)
-            except (Unavailable, OSError):
-                pass
+                tree = memory_mod.tree_memory(status.pid)
+            except OSError:
+                return status
+            from dataclasses import replace
+
+            return replace(status, tree_bytes=tree.total_bytes, tree_procs=len(tree.pids))
         return status
 
-    def launch(self, profile, force: bool = False) -> ServerStatus:
+    def launch(self, profile: Profile, force: bool = False) -> ServerStatus:
         """Start a detached supervisor; force: start even what the preflight fit refuses."""
-        supervisor = _module("sparktui.runtime.supervisor")
+        from sparktui.runtime import supervisor
+
         return server_status(supervisor.launch(profile, detach=True, force=force))
 
     def stop(self, status: ServerStatus) -> ServerStatus:
-        return server_status(_module("sparktui.runtime.supervisor").stop(status.port))
+        from sparktui.runtime import supervisor
+
+        return server_status(supervisor.stop(status.port))
 
     def kill(self, status: ServerStatus) -> ServerStatus:
-        return server_status(_module("sparktui.runtime.supervisor").kill(status.port))
+        from sparktui.runtime import supervisor
 
-    def restart(self, status: ServerStatus, profile) -> ServerStatus:
-        supervisor = _module("sparktui.runtime.supervisor")
-        if status is not None and status.state in ("starting", "ready", "stopping"):
+        return server_status(supervisor.kill(status.port))
+
+    def restart(self, status: ServerStatus | None, profile: Profile) -> ServerStatus:
+        from sparktui.runtime import supervisor
+
+        if status is not None and status.live:
             supervisor.stop(status.port)
         return server_status(supervisor.launch(profile, detach=True))
 
     def set_guard(
-        self, status: ServerStatus, armed: bool | None = None, lines: dict[str, Any] | None = None
-    ) -> GuardView:
-        """Arm/disarm or move the lines of the guard of a running server, through its supervisor."""
-        state_mod = _module("sparktui.runtime.state")
-        reply = state_mod.request(status.port, state_mod.guard_request(armed, lines), timeout=5)
+        self, status: ServerStatus, armed: bool | None = None, lines: GuardLines | None = None
+    ) -> ServerStatus:
+        """Arm/disarm and/or move the lines of the guard of a running server, live, through its supervisor."""
+        try:
+            reply = state_mod.request(status.port, state_mod.guard_request(armed, lines), timeout=10)
+        except UserError as exc:
+            raise Unavailable(str(exc)) from None
         if not reply.ok or reply.state is None:
             raise Unavailable(
                 f"the supervisor on port {status.port} cannot change its guard: {reply.error or 'no reason given'}"
             )
-        return guard_view(reply.state.guard, reply.state.trip)
+        reply.state.alive = True
+        return self._with_tree(server_status(reply.state))
 
-    def default_guard_lines(self, settings) -> dict[str, Any]:
+    def default_guard_lines(self, settings: GuardSettings) -> GuardLines:
         """The profile's guard lines with the guard's defaults filled in (GiB)."""
-        guard = _module("sparktui.runtime.guard")
-        lines = guard.GuardLines.from_settings(settings)
+        from sparktui.runtime.guard import GuardLines as Lines
+
+        lines = Lines.from_settings(settings)
         return {
             "warn_below_gib": lines.warn_below_gib,
             "term_below_gib": lines.term_below_gib,
@@ -185,48 +261,57 @@ class Backend:
 
     def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
         """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""
-        logtail = _module("sparktui.runtime.logtail")
         # Small reads keep each hold of the GIL short, so keys stay quick while a flood is read.
-        with logtail.LogTail(path, keep=1, chunk_bytes=1 << 16) as tail:
+        with LogTail(path, keep=1, chunk_bytes=1 << 16) as tail:
             yield from tail.follow(interval_s=0.1, stop=stop)
 
-    def metrics(self, status: ServerStatus, previous: Any) -> tuple[Any, list[tuple[str, str]]]:
-        """Fetch /metrics from the server and derive the live figures (rates need `previous`)."""
-        import time
 
-        import httpx
-
-        from sparktui.core.metrics import MetricsError, derive, parse_metrics
-
-        url = f"http://{status.host}:{status.port}/metrics"
-        try:
-            response = httpx.get(url, timeout=2.0)
-            response.raise_for_status()
-            snapshot = parse_metrics(response.text, time.time())
-        except (httpx.HTTPError, MetricsError) as exc:
-            raise Unavailable(f"{url}: {exc}") from None
-        return snapshot, metric_figures(derive(snapshot, previous))
+# ---------------------------------------------------------------- records → views
 
 
-def metric_figures(stats: Any) -> list[tuple[str, str]]:
-    def num(value, fmt):
+def metric_rows(metrics: Mapping[str, Any] | None) -> Rows:
+    """The supervisor's /metrics figures (its state record) as the server pane shows them."""
+    if not metrics:
+        return ()
+    if metrics.get("error"):
+        return (("metrics", str(metrics["error"])),)
+
+    def num(key: str, fmt: str) -> str:
+        value = metrics.get(key)
         return "n/a" if value is None else fmt.format(value)
 
-    return [
-        ("KV", num(stats.kv_cache_usage_pct, "{:.1f}%")),
-        ("run", num(stats.running, "{:.0f}")),
-        ("wait", num(stats.waiting, "{:.0f}")),
-        ("gen", num(stats.generation_tokens_per_s, "{:.1f} tok/s")),
-        ("prompt", num(stats.prompt_tokens_per_s, "{:.1f} tok/s")),
+    return (
+        ("KV", num("kv_cache_usage_pct", "{:.1f}%")),
+        ("run", num("running", "{:.0f}")),
+        ("wait", num("waiting", "{:.0f}")),
+        ("gen", num("generation_tokens_per_s", "{:.1f} tok/s")),
+        ("prompt", num("prompt_tokens_per_s", "{:.1f} tok/s")),
         ("", ""),
-        ("TTFT p50", num(stats.ttft_p50_s, "{:.2f}s")),
-        ("p95", num(stats.ttft_p95_s, "{:.2f}s")),
-    ]
+        ("TTFT p50", num("ttft_p50_s", "{:.2f}s")),
+        ("p95", num("ttft_p95_s", "{:.2f}s")),
+    )
 
 
-def guard_view(guard: GuardRecord | None, trip: dict[str, Any] | None) -> GuardView:
-    """The supervisor's guard record (armed, state: starting|watching|disarmed|tripped, lines,
-    last) in the gauge's words."""
+def actual_rows(summary: Mapping[str, Any] | None) -> Rows:
+    """What vLLM's log said (the supervisor's summary of it)."""
+    s = summary or {}
+    rows: list[tuple[str, str]] = []
+    if s.get("available_kv_gib") is not None:
+        rows.append(("KV GiB", f"{s['available_kv_gib']:.2f}"))
+    if s.get("kv_cache_tokens") is not None:
+        rows.append(("KV tokens", f"{s['kv_cache_tokens']:,}"))
+    if s.get("max_concurrency") is not None:
+        rows.append(("concurrency", f"{s['max_concurrency']:.2f}x"))
+    if s.get("weights_gib") is not None:
+        rows.append(("weights GiB", f"{s['weights_gib']:.2f}"))
+    return tuple(rows)
+
+
+def guard_view(guard: GuardRecord | None, trip: Mapping[str, Any] | None, live: bool) -> GuardView:
+    """The supervisor's guard record in the memory pane's words.
+
+    What the guard watched is shown only while the server lives: a stopped server's last reading
+    is history, not the guard's view of memory now."""
     if guard is None:
         return GuardView(state="tripped" if trip else "disarmed", last_trip=trip_text(trip) if trip else None)
     if trip or guard.state == "tripped":
@@ -235,10 +320,9 @@ def guard_view(guard: GuardRecord | None, trip: dict[str, Any] | None) -> GuardV
         state = "armed"
     else:
         state = "disarmed"
-    lines = guard.lines
-    last = guard.last
+    lines, last = guard.lines, guard.last
     detail = None
-    if last and state == "armed":
+    if live and last and state == "armed":
         detail = (
             f"watching: MemAvailable {last.available_gib:.1f} GiB, "
             f"{'falling' if last.rate_gib_s > 0 else 'change'} {abs(last.rate_gib_s):.2f} GiB/s, "
@@ -254,60 +338,64 @@ def guard_view(guard: GuardRecord | None, trip: dict[str, Any] | None) -> GuardV
     )
 
 
-def trip_text(trip: dict[str, Any] | str) -> str:
-    """The guard's TripReport (as recorded by the supervisor) in a few words."""
+def trip_text(trip: Mapping[str, Any] | str) -> str:
+    """The guard's TripReport (as recorded by the supervisor) in a few lines."""
     if isinstance(trip, str):
         return trip
-    try:
-        from sparktui.runtime.guard import TripReport
+    from sparktui.runtime.guard import TripReport
 
+    try:
         return TripReport(**trip).summary()
-    except (ImportError, TypeError):
+    except TypeError:
         return json.dumps(trip, default=str)
 
 
-def server_status(state: StateRecord) -> ServerStatus:
-    """The supervisor's state record in the app's words."""
-    status = state.status
-    exit_info = state.exit
-    if status == "running":
-        ui_state = "ready"
-    elif status in ("starting", "stopping", "lost"):
-        ui_state = status
-    else:  # exited: why
-        reason = exit_info.reason if exit_info else None
-        ui_state = {"stopped": "stopped", "killed": "killed", "failed": "failed", "guard": "tripped"}.get(
-            reason or "", "exited"
-        )
-    pid = state.tree.pid if state.tree else None
-    detail = ""
-    if ui_state in ("starting", "ready", "stopping"):
-        detail = f"pid {pid or '?'}  {state.url or ''}"
-    elif exit_info:
-        detail = f"{exit_info.reason} (exit {exit_info.returncode})"
-    elif ui_state == "lost":
-        detail = state.lost_reason or "its supervisor died; the next launch sweeps what it left"
+TRIP_HINT = (
+    "Memory ran short while vLLM ran. Lower --gpu-memory-utilization or --max-model-len / "
+    "--max-num-seqs, use --kv-cache-dtype fp8, or free memory used by other programs; "
+    "the guard's lines are in the profile's [guard] table (Ctrl+G)."
+)
+
+
+def server_status(record: StateRecord) -> ServerStatus:
+    """The supervisor's state record in the panel's words."""
+    condition = condition_of(record)
+    exit_info = record.exit
+    trip = record.trip
+    failure = (exit_info.failure if exit_info else None) or (record.summary or {}).get("failure")
+    diagnosis = None
+    if trip:
+        diagnosis = Diagnosis("memory guard trip", trip_text(trip), TRIP_HINT)
+    elif condition.condition == "failed" and failure:
+        diagnosis = Diagnosis(str(failure.get("kind")), str(failure.get("message")), str(failure.get("hint") or ""))
+    fit = record.preflight.fit or {}
     return ServerStatus(
-        state=ui_state,
-        pid=pid,
-        log_path=Path(state.log_path) if state.log_path else None,
-        host="127.0.0.1" if state.host in ("0.0.0.0", "") else state.host,
-        port=state.port,
-        profile=state.profile,
-        detail=detail,
-        guard=guard_view(state.guard, state.trip),
-        phase=state.phase,
-        trip=state.trip,
+        condition=condition,
+        returncode=exit_info.returncode if exit_info else None,
+        port=record.port,
+        host="127.0.0.1" if record.host in ("0.0.0.0", "") else record.host,
+        pid=record.tree.pid if record.tree else None,
+        url=record.url or "",
+        log_path=Path(record.log_path) if record.log_path else None,
+        profile=record.profile,
+        profile_path=Path(record.profile_path) if record.profile_path else None,
+        started_at=record.started_at,
+        guard=guard_view(record.guard, trip, record.running),
+        trip=trip_text(trip) if trip else None,
+        diagnosis=diagnosis,
+        predicted=predicted_rows(fit.get("kv_cache_bytes"), fit.get("kv_cache_tokens"), fit.get("max_concurrency")),
+        actual=actual_rows(record.summary),
+        metrics=metric_rows(record.metrics) if condition.condition == "ready" else (),
     )
 
 
-def gpu_view(report: Any) -> GpuView:
-    """The sampler's GpuReport in the gauge's words; a missing figure says why."""
+def gpu_view(report: GpuReport) -> GpuView:
+    """The sampler's GpuReport in the memory pane's words; a missing figure says why."""
     if not report.available or not report.gpus:
-        return GpuView(note=report.reason or "no NVIDIA GPU found")
+        return GpuView(note=report.reason or "no NVIDIA GPU found", present=False)
     g = report.gpus[0]
 
-    def fmt(value, unit, digits=0):
+    def fmt(value: float | None, unit: str, digits: int = 0) -> str:
         return "n/a" if value is None else f"{value:.{digits}f}{unit}"
 
     return GpuView(
@@ -319,9 +407,9 @@ def gpu_view(report: Any) -> GpuView:
     )
 
 
-def fit_view(result: Any, machine: Any) -> FitView:
+def fit_view(result: FitResult, machine: Machine | None) -> FitView:
     """A FitResult as the fit panel draws it: vLLM's claim from the left (weights, activations,
-    CUDA graphs, KV cache, CUDA context), then what stays for the OS, then headroom."""
+    CUDA graphs, KV cache, CUDA context), then what the OS keeps (unified memory) or spare."""
 
     b = result.budget
     pool = b.get("mem_total") or b["total"]
@@ -334,11 +422,12 @@ def fit_view(result: Any, machine: Any) -> FitView:
     ]
     claimed = sum(n for _, _, n in segments)
     rest = max(0, pool - claimed)
-    if machine is not None and getattr(machine, "unified", False):
-        reserve = min(rest, machine.os_need)
-        segments.append(("os", "OS", reserve))
-        rest -= reserve
-    segments.append(("headroom", "spare", rest))
+    if machine is not None and machine.unified:
+        # On unified memory everything beside vLLM's claim is the OS's: one segment, with the
+        # figure the fit's reasons give ("the OS keeps …").
+        segments.append(("os", "OS keeps", b.get("os_left", rest)))
+    else:
+        segments.append(("headroom", "spare", rest))
     return FitView(
         verdict=result.verdict,
         reasons=list(result.reasons),
@@ -354,22 +443,26 @@ def fit_view(result: Any, machine: Any) -> FitView:
     )
 
 
-def model_flag_suggestions(spec: Any, config: Any, present: list[Any]) -> list[Any]:
+def model_flag_suggestions(spec: ModelSpec, config: ServeConfig, present: list[Suggestion]) -> list[Suggestion]:
     """The flags the model's family needs, as fit-panel suggestions a key applies (never applied
     unasked); a field the fit's own suggestions already change is left to them."""
-    fit_module = _module("sparktui.core.fit")
+    from sparktui.core.fit import Suggestion
+    from sparktui.core.model_flags import suggest_flags
+
     taken = {name for s in present for name in s.changes}
-    out = []
-    for flag in _module("sparktui.core.model_flags").suggest_flags(spec, config):
+    out: list[Suggestion] = []
+    for flag in suggest_flags(spec, config):
         changes = flag.changes(config)
         if changes and not (set(changes) & taken):
-            out.append(fit_module.Suggestion(f"add {' '.join(flag.argv())}: {flag.why}", changes))
+            out.append(Suggestion(f"add {' '.join(flag.argv())}: {flag.why}", changes))
             taken |= set(changes) - {"extra_args"}
     return out
 
 
-def _speed_line(result: Any) -> str | None:
+def _speed_line(result: FitResult) -> str | None:
     speed = getattr(result, "speed", None)
     if speed is None:
         return None
-    return _module("sparktui.core.speed").summary_line(speed)
+    from sparktui.core.speed import summary_line
+
+    return summary_line(speed)

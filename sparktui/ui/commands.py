@@ -1,58 +1,60 @@
-"""The command palette (Ctrl+P): everything the keys do, plus load profile / switch theme /
-apply a particular suggestion."""
+"""The command palette (Ctrl+P): every action of `ui.actions` with its current key, plus load a
+profile, switch theme, apply a particular suggestion, show a pane."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from sparktui.ui.actions import key_label, keys_for, palette_actions
+from sparktui.ui.panes import PANES
+
+if TYPE_CHECKING:
+    from sparktui.core.profiles import ProfileRef
+
 
 class SparkCommands(Provider):
+    profiles: list[ProfileRef] = []
+
     async def startup(self) -> None:
         """The profiles, read once per palette opening (off the UI thread)."""
+        app: Any = self.app
         try:
-            self.profiles = await asyncio.to_thread(self.app.backend.list_profiles)
+            self.profiles = await asyncio.to_thread(app.backend.list_profiles)
         except Exception:  # the palette still works without them; Ctrl+O says what is wrong
             self.profiles = []
 
-    def _commands(self) -> list[tuple[str, object, str]]:
-        app = self.app
-        items: list[tuple[str, object, str]] = [
-            ("Launch the server", app.action_launch, "start vLLM with this configuration (F5)"),
-            ("Stop the server", app.action_stop, "SIGTERM to the process group, then SIGKILL after grace (F6)"),
-            ("Restart the server", app.action_restart, "stop, then launch again (F7)"),
-            ("Kill the server now", app.action_kill, "SIGKILL the whole tree at once, after one confirmation (F8)"),
-            ("Arm / disarm the guard", app.action_toggle_guard, "F9"),
-            ("Edit the guard lines", app.action_guard_lines, "warn / term / kill thresholds in GiB (Ctrl+G)"),
-            ("Open a profile…", app.action_open_profile, "Ctrl+O"),
-            ("Save the profile", app.action_save, "Ctrl+S"),
-            ("Save the profile as…", app.action_save_as, "F2"),
-            ("Pick a model from the local cache", app.action_pick_model, "F3"),
-            ("Paste a vllm serve command", app.action_paste_command, "F4"),
-            ("Show the keys", app.action_help, "F1"),
-        ]
-        for ref in getattr(self, "profiles", []):
+    def _commands(self) -> list[tuple[str, Callable[[], object], str]]:
+        app: Any = self.app
+        items: list[tuple[str, Callable[[], object], str]] = []
+        for action in palette_actions():
+            run = partial(app.call_later, app.run_action, action.palette_action)
+            items.append((action.title, run, key_label(keys_for(action, app.keymap))))
+        for ref in self.profiles:
             items.append(
                 (
                     f"Load profile: {ref.name}",
-                    partial(app.load_profile, ref.path),
+                    partial(app.query_one("#config-pane").load_profile, ref.path),
                     f"{ref.source}: {ref.description}".strip(),
                 )
             )
         for name in app.sparktui_themes():
             items.append((f"Theme: {name}", partial(setattr, app, "theme", name), "switch theme (saved)"))
-        for i, suggestion in enumerate(app.fit_view.applicable, 1):
+        fit = app.fit
+        for i, suggestion in enumerate(fit.applicable if fit is not None else [], 1):
             items.append(
                 (
                     f"Apply suggestion {i}: {suggestion.text}",
-                    partial(app.action_apply_suggestion, i),
+                    partial(app.call_later, app.run_action, f"pane('config', 'apply_suggestion({i})')"),
                     "change the form as the fit engine suggests",
                 )
             )
-        for pane in ("config", "server", "memory"):
-            items.append((f"Show the {pane} pane", partial(app.show_pane, pane), "Ctrl+N cycles panes"))
+        for pane in PANES:
+            items.append((f"Show the {pane.NAME} pane", partial(app.show_pane, pane.NAME), "Ctrl+N cycles panes"))
         return items
 
     async def discover(self) -> Hits:

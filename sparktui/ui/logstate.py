@@ -1,9 +1,10 @@
-"""What the launch pane shows from the log: feeds `sparktui.core.vllm_log.LogSummary` and reads
-back the phase, the figures vLLM reported, and the failure diagnosis (in the tail worker)."""
+"""What the server pane reads from the log as it is tailed: feeds `sparktui.core.vllm_log.LogSummary`
+and reads back the phase, the figures vLLM reported, and the failure diagnosis (in the tail worker)."""
 
 from __future__ import annotations
 
 from sparktui.core.vllm_log import LogSummary
+from sparktui.ui.viewmodels import Diagnosis, LogProgress, Rows
 
 
 class LogState:
@@ -21,7 +22,7 @@ class LogState:
     def reached(self) -> str:
         return self.summary.reached
 
-    def actual(self) -> list[tuple[str, str]]:
+    def actual(self) -> Rows:
         s = self.summary
         rows = []
         if s.available_kv_gib is not None:
@@ -32,8 +33,11 @@ class LogState:
             rows.append(("concurrency", f"{s.max_concurrency:.2f}x"))
         if s.weights_gib is not None:
             rows.append(("weights GiB", f"{s.weights_gib:.2f}"))
-        return rows
+        return tuple(rows)
 
-    def diagnosis(self) -> tuple[str, str, str] | None:
+    def diagnosis(self) -> Diagnosis | None:
         f = self.summary.failure
-        return None if f is None else (f.kind, f.message, f.hint)
+        return None if f is None else Diagnosis(f.kind, f.message, f.hint)
+
+    def progress(self) -> LogProgress:
+        return LogProgress(self.phase, self.reached, self.actual(), self.diagnosis())

@@ -1,63 +1,67 @@
-"""Messages the workers post to the app (results of I/O, never raw callbacks)."""
+"""Messages between the panes and the app. Payloads are typed view models (ui.viewmodels) or
+core objects; a pane posts, the app updates its shared reactives, and data binding carries the
+new values into every pane."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+if TYPE_CHECKING:
+    from sparktui.core.profiles import GuardSettings, Profile
+    from sparktui.runtime.memory import MemorySample
+    from sparktui.ui.viewmodels import FitView, ServerStatus
+
+
+class ProfileChanged(Message):
+    """The working profile: the loaded one with the form's edits (None: no valid form yet)."""
+
+    def __init__(self, profile: Profile | None) -> None:
+        super().__init__()
+        self.profile = profile
+
+
+class FitChanged(Message):
+    def __init__(self, fit: FitView) -> None:
+        super().__init__()
+        self.fit = fit
+
+
+class ServerChanged(Message):
+    """The supervisor's view of the server, after an action or a poll (None: none known)."""
+
+    def __init__(self, status: ServerStatus | None) -> None:
+        super().__init__()
+        self.status = status
+
 
 class MemorySampled(Message):
-    def __init__(self, sample: Any, gpu: Any, error: str | None) -> None:
+    def __init__(self, sample: MemorySample) -> None:
         super().__init__()
-        self.sample, self.gpu, self.error = sample, gpu, error
+        self.sample = sample
 
 
-class SpecLoaded(Message):
-    def __init__(self, model: str, spec: Any, machine: Any, error: str | None) -> None:
+class GuardSettingsEdited(Message):
+    """No server runs: the guard the profile launches with changed (Ctrl+S saves it)."""
+
+    def __init__(self, settings: GuardSettings) -> None:
         super().__init__()
-        self.model, self.spec, self.machine, self.error = model, spec, machine, error
+        self.settings = settings
 
 
-class ProfileLoaded(Message):
-    def __init__(self, profile: Any, error: str | None, source: str) -> None:
+class ShowPane(Message):
+    def __init__(self, pane: str) -> None:
         super().__init__()
-        self.profile, self.error, self.source = profile, error, source
+        self.pane = pane
 
 
-class ServerUpdate(Message):
-    """The supervisor's view of the server, after an action or a poll."""
+class WorkerFailed(Message):
+    """A worker died of an exception nobody expected; `what` says what it was doing."""
 
-    def __init__(self, status: Any, error: str | None = None, action: str = "poll") -> None:
+    def __init__(self, what: str, error: BaseException) -> None:
         super().__init__()
-        self.status, self.error, self.action = status, error, action
-
-
-class LogBatch(Message):
-    """New log lines, and what the log parser made of everything so far."""
-
-    def __init__(
-        self,
-        lines: list[str],
-        phase: str,
-        reached: str,
-        actual: list[tuple[str, str]],
-        diagnosis: tuple[str, str, str] | None,
-    ) -> None:
-        super().__init__()
-        self.lines, self.phase, self.reached, self.actual, self.diagnosis = lines, phase, reached, actual, diagnosis
-
-
-class LogUnavailable(Message):
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
-
-
-class MetricsUpdate(Message):
-    def __init__(self, figures: list[tuple[str, str]], snapshot: Any, error: str | None) -> None:
-        super().__init__()
-        self.figures, self.snapshot, self.error = figures, snapshot, error
+        self.what, self.error = what, error
 
 
 class Notice(Message):

@@ -30,7 +30,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog danger"):
-            yield Label(self.question, classes="dialog-title")
+            yield Static(self.question, classes="dialog-title")
             yield Label("y: yes    n / Esc: no", classes="dialog-hint")
 
     def action_answer(self, yes: bool) -> None:
@@ -42,13 +42,18 @@ class PromptScreen(ModalScreen[object]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
 
-    def __init__(self, title: str, check: Callable[[str], object], value: str = "", placeholder: str = "") -> None:
+    def __init__(
+        self, title: str, check: Callable[[str], object], value: str = "", placeholder: str = "", hint: str = ""
+    ) -> None:
         super().__init__()
         self.title_text, self.check, self.value, self.placeholder = title, check, value, placeholder
+        self.hint = hint
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.title_text, classes="dialog-title")
+            yield Static(self.title_text, classes="dialog-title")
+            if self.hint:
+                yield Static(self.hint, classes="dialog-note")
             yield Input(value=self.value, placeholder=self.placeholder, id="prompt-input")
             yield Static("", id="prompt-error", classes="dialog-error")
             yield Label("Enter: apply    Esc: cancel", classes="dialog-hint")
@@ -67,26 +72,57 @@ class PromptScreen(ModalScreen[object]):
 
 
 class ChoiceScreen(ModalScreen[object]):
-    """Pick one of `options` ((label, value) pairs)."""
+    """Pick one of `options` ((label, value) pairs); typing filters them."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="choice.cancel")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="choice.cancel"),
+        Binding("down", "move(1)", "Down", show=False, id="choice.down"),
+        Binding("up", "move(-1)", "Up", show=False, id="choice.up"),
+    ]
 
     def __init__(self, title: str, options: list[tuple[str, object]], empty: str = "nothing to choose from") -> None:
         super().__init__()
         self.title_text, self.options, self.empty = title, options, empty
+        self.shown: list[int] = list(range(len(options)))  # indexes into options, as listed now
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.title_text, classes="dialog-title")
+            yield Static(self.title_text, classes="dialog-title")
             if self.options:
+                yield Input(placeholder="type to filter", id="choice-filter", compact=True)
                 yield OptionList(*(Option(label, id=str(i)) for i, (label, _) in enumerate(self.options)), id="choices")
             else:
                 yield Static(self.empty, classes="dialog-error")
             yield Label("Enter: choose    Esc: cancel", classes="dialog-hint")
 
+    def on_mount(self) -> None:
+        if self.options:
+            self.query_one(OptionList).highlighted = 0
+
+    @on(Input.Changed, "#choice-filter")
+    def _filter(self, event: Input.Changed) -> None:
+        words = event.value.lower().split()
+        self.shown = [i for i, (label, _) in enumerate(self.options) if all(w in label.lower() for w in words)]
+        options = self.query_one(OptionList)
+        options.clear_options()
+        options.add_options([Option(self.options[i][0], id=str(i)) for i in self.shown])
+        options.highlighted = 0 if self.shown else None
+
+    def action_move(self, step: int) -> None:
+        options = self.query_one(OptionList)
+        if self.shown:
+            current = options.highlighted if options.highlighted is not None else -step
+            options.highlighted = max(0, min(len(self.shown) - 1, current + step))
+
+    @on(Input.Submitted, "#choice-filter")
+    def _submitted(self) -> None:
+        options = self.query_one(OptionList)
+        if options.highlighted is not None and self.shown:
+            self.dismiss(self.options[self.shown[options.highlighted]][1])
+
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self.options[int(event.option.id)][1])
+        self.dismiss(self.options[int(event.option.id or 0)][1])
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -103,15 +139,15 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         table = Text()
-        table.append(f"{'Key':<14}{'Action':<34}Binding id\n", "bold")
+        width = max([len(key) for key, _, _ in self.rows] + [3]) + 2
+        table.append(f"{'Key':<{width}}{'Action':<44}Binding id\n", "bold")
         for key, description, binding_id in self.rows:
-            table.append(f"{key:<14}{description:<34}{binding_id}\n")
-        table.append(f'\nRemap keys in {self.config_path}:\n[keys]\nserver.launch = "ctrl+l"\n')
-        table.append("Ctrl+P opens the command palette. Esc closes this help.")
+            table.append(f"{key:<{width}}{description:<44}{binding_id}\n")
+        table.append(f'\nRemap keys in {self.config_path}:\n[keys]\n"server.launch" = "ctrl+l"\n')
         with Vertical(classes="dialog wide"):
-            yield Label("Keys", classes="dialog-title")
+            yield Static("Keys    (Esc closes this help)", classes="dialog-title", id="help-title")
             with VerticalScroll():
-                yield Static(table)
+                yield Static(table, id="help-table")
 
     def action_close(self) -> None:
         self.dismiss(None)

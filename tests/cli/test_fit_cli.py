@@ -194,3 +194,19 @@ def test_seed_table_rule_of_thumb_would_reject_70b_five_users(capsys):
     real_need = 5 * 8192 * d["kv_bytes_per_token"]
     assert real_need == 12.5 * GiB
     assert real_need < d["kv_cache_bytes"] < seed_need
+
+
+def test_a_profile_with_a_cluster_is_fitted_per_node(capsys, tmp_path):
+    profile = tmp_path / "two-sparks.toml"
+    profile.write_text(
+        '[serve]\nmodel = "meta-llama/Llama-3.3-70B-Instruct"\ntensor-parallel-size = 2\nmax-model-len = 32768\n'
+        'gpu-memory-utilization = 0.85\n[cluster]\nnodes = ["spark-a", "spark-b"]\nbackend = "ray"\n'
+    )
+    code, d = fit_json(capsys, "--offline", str(profile))
+    assert code == 0 and d["cluster"]["verdict"] == "fits"
+    head, worker = d["cluster"]["nodes"]
+    assert (head["host"], head["role"], worker["host"], worker["role"]) == ("spark-a", "head", "spark-b", "worker")
+    assert head["extra_bytes"] > 0 == worker["extra_bytes"] and head["kv_cache_tokens"] == worker["kv_cache_tokens"]
+    assert head["weights_bytes"] == d["weights_bytes"]  # the single-node figures are a rank's already
+    code, out, _ = run_fit(capsys, "--offline", str(profile))
+    assert "cluster    fits: one rank per node" in out and "head   spark-a" in out

@@ -142,3 +142,23 @@ def test_absurd_flags_exit_2(capsys, flags):
     assert main(["fit", "--model", "Qwen/Qwen3-32B", *flags]) == 2
     err = capsys.readouterr()[1]
     assert "expected" in err and "Traceback" not in err
+
+
+def test_the_working_shows_the_mamba_ssm_dtype_in_use(capsys, hub):
+    main(["fit", "--json", "--", *shlex.split(RECIPE.replace("float32", "float16"))])
+    working = json.loads(capsys.readouterr()[0])["kv_working"]
+    assert any("Mamba2 layers" in w and "in float16" in w for w in working)
+
+
+def test_a_pasted_command_with_an_environment_prefix(capsys, hub):
+    recipe = "VLLM_USE_FLASHINFER_MOE_FP4=1 HF_TOKEN=hf_secret " + RECIPE.replace("262144", "524288")
+    code = main(["fit", "--json", "--", *shlex.split(recipe)])
+    d = json.loads(capsys.readouterr()[0])
+    assert code == 1 and any("model's own limit" in r for r in d["reasons"])
+    env_note = next(n for n in d["notes"] if n.startswith("environment not modelled"))
+    assert "VLLM_USE_FLASHINFER_MOE_FP4" in env_note and "HF_TOKEN" in env_note
+    assert "hf_secret" not in json.dumps(d)  # names only, never values
+    allowed = main(["fit", "--json", "--", *shlex.split("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 " + recipe)])
+    d = json.loads(capsys.readouterr()[0])
+    assert not any("model's own limit" in r for r in d["reasons"]) and allowed in (0, 1)
+    assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in n for n in d["notes"])

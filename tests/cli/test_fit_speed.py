@@ -51,7 +51,7 @@ def test_bench_history_of_this_machine_calibrates_the_prediction(capsys, isolate
     model = "meta-llama/Llama-3.1-8B-Instruct"
     args = ("--model", model, "--machine", "auto", "--bandwidth", "20")
     before = fit_json(capsys, *args)
-    history = paths.state_dir() / "bench" / "history.jsonl"
+    history = paths.bench_history_path()
     history.parent.mkdir(parents=True, exist_ok=True)
     # measured at half of what sparktui would predict for that run
     history.write_text(history_line(model=model, decode=before["predicted_decode_tok_s"] / 2) + "\n")
@@ -62,3 +62,9 @@ def test_bench_history_of_this_machine_calibrates_the_prediction(capsys, isolate
     assert measured["users"] == 1 and measured["measured_tok_s"] < measured["predicted_tok_s"]
     main(["fit", *args])
     assert "bench: " in capsys.readouterr().out  # predicted against measured, in the text too
+
+
+def test_the_bandwidth_can_come_from_the_environment(capsys, isolated, monkeypatch):
+    monkeypatch.setenv("SPARKTUI_BANDWIDTH_GBS", "2000")
+    d = fit_json(capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--machine", "80")
+    assert 80 < d["predicted_decode_tok_s"] < 125

@@ -268,7 +268,7 @@ def load_bench():
 def test_accuracy_against_every_fixture_case(fixtures):
     bench = load_bench()
     cases = bench.all_cases(fixtures)
-    assert len([c for c in cases if c.from_log]) == 9  # every log with a config we can read
+    assert len([c for c in cases if c.from_log]) == 12  # every log with a config we can read
     # real DGX Spark start-ups and the Nemotron-H (Mamba2) one: KV tokens and concurrency within 1%
     strict = [bench.evaluate(c) for c in cases if c.id.startswith("spark") or "nemotron" in c.id]
     assert len(strict) >= 6
@@ -371,3 +371,11 @@ def test_suggestions_in_json_name_the_vllm_flags():
     assert [x["text"] for x in d] == [s.text for s in r.suggestions]
     assert {"text": r.suggestions[0].text, "set": {"--max-model-len": r.longest_max_model_len}} == d[0]
     assert {"--kv-cache-dtype": "fp8"} in [x["set"] for x in d]
+
+
+def test_machine_auto_is_described_as_this_host_not_as_a_gpu():
+    from sparktui.core.fit import machine_from_name
+
+    vm = machine_from_name("auto", "MemTotal: 24000000 kB\nMemAvailable: 20000000 kB\n")
+    words = vm.describe()
+    assert words.startswith("this host (22.9 GiB MemTotal") and "like a DGX Spark" in words, words

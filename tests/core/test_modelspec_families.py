@@ -319,3 +319,45 @@ def test_an_estimated_eagle3_drafter_shares_the_targets_embedding(tmp_path):
     assert counts["lm_head"] == 32000 * 4096  # its own draft vocabulary
     assert draft.mtp_weights_bytes == own.weights_bytes - counts["embed"] * 2
     assert any("shared with the target" in n for n in draft.notes)
+
+
+def test_dflash_drafter_layer_kinds_follow_vllms_rules():
+    base = {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "num_hidden_layers": 6,
+        "hidden_size": 3072,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 248320,
+        "sliding_window": 4096,
+        "dflash_config": {"block_size": 16, "target_layer_ids": [1, 7, 14, 20, 26, 32]},
+    }
+    full = spec_from_config(base, name="d", source="t")
+    assert {g.kind: g.count for g in full.layers} == {FULL: 6}  # no layer_types, no use_swa: full
+    swa = spec_from_config(
+        {**base, "dflash_config": {**base["dflash_config"], "use_swa": True, "swa_window_size": 2048}},
+        name="s",
+        source="t",
+    )
+    assert [(g.kind, g.count, g.sliding_window) for g in swa.layers] == [(SLIDING, 6, 2048)]
+    mixed = spec_from_config({**base, "layer_types": ["sliding_attention", "full_attention"] * 3}, name="m", source="t")
+    assert {g.kind: g.count for g in mixed.layers} == {SLIDING: 3, FULL: 3}
+
+
+# --------------------------------------------------------------------------- tensor parallelism
+
+
+def test_tensor_parallel_splits_weights_and_kv_per_rank():
+    spec = load_serving_spec("meta-llama/Llama-3.1-70B-Instruct")
+    one = fit(parse_serve_command("x --max-model-len 32768 --gpu-memory-utilization 0.8"), spec, dgx_spark())
+    two = fit(parse_serve_command("x --max-model-len 32768 --gpu-memory-utilization 0.8 -tp 2"), spec, dgx_spark())
+    assert two.weights_bytes == spec.weights_bytes // 2 and one.weights_bytes == spec.weights_bytes
+    assert two.kv_bytes_per_token * 2 == one.kv_bytes_per_token  # 8 KV heads: 4 per rank
+    eight_heads_on_16 = fit(
+        parse_serve_command("x --max-model-len 32768 --gpu-memory-utilization 0.8 -tp 16"), spec, dgx_spark()
+    )
+    assert eight_heads_on_16.kv_bytes_per_token == 80 * 1 * 128 * 2 * 2  # replicated: one head per rank
+    mla = load_serving_spec("deepseek-ai/DeepSeek-V3")
+    assert plan_kv(mla, 2, tp=2).kv_bytes_per_token == plan_kv(mla, 2).kv_bytes_per_token  # MLA latent not split

@@ -38,6 +38,7 @@ def test_two_halves_overcommit_and_two_thirds_of_that_fit():
     small, basis = reserved_bytes(spark, 0.3)
     assert check_pool(spark, small, [Reservation(8001, "chat", small, basis)]).fits
     assert pool_bytes(spark) == spark.mem_total - spark.os_need_min
+    assert check_pool(spark, 10 * spark.total, []).fits  # alone, a server is the fit's business
 
 
 def test_a_discrete_gpu_pool_is_the_gpu():

@@ -112,6 +112,21 @@ EXPECTED = {
              available_kv_gib=54.43, kv_cache_tokens=618254, max_concurrency=75.47, ready=True),
         None,
     ),
+    f"{LOGS}/spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_bf16_success.log": (
+        dict(version="0.1.dev1+g9759e3b06", model="google/gemma-4-26B-A4B-it", max_model_len=8192,
+             weights_gib=47.47, available_kv_gib=33.72, kv_cache_tokens=370652, max_concurrency=45.25, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_fp8kv_success.log": (
+        dict(version="0.1.dev1+g9759e3b06", model="google/gemma-4-26B-A4B-it", max_model_len=8192,
+             weights_gib=47.47, available_kv_gib=34.39, kv_cache_tokens=756092, max_concurrency=92.3, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log": (
+        dict(version="0.1.dev1+g25ab073ef", model="google/gemma-3-27b-it", max_model_len=131072,
+             weights_gib=51.54, available_kv_gib=41.66, kv_cache_tokens=884276, max_concurrency=6.75, ready=True),
+        None,
+    ),
     f"{LOGS}/discrete_v0.19.1_nemotron-cascade-2-30b-a3b-nvfp4_excerpt.log": (
         # selected lines only: no engine banner (so no version) and no "Application startup complete"
         dict(version=None,

@@ -24,6 +24,7 @@ import pytest
 from sparktui.core.metrics import GENERATION_TOKENS, kv_cache_usage_pct, parse_metrics
 from sparktui.runtime import proc
 from sparktui.runtime import state as st
+from sparktui.runtime.watch import EngineCounters, probe_completion, read_ring
 from tests.support import REPO, free_port, shm_held_by, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -217,6 +218,15 @@ def check_running_server(state):
     after = parse_metrics(httpx.get(f"{base}/metrics", timeout=10).text, time.monotonic())
     assert after.total(GENERATION_TOKENS) - before.total(GENERATION_TOKENS) == 8
     assert kv_cache_usage_pct(after) is not None
+    # What the wedge detector reads, from the real counters: the request got its first token and
+    # finished, and the TTFT count less the finished requests is what is still decoding (none).
+    c0, c1 = EngineCounters.from_snapshot(before), EngineCounters.from_snapshot(after)
+    assert (c1.first_tokens - c0.first_tokens, c1.finished - c0.finished) == (1, 1)
+    assert c1.prompt_tokens - c0.prompt_tokens == body["usage"]["prompt_tokens"]
+    assert c1.running == 0 and c1.decoding == 0 and c1.prefilling == 0
+    # The wedge probe's request is one real vLLM answers (model name from /v1/models).
+    probe = probe_completion(base, None, "not-the-served-name", timeout=60)
+    assert probe.answered, probe.detail
 
 
 def test_real_vllm_serve_use_and_stop(profile, env, leftovers):
@@ -230,6 +240,10 @@ def test_real_vllm_serve_use_and_stop(profile, env, leftovers):
         assert state["argv"][1:3] == ["serve", state["model"]] and "--kv-cache-memory-bytes" in state["argv"]
         check_running_server(state)
         state = st.read_state(st.state_path(port)).to_dict()
+        assert state["watch"]["wedge"]["state"] in ("idle", "ok") and state["watch"]["wedge"]["probes"] == 0
+        ring = Path(state["watch"]["flight_recorder"])
+        records = wait_for(lambda: read_ring(ring), 10, what="flight records")
+        assert records[-1].phase == "ready" and records[-1].tree_rss and records[-1].tree_rss > 0
         held = shm_of(state)
         sup.send_signal(signal.SIGTERM)  # what systemd does
         assert sup.wait(60) == 0, sup.stderr.read()[-3000:]

@@ -71,6 +71,15 @@ def test_power_is_null_where_nvml_reports_none_never_zero():
         assert level.joules_per_token is None and level.mean_power_w is None
 
 
+def test_joules_per_token_integrate_the_power_nvml_reports(monkeypatch):
+    monkeypatch.setattr(bench, "_gpu_power_w", lambda: 100.0)  # a GPU drawing a steady 100 W
+    settings = bench.BenchSettings(users=[2], prompt_tokens=8, output_tokens=20, requests_per_user=1)
+    with running(ttft=0.2, rate=20) as (url, _):
+        level = bench.run_bench(target(url), settings).runs[0]
+    assert level.mean_power_w == pytest.approx(100.0)
+    assert level.joules_per_token == pytest.approx(100.0 * level.wall_s / level.output_tokens)
+
+
 def test_the_api_key_is_sent_and_a_missing_one_is_explained():
     settings = bench.BenchSettings(users=[1], prompt_tokens=8, output_tokens=4, requests_per_user=1)
     with running(ttft=0.05, rate=100, api_key="s3cret") as (url, _):
@@ -173,8 +182,9 @@ def test_history_appends_one_line_per_run_and_reads_back(tmp_path):
     assert bench.previous_run(records, "other-profile") is None
 
 
-def test_flags_drop_the_executable_the_model_and_any_key():
+def test_flags_drop_the_executable_the_model_any_key_and_where_it_listens():
     argv = ["/v/bin/vllm", "serve", "/models/x", "--max-model-len", "512", "--api-key", "k", "--api-key=k2", "-tp", "2"]
+    argv += ["--host", "127.0.0.1", "--port=8001"]
     assert bench._flags(argv) == ["--max-model-len", "512", "-tp", "2"]
 
 

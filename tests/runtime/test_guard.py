@@ -8,6 +8,7 @@ then) the attempt is repeated, at most 3 times.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -219,6 +220,50 @@ def test_request_stop_takes_no_lock_so_a_signal_handler_cannot_deadlock(tmp_path
     assert guard.run() is None and time.monotonic() - start < 1  # the loop sees the request at once
     assert alive(tree.pid)  # stopping the guard leaves the tree alone
     tree.kill()
+
+
+def test_a_fast_fall_trips_on_its_rate_before_any_line_is_crossed(tmp_path):
+    """A real hog falling ~1 GiB/s: with the fall-rate line at 0.3 GiB/s and 3 s of lookahead (the
+    kill line 1.8 GiB away is less than 3 s off at that rate), SIGTERM goes out as soon as the fall
+    is measured, while MemAvailable is still well above the term line."""
+    a0, _tree, _guard, report = guarded_hog(
+        tmp_path,
+        (1024, 2048, "--procs", "2", "--hold", "5"),
+        lambda a0: dataclasses.replace(lines(a0, term=1.6, kill=1.8), fall_rate_gib_s=0.3, fall_lookahead_s=3.0),
+        0.6,
+    )
+    assert report is not None and report.reason == "fall rate" and report.line == "fall"
+    assert report.mem_available_gib > a0 - 1.6 + 0.2  # well above the term line
+    assert report.fall_rate_gib_s >= 0.3 and report.gone
+
+
+def test_page_cache_churn_never_trips_the_guard(tmp_path):
+    """Reading a file fills the page cache: MemFree falls by its size, MemAvailable does not.
+    Lines just under MemAvailable stay untouched while MemFree falls far below them."""
+    from sparktui.runtime.memory import read_memory
+
+    data = tmp_path / "big.bin"
+    size = 1536 << 20
+    with open(data, "wb") as f:
+        block = os.urandom(8 << 20)
+        for _ in range(size // len(block)):
+            f.write(block)
+        f.flush()
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    before = read_memory(psi=False)
+    a0 = before.mem_available / GiB
+    tree = spawn([sys.executable, str(PROCS / "churn.py"), str(data), "3"], tmp_path / "churn.log")
+    guard = Guard(tree, lines(a0, warn=0.5, term=0.75, kill=1.0), track_interval=0.25)
+    thread = guard.start()
+    lowest_free = before.mem_free
+    while thread.is_alive():
+        lowest_free = min(lowest_free, read_memory(psi=False).mem_free)
+        time.sleep(0.02)
+    assert guard.report is None and guard.decider.state == "watching"
+    # the test means something only if MemFree really fell past every line
+    assert lowest_free < before.mem_free - 1.0 * GiB, "the page cache never grew: the file was cached already"
+    assert lowest_free < guard.lines.bytes("kill")
 
 
 def test_a_memory_stall_wakes_the_guard_between_samples(tmp_path, monkeypatch):

@@ -15,7 +15,11 @@ from sparktui.runtime.guard import (
     resolve_lines,
 )
 
-LINES = GuardLines(warn_below_gib=10, term_below_gib=6, kill_below_gib=3.5, grace_s=5)
+# The lines alone (the fall-rate and PSI triggers off); TRIGGERS: the same lines with them on.
+LINES = GuardLines(
+    warn_below_gib=10, term_below_gib=6, kill_below_gib=3.5, grace_s=5, fall_rate_gib_s=None, psi_full_pct=None
+)
+TRIGGERS = GuardLines(warn_below_gib=10, term_below_gib=6, kill_below_gib=3.5, grace_s=5)
 
 
 def g(x: float) -> int:
@@ -123,7 +127,7 @@ def test_predicted_crossing_trips_before_the_line():
     assert out[0].action is Action.TERM  # already below term
     assert out[-1].action is Action.KILL and out[-1].reason == "predicted kill line during grace"
     assert out[-1].available > g(3.5)
-    d = GuardDecider(GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=3.5))
+    d = GuardDecider(GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=3.5, fall_rate_gib_s=None))
     out = feed_all(d, [(0.0, 5.4), (0.05, 4.7), (0.10, 4.0)])
     assert [o.action for o in out] == [Action.NONE, Action.NONE, Action.KILL]
     assert out[-1].reason == "predicted"
@@ -152,7 +156,7 @@ def test_confirmed_sudden_drop_trips_on_the_confirming_sample():
 @pytest.mark.parametrize("rate_gib_s", [0.5, 2, 14, 30, 60])
 def test_a_real_fall_is_never_held_and_trips_within_one_sample(rate_gib_s):
     """Simulate a steady fall sampled at the pace the decider asks for."""
-    lines = GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=3.5)
+    lines = GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=3.5, fall_rate_gib_s=None)
     d = GuardDecider(lines)
     start, t = 40.0, 0.0
     crossing_t = (start - 3.5) / rate_gib_s
@@ -220,6 +224,73 @@ def test_after_kill_nothing_more():
     assert d.low_water == g(0.5)
 
 
+@pytest.mark.parametrize(
+    ("phase", "slowest"),
+    [
+        ("loading_weights", 0.02),
+        ("profiling", 0.02),
+        ("kv_cache", 0.02),
+        ("cuda_graphs", 0.02),
+        ("prefill", 0.02),
+        ("starting", MAX_INTERVAL),
+        ("ready", 0.25),
+    ],
+)
+def test_the_pace_follows_the_phase(phase, slowest):
+    d = GuardDecider(LINES)
+    d.set_phase(phase)
+    out = feed_all(d, [(0, 100), (0.5, 100), (1.0, 100)])  # lots of headroom, no fall
+    assert out[-1].action is Action.NONE and out[-1].next_interval == pytest.approx(slowest)
+
+
+def test_near_a_line_the_pace_is_fast_whatever_the_phase():
+    d = GuardDecider(LINES)
+    d.set_phase("ready")
+    assert feed_all(d, [(0, 6.5)])[-1].next_interval < 0.05
+
+
+def test_a_fast_fall_sends_sigterm_before_the_term_line():
+    d = GuardDecider(TRIGGERS)
+    out = feed_all(d, [(0, 20), (0.1, 14), (0.3, 3.0)])  # 60 GiB/s
+    # At 14 GiB the kill line is 0.2 s away at that rate: SIGTERM, then SIGKILL below the kill line.
+    assert out[1].action is Action.TERM and out[1].reason == "fall rate" and out[1].available > g(6)
+    assert out[-1].action is Action.KILL and out[-1].reason == "below kill line during grace"
+
+
+def test_psi_full_trips_term_while_memavailable_still_looks_fine():
+    d = GuardDecider(TRIGGERS)
+    us = 0
+    out = []
+    for i in range(11):  # every task stalled 40 % of each second; MemAvailable reads 40 GiB
+        out.append(d.feed(i * 0.1, g(40), us))
+        us += 40_000
+    assert [o.action for o in out[:5]] == [Action.NONE] * 5  # less than half a window: no judgement
+    tripped = next(o for o in out if o.action is not Action.NONE)
+    assert tripped.action is Action.TERM and tripped.reason == "psi full" and tripped.psi_full_pct == pytest.approx(40)
+
+
+def test_light_memory_pressure_does_not_trip():
+    d = GuardDecider(TRIGGERS)
+    out = [d.feed(i * 0.1, g(40), i * 5_000) for i in range(40)]  # 5 % stalled
+    assert {o.action for o in out} == {Action.NONE} and out[-1].psi_full_pct == pytest.approx(5)
+
+
+def test_the_psi_and_fall_rate_triggers_can_be_turned_off():
+    d = GuardDecider(GuardLines(psi_full_pct=None, fall_rate_gib_s=None))
+    out = [d.feed(i * 0.1, g(40), i * 90_000) for i in range(20)]
+    assert {o.action for o in out} == {Action.NONE}
+    d = GuardDecider(GuardLines(psi_full_pct=None, fall_rate_gib_s=None))
+    assert feed_all(d, [(0, 20), (0.1, 14)])[-1].action is Action.NONE
+
+
+def test_a_vllm_start_falling_14_gib_s_that_stops_at_13_gib_is_left_alone():
+    d = GuardDecider(GuardLines())  # the defaults, as on a Spark
+    samples = [(i * 0.05, 34 - 14 * i * 0.05) for i in range(31)]  # 34 → 12.7 GiB in 1.5 s
+    samples += [(1.5 + i * 0.05, 12.7) for i in range(1, 20)]
+    actions = {o.action for o in feed_all(d, samples)}
+    assert Action.TERM not in actions and Action.KILL not in actions
+
+
 def test_set_lines_applies_from_the_next_sample():
     d = GuardDecider(LINES)
     assert d.feed(0.0, g(20)).action is Action.NONE
@@ -250,3 +321,9 @@ def test_profile_lines_win_over_defaults():
     lines, notes = GuardLines.from_settings_with_notes(Settings())
     assert (lines.warn_below_gib, lines.term_below_gib, lines.kill_below_gib, lines.grace_s) == (None, None, 12, 2)
     assert len(notes) == 2
+
+
+def test_zero_in_a_profile_turns_the_new_triggers_off():
+    d = GuardDecider(GuardLines(psi_full_pct=0, fall_rate_gib_s=0))
+    out = [d.feed(i * 0.1, g(40 - 6 * i), i * 90_000) for i in range(5)]  # 60 GiB/s and 90 % stalled
+    assert {o.action for o in out} <= {Action.NONE, Action.WARN}

@@ -118,3 +118,13 @@ def test_a_single_file_mistral_repo(tmp_path):
         spec = load_model_spec("acme/mini-mistral", env=env, fetcher=HubFetcher(env))
     assert spec.num_layers == 4
     assert spec.weights_bytes - 128_000 * 64 * 2 == 2_000_000
+
+
+def test_a_missing_repo_is_asked_for_once(tmp_path):
+    with serve_fake_hub() as hub:
+        env = online_env(hub.url, tmp_path)
+        fetcher = HubFetcher(env)
+        assert fetcher("acme/typed-so-far") is None
+        asked = len(hub.requests)
+        assert HubFetcher(env)("acme/typed-so-far") is None
+        assert len(hub.requests) == asked

@@ -51,8 +51,18 @@ def test_a_wrong_shaped_state_file_is_named_with_its_field(text, expected):
 
 
 def test_unknown_keys_from_other_versions_are_kept():
-    state = pr.parse_state(json.dumps(record(watch={"wedged": False})), "x")
-    assert state.to_dict()["watch"] == {"wedged": False}
+    state = pr.parse_state(json.dumps(record(autoscale={"replicas": 2})), "x")  # a section this version lacks
+    assert state.to_dict()["autoscale"] == {"replicas": 2}
+
+
+def test_the_watch_section_is_typed_and_a_confirmed_wedge_is_a_condition():
+    wedged = {"wedge": {"state": "wedged", "since": 1796000000.0, "evidence": "probe: no token within 5 s"}}
+    state = pr.parse_state(json.dumps(record(watch=wedged)), "x")
+    assert state.watch is not None and state.watch.wedge.state == "wedged" and state.watch.wedge.probes == 0
+    view = pr.condition_of(state)
+    assert view.condition is pr.Condition.WEDGED and view.reason is not None and view.reason.startswith("since ")
+    ended = pr.parse_state(json.dumps(record(status="exited", watch=wedged, exit={"reason": "wedged"})), "x")
+    assert pr.condition_of(ended).condition is pr.Condition.FAILED and pr.condition_of(ended).kind == "wedged"
 
 
 def test_guard_request_carries_armed_and_lines_separately():

@@ -198,3 +198,35 @@ def test_ignore_term_survives_sigterm(stub):
 def test_version_flag(tmp_path):
     exe = install_stub(tmp_path)
     assert subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip() == "0.32.0+cpu"
+
+
+def test_completions_move_the_counters_and_the_stats_line_as_vllm_does(stub):
+    s = stub(VLLM_LOG_STATS_INTERVAL="0.5", STUB_VLLM_TOKENS_PER_S="40")
+    wait_for(lambda: healthy(s.port), 30, what="the stub to serve")
+    base = f"http://127.0.0.1:{s.port}"
+    body = {"model": "/models/tiny", "prompt": "one two three", "max_tokens": 60}
+    reply = httpx.post(f"{base}/v1/completions", json=body, timeout=30).json()
+    assert reply["usage"] == {"prompt_tokens": 3, "completion_tokens": 60, "total_tokens": 63}
+    metrics = httpx.get(f"{base}/metrics").text
+    assert 'vllm:generation_tokens_total{engine="0",model_name="/srv/models/tiny-llama"} 84.0' in metrics  # 24 + 60
+    assert 'vllm:prompt_tokens_total{engine="0",model_name="/srv/models/tiny-llama"} 18.0' in metrics  # 15 + 3
+    assert 'vllm:time_to_first_token_seconds_count{engine="0",model_name="/srv/models/tiny-llama"} 3.0' in metrics
+    line = wait_for(
+        lambda: next((x for x in s.text().splitlines() if "[loggers.py:257] Engine 000: Avg prompt" in x), None),
+        10,
+        what="the stats line",
+    )
+    assert "Avg generation throughput:" in line and "CPU KV cache usage:" in line
+
+
+def test_a_wedged_engine_stalls_streams_and_probes_while_health_stays_200(stub):
+    s = stub(STUB_VLLM_WEDGE_AFTER_TOKENS="5", STUB_VLLM_TOKENS_PER_S="100")
+    wait_for(lambda: healthy(s.port), 30, what="the stub to serve")
+    base = f"http://127.0.0.1:{s.port}"
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{base}/v1/completions", json={"model": "/models/tiny", "prompt": "x", "max_tokens": 50}, timeout=2)
+    with pytest.raises(httpx.ReadTimeout):  # a 1-token probe gets nothing either
+        httpx.post(f"{base}/v1/completions", json={"model": "/models/tiny", "prompt": "x", "max_tokens": 1}, timeout=2)
+    assert healthy(s.port)
+    running = [x for x in httpx.get(f"{base}/metrics").text.splitlines() if x.startswith("vllm:num_requests_running{")]
+    assert running and running[0].endswith(" 1.0")  # frozen as it was when the engine stopped

@@ -44,3 +44,101 @@ class SampleBackend(Backend):
 
     def gpu(self):
         return self.gpu_reading
+
+
+def config_pane(app):
+    from sparktui.ui.panes import ConfigPane
+
+    return app.query_one(ConfigPane)
+
+
+def server_pane(app):
+    from sparktui.ui.panes import ServerPane
+
+    return app.query_one(ServerPane)
+
+
+def widget(app, cls):
+    """The one widget of `cls` on the main screen (dialogs may be on top)."""
+    return app.screen_stack[0].query_one(cls)
+
+
+def server_record(log_path, *, status="running", exit=None, profile_path=None, **changes):
+    """A supervisor state record (the shape runtime/supervisor.py writes) for a server on 8000."""
+    from sparktui.core.vllm_log import LogSummary
+
+    summary = LogSummary()
+    summary.feed_lines(log_path.read_text().splitlines())
+    if status == "exited" and exit and exit.get("reason") == "failed":
+        summary.finish(exit.get("returncode"))
+        exit = {**exit, "failure": summary.failure.to_dict() if summary.failure else None}
+    record = {
+        "version": 1,
+        "status": status,
+        "phase": summary.phase if status != "exited" or (exit or {}).get("reason") == "failed" else "stopped",
+        "profile": profile_path.stem if profile_path else "unsaved",
+        "profile_path": str(profile_path) if profile_path else None,
+        "host": "127.0.0.1",
+        "port": 8000,
+        "url": "http://127.0.0.1:8000",
+        "log_path": str(log_path),
+        "started_at": 1.0,
+        "tree": {"pid": 4242, "start_time": 0},
+        "supervisor": {"pid": 4241, "start_time": 0},
+        "preflight": {"warnings": [], "fit": None},
+        "guard": {
+            "armed": True,
+            "state": "watching",
+            "lines": {"warn_below_gib": 20.0, "term_below_gib": 12.0, "kill_below_gib": 8.0},
+            "last": {"action": "ok", "available_gib": 21.6, "rate_gib_s": 0.0, "interval_s": 0.25, "at": 1.0},
+        },
+        "trip": None,
+        "metrics": None,
+        "exit": exit,
+        "summary": summary.to_dict(),
+        "alive": status in ("starting", "running", "stopping"),
+    }
+    record.update(changes)
+    return record
+
+
+class RecordBackend(SampleBackend):
+    """A supervisor seen only through its state record (no processes): the record is set by the
+    test; stop and kill end it as the supervisor would record it."""
+
+    def __init__(self, record=None, **kwargs):
+        super().__init__(**kwargs)
+        self.record = record
+        self.attaches = 0
+
+    def attach(self, port=None):
+        from sparktui.runtime.protocol import StateRecord
+        from sparktui.ui.backend import server_status
+
+        self.attaches += 1
+        return server_status(StateRecord.model_validate(self.record)) if self.record is not None else None
+
+    def _end(self, reason, returncode):
+        self.record = {
+            **self.record,
+            "status": "exited",
+            "phase": "stopped",
+            "alive": False,
+            "exit": {"reason": reason, "returncode": returncode, "by": "socket", "stop": None, "failure": None},
+        }
+        return self.attach()
+
+    def stop(self, status):
+        return self._end("stopped", 0)
+
+    def kill(self, status):
+        return self._end("killed", None)
+
+    def set_guard(self, status, armed=None, lines=None):
+        guard = dict(self.record["guard"])
+        if armed is not None:
+            guard.update(armed=armed, state="watching" if armed else "disarmed")
+        if lines:
+            guard["lines"] = {**guard["lines"], **lines}
+        self.record = {**self.record, "guard": guard}
+        return self.attach()

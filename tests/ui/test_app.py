@@ -8,9 +8,11 @@ from textual.widgets import Input
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens import ChoiceScreen, HelpScreen, PromptScreen
 from sparktui.ui.settings import load_settings
+from sparktui.ui.widgets.fitpanel import FitPanel
 from sparktui.ui.widgets.gauge import MemoryGauge
+from sparktui.ui.widgets.server import PhaseStrip, ServerInfo
 from tests.support import FIXTURES
-from tests.support.app import SampleBackend
+from tests.support.app import SampleBackend, config_pane, widget
 
 
 @pytest.fixture(autouse=True)
@@ -35,8 +37,8 @@ async def test_starts_with_a_shipped_profile_and_fills_the_form():
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert app.profile.name == "70b-dense-single-user"
-        assert app.form.config is not None
-        assert app.form.config.model == app.profile.serve.model
+        assert config_pane(app).form.config is not None
+        assert config_pane(app).form.config.model == app.profile.serve.model
         assert app.query_one("#flag-max_model_len", Input).value == str(app.profile.serve.max_model_len)
         gauge = app.query_one(MemoryGauge)
         assert gauge.sample.mem_available == SampleBackend().memory_sample.mem_available
@@ -79,11 +81,11 @@ async def test_an_invalid_edit_shows_the_flags_own_message_inline():
         problem = app.query_one("#problem-gpu_memory_utilization")
         assert problem.has_class("-shown")
         assert "--gpu-memory-utilization" in str(problem.render())
-        assert app.form.config is None and app.fit_view.verdict == "error"
+        assert config_pane(app).form.config is None and app.fit.verdict == "error"
         app.query_one("#flag-gpu_memory_utilization", Input).value = "0.8"
         await settle(pilot)
         assert not problem.has_class("-shown")
-        assert app.form.config.gpu_memory_utilization == 0.8
+        assert config_pane(app).form.config.gpu_memory_utilization == 0.8
 
 
 async def test_paste_a_vllm_serve_line_fills_the_form():
@@ -98,7 +100,7 @@ async def test_paste_a_vllm_serve_line_fills_the_form():
         ).value = "vllm serve Qwen/Qwen3-32B --max-model-len 32k --kv-cache-dtype fp8 --port 8011"
         await pilot.press("enter")
         await settle(pilot)
-        config = app.form.config
+        config = config_pane(app).form.config
         assert (config.model, config.max_model_len, config.kv_cache_dtype, config.port) == (
             "Qwen/Qwen3-32B",
             32000,
@@ -149,7 +151,7 @@ async def test_save_as_then_save_writes_a_profile_that_loads_back(isolated):
         await pilot.press("enter")
         await settle(pilot)
         saved = isolated / "config" / "profiles" / "mine.toml"
-        assert load_profile(saved).serve == app.form.config
+        assert load_profile(saved).serve == config_pane(app).form.config
         app.query_one("#flag-max_model_len", Input).value = "16384"
         await settle(pilot)
         await pilot.press("ctrl+s")
@@ -186,7 +188,7 @@ async def test_keys_are_remapped_from_the_user_config(isolated):
         await pilot.press("f12")
         await settle(pilot)
         assert isinstance(app.screen, HelpScreen)
-        assert ("f12", "Help", "app.help") in app.key_rows()
+        assert any(row[0] == "F12" and row[2] == "app.help" for row in app.key_rows())
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(app.screen, HelpScreen)
@@ -211,7 +213,7 @@ async def test_wide_terminal_shows_all_three_panes():
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
-        assert app.screen.has_class("-wide")
+        assert app.screen.has_class("-xwide")
         assert all(app.query_one(f"#{p}-pane").display for p in ("config", "server", "memory"))
 
 
@@ -228,31 +230,31 @@ async def test_command_palette_lists_sparktui_commands():
         palette = app.screen
         assert isinstance(palette, CommandPalette)
         texts = [str(o.prompt) for o in palette.query_one("CommandList").options]
-        assert any("Kill the server now" in t for t in texts), texts
+        assert any("Kill the vLLM tree now" in t for t in texts), texts
 
 
 async def test_an_edit_changes_the_verdict_and_a_key_applies_the_fix():
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        assert app.fit_view.verdict in ("fits", "tight"), app.fit_view.reasons
-        fits_tokens = app.fit_view.kv_cache_tokens
+        assert app.fit.verdict in ("fits", "tight"), app.fit.reasons
+        fits_tokens = app.fit.kv_cache_tokens
         app.query_one("#flag-max_model_len", Input).value = "1000000"
         await settle(pilot)
-        assert app.fit_view.verdict == "wont_start", app.fit_view.reasons
-        assert any("max_model_len" in s.changes for s in app.fit_view.applicable)
+        assert app.fit.verdict == "wont_start", app.fit.reasons
+        assert any("max_model_len" in s.changes for s in app.fit.applicable)
         await pilot.press("ctrl+f")
         await settle(pilot)
-        applied = app.form.config.max_model_len
+        applied = config_pane(app).form.config.max_model_len
         assert applied < 1_000_000
         assert app.query_one("#flag-max_model_len", Input).value == str(applied)
-        assert app.fit_view.verdict in ("fits", "tight"), app.fit_view.reasons
+        assert app.fit.verdict in ("fits", "tight"), app.fit.reasons
         app.query_one("#flag-gpu_memory_utilization", Input).value = "0.95"
         await settle(pilot)
-        assert app.fit_view.verdict == "unsafe"
+        assert app.fit.verdict == "unsafe"
         app.query_one("#flag-gpu_memory_utilization", Input).value = "0.75"
         await settle(pilot)
-        assert app.fit_view.kv_cache_tokens < fits_tokens  # a smaller claim leaves a smaller KV cache
+        assert app.fit.kv_cache_tokens < fits_tokens  # a smaller claim leaves a smaller KV cache
 
 
 async def test_the_fit_uses_the_current_memavailable():
@@ -263,9 +265,9 @@ async def test_the_fit_uses_the_current_memavailable():
     app = SparkApp(profile="70b-dense-single-user", backend=busy)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        assert app.fit_view.verdict == "wont_start"
-        assert app.fit_view.mem_available == int(40 * GiB)
-        assert any("refuses to start" in r for r in app.fit_view.reasons)
+        assert app.fit.verdict == "wont_start"
+        assert app.fit.mem_available == int(40 * GiB)
+        assert any("refuses to start" in r for r in app.fit.reasons)
 
 
 async def test_a_spark_profile_on_a_smaller_host_is_fitted_against_an_idle_spark():
@@ -277,9 +279,11 @@ async def test_a_spark_profile_on_a_smaller_host_is_fitted_against_an_idle_spark
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         # This host's 20 GiB says nothing about a Spark: the fit assumes an idle one, and says so.
-        assert app.fit_view.mem_available > 100 * GiB and not app.fit_view.mem_available_live
-        assert app.fit_view.verdict == "fits"
-        assert " idle " in app.w.fitpanel.render().plain and "free now" not in app.w.fitpanel.render().plain
+        assert app.fit.mem_available > 100 * GiB and not app.fit.mem_available_live
+        assert app.fit.verdict == "fits"
+        assert (
+            " idle " in widget(app, FitPanel).render().plain and "free now" not in widget(app, FitPanel).render().plain
+        )
 
 
 async def test_without_vllm_the_launch_pane_says_how_to_install_it(tmp_path, monkeypatch):
@@ -287,7 +291,7 @@ async def test_without_vllm_the_launch_pane_says_how_to_install_it(tmp_path, mon
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        detail = app.w.info.view.detail
+        detail = widget(app, ServerInfo).view.detail
         assert "not on PATH" in detail and "Install vLLM" in detail, detail
 
 
@@ -298,7 +302,7 @@ async def test_launching_what_the_fit_says_wont_start_asks_first():
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend(memory=sample(mem_available=int(40 * GiB))))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        assert app.fit_view.verdict == "wont_start"
+        assert app.fit.verdict == "wont_start"
         await pilot.press("f5")
         await settle(pilot)
         from sparktui.ui.screens import ConfirmScreen
@@ -306,7 +310,7 @@ async def test_launching_what_the_fit_says_wont_start_asks_first():
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("n")
         await settle(pilot)
-        assert app.server is None and app.w.phases.phase is None
+        assert app.server is None and widget(app, PhaseStrip).phase is None
 
 
 async def test_palette_loads_a_profile_by_name():
@@ -336,9 +340,9 @@ async def test_pick_a_model_from_the_local_hugging_face_cache(isolated, monkeypa
         assert app.screen.options[0] == ("Qwen/Qwen3-32B", "Qwen/Qwen3-32B")
         await pilot.press("enter")
         await settle(pilot)
-        assert app.form.config.model == "Qwen/Qwen3-32B"
+        assert config_pane(app).form.config.model == "Qwen/Qwen3-32B"
         await settle(pilot)
-        assert app.fit_view.verdict in ("fits", "tight", "wont_start", "unsafe")  # fitted from the cached config
+        assert app.fit.verdict in ("fits", "tight", "wont_start", "unsafe")  # fitted from the cached config
 
 
 async def test_guard_key_and_lines_change_the_profiles_guard_before_launch():
@@ -360,7 +364,7 @@ async def test_guard_key_and_lines_change_the_profiles_guard_before_launch():
         await settle(pilot)
         assert (app.guard.warn_gib, app.guard.term_gib, app.guard.kill_gib) == (20, 12, 8)
         assert app.profile.guard.term_below_gib == 12
-        gauge = app.w.gauge
+        gauge = widget(app, MemoryGauge)
         assert gauge.guard.kill_gib == 8
 
 
@@ -370,24 +374,53 @@ async def test_the_fit_panel_shows_the_predicted_speed():
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        line = app.fit_view.speed
+        line = app.fit.speed
         assert line is not None and "tok/s" in line and "TTFT" in line
         assert "tok/s" in str(app.query_one(FitPanel).render())
         # a smaller model reads fewer bytes per token: another prediction
         before = line
         app.query_one("#flag-model", Input).value = "meta-llama/Llama-3.1-8B-Instruct"
         await settle(pilot)
-        assert app.fit_view.speed is not None and app.fit_view.speed != before
+        assert app.fit.speed is not None and app.fit.speed != before
 
 
 async def test_model_flags_are_suggestions_a_key_applies():
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        assert "--tool-call-parser" not in app.form.config.extra_args  # nothing added unasked
-        texts = [s.text for s in app.fit_view.applicable]
+        assert "--tool-call-parser" not in config_pane(app).form.config.extra_args  # nothing added unasked
+        texts = [s.text for s in app.fit.applicable]
         number = next(i for i, t in enumerate(texts, 1) if t.startswith("add --tool-call-parser llama3_json"))
-        app.action_apply_suggestion(number)
+        config_pane(app).action_apply_suggestion(number)
         await settle(pilot)
-        assert app.form.config.extra_args[-2:] == ["--tool-call-parser", "llama3_json"]
-        assert not any(s.text.startswith("add --tool-call-parser") for s in app.fit_view.applicable)
+        assert config_pane(app).form.config.extra_args[-2:] == ["--tool-call-parser", "llama3_json"]
+        assert not any(s.text.startswith("add --tool-call-parser") for s in app.fit.applicable)
+
+
+async def test_after_a_bench_the_fit_panel_shows_predicted_against_measured(monkeypatch):
+    from sparktui import paths
+    from tests.core.test_speed import history_line
+
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "bench:" not in (app.fit.speed or "")
+        model = config_pane(app).form.config.model
+        paths.bench_history_path().write_text(history_line(model=model, decode=2.0) + "\n")
+        config_pane(app).recompute_fit()  # as the next memory sample does
+        await settle(pilot)
+        speed = app.fit.speed or ""
+        assert "calibrated" in speed and "bench: 2.0 tok/s per user at 1 user, predicted" in speed
+
+
+async def test_a_machine_known_by_bandwidth_gets_a_prediction(monkeypatch):
+    monkeypatch.setenv("SPARKTUI_BANDWIDTH_GBS", "50")
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        slow = app.fit.speed
+    monkeypatch.delenv("SPARKTUI_BANDWIDTH_GBS")
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert slow and app.fit.speed and slow != app.fit.speed  # 50 GB/s, not the Spark's 273

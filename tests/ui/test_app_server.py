@@ -11,7 +11,10 @@ from sparktui.runtime import proc
 from sparktui.runtime import state as st
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens import ConfirmScreen
-from tests.support.app import SampleBackend
+from sparktui.ui.widgets.gauge import MemoryGauge
+from sparktui.ui.widgets.logview import LogView
+from sparktui.ui.widgets.server import DiagnosisCard, PhaseStrip, ServerInfo
+from tests.support.app import SampleBackend, config_pane, server_pane, widget
 
 pytestmark = [pytest.mark.usefixtures("isolated"), pytest.mark.slow]
 
@@ -25,45 +28,47 @@ async def until(pilot, condition, what: str, timeout: float = 30.0):
         await pilot.pause(0.1)
     raise AssertionError(
         f"timed out after {timeout:.0f} s waiting for {what}; "
-        f"server={pilot.app.server!r} phase={pilot.app.w.phases.phase!r}"
+        f"server={pilot.app.server!r} phase={widget(pilot.app, PhaseStrip).phase!r}"
     )
 
 
 async def test_launch_phases_ready_metrics_then_stop(make_profile, fixtures):
     app = SparkApp(profile=make_profile(), backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.form.config is not None, "the profile")
+        await until(pilot, lambda: config_pane(app).form.config is not None, "the profile")
         seen = set()  # every phase the strip is given (polling it can miss the short ones)
-        strip_set_phase = app.w.phases.set_phase
-        app.w.phases.set_phase = lambda phase, reached=None: (
+        strip_set_phase = widget(app, PhaseStrip).set_phase
+        widget(app, PhaseStrip).set_phase = lambda phase, reached=None: (
             (phase and seen.add(phase)) or strip_set_phase(phase, reached)
         )
         await pilot.press("f5")
         await until(pilot, lambda: app.server is not None and app.server.state in ("starting", "ready"), "a launch")
         assert app.pane == "server"
-        await until(pilot, lambda: app.w.phases.phase == "ready", "phase ready")
+        await until(pilot, lambda: widget(app, PhaseStrip).phase == "ready", "phase ready")
         await until(pilot, lambda: app.server.state == "ready", "the supervisor to say ready")
         assert "ready" in seen and len(seen) >= 2, seen
-        actual = dict(app.w.info.view.actual)
+        actual = dict(widget(app, ServerInfo).view.actual)
         assert actual["KV tokens"] == "131,072"  # what the fixture's vLLM printed
-        await until(pilot, lambda: dict(app.w.info.view.metrics).get("KV", "n/a") != "n/a", "live metrics")
-        figures = dict(app.w.info.view.metrics)
+        await until(pilot, lambda: dict(widget(app, ServerInfo).view.metrics).get("KV", "n/a") != "n/a", "live metrics")
+        figures = dict(widget(app, ServerInfo).view.metrics)
         assert {"KV", "run", "wait", "gen", "TTFT p50"} <= set(figures)
-        log_lines = app.w.log.lines()
+        log_lines = widget(app, LogView).lines()
         assert any("Application startup complete." in line for line in log_lines)
-        assert app.w.gauge.tree_procs and app.w.gauge.tree_procs >= 2  # API server + EngineCore
+        assert (
+            widget(app, MemoryGauge).tree_procs and widget(app, MemoryGauge).tree_procs >= 2
+        )  # API server + EngineCore
         state = st.read_state(st.state_path(app.server.port))
         members = [proc.ProcessIdentity(p, s) for p, s in state.tree.members]
         await pilot.press("f6")
         await until(pilot, lambda: app.server.state == "stopped", "the stop")
         assert not any(m.is_alive() for m in members)
-        assert app.w.phases.phase != "failed"
+        assert widget(app, PhaseStrip).phase != "failed"
 
 
 async def test_kill_now_asks_once_then_kills_the_tree(make_profile):
     app = SparkApp(profile=make_profile(), backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.form.config is not None, "the profile")
+        await until(pilot, lambda: config_pane(app).form.config is not None, "the profile")
         await pilot.press("f5")
         await until(pilot, lambda: app.server is not None and app.server.state == "ready", "ready")
         state = st.read_state(st.state_path(app.server.port))
@@ -77,7 +82,7 @@ async def test_kill_now_asks_once_then_kills_the_tree(make_profile):
         await pilot.press("f8")
         await pilot.pause()
         await pilot.press("y")
-        await until(pilot, lambda: app.server.state == "killed", "the kill")
+        await until(pilot, lambda: app.server.condition.reason == "killed", "the kill")
         assert not any(m.is_alive() for m in members)
 
 
@@ -85,14 +90,14 @@ async def test_a_failed_start_shows_the_phase_and_the_diagnosis(make_profile, fi
     failing = fixtures / "vllm-cpu" / "startup_FAIL_default_kv_memutil.log"
     app = SparkApp(profile=make_profile(STUB_VLLM_LOG=str(failing)), backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.form.config is not None, "the profile")
+        await until(pilot, lambda: config_pane(app).form.config is not None, "the profile")
         await pilot.press("f5")
-        await until(pilot, lambda: app.w.diagnosis.diagnosis is not None, "the diagnosis card")
+        await until(pilot, lambda: widget(app, DiagnosisCard).diagnosis is not None, "the diagnosis card")
         await until(pilot, lambda: app.server is not None and app.server.state == "failed", "failed state")
-        assert app.w.phases.phase == "failed"
-        kind, message, hint = app.w.diagnosis.diagnosis
-        assert kind and message and hint
-        assert app.w.diagnosis.display
+        assert widget(app, PhaseStrip).phase == "failed"
+        d = widget(app, DiagnosisCard).diagnosis
+        assert d.kind and d.message and d.hint
+        assert widget(app, DiagnosisCard).display
 
 
 async def test_attaches_to_a_server_already_running(make_profile):
@@ -105,7 +110,7 @@ async def test_attaches_to_a_server_already_running(make_profile):
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.server is not None and app.server.state == "ready", "attaching")
         assert app.server.port == profile.serve.port
-        await until(pilot, lambda: app.w.phases.phase == "ready", "the log replayed")
+        await until(pilot, lambda: widget(app, PhaseStrip).phase == "ready", "the log replayed")
         await pilot.press("f6")
         await until(pilot, lambda: app.server.state == "stopped", "the stop")
 
@@ -125,15 +130,17 @@ async def test_a_guard_trip_is_shown_with_its_report(make_profile):
         backend=SampleBackend(),
     )
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.form.config is not None, "the profile")
+        await until(pilot, lambda: config_pane(app).form.config is not None, "the profile")
         assert app.guard.state == "armed" and app.guard.term_gib == round(now - 0.6, 2)
         await pilot.press("f5")
-        await until(pilot, lambda: app.server is not None and app.server.state == "tripped", "the guard trip", 60)
+        await until(
+            pilot, lambda: app.server is not None and app.server.condition.kind == "guard", "the guard trip", 60
+        )
         assert app.guard.state == "tripped"
         assert "memory guard tripped: term line" in app.guard.last_trip
-        kind, report, hint = app.w.diagnosis.diagnosis
-        assert kind == "memory guard trip" and "term line" in report and "--gpu-memory-utilization" in hint
-        assert app.w.gauge.guard.last_trip == app.guard.last_trip
+        d = widget(app, DiagnosisCard).diagnosis
+        assert d.kind == "memory guard trip" and "term line" in d.message and "--gpu-memory-utilization" in d.hint
+        assert widget(app, MemoryGauge).guard.last_trip == app.guard.last_trip
         assert any("memory guard tripped" in str(n.message) for n in app._notifications)
 
 
@@ -149,10 +156,13 @@ async def test_a_refused_launch_says_why_in_the_launch_pane(make_profile):
         busy.listen(1)
         app = SparkApp(profile=path, backend=SampleBackend())
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: app.form.config is not None, "the profile")
+            await until(pilot, lambda: config_pane(app).form.config is not None, "the profile")
             await pilot.press("f5")
-            await until(pilot, lambda: app.launch_error is not None, "the refusal")
+            await until(pilot, lambda: server_pane(app).launch_error is not None, "the refusal")
             await pilot.pause(3.5)  # a few idle server polls later the reason is still shown
             assert app.server is None
-            assert f"--port {port}" in app.w.info.view.detail and "launch failed" in app.w.info.view.detail
-            assert app.w.phases.phase is None
+            assert (
+                f"--port {port}" in widget(app, ServerInfo).view.detail
+                and "launch failed" in widget(app, ServerInfo).view.detail
+            )
+            assert widget(app, PhaseStrip).phase is None

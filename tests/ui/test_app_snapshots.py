@@ -1,4 +1,5 @@
-"""SVG snapshots of the main screen at 80×24 and 120×40 in each shipped theme.
+"""SVG snapshots of the main screen at 80×24 and 120×40 in each shipped theme, and of the server
+pane after a failed start (with its diagnosis card) and re-attached to a running server.
 
 Deterministic: fixed machine readings (tests/support/app.py), a fixed MemAvailable history, the
 polls slowed so nothing changes while the picture is taken, no clock and no real host name.
@@ -10,17 +11,25 @@ from __future__ import annotations
 import pytest
 
 from sparktui.ui.app import SparkApp
-from tests.support.app import SampleBackend
+from sparktui.ui.widgets.gauge import MemoryGauge
+from sparktui.ui.widgets.logview import LogView
+from sparktui.ui.widgets.server import DiagnosisCard
+from tests.support import FIXTURES
+from tests.support.app import RecordBackend, SampleBackend, server_pane, server_record, widget
 
 HISTORY_GIB = [112.4, 112.3, 111.9, 104.2, 88.7, 71.5, 52.3, 38.9, 36.2, 36.0, 35.8, 35.9]
 
 
-class SnapshotApp(SparkApp):
-    MEMORY_INTERVAL_S = SERVER_INTERVAL_S = METRICS_INTERVAL_S = 3600.0
+SnapshotApp = SparkApp
 
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
+    from sparktui.ui.panes import MemoryPane, ServerPane
+
+    # One reading of each, on mount: nothing changes while the picture is taken.
+    monkeypatch.setattr(ServerPane, "POLL_S", 3600.0)
+    monkeypatch.setattr(MemoryPane, "POLL_S", 3600.0)
     monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))  # the same "vLLM not found" note everywhere
     monkeypatch.setenv("SPARKTUI_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "state"))
@@ -31,19 +40,19 @@ async def prepare(pilot):
     for _ in range(200):  # profile → form → model spec → fit: a chain of workers and messages
         await app.workers.wait_for_complete()
         await pilot.pause()
-        settled = app.fit_view.verdict not in ("n/a", "error") and app.w.gauge.sample is not None
-        if settled and app.runner_problem is not None:
+        settled = app.fit.verdict not in ("n/a", "error") and widget(app, MemoryGauge).sample is not None
+        if settled and server_pane(app).runner_problem is not None:
             break
     else:
-        raise AssertionError(f"the fit never settled: {app.fit_view}")
-    gauge = app.w.gauge
+        raise AssertionError(f"the fit never settled: {app.fit}")
+    gauge = widget(app, MemoryGauge)
     gauge.history.clear()
     gauge.history.extend(HISTORY_GIB)
     gauge.refresh()
     app.set_focus(None)  # no blinking cursor in the picture
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
-    gauge = pilot.app.w.gauge
+    gauge = widget(pilot.app, MemoryGauge)
     gauge.history.clear()
     gauge.history.extend(HISTORY_GIB)
     gauge.refresh()
@@ -56,3 +65,66 @@ async def prepare(pilot):
 def test_main_screen(snap_compare, theme, size):
     app = SnapshotApp(profile="70b-dense-single-user", theme_name=theme, backend=SampleBackend())
     assert snap_compare(app, terminal_size=size, run_before=prepare)
+
+
+MAX_LEN_ERROR = (
+    "(APIServer pid=7) ERROR 11-30 09:00:01 [core.py:1] ValueError: User-specified max_model_len (4096) is "
+    "greater than the derived max_model_len (max_position_embeddings=512 in model's config.json)."
+)
+
+
+def server_snapshot(tmp_path, case: str):
+    from sparktui.core.profiles import resolve_profile
+
+    if case == "failed":
+        log = tmp_path / "failed.log"
+        lines = (FIXTURES / "vllm-cpu" / "startup_final_eager.log").read_text().splitlines()[:12]
+        log.write_text("\n".join([*lines, MAX_LEN_ERROR]) + "\n")
+        return server_record(
+            log,
+            status="exited",
+            exit={"reason": "failed", "returncode": 1},
+            profile_path=resolve_profile("70b-dense-single-user"),
+        )
+    log = tmp_path / "ready.log"
+    log.write_text((FIXTURES / "vllm-cpu" / "startup_final_eager.log").read_text())
+    fit = {"kv_cache_bytes": 28.36 * 2**30, "kv_cache_tokens": 185856, "max_concurrency": 5.67}
+    metrics = {"kv_cache_usage_pct": 12.5, "running": 2, "waiting": 0, "generation_tokens_per_s": 40.0,
+               "prompt_tokens_per_s": 100.0, "ttft_p50_s": 0.12, "ttft_p95_s": 0.3, "at": 1.0}  # fmt: skip
+    return server_record(
+        log,
+        profile_path=resolve_profile("70b-dense-single-user"),
+        preflight={"warnings": [], "fit": fit},
+        metrics=metrics,
+    )
+
+
+async def prepare_server(pilot):
+    app = pilot.app
+    log = widget(app, LogView)
+    for _ in range(200):
+        await pilot.pause(0.05)
+        fitted = app.fit is not None and app.fit.verdict == "fits"
+        ended = app.server is not None and not app.server.live and widget(app, DiagnosisCard).diagnosis
+        live = app.server is not None and app.server.live
+        busy = [w for w in app.workers if not w.is_finished and w.name != "tail-log"]
+        if log.line_count and fitted and (ended or live) and not busy:
+            break
+    else:
+        raise AssertionError(f"the server pane never settled: {app.server}")
+    app.show_pane("server")
+    app.clear_notifications()
+    await pilot.pause(0.3)
+    gauge = widget(app, MemoryGauge)
+    gauge.history.clear()
+    gauge.history.extend(HISTORY_GIB)
+    gauge.refresh()
+    app.set_focus(None)
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("case", ["failed", "reattached"])
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_server_pane(snap_compare, tmp_path, case, size):
+    app = SparkApp(backend=RecordBackend(server_snapshot(tmp_path, case)))
+    assert snap_compare(app, terminal_size=size, run_before=prepare_server)

@@ -218,7 +218,7 @@ def _build(
         weights_source += f", + {padding / 2**30:.2f} GiB MXFP4 kernel padding"
     arch = (config.get("architectures") or text.get("architectures") or [""])[0]
     limit, limit_key = max_len_limit(text)
-    notes = [n for n in (mla.indexer_note(text),) if n]
+    notes = [n for n in (mla.indexer_note(text), _unmodelled_note(text)) if n]
     return ModelSpec(
         name=name,
         source=source,
@@ -255,6 +255,15 @@ def _build(
         draft_vocab_size=int(text.get("draft_vocab_size") or config.get("draft_vocab_size") or 0),
         remote_code=bool(config.get("auto_map")),
     )
+
+
+def _unmodelled_note(text: Mapping[str, Any]) -> str | None:
+    if str(text.get("model_type") or "").startswith("deepseek_v4"):
+        return (
+            "DeepSeek V4's compressed and sliding-window attention groups are not modelled: the KV "
+            "figures treat every layer as plain MLA"
+        )
+    return None
 
 
 def _first_int(value: Any) -> int:

@@ -25,8 +25,24 @@ def head_dim(text: Mapping[str, Any]) -> int:
     return int(text.get("hidden_size") or 0) // heads
 
 
+def dflash_window(text: Mapping[str, Any]) -> int | None:
+    """A DFlash drafter's forced sliding window (vllm/model_executor/models/qwen3_dflash.py
+    _resolve_layer_attention: dflash_config.use_swa makes every layer sliding unless layer_types
+    already has sliding ones; the window is swa_window_size, else sliding_window)."""
+    dflash = text.get("dflash_config")
+    if not isinstance(dflash, Mapping) or not dflash.get("use_swa"):
+        return None
+    layer_types = text.get("layer_types")
+    if isinstance(layer_types, list) and any(t == "sliding_attention" for t in layer_types):
+        return None
+    window = dflash.get("swa_window_size") or text.get("sliding_window")
+    return int(window) if window else None
+
+
 def layer_kinds(text: Mapping[str, Any], n_layers: int) -> list[str]:
     """Per-layer attention kind names as the config spells them."""
+    if dflash_window(text):
+        return ["sliding_attention"] * n_layers
     layer_types = text.get("layer_types")
     if isinstance(layer_types, list) and len(layer_types) >= n_layers:
         return [str(t) for t in layer_types[:n_layers]]
@@ -59,7 +75,8 @@ def groups(text: Mapping[str, Any], n_layers: int) -> tuple[list[LayerGroup], li
         if kind in LINEAR_KINDS:
             group = hybrid.gdn_group(text)
         elif kind in SLIDING_KINDS:
-            group = replace(full, kind=SLIDING, sliding_window=int(text["sliding_window"]))
+            window = dflash_window(text) or int(text["sliding_window"])
+            group = replace(full, kind=SLIDING, sliding_window=window)
         else:
             group = global_full
         counts[group] = counts.get(group, 0) + 1

@@ -57,14 +57,15 @@ class LayerGroup:
         ssm = max(1, self.value_heads // tp) * self.head_v * self.head_k * ssm_bytes
         return conv + ssm
 
-    def describe(self, kv_bytes: int, tp: int = 1) -> str:
+    def describe(self, kv_bytes: int, tp: int = 1, ssm_dtype: str | None = None) -> str:
         n = f"{self.count} {'draft ' if self.draft else ''}"
         if self.kind == MAMBA:
             what = "Mamba2" if self.state_kind == "mamba2" else "linear-attention"
+            dtype = ssm_dtype if ssm_dtype and ssm_dtype != "auto" else self.ssm_dtype
             return (
                 f"{n}{what} layers: fixed state per sequence "
                 f"(conv {self.conv_dim}×{self.conv_kernel - 1} + {self.value_heads}×{self.head_v}×{self.head_k}"
-                f"{' in ' + self.ssm_dtype if self.ssm_dtype else ''})"
+                f"{' in ' + dtype if dtype else ''})"
             )
         if self.kind == MLA and self.elem_bytes:
             return (

@@ -61,7 +61,7 @@ def level_cells(level: LevelResult, previous: LevelResult | None) -> tuple[str, 
         _num(level.aggregate_tok_s, "{:.1f}"),
         f"{level.errors}",
         _num(level.min_mem_available_gib, "{:.1f} GiB"),
-        _num(level.peak_kv_usage, "{:.0f}%", 100),
+        _num(level.peak_kv_usage, "{:.1f}%", 100),
         _num(level.joules_per_token, "{:.2f}"),
         change,
     )
@@ -145,7 +145,7 @@ class BenchPane(Vertical):
         """Start a run, or cancel the one in progress."""
         if self.running:
             self.cancel.set()
-            self._status("cancelling after the requests in flight…")
+            self._status("cancelling: the results so far are kept, marked partial")
             return
         self.running = True
         self.cancel = threading.Event()

@@ -3,40 +3,16 @@ MemAvailable, the verdict, its reasons, and numbered suggestions (one key applie
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 from rich.text import Text
 
 from sparktui.core.units import GiB
+from sparktui.ui.viewmodels import FitView
 from sparktui.ui.widgets.base import TextPanel
 
-if TYPE_CHECKING:  # core.fit is loaded after the first frame
-    from sparktui.core.fit import Suggestion
+__all__ = ["FitPanel", "FitView"]
 
 SEGMENT_STYLES = ("os", "weights", "activations", "graphs", "kv", "headroom")
 SEGMENT_CHARS = {"os": "▒", "weights": "█", "activations": "▓", "graphs": "▚", "kv": "█", "headroom": "░"}
-
-
-@dataclass
-class FitView:
-    verdict: str  # fits | tight | wont_start | unsafe | error | n/a
-    reasons: list[str] = field(default_factory=list)
-    segments: list[tuple[str, str, int]] = field(default_factory=list)  # (style key, label, bytes)
-    pool_bytes: int | None = None
-    mem_available: int | None = None
-    mem_available_live: bool = True  # a reading of this host, not an idle figure for the machine
-    suggestions: list[Suggestion] = field(default_factory=list)  # core.fit's: text + changes
-    kv_cache_bytes: int | None = None
-    kv_cache_tokens: int | None = None
-    max_concurrency: float | None = None
-    kv_bytes_per_token: int | None = None
-    speed: str | None = None  # core.speed.summary_line: predicted tok/s and TTFT (and a bench's)
-
-    @property
-    def applicable(self) -> list[Suggestion]:
-        """The suggestions that change the form, numbered 1… in the panel."""
-        return [s for s in self.suggestions if s.changes]
 
 
 VERDICT_TEXT = {

@@ -4,35 +4,16 @@ the guard's warn, term and kill lines on it, a sparkline of MemAvailable, and th
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
 from rich.text import Text
 
 from sparktui.core.units import GiB
+from sparktui.ui.viewmodels import GpuView, GuardView
 from sparktui.ui.widgets.base import TextPanel
 
+__all__ = ["GpuView", "GuardView", "MemoryGauge", "sparkline"]
+
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
-
-
-@dataclass
-class GuardView:
-    """What the gauge shows about the guard (from the supervisor's state)."""
-
-    state: str = "n/a"  # armed | disarmed | tripped | n/a
-    warn_gib: float | None = None
-    term_gib: float | None = None
-    kill_gib: float | None = None
-    last_trip: str | None = None
-    why_na: str | None = None
-
-
-@dataclass
-class GpuView:
-    util: str = "n/a"
-    temp: str = "n/a"
-    power: str = "n/a"
-    memory: str = "n/a"
-    note: str | None = None
 
 
 def _gib(n: float | None, digits: int = 1) -> str:
@@ -200,6 +181,8 @@ class MemoryGauge(TextPanel):
         g = self.guard
         state_style = {"armed": "armed", "disarmed": "disarmed", "tripped": "tripped"}.get(g.state, "muted")
         out.append(g.state.upper() if state_style != "muted" else g.state, self._style(state_style))
+        if g.for_next_launch and g.state != "tripped":
+            out.append(" for the next launch", muted)
         if g.warn_gib is not None or g.term_gib is not None or g.kill_gib is not None:
             out.append(f"\n{'Lines (GiB)':<14}", label)
             for letter, v, name in (("W", g.warn_gib, "warn"), ("T", g.term_gib, "term"), ("K", g.kill_gib, "kill")):

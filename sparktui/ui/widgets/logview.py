@@ -1,5 +1,8 @@
 """A bounded, severity-coloured log view that stays responsive under floods.
 
+sparktui's own polling of the server (`"GET /metrics HTTP/1.1"` and `"GET /health HTTP/1.1"` from
+this machine) is hidden by default: at 80×24 it would fill the view. `p` shows it again.
+
 Lines arrive in batches (`push`); they are buffered and drawn at most `FLUSH_HZ` times a second.
 When more than `FLUSH_MAX_LINES` arrive between two draws, only the newest are kept and one
 marker line says how many were skipped (the full log stays in the file on disk).
@@ -12,17 +15,25 @@ from collections import deque
 
 from rich.segment import Segment
 from rich.style import Style
-from textual.binding import Binding
+from textual import events
 from textual.geometry import Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from sparktui.ui.actions import bindings
 
 _SEVERITY = re.compile(r"\b(CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG)\b")
 _ERRORISH = re.compile(r"^(Traceback|\w*(Error|Exception)\b|RuntimeError|.*\bKilled\b)")
 _MAX_LINE_CHARS = 2000
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")  # vLLM colours its prefixes
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# uvicorn's access line for sparktui's own polls: from this machine, /metrics or /health.
+_POLLING = re.compile(r'(?:127\.0\.0\.1|\[?::1\]?|localhost):\d+ - "GET /(?:metrics|health) HTTP/1\.1"')
+
+
+def is_polling(line: str) -> bool:
+    return "GET /" in line and _POLLING.search(line) is not None
 
 
 def clean(line: str) -> str:
@@ -50,15 +61,12 @@ def severity_of(line: str) -> str:
 
 
 class LogView(ScrollView, can_focus=True):
-    """Log lines, newest at the bottom; `f` toggles follow."""
+    """Log lines, newest at the bottom; `f` toggles follow, `p` shows or hides polling lines."""
 
     FLUSH_HZ = 10
     FLUSH_MAX_LINES = 2000
 
-    BINDINGS = [
-        Binding("f", "toggle_follow", "Follow", id="log.follow"),
-        Binding("end", "follow_end", "End", show=False, id="log.end"),
-    ]
+    BINDINGS = bindings("log")
 
     COMPONENT_CLASSES = {"log--error", "log--warning", "log--info", "log--debug", "log--plain", "log--marker"}
 
@@ -79,15 +87,18 @@ class LogView(ScrollView, can_focus=True):
     """
 
     follow: reactive[bool] = reactive(True)
+    show_polling: reactive[bool] = reactive(False)
+    hidden: reactive[int] = reactive(0)  # polling lines not shown, set once per draw
 
     def __init__(self, max_lines: int = 5000, **kwargs) -> None:
         super().__init__(**kwargs)
         self.max_lines = max_lines
-        self._lines: deque[tuple[str, str]] = deque(maxlen=max_lines)
+        self._all: deque[tuple[str, str, bool]] = deque(maxlen=max_lines)  # (severity, text, polling)
+        self._lines: deque[tuple[str, str]] = deque(maxlen=max_lines)  # what is shown
+        self.polling_hidden = 0
         self._pending: list[str] = []
         self._skipped = 0
         self._width = 0
-        self._following = False
         self._timer = None
         self.total_lines = 0
 
@@ -114,12 +125,17 @@ class LogView(ScrollView, can_focus=True):
             self._skipped += overflow
 
     def clear(self) -> None:
+        """Empty the view for a new log; it follows again (a new log starts at its end)."""
+        self._all.clear()
         self._lines.clear()
         self._pending.clear()
         self._skipped = 0
         self._width = 0
         self.total_lines = 0
+        self.polling_hidden = self.hidden = 0
         self.virtual_size = Size(0, 0)
+        self.scroll_to(y=0, animate=False, immediate=True, force=True)
+        self.follow = True
         self.refresh()
 
     def _flush(self) -> None:
@@ -127,18 +143,25 @@ class LogView(ScrollView, can_focus=True):
             self._timer.pause()
             return
         if self._skipped:
-            self._lines.append(("marker", f"… {self._skipped:,} lines skipped to keep up (the full log is on disk)"))
+            marker = f"… {self._skipped:,} lines skipped to keep up (the full log is on disk)"
+            self._all.append(("marker", marker, False))
+            self._lines.append(("marker", marker))
             self._skipped = 0
+        show_polling = self.show_polling
         for text in self._pending:
             text = clean(text[:_MAX_LINE_CHARS])
+            severity, polling = severity_of(text), is_polling(text)
+            self._all.append((severity, text, polling))
+            if polling and not show_polling:
+                self.polling_hidden += 1
+                continue
             self._width = max(self._width, len(text))
-            self._lines.append((severity_of(text), text))
+            self._lines.append((severity, text))
         self._pending.clear()
+        self.hidden = self.polling_hidden
         self.virtual_size = Size(self._width, len(self._lines))
         if self.follow:
-            self._following = True  # our own scroll: not the reader scrolling up
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
-            self._following = False
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
@@ -153,6 +176,25 @@ class LogView(ScrollView, can_focus=True):
         visible = text[scroll_x : scroll_x + width]
         return Strip([Segment(visible, style)], len(visible)).extend_cell_length(width, base)
 
+    def watch_show_polling(self, show: bool) -> None:
+        """Rebuild what is shown from what was kept."""
+        self._lines.clear()
+        self.polling_hidden = 0
+        for severity, text, polling in self._all:
+            if polling and not show:
+                self.polling_hidden += 1
+            else:
+                self._lines.append((severity, text))
+        self.hidden = self.polling_hidden
+        self._width = max((len(text) for _, text in self._lines), default=0)
+        self.virtual_size = Size(self._width, len(self._lines))
+        if self.follow:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
+        self.refresh()
+
+    def action_toggle_polling(self) -> None:
+        self.show_polling = not self.show_polling
+
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
         if self.follow:
@@ -162,8 +204,27 @@ class LogView(ScrollView, can_focus=True):
         self.follow = True
         self.scroll_to(y=self.max_scroll_y, animate=False)
 
-    def watch_scroll_y(self, old: float, new: float) -> None:
-        super().watch_scroll_y(old, new)
-        # Scrolling up by hand pauses following; reaching the end again resumes it.
-        if new < old and not self._following:
-            self.follow = False
+    # Following pauses only when the reader scrolls up (keys, wheel), never when the view itself
+    # moves: a cleared log, a hidden pane shown again or a resize also lower scroll_y.
+    def action_scroll_up(self) -> None:
+        self.follow = False
+        super().action_scroll_up()
+
+    def action_page_up(self) -> None:
+        self.follow = False
+        super().action_page_up()
+
+    def action_scroll_home(self) -> None:
+        self.follow = False
+        super().action_scroll_home()
+
+    def action_scroll_end(self) -> None:
+        self.action_follow_end()
+
+    def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self.follow = False
+        super()._on_mouse_scroll_up(event)
+
+    def on_resize(self) -> None:
+        if self.follow:
+            self.call_after_refresh(self.scroll_to, y=self.max_scroll_y, animate=False, force=True)

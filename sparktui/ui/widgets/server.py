@@ -3,11 +3,12 @@ cache, live metrics) and the diagnosis card shown when vLLM fails."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from rich.text import Text
 
+from sparktui.ui.viewmodels import Diagnosis, ServerView
 from sparktui.ui.widgets.base import TextPanel
+
+__all__ = ["PHASES", "DiagnosisCard", "LogHeader", "PhaseStrip", "ServerInfo", "ServerView"]
 
 # The log parser's phases (sparktui.core.vllm_log.PHASES; a test keeps the two the same).
 PHASES = ("starting", "loading_weights", "profiling", "kv_cache", "cuda_graphs", "ready")
@@ -76,16 +77,6 @@ class PhaseStrip(TextPanel):
         return out
 
 
-@dataclass
-class ServerView:
-    state: str = "stopped"  # stopped | starting | ready | failed | stopping | exited | n/a
-    detail: str = ""
-    predicted: list[tuple[str, str]] = field(default_factory=list)  # (figure, predicted value)
-    actual: list[tuple[str, str]] = field(default_factory=list)  # (figure, value from the log)
-    metrics: list[tuple[str, str]] = field(default_factory=list)
-    diagnosis: tuple[str, str, str] | None = None  # (kind, message, hint)
-
-
 class ServerInfo(TextPanel):
     COMPONENT_CLASSES = {"srv--label", "srv--value", "srv--state", "srv--bad", "srv--muted", "srv--head"}
     DEFAULT_CSS = """
@@ -111,7 +102,7 @@ class ServerInfo(TextPanel):
         s = lambda n: self.component_style(f"srv--{n}")  # noqa: E731
         out = Text()
         out.append("Server ", s("label"))
-        out.append(v.state, s("bad" if v.state in ("failed", "n/a", "tripped", "killed", "lost") else "state"))
+        out.append(v.state, s("bad" if v.bad else "state"))
         if v.detail:
             out.append(f"  {v.detail}", s("muted"))
         if v.predicted or v.actual:
@@ -144,9 +135,9 @@ class DiagnosisCard(TextPanel):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.diagnosis: tuple[str, str, str] | None = None
+        self.diagnosis: Diagnosis | None = None
 
-    def show(self, diagnosis: tuple[str, str, str] | None) -> None:
+    def show(self, diagnosis: Diagnosis | None) -> None:
         self.diagnosis = diagnosis
         self.set_class(diagnosis is not None, "-shown")
         self.changed()
@@ -155,10 +146,53 @@ class DiagnosisCard(TextPanel):
         out = Text()
         if not self.diagnosis:
             return out
-        kind, message, hint = self.diagnosis
-        out.append(f"Failed: {kind}\n", self.component_style("diag--title"))
-        out.append(message)
-        if hint:
+        d = self.diagnosis
+        out.append(f"Failed: {d.kind}\n", self.component_style("diag--title"))
+        out.append(d.message)
+        if d.hint:
             out.append("\nFix: ", self.component_style("diag--hint"))
-            out.append(hint)
+            out.append(d.hint)
+        return out
+
+
+class LogHeader(TextPanel):
+    """One line over the log: whether it follows, and whether sparktui's own polling is shown."""
+
+    COMPONENT_CLASSES = {"loghead--on", "loghead--off", "loghead--muted"}
+    DEFAULT_CSS = """
+    LogHeader { height: 1; }
+    LogHeader > .loghead--on { color: $success; text-style: bold; }
+    LogHeader > .loghead--off { color: $warning; text-style: bold reverse; }
+    LogHeader > .loghead--muted { color: $foreground-muted; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.following = True
+        self.polling_hidden = 0
+        self.show_polling = False
+        self.keys = ("f", "p")
+
+    def show(self, following: bool, show_polling: bool, polling_hidden: int, keys: tuple[str, str]) -> None:
+        self.following, self.show_polling, self.polling_hidden, self.keys = (
+            following,
+            show_polling,
+            polling_hidden,
+            keys,
+        )
+        self.changed()
+
+    def render(self) -> Text:
+        muted = self.component_style("loghead--muted")
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append("Log ", muted)
+        if self.following:
+            out.append("● following", self.component_style("loghead--on"))
+        else:
+            out.append(" ‖ PAUSED ", self.component_style("loghead--off"))
+            out.append(f" {self.keys[0]}/End follows", muted)
+        if self.show_polling:
+            out.append(f"  polling shown ({self.keys[1]} hides)", muted)
+        elif self.polling_hidden:
+            out.append(f"  {self.polling_hidden:,} polling lines hidden ({self.keys[1]} shows)", muted)
         return out

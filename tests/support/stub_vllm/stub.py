@@ -22,14 +22,28 @@ Behaviour knobs (environment):
   STUB_VLLM_EXIT          after replaying a failure log, exit with this code (default 1);
                           "SIGKILL" kills the whole stub as if from outside (the log just stops)
   STUB_VLLM_MAX_LIFE_S    safety net: every stub process exits after this long (default 600)
-  STUB_VLLM_TTFT_S        streaming completions: seconds to the first token (default 0.02)
-  STUB_VLLM_TOKENS_PER_S  streaming completions: tokens per second after it (default 200)
+  STUB_VLLM_TTFT_S        completions: seconds to the first token after the prefill (default 0.02)
+  STUB_VLLM_TOKENS_PER_S  completions: tokens per second after it (default 200)
+
+Completions (streamed or not) run through a small engine model whose counters /metrics shows the
+way vLLM 0.32 keeps them: a request is `running` from admission; its prompt is prefilled in
+chunks of 2048 tokens (max_num_batched_tokens on GB10), each chunk taking 16-token KV blocks
+(`kv_cache_usage_perc` rises); `prompt_tokens_total` and the TTFT histogram move only when the
+prefill ends and the first token comes out; each token adds to `generation_tokens_total`; a
+finished request adds to `request_success_total`.
+  STUB_VLLM_PREFILL_TOKENS_S  prefill speed, prompt tokens/s (default 0: a prefill takes no time)
+  STUB_VLLM_WEDGE_AFTER_TOKENS  after this many generated tokens the engine stops stepping, as a
+                          wedged EngineCore does: streams stall mid-way, new requests get no
+                          token, /metrics freezes (running requests and all), /health stays 200
+A prompt's token count is its whitespace-separated words (or the length of a token-id list).
+While there is throughput, vLLM's stats line is logged every VLLM_LOG_STATS_INTERVAL s (default 10).
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import math
 import mmap
 import os
 import re
@@ -179,11 +193,156 @@ def emit(line: str) -> None:
         pass
 
 
+# ---------------------------------------------------------------- the engine model behind /v1/completions
+
+CHUNK_TOKENS = 2048  # max_num_batched_tokens: one prefill step takes at most this many tokens
+BLOCK_TOKENS = 16
+
+
+class Engine:
+    """Counters as vLLM's scheduler and output processor keep them (see the module docstring)."""
+
+    def __init__(self, kv_tokens: int) -> None:
+        self.lock = threading.Lock()
+        self.blocks_total = max(1, kv_tokens // BLOCK_TOKENS)
+        self.blocks_used = 0
+        self.running = 0
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.ttft: list[float] = []
+        self.finished = 0
+        self.ttft_s = env_float("STUB_VLLM_TTFT_S", 0.02)
+        self.tokens_s = env_float("STUB_VLLM_TOKENS_PER_S", 200.0)
+        self.prefill_tokens_s = env_float("STUB_VLLM_PREFILL_TOKENS_S", 0.0)
+        wedge = os.environ.get("STUB_VLLM_WEDGE_AFTER_TOKENS", "")
+        self.wedge_after = int(wedge) if wedge else None
+        self.wedged = threading.Event()
+        self.frozen: dict[str, float] | None = None  # the counters as they were when it wedged
+
+    def step_gate(self) -> None:
+        """Every engine step passes here; a wedged engine never lets one through again."""
+        if self.wedged.is_set():
+            while True:
+                time.sleep(3600)
+
+    def _blocks(self, tokens: int) -> int:
+        return math.ceil(tokens / BLOCK_TOKENS)
+
+    def run(self, prompt_tokens: int, max_tokens: int, emit_token) -> tuple[int, str]:
+        """Serve one request; emit_token(text) per token. Returns (tokens generated, finish reason)."""
+        arrived = time.monotonic()
+        held = 0
+        with self.lock:
+            self.step_gate_locked()
+            self.running += 1
+        try:
+            done = 0
+            while done < prompt_tokens:  # chunked prefill: KV blocks are taken chunk by chunk
+                chunk = min(CHUNK_TOKENS, prompt_tokens - done)
+                if self.prefill_tokens_s > 0:
+                    time.sleep(chunk / self.prefill_tokens_s)
+                self.step_gate()
+                done += chunk
+                with self.lock:
+                    grown = self._blocks(done) - held
+                    self.blocks_used += grown
+                    held += grown
+            generated = 0
+            prefilled = time.monotonic()
+            while generated < max_tokens:  # token n at prefill end + TTFT + (n - 1) / rate
+                time.sleep(max(0.0, prefilled + self.ttft_s + generated / self.tokens_s - time.monotonic()))
+                self.step_gate()
+                with self.lock:
+                    self.step_gate_locked()
+                    if generated == 0:  # the prefill ends with the first token
+                        self.prompt_tokens += prompt_tokens
+                        self.ttft.append(time.monotonic() - arrived)
+                    self.generation_tokens += 1
+                    generated += 1
+                    grown = self._blocks(prompt_tokens + generated) - held
+                    self.blocks_used += grown
+                    held += grown
+                    if self.wedge_after is not None and self.generation_tokens >= self.wedge_after:
+                        self.frozen = self.counters()
+                        self.wedged.set()
+                emit_token(" stub")
+            return generated, "length"
+        finally:
+            with self.lock:
+                if not self.wedged.is_set():
+                    self.running -= 1
+                    self.finished += 1
+                    self.blocks_used -= held
+
+    def step_gate_locked(self) -> None:
+        if self.wedged.is_set():
+            self.lock.release()
+            try:
+                self.step_gate()
+            finally:
+                self.lock.acquire()
+
+    def counters(self) -> dict[str, float]:
+        return {
+            "running": self.running,
+            "kv": self.blocks_used / self.blocks_total,
+            "prompt": self.prompt_tokens,
+            "generation": self.generation_tokens,
+            "finished": self.finished,
+            "ttft": list(self.ttft),
+        }
+
+    def render(self, base: str) -> bytes:
+        """The fixture's /metrics with this engine's counters added to its samples."""
+        with self.lock:
+            c = self.frozen if self.frozen is not None else self.counters()
+        ttft: list[float] = c["ttft"]
+        out = []
+        for line in base.splitlines():
+            name, _, value = line.rpartition(" ")
+            if line.startswith("#") or not name:
+                out.append(line)
+                continue
+            metric = name.split("{", 1)[0]
+            v = float(value)
+            if metric == "vllm:num_requests_running":
+                v += c["running"]
+            elif metric == "vllm:kv_cache_usage_perc":
+                v += c["kv"]
+            elif metric == "vllm:prompt_tokens_total":
+                v += c["prompt"]
+            elif metric == "vllm:generation_tokens_total":
+                v += c["generation"]
+            elif metric == "vllm:request_success_total" and 'finished_reason="length"' in name:
+                v += c["finished"]
+            elif metric == "vllm:time_to_first_token_seconds_count":
+                v += len(ttft)
+            elif metric == "vllm:time_to_first_token_seconds_sum":
+                v += sum(ttft)
+            elif metric == "vllm:time_to_first_token_seconds_bucket":
+                le = re.search(r'le="([^"]+)"', name)
+                bound = float(le.group(1)) if le else math.inf
+                v += sum(1 for t in ttft if t <= bound)
+            else:
+                out.append(line)
+                continue
+            out.append(f"{name} {v!r}")
+        return ("\n".join(out) + "\n").encode()
+
+
+def prompt_token_count(prompt: object) -> int:
+    if isinstance(prompt, list):
+        return len(prompt) if all(isinstance(t, int) for t in prompt) else sum(prompt_token_count(p) for p in prompt)
+    return max(1, len(str(prompt).split()))
+
+
 class Handler(BaseHTTPRequestHandler):
     server_version = "uvicorn"
     metrics = b""
+    metrics_text = ""
     model = ""
     max_model_len = 2048
+    engine: Engine | None = None
 
     def log_message(self, fmt, *args):  # uvicorn's access-log format
         emit(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" {args[1]} OK')
@@ -203,7 +362,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/health":
             self.reply(200, b"")
         elif self.path == "/metrics":
-            self.reply(200, self.metrics, "text/plain; version=0.0.4; charset=utf-8")
+            body = self.engine.render(self.metrics_text) if self.engine is not None else self.metrics
+            self.reply(200, body, "text/plain; version=0.0.4; charset=utf-8")
         elif self.path == "/version":
             self.reply(200, b'{"version":"0.32.0+cpu"}')
         elif self.path == "/v1/models" and self.authorised():
@@ -230,23 +390,40 @@ class Handler(BaseHTTPRequestHandler):
         elif request.get("stream"):
             self.stream(request, chat)
         else:
+            prompt_tokens = prompt_token_count(self.prompt_of(request, chat))
+            texts: list[str] = []
+            generated, finish = self.engine.run(prompt_tokens, int(request.get("max_tokens") or 16), texts.append)
+            choice = {
+                "index": 0,
+                "text": "".join(texts),
+                "logprobs": None,
+                "finish_reason": finish,
+                "stop_reason": None,
+            }
             body = {
+                "id": f"cmpl-{secrets.token_hex(8)}",
                 "object": "text_completion",
+                "created": int(time.time()),
                 "model": self.model,
-                "choices": [{"index": 0, "text": " stub", "finish_reason": "length"}],
-                "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3},
+                "choices": [choice],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": generated,
+                    "total_tokens": prompt_tokens + generated,
+                },
             }
             self.reply(200, json.dumps(body).encode())
+
+    @staticmethod
+    def prompt_of(request: dict, chat: bool) -> object:
+        if chat and request.get("messages"):
+            return request["messages"][-1].get("content", "")
+        return request.get("prompt") or ""
 
     def stream(self, request: dict, chat: bool) -> None:
         """SSE as vLLM streams: `data: {chunk}` per token (usage on each with continuous_usage_stats),
         a usage chunk with include_usage, then `data: [DONE]`. The connection closes at the end."""
-        arrived = time.monotonic()
-        ttft, rate = env_float("STUB_VLLM_TTFT_S", 0.02), env_float("STUB_VLLM_TOKENS_PER_S", 200.0)
-        prompt = (
-            request["messages"][-1].get("content", "") if chat and request.get("messages") else request.get("prompt")
-        )
-        prompt_tokens = len(str(prompt or "").split())
+        prompt_tokens = prompt_token_count(self.prompt_of(request, chat))
         max_tokens = int(request.get("max_tokens") or 16)
         options = request.get("stream_options") or {}
         include_usage, continuous = bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
@@ -255,29 +432,27 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.end_headers()
+        sent = [0]
+
+        def token(text: str) -> None:
+            n = sent[0] = sent[0] + 1
+            finish = "length" if n == max_tokens else None
+            if chat:
+                choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
+            else:
+                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+            chunk = {**base, "choices": [choice]}
+            if continuous:
+                chunk["usage"] = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": n,
+                    "total_tokens": prompt_tokens + n,
+                }
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+
         try:
-            for n in range(1, max_tokens + 1):
-                time.sleep(max(0.0, arrived + ttft + (n - 1) / rate - time.monotonic()))
-                finish = "length" if n == max_tokens else None
-                if chat:
-                    choice = {"index": 0, "delta": {"content": " stub"}, "logprobs": None, "finish_reason": finish}
-                else:
-                    choice = {
-                        "index": 0,
-                        "text": " stub",
-                        "logprobs": None,
-                        "finish_reason": finish,
-                        "stop_reason": None,
-                    }
-                chunk = {**base, "choices": [choice]}
-                if continuous:
-                    chunk["usage"] = {
-                        "prompt_tokens": prompt_tokens,
-                        "completion_tokens": n,
-                        "total_tokens": prompt_tokens + n,
-                    }
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.flush()
+            self.engine.run(prompt_tokens, max_tokens, token)
             if include_usage:
                 usage = {
                     "prompt_tokens": prompt_tokens,
@@ -381,6 +556,9 @@ def serve(argv: list[str]) -> None:
             alloc_mib = 0
         if READY in line:
             Handler.metrics = Path(os.environ.get("STUB_VLLM_METRICS") or DEFAULT_METRICS).read_bytes()
+            Handler.metrics_text = Handler.metrics.decode()
+            kv = re.search(r"KV cache size: ([\d,]+) tokens", "\n".join(replay.lines))
+            Handler.engine = Engine(int(kv.group(1).replace(",", "")) if kv else 131072)
             Handler.model = model
             Handler.max_model_len = max_model_len
             httpd = ThreadingHTTPServer((host, port), Handler)
@@ -395,8 +573,37 @@ def serve(argv: list[str]) -> None:
             engine.terminate()
             engine.wait()
         sys.exit(int(code))
+    log_stats(Handler.engine, "CPU" if "CPU KV cache" in "\n".join(replay.lines) else "GPU")
+
+
+def log_stats(engine: Engine | None, device: str) -> None:
+    """vLLM's periodic stats line (v1/metrics/loggers.py LoggingStatLogger.log), every
+    VLLM_LOG_STATS_INTERVAL seconds (vLLM's own variable, default 10). At INFO only when there was
+    throughput in this interval or the last: an idle, a wedged or a long-prefilling engine (prompt
+    tokens count when a prefill ends) goes quiet."""
+    interval = env_float("VLLM_LOG_STATS_INTERVAL", 10.0)
+    last_prompt = last_generation = 0.0
+    before = engine.counters() if engine is not None else None
     while True:
-        time.sleep(3600)
+        time.sleep(interval)
+        if engine is None or before is None:
+            continue
+        with engine.lock:
+            now = engine.frozen if engine.frozen is not None else engine.counters()
+        prompt = (now["prompt"] - before["prompt"]) / interval
+        generation = (now["generation"] - before["generation"]) / interval
+        before = now
+        idle = not any((prompt, generation, last_prompt, last_generation))
+        last_prompt, last_generation = prompt, generation
+        if idle:
+            continue
+        stamp = time.strftime("%m-%d %H:%M:%S")
+        emit(
+            f"(APIServer pid={os.getpid()}) INFO {stamp} [loggers.py:257] Engine 000: "
+            f"Avg prompt throughput: {prompt:.1f} tokens/s, Avg generation throughput: {generation:.1f} tokens/s, "
+            f"Running: {now['running']:.0f} reqs, Waiting: 0 reqs, {device} KV cache usage: {now['kv'] * 100:.1f}%, "
+            "Prefix cache hit rate: 0.0%"
+        )
 
 
 def main() -> None:

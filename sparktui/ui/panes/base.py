@@ -1,0 +1,63 @@
+"""What every pane shares: the backend, and the one path for workers that fail unexpectedly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, cast
+
+from textual import work
+from textual.containers import Vertical
+from textual.worker import Worker, WorkerState
+
+from sparktui.ui.messages import WorkerFailed
+
+if TYPE_CHECKING:
+    from sparktui.ui.backend import Backend
+
+P = ParamSpec("P")
+
+
+class Pane(Vertical):
+    """A pane owns its widgets, its workers and its polls. Subclasses set the class variables;
+    the app lays panes out from `sparktui.ui.panes.PANES`."""
+
+    NAME: ClassVar[str]  # config | server | memory | …: the id is "<NAME>-pane"
+    TAB: ClassVar[str]  # the tab's label on narrow terminals
+
+    @property
+    def backend(self) -> Backend:
+        return cast("Backend", self.app.backend)  # type: ignore[attr-defined]
+
+    @staticmethod
+    def running(worker: Worker[Any] | None) -> bool:
+        return worker is not None and not worker.is_finished
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # Workers catch the errors they expect and post results; anything else lands here. The
+        # pane resets what the worker left half done, and the app says what failed.
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            self.worker_failed(event.worker)
+            self.post_message(WorkerFailed(event.worker.description or event.worker.name, event.worker.error))
+
+    def worker_failed(self, worker: Worker[Any]) -> None:
+        """Undo what a failed worker left (a half-finished launch, say). Nothing by default."""
+
+
+def io_worker(
+    name: str, description: str, group: str | None = None
+) -> Callable[[Callable[P, None]], Callable[P, Worker[None]]]:
+    """A thread worker for I/O: named, one at a time per group, and never fatal to the app (an
+    unexpected error reaches `Pane.on_worker_state_changed`)."""
+
+    def decorate(method: Callable[P, None]) -> Callable[P, Worker[None]]:
+        return work(
+            method,
+            thread=True,
+            exclusive=True,
+            group=group or name,
+            name=name,
+            description=description,
+            exit_on_error=False,
+        )
+
+    return decorate

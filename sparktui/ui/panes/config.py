@@ -1,0 +1,406 @@
+"""The config pane: the profile, the `vllm serve` form and the fit panel.
+
+It owns the profile's loading and saving, the model spec, and the fit; it posts the working
+profile (the loaded one with the form's edits) and the fit for the other panes. On a re-attach
+with no profile open it loads the profile the running server was started from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import Input, Static
+
+from sparktui.errors import UserError
+from sparktui.ui.backend import Unavailable
+from sparktui.ui.messages import FitChanged, Notice, ProfileChanged
+from sparktui.ui.panes.base import Pane, io_worker
+from sparktui.ui.screens import ChoiceScreen, PromptScreen
+from sparktui.ui.viewmodels import FitView, ServerStatus
+from sparktui.ui.widgets.editor import ConfigEditor, FormState
+from sparktui.ui.widgets.fitpanel import FitPanel
+
+if TYPE_CHECKING:
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.fit import Machine
+    from sparktui.core.modelspec import ModelSpec
+    from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
+    from sparktui.runtime.memory import MemorySample
+
+FIT_REFRESH_BYTES = 256 * 2**20  # refit when MemAvailable moved this much (not for jitter)
+
+
+def machine_label(name: str, machine: Machine | None) -> str:
+    """The profile's machine in words: what the fit assumes, not just the profile's keyword."""
+    if machine is None:
+        return f"machine {name}"
+    size = f"{machine.mem_total / 2**30:.1f} GiB"
+    if str(name).strip().lower() == "auto":
+        return f"machine: this host ({size}, fitted as one unified pool like a Spark)"
+    if machine.unified:
+        return f"machine: DGX Spark ({size} unified memory)"
+    return f"machine: a GPU with {machine.total / 2**30:.0f} GiB"
+
+
+class ConfigPane(Pane):
+    NAME = "config"
+    TAB = "1 Config"
+
+    profile: reactive[Profile | None] = reactive(None, init=False)
+    server: reactive[ServerStatus | None] = reactive(None, init=False)
+    sample: reactive[MemorySample | None] = reactive(None, init=False)
+
+    def __init__(self, profile_arg: str | Path | None = None, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.profile_arg = profile_arg
+        self.loaded: Profile | None = None  # as on disk (or as the running server has it)
+        self.guard_settings: GuardSettings | None = None  # edited for the next launch
+        self.form = FormState(None, {})
+        self.spec: ModelSpec | None = None
+        self.spec_model: str | None = None
+        self.spec_error: str | None = None
+        self.machine: Machine | None = None
+        self.fit = FitView("n/a", ["fill in the model"])
+        self.asked_server_profile = False
+        self.load_error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="profile-line")
+        with VerticalScroll(id="fit-scroll"):
+            yield FitPanel(id="fit")
+        yield ConfigEditor(id="editor")
+
+    def on_mount(self) -> None:
+        self._show_profile_line()
+        self._load_profile(self.profile_arg, source="start")
+
+    # -- the working profile ------------------------------------------------------------------------
+
+    def working_profile(self) -> Profile | None:
+        """The loaded profile with the form's edits (an unsaved one when none was loaded)."""
+        config = self.form.config
+        if config is None:
+            return None
+        if self.loaded is None:
+            from sparktui.core.profiles import new_profile
+
+            base = new_profile("unsaved", config)
+        else:
+            base = dataclasses.replace(self.loaded, serve=config)
+        if self.guard_settings is not None:
+            base = dataclasses.replace(base, guard=self.guard_settings)
+        return base
+
+    @property
+    def modified(self) -> bool:
+        """The form or the guard differ from the profile on disk."""
+        if self.loaded is None:
+            return self.form.config is not None  # typed or pasted, never saved
+        if self.form.config is None:
+            return True  # edits broke the form
+        return self.form.config != self.loaded.serve or (
+            self.guard_settings is not None and self.guard_settings != self.loaded.guard
+        )
+
+    def _publish(self) -> None:
+        self.post_message(ProfileChanged(self.working_profile()))
+        self._show_profile_line()
+
+    def _show_profile_line(self) -> None:
+        line = self.query_one("#profile-line", Static)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        p = self.loaded
+        if p is None:
+            text.append("Profile: none", "bold")
+            if self.load_error:
+                text.append(f" ({self.load_error})", "dim")
+            text.append("  Ctrl+O opens one, F4 pastes a vllm serve line", "dim")
+        else:
+            text.append("Profile ", "dim")
+            text.append(p.name, "bold")
+            if self.modified:
+                text.append(" (modified)", "bold italic")
+            elif p.path is None:
+                text.append(" (unsaved)", "italic")
+            text.append(f"  {machine_label(p.machine, self.machine)}", "dim")
+        line.update(text)
+
+    def set_guard_settings(self, settings: GuardSettings) -> None:
+        self.guard_settings = settings
+        self._publish()
+
+    # -- loading ----------------------------------------------------------------------------------
+
+    def load_profile(self, name_or_path: str | Path) -> None:
+        self._load_profile(name_or_path, source="command")
+
+    @io_worker("load-profile", "loading the profile", group="profile")
+    def _load_profile(self, name_or_path: str | Path | None, source: str) -> None:
+        if name_or_path is None:
+            return
+        try:
+            profile = self.backend.load_profile(name_or_path)
+        except (UserError, Unavailable, OSError) as exc:
+            self.app.call_from_thread(self._profile_failed, str(exc))
+            return
+        self.app.call_from_thread(self._profile_loaded, profile)
+
+    def _profile_failed(self, error: str) -> None:
+        self.app.notify(error, title="Profile", severity="error", timeout=15)
+        if self.loaded is None:
+            self.load_error = error
+            self._show_profile_line()
+
+    def _profile_loaded(self, profile: Profile) -> None:
+        self.loaded, self.guard_settings, self.load_error = profile, None, None
+        self.query_one(ConfigEditor).load(profile.serve)  # posts Changed once filled
+        self._show_profile_line()
+        self._check_machine(profile.machine)
+
+    def watch_server(self, server: ServerStatus | None) -> None:
+        # Re-attached to a server with no profile open: open the one it was started from (also
+        # after a failed start: that profile is the one to fix).
+        if server is None or self.loaded is not None or self.asked_server_profile:
+            return
+        if server.profile_path is not None:
+            self.asked_server_profile = True
+            self._load_server_profile(server.profile_path, server.profile)
+
+    @io_worker("server-profile", "loading the server's profile", group="profile")
+    def _load_server_profile(self, path: Path, name: str | None) -> None:
+        """The exact copy the supervisor started from; named after the user's profile when that
+        one still holds the same configuration (so Ctrl+S saves where the user expects)."""
+        try:
+            profile = self.backend.load_profile(path)
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(f"cannot open the running server's profile {path}: {exc}", "error"))
+            return
+        try:
+            own = self.backend.load_profile(name) if name else None
+        except (UserError, Unavailable, OSError):
+            own = None
+        if own is not None and own.serve == profile.serve:
+            profile = own
+        else:
+            profile = dataclasses.replace(profile, path=None)
+        self.app.call_from_thread(self._server_profile_loaded, profile)
+
+    def _server_profile_loaded(self, profile: Profile) -> None:
+        if self.loaded is None:
+            self._profile_loaded(profile)
+            self.app.notify(f"opened {profile.name}, the profile the running server was started from")
+
+    @io_worker("machine", "reading the machine", group="machine")
+    def _check_machine(self, name: str) -> None:
+        try:
+            machine = self.backend.machine(name)
+        except (UserError, Unavailable, ValueError, OSError):
+            return
+        self.app.call_from_thread(self._machine_known, name, machine)
+
+    def _machine_known(self, name: str, machine: Machine) -> None:
+        if self.loaded is not None and self.loaded.machine == name:
+            self.machine = machine
+            self._show_profile_line()
+
+    # -- the form and the fit -----------------------------------------------------------------------
+
+    @on(ConfigEditor.Changed)
+    def _form_changed(self, event: ConfigEditor.Changed) -> None:
+        self.form = event.state
+        config = event.state.config
+        if config is not None and config.model != self.spec_model:
+            self.spec_model, self.spec, self.spec_error = config.model, None, None
+            self._load_spec(config.model, self.loaded.machine if self.loaded else "dgx-spark")
+        self.recompute_fit()
+        self._publish()
+
+    @io_worker("model-spec", "reading the model's config", group="spec")
+    def _load_spec(self, model: str, machine_name: str) -> None:
+        spec = machine = None
+        errors = []
+        try:
+            spec = self.backend.model_spec(model)
+        except (UserError, Unavailable, OSError, ValueError) as exc:
+            errors.append(str(exc))
+        try:
+            machine = self.backend.machine(machine_name)
+        except (UserError, Unavailable, ValueError, OSError) as exc:
+            errors.append(str(exc))
+        self.app.call_from_thread(self._spec_loaded, model, spec, machine, "; ".join(errors) or None)
+
+    def _spec_loaded(self, model: str, spec: ModelSpec | None, machine: Machine | None, error: str | None) -> None:
+        if model != self.spec_model:
+            return
+        self.spec, self.machine, self.spec_error = spec, machine, error
+        self.recompute_fit()
+        self._show_profile_line()
+
+    def watch_sample(self, sample: MemorySample | None) -> None:
+        fitted = self.fit.mem_available
+        if sample is not None and (fitted is None or abs(sample.mem_available - fitted) >= FIT_REFRESH_BYTES):
+            self.recompute_fit()
+
+    def recompute_fit(self) -> None:
+        """Fit the current form (pure and fast: called on every edit and every real memory change)."""
+        state = self.form
+        if state.config is None:
+            problems = list(state.errors.values()) or ([state.general] if state.general else ["fill in the model"])
+            view = FitView("error", problems[:3])
+        elif self.spec_error:
+            view = FitView("n/a", [self.spec_error])
+        elif self.spec is None or self.machine is None:
+            view = FitView("n/a", [f"reading the model config of {state.config.model}…"])
+        else:
+            try:
+                view = self.backend.fit(state.config, self.spec, self.machine, self.sample)
+            except (UserError, Unavailable, ValueError) as exc:
+                view = FitView("n/a", [str(exc)])
+        self.fit = view
+        self.query_one(FitPanel).show(view)
+        self.post_message(FitChanged(view))
+
+    # -- actions (keys and palette: sparktui.ui.actions) ---------------------------------------------
+
+    def action_apply_suggestion(self, number: int) -> None:
+        """Apply the fit panel's suggestion [number]; 0 means the first one."""
+        applicable = self.fit.applicable
+        number = number or 1
+        if not 1 <= number <= len(applicable) or self.form.config is None:
+            self.app.notify("no suggestion to apply", severity="warning")
+            return
+        suggestion = applicable[number - 1]
+        try:
+            config = self.form.config.replace(**suggestion.changes)
+        except UserError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        self.query_one(ConfigEditor).load(config)
+        self.app.notify(f"applied: {suggestion.text}")
+
+    def action_paste_command(self) -> None:
+        from sparktui.core.config import parse_serve_command
+
+        def check(text: str) -> ServeConfig:
+            if not text.strip():
+                raise UserError("paste a command such as: vllm serve org/model --max-model-len 32k")
+            return parse_serve_command(text)
+
+        def done(config: object) -> None:
+            if config is None:
+                return
+            self.query_one(ConfigEditor).load(config)  # type: ignore[arg-type]
+            self.app.notify("loaded the pasted command into the form")
+            extra = getattr(config, "extra_args", None)
+            if extra:
+                self.app.notify(f"kept as extra arguments: {' '.join(extra)}", severity="warning")
+
+        self.app.push_screen(
+            PromptScreen(
+                "Paste a `vllm serve` command line", check, placeholder="vllm serve org/model --max-model-len 32k …"
+            ),
+            done,
+        )
+
+    def action_open_profile(self) -> None:
+        self._list_profiles()
+
+    @io_worker("list-profiles", "listing profiles", group="profile-list")
+    def _list_profiles(self) -> None:
+        try:
+            profiles = self.backend.list_profiles()
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(f"profiles: {exc}", "error"))
+            return
+        self.app.call_from_thread(self._choose_profile, profiles)
+
+    def _choose_profile(self, refs: list[ProfileRef]) -> None:
+        def chosen(path: object) -> None:
+            if isinstance(path, (str, Path)):
+                self._load_profile(path, source="picker")
+
+        options: list[tuple[str, object]] = [(f"{r.name}  ({r.source}) {r.description}", r.path) for r in refs]
+        self.app.push_screen(ChoiceScreen("Open a profile", options, empty="no profiles found"), chosen)
+
+    def action_pick_model(self) -> None:
+        self._list_models()
+
+    @io_worker("list-models", "listing local models", group="models")
+    def _list_models(self) -> None:
+        try:
+            models = self.backend.local_models()
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(f"local models: {exc}", "error"))
+            return
+        self.app.call_from_thread(self._choose_model, models)
+
+    def _choose_model(self, models: list[str]) -> None:
+        def chosen(model: object) -> None:
+            if model is not None:
+                self.query_one("#flag-model", Input).value = str(model)
+
+        self.app.push_screen(
+            ChoiceScreen(
+                "Models in the local Hugging Face cache",
+                [(m, m) for m in models],
+                empty="no models in the local Hugging Face cache",
+            ),
+            chosen,
+        )
+
+    def action_save(self) -> None:
+        profile = self.working_profile()
+        if profile is None:
+            problems = list(self.form.errors.values()) or [self.form.general or "the form is empty"]
+            self.app.notify(f"the form has a problem: {problems[0]}", severity="error")
+            return
+        if self.loaded is None or profile.path is None:
+            self.app.notify("this profile has no file yet: use Save as (F2)", severity="error")
+            return
+        self._save_profile(profile, Path(profile.path))
+
+    def action_save_as(self) -> None:
+        config = self.form.config
+        if config is None:
+            self.app.notify("fix the form first", severity="error")
+            return
+        from sparktui.core.profiles import user_profile_path
+
+        def check(text: str) -> Path:
+            text = text.strip()
+            if not text:
+                raise UserError("give a profile name (saved among your profiles) or a path ending in .toml")
+            if "/" in text or text.endswith(".toml"):
+                return Path(text).expanduser().resolve()
+            return user_profile_path(text)
+
+        def done(path: object) -> None:
+            profile = self.working_profile()
+            if not isinstance(path, Path) or profile is None:
+                return
+            self._save_profile(dataclasses.replace(profile, name=path.stem, path=path), path)
+
+        self.app.push_screen(
+            PromptScreen("Save the profile as (a name, or a path ending in .toml)", check, placeholder="my-model"), done
+        )
+
+    @io_worker("save-profile", "saving the profile", group="profile")
+    def _save_profile(self, profile: Profile, path: Path) -> None:
+        try:
+            self.backend.save_profile(profile, path)
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(f"not saved: {exc}", "error"))
+            return
+        self.app.call_from_thread(self._saved, profile, path)
+
+    def _saved(self, profile: Profile, path: Path) -> None:
+        self.loaded, self.guard_settings = profile, None
+        self._publish()
+        self.app.notify(f"saved {path}")

@@ -1,0 +1,159 @@
+"""The memory pane: the unified-memory gauge, the GPU line, the vLLM tree, and the guard.
+
+It owns the memory poll (MemAvailable and the GPU every second, never overlapping) and the guard
+keys. With a server running the guard is the supervisor's; with none it is the profile's guard
+for the next launch (edited here, saved with the profile).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.message import Message
+from textual.reactive import reactive
+from textual.worker import Worker
+
+from sparktui.errors import UserError
+from sparktui.ui.backend import Unavailable
+from sparktui.ui.messages import GuardSettingsEdited, MemorySampled, Notice, ServerChanged
+from sparktui.ui.panes.base import Pane, io_worker
+from sparktui.ui.screens import PromptScreen
+from sparktui.ui.viewmodels import GpuView, GuardView, ServerStatus
+from sparktui.ui.widgets.gauge import MemoryGauge
+
+if TYPE_CHECKING:
+    from sparktui.core.profiles import Profile
+    from sparktui.runtime.memory import MemorySample
+
+
+def parse_guard_lines(text: str) -> dict[str, float]:
+    """ "20 12 8" → the three lines in GiB, warn ≥ term ≥ kill ≥ 0; UserError says what was wrong."""
+    parts = text.replace(",", " ").split()
+    try:
+        warn, term, kill = (float(p) for p in parts)
+    except ValueError:
+        raise UserError("expected three numbers in GiB: warn term kill, e.g. 20 12 8") from None
+    if not warn >= term >= kill >= 0:
+        raise UserError(f"expected warn ≥ term ≥ kill ≥ 0 GiB, got {warn:g} {term:g} {kill:g}")
+    return {"warn_below_gib": warn, "term_below_gib": term, "kill_below_gib": kill}
+
+
+class MemoryPane(Pane):
+    NAME = "memory"
+    TAB = "3 Memory"
+    POLL_S = 1.0
+
+    profile: reactive[Profile | None] = reactive(None, init=False)
+    server: reactive[ServerStatus | None] = reactive(None, init=False)
+    sample: reactive[MemorySample | None] = reactive(None, init=False)
+    guard: reactive[GuardView] = reactive(GuardView, init=False)
+
+    class Sampled(Message):
+        def __init__(self, sample: MemorySample | None, gpu: GpuView | None, error: str | None) -> None:
+            super().__init__()
+            self.sample, self.gpu, self.error = sample, gpu, error
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._worker: Worker[None] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield MemoryGauge(id="gauge")
+
+    def on_mount(self) -> None:
+        self.poll()
+        self.set_interval(self.POLL_S, self.poll, name="memory-poll")
+
+    def poll(self) -> None:
+        if not self.running(self._worker):
+            self._worker = self._sample()
+
+    @io_worker("sample-memory", "reading memory and the GPU")
+    def _sample(self) -> None:
+        sample = gpu = None
+        error = None
+        try:
+            sample = self.backend.memory()
+        except (Unavailable, OSError, ValueError) as exc:
+            error = str(exc)
+        try:
+            gpu = self.backend.gpu()
+        except Unavailable as exc:
+            gpu = GpuView(note=str(exc), present=False)
+        self.post_message(self.Sampled(sample, gpu, error))
+
+    def on_memory_pane_sampled(self, message: Sampled) -> None:
+        gauge = self.query_one(MemoryGauge)
+        gauge.update_sample(message.sample, message.error)
+        if message.gpu is not None:
+            gauge.update_gpu(message.gpu)
+        if message.sample is not None:
+            self.post_message(MemorySampled(message.sample))
+
+    def watch_guard(self, guard: GuardView) -> None:
+        self.query_one(MemoryGauge).update_guard(guard)
+
+    def watch_server(self, server: ServerStatus | None) -> None:
+        if server is not None and server.live:
+            self.query_one(MemoryGauge).update_tree(server.tree_bytes, server.tree_procs)
+        else:
+            self.query_one(MemoryGauge).update_tree(None, None)
+
+    # -- the guard (keys and palette: sparktui.ui.actions) -------------------------------------------
+
+    def action_toggle_guard(self) -> None:
+        if self.server is not None and self.server.live:
+            armed = self.guard.state != "armed"
+            self._guard_action(self.server, armed, None)
+        elif self.profile is not None:
+            self._edit_profile_guard(armed=self.profile.guard.armed is False)
+        else:
+            self._edit_profile_guard()
+
+    def _edit_profile_guard(self, **changes: object) -> None:
+        """Change the guard the profile launches with (Ctrl+S keeps it)."""
+        if self.profile is None:
+            self.app.notify("open or save a profile first: the guard's settings live in it", severity="warning")
+            return
+        try:
+            settings = dataclasses.replace(self.profile.guard, **changes)  # type: ignore[arg-type]
+            self.backend.default_guard_lines(settings)  # validates the order of the lines
+        except (UserError, Unavailable) as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        self.post_message(GuardSettingsEdited(settings))
+        self.app.notify("guard settings changed for the next launch (Ctrl+S saves them in the profile)")
+
+    def action_guard_lines(self) -> None:
+        g = self.guard
+        current = " ".join(f"{v:g}" for v in (g.warn_gib, g.term_gib, g.kill_gib) if v is not None)
+        self.app.push_screen(
+            PromptScreen(
+                "Guard lines (GiB): warn term kill",
+                parse_guard_lines,
+                value=current,
+                placeholder="20 12 8",
+                hint="The guard warns, then stops (SIGTERM), then kills the server when MemAvailable "
+                "falls below each line.",
+            ),
+            self._guard_lines_chosen,
+        )
+
+    def _guard_lines_chosen(self, lines: object) -> None:
+        if not isinstance(lines, dict):
+            return
+        if self.server is not None and self.server.live:
+            self._guard_action(self.server, None, lines)  # moved live; the profile keeps its own
+        else:
+            self._edit_profile_guard(**lines)
+
+    @io_worker("guard-action", "changing the guard")
+    def _guard_action(self, server: ServerStatus, armed: bool | None, lines: dict[str, float] | None) -> None:
+        try:
+            status = self.backend.set_guard(server, armed=armed, lines=dict(lines) if lines else None)
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(f"guard: {exc}", "error"))
+            return
+        self.post_message(ServerChanged(status))

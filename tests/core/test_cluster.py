@@ -1,0 +1,69 @@
+"""Two Sparks serving one model: the profile's [cluster] and the fit per node."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparktui.core.cluster import API_SERVER_BYTES, RAY_HEAD_BYTES, ClusterSettings, fit_cluster
+from sparktui.core.config import ServeConfig
+from sparktui.core.fit import dgx_spark, fit
+from sparktui.core.modelspec import load_model_spec
+from sparktui.core.profiles import parse_profile
+from sparktui.core.units import GiB
+from sparktui.errors import UserError
+
+CLUSTER = '[serve]\nmodel = "meta-llama/Llama-3.3-70B-Instruct"\ntensor-parallel-size = 2\n\n'
+
+
+def test_cluster_section_parses_and_bad_values_name_the_key(tmp_path):
+    p = parse_profile(CLUSTER + '[cluster]\nnodes = ["spark-a", "spark-b"]\nbackend = "mp"\ninterface = "enp1s0f0np0"\n',
+                      tmp_path / "two.toml")  # fmt: skip
+    assert p.cluster == ClusterSettings(("spark-a", "spark-b"), "mp", "enp1s0f0np0")
+    assert parse_profile(CLUSTER, tmp_path / "one.toml").cluster is None
+    for body, key in (
+        ('nodes = ["spark-a"]', "nodes"),
+        ('nodes = ["a", "a"]', "nodes"),
+        ('nodes = ["a", "b"]\nbackend = "nccl"', "backend"),
+        ('nodes = ["a", "b"]\ninterface = "eth0; id"', "interface"),
+        ('nodes = ["a", "b"]\nmaster-port = 70000', "master-port"),
+        ('nodes = ["a", "b"]\nnode = 1', "node"),
+    ):
+        with pytest.raises(UserError, match=rf"\[cluster\] {key}"):
+            parse_profile(CLUSTER + "[cluster]\n" + body + "\n", tmp_path / "bad.toml")
+
+
+def test_each_node_holds_one_rank_and_the_head_carries_the_api_server_and_ray():
+    spec = load_model_spec("meta-llama/Llama-3.3-70B-Instruct")
+    config = ServeConfig(model=spec.name, tensor_parallel_size=2, max_model_len=32768, gpu_memory_utilization=0.85)
+    spark = dgx_spark()
+    nodes = fit_cluster(config, spec, spark, ClusterSettings(("a", "b"), "ray")).nodes
+    head, worker = nodes
+    assert (head.role, worker.role) == ("head", "worker")
+    assert head.extra_bytes == API_SERVER_BYTES + RAY_HEAD_BYTES and worker.extra_bytes == 0
+    one = fit(config.replace(tensor_parallel_size=1), spec, spark)
+    # a rank holds half the weights and the same tokens as the whole KV cache shards by head
+    assert abs(worker.result.weights_bytes - one.weights_bytes / 2) <= 1
+    assert worker.result.kv_cache_tokens == head.result.kv_cache_tokens > one.kv_cache_tokens
+    # the head keeps less for the OS: that is where the cluster runs short first
+    assert head.result.budget["os_left"] == worker.result.budget["os_left"]  # vLLM's own request is alike
+    mp = fit_cluster(config, spec, spark, ClusterSettings(("a", "b"), "mp")).nodes[0]
+    assert mp.extra_bytes == API_SERVER_BYTES
+
+
+def test_the_head_is_the_node_that_runs_short_first():
+    spec = load_model_spec("meta-llama/Llama-3.3-70B-Instruct")
+    spark = dgx_spark()
+    config = ServeConfig(model=spec.name, tensor_parallel_size=2, max_model_len=8192, gpu_memory_utilization=0.9)
+    # 112 GiB free on each node: enough for vLLM's request (0.9 × 119.6 GiB) beside its CUDA context on
+    # the worker, not beside the API server and the Ray head as well
+    result = fit_cluster(config, spec, spark, ClusterSettings(("a", "b"), "ray"), mem_available=112 * GiB)
+    head, worker = result.nodes
+    assert worker.result.verdict == "fits" and head.result.verdict == "wont_start"
+    assert result.verdict == "wont_start"
+    assert any("free memory at start-up" in r for r in head.result.reasons)
+
+
+def test_ranks_must_split_evenly_over_the_nodes():
+    spec = load_model_spec("meta-llama/Llama-3.3-70B-Instruct")
+    with pytest.raises(UserError, match="--tensor-parallel-size 1 over 2 nodes"):
+        fit_cluster(ServeConfig(model=spec.name), spec, dgx_spark(), ClusterSettings(("a", "b")))
