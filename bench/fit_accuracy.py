@@ -142,36 +142,6 @@ GEMMA3_12B = {
 }
 
 
-# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B's dimensions (52 blocks: 23 Mamba2, 23 MoE, 6 attention),
-# which Nemotron-Cascade-2-30B-A3B shares; its NVFP4 quantization config is assumed (NVFP4 linear
-# layers, fp8 KV), so its weights are not counted.
-NEMOTRON_NANO_NVFP4 = {
-    "architectures": ["NemotronHForCausalLM"],
-    "model_type": "nemotron_h",
-    "num_hidden_layers": 52,
-    "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
-    "hidden_size": 2688,
-    "intermediate_size": 1856,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 2,
-    "head_dim": 128,
-    "mamba_num_heads": 64,
-    "mamba_head_dim": 64,
-    "ssm_state_size": 128,
-    "n_groups": 8,
-    "conv_kernel": 4,
-    "n_routed_experts": 128,
-    "num_experts_per_tok": 6,
-    "moe_intermediate_size": 1856,
-    "moe_shared_expert_intermediate_size": 3712,
-    "n_shared_experts": 1,
-    "vocab_size": 131072,
-    "max_position_embeddings": 262144,
-    "torch_dtype": "bfloat16",
-    "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"},
-}
-
-
 # google/gemma-3-27b-it's published config.json, sparse like the 12B's.
 GEMMA3_27B = {
     **GEMMA3_12B,
@@ -398,7 +368,7 @@ def spark_cases(fixtures: Path) -> list[Case]:
         Case(
             "v0.19.1 nemotron-h nvfp4",
             "vllm-logs/discrete_v0.19.1_nemotron-cascade-2-30b-a3b-nvfp4_excerpt.log",
-            "Nemotron-Cascade-2-30B-A3B-NVFP4",
+            "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
             (0, 19, 1),
             "hybrid",
             {
@@ -409,10 +379,11 @@ def spark_cases(fixtures: Path) -> list[Case]:
                 "mamba_ssm_cache_dtype": "float32",
                 "enable_prefix_caching": False,
             },
-            arch=NEMOTRON_NANO_NVFP4,
             **_figures(logs / "discrete_v0.19.1_nemotron-cascade-2-30b-a3b-nvfp4_excerpt.log"),
             quantized=True,
-            note="Nemotron-H (Mamba2) NVFP4 on a Hopper GPU: block 4176 as vLLM logged; quant config assumed",
+            note="chankhavu/Nemotron-Cascade-2-30B-A3B-NVFP4 (the Nemotron-3-Nano-30B-A3B architecture, read "
+            "with NVIDIA's NVFP4 config: its own quantization is not known, so weights are not counted) on a "
+            "Hopper GPU; block 4176 as vLLM logged",
         )
     ]
     cases.append(

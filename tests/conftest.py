@@ -26,6 +26,15 @@ def no_hugging_face_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("SPARKTUI_CACHE_DIR", str(tmp_path / "sparktui-cache"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_stale_cgroups() -> Iterator[None]:
+    """Remove the empty cgroups (runtime.containment) that trees started by the tests leave."""
+    yield
+    from sparktui.runtime.containment import remove_stale_scopes
+
+    remove_stale_scopes()
+
+
 @pytest.fixture(scope="session")
 def fixtures() -> Path:
     return FIXTURES

@@ -14,8 +14,13 @@ import json
 import math
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sparktui.runtime.guard import Guard, GuardLines
+    from sparktui.runtime.proc import ProcessTree
 
 # Exit status when the guard stopped the command (else: the command's own status, or 128+N when
 # it died of signal N, as shells report it). Chosen to collide with nothing sparktui or a shell
@@ -100,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.errors import UserError
     from sparktui.runtime.guard import Guard, GuardLines, resolve_lines
     from sparktui.runtime.proc import spawn
+    from sparktui.runtime.reaper import Reaper
 
     argv = list(args.command)
     if argv and argv[0] == "--":
@@ -146,8 +152,25 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
 
-    tree = spawn(argv, args.log, inherit_stdin=True)
-    guard = Guard(tree, lines, on_warn=on_warn)
+    # The reaper kills the tree (its cgroup, or its recorded processes) if we die, even by SIGKILL.
+    reaper = Reaper()
+    try:
+        tree = spawn(argv, args.log, inherit_stdin=True)
+        reaper.tell(tree.to_record())
+        guard = Guard(tree, lines, on_warn=on_warn, on_track=lambda: reaper.tell(tree.to_record()))
+        return _watch(args, guard, tree, lines, received, emit)
+    finally:
+        reaper.dismiss()
+
+
+def _watch(
+    args: argparse.Namespace,
+    guard: Guard,
+    tree: ProcessTree,
+    lines: GuardLines,
+    received: list[int],
+    emit: Callable[[str, str, dict[str, Any]], None],
+) -> int:
     if received:
         guard.request_stop()
     report = guard.run()
@@ -169,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 128 + received[0]
     rc = tree.returncode()
-    if tree.refresh():
+    if tree.refresh() or not tree.is_gone():
         # The command exited but left processes of its tree behind (they would hold memory unguarded).
         stop = tree.stop(lines.grace_s)
         emit(
@@ -177,4 +200,5 @@ def run(args: argparse.Namespace) -> int:
             f"the command exited and left {len(stop.signals)} signal target(s) of its tree: stopped them",
             {"stop": stop.to_dict()},
         )
+    tree.release()
     return _status(rc if rc is not None else 0)

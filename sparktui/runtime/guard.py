@@ -499,6 +499,7 @@ class Guard:
         on_warn: Callable[[Decision], None] | None = None,
         on_trip: Callable[[Decision], None] | None = None,
         on_report: Callable[[TripReport], None] | None = None,
+        on_track: Callable[[], None] | None = None,
         defer: Callable[[Decision], str | None] | None = None,
         track_interval: float | None = 2.0,
         clock: Callable[[], float] = time.monotonic,
@@ -511,6 +512,7 @@ class Guard:
         self.read_available = read_available
         self.read_pressure = read_pressure
         self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
+        self.on_track = on_track  # after each recording of the tree's members (e.g. to tell a reaper)
         self.defer = defer  # with several servers: why another must be stopped first, or None to act
         self.deferring: str | None = None
         self.track_interval = track_interval  # None: the caller records the tree's members
@@ -628,6 +630,8 @@ class Guard:
                     self.tree.track()
                 elif not self.tree.refresh():
                     return None  # an attached tree (no child of ours) that is gone
+                if self.on_track is not None:
+                    self.on_track()
                 next_track = t + self.track_interval
             if self.tree.returncode() is not None:
                 return None  # the command ended by itself

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from sparktui.errors import UserError
+from sparktui.runtime.containment import CgroupScope, fallback_description
 
 SHM_DIR = Path("/dev/shm")
 # What vLLM and its libraries leave in /dev/shm when killed: multiprocessing.shared_memory
@@ -53,13 +54,22 @@ ShmKey = tuple[int, int]  # (st_dev, st_ino): a file, whatever name it has now o
 # preexec_fn): ask the kernel to SIGKILL it when its parent goes away, then exec the command.
 # Python ignores SIGPIPE and SIGXFSZ at start-up and ignored signals survive exec, so restore
 # them. If the parent already died before prctl took effect, exit instead of running unguarded.
+# The trampoline the command starts in: it joins the tree's cgroup (argv[2], "" for none) before
+# anything of the command runs, so nothing it starts can escape; then PR_SET_PDEATHSIG (argv[1] is
+# the parent's pid, "0" for none); then exec.
 _PDEATHSIG_EXEC = (
     "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)\n"  # 1 = PR_SET_PDEATHSIG
-    "if os.getppid() != int(sys.argv[1]): os._exit(70)\n"
+    "if sys.argv[2]:\n"
+    "    try:\n"
+    "        with open(sys.argv[2], 'w') as f: f.write(str(os.getpid()))\n"
+    "    except OSError as e:\n"
+    "        sys.stderr.write(f'sparktui: cannot join the cgroup {sys.argv[2]}: {e}\\n'); os._exit(71)\n"
+    "if sys.argv[1] != '0':\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)\n"  # 1 = PR_SET_PDEATHSIG
+    "    if os.getppid() != int(sys.argv[1]): os._exit(70)\n"
     "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
     "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n"
-    "os.execv(sys.argv[2], sys.argv[3:])\n"
+    "os.execv(sys.argv[3], sys.argv[4:])\n"
 )
 
 
@@ -136,19 +146,6 @@ def last_pid() -> int | None:
         return int(raw.split()[4])
     except (OSError, IndexError, ValueError):
         return None
-
-
-def cgroup_pids(cgroup: str | os.PathLike[str]) -> list[int]:
-    """Every process in a cgroup v2 directory and the cgroups below it (their cgroup.procs), or []
-    when it is gone. Whatever a process does (re-parent, setsid), it stays in its cgroup."""
-    pids: list[int] = []
-    for folder, _, _ in os.walk(cgroup):
-        try:
-            with open(os.path.join(folder, "cgroup.procs"), "rb") as f:
-                pids.extend(int(x) for x in f.read().split())
-        except (OSError, ValueError):
-            continue  # removed meanwhile
-    return pids
 
 
 def boot_id() -> str:
@@ -234,9 +231,10 @@ class ProcessTree:
         recorded: Iterable[ProcessIdentity] = (),
         argv: list[str] | None = None,
         log_path: str | None = None,
-        cgroup: str | None = None,
+        scope: CgroupScope | None = None,
     ) -> None:
         self.root = root
+        self.scope = scope  # the tree's own cgroup, where the machine allows one (containment.py)
         self.pid = root.pid
         self.pgid = root.pid  # the root is the leader of its own session and group
         self.popen = popen
@@ -255,9 +253,6 @@ class ProcessTree:
         self._tracker: threading.Thread | None = None
         self._stop_tracking = threading.Event()
         self._last_pid_scanned: int | None = None  # last_pid() before the latest /proc scan
-        # The cgroup v2 directory containment put the tree in (None: not contained): every process
-        # in it is a member, re-parented or in another session or not, and reading it is cheap.
-        self.cgroup = cgroup
 
     # --- identity and membership -------------------------------------------------------------
 
@@ -281,7 +276,10 @@ class ProcessTree:
                 exited = None
             if exited is not None:
                 self.refresh()
-        return self.popen.poll()
+        code = self.popen.poll()
+        if code is not None and self.scope is not None and not self.scope.populated():
+            self.scope.remove()  # the command and all it started are gone: the cgroup goes too
+        return code
 
     def _root_pinned(self) -> bool:
         # Our unreaped child keeps its pid (= the pgid) from being reused, alive or zombie.
@@ -291,8 +289,8 @@ class ProcessTree:
         """Record new members cheaply: from the cgroup when the tree has one (one file, no scan);
         otherwise a /proc scan only when some process was created since the last one (last_pid()
         moved). Then the /dev/shm look. True when it scanned. For a supervisor's slow cadence."""
-        if self.cgroup is not None:
-            self._record_cgroup()
+        if self.scope is not None:
+            self._record_contained()
             self._note_shm(self.recorded)
             return False
         newest = last_pid()
@@ -302,31 +300,36 @@ class ProcessTree:
         self.refresh()
         return True
 
-    def _record_cgroup(self) -> None:
-        assert self.cgroup is not None
+    def _record_contained(self) -> None:
+        """Every process in the tree's cgroup is a member, re-parented or in another session or not."""
+        assert self.scope is not None
         with self._lock:
-            for pid in cgroup_pids(self.cgroup):
+            for pid in self.scope.procs():
                 if pid in self._recorded:
-                    continue  # (a pid reused inside the cgroup is ours too: refresh() records it)
+                    continue  # (a pid reused inside the cgroup: refresh() records the new one)
                 info = read_stat(pid)
                 if info is not None and not info.dead:
                     self._recorded[pid] = info.start_time
                     self.generation += 1
+
+    @property
+    def containment(self) -> str:
+        """Which mechanism holds the tree, in words (`status` prints it)."""
+        return self.scope.describe() if self.scope is not None else fallback_description()
 
     def refresh(self, procs: list[ProcInfo] | None = None) -> list[ProcInfo]:
         """Record new members; return the live ones (not zombies)."""
         if procs is None:
             self._last_pid_scanned = last_pid()  # read before the scan: what is made during it moves it
             procs = scan_processes()
-        contained = set(cgroup_pids(self.cgroup)) if self.cgroup is not None else set()
+        contained = set(self.scope.procs()) if self.scope is not None else set()
         with self._lock:
             recorded = self._recorded
-            ours = {p.pid for p in procs if recorded.get(p.pid) == p.start_time}
             for p in procs:
-                if p.pid in contained and p.pid not in ours:
-                    ours.add(p.pid)
-                    recorded[p.pid] = p.start_time
+                if p.pid in contained and recorded.get(p.pid) != p.start_time:
+                    recorded[p.pid] = p.start_time  # in our cgroup: ours, however it got there (setsid…)
                     self.generation += 1
+            ours = {p.pid for p in procs if recorded.get(p.pid) == p.start_time}
             # The group/session number is ours while an unreaped root or a recorded member is in it.
             group_ours = self._root_pinned() or any(p.pgrp == self.pgid for p in procs if p.pid in ours)
             session_ours = self._root_pinned() or any(p.session == self.pgid for p in procs if p.pid in ours)
@@ -383,7 +386,14 @@ class ProcessTree:
 
     def is_gone(self) -> bool:
         self.returncode()  # reap the root if it has exited
+        if self.scope is not None and self.scope.populated():
+            return False
         return not self._recorded_alive() and not self.refresh()
+
+    def release(self) -> None:
+        """Once the tree is gone: remove its cgroup (kept while anything still lives in it)."""
+        if self.scope is not None and not self.scope.populated():
+            self.scope.remove()
 
     def start_tracking(self, interval: float = 1.0) -> None:
         """Record descendants in a background thread until the tree is gone or stop_tracking()."""
@@ -442,6 +452,7 @@ class ProcessTree:
         self._note_shm(self._recorded_alive())
         t0 = time.monotonic()
         # Signal first (the fast path needs no full /proc scan), record afterwards.
+        self._kill_scope(report, t0)
         self.signal_group(signal.SIGKILL, report, t0)
         if on_signalled is not None:
             on_signalled()
@@ -471,6 +482,7 @@ class ProcessTree:
             on_signalled()
         if not self._wait_gone(report, t0, t0 + grace, on_poll, 0.002 if on_poll else 0.05):
             report.escalated = True
+            self._kill_scope(report, t0)
             self.signal_group(signal.SIGKILL, report, t0)
             self._signal_members(signal.SIGKILL, report, t0, outside_group_only=False)
             self._wait_gone(
@@ -478,6 +490,10 @@ class ProcessTree:
             )
         self._finish(report)
         return report
+
+    def _kill_scope(self, report: StopReport, t0: float) -> None:
+        if self.scope is not None and self.scope.populated() and self.scope.kill():
+            report.signals.append(_signal_entry(f"cgroup {self.scope.path.name}", signal.SIGKILL, t0))
 
     def _wait_gone(
         self, report: StopReport, t0: float, deadline: float, on_poll: Callable[[], object] | None, tick: float
@@ -497,6 +513,12 @@ class ProcessTree:
                     next_scan = now + 0.1
                 self.returncode()  # reap the root once it has exited
                 if not watcher.alive():
+                    if self.scope is not None and self.scope.populated():
+                        next_scan = 0.0  # the cgroup still holds a process: find and watch it
+                        watcher.wait(min(tick, 0.01))
+                        if now >= deadline:
+                            return False
+                        continue
                     if not self.refresh():
                         report.gone = True
                         report.gone_after_s = time.monotonic() - t0
@@ -516,6 +538,7 @@ class ProcessTree:
         self.returncode()
         report.survivors = [i.pid for i in self._recorded_alive()]
         if report.gone:
+            self.release()
             report.shm_removed, report.shm_kept = remove_shm_leftovers(self.shm_held, self.spawned_at, self.shm_before)
 
     # --- persistence (the supervisor's state file) -------------------------------------------
@@ -531,6 +554,7 @@ class ProcessTree:
             "shm_held": sorted([dev, ino, name] for (dev, ino), name in self.shm_held.items()),
             "argv": self.argv,
             "log_path": self.log_path,
+            "cgroup": str(self.scope.path) if self.scope is not None else None,
         }
 
     @classmethod
@@ -544,6 +568,7 @@ class ProcessTree:
             recorded=[ProcessIdentity(int(p), int(s)) for p, s in record.get("members", [])],
             argv=record.get("argv"),
             log_path=record.get("log_path"),
+            scope=CgroupScope(Path(record["cgroup"])) if record.get("cgroup") else None,
         )
 
 
@@ -615,6 +640,7 @@ def spawn(
     *,
     pdeathsig: bool = True,
     inherit_stdin: bool = False,
+    contain: bool = True,
 ) -> ProcessTree:
     """Start `argv` (a list, never a shell) in a new session and process group, stdout and stderr
     appended to `log_path` (None: ours, for a foreground wrapper), stdin from /dev/null (or ours
@@ -623,6 +649,9 @@ def spawn(
     With `pdeathsig` (Linux), the kernel SIGKILLs the command if the *thread* that spawned it
     exits (that is how PR_SET_PDEATHSIG works): spawn from a thread that lives as long as the
     command (the main thread or the supervisor's own), or pass pdeathsig=False.
+
+    With `contain`, the command starts in a cgroup of its own where the machine allows one
+    (containment.py), so that nothing it starts can leave the tree; `tree.containment` says.
     """
     if not argv or not all(isinstance(a, str) for a in argv):
         raise UserError(f"command to run must be a non-empty list of strings, got {argv!r}")
@@ -635,8 +664,12 @@ def spawn(
         )
     executable = os.path.abspath(executable)
     full = [executable, *argv[1:]]
-    if pdeathsig and sys.platform.startswith("linux"):
-        full = [sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC, str(os.getpid()), executable, argv[0], *argv[1:]]
+    scope = CgroupScope.create(Path(executable).name) if contain else None
+    linux = sys.platform.startswith("linux")
+    if linux and (pdeathsig or scope is not None):
+        parent = str(os.getpid()) if pdeathsig else "0"
+        procs = str(scope.procs_file) if scope is not None else ""
+        full = [sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC, parent, procs, executable, argv[0], *argv[1:]]
     if log_path is not None:
         log_path = Path(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -654,6 +687,10 @@ def spawn(
             start_new_session=True,
             close_fds=True,
         )
+    except BaseException:
+        if scope is not None:
+            scope.remove()
+        raise
     finally:
         if log is not None:
             log.close()
@@ -667,6 +704,7 @@ def spawn(
         shm_before=shm_before,
         argv=list(argv),
         log_path=None if log_path is None else str(log_path),
+        scope=scope,
     )
 
 

@@ -146,6 +146,7 @@ class TreeRecord(_Model):
     shm_held: list[list[Any]] = Field(default_factory=list)
     argv: list[str] | None = None
     log_path: str | None = None
+    cgroup: str | None = None  # the tree's own cgroup v2 directory (containment.py), when it has one
 
     def as_proc_record(self) -> dict[str, Any]:
         return self.model_dump()

@@ -40,10 +40,12 @@ from sparktui.errors import UserError
 from sparktui.runtime import proc
 from sparktui.runtime import protocol as pr
 from sparktui.runtime import state as st
+from sparktui.runtime.containment import remove_stale_scopes
 from sparktui.runtime.endpoint import Endpoint, base_url
 from sparktui.runtime.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.logtail import LogTail
 from sparktui.runtime.memory import read_memory
+from sparktui.runtime.reaper import Reaper
 from sparktui.runtime.runner import LaunchCommand, build_command
 from sparktui.runtime.stop_order import StopOrder
 from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
@@ -317,6 +319,7 @@ def sweep_lost_servers(message: str = "swept at the next launch: its supervisor 
         if state.status != "lost" or state.tree is None:
             continue
         swept.append(sweep_lost(state, message))
+    remove_stale_scopes()
     return swept
 
 
@@ -373,7 +376,7 @@ class Supervisor:
         self.healthy = False
         self._last_metrics: MetricsSnapshot | None = None  # the previous /metrics snapshot, for rates
         self.endpoint: Endpoint | None = None
-        self.reaper: subprocess.Popen[bytes] | None = None
+        self.reaper: Reaper | None = None
         self._server: socket.socket | None = None
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         # /metrics on demand (all monotonic times, under self.lock)
@@ -411,7 +414,11 @@ class Supervisor:
                 setattr(state, name, value)
             state.updated_at = time.time()
             if self.tree is not None:
-                state.tree = pr.TreeRecord.model_validate(self.tree.to_record())
+                record = self.tree.to_record()
+                state.tree = pr.TreeRecord.model_validate(record)
+                state.containment = self.tree.containment
+                if self.reaper is not None:
+                    self.reaper.tell(record)  # the reaper needs no state file to sweep the tree
             state.summary = self.summary.to_dict()
             state.watch = pr.WatchRecord.model_validate(self.watch.to_state())
             state.events = list(self.events)
@@ -579,32 +586,13 @@ class Supervisor:
 
     # -- reaper
 
-    def _start_reaper(self) -> subprocess.Popen[bytes]:
-        self.reaper = subprocess.Popen(
-            [sys.executable, "-m", "sparktui.runtime.reaper", str(self.state_file)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            cwd=str(PACKAGE_ROOT),
-            close_fds=True,
-        )
+    def _start_reaper(self) -> Reaper:
+        self.reaper = Reaper(self.state_file)
         return self.reaper
 
     def _dismiss_reaper(self) -> None:
-        if self.reaper is None:
-            return
-        try:
-            stdin = self.reaper.stdin
-            assert stdin is not None  # started with stdin=PIPE
-            stdin.write(b"done\n")
-            stdin.close()
-        except OSError:
-            pass
-        try:
-            self.reaper.wait(5)
-        except subprocess.TimeoutExpired:
-            self.reaper.kill()
+        if self.reaper is not None:
+            self.reaper.dismiss()
 
     # -- main loop
 
@@ -643,6 +631,7 @@ class Supervisor:
             env = {**os.environ, **self.command.env}
             self._start_flight_recorder()
             self.tree = proc.spawn(self.command.argv, log_path, env)
+            reaper.tell(self.tree.to_record())
             self._start_guard()
             self._serve_socket()  # before the save that records the tree: launch() returns on it
             self._save(status="starting", phase=self.summary.phase)
@@ -698,7 +687,7 @@ class Supervisor:
             behind = bool(lines) and follower.pending()  # a flood: read on before sleeping
             now = time.monotonic()
             if now >= next_track:  # in a cgroup: its cgroup.procs; otherwise /proc, scanned at rest only after a fork
-                tree.track() if self.healthy or tree.cgroup is not None else tree.refresh()
+                tree.track() if self.healthy or tree.scope is not None else tree.refresh()
                 next_track = now + (REST_TRACK_S if self.healthy else STARTUP_TICK_S)
             if tree.generation != generation:
                 generation, changed = tree.generation, True

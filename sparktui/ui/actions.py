@@ -70,6 +70,15 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action("config.paste", "f4", "paste_command", "Paste cmd", "Paste a `vllm serve` line", pane="config", show=False),
     Action(
+        "config.advise",
+        "f12",
+        "advise",
+        "Advise",
+        "Advise: this model's variants (fit, predicted speed, longest context)",
+        pane="config",
+        show=False,
+    ),
+    Action(
         "fit.apply",
         "ctrl+f",
         "apply_suggestion(0)",

@@ -98,6 +98,34 @@ class Backend:
                         cached.append(repo)
         return cached + [name for name in catalog_names() if name not in cached]
 
+    def advise(self, config: ServeConfig, machine: Machine) -> list[Any]:
+        """core.advisor's verdicts for every local or catalog variant of the form's model, at its
+        --max-model-len (32768 when unset) for one user, best predicted speed first."""
+        from sparktui.core import advisor
+        from sparktui.core import speed as sp
+        from sparktui.core.modelspec import load_model_spec
+
+        names = [n for n in self.local_models() if advisor.in_family(config.model, n)]
+        if config.model not in names:
+            names.insert(0, config.model)
+        specs = []
+        for name in names:
+            try:
+                specs.append(load_model_spec(name))
+            except UserError:
+                continue
+        hardware = sp.with_bandwidth(
+            sp.hardware_for(machine.name, machine.mem_total, machine.unified),
+            sp.bandwidth_from_env(os.environ),
+            machine.name,
+        )
+        context = config.max_model_len if config.max_model_len and config.max_model_len > 0 else 32768
+        return list(
+            advisor.advise(
+                specs, machine, hardware, context=context, users=1, utilization=config.gpu_memory_utilization
+            )
+        )
+
     def machine(self, name: str) -> Machine:
         from sparktui.core.fit import machine_from_name
 

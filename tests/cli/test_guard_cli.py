@@ -77,7 +77,7 @@ def test_trip_exits_with_the_guard_code_and_a_json_report(tmp_path):
     trip = events[-1]
     assert trip["event"] == "trip" and trip["line"] == "kill" and trip["gone"]
     assert trip["threshold_gib"] == float(options[-1])
-    pgid = int(trip["signalled"][0]["target"].split()[1])
+    pgid = next(int(s["target"].split()[1]) for s in trip["signalled"] if s["target"].startswith("group "))
     assert not alive(pgid)
     assert "started" in (tmp_path / "hog.log").read_text()
 

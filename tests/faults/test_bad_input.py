@@ -67,6 +67,6 @@ def test_a_wrong_shaped_state_file_is_named_and_blocks_no_launch(make_profile, e
     assert out.returncode == 0 and "skipped" in out.stderr and str(bad) in out.stderr
     started = sparktui("serve", str(profile_path), "--detach", env=env)
     assert started.returncode == 0, started.stderr
-    wait_for(lambda: (s := st.read_state(bad)) is not None and s.status == "running", 20, "the new server")
+    wait_for(lambda: (s := st.read_state(bad)) is not None and s.status == "running", 40, "the new server")
     assert list(bad.parent.glob(f"{bad.name}.bad-*")), "the bad file is kept aside for a look"
     supervisor.stop(port)

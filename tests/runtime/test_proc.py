@@ -15,7 +15,7 @@ import pytest
 from sparktui.errors import UserError
 from sparktui.runtime import proc
 from sparktui.runtime.proc import ProcessIdentity, ProcessTree, read_stat, signal_process, spawn, sweep_orphans
-from tests.support import PROCS, alive, cgroup2_root, remove_cgroup, wait_for
+from tests.support import PROCS, alive, wait_for
 
 pytestmark = pytest.mark.slow  # spawns processes
 
@@ -103,8 +103,11 @@ def test_missing_command_is_a_user_error(tmp_path):
         spawn([], tmp_path / "log")
 
 
-def test_stop_takes_the_whole_tree_including_escaped_reparented_grandchild(tmp_path):
-    tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
+@pytest.mark.parametrize("contain", [False, True], ids=["pid-tracking", "cgroup"])
+def test_stop_takes_the_whole_tree_including_escaped_reparented_grandchild(tmp_path, contain):
+    tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log", contain=contain)
+    if contain and tree.scope is None:
+        pytest.skip("no writable cgroup2 here")
     child = int(
         wait_for(lambda: (tmp_path / "child.pid").exists() and (tmp_path / "child.pid").read_text(), what="child")
     )
@@ -129,7 +132,11 @@ def test_stop_takes_the_whole_tree_including_escaped_reparented_grandchild(tmp_p
     assert not alive(tree.pid) and not alive(child) and not alive(grand)
     targets = [(s["target"], s["signal"]) for s in report.signals]
     assert (f"group {tree.pgid}", "SIGTERM") in targets and (f"group {tree.pgid}", "SIGKILL") in targets
-    assert any(t.startswith(f"pid {grand} ") and sig == "SIGKILL" for t, sig in targets)
+    if contain:  # cgroup.kill took it with the rest, and the cgroup is removed
+        assert any(t.startswith("cgroup ") and sig == "SIGKILL" for t, sig in targets)
+        assert tree.scope is not None and not tree.scope.exists()
+    else:
+        assert any(t.startswith(f"pid {grand} ") and sig == "SIGKILL" for t, sig in targets)
     assert report.survivors == []
     assert tree.returncode() == -signal.SIGTERM
 
@@ -394,7 +401,7 @@ def test_last_pid_moves_when_a_process_is_created():
 
 def test_track_records_a_late_child_and_scans_only_when_something_was_created(tmp_path, monkeypatch):
     script = "import subprocess, sys, time; time.sleep(0.3); subprocess.run(['sleep', '30'])"
-    tree = spawn([sys.executable, "-c", script], tmp_path / "log")
+    tree = spawn([sys.executable, "-c", script], tmp_path / "log", contain=False)  # the /proc way
     try:
         assert tree.track() is True  # the first look scans
         child = wait_for(
@@ -413,31 +420,21 @@ def test_track_records_a_late_child_and_scans_only_when_something_was_created(tm
         tree.kill()
 
 
-@pytest.fixture
-def cgroup():
-    root = cgroup2_root()
-    if root is None:
-        pytest.skip("no writable cgroup v2 mount here")
-    path = root / f"sparktui-test-{uuid.uuid4().hex[:12]}"
-    path.mkdir()
-    yield path
-    remove_cgroup(path)
-
-
-def test_a_contained_tree_keeps_the_child_that_escaped_before_anyone_looked(tmp_path, cgroup):
+def test_a_contained_tree_keeps_the_child_that_escaped_before_anyone_looked(tmp_path):
     """The grandchild is re-parented and leaves our session and group before the first look: by
-    parent links, group or session it is nobody's; its cgroup still says it is the tree's."""
-    enter = f"open({str(cgroup / 'cgroup.procs')!r}, 'w').write(str(__import__('os').getpid()))"
-    argv = [sys.executable, "-c", f"import os, sys; {enter}; os.execv(sys.argv[1], sys.argv[1:])"]
+    parent links, group or session it is nobody's; its cgroup still says it is the tree's, and
+    track() reads that one file instead of scanning /proc."""
     (tmp_path / "escape").write_text("1")  # the grandchild calls setsid() at once
     (tmp_path / "orphan").write_text("1")  # and its parent exits: re-parented
-    tree = spawn([*argv, sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
-    tree.cgroup = str(cgroup)
+    tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
     try:
+        if tree.scope is None:
+            pytest.skip(f"no cgroup for the tree here ({tree.containment})")
         wait_for(lambda: (tmp_path / "grand.escaped").exists(), what="the grandchild to escape")
         grand = int((tmp_path / "grand.pid").read_text())
         info = read_stat(grand)
         assert info is not None and info.session == grand and info.ppid != int((tmp_path / "child.pid").read_text())
+        assert grand not in {i.pid for i in tree.recorded}
         assert tree.track() is False  # from the cgroup: no /proc scan
         assert grand in {i.pid for i in tree.recorded}
         report = tree.kill()

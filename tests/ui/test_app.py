@@ -424,3 +424,19 @@ async def test_a_machine_known_by_bandwidth_gets_a_prediction(monkeypatch):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert slow and app.fit.speed and slow != app.fit.speed  # 50 GB/s, not the Spark's 273
+
+
+async def test_advise_lists_the_models_variants_and_enter_picks_one():
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert config_pane(app).form.config.model == "nvidia/Llama-3.1-70B-Instruct-FP8"
+        await pilot.press("f12")
+        await settle(pilot)
+        assert isinstance(app.screen, ChoiceScreen)
+        picks = [value for _, value in app.screen.options]
+        assert [p.model for p in picks] == ["nvidia/Llama-3.1-70B-Instruct-FP8", "meta-llama/Meta-Llama-3.1-70B"]
+        assert picks[0].fits and not picks[1].fits and "tok/s" in app.screen.options[0][0]
+        await pilot.press("down", "enter")  # the bf16 checkpoint, which does not fit
+        await settle(pilot)
+        assert config_pane(app).form.config.model == "meta-llama/Meta-Llama-3.1-70B"

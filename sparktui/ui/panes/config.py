@@ -355,6 +355,52 @@ class ConfigPane(Pane):
             chosen,
         )
 
+    def action_advise(self) -> None:
+        config = self.form.config
+        if config is None or self.machine is None:
+            self.app.notify("fill in the model first", severity="warning")
+            return
+        self._advise(config, self.machine)
+
+    @io_worker("advise", "fitting the model's variants", group="advise")
+    def _advise(self, config, machine) -> None:
+        try:
+            advice = self.backend.advise(config, machine)
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(f"advise: {exc}", "error"))
+            return
+        self.app.call_from_thread(self._choose_variant, advice)
+
+    def _choose_variant(self, advice: list) -> None:
+        def chosen(pick: object) -> None:
+            if pick is None:
+                return
+            self.query_one("#flag-model", Input).value = pick.model
+            if not pick.fits and pick.longest_context_for_users:
+                self.query_one("#flag-max_model_len", Input).value = str(pick.longest_context_for_users)
+
+        def label(a) -> str:
+            rate = "-" if a.per_user_tok_s is None else f"{a.per_user_tok_s:.0f} tok/s"
+            fits = (
+                "fits"
+                if a.fits
+                else f"fits up to {a.longest_context_for_users:,}"
+                if a.longest_context_for_users
+                else "no"
+            )
+            return (
+                f"{a.model}  {a.format}  {a.weights_bytes / 2**30:.0f} GiB  {fits}  {rate}  ctx ≤ {a.longest_context:,}"
+            )
+
+        self.app.push_screen(
+            ChoiceScreen(
+                "Variants of this model (best predicted speed first)",
+                [(label(a), a) for a in advice],
+                empty="no variant of this model in the local cache or the catalog",
+            ),
+            chosen,
+        )
+
     def action_save(self) -> None:
         profile = self.working_profile()
         if profile is None:
