@@ -92,11 +92,19 @@ class Rule:
 
     @property
     def span(self) -> str:
-        end = f"–{self.until}" if self.until else "+"
-        return f"{self.since}{end}"
+        return f"{self.since} to before {self.until}" if self.until else f"{self.since} on"
 
     def describe(self) -> str:
         return f"{self.key} [{self.span}]: {self.summary} ({self.source})"
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "key": self.key,
+            "versions": self.span,
+            "value": self.value,
+            "summary": self.summary,
+            "source": self.source,
+        }
 
 
 V = VllmVersion

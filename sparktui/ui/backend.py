@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparktui.errors import UserError
 from sparktui.runtime import memory as memory_mod
-from sparktui.runtime import state as state_mod
 from sparktui.runtime.logtail import LogTail
-from sparktui.runtime.protocol import GuardRecord, ProtocolError, StateRecord, condition_of
 from sparktui.ui.viewmodels import (
     Diagnosis,
     FitView,
@@ -37,6 +35,7 @@ if TYPE_CHECKING:
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
     from sparktui.runtime.memory import GpuReport, MemorySample
+    from sparktui.runtime.protocol import GuardRecord, StateRecord
 
 GuardLines = dict[str, float | None]  # warn_below_gib / term_below_gib / kill_below_gib
 
@@ -132,17 +131,34 @@ class Backend:
         meminfo = Path("/proc/meminfo").read_text() if str(name).strip().lower() == "auto" else None
         return machine_from_name(name, meminfo)
 
-    def fit(self, config: ServeConfig, spec: ModelSpec, machine: Machine, sample: MemorySample | None) -> FitView:
+    def fit(
+        self,
+        config: ServeConfig,
+        spec: ModelSpec,
+        machine: Machine,
+        sample: MemorySample | None,
+        vllm_version_source: str = "",
+    ) -> FitView:
         """Fit against this host's MemAvailable only when the profile's machine is this host."""
         from sparktui.core.fit import fit, reading_applies
 
         live = sample is not None and reading_applies(machine, sample.mem_total)
         mem_available = sample.mem_available if sample is not None and live else None
-        view = fit_view(fit(config, spec, machine, mem_available=mem_available), machine)
+        result = fit(config, spec, machine, mem_available=mem_available, vllm_version_source=vllm_version_source)
+        view = fit_view(result, machine)
         view.mem_available_live = live
         view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
         view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
         return view
+
+    def detect_vllm_version(self, profile: Any) -> Any:
+        """Which vLLM the profile's runner has, from files only (no `vllm --version` from the TUI)."""
+        from sparktui.runtime.vllm_version import detect
+
+        try:
+            return detect(profile, run=False)
+        except (OSError, ValueError):
+            return None
 
     def _speed_line(
         self, config: ServeConfig, spec: ModelSpec, machine: Machine, view: FitView, this_host: bool
@@ -203,6 +219,9 @@ class Backend:
 
         A live server is asked through its socket (a `status` request): that is also what keeps
         the supervisor reading /metrics while the panel watches."""
+        from sparktui.runtime import state as state_mod
+        from sparktui.runtime.protocol import ProtocolError
+
         try:
             if port is not None:
                 record = state_mod.read_state(state_mod.state_path(port))
@@ -216,6 +235,7 @@ class Backend:
     def _live(self, record: StateRecord) -> StateRecord:
         if not record.alive:
             return record
+        from sparktui.runtime import state as state_mod
         from sparktui.runtime.protocol import StatusRequest
 
         try:
@@ -265,6 +285,8 @@ class Backend:
         self, status: ServerStatus, armed: bool | None = None, lines: GuardLines | None = None
     ) -> ServerStatus:
         """Arm/disarm and/or move the lines of the guard of a running server, live, through its supervisor."""
+        from sparktui.runtime import state as state_mod
+
         try:
             reply = state_mod.request(status.port, state_mod.guard_request(armed, lines), timeout=10)
         except UserError as exc:
@@ -387,6 +409,8 @@ TRIP_HINT = (
 
 def server_status(record: StateRecord) -> ServerStatus:
     """The supervisor's state record in the panel's words."""
+    from sparktui.runtime.protocol import condition_of
+
     condition = condition_of(record)
     exit_info = record.exit
     trip = record.trip
@@ -468,6 +492,8 @@ def fit_view(result: FitResult, machine: Machine | None) -> FitView:
         max_concurrency=result.max_concurrency,
         kv_bytes_per_token=result.kv_bytes_per_token,
         speed=_speed_line(result),
+        vllm_version=getattr(result, "vllm_version", None) or None,
+        vllm_version_assumed=str(getattr(result, "vllm_version_source", "")).startswith("assumed"),
     )
 
 
