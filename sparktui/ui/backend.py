@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparktui.errors import UserError
 from sparktui.runtime import memory as memory_mod
-from sparktui.runtime import state as state_mod
 from sparktui.runtime.logtail import LogTail
-from sparktui.runtime.protocol import GuardRecord, ProtocolError, StateRecord, condition_of
 from sparktui.ui.viewmodels import (
     Diagnosis,
     FitView,
@@ -37,6 +35,7 @@ if TYPE_CHECKING:
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
     from sparktui.runtime.memory import GpuReport, MemorySample
+    from sparktui.runtime.protocol import GuardRecord, StateRecord
 
 GuardLines = dict[str, float | None]  # warn_below_gib / term_below_gib / kill_below_gib
 
@@ -52,6 +51,13 @@ class Backend:
 
     def host(self) -> str:
         return socket.gethostname()
+
+    def postmortems(self) -> list[str]:
+        """Post-mortems of servers the machine went down under, each returned once (runtime.watch)."""
+        from sparktui.runtime import state as st
+        from sparktui.runtime.watch import check_after_reboot
+
+        return [pm.render() for pm in check_after_reboot(st.state_dir())]
 
     # -- memory and GPU ---------------------------------------------------------------------------
     def memory(self) -> MemorySample:
@@ -220,6 +226,9 @@ class Backend:
 
         A live server is asked through its socket (a `status` request): that is also what keeps
         the supervisor reading /metrics while the panel watches."""
+        from sparktui.runtime import state as state_mod
+        from sparktui.runtime.protocol import ProtocolError
+
         try:
             if port is not None:
                 record = state_mod.read_state(state_mod.state_path(port))
@@ -233,6 +242,7 @@ class Backend:
     def _live(self, record: StateRecord) -> StateRecord:
         if not record.alive:
             return record
+        from sparktui.runtime import state as state_mod
         from sparktui.runtime.protocol import StatusRequest
 
         try:
@@ -282,6 +292,8 @@ class Backend:
         self, status: ServerStatus, armed: bool | None = None, lines: GuardLines | None = None
     ) -> ServerStatus:
         """Arm/disarm and/or move the lines of the guard of a running server, live, through its supervisor."""
+        from sparktui.runtime import state as state_mod
+
         try:
             reply = state_mod.request(status.port, state_mod.guard_request(armed, lines), timeout=10)
         except UserError as exc:
@@ -404,6 +416,8 @@ TRIP_HINT = (
 
 def server_status(record: StateRecord) -> ServerStatus:
     """The supervisor's state record in the panel's words."""
+    from sparktui.runtime.protocol import condition_of
+
     condition = condition_of(record)
     exit_info = record.exit
     trip = record.trip

@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparktui.runtime.protocol import ConditionView
-
-if TYPE_CHECKING:  # core.fit is loaded after the first frame
+if TYPE_CHECKING:  # loaded after the first frame (pydantic, the fit engine)
     from sparktui.core.fit import Suggestion
+    from sparktui.runtime.protocol import ConditionView
 
 Rows = tuple[tuple[str, str], ...]  # (figure, value) pairs, in display order
 LIVE = ("starting", "ready", "stopping")

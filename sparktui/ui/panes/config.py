@@ -15,7 +15,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.widgets import Input, Static
 
 from sparktui.errors import UserError
@@ -54,9 +54,9 @@ class ConfigPane(Pane):
     NAME = "config"
     TAB = "1 Config"
 
-    profile: reactive[Profile | None] = reactive(None, init=False)
-    server: reactive[ServerStatus | None] = reactive(None, init=False)
-    sample: reactive[MemorySample | None] = reactive(None, init=False)
+    profile: reactive[Profile | None] = var(None, init=False)
+    server: reactive[ServerStatus | None] = var(None, init=False)
+    sample: reactive[MemorySample | None] = var(None, init=False)
 
     def __init__(self, profile_arg: str | Path | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
