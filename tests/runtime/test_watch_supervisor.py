@@ -293,3 +293,14 @@ def resident(path: Path) -> int:
         ["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)], capture_output=True, text=True
     )
     return int(out.stdout.strip())
+
+
+def test_drop_caches_is_offered_only_when_free_memory_is_short(make_profile, isolated):
+    profile = load_profile(make_profile())  # gpu-memory-utilization 0.92 (vLLM's default)
+    gib = 1 << 30
+    short = {"MemTotal": 120 * gib, "MemAvailable": 110 * gib, "MemFree": 60 * gib}  # vLLM asks 110 GiB
+    plenty = {"MemTotal": 120 * gib, "MemAvailable": 119 * gib, "MemFree": 112 * gib}  # 7 GiB cached
+    lowered = profile.serve.replace(gpu_memory_utilization=0.5)  # 60 GiB asked, 60 free: no need
+    assert any("drop_caches" in w for w in supervisor.preflight(profile, meminfo=short).warnings)
+    assert not any("drop_caches" in w for w in supervisor.preflight(profile, lowered, meminfo=short).warnings)
+    assert not any("drop_caches" in w for w in supervisor.preflight(profile, meminfo=plenty).warnings)
