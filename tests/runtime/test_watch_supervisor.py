@@ -90,6 +90,7 @@ def test_a_server_that_stops_generating_is_reported_wedged_in_time(make_profile,
     wait_for(lambda: wedge_of(port).get("state") == "wedged", wedge_after + 15, what="the wedge to be reported")
     reported_after = time.monotonic() - stalled_at
     assert reported_after <= wedge_after + 10, f"reported {reported_after:.1f} s after the stall"
+    print(f"wedged reported {reported_after:.1f} s after the last token (wedge-after-s {wedge_after:g})")
     wedge = wedge_of(port)
     assert wedge["probes"] >= 1 and "probe: no token within 3 s" in wedge["evidence"]
     assert "GPU" in wedge["evidence"]  # NVML's figures, or why there are none
@@ -284,6 +285,7 @@ def test_serve_evicts_the_models_page_cache_without_root(make_profile, tmp_path)
         freed = re.search(r"page cache: the model's files held ([\d,]+) MiB; evicted ([\d,]+) MiB", err)
         assert freed is not None, err
         assert int(freed.group(2).replace(",", "")) >= 500
+        print(f"fincore when vLLM started: {int(res)} bytes resident; serve said: {freed.group(0)}")
     finally:
         shutil.rmtree(shared, ignore_errors=True)
 
