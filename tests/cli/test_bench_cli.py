@@ -121,6 +121,33 @@ def test_a_server_stopped_mid_run_gives_the_partial_results_and_exit_2(make_prof
     assert "stopped" in report["error"]
 
 
+def test_ctrl_c_keeps_what_was_measured(make_profile, env):
+    profile = make_profile(STUB_VLLM_TOKENS_PER_S="20")
+    state = start(profile, env)
+    log = Path(state["log_path"])
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "sparktui", "bench", "--json", "--users", "1", "--output-tokens", "20", *SLOW],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: log.read_text().count("POST /v1/completions") >= 3, 30, "measured requests")
+        bench.send_signal(signal.SIGINT)
+        stdout, stderr = bench.communicate(timeout=60)
+    finally:
+        if bench.poll() is None:
+            bench.send_signal(signal.SIGKILL)
+        supervisor.stop(state["port"])
+    assert bench.returncode == 2 and "ended early: cancelled" in stderr and "Traceback" not in stderr
+    report = json.loads(stdout)
+    assert report["partial"] and report["error"] == "cancelled" and report["runs"][0]["requests"] >= 1
+    history = json.loads(sparktui("bench", "--history", "--json", env=env).stdout)["history"]
+    assert history[-1]["partial"] and history[-1]["error"] == "cancelled"
+
+
 def test_a_disarmed_guard_is_refused(stub_server, env):
     supervisor.set_guard(stub_server["port"], armed=False)
     out = sparktui("bench", *SMALL, env=env)
