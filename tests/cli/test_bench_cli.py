@@ -183,10 +183,11 @@ def test_bad_flags_are_named(env, args, message):
 
 
 def test_sweep_reports_the_most_users_meeting_both_targets(env):
-    with running(ttft=0.05, rate=20, max_running=2) as (url, _):
+    # two at a time: a third user waits a whole request (0.45 s) for a slot, so TTFT 0.1 s → 0.55 s
+    with running(ttft=0.1, rate=20, max_running=2) as (url, _):
         port = url.rsplit(":", 1)[1]
         out = sparktui(
-            "bench", "--port", port, "--sweep", "--target-tok-s", "15", "--target-ttft-s", "0.3", "--max-users", "4",
+            "bench", "--port", port, "--sweep", "--target-tok-s", "10", "--target-ttft-s", "0.35", "--max-users", "4",
             *SMALL, env=env,
         )  # fmt: skip
     assert out.returncode == 0, out.stderr
