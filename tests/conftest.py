@@ -88,3 +88,22 @@ def make_profile(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return make
+
+
+@pytest.fixture
+def netns_cluster(tmp_path: Path) -> Iterator[object]:
+    """Two "nodes" on this machine (tests/support/netns_cluster.py): network namespaces on a private
+    subnet, each with its own sshd and state dir; removed with everything in them after the test,
+    pass or fail. Skipped where sshd is missing, except under CI=true (.ci/run installs it)."""
+    from tests.support import netns_cluster as nc
+
+    why = nc.missing_tools()
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: the netns cluster tests must run, but {why}")
+        pytest.skip(why)
+    cluster = nc.build(tmp_path / "cluster")
+    try:
+        yield cluster
+    finally:
+        cluster.close()

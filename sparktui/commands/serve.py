@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 ACCEPTS_EXTRA_ARGS = True
 
@@ -28,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
 
     profile = load_profile(args.profile)
     serve = supervisor.effective_serve(profile, args.extra)
+    if profile.cluster is not None:
+        return serve_cluster(profile, serve)
     if not args.detach:
         return supervisor.serve_foreground(profile, serve, force=args.force)
     state = supervisor.launch(profile, serve, force=args.force)
@@ -38,3 +41,19 @@ def run(args: argparse.Namespace) -> int:
     print(f"log: {state.log_path}")
     print(f"follow with `sparktui status --port {state.port}`; stop with `sparktui stop --port {state.port}`")
     return 0
+
+
+def serve_cluster(profile: Any, serve: Any) -> int:
+    """A profile with [cluster]: every node is checked over SSH; the launch itself is not built yet."""
+    from sparktui.errors import UserError
+    from sparktui.runtime import cluster
+
+    reports = cluster.preflight(profile, serve)
+    for r in reports:
+        print(
+            f"node {r.host}: ready to launch (vLLM {r.vllm_version}, MemAvailable {(r.mem_available or 0) / 2**30:.1f} GiB)"
+        )
+    raise UserError(
+        f"profile {profile.name}: launching a [cluster] profile over {len(reports)} nodes is not built yet "
+        "(preflight passed on every node); remove [cluster] to serve on this machine alone"
+    )

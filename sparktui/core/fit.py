@@ -257,7 +257,11 @@ def plan_kv(
     mamba_mode = rules.mamba_cache_mode(prefix_caching, spec.architecture, num_spec > 0)
     per_block = mamba_mode == "all" and rules.value("mamba_all_mode_pages") == "per_block"
     if mamba:
-        fixed = num_spec if per_block else rules.mamba_pages(mamba_mode, 1, 1, num_spec)
+        fixed = (
+            rules.mamba_pages("none", 1, 1, num_spec) - 1
+            if per_block
+            else rules.mamba_pages(mamba_mode, 1, 1, num_spec)
+        )
         state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec, mamba_ssm_dtype) for g in mamba)
         mamba_page = state
         if attn:
