@@ -121,6 +121,33 @@ def test_a_server_stopped_mid_run_gives_the_partial_results_and_exit_2(make_prof
     assert "stopped" in report["error"]
 
 
+def test_ctrl_c_keeps_what_was_measured(make_profile, env):
+    profile = make_profile(STUB_VLLM_TOKENS_PER_S="20")
+    state = start(profile, env)
+    log = Path(state["log_path"])
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "sparktui", "bench", "--json", "--users", "1", "--output-tokens", "20", *SLOW],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: log.read_text().count("POST /v1/completions") >= 3, 30, "measured requests")
+        bench.send_signal(signal.SIGINT)
+        stdout, stderr = bench.communicate(timeout=60)
+    finally:
+        if bench.poll() is None:
+            bench.send_signal(signal.SIGKILL)
+        supervisor.stop(state["port"])
+    assert bench.returncode == 2 and "ended early: cancelled" in stderr and "Traceback" not in stderr
+    report = json.loads(stdout)
+    assert report["partial"] and report["error"] == "cancelled" and report["runs"][0]["requests"] >= 1
+    history = json.loads(sparktui("bench", "--history", "--json", env=env).stdout)["history"]
+    assert history[-1]["partial"] and history[-1]["error"] == "cancelled"
+
+
 def test_a_disarmed_guard_is_refused(stub_server, env):
     supervisor.set_guard(stub_server["port"], armed=False)
     out = sparktui("bench", *SMALL, env=env)
@@ -156,10 +183,11 @@ def test_bad_flags_are_named(env, args, message):
 
 
 def test_sweep_reports_the_most_users_meeting_both_targets(env):
-    with running(ttft=0.05, rate=20, max_running=2) as (url, _):
+    # two at a time: a third user waits a whole request (0.45 s) for a slot, so TTFT 0.1 s → 0.55 s
+    with running(ttft=0.1, rate=20, max_running=2) as (url, _):
         port = url.rsplit(":", 1)[1]
         out = sparktui(
-            "bench", "--port", port, "--sweep", "--target-tok-s", "15", "--target-ttft-s", "0.3", "--max-users", "4",
+            "bench", "--port", port, "--sweep", "--target-tok-s", "10", "--target-ttft-s", "0.35", "--max-users", "4",
             *SMALL, env=env,
         )  # fmt: skip
     assert out.returncode == 0, out.stderr
