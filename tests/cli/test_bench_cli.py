@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from sparktui.core.profiles import load_profile
@@ -92,6 +93,31 @@ def test_json_is_one_object_with_every_figure_for_the_server_sparktui_started(st
     assert records[0]["key"]["vllm_version"].startswith("0.32.0") and records[0]["runs"][1]["users"] == 2
     listing = sparktui("bench", "--history", env=env)
     assert stub_server["profile"] in listing.stdout and "2 users:" in listing.stdout
+
+
+def test_the_stub_streams_as_vllm_does(stub_server):
+    """SSE `data: {json}` events with cumulative usage when asked, a usage-only chunk, `data: [DONE]`."""
+    body = {
+        "model": "/models/tiny",
+        "prompt": "one two three",
+        "max_tokens": 3,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    headers = {"Authorization": "Bearer sk-bench-1"}
+    url = f"http://127.0.0.1:{stub_server['port']}/v1/completions"
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=10) as reply:
+        assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
+        events = [line for line in reply.iter_lines() if line]
+    assert all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]"
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    assert [c["usage"]["completion_tokens"] for c in chunks[:3]] == [1, 2, 3]
+    assert [c["choices"][0]["finish_reason"] for c in chunks[:3]] == [None, None, "length"]
+    assert chunks[3]["choices"] == [] and chunks[3]["usage"] == {
+        "prompt_tokens": 3,
+        "completion_tokens": 3,
+        "total_tokens": 6,
+    }
 
 
 def test_a_server_stopped_mid_run_gives_the_partial_results_and_exit_2(make_profile, env):
