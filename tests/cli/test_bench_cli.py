@@ -15,25 +15,11 @@ import pytest
 from sparktui.core.profiles import load_profile
 from sparktui.runtime import proc, supervisor
 from sparktui.runtime import state as st
-from tests.support import REPO, free_port, wait_for
+from tests.support import BENCH_RUN_KEYS, REPO, free_port, wait_for
 from tests.support.timed_server import running
 
 pytestmark = pytest.mark.slow
 
-RUN_KEYS = {
-    "users",
-    "ttft_p50_s",
-    "ttft_p95_s",
-    "itl_p50_s",
-    "itl_p95_s",
-    "decode_tok_s_per_user",
-    "aggregate_tok_s",
-    "requests",
-    "errors",
-    "min_mem_available_gib",
-    "peak_kv_usage",
-    "joules_per_token",
-}
 SMALL = ["--prompt-tokens", "8", "--output-tokens", "8", "--requests-per-user", "2"]
 SLOW = ["--prompt-tokens", "8", "--requests-per-user", "50"]
 
@@ -80,7 +66,7 @@ def test_json_is_one_object_with_every_figure_for_the_server_sparktui_started(st
     assert "--max-model-len" in server["flags"] and server["model_path"] == "/models/tiny"
     assert [run["users"] for run in report["runs"]] == [1, 2]
     for run in report["runs"]:
-        assert set(run) >= RUN_KEYS
+        assert set(run) >= BENCH_RUN_KEYS
         assert run["requests"] == run["users"] * 2 and run["errors"] == 0
         assert run["ttft_p50_s"] > 0 and run["decode_tok_s_per_user"] > 0 and run["aggregate_tok_s"] > 0
         assert run["min_mem_available_gib"] > 0
