@@ -6,27 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from sparktui.core.profiles import parse_profile
 from sparktui.runtime.vllm_version import detect, from_executable, from_image, from_last_log, from_site_packages
 from tests.support import FIXTURES, REPO
-
-
-def fake_venv(root: Path, dist: str, version: str) -> Path:
-    info = root / "lib" / "python3.11" / "site-packages" / f"{dist}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist.replace('_', '-')}\nVersion: {version}\n")
-    (root / "bin").mkdir()
-    return root
-
-
-def fake_vllm(path: Path, prints: str, status: int = 0) -> Path:
-    path.write_text(f"#!{sys.executable}\nimport sys\nprint({prints!r})\nsys.exit({status})\n")
-    path.chmod(0o755)
-    return path
+from tests.support.fake_vllm_install import fake_venv, fake_vllm
 
 
 def profile(text: str):
