@@ -287,7 +287,14 @@ def _fit_verdict(
         spec = load_serving_spec(serve.model, serve.speculative_config)
         machine = host_machine(profile, mem, warnings)
         mem_available = mem.get("MemAvailable") if machine.unified else None
-        result = fit_mod.fit(serve, spec, machine, mem_available=mem_available)
+        source = ""
+        if serve.vllm_version is None:  # fit for the vLLM this runner has (files only: no subprocess)
+            from sparktui.runtime.vllm_version import detect
+
+            found = detect(profile, run=False)
+            if found.version:
+                serve, source = serve.replace(vllm_version=found.version), found.source
+        result = fit_mod.fit(serve, spec, machine, mem_available=mem_available, vllm_version_source=source)
     except UserError as exc:
         warnings.append(f"fit check skipped: {exc}")
         return None

@@ -88,3 +88,18 @@ def test_sparktui_fit_uses_the_profiles_runner_version(tmp_path, isolated):
     assert (out["vllm_version"], out["vllm_version_source"]) == ("0.26.0", "--vllm-version")
     bad = subprocess.run([*run, "--vllm-version", "0.9"], capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and "--vllm-version: got 0.9" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_launch_check_fits_for_the_runners_vllm(tmp_path):
+    from sparktui.runtime.supervisor import _fit_verdict
+
+    venv = fake_venv(tmp_path / "venv", "vllm", "0.22.1")
+    p = profile(f'[runner]\nvenv = "{venv}"\n')
+    serve = p.serve.replace(model="openai/gpt-oss-20b", max_model_len=8192)
+    gib = 1 << 30
+    mem = {"MemTotal": int(121.7 * gib), "MemAvailable": 110 * gib, "MemFree": 100 * gib}
+    verdict = _fit_verdict(p, serve, mem, [], force=True)
+    assert verdict is not None
+    assert verdict["vllm_version"] == "0.22.1" and "vllm-0.22.1.dist-info" in verdict["vllm_version_source"]
+    named = _fit_verdict(p, serve.replace(vllm_version="0.32.0"), mem, [], force=True)
+    assert named is not None and named["vllm_version"] == "0.32.0"
