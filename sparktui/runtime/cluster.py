@@ -12,6 +12,7 @@ word is quoted (shlex.quote) before it goes.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -19,6 +20,7 @@ import shlex
 import socket
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui import __version__
@@ -84,8 +86,6 @@ def port_in_use(port: int) -> bool:
 
 def node_check(ports: list[int], executable: str, venv: str | None) -> dict[str, Any]:
     """What this node would run and whether it can: the answer `sparktui node-check` prints."""
-    from pathlib import Path
-
     from sparktui.runtime.memory import read_memory
     from sparktui.runtime.runner import resolve_native_executable
     from sparktui.runtime.vllm_version import from_executable, from_site_packages
@@ -177,3 +177,189 @@ def preflight(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
     if found:
         raise UserError("cluster preflight failed:\n  " + "\n  ".join(found))
     return reports
+
+
+# ---------------------------------------------------------------- launching (backend "mp")
+
+LINK_EVERY_S = 2.0  # how often a node's supervisor looks at the rest of the cluster
+HEAD_LOST_AFTER = 2  # a worker stops itself after this many failed looks at a head it once reached
+
+
+def rank_flags(cluster: ClusterSettings, rank: int) -> list[str]:
+    """vLLM's own multi-node flags (vLLM 0.32 arg_utils: --nnodes, --node-rank, --master-addr,
+    --master-port; a rank other than 0 runs --headless: no API server)."""
+    if not cluster.master_addr:
+        raise UserError(
+            "[cluster] master-addr: needed for the mp backend; set it to the head's address on the link "
+            'between the nodes, e.g. master-addr = "192.168.100.1"'
+        )
+    flags = ["--nnodes", str(len(cluster.nodes)), "--node-rank", str(rank)]
+    flags += ["--master-addr", cluster.master_addr, "--master-port", str(cluster.master_port)]
+    return flags + (["--headless"] if rank else [])
+
+
+def node_rank(serve: ServeConfig) -> int | None:
+    """The --node-rank a serve config carries (a node's own supervisor), or None (not launched yet)."""
+    args = serve.extra_args
+    for i, arg in enumerate(args):
+        key, _, inline = arg.partition("=")
+        if key in ("--node-rank", "-r"):
+            value = inline or (args[i + 1] if i + 1 < len(args) else "")
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def with_rank(serve: ServeConfig, cluster: ClusterSettings, rank: int) -> ServeConfig:
+    from sparktui.core.config import parse_serve_command
+
+    merged = parse_serve_command([*serve.to_argv(), *rank_flags(cluster, rank)])
+    # the API key never travels in argv (to_argv leaves it out): carry it over
+    return merged if serve.api_key is None else merged.replace(api_key=serve.api_key)
+
+
+def _ssh_run(
+    host: str, remote: list[str], stdin: str | None = None, timeout: float = SSH_TIMEOUT_S
+) -> tuple[int, str, str]:
+    try:
+        done = subprocess.run(
+            ssh_argv(host, remote), input=stdin, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 255, "", str(exc)
+    return done.returncode, done.stdout, done.stderr
+
+
+def start_workers(profile: Profile, serve: ServeConfig) -> list[str]:
+    """Start every worker's own supervisor (detached, headless rank) over SSH; the hosts started.
+    The profile travels on stdin, so a worker needs no copy of it. On a failure the ones already
+    started are stopped and a UserError names the node."""
+    from sparktui.core.profiles import dumps_profile
+
+    cluster = profile.cluster
+    assert cluster is not None
+    text = dumps_profile(profile)
+    started: list[str] = []
+    for rank, host in enumerate(cluster.nodes[1:], start=1):
+        remote = ["sparktui", "node-serve", *rank_flags(cluster, rank)]
+        code, _, err = _ssh_run(host, remote, stdin=text)
+        if code != 0:
+            stop_workers(started, serve.port)
+            detail = (err.strip().splitlines() or [f"exit {code}"])[-1]
+            raise UserError(f"node {host}: its rank {rank} did not start: {detail}")
+        started.append(host)
+    return started
+
+
+def stop_workers(hosts: list[str] | tuple[str, ...], port: int, how: str = "stop") -> None:
+    for host in hosts:
+        _ssh_run(host, ["sparktui", how, "--port", str(port)])
+
+
+@dataclass
+class NodePhase:
+    host: str
+    rank: int
+    status: str  # the node supervisor's status (starting, running, exited…), or "unreachable"
+    phase: str | None = None
+    exit_reason: str | None = None
+    available_gib: float | None = None  # MemAvailable there, from its guard
+
+
+def nodes_file(port: int) -> Path:
+    from sparktui.runtime import state as st
+
+    return st.state_dir() / "cluster" / f"{port}.json"
+
+
+class Link:
+    """A node supervisor's view of the rest of its cluster, asked every LINK_EVERY_S.
+
+    The head asks each worker's supervisor for its state over SSH, records every node's phase for
+    `status`, and asks its supervisor to stop when a worker's server has ended (a guard trip, a
+    stop, a kill there); on its own end it stops every worker. A worker watches the head's
+    rendezvous port (--master-addr:--master-port): once reached, losing it means the head is gone,
+    and the worker stops itself."""
+
+    def __init__(self, profile: Profile, serve: ServeConfig, rank: int) -> None:
+        cluster = profile.cluster
+        assert cluster is not None
+        self.cluster, self.rank, self.port = cluster, rank, int(serve.port or 8000)
+        self.next_at = 0.0
+        self.seen: set[str] = set()
+        self.head_reached = False
+        self.head_misses = 0
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_at
+
+    def check(self, now: float) -> tuple[bool, str | None]:
+        """(the rest of the cluster is up, why this node must stop or None)."""
+        self.next_at = now + LINK_EVERY_S
+        return self._check_head() if self.rank else self._check_workers()
+
+    def _check_head(self) -> tuple[bool, str | None]:
+        addr, port = self.cluster.master_addr or "", self.cluster.master_port
+        try:
+            with socket.create_connection((addr, port), timeout=1.0):
+                pass
+            self.head_reached, self.head_misses = True, 0
+        except OSError:
+            if self.head_reached:
+                self.head_misses += 1
+        if self.head_misses >= HEAD_LOST_AFTER:
+            return False, f"the head {self.cluster.head} is gone ({addr}:{port} no longer answers)"
+        return self.head_reached, None
+
+    def _check_workers(self) -> tuple[bool, str | None]:
+        phases = [NodePhase(self.cluster.head, 0, "head")]
+        reason = None
+        for rank, host in enumerate(self.cluster.nodes[1:], start=1):
+            code, out, _ = _ssh_run(host, ["sparktui", "status", "--port", str(self.port), "--json"], timeout=15)
+            node = NodePhase(host, rank, "unreachable")
+            if code == 0:
+                try:
+                    data = json.loads(out)
+                except json.JSONDecodeError:
+                    data = {}
+                node.status = str(data.get("status") or "unknown")
+                node.phase = data.get("phase")
+                node.exit_reason = (data.get("exit") or {}).get("reason")
+                guard_last = (data.get("guard") or {}).get("last") or {}
+                node.available_gib = guard_last.get("available_gib")
+                if node.status in ("starting", "running"):
+                    self.seen.add(host)
+                elif host in self.seen or node.status in ("exited", "lost"):
+                    reason = reason or f"node {host} ended ({node.exit_reason or node.status})"
+            elif code == 2 and host in self.seen:  # its state is gone: nothing runs there
+                reason = reason or f"node {host} no longer runs the server"
+            phases.append(node)
+        self._record(phases)
+        return True, reason
+
+    def _record(self, phases: list[NodePhase]) -> None:
+        from sparktui.atomic import atomic_write_text
+
+        path = nodes_file(self.port)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps([dataclasses.asdict(p) for p in phases]))
+
+    def close(self, how: str) -> None:
+        """The head's end is the cluster's: every worker is stopped (killed after a kill)."""
+        if self.rank == 0:
+            stop_workers(self.cluster.nodes[1:], self.port, "kill" if how == "kill" else "stop")
+
+
+def link_for(profile: Profile, serve: ServeConfig) -> Link | None:
+    """The cluster link of a node's own supervisor (a [cluster] profile launched with a rank)."""
+    if profile.cluster is None:
+        return None
+    rank = node_rank(serve)
+    return None if rank is None else Link(profile, serve, rank)
+
+
+def read_nodes(port: int) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(nodes_file(port).read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
+    return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []

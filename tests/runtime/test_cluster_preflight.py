@@ -22,12 +22,12 @@ LISTEN = (
 )
 
 
-def cluster_profile(tmp_path: Path, stub: Path, port: int = 8000, master_port: int = 29501) -> Path:
+def cluster_profile(tmp_path: Path, stub: Path, cluster_extra: str = 'master-addr = "10.213.0.1"\n') -> Path:
     path = tmp_path / "two-sparks.toml"
     path.write_text(
-        f'[serve]\nmodel = "/models/tiny"\nport = {port}\ntensor-parallel-size = 2\n'
+        '[serve]\nmodel = "/models/tiny"\nport = 8000\n'
         f'[runner]\nexecutable = "{stub}"\n'
-        f'[cluster]\nnodes = ["node0", "node1"]\nbackend = "mp"\nmaster-port = {master_port}\n'
+        f'[cluster]\nnodes = ["node0", "node1"]\nbackend = "mp"\nmaster-port = 29501\n{cluster_extra}'
     )
     return path
 
@@ -57,15 +57,23 @@ def test_each_node_answers_over_ssh_in_its_own_namespace(netns_cluster: nc.Netns
     assert env.stdout.strip() == str(worker.state_dir)
 
 
-def test_preflight_passes_on_every_node_then_says_the_launch_is_not_built(
+def test_the_mp_backend_without_a_master_address_is_refused_before_anything_starts(
     netns_cluster: nc.NetnsCluster, tmp_path: Path
 ) -> None:
     stub = install_stub(tmp_path / "bin")
-    done = serve_on_head(netns_cluster, cluster_profile(tmp_path, stub))
-    assert "node node0: ready to launch (vLLM 0.32.0" in done.stdout
-    assert "node node1: ready to launch (vLLM 0.32.0" in done.stdout
+    done = serve_on_head(netns_cluster, cluster_profile(tmp_path, stub, cluster_extra=""))
     assert done.returncode == 2
-    assert "not built yet" in done.stderr and "Traceback" not in done.stderr
+    assert "[cluster] master-addr: needed for the mp backend" in done.stderr and "Traceback" not in done.stderr
+    assert not any(node.pids_besides_sshd() for node in netns_cluster.nodes)
+
+
+def test_the_ray_backend_says_it_is_not_built_yet(netns_cluster: nc.NetnsCluster, tmp_path: Path) -> None:
+    stub = install_stub(tmp_path / "bin")
+    profile = cluster_profile(tmp_path, stub)
+    profile.write_text(profile.read_text().replace('backend = "mp"', 'backend = "ray"'))
+    done = serve_on_head(netns_cluster, profile)
+    assert done.returncode == 2
+    assert "launching over Ray is not built yet" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_taken_port_on_the_head_is_named_with_the_node(netns_cluster: nc.NetnsCluster, tmp_path: Path) -> None:
@@ -120,6 +128,7 @@ def test_a_different_vllm_on_a_worker_is_named(tmp_path: Path) -> None:
         profile.write_text(
             '[serve]\nmodel = "/models/tiny"\nport = 8000\ntensor-parallel-size = 2\n'
             '[runner]\nexecutable = "vllm"\n[cluster]\nnodes = ["node0", "node1"]\nbackend = "mp"\n'
+            'master-addr = "10.213.0.1"\n'
         )
         # the head finds the stub on its PATH; node1's login puts the other vLLM first
         head = cluster.nodes[0]

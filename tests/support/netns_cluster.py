@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support import wait_for
+from tests.support import shm_held_by, wait_for
 
 SUBNET = "10.213.0"
 SSHD = "/usr/sbin/sshd"
@@ -71,13 +71,24 @@ class NetnsCluster:
         return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
 
     def close(self) -> None:
-        """Stop every process in the namespaces (they were all started here), then remove them."""
-        for node in self.nodes:
-            for pid in node.pids():
+        """Stop every process in the namespaces (they were all started here), then remove them.
+        SIGTERM first, so a stub vLLM removes its /dev/shm segment; what a SIGKILL leaves is removed."""
+        pids = {pid for node in self.nodes for pid in node.pids()}
+        shm = {name for pid in pids for name in shm_held_by(pid)}
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in pids:
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    os.kill(pid, sig)
                 except ProcessLookupError:
                     pass
+            try:
+                wait_for(lambda: not any(node.pids() for node in self.nodes), 5, what="the nodes' processes to end")
+            except AssertionError:
+                continue
+            break
+        for name in shm:
+            Path("/dev/shm", name).unlink(missing_ok=True)
+        for node in self.nodes:
             if node.sshd is not None:
                 try:
                     node.sshd.wait(timeout=10)
