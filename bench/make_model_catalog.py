@@ -155,7 +155,8 @@ def compact_quant(q: dict) -> dict:
         q["quantized_layers"] = {module: layers[module] for module in seen.values()}
     for key in ("exclude_modules", "ignore", "modules_to_not_convert"):
         if isinstance(q.get(key), list):
-            q[key] = sorted({_category_key(str(m)) for m in q[key]})
+            # kept per layer: the weights count the share of a category's layers left unquantized
+            q[key] = sorted({str(m) for m in q[key]})
     groups = q.get("config_groups")
     if isinstance(groups, dict):
         q["config_groups"] = {

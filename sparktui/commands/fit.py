@@ -1,7 +1,10 @@
 """Will this `vllm serve` configuration start, and what KV cache and concurrency will it get?
 
   sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] [--json]
-  sparktui fit -- vllm serve MODEL [flags…]
+  sparktui fit [--vllm-version X.Y[.Z]] -- vllm serve MODEL [flags…]
+
+Which vLLM: --vllm-version, else the profile's vllm-version, else what the profile's runner has
+installed (runtime/vllm_version.py), else the newest rules sparktui knows (said in the notes).
 
 Exit status: 0 fits or tight, 1 won't start or unsafe, 2 bad input.
 """
@@ -23,7 +26,14 @@ MEMINFO = Path("/proc/meminfo")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
         "sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
-        "[--mem-available GIB] [--json]\n       sparktui fit [options] -- vllm serve MODEL [flags…]"
+        "[--mem-available GIB] [--vllm-version X.Y[.Z]] [--json]\n"
+        "       sparktui fit [options] -- vllm serve MODEL [flags…]"
+    )
+    parser.add_argument(
+        "--vllm-version",
+        metavar="X.Y[.Z]",
+        help="the vLLM that will run (0.10 to 0.33); the fit follows its rules "
+        "(default: the profile's, or detected from its runner, or the newest known)",
     )
     parser.add_argument(
         "--model",
@@ -103,7 +113,8 @@ def _split_env(tokens: list[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
-    """(ServeConfig, machine name) from the profile, the flags and the pasted command. The
+    """(ServeConfig, machine name, where the vLLM version came from) from the profile, the
+    flags and the pasted command. The
     environment the server would get (the profile's [env], a pasted command's NAME=value prefix)
     is added to `env` when given."""
     from sparktui.core.config import parse_serve_command
@@ -112,12 +123,17 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     profile_arg, flags, pasted = _split(list(args.extra))
     machine_name = "dgx-spark"
     base: list[str] = []
+    version: str | None = None  # vllm_version is sparktui's own: not in the argv
+    source = ""
+    profile = None
     if profile_arg:
         from sparktui.core.profiles import load_profile
 
         profile = load_profile(profile_arg)
         base = profile.serve.to_argv()
         machine_name = profile.machine
+        if profile.serve.vllm_version:
+            version, source = profile.serve.vllm_version, f"profile {profile.name}"
         if env is not None:
             env.update(profile.env)
     if pasted is not None:
@@ -128,6 +144,8 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
             env.update(pasted_env)
         pasted_config = parse_serve_command(pasted)
         base = pasted_config.to_argv()
+        if pasted_config.vllm_version:
+            version, source = pasted_config.vllm_version, "--vllm-version"
     model, flags = _pop_model(flags)
     model = args.model or model
     if model:
@@ -137,7 +155,18 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     if flags and not flags[0].startswith("-"):
         raise UserError(f"unexpected argument {flags[0]!r}: give one profile, first; vLLM flags start with --")
     config = parse_serve_command([*base, *flags])
-    return config, str(args.machine or machine_name)
+    if config.vllm_version:
+        version, source = config.vllm_version, "--vllm-version"
+    if getattr(args, "vllm_version", None):
+        version, source = args.vllm_version, "--vllm-version"
+    if version is None and profile is not None:
+        from sparktui.runtime.vllm_version import detect
+
+        found = detect(profile)
+        version, source = found.version, found.source if found.version else found.describe()
+    if version is not None:
+        config = config.replace(vllm_version=version)
+    return config, str(args.machine or machine_name), source
 
 
 def _row(label: str, n_bytes: float) -> str:
@@ -174,6 +203,8 @@ def render(result, spec, config, measured=None) -> str:
         f"  → {result.kv_blocks:,} blocks, {result.kv_cache_tokens:,} tokens, maximum concurrency "
         f"{result.max_concurrency:.2f}× for {result.max_model_len:,} tokens per request"
     )
+    lines += ["", f"vLLM       {result.vllm_version} ({result.vllm_version_source}); the rules this fit used:"]
+    lines += [f"  - {r['key']} [{r['versions']}]: {r['summary']}" for r in result.vllm_rules]
     lines += ["", f"verdict    {result.verdict.upper().replace('_', ' ')}"]
     lines += [f"  - {r}" for r in result.reasons]
     if result.suggestions:
@@ -287,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(catalog_names()))
         return 0
     env: dict[str, str] = {}
-    config, machine_name = build_config(args, env)
+    config, machine_name, version_source = build_config(args, env)
     meminfo = None
     if machine_name.strip().lower() == "auto":
         try:
@@ -308,7 +339,14 @@ def run(args: argparse.Namespace) -> int:
     fetcher = HubFetcher(offline=bool(getattr(args, "offline", False)))
     spec = load_serving_spec(config.model, config.speculative_config, fetcher=fetcher)
     allow_long = env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true", "yes")
-    result = fit(config, spec, machine, mem_available=mem_available, allow_long_max_model_len=allow_long)
+    result = fit(
+        config,
+        spec,
+        machine,
+        mem_available=mem_available,
+        vllm_version_source=version_source,
+        allow_long_max_model_len=allow_long,
+    )
     others = sorted(name for name in env if name != "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
     if others:  # names only: values may be secrets
         result.notes.append(f"environment not modelled (passed to vLLM as it is): {', '.join(others)}")

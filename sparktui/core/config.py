@@ -21,9 +21,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sparktui.core.units import parse_human_int
+from sparktui.core.vllm_rules import parse_version
 from sparktui.errors import UserError
 
-FlagType = Literal["str", "int", "float", "bool", "choice", "size", "json"]
+FlagType = Literal["str", "int", "float", "bool", "choice", "size", "json", "version"]
 Category = Literal["model", "memory", "scheduling", "server", "advanced"]
 CATEGORIES: tuple[Category, ...] = ("model", "memory", "scheduling", "server", "advanced")
 
@@ -57,6 +58,7 @@ class Flag:
     aliases: tuple[str, ...] = ()
     ours: Any = _SAME
     unit: str = ""
+    local: bool = False  # sparktui's own setting (which vLLM will run): never on vLLM's command line
 
     @property
     def positional(self) -> bool:
@@ -87,6 +89,8 @@ class Flag:
             return 'a JSON object, e.g. \'{"method": "ngram", "num_speculative_tokens": 3}\''
         if self.type == "str":
             return "a non-empty text"
+        if self.type == "version":
+            return "a vLLM version X.Y or X.Y.Z from 0.10 on, such as 0.25.1"
         noun = {"int": "a whole number", "float": "a number", "size": "a whole number"}[self.type]
         parts = []
         if self.minimum is not None:
@@ -129,6 +133,13 @@ class Flag:
             if not isinstance(value, str) or not value.strip():
                 raise self.error(value)
             return value.strip() if self.multi else value
+        if kind == "version":
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not str(value).strip():
+                raise self.error(value)
+            try:
+                return str(parse_version(str(value), self.name))
+            except UserError:
+                raise self.error(value) from None
         if kind == "choice":
             if not isinstance(value, str) or not value.strip():
                 raise self.error(value)
@@ -240,6 +251,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--max-model-len", "max_model_len", "size", None,
          "Longest request (prompt + output) in tokens; unset: the model's own; -1/auto: longest that fits.",
          "model", minimum=1, allow_auto=True, unit="tokens"),
+    Flag("--vllm-version", "vllm_version", "version", None,
+         "The vLLM that will run (X.Y[.Z]); the fit follows its rules. Unset: detected from the runner, "
+         "else the newest sparktui knows. sparktui's own setting, never passed to vLLM.", "model", local=True),
     Flag("--trust-remote-code", "trust_remote_code", "bool", False,
          "Run the model repo's own Python code (only for repos you trust).", "model", negatable=True),
     # memory
@@ -361,6 +375,7 @@ class ServeConfig(BaseModel):
     enforce_eager: bool = _default("enforce_eager")
     tensor_parallel_size: int = _default("tensor_parallel_size")
     trust_remote_code: bool = _default("trust_remote_code")
+    vllm_version: str | None = _default("vllm_version")
     speculative_config: str | None = _default("speculative_config")
     enable_lora: bool = _default("enable_lora")
     extra_args: list[str] = Field(default_factory=list)
@@ -394,7 +409,7 @@ class ServeConfig(BaseModel):
         """Whether `flag` goes on the command line: set, and not what sparktui and vLLM both
         assume anyway (so sparktui's safer defaults, like --host 127.0.0.1, are always passed)."""
         value = getattr(self, flag.field)
-        if flag.secret or flag.positional or value is None:
+        if flag.secret or flag.positional or flag.local or value is None:
             return False
         return bool(value != flag.default or value != flag.field_default)
 

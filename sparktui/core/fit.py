@@ -257,7 +257,11 @@ def plan_kv(
     mamba_mode = rules.mamba_cache_mode(prefix_caching, spec.architecture, num_spec > 0)
     per_block = mamba_mode == "all" and rules.value("mamba_all_mode_pages") == "per_block"
     if mamba:
-        fixed = num_spec if per_block else rules.mamba_pages(mamba_mode, 1, 1, num_spec)
+        fixed = (
+            rules.mamba_pages("none", 1, 1, num_spec) - 1
+            if per_block
+            else rules.mamba_pages(mamba_mode, 1, 1, num_spec)
+        )
         state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec, mamba_ssm_dtype) for g in mamba)
         mamba_page = state
         if attn:
@@ -494,7 +498,9 @@ class FitResult:
     model: str = ""
     notes: list[str] = field(default_factory=list)
     vllm_version: str = ""
-    vllm_rules: list[str] = field(default_factory=list)  # the version-dependent rules this fit used
+    vllm_version_source: str = ""  # where the version came from ("--vllm-version", a venv, assumed)
+    # the version-dependent rules this fit used: key, span, value, summary, source (vllm_rules.Rule)
+    vllm_rules: list[dict[str, str]] = field(default_factory=list)
     speed: SpeedEstimate | None = None  # None where sparktui does not know the machine's bandwidth
 
     def to_dict(self) -> dict[str, Any]:
@@ -502,7 +508,8 @@ class FitResult:
             "model": self.model,
             "machine": self.machine,
             "vllm_version": self.vllm_version,
-            "vllm_rules": list(self.vllm_rules),
+            "vllm_version_source": self.vllm_version_source,
+            "vllm_rules": [dict(r) for r in self.vllm_rules],
             "verdict": self.verdict,
             "reasons": list(self.reasons),
             "suggestions": [x.to_dict() for x in self.suggestions],
@@ -601,12 +608,14 @@ def fit(
     spec: ModelSpec,
     machine: Machine,
     mem_available: int | None = None,
+    vllm_version_source: str = "",
     *,
     allow_long_max_model_len: bool = False,
 ) -> FitResult:
-    """Predict vLLM's start-up for `config` (a ServeConfig) on `machine`. With
-    `allow_long_max_model_len` (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) the model's own length limit
-    is not enforced, as vLLM then only warns."""
+    """Predict vLLM's start-up for `config` (a ServeConfig) on `machine`, for the vLLM version
+    config.vllm_version names (`vllm_version_source` says where it came from, for the result).
+    With `allow_long_max_model_len` (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) the model's own length
+    limit is not enforced, as vLLM then only warns."""
     spec = online_quantized(spec, getattr(config, "quantization", None))
     if allow_long_max_model_len and spec.max_len_limit:
         limit_note = (
@@ -733,7 +742,9 @@ def fit(
         model=spec.name,
         notes=[*spec.notes, *s.notes, *s.rules.notes],
         vllm_version=str(s.rules.version),
-        vllm_rules=[r.describe() for r in s.rules.rules],
+        vllm_version_source=vllm_version_source
+        or ("--vllm-version" if getattr(config, "vllm_version", None) else "assumed: the newest rules read"),
+        vllm_rules=[r.to_dict() for r in s.rules.rules],
     )
     result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)
     hardware = hardware_for(machine.name, machine.mem_total, machine.unified)

@@ -6,6 +6,11 @@ vLLM's output goes to a per-run log file that is tailed and parsed (core.vllm_lo
 events; readiness is /health, load is /metrics. State is a JSON file (state.py) rewritten
 atomically; commands (status, stop, kill) come over a Unix socket only the user can open.
 
+At rest it costs almost nothing (bench/supervisor_rest.py): the loop sleeps in poll() until the
+log is written (inotify), a request or signal arrives (a wake pipe), or vLLM exits (its pidfd);
+/metrics is scraped only while someone reads it or the server is busy; the guard's own thread
+keeps its pace near the lines and is woken by PSI on memory stalls (guard.py).
+
 If the supervisor dies, vLLM does not live on unguarded: the API server gets SIGKILL from the
 kernel (PR_SET_PDEATHSIG, proc.spawn), a reaper process (reaper.py) sweeps the recorded tree, and
 the next launch sweeps anything a lost supervisor left.
@@ -668,8 +673,9 @@ class Supervisor:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             self._close()
+            wake_w, self._wake_w = self._wake_w, -1  # a late _wake() now fails harmlessly (EBADF)
+            os.close(wake_w)
             os.close(self._wake_r)
-            os.close(self._wake_w)
 
     def _loop(self, log_path: Path) -> int:
         tree = self.tree
@@ -701,8 +707,8 @@ class Supervisor:
             changed = self._ingest(lines)
             behind = bool(lines) and follower.pending()  # a flood: read on before sleeping
             now = time.monotonic()
-            if now >= next_track:
-                tree.track() if self.healthy else tree.refresh()
+            if now >= next_track:  # in a cgroup: its cgroup.procs; otherwise /proc, scanned at rest only after a fork
+                tree.track() if self.healthy or tree.scope is not None else tree.refresh()
                 next_track = now + (REST_TRACK_S if self.healthy else STARTUP_TICK_S)
             if tree.generation != generation:
                 generation, changed = tree.generation, True

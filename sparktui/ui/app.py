@@ -2,7 +2,8 @@
 memory pane (gauge and guard), each in its own module under `ui/panes`, each owning its workers.
 
 The app holds only what the panes share: the working profile, the server, the latest memory
-sample, the fit and the guard. Panes post messages (`ui.messages`); the app sets its reactives;
+sample, the fit and the guard (`var`s: a new value runs watchers but repaints nothing by itself,
+so a memory sample every second does not redraw the screen). Panes post messages (`ui.messages`); the app sets its reactives;
 data binding carries them into every pane that declares them. Keys come from `ui.actions`.
 """
 
@@ -17,7 +18,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.theme import Theme
 from textual.widgets import Footer, Tab, Tabs
 from textual.worker import Worker, WorkerState
@@ -61,11 +62,11 @@ class SparkApp(App[None]):
     COMMANDS = App.COMMANDS | {SparkCommands}
     BINDINGS = bindings("app")
 
-    profile: reactive[Profile | None] = reactive(None, init=False)
-    server: reactive[ServerStatus | None] = reactive(None, init=False)
-    sample: reactive[MemorySample | None] = reactive(None, init=False)
-    fit: reactive[FitView | None] = reactive(None, init=False)
-    guard: reactive[GuardView] = reactive(GuardView, init=False)
+    profile: reactive[Profile | None] = var(None, init=False)
+    server: reactive[ServerStatus | None] = var(None, init=False)
+    sample: reactive[MemorySample | None] = var(None, init=False)
+    fit: reactive[FitView | None] = var(None, init=False)
+    guard: reactive[GuardView] = var(GuardView, init=False)
 
     def __init__(
         self,
@@ -142,6 +143,7 @@ class SparkApp(App[None]):
             self.set_keymap(self.keymap)
         for error in self.startup_errors:
             self.notify(error, title="Settings", severity="error", timeout=15)
+        self._show_postmortems()
         self.host = self.backend.host() if self.show_host else "host"
         self._refresh_status()
 
@@ -252,6 +254,12 @@ class SparkApp(App[None]):
         if theme.name != self.settings.theme and theme.name in self.available_themes:
             self.settings.theme = theme.name
             self._save_theme(theme.name)
+
+    @work(thread=True, exclusive=True, group="postmortem", name="postmortems", exit_on_error=False)
+    def _show_postmortems(self) -> None:
+        """Once, on open: what happened when the machine went down under a server (journalctl may be slow)."""
+        for text in self.backend.postmortems():
+            self.call_from_thread(self.notify, text, title="Post-mortem", severity="warning", timeout=120)
 
     @work(thread=True, exclusive=True, group="settings", name="save-theme", exit_on_error=False)
     def _save_theme(self, name: str) -> None:

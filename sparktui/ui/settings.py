@@ -10,11 +10,9 @@ Saved atomically (temp file + rename) with tomlkit, so a person's comments survi
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import tomlkit
-from tomlkit.exceptions import TOMLKitError
 
 from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
@@ -34,8 +32,9 @@ def load_settings(path: Path | None = None) -> Settings:
     if not path.exists():
         return Settings(path=path)
     try:
-        doc = tomlkit.parse(path.read_text(encoding="utf-8")).unwrap()
-    except (TOMLKitError, OSError) as exc:
+        # tomllib (stdlib, quick) to read at start-up; tomlkit only to write, keeping comments.
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError) as exc:
         raise UserError(f"{path}: cannot read the settings ({exc}); fix or delete the file") from None
     theme = doc.get("theme")
     if theme is not None and not isinstance(theme, str):
@@ -53,6 +52,8 @@ def load_settings(path: Path | None = None) -> Settings:
 
 def save_theme(theme: str, path: Path | None = None) -> Path:
     """Record the chosen theme, keeping the rest of the file (and its comments) as it was."""
+    import tomlkit
+
     path = path or settings_path()
     doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
     doc["theme"] = theme

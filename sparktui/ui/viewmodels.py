@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparktui.runtime.protocol import ConditionView
-
-if TYPE_CHECKING:  # core.fit is loaded after the first frame
+if TYPE_CHECKING:  # loaded after the first frame (pydantic, the fit engine)
     from sparktui.core.fit import Suggestion
+    from sparktui.runtime.protocol import ConditionView
 
 Rows = tuple[tuple[str, str], ...]  # (figure, value) pairs, in display order
 LIVE = ("starting", "ready", "stopping")
@@ -65,6 +64,8 @@ class FitView:
     max_concurrency: float | None = None
     kv_bytes_per_token: int | None = None
     speed: str | None = None  # core.speed.summary_line: predicted tok/s and TTFT (and a bench's)
+    vllm_version: str | None = None  # whose rules the fit used
+    vllm_version_assumed: bool = False  # neither given nor detected: the newest rules known
 
     @property
     def applicable(self) -> list[Suggestion]:

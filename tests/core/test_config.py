@@ -27,6 +27,7 @@ BAD = {
     "max_num_batched_tokens": "12q",
     "kv_cache_dtype": "fp7",
     "mamba_ssm_cache_dtype": "fp4",
+    "vllm_version": "0.9.2",
     "kv_cache_memory_bytes": 0,
     "block_size": -16,
     "swap_space": -1,
@@ -51,6 +52,7 @@ GOOD = {
     "max_num_batched_tokens": 8192,
     "kv_cache_dtype": "fp8",
     "mamba_ssm_cache_dtype": "float32",
+    "vllm_version": "0.25.1",
     "kv_cache_memory_bytes": 40 * 1024**3,
     "block_size": 32,
     "swap_space": 4.0,
@@ -199,9 +201,18 @@ def test_argv_order_is_stable_and_extra_args_come_last():
     c = ServeConfig(model=MODEL, **GOOD, extra_args=["--disable-log-requests", "--seed", "7"])
     argv = c.to_argv()
     assert argv[0] == MODEL and argv[-3:] == ["--disable-log-requests", "--seed", "7"]
-    positions = [argv.index(f.name) if f.name in argv else argv.index(f.negative) for f in FLAGS if f.field in GOOD]
+    rendered = [f for f in FLAGS if f.field in GOOD and not f.local]
+    positions = [argv.index(f.name) if f.name in argv else argv.index(f.negative) for f in rendered]
     assert positions == sorted(positions)
     assert argv == ServeConfig(model=MODEL, **dict(reversed(list(GOOD.items()))), extra_args=c.extra_args).to_argv()
+
+
+def test_vllm_version_is_sparktuis_own_never_on_vllms_command_line():
+    c = parse_serve_command(f"vllm serve {MODEL} --vllm-version 0.25 --max-model-len 8k")
+    assert c.vllm_version == "0.25.0" and "--vllm-version" not in c.to_argv()
+    assert c.to_toml_values()["vllm-version"] == "0.25.0"  # kept in the profile
+    with pytest.raises(UserError, match=r"--vllm-version: got 0\.9; expected a vLLM version"):
+        ServeConfig(model=MODEL, vllm_version="0.9")
 
 
 def test_api_key_only_in_env_never_argv_or_repr():
@@ -216,7 +227,7 @@ def test_api_key_only_in_env_never_argv_or_repr():
 
 ROUND_TRIPS = [
     {},
-    GOOD,
+    {k: v for k, v in GOOD.items() if k != "vllm_version"},  # sparktui's own: not in the argv
     {"max_model_len": -1, "enable_prefix_caching": True},
     {"gpu_memory_utilization": 0.92, "served_model_name": "a b", "extra_args": ["--seed", "1", "--x=y"]},
     {"port": 8000, "dtype": "auto", "kv_cache_dtype": "auto", "enforce_eager": False},

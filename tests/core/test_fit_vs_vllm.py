@@ -1,111 +1,86 @@
-"""sparktui's KV arithmetic against vLLM 0.32's own code (kv_cache_utils.get_kv_cache_configs),
-run in the real vLLM's interpreter (a subprocess: sparktui never imports vLLM)."""
+"""sparktui's fit engine against vLLM's own code, run in a real vLLM's interpreter (a
+subprocess: sparktui never imports vLLM). CI has vLLM 0.32.0; bench/vllm_oracle.py asks every
+installed release the same questions (tests/support/vllm_oracle.py builds them)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from sparktui.core.fit import kv_dtype_bytes, plan_kv
-from sparktui.core.modelspec import DTYPE_BYTES, MAMBA, load_model_spec
+from sparktui.core.fit import plan_kv
+from sparktui.core.modelspec import load_model_spec
 from sparktui.core.vllm_rules import rules_for
+from tests.support.vllm_oracle import (
+    DEVICES,
+    GiB,
+    Scenario,
+    ask,
+    checkpoint_folders,
+    ci_python,
+    kv_disagreements,
+    kv_question,
+    sparktui_kv_dtype,
+)
 
 pytestmark = pytest.mark.slow  # spawns processes
 
-GiB = 1024**3
-ORACLE = Path(__file__).parents[1] / "support" / "vllm_kv_oracle.py"
-
-
-def vllm_python() -> Path | None:
-    exe = os.environ.get("SPARKTUI_TEST_VLLM")
-    candidates = [Path(exe).parent / "python"] if exe else []
-    candidates.append(Path.home() / ".cache/sparktui-ci/vllm-venv/bin/python")
-    return next((p for p in candidates if p.exists()), None)
-
-
-# (model, kv dtype, max_model_len, max_num_batched_tokens, prefix caching, MTP, KV memory in GiB)
 CASES = [
-    ("meta-llama/Llama-3.1-8B-Instruct", "auto", 32000, 2048, True, False, 4.75),
-    ("nvidia/Llama-3.1-70B-Instruct-FP8", "auto", 131072, 8192, True, False, 28.4),
-    ("nvidia/Llama-3.1-70B-Instruct-FP8", "bfloat16", 131072, 8192, True, False, 28.4),  # too small
-    ("openai/gpt-oss-120b", "auto", 131072, 8192, True, False, 36.6),
-    ("openai/gpt-oss-20b", "fp8", 8192, 2048, True, False, 12.94),
-    ("google/gemma-4-26B-A4B", "auto", 32768, 8192, True, False, 20.0),
-    ("deepseek-ai/DeepSeek-R1", "auto", 32768, 8192, True, False, 10.0),
-    ("Qwen/Qwen3.5-35B-A3B", "auto", 262144, 8192, True, False, 31.8),
-    ("Qwen/Qwen3.5-35B-A3B", "fp8", 65536, 8192, False, False, 12.0),
-    ("Qwen/Qwen3.5-35B-A3B", "auto", 65536, 8192, True, True, 12.0),  # + the MTP draft layer
-    ("Qwen/Qwen3-Next-80B-A3B-Instruct", "auto", 131072, 8192, True, False, 0.5),  # too small
-    ("nvidia/Qwen3.5-122B-A10B-NVFP4", "auto", 32768, 4096, True, False, 16.0),
+    Scenario("meta-llama/Llama-3.1-8B-Instruct", "auto", 32000, 2048, True, False, 4.75),
+    Scenario("nvidia/Llama-3.1-70B-Instruct-FP8", "auto", 131072, 8192, True, False, 28.4),
+    Scenario("nvidia/Llama-3.1-70B-Instruct-FP8", "bfloat16", 131072, 8192, True, False, 28.4),  # too small
+    Scenario("openai/gpt-oss-120b", "auto", 131072, 8192, True, False, 36.6),
+    Scenario("openai/gpt-oss-20b", "fp8", 8192, 2048, True, False, 12.94),
+    Scenario("google/gemma-4-26B-A4B", "auto", 32768, 8192, True, False, 20.0),
+    Scenario("deepseek-ai/DeepSeek-R1", "auto", 32768, 8192, True, False, 10.0),
+    Scenario("Qwen/Qwen3.5-35B-A3B", "auto", 262144, 8192, True, False, 31.8),
+    Scenario("Qwen/Qwen3.5-35B-A3B", "fp8", 65536, 8192, False, False, 12.0),
+    Scenario("Qwen/Qwen3.5-35B-A3B", "auto", 65536, 8192, True, True, 12.0),  # + the MTP draft layer
+    Scenario("Qwen/Qwen3-Next-80B-A3B-Instruct", "auto", 131072, 8192, True, False, 0.5),  # too small
+    Scenario("nvidia/Qwen3.5-122B-A10B-NVFP4", "auto", 32768, 4096, True, False, 16.0),
+    Scenario("nvidia/Qwen3.6-35B-A3B-NVFP4", "auto", 32768, 2048, None, False, 16.0),  # the version's default
 ]
-
-
-def oracle_case(model, kv, max_len, mnbt, prefix, mtp, kv_gib):
-    spec = load_model_spec(model)
-    kv_bytes, _ = kv_dtype_bytes(spec, kv)
-    plan = plan_kv(spec, kv_bytes, None, 1, mnbt, prefix, 0, mtp, rules_for("0.32.0"))
-    layers = []
-    for g in (*spec.layers, *(spec.mtp_layers if mtp else ())):
-        if g.kind == MAMBA:
-            attn = next(a for a in spec.layers if a.kind != MAMBA)
-            layers.append(
-                {
-                    "kind": "mamba",
-                    "count": g.count,
-                    "mamba_block_size": plan.block_size if prefix else max_len,
-                    "shapes": [[g.conv_dim, g.conv_kernel - 1], [g.value_heads, g.head_v, g.head_k]],
-                    "dtypes": [spec.dtype_bytes, DTYPE_BYTES.get(g.ssm_dtype or "", spec.dtype_bytes)],
-                    "padded": plan.block_size * attn.kv_bytes_per_token(kv_bytes),
-                }
-            )
-        else:
-            layers.append(
-                {
-                    "kind": g.kind,
-                    "count": g.count,
-                    "heads": g.num_kv_heads,
-                    "head_size": g.head_size,
-                    "window": g.sliding_window,
-                }
-            )
-    case = {
-        "layers": layers,
-        "block_size": plan.block_size,
-        "kv_bytes": kv_bytes,
-        "max_model_len": max_len,
-        "max_num_batched_tokens": mnbt,
-        "mamba_cache_mode": "align" if prefix else "none",
-        "kv_memory": int(kv_gib * GiB),
-    }
-    return case, plan
+CHECKPOINTS = ("nvidia/Llama-3.1-70B-Instruct-FP8", "nvidia/Qwen3.6-35B-A3B-NVFP4", "deepseek-ai/DeepSeek-R1")
 
 
 @pytest.mark.skipif(
-    vllm_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
 )
-def test_kv_blocks_concurrency_and_errors_match_vllm():
-    python = vllm_python()
+def test_kv_sizing_batch_defaults_and_kv_dtype_match_vllm():
+    python = ci_python()
     assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
-    built = [oracle_case(*c) for c in CASES]
-    proc = subprocess.run(
-        [str(python), str(ORACLE)], input=json.dumps([b[0] for b in built]), capture_output=True, text=True, timeout=240
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    answers = json.loads(proc.stdout)
-    for (case, plan), answer, row in zip(built, answers, CASES, strict=False):
-        memory, max_len = case["kv_memory"], case["max_model_len"]
-        assert answer["in_flight"] == plan.in_flight, row
-        if "error" in answer:
-            assert not plan.fits_one(memory, max_len), (row, answer)
-            assert plan.max_len(memory, max_len) == answer["estimated_max_len"], (row, answer)
-            continue
-        assert plan.fits_one(memory, max_len), (row, answer)
-        blocks, tokens, concurrency = plan.capacity(memory, max_len)
-        assert (blocks, tokens) == (answer["blocks"], answer["tokens"]), (row, answer)
-        assert concurrency == pytest.approx(answer["concurrency"], rel=1e-12), row
-        assert plan.num_groups == answer["groups"], row
-    assert sum("error" in a for a in answers) == 2
+    rules = rules_for("0.32.0")
+    built = [(sc, *kv_question(load_model_spec(sc.model), sc, rules)) for sc in CASES]
+    with checkpoint_folders() as folders:
+        chosen = [(name, folder) for name, folder in folders if name in CHECKPOINTS]
+        answer = ask(
+            python,
+            {
+                "kv": [case for _, case, _ in built],
+                "batch_defaults": DEVICES,
+                "kv_dtype": [{"path": str(folder)} for _, folder in chosen],
+            },
+            timeout=600,
+        )
+    assert answer["version"].startswith("0.32.0")
+    for (sc, case, plan), got in zip(built, answer["kv"], strict=True):
+        assert kv_disagreements(case, plan, got) == [], sc.label()
+    assert sum("error" in a for a in answer["kv"]) == 2
+    for device, got in zip(DEVICES, answer["batch_defaults"], strict=True):
+        memory = None if device["memory_gib"] is None else int(device["memory_gib"] * GiB)
+        assert rules.batch_defaults(memory, str(device["name"])) == (got["max_num_batched_tokens"], got["max_num_seqs"])
+    assert answer["batch_defaults"][0] == {"max_num_batched_tokens": 2048, "max_num_seqs": 256}  # GB10
+    resolved = {name: got["resolved"] for (name, _), got in zip(chosen, answer["kv_dtype"], strict=True)}
+    assert resolved == {name: sparktui_kv_dtype(name, rules) for name, _ in chosen}
+    assert resolved["nvidia/Llama-3.1-70B-Instruct-FP8"] == "fp8_e4m3"  # hf_quant_config.json only
+    assert resolved["nvidia/Qwen3.6-35B-A3B-NVFP4"] == "auto"  # config.json's quantization_config has no KV scheme
+
+
+def test_the_question_builder_follows_the_versions_rules():
+    """Without vLLM: the same model asks vLLM different questions at different versions."""
+    spec = load_model_spec("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    sc = Scenario(spec.name, kv_gib=16.0)
+    old, _ = kv_question(spec, sc, rules_for("0.25.1"))
+    new, _ = kv_question(spec, sc, rules_for("0.26.0"))
+    assert (old["mamba_cache_mode"], new["mamba_cache_mode"]) == ("none", "align")  # hybrid prefix caching default
+    assert plan_kv.cache_info().currsize > 0

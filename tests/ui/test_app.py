@@ -424,3 +424,41 @@ async def test_a_machine_known_by_bandwidth_gets_a_prediction(monkeypatch):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert slow and app.fit.speed and slow != app.fit.speed  # 50 GB/s, not the Spark's 273
+
+
+async def test_advise_lists_the_models_variants_and_enter_picks_one():
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert config_pane(app).form.config.model == "nvidia/Llama-3.1-70B-Instruct-FP8"
+        await pilot.press("f12")
+        await settle(pilot)
+        assert isinstance(app.screen, ChoiceScreen)
+        picks = [value for _, value in app.screen.options]
+        assert [p.model for p in picks] == ["nvidia/Llama-3.1-70B-Instruct-FP8", "meta-llama/Meta-Llama-3.1-70B"]
+        assert picks[0].fits and not picks[1].fits and "tok/s" in app.screen.options[0][0]
+        await pilot.press("down", "enter")  # the bf16 checkpoint, which does not fit
+        await settle(pilot)
+        assert config_pane(app).form.config.model == "meta-llama/Meta-Llama-3.1-70B"
+
+
+async def test_a_post_mortem_is_shown_once_on_open(isolated, monkeypatch):
+    import json
+
+    from sparktui.runtime import state as st
+    from sparktui.runtime import watch
+
+    rows = json.loads((FIXTURES / "flight" / "loading_collapse.json").read_text())
+    header = watch.FlightHeader(8000, "big", "/m", "boot-before", 1000.0, 1)
+    recorder = watch.FlightRecorder(watch.flight_dir(st.state_dir()), header)
+    recorder.open()
+    for row in rows:
+        recorder.append(watch.FlightRecord.from_dict(row))
+    recorder.close(clean=False)
+    monkeypatch.setenv(watch.BOOT_ID_ENV, "boot-after")
+    for expected in (1, 0):  # shown on the first open only
+        app = SparkApp(backend=SampleBackend())
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            shown = [n for n in notices(app) if "verdict: memory exhausted while loading" in n]
+            assert len(shown) == expected

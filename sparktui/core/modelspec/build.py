@@ -12,7 +12,7 @@ from typing import Any
 from sparktui.core.modelspec import dense, hybrid, mistral, mla, moe
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.limits import check_numbers
-from sparktui.core.modelspec.quant import LINEAR, bytes_per_param, quant_info
+from sparktui.core.modelspec.quant import CATEGORIES, LINEAR, bytes_per_param, quant_info
 from sparktui.core.modelspec.spec import DTYPE_BYTES, MAMBA, LayerGroup, ModelSpec
 from sparktui.core.modelspec.weights import weights_from_folder
 from sparktui.core.vllm_rules import checkpoint_kv_quant
@@ -108,12 +108,33 @@ def _vision_params(config: Mapping[str, Any], h: int) -> int:
     )
 
 
+def _layers_per_category(text: Mapping[str, Any], layers: list[LayerGroup]) -> dict[str, int]:
+    """How many layers hold each weight category (for exclusion lists that name single layers)."""
+    n_layers = int(text["num_hidden_layers"])
+    if hybrid.is_nemotron_h(text):
+        blocks = hybrid.nemotron_blocks(text)
+        moe_blocks = blocks.count("moe")
+        return {
+            "mamba": blocks.count("mamba"),
+            "attn": blocks.count("attention"),
+            "mlp": blocks.count("mlp"),
+            **{cat: moe_blocks for cat in ("experts", "shared", "router", "latent")},
+        }
+    attention = sum(g.count for g in layers if g.kind != MAMBA and not g.draft and not g.elem_bytes)
+    linear = sum(g.count for g in layers if g.kind == MAMBA)
+    return {
+        "attn": attention,
+        "linear_attn": linear,
+        **{cat: n_layers for cat in ("mlp", "experts", "shared", "router")},
+    }
+
+
 def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: list[LayerGroup]) -> dict[str, int]:
     """Parameters per weight category, computed from the architecture."""
     h = int(text.get("hidden_size") or 0)
     vocab = int(text.get("vocab_size") or config.get("vocab_size") or 0)
     n_layers = int(text["num_hidden_layers"])
-    counts = {cat: 0 for cat in (*LINEAR, "embed", "lm_head", "router", "vision", "other")}
+    counts = {cat: 0 for cat in CATEGORIES}
     counts["embed"] = vocab * h
     tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
     out_vocab = int(text.get("draft_vocab_size") or config.get("draft_vocab_size") or vocab)  # EAGLE3 drafters
@@ -186,7 +207,7 @@ def _build(
     dtype_bytes = DTYPE_BYTES.get(dtype, 2)
     q = quant_info(config, hf_quant)
     kv_quant = checkpoint_kv_quant(config, hf_quant)
-    quant_name, per_param = bytes_per_param(q, dtype_bytes)
+    quant_name, per_param = bytes_per_param(q, dtype_bytes, _layers_per_category(text, layers))
     counts = param_counts(config, text, layers)
     params = sum(counts.values())
     est = sum(counts[cat] * per_param.get(cat, dtype_bytes) for cat in counts)

@@ -50,12 +50,14 @@ _CATEGORY_PATTERNS = {
     "latent": re.compile(r"latent_proj"),
     "experts": re.compile(r"experts"),
     "linear_attn": re.compile(r"linear_attn"),
-    "mamba": re.compile(r"mixer\.(in_proj|out_proj|conv1d)"),
+    "conv": re.compile(r"conv1d"),  # Mamba's short convolution: never a quantized linear layer
+    "mamba": re.compile(r"mixer\.(in_proj|out_proj)"),
     "attn": re.compile(r"self_attn|\.attn\.|mixer\.(q_proj|k_proj|v_proj|o_proj)"),
     "mlp": re.compile(r"mlp\.(gate_proj|up_proj|down_proj)|mixer\.(up_proj|down_proj)"),
 }
 LINEAR = ("attn", "linear_attn", "mamba", "mlp", "experts", "shared", "latent", "mtp")
-CATEGORIES = (*LINEAR, "embed", "lm_head", "router", "vision", "other")
+CATEGORIES = (*LINEAR, "embed", "lm_head", "router", "vision", "conv", "other")
+_LAYER_INDEX = re.compile(r"layers\.(\d+)\.")
 
 
 def category(module: str) -> str | None:
@@ -65,8 +67,12 @@ def category(module: str) -> str | None:
     return None
 
 
-def bytes_per_param(q: Mapping[str, Any], dtype_bytes: int) -> tuple[str | None, dict[str, float]]:
-    """(format name, bytes per parameter for each weight category)."""
+def bytes_per_param(
+    q: Mapping[str, Any], dtype_bytes: int, layers_per_category: Mapping[str, int] | None = None
+) -> tuple[str | None, dict[str, float]]:
+    """(format name, bytes per parameter for each weight category). An exclusion list that names
+    single layers ("backbone.layers.4.mixer.in_proj") keeps only those layers in the model dtype:
+    the category's bytes are mixed by the share of its layers excluded (`layers_per_category`)."""
     plain = {cat: float(dtype_bytes) for cat in CATEGORIES}
     if not q:
         return None, plain
@@ -117,8 +123,22 @@ def bytes_per_param(q: Mapping[str, Any], dtype_bytes: int) -> tuple[str | None,
         name = "bitsandbytes 4-bit"
     else:
         return method or None, plain
+    excluded_layers: dict[str, set[int]] = {}
+    whole: set[str] = set()
     for module in excluded:
         cat = category(str(module))
-        if cat:
-            result[cat] = float(dtype_bytes)
+        if not cat:
+            continue
+        index = _LAYER_INDEX.search(str(module))
+        if index is None or not layers_per_category or not layers_per_category.get(cat):
+            whole.add(cat)
+        else:
+            excluded_layers.setdefault(cat, set()).add(int(index.group(1)))
+    for cat in whole:
+        result[cat] = float(dtype_bytes)
+    for cat, indices in excluded_layers.items():
+        if cat in whole or not layers_per_category:
+            continue
+        share = min(1.0, len(indices) / layers_per_category[cat])
+        result[cat] = result[cat] * (1 - share) + dtype_bytes * share
     return name, result

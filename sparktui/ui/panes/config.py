@@ -15,7 +15,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.widgets import Input, Static
 
 from sparktui.errors import UserError
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
     from sparktui.runtime.memory import MemorySample
+    from sparktui.runtime.vllm_version import DetectedVersion
 
 FIT_REFRESH_BYTES = 256 * 2**20  # refit when MemAvailable moved this much (not for jitter)
 
@@ -53,9 +54,9 @@ class ConfigPane(Pane):
     NAME = "config"
     TAB = "1 Config"
 
-    profile: reactive[Profile | None] = reactive(None, init=False)
-    server: reactive[ServerStatus | None] = reactive(None, init=False)
-    sample: reactive[MemorySample | None] = reactive(None, init=False)
+    profile: reactive[Profile | None] = var(None, init=False)
+    server: reactive[ServerStatus | None] = var(None, init=False)
+    sample: reactive[MemorySample | None] = var(None, init=False)
 
     def __init__(self, profile_arg: str | Path | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -67,6 +68,7 @@ class ConfigPane(Pane):
         self.spec_model: str | None = None
         self.spec_error: str | None = None
         self.machine: Machine | None = None
+        self.detected_vllm: DetectedVersion | None = None  # the loaded profile's runner's vLLM
         self.fit = FitView("n/a", ["fill in the model"])
         self.asked_server_profile = False
         self.load_error: str | None = None
@@ -163,6 +165,8 @@ class ConfigPane(Pane):
         self.query_one(ConfigEditor).load(profile.serve)  # posts Changed once filled
         self._show_profile_line()
         self._check_machine(profile.machine)
+        self.detected_vllm = None
+        self._detect_vllm(profile)
 
     def watch_server(self, server: ServerStatus | None) -> None:
         # Re-attached to a server with no profile open: open the one it was started from (also
@@ -204,6 +208,17 @@ class ConfigPane(Pane):
         except (UserError, Unavailable, ValueError, OSError):
             return
         self.app.call_from_thread(self._machine_known, name, machine)
+
+    @io_worker("vllm-version", "finding the runner's vLLM version", group="vllm-version")
+    def _detect_vllm(self, profile: Profile) -> None:
+        detected = self.backend.detect_vllm_version(profile)
+        self.app.call_from_thread(self._vllm_detected, profile, detected)
+
+    def _vllm_detected(self, profile: Profile, detected: DetectedVersion | None) -> None:
+        """The fit follows the profile's runner's vLLM unless the form names one."""
+        if self.loaded is profile:
+            self.detected_vllm = detected
+            self.recompute_fit()
 
     def _machine_known(self, name: str, machine: Machine) -> None:
         if self.loaded is not None and self.loaded.machine == name:
@@ -259,8 +274,12 @@ class ConfigPane(Pane):
         elif self.spec is None or self.machine is None:
             view = FitView("n/a", [f"reading the model config of {state.config.model}…"])
         else:
+            config, source = state.config, ""
+            detected = self.detected_vllm
+            if config.vllm_version is None and detected is not None and detected.version:
+                config, source = config.replace(vllm_version=detected.version), detected.source
             try:
-                view = self.backend.fit(state.config, self.spec, self.machine, self.sample)
+                view = self.backend.fit(config, self.spec, self.machine, self.sample, source)
             except (UserError, Unavailable, ValueError) as exc:
                 view = FitView("n/a", [str(exc)])
         self.fit = view
@@ -351,6 +370,52 @@ class ConfigPane(Pane):
                 "Models in the local Hugging Face cache",
                 [(m, m) for m in models],
                 empty="no models in the local Hugging Face cache",
+            ),
+            chosen,
+        )
+
+    def action_advise(self) -> None:
+        config = self.form.config
+        if config is None or self.machine is None:
+            self.app.notify("fill in the model first", severity="warning")
+            return
+        self._advise(config, self.machine)
+
+    @io_worker("advise", "fitting the model's variants", group="advise")
+    def _advise(self, config, machine) -> None:
+        try:
+            advice = self.backend.advise(config, machine)
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(f"advise: {exc}", "error"))
+            return
+        self.app.call_from_thread(self._choose_variant, advice)
+
+    def _choose_variant(self, advice: list) -> None:
+        def chosen(pick: object) -> None:
+            if pick is None:
+                return
+            self.query_one("#flag-model", Input).value = pick.model
+            if not pick.fits and pick.longest_context_for_users:
+                self.query_one("#flag-max_model_len", Input).value = str(pick.longest_context_for_users)
+
+        def label(a) -> str:
+            rate = "-" if a.per_user_tok_s is None else f"{a.per_user_tok_s:.0f} tok/s"
+            fits = (
+                "fits"
+                if a.fits
+                else f"fits up to {a.longest_context_for_users:,}"
+                if a.longest_context_for_users
+                else "no"
+            )
+            return (
+                f"{a.model}  {a.format}  {a.weights_bytes / 2**30:.0f} GiB  {fits}  {rate}  ctx ≤ {a.longest_context:,}"
+            )
+
+        self.app.push_screen(
+            ChoiceScreen(
+                "Variants of this model (best predicted speed first)",
+                [(label(a), a) for a in advice],
+                empty="no variant of this model in the local cache or the catalog",
             ),
             chosen,
         )

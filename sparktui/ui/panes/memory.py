@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.worker import Worker
 
 from sparktui.errors import UserError
@@ -45,10 +45,10 @@ class MemoryPane(Pane):
     TAB = "3 Memory"
     POLL_S = 1.0
 
-    profile: reactive[Profile | None] = reactive(None, init=False)
-    server: reactive[ServerStatus | None] = reactive(None, init=False)
-    sample: reactive[MemorySample | None] = reactive(None, init=False)
-    guard: reactive[GuardView] = reactive(GuardView, init=False)
+    profile: reactive[Profile | None] = var(None, init=False)
+    server: reactive[ServerStatus | None] = var(None, init=False)
+    sample: reactive[MemorySample | None] = var(None, init=False)
+    guard: reactive[GuardView] = var(GuardView, init=False)
 
     class Sampled(Message):
         def __init__(self, sample: MemorySample | None, gpu: GpuView | None, error: str | None) -> None:

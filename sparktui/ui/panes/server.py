@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.worker import Worker
 
 from sparktui.errors import UserError
 from sparktui.ui.actions import BY_ID, key_label, keys_for
 from sparktui.ui.backend import Unavailable
-from sparktui.ui.logstate import LogState
 from sparktui.ui.messages import ServerChanged, ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.screens import ConfirmScreen
@@ -38,9 +37,9 @@ class ServerPane(Pane):
     POLL_S = 1.0
     IDLE_EVERY = 3  # with no server running, look for one started elsewhere every 3rd tick
 
-    profile: reactive[Profile | None] = reactive(None, init=False)
-    server: reactive[ServerStatus | None] = reactive(None, init=False)
-    fit: reactive[FitView | None] = reactive(None, init=False)
+    profile: reactive[Profile | None] = var(None, init=False)
+    server: reactive[ServerStatus | None] = var(None, init=False)
+    fit: reactive[FitView | None] = var(None, init=False)
 
     class Polled(Message):
         def __init__(self, status: ServerStatus | None, error: str | None) -> None:
@@ -325,6 +324,8 @@ class ServerPane(Pane):
 
     @io_worker("tail-log", "following the log")
     def _tail_log(self, path: Path, stop: threading.Event) -> None:
+        from sparktui.ui.logstate import LogState  # the log parser, loaded after the first frame
+
         state = LogState()
         try:
             for batch in self.backend.follow_log(path, stop):

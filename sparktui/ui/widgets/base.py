@@ -27,8 +27,14 @@ class TextPanel(Widget):
         if plain == self._last_plain:
             return
         width = self.content_region.width
-        # Lines as drawn at this width (wrapping included): a new count needs a new layout.
-        lines = len(text.wrap(self.app.console, width)) if width > 0 else -1
+        # Lines as drawn at this width (wrapping included): a new count needs a new layout. A text
+        # that never wraps is counted without wrapping it (the gauge, redrawn every second).
+        if width <= 0:
+            lines = -1
+        elif text.no_wrap:
+            lines = plain.count("\n") + 1
+        else:
+            lines = len(text.wrap(self.app.console, width))
         layout = lines != self._last_lines or lines < 0
         self._last_plain, self._last_lines = plain, lines
         self.refresh(layout=layout)

@@ -82,6 +82,8 @@ class FitPanel(TextPanel):
                 out.append(f" ({v.kv_cache_bytes / GiB:.1f} GiB)", label)
             if v.max_concurrency is not None:
                 out.append(f" ×{v.max_concurrency:.1f}", label)
+        if v.vllm_version:
+            out.append(f"  vLLM {v.vllm_version}{' (assumed)' if v.vllm_version_assumed else ''}", label)
         out.append("\n")
         if v.speed:
             out.append(f"{v.speed}\n", label)

@@ -17,7 +17,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.geometry import Size
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -88,7 +88,7 @@ class LogView(ScrollView, can_focus=True):
 
     follow: reactive[bool] = reactive(True)
     show_polling: reactive[bool] = reactive(False)
-    hidden: reactive[int] = reactive(0)  # polling lines not shown, set once per draw
+    hidden: reactive[int] = var(0)  # polling lines not shown, set once per draw (no repaint of its own)
 
     def __init__(self, max_lines: int = 5000, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -1,0 +1,133 @@
+"""Does sparktui's fit engine agree with vLLM's own code, at every vLLM version installed?
+
+    python bench/vllm_oracle.py [VERSION ...]     (default: every venv bench/vllm_oracle_venvs.py made)
+
+For each vLLM venv (ORACLE_DIR/vllm-X, and the CI's 0.32.0), ask vLLM itself, in that venv's
+own interpreter (tests/support/vllm_kv_oracle.py):
+  - the `vllm serve` batch defaults with NVML unable to report device memory (GB10), and on
+    discrete GPUs (EngineArgs.get_batch_defaults);
+  - what --kv-cache-dtype auto becomes for every quantized fixture checkpoint (0.14+);
+  - get_kv_cache_configs (0.10: get_kv_cache_config) on every model of the catalog (the fixture
+    configs) under several flag sets: blocks, groups, concurrency, the KV tokens as that version
+    logs them, the in-flight reservation, and the error and length estimate when one request
+    does not fit;
+and compare each answer with what sparktui predicts under that version's rules (core/vllm_rules.py).
+Prints a table per version, the disagreements, and the run time. Exit 1 on any disagreement.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from sparktui.core.modelspec import load_model_spec  # noqa: E402
+from sparktui.core.vllm_rules import parse_version, rules_for  # noqa: E402
+from tests.support.vllm_oracle import (  # noqa: E402
+    DEVICES,
+    GiB,
+    ask,
+    checkpoint_folders,
+    kv_disagreements,
+    kv_question,
+    oracle_pythons,
+    scenarios,
+    sparktui_kv_dtype,
+)
+
+
+def check_version(version, python, folders, cases) -> tuple[int, int, list[str], float]:
+    rules = rules_for(version)
+    built = [(sc, *kv_question(load_model_spec(sc.model), sc, rules)) for sc in cases]
+    request = {
+        "kv": [case for _, case, _ in built],
+        "batch_defaults": DEVICES,
+        "kv_dtype": [{"path": str(folder)} for _, folder in folders],
+    }
+    started = time.monotonic()
+    answer = ask(python, request)
+    elapsed = time.monotonic() - started
+    problems: list[str] = []
+    checked = unsupported = 0
+    print(f"\nvLLM {answer['version']} ({python.parents[1]}), rules of {rules.version}, {elapsed:.0f} s")
+    print(f"  {'question':<78} {'sparktui':>22} {'vLLM':>22}  agree")
+    for device, got in zip(DEVICES, answer["batch_defaults"], strict=True):
+        memory = None if device["memory_gib"] is None else int(device["memory_gib"] * GiB)
+        ours = rules.batch_defaults(memory, str(device["name"]))
+        label = f"batch defaults, {device['name']} ({device['memory_gib'] or 'memory unknown'} GiB)"
+        if "error" in got:
+            print(f"  {label:<78} {ours!s:>22} {'(not asked)':>22}  —")
+            continue
+        theirs = (got["max_num_batched_tokens"], got["max_num_seqs"])
+        checked += 1
+        ok = ours == theirs
+        print(f"  {label:<78} {ours!s:>22} {theirs!s:>22}  {'yes' if ok else 'NO'}")
+        if not ok:
+            problems.append(f"{label}: sparktui {ours}, vLLM {theirs}")
+    for (name, _), got in zip(folders, answer["kv_dtype"], strict=True):
+        ours = sparktui_kv_dtype(name, rules)
+        label = f"kv-cache-dtype auto, {name}"
+        if "error" in got:
+            print(f"  {label:<78} {ours:>22} {'(error)':>22}  —  {got['error'][:60]}")
+            continue
+        theirs = got["resolved"]
+        theirs_norm = "fp8_e4m3" if theirs.startswith("fp8") else theirs
+        checked += 1
+        ok = ours == theirs_norm
+        print(f"  {label:<78} {ours:>22} {theirs:>22}  {'yes' if ok else 'NO'}")
+        if not ok:
+            problems.append(f"{label}: sparktui {ours}, vLLM {theirs}")
+    for (sc, case, plan), got in zip(built, answer["kv"], strict=True):
+        if "unsupported" in got:  # this vLLM cannot group these layers at all: nothing to compare
+            unsupported += 1
+            print(f"  {sc.label():<78.78} {'—':>22} {'raises':>22}  —  {got['unsupported'][:50]}")
+            continue
+        diffs = kv_disagreements(case, plan, got)
+        checked += 1
+        if "error" in got:
+            ours_s = f"no (≤{plan.max_len(case['kv_memory'], case['max_model_len']):,})"
+            theirs_s = f"no (≤{got['estimated_max_len']:,})" if got.get("estimated_max_len") else "no"
+        else:
+            _, tokens, conc = plan.capacity(case["kv_memory"], case["max_model_len"])
+            ours_s = f"{tokens:,} {conc:.2f}x"
+            theirs_s = f"{got['tokens'] if got['tokens'] is not None else got['tokens_concurrency']:,} {got['concurrency']:.2f}x"
+        print(f"  {sc.label():<78.78} {ours_s:>22} {theirs_s:>22}  {'yes' if not diffs else 'NO'}")
+        problems += [f"{sc.label()}: {d}" for d in diffs]
+    if unsupported:
+        print(f"  ({unsupported} questions not asked: this vLLM raises on their layer mix)")
+    return checked, checked - len(problems), problems, elapsed
+
+
+def main(argv: list[str]) -> int:
+    pythons = oracle_pythons()
+    if argv:
+        wanted = {parse_version(a) for a in argv}
+        pythons = {v: p for v, p in pythons.items() if v in wanted}
+    if not pythons:
+        print("no vLLM venvs found: run python bench/vllm_oracle_venvs.py first", file=sys.stderr)
+        return 2
+    cases = scenarios()
+    total_started = time.monotonic()
+    summary = []
+    with checkpoint_folders() as folders:
+        for version, python in pythons.items():
+            try:
+                checked, agreed, problems, elapsed = check_version(version, python, folders, cases)
+            except (RuntimeError, OSError, ValueError) as exc:  # this venv's vLLM failed: say so, go on
+                print(f"\nvLLM {version}: the oracle failed: {str(exc)[-1500:]}")
+                checked, agreed, problems, elapsed = 1, 0, [f"the oracle failed for {version}"], 0.0
+            summary.append((version, checked, agreed, elapsed))
+            for p in problems:
+                print(f"  DISAGREES: {p}")
+    print("\nsummary")
+    for version, checked, agreed, elapsed in summary:
+        print(f"  vLLM {version!s:<8} {agreed}/{checked} answers agree   {elapsed:.0f} s")
+    print(f"  total run time {time.monotonic() - total_started:.0f} s for {len(summary)} versions")
+    return 0 if all(c == a for _, c, a, _ in summary) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

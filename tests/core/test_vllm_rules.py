@@ -1,0 +1,255 @@
+"""The version-dependent vLLM rules (core/vllm_rules.py): every rule is tested on both sides of
+its boundary, through what the fit engine then predicts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sparktui.core.config import ServeConfig
+from sparktui.core.fit import dgx_spark, fit, kv_dtype_bytes, machine_from_name, plan_kv, settings_from
+from sparktui.core.modelspec import load_model_spec, spec_from_config
+from sparktui.core.vllm_rules import (
+    NEWEST_READ,
+    OLDEST,
+    RULES,
+    VllmVersion,
+    checkpoint_kv_quant,
+    find_version,
+    parse_version,
+    rules_for,
+)
+from sparktui.errors import UserError
+
+GiB = 1024**3
+
+
+def cfg(model: str, **kw) -> ServeConfig:
+    return ServeConfig(model=model, **kw)
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def test_every_key_is_covered_once_for_every_version_from_0_10_on():
+    keys = {r.key for r in RULES}
+    for minor in range(10, 36):
+        for patch in (0, 1, 2):
+            version = VllmVersion(0, minor, patch)
+            applying = [r.key for r in RULES if r.applies(version)]
+            assert sorted(applying) == sorted(set(applying)), version  # never two of one key
+            if version <= NEWEST_READ:
+                missing = keys - set(applying) - {"mamba_all_mode_pages"}  # no 'all' mode before 0.11.1
+                assert not missing, (version, missing)
+
+
+def test_rules_name_their_vllm_source():
+    for rule in RULES:
+        assert rule.source.startswith("vllm/"), rule
+        assert ".py" in rule.source and ":" in rule.source, rule
+
+
+def test_versions_parse_and_bad_ones_say_what_is_expected():
+    assert parse_version("0.25.1") == VllmVersion(0, 25, 1)
+    assert parse_version("0.25") == VllmVersion(0, 25, 0)
+    assert parse_version("v0.11.1rc3") == VllmVersion(0, 11, 1)
+    assert parse_version("0.19.1+cu130") == VllmVersion(0, 19, 1)
+    for bad in ("banana", "", "0", "1.2.3.4.5.6" * 20):
+        with pytest.raises(UserError, match=r"--vllm-version: got .*expected a vLLM version"):
+            parse_version(bad)
+    with pytest.raises(UserError, match="older than sparktui models"):
+        parse_version("0.9.2")
+    assert find_version("vLLM Version 0.13.0+faa43dbf.nv26.01") == VllmVersion(0, 13, 0)
+    assert find_version("nvcr.io/nvidia/vllm:26.01-py3") is None  # the NGC release is not vLLM's
+
+
+def test_newer_versions_use_the_newest_rules_with_a_note():
+    newest = rules_for(NEWEST_READ)
+    assert newest.notes == ()
+    v033 = rules_for("0.33.0")
+    assert v033.rules == newest.rules and "newest source read" in v033.notes[0]
+    v040 = rules_for("0.40.2")
+    assert v040.rules == newest.rules and "newer than any version sparktui knows" in v040.notes[0]
+    assert "assuming" in rules_for(None).notes[0]
+    assert rules_for(OLDEST).version == VllmVersion(0, 10, 0)
+
+
+# --------------------------------------------------------------------------- each rule, both sides
+
+GPT_OSS = "openai/gpt-oss-20b"  # sliding-window + full layers
+QWEN_HYBRID = "Qwen/Qwen3.5-35B-A3B"  # Gated DeltaNet + full attention
+
+
+def test_kv_tokens_count_changes_in_0_20_1():
+    spec = load_model_spec(GPT_OSS)
+    kv_bytes, _ = kv_dtype_bytes(spec, "auto")
+    memory, max_len = 12 * GiB, 8192
+    before = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.20.0"))
+    after = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.20.1"))
+    blocks, tokens_before, conc = before.capacity(memory, max_len)
+    assert tokens_before == blocks // before.num_groups * 16  # blocks per group × block size
+    _, tokens_after, conc_after = after.capacity(memory, max_len)
+    assert tokens_after == int(conc_after * max_len) and conc_after == conc
+    assert tokens_after > tokens_before  # sliding layers hold only their window: more tokens fit
+
+
+def test_sliding_window_reserves_two_batches_from_0_26_with_async_scheduling():
+    spec = load_model_spec(GPT_OSS)
+    kv_bytes, _ = kv_dtype_bytes(spec, "auto")
+    assert plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.25.1")).in_flight == 2048
+    assert plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.26.0")).in_flight == 4096
+    sync = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.26.0"), False)
+    assert sync.in_flight == 2048  # no async scheduling: one batch in flight
+    ngram = cfg(GPT_OSS, vllm_version="0.26.0", speculative_config='{"method": "ngram", "num_speculative_tokens": 3}')
+    assert settings_from(ngram, spec, dgx_spark()).async_scheduling is False  # ngram turns it off
+
+
+def test_hybrid_prefix_caching_is_on_by_default_from_0_26():
+    hybrid, dense = load_model_spec(QWEN_HYBRID), load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    for version, expected in (("0.25.1", False), ("0.26.0", True)):
+        assert settings_from(cfg(hybrid.name, vllm_version=version), hybrid, dgx_spark()).prefix_caching is expected
+        assert settings_from(cfg(dense.name, vllm_version=version), dense, dgx_spark()).prefix_caching is True
+    # the Mamba state pages follow: one page without prefix caching, two in 'align' mode
+    pages = {}
+    for version in ("0.25.1", "0.26.0"):
+        r = fit(cfg(hybrid.name, vllm_version=version, max_model_len=32768), hybrid, dgx_spark())
+        pages[version] = next(w for w in r.working if "linear-attention state" in w)
+    assert "× 1 page(s) (Mamba cache mode 'none')" in pages["0.25.1"]
+    assert "× 2 page(s) (Mamba cache mode 'align')" in pages["0.26.0"]
+
+
+def test_mamba_cache_mode_defaults_by_version():
+    nemotron, qwen = "NemotronHForCausalLM", "Qwen3_5MoeForConditionalGeneration"
+
+    def mode(version: str, arch: str, spec: bool = False, prefix: bool = True) -> str:
+        return rules_for(version).mamba_cache_mode(prefix, arch, spec)
+
+    assert (mode("0.11.0", nemotron), mode("0.11.1", nemotron)) == ("none", "all")
+    assert (mode("0.11.0", qwen), mode("0.11.1", qwen)) == ("none", "none")  # prefix caching turned off
+    assert (mode("0.14.1", nemotron), mode("0.15.0", nemotron)) == ("all", "all")
+    assert (mode("0.14.1", qwen), mode("0.15.0", qwen)) == ("none", "align")
+    assert (mode("0.19.1", nemotron, spec=True), mode("0.20.0", nemotron, spec=True)) == ("all", "align")
+    assert mode("0.20.0", nemotron) == "all"
+    assert (mode("0.21.0", nemotron, spec=True), mode("0.22.0", nemotron, spec=True)) == ("align", "all")
+    assert (mode("0.27.1", nemotron), mode("0.28.0", nemotron)) == ("all", "align")
+    assert mode("0.32.0", qwen, prefix=False) == "none"
+
+
+def test_mamba_all_mode_keeps_a_page_per_block_until_0_32():
+    assert rules_for("0.31.0").mamba_pages("all", 32768, 16, 0) == 2048
+    assert rules_for("0.32.0").mamba_pages("all", 32768, 16, 0) == 1
+    # through the plan: a Nemotron-H-like hybrid in 'all' mode (0.27) holds far fewer sequences
+    spec = dataclasses.replace(load_model_spec(QWEN_HYBRID), architecture="NemotronHForCausalLM")
+    kv_bytes, _ = kv_dtype_bytes(spec, "auto")
+    all_mode = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.27.1"))
+    align = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.28.0"))
+    assert all_mode.blocks_per_request(32768) > align.blocks_per_request(32768)
+    assert any("'all'" in w for w in all_mode.working) and any("'align'" in w for w in align.working)
+
+
+def test_mamba_speculative_pages_from_0_15():
+    assert rules_for("0.14.1").mamba_pages("none", 32768, 16, 3) == 1
+    assert rules_for("0.15.0").mamba_pages("none", 32768, 16, 3) == 4
+    assert rules_for("0.15.0").mamba_pages("align", 32768, 16, 3) == 5
+
+
+def test_kv_dtype_auto_follows_a_modelopt_checkpoint_from_0_14():
+    spec = load_model_spec("nvidia/Llama-3.1-70B-Instruct-FP8")  # hf_quant_config.json: kv FP8
+    assert kv_dtype_bytes(spec, "auto", rules_for("0.13.0"))[0] == 2
+    size, name = kv_dtype_bytes(spec, "auto", rules_for("0.14.0"))
+    assert size == 1 and "fp8" in name and "modelopt" in name
+    assert kv_dtype_bytes(spec, "bfloat16", rules_for("0.14.0"))[0] == 2  # an explicit choice wins
+    # config.json's quantization_config wins over hf_quant_config.json (it has no KV scheme here)
+    qwen36 = load_model_spec("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    assert kv_dtype_bytes(qwen36, "auto", rules_for("0.32.0"))[0] == 2
+
+
+COMPRESSED = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "num_hidden_layers": 4,
+    "hidden_size": 1024,
+    "intermediate_size": 4096,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "vocab_size": 32000,
+    "max_position_embeddings": 8192,
+    "torch_dtype": "bfloat16",
+    "quantization_config": {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}},
+        "kv_cache_scheme": {"num_bits": 8, "type": "float", "dynamic": False},
+    },
+}
+
+
+def test_compressed_tensors_kv_scheme_by_version():
+    spec = spec_from_config(COMPRESSED, name="ct-fp8-kv", source="inline")
+    assert (spec.checkpoint_quant_method, spec.checkpoint_kv_cache_dtype) == ("compressed-tensors", "fp8")
+    assert kv_dtype_bytes(spec, "auto", rules_for("0.14.1"))[0] == 2
+    assert kv_dtype_bytes(spec, "auto", rules_for("0.15.0"))[0] == 1
+    # 0.15–0.21 forced fp8 over an explicit dtype; from 0.22 only auto follows the scheme
+    assert kv_dtype_bytes(spec, "bfloat16", rules_for("0.21.0"))[0] == 1
+    assert kv_dtype_bytes(spec, "bfloat16", rules_for("0.22.0"))[0] == 2
+
+
+def test_checkpoint_kv_quant_reads_what_vllm_reads():
+    hf_quant = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
+    assert checkpoint_kv_quant({}, hf_quant) == ("modelopt", "fp8")
+    # config.json's quantization_config (no KV scheme) hides hf_quant_config.json
+    assert checkpoint_kv_quant({"quantization_config": {"quant_method": "modelopt"}}, hf_quant) == ("modelopt", None)
+    scheme = {"quant_method": "modelopt", "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"}}
+    assert checkpoint_kv_quant({"quantization_config": scheme}, None) == ("modelopt", "fp8")
+    assert checkpoint_kv_quant({"quantization_config": {"quant_method": "awq"}}, None) == ("awq", None)
+    assert checkpoint_kv_quant({}, None) == (None, None)
+
+
+def test_cuda_graph_estimate_is_subtracted_from_0_20():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    graphs = {}
+    for version in ("0.17.1", "0.18.0", "0.19.1", "0.20.0"):
+        graphs[version] = fit(cfg(spec.name, vllm_version=version, max_model_len=8192), spec, dgx_spark()).budget[
+            "cuda_graphs"
+        ]
+    assert graphs["0.17.1"] == graphs["0.18.0"] == graphs["0.19.1"] == 0
+    assert graphs["0.20.0"] > 0
+    assert rules_for("0.18.0").cudagraph_memory_counted(False, {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"})
+    assert not rules_for("0.17.1").cudagraph_memory_counted(False, {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"})
+    assert not rules_for("0.20.0").cudagraph_memory_counted(False, {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"})
+    assert not rules_for("0.20.0").cudagraph_memory_counted(True)  # --enforce-eager
+
+
+def test_null_block_counts_in_the_length_check_from_0_29():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    kv_bytes, _ = kv_dtype_bytes(spec, "auto")
+    before = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.28.0"))
+    after = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.29.0"))
+    exact = before.bytes_per_request(32768)  # exactly one request's blocks
+    assert before.fits_one(exact, 32768) and not after.fits_one(exact, 32768)
+    assert after.fits_one(exact + after.bytes_per_block, 32768)
+
+
+def test_batch_defaults_gb10_and_large_gpus():
+    for version in ("0.10.0", "0.11.2", "0.25.1", "0.32.0"):
+        assert rules_for(version).batch_defaults(None) == (2048, 256)  # NVML reports no memory (GB10)
+    assert rules_for("0.27.1").batch_defaults(180 * GiB) == (8192, 1024)
+    assert rules_for("0.28.0").batch_defaults(180 * GiB) == (16384, 1024)
+    assert rules_for("0.28.0").batch_defaults(80 * GiB, "NVIDIA A100-SXM4-80GB") == (2048, 256)
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    spark = settings_from(cfg(spec.name), spec, dgx_spark())
+    h100 = settings_from(cfg(spec.name), spec, machine_from_name(80))
+    assert (spark.max_num_batched_tokens, spark.max_num_seqs) == (2048, 256)  # not 8192: ~120 GiB pool
+    assert (h100.max_num_batched_tokens, h100.max_num_seqs) == (8192, 1024)
+
+
+def test_every_fit_result_says_its_version_and_rules():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    d = fit(cfg(spec.name, vllm_version="0.19.1"), spec, dgx_spark()).to_dict()
+    assert d["vllm_version"] == "0.19.1" and d["vllm_version_source"] == "--vllm-version"
+    used = {r["key"]: r for r in d["vllm_rules"]}
+    assert used["kv_tokens_count"]["value"] == "blocks_per_group"
+    assert used["kv_tokens_count"]["source"].startswith("vllm/v1/core/kv_cache_utils.py")
+    assumed = fit(cfg(spec.name), spec, dgx_spark()).to_dict()
+    assert assumed["vllm_version"] == str(NEWEST_READ) and assumed["vllm_version_source"].startswith("assumed")
+    assert any("assuming" in n for n in assumed["notes"])

