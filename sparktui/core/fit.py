@@ -367,6 +367,7 @@ class Settings:
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
 # VllmConfig.__post_init__: only EAGLE/MTP/DFlash/draft-model/ngram_gpu keep it).
 _SYNC_SPECULATIVE = ("ngram", "medusa", "mlp_speculator", "suffix")
+_ASYNC_FLAGS = ("--async-scheduling", "--no-async-scheduling")
 
 
 def _async_scheduling(config: Any) -> bool:
@@ -422,7 +423,8 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         # vLLM's default is the model's own limit (rope scaling included), 2048 when unknown
         max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
-    unknown = list(getattr(config, "unknown_flags", None) or [])
+    # --async-scheduling / --no-async-scheduling are read (the sliding-window reservation)
+    unknown = [f for f in getattr(config, "unknown_flags", None) or [] if f not in _ASYNC_FLAGS]
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
     prefix = getattr(config, "enable_prefix_caching", None)

@@ -35,6 +35,7 @@ import itertools
 import json
 import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -829,6 +830,11 @@ async def _run(
         runs: list[LevelResult] = []
         sweep_result: SweepResult | None = None
         error: str | None = None
+        # Ctrl-C (in a command's main thread) cancels like the panel's key: what was measured stays
+        loop = asyncio.get_running_loop()
+        on_interrupt = threading.current_thread() is threading.main_thread()
+        if on_interrupt:
+            loop.add_signal_handler(signal.SIGINT, bench.cancel.set)
         try:
             if sweep is None:
                 for users in settings.users:
@@ -839,6 +845,9 @@ async def _run(
             if aborted.result.requests:
                 runs.append(aborted.result)
             error = "cancelled" if isinstance(aborted.cause, _Cancelled) else str(aborted.cause)
+        finally:
+            if on_interrupt:
+                loop.remove_signal_handler(signal.SIGINT)
     return BenchReport(
         server=server,
         settings=settings,

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparktui.core import pool, vllm_log
 from sparktui.errors import UserError
+from sparktui.runtime import cluster as cluster_link
 from sparktui.runtime import proc
 from sparktui.runtime import protocol as pr
 from sparktui.runtime import state as st
@@ -287,7 +288,14 @@ def _fit_verdict(
         spec = load_serving_spec(serve.model, serve.speculative_config)
         machine = host_machine(profile, mem, warnings)
         mem_available = mem.get("MemAvailable") if machine.unified else None
-        result = fit_mod.fit(serve, spec, machine, mem_available=mem_available)
+        source = ""
+        if serve.vllm_version is None:  # fit for the vLLM this runner has (files only: no subprocess)
+            from sparktui.runtime.vllm_version import detect
+
+            found = detect(profile, run=False)
+            if found.version:
+                serve, source = serve.replace(vllm_version=found.version), found.source
+        result = fit_mod.fit(serve, spec, machine, mem_available=mem_available, vllm_version_source=source)
     except UserError as exc:
         warnings.append(f"fit check skipped: {exc}")
         return None
@@ -389,6 +397,7 @@ class Supervisor:
         self._metrics_count = 0
         self._last_activity = float("-inf")  # the last log line that was load, not a probe
         self.wakes: collections.Counter[str] = collections.Counter()  # why the loop woke
+        self.link = cluster_link.link_for(profile, self.serve)  # one node of a [cluster]: the others
         self.watch = ServerWatch(
             profile.watch,
             url=base_url(self.serve.host, self.port),
@@ -721,6 +730,8 @@ class Supervisor:
                         self._metrics_next = now  # the first scrape at once
                     self.record.status, self.record.ready_at = "running", time.time()
                     self._say(f"ready: {self.record.url} answers /health")
+            if self.link is not None and self.link.due(now):
+                changed |= self._look_at_cluster(now)
             if self.healthy and now >= self._metrics_next:
                 self._poll_metrics()
                 changed = True
@@ -741,10 +752,27 @@ class Supervisor:
                 timers.append(next_health)
             if self.healthy:
                 timers.append(self._metrics_next)
+            if self.link is not None:
+                timers.append(self.link.next_at)
             if log_fd is None:
                 timers.append(now + LOG_FALLBACK_S)
             timeout = 0.0 if behind else max(0.0, min(timers) - time.monotonic())
             self._sleep(poller, follower, log_fd, root_fd, timeout)
+
+    def _look_at_cluster(self, now: float) -> bool:
+        """The rest of the cluster: a node that ended stops this one; a headless rank (no /health)
+        is running once it reached its head."""
+        assert self.link is not None
+        up, why = self.link.check(now)
+        if why and not self.requested:
+            self._say(f"stopping: {why}")
+            self.requested, self.requested_by = "stop", why
+            return True
+        if up and self.link.rank and self.record.status == "starting":
+            self.record.status, self.record.ready_at = "running", time.time()
+            self._say(f"ready: rank {self.link.rank} joined its head")
+            return True
+        return False
 
     def _sleep(
         self, poller: select.poll, follower: LogTail, log_fd: int | None, root_fd: int | None, timeout: float
@@ -856,6 +884,8 @@ class Supervisor:
             report = self._kill()
         elif how in ("stop", "wedge"):
             report = self._stop()
+        if self.link is not None:
+            self.link.close(how)  # the head's end is the whole cluster's
         returncode = tree.returncode()
         if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
             report = tree.kill()
