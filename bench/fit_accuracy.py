@@ -300,6 +300,13 @@ def _figures(path: Path) -> dict[str, Any]:
     return {k: f.get(k) for k in ("kv_gib", "tokens", "concurrency", "weights_gib")}
 
 
+def _gemma4_31b(fixtures: Path) -> dict[str, Any]:
+    """google/gemma-4-31B-it: nvidia/Gemma-4-31B-IT-NVFP4's config.json without its quantization."""
+    config = json.loads((fixtures / "model-configs" / "nvidia__Gemma-4-31B-IT-NVFP4.json").read_text())
+    config.pop("quantization_config", None)
+    return dict(config)
+
+
 def spark_cases(fixtures: Path) -> list[Case]:
     """Real DGX Spark start-ups (jethac/dgx-spark-hijinks, see vllm-logs/SOURCES.md)."""
     logs = fixtures / "vllm-logs"
@@ -348,6 +355,23 @@ def spark_cases(fixtures: Path) -> list[Case]:
             "same build, fp8 KV cache",
         ),
         (
+            "spark_vdev-g9759e3b06_gemma-4-31b-it_bf16_success.log",
+            "google/gemma-4-31B-it",
+            _gemma4_31b(fixtures),
+            {},
+            (0, 21, 0),
+            "architecture from nvidia/Gemma-4-31B-IT-NVFP4's config (quantization dropped); "
+            "--language-model-only skips the vision tower (not modelled)",
+        ),
+        (
+            "spark_vdev-g9759e3b06_gemma-4-31b-it_fp8kv_success.log",
+            "google/gemma-4-31B-it",
+            _gemma4_31b(fixtures),
+            {"kv_cache_dtype": "fp8_e4m3"},
+            (0, 21, 0),
+            "same build, fp8 KV cache",
+        ),
+        (
             "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log",
             "google/gemma-3-27b-it",
             GEMMA3_27B,
@@ -386,6 +410,30 @@ def spark_cases(fixtures: Path) -> list[Case]:
             "Hopper GPU; block 4176 as vLLM logged",
         )
     ]
+    cases.append(
+        Case(
+            "v0.23.0 tp2 q3.6-27b mtp3",
+            "vllm-logs/discrete_v0.23.0_qwen3.6-27b-nvfp4-mtp3_tp2-2x5060ti_success.log",
+            "nvidia/Qwen3.6-27B-NVFP4",
+            (0, 23, 0),
+            "hybrid",
+            {
+                "max_model_len": 65535,
+                "max_num_batched_tokens": 16384,
+                "max_num_seqs": 1,
+                "kv_cache_dtype": "fp8",
+                "tensor_parallel_size": 2,
+                "enable_prefix_caching": False,
+                "gpu_memory_utilization": 0.86,
+                "speculative_config": '{"method": "mtp", "num_speculative_tokens": 3}',
+            },
+            **_figures(logs / "discrete_v0.23.0_qwen3.6-27b-nvfp4-mtp3_tp2-2x5060ti_success.log"),
+            quantized=True,
+            note="tensor-parallel 2 on two RTX 5060 Ti: KV per rank; sakamakismile's text-only NVFP4-MTP "
+            "checkpoint read with nvidia/Qwen3.6-27B-NVFP4's config, so weights are not counted",
+            from_log="discrete_v0.23.0_qwen3.6-27b-nvfp4-mtp3_tp2-2x5060ti_success.log",
+        )
+    )
     cases.append(
         Case(
             "spark qwen3.6 mtp3",
@@ -657,7 +705,8 @@ def evaluate(case: Case) -> Row:
         if case.concurrency:
             row.errors["conc"] = _err(round(conc, 2), case.concurrency)
     if case.weights_gib is not None:
-        row.pred_weights_gib = spec.weights_bytes / GiB
+        # what one rank loads: the target (and its MTP / drafter weights when speculating), split by TP
+        row.pred_weights_gib = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) / s.tp / GiB
         row.errors["weights"] = _err(row.pred_weights_gib, case.weights_gib)
     if case.machine is not None and case.kv_gib is not None:
         row.pred_kv_gib = fit(config, spec, machine).kv_cache_bytes / GiB

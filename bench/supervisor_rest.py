@@ -163,6 +163,12 @@ def main() -> int:
             f"guard delay over ideal: p50 {d['p50']} ms, p95 {d['p95']} ms, max {d['max']} ms (n={d['n']}; "
             f"goal p95 <= 50 ms); ideal teardown p50 {result['guard']['ideal_ms_p50']} ms"
         )
+        t = result["guard"]["detect_ms"]
+        print(
+            f"guard trip after the sampler saw the crossing: p50 {t['p50']} ms, p95 {t['p95']} ms (n={t['n']}; "
+            f"{t['predicted_before_crossing']} on a predicted crossing). On a busy machine the delay is mostly "
+            "teardown noise: compare with `python bench/guard_latency.py --control`"
+        )
     print(
         f"machine: {result['cpus']} CPUs; load avg before {result['load_before']}, after rest "
         f"{result['load_after_rest']}, after {result['load_after']}"

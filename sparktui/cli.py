@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "guard": ("guard", "run any command under the memory guard: sparktui guard -- COMMAND"),
     "postmortem": ("postmortem", "what happened when the machine went down while a server ran"),
     "set-guard": ("set_guard", "move the guard lines of a running server, or arm/disarm its guard"),
+    "node-check": ("node_check", "what a cluster's head asks each node over SSH before a launch (JSON)"),
+    "node-serve": ("node_serve", "start this node's rank of a cluster (run by the head over SSH)"),
     "bench": ("bench", "benchmark the running server: TTFT, tok/s per user and in all, how many users it holds"),
 }
 

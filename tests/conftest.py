@@ -4,13 +4,12 @@ helpers in tests/support."""
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import FIXTURES, free_port
+from tests.support import FIXTURES, free_port, sweep_recorded_servers
 from tests.support.stub_vllm import install_stub
 
 # The stub replays its log 100× faster, and dies on its own if a test forgets it.
@@ -43,18 +42,10 @@ def fixtures() -> Path:
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Config and state in this test's own folders; whatever it leaves running is swept by identity."""
-    from sparktui.runtime import proc
-    from sparktui.runtime import state as st
-
     monkeypatch.setenv("SPARKTUI_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "state"))
     yield tmp_path
-    for state in st.list_states():
-        if state.tree:
-            proc.sweep_orphans(state.tree.as_proc_record())
-        sup = state.supervisor
-        if sup.pid and sup.start_time is not None:
-            proc.signal_process(proc.ProcessIdentity(sup.pid, sup.start_time), signal.SIGKILL)
+    sweep_recorded_servers()
 
 
 @pytest.fixture
@@ -88,3 +79,22 @@ def make_profile(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return make
+
+
+@pytest.fixture
+def netns_cluster(tmp_path: Path) -> Iterator[object]:
+    """Two "nodes" on this machine (tests/support/netns_cluster.py): network namespaces on a private
+    subnet, each with its own sshd and state dir; removed with everything in them after the test,
+    pass or fail. Skipped where sshd is missing, except under CI=true (.ci/run installs it)."""
+    from tests.support import netns_cluster as nc
+
+    why = nc.missing_tools()
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: the netns cluster tests must run, but {why}")
+        pytest.skip(why)
+    cluster = nc.build(tmp_path / "cluster")
+    try:
+        yield cluster
+    finally:
+        cluster.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 ACCEPTS_EXTRA_ARGS = True
 
@@ -24,10 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.core.profiles import load_profile
-    from sparktui.runtime import supervisor
+    from sparktui.runtime import cluster, supervisor
 
     profile = load_profile(args.profile)
     serve = supervisor.effective_serve(profile, args.extra)
+    if profile.cluster is not None and cluster.node_rank(serve) is None:
+        return serve_cluster(profile, serve, args)
     if not args.detach:
         return supervisor.serve_foreground(profile, serve, force=args.force)
     state = supervisor.launch(profile, serve, force=args.force)
@@ -36,5 +39,36 @@ def run(args: argparse.Namespace) -> int:
     vllm_pid = state.tree.pid if state.tree else "?"
     print(f"started {state.profile} on {state.url} (supervisor pid {state.supervisor.pid}, vLLM pid {vllm_pid})")
     print(f"log: {state.log_path}")
+    print(f"follow with `sparktui status --port {state.port}`; stop with `sparktui stop --port {state.port}`")
+    return 0
+
+
+def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
+    """A profile with [cluster] (backend "mp"): every node is checked over SSH, each worker's rank
+    starts under its own supervisor there, then the head's rank here, all with vLLM's own
+    multi-node flags. The head's supervisor stops the workers when it ends."""
+    from sparktui.errors import UserError
+    from sparktui.runtime import cluster, supervisor
+
+    settings = profile.cluster
+    if settings.backend != "mp":
+        raise UserError(
+            f'profile {profile.name}: [cluster] backend = "{settings.backend}": launching over Ray is not built yet; '
+            'use backend = "mp" (vLLM\'s --nnodes) or serve on this machine alone'
+        )
+    head_serve = cluster.with_rank(serve, settings, 0)  # checks master-addr before anything starts
+    cluster.preflight(profile, serve)
+    workers = cluster.start_workers(profile, serve)
+    print(f"started ranks 1-{len(workers)} on {', '.join(workers)}", file=sys.stderr, flush=True)
+    try:
+        if not args.detach:
+            return supervisor.serve_foreground(profile, head_serve, force=args.force)
+        state = supervisor.launch(profile, head_serve, force=args.force)
+    except BaseException:
+        cluster.stop_workers(workers, serve.port)
+        raise
+    print(
+        f"started {state.profile} on {state.url}: head of {len(settings.nodes)} nodes (supervisor pid {state.supervisor.pid})"
+    )
     print(f"follow with `sparktui status --port {state.port}`; stop with `sparktui stop --port {state.port}`")
     return 0

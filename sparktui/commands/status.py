@@ -70,11 +70,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         states = [s if not s.alive else supervisor.attach(s.port) for s in st.list_states(problems)]
         if not args.all:
-            states = [s for s in states if s.alive or s.status == "lost"]
+            # Lost servers stay listed until relaunched: how they ended is news a person must see.
+            states = [
+                s
+                for s in states
+                if s.alive or s.status == "lost" or (s.exit is not None and s.exit.reason == "supervisor_died")
+            ]
     for problem in problems:
         print(f"sparktui: warning: skipped {problem}", file=sys.stderr)
+    from sparktui.runtime.cluster import read_nodes
+
     if args.json:
-        out = [s.to_dict() for s in states]
+        out = [
+            {**s.to_dict(), **({"nodes": read_nodes(s.port)} if s.alive and read_nodes(s.port) else {})} for s in states
+        ]
         print(json.dumps(out if args.port is None else out[0], indent=1, default=str))
         return 0
     if not states:
@@ -86,5 +95,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"  LOST: {state.lost_reason}")
         elif state.exit and state.exit.reason == "supervisor_died" and state.exit.message:
             print(f"  lost: {state.exit.message}")
+        for node in read_nodes(state.port) if state.alive else []:  # the head of a cluster: every node
+            phase = f"/{node['phase']}" if node.get("phase") else ""
+            ended = f" exit: {node['exit_reason']}" if node.get("exit_reason") else ""
+            print(f"  node {node['host']} (rank {node['rank']}): {node['status']}{phase}{ended}")
         print(f"  log: {state.log_path}")
     return 0

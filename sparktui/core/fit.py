@@ -257,7 +257,11 @@ def plan_kv(
     mamba_mode = rules.mamba_cache_mode(prefix_caching, spec.architecture, num_spec > 0)
     per_block = mamba_mode == "all" and rules.value("mamba_all_mode_pages") == "per_block"
     if mamba:
-        fixed = num_spec if per_block else rules.mamba_pages(mamba_mode, 1, 1, num_spec)
+        fixed = (
+            rules.mamba_pages("none", 1, 1, num_spec) - 1
+            if per_block
+            else rules.mamba_pages(mamba_mode, 1, 1, num_spec)
+        )
         state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec, mamba_ssm_dtype) for g in mamba)
         mamba_page = state
         if attn:
@@ -363,6 +367,7 @@ class Settings:
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
 # VllmConfig.__post_init__: only EAGLE/MTP/DFlash/draft-model/ngram_gpu keep it).
 _SYNC_SPECULATIVE = ("ngram", "medusa", "mlp_speculator", "suffix")
+_ASYNC_FLAGS = ("--async-scheduling", "--no-async-scheduling")
 
 
 def _async_scheduling(config: Any) -> bool:
@@ -418,7 +423,8 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         # vLLM's default is the model's own limit (rope scaling included), 2048 when unknown
         max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
-    unknown = list(getattr(config, "unknown_flags", None) or [])
+    # --async-scheduling / --no-async-scheduling are read (the sliding-window reservation)
+    unknown = [f for f in getattr(config, "unknown_flags", None) or [] if f not in _ASYNC_FLAGS]
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
     prefix = getattr(config, "enable_prefix_caching", None)

@@ -69,6 +69,7 @@ RuleKey = Literal[
     "hybrid_prefix_caching_default",
     "mamba_cache_mode_default",
     "mamba_all_mode_pages",
+    "mamba_speculative_pages",
     "kv_dtype_auto_modelopt",
     "kv_dtype_auto_compressed_tensors",
     "cudagraph_estimate",
@@ -135,9 +136,13 @@ RULES: tuple[Rule, ...] = (
     Rule("hybrid_prefix_caching_default", V(0, 26, 0), None, "on",
          "prefix caching is on by default for hybrid models",
          "vllm/config/model.py: ModelConfig.is_prefix_caching_supported"),
-    Rule("mamba_cache_mode_default", V(0, 10, 0), V(0, 15, 0), "none",
-         "no Mamba cache modes: one state page per sequence, prefix caching or not",
-         f"{KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
+    Rule("mamba_cache_mode_default", V(0, 10, 0), V(0, 11, 1), "none",
+         "prefix caching is turned off for hybrid models: one state page per sequence",
+         f"{HYBRID_CFG}; {KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
+    Rule("mamba_cache_mode_default", V(0, 11, 1), V(0, 15, 0), "all_if_supported_else_off",
+         "with prefix caching: models with Mamba prefix caching support keep a state page per block "
+         "(mamba_block_size = block_size); others have prefix caching turned off (one page)",
+         f"{HYBRID_CFG}; {KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
     Rule("mamba_cache_mode_default", V(0, 15, 0), V(0, 20, 0), "all_if_supported",
          "with prefix caching: mode 'all' for models with Mamba prefix caching support, else 'align' "
          "(2 state pages per sequence)", HYBRID_CFG),
@@ -148,11 +153,17 @@ RULES: tuple[Rule, ...] = (
          "with prefix caching: 'all' for supporting models, else 'align'", HYBRID_CFG),
     Rule("mamba_cache_mode_default", V(0, 28, 0), None, "align",
          "with prefix caching: mode 'align' (2 state pages per sequence + speculative pages)", HYBRID_CFG),
-    Rule("mamba_all_mode_pages", V(0, 15, 0), V(0, 32, 0), "per_block",
+    Rule("mamba_all_mode_pages", V(0, 11, 1), V(0, 32, 0), "per_block",
          "mode 'all' keeps a state page per block of max_model_len (+ speculative pages)",
          f"{KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
     Rule("mamba_all_mode_pages", V(0, 32, 0), None, "one",
          "mode 'all' keeps one state page per sequence (+ speculative pages)",
+         f"{KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
+    Rule("mamba_speculative_pages", V(0, 10, 0), V(0, 15, 0), "no",
+         "a Mamba layer's pages do not grow with speculative tokens",
+         f"{KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
+    Rule("mamba_speculative_pages", V(0, 15, 0), None, "yes",
+         "a Mamba layer keeps one more state page per speculative token (num_speculative_blocks)",
          f"{KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
     Rule("kv_dtype_auto_modelopt", V(0, 10, 0), V(0, 14, 0), "model_dtype",
          "--kv-cache-dtype auto is the model dtype, whatever the checkpoint's quantization config says",
@@ -179,7 +190,8 @@ RULES: tuple[Rule, ...] = (
          "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory; vllm/envs.py"),
     Rule("cudagraph_estimate", V(0, 20, 0), None, "subtracted",
          "CUDA-graph memory is estimated and subtracted from the KV cache (unless --enforce-eager or "
-         "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)",
+         "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0); the 0.20.0 wheel already defaults it on, though "
+         "vLLM's own message says 'default since v0.21.0'",
          "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory; vllm/envs.py"),
     Rule("null_block_in_length_check", V(0, 10, 0), V(0, 29, 0), "no",
          "one max_model_len request is checked against all of the KV memory",
@@ -297,6 +309,8 @@ class VllmRules:
         if not prefix_caching or rule == "none":
             return "none"
         supported = architecture in MAMBA_PREFIX_CACHING_ARCHITECTURES
+        if rule == "all_if_supported_else_off":
+            return "all" if supported else "none"
         if rule == "all_if_supported" and supported:
             return "all"
         if rule == "all_if_supported_no_spec" and supported and not speculative:
@@ -305,6 +319,8 @@ class VllmRules:
 
     def mamba_pages(self, mode: str, max_model_len: int, block_size: int, num_spec: int) -> int:
         """State pages one sequence holds per Mamba layer (MambaSpec.max_memory_usage_bytes)."""
+        if self.value("mamba_speculative_pages") == "no":
+            num_spec = 0
         if mode == "align":
             return 2 + num_spec
         if mode == "all" and self.value("mamba_all_mode_pages") == "per_block":

@@ -35,6 +35,7 @@ import itertools
 import json
 import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -328,6 +329,7 @@ class RequestRecord:
     gaps: list[float] = field(default_factory=list)  # inter-token latencies
     end: float | None = None
     error: str | None = None
+    counted_by_server: bool = False  # chunks carry cumulative completion tokens
 
     def arrive(self, now: float, tokens: int) -> None:
         if tokens <= 0:
@@ -567,40 +569,47 @@ class _Bench:
         return record
 
     async def _read_stream(self, response: httpx.Response, record: RequestRecord) -> None:
-        counted = False  # the server reports cumulative completion tokens per chunk
-        async for line in response.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                return
+        # Bytes, split here: httpx's text and line decoders cost more than the rest per chunk, and
+        # the time a token is seen is when its bytes arrive, before any parsing.
+        pending = b""
+        async for data in response.aiter_bytes():
             now = time.perf_counter()
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                record.error = f"not JSON in the stream: {data[:80]!r}"
-                return
-            if "error" in chunk:
-                error = chunk["error"]
-                record.error = str(error.get("message") if isinstance(error, dict) else error)
-                return
-            usage = chunk.get("usage") or {}
-            choices = chunk.get("choices") or []
-            if usage.get("prompt_tokens") is not None:
-                record.prompt_tokens = int(usage["prompt_tokens"])
-            if not choices:  # the final usage chunk: trust its total over our count
-                total = usage.get("completion_tokens")
-                if isinstance(total, int) and total > record.tokens and not counted:
-                    record.tokens = total
-                continue
-            if usage.get("completion_tokens") is not None:
-                counted = True
-                record.arrive(now, int(usage["completion_tokens"]) - record.tokens)
-            elif _chunk_text(choices[0]):
-                record.arrive(now, 1)
-            if record.first is not None and not self.generating.is_set():
-                self.generating.set()
-                self.wake.set()
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                if line.startswith(b"data:") and self._event(line[5:].strip(), now, record):
+                    return
+
+    def _event(self, data: bytes, now: float, record: RequestRecord) -> bool:
+        """One SSE `data:` payload; True when the stream is over (done or failed)."""
+        if data == b"[DONE]":
+            return True
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            record.error = f"not JSON in the stream: {data[:80]!r}"
+            return True
+        if "error" in chunk:
+            error = chunk["error"]
+            record.error = str(error.get("message") if isinstance(error, dict) else error)
+            return True
+        usage = chunk.get("usage") or {}
+        choices = chunk.get("choices") or []
+        if usage.get("prompt_tokens") is not None:
+            record.prompt_tokens = int(usage["prompt_tokens"])
+        if not choices:  # the final usage chunk: trust its total over a count of chunks
+            total = usage.get("completion_tokens")
+            if isinstance(total, int) and total > record.tokens and not record.counted_by_server:
+                record.tokens = total
+            return False
+        if usage.get("completion_tokens") is not None:
+            record.counted_by_server = True  # cumulative completion tokens on every chunk
+            record.arrive(now, int(usage["completion_tokens"]) - record.tokens)
+        elif _chunk_text(choices[0]):
+            record.arrive(now, 1)
+        if record.first is not None and not self.generating.is_set():
+            self.generating.set()
+            self.wake.set()
+        return False
 
     async def alive(self) -> bool:
         try:
@@ -821,6 +830,11 @@ async def _run(
         runs: list[LevelResult] = []
         sweep_result: SweepResult | None = None
         error: str | None = None
+        # Ctrl-C (in a command's main thread) cancels like the panel's key: what was measured stays
+        loop = asyncio.get_running_loop()
+        on_interrupt = threading.current_thread() is threading.main_thread()
+        if on_interrupt:
+            loop.add_signal_handler(signal.SIGINT, bench.cancel.set)
         try:
             if sweep is None:
                 for users in settings.users:
@@ -831,6 +845,9 @@ async def _run(
             if aborted.result.requests:
                 runs.append(aborted.result)
             error = "cancelled" if isinstance(aborted.cause, _Cancelled) else str(aborted.cause)
+        finally:
+            if on_interrupt:
+                loop.remove_signal_handler(signal.SIGINT)
     return BenchReport(
         server=server,
         settings=settings,

@@ -41,6 +41,7 @@ Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU)
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import select
@@ -244,12 +245,17 @@ class GuardDecider:
     # -- helpers --
 
     def rate(self) -> float:
-        """Bytes/s over the last RATE_WINDOW of accepted samples (0 with fewer than two)."""
+        """Bytes/s over the last RATE_WINDOW of accepted samples. At the steady-state pace (250 ms)
+        two samples can be just further apart than the window: the last pair still counts when it
+        is less than twice the window apart, so the first sample of a fall carries its rate; an older pair
+        says nothing about now (0, as with fewer than two samples)."""
         if len(self.samples) < 2:
             return 0.0
         t1, a1 = self.samples[-1]
         t0, a0 = self.samples[-2]
-        for t, a in reversed(self.samples):
+        if t1 - t0 >= 2 * RATE_WINDOW:
+            return 0.0
+        for t, a in itertools.islice(reversed(self.samples), 2, None):
             if t1 - t > RATE_WINDOW:
                 break
             t0, a0 = t, a
@@ -624,8 +630,11 @@ class Guard:
             if d.action is Action.WARN and self.on_warn is not None:
                 self.on_warn(d)
             if self.track_interval is not None and t >= next_track:
-                # Record descendants while they live (a /proc scan: ~1.5 ms per 100 processes).
-                if not self.tree.refresh() and self.tree.popen is None:
+                # Record descendants while they live (a /proc scan: ~2 ms per 100 processes, made
+                # for a tree of ours only when some process was created since the last one).
+                if self.tree.popen is not None:
+                    self.tree.track()
+                elif not self.tree.refresh():
                     return None  # an attached tree (no child of ours) that is gone
                 if self.on_track is not None:
                     self.on_track()

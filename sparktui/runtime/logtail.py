@@ -124,9 +124,10 @@ class LogTail:
             poller.register(fd, select.POLLIN)
         if stop_fd is not None:
             poller.register(stop_fd, select.POLLIN)
-        woken = any(ready == fd for ready, _ in poller.poll(max(0.0, timeout) * 1000)) if fd is not None else False
         if fd is None and stop_fd is None:
             threading.Event().wait(timeout)
+            return False
+        woken = any(ready == fd for ready, _ in poller.poll(max(0.0, timeout) * 1000)) and fd is not None
         if woken and self.consume():
             self.wakeups += 1
         return woken

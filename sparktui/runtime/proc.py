@@ -286,15 +286,31 @@ class ProcessTree:
         return self.popen is not None and self.popen.returncode is None
 
     def track(self) -> bool:
-        """Record new members, cheaply when nothing can be new: a /proc scan only when some process
-        was created since the last one (last_pid() moved); otherwise just the /dev/shm look.
-        True when it scanned. For a supervisor's slow cadence at rest."""
+        """Record new members cheaply: from the cgroup when the tree has one (one file, no scan);
+        otherwise a /proc scan only when some process was created since the last one (last_pid()
+        moved). Then the /dev/shm look. True when it scanned. For a supervisor's slow cadence."""
+        if self.scope is not None:
+            self._record_contained()
+            self._note_shm(self.recorded)
+            return False
         newest = last_pid()
         if newest is not None and newest == self._last_pid_scanned:
             self._note_shm(self.recorded)
             return False
         self.refresh()
         return True
+
+    def _record_contained(self) -> None:
+        """Every process in the tree's cgroup is a member, re-parented or in another session or not."""
+        assert self.scope is not None
+        with self._lock:
+            for pid in self.scope.procs():
+                if pid in self._recorded:
+                    continue  # (a pid reused inside the cgroup: refresh() records the new one)
+                info = read_stat(pid)
+                if info is not None and not info.dead:
+                    self._recorded[pid] = info.start_time
+                    self.generation += 1
 
     @property
     def containment(self) -> str:

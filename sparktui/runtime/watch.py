@@ -774,20 +774,6 @@ def model_page_cache(model: str, *, evict: bool) -> PageCacheReport:
     return PageCacheReport(str(folder), files, time.monotonic() - started, evict, errors)
 
 
-def drop_caches_advice(mem_free: int, mem_available: int, wanted: int) -> str | None:
-    """Advice to drop the rest of the page cache, only when free memory is short of what vLLM
-    will ask for and the page cache left would cover the difference."""
-    if mem_free >= wanted or mem_available - mem_free <= 0:
-        return None
-    short = wanted - mem_free
-    return (
-        f"MemFree {mem_free / GiB:.1f} GiB is {short / GiB:.1f} GiB short of the {wanted / GiB:.1f} GiB vLLM "
-        f"will ask for; other files' page cache holds {(mem_available - mem_free) / GiB:.1f} GiB. "
-        "If vLLM refuses to start on free memory, drop it (needs root): "
-        "sync; echo 1 | sudo tee /proc/sys/vm/drop_caches"
-    )
-
-
 # ---------------------------------------------------------------- the supervisor's side
 
 

@@ -28,7 +28,7 @@ class Action:
     name: str  # the action method, without "action_" (may carry arguments: "apply_suggestion(0)")
     label: str  # the footer's word
     title: str  # the palette's and the help's line
-    pane: str | None = None  # config | server | memory: the pane that runs it; None: the app (or the log)
+    pane: str | None = None  # config | server | memory | bench: the pane that runs it; None: the app (or the log)
     scope: Scope = "app"  # where the binding lives: the app, or the focused log view
     show: bool = True  # in the footer
     palette: bool = True
@@ -85,6 +85,24 @@ ACTIONS: tuple[Action, ...] = (
         "Apply fix",
         "Apply fit suggestion [1] (the palette applies any)",
         pane="config",
+        show=False,
+    ),
+    Action(
+        "bench.run",
+        "f10",
+        "run_bench",
+        "Bench",
+        "Benchmark the running server (again: cancel)",
+        pane="bench",
+        show=False,  # the footer is full at 120 columns; the help, the palette and the Bench tab show it
+    ),
+    Action(
+        "bench.settings",
+        "ctrl+b",
+        "bench_settings",
+        "Bench settings",
+        "Benchmark users, prompt and output tokens, requests per user",
+        pane="bench",
         show=False,
     ),
     Action("app.theme", "ctrl+t", "next_theme", "Theme", "Next theme", show=False),

@@ -143,6 +143,7 @@ class SparkApp(App[None]):
             self.set_keymap(self.keymap)
         for error in self.startup_errors:
             self.notify(error, title="Settings", severity="error", timeout=15)
+        self._show_postmortems()
         self.host = self.backend.host() if self.show_host else "host"
         self._refresh_status()
 
@@ -253,6 +254,12 @@ class SparkApp(App[None]):
         if theme.name != self.settings.theme and theme.name in self.available_themes:
             self.settings.theme = theme.name
             self._save_theme(theme.name)
+
+    @work(thread=True, exclusive=True, group="postmortem", name="postmortems", exit_on_error=False)
+    def _show_postmortems(self) -> None:
+        """Once, on open: what happened when the machine went down under a server (journalctl may be slow)."""
+        for text in self.backend.postmortems():
+            self.call_from_thread(self.notify, text, title="Post-mortem", severity="warning", timeout=120)
 
     @work(thread=True, exclusive=True, group="settings", name="save-theme", exit_on_error=False)
     def _save_theme(self, name: str) -> None:

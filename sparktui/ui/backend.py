@@ -50,6 +50,13 @@ class Backend:
     def host(self) -> str:
         return socket.gethostname()
 
+    def postmortems(self) -> list[str]:
+        """Post-mortems of servers the machine went down under, each returned once (runtime.watch)."""
+        from sparktui.runtime import state as st
+        from sparktui.runtime.watch import check_after_reboot
+
+        return [pm.render() for pm in check_after_reboot(st.state_dir())]
+
     # -- memory and GPU ---------------------------------------------------------------------------
     def memory(self) -> MemorySample:
         from sparktui.runtime.memory import read_memory

@@ -9,30 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from sparktui.core.profiles import load_profile
 from sparktui.runtime import proc, supervisor
 from sparktui.runtime import state as st
-from tests.support import REPO, free_port, wait_for
+from tests.support import BENCH_RUN_KEYS, REPO, free_port, wait_for
 from tests.support.timed_server import running
 
 pytestmark = pytest.mark.slow
 
-RUN_KEYS = {
-    "users",
-    "ttft_p50_s",
-    "ttft_p95_s",
-    "itl_p50_s",
-    "itl_p95_s",
-    "decode_tok_s_per_user",
-    "aggregate_tok_s",
-    "requests",
-    "errors",
-    "min_mem_available_gib",
-    "peak_kv_usage",
-    "joules_per_token",
-}
 SMALL = ["--prompt-tokens", "8", "--output-tokens", "8", "--requests-per-user", "2"]
 SLOW = ["--prompt-tokens", "8", "--requests-per-user", "50"]
 
@@ -79,7 +66,7 @@ def test_json_is_one_object_with_every_figure_for_the_server_sparktui_started(st
     assert "--max-model-len" in server["flags"] and server["model_path"] == "/models/tiny"
     assert [run["users"] for run in report["runs"]] == [1, 2]
     for run in report["runs"]:
-        assert set(run) >= RUN_KEYS
+        assert set(run) >= BENCH_RUN_KEYS
         assert run["requests"] == run["users"] * 2 and run["errors"] == 0
         assert run["ttft_p50_s"] > 0 and run["decode_tok_s_per_user"] > 0 and run["aggregate_tok_s"] > 0
         assert run["min_mem_available_gib"] > 0
@@ -92,6 +79,31 @@ def test_json_is_one_object_with_every_figure_for_the_server_sparktui_started(st
     assert records[0]["key"]["vllm_version"].startswith("0.32.0") and records[0]["runs"][1]["users"] == 2
     listing = sparktui("bench", "--history", env=env)
     assert stub_server["profile"] in listing.stdout and "2 users:" in listing.stdout
+
+
+def test_the_stub_streams_as_vllm_does(stub_server):
+    """SSE `data: {json}` events with cumulative usage when asked, a usage-only chunk, `data: [DONE]`."""
+    body = {
+        "model": "/models/tiny",
+        "prompt": "one two three",
+        "max_tokens": 3,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    headers = {"Authorization": "Bearer sk-bench-1"}
+    url = f"http://127.0.0.1:{stub_server['port']}/v1/completions"
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=10) as reply:
+        assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
+        events = [line for line in reply.iter_lines() if line]
+    assert all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]"
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    assert [c["usage"]["completion_tokens"] for c in chunks[:3]] == [1, 2, 3]
+    assert [c["choices"][0]["finish_reason"] for c in chunks[:3]] == [None, None, "length"]
+    assert chunks[3]["choices"] == [] and chunks[3]["usage"] == {
+        "prompt_tokens": 3,
+        "completion_tokens": 3,
+        "total_tokens": 6,
+    }
 
 
 def test_a_server_stopped_mid_run_gives_the_partial_results_and_exit_2(make_profile, env):
@@ -119,6 +131,33 @@ def test_a_server_stopped_mid_run_gives_the_partial_results_and_exit_2(make_prof
     report = json.loads(stdout)
     assert report["partial"] and report["runs"][0]["partial"] and report["runs"][0]["requests"] >= 1
     assert "stopped" in report["error"]
+
+
+def test_ctrl_c_keeps_what_was_measured(make_profile, env):
+    profile = make_profile(STUB_VLLM_TOKENS_PER_S="20")
+    state = start(profile, env)
+    log = Path(state["log_path"])
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "sparktui", "bench", "--json", "--users", "1", "--output-tokens", "20", *SLOW],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: log.read_text().count("POST /v1/completions") >= 3, 30, "measured requests")
+        bench.send_signal(signal.SIGINT)
+        stdout, stderr = bench.communicate(timeout=60)
+    finally:
+        if bench.poll() is None:
+            bench.send_signal(signal.SIGKILL)
+        supervisor.stop(state["port"])
+    assert bench.returncode == 2 and "ended early: cancelled" in stderr and "Traceback" not in stderr
+    report = json.loads(stdout)
+    assert report["partial"] and report["error"] == "cancelled" and report["runs"][0]["requests"] >= 1
+    history = json.loads(sparktui("bench", "--history", "--json", env=env).stdout)["history"]
+    assert history[-1]["partial"] and history[-1]["error"] == "cancelled"
 
 
 def test_a_disarmed_guard_is_refused(stub_server, env):
@@ -156,10 +195,11 @@ def test_bad_flags_are_named(env, args, message):
 
 
 def test_sweep_reports_the_most_users_meeting_both_targets(env):
-    with running(ttft=0.05, rate=20, max_running=2) as (url, _):
+    # two at a time: a third user waits a whole request (0.45 s) for a slot, so TTFT 0.1 s → 0.55 s
+    with running(ttft=0.1, rate=20, max_running=2) as (url, _):
         port = url.rsplit(":", 1)[1]
         out = sparktui(
-            "bench", "--port", port, "--sweep", "--target-tok-s", "15", "--target-ttft-s", "0.3", "--max-users", "4",
+            "bench", "--port", port, "--sweep", "--target-tok-s", "10", "--target-ttft-s", "0.35", "--max-users", "4",
             *SMALL, env=env,
         )  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -58,7 +58,6 @@ NOT_MODELLED = (
     "--reasoning-parser",
     "--load-format",
     "--attention-backend",
-    "--async-scheduling",
     "--compilation-config",
     "--distributed-executor-backend",
 )
@@ -86,7 +85,13 @@ def test_a_pasted_spark_recipe_reads_what_it_models_and_lists_the_rest(capsys, h
     note = next(n for n in d["notes"] if n.startswith("not modelled"))
     for flag in NOT_MODELLED:
         assert flag in note, flag
-    for flag in ("--max-model-len", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--max-num-seqs"):
+    for flag in (
+        "--max-model-len",
+        "--kv-cache-dtype",
+        "--mamba-ssm-cache-dtype",
+        "--max-num-seqs",
+        "--async-scheduling",
+    ):
         assert flag not in note, flag
     # config and quant config only: nothing else was asked of the Hub beyond small files
     assert all(not r[1].endswith(".safetensors") or r[2] for r in hub.requests)

@@ -127,6 +127,22 @@ EXPECTED = {
              weights_gib=51.54, available_kv_gib=41.66, kv_cache_tokens=884276, max_concurrency=6.75, ready=True),
         None,
     ),
+    f"{LOGS}/spark_vdev-g9759e3b06_gemma-4-31b-it_bf16_success.log": (
+        dict(version="0.1.dev1+g9759e3b06", model="google/gemma-4-31B-it", max_model_len=8192, weights_gib=57.91,
+             available_kv_gib=22.16, kv_cache_tokens=60886, max_concurrency=7.43, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_vdev-g9759e3b06_gemma-4-31b-it_fp8kv_success.log": (
+        dict(version="0.1.dev1+g9759e3b06", model="google/gemma-4-31B-it", max_model_len=8192, weights_gib=57.91,
+             available_kv_gib=22.18, kv_cache_tokens=121873, max_concurrency=14.88, ready=True),
+        None,
+    ),
+    f"{LOGS}/discrete_v0.23.0_qwen3.6-27b-nvfp4-mtp3_tp2-2x5060ti_success.log": (
+        # tensor-parallel 2: the weights and KV memory it prints are one rank's
+        dict(version="0.23.0", model="/data/models/qwen3.6-27b-text-nvfp4-mtp", max_model_len=65535, weights_gib=9.43,
+             available_kv_gib=2.06, kv_cache_tokens=97684, max_concurrency=1.49, ready=True),
+        None,
+    ),
     f"{LOGS}/discrete_v0.19.1_nemotron-cascade-2-30b-a3b-nvfp4_excerpt.log": (
         # selected lines only: no engine banner (so no version) and no "Application startup complete"
         dict(version=None,

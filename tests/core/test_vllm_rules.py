@@ -40,7 +40,7 @@ def test_every_key_is_covered_once_for_every_version_from_0_10_on():
             applying = [r.key for r in RULES if r.applies(version)]
             assert sorted(applying) == sorted(set(applying)), version  # never two of one key
             if version <= NEWEST_READ:
-                missing = keys - set(applying) - {"mamba_all_mode_pages"}  # no 'all' mode before 0.15
+                missing = keys - set(applying) - {"mamba_all_mode_pages"}  # no 'all' mode before 0.11.1
                 assert not missing, (version, missing)
 
 
@@ -125,7 +125,9 @@ def test_mamba_cache_mode_defaults_by_version():
     def mode(version: str, arch: str, spec: bool = False, prefix: bool = True) -> str:
         return rules_for(version).mamba_cache_mode(prefix, arch, spec)
 
-    assert (mode("0.14.1", nemotron), mode("0.15.0", nemotron)) == ("none", "all")
+    assert (mode("0.11.0", nemotron), mode("0.11.1", nemotron)) == ("none", "all")
+    assert (mode("0.11.0", qwen), mode("0.11.1", qwen)) == ("none", "none")  # prefix caching turned off
+    assert (mode("0.14.1", nemotron), mode("0.15.0", nemotron)) == ("all", "all")
     assert (mode("0.14.1", qwen), mode("0.15.0", qwen)) == ("none", "align")
     assert (mode("0.19.1", nemotron, spec=True), mode("0.20.0", nemotron, spec=True)) == ("all", "align")
     assert mode("0.20.0", nemotron) == "all"
@@ -144,6 +146,12 @@ def test_mamba_all_mode_keeps_a_page_per_block_until_0_32():
     align = plan_kv(spec, kv_bytes, None, 1, 2048, True, 0, False, rules_for("0.28.0"))
     assert all_mode.blocks_per_request(32768) > align.blocks_per_request(32768)
     assert any("'all'" in w for w in all_mode.working) and any("'align'" in w for w in align.working)
+
+
+def test_mamba_speculative_pages_from_0_15():
+    assert rules_for("0.14.1").mamba_pages("none", 32768, 16, 3) == 1
+    assert rules_for("0.15.0").mamba_pages("none", 32768, 16, 3) == 4
+    assert rules_for("0.15.0").mamba_pages("align", 32768, 16, 3) == 5
 
 
 def test_kv_dtype_auto_follows_a_modelopt_checkpoint_from_0_14():

@@ -25,7 +25,7 @@ from sparktui.core.metrics import GENERATION_TOKENS, kv_cache_usage_pct, parse_m
 from sparktui.runtime import proc
 from sparktui.runtime import state as st
 from sparktui.runtime.watch import EngineCounters, probe_completion, read_ring
-from tests.support import REPO, free_port, shm_held_by, wait_for
+from tests.support import REPO, free_port, shm_held_by, sweep_recorded_servers, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -101,12 +101,7 @@ def profile(run_dir, vllm, tiny_model) -> Path:
 def leftovers():
     """Sweep by identity whatever a failing test leaves running."""
     yield
-    for state in st.list_states():
-        if state.tree:
-            proc.sweep_orphans(state.tree.as_proc_record())
-        sup = state.supervisor
-        if sup.pid and sup.start_time is not None:
-            proc.signal_process(proc.ProcessIdentity(sup.pid, sup.start_time), signal.SIGKILL)
+    sweep_recorded_servers()
 
 
 def sparktui(*args, env, **kw):

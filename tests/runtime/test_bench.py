@@ -15,8 +15,11 @@ from tests.support.timed_server import running
 
 pytestmark = pytest.mark.slow
 
-TTFT, RATE, OUTPUT, PER_USER = 1.0, 20.0, 16, 2
+TTFT, RATE, OUTPUT, PER_USER = 1.0, 20.0, 24, 3
 WITHIN = 0.05
+# The client's own event loop woke this much late: its timestamps then say how loaded this
+# machine was (2 cores shared by many), not how the server streams. Such a run is repeated.
+STARVED_S = 0.05
 
 
 def target(url: str, key: str | None = None) -> bench.Target:
@@ -27,10 +30,20 @@ def close(measured: float | None, truth: float) -> bool:
     return measured is not None and abs(measured - truth) <= WITHIN * truth
 
 
+def unstarved(url: str, settings: bench.BenchSettings, attempts: int = 3) -> bench.BenchReport:
+    lags = []
+    for _ in range(attempts):
+        report = bench.run_bench(target(url), settings)
+        lags.append([r.client_lag_max_s for r in report.runs])
+        if all(r.client_lag_max_s is not None and r.client_lag_max_s < STARVED_S for r in report.runs):
+            return report
+    pytest.fail(f"this machine starved the benchmark's client on every attempt (loop lag, s: {lags})")
+
+
 def test_figures_match_a_server_of_known_timing_at_1_and_4_users():
     settings = bench.BenchSettings(users=[1, 4], prompt_tokens=32, output_tokens=OUTPUT, requests_per_user=PER_USER)
     with running(ttft=TTFT, rate=RATE, kv_slots=16) as (url, _):
-        report = bench.run_bench(target(url), settings)
+        report = unstarved(url, settings)
     assert not report.partial and report.error is None
     request_s = TTFT + (OUTPUT - 1) / RATE  # first token, then one every 1/RATE
     for level, users in zip(report.runs, (1, 4), strict=True):
@@ -52,7 +65,7 @@ def test_figures_match_a_server_of_known_timing_at_1_and_4_users():
 def test_chunks_carrying_several_tokens_count_every_token():
     settings = bench.BenchSettings(users=[2], prompt_tokens=8, output_tokens=OUTPUT, requests_per_user=1, api="chat")
     with running(ttft=TTFT, rate=RATE, tokens_per_chunk=4) as (url, _):
-        level = bench.run_bench(target(url), settings).runs[0]
+        level = unstarved(url, settings).runs[0]
     assert level.output_tokens == 2 * OUTPUT
     # chunks of 4: the first arrives when its 4th token is due; decode is still RATE per second
     assert close(level.ttft_p50_s, TTFT + 3 / RATE)
@@ -138,8 +151,9 @@ def test_cancel_stops_the_run_and_keeps_what_it_measured():
 
 
 def test_sweep_finds_the_most_users_that_meet_both_targets():
-    settings = bench.BenchSettings(prompt_tokens=8, output_tokens=6, requests_per_user=1)
-    targets = bench.SweepTargets(tok_s=RATE * 0.8, ttft_s=0.2, max_users=4)
+    # wide margins (truth: TTFT 0.05 s, RATE tok/s): a loaded machine must not move the verdicts
+    settings = bench.BenchSettings(prompt_tokens=8, output_tokens=10, requests_per_user=1)
+    targets = bench.SweepTargets(tok_s=RATE * 0.5, ttft_s=0.5, max_users=4)
     with running(ttft=0.05, rate=RATE) as (url, _):
         report = bench.run_bench(target(url), settings, sweep=targets)
     assert report.sweep is not None
@@ -153,11 +167,12 @@ def test_sweep_finds_the_most_users_that_meet_both_targets():
 
 
 def test_sweep_bisects_below_the_level_that_broke():
-    # Three requests at a time, like --max-num-seqs 3: a fourth user waits a whole request for a
-    # slot, so TTFT breaks at 4 users; the ladder 1, 2, 4 breaks at 4 and bisecting tries 3.
-    settings = bench.BenchSettings(prompt_tokens=8, output_tokens=6, requests_per_user=1)
-    targets = bench.SweepTargets(tok_s=RATE * 0.8, ttft_s=0.2, max_users=8)
-    with running(ttft=0.05, rate=RATE, max_running=3) as (url, _):
+    # Three requests at a time, like --max-num-seqs 3: a fourth user waits a whole request (0.55 s)
+    # for a slot, so TTFT (0.1 s, then 0.65 s) breaks at 4 users; the ladder 1, 2, 4 breaks at 4
+    # and bisecting tries 3.
+    settings = bench.BenchSettings(prompt_tokens=8, output_tokens=10, requests_per_user=1)
+    targets = bench.SweepTargets(tok_s=RATE * 0.5, ttft_s=0.35, max_users=8)
+    with running(ttft=0.1, rate=RATE, max_running=3) as (url, _):
         report = bench.run_bench(target(url), settings, sweep=targets)
     assert report.sweep is not None
     assert report.sweep.tried == [1, 2, 3, 4]

@@ -19,7 +19,7 @@ from sparktui.core.units import GiB
 from sparktui.runtime.guard import Action, Guard, GuardLines
 from sparktui.runtime.memory import read_mem_available
 from sparktui.runtime.proc import read_stat, spawn
-from tests.support import PROCS, alive, wait_for
+from tests.support import PROCS, alive, wait_file, wait_for
 
 pytestmark = pytest.mark.slow  # spawns processes
 
@@ -159,11 +159,8 @@ def test_disarmed_guard_does_nothing(tmp_path):
 def test_trip_takes_the_whole_tree_with_reparented_grandchild(tmp_path):
     tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
     deadline = time.monotonic() + 10
-    while not (tmp_path / "grand.pid").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    grand = int((tmp_path / "grand.pid").read_text())
-    child = int((tmp_path / "child.pid").read_text())
+    grand = int(wait_file(tmp_path / "grand.pid"))  # the file may exist a moment before its pid is in it
+    child = int(wait_file(tmp_path / "child.pid"))
     tree.refresh()
     intermediate = read_stat(grand).ppid
     (tmp_path / "orphan").touch()  # the grandchild's parent exits: re-parented (to PID 1 or a subreaper)

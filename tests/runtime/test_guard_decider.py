@@ -327,3 +327,15 @@ def test_zero_in_a_profile_turns_the_new_triggers_off():
     d = GuardDecider(GuardLines(psi_full_pct=0, fall_rate_gib_s=0))
     out = [d.feed(i * 0.1, g(40 - 6 * i), i * 90_000) for i in range(5)]  # 60 GiB/s and 90 % stalled
     assert {o.action for o in out} <= {Action.NONE, Action.WARN}
+
+
+def test_samples_further_apart_than_the_rate_window_still_carry_the_fall_rate():
+    # At the steady-state pace (250 ms and more) the previous sample is older than the 0.25 s window:
+    # the first sample of a fall must still know how fast memory is going.
+    d = GuardDecider(LINES)
+    out = feed_all(d, [(0.0, 40.0), (0.3, 37.0)])
+    assert out[-1].rate == pytest.approx(-g(3.0) / 0.3)
+    # and a fall that would cross the kill line before the next sample is caught on that sample
+    d = GuardDecider(GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=3.5, fall_rate_gib_s=None))
+    out = feed_all(d, [(0.0, 9.0), (0.3, 5.0)])
+    assert out[-1].action is Action.KILL and out[-1].reason == "predicted"

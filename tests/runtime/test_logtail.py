@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 from sparktui.runtime.logtail import LogTail
 
@@ -204,6 +205,32 @@ def test_wait_returns_for_the_stop_fd(tmp_path):
             threading.Timer(0.2, os.write, (w, b"!")).start()
             assert tail.wait(30, stop_fd=r) is False  # woken, but not by the log
             assert os.read(r, 1) == b"!"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_without_inotify_wait_sleeps_its_timeout_or_until_the_stop_fd(tmp_path, monkeypatch):
+    from sparktui.runtime import inotify
+
+    def unavailable() -> None:
+        raise OSError(38, "inotify is not available")
+
+    monkeypatch.setattr(inotify, "Inotify", unavailable)
+    log = tmp_path / "n.log"
+    append(log, b"x\n")
+    r, w = os.pipe()
+    try:
+        with LogTail(log) as tail:
+            assert tail.fileno() is None and tail.poll() == ["x"]
+            started = time.monotonic()
+            assert tail.wait(0.2) is False and time.monotonic() - started >= 0.19  # slept, did not spin
+            started = time.monotonic()
+            assert tail.wait(0.2, stop_fd=r) is False and time.monotonic() - started >= 0.19
+            os.write(w, b"!")
+            assert tail.wait(30, stop_fd=r) is False  # returns at once for the stop fd
+            append(log, b"y\n")
+            assert tail.poll() == ["y"]  # polling still reads
     finally:
         os.close(r)
         os.close(w)

@@ -390,3 +390,54 @@ def test_background_child_of_an_exited_root_is_still_ours(tmp_path):
     assert pid in {i.pid for i in tree.recorded}
     report = tree.kill()
     assert report.gone and not alive(pid)
+
+
+def test_last_pid_moves_when_a_process_is_created():
+    before = proc.last_pid()
+    subprocess.run(["true"], check=True)
+    after = proc.last_pid()
+    assert before is not None and after is not None and after != before
+
+
+def test_track_records_a_late_child_and_scans_only_when_something_was_created(tmp_path, monkeypatch):
+    script = "import subprocess, sys, time; time.sleep(0.3); subprocess.run(['sleep', '30'])"
+    tree = spawn([sys.executable, "-c", script], tmp_path / "log", contain=False)  # the /proc way
+    try:
+        assert tree.track() is True  # the first look scans
+        child = wait_for(
+            lambda: next((p.pid for p in proc.scan_processes() if p.ppid == tree.pid and p.comm == "sleep"), None),
+            what="the late child",
+        )
+        tree.track()  # its fork moved last_pid: scanned, recorded
+        assert child in {i.pid for i in tree.recorded}
+        # Nothing created since the last scan (last_pid held still): no scan, nothing new to find.
+        monkeypatch.setattr(proc, "last_pid", lambda: 424242)
+        assert tree.track() is True  # 424242 was not seen at the last scan
+        monkeypatch.setattr(proc, "scan_processes", lambda: pytest.fail("scanned although nothing was created"))
+        assert tree.track() is False
+    finally:
+        monkeypatch.undo()
+        tree.kill()
+
+
+def test_a_contained_tree_keeps_the_child_that_escaped_before_anyone_looked(tmp_path):
+    """The grandchild is re-parented and leaves our session and group before the first look: by
+    parent links, group or session it is nobody's; its cgroup still says it is the tree's, and
+    track() reads that one file instead of scanning /proc."""
+    (tmp_path / "escape").write_text("1")  # the grandchild calls setsid() at once
+    (tmp_path / "orphan").write_text("1")  # and its parent exits: re-parented
+    tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
+    try:
+        if tree.scope is None:
+            pytest.skip(f"no cgroup for the tree here ({tree.containment})")
+        wait_for(lambda: (tmp_path / "grand.escaped").exists(), what="the grandchild to escape")
+        grand = int((tmp_path / "grand.pid").read_text())
+        info = read_stat(grand)
+        assert info is not None and info.session == grand and info.ppid != int((tmp_path / "child.pid").read_text())
+        assert grand not in {i.pid for i in tree.recorded}
+        assert tree.track() is False  # from the cgroup: no /proc scan
+        assert grand in {i.pid for i in tree.recorded}
+        report = tree.kill()
+        assert report.gone and not alive(grand)
+    finally:
+        tree.kill()

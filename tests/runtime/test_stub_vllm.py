@@ -230,3 +230,48 @@ def test_a_wedged_engine_stalls_streams_and_probes_while_health_stays_200(stub):
     assert healthy(s.port)
     running = [x for x in httpx.get(f"{base}/metrics").text.splitlines() if x.startswith("vllm:num_requests_running{")]
     assert running and running[0].endswith(" 1.0")  # frozen as it was when the engine stopped
+
+
+def test_multi_node_ranks_meet_at_the_master_port_and_a_headless_rank_serves_no_http(tmp_path: Path) -> None:
+    exe = install_stub(tmp_path / "bin")
+    master, head_port, worker_port = free_port(), free_port(), free_port()
+    multi = ["--tensor-parallel-size", "2", "--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", str(master)]
+    env = {**os.environ, **FAST}
+
+    def rank(r: int, port: int, *extra: str) -> subprocess.Popen[bytes]:
+        argv = [str(exe), "serve", "/models/tiny", "--host", "127.0.0.1", "--port", str(port), *multi]
+        log = (tmp_path / f"rank{r}.log").open("wb")
+        return subprocess.Popen(
+            [*argv, "--node-rank", str(r), *extra],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+    head, worker = rank(0, head_port), rank(1, worker_port, "--headless")
+    try:
+        wait_for(lambda: healthy(head_port), 30, what="rank 0's API server")
+        wait_for(lambda: "Launching headless engine, node rank 1 of 2" in (tmp_path / "rank1.log").read_text(), 30)
+        assert not healthy(worker_port) and worker.poll() is None  # a headless rank has no API server
+    finally:
+        for p in (head, worker):  # SIGTERM: the stub's engine removes its /dev/shm segment, as vLLM's does
+            os.killpg(p.pid, signal.SIGTERM)
+        for p in (head, worker):
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        wait_for(lambda: not group_pids(head.pid) and not group_pids(worker.pid), 15, what="both ranks' trees to end")
+
+
+def test_multi_node_flags_are_checked_as_vllm_checks_them(tmp_path: Path) -> None:
+    exe = install_stub(tmp_path / "bin")
+    base = [str(exe), "serve", "/models/tiny", "--port", str(free_port()), "--master-port", str(free_port())]
+    uneven = subprocess.run([*base, "--nnodes", "2"], capture_output=True, text=True, timeout=30)
+    assert uneven.returncode == 1 and "must evenly divide the total world size (1)" in uneven.stderr
+    rank = subprocess.run(
+        [*base, "--nnodes", "2", "-tp", "2", "--node-rank", "2"], capture_output=True, text=True, timeout=30
+    )
+    assert rank.returncode == 1 and "between 0 and 1" in rank.stderr

@@ -32,7 +32,7 @@ def recorded(port: int) -> dict | None:
 def running(port: int) -> dict:
     return wait_for(
         lambda: (s := recorded(port)) and s.get("status") == "running" and s.get("metrics") and s,
-        30,
+        60,
         "the server to be running with metrics",
     )
 
@@ -55,11 +55,7 @@ def scrapes(log_path: Path) -> int:
 
 
 def test_at_rest_a_log_line_and_a_memory_fall_are_each_handled_at_once(make_profile, env, tmp_path):
-    a0 = read_mem_available() / GiB
-    lines = (
-        f"warn-below-gib = {a0 - 0.7:.2f}\nterm-below-gib = {a0 - 1.0:.2f}\nkill-below-gib = {a0 - 8:.2f}\ngrace-s = 2"
-    )
-    profile = load_profile(make_profile(guard=lines))
+    profile = load_profile(make_profile(guard="grace-s = 2"))
     port = profile.serve.port
     supervisor.launch(profile)
     state = running(port)
@@ -82,6 +78,11 @@ def test_at_rest_a_log_line_and_a_memory_fall_are_each_handled_at_once(make_prof
     assert live.loop is not None and live.loop.wakes.get("log", 0) >= 1  # woken by the write (inotify)
 
     # 2. Memory falls (another program eats it) while at rest: the guard trips close to its line.
+    # The line goes just below MemAvailable now (other tests on a shared machine move it meanwhile).
+    a1 = read_mem_available() / GiB
+    supervisor.set_guard(
+        port, lines={"warn_below_gib": None, "term_below_gib": round(a1 - 0.6, 2), "kill_below_gib": 0.0}
+    )
     at_rest(log_path)
     hog_log = tmp_path / "hog.log"
     hog = proc.spawn([sys.executable, str(PROCS / "hog.py"), "2048", "1843", "--hold", "20"], hog_log)

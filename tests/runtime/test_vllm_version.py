@@ -6,27 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from sparktui.core.profiles import parse_profile
 from sparktui.runtime.vllm_version import detect, from_executable, from_image, from_last_log, from_site_packages
 from tests.support import FIXTURES, REPO
-
-
-def fake_venv(root: Path, dist: str, version: str) -> Path:
-    info = root / "lib" / "python3.11" / "site-packages" / f"{dist}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist.replace('_', '-')}\nVersion: {version}\n")
-    (root / "bin").mkdir()
-    return root
-
-
-def fake_vllm(path: Path, prints: str, status: int = 0) -> Path:
-    path.write_text(f"#!{sys.executable}\nimport sys\nprint({prints!r})\nsys.exit({status})\n")
-    path.chmod(0o755)
-    return path
+from tests.support.fake_vllm_install import fake_venv, fake_vllm
 
 
 def profile(text: str):
@@ -102,3 +88,18 @@ def test_sparktui_fit_uses_the_profiles_runner_version(tmp_path, isolated):
     assert (out["vllm_version"], out["vllm_version_source"]) == ("0.26.0", "--vllm-version")
     bad = subprocess.run([*run, "--vllm-version", "0.9"], capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and "--vllm-version: got 0.9" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_launch_check_fits_for_the_runners_vllm(tmp_path):
+    from sparktui.runtime.supervisor import _fit_verdict
+
+    venv = fake_venv(tmp_path / "venv", "vllm", "0.22.1")
+    p = profile(f'[runner]\nvenv = "{venv}"\n')
+    serve = p.serve.replace(model="openai/gpt-oss-20b", max_model_len=8192)
+    gib = 1 << 30
+    mem = {"MemTotal": int(121.7 * gib), "MemAvailable": 110 * gib, "MemFree": 100 * gib}
+    verdict = _fit_verdict(p, serve, mem, [], force=True)
+    assert verdict is not None
+    assert verdict["vllm_version"] == "0.22.1" and "vllm-0.22.1.dist-info" in verdict["vllm_version_source"]
+    named = _fit_verdict(p, serve.replace(vllm_version="0.32.0"), mem, [], force=True)
+    assert named is not None and named["vllm_version"] == "0.32.0"

@@ -317,9 +317,3 @@ def test_a_model_that_is_not_a_local_folder_is_left_alone(tmp_path, monkeypatch)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     report = w.model_page_cache("nobody/no-such-model", evict=True)
     assert report.folder is None and report.files == [] and "not a local folder" in report.summary()
-
-
-def test_drop_caches_is_offered_only_when_free_memory_is_short():
-    assert w.drop_caches_advice(mem_free=100 * GiB, mem_available=110 * GiB, wanted=90 * GiB) is None
-    advice = w.drop_caches_advice(mem_free=60 * GiB, mem_available=110 * GiB, wanted=90 * GiB)
-    assert advice is not None and "30.0 GiB short" in advice and "drop_caches" in advice

@@ -90,6 +90,7 @@ def test_a_server_that_stops_generating_is_reported_wedged_in_time(make_profile,
     wait_for(lambda: wedge_of(port).get("state") == "wedged", wedge_after + 15, what="the wedge to be reported")
     reported_after = time.monotonic() - stalled_at
     assert reported_after <= wedge_after + 10, f"reported {reported_after:.1f} s after the stall"
+    print(f"wedged reported {reported_after:.1f} s after the last token (wedge-after-s {wedge_after:g})")
     wedge = wedge_of(port)
     assert wedge["probes"] >= 1 and "probe: no token within 3 s" in wedge["evidence"]
     assert "GPU" in wedge["evidence"]  # NVML's figures, or why there are none
@@ -284,6 +285,7 @@ def test_serve_evicts_the_models_page_cache_without_root(make_profile, tmp_path)
         freed = re.search(r"page cache: the model's files held ([\d,]+) MiB; evicted ([\d,]+) MiB", err)
         assert freed is not None, err
         assert int(freed.group(2).replace(",", "")) >= 500
+        print(f"fincore when vLLM started: {int(res)} bytes resident; serve said: {freed.group(0)}")
     finally:
         shutil.rmtree(shared, ignore_errors=True)
 
@@ -293,3 +295,14 @@ def resident(path: Path) -> int:
         ["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)], capture_output=True, text=True
     )
     return int(out.stdout.strip())
+
+
+def test_drop_caches_is_offered_only_when_free_memory_is_short(make_profile, isolated):
+    profile = load_profile(make_profile())  # gpu-memory-utilization 0.92 (vLLM's default)
+    gib = 1 << 30
+    short = {"MemTotal": 120 * gib, "MemAvailable": 110 * gib, "MemFree": 60 * gib}  # vLLM asks 110 GiB
+    plenty = {"MemTotal": 120 * gib, "MemAvailable": 119 * gib, "MemFree": 112 * gib}  # 7 GiB cached
+    lowered = profile.serve.replace(gpu_memory_utilization=0.5)  # 60 GiB asked, 60 free: no need
+    assert any("drop_caches" in w for w in supervisor.preflight(profile, meminfo=short).warnings)
+    assert not any("drop_caches" in w for w in supervisor.preflight(profile, lowered, meminfo=short).warnings)
+    assert not any("drop_caches" in w for w in supervisor.preflight(profile, meminfo=plenty).warnings)

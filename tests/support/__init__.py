@@ -23,6 +23,29 @@ FIT_JSON_KEYS = frozenset(
 )
 
 
+# What `sparktui bench --json` promises for each concurrency level (issue 12's contract).
+BENCH_RUN_KEYS = frozenset(
+    {"users", "ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p95_s", "decode_tok_s_per_user", "aggregate_tok_s"}
+    | {"requests", "errors", "min_mem_available_gib", "peak_kv_usage", "joules_per_token"}
+)
+
+
+def sweep_recorded_servers() -> None:
+    """Kill, by recorded identity, every server tree and supervisor in the current state dir: what
+    a failing test leaves running (pid and start time are checked, so nothing else is signalled)."""
+    import signal
+
+    from sparktui.runtime import proc
+    from sparktui.runtime import state as st
+
+    for state in st.list_states():
+        if state.tree:
+            proc.sweep_orphans(state.tree.as_proc_record())
+        sup = state.supervisor
+        if sup.pid and sup.start_time is not None:
+            proc.signal_process(proc.ProcessIdentity(sup.pid, sup.start_time), signal.SIGKILL)
+
+
 def wait_for(predicate: Callable[[], T], timeout: float = 15.0, what: str = "condition", interval: float = 0.02) -> T:
     """Poll until predicate() is truthy; return its value, or fail naming what never happened."""
     deadline = time.monotonic() + timeout

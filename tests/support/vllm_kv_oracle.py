@@ -29,6 +29,7 @@ STARTED = time.monotonic()
 
 import torch  # noqa: E402
 import vllm  # noqa: E402
+from vllm import logger as vllm_logger  # noqa: E402
 from vllm.config import CacheConfig, SchedulerConfig, VllmConfig  # noqa: E402
 from vllm.v1 import kv_cache_interface as kvi  # noqa: E402
 from vllm.v1.core import kv_cache_utils as kcu  # noqa: E402
@@ -73,7 +74,7 @@ def _has_field(cls, name):
 
 def layer_spec(layer, block_size, kv_dtype, num_spec):
     kind = layer["kind"]
-    common = {"block_size": block_size, "dtype": kv_dtype}
+    common = {"block_size": block_size, "dtype": kv_dtype, "use_mla": kind == "mla"}  # use_mla: 0.10 only
     if kind == "full":
         return _make(kvi.FullAttentionSpec, num_kv_heads=layer["heads"], head_size=layer["head_size"], **common)
     if kind == "sliding":
@@ -87,7 +88,7 @@ def layer_spec(layer, block_size, kv_dtype, num_spec):
     if kind == "mla":
         if hasattr(kvi, "MLAAttentionSpec"):
             return _make(kvi.MLAAttentionSpec, num_kv_heads=1, head_size=layer["head_size"], **common)
-        return _make(kvi.FullAttentionSpec, num_kv_heads=1, head_size=layer["head_size"], use_mla=True, **common)
+        return _make(kvi.FullAttentionSpec, num_kv_heads=1, head_size=layer["head_size"], **common)
     if kind == "mamba":
         return _make(
             kvi.MambaSpec,
@@ -106,6 +107,7 @@ def _scheduler(case):
         "max_model_len": case["max_model_len"],
         "is_encoder_decoder": False,
         "max_num_seqs": 256,
+        "enable_chunked_prefill": True,  # V1's default; 0.10 checks the batch against max_model_len without it
     }
     return _make(SchedulerConfig, **kwargs)
 
@@ -114,7 +116,16 @@ def run_kv(case):
     cache = _make(CacheConfig, block_size=case["block_size"])
     if _has_field(CacheConfig, "kv_cache_layout"):
         cache.kv_cache_layout = "LBNHC"  # the CUDA default (FlashAttention / FlashInfer on GB10)
-    config = VllmConfig(cache_config=cache, scheduler_config=_scheduler(case))
+    try:
+        config = VllmConfig(cache_config=cache, scheduler_config=_scheduler(case))
+    except RuntimeError:  # 0.10: "Failed to infer device type" when the platform is not detected
+        from vllm.config import DeviceConfig
+
+        config = VllmConfig(cache_config=cache, scheduler_config=_scheduler(case), device_config=DeviceConfig("cpu"))
+    # The CPU platform turns the hybrid KV cache manager off (VllmConfig.__post_init__:
+    # support_hybrid_kv_cache); CUDA, GB10 included, keeps it on.
+    if hasattr(config.scheduler_config, "disable_hybrid_kv_cache_manager"):
+        config.scheduler_config.disable_hybrid_kv_cache_manager = False
     # On by default on CUDA (the CPU platform turns it off); only 0.26+ sizes anything by it.
     config.scheduler_config.async_scheduling = case.get("async_scheduling", True)
     object.__setattr__(config, "model_config", _ModelConfig(case["max_model_len"]))
@@ -129,11 +140,18 @@ def run_kv(case):
             i += 1
     out = {"in_flight": getattr(config, "max_in_flight_tokens", None)}
     CAPTURED.lines.clear()
+    # info_once remembers what it printed: the same figures for another case would be dropped
+    once = getattr(vllm_logger, "_print_info_once", None)
+    if once is not None and hasattr(once, "cache_clear"):
+        once.cache_clear()
     try:
         if hasattr(kcu, "get_kv_cache_configs"):
             (kv_config,) = kcu.get_kv_cache_configs(config, [specs], [case["kv_memory"]])
         else:
             kv_config = kcu.get_kv_cache_config(config, specs, case["kv_memory"])
+    except (NotImplementedError, AssertionError) as exc:  # layer mixes this version cannot group
+        out.update(unsupported=f"{type(exc).__name__}: {str(exc)[:200]}")
+        return out
     except ValueError as exc:
         message = str(exc)
         estimate = re.search(r"estimated maximum model length is (\d+)", message)

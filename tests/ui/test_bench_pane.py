@@ -3,8 +3,6 @@ comparison with the previous run, the guide's figure, settings, and a clear erro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, ProgressBar, Static
@@ -12,29 +10,30 @@ from textual_plotext import PlotextPlot
 
 from sparktui.errors import UserError
 from sparktui.runtime.bench import BenchSettings, LevelResult
+from sparktui.runtime.protocol import Condition, ConditionView
+from sparktui.ui.app import SparkApp
 from sparktui.ui.panes.bench import BenchPane, level_cells, parse_settings
+from sparktui.ui.viewmodels import ServerStatus
 from tests.support import free_port
+from tests.support.app import SampleBackend
 from tests.support.timed_server import running
 
 pytestmark = pytest.mark.slow
 
 
-@dataclass
-class Server:
-    """What the pane reads of the app's server: its port, and whether it lives."""
-
-    port: int
-    live: bool = True
-    profile: str | None = None
-
-
 class BenchApp(App[None]):
+    """The pane alone, given a live server on `port` as the control panel would bind it."""
+
     def __init__(self, port: int) -> None:
         super().__init__()
-        self.server = Server(port)
+        self.port = port
 
     def compose(self) -> ComposeResult:
-        yield BenchPane(id="bench-pane")
+        yield BenchPane(id="bench-pane", classes="-active")
+
+    def on_mount(self) -> None:
+        ready = ConditionView(condition=Condition.READY)
+        self.query_one(BenchPane).server = ServerStatus(condition=ready, port=self.port)
 
 
 @pytest.fixture(autouse=True)
@@ -67,7 +66,7 @@ async def test_a_run_fills_the_table_and_plot_and_a_second_compares_with_it():
             assert table.row_count == 2
             assert [table.get_row_at(i)[0] for i in range(2)] == ["1", "2"]
             assert table.get_row_at(0)[-1] == "–"  # nothing to compare with yet
-            assert app.query_one(ProgressBar).progress == 6  # 1×2 + 2×2 requests
+            assert app.query_one(ProgressBar).progress == 6  # 1×2 + 2×2 requests (hidden again now)
             assert "saved to the history" in text(app, "#bench-status")
             compare = text(app, "#bench-compare")
             assert "the guide publishes no figure for timed-model" in compare and "no previous run" in compare
@@ -84,7 +83,7 @@ async def test_without_a_server_it_says_so():
     async with app.run_test(size=(140, 50)) as pilot:
         await run_and_wait(pilot)
         assert "cannot benchmark: cannot connect to" in text(app, "#bench-status")
-        assert app.query_one(BenchPane).running is False
+        assert app.query_one(BenchPane).busy is False
 
 
 async def test_the_last_recorded_run_shows_on_mount():
@@ -99,6 +98,27 @@ async def test_the_last_recorded_run_shows_on_mount():
         await pilot.pause()
         assert "last recorded run" in text(again, "#bench-status")
         assert again.query_one(DataTable).row_count == 1
+
+
+async def test_in_the_control_panel_f10_shows_the_pane_and_runs_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPARKTUI_CONFIG_DIR", str(tmp_path / "config"))
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        pane = app.query_one(BenchPane)
+        assert not pane.display or pane.region.width == 0  # hidden until asked for
+        await pilot.press("f10")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.pane == "bench" and pane.has_class("-active") and pane.region.width > 60
+        assert app.screen.has_class("-bench")  # the config and server panes made room
+        assert app.query_one("#memory-pane").region.width > 0
+        assert "cannot benchmark: no server is running" in text(app, "#bench-status")
+        await pilot.press("ctrl+n")  # on to the next pane: the server pane is back
+        await pilot.pause()
+        await pilot.pause()
+        assert not app.screen.has_class("-bench") and app.query_one("#server-pane").region.width > 0
 
 
 def test_settings_are_parsed_and_checked():

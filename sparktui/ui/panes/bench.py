@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import work
+from textual import events
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.message import Message
+from textual.reactive import reactive
 from textual.widgets import DataTable, ProgressBar, Static
 from textual_plotext import PlotextPlot
 
 from sparktui.core.published_speeds import published_speed
 from sparktui.errors import UserError
+from sparktui.ui.messages import ShowPane
+from sparktui.ui.panes.base import Pane, io_worker
+from sparktui.ui.viewmodels import ServerStatus
 
 if TYPE_CHECKING:
     from sparktui.runtime.bench import BenchProgress, BenchReport, BenchSettings, HistoryRecord, LevelResult
@@ -96,9 +99,15 @@ def settings_text(settings: BenchSettings) -> str:
     )
 
 
-class BenchPane(Vertical):
-    NAME: ClassVar[str] = "bench"
-    TAB: ClassVar[str] = "4 Bench"
+class BenchPane(Pane):
+    """Shown while it is the active pane (Ctrl+N, or the bench key): in a wide terminal it then
+    takes the config and server panes' place, beside the memory gauge, for the width its table
+    and plot need."""
+
+    NAME = "bench"
+    TAB = "4 Bench"
+
+    server: reactive[ServerStatus | None] = reactive(None, init=False)
 
     class Progressed(Message):
         def __init__(self, progress: BenchProgress) -> None:
@@ -121,7 +130,7 @@ class BenchPane(Vertical):
         super().__init__(**kwargs)
         self.settings = BenchSettings()
         self.cancel = threading.Event()
-        self.running = False
+        self.busy = False
         self.total = 0  # requests in the whole run, for the progress bar
         self.done_before = 0  # requests in the levels already finished
 
@@ -134,24 +143,39 @@ class BenchPane(Vertical):
         yield Static(id="bench-compare")
 
     def on_mount(self) -> None:
+        self.border_title = "Bench"
         self.query_one(DataTable).add_columns(*COLUMNS)
+        self.query_one(ProgressBar).display = False  # only while a run goes
         self._head()
         self._status("no run yet: the bench key starts one against the running server")
         self._load_history()
+
+    def on_show(self, event: events.Show) -> None:
+        self.screen.add_class("-bench")  # app.tcss: the config and server panes make room
+
+    def on_hide(self, event: events.Hide) -> None:
+        self.screen.remove_class("-bench")
+
+    def watch_server(self, old: ServerStatus | None, new: ServerStatus | None) -> None:
+        self._head()
+        if (old.profile if old else None) != (new.profile if new else None) and not self.busy:
+            self._load_history()
 
     # -- actions (keys from the app's action table run these) ---------------------------------------
 
     def action_run_bench(self) -> None:
         """Start a run, or cancel the one in progress."""
-        if self.running:
+        self.post_message(ShowPane(self.NAME))
+        if self.busy:
             self.cancel.set()
             self._status("cancelling: the results so far are kept, marked partial")
             return
-        self.running = True
+        self.busy = True
         self.cancel = threading.Event()
         self.total = sum(u * self.settings.requests_per_user for u in self.settings.users)
         self.done_before = 0
         self.query_one(ProgressBar).update(total=self.total, progress=0)
+        self.query_one(ProgressBar).display = True
         self._head()
         self._status(f"benchmarking: {settings_text(self.settings)}")
         self._run(self.settings, self._server_port())
@@ -175,7 +199,7 @@ class BenchPane(Vertical):
 
     # -- workers --------------------------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="bench", name="bench-run", description="benchmarking", exit_on_error=False)
+    @io_worker("bench-run", "benchmarking the server")
     def _run(self, settings: BenchSettings, port: int | None) -> None:
         from sparktui.runtime import bench
 
@@ -192,7 +216,7 @@ class BenchPane(Vertical):
     def _progressed(self, progress: BenchProgress) -> None:
         self.post_message(self.Progressed(progress))  # from the worker thread: post_message is thread-safe
 
-    @work(thread=True, exclusive=True, group="bench-history", name="bench-history", exit_on_error=False)
+    @io_worker("bench-history", "reading the benchmark history")
     def _load_history(self) -> None:
         from sparktui.runtime import bench
 
@@ -216,7 +240,8 @@ class BenchPane(Vertical):
         self._status(f"level {p.level}: {p.users} users, {p.done}/{p.total} requests")
 
     def on_bench_pane_finished(self, message: Finished) -> None:
-        self.running = False
+        self.busy = False
+        self.query_one(ProgressBar).display = False
         if message.report is None:
             self._status(Text(f"cannot benchmark: {message.error}", style="bold red"))
             return
@@ -229,7 +254,7 @@ class BenchPane(Vertical):
             self._status(f"run at {when}: {len(report.runs)} levels, saved to the history")
 
     def on_bench_pane_history_loaded(self, message: HistoryLoaded) -> None:
-        if message.last is None or self.running:
+        if message.last is None or self.busy:
             return
         last = message.last
         self.show_run(last.runs, last.server.model, last.server.model_path, message.previous)
@@ -306,13 +331,14 @@ class BenchPane(Vertical):
     def _status(self, text: str | Text) -> None:
         self.query_one("#bench-status", Static).update(text)
 
-    # -- the app's server, when it shares one ---------------------------------------------------------
+    def worker_failed(self, worker: Any) -> None:
+        self.busy = False
+
+    # -- the app's server (bound from the app's shared reactive) ---------------------------------
 
     def _server_port(self) -> int | None:
-        server = getattr(self.app, "server", None)
-        live = getattr(server, "live", None)
-        return int(server.port) if server is not None and live is not False and getattr(server, "port", None) else None
+        """The app's live server; None: the only server sparktui runs (resolve_target decides)."""
+        return self.server.port if self.server is not None and self.server.live else None
 
     def _server_profile(self) -> str | None:
-        server = getattr(self.app, "server", None)
-        return getattr(server, "profile", None)
+        return self.server.profile if self.server is not None else None

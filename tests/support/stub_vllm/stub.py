@@ -35,6 +35,10 @@ finished request adds to `request_success_total`.
   STUB_VLLM_WEDGE_AFTER_TOKENS  after this many generated tokens the engine stops stepping, as a
                           wedged EngineCore does: streams stall mid-way, new requests get no
                           token, /metrics freezes (running requests and all), /health stays 200
+Multi-node (mp backend): --nnodes/--node-rank/--master-addr/--master-port are checked as vLLM
+checks them; rank 0 listens on the master address and port and the other ranks connect there
+(STUB_VLLM_RENDEZVOUS_S, default 60: how long they try); with --headless the stub starts its engine, logs up to the point where the API server
+would start, and serves no HTTP (a headless rank has no API server).
 A prompt's token count is its whitespace-separated words (or the length of a token-id list).
 While there is throughput, vLLM's stats line is logged every VLLM_LOG_STATS_INTERVAL s (default 10).
 """
@@ -49,6 +53,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -466,6 +471,70 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
 
+class MultiNode:
+    """vLLM's mp multi-node flags (--nnodes/-n, --node-rank/-r, --master-addr, --master-port,
+    --headless), checked as vLLM 0.32's arg_utils checks them. A headless rank starts its engine
+    and serves no HTTP (no API server), as vLLM's run_headless does."""
+
+    def __init__(self, argv: list[str]):
+        self.nnodes, self.node_rank, self.headless = 1, 0, "--headless" in argv
+        self.master_addr, self.master_port = "127.0.0.1", 0
+        world_size = 1
+        for i, arg in enumerate(argv):
+            key, _, inline = arg.partition("=")
+            value = inline or (argv[i + 1] if i + 1 < len(argv) else "")
+            if key in ("--nnodes", "-n"):
+                self.nnodes = int(value)
+            elif key in ("--node-rank", "-r"):
+                self.node_rank = int(value)
+            elif key == "--master-addr":
+                self.master_addr = value
+            elif key == "--master-port":
+                self.master_port = int(value)
+            elif key in ("--tensor-parallel-size", "-tp"):
+                world_size = int(value)
+        self.store: socket.socket | None = None  # rank 0's rendezvous listener (torch's TCPStore in vLLM)
+        if self.nnodes > 1 and world_size % self.nnodes:
+            sys.stderr.write(
+                f"ValueError: `--nnodes {self.nnodes}` must evenly divide the total world size ({world_size}). "
+                "Adjust `--nnodes`, `--tensor-parallel-size` or `--pipeline-parallel-size`.\n"
+            )
+            sys.exit(1)
+        if not 0 <= self.node_rank < self.nnodes:
+            sys.stderr.write(
+                f"ValueError: Invalid node rank: `--node-rank` must be between 0 and {self.nnodes - 1}; "
+                f"got `--node-rank {self.node_rank}`.\n"
+            )
+            sys.exit(1)
+
+    def rendezvous(self) -> None:
+        """Rank 0 listens on --master-addr:--master-port for the other ranks; the others connect and
+        stay connected (they fail, as vLLM does, when rank 0 never answers)."""
+        if self.nnodes < 2:
+            return
+        if self.node_rank == 0:
+            self.store = socket.create_server((self.master_addr, self.master_port))
+            threading.Thread(target=self._accept, daemon=True).start()
+            return
+        deadline = time.monotonic() + env_float("STUB_VLLM_RENDEZVOUS_S", 60)
+        while True:
+            try:
+                self.store = socket.create_connection((self.master_addr, self.master_port), timeout=2)
+                return
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    sys.stderr.write(f"RuntimeError: rendezvous with {self.master_addr}:{self.master_port}: {exc}\n")
+                    sys.exit(1)
+                time.sleep(0.2)
+
+    def _accept(self) -> None:
+        held = []
+        assert self.store is not None
+        while True:
+            conn, _ = self.store.accept()
+            held.append(conn)
+
+
 def parse_serve_args(argv: list[str]) -> tuple[str, str, int, int]:
     if not argv or argv[0] != "serve" or len(argv) < 2 or argv[1].startswith("-"):
         sys.stderr.write("usage: vllm serve MODEL [options]\n")
@@ -487,6 +556,8 @@ def parse_serve_args(argv: list[str]) -> tuple[str, str, int, int]:
 def serve(argv: list[str]) -> None:
     arm_safety_net()
     model, host, port, max_model_len = parse_serve_args(argv)
+    multi = MultiNode(argv)
+    multi.rendezvous()
     log_path = Path(os.environ.get("STUB_VLLM_LOG") or DEFAULT_LOG)
     replay = Replay(log_path, model, host, port)
     replay.pid_map = {pid: os.getpid() for pid, role in replay.fixture_pids.items() if role == "APIServer"}
@@ -554,6 +625,13 @@ def serve(argv: list[str]) -> None:
             engine.stdin.write(f"alloc {alloc_mib}\n")
             engine.stdin.flush()
             alloc_mib = 0
+        if READY in line and multi.headless:
+            emit(
+                f"INFO {time.strftime('%m-%d %H:%M:%S')} [serve.py:205] Launching headless engine, node rank "
+                f"{multi.node_rank} of {multi.nnodes}, master {multi.master_addr}:{multi.master_port}"
+            )
+            while True:  # no API server: the engine runs until SIGTERM
+                time.sleep(3600)
         if READY in line:
             Handler.metrics = Path(os.environ.get("STUB_VLLM_METRICS") or DEFAULT_METRICS).read_bytes()
             Handler.metrics_text = Handler.metrics.decode()

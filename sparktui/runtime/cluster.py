@@ -1,0 +1,365 @@
+"""Two (or more) Sparks serving one model: what the head asks of every node before a launch.
+
+The head reaches each worker with the system's own `ssh` (BatchMode: never a password prompt; the
+user's ~/.ssh/config, or the file SPARKTUI_SSH_CONFIG names), and runs `sparktui node-check` there:
+one round trip answers whether the node is reachable, which vLLM it would run, whether the
+server's port and the master port are free, and its memory. The head answers the same questions
+in-process. Every problem is reported with the node it is on.
+
+Our side never uses a shell; ssh joins the remote words with spaces for the remote shell, so each
+word is quoted (shlex.quote) before it goes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import shlex
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sparktui import __version__
+from sparktui.errors import UserError
+
+if TYPE_CHECKING:
+    from sparktui.core.cluster import ClusterSettings
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.profiles import Profile, RunnerSettings
+
+SSH_TIMEOUT_S = 60.0  # node-check asks `vllm --version` when no venv is named: vLLM imports torch first
+SSH_CONFIG_ENV = "SPARKTUI_SSH_CONFIG"
+
+
+def ssh_argv(host: str, remote: list[str]) -> list[str]:
+    """`ssh … HOST -- remote…` with every remote word quoted for the remote shell."""
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+    if config := os.environ.get(SSH_CONFIG_ENV):
+        argv += ["-F", config]
+    return [*argv, host, "--", *(shlex.quote(word) for word in remote)]
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """One node's answers (node-check's JSON, or why there are none)."""
+
+    host: str
+    reachable: bool
+    error: str | None = None  # why the node could not be asked
+    sparktui: str | None = None
+    vllm_version: str | None = None
+    vllm_source: str | None = None
+    vllm_error: str | None = None
+    ports_in_use: tuple[int, ...] = ()
+    mem_available: int | None = None
+    mem_total: int | None = None
+
+    @classmethod
+    def from_json(cls, host: str, data: dict[str, Any]) -> NodeReport:
+        return cls(
+            host=host,
+            reachable=True,
+            sparktui=data.get("sparktui"),
+            vllm_version=data.get("vllm_version"),
+            vllm_source=data.get("vllm_source"),
+            vllm_error=data.get("vllm_error"),
+            ports_in_use=tuple(int(p) for p in data.get("ports_in_use", [])),
+            mem_available=data.get("mem_available"),
+            mem_total=data.get("mem_total"),
+        )
+
+
+def port_in_use(port: int) -> bool:
+    """Whether a listener holds `port` on any address of this node (a bind on the wildcard fails)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+def node_check(ports: list[int], executable: str, venv: str | None) -> dict[str, Any]:
+    """What this node would run and whether it can: the answer `sparktui node-check` prints."""
+    from sparktui.runtime.memory import read_memory
+    from sparktui.runtime.runner import resolve_native_executable
+    from sparktui.runtime.vllm_version import from_executable, from_site_packages
+
+    out: dict[str, Any] = {"sparktui": __version__, "vllm_version": None, "vllm_source": None, "vllm_error": None}
+    try:
+        exe = resolve_native_executable(executable, venv)
+        found = (from_site_packages(Path(os.path.expanduser(venv))) if venv else None) or from_executable(exe)
+        if found:
+            out["vllm_version"], out["vllm_source"] = found
+        else:
+            out["vllm_error"] = f"`{exe} --version` did not print a vLLM version"
+    except UserError as exc:
+        out["vllm_error"] = str(exc)
+    out["ports_in_use"] = [p for p in ports if port_in_use(p)]
+    sample = read_memory(psi=False)
+    out["mem_available"], out["mem_total"] = sample.mem_available, sample.mem_total
+    return out
+
+
+def node_check_argv(ports: list[int], runner: RunnerSettings) -> list[str]:
+    argv = ["sparktui", "node-check", "--executable", runner.executable or "vllm"]
+    if runner.venv:
+        argv += ["--venv", runner.venv]
+    for port in ports:
+        argv += ["--port", str(port)]
+    return argv
+
+
+def check_remote(host: str, ports: list[int], runner: RunnerSettings) -> NodeReport:
+    argv = ssh_argv(host, node_check_argv(ports, runner))
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=SSH_TIMEOUT_S, check=False)
+    except FileNotFoundError:
+        return NodeReport(host, False, "no `ssh` client on this machine (apt-get install openssh-client)")
+    except subprocess.TimeoutExpired:
+        return NodeReport(host, False, f"no answer over SSH within {SSH_TIMEOUT_S:.0f} s")
+    if done.returncode == 255:  # ssh's own failure: connection, host key or authentication
+        detail = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "ssh exit 255"
+        return NodeReport(host, False, f"not reachable over SSH: {detail}")
+    try:
+        data = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return NodeReport(
+            host, True, f"`sparktui node-check` failed there (exit {done.returncode}: {detail}); is sparktui installed?"
+        )
+    return NodeReport.from_json(host, data)
+
+
+def serve_ports(serve: ServeConfig, cluster: ClusterSettings, head: bool) -> list[int]:
+    """The ports a node's rank needs free: the head the API server's and the master port."""
+    return [int(serve.port or 8000), cluster.master_port] if head else []
+
+
+def check_nodes(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
+    """Every node's report, the head (this machine) first."""
+    cluster = profile.cluster
+    assert cluster is not None
+    head_ports = serve_ports(serve, cluster, head=True)
+    head_data = node_check(head_ports, profile.runner.executable or "vllm", profile.runner.venv)
+    reports = [NodeReport.from_json(cluster.head, head_data)]
+    reports += [check_remote(host, [], profile.runner) for host in cluster.nodes[1:]]
+    return reports
+
+
+def problems(reports: list[NodeReport]) -> list[str]:
+    """What stops a cluster launch, each naming its node."""
+    out: list[str] = []
+    for r in reports:
+        if r.error:
+            out.append(f"node {r.host}: {r.error}")
+            continue
+        if r.vllm_error:
+            out.append(f"node {r.host}: {r.vllm_error}")
+        for port in r.ports_in_use:
+            out.append(f"node {r.host}: port {port} is in use; stop what holds it or choose another port")
+    versions = {r.host: r.vllm_version for r in reports if r.vllm_version}
+    if len(set(versions.values())) > 1:
+        listed = ", ".join(f"{host} has {v}" for host, v in versions.items())
+        out.append(f"the nodes run different vLLM versions ({listed}); every node must run the same one")
+    return out
+
+
+def preflight(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
+    """Every node's report; a UserError listing each node's problem when any has one."""
+    reports = check_nodes(profile, serve)
+    found = problems(reports)
+    if found:
+        raise UserError("cluster preflight failed:\n  " + "\n  ".join(found))
+    return reports
+
+
+# ---------------------------------------------------------------- launching (backend "mp")
+
+LINK_EVERY_S = 2.0  # how often a node's supervisor looks at the rest of the cluster
+HEAD_LOST_AFTER = 2  # a worker stops itself after this many failed looks at a head it once reached
+
+
+def rank_flags(cluster: ClusterSettings, rank: int) -> list[str]:
+    """vLLM's own multi-node flags (vLLM 0.32 arg_utils: --nnodes, --node-rank, --master-addr,
+    --master-port; a rank other than 0 runs --headless: no API server)."""
+    if not cluster.master_addr:
+        raise UserError(
+            "[cluster] master-addr: needed for the mp backend; set it to the head's address on the link "
+            'between the nodes, e.g. master-addr = "192.168.100.1"'
+        )
+    flags = ["--nnodes", str(len(cluster.nodes)), "--node-rank", str(rank)]
+    flags += ["--master-addr", cluster.master_addr, "--master-port", str(cluster.master_port)]
+    return flags + (["--headless"] if rank else [])
+
+
+def node_rank(serve: ServeConfig) -> int | None:
+    """The --node-rank a serve config carries (a node's own supervisor), or None (not launched yet)."""
+    args = serve.extra_args
+    for i, arg in enumerate(args):
+        key, _, inline = arg.partition("=")
+        if key in ("--node-rank", "-r"):
+            value = inline or (args[i + 1] if i + 1 < len(args) else "")
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def with_rank(serve: ServeConfig, cluster: ClusterSettings, rank: int) -> ServeConfig:
+    from sparktui.core.config import parse_serve_command
+
+    merged = parse_serve_command([*serve.to_argv(), *rank_flags(cluster, rank)])
+    # the API key never travels in argv (to_argv leaves it out): carry it over
+    return merged if serve.api_key is None else merged.replace(api_key=serve.api_key)
+
+
+def _ssh_run(
+    host: str, remote: list[str], stdin: str | None = None, timeout: float = SSH_TIMEOUT_S
+) -> tuple[int, str, str]:
+    try:
+        done = subprocess.run(
+            ssh_argv(host, remote), input=stdin, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 255, "", str(exc)
+    return done.returncode, done.stdout, done.stderr
+
+
+def start_workers(profile: Profile, serve: ServeConfig) -> list[str]:
+    """Start every worker's own supervisor (detached, headless rank) over SSH; the hosts started.
+    The profile travels on stdin, so a worker needs no copy of it. On a failure the ones already
+    started are stopped and a UserError names the node."""
+    from sparktui.core.profiles import dumps_profile
+
+    cluster = profile.cluster
+    assert cluster is not None
+    text = dumps_profile(profile)
+    started: list[str] = []
+    for rank, host in enumerate(cluster.nodes[1:], start=1):
+        remote = ["sparktui", "node-serve", *rank_flags(cluster, rank)]
+        code, _, err = _ssh_run(host, remote, stdin=text)
+        if code != 0:
+            stop_workers(started, serve.port)
+            detail = (err.strip().splitlines() or [f"exit {code}"])[-1]
+            raise UserError(f"node {host}: its rank {rank} did not start: {detail}")
+        started.append(host)
+    return started
+
+
+def stop_workers(hosts: list[str] | tuple[str, ...], port: int, how: str = "stop") -> None:
+    for host in hosts:
+        _ssh_run(host, ["sparktui", how, "--port", str(port)])
+
+
+@dataclass
+class NodePhase:
+    host: str
+    rank: int
+    status: str  # the node supervisor's status (starting, running, exited…), or "unreachable"
+    phase: str | None = None
+    exit_reason: str | None = None
+    available_gib: float | None = None  # MemAvailable there, from its guard
+
+
+def nodes_file(port: int) -> Path:
+    from sparktui.runtime import state as st
+
+    return st.state_dir() / "cluster" / f"{port}.json"
+
+
+class Link:
+    """A node supervisor's view of the rest of its cluster, asked every LINK_EVERY_S.
+
+    The head asks each worker's supervisor for its state over SSH, records every node's phase for
+    `status`, and asks its supervisor to stop when a worker's server has ended (a guard trip, a
+    stop, a kill there); on its own end it stops every worker. A worker watches the head's
+    rendezvous port (--master-addr:--master-port): once reached, losing it means the head is gone,
+    and the worker stops itself."""
+
+    def __init__(self, profile: Profile, serve: ServeConfig, rank: int) -> None:
+        cluster = profile.cluster
+        assert cluster is not None
+        self.cluster, self.rank, self.port = cluster, rank, int(serve.port or 8000)
+        self.next_at = 0.0
+        self.seen: set[str] = set()
+        self.head_reached = False
+        self.head_misses = 0
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_at
+
+    def check(self, now: float) -> tuple[bool, str | None]:
+        """(the rest of the cluster is up, why this node must stop or None)."""
+        self.next_at = now + LINK_EVERY_S
+        return self._check_head() if self.rank else self._check_workers()
+
+    def _check_head(self) -> tuple[bool, str | None]:
+        addr, port = self.cluster.master_addr or "", self.cluster.master_port
+        try:
+            with socket.create_connection((addr, port), timeout=1.0):
+                pass
+            self.head_reached, self.head_misses = True, 0
+        except OSError:
+            if self.head_reached:
+                self.head_misses += 1
+        if self.head_misses >= HEAD_LOST_AFTER:
+            return False, f"the head {self.cluster.head} is gone ({addr}:{port} no longer answers)"
+        return self.head_reached, None
+
+    def _check_workers(self) -> tuple[bool, str | None]:
+        phases = [NodePhase(self.cluster.head, 0, "head")]
+        reason = None
+        for rank, host in enumerate(self.cluster.nodes[1:], start=1):
+            code, out, _ = _ssh_run(host, ["sparktui", "status", "--port", str(self.port), "--json"], timeout=15)
+            node = NodePhase(host, rank, "unreachable")
+            if code == 0:
+                try:
+                    data = json.loads(out)
+                except json.JSONDecodeError:
+                    data = {}
+                node.status = str(data.get("status") or "unknown")
+                node.phase = data.get("phase")
+                node.exit_reason = (data.get("exit") or {}).get("reason")
+                guard_last = (data.get("guard") or {}).get("last") or {}
+                node.available_gib = guard_last.get("available_gib")
+                if node.status in ("starting", "running"):
+                    self.seen.add(host)
+                elif host in self.seen or node.status in ("exited", "lost"):
+                    reason = reason or f"node {host} ended ({node.exit_reason or node.status})"
+            elif code == 2 and host in self.seen:  # its state is gone: nothing runs there
+                reason = reason or f"node {host} no longer runs the server"
+            phases.append(node)
+        self._record(phases)
+        return True, reason
+
+    def _record(self, phases: list[NodePhase]) -> None:
+        from sparktui.atomic import atomic_write_text
+
+        path = nodes_file(self.port)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps([dataclasses.asdict(p) for p in phases]))
+
+    def close(self, how: str) -> None:
+        """The head's end is the cluster's: every worker is stopped (killed after a kill)."""
+        if self.rank == 0:
+            stop_workers(self.cluster.nodes[1:], self.port, "kill" if how == "kill" else "stop")
+
+
+def link_for(profile: Profile, serve: ServeConfig) -> Link | None:
+    """The cluster link of a node's own supervisor (a [cluster] profile launched with a rank)."""
+    if profile.cluster is None:
+        return None
+    rank = node_rank(serve)
+    return None if rank is None else Link(profile, serve, rank)
+
+
+def read_nodes(port: int) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(nodes_file(port).read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
+    return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []

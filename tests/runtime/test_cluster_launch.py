@@ -1,0 +1,122 @@
+"""`sparktui serve` of a [cluster] profile (backend "mp") on a two-node test cluster: network
+namespaces with their own sshd and state dirs, the stub vLLM taking vLLM's multi-node flags. The
+head starts the worker's rank over SSH, every node runs its own supervisor, and the end of any node
+is the end of all: nothing is left on either node."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import FAST_STUB
+from tests.support import netns_cluster as nc
+from tests.support import wait_for
+from tests.support.stub_vllm import install_stub
+
+pytestmark = pytest.mark.slow
+PORT = 8000
+
+
+def cluster_profile(tmp_path: Path) -> Path:
+    stub = install_stub(tmp_path / "bin")
+    env_lines = "\n".join(f'{k} = "{v}"' for k, v in FAST_STUB.items())
+    path = tmp_path / "two-sparks.toml"
+    path.write_text(
+        f'[serve]\nmodel = "/models/tiny"\nport = {PORT}\nmax-model-len = 512\nenforce-eager = true\n'
+        "tensor-parallel-size = 2\n"
+        f'[runner]\nexecutable = "{stub}"\n'
+        '[cluster]\nnodes = ["node0", "node1"]\nbackend = "mp"\nmaster-addr = "10.213.0.1"\nmaster-port = 29501\n'
+        f"[env]\n{env_lines}\n"
+    )
+    return path
+
+
+def on_head(cluster: nc.NetnsCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    head = cluster.nodes[0]
+    env = {**os.environ, "SPARKTUI_STATE_DIR": str(head.state_dir), "SPARKTUI_SSH_CONFIG": str(cluster.ssh_config)}
+    argv = cluster.exec_argv(head, [nc.SPARKTUI, *args])
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def state_on(cluster: nc.NetnsCluster, node: nc.Node) -> dict[str, Any] | None:
+    """The node's recorded server, as `sparktui status --json` there shows it (None: no server)."""
+    if node is cluster.nodes[0]:
+        done = on_head(cluster, "status", "--port", str(PORT), "--json")
+    else:
+        done = cluster.ssh(node, "sparktui", "status", "--port", str(PORT), "--json")
+    return json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def status_is(cluster: nc.NetnsCluster, node: nc.Node, *wanted: str) -> dict[str, Any] | None:
+    state = state_on(cluster, node)
+    return state if state is not None and state["status"] in wanted else None
+
+
+def nothing_left(cluster: nc.NetnsCluster) -> bool:
+    return all(not node.pids_besides_sshd() for node in cluster.nodes)
+
+
+def launch_and_wait_ready(cluster: nc.NetnsCluster, tmp_path: Path) -> None:
+    done = on_head(cluster, "serve", "--detach", str(cluster_profile(tmp_path)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    head, worker = cluster.nodes
+    wait_for(lambda: status_is(cluster, head, "running"), 60, what="the head's rank to answer /health")
+    worker_state = wait_for(lambda: status_is(cluster, worker, "running"), 30, what="the worker's rank to join")
+    assert "--headless" in worker_state["argv"] and "--node-rank" in worker_state["argv"]
+    assert worker_state["argv"][worker_state["argv"].index("--node-rank") + 1] == "1"
+    head_state = state_on(cluster, head)
+    assert head_state is not None and "--headless" not in head_state["argv"]
+    assert head_state["argv"][head_state["argv"].index("--nnodes") + 1] == "2"
+
+
+def test_a_two_node_cluster_launches_reaches_ready_and_stops_everywhere(
+    netns_cluster: nc.NetnsCluster, tmp_path: Path
+) -> None:
+    launch_and_wait_ready(netns_cluster, tmp_path)
+
+    # the head's status shows every node's phase
+    def head_status() -> str | None:
+        out = on_head(netns_cluster, "status").stdout
+        return out if "node node1 (rank 1): running" in out else None
+
+    status = wait_for(head_status, 20, what="the head's status to show node1 running")
+    assert "node node0 (rank 0): head" in status
+    stop = on_head(netns_cluster, "stop", "--port", str(PORT))
+    assert stop.returncode == 0, stop.stderr
+    worker = netns_cluster.nodes[1]
+    assert wait_for(lambda: status_is(netns_cluster, worker, "exited"), 30, what="the worker's rank to stop")
+    assert wait_for(lambda: nothing_left(netns_cluster), 30, what="no process but sshd on either node")
+
+
+def test_a_guard_trip_on_the_worker_stops_the_whole_cluster(netns_cluster: nc.NetnsCluster, tmp_path: Path) -> None:
+    launch_and_wait_ready(netns_cluster, tmp_path)
+    head, worker = netns_cluster.nodes
+    # a term line far above any MemAvailable: the worker's guard trips at once
+    trip = netns_cluster.ssh(worker, "sparktui", "set-guard", "--port", str(PORT), "--term-below", "100000")
+    assert trip.returncode == 0, trip.stderr
+    worker_end = wait_for(lambda: status_is(netns_cluster, worker, "exited"), 30, what="the worker's guard to trip")
+    assert worker_end["exit"]["reason"] == "guard"
+    head_end = wait_for(lambda: status_is(netns_cluster, head, "exited"), 30, what="the head to stop after it")
+    assert head_end["exit"]["reason"] == "stopped"
+    assert "node1" in (head_end["exit"]["by"] or "")
+    assert wait_for(lambda: nothing_left(netns_cluster), 30, what="no process but sshd on either node")
+
+
+def test_a_worker_whose_head_goes_away_stops_itself(netns_cluster: nc.NetnsCluster, tmp_path: Path) -> None:
+    launch_and_wait_ready(netns_cluster, tmp_path)
+    head, worker = netns_cluster.nodes
+    head_state = state_on(netns_cluster, head)
+    assert head_state is not None
+    # the head's supervisor dies without a word (its reaper then sweeps the head's vLLM): the
+    # worker's supervisor sees its head's rendezvous port go and stops its own rank
+    os.kill(head_state["supervisor"]["pid"], signal.SIGKILL)
+    worker_end = wait_for(lambda: status_is(netns_cluster, worker, "exited"), 40, what="the worker to stop itself")
+    assert worker_end["exit"]["reason"] == "stopped"
+    assert "the head node0 is gone" in (worker_end["exit"]["by"] or "")
+    assert wait_for(lambda: nothing_left(netns_cluster), 30, what="no process but sshd on either node")
