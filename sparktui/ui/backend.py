@@ -236,7 +236,9 @@ class Backend:
                 record = state_mod.read_state(state_mod.state_path(port))
                 if record is not None:
                     return self._with_tree(server_status(self._live(state_mod.with_liveness(record))))
-            live = [s for s in state_mod.list_states() if s.alive]
+            # Only servers recorded in this state dir: list_states also finds every supervisor of
+            # this user by its socket (other state dirs too), which is not the panel's to follow.
+            live = [s for s in state_mod.list_states() if s.alive and state_mod.state_path(s.port).exists()]
         except ProtocolError as exc:  # a wrong-shaped state file
             raise Unavailable(str(exc)) from None
         return self._with_tree(server_status(self._live(live[0]))) if live else None

@@ -142,3 +142,16 @@ class RecordBackend(SampleBackend):
             guard["lines"] = {**guard["lines"], **lines}
         self.record = {**self.record, "guard": guard}
         return self.attach()
+
+
+async def workers_done(app):
+    """Wait for the app's workers; one cancelled meanwhile (an exclusive group's newer worker took
+    over) is done too, and the waiting goes on for the rest."""
+    from textual.worker import WorkerCancelled
+
+    for _ in range(20):
+        try:
+            await app.workers.wait_for_complete()
+            return
+        except WorkerCancelled:
+            continue

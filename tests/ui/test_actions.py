@@ -12,7 +12,7 @@ from sparktui.ui.screens import HelpScreen
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import ServerInfo
 from tests.support import REPO
-from tests.support.app import SampleBackend, widget
+from tests.support.app import SampleBackend, widget, workers_done
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
@@ -42,7 +42,7 @@ async def test_a_remapped_key_shows_everywhere(isolated):
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.5)
-        await app.workers.wait_for_complete()
+        await workers_done(app)
         await pilot.pause()
         # the footer
         footer_keys = {

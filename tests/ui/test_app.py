@@ -12,7 +12,7 @@ from sparktui.ui.widgets.fitpanel import FitPanel
 from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.server import PhaseStrip, ServerInfo
 from tests.support import FIXTURES
-from tests.support.app import SampleBackend, config_pane, widget
+from tests.support.app import SampleBackend, config_pane, widget, workers_done
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +24,7 @@ def isolated(tmp_path, monkeypatch):
 
 async def settle(pilot):
     await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
+    await workers_done(pilot.app)
     await pilot.pause()
 
 

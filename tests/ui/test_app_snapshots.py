@@ -15,7 +15,7 @@ from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import DiagnosisCard
 from tests.support import FIXTURES
-from tests.support.app import RecordBackend, SampleBackend, server_pane, server_record, widget
+from tests.support.app import RecordBackend, SampleBackend, server_pane, server_record, widget, workers_done
 
 HISTORY_GIB = [112.4, 112.3, 111.9, 104.2, 88.7, 71.5, 52.3, 38.9, 36.2, 36.0, 35.8, 35.9]
 
@@ -38,7 +38,7 @@ def isolated(tmp_path, monkeypatch):
 async def prepare(pilot):
     app = pilot.app
     for _ in range(200):  # profile → form → model spec → fit: a chain of workers and messages
-        await app.workers.wait_for_complete()
+        await workers_done(app)
         await pilot.pause()
         settled = app.fit.verdict not in ("n/a", "error") and widget(app, MemoryGauge).sample is not None
         if settled and server_pane(app).runner_problem is not None:

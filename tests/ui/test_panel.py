@@ -17,7 +17,16 @@ from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import DiagnosisCard, LogHeader, PhaseStrip, ServerInfo
 from tests.support import FIXTURES
-from tests.support.app import RecordBackend, SampleBackend, config_pane, sample, server_pane, server_record, widget
+from tests.support.app import (
+    RecordBackend,
+    SampleBackend,
+    config_pane,
+    sample,
+    server_pane,
+    server_record,
+    widget,
+    workers_done,
+)
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
@@ -33,9 +42,9 @@ async def settle(pilot, rounds: int = 3):
     """Let the workers finish (only with no live server: its log tail never finishes)."""
     for _ in range(rounds):
         await pilot.pause()
-        await pilot.app.workers.wait_for_complete()
+        await workers_done(pilot.app)
     await pilot.pause(0.2)
-    await pilot.app.workers.wait_for_complete()
+    await workers_done(pilot.app)
     await pilot.pause()
 
 
