@@ -93,7 +93,7 @@ def check_version(version, python, folders, cases) -> tuple[int, int, list[str],
         else:
             _, tokens, conc = plan.capacity(case["kv_memory"], case["max_model_len"])
             ours_s = f"{tokens:,} {conc:.2f}x"
-            theirs_s = f"{got['tokens'] if got['tokens'] is not None else got['tokens_concurrency']:,} {got['concurrency']:.2f}x"
+            theirs_s = f"{got['tokens']:,} {got['concurrency']:.2f}x" if got["tokens"] is not None else "(no log line)"
         print(f"  {sc.label():<78.78} {ours_s:>22} {theirs_s:>22}  {'yes' if not diffs else 'NO'}")
         problems += [f"{sc.label()}: {d}" for d in diffs]
     if unsupported:

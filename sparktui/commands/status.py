@@ -70,7 +70,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         states = [s if not s.alive else supervisor.attach(s.port) for s in st.list_states(problems)]
         if not args.all:
-            states = [s for s in states if s.alive or s.status == "lost"]
+            # Lost servers stay listed until relaunched: how they ended is news a person must see.
+            states = [
+                s
+                for s in states
+                if s.alive or s.status == "lost" or (s.exit is not None and s.exit.reason == "supervisor_died")
+            ]
     for problem in problems:
         print(f"sparktui: warning: skipped {problem}", file=sys.stderr)
     from sparktui.runtime.cluster import read_nodes

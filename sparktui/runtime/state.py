@@ -45,7 +45,32 @@ def state_path(port: int) -> Path:
 
 
 def socket_path(port: int) -> Path:
+    """The command socket of supervisors before the abstract one (still tried, for old ones)."""
     return state_dir() / "servers" / f"{port}.sock"
+
+
+def socket_address(port: int) -> str:
+    """The supervisor's command socket: a Linux abstract socket named by user and port. No file:
+    reachable with the state dir gone; bound once per port (the launch lock); gone with the process."""
+    return f"\0sparktui-{os.getuid()}-{port}"
+
+
+def live_ports() -> list[int]:
+    """Ports whose supervisor listens now (from /proc/net/unix), whatever became of the state dir."""
+    prefix = f"@sparktui-{os.getuid()}-"
+    ports = set()
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 8 and fields[7].startswith(prefix) and fields[5] == "01":  # 01: listening
+            try:
+                ports.add(int(fields[7][len(prefix) :]))
+            except ValueError:
+                continue
+    return sorted(ports)
 
 
 def write_state(path: Path, state: StateRecord) -> None:
@@ -87,6 +112,7 @@ def list_states(problems: list[str] | None = None) -> list[StateRecord]:
     A file of the wrong shape is skipped (it never blocks anything); its error goes to `problems`.
     """
     out = []
+    seen: set[int] = set()
     for path in sorted((state_dir() / "servers").glob("*.json")):
         try:
             state = read_state(path)
@@ -97,6 +123,11 @@ def list_states(problems: list[str] | None = None) -> list[StateRecord]:
         if state is None:
             continue
         out.append(with_liveness(state))
+        if state.alive:
+            seen.add(state.port)
+    for port in live_ports():  # a supervisor whose state file is gone (state dir deleted…)
+        if port not in seen and (live := ask_live(port)) is not None:
+            out.append(live)
     out.sort(key=lambda s: s.started_at or 0, reverse=True)
     return out
 
@@ -112,31 +143,54 @@ def set_aside(path: Path) -> Path:
 def find_state(port: int | None = None) -> StateRecord:
     """The server on `port`, or the only live one when port is None. UserError otherwise."""
     if port is not None:
-        state = read_state(state_path(port))  # a wrong-shaped file: ProtocolError, naming it
+        try:
+            state = read_state(state_path(port))
+        except ProtocolError:
+            if (answered := ask_live(port)) is not None:
+                return answered
+            raise  # a wrong-shaped file and nobody answering: the error names the file
+        if state is not None and with_liveness(state).alive:
+            return state
+        if (answered := ask_live(port)) is not None:  # the file is gone or stale, the supervisor is not
+            return answered
         if state is None:
             raise UserError(f"no server recorded on port {port} (see `sparktui status`)")
-        return with_liveness(state)
-    live = [s for s in list_states() if s.alive]
-    if len(live) == 1:
-        return live[0]
-    if not live:
+        return state
+    running = [s for s in list_states() if s.alive]
+    if len(running) == 1:
+        return running[0]
+    if not running:
         raise UserError("no server is running (see `sparktui status`)")
-    ports = ", ".join(str(s.port) for s in live)
+    ports = ", ".join(str(s.port) for s in running)
     raise UserError(f"several servers are running (ports {ports}); say which with --port")
 
 
 AnyRequest = StatusRequest | StopRequest | KillRequest | GuardRequest
 
 
+def ask_live(port: int, timeout: float = 5.0) -> StateRecord | None:
+    """The state straight from the supervisor listening on `port`, or None when none answers."""
+    try:
+        reply = request(port, StatusRequest(cmd="status"), timeout=timeout)
+    except (UserError, OSError):
+        return None
+    if reply.state is None:
+        return None
+    reply.state.alive = True
+    return reply.state
+
+
 def request(port: int, message: AnyRequest, timeout: float = 30.0) -> Reply:
     """Send one request to the supervisor of the server on `port`; its reply (ok or not)."""
-    path = socket_path(port)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         try:
-            sock.connect(str(path))
+            sock.connect(socket_address(port))
         except (FileNotFoundError, ConnectionRefusedError):
-            raise UserError(f"the supervisor of port {port} is not answering on {path} (is it running?)") from None
+            try:  # a supervisor from before the abstract socket
+                sock.connect(str(socket_path(port)))
+            except OSError:
+                raise UserError(f"the supervisor of port {port} is not answering (is it running?)") from None
         sock.sendall(message.model_dump_json(exclude_none=True).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n") and len(data) < 64 * MAX_MESSAGE_BYTES:

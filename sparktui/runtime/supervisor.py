@@ -27,6 +27,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -370,7 +371,7 @@ class Supervisor:
         self.trip_report: TripReport | None = None
         self.port = self.serve.port
         self.state_file = st.state_path(self.port)
-        self.socket_file = st.socket_path(self.port)
+        self.socket_file = st.socket_address(self.port)
         self.summary = vllm_log.LogSummary()
         self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_EVENTS)
         self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
@@ -456,7 +457,7 @@ class Supervisor:
             port=self.port,
             url=f"http://{self.serve.host}:{self.port}",
             log_path=str(log_path),
-            socket=str(self.socket_file),
+            socket="@" + self.socket_file[1:],
             detached=self.detached,
             supervisor=pr.ProcessRef(pid=os.getpid(), start_time=me.start_time if me else 0),
             started_at=time.time(),
@@ -503,17 +504,31 @@ class Supervisor:
     def _on_signal(self, signum: int, frame: object) -> None:
         self.request("stop", signal.Signals(signum).name)
 
-    def _serve_socket(self) -> None:
-        self.socket_file.unlink(missing_ok=True)
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)  # the socket is created 0600: only this user can connect
+    def claim_port(self) -> None:
+        """One launch per port: bind the port's command socket first of all (before preflight).
+
+        It is a Linux abstract socket named by user and port (state.socket_address): binding it is
+        atomic (a second launch gets EADDRINUSE and stops before touching anything), it needs no
+        file (the supervisor stays reachable with its state dir deleted), and it vanishes with
+        the process. Only this user's processes are answered (SO_PEERCRED, in _handle)."""
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
-            server.bind(str(self.socket_file))
-        finally:
-            os.umask(old)
-        os.chmod(self.socket_file, 0o600)
-        server.listen(8)
+            server.bind(st.socket_address(self.port))
+        except OSError as exc:
+            server.close()
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise UserError(
+                f"--port {self.port}: another sparktui supervisor already holds this port (a server runs or is "
+                f"starting there); see `sparktui status --port {self.port}`, stop it with "
+                f"`sparktui stop --port {self.port}`, or choose another --port"
+            ) from None
+        server.listen(16)
         self._server = server
+
+    def _serve_socket(self) -> None:
+        if self._server is None:
+            self.claim_port()
         threading.Thread(target=self._accept, name="sparktui-socket", daemon=True).start()
 
     def _accept(self) -> None:
@@ -528,6 +543,8 @@ class Supervisor:
 
     def _handle(self, conn: socket.socket) -> None:
         with conn:
+            if not _same_user(conn):
+                return  # an abstract socket has no file mode: refuse other users here
             try:
                 conn.settimeout(5)
                 data = b""
@@ -607,13 +624,21 @@ class Supervisor:
 
     def run(self) -> int:
         """Launch and supervise until vLLM exits or is stopped; returns the exit status to use."""
+        self.claim_port()  # first: a second launch on this port stops here, before it touches anything
+        try:
+            return self._run()
+        finally:
+            if self._server is not None:
+                self._server.close()
+
+    def _run(self) -> int:
         set_aside_unreadable(self.port)
         sweep_lost_servers()
         pre = preflight(self.profile, self.serve, force=self.force, evict=True)
         for note in pre.notes:
             self._say(note)
         for warning in pre.warnings:
-            print(f"sparktui: warning: {warning}", file=sys.stderr, flush=True)
+            self._say(f"warning: {warning}")
         self.command = build_command(self.profile, self.serve)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
@@ -644,11 +669,7 @@ class Supervisor:
             self._start_guard()
             self._serve_socket()  # before the save that records the tree: launch() returns on it
             self._save(status="starting", phase=self.summary.phase)
-            print(
-                f"sparktui: vLLM pid {self.tree.pid} on {self.record.url}, log {log_path}",
-                file=sys.stderr,
-                flush=True,
-            )
+            self._say(f"vLLM pid {self.tree.pid} on {self.record.url}, log {log_path}")
             with Endpoint(base_url(self.serve.host, self.port), api_key=self.serve.api_key) as self.endpoint:
                 while True:
                     code = self._loop(log_path)
@@ -797,7 +818,10 @@ class Supervisor:
 
     def _say(self, text: str) -> None:
         """One line of progress on stderr (the terminal, or the journal under systemd)."""
-        print(f"sparktui: {text}", file=sys.stderr, flush=True)
+        try:
+            print(f"sparktui: {text}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass  # a full disk under the detached supervisor's log: the guard matters, not the words
 
     def _note_activity(self) -> None:
         """The server did something (a log line that is not a probe's): scrape at the busy pace."""
@@ -853,7 +877,7 @@ class Supervisor:
             guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
             self.record.trip = self.trip_report.to_dict() if self.trip_report else None
             if self.trip_report:
-                print(f"sparktui: {self.trip_report.summary()}", file=sys.stderr, flush=True)
+                self._say(self.trip_report.summary())
         else:
             guard.close()
         if how == "kill":
@@ -888,7 +912,7 @@ class Supervisor:
         )
         if how == "exited" and self.summary.failure:
             f = self.summary.failure
-            print(f"sparktui: vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}", file=sys.stderr, flush=True)
+            self._say(f"vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}")
         if how == "guard":
             return GUARD_EXIT
         if how == "wedge":
@@ -1065,10 +1089,19 @@ class Supervisor:
                 self._server.close()
             except OSError:
                 pass
-            self.socket_file.unlink(missing_ok=True)
         self.finished.set()
         time.sleep(0.05)  # let socket handlers waiting on `finished` send their replies
         self._dismiss_reaper()
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """The peer runs as our user (or root)."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return False
+    _, uid, _ = struct.unpack("3i", creds)
+    return uid in (os.getuid(), 0)
 
 
 def _pidfd(pid: int) -> int | None:
@@ -1128,7 +1161,6 @@ def launch(
     save_profile(dataclasses.replace(profile, serve=serve), saved)
     sup_log = st.state_dir() / "supervisor" / f"{port}.log"
     argv = [sys.executable, "-m", "sparktui", "serve", str(saved)] + (["--force"] if force else [])
-    t0 = time.time()
     with open(sup_log, "ab") as out:
         child = subprocess.Popen(
             argv,
@@ -1146,7 +1178,7 @@ def launch(
             state = st.read_state(st.state_path(port))
         except pr.ProtocolError:
             state = None  # an old wrong-shaped file, about to be replaced by the child
-        if state is not None and state.started_at >= t0 and state.tree is not None:
+        if state is not None and state.supervisor.pid == child.pid and state.tree is not None:
             state.preflight_warnings = pre.warnings
             return st.with_liveness(state)
         if child.poll() is not None:

@@ -23,7 +23,7 @@ def raw_request(port: int, payload: bytes) -> dict:
     """Send bytes as they are (no client-side checks) and return the decoded reply."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(10)
-        sock.connect(str(st.socket_path(port)))
+        sock.connect(st.socket_address(port))
         sock.sendall(payload + b"\n")
         data = b""
         while not data.endswith(b"\n"):

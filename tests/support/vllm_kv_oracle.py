@@ -29,6 +29,7 @@ STARTED = time.monotonic()
 
 import torch  # noqa: E402
 import vllm  # noqa: E402
+from vllm import logger as vllm_logger  # noqa: E402
 from vllm.config import CacheConfig, SchedulerConfig, VllmConfig  # noqa: E402
 from vllm.v1 import kv_cache_interface as kvi  # noqa: E402
 from vllm.v1.core import kv_cache_utils as kcu  # noqa: E402
@@ -139,6 +140,10 @@ def run_kv(case):
             i += 1
     out = {"in_flight": getattr(config, "max_in_flight_tokens", None)}
     CAPTURED.lines.clear()
+    # info_once remembers what it printed: the same figures for another case would be dropped
+    once = getattr(vllm_logger, "_print_info_once", None)
+    if once is not None and hasattr(once, "cache_clear"):
+        once.cache_clear()
     try:
         if hasattr(kcu, "get_kv_cache_configs"):
             (kv_config,) = kcu.get_kv_cache_configs(config, [specs], [case["kv_memory"]])

@@ -136,7 +136,9 @@ def kv_disagreements(case: dict[str, Any], plan: KvPlan, answer: dict[str, Any])
     blocks, tokens, concurrency = plan.capacity(memory, max_len)
     if blocks != answer["blocks"]:
         out.append(f"blocks {blocks} vs vLLM {answer['blocks']}")
-    if answer.get("tokens") is not None and tokens != answer["tokens"]:
+    if answer.get("tokens") is None:
+        out.append("vLLM's KV tokens line was not captured")
+    elif tokens != answer["tokens"]:
         out.append(f"tokens {tokens} vs vLLM {answer['tokens']}")
     if abs(concurrency - answer["concurrency"]) > 1e-9 * max(1.0, concurrency):
         out.append(f"concurrency {concurrency:.6f} vs vLLM {answer['concurrency']:.6f}")
