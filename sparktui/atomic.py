@@ -10,8 +10,8 @@ from pathlib import Path
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, private: bool = False) -> Path:
     """Write `text` to `path` through a temp file in the same folder, fsync and rename.
 
-    An existing file keeps its permission bits; a new one gets the umask's default, or 0600 when
-    `private` (it holds a key or a token).
+    With `private` (it holds a key or a token) the file is 0600, even where an older one was not;
+    otherwise an existing file keeps its permission bits and a new one gets the umask's default.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -21,9 +21,11 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, private: bool 
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        if target.exists():
+        if private:
+            pass  # mkstemp made it 0600, and a file holding a secret stays so whatever it was before
+        elif target.exists():
             os.chmod(tmp_name, target.stat().st_mode & 0o7777)
-        elif not private:
+        else:
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp_name, 0o666 & ~umask)

@@ -98,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         for node in read_nodes(state.port) if state.alive else []:  # the head of a cluster: every node
             phase = f"/{node['phase']}" if node.get("phase") else ""
             ended = f" exit: {node['exit_reason']}" if node.get("exit_reason") else ""
-            print(f"  node {node['host']} (rank {node['rank']}): {node['status']}{phase}{ended}")
+            mem = f"  MemAvailable {node['available_gib']:.1f} GiB" if node.get("available_gib") is not None else ""
+            print(f"  node {node['host']} (rank {node['rank']}): {node['status']}{phase}{ended}{mem}")
         print(f"  log: {state.log_path}")
     return 0

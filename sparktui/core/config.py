@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sparktui.core.units import parse_human_int
 from sparktui.core.vllm_rules import parse_version
@@ -345,6 +345,9 @@ def _default(field: str) -> Any:
     return _BY_FIELD[field].field_default
 
 
+_SECRET_FLAGS = {name: flag for flag in FLAGS if flag.secret for name in (flag.name, *flag.aliases)}
+
+
 def _is_flag_token(token: str) -> bool:
     return token.startswith("-") and not re.fullmatch(r"-\d+(\.\d+)?", token) and token != "-"
 
@@ -391,6 +394,37 @@ class ServeConfig(BaseModel):
             super().__setattr__(name, value)
         except ValidationError as exc:
             raise UserError(_describe(exc)) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_out_of_extra_args(cls, data: Any) -> Any:
+        """A secret flag (--api-key) given in extra_args moves to its field, so it travels by
+        environment like any other (never on vLLM's command line, readable by every user)."""
+        if not isinstance(data, dict) or not isinstance(data.get("extra_args"), list):
+            return data
+        extra, kept, found = list(data["extra_args"]), [], {}
+        i = 0
+        while i < len(extra):
+            token = extra[i]
+            name, eq, inline = token.partition("=") if isinstance(token, str) else (token, "", "")
+            flag = _SECRET_FLAGS.get(name) if isinstance(name, str) else None
+            if flag is None:
+                kept.append(token)
+                i += 1
+                continue
+            if eq:
+                found[flag.field], i = inline, i + 1
+            elif i + 1 < len(extra):
+                found[flag.field], i = extra[i + 1], i + 2
+            else:
+                raise UserError(f"extra_args: {name} needs a value, e.g. {name} sk-...")
+        if not found:
+            return data
+        out = {**data, "extra_args": kept}
+        for field_name, value in found.items():
+            if out.get(field_name) in (None, ""):
+                out[field_name] = value
+        return out
 
     @field_validator("*", mode="before")
     @classmethod

@@ -273,6 +273,8 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
             raise fail("env", key, "not a valid environment variable name")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise fail("env", key, f'got {_show(value)}; expected a string, e.g. {key} = "1"')
+        if isinstance(value, str) and "\0" in value:
+            raise fail("env", key, "contains a NUL character, which no environment variable can hold; remove it")
         env[key] = str(value) if not isinstance(value, str) else value
 
     return Profile(

@@ -163,6 +163,10 @@ def problems(reports: list[NodeReport]) -> list[str]:
             out.append(f"node {r.host}: {r.vllm_error}")
         for port in r.ports_in_use:
             out.append(f"node {r.host}: port {port} is in use; stop what holds it or choose another port")
+    ours = {r.host: r.sparktui for r in reports if r.sparktui}
+    if len(set(ours.values())) > 1:  # node-serve and node-check are a protocol between them
+        listed = ", ".join(f"{host} has {v}" for host, v in ours.items())
+        out.append(f"the nodes run different sparktui versions ({listed}); install the same one on every node")
     versions = {r.host: r.vllm_version for r in reports if r.vllm_version}
     if len(set(versions.values())) > 1:
         listed = ", ".join(f"{host} has {v}" for host, v in versions.items())

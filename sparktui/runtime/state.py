@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import sys
@@ -49,15 +50,27 @@ def socket_path(port: int) -> Path:
     return state_dir() / "servers" / f"{port}.sock"
 
 
+def _namespace() -> str:
+    """User and state dir (its path, not the folder: the name outlives a deleted dir), so that
+    separate state dirs (tests, several installs) never see each other's supervisors."""
+    import platformdirs
+
+    from sparktui.paths import APP, _from_env
+
+    where = str(_from_env("SPARKTUI_STATE_DIR", platformdirs.user_state_dir(APP)))
+    return f"sparktui-{os.getuid()}-{hashlib.sha256(where.encode()).hexdigest()[:10]}-"
+
+
 def socket_address(port: int) -> str:
-    """The supervisor's command socket: a Linux abstract socket named by user and port. No file:
-    reachable with the state dir gone; bound once per port (the launch lock); gone with the process."""
-    return f"\0sparktui-{os.getuid()}-{port}"
+    """The supervisor's command socket: a Linux abstract socket named by user (state dir) and port.
+    No file: reachable with the state dir gone; bound once per port (the launch lock); gone with
+    the process."""
+    return f"\0{_namespace()}{port}"
 
 
 def live_ports() -> list[int]:
     """Ports whose supervisor listens now (from /proc/net/unix), whatever became of the state dir."""
-    prefix = f"@sparktui-{os.getuid()}-"
+    prefix = "@" + _namespace()
     ports = set()
     try:
         lines = Path("/proc/net/unix").read_text().splitlines()[1:]

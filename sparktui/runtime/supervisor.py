@@ -24,6 +24,7 @@ import collections
 import dataclasses
 import errno
 import os
+import re
 import select
 import signal
 import socket
@@ -148,6 +149,15 @@ def _port_in_use(host: str, port: int) -> bool:
     return False
 
 
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?")
+
+
+def check_host(host: str) -> None:
+    """--host must be a host name or an IP address (it reaches sockets, never a shell)."""
+    if host and not _HOST.fullmatch(host):
+        raise UserError(f"--host {host!r}: expected a host name or an IP address such as 127.0.0.1, 0.0.0.0 or ::1")
+
+
 def is_unified_memory(profile: Profile) -> bool:
     return str(profile.machine) == "dgx-spark"
 
@@ -177,6 +187,7 @@ def preflight(
         warnings.extend(f"page cache: {e}" for e in report.errors)
     mem = meminfo if meminfo is not None else _meminfo()
     gib = 1 << 30
+    check_host(serve.host)
     _, line_notes = GuardLines.from_settings_with_notes(profile.guard)  # bad lines: UserError, before launching
     warnings.extend(f"guard: {note}" for note in line_notes)
 
@@ -199,10 +210,16 @@ def preflight(
             "--force if you are sure"
         )
     if serve.host not in LOOPBACK and not serve.api_key:
-        warnings.append(
-            f"--host {serve.host}: the server will be reachable from the network without an API key; "
-            "set api-key in the profile (it travels as VLLM_API_KEY, never on the command line)"
+        exposed = (
+            f"--host {serve.host}: the server would be reachable from the network without an API key "
+            "(anyone could use /v1)"
         )
+        if not force:
+            raise UserError(
+                f"{exposed}; set api-key in the profile or pass --api-key (it travels as VLLM_API_KEY, "
+                "never on the command line), serve on --host 127.0.0.1, or pass --force if you mean it"
+            )
+        warnings.append(f"{exposed} (--force given)")
     available, free = mem.get("MemAvailable", 0), mem.get("MemFree", 0)
     wanted = serve.gpu_memory_utilization * mem.get("MemTotal", 0)
     # Only when needed: what is left after the model's own pages went, and only when free memory

@@ -27,7 +27,18 @@ def sparktui(*args: str, env: dict[str, str], timeout: float = 90) -> subprocess
 
 
 def running(port: int, timeout: float = 40) -> st.StateRecord:
-    return wait_for(lambda: (s := st.ask_live(port)) is not None and s.status == "running" and s, timeout, "ready")
+    """The live state once ready and its EngineCore is recorded (the API server and one child)."""
+    return wait_for(
+        lambda: (
+            (s := st.ask_live(port)) is not None
+            and s.status == "running"
+            and s.tree is not None
+            and len(s.tree.members) >= 2
+            and s
+        ),
+        timeout,
+        "ready, with the EngineCore recorded",
+    )
 
 
 def engine_pids(state: st.StateRecord) -> list[int]:

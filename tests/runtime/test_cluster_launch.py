@@ -87,6 +87,8 @@ def test_a_two_node_cluster_launches_reaches_ready_and_stops_everywhere(
 
     status = wait_for(head_status, 20, what="the head's status to show node1 running")
     assert "node node0 (rank 0): head" in status
+    node1 = next(line for line in status.splitlines() if "node node1" in line)
+    assert "MemAvailable" in node1  # from the worker's own guard
     stop = on_head(netns_cluster, "stop", "--port", str(PORT))
     assert stop.returncode == 0, stop.stderr
     worker = netns_cluster.nodes[1]
@@ -119,4 +121,13 @@ def test_a_worker_whose_head_goes_away_stops_itself(netns_cluster: nc.NetnsClust
     worker_end = wait_for(lambda: status_is(netns_cluster, worker, "exited"), 40, what="the worker to stop itself")
     assert worker_end["exit"]["reason"] == "stopped"
     assert "the head node0 is gone" in (worker_end["exit"]["by"] or "")
+    assert wait_for(lambda: nothing_left(netns_cluster), 30, what="no process but sshd on either node")
+
+
+def test_a_kill_on_the_head_kills_every_node(netns_cluster: nc.NetnsCluster, tmp_path: Path) -> None:
+    launch_and_wait_ready(netns_cluster, tmp_path)
+    kill = on_head(netns_cluster, "kill", "--port", str(PORT))
+    assert kill.returncode == 0, kill.stderr
+    worker_end = wait_for(lambda: status_is(netns_cluster, netns_cluster.nodes[1], "exited"), 30, what="the worker")
+    assert worker_end["exit"]["reason"] == "killed"
     assert wait_for(lambda: nothing_left(netns_cluster), 30, what="no process but sshd on either node")

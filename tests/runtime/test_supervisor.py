@@ -339,9 +339,12 @@ def test_warns_on_network_host_without_api_key_and_on_page_cache(make_profile):
     exposed = profile.serve.replace(host="0.0.0.0")
     gib = 1 << 30
     meminfo = {"MemTotal": 120 * gib, "MemAvailable": 100 * gib, "MemFree": 30 * gib}
-    warnings = supervisor.preflight(profile, exposed, meminfo=meminfo).warnings
+    with pytest.raises(UserError, match=r"--host 0\.0\.0\.0: the server would be reachable from the network"):
+        supervisor.preflight(profile, exposed, meminfo=meminfo)
+    warnings = supervisor.preflight(profile, exposed, meminfo=meminfo, force=True).warnings
     assert any(
-        w.startswith("--host 0.0.0.0: the server will be reachable from the network without an API key")
+        w.startswith("--host 0.0.0.0: the server would be reachable from the network without an API key")
+        and w.endswith("(--force given)")
         for w in warnings
     )
     cache = next(w for w in warnings if w.startswith("MemFree is 30.0 GiB but MemAvailable is 100.0 GiB"))
