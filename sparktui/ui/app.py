@@ -12,13 +12,13 @@ from __future__ import annotations
 import gc
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
-from textual.reactive import reactive, var
+from textual.reactive import var
 from textual.theme import Theme
 from textual.widgets import Footer, Tab, Tabs
 from textual.worker import Worker, WorkerState
@@ -62,11 +62,11 @@ class SparkApp(App[None]):
     COMMANDS = App.COMMANDS | {SparkCommands}
     BINDINGS = bindings("app")
 
-    profile: reactive[Profile | None] = var(None, init=False)
-    server: reactive[ServerStatus | None] = var(None, init=False)
-    sample: reactive[MemorySample | None] = var(None, init=False)
-    fit: reactive[FitView | None] = var(None, init=False)
-    guard: reactive[GuardView] = var(GuardView, init=False)
+    profile: var[Profile | None] = var(cast("Profile | None", None), init=False)
+    server: var[ServerStatus | None] = var(cast("ServerStatus | None", None), init=False)
+    sample: var[MemorySample | None] = var(cast("MemorySample | None", None), init=False)
+    fit: var[FitView | None] = var(cast("FitView | None", None), init=False)
+    guard: var[GuardView] = var(GuardView(), init=False)  # frozen: one default is shared safely
 
     def __init__(
         self,

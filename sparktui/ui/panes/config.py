@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.reactive import reactive, var
+from textual.reactive import var
 from textual.widgets import Input, Static
 
 from sparktui.errors import UserError
@@ -54,9 +54,9 @@ class ConfigPane(Pane):
     NAME = "config"
     TAB = "1 Config"
 
-    profile: reactive[Profile | None] = var(None, init=False)
-    server: reactive[ServerStatus | None] = var(None, init=False)
-    sample: reactive[MemorySample | None] = var(None, init=False)
+    profile: var[Profile | None] = var(cast("Profile | None", None), init=False)
+    server: var[ServerStatus | None] = var(cast("ServerStatus | None", None), init=False)
+    sample: var[MemorySample | None] = var(cast("MemorySample | None", None), init=False)
 
     def __init__(self, profile_arg: str | Path | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -393,7 +393,7 @@ class ConfigPane(Pane):
         self.app.call_from_thread(self._choose_variant, advice)
 
     def _choose_variant(self, advice: list) -> None:
-        def chosen(pick: object) -> None:
+        def chosen(pick: Any) -> None:  # a core.advisor.Advice, or None when dismissed
             if pick is None:
                 return
             self.query_one("#flag-model", Input).value = pick.model

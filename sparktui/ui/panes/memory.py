@@ -8,11 +8,11 @@ for the next launch (edited here, saved with the profile).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from textual.app import ComposeResult
 from textual.message import Message
-from textual.reactive import reactive, var
+from textual.reactive import var
 from textual.worker import Worker
 
 from sparktui.errors import UserError
@@ -45,10 +45,10 @@ class MemoryPane(Pane):
     TAB = "3 Memory"
     POLL_S = 1.0
 
-    profile: reactive[Profile | None] = var(None, init=False)
-    server: reactive[ServerStatus | None] = var(None, init=False)
-    sample: reactive[MemorySample | None] = var(None, init=False)
-    guard: reactive[GuardView] = var(GuardView, init=False)
+    profile: var[Profile | None] = var(cast("Profile | None", None), init=False)
+    server: var[ServerStatus | None] = var(cast("ServerStatus | None", None), init=False)
+    sample: var[MemorySample | None] = var(cast("MemorySample | None", None), init=False)
+    guard: var[GuardView] = var(GuardView(), init=False)  # frozen: one default is shared safely
 
     class Sampled(Message):
         def __init__(self, sample: MemorySample | None, gpu: GpuView | None, error: str | None) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.app import ComposeResult
 from textual.message import Message
-from textual.reactive import reactive, var
+from textual.reactive import var
 from textual.worker import Worker
 
 from sparktui.errors import UserError
@@ -37,9 +37,9 @@ class ServerPane(Pane):
     POLL_S = 1.0
     IDLE_EVERY = 3  # with no server running, look for one started elsewhere every 3rd tick
 
-    profile: reactive[Profile | None] = var(None, init=False)
-    server: reactive[ServerStatus | None] = var(None, init=False)
-    fit: reactive[FitView | None] = var(None, init=False)
+    profile: var[Profile | None] = var(cast("Profile | None", None), init=False)
+    server: var[ServerStatus | None] = var(cast("ServerStatus | None", None), init=False)
+    fit: var[FitView | None] = var(cast("FitView | None", None), init=False)
 
     class Polled(Message):
         def __init__(self, status: ServerStatus | None, error: str | None) -> None:

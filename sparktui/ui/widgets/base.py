@@ -3,7 +3,10 @@ gauge and the panels are fed every second)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from rich.style import Style
+from rich.text import Text
 from textual.widget import Widget
 
 
@@ -22,7 +25,7 @@ class TextPanel(Widget):
         again only if the number of lines did."""
         if not self.is_mounted:
             return
-        text = self.render()
+        text = cast(Text, self.render())  # every TextPanel renders a rich Text
         plain = text.plain
         if plain == self._last_plain:
             return

@@ -9,13 +9,14 @@ ServeConfig (or the errors), so the fit panel can recompute.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.suggester import SuggestFromList
+from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from sparktui.errors import UserError
@@ -95,7 +96,7 @@ class ConfigEditor(VerticalScroll):
 
     async def _build(self) -> None:
         config = _flags()
-        widgets = []
+        widgets: list[Widget] = []
         for category in config.CATEGORIES:
             flags = [f for f in config.FLAGS if f.category == category]
             if not flags:
@@ -110,11 +111,11 @@ class ConfigEditor(VerticalScroll):
         if self._pending is not None:
             self.load(self._pending)
 
-    def _control(self, flag: Flag):
+    def _control(self, flag: Flag) -> Switch | Select[Any] | Input:
         wid = f"flag-{flag.field}"
         tip = f"{flag.name}: {flag.help}\nExpects {flag.expected()}."
         if flag.type == "bool" and not flag.optional:
-            control = Switch(value=bool(flag.field_default), id=wid)
+            control: Switch | Select[Any] | Input = Switch(value=bool(flag.field_default), id=wid)
         elif flag.type == "bool":
             control = Select(TRISTATE, prompt="unset (vLLM default)", allow_blank=True, id=wid, compact=True)
         elif flag.type == "choice" and not flag.open_choices:
@@ -152,7 +153,7 @@ class ConfigEditor(VerticalScroll):
                 elif isinstance(control, Select):
                     control.value = Select.NULL if value is None else value
                 else:
-                    control.value = _field_text(flag, value)
+                    cast(Input, control).value = _field_text(flag, value)  # the third kind _control makes
             self._extra_args = list(config.extra_args)
         finally:
             self._loading = False
@@ -164,7 +165,7 @@ class ConfigEditor(VerticalScroll):
             return control.value
         if isinstance(control, Select):
             return None if control.value is Select.NULL else control.value
-        text = control.value.strip()
+        text = cast(Input, control).value.strip()  # the third kind _control makes
         return text or None
 
     def read(self) -> FormState:

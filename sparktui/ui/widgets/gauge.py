@@ -4,6 +4,7 @@ the guard's warn, term and kill lines on it, a sparkline of MemAvailable, and th
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from rich.text import Text
 
@@ -67,7 +68,7 @@ class MemoryGauge(TextPanel):
 
     def __init__(self, history: int = 240, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.sample = None
+        self.sample: Any = None  # a runtime.memory.MemorySample (widgets take it as given)
         self.sample_error: str | None = None
         self.gpu = GpuView()
         self.guard = GuardView()
@@ -121,8 +122,8 @@ class MemoryGauge(TextPanel):
                 col -= 1
             marks[col], styles[col] = letter, name
         markers = Text()
-        for ch, name in zip(marks, styles, strict=False):
-            markers.append(ch, self._style(name) if name else None)
+        for ch, style_name in zip(marks, styles, strict=False):
+            markers.append(ch, self._style(style_name) if style_name else None)
         return bar, markers
 
     def render(self) -> Text:

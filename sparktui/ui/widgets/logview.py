@@ -20,6 +20,7 @@ from textual.geometry import Size
 from textual.reactive import reactive, var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.timer import Timer
 
 from sparktui.ui.actions import bindings
 
@@ -88,7 +89,7 @@ class LogView(ScrollView, can_focus=True):
 
     follow: reactive[bool] = reactive(True)
     show_polling: reactive[bool] = reactive(False)
-    hidden: reactive[int] = var(0)  # polling lines not shown, set once per draw (no repaint of its own)
+    hidden: var[int] = var(0)  # polling lines not shown, set once per draw (no repaint of its own)
 
     def __init__(self, max_lines: int = 5000, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -99,7 +100,7 @@ class LogView(ScrollView, can_focus=True):
         self._pending: list[str] = []
         self._skipped = 0
         self._width = 0
-        self._timer = None
+        self._timer: Timer | None = None
         self.total_lines = 0
 
     def on_mount(self) -> None:
@@ -140,7 +141,8 @@ class LogView(ScrollView, can_focus=True):
 
     def _flush(self) -> None:
         if not self._pending and not self._skipped:
-            self._timer.pause()
+            if self._timer is not None:  # set on mount, before any line can be pending
+                self._timer.pause()
             return
         if self._skipped:
             marker = f"… {self._skipped:,} lines skipped to keep up (the full log is on disk)"
