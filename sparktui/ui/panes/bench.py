@@ -21,7 +21,6 @@ from textual.app import ComposeResult
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable, ProgressBar, Static
-from textual_plotext import PlotextPlot
 
 from sparktui.core.published_speeds import published_speed
 from sparktui.errors import UserError
@@ -30,6 +29,8 @@ from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.viewmodels import ServerStatus
 
 if TYPE_CHECKING:
+    from textual_plotext import PlotextPlot
+
     from sparktui.runtime.bench import BenchProgress, BenchReport, BenchSettings, HistoryRecord, LevelResult
 
 COLUMNS = (
@@ -139,7 +140,6 @@ class BenchPane(Pane):
         yield ProgressBar(id="bench-progress", show_eta=False)
         yield Static(id="bench-status")
         yield DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
-        yield PlotextPlot(id="bench-plot")
         yield Static(id="bench-compare")
 
     def on_mount(self) -> None:
@@ -276,8 +276,20 @@ class BenchPane(Pane):
         self._plot(runs)
         self._compare(runs, model, model_path, previous)
 
+    def _plot_widget(self) -> PlotextPlot:
+        """The plot, made when there is first something to draw: importing plotext costs about
+        0.2 s, which the panel's first frame should not pay."""
+        from textual_plotext import PlotextPlot
+
+        found = self.query(PlotextPlot)
+        if found:
+            return found.first()
+        widget = PlotextPlot(id="bench-plot")
+        self.mount(widget, before="#bench-compare")
+        return widget
+
     def _plot(self, runs: list[LevelResult]) -> None:
-        widget = self.query_one(PlotextPlot)
+        widget = self._plot_widget()
         plt = widget.plt
         plt.clear_figure()
         levels = sorted(runs, key=lambda r: r.users)
