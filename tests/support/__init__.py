@@ -31,14 +31,24 @@ BENCH_RUN_KEYS = frozenset(
 
 
 def sweep_recorded_servers() -> None:
-    """Kill, by recorded identity, every server tree and supervisor in the current state dir: what
-    a failing test leaves running (pid and start time are checked, so nothing else is signalled)."""
+    """Kill, by recorded identity, every server tree and supervisor recorded in the current state
+    dir: what a failing test leaves running (pid and start time are checked, so nothing else is
+    signalled)."""
     import signal
 
     from sparktui.runtime import proc
     from sparktui.runtime import state as st
+    from sparktui.runtime.protocol import ProtocolError
 
-    for state in st.list_states():
+    # Only this state dir's own records: list_states() also finds this user's supervisors of other
+    # state dirs by their sockets (another test run, or real servers on a developer's Spark).
+    for path in sorted((st.state_dir() / "servers").glob("*.json")):
+        try:
+            state = st.read_state(path)
+        except ProtocolError:
+            continue  # a wrong-shaped file a test wrote on purpose
+        if state is None:
+            continue
         if state.tree:
             proc.sweep_orphans(state.tree.as_proc_record())
         sup = state.supervisor
