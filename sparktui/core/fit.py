@@ -557,17 +557,9 @@ class _Core:
     fixed: int  # everything inside the request except the KV cache
 
 
-def _core(
-    spec: ModelSpec,
-    s: Settings,
-    machine: Machine,
-    utilization: float | None = None,
-    kv_cache_dtype: str | None = None,
-    max_len: int | None = None,
-) -> _Core:
-    util = s.utilization if utilization is None else utilization
-    kv_bytes, kv_name = kv_dtype_bytes(spec, s.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype, s.rules)
-    plan = plan_kv(
+def _plan(spec: ModelSpec, s: Settings, kv_bytes: float) -> KvPlan:
+    """The KV plan for these settings: one place that spells out plan_kv's arguments."""
+    return plan_kv(
         spec,
         kv_bytes,
         s.block_size,
@@ -580,6 +572,19 @@ def _core(
         s.async_scheduling,
         s.mamba_ssm_dtype,
     )
+
+
+def _core(
+    spec: ModelSpec,
+    s: Settings,
+    machine: Machine,
+    utilization: float | None = None,
+    kv_cache_dtype: str | None = None,
+    max_len: int | None = None,
+) -> _Core:
+    util = s.utilization if utilization is None else utilization
+    kv_bytes, kv_name = kv_dtype_bytes(spec, s.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype, s.rules)
+    plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
     activation = activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)
@@ -823,19 +828,7 @@ def fit_to_kv_memory(
     machine = machine or dgx_spark()
     s = settings_from(config, spec, machine, rules)
     kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype, s.rules)
-    plan = plan_kv(
-        spec,
-        kv_bytes,
-        s.block_size,
-        s.tp,
-        s.max_num_batched_tokens,
-        s.prefix_caching,
-        s.num_spec,
-        s.mtp,
-        s.rules,
-        s.async_scheduling,
-        s.mamba_ssm_dtype,
-    )
+    plan = _plan(spec, s, kv_bytes)
     return plan.capacity(kv_memory, s.max_model_len)
 
 
