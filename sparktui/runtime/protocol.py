@@ -331,6 +331,9 @@ class GuardLinesChange(_Message):
 
 class StatusRequest(_Message):
     cmd: Literal["status"]
+    # A reader of the metrics (`status`, the TUI): scrape at the reading pace for a while. False
+    # for a look that only finds servers (list_states, preflight): the server's pace is left alone.
+    metrics: StrictBool = True
 
 
 class StopRequest(_Message):

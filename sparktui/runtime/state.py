@@ -181,10 +181,11 @@ def find_state(port: int | None = None) -> StateRecord:
 AnyRequest = StatusRequest | StopRequest | KillRequest | GuardRequest
 
 
-def ask_live(port: int, timeout: float = 5.0) -> StateRecord | None:
-    """The state straight from the supervisor listening on `port`, or None when none answers."""
+def ask_live(port: int, timeout: float = 5.0, *, metrics: bool = False) -> StateRecord | None:
+    """The state straight from the supervisor listening on `port`, or None when none answers.
+    Only a reader of its metrics says `metrics` (a lookup leaves the scrape pace alone)."""
     try:
-        reply = request(port, StatusRequest(cmd="status"), timeout=timeout)
+        reply = request(port, StatusRequest(cmd="status", metrics=metrics), timeout=timeout)
     except (UserError, OSError):
         return None
     if reply.state is None:

@@ -583,7 +583,8 @@ class Supervisor:
     def answer(self, req: pr.StatusRequest | pr.StopRequest | pr.KillRequest | pr.GuardRequest) -> pr.Reply:
         """Carry out one socket request; the reply carries the state afterwards."""
         if isinstance(req, pr.StatusRequest):
-            self._want_metrics()
+            if req.metrics:
+                self._want_metrics()
         elif isinstance(req, pr.StopRequest | pr.KillRequest):
             self.request(req.cmd, "socket")
             self.finished.wait(req.wait)
@@ -741,6 +742,10 @@ class Supervisor:
             if self.summary.ready and not self.healthy and now >= next_health:
                 next_health = now + HEALTH_EVERY_S
                 if endpoint.health().ok:
+                    # Lines written before /health answered are start-up, not load: read them
+                    # while still unhealthy, or a late start-up line would count as activity.
+                    while batch := follower.poll():
+                        changed |= self._ingest(batch)
                     tree.refresh()  # the state that says "running" names every process
                     with self.lock:
                         self.healthy, changed = True, True
