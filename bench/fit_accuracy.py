@@ -34,8 +34,7 @@ from sparktui.core.fit import (  # noqa: E402
     plan_kv,
     settings_from,
 )
-<<<<<<< HEAD
-from sparktui.core.modelspec import load_model_spec, spec_from_config  # noqa: E402
+from sparktui.core.modelspec import load_model_spec, spec_from_config, with_drafter  # noqa: E402
 from sparktui.core.vllm_rules import (  # noqa: E402
     CUDAGRAPH_FIRST_CAPTURE,
     FIT_LOGS,
@@ -48,10 +47,6 @@ from sparktui.core.vllm_rules import (  # noqa: E402
     VllmVersion,
     rules_for,
 )
-=======
-from sparktui.core.modelspec import load_model_spec, spec_from_config, with_drafter  # noqa: E402
-from sparktui.core.vllm_rules import OLDEST, VllmRules, VllmVersion, rules_for  # noqa: E402
->>>>>>> main
 
 GiB = 1024**3
 FIXTURES = REPO / "tests" / "fixtures"
