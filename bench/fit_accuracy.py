@@ -784,16 +784,18 @@ KV_MISSES: dict[str, str] = {
         "40.61 vs 44.03 GiB of KV; no flags-only figure is within 3% of both"
     ),
     "spark_vdev-g9759e3b06_gemma-4-31b-it_bf16_success.log": (
-        "non-torch + activations 5.91 GiB (the other dense and MoE Gemma runs of this build: 3.9–5.1), "
-        "seen again in the fp8 run (5.76): something this model takes at start-up that its config does "
-        "not show; with the logged 5.91 the prediction is within 1%"
+        "vLLM measured 5.91 GiB of activation + non-torch memory (fitted: 4.43; the other Gemma runs of "
+        "this build: 3.91–5.12), and 5.76 again in the fp8 run: something this model takes at start-up "
+        "that its config does not show. With the log's own 5.91 and CUDA-graph 0.15 GiB the prediction "
+        "is 21.99 GiB (-0.8%)"
     ),
     "spark_vdev-g9759e3b06_gemma-4-31b-it_fp8kv_success.log": (
-        "as the bf16 run: non-torch + activations 5.76 GiB, 1.3 GiB above the fitted 4.43"
+        "as the bf16 run: 5.76 GiB of activation + non-torch memory, 1.33 GiB above the fitted 4.43"
     ),
     "spark_v0.13.0-nv26.01_gpt-oss-20b-mxfp4-derivative_success.log": (
-        "utilization 0.25 leaves a small KV cache (12.94 GiB), so 0.74 GiB of vLLM's measured non-torch "
-        "memory is 5.7%; non-torch + activations were 3.25 GiB (fitted: 4.03)"
+        "vLLM 0.13 measured 3.25 GiB of activation + non-torch memory, 0.78 GiB under the fitted 4.03 "
+        "(sampler pass 1.32 + non-torch 2.71); at utilization 0.25 the KV cache is only 12.94 GiB, so that "
+        "is 5.7%"
     ),
 }
 
