@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from sparktui.core.config import ServeConfig  # noqa: E402
 from sparktui.core.fit import (  # noqa: E402
+    activation_bytes,
     dgx_spark,
     fit,
     fit_to_kv_memory,
@@ -784,16 +785,18 @@ KV_MISSES: dict[str, str] = {
         "40.61 vs 44.03 GiB of KV; no flags-only figure is within 3% of both"
     ),
     "spark_vdev-g9759e3b06_gemma-4-31b-it_bf16_success.log": (
-        "non-torch + activations 5.91 GiB (the other dense and MoE Gemma runs of this build: 3.9–5.1), "
-        "seen again in the fp8 run (5.76): something this model takes at start-up that its config does "
-        "not show; with the logged 5.91 the prediction is within 1%"
+        "vLLM measured 5.91 GiB of activation + non-torch memory (fitted: 4.43; the other Gemma runs of "
+        "this build: 3.91–5.12), and 5.76 again in the fp8 run: something this model takes at start-up "
+        "that its config does not show. With the log's own 5.91 and CUDA-graph 0.15 GiB the prediction "
+        "is 21.99 GiB (-0.8%)"
     ),
     "spark_vdev-g9759e3b06_gemma-4-31b-it_fp8kv_success.log": (
-        "as the bf16 run: non-torch + activations 5.76 GiB, 1.3 GiB above the fitted 4.43"
+        "as the bf16 run: 5.76 GiB of activation + non-torch memory, 1.33 GiB above the fitted 4.43"
     ),
     "spark_v0.13.0-nv26.01_gpt-oss-20b-mxfp4-derivative_success.log": (
-        "utilization 0.25 leaves a small KV cache (12.94 GiB), so 0.74 GiB of vLLM's measured non-torch "
-        "memory is 5.7%; non-torch + activations were 3.25 GiB (fitted: 4.03)"
+        "vLLM 0.13 measured 3.25 GiB of activation + non-torch memory, 0.78 GiB under the fitted 4.03 "
+        "(sampler pass 1.32 + non-torch 2.71); at utilization 0.25 the KV cache is only 12.94 GiB, so that "
+        "is 5.7%"
     ),
 }
 
@@ -966,6 +969,29 @@ def _fmt(x: float | int | None, spec: str = ",") -> str:
     return "—" if x is None else format(x, spec)
 
 
+def print_activation_checks(fixtures: Path) -> None:
+    """The activation peak against the logs that print vLLM's own split of the non-KV memory."""
+    print("  activation peak against vLLM's own figure (the logs that print it):")
+    pattern = re.compile(r"(?:torch peak memory increase: |Actual usage is [\d.]+ GiB for weight, )([\d.]+) ?GiB")
+    for case in all_cases(fixtures):
+        if not case.from_log:
+            continue
+        text = (fixtures / "vllm-logs" / case.from_log).read_text(errors="replace")
+        if not (m := pattern.search(text)):
+            continue
+        spec = _spec(case)
+        machine = machine_from_name(case.machine or 16)  # the llava card: 16 GB, vLLM's small-GPU defaults
+        s = settings_from(ServeConfig(model="inline", **case.serve), spec, machine, case_rules(case))
+        predicted = activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp) / GiB
+        logged = float(m.group(1))
+        role = "fit" if case.from_log in FIT_LOGS else "held out"
+        print(
+            f"    {case.id:<24.24} {role:<8} logged {logged:.2f} GiB, predicted {predicted:.2f} GiB "
+            f"({s.max_num_batched_tokens:,} tokens, {s.max_num_seqs} sequences, vocab {spec.vocab_size:,}; the log's "
+            f"peak also holds the multimodal encoder's profile pass, not modelled)"
+        )
+
+
 def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
     """The KV memory predicted from the flags alone on real DGX Spark start-ups, and how."""
     fitted, logs = fit_memory_constants(fixtures)
@@ -1005,6 +1031,7 @@ def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
         print(
             f"    {f.key:<30} {f.value:>7.3f} (spread {f.low:.2f}–{f.high:.2f}), fitted on {len(f.fitted_on)} log(s){mark}"
         )
+    print_activation_checks(fixtures)
     print("  not in the table: spark qwen3.6 mtp3 (PrismaQuant weights unknown); the Laguna logs (architecture")
     print("  not modelled); their figures still count in the spreads where the log has them")
 

@@ -818,7 +818,13 @@ def _memory_working(
     forward, sampler = activation
     nt = UMA_NON_TORCH if machine.unified else DISCRETE_NON_TORCH
     seqs = min(s.max_num_seqs, s.max_num_batched_tokens)
+    accounting = {
+        "weights_peak_non_torch": "weights + torch peak increase + non-torch increase",
+        "consumed_plus_headroom": "free memory lost since start (weights, non-torch) + transient torch peak",
+    }[s.rules.value("non_kv_accounting")]
     lines = [
+        f"vLLM {s.rules.version} counts outside the KV cache: {accounting}"
+        + (", and its CUDA-graph estimate" if graphs else ""),
         f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)",
         f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''})",
         f"− activation peak {_g(max(forward, sampler))}: the profile run's larger pass — forward over "
@@ -996,7 +1002,7 @@ def fit(
         longest_max_model_len=longest,
         machine=machine.describe(),
         model=spec.name,
-        notes=[*spec.notes, *s.notes, *s.rules.notes],
+        notes=[*spec.notes, *s.notes, *s.rules.notes, *_free_memory_note(s.rules, machine)],
         vllm_version=str(s.rules.version),
         vllm_version_source=vllm_version_source
         or ("--vllm-version" if getattr(config, "vllm_version", None) else "assumed: the newest rules read"),
@@ -1007,6 +1013,16 @@ def fit(
     if hardware is not None:
         result.speed = estimate_for_config(spec, config, hardware, max_model_len=max_len, max_concurrency=c.concurrency)
     return result
+
+
+def _free_memory_note(rules: VllmRules, machine: Machine) -> list[str]:
+    if machine.unified and rules.value("uma_free_memory") == "cuda_free":
+        return [
+            f"vLLM {rules.version} reads free memory with cudaMemGetInfo on a DGX Spark, which leaves out "
+            "the page cache: it may refuse to start although MemAvailable is enough (drop the page cache "
+            "first, or use vLLM 0.11.1 or later); the fit compares with MemAvailable"
+        ]
+    return []
 
 
 def _suggestions(

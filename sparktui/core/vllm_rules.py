@@ -75,6 +75,8 @@ RuleKey = Literal[
     "cudagraph_estimate",
     "cudagraph_decode_query_len",
     "gb10_fp8_attention_backend",
+    "non_kv_accounting",
+    "uma_free_memory",
     "null_block_in_length_check",
     "batch_defaults_large_gpu",
     "batch_defaults_gb10",
@@ -119,6 +121,7 @@ KV_UTILS = "vllm/v1/core/kv_cache_utils.py"
 KV_IFACE = "vllm/v1/kv_cache_interface.py"
 HYBRID_CFG = "vllm/model_executor/models/config.py: HybridAttentionMambaModelConfig.verify_and_update_config"
 ARG_UTILS = "vllm/engine/arg_utils.py"
+GPU_WORKER = "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory"
 DFLASH = "vllm/model_executor/models/qwen3_dflash.py"
 
 RULES: tuple[Rule, ...] = (
@@ -218,6 +221,21 @@ RULES: tuple[Rule, ...] = (
          "KV cache with every head size ≤ 256 runs on FlashInfer, whose first FULL CUDA graph costs GiBs",
          "vllm/platforms/cuda.py: _get_backend_priorities; vllm/v1/attention/backends/fa_utils.py: "
          "flash_attn_supports_fp8"),
+    Rule("non_kv_accounting", V(0, 10, 0), V(0, 27, 0), "weights_peak_non_torch",
+         "memory outside the KV cache = weights loaded + torch peak increase of the profile run + non-torch "
+         "increase since the worker started",
+         "vllm/utils/mem_utils.py: memory_profiling (0.10: vllm/utils/__init__.py); " + GPU_WORKER),
+    Rule("non_kv_accounting", V(0, 27, 0), None, "consumed_plus_headroom",
+         "memory outside the KV cache = free memory lost since the worker started (weights and non-torch "
+         "included) + the profile run's transient torch peak above what stays allocated",
+         "vllm/utils/mem_utils.py: memory_profiling (total_consumed, transient_peak_headroom); " + GPU_WORKER),
+    Rule("uma_free_memory", V(0, 10, 0), V(0, 11, 1), "cuda_free",
+         "on a DGX Spark vLLM reads free memory with cudaMemGetInfo, which leaves out reclaimable page cache: "
+         "the start-up check and the non-torch figure see less free memory than MemAvailable",
+         "vllm/utils/__init__.py: MemorySnapshot.measure"),
+    Rule("uma_free_memory", V(0, 11, 1), None, "mem_available",
+         "on a DGX Spark (and other unified-memory GPUs) vLLM reads free memory as the host's MemAvailable",
+         "vllm/utils/mem_utils.py: MemorySnapshot.measure (psutil.virtual_memory().available)"),
     Rule("null_block_in_length_check", V(0, 10, 0), V(0, 29, 0), "no",
          "one max_model_len request is checked against all of the KV memory",
          f"{KV_UTILS}: check_enough_kv_cache_memory"),
@@ -399,7 +417,6 @@ class MeasuredConstant:
         return f"{self.value:g}{unit} (seen {self.low:g}–{self.high:g}{unit}; {self.source})"
 
 
-GPU_WORKER = "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory"
 MODEL_RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 
 SAMPLER_PEAK_COPIES = MeasuredConstant(

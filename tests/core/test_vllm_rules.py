@@ -527,3 +527,21 @@ def test_unknown_and_unsized_kv_dtypes_are_clear_errors():
         kv_dtype_bytes(spec, "fp4", rules_for("0.32.0"))
     with pytest.raises(UserError, match="does not size this format"):
         kv_dtype_bytes(spec, "turboquant_k8v4", rules_for("0.32.0"))
+
+
+def test_the_non_kv_accounting_named_in_the_working_changes_at_0_27():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    before = fit(cfg(spec.name, vllm_version="0.26.0"), spec, dgx_spark()).memory_working[0]
+    after = fit(cfg(spec.name, vllm_version="0.27.0"), spec, dgx_spark()).memory_working[0]
+    assert "torch peak increase + non-torch increase" in before
+    assert "free memory lost since start" in after
+
+
+def test_old_vllm_reads_free_memory_without_the_page_cache_on_a_spark():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+
+    def noted(version: str, machine) -> bool:
+        return any("cudaMemGetInfo" in n for n in fit(cfg(spec.name, vllm_version=version), spec, machine).notes)
+
+    assert noted("0.11.0", dgx_spark()) and not noted("0.11.1", dgx_spark())
+    assert not noted("0.11.0", machine_from_name(80))  # a GPU with its own memory: nothing to say
