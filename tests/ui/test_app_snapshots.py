@@ -117,7 +117,9 @@ async def prepare_server(pilot):
         ended = app.server is not None and not app.server.live and widget(app, DiagnosisCard).diagnosis
         live = app.server is not None and app.server.live
         busy = [w for w in app.workers if not w.is_finished and w.name != "tail-log"]
-        if log.line_count and fitted and (ended or live) and not busy:
+        # the whole log read and drawn (a picture taken half-way shows the log scrolled mid-way)
+        read = app.server is not None and log.total_lines >= len(app.server.log_path.read_text().splitlines())
+        if log.line_count and read and fitted and (ended or live) and not busy:
             break
     else:
         raise AssertionError(f"the server pane never settled: {app.server}")
