@@ -253,3 +253,178 @@ def test_every_fit_result_says_its_version_and_rules():
     assumed = fit(cfg(spec.name), spec, dgx_spark()).to_dict()
     assert assumed["vllm_version"] == str(NEWEST_READ) and assumed["vllm_version_source"].startswith("assumed")
     assert any("assuming" in n for n in assumed["notes"])
+
+
+# --------------------------------------------------------------------------- CUDA-graph estimate
+
+
+def test_capture_sizes_match_what_real_logs_profiled():
+    rules = rules_for("0.21.0")
+    # "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)": GB10 defaults
+    assert rules.cudagraph_counts(256, 0, 2048) == (51, 35)
+    assert max(rules.cudagraph_capture_sizes(256, 0, 2048)) == 512
+    # nemotron-cascade, 0.19.1, max_num_seqs 40: PIECEWISE=13 (largest=80), FULL=8 (largest=40)
+    assert rules_for("0.19.1").cudagraph_counts(40, 0, 8192) == (13, 8)
+    # laguna + DFlash, 0.25.1, max_num_seqs 32, 15 speculative tokens: PIECEWISE=32, FULL=32 (largest=512)
+    sizes = rules_for("0.25.1").cudagraph_capture_sizes(32, 15, 8192)
+    assert len(sizes) == 32 and sizes[0] == 16 and sizes[-1] == 512
+    # capped by max_num_batched_tokens
+    assert max(rules.cudagraph_capture_sizes(256, 0, 128)) == 128
+
+
+def test_speculative_tokens_widen_and_round_the_capture_sizes_from_0_13():
+    before = rules_for("0.12.0").cudagraph_capture_sizes(32, 15, 8192)
+    after = rules_for("0.13.0").cudagraph_capture_sizes(32, 15, 8192)
+    assert max(before) == 64 and 1 in before  # 2 × max_num_seqs, speculative tokens ignored
+    assert max(after) == 512 and all(s % 16 == 0 for s in after)
+
+
+def test_fp8_kv_on_gb10_runs_on_flashinfer_from_0_18():
+    assert rules_for("0.17.1").gb10_attention_backend(True, (128,)) is None
+    assert rules_for("0.18.0").gb10_attention_backend(True, (128,)) == "flashinfer"
+    assert rules_for("0.18.0").gb10_attention_backend(False, (128,)) is None  # bf16: FlashAttention
+    assert rules_for("0.21.0").gb10_attention_backend(True, (256, 512)) is None  # Gemma 4: Triton
+
+
+def test_fp8_kv_costs_the_flashinfer_graph_estimate_on_a_spark_only():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    spark = {
+        d: fit(cfg(spec.name, vllm_version="0.21.0", kv_cache_dtype=d), spec, dgx_spark()) for d in ("auto", "fp8")
+    }
+    gpu = {
+        d: fit(cfg(spec.name, vllm_version="0.21.0", kv_cache_dtype=d), spec, machine_from_name(80))
+        for d in ("auto", "fp8")
+    }
+    assert spark["fp8"].budget["cuda_graphs"] - spark["auto"].budget["cuda_graphs"] > 3 * GiB
+    assert gpu["fp8"].budget["cuda_graphs"] == gpu["auto"].budget["cuda_graphs"] < GiB
+    assert any("FlashInfer FULL graphs" in w for w in spark["fp8"].memory_working)
+    # no FULL graphs with cudagraph_mode PIECEWISE: nothing of FlashInfer's first capture
+    piecewise = cfg(
+        spec.name,
+        vllm_version="0.21.0",
+        kv_cache_dtype="fp8",
+        extra_args=["--compilation-config", '{"cudagraph_mode": "PIECEWISE"}'],
+    )
+    assert fit(piecewise, spec, dgx_spark()).budget["cuda_graphs"] < GiB
+    explicit = cfg(spec.name, vllm_version="0.21.0", extra_args=["--attention-backend=FLASHINFER"])
+    assert fit(explicit, spec, dgx_spark()).budget["cuda_graphs"] > 3 * GiB
+
+
+def test_compilation_config_sets_the_graphs_counted():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+
+    def graphs(extra: list[str]) -> int:
+        return fit(cfg(spec.name, vllm_version="0.21.0", extra_args=extra), spec, dgx_spark()).budget["cuda_graphs"]
+
+    default = graphs([])
+    fewer = graphs(["--compilation-config", '{"cudagraph_capture_sizes": [1, 2, 4, 8]}'])
+    assert default - fewer == (51 - 4 + 35 - 4) * 1024**2
+    assert graphs(["-cc", '{"cudagraph_mode": "NONE"}']) == 0
+    with pytest.raises(UserError, match="--compilation-config"):
+        graphs(["--compilation-config", "{not json"])
+
+
+# --------------------------------------------------------------------------- DFlash drafters' layer kinds
+
+
+def _gemma4_with_dflash(fixtures, tmp_path):
+    """google/gemma-4-26B-A4B with z-lab's real DFlash drafter (4 sliding layers, 1 full)."""
+    import shutil
+
+    from sparktui.core.modelspec import load_serving_spec
+
+    folder = tmp_path / "drafter"
+    folder.mkdir()
+    shutil.copy(fixtures / "model-configs" / "z-lab__gemma-4-26B-A4B-it-DFlash.json", folder / "config.json")
+    spec_json = f'{{"method": "dflash", "model": "{folder}", "num_speculative_tokens": 15}}'
+    spec = load_serving_spec("google/gemma-4-26B-A4B", spec_json)
+    serve = dict(
+        max_model_len=262144,
+        gpu_memory_utilization=0.8,
+        max_num_batched_tokens=32768,
+        max_num_seqs=64,
+        enable_prefix_caching=True,
+        speculative_config=spec_json,
+    )
+    return spec, serve
+
+
+def test_dflash_sliding_layers_are_full_attention_before_0_25(fixtures, tmp_path):
+    from sparktui.core.fit import fit_to_kv_memory
+    from sparktui.core.modelspec.drafters import dflash_as_built
+
+    spec, serve = _gemma4_with_dflash(fixtures, tmp_path)
+    assert {(g.kind, g.count) for g in spec.mtp_layers} == {("sliding", 4), ("full", 1)}
+    old, refusal = dflash_as_built(spec, rules_for("0.24.0"))
+    assert refusal is None and [(g.kind, g.count, g.sliding_window) for g in old.mtp_layers] == [("full", 5, None)]
+    new, refusal = dflash_as_built(spec, rules_for("0.26.0"))
+    assert refusal is None and new.mtp_layers == spec.mtp_layers
+    # 65.25 GiB, as the AEON Gemma 4 DFlash log reported: vLLM 0.20.2's get_kv_cache_configs on these
+    # layers (the oracle, tests/support/vllm_kv_oracle.py) gives 106,905 blocks, 3.967x, 1,039,908 tokens.
+    blocks, tokens, conc = fit_to_kv_memory(spec, cfg("x", **serve), int(65.25 * GiB), dgx_spark(), rules_for("0.20.1"))
+    assert (blocks, tokens, round(conc, 3)) == (106905, 1039908, 3.967)
+    # From 0.26 the four sliding draft layers keep their window, and the mix (25 + 5 + 4 + 1 layers) makes
+    # 35 groups of one layer: vLLM 0.32.0's own get_kv_cache_configs gives 534,528 blocks, 866,944 tokens.
+    blocks, tokens, _ = fit_to_kv_memory(spec, cfg("x", **serve), int(65.25 * GiB), dgx_spark(), rules_for("0.32.0"))
+    assert (blocks, tokens) == (534528, 866944)
+
+
+def test_a_mixed_dflash_drafter_wont_start_on_0_25_only(fixtures, tmp_path):
+    spec, serve = _gemma4_with_dflash(fixtures, tmp_path)
+    verdicts = {}
+    for version in ("0.24.0", "0.25.0", "0.25.1", "0.26.0"):
+        result = fit(cfg("x", vllm_version=version, **serve), spec, dgx_spark())
+        verdicts[version] = any("mixes sliding-window and full-attention" in r for r in result.reasons)
+        if verdicts[version]:
+            assert result.verdict == "wont_start"
+    assert verdicts == {"0.24.0": False, "0.25.0": True, "0.25.1": True, "0.26.0": False}
+
+
+def test_draft_layers_with_their_own_head_geometry_are_a_group_of_their_own():
+    """vLLM groups layers by KV spec equality: 5 draft full layers of 8×128 beside Gemma 4's 5 global
+    layers of 2×512 are two groups of 5, though their pages unify to the same size."""
+    base = spec_from_config(
+        {
+            "architectures": ["X"],
+            "model_type": "x",
+            "num_hidden_layers": 30,
+            "hidden_size": 2816,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 256,
+            "global_head_dim": 512,
+            "num_global_key_value_heads": 2,
+            "sliding_window": 1024,
+            "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5,
+            "vocab_size": 1000,
+        },
+        name="g",
+        source="t",
+    )
+    draft = dataclasses.replace(base.layers[0], kind="full", count=5, num_kv_heads=8, head_size=128, head_size_v=128,
+                                sliding_window=None, draft=True)  # fmt: skip
+    spec = dataclasses.replace(base, mtp_layers=(draft,))
+    plan = plan_kv(spec, 2, 16, 1, 32768, True, 15, True, rules_for("0.20.1"))
+    assert sorted((g.kind, g.groups, g.layers) for g in plan.groups) == [
+        ("full", 1, 5),
+        ("full", 1, 5),
+        ("sliding", 5, 5),
+    ]
+
+
+def test_the_non_kv_accounting_named_in_the_working_changes_at_0_27():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    before = fit(cfg(spec.name, vllm_version="0.26.0"), spec, dgx_spark()).memory_working[0]
+    after = fit(cfg(spec.name, vllm_version="0.27.0"), spec, dgx_spark()).memory_working[0]
+    assert "torch peak increase + non-torch increase" in before
+    assert "free memory lost since start" in after
+
+
+def test_old_vllm_reads_free_memory_without_the_page_cache_on_a_spark():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+
+    def noted(version: str, machine) -> bool:
+        return any("cudaMemGetInfo" in n for n in fit(cfg(spec.name, vllm_version=version), spec, machine).notes)
+
+    assert noted("0.11.0", dgx_spark()) and not noted("0.11.1", dgx_spark())
+    assert not noted("0.11.0", machine_from_name(80))  # a GPU with its own memory: nothing to say
