@@ -25,6 +25,8 @@ from sparktui.core.config import flag_by_field
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS, dflash_as_built
+from sparktui.core.modelspec.multimodal import FLAG as LMO_FLAG
+from sparktui.core.modelspec.multimodal import language_model_only
 from sparktui.core.modelspec.spec import KvFormat
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB, format_gib
@@ -515,7 +517,9 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
     # --async-scheduling / --no-async-scheduling are read (the sliding-window reservation)
-    unknown = [f for f in getattr(config, "unknown_flags", None) or [] if f not in _ASYNC_FLAGS + _GRAPH_FLAGS]
+    unknown = [
+        f for f in getattr(config, "unknown_flags", None) or [] if f not in (*_ASYNC_FLAGS, *_GRAPH_FLAGS, LMO_FLAG)
+    ]
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
     prefix = getattr(config, "enable_prefix_caching", None)
@@ -879,6 +883,9 @@ def fit(
         spec = replace(spec, max_len_limit=0, max_len_key="", notes=(*spec.notes, limit_note))
     s = settings_from(config, spec, machine)
     spec, drafter_refusal = dflash_as_built(spec, s.rules) if s.mtp else (spec, None)
+    lmo_refusal = None
+    if LMO_FLAG in (getattr(config, "unknown_flags", None) or []):
+        spec, lmo_refusal = language_model_only(spec, s.rules)
     c = _core(spec, s, machine)
     upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
     longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0
@@ -920,7 +927,7 @@ def fit(
             f"{spec.max_len_limit:,} in its config); vLLM refuses to start unless "
             f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, and positions past the limit give garbage"
         )
-    for refusal in (drafter_refusal, _kv_dtype_refusal(spec, s, machine), c.plan.unify_error):
+    for refusal in (drafter_refusal, lmo_refusal, _kv_dtype_refusal(spec, s, machine), c.plan.unify_error):
         if refusal:
             wont = True
             reasons.append(refusal)

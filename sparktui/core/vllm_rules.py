@@ -84,6 +84,7 @@ RuleKey = Literal[
     "nvfp4_kv_backend",
     "int4_kv_sliding_layers",
     "attention_page_padding",
+    "language_model_only",
 ]
 
 
@@ -286,6 +287,14 @@ RULES: tuple[Rule, ...] = (
     Rule("attention_page_padding", V(0, 29, 0), None, "non_mla",
          "a non-MLA attention page that does not divide the largest is padded to it",
          f"{KV_UTILS}: unify_kv_cache_spec_page_size"),
+    Rule("language_model_only", V(0, 10, 0), V(0, 17, 0), "absent",
+         "--language-model-only is not a vllm serve flag: vLLM exits on it",
+         f"{ARG_UTILS}: EngineArgs.add_cli_args"),
+    Rule("language_model_only", V(0, 17, 0), None, "skips_towers",
+         "--language-model-only sets every modality's limit to 0: towers built in _mark_tower_model "
+         "(Gemma 3/4, Qwen-VL, Qwen3.5, most multimodal models) are not loaded and no encoder is profiled",
+         "vllm/config/multimodal.py: MultiModalConfig.get_limit_per_prompt; vllm/model_executor/models/"
+         "interfaces.py: SupportsMultiModal._mark_tower_model"),
     Rule("dflash_layer_types", V(0, 10, 0), V(0, 25, 0), "ignored",
          "a DFlash drafter's layers are all full attention: its layer_types, sliding_window and "
          "dflash_config.use_swa are not read (DFlash drafters exist from 0.20)",

@@ -545,3 +545,27 @@ def test_old_vllm_reads_free_memory_without_the_page_cache_on_a_spark():
 
     assert noted("0.11.0", dgx_spark()) and not noted("0.11.1", dgx_spark())
     assert not noted("0.11.0", machine_from_name(80))  # a GPU with its own memory: nothing to say
+
+
+# --------------------------------------------------------------------------- --language-model-only
+
+
+def test_language_model_only_exists_from_0_17_and_drops_the_towers():
+    from sparktui.core.config import parse_serve_command
+
+    spec = load_model_spec("google/gemma-4-26B-A4B")
+    tower = dict(spec.bytes_by_category)["vision"]
+    assert tower > 0.5 * GiB
+    command = "x --max-model-len 8192 --gpu-memory-utilization 0.72 --language-model-only --vllm-version {}"
+    old = fit(parse_serve_command(command.format("0.16.0")), spec, dgx_spark())
+    new = fit(parse_serve_command(command.format("0.17.0")), spec, dgx_spark())
+    plain = fit(parse_serve_command("x --max-model-len 8192 --gpu-memory-utilization 0.72 --vllm-version 0.17.0"),
+                spec, dgx_spark())  # fmt: skip
+    assert old.verdict == "wont_start" and any("does not know --language-model-only" in r for r in old.reasons)
+    assert new.verdict != "wont_start" and new.weights_bytes == plain.weights_bytes - tower
+    assert new.kv_cache_bytes == plain.kv_cache_bytes + tower  # the memory goes to the KV cache
+    assert not any("not modelled" in n and "--language-model-only" in n for n in new.notes)
+    text_only = load_model_spec("Qwen/Qwen3-32B")
+    same = fit(parse_serve_command(command.format("0.17.0")), text_only, dgx_spark())
+    assert same.weights_bytes == fit(parse_serve_command("x --max-model-len 8192 --gpu-memory-utilization 0.72"),
+                                     text_only, dgx_spark()).weights_bytes  # fmt: skip
