@@ -25,6 +25,9 @@ from sparktui.core.config import flag_by_field
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS, dflash_as_built
+from sparktui.core.modelspec.multimodal import FLAG as LMO_FLAG
+from sparktui.core.modelspec.multimodal import language_model_only
+from sparktui.core.modelspec.spec import KvFormat
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.core.vllm_rules import (
@@ -33,11 +36,13 @@ from sparktui.core.vllm_rules import (
     DISCRETE_NON_TORCH,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
+    KV_CACHE_DTYPES,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     VllmRules,
     rules_for,
 )
+from sparktui.core.vllm_rules import kv_cache_dtype as kv_cache_dtype_info
 from sparktui.errors import UserError
 
 VERDICTS = ("fits", "tight", "wont_start", "unsafe")
@@ -181,6 +186,7 @@ class KvPlan:
     working: tuple[str, ...]
     null_block_checked: bool = True  # the length check leaves out the block pool's null block (vLLM ≥ 0.29)
     tokens_from_concurrency: bool = True  # how "GPU KV cache size" is counted (vLLM ≥ 0.20.1)
+    unify_error: str = ""  # why this vLLM cannot give every layer one page size (it does not start)
 
     @property
     def num_groups(self) -> int:
@@ -236,11 +242,21 @@ def kv_dtype_bytes(spec: ModelSpec, kv_cache_dtype: str | None, rules: VllmRules
         return 1, f"{forced} (from the checkpoint's {spec.checkpoint_quant_method} config, vLLM {rules.version})"
     if name == "auto":
         return spec.dtype_bytes, spec.dtype
-    if name.startswith("fp8"):
+    info = kv_cache_dtype_info(name)
+    if info is None:
+        choices = ", ".join(d.name for d in KV_CACHE_DTYPES)
+        raise UserError(f"--kv-cache-dtype: got {kv_cache_dtype!r}; vLLM's values are {choices}")
+    if info.layout == "fp8":
         return 1, name
-    if name in ("bfloat16", "float16", "half"):
+    if info.layout == "16bit":
         return 2, name
-    raise UserError(f"--kv-cache-dtype: got {kv_cache_dtype!r}; sparktui can size auto, bfloat16, float16 and fp8*")
+    if info.layout == "unsized":
+        raise UserError(
+            f"--kv-cache-dtype {name}: sparktui does not size this format yet (vLLM accepts it from "
+            f"{info.since}); use fp8, nvfp4 or a per-token-head format to see a fit"
+        )
+    unpacked = rules.value("int4_kv_sliding_layers") == "unpacked"
+    return KvFormat(1, info.layout, name, info.mla_bytes, unpacked), name
 
 
 # (kind, page bytes, block size, window, fixed pages, head geometry): one vLLM KV spec
@@ -312,6 +328,7 @@ def plan_kv(
     checks = (rules.null_block_in_length_check, rules.tokens_from_concurrency)
     if not specs:
         return KvPlan((), 1, in_flight, 0, 0, bs, tuple(working), *checks)
+    unify_error = ""
     kinds = {(k[0], k[3]) for k in specs}
     if len(specs) == 1 or (len(kinds) == 1 and MAMBA not in {k[0] for k in specs}):
         # One spec, or one type with different sizes: a single group of every layer.
@@ -330,6 +347,11 @@ def plan_kv(
                 elif kind == MLA:
                     raise UserError(
                         f"{spec.name}: vLLM cannot unify this model's KV page sizes (MLA beside other layers)"
+                    )
+                elif kind != MAMBA and rules.value("attention_page_padding") == "none":
+                    unify_error = (
+                        f"vLLM {rules.version} cannot give these layers one page size ({page:,} B does not divide "
+                        f"{max_page:,} B; NotImplementedError in unify_kv_cache_spec_page_size): it does not start"
                     )
                 page = max_page
             unified_key: _SpecKey = (kind, page, size, window, fixed, geometry)
@@ -358,6 +380,7 @@ def plan_kv(
         min((g.block_size for g in groups if g.kind != MAMBA), default=bs),
         tuple(working),
         *checks,
+        unify_error=unify_error,
     )
 
 
@@ -494,7 +517,9 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
     # --async-scheduling / --no-async-scheduling are read (the sliding-window reservation)
-    unknown = [f for f in getattr(config, "unknown_flags", None) or [] if f not in _ASYNC_FLAGS + _GRAPH_FLAGS]
+    unknown = [
+        f for f in getattr(config, "unknown_flags", None) or [] if f not in (*_ASYNC_FLAGS, *_GRAPH_FLAGS, LMO_FLAG)
+    ]
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
     prefix = getattr(config, "enable_prefix_caching", None)
@@ -769,6 +794,18 @@ def _core(
     )
 
 
+def _kv_dtype_refusal(spec: ModelSpec, s: Settings, machine: Machine) -> str | None:
+    """Why vLLM will not start with this --kv-cache-dtype (vllm_rules: KV_CACHE_DTYPES, nvfp4_kv_backend).
+    A unified-memory machine is a GB10 (SM121)."""
+    layers = (*spec.layers, *(spec.mtp_layers if s.mtp else ()))
+    return s.rules.kv_cache_dtype_refusal(
+        s.kv_cache_dtype.lower(),
+        gb10=machine.unified,
+        mla=any(g.kind == MLA for g in layers),
+        sparse_mla=any(g.kind == MLA and g.elem_bytes for g in layers),
+    )
+
+
 def _memory_working(
     s: Settings,
     machine: Machine,
@@ -846,6 +883,9 @@ def fit(
         spec = replace(spec, max_len_limit=0, max_len_key="", notes=(*spec.notes, limit_note))
     s = settings_from(config, spec, machine)
     spec, drafter_refusal = dflash_as_built(spec, s.rules) if s.mtp else (spec, None)
+    lmo_refusal = None
+    if LMO_FLAG in (getattr(config, "unknown_flags", None) or []):
+        spec, lmo_refusal = language_model_only(spec, s.rules)
     c = _core(spec, s, machine)
     upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
     longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0
@@ -887,9 +927,10 @@ def fit(
             f"{spec.max_len_limit:,} in its config); vLLM refuses to start unless "
             f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, and positions past the limit give garbage"
         )
-    if drafter_refusal:
-        wont = True
-        reasons.append(drafter_refusal)
+    for refusal in (drafter_refusal, lmo_refusal, _kv_dtype_refusal(spec, s, machine), c.plan.unify_error):
+        if refusal:
+            wont = True
+            reasons.append(refusal)
     if machine.unified and util > 0.90:
         unsafe = True
         reasons.append(
