@@ -201,3 +201,19 @@ async def test_at_idle_the_list_is_read_only_when_a_record_changes(tmp_path, mon
 
 
 READY_LOG_HEAD = "(APIServer pid=7) INFO 11-30 09:00:00 [api_server.py:1] vLLM API server version 0.32.0\n"
+
+
+async def test_a_wedged_server_can_still_be_stopped_from_the_panel(tmp_path):
+    from tests.support.app import RecordBackend, server_record
+
+    log = tmp_path / "ready.log"
+    log.write_text(READY_LOG_HEAD)
+    wedged = {"state": "wedged", "since": 1.0, "stalled_s": 60.0, "evidence": "no tokens for 60 s"}
+    backend = RecordBackend(server_record(log, watch={"wedge": wedged}))
+    app = SparkApp(backend=backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.server is not None and app.server.state == "wedged", "the wedged server")
+        assert app.server.live and widget(app, ServerInfo).view.state.startswith("wedged (since ")
+        assert widget(app, ServerInfo).view.bad
+        await pilot.press("f6")
+        await until(pilot, lambda: app.server.state == "stopped", "the stop of the wedged server")
