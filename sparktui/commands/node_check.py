@@ -10,6 +10,7 @@ import json
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executable", default="vllm", help="the profile's [runner] executable (default vllm)")
     parser.add_argument("--venv", help="the profile's [runner] venv")
+    parser.add_argument("--ray", action="store_true", help="also say which Ray this node would run")
     parser.add_argument(
         "--port", type=int, action="append", default=[], help="a port that must be free here (repeatable)"
     )
@@ -18,5 +19,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from sparktui.runtime.cluster import node_check
 
-    print(json.dumps(node_check(args.port, args.executable, args.venv)))
+    print(json.dumps(node_check(args.port, args.executable, args.venv, args.ray)))
     return 0

@@ -57,6 +57,8 @@ class NodeReport:
     ports_in_use: tuple[int, ...] = ()
     mem_available: int | None = None
     mem_total: int | None = None
+    ray_version: str | None = None  # asked only for backend "ray"
+    ray_error: str | None = None
 
     @classmethod
     def from_json(cls, host: str, data: dict[str, Any]) -> NodeReport:
@@ -70,6 +72,8 @@ class NodeReport:
             ports_in_use=tuple(int(p) for p in data.get("ports_in_use", [])),
             mem_available=data.get("mem_available"),
             mem_total=data.get("mem_total"),
+            ray_version=data.get("ray_version"),
+            ray_error=data.get("ray_error"),
         )
 
 
@@ -84,7 +88,7 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def node_check(ports: list[int], executable: str, venv: str | None) -> dict[str, Any]:
+def node_check(ports: list[int], executable: str, venv: str | None, ray: bool = False) -> dict[str, Any]:
     """What this node would run and whether it can: the answer `sparktui node-check` prints."""
     from sparktui.runtime.memory import read_memory
     from sparktui.runtime.runner import resolve_native_executable
@@ -100,23 +104,29 @@ def node_check(ports: list[int], executable: str, venv: str | None) -> dict[str,
             out["vllm_error"] = f"`{exe} --version` did not print a vLLM version"
     except UserError as exc:
         out["vllm_error"] = str(exc)
+    if ray:
+        from sparktui.runtime.ray_cluster import ray_version
+
+        out["ray_version"], out["ray_error"] = ray_version(executable, venv)
     out["ports_in_use"] = [p for p in ports if port_in_use(p)]
     sample = read_memory(psi=False)
     out["mem_available"], out["mem_total"] = sample.mem_available, sample.mem_total
     return out
 
 
-def node_check_argv(ports: list[int], runner: RunnerSettings) -> list[str]:
+def node_check_argv(ports: list[int], runner: RunnerSettings, ray: bool = False) -> list[str]:
     argv = ["sparktui", "node-check", "--executable", runner.executable or "vllm"]
     if runner.venv:
         argv += ["--venv", runner.venv]
+    if ray:
+        argv += ["--ray"]
     for port in ports:
         argv += ["--port", str(port)]
     return argv
 
 
-def check_remote(host: str, ports: list[int], runner: RunnerSettings) -> NodeReport:
-    argv = ssh_argv(host, node_check_argv(ports, runner))
+def check_remote(host: str, ports: list[int], runner: RunnerSettings, ray: bool = False) -> NodeReport:
+    argv = ssh_argv(host, node_check_argv(ports, runner, ray))
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=SSH_TIMEOUT_S, check=False)
     except FileNotFoundError:
@@ -137,8 +147,10 @@ def check_remote(host: str, ports: list[int], runner: RunnerSettings) -> NodeRep
 
 
 def serve_ports(serve: ServeConfig, cluster: ClusterSettings, head: bool) -> list[int]:
-    """The ports a node's rank needs free: the head the API server's and the master port."""
-    return [int(serve.port or 8000), cluster.master_port] if head else []
+    """The ports a node's rank needs free: the head the API server's and the master port (with
+    Ray, the Ray head's port)."""
+    rendezvous = cluster.ray_port if cluster.backend == "ray" else cluster.master_port
+    return [int(serve.port or 8000), rendezvous] if head else []
 
 
 def check_nodes(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
@@ -146,9 +158,10 @@ def check_nodes(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
     cluster = profile.cluster
     assert cluster is not None
     head_ports = serve_ports(serve, cluster, head=True)
-    head_data = node_check(head_ports, profile.runner.executable or "vllm", profile.runner.venv)
+    ray = cluster.backend == "ray"
+    head_data = node_check(head_ports, profile.runner.executable or "vllm", profile.runner.venv, ray)
     reports = [NodeReport.from_json(cluster.head, head_data)]
-    reports += [check_remote(host, [], profile.runner) for host in cluster.nodes[1:]]
+    reports += [check_remote(host, [], profile.runner, ray) for host in cluster.nodes[1:]]
     return reports
 
 
@@ -161,6 +174,8 @@ def problems(reports: list[NodeReport]) -> list[str]:
             continue
         if r.vllm_error:
             out.append(f"node {r.host}: {r.vllm_error}")
+        if r.ray_error:
+            out.append(f"node {r.host}: {r.ray_error}")
         for port in r.ports_in_use:
             out.append(f"node {r.host}: port {port} is in use; stop what holds it or choose another port")
     ours = {r.host: r.sparktui for r in reports if r.sparktui}
@@ -171,6 +186,10 @@ def problems(reports: list[NodeReport]) -> list[str]:
     if len(set(versions.values())) > 1:
         listed = ", ".join(f"{host} has {v}" for host, v in versions.items())
         out.append(f"the nodes run different vLLM versions ({listed}); every node must run the same one")
+    rays = {r.host: r.ray_version for r in reports if r.ray_version}
+    if len(set(rays.values())) > 1:  # Ray refuses a node of another version, late and obscurely
+        listed = ", ".join(f"{host} has {v}" for host, v in rays.items())
+        out.append(f"the nodes run different Ray versions ({listed}); install the same Ray on every node")
     return out
 
 
@@ -281,8 +300,8 @@ class Link:
     The head asks each worker's supervisor for its state over SSH, records every node's phase for
     `status`, and asks its supervisor to stop when a worker's server has ended (a guard trip, a
     stop, a kill there); on its own end it stops every worker. A worker watches the head's
-    rendezvous port (--master-addr:--master-port): once reached, losing it means the head is gone,
-    and the worker stops itself."""
+    rendezvous port (--master-addr:--master-port; with Ray, the Ray head's GCS port): once reached,
+    losing it means the head is gone, and the worker stops itself."""
 
     def __init__(self, profile: Profile, serve: ServeConfig, rank: int) -> None:
         cluster = profile.cluster
@@ -302,7 +321,8 @@ class Link:
         return self._check_head() if self.rank else self._check_workers()
 
     def _check_head(self) -> tuple[bool, str | None]:
-        addr, port = self.cluster.master_addr or "", self.cluster.master_port
+        addr = self.cluster.master_addr or ""
+        port = self.cluster.ray_port if self.cluster.backend == "ray" else self.cluster.master_port
         try:
             with socket.create_connection((addr, port), timeout=1.0):
                 pass
@@ -312,6 +332,10 @@ class Link:
                 self.head_misses += 1
         if self.head_misses >= HEAD_LOST_AFTER:
             return False, f"the head {self.cluster.head} is gone ({addr}:{port} no longer answers)"
+        if self.cluster.backend == "ray":
+            from sparktui.runtime.ray_cluster import ray_ready
+
+            return self.head_reached and ray_ready(self.port), None  # this node's raylet joined
         return self.head_reached, None
 
     def _check_workers(self) -> tuple[bool, str | None]:
@@ -353,11 +377,17 @@ class Link:
             stop_workers(self.cluster.nodes[1:], self.port, "kill" if how == "kill" else "stop")
 
 
-def link_for(profile: Profile, serve: ServeConfig) -> Link | None:
-    """The cluster link of a node's own supervisor (a [cluster] profile launched with a rank)."""
+def this_rank(profile: Profile, serve: ServeConfig) -> int | None:
+    """Which node of its cluster a node's own supervisor runs (None: not launched on a node yet).
+    The mp backend carries it in vLLM's --node-rank; Ray's in the profile's [cluster] node-rank."""
     if profile.cluster is None:
         return None
-    rank = node_rank(serve)
+    return profile.cluster.rank if profile.cluster.backend == "ray" else node_rank(serve)
+
+
+def link_for(profile: Profile, serve: ServeConfig) -> Link | None:
+    """The cluster link of a node's own supervisor (a [cluster] profile launched with a rank)."""
+    rank = this_rank(profile, serve)
     return None if rank is None else Link(profile, serve, rank)
 
 

@@ -658,6 +658,11 @@ class Supervisor:
         for warning in pre.warnings:
             self._say(f"warning: {warning}")
         self.command = build_command(self.profile, self.serve)
+        if self.link is not None and self.link.cluster.backend == "ray":
+            from sparktui.runtime import ray_cluster
+
+            ray_cluster.remove_temp_dir(self.port)  # a lost run's Ray sessions (ours: this state dir and port)
+            self.command = ray_cluster.node_command(self.profile, self.serve, self.command, self.link.rank)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
         self.state = self._initial_state(log_path, pre.warnings, pre.fit)
@@ -911,6 +916,10 @@ class Supervisor:
         returncode = tree.returncode()
         if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
             report = tree.kill()
+        if self.link is not None and self.link.cluster.backend == "ray":
+            from sparktui.runtime import ray_cluster
+
+            ray_cluster.remove_temp_dir(self.port)  # Ray's session dirs and sockets: the tree is gone
         self._ingest(follower.drain())
         follower.close()
         if how == "exited":
