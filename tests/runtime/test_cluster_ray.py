@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import pytest
 
 from tests.conftest import FAST_STUB
 from tests.runtime.test_cluster_launch import nothing_left, on_head, state_on, status_is
+from tests.runtime.test_cluster_preflight import LISTEN
 from tests.support import netns_cluster as nc
 from tests.support import wait_for
 from tests.support.stub_vllm import install_stub
@@ -161,3 +164,19 @@ def test_preflight_refuses_nodes_with_different_ray_versions(netns_cluster: nc.N
     assert "different Ray versions" in done.stderr and "node1 has 2.9.3" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert state_on(netns_cluster, netns_cluster.nodes[0]) is None  # nothing started
+
+
+def test_a_taken_ray_port_on_the_head_is_named_with_the_node(netns_cluster: nc.NetnsCluster, tmp_path: Path) -> None:
+    head = netns_cluster.nodes[0]
+    holder = subprocess.Popen(
+        netns_cluster.exec_argv(head, [sys.executable, "-c", LISTEN, str(RAY_PORT)]), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "listening"
+        done = on_head(netns_cluster, "serve", "--detach", str(ray_profile(tmp_path)))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"node node0: port {RAY_PORT} is in use" in done.stderr and "Traceback" not in done.stderr
+    assert state_on(netns_cluster, head) is None  # nothing started
