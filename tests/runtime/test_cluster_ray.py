@@ -92,9 +92,13 @@ def nothing_of_ray_left(cluster: nc.NetnsCluster, shm_before: set[str]) -> bool:
 
 
 def launch_and_wait_ready(cluster: nc.NetnsCluster, tmp_path: Path) -> str:
-    """Launch; wait until the head answers /health (the stub got its placement group); the head's log."""
+    """Launch (detached); wait until the head answers /health (the stub got its placement group); the head's log."""
     done = on_head(cluster, "serve", "--detach", str(ray_profile(tmp_path)))
     assert done.returncode == 0, done.stdout + done.stderr
+    return wait_ready(cluster)
+
+
+def wait_ready(cluster: nc.NetnsCluster) -> str:
     head, worker = cluster.nodes
     head_state = wait_for(lambda: status_is(cluster, head, "running", "exited"), 120, what="the head to answer /health")
     log = Path(head_state["log_path"]).read_text(errors="replace")
@@ -133,9 +137,16 @@ def test_two_nodes_over_ray_place_one_rank_on_each_and_stop_everywhere(
 
 
 def test_a_guard_trip_on_a_ray_worker_stops_the_whole_cluster(ray_cluster: nc.NetnsCluster, tmp_path: Path) -> None:
+    """In the foreground this time: the head's supervisor runs in `sparktui serve` itself, and the
+    workers join once its Ray is up."""
     shm_before = ray_shm()
-    launch_and_wait_ready(ray_cluster, tmp_path)
     head, worker = ray_cluster.nodes
+    env = {**os.environ, "SPARKTUI_STATE_DIR": str(head.state_dir), "SPARKTUI_SSH_CONFIG": str(ray_cluster.ssh_config)}
+    argv = ray_cluster.exec_argv(head, [nc.SPARKTUI, "serve", str(ray_profile(tmp_path))])
+    out_path = tmp_path / "serve.out"
+    with open(out_path, "wb") as out_file:  # a file, not a pipe: nobody reads it until the end
+        serving = subprocess.Popen(argv, env=env, stdout=out_file, stderr=subprocess.STDOUT)
+    wait_ready(ray_cluster)
     trip = ray_cluster.ssh(worker, "sparktui", "set-guard", "--port", str(PORT), "--term-below", "100000")
     assert trip.returncode == 0, trip.stderr
     worker_end = wait_for(lambda: status_is(ray_cluster, worker, "exited"), 30, what="the worker's guard to trip")
@@ -143,6 +154,9 @@ def test_a_guard_trip_on_a_ray_worker_stops_the_whole_cluster(ray_cluster: nc.Ne
     head_end = wait_for(lambda: status_is(ray_cluster, head, "exited"), 30, what="the head to stop after it")
     assert head_end["exit"]["reason"] == "stopped"
     assert "node1" in (head_end["exit"]["by"] or "")
+    assert serving.wait(timeout=30) == 0, out_path.read_text()
+    out = out_path.read_text()
+    assert "started Ray nodes on node1" in out
     assert wait_for(lambda: nothing_of_ray_left(ray_cluster, shm_before), 30, what="nothing of Ray on either node")
 
 
