@@ -542,6 +542,7 @@ class Supervisor:
             ) from None
         server.listen(16)
         self._server = server
+        st.HELD_HERE.add(self.port)  # its own preflight must not ask it (nothing answers until _serve_socket)
 
     def _serve_socket(self) -> None:
         if self._server is None:
@@ -646,6 +647,7 @@ class Supervisor:
         try:
             return self._run()
         finally:
+            st.HELD_HERE.discard(self.port)
             if self._server is not None:
                 self._server.close()
 
