@@ -27,7 +27,17 @@ from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS, dflash_as_built
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB, format_gib
-from sparktui.core.vllm_rules import VllmRules, rules_for
+from sparktui.core.vllm_rules import (
+    CUDAGRAPH_FIRST_CAPTURE,
+    CUDAGRAPH_PER_GRAPH,
+    DISCRETE_NON_TORCH,
+    FLASHINFER_FULL_FIRST_CAPTURE,
+    FLASHINFER_FULL_PER_GRAPH,
+    SAMPLER_PEAK_COPIES,
+    UMA_NON_TORCH,
+    VllmRules,
+    rules_for,
+)
 from sparktui.errors import UserError
 
 VERDICTS = ("fits", "tight", "wont_start", "unsafe")
@@ -53,8 +63,8 @@ class Machine:
     os_need_min: int = 4 * GB  # OS and services: 4–6 GB
     os_need: int = 6 * GB
     cuda_context: int = int(2.5 * GB)  # outside vLLM's request: 2–3 GB
-    cuda_graphs: int = 4 * GB  # CUDA-graph estimate, subtracted from the request (3–5 GB)
-    non_torch: int = GiB // 4  # NCCL / cuBLAS workspaces inside the request
+    # non-torch memory growth inside the request (vllm_rules UMA_NON_TORCH / DISCRETE_NON_TORCH)
+    non_torch: int = DISCRETE_NON_TORCH.bytes
     # NVML reports the device's memory (False on GB10: vLLM's batch defaults then take their
     # small-GPU branch, see vllm_rules batch_defaults_gb10)
     device_memory_known: bool = True
@@ -70,7 +80,9 @@ class Machine:
 
 
 DGX_SPARK_MEM_TOTAL = int(121.7 * GiB)
-DGX_SPARK_CUDA_TOTAL = int(119.6 * GiB)
+# vLLM's total_memory on GB10 ("Free memory on device (112.04/119.63 GiB)", fixtures vllm-logs
+# spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log)
+DGX_SPARK_CUDA_TOTAL = int(119.63 * GiB)
 
 
 def dgx_spark() -> Machine:
@@ -82,6 +94,7 @@ def dgx_spark() -> Machine:
         unified=True,
         mem_available=DGX_SPARK_MEM_TOTAL - 4 * GB,
         assumed_available=True,
+        non_torch=UMA_NON_TORCH.bytes,
         device_memory_known=False,
     )
 
@@ -111,6 +124,7 @@ def machine_from_name(name: str | float | int, meminfo: str | None = None) -> Ma
             info["mem_total"],
             unified=True,
             mem_available=info["mem_available"],
+            non_torch=UMA_NON_TORCH.bytes,
             device_memory_known=False,
         )
     try:
@@ -372,12 +386,58 @@ class Settings:
     async_scheduling: bool = True
     cuda_graphs_counted: bool = True  # vLLM subtracts its CUDA-graph estimate from the KV cache
     mamba_ssm_dtype: str | None = None  # --mamba-ssm-cache-dtype (None / "auto": the model's own)
+    attention_backend: str | None = None  # --attention-backend, lower case
+    # --compilation-config: explicit capture sizes, largest size, cudagraph_mode (upper case)
+    capture_sizes: tuple[int, ...] | None = None
+    max_capture_size: int | None = None
+    cudagraph_mode: str | None = None
 
 
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
 # VllmConfig.__post_init__: only EAGLE/MTP/DFlash/draft-model/ngram_gpu keep it).
 _SYNC_SPECULATIVE = ("ngram", "medusa", "mlp_speculator", "suffix")
 _ASYNC_FLAGS = ("--async-scheduling", "--no-async-scheduling")
+# flags read from extra_args for the CUDA-graph estimate
+_GRAPH_FLAGS = ("--attention-backend", "--compilation-config", "-cc")
+
+
+def _extra_value(config: Any, *names: str) -> str | None:
+    """The value of a flag sparktui keeps in extra_args (`--flag value` or `--flag=value`)."""
+    extra = [str(x) for x in getattr(config, "extra_args", None) or []]
+    for i, token in enumerate(extra):
+        name, eq, value = token.partition("=")
+        if name in names:
+            if eq:
+                return value
+            return extra[i + 1] if i + 1 < len(extra) else None
+    return None
+
+
+def _compilation(config: Any) -> tuple[tuple[int, ...] | None, int | None, str | None]:
+    """(cudagraph_capture_sizes, max_cudagraph_capture_size, cudagraph_mode) from --compilation-config."""
+    import json
+
+    text = _extra_value(config, "--compilation-config", "-cc")
+    if not text:
+        return None, None, None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise UserError(f"--compilation-config: got {text[:80]!r}; expected a JSON object") from None
+    if not isinstance(data, dict):
+        return None, None, None
+    sizes = data.get("cudagraph_capture_sizes")
+    largest = data.get("max_cudagraph_capture_size")
+    mode = data.get("cudagraph_mode")
+    capture: tuple[int, ...] | None = None
+    if isinstance(sizes, list) and all(isinstance(x, int) and 0 < x < 1 << 20 for x in sizes):
+        capture = tuple(sorted({int(x) for x in sizes}))
+    ok_largest = isinstance(largest, int) and 0 <= largest < 1 << 20
+    return (
+        capture,
+        int(largest) if ok_largest and largest is not None else None,
+        str(mode).upper() if mode is not None else None,
+    )
 
 
 def _async_scheduling(config: Any) -> bool:
@@ -434,13 +494,14 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
     # --async-scheduling / --no-async-scheduling are read (the sliding-window reservation)
-    unknown = [f for f in getattr(config, "unknown_flags", None) or [] if f not in _ASYNC_FLAGS]
+    unknown = [f for f in getattr(config, "unknown_flags", None) or [] if f not in _ASYNC_FLAGS + _GRAPH_FLAGS]
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
     prefix = getattr(config, "enable_prefix_caching", None)
     if prefix is None:
         prefix = rules.prefix_caching_default(hybrid=any(g.kind == MAMBA for g in spec.layers))
     enforce_eager = bool(getattr(config, "enforce_eager", False))
+    sizes, largest, mode = _compilation(config)
     return Settings(
         utilization=float(getattr(config, "gpu_memory_utilization", 0.9)),
         max_model_len=int(max_len),
@@ -460,18 +521,80 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         async_scheduling=_async_scheduling(config),
         cuda_graphs_counted=rules.cudagraph_memory_counted(enforce_eager),
         mamba_ssm_dtype=getattr(config, "mamba_ssm_cache_dtype", None),
+        attention_backend=(_extra_value(config, "--attention-backend") or "").lower() or None,
+        capture_sizes=sizes,
+        max_capture_size=largest,
+        cudagraph_mode=mode,
     )
 
 
-def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
-    """The profile run's peak: hidden states and MLP intermediates for max_num_batched_tokens
-    tokens, plus the sampler's fp32 logits for max_num_seqs requests. An estimate."""
+def _activation_parts(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> tuple[int, int]:
+    """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run)."""
     inner = spec.intermediate_size
     if spec.num_experts:
         inner = spec.experts_per_token * spec.moe_intermediate_size + spec.shared_expert_intermediate_size
     per_token = spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner // tp)
-    logits = min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4 * 2
-    return max_num_batched_tokens * per_token + logits
+    forward = max_num_batched_tokens * per_token
+    # _dummy_sampler_run: top-k / top-p over fp32 logits of min(seqs, tokens) × vocab
+    sampler = int(SAMPLER_PEAK_COPIES.value * min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4)
+    return forward, sampler
+
+
+def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
+    """The profile run's torch peak: the larger of the forward pass over max_num_batched_tokens
+    tokens (hidden states and MLP intermediates) and the dummy sampler pass (vllm_rules
+    SAMPLER_PEAK_COPIES fp32 copies of the logits). An estimate."""
+    return max(_activation_parts(spec, max_num_batched_tokens, max_num_seqs, tp))
+
+
+@dataclass(frozen=True)
+class GraphEstimate:
+    """What vLLM's CUDA-graph memory profile will report (GPUModelRunner.profile_cudagraph_memory):
+    the first capture of each mode (the largest counts once) plus each further graph."""
+
+    bytes: int
+    low: int
+    high: int
+    piecewise: int
+    full: int
+    backend: str  # what decided the first capture: "flashinfer" or "default"
+
+
+def _graph_counts(s: Settings) -> tuple[int, int]:
+    if s.enforce_eager or s.cudagraph_mode == "NONE":
+        return 0, 0
+    query_len = 1 + s.num_spec if s.rules.value("cudagraph_decode_query_len") == "yes" else 1
+    if s.capture_sizes is not None:
+        sizes: tuple[int, ...] = s.capture_sizes
+    else:
+        sizes = s.rules.cudagraph_capture_sizes(s.max_num_seqs, s.num_spec, s.max_num_batched_tokens)
+    if s.max_capture_size is not None:
+        sizes = tuple(x for x in sizes if x <= s.max_capture_size)
+    full = sum(1 for x in sizes if x <= s.max_num_seqs * query_len)
+    if s.cudagraph_mode in ("PIECEWISE", "FULL_DECODE_ONLY"):
+        return (len(sizes), 0) if s.cudagraph_mode == "PIECEWISE" else (0, full)
+    if s.cudagraph_mode == "FULL":
+        return 0, len(sizes)
+    return len(sizes), full
+
+
+def cudagraph_estimate(spec: ModelSpec, s: Settings, machine: Machine, kv_bytes: int) -> GraphEstimate:
+    """The CUDA-graph estimate for these flags (before it is known whether vLLM subtracts it)."""
+    pieces, full = _graph_counts(s)
+    if pieces + full == 0:
+        return GraphEstimate(0, 0, 0, 0, 0, "none")
+    heads = tuple(g.head_size for g in spec.layers if g.count and g.kind != MAMBA and g.head_size)
+    backend = s.attention_backend
+    if backend is None and machine.unified:
+        backend = s.rules.gb10_attention_backend(kv_bytes == 1, heads)
+    # FlashInfer's FULL graphs (none with speculative decoding: UNIFORM_SINGLE_TOKEN_DECODE only)
+    if backend == "flashinfer" and full and not s.num_spec:
+        first, per_full, used = FLASHINFER_FULL_FIRST_CAPTURE, FLASHINFER_FULL_PER_GRAPH, "flashinfer"
+    else:
+        first, per_full, used = CUDAGRAPH_FIRST_CAPTURE, CUDAGRAPH_PER_GRAPH, "default"
+    further = max(pieces - 1, 0) * CUDAGRAPH_PER_GRAPH.bytes + max(full - 1, 0) * per_full.bytes
+    low, high = first.spread_bytes
+    return GraphEstimate(first.bytes + further, low + further, high + further, pieces, full, used)
 
 
 # --------------------------------------------------------------------------- the fit
@@ -505,6 +628,9 @@ class FitResult:
     block_size: int = DEFAULT_BLOCK_SIZE
     kv_cache_dtype: str = "auto"
     working: list[str] = field(default_factory=list)
+    memory_working: list[str] = field(default_factory=list)  # how the KV memory was estimated
+    kv_cache_bytes_low: int = 0  # KV memory at the ends of vLLM's measured figures' spread
+    kv_cache_bytes_high: int = 0
     longest_max_model_len: int = 0
     machine: str = ""
     model: str = ""
@@ -537,6 +663,9 @@ class FitResult:
             "max_concurrency": round(self.max_concurrency, 4),
             "longest_max_model_len": self.longest_max_model_len,
             "kv_working": list(self.working),
+            "kv_memory_working": list(self.memory_working),
+            "kv_cache_bytes_low": self.kv_cache_bytes_low,
+            "kv_cache_bytes_high": self.kv_cache_bytes_high,
             "notes": list(self.notes),
             "predicted_decode_tok_s": round(self.speed.decode_tok_s, 1) if self.speed else None,
             "predicted_ttft_s": round(self.speed.ttft_s, 3) if self.speed else None,
@@ -565,6 +694,9 @@ class _Core:
     kv_bytes: int
     kv_name: str
     fixed: int  # everything inside the request except the KV cache
+    kv_low: int = 0  # the KV memory with vLLM's own measurements at the ends of the spread seen
+    kv_high: int = 0
+    memory_working: tuple[str, ...] = ()
 
 
 def _plan(spec: ModelSpec, s: Settings, kv_bytes: float) -> KvPlan:
@@ -597,12 +729,26 @@ def _core(
     plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
-    activation = activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)
-    graphs = machine.cuda_graphs if s.cuda_graphs_counted else 0
+    forward, sampler = _activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)
+    activation = max(forward, sampler)
+    estimate = cudagraph_estimate(spec, s, machine, kv_bytes)
+    graphs = estimate.bytes if s.cuda_graphs_counted else 0
     fixed = weights + activation + machine.non_torch + graphs
     kv_memory = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - fixed
     length = s.max_model_len if max_len is None else max_len
     blocks, tokens, conc = plan.capacity(kv_memory, length)
+    nt = UMA_NON_TORCH if machine.unified else DISCRETE_NON_TORCH
+    nt_low, nt_high = nt.spread_bytes if machine.non_torch == nt.bytes else (machine.non_torch, machine.non_torch)
+    g_low, g_high = (estimate.low, estimate.high) if s.cuda_graphs_counted else (0, 0)
+    if s.kv_cache_memory_bytes:
+        kv_low = kv_high = kv_memory
+        how: tuple[str, ...] = (f"KV memory {_g(kv_memory)}: as given by --kv-cache-memory-bytes (no profiling)",)
+    else:
+        kv_low = requested - weights - activation - nt_high - g_high
+        kv_high = requested - weights - activation - nt_low - g_low
+        how = _memory_working(
+            s, machine, requested, weights, (forward, sampler), estimate, graphs, kv_memory, (kv_low, kv_high), spec
+        )
     return _Core(
         requested,
         weights,
@@ -617,7 +763,59 @@ def _core(
         kv_bytes,
         kv_name,
         fixed,
+        kv_low,
+        kv_high,
+        how,
     )
+
+
+def _memory_working(
+    s: Settings,
+    machine: Machine,
+    requested: int,
+    weights: int,
+    activation: tuple[int, int],
+    estimate: GraphEstimate,
+    graphs: int,
+    kv_memory: int,
+    kv_range: tuple[int, int],
+    spec: ModelSpec,
+) -> tuple[str, ...]:
+    """How the KV memory was estimated, one line per term, with where each figure comes from."""
+    forward, sampler = activation
+    nt = UMA_NON_TORCH if machine.unified else DISCRETE_NON_TORCH
+    seqs = min(s.max_num_seqs, s.max_num_batched_tokens)
+    lines = [
+        f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)",
+        f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''})",
+        f"− activation peak {_g(max(forward, sampler))}: the profile run's larger pass — forward over "
+        f"{s.max_num_batched_tokens:,} tokens {_g(forward)}, sampler over {seqs:,} × {spec.vocab_size:,} fp32 "
+        f"logits × {SAMPLER_PEAK_COPIES.value:g} copies {_g(sampler)}",
+        f"− non-torch {_g(machine.non_torch)}: measured by vLLM at start-up, not knowable before; "
+        f"{'on unified memory it is MemAvailable that moves, ' if machine.unified else ''}"
+        f"seen {nt.low:g}–{nt.high:g} GiB",
+    ]
+    if estimate.piecewise + estimate.full == 0:
+        lines.append("− CUDA graphs 0 (none captured: --enforce-eager or cudagraph_mode NONE)")
+    else:
+        first = FLASHINFER_FULL_FIRST_CAPTURE if estimate.backend == "flashinfer" else CUDAGRAPH_FIRST_CAPTURE
+        which = "FlashInfer FULL graphs (fp8 KV cache on GB10)" if estimate.backend == "flashinfer" else "first capture"
+        counted = (
+            "subtracted"
+            if graphs
+            else f"not subtracted by vLLM {s.rules.version} ({s.rules.value('cudagraph_estimate')})"
+        )
+        lines.append(
+            f"− CUDA graphs {_g(graphs)}: {estimate.piecewise} PIECEWISE + {estimate.full} FULL graphs, "
+            f"{which} {first.value:g} GiB (seen {first.low:g}–{first.high:g}) + each further graph; "
+            f"estimate {_g(estimate.bytes)}, {counted}"
+        )
+    low, high = kv_range
+    lines.append(
+        f"= KV memory {_g(kv_memory)} (between {_g(max(low, 0))} and {_g(max(high, 0))} across the "
+        f"non-torch and CUDA-graph figures vLLM has measured on real start-ups)"
+    )
+    return tuple(lines)
 
 
 def fit(
@@ -758,6 +956,9 @@ def fit(
         block_size=c.plan.block_size,
         kv_cache_dtype=c.kv_name,
         working=list(c.plan.working),
+        memory_working=list(c.memory_working),
+        kv_cache_bytes_low=max(0, c.kv_low),
+        kv_cache_bytes_high=max(0, c.kv_high),
         longest_max_model_len=longest,
         machine=machine.describe(),
         model=spec.name,

@@ -73,6 +73,8 @@ RuleKey = Literal[
     "kv_dtype_auto_modelopt",
     "kv_dtype_auto_compressed_tensors",
     "cudagraph_estimate",
+    "cudagraph_decode_query_len",
+    "gb10_fp8_attention_backend",
     "null_block_in_length_check",
     "batch_defaults_large_gpu",
     "batch_defaults_gb10",
@@ -195,6 +197,24 @@ RULES: tuple[Rule, ...] = (
          "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0); the 0.20.0 wheel already defaults it on, though "
          "vLLM's own message says 'default since v0.21.0'",
          "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory; vllm/envs.py"),
+    Rule("cudagraph_decode_query_len", V(0, 10, 0), V(0, 13, 0), "no",
+         "the largest CUDA-graph batch is min(2 × max_num_seqs, 512, max_num_batched_tokens); "
+         "speculative tokens do not change the capture sizes",
+         "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes (0.10–0.11: vllm/config/__init__.py)"),
+    Rule("cudagraph_decode_query_len", V(0, 13, 0), None, "yes",
+         "the largest CUDA-graph batch is min(2 × max_num_seqs × (1 + speculative tokens), 512, "
+         "max_num_batched_tokens), and with speculative decoding every size is rounded up to a multiple "
+         "of 1 + speculative tokens",
+         "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes; vllm/config/compilation.py: "
+         "CompilationConfig.adjust_cudagraph_sizes_for_spec_decode"),
+    Rule("gb10_fp8_attention_backend", V(0, 10, 0), V(0, 18, 0), "not_modelled",
+         "the attention backend does not change the KV memory: no CUDA-graph estimate is subtracted",
+         "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory"),
+    Rule("gb10_fp8_attention_backend", V(0, 18, 0), None, "flashinfer",
+         "on compute capability 12.x (GB10) FlashAttention has no fp8 KV cache (FA3 on 9.0 only), so an fp8 "
+         "KV cache with every head size ≤ 256 runs on FlashInfer, whose first FULL CUDA graph costs GiBs",
+         "vllm/platforms/cuda.py: _get_backend_priorities; vllm/v1/attention/backends/fa_utils.py: "
+         "flash_attn_supports_fp8"),
     Rule("null_block_in_length_check", V(0, 10, 0), V(0, 29, 0), "no",
          "one max_model_len request is checked against all of the KV memory",
          f"{KV_UTILS}: check_enough_kv_cache_memory"),
@@ -244,6 +264,121 @@ MAMBA_PREFIX_CACHING_ARCHITECTURES = frozenset(
 )
 
 GiB = 1024**3
+MiB = 1024**2
+
+
+# --------------------------------------------------------------------------- the profile run's memory
+#
+# Worker.determine_available_memory (vllm/v1/worker/gpu_worker.py) gives the KV cache
+#     ceil(total × gpu_memory_utilization) − weights − torch peak increase − non-torch increase
+#     − CUDA-graph estimate (0.20 on; opt-in 0.18–0.19)
+# The last three are measured by vLLM while it starts, not computed from its flags. sparktui
+# models what the flags decide (how many tokens and sequences the profile run pushes, how many
+# CUDA graphs are captured) and takes the rest from real start-ups: the constants below, each
+# with the spread seen and the logs it was fitted on (bench/fit_accuracy.py refits them and
+# tests/core/test_fit.py checks the two agree).
+
+FIT_LOGS = (  # the DGX Spark start-ups the constants were fitted on; the other Spark logs are held out
+    "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log",
+    "spark_vdev-g9759e3b06_gemma-3-12b-it_bf16_success.log",
+    "spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_bf16_success.log",
+    "spark_vdev-g9759e3b06_gemma-4-31b-it_bf16_success.log",
+)
+
+
+@dataclass(frozen=True)
+class MeasuredConstant:
+    """A figure vLLM measures at start-up that no flag decides: the value sparktui assumes (the
+    median over the start-ups it was fitted on), the lowest and highest seen on every real start-up
+    with the figure, and where in vLLM the measurement is made."""
+
+    key: str
+    value: float
+    low: float
+    high: float
+    unit: Literal["GiB", "MiB", "x"]
+    summary: str
+    source: str
+    fitted_on: tuple[str, ...] = FIT_LOGS
+
+    def _scale(self, x: float) -> int:
+        return int(x * (GiB if self.unit == "GiB" else MiB if self.unit == "MiB" else 1))
+
+    @property
+    def bytes(self) -> int:
+        return self._scale(self.value)
+
+    @property
+    def spread_bytes(self) -> tuple[int, int]:
+        return self._scale(self.low), self._scale(self.high)
+
+    def describe(self) -> str:
+        unit = "×" if self.unit == "x" else f" {self.unit}"
+        return f"{self.value:g}{unit} (seen {self.low:g}–{self.high:g}{unit}; {self.source})"
+
+
+GPU_WORKER = "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory"
+MODEL_RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+
+SAMPLER_PEAK_COPIES = MeasuredConstant(
+    "sampler_peak_copies", 6.88, 6.88, 6.88, "x",
+    "the profile run's dummy sampler pass (temperature 0.5, top-p 0.9, top-k vocab − 1) holds this many "
+    "fp32 copies of the min(max_num_seqs, max_num_batched_tokens) × vocab logits at its peak; fitted on the "
+    "one Spark log that prints vLLM's own split (torch peak increase 1.72 GiB, gemma-3-27b)",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_run, _dummy_sampler_run",
+    fitted_on=(FIT_LOGS[0],),
+)  # fmt: skip
+UMA_NON_TORCH = MeasuredConstant(
+    "uma_non_torch", 2.71, 0.54, 4.19, "GiB",
+    "non-torch memory growth during start-up on unified memory: vLLM reads free memory as the host's "
+    "MemAvailable there, so whatever else the process (compiler, libraries, loader) or the OS takes "
+    "counts; not knowable before launch",
+    "vllm/utils/mem_utils.py: MemorySnapshot.measure (integrated GPU: psutil available), memory_profiling",
+)  # fmt: skip
+DISCRETE_NON_TORCH = MeasuredConstant(
+    "discrete_non_torch", 0.25, 0.02, 0.25, "GiB",
+    "non-torch memory growth (NCCL, cuBLAS workspaces) on a GPU with its own memory; the one discrete "
+    "log that prints it says 0.02 GiB (llava-1.5-7b, 0.10.2)",
+    "vllm/utils/mem_utils.py: memory_profiling",
+    fitted_on=("discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_success.log",),
+)  # fmt: skip
+CUDAGRAPH_FIRST_CAPTURE = MeasuredConstant(
+    "cudagraph_first_capture", 0.30, 0.10, 2.49, "GiB",
+    "free memory lost to the first CUDA graph captured while profiling (per mode, the largest counts); "
+    "measured with cudaMemGetInfo, so it holds the attention backend's workspaces (FlashInfer FULL graphs: "
+    "flashinfer_full_first_capture)",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory",
+)  # fmt: skip
+CUDAGRAPH_PER_GRAPH = MeasuredConstant(
+    "cudagraph_per_graph", 1.0, 1.0, 23.75, "MiB",
+    "each further CUDA graph: vLLM counts at least 1 MiB (1.00 MiB measured for PIECEWISE graphs, "
+    "23.75 MiB for FlashInfer FULL graphs, gemma-3-27b)",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory (max(second capture, 1 MiB))",
+    fitted_on=(FIT_LOGS[0],),
+)  # fmt: skip
+FLASHINFER_FULL_FIRST_CAPTURE = MeasuredConstant(
+    "flashinfer_full_first_capture", 3.38, 3.12, 3.38, "GiB",
+    "the first FULL CUDA graph captured with FlashInfer attention and an fp8 KV cache on a DGX Spark "
+    "(3466 MiB in vLLM's DEBUG line for gemma-3-27b; gemma-3-12b, held out, implies 3.12 GiB)",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory",
+    fitted_on=(FIT_LOGS[0],),
+)  # fmt: skip
+FLASHINFER_FULL_PER_GRAPH = MeasuredConstant(
+    "flashinfer_full_per_graph", 23.75, 23.75, 23.75, "MiB",
+    "each further FULL CUDA graph with FlashInfer attention (vLLM's DEBUG line, gemma-3-27b)",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory",
+    fitted_on=(FIT_LOGS[0],),
+)  # fmt: skip
+MEASURED_CONSTANTS = (
+    FLASHINFER_FULL_FIRST_CAPTURE,
+    FLASHINFER_FULL_PER_GRAPH,
+    SAMPLER_PEAK_COPIES,
+    UMA_NON_TORCH,
+    DISCRETE_NON_TORCH,
+    CUDAGRAPH_FIRST_CAPTURE,
+    CUDAGRAPH_PER_GRAPH,
+)
+CUDAGRAPH_CANDIDATE_SIZES = (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
 
 
 def checkpoint_kv_quant(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
@@ -374,6 +509,32 @@ class VllmRules:
             return flag is not None and flag.strip() not in ("", "0")
         return flag is None or flag.strip() != "0"
 
+    def cudagraph_capture_sizes(self, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int) -> tuple[int, ...]:
+        """The batch sizes vLLM captures CUDA graphs for when --compilation-config does not say."""
+        query_len = 1 + num_spec if self.value("cudagraph_decode_query_len") == "yes" else 1
+        largest = min(max_num_seqs * query_len * 2, 512, max_num_batched_tokens)
+        sizes = [s for s in CUDAGRAPH_CANDIDATE_SIZES if s <= largest]
+        if query_len > 1:
+            rounded = {-(-s // query_len) * query_len for s in sizes}
+            sizes = sorted(s for s in rounded if s <= largest) or ([query_len] if query_len <= largest else [])
+        return tuple(sizes)
+
+    def cudagraph_counts(self, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int) -> tuple[int, int]:
+        """(PIECEWISE graphs, FULL graphs) for the default cudagraph_mode FULL_AND_PIECEWISE: FULL
+        graphs only for uniform decode batches (up to max_num_seqs × (1 + speculative tokens)).
+        An attention backend without FULL support (FlashInfer on some models) captures none."""
+        sizes = self.cudagraph_capture_sizes(max_num_seqs, num_spec, max_num_batched_tokens)
+        query_len = 1 + num_spec if self.value("cudagraph_decode_query_len") == "yes" else 1
+        return len(sizes), sum(1 for s in sizes if s <= max_num_seqs * query_len)
+
+    def gb10_attention_backend(self, kv_cache_fp8: bool, head_sizes: tuple[int, ...]) -> str | None:
+        """The attention backend vLLM picks on a DGX Spark where it decides the CUDA-graph estimate:
+        'flashinfer' for an fp8 KV cache whose head sizes FlashInfer takes, else None (not modelled:
+        FlashAttention or Triton, whose graphs cost little)."""
+        if self.value("gb10_fp8_attention_backend") != "flashinfer" or not kv_cache_fp8:
+            return None
+        return "flashinfer" if head_sizes and max(head_sizes) <= 256 else None
+
     @property
     def dflash_reads_layer_types(self) -> bool:
         """Whether a DFlash drafter's sliding layers hold only their window (else all are full)."""
@@ -421,11 +582,21 @@ def rules_for(version: VllmVersion | str | None = None) -> VllmRules:
 
 
 __all__ = [
+    "CUDAGRAPH_FIRST_CAPTURE",
+    "CUDAGRAPH_PER_GRAPH",
     "DEFAULT",
+    "DISCRETE_NON_TORCH",
+    "FIT_LOGS",
+    "FLASHINFER_FULL_FIRST_CAPTURE",
+    "FLASHINFER_FULL_PER_GRAPH",
     "MAMBA_PREFIX_CACHING_ARCHITECTURES",
+    "MEASURED_CONSTANTS",
     "NEWEST_READ",
     "OLDEST",
     "RULES",
+    "SAMPLER_PEAK_COPIES",
+    "UMA_NON_TORCH",
+    "MeasuredConstant",
     "Rule",
     "VllmRules",
     "VllmVersion",

@@ -255,6 +255,75 @@ def test_every_fit_result_says_its_version_and_rules():
     assert any("assuming" in n for n in assumed["notes"])
 
 
+# --------------------------------------------------------------------------- CUDA-graph estimate
+
+
+def test_capture_sizes_match_what_real_logs_profiled():
+    rules = rules_for("0.21.0")
+    # "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)": GB10 defaults
+    assert rules.cudagraph_counts(256, 0, 2048) == (51, 35)
+    assert max(rules.cudagraph_capture_sizes(256, 0, 2048)) == 512
+    # nemotron-cascade, 0.19.1, max_num_seqs 40: PIECEWISE=13 (largest=80), FULL=8 (largest=40)
+    assert rules_for("0.19.1").cudagraph_counts(40, 0, 8192) == (13, 8)
+    # laguna + DFlash, 0.25.1, max_num_seqs 32, 15 speculative tokens: PIECEWISE=32, FULL=32 (largest=512)
+    sizes = rules_for("0.25.1").cudagraph_capture_sizes(32, 15, 8192)
+    assert len(sizes) == 32 and sizes[0] == 16 and sizes[-1] == 512
+    # capped by max_num_batched_tokens
+    assert max(rules.cudagraph_capture_sizes(256, 0, 128)) == 128
+
+
+def test_speculative_tokens_widen_and_round_the_capture_sizes_from_0_13():
+    before = rules_for("0.12.0").cudagraph_capture_sizes(32, 15, 8192)
+    after = rules_for("0.13.0").cudagraph_capture_sizes(32, 15, 8192)
+    assert max(before) == 64 and 1 in before  # 2 × max_num_seqs, speculative tokens ignored
+    assert max(after) == 512 and all(s % 16 == 0 for s in after)
+
+
+def test_fp8_kv_on_gb10_runs_on_flashinfer_from_0_18():
+    assert rules_for("0.17.1").gb10_attention_backend(True, (128,)) is None
+    assert rules_for("0.18.0").gb10_attention_backend(True, (128,)) == "flashinfer"
+    assert rules_for("0.18.0").gb10_attention_backend(False, (128,)) is None  # bf16: FlashAttention
+    assert rules_for("0.21.0").gb10_attention_backend(True, (256, 512)) is None  # Gemma 4: Triton
+
+
+def test_fp8_kv_costs_the_flashinfer_graph_estimate_on_a_spark_only():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    spark = {
+        d: fit(cfg(spec.name, vllm_version="0.21.0", kv_cache_dtype=d), spec, dgx_spark()) for d in ("auto", "fp8")
+    }
+    gpu = {
+        d: fit(cfg(spec.name, vllm_version="0.21.0", kv_cache_dtype=d), spec, machine_from_name(80))
+        for d in ("auto", "fp8")
+    }
+    assert spark["fp8"].budget["cuda_graphs"] - spark["auto"].budget["cuda_graphs"] > 3 * GiB
+    assert gpu["fp8"].budget["cuda_graphs"] == gpu["auto"].budget["cuda_graphs"] < GiB
+    assert any("FlashInfer FULL graphs" in w for w in spark["fp8"].memory_working)
+    # no FULL graphs with cudagraph_mode PIECEWISE: nothing of FlashInfer's first capture
+    piecewise = cfg(
+        spec.name,
+        vllm_version="0.21.0",
+        kv_cache_dtype="fp8",
+        extra_args=["--compilation-config", '{"cudagraph_mode": "PIECEWISE"}'],
+    )
+    assert fit(piecewise, spec, dgx_spark()).budget["cuda_graphs"] < GiB
+    explicit = cfg(spec.name, vllm_version="0.21.0", extra_args=["--attention-backend=FLASHINFER"])
+    assert fit(explicit, spec, dgx_spark()).budget["cuda_graphs"] > 3 * GiB
+
+
+def test_compilation_config_sets_the_graphs_counted():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+
+    def graphs(extra: list[str]) -> int:
+        return fit(cfg(spec.name, vllm_version="0.21.0", extra_args=extra), spec, dgx_spark()).budget["cuda_graphs"]
+
+    default = graphs([])
+    fewer = graphs(["--compilation-config", '{"cudagraph_capture_sizes": [1, 2, 4, 8]}'])
+    assert default - fewer == (51 - 4 + 35 - 4) * 1024**2
+    assert graphs(["-cc", '{"cudagraph_mode": "NONE"}']) == 0
+    with pytest.raises(UserError, match="--compilation-config"):
+        graphs(["--compilation-config", "{not json"])
+
+
 # --------------------------------------------------------------------------- DFlash drafters' layer kinds
 
 
