@@ -86,6 +86,7 @@ GUARD_REFRESH_S = 10.0
 RECENT_EVENTS = 50
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
+ERROR_FILE_ENV = "SPARKTUI_ERROR_FILE"  # where a detached supervisor's refusal goes for launch() (cli.main writes it)
 
 
 # ---------------------------------------------------------------- serve config with CLI overrides
@@ -1193,6 +1194,9 @@ def launch(
     saved = st.state_dir() / "profiles" / str(port) / f"{_safe(profile.name)}.toml"
     save_profile(dataclasses.replace(profile, serve=serve), saved)
     sup_log = st.state_dir() / "supervisor" / f"{port}.log"
+    # Why this child refused, if it does: its own file (two launches on one port share sup_log,
+    # and the winner's progress lines can follow the loser's error there)
+    error_file = sup_log.with_name(f"{port}-{os.getpid()}-{time.monotonic_ns()}.error")
     argv = [sys.executable, "-m", "sparktui", "serve", str(saved)] + (["--force"] if force else [])
     with open(sup_log, "ab") as out:
         child = subprocess.Popen(
@@ -1203,7 +1207,7 @@ def launch(
             start_new_session=True,
             cwd=str(PACKAGE_ROOT),
             close_fds=True,
-            env={**os.environ, "SPARKTUI_DETACHED": "1"},
+            env={**os.environ, "SPARKTUI_DETACHED": "1", ERROR_FILE_ENV: str(error_file)},
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -1215,10 +1219,14 @@ def launch(
             state.preflight_warnings = pre.warnings
             return st.with_liveness(state)
         if child.poll() is not None:
-            tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
-            message = next(
-                (line[len("sparktui: ") :] for line in reversed(tail) if line.startswith("sparktui: ")), None
-            )
+            try:
+                message: str | None = error_file.read_text(errors="replace").strip() or None
+                error_file.unlink()
+            except OSError:
+                tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
+                message = next(
+                    (line[len("sparktui: ") :] for line in reversed(tail) if line.startswith("sparktui: ")), None
+                )
             raise UserError(message or f"the supervisor exited with status {child.returncode}; see {sup_log}")
         time.sleep(0.05)
     raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")

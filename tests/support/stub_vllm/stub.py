@@ -159,8 +159,8 @@ def join_ray(world_size: int) -> int:
 
     @ray.remote(num_cpus=0, num_gpus=1)
     class RayWorkerWrapper:
-        def where(self) -> tuple[str, int]:
-            return ray.util.get_node_ip_address(), os.getpid()
+        def where(self) -> tuple[str, int, str]:
+            return ray.util.get_node_ip_address(), os.getpid(), ray.get_runtime_context().get_node_id()
 
     workers = [
         RayWorkerWrapper.options(
@@ -171,9 +171,17 @@ def join_ray(world_size: int) -> int:
         for i in range(world_size)
     ]
     placed = ray.get([w.where.remote() for w in workers])
-    for rank, (ip, pid) in enumerate(placed):
+    for rank, (ip, pid, _) in enumerate(placed):
         log(f"rank {rank}: RayWorkerWrapper pid={pid} on node {ip}")
-    local = [pid for ip, pid in placed if ip == current_ip]
+    all_ips = {ip for ip, _, _ in placed} | {current_ip}
+    nodes = {node for _, _, node in placed}
+    if len(nodes) != len(all_ips):  # ray_executor.py _init_workers_ray
+        raise RuntimeError(
+            f"Every node should have a unique IP address. Got {len(nodes)} nodes with node ids {sorted(nodes)} and "
+            f"{len(all_ips)} unique IP addresses {all_ips}. Please check your network configuration. If you set "
+            "`VLLM_HOST_IP` environment variable, make sure it is unique for each node."
+        )
+    local = [pid for ip, pid, _ in placed if ip == current_ip]
     if not local:
         raise ValueError(
             "Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or "
