@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from sparktui.core.config import ServeConfig  # noqa: E402
 from sparktui.core.fit import (  # noqa: E402
+    activation_bytes,
     dgx_spark,
     fit,
     fit_to_kv_memory,
@@ -35,6 +36,8 @@ from sparktui.core.fit import (  # noqa: E402
     settings_from,
 )
 from sparktui.core.modelspec import load_model_spec, spec_from_config, with_drafter  # noqa: E402
+from sparktui.core.modelspec.multimodal import FLAG as LMO_FLAG  # noqa: E402
+from sparktui.core.modelspec.multimodal import language_model_only  # noqa: E402
 from sparktui.core.vllm_rules import (  # noqa: E402
     CUDAGRAPH_FIRST_CAPTURE,
     FIT_LOGS,
@@ -214,6 +217,8 @@ def read_log(path: Path) -> dict[str, Any]:
         out["version"] = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
     if m := re.search(r"non-default args: .*'gpu_memory_utilization': ([\d.]+)", text):
         out["gpu_memory_utilization"] = float(m.group(1))
+    if "'language_model_only': True" in text:
+        out["language_model_only"] = True
     if m := re.search(r"Model loading took ([\d.]+) G", text):
         out["weights_gib"] = float(m.group(1))
     if m := re.search(r"Available KV cache memory: ([\d.]+) GiB", text):
@@ -354,8 +359,9 @@ def spark_cases(fixtures: Path) -> list[Case]:
             GEMMA3_12B,
             {},
             (0, 21, 0),
-            "vLLM source build 0.1.dev1+g9759e3b06 (after 0.21): 0.21 rules; --language-model-only still "
-            "loads the vision tower (22.62 GiB = the whole checkpoint)",
+            "vLLM source build 0.1.dev1+g9759e3b06 (after 0.21): 0.21 rules; --language-model-only: the vision "
+            "tower is left out (vLLM's source: gemma3_mm.py builds it in _mark_tower_model), though the 22.62 GiB "
+            "logged sits between the text-only and whole estimates",
         ),
         (
             "spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_bf16_success.log",
@@ -363,7 +369,7 @@ def spark_cases(fixtures: Path) -> list[Case]:
             None,
             {},
             (0, 21, 0),
-            "same build; --language-model-only skips Gemma 4's vision tower (47.47 GiB, not modelled)",
+            "same build; --language-model-only skips Gemma 4's vision tower (modelled: 0.78 GiB estimated)",
         ),
         (
             "spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_fp8kv_success.log",
@@ -380,7 +386,7 @@ def spark_cases(fixtures: Path) -> list[Case]:
             {},
             (0, 21, 0),
             "architecture from nvidia/Gemma-4-31B-IT-NVFP4's config (quantization dropped); "
-            "--language-model-only skips the vision tower (not modelled)",
+            "--language-model-only skips the vision tower (modelled)",
         ),
         (
             "spark_vdev-g9759e3b06_gemma-4-31b-it_fp8kv_success.log",
@@ -475,7 +481,9 @@ def spark_cases(fixtures: Path) -> list[Case]:
             counted=False,
             note="AEON-7/Gemma-4-26B-A4B-it-Uncensored-NVFP4 (read as google/gemma-4-26B-A4B) + z-lab's DFlash drafter "
             "(its 4 sliding layers built as full attention before 0.25). vLLM 0.20.2's own grouping of this reading "
-            "gives 3.97x / 1,039,908 tokens, as sparktui does; the log says half that (1.98x). Not explained: not counted",
+            "gives 3.97x / 1,039,908 tokens, as sparktui does; the log says half that (1.98x), as if every layer's "
+            "page were twice the size. AEON's image is a from-source build with a Gemma 4 DFlash patch (vLLM PR "
+            "#41703, its README), not a release: not counted",
             from_log=dflash_log,
         )
     )
@@ -515,6 +523,7 @@ def spark_cases(fixtures: Path) -> list[Case]:
                 serve={
                     "max_model_len": figures["max_model_len"],
                     "gpu_memory_utilization": figures["gpu_memory_utilization"],
+                    **({"extra_args": [LMO_FLAG]} if figures.get("language_model_only") else {}),
                     **serve,
                 },
                 arch=arch,
@@ -701,6 +710,9 @@ class Row:
     pred_kv_range: tuple[float, float] | None = None  # across the spread of vLLM's measured terms
     kv_role: str = ""  # "fit" (a constant was fitted on it) or "held out"
     kv_why: str = ""  # why the flags-only KV memory misses, where it does
+    # the KV error in GiB, term by term (prediction − log of what each term takes from the KV cache,
+    # sign turned so the three add up to the KV error): weights, activation + non-torch, CUDA graphs
+    kv_terms: tuple[float, float, float] | None = None
     errors: dict[str, float] = field(default_factory=dict)
     ok: bool = True
     limit: float = 1.0
@@ -752,6 +764,8 @@ def evaluate(case: Case) -> Row:
             row.errors["tokens"] = _err(tokens, case.tokens)
         if case.concurrency:
             row.errors["conc"] = _err(round(conc, 2), case.concurrency)
+    if LMO_FLAG in case.serve.get("extra_args", []):
+        spec = language_model_only(spec, rules)[0]  # the towers vLLM then skips
     if case.weights_gib is not None:
         # what one rank loads: the target (and its MTP / drafter weights when speculating), split by TP
         row.pred_weights_gib = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) / s.tp / GiB
@@ -764,6 +778,13 @@ def evaluate(case: Case) -> Row:
         row.errors["kv"] = _err(row.pred_kv_gib, case.kv_gib)
         row.kv_role = "fit" if case.from_log in FIT_LOGS else "held out"
         row.kv_why = KV_MISSES.get(case.from_log or "", "")
+        if case.from_log and (m := read_log_memory(FIXTURES / "vllm-logs" / case.from_log)) is not None:
+            b = result.budget
+            row.kv_terms = (
+                m.weights_gib - b["weights"] / GiB,
+                m.rest_gib - (b["activation_peak"] + b["non_torch"]) / GiB,
+                m.graphs_gib - b["cuda_graphs"] / GiB,
+            )
     checks = [abs(row.errors[k]) <= row.limit for k in ("tokens", "conc") if k in row.errors]
     if "weights" in row.errors and not case.quantized:
         checks.append(abs(row.errors["weights"]) <= 3.0)
@@ -784,16 +805,16 @@ KV_MISSES: dict[str, str] = {
         "40.61 vs 44.03 GiB of KV; no flags-only figure is within 3% of both"
     ),
     "spark_vdev-g9759e3b06_gemma-4-31b-it_bf16_success.log": (
-        "non-torch + activations 5.91 GiB (the other dense and MoE Gemma runs of this build: 3.9–5.1), "
-        "seen again in the fp8 run (5.76): something this model takes at start-up that its config does "
-        "not show; with the logged 5.91 the prediction is within 1%"
+        "vLLM measured 5.91 GiB of activation + non-torch memory (the other Gemma runs of this build: "
+        "3.91–5.12), and 5.76 again in the fp8 run: something this model takes at start-up that its config "
+        "does not show"
     ),
     "spark_vdev-g9759e3b06_gemma-4-31b-it_fp8kv_success.log": (
-        "as the bf16 run: non-torch + activations 5.76 GiB, 1.3 GiB above the fitted 4.43"
+        "as the bf16 run: 5.76 GiB of activation + non-torch memory, the most of any Gemma run but its twin"
     ),
     "spark_v0.13.0-nv26.01_gpt-oss-20b-mxfp4-derivative_success.log": (
-        "utilization 0.25 leaves a small KV cache (12.94 GiB), so 0.74 GiB of vLLM's measured non-torch "
-        "memory is 5.7%; non-torch + activations were 3.25 GiB (fitted: 4.03)"
+        "vLLM 0.13 (NGC 26.01) measured 3.25 GiB of activation + non-torch memory, less than on the "
+        "other Spark runs; at utilization 0.25 the KV cache is only 12.94 GiB, so a small miss is a large share"
     ),
 }
 
@@ -966,6 +987,29 @@ def _fmt(x: float | int | None, spec: str = ",") -> str:
     return "—" if x is None else format(x, spec)
 
 
+def print_activation_checks(fixtures: Path) -> None:
+    """The activation peak against the logs that print vLLM's own split of the non-KV memory."""
+    print("  activation peak against vLLM's own figure (the logs that print it):")
+    pattern = re.compile(r"(?:torch peak memory increase: |Actual usage is [\d.]+ GiB for weight, )([\d.]+) ?GiB")
+    for case in all_cases(fixtures):
+        if not case.from_log:
+            continue
+        text = (fixtures / "vllm-logs" / case.from_log).read_text(errors="replace")
+        if not (m := pattern.search(text)):
+            continue
+        spec = _spec(case)
+        machine = machine_from_name(case.machine or 16)  # the llava card: 16 GB, vLLM's small-GPU defaults
+        s = settings_from(ServeConfig(model="inline", **case.serve), spec, machine, case_rules(case))
+        predicted = activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp) / GiB
+        logged = float(m.group(1))
+        role = "fit" if case.from_log in FIT_LOGS else "held out"
+        print(
+            f"    {case.id:<24.24} {role:<8} logged {logged:.2f} GiB, predicted {predicted:.2f} GiB "
+            f"({s.max_num_batched_tokens:,} tokens, {s.max_num_seqs} sequences, vocab {spec.vocab_size:,}; the log's "
+            f"peak also holds the multimodal encoder's profile pass, not modelled)"
+        )
+
+
 def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
     """The KV memory predicted from the flags alone on real DGX Spark start-ups, and how."""
     fitted, logs = fit_memory_constants(fixtures)
@@ -975,7 +1019,10 @@ def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
     print("the same working under 'KV memory'). vLLM measures the last two at start-up; their constants")
     print("are fitted on the 'fit' logs, the 'held out' ones test them. range: the KV memory at the ends")
     print("of the spread vLLM's measured terms showed on every Spark log.")
-    head = f"  {'case':<24} {'role':<8} {'vLLM':>6} {'log':>6} {'pred':>6} {'err%':>6}  {'range':<13} {'rest':>5} {'graphs':>6}  3%"
+    head = (
+        f"  {'case':<24} {'role':<8} {'vLLM':>6} {'log':>6} {'pred':>6} {'err%':>6}  {'range':<13} "
+        f"{'rest':>5} {'graphs':>6}  {'Δweight':>7} {'Δact+nt':>7} {'Δgraphs':>7}  3%"
+    )
     print(head)
     spark = [r for r in rows if r.pred_kv_gib is not None]
     for r in spark:
@@ -983,15 +1030,22 @@ def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
         m = logs.get(c.from_log or "")
         lo, hi = r.pred_kv_range or (0.0, 0.0)
         ok = abs(r.errors["kv"]) <= 3.0
+        dw, drest, dg = r.kv_terms or (0.0, 0.0, 0.0)
         print(
             f"  {c.id:<24.24} {r.kv_role:<8} {r.rules.version!s:>6} {c.kv_gib:>6.2f} {r.pred_kv_gib:>6.2f} "
             f"{r.errors['kv']:>+6.1f}  {lo:>5.1f}–{hi:<6.1f} {m.rest_gib if m else 0:>5.2f} "
-            f"{m.graphs_gib if m else 0:>6.2f}  {'yes' if ok else 'NO'}"
+            f"{m.graphs_gib if m else 0:>6.2f}  {dw:>+7.2f} {drest:>+7.2f} {dg:>+7.2f}  {'yes' if ok else 'NO'}"
         )
-    print("  (rest: activation peak + non-torch memory as the log implies; graphs: vLLM's CUDA-graph estimate)")
+    print("  (rest: activation peak + non-torch memory as the log implies; graphs: vLLM's CUDA-graph estimate;")
+    print("  Δ: the KV error in GiB split between the weights, activation + non-torch and CUDA-graph terms)")
     for r in spark:
         if abs(r.errors["kv"]) > 3.0:
-            print(f"  {r.case.id}: {r.kv_why or 'not explained'}")
+            dw, drest, dg = r.kv_terms or (0.0, 0.0, 0.0)
+            without = _err((r.pred_kv_gib or 0.0) - drest, r.case.kv_gib or 1.0)
+            print(
+                f"  {r.case.id}: {r.kv_why or 'not explained'} (with the log's own activation + non-torch "
+                f"figure: {without:+.1f}%)"
+            )
     held = [r for r in spark if r.kv_role == "held out"]
     train = [r for r in spark if r.kv_role == "fit"]
     for name, group in (("fit", train), ("held out", held)):
@@ -1005,6 +1059,7 @@ def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
         print(
             f"    {f.key:<30} {f.value:>7.3f} (spread {f.low:.2f}–{f.high:.2f}), fitted on {len(f.fitted_on)} log(s){mark}"
         )
+    print_activation_checks(fixtures)
     print("  not in the table: spark qwen3.6 mtp3 (PrismaQuant weights unknown); the Laguna logs (architecture")
     print("  not modelled); their figures still count in the spreads where the log has them")
 

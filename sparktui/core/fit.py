@@ -25,6 +25,9 @@ from sparktui.core.config import flag_by_field
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS, dflash_as_built
+from sparktui.core.modelspec.multimodal import FLAG as LMO_FLAG
+from sparktui.core.modelspec.multimodal import language_model_only
+from sparktui.core.modelspec.spec import KvFormat
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.core.vllm_rules import (
@@ -33,11 +36,13 @@ from sparktui.core.vllm_rules import (
     DISCRETE_NON_TORCH,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
+    KV_CACHE_DTYPES,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     VllmRules,
     rules_for,
 )
+from sparktui.core.vllm_rules import kv_cache_dtype as kv_cache_dtype_info
 from sparktui.errors import UserError
 
 VERDICTS = ("fits", "tight", "wont_start", "unsafe")
@@ -181,6 +186,7 @@ class KvPlan:
     working: tuple[str, ...]
     null_block_checked: bool = True  # the length check leaves out the block pool's null block (vLLM ≥ 0.29)
     tokens_from_concurrency: bool = True  # how "GPU KV cache size" is counted (vLLM ≥ 0.20.1)
+    unify_error: str = ""  # why this vLLM cannot give every layer one page size (it does not start)
 
     @property
     def num_groups(self) -> int:
@@ -236,11 +242,21 @@ def kv_dtype_bytes(spec: ModelSpec, kv_cache_dtype: str | None, rules: VllmRules
         return 1, f"{forced} (from the checkpoint's {spec.checkpoint_quant_method} config, vLLM {rules.version})"
     if name == "auto":
         return spec.dtype_bytes, spec.dtype
-    if name.startswith("fp8"):
+    info = kv_cache_dtype_info(name)
+    if info is None:
+        choices = ", ".join(d.name for d in KV_CACHE_DTYPES)
+        raise UserError(f"--kv-cache-dtype: got {kv_cache_dtype!r}; vLLM's values are {choices}")
+    if info.layout == "fp8":
         return 1, name
-    if name in ("bfloat16", "float16", "half"):
+    if info.layout == "16bit":
         return 2, name
-    raise UserError(f"--kv-cache-dtype: got {kv_cache_dtype!r}; sparktui can size auto, bfloat16, float16 and fp8*")
+    if info.layout == "unsized":
+        raise UserError(
+            f"--kv-cache-dtype {name}: sparktui does not size this format yet (vLLM accepts it from "
+            f"{info.since}); use fp8, nvfp4 or a per-token-head format to see a fit"
+        )
+    unpacked = rules.value("int4_kv_sliding_layers") == "unpacked"
+    return KvFormat(1, info.layout, name, info.mla_bytes, unpacked), name
 
 
 # (kind, page bytes, block size, window, fixed pages, head geometry): one vLLM KV spec
@@ -312,6 +328,7 @@ def plan_kv(
     checks = (rules.null_block_in_length_check, rules.tokens_from_concurrency)
     if not specs:
         return KvPlan((), 1, in_flight, 0, 0, bs, tuple(working), *checks)
+    unify_error = ""
     kinds = {(k[0], k[3]) for k in specs}
     if len(specs) == 1 or (len(kinds) == 1 and MAMBA not in {k[0] for k in specs}):
         # One spec, or one type with different sizes: a single group of every layer.
@@ -330,6 +347,11 @@ def plan_kv(
                 elif kind == MLA:
                     raise UserError(
                         f"{spec.name}: vLLM cannot unify this model's KV page sizes (MLA beside other layers)"
+                    )
+                elif kind != MAMBA and rules.value("attention_page_padding") == "none":
+                    unify_error = (
+                        f"vLLM {rules.version} cannot give these layers one page size ({page:,} B does not divide "
+                        f"{max_page:,} B; NotImplementedError in unify_kv_cache_spec_page_size): it does not start"
                     )
                 page = max_page
             unified_key: _SpecKey = (kind, page, size, window, fixed, geometry)
@@ -358,6 +380,7 @@ def plan_kv(
         min((g.block_size for g in groups if g.kind != MAMBA), default=bs),
         tuple(working),
         *checks,
+        unify_error=unify_error,
     )
 
 
@@ -494,7 +517,9 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
     # --async-scheduling / --no-async-scheduling are read (the sliding-window reservation)
-    unknown = [f for f in getattr(config, "unknown_flags", None) or [] if f not in _ASYNC_FLAGS + _GRAPH_FLAGS]
+    unknown = [
+        f for f in getattr(config, "unknown_flags", None) or [] if f not in (*_ASYNC_FLAGS, *_GRAPH_FLAGS, LMO_FLAG)
+    ]
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
     prefix = getattr(config, "enable_prefix_caching", None)
@@ -769,6 +794,31 @@ def _core(
     )
 
 
+def _speculative_method_refusal(config: Any, rules: VllmRules) -> str | None:
+    """A --speculative-config "method" this vLLM does not know (only one given explicitly)."""
+    import json
+
+    text = getattr(config, "speculative_config", None)
+    try:
+        data = json.loads(text) if isinstance(text, str) else text
+    except (TypeError, ValueError):
+        return None
+    method = data.get("method") if isinstance(data, dict) else None
+    return rules.speculative_method_refusal(str(method).lower()) if method else None
+
+
+def _kv_dtype_refusal(spec: ModelSpec, s: Settings, machine: Machine) -> str | None:
+    """Why vLLM will not start with this --kv-cache-dtype (vllm_rules: KV_CACHE_DTYPES, nvfp4_kv_backend).
+    A unified-memory machine is a GB10 (SM121)."""
+    layers = (*spec.layers, *(spec.mtp_layers if s.mtp else ()))
+    return s.rules.kv_cache_dtype_refusal(
+        s.kv_cache_dtype.lower(),
+        gb10=machine.unified,
+        mla=any(g.kind == MLA for g in layers),
+        sparse_mla=any(g.kind == MLA and g.elem_bytes for g in layers),
+    )
+
+
 def _memory_working(
     s: Settings,
     machine: Machine,
@@ -785,7 +835,13 @@ def _memory_working(
     forward, sampler = activation
     nt = UMA_NON_TORCH if machine.unified else DISCRETE_NON_TORCH
     seqs = min(s.max_num_seqs, s.max_num_batched_tokens)
+    accounting = {
+        "weights_peak_non_torch": "weights + torch peak increase + non-torch increase",
+        "consumed_plus_headroom": "free memory lost since start (weights, non-torch) + transient torch peak",
+    }[s.rules.value("non_kv_accounting")]
     lines = [
+        f"vLLM {s.rules.version} counts outside the KV cache: {accounting}"
+        + (", and its CUDA-graph estimate" if graphs else ""),
         f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)",
         f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''})",
         f"− activation peak {_g(max(forward, sampler))}: the profile run's larger pass — forward over "
@@ -840,6 +896,9 @@ def fit(
         spec = replace(spec, max_len_limit=0, max_len_key="", notes=(*spec.notes, limit_note))
     s = settings_from(config, spec, machine)
     spec, drafter_refusal = dflash_as_built(spec, s.rules) if s.mtp else (spec, None)
+    lmo_refusal = None
+    if LMO_FLAG in (getattr(config, "unknown_flags", None) or []):
+        spec, lmo_refusal = language_model_only(spec, s.rules)
     c = _core(spec, s, machine)
     upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
     longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0
@@ -881,9 +940,16 @@ def fit(
             f"{spec.max_len_limit:,} in its config); vLLM refuses to start unless "
             f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, and positions past the limit give garbage"
         )
-    if drafter_refusal:
-        wont = True
-        reasons.append(drafter_refusal)
+    method_refusal = _speculative_method_refusal(config, s.rules)
+    for refusal in (
+        method_refusal or drafter_refusal,
+        lmo_refusal,
+        _kv_dtype_refusal(spec, s, machine),
+        c.plan.unify_error,
+    ):
+        if refusal:
+            wont = True
+            reasons.append(refusal)
     if machine.unified and util > 0.90:
         unsafe = True
         reasons.append(
@@ -933,11 +999,24 @@ def fit(
     elif c.concurrency < 1.1:
         tight = True
         reasons.append(f"the KV cache holds only {c.concurrency:.2f} requests of {max_len:,} tokens")
+    elif c.plan.groups and not c.plan.fits_one(max(c.kv_low, 0), max_len):
+        # vLLM measures its own non-torch and CUDA-graph memory at start-up: at the low end of what
+        # real start-ups measured, it would refuse
+        tight = True
+        reasons.append(
+            f"one request of max_model_len {max_len:,} needs {_g(c.plan.bytes_per_request(max_len))} of KV cache; "
+            f"vLLM's own start-up measurements can leave as little as {_g(max(c.kv_low, 0))}, and then it refuses"
+        )
 
     verdict = "unsafe" if unsafe else "wont_start" if wont else "tight" if tight else "fits"
     if verdict == "fits":
+        spread = (
+            ""
+            if c.kv_low == c.kv_high
+            else f" ({max(c.kv_low, 0) / GiB:.1f}–{c.kv_high / GiB:.1f} by vLLM's start-up measurements)"
+        )
         reasons.append(
-            f"KV cache {_g(c.kv_memory)} holds {c.tokens:,} tokens: {c.concurrency:.2f} requests of "
+            f"KV cache {_g(c.kv_memory)}{spread} holds {c.tokens:,} tokens: {c.concurrency:.2f} requests of "
             f"{max_len:,} tokens" + (f", the OS keeps {_g(os_left)}" if os_left is not None else "")
         )
 
@@ -962,7 +1041,7 @@ def fit(
         longest_max_model_len=longest,
         machine=machine.describe(),
         model=spec.name,
-        notes=[*spec.notes, *s.notes, *s.rules.notes],
+        notes=[*spec.notes, *s.notes, *s.rules.notes, *_free_memory_note(s.rules, machine)],
         vllm_version=str(s.rules.version),
         vllm_version_source=vllm_version_source
         or ("--vllm-version" if getattr(config, "vllm_version", None) else "assumed: the newest rules read"),
@@ -973,6 +1052,16 @@ def fit(
     if hardware is not None:
         result.speed = estimate_for_config(spec, config, hardware, max_model_len=max_len, max_concurrency=c.concurrency)
     return result
+
+
+def _free_memory_note(rules: VllmRules, machine: Machine) -> list[str]:
+    if machine.unified and rules.value("uma_free_memory") == "cuda_free":
+        return [
+            f"vLLM {rules.version} reads free memory with cudaMemGetInfo on a DGX Spark, which leaves out "
+            "the page cache: it may refuse to start although MemAvailable is enough (drop the page cache "
+            "first, or use vLLM 0.11.1 or later); the fit compares with MemAvailable"
+        ]
+    return []
 
 
 def _suggestions(
@@ -1001,7 +1090,9 @@ def _suggestions(
             )
         )
     if not s.kv_cache_memory_bytes and c.plan.groups:
-        need = c.fixed + c.plan.bytes_per_request(max_len) + c.plan.bytes_per_block
+        # room for the low end of what vLLM measures at start-up (non-torch, CUDA graphs)
+        margin = max(0, c.kv_memory - c.kv_low)
+        need = c.fixed + margin + c.plan.bytes_per_request(max_len) + c.plan.bytes_per_block
         util_min = math.ceil(need / machine.total * 100) / 100
         if util_min <= 1.0:
             warn = " (above 0.90: unsafe on unified memory)" if machine.unified and util_min > 0.90 else ""
@@ -1010,7 +1101,8 @@ def _suggestions(
             unsafe_fix = machine.unified and util_min > 0.90  # advice only: one key must never make it unsafe
             out.append(
                 Suggestion(
-                    f"smallest --gpu-memory-utilization for one {max_len:,}-token request: {util_min:.2f}{warn}",
+                    f"smallest --gpu-memory-utilization for one {max_len:,}-token request: {util_min:.2f}{warn}"
+                    + (" (with room for vLLM's own start-up measurements)" if margin else ""),
                     {} if unsafe_fix else {"gpu_memory_utilization": util_min},
                 )
             )

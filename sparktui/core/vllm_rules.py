@@ -75,10 +75,16 @@ RuleKey = Literal[
     "cudagraph_estimate",
     "cudagraph_decode_query_len",
     "gb10_fp8_attention_backend",
+    "non_kv_accounting",
+    "uma_free_memory",
     "null_block_in_length_check",
     "batch_defaults_large_gpu",
     "batch_defaults_gb10",
     "dflash_layer_types",
+    "nvfp4_kv_backend",
+    "int4_kv_sliding_layers",
+    "attention_page_padding",
+    "language_model_only",
 ]
 
 
@@ -116,6 +122,7 @@ KV_UTILS = "vllm/v1/core/kv_cache_utils.py"
 KV_IFACE = "vllm/v1/kv_cache_interface.py"
 HYBRID_CFG = "vllm/model_executor/models/config.py: HybridAttentionMambaModelConfig.verify_and_update_config"
 ARG_UTILS = "vllm/engine/arg_utils.py"
+GPU_WORKER = "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory"
 DFLASH = "vllm/model_executor/models/qwen3_dflash.py"
 
 RULES: tuple[Rule, ...] = (
@@ -215,6 +222,21 @@ RULES: tuple[Rule, ...] = (
          "KV cache with every head size ≤ 256 runs on FlashInfer, whose first FULL CUDA graph costs GiBs",
          "vllm/platforms/cuda.py: _get_backend_priorities; vllm/v1/attention/backends/fa_utils.py: "
          "flash_attn_supports_fp8"),
+    Rule("non_kv_accounting", V(0, 10, 0), V(0, 27, 0), "weights_peak_non_torch",
+         "memory outside the KV cache = weights loaded + torch peak increase of the profile run + non-torch "
+         "increase since the worker started",
+         "vllm/utils/mem_utils.py: memory_profiling (0.10: vllm/utils/__init__.py); " + GPU_WORKER),
+    Rule("non_kv_accounting", V(0, 27, 0), None, "consumed_plus_headroom",
+         "memory outside the KV cache = free memory lost since the worker started (weights and non-torch "
+         "included) + the profile run's transient torch peak above what stays allocated",
+         "vllm/utils/mem_utils.py: memory_profiling (total_consumed, transient_peak_headroom); " + GPU_WORKER),
+    Rule("uma_free_memory", V(0, 10, 0), V(0, 11, 1), "cuda_free",
+         "on a DGX Spark vLLM reads free memory with cudaMemGetInfo, which leaves out reclaimable page cache: "
+         "the start-up check and the non-torch figure see less free memory than MemAvailable",
+         "vllm/utils/__init__.py: MemorySnapshot.measure"),
+    Rule("uma_free_memory", V(0, 11, 1), None, "mem_available",
+         "on a DGX Spark (and other unified-memory GPUs) vLLM reads free memory as the host's MemAvailable",
+         "vllm/utils/mem_utils.py: MemorySnapshot.measure (psutil.virtual_memory().available)"),
     Rule("null_block_in_length_check", V(0, 10, 0), V(0, 29, 0), "no",
          "one max_model_len request is checked against all of the KV memory",
          f"{KV_UTILS}: check_enough_kv_cache_memory"),
@@ -232,9 +254,54 @@ RULES: tuple[Rule, ...] = (
          "takes the small-GPU defaults: 2048 batched tokens, 256 sequences",
          f"{ARG_UTILS}: EngineArgs.get_batch_defaults (0.10–0.11.0: _set_default_args_v1); "
          "vllm/platforms/cuda.py: NvmlCudaPlatform.get_device_total_memory"),
-    Rule("dflash_layer_types", V(0, 10, 0), V(0, 25, 0), "ignored",
+    Rule("nvfp4_kv_backend", V(0, 10, 0), V(0, 21, 0), "none",
+         "--kv-cache-dtype nvfp4 is accepted but FlashInfer, the only backend for it, raises "
+         "NotImplementedError: vLLM does not start",
+         "vllm/v1/attention/backends/flashinfer.py: FlashInferMetadataBuilder.__init__"),
+    Rule("nvfp4_kv_backend", V(0, 21, 0), V(0, 32, 0), "sm100",
+         "an NVFP4 KV cache runs only on SM100-family GPUs (B200, GB200, B300: trtllm-gen kernels); "
+         "GB10 (SM121) and older GPUs have no backend for it",
+         "vllm/v1/attention/backends/flashinfer.py: FlashInferBackend.supports_kv_cache_dtype "
+         "(0.21–0.24: FlashInferMetadataBuilder.__init__)"),
+    Rule("nvfp4_kv_backend", V(0, 32, 0), None, "sm100_or_fa2",
+         "as before, and --kv-cache-dtype nvfp4 (not nvfp4_4over6) also runs on SM80, SM90 and SM120-family "
+         "GPUs, GB10 included, through FlashInfer's FA2 path",
+         "vllm/v1/attention/backends/flashinfer.py: FlashInferBackend.supports_kv_cache_dtype, _nvfp4_kv_on_fa2"),
+    Rule("int4_kv_sliding_layers", V(0, 10, 0), V(0, 28, 0), "unpacked",
+         "with --kv-cache-dtype int4_per_token_head a sliding-window layer's pages are budgeted at one byte "
+         "per element (only full-attention pages are halved), plus the two fp32 scales",
+         f"{KV_IFACE}: SlidingWindowSpec.real_page_size_bytes, AttentionSpec.page_size_bytes"),
+    Rule("int4_kv_sliding_layers", V(0, 28, 0), None, "packed",
+         "every attention layer's int4_per_token_head page holds half a byte per element plus the two fp32 "
+         "scales (the backend publishes the packed layout)",
+         "vllm/v1/attention/backends/triton_attn.py: TritonAttentionBackend.customize_spec"),
+    Rule("attention_page_padding", V(0, 10, 0), V(0, 24, 0), "none",
+         "layers whose KV pages differ must divide the largest page (the smaller pages grow their block "
+         "size); otherwise vLLM raises NotImplementedError and does not start",
+         f"{KV_UTILS}: unify_kv_cache_spec_page_size"),
+    Rule("attention_page_padding", V(0, 24, 0), V(0, 29, 0), "backend",
+         "a page that does not divide the largest is padded when the attention backend reads pages by "
+         "block stride (indexes_kv_by_block_stride), else vLLM does not start; sparktui assumes padding",
+         f"{KV_UTILS}: unify_kv_cache_spec_page_size; vllm/v1/attention/backend.py: "
+         "AttentionBackend.indexes_kv_by_block_stride"),
+    Rule("attention_page_padding", V(0, 29, 0), None, "non_mla",
+         "a non-MLA attention page that does not divide the largest is padded to it",
+         f"{KV_UTILS}: unify_kv_cache_spec_page_size"),
+    Rule("language_model_only", V(0, 10, 0), V(0, 17, 0), "absent",
+         "--language-model-only is not a vllm serve flag: vLLM exits on it",
+         f"{ARG_UTILS}: EngineArgs.add_cli_args"),
+    Rule("language_model_only", V(0, 17, 0), None, "skips_towers",
+         "--language-model-only sets every modality's limit to 0: towers built in _mark_tower_model "
+         "(Gemma 3/4, Qwen-VL, Qwen3.5, most multimodal models) are not loaded and no encoder is profiled",
+         "vllm/config/multimodal.py: MultiModalConfig.get_limit_per_prompt; vllm/model_executor/models/"
+         "interfaces.py: SupportsMultiModal._mark_tower_model"),
+    Rule("dflash_layer_types", V(0, 10, 0), V(0, 20, 0), "absent",
+         "there is no DFlash speculative method (no 'dflash' in SpeculativeMethod, no DFlashDraftModel): "
+         "vLLM refuses the speculative config and does not start",
+         "vllm/config/speculative.py: SpeculativeMethod"),
+    Rule("dflash_layer_types", V(0, 20, 0), V(0, 25, 0), "ignored",
          "a DFlash drafter's layers are all full attention: its layer_types, sliding_window and "
-         "dflash_config.use_swa are not read (DFlash drafters exist from 0.20)",
+         "dflash_config.use_swa are not read",
          f"{DFLASH}: DFlashQwen3Attention.__init__ (no per-layer sliding window; the model-level "
          "one is unset for interleaved targets, engine/arg_utils.py: create_engine_config)"),
     Rule("dflash_layer_types", V(0, 25, 0), V(0, 26, 0), "uniform_only",
@@ -248,6 +315,69 @@ RULES: tuple[Rule, ...] = (
          f"{DFLASH}: _resolve_layer_attention; vllm/config/vllm.py: VllmConfig.use_v2_model_runner "
          "(_dflash_needs_multi_kv_group)"),
 )  # fmt: skip
+
+# --------------------------------------------------------------------------- KV cache dtypes
+
+
+@dataclass(frozen=True)
+class KvCacheDtype:
+    """One --kv-cache-dtype value: the first release that accepts it (vllm/config/cache.py CacheDType;
+    0.10: vllm/config.py) and how it lays a token out (modelspec/spec.py: KvFormat)."""
+
+    name: str
+    since: VllmVersion
+    layout: str  # model | 16bit | fp8 | nvfp4 | per_token_head | int4_per_token_head | ds_mla | unsized
+    mla_bytes: int = 0  # ds_mla: bytes per token of a sparse-MLA layer (MLAAttentionSpec.real_page_size_bytes)
+
+
+KV_CACHE_DTYPES: tuple[KvCacheDtype, ...] = (
+    KvCacheDtype("auto", V(0, 10, 0), "model"),
+    KvCacheDtype("fp8", V(0, 10, 0), "fp8"),
+    KvCacheDtype("fp8_e4m3", V(0, 10, 0), "fp8"),
+    KvCacheDtype("fp8_e5m2", V(0, 10, 0), "fp8"),
+    KvCacheDtype("fp8_inc", V(0, 10, 0), "fp8"),
+    KvCacheDtype("bfloat16", V(0, 11, 0), "16bit"),
+    KvCacheDtype("fp8_ds_mla", V(0, 11, 1), "ds_mla", 656),
+    KvCacheDtype("float16", V(0, 18, 0), "16bit"),
+    KvCacheDtype("nvfp4", V(0, 20, 0), "nvfp4"),
+    KvCacheDtype("int8_per_token_head", V(0, 20, 0), "per_token_head"),
+    KvCacheDtype("fp8_per_token_head", V(0, 20, 0), "per_token_head"),
+    KvCacheDtype("turboquant_k8v4", V(0, 20, 0), "unsized"),
+    KvCacheDtype("turboquant_4bit_nc", V(0, 20, 0), "unsized"),
+    KvCacheDtype("turboquant_k3v4_nc", V(0, 20, 0), "unsized"),
+    KvCacheDtype("turboquant_3bit_nc", V(0, 20, 0), "unsized"),
+    KvCacheDtype("int4_per_token_head", V(0, 25, 0), "int4_per_token_head"),
+    KvCacheDtype("nvfp4_4over6", V(0, 28, 0), "nvfp4"),
+    KvCacheDtype("nvfp4_ds_mla", V(0, 30, 0), "ds_mla", 352),
+    KvCacheDtype("ultraquant_4bit", V(0, 32, 0), "unsized"),
+)
+KV_CACHE_DTYPE_SOURCE = (
+    "vllm/config/cache.py: CacheDType (0.10: vllm/config.py); vllm/v1/kv_cache_interface.py: "
+    "AttentionSpec.page_size_bytes, MLAAttentionSpec.real_page_size_bytes; vllm/utils/torch_utils.py: "
+    "nvfp4_kv_cache_full_dim"
+)
+
+
+# --speculative-config "method" values and the first release that accepts each (vllm/config/
+# speculative.py: SpeculativeMethod, EagleModelTypes, MTPModelTypes; 0.10: vllm/config.py). Only
+# boundaries between two adjacent releases that were both read are listed; a method not listed is
+# not checked.
+SPECULATIVE_METHODS: dict[str, VllmVersion] = {
+    **dict.fromkeys(
+        ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp"), V(0, 10, 0)
+    ),
+    **dict.fromkeys(("mtp", "glm4_moe_mtp", "mimo_mtp", "longcat_flash_mtp"), V(0, 11, 0)),
+    "suffix": V(0, 11, 1),
+    **dict.fromkeys(("qwen3_5_mtp", "nemotron_h_mtp", "extract_hidden_states"), V(0, 17, 0)),
+    "ngram_gpu": V(0, 18, 0),
+    "dflash": V(0, 20, 0),
+    **dict.fromkeys(("gemma4_mtp", "mimo_v2_mtp"), V(0, 21, 0)),
+}
+
+
+def kv_cache_dtype(name: str) -> KvCacheDtype | None:
+    return next((d for d in KV_CACHE_DTYPES if d.name == name), None)
+
 
 # Models whose vLLM class implements SupportsMambaPrefixCaching (mode 'all' is possible):
 # vllm/model_executor/models/{nemotron_h,jamba,mamba,mamba2,zamba2,granitemoehybrid,falcon_h1}.py
@@ -317,7 +447,6 @@ class MeasuredConstant:
         return f"{self.value:g}{unit} (seen {self.low:g}–{self.high:g}{unit}; {self.source})"
 
 
-GPU_WORKER = "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory"
 MODEL_RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 
 SAMPLER_PEAK_COPIES = MeasuredConstant(
@@ -538,12 +667,58 @@ class VllmRules:
     @property
     def dflash_reads_layer_types(self) -> bool:
         """Whether a DFlash drafter's sliding layers hold only their window (else all are full)."""
-        return self.value("dflash_layer_types") != "ignored"
+        return self.value("dflash_layer_types") not in ("ignored", "absent")
 
     @property
     def dflash_mixed_layers_start(self) -> bool:
         """Whether vLLM starts with a DFlash drafter that mixes sliding and full layers."""
         return self.value("dflash_layer_types") != "uniform_only"
+
+    def kv_cache_dtype_refusal(self, name: str, *, gb10: bool, mla: bool, sparse_mla: bool) -> str | None:
+        """Why this vLLM does not start with --kv-cache-dtype `name` (None: it does).
+        gb10: the GPU is a GB10 (SM121); mla / sparse_mla: the model has MLA layers / DeepSeek
+        V3.2-style sparse MLA (an indexer)."""
+        info = kv_cache_dtype(name)
+        if info is None:
+            return None  # not a vLLM value at all: kv_dtype_bytes reports it
+        if self.version < info.since:
+            accepted = ", ".join(d.name for d in KV_CACHE_DTYPES if d.since <= self.version)
+            return (
+                f"vLLM {self.version} rejects --kv-cache-dtype {name} (invalid choice; it accepts {accepted}); "
+                f"{name} is accepted from vLLM {info.since}"
+            )
+        if info.layout == "ds_mla" and not sparse_mla:
+            return (
+                f"--kv-cache-dtype {name} is the FlashMLA sparse layout of DeepSeek V3.2-style models (MLA with "
+                "an indexer); no attention backend takes it for this model, so vLLM does not start"
+            )
+        if info.layout == "nvfp4":
+            if mla:
+                return f"--kv-cache-dtype {name}: no MLA attention backend takes an NVFP4 KV cache; vLLM does not start"
+            rule = self.value("nvfp4_kv_backend")
+            if rule == "none":
+                return (
+                    f"vLLM {self.version} accepts --kv-cache-dtype {name} but its FlashInfer backend raises "
+                    "'nvfp4 KV cache is not yet supported': vLLM does not start (use 0.21 or later)"
+                )
+            if gb10 and (rule == "sm100" or name != "nvfp4"):
+                return (
+                    f"vLLM {self.version} runs an NVFP4 KV cache ({name}) only on SM100-family GPUs (B200, GB200); "
+                    "GB10 is SM121: no attention backend, vLLM does not start"
+                    + (" (vLLM 0.32 adds --kv-cache-dtype nvfp4 on GB10)" if rule == "sm100" else "")
+                )
+        return None
+
+    def speculative_method_refusal(self, method: str) -> str | None:
+        """Why this vLLM refuses --speculative-config's "method" (None: it knows it, or it is not checked)."""
+        since = SPECULATIVE_METHODS.get(method)
+        if since is None or self.version >= since:
+            return None
+        return (
+            f"vLLM {self.version} does not know speculative method {method!r} (added in {since}); it refuses "
+            "--speculative-config and does not start"
+            + ('; use the model-specific MTP method (e.g. "deepseek_mtp", "qwen3_next_mtp")' if method == "mtp" else "")
+        )
 
     @property
     def null_block_in_length_check(self) -> bool:
@@ -589,19 +764,23 @@ __all__ = [
     "FIT_LOGS",
     "FLASHINFER_FULL_FIRST_CAPTURE",
     "FLASHINFER_FULL_PER_GRAPH",
+    "KV_CACHE_DTYPES",
     "MAMBA_PREFIX_CACHING_ARCHITECTURES",
     "MEASURED_CONSTANTS",
     "NEWEST_READ",
     "OLDEST",
     "RULES",
     "SAMPLER_PEAK_COPIES",
+    "SPECULATIVE_METHODS",
     "UMA_NON_TORCH",
+    "KvCacheDtype",
     "MeasuredConstant",
     "Rule",
     "VllmRules",
     "VllmVersion",
     "checkpoint_kv_quant",
     "find_version",
+    "kv_cache_dtype",
     "parse_version",
     "rules_for",
 ]

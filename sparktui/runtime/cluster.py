@@ -27,9 +27,14 @@ from sparktui import __version__
 from sparktui.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sparktui.core.cluster import ClusterSettings
     from sparktui.core.config import ServeConfig
+    from sparktui.core.pool import Reservation
     from sparktui.core.profiles import Profile, RunnerSettings
+    from sparktui.runtime.node_checks import InterfaceFacts
+    from sparktui.runtime.node_stream import WorkerStream
 
 SSH_TIMEOUT_S = 60.0  # node-check asks `vllm --version` when no venv is named: vLLM imports torch first
 SSH_CONFIG_ENV = "SPARKTUI_SSH_CONFIG"
@@ -57,11 +62,19 @@ class NodeReport:
     ports_in_use: tuple[int, ...] = ()
     mem_available: int | None = None
     mem_total: int | None = None
+    mem_free: int | None = None
+    model_cached: int | None = None  # the model's files in its page cache (None: not a local folder there)
+    servers: tuple[Reservation, ...] = ()  # what the servers already running there reserve
+    interface: InterfaceFacts | None = None  # [cluster] interface as the node sees it
     ray_version: str | None = None  # asked only for backend "ray"
     ray_error: str | None = None
 
     @classmethod
     def from_json(cls, host: str, data: dict[str, Any]) -> NodeReport:
+        from sparktui.core.pool import Reservation
+        from sparktui.runtime.node_checks import InterfaceFacts
+
+        iface = data.get("interface")
         return cls(
             host=host,
             reachable=True,
@@ -72,6 +85,10 @@ class NodeReport:
             ports_in_use=tuple(int(p) for p in data.get("ports_in_use", [])),
             mem_available=data.get("mem_available"),
             mem_total=data.get("mem_total"),
+            mem_free=data.get("mem_free"),
+            model_cached=data.get("model_cached"),
+            servers=tuple(Reservation.from_dict(r) for r in data.get("servers") or [] if isinstance(r, dict)),
+            interface=InterfaceFacts.from_dict(iface) if isinstance(iface, dict) else None,
             ray_version=data.get("ray_version"),
             ray_error=data.get("ray_error"),
         )
@@ -88,9 +105,27 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def node_check(ports: list[int], executable: str, venv: str | None, ray: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NodeAsk:
+    """What the head asks every node about besides its vLLM and ports."""
+
+    model: str | None = None  # its files' page cache is measured
+    machine: str = "dgx-spark"  # the profile's [machine], for older servers' reservations
+    interface: str | None = None  # [cluster] interface: up, with which addresses
+    master_addr: str | None = None  # the route to it leaves through which interface
+    ray: bool = False  # backend "ray": which Ray this node would run
+
+    @classmethod
+    def of(cls, profile: Profile, serve: ServeConfig) -> NodeAsk:
+        cluster = profile.cluster
+        assert cluster is not None
+        return cls(serve.model, str(profile.machine), cluster.interface, cluster.master_addr, cluster.backend == "ray")
+
+
+def node_check(ports: list[int], executable: str, venv: str | None, ask: NodeAsk | None = None) -> dict[str, Any]:
     """What this node would run and whether it can: the answer `sparktui node-check` prints."""
     from sparktui.runtime.memory import read_memory
+    from sparktui.runtime.node_checks import interface_facts, memory_facts
     from sparktui.runtime.runner import resolve_native_executable
     from sparktui.runtime.vllm_version import from_executable, from_site_packages
 
@@ -104,29 +139,36 @@ def node_check(ports: list[int], executable: str, venv: str | None, ray: bool = 
             out["vllm_error"] = f"`{exe} --version` did not print a vLLM version"
     except UserError as exc:
         out["vllm_error"] = str(exc)
-    if ray:
+    if ask is not None and ask.ray:
         from sparktui.runtime.ray_cluster import ray_version
 
         out["ray_version"], out["ray_error"] = ray_version(executable, venv)
     out["ports_in_use"] = [p for p in ports if port_in_use(p)]
     sample = read_memory(psi=False)
     out["mem_available"], out["mem_total"] = sample.mem_available, sample.mem_total
+    if ask is not None:
+        out.update(memory_facts(ask.model, ask.machine))
+        if ask.interface:
+            out["interface"] = interface_facts(ask.interface, ask.master_addr)
     return out
 
 
-def node_check_argv(ports: list[int], runner: RunnerSettings, ray: bool = False) -> list[str]:
+def node_check_argv(ports: list[int], runner: RunnerSettings, ask: NodeAsk | None = None) -> list[str]:
     argv = ["sparktui", "node-check", "--executable", runner.executable or "vllm"]
     if runner.venv:
         argv += ["--venv", runner.venv]
-    if ray:
-        argv += ["--ray"]
     for port in ports:
         argv += ["--port", str(port)]
+    if ask is not None:
+        argv += ["--machine", ask.machine] + (["--model", ask.model] if ask.model else [])
+        argv += ["--interface", ask.interface] if ask.interface else []
+        argv += ["--master-addr", ask.master_addr] if ask.master_addr else []
+        argv += ["--ray"] if ask.ray else []
     return argv
 
 
-def check_remote(host: str, ports: list[int], runner: RunnerSettings, ray: bool = False) -> NodeReport:
-    argv = ssh_argv(host, node_check_argv(ports, runner, ray))
+def check_remote(host: str, ports: list[int], runner: RunnerSettings, ask: NodeAsk | None = None) -> NodeReport:
+    argv = ssh_argv(host, node_check_argv(ports, runner, ask))
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=SSH_TIMEOUT_S, check=False)
     except FileNotFoundError:
@@ -158,10 +200,10 @@ def check_nodes(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
     cluster = profile.cluster
     assert cluster is not None
     head_ports = serve_ports(serve, cluster, head=True)
-    ray = cluster.backend == "ray"
-    head_data = node_check(head_ports, profile.runner.executable or "vllm", profile.runner.venv, ray)
+    ask = NodeAsk.of(profile, serve)
+    head_data = node_check(head_ports, profile.runner.executable or "vllm", profile.runner.venv, ask)
     reports = [NodeReport.from_json(cluster.head, head_data)]
-    reports += [check_remote(host, [], profile.runner, ray) for host in cluster.nodes[1:]]
+    reports += [check_remote(host, [], profile.runner, ask) for host in cluster.nodes[1:]]
     return reports
 
 
@@ -193,18 +235,34 @@ def problems(reports: list[NodeReport]) -> list[str]:
     return out
 
 
-def preflight(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
-    """Every node's report; a UserError listing each node's problem when any has one."""
+@dataclass
+class ClusterPreflight:
+    reports: list[NodeReport]
+    warnings: list[str]
+    summaries: list[str]  # one line per node: its memory against its rank
+
+
+def preflight(profile: Profile, serve: ServeConfig, force: bool = False) -> ClusterPreflight:
+    """Every node's report, judged against the rank it would run; a UserError listing each node's
+    problem when any has one (--force lets memory problems through as warnings)."""
+    from sparktui.runtime.node_checks import judge_nodes
+
     reports = check_nodes(profile, serve)
     found = problems(reports)
+    judged = judge_nodes(profile, serve, [r for r in reports if not r.error])
+    found += judged.interface_problems
+    if judged.memory_problems and not force:
+        found += [f"{p} (or pass --force)" for p in judged.memory_problems]
     if found:
         raise UserError("cluster preflight failed:\n  " + "\n  ".join(found))
-    return reports
+    warnings = judged.warnings + [f"{p} (--force given)" for p in judged.memory_problems]
+    return ClusterPreflight(reports, warnings, judged.summaries)
 
 
 # ---------------------------------------------------------------- launching (backend "mp")
 
-LINK_EVERY_S = 2.0  # how often a node's supervisor looks at the rest of the cluster
+LINK_EVERY_S = 2.0  # how often a worker looks at its head's rendezvous port
+STREAM_RECHECK_S = 30.0  # the head acts on its workers' news at once; this only bounds its sleep
 HEAD_LOST_AFTER = 2  # a worker stops itself after this many failed looks at a head it once reached
 
 
@@ -295,29 +353,34 @@ def nodes_file(port: int) -> Path:
 
 
 class Link:
-    """A node supervisor's view of the rest of its cluster, asked every LINK_EVERY_S.
+    """A node supervisor's view of the rest of its cluster.
 
-    The head asks each worker's supervisor for its state over SSH, records every node's phase for
-    `status`, and asks its supervisor to stop when a worker's server has ended (a guard trip, a
-    stop, a kill there); on its own end it stops every worker. A worker watches the head's
-    rendezvous port (--master-addr:--master-port; with Ray, the Ray head's GCS port): once reached,
-    losing it means the head is gone, and the worker stops itself."""
+    The head keeps one SSH session per worker that carries the worker supervisor's state changes as
+    they happen (runtime/node_stream.py: `sparktui node-watch` there), so a trip, stop or kill on a
+    worker reaches the head within a second and nothing is polled at rest. It records every node's
+    phase for `status`, and asks its supervisor to stop when a worker's server has ended; on its own
+    end it stops every worker. A worker watches the head's rendezvous port (--master-addr:
+    --master-port; with Ray, the Ray head's GCS port) every LINK_EVERY_S: once reached, losing it
+    means the head is gone, and the worker stops itself."""
 
-    def __init__(self, profile: Profile, serve: ServeConfig, rank: int) -> None:
+    def __init__(self, profile: Profile, serve: ServeConfig, rank: int, wake: Callable[[], None] | None = None) -> None:
         cluster = profile.cluster
         assert cluster is not None
         self.cluster, self.rank, self.port = cluster, rank, int(serve.port or 8000)
+        self.wake: Callable[[], None] = wake or (lambda: None)
         self.next_at = 0.0
         self.seen: set[str] = set()
         self.head_reached = False
         self.head_misses = 0
+        self.streams: list[WorkerStream] = []
+        self._recorded: list[NodePhase] | None = None
 
     def due(self, now: float) -> bool:
-        return now >= self.next_at
+        return now >= self.next_at or any(s.news for s in self.streams)
 
     def check(self, now: float) -> tuple[bool, str | None]:
         """(the rest of the cluster is up, why this node must stop or None)."""
-        self.next_at = now + LINK_EVERY_S
+        self.next_at = now + (LINK_EVERY_S if self.rank else STREAM_RECHECK_S)
         return self._check_head() if self.rank else self._check_workers()
 
     def _check_head(self) -> tuple[bool, str | None]:
@@ -339,29 +402,36 @@ class Link:
         return self.head_reached, None
 
     def _check_workers(self) -> tuple[bool, str | None]:
+        from sparktui.runtime.node_stream import ENDED, WorkerStream
+
+        if not self.streams:
+            self.streams = [WorkerStream(host, self.port, self.wake) for host in self.cluster.nodes[1:]]
+            for stream in self.streams:
+                stream.start()
         phases = [NodePhase(self.cluster.head, 0, "head")]
         reason = None
-        for rank, host in enumerate(self.cluster.nodes[1:], start=1):
-            code, out, _ = _ssh_run(host, ["sparktui", "status", "--port", str(self.port), "--json"], timeout=15)
+        for rank, stream in enumerate(self.streams, start=1):
+            host = stream.host
+            data, connected = stream.take()
             node = NodePhase(host, rank, "unreachable")
-            if code == 0:
-                try:
-                    data = json.loads(out)
-                except json.JSONDecodeError:
-                    data = {}
-                node.status = str(data.get("status") or "unknown")
+            if data is not None:
                 node.phase = data.get("phase")
-                node.exit_reason = (data.get("exit") or {}).get("reason")
-                guard_last = (data.get("guard") or {}).get("last") or {}
-                node.available_gib = guard_last.get("available_gib")
-                if node.status in ("starting", "running"):
+                node.exit_reason = data.get("exit_reason")
+                node.available_gib = data.get("available_gib")
+                status = str(data.get("status") or "unknown")
+                if connected or status in ENDED:  # a lost session leaves the last word stale
+                    node.status = status
+                if status in ("starting", "running"):
                     self.seen.add(host)
-                elif host in self.seen or node.status in ("exited", "lost"):
-                    reason = reason or f"node {host} ended ({node.exit_reason or node.status})"
-            elif code == 2 and host in self.seen:  # its state is gone: nothing runs there
-                reason = reason or f"node {host} no longer runs the server"
+                elif status == "none":  # no record there
+                    if host in self.seen:
+                        reason = reason or f"node {host} no longer runs the server"
+                elif host in self.seen or status in ENDED:
+                    reason = reason or f"node {host} ended ({node.exit_reason or status})"
             phases.append(node)
-        self._record(phases)
+        if phases != self._recorded:
+            self._record(phases)
+            self._recorded = phases
         return True, reason
 
     def _record(self, phases: list[NodePhase]) -> None:
@@ -373,6 +443,8 @@ class Link:
 
     def close(self, how: str) -> None:
         """The head's end is the cluster's: every worker is stopped (killed after a kill)."""
+        for stream in self.streams:
+            stream.close()
         if self.rank == 0:
             stop_workers(self.cluster.nodes[1:], self.port, "kill" if how == "kill" else "stop")
 
@@ -385,10 +457,11 @@ def this_rank(profile: Profile, serve: ServeConfig) -> int | None:
     return profile.cluster.rank if profile.cluster.backend == "ray" else node_rank(serve)
 
 
-def link_for(profile: Profile, serve: ServeConfig) -> Link | None:
-    """The cluster link of a node's own supervisor (a [cluster] profile launched with a rank)."""
+def link_for(profile: Profile, serve: ServeConfig, wake: Callable[[], None] | None = None) -> Link | None:
+    """The cluster link of a node's own supervisor (a [cluster] profile launched with a rank);
+    `wake` wakes its loop when a worker's news comes in."""
     rank = this_rank(profile, serve)
-    return None if rank is None else Link(profile, serve, rank)
+    return None if rank is None else Link(profile, serve, rank, wake)
 
 
 def read_nodes(port: int) -> list[dict[str, Any]]:

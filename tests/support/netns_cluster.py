@@ -11,6 +11,7 @@ SPARKTUI_STATE_DIR, plus whatever a test passes (a different vLLM, say).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -18,10 +19,12 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.support import shm_held_by, wait_for
 
 SUBNET = "10.213.0"
+LINK_NAME = "cx{}"  # the link to worker i, in the head's namespace and in the worker's (two nodes: cx1 on both)
 SSHD = "/usr/sbin/sshd"
 SPARKTUI = str(Path(sys.executable).parent / "sparktui")  # this checkout's, in the test's venv
 
@@ -69,6 +72,25 @@ class NetnsCluster:
         assert self.ssh_config is not None
         argv = self.exec_argv(self.nodes[0], ["ssh", "-F", str(self.ssh_config), node.name, "--", *remote])
         return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+
+    def on_head(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """`sparktui ARGS` on the first node, as its user would run it there."""
+        head = self.nodes[0]
+        env = {**os.environ, "SPARKTUI_STATE_DIR": str(head.state_dir), "SPARKTUI_SSH_CONFIG": str(self.ssh_config)}
+        argv = self.exec_argv(head, [SPARKTUI, *args])
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+    def state_on(self, node: Node, port: int) -> dict[str, Any] | None:
+        """The node's server on `port`, as `sparktui status --json` there shows it (None: no server)."""
+        if node is self.nodes[0]:
+            done = self.on_head("status", "--port", str(port), "--json")
+        else:
+            done = self.ssh(node, "sparktui", "status", "--port", str(port), "--json")
+        return json.loads(done.stdout) if done.returncode == 0 else None
+
+    def nothing_left(self) -> bool:
+        """No process but sshd on any node."""
+        return all(not node.pids_besides_sshd() for node in self.nodes)
 
     def close(self) -> None:
         """Stop every process in the namespaces (they were all started here), then remove them.
@@ -153,12 +175,16 @@ def _build(cluster: NetnsCluster, root: Path, count: int, tag: str, node_env: di
         cluster.links.append(a)
         _run("ip", "link", "set", a, "netns", head.netns)
         _run("ip", "link", "set", b, "netns", node.netns)
-        _run("ip", "-n", node.netns, "addr", "add", f"{node.addr}/24", "dev", b)
-        _run("ip", "-n", node.netns, "link", "set", b, "up")
-        _run("ip", "-n", head.netns, "link", "set", a, "up")
+        # inside the nodes both ends are named as a Spark's ConnectX port would be on each: the same
+        link = LINK_NAME.format(i)
+        _run("ip", "-n", head.netns, "link", "set", a, "name", link)
+        _run("ip", "-n", node.netns, "link", "set", b, "name", link)
+        _run("ip", "-n", node.netns, "addr", "add", f"{node.addr}/24", "dev", link)
+        _run("ip", "-n", node.netns, "link", "set", link, "up")
+        _run("ip", "-n", head.netns, "link", "set", link, "up")
         # the head's address on every link (a /32 route to each worker over its own link)
-        _run("ip", "-n", head.netns, "addr", "add", f"{head.addr}/32", "dev", a)
-        _run("ip", "-n", head.netns, "route", "add", f"{node.addr}/32", "dev", a)
+        _run("ip", "-n", head.netns, "addr", "add", f"{head.addr}/32", "dev", link)
+        _run("ip", "-n", head.netns, "route", "add", f"{node.addr}/32", "dev", link)
     if len(cluster.nodes) == 1:
         _run("ip", "-n", head.netns, "addr", "add", f"{head.addr}/24", "dev", "lo")
     cluster.ssh_config = root / "ssh_config"
