@@ -101,6 +101,23 @@ QWEN3_235B_TP4 = {
     "num_experts_per_tok": 8,
     "max_position_embeddings": 40960,
 }
+# MiniMax-M2 (vllm-cases c12, c13: two DGX Sparks, one rank each): its dimensions, for the KV per
+# rank only (weights are not compared: the AWQ recipe's layout is not known here).
+MINIMAX_M2 = {
+    "architectures": ["MiniMaxM2ForCausalLM"],
+    "model_type": "minimax_m2",
+    "num_hidden_layers": 62,
+    "hidden_size": 3072,
+    "num_attention_heads": 48,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 200064,
+    "intermediate_size": 1536,
+    "num_local_experts": 256,
+    "num_experts_per_tok": 8,
+    "max_position_embeddings": 196608,
+    "torch_dtype": "bfloat16",
+}
 # Qwen3.5-27B: vllm-cases c11 gives layers / KV heads / head_dim; the linear-attention sizes are
 # the Qwen3.5 family's (16 key heads of 128; 48 value heads of 128 assumed), so c11 is a check of
 # the formulas' consistency, not counted in the summary.
@@ -669,6 +686,35 @@ def json_cases(fixtures: Path) -> list[Case]:
             concurrency=r("c11")["max_concurrency"],
             counted=False,
             note="no KV memory reported; linear-attention sizes assumed; consistency check",
+        ),
+        Case(
+            "c12",
+            "vllm-cases c12",
+            "MiniMax-M2.7-AWQ (2 Sparks, TP=2)",
+            (0, 29, 1),
+            "dense",
+            {"max_model_len": 196608, "tensor_parallel_size": 2, "gpu_memory_utilization": 0.8},
+            arch=MINIMAX_M2,
+            kv_gib=r("c12")["available_kv_cache_gib"],
+            tokens=r("c12")["estimated_max_model_len"],
+            note="one rank's figures; too small for one 196608-token request, as vLLM said "
+            "(tokens: its estimated maximum model length)",
+        ),
+        Case(
+            "c13",
+            "vllm-cases c13",
+            "MiniMax-M2.7-AWQ (2 Sparks, TP=2)",
+            (0, 29, 1),
+            "dense",
+            {"max_model_len": 196608, "tensor_parallel_size": 2, "gpu_memory_utilization": 0.85},
+            arch=MINIMAX_M2,
+            kv_gib=r("c13")["available_kv_cache_gib"],
+            tokens=r("c13")["gpu_kv_cache_tokens"],
+            concurrency=r("c13")["max_concurrency"],
+            counted=False,
+            note="one rank's figures as the reporter summarised them, not a raw log: its 28.74 GiB and "
+            "240,816 tokens disagree with each other by 0.9% at the 126,976 B/token per rank that "
+            "vLLM's own message in c12 implies; not counted",
         ),
     ]
 

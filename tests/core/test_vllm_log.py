@@ -166,6 +166,15 @@ EXPECTED = {
              weights_gib=21.42, available_kv_gib=71.15, kv_cache_tokens=3131683, max_concurrency=15.66, ready=False),
         "log_ended",
     ),
+    f"{LOGS}/spark2x_v0.30.0_qwen3.8-flash-next-nvfp4_nnodes2-rank1-headless_excerpt.log": (
+        # a two-Spark --nnodes 2 start-up, the worker's headless rank 1 (selected lines): no API server,
+        # so no banner and no "Application startup complete"; "Launching vLLM (v0.30.0) headless
+        # multiproc executor" is not read as a version; "Using max model len 262144"; one rank's
+        # "Model loading took 62.66 GiB" and "Available KV cache memory: 25.37 GiB"
+        dict(version=None, model=None, max_model_len=262144, weights_gib=62.66, available_kv_gib=25.37,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "log_ended",
+    ),
     f"{CPU}/startup_FAIL_default_kv_memutil.log": (
         # "ValueError: Available memory on node 0 (7.28/8.59 GiB) on startup is less than desired CPU
         # memory utilization (0.92, 7.9 GiB)"
