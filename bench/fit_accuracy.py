@@ -476,6 +476,36 @@ def spark_cases(fixtures: Path) -> list[Case]:
             from_log="discrete_v0.23.0_qwen3.6-27b-nvfp4-mtp3_tp2-2x5060ti_success.log",
         )
     )
+    qwen_dflash = {
+        "max_model_len": 262144,
+        "gpu_memory_utilization": 0.85,
+        "max_num_batched_tokens": 65536,
+        "max_num_seqs": 128,
+        "enable_prefix_caching": True,
+        "speculative_config": '{"method": "dflash", "model": "z-lab/Qwen3.6-35B-A3B-DFlash", '
+        '"num_speculative_tokens": 15}',
+    }
+    for log, version, label in (
+        ("spark_vdev-g101584af0_qwen3.6-35b-a3b-nvfp4-dflash_success.log", (0, 20, 0), "spark q3.6 dflash 0.20dev"),
+        ("spark_vdev-g6804e1b81_qwen3.6-35b-a3b-nvfp4-dflash_success.log", (0, 21, 0), "spark q3.6 dflash fork"),
+    ):
+        cases.append(
+            Case(
+                label,
+                f"vllm-logs/{log}",
+                "Qwen/Qwen3.6-35B-A3B",
+                version,
+                "hybrid",
+                qwen_dflash,
+                **{**_figures(logs / log), "weights_gib": None},
+                drafter="z-lab__Qwen3.6-35B-A3B-DFlash.json",
+                note="AEON-7/Qwen3.6-35B-A3B-heretic-NVFP4 (the Qwen3.6-35B-A3B architecture; its NVFP4 weights "
+                "not compared) + z-lab's DFlash drafter (8 full layers of 4 × 128), 15 speculative tokens; "
+                + ("a source build before 0.20.1: 0.20.0's token count" if version < (0, 21) else "a fork after 0.21")
+                + "; KV memory from the flags not predicted (the heretic checkpoint's weights are not known)",
+                from_log=log,
+            )
+        )
     dflash_log = "spark_v0.20.1_gemma-4-26b-a4b-nvfp4-dflash_success.log"
     cases.append(
         Case(

@@ -96,6 +96,17 @@ EXPECTED = {
              available_kv_gib=65.25, kv_cache_tokens=519920, max_concurrency=1.98, ready=True),
         None,
     ),
+    f"{LOGS}/spark_vdev-g101584af0_qwen3.6-35b-a3b-nvfp4-dflash_success.log": (
+        # target and drafter are /models/… folders; "GPU KV cache size: 582,832 tokens"; 4.71x at 262,144
+        dict(version="0.20.1.dev0+g101584af0.d20260424", model="/models/target", max_model_len=262144,
+             weights_gib=22.84, available_kv_gib=62.31, kv_cache_tokens=582832, max_concurrency=4.71, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_vdev-g6804e1b81_qwen3.6-35b-a3b-nvfp4-dflash_success.log": (
+        dict(version="0.1.dev1+g6804e1b81", model="/models/target", max_model_len=262144, weights_gib=22.84,
+             available_kv_gib=63.23, kv_cache_tokens=1251446, max_concurrency=4.77, ready=True),
+        None,
+    ),
     f"{LOGS}/spark_v0.20.0_gemma-4-26b-a4b-it_bf16_success.log": (
         # "Model loading took 48.5 GiB"; "Available KV cache memory: 40.61 GiB"; "GPU KV cache size:
         # 177,440 tokens"; "Maximum concurrency for 8,192 tokens per request: 35.75x"
