@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Any, Literal, NamedTuple
 
 from sparktui.errors import UserError
@@ -108,6 +109,10 @@ class Rule:
         return f"{self.key} [{self.span}]: {self.summary} ({self.source})"
 
     def to_dict(self) -> dict[str, str]:
+        return dict(self._as_dict)
+
+    @cached_property
+    def _as_dict(self) -> dict[str, str]:  # every fit lists its rules: formatted once
         return {
             "key": self.key,
             "versions": self.span,
@@ -530,6 +535,16 @@ def checkpoint_kv_quant(config: Mapping[str, Any], hf_quant: Mapping[str, Any] |
     return method or None, None
 
 
+@lru_cache(maxsize=256)
+def _capture_sizes(query_len: int, max_num_seqs: int, max_num_batched_tokens: int) -> tuple[int, ...]:
+    largest = min(max_num_seqs * query_len * 2, 512, max_num_batched_tokens)
+    sizes = [s for s in CUDAGRAPH_CANDIDATE_SIZES if s <= largest]
+    if query_len > 1:
+        rounded = {-(-s // query_len) * query_len for s in sizes}
+        sizes = sorted(s for s in rounded if s <= largest) or ([query_len] if query_len <= largest else [])
+    return tuple(sizes)
+
+
 @dataclass(frozen=True)
 class VllmRules:
     """The table resolved for one vLLM version."""
@@ -538,11 +553,13 @@ class VllmRules:
     rules: tuple[Rule, ...]  # the one rule of each key that applies
     notes: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # the fit asks these on every keystroke: a dict, not a scan of the table
+        object.__setattr__(self, "_values", {rule.key: rule.value for rule in self.rules})
+
     def value(self, key: RuleKey) -> str:
-        for rule in self.rules:
-            if rule.key == key:
-                return rule.value
-        raise KeyError(key)
+        values: dict[str, str] = self.__dict__["_values"]
+        return values[key]
 
     @property
     def label(self) -> str:
@@ -620,12 +637,7 @@ class VllmRules:
     def cudagraph_capture_sizes(self, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int) -> tuple[int, ...]:
         """The batch sizes vLLM captures CUDA graphs for when --compilation-config does not say."""
         query_len = 1 + num_spec if self.value("cudagraph_decode_query_len") == "yes" else 1
-        largest = min(max_num_seqs * query_len * 2, 512, max_num_batched_tokens)
-        sizes = [s for s in CUDAGRAPH_CANDIDATE_SIZES if s <= largest]
-        if query_len > 1:
-            rounded = {-(-s // query_len) * query_len for s in sizes}
-            sizes = sorted(s for s in rounded if s <= largest) or ([query_len] if query_len <= largest else [])
-        return tuple(sizes)
+        return _capture_sizes(query_len, max_num_seqs, max_num_batched_tokens)
 
     def cudagraph_counts(self, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int) -> tuple[int, int]:
         """(PIECEWISE graphs, FULL graphs) for the default cudagraph_mode FULL_AND_PIECEWISE: FULL
