@@ -481,7 +481,9 @@ def spark_cases(fixtures: Path) -> list[Case]:
             counted=False,
             note="AEON-7/Gemma-4-26B-A4B-it-Uncensored-NVFP4 (read as google/gemma-4-26B-A4B) + z-lab's DFlash drafter "
             "(its 4 sliding layers built as full attention before 0.25). vLLM 0.20.2's own grouping of this reading "
-            "gives 3.97x / 1,039,908 tokens, as sparktui does; the log says half that (1.98x). Not explained: not counted",
+            "gives 3.97x / 1,039,908 tokens, as sparktui does; the log says half that (1.98x), as if every layer's "
+            "page were twice the size. AEON's image is a from-source build with a Gemma 4 DFlash patch (vLLM PR "
+            "#41703, its README), not a release: not counted",
             from_log=dflash_log,
         )
     )

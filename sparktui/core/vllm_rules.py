@@ -300,9 +300,13 @@ RULES: tuple[Rule, ...] = (
          "(Gemma 3/4, Qwen-VL, Qwen3.5, most multimodal models) are not loaded and no encoder is profiled",
          "vllm/config/multimodal.py: MultiModalConfig.get_limit_per_prompt; vllm/model_executor/models/"
          "interfaces.py: SupportsMultiModal._mark_tower_model"),
-    Rule("dflash_layer_types", V(0, 10, 0), V(0, 25, 0), "ignored",
+    Rule("dflash_layer_types", V(0, 10, 0), V(0, 20, 0), "absent",
+         "there is no DFlash speculative method (no 'dflash' in SpeculativeMethod, no DFlashDraftModel): "
+         "vLLM refuses the speculative config and does not start",
+         "vllm/config/speculative.py: SpeculativeMethod"),
+    Rule("dflash_layer_types", V(0, 20, 0), V(0, 25, 0), "ignored",
          "a DFlash drafter's layers are all full attention: its layer_types, sliding_window and "
-         "dflash_config.use_swa are not read (DFlash drafters exist from 0.20)",
+         "dflash_config.use_swa are not read",
          f"{DFLASH}: DFlashQwen3Attention.__init__ (no per-layer sliding window; the model-level "
          "one is unset for interleaved targets, engine/arg_utils.py: create_engine_config)"),
     Rule("dflash_layer_types", V(0, 25, 0), V(0, 26, 0), "uniform_only",
@@ -658,7 +662,7 @@ class VllmRules:
     @property
     def dflash_reads_layer_types(self) -> bool:
         """Whether a DFlash drafter's sliding layers hold only their window (else all are full)."""
-        return self.value("dflash_layer_types") != "ignored"
+        return self.value("dflash_layer_types") not in ("ignored", "absent")
 
     @property
     def dflash_mixed_layers_start(self) -> bool:

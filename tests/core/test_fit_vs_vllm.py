@@ -44,6 +44,18 @@ CASES = [
     Scenario("google/gemma-4-26B-A4B", "int4_per_token_head", 131072, 8192, True, False, 20.0),
     # + z-lab's DFlash drafter (4 sliding + 1 full layers): 35 KV groups of one layer
     Scenario("google/gemma-4-26B-A4B", "auto", 262144, 32768, True, True, 65.25, "z-lab/gemma-4-26B-A4B-it-DFlash"),
+    # + an EAGLE3 layer of its own geometry (8 × 128): 31 groups of one layer
+    Scenario(
+        "google/gemma-4-26B-A4B",
+        "auto",
+        262144,
+        2048,
+        True,
+        True,
+        40.0,
+        "sgl-project/SpecForge-gemma4-26b-a4b-eagle3",
+        "eagle3",
+    ),
 ]
 CHECKPOINTS = ("nvidia/Llama-3.1-70B-Instruct-FP8", "nvidia/Qwen3.6-35B-A3B-NVFP4", "deepseek-ai/DeepSeek-R1")
 
@@ -89,3 +101,26 @@ def test_the_question_builder_follows_the_versions_rules():
     new, _ = kv_question(spec, sc, rules_for("0.26.0"))
     assert (old["mamba_cache_mode"], new["mamba_cache_mode"]) == ("none", "align")  # hybrid prefix caching default
     assert plan_kv.cache_info().currsize > 0
+
+
+LAYER_MODELS = (  # dense, sliding-window + global, hybrid (Gated DeltaNet), MLA
+    "meta-llama__Meta-Llama-3.1-8B",
+    "google__gemma-4-26B-A4B",
+    "Qwen__Qwen3-Next-80B-A3B-Instruct",
+    "deepseek-ai__DeepSeek-V3",
+)
+
+
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
+def test_every_layer_reads_as_vllm_builds_it_on_the_meta_device():
+    """vLLM 0.32 builds each model on torch's meta device and gives every layer's KV spec
+    (tests/support/vllm_layer_oracle.py); sparktui's reading of the config must match it."""
+    from tests.support.vllm_layers import ask_layers, fixture_config, ours, theirs
+
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    for answer in ask_layers(python, list(LAYER_MODELS)):
+        assert "error" not in answer, answer
+        assert ours(answer["name"], fixture_config(answer["name"])) == theirs(answer["layers"]), answer

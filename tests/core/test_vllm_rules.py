@@ -379,6 +379,9 @@ def test_a_mixed_dflash_drafter_wont_start_on_0_25_only(fixtures, tmp_path):
         if verdicts[version]:
             assert result.verdict == "wont_start"
     assert verdicts == {"0.24.0": False, "0.25.0": True, "0.25.1": True, "0.26.0": False}
+    before = fit(cfg("x", vllm_version="0.19.1", **serve), spec, dgx_spark())
+    assert before.verdict == "wont_start" and any("no DFlash speculative decoding" in r for r in before.reasons)
+    assert not any("DFlash" in r for r in fit(cfg("x", vllm_version="0.20.0", **serve), spec, dgx_spark()).reasons)
 
 
 def test_draft_layers_with_their_own_head_geometry_are_a_group_of_their_own():
