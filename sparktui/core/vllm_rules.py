@@ -363,6 +363,23 @@ KV_CACHE_DTYPE_SOURCE = (
 )
 
 
+# --speculative-config "method" values and the first release that accepts each (vllm/config/
+# speculative.py: SpeculativeMethod, EagleModelTypes, MTPModelTypes; 0.10: vllm/config.py). Only
+# boundaries between two adjacent releases that were both read are listed; a method not listed is
+# not checked.
+SPECULATIVE_METHODS: dict[str, VllmVersion] = {
+    **dict.fromkeys(
+        ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp"), V(0, 10, 0)
+    ),
+    **dict.fromkeys(("mtp", "glm4_moe_mtp", "mimo_mtp", "longcat_flash_mtp"), V(0, 11, 0)),
+    "suffix": V(0, 11, 1),
+    **dict.fromkeys(("qwen3_5_mtp", "nemotron_h_mtp", "extract_hidden_states"), V(0, 17, 0)),
+    "ngram_gpu": V(0, 18, 0),
+    "dflash": V(0, 20, 0),
+    **dict.fromkeys(("gemma4_mtp", "mimo_v2_mtp"), V(0, 21, 0)),
+}
+
+
 def kv_cache_dtype(name: str) -> KvCacheDtype | None:
     return next((d for d in KV_CACHE_DTYPES if d.name == name), None)
 
@@ -704,6 +721,17 @@ class VllmRules:
                 )
         return None
 
+    def speculative_method_refusal(self, method: str) -> str | None:
+        """Why this vLLM refuses --speculative-config's "method" (None: it knows it, or it is not checked)."""
+        since = SPECULATIVE_METHODS.get(method)
+        if since is None or self.version >= since:
+            return None
+        return (
+            f"vLLM {self.version} does not know speculative method {method!r} (added in {since}); it refuses "
+            "--speculative-config and does not start"
+            + ('; use the model-specific MTP method (e.g. "deepseek_mtp", "qwen3_next_mtp")' if method == "mtp" else "")
+        )
+
     @property
     def null_block_in_length_check(self) -> bool:
         return self.value("null_block_in_length_check") == "yes"
@@ -755,6 +783,7 @@ __all__ = [
     "OLDEST",
     "RULES",
     "SAMPLER_PEAK_COPIES",
+    "SPECULATIVE_METHODS",
     "UMA_NON_TORCH",
     "KvCacheDtype",
     "MeasuredConstant",

@@ -166,3 +166,38 @@ async def test_the_palette_lists_each_server(tmp_path):
         assert "Switch the server pane to the next running server (its log, figures, stop and kill)" in names
         names["Server :8001 (embed-small): follow it"]()
         await until(pilot, lambda: app.server.port == 8001, "the palette's switch")
+
+
+async def test_at_idle_the_list_is_read_only_when_a_record_changes(tmp_path, monkeypatch):
+    from sparktui.runtime.protocol import StateRecord
+    from sparktui.ui.panes import ServerPane
+    from tests.support.app import SampleBackend, server_record
+
+    class Counting(SampleBackend):
+        reads = 0
+
+        def servers(self):
+            self.reads += 1
+            return super().servers()
+
+    monkeypatch.setattr(ServerPane, "POLL_S", 0.02)  # the poll ticks 50 times a second
+    backend = Counting()
+    app = SparkApp(backend=backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = server_pane(app)
+        await until(
+            pilot, lambda: backend.reads >= 1 and pane._watch is not None and pane._watch.armed.is_set(), "the watch"
+        )
+        await pilot.pause(0.3)
+        before = backend.reads
+        await pilot.pause(1.5)  # some 75 ticks with no server anywhere
+        assert backend.reads == before, "the list was read again with nothing changed"
+        # a server started elsewhere writes its record: the list is read without a key
+        log = tmp_path / "other.log"
+        log.write_text(READY_LOG_HEAD)
+        st.write_state(st.state_path(8123), StateRecord.model_validate(server_record(log, port=8123)))
+        await until(pilot, lambda: backend.reads > before, "the list read after the record appeared")
+        await until(pilot, lambda: [e.port for e in app.servers] == [8123], "the new record listed")
+
+
+READY_LOG_HEAD = "(APIServer pid=7) INFO 11-30 09:00:00 [api_server.py:1] vLLM API server version 0.32.0\n"
