@@ -101,6 +101,23 @@ QWEN3_235B_TP4 = {
     "num_experts_per_tok": 8,
     "max_position_embeddings": 40960,
 }
+# MiniMax-M2 (vllm-cases c12, c13: two DGX Sparks, one rank each): its dimensions, for the KV per
+# rank only (weights are not compared: the AWQ recipe's layout is not known here).
+MINIMAX_M2 = {
+    "architectures": ["MiniMaxM2ForCausalLM"],
+    "model_type": "minimax_m2",
+    "num_hidden_layers": 62,
+    "hidden_size": 3072,
+    "num_attention_heads": 48,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 200064,
+    "intermediate_size": 1536,
+    "num_local_experts": 256,
+    "num_experts_per_tok": 8,
+    "max_position_embeddings": 196608,
+    "torch_dtype": "bfloat16",
+}
 # Qwen3.5-27B: vllm-cases c11 gives layers / KV heads / head_dim; the linear-attention sizes are
 # the Qwen3.5 family's (16 key heads of 128; 48 value heads of 128 assumed), so c11 is a check of
 # the formulas' consistency, not counted in the summary.
@@ -459,6 +476,36 @@ def spark_cases(fixtures: Path) -> list[Case]:
             from_log="discrete_v0.23.0_qwen3.6-27b-nvfp4-mtp3_tp2-2x5060ti_success.log",
         )
     )
+    qwen_dflash = {
+        "max_model_len": 262144,
+        "gpu_memory_utilization": 0.85,
+        "max_num_batched_tokens": 65536,
+        "max_num_seqs": 128,
+        "enable_prefix_caching": True,
+        "speculative_config": '{"method": "dflash", "model": "z-lab/Qwen3.6-35B-A3B-DFlash", '
+        '"num_speculative_tokens": 15}',
+    }
+    for log, version, label in (
+        ("spark_vdev-g101584af0_qwen3.6-35b-a3b-nvfp4-dflash_success.log", (0, 20, 0), "spark q3.6 dflash 0.20dev"),
+        ("spark_vdev-g6804e1b81_qwen3.6-35b-a3b-nvfp4-dflash_success.log", (0, 21, 0), "spark q3.6 dflash fork"),
+    ):
+        cases.append(
+            Case(
+                label,
+                f"vllm-logs/{log}",
+                "Qwen/Qwen3.6-35B-A3B",
+                version,
+                "hybrid",
+                qwen_dflash,
+                **{**_figures(logs / log), "weights_gib": None},
+                drafter="z-lab__Qwen3.6-35B-A3B-DFlash.json",
+                note="AEON-7/Qwen3.6-35B-A3B-heretic-NVFP4 (the Qwen3.6-35B-A3B architecture; its NVFP4 weights "
+                "not compared) + z-lab's DFlash drafter (8 full layers of 4 × 128), 15 speculative tokens; "
+                + ("a source build before 0.20.1: 0.20.0's token count" if version < (0, 21) else "a fork after 0.21")
+                + "; KV memory from the flags not predicted (the heretic checkpoint's weights are not known)",
+                from_log=log,
+            )
+        )
     dflash_log = "spark_v0.20.1_gemma-4-26b-a4b-nvfp4-dflash_success.log"
     cases.append(
         Case(
@@ -669,6 +716,35 @@ def json_cases(fixtures: Path) -> list[Case]:
             concurrency=r("c11")["max_concurrency"],
             counted=False,
             note="no KV memory reported; linear-attention sizes assumed; consistency check",
+        ),
+        Case(
+            "c12",
+            "vllm-cases c12",
+            "MiniMax-M2.7-AWQ (2 Sparks, TP=2)",
+            (0, 29, 1),
+            "dense",
+            {"max_model_len": 196608, "tensor_parallel_size": 2, "gpu_memory_utilization": 0.8},
+            arch=MINIMAX_M2,
+            kv_gib=r("c12")["available_kv_cache_gib"],
+            tokens=r("c12")["estimated_max_model_len"],
+            note="one rank's figures; too small for one 196608-token request, as vLLM said "
+            "(tokens: its estimated maximum model length)",
+        ),
+        Case(
+            "c13",
+            "vllm-cases c13",
+            "MiniMax-M2.7-AWQ (2 Sparks, TP=2)",
+            (0, 29, 1),
+            "dense",
+            {"max_model_len": 196608, "tensor_parallel_size": 2, "gpu_memory_utilization": 0.85},
+            arch=MINIMAX_M2,
+            kv_gib=r("c13")["available_kv_cache_gib"],
+            tokens=r("c13")["gpu_kv_cache_tokens"],
+            concurrency=r("c13")["max_concurrency"],
+            counted=False,
+            note="one rank's figures as the reporter summarised them, not a raw log: its 28.74 GiB and "
+            "240,816 tokens disagree with each other by 0.9% at the 126,976 B/token per rank that "
+            "vLLM's own message in c12 implies; not counted",
         ),
     ]
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # loaded after the first frame (pydantic, the fit engine)
     from sparktui.runtime.protocol import ConditionView
 
 Rows = tuple[tuple[str, str], ...]  # (figure, value) pairs, in display order
-LIVE = ("starting", "ready", "stopping")
+LIVE = ("starting", "ready", "stopping", "wedged")  # a wedged server still runs: stop and kill must reach it
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,8 @@ class ServerStatus:
             return f"failed ({c.kind or 'exit'})"
         if self.state == "stopped" and c.reason == "killed":
             return "stopped (killed)"
+        if self.state == "wedged":
+            return f"wedged ({c.reason})" if c.reason else "wedged"
         return self.state
 
     def detail(self) -> str:
@@ -175,7 +177,7 @@ class ServerEntry:
 
     @property
     def live(self) -> bool:
-        return self.alive and self.state in (*LIVE, "wedged")
+        return self.alive and self.state in LIVE
 
     def text(self) -> str:
         """The condition in the one vocabulary, with how far a start got: "starting (profiling)"."""

@@ -211,7 +211,7 @@ class ServerPane(Pane):
                 predicted,
                 actual,
                 s.metrics,
-                bad=s.state in ("failed", "lost"),
+                bad=s.state in ("failed", "lost", "wedged"),
             )
         self.query_one(ServerInfo).show(view)
         self._render_phase()
@@ -228,7 +228,7 @@ class ServerPane(Pane):
             strip.set_phase("failed", reached)
         elif s.state == "starting":
             strip.set_phase(progress.phase if progress and progress.phase != "failed" else s.condition.phase)
-        elif s.state in ("ready", "stopping"):
+        elif s.state in ("ready", "stopping", "wedged"):
             strip.set_phase("ready")
         else:
             strip.set_phase(None)
