@@ -38,6 +38,7 @@ from sparktui.core.vllm_rules import (
     FLASHINFER_FULL_PER_GRAPH,
     KV_CACHE_DTYPES,
     MEASURED_CONSTANTS,
+    MOE_WORKSPACE_COPIES,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     VllmRules,
@@ -560,6 +561,11 @@ def _activation_parts(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs
     if spec.num_experts:
         inner = spec.experts_per_token * spec.moe_intermediate_size + spec.shared_expert_intermediate_size
     per_token = spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner // tp)
+    if spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size:
+        # the fused-MoE workspace grows with the tokens of the pass (modular_kernel._allocate_buffers)
+        n = spec.moe_intermediate_size // tp
+        workspace = spec.experts_per_token * (max(2 * n, spec.hidden_size) + n) * spec.dtype_bytes
+        per_token += int(MOE_WORKSPACE_COPIES.value * workspace)
     forward = max_num_batched_tokens * per_token
     # _dummy_sampler_run: top-k / top-p over fp32 logits of min(seqs, tokens) × vocab
     sampler = int(SAMPLER_PEAK_COPIES.value * min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4)

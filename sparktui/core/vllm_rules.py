@@ -503,7 +503,18 @@ FLASHINFER_FULL_PER_GRAPH = MeasuredConstant(
     f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory",
     fitted_on=(FIT_LOGS[0],),
 )  # fmt: skip
+MOE_WORKSPACE_COPIES = MeasuredConstant(
+    "moe_workspace_copies", 4.37, 3.59, 4.37, "x",
+    "the profile run's forward pass over max_num_batched_tokens tokens holds this many times the fused-MoE "
+    "workspace (tokens × top-k × (max(2 × moe_intermediate, hidden) + moe_intermediate), bf16); it matters "
+    "with a large max_num_batched_tokens (32768, 65536 in Spark recipes). Fitted on one Qwen3.6-35B-A3B run "
+    "at 65536 tokens, checked on another build of it, its 32768-token MTP run and a Gemma 4 26B-A4B run",
+    "vllm/model_executor/layers/fused_moe/modular_kernel.py: FusedMoEModularKernel._allocate_buffers; "
+    "experts/marlin_moe.py: workspace_shapes",
+    fitted_on=("spark_vdev-g101584af0_qwen3.6-35b-a3b-nvfp4-dflash_success.log",),
+)  # fmt: skip
 MEASURED_CONSTANTS = (
+    MOE_WORKSPACE_COPIES,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
     SAMPLER_PEAK_COPIES,
@@ -779,6 +790,7 @@ __all__ = [
     "KV_CACHE_DTYPES",
     "MAMBA_PREFIX_CACHING_ARCHITECTURES",
     "MEASURED_CONSTANTS",
+    "MOE_WORKSPACE_COPIES",
     "NEWEST_READ",
     "OLDEST",
     "RULES",
