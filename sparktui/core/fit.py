@@ -26,7 +26,7 @@ from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS, dflash_as_built
 from sparktui.core.modelspec.multimodal import FLAG as LMO_FLAG
-from sparktui.core.modelspec.multimodal import language_model_only
+from sparktui.core.modelspec.multimodal import LIMIT_FLAG, language_model_only, zero_limit_towers
 from sparktui.core.modelspec.spec import KvFormat
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB, format_gib
@@ -520,7 +520,9 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
     # --async-scheduling / --no-async-scheduling are read (the sliding-window reservation)
     unknown = [
-        f for f in getattr(config, "unknown_flags", None) or [] if f not in (*_ASYNC_FLAGS, *_GRAPH_FLAGS, LMO_FLAG)
+        f
+        for f in getattr(config, "unknown_flags", None) or []
+        if f not in (*_ASYNC_FLAGS, *_GRAPH_FLAGS, LMO_FLAG, LIMIT_FLAG)
     ]
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
@@ -918,6 +920,8 @@ def fit(
     lmo_refusal = None
     if LMO_FLAG in (getattr(config, "unknown_flags", None) or []):
         spec, lmo_refusal = language_model_only(spec, s.rules)
+    elif limits := _extra_value(config, LIMIT_FLAG):
+        spec = zero_limit_towers(spec, s.rules, limits)
     c = _core(spec, s, machine, explain=not s.auto_len)
     upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
     longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0

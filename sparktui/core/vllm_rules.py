@@ -86,6 +86,7 @@ RuleKey = Literal[
     "int4_kv_sliding_layers",
     "attention_page_padding",
     "language_model_only",
+    "mm_zero_limit_towers",
 ]
 
 
@@ -300,6 +301,14 @@ RULES: tuple[Rule, ...] = (
          "(Gemma 3/4, Qwen-VL, Qwen3.5, most multimodal models) are not loaded and no encoder is profiled",
          "vllm/config/multimodal.py: MultiModalConfig.get_limit_per_prompt; vllm/model_executor/models/"
          "interfaces.py: SupportsMultiModal._mark_tower_model"),
+    Rule("mm_zero_limit_towers", V(0, 10, 0), V(0, 15, 0), "model_specific",
+         "a 0 in --limit-mm-per-prompt does not skip a tower in general (a few models check it themselves): "
+         "the towers' weights are counted",
+         "vllm/model_executor/models/interfaces.py: SupportsMultiModal (no _mark_tower_model before 0.15)"),
+    Rule("mm_zero_limit_towers", V(0, 15, 0), None, "skipped",
+         "a tower built in _mark_tower_model is left out when every modality it serves has "
+         "--limit-mm-per-prompt 0 (Gemma 3: image; Gemma 4, Qwen-VL, Qwen3.5: image and video)",
+         "vllm/model_executor/models/interfaces.py: SupportsMultiModal._mark_tower_model"),
     Rule("dflash_layer_types", V(0, 10, 0), V(0, 20, 0), "absent",
          "there is no DFlash speculative method (no 'dflash' in SpeculativeMethod, no DFlashDraftModel): "
          "vLLM refuses the speculative config and does not start",

@@ -69,6 +69,29 @@ def test_ranks_must_split_evenly_over_the_nodes():
         fit_cluster(ServeConfig(model=spec.name), spec, dgx_spark(), ClusterSettings(("a", "b")))
 
 
+def test_ray_port_and_node_rank_parse_and_travel_in_a_saved_copy(tmp_path):
+    from sparktui.core.profiles import dumps_profile
+
+    p = parse_profile(CLUSTER + '[cluster]\nnodes = ["a", "b"]\nmaster-addr = "10.0.0.1"\nray-port = 6380\n',
+                      tmp_path / "two.toml")  # fmt: skip
+    assert p.cluster == ClusterSettings(("a", "b"), "ray", None, "10.0.0.1", 29501, 6380)
+    # the head sets each node's rank in the copy that node's supervisor loads
+    import dataclasses
+
+    copy = dataclasses.replace(p, cluster=dataclasses.replace(p.cluster, rank=1))
+    again = parse_profile(dumps_profile(copy), tmp_path / "copy.toml")
+    assert again.cluster == dataclasses.replace(p.cluster, rank=1)
+    assert "master-port" not in dumps_profile(copy)  # a default the file never stated stays unstated
+    for body, key in (
+        ('nodes = ["a", "b"]\nray-port = 12000', "ray-port"),  # Ray's worker ports
+        ('nodes = ["a", "b"]\nray-port = true', "ray-port"),
+        ('nodes = ["a", "b"]\nnode-rank = 2', "node-rank"),
+        ('nodes = ["a", "b"]\nnode-rank = -1', "node-rank"),
+    ):
+        with pytest.raises(UserError, match=rf"\[cluster\] {key}"):
+            parse_profile(CLUSTER + "[cluster]\n" + body + "\n", tmp_path / "bad.toml")
+
+
 def test_the_per_rank_kv_matches_a_real_two_spark_start_up(fixtures):
     """vllm-cases c12 (eugr/spark-vllm-docker#396): MiniMax-M2.7-AWQ at TP=2 over two DGX Sparks,
     one rank per node. vLLM said one 196,608-token request needs 23.25 GiB of KV on a rank and,

@@ -258,3 +258,26 @@ async def test_a_click_on_a_line_follows_that_server_and_quitting_names_every_ru
         await pilot.pause()
     said = " ".join(said)
     assert "2 servers keep running (ports 8000, 8001)" in said and "sparktui stop --all" in said
+
+
+async def test_launch_and_restart_never_touch_another_servers_port(tmp_path):
+    class Refusing(RecordsBackend):
+        def launch(self, profile, force=False):
+            raise AssertionError("nothing may be launched here")
+
+        def restart(self, status, profile):
+            raise AssertionError("nothing may be restarted here")
+
+    app = SparkApp(backend=Refusing(two_servers(tmp_path)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: len(app.servers) == 2 and app.profile is not None, "both servers and the form")
+        assert app.profile.serve.port == 8000  # the 70B's own profile, re-attached
+        await pilot.press("f5")  # :8000 runs: a second launch on its port is refused before asking anyone
+        await until(pilot, lambda: any("already running on port 8000" in str(n.message) for n in app._notifications),
+                    "the refusal")  # fmt: skip
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: app.server.port == 8001, "the switch to :8001")
+        await pilot.press("f7")  # the form holds the 70B (port 8000), not :8001's configuration
+        await until(pilot, lambda: any("not the server on :8001" in str(n.message) for n in app._notifications),
+                    "the restart's refusal")  # fmt: skip
+        assert app.server.port == 8001 and app.server.live
