@@ -85,7 +85,11 @@ def serve_ray_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int
     from sparktui.runtime import cluster, ray_cluster, supervisor
 
     head, head_serve = ray_cluster.head_profile(profile, serve)  # checks before anything starts
-    cluster.preflight(profile, serve)
+    checked = cluster.preflight(profile, serve, force=args.force)
+    for line in checked.summaries:
+        print(f"sparktui: {line}", file=sys.stderr)
+    for warning in checked.warnings:
+        print(f"sparktui: warning: {warning}", file=sys.stderr)
     port = int(serve.port or 8000)
     if args.detach:
         state = supervisor.launch(head, head_serve, force=args.force)

@@ -396,7 +396,7 @@ def _machine_name(value: Any, fail: Any) -> str:
     raise fail(f'got {_show(value)}; expected "dgx-spark", "auto" or a memory size in GiB such as 128')
 
 
-_CLUSTER_KEYS = ("nodes", "backend", "interface", "master-addr", "master-port", "ray-port", "node-rank")
+_CLUSTER_KEYS = ("nodes", "backend", "interface", "master-addr", "master-port", "ray-port", "node-rank", "ray-temp-dir")
 
 
 def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
@@ -443,6 +443,9 @@ def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
     rank = table.get("node-rank")
     if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < len(nodes)):
         raise fail("node-rank", f"got {_show(rank)}; expected 0 to {len(nodes) - 1} (the head sets it on each node)")
+    head_temp = table.get("ray-temp-dir")
+    if head_temp is not None and (not isinstance(head_temp, str) or not head_temp.startswith("/")):
+        raise fail("ray-temp-dir", f"got {_show(head_temp)}; expected an absolute path (the head sets it on each node)")
     return ClusterSettings(
         tuple(nodes),
         backend,
@@ -451,6 +454,7 @@ def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
         ports["master-port"],
         ports["ray-port"],
         rank,
+        head_temp,
     )
 
 
@@ -465,6 +469,8 @@ def _cluster_table(cluster: ClusterSettings) -> dict[str, Any]:
     table["ray-port"] = cluster.ray_port
     if cluster.rank is not None:
         table["node-rank"] = cluster.rank
+    if cluster.head_ray_temp_dir is not None:
+        table["ray-temp-dir"] = cluster.head_ray_temp_dir
     return table
 
 

@@ -374,6 +374,8 @@ class Link:
         self.head_misses = 0
         self.streams: list[WorkerStream] = []
         self._recorded: list[NodePhase] | None = None
+        self.ray_dir: Path | None = None  # the temp dir this worker's Ray keeps its sessions in (backend "ray")
+        self.runner = (profile.runner.executable, profile.runner.venv)
 
     def due(self, now: float) -> bool:
         return now >= self.next_at or any(s.news for s in self.streams)
@@ -396,9 +398,11 @@ class Link:
         if self.head_misses >= HEAD_LOST_AFTER:
             return False, f"the head {self.cluster.head} is gone ({addr}:{port} no longer answers)"
         if self.cluster.backend == "ray":
-            from sparktui.runtime.ray_cluster import ray_ready
+            from sparktui.runtime.ray_cluster import node_temp_dir, ray_ready
 
-            return self.head_reached and ray_ready(self.port), None  # this node's raylet joined
+            if self.ray_dir is None:
+                self.ray_dir = node_temp_dir(self.cluster, self.port, *self.runner)
+            return self.head_reached and ray_ready(self.ray_dir), None  # this node's raylet joined
         return self.head_reached, None
 
     def _check_workers(self) -> tuple[bool, str | None]:

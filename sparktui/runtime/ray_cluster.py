@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import os
 import re
@@ -55,13 +56,15 @@ def ray_temp_dir(port: int) -> Path:
     return Path(tempfile.gettempdir()) / f"sparktui-ray-{os.getuid()}-{digest}-{port}"
 
 
-def remove_temp_dir(port: int) -> bool:
-    """Remove what this node's Ray left in its temp dir (session logs, sockets); True if there was one."""
-    path = ray_temp_dir(port)
-    if not path.exists():
-        return False
-    shutil.rmtree(path, ignore_errors=True)
-    return True
+def remove_temp_dir(port: int, used: Path | None = None) -> bool:
+    """Remove what this node's Ray left in its temp dir (session logs, sockets), and in `used`, the
+    dir its Ray really took (ray_ready); True if there was one."""
+    found = False
+    for path in {ray_temp_dir(port), *([used] if used else [])}:
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+            found = True
+    return found
 
 
 def resolve_ray(executable: str | None, venv: str | None) -> str:
@@ -85,6 +88,7 @@ def resolve_ray(executable: str | None, venv: str | None) -> str:
     )
 
 
+@functools.cache
 def ray_version(executable: str | None, venv: str | None) -> tuple[str | None, str | None]:
     """(the Ray version this node would run, or None; why not, or None)."""
     try:
@@ -101,6 +105,20 @@ def ray_version(executable: str | None, venv: str | None) -> tuple[str | None, s
     if done.returncode != 0 or not found:
         return None, f"`{exe} --version` did not print a Ray version (exit {done.returncode})"
     return found.group(1), None
+
+
+PER_NODE_TEMP_DIR = (2, 55)  # Ray before 2.55 ignores a worker's --temp-dir: it takes the head's path
+
+
+def node_temp_dir(cluster: ClusterSettings, port: int, executable: str | None, venv: str | None) -> Path:
+    """The temp dir this node's Ray keeps its sessions in: sparktui's own for this node, or, for a
+    worker whose Ray predates per-node temp dirs, the head's path (on this machine)."""
+    own = ray_temp_dir(port)
+    if not cluster.rank or not cluster.head_ray_temp_dir:
+        return own
+    version, _ = ray_version(executable, venv)
+    numbers = tuple(int(n) for n in re.findall(r"\d+", version or "")[:2])
+    return own if not numbers or numbers >= PER_NODE_TEMP_DIR else Path(cluster.head_ray_temp_dir)
 
 
 def interface_address(name: str) -> str:
@@ -165,13 +183,13 @@ def node_env(cluster: ClusterSettings, addr: str, profile_env: dict[str, str]) -
     return {k: v for k, v in env.items() if k not in profile_env}
 
 
-def ray_start_argv(ray: str, cluster: ClusterSettings, rank: int, addr: str, gpus: int, port: int) -> list[str]:
+def ray_start_argv(ray: str, cluster: ClusterSettings, rank: int, addr: str, gpus: int, temp_dir: Path) -> list[str]:
     argv = [ray, "start"]
     if rank == 0:
         argv += ["--head", "--port", str(cluster.ray_port)]
     else:
         argv += ["--address", f"{cluster.master_addr}:{cluster.ray_port}"]
-    argv += ["--node-ip-address", addr, "--num-gpus", str(gpus), "--temp-dir", str(ray_temp_dir(port))]
+    argv += ["--node-ip-address", addr, "--num-gpus", str(gpus), "--temp-dir", str(temp_dir)]
     return [*argv, "--disable-usage-stats", "--block"]
 
 
@@ -207,14 +225,9 @@ def node_command(profile: Profile, serve: ServeConfig, vllm: LaunchCommand, rank
         )
     addr = node_address(cluster, rank)
     port = int(serve.port or 8000)
-    start = ray_start_argv(
-        resolve_ray(profile.runner.executable, profile.runner.venv),
-        cluster,
-        rank,
-        addr,
-        gpus_per_node(serve, cluster),
-        port,
-    )
+    executable, venv = profile.runner.executable, profile.runner.venv
+    temp_dir = node_temp_dir(cluster, port, executable, venv)
+    start = ray_start_argv(resolve_ray(executable, venv), cluster, rank, addr, gpus_per_node(serve, cluster), temp_dir)
     env = {**vllm.env, **node_env(cluster, addr, profile.env)}
     if rank:
         return LaunchCommand(start, env, secret_env=vllm.secret_env)
@@ -224,26 +237,32 @@ def node_command(profile: Profile, serve: ServeConfig, vllm: LaunchCommand, rank
     return LaunchCommand(argv, env, secret_env=vllm.secret_env)
 
 
-def worker_profile(profile: Profile, rank: int) -> Profile:
-    """The copy of the profile a worker's supervisor loads: its rank, and the head's address."""
+def worker_profile(profile: Profile, rank: int, head_temp_dir: Path | None = None) -> Profile:
+    """The copy of the profile a worker's supervisor loads: its rank, the head's address and Ray temp dir."""
     cluster = profile.cluster
     assert cluster is not None
-    settings = dataclasses.replace(cluster, rank=rank, master_addr=head_address(cluster))
+    settings = dataclasses.replace(
+        cluster,
+        rank=rank,
+        master_addr=head_address(cluster),
+        head_ray_temp_dir=str(head_temp_dir) if head_temp_dir else None,
+    )
     return dataclasses.replace(profile, cluster=settings)
 
 
 RAY_HEAD_WAIT_S = 180.0  # the head's supervisor starts, then `ray start --head`: seconds on a loaded machine
 
 
-def ray_ready(port: int) -> bool:
-    """Whether this node's Ray is up: `ray start` writes the cluster's address once its node runs."""
-    return (ray_temp_dir(port) / "ray_current_cluster").exists()
+def ray_ready(temp_dir: Path) -> bool:
+    """Whether the Ray of this node is up: `ray start` writes the cluster's address into its temp
+    dir once its node runs."""
+    return (temp_dir / "ray_current_cluster").exists()
 
 
 def wait_for_head(port: int, alive: Callable[[], bool], timeout: float = RAY_HEAD_WAIT_S) -> None:
     """Until the head's Ray is up (here, on the head); a UserError when its supervisor ended first."""
     deadline = time.monotonic() + timeout
-    while not ray_ready(port):
+    while not ray_ready(ray_temp_dir(port)):
         if not alive():
             raise UserError(
                 f"the head's Ray did not start; see `sparktui status --port {port}` and the server's log there"
@@ -264,7 +283,8 @@ def start_workers(profile: Profile, port: int) -> list[str]:
     assert cluster is not None
     started: list[str] = []
     for rank, host in enumerate(cluster.nodes[1:], start=1):
-        code, _, err = _ssh_run(host, ["sparktui", "node-serve"], stdin=dumps_profile(worker_profile(profile, rank)))
+        copy = worker_profile(profile, rank, ray_temp_dir(port))
+        code, _, err = _ssh_run(host, ["sparktui", "node-serve"], stdin=dumps_profile(copy))
         if code != 0:
             stop_workers(started, port)
             detail = (err.strip().splitlines() or [f"exit {code}"])[-1]

@@ -922,7 +922,7 @@ class Supervisor:
         if self.link is not None and self.link.cluster.backend == "ray":
             from sparktui.runtime import ray_cluster
 
-            ray_cluster.remove_temp_dir(self.port)  # Ray's session dirs and sockets: the tree is gone
+            ray_cluster.remove_temp_dir(self.port, self.link.ray_dir)  # Ray's sessions and sockets: the tree is gone
         self._ingest(follower.drain())
         follower.close()
         if how == "exited":

@@ -78,15 +78,16 @@ def test_ray_port_and_node_rank_parse_and_travel_in_a_saved_copy(tmp_path):
     # the head sets each node's rank in the copy that node's supervisor loads
     import dataclasses
 
-    copy = dataclasses.replace(p, cluster=dataclasses.replace(p.cluster, rank=1))
+    copy = dataclasses.replace(p, cluster=dataclasses.replace(p.cluster, rank=1, head_ray_temp_dir="/tmp/h"))
     again = parse_profile(dumps_profile(copy), tmp_path / "copy.toml")
-    assert again.cluster == dataclasses.replace(p.cluster, rank=1)
+    assert again.cluster == dataclasses.replace(p.cluster, rank=1, head_ray_temp_dir="/tmp/h")
     assert "master-port" not in dumps_profile(copy)  # a default the file never stated stays unstated
     for body, key in (
         ('nodes = ["a", "b"]\nray-port = 12000', "ray-port"),  # Ray's worker ports
         ('nodes = ["a", "b"]\nray-port = true', "ray-port"),
         ('nodes = ["a", "b"]\nnode-rank = 2', "node-rank"),
         ('nodes = ["a", "b"]\nnode-rank = -1', "node-rank"),
+        ('nodes = ["a", "b"]\nray-temp-dir = "relative"', "ray-temp-dir"),
     ):
         with pytest.raises(UserError, match=rf"\[cluster\] {key}"):
             parse_profile(CLUSTER + "[cluster]\n" + body + "\n", tmp_path / "bad.toml")

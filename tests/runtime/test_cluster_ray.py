@@ -74,7 +74,8 @@ def ray_profile(tmp_path: Path) -> Path:
     path = tmp_path / "two-sparks-ray.toml"
     path.write_text(
         f'[serve]\nmodel = "/models/tiny"\nport = {PORT}\nmax-model-len = 512\nenforce-eager = true\n'
-        "tensor-parallel-size = 2\n"
+        # both nodes share this machine's memory: 0.9 of it would fail the per-node memory check
+        "tensor-parallel-size = 2\ngpu-memory-utilization = 0.3\n"
         f'[runner]\nexecutable = "{stub}"\n'
         '[cluster]\nnodes = ["node0", "node1"]\nbackend = "ray"\nmaster-addr = "10.213.0.1"\n'
         f"ray-port = {RAY_PORT}\n"

@@ -82,3 +82,28 @@ def test_what_cannot_work_over_ray_is_refused_before_anything_starts(tmp_path, i
     container = dataclasses.replace(worker, runner=dataclasses.replace(worker.runner, kind="container", image="x"))
     with pytest.raises(UserError, match='kind = "native"'):
         ray_cluster.node_command(container, container.serve, build_command(container, container.serve), 1)
+
+
+@pytest.mark.parametrize(("version", "takes_own"), [("2.60.0", True), ("2.55.0", True), ("2.47.1", False)])
+def test_a_worker_whose_ray_ignores_its_own_temp_dir_is_followed_to_the_heads_path(
+    tmp_path, isolated, version, takes_own
+):
+    """Ray before 2.55 ignores a worker's --temp-dir and keeps its sessions under the head's path:
+    readiness is looked for, and leftovers removed, where that Ray really writes."""
+    profile = ray_profile(tmp_path, cluster='master-addr = "127.0.0.1"\n')
+    fake_ray = tmp_path / "bin" / "ray"  # beside the runner's executable: the Ray that would run
+    fake_ray.write_text(f"#!/bin/sh\necho 'ray, version {version}'\n")
+    fake_ray.chmod(0o755)
+    head_dir = tmp_path / "head-ray-temp"
+    worker = ray_cluster.worker_profile(profile, 1, head_dir)
+    assert worker.cluster.head_ray_temp_dir == str(head_dir)
+    runner = worker.runner
+    chosen = ray_cluster.node_temp_dir(worker.cluster, 8011, runner.executable, runner.venv)
+    assert chosen == (ray_cluster.ray_temp_dir(8011) if takes_own else head_dir)
+    command = ray_cluster.node_command(worker, worker.serve, build_command(worker, worker.serve), 1)
+    assert command.argv[command.argv.index("--temp-dir") + 1] == str(chosen)
+    # the head itself always keeps its own
+    head, _ = ray_cluster.head_profile(profile, profile.serve)
+    assert ray_cluster.node_temp_dir(head.cluster, 8011, runner.executable, runner.venv) == ray_cluster.ray_temp_dir(
+        8011
+    )
