@@ -276,6 +276,8 @@ def read_state_file(path: Path) -> StateRecord | None:
         return None
     except OSError as exc:
         raise ProtocolError(f"{path}: cannot be read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ProtocolError(f"{path}: not UTF-8 text, so not a state record; remove the file") from None
     return parse_state(text, str(path))
 
 
