@@ -6,7 +6,10 @@ detached, under its own guard, and this command returns once it recorded the sta
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 ACCEPTS_EXTRA_ARGS = True
 
@@ -30,10 +33,15 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             "node-serve: no profile on stdin; this command is run by a cluster's head, which sends it there"
         )
-    staged = st.state_dir() / "profiles" / "incoming.toml"
-    staged.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(staged, text, private=True)  # its [env] may hold secrets
-    profile = load_profile(str(staged))
+    # A folder of this call's own (0700): two heads launching on this node at once never read each
+    # other's profile; gone once read (launch keeps its own copy of what it runs).
+    folder = Path(tempfile.mkdtemp(prefix="incoming-", dir=st.state_dir() / "profiles"))
+    try:
+        staged = folder / "incoming.toml"
+        atomic_write_text(staged, text, private=True)  # its [env] may hold secrets
+        profile = load_profile(str(staged))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     if profile.cluster is None:
         raise UserError("node-serve: the profile on stdin has no [cluster]; this command is run by a cluster's head")
     serve = supervisor.effective_serve(profile, args.extra)

@@ -239,3 +239,18 @@ def test_a_state_dir_that_cannot_be_made_is_named(argv: list[str], env: dict[str
     assert "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "SPARKTUI_STATE_DIR" in lines[0] and str(blocker / "state") in lines[0]
+
+
+def test_node_serve_leaves_no_staged_profile_behind(
+    isolated: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The profile on stdin (its [env] may hold secrets) is staged in a folder of this call's own,
+    removed once read: two heads launching at once never read each other's."""
+    from sparktui.runtime import state as st
+
+    text = GOOD + '[env]\nHF_TOKEN = "hf_secret"\n'  # no [cluster]: refused after staging
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    code, err = _run(["node-serve"], capsys)
+    assert code == 2 and "[cluster]" in err
+    left = [p for p in (st.state_dir() / "profiles").rglob("*")]
+    assert left == []
