@@ -82,6 +82,10 @@ def _read_summary(path: str) -> tuple[LogSummary, str | None]:
     from sparktui.errors import UserError
 
     name = "standard input" if path == "-" else repr(path)
+    if path == "-" and sys.stdin is None:  # started with fd 0 closed
+        raise UserError(
+            "inspect-log -: standard input is closed; pipe the log in (… | sparktui inspect-log -) or give a file"
+        )
     try:
         stream: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     except OSError as exc:

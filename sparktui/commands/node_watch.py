@@ -14,6 +14,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from sparktui.errors import UserError
     from sparktui.runtime.node_stream import stream_state
 
+    if sys.stdin is None:  # fd 0 closed: the hang-up it waits for could never be seen (and fd 0 gets reused)
+        raise UserError(
+            "node-watch: standard input is closed; the head runs it over ssh with stdin open (never ssh -n)"
+        )
     return stream_state(args.port)

@@ -230,6 +230,30 @@ def test_node_serve_with_no_usable_profile_on_stdin(stdin: bytes | None, env: di
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["inspect-log", "-"], ["standard input is closed"]),
+        (["node-watch", "--port", "8011"], ["standard input is closed"]),
+    ],
+    ids=["inspect-log", "node-watch"],
+)
+def test_a_command_reading_stdin_started_with_it_closed(argv: list[str], words: list[str], env: dict[str, str]) -> None:
+    """node-watch used to wait forever: its hang-up check polled fd 0, which its own inotify fd had taken."""
+    out = subprocess.run(
+        [sys.executable, "-m", "sparktui", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        preexec_fn=lambda: os.close(0),
+    )
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    assert all(w in out.stderr.strip().splitlines()[-1] for w in words)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["status"], ["stop", "--all"], ["postmortem"], ["node-watch", "--port", "8011"]])
 def test_a_state_dir_that_cannot_be_made_is_named(argv: list[str], env: dict[str, str], tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
