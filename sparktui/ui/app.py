@@ -97,9 +97,20 @@ class SparkApp(App[None]):
                 f"theme {wanted!r} not found; using {DEFAULT_THEME} (themes: {', '.join(t.name for t in themes)})"
             )
             wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
-        self.theme = wanted
+        self._set_first_theme(wanted)
         self.pane = PANES[0].NAME
         self.host = ""
+
+    def _set_first_theme(self, name: str) -> None:
+        """The theme before any CSS is parsed. Setting `theme` would run its watcher, which re-parses
+        every stylesheet and restyles every widget once more in the first frame (a third of its
+        CSS work); here the variables are simply in place for the first parse. The rest is what
+        the watcher does (App._watch_theme), less that refresh and the change signal."""
+        self.set_reactive(App.theme, name)
+        self.stylesheet.set_variables(self.get_css_variables())
+        dark = self.current_theme.dark
+        self.update_classes({f"-theme-{name}": True, "-dark-mode": dark, "-light-mode": not dark}, update=False)
+        self._refresh_truecolor_filter(self.ansi_theme)
 
     # -- layout ------------------------------------------------------------------------------------
 
@@ -143,7 +154,8 @@ class SparkApp(App[None]):
             self.set_keymap(self.keymap)
         for error in self.startup_errors:
             self.notify(error, title="Settings", severity="error", timeout=15)
-        self._show_postmortems()
+        # After the first frame: the worker imports the state models (pydantic) while holding the GIL.
+        self.call_after_refresh(self._show_postmortems)
         self.host = self.backend.host() if self.show_host else "host"
         self._refresh_status()
 
