@@ -125,6 +125,7 @@ KEEP = {
     "index_topk_pattern",
     "index_skip_topk_offset",
     "draft_vocab_size",
+    "dflash_config",
 }
 VISION_KEEP = {
     "hidden_size",

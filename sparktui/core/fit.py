@@ -24,7 +24,7 @@ from typing import Any
 from sparktui.core.config import flag_by_field
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
-from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS
+from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS, dflash_as_built
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.core.vllm_rules import VllmRules, rules_for
@@ -229,6 +229,10 @@ def kv_dtype_bytes(spec: ModelSpec, kv_cache_dtype: str | None, rules: VllmRules
     raise UserError(f"--kv-cache-dtype: got {kv_cache_dtype!r}; sparktui can size auto, bfloat16, float16 and fp8*")
 
 
+# (kind, page bytes, block size, window, fixed pages, head geometry): one vLLM KV spec
+_SpecKey = tuple[str, int, int, int | None, int, tuple[int, ...]]
+
+
 @lru_cache(maxsize=256)
 def plan_kv(
     spec: ModelSpec,
@@ -252,8 +256,10 @@ def plan_kv(
     working = [g.describe(kv_bytes, tp, mamba_ssm_dtype) for g in layers]
     per_token = sum(g.count * g.kv_bytes_per_token(kv_bytes, tp) for g in attn)
     state = 0
-    # specs: (kind, page bytes, block size, window, fixed pages) → layer count
-    specs: dict[tuple[str, int, int, int | None, int], int] = {}
+    # specs: (kind, page bytes, block size, window, fixed pages, geometry) → layer count. vLLM groups
+    # layers by KV spec equality, and a spec holds the head count and size: a drafter's full layers
+    # form their own group beside the target's even when their pages are the same size.
+    specs: dict[_SpecKey, int] = {}
     mamba_mode = rules.mamba_cache_mode(prefix_caching, spec.architecture, num_spec > 0)
     per_block = mamba_mode == "all" and rules.value("mamba_all_mode_pages") == "per_block"
     if mamba:
@@ -273,14 +279,18 @@ def plan_kv(
             bs = max(bs, kernel * cdiv(state, kernel * one))
             mamba_page = bs * one
         for g in mamba:
-            specs[(MAMBA, mamba_page, bs, None, fixed)] = specs.get((MAMBA, mamba_page, bs, None, fixed), 0) + g.count
+            key: _SpecKey = (MAMBA, mamba_page, bs, None, fixed, ())
+            specs[key] = specs.get(key, 0) + g.count
         pages = f"one per block + {num_spec}" if per_block else str(fixed)
         working.append(
             f"linear-attention state: {state:,} B per sequence per layer × {pages} page(s) "
             f"(Mamba cache mode {mamba_mode!r}), attention block size raised to {bs} tokens to match it"
         )
     for g in attn:
-        key = (g.kind, g.kv_bytes_per_token(kv_bytes, tp) * bs, bs, g.sliding_window if g.kind == SLIDING else None, 0)
+        window = g.sliding_window if g.kind == SLIDING else None
+        heads = 1 if g.kind == MLA else max(1, g.num_kv_heads // tp)
+        geometry: tuple[int, ...] = (heads, g.head_size, g.head_size_v, g.elem_bytes)
+        key = (g.kind, g.kv_bytes_per_token(kv_bytes, tp) * bs, bs, window, 0, geometry)
         specs[key] = specs.get(key, 0) + g.count
 
     in_flight = rules.sliding_in_flight_batches(async_scheduling) * max_num_batched_tokens
@@ -291,15 +301,15 @@ def plan_kv(
     kinds = {(k[0], k[3]) for k in specs}
     if len(specs) == 1 or (len(kinds) == 1 and MAMBA not in {k[0] for k in specs}):
         # One spec, or one type with different sizes: a single group of every layer.
-        (kind, _, size, window, fixed) = next(iter(specs))
+        (kind, _, size, window, fixed, _) = next(iter(specs))
         total_page = sum(k[1] * n for k, n in specs.items())
         groups.append(KvGroup(kind, sum(specs.values()), 1, total_page, size, window, fixed, per_block))
         bytes_per_block = total_page
     else:
         # Hybrid: unify page sizes, then split every kind into groups of equal layer count.
         max_page = max(k[1] for k in specs)
-        unified: dict[tuple[str, int, int, int | None, int], int] = {}
-        for (kind, page, size, window, fixed), n in specs.items():
+        unified: dict[_SpecKey, int] = {}
+        for (kind, page, size, window, fixed, geometry), n in specs.items():
             if page != max_page:
                 if kind != MAMBA and max_page % page == 0:
                     size = size * (max_page // page)
@@ -308,14 +318,14 @@ def plan_kv(
                         f"{spec.name}: vLLM cannot unify this model's KV page sizes (MLA beside other layers)"
                     )
                 page = max_page
-            key = (kind, page, size, window, fixed)
-            unified[key] = unified.get(key, 0) + n
+            unified_key: _SpecKey = (kind, page, size, window, fixed, geometry)
+            unified[unified_key] = unified.get(unified_key, 0) + n
         counts = list(unified.values())
         group_size = min(counts)
         if max(counts) < group_size * 1.5:
             group_size = max(counts)
         widest = 0
-        for (kind, page, size, window, fixed), n in unified.items():
+        for (kind, page, size, window, fixed, _), n in unified.items():
             n_groups = cdiv(n, group_size)
             layers_in_widest = cdiv(n, n_groups)
             widest = max(widest, layers_in_widest)
@@ -631,6 +641,7 @@ def fit(
         )
         spec = replace(spec, max_len_limit=0, max_len_key="", notes=(*spec.notes, limit_note))
     s = settings_from(config, spec, machine)
+    spec, drafter_refusal = dflash_as_built(spec, s.rules) if s.mtp else (spec, None)
     c = _core(spec, s, machine)
     upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
     longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0
@@ -672,6 +683,9 @@ def fit(
             f"{spec.max_len_limit:,} in its config); vLLM refuses to start unless "
             f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, and positions past the limit give garbage"
         )
+    if drafter_refusal:
+        wont = True
+        reasons.append(drafter_refusal)
     if machine.unified and util > 0.90:
         unsafe = True
         reasons.append(
@@ -827,6 +841,8 @@ def fit_to_kv_memory(
     """(blocks, KV tokens, concurrency) given the KV memory vLLM reported (for checking against logs)."""
     machine = machine or dgx_spark()
     s = settings_from(config, spec, machine, rules)
+    if s.mtp:
+        spec = dflash_as_built(spec, s.rules)[0]
     kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype, s.rules)
     plan = _plan(spec, s, kv_bytes)
     return plan.capacity(kv_memory, s.max_model_len)

@@ -76,6 +76,7 @@ RuleKey = Literal[
     "null_block_in_length_check",
     "batch_defaults_large_gpu",
     "batch_defaults_gb10",
+    "dflash_layer_types",
 ]
 
 
@@ -113,6 +114,7 @@ KV_UTILS = "vllm/v1/core/kv_cache_utils.py"
 KV_IFACE = "vllm/v1/kv_cache_interface.py"
 HYBRID_CFG = "vllm/model_executor/models/config.py: HybridAttentionMambaModelConfig.verify_and_update_config"
 ARG_UTILS = "vllm/engine/arg_utils.py"
+DFLASH = "vllm/model_executor/models/qwen3_dflash.py"
 
 RULES: tuple[Rule, ...] = (
     Rule("kv_tokens_count", V(0, 10, 0), V(0, 20, 1), "blocks_per_group",
@@ -210,6 +212,21 @@ RULES: tuple[Rule, ...] = (
          "takes the small-GPU defaults: 2048 batched tokens, 256 sequences",
          f"{ARG_UTILS}: EngineArgs.get_batch_defaults (0.10–0.11.0: _set_default_args_v1); "
          "vllm/platforms/cuda.py: NvmlCudaPlatform.get_device_total_memory"),
+    Rule("dflash_layer_types", V(0, 10, 0), V(0, 25, 0), "ignored",
+         "a DFlash drafter's layers are all full attention: its layer_types, sliding_window and "
+         "dflash_config.use_swa are not read (DFlash drafters exist from 0.20)",
+         f"{DFLASH}: DFlashQwen3Attention.__init__ (no per-layer sliding window; the model-level "
+         "one is unset for interleaved targets, engine/arg_utils.py: create_engine_config)"),
+    Rule("dflash_layer_types", V(0, 25, 0), V(0, 26, 0), "uniform_only",
+         "a DFlash drafter's layer_types are read (sliding layers keep their window; dflash_config.use_swa "
+         "makes every layer sliding); a drafter that mixes sliding and full layers is refused "
+         "(NotImplementedError): vLLM does not start",
+         f"{DFLASH}: _resolve_layer_attention"),
+    Rule("dflash_layer_types", V(0, 26, 0), None, "mixed_v2",
+         "as 0.25, and a drafter that mixes sliding and full layers runs on the V2 model runner, chosen "
+         "by default (with VLLM_USE_V2_MODEL_RUNNER=0 it is refused)",
+         f"{DFLASH}: _resolve_layer_attention; vllm/config/vllm.py: VllmConfig.use_v2_model_runner "
+         "(_dflash_needs_multi_kv_group)"),
 )  # fmt: skip
 
 # Models whose vLLM class implements SupportsMambaPrefixCaching (mode 'all' is possible):
@@ -356,6 +373,16 @@ class VllmRules:
         if rule == "opt_in":
             return flag is not None and flag.strip() not in ("", "0")
         return flag is None or flag.strip() != "0"
+
+    @property
+    def dflash_reads_layer_types(self) -> bool:
+        """Whether a DFlash drafter's sliding layers hold only their window (else all are full)."""
+        return self.value("dflash_layer_types") != "ignored"
+
+    @property
+    def dflash_mixed_layers_start(self) -> bool:
+        """Whether vLLM starts with a DFlash drafter that mixes sliding and full layers."""
+        return self.value("dflash_layer_types") != "uniform_only"
 
     @property
     def null_block_in_length_check(self) -> bool:

@@ -1223,14 +1223,7 @@ def attach(port: int | None = None) -> pr.StateRecord:
     state = st.find_state(port)
     if not state.alive:
         return state
-    try:
-        reply = st.request(state.port, pr.StatusRequest(cmd="status"), timeout=5)
-    except (UserError, OSError):
-        return state
-    if reply.state is None:
-        return state
-    reply.state.alive = True
-    return reply.state
+    return st.ask_live(state.port, metrics=True) or state
 
 
 def stop(port: int | None = None, *, wait: float = 60.0) -> pr.StateRecord:

@@ -247,16 +247,8 @@ class Backend:
         if not record.alive:
             return record
         from sparktui.runtime import state as state_mod
-        from sparktui.runtime.protocol import StatusRequest
 
-        try:
-            reply = state_mod.request(record.port, StatusRequest(cmd="status"), timeout=5)
-        except (UserError, OSError):
-            return record  # the file is still the truth
-        if reply.state is None:
-            return record
-        reply.state.alive = True
-        return reply.state
+        return state_mod.ask_live(record.port, metrics=True) or record  # no answer: the file is still the truth
 
     def _with_tree(self, status: ServerStatus) -> ServerStatus:
         if status.pid and status.live:

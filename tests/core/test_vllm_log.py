@@ -89,6 +89,13 @@ EXPECTED = {
              available_kv_gib=None, kv_cache_tokens=None, max_concurrency=None, ready=False),
         "log_ended",
     ),
+    f"{LOGS}/spark_v0.20.1_gemma-4-26b-a4b-nvfp4-dflash_success.log": (
+        # the target and the DFlash drafter are both "/models/…" folders; "Model loading took 17.17 GiB";
+        # "Available KV cache memory: 65.25 GiB"; "GPU KV cache size: 519,920 tokens"; 1.98x at 262,144
+        dict(version="0.20.1", model="/models/target", max_model_len=262144, weights_gib=17.17,
+             available_kv_gib=65.25, kv_cache_tokens=519920, max_concurrency=1.98, ready=True),
+        None,
+    ),
     f"{LOGS}/spark_v0.20.0_gemma-4-26b-a4b-it_bf16_success.log": (
         # "Model loading took 48.5 GiB"; "Available KV cache memory: 40.61 GiB"; "GPU KV cache size:
         # 177,440 tokens"; "Maximum concurrency for 8,192 tokens per request: 35.75x"

@@ -253,3 +253,91 @@ def test_every_fit_result_says_its_version_and_rules():
     assumed = fit(cfg(spec.name), spec, dgx_spark()).to_dict()
     assert assumed["vllm_version"] == str(NEWEST_READ) and assumed["vllm_version_source"].startswith("assumed")
     assert any("assuming" in n for n in assumed["notes"])
+
+
+# --------------------------------------------------------------------------- DFlash drafters' layer kinds
+
+
+def _gemma4_with_dflash(fixtures, tmp_path):
+    """google/gemma-4-26B-A4B with z-lab's real DFlash drafter (4 sliding layers, 1 full)."""
+    import shutil
+
+    from sparktui.core.modelspec import load_serving_spec
+
+    folder = tmp_path / "drafter"
+    folder.mkdir()
+    shutil.copy(fixtures / "model-configs" / "z-lab__gemma-4-26B-A4B-it-DFlash.json", folder / "config.json")
+    spec_json = f'{{"method": "dflash", "model": "{folder}", "num_speculative_tokens": 15}}'
+    spec = load_serving_spec("google/gemma-4-26B-A4B", spec_json)
+    serve = dict(
+        max_model_len=262144,
+        gpu_memory_utilization=0.8,
+        max_num_batched_tokens=32768,
+        max_num_seqs=64,
+        enable_prefix_caching=True,
+        speculative_config=spec_json,
+    )
+    return spec, serve
+
+
+def test_dflash_sliding_layers_are_full_attention_before_0_25(fixtures, tmp_path):
+    from sparktui.core.fit import fit_to_kv_memory
+    from sparktui.core.modelspec.drafters import dflash_as_built
+
+    spec, serve = _gemma4_with_dflash(fixtures, tmp_path)
+    assert {(g.kind, g.count) for g in spec.mtp_layers} == {("sliding", 4), ("full", 1)}
+    old, refusal = dflash_as_built(spec, rules_for("0.24.0"))
+    assert refusal is None and [(g.kind, g.count, g.sliding_window) for g in old.mtp_layers] == [("full", 5, None)]
+    new, refusal = dflash_as_built(spec, rules_for("0.26.0"))
+    assert refusal is None and new.mtp_layers == spec.mtp_layers
+    # 65.25 GiB, as the AEON Gemma 4 DFlash log reported: vLLM 0.20.2's get_kv_cache_configs on these
+    # layers (the oracle, tests/support/vllm_kv_oracle.py) gives 106,905 blocks, 3.967x, 1,039,908 tokens.
+    blocks, tokens, conc = fit_to_kv_memory(spec, cfg("x", **serve), int(65.25 * GiB), dgx_spark(), rules_for("0.20.1"))
+    assert (blocks, tokens, round(conc, 3)) == (106905, 1039908, 3.967)
+    # From 0.26 the four sliding draft layers keep their window, and the mix (25 + 5 + 4 + 1 layers) makes
+    # 35 groups of one layer: vLLM 0.32.0's own get_kv_cache_configs gives 534,528 blocks, 866,944 tokens.
+    blocks, tokens, _ = fit_to_kv_memory(spec, cfg("x", **serve), int(65.25 * GiB), dgx_spark(), rules_for("0.32.0"))
+    assert (blocks, tokens) == (534528, 866944)
+
+
+def test_a_mixed_dflash_drafter_wont_start_on_0_25_only(fixtures, tmp_path):
+    spec, serve = _gemma4_with_dflash(fixtures, tmp_path)
+    verdicts = {}
+    for version in ("0.24.0", "0.25.0", "0.25.1", "0.26.0"):
+        result = fit(cfg("x", vllm_version=version, **serve), spec, dgx_spark())
+        verdicts[version] = any("mixes sliding-window and full-attention" in r for r in result.reasons)
+        if verdicts[version]:
+            assert result.verdict == "wont_start"
+    assert verdicts == {"0.24.0": False, "0.25.0": True, "0.25.1": True, "0.26.0": False}
+
+
+def test_draft_layers_with_their_own_head_geometry_are_a_group_of_their_own():
+    """vLLM groups layers by KV spec equality: 5 draft full layers of 8×128 beside Gemma 4's 5 global
+    layers of 2×512 are two groups of 5, though their pages unify to the same size."""
+    base = spec_from_config(
+        {
+            "architectures": ["X"],
+            "model_type": "x",
+            "num_hidden_layers": 30,
+            "hidden_size": 2816,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 256,
+            "global_head_dim": 512,
+            "num_global_key_value_heads": 2,
+            "sliding_window": 1024,
+            "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5,
+            "vocab_size": 1000,
+        },
+        name="g",
+        source="t",
+    )
+    draft = dataclasses.replace(base.layers[0], kind="full", count=5, num_kv_heads=8, head_size=128, head_size_v=128,
+                                sliding_window=None, draft=True)  # fmt: skip
+    spec = dataclasses.replace(base, mtp_layers=(draft,))
+    plan = plan_kv(spec, 2, 16, 1, 32768, True, 15, True, rules_for("0.20.1"))
+    assert sorted((g.kind, g.groups, g.layers) for g in plan.groups) == [
+        ("full", 1, 5),
+        ("full", 1, 5),
+        ("sliding", 5, 5),
+    ]

@@ -73,9 +73,18 @@ def test_guard_request_carries_armed_and_lines_separately():
     assert isinstance(req, pr.GuardRequest) and req.armed is False and req.lines is None
 
 
+def test_a_status_request_is_a_metrics_reader_unless_it_says_otherwise():
+    # An older client's plain {"cmd": "status"} still reads metrics; a lookup says metrics false.
+    plain = pr.parse_request(b'{"cmd": "status"}')
+    assert isinstance(plain, pr.StatusRequest) and plain.metrics is True
+    lookup = pr.parse_request(b'{"cmd": "status", "metrics": false}')
+    assert isinstance(lookup, pr.StatusRequest) and lookup.metrics is False
+
+
 @pytest.mark.parametrize(
     ("message", "expected"),
     [
+        (b'{"cmd": "status", "metrics": "no"}', "field metrics"),
         (b'{"cmd": "guard", "armed": "false"}', "field armed: Input should be a valid boolean"),
         (b'{"cmd": "guard", "armed": 0}', "field armed"),
         (b'{"cmd": "guard", "lines": {"kill_below_gib": "8"}}', "field lines.kill_below_gib"),

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.core.fit import KvPlan, kv_dtype_bytes, plan_kv
-from sparktui.core.modelspec import DTYPE_BYTES, MAMBA, ModelSpec, catalog_names, load_model_spec
+from sparktui.core.modelspec import DTYPE_BYTES, MAMBA, ModelSpec, catalog_names, load_model_spec, with_drafter
+from sparktui.core.modelspec.drafters import dflash_as_built
 from sparktui.core.vllm_rules import VllmRules, VllmVersion, parse_version
 
 GiB = 1024**3
@@ -63,6 +64,7 @@ class Scenario:
     prefix_caching: bool | None = None  # None: the version's default
     mtp: bool = False
     kv_gib: float = 20.0
+    drafter: str | None = None  # a separate DFlash drafter from the catalog (its layers join the KV cache)
 
     def label(self) -> str:
         flags = [f"kv={self.kv_cache_dtype}", f"len={self.max_model_len}", f"mnbt={self.max_num_batched_tokens}"]
@@ -70,11 +72,15 @@ class Scenario:
             flags.append("prefix" if self.prefix_caching else "no-prefix")
         if self.mtp:
             flags.append("mtp")
+        if self.drafter:
+            flags.append(f"+{self.drafter.split('/')[-1]}")
         return f"{self.model} [{' '.join(flags)} {self.kv_gib:g} GiB]"
 
 
 def kv_question(spec: ModelSpec, sc: Scenario, rules: VllmRules) -> tuple[dict[str, Any], KvPlan]:
     """The per-layer KV specs sparktui reads for `spec` under `rules`, and sparktui's plan."""
+    if sc.drafter:  # the drafter's layers as this version builds them (vllm_rules: dflash_layer_types)
+        spec = dflash_as_built(with_drafter(spec, load_model_spec(sc.drafter), "dflash"), rules)[0]
     kv_bytes, _ = kv_dtype_bytes(spec, sc.kv_cache_dtype, rules)
     hybrid = any(g.kind == MAMBA for g in spec.layers)
     prefix = rules.prefix_caching_default(hybrid) if sc.prefix_caching is None else sc.prefix_caching
@@ -169,7 +175,19 @@ def scenarios(models: list[str] | None = None) -> list[Scenario]:
             out.append(Scenario(name, max_num_batched_tokens=16384, max_model_len=8192))
         if spec.mtp_layers:
             out.append(Scenario(name, mtp=True, prefix_caching=False))
+    for target, drafter in DFLASH_PAIRS:
+        if models is None or target in models:
+            out.append(Scenario(target, mtp=True, drafter=drafter, max_model_len=262144, kv_gib=40.0))
+            out.append(Scenario(target, mtp=True, drafter=drafter, max_num_batched_tokens=32768, kv_gib=65.25))
     return out
+
+
+# Targets with their real DFlash drafters (tests/fixtures/model-configs): Gemma 4's mixes sliding and
+# full layers, Qwen3.6's drafter joins a hybrid (Gated DeltaNet) target.
+DFLASH_PAIRS = (
+    ("google/gemma-4-26B-A4B", "z-lab/gemma-4-26B-A4B-it-DFlash"),
+    ("Qwen/Qwen3.6-35B-A3B", "z-lab/Qwen3.6-35B-A3B-DFlash"),
+)
 
 
 # --------------------------------------------------------------------------- KV dtype and batch defaults

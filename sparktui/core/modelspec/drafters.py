@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sparktui.core.modelspec.lookup import Fetcher, load_model_spec
-from sparktui.core.modelspec.spec import ModelSpec
+from sparktui.core.modelspec.spec import FULL, SLIDING, LayerGroup, ModelSpec
+from sparktui.core.vllm_rules import VllmRules
 from sparktui.errors import UserError
 
 MTP_METHODS = ("mtp", "deepseek_mtp", "qwen3_next_mtp", "qwen3_5_mtp", "nemotron_h_mtp", "ernie_mtp", "glm4_moe_mtp")
@@ -104,6 +105,37 @@ def with_drafter(target: ModelSpec, draft: ModelSpec, method: str) -> ModelSpec:
         notes=(*target.notes, note),
         drafter=kind,
     )
+
+
+def dflash_as_built(spec: ModelSpec, rules: VllmRules) -> tuple[ModelSpec, str | None]:
+    """(the spec with a DFlash drafter's layers as this vLLM builds them, why it won't start or None).
+
+    Before 0.25 vLLM ignores the drafter's layer_types: every draft layer is full attention. From
+    0.25 sliding layers keep their window, and 0.25.x refuses a drafter that mixes both kinds
+    (vllm_rules: dflash_layer_types)."""
+    if spec.drafter != "dflash" or not spec.mtp_layers:
+        return spec, None
+    kinds = {g.kind for g in spec.mtp_layers if g.count}
+    if SLIDING not in kinds:
+        return spec, None
+    if not rules.dflash_reads_layer_types:
+        merged: dict[LayerGroup, int] = {}
+        for g in spec.mtp_layers:
+            full = replace(g, kind=FULL, sliding_window=None, count=0) if g.kind == SLIDING else replace(g, count=0)
+            merged[full] = merged.get(full, 0) + g.count
+        layers = tuple(replace(g, count=n) for g, n in merged.items())
+        note = (
+            f"vLLM {rules.version} builds every DFlash draft layer as full attention (its layer_types "
+            "and sliding window are read from 0.25)"
+        )
+        return replace(spec, mtp_layers=layers, notes=(*spec.notes, note)), None
+    if FULL in kinds and not rules.dflash_mixed_layers_start:
+        return spec, (
+            f"vLLM {rules.version} refuses a DFlash drafter that mixes sliding-window and full-attention "
+            "layers (NotImplementedError in qwen3_dflash.py); use vLLM 0.26 or later (V2 model runner) "
+            "or 0.20–0.24 (every draft layer full attention)"
+        )
+    return spec, None
 
 
 def load_serving_spec(
