@@ -18,6 +18,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.reactive import var
 from textual.theme import Theme
 from textual.widgets import Footer, Tab, Tabs
@@ -228,7 +229,13 @@ class SparkApp(App[None]):
         if self.sample is not None:
             bar.append(f" │ avail {self.sample.mem_available / 2**30:.1f} GiB")
         name = self.profile.name if self.profile is not None else "no profile"
-        if self.query(ConfigPane) and self.query_one(ConfigPane).modified:
+        # query_one stops at the first match (near the top); query()'s truth walked every widget,
+        # every second with each memory sample.
+        try:
+            modified = self.query_one(ConfigPane).modified
+        except NoMatches:  # before compose
+            modified = False
+        if modified:
             name += " (modified)"
         bar.append(f" │ {name}")
         self.query_one(StatusBar).show(bar)

@@ -75,12 +75,16 @@ class MemoryGauge(TextPanel):
         self.tree_bytes: int | None = None
         self.tree_procs: int | None = None
         self.history: deque[float] = deque(maxlen=history)
+        self._drawn: tuple[int, Text] | None = None
 
-    def update_sample(self, sample, error: str | None = None) -> None:
+    def update_sample(self, sample, error: str | None = None, gpu: GpuView | None = None) -> None:
+        """A memory reading (and the GPU's, read with it): one redraw for both."""
         self.sample = sample if sample is not None else self.sample
         self.sample_error = error
         if sample is not None:
             self.history.append(sample.mem_available / GiB)
+        if gpu is not None:
+            self.gpu = gpu
         self.changed()
 
     def update_gpu(self, gpu: GpuView) -> None:
@@ -94,6 +98,10 @@ class MemoryGauge(TextPanel):
     def update_tree(self, tree_bytes: int | None, procs: int | None) -> None:
         self.tree_bytes, self.tree_procs = tree_bytes, procs
         self.changed()
+
+    def changed(self) -> None:
+        self._drawn = None  # what render() drew is stale
+        super().changed()
 
     def _style(self, name: str):
         return self.component_style(f"gauge--{name}")
@@ -127,7 +135,23 @@ class MemoryGauge(TextPanel):
         return bar, markers
 
     def render(self) -> Text:
+        # changed() draws the text to compare it with the last; the repaint that follows asks again.
         width = max(10, self.size.width)
+        if self._drawn is not None and self._drawn[0] == width:
+            return self._drawn[1]
+        text = self._draw(width)
+        self._drawn = (width, text)
+        return text
+
+    def on_resize(self) -> None:
+        self._drawn = None
+        super().on_resize()
+
+    def notify_style_update(self) -> None:
+        self._drawn = None  # drawn with the old theme's (or no) component styles
+        super().notify_style_update()
+
+    def _draw(self, width: int) -> Text:
         label, value, muted = self._style("label"), self._style("value"), self._style("muted")
         out = Text(no_wrap=True, overflow="ellipsis")
         s = self.sample
