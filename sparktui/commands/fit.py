@@ -196,6 +196,9 @@ def render(result, spec, config, measured=None) -> str:
         lines.append(_row(f"left for the OS (of {b['mem_total'] / 1024**3:.1f} GiB MemTotal)", b["os_left"]))
     if "mem_available" in b:
         lines.append(_row("MemAvailable before start", b["mem_available"]))
+    if result.memory_working:
+        lines += ["", "KV memory  how it was estimated (vLLM measures the non-torch and CUDA-graph terms at start-up)"]
+        lines += [f"  {w}" for w in result.memory_working]
     lines += ["", f"KV cache   {result.kv_cache_dtype}, block {result.block_size} tokens"]
     lines += [f"  {w}" for w in result.working]
     lines.append(f"  = {result.kv_bytes_per_token:,} B per token ({result.kv_bytes_per_token / 1024:.0f} KiB)")

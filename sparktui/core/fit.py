@@ -25,9 +25,24 @@ from sparktui.core.config import flag_by_field
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS, dflash_as_built
+from sparktui.core.modelspec.multimodal import FLAG as LMO_FLAG
+from sparktui.core.modelspec.multimodal import language_model_only
+from sparktui.core.modelspec.spec import KvFormat
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB, format_gib
-from sparktui.core.vllm_rules import VllmRules, rules_for
+from sparktui.core.vllm_rules import (
+    CUDAGRAPH_FIRST_CAPTURE,
+    CUDAGRAPH_PER_GRAPH,
+    DISCRETE_NON_TORCH,
+    FLASHINFER_FULL_FIRST_CAPTURE,
+    FLASHINFER_FULL_PER_GRAPH,
+    KV_CACHE_DTYPES,
+    SAMPLER_PEAK_COPIES,
+    UMA_NON_TORCH,
+    VllmRules,
+    rules_for,
+)
+from sparktui.core.vllm_rules import kv_cache_dtype as kv_cache_dtype_info
 from sparktui.errors import UserError
 
 VERDICTS = ("fits", "tight", "wont_start", "unsafe")
@@ -53,8 +68,8 @@ class Machine:
     os_need_min: int = 4 * GB  # OS and services: 4–6 GB
     os_need: int = 6 * GB
     cuda_context: int = int(2.5 * GB)  # outside vLLM's request: 2–3 GB
-    cuda_graphs: int = 4 * GB  # CUDA-graph estimate, subtracted from the request (3–5 GB)
-    non_torch: int = GiB // 4  # NCCL / cuBLAS workspaces inside the request
+    # non-torch memory growth inside the request (vllm_rules UMA_NON_TORCH / DISCRETE_NON_TORCH)
+    non_torch: int = DISCRETE_NON_TORCH.bytes
     # NVML reports the device's memory (False on GB10: vLLM's batch defaults then take their
     # small-GPU branch, see vllm_rules batch_defaults_gb10)
     device_memory_known: bool = True
@@ -70,7 +85,9 @@ class Machine:
 
 
 DGX_SPARK_MEM_TOTAL = int(121.7 * GiB)
-DGX_SPARK_CUDA_TOTAL = int(119.6 * GiB)
+# vLLM's total_memory on GB10 ("Free memory on device (112.04/119.63 GiB)", fixtures vllm-logs
+# spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log)
+DGX_SPARK_CUDA_TOTAL = int(119.63 * GiB)
 
 
 def dgx_spark() -> Machine:
@@ -82,6 +99,7 @@ def dgx_spark() -> Machine:
         unified=True,
         mem_available=DGX_SPARK_MEM_TOTAL - 4 * GB,
         assumed_available=True,
+        non_torch=UMA_NON_TORCH.bytes,
         device_memory_known=False,
     )
 
@@ -111,6 +129,7 @@ def machine_from_name(name: str | float | int, meminfo: str | None = None) -> Ma
             info["mem_total"],
             unified=True,
             mem_available=info["mem_available"],
+            non_torch=UMA_NON_TORCH.bytes,
             device_memory_known=False,
         )
     try:
@@ -167,6 +186,7 @@ class KvPlan:
     working: tuple[str, ...]
     null_block_checked: bool = True  # the length check leaves out the block pool's null block (vLLM ≥ 0.29)
     tokens_from_concurrency: bool = True  # how "GPU KV cache size" is counted (vLLM ≥ 0.20.1)
+    unify_error: str = ""  # why this vLLM cannot give every layer one page size (it does not start)
 
     @property
     def num_groups(self) -> int:
@@ -222,11 +242,21 @@ def kv_dtype_bytes(spec: ModelSpec, kv_cache_dtype: str | None, rules: VllmRules
         return 1, f"{forced} (from the checkpoint's {spec.checkpoint_quant_method} config, vLLM {rules.version})"
     if name == "auto":
         return spec.dtype_bytes, spec.dtype
-    if name.startswith("fp8"):
+    info = kv_cache_dtype_info(name)
+    if info is None:
+        choices = ", ".join(d.name for d in KV_CACHE_DTYPES)
+        raise UserError(f"--kv-cache-dtype: got {kv_cache_dtype!r}; vLLM's values are {choices}")
+    if info.layout == "fp8":
         return 1, name
-    if name in ("bfloat16", "float16", "half"):
+    if info.layout == "16bit":
         return 2, name
-    raise UserError(f"--kv-cache-dtype: got {kv_cache_dtype!r}; sparktui can size auto, bfloat16, float16 and fp8*")
+    if info.layout == "unsized":
+        raise UserError(
+            f"--kv-cache-dtype {name}: sparktui does not size this format yet (vLLM accepts it from "
+            f"{info.since}); use fp8, nvfp4 or a per-token-head format to see a fit"
+        )
+    unpacked = rules.value("int4_kv_sliding_layers") == "unpacked"
+    return KvFormat(1, info.layout, name, info.mla_bytes, unpacked), name
 
 
 # (kind, page bytes, block size, window, fixed pages, head geometry): one vLLM KV spec
@@ -298,6 +328,7 @@ def plan_kv(
     checks = (rules.null_block_in_length_check, rules.tokens_from_concurrency)
     if not specs:
         return KvPlan((), 1, in_flight, 0, 0, bs, tuple(working), *checks)
+    unify_error = ""
     kinds = {(k[0], k[3]) for k in specs}
     if len(specs) == 1 or (len(kinds) == 1 and MAMBA not in {k[0] for k in specs}):
         # One spec, or one type with different sizes: a single group of every layer.
@@ -316,6 +347,11 @@ def plan_kv(
                 elif kind == MLA:
                     raise UserError(
                         f"{spec.name}: vLLM cannot unify this model's KV page sizes (MLA beside other layers)"
+                    )
+                elif kind != MAMBA and rules.value("attention_page_padding") == "none":
+                    unify_error = (
+                        f"vLLM {rules.version} cannot give these layers one page size ({page:,} B does not divide "
+                        f"{max_page:,} B; NotImplementedError in unify_kv_cache_spec_page_size): it does not start"
                     )
                 page = max_page
             unified_key: _SpecKey = (kind, page, size, window, fixed, geometry)
@@ -344,6 +380,7 @@ def plan_kv(
         min((g.block_size for g in groups if g.kind != MAMBA), default=bs),
         tuple(working),
         *checks,
+        unify_error=unify_error,
     )
 
 
@@ -372,12 +409,58 @@ class Settings:
     async_scheduling: bool = True
     cuda_graphs_counted: bool = True  # vLLM subtracts its CUDA-graph estimate from the KV cache
     mamba_ssm_dtype: str | None = None  # --mamba-ssm-cache-dtype (None / "auto": the model's own)
+    attention_backend: str | None = None  # --attention-backend, lower case
+    # --compilation-config: explicit capture sizes, largest size, cudagraph_mode (upper case)
+    capture_sizes: tuple[int, ...] | None = None
+    max_capture_size: int | None = None
+    cudagraph_mode: str | None = None
 
 
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
 # VllmConfig.__post_init__: only EAGLE/MTP/DFlash/draft-model/ngram_gpu keep it).
 _SYNC_SPECULATIVE = ("ngram", "medusa", "mlp_speculator", "suffix")
 _ASYNC_FLAGS = ("--async-scheduling", "--no-async-scheduling")
+# flags read from extra_args for the CUDA-graph estimate
+_GRAPH_FLAGS = ("--attention-backend", "--compilation-config", "-cc")
+
+
+def _extra_value(config: Any, *names: str) -> str | None:
+    """The value of a flag sparktui keeps in extra_args (`--flag value` or `--flag=value`)."""
+    extra = [str(x) for x in getattr(config, "extra_args", None) or []]
+    for i, token in enumerate(extra):
+        name, eq, value = token.partition("=")
+        if name in names:
+            if eq:
+                return value
+            return extra[i + 1] if i + 1 < len(extra) else None
+    return None
+
+
+def _compilation(config: Any) -> tuple[tuple[int, ...] | None, int | None, str | None]:
+    """(cudagraph_capture_sizes, max_cudagraph_capture_size, cudagraph_mode) from --compilation-config."""
+    import json
+
+    text = _extra_value(config, "--compilation-config", "-cc")
+    if not text:
+        return None, None, None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise UserError(f"--compilation-config: got {text[:80]!r}; expected a JSON object") from None
+    if not isinstance(data, dict):
+        return None, None, None
+    sizes = data.get("cudagraph_capture_sizes")
+    largest = data.get("max_cudagraph_capture_size")
+    mode = data.get("cudagraph_mode")
+    capture: tuple[int, ...] | None = None
+    if isinstance(sizes, list) and all(isinstance(x, int) and 0 < x < 1 << 20 for x in sizes):
+        capture = tuple(sorted({int(x) for x in sizes}))
+    ok_largest = isinstance(largest, int) and 0 <= largest < 1 << 20
+    return (
+        capture,
+        int(largest) if ok_largest and largest is not None else None,
+        str(mode).upper() if mode is not None else None,
+    )
 
 
 def _async_scheduling(config: Any) -> bool:
@@ -434,13 +517,16 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
     # --async-scheduling / --no-async-scheduling are read (the sliding-window reservation)
-    unknown = [f for f in getattr(config, "unknown_flags", None) or [] if f not in _ASYNC_FLAGS]
+    unknown = [
+        f for f in getattr(config, "unknown_flags", None) or [] if f not in (*_ASYNC_FLAGS, *_GRAPH_FLAGS, LMO_FLAG)
+    ]
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
     prefix = getattr(config, "enable_prefix_caching", None)
     if prefix is None:
         prefix = rules.prefix_caching_default(hybrid=any(g.kind == MAMBA for g in spec.layers))
     enforce_eager = bool(getattr(config, "enforce_eager", False))
+    sizes, largest, mode = _compilation(config)
     return Settings(
         utilization=float(getattr(config, "gpu_memory_utilization", 0.9)),
         max_model_len=int(max_len),
@@ -460,18 +546,80 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         async_scheduling=_async_scheduling(config),
         cuda_graphs_counted=rules.cudagraph_memory_counted(enforce_eager),
         mamba_ssm_dtype=getattr(config, "mamba_ssm_cache_dtype", None),
+        attention_backend=(_extra_value(config, "--attention-backend") or "").lower() or None,
+        capture_sizes=sizes,
+        max_capture_size=largest,
+        cudagraph_mode=mode,
     )
 
 
-def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
-    """The profile run's peak: hidden states and MLP intermediates for max_num_batched_tokens
-    tokens, plus the sampler's fp32 logits for max_num_seqs requests. An estimate."""
+def _activation_parts(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> tuple[int, int]:
+    """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run)."""
     inner = spec.intermediate_size
     if spec.num_experts:
         inner = spec.experts_per_token * spec.moe_intermediate_size + spec.shared_expert_intermediate_size
     per_token = spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner // tp)
-    logits = min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4 * 2
-    return max_num_batched_tokens * per_token + logits
+    forward = max_num_batched_tokens * per_token
+    # _dummy_sampler_run: top-k / top-p over fp32 logits of min(seqs, tokens) × vocab
+    sampler = int(SAMPLER_PEAK_COPIES.value * min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4)
+    return forward, sampler
+
+
+def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
+    """The profile run's torch peak: the larger of the forward pass over max_num_batched_tokens
+    tokens (hidden states and MLP intermediates) and the dummy sampler pass (vllm_rules
+    SAMPLER_PEAK_COPIES fp32 copies of the logits). An estimate."""
+    return max(_activation_parts(spec, max_num_batched_tokens, max_num_seqs, tp))
+
+
+@dataclass(frozen=True)
+class GraphEstimate:
+    """What vLLM's CUDA-graph memory profile will report (GPUModelRunner.profile_cudagraph_memory):
+    the first capture of each mode (the largest counts once) plus each further graph."""
+
+    bytes: int
+    low: int
+    high: int
+    piecewise: int
+    full: int
+    backend: str  # what decided the first capture: "flashinfer" or "default"
+
+
+def _graph_counts(s: Settings) -> tuple[int, int]:
+    if s.enforce_eager or s.cudagraph_mode == "NONE":
+        return 0, 0
+    query_len = 1 + s.num_spec if s.rules.value("cudagraph_decode_query_len") == "yes" else 1
+    if s.capture_sizes is not None:
+        sizes: tuple[int, ...] = s.capture_sizes
+    else:
+        sizes = s.rules.cudagraph_capture_sizes(s.max_num_seqs, s.num_spec, s.max_num_batched_tokens)
+    if s.max_capture_size is not None:
+        sizes = tuple(x for x in sizes if x <= s.max_capture_size)
+    full = sum(1 for x in sizes if x <= s.max_num_seqs * query_len)
+    if s.cudagraph_mode in ("PIECEWISE", "FULL_DECODE_ONLY"):
+        return (len(sizes), 0) if s.cudagraph_mode == "PIECEWISE" else (0, full)
+    if s.cudagraph_mode == "FULL":
+        return 0, len(sizes)
+    return len(sizes), full
+
+
+def cudagraph_estimate(spec: ModelSpec, s: Settings, machine: Machine, kv_bytes: int) -> GraphEstimate:
+    """The CUDA-graph estimate for these flags (before it is known whether vLLM subtracts it)."""
+    pieces, full = _graph_counts(s)
+    if pieces + full == 0:
+        return GraphEstimate(0, 0, 0, 0, 0, "none")
+    heads = tuple(g.head_size for g in spec.layers if g.count and g.kind != MAMBA and g.head_size)
+    backend = s.attention_backend
+    if backend is None and machine.unified:
+        backend = s.rules.gb10_attention_backend(kv_bytes == 1, heads)
+    # FlashInfer's FULL graphs (none with speculative decoding: UNIFORM_SINGLE_TOKEN_DECODE only)
+    if backend == "flashinfer" and full and not s.num_spec:
+        first, per_full, used = FLASHINFER_FULL_FIRST_CAPTURE, FLASHINFER_FULL_PER_GRAPH, "flashinfer"
+    else:
+        first, per_full, used = CUDAGRAPH_FIRST_CAPTURE, CUDAGRAPH_PER_GRAPH, "default"
+    further = max(pieces - 1, 0) * CUDAGRAPH_PER_GRAPH.bytes + max(full - 1, 0) * per_full.bytes
+    low, high = first.spread_bytes
+    return GraphEstimate(first.bytes + further, low + further, high + further, pieces, full, used)
 
 
 # --------------------------------------------------------------------------- the fit
@@ -505,6 +653,9 @@ class FitResult:
     block_size: int = DEFAULT_BLOCK_SIZE
     kv_cache_dtype: str = "auto"
     working: list[str] = field(default_factory=list)
+    memory_working: list[str] = field(default_factory=list)  # how the KV memory was estimated
+    kv_cache_bytes_low: int = 0  # KV memory at the ends of vLLM's measured figures' spread
+    kv_cache_bytes_high: int = 0
     longest_max_model_len: int = 0
     machine: str = ""
     model: str = ""
@@ -537,6 +688,9 @@ class FitResult:
             "max_concurrency": round(self.max_concurrency, 4),
             "longest_max_model_len": self.longest_max_model_len,
             "kv_working": list(self.working),
+            "kv_memory_working": list(self.memory_working),
+            "kv_cache_bytes_low": self.kv_cache_bytes_low,
+            "kv_cache_bytes_high": self.kv_cache_bytes_high,
             "notes": list(self.notes),
             "predicted_decode_tok_s": round(self.speed.decode_tok_s, 1) if self.speed else None,
             "predicted_ttft_s": round(self.speed.ttft_s, 3) if self.speed else None,
@@ -565,6 +719,9 @@ class _Core:
     kv_bytes: int
     kv_name: str
     fixed: int  # everything inside the request except the KV cache
+    kv_low: int = 0  # the KV memory with vLLM's own measurements at the ends of the spread seen
+    kv_high: int = 0
+    memory_working: tuple[str, ...] = ()
 
 
 def _plan(spec: ModelSpec, s: Settings, kv_bytes: float) -> KvPlan:
@@ -597,12 +754,26 @@ def _core(
     plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
-    activation = activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)
-    graphs = machine.cuda_graphs if s.cuda_graphs_counted else 0
+    forward, sampler = _activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)
+    activation = max(forward, sampler)
+    estimate = cudagraph_estimate(spec, s, machine, kv_bytes)
+    graphs = estimate.bytes if s.cuda_graphs_counted else 0
     fixed = weights + activation + machine.non_torch + graphs
     kv_memory = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - fixed
     length = s.max_model_len if max_len is None else max_len
     blocks, tokens, conc = plan.capacity(kv_memory, length)
+    nt = UMA_NON_TORCH if machine.unified else DISCRETE_NON_TORCH
+    nt_low, nt_high = nt.spread_bytes if machine.non_torch == nt.bytes else (machine.non_torch, machine.non_torch)
+    g_low, g_high = (estimate.low, estimate.high) if s.cuda_graphs_counted else (0, 0)
+    if s.kv_cache_memory_bytes:
+        kv_low = kv_high = kv_memory
+        how: tuple[str, ...] = (f"KV memory {_g(kv_memory)}: as given by --kv-cache-memory-bytes (no profiling)",)
+    else:
+        kv_low = requested - weights - activation - nt_high - g_high
+        kv_high = requested - weights - activation - nt_low - g_low
+        how = _memory_working(
+            s, machine, requested, weights, (forward, sampler), estimate, graphs, kv_memory, (kv_low, kv_high), spec
+        )
     return _Core(
         requested,
         weights,
@@ -617,7 +788,77 @@ def _core(
         kv_bytes,
         kv_name,
         fixed,
+        kv_low,
+        kv_high,
+        how,
     )
+
+
+def _kv_dtype_refusal(spec: ModelSpec, s: Settings, machine: Machine) -> str | None:
+    """Why vLLM will not start with this --kv-cache-dtype (vllm_rules: KV_CACHE_DTYPES, nvfp4_kv_backend).
+    A unified-memory machine is a GB10 (SM121)."""
+    layers = (*spec.layers, *(spec.mtp_layers if s.mtp else ()))
+    return s.rules.kv_cache_dtype_refusal(
+        s.kv_cache_dtype.lower(),
+        gb10=machine.unified,
+        mla=any(g.kind == MLA for g in layers),
+        sparse_mla=any(g.kind == MLA and g.elem_bytes for g in layers),
+    )
+
+
+def _memory_working(
+    s: Settings,
+    machine: Machine,
+    requested: int,
+    weights: int,
+    activation: tuple[int, int],
+    estimate: GraphEstimate,
+    graphs: int,
+    kv_memory: int,
+    kv_range: tuple[int, int],
+    spec: ModelSpec,
+) -> tuple[str, ...]:
+    """How the KV memory was estimated, one line per term, with where each figure comes from."""
+    forward, sampler = activation
+    nt = UMA_NON_TORCH if machine.unified else DISCRETE_NON_TORCH
+    seqs = min(s.max_num_seqs, s.max_num_batched_tokens)
+    accounting = {
+        "weights_peak_non_torch": "weights + torch peak increase + non-torch increase",
+        "consumed_plus_headroom": "free memory lost since start (weights, non-torch) + transient torch peak",
+    }[s.rules.value("non_kv_accounting")]
+    lines = [
+        f"vLLM {s.rules.version} counts outside the KV cache: {accounting}"
+        + (", and its CUDA-graph estimate" if graphs else ""),
+        f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)",
+        f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''})",
+        f"− activation peak {_g(max(forward, sampler))}: the profile run's larger pass — forward over "
+        f"{s.max_num_batched_tokens:,} tokens {_g(forward)}, sampler over {seqs:,} × {spec.vocab_size:,} fp32 "
+        f"logits × {SAMPLER_PEAK_COPIES.value:g} copies {_g(sampler)}",
+        f"− non-torch {_g(machine.non_torch)}: measured by vLLM at start-up, not knowable before; "
+        f"{'on unified memory it is MemAvailable that moves, ' if machine.unified else ''}"
+        f"seen {nt.low:g}–{nt.high:g} GiB",
+    ]
+    if estimate.piecewise + estimate.full == 0:
+        lines.append("− CUDA graphs 0 (none captured: --enforce-eager or cudagraph_mode NONE)")
+    else:
+        first = FLASHINFER_FULL_FIRST_CAPTURE if estimate.backend == "flashinfer" else CUDAGRAPH_FIRST_CAPTURE
+        which = "FlashInfer FULL graphs (fp8 KV cache on GB10)" if estimate.backend == "flashinfer" else "first capture"
+        counted = (
+            "subtracted"
+            if graphs
+            else f"not subtracted by vLLM {s.rules.version} ({s.rules.value('cudagraph_estimate')})"
+        )
+        lines.append(
+            f"− CUDA graphs {_g(graphs)}: {estimate.piecewise} PIECEWISE + {estimate.full} FULL graphs, "
+            f"{which} {first.value:g} GiB (seen {first.low:g}–{first.high:g}) + each further graph; "
+            f"estimate {_g(estimate.bytes)}, {counted}"
+        )
+    low, high = kv_range
+    lines.append(
+        f"= KV memory {_g(kv_memory)} (between {_g(max(low, 0))} and {_g(max(high, 0))} across the "
+        f"non-torch and CUDA-graph figures vLLM has measured on real start-ups)"
+    )
+    return tuple(lines)
 
 
 def fit(
@@ -642,6 +883,9 @@ def fit(
         spec = replace(spec, max_len_limit=0, max_len_key="", notes=(*spec.notes, limit_note))
     s = settings_from(config, spec, machine)
     spec, drafter_refusal = dflash_as_built(spec, s.rules) if s.mtp else (spec, None)
+    lmo_refusal = None
+    if LMO_FLAG in (getattr(config, "unknown_flags", None) or []):
+        spec, lmo_refusal = language_model_only(spec, s.rules)
     c = _core(spec, s, machine)
     upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
     longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0
@@ -683,9 +927,10 @@ def fit(
             f"{spec.max_len_limit:,} in its config); vLLM refuses to start unless "
             f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, and positions past the limit give garbage"
         )
-    if drafter_refusal:
-        wont = True
-        reasons.append(drafter_refusal)
+    for refusal in (drafter_refusal, lmo_refusal, _kv_dtype_refusal(spec, s, machine), c.plan.unify_error):
+        if refusal:
+            wont = True
+            reasons.append(refusal)
     if machine.unified and util > 0.90:
         unsafe = True
         reasons.append(
@@ -758,10 +1003,13 @@ def fit(
         block_size=c.plan.block_size,
         kv_cache_dtype=c.kv_name,
         working=list(c.plan.working),
+        memory_working=list(c.memory_working),
+        kv_cache_bytes_low=max(0, c.kv_low),
+        kv_cache_bytes_high=max(0, c.kv_high),
         longest_max_model_len=longest,
         machine=machine.describe(),
         model=spec.name,
-        notes=[*spec.notes, *s.notes, *s.rules.notes],
+        notes=[*spec.notes, *s.notes, *s.rules.notes, *_free_memory_note(s.rules, machine)],
         vllm_version=str(s.rules.version),
         vllm_version_source=vllm_version_source
         or ("--vllm-version" if getattr(config, "vllm_version", None) else "assumed: the newest rules read"),
@@ -772,6 +1020,16 @@ def fit(
     if hardware is not None:
         result.speed = estimate_for_config(spec, config, hardware, max_model_len=max_len, max_concurrency=c.concurrency)
     return result
+
+
+def _free_memory_note(rules: VllmRules, machine: Machine) -> list[str]:
+    if machine.unified and rules.value("uma_free_memory") == "cuda_free":
+        return [
+            f"vLLM {rules.version} reads free memory with cudaMemGetInfo on a DGX Spark, which leaves out "
+            "the page cache: it may refuse to start although MemAvailable is enough (drop the page cache "
+            "first, or use vLLM 0.11.1 or later); the fit compares with MemAvailable"
+        ]
+    return []
 
 
 def _suggestions(

@@ -73,10 +73,18 @@ RuleKey = Literal[
     "kv_dtype_auto_modelopt",
     "kv_dtype_auto_compressed_tensors",
     "cudagraph_estimate",
+    "cudagraph_decode_query_len",
+    "gb10_fp8_attention_backend",
+    "non_kv_accounting",
+    "uma_free_memory",
     "null_block_in_length_check",
     "batch_defaults_large_gpu",
     "batch_defaults_gb10",
     "dflash_layer_types",
+    "nvfp4_kv_backend",
+    "int4_kv_sliding_layers",
+    "attention_page_padding",
+    "language_model_only",
 ]
 
 
@@ -114,6 +122,7 @@ KV_UTILS = "vllm/v1/core/kv_cache_utils.py"
 KV_IFACE = "vllm/v1/kv_cache_interface.py"
 HYBRID_CFG = "vllm/model_executor/models/config.py: HybridAttentionMambaModelConfig.verify_and_update_config"
 ARG_UTILS = "vllm/engine/arg_utils.py"
+GPU_WORKER = "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory"
 DFLASH = "vllm/model_executor/models/qwen3_dflash.py"
 
 RULES: tuple[Rule, ...] = (
@@ -195,6 +204,39 @@ RULES: tuple[Rule, ...] = (
          "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0); the 0.20.0 wheel already defaults it on, though "
          "vLLM's own message says 'default since v0.21.0'",
          "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory; vllm/envs.py"),
+    Rule("cudagraph_decode_query_len", V(0, 10, 0), V(0, 13, 0), "no",
+         "the largest CUDA-graph batch is min(2 × max_num_seqs, 512, max_num_batched_tokens); "
+         "speculative tokens do not change the capture sizes",
+         "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes (0.10–0.11: vllm/config/__init__.py)"),
+    Rule("cudagraph_decode_query_len", V(0, 13, 0), None, "yes",
+         "the largest CUDA-graph batch is min(2 × max_num_seqs × (1 + speculative tokens), 512, "
+         "max_num_batched_tokens), and with speculative decoding every size is rounded up to a multiple "
+         "of 1 + speculative tokens",
+         "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes; vllm/config/compilation.py: "
+         "CompilationConfig.adjust_cudagraph_sizes_for_spec_decode"),
+    Rule("gb10_fp8_attention_backend", V(0, 10, 0), V(0, 18, 0), "not_modelled",
+         "the attention backend does not change the KV memory: no CUDA-graph estimate is subtracted",
+         "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory"),
+    Rule("gb10_fp8_attention_backend", V(0, 18, 0), None, "flashinfer",
+         "on compute capability 12.x (GB10) FlashAttention has no fp8 KV cache (FA3 on 9.0 only), so an fp8 "
+         "KV cache with every head size ≤ 256 runs on FlashInfer, whose first FULL CUDA graph costs GiBs",
+         "vllm/platforms/cuda.py: _get_backend_priorities; vllm/v1/attention/backends/fa_utils.py: "
+         "flash_attn_supports_fp8"),
+    Rule("non_kv_accounting", V(0, 10, 0), V(0, 27, 0), "weights_peak_non_torch",
+         "memory outside the KV cache = weights loaded + torch peak increase of the profile run + non-torch "
+         "increase since the worker started",
+         "vllm/utils/mem_utils.py: memory_profiling (0.10: vllm/utils/__init__.py); " + GPU_WORKER),
+    Rule("non_kv_accounting", V(0, 27, 0), None, "consumed_plus_headroom",
+         "memory outside the KV cache = free memory lost since the worker started (weights and non-torch "
+         "included) + the profile run's transient torch peak above what stays allocated",
+         "vllm/utils/mem_utils.py: memory_profiling (total_consumed, transient_peak_headroom); " + GPU_WORKER),
+    Rule("uma_free_memory", V(0, 10, 0), V(0, 11, 1), "cuda_free",
+         "on a DGX Spark vLLM reads free memory with cudaMemGetInfo, which leaves out reclaimable page cache: "
+         "the start-up check and the non-torch figure see less free memory than MemAvailable",
+         "vllm/utils/__init__.py: MemorySnapshot.measure"),
+    Rule("uma_free_memory", V(0, 11, 1), None, "mem_available",
+         "on a DGX Spark (and other unified-memory GPUs) vLLM reads free memory as the host's MemAvailable",
+         "vllm/utils/mem_utils.py: MemorySnapshot.measure (psutil.virtual_memory().available)"),
     Rule("null_block_in_length_check", V(0, 10, 0), V(0, 29, 0), "no",
          "one max_model_len request is checked against all of the KV memory",
          f"{KV_UTILS}: check_enough_kv_cache_memory"),
@@ -212,6 +254,47 @@ RULES: tuple[Rule, ...] = (
          "takes the small-GPU defaults: 2048 batched tokens, 256 sequences",
          f"{ARG_UTILS}: EngineArgs.get_batch_defaults (0.10–0.11.0: _set_default_args_v1); "
          "vllm/platforms/cuda.py: NvmlCudaPlatform.get_device_total_memory"),
+    Rule("nvfp4_kv_backend", V(0, 10, 0), V(0, 21, 0), "none",
+         "--kv-cache-dtype nvfp4 is accepted but FlashInfer, the only backend for it, raises "
+         "NotImplementedError: vLLM does not start",
+         "vllm/v1/attention/backends/flashinfer.py: FlashInferMetadataBuilder.__init__"),
+    Rule("nvfp4_kv_backend", V(0, 21, 0), V(0, 32, 0), "sm100",
+         "an NVFP4 KV cache runs only on SM100-family GPUs (B200, GB200, B300: trtllm-gen kernels); "
+         "GB10 (SM121) and older GPUs have no backend for it",
+         "vllm/v1/attention/backends/flashinfer.py: FlashInferBackend.supports_kv_cache_dtype "
+         "(0.21–0.24: FlashInferMetadataBuilder.__init__)"),
+    Rule("nvfp4_kv_backend", V(0, 32, 0), None, "sm100_or_fa2",
+         "as before, and --kv-cache-dtype nvfp4 (not nvfp4_4over6) also runs on SM80, SM90 and SM120-family "
+         "GPUs, GB10 included, through FlashInfer's FA2 path",
+         "vllm/v1/attention/backends/flashinfer.py: FlashInferBackend.supports_kv_cache_dtype, _nvfp4_kv_on_fa2"),
+    Rule("int4_kv_sliding_layers", V(0, 10, 0), V(0, 28, 0), "unpacked",
+         "with --kv-cache-dtype int4_per_token_head a sliding-window layer's pages are budgeted at one byte "
+         "per element (only full-attention pages are halved), plus the two fp32 scales",
+         f"{KV_IFACE}: SlidingWindowSpec.real_page_size_bytes, AttentionSpec.page_size_bytes"),
+    Rule("int4_kv_sliding_layers", V(0, 28, 0), None, "packed",
+         "every attention layer's int4_per_token_head page holds half a byte per element plus the two fp32 "
+         "scales (the backend publishes the packed layout)",
+         "vllm/v1/attention/backends/triton_attn.py: TritonAttentionBackend.customize_spec"),
+    Rule("attention_page_padding", V(0, 10, 0), V(0, 24, 0), "none",
+         "layers whose KV pages differ must divide the largest page (the smaller pages grow their block "
+         "size); otherwise vLLM raises NotImplementedError and does not start",
+         f"{KV_UTILS}: unify_kv_cache_spec_page_size"),
+    Rule("attention_page_padding", V(0, 24, 0), V(0, 29, 0), "backend",
+         "a page that does not divide the largest is padded when the attention backend reads pages by "
+         "block stride (indexes_kv_by_block_stride), else vLLM does not start; sparktui assumes padding",
+         f"{KV_UTILS}: unify_kv_cache_spec_page_size; vllm/v1/attention/backend.py: "
+         "AttentionBackend.indexes_kv_by_block_stride"),
+    Rule("attention_page_padding", V(0, 29, 0), None, "non_mla",
+         "a non-MLA attention page that does not divide the largest is padded to it",
+         f"{KV_UTILS}: unify_kv_cache_spec_page_size"),
+    Rule("language_model_only", V(0, 10, 0), V(0, 17, 0), "absent",
+         "--language-model-only is not a vllm serve flag: vLLM exits on it",
+         f"{ARG_UTILS}: EngineArgs.add_cli_args"),
+    Rule("language_model_only", V(0, 17, 0), None, "skips_towers",
+         "--language-model-only sets every modality's limit to 0: towers built in _mark_tower_model "
+         "(Gemma 3/4, Qwen-VL, Qwen3.5, most multimodal models) are not loaded and no encoder is profiled",
+         "vllm/config/multimodal.py: MultiModalConfig.get_limit_per_prompt; vllm/model_executor/models/"
+         "interfaces.py: SupportsMultiModal._mark_tower_model"),
     Rule("dflash_layer_types", V(0, 10, 0), V(0, 25, 0), "ignored",
          "a DFlash drafter's layers are all full attention: its layer_types, sliding_window and "
          "dflash_config.use_swa are not read (DFlash drafters exist from 0.20)",
@@ -229,6 +312,52 @@ RULES: tuple[Rule, ...] = (
          "(_dflash_needs_multi_kv_group)"),
 )  # fmt: skip
 
+# --------------------------------------------------------------------------- KV cache dtypes
+
+
+@dataclass(frozen=True)
+class KvCacheDtype:
+    """One --kv-cache-dtype value: the first release that accepts it (vllm/config/cache.py CacheDType;
+    0.10: vllm/config.py) and how it lays a token out (modelspec/spec.py: KvFormat)."""
+
+    name: str
+    since: VllmVersion
+    layout: str  # model | 16bit | fp8 | nvfp4 | per_token_head | int4_per_token_head | ds_mla | unsized
+    mla_bytes: int = 0  # ds_mla: bytes per token of a sparse-MLA layer (MLAAttentionSpec.real_page_size_bytes)
+
+
+KV_CACHE_DTYPES: tuple[KvCacheDtype, ...] = (
+    KvCacheDtype("auto", V(0, 10, 0), "model"),
+    KvCacheDtype("fp8", V(0, 10, 0), "fp8"),
+    KvCacheDtype("fp8_e4m3", V(0, 10, 0), "fp8"),
+    KvCacheDtype("fp8_e5m2", V(0, 10, 0), "fp8"),
+    KvCacheDtype("fp8_inc", V(0, 10, 0), "fp8"),
+    KvCacheDtype("bfloat16", V(0, 11, 0), "16bit"),
+    KvCacheDtype("fp8_ds_mla", V(0, 11, 1), "ds_mla", 656),
+    KvCacheDtype("float16", V(0, 18, 0), "16bit"),
+    KvCacheDtype("nvfp4", V(0, 20, 0), "nvfp4"),
+    KvCacheDtype("int8_per_token_head", V(0, 20, 0), "per_token_head"),
+    KvCacheDtype("fp8_per_token_head", V(0, 20, 0), "per_token_head"),
+    KvCacheDtype("turboquant_k8v4", V(0, 20, 0), "unsized"),
+    KvCacheDtype("turboquant_4bit_nc", V(0, 20, 0), "unsized"),
+    KvCacheDtype("turboquant_k3v4_nc", V(0, 20, 0), "unsized"),
+    KvCacheDtype("turboquant_3bit_nc", V(0, 20, 0), "unsized"),
+    KvCacheDtype("int4_per_token_head", V(0, 25, 0), "int4_per_token_head"),
+    KvCacheDtype("nvfp4_4over6", V(0, 28, 0), "nvfp4"),
+    KvCacheDtype("nvfp4_ds_mla", V(0, 30, 0), "ds_mla", 352),
+    KvCacheDtype("ultraquant_4bit", V(0, 32, 0), "unsized"),
+)
+KV_CACHE_DTYPE_SOURCE = (
+    "vllm/config/cache.py: CacheDType (0.10: vllm/config.py); vllm/v1/kv_cache_interface.py: "
+    "AttentionSpec.page_size_bytes, MLAAttentionSpec.real_page_size_bytes; vllm/utils/torch_utils.py: "
+    "nvfp4_kv_cache_full_dim"
+)
+
+
+def kv_cache_dtype(name: str) -> KvCacheDtype | None:
+    return next((d for d in KV_CACHE_DTYPES if d.name == name), None)
+
+
 # Models whose vLLM class implements SupportsMambaPrefixCaching (mode 'all' is possible):
 # vllm/model_executor/models/{nemotron_h,jamba,mamba,mamba2,zamba2,granitemoehybrid,falcon_h1}.py
 MAMBA_PREFIX_CACHING_ARCHITECTURES = frozenset(
@@ -244,6 +373,120 @@ MAMBA_PREFIX_CACHING_ARCHITECTURES = frozenset(
 )
 
 GiB = 1024**3
+MiB = 1024**2
+
+
+# --------------------------------------------------------------------------- the profile run's memory
+#
+# Worker.determine_available_memory (vllm/v1/worker/gpu_worker.py) gives the KV cache
+#     ceil(total × gpu_memory_utilization) − weights − torch peak increase − non-torch increase
+#     − CUDA-graph estimate (0.20 on; opt-in 0.18–0.19)
+# The last three are measured by vLLM while it starts, not computed from its flags. sparktui
+# models what the flags decide (how many tokens and sequences the profile run pushes, how many
+# CUDA graphs are captured) and takes the rest from real start-ups: the constants below, each
+# with the spread seen and the logs it was fitted on (bench/fit_accuracy.py refits them and
+# tests/core/test_fit.py checks the two agree).
+
+FIT_LOGS = (  # the DGX Spark start-ups the constants were fitted on; the other Spark logs are held out
+    "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log",
+    "spark_vdev-g9759e3b06_gemma-3-12b-it_bf16_success.log",
+    "spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_bf16_success.log",
+    "spark_vdev-g9759e3b06_gemma-4-31b-it_bf16_success.log",
+)
+
+
+@dataclass(frozen=True)
+class MeasuredConstant:
+    """A figure vLLM measures at start-up that no flag decides: the value sparktui assumes (the
+    median over the start-ups it was fitted on), the lowest and highest seen on every real start-up
+    with the figure, and where in vLLM the measurement is made."""
+
+    key: str
+    value: float
+    low: float
+    high: float
+    unit: Literal["GiB", "MiB", "x"]
+    summary: str
+    source: str
+    fitted_on: tuple[str, ...] = FIT_LOGS
+
+    def _scale(self, x: float) -> int:
+        return int(x * (GiB if self.unit == "GiB" else MiB if self.unit == "MiB" else 1))
+
+    @property
+    def bytes(self) -> int:
+        return self._scale(self.value)
+
+    @property
+    def spread_bytes(self) -> tuple[int, int]:
+        return self._scale(self.low), self._scale(self.high)
+
+    def describe(self) -> str:
+        unit = "×" if self.unit == "x" else f" {self.unit}"
+        return f"{self.value:g}{unit} (seen {self.low:g}–{self.high:g}{unit}; {self.source})"
+
+
+MODEL_RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+
+SAMPLER_PEAK_COPIES = MeasuredConstant(
+    "sampler_peak_copies", 6.88, 6.88, 6.88, "x",
+    "the profile run's dummy sampler pass (temperature 0.5, top-p 0.9, top-k vocab − 1) holds this many "
+    "fp32 copies of the min(max_num_seqs, max_num_batched_tokens) × vocab logits at its peak; fitted on the "
+    "one Spark log that prints vLLM's own split (torch peak increase 1.72 GiB, gemma-3-27b)",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_run, _dummy_sampler_run",
+    fitted_on=(FIT_LOGS[0],),
+)  # fmt: skip
+UMA_NON_TORCH = MeasuredConstant(
+    "uma_non_torch", 2.71, 0.54, 4.19, "GiB",
+    "non-torch memory growth during start-up on unified memory: vLLM reads free memory as the host's "
+    "MemAvailable there, so whatever else the process (compiler, libraries, loader) or the OS takes "
+    "counts; not knowable before launch",
+    "vllm/utils/mem_utils.py: MemorySnapshot.measure (integrated GPU: psutil available), memory_profiling",
+)  # fmt: skip
+DISCRETE_NON_TORCH = MeasuredConstant(
+    "discrete_non_torch", 0.25, 0.02, 0.25, "GiB",
+    "non-torch memory growth (NCCL, cuBLAS workspaces) on a GPU with its own memory; the one discrete "
+    "log that prints it says 0.02 GiB (llava-1.5-7b, 0.10.2)",
+    "vllm/utils/mem_utils.py: memory_profiling",
+    fitted_on=("discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_success.log",),
+)  # fmt: skip
+CUDAGRAPH_FIRST_CAPTURE = MeasuredConstant(
+    "cudagraph_first_capture", 0.30, 0.10, 2.49, "GiB",
+    "free memory lost to the first CUDA graph captured while profiling (per mode, the largest counts); "
+    "measured with cudaMemGetInfo, so it holds the attention backend's workspaces (FlashInfer FULL graphs: "
+    "flashinfer_full_first_capture)",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory",
+)  # fmt: skip
+CUDAGRAPH_PER_GRAPH = MeasuredConstant(
+    "cudagraph_per_graph", 1.0, 1.0, 23.75, "MiB",
+    "each further CUDA graph: vLLM counts at least 1 MiB (1.00 MiB measured for PIECEWISE graphs, "
+    "23.75 MiB for FlashInfer FULL graphs, gemma-3-27b)",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory (max(second capture, 1 MiB))",
+    fitted_on=(FIT_LOGS[0],),
+)  # fmt: skip
+FLASHINFER_FULL_FIRST_CAPTURE = MeasuredConstant(
+    "flashinfer_full_first_capture", 3.38, 3.12, 3.38, "GiB",
+    "the first FULL CUDA graph captured with FlashInfer attention and an fp8 KV cache on a DGX Spark "
+    "(3466 MiB in vLLM's DEBUG line for gemma-3-27b; gemma-3-12b, held out, implies 3.12 GiB)",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory",
+    fitted_on=(FIT_LOGS[0],),
+)  # fmt: skip
+FLASHINFER_FULL_PER_GRAPH = MeasuredConstant(
+    "flashinfer_full_per_graph", 23.75, 23.75, 23.75, "MiB",
+    "each further FULL CUDA graph with FlashInfer attention (vLLM's DEBUG line, gemma-3-27b)",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory",
+    fitted_on=(FIT_LOGS[0],),
+)  # fmt: skip
+MEASURED_CONSTANTS = (
+    FLASHINFER_FULL_FIRST_CAPTURE,
+    FLASHINFER_FULL_PER_GRAPH,
+    SAMPLER_PEAK_COPIES,
+    UMA_NON_TORCH,
+    DISCRETE_NON_TORCH,
+    CUDAGRAPH_FIRST_CAPTURE,
+    CUDAGRAPH_PER_GRAPH,
+)
+CUDAGRAPH_CANDIDATE_SIZES = (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
 
 
 def checkpoint_kv_quant(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
@@ -374,6 +617,32 @@ class VllmRules:
             return flag is not None and flag.strip() not in ("", "0")
         return flag is None or flag.strip() != "0"
 
+    def cudagraph_capture_sizes(self, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int) -> tuple[int, ...]:
+        """The batch sizes vLLM captures CUDA graphs for when --compilation-config does not say."""
+        query_len = 1 + num_spec if self.value("cudagraph_decode_query_len") == "yes" else 1
+        largest = min(max_num_seqs * query_len * 2, 512, max_num_batched_tokens)
+        sizes = [s for s in CUDAGRAPH_CANDIDATE_SIZES if s <= largest]
+        if query_len > 1:
+            rounded = {-(-s // query_len) * query_len for s in sizes}
+            sizes = sorted(s for s in rounded if s <= largest) or ([query_len] if query_len <= largest else [])
+        return tuple(sizes)
+
+    def cudagraph_counts(self, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int) -> tuple[int, int]:
+        """(PIECEWISE graphs, FULL graphs) for the default cudagraph_mode FULL_AND_PIECEWISE: FULL
+        graphs only for uniform decode batches (up to max_num_seqs × (1 + speculative tokens)).
+        An attention backend without FULL support (FlashInfer on some models) captures none."""
+        sizes = self.cudagraph_capture_sizes(max_num_seqs, num_spec, max_num_batched_tokens)
+        query_len = 1 + num_spec if self.value("cudagraph_decode_query_len") == "yes" else 1
+        return len(sizes), sum(1 for s in sizes if s <= max_num_seqs * query_len)
+
+    def gb10_attention_backend(self, kv_cache_fp8: bool, head_sizes: tuple[int, ...]) -> str | None:
+        """The attention backend vLLM picks on a DGX Spark where it decides the CUDA-graph estimate:
+        'flashinfer' for an fp8 KV cache whose head sizes FlashInfer takes, else None (not modelled:
+        FlashAttention or Triton, whose graphs cost little)."""
+        if self.value("gb10_fp8_attention_backend") != "flashinfer" or not kv_cache_fp8:
+            return None
+        return "flashinfer" if head_sizes and max(head_sizes) <= 256 else None
+
     @property
     def dflash_reads_layer_types(self) -> bool:
         """Whether a DFlash drafter's sliding layers hold only their window (else all are full)."""
@@ -383,6 +652,41 @@ class VllmRules:
     def dflash_mixed_layers_start(self) -> bool:
         """Whether vLLM starts with a DFlash drafter that mixes sliding and full layers."""
         return self.value("dflash_layer_types") != "uniform_only"
+
+    def kv_cache_dtype_refusal(self, name: str, *, gb10: bool, mla: bool, sparse_mla: bool) -> str | None:
+        """Why this vLLM does not start with --kv-cache-dtype `name` (None: it does).
+        gb10: the GPU is a GB10 (SM121); mla / sparse_mla: the model has MLA layers / DeepSeek
+        V3.2-style sparse MLA (an indexer)."""
+        info = kv_cache_dtype(name)
+        if info is None:
+            return None  # not a vLLM value at all: kv_dtype_bytes reports it
+        if self.version < info.since:
+            accepted = ", ".join(d.name for d in KV_CACHE_DTYPES if d.since <= self.version)
+            return (
+                f"vLLM {self.version} rejects --kv-cache-dtype {name} (invalid choice; it accepts {accepted}); "
+                f"{name} is accepted from vLLM {info.since}"
+            )
+        if info.layout == "ds_mla" and not sparse_mla:
+            return (
+                f"--kv-cache-dtype {name} is the FlashMLA sparse layout of DeepSeek V3.2-style models (MLA with "
+                "an indexer); no attention backend takes it for this model, so vLLM does not start"
+            )
+        if info.layout == "nvfp4":
+            if mla:
+                return f"--kv-cache-dtype {name}: no MLA attention backend takes an NVFP4 KV cache; vLLM does not start"
+            rule = self.value("nvfp4_kv_backend")
+            if rule == "none":
+                return (
+                    f"vLLM {self.version} accepts --kv-cache-dtype {name} but its FlashInfer backend raises "
+                    "'nvfp4 KV cache is not yet supported': vLLM does not start (use 0.21 or later)"
+                )
+            if gb10 and (rule == "sm100" or name != "nvfp4"):
+                return (
+                    f"vLLM {self.version} runs an NVFP4 KV cache ({name}) only on SM100-family GPUs (B200, GB200); "
+                    "GB10 is SM121: no attention backend, vLLM does not start"
+                    + (" (vLLM 0.32 adds --kv-cache-dtype nvfp4 on GB10)" if rule == "sm100" else "")
+                )
+        return None
 
     @property
     def null_block_in_length_check(self) -> bool:
@@ -421,16 +725,29 @@ def rules_for(version: VllmVersion | str | None = None) -> VllmRules:
 
 
 __all__ = [
+    "CUDAGRAPH_FIRST_CAPTURE",
+    "CUDAGRAPH_PER_GRAPH",
     "DEFAULT",
+    "DISCRETE_NON_TORCH",
+    "FIT_LOGS",
+    "FLASHINFER_FULL_FIRST_CAPTURE",
+    "FLASHINFER_FULL_PER_GRAPH",
+    "KV_CACHE_DTYPES",
     "MAMBA_PREFIX_CACHING_ARCHITECTURES",
+    "MEASURED_CONSTANTS",
     "NEWEST_READ",
     "OLDEST",
     "RULES",
+    "SAMPLER_PEAK_COPIES",
+    "UMA_NON_TORCH",
+    "KvCacheDtype",
+    "MeasuredConstant",
     "Rule",
     "VllmRules",
     "VllmVersion",
     "checkpoint_kv_quant",
     "find_version",
+    "kv_cache_dtype",
     "parse_version",
     "rules_for",
 ]

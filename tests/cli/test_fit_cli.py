@@ -169,7 +169,10 @@ def test_decision_table_fp16_vs_fp8_kv(capsys, profile):
     assert (fp16["verdict"], fp8["verdict"]) == (want16, want8)
     assert code16 == code8 == 0
     assert fp8["kv_bytes_per_token"] * 2 == fp16["kv_bytes_per_token"]
-    assert fp8["kv_cache_tokens"] > 1.4 * fp16["kv_cache_tokens"]
+    # more tokens, though not twice: on a DGX Spark an fp8 KV cache runs on FlashInfer, whose FULL
+    # CUDA graphs vLLM estimates at about 3.4 GiB more (vllm_rules gb10_fp8_attention_backend)
+    assert fp8["kv_cache_tokens"] > 1.2 * fp16["kv_cache_tokens"]
+    assert fp8["budget"]["cuda_graphs"] > fp16["budget"]["cuda_graphs"] + 3 * 1024**3
     # the profile's own concurrency target is met
     seqs = {"35b-moe-5-users-8k": 5, "70b-dense-5-users": 5}.get(profile, 1)
     assert fp16["max_concurrency"] >= seqs

@@ -39,6 +39,9 @@ CASES = [
     Scenario("Qwen/Qwen3-Next-80B-A3B-Instruct", "auto", 131072, 8192, True, False, 0.5),  # too small
     Scenario("nvidia/Qwen3.5-122B-A10B-NVFP4", "auto", 32768, 4096, True, False, 16.0),
     Scenario("nvidia/Qwen3.6-35B-A3B-NVFP4", "auto", 32768, 2048, None, False, 16.0),  # the version's default
+    # a packed KV format: a byte per element plus two fp32 scales per token and head (Triton's layout)
+    Scenario("Qwen/Qwen3-32B", "int8_per_token_head", 131072, 8192, True, False, 20.0),
+    Scenario("google/gemma-4-26B-A4B", "int4_per_token_head", 131072, 8192, True, False, 20.0),
     # + z-lab's DFlash drafter (4 sliding + 1 full layers): 35 KV groups of one layer
     Scenario("google/gemma-4-26B-A4B", "auto", 262144, 32768, True, True, 65.25, "z-lab/gemma-4-26B-A4B-it-DFlash"),
 ]

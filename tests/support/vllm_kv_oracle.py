@@ -72,9 +72,34 @@ def _has_field(cls, name):
     return dataclasses.is_dataclass(cls) and name in {f.name for f in dataclasses.fields(cls)}
 
 
-def layer_spec(layer, block_size, kv_dtype, num_spec):
+def _packed(name):
+    """(torch dtype, KVQuantMode) for a packed --kv-cache-dtype (nvfp4, *_per_token_head): 0.20+."""
+    from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
+
+    return STR_DTYPE_TO_TORCH_DTYPE[name], kvi.get_kv_quant_mode(name)
+
+
+def _customized(spec, name):
+    """From 0.28 the attention backend publishes a packed page's layout (customize_spec):
+    FlashInfer for nvfp4, Triton for the per-token-head formats, as vLLM picks them."""
+    if not _has_field(type(spec), "state_content_bytes"):
+        return spec
+    if name.startswith("nvfp4"):
+        from vllm.v1.attention.backends.flashinfer import FlashInferBackend as Backend
+    else:
+        from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend as Backend
+    return Backend.customize_spec(spec)
+
+
+def layer_spec(layer, block_size, kv_dtype, num_spec, packed=None):
     kind = layer["kind"]
     common = {"block_size": block_size, "dtype": kv_dtype, "use_mla": kind == "mla"}  # use_mla: 0.10 only
+    if packed and kind in ("full", "sliding"):
+        common["dtype"], common["kv_quant_mode"] = _packed(packed)
+        cls = kvi.FullAttentionSpec if kind == "full" else kvi.SlidingWindowSpec
+        extra = {"sliding_window": layer["window"]} if kind == "sliding" else {}
+        spec = _make(cls, num_kv_heads=layer["heads"], head_size=layer["head_size"], **extra, **common)
+        return _customized(spec, packed)
     if kind == "full":
         return _make(kvi.FullAttentionSpec, num_kv_heads=layer["heads"], head_size=layer["head_size"], **common)
     if kind == "sliding":
@@ -133,12 +158,16 @@ def run_kv(case):
         config.cache_config.mamba_cache_mode = case["mamba_cache_mode"]
     kv_dtype = DTYPES[case["kv_bytes"]]
     specs, i = {}, 0
-    for layer in case["layers"]:
-        for _ in range(layer["count"]):
-            spec = layer_spec(layer, case["block_size"], kv_dtype, case.get("num_spec", 0))
-            specs[f"model.layers.{i}.attn"] = spec
-            i += 1
     out = {"in_flight": getattr(config, "max_in_flight_tokens", None)}
+    try:
+        for layer in case["layers"]:
+            for _ in range(layer["count"]):
+                spec = layer_spec(layer, case["block_size"], kv_dtype, case.get("num_spec", 0), case.get("packed"))
+                specs[f"model.layers.{i}.attn"] = spec
+                i += 1
+    except (ImportError, KeyError, AttributeError) as exc:  # this version has no such KV format
+        out.update(unsupported=f"{type(exc).__name__}: {str(exc)[:200]}")
+        return out
     CAPTURED.lines.clear()
     # info_once remembers what it printed: the same figures for another case would be dropped
     once = getattr(vllm_logger, "_print_info_once", None)

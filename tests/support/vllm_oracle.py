@@ -22,6 +22,7 @@ from typing import Any
 from sparktui.core.fit import KvPlan, kv_dtype_bytes, plan_kv
 from sparktui.core.modelspec import DTYPE_BYTES, MAMBA, ModelSpec, catalog_names, load_model_spec, with_drafter
 from sparktui.core.modelspec.drafters import dflash_as_built
+from sparktui.core.modelspec.spec import KvFormat
 from sparktui.core.vllm_rules import VllmRules, VllmVersion, parse_version
 
 GiB = 1024**3
@@ -122,6 +123,8 @@ def kv_question(spec: ModelSpec, sc: Scenario, rules: VllmRules) -> tuple[dict[s
         "mamba_cache_mode": mode,
         "kv_memory": int(sc.kv_gib * GiB),
     }
+    if isinstance(kv_bytes, KvFormat):  # a packed format (nvfp4, *_per_token_head): vLLM builds its own spec
+        case["packed"] = kv_bytes.name
     return case, plan
 
 
@@ -175,12 +178,18 @@ def scenarios(models: list[str] | None = None) -> list[Scenario]:
             out.append(Scenario(name, max_num_batched_tokens=16384, max_model_len=8192))
         if spec.mtp_layers:
             out.append(Scenario(name, mtp=True, prefix_caching=False))
+        if name in PACKED_KV_MODELS:
+            for dtype in ("nvfp4", "int8_per_token_head", "int4_per_token_head"):
+                out.append(Scenario(name, kv_cache_dtype=dtype, max_model_len=131072, max_num_batched_tokens=8192))
     for target, drafter in DFLASH_PAIRS:
         if models is None or target in models:
             out.append(Scenario(target, mtp=True, drafter=drafter, max_model_len=262144, kv_gib=40.0))
             out.append(Scenario(target, mtp=True, drafter=drafter, max_num_batched_tokens=32768, kv_gib=65.25))
     return out
 
+
+# Packed KV cache dtypes asked of every version that accepts them (a dense GQA model, a sliding/global one).
+PACKED_KV_MODELS = ("Qwen/Qwen3-32B", "google/gemma-4-26B-A4B")
 
 # Targets with their real DFlash drafters (tests/fixtures/model-configs): Gemma 4's mixes sliding and
 # full layers, Qwen3.6's drafter joins a hybrid (Gated DeltaNet) target.

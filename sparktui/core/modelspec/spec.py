@@ -12,6 +12,58 @@ MAMBA = "mamba"  # linear attention / Mamba2 / Gated DeltaNet: a fixed state per
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp8": 1}
 
+# How a packed --kv-cache-dtype lays out one token of one KV head (vllm/v1/kv_cache_interface.py:
+# AttentionSpec.page_size_bytes / real_page_size_bytes, MLAAttentionSpec; core/vllm_rules.py says
+# which vLLM accepts which dtype).
+NVFP4 = "nvfp4"  # per side: head/2 bytes of fp4 data + head/16 fp8 block scales
+PER_TOKEN_HEAD = "per_token_head"  # 1 byte per element + an fp32 scale per side (8 bytes)
+INT4_PER_TOKEN_HEAD = "int4_per_token_head"  # half a byte per element + the two fp32 scales
+DS_MLA = "ds_mla"  # a sparse-MLA layer's fixed per-token layout (fp8_ds_mla 656 B, nvfp4_ds_mla 352 B)
+
+
+class KvFormat(int):
+    """A packed KV cache dtype: the int value is its nominal bytes per element (for estimates that
+    only need a rough size); `head_bytes` is what vLLM really allocates per token and KV head."""
+
+    layout: str
+    name: str
+    mla_bytes: int
+    sliding_unpacked: bool  # int4: sliding-window pages budgeted at a byte per element (vLLM < 0.28)
+
+    def __new__(
+        cls, nominal: int, layout: str, name: str, mla_bytes: int = 0, sliding_unpacked: bool = False
+    ) -> KvFormat:
+        fmt = super().__new__(cls, nominal)
+        fmt.layout, fmt.name, fmt.mla_bytes, fmt.sliding_unpacked = layout, name, mla_bytes, sliding_unpacked
+        return fmt
+
+    def head_bytes(self, head_k: int, head_v: int, mla: bool = False, sliding: bool = False) -> int:
+        if self.layout == DS_MLA and mla and self.mla_bytes:
+            return self.mla_bytes
+        if self.layout == NVFP4:
+            return head_k // 2 + head_k // 16 + head_v // 2 + head_v // 16
+        if self.layout == PER_TOKEN_HEAD or (self.layout == INT4_PER_TOKEN_HEAD and sliding and self.sliding_unpacked):
+            return head_k + head_v + 8
+        if self.layout == INT4_PER_TOKEN_HEAD:
+            return head_k // 2 + head_v // 2 + 8
+        return (head_k + head_v) * int(self)
+
+    # a KvFormat is never equal to a plain byte count: plan_kv caches by its arguments
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KvFormat) and self._key() == other._key()
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _key(self) -> tuple[int, str, str, int, bool]:
+        return int(self), self.layout, self.name, self.mla_bytes, self.sliding_unpacked
+
+    def __repr__(self) -> str:
+        return f"KvFormat({self.name})"
+
 
 @dataclass(frozen=True)
 class LayerGroup:
@@ -44,6 +96,8 @@ class LayerGroup:
         if self.kind == MAMBA:
             return 0
         heads = 1 if self.kind == MLA else max(1, self.num_kv_heads // tp)
+        if isinstance(kv_bytes, KvFormat) and not self.elem_bytes:
+            return heads * kv_bytes.head_bytes(self.head_size, self.head_size_v, self.kind == MLA, self.kind == SLIDING)
         return heads * (self.head_size + self.head_size_v) * (self.elem_bytes or kv_bytes)
 
     def state_bytes(self, dtype_bytes: int, tp: int = 1, num_spec: int = 0, ssm_dtype: str | None = None) -> int:
@@ -72,6 +126,12 @@ class LayerGroup:
                 f"{n}sparse-attention indexer caches × {self.head_size} B (fp8 keys + scales)"
                 f" = {self.count * self.kv_bytes_per_token(kv_bytes, tp):,} B/token"
             )
+        total = self.count * self.kv_bytes_per_token(kv_bytes, tp)
+        if isinstance(kv_bytes, KvFormat):
+            heads_text = "1 latent" if self.kind == MLA else f"{max(1, self.num_kv_heads // tp)} KV heads"
+            what = {MLA: "MLA", FULL: "full-attention"}.get(self.kind, f"sliding-window ({self.sliding_window} tokens)")
+            one = kv_bytes.head_bytes(self.head_size, self.head_size_v, self.kind == MLA, self.kind == SLIDING)
+            return f"{n}{what} layers × {heads_text} × {one} B ({kv_bytes.name}, packed) = {total:,} B/token"
         if self.kind == MLA:
             return (
                 f"{n}MLA layers × 1 latent × {self.head_size} (kv_lora_rank + rope) × {kv_bytes} B"

@@ -1,0 +1,228 @@
+"""A cluster's head hears of every worker's state changes as they happen, over one SSH session each.
+
+On the worker, `sparktui node-watch --port P` (`stream_state`) prints one JSON line with the rank's
+state as its supervisor recorded it, then one more each time what the head acts on changes (status,
+phase, exit reason, the guard's MemAvailable): it sleeps in poll() on inotify (the state file is
+replaced atomically on every write) and on a pidfd of the supervisor (a supervisor that dies without
+a word is "lost" at once). It ends after the rank ended, or when its stdin closes: the head's ssh
+went, so nothing is left behind on the worker.
+
+On the head, a `WorkerStream` per worker keeps that session (the system's ssh, with keep-alives so
+a dead link ends it) and hands each line to the supervisor's loop, which it wakes. A session that
+ends is opened again, backing off to RETRY_MAX_S. At rest nothing runs but the two sleeping ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from sparktui.runtime.inotify import IN_CLOSE_WRITE, IN_CREATE, IN_DELETE, IN_MOVED_TO, IN_Q_OVERFLOW, Inotify
+
+RETRY_MIN_S = 0.5
+RETRY_MAX_S = 10.0
+KEEPALIVE = ["-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2"]  # a dead link ends ssh in ~10 s
+ENDED = ("exited", "lost")
+
+
+def _projection(data: dict[str, Any] | None, alive: bool) -> dict[str, Any]:
+    """What the head acts on and shows, from a state record's JSON (None: no record)."""
+    if data is None:
+        return {"status": "none"}
+    status = str(data.get("status") or "unknown")
+    if not alive and status not in ENDED:
+        status = "lost"  # the supervisor died without recording an end
+    last = (data.get("guard") or {}).get("last") or {}
+    return {
+        "status": status,
+        "phase": data.get("phase"),
+        "exit_reason": (data.get("exit") or {}).get("reason"),
+        "available_gib": last.get("available_gib"),
+    }
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _pidfd_of(data: dict[str, Any] | None) -> tuple[int | None, int | None]:
+    """(the supervisor's pid, a pidfd on it) when it still runs; (pid, None) when it is gone."""
+    from sparktui.runtime.proc import ProcessIdentity
+
+    sup = (data or {}).get("supervisor") or {}
+    pid, start = sup.get("pid"), sup.get("start_time")
+    if not pid or start is None:
+        return None, None
+    try:
+        fd = os.pidfd_open(int(pid))
+    except OSError:
+        return int(pid), None
+    if not ProcessIdentity(int(pid), start).is_alive():  # the pid was reused: not our supervisor
+        os.close(fd)
+        return int(pid), None
+    return int(pid), fd
+
+
+def stream_state(port: int, out: IO[str] = sys.stdout, stdin_fd: int = 0) -> int:
+    """Print the rank's state now and at every change the head cares about, until it ended or the
+    head hung up (stdin closed: run it with stdin open, never `ssh -n`). Returns an exit status."""
+    from sparktui.runtime import state as st
+
+    path = st.state_path(port)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    notify = Inotify()
+    notify.add_watch(str(path.parent), IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE)
+    poller = select.poll()
+    poller.register(notify.fileno(), select.POLLIN)
+    poller.register(stdin_fd, select.POLLIN)
+    pid: int | None = None
+    pidfd: int | None = None
+    last: dict[str, Any] | None = None
+    try:
+        while True:
+            data = _read(path)
+            sup_pid = ((data or {}).get("supervisor") or {}).get("pid")
+            if data is not None and sup_pid != pid:  # a (new) supervisor: watch it end
+                if pidfd is not None:
+                    poller.unregister(pidfd)
+                    os.close(pidfd)
+                pid, pidfd = _pidfd_of(data)
+                if pidfd is not None:
+                    poller.register(pidfd, select.POLLIN)
+            alive = pidfd is not None and not select.select([pidfd], [], [], 0)[0]
+            now = _projection(data, alive)
+            if now != last:
+                try:
+                    out.write(json.dumps(now) + "\n")
+                    out.flush()
+                except OSError:  # the head went (EPIPE)
+                    return 0
+                last = now
+            if now["status"] in ENDED:
+                return 0
+            if not _wait(poller, notify, stdin_fd, path.name):
+                return 0
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+        notify.close()
+
+
+def _wait(poller: select.poll, notify: Inotify, stdin_fd: int, name: str) -> bool:
+    """Sleep until the state file changed or the supervisor ended (True), or stdin closed (False)."""
+    while True:
+        for fd, _ in poller.poll():
+            if fd == stdin_fd:
+                if not os.read(stdin_fd, 4096):
+                    return False  # the head's ssh closed the session
+            elif fd == notify.fileno():
+                if any(e.name == name or e.mask & IN_Q_OVERFLOW for e in notify.read()):
+                    return True
+            else:  # the supervisor's pidfd
+                return True
+
+
+class WorkerStream:
+    """The head's end of one worker's stream: the latest line, and whether the session is up."""
+
+    def __init__(self, host: str, port: int, wake: Callable[[], None]) -> None:
+        self.host, self.port, self.wake = host, port, wake
+        self.latest: dict[str, Any] | None = None
+        self.connected = False
+        self.news = False  # a line (or a lost session) the head has not looked at yet
+        self.lines = 0
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._proc: subprocess.Popen[str] | None = None
+        self._thread = threading.Thread(target=self._run, name=f"node-stream-{host}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def take(self) -> tuple[dict[str, Any] | None, bool]:
+        """(the latest state line, the session is up), clearing the news."""
+        with self._lock:
+            self.news = False
+            return self.latest, self.connected
+
+    def _argv(self) -> list[str]:
+        from sparktui.runtime.cluster import ssh_argv
+
+        argv = ssh_argv(self.host, ["sparktui", "node-watch", "--port", str(self.port)])
+        return [argv[0], *KEEPALIVE, *argv[1:]]
+
+    def _run(self) -> None:
+        backoff = RETRY_MIN_S
+        while not self._closed.is_set():
+            try:
+                proc = subprocess.Popen(
+                    self._argv(),
+                    stdin=subprocess.PIPE,  # never written: its close is the worker's signal to end
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+            except OSError:
+                proc = None
+            if proc is not None:
+                with self._lock:
+                    self._proc = proc
+                if self._closed.is_set():  # closed while it was starting
+                    _hang_up(proc)
+                    return
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    try:
+                        data = json.loads(line)
+                    except ValueError:
+                        continue
+                    if not isinstance(data, dict):
+                        continue
+                    with self._lock:
+                        self.latest, self.connected, self.news = data, True, True
+                        self.lines += 1
+                    backoff = RETRY_MIN_S
+                    self.wake()
+                proc.wait()
+            with self._lock:
+                if self.connected:
+                    self.connected, self.news = False, True
+            self.wake()
+            if (self.latest or {}).get("status") in ENDED:
+                return  # the rank ended: there is nothing more to hear
+            self._closed.wait(backoff)
+            backoff = min(backoff * 2, RETRY_MAX_S)
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            proc = self._proc
+        if proc is not None:
+            _hang_up(proc)
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+
+def _hang_up(proc: subprocess.Popen[str]) -> None:
+    """End a session: its stdin closed (the worker's node-watch ends on it), then ssh exits."""
+    if proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,111 @@
+"""`sparktui node-watch`: the worker's end of the stream that carries its rank's state to the head.
+A line now, one at each change the head acts on, none for writes that change nothing it reads; the
+supervisor dying without a word is "lost" at once; closing stdin (the head hung up) ends it."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparktui.atomic import atomic_write_text
+from sparktui.runtime.proc import read_stat
+
+pytestmark = pytest.mark.slow
+PORT = 8123
+
+
+class Watcher:
+    """`sparktui node-watch` on a state dir, its lines read as they come."""
+
+    def __init__(self, state_dir: Path) -> None:
+        env = {**os.environ, "SPARKTUI_STATE_DIR": str(state_dir)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sparktui", "node-watch", "--port", str(PORT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+
+    def next(self, timeout: float = 30.0) -> dict[str, Any]:
+        return self.lines.get(timeout=timeout)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def sleeper() -> Any:
+    """A live process standing in for the rank's supervisor."""
+    proc = subprocess.Popen(["sleep", "300"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def write(state_dir: Path, sup: subprocess.Popen[bytes], status: str, **more: Any) -> None:
+    info = read_stat(sup.pid)
+    assert info is not None
+    record = {"status": status, "supervisor": {"pid": sup.pid, "start_time": info.start_time}, **more}
+    path = state_dir / "servers" / f"{PORT}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record))
+
+
+def test_a_line_at_each_change_and_lost_when_the_supervisor_dies(tmp_path: Path, sleeper: Any) -> None:
+    write(tmp_path, sleeper, "starting", phase="loading")
+    watcher = Watcher(tmp_path)
+    try:
+        assert watcher.next() == {"status": "starting", "phase": "loading", "exit_reason": None, "available_gib": None}
+        # a write that changes nothing the head reads gives no line; the next change does
+        write(tmp_path, sleeper, "starting", phase="loading", metrics={"running": 0})
+        write(tmp_path, sleeper, "running", phase="ready", guard={"last": {"available_gib": 91.5}})
+        assert watcher.next() == {"status": "running", "phase": "ready", "exit_reason": None, "available_gib": 91.5}
+        sleeper.kill()  # the supervisor dies without recording an end
+        assert watcher.next()["status"] == "lost"
+        assert watcher.proc.wait(timeout=30) == 0
+        assert watcher.lines.empty()
+    finally:
+        watcher.close()
+
+
+def test_an_exit_is_the_last_line(tmp_path: Path, sleeper: Any) -> None:
+    watcher = Watcher(tmp_path)
+    try:
+        assert watcher.next()["status"] == "none"  # no record yet: said, and waited for
+        write(tmp_path, sleeper, "running", phase="ready")
+        assert watcher.next()["status"] == "running"
+        write(tmp_path, sleeper, "exited", phase="stopped", exit={"reason": "guard"})
+        assert watcher.next() == {"status": "exited", "phase": "stopped", "exit_reason": "guard", "available_gib": None}
+        assert watcher.proc.wait(timeout=30) == 0
+    finally:
+        watcher.close()
+
+
+def test_it_ends_when_the_head_hangs_up(tmp_path: Path, sleeper: Any) -> None:
+    write(tmp_path, sleeper, "running", phase="ready")
+    watcher = Watcher(tmp_path)
+    try:
+        assert watcher.next()["status"] == "running"
+        assert watcher.proc.stdin is not None
+        watcher.proc.stdin.close()  # what the worker's sshd does when the head's ssh goes
+        assert watcher.proc.wait(timeout=30) == 0
+    finally:
+        watcher.close()
