@@ -229,4 +229,10 @@ class LogView(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         if self.follow:
-            self.call_after_refresh(self.scroll_to, y=self.max_scroll_y, animate=False, force=True)
+            self.call_after_refresh(self._follow_to_end)
+
+    def _follow_to_end(self) -> None:
+        # The end as it is after the refresh: lines may have come meanwhile (a y taken at the
+        # resize, before them, scrolled a following view back to the top).
+        if self.follow:
+            self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
