@@ -45,9 +45,10 @@ def profile(tmp: Path) -> Path:
     path = tmp / "two-sparks.toml"
     path.write_text(
         f'[serve]\nmodel = "/models/tiny"\nport = {PORT}\nmax-model-len = 512\nenforce-eager = true\n'
-        "tensor-parallel-size = 2\n"
+        "tensor-parallel-size = 2\ngpu-memory-utilization = 0.3\n"  # both nodes share this machine's memory
         f'[runner]\nexecutable = "{stub}"\n'
         '[cluster]\nnodes = ["node0", "node1"]\nbackend = "mp"\nmaster-addr = "10.213.0.1"\nmaster-port = 29501\n'
+        'interface = "cx1"\n'
         '[env]\nSTUB_VLLM_TIME_SCALE = "0.01"\nSTUB_VLLM_MAX_LIFE_S = "900"\n'
     )
     return path

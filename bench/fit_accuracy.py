@@ -481,7 +481,9 @@ def spark_cases(fixtures: Path) -> list[Case]:
             counted=False,
             note="AEON-7/Gemma-4-26B-A4B-it-Uncensored-NVFP4 (read as google/gemma-4-26B-A4B) + z-lab's DFlash drafter "
             "(its 4 sliding layers built as full attention before 0.25). vLLM 0.20.2's own grouping of this reading "
-            "gives 3.97x / 1,039,908 tokens, as sparktui does; the log says half that (1.98x). Not explained: not counted",
+            "gives 3.97x / 1,039,908 tokens, as sparktui does; the log says half that (1.98x), as if every layer's "
+            "page were twice the size. AEON's image is a from-source build with a Gemma 4 DFlash patch (vLLM PR "
+            "#41703, its README), not a release: not counted",
             from_log=dflash_log,
         )
     )
@@ -708,6 +710,9 @@ class Row:
     pred_kv_range: tuple[float, float] | None = None  # across the spread of vLLM's measured terms
     kv_role: str = ""  # "fit" (a constant was fitted on it) or "held out"
     kv_why: str = ""  # why the flags-only KV memory misses, where it does
+    # the KV error in GiB, term by term (prediction − log of what each term takes from the KV cache,
+    # sign turned so the three add up to the KV error): weights, activation + non-torch, CUDA graphs
+    kv_terms: tuple[float, float, float] | None = None
     errors: dict[str, float] = field(default_factory=dict)
     ok: bool = True
     limit: float = 1.0
@@ -773,6 +778,13 @@ def evaluate(case: Case) -> Row:
         row.errors["kv"] = _err(row.pred_kv_gib, case.kv_gib)
         row.kv_role = "fit" if case.from_log in FIT_LOGS else "held out"
         row.kv_why = KV_MISSES.get(case.from_log or "", "")
+        if case.from_log and (m := read_log_memory(FIXTURES / "vllm-logs" / case.from_log)) is not None:
+            b = result.budget
+            row.kv_terms = (
+                m.weights_gib - b["weights"] / GiB,
+                m.rest_gib - (b["activation_peak"] + b["non_torch"]) / GiB,
+                m.graphs_gib - b["cuda_graphs"] / GiB,
+            )
     checks = [abs(row.errors[k]) <= row.limit for k in ("tokens", "conc") if k in row.errors]
     if "weights" in row.errors and not case.quantized:
         checks.append(abs(row.errors["weights"]) <= 3.0)
@@ -793,18 +805,16 @@ KV_MISSES: dict[str, str] = {
         "40.61 vs 44.03 GiB of KV; no flags-only figure is within 3% of both"
     ),
     "spark_vdev-g9759e3b06_gemma-4-31b-it_bf16_success.log": (
-        "vLLM measured 5.91 GiB of activation + non-torch memory (fitted: 4.43; the other Gemma runs of "
-        "this build: 3.91–5.12), and 5.76 again in the fp8 run: something this model takes at start-up "
-        "that its config does not show. With the log's own 5.91 and CUDA-graph 0.15 GiB the prediction "
-        "is 21.99 GiB (-0.8%)"
+        "vLLM measured 5.91 GiB of activation + non-torch memory (the other Gemma runs of this build: "
+        "3.91–5.12), and 5.76 again in the fp8 run: something this model takes at start-up that its config "
+        "does not show"
     ),
     "spark_vdev-g9759e3b06_gemma-4-31b-it_fp8kv_success.log": (
-        "as the bf16 run: 5.76 GiB of activation + non-torch memory, 1.33 GiB above the fitted 4.43"
+        "as the bf16 run: 5.76 GiB of activation + non-torch memory, the most of any Gemma run but its twin"
     ),
     "spark_v0.13.0-nv26.01_gpt-oss-20b-mxfp4-derivative_success.log": (
-        "vLLM 0.13 measured 3.25 GiB of activation + non-torch memory, 0.78 GiB under the fitted 4.03 "
-        "(sampler pass 1.32 + non-torch 2.71); at utilization 0.25 the KV cache is only 12.94 GiB, so that "
-        "is 5.7%"
+        "vLLM 0.13 (NGC 26.01) measured 3.25 GiB of activation + non-torch memory, less than on the "
+        "other Spark runs; at utilization 0.25 the KV cache is only 12.94 GiB, so a small miss is a large share"
     ),
 }
 
@@ -1009,7 +1019,10 @@ def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
     print("the same working under 'KV memory'). vLLM measures the last two at start-up; their constants")
     print("are fitted on the 'fit' logs, the 'held out' ones test them. range: the KV memory at the ends")
     print("of the spread vLLM's measured terms showed on every Spark log.")
-    head = f"  {'case':<24} {'role':<8} {'vLLM':>6} {'log':>6} {'pred':>6} {'err%':>6}  {'range':<13} {'rest':>5} {'graphs':>6}  3%"
+    head = (
+        f"  {'case':<24} {'role':<8} {'vLLM':>6} {'log':>6} {'pred':>6} {'err%':>6}  {'range':<13} "
+        f"{'rest':>5} {'graphs':>6}  {'Δweight':>7} {'Δact+nt':>7} {'Δgraphs':>7}  3%"
+    )
     print(head)
     spark = [r for r in rows if r.pred_kv_gib is not None]
     for r in spark:
@@ -1017,15 +1030,22 @@ def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
         m = logs.get(c.from_log or "")
         lo, hi = r.pred_kv_range or (0.0, 0.0)
         ok = abs(r.errors["kv"]) <= 3.0
+        dw, drest, dg = r.kv_terms or (0.0, 0.0, 0.0)
         print(
             f"  {c.id:<24.24} {r.kv_role:<8} {r.rules.version!s:>6} {c.kv_gib:>6.2f} {r.pred_kv_gib:>6.2f} "
             f"{r.errors['kv']:>+6.1f}  {lo:>5.1f}–{hi:<6.1f} {m.rest_gib if m else 0:>5.2f} "
-            f"{m.graphs_gib if m else 0:>6.2f}  {'yes' if ok else 'NO'}"
+            f"{m.graphs_gib if m else 0:>6.2f}  {dw:>+7.2f} {drest:>+7.2f} {dg:>+7.2f}  {'yes' if ok else 'NO'}"
         )
-    print("  (rest: activation peak + non-torch memory as the log implies; graphs: vLLM's CUDA-graph estimate)")
+    print("  (rest: activation peak + non-torch memory as the log implies; graphs: vLLM's CUDA-graph estimate;")
+    print("  Δ: the KV error in GiB split between the weights, activation + non-torch and CUDA-graph terms)")
     for r in spark:
         if abs(r.errors["kv"]) > 3.0:
-            print(f"  {r.case.id}: {r.kv_why or 'not explained'}")
+            dw, drest, dg = r.kv_terms or (0.0, 0.0, 0.0)
+            without = _err((r.pred_kv_gib or 0.0) - drest, r.case.kv_gib or 1.0)
+            print(
+                f"  {r.case.id}: {r.kv_why or 'not explained'} (with the log's own activation + non-torch "
+                f"figure: {without:+.1f}%)"
+            )
     held = [r for r in spark if r.kv_role == "held out"]
     train = [r for r in spark if r.kv_role == "fit"]
     for name, group in (("fit", train), ("held out", held)):

@@ -1,5 +1,6 @@
 """What a cluster's head asks each node over SSH before a launch: the vLLM this node would run,
-whether the given ports are free, its memory. Prints one JSON object (runtime/cluster.py reads it)."""
+whether the given ports are free, its memory (and what its servers reserve, the model's page cache),
+the link's interface. Prints one JSON object (runtime/cluster.py reads it)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--port", type=int, action="append", default=[], help="a port that must be free here (repeatable)"
     )
+    parser.add_argument("--model", help="the model: how much of its files this node's page cache holds")
+    parser.add_argument("--machine", help="the profile's [machine] name (what older servers here reserve)")
+    parser.add_argument("--interface", help="[cluster] interface: whether it is up, and its addresses")
+    parser.add_argument("--master-addr", help="[cluster] master-addr: which interface the route to it takes")
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime.cluster import node_check
+    from sparktui.runtime.cluster import NodeAsk, node_check
 
-    print(json.dumps(node_check(args.port, args.executable, args.venv)))
+    ask = None
+    if args.machine or args.model or args.interface or args.master_addr:
+        ask = NodeAsk(args.model, args.machine or "dgx-spark", args.interface, args.master_addr)
+    print(json.dumps(node_check(args.port, args.executable, args.venv, ask)))
     return 0

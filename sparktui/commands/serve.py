@@ -57,7 +57,11 @@ def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
             'use backend = "mp" (vLLM\'s --nnodes) or serve on this machine alone'
         )
     head_serve = cluster.with_rank(serve, settings, 0)  # checks master-addr before anything starts
-    cluster.preflight(profile, serve)
+    checked = cluster.preflight(profile, serve, force=args.force)
+    for line in checked.summaries:
+        print(f"sparktui: {line}", file=sys.stderr)
+    for warning in checked.warnings:
+        print(f"sparktui: warning: {warning}", file=sys.stderr)
     workers = cluster.start_workers(profile, serve)
     print(f"started ranks 1-{len(workers)} on {', '.join(workers)}", file=sys.stderr, flush=True)
     try:

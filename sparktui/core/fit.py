@@ -980,11 +980,24 @@ def fit(
     elif c.concurrency < 1.1:
         tight = True
         reasons.append(f"the KV cache holds only {c.concurrency:.2f} requests of {max_len:,} tokens")
+    elif c.plan.groups and not c.plan.fits_one(max(c.kv_low, 0), max_len):
+        # vLLM measures its own non-torch and CUDA-graph memory at start-up: at the low end of what
+        # real start-ups measured, it would refuse
+        tight = True
+        reasons.append(
+            f"one request of max_model_len {max_len:,} needs {_g(c.plan.bytes_per_request(max_len))} of KV cache; "
+            f"vLLM's own start-up measurements can leave as little as {_g(max(c.kv_low, 0))}, and then it refuses"
+        )
 
     verdict = "unsafe" if unsafe else "wont_start" if wont else "tight" if tight else "fits"
     if verdict == "fits":
+        spread = (
+            ""
+            if c.kv_low == c.kv_high
+            else f" ({max(c.kv_low, 0) / GiB:.1f}–{c.kv_high / GiB:.1f} by vLLM's start-up measurements)"
+        )
         reasons.append(
-            f"KV cache {_g(c.kv_memory)} holds {c.tokens:,} tokens: {c.concurrency:.2f} requests of "
+            f"KV cache {_g(c.kv_memory)}{spread} holds {c.tokens:,} tokens: {c.concurrency:.2f} requests of "
             f"{max_len:,} tokens" + (f", the OS keeps {_g(os_left)}" if os_left is not None else "")
         )
 
@@ -1058,7 +1071,9 @@ def _suggestions(
             )
         )
     if not s.kv_cache_memory_bytes and c.plan.groups:
-        need = c.fixed + c.plan.bytes_per_request(max_len) + c.plan.bytes_per_block
+        # room for the low end of what vLLM measures at start-up (non-torch, CUDA graphs)
+        margin = max(0, c.kv_memory - c.kv_low)
+        need = c.fixed + margin + c.plan.bytes_per_request(max_len) + c.plan.bytes_per_block
         util_min = math.ceil(need / machine.total * 100) / 100
         if util_min <= 1.0:
             warn = " (above 0.90: unsafe on unified memory)" if machine.unified and util_min > 0.90 else ""
@@ -1067,7 +1082,8 @@ def _suggestions(
             unsafe_fix = machine.unified and util_min > 0.90  # advice only: one key must never make it unsafe
             out.append(
                 Suggestion(
-                    f"smallest --gpu-memory-utilization for one {max_len:,}-token request: {util_min:.2f}{warn}",
+                    f"smallest --gpu-memory-utilization for one {max_len:,}-token request: {util_min:.2f}{warn}"
+                    + (" (with room for vLLM's own start-up measurements)" if margin else ""),
                     {} if unsafe_fix else {"gpu_memory_utilization": util_min},
                 )
             )

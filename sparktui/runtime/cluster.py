@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
     from sparktui.core.cluster import ClusterSettings
     from sparktui.core.config import ServeConfig
+    from sparktui.core.pool import Reservation
     from sparktui.core.profiles import Profile, RunnerSettings
+    from sparktui.runtime.node_checks import InterfaceFacts
     from sparktui.runtime.node_stream import WorkerStream
 
 SSH_TIMEOUT_S = 60.0  # node-check asks `vllm --version` when no venv is named: vLLM imports torch first
@@ -60,9 +62,17 @@ class NodeReport:
     ports_in_use: tuple[int, ...] = ()
     mem_available: int | None = None
     mem_total: int | None = None
+    mem_free: int | None = None
+    model_cached: int | None = None  # the model's files in its page cache (None: not a local folder there)
+    servers: tuple[Reservation, ...] = ()  # what the servers already running there reserve
+    interface: InterfaceFacts | None = None  # [cluster] interface as the node sees it
 
     @classmethod
     def from_json(cls, host: str, data: dict[str, Any]) -> NodeReport:
+        from sparktui.core.pool import Reservation
+        from sparktui.runtime.node_checks import InterfaceFacts
+
+        iface = data.get("interface")
         return cls(
             host=host,
             reachable=True,
@@ -73,6 +83,10 @@ class NodeReport:
             ports_in_use=tuple(int(p) for p in data.get("ports_in_use", [])),
             mem_available=data.get("mem_available"),
             mem_total=data.get("mem_total"),
+            mem_free=data.get("mem_free"),
+            model_cached=data.get("model_cached"),
+            servers=tuple(Reservation.from_dict(r) for r in data.get("servers") or [] if isinstance(r, dict)),
+            interface=InterfaceFacts.from_dict(iface) if isinstance(iface, dict) else None,
         )
 
 
@@ -87,9 +101,26 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def node_check(ports: list[int], executable: str, venv: str | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NodeAsk:
+    """What the head asks every node about besides its vLLM and ports."""
+
+    model: str | None = None  # its files' page cache is measured
+    machine: str = "dgx-spark"  # the profile's [machine], for older servers' reservations
+    interface: str | None = None  # [cluster] interface: up, with which addresses
+    master_addr: str | None = None  # the route to it leaves through which interface
+
+    @classmethod
+    def of(cls, profile: Profile, serve: ServeConfig) -> NodeAsk:
+        cluster = profile.cluster
+        assert cluster is not None
+        return cls(serve.model, str(profile.machine), cluster.interface, cluster.master_addr)
+
+
+def node_check(ports: list[int], executable: str, venv: str | None, ask: NodeAsk | None = None) -> dict[str, Any]:
     """What this node would run and whether it can: the answer `sparktui node-check` prints."""
     from sparktui.runtime.memory import read_memory
+    from sparktui.runtime.node_checks import interface_facts, memory_facts
     from sparktui.runtime.runner import resolve_native_executable
     from sparktui.runtime.vllm_version import from_executable, from_site_packages
 
@@ -106,20 +137,28 @@ def node_check(ports: list[int], executable: str, venv: str | None) -> dict[str,
     out["ports_in_use"] = [p for p in ports if port_in_use(p)]
     sample = read_memory(psi=False)
     out["mem_available"], out["mem_total"] = sample.mem_available, sample.mem_total
+    if ask is not None:
+        out.update(memory_facts(ask.model, ask.machine))
+        if ask.interface:
+            out["interface"] = interface_facts(ask.interface, ask.master_addr)
     return out
 
 
-def node_check_argv(ports: list[int], runner: RunnerSettings) -> list[str]:
+def node_check_argv(ports: list[int], runner: RunnerSettings, ask: NodeAsk | None = None) -> list[str]:
     argv = ["sparktui", "node-check", "--executable", runner.executable or "vllm"]
     if runner.venv:
         argv += ["--venv", runner.venv]
     for port in ports:
         argv += ["--port", str(port)]
+    if ask is not None:
+        argv += ["--machine", ask.machine] + (["--model", ask.model] if ask.model else [])
+        argv += ["--interface", ask.interface] if ask.interface else []
+        argv += ["--master-addr", ask.master_addr] if ask.master_addr else []
     return argv
 
 
-def check_remote(host: str, ports: list[int], runner: RunnerSettings) -> NodeReport:
-    argv = ssh_argv(host, node_check_argv(ports, runner))
+def check_remote(host: str, ports: list[int], runner: RunnerSettings, ask: NodeAsk | None = None) -> NodeReport:
+    argv = ssh_argv(host, node_check_argv(ports, runner, ask))
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=SSH_TIMEOUT_S, check=False)
     except FileNotFoundError:
@@ -149,9 +188,10 @@ def check_nodes(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
     cluster = profile.cluster
     assert cluster is not None
     head_ports = serve_ports(serve, cluster, head=True)
-    head_data = node_check(head_ports, profile.runner.executable or "vllm", profile.runner.venv)
+    ask = NodeAsk.of(profile, serve)
+    head_data = node_check(head_ports, profile.runner.executable or "vllm", profile.runner.venv, ask)
     reports = [NodeReport.from_json(cluster.head, head_data)]
-    reports += [check_remote(host, [], profile.runner) for host in cluster.nodes[1:]]
+    reports += [check_remote(host, [], profile.runner, ask) for host in cluster.nodes[1:]]
     return reports
 
 
@@ -177,13 +217,28 @@ def problems(reports: list[NodeReport]) -> list[str]:
     return out
 
 
-def preflight(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
-    """Every node's report; a UserError listing each node's problem when any has one."""
+@dataclass
+class ClusterPreflight:
+    reports: list[NodeReport]
+    warnings: list[str]
+    summaries: list[str]  # one line per node: its memory against its rank
+
+
+def preflight(profile: Profile, serve: ServeConfig, force: bool = False) -> ClusterPreflight:
+    """Every node's report, judged against the rank it would run; a UserError listing each node's
+    problem when any has one (--force lets memory problems through as warnings)."""
+    from sparktui.runtime.node_checks import judge_nodes
+
     reports = check_nodes(profile, serve)
     found = problems(reports)
+    judged = judge_nodes(profile, serve, [r for r in reports if not r.error])
+    found += judged.interface_problems
+    if judged.memory_problems and not force:
+        found += [f"{p} (or pass --force)" for p in judged.memory_problems]
     if found:
         raise UserError("cluster preflight failed:\n  " + "\n  ".join(found))
-    return reports
+    warnings = judged.warnings + [f"{p} (--force given)" for p in judged.memory_problems]
+    return ClusterPreflight(reports, warnings, judged.summaries)
 
 
 # ---------------------------------------------------------------- launching (backend "mp")

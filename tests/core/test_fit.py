@@ -355,7 +355,7 @@ def test_each_suggestion_applied_does_what_its_text_says(config, machine, free):
             assert after.verdict == warned, (s.text, after.reasons)
             assert after.kv_cache_tokens >= before.max_model_len
             less = fit(config.replace(gpu_memory_utilization=round(util - 0.01, 2)), spec, machine, free)
-            assert less.kv_cache_tokens < before.max_model_len, s.text  # it is the smallest
+            assert less.verdict != "fits", s.text  # it is the smallest (with room for vLLM's measurements)
         else:
             assert s.changes == {"kv_cache_dtype": "fp8"} and s.text.startswith("--kv-cache-dtype fp8")
             assert after.kv_cache_dtype.startswith("fp8")
@@ -434,3 +434,21 @@ def test_activation_peak_is_the_larger_of_the_forward_and_sampler_passes():
     # 256 sequences: the sampler's fp32 logits (128,256 vocab) dominate; one sequence: the forward pass
     assert many == int(6.88 * 256 * spec.vocab_size * 4) > few
     assert few == 2048 * spec.dtype_bytes * (6 * spec.hidden_size + 2 * spec.intermediate_size)
+
+
+def test_a_request_that_fits_only_with_favourable_measurements_is_tight():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    small = {"gpu_memory_utilization": 0.2}  # 23.9 GiB: about 5 GiB of KV cache, some 40k tokens
+    base = fit(cfg(spec.name, max_model_len=8192, **small), spec, dgx_spark())
+    assert base.verdict == "fits" and "by vLLM's start-up measurements" in base.reasons[-1]
+    # the longest max_model_len that fits at the median estimate, but not at the low end of the spread
+    plan = plan_kv(spec, 2, None, 1, 2048, True, 0, False, rules_for(None))
+    low = plan.max_len(base.kv_cache_bytes_low, 131072)
+    assert 8192 < low < base.longest_max_model_len < 131072
+    # between the two, and short enough that the median cache holds 1.1 requests
+    between = (low + int(base.longest_max_model_len / 1.15)) // 2
+    assert low < between
+    edge = fit(cfg(spec.name, max_model_len=between, **small), spec, dgx_spark())
+    assert edge.verdict == "tight", edge.reasons
+    assert any("can leave as little as" in r for r in edge.reasons)
+    assert fit(cfg(spec.name, max_model_len=low - 4096, **small), spec, dgx_spark()).verdict == "fits"

@@ -89,3 +89,26 @@ def test_the_question_builder_follows_the_versions_rules():
     new, _ = kv_question(spec, sc, rules_for("0.26.0"))
     assert (old["mamba_cache_mode"], new["mamba_cache_mode"]) == ("none", "align")  # hybrid prefix caching default
     assert plan_kv.cache_info().currsize > 0
+
+
+LAYER_MODELS = (  # dense, sliding-window + global, hybrid (Gated DeltaNet), MLA
+    "meta-llama__Meta-Llama-3.1-8B",
+    "google__gemma-4-26B-A4B",
+    "Qwen__Qwen3-Next-80B-A3B-Instruct",
+    "deepseek-ai__DeepSeek-V3",
+)
+
+
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
+def test_every_layer_reads_as_vllm_builds_it_on_the_meta_device():
+    """vLLM 0.32 builds each model on torch's meta device and gives every layer's KV spec
+    (tests/support/vllm_layer_oracle.py); sparktui's reading of the config must match it."""
+    from tests.support.vllm_layers import ask_layers, fixture_config, ours, theirs
+
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    for answer in ask_layers(python, list(LAYER_MODELS)):
+        assert "error" not in answer, answer
+        assert ours(answer["name"], fixture_config(answer["name"])) == theirs(answer["layers"]), answer

@@ -23,15 +23,19 @@ pytestmark = pytest.mark.slow
 PORT = 8000
 
 
-def cluster_profile(tmp_path: Path) -> Path:
+def cluster_profile(
+    tmp_path: Path, utilization: float = 0.3, interface: str = "cx1", master_addr: str = "10.213.0.1"
+) -> Path:
+    """Both nodes share this machine's memory: a low utilization lets the per-node memory check pass."""
     stub = install_stub(tmp_path / "bin")
     env_lines = "\n".join(f'{k} = "{v}"' for k, v in FAST_STUB.items())
     path = tmp_path / "two-sparks.toml"
     path.write_text(
         f'[serve]\nmodel = "/models/tiny"\nport = {PORT}\nmax-model-len = 512\nenforce-eager = true\n'
-        "tensor-parallel-size = 2\n"
+        f"tensor-parallel-size = 2\ngpu-memory-utilization = {utilization}\n"
         f'[runner]\nexecutable = "{stub}"\n'
-        '[cluster]\nnodes = ["node0", "node1"]\nbackend = "mp"\nmaster-addr = "10.213.0.1"\nmaster-port = 29501\n'
+        f'[cluster]\nnodes = ["node0", "node1"]\nbackend = "mp"\nmaster-addr = "{master_addr}"\n'
+        f'master-port = 29501\ninterface = "{interface}"\n'
         f"[env]\n{env_lines}\n"
     )
     return path
@@ -51,6 +55,11 @@ def state_on(cluster: nc.NetnsCluster, node: nc.Node) -> dict[str, Any] | None:
     else:
         done = cluster.ssh(node, "sparktui", "status", "--port", str(PORT), "--json")
     return json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def status_on(cluster: nc.NetnsCluster, node: nc.Node, port: int) -> str | None:
+    done = cluster.ssh(node, "sparktui", "status", "--port", str(port), "--json")
+    return json.loads(done.stdout)["status"] if done.returncode == 0 else None
 
 
 def status_is(cluster: nc.NetnsCluster, node: nc.Node, *wanted: str) -> dict[str, Any] | None:
@@ -76,6 +85,8 @@ def node_watches(node: nc.Node) -> int:
 def launch_and_wait_ready(cluster: nc.NetnsCluster, tmp_path: Path) -> None:
     done = on_head(cluster, "serve", "--detach", str(cluster_profile(tmp_path)))
     assert done.returncode == 0, done.stdout + done.stderr
+    # preflight said what each node has against its rank
+    assert "node node0 (head): MemAvailable" in done.stderr and "node node1 (rank 1): MemAvailable" in done.stderr
     head, worker = cluster.nodes
     wait_for(lambda: status_is(cluster, head, "running"), 60, what="the head's rank to answer /health")
     worker_state = wait_for(lambda: status_is(cluster, worker, "running"), 30, what="the worker's rank to join")
@@ -143,3 +154,51 @@ def test_a_kill_on_the_head_kills_every_node(netns_cluster: nc.NetnsCluster, tmp
     worker_end = wait_for(lambda: status_is(netns_cluster, netns_cluster.nodes[1], "exited"), 30, what="the worker")
     assert worker_end["exit"]["reason"] == "killed"
     assert wait_for(lambda: nothing_left(netns_cluster), 30, what="no process but sshd on either node")
+
+
+def test_preflight_names_the_worker_whose_servers_leave_its_rank_too_little(
+    netns_cluster: nc.NetnsCluster, tmp_path: Path
+) -> None:
+    head, worker = netns_cluster.nodes
+    # a server of its own on the worker (its own state dir): 0.4 of this machine
+    stub = install_stub(tmp_path / "bin")
+    env_lines = "\n".join(f'{k} = "{v}"' for k, v in FAST_STUB.items())
+    embed = tmp_path / "embed.toml"
+    embed.write_text(
+        f'[serve]\nmodel = "/models/embed"\nport = 8001\ngpu-memory-utilization = 0.4\nmax-model-len = 512\n'
+        f'[machine]\nname = "auto"\n[runner]\nexecutable = "{stub}"\n[env]\n{env_lines}\n'
+    )
+    started = netns_cluster.ssh(worker, "sparktui", "serve", "--detach", str(embed))
+    assert started.returncode == 0, started.stderr
+    wait_for(lambda: status_on(netns_cluster, worker, 8001) == "running", 60, what="the worker's own server")
+    # the cluster's rank at 0.4 as well: both together overcommit the worker's pool, not the head's
+    done = on_head(netns_cluster, "serve", "--detach", str(cluster_profile(tmp_path, utilization=0.4)))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "node node1: the servers already running there reserve" in done.stderr
+    assert "port 8001 (embed)" in done.stderr and "ssh node1 sparktui stop --port 8001" in done.stderr
+    assert "node node0: the servers" not in done.stderr
+    assert "Traceback" not in done.stderr
+    assert state_on(netns_cluster, head) is None and state_on(netns_cluster, worker) is None  # nothing launched
+
+
+def test_preflight_checks_the_link_interface_on_every_node(netns_cluster: nc.NetnsCluster, tmp_path: Path) -> None:
+    head, worker = netns_cluster.nodes
+    # fab0 on both nodes (a veth pair inside each namespace, gone with it): up on the head with another
+    # address than master-addr, down on the worker
+    for node in (head, worker):
+        subprocess.run(
+            ["ip", "-n", node.netns, "link", "add", "fab0", "type", "veth", "peer", "name", "fab0p"], check=True
+        )
+    subprocess.run(["ip", "-n", head.netns, "addr", "add", "10.213.9.1/24", "dev", "fab0"], check=True)
+    for end in ("fab0", "fab0p"):
+        subprocess.run(["ip", "-n", head.netns, "link", "set", end, "up"], check=True)
+    done = on_head(netns_cluster, "serve", "--detach", str(cluster_profile(tmp_path, interface="fab0")))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "node node0: [cluster] master-addr 10.213.0.1 is not an address of fab0 there (it has 10.213.9.1)" in (
+        done.stderr
+    )
+    assert "node node1: interface fab0 is down; bring it up there: sudo ip link set fab0 up" in done.stderr
+    assert state_on(netns_cluster, head) is None and state_on(netns_cluster, worker) is None
+    nosuch = on_head(netns_cluster, "serve", "--detach", str(cluster_profile(tmp_path, interface="nosuch0")))
+    assert nosuch.returncode == 2
+    assert "node node0: no interface nosuch0" in nosuch.stderr and "node node1: no interface nosuch0" in nosuch.stderr

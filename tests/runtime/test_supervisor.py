@@ -378,10 +378,11 @@ def mem_available_gib() -> float:
 
 
 def test_guard_trips_when_the_engine_eats_memory_and_stops_the_tree(make_profile, env, cleanup):
-    # Lines just below today's MemAvailable; the stub's EngineCore then takes 1.5 GiB at the KV line.
+    # Lines just below today's MemAvailable; the stub's EngineCore then takes 3 GiB at the KV line,
+    # 2.4 GiB past the term line: other programs freeing memory meanwhile cannot hide the fall.
     now = mem_available_gib()
     guard = f"warn-below-gib = {now - 0.3:.2f}\nterm-below-gib = {now - 0.6:.2f}\nkill-below-gib = {now - 8:.2f}\ngrace-s = 2"
-    profile = make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="1536", STUB_VLLM_ALLOC_RATE_MIB_S="3000")
+    profile = make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="3072", STUB_VLLM_ALLOC_RATE_MIB_S="3000")
     port = port_of(profile)
     sup = start_foreground(profile, env)
     cleanup.append(sup.pid)

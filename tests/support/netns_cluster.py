@@ -22,6 +22,7 @@ from pathlib import Path
 from tests.support import shm_held_by, wait_for
 
 SUBNET = "10.213.0"
+LINK_NAME = "cx{}"  # the link to worker i, in the head's namespace and in the worker's (two nodes: cx1 on both)
 SSHD = "/usr/sbin/sshd"
 SPARKTUI = str(Path(sys.executable).parent / "sparktui")  # this checkout's, in the test's venv
 
@@ -153,12 +154,16 @@ def _build(cluster: NetnsCluster, root: Path, count: int, tag: str, node_env: di
         cluster.links.append(a)
         _run("ip", "link", "set", a, "netns", head.netns)
         _run("ip", "link", "set", b, "netns", node.netns)
-        _run("ip", "-n", node.netns, "addr", "add", f"{node.addr}/24", "dev", b)
-        _run("ip", "-n", node.netns, "link", "set", b, "up")
-        _run("ip", "-n", head.netns, "link", "set", a, "up")
+        # inside the nodes both ends are named as a Spark's ConnectX port would be on each: the same
+        link = LINK_NAME.format(i)
+        _run("ip", "-n", head.netns, "link", "set", a, "name", link)
+        _run("ip", "-n", node.netns, "link", "set", b, "name", link)
+        _run("ip", "-n", node.netns, "addr", "add", f"{node.addr}/24", "dev", link)
+        _run("ip", "-n", node.netns, "link", "set", link, "up")
+        _run("ip", "-n", head.netns, "link", "set", link, "up")
         # the head's address on every link (a /32 route to each worker over its own link)
-        _run("ip", "-n", head.netns, "addr", "add", f"{head.addr}/32", "dev", a)
-        _run("ip", "-n", head.netns, "route", "add", f"{node.addr}/32", "dev", a)
+        _run("ip", "-n", head.netns, "addr", "add", f"{head.addr}/32", "dev", link)
+        _run("ip", "-n", head.netns, "route", "add", f"{node.addr}/32", "dev", link)
     if len(cluster.nodes) == 1:
         _run("ip", "-n", head.netns, "addr", "add", f"{head.addr}/24", "dev", "lo")
     cluster.ssh_config = root / "ssh_config"
