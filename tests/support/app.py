@@ -155,3 +155,12 @@ async def workers_done(app):
             return
         except WorkerCancelled:
             continue
+
+
+async def until(pilot, condition, what: str, rounds: int = 100) -> None:
+    """Wait (in 50 ms steps, 5 s by default) until condition() holds; fail saying what never came."""
+    for _ in range(rounds):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"never: {what}")

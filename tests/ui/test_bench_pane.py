@@ -15,7 +15,7 @@ from sparktui.ui.app import SparkApp
 from sparktui.ui.panes.bench import BenchPane, level_cells, parse_settings
 from sparktui.ui.viewmodels import ServerStatus
 from tests.support import free_port
-from tests.support.app import SampleBackend, workers_done
+from tests.support.app import SampleBackend, until, workers_done
 from tests.support.timed_server import running
 
 pytestmark = pytest.mark.slow
@@ -109,17 +109,16 @@ async def test_in_the_control_panel_f10_shows_the_pane_and_runs_it(monkeypatch, 
         assert not pane.display or pane.region.width == 0  # hidden until asked for
         assert not pane.built and not pane.children  # nothing of it in the first frame
         await pilot.press("f10")
-        await pilot.pause()
+        await until(pilot, lambda: pane.region.width > 60, "the bench pane in the config and server panes' place")
         await workers_done(app)
-        await pilot.pause()
-        assert app.pane == "bench" and pane.has_class("-active") and pane.region.width > 60
+        assert app.pane == "bench" and pane.has_class("-active")
         assert app.screen.has_class("-bench")  # the config and server panes made room
         assert app.query_one("#memory-pane").region.width > 0
+        await until(pilot, lambda: "cannot benchmark: no server" in text(app, "#bench-status"), "the error")
         assert "cannot benchmark: no server is running" in text(app, "#bench-status")
         await pilot.press("ctrl+n")  # on to the next pane: the server pane is back
-        await pilot.pause()
-        await pilot.pause()
-        assert not app.screen.has_class("-bench") and app.query_one("#server-pane").region.width > 0
+        await until(pilot, lambda: app.query_one("#server-pane").region.width > 0, "the server pane back")
+        assert not app.screen.has_class("-bench")
 
 
 def test_settings_are_parsed_and_checked():

@@ -178,8 +178,8 @@ class BenchPane(Pane):
         self._load_history()
 
     def on_show(self, event: events.Show) -> None:
-        self.build()
-        self.screen.add_class("-bench")  # app.tcss: the config and server panes make room
+        self.screen.add_class("-bench")
+        self.build()  # app.tcss: the config and server panes make room
 
     def on_hide(self, event: events.Hide) -> None:
         self.screen.remove_class("-bench")
