@@ -794,6 +794,19 @@ def _core(
     )
 
 
+def _speculative_method_refusal(config: Any, rules: VllmRules) -> str | None:
+    """A --speculative-config "method" this vLLM does not know (only one given explicitly)."""
+    import json
+
+    text = getattr(config, "speculative_config", None)
+    try:
+        data = json.loads(text) if isinstance(text, str) else text
+    except (TypeError, ValueError):
+        return None
+    method = data.get("method") if isinstance(data, dict) else None
+    return rules.speculative_method_refusal(str(method).lower()) if method else None
+
+
 def _kv_dtype_refusal(spec: ModelSpec, s: Settings, machine: Machine) -> str | None:
     """Why vLLM will not start with this --kv-cache-dtype (vllm_rules: KV_CACHE_DTYPES, nvfp4_kv_backend).
     A unified-memory machine is a GB10 (SM121)."""
@@ -927,7 +940,13 @@ def fit(
             f"{spec.max_len_limit:,} in its config); vLLM refuses to start unless "
             f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, and positions past the limit give garbage"
         )
-    for refusal in (drafter_refusal, lmo_refusal, _kv_dtype_refusal(spec, s, machine), c.plan.unify_error):
+    method_refusal = _speculative_method_refusal(config, s.rules)
+    for refusal in (
+        method_refusal or drafter_refusal,
+        lmo_refusal,
+        _kv_dtype_refusal(spec, s, machine),
+        c.plan.unify_error,
+    ):
         if refusal:
             wont = True
             reasons.append(refusal)

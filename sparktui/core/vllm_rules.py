@@ -295,9 +295,13 @@ RULES: tuple[Rule, ...] = (
          "(Gemma 3/4, Qwen-VL, Qwen3.5, most multimodal models) are not loaded and no encoder is profiled",
          "vllm/config/multimodal.py: MultiModalConfig.get_limit_per_prompt; vllm/model_executor/models/"
          "interfaces.py: SupportsMultiModal._mark_tower_model"),
-    Rule("dflash_layer_types", V(0, 10, 0), V(0, 25, 0), "ignored",
+    Rule("dflash_layer_types", V(0, 10, 0), V(0, 20, 0), "absent",
+         "there is no DFlash speculative method (no 'dflash' in SpeculativeMethod, no DFlashDraftModel): "
+         "vLLM refuses the speculative config and does not start",
+         "vllm/config/speculative.py: SpeculativeMethod"),
+    Rule("dflash_layer_types", V(0, 20, 0), V(0, 25, 0), "ignored",
          "a DFlash drafter's layers are all full attention: its layer_types, sliding_window and "
-         "dflash_config.use_swa are not read (DFlash drafters exist from 0.20)",
+         "dflash_config.use_swa are not read",
          f"{DFLASH}: DFlashQwen3Attention.__init__ (no per-layer sliding window; the model-level "
          "one is unset for interleaved targets, engine/arg_utils.py: create_engine_config)"),
     Rule("dflash_layer_types", V(0, 25, 0), V(0, 26, 0), "uniform_only",
@@ -352,6 +356,23 @@ KV_CACHE_DTYPE_SOURCE = (
     "AttentionSpec.page_size_bytes, MLAAttentionSpec.real_page_size_bytes; vllm/utils/torch_utils.py: "
     "nvfp4_kv_cache_full_dim"
 )
+
+
+# --speculative-config "method" values and the first release that accepts each (vllm/config/
+# speculative.py: SpeculativeMethod, EagleModelTypes, MTPModelTypes; 0.10: vllm/config.py). Only
+# boundaries between two adjacent releases that were both read are listed; a method not listed is
+# not checked.
+SPECULATIVE_METHODS: dict[str, VllmVersion] = {
+    **dict.fromkeys(
+        ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp"), V(0, 10, 0)
+    ),
+    **dict.fromkeys(("mtp", "glm4_moe_mtp", "mimo_mtp", "longcat_flash_mtp"), V(0, 11, 0)),
+    "suffix": V(0, 11, 1),
+    **dict.fromkeys(("qwen3_5_mtp", "nemotron_h_mtp", "extract_hidden_states"), V(0, 17, 0)),
+    "ngram_gpu": V(0, 18, 0),
+    "dflash": V(0, 20, 0),
+    **dict.fromkeys(("gemma4_mtp", "mimo_v2_mtp"), V(0, 21, 0)),
+}
 
 
 def kv_cache_dtype(name: str) -> KvCacheDtype | None:
@@ -646,7 +667,7 @@ class VllmRules:
     @property
     def dflash_reads_layer_types(self) -> bool:
         """Whether a DFlash drafter's sliding layers hold only their window (else all are full)."""
-        return self.value("dflash_layer_types") != "ignored"
+        return self.value("dflash_layer_types") not in ("ignored", "absent")
 
     @property
     def dflash_mixed_layers_start(self) -> bool:
@@ -687,6 +708,17 @@ class VllmRules:
                     + (" (vLLM 0.32 adds --kv-cache-dtype nvfp4 on GB10)" if rule == "sm100" else "")
                 )
         return None
+
+    def speculative_method_refusal(self, method: str) -> str | None:
+        """Why this vLLM refuses --speculative-config's "method" (None: it knows it, or it is not checked)."""
+        since = SPECULATIVE_METHODS.get(method)
+        if since is None or self.version >= since:
+            return None
+        return (
+            f"vLLM {self.version} does not know speculative method {method!r} (added in {since}); it refuses "
+            "--speculative-config and does not start"
+            + ('; use the model-specific MTP method (e.g. "deepseek_mtp", "qwen3_next_mtp")' if method == "mtp" else "")
+        )
 
     @property
     def null_block_in_length_check(self) -> bool:
@@ -739,6 +771,7 @@ __all__ = [
     "OLDEST",
     "RULES",
     "SAMPLER_PEAK_COPIES",
+    "SPECULATIVE_METHODS",
     "UMA_NON_TORCH",
     "KvCacheDtype",
     "MeasuredConstant",

@@ -312,3 +312,27 @@ def judge_nodes(profile: Profile, serve: ServeConfig, reports: list[NodeReport])
         out.warnings += node.warnings
         out.summaries.append(node.summary)
     return out
+
+
+# ---------------------------------------------------------------- the rank's environment
+
+
+def link_env(profile: Profile, serve: ServeConfig) -> dict[str, str]:
+    """What makes a rank talk over [cluster] interface: gloo's and NCCL's socket interface, and
+    VLLM_HOST_IP (this node's IPv4 address there). Without them vLLM 0.32 takes the address its
+    host name resolves to for gloo (127.0.0.1 in the test cluster: "Gloo connectFullMesh failed …
+    Connection refused") and, for its message queue, the source address of the default route
+    (`vllm.utils.network_utils.get_ip`): the LAN, not the link between the Sparks. Only for a node's
+    own rank; the profile's [env] still wins."""
+    from sparktui.runtime.cluster import node_rank
+
+    cluster = profile.cluster
+    if cluster is None or not cluster.interface or node_rank(serve) is None:
+        return {}
+    name = cluster.interface
+    env = {"GLOO_SOCKET_IFNAME": name, "NCCL_SOCKET_IFNAME": name}
+    facts = interface_facts(name, None)
+    ipv4 = [a for a in facts.get("addresses") or [] if ":" not in a]
+    if ipv4:
+        env["VLLM_HOST_IP"] = ipv4[0]
+    return env

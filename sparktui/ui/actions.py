@@ -58,6 +58,15 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action("server.restart", "f7", "restart", "Restart", "Restart the server", pane="server", show=False),
     Action("server.kill", "f8", "kill", "Kill", "Kill the vLLM tree now (asks once)", pane="server"),
+    Action(
+        "server.next",
+        "ctrl+r",
+        "next_server",
+        "Servers",
+        "Switch the server pane to the next running server (its log, figures, stop and kill)",
+        pane="server",
+        show=False,  # the footer is full at 120 columns; the server list over the pane shows the key
+    ),
     Action("guard.toggle", "f9", "toggle_guard", "Guard", "Arm or disarm the memory guard", pane="memory"),
     Action(
         "guard.lines", "ctrl+g", "guard_lines", "Guard lines", "Edit the guard lines (GiB)", pane="memory", show=False

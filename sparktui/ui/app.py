@@ -33,14 +33,14 @@ from sparktui.ui.panes import PANES, ConfigPane, Pane
 from sparktui.ui.screens import ConfirmScreen, HelpScreen
 from sparktui.ui.settings import Settings, load_settings, save_theme
 from sparktui.ui.themes import DEFAULT_THEME, load_themes, theme_dirs
-from sparktui.ui.viewmodels import FitView, GuardView, ServerStatus
+from sparktui.ui.viewmodels import FitView, GuardView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.base import TextPanel
 
 if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
     from sparktui.runtime.memory import MemorySample
 
-SHARED = ("profile", "server", "sample", "fit", "guard")
+SHARED = ("profile", "server", "servers", "sample", "fit", "guard")
 
 
 class StatusBar(TextPanel):
@@ -65,6 +65,8 @@ class SparkApp(App[None]):
 
     profile: var[Profile | None] = var(cast("Profile | None", None), init=False)
     server: var[ServerStatus | None] = var(cast("ServerStatus | None", None), init=False)
+    # every server the panel lists (the server pane reads them; the fit and the memory pane count them)
+    servers: var[tuple[ServerEntry, ...]] = var(cast("tuple[ServerEntry, ...]", ()), init=False)
     sample: var[MemorySample | None] = var(cast("MemorySample | None", None), init=False)
     fit: var[FitView | None] = var(cast("FitView | None", None), init=False)
     guard: var[GuardView] = var(GuardView(), init=False)  # frozen: one default is shared safely
@@ -171,6 +173,9 @@ class SparkApp(App[None]):
     def on_server_changed(self, message: msg.ServerChanged) -> None:
         self.server = message.status
 
+    def on_servers_changed(self, message: msg.ServersChanged) -> None:
+        self.servers = message.servers
+
     def on_memory_sampled(self, message: msg.MemorySampled) -> None:
         self.sample = message.sample
 
@@ -186,6 +191,9 @@ class SparkApp(App[None]):
         self._refresh_status()
 
     def watch_sample(self) -> None:
+        self._refresh_status()
+
+    def watch_servers(self) -> None:
         self._refresh_status()
 
     def watch_guard(self) -> None:
@@ -223,7 +231,12 @@ class SparkApp(App[None]):
         bar = Text(no_wrap=True, overflow="ellipsis")
         bar.append(" sparktui ", "bold reverse")
         bar.append(f" {self.host} │ server ")
+        live = [e for e in self.servers if e.live]
+        if self.server is not None and (len(live) > 1 or (live and live[0].port != self.server.port)):
+            bar.append(f":{self.server.port} ")  # which one, when there are several
         bar.append(self.server.text() if self.server else "stopped", "bold")
+        if len(live) > 1:
+            bar.append(f" ({len(live)} running)")
         bar.append(" │ guard ")
         bar.append(self.guard.state, "bold")
         if self.sample is not None:
@@ -333,7 +346,14 @@ class SparkApp(App[None]):
 
     def _leave(self) -> None:
         server = self.server
-        if server is not None and server.live:
+        live = [e for e in self.servers if e.live]
+        if len(live) > 1:
+            ports = ", ".join(str(e.port) for e in live)
+            self.exit(
+                message=f"sparktui: {len(live)} servers keep running (ports {ports}) under their supervisors and "
+                "guards. `sparktui` re-attaches; `sparktui status` lists them; `sparktui stop --all` stops them."
+            )
+        elif server is not None and server.live:
             self.exit(
                 message=f"sparktui: the server on port {server.port} ({server.profile or 'no profile'}) keeps running "
                 f"under its supervisor and guard. `sparktui` re-attaches; `sparktui stop --port {server.port}` stops it."

@@ -12,7 +12,7 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,9 @@ from sparktui.ui.viewmodels import (
     FitView,
     GpuView,
     GuardView,
+    NodeView,
     Rows,
+    ServerEntry,
     ServerStatus,
     predicted_rows,
 )
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
     from sparktui.runtime.memory import GpuReport, MemorySample
     from sparktui.runtime.protocol import GuardRecord, StateRecord
+    from sparktui.runtime.state_watch import StateDirWatch
 
 GuardLines = dict[str, float | None]  # warn_below_gib / term_below_gib / kill_below_gib
 
@@ -147,8 +150,11 @@ class Backend:
         machine: Machine,
         sample: MemorySample | None,
         vllm_version_source: str = "",
+        others: Sequence[ServerEntry] = (),
     ) -> FitView:
-        """Fit against this host's MemAvailable only when the profile's machine is this host."""
+        """Fit against this host's MemAvailable only when the profile's machine is this host, and
+        beside what the other running servers reserve (`others`: the server list; the one on the
+        form's port is the one a launch replaces, and is left out as preflight does)."""
         from sparktui.core.fit import fit, reading_applies
 
         live = sample is not None and reading_applies(machine, sample.mem_total)
@@ -156,6 +162,10 @@ class Backend:
         result = fit(config, spec, machine, mem_available=mem_available, vllm_version_source=vllm_version_source)
         view = fit_view(result, machine)
         view.mem_available_live = live
+        beside = [e for e in others if e.live and e.port != config.port]
+        if beside:
+            host = machine if live or sample is None else host_machine(sample)
+            beside_others(view, result, config, host, beside)
         view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
         view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
         return view
@@ -242,6 +252,38 @@ class Backend:
         except ProtocolError as exc:  # a wrong-shaped state file
             raise Unavailable(str(exc)) from None
         return self._with_tree(server_status(self._live(live[0]))) if live else None
+
+    def pool_bytes(self, sample: MemorySample) -> int:
+        """What all servers on this host together may reserve (core.pool), from a memory sample."""
+        from sparktui.core.pool import pool_bytes
+
+        return pool_bytes(host_machine(sample))
+
+    def servers(self) -> list[ServerEntry]:
+        """Every server recorded in this state dir (ended ones too: the pane says how one ended),
+        newest first. Files only (no socket request): cheap enough to read whenever one changes."""
+        from sparktui.runtime import state as state_mod
+        from sparktui.runtime.protocol import ProtocolError
+
+        out = []
+        for path in (state_mod.state_dir() / "servers").glob("*.json"):
+            try:
+                record = state_mod.read_state(path)
+            except ProtocolError:
+                continue  # `sparktui status` names a wrong-shaped file; the list goes on without it
+            if record is None:
+                continue
+            out.append(server_entry(state_mod.with_liveness(record)))
+        out.sort(key=lambda e: (-e.started_at, e.port))
+        return out
+
+    def watch_servers(self) -> StateDirWatch:
+        """Iterates once per change of the servers' records, until closed (runtime.state_watch:
+        no CPU while none changes)."""
+        from sparktui.runtime import state as state_mod
+        from sparktui.runtime.state_watch import StateDirWatch
+
+        return StateDirWatch(state_mod.state_dir())
 
     def _live(self, record: StateRecord) -> StateRecord:
         if not record.alive:
@@ -412,6 +454,96 @@ TRIP_HINT = (
     "--max-num-seqs, use --kv-cache-dtype fp8, or free memory used by other programs; "
     "the guard's lines are in the profile's [guard] table (Ctrl+G)."
 )
+
+
+def host_machine(sample: MemorySample) -> Machine:
+    """This host as the launch's preflight sees it (core.fit's "auto"), from a memory sample."""
+    from sparktui.core.fit import machine_from_name
+
+    return machine_from_name(
+        "auto", f"MemTotal: {sample.mem_total // 1024} kB\nMemAvailable: {sample.mem_available // 1024} kB\n"
+    )
+
+
+def beside_others(
+    view: FitView, result: FitResult, config: ServeConfig, machine: Machine, others: Sequence[ServerEntry]
+) -> None:
+    """Count what the other running servers reserve of the pool (core.pool, as preflight does):
+    their share on the bar, and WON'T START when this one no longer fits beside them."""
+    from sparktui.core import pool
+    from sparktui.core.units import format_gib
+
+    reservations = []
+    for e in others:
+        taken, basis = (
+            (e.reserved_bytes, e.reserve_basis)
+            if e.reserved_bytes is not None
+            else (pool.reserved_bytes(machine, e.utilization))
+        )
+        reservations.append(pool.Reservation(e.port, e.profile, taken, basis, e.priority))
+    new, _ = pool.reserved_bytes(machine, config.gpu_memory_utilization, config.kv_cache_memory_bytes, result.budget)
+    check = pool.check_pool(machine, new, reservations)
+    taken = check.reserved_by_others
+    names = ", ".join(f":{r.port} (reserves {format_gib(r.bytes)})" for r in reservations)
+    together = f"{format_gib(taken + new)} of a {format_gib(check.pool)} pool"
+    view.others_bytes = taken
+    if view.segments and view.segments[-1][0] in ("os", "headroom"):
+        key, label, rest = view.segments[-1]
+        view.segments[-1:] = [("others", "other servers", taken), (key, label, max(0, rest - taken))]
+    if check.fits:
+        view.reasons.append(f"beside {names}: this one reserves {format_gib(new)}, {together}")
+        return
+    if view.verdict not in ("unsafe", "error"):
+        view.verdict = "wont_start"
+    stops = " or ".join(f":{r.port}" for r in reservations)
+    view.reasons.insert(
+        0,
+        f"won't fit beside {names}: this one reserves {format_gib(new)}, {together}; stop {stops}, "
+        "or lower --gpu-memory-utilization",
+    )
+
+
+def server_entry(record: StateRecord) -> ServerEntry:
+    """A record as one line of the server list (its cluster's nodes, when it is a head)."""
+    from sparktui.runtime.cluster import read_nodes
+    from sparktui.runtime.protocol import condition_of
+
+    argv = record.argv or []
+    utilization = None
+    if "--gpu-memory-utilization" in argv[:-1]:
+        try:
+            utilization = float(argv[argv.index("--gpu-memory-utilization") + 1])
+        except ValueError:
+            utilization = None
+    nodes = []
+    for node in read_nodes(record.port) if record.alive else []:
+        try:
+            gib = node.get("available_gib")
+            nodes.append(
+                NodeView(
+                    host=str(node.get("host", "?")),
+                    rank=int(node.get("rank", 0)),
+                    status=str(node.get("status", "?")),
+                    phase=str(node["phase"]) if node.get("phase") else None,
+                    available_gib=float(gib) if isinstance(gib, (int, float)) else None,
+                    exit_reason=str(node["exit_reason"]) if node.get("exit_reason") else None,
+                )
+            )
+        except (TypeError, ValueError):
+            continue  # a node written by another version: the others still show
+    reservation = record.reservation
+    return ServerEntry(
+        port=record.port,
+        profile=record.profile or "?",
+        condition=condition_of(record),
+        alive=record.alive,
+        reserved_bytes=reservation.bytes if reservation is not None else None,
+        reserve_basis=reservation.basis if reservation is not None else "",
+        priority=reservation.priority if reservation is not None else 0,
+        utilization=utilization,
+        started_at=record.started_at,
+        nodes=tuple(nodes),
+    )
 
 
 def server_status(record: StateRecord) -> ServerStatus:

@@ -1,5 +1,5 @@
 """The command palette (Ctrl+P): every action of `ui.actions` with its current key, plus load a
-profile, switch theme, apply a particular suggestion, show a pane."""
+profile, switch theme, apply a particular suggestion, follow a particular server, show a pane."""
 
 from __future__ import annotations
 
@@ -51,6 +51,15 @@ class SparkCommands(Provider):
                     f"Apply suggestion {i}: {suggestion.text}",
                     partial(app.call_later, app.run_action, f"pane('config', 'apply_suggestion({i})')"),
                     "change the form as the fit engine suggests",
+                )
+            )
+        server_pane = app.query_one("#server-pane")
+        for entry in app.servers:
+            items.append(
+                (
+                    f"Server :{entry.port} ({entry.profile}): follow it",
+                    partial(server_pane.select, entry.port),
+                    f"{entry.text()}; the server pane's log, figures, stop and kill act on it",
                 )
             )
         for pane in PANES:

@@ -11,7 +11,7 @@ from textual.message import Message
 if TYPE_CHECKING:
     from sparktui.core.profiles import GuardSettings, Profile
     from sparktui.runtime.memory import MemorySample
-    from sparktui.ui.viewmodels import FitView, ServerStatus
+    from sparktui.ui.viewmodels import FitView, ServerEntry, ServerStatus
 
 
 class ProfileChanged(Message):
@@ -34,6 +34,14 @@ class ServerChanged(Message):
     def __init__(self, status: ServerStatus | None) -> None:
         super().__init__()
         self.status = status
+
+
+class ServersChanged(Message):
+    """Every server on this machine the panel lists (live, lost, and the one followed)."""
+
+    def __init__(self, servers: tuple[ServerEntry, ...]) -> None:
+        super().__init__()
+        self.servers = servers
 
 
 class MemorySampled(Message):

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # loaded after the first frame (pydantic, the fit engine)
     from sparktui.runtime.protocol import ConditionView
 
 Rows = tuple[tuple[str, str], ...]  # (figure, value) pairs, in display order
-LIVE = ("starting", "ready", "stopping")
+LIVE = ("starting", "ready", "stopping", "wedged")  # a wedged server still runs: stop and kill must reach it
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ class FitView:
     speed: str | None = None  # core.speed.summary_line: predicted tok/s and TTFT (and a bench's)
     vllm_version: str | None = None  # whose rules the fit used
     vllm_version_assumed: bool = False  # neither given nor detected: the newest rules known
+    others_bytes: int = 0  # what the other running servers reserve of the pool (core.pool)
 
     @property
     def applicable(self) -> list[Suggestion]:
@@ -126,6 +127,8 @@ class ServerStatus:
             return f"failed ({c.kind or 'exit'})"
         if self.state == "stopped" and c.reason == "killed":
             return "stopped (killed)"
+        if self.state == "wedged":
+            return f"wedged ({c.reason})" if c.reason else "wedged"
         return self.state
 
     def detail(self) -> str:
@@ -138,6 +141,50 @@ class ServerStatus:
         if code is None:
             return ""
         return f"signal {-code}" if code < 0 else f"exit status {code}"
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node of a cluster, as the head's supervisor last heard from it."""
+
+    host: str
+    rank: int
+    status: str  # the node supervisor's status (starting, running, exited…)
+    phase: str | None = None
+    available_gib: float | None = None  # that node's MemAvailable
+    exit_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ServerEntry:
+    """One server in the server pane's list: enough to tell it apart, to count it in the pool and
+    to know in which order the guard stops it."""
+
+    port: int
+    profile: str
+    condition: ConditionView
+    alive: bool = True  # its supervisor still runs
+    reserved_bytes: int | None = None  # what it takes of the pool (core.pool), as recorded at launch
+    reserve_basis: str = ""
+    priority: int = 0  # [guard] priority: the lowest is stopped first
+    utilization: float | None = None  # its --gpu-memory-utilization, for a record without a reservation
+    started_at: float = 0.0
+    nodes: tuple[NodeView, ...] = ()  # a cluster's nodes (the head's record), else none
+
+    @property
+    def state(self) -> str:
+        return self.condition.condition.value
+
+    @property
+    def live(self) -> bool:
+        return self.alive and self.state in LIVE
+
+    def text(self) -> str:
+        """The condition in the one vocabulary, with how far a start got: "starting (profiling)"."""
+        c = self.condition
+        if self.state == "starting" and c.phase and c.phase not in ("starting", "launching"):
+            return f"starting ({c.phase.replace('_', ' ')})"
+        return c.text()
 
 
 @dataclass(frozen=True)

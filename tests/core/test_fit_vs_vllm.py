@@ -44,6 +44,18 @@ CASES = [
     Scenario("google/gemma-4-26B-A4B", "int4_per_token_head", 131072, 8192, True, False, 20.0),
     # + z-lab's DFlash drafter (4 sliding + 1 full layers): 35 KV groups of one layer
     Scenario("google/gemma-4-26B-A4B", "auto", 262144, 32768, True, True, 65.25, "z-lab/gemma-4-26B-A4B-it-DFlash"),
+    # + an EAGLE3 layer of its own geometry (8 × 128): 31 groups of one layer
+    Scenario(
+        "google/gemma-4-26B-A4B",
+        "auto",
+        262144,
+        2048,
+        True,
+        True,
+        40.0,
+        "sgl-project/SpecForge-gemma4-26b-a4b-eagle3",
+        "eagle3",
+    ),
 ]
 CHECKPOINTS = ("nvidia/Llama-3.1-70B-Instruct-FP8", "nvidia/Qwen3.6-35B-A3B-NVFP4", "deepseek-ai/DeepSeek-R1")
 

@@ -379,6 +379,9 @@ def test_a_mixed_dflash_drafter_wont_start_on_0_25_only(fixtures, tmp_path):
         if verdicts[version]:
             assert result.verdict == "wont_start"
     assert verdicts == {"0.24.0": False, "0.25.0": True, "0.25.1": True, "0.26.0": False}
+    before = fit(cfg("x", vllm_version="0.19.1", **serve), spec, dgx_spark())
+    assert before.verdict == "wont_start" and any("speculative method 'dflash'" in r for r in before.reasons)
+    assert not any("DFlash" in r for r in fit(cfg("x", vllm_version="0.20.0", **serve), spec, dgx_spark()).reasons)
 
 
 def test_draft_layers_with_their_own_head_geometry_are_a_group_of_their_own():
@@ -569,3 +572,30 @@ def test_language_model_only_exists_from_0_17_and_drops_the_towers():
     same = fit(parse_serve_command(command.format("0.17.0")), text_only, dgx_spark())
     assert same.weights_bytes == fit(parse_serve_command("x --max-model-len 8192 --gpu-memory-utilization 0.72"),
                                      text_only, dgx_spark()).weights_bytes  # fmt: skip
+
+
+# --------------------------------------------------------------------------- speculative methods
+
+
+@pytest.mark.parametrize("method", ["mtp", "suffix", "qwen3_5_mtp", "ngram_gpu", "dflash", "gemma4_mtp"])
+def test_a_speculative_method_is_refused_before_its_first_release(method):
+    from sparktui.core.vllm_rules import SPECULATIVE_METHODS
+
+    since = SPECULATIVE_METHODS[method]
+    before = {"0.11.0": "0.10.2", "0.11.1": "0.11.0", "0.17.0": "0.16.0", "0.18.0": "0.17.1", "0.20.0": "0.19.1",
+              "0.21.0": "0.20.2"}[str(since)]  # fmt: skip
+    assert "does not know speculative method" in (rules_for(before).speculative_method_refusal(method) or "")
+    assert rules_for(since).speculative_method_refusal(method) is None
+
+
+def test_mtp_on_0_10_wont_start_but_its_model_specific_name_does():
+    from sparktui.core.config import parse_serve_command
+
+    spec = load_model_spec("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    command = "x --max-model-len 32768 --vllm-version 0.10.2 --speculative-config '{}'"
+    generic = fit(parse_serve_command(command.format('{"method":"mtp","num_speculative_tokens":2}')), spec,
+                  machine_from_name(1000))  # fmt: skip
+    named = fit(parse_serve_command(command.format('{"method":"qwen3_next_mtp","num_speculative_tokens":2}')), spec,
+                machine_from_name(1000))  # fmt: skip
+    assert generic.verdict == "wont_start" and any("qwen3_next_mtp" in r for r in generic.reasons)
+    assert not any("speculative method" in r for r in named.reasons)

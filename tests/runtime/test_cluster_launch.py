@@ -42,19 +42,11 @@ def cluster_profile(
 
 
 def on_head(cluster: nc.NetnsCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    head = cluster.nodes[0]
-    env = {**os.environ, "SPARKTUI_STATE_DIR": str(head.state_dir), "SPARKTUI_SSH_CONFIG": str(cluster.ssh_config)}
-    argv = cluster.exec_argv(head, [nc.SPARKTUI, *args])
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+    return cluster.on_head(*args)
 
 
 def state_on(cluster: nc.NetnsCluster, node: nc.Node) -> dict[str, Any] | None:
-    """The node's recorded server, as `sparktui status --json` there shows it (None: no server)."""
-    if node is cluster.nodes[0]:
-        done = on_head(cluster, "status", "--port", str(PORT), "--json")
-    else:
-        done = cluster.ssh(node, "sparktui", "status", "--port", str(PORT), "--json")
-    return json.loads(done.stdout) if done.returncode == 0 else None
+    return cluster.state_on(node, PORT)
 
 
 def status_on(cluster: nc.NetnsCluster, node: nc.Node, port: int) -> str | None:
@@ -68,7 +60,7 @@ def status_is(cluster: nc.NetnsCluster, node: nc.Node, *wanted: str) -> dict[str
 
 
 def nothing_left(cluster: nc.NetnsCluster) -> bool:
-    return all(not node.pids_besides_sshd() for node in cluster.nodes)
+    return cluster.nothing_left()
 
 
 def node_watches(node: nc.Node) -> int:
@@ -91,6 +83,9 @@ def launch_and_wait_ready(cluster: nc.NetnsCluster, tmp_path: Path) -> None:
     wait_for(lambda: status_is(cluster, head, "running"), 60, what="the head's rank to answer /health")
     worker_state = wait_for(lambda: status_is(cluster, worker, "running"), 30, what="the worker's rank to join")
     assert "--headless" in worker_state["argv"] and "--node-rank" in worker_state["argv"]
+    # each rank talks over [cluster] interface, from its own address there
+    environ = Path(f"/proc/{worker_state['tree']['pid']}/environ").read_bytes().split(b"\0")
+    assert b"GLOO_SOCKET_IFNAME=cx1" in environ and b"VLLM_HOST_IP=10.213.0.2" in environ
     assert worker_state["argv"][worker_state["argv"].index("--node-rank") + 1] == "1"
     head_state = state_on(cluster, head)
     assert head_state is not None and "--headless" not in head_state["argv"]

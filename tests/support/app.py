@@ -164,3 +164,85 @@ async def until(pilot, condition, what: str, rounds: int = 100) -> None:
             return
         await pilot.pause(0.05)
     raise AssertionError(f"never: {what}")
+
+
+class RecordsBackend(SampleBackend):
+    """Several supervisors seen only through their records (no processes), keyed by port: the
+    server list reads them all; stop and kill end only the server they are given."""
+
+    def __init__(self, records, **kwargs):
+        super().__init__(**kwargs)
+        self.records = {r["port"]: r for r in records}
+        self.asked: list[int | None] = []  # the ports attach was asked for, in order
+        self.ended: list[tuple[int, str]] = []  # (port, "stopped" | "killed")
+
+    def _parsed(self, port):
+        from sparktui.runtime.protocol import StateRecord
+
+        return StateRecord.model_validate(self.records[port])
+
+    def attach(self, port=None):
+        from sparktui.ui.backend import server_status
+
+        self.asked.append(port)
+        if port is None:
+            live = [r for r in self.records.values() if r["alive"]]
+            if not live:
+                return None
+            port = max(live, key=lambda r: r["started_at"])["port"]
+        return server_status(self._parsed(port)) if port in self.records else None
+
+    def servers(self):
+        from sparktui.ui.backend import server_entry
+
+        newest = sorted(self.records.values(), key=lambda r: -r["started_at"])
+        return [server_entry(self._parsed(r["port"])) for r in newest]
+
+    def _end(self, port, reason, returncode):
+        self.ended.append((port, reason))
+        self.records[port] = {
+            **self.records[port],
+            "status": "exited",
+            "phase": "stopped",
+            "alive": False,
+            "exit": {"reason": reason, "returncode": returncode, "by": "socket", "stop": None, "failure": None},
+        }
+        return self.attach(port)
+
+    def stop(self, status):
+        return self._end(status.port, "stopped", 0)
+
+    def kill(self, status):
+        return self._end(status.port, "killed", None)
+
+
+def two_server_records(tmp_path, *, other_reserves_gib: float = 10.0):
+    """:8000 runs the 70B profile (ready, newest); :8001 a small one, still loading weights."""
+    from sparktui.core.profiles import resolve_profile
+    from tests.support import FIXTURES
+
+    GiB = 2**30
+    log = (FIXTURES / "vllm-cpu" / "startup_final_eager.log").read_text()
+    ready = tmp_path / "ready.log"
+    ready.write_text(log)
+    loading = tmp_path / "loading.log"
+    loading.write_text("\n".join(log.splitlines()[:8]) + "\nembed-only line\n")
+    a = server_record(
+        ready,
+        profile_path=resolve_profile("70b-dense-single-user"),
+        preflight={"warnings": [], "fit": {"kv_cache_bytes": 28.36 * GiB, "kv_cache_tokens": 185856}},
+        reservation={"bytes": int(104.0 * GiB), "basis": "--gpu-memory-utilization 0.85", "priority": 1},
+        started_at=2.0,
+    )
+    b = server_record(
+        loading,
+        status="starting",
+        port=8001,
+        url="http://127.0.0.1:8001",
+        profile="embed-small",
+        reservation={"bytes": int(other_reserves_gib * GiB), "basis": "--gpu-memory-utilization 0.08", "priority": 0},
+        tree={"pid": 5252, "start_time": 0},
+        started_at=1.0,
+    )
+    b["phase"] = "loading_weights"
+    return [a, b]

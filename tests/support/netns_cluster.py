@@ -11,6 +11,7 @@ SPARKTUI_STATE_DIR, plus whatever a test passes (a different vLLM, say).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.support import shm_held_by, wait_for
 
@@ -70,6 +72,25 @@ class NetnsCluster:
         assert self.ssh_config is not None
         argv = self.exec_argv(self.nodes[0], ["ssh", "-F", str(self.ssh_config), node.name, "--", *remote])
         return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+
+    def on_head(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """`sparktui ARGS` on the first node, as its user would run it there."""
+        head = self.nodes[0]
+        env = {**os.environ, "SPARKTUI_STATE_DIR": str(head.state_dir), "SPARKTUI_SSH_CONFIG": str(self.ssh_config)}
+        argv = self.exec_argv(head, [SPARKTUI, *args])
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+    def state_on(self, node: Node, port: int) -> dict[str, Any] | None:
+        """The node's server on `port`, as `sparktui status --json` there shows it (None: no server)."""
+        if node is self.nodes[0]:
+            done = self.on_head("status", "--port", str(port), "--json")
+        else:
+            done = self.ssh(node, "sparktui", "status", "--port", str(port), "--json")
+        return json.loads(done.stdout) if done.returncode == 0 else None
+
+    def nothing_left(self) -> bool:
+        """No process but sshd on any node."""
+        return all(not node.pids_besides_sshd() for node in self.nodes)
 
     def close(self) -> None:
         """Stop every process in the namespaces (they were all started here), then remove them.

@@ -65,7 +65,8 @@ class Scenario:
     prefix_caching: bool | None = None  # None: the version's default
     mtp: bool = False
     kv_gib: float = 20.0
-    drafter: str | None = None  # a separate DFlash drafter from the catalog (its layers join the KV cache)
+    drafter: str | None = None  # a separate drafter from the catalog (its layers join the KV cache)
+    drafter_method: str = "dflash"
 
     def label(self) -> str:
         flags = [f"kv={self.kv_cache_dtype}", f"len={self.max_model_len}", f"mnbt={self.max_num_batched_tokens}"]
@@ -81,7 +82,7 @@ class Scenario:
 def kv_question(spec: ModelSpec, sc: Scenario, rules: VllmRules) -> tuple[dict[str, Any], KvPlan]:
     """The per-layer KV specs sparktui reads for `spec` under `rules`, and sparktui's plan."""
     if sc.drafter:  # the drafter's layers as this version builds them (vllm_rules: dflash_layer_types)
-        spec = dflash_as_built(with_drafter(spec, load_model_spec(sc.drafter), "dflash"), rules)[0]
+        spec = dflash_as_built(with_drafter(spec, load_model_spec(sc.drafter), sc.drafter_method), rules)[0]
     kv_bytes, _ = kv_dtype_bytes(spec, sc.kv_cache_dtype, rules)
     hybrid = any(g.kind == MAMBA for g in spec.layers)
     prefix = rules.prefix_caching_default(hybrid) if sc.prefix_caching is None else sc.prefix_caching
@@ -181,21 +182,24 @@ def scenarios(models: list[str] | None = None) -> list[Scenario]:
         if name in PACKED_KV_MODELS:
             for dtype in ("nvfp4", "int8_per_token_head", "int4_per_token_head"):
                 out.append(Scenario(name, kv_cache_dtype=dtype, max_model_len=131072, max_num_batched_tokens=8192))
-    for target, drafter in DFLASH_PAIRS:
+    for target, drafter, method in DRAFTER_PAIRS:
         if models is None or target in models:
-            out.append(Scenario(target, mtp=True, drafter=drafter, max_model_len=262144, kv_gib=40.0))
-            out.append(Scenario(target, mtp=True, drafter=drafter, max_num_batched_tokens=32768, kv_gib=65.25))
+            pair = {"mtp": True, "drafter": drafter, "drafter_method": method}
+            out.append(Scenario(target, max_model_len=262144, kv_gib=40.0, **pair))
+            out.append(Scenario(target, max_num_batched_tokens=32768, kv_gib=65.25, **pair))
     return out
 
 
 # Packed KV cache dtypes asked of every version that accepts them (a dense GQA model, a sliding/global one).
 PACKED_KV_MODELS = ("Qwen/Qwen3-32B", "google/gemma-4-26B-A4B")
 
-# Targets with their real DFlash drafters (tests/fixtures/model-configs): Gemma 4's mixes sliding and
-# full layers, Qwen3.6's drafter joins a hybrid (Gated DeltaNet) target.
-DFLASH_PAIRS = (
-    ("google/gemma-4-26B-A4B", "z-lab/gemma-4-26B-A4B-it-DFlash"),
-    ("Qwen/Qwen3.6-35B-A3B", "z-lab/Qwen3.6-35B-A3B-DFlash"),
+# Targets with real drafter configs (tests/fixtures/model-configs): Gemma 4's DFlash drafter mixes
+# sliding and full layers, Qwen3.6's joins a hybrid (Gated DeltaNet) target, and an EAGLE3 layer of
+# its own geometry makes Gemma 4 one KV group per layer.
+DRAFTER_PAIRS = (
+    ("google/gemma-4-26B-A4B", "z-lab/gemma-4-26B-A4B-it-DFlash", "dflash"),
+    ("Qwen/Qwen3.6-35B-A3B", "z-lab/Qwen3.6-35B-A3B-DFlash", "dflash"),
+    ("google/gemma-4-26B-A4B", "sgl-project/SpecForge-gemma4-26b-a4b-eagle3", "eagle3"),
 )
 
 

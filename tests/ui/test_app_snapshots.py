@@ -15,7 +15,16 @@ from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import DiagnosisCard
 from tests.support import FIXTURES
-from tests.support.app import RecordBackend, SampleBackend, server_pane, server_record, widget, workers_done
+from tests.support.app import (
+    RecordBackend,
+    RecordsBackend,
+    SampleBackend,
+    server_pane,
+    server_record,
+    two_server_records,
+    widget,
+    workers_done,
+)
 
 HISTORY_GIB = [112.4, 112.3, 111.9, 104.2, 88.7, 71.5, 52.3, 38.9, 36.2, 36.0, 35.8, 35.9]
 
@@ -108,7 +117,9 @@ async def prepare_server(pilot):
         ended = app.server is not None and not app.server.live and widget(app, DiagnosisCard).diagnosis
         live = app.server is not None and app.server.live
         busy = [w for w in app.workers if not w.is_finished and w.name != "tail-log"]
-        if log.line_count and fitted and (ended or live) and not busy:
+        # the whole log read and drawn (a picture taken half-way shows the log scrolled mid-way)
+        read = app.server is not None and log.total_lines >= len(app.server.log_path.read_text().splitlines())
+        if log.line_count and read and fitted and (ended or live) and not busy:
             break
     else:
         raise AssertionError(f"the server pane never settled: {app.server}")
@@ -128,3 +139,20 @@ async def prepare_server(pilot):
 def test_server_pane(snap_compare, tmp_path, case, size):
     app = SparkApp(backend=RecordBackend(server_snapshot(tmp_path, case)))
     assert snap_compare(app, terminal_size=size, run_before=prepare_server)
+
+
+async def prepare_two_servers(pilot):
+    for _ in range(200):
+        if len(pilot.app.servers) == 2:
+            break
+        await pilot.pause(0.05)
+    else:
+        raise AssertionError(f"the server list never filled: {pilot.app.servers}")
+    await prepare_server(pilot)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_two_servers(snap_compare, tmp_path, size):
+    """The server list over the pane: the 70B followed and ready, a small one still loading."""
+    app = SparkApp(backend=RecordsBackend(two_server_records(tmp_path)))
+    assert snap_compare(app, terminal_size=size, run_before=prepare_two_servers)

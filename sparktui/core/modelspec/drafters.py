@@ -115,6 +115,11 @@ def dflash_as_built(spec: ModelSpec, rules: VllmRules) -> tuple[ModelSpec, str |
     (vllm_rules: dflash_layer_types)."""
     if spec.drafter != "dflash" or not spec.mtp_layers:
         return spec, None
+    if rules.value("dflash_layer_types") == "absent":
+        return spec, (
+            f"vLLM {rules.version} has no DFlash speculative decoding (added in 0.20.0): it refuses "
+            "--speculative-config with a DFlash drafter and does not start"
+        )
     kinds = {g.kind for g in spec.mtp_layers if g.count}
     if SLIDING not in kinds:
         return spec, None

@@ -23,7 +23,7 @@ from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import FitChanged, Notice, ProfileChanged
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.screens import ChoiceScreen, PromptScreen
-from sparktui.ui.viewmodels import FitView, ServerStatus
+from sparktui.ui.viewmodels import FitView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.editor import ConfigEditor, FormState
 from sparktui.ui.widgets.fitpanel import FitPanel
 
@@ -57,6 +57,7 @@ class ConfigPane(Pane):
     profile: var[Profile | None] = var(cast("Profile | None", None), init=False)
     server: var[ServerStatus | None] = var(cast("ServerStatus | None", None), init=False)
     sample: var[MemorySample | None] = var(cast("MemorySample | None", None), init=False)
+    servers: var[tuple[ServerEntry, ...]] = var(cast("tuple[ServerEntry, ...]", ()), init=False)
 
     def __init__(self, profile_arg: str | Path | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -73,6 +74,8 @@ class ConfigPane(Pane):
         self.fit_saw_sample = False  # the fit was computed with a memory reading at hand
         self.asked_server_profile = False
         self.load_error: str | None = None
+        self.server_port: int | None = None  # the server the panel follows (a switch opens its profile)
+        self._reserved: tuple[tuple[int, int | None, float | None, bool], ...] = ()  # what the fit counted
 
     def compose(self) -> ComposeResult:
         yield Static("", id="profile-line")
@@ -173,15 +176,37 @@ class ConfigPane(Pane):
 
     def watch_server(self, server: ServerStatus | None) -> None:
         # Re-attached to a server with no profile open: open the one it was started from (also
-        # after a failed start: that profile is the one to fix).
-        if server is None or self.loaded is not None or self.asked_server_profile:
+        # after a failed start: that profile is the one to fix). Switched to another server: open
+        # its profile too (its fit, and the predicted column), unless the form holds unsaved edits.
+        if server is None:
+            return
+        switched = self.server_port is not None and server.port != self.server_port
+        self.server_port = server.port
+        if switched and self.loaded is not None and server.profile != self.loaded.name:
+            if self.modified:
+                self.app.notify(
+                    f"the form keeps your unsaved edits of {self.loaded.name}; Ctrl+O opens {server.profile}, the "
+                    f"profile of the server on :{server.port}",
+                    severity="warning",
+                )
+            elif server.profile_path is not None:
+                self._load_server_profile(server.profile_path, server.profile, switched=True)
+            return
+        if self.loaded is not None or self.asked_server_profile:
             return
         if server.profile_path is not None:
             self.asked_server_profile = True
             self._load_server_profile(server.profile_path, server.profile)
 
+    def watch_servers(self, servers: tuple[ServerEntry, ...]) -> None:
+        # Refit when what the others reserve changed (not for a new phase or a new metric).
+        reserved = tuple((e.port, e.reserved_bytes, e.utilization, e.live) for e in servers)
+        if reserved != self._reserved:
+            self._reserved = reserved
+            self.recompute_fit()
+
     @io_worker("server-profile", "loading the server's profile", group="profile")
-    def _load_server_profile(self, path: Path, name: str | None) -> None:
+    def _load_server_profile(self, path: Path, name: str | None, switched: bool = False) -> None:
         """The exact copy the supervisor started from; named after the user's profile when that
         one still holds the same configuration (so Ctrl+S saves where the user expects)."""
         try:
@@ -197,12 +222,12 @@ class ConfigPane(Pane):
             profile = own
         else:
             profile = dataclasses.replace(profile, path=None)
-        self.app.call_from_thread(self._server_profile_loaded, profile)
+        self.app.call_from_thread(self._server_profile_loaded, profile, switched)
 
-    def _server_profile_loaded(self, profile: Profile) -> None:
-        if self.loaded is None:
+    def _server_profile_loaded(self, profile: Profile, switched: bool = False) -> None:
+        if self.loaded is None or (switched and not self.modified):
             self._profile_loaded(profile)
-            self.app.notify(f"opened {profile.name}, the profile the running server was started from")
+            self.app.notify(f"opened {profile.name}, the profile the server on :{profile.serve.port} was started from")
 
     @io_worker("machine", "reading the machine", group="machine")
     def _check_machine(self, name: str) -> None:
@@ -291,7 +316,7 @@ class ConfigPane(Pane):
             if config.vllm_version is None and detected is not None and detected.version:
                 config, source = config.replace(vllm_version=detected.version), detected.source
             try:
-                view = self.backend.fit(config, self.spec, self.machine, self.sample, source)
+                view = self.backend.fit(config, self.spec, self.machine, self.sample, source, self.servers)
             except (UserError, Unavailable, ValueError) as exc:
                 view = FitView("n/a", [str(exc)])
         self.fit = view

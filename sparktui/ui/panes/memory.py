@@ -20,7 +20,7 @@ from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import GuardSettingsEdited, MemorySampled, Notice, ServerChanged
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.screens import PromptScreen
-from sparktui.ui.viewmodels import GpuView, GuardView, ServerStatus
+from sparktui.ui.viewmodels import GpuView, GuardView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.gauge import MemoryGauge
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ class MemoryPane(Pane):
     server: var[ServerStatus | None] = var(cast("ServerStatus | None", None), init=False)
     sample: var[MemorySample | None] = var(cast("MemorySample | None", None), init=False)
     guard: var[GuardView] = var(GuardView(), init=False)  # frozen: one default is shared safely
+    servers: var[tuple[ServerEntry, ...]] = var(cast("tuple[ServerEntry, ...]", ()), init=False)
 
     class Sampled(Message):
         def __init__(self, sample: MemorySample | None, gpu: GpuView | None, error: str | None) -> None:
@@ -58,6 +59,7 @@ class MemoryPane(Pane):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._worker: Worker[None] | None = None
+        self._pool: tuple[int, int | None] | None = None  # (MemTotal, pool bytes): the pool changes with neither
 
     def compose(self) -> ComposeResult:
         yield MemoryGauge(id="gauge")
@@ -88,6 +90,22 @@ class MemoryPane(Pane):
         self.query_one(MemoryGauge).update_sample(message.sample, message.error, message.gpu)
         if message.sample is not None:
             self.post_message(MemorySampled(message.sample))
+            if self.servers and (self._pool is None or self._pool[0] != message.sample.mem_total):
+                self._show_servers()
+
+    def watch_servers(self) -> None:
+        self._show_servers()
+
+    def _show_servers(self) -> None:
+        """What the running servers reserve of this machine's pool (core.pool, as preflight counts it)."""
+        live = tuple(e for e in self.servers if e.live)
+        sample = self.query_one(MemoryGauge).sample
+        if live and sample is not None and (self._pool is None or self._pool[0] != sample.mem_total):
+            try:
+                self._pool = (sample.mem_total, self.backend.pool_bytes(sample))
+            except (UserError, Unavailable, ValueError):
+                self._pool = (sample.mem_total, None)
+        self.query_one(MemoryGauge).update_servers(live, self._pool[1] if self._pool else None)
 
     def watch_guard(self, guard: GuardView) -> None:
         self.query_one(MemoryGauge).update_guard(guard)

@@ -1,9 +1,12 @@
 """The server pane: launch, stop, kill and restart through the supervisor; the phase strip, the
-predicted-vs-actual summary, live figures, the diagnosis card and the log.
+predicted-vs-actual summary, live figures, the diagnosis card and the log; over them, the list of
+every server on this machine, and the key that switches the pane to another one.
 
-It owns the server poll (the supervisor's state record, every second while a server lives, every
-few seconds otherwise, never overlapping), the actions' workers and the log tail. Live figures
+It owns the server poll (the followed server's record, every second while it lives, every few
+seconds otherwise, never overlapping), the server list (read again when a record in the state
+dir changes: an inotify wait, no CPU at idle), the actions' workers and the log tail. Live figures
 come from the record (the supervisor reads /metrics); the pane never scrapes the server itself.
+Stop, kill and restart act on the followed server only.
 """
 
 from __future__ import annotations
@@ -20,15 +23,17 @@ from textual.worker import Worker
 from sparktui.errors import UserError
 from sparktui.ui.actions import BY_ID, key_label, keys_for
 from sparktui.ui.backend import Unavailable
-from sparktui.ui.messages import ServerChanged, ShowPane
+from sparktui.ui.messages import ServerChanged, ServersChanged, ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.screens import ConfirmScreen
-from sparktui.ui.viewmodels import FitView, LogProgress, ServerStatus, ServerView
+from sparktui.ui.viewmodels import FitView, LogProgress, ServerEntry, ServerStatus, ServerView
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import DiagnosisCard, LogHeader, PhaseStrip, ServerInfo
+from sparktui.ui.widgets.serverlist import ServerList
 
 if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
+    from sparktui.runtime.state_watch import StateDirWatch
 
 
 class ServerPane(Pane):
@@ -36,15 +41,26 @@ class ServerPane(Pane):
     TAB = "2 Server"
     POLL_S = 1.0
     IDLE_EVERY = 3  # with no server running, look for one started elsewhere every 3rd tick
+    LIST_EVERY = 5  # while other servers run, check every 5th tick that their supervisors live
+    # (one killed outright writes nothing the watch could see)
 
     profile: var[Profile | None] = var(cast("Profile | None", None), init=False)
     server: var[ServerStatus | None] = var(cast("ServerStatus | None", None), init=False)
     fit: var[FitView | None] = var(cast("FitView | None", None), init=False)
+    servers: var[tuple[ServerEntry, ...]] = var(cast("tuple[ServerEntry, ...]", ()), init=False)
 
     class Polled(Message):
-        def __init__(self, status: ServerStatus | None, error: str | None) -> None:
+        def __init__(self, status: ServerStatus | None, error: str | None, port: int | None = None) -> None:
             super().__init__()
-            self.status, self.error = status, error
+            self.status, self.error, self.port = status, error, port
+
+    class Listed(Message):
+        def __init__(self, entries: tuple[ServerEntry, ...] | None, error: str | None = None) -> None:
+            super().__init__()
+            self.entries, self.error = entries, error
+
+    class RecordsMoved(Message):
+        """A server's record changed on disk (a server started, moved on or ended)."""
 
     class ActionDone(Message):
         def __init__(self, action: str, status: ServerStatus | None, error: str | None) -> None:
@@ -67,8 +83,16 @@ class ServerPane(Pane):
         self._log_stop = threading.Event()
         self._ticks = 0
         self._poll_worker: Worker[None] | None = None
+        self.target: int | None = None  # the port of the server the pane follows (None: the newest)
+        self.recorded: tuple[ServerEntry, ...] = ()  # every record, as last read (ended ones too)
+        self._list_worker: Worker[None] | None = None
+        self._list_again = False
+        self._watch: StateDirWatch | None = None
+        self._watching = False  # the state dir watch runs (else the poll reads the list now and then)
+        self._unmounted = threading.Event()
 
     def compose(self) -> ComposeResult:
+        yield ServerList(id="server-list")
         yield PhaseStrip(id="phases")
         yield ServerInfo(id="server-info")
         yield DiagnosisCard(id="diagnosis")
@@ -83,31 +107,40 @@ class ServerPane(Pane):
         self._log_mode_changed()
         self.render_server()
         self.call_after_refresh(self.poll)  # after the first frame (its worker imports the protocol)
+        self.call_after_refresh(self._start_listing)
         self.set_interval(self.POLL_S, self.poll, name="server-poll")
 
     def on_unmount(self) -> None:
         self._log_stop.set()
+        self._unmounted.set()
+        if self._watch is not None:
+            self._watch.close()
 
     # -- the poll -----------------------------------------------------------------------------------
 
     def poll(self) -> None:
         self._ticks += 1
+        others = any(e.live and e.port != self.target for e in self.servers)
+        if (others or not self._watching) and self._ticks % self.LIST_EVERY == 0:
+            self.refresh_list()
         idle = self.server is None or not self.server.live
         if idle and (self._ticks - 1) % self.IDLE_EVERY:
             return
         if not self.running(self._poll_worker):  # never overlapping; a dead worker never blocks it
-            self._poll_worker = self._read_server(self.server.port if self.server is not None else None)
+            self._poll_worker = self._read_server(self.target)
 
     @io_worker("server-poll", "polling the supervisor's state")
     def _read_server(self, port: int | None) -> None:
         try:
             status = self.backend.attach(port)
         except Unavailable as exc:
-            self.post_message(self.Polled(None, str(exc)))
+            self.post_message(self.Polled(None, str(exc), port))
             return
-        self.post_message(self.Polled(status, None))
+        self.post_message(self.Polled(status, None, port))
 
     def on_server_pane_polled(self, message: Polled) -> None:
+        if message.port != self.target:
+            return  # asked before a switch to another server: not the one followed now
         self.poll_error = message.error
         if message.error or (message.status is None and self.server is not None):
             self.render_server()  # keep showing how the last server ended
@@ -118,6 +151,7 @@ class ServerPane(Pane):
 
     def watch_server(self, previous: ServerStatus | None, status: ServerStatus | None) -> None:
         if status is not None:
+            self.target = status.port
             if status.log_path and status.log_path != self.log_path:
                 self.start_tail(status.log_path)
             if not status.live and not self._log_stop.is_set():
@@ -125,6 +159,7 @@ class ServerPane(Pane):
             if status.trip and (previous is None or not previous.trip):
                 self.app.notify(status.trip.splitlines()[0], title="Memory guard", severity="error", timeout=30)
         self.render_server()
+        self.render_list()
 
     def watch_fit(self) -> None:
         self.render_server()
@@ -176,7 +211,7 @@ class ServerPane(Pane):
                 predicted,
                 actual,
                 s.metrics,
-                bad=s.state in ("failed", "lost"),
+                bad=s.state in ("failed", "lost", "wedged"),
             )
         self.query_one(ServerInfo).show(view)
         self._render_phase()
@@ -193,7 +228,7 @@ class ServerPane(Pane):
             strip.set_phase("failed", reached)
         elif s.state == "starting":
             strip.set_phase(progress.phase if progress and progress.phase != "failed" else s.condition.phase)
-        elif s.state in ("ready", "stopping"):
+        elif s.state in ("ready", "stopping", "wedged"):
             strip.set_phase("ready")
         else:
             strip.set_phase(None)
@@ -207,11 +242,125 @@ class ServerPane(Pane):
             diagnosis = progress.diagnosis
         self.query_one(DiagnosisCard).show(diagnosis)
 
+    # -- every server on this machine: the list, and switching between them ------------------------
+
+    def _start_listing(self) -> None:
+        self.refresh_list()
+        # A thread for the pane's lifetime, not a worker: workers are tasks that end (the app and
+        # its tests wait for them), and this wait must not hold a slot of the pool they share.
+        threading.Thread(target=self._watch_records, name="sparktui-server-watch", daemon=True).start()
+
+    def _watch_records(self) -> None:
+        """Post RecordsMoved whenever a server's record changes (blocks in the kernel meanwhile)."""
+        try:
+            watch = self.backend.watch_servers()
+        except (Unavailable, OSError):
+            return  # the poll reads the list every few seconds instead
+        self._watch = watch
+        if self._unmounted.is_set():  # unmounted while this thread started: on_unmount saw no watch
+            watch.close()
+        self._watching = True
+        try:
+            for _ in watch:
+                self.post_message(self.RecordsMoved())
+        except OSError:
+            pass
+        finally:
+            self._watching = False
+
+    def on_server_pane_records_moved(self) -> None:
+        self.refresh_list()
+
+    def refresh_list(self) -> None:
+        if self.running(self._list_worker):
+            self._list_again = True  # one more read when this one is done: never two at once
+            return
+        self._list_worker = self._list_servers()
+
+    @io_worker("server-list", "listing the servers")
+    def _list_servers(self) -> None:
+        try:
+            entries = self.backend.servers()
+        except (Unavailable, OSError) as exc:
+            self.post_message(self.Listed(None, str(exc)))
+            return
+        self.post_message(self.Listed(tuple(entries)))
+
+    def on_server_pane_listed(self, message: Listed) -> None:
+        if self._list_again:
+            self._list_again = False
+            self.refresh_list()
+        if message.entries is None:
+            return
+        before = {e.port: e for e in self.recorded}
+        self.recorded = message.entries
+        for entry in message.entries:
+            was = before.get(entry.port)
+            if entry.port == self.target:
+                continue  # the followed server's end is the pane's own news
+            if was is not None and was.live and not entry.live:
+                text = f"the server on :{entry.port} ({entry.profile}) is {entry.text()}"
+                self.app.notify(text, severity="error" if entry.state in ("failed", "lost") else "information")
+        fresh = [e for e in message.entries if e.live and (e.port not in before or not before[e.port].live)]
+        if fresh and (self.server is None or (not self.server.live and self.pending is None)):
+            self.select(fresh[0].port)  # nothing live followed: follow the server that appeared
+        self._publish_list()
+
+    def _publish_list(self) -> None:
+        shown = tuple(e for e in self.recorded if e.live or e.state == "lost" or e.port == self.target)
+        if shown != self.servers:
+            self.post_message(ServersChanged(shown))
+
+    def watch_servers(self) -> None:
+        self.render_list()
+
+    def render_list(self) -> None:
+        key = key_label(keys_for(BY_ID["server.next"], self.app_keymap()))
+        self.query_one(ServerList).show(self.servers, self.target, key)
+
+    def action_next_server(self) -> None:
+        """Follow the next server of the list (the server pane's log, phases, figures and keys)."""
+        ports = [e.port for e in self.servers]
+        others = [p for p in ports if p != self.target]
+        if not others:
+            self.app.notify("no other server is running", severity="warning")
+            return
+        index = ports.index(self.target) if self.target in ports else -1
+        self.select(ports[(index + 1) % len(ports)])
+        self.post_message(ShowPane("server"))
+
+    def on_server_list_selected(self, message: ServerList.Selected) -> None:
+        self.select(message.port)
+
+    def select(self, port: int) -> None:
+        """Follow the server on `port`: its record, log, phases and figures; the keys act on it."""
+        if port == self.target:
+            return
+        self.target = port
+        self.launch_error, self.progress, self.poll_error = None, None, None
+        self._log_stop.set()
+        self.log_path = None
+        self.query_one(LogView).clear()
+        self.render_list()
+        self._publish_list()  # an ended server stays listed while followed, and goes when not
+        self._poll_worker = self._read_server(port)  # now, not at the next tick
+
     # -- actions (keys and palette: sparktui.ui.actions) ---------------------------------------------
 
+    def followed(self) -> ServerStatus | None:
+        """The server the keys act on: the one followed, once its record has been read."""
+        s = self.server
+        return s if s is not None and s.port == self.target else None
+
     def action_launch(self) -> None:
-        if self.server is not None and self.server.live:
-            self.app.notify("a server is already running: stop it first (F6) or restart (F7)", severity="warning")
+        port = self.profile.serve.port if self.profile is not None else None
+        busy = next((e for e in self.servers if e.live and e.port == port), None)
+        if busy is not None or (self.server is not None and self.server.live and self.server.port == port):
+            self.app.notify(
+                f"a server is already running on port {port}: stop it first (F6), restart it (F7), "
+                "or change --port to run another beside it",
+                severity="warning",
+            )
             return
         fit = self.fit
         if fit is not None and fit.verdict in ("wont_start", "unsafe"):
@@ -239,34 +388,47 @@ class ServerPane(Pane):
         self._server_action("launch", None, profile, force)
 
     def action_stop(self) -> None:
-        if self._need_live():
-            self._server_action("stop", self.server)
+        if (status := self._need_live()) is not None:
+            self._server_action("stop", status)
 
     def action_restart(self) -> None:
-        if self.server is None or not self.server.live:
+        status = self.followed()
+        if status is None or not status.live:
             self.action_launch()
         elif self.profile is not None:
-            self._server_action("restart", self.server, self.profile)
+            if self.profile.serve.port != status.port:
+                self.app.notify(
+                    f"the form holds {self.profile.name} (port {self.profile.serve.port}), not the server on "
+                    f":{status.port} ({status.profile}): switch to its server, or open its profile, to restart it",
+                    severity="warning",
+                )
+                return
+            self._server_action("restart", status, self.profile)
 
     def action_kill(self) -> None:
-        if not self._need_live():
+        status = self._need_live()
+        if status is None:
             return
-        status = self.server
-        assert status is not None
 
         def confirmed(yes: bool | None) -> None:
             if yes:
                 self._server_action("kill", status)
 
         self.app.push_screen(
-            ConfirmScreen(f"Kill the vLLM process tree now (pid {status.pid})? SIGKILL, no grace."), confirmed
+            ConfirmScreen(
+                f"Kill the vLLM process tree of :{status.port} ({status.profile or 'no profile'}, pid {status.pid}) "
+                "now? SIGKILL, no grace."
+            ),
+            confirmed,
         )
 
-    def _need_live(self) -> bool:
-        if self.server is None or not self.server.live:
-            self.app.notify("no server running", severity="warning")
-            return False
-        return True
+    def _need_live(self) -> ServerStatus | None:
+        status = self.followed()
+        if status is None or not status.live:
+            why = "no server running" if status is None else f"the server on :{status.port} is not running"
+            self.app.notify(why, severity="warning")
+            return None
+        return status
 
     @io_worker("server-action", "asking the supervisor")
     def _server_action(
@@ -302,6 +464,12 @@ class ServerPane(Pane):
         if message.action in ("launch", "restart"):
             self.progress = None
             self.log_path = None  # the new run's log, from its start
+            self.target = message.status.port if message.status is not None else self.target
+        elif message.status is not None and message.status.port != self.target:
+            # a stop or kill that ended after the user switched to another server: say so, stay put
+            self.app.notify(f"the server on :{message.status.port} is {message.status.text()}")
+            self.refresh_list()
+            return
         self.post_message(ServerChanged(message.status))
 
     def worker_failed(self, worker: Worker[Any]) -> None:

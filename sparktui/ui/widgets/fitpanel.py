@@ -11,8 +11,16 @@ from sparktui.ui.widgets.base import TextPanel
 
 __all__ = ["FitPanel", "FitView"]
 
-SEGMENT_STYLES = ("os", "weights", "activations", "graphs", "kv", "headroom")
-SEGMENT_CHARS = {"os": "▒", "weights": "█", "activations": "▓", "graphs": "▚", "kv": "█", "headroom": "░"}
+SEGMENT_STYLES = ("os", "weights", "activations", "graphs", "kv", "others", "headroom")
+SEGMENT_CHARS = {
+    "os": "▒",
+    "weights": "█",
+    "activations": "▓",
+    "graphs": "▚",
+    "kv": "█",
+    "others": "▤",  # what the other running servers reserve
+    "headroom": "░",
+}
 
 
 VERDICT_TEXT = {
@@ -46,6 +54,7 @@ class FitPanel(TextPanel):
     FitPanel > .fit--activations { color: $warning; }
     FitPanel > .fit--graphs { color: $accent; }
     FitPanel > .fit--kv { color: $primary; }
+    FitPanel > .fit--others { color: $error; }
     FitPanel > .fit--headroom { color: $foreground-muted; }
     FitPanel > .fit--fits { color: $success; text-style: bold; }
     FitPanel > .fit--tight { color: $warning; text-style: bold; }

@@ -9,7 +9,7 @@ from typing import Any
 from rich.text import Text
 
 from sparktui.core.units import GiB
-from sparktui.ui.viewmodels import GpuView, GuardView
+from sparktui.ui.viewmodels import GpuView, GuardView, ServerEntry
 from sparktui.ui.widgets.base import TextPanel
 
 __all__ = ["GpuView", "GuardView", "MemoryGauge", "sparkline"]
@@ -76,6 +76,8 @@ class MemoryGauge(TextPanel):
         self.tree_procs: int | None = None
         self.history: deque[float] = deque(maxlen=history)
         self._drawn: tuple[int, Text] | None = None
+        self.servers: tuple[ServerEntry, ...] = ()  # the live ones, with what each reserves
+        self.pool_bytes: int | None = None  # what all servers together may reserve (core.pool)
 
     def update_sample(self, sample, error: str | None = None, gpu: GpuView | None = None) -> None:
         """A memory reading (and the GPU's, read with it): one redraw for both."""
@@ -97,6 +99,10 @@ class MemoryGauge(TextPanel):
 
     def update_tree(self, tree_bytes: int | None, procs: int | None) -> None:
         self.tree_bytes, self.tree_procs = tree_bytes, procs
+        self.changed()
+
+    def update_servers(self, servers: tuple[ServerEntry, ...], pool_bytes: int | None) -> None:
+        self.servers, self.pool_bytes = servers, pool_bytes
         self.changed()
 
     def changed(self) -> None:
@@ -202,6 +208,21 @@ class MemoryGauge(TextPanel):
             out.append(f"{_gib(self.tree_bytes)} GiB", value)
             if self.tree_procs is not None:
                 out.append(f" in {self.tree_procs} processes", label)
+        if self.servers:
+            # What the servers reserve of the pool: MemAvailable counts only what they allocated.
+            if self.pool_bytes:
+                out.append(f"\n{'Server pool':<14}", label)
+                out.append(f"{_gib(self.pool_bytes)} GiB", value)
+            out.append(f"\n{'Reserved':<14}", label)
+            out.append(f"{_gib(sum(e.reserved_bytes or 0 for e in self.servers))} GiB", value)
+            for e in self.servers:
+                size = f"{_gib(e.reserved_bytes)} GiB" if e.reserved_bytes is not None else "? GiB"
+                head = f"  :{e.port} {size} p{e.priority} "
+                room = max(4, width - len(head))  # Textual wraps a long line: the name is cut instead
+                name = e.profile if len(e.profile) <= room else e.profile[: room - 1] + "…"
+                out.append(f"\n  :{e.port} ", label)
+                out.append(size, value)
+                out.append(f" p{e.priority} {name}", muted)
         out.append(f"\n{'Guard':<14}", label)
         g = self.guard
         state_style = {"armed": "armed", "disarmed": "disarmed", "tripped": "tripped"}.get(g.state, "muted")

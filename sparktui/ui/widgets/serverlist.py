@@ -1,0 +1,113 @@
+"""The server list over the server pane: every server this machine runs, one line each (port,
+profile, condition, what it reserves of the pool, its guard priority), a cluster's nodes under
+its head, and a marker on the one the pane follows. Shown only when there is more than one."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import events
+from textual.geometry import Size
+from textual.message import Message
+
+from sparktui.ui.viewmodels import NodeView, ServerEntry
+from sparktui.ui.widgets.base import TextPanel
+
+GiB = 2**30
+BAD = ("failed", "lost", "wedged")
+
+
+def fitted(e: ServerEntry, width: int) -> tuple[str, str, int]:
+    """(condition, reservation and priority, room for the profile's name) that fit in `width`
+    (Textual wraps a long line: each must fit): the words go first, then the start-up phase."""
+    reserve = f"{e.reserved_bytes / GiB:.1f} GiB" if e.reserved_bytes is not None else "? GiB"
+    tails = (f"  reserves {reserve}  priority {e.priority}", f"  {reserve}  p{e.priority}")
+    want = min(len(e.profile), 8)
+    room = 0
+    for condition in dict.fromkeys((e.text(), e.condition.condition.value)):
+        for tail in tails:
+            room = width - len(condition) - len(tail)
+            if room >= want:
+                return condition, tail, room
+    return e.condition.condition.value, tails[-1], max(4, room)
+
+
+def node_line(node: NodeView, wide: bool) -> str:
+    """A cluster node under its head: host, rank, phase (or how it ended) and its MemAvailable."""
+    ended = f" exit {node.exit_reason}" if node.exit_reason else ""
+    if wide:
+        phase = f"/{node.phase}" if node.phase else ""
+        memory = f"  avail {node.available_gib:.1f} GiB" if node.available_gib is not None else ""
+        return f"    node {node.host} r{node.rank} {node.status}{phase}{ended}{memory}"
+    memory = f" {node.available_gib:.1f}G avail" if node.available_gib is not None else ""
+    return f"    {node.host} r{node.rank} {node.phase or node.status}{ended}{memory}"
+
+
+def cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+class ServerList(TextPanel):
+    COMPONENT_CLASSES = {"srvlist--head", "srvlist--selected", "srvlist--state", "srvlist--bad", "srvlist--muted"}
+    DEFAULT_CSS = """
+    ServerList { height: auto; display: none; }
+    ServerList.-shown { display: block; }
+    ServerList > .srvlist--head { color: $accent; text-style: bold; }
+    ServerList > .srvlist--selected { color: $primary; text-style: bold; }
+    ServerList > .srvlist--state { color: $foreground; }
+    ServerList > .srvlist--bad { color: $error; text-style: bold; }
+    ServerList > .srvlist--muted { color: $foreground-muted; }
+    """
+
+    class Selected(Message):
+        """A line was clicked: follow that server."""
+
+        def __init__(self, port: int) -> None:
+            super().__init__()
+            self.port = port
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.entries: tuple[ServerEntry, ...] = ()
+        self.selected: int | None = None
+        self.key = "Ctrl+R"
+        self._line_ports: list[int | None] = []
+
+    def show(self, entries: tuple[ServerEntry, ...], selected: int | None, key: str) -> None:
+        self.entries, self.selected, self.key = entries, selected, key
+        self.set_class(len(entries) > 1, "-shown")
+        self.changed()
+
+    def render(self) -> Text:
+        style = lambda n: self.component_style(f"srvlist--{n}")  # noqa: E731
+        width = self.size.width or 80
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append(f"Servers {len(self.entries)}", style("head"))
+        out.append(f"  {self.key} switches", style("muted"))
+        ports: list[int | None] = [None]
+        for e in self.entries:
+            chosen = e.port == self.selected
+            port = f":{e.port}"
+            condition, tail, room = fitted(e, width - 2 - len(port) - 2)
+            name = e.profile if len(e.profile) <= room else e.profile[: room - 1] + "…"
+            out.append("\n")
+            out.append("▶ " if chosen else "  ", style("selected"))
+            out.append(f"{port} ", style("selected" if chosen else "state"))
+            out.append(f"{name:<{room}} ", style("selected" if chosen else "muted"))
+            out.append(condition, style("bad" if e.state in BAD else "state"))
+            out.append(tail, style("muted"))
+            ports.append(e.port)
+            for node in e.nodes:
+                out.append("\n" + cut(node_line(node, wide=width >= 60), width), style("muted"))
+                ports.append(e.port)
+        self._line_ports = ports
+        return out
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        # One line each, whatever the width (render() fits them): Textual would measure render()
+        # at the width the widget had before this layout.
+        return 1 + sum(1 + len(e.nodes) for e in self.entries)
+
+    def on_click(self, event: events.Click) -> None:
+        line = event.y
+        if 0 <= line < len(self._line_ports) and (port := self._line_ports[line]) is not None:
+            self.post_message(self.Selected(port))

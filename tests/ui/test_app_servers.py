@@ -1,0 +1,219 @@
+"""Several servers in the panel, seen through their supervisors' records: the list over the server
+pane (port, profile, condition, reservation, priority; a cluster's nodes), the key that switches
+the pane to another server, stop and kill acting on that one only, the fit counting what the
+others reserve, and the memory pane's reservations."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from sparktui.runtime import state as st
+from sparktui.ui.app import SparkApp
+from sparktui.ui.screens import ConfirmScreen
+from sparktui.ui.widgets.gauge import MemoryGauge
+from sparktui.ui.widgets.logview import LogView
+from sparktui.ui.widgets.server import PhaseStrip, ServerInfo
+from sparktui.ui.widgets.serverlist import ServerList
+from tests.support.app import RecordsBackend, server_pane, widget
+from tests.support.app import two_server_records as two_servers
+
+pytestmark = pytest.mark.usefixtures("isolated")
+
+GiB = 2**30
+
+
+async def until(pilot, condition, what: str, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; server={pilot.app.server!r}")
+
+
+async def test_the_list_shows_every_server_and_the_key_switches_the_pane(tmp_path):
+    backend = RecordsBackend(two_servers(tmp_path))
+    app = SparkApp(backend=backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: len(app.servers) == 2 and app.server is not None, "both servers listed")
+        servers = widget(app, ServerList)
+        assert app.server.port == 8000 and servers.selected == 8000 and servers.display
+        lines = servers.render().plain.splitlines()
+        assert lines[0].startswith("Servers 2") and "Ctrl+R" in lines[0]
+        a_line = next(line for line in lines if ":8000" in line)
+        b_line = next(line for line in lines if ":8001" in line)
+        assert a_line.startswith("▶") and "ready" in a_line and "104.0 GiB" in a_line and "p1" in a_line
+        # 42 columns inside the pane at 120×40: the start-up phase gives way (the 80×24 snapshot shows it)
+        assert "starting" in b_line and "10.0 GiB" in b_line and "p0" in b_line and len(b_line) <= servers.size.width
+        assert next(e for e in app.servers if e.port == 8001).text() == "starting (loading weights)"
+        await until(pilot, lambda: widget(app, PhaseStrip).phase == "ready", "the 70B's phases")
+
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: app.server.port == 8001, "the switch to :8001")
+        assert backend.asked[-1] == 8001
+        assert widget(app, ServerList).selected == 8001
+        await until(pilot, lambda: any("embed-only line" in x for x in widget(app, LogView).lines()), "its log")
+        assert not any("Application startup complete" in x for x in widget(app, LogView).lines())
+        assert widget(app, ServerInfo).view.state == "starting"
+        assert widget(app, PhaseStrip).phase not in (None, "ready")
+        assert "pid 5252" in widget(app, ServerInfo).view.detail
+        assert ":8001" in str(app.query_one("#status").render())  # the status bar says which one
+
+        await pilot.press("ctrl+r")  # round the list, back to the first
+        await until(pilot, lambda: app.server.port == 8000, "the switch back to :8000")
+        # the predicted column is that server's own fit, as the supervisor recorded it at launch
+        await until(
+            pilot, lambda: dict(widget(app, ServerInfo).view.predicted).get("KV tokens") == "185,856", "its fit"
+        )
+
+
+async def test_stop_and_kill_act_on_the_followed_server_only_and_kill_asks_naming_it(tmp_path):
+    backend = RecordsBackend(two_servers(tmp_path))
+    app = SparkApp(backend=backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: len(app.servers) == 2 and app.server is not None, "both servers listed")
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: app.server.port == 8001, "the switch to :8001")
+        await pilot.press("f8")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert ":8001 (embed-small, pid 5252)" in app.screen.question
+        await pilot.press("n")
+        await pilot.pause(0.3)
+        assert backend.ended == []
+        await pilot.press("f6")
+        await until(pilot, lambda: backend.ended == [(8001, "stopped")], "the stop of :8001")
+        await until(pilot, lambda: app.server.state == "stopped", "the pane to show it stopped")
+        assert backend.records[8000]["alive"]
+        # the stopped one stays listed while followed; the running one is a key away
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: app.server.port == 8000, "the switch to :8000")
+        await until(pilot, lambda: [e.port for e in app.servers] == [8000], "the ended server to leave the list")
+        assert not widget(app, ServerList).display  # one server: no list
+        await pilot.press("f8")
+        await pilot.pause()
+        assert ":8000 (70b-dense-single-user" in app.screen.question
+        await pilot.press("y")
+        await until(pilot, lambda: (8000, "killed") in backend.ended, "the kill of :8000")
+        assert backend.ended == [(8001, "stopped"), (8000, "killed")]
+
+
+async def test_the_fit_counts_what_the_other_servers_reserve(tmp_path):
+    records = two_servers(tmp_path, other_reserves_gib=80.0)
+    backend = RecordsBackend(records[:1])
+    app = SparkApp(backend=backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        # re-attached to :8000: its profile is opened; the form's port is :8000's own
+        await until(pilot, lambda: app.fit is not None and app.fit.verdict == "fits", "the 70B's fit")
+        assert not any("beside" in r for r in app.fit.reasons)
+        backend.records[8001] = records[1]  # a server on :8001 starts elsewhere, reserving 80 GiB
+        server_pane(app).refresh_list()
+        await until(pilot, lambda: app.fit.verdict == "wont_start", "the fit to count :8001")
+        reason = app.fit.reasons[0]
+        assert reason.startswith("won't fit beside :8001 (reserves 80.0 GiB)"), reason
+        assert "stop :8001" in reason
+        assert dict((k, n) for k, _, n in app.fit.segments)["others"] == int(80 * GiB)
+        gauge = widget(app, MemoryGauge).render().plain
+        assert "Server pool   118.0 GiB" in gauge and "Reserved      184.0 GiB" in gauge
+        assert ":8001 80.0 GiB p0 embed-s" in gauge
+        # :8001 relaunched at a share that leaves the 70B room (104 GiB of a 118 GiB pool): it fits,
+        # and the fit says beside what
+        backend.records[8001] = two_servers(tmp_path)[1]
+        server_pane(app).refresh_list()
+        await until(pilot, lambda: app.fit.verdict == "fits", "the fit beside a smaller :8001")
+        assert any(r.startswith("beside :8001 (reserves 10.0 GiB)") for r in app.fit.reasons), app.fit.reasons
+
+
+async def test_a_clusters_nodes_show_under_its_head(tmp_path):
+    records = two_servers(tmp_path)
+    nodes = st.state_dir() / "cluster" / "8001.json"
+    nodes.parent.mkdir(parents=True)
+    nodes.write_text(
+        json.dumps(
+            [
+                {"host": "spark-a", "rank": 0, "status": "starting", "phase": "loading_weights", "available_gib": 61.5},
+                {"host": "spark-b", "rank": 1, "status": "starting", "phase": "profiling", "available_gib": 58.25},
+            ]
+        )
+    )
+    app = SparkApp(backend=RecordsBackend(records))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: len(app.servers) == 2, "both servers listed")
+        entry = next(e for e in app.servers if e.port == 8001)
+        assert [(n.host, n.rank, n.phase, n.available_gib) for n in entry.nodes] == [
+            ("spark-a", 0, "loading_weights", 61.5),
+            ("spark-b", 1, "profiling", 58.25),
+        ]
+        text = widget(app, ServerList).render().plain
+        assert "    spark-b r1 profiling 58.2G avail" in text.splitlines()  # 42 columns at 120×40
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(0.2)
+        text = widget(app, ServerList).render().plain
+        assert "    node spark-b r1 starting/profiling  avail 58.2 GiB" in text.splitlines()
+
+
+async def test_the_palette_lists_each_server(tmp_path):
+    from sparktui.ui.commands import SparkCommands
+
+    app = SparkApp(backend=RecordsBackend(two_servers(tmp_path)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: len(app.servers) == 2 and app.server is not None, "both servers listed")
+        provider = SparkCommands(app.screen)
+        names = {name: run for name, run, _ in provider._commands()}
+        assert "Switch the server pane to the next running server (its log, figures, stop and kill)" in names
+        names["Server :8001 (embed-small): follow it"]()
+        await until(pilot, lambda: app.server.port == 8001, "the palette's switch")
+
+
+async def test_at_idle_the_list_is_read_only_when_a_record_changes(tmp_path, monkeypatch):
+    from sparktui.runtime.protocol import StateRecord
+    from sparktui.ui.panes import ServerPane
+    from tests.support.app import SampleBackend, server_record
+
+    class Counting(SampleBackend):
+        reads = 0
+
+        def servers(self):
+            self.reads += 1
+            return super().servers()
+
+    monkeypatch.setattr(ServerPane, "POLL_S", 0.02)  # the poll ticks 50 times a second
+    backend = Counting()
+    app = SparkApp(backend=backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = server_pane(app)
+        await until(
+            pilot, lambda: backend.reads >= 1 and pane._watch is not None and pane._watch.armed.is_set(), "the watch"
+        )
+        await pilot.pause(0.3)
+        before = backend.reads
+        await pilot.pause(1.5)  # some 75 ticks with no server anywhere
+        assert backend.reads == before, "the list was read again with nothing changed"
+        # a server started elsewhere writes its record: the list is read without a key
+        log = tmp_path / "other.log"
+        log.write_text(READY_LOG_HEAD)
+        st.write_state(st.state_path(8123), StateRecord.model_validate(server_record(log, port=8123)))
+        await until(pilot, lambda: backend.reads > before, "the list read after the record appeared")
+        await until(pilot, lambda: [e.port for e in app.servers] == [8123], "the new record listed")
+
+
+READY_LOG_HEAD = "(APIServer pid=7) INFO 11-30 09:00:00 [api_server.py:1] vLLM API server version 0.32.0\n"
+
+
+async def test_a_wedged_server_can_still_be_stopped_from_the_panel(tmp_path):
+    from tests.support.app import RecordBackend, server_record
+
+    log = tmp_path / "ready.log"
+    log.write_text(READY_LOG_HEAD)
+    wedged = {"state": "wedged", "since": 1.0, "stalled_s": 60.0, "evidence": "no tokens for 60 s"}
+    backend = RecordBackend(server_record(log, watch={"wedge": wedged}))
+    app = SparkApp(backend=backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.server is not None and app.server.state == "wedged", "the wedged server")
+        assert app.server.live and widget(app, ServerInfo).view.state.startswith("wedged (since ")
+        assert widget(app, ServerInfo).view.bad
+        await pilot.press("f6")
+        await until(pilot, lambda: app.server.state == "stopped", "the stop of the wedged server")
