@@ -157,8 +157,9 @@ class SparkApp(App[None]):
             self.set_keymap(self.keymap)
         for error in self.startup_errors:
             self.notify(error, title="Settings", severity="error", timeout=15)
-        # After the first frame: the worker imports the state models (pydantic) while holding the GIL.
-        self.call_after_refresh(self._show_postmortems)
+        # At mount, before the server pane arms its watch of the state dir: the check may write
+        # there (the watch would take that for a server's record changing).
+        self._show_postmortems()
         self.host = self.backend.host() if self.show_host else "host"
         self._refresh_status()
 

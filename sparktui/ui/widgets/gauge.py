@@ -21,6 +21,21 @@ def _gib(n: float | None, digits: int = 1) -> str:
     return "n/a" if n is None else f"{n / GiB:.{digits}f}"
 
 
+LABEL = 14  # the label column: "PSI some/full " and the like
+
+
+def packed(parts: list[str], room: int, sep: str) -> list[str]:
+    """`parts` joined by `sep` in lines of at most `room` cells, broken only between parts (a part
+    longer than `room` has a line of its own)."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + len(sep) + len(part) <= room:
+            lines[-1] += sep + part
+        else:
+            lines.append(part)
+    return lines
+
+
 def sparkline(values: list[float], width: int, min_span: float = 8.0) -> str:
     """Values (GiB) as block heights. The scale spans at least `min_span` GiB, so a few MiB of
     jitter on an idle machine draws a flat line instead of noise blown up to full height."""
@@ -195,12 +210,19 @@ class MemoryGauge(TextPanel):
                 out.append(f"{name:<14}", label)
                 out.append(f"{text}\n", value)
         gpu = self.gpu
-        out.append(f"{'GPU':<14}", label)
-        out.append(f"{gpu.util} · {gpu.temp} · {gpu.power}", value)
-        out.append(f"\n{'GPU memory':<14}", label)
-        out.append(gpu.memory, value)
-        if gpu.note:
-            out.append(f"\n{'':<14}{gpu.note}", muted)
+        room = width - LABEL
+        # In a narrow pane (32 columns at 120×40) the GPU's figures take a second line by design,
+        # broken between figures, never inside one.
+        for name, lines, style in (
+            ("GPU", packed([gpu.util, gpu.temp, gpu.power], room, " · "), value),
+            ("GPU memory", packed([gpu.memory], room, ""), value),
+            ("", packed(gpu.note.split(" "), room, " ") if gpu.note else [], muted),
+        ):
+            for i, line in enumerate(lines):
+                if name != "GPU" or i:  # the figures above end with their newline
+                    out.append("\n")
+                out.append(f"{name if i == 0 else '':<{LABEL}}", label)
+                out.append(line, style)
         out.append(f"\n{'vLLM tree':<14}", label)
         if self.tree_bytes is None:
             out.append("no server", muted)
