@@ -43,6 +43,7 @@ from sparktui.core.vllm_rules import (  # noqa: E402
     FIT_LOGS,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
+    MOE_WORKSPACE_COPIES,
     OLDEST,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
@@ -100,6 +101,23 @@ QWEN3_235B_TP4 = {
     "num_experts": 128,
     "num_experts_per_tok": 8,
     "max_position_embeddings": 40960,
+}
+# MiniMax-M2 (vllm-cases c12, c13: two DGX Sparks, one rank each): its dimensions, for the KV per
+# rank only (weights are not compared: the AWQ recipe's layout is not known here).
+MINIMAX_M2 = {
+    "architectures": ["MiniMaxM2ForCausalLM"],
+    "model_type": "minimax_m2",
+    "num_hidden_layers": 62,
+    "hidden_size": 3072,
+    "num_attention_heads": 48,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 200064,
+    "intermediate_size": 1536,
+    "num_local_experts": 256,
+    "num_experts_per_tok": 8,
+    "max_position_embeddings": 196608,
+    "torch_dtype": "bfloat16",
 }
 # Qwen3.5-27B: vllm-cases c11 gives layers / KV heads / head_dim; the linear-attention sizes are
 # the Qwen3.5 family's (16 key heads of 128; 48 value heads of 128 assumed), so c11 is a check of
@@ -459,6 +477,36 @@ def spark_cases(fixtures: Path) -> list[Case]:
             from_log="discrete_v0.23.0_qwen3.6-27b-nvfp4-mtp3_tp2-2x5060ti_success.log",
         )
     )
+    qwen_dflash = {
+        "max_model_len": 262144,
+        "gpu_memory_utilization": 0.85,
+        "max_num_batched_tokens": 65536,
+        "max_num_seqs": 128,
+        "enable_prefix_caching": True,
+        "speculative_config": '{"method": "dflash", "model": "z-lab/Qwen3.6-35B-A3B-DFlash", '
+        '"num_speculative_tokens": 15}',
+    }
+    for log, version, label in (
+        ("spark_vdev-g101584af0_qwen3.6-35b-a3b-nvfp4-dflash_success.log", (0, 20, 0), "spark q3.6 dflash 0.20dev"),
+        ("spark_vdev-g6804e1b81_qwen3.6-35b-a3b-nvfp4-dflash_success.log", (0, 21, 0), "spark q3.6 dflash fork"),
+    ):
+        cases.append(
+            Case(
+                label,
+                f"vllm-logs/{log}",
+                "Qwen/Qwen3.6-35B-A3B",
+                version,
+                "hybrid",
+                qwen_dflash,
+                **{**_figures(logs / log), "weights_gib": None},
+                drafter="z-lab__Qwen3.6-35B-A3B-DFlash.json",
+                note="AEON-7/Qwen3.6-35B-A3B-heretic-NVFP4 (the Qwen3.6-35B-A3B architecture; its NVFP4 weights "
+                "not compared) + z-lab's DFlash drafter (8 full layers of 4 × 128), 15 speculative tokens; "
+                + ("a source build before 0.20.1: 0.20.0's token count" if version < (0, 21) else "a fork after 0.21")
+                + "; KV memory from the flags not predicted (the heretic checkpoint's weights are not known)",
+                from_log=log,
+            )
+        )
     dflash_log = "spark_v0.20.1_gemma-4-26b-a4b-nvfp4-dflash_success.log"
     cases.append(
         Case(
@@ -670,6 +718,35 @@ def json_cases(fixtures: Path) -> list[Case]:
             counted=False,
             note="no KV memory reported; linear-attention sizes assumed; consistency check",
         ),
+        Case(
+            "c12",
+            "vllm-cases c12",
+            "MiniMax-M2.7-AWQ (2 Sparks, TP=2)",
+            (0, 29, 1),
+            "dense",
+            {"max_model_len": 196608, "tensor_parallel_size": 2, "gpu_memory_utilization": 0.8},
+            arch=MINIMAX_M2,
+            kv_gib=r("c12")["available_kv_cache_gib"],
+            tokens=r("c12")["estimated_max_model_len"],
+            note="one rank's figures; too small for one 196608-token request, as vLLM said "
+            "(tokens: its estimated maximum model length)",
+        ),
+        Case(
+            "c13",
+            "vllm-cases c13",
+            "MiniMax-M2.7-AWQ (2 Sparks, TP=2)",
+            (0, 29, 1),
+            "dense",
+            {"max_model_len": 196608, "tensor_parallel_size": 2, "gpu_memory_utilization": 0.85},
+            arch=MINIMAX_M2,
+            kv_gib=r("c13")["available_kv_cache_gib"],
+            tokens=r("c13")["gpu_kv_cache_tokens"],
+            concurrency=r("c13")["max_concurrency"],
+            counted=False,
+            note="one rank's figures as the reporter summarised them, not a raw log: its 28.74 GiB and "
+            "240,816 tokens disagree with each other by 0.9% at the 126,976 B/token per rank that "
+            "vLLM's own message in c12 implies; not counted",
+        ),
     ]
 
 
@@ -819,6 +896,17 @@ KV_MISSES: dict[str, str] = {
 }
 
 
+# excerpts without the non-default args line: the utilization their SOURCES.md row gives
+UTILIZATION_NOT_IN_LOG = {"spark_v0.22.0_qwen3.6-35b-a3b-prismaquant-mtp3_excerpt.log": 0.85}
+
+
+def _log_of(case: Case) -> str:
+    """The vllm-logs file a case comes from (its from_log, or the file its source names)."""
+    if case.from_log:
+        return case.from_log
+    return case.source.removeprefix("vllm-logs/") if case.source.startswith("vllm-logs/") else ""
+
+
 @dataclass
 class LogMemory:
     """What one start-up log says about the terms vLLM subtracts before the KV cache."""
@@ -901,9 +989,9 @@ def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[
     only, spreads over every Spark log that has the figure."""
     logs: dict[str, LogMemory] = {}
     for path in sorted((fixtures / "vllm-logs").glob("spark_*.log")):
-        if (m := read_log_memory(path)) is not None:
+        if (m := read_log_memory(path, UTILIZATION_NOT_IN_LOG.get(path.name))) is not None:
             logs[path.name] = m
-    specs = {c.from_log: c for c in all_cases(fixtures) if c.from_log}
+    specs = {_log_of(c): c for c in all_cases(fixtures) if _log_of(c)}
     train = [logs[name] for name in FIT_LOGS]
     out: list[Fitted] = []
 
@@ -943,25 +1031,43 @@ def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[
                       [m.log for m in train if not m.flashinfer_full], CUDAGRAPH_FIRST_CAPTURE.value))  # fmt: skip
 
     # non-torch: what is left once the modelled activation peak is taken out
+    def settings(case: Case) -> tuple[Any, Any]:
+        spec = _spec(case)
+        return spec, settings_from(ServeConfig(model="inline", **case.serve), spec, dgx_spark(), case_rules(case))
+
     def non_torch(m: LogMemory) -> float | None:
         case = specs.get(m.log)
         if case is None or case.weights_gib is None:
             return None
-        spec = _spec(case)
-        rules = case_rules(case)
-        s = settings_from(ServeConfig(model="inline", **case.serve), spec, dgx_spark(), rules)
-        forward = s.max_num_batched_tokens * spec.dtype_bytes * (6 * spec.hidden_size) / GiB
-        inner = spec.intermediate_size
-        if spec.num_experts:
-            inner = spec.experts_per_token * spec.moe_intermediate_size + spec.shared_expert_intermediate_size
-        forward += s.max_num_batched_tokens * spec.dtype_bytes * 2 * inner / GiB
-        sampler = copies[0] * min(s.max_num_seqs, s.max_num_batched_tokens) * spec.vocab_size * 4 / GiB
-        return m.rest_gib - max(forward, sampler)
+        spec, s = settings(case)
+        return m.rest_gib - activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp) / GiB
 
     nt_train = [x for m in train if (x := non_torch(m)) is not None]
     nt_all = [x for m in logs.values() if (x := non_torch(m)) is not None]
-    out.append(Fitted("uma_non_torch", _median(nt_train), min(nt_all), max(nt_all), list(FIT_LOGS),
+    nt_value = _median(nt_train)
+    out.append(Fitted("uma_non_torch", nt_value, min(nt_all), max(nt_all), list(FIT_LOGS),
                       UMA_NON_TORCH.value))  # fmt: skip
+
+    # the fused-MoE workspace: MoE runs with max_num_batched_tokens ≥ 16384, where the forward pass
+    # outgrows the sampler's; what is left of the request after the non-torch figure and the
+    # forward pass's other activations, over tokens × top-k × (max(2N, K) + N) × 2 bytes
+    def moe_copies(m: LogMemory) -> float | None:
+        case = specs.get(m.log)
+        if case is None:
+            return None
+        spec, s = settings(case)
+        if not spec.num_experts or s.max_num_batched_tokens < 16384:
+            return None
+        inner = spec.experts_per_token * spec.moe_intermediate_size + spec.shared_expert_intermediate_size
+        dense = s.max_num_batched_tokens * spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner) / GiB
+        n = spec.moe_intermediate_size
+        workspace = spec.experts_per_token * (max(2 * n, spec.hidden_size) + n) * spec.dtype_bytes
+        return (m.rest_gib - nt_value - dense) / (s.max_num_batched_tokens * workspace / GiB)
+
+    moe_fit = [x for name in MOE_WORKSPACE_COPIES.fitted_on if (x := moe_copies(logs[name])) is not None]
+    moe_all = [x for m in logs.values() if (x := moe_copies(m)) is not None]
+    out.append(Fitted("moe_workspace_copies", moe_fit[0], min(moe_all), max(moe_all),
+                      list(MOE_WORKSPACE_COPIES.fitted_on), MOE_WORKSPACE_COPIES.value))  # fmt: skip
     return out, logs
 
 
@@ -985,6 +1091,29 @@ def time_fit(n: int = 2000) -> float:
 
 def _fmt(x: float | int | None, spec: str = ",") -> str:
     return "—" if x is None else format(x, spec)
+
+
+def print_rest_checks(fixtures: Path, logs: dict[str, LogMemory]) -> None:
+    """Activation + non-torch memory, modelled against what every Spark log implies (its own weights,
+    KV memory and CUDA-graph figures taken as logged): also the runs whose weights are not known."""
+    print("  activation + non-torch memory, modelled against what each Spark log implies (GiB), and the KV")
+    print("  memory from the flags with only the weights taken from the log (runs whose weights are unknown too):")
+    for case in all_cases(fixtures):
+        m = logs.get(_log_of(case))
+        if m is None:
+            continue
+        spec = _spec(case)
+        rules = case_rules(case)
+        config = ServeConfig(model="inline", vllm_version=str(rules.version), **case.serve)
+        s = settings_from(config, spec, dgx_spark(), rules)
+        modelled = (activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp) + UMA_NON_TORCH.bytes) / GiB
+        role = "fit" if m.log in FIT_LOGS + MOE_WORKSPACE_COPIES.fitted_on else "held out"
+        result = fit(config, spec, dgx_spark())
+        kv = (result.kv_cache_bytes + result.budget["weights"]) / GiB - m.weights_gib
+        print(
+            f"    {case.id:<26.26} {role:<8} logged {m.rest_gib:5.2f}  modelled {modelled:5.2f}  "
+            f"{modelled - m.rest_gib:+.2f}   KV {kv:6.2f} of {m.kv_gib:6.2f} ({_err(kv, m.kv_gib):+.1f}%)"
+        )
 
 
 def print_activation_checks(fixtures: Path) -> None:
@@ -1059,6 +1188,7 @@ def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
         print(
             f"    {f.key:<30} {f.value:>7.3f} (spread {f.low:.2f}–{f.high:.2f}), fitted on {len(f.fitted_on)} log(s){mark}"
         )
+    print_rest_checks(fixtures, logs)
     print_activation_checks(fixtures)
     print("  not in the table: spark qwen3.6 mtp3 (PrismaQuant weights unknown); the Laguna logs (architecture")
     print("  not modelled); their figures still count in the spreads where the log has them")

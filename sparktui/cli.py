@@ -9,6 +9,7 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
 
 from sparktui import __version__
 from sparktui.errors import UserError
@@ -79,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.run(args) or 0)
     except UserError as exc:
         print(f"sparktui: {exc}", file=sys.stderr)
+        if error_file := os.environ.get("SPARKTUI_ERROR_FILE"):  # a detached supervisor: launch() reads it
+            try:
+                Path(error_file).write_text(str(exc))
+            except OSError:
+                pass
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -82,10 +82,12 @@ def make_profile(tmp_path: Path) -> Callable[..., Path]:
 
 
 @pytest.fixture
-def netns_cluster(tmp_path: Path) -> Iterator[object]:
+def netns_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[object]:
     """Two "nodes" on this machine (tests/support/netns_cluster.py): network namespaces on a private
     subnet, each with its own sshd and state dir; removed with everything in them after the test,
-    pass or fail. Skipped where sshd is missing, except under CI=true (.ci/run installs it)."""
+    pass or fail. Skipped where sshd is missing, except under CI=true (.ci/run installs it).
+    Parametrized indirectly with a function of tmp_path, it gives nodes their own login environment
+    (build's node_env)."""
     from tests.support import netns_cluster as nc
 
     why = nc.missing_tools()
@@ -93,7 +95,8 @@ def netns_cluster(tmp_path: Path) -> Iterator[object]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true: the netns cluster tests must run, but {why}")
         pytest.skip(why)
-    cluster = nc.build(tmp_path / "cluster")
+    node_env = request.param(tmp_path) if hasattr(request, "param") else None
+    cluster = nc.build(tmp_path / "cluster", node_env=node_env)
     try:
         yield cluster
     finally:

@@ -11,6 +11,7 @@ import json
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executable", default="vllm", help="the profile's [runner] executable (default vllm)")
     parser.add_argument("--venv", help="the profile's [runner] venv")
+    parser.add_argument("--ray", action="store_true", help="also say which Ray this node would run")
     parser.add_argument(
         "--port", type=int, action="append", default=[], help="a port that must be free here (repeatable)"
     )
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.runtime.cluster import NodeAsk, node_check
 
     ask = None
-    if args.machine or args.model or args.interface or args.master_addr:
-        ask = NodeAsk(args.model, args.machine or "dgx-spark", args.interface, args.master_addr)
+    if args.machine or args.model or args.interface or args.master_addr or args.ray:
+        ask = NodeAsk(args.model, args.machine or "dgx-spark", args.interface, args.master_addr, args.ray)
     print(json.dumps(node_check(args.port, args.executable, args.venv, ask)))
     return 0

@@ -1,5 +1,6 @@
 """Start this node's rank of a cluster (what a cluster's head runs on each worker over SSH): the
-profile comes on stdin, vLLM's multi-node flags after `--`; the rank's own supervisor starts
+profile comes on stdin, vLLM's multi-node flags after `--` (backend "mp"; with Ray the profile's
+[cluster] node-rank says the rank and the node runs `ray start`); the rank's own supervisor starts
 detached, under its own guard, and this command returns once it recorded the start."""
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ def run(args: argparse.Namespace) -> int:
     if profile.cluster is None:
         raise UserError("node-serve: the profile on stdin has no [cluster]; this command is run by a cluster's head")
     serve = supervisor.effective_serve(profile, args.extra)
-    if cluster.node_rank(serve) is None:
-        raise UserError("node-serve: give this node's --node-rank (and vLLM's other multi-node flags) after --")
+    if cluster.this_rank(profile, serve) is None:
+        raise UserError(
+            "node-serve: give this node's --node-rank (and vLLM's other multi-node flags) after --, or, for Ray, "
+            "[cluster] node-rank in the profile"
+        )
     state = supervisor.launch(profile, serve, force=args.force)
     print(f"started rank on port {state.port} (supervisor pid {state.supervisor.pid})")
     return 0

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     profile = load_profile(args.profile)
     serve = supervisor.effective_serve(profile, args.extra)
-    if profile.cluster is not None and cluster.node_rank(serve) is None:
+    if profile.cluster is not None and cluster.this_rank(profile, serve) is None:
         return serve_cluster(profile, serve, args)
     if not args.detach:
         return supervisor.serve_foreground(profile, serve, force=args.force)
@@ -47,15 +47,11 @@ def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
     """A profile with [cluster] (backend "mp"): every node is checked over SSH, each worker's rank
     starts under its own supervisor there, then the head's rank here, all with vLLM's own
     multi-node flags. The head's supervisor stops the workers when it ends."""
-    from sparktui.errors import UserError
     from sparktui.runtime import cluster, supervisor
 
     settings = profile.cluster
-    if settings.backend != "mp":
-        raise UserError(
-            f'profile {profile.name}: [cluster] backend = "{settings.backend}": launching over Ray is not built yet; '
-            'use backend = "mp" (vLLM\'s --nnodes) or serve on this machine alone'
-        )
+    if settings.backend == "ray":
+        return serve_ray_cluster(profile, serve, args)
     head_serve = cluster.with_rank(serve, settings, 0)  # checks master-addr before anything starts
     checked = cluster.preflight(profile, serve, force=args.force)
     for line in checked.summaries:
@@ -76,3 +72,60 @@ def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
     )
     print(f"follow with `sparktui status --port {state.port}`; stop with `sparktui stop --port {state.port}`")
     return 0
+
+
+def serve_ray_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
+    """A profile with [cluster] backend "ray": every node is checked over SSH; the head's supervisor
+    starts the Ray head and vLLM (--distributed-executor-backend ray) here; once the Ray head is up,
+    each worker's supervisor starts `ray start --address …` there. vLLM waits for every node's GPU
+    in its placement group; the head's supervisor stops the workers when it ends."""
+    import threading
+
+    from sparktui.errors import UserError
+    from sparktui.runtime import cluster, ray_cluster, supervisor
+
+    head, head_serve = ray_cluster.head_profile(profile, serve)  # checks before anything starts
+    checked = cluster.preflight(profile, serve, force=args.force)
+    for line in checked.summaries:
+        print(f"sparktui: {line}", file=sys.stderr)
+    for warning in checked.warnings:
+        print(f"sparktui: warning: {warning}", file=sys.stderr)
+    port = int(serve.port or 8000)
+    if args.detach:
+        state = supervisor.launch(head, head_serve, force=args.force)
+
+        def head_alive() -> bool:
+            try:
+                return bool(supervisor.read(port).alive)
+            except UserError:
+                return False
+
+        try:
+            ray_cluster.wait_for_head(port, head_alive)
+            workers = ray_cluster.start_workers(head, port)
+        except BaseException:
+            supervisor.stop(port)
+            raise
+        print(f"started Ray nodes on {', '.join(workers)}", file=sys.stderr, flush=True)
+        print(
+            f"started {state.profile} on {state.url}: head of {len(profile.cluster.nodes)} nodes over Ray "
+            f"(supervisor pid {state.supervisor.pid})"
+        )
+        print(f"follow with `sparktui status --port {port}`; stop with `sparktui stop --port {port}`")
+        return 0
+    # In the foreground the head's supervisor runs here; the workers join once its Ray is up.
+    sup = supervisor.Supervisor(head, head_serve, force=args.force)
+    finished = sup.finished
+
+    def join_workers() -> None:
+        try:
+            ray_cluster.wait_for_head(port, lambda: not finished.is_set())
+            workers = ray_cluster.start_workers(head, port)
+        except UserError as exc:
+            if not finished.is_set():
+                sup.request("stop", str(exc))
+            return
+        print(f"sparktui: started Ray nodes on {', '.join(workers)}", file=sys.stderr, flush=True)
+
+    threading.Thread(target=join_workers, name="sparktui-ray-workers", daemon=True).start()
+    return int(sup.run())

@@ -36,6 +36,13 @@ class ClusterSettings:
     interface: str | None = None
     master_addr: str | None = None
     master_port: int = 29501
+    ray_port: int = 6379  # the Ray head's GCS port (`ray start --head --port`), Ray's own default
+    # which node of the cluster this profile runs on: set by the head in the copy each node's own
+    # supervisor loads (backend "ray"; the mp backend carries it in vLLM's --node-rank), never by hand
+    rank: int | None = None
+    # the head's Ray temp dir, set by the head in each worker's copy: a worker's Ray before 2.55
+    # ignores its own --temp-dir and keeps its sessions under the head's path (on the worker)
+    head_ray_temp_dir: str | None = None
 
     @property
     def head(self) -> str:

@@ -26,7 +26,7 @@ from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS, dflash_as_built
 from sparktui.core.modelspec.multimodal import FLAG as LMO_FLAG
-from sparktui.core.modelspec.multimodal import language_model_only
+from sparktui.core.modelspec.multimodal import LIMIT_FLAG, language_model_only, zero_limit_towers
 from sparktui.core.modelspec.spec import KvFormat
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB, format_gib
@@ -37,6 +37,8 @@ from sparktui.core.vllm_rules import (
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
     KV_CACHE_DTYPES,
+    MEASURED_CONSTANTS,
+    MOE_WORKSPACE_COPIES,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     VllmRules,
@@ -518,7 +520,9 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
     # --async-scheduling / --no-async-scheduling are read (the sliding-window reservation)
     unknown = [
-        f for f in getattr(config, "unknown_flags", None) or [] if f not in (*_ASYNC_FLAGS, *_GRAPH_FLAGS, LMO_FLAG)
+        f
+        for f in getattr(config, "unknown_flags", None) or []
+        if f not in (*_ASYNC_FLAGS, *_GRAPH_FLAGS, LMO_FLAG, LIMIT_FLAG)
     ]
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
@@ -559,6 +563,11 @@ def _activation_parts(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs
     if spec.num_experts:
         inner = spec.experts_per_token * spec.moe_intermediate_size + spec.shared_expert_intermediate_size
     per_token = spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner // tp)
+    if spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size:
+        # the fused-MoE workspace grows with the tokens of the pass (modular_kernel._allocate_buffers)
+        n = spec.moe_intermediate_size // tp
+        workspace = spec.experts_per_token * (max(2 * n, spec.hidden_size) + n) * spec.dtype_bytes
+        per_token += int(MOE_WORKSPACE_COPIES.value * workspace)
     forward = max_num_batched_tokens * per_token
     # _dummy_sampler_run: top-k / top-p over fp32 logits of min(seqs, tokens) × vocab
     sampler = int(SAMPLER_PEAK_COPIES.value * min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4)
@@ -589,16 +598,21 @@ def _graph_counts(s: Settings) -> tuple[int, int]:
     if s.enforce_eager or s.cudagraph_mode == "NONE":
         return 0, 0
     query_len = 1 + s.num_spec if s.rules.value("cudagraph_decode_query_len") == "yes" else 1
-    if s.capture_sizes is not None:
-        sizes: tuple[int, ...] = s.capture_sizes
-    else:
+    sizes = s.capture_sizes
+    if sizes is None:
         sizes = s.rules.cudagraph_capture_sizes(s.max_num_seqs, s.num_spec, s.max_num_batched_tokens)
-    if s.max_capture_size is not None:
-        sizes = tuple(x for x in sizes if x <= s.max_capture_size)
-    full = sum(1 for x in sizes if x <= s.max_num_seqs * query_len)
-    if s.cudagraph_mode in ("PIECEWISE", "FULL_DECODE_ONLY"):
-        return (len(sizes), 0) if s.cudagraph_mode == "PIECEWISE" else (0, full)
-    if s.cudagraph_mode == "FULL":
+    return _counts(sizes, s.max_capture_size, s.max_num_seqs * query_len, s.cudagraph_mode)
+
+
+@lru_cache(maxsize=256)
+def _counts(sizes: tuple[int, ...], largest: int | None, decode_tokens: int, mode: str | None) -> tuple[int, int]:
+    """(PIECEWISE, FULL) graphs: FULL ones only for uniform decode batches (≤ decode_tokens)."""
+    if largest is not None:
+        sizes = tuple(x for x in sizes if x <= largest)
+    full = sum(1 for x in sizes if x <= decode_tokens)
+    if mode in ("PIECEWISE", "FULL_DECODE_ONLY"):
+        return (len(sizes), 0) if mode == "PIECEWISE" else (0, full)
+    if mode == "FULL":
         return 0, len(sizes)
     return len(sizes), full
 
@@ -617,9 +631,13 @@ def cudagraph_estimate(spec: ModelSpec, s: Settings, machine: Machine, kv_bytes:
         first, per_full, used = FLASHINFER_FULL_FIRST_CAPTURE, FLASHINFER_FULL_PER_GRAPH, "flashinfer"
     else:
         first, per_full, used = CUDAGRAPH_FIRST_CAPTURE, CUDAGRAPH_PER_GRAPH, "default"
-    further = max(pieces - 1, 0) * CUDAGRAPH_PER_GRAPH.bytes + max(full - 1, 0) * per_full.bytes
-    low, high = first.spread_bytes
-    return GraphEstimate(first.bytes + further, low + further, high + further, pieces, full, used)
+    further = max(pieces - 1, 0) * _BYTES[CUDAGRAPH_PER_GRAPH.key] + max(full - 1, 0) * _BYTES[per_full.key]
+    low, high = _SPREAD[first.key]
+    return GraphEstimate(_BYTES[first.key] + further, low + further, high + further, pieces, full, used)
+
+
+_BYTES = {c.key: c.bytes for c in MEASURED_CONSTANTS}
+_SPREAD = {c.key: c.spread_bytes for c in MEASURED_CONSTANTS}
 
 
 # --------------------------------------------------------------------------- the fit
@@ -748,6 +766,7 @@ def _core(
     utilization: float | None = None,
     kv_cache_dtype: str | None = None,
     max_len: int | None = None,
+    explain: bool = True,
 ) -> _Core:
     util = s.utilization if utilization is None else utilization
     kv_bytes, kv_name = kv_dtype_bytes(spec, s.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype, s.rules)
@@ -765,12 +784,14 @@ def _core(
     nt = UMA_NON_TORCH if machine.unified else DISCRETE_NON_TORCH
     nt_low, nt_high = nt.spread_bytes if machine.non_torch == nt.bytes else (machine.non_torch, machine.non_torch)
     g_low, g_high = (estimate.low, estimate.high) if s.cuda_graphs_counted else (0, 0)
+    how: tuple[str, ...] = ()
     if s.kv_cache_memory_bytes:
         kv_low = kv_high = kv_memory
-        how: tuple[str, ...] = (f"KV memory {_g(kv_memory)}: as given by --kv-cache-memory-bytes (no profiling)",)
+        how = (f"KV memory {_g(kv_memory)}: as given by --kv-cache-memory-bytes (no profiling)",)
     else:
         kv_low = requested - weights - activation - nt_high - g_high
         kv_high = requested - weights - activation - nt_low - g_low
+    if explain and not s.kv_cache_memory_bytes:
         how = _memory_working(
             s, machine, requested, weights, (forward, sampler), estimate, graphs, kv_memory, (kv_low, kv_high), spec
         )
@@ -899,7 +920,9 @@ def fit(
     lmo_refusal = None
     if LMO_FLAG in (getattr(config, "unknown_flags", None) or []):
         spec, lmo_refusal = language_model_only(spec, s.rules)
-    c = _core(spec, s, machine)
+    elif limits := _extra_value(config, LIMIT_FLAG):
+        spec = zero_limit_towers(spec, s.rules, limits)
+    c = _core(spec, s, machine, explain=not s.auto_len)
     upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
     longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0
     max_len = s.max_model_len
@@ -1109,7 +1132,7 @@ def _suggestions(
         else:
             out.append(Suggestion(f"no --gpu-memory-utilization fits one {max_len:,}-token request on this machine"))
     if c.kv_bytes > 1 and c.plan.groups:
-        f8 = _core(spec, s, machine, kv_cache_dtype="fp8")
+        f8 = _core(spec, s, machine, kv_cache_dtype="fp8", explain=False)
         if f8.kv_memory > 0:
             fixes = f8.plan.fits_one(f8.kv_memory, max_len)
             if r.verdict == "wont_start" and not c.plan.fits_one(max(c.kv_memory, 0), max_len):

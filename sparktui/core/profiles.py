@@ -396,7 +396,7 @@ def _machine_name(value: Any, fail: Any) -> str:
     raise fail(f'got {_show(value)}; expected "dgx-spark", "auto" or a memory size in GiB such as 128')
 
 
-_CLUSTER_KEYS = ("nodes", "backend", "interface", "master-addr", "master-port")
+_CLUSTER_KEYS = ("nodes", "backend", "interface", "master-addr", "master-port", "ray-port", "node-rank", "ray-temp-dir")
 
 
 def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
@@ -428,10 +428,50 @@ def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
         if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", value)):
             raise fail(key, f"got {_show(value)}; expected an interface name or an address")
         texts[key] = value
-    port = table.get("master-port", 29501)
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise fail("master-port", f"got {_show(port)}; expected a port from 1 to 65535")
-    return ClusterSettings(tuple(nodes), backend, texts["interface"], texts["master-addr"], port)
+    ports = {}
+    for key, default in (("master-port", 29501), ("ray-port", 6379)):
+        port = table.get(key, default)
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise fail(key, f"got {_show(port)}; expected a port from 1 to 65535")
+        ports[key] = port
+    if 10002 <= ports["ray-port"] <= 19999:
+        raise fail(
+            "ray-port",
+            f"got {ports['ray-port']}; Ray gives ports 10002-19999 to its workers, so its head cannot take one of "
+            "them; use Ray's default 6379 or another port outside that range",
+        )
+    rank = table.get("node-rank")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < len(nodes)):
+        raise fail("node-rank", f"got {_show(rank)}; expected 0 to {len(nodes) - 1} (the head sets it on each node)")
+    head_temp = table.get("ray-temp-dir")
+    if head_temp is not None and (not isinstance(head_temp, str) or not head_temp.startswith("/")):
+        raise fail("ray-temp-dir", f"got {_show(head_temp)}; expected an absolute path (the head sets it on each node)")
+    return ClusterSettings(
+        tuple(nodes),
+        backend,
+        texts["interface"],
+        texts["master-addr"],
+        ports["master-port"],
+        ports["ray-port"],
+        rank,
+        head_temp,
+    )
+
+
+def _cluster_table(cluster: ClusterSettings) -> dict[str, Any]:
+    """[cluster] as TOML keys: what the file said, and the node's rank once the head set it."""
+    table: dict[str, Any] = {"nodes": list(cluster.nodes), "backend": cluster.backend}
+    if cluster.interface is not None:
+        table["interface"] = cluster.interface
+    if cluster.master_addr is not None:
+        table["master-addr"] = cluster.master_addr
+    table["master-port"] = cluster.master_port
+    table["ray-port"] = cluster.ray_port
+    if cluster.rank is not None:
+        table["node-rank"] = cluster.rank
+    if cluster.head_ray_temp_dir is not None:
+        table["ray-temp-dir"] = cluster.head_ray_temp_dir
+    return table
 
 
 def _guard_value(attr: str, value: Any, fail: Any) -> Any:
@@ -565,6 +605,15 @@ def to_document(profile: Profile) -> tomlkit.TOMLDocument:
     }
     if watch or "watch" in doc:
         _sync(_section(doc, "watch"), watch, set(_WATCH_KEYS), same)
+
+    if profile.cluster is not None or "cluster" in doc:
+        wanted_cluster = {} if profile.cluster is None else _cluster_table(profile.cluster)
+        table = _section(doc, "cluster")
+        defaults_c = {"master-port": 29501, "ray-port": 6379}  # written only when stated or changed
+        for key, value in defaults_c.items():
+            if wanted_cluster.get(key) == value and key not in table:
+                del wanted_cluster[key]
+        _sync(table, wanted_cluster, set(_CLUSTER_KEYS), same)
 
     if profile.env or "env" in doc:
         env_table = _section(doc, "env")

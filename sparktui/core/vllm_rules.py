@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Any, Literal, NamedTuple
 
 from sparktui.errors import UserError
@@ -85,6 +86,7 @@ RuleKey = Literal[
     "int4_kv_sliding_layers",
     "attention_page_padding",
     "language_model_only",
+    "mm_zero_limit_towers",
 ]
 
 
@@ -108,6 +110,10 @@ class Rule:
         return f"{self.key} [{self.span}]: {self.summary} ({self.source})"
 
     def to_dict(self) -> dict[str, str]:
+        return dict(self._as_dict)
+
+    @cached_property
+    def _as_dict(self) -> dict[str, str]:  # every fit lists its rules: formatted once
         return {
             "key": self.key,
             "versions": self.span,
@@ -295,6 +301,14 @@ RULES: tuple[Rule, ...] = (
          "(Gemma 3/4, Qwen-VL, Qwen3.5, most multimodal models) are not loaded and no encoder is profiled",
          "vllm/config/multimodal.py: MultiModalConfig.get_limit_per_prompt; vllm/model_executor/models/"
          "interfaces.py: SupportsMultiModal._mark_tower_model"),
+    Rule("mm_zero_limit_towers", V(0, 10, 0), V(0, 15, 0), "model_specific",
+         "a 0 in --limit-mm-per-prompt does not skip a tower in general (a few models check it themselves): "
+         "the towers' weights are counted",
+         "vllm/model_executor/models/interfaces.py: SupportsMultiModal (no _mark_tower_model before 0.15)"),
+    Rule("mm_zero_limit_towers", V(0, 15, 0), None, "skipped",
+         "a tower built in _mark_tower_model is left out when every modality it serves has "
+         "--limit-mm-per-prompt 0 (Gemma 3: image; Gemma 4, Qwen-VL, Qwen3.5: image and video)",
+         "vllm/model_executor/models/interfaces.py: SupportsMultiModal._mark_tower_model"),
     Rule("dflash_layer_types", V(0, 10, 0), V(0, 20, 0), "absent",
          "there is no DFlash speculative method (no 'dflash' in SpeculativeMethod, no DFlashDraftModel): "
          "vLLM refuses the speculative config and does not start",
@@ -498,7 +512,18 @@ FLASHINFER_FULL_PER_GRAPH = MeasuredConstant(
     f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory",
     fitted_on=(FIT_LOGS[0],),
 )  # fmt: skip
+MOE_WORKSPACE_COPIES = MeasuredConstant(
+    "moe_workspace_copies", 4.37, 3.59, 4.37, "x",
+    "the profile run's forward pass over max_num_batched_tokens tokens holds this many times the fused-MoE "
+    "workspace (tokens × top-k × (max(2 × moe_intermediate, hidden) + moe_intermediate), bf16); it matters "
+    "with a large max_num_batched_tokens (32768, 65536 in Spark recipes). Fitted on one Qwen3.6-35B-A3B run "
+    "at 65536 tokens, checked on another build of it, its 32768-token MTP run and a Gemma 4 26B-A4B run",
+    "vllm/model_executor/layers/fused_moe/modular_kernel.py: FusedMoEModularKernel._allocate_buffers; "
+    "experts/marlin_moe.py: workspace_shapes",
+    fitted_on=("spark_vdev-g101584af0_qwen3.6-35b-a3b-nvfp4-dflash_success.log",),
+)  # fmt: skip
 MEASURED_CONSTANTS = (
+    MOE_WORKSPACE_COPIES,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
     SAMPLER_PEAK_COPIES,
@@ -551,6 +576,16 @@ def checkpoint_kv_quant(config: Mapping[str, Any], hf_quant: Mapping[str, Any] |
     return method or None, None
 
 
+@lru_cache(maxsize=256)
+def _capture_sizes(query_len: int, max_num_seqs: int, max_num_batched_tokens: int) -> tuple[int, ...]:
+    largest = min(max_num_seqs * query_len * 2, 512, max_num_batched_tokens)
+    sizes = [s for s in CUDAGRAPH_CANDIDATE_SIZES if s <= largest]
+    if query_len > 1:
+        rounded = {-(-s // query_len) * query_len for s in sizes}
+        sizes = sorted(s for s in rounded if s <= largest) or ([query_len] if query_len <= largest else [])
+    return tuple(sizes)
+
+
 @dataclass(frozen=True)
 class VllmRules:
     """The table resolved for one vLLM version."""
@@ -559,11 +594,13 @@ class VllmRules:
     rules: tuple[Rule, ...]  # the one rule of each key that applies
     notes: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # the fit asks these on every keystroke: a dict, not a scan of the table
+        object.__setattr__(self, "_values", {rule.key: rule.value for rule in self.rules})
+
     def value(self, key: RuleKey) -> str:
-        for rule in self.rules:
-            if rule.key == key:
-                return rule.value
-        raise KeyError(key)
+        values: dict[str, str] = self.__dict__["_values"]
+        return values[key]
 
     @property
     def label(self) -> str:
@@ -641,12 +678,7 @@ class VllmRules:
     def cudagraph_capture_sizes(self, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int) -> tuple[int, ...]:
         """The batch sizes vLLM captures CUDA graphs for when --compilation-config does not say."""
         query_len = 1 + num_spec if self.value("cudagraph_decode_query_len") == "yes" else 1
-        largest = min(max_num_seqs * query_len * 2, 512, max_num_batched_tokens)
-        sizes = [s for s in CUDAGRAPH_CANDIDATE_SIZES if s <= largest]
-        if query_len > 1:
-            rounded = {-(-s // query_len) * query_len for s in sizes}
-            sizes = sorted(s for s in rounded if s <= largest) or ([query_len] if query_len <= largest else [])
-        return tuple(sizes)
+        return _capture_sizes(query_len, max_num_seqs, max_num_batched_tokens)
 
     def cudagraph_counts(self, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int) -> tuple[int, int]:
         """(PIECEWISE graphs, FULL graphs) for the default cudagraph_mode FULL_AND_PIECEWISE: FULL
@@ -767,6 +799,7 @@ __all__ = [
     "KV_CACHE_DTYPES",
     "MAMBA_PREFIX_CACHING_ARCHITECTURES",
     "MEASURED_CONSTANTS",
+    "MOE_WORKSPACE_COPIES",
     "NEWEST_READ",
     "OLDEST",
     "RULES",

@@ -66,6 +66,8 @@ class NodeReport:
     model_cached: int | None = None  # the model's files in its page cache (None: not a local folder there)
     servers: tuple[Reservation, ...] = ()  # what the servers already running there reserve
     interface: InterfaceFacts | None = None  # [cluster] interface as the node sees it
+    ray_version: str | None = None  # asked only for backend "ray"
+    ray_error: str | None = None
 
     @classmethod
     def from_json(cls, host: str, data: dict[str, Any]) -> NodeReport:
@@ -87,6 +89,8 @@ class NodeReport:
             model_cached=data.get("model_cached"),
             servers=tuple(Reservation.from_dict(r) for r in data.get("servers") or [] if isinstance(r, dict)),
             interface=InterfaceFacts.from_dict(iface) if isinstance(iface, dict) else None,
+            ray_version=data.get("ray_version"),
+            ray_error=data.get("ray_error"),
         )
 
 
@@ -109,12 +113,13 @@ class NodeAsk:
     machine: str = "dgx-spark"  # the profile's [machine], for older servers' reservations
     interface: str | None = None  # [cluster] interface: up, with which addresses
     master_addr: str | None = None  # the route to it leaves through which interface
+    ray: bool = False  # backend "ray": which Ray this node would run
 
     @classmethod
     def of(cls, profile: Profile, serve: ServeConfig) -> NodeAsk:
         cluster = profile.cluster
         assert cluster is not None
-        return cls(serve.model, str(profile.machine), cluster.interface, cluster.master_addr)
+        return cls(serve.model, str(profile.machine), cluster.interface, cluster.master_addr, cluster.backend == "ray")
 
 
 def node_check(ports: list[int], executable: str, venv: str | None, ask: NodeAsk | None = None) -> dict[str, Any]:
@@ -134,6 +139,10 @@ def node_check(ports: list[int], executable: str, venv: str | None, ask: NodeAsk
             out["vllm_error"] = f"`{exe} --version` did not print a vLLM version"
     except UserError as exc:
         out["vllm_error"] = str(exc)
+    if ask is not None and ask.ray:
+        from sparktui.runtime.ray_cluster import ray_version
+
+        out["ray_version"], out["ray_error"] = ray_version(executable, venv)
     out["ports_in_use"] = [p for p in ports if port_in_use(p)]
     sample = read_memory(psi=False)
     out["mem_available"], out["mem_total"] = sample.mem_available, sample.mem_total
@@ -154,6 +163,7 @@ def node_check_argv(ports: list[int], runner: RunnerSettings, ask: NodeAsk | Non
         argv += ["--machine", ask.machine] + (["--model", ask.model] if ask.model else [])
         argv += ["--interface", ask.interface] if ask.interface else []
         argv += ["--master-addr", ask.master_addr] if ask.master_addr else []
+        argv += ["--ray"] if ask.ray else []
     return argv
 
 
@@ -179,8 +189,10 @@ def check_remote(host: str, ports: list[int], runner: RunnerSettings, ask: NodeA
 
 
 def serve_ports(serve: ServeConfig, cluster: ClusterSettings, head: bool) -> list[int]:
-    """The ports a node's rank needs free: the head the API server's and the master port."""
-    return [int(serve.port or 8000), cluster.master_port] if head else []
+    """The ports a node's rank needs free: the head the API server's and the master port (with
+    Ray, the Ray head's port)."""
+    rendezvous = cluster.ray_port if cluster.backend == "ray" else cluster.master_port
+    return [int(serve.port or 8000), rendezvous] if head else []
 
 
 def check_nodes(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
@@ -204,6 +216,8 @@ def problems(reports: list[NodeReport]) -> list[str]:
             continue
         if r.vllm_error:
             out.append(f"node {r.host}: {r.vllm_error}")
+        if r.ray_error:
+            out.append(f"node {r.host}: {r.ray_error}")
         for port in r.ports_in_use:
             out.append(f"node {r.host}: port {port} is in use; stop what holds it or choose another port")
     ours = {r.host: r.sparktui for r in reports if r.sparktui}
@@ -214,6 +228,10 @@ def problems(reports: list[NodeReport]) -> list[str]:
     if len(set(versions.values())) > 1:
         listed = ", ".join(f"{host} has {v}" for host, v in versions.items())
         out.append(f"the nodes run different vLLM versions ({listed}); every node must run the same one")
+    rays = {r.host: r.ray_version for r in reports if r.ray_version}
+    if len(set(rays.values())) > 1:  # Ray refuses a node of another version, late and obscurely
+        listed = ", ".join(f"{host} has {v}" for host, v in rays.items())
+        out.append(f"the nodes run different Ray versions ({listed}); install the same Ray on every node")
     return out
 
 
@@ -342,8 +360,8 @@ class Link:
     worker reaches the head within a second and nothing is polled at rest. It records every node's
     phase for `status`, and asks its supervisor to stop when a worker's server has ended; on its own
     end it stops every worker. A worker watches the head's rendezvous port (--master-addr:
-    --master-port) every LINK_EVERY_S: once reached, losing it means the head is gone, and the
-    worker stops itself."""
+    --master-port; with Ray, the Ray head's GCS port) every LINK_EVERY_S: once reached, losing it
+    means the head is gone, and the worker stops itself."""
 
     def __init__(self, profile: Profile, serve: ServeConfig, rank: int, wake: Callable[[], None] | None = None) -> None:
         cluster = profile.cluster
@@ -356,6 +374,8 @@ class Link:
         self.head_misses = 0
         self.streams: list[WorkerStream] = []
         self._recorded: list[NodePhase] | None = None
+        self.ray_dir: Path | None = None  # the temp dir this worker's Ray keeps its sessions in (backend "ray")
+        self.runner = (profile.runner.executable, profile.runner.venv)
 
     def due(self, now: float) -> bool:
         return now >= self.next_at or any(s.news for s in self.streams)
@@ -366,7 +386,8 @@ class Link:
         return self._check_head() if self.rank else self._check_workers()
 
     def _check_head(self) -> tuple[bool, str | None]:
-        addr, port = self.cluster.master_addr or "", self.cluster.master_port
+        addr = self.cluster.master_addr or ""
+        port = self.cluster.ray_port if self.cluster.backend == "ray" else self.cluster.master_port
         try:
             with socket.create_connection((addr, port), timeout=1.0):
                 pass
@@ -376,6 +397,12 @@ class Link:
                 self.head_misses += 1
         if self.head_misses >= HEAD_LOST_AFTER:
             return False, f"the head {self.cluster.head} is gone ({addr}:{port} no longer answers)"
+        if self.cluster.backend == "ray":
+            from sparktui.runtime.ray_cluster import node_temp_dir, ray_ready
+
+            if self.ray_dir is None:
+                self.ray_dir = node_temp_dir(self.cluster, self.port, *self.runner)
+            return self.head_reached and ray_ready(self.ray_dir), None  # this node's raylet joined
         return self.head_reached, None
 
     def _check_workers(self) -> tuple[bool, str | None]:
@@ -426,12 +453,18 @@ class Link:
             stop_workers(self.cluster.nodes[1:], self.port, "kill" if how == "kill" else "stop")
 
 
+def this_rank(profile: Profile, serve: ServeConfig) -> int | None:
+    """Which node of its cluster a node's own supervisor runs (None: not launched on a node yet).
+    The mp backend carries it in vLLM's --node-rank; Ray's in the profile's [cluster] node-rank."""
+    if profile.cluster is None:
+        return None
+    return profile.cluster.rank if profile.cluster.backend == "ray" else node_rank(serve)
+
+
 def link_for(profile: Profile, serve: ServeConfig, wake: Callable[[], None] | None = None) -> Link | None:
     """The cluster link of a node's own supervisor (a [cluster] profile launched with a rank);
     `wake` wakes its loop when a worker's news comes in."""
-    if profile.cluster is None:
-        return None
-    rank = node_rank(serve)
+    rank = this_rank(profile, serve)
     return None if rank is None else Link(profile, serve, rank, wake)
 
 

@@ -68,8 +68,14 @@ def socket_address(port: int) -> str:
     return f"\0{_namespace()}{port}"
 
 
+# Ports whose socket this process holds (a supervisor between its claim and its first answer):
+# asking one of them would wait for an answer this very process has not begun to give.
+HELD_HERE: set[int] = set()
+
+
 def live_ports() -> list[int]:
-    """Ports whose supervisor listens now (from /proc/net/unix), whatever became of the state dir."""
+    """Ports whose supervisor listens now (from /proc/net/unix), whatever became of the state dir;
+    never one this process holds itself."""
     prefix = "@" + _namespace()
     ports = set()
     try:
@@ -83,7 +89,7 @@ def live_ports() -> list[int]:
                 ports.add(int(fields[7][len(prefix) :]))
             except ValueError:
                 continue
-    return sorted(ports)
+    return sorted(ports - HELD_HERE)
 
 
 def write_state(path: Path, state: StateRecord) -> None:

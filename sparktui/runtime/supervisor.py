@@ -86,6 +86,7 @@ GUARD_REFRESH_S = 10.0
 RECENT_EVENTS = 50
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
+ERROR_FILE_ENV = "SPARKTUI_ERROR_FILE"  # where a detached supervisor's refusal goes for launch() (cli.main writes it)
 
 
 # ---------------------------------------------------------------- serve config with CLI overrides
@@ -542,6 +543,7 @@ class Supervisor:
             ) from None
         server.listen(16)
         self._server = server
+        st.HELD_HERE.add(self.port)  # its own preflight must not ask it (nothing answers until _serve_socket)
 
     def _serve_socket(self) -> None:
         if self._server is None:
@@ -646,6 +648,7 @@ class Supervisor:
         try:
             return self._run()
         finally:
+            st.HELD_HERE.discard(self.port)
             if self._server is not None:
                 self._server.close()
 
@@ -658,6 +661,11 @@ class Supervisor:
         for warning in pre.warnings:
             self._say(f"warning: {warning}")
         self.command = build_command(self.profile, self.serve)
+        if self.link is not None and self.link.cluster.backend == "ray":
+            from sparktui.runtime import ray_cluster
+
+            ray_cluster.remove_temp_dir(self.port)  # a lost run's Ray sessions (ours: this state dir and port)
+            self.command = ray_cluster.node_command(self.profile, self.serve, self.command, self.link.rank)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
         self.state = self._initial_state(log_path, pre.warnings, pre.fit)
@@ -911,6 +919,10 @@ class Supervisor:
         returncode = tree.returncode()
         if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
             report = tree.kill()
+        if self.link is not None and self.link.cluster.backend == "ray":
+            from sparktui.runtime import ray_cluster
+
+            ray_cluster.remove_temp_dir(self.port, self.link.ray_dir)  # Ray's sessions and sockets: the tree is gone
         self._ingest(follower.drain())
         follower.close()
         if how == "exited":
@@ -1182,6 +1194,9 @@ def launch(
     saved = st.state_dir() / "profiles" / str(port) / f"{_safe(profile.name)}.toml"
     save_profile(dataclasses.replace(profile, serve=serve), saved)
     sup_log = st.state_dir() / "supervisor" / f"{port}.log"
+    # Why this child refused, if it does: its own file (two launches on one port share sup_log,
+    # and the winner's progress lines can follow the loser's error there)
+    error_file = sup_log.with_name(f"{port}-{os.getpid()}-{time.monotonic_ns()}.error")
     argv = [sys.executable, "-m", "sparktui", "serve", str(saved)] + (["--force"] if force else [])
     with open(sup_log, "ab") as out:
         child = subprocess.Popen(
@@ -1192,7 +1207,7 @@ def launch(
             start_new_session=True,
             cwd=str(PACKAGE_ROOT),
             close_fds=True,
-            env={**os.environ, "SPARKTUI_DETACHED": "1"},
+            env={**os.environ, "SPARKTUI_DETACHED": "1", ERROR_FILE_ENV: str(error_file)},
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -1204,10 +1219,14 @@ def launch(
             state.preflight_warnings = pre.warnings
             return st.with_liveness(state)
         if child.poll() is not None:
-            tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
-            message = next(
-                (line[len("sparktui: ") :] for line in reversed(tail) if line.startswith("sparktui: ")), None
-            )
+            try:
+                message: str | None = error_file.read_text(errors="replace").strip() or None
+                error_file.unlink()
+            except OSError:
+                tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
+                message = next(
+                    (line[len("sparktui: ") :] for line in reversed(tail) if line.startswith("sparktui: ")), None
+                )
             raise UserError(message or f"the supervisor exited with status {child.returncode}; see {sup_log}")
         time.sleep(0.05)
     raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")

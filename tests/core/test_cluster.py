@@ -67,3 +67,49 @@ def test_ranks_must_split_evenly_over_the_nodes():
     spec = load_model_spec("meta-llama/Llama-3.3-70B-Instruct")
     with pytest.raises(UserError, match="--tensor-parallel-size 1 over 2 nodes"):
         fit_cluster(ServeConfig(model=spec.name), spec, dgx_spark(), ClusterSettings(("a", "b")))
+
+
+def test_ray_port_and_node_rank_parse_and_travel_in_a_saved_copy(tmp_path):
+    from sparktui.core.profiles import dumps_profile
+
+    p = parse_profile(CLUSTER + '[cluster]\nnodes = ["a", "b"]\nmaster-addr = "10.0.0.1"\nray-port = 6380\n',
+                      tmp_path / "two.toml")  # fmt: skip
+    assert p.cluster == ClusterSettings(("a", "b"), "ray", None, "10.0.0.1", 29501, 6380)
+    # the head sets each node's rank in the copy that node's supervisor loads
+    import dataclasses
+
+    copy = dataclasses.replace(p, cluster=dataclasses.replace(p.cluster, rank=1, head_ray_temp_dir="/tmp/h"))
+    again = parse_profile(dumps_profile(copy), tmp_path / "copy.toml")
+    assert again.cluster == dataclasses.replace(p.cluster, rank=1, head_ray_temp_dir="/tmp/h")
+    assert "master-port" not in dumps_profile(copy)  # a default the file never stated stays unstated
+    for body, key in (
+        ('nodes = ["a", "b"]\nray-port = 12000', "ray-port"),  # Ray's worker ports
+        ('nodes = ["a", "b"]\nray-port = true', "ray-port"),
+        ('nodes = ["a", "b"]\nnode-rank = 2', "node-rank"),
+        ('nodes = ["a", "b"]\nnode-rank = -1', "node-rank"),
+        ('nodes = ["a", "b"]\nray-temp-dir = "relative"', "ray-temp-dir"),
+    ):
+        with pytest.raises(UserError, match=rf"\[cluster\] {key}"):
+            parse_profile(CLUSTER + "[cluster]\n" + body + "\n", tmp_path / "bad.toml")
+
+
+def test_the_per_rank_kv_matches_a_real_two_spark_start_up(fixtures):
+    """vllm-cases c12 (eugr/spark-vllm-docker#396): MiniMax-M2.7-AWQ at TP=2 over two DGX Sparks,
+    one rank per node. vLLM said one 196,608-token request needs 23.25 GiB of KV on a rank and,
+    with 22.5 GiB there, estimated a longest request of 190,272 tokens."""
+    import json
+
+    from sparktui.core.fit import fit_to_kv_memory
+    from sparktui.core.modelspec import spec_from_config
+
+    case = next(c for c in json.loads((fixtures / "vllm-cases.json").read_text()) if c["id"] == "c12")
+    arch = {k: v for k, v in case["arch"].items() if isinstance(v, (int, list))}
+    spec = spec_from_config(arch, name="MiniMax-M2 (dimensions)", source="vllm-cases c12")
+    config = ServeConfig(model=spec.name, tensor_parallel_size=2, max_model_len=case["max_model_len"],
+                         gpu_memory_utilization=case["gpu_memory_utilization"], vllm_version="0.29.1")  # fmt: skip
+    # the KV heads shard over the ranks: each node holds 4 of the 8 for every token
+    per_rank_token = case["reported"]["kv_cache_needed_gib"] * GiB / case["max_model_len"]
+    assert spec.kv_bytes_per_token() / 2 == per_rank_token == 126976
+    _, tokens, concurrency = fit_to_kv_memory(spec, config, int(case["reported"]["available_kv_cache_gib"] * GiB))
+    assert abs(tokens - case["reported"]["estimated_max_model_len"]) / tokens < 0.001
+    assert concurrency < 1  # too small for one max-length request, as vLLM refused

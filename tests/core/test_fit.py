@@ -271,7 +271,7 @@ def load_bench():
 def test_accuracy_against_every_fixture_case(fixtures):
     bench = load_bench()
     cases = bench.all_cases(fixtures)
-    assert len([c for c in cases if c.from_log]) == 16  # every log with a config we can read
+    assert len([c for c in cases if c.from_log]) == 18  # every log with a config we can read
     # real DGX Spark start-ups and the Nemotron-H (Mamba2) one: KV tokens and concurrency within 1%
     strict = [bench.evaluate(c) for c in cases if c.id.startswith("spark") or "nemotron" in c.id or "tp2" in c.id]
     assert len(strict) >= 12
@@ -452,3 +452,16 @@ def test_a_request_that_fits_only_with_favourable_measurements_is_tight():
     assert edge.verdict == "tight", edge.reasons
     assert any("can leave as little as" in r for r in edge.reasons)
     assert fit(cfg(spec.name, max_model_len=low - 4096, **small), spec, dgx_spark()).verdict == "fits"
+
+
+def test_a_large_batch_on_a_moe_model_takes_the_fused_moe_workspace():
+    """AEON's Spark recipes run Qwen3.6-35B-A3B with 32768–65536 batched tokens: the profile run's
+    fused-MoE workspace (vllm_rules MOE_WORKSPACE_COPIES) then outgrows the sampler pass."""
+    spec = load_model_spec("Qwen/Qwen3.6-35B-A3B")
+    small = activation_bytes(spec, 2048, 128)
+    big = activation_bytes(spec, 65536, 128)
+    workspace = 8 * (max(2 * 512, 2048) + 512) * 2  # top-k × (max(2N, K) + N) × bf16
+    assert spec.experts_per_token == 8 and spec.moe_intermediate_size == 512 and spec.hidden_size == 2048
+    assert big > 65536 * 4 * workspace > small
+    # the logs' own figure for it: 16.26 GiB of activation + non-torch memory at 65536 tokens
+    assert abs((big + dgx_spark().non_torch) / GiB - 16.26) < 0.05

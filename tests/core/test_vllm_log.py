@@ -96,6 +96,17 @@ EXPECTED = {
              available_kv_gib=65.25, kv_cache_tokens=519920, max_concurrency=1.98, ready=True),
         None,
     ),
+    f"{LOGS}/spark_vdev-g101584af0_qwen3.6-35b-a3b-nvfp4-dflash_success.log": (
+        # target and drafter are /models/… folders; "GPU KV cache size: 582,832 tokens"; 4.71x at 262,144
+        dict(version="0.20.1.dev0+g101584af0.d20260424", model="/models/target", max_model_len=262144,
+             weights_gib=22.84, available_kv_gib=62.31, kv_cache_tokens=582832, max_concurrency=4.71, ready=True),
+        None,
+    ),
+    f"{LOGS}/spark_vdev-g6804e1b81_qwen3.6-35b-a3b-nvfp4-dflash_success.log": (
+        dict(version="0.1.dev1+g6804e1b81", model="/models/target", max_model_len=262144, weights_gib=22.84,
+             available_kv_gib=63.23, kv_cache_tokens=1251446, max_concurrency=4.77, ready=True),
+        None,
+    ),
     f"{LOGS}/spark_v0.20.0_gemma-4-26b-a4b-it_bf16_success.log": (
         # "Model loading took 48.5 GiB"; "Available KV cache memory: 40.61 GiB"; "GPU KV cache size:
         # 177,440 tokens"; "Maximum concurrency for 8,192 tokens per request: 35.75x"
@@ -164,6 +175,15 @@ EXPECTED = {
         # "Application startup complete"
         dict(version=None, model="rdtand/Qwen3.6-35B-A3B-PrismaQuant-4.75bit-vllm", max_model_len=None,
              weights_gib=21.42, available_kv_gib=71.15, kv_cache_tokens=3131683, max_concurrency=15.66, ready=False),
+        "log_ended",
+    ),
+    f"{LOGS}/spark2x_v0.30.0_qwen3.8-flash-next-nvfp4_nnodes2-rank1-headless_excerpt.log": (
+        # a two-Spark --nnodes 2 start-up, the worker's headless rank 1 (selected lines): no API server,
+        # so no banner and no "Application startup complete"; "Launching vLLM (v0.30.0) headless
+        # multiproc executor" is not read as a version; "Using max model len 262144"; one rank's
+        # "Model loading took 62.66 GiB" and "Available KV cache memory: 25.37 GiB"
+        dict(version=None, model=None, max_model_len=262144, weights_gib=62.66, available_kv_gib=25.37,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
         "log_ended",
     ),
     f"{CPU}/startup_FAIL_default_kv_memutil.log": (

@@ -599,3 +599,21 @@ def test_mtp_on_0_10_wont_start_but_its_model_specific_name_does():
                 machine_from_name(1000))  # fmt: skip
     assert generic.verdict == "wont_start" and any("qwen3_next_mtp" in r for r in generic.reasons)
     assert not any("speculative method" in r for r in named.reasons)
+
+
+def test_zero_mm_limits_leave_the_towers_out_from_0_15():
+    from sparktui.core.config import parse_serve_command
+
+    spec = load_model_spec("google/gemma-4-26B-A4B")
+    tower = dict(spec.bytes_by_category)["vision"]
+    base = "x --max-model-len 8192 --gpu-memory-utilization 0.72 --vllm-version {} --limit-mm-per-prompt '{}'"
+
+    def weights(version, limits):
+        return fit(parse_serve_command(base.format(version, limits)), spec, dgx_spark()).weights_bytes
+
+    both = '{"image": 0, "video": 0}'
+    assert weights("0.15.0", both) == weights("0.14.1", both) - tower  # _mark_tower_model from 0.15
+    assert weights("0.15.0", '{"image": 0}') == weights("0.14.1", both)  # video left at its default: kept
+    assert weights("0.15.0", '{"image": {"count": 0}, "video": 0}') == weights("0.15.0", both)
+    result = fit(parse_serve_command(base.format("0.15.0", both)), spec, dgx_spark())
+    assert not any("not modelled" in n and "--limit-mm-per-prompt" in n for n in result.notes)

@@ -32,7 +32,7 @@ def cluster_profile(tmp_path: Path, stub: Path, cluster_extra: str = 'master-add
     return path
 
 
-def serve_on_head(cluster: nc.NetnsCluster, profile: Path) -> subprocess.CompletedProcess[str]:
+def serve_on_head(cluster: nc.NetnsCluster, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """`sparktui serve PROFILE` run on the head node, as its owner would run it there."""
     head = cluster.nodes[0]
     env = {
@@ -40,7 +40,7 @@ def serve_on_head(cluster: nc.NetnsCluster, profile: Path) -> subprocess.Complet
         "SPARKTUI_STATE_DIR": str(head.state_dir),
         "SPARKTUI_SSH_CONFIG": str(cluster.ssh_config),
     }
-    argv = cluster.exec_argv(head, [nc.SPARKTUI, "serve", str(profile)])
+    argv = cluster.exec_argv(head, [nc.SPARKTUI, "serve", str(profile), *extra])
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
 
 
@@ -67,13 +67,16 @@ def test_the_mp_backend_without_a_master_address_is_refused_before_anything_star
     assert not any(node.pids_besides_sshd() for node in netns_cluster.nodes)
 
 
-def test_the_ray_backend_says_it_is_not_built_yet(netns_cluster: nc.NetnsCluster, tmp_path: Path) -> None:
+def test_the_ray_backend_without_an_address_is_refused_before_anything_starts(
+    netns_cluster: nc.NetnsCluster, tmp_path: Path
+) -> None:
     stub = install_stub(tmp_path / "bin")
-    profile = cluster_profile(tmp_path, stub)
+    profile = cluster_profile(tmp_path, stub, cluster_extra="")
     profile.write_text(profile.read_text().replace('backend = "mp"', 'backend = "ray"'))
-    done = serve_on_head(netns_cluster, profile)
+    done = serve_on_head(netns_cluster, profile, "--tensor-parallel-size", "2")
     assert done.returncode == 2
-    assert "launching over Ray is not built yet" in done.stderr and "Traceback" not in done.stderr
+    assert 'backend = "ray": give master-addr' in done.stderr and "Traceback" not in done.stderr
+    assert not any(node.pids_besides_sshd() for node in netns_cluster.nodes)
 
 
 def test_a_taken_port_on_the_head_is_named_with_the_node(netns_cluster: nc.NetnsCluster, tmp_path: Path) -> None:

@@ -437,3 +437,22 @@ def test_fit_preflight_judges_the_host_it_launches_on(make_profile):
     spark = {"MemTotal": int(121.7 * gib), "MemAvailable": 117 * gib, "MemFree": 116 * gib}
     on_spark = supervisor.preflight(profile, qwen, meminfo=spark)
     assert on_spark.warnings == [] and on_spark.fit["verdict"] == "fits"
+
+
+def test_a_supervisor_that_claimed_its_port_never_asks_itself(make_profile, env):
+    """Between its claim and its first answer a supervisor's socket listens but nobody answers:
+    its own preflight (list_states, the pool) must not wait on it, while any other process sees it."""
+    profile = load_profile(str(make_profile()))
+    sup = supervisor.Supervisor(profile)
+    sup.claim_port()
+    try:
+        assert profile.serve.port not in st.live_ports()
+        others = subprocess.run(
+            [sys.executable, "-c", "from sparktui.runtime import state; print(state.live_ports())"],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert str(profile.serve.port) in others.stdout
+    finally:
+        assert sup._server is not None
+        sup._server.close()
+        st.HELD_HERE.discard(profile.serve.port)

@@ -166,6 +166,19 @@ async def until(pilot, condition, what: str, rounds: int = 100) -> None:
     raise AssertionError(f"never: {what}")
 
 
+async def settled(pilot, ready=lambda app: True, what: str = "the app to settle", rounds: int = 200):
+    """Until no worker runs and `ready(app)` holds. One worker's result can start the next
+    (profile → form → model spec → fit): on a loaded machine a single wait can fall between them."""
+    app = pilot.app
+    for _ in range(rounds):
+        await pilot.pause()
+        await workers_done(app)
+        await pilot.pause()
+        if ready(app) and not any(w.is_running for w in app.workers):
+            return
+    raise AssertionError(f"{what}: not after {rounds} rounds")
+
+
 class RecordsBackend(SampleBackend):
     """Several supervisors seen only through their records (no processes), keyed by port: the
     server list reads them all; stop and kill end only the server they are given."""

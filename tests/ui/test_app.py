@@ -12,7 +12,7 @@ from sparktui.ui.widgets.fitpanel import FitPanel
 from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.server import PhaseStrip, ServerInfo
 from tests.support import FIXTURES
-from tests.support.app import SampleBackend, config_pane, widget, workers_done
+from tests.support.app import SampleBackend, config_pane, settled, widget
 
 
 @pytest.fixture(autouse=True)
@@ -23,9 +23,7 @@ def isolated(tmp_path, monkeypatch):
 
 
 async def settle(pilot):
-    await pilot.pause()
-    await workers_done(pilot.app)
-    await pilot.pause()
+    await settled(pilot)
 
 
 def notices(app) -> list[str]:

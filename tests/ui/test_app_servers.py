@@ -217,3 +217,67 @@ async def test_a_wedged_server_can_still_be_stopped_from_the_panel(tmp_path):
         assert widget(app, ServerInfo).view.bad
         await pilot.press("f6")
         await until(pilot, lambda: app.server.state == "stopped", "the stop of the wedged server")
+
+
+async def test_a_switch_opens_that_servers_profile_unless_the_form_has_unsaved_edits(tmp_path):
+    from sparktui.core.profiles import resolve_profile
+    from tests.support.app import config_pane
+
+    records = two_servers(tmp_path)
+    records[1].update(profile="35b-moe-5-users-8k", profile_path=str(resolve_profile("35b-moe-5-users-8k")))
+    app = SparkApp(backend=RecordsBackend(records))
+    async with app.run_test(size=(120, 40)) as pilot:
+        config = config_pane(app)
+        await until(pilot, lambda: config.loaded is not None and config.form.config is not None, "the 70B's profile")
+        assert config.loaded.name == "70b-dense-single-user"
+        await until(pilot, lambda: len(app.servers) == 2, "both servers listed")
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: config.loaded.name == "35b-moe-5-users-8k", "the switch to open :8001's profile")
+        await until(pilot, lambda: app.profile is not None and app.profile.name == "35b-moe-5-users-8k", "its form")
+        # edit the form, then switch back: the edits stay, and a notice says how to open the other
+        config.query_one("#flag-max_model_len").value = "4096"
+        await until(pilot, lambda: config.modified, "the form modified")
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: app.server.port == 8000, "the switch back to :8000")
+        await pilot.pause(0.5)
+        assert config.loaded.name == "35b-moe-5-users-8k" and config.modified
+        assert any("unsaved edits of 35b-moe-5-users-8k" in str(n.message) for n in app._notifications)
+
+
+async def test_a_click_on_a_line_follows_that_server_and_quitting_names_every_running_one(tmp_path):
+    app = SparkApp(backend=RecordsBackend(two_servers(tmp_path)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: len(app.servers) == 2 and app.server is not None, "both servers listed")
+        assert app.server.port == 8000
+        await pilot.click(ServerList, offset=(4, 2))  # the third line: :8001
+        await until(pilot, lambda: app.server.port == 8001, "the click's switch")
+        said = []
+        leave = app.exit
+        app.exit = lambda *args, message=None, **kw: (said.append(str(message)), leave(*args, message=message, **kw))
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    said = " ".join(said)
+    assert "2 servers keep running (ports 8000, 8001)" in said and "sparktui stop --all" in said
+
+
+async def test_launch_and_restart_never_touch_another_servers_port(tmp_path):
+    class Refusing(RecordsBackend):
+        def launch(self, profile, force=False):
+            raise AssertionError("nothing may be launched here")
+
+        def restart(self, status, profile):
+            raise AssertionError("nothing may be restarted here")
+
+    app = SparkApp(backend=Refusing(two_servers(tmp_path)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: len(app.servers) == 2 and app.profile is not None, "both servers and the form")
+        assert app.profile.serve.port == 8000  # the 70B's own profile, re-attached
+        await pilot.press("f5")  # :8000 runs: a second launch on its port is refused before asking anyone
+        await until(pilot, lambda: any("already running on port 8000" in str(n.message) for n in app._notifications),
+                    "the refusal")  # fmt: skip
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: app.server.port == 8001, "the switch to :8001")
+        await pilot.press("f7")  # the form holds the 70B (port 8000), not :8001's configuration
+        await until(pilot, lambda: any("not the server on :8001" in str(n.message) for n in app._notifications),
+                    "the restart's refusal")  # fmt: skip
+        assert app.server.port == 8001 and app.server.live

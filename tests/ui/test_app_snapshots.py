@@ -49,7 +49,8 @@ async def prepare(pilot):
     for _ in range(200):  # profile → form → model spec → fit: a chain of workers and messages
         await workers_done(app)
         await pilot.pause()
-        settled = app.fit.verdict not in ("n/a", "error") and widget(app, MemoryGauge).sample is not None
+        settled = app.fit is not None and app.fit.verdict not in ("n/a", "error")
+        settled = settled and widget(app, MemoryGauge).sample is not None
         if settled and server_pane(app).runner_problem is not None:
             break
     else:

@@ -39,6 +39,10 @@ Multi-node (mp backend): --nnodes/--node-rank/--master-addr/--master-port are ch
 checks them; rank 0 listens on the master address and port and the other ranks connect there
 (STUB_VLLM_RENDEZVOUS_S, default 60: how long they try); with --headless the stub starts its engine, logs up to the point where the API server
 would start, and serves no HTTP (a headless rank has no API server).
+Ray (--distributed-executor-backend ray, --tensor-parallel-size N): the EngineCore joins the Ray
+cluster that RAY_ADDRESS names as a real Ray client and waits for a placement group of N GPU
+bundles, as vLLM's Ray executor does (join_ray); the startup log goes on only once Ray placed them
+  STUB_VLLM_PG_WAIT_S     how long to wait for the placement group (default 1800, vLLM's)
 A prompt's token count is its whitespace-separated words (or the length of a token-id list).
 While there is throughput, vLLM's stats line is logged every VLLM_LOG_STATS_INTERVAL s (default 10).
 """
@@ -106,8 +110,90 @@ def ignore_term_requested() -> bool:
 # ---------------------------------------------------------------- EngineCore / Worker (children)
 
 
-def run_child(role: str) -> None:
-    """EngineCore or Worker: hold memory and a /dev/shm segment until SIGTERM; outlive the parent."""
+def join_ray(world_size: int) -> int:
+    """What vLLM 0.32's Ray executor does in its EngineCore (v1/executor/ray_utils.py
+    initialize_ray_cluster, _wait_until_pg_ready; ray_executor.py _init_workers_ray): join the
+    running Ray cluster as a client (ray.init(address=None) reads RAY_ADDRESS), insist on a GPU on
+    this node, ask for a placement group of world_size {"GPU": 1} bundles (PACK, the first pinned
+    to this node's VLLM_HOST_IP), wait for it as long as it takes, then start one worker actor per
+    bundle and check that one landed on this node. Real Ray decides where they go. Returns the
+    pid of the worker on this node."""
+    import ray
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    def log(text: str) -> None:
+        stamp = time.strftime("%m-%d %H:%M:%S")
+        sys.stderr.write(f"(EngineCore pid={os.getpid()}) INFO {stamp} [ray_utils.py:607] {text}\n")
+        sys.stderr.flush()
+
+    ray.init(address=None, log_to_driver=False, logging_level="ERROR")
+    current_ip = os.environ.get("VLLM_HOST_IP") or ray.util.get_node_ip_address()
+    node_id = ray.get_runtime_context().get_node_id()
+    here = next((n for n in ray.nodes() if n["NodeID"] == node_id), {})
+    if here.get("Resources", {}).get("GPU", 0) < 1:
+        raise ValueError(
+            f"Current node has no GPU available. current_node_resource={here.get('Resources')}. vLLM engine cannot "
+            f"start without GPU. Make sure you have at least 1 GPU available in a node {node_id=} {current_ip=}."
+        )
+    specs: list[dict[str, float]] = [{"GPU": 1.0} for _ in range(world_size)]
+    specs[0][f"node:{current_ip}"] = 0.001
+    log("No current placement group found. Creating a new placement group.")
+    pg = placement_group(specs, strategy="PACK")
+    started, interval = time.time(), 10.0
+    deadline = started + env_float("STUB_VLLM_PG_WAIT_S", 1800.0)  # vLLM's PG_WAIT_TIMEOUT
+    ready_ref = pg.ready()
+    while time.time() < deadline:
+        done, _ = ray.wait([ready_ref], timeout=min(interval, max(0.1, deadline - time.time())))
+        if done:
+            break
+        interval *= 2
+        log(
+            f"Waiting for creating a placement group of specs for {int(time.time() - started)} seconds. "
+            f"specs={specs}. Check `ray status` and `ray list nodes` to see if you have enough resources, and make "
+            "sure the IP addresses used by ray cluster are the same as VLLM_HOST_IP environment variable specified "
+            "in each node if you are running on a multi-node."
+        )
+    else:
+        raise ValueError(f"Cannot provide a placement group of {specs=} within {int(time.time() - started)} seconds.")
+
+    @ray.remote(num_cpus=0, num_gpus=1)
+    class RayWorkerWrapper:
+        def where(self) -> tuple[str, int, str]:
+            return ray.util.get_node_ip_address(), os.getpid(), ray.get_runtime_context().get_node_id()
+
+    workers = [
+        RayWorkerWrapper.options(
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                pg, placement_group_capture_child_tasks=True, placement_group_bundle_index=i
+            )
+        ).remote()
+        for i in range(world_size)
+    ]
+    placed = ray.get([w.where.remote() for w in workers])
+    for rank, (ip, pid, _) in enumerate(placed):
+        log(f"rank {rank}: RayWorkerWrapper pid={pid} on node {ip}")
+    all_ips = {ip for ip, _, _ in placed} | {current_ip}
+    nodes = {node for _, _, node in placed}
+    if len(nodes) != len(all_ips):  # ray_executor.py _init_workers_ray
+        raise RuntimeError(
+            f"Every node should have a unique IP address. Got {len(nodes)} nodes with node ids {sorted(nodes)} and "
+            f"{len(all_ips)} unique IP addresses {all_ips}. Please check your network configuration. If you set "
+            "`VLLM_HOST_IP` environment variable, make sure it is unique for each node."
+        )
+    local = [pid for ip, pid, _ in placed if ip == current_ip]
+    if not local:
+        raise ValueError(
+            "Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or "
+            f"running the driver on a GPU node. driver_ip={current_ip} worker_ips={[ip for ip, _ in placed]}"
+        )
+    join_ray.workers = workers  # type: ignore[attr-defined]  # held: an actor lives while its handle does
+    return local[0]
+
+
+def run_child(role: str, ray_world_size: int = 0) -> None:
+    """EngineCore or Worker: hold memory and a /dev/shm segment until SIGTERM; outlive the parent.
+    An EngineCore of the Ray executor (ray_world_size) places its workers over Ray instead."""
     arm_safety_net()
     set_process_title("VLLM::EngineCore" if role == "engine" else "VLLM::Worker")
     shm_path = Path("/dev/shm") / f"psm_{secrets.token_hex(4)}"
@@ -117,7 +203,18 @@ def run_child(role: str) -> None:
     shm[:5] = b"stub\0"
     held: list[mmap.mmap] = []
     worker = None
-    if role == "engine":
+    ray_worker_pid = 0
+    if role == "engine" and ray_world_size:
+        try:
+            ray_worker_pid = join_ray(ray_world_size)
+        except Exception as exc:  # vLLM's EngineCore logs the cause and exits
+            sys.stderr.write(f"(EngineCore pid={os.getpid()}) ERROR {type(exc).__name__}: {exc}\n")
+            sys.stderr.flush()
+            shm.close()
+            os.close(fd)
+            shm_path.unlink(missing_ok=True)
+            os._exit(1)
+    elif role == "engine":
         worker = subprocess.Popen(
             [sys.executable, str(HERE), "--stub-role", "worker"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
         )
@@ -133,8 +230,8 @@ def run_child(role: str) -> None:
 
     signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore_term_requested() else on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # like vLLM's children: the parent handles ^C
-    if worker is not None:
-        print(worker.pid, flush=True)  # the API server names it in its log lines
+    if worker is not None or ray_worker_pid:
+        print(worker.pid if worker is not None else ray_worker_pid, flush=True)  # the API server names it
 
     for line in sys.stdin:  # commands from the API server; EOF (parent gone) → just live on
         command = line.split()
@@ -479,6 +576,7 @@ class MultiNode:
     def __init__(self, argv: list[str]):
         self.nnodes, self.node_rank, self.headless = 1, 0, "--headless" in argv
         self.master_addr, self.master_port = "127.0.0.1", 0
+        self.executor = "mp"
         world_size = 1
         for i, arg in enumerate(argv):
             key, _, inline = arg.partition("=")
@@ -493,6 +591,9 @@ class MultiNode:
                 self.master_port = int(value)
             elif key in ("--tensor-parallel-size", "-tp"):
                 world_size = int(value)
+            elif key == "--distributed-executor-backend":
+                self.executor = value
+        self.world_size = world_size
         self.store: socket.socket | None = None  # rank 0's rendezvous listener (torch's TCPStore in vLLM)
         if self.nnodes > 1 and world_size % self.nnodes:
             sys.stderr.write(
@@ -558,6 +659,7 @@ def serve(argv: list[str]) -> None:
     model, host, port, max_model_len = parse_serve_args(argv)
     multi = MultiNode(argv)
     multi.rendezvous()
+    ray_world_size = multi.world_size if multi.executor == "ray" else 0
     log_path = Path(os.environ.get("STUB_VLLM_LOG") or DEFAULT_LOG)
     replay = Replay(log_path, model, host, port)
     replay.pid_map = {pid: os.getpid() for pid, role in replay.fixture_pids.items() if role == "APIServer"}
@@ -576,12 +678,25 @@ def serve(argv: list[str]) -> None:
     def start_engine() -> None:
         nonlocal engine
         engine = subprocess.Popen(
-            [sys.executable, str(HERE), "--stub-role", "engine"],
+            [
+                sys.executable,
+                str(HERE),
+                "--stub-role",
+                "engine",
+                *(["--ray", str(ray_world_size)] if ray_world_size else []),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         worker_pid = engine.stdout.readline().strip()
+        if not worker_pid and engine.wait() != 0:  # the engine failed to start (its cause is logged)
+            stamp = time.strftime("%m-%d %H:%M:%S")
+            sys.stderr.write(
+                f"(APIServer pid={os.getpid()}) ERROR {stamp} [core_client.py:600] RuntimeError: Engine core "
+                "initialization failed. See root cause above. Failed core proc(s): {}\n"
+            )
+            sys.exit(1)
         for pid, role in replay.fixture_pids.items():
             if role.startswith("EngineCore"):
                 replay.pid_map[pid] = engine.pid
@@ -687,7 +802,7 @@ def log_stats(engine: Engine | None, device: str) -> None:
 def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["--stub-role"]:
-        run_child(argv[1])
+        run_child(argv[1], int(argv[3]) if argv[2:3] == ["--ray"] else 0)
     elif argv[:1] in (["--version"], ["-v"]):
         print("0.32.0+cpu")
     else:
