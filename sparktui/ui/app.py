@@ -266,7 +266,7 @@ class SparkApp(App[None]):
     def show_pane(self, pane: str) -> None:
         self.pane = pane
         for pane_class in PANES:
-            self.pane_widget(pane_class.NAME).set_class(pane == pane_class.NAME, "-active")
+            self.pane_widget(pane_class.NAME).set_active(pane == pane_class.NAME)
         tabs = self.query_one("#pane-tabs", Tabs)
         if tabs.active != f"tab-{pane}":
             tabs.active = f"tab-{pane}"

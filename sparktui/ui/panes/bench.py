@@ -177,12 +177,16 @@ class BenchPane(Pane):
         self._status("no run yet: the bench key starts one against the running server")
         self._load_history()
 
-    def on_show(self, event: events.Show) -> None:
-        self.screen.add_class("-bench")
-        self.build()  # app.tcss: the config and server panes make room
+    def set_active(self, active: bool) -> None:
+        # The screen's class, set with the pane's own: app.tcss lets the pane take the config and
+        # server panes' place (a Show event, racing the pane's first build, could come too late).
+        super().set_active(active)
+        self.screen.set_class(active, "-bench")
+        if active:
+            self.build()
 
-    def on_hide(self, event: events.Hide) -> None:
-        self.screen.remove_class("-bench")
+    def on_show(self, event: events.Show) -> None:
+        self.build()  # shown on its own (outside the panel, as in its tests)
 
     def watch_server(self, old: ServerStatus | None, new: ServerStatus | None) -> None:
         if not self.built:
