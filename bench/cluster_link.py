@@ -102,6 +102,18 @@ def _stat(pid: int) -> tuple[float, bool] | None:
     return sum(int(x) for x in fields[11:15]) / TICKS, stub
 
 
+def _name(pid: int) -> str:
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    text = [w.decode(errors="replace") for w in words if w]
+    for i, word in enumerate(text):  # `python -m sparktui serve …`, `sparktui node-watch …`
+        if word.endswith("sparktui") or word == "sparktui":
+            return " ".join(text[i : i + 2]).rsplit("/", 1)[-1]
+    return Path(text[0]).name if text else "?"
+
+
 def cpu_by_node(cluster: nc.NetnsCluster) -> dict[str, dict[int, float]]:
     out: dict[str, dict[int, float]] = {}
     for node in cluster.nodes:
@@ -128,9 +140,11 @@ def rest(cluster: nc.NetnsCluster, seconds: float) -> dict[str, Any]:
     for node in cluster.nodes:
         now, then = after[node.name], before[node.name]
         used = sum(cpu - then.get(pid, 0.0) for pid, cpu in now.items())
+        top = sorted(((cpu - then.get(pid, 0.0), pid) for pid, cpu in now.items()), reverse=True)[:3]
         out[node.name] = {
             "pct_of_core": round(100 * used / (t1 - t0), 2),
             "ssh_logins": logins(cluster, node) - logins0[node.name],
+            "top": [(_name(pid), round(100 * cpu / (t1 - t0), 2)) for cpu, pid in top if cpu > 0],
         }
     return out
 
@@ -207,7 +221,8 @@ def main() -> int:
     for node in ("node0", "node1"):
         print(
             f"at rest over {r['seconds']} s, {node}: {r[node]['pct_of_core']}% of one core "
-            f"(besides vLLM), {r[node]['ssh_logins']} SSH logins to it"
+            f"(besides vLLM), {r[node]['ssh_logins']} SSH logins to it; most: "
+            + ", ".join(f"{name} {pct}%" for name, pct in r[node]["top"])
         )
     d = result["trip_to_head_s"]
     if d:

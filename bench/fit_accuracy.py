@@ -17,7 +17,7 @@ import json
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,10 @@ from sparktui.core.fit import (  # noqa: E402
     settings_from,
 )
 from sparktui.core.modelspec import load_model_spec, spec_from_config, with_drafter  # noqa: E402
+from sparktui.core.modelspec.drafters import dflash_as_built  # noqa: E402
 from sparktui.core.modelspec.multimodal import FLAG as LMO_FLAG  # noqa: E402
 from sparktui.core.modelspec.multimodal import language_model_only  # noqa: E402
+from sparktui.core.modelspec.spec import FULL, SLIDING  # noqa: E402
 from sparktui.core.vllm_rules import (  # noqa: E402
     CUDAGRAPH_FIRST_CAPTURE,
     FIT_LOGS,
@@ -212,6 +214,53 @@ class Case:
     from_log: str | None = None
     machine: str | None = None  # known machine (dgx-spark): KV memory is also predicted from the flags
     drafter: str | None = None  # a separate drafter's config, a file in model-configs/ (EAGLE3, DFlash)
+    # an unreleased build that kept the drafter's KV out of the target's tensors (AEON's image with
+    # vLLM PR #41703): not modelled; the bench prints what that rule would give, as the explanation
+    unshared_drafter: bool = False
+
+
+def explain_unshared_drafter(case: Case) -> None:
+    """Print what each reading of a DFlash start-up gives, beside the log: the released grouping
+    (vLLM 0.20's own, checked by tests/core/test_fit_vs_vllm.py) and the readings tried against it."""
+    rules = case_rules(case)
+    config = ServeConfig(model=case.model, **case.serve)
+    machine = machine_from_name(case.machine or 80)
+    spec = dflash_as_built(_spec(case), rules)[0]
+    target = replace(spec, mtp_layers=())
+    s = settings_from(config, spec, machine, rules)
+    kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype, rules)
+    args = (kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching, s.num_spec)
+    plan = plan_kv(spec, *args, s.mtp, rules, s.async_scheduling)
+    alone = plan_kv(target, *args, False, rules, s.async_scheduling)
+    memory, max_len = int((case.kv_gib or 0.0) * GiB), s.max_model_len
+    page = plan.groups[0].page_bytes
+    widest = max(g.layers for g in plan.groups)
+    n_draft = sum(g.count for g in spec.mtp_layers)
+    target_wide = max(g.layers for g in alone.groups)
+    hybrid_off = tuple(replace(g, kind=FULL, window=None) if g.kind == SLIDING else g for g in plan.groups)
+    # the drafter's groups come after the target's (plan_kv keeps the layer order)
+    draft_groups = tuple(replace(g, block_size=s.block_size or 16) for g in plan.groups[len(alone.groups) :])
+    readings = [
+        ("released vLLM 0.20 grouping (= vLLM 0.20.2's get_kv_cache_configs)", plan),
+        ("hybrid KV cache manager off (sliding layers hold max_model_len)", replace(plan, groups=hybrid_off)),
+        ("sliding-window reservation of two batches (async scheduling)", replace(plan, in_flight=2 * plan.in_flight)),
+        (
+            "drafter pages padded to the target's page, block 16 (not block 32)",
+            replace(plan, groups=(*alone.groups, *draft_groups), bytes_per_block=page * widest),
+        ),
+        (
+            f"drafter's {n_draft} layers in KV tensors of their own ({target_wide} + {min(widest, n_draft)} tensors)",
+            replace(plan, bytes_per_block=page * (target_wide + min(widest, n_draft))),
+        ),
+    ]
+    print(f"  {case.id}: log {case.tokens:,} tokens, {case.concurrency}x; the readings tried:")
+    for label, p in readings:
+        _, tokens, conc = p.capacity(memory, max_len)
+        print(f"    {label:<78} {tokens:>10,} tokens {conc:>6.2f}x  {_err(tokens, case.tokens or 1):+7.2f}%")
+    print(
+        "    only the last matches the log: vLLM PR #41657's rule (a drafter whose attention backend lays KV out "
+        "differently\n    gets tensors of its own), in no release, so not modelled (tests/fixtures/vllm-logs/SOURCES.md)"
+    )
 
 
 def _spec(case: Case):
@@ -527,11 +576,21 @@ def spark_cases(fixtures: Path) -> list[Case]:
             **{**_figures(logs / dflash_log), "weights_gib": None},
             drafter="z-lab__gemma-4-26B-A4B-it-DFlash.json",
             counted=False,
+            unshared_drafter=True,
             note="AEON-7/Gemma-4-26B-A4B-it-Uncensored-NVFP4 (read as google/gemma-4-26B-A4B) + z-lab's DFlash drafter "
-            "(its 4 sliding layers built as full attention before 0.25). vLLM 0.20.2's own grouping of this reading "
-            "gives 3.97x / 1,039,908 tokens, as sparktui does; the log says half that (1.98x), as if every layer's "
-            "page were twice the size. AEON's image is a from-source build with a Gemma 4 DFlash patch (vLLM PR "
-            "#41703, its README), not a release: not counted",
+            "(its 4 sliding layers built as full attention before 0.25). Not counted: the image "
+            "(ghcr.io/aeon-7/aeon-gemma-4-26b-a4b-dflash:v2, its labels: 'Official vLLM 0.20.1 runtime with AEON "
+            "DFlash Python overlay'; its README: vLLM PR #41703, unmerged, stacked on #40898) logs 'GPU KV cache "
+            "size' from kv_cache_utils.py:1766 where 0.20.1 has it at 1699 (its gpu_worker.py and "
+            "gpu_model_runner.py lines are 0.20.1's): the overlay changed the KV planner. The log's 1.98x is exactly half "
+            "of what every released vLLM's grouping gives (0.20.2's own get_kv_cache_configs: 3.97x, 1,039,908 "
+            "tokens, as sparktui) and matches one rule: the drafter (FLASH_ATTN, KV laid out (2, blocks, ...)) "
+            "kept out of the KV tensors of the target (TRITON_ATTN, (blocks, 2, ...)), as vLLM PR #41657 proposed "
+            "on 2026-05-07 against exactly this aliasing; 10 tensors instead of 5 halve the blocks (see below). "
+            "No release 0.20-0.32 splits tensors by layout (their get_kv_cache_config_from_groups shares tensor i "
+            "across every group); #40898 later kept them shared ('preserving effective KV capacity'). The other "
+            "readings tried are printed below; the log also has no 'Hybrid KV cache manager is disabled' and no "
+            "'Add N padding layers' warning",
             from_log=dflash_log,
         )
     )
@@ -1226,6 +1285,9 @@ def main(argv: list[str]) -> int:
     for r in rows:
         if r.case.note:
             print(f"  {r.case.id}: {r.case.note}")
+    for r in rows:
+        if r.case.unshared_drafter:
+            explain_unshared_drafter(r.case)
     print_kv_memory(rows, fixtures)
     counted = [r for r in rows if r.case.counted]
 

@@ -102,6 +102,8 @@ def _report_postmortems() -> None:
         from sparktui.runtime.watch import check_after_reboot
 
         found = check_after_reboot(st.state_dir())
+    except UserError:  # a state dir it cannot use: the command says so if it needs one
+        return
     except Exception as exc:  # a broken flight record must never stop the command asked for
         print(f"sparktui: could not check for a post-mortem: {exc}", file=sys.stderr)
         return

@@ -42,9 +42,17 @@ def state_dir() -> Path:
     """The state dir, created private (0700) with its sub-folders: it holds sockets and logs that
     may name secrets' environment variables."""
     path = _from_env("SPARKTUI_STATE_DIR", platformdirs.user_state_dir(APP))
-    for sub in ("", *STATE_SUBDIRS):
-        (path / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.chmod(0o700)
+    try:
+        for sub in ("", *STATE_SUBDIRS):
+            (path / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.chmod(0o700)
+    except OSError as exc:
+        from sparktui.errors import UserError
+
+        raise UserError(
+            f"state dir {path}: cannot be made a writable folder ({exc.strerror}: {exc.filename}); "
+            "fix its permissions, or point SPARKTUI_STATE_DIR at a folder you can write"
+        ) from None
     return path
 
 

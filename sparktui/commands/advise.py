@@ -54,12 +54,12 @@ def candidates(query: str) -> list[str]:
     """Model names (or folders) of the family `query` names."""
     from sparktui.core.advisor import in_family
     from sparktui.core.modelspec import catalog_names
+    from sparktui.core.modelspec.lookup import local_folder
 
-    path = Path(query).expanduser()
-    if path.is_dir():
-        family = path.resolve().name
-        siblings = [p for p in sorted(path.resolve().parent.iterdir()) if p.is_dir() and (p / "config.json").is_file()]
-        return [str(p) for p in siblings if in_family(family, p.name)] or [str(path)]
+    folder = local_folder(query)
+    if folder is not None:
+        siblings = [p for p in sorted(folder.parent.iterdir()) if p.is_dir() and (p / "config.json").is_file()]
+        return [str(p) for p in siblings if in_family(folder.name, p.name)] or [str(Path(query).expanduser())]
     names = [*_local_repo_ids(), *catalog_names()]
     seen: list[str] = []
     for name in names:

@@ -13,6 +13,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from sparktui.commands.argtypes import tcp_port
 from sparktui.errors import UserError
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, help="the server on this port (default: the one sparktui runs)")
+    parser.add_argument("--port", type=tcp_port, help="the server on this port (default: the one sparktui runs)")
     parser.add_argument("--users", default=None, help="concurrent users per level, comma-separated (default 1,5)")
     parser.add_argument("--prompt-tokens", type=int, default=256, help="prompt length in tokens (default 256)")
     parser.add_argument("--output-tokens", type=int, default=128, help="tokens generated per request (default 128)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -61,8 +62,10 @@ def run(args: argparse.Namespace) -> int:
 
     from sparktui.errors import UserError
 
-    if not args.interval > 0:
-        raise UserError(f"--interval must be seconds > 0, got {args.interval}")
+    if not 0 < args.interval < math.inf:
+        raise UserError(
+            f"--interval: got {args.interval}; expected a finite number of seconds > 0, e.g. --interval 0.5"
+        )
     try:
         while True:
             s = sample(not args.no_gpu)

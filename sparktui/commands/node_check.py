@@ -7,13 +7,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from sparktui.commands.argtypes import tcp_port
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executable", default="vllm", help="the profile's [runner] executable (default vllm)")
     parser.add_argument("--venv", help="the profile's [runner] venv")
     parser.add_argument("--ray", action="store_true", help="also say which Ray this node would run")
     parser.add_argument(
-        "--port", type=int, action="append", default=[], help="a port that must be free here (repeatable)"
+        "--port", type=tcp_port, action="append", default=[], help="a port that must be free here (repeatable)"
     )
     parser.add_argument("--model", help="the model: how much of its files this node's page cache holds")
     parser.add_argument("--machine", help="the profile's [machine] name (what older servers here reserve)")

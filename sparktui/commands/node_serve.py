@@ -22,7 +22,14 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.runtime import cluster, supervisor
     from sparktui.runtime import state as st
 
-    text = sys.stdin.read()
+    try:
+        text = sys.stdin.buffer.read().decode() if sys.stdin is not None else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"node-serve: the profile on stdin cannot be read ({exc}); send it as UTF-8 TOML") from None
+    if not text.strip():
+        raise UserError(
+            "node-serve: no profile on stdin; this command is run by a cluster's head, which sends it there"
+        )
     staged = st.state_dir() / "profiles" / "incoming.toml"
     staged.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(staged, text, private=True)  # its [env] may hold secrets

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 
+from sparktui.commands.argtypes import tcp_port
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, required=True, help="the cluster's serving port (its state here)")
+    parser.add_argument("--port", type=tcp_port, required=True, help="the cluster's serving port (its state here)")
 
 
 def run(args: argparse.Namespace) -> int:

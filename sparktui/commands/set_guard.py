@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 
+from sparktui.commands.argtypes import tcp_port
 from sparktui.commands.guard import add_line_arguments, given_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, help="the server's port (needed when several run)")
+    parser.add_argument("--port", type=tcp_port, help="the server's port (needed when several run)")
     add_line_arguments(parser, defaults=False)
     armed = parser.add_mutually_exclusive_group()
     armed.add_argument("--arm", dest="armed", action="store_const", const=True, help="arm the guard")

@@ -8,12 +8,14 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from sparktui.commands.argtypes import tcp_port
+
 if TYPE_CHECKING:
     from sparktui.runtime.protocol import StateRecord
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, help="only the server on this port")
+    parser.add_argument("--port", type=tcp_port, help="only the server on this port")
     parser.add_argument("--json", action="store_true", help="print the recorded state as JSON")
     parser.add_argument("--all", action="store_true", help="include servers that have exited")
 

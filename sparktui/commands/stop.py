@@ -7,13 +7,15 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sparktui.commands.argtypes import tcp_port
+
 if TYPE_CHECKING:
     from sparktui.runtime.protocol import StateRecord
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--port", type=int, help="the server's port (needed when several run)")
+    which.add_argument("--port", type=tcp_port, help="the server's port (needed when several run)")
     which.add_argument("--all", action="store_true", help="every server sparktui runs on this machine")
 
 

@@ -231,13 +231,17 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         else:
             warnings.append(_unknown_warning(where, "machine", key, ["name"]))
 
+    def read_keys(section: str, target: Any, keys: dict[str, str], read: Any) -> None:
+        """[section]'s known keys, each checked by `read`, onto `target`; unknown ones warned of."""
+        for key, value in _table(doc, section, fail).items():
+            attr = keys.get(key)
+            if attr is None:
+                warnings.append(_unknown_warning(where, section, key, list(keys)))
+                continue
+            setattr(target, attr, read(attr, value, lambda p, k=key: fail(section, k, p)))
+
     guard = GuardSettings()
-    for key, value in _table(doc, "guard", fail).items():
-        attr = _GUARD_KEYS.get(key)
-        if attr is None:
-            warnings.append(_unknown_warning(where, "guard", key, list(_GUARD_KEYS)))
-            continue
-        setattr(guard, attr, _guard_value(attr, value, lambda p, k=key: fail("guard", k, p)))
+    read_keys("guard", guard, _GUARD_KEYS, _guard_value)
     given = [
         (k, getattr(guard, a))
         for k, a in _GUARD_KEYS.items()
@@ -248,22 +252,12 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
             raise fail("guard", lo_key, f"{lo} GiB is above {hi_key} = {hi}; expected warn ≥ term ≥ kill")
 
     runner = RunnerSettings()
-    for key, value in _table(doc, "runner", fail).items():
-        attr = _RUNNER_KEYS.get(key)
-        if attr is None:
-            warnings.append(_unknown_warning(where, "runner", key, list(_RUNNER_KEYS)))
-            continue
-        setattr(runner, attr, _runner_value(attr, value, lambda p, k=key: fail("runner", k, p)))
+    read_keys("runner", runner, _RUNNER_KEYS, _runner_value)
     if runner.kind == "container" and not runner.image:
         raise fail("runner", "image", 'missing; kind = "container" needs image = "…" (e.g. "vllm/vllm-openai:latest")')
 
     watch = WatchSettings()
-    for key, value in _table(doc, "watch", fail).items():
-        attr = _WATCH_KEYS.get(key)
-        if attr is None:
-            warnings.append(_unknown_warning(where, "watch", key, list(_WATCH_KEYS)))
-            continue
-        setattr(watch, attr, _watch_value(attr, value, lambda p, k=key: fail("watch", k, p)))
+    read_keys("watch", watch, _WATCH_KEYS, _watch_value)
 
     cluster = _cluster(_table(doc, "cluster", fail), lambda k, p: fail("cluster", k, p))
 
@@ -381,19 +375,20 @@ def _read_serve(table: dict[str, Any], fail: Any) -> ServeConfig:
 
 
 def _machine_name(value: Any, fail: Any) -> str:
+    expected = 'expected "dgx-spark", "auto" or a memory size in GiB from 1 to 100000, such as 128'
     if isinstance(value, bool):
-        raise fail(f'got {_show(value)}; expected "dgx-spark", "auto" or a memory size in GiB such as 128')
+        raise fail(f"got {_show(value)}; {expected}")
     if isinstance(value, (int, float)):
-        if value > 0:
+        if 1 <= value <= 100_000:  # the range fit's machine_from_name takes; NaN and inf fail it too
             return str(value)
     elif isinstance(value, str):
         text = value.strip()
         if text in MACHINE_NAMES:
             return text
         number = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(?:GiB)?", text)
-        if number and float(number.group(1)) > 0:
+        if number and 1 <= float(number.group(1)) <= 100_000:
             return number.group(1)
-    raise fail(f'got {_show(value)}; expected "dgx-spark", "auto" or a memory size in GiB such as 128')
+    raise fail(f"got {_show(value)}; {expected}")
 
 
 _CLUSTER_KEYS = ("nodes", "backend", "interface", "master-addr", "master-port", "ray-port", "node-rank", "ray-temp-dir")
@@ -417,6 +412,15 @@ def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
             "nodes",
             f'got {_show(nodes)}; expected two or more SSH host names, the head first, e.g. ["spark-a", "spark-b"]',
         )
+    for node in nodes:
+        # ssh reads a leading "-" as an option (-oProxyCommand runs a local shell): names only
+        if len(node) > 255 or not re.fullmatch(r"[A-Za-z0-9_.@%\[\]:][A-Za-z0-9_.@%\[\]:-]*", node):
+            shown = node if len(node) <= 60 else node[:60] + "…"
+            raise fail(
+                "nodes",
+                f"got {shown!r}; expected an SSH host name or alias (letters, digits, '.', '-', '_', user@host; "
+                "not starting with '-', at most 255 characters), as in ~/.ssh/config",
+            )
     if len(set(nodes)) != len(nodes):
         raise fail("nodes", f"got {_show(nodes)}; each node once")
     backend = table.get("backend", "ray")
@@ -503,8 +507,8 @@ def _watch_value(attr: str, value: Any, fail: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise fail(f"got {_show(value)}; expected a whole number of failures ≥ 1, e.g. 3")
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise fail(f"got {_show(value)}; expected a number of seconds > 0")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise fail(f"got {_show(value)}; expected a finite number of seconds > 0")
     return float(value)
 
 

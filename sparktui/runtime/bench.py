@@ -151,13 +151,18 @@ class SweepResult(BaseModel):
     max_users: int
 
 
-class BenchReport(BaseModel):
+class RunFigures(BaseModel):
+    """What a run measured, as reported and as kept in the history."""
+
     server: ServerInfo
     settings: BenchSettings
     runs: list[LevelResult]
     sweep: SweepResult | None = None
     partial: bool = False
     error: str | None = None
+
+
+class BenchReport(RunFigures):
     started_at: float
     finished_at: float
 
@@ -176,7 +181,7 @@ class HistoryKey(BaseModel):
     flags: list[str]
 
 
-class HistoryRecord(BaseModel):
+class HistoryRecord(RunFigures):
     """One line of <state dir>/bench/history.jsonl.
 
     schema_version 1 fields:
@@ -193,12 +198,6 @@ class HistoryRecord(BaseModel):
     schema_version: int = SCHEMA_VERSION
     recorded_at: float
     key: HistoryKey
-    server: ServerInfo
-    settings: BenchSettings
-    runs: list[LevelResult]
-    sweep: SweepResult | None = None
-    partial: bool = False
-    error: str | None = None
 
 
 @dataclass(frozen=True)

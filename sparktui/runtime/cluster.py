@@ -41,11 +41,13 @@ SSH_CONFIG_ENV = "SPARKTUI_SSH_CONFIG"
 
 
 def ssh_argv(host: str, remote: list[str]) -> list[str]:
-    """`ssh … HOST -- remote…` with every remote word quoted for the remote shell."""
+    """`ssh … -- HOST remote…` with every remote word quoted for the remote shell. The `--` goes
+    before the host: a host such as "-oProxyCommand=…" would otherwise be read as an option, and
+    ssh runs a ProxyCommand through a local shell."""
     argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
     if config := os.environ.get(SSH_CONFIG_ENV):
         argv += ["-F", config]
-    return [*argv, host, "--", *(shlex.quote(word) for word in remote)]
+    return [*argv, "--", host, *(shlex.quote(word) for word in remote)]
 
 
 @dataclass(frozen=True)

@@ -317,22 +317,28 @@ def judge_nodes(profile: Profile, serve: ServeConfig, reports: list[NodeReport])
 # ---------------------------------------------------------------- the rank's environment
 
 
+def link_vars(interface: str | None, address: str | None) -> dict[str, str]:
+    """The variables that make a node's vLLM ranks (mp, or Ray's and the actors it starts) talk over
+    the link: gloo's and NCCL's socket interface, and VLLM_HOST_IP (this node's address there)."""
+    env = {"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface} if interface else {}
+    if address:
+        env["VLLM_HOST_IP"] = address
+    return env
+
+
 def link_env(profile: Profile, serve: ServeConfig) -> dict[str, str]:
-    """What makes a rank talk over [cluster] interface: gloo's and NCCL's socket interface, and
-    VLLM_HOST_IP (this node's IPv4 address there). Without them vLLM 0.32 takes the address its
-    host name resolves to for gloo (127.0.0.1 in the test cluster: "Gloo connectFullMesh failed …
-    Connection refused") and, for its message queue, the source address of the default route
-    (`vllm.utils.network_utils.get_ip`): the LAN, not the link between the Sparks. Only for a node's
-    own rank; the profile's [env] still wins."""
+    """What makes an mp rank (`--node-rank`) talk over [cluster] interface (link_vars). Without them
+    vLLM 0.32 takes the address its host name resolves to for gloo (127.0.0.1 in the test cluster:
+    "Gloo connectFullMesh failed … Connection refused") and, for its message queue, the source
+    address of the default route (`vllm.utils.network_utils.get_ip`): the LAN, not the link between
+    the Sparks. The Ray backend sets the same on each node's Ray (ray_cluster.node_env). The
+    profile's [env] still wins."""
     from sparktui.runtime.cluster import node_rank
 
     cluster = profile.cluster
     if cluster is None or not cluster.interface or node_rank(serve) is None:
         return {}
     name = cluster.interface
-    env = {"GLOO_SOCKET_IFNAME": name, "NCCL_SOCKET_IFNAME": name}
     facts = interface_facts(name, None)
     ipv4 = [a for a in facts.get("addresses") or [] if ":" not in a]
-    if ipv4:
-        env["VLLM_HOST_IP"] = ipv4[0]
-    return env
+    return link_vars(name, ipv4[0] if ipv4 else None)

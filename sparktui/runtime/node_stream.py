@@ -39,13 +39,18 @@ def _projection(data: dict[str, Any] | None, alive: bool) -> dict[str, Any]:
     status = str(data.get("status") or "unknown")
     if not alive and status not in ENDED:
         status = "lost"  # the supervisor died without recording an end
-    last = (data.get("guard") or {}).get("last") or {}
+    last = _obj(_obj(data.get("guard")).get("last"))
     return {
         "status": status,
         "phase": data.get("phase"),
-        "exit_reason": (data.get("exit") or {}).get("reason"),
+        "exit_reason": _obj(data.get("exit")).get("reason"),
         "available_gib": last.get("available_gib"),
     }
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """A JSON object of the record, or {} where a damaged record holds something else."""
+    return value if isinstance(value, dict) else {}
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -60,9 +65,9 @@ def _pidfd_of(data: dict[str, Any] | None) -> tuple[int | None, int | None]:
     """(the supervisor's pid, a pidfd on it) when it still runs; (pid, None) when it is gone."""
     from sparktui.runtime.proc import ProcessIdentity
 
-    sup = (data or {}).get("supervisor") or {}
+    sup = _obj(_obj(data).get("supervisor"))
     pid, start = sup.get("pid"), sup.get("start_time")
-    if not pid or start is None:
+    if not isinstance(pid, int) or pid <= 0 or not isinstance(start, int):
         return None, None
     try:
         fd = os.pidfd_open(int(pid))
@@ -92,7 +97,7 @@ def stream_state(port: int, out: IO[str] = sys.stdout, stdin_fd: int = 0) -> int
     try:
         while True:
             data = _read(path)
-            sup_pid = ((data or {}).get("supervisor") or {}).get("pid")
+            sup_pid = _obj(_obj(data).get("supervisor")).get("pid")
             if data is not None and sup_pid != pid:  # a (new) supervisor: watch it end
                 if pidfd is not None:
                     poller.unregister(pidfd)

@@ -176,10 +176,12 @@ def node_env(cluster: ClusterSettings, addr: str, profile_env: dict[str, str]) -
     """What vLLM's multi-node docs set on each node; a value the profile's [env] gives wins."""
     # Ray 2.5x drains a node for up to 30 s on SIGTERM (for Ray Serve's proxies); vLLM has none,
     # and the stop is the whole cluster's: end at once, within the supervisor's grace.
-    env = {"VLLM_HOST_IP": addr, "RAY_USAGE_STATS_ENABLED": "0", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
-    if cluster.interface:
-        env["NCCL_SOCKET_IFNAME"] = cluster.interface
-        env["GLOO_SOCKET_IFNAME"] = cluster.interface
+    from sparktui.runtime.node_checks import link_vars
+
+    # the link's variables reach the head's vLLM (the EngineCore, Ray's driver) and every Ray
+    # worker's actors, which inherit the environment of the `ray start` that started their raylet
+    env = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+    env.update(link_vars(cluster.interface, addr))
     return {k: v for k, v in env.items() if k not in profile_env}
 
 

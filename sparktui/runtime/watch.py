@@ -664,10 +664,13 @@ def evict_file(path: Path) -> None:
 def model_folder(model: str) -> Path | None:
     """The local folder holding the model's files: the path given, or its Hugging Face cache snapshot."""
     path = Path(model).expanduser()
-    if path.is_dir():
-        return path
-    if path.is_file():
-        return path.parent
+    try:
+        if path.is_dir():
+            return path
+        if path.is_file():
+            return path.parent
+    except OSError:  # a name too long for a path, a loop of links: not a local folder
+        pass
     from sparktui.core.modelspec.lookup import hub_dirs, hub_snapshot
 
     return hub_snapshot(model, hub_dirs())

@@ -5,12 +5,14 @@ installed release the same questions (tests/support/vllm_oracle.py builds them).
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
 from sparktui.core.fit import plan_kv
 from sparktui.core.modelspec import load_model_spec
-from sparktui.core.vllm_rules import rules_for
+from sparktui.core.vllm_rules import VllmVersion, rules_for
+from tests.support import FIXTURES
 from tests.support.vllm_oracle import (
     DEVICES,
     GiB,
@@ -20,6 +22,7 @@ from tests.support.vllm_oracle import (
     ci_python,
     kv_disagreements,
     kv_question,
+    oracle_pythons,
     sparktui_kv_dtype,
 )
 
@@ -101,6 +104,32 @@ def test_the_question_builder_follows_the_versions_rules():
     new, _ = kv_question(spec, sc, rules_for("0.26.0"))
     assert (old["mamba_cache_mode"], new["mamba_cache_mode"]) == ("none", "align")  # hybrid prefix caching default
     assert plan_kv.cache_info().currsize > 0
+
+
+V0_20_2 = VllmVersion(0, 20, 2)
+
+
+@pytest.mark.skipif(
+    V0_20_2 not in oracle_pythons(), reason="no vLLM 0.20.2 venv (bench/vllm_oracle_venvs.py makes one)"
+)
+def test_aeon_dflash_log_is_its_drafter_in_kv_tensors_of_its_own():
+    """AEON's Gemma 4 26B + DFlash start-up (an unreleased vLLM overlay, not modelled; see
+    fixtures/vllm-logs/SOURCES.md): vLLM 0.20.2's own grouping gives sparktui's figures, twice the
+    log's; the same groups with the drafter's 5 layers in KV tensors shared with no target layer give
+    the log's."""
+    log = (FIXTURES / "vllm-logs" / "spark_v0.20.1_gemma-4-26b-a4b-nvfp4-dflash_success.log").read_text()
+    logged_tokens = int(re.search(r"GPU KV cache size: ([\d,]+) tokens", log).group(1).replace(",", ""))
+    logged_conc = float(re.search(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", log).group(1))
+    sc = Scenario("google/gemma-4-26B-A4B", "auto", 262144, 32768, True, True, 65.25, "z-lab/gemma-4-26B-A4B-it-DFlash")
+    case, plan = kv_question(load_model_spec(sc.model), sc, rules_for(V0_20_2))
+    case["unshared_tail"] = 5
+    (got,) = ask(oracle_pythons()[V0_20_2], [case], timeout=600)
+    assert kv_disagreements(case, plan, got) == []
+    assert round(got["concurrency"], 2) == 3.97
+    split = got["unshared"]
+    assert split["tensors"] == 10  # 5 shared by the target's 6 groups, 5 by the drafter's group
+    assert abs(split["tokens"] - logged_tokens) <= 1e-4 * logged_tokens  # "65.25 GiB" is rounded
+    assert round(split["concurrency"], 2) == logged_conc == 1.98
 
 
 LAYER_MODELS = (  # dense, sliding-window + global, hybrid (Gated DeltaNet), MLA

@@ -68,6 +68,9 @@ def ray_cluster(netns_cluster: nc.NetnsCluster) -> Iterator[nc.NetnsCluster]:
             Path("/dev/shm", name).unlink(missing_ok=True)
 
 
+NCCL_OVERRIDE = "from-env"
+
+
 def ray_profile(tmp_path: Path) -> Path:
     stub = install_stub(tmp_path / "bin")
     env_lines = "\n".join(f'{k} = "{v}"' for k, v in FAST_STUB.items())
@@ -78,8 +81,10 @@ def ray_profile(tmp_path: Path) -> Path:
         "tensor-parallel-size = 2\ngpu-memory-utilization = 0.3\n"
         f'[runner]\nexecutable = "{stub}"\n'
         '[cluster]\nnodes = ["node0", "node1"]\nbackend = "ray"\nmaster-addr = "10.213.0.1"\n'
-        f"ray-port = {RAY_PORT}\n"
-        f"[env]\n{env_lines}\n"
+        # the link each node's ranks talk over (cx1 on both nodes of the test cluster)
+        f'ray-port = {RAY_PORT}\ninterface = "cx1"\n'
+        # the profile's [env] wins over what sparktui sets for the link
+        f'[env]\n{env_lines}\nNCCL_SOCKET_IFNAME = "{NCCL_OVERRIDE}"\n'
     )
     return path
 
@@ -120,6 +125,22 @@ def test_two_nodes_over_ray_place_one_rank_on_each_and_a_kill_ends_everything(
     # Ray placed the two GPU bundles: one on each node (each node offers one GPU), rank 0 on the head
     placed = dict(re.findall(r"rank (\d): RayWorkerWrapper pid=\d+ on node (\S+)", log))
     assert placed == {"0": "10.213.0.1", "1": "10.213.0.2"}, log[-3000:]
+    # the link's environment reached the head's vLLM and each node's Ray actors (through `ray start`)
+    envs = {
+        who: dict(kv.split("=", 1) for kv in env.split())
+        for who, env in re.findall(r"(driver|rank \d):? link env: (.*)", log)
+    }
+    assert envs["driver"] == {
+        "GLOO_SOCKET_IFNAME": "cx1",
+        "NCCL_SOCKET_IFNAME": NCCL_OVERRIDE,
+        "VLLM_HOST_IP": "10.213.0.1",
+    }
+    assert envs["rank 0"] == envs["driver"], log[-3000:]
+    assert envs["rank 1"] == {
+        "GLOO_SOCKET_IFNAME": "cx1",
+        "NCCL_SOCKET_IFNAME": NCCL_OVERRIDE,
+        "VLLM_HOST_IP": "10.213.0.2",
+    }
 
     def head_status() -> str | None:
         out = on_head(ray_cluster, "status").stdout

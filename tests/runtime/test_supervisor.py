@@ -429,7 +429,7 @@ def test_fit_preflight_judges_the_host_it_launches_on(make_profile):
     gib = 1 << 30
     small = {"MemTotal": 24 * gib, "MemAvailable": 22 * gib, "MemFree": 21 * gib}
     with pytest.raises(
-        UserError, match=re.escape("no memory left for the KV cache: request 19.71 GiB − weights 61.03 GiB")
+        UserError, match=re.escape("no memory left for the KV cache: request 19.74 GiB − weights 61.03 GiB")
     ):
         supervisor.preflight(profile, qwen, meminfo=small)
     forced = supervisor.preflight(profile, qwen, force=True, meminfo=small)

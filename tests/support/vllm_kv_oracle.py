@@ -206,7 +206,42 @@ def run_kv(case):
     )
     if out["tokens"] is None and hasattr(kcu, "get_kv_cache_capacity"):  # 0.24+: what the log line prints
         out["tokens"] = kcu.get_kv_cache_capacity(config, kv_config)[0]
+    if case.get("unshared_tail"):
+        try:
+            out["unshared"] = _unshared_tail(config, kv_config, specs, case)
+        except (TypeError, AttributeError, AssertionError) as exc:  # 0.28+: another tensor planner
+            out["unshared"] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     return out
+
+
+def _unshared_tail(config, kv_config, specs, case):
+    """The same groups with the last `unshared_tail` layers (a drafter's) in KV tensors of their own,
+    shared with no target layer: vLLM PR #41657's rule for layers whose attention backends lay the
+    KV tensor out differently (never in a release). vLLM's own concurrency and token count for it."""
+    from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheTensor
+
+    tail = set(list(specs)[-case["unshared_tail"] :])
+    groups = kv_config.kv_cache_groups
+    parts = [[g for g in groups if not tail & set(g.layer_names)], [g for g in groups if tail & set(g.layer_names)]]
+    if any(tail & set(g.layer_names) and not set(g.layer_names) <= tail for g in groups):
+        return {"error": "a KV group mixes drafter and target layers"}
+    page = kcu.get_uniform_page_size([g.kv_cache_spec for g in groups])
+    sizes = [max(len(g.layer_names) for g in part) for part in parts if part]
+    blocks = case["kv_memory"] // page // sum(sizes)
+    tensors = [
+        KVCacheTensor(size=page * blocks, shared_by=[g.layer_names[i] for g in part if i < len(g.layer_names)])
+        for part in parts
+        if part
+        for i in range(max(len(g.layer_names) for g in part))
+    ]
+    split = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=tensors, kv_cache_groups=groups)
+    concurrency = kcu.get_max_concurrency_for_kv_cache_config(config, split)
+    return {
+        "blocks": blocks,
+        "tensors": len(tensors),
+        "concurrency": concurrency,
+        "tokens": int(concurrency * case["max_model_len"]),
+    }
 
 
 def batch_defaults(device):

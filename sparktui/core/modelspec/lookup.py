@@ -96,7 +96,8 @@ def spec_from_catalog(model: str) -> ModelSpec | None:
     return spec
 
 
-def _local_folder(model: str) -> Path | None:
+def local_folder(model: str) -> Path | None:
+    """The model's local folder (resolved), None when `model` names none; a UserError when it cannot be a path."""
     try:
         path = Path(model).expanduser()
         return path.resolve() if path.is_dir() else None
@@ -109,7 +110,7 @@ def _local_folder(model: str) -> Path | None:
 
 @lru_cache(maxsize=64)
 def _load_cached(model: str, dirs: tuple[Path, ...], fetcher: Fetcher | None) -> ModelSpec:
-    folder = _local_folder(model)
+    folder = local_folder(model)
     if folder is not None:
         return spec_from_folder(folder, name=model)
     if model.startswith(("/", "./", "../", "~")):

@@ -110,6 +110,9 @@ def ignore_term_requested() -> bool:
 # ---------------------------------------------------------------- EngineCore / Worker (children)
 
 
+LINK_ENV = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "VLLM_HOST_IP")
+
+
 def join_ray(world_size: int) -> int:
     """What vLLM 0.32's Ray executor does in its EngineCore (v1/executor/ray_utils.py
     initialize_ray_cluster, _wait_until_pg_ready; ray_executor.py _init_workers_ray): join the
@@ -157,10 +160,19 @@ def join_ray(world_size: int) -> int:
     else:
         raise ValueError(f"Cannot provide a placement group of {specs=} within {int(time.time() - started)} seconds.")
 
+    def link_env() -> str:
+        """The link environment this process saw (what the tests check each rank got)."""
+        return " ".join(f"{k}={os.environ.get(k, '')}" for k in LINK_ENV)
+
+    log(f"driver link env: {link_env()}")
+
     @ray.remote(num_cpus=0, num_gpus=1)
     class RayWorkerWrapper:
         def where(self) -> tuple[str, int, str]:
             return ray.util.get_node_ip_address(), os.getpid(), ray.get_runtime_context().get_node_id()
+
+        def env(self) -> str:
+            return link_env()
 
     workers = [
         RayWorkerWrapper.options(
@@ -171,8 +183,10 @@ def join_ray(world_size: int) -> int:
         for i in range(world_size)
     ]
     placed = ray.get([w.where.remote() for w in workers])
-    for rank, (ip, pid, _) in enumerate(placed):
+    envs = ray.get([w.env.remote() for w in workers])
+    for rank, ((ip, pid, _), env) in enumerate(zip(placed, envs, strict=True)):
         log(f"rank {rank}: RayWorkerWrapper pid={pid} on node {ip}")
+        log(f"rank {rank}: link env: {env}")
     all_ips = {ip for ip, _, _ in placed} | {current_ip}
     nodes = {node for _, _, node in placed}
     if len(nodes) != len(all_ips):  # ray_executor.py _init_workers_ray
