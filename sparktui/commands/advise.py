@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         if not (0 < gbs < 100_000):
             raise UserError(f"--bandwidth: got {args.bandwidth!r}; expected a positive figure in GB/s such as 273")
         hardware = sp.with_bandwidth(hardware, gbs, machine.name)
+    if not args.family.strip():
+        raise UserError("FAMILY_OR_MODEL: got an empty name; give a model family such as llama-3.1-70b, or a folder")
     names = candidates(args.family)
     if not names:
         raise UserError(

@@ -348,6 +348,23 @@ def _default(field: str) -> Any:
 _SECRET_FLAGS = {name: flag for flag in FLAGS if flag.secret for name in (flag.name, *flag.aliases)}
 
 
+def _refuse_token_in_argv(extra: list[Any]) -> None:
+    """vLLM's --hf-token takes the token itself as its value (bare, it means the saved login): on the
+    command line every user sees it (ps) and it lands in the state record and logs."""
+    for i, token in enumerate(extra):
+        if not isinstance(token, str):
+            continue
+        name, eq, inline = token.partition("=")
+        following = extra[i + 1] if i + 1 < len(extra) else None
+        given = inline if eq else following if isinstance(following, str) and not following.startswith("-") else None
+        if name == "--hf-token" and given and given.lower() not in ("true", "false"):
+            raise UserError(
+                "--hf-token: a token given on the command line is visible to every user and lands in logs; "
+                "set HF_TOKEN in the environment or in the profile's [env] instead (a bare --hf-token uses "
+                "the saved `hf auth login`)"
+            )
+
+
 def _is_flag_token(token: str) -> bool:
     return token.startswith("-") and not re.fullmatch(r"-\d+(\.\d+)?", token) and token != "-"
 
@@ -402,6 +419,7 @@ class ServeConfig(BaseModel):
         environment like any other (never on vLLM's command line, readable by every user)."""
         if not isinstance(data, dict) or not isinstance(data.get("extra_args"), list):
             return data
+        _refuse_token_in_argv(data["extra_args"])
         extra, kept, found = list(data["extra_args"]), [], {}
         i = 0
         while i < len(extra):

@@ -231,13 +231,17 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         else:
             warnings.append(_unknown_warning(where, "machine", key, ["name"]))
 
+    def read_keys(section: str, target: Any, keys: dict[str, str], read: Any) -> None:
+        """[section]'s known keys, each checked by `read`, onto `target`; unknown ones warned of."""
+        for key, value in _table(doc, section, fail).items():
+            attr = keys.get(key)
+            if attr is None:
+                warnings.append(_unknown_warning(where, section, key, list(keys)))
+                continue
+            setattr(target, attr, read(attr, value, lambda p, k=key: fail(section, k, p)))
+
     guard = GuardSettings()
-    for key, value in _table(doc, "guard", fail).items():
-        attr = _GUARD_KEYS.get(key)
-        if attr is None:
-            warnings.append(_unknown_warning(where, "guard", key, list(_GUARD_KEYS)))
-            continue
-        setattr(guard, attr, _guard_value(attr, value, lambda p, k=key: fail("guard", k, p)))
+    read_keys("guard", guard, _GUARD_KEYS, _guard_value)
     given = [
         (k, getattr(guard, a))
         for k, a in _GUARD_KEYS.items()
@@ -248,22 +252,12 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
             raise fail("guard", lo_key, f"{lo} GiB is above {hi_key} = {hi}; expected warn ≥ term ≥ kill")
 
     runner = RunnerSettings()
-    for key, value in _table(doc, "runner", fail).items():
-        attr = _RUNNER_KEYS.get(key)
-        if attr is None:
-            warnings.append(_unknown_warning(where, "runner", key, list(_RUNNER_KEYS)))
-            continue
-        setattr(runner, attr, _runner_value(attr, value, lambda p, k=key: fail("runner", k, p)))
+    read_keys("runner", runner, _RUNNER_KEYS, _runner_value)
     if runner.kind == "container" and not runner.image:
         raise fail("runner", "image", 'missing; kind = "container" needs image = "…" (e.g. "vllm/vllm-openai:latest")')
 
     watch = WatchSettings()
-    for key, value in _table(doc, "watch", fail).items():
-        attr = _WATCH_KEYS.get(key)
-        if attr is None:
-            warnings.append(_unknown_warning(where, "watch", key, list(_WATCH_KEYS)))
-            continue
-        setattr(watch, attr, _watch_value(attr, value, lambda p, k=key: fail("watch", k, p)))
+    read_keys("watch", watch, _WATCH_KEYS, _watch_value)
 
     cluster = _cluster(_table(doc, "cluster", fail), lambda k, p: fail("cluster", k, p))
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import os
 import random
 import signal
@@ -151,13 +152,18 @@ class SweepResult(BaseModel):
     max_users: int
 
 
-class BenchReport(BaseModel):
+class RunFigures(BaseModel):
+    """What a run measured, as reported and as kept in the history."""
+
     server: ServerInfo
     settings: BenchSettings
     runs: list[LevelResult]
     sweep: SweepResult | None = None
     partial: bool = False
     error: str | None = None
+
+
+class BenchReport(RunFigures):
     started_at: float
     finished_at: float
 
@@ -176,7 +182,7 @@ class HistoryKey(BaseModel):
     flags: list[str]
 
 
-class HistoryRecord(BaseModel):
+class HistoryRecord(RunFigures):
     """One line of <state dir>/bench/history.jsonl.
 
     schema_version 1 fields:
@@ -193,12 +199,6 @@ class HistoryRecord(BaseModel):
     schema_version: int = SCHEMA_VERSION
     recorded_at: float
     key: HistoryKey
-    server: ServerInfo
-    settings: BenchSettings
-    runs: list[LevelResult]
-    sweep: SweepResult | None = None
-    partial: bool = False
-    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -915,23 +915,35 @@ def run_bench(
     return asyncio.run(_run(target, settings, sweep, progress, cancel, on_server))
 
 
+# Upper bounds: each user is a task holding its prompt in this process, and on a Spark this
+# process's memory is the server's pool; a mistyped 10**11 must be refused, not attempted.
+MAX_USERS = 4096
+MAX_PROMPT_TOKENS = 2_000_000
+MAX_OUTPUT_TOKENS = 1_000_000
+MAX_REQUESTS_PER_USER = 100_000
+
+
 def validate(settings: BenchSettings, sweep: SweepTargets | None = None) -> None:
-    if not settings.users or any(u < 1 for u in settings.users):
-        raise UserError(f"--users {','.join(map(str, settings.users))}: expected positive whole numbers, e.g. 1,5,10")
-    for flag, value in (
-        ("--prompt-tokens", settings.prompt_tokens),
-        ("--output-tokens", settings.output_tokens),
-        ("--requests-per-user", settings.requests_per_user),
+    if not settings.users or any(not 1 <= u <= MAX_USERS for u in settings.users):
+        raise UserError(
+            f"--users {','.join(map(str, settings.users))}: expected whole numbers from 1 to {MAX_USERS}, e.g. 1,5,10"
+        )
+    for flag, value, most in (
+        ("--prompt-tokens", settings.prompt_tokens, MAX_PROMPT_TOKENS),
+        ("--output-tokens", settings.output_tokens, MAX_OUTPUT_TOKENS),
+        ("--requests-per-user", settings.requests_per_user, MAX_REQUESTS_PER_USER),
     ):
         if value < 1:
             raise UserError(f"{flag} {value}: expected a whole number of at least 1")
+        if value > most:
+            raise UserError(f"{flag} {value}: expected at most {most:,}")
     if settings.output_tokens < 2:
         raise UserError("--output-tokens 1: at least 2 are needed to measure decode speed")
     if sweep is not None:
-        if sweep.tok_s <= 0 or sweep.ttft_s <= 0:
-            raise UserError("--target-tok-s and --target-ttft-s: expected positive numbers, e.g. 20 and 1.0")
-        if sweep.max_users < 1:
-            raise UserError(f"--max-users {sweep.max_users}: expected at least 1")
+        if not (0 < sweep.tok_s < math.inf and 0 < sweep.ttft_s < math.inf):
+            raise UserError("--target-tok-s and --target-ttft-s: expected finite positive numbers, e.g. 20 and 1.0")
+        if not 1 <= sweep.max_users <= MAX_USERS:
+            raise UserError(f"--max-users {sweep.max_users}: expected 1 to {MAX_USERS}")
 
 
 # ---------------------------------------------------------------- history

@@ -19,7 +19,7 @@ import json
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
 
@@ -254,18 +254,28 @@ class StateRecord(_Model):
         return self.status in RUNNING_STATUSES
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
 def parse_state(text: str | bytes, where: str) -> StateRecord:
     """A state file's text as a StateRecord; ProtocolError naming `where` and the field."""
+    return _parse_object(StateRecord, text, where, "", "; remove the file")
+
+
+def _parse_object(model: type[_M], text: str | bytes, where: str, what: str, fix: str) -> _M:
+    """JSON text holding one object of `model`; ProtocolError naming `where`, what is wrong and `fix`."""
     try:
         raw = json.loads(text)
     except ValueError as exc:
-        raise ProtocolError(f"{where}: not JSON ({exc}); remove the file") from None
+        raise ProtocolError(f"{where}: {what + ' is ' if what else ''}not JSON ({exc}){fix}") from None
     if not isinstance(raw, dict):
-        raise ProtocolError(f"{where}: expected a JSON object, got {type(raw).__name__}; remove the file")
+        raise ProtocolError(
+            f"{where}: expected a JSON object{' as ' + what if what else ''}, got {type(raw).__name__}{fix}"
+        )
     try:
-        return StateRecord.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
-        raise ProtocolError(describe(exc, where) + "; remove the file") from None
+        raise ProtocolError(describe(exc, where) + fix) from None
 
 
 def read_state_file(path: Path) -> StateRecord | None:
@@ -397,13 +407,4 @@ class Reply(_Message):
 
 
 def parse_reply(data: bytes, where: str) -> Reply:
-    try:
-        raw = json.loads(data)
-    except ValueError as exc:
-        raise ProtocolError(f"{where}: the reply is not JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise ProtocolError(f"{where}: expected a JSON object as the reply, got {type(raw).__name__}")
-    try:
-        return Reply.model_validate(raw)
-    except ValidationError as exc:
-        raise ProtocolError(describe(exc, where)) from None
+    return _parse_object(Reply, data, where, "the reply", "")

@@ -34,7 +34,7 @@ def load_settings(path: Path | None = None) -> Settings:
     try:
         # tomllib (stdlib, quick) to read at start-up; tomlkit only to write, keeping comments.
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, OSError) as exc:
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the settings ({exc}); fix or delete the file") from None
     theme = doc.get("theme")
     if theme is not None and not isinstance(theme, str):

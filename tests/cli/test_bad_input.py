@@ -55,6 +55,7 @@ BAD_PROFILES = [
     ("cluster node an ssh option", GOOD + '[cluster]\nnodes = ["-oProxyCommand=id", "b"]\n', ["[cluster] nodes"]),
     ("cluster node with a space", GOOD + '[cluster]\nnodes = ["a b", "b"]\n', ["[cluster] nodes"]),
     ("cluster node 300 characters", GOOD + f'[cluster]\nnodes = ["{LONG}", "b"]\n', ["[cluster] nodes"]),
+    ("hf token in extra-args", GOOD + 'extra-args = ["--hf-token", "hf_secret"]\n', ["--hf-token", "HF_TOKEN"]),
     ("not text", "\x00\xff\xfe", ["not valid TOML"]),
     ("empty", "", ["[serve]", "missing"]),
 ]
@@ -108,6 +109,14 @@ BAD_ARGS = [
     (["mem", "--interval", "-1", "--watch"], ["--interval"]),
     (["bench", "--users", "0"], ["--users"]),
     (["bench", "--output-tokens", "0"], ["--output-tokens"]),
+    # one task and one prompt per user in this process, whose memory is the server's pool
+    (["bench", "--users", "99999999999"], ["--users", "4096"]),
+    (["bench", "--prompt-tokens", "999999999999"], ["--prompt-tokens", "at most"]),
+    (["bench", "--requests-per-user", "999999999"], ["--requests-per-user", "at most"]),
+    (["bench", "--sweep", "--target-tok-s", "nan", "--target-ttft-s", "1"], ["--target-tok-s", "finite"]),
+    (["bench", "--sweep", "--target-tok-s", "5", "--target-ttft-s", "inf"], ["--target-ttft-s", "finite"]),
+    (["bench", "--sweep", "--target-tok-s", "5", "--target-ttft-s", "1", "--max-users", "10000000"], ["--max-users"]),
+    (["advise", ""], ["empty name"]),
     (["advise", "{long}"], ["not usable as a folder path"]),
     (["advise", "llama-3.1-70b", "--context", "-1"], ["--context"]),
     (["advise", "llama-3.1-70b", "--bandwidth", "nan"], ["--bandwidth"]),
@@ -116,6 +125,8 @@ BAD_ARGS = [
     (["fit", "--vllm-version", "banana", "--model", "x"], ["--vllm-version"]),
     (["fit", "--model", "{long}"], ["not usable as a folder path"]),
     (["fit", "--port", "99999", "--model", "x"], ["--port"]),
+    (["fit", "--model", "x", "--hf-token", "hf_secret"], ["--hf-token", "HF_TOKEN"]),
+    (["fit", "--", "vllm", "serve", "x", "--hf-token=hf_secret"], ["--hf-token", "HF_TOKEN"]),
     *[
         ([c, "--port", p], ["--port", "1 to 65535"])
         for c in ("status", "stop", "kill", "set-guard")
@@ -138,6 +149,14 @@ def test_a_bad_flag_or_file_is_refused_naming_it(
     argv = [a.replace("{dir}", str(folder)).replace("{long}", LONG) for a in argv]
     code, err = _run(argv, capsys)
     _assert_refused(code, err, words)
+
+
+def test_a_bare_hf_token_flag_is_left_to_vllm() -> None:
+    """Bare, --hf-token means the saved `hf auth login`: no secret on the command line."""
+    from sparktui.core.config import parse_serve_command
+
+    serve = parse_serve_command(["vllm", "serve", "x", "--hf-token", "--max-model-len", "512"])
+    assert "--hf-token" in serve.to_argv()
 
 
 def test_node_check_with_a_300_character_model_still_answers(

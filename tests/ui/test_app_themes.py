@@ -71,3 +71,14 @@ def test_bad_settings_name_the_field(tmp_path):
     with pytest.raises(UserError, match="'theme'"):
         load_settings(path)
     assert load_settings(Path(tmp_path / "missing.toml")).theme is None
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe theme", None], ids=["not UTF-8", "a folder"])
+def test_settings_that_cannot_be_read_name_the_file(tmp_path, content):
+    path = tmp_path / "config.toml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(UserError, match=r"config\.toml: cannot read the settings"):
+        load_settings(path)
