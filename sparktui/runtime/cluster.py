@@ -373,6 +373,7 @@ class Link:
         self.next_at = 0.0
         self.seen: set[str] = set()
         self.head_reached = False
+        self.ready = False  # the head: its /health answered, and the workers are told
         self.head_misses = 0
         self.streams: list[WorkerStream] = []
         self._recorded: list[NodePhase] | None = None
@@ -407,6 +408,12 @@ class Link:
             return self.head_reached and ray_ready(self.ray_dir), None  # this node's raylet joined
         return self.head_reached, None
 
+    def announce_ready(self) -> None:
+        """The head serves (/health answers): every worker hears it on its stream and rests."""
+        self.ready = True
+        for stream in self.streams:
+            stream.say_ready()
+
     def _check_workers(self) -> tuple[bool, str | None]:
         from sparktui.runtime.node_stream import ENDED, WorkerStream
 
@@ -414,6 +421,8 @@ class Link:
             self.streams = [WorkerStream(host, self.port, self.wake) for host in self.cluster.nodes[1:]]
             for stream in self.streams:
                 stream.start()
+                if self.ready:
+                    stream.say_ready()
         phases = [NodePhase(self.cluster.head, 0, "head")]
         reason = None
         for rank, stream in enumerate(self.streams, start=1):

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,11 @@ def nothing_left(cluster: nc.NetnsCluster) -> bool:
     return cluster.nothing_left()
 
 
+def state_phase_ready(cluster: nc.NetnsCluster, node: nc.Node) -> bool:
+    state = state_on(cluster, node)
+    return state is not None and state["phase"] == "ready"
+
+
 def node_watches(node: nc.Node) -> int:
     """`sparktui node-watch` processes on the node: the head's one session per worker."""
     count = 0
@@ -107,9 +113,24 @@ def test_a_two_node_cluster_launches_reaches_ready_and_stops_everywhere(
     node1 = next(line for line in status.splitlines() if "node node1" in line)
     assert "MemAvailable" in node1  # from the worker's own guard
     assert node_watches(netns_cluster.nodes[1]) == 1  # one session carries the worker's news, no polling
+    # the head told the worker it serves (on that session): its headless rank, which never logs
+    # "ready" itself, rests: phase "ready", the loop on its resting tick, not the start-up one
+    worker = netns_cluster.nodes[1]
+    first = wait_for(
+        lambda: state_on(netns_cluster, worker) if state_phase_ready(netns_cluster, worker) else None,
+        30,
+        what="the worker's rank to hear that the head serves",
+    )
+    t0 = time.monotonic()
+    wait_for(lambda: time.monotonic() - t0 >= 4, 10, what="a few seconds at rest")
+    later = state_on(netns_cluster, worker)
+    assert later is not None and later["phase"] == "ready"
+    elapsed = time.monotonic() - t0
+    timer_wakes = later["loop"]["wakes"].get("timer", 0) - first["loop"]["wakes"].get("timer", 0)
+    # resting: a look at the head every 2 s and the 5 s tick; the start-up tick alone is 4 a second
+    assert timer_wakes <= elapsed + 2, (timer_wakes, elapsed)
     stop = on_head(netns_cluster, "stop", "--port", str(PORT))
     assert stop.returncode == 0, stop.stderr
-    worker = netns_cluster.nodes[1]
     assert wait_for(lambda: status_is(netns_cluster, worker, "exited"), 30, what="the worker's rank to stop")
     assert wait_for(lambda: nothing_left(netns_cluster), 30, what="no process but sshd on either node")
 

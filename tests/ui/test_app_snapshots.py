@@ -77,6 +77,21 @@ def test_main_screen(snap_compare, theme, size):
     assert snap_compare(app, terminal_size=size, run_before=prepare)
 
 
+async def prepare_memory(pilot):
+    await prepare(pilot)  # on the config pane, where the panel opens
+    pilot.app.show_pane("memory")
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    pilot.app.set_focus(None)
+    await pilot.pause()
+
+
+def test_memory_pane_at_80x24(snap_compare):
+    """The memory pane on its own (Ctrl+N at 80×24): the gauge, the GPU lines and the guard."""
+    app = SnapshotApp(profile="70b-dense-single-user", backend=SampleBackend())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=prepare_memory)
+
+
 MAX_LEN_ERROR = (
     "(APIServer pid=7) ERROR 11-30 09:00:01 [core.py:1] ValueError: User-specified max_model_len (4096) is "
     "greater than the derived max_model_len (max_position_embeddings=512 in model's config.json)."
