@@ -118,10 +118,12 @@ class NodeAsk:
     ray: bool = False  # backend "ray": which Ray this node would run
 
     @classmethod
-    def of(cls, profile: Profile, serve: ServeConfig) -> NodeAsk:
+    def of(cls, profile: Profile, serve: ServeConfig, host: str) -> NodeAsk:
+        """What to ask node `host` (its own interface name, with [cluster.interfaces])."""
         cluster = profile.cluster
         assert cluster is not None
-        return cls(serve.model, str(profile.machine), cluster.interface, cluster.master_addr, cluster.backend == "ray")
+        interface = cluster.interface_of(host)
+        return cls(serve.model, str(profile.machine), interface, cluster.master_addr, cluster.backend == "ray")
 
 
 def node_check(ports: list[int], executable: str, venv: str | None, ask: NodeAsk | None = None) -> dict[str, Any]:
@@ -202,10 +204,10 @@ def check_nodes(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
     cluster = profile.cluster
     assert cluster is not None
     head_ports = serve_ports(serve, cluster, head=True)
-    ask = NodeAsk.of(profile, serve)
+    ask = NodeAsk.of(profile, serve, cluster.head)
     head_data = node_check(head_ports, profile.runner.executable or "vllm", profile.runner.venv, ask)
     reports = [NodeReport.from_json(cluster.head, head_data)]
-    reports += [check_remote(host, [], profile.runner, ask) for host in cluster.nodes[1:]]
+    reports += [check_remote(host, [], profile.runner, NodeAsk.of(profile, serve, host)) for host in cluster.nodes[1:]]
     return reports
 
 

@@ -25,9 +25,14 @@ PORT = 8000
 
 
 def cluster_profile(
-    tmp_path: Path, utilization: float = 0.3, interface: str = "cx1", master_addr: str = "10.213.0.1"
+    tmp_path: Path,
+    utilization: float = 0.3,
+    interface: str = "cx1",
+    master_addr: str = "10.213.0.1",
+    interfaces: dict[str, str] | None = None,
 ) -> Path:
-    """Both nodes share this machine's memory: a low utilization lets the per-node memory check pass."""
+    """Both nodes share this machine's memory: a low utilization lets the per-node memory check pass.
+    `interfaces`: each node's own name for the link ([cluster.interfaces]) instead of `interface`."""
     stub = install_stub(tmp_path / "bin")
     env_lines = "\n".join(f'{k} = "{v}"' for k, v in FAST_STUB.items())
     path = tmp_path / "two-sparks.toml"
@@ -36,8 +41,10 @@ def cluster_profile(
         f"tensor-parallel-size = 2\ngpu-memory-utilization = {utilization}\n"
         f'[runner]\nexecutable = "{stub}"\n'
         f'[cluster]\nnodes = ["node0", "node1"]\nbackend = "mp"\nmaster-addr = "{master_addr}"\n'
-        f'master-port = 29501\ninterface = "{interface}"\n'
-        f"[env]\n{env_lines}\n"
+        "master-port = 29501\n"
+        + (f'interface = "{interface}"\n' if interfaces is None else "")
+        + f"[env]\n{env_lines}\n"
+        + ("[cluster.interfaces]\n" + "".join(f'{k} = "{v}"\n' for k, v in interfaces.items()) if interfaces else "")
     )
     return path
 
@@ -218,3 +225,39 @@ def test_preflight_checks_the_link_interface_on_every_node(netns_cluster: nc.Net
     nosuch = on_head(netns_cluster, "serve", "--detach", str(cluster_profile(tmp_path, interface="nosuch0")))
     assert nosuch.returncode == 2
     assert "node node0: no interface nosuch0" in nosuch.stderr and "node node1: no interface nosuch0" in nosuch.stderr
+
+
+def test_nodes_that_name_the_link_differently_each_use_their_own(tmp_path: Path) -> None:
+    """Two GB10s can call their ConnectX ports enP2p1s0f1np1 and enp1s0f0np0: [cluster.interfaces]
+    gives each node's, the preflight checks each node's own, and each rank talks over its own."""
+    if why := nc.missing_tools():
+        pytest.skip(why)
+    names = {"node0": "enP2p1s0f1np1", "node1": "enp1s0f0np0"}
+    cluster = nc.build(tmp_path / "cluster", link_names=(names["node0"], names["node1"]))
+    try:
+        head, worker = cluster.nodes
+        # one name for both: the worker has no such port, and the error says how to name each node's
+        one = on_head(cluster, "serve", "--detach", str(cluster_profile(tmp_path, interface=names["node0"])))
+        assert one.returncode == 2, one.stdout + one.stderr
+        assert f"node node1: no interface {names['node0']}" in one.stderr and "[cluster.interfaces]" in one.stderr
+        assert "node node0: no interface" not in one.stderr and "Traceback" not in one.stderr
+        assert state_on(cluster, head) is None
+
+        done = on_head(cluster, "serve", "--detach", str(cluster_profile(tmp_path, interfaces=names)))
+        assert done.returncode == 0, done.stdout + done.stderr
+        wait_for(lambda: status_is(cluster, head, "running"), 60, what="the head's rank to answer /health")
+        worker_state = wait_for(lambda: status_is(cluster, worker, "running"), 30, what="the worker's rank to join")
+        head_state = state_on(cluster, head)
+        assert head_state is not None
+        for state, name, addr in (
+            (head_state, names["node0"], "10.213.0.1"),
+            (worker_state, names["node1"], "10.213.0.2"),
+        ):
+            environ = Path(f"/proc/{state['tree']['pid']}/environ").read_bytes().split(b"\0")
+            assert f"GLOO_SOCKET_IFNAME={name}".encode() in environ, (name, state["port"])
+            assert f"NCCL_SOCKET_IFNAME={name}".encode() in environ and f"VLLM_HOST_IP={addr}".encode() in environ
+        stop = on_head(cluster, "stop", "--port", str(PORT))
+        assert stop.returncode == 0, stop.stderr
+        assert wait_for(lambda: nothing_left(cluster), 30, what="no process but sshd on either node")
+    finally:
+        cluster.close()
