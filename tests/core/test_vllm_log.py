@@ -179,10 +179,10 @@ EXPECTED = {
     ),
     f"{LOGS}/spark2x_v0.30.0_qwen3.8-flash-next-nvfp4_nnodes2-rank1-headless_excerpt.log": (
         # a two-Spark --nnodes 2 start-up, the worker's headless rank 1 (selected lines): no API server,
-        # so no banner and no "Application startup complete"; "Launching vLLM (v0.30.0) headless
-        # multiproc executor" is not read as a version; "Using max model len 262144"; one rank's
+        # so no banner and no "Application startup complete"; the version from "Launching vLLM
+        # (v0.30.0) headless multiproc executor"; "Using max model len 262144"; one rank's
         # "Model loading took 62.66 GiB" and "Available KV cache memory: 25.37 GiB"
-        dict(version=None, model=None, max_model_len=262144, weights_gib=62.66, available_kv_gib=25.37,
+        dict(version="0.30.0", model=None, max_model_len=262144, weights_gib=62.66, available_kv_gib=25.37,
              kv_cache_tokens=None, max_concurrency=None, ready=False),
         "log_ended",
     ),
