@@ -325,6 +325,8 @@ def test_split_line_strips_colour_prefix_level_and_carriage_returns():
         ("INFO 05-12 02:45:15 [api_server.py:1043] vLLM API server version 0.8.5.post1", vl.Version("0.8.5.post1", "api_server")),
         ("(APIServer pid=23283) INFO 08-01 20:59:09 [api_utils.py:339]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.25.1\r", vl.Version("0.25.1", "banner")),
         ("vLLM Version 0.13.0+faa43dbf", vl.Version("0.13.0+faa43dbf", "container")),
+        ("INFO 09-30 19:50:06 [serve.py:221] Launching vLLM (v0.30.0) headless multiproc executor, with head node "
+         "address 10.100.8.1:29523 for torch.distributed process group.", vl.Version("0.30.0", "headless")),
     ],
 )  # fmt: skip
 def test_version_lines(line, expected):
