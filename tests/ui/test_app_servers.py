@@ -155,6 +155,46 @@ async def test_a_clusters_nodes_show_under_its_head(tmp_path):
         assert "    node spark-b r1 starting/profiling  avail 58.2 GiB" in text.splitlines()
 
 
+def node_lines(app) -> list[str]:
+    return [line for line in widget(app, MemoryGauge).render().plain.splitlines() if " r0 " in line or " r1 " in line]
+
+
+async def test_the_memory_pane_shows_each_node_of_a_cluster_head(tmp_path):
+    """Where the user looks at memory: every node's phase and MemAvailable under its head's
+    reservation, each on one line (a wrapped line would push the guard off an 80×24 screen)."""
+    records = two_servers(tmp_path)
+    nodes = st.state_dir() / "cluster" / "8001.json"
+    nodes.parent.mkdir(parents=True)
+    nodes.write_text(
+        json.dumps(
+            [
+                {"host": "spark-a", "rank": 0, "status": "running", "phase": "ready", "available_gib": 61.5},
+                {
+                    "host": "spark-b-with-a-long-name",
+                    "rank": 1,
+                    "status": "exited",
+                    "exit_reason": "guard",
+                    "available_gib": 3.25,
+                },
+            ]
+        )
+    )
+    app = SparkApp(backend=RecordsBackend(records))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: len(node_lines(app)) == 2, "the nodes in the memory pane")
+        width = widget(app, MemoryGauge).size.width
+        a, b = node_lines(app)
+        assert a == "  spark-a r0 ready 61.5G" and len(a) <= width, (a, width)
+        assert b.endswith("… r1 exit guard 3.2G") and b.startswith("  spark-") and len(b) == width, (b, width)
+        await pilot.resize_terminal(80, 24)
+        app.show_pane("memory")
+        await until(pilot, lambda: widget(app, MemoryGauge).size.width > width, "the narrow layout")
+        a, b = node_lines(app)
+        assert a == "    spark-a r0 ready  avail 61.5 GiB"
+        assert b == "    spark-b-with-a-long-name r1 exit guard  avail 3.2 GiB"
+        assert len(b) <= widget(app, MemoryGauge).size.width
+
+
 async def test_the_palette_lists_each_server(tmp_path):
     from sparktui.ui.commands import SparkCommands
 

@@ -4,12 +4,13 @@ the guard's warn, term and kill lines on it, a sparkline of MemAvailable, and th
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 from rich.text import Text
 
 from sparktui.core.units import GiB
-from sparktui.ui.viewmodels import GpuView, GuardView, ServerEntry
+from sparktui.ui.viewmodels import GpuView, GuardView, NodeView, ServerEntry
 from sparktui.ui.widgets.base import TextPanel
 
 __all__ = ["GpuView", "GuardView", "MemoryGauge", "sparkline"]
@@ -19,6 +20,21 @@ SPARK_CHARS = "▁▂▃▄▅▆▇█"
 
 def _gib(n: float | None, digits: int = 1) -> str:
     return "n/a" if n is None else f"{n / GiB:.{digits}f}"
+
+
+def node_text(node: NodeView, width: int) -> str:
+    """One node of a cluster under its head's reservation, within `width` (Textual would wrap a
+    longer line): its phase (or how it ended) and its MemAvailable always; the host is cut first."""
+    state = f"exit {node.exit_reason}" if node.exit_reason else (node.phase or node.status).replace("_", " ")
+    gib = node.available_gib
+    wide, short = ("avail n/a", "n/a") if gib is None else (f"avail {gib:.1f} GiB", f"{gib:.1f}G")
+    for indent, tail in ((4, f" r{node.rank} {state}  {wide}"), (2, f" r{node.rank} {state} {short}")):
+        room = width - indent - len(tail)
+        if room >= min(len(node.host), 3):
+            host = node.host if len(node.host) <= room else node.host[: room - 1] + "…"
+            return " " * indent + host + tail
+    line = f"  r{node.rank} {state} {short}"
+    return line if len(line) <= width else line[: max(1, width - 1)] + "…"
 
 
 LABEL = 14  # the label column: "PSI some/full " and the like
@@ -245,6 +261,10 @@ class MemoryGauge(TextPanel):
                 out.append(f"\n  :{e.port} ", label)
                 out.append(size, value)
                 out.append(f" p{e.priority} {name}", muted)
+                for node in e.nodes:  # a cluster's head: each node's phase and MemAvailable there
+                    if node.status == "head" and s is not None:  # this machine: the head's own condition
+                        node = replace(node, phase=e.text(), available_gib=s.mem_available / GiB)
+                    out.append("\n" + node_text(node, width), muted)
         out.append(f"\n{'Guard':<14}", label)
         g = self.guard
         state_style = {"armed": "armed", "disarmed": "disarmed", "tripped": "tripped"}.get(g.state, "muted")
