@@ -316,8 +316,8 @@ class ServerPane(Pane):
 
     def render_list(self) -> None:
         keymap = self.app_keymap()
-        keys = tuple(key_label(keys_for(BY_ID[i], keymap)) for i in ("server.next", "server.previous"))
-        self.query_one(ServerList).show(self.servers, self.target, keys)
+        next_key, previous_key = (key_label(keys_for(BY_ID[i], keymap)) for i in ("server.next", "server.previous"))
+        self.query_one(ServerList).show(self.servers, self.target, (next_key, previous_key))
 
     def action_next_server(self) -> None:
         """Follow the next server of the list (the server pane's log, phases, figures and keys)."""
