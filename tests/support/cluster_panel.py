@@ -1,8 +1,8 @@
 """The panel driven by Pilot on a test cluster's head node: `python -m tests.support.cluster_panel
 PROFILE OUT.json`, run inside the head's network namespace (tests/support/netns_cluster.py), the
 way a user on the head would open the panel there. It presses F5 on a [cluster] profile, waits
-until the head is ready and its record lists every node, notes what the panel shows, stops the
-cluster with F6 and writes what it saw to OUT.json (an "error" key when a step timed out)."""
+until the head is ready and its record lists every node, notes what the panel shows, restarts the
+cluster with F7, stops it with F6 and writes what it saw to OUT.json (an "error" key when a step timed out)."""
 
 from __future__ import annotations
 
@@ -54,6 +54,15 @@ async def drive(profile: Path, out: Path) -> None:
                 await pilot.pause(0.5)
                 seen["memory_pane"] = app.query_one(MemoryGauge).render().plain
                 seen["server_list"] = app.query_one(ServerList).render().plain
+                # F7: the whole cluster again (the head's stop ends the worker's rank; the launch starts both)
+                first = app.server.started_at
+                await pilot.press("f7")
+                await until(
+                    lambda: app.server is not None and app.server.started_at != first and app.server.state == "ready",
+                    "the restarted head to be ready",
+                )
+                await until(worker_running, "the worker to run again after the restart", timeout=30)
+                seen["restart_error"] = server_pane(app).launch_error
                 await pilot.press("f6")
                 await until(lambda: app.server is not None and not app.server.live, "the stop")
                 seen["stopped"] = app.server.state if app.server else None

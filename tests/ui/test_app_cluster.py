@@ -30,7 +30,7 @@ def panel_on_head(cluster: nc.NetnsCluster, profile: Path, out: Path) -> dict[st
     return seen
 
 
-def test_f5_on_a_cluster_profile_starts_every_node_and_f6_stops_them(
+def test_f5_on_a_cluster_profile_starts_every_node_f7_restarts_them_and_f6_stops_them(
     netns_cluster: nc.NetnsCluster, tmp_path: Path
 ) -> None:
     seen = panel_on_head(netns_cluster, cluster_profile(tmp_path), tmp_path / "seen.json")
@@ -41,6 +41,7 @@ def test_f5_on_a_cluster_profile_starts_every_node_and_f6_stops_them(
     # the memory pane: the head (this machine's MemAvailable) and the worker (its own guard's figure)
     assert any(line.startswith("  node0 r0 ready ") and line.endswith("G") for line in memory), memory
     assert any(line.startswith("  node1 r1 ") and line.endswith("G") for line in memory), memory
+    assert seen["restart_error"] is None
     assert seen["stopped"] == "stopped"
     worker = netns_cluster.nodes[1]
     assert wait_for(lambda: status_is(netns_cluster, worker, "exited"), 30, what="the worker's rank to stop")
