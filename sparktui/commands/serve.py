@@ -44,12 +44,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
-    """A profile with [cluster] (backend "mp"): every node is checked over SSH, each worker's rank
+    """A profile with [cluster]: every node is checked over SSH, each worker's rank
     starts under its own supervisor there, then the head's rank here, all with vLLM's own
     multi-node flags. The head's supervisor stops the workers when it ends."""
     from sparktui.runtime import cluster, supervisor
 
     settings = profile.cluster
+    if args.detach:
+        return launch_cluster_detached(profile, serve, args.force)
     if settings.backend == "ray":
         return serve_ray_cluster(profile, serve, args)
     head_serve = cluster.with_rank(serve, settings, 0)  # checks master-addr before anything starts
@@ -61,16 +63,30 @@ def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
     workers = cluster.start_workers(profile, serve)
     print(f"started ranks 1-{len(workers)} on {', '.join(workers)}", file=sys.stderr, flush=True)
     try:
-        if not args.detach:
-            return supervisor.serve_foreground(profile, head_serve, force=args.force)
-        state = supervisor.launch(profile, head_serve, force=args.force)
+        return supervisor.serve_foreground(profile, head_serve, force=args.force)
     except BaseException:
         cluster.stop_workers(workers, serve.port)
         raise
+
+
+def launch_cluster_detached(profile: Any, serve: Any, force: bool) -> int:
+    """runtime.cluster_launch (the panel's launch of a cluster profile too), said on the terminal."""
+    from sparktui.runtime.cluster_launch import launch_detached
+
+    done = launch_detached(profile, serve, force=force)
+    for line in done.summaries:
+        print(f"sparktui: {line}", file=sys.stderr)
+    for warning in done.warnings:
+        print(f"sparktui: warning: {warning}", file=sys.stderr)
+    over = " over Ray" if profile.cluster.backend == "ray" else ""
+    started = "Ray nodes" if over else f"ranks 1-{len(done.workers)}"
+    print(f"started {started} on {', '.join(done.workers)}", file=sys.stderr, flush=True)
+    state, port = done.state, done.state.port
     print(
-        f"started {state.profile} on {state.url}: head of {len(settings.nodes)} nodes (supervisor pid {state.supervisor.pid})"
+        f"started {state.profile} on {state.url}: head of {len(profile.cluster.nodes)} nodes{over} "
+        f"(supervisor pid {state.supervisor.pid})"
     )
-    print(f"follow with `sparktui status --port {state.port}`; stop with `sparktui stop --port {state.port}`")
+    print(f"follow with `sparktui status --port {port}`; stop with `sparktui stop --port {port}`")
     return 0
 
 
@@ -91,28 +107,6 @@ def serve_ray_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int
     for warning in checked.warnings:
         print(f"sparktui: warning: {warning}", file=sys.stderr)
     port = int(serve.port or 8000)
-    if args.detach:
-        state = supervisor.launch(head, head_serve, force=args.force)
-
-        def head_alive() -> bool:
-            try:
-                return bool(supervisor.read(port).alive)
-            except UserError:
-                return False
-
-        try:
-            ray_cluster.wait_for_head(port, head_alive)
-            workers = ray_cluster.start_workers(head, port)
-        except BaseException:
-            supervisor.stop(port)
-            raise
-        print(f"started Ray nodes on {', '.join(workers)}", file=sys.stderr, flush=True)
-        print(
-            f"started {state.profile} on {state.url}: head of {len(profile.cluster.nodes)} nodes over Ray "
-            f"(supervisor pid {state.supervisor.pid})"
-        )
-        print(f"follow with `sparktui status --port {port}`; stop with `sparktui stop --port {port}`")
-        return 0
     # In the foreground the head's supervisor runs here; the workers join once its Ray is up.
     sup = supervisor.Supervisor(head, head_serve, force=args.force)
     finished = sup.finished

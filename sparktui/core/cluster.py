@@ -43,10 +43,24 @@ class ClusterSettings:
     # the head's Ray temp dir, set by the head in each worker's copy: a worker's Ray before 2.55
     # ignores its own --temp-dir and keeps its sessions under the head's path (on the worker)
     head_ray_temp_dir: str | None = None
+    # [cluster.interfaces]: each node's own name for its end of the link (GB10 nodes can name their
+    # ConnectX ports differently); when given it names every node and `interface` is None
+    interfaces: tuple[tuple[str, str], ...] = ()
 
     @property
     def head(self) -> str:
         return self.nodes[0]
+
+    @property
+    def has_interface(self) -> bool:
+        return bool(self.interface or self.interfaces)
+
+    def interface_of(self, host: str) -> str | None:
+        """The link's interface on node `host`: its own ([cluster.interfaces]) or the one name."""
+        return dict(self.interfaces).get(host) if self.interfaces else self.interface
+
+    def interface_at(self, rank: int) -> str | None:
+        return self.interface_of(self.nodes[rank])
 
 
 @dataclass

@@ -391,7 +391,17 @@ def _machine_name(value: Any, fail: Any) -> str:
     raise fail(f"got {_show(value)}; {expected}")
 
 
-_CLUSTER_KEYS = ("nodes", "backend", "interface", "master-addr", "master-port", "ray-port", "node-rank", "ray-temp-dir")
+_CLUSTER_KEYS = (
+    "nodes",
+    "backend",
+    "interface",
+    "interfaces",
+    "master-addr",
+    "master-port",
+    "ray-port",
+    "node-rank",
+    "ray-temp-dir",
+)
 
 
 def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
@@ -432,6 +442,7 @@ def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
         if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", value)):
             raise fail(key, f"got {_show(value)}; expected an interface name or an address")
         texts[key] = value
+    interfaces = _cluster_interfaces(table.get("interfaces"), nodes, texts["interface"] is not None, fail)
     ports = {}
     for key, default in (("master-port", 29501), ("ray-port", 6379)):
         port = table.get(key, default)
@@ -459,7 +470,37 @@ def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
         ports["ray-port"],
         rank,
         head_temp,
+        interfaces,
     )
+
+
+def _cluster_interfaces(value: Any, nodes: list[str], one_name: bool, fail: Any) -> tuple[tuple[str, str], ...]:
+    """[cluster.interfaces]: every node's own name for its end of the link, e.g. node0 = "enP2p1s0f1np1"."""
+    if value is None:
+        return ()
+    example = ", ".join(f'{n} = "enp1s0f0np0"' for n in nodes[:2])
+    if one_name:
+        raise fail(
+            "interfaces",
+            "give either interface (one name on every node) or [cluster.interfaces] (each node's own), not both",
+        )
+    if not isinstance(value, dict):
+        raise fail("interfaces", f"got {_show(value)}; expected a table of node = interface name ({example})")
+    missing = [n for n in nodes if n not in value]
+    unknown = [k for k in value if k not in nodes]
+    if unknown:
+        raise fail("interfaces", f"{', '.join(map(repr, unknown))} is not one of the nodes ({', '.join(nodes)})")
+    if missing:
+        raise fail("interfaces", f"no interface for {', '.join(missing)}; name every node's ({example})")
+    for node in nodes:
+        name = value[node]
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,15}", name):
+            raise fail(
+                f"interfaces.{node}",
+                f"got {_show(name)}; expected an interface name (up to 15 letters, digits, '.', '-', '_' or ':'; "
+                "`ip -brief link` there lists them)",
+            )
+    return tuple((node, str(value[node])) for node in nodes)
 
 
 def _cluster_table(cluster: ClusterSettings) -> dict[str, Any]:
@@ -467,6 +508,8 @@ def _cluster_table(cluster: ClusterSettings) -> dict[str, Any]:
     table: dict[str, Any] = {"nodes": list(cluster.nodes), "backend": cluster.backend}
     if cluster.interface is not None:
         table["interface"] = cluster.interface
+    if cluster.interfaces:
+        table["interfaces"] = dict(cluster.interfaces)
     if cluster.master_addr is not None:
         table["master-addr"] = cluster.master_addr
     table["master-port"] = cluster.master_port

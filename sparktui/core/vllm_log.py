@@ -50,7 +50,7 @@ DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
 @dataclass(frozen=True, slots=True)
 class Version:
     version: str
-    source: str  # api_server | banner | container | engine
+    source: str  # api_server | headless | banner | container | engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +271,7 @@ _R_API_VERSION = re.compile(r"vLLM API server version (\S+)")
 _R_BANNER_VERSION = re.compile(r"\bversion (\S+)\s*$")
 _R_BANNER_MODEL = re.compile(r"\bmodel\s+(\S+)\s*$")
 _R_CONTAINER_VERSION = re.compile(r"^vLLM Version (\S+)")
+_R_HEADLESS_VERSION = re.compile(r"^Launching vLLM \(v?([^)\s]+)\) headless")
 _R_ENGINE = re.compile(r"LLM engine \(v([^)]+)\)")
 _R_ENGINE_MODEL = re.compile(r"\bmodel='([^']*)'")
 _R_ENGINE_SEQ = re.compile(r"\bmax_seq_len=(\d+)")
@@ -322,6 +323,13 @@ def _on_version(msg: str, out: list[Event]) -> None:
         out.append(Version(m.group(1), "api_server"))
     elif m := _R_CONTAINER_VERSION.match(msg):
         out.append(Version(m.group(1), "container"))
+
+
+def _on_launching(msg: str, out: list[Event]) -> None:
+    # a headless rank (--headless, a worker node of --nnodes) has no API server and no banner; its
+    # serve.py says "Launching vLLM (v0.30.0) headless multiproc executor, with head node address …"
+    if m := _R_HEADLESS_VERSION.match(msg):
+        out.append(Version(m.group(1), "headless"))
 
 
 def _on_banner(msg: str, out: list[Event]) -> None:
@@ -418,6 +426,7 @@ def _profiling_rule(*starts: str) -> Callable[[str, list[Event]], None]:
 # that can apply; most lines match none and cost a split and a lookup.
 _RULES_BY_FIRST_WORD: dict[str, Callable[[str, list[Event]], None]] = {
     "vLLM": _on_version,
+    "Launching": _on_launching,
     "non-default": _on_args,
     "args:": _on_args,
     "Initializing": _on_initializing,
@@ -637,7 +646,7 @@ def parse_line(raw: str) -> list[Event]:
 # ---------------------------------------------------------------- summary
 
 # which source wins when several lines say the same thing (higher wins; ties: first seen)
-_VERSION_RANK = {"api_server": 3, "banner": 2, "container": 1, "engine": 0}
+_VERSION_RANK = {"api_server": 3, "headless": 3, "banner": 2, "container": 1, "engine": 0}
 _MODEL_RANK = {"engine": 4, "banner": 3, "args": 2, "loading": 1, "error": 0}
 _LEN_RANK = {"engine": 2, "resolved": 1, "args": 0}
 # failures that name a cause beat the generic ones

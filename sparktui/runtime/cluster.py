@@ -118,10 +118,12 @@ class NodeAsk:
     ray: bool = False  # backend "ray": which Ray this node would run
 
     @classmethod
-    def of(cls, profile: Profile, serve: ServeConfig) -> NodeAsk:
+    def of(cls, profile: Profile, serve: ServeConfig, host: str) -> NodeAsk:
+        """What to ask node `host` (its own interface name, with [cluster.interfaces])."""
         cluster = profile.cluster
         assert cluster is not None
-        return cls(serve.model, str(profile.machine), cluster.interface, cluster.master_addr, cluster.backend == "ray")
+        interface = cluster.interface_of(host)
+        return cls(serve.model, str(profile.machine), interface, cluster.master_addr, cluster.backend == "ray")
 
 
 def node_check(ports: list[int], executable: str, venv: str | None, ask: NodeAsk | None = None) -> dict[str, Any]:
@@ -202,10 +204,10 @@ def check_nodes(profile: Profile, serve: ServeConfig) -> list[NodeReport]:
     cluster = profile.cluster
     assert cluster is not None
     head_ports = serve_ports(serve, cluster, head=True)
-    ask = NodeAsk.of(profile, serve)
+    ask = NodeAsk.of(profile, serve, cluster.head)
     head_data = node_check(head_ports, profile.runner.executable or "vllm", profile.runner.venv, ask)
     reports = [NodeReport.from_json(cluster.head, head_data)]
-    reports += [check_remote(host, [], profile.runner, ask) for host in cluster.nodes[1:]]
+    reports += [check_remote(host, [], profile.runner, NodeAsk.of(profile, serve, host)) for host in cluster.nodes[1:]]
     return reports
 
 
@@ -373,6 +375,7 @@ class Link:
         self.next_at = 0.0
         self.seen: set[str] = set()
         self.head_reached = False
+        self.ready = False  # the head: its /health answered, and the workers are told
         self.head_misses = 0
         self.streams: list[WorkerStream] = []
         self._recorded: list[NodePhase] | None = None
@@ -407,6 +410,12 @@ class Link:
             return self.head_reached and ray_ready(self.ray_dir), None  # this node's raylet joined
         return self.head_reached, None
 
+    def announce_ready(self) -> None:
+        """The head serves (/health answers): every worker hears it on its stream and rests."""
+        self.ready = True
+        for stream in self.streams:
+            stream.say_ready()
+
     def _check_workers(self) -> tuple[bool, str | None]:
         from sparktui.runtime.node_stream import ENDED, WorkerStream
 
@@ -414,6 +423,8 @@ class Link:
             self.streams = [WorkerStream(host, self.port, self.wake) for host in self.cluster.nodes[1:]]
             for stream in self.streams:
                 stream.start()
+                if self.ready:
+                    stream.say_ready()
         phases = [NodePhase(self.cluster.head, 0, "head")]
         reason = None
         for rank, stream in enumerate(self.streams, start=1):

@@ -141,7 +141,8 @@ def judge_interface(host: str, head: bool, facts: InterfaceFacts | None, master_
     if not facts.exists:
         return [
             f"node {host}: no interface {name} (`ip -brief link` there lists them); set [cluster] interface to "
-            "the port that links the nodes (the same name on every node)"
+            "the port that links the nodes, or, where the nodes name it differently, each node's own in "
+            f'[cluster.interfaces] ({host} = "…")'
         ]
     if facts.error:
         return [f"node {host}: interface {name}: {facts.error}"]
@@ -299,7 +300,7 @@ def judge_nodes(profile: Profile, serve: ServeConfig, reports: list[NodeReport])
     out = ClusterJudgement()
     fits = _node_fits(profile, serve, reports, out)
     for rank, (r, result) in enumerate(zip(reports, fits, strict=True)):
-        if cluster.interface:
+        if cluster.interface_of(r.host):
             out.interface_problems += judge_interface(r.host, rank == 0, r.interface, cluster.master_addr)
         mem = _mem_of(r)
         if mem is None:
@@ -336,9 +337,10 @@ def link_env(profile: Profile, serve: ServeConfig) -> dict[str, str]:
     from sparktui.runtime.cluster import node_rank
 
     cluster = profile.cluster
-    if cluster is None or not cluster.interface or node_rank(serve) is None:
+    rank = node_rank(serve)
+    name = cluster.interface_at(rank) if cluster is not None and rank is not None else None
+    if not name:
         return {}
-    name = cluster.interface
     facts = interface_facts(name, None)
     ipv4 = [a for a in facts.get("addresses") or [] if ":" not in a]
     return link_vars(name, ipv4[0] if ipv4 else None)

@@ -5,7 +5,9 @@ state as its supervisor recorded it, then one more each time what the head acts 
 phase, exit reason, the guard's MemAvailable): it sleeps in poll() on inotify (the state file is
 replaced atomically on every write) and on a pidfd of the supervisor (a supervisor that dies without
 a word is "lost" at once). It ends after the rank ended, or when its stdin closes: the head's ssh
-went, so nothing is left behind on the worker.
+went, so nothing is left behind on the worker. The head writes one line on that stdin, READY_LINE,
+once its /health answers: node-watch passes it to the worker's supervisor (a cluster-ready request),
+whose headless rank never logs "ready" itself, so its loop and guard can take their resting pace.
 
 On the head, a `WorkerStream` per worker keeps that session (the system's ssh, with keep-alives so
 a dead link ends it) and hands each line to the supervisor's loop, which it wakes. A session that
@@ -30,6 +32,7 @@ RETRY_MIN_S = 0.5
 RETRY_MAX_S = 10.0
 KEEPALIVE = ["-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2"]  # a dead link ends ssh in ~10 s
 ENDED = ("exited", "lost")
+READY_LINE = "ready\n"  # head → worker on node-watch's stdin: the head answers /health
 
 
 def _projection(data: dict[str, Any] | None, alive: bool) -> dict[str, Any]:
@@ -94,8 +97,11 @@ def stream_state(port: int, out: IO[str] = sys.stdout, stdin_fd: int = 0) -> int
     pid: int | None = None
     pidfd: int | None = None
     last: dict[str, Any] | None = None
+    heard = _Heard()
     try:
         while True:
+            if heard.ready and not heard.told:
+                heard.told = _tell_ready(port)  # retried at the next wake while its supervisor cannot take it
             data = _read(path)
             sup_pid = _obj(_obj(data).get("supervisor")).get("pid")
             if data is not None and sup_pid != pid:  # a (new) supervisor: watch it end
@@ -116,7 +122,7 @@ def stream_state(port: int, out: IO[str] = sys.stdout, stdin_fd: int = 0) -> int
                 last = now
             if now["status"] in ENDED:
                 return 0
-            if not _wait(poller, notify, stdin_fd, path.name):
+            if not _wait(poller, notify, stdin_fd, path.name, heard):
                 return 0
     finally:
         if pidfd is not None:
@@ -124,13 +130,39 @@ def stream_state(port: int, out: IO[str] = sys.stdout, stdin_fd: int = 0) -> int
         notify.close()
 
 
-def _wait(poller: select.poll, notify: Inotify, stdin_fd: int, name: str) -> bool:
-    """Sleep until the state file changed or the supervisor ended (True), or stdin closed (False)."""
+class _Heard:
+    """What the head said on stdin: READY_LINE (its /health answers), and whether this node's
+    supervisor has taken it."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.told = False
+
+
+def _tell_ready(port: int) -> bool:
+    """Pass the head's word to this node's supervisor (it rests); False when it could not take it."""
+    from sparktui.errors import UserError
+    from sparktui.runtime import protocol as pr
+    from sparktui.runtime import state as st
+
+    try:
+        return st.request(port, pr.ClusterReadyRequest(cmd="cluster-ready"), timeout=5).ok
+    except (UserError, OSError):
+        return False
+
+
+def _wait(poller: select.poll, notify: Inotify, stdin_fd: int, name: str, heard: _Heard) -> bool:
+    """Sleep until the state file changed, the supervisor ended or the head said it is ready
+    (True), or stdin closed (False)."""
     while True:
         for fd, _ in poller.poll():
             if fd == stdin_fd:
-                if not os.read(stdin_fd, 4096):
+                data = os.read(stdin_fd, 4096)
+                if not data:
                     return False  # the head's ssh closed the session
+                if READY_LINE.encode() in data and not heard.ready:
+                    heard.ready = True
+                    return True
             elif fd == notify.fileno():
                 if any(e.name == name or e.mask & IN_Q_OVERFLOW for e in notify.read()):
                     return True
@@ -150,6 +182,7 @@ class WorkerStream:
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._proc: subprocess.Popen[str] | None = None
+        self._ready = False  # the head serves: said on every session, the next ones too
         self._thread = threading.Thread(target=self._run, name=f"node-stream-{host}", daemon=True)
 
     def start(self) -> None:
@@ -160,6 +193,14 @@ class WorkerStream:
         with self._lock:
             self.news = False
             return self.latest, self.connected
+
+    def say_ready(self) -> None:
+        """Tell the worker the cluster serves (a line on node-watch's stdin), now and on every
+        session opened later."""
+        with self._lock:
+            self._ready = True
+            if self._proc is not None:
+                _say_ready(self._proc)
 
     def _argv(self) -> list[str]:
         from sparktui.runtime.cluster import ssh_argv
@@ -173,7 +214,7 @@ class WorkerStream:
             try:
                 proc = subprocess.Popen(
                     self._argv(),
-                    stdin=subprocess.PIPE,  # never written: its close is the worker's signal to end
+                    stdin=subprocess.PIPE,  # READY_LINE once the head serves; its close ends the worker's end
                     stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,
                     text=True,
@@ -183,6 +224,8 @@ class WorkerStream:
             if proc is not None:
                 with self._lock:
                     self._proc = proc
+                    if self._ready:
+                        _say_ready(proc)
                 if self._closed.is_set():  # closed while it was starting
                     _hang_up(proc)
                     return
@@ -217,6 +260,16 @@ class WorkerStream:
             _hang_up(proc)
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+
+
+def _say_ready(proc: subprocess.Popen[str]) -> None:
+    if proc.stdin is None:
+        return
+    try:
+        proc.stdin.write(READY_LINE)
+        proc.stdin.flush()
+    except (OSError, ValueError):  # the session went (or is closing): the next one says it again
+        pass
 
 
 def _hang_up(proc: subprocess.Popen[str]) -> None:

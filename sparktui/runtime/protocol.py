@@ -366,12 +366,20 @@ class GuardRequest(_Message):
     lines: GuardLinesChange | None = None
 
 
-Request = Annotated[StatusRequest | StopRequest | KillRequest | GuardRequest, Field(discriminator="cmd")]
-_REQUEST: TypeAdapter[StatusRequest | StopRequest | KillRequest | GuardRequest] = TypeAdapter(Request)
-COMMANDS = ("status", "stop", "kill", "guard")
+class ClusterReadyRequest(_Message):
+    """To a cluster worker's supervisor, from its `node-watch`: the head answers /health, so this
+    headless rank (which never sees "ready" in its own log) can rest."""
+
+    cmd: Literal["cluster-ready"]
 
 
-def parse_request(data: bytes) -> StatusRequest | StopRequest | KillRequest | GuardRequest:
+AnyRequest = StatusRequest | StopRequest | KillRequest | GuardRequest | ClusterReadyRequest
+Request = Annotated[AnyRequest, Field(discriminator="cmd")]
+_REQUEST: TypeAdapter[AnyRequest] = TypeAdapter(Request)
+COMMANDS = ("status", "stop", "kill", "guard", "cluster-ready")
+
+
+def parse_request(data: bytes) -> AnyRequest:
     """One request line from the socket; ProtocolError says what is wrong with it."""
     try:
         raw = json.loads(data or b"{}")

@@ -149,8 +149,8 @@ def head_address(cluster: ClusterSettings) -> str:
     """The head's address on the link between the nodes: master-addr, or the head's interface's."""
     if cluster.master_addr:
         return cluster.master_addr
-    if cluster.interface:
-        return interface_address(cluster.interface)
+    if interface := cluster.interface_at(0):
+        return interface_address(interface)
     raise UserError(
         '[cluster] backend = "ray": give master-addr (the head\'s address on the link between the nodes, '
         'e.g. master-addr = "192.168.100.1") or interface (e.g. interface = "enp1s0f1np1")'
@@ -161,8 +161,8 @@ def node_address(cluster: ClusterSettings, rank: int) -> str:
     """This node's address for Ray (--node-ip-address) and vLLM (VLLM_HOST_IP)."""
     if rank == 0:
         return head_address(cluster)
-    if cluster.interface:
-        return interface_address(cluster.interface)
+    if interface := cluster.interface_at(rank):
+        return interface_address(interface)
     assert cluster.master_addr, "the head sets master-addr in every worker's copy of the profile"
     return route_source(cluster.master_addr)
 
@@ -172,7 +172,7 @@ def gpus_per_node(serve: ServeConfig, cluster: ClusterSettings) -> int:
     return max(1, tp // len(cluster.nodes))
 
 
-def node_env(cluster: ClusterSettings, addr: str, profile_env: dict[str, str]) -> dict[str, str]:
+def node_env(cluster: ClusterSettings, rank: int, addr: str, profile_env: dict[str, str]) -> dict[str, str]:
     """What vLLM's multi-node docs set on each node; a value the profile's [env] gives wins."""
     # Ray 2.5x drains a node for up to 30 s on SIGTERM (for Ray Serve's proxies); vLLM has none,
     # and the stop is the whole cluster's: end at once, within the supervisor's grace.
@@ -181,7 +181,7 @@ def node_env(cluster: ClusterSettings, addr: str, profile_env: dict[str, str]) -
     # the link's variables reach the head's vLLM (the EngineCore, Ray's driver) and every Ray
     # worker's actors, which inherit the environment of the `ray start` that started their raylet
     env = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
-    env.update(link_vars(cluster.interface, addr))
+    env.update(link_vars(cluster.interface_at(rank), addr))
     return {k: v for k, v in env.items() if k not in profile_env}
 
 
@@ -230,7 +230,7 @@ def node_command(profile: Profile, serve: ServeConfig, vllm: LaunchCommand, rank
     executable, venv = profile.runner.executable, profile.runner.venv
     temp_dir = node_temp_dir(cluster, port, executable, venv)
     start = ray_start_argv(resolve_ray(executable, venv), cluster, rank, addr, gpus_per_node(serve, cluster), temp_dir)
-    env = {**vllm.env, **node_env(cluster, addr, profile.env)}
+    env = {**vllm.env, **node_env(cluster, rank, addr, profile.env)}
     if rank:
         return LaunchCommand(start, env, secret_env=vllm.secret_env)
     env["RAY_ADDRESS"] = f"{addr}:{cluster.ray_port}"  # vLLM's ray.init() joins this cluster, not a new one

@@ -25,14 +25,13 @@ from sparktui.runtime.protocol import (
     MAX_MESSAGE_BYTES,
     RUNNING_STATUSES,
     STATE_VERSION,
+    AnyRequest,
     GuardLinesChange,
     GuardRequest,
-    KillRequest,
     ProtocolError,
     Reply,
     StateRecord,
     StatusRequest,
-    StopRequest,
     parse_reply,
     read_state_file,
 )
@@ -182,9 +181,6 @@ def find_state(port: int | None = None) -> StateRecord:
         raise UserError("no server is running (see `sparktui status`)")
     ports = ", ".join(str(s.port) for s in running)
     raise UserError(f"several servers are running (ports {ports}); say which with --port")
-
-
-AnyRequest = StatusRequest | StopRequest | KillRequest | GuardRequest
 
 
 def ask_live(port: int, timeout: float = 5.0, *, metrics: bool = False) -> StateRecord | None:

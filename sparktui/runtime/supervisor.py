@@ -401,6 +401,9 @@ class Supervisor:
         self.state: pr.StateRecord | None = None
         self._unsaved = False  # a state write failed (ENOSPC…): retried on the next tick
         self.healthy = False
+        # a cluster worker's rank, once its head answers /health (node-watch passes the word on):
+        # a headless rank never logs "ready" itself, yet the cluster serves; its loop may rest
+        self.cluster_ready = False
         self._last_metrics: MetricsSnapshot | None = None  # the previous /metrics snapshot, for rates
         self.endpoint: Endpoint | None = None
         self.reaper: Reaper | None = None
@@ -582,9 +585,15 @@ class Supervisor:
             except OSError:
                 pass
 
-    def answer(self, req: pr.StatusRequest | pr.StopRequest | pr.KillRequest | pr.GuardRequest) -> pr.Reply:
+    def answer(self, req: pr.AnyRequest) -> pr.Reply:
         """Carry out one socket request; the reply carries the state afterwards."""
-        if isinstance(req, pr.StatusRequest):
+        if isinstance(req, pr.ClusterReadyRequest):
+            if self.link is None or not self.link.rank:
+                return pr.Reply(ok=False, error="not a cluster worker's rank", state=self.snapshot())
+            with self.lock:
+                self.cluster_ready = True
+            self._wake()
+        elif isinstance(req, pr.StatusRequest):
             if req.metrics:
                 self._want_metrics()
         elif isinstance(req, pr.StopRequest | pr.KillRequest):
@@ -737,14 +746,19 @@ class Supervisor:
         assert tree is not None and endpoint is not None and guard is not None  # set by run() before the loop starts
         generation = tree.generation
         next_track = next_health = 0.0
+        resting = False  # served (/health answers here, or at a worker's head): the loop's resting pace
         while True:
             lines = follower.poll()
             changed = self._ingest(lines)
             behind = bool(lines) and follower.pending()  # a flood: read on before sleeping
             now = time.monotonic()
+            if self.cluster_ready and not resting:
+                resting = changed = True
+                self._rest_as_worker()
+            resting = resting or self.healthy
             if now >= next_track:  # in a cgroup: its cgroup.procs; otherwise /proc, scanned at rest only after a fork
-                tree.track() if self.healthy or tree.scope is not None else tree.refresh()
-                next_track = now + (REST_TRACK_S if self.healthy else STARTUP_TICK_S)
+                tree.track() if resting or tree.scope is not None else tree.refresh()
+                next_track = now + (REST_TRACK_S if resting else STARTUP_TICK_S)
             if tree.generation != generation:
                 generation, changed = tree.generation, True
             if self.summary.ready and not self.healthy and now >= next_health:
@@ -760,6 +774,8 @@ class Supervisor:
                         self._metrics_next = now  # the first scrape at once
                     self.record.status, self.record.ready_at = "running", time.time()
                     self._say(f"ready: {self.record.url} answers /health")
+                    if self.link is not None:
+                        self.link.announce_ready()  # the workers' headless ranks may rest now
             if self.link is not None and self.link.due(now):
                 changed |= self._look_at_cluster(now)
             if self.healthy and now >= self._metrics_next:
@@ -777,7 +793,7 @@ class Supervisor:
             changed |= self._guard_status()
             if changed or self._unsaved:
                 self._save()
-            timers = [next_track, now + (REST_TICK_S if self.healthy else STARTUP_TICK_S)]
+            timers = [next_track, now + (REST_TICK_S if resting else STARTUP_TICK_S)]
             if self.summary.ready and not self.healthy:
                 timers.append(next_health)
             if self.healthy:
@@ -788,6 +804,14 @@ class Supervisor:
                 timers.append(now + LOG_FALLBACK_S)
             timeout = 0.0 if behind else max(0.0, min(timers) - time.monotonic())
             self._sleep(poller, follower, log_fd, root_fd, timeout)
+
+    def _rest_as_worker(self) -> None:
+        """The head serves: this headless rank is loaded too, so its loop and guard take the
+        resting pace (the guard still samples fast near a line or in a fast fall)."""
+        self._say("ready: the head answers /health; resting")
+        self.record.phase = "ready"
+        if self.guard is not None:
+            self.guard.set_phase("ready")
 
     def _look_at_cluster(self, now: float) -> bool:
         """The rest of the cluster: a node that ended stops this one; a headless rank (no /health)
@@ -835,7 +859,7 @@ class Supervisor:
                 if isinstance(event, vllm_log.PhaseChanged):
                     changed = True
                     self._say(f"phase: {event.phase}")
-                    if self.guard is not None:
+                    if self.guard is not None and not self.cluster_ready:
                         self.guard.set_phase(event.phase)
                     continue
                 if isinstance(event, vllm_log.KVCacheSize):
@@ -843,7 +867,7 @@ class Supervisor:
                 self.events.append(_event_dict(event))
                 changed = True
         if changed:
-            self.record.phase = self.summary.phase
+            self.record.phase = "ready" if self.cluster_ready else self.summary.phase
         return changed
 
     def _say(self, text: str) -> None:
@@ -1105,7 +1129,7 @@ class Supervisor:
 
     def _respawn(self, log_path: Path, env: dict[str, str]) -> None:
         self.summary = vllm_log.LogSummary()
-        self.healthy = False
+        self.healthy = self.cluster_ready = False
         self._last_metrics = None
         self.tripped.clear()
         self.trip_report = None

@@ -67,6 +67,15 @@ ACTIONS: tuple[Action, ...] = (
         pane="server",
         show=False,  # the footer is full at 120 columns; the server list over the pane shows the key
     ),
+    Action(
+        "server.previous",
+        "ctrl+e",
+        "previous_server",
+        "Previous server",
+        "Switch the server pane to the previous running server (its log, figures, stop and kill)",
+        pane="server",
+        show=False,
+    ),
     Action("guard.toggle", "f9", "toggle_guard", "Guard", "Arm or disarm the memory guard", pane="memory"),
     Action(
         "guard.lines", "ctrl+g", "guard_lines", "Guard lines", "Edit the guard lines (GiB)", pane="memory", show=False

@@ -18,6 +18,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.reactive import var
 from textual.theme import Theme
 from textual.widgets import Footer, Tab, Tabs
@@ -99,9 +100,20 @@ class SparkApp(App[None]):
                 f"theme {wanted!r} not found; using {DEFAULT_THEME} (themes: {', '.join(t.name for t in themes)})"
             )
             wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
-        self.theme = wanted
+        self._set_first_theme(wanted)
         self.pane = PANES[0].NAME
         self.host = ""
+
+    def _set_first_theme(self, name: str) -> None:
+        """The theme before any CSS is parsed. Setting `theme` would run its watcher, which re-parses
+        every stylesheet and restyles every widget once more in the first frame (a third of its
+        CSS work); here the variables are simply in place for the first parse. The rest is what
+        the watcher does (App._watch_theme), less that refresh and the change signal."""
+        self.set_reactive(App.theme, name)
+        self.stylesheet.set_variables(self.get_css_variables())
+        dark = self.current_theme.dark
+        self.update_classes({f"-theme-{name}": True, "-dark-mode": dark, "-light-mode": not dark}, update=False)
+        self._refresh_truecolor_filter(self.ansi_theme)
 
     # -- layout ------------------------------------------------------------------------------------
 
@@ -145,6 +157,8 @@ class SparkApp(App[None]):
             self.set_keymap(self.keymap)
         for error in self.startup_errors:
             self.notify(error, title="Settings", severity="error", timeout=15)
+        # At mount, before the server pane arms its watch of the state dir: the check may write
+        # there (the watch would take that for a server's record changing).
         self._show_postmortems()
         self.host = self.backend.host() if self.show_host else "host"
         self._refresh_status()
@@ -229,7 +243,13 @@ class SparkApp(App[None]):
         if self.sample is not None:
             bar.append(f" │ avail {self.sample.mem_available / 2**30:.1f} GiB")
         name = self.profile.name if self.profile is not None else "no profile"
-        if self.query(ConfigPane) and self.query_one(ConfigPane).modified:
+        # query_one stops at the first match (near the top); query()'s truth walked every widget,
+        # every second with each memory sample.
+        try:
+            modified = self.query_one(ConfigPane).modified
+        except NoMatches:  # before compose
+            modified = False
+        if modified:
             name += " (modified)"
         bar.append(f" │ {name}")
         self.query_one(StatusBar).show(bar)
@@ -246,7 +266,7 @@ class SparkApp(App[None]):
     def show_pane(self, pane: str) -> None:
         self.pane = pane
         for pane_class in PANES:
-            self.pane_widget(pane_class.NAME).set_class(pane == pane_class.NAME, "-active")
+            self.pane_widget(pane_class.NAME).set_active(pane == pane_class.NAME)
         tabs = self.query_one("#pane-tabs", Tabs)
         if tabs.active != f"tab-{pane}":
             tabs.active = f"tab-{pane}"

@@ -306,9 +306,15 @@ class Backend:
         return status
 
     def launch(self, profile: Profile, force: bool = False) -> ServerStatus:
-        """Start a detached supervisor; force: start even what the preflight fit refuses."""
+        """Start a detached supervisor; force: start even what the preflight fit refuses. A profile
+        with [cluster] starts its whole cluster as `sparktui serve --detach` does (every node
+        checked over SSH, the workers there, the head here), never a lone head."""
         from sparktui.runtime import supervisor
 
+        if profile.cluster is not None:
+            from sparktui.runtime.cluster_launch import launch_detached
+
+            return server_status(launch_detached(profile, profile.serve, force=force).state)
         return server_status(supervisor.launch(profile, detach=True, force=force))
 
     def stop(self, status: ServerStatus) -> ServerStatus:
@@ -325,8 +331,8 @@ class Backend:
         from sparktui.runtime import supervisor
 
         if status is not None and status.live:
-            supervisor.stop(status.port)
-        return server_status(supervisor.launch(profile, detach=True))
+            supervisor.stop(status.port)  # a cluster's head stops its workers too
+        return self.launch(profile)
 
     def set_guard(
         self, status: ServerStatus, armed: bool | None = None, lines: GuardLines | None = None

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sparktui.core.cluster import API_SERVER_BYTES, RAY_HEAD_BYTES, ClusterSettings, fit_cluster
 from sparktui.core.config import ServeConfig
 from sparktui.core.fit import dgx_spark, fit
 from sparktui.core.modelspec import load_model_spec
-from sparktui.core.profiles import parse_profile
+from sparktui.core.profiles import dumps_profile, parse_profile
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
 
@@ -30,6 +32,43 @@ def test_cluster_section_parses_and_bad_values_name_the_key(tmp_path):
     ):
         with pytest.raises(UserError, match=rf"\[cluster\] {key}"):
             parse_profile(CLUSTER + "[cluster]\n" + body + "\n", tmp_path / "bad.toml")
+
+
+def test_each_node_can_name_its_own_interface_and_a_bad_table_names_the_field(tmp_path):
+    """GB10 nodes can name their ConnectX ports differently: [cluster.interfaces], one per node."""
+    body = CLUSTER + '[cluster]\nnodes = ["spark-a", "spark-b"]\nbackend = "mp"\n'
+    table = '[cluster.interfaces]\nspark-a = "enP2p1s0f1np1"\nspark-b = "enp1s0f0np0"\n'
+    p = parse_profile(body + table, tmp_path / "two.toml")
+    assert p.cluster is not None and p.cluster.interface is None
+    assert [p.cluster.interface_at(r) for r in (0, 1)] == ["enP2p1s0f1np1", "enp1s0f0np0"]
+    assert p.cluster.interface_of("spark-b") == "enp1s0f0np0"
+    # the worker's copy (the head sends it over SSH) keeps every node's name
+    assert parse_profile(dumps_profile(p), tmp_path / "copy.toml").cluster == p.cluster
+    one = parse_profile(body + 'interface = "cx1"\n', tmp_path / "one.toml").cluster
+    assert one is not None and one.interface_at(0) == one.interface_at(1) == "cx1"
+    for bad, field, says in (
+        ('interfaces = "cx1"', "interfaces", "expected a table of node = interface name"),
+        (
+            'interface = "cx1"\n'
+            + table.replace("[cluster.interfaces]\n", "interfaces = { ")[:-1].replace("\n", ", ")
+            + " }",
+            "interfaces",
+            "not both",
+        ),
+        ('[cluster.interfaces]\nspark-a = "cx1"', "interfaces", "no interface for spark-b"),
+        (
+            '[cluster.interfaces]\nspark-a = "cx1"\nspark-b = "cx1"\nspark-c = "cx2"',
+            "interfaces",
+            "'spark-c' is not one of the nodes",
+        ),
+        (
+            '[cluster.interfaces]\nspark-a = "cx1"\nspark-b = "eth0; id"',
+            "interfaces.spark-b",
+            "expected an interface name",
+        ),
+    ):
+        with pytest.raises(UserError, match=rf"\[cluster\] {re.escape(field)}: .*{re.escape(says)}"):
+            parse_profile(body + bad + "\n", tmp_path / "bad.toml")
 
 
 def test_each_node_holds_one_rank_and_the_head_carries_the_api_server_and_ray():

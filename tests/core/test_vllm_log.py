@@ -179,10 +179,10 @@ EXPECTED = {
     ),
     f"{LOGS}/spark2x_v0.30.0_qwen3.8-flash-next-nvfp4_nnodes2-rank1-headless_excerpt.log": (
         # a two-Spark --nnodes 2 start-up, the worker's headless rank 1 (selected lines): no API server,
-        # so no banner and no "Application startup complete"; "Launching vLLM (v0.30.0) headless
-        # multiproc executor" is not read as a version; "Using max model len 262144"; one rank's
+        # so no banner and no "Application startup complete"; the version from "Launching vLLM
+        # (v0.30.0) headless multiproc executor"; "Using max model len 262144"; one rank's
         # "Model loading took 62.66 GiB" and "Available KV cache memory: 25.37 GiB"
-        dict(version=None, model=None, max_model_len=262144, weights_gib=62.66, available_kv_gib=25.37,
+        dict(version="0.30.0", model=None, max_model_len=262144, weights_gib=62.66, available_kv_gib=25.37,
              kv_cache_tokens=None, max_concurrency=None, ready=False),
         "log_ended",
     ),
@@ -325,6 +325,8 @@ def test_split_line_strips_colour_prefix_level_and_carriage_returns():
         ("INFO 05-12 02:45:15 [api_server.py:1043] vLLM API server version 0.8.5.post1", vl.Version("0.8.5.post1", "api_server")),
         ("(APIServer pid=23283) INFO 08-01 20:59:09 [api_utils.py:339]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.25.1\r", vl.Version("0.25.1", "banner")),
         ("vLLM Version 0.13.0+faa43dbf", vl.Version("0.13.0+faa43dbf", "container")),
+        ("INFO 09-30 19:50:06 [serve.py:221] Launching vLLM (v0.30.0) headless multiproc executor, with head node "
+         "address 10.100.8.1:29523 for torch.distributed process group.", vl.Version("0.30.0", "headless")),
     ],
 )  # fmt: skip
 def test_version_lines(line, expected):

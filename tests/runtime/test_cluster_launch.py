@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,14 @@ PORT = 8000
 
 
 def cluster_profile(
-    tmp_path: Path, utilization: float = 0.3, interface: str = "cx1", master_addr: str = "10.213.0.1"
+    tmp_path: Path,
+    utilization: float = 0.3,
+    interface: str = "cx1",
+    master_addr: str = "10.213.0.1",
+    interfaces: dict[str, str] | None = None,
 ) -> Path:
-    """Both nodes share this machine's memory: a low utilization lets the per-node memory check pass."""
+    """Both nodes share this machine's memory: a low utilization lets the per-node memory check pass.
+    `interfaces`: each node's own name for the link ([cluster.interfaces]) instead of `interface`."""
     stub = install_stub(tmp_path / "bin")
     env_lines = "\n".join(f'{k} = "{v}"' for k, v in FAST_STUB.items())
     path = tmp_path / "two-sparks.toml"
@@ -35,8 +41,10 @@ def cluster_profile(
         f"tensor-parallel-size = 2\ngpu-memory-utilization = {utilization}\n"
         f'[runner]\nexecutable = "{stub}"\n'
         f'[cluster]\nnodes = ["node0", "node1"]\nbackend = "mp"\nmaster-addr = "{master_addr}"\n'
-        f'master-port = 29501\ninterface = "{interface}"\n'
-        f"[env]\n{env_lines}\n"
+        "master-port = 29501\n"
+        + (f'interface = "{interface}"\n' if interfaces is None else "")
+        + f"[env]\n{env_lines}\n"
+        + ("[cluster.interfaces]\n" + "".join(f'{k} = "{v}"\n' for k, v in interfaces.items()) if interfaces else "")
     )
     return path
 
@@ -61,6 +69,11 @@ def status_is(cluster: nc.NetnsCluster, node: nc.Node, *wanted: str) -> dict[str
 
 def nothing_left(cluster: nc.NetnsCluster) -> bool:
     return cluster.nothing_left()
+
+
+def state_phase_ready(cluster: nc.NetnsCluster, node: nc.Node) -> bool:
+    state = state_on(cluster, node)
+    return state is not None and state["phase"] == "ready"
 
 
 def node_watches(node: nc.Node) -> int:
@@ -107,9 +120,24 @@ def test_a_two_node_cluster_launches_reaches_ready_and_stops_everywhere(
     node1 = next(line for line in status.splitlines() if "node node1" in line)
     assert "MemAvailable" in node1  # from the worker's own guard
     assert node_watches(netns_cluster.nodes[1]) == 1  # one session carries the worker's news, no polling
+    # the head told the worker it serves (on that session): its headless rank, which never logs
+    # "ready" itself, rests: phase "ready", the loop on its resting tick, not the start-up one
+    worker = netns_cluster.nodes[1]
+    first = wait_for(
+        lambda: state_on(netns_cluster, worker) if state_phase_ready(netns_cluster, worker) else None,
+        30,
+        what="the worker's rank to hear that the head serves",
+    )
+    t0 = time.monotonic()
+    wait_for(lambda: time.monotonic() - t0 >= 4, 10, what="a few seconds at rest")
+    later = state_on(netns_cluster, worker)
+    assert later is not None and later["phase"] == "ready"
+    elapsed = time.monotonic() - t0
+    timer_wakes = later["loop"]["wakes"].get("timer", 0) - first["loop"]["wakes"].get("timer", 0)
+    # resting: a look at the head every 2 s and the 5 s tick; the start-up tick alone is 4 a second
+    assert timer_wakes <= elapsed + 2, (timer_wakes, elapsed)
     stop = on_head(netns_cluster, "stop", "--port", str(PORT))
     assert stop.returncode == 0, stop.stderr
-    worker = netns_cluster.nodes[1]
     assert wait_for(lambda: status_is(netns_cluster, worker, "exited"), 30, what="the worker's rank to stop")
     assert wait_for(lambda: nothing_left(netns_cluster), 30, what="no process but sshd on either node")
 
@@ -197,3 +225,39 @@ def test_preflight_checks_the_link_interface_on_every_node(netns_cluster: nc.Net
     nosuch = on_head(netns_cluster, "serve", "--detach", str(cluster_profile(tmp_path, interface="nosuch0")))
     assert nosuch.returncode == 2
     assert "node node0: no interface nosuch0" in nosuch.stderr and "node node1: no interface nosuch0" in nosuch.stderr
+
+
+def test_nodes_that_name_the_link_differently_each_use_their_own(tmp_path: Path) -> None:
+    """Two GB10s can call their ConnectX ports enP2p1s0f1np1 and enp1s0f0np0: [cluster.interfaces]
+    gives each node's, the preflight checks each node's own, and each rank talks over its own."""
+    if why := nc.missing_tools():
+        pytest.skip(why)
+    names = {"node0": "enP2p1s0f1np1", "node1": "enp1s0f0np0"}
+    cluster = nc.build(tmp_path / "cluster", link_names=(names["node0"], names["node1"]))
+    try:
+        head, worker = cluster.nodes
+        # one name for both: the worker has no such port, and the error says how to name each node's
+        one = on_head(cluster, "serve", "--detach", str(cluster_profile(tmp_path, interface=names["node0"])))
+        assert one.returncode == 2, one.stdout + one.stderr
+        assert f"node node1: no interface {names['node0']}" in one.stderr and "[cluster.interfaces]" in one.stderr
+        assert "node node0: no interface" not in one.stderr and "Traceback" not in one.stderr
+        assert state_on(cluster, head) is None
+
+        done = on_head(cluster, "serve", "--detach", str(cluster_profile(tmp_path, interfaces=names)))
+        assert done.returncode == 0, done.stdout + done.stderr
+        wait_for(lambda: status_is(cluster, head, "running"), 60, what="the head's rank to answer /health")
+        worker_state = wait_for(lambda: status_is(cluster, worker, "running"), 30, what="the worker's rank to join")
+        head_state = state_on(cluster, head)
+        assert head_state is not None
+        for state, name, addr in (
+            (head_state, names["node0"], "10.213.0.1"),
+            (worker_state, names["node1"], "10.213.0.2"),
+        ):
+            environ = Path(f"/proc/{state['tree']['pid']}/environ").read_bytes().split(b"\0")
+            assert f"GLOO_SOCKET_IFNAME={name}".encode() in environ, (name, state["port"])
+            assert f"NCCL_SOCKET_IFNAME={name}".encode() in environ and f"VLLM_HOST_IP={addr}".encode() in environ
+        stop = on_head(cluster, "stop", "--port", str(PORT))
+        assert stop.returncode == 0, stop.stderr
+        assert wait_for(lambda: nothing_left(cluster), 30, what="no process but sshd on either node")
+    finally:
+        cluster.close()

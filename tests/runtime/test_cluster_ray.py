@@ -8,6 +8,7 @@ Ray session dir, nothing in /dev/shm."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -52,26 +53,50 @@ def ray_shm() -> set[str]:
     return {name for name in os.listdir("/dev/shm") if "plasma" in name or "ray" in name}
 
 
-@pytest.fixture
-def ray_cluster(netns_cluster: nc.NetnsCluster) -> Iterator[nc.NetnsCluster]:
-    """The netns cluster with Ray on every node's PATH (this venv's); every node's Ray temp dir is
-    removed after the test, pass or fail (the namespaces' processes go with netns_cluster)."""
+@contextlib.contextmanager
+def ray_cleanup(cluster: nc.NetnsCluster) -> Iterator[nc.NetnsCluster]:
+    """Every node's Ray temp dir and Ray's /dev/shm files are removed after the test, pass or fail
+    (the namespaces' processes go with the cluster's close())."""
     if shutil.which("ray", path=str(Path(nc.SPARKTUI).parent)) is None:
         pytest.fail("Ray is not installed in this venv: pip install -e '.[test]' installs it")
     shm_before = ray_shm()
     try:
-        yield netns_cluster
+        yield cluster
     finally:
-        for path in ray_temp_dirs(netns_cluster):
+        for path in ray_temp_dirs(cluster):
             shutil.rmtree(path, ignore_errors=True)
         for name in ray_shm() - shm_before:
             Path("/dev/shm", name).unlink(missing_ok=True)
 
 
+@pytest.fixture
+def ray_cluster(netns_cluster: nc.NetnsCluster) -> Iterator[nc.NetnsCluster]:
+    """The netns cluster with Ray on every node's PATH (this venv's)."""
+    with ray_cleanup(netns_cluster) as cluster:
+        yield cluster
+
+
+LINK_NAMES = {"node0": "enP2p1s0f1np1", "node1": "enp1s0f0np0"}  # as two GB10s may name their ConnectX ports
+
+
+@pytest.fixture
+def ray_cluster_own_names(tmp_path: Path) -> Iterator[nc.NetnsCluster]:
+    """As ray_cluster, on nodes that name their end of the link differently (LINK_NAMES)."""
+    if why := nc.missing_tools():
+        pytest.skip(why)
+    cluster = nc.build(tmp_path / "cluster", link_names=(LINK_NAMES["node0"], LINK_NAMES["node1"]))
+    try:
+        with ray_cleanup(cluster):
+            yield cluster
+    finally:
+        cluster.close()
+
+
 NCCL_OVERRIDE = "from-env"
 
 
-def ray_profile(tmp_path: Path) -> Path:
+def ray_profile(tmp_path: Path, interfaces: dict[str, str] | None = None) -> Path:
+    """`interfaces`: each node's own name for the link ([cluster.interfaces]) instead of cx1 on both."""
     stub = install_stub(tmp_path / "bin")
     env_lines = "\n".join(f'{k} = "{v}"' for k, v in FAST_STUB.items())
     path = tmp_path / "two-sparks-ray.toml"
@@ -82,9 +107,11 @@ def ray_profile(tmp_path: Path) -> Path:
         f'[runner]\nexecutable = "{stub}"\n'
         '[cluster]\nnodes = ["node0", "node1"]\nbackend = "ray"\nmaster-addr = "10.213.0.1"\n'
         # the link each node's ranks talk over (cx1 on both nodes of the test cluster)
-        f'ray-port = {RAY_PORT}\ninterface = "cx1"\n'
+        f"ray-port = {RAY_PORT}\n"
+        + ('interface = "cx1"\n' if interfaces is None else "")
         # the profile's [env] wins over what sparktui sets for the link
-        f'[env]\n{env_lines}\nNCCL_SOCKET_IFNAME = "{NCCL_OVERRIDE}"\n'
+        + f'[env]\n{env_lines}\nNCCL_SOCKET_IFNAME = "{NCCL_OVERRIDE}"\n'
+        + ("[cluster.interfaces]\n" + "".join(f'{k} = "{v}"\n' for k, v in interfaces.items()) if interfaces else "")
     )
     return path
 
@@ -97,9 +124,9 @@ def nothing_of_ray_left(cluster: nc.NetnsCluster, shm_before: set[str]) -> bool:
     )
 
 
-def launch_and_wait_ready(cluster: nc.NetnsCluster, tmp_path: Path) -> str:
+def launch_and_wait_ready(cluster: nc.NetnsCluster, tmp_path: Path, interfaces: dict[str, str] | None = None) -> str:
     """Launch (detached); wait until the head answers /health (the stub got its placement group); the head's log."""
-    done = on_head(cluster, "serve", "--detach", str(ray_profile(tmp_path)))
+    done = on_head(cluster, "serve", "--detach", str(ray_profile(tmp_path, interfaces)))
     assert done.returncode == 0, done.stdout + done.stderr
     return wait_ready(cluster)
 
@@ -118,10 +145,12 @@ def wait_ready(cluster: nc.NetnsCluster) -> str:
 
 
 def test_two_nodes_over_ray_place_one_rank_on_each_and_a_kill_ends_everything(
-    ray_cluster: nc.NetnsCluster, tmp_path: Path
+    ray_cluster_own_names: nc.NetnsCluster, tmp_path: Path
 ) -> None:
+    """On nodes that name the link differently: each node's Ray and ranks use its own name."""
+    ray_cluster = ray_cluster_own_names
     shm_before = ray_shm()
-    log = launch_and_wait_ready(ray_cluster, tmp_path)
+    log = launch_and_wait_ready(ray_cluster, tmp_path, LINK_NAMES)
     # Ray placed the two GPU bundles: one on each node (each node offers one GPU), rank 0 on the head
     placed = dict(re.findall(r"rank (\d): RayWorkerWrapper pid=\d+ on node (\S+)", log))
     assert placed == {"0": "10.213.0.1", "1": "10.213.0.2"}, log[-3000:]
@@ -131,13 +160,13 @@ def test_two_nodes_over_ray_place_one_rank_on_each_and_a_kill_ends_everything(
         for who, env in re.findall(r"(driver|rank \d):? link env: (.*)", log)
     }
     assert envs["driver"] == {
-        "GLOO_SOCKET_IFNAME": "cx1",
+        "GLOO_SOCKET_IFNAME": LINK_NAMES["node0"],
         "NCCL_SOCKET_IFNAME": NCCL_OVERRIDE,
         "VLLM_HOST_IP": "10.213.0.1",
     }
     assert envs["rank 0"] == envs["driver"], log[-3000:]
     assert envs["rank 1"] == {
-        "GLOO_SOCKET_IFNAME": "cx1",
+        "GLOO_SOCKET_IFNAME": LINK_NAMES["node1"],
         "NCCL_SOCKET_IFNAME": NCCL_OVERRIDE,
         "VLLM_HOST_IP": "10.213.0.2",
     }

@@ -157,6 +157,15 @@ async def workers_done(app):
             continue
 
 
+async def until(pilot, condition, what: str, rounds: int = 100) -> None:
+    """Wait (in 50 ms steps, 5 s by default) until condition() holds; fail saying what never came."""
+    for _ in range(rounds):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"never: {what}")
+
+
 async def settled(pilot, ready=lambda app: True, what: str = "the app to settle", rounds: int = 200):
     """Until no worker runs and `ready(app)` holds. One worker's result can start the next
     (profile → form → model spec → fit): on a loaded machine a single wait can fall between them."""

@@ -127,20 +127,34 @@ def _run(*argv: str) -> None:
         raise RuntimeError(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()}")
 
 
-def build(root: Path, count: int = 2, node_env: dict[str, dict[str, str]] | None = None) -> NetnsCluster:
+def build(
+    root: Path,
+    count: int = 2,
+    node_env: dict[str, dict[str, str]] | None = None,
+    link_names: tuple[str, str] = (LINK_NAME, LINK_NAME),
+) -> NetnsCluster:
     """Make `count` nodes named node0 (the head), node1, … under root. The caller must close() it
-    (the `netns_cluster` fixture does, even when the test fails); a failed build closes itself."""
+    (the `netns_cluster` fixture does, even when the test fails); a failed build closes itself.
+    `link_names`: the names (formatted with the worker's index) of the link's end on the head and
+    on the worker, as two Sparks may name their ConnectX ports differently."""
     tag = f"{os.getpid() % 100000}"
     cluster = NetnsCluster(root)
     try:
-        _build(cluster, root, count, tag, node_env or {})
+        _build(cluster, root, count, tag, node_env or {}, link_names)
     except BaseException:
         cluster.close()
         raise
     return cluster
 
 
-def _build(cluster: NetnsCluster, root: Path, count: int, tag: str, node_env: dict[str, dict[str, str]]) -> None:
+def _build(
+    cluster: NetnsCluster,
+    root: Path,
+    count: int,
+    tag: str,
+    node_env: dict[str, dict[str, str]],
+    link_names: tuple[str, str],
+) -> None:
     root.mkdir(parents=True, exist_ok=True)
     key = root / "id_ed25519"
     _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
@@ -175,12 +189,13 @@ def _build(cluster: NetnsCluster, root: Path, count: int, tag: str, node_env: di
         cluster.links.append(a)
         _run("ip", "link", "set", a, "netns", head.netns)
         _run("ip", "link", "set", b, "netns", node.netns)
-        # inside the nodes both ends are named as a Spark's ConnectX port would be on each: the same
-        link = LINK_NAME.format(i)
+        # inside the nodes both ends are named as a Spark's ConnectX port would be on each (by
+        # default the same name on both)
+        link, peer = (name.format(i) for name in link_names)
         _run("ip", "-n", head.netns, "link", "set", a, "name", link)
-        _run("ip", "-n", node.netns, "link", "set", b, "name", link)
-        _run("ip", "-n", node.netns, "addr", "add", f"{node.addr}/24", "dev", link)
-        _run("ip", "-n", node.netns, "link", "set", link, "up")
+        _run("ip", "-n", node.netns, "link", "set", b, "name", peer)
+        _run("ip", "-n", node.netns, "addr", "add", f"{node.addr}/24", "dev", peer)
+        _run("ip", "-n", node.netns, "link", "set", peer, "up")
         _run("ip", "-n", head.netns, "link", "set", link, "up")
         # the head's address on every link (a /32 route to each worker over its own link)
         _run("ip", "-n", head.netns, "addr", "add", f"{head.addr}/32", "dev", link)

@@ -1,5 +1,6 @@
 """The log view: bounded, coloured by severity, follows, and coalesces floods."""
 
+from textual import events
 from textual.app import App, ComposeResult
 
 from sparktui.ui.widgets.logview import LogView, severity_of
@@ -51,6 +52,36 @@ async def test_scrolling_up_pauses_follow_and_f_resumes():
         await pilot.press("f")
         await pilot.pause()
         assert log.follow and log.scroll_y == log.max_scroll_y
+
+
+async def test_scrolling_down_to_the_end_follows_again():
+    app = LogApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        log = app.query_one(LogView)
+        log.push([f"INFO line {i}" for i in range(200)])
+        await pilot.pause(0.25)
+        log.focus()
+        await pilot.press("pageup", "pageup")
+        await pilot.pause()
+        assert not log.follow
+        await pilot.press("pagedown")  # down, not yet at the end: still paused
+        await pilot.pause()
+        assert not log.follow and log.scroll_y < log.max_scroll_y
+        await pilot.press("pagedown")  # at the end
+        await pilot.pause()
+        assert log.follow
+        log.push(["INFO new line"])
+        await pilot.pause(0.25)
+        assert log.scroll_y == log.max_scroll_y and log.lines()[-1] == "INFO new line"
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert not log.follow
+        notches = 0
+        while not log.follow and notches < 40:  # the wheel, down to the end
+            log.post_message(events.MouseScrollDown(log, 1, 1, 0, 1, 0, False, False, False))
+            await pilot.pause()
+            notches += 1
+        assert log.follow and log.scroll_y == log.max_scroll_y and notches > 1
 
 
 def test_colour_codes_and_carriage_returns_are_cleaned():

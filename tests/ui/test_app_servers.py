@@ -46,8 +46,15 @@ async def test_the_list_shows_every_server_and_the_key_switches_the_pane(tmp_pat
         a_line = next(line for line in lines if ":8000" in line)
         b_line = next(line for line in lines if ":8001" in line)
         assert a_line.startswith("▶") and "ready" in a_line and "104.0 GiB" in a_line and "p1" in a_line
-        # 42 columns inside the pane at 120×40: the start-up phase gives way (the 80×24 snapshot shows it)
-        assert "starting" in b_line and "10.0 GiB" in b_line and "p0" in b_line and len(b_line) <= servers.size.width
+        # 42 columns inside the pane at 120×40: the words around the start-up phase give way, not the phase
+        assert b_line == "  :8001 embed-s… loading weights  10.0G p0" and len(b_line) <= servers.size.width
+        await pilot.resize_terminal(80, 24)
+        app.show_pane("server")
+        await until(pilot, lambda: servers.size.width > 42, "the narrow layout")
+        b_line = next(line for line in servers.render().plain.splitlines() if ":8001" in line)
+        assert "embed-small" in b_line and "starting (loading weights)" in b_line, b_line
+        assert len(b_line) <= servers.size.width
+        await pilot.resize_terminal(120, 40)
         assert next(e for e in app.servers if e.port == 8001).text() == "starting (loading weights)"
         await until(pilot, lambda: widget(app, PhaseStrip).phase == "ready", "the 70B's phases")
 
@@ -68,6 +75,23 @@ async def test_the_list_shows_every_server_and_the_key_switches_the_pane(tmp_pat
         await until(
             pilot, lambda: dict(widget(app, ServerInfo).view.predicted).get("KV tokens") == "185,856", "its fit"
         )
+
+
+async def test_the_previous_server_key_goes_the_other_way_round_the_list(tmp_path):
+    records = two_servers(tmp_path)
+    third = {**records[1], "port": 8002, "url": "http://127.0.0.1:8002", "profile": "draft", "started_at": 0.5}
+    app = SparkApp(backend=RecordsBackend([*records, third]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: len(app.servers) == 3 and app.server is not None, "three servers listed")
+        assert [e.port for e in app.servers] == [8000, 8001, 8002] and app.server.port == 8000
+        header = widget(app, ServerList).render().plain.splitlines()[0]
+        assert "Ctrl+R next, Ctrl+E previous" in header
+        await pilot.press("ctrl+e")  # from the first, round to the last
+        await until(pilot, lambda: app.server.port == 8002, "the switch back to :8002")
+        await pilot.press("ctrl+e")
+        await until(pilot, lambda: app.server.port == 8001, "the switch back to :8001")
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: app.server.port == 8002, "the switch on to :8002")
 
 
 async def test_stop_and_kill_act_on_the_followed_server_only_and_kill_asks_naming_it(tmp_path):
@@ -155,6 +179,46 @@ async def test_a_clusters_nodes_show_under_its_head(tmp_path):
         assert "    node spark-b r1 starting/profiling  avail 58.2 GiB" in text.splitlines()
 
 
+def node_lines(app) -> list[str]:
+    return [line for line in widget(app, MemoryGauge).render().plain.splitlines() if " r0 " in line or " r1 " in line]
+
+
+async def test_the_memory_pane_shows_each_node_of_a_cluster_head(tmp_path):
+    """Where the user looks at memory: every node's phase and MemAvailable under its head's
+    reservation, each on one line (a wrapped line would push the guard off an 80×24 screen)."""
+    records = two_servers(tmp_path)
+    nodes = st.state_dir() / "cluster" / "8001.json"
+    nodes.parent.mkdir(parents=True)
+    nodes.write_text(
+        json.dumps(
+            [
+                {"host": "spark-a", "rank": 0, "status": "running", "phase": "ready", "available_gib": 61.5},
+                {
+                    "host": "spark-b-with-a-long-name",
+                    "rank": 1,
+                    "status": "exited",
+                    "exit_reason": "guard",
+                    "available_gib": 3.25,
+                },
+            ]
+        )
+    )
+    app = SparkApp(backend=RecordsBackend(records))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: len(node_lines(app)) == 2, "the nodes in the memory pane")
+        width = widget(app, MemoryGauge).size.width
+        a, b = node_lines(app)
+        assert a == "  spark-a r0 ready 61.5G" and len(a) <= width, (a, width)
+        assert b.endswith("… r1 exit guard 3.2G") and b.startswith("  spark-") and len(b) == width, (b, width)
+        await pilot.resize_terminal(80, 24)
+        app.show_pane("memory")
+        await until(pilot, lambda: widget(app, MemoryGauge).size.width > width, "the narrow layout")
+        a, b = node_lines(app)
+        assert a == "    spark-a r0 ready  avail 61.5 GiB"
+        assert b == "    spark-b-with-a-long-name r1 exit guard  avail 3.2 GiB"
+        assert len(b) <= widget(app, MemoryGauge).size.width
+
+
 async def test_the_palette_lists_each_server(tmp_path):
     from sparktui.ui.commands import SparkCommands
 
@@ -164,6 +228,7 @@ async def test_the_palette_lists_each_server(tmp_path):
         provider = SparkCommands(app.screen)
         names = {name: run for name, run, _ in provider._commands()}
         assert "Switch the server pane to the next running server (its log, figures, stop and kill)" in names
+        assert "Switch the server pane to the previous running server (its log, figures, stop and kill)" in names
         names["Server :8001 (embed-small): follow it"]()
         await until(pilot, lambda: app.server.port == 8001, "the palette's switch")
 

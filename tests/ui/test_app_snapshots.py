@@ -77,6 +77,21 @@ def test_main_screen(snap_compare, theme, size):
     assert snap_compare(app, terminal_size=size, run_before=prepare)
 
 
+async def prepare_memory(pilot):
+    await prepare(pilot)  # on the config pane, where the panel opens
+    pilot.app.show_pane("memory")
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    pilot.app.set_focus(None)
+    await pilot.pause()
+
+
+def test_memory_pane_at_80x24(snap_compare):
+    """The memory pane on its own (Ctrl+N at 80×24): the gauge, the GPU lines and the guard."""
+    app = SnapshotApp(profile="70b-dense-single-user", backend=SampleBackend())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=prepare_memory)
+
+
 MAX_LEN_ERROR = (
     "(APIServer pid=7) ERROR 11-30 09:00:01 [core.py:1] ValueError: User-specified max_model_len (4096) is "
     "greater than the derived max_model_len (max_position_embeddings=512 in model's config.json)."
@@ -157,3 +172,41 @@ def test_two_servers(snap_compare, tmp_path, size):
     """The server list over the pane: the 70B followed and ready, a small one still loading."""
     app = SparkApp(backend=RecordsBackend(two_server_records(tmp_path)))
     assert snap_compare(app, terminal_size=size, run_before=prepare_two_servers)
+
+
+def cluster_head_records(tmp_path):
+    """:8000 as the head of two nodes: its record, and the nodes' news its supervisor keeps."""
+    import json
+    import os
+    from pathlib import Path
+
+    nodes = Path(os.environ["SPARKTUI_STATE_DIR"]) / "cluster" / "8000.json"
+    nodes.parent.mkdir(parents=True)
+    nodes.write_text(
+        json.dumps(
+            [
+                {"host": "spark-a", "rank": 0, "status": "head"},
+                {"host": "spark-b", "rank": 1, "status": "running", "phase": "ready", "available_gib": 58.25},
+            ]
+        )
+    )
+    return two_server_records(tmp_path)[:1]
+
+
+async def prepare_cluster_head(pilot):
+    for _ in range(200):
+        if pilot.app.servers and pilot.app.servers[0].nodes:
+            break
+        await pilot.pause(0.05)
+    else:
+        raise AssertionError(f"the head's nodes never showed: {pilot.app.servers}")
+    await prepare_server(pilot)
+    pilot.app.show_pane("memory")  # at 80×24 one pane at a time: the one where the user looks at memory
+    await pilot.pause(0.3)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_cluster_head(snap_compare, tmp_path, size):
+    """A cluster's head: each node's phase and MemAvailable in the memory pane, one line each."""
+    app = SparkApp(backend=RecordsBackend(cluster_head_records(tmp_path)))
+    assert snap_compare(app, terminal_size=size, run_before=prepare_cluster_head)

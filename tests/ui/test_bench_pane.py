@@ -15,7 +15,7 @@ from sparktui.ui.app import SparkApp
 from sparktui.ui.panes.bench import BenchPane, level_cells, parse_settings
 from sparktui.ui.viewmodels import ServerStatus
 from tests.support import free_port
-from tests.support.app import SampleBackend
+from tests.support.app import SampleBackend, until, workers_done
 from tests.support.timed_server import running
 
 pytestmark = pytest.mark.slow
@@ -49,7 +49,7 @@ async def run_and_wait(pilot) -> None:
     pane = pilot.app.query_one(BenchPane)
     pane.action_run_bench()
     await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
+    await workers_done(pilot.app)
     await pilot.pause()
 
 
@@ -57,7 +57,7 @@ async def test_a_run_fills_the_table_and_plot_and_a_second_compares_with_it():
     with running(ttft=0.05, rate=100) as (url, _):
         app = BenchApp(int(url.rsplit(":", 1)[1]))
         async with app.run_test(size=(140, 50)) as pilot:
-            await app.workers.wait_for_complete()
+            await workers_done(app)
             pane = app.query_one(BenchPane)
             assert "no run yet" in text(app, "#bench-status")
             pane.settings = BenchSettings(users=[1, 2], prompt_tokens=8, output_tokens=8, requests_per_user=2)
@@ -94,7 +94,7 @@ async def test_the_last_recorded_run_shows_on_mount():
             await run_and_wait(pilot)
     again = BenchApp(free_port())
     async with again.run_test(size=(140, 50)) as pilot:
-        await again.workers.wait_for_complete()
+        await workers_done(again)
         await pilot.pause()
         assert "last recorded run" in text(again, "#bench-status")
         assert again.query_one(DataTable).row_count == 1
@@ -107,18 +107,18 @@ async def test_in_the_control_panel_f10_shows_the_pane_and_runs_it(monkeypatch, 
         await pilot.pause()
         pane = app.query_one(BenchPane)
         assert not pane.display or pane.region.width == 0  # hidden until asked for
+        assert not pane.built and not pane.children  # nothing of it in the first frame
         await pilot.press("f10")
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        assert app.pane == "bench" and pane.has_class("-active") and pane.region.width > 60
+        await until(pilot, lambda: pane.region.width > 60, "the bench pane in the config and server panes' place")
+        await workers_done(app)
+        assert app.pane == "bench" and pane.has_class("-active")
         assert app.screen.has_class("-bench")  # the config and server panes made room
         assert app.query_one("#memory-pane").region.width > 0
+        await until(pilot, lambda: "cannot benchmark: no server" in text(app, "#bench-status"), "the error")
         assert "cannot benchmark: no server is running" in text(app, "#bench-status")
         await pilot.press("ctrl+n")  # on to the next pane: the server pane is back
-        await pilot.pause()
-        await pilot.pause()
-        assert not app.screen.has_class("-bench") and app.query_one("#server-pane").region.width > 0
+        await until(pilot, lambda: app.query_one("#server-pane").region.width > 0, "the server pane back")
+        assert not app.screen.has_class("-bench")
 
 
 def test_settings_are_parsed_and_checked():

@@ -213,8 +213,11 @@ async def test_the_guard_dialog_title_is_whole_at_80_columns():
         await pilot.press("ctrl+g")
         await settle(pilot)
         assert isinstance(app.screen, PromptScreen)
-        title = text_of(app.screen.query_one(".dialog-title"))
+        title_widget = app.screen.query_one(".dialog-title")
+        title = text_of(title_widget)
         assert "warn term kill" in title, title
+        # All of it on screen: no line cut at the dialog's edge.
+        assert " ".join(title.split()) == " ".join(str(title_widget.render()).split()), title
 
 
 # 6. Machine labels say what the fit assumes; the bar and the words give one OS figure.
@@ -234,6 +237,7 @@ async def test_the_bars_os_figure_is_the_one_the_reasons_give():
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await until(pilot, lambda: app.fit is not None and app.fit.verdict == "fits", "the fit")
+        assert [label for _, label, _ in app.fit.segments if "OS" in label] == ["OS keeps"]  # one OS figure
         os_bytes = next(n for key, label, n in app.fit.segments if label == "OS keeps")
         said = next(r for r in app.fit.reasons if "the OS keeps" in r)
         assert f"the OS keeps {os_bytes / GiB:.2f}" in said or f"{os_bytes / GiB:.1f}" in said, (os_bytes, said)

@@ -13,22 +13,21 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import events
-from textual.app import ComposeResult
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import DataTable, ProgressBar, Static
+from textual.widgets import Static
 
-from sparktui.core.published_speeds import published_speed
 from sparktui.errors import UserError
 from sparktui.ui.messages import ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.viewmodels import ServerStatus
 
 if TYPE_CHECKING:
+    from textual.widgets import DataTable, ProgressBar
     from textual_plotext import PlotextPlot
 
     from sparktui.runtime.bench import BenchProgress, BenchReport, BenchSettings, HistoryRecord, LevelResult
@@ -126,37 +125,72 @@ class BenchPane(Pane):
             self.last, self.previous = last, previous
 
     def __init__(self, **kwargs: Any) -> None:
-        from sparktui.runtime.bench import BenchSettings
-
         super().__init__(**kwargs)
-        self.settings = BenchSettings()
+        self._settings: BenchSettings | None = None
         self.cancel = threading.Event()
         self.busy = False
+        self.built = False
         self.total = 0  # requests in the whole run, for the progress bar
         self.done_before = 0  # requests in the levels already finished
 
-    def compose(self) -> ComposeResult:
-        yield Static(id="bench-head")
-        yield ProgressBar(id="bench-progress", show_eta=False)
-        yield Static(id="bench-status")
-        yield DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
-        yield Static(id="bench-compare")
+    @property
+    def settings(self) -> BenchSettings:
+        # Made on first use: runtime.bench pulls in httpx and pydantic (~0.25 s), which the
+        # panel's first frame should not pay for a pane that is hidden then.
+        if self._settings is None:
+            from sparktui.runtime.bench import BenchSettings
+
+            self._settings = BenchSettings()
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: BenchSettings) -> None:
+        self._settings = settings
 
     def on_mount(self) -> None:
         self.border_title = "Bench"
-        self.query_one(DataTable).add_columns(*COLUMNS)
-        self.query_one(ProgressBar).display = False  # only while a run goes
+
+    @property
+    def progress_bar(self) -> ProgressBar:
+        return cast("ProgressBar", self.query_one("#bench-progress"))
+
+    @property
+    def table(self) -> DataTable[str]:
+        return cast("DataTable[str]", self.query_one("#bench-table"))
+
+    def build(self) -> None:
+        """Its widgets and its history, the first time the pane is shown (or used): the table and
+        the progress bar are a dozen widgets to style that the first frame would pay for."""
+        if self.built:
+            return
+        self.built = True
+        from textual.widgets import DataTable, ProgressBar  # imported with the pane's first showing
+
+        table: DataTable[str] = DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns(*COLUMNS)
+        progress = ProgressBar(id="bench-progress", show_eta=False)
+        progress.display = False  # only while a run goes
+        self.mount_all(
+            [Static(id="bench-head"), progress, Static(id="bench-status"), table, Static(id="bench-compare")]
+        )
         self._head()
         self._status("no run yet: the bench key starts one against the running server")
         self._load_history()
 
-    def on_show(self, event: events.Show) -> None:
-        self.screen.add_class("-bench")  # app.tcss: the config and server panes make room
+    def set_active(self, active: bool) -> None:
+        # The screen's class, set with the pane's own: app.tcss lets the pane take the config and
+        # server panes' place (a Show event, racing the pane's first build, could come too late).
+        super().set_active(active)
+        self.screen.set_class(active, "-bench")
+        if active:
+            self.build()
 
-    def on_hide(self, event: events.Hide) -> None:
-        self.screen.remove_class("-bench")
+    def on_show(self, event: events.Show) -> None:
+        self.build()  # shown on its own (outside the panel, as in its tests)
 
     def watch_server(self, old: ServerStatus | None, new: ServerStatus | None) -> None:
+        if not self.built:
+            return  # build() reads the server's history when the pane is first shown
         self._head()
         if (old.profile if old else None) != (new.profile if new else None) and not self.busy:
             self._load_history()
@@ -166,6 +200,7 @@ class BenchPane(Pane):
     def action_run_bench(self) -> None:
         """Start a run, or cancel the one in progress."""
         self.post_message(ShowPane(self.NAME))
+        self.build()
         if self.busy:
             self.cancel.set()
             self._status("cancelling: the results so far are kept, marked partial")
@@ -174,14 +209,16 @@ class BenchPane(Pane):
         self.cancel = threading.Event()
         self.total = sum(u * self.settings.requests_per_user for u in self.settings.users)
         self.done_before = 0
-        self.query_one(ProgressBar).update(total=self.total, progress=0)
-        self.query_one(ProgressBar).display = True
+        self.progress_bar.update(total=self.total, progress=0)
+        self.progress_bar.display = True
         self._head()
         self._status(f"benchmarking: {settings_text(self.settings)}")
         self._run(self.settings, self._server_port())
 
     def action_bench_settings(self) -> None:
         from sparktui.ui.screens import PromptScreen
+
+        self.build()
 
         def chosen(result: object) -> None:
             from sparktui.runtime.bench import BenchSettings
@@ -233,15 +270,15 @@ class BenchPane(Pane):
         p = message.progress
         if p.result is not None:
             self.done_before += p.done
-            self.query_one(ProgressBar).update(progress=self.done_before)
+            self.progress_bar.update(progress=self.done_before)
             self._status(f"{p.users} users done: {_num(p.result.decode_tok_s_per_user, '{:.1f}')} tok/s each")
             return
-        self.query_one(ProgressBar).update(progress=self.done_before + p.done)
+        self.progress_bar.update(progress=self.done_before + p.done)
         self._status(f"level {p.level}: {p.users} users, {p.done}/{p.total} requests")
 
     def on_bench_pane_finished(self, message: Finished) -> None:
         self.busy = False
-        self.query_one(ProgressBar).display = False
+        self.progress_bar.display = False
         if message.report is None:
             self._status(Text(f"cannot benchmark: {message.error}", style="bold red"))
             return
@@ -269,7 +306,7 @@ class BenchPane(Pane):
         self, runs: list[LevelResult], model: str, model_path: str | None, previous: HistoryRecord | None
     ) -> None:
         before = {r.users: r for r in previous.runs} if previous is not None else {}
-        table = self.query_one(DataTable)
+        table = self.table
         table.clear()
         for level in sorted(runs, key=lambda r: r.users):
             table.add_row(*level_cells(level, before.get(level.users)))
@@ -309,6 +346,8 @@ class BenchPane(Pane):
     def _compare(
         self, runs: list[LevelResult], model: str, model_path: str | None, previous: HistoryRecord | None
     ) -> None:
+        from sparktui.core.published_speeds import published_speed
+
         lines = Text()
         guide = published_speed(model_path, model)
         one = next((r for r in runs if r.users == 1), None)

@@ -71,6 +71,7 @@ class ConfigPane(Pane):
         self.machine: Machine | None = None
         self.detected_vllm: DetectedVersion | None = None  # the loaded profile's runner's vLLM
         self.fit = FitView("n/a", ["fill in the model"])
+        self.fit_saw_sample = False  # the fit was computed with a memory reading at hand
         self.asked_server_profile = False
         self.load_error: str | None = None
         self.server_port: int | None = None  # the server the panel follows (a switch opens its profile)
@@ -286,9 +287,18 @@ class ConfigPane(Pane):
         self._show_profile_line()
 
     def watch_sample(self, sample: MemorySample | None) -> None:
+        if sample is None:
+            return
         fitted = self.fit.mem_available
-        if sample is not None and (fitted is None or abs(sample.mem_available - fitted) >= FIT_REFRESH_BYTES):
-            self.recompute_fit()
+        if fitted is None or not self.fit.mem_available_live:
+            # A fit that has seen a reading and left it out (the profile's machine is not this
+            # host: it is fitted against that machine's idle figure) stays as it is; refitting
+            # every second would redraw the fit, the server pane and the status bar for nothing.
+            if self.fit_saw_sample:
+                return
+        elif abs(sample.mem_available - fitted) < FIT_REFRESH_BYTES:
+            return
+        self.recompute_fit()
 
     def recompute_fit(self) -> None:
         """Fit the current form (pure and fast: called on every edit and every real memory change)."""
@@ -310,6 +320,7 @@ class ConfigPane(Pane):
             except (UserError, Unavailable, ValueError) as exc:
                 view = FitView("n/a", [str(exc)])
         self.fit = view
+        self.fit_saw_sample = self.sample is not None
         self.query_one(FitPanel).show(view)
         self.post_message(FitChanged(view))
 

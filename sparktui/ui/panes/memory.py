@@ -87,10 +87,7 @@ class MemoryPane(Pane):
         self.post_message(self.Sampled(sample, gpu, error))
 
     def on_memory_pane_sampled(self, message: Sampled) -> None:
-        gauge = self.query_one(MemoryGauge)
-        gauge.update_sample(message.sample, message.error)
-        if message.gpu is not None:
-            gauge.update_gpu(message.gpu)
+        self.query_one(MemoryGauge).update_sample(message.sample, message.error, message.gpu)
         if message.sample is not None:
             self.post_message(MemorySampled(message.sample))
             if self.servers and (self._pool is None or self._pool[0] != message.sample.mem_total):

@@ -315,18 +315,25 @@ class ServerPane(Pane):
         self.render_list()
 
     def render_list(self) -> None:
-        key = key_label(keys_for(BY_ID["server.next"], self.app_keymap()))
-        self.query_one(ServerList).show(self.servers, self.target, key)
+        keymap = self.app_keymap()
+        next_key, previous_key = (key_label(keys_for(BY_ID[i], keymap)) for i in ("server.next", "server.previous"))
+        self.query_one(ServerList).show(self.servers, self.target, (next_key, previous_key))
 
     def action_next_server(self) -> None:
         """Follow the next server of the list (the server pane's log, phases, figures and keys)."""
+        self._step(1)
+
+    def action_previous_server(self) -> None:
+        self._step(-1)
+
+    def _step(self, by: int) -> None:
         ports = [e.port for e in self.servers]
         others = [p for p in ports if p != self.target]
         if not others:
             self.app.notify("no other server is running", severity="warning")
             return
-        index = ports.index(self.target) if self.target in ports else -1
-        self.select(ports[(index + 1) % len(ports)])
+        index = ports.index(self.target) if self.target in ports else (-1 if by > 0 else 0)
+        self.select(ports[(index + by) % len(ports)])
         self.post_message(ShowPane("server"))
 
     def on_server_list_selected(self, message: ServerList.Selected) -> None:

@@ -4,12 +4,13 @@ the guard's warn, term and kill lines on it, a sparkline of MemAvailable, and th
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 from rich.text import Text
 
 from sparktui.core.units import GiB
-from sparktui.ui.viewmodels import GpuView, GuardView, ServerEntry
+from sparktui.ui.viewmodels import GpuView, GuardView, NodeView, ServerEntry
 from sparktui.ui.widgets.base import TextPanel
 
 __all__ = ["GpuView", "GuardView", "MemoryGauge", "sparkline"]
@@ -19,6 +20,36 @@ SPARK_CHARS = "▁▂▃▄▅▆▇█"
 
 def _gib(n: float | None, digits: int = 1) -> str:
     return "n/a" if n is None else f"{n / GiB:.{digits}f}"
+
+
+def node_text(node: NodeView, width: int) -> str:
+    """One node of a cluster under its head's reservation, within `width` (Textual would wrap a
+    longer line): its phase (or how it ended) and its MemAvailable always; the host is cut first."""
+    state = f"exit {node.exit_reason}" if node.exit_reason else (node.phase or node.status).replace("_", " ")
+    gib = node.available_gib
+    wide, short = ("avail n/a", "n/a") if gib is None else (f"avail {gib:.1f} GiB", f"{gib:.1f}G")
+    for indent, tail in ((4, f" r{node.rank} {state}  {wide}"), (2, f" r{node.rank} {state} {short}")):
+        room = width - indent - len(tail)
+        if room >= min(len(node.host), 3):
+            host = node.host if len(node.host) <= room else node.host[: room - 1] + "…"
+            return " " * indent + host + tail
+    line = f"  r{node.rank} {state} {short}"
+    return line if len(line) <= width else line[: max(1, width - 1)] + "…"
+
+
+LABEL = 14  # the label column: "PSI some/full " and the like
+
+
+def packed(parts: list[str], room: int, sep: str) -> list[str]:
+    """`parts` joined by `sep` in lines of at most `room` cells, broken only between parts (a part
+    longer than `room` has a line of its own)."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + len(sep) + len(part) <= room:
+            lines[-1] += sep + part
+        else:
+            lines.append(part)
+    return lines
 
 
 def sparkline(values: list[float], width: int, min_span: float = 8.0) -> str:
@@ -75,14 +106,18 @@ class MemoryGauge(TextPanel):
         self.tree_bytes: int | None = None
         self.tree_procs: int | None = None
         self.history: deque[float] = deque(maxlen=history)
+        self._drawn: tuple[int, Text] | None = None
         self.servers: tuple[ServerEntry, ...] = ()  # the live ones, with what each reserves
         self.pool_bytes: int | None = None  # what all servers together may reserve (core.pool)
 
-    def update_sample(self, sample, error: str | None = None) -> None:
+    def update_sample(self, sample, error: str | None = None, gpu: GpuView | None = None) -> None:
+        """A memory reading (and the GPU's, read with it): one redraw for both."""
         self.sample = sample if sample is not None else self.sample
         self.sample_error = error
         if sample is not None:
             self.history.append(sample.mem_available / GiB)
+        if gpu is not None:
+            self.gpu = gpu
         self.changed()
 
     def update_gpu(self, gpu: GpuView) -> None:
@@ -100,6 +135,10 @@ class MemoryGauge(TextPanel):
     def update_servers(self, servers: tuple[ServerEntry, ...], pool_bytes: int | None) -> None:
         self.servers, self.pool_bytes = servers, pool_bytes
         self.changed()
+
+    def changed(self) -> None:
+        self._drawn = None  # what render() drew is stale
+        super().changed()
 
     def _style(self, name: str):
         return self.component_style(f"gauge--{name}")
@@ -133,7 +172,23 @@ class MemoryGauge(TextPanel):
         return bar, markers
 
     def render(self) -> Text:
+        # changed() draws the text to compare it with the last; the repaint that follows asks again.
         width = max(10, self.size.width)
+        if self._drawn is not None and self._drawn[0] == width:
+            return self._drawn[1]
+        text = self._draw(width)
+        self._drawn = (width, text)
+        return text
+
+    def on_resize(self) -> None:
+        self._drawn = None
+        super().on_resize()
+
+    def notify_style_update(self) -> None:
+        self._drawn = None  # drawn with the old theme's (or no) component styles
+        super().notify_style_update()
+
+    def _draw(self, width: int) -> Text:
         label, value, muted = self._style("label"), self._style("value"), self._style("muted")
         out = Text(no_wrap=True, overflow="ellipsis")
         s = self.sample
@@ -171,12 +226,19 @@ class MemoryGauge(TextPanel):
                 out.append(f"{name:<14}", label)
                 out.append(f"{text}\n", value)
         gpu = self.gpu
-        out.append(f"{'GPU':<14}", label)
-        out.append(f"{gpu.util} · {gpu.temp} · {gpu.power}", value)
-        out.append(f"\n{'GPU memory':<14}", label)
-        out.append(gpu.memory, value)
-        if gpu.note:
-            out.append(f"\n{'':<14}{gpu.note}", muted)
+        room = width - LABEL
+        # In a narrow pane (32 columns at 120×40) the GPU's figures take a second line by design,
+        # broken between figures, never inside one.
+        for name, lines, style in (
+            ("GPU", packed([gpu.util, gpu.temp, gpu.power], room, " · "), value),
+            ("GPU memory", packed([gpu.memory], room, ""), value),
+            ("", packed(gpu.note.split(" "), room, " ") if gpu.note else [], muted),
+        ):
+            for i, line in enumerate(lines):
+                if name != "GPU" or i:  # the figures above end with their newline
+                    out.append("\n")
+                out.append(f"{name if i == 0 else '':<{LABEL}}", label)
+                out.append(line, style)
         out.append(f"\n{'vLLM tree':<14}", label)
         if self.tree_bytes is None:
             out.append("no server", muted)
@@ -199,6 +261,10 @@ class MemoryGauge(TextPanel):
                 out.append(f"\n  :{e.port} ", label)
                 out.append(size, value)
                 out.append(f" p{e.priority} {name}", muted)
+                for node in e.nodes:  # a cluster's head: each node's phase and MemAvailable there
+                    if node.status == "head" and s is not None:  # this machine: the head's own condition
+                        node = replace(node, phase=e.text(), available_gib=s.mem_available / GiB)
+                    out.append("\n" + node_text(node, width), muted)
         out.append(f"\n{'Guard':<14}", label)
         g = self.guard
         state_style = {"armed": "armed", "disarmed": "disarmed", "tripped": "tripped"}.get(g.state, "muted")

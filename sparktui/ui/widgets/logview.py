@@ -227,6 +227,19 @@ class LogView(ScrollView, can_focus=True):
         self.follow = False
         super()._on_mouse_scroll_up(event)
 
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        # The reader scrolled down to the end (wheel, PageDown, Down, the scrollbar): follow
+        # again, as toolong does. Only a move down: a cleared or shortened view moves up.
+        if not self.follow and new > old and round(new) >= self.max_scroll_y:
+            self.follow = True
+
     def on_resize(self) -> None:
         if self.follow:
-            self.call_after_refresh(self.scroll_to, y=self.max_scroll_y, animate=False, force=True)
+            self.call_after_refresh(self._follow_to_end)
+
+    def _follow_to_end(self) -> None:
+        # The end as it is after the refresh: lines may have come meanwhile (a y taken at the
+        # resize, before them, scrolled a following view back to the top).
+        if self.follow:
+            self.scroll_to(y=self.max_scroll_y, animate=False, force=True)

@@ -18,17 +18,27 @@ BAD = ("failed", "lost", "wedged")
 
 def fitted(e: ServerEntry, width: int) -> tuple[str, str, int]:
     """(condition, reservation and priority, room for the profile's name) that fit in `width`
-    (Textual wraps a long line: each must fit): the words go first, then the start-up phase."""
-    reserve = f"{e.reserved_bytes / GiB:.1f} GiB" if e.reserved_bytes is not None else "? GiB"
-    tails = (f"  reserves {reserve}  priority {e.priority}", f"  {reserve}  p{e.priority}")
+    (Textual wraps a long line: each must fit). The start-up phase stays as long as it can: the
+    words around it shorten first ("starting (loading weights)", then "loading weights"), and the
+    bare condition comes last."""
+    gib = e.reserved_bytes / GiB if e.reserved_bytes is not None else None
+    reserve = f"{gib:.1f} GiB" if gib is not None else "? GiB"
+    tails = (
+        f"  reserves {reserve}  priority {e.priority}",
+        f"  {reserve}  p{e.priority}",
+        f"  {gib:.1f}G p{e.priority}" if gib is not None else f"  ?G p{e.priority}",
+    )
     want = min(len(e.profile), 8)
+    bare = e.condition.condition.value
+    full = e.text()
+    phase_only = full[len("starting (") : -1] if full.startswith("starting (") else full
     room = 0
-    for condition in dict.fromkeys((e.text(), e.condition.condition.value)):
+    for condition in dict.fromkeys((full, phase_only, bare)):
         for tail in tails:
             room = width - len(condition) - len(tail)
             if room >= want:
                 return condition, tail, room
-    return e.condition.condition.value, tails[-1], max(4, room)
+    return bare, tails[-1], max(4, room)
 
 
 def node_line(node: NodeView, wide: bool) -> str:
@@ -69,11 +79,11 @@ class ServerList(TextPanel):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.entries: tuple[ServerEntry, ...] = ()
         self.selected: int | None = None
-        self.key = "Ctrl+R"
+        self.keys = ("Ctrl+R", "Ctrl+E")  # next, previous
         self._line_ports: list[int | None] = []
 
-    def show(self, entries: tuple[ServerEntry, ...], selected: int | None, key: str) -> None:
-        self.entries, self.selected, self.key = entries, selected, key
+    def show(self, entries: tuple[ServerEntry, ...], selected: int | None, keys: tuple[str, str]) -> None:
+        self.entries, self.selected, self.keys = entries, selected, keys
         self.set_class(len(entries) > 1, "-shown")
         self.changed()
 
@@ -82,7 +92,7 @@ class ServerList(TextPanel):
         width = self.size.width or 80
         out = Text(no_wrap=True, overflow="ellipsis")
         out.append(f"Servers {len(self.entries)}", style("head"))
-        out.append(f"  {self.key} switches", style("muted"))
+        out.append(f"  {self.keys[0]} next, {self.keys[1]} previous", style("muted"))
         ports: list[int | None] = [None]
         for e in self.entries:
             chosen = e.port == self.selected

@@ -1,0 +1,71 @@
+"""Launching a whole [cluster] in the background: what `sparktui serve --detach` and the panel's
+launch both do with a cluster profile, so the two can never differ.
+
+Every node is checked over SSH first (a UserError naming the node when one cannot take its rank),
+then the workers start over SSH and the head's supervisor here (mp: workers first, each waits for
+the head's rendezvous; Ray: the head's Ray first, then `ray start --address` on each worker). A
+failure part-way stops what was started: never a lone head waiting for ranks that never come.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sparktui.errors import UserError
+
+if TYPE_CHECKING:
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.profiles import Profile
+    from sparktui.runtime.protocol import StateRecord
+
+
+@dataclass
+class ClusterLaunch:
+    state: StateRecord  # the head's first recorded state
+    workers: list[str]  # the worker hosts started
+    summaries: list[str]  # preflight: one line per node, its memory against its rank
+    warnings: list[str]
+
+
+def launch_detached(profile: Profile, serve: ServeConfig, force: bool = False) -> ClusterLaunch:
+    """Start every node of `profile`'s [cluster] (which must be set) and return the head's state."""
+    from sparktui.runtime import cluster, supervisor
+
+    settings = profile.cluster
+    if settings is None:
+        raise UserError(f"profile {profile.name!r} has no [cluster]: launch it as one server")
+    if settings.backend == "ray":
+        return _launch_ray(profile, serve, force)
+    head_serve = cluster.with_rank(serve, settings, 0)  # checks master-addr before anything starts
+    checked = cluster.preflight(profile, serve, force=force)
+    workers = cluster.start_workers(profile, serve)
+    try:
+        state = supervisor.launch(profile, head_serve, force=force)
+    except BaseException:
+        cluster.stop_workers(workers, serve.port)
+        raise
+    return ClusterLaunch(state, workers, checked.summaries, checked.warnings + state.preflight_warnings)
+
+
+def _launch_ray(profile: Profile, serve: ServeConfig, force: bool) -> ClusterLaunch:
+    from sparktui.runtime import cluster, ray_cluster, supervisor
+
+    head, head_serve = ray_cluster.head_profile(profile, serve)  # checks before anything starts
+    checked = cluster.preflight(profile, serve, force=force)
+    port = int(serve.port or 8000)
+    state = supervisor.launch(head, head_serve, force=force)
+
+    def head_alive() -> bool:
+        try:
+            return bool(supervisor.read(port).alive)
+        except UserError:
+            return False
+
+    try:
+        ray_cluster.wait_for_head(port, head_alive)
+        workers = ray_cluster.start_workers(head, port)
+    except BaseException:
+        supervisor.stop(port)
+        raise
+    return ClusterLaunch(state, workers, checked.summaries, checked.warnings + state.preflight_warnings)

@@ -1,0 +1,57 @@
+"""An idle panel does only what its screen needs: a memory sample that cannot change the fit
+does not refit it (a refit redraws the fit panel, the server pane and the status bar)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparktui.core.units import GiB
+from sparktui.ui import messages as msg
+from sparktui.ui.app import SparkApp
+from tests.support.app import SampleBackend, config_pane, sample, workers_done
+
+pytestmark = pytest.mark.usefixtures("isolated")
+
+
+class CountingBackend(SampleBackend):
+    fits = 0
+
+    def fit(self, *args, **kwargs):
+        self.fits += 1
+        return super().fit(*args, **kwargs)
+
+
+async def fitted(pilot, backend) -> int:
+    app = pilot.app
+    for _ in range(200):
+        await workers_done(app)
+        await pilot.pause(0.05)
+        if app.fit is not None and app.fit.verdict not in ("n/a", "error") and config_pane(app).fit_saw_sample:
+            return backend.fits
+    raise AssertionError(f"the fit never settled: {app.fit}")
+
+
+async def feed(pilot, **reading) -> None:
+    pilot.app.post_message(msg.MemorySampled(sample(**reading)))
+    await pilot.pause()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize(
+    ("host_total_gib", "refits"),
+    [(31.0, 0), (121.7, 1)],
+    ids=["a laptop: the Spark profile leaves its reading out", "a Spark: its reading is used"],
+)
+async def test_a_sample_refits_only_a_fit_that_uses_it(monkeypatch, host_total_gib, refits):
+    from sparktui.ui.panes import MemoryPane
+
+    monkeypatch.setattr(MemoryPane, "POLL_S", 3600.0)  # only the samples the test feeds (one on mount)
+    backend = CountingBackend(memory=sample(mem_total=int(host_total_gib * GiB), mem_available=int(20 * GiB)))
+    app = SparkApp(profile="70b-dense-single-user", backend=backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        before = await fitted(pilot, backend)
+        await feed(pilot, mem_total=int(host_total_gib * GiB), mem_available=int(20 * GiB) + 10 * 2**20)  # jitter
+        assert backend.fits == before
+        await feed(pilot, mem_total=int(host_total_gib * GiB), mem_available=int(18 * GiB))  # a real move
+        assert backend.fits == before + refits
+        assert app.fit.mem_available_live == bool(refits)
