@@ -188,6 +188,8 @@ def resolve_profile(path_or_name: str | os.PathLike[str]) -> Path:
         close = difflib.get_close_matches(text, names, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UserError(f"no profile named {text!r}{hint}; available: {', '.join(names) or 'none'}")
+    if candidate.is_dir():
+        raise UserError(f"{text}: a folder, not a profile; give a profile's .toml file")
     raise UserError(f"{text}: no such profile file")
 
 
@@ -530,10 +532,14 @@ def _guard_value(attr: str, value: Any, fail: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or not -1000 <= value <= 1000:
             raise fail(f"got {_show(value)}; expected a whole number from -1000 to 1000 (lowest is stopped first)")
         return value
+    units = {"grace_s": "seconds", "fall_lookahead_s": "seconds", "fall_rate_gib_s": "GiB/s", "psi_full_pct": "%"}
+    unit = units.get(attr, "GiB")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        units = {"grace_s": "seconds", "fall_lookahead_s": "seconds", "fall_rate_gib_s": "GiB/s", "psi_full_pct": "%"}
-        unit = units.get(attr, "GiB")
         raise fail(f"got {_show(value)}; expected a finite number of {unit} ≥ 0")
+    if unit == "GiB" and value > 100_000:  # a line above any machine's memory would trip at once
+        raise fail(
+            f"got {_show(value)}; expected GiB from 0 to 100000 (a line above the machine's memory trips at once)"
+        )
     return float(value)
 
 

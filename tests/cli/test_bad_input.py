@@ -40,6 +40,7 @@ BAD_PROFILES = [
     ("guard line inf", GOOD + "[guard]\nkill-below-gib = inf\n", ["[guard] kill-below-gib"]),
     ("guard line negative", GOOD + "[guard]\nterm-below-gib = -1\n", ["[guard] term-below-gib"]),
     ("guard lines out of order", GOOD + "[guard]\nwarn-below-gib = 1\nkill-below-gib = 5\n", ["warn ≥ term ≥ kill"]),
+    ("guard line huge", GOOD + "[guard]\nkill-below-gib = 1e300\n", ["[guard] kill-below-gib", "100000"]),
     ("guard priority huge", GOOD + "[guard]\npriority = 1e9\n", ["[guard] priority"]),
     ("watch seconds nan", GOOD + "[watch]\nwedge-after-s = nan\n", ["[watch] wedge-after-s", "finite"]),
     ("watch seconds inf", GOOD + "[watch]\nwedge-after-s = inf\n", ["[watch] wedge-after-s", "finite"]),
@@ -98,6 +99,8 @@ BAD_ARGS = [
     *[([c, "--no-such-flag"], ["--no-such-flag"]) for c in ("guard", "node-check", "set-guard")],
     (["fit", "/nope.toml"], ["/nope.toml"]),
     (["serve", "/nope.toml"], ["/nope.toml"]),
+    (["fit", "{dir}.toml"], ["a folder, not a profile"]),
+    (["serve", "{dir}.toml"], ["a folder, not a profile"]),
     (["inspect-log", "/nope.log"], ["/nope.log"]),
     (["inspect-log", "{dir}"], ["Is a directory"]),
     (["guard", "--log", "{dir}", "--", "true"], ["--log", "directory"]),
@@ -146,6 +149,7 @@ def test_a_bad_flag_or_file_is_refused_naming_it(
 ) -> None:
     folder = isolated / "a-folder"
     folder.mkdir()
+    (isolated / "a-folder.toml").mkdir()
     argv = [a.replace("{dir}", str(folder)).replace("{long}", LONG) for a in argv]
     code, err = _run(argv, capsys)
     _assert_refused(code, err, words)
