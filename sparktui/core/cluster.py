@@ -99,6 +99,20 @@ class ClusterFit:
         return {"verdict": self.verdict, "nodes": [n.to_dict() for n in self.nodes]}
 
 
+def open_ports_note(cluster: ClusterSettings) -> str:
+    """What listens on every address of a node whatever the link: neither torch's rendezvous store
+    (vLLM's --master-port) nor Ray's GCS and raylet take an address to bind (seen with `ss -ltn`:
+    `*:PORT`). sparktui can't narrow them, so every cluster launch says so."""
+    if cluster.backend == "ray":
+        ports = f"Ray's GCS (port {cluster.ray_port}) and its raylet's random ports listen on every node"
+    else:
+        ports = f"vLLM's rendezvous (--master-port {cluster.master_port}) listens on the head"
+    return (
+        f"{ports} on every address, not only the link: keep these nodes off untrusted networks, or "
+        "let the firewall admit those ports only from the other nodes' link addresses"
+    )
+
+
 def head_extra_bytes(cluster: ClusterSettings) -> int:
     return API_SERVER_BYTES + (RAY_HEAD_BYTES if cluster.backend == "ray" else 0)
 

@@ -249,6 +249,7 @@ class ClusterPreflight:
 def preflight(profile: Profile, serve: ServeConfig, force: bool = False) -> ClusterPreflight:
     """Every node's report, judged against the rank it would run; a UserError listing each node's
     problem when any has one (--force lets memory problems through as warnings)."""
+    from sparktui.core.cluster import open_ports_note
     from sparktui.runtime.node_checks import judge_nodes
 
     reports = check_nodes(profile, serve)
@@ -260,6 +261,8 @@ def preflight(profile: Profile, serve: ServeConfig, force: bool = False) -> Clus
     if found:
         raise UserError("cluster preflight failed:\n  " + "\n  ".join(found))
     warnings = judged.warnings + [f"{p} (--force given)" for p in judged.memory_problems]
+    assert profile.cluster is not None  # check_nodes refuses a profile without [cluster]
+    warnings.append(open_ports_note(profile.cluster))
     return ClusterPreflight(reports, warnings, judged.summaries)
 
 

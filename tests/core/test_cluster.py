@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from sparktui.core.cluster import API_SERVER_BYTES, RAY_HEAD_BYTES, ClusterSettings, fit_cluster
+from sparktui.core.cluster import API_SERVER_BYTES, RAY_HEAD_BYTES, ClusterSettings, fit_cluster, open_ports_note
 from sparktui.core.config import ServeConfig
 from sparktui.core.fit import dgx_spark, fit
 from sparktui.core.modelspec import load_model_spec
@@ -152,3 +152,10 @@ def test_the_per_rank_kv_matches_a_real_two_spark_start_up(fixtures):
     _, tokens, concurrency = fit_to_kv_memory(spec, config, int(case["reported"]["available_kv_cache_gib"] * GiB))
     assert abs(tokens - case["reported"]["estimated_max_model_len"]) / tokens < 0.001
     assert concurrency < 1  # too small for one max-length request, as vLLM refused
+
+
+def test_every_cluster_launch_names_the_ports_that_listen_on_every_address():
+    ray = ClusterSettings(nodes=("node0", "node1"), backend="ray", ray_port=6390)
+    mp = ClusterSettings(nodes=("node0", "node1"), backend="mp", master_port=29555)
+    assert "Ray's GCS (port 6390)" in open_ports_note(ray) and "every address" in open_ports_note(ray)
+    assert "--master-port 29555" in open_ports_note(mp) and "firewall" in open_ports_note(mp)

@@ -92,6 +92,7 @@ def launch_and_wait_ready(cluster: nc.NetnsCluster, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     # preflight said what each node has against its rank
     assert "node node0 (head): MemAvailable" in done.stderr and "node node1 (rank 1): MemAvailable" in done.stderr
+    assert "listens on the head on every address, not only the link" in done.stderr  # torch's store binds *
     head, worker = cluster.nodes
     wait_for(lambda: status_is(cluster, head, "running"), 60, what="the head's rank to answer /health")
     worker_state = wait_for(lambda: status_is(cluster, worker, "running"), 30, what="the worker's rank to join")
