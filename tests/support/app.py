@@ -3,6 +3,7 @@ machine (memory, GPU, host name), so screens are deterministic; everything else 
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 from sparktui.core.units import GiB
@@ -157,13 +158,16 @@ async def workers_done(app):
             continue
 
 
-async def until(pilot, condition, what: str, rounds: int = 100) -> None:
-    """Wait (in 50 ms steps, 5 s by default) until condition() holds; fail saying what never came."""
-    for _ in range(rounds):
+async def until(pilot, condition, what: str, timeout: float = 30.0, detail=None) -> None:
+    """Let the app run (in 50 ms steps) until condition() holds; fail saying what never came,
+    with detail(app) when given (the server, its phase…)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         if condition():
             return
         await pilot.pause(0.05)
-    raise AssertionError(f"never: {what}")
+    extra = f"; {detail(pilot.app)}" if detail is not None else ""
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{extra}")
 
 
 async def settled(pilot, ready=lambda app: True, what: str = "the app to settle", rounds: int = 200):

@@ -3,8 +3,6 @@ metrics; stop; kill now (one confirmation); attach to a server started elsewhere
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from sparktui.runtime import proc
@@ -15,21 +13,15 @@ from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import DiagnosisCard, PhaseStrip, ServerInfo
 from tests.support.app import SampleBackend, config_pane, server_pane, widget
+from tests.support.app import until as wait_until
 
 pytestmark = [pytest.mark.usefixtures("isolated"), pytest.mark.slow]
 
 
 async def until(pilot, condition, what: str, timeout: float = 30.0):
     """Let the app run until condition() holds (the workers post as the server moves on)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError(
-        f"timed out after {timeout:.0f} s waiting for {what}; "
-        f"server={pilot.app.server!r} phase={widget(pilot.app, PhaseStrip).phase!r}"
-    )
+    detail = lambda app: f"server={app.server!r} phase={widget(app, PhaseStrip).phase!r}"  # noqa: E731
+    await wait_until(pilot, condition, what, timeout, detail)
 
 
 async def test_launch_phases_ready_metrics_then_stop(make_profile, fixtures):

@@ -6,7 +6,6 @@ others reserve, and the memory pane's reservations."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -19,6 +18,7 @@ from sparktui.ui.widgets.server import PhaseStrip, ServerInfo
 from sparktui.ui.widgets.serverlist import ServerList
 from tests.support.app import RecordsBackend, server_pane, widget
 from tests.support.app import two_server_records as two_servers
+from tests.support.app import until as wait_until
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
@@ -26,12 +26,7 @@ GiB = 2**30
 
 
 async def until(pilot, condition, what: str, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; server={pilot.app.server!r}")
+    await wait_until(pilot, condition, what, timeout, lambda app: f"server={app.server!r}")
 
 
 async def test_the_list_shows_every_server_and_the_key_switches_the_pane(tmp_path):

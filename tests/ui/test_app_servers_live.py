@@ -5,7 +5,6 @@ that ends elsewhere, and kills the other after asking."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -18,20 +17,14 @@ from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import PhaseStrip
 from sparktui.ui.widgets.serverlist import ServerList
 from tests.support.app import SampleBackend, server_pane, widget
+from tests.support.app import until as wait_until
 
 pytestmark = [pytest.mark.usefixtures("isolated"), pytest.mark.slow]
 
 
 async def until(pilot, condition, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError(
-        f"timed out after {timeout:.0f} s waiting for {what}; server={pilot.app.server!r} "
-        f"servers={[(e.port, e.state) for e in pilot.app.servers]}"
-    )
+    detail = lambda app: f"server={app.server!r} servers={[(e.port, e.state) for e in app.servers]}"  # noqa: E731
+    await wait_until(pilot, condition, what, timeout, detail)
 
 
 def members(port: int) -> list[proc.ProcessIdentity]:

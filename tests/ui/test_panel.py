@@ -24,6 +24,7 @@ from tests.support.app import (
     sample,
     server_pane,
     server_record,
+    until,
     widget,
     workers_done,
 )
@@ -46,14 +47,6 @@ async def settle(pilot, rounds: int = 3):
     await pilot.pause(0.2)
     await workers_done(pilot.app)
     await pilot.pause()
-
-
-async def until(pilot, condition, what: str, rounds: int = 100):
-    for _ in range(rounds):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"never: {what}")
 
 
 def text_of(widget) -> str:
@@ -367,7 +360,7 @@ async def test_a_worker_that_dies_is_reported_and_its_poll_goes_on():
     app = SparkApp(backend=backend)
     server_pane_class = type(server_pane)  # noqa: F841  (keeps the helper imported for readers)
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: backend.attaches >= 2, "a second poll", rounds=200)
+        await until(pilot, lambda: backend.attaches >= 2, "a second poll", timeout=10)
         said = [str(n.message) for n in app._notifications]
         assert any(
             "polling the supervisor's state failed: RuntimeError: state directory vanished" in s for s in said
