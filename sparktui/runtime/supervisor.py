@@ -1003,6 +1003,7 @@ class Supervisor:
             if why is not None and why != said[0]:
                 self.events.append({**_guard_event("GuardDeferred", decision), "why": why})
                 self._say(f"guard: {why}")
+                self._wake()  # into the state now, as a warning or a trip is: status shows the wait
             said[0] = why
             return why
 
