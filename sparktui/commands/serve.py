@@ -43,6 +43,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def say_preflight(summaries: list[str], warnings: list[str]) -> None:
+    """The cluster preflight on the terminal: one line per node, then its warnings."""
+    for line in summaries:
+        print(f"sparktui: {line}", file=sys.stderr)
+    for warning in warnings:
+        print(f"sparktui: warning: {warning}", file=sys.stderr)
+
+
 def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
     """A profile with [cluster]: every node is checked over SSH, each worker's rank
     starts under its own supervisor there, then the head's rank here, all with vLLM's own
@@ -56,10 +64,7 @@ def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
         return serve_ray_cluster(profile, serve, args)
     head_serve = cluster.with_rank(serve, settings, 0)  # checks master-addr before anything starts
     checked = cluster.preflight(profile, serve, force=args.force)
-    for line in checked.summaries:
-        print(f"sparktui: {line}", file=sys.stderr)
-    for warning in checked.warnings:
-        print(f"sparktui: warning: {warning}", file=sys.stderr)
+    say_preflight(checked.summaries, checked.warnings)
     workers = cluster.start_workers(profile, serve)
     print(f"started ranks 1-{len(workers)} on {', '.join(workers)}", file=sys.stderr, flush=True)
     try:
@@ -74,10 +79,7 @@ def launch_cluster_detached(profile: Any, serve: Any, force: bool) -> int:
     from sparktui.runtime.cluster_launch import launch_detached
 
     done = launch_detached(profile, serve, force=force)
-    for line in done.summaries:
-        print(f"sparktui: {line}", file=sys.stderr)
-    for warning in done.warnings:
-        print(f"sparktui: warning: {warning}", file=sys.stderr)
+    say_preflight(done.summaries, done.warnings)
     over = " over Ray" if profile.cluster.backend == "ray" else ""
     started = "Ray nodes" if over else f"ranks 1-{len(done.workers)}"
     print(f"started {started} on {', '.join(done.workers)}", file=sys.stderr, flush=True)
@@ -102,10 +104,7 @@ def serve_ray_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int
 
     head, head_serve = ray_cluster.head_profile(profile, serve)  # checks before anything starts
     checked = cluster.preflight(profile, serve, force=args.force)
-    for line in checked.summaries:
-        print(f"sparktui: {line}", file=sys.stderr)
-    for warning in checked.warnings:
-        print(f"sparktui: warning: {warning}", file=sys.stderr)
+    say_preflight(checked.summaries, checked.warnings)
     port = int(serve.port or 8000)
     # In the foreground the head's supervisor runs here; the workers join once its Ray is up.
     sup = supervisor.Supervisor(head, head_serve, force=args.force)
