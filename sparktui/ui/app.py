@@ -229,6 +229,10 @@ class SparkApp(App[None]):
         )
 
     def _refresh_status(self) -> None:
+        try:
+            status_bar = self.query_one(StatusBar)
+        except NoMatches:  # before compose, or while the app closes (a late message from a pane)
+            return
         bar = Text(no_wrap=True, overflow="ellipsis")
         bar.append(" sparktui ", "bold reverse")
         bar.append(f" {self.host} │ server ")
@@ -252,7 +256,7 @@ class SparkApp(App[None]):
         if modified:
             name += " (modified)"
         bar.append(f" │ {name}")
-        self.query_one(StatusBar).show(bar)
+        status_bar.show(bar)
 
     # -- panes (all visible when wide; one at a time when narrow) ----------------------------------
 

@@ -341,3 +341,17 @@ async def test_launch_and_restart_never_touch_another_servers_port(tmp_path):
         await until(pilot, lambda: any("not the server on :8001" in str(n.message) for n in app._notifications),
                     "the restart's refusal")  # fmt: skip
         assert app.server.port == 8001 and app.server.live
+
+
+async def test_a_list_that_arrives_while_the_app_closes_is_dropped_not_raised(tmp_path):
+    # The server pane's list worker can post after the status bar is gone (the app closing):
+    # CI once failed in run_test's teardown with NoMatches for StatusBar.
+    from sparktui.ui.app import StatusBar
+    from sparktui.ui.messages import ServersChanged
+
+    app = SparkApp(backend=RecordsBackend(two_servers(tmp_path)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: len(app.servers) == 2, "both servers listed")
+        await app.query_one(StatusBar).remove()
+        app.post_message(ServersChanged(app.servers[:1]))
+        await until(pilot, lambda: len(app.servers) == 1, "the late list to be taken in")
