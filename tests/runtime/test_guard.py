@@ -45,7 +45,9 @@ def guarded_hog(tmp_path, hog, make_lines, deepest, **guard_kw):
         a0 = avail_gib()
         log = tmp_path / f"hog-{attempt}"  # a fresh folder: start_hog waits for this hog's "started"
         log.mkdir()
-        tree = start_hog(log, *hog)
+        # Each retry touches more: MemAvailable here can fall by only two thirds of what is touched.
+        rate, cap, *flags = hog
+        tree = start_hog(log, rate, int(cap * (1 + attempt / 2)), *flags)
         guard = Guard(tree, make_lines(a0), **guard_kw)
         report = guard.run()
         if _reached(guard, report, round(a0 - deepest, 3)):  # rounded as lines() places it
