@@ -11,6 +11,9 @@ own interpreter (tests/support/vllm_kv_oracle.py):
     configs) under several flag sets: blocks, groups, concurrency, the KV tokens as that version
     logs them, the in-flight reservation, and the error and length estimate when one request
     does not fit;
+  - the CUDA-graph capture sizes, the cudagraph_mode vLLM resolves and the graphs it captures,
+    over a grid of max_num_seqs, max_num_batched_tokens, speculative tokens and attention
+    backends (VllmConfig._set_cudagraph_sizes, the mode resolution, CudagraphDispatcher);
 and compare each answer with what sparktui predicts under that version's rules (core/vllm_rules.py).
 Prints a table per version, the disagreements, and the run time. Exit 1 on any disagreement.
 """
@@ -31,10 +34,14 @@ from tests.support.vllm_oracle import (  # noqa: E402
     GiB,
     ask,
     checkpoint_folders,
+    cudagraph_disagreements,
+    cudagraph_label,
+    cudagraph_questions,
     kv_disagreements,
     kv_question,
     oracle_pythons,
     scenarios,
+    sparktui_cudagraphs,
     sparktui_kv_dtype,
 )
 
@@ -46,6 +53,7 @@ def check_version(version, python, folders, cases) -> tuple[int, int, list[str],
         "kv": [case for _, case, _ in built],
         "batch_defaults": DEVICES,
         "kv_dtype": [{"path": str(folder)} for _, folder in folders],
+        "cudagraphs": cudagraph_questions(),
     }
     started = time.monotonic()
     answer = ask(python, request)
@@ -80,6 +88,18 @@ def check_version(version, python, folders, cases) -> tuple[int, int, list[str],
         print(f"  {label:<78} {ours:>22} {theirs:>22}  {'yes' if ok else 'NO'}")
         if not ok:
             problems.append(f"{label}: sparktui {ours}, vLLM {theirs}")
+    for question, got in zip(cudagraph_questions(), answer["cudagraphs"], strict=True):
+        label = cudagraph_label(question)
+        sizes, _, (pieces, full) = sparktui_cudagraphs(rules, question)
+        ours = f"{len(sizes)} sizes, {pieces}+{full}"
+        if "error" in got:
+            print(f"  {label:<78.78} {ours:>22} {'(error)':>22}  —  {got['error'][:60]}")
+            continue
+        theirs = f"{len(got['sizes'])} sizes, {got['piecewise']}+{got['full']}"
+        diffs = cudagraph_disagreements(rules, question, got)
+        checked += 1
+        print(f"  {label:<78.78} {ours:>22} {theirs:>22}  {'yes' if not diffs else 'NO'}")
+        problems += [f"{label}: {d}" for d in diffs]
     for (sc, case, plan), got in zip(built, answer["kv"], strict=True):
         if "unsupported" in got:  # this vLLM cannot group these layers at all: nothing to compare
             unsupported += 1

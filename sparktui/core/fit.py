@@ -36,12 +36,14 @@ from sparktui.core.vllm_rules import (
     DISCRETE_NON_TORCH,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
+    FULL_DECODE_MODES,
     KV_CACHE_DTYPES,
     MEASURED_CONSTANTS,
     MOE_WORKSPACE_COPIES,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     VllmRules,
+    graph_counts,
     rules_for,
 )
 from sparktui.core.vllm_rules import kv_cache_dtype as kv_cache_dtype_info
@@ -594,40 +596,32 @@ class GraphEstimate:
     backend: str  # what decided the first capture: "flashinfer" or "default"
 
 
-def _graph_counts(s: Settings) -> tuple[int, int]:
-    if s.enforce_eager or s.cudagraph_mode == "NONE":
+def _graph_counts(spec: ModelSpec, s: Settings, backend: str | None) -> tuple[int, int]:
+    if s.enforce_eager:
         return 0, 0
-    query_len = 1 + s.num_spec if s.rules.value("cudagraph_decode_query_len") == "yes" else 1
-    sizes = s.capture_sizes
-    if sizes is None:
-        sizes = s.rules.cudagraph_capture_sizes(s.max_num_seqs, s.num_spec, s.max_num_batched_tokens)
-    return _counts(sizes, s.max_capture_size, s.max_num_seqs * query_len, s.cudagraph_mode)
-
-
-@lru_cache(maxsize=256)
-def _counts(sizes: tuple[int, ...], largest: int | None, decode_tokens: int, mode: str | None) -> tuple[int, int]:
-    """(PIECEWISE, FULL) graphs: FULL ones only for uniform decode batches (≤ decode_tokens)."""
-    if largest is not None:
-        sizes = tuple(x for x in sizes if x <= largest)
-    full = sum(1 for x in sizes if x <= decode_tokens)
-    if mode in ("PIECEWISE", "FULL_DECODE_ONLY"):
-        return (len(sizes), 0) if mode == "PIECEWISE" else (0, full)
-    if mode == "FULL":
-        return 0, len(sizes)
-    return len(sizes), full
+    mode = s.rules.cudagraph_mode(s.cudagraph_mode, s.num_spec, single_token_decode=backend == "flashinfer")
+    sizes = s.rules.cudagraph_capture_sizes(
+        s.max_num_seqs,
+        s.num_spec,
+        s.max_num_batched_tokens,
+        full_decode=mode in FULL_DECODE_MODES,
+        gpt_oss=spec.architecture == "GptOssForCausalLM",
+        explicit=s.capture_sizes,
+        largest=s.max_capture_size,
+    )
+    return graph_counts(sizes, s.max_num_seqs, s.num_spec, mode)
 
 
 def cudagraph_estimate(spec: ModelSpec, s: Settings, machine: Machine, kv_bytes: int) -> GraphEstimate:
     """The CUDA-graph estimate for these flags (before it is known whether vLLM subtracts it)."""
-    pieces, full = _graph_counts(s)
-    if pieces + full == 0:
-        return GraphEstimate(0, 0, 0, 0, 0, "none")
     heads = tuple(g.head_size for g in spec.layers if g.count and g.kind != MAMBA and g.head_size)
     backend = s.attention_backend
     if backend is None and machine.unified:
         backend = s.rules.gb10_attention_backend(kv_bytes == 1, heads)
-    # FlashInfer's FULL graphs (none with speculative decoding: UNIFORM_SINGLE_TOKEN_DECODE only)
-    if backend == "flashinfer" and full and not s.num_spec:
+    pieces, full = _graph_counts(spec, s, backend)
+    if pieces + full == 0:
+        return GraphEstimate(0, 0, 0, 0, 0, "none")
+    if backend == "flashinfer" and full:
         first, per_full, used = FLASHINFER_FULL_FIRST_CAPTURE, FLASHINFER_FULL_PER_GRAPH, "flashinfer"
     else:
         first, per_full, used = CUDAGRAPH_FIRST_CAPTURE, CUDAGRAPH_PER_GRAPH, "default"

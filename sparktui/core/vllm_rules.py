@@ -75,6 +75,11 @@ RuleKey = Literal[
     "kv_dtype_auto_compressed_tensors",
     "cudagraph_estimate",
     "cudagraph_decode_query_len",
+    "cudagraph_sizes_max_tokens",
+    "cudagraph_sizes_stride",
+    "cudagraph_decode_sizes",
+    "cudagraph_mode_default",
+    "cudagraph_gpt_oss_1024",
     "gb10_fp8_attention_backend",
     "non_kv_accounting",
     "uma_free_memory",
@@ -210,16 +215,66 @@ RULES: tuple[Rule, ...] = (
          "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0); the 0.20.0 wheel already defaults it on, though "
          "vLLM's own message says 'default since v0.21.0'",
          "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory; vllm/envs.py"),
-    Rule("cudagraph_decode_query_len", V(0, 10, 0), V(0, 13, 0), "no",
+    Rule("cudagraph_decode_query_len", V(0, 10, 0), V(0, 11, 1), "no",
          "the largest CUDA-graph batch is min(2 × max_num_seqs, 512, max_num_batched_tokens); "
          "speculative tokens do not change the capture sizes",
-         "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes (0.10–0.11: vllm/config/__init__.py)"),
+         "vllm/config/__init__.py: VllmConfig._set_cudagraph_sizes"),
+    Rule("cudagraph_decode_query_len", V(0, 11, 1), V(0, 12, 0), "round_or_keep",
+         "as before, but with speculative decoding and FULL decode graphs (an attention backend that "
+         "takes uniform multi-token batches) every size is rounded up to a multiple of 1 + speculative "
+         "tokens, within the largest size; when none is left the sizes stay as they were",
+         "vllm/v1/worker/gpu_model_runner.py: GPUModelRunner._check_and_update_cudagraph_mode; "
+         "vllm/config/compilation.py: CompilationConfig.adjust_cudagraph_sizes_for_spec_decode"),
+    Rule("cudagraph_decode_query_len", V(0, 12, 0), V(0, 13, 0), "round",
+         "as 0.11.1, but when no rounded size is left it captures 1 + speculative tokens alone, or "
+         "refuses to start if that passes the largest size",
+         "vllm/config/compilation.py: CompilationConfig.adjust_cudagraph_sizes_for_spec_decode"),
     Rule("cudagraph_decode_query_len", V(0, 13, 0), None, "yes",
          "the largest CUDA-graph batch is min(2 × max_num_seqs × (1 + speculative tokens), 512, "
-         "max_num_batched_tokens), and with speculative decoding every size is rounded up to a multiple "
-         "of 1 + speculative tokens",
+         "max_num_batched_tokens), and with FULL decode graphs every size is rounded up to a multiple "
+         "of 1 + speculative tokens (0.25: decided in the compilation config)",
          "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes; vllm/config/compilation.py: "
-         "CompilationConfig.adjust_cudagraph_sizes_for_spec_decode"),
+         "CompilationConfig.adjust_cudagraph_sizes_for_spec_decode (0.25: resolve_cudagraph_mode_and_sizes)"),
+    Rule("cudagraph_sizes_stride", V(0, 10, 0), V(0, 11, 1), "8",
+         "the capture sizes are 1, 2, 4 and every multiple of 8 up to min(2 × max_num_seqs, 512) "
+         "(--cuda-graph-sizes), within max_num_batched_tokens",
+         "vllm/config/__init__.py: VllmConfig._set_cudagraph_sizes; vllm/config/scheduler.py: "
+         "SchedulerConfig.cuda_graph_sizes (0.10.0: vllm/config.py)"),
+    Rule("cudagraph_sizes_stride", V(0, 11, 1), None, "8_then_16",
+         "the capture sizes are 1, 2, 4, multiples of 8 below 256 and of 16 from 256 up to the largest "
+         "size (max_cudagraph_capture_size)",
+         "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes"),
+    Rule("cudagraph_mode_default", V(0, 10, 0), V(0, 11, 0), "PIECEWISE",
+         "vllm serve captures PIECEWISE graphs only unless --compilation-config asks for FULL ones",
+         "vllm/config/__init__.py: VllmConfig.__post_init__ (0.10.0: CompilationConfig.full_cuda_graph)"),
+    Rule("cudagraph_mode_default", V(0, 11, 0), None, "FULL_AND_PIECEWISE",
+         "vllm serve captures FULL graphs for uniform decode batches and PIECEWISE graphs for the rest",
+         "vllm/config/vllm.py: VllmConfig.__post_init__ (0.11.0: vllm/config/__init__.py)"),
+    Rule("cudagraph_sizes_max_tokens", V(0, 10, 0), V(0, 20, 1), "no",
+         "the capture sizes are the candidate list up to the largest size",
+         "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes"),
+    Rule("cudagraph_sizes_max_tokens", V(0, 20, 1), None, "yes",
+         "max_num_batched_tokens joins the capture sizes when it is within the largest size and off "
+         "the candidates' stride",
+         "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes"),
+    Rule("cudagraph_decode_sizes", V(0, 10, 0), V(0, 29, 0), "no",
+         "the capture sizes do not follow the decode batches' widths",
+         "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes"),
+    Rule("cudagraph_decode_sizes", V(0, 29, 0), V(0, 31, 0), "speculative",
+         "with speculative decoding and default sizes, every uniform decode batch width on vLLM's "
+         "request stride (1, 2, 4, multiples of 8, of 16 from 256, and max_num_seqs) times "
+         "1 + speculative tokens joins the capture sizes",
+         "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes (uniform_decode_sizes)"),
+    Rule("cudagraph_decode_sizes", V(0, 31, 0), None, "speculative_and_max_num_seqs",
+         "as 0.29, and without speculative decoding max_num_seqs itself joins the capture sizes",
+         "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes (uniform_decode_sizes)"),
+    Rule("cudagraph_gpt_oss_1024", V(0, 10, 0), V(0, 10, 2), "no",
+         "gpt-oss captures CUDA graphs like any model",
+         "vllm/model_executor/models/config.py: (no GptOssForCausalLMConfig override)"),
+    Rule("cudagraph_gpt_oss_1024", V(0, 10, 2), None, "yes",
+         "gpt-oss raises the largest CUDA-graph batch to 1024 (in place of 2 × max_num_seqs and 512) "
+         "unless --compilation-config sets the sizes",
+         "vllm/model_executor/models/config.py: GptOssForCausalLMConfig.verify_and_update_config"),
     Rule("gb10_fp8_attention_backend", V(0, 10, 0), V(0, 18, 0), "not_modelled",
          "the attention backend does not change the KV memory: no CUDA-graph estimate is subtracted",
          "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory"),
@@ -533,6 +588,7 @@ MEASURED_CONSTANTS = (
     CUDAGRAPH_PER_GRAPH,
 )
 CUDAGRAPH_CANDIDATE_SIZES = (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
+CUDAGRAPH_CANDIDATE_SIZES_1024 = (*CUDAGRAPH_CANDIDATE_SIZES, *range(528, 1025, 16))  # gpt-oss goes to 1024
 
 
 def checkpoint_kv_quant(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
@@ -577,13 +633,59 @@ def checkpoint_kv_quant(config: Mapping[str, Any], hf_quant: Mapping[str, Any] |
 
 
 @lru_cache(maxsize=256)
-def _capture_sizes(query_len: int, max_num_seqs: int, max_num_batched_tokens: int) -> tuple[int, ...]:
-    largest = min(max_num_seqs * query_len * 2, 512, max_num_batched_tokens)
-    sizes = [s for s in CUDAGRAPH_CANDIDATE_SIZES if s <= largest]
-    if query_len > 1:
-        rounded = {-(-s // query_len) * query_len for s in sizes}
-        sizes = sorted(s for s in rounded if s <= largest) or ([query_len] if query_len <= largest else [])
+def _capture_sizes(largest: int, max_num_batched_tokens: int, add_max_tokens: bool) -> tuple[int, ...]:
+    """vLLM's default capture sizes up to `largest` (VllmConfig._set_cudagraph_sizes)."""
+    largest = min(largest, max_num_batched_tokens)
+    sizes = [s for s in CUDAGRAPH_CANDIDATE_SIZES_1024 if s <= largest]
+    if add_max_tokens and max_num_batched_tokens <= largest and max_num_batched_tokens not in sizes:
+        sizes.append(max_num_batched_tokens)
     return tuple(sizes)
+
+
+def _rounded(sizes: tuple[int, ...], round_to: int, keep_if_none: bool = False) -> tuple[int, ...]:
+    """Sizes rounded up to multiples of 1 + speculative tokens, none past the largest
+    (CompilationConfig.adjust_cudagraph_sizes_for_spec_decode). When none is left: the sizes as
+    they were (`keep_if_none`, 0.11), else 1 + speculative tokens alone if it fits (empty: vLLM
+    refuses to start)."""
+    if round_to <= 1 or not sizes:
+        return sizes
+    top = sizes[-1]
+    rounded = tuple(sorted({r for r in (-(-s // round_to) * round_to for s in sizes) if r <= top}))
+    if rounded:
+        return rounded
+    if keep_if_none:
+        return sizes
+    return (round_to,) if round_to <= top else ()
+
+
+FULL_DECODE_MODES = ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY", "FULL")
+
+
+def resolve_cudagraph_mode(requested: str | None, num_spec: int, single_token_decode: bool) -> str:
+    """The cudagraph_mode vLLM settles on: an attention backend whose FULL graphs take one token
+    per request (FlashInfer without TRT-LLM attention, as on GB10) cannot serve speculative
+    decoding's uniform batches, and vLLM falls back to PIECEWISE
+    (GPUModelRunner._check_and_update_cudagraph_mode; 0.25: resolve_cudagraph_mode_and_sizes)."""
+    mode = requested or "FULL_AND_PIECEWISE"
+    if num_spec and single_token_decode and mode in FULL_DECODE_MODES:
+        return "PIECEWISE"
+    return mode
+
+
+@lru_cache(maxsize=256)
+def graph_counts(sizes: tuple[int, ...], max_num_seqs: int, num_spec: int, mode: str) -> tuple[int, int]:
+    """(PIECEWISE, FULL) graphs vLLM captures for these sizes under the resolved mode: FULL decode
+    graphs only for uniform decode batches, from 1 + speculative tokens up to max_num_seqs × that
+    (CudagraphDispatcher.initialize_cudagraph_keys)."""
+    if mode == "NONE":
+        return 0, 0
+    if mode == "PIECEWISE":
+        return len(sizes), 0
+    if mode == "FULL":
+        return 0, len(sizes)
+    query_len = 1 + num_spec
+    full = sum(1 for s in sizes if query_len <= s <= max_num_seqs * query_len)
+    return (0, full) if mode == "FULL_DECODE_ONLY" else (len(sizes), full)
 
 
 @dataclass(frozen=True)
@@ -675,18 +777,73 @@ class VllmRules:
             return flag is not None and flag.strip() not in ("", "0")
         return flag is None or flag.strip() != "0"
 
-    def cudagraph_capture_sizes(self, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int) -> tuple[int, ...]:
-        """The batch sizes vLLM captures CUDA graphs for when --compilation-config does not say."""
-        query_len = 1 + num_spec if self.value("cudagraph_decode_query_len") == "yes" else 1
-        return _capture_sizes(query_len, max_num_seqs, max_num_batched_tokens)
+    def decode_query_len(self, num_spec: int) -> int:
+        """Tokens per request in a uniform decode batch, as the capture sizes see it."""
+        return 1 + num_spec if self.value("cudagraph_decode_query_len") == "yes" else 1
+
+    def cudagraph_capture_sizes(
+        self,
+        max_num_seqs: int,
+        num_spec: int,
+        max_num_batched_tokens: int,
+        full_decode: bool = True,
+        gpt_oss: bool = False,
+        explicit: tuple[int, ...] | None = None,
+        largest: int | None = None,
+    ) -> tuple[int, ...]:
+        """The batch sizes vLLM captures CUDA graphs for (VllmConfig._set_cudagraph_sizes).
+
+        `full_decode`: the resolved cudagraph mode keeps FULL decode graphs (with speculative
+        decoding only an attention backend that takes uniform multi-token batches does);
+        `explicit` and `largest`: --compilation-config's cudagraph_capture_sizes and
+        max_cudagraph_capture_size."""
+        policy = self.value("cudagraph_decode_query_len")
+        round_to = 1 + num_spec if policy != "no" and full_decode and num_spec > 0 else 1
+        keep = policy == "round_or_keep"
+        if explicit is not None:
+            sizes = tuple(sorted({x for x in explicit if x <= max_num_batched_tokens}))
+            return _rounded(sizes, round_to, keep)
+        if self.value("cudagraph_sizes_stride") == "8":  # --cuda-graph-sizes; no max_cudagraph_capture_size yet
+            if gpt_oss and self.value("cudagraph_gpt_oss_1024") == "yes":
+                candidates: tuple[int, ...] = CUDAGRAPH_CANDIDATE_SIZES_1024
+            else:
+                candidates = (1, 2, 4, *range(8, min(max_num_seqs * 2, 512) + 1, 8))
+            return _rounded(tuple(x for x in candidates if x <= max_num_batched_tokens), round_to, keep)
+        if largest is None and gpt_oss and self.value("cudagraph_gpt_oss_1024") == "yes":
+            largest = 1024
+        decode: tuple[int, ...] = ()
+        if largest is None:
+            largest = min(max_num_seqs * self.decode_query_len(num_spec) * 2, 512)
+            decode = self._decode_sizes(max_num_seqs, num_spec, largest)
+        add_max = self.value("cudagraph_sizes_max_tokens") == "yes"
+        sizes = _capture_sizes(largest, max_num_batched_tokens, add_max)
+        if decode:
+            sizes = tuple(sorted({*sizes, *(d for d in decode if d <= max_num_batched_tokens)}))
+        return _rounded(sizes, round_to, keep)
+
+    def _decode_sizes(self, max_num_seqs: int, num_spec: int, largest: int) -> tuple[int, ...]:
+        """Uniform decode batch widths vLLM adds to its default capture sizes (0.29+)."""
+        rule = self.value("cudagraph_decode_sizes")
+        if rule == "no":
+            return ()
+        if num_spec == 0:
+            return (max_num_seqs,) if rule == "speculative_and_max_num_seqs" and max_num_seqs <= largest else ()
+        reqs = min(max_num_seqs, 512)
+        counts = {n for n in (1, 2, 4) if n <= reqs} | set(range(8, min(reqs + 1, 256), 8))
+        counts |= set(range(256, reqs + 1, 16)) | {reqs}
+        return tuple(sorted(n * (1 + num_spec) for n in counts if n * (1 + num_spec) <= largest))
+
+    def cudagraph_mode(self, requested: str | None, num_spec: int, single_token_decode: bool) -> str:
+        """The cudagraph_mode vLLM runs with: the version's default unless --compilation-config
+        sets one, resolved for the attention backend (resolve_cudagraph_mode)."""
+        return resolve_cudagraph_mode(requested or self.value("cudagraph_mode_default"), num_spec, single_token_decode)
 
     def cudagraph_counts(self, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int) -> tuple[int, int]:
-        """(PIECEWISE graphs, FULL graphs) for the default cudagraph_mode FULL_AND_PIECEWISE: FULL
-        graphs only for uniform decode batches (up to max_num_seqs × (1 + speculative tokens)).
-        An attention backend without FULL support (FlashInfer on some models) captures none."""
+        """(PIECEWISE graphs, FULL graphs) for the default cudagraph_mode FULL_AND_PIECEWISE with an
+        attention backend that takes FULL decode graphs: FULL graphs only for uniform decode batches
+        (up to max_num_seqs × (1 + speculative tokens))."""
         sizes = self.cudagraph_capture_sizes(max_num_seqs, num_spec, max_num_batched_tokens)
-        query_len = 1 + num_spec if self.value("cudagraph_decode_query_len") == "yes" else 1
-        return len(sizes), sum(1 for s in sizes if s <= max_num_seqs * query_len)
+        return graph_counts(sizes, max_num_seqs, num_spec, self.cudagraph_mode(None, num_spec, False))
 
     def gb10_attention_backend(self, kv_cache_fp8: bool, head_sizes: tuple[int, ...]) -> str | None:
         """The attention backend vLLM picks on a DGX Spark where it decides the CUDA-graph estimate:

@@ -20,6 +20,9 @@ from tests.support.vllm_oracle import (
     ask,
     checkpoint_folders,
     ci_python,
+    cudagraph_disagreements,
+    cudagraph_label,
+    cudagraph_questions,
     kv_disagreements,
     kv_question,
     oracle_pythons,
@@ -79,10 +82,14 @@ def test_kv_sizing_batch_defaults_and_kv_dtype_match_vllm():
                 "kv": [case for _, case, _ in built],
                 "batch_defaults": DEVICES,
                 "kv_dtype": [{"path": str(folder)} for _, folder in chosen],
+                "cudagraphs": cudagraph_questions(),
             },
             timeout=600,
         )
     assert answer["version"].startswith("0.32.0")
+    for question, got in zip(cudagraph_questions(), answer["cudagraphs"], strict=True):
+        assert cudagraph_disagreements(rules, question, got) == [], cudagraph_label(question)
+    assert all(got["piecewise"] is not None for got in answer["cudagraphs"])  # the dispatcher answered
     for (sc, case, plan), got in zip(built, answer["kv"], strict=True):
         assert kv_disagreements(case, plan, got) == [], sc.label()
     assert sum("error" in a for a in answer["kv"]) == 2

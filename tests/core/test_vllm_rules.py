@@ -273,11 +273,39 @@ def test_capture_sizes_match_what_real_logs_profiled():
     assert max(rules.cudagraph_capture_sizes(256, 0, 128)) == 128
 
 
-def test_speculative_tokens_widen_and_round_the_capture_sizes_from_0_13():
-    before = rules_for("0.12.0").cudagraph_capture_sizes(32, 15, 8192)
-    after = rules_for("0.13.0").cudagraph_capture_sizes(32, 15, 8192)
-    assert max(before) == 64 and 1 in before  # 2 × max_num_seqs, speculative tokens ignored
-    assert max(after) == 512 and all(s % 16 == 0 for s in after)
+def test_speculative_tokens_round_the_capture_sizes_from_0_11_1_and_widen_them_from_0_13():
+    # 32 sequences, 15 speculative tokens, FULL decode graphs
+    untouched = rules_for("0.11.0").cudagraph_capture_sizes(32, 15, 8192)
+    rounded = rules_for("0.11.1").cudagraph_capture_sizes(32, 15, 8192)
+    last_rounded = rules_for("0.12.0").cudagraph_capture_sizes(32, 15, 8192)
+    widened = rules_for("0.13.0").cudagraph_capture_sizes(32, 15, 8192)
+    assert untouched == (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)  # 2 × max_num_seqs, speculative tokens ignored
+    assert rounded == last_rounded == (16, 32, 48, 64)  # multiples of 16 within the same largest size
+    assert max(widened) == 512 and len(widened) == 32 and all(s % 16 == 0 for s in widened)
+
+
+def test_capture_sizes_are_rounded_only_when_decode_graphs_are_full():
+    """A backend without FULL multi-token decode graphs (FlashInfer on GB10) falls back to
+    PIECEWISE under speculative decoding: the sizes stay on vLLM's stride."""
+    for version in ("0.11.1", "0.19.1", "0.32.0"):
+        piecewise = rules_for(version).cudagraph_capture_sizes(16, 3, 2048, full_decode=False)
+        assert 1 in piecewise and 24 in piecewise, version
+    assert rules_for("0.19.1").cudagraph_capture_sizes(16, 3, 2048, full_decode=False)[-1] == 128  # 2 × 16 × 4
+    assert rules_for("0.11.2").cudagraph_capture_sizes(16, 3, 2048, full_decode=False)[-1] == 32  # not widened
+
+
+def test_max_num_batched_tokens_joins_the_capture_sizes_from_0_20_1():
+    before, after = (rules_for(v).cudagraph_capture_sizes(256, 0, 300) for v in ("0.20.0", "0.20.1"))
+    assert before[-1] == 288 and 300 not in before
+    assert after[-2:] == (288, 300)
+
+
+def test_gpt_oss_captures_up_to_1024_from_0_10_2_unless_the_sizes_are_set():
+    rules = rules_for("0.13.0")
+    assert rules.cudagraph_capture_sizes(256, 0, 2048, gpt_oss=True)[-1] == 1024
+    assert len(rules.cudagraph_capture_sizes(256, 0, 2048, gpt_oss=True)) == 83  # the NGC 0.13 log's PIECEWISE=83
+    assert rules_for("0.10.0").cudagraph_capture_sizes(256, 0, 2048, gpt_oss=True)[-1] == 512
+    assert rules.cudagraph_capture_sizes(256, 0, 2048, gpt_oss=True, largest=256)[-1] == 256
 
 
 def test_fp8_kv_on_gb10_runs_on_flashinfer_from_0_18():
@@ -323,6 +351,21 @@ def test_compilation_config_sets_the_graphs_counted():
     assert graphs(["-cc", '{"cudagraph_mode": "NONE"}']) == 0
     with pytest.raises(UserError, match="--compilation-config"):
         graphs(["--compilation-config", "{not json"])
+
+
+def test_the_fit_counts_the_graphs_vllm_captures_for_gpt_oss_and_for_flashinfer_with_mtp():
+    def working(model: str, **kw) -> str:
+        spec = load_model_spec(model)
+        lines = fit(cfg(spec.name, vllm_version="0.21.0", **kw), spec, dgx_spark()).memory_working
+        return next(w for w in lines if "CUDA graphs" in w)
+
+    assert "83 PIECEWISE + 35 FULL" in working("openai/gpt-oss-20b")  # the NGC 0.13 log's 83 and 35
+    assert "51 PIECEWISE + 35 FULL" in working("meta-llama/Llama-3.1-8B-Instruct")
+    mtp = '{"method": "mtp", "num_speculative_tokens": 3}'
+    # FlashInfer (fp8 KV on GB10) takes no multi-token FULL decode graphs: PIECEWISE on vLLM's own stride
+    assert "51 PIECEWISE + 0 FULL" in working("Qwen/Qwen3.6-35B-A3B", kv_cache_dtype="fp8", speculative_config=mtp)
+    # FlashAttention does: sizes 1 and 2 round up to 4, FULL ones from 4 to 64 × 4 tokens
+    assert "49 PIECEWISE + 33 FULL" in working("Qwen/Qwen3.6-35B-A3B", speculative_config=mtp, max_num_seqs=64)
 
 
 # --------------------------------------------------------------------------- DFlash drafters' layer kinds
@@ -617,3 +660,35 @@ def test_zero_mm_limits_leave_the_towers_out_from_0_15():
     assert weights("0.15.0", '{"image": {"count": 0}, "video": 0}') == weights("0.15.0", both)
     result = fit(parse_serve_command(base.format("0.15.0", both)), spec, dgx_spark())
     assert not any("not modelled" in n and "--limit-mm-per-prompt" in n for n in result.notes)
+
+
+def test_capture_sizes_step_by_8_to_512_before_0_11_1():
+    before, after = (rules_for(v).cudagraph_capture_sizes(256, 0, 2048) for v in ("0.11.0", "0.11.1"))
+    assert len(before) == 67 and 264 in before  # 1, 2, 4, then every multiple of 8 up to 512
+    assert len(after) == 51 and 264 not in after and 272 in after  # multiples of 16 from 256
+    assert rules_for("0.10.2").cudagraph_capture_sizes(1, 0, 2048) == (1, 2, 4)  # --cuda-graph-sizes [2]
+
+
+def test_full_decode_graphs_are_the_default_from_0_11():
+    assert rules_for("0.10.2").cudagraph_mode(None, 0, False) == "PIECEWISE"
+    assert rules_for("0.11.0").cudagraph_mode(None, 0, False) == "FULL_AND_PIECEWISE"
+    assert rules_for("0.11.0").cudagraph_counts(256, 0, 2048) == (67, 35)
+    assert rules_for("0.10.2").cudagraph_counts(256, 0, 2048) == (67, 0)
+
+
+def test_no_rounded_size_left_keeps_the_sizes_in_0_11_and_not_after():
+    # 1 sequence, 3 speculative tokens: sizes 1 and 2, nothing rounds to a multiple of 4 within 2
+    assert rules_for("0.11.1").cudagraph_capture_sizes(1, 3, 2048) == (1, 2)
+    assert rules_for("0.12.0").cudagraph_capture_sizes(1, 3, 2048) == ()  # vLLM 0.12 refuses to start
+    assert rules_for("0.13.0").cudagraph_capture_sizes(1, 3, 2048) == (4, 8)  # widened first
+
+
+def test_decode_batch_widths_join_the_capture_sizes_from_0_29():
+    # 3 sequences, 3 speculative tokens: 12 (3 requests × 4 tokens) is no candidate
+    assert 12 not in rules_for("0.28.0").cudagraph_capture_sizes(3, 3, 2048)
+    assert rules_for("0.29.0").cudagraph_capture_sizes(3, 3, 2048) == (4, 8, 12, 16, 24)
+    # without speculative decoding, max_num_seqs itself from 0.31
+    assert 3 not in rules_for("0.30.0").cudagraph_capture_sizes(3, 0, 2048)
+    assert rules_for("0.31.0").cudagraph_capture_sizes(3, 0, 2048) == (1, 2, 3, 4)
+    # an explicit size range is left as configured
+    assert 3 not in rules_for("0.31.0").cudagraph_capture_sizes(3, 0, 2048, largest=6)

@@ -12,7 +12,11 @@ config and KV-sizing code runs). Reads JSON on stdin:
   * batch_defaults: EngineArgs.get_batch_defaults for `vllm serve` on a CUDA platform whose
     device-memory query raises (as NVML does on GB10) or reports the given size;
   * kv_dtype: what `--kv-cache-dtype auto` resolves to for a checkpoint folder
-    (utils/torch_utils.resolve_kv_cache_dtype_string on the config vLLM loads, 0.14+).
+    (utils/torch_utils.resolve_kv_cache_dtype_string on the config vLLM loads, 0.14+);
+  * cudagraphs: the CUDA-graph capture sizes, resolved cudagraph_mode and graph counts for
+    max_num_seqs, max_num_batched_tokens, speculative tokens and the attention backend's
+    CUDA-graph support (VllmConfig._set_cudagraph_sizes, the runner's or the compilation
+    config's mode resolution, CudagraphDispatcher).
 
 tests/core/test_fit_vs_vllm.py and bench/vllm_oracle.py compare sparktui with these answers.
 """
@@ -306,6 +310,126 @@ def kv_dtype(checkpoint):
     return {"resolved": resolve_kv_cache_dtype_string("auto", SimpleNamespace(hf_config=hf_config))}
 
 
+class _Speculative:
+    """An MTP speculative config as far as the CUDA-graph code reads it: every use_*/uses_* probe
+    (EAGLE, DFlash, dynamic speculation…) answers no."""
+
+    method = "mtp"
+
+    def __init__(self, num_speculative_tokens):
+        self.num_speculative_tokens = num_speculative_tokens
+
+    def __getattr__(self, name):
+        if name.startswith("use"):
+            return lambda *args: False
+        raise AttributeError(name)
+
+
+def cudagraphs(question):
+    """The CUDA-graph capture sizes, resolved cudagraph_mode and (PIECEWISE, FULL) graph counts, from
+    vLLM's own functions run on stand-ins for the objects they read (no GPU here)."""
+    from types import SimpleNamespace
+
+    from vllm.config.compilation import CompilationConfig, CUDAGraphMode
+
+    try:
+        from vllm.v1.attention.backend import AttentionCGSupport
+    except ImportError:  # before 0.25
+        from vllm.v1.attention.backends.utils import AttentionCGSupport
+
+    seqs, tokens, spec = question["max_num_seqs"], question["max_num_batched_tokens"], question["num_spec"]
+    support = getattr(AttentionCGSupport, question["support"])
+    query_len = 1 + spec
+    given = {"cudagraph_capture_sizes": question.get("sizes"), "max_cudagraph_capture_size": question.get("largest")}
+    config = _make(
+        CompilationConfig,
+        cudagraph_mode=getattr(CUDAGraphMode, question.get("mode") or "FULL_AND_PIECEWISE"),
+        mode=3,  # VLLM_COMPILE, attention split out: what `vllm serve` runs with
+        level=3,
+        **{k: v for k, v in given.items() if v is not None},
+    )
+    config.splitting_ops = list(getattr(CompilationConfig, "_attention_ops", ["vllm::unified_attention_with_output"]))
+    scheduler = _make(
+        SchedulerConfig,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=tokens,
+        max_model_len=tokens,
+        is_encoder_decoder=False,
+    )
+    speculative = _Speculative(spec) if spec else None
+    vllm_config = SimpleNamespace(
+        model_config=SimpleNamespace(enforce_eager=False),
+        compilation_config=config,
+        scheduler_config=scheduler,
+        parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1),
+        speculative_config=speculative,
+        num_speculative_tokens=spec,
+        uniform_decode_query_len=query_len,
+        performance_mode="balanced",
+        structured_outputs_config=SimpleNamespace(reasoning_parser="x"),
+        decoding_config=SimpleNamespace(reasoning_backend="x"),
+        lora_config=None,
+    )
+    if question.get("gpt_oss"):
+        from vllm.model_executor.models import config as model_configs
+
+        override = getattr(model_configs, "GptOssForCausalLMConfig", None)
+        if override is not None and hasattr(override, "verify_and_update_config"):
+            override.verify_and_update_config(vllm_config)
+    VllmConfig._set_cudagraph_sizes(vllm_config)
+    if hasattr(config, "resolve_cudagraph_mode_and_sizes"):  # 0.25+
+        resolve = config.resolve_cudagraph_mode_and_sizes
+        wanted = {"uniform_decode_query_len": query_len, "tensor_parallel_size": 1, "max_num_reqs": seqs}
+        accepted = inspect.signature(resolve).parameters
+        mode = resolve(support, "OracleBackend", **{k: v for k, v in wanted.items() if k in accepted})
+    else:
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+        class Builder:
+            cudagraph_support = support  # 0.10–0.11.0 read the attribute
+
+            @classmethod
+            def get_cudagraph_support(cls, *args):
+                return support
+
+        class Backend:
+            @staticmethod
+            def get_builder_cls():
+                return Builder
+
+        runner = SimpleNamespace(
+            compilation_config=config,
+            vllm_config=vllm_config,
+            uniform_decode_query_len=query_len,
+            parallel_config=vllm_config.parallel_config,
+            speculative_config=None,  # the drafter's own keys are not asked
+            kv_cache_config=None,
+            cudagraph_dispatcher=SimpleNamespace(initialize_cudagraph_keys=lambda *args: None),
+            cudagraph_batch_sizes=None,
+        )
+        check = getattr(GPUModelRunner, "_check_and_update_cudagraph_mode", None)
+        if check is not None:
+            check(runner, [{Backend}], [SimpleNamespace(kv_cache_spec=None)])
+        else:  # 0.10: GPUModelRunner.initialize_cudagraph_capture, over the runner's attention groups
+            runner._attn_group_iterator = lambda: [SimpleNamespace(metadata_builder=Builder())]
+            GPUModelRunner.initialize_cudagraph_capture(runner)
+        mode = config.cudagraph_mode
+    sizes = sorted(config.cudagraph_capture_sizes or [])
+    answer = {"sizes": sizes, "mode": mode.name, "piecewise": None, "full": None}
+    try:
+        from vllm.v1.cudagraph_dispatcher import CudagraphDispatcher
+
+        vllm_config.compilation_config.cudagraph_mode = mode
+        dispatcher = CudagraphDispatcher(vllm_config)
+        dispatcher.initialize_cudagraph_keys(mode, query_len)
+        keys = dispatcher.cudagraph_keys
+        answer["piecewise"] = len(keys.get(CUDAGraphMode.PIECEWISE, ()))
+        answer["full"] = len(keys.get(CUDAGraphMode.FULL, ()))
+    except Exception as exc:  # the dispatcher wants more of the config than the stand-in has
+        answer["dispatcher_error"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+    return answer
+
+
 def main():
     request = json.load(sys.stdin)
     answer_to = sys.stdout
@@ -314,7 +438,8 @@ def main():
         out = [run_kv(case) for case in request]
     else:
         out = {"version": vllm.__version__, "seconds": {"import": round(time.monotonic() - STARTED, 1)}}
-        for key, ask in (("kv", run_kv), ("batch_defaults", batch_defaults), ("kv_dtype", kv_dtype)):
+        asks = (("kv", run_kv), ("batch_defaults", batch_defaults), ("kv_dtype", kv_dtype), ("cudagraphs", cudagraphs))
+        for key, ask in asks:
             started = time.monotonic()
             out[key] = [ask(question) for question in request.get(key, [])]
             out["seconds"][key] = round(time.monotonic() - started, 1)

@@ -23,7 +23,7 @@ from sparktui.core.fit import KvPlan, kv_dtype_bytes, plan_kv
 from sparktui.core.modelspec import DTYPE_BYTES, MAMBA, ModelSpec, catalog_names, load_model_spec, with_drafter
 from sparktui.core.modelspec.drafters import dflash_as_built
 from sparktui.core.modelspec.spec import KvFormat
-from sparktui.core.vllm_rules import VllmRules, VllmVersion, parse_version
+from sparktui.core.vllm_rules import FULL_DECODE_MODES, VllmRules, VllmVersion, graph_counts, parse_version
 
 GiB = 1024**3
 ORACLE_SCRIPT = Path(__file__).with_name("vllm_kv_oracle.py")
@@ -154,6 +154,94 @@ def kv_disagreements(case: dict[str, Any], plan: KvPlan, answer: dict[str, Any])
         out.append(f"concurrency {concurrency:.6f} vs vLLM {answer['concurrency']:.6f}")
     if plan.num_groups != answer["groups"]:
         out.append(f"groups {plan.num_groups} vs vLLM {answer['groups']}")
+    return out
+
+
+def cudagraph_questions() -> list[dict[str, Any]]:
+    """CUDA-graph questions: sizes and graphs for a grid of max_num_seqs, max_num_batched_tokens
+    (off the stride too), speculative tokens and attention backends, plus the overrides."""
+    grid = [
+        {"max_num_seqs": seqs, "max_num_batched_tokens": tokens, "num_spec": spec, "support": support}
+        for seqs in (1, 3, 16, 40, 256)
+        for tokens in (300, 2048, 8192)
+        for spec in (0, 3, 15)
+        for support in ("UNIFORM_BATCH", "UNIFORM_SINGLE_TOKEN_DECODE")
+    ]
+    return [
+        *grid,
+        {
+            "max_num_seqs": 256,
+            "max_num_batched_tokens": 2048,
+            "num_spec": 0,
+            "support": "UNIFORM_BATCH",
+            "gpt_oss": True,
+        },
+        {
+            "max_num_seqs": 64,
+            "max_num_batched_tokens": 4096,
+            "num_spec": 3,
+            "support": "UNIFORM_BATCH",
+            "mode": "PIECEWISE",
+        },
+        {
+            "max_num_seqs": 64,
+            "max_num_batched_tokens": 4096,
+            "num_spec": 3,
+            "support": "UNIFORM_BATCH",
+            "sizes": [1, 2, 4, 8, 100, 200],
+        },
+        {
+            "max_num_seqs": 64,
+            "max_num_batched_tokens": 4096,
+            "num_spec": 0,
+            "support": "UNIFORM_BATCH",
+            "largest": 1024,
+        },
+        {
+            "max_num_seqs": 64,
+            "max_num_batched_tokens": 4096,
+            "num_spec": 0,
+            "support": "UNIFORM_BATCH",
+            "mode": "FULL_DECODE_ONLY",
+        },
+    ]
+
+
+def cudagraph_label(q: dict[str, Any]) -> str:
+    extra = ", ".join(f"{k} {q[k]}" for k in ("mode", "sizes", "largest", "gpt_oss") if k in q)
+    backend = "single-token FULL decode" if q["support"] == "UNIFORM_SINGLE_TOKEN_DECODE" else "uniform FULL decode"
+    return (
+        f"CUDA graphs: {q['max_num_seqs']} seqs, {q['max_num_batched_tokens']} tokens, "
+        f"{q['num_spec']} spec, {backend}{', ' + extra if extra else ''}"
+    )
+
+
+def sparktui_cudagraphs(rules: VllmRules, q: dict[str, Any]) -> tuple[tuple[int, ...], str, tuple[int, int]]:
+    """(capture sizes, resolved mode, (PIECEWISE, FULL) graphs) as sparktui predicts them."""
+    mode = rules.cudagraph_mode(
+        q.get("mode") or "FULL_AND_PIECEWISE", q["num_spec"], q["support"] == "UNIFORM_SINGLE_TOKEN_DECODE"
+    )
+    sizes = rules.cudagraph_capture_sizes(
+        q["max_num_seqs"],
+        q["num_spec"],
+        q["max_num_batched_tokens"],
+        full_decode=mode in FULL_DECODE_MODES,
+        gpt_oss=bool(q.get("gpt_oss")),
+        explicit=tuple(q["sizes"]) if q.get("sizes") else None,
+        largest=q.get("largest"),
+    )
+    return sizes, mode, graph_counts(sizes, q["max_num_seqs"], q["num_spec"], mode)
+
+
+def cudagraph_disagreements(rules: VllmRules, q: dict[str, Any], answer: dict[str, Any]) -> list[str]:
+    sizes, mode, (pieces, full) = sparktui_cudagraphs(rules, q)
+    out = []
+    if list(sizes) != answer["sizes"]:
+        out.append(f"sizes {list(sizes)} vs vLLM {answer['sizes']}")
+    if mode != answer["mode"]:
+        out.append(f"mode {mode} vs vLLM {answer['mode']}")
+    if answer.get("piecewise") is not None and (pieces, full) != (answer["piecewise"], answer["full"]):
+        out.append(f"graphs {pieces}+{full} vs vLLM {answer['piecewise']}+{answer['full']}")
     return out
 
 
