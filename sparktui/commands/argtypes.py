@@ -15,3 +15,13 @@ def tcp_port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text!r}")
     return value
+
+
+def launch_id(text: str) -> str:
+    """A launch id (runtime/launch_id.py): a token, never a word the remote shell or a file name
+    could read as something else."""
+    from sparktui.runtime.launch_id import EXPECTED, is_launch_id
+
+    if not is_launch_id(text):
+        raise argparse.ArgumentTypeError(f"expected a launch id ({EXPECTED}), got {text!r}")
+    return text

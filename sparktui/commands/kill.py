@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from sparktui.commands.stop import add_arguments, describe_exit, for_all  # noqa: F401  (same options)
+from sparktui.commands.stop import add_arguments, describe_exit, for_all, only_id_of  # noqa: F401  (same options)
 
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.runtime import supervisor
 
+    only_id = only_id_of(args)
     if args.all:
         return for_all(supervisor.kill)
-    print(describe_exit(supervisor.kill(args.port)))
+    print(describe_exit(supervisor.kill(args.port, only_id=only_id)))
     return 0

@@ -1,7 +1,9 @@
 """Start this node's rank of a cluster (what a cluster's head runs on each worker over SSH): the
 profile comes on stdin, vLLM's multi-node flags after `--` (backend "mp"; with Ray the profile's
 [cluster] node-rank says the rank and the node runs `ray start`); the rank's own supervisor starts
-detached, under its own guard, and this command returns once it recorded the start."""
+detached, under its own guard, and this command returns once it recorded the start. --launch-id
+(the head's) is recorded in its state: the head stops it with `stop --port P --only-id ID`, which
+leaves any other server on that port alone."""
 
 from __future__ import annotations
 
@@ -11,11 +13,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sparktui.commands.argtypes import launch_id
+
 ACCEPTS_EXTRA_ARGS = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="launch despite a refusal on this node")
+    parser.add_argument(
+        "--launch-id", type=launch_id, metavar="ID", help="the head's id for this launch, recorded in the rank's state"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
             "node-serve: give this node's --node-rank (and vLLM's other multi-node flags) after --, or, for Ray, "
             "[cluster] node-rank in the profile"
         )
-    state = supervisor.launch(profile, serve, force=args.force)
-    print(f"started rank on port {state.port} (supervisor pid {state.supervisor.pid})")
+    state = supervisor.launch(profile, serve, force=args.force, launch_id=args.launch_id)
+    ident = f", launch id {state.launch_id}" if state.launch_id else ""
+    print(f"started rank on port {state.port} (supervisor pid {state.supervisor.pid}{ident})")
     return 0

@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import argparse
 
-from sparktui.commands.argtypes import tcp_port
+from sparktui.commands.argtypes import launch_id, tcp_port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=tcp_port, required=True, help="the cluster's serving port (its state here)")
+    parser.add_argument(
+        "--launch-id",
+        type=launch_id,
+        metavar="ID",
+        help="the head's launch id: the head's word that it serves goes only to the rank launched with it",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,4 +29,4 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             "node-watch: standard input is closed; the head runs it over ssh with stdin open (never ssh -n)"
         )
-    return stream_state(args.port)
+    return stream_state(args.port, launch_id=args.launch_id)

@@ -56,6 +56,7 @@ def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
     starts under its own supervisor there, then the head's rank here, all with vLLM's own
     multi-node flags. The head's supervisor stops the workers when it ends."""
     from sparktui.runtime import cluster, supervisor
+    from sparktui.runtime.launch_id import new_launch_id
 
     settings = profile.cluster
     if args.detach:
@@ -65,12 +66,13 @@ def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
     head_serve = cluster.with_rank(serve, settings, 0)  # checks master-addr before anything starts
     checked = cluster.preflight(profile, serve, force=args.force)
     say_preflight(checked.summaries, checked.warnings)
-    workers = cluster.start_workers(profile, serve)
+    launch_id = new_launch_id()  # every node's supervisor gets it: the head stops its own ranks only
+    workers = cluster.start_workers(profile, serve, launch_id)
     print(f"started ranks 1-{len(workers)} on {', '.join(workers)}", file=sys.stderr, flush=True)
     try:
-        return supervisor.serve_foreground(profile, head_serve, force=args.force)
+        return supervisor.serve_foreground(profile, head_serve, force=args.force, launch_id=launch_id)
     except BaseException:
-        cluster.stop_workers(workers, serve.port)
+        cluster.stop_workers(workers, serve.port, launch_id)
         raise
 
 
@@ -101,19 +103,21 @@ def serve_ray_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int
 
     from sparktui.errors import UserError
     from sparktui.runtime import cluster, ray_cluster, supervisor
+    from sparktui.runtime.launch_id import new_launch_id
 
     head, head_serve = ray_cluster.head_profile(profile, serve)  # checks before anything starts
     checked = cluster.preflight(profile, serve, force=args.force)
     say_preflight(checked.summaries, checked.warnings)
     port = int(serve.port or 8000)
     # In the foreground the head's supervisor runs here; the workers join once its Ray is up.
-    sup = supervisor.Supervisor(head, head_serve, force=args.force)
+    launch_id = new_launch_id()
+    sup = supervisor.Supervisor(head, head_serve, force=args.force, launch_id=launch_id)
     finished = sup.finished
 
     def join_workers() -> None:
         try:
             ray_cluster.wait_for_head(port, lambda: not finished.is_set())
-            workers = ray_cluster.start_workers(head, port)
+            workers = ray_cluster.start_workers(head, port, launch_id)
         except UserError as exc:
             if not finished.is_set():
                 sup.request("stop", str(exc))

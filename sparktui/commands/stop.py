@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sparktui.commands.argtypes import tcp_port
+from sparktui.commands.argtypes import launch_id, tcp_port
 
 if TYPE_CHECKING:
     from sparktui.runtime.protocol import StateRecord
@@ -17,6 +17,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--port", type=tcp_port, help="the server's port (needed when several run)")
     which.add_argument("--all", action="store_true", help="every server sparktui runs on this machine")
+    parser.add_argument(
+        "--only-id",
+        type=launch_id,
+        metavar="ID",
+        help="only if the server on --port was launched with this id (a cluster's head names its workers' "
+        "ranks so); another server there is left alone (exit 2)",
+    )
+
+
+def only_id_of(args: argparse.Namespace) -> str | None:
+    """--only-id, which names one server: it needs --port (with --all or no port it would pick)."""
+    from sparktui.errors import UserError
+
+    if args.only_id is not None and args.port is None:
+        raise UserError(
+            f"--only-id {args.only_id}: give the server's --port too (e.g. --port 8000 --only-id {args.only_id})"
+        )
+    only: str | None = args.only_id
+    return only
 
 
 def describe_exit(state: StateRecord) -> str:
@@ -32,9 +51,10 @@ def describe_exit(state: StateRecord) -> str:
 def run(args: argparse.Namespace) -> int:
     from sparktui.runtime import supervisor
 
+    only_id = only_id_of(args)
     if args.all:
         return for_all(supervisor.stop)
-    print(describe_exit(supervisor.stop(args.port)))
+    print(describe_exit(supervisor.stop(args.port, only_id=only_id)))
     return 0
 
 

@@ -317,10 +317,11 @@ def _ssh_run(
     return done.returncode, done.stdout, done.stderr
 
 
-def start_workers(profile: Profile, serve: ServeConfig) -> list[str]:
+def start_workers(profile: Profile, serve: ServeConfig, launch_id: str) -> list[str]:
     """Start every worker's own supervisor (detached, headless rank) over SSH; the hosts started.
-    The profile travels on stdin, so a worker needs no copy of it. On a failure the ones already
-    started are stopped and a UserError names the node."""
+    The profile travels on stdin, so a worker needs no copy of it; `launch_id` (the head's, see
+    runtime/launch_id.py) is recorded in each one's state. On a failure the ones already started are
+    stopped and a UserError names the node."""
     from sparktui.core.profiles import dumps_profile
 
     cluster = profile.cluster
@@ -328,19 +329,27 @@ def start_workers(profile: Profile, serve: ServeConfig) -> list[str]:
     text = dumps_profile(profile)
     started: list[str] = []
     for rank, host in enumerate(cluster.nodes[1:], start=1):
-        remote = ["sparktui", "node-serve", *rank_flags(cluster, rank)]
+        remote = ["sparktui", "node-serve", "--launch-id", launch_id, *rank_flags(cluster, rank)]
         code, _, err = _ssh_run(host, remote, stdin=text)
         if code != 0:
-            stop_workers(started, serve.port)
+            stop_workers(started, serve.port, launch_id)
             detail = (err.strip().splitlines() or [f"exit {code}"])[-1]
             raise UserError(f"node {host}: its rank {rank} did not start: {detail}")
         started.append(host)
     return started
 
 
-def stop_workers(hosts: list[str] | tuple[str, ...], port: int, how: str = "stop") -> None:
+def stop_workers(hosts: list[str] | tuple[str, ...], port: int, launch_id: str, how: str = "stop") -> list[str]:
+    """Stop (or kill) on each host the rank's supervisor launched with `launch_id`, whole tree and
+    all; a server of anyone else on that port there is left alone (node-side `--only-id` refuses,
+    exit 2). What did not go as asked, one line per node (empty: every rank stopped)."""
+    notes: list[str] = []
     for host in hosts:
-        _ssh_run(host, ["sparktui", how, "--port", str(port)])
+        code, _, err = _ssh_run(host, ["sparktui", how, "--port", str(port), "--only-id", launch_id])
+        if code != 0:
+            detail = (err.strip().splitlines() or [f"exit {code}"])[-1]
+            notes.append(f"node {host}: `sparktui {how} --port {port} --only-id {launch_id}` there: {detail}")
+    return notes
 
 
 @dataclass
@@ -370,10 +379,18 @@ class Link:
     --master-port; with Ray, the Ray head's GCS port) every LINK_EVERY_S: once reached, losing it
     means the head is gone, and the worker stops itself."""
 
-    def __init__(self, profile: Profile, serve: ServeConfig, rank: int, wake: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        serve: ServeConfig,
+        rank: int,
+        wake: Callable[[], None] | None = None,
+        launch_id: str | None = None,
+    ) -> None:
         cluster = profile.cluster
         assert cluster is not None
         self.cluster, self.rank, self.port = cluster, rank, int(serve.port or 8000)
+        self.launch_id = launch_id  # the cluster's (every node's supervisor has it): the head acts on its own only
         self.wake: Callable[[], None] = wake or (lambda: None)
         self.next_at = 0.0
         self.seen: set[str] = set()
@@ -423,7 +440,7 @@ class Link:
         from sparktui.runtime.node_stream import ENDED, WorkerStream
 
         if not self.streams:
-            self.streams = [WorkerStream(host, self.port, self.wake) for host in self.cluster.nodes[1:]]
+            self.streams = [WorkerStream(host, self.port, self.wake, self.launch_id) for host in self.cluster.nodes[1:]]
             for stream in self.streams:
                 stream.start()
                 if self.ready:
@@ -434,7 +451,10 @@ class Link:
             host = stream.host
             data, connected = stream.take()
             node = NodePhase(host, rank, "unreachable")
-            if data is not None:
+            if data is not None and not self._ours(data):
+                node.status = "replaced"
+                reason = reason or f"node {host}: port {self.port} there is another server's, not this cluster's rank"
+            elif data is not None:
                 node.phase = data.get("phase")
                 node.exit_reason = data.get("exit_reason")
                 node.available_gib = data.get("available_gib")
@@ -454,6 +474,11 @@ class Link:
             self._recorded = phases
         return True, reason
 
+    def _ours(self, data: dict[str, Any]) -> bool:
+        """A worker's line tells of the rank this head launched (or of no record at all): not of
+        another server that took the port there after the rank ended."""
+        return not self.launch_id or data.get("status") == "none" or data.get("launch_id") == self.launch_id
+
     def _record(self, phases: list[NodePhase]) -> None:
         from sparktui.atomic import atomic_write_text
 
@@ -461,12 +486,19 @@ class Link:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps([dataclasses.asdict(p) for p in phases]))
 
-    def close(self, how: str) -> None:
-        """The head's end is the cluster's: every worker is stopped (killed after a kill)."""
+    def close(self, how: str) -> list[str]:
+        """The head's end is the cluster's: every worker's rank it launched is stopped (killed after
+        a kill). What did not go as asked, for its log."""
         for stream in self.streams:
             stream.close()
-        if self.rank == 0:
-            stop_workers(self.cluster.nodes[1:], self.port, "kill" if how == "kill" else "stop")
+        if self.rank:
+            return []
+        if not self.launch_id:  # never stop a server this head cannot tell for its own
+            return [
+                "the workers were not stopped: this head has no launch id to name its ranks by; "
+                "each stops itself once the head's rendezvous port is gone"
+            ]
+        return stop_workers(self.cluster.nodes[1:], self.port, self.launch_id, "kill" if how == "kill" else "stop")
 
 
 def this_rank(profile: Profile, serve: ServeConfig) -> int | None:
@@ -477,11 +509,13 @@ def this_rank(profile: Profile, serve: ServeConfig) -> int | None:
     return profile.cluster.rank if profile.cluster.backend == "ray" else node_rank(serve)
 
 
-def link_for(profile: Profile, serve: ServeConfig, wake: Callable[[], None] | None = None) -> Link | None:
+def link_for(
+    profile: Profile, serve: ServeConfig, wake: Callable[[], None] | None = None, launch_id: str | None = None
+) -> Link | None:
     """The cluster link of a node's own supervisor (a [cluster] profile launched with a rank);
-    `wake` wakes its loop when a worker's news comes in."""
+    `wake` wakes its loop when a worker's news comes in; `launch_id` is the cluster's."""
     rank = this_rank(profile, serve)
-    return None if rank is None else Link(profile, serve, rank, wake)
+    return None if rank is None else Link(profile, serve, rank, wake, launch_id)
 
 
 def read_nodes(port: int) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ class ClusterLaunch:
 def launch_detached(profile: Profile, serve: ServeConfig, force: bool = False) -> ClusterLaunch:
     """Start every node of `profile`'s [cluster] (which must be set) and return the head's state."""
     from sparktui.runtime import cluster, supervisor
+    from sparktui.runtime.launch_id import new_launch_id
 
     settings = profile.cluster
     if settings is None:
@@ -39,22 +40,25 @@ def launch_detached(profile: Profile, serve: ServeConfig, force: bool = False) -
         return _launch_ray(profile, serve, force)
     head_serve = cluster.with_rank(serve, settings, 0)  # checks master-addr before anything starts
     checked = cluster.preflight(profile, serve, force=force)
-    workers = cluster.start_workers(profile, serve)
+    launch_id = new_launch_id()  # every node's supervisor gets it: the head stops its own ranks only
+    workers = cluster.start_workers(profile, serve, launch_id)
     try:
-        state = supervisor.launch(profile, head_serve, force=force)
+        state = supervisor.launch(profile, head_serve, force=force, launch_id=launch_id)
     except BaseException:
-        cluster.stop_workers(workers, serve.port)
+        cluster.stop_workers(workers, serve.port, launch_id)
         raise
     return ClusterLaunch(state, workers, checked.summaries, checked.warnings + state.preflight_warnings)
 
 
 def _launch_ray(profile: Profile, serve: ServeConfig, force: bool) -> ClusterLaunch:
     from sparktui.runtime import cluster, ray_cluster, supervisor
+    from sparktui.runtime.launch_id import new_launch_id
 
     head, head_serve = ray_cluster.head_profile(profile, serve)  # checks before anything starts
     checked = cluster.preflight(profile, serve, force=force)
     port = int(serve.port or 8000)
-    state = supervisor.launch(head, head_serve, force=force)
+    launch_id = new_launch_id()
+    state = supervisor.launch(head, head_serve, force=force, launch_id=launch_id)
 
     def head_alive() -> bool:
         try:
@@ -64,8 +68,8 @@ def _launch_ray(profile: Profile, serve: ServeConfig, force: bool) -> ClusterLau
 
     try:
         ray_cluster.wait_for_head(port, head_alive)
-        workers = ray_cluster.start_workers(head, port)
+        workers = ray_cluster.start_workers(head, port, launch_id)
     except BaseException:
-        supervisor.stop(port)
+        supervisor.stop(port, only_id=launch_id)
         raise
     return ClusterLaunch(state, workers, checked.summaries, checked.warnings + state.preflight_warnings)

@@ -8,6 +8,8 @@ a word is "lost" at once). It ends after the rank ended, or when its stdin close
 went, so nothing is left behind on the worker. The head writes one line on that stdin, READY_LINE,
 once its /health answers: node-watch passes it to the worker's supervisor (a cluster-ready request),
 whose headless rank never logs "ready" itself, so its loop and guard can take their resting pace.
+Each line carries the record's launch id (runtime/launch_id.py): the head knows its own rank from
+another server that took the port there, and says "ready" (--launch-id) to its own rank only.
 
 On the head, a `WorkerStream` per worker keeps that session (the system's ssh, with keep-alives so
 a dead link ends it) and hands each line to the supervisor's loop, which it wakes. A session that
@@ -43,8 +45,10 @@ def _projection(data: dict[str, Any] | None, alive: bool) -> dict[str, Any]:
     if not alive and status not in ENDED:
         status = "lost"  # the supervisor died without recording an end
     last = _obj(_obj(data.get("guard")).get("last"))
+    launch_id = data.get("launch_id")
     return {
         "status": status,
+        "launch_id": launch_id if isinstance(launch_id, str) else None,
         "phase": data.get("phase"),
         "exit_reason": _obj(data.get("exit")).get("reason"),
         "available_gib": last.get("available_gib"),
@@ -82,9 +86,10 @@ def _pidfd_of(data: dict[str, Any] | None) -> tuple[int | None, int | None]:
     return int(pid), fd
 
 
-def stream_state(port: int, out: IO[str] = sys.stdout, stdin_fd: int = 0) -> int:
+def stream_state(port: int, out: IO[str] = sys.stdout, stdin_fd: int = 0, launch_id: str | None = None) -> int:
     """Print the rank's state now and at every change the head cares about, until it ended or the
-    head hung up (stdin closed: run it with stdin open, never `ssh -n`). Returns an exit status."""
+    head hung up (stdin closed: run it with stdin open, never `ssh -n`). Returns an exit status.
+    `launch_id`: the head's; its word that it serves goes to the supervisor launched with it only."""
     from sparktui.runtime import state as st
 
     path = st.state_path(port)
@@ -101,7 +106,9 @@ def stream_state(port: int, out: IO[str] = sys.stdout, stdin_fd: int = 0) -> int
     try:
         while True:
             if heard.ready and not heard.told:
-                heard.told = _tell_ready(port)  # retried at the next wake while its supervisor cannot take it
+                heard.told = _tell_ready(
+                    port, launch_id
+                )  # retried at the next wake while its supervisor cannot take it
             data = _read(path)
             sup_pid = _obj(_obj(data).get("supervisor")).get("pid")
             if data is not None and sup_pid != pid:  # a (new) supervisor: watch it end
@@ -113,6 +120,8 @@ def stream_state(port: int, out: IO[str] = sys.stdout, stdin_fd: int = 0) -> int
                     poller.register(pidfd, select.POLLIN)
             alive = pidfd is not None and not select.select([pidfd], [], [], 0)[0]
             now = _projection(data, alive)
+            if launch_id and now["status"] in ENDED and now["launch_id"] != launch_id:
+                now = {"status": "none"}  # another launch's leftover: this launch's rank has no record yet
             if now != last:
                 try:
                     out.write(json.dumps(now) + "\n")
@@ -139,14 +148,15 @@ class _Heard:
         self.told = False
 
 
-def _tell_ready(port: int) -> bool:
-    """Pass the head's word to this node's supervisor (it rests); False when it could not take it."""
+def _tell_ready(port: int, launch_id: str | None) -> bool:
+    """Pass the head's word to this node's supervisor (it rests); False when it could not take it
+    (or is not the one launched with `launch_id`)."""
     from sparktui.errors import UserError
     from sparktui.runtime import protocol as pr
     from sparktui.runtime import state as st
 
     try:
-        return st.request(port, pr.ClusterReadyRequest(cmd="cluster-ready"), timeout=5).ok
+        return st.request(port, pr.ClusterReadyRequest(cmd="cluster-ready", only_id=launch_id), timeout=5).ok
     except (UserError, OSError):
         return False
 
@@ -173,8 +183,9 @@ def _wait(poller: select.poll, notify: Inotify, stdin_fd: int, name: str, heard:
 class WorkerStream:
     """The head's end of one worker's stream: the latest line, and whether the session is up."""
 
-    def __init__(self, host: str, port: int, wake: Callable[[], None]) -> None:
+    def __init__(self, host: str, port: int, wake: Callable[[], None], launch_id: str | None = None) -> None:
         self.host, self.port, self.wake = host, port, wake
+        self.launch_id = launch_id  # the head's: node-watch says "ready" to the rank launched with it only
         self.latest: dict[str, Any] | None = None
         self.connected = False
         self.news = False  # a line (or a lost session) the head has not looked at yet
@@ -205,7 +216,9 @@ class WorkerStream:
     def _argv(self) -> list[str]:
         from sparktui.runtime.cluster import ssh_argv
 
-        argv = ssh_argv(self.host, ["sparktui", "node-watch", "--port", str(self.port)])
+        remote = ["sparktui", "node-watch", "--port", str(self.port)]
+        remote += ["--launch-id", self.launch_id] if self.launch_id else []
+        argv = ssh_argv(self.host, remote)
         return [argv[0], *KEEPALIVE, *argv[1:]]
 
     def _run(self) -> None:

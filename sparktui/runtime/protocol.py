@@ -29,6 +29,7 @@ STATE_VERSION = 1
 MAX_MESSAGE_BYTES = 65536
 
 GiBValue = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
+LaunchId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]  # runtime/launch_id.PATTERN
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
@@ -218,6 +219,9 @@ class StateRecord(_Model):
     detached: bool = False
     supervisor: ProcessRef
     reaper: ProcessRef | None = None
+    # the id its launcher gave it (runtime/launch_id.py: a cluster's head gives one to every node's
+    # supervisor); a request that names another (`only_id`) is refused
+    launch_id: str | None = None
     containment: str | None = None  # "cgroup <path>" or "process group", once the tree runs
     argv: list[str] | None = None
     runner: str | None = None
@@ -351,11 +355,13 @@ class StatusRequest(_Message):
 class StopRequest(_Message):
     cmd: Literal["stop"]
     wait: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 60.0
+    only_id: LaunchId | None = None  # act only if this supervisor has this launch id
 
 
 class KillRequest(_Message):
     cmd: Literal["kill"]
     wait: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 30.0
+    only_id: LaunchId | None = None
 
 
 class GuardRequest(_Message):
@@ -371,6 +377,7 @@ class ClusterReadyRequest(_Message):
     headless rank (which never sees "ready" in its own log) can rest."""
 
     cmd: Literal["cluster-ready"]
+    only_id: LaunchId | None = None  # the head's launch id: another server on the port is not told
 
 
 AnyRequest = StatusRequest | StopRequest | KillRequest | GuardRequest | ClusterReadyRequest

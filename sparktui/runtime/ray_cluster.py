@@ -274,10 +274,11 @@ def wait_for_head(port: int, alive: Callable[[], bool], timeout: float = RAY_HEA
         time.sleep(0.1)
 
 
-def start_workers(profile: Profile, port: int) -> list[str]:
+def start_workers(profile: Profile, port: int, launch_id: str) -> list[str]:
     """Start every worker's own supervisor (detached; `ray start --address … --block`) over SSH;
-    the hosts started. Each gets its copy of the profile on stdin (its rank, the head's address).
-    On a failure the ones already started are stopped and a UserError names the node."""
+    the hosts started. Each gets its copy of the profile on stdin (its rank, the head's address),
+    and the head's `launch_id` (runtime/launch_id.py). On a failure the ones already started are
+    stopped and a UserError names the node."""
     from sparktui.core.profiles import dumps_profile
     from sparktui.runtime.cluster import _ssh_run, stop_workers
 
@@ -286,9 +287,10 @@ def start_workers(profile: Profile, port: int) -> list[str]:
     started: list[str] = []
     for rank, host in enumerate(cluster.nodes[1:], start=1):
         copy = worker_profile(profile, rank, ray_temp_dir(port))
-        code, _, err = _ssh_run(host, ["sparktui", "node-serve"], stdin=dumps_profile(copy))
+        remote = ["sparktui", "node-serve", "--launch-id", launch_id]
+        code, _, err = _ssh_run(host, remote, stdin=dumps_profile(copy))
         if code != 0:
-            stop_workers(started, port)
+            stop_workers(started, port, launch_id)
             detail = (err.strip().splitlines() or [f"exit {code}"])[-1]
             raise UserError(f"node {host}: its Ray node did not start: {detail}")
         started.append(host)

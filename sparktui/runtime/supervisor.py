@@ -46,6 +46,9 @@ from sparktui.runtime import state as st
 from sparktui.runtime.containment import remove_stale_scopes
 from sparktui.runtime.endpoint import Endpoint, base_url
 from sparktui.runtime.guard import Guard, GuardLines, TripReport, resolve_lines
+from sparktui.runtime.launch_id import ENV as LAUNCH_ID_ENV
+from sparktui.runtime.launch_id import EXPECTED as LAUNCH_ID_EXPECTED
+from sparktui.runtime.launch_id import is_launch_id, not_this_launch
 from sparktui.runtime.logtail import LogTail
 from sparktui.runtime.memory import read_memory
 from sparktui.runtime.reaper import Reaper
@@ -376,11 +379,18 @@ def _event_dict(event: vllm_log.Event) -> dict[str, Any]:
 
 class Supervisor:
     def __init__(
-        self, profile: Profile, serve: ServeConfig | None = None, *, force: bool = False, detached: bool = False
+        self,
+        profile: Profile,
+        serve: ServeConfig | None = None,
+        *,
+        force: bool = False,
+        detached: bool = False,
+        launch_id: str | None = None,
     ) -> None:
         self.profile = profile
         self.serve = serve if serve is not None else profile.serve
         self.force, self.detached = force, detached
+        self.launch_id = launch_id  # runtime/launch_id.py: a request naming another is refused
         self.lines = GuardLines.from_settings(profile.guard)
         self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
         self.guard: Guard | None = None
@@ -418,7 +428,9 @@ class Supervisor:
         self._metrics_count = 0
         self._last_activity = float("-inf")  # the last log line that was load, not a probe
         self.wakes: collections.Counter[str] = collections.Counter()  # why the loop woke
-        self.link = cluster_link.link_for(profile, self.serve, self._wake)  # one node of a [cluster]: the others
+        self.link = cluster_link.link_for(
+            profile, self.serve, self._wake, launch_id
+        )  # one node of a [cluster]: the others
         self.watch = ServerWatch(
             profile.watch,
             url=base_url(self.serve.host, self.port),
@@ -480,6 +492,7 @@ class Supervisor:
             log_path=str(log_path),
             socket="@" + self.socket_file[1:],
             detached=self.detached,
+            launch_id=self.launch_id,
             supervisor=pr.ProcessRef(pid=os.getpid(), start_time=me.start_time if me else 0),
             started_at=time.time(),
             preflight=pr.PreflightRecord(warnings=warnings, fit=fit),
@@ -587,6 +600,13 @@ class Supervisor:
 
     def answer(self, req: pr.AnyRequest) -> pr.Reply:
         """Carry out one socket request; the reply carries the state afterwards."""
+        if isinstance(req, pr.StopRequest | pr.KillRequest | pr.ClusterReadyRequest) and req.only_id not in (
+            None,
+            self.launch_id,
+        ):
+            assert req.only_id is not None
+            why = not_this_launch(self.port, os.getpid(), self.launch_id, req.only_id)
+            return pr.Reply(ok=False, error=why, state=self.snapshot())
         if isinstance(req, pr.ClusterReadyRequest):
             if self.link is None or not self.link.rank:
                 return pr.Reply(ok=False, error="not a cluster worker's rank", state=self.snapshot())
@@ -939,7 +959,8 @@ class Supervisor:
         elif how in ("stop", "wedge"):
             report = self._stop()
         if self.link is not None:
-            self.link.close(how)  # the head's end is the whole cluster's
+            for note in self.link.close(how):  # the head's end is the whole cluster's
+                self._say(f"warning: {note}")
         returncode = tree.returncode()
         if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
             report = tree.kill()
@@ -1189,9 +1210,16 @@ def _safe(name: str) -> str:
 # ---------------------------------------------------------------- the API the CLI and TUI use
 
 
-def serve_foreground(profile: Profile, serve: ServeConfig | None = None, *, force: bool = False) -> int:
+def serve_foreground(
+    profile: Profile, serve: ServeConfig | None = None, *, force: bool = False, launch_id: str | None = None
+) -> int:
     detached = os.environ.get("SPARKTUI_DETACHED") == "1"  # set by launch() for its child
-    return Supervisor(profile, serve, force=force, detached=detached).run()
+    given = os.environ.pop(LAUNCH_ID_ENV, None)  # set by launch() for its child; never inherited further
+    if launch_id is None and given is not None:
+        if not is_launch_id(given):
+            raise UserError(f"{LAUNCH_ID_ENV}={given!r}: expected a launch id ({LAUNCH_ID_EXPECTED})")
+        launch_id = given
+    return Supervisor(profile, serve, force=force, detached=detached, launch_id=launch_id).run()
 
 
 def launch(
@@ -1201,11 +1229,13 @@ def launch(
     detach: bool = True,
     force: bool = False,
     timeout: float = 30.0,
+    launch_id: str | None = None,
 ) -> pr.StateRecord:
     """Start a supervisor for `profile` and return its first recorded state.
 
     detach=True: a new session that outlives the caller (the TUI, an SSH session). The profile as
     given (unsaved edits included) is saved next to the state and the child loads that copy.
+    `launch_id` (runtime/launch_id.py) is recorded in its state: a stop naming it acts on it alone.
     """
     if not detach:
         raise UserError("launch(detach=False) would block: use serve_foreground()")
@@ -1232,7 +1262,12 @@ def launch(
             start_new_session=True,
             cwd=str(PACKAGE_ROOT),
             close_fds=True,
-            env={**os.environ, "SPARKTUI_DETACHED": "1", ERROR_FILE_ENV: str(error_file)},
+            env={
+                **{k: v for k, v in os.environ.items() if k != LAUNCH_ID_ENV},
+                "SPARKTUI_DETACHED": "1",
+                ERROR_FILE_ENV: str(error_file),
+                **({LAUNCH_ID_ENV: launch_id} if launch_id else {}),
+            },
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -1270,23 +1305,28 @@ def attach(port: int | None = None) -> pr.StateRecord:
     return st.ask_live(state.port, metrics=True) or state
 
 
-def stop(port: int | None = None, *, wait: float = 60.0) -> pr.StateRecord:
-    """Stop (SIGTERM the tree, SIGKILL after the grace period) and return the final state."""
-    return _command(pr.StopRequest(cmd="stop", wait=wait), port)
+def stop(port: int | None = None, *, wait: float = 60.0, only_id: str | None = None) -> pr.StateRecord:
+    """Stop (SIGTERM the tree, SIGKILL after the grace period) and return the final state.
+    `only_id`: only if its supervisor has this launch id (a UserError, nothing done, otherwise)."""
+    return _command(pr.StopRequest(cmd="stop", wait=wait, only_id=only_id), port)
 
 
-def kill(port: int | None = None, *, wait: float = 30.0) -> pr.StateRecord:
-    """SIGKILL the whole tree at once and return the final state."""
-    return _command(pr.KillRequest(cmd="kill", wait=wait), port)
+def kill(port: int | None = None, *, wait: float = 30.0, only_id: str | None = None) -> pr.StateRecord:
+    """SIGKILL the whole tree at once and return the final state (`only_id`: as for stop)."""
+    return _command(pr.KillRequest(cmd="kill", wait=wait, only_id=only_id), port)
 
 
 def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.StateRecord:
     state = st.find_state(port)
+    if req.only_id is not None and state.launch_id != req.only_id:
+        raise UserError(not_this_launch(state.port, state.supervisor.pid, state.launch_id, req.only_id))
     if not state.alive:
         if state.status == "lost":
             return sweep_lost(state, f"swept by `sparktui {req.cmd}`: its supervisor had died")
         raise UserError(f"the server on port {state.port} is not running (status {state.status})")
     reply = st.request(state.port, req, timeout=req.wait + 5)
+    if not reply.ok:  # the supervisor answering is not the one recorded (only_id), or it refused
+        raise UserError(f"port {state.port}: {reply.error}")
     sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time or 0)
     deadline = time.monotonic() + 10
     while sup.is_alive() and time.monotonic() < deadline:  # it is closing its socket and reaper

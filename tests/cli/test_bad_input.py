@@ -140,6 +140,16 @@ BAD_ARGS = [
     (["node-check", "--port", "70000"], ["--port", "1 to 65535"]),
     (["node-watch", "--port", "-1"], ["--port", "1 to 65535"]),
     (["set-guard", "--warn-below", "nan"], ["--warn-below"]),
+    # a launch id names one supervisor (runtime/launch_id.py): a token, with the port it is on
+    *[
+        ([c, "--port", "8011", "--only-id", bad], ["--only-id", "launch id"])
+        for c in ("stop", "kill")
+        for bad in ("", "a b;id", "x" * 65)
+    ],
+    *[([c, "--only-id", "abc"], ["--only-id abc", "--port"]) for c in ("stop", "kill")],
+    *[([c, "--all", "--only-id", "abc"], ["--only-id abc", "--port"]) for c in ("stop", "kill")],
+    (["node-serve", "--launch-id", "$(id)"], ["--launch-id", "launch id"]),
+    (["node-watch", "--port", "8011", "--launch-id", ""], ["--launch-id", "launch id"]),
 ]
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import FAST_STUB
+from tests.support import alive, wait_for
 from tests.support import netns_cluster as nc
-from tests.support import wait_for
 from tests.support.stub_vllm import install_stub
 
 pytestmark = pytest.mark.slow
@@ -177,6 +177,52 @@ def test_a_kill_on_the_head_kills_every_node(netns_cluster: nc.NetnsCluster, tmp
     assert kill.returncode == 0, kill.stderr
     worker_end = wait_for(lambda: status_is(netns_cluster, netns_cluster.nodes[1], "exited"), 30, what="the worker")
     assert worker_end["exit"]["reason"] == "killed"
+    assert wait_for(lambda: nothing_left(netns_cluster), 30, what="no process but sshd on either node")
+
+
+def test_the_heads_stop_leaves_another_server_on_the_workers_port_alone(
+    netns_cluster: nc.NetnsCluster, tmp_path: Path
+) -> None:
+    """The worker's rank ends and someone starts their own server on its port there before the head
+    has acted on it: the head's end stops its own ranks only (node-serve --launch-id, stop --only-id),
+    never that server. The head is held (SIGSTOP) while that happens, so the order is certain."""
+    launch_and_wait_ready(netns_cluster, tmp_path)
+    head, worker = netns_cluster.nodes
+    head_state, worker_state = state_on(netns_cluster, head), state_on(netns_cluster, worker)
+    assert head_state is not None and worker_state is not None
+    assert worker_state["launch_id"] and worker_state["launch_id"] == head_state["launch_id"]
+    head_sup = head_state["supervisor"]["pid"]
+    os.kill(head_sup, signal.SIGSTOP)
+    try:
+        stop = netns_cluster.ssh(worker, "sparktui", "stop", "--port", str(PORT))
+        assert stop.returncode == 0, stop.stderr
+        wait_for(lambda: status_is(netns_cluster, worker, "exited"), 30, what="the worker's rank to stop")
+        # the user's own server on that port there
+        stub = install_stub(tmp_path / "bin")
+        env_lines = "\n".join(f'{k} = "{v}"' for k, v in FAST_STUB.items())
+        own = tmp_path / "own.toml"
+        own.write_text(
+            f'[serve]\nmodel = "/models/own"\nport = {PORT}\ngpu-memory-utilization = 0.2\nmax-model-len = 512\n'
+            f'[runner]\nexecutable = "{stub}"\n[env]\n{env_lines}\n'
+        )
+        started = netns_cluster.ssh(worker, "sparktui", "serve", "--detach", str(own))
+        assert started.returncode == 0, started.stderr
+        theirs = wait_for(lambda: status_is(netns_cluster, worker, "running"), 60, what="the user's own server")
+        assert theirs["launch_id"] is None
+    finally:
+        os.kill(head_sup, signal.SIGCONT)
+    # the head hears its rank ended, stops, and its end stops "its" workers: it names its rank there
+    head_end = wait_for(lambda: status_is(netns_cluster, head, "exited"), 30, what="the head to stop")
+    assert "node1" in (head_end["exit"]["by"] or "")
+    left = state_on(netns_cluster, worker)
+    assert left is not None and left["status"] == "running" and left["alive"]
+    assert left["supervisor"]["pid"] == theirs["supervisor"]["pid"]  # the same server, untouched
+    assert all(alive(pid) for pid in [left["tree"]["pid"], *(p for p, _ in left["tree"]["members"])])
+    # the head's log says which node it left alone and why
+    head_log = (head.state_dir / "supervisor" / f"{PORT}.log").read_text()
+    assert f"node node1: `sparktui stop --port {PORT} --only-id {head_state['launch_id']}`" in head_log
+    assert "is another one" in head_log
+    assert netns_cluster.ssh(worker, "sparktui", "stop", "--port", str(PORT)).returncode == 0
     assert wait_for(lambda: nothing_left(netns_cluster), 30, what="no process but sshd on either node")
 
 

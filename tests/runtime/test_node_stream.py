@@ -25,10 +25,11 @@ PORT = 8123
 class Watcher:
     """`sparktui node-watch` on a state dir, its lines read as they come."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, launch_id: str | None = None) -> None:
         env = {**os.environ, "SPARKTUI_STATE_DIR": str(state_dir)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sparktui", "node-watch", "--port", str(PORT)],
+            [sys.executable, "-m", "sparktui", "node-watch", "--port", str(PORT)]
+            + (["--launch-id", launch_id] if launch_id else []),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -73,11 +74,23 @@ def test_a_line_at_each_change_and_lost_when_the_supervisor_dies(tmp_path: Path,
     write(tmp_path, sleeper, "starting", phase="loading")
     watcher = Watcher(tmp_path)
     try:
-        assert watcher.next() == {"status": "starting", "phase": "loading", "exit_reason": None, "available_gib": None}
+        assert watcher.next() == {
+            "status": "starting",
+            "launch_id": None,
+            "phase": "loading",
+            "exit_reason": None,
+            "available_gib": None,
+        }
         # a write that changes nothing the head reads gives no line; the next change does
         write(tmp_path, sleeper, "starting", phase="loading", metrics={"running": 0})
         write(tmp_path, sleeper, "running", phase="ready", guard={"last": {"available_gib": 91.5}})
-        assert watcher.next() == {"status": "running", "phase": "ready", "exit_reason": None, "available_gib": 91.5}
+        assert watcher.next() == {
+            "status": "running",
+            "launch_id": None,
+            "phase": "ready",
+            "exit_reason": None,
+            "available_gib": 91.5,
+        }
         sleeper.kill()  # the supervisor dies without recording an end
         assert watcher.next()["status"] == "lost"
         assert watcher.proc.wait(timeout=30) == 0
@@ -93,7 +106,13 @@ def test_an_exit_is_the_last_line(tmp_path: Path, sleeper: Any) -> None:
         write(tmp_path, sleeper, "running", phase="ready")
         assert watcher.next()["status"] == "running"
         write(tmp_path, sleeper, "exited", phase="stopped", exit={"reason": "guard"})
-        assert watcher.next() == {"status": "exited", "phase": "stopped", "exit_reason": "guard", "available_gib": None}
+        assert watcher.next() == {
+            "status": "exited",
+            "launch_id": None,
+            "phase": "stopped",
+            "exit_reason": "guard",
+            "available_gib": None,
+        }
         assert watcher.proc.wait(timeout=30) == 0
     finally:
         watcher.close()
@@ -107,5 +126,25 @@ def test_it_ends_when_the_head_hangs_up(tmp_path: Path, sleeper: Any) -> None:
         assert watcher.proc.stdin is not None
         watcher.proc.stdin.close()  # what the worker's sshd does when the head's ssh goes
         assert watcher.proc.wait(timeout=30) == 0
+    finally:
+        watcher.close()
+
+
+def test_each_line_names_the_launch_and_another_launchs_leftover_is_no_record(tmp_path: Path, sleeper: Any) -> None:
+    """The head tells its rank from another server on the port by the launch id on each line. With
+    --launch-id (the head's), an ended record of another launch (a leftover of an earlier run) is no
+    record of this launch's rank: the watch waits for it rather than end on someone else's exit."""
+    write(tmp_path, sleeper, "exited", phase="stopped", exit={"reason": "stopped"}, launch_id="earlier")
+    watcher = Watcher(tmp_path, launch_id="ours")
+    try:
+        assert watcher.next() == {"status": "none"}
+        write(tmp_path, sleeper, "starting", phase="loading", launch_id="ours")
+        line = watcher.next()
+        assert line["status"] == "starting" and line["launch_id"] == "ours"
+        # another server took the port (live): said as it is, for the head to act on
+        write(tmp_path, sleeper, "running", phase="ready", launch_id="someone-else")
+        line = watcher.next()
+        assert line["status"] == "running" and line["launch_id"] == "someone-else"
+        assert watcher.proc.poll() is None
     finally:
         watcher.close()
