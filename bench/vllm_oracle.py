@@ -13,7 +13,10 @@ own interpreter (tests/support/vllm_kv_oracle.py):
     does not fit;
   - the CUDA-graph capture sizes, the cudagraph_mode vLLM resolves and the graphs it captures,
     over a grid of max_num_seqs, max_num_batched_tokens, speculative tokens and attention
-    backends (VllmConfig._set_cudagraph_sizes, the mode resolution, CudagraphDispatcher);
+    backends, on the V1 and (0.25+) the V2 model runner (VllmConfig._set_cudagraph_sizes, the
+    mode resolution, CudagraphDispatcher, gpu/cudagraph_utils.CudaGraphManager);
+  - which model runner `vllm serve` picks for each catalog model's kind, speculative method and
+    mamba cache mode (VllmConfig.use_v2_model_runner);
 and compare each answer with what sparktui predicts under that version's rules (core/vllm_rules.py).
 Prints a table per version, the disagreements, and the run time. Exit 1 on any disagreement.
 """
@@ -39,10 +42,13 @@ from tests.support.vllm_oracle import (  # noqa: E402
     cudagraph_questions,
     kv_disagreements,
     kv_question,
+    model_runner_label,
+    model_runner_questions,
     oracle_pythons,
     scenarios,
     sparktui_cudagraphs,
     sparktui_kv_dtype,
+    sparktui_model_runner,
 )
 
 
@@ -54,6 +60,7 @@ def check_version(version, python, folders, cases) -> tuple[int, int, list[str],
         "batch_defaults": DEVICES,
         "kv_dtype": [{"path": str(folder)} for _, folder in folders],
         "cudagraphs": cudagraph_questions(),
+        "model_runner": model_runner_questions(),
     }
     started = time.monotonic()
     answer = ask(python, request)
@@ -100,6 +107,12 @@ def check_version(version, python, folders, cases) -> tuple[int, int, list[str],
         checked += 1
         print(f"  {label:<78.78} {ours:>22} {theirs:>22}  {'yes' if not diffs else 'NO'}")
         problems += [f"{label}: {d}" for d in diffs]
+    for question, got in zip(model_runner_questions(), answer["model_runner"], strict=True):
+        label, ours = model_runner_label(question), sparktui_model_runner(rules, question)
+        checked += 1
+        print(f"  {label:<78.78} {ours:>22} {got['runner']:>22}  {'yes' if ours == got['runner'] else 'NO'}")
+        if ours != got["runner"]:
+            problems.append(f"{label}: sparktui {ours}, vLLM {got['runner']}")
     for (sc, case, plan), got in zip(built, answer["kv"], strict=True):
         if "unsupported" in got:  # this vLLM cannot group these layers at all: nothing to compare
             unsupported += 1

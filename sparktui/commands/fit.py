@@ -192,6 +192,8 @@ def render(result, spec, config, measured=None) -> str:
         _row(kv_label, b["kv_cache"]),
         _row("CUDA context (outside the request)", b["cuda_context"]),
     ]
+    if "sampler_at_run_time" in b:
+        lines.append(_row("sampler at run time (outside the request)", b["sampler_at_run_time"]))
     if "os_left" in b:
         lines.append(_row(f"left for the OS (of {b['mem_total'] / 1024**3:.1f} GiB MemTotal)", b["os_left"]))
     if "mem_available" in b:

@@ -42,8 +42,10 @@ from sparktui.core.vllm_rules import (
     MOE_WORKSPACE_COPIES,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
+    V2_SAMPLER_PEAK_COPIES,
     VllmRules,
     graph_counts,
+    graph_counts_v2,
     rules_for,
 )
 from sparktui.core.vllm_rules import kv_cache_dtype as kv_cache_dtype_info
@@ -418,6 +420,7 @@ class Settings:
     capture_sizes: tuple[int, ...] | None = None
     max_capture_size: int | None = None
     cudagraph_mode: str | None = None
+    model_runner: str = "v1"  # "v2": vLLM's V2 GPU model runner (vllm/v1/worker/gpu)
 
 
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
@@ -533,6 +536,17 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         prefix = rules.prefix_caching_default(hybrid=any(g.kind == MAMBA for g in spec.layers))
     enforce_eager = bool(getattr(config, "enforce_eager", False))
     sizes, largest, mode = _compilation(config)
+    hybrid = any(g.kind == MAMBA for g in spec.layers)
+    parsed = parse_speculative(getattr(config, "speculative_config", None))
+    method = parsed.method if parsed else None
+    runner = rules.model_runner(
+        spec.architecture,
+        moe=spec.num_experts > 0,
+        hybrid=hybrid,
+        quantized=bool(spec.quantization or getattr(config, "quantization", None)),
+        speculative_method=method,
+        mamba_cache_mode=rules.mamba_cache_mode(bool(prefix), spec.architecture, num_spec > 0) if hybrid else "none",
+    )
     return Settings(
         utilization=float(getattr(config, "gpu_memory_utilization", 0.9)),
         max_model_len=int(max_len),
@@ -556,10 +570,13 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         capture_sizes=sizes,
         max_capture_size=largest,
         cudagraph_mode=mode,
+        model_runner=runner,
     )
 
 
-def _activation_parts(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> tuple[int, int]:
+def _activation_parts(
+    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, runner: str = "v1"
+) -> tuple[int, int]:
     """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run)."""
     inner = spec.intermediate_size
     if spec.num_experts:
@@ -571,16 +588,20 @@ def _activation_parts(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs
         workspace = spec.experts_per_token * (max(2 * n, spec.hidden_size) + n) * spec.dtype_bytes
         per_token += int(MOE_WORKSPACE_COPIES.value * workspace)
     forward = max_num_batched_tokens * per_token
-    # _dummy_sampler_run: top-k / top-p over fp32 logits of min(seqs, tokens) × vocab
-    sampler = int(SAMPLER_PEAK_COPIES.value * min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4)
+    # _dummy_sampler_run over the logits of min(seqs, tokens) × vocab: V1 applies top-k / top-p in
+    # fp32, the V2 runner samples the logits as they are
+    copies = SAMPLER_PEAK_COPIES.value if runner == "v1" else V2_SAMPLER_PEAK_COPIES
+    sampler = int(copies * min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4)
     return forward, sampler
 
 
-def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
+def activation_bytes(
+    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, runner: str = "v1"
+) -> int:
     """The profile run's torch peak: the larger of the forward pass over max_num_batched_tokens
     tokens (hidden states and MLP intermediates) and the dummy sampler pass (vllm_rules
     SAMPLER_PEAK_COPIES fp32 copies of the logits). An estimate."""
-    return max(_activation_parts(spec, max_num_batched_tokens, max_num_seqs, tp))
+    return max(_activation_parts(spec, max_num_batched_tokens, max_num_seqs, tp, runner))
 
 
 @dataclass(frozen=True)
@@ -608,8 +629,10 @@ def _graph_counts(spec: ModelSpec, s: Settings, backend: str | None) -> tuple[in
         gpt_oss=spec.architecture == "GptOssForCausalLM",
         explicit=s.capture_sizes,
         largest=s.max_capture_size,
+        runner=s.model_runner,
     )
-    return graph_counts(sizes, s.max_num_seqs, s.num_spec, mode)
+    counts = graph_counts if s.model_runner == "v1" else graph_counts_v2
+    return counts(sizes, s.max_num_seqs, s.num_spec, mode)
 
 
 def cudagraph_estimate(spec: ModelSpec, s: Settings, machine: Machine, kv_bytes: int) -> GraphEstimate:
@@ -734,6 +757,7 @@ class _Core:
     kv_low: int = 0  # the KV memory with vLLM's own measurements at the ends of the spread seen
     kv_high: int = 0
     memory_working: tuple[str, ...] = ()
+    unreserved: int = 0  # what the server may take beyond its request at run time (V2 sampler)
 
 
 def _plan(spec: ModelSpec, s: Settings, kv_bytes: float) -> KvPlan:
@@ -767,8 +791,16 @@ def _core(
     plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
-    forward, sampler = _activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)
+    forward, sampler = _activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner)
     activation = max(forward, sampler)
+    # The V2 runner's profile leaves the top-k / top-p pass out ("the sampler may skip top_k, top_p,
+    # and logprobs, using less GPU memory than what is possible during actual execution"): at run
+    # time that pass can take what V1 would have reserved, outside the request.
+    unreserved = 0
+    if s.model_runner == "v2":
+        unreserved = max(
+            0, max(forward, _activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)[1]) - activation
+        )
     estimate = cudagraph_estimate(spec, s, machine, kv_bytes)
     graphs = estimate.bytes if s.cuda_graphs_counted else 0
     fixed = weights + activation + machine.non_torch + graphs
@@ -789,6 +821,12 @@ def _core(
         how = _memory_working(
             s, machine, requested, weights, (forward, sampler), estimate, graphs, kv_memory, (kv_low, kv_high), spec
         )
+    if unreserved:
+        how = (
+            *how,
+            f"+ up to {_g(unreserved)} outside the request at run time: the V2 model runner's profile skips "
+            "the sampler's top-k / top-p pass (counted against what the OS is left)",
+        )
     return _Core(
         requested,
         weights,
@@ -806,6 +844,7 @@ def _core(
         kv_low,
         kv_high,
         how,
+        unreserved,
     )
 
 
@@ -861,7 +900,8 @@ def _memory_working(
         f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''})",
         f"− activation peak {_g(max(forward, sampler))}: the profile run's larger pass — forward over "
         f"{s.max_num_batched_tokens:,} tokens {_g(forward)}, sampler over {seqs:,} × {spec.vocab_size:,} fp32 "
-        f"logits × {SAMPLER_PEAK_COPIES.value:g} copies {_g(sampler)}",
+        f"logits × {SAMPLER_PEAK_COPIES.value if s.model_runner == 'v1' else V2_SAMPLER_PEAK_COPIES:g} copies "
+        f"({'V1' if s.model_runner == 'v1' else 'V2'} model runner) {_g(sampler)}",
         f"− non-torch {_g(machine.non_torch)}: measured by vLLM at start-up, not knowable before; "
         f"{'on unified memory it is MemAvailable that moves, ' if machine.unified else ''}"
         f"seen {nt.low:g}–{nt.high:g} GiB",
@@ -928,7 +968,7 @@ def fit(
     assumed = mem_available is None and machine.assumed_available
     # vLLM's own CUDA context is made before it compares free memory with the request.
     free_at_check = None if free is None else free - machine.cuda_context
-    uses = (c.fixed + c.kv_memory) if s.kv_cache_memory_bytes else c.requested
+    uses = ((c.fixed + c.kv_memory) if s.kv_cache_memory_bytes else c.requested) + c.unreserved
     os_left = machine.mem_total - uses - machine.cuda_context if machine.unified else None
 
     budget = {
@@ -941,6 +981,8 @@ def fit(
         "kv_cache": max(0, c.kv_memory),
         "cuda_context": machine.cuda_context,
     }
+    if c.unreserved:  # taken at run time beyond the request (the V2 runner's unprofiled sampler pass)
+        budget["sampler_at_run_time"] = c.unreserved
     if machine.unified:
         budget["mem_total"] = machine.mem_total
         budget["os_left"] = os_left or 0

@@ -80,6 +80,10 @@ RuleKey = Literal[
     "cudagraph_decode_sizes",
     "cudagraph_mode_default",
     "cudagraph_gpt_oss_1024",
+    "model_runner_default",
+    "cudagraph_v2_rounding",
+    "model_runner_v2_speculative",
+    "model_runner_v2_mamba",
     "gb10_fp8_attention_backend",
     "non_kv_accounting",
     "uma_free_memory",
@@ -268,6 +272,69 @@ RULES: tuple[Rule, ...] = (
     Rule("cudagraph_decode_sizes", V(0, 31, 0), None, "speculative_and_max_num_seqs",
          "as 0.29, and without speculative decoding max_num_seqs itself joins the capture sizes",
          "vllm/config/vllm.py: VllmConfig._set_cudagraph_sizes (uniform_decode_sizes)"),
+    Rule("model_runner_default", V(0, 10, 0), V(0, 22, 0), "v1",
+         "every model runs on the V1 model runner (GPUModelRunner)",
+         "vllm/v1/worker/gpu_worker.py: Worker.init_device"),
+    Rule("model_runner_default", V(0, 22, 0), V(0, 23, 0), "v2_qwen3_dense",
+         "the V2 model runner (vllm/v1/worker/gpu) by default for Qwen3 dense unquantized checkpoints "
+         "only; V1 for the rest",
+         "vllm/config/vllm.py: VllmConfig.use_v2_model_runner, _is_default_v2_model_runner_model"),
+    Rule("model_runner_default", V(0, 23, 0), V(0, 24, 0), "v2_listed_dense",
+         "the V2 model runner (vllm/v1/worker/gpu) by default for Llama, Mistral and Qwen3 dense "
+         "unquantized checkpoints; V1 for the rest",
+         "vllm/config/vllm.py: VllmConfig.use_v2_model_runner, _is_default_v2_model_runner_model"),
+    Rule("model_runner_default", V(0, 24, 0), V(0, 25, 0), "v2_listed",
+         "the V2 model runner by default for Llama, Mistral, Qwen3, Qwen2-MoE, DeepSeek-V2 and "
+         "Granite-MoE architectures; V1 for the rest",
+         "vllm/config/vllm.py: VllmConfig._is_default_v2_model_runner_model"),
+    Rule("model_runner_default", V(0, 25, 0), V(0, 29, 0), "v2_dense",
+         "the V2 model runner by default for every model without experts or Mamba layers (and the "
+         "listed MoE architectures); V1 for MoE and hybrid models",
+         "vllm/config/vllm.py: VllmConfig._is_default_v2_model_runner_model"),
+    Rule("model_runner_default", V(0, 29, 0), None, "v2",
+         "the V2 model runner by default for every model on CUDA, unless the config asks for "
+         "something it does not support",
+         "vllm/config/vllm.py: VllmConfig.use_v2_model_runner, _get_v2_model_runner_unsupported_features"),
+    Rule("model_runner_v2_speculative", V(0, 10, 0), V(0, 24, 0), "eagle eagle3 mtp",
+         "speculative methods the V2 model runner takes (others fall back to V1)",
+         "vllm/config/vllm.py: VllmConfig._get_v2_model_runner_unsupported_features"),
+    Rule("model_runner_v2_speculative", V(0, 24, 0), V(0, 25, 0), "eagle eagle3 mtp dflash",
+         "speculative methods the V2 model runner takes (others fall back to V1)",
+         "vllm/config/vllm.py: VllmConfig._get_v2_model_runner_unsupported_features"),
+    Rule("model_runner_v2_speculative", V(0, 25, 0), V(0, 29, 0), "eagle eagle3 mtp dflash dspark",
+         "speculative methods the V2 model runner takes (others fall back to V1)",
+         "vllm/config/vllm.py: VllmConfig._get_v2_model_runner_unsupported_features"),
+    Rule("model_runner_v2_speculative", V(0, 29, 0), V(0, 30, 0),
+         "eagle eagle3 mtp dflash dspark extract_hidden_states",
+         "speculative methods the V2 model runner takes (others fall back to V1)",
+         "vllm/config/vllm.py: VllmConfig._get_v2_model_runner_unsupported_features"),
+    Rule("model_runner_v2_speculative", V(0, 30, 0), V(0, 32, 0),
+         "-ngram ngram_gpu draft_model suffix medusa mlp_speculator custom_class",
+         "every speculative method but these runs on the V2 model runner",
+         "vllm/config/vllm.py: VllmConfig._get_v2_model_runner_unsupported_features"),
+    Rule("model_runner_v2_speculative", V(0, 32, 0), None, "-suffix medusa mlp_speculator custom_class",
+         "every speculative method but these runs on the V2 model runner",
+         "vllm/config/vllm.py: VllmConfig._get_v2_model_runner_unsupported_features"),
+    Rule("model_runner_v2_mamba", V(0, 10, 0), V(0, 25, 0), "align",
+         "a hybrid model in mamba cache mode 'align' falls back to the V1 model runner",
+         "vllm/config/vllm.py: VllmConfig._get_v2_model_runner_unsupported_features"),
+    Rule("model_runner_v2_mamba", V(0, 25, 0), V(0, 30, 0), "none",
+         "the V2 model runner takes every mamba cache mode",
+         "vllm/config/vllm.py: VllmConfig._get_v2_model_runner_unsupported_features"),
+    Rule("model_runner_v2_mamba", V(0, 30, 0), V(0, 32, 0), "all",
+         "a hybrid model in mamba cache mode 'all' falls back to the V1 model runner",
+         "vllm/config/vllm.py: VllmConfig._get_v2_model_runner_unsupported_features"),
+    Rule("model_runner_v2_mamba", V(0, 32, 0), None, "none",
+         "the V2 model runner takes every mamba cache mode",
+         "vllm/config/vllm.py: VllmConfig._get_v2_model_runner_unsupported_features"),
+    Rule("cudagraph_v2_rounding", V(0, 10, 0), V(0, 25, 0), "sizes",
+         "the V2 model runner rounds the capture sizes for speculative decoding, in every cudagraph mode",
+         "vllm/v1/worker/gpu/cudagraph_utils.py: CudaGraphManager.__init__"),
+    Rule("cudagraph_v2_rounding", V(0, 25, 0), None, "per_graph",
+         "the V2 model runner keeps the capture sizes and rounds each FULL decode graph to whole "
+         "requests instead",
+         "vllm/config/compilation.py: resolve_cudagraph_mode_and_sizes (use_v2_model_runner); "
+         "vllm/v1/worker/gpu/cudagraph_utils.py: CudaGraphManager._init_candidates"),
     Rule("cudagraph_gpt_oss_1024", V(0, 10, 0), V(0, 10, 2), "no",
          "gpt-oss captures CUDA graphs like any model",
          "vllm/model_executor/models/config.py: (no GptOssForCausalLMConfig override)"),
@@ -526,6 +593,13 @@ SAMPLER_PEAK_COPIES = MeasuredConstant(
     f"{MODEL_RUNNER}: GPUModelRunner.profile_run, _dummy_sampler_run",
     fitted_on=(FIT_LOGS[0],),
 )  # fmt: skip
+# The V2 model runner's profile run samples a dummy batch without top-k, top-p or logprobs, and
+# without logits processing it samples the model's own logits in place (Gumbel-max): the peak is
+# the logits and, with Gemma's soft-capping, one temporary, at most one fp32-sized copy. Read from
+# vllm/v1/worker/gpu/model_runner.py (_dummy_sampler_run) and gpu/sample/sampler.py; no Spark log
+# on the V2 runner prints vLLM's own split yet to check it.
+V2_SAMPLER_PEAK_COPIES = 1.0
+
 UMA_NON_TORCH = MeasuredConstant(
     "uma_non_torch", 2.71, 0.54, 4.19, "GiB",
     "non-torch memory growth during start-up on unified memory: vLLM reads free memory as the host's "
@@ -660,6 +734,25 @@ def _rounded(sizes: tuple[int, ...], round_to: int, keep_if_none: bool = False) 
 
 FULL_DECODE_MODES = ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY", "FULL")
 
+# The architectures vLLM runs on its V2 model runner by default, per model_runner_default rule
+# (vllm/config/vllm.py: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES; 0.26–0.28 add Inkling, Longcat,
+# Kimi-K3 and DeepSeek-V4, none of them servable on a Spark).
+V2_RUNNER_ARCHITECTURES: dict[str, frozenset[str]] = {
+    "v2_qwen3_dense": frozenset({"Qwen3ForCausalLM"}),
+    "v2_listed_dense": frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"}),
+    "v2_listed": frozenset(
+        {
+            "LlamaForCausalLM",
+            "MistralForCausalLM",
+            "Qwen3ForCausalLM",
+            "Qwen2MoeForCausalLM",
+            "DeepseekV2ForCausalLM",
+            "GraniteMoeForCausalLM",
+        }
+    ),
+    "v2_dense": frozenset({"Qwen2MoeForCausalLM", "DeepseekV2ForCausalLM", "GraniteMoeForCausalLM"}),
+}
+
 
 def resolve_cudagraph_mode(requested: str | None, num_spec: int, single_token_decode: bool) -> str:
     """The cudagraph_mode vLLM settles on: an attention backend whose FULL graphs take one token
@@ -670,6 +763,22 @@ def resolve_cudagraph_mode(requested: str | None, num_spec: int, single_token_de
     if num_spec and single_token_decode and mode in FULL_DECODE_MODES:
         return "PIECEWISE"
     return mode
+
+
+@lru_cache(maxsize=256)
+def graph_counts_v2(sizes: tuple[int, ...], max_num_seqs: int, num_spec: int, mode: str) -> tuple[int, int]:
+    """(PIECEWISE, FULL) graphs the V2 model runner captures: its sizes are not rounded for
+    speculative decoding; each FULL decode graph takes a size rounded up to whole requests of
+    1 + speculative tokens, up to max_num_seqs of them (vllm/v1/worker/gpu/cudagraph_utils.py:
+    CudaGraphManager._init_candidates)."""
+    if mode == "NONE" or not sizes:
+        return 0, 0
+    mixed = len(sizes) if mode in ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL") else 0
+    if mode in ("PIECEWISE", "FULL"):
+        return (mixed, 0) if mode == "PIECEWISE" else (0, mixed)
+    q = 1 + num_spec
+    decode = {r for r in (-(-s // q) * q for s in sizes) if r <= min(max_num_seqs * q, sizes[-1])}
+    return mixed, len(decode)
 
 
 @lru_cache(maxsize=256)
@@ -790,6 +899,7 @@ class VllmRules:
         gpt_oss: bool = False,
         explicit: tuple[int, ...] | None = None,
         largest: int | None = None,
+        runner: str = "v1",
     ) -> tuple[int, ...]:
         """The batch sizes vLLM captures CUDA graphs for (VllmConfig._set_cudagraph_sizes).
 
@@ -798,7 +908,12 @@ class VllmRules:
         `explicit` and `largest`: --compilation-config's cudagraph_capture_sizes and
         max_cudagraph_capture_size."""
         policy = self.value("cudagraph_decode_query_len")
-        round_to = 1 + num_spec if policy != "no" and full_decode and num_spec > 0 else 1
+        # the V2 model runner rounds each FULL decode graph's size itself (graph_counts_v2)
+        if runner == "v2":  # 0.22–0.24: its CudaGraphManager rounds them, whatever the mode
+            rounds = num_spec > 0 and self.value("cudagraph_v2_rounding") == "sizes"
+        else:
+            rounds = policy != "no" and full_decode and num_spec > 0
+        round_to = 1 + num_spec if rounds else 1
         keep = policy == "round_or_keep"
         if explicit is not None:
             sizes = tuple(sorted({x for x in explicit if x <= max_num_batched_tokens}))
@@ -832,6 +947,40 @@ class VllmRules:
         counts = {n for n in (1, 2, 4) if n <= reqs} | set(range(8, min(reqs + 1, 256), 8))
         counts |= set(range(256, reqs + 1, 16)) | {reqs}
         return tuple(sorted(n * (1 + num_spec) for n in counts if n * (1 + num_spec) <= largest))
+
+    def model_runner(
+        self,
+        architecture: str,
+        moe: bool,
+        hybrid: bool,
+        quantized: bool,
+        speculative_method: str | None = None,
+        mamba_cache_mode: str = "none",
+    ) -> str:
+        """'v1' or 'v2': the model runner `vllm serve` picks on CUDA (VllmConfig.use_v2_model_runner,
+        without VLLM_USE_V2_MODEL_RUNNER). Features a Spark rarely uses (DBO, sequence parallelism,
+        custom logits processors…) are not read."""
+        rule = self.value("model_runner_default")
+        if rule == "v1":
+            return "v1"
+        if rule in ("v2_qwen3_dense", "v2_listed_dense"):
+            chosen = architecture in V2_RUNNER_ARCHITECTURES[rule] and not moe and not quantized
+        elif rule == "v2_listed":
+            chosen = architecture in V2_RUNNER_ARCHITECTURES[rule]
+        elif rule == "v2_dense":
+            chosen = not hybrid and (architecture in V2_RUNNER_ARCHITECTURES[rule] or not moe)
+        else:
+            chosen = True
+        if not chosen:
+            return "v1"
+        methods = self.value("model_runner_v2_speculative")
+        if speculative_method:
+            refused = methods.startswith("-") and speculative_method in methods[1:].split()
+            if refused or (not methods.startswith("-") and speculative_method not in methods.split()):
+                return "v1"
+        if hybrid and mamba_cache_mode == self.value("model_runner_v2_mamba"):
+            return "v1"
+        return "v2"
 
     def cudagraph_mode(self, requested: str | None, num_spec: int, single_token_decode: bool) -> str:
         """The cudagraph_mode vLLM runs with: the version's default unless --compilation-config

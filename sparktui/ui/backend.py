@@ -615,7 +615,7 @@ def fit_view(result: FitResult, machine: Machine | None) -> FitView:
         ("activations", "act", b["activation_peak"] + b["non_torch"]),
         ("graphs", "graphs", b["cuda_graphs"]),
         ("kv", "KV", b["kv_cache"]),
-        ("os", "ctx", b["cuda_context"]),
+        ("os", "ctx", b["cuda_context"] + b.get("sampler_at_run_time", 0)),
     ]
     claimed = sum(n for _, _, n in segments)
     rest = max(0, pool - claimed)

@@ -25,8 +25,11 @@ from tests.support.vllm_oracle import (
     cudagraph_questions,
     kv_disagreements,
     kv_question,
+    model_runner_label,
+    model_runner_questions,
     oracle_pythons,
     sparktui_kv_dtype,
+    sparktui_model_runner,
 )
 
 pytestmark = pytest.mark.slow  # spawns processes
@@ -83,6 +86,7 @@ def test_kv_sizing_batch_defaults_and_kv_dtype_match_vllm():
                 "batch_defaults": DEVICES,
                 "kv_dtype": [{"path": str(folder)} for _, folder in chosen],
                 "cudagraphs": cudagraph_questions(),
+                "model_runner": model_runner_questions(),
             },
             timeout=600,
         )
@@ -90,6 +94,9 @@ def test_kv_sizing_batch_defaults_and_kv_dtype_match_vllm():
     for question, got in zip(cudagraph_questions(), answer["cudagraphs"], strict=True):
         assert cudagraph_disagreements(rules, question, got) == [], cudagraph_label(question)
     assert all(got["piecewise"] is not None for got in answer["cudagraphs"])  # the dispatcher answered
+    for question, got in zip(model_runner_questions(), answer["model_runner"], strict=True):
+        assert sparktui_model_runner(rules, question) == got["runner"], model_runner_label(question)
+    assert {got["runner"] for got in answer["model_runner"]} == {"v1", "v2"}
     for (sc, case, plan), got in zip(built, answer["kv"], strict=True):
         assert kv_disagreements(case, plan, got) == [], sc.label()
     assert sum("error" in a for a in answer["kv"]) == 2

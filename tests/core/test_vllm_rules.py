@@ -18,6 +18,7 @@ from sparktui.core.vllm_rules import (
     VllmVersion,
     checkpoint_kv_quant,
     find_version,
+    graph_counts_v2,
     parse_version,
     rules_for,
 )
@@ -692,3 +693,64 @@ def test_decode_batch_widths_join_the_capture_sizes_from_0_29():
     assert rules_for("0.31.0").cudagraph_capture_sizes(3, 0, 2048) == (1, 2, 3, 4)
     # an explicit size range is left as configured
     assert 3 not in rules_for("0.31.0").cudagraph_capture_sizes(3, 0, 2048, largest=6)
+
+
+# --------------------------------------------------------------------------- the V2 model runner
+
+
+def test_the_v2_model_runner_is_the_default_by_version_and_kind():
+    def runner(version: str, arch: str, moe=False, hybrid=False, quantized=False, method=None, mamba="none") -> str:
+        return rules_for(version).model_runner(arch, moe, hybrid, quantized, method, mamba)
+
+    gemma, llama = "Gemma3ForConditionalGeneration", "LlamaForCausalLM"
+    assert runner("0.21.0", "Qwen3ForCausalLM") == "v1"
+    assert runner("0.22.0", llama) == "v1" and runner("0.22.0", "Qwen3ForCausalLM") == "v2"
+    assert runner("0.23.0", llama) == "v2" and runner("0.23.0", llama, quantized=True) == "v1"
+    assert runner("0.24.0", gemma) == "v1" and runner("0.24.0", llama, quantized=True) == "v2"
+    assert runner("0.25.0", gemma) == "v2"  # every dense model
+    assert runner("0.28.0", "GptOssForCausalLM", moe=True) == "v1"
+    assert runner("0.29.0", "GptOssForCausalLM", moe=True) == "v2"  # every model
+    assert runner("0.28.0", "Qwen3NextForCausalLM", moe=True, hybrid=True) == "v1"
+    # speculative methods the V2 runner does not take send the model back to V1
+    assert runner("0.23.0", llama, method="dflash") == "v1" and runner("0.24.0", llama, method="dflash") == "v2"
+    assert runner("0.29.0", llama, method="ngram") == "v1" and runner("0.32.0", llama, method="ngram") == "v2"
+    assert runner("0.32.0", llama, method="suffix") == "v1"
+    # hybrids in mamba cache mode 'all' run on V1 in 0.30 and 0.31 only
+    qwen35 = "Qwen3_5MoeForConditionalGeneration"
+    assert runner("0.29.0", qwen35, True, True, mamba="all") == "v2"
+    assert (
+        runner("0.30.0", qwen35, True, True, mamba="all") == "v1" == runner("0.31.0", qwen35, True, True, mamba="all")
+    )
+    assert runner("0.32.0", qwen35, True, True, mamba="all") == "v2"
+
+
+def test_the_v2_runner_profiles_the_logits_not_the_top_k_pass_and_the_fit_keeps_the_difference_for_the_os():
+    spec = load_model_spec("google/gemma-4-26B-A4B")
+    v1, v2 = (fit(cfg(spec.name, vllm_version=v), spec, dgx_spark()) for v in ("0.28.0", "0.29.0"))
+    assert v1.budget["activation_peak"] > v2.budget["activation_peak"] + GiB  # 256 × 262,144 logits
+    assert v2.kv_cache_bytes - v1.kv_cache_bytes == v1.budget["activation_peak"] - v2.budget["activation_peak"]
+    # the KV cache takes what the profile left out, so at run time the sampler's top-k pass comes
+    # out of the OS's share
+    gap = v2.budget["sampler_at_run_time"]
+    assert gap == v1.budget["activation_peak"] - v2.budget["activation_peak"]
+    assert v2.budget["os_left"] == v1.budget["os_left"] - gap
+    assert "sampler_at_run_time" not in v1.budget
+    assert any("V2 model runner" in line for line in v2.memory_working)
+
+
+def test_the_v2_runner_rounds_each_full_decode_graph_not_the_sizes():
+    # 16 sequences, 3 speculative tokens, 0.32: V1 rounds the sizes to multiples of 4; V2 keeps
+    # them and captures a FULL graph per whole number of 4-token requests up to 16 of them
+    sizes_v1 = rules_for("0.32.0").cudagraph_capture_sizes(16, 3, 2048, runner="v1")
+    sizes_v2 = rules_for("0.32.0").cudagraph_capture_sizes(16, 3, 2048, runner="v2")
+    assert all(s % 4 == 0 for s in sizes_v1) and 1 in sizes_v2 and len(sizes_v2) == 19
+    assert graph_counts_v2(sizes_v2, 16, 3, "FULL_AND_PIECEWISE") == (19, 9)
+    assert graph_counts_v2(sizes_v2, 16, 3, "PIECEWISE") == (19, 0)
+
+
+def test_the_v2_runner_rounds_the_sizes_themselves_before_0_25_in_every_mode():
+    for full_decode in (True, False):
+        before = rules_for("0.24.0").cudagraph_capture_sizes(16, 3, 2048, full_decode=full_decode, runner="v2")
+        after = rules_for("0.25.0").cudagraph_capture_sizes(16, 3, 2048, full_decode=full_decode, runner="v2")
+        assert before[0] == 4 and all(s % 4 == 0 for s in before)  # CudaGraphManager.__init__ rounds them
+        assert after[:3] == (1, 2, 4)  # kept: each FULL graph is rounded instead

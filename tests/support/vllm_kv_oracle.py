@@ -13,6 +13,8 @@ config and KV-sizing code runs). Reads JSON on stdin:
     device-memory query raises (as NVML does on GB10) or reports the given size;
   * kv_dtype: what `--kv-cache-dtype auto` resolves to for a checkpoint folder
     (utils/torch_utils.resolve_kv_cache_dtype_string on the config vLLM loads, 0.14+);
+  * model_runner: whether `vllm serve` would run the model on the V2 model runner
+    (VllmConfig.use_v2_model_runner on a stand-in config, Triton present as on CUDA);
   * cudagraphs: the CUDA-graph capture sizes, resolved cudagraph_mode and graph counts for
     max_num_seqs, max_num_batched_tokens, speculative tokens and the attention backend's
     CUDA-graph support (VllmConfig._set_cudagraph_sizes, the runner's or the compilation
@@ -377,11 +379,21 @@ def cudagraphs(question):
         if override is not None and hasattr(override, "verify_and_update_config"):
             override.verify_and_update_config(vllm_config)
     VllmConfig._set_cudagraph_sizes(vllm_config)
+    v2 = question.get("runner") == "v2"
+    if v2 and not isinstance(getattr(VllmConfig, "use_v2_model_runner", None), property):
+        return {"error": "the V2 model runner is no default in this version (0.22+)"}
     if hasattr(config, "resolve_cudagraph_mode_and_sizes"):  # 0.25+
         resolve = config.resolve_cudagraph_mode_and_sizes
-        wanted = {"uniform_decode_query_len": query_len, "tensor_parallel_size": 1, "max_num_reqs": seqs}
+        wanted = {
+            "uniform_decode_query_len": query_len,
+            "tensor_parallel_size": 1,
+            "max_num_reqs": seqs,
+            "use_v2_model_runner": v2,
+        }
         accepted = inspect.signature(resolve).parameters
         mode = resolve(support, "OracleBackend", **{k: v for k, v in wanted.items() if k in accepted})
+        if v2:
+            return _v2_graphs(vllm_config, mode, query_len)
     else:
         from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
@@ -430,6 +442,114 @@ def cudagraphs(question):
     return answer
 
 
+def _v2_graphs(vllm_config, mode, query_len):
+    """Sizes and (PIECEWISE, FULL) graphs of the V2 model runner's CudaGraphManager."""
+    from types import SimpleNamespace
+
+    from vllm.config.compilation import CUDAGraphMode
+    from vllm.v1.worker.gpu import cudagraph_utils
+
+    # no distributed group or CUDA graph pool here: stand-ins for what the constructor reads
+    cudagraph_utils.get_pp_group = lambda: SimpleNamespace(is_first_rank=True, is_last_rank=True)
+    cudagraph_utils.current_platform = SimpleNamespace(get_global_graph_pool=lambda: None)
+    vllm_config.cache_config = SimpleNamespace(use_kda_recoverssm=False)
+    vllm_config.parallel_config.data_parallel_size = 1
+    manager = cudagraph_utils.CudaGraphManager(vllm_config, "cpu", mode, query_len)
+    descs = manager._capture_descs
+    return {
+        "sizes": sorted(vllm_config.compilation_config.cudagraph_capture_sizes or []),
+        "mode": mode.name,
+        "piecewise": len(descs.get(CUDAGraphMode.PIECEWISE, ())),
+        "full": len(descs.get(CUDAGraphMode.FULL, ())),
+    }
+
+
+class _Loose:
+    """A config object as far as vLLM's checks read it: unset attributes read as None."""
+
+    def __init__(self, **values):
+        self.__dict__.update(values)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+
+class _No:
+    """No, whether read as a flag or called as a probe."""
+
+    def __bool__(self):
+        return False
+
+    def __call__(self, *args):
+        return False
+
+
+class _LooseSpeculative(_Loose):
+    """A speculative config whose use_*/uses_* flags and probes (EAGLE, DFlash, dynamic
+    speculation, heterogeneous vocabularies…) say no."""
+
+    def __getattr__(self, name):
+        if name.startswith("use"):
+            return _No()
+        return super().__getattr__(name)
+
+
+def model_runner(question):
+    """'v1' or 'v2': what VllmConfig.use_v2_model_runner decides for this model and flags."""
+    chooser = getattr(VllmConfig, "use_v2_model_runner", None)
+    if not isinstance(chooser, property):
+        return {"runner": "v1", "note": "no VllmConfig.use_v2_model_runner in this version"}
+    from vllm.config.compilation import CompilationConfig
+
+    sys.modules[VllmConfig.__module__].HAS_TRITON = True  # CUDA wheels ship Triton; this CPU build may not
+    # a class carrying VllmConfig's own methods and properties, over stand-in sub-configs
+    members = {}
+    for cls in reversed(VllmConfig.__mro__[:-1]):  # the class's own methods and any mixin's
+        members.update(
+            {k: v for k, v in vars(cls).items() if isinstance(v, property | staticmethod | classmethod) or callable(v)}
+        )
+    members["__getattr__"] = _Loose.__getattr__  # sub-configs it does not set read as None
+    stand_in = type("VllmConfigStandIn", (), members)
+    method = question.get("speculative_method")
+    config = stand_in.__new__(stand_in)
+    config.__dict__.update(
+        model_config=_Loose(
+            architectures=[question["architecture"]],
+            architecture=question["architecture"],
+            is_moe=question["moe"],
+            is_hybrid=question["hybrid"],
+            is_quantized=question["quantized"],
+            quantization="modelopt_fp4" if question["quantized"] else None,
+            runner_type="generate",
+            is_attention_free=False,
+            is_diffusion=False,
+            logprobs_mode="raw_logprobs",
+            hf_config=_Loose(),
+        ),
+        speculative_config=_LooseSpeculative(method=method, num_speculative_tokens=3, parallel_drafting=False)
+        if method
+        else None,
+        compilation_config=_make(CompilationConfig, mode=3, level=3),
+        parallel_config=_Loose(
+            tensor_parallel_size=1,
+            pipeline_parallel_size=1,
+            data_parallel_size=1,
+            prefill_context_parallel_size=1,
+            decode_context_parallel_size=1,
+            distributed_executor_backend="mp",
+        ),
+        cache_config=_Loose(mamba_cache_mode=question.get("mamba_cache_mode", "none")),
+        scheduler_config=_Loose(async_scheduling=True),
+        attention_config=_Loose(),
+        lora_config=None,
+        kv_transfer_config=None,
+        ec_transfer_config=None,
+    )
+    return {"runner": "v2" if chooser.fget(config) else "v1"}
+
+
 def main():
     request = json.load(sys.stdin)
     answer_to = sys.stdout
@@ -439,6 +559,7 @@ def main():
     else:
         out = {"version": vllm.__version__, "seconds": {"import": round(time.monotonic() - STARTED, 1)}}
         asks = (("kv", run_kv), ("batch_defaults", batch_defaults), ("kv_dtype", kv_dtype), ("cudagraphs", cudagraphs))
+        asks += (("model_runner", model_runner),)
         for key, ask in asks:
             started = time.monotonic()
             out[key] = [ask(question) for question in request.get(key, [])]

@@ -23,7 +23,14 @@ from sparktui.core.fit import KvPlan, kv_dtype_bytes, plan_kv
 from sparktui.core.modelspec import DTYPE_BYTES, MAMBA, ModelSpec, catalog_names, load_model_spec, with_drafter
 from sparktui.core.modelspec.drafters import dflash_as_built
 from sparktui.core.modelspec.spec import KvFormat
-from sparktui.core.vllm_rules import FULL_DECODE_MODES, VllmRules, VllmVersion, graph_counts, parse_version
+from sparktui.core.vllm_rules import (
+    FULL_DECODE_MODES,
+    VllmRules,
+    VllmVersion,
+    graph_counts,
+    graph_counts_v2,
+    parse_version,
+)
 
 GiB = 1024**3
 ORACLE_SCRIPT = Path(__file__).with_name("vllm_kv_oracle.py")
@@ -204,11 +211,18 @@ def cudagraph_questions() -> list[dict[str, Any]]:
             "support": "UNIFORM_BATCH",
             "mode": "FULL_DECODE_ONLY",
         },
+        # the V2 model runner (vLLM's default from 0.25 for dense models, from 0.29 for all)
+        *(
+            {"max_num_seqs": seqs, "max_num_batched_tokens": 2048, "num_spec": spec, "support": support, "runner": "v2"}
+            for seqs in (3, 16, 256)
+            for spec in (0, 3, 15)
+            for support in ("UNIFORM_BATCH", "UNIFORM_SINGLE_TOKEN_DECODE")
+        ),
     ]
 
 
 def cudagraph_label(q: dict[str, Any]) -> str:
-    extra = ", ".join(f"{k} {q[k]}" for k in ("mode", "sizes", "largest", "gpt_oss") if k in q)
+    extra = ", ".join(f"{k} {q[k]}" for k in ("mode", "sizes", "largest", "gpt_oss", "runner") if k in q)
     backend = "single-token FULL decode" if q["support"] == "UNIFORM_SINGLE_TOKEN_DECODE" else "uniform FULL decode"
     return (
         f"CUDA graphs: {q['max_num_seqs']} seqs, {q['max_num_batched_tokens']} tokens, "
@@ -229,8 +243,10 @@ def sparktui_cudagraphs(rules: VllmRules, q: dict[str, Any]) -> tuple[tuple[int,
         gpt_oss=bool(q.get("gpt_oss")),
         explicit=tuple(q["sizes"]) if q.get("sizes") else None,
         largest=q.get("largest"),
+        runner=q.get("runner", "v1"),
     )
-    return sizes, mode, graph_counts(sizes, q["max_num_seqs"], q["num_spec"], mode)
+    counts = graph_counts_v2 if q.get("runner") == "v2" else graph_counts
+    return sizes, mode, counts(sizes, q["max_num_seqs"], q["num_spec"], mode)
 
 
 def cudagraph_disagreements(rules: VllmRules, q: dict[str, Any], answer: dict[str, Any]) -> list[str]:
@@ -243,6 +259,51 @@ def cudagraph_disagreements(rules: VllmRules, q: dict[str, Any], answer: dict[st
     if answer.get("piecewise") is not None and (pieces, full) != (answer["piecewise"], answer["full"]):
         out.append(f"graphs {pieces}+{full} vs vLLM {answer['piecewise']}+{answer['full']}")
     return out
+
+
+def model_runner_questions() -> list[dict[str, Any]]:
+    """Which model runner `vllm serve` picks, for each catalog model's kind, with and without
+    speculative methods, and for hybrids in each mamba cache mode."""
+    questions: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
+    for name in all_models():
+        spec = load_model_spec(name)
+        kind = (
+            spec.architecture,
+            spec.num_experts > 0,
+            any(g.kind == MAMBA for g in spec.layers),
+            bool(spec.quantization),
+        )
+        if kind in seen or not spec.architecture:
+            continue
+        seen.add(kind)
+        arch, moe, hybrid, quantized = kind
+        for method in (None, "mtp", "eagle3", "dflash", "ngram", "suffix"):
+            for mode in ("align", "all") if hybrid else ("none",):
+                questions.append(
+                    {
+                        "architecture": arch,
+                        "moe": moe,
+                        "hybrid": hybrid,
+                        "quantized": quantized,
+                        "speculative_method": method,
+                        "mamba_cache_mode": mode,
+                    }
+                )
+    return questions
+
+
+def model_runner_label(q: dict[str, Any]) -> str:
+    kind = ", ".join(k for k in ("moe", "hybrid", "quantized") if q[k]) or "dense"
+    extra = f", {q['speculative_method']}" if q["speculative_method"] else ""
+    extra += f", mamba {q['mamba_cache_mode']}" if q["hybrid"] else ""
+    return f"model runner: {q['architecture']} ({kind}{extra})"
+
+
+def sparktui_model_runner(rules: VllmRules, q: dict[str, Any]) -> str:
+    return rules.model_runner(
+        q["architecture"], q["moe"], q["hybrid"], q["quantized"], q["speculative_method"], q["mamba_cache_mode"]
+    )
 
 
 def all_models() -> list[str]:
