@@ -38,6 +38,7 @@ from sparktui.core.vllm_rules import (
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
     FULL_DECODE_MODES,
+    INSTANTTENSOR_NON_TORCH,
     KV_CACHE_DTYPES,
     MEASURED_CONSTANTS,
     MOE_WORKSPACE_COPIES,
@@ -422,6 +423,7 @@ class Settings:
     max_capture_size: int | None = None
     cudagraph_mode: str | None = None
     model_runner: str = "v1"  # "v2": vLLM's V2 GPU model runner (vllm/v1/worker/gpu)
+    load_format: str | None = None  # --load-format, lower case (instanttensor costs non-torch memory)
 
 
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
@@ -430,6 +432,7 @@ _SYNC_SPECULATIVE = ("ngram", "medusa", "mlp_speculator", "suffix")
 _ASYNC_FLAGS = ("--async-scheduling", "--no-async-scheduling")
 # flags read from extra_args for the CUDA-graph estimate
 _GRAPH_FLAGS = ("--attention-backend", "--compilation-config", "-cc")
+_LOAD_FORMAT = "--load-format"
 
 
 def _extra_value(config: Any, *names: str) -> str | None:
@@ -525,11 +528,15 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
     # --async-scheduling / --no-async-scheduling are read (the sliding-window reservation)
-    unknown = [
-        f
-        for f in getattr(config, "unknown_flags", None) or []
-        if f not in (*_ASYNC_FLAGS, *_GRAPH_FLAGS, LMO_FLAG, LIMIT_FLAG)
-    ]
+    load_format = (_extra_value(config, _LOAD_FORMAT) or "").lower() or None
+    modelled = (
+        *_ASYNC_FLAGS,
+        *_GRAPH_FLAGS,
+        LMO_FLAG,
+        LIMIT_FLAG,
+        *((_LOAD_FORMAT,) if load_format == "instanttensor" else ()),
+    )
+    unknown = [f for f in getattr(config, "unknown_flags", None) or [] if f not in modelled]
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
     prefix = getattr(config, "enable_prefix_caching", None)
@@ -572,6 +579,7 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         max_capture_size=largest,
         cudagraph_mode=mode,
         model_runner=runner,
+        load_format=load_format,
     )
 
 
@@ -804,7 +812,10 @@ def _core(
         )
     estimate = cudagraph_estimate(spec, s, machine, kv_bytes)
     graphs = estimate.bytes if s.cuda_graphs_counted else 0
-    fixed = weights + activation + machine.non_torch + graphs
+    loader, loader_spread = 0, (0, 0)
+    if s.load_format == "instanttensor" and machine.unified and s.rules.value("instanttensor_loader") == "present":
+        loader, loader_spread = INSTANTTENSOR_NON_TORCH.bytes, INSTANTTENSOR_NON_TORCH.spread_bytes
+    fixed = weights + activation + machine.non_torch + loader + graphs
     kv_memory = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - fixed
     length = s.max_model_len if max_len is None else max_len
     blocks, tokens, conc = plan.capacity(kv_memory, length)
@@ -816,11 +827,17 @@ def _core(
         kv_low = kv_high = kv_memory
         how = (f"KV memory {_g(kv_memory)}: as given by --kv-cache-memory-bytes (no profiling)",)
     else:
-        kv_low = requested - weights - activation - nt_high - g_high
-        kv_high = requested - weights - activation - nt_low - g_low
+        kv_low = requested - weights - activation - nt_high - g_high - loader_spread[1]
+        kv_high = requested - weights - activation - nt_low - g_low - loader_spread[0]
     if explain and not s.kv_cache_memory_bytes:
         how = _memory_working(
             s, machine, requested, weights, (forward, sampler), estimate, graphs, kv_memory, (kv_low, kv_high), spec
+        )
+    if loader and explain and not s.kv_cache_memory_bytes:
+        how = (
+            *how,
+            f"− InstantTensor loader {_g(loader)} more non-torch memory ({INSTANTTENSOR_NON_TORCH.describe()}); "
+            "it sizes its buffers by MemFree, so a full page cache can make it abort or crawl: drop caches first",
         )
     if unreserved:
         how = (
@@ -832,7 +849,7 @@ def _core(
         requested,
         weights,
         activation,
-        machine.non_torch,
+        machine.non_torch + loader,
         graphs,
         kv_memory,
         plan,

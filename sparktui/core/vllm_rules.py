@@ -81,6 +81,7 @@ RuleKey = Literal[
     "cudagraph_mode_default",
     "cudagraph_gpt_oss_1024",
     "model_runner_default",
+    "instanttensor_loader",
     "cudagraph_v2_rounding",
     "model_runner_v2_speculative",
     "model_runner_v2_mamba",
@@ -335,6 +336,12 @@ RULES: tuple[Rule, ...] = (
          "requests instead",
          "vllm/config/compilation.py: resolve_cudagraph_mode_and_sizes (use_v2_model_runner); "
          "vllm/v1/worker/gpu/cudagraph_utils.py: CudaGraphManager._init_candidates"),
+    Rule("instanttensor_loader", V(0, 10, 0), V(0, 18, 0), "absent",
+         "no InstantTensor loader: --load-format instanttensor is refused",
+         "vllm/config/load.py: LoadConfig.load_format"),
+    Rule("instanttensor_loader", V(0, 18, 0), None, "present",
+         "--load-format instanttensor loads safetensors straight to the GPU through its own buffers",
+         "vllm/model_executor/model_loader/weight_utils.py: instanttensor_weights_iterator"),
     Rule("cudagraph_gpt_oss_1024", V(0, 10, 0), V(0, 10, 2), "no",
          "gpt-oss captures CUDA graphs like any model",
          "vllm/model_executor/models/config.py: (no GptOssForCausalLMConfig override)"),
@@ -651,7 +658,19 @@ MOE_WORKSPACE_COPIES = MeasuredConstant(
     "experts/marlin_moe.py: workspace_shapes",
     fitted_on=("spark_vdev-g101584af0_qwen3.6-35b-a3b-nvfp4-dflash_success.log",),
 )  # fmt: skip
+INSTANTTENSOR_REPORT = "MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#204 (reported figures, no raw log)"
+INSTANTTENSOR_NON_TORCH = MeasuredConstant(
+    "instanttensor_non_torch", 4.43, 4.42, 5.75, "GiB",
+    "--load-format instanttensor on a DGX Spark: what the loader keeps outside torch counts as non-torch "
+    "memory. Measured as the fall in available KV memory against vLLM's default loader, same image, "
+    "commit and flags, on two 2x GB10 kits (GLM-5.3-Flash EXL3, TP 2): 15.01 against 10.58 GiB, then "
+    "16.93-18.13 against 12.38-13.08 GiB over three runs each; one model only",
+    "vllm/model_executor/model_loader/weight_utils.py: instanttensor_weights_iterator; "
+    "vllm/utils/mem_utils.py: memory_profiling",
+    fitted_on=(INSTANTTENSOR_REPORT,),
+)  # fmt: skip
 MEASURED_CONSTANTS = (
+    INSTANTTENSOR_NON_TORCH,
     MOE_WORKSPACE_COPIES,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,

@@ -11,6 +11,7 @@ from sparktui.core.config import ServeConfig
 from sparktui.core.fit import dgx_spark, fit, kv_dtype_bytes, machine_from_name, plan_kv, settings_from
 from sparktui.core.modelspec import load_model_spec, spec_from_config
 from sparktui.core.vllm_rules import (
+    INSTANTTENSOR_NON_TORCH,
     KV_CACHE_DTYPES,
     NEWEST_READ,
     OLDEST,
@@ -754,3 +755,22 @@ def test_the_v2_runner_rounds_the_sizes_themselves_before_0_25_in_every_mode():
         after = rules_for("0.25.0").cudagraph_capture_sizes(16, 3, 2048, full_decode=full_decode, runner="v2")
         assert before[0] == 4 and all(s % 4 == 0 for s in before)  # CudaGraphManager.__init__ rounds them
         assert after[:3] == (1, 2, 4)  # kept: each FULL graph is rounded instead
+
+
+def test_the_instanttensor_loader_costs_its_measured_non_torch_memory_on_a_spark_from_0_18():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+
+    def run(version: str, machine=None, fmt: str = "instanttensor"):
+        config = cfg(spec.name, vllm_version=version, extra_args=["--load-format", fmt])
+        return fit(config, spec, machine or dgx_spark())
+
+    plain, loaded = run("0.25.1", fmt="safetensors"), run("0.25.1")
+    assert plain.kv_cache_bytes - loaded.kv_cache_bytes == INSTANTTENSOR_NON_TORCH.bytes  # 4.43 GiB
+    assert loaded.budget["non_torch"] - plain.budget["non_torch"] == INSTANTTENSOR_NON_TORCH.bytes
+    assert any("InstantTensor loader" in line and "MemFree" in line for line in loaded.memory_working)
+    assert not any("--load-format" in note for note in loaded.notes)  # modelled, not "not modelled"
+    assert any("--load-format" in note for note in plain.notes)
+    # no such loader before 0.18; on a discrete GPU no measurement backs a figure
+    assert run("0.17.1").kv_cache_bytes == run("0.17.1", fmt="safetensors").kv_cache_bytes
+    gpu = machine_from_name(80)
+    assert run("0.25.1", gpu).kv_cache_bytes == run("0.25.1", gpu, "safetensors").kv_cache_bytes
