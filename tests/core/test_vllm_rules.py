@@ -20,6 +20,7 @@ from sparktui.core.vllm_rules import (
     checkpoint_kv_quant,
     find_version,
     graph_counts_v2,
+    kv_cache_dtype,
     parse_version,
     rules_for,
 )
@@ -70,8 +71,8 @@ def test_versions_parse_and_bad_ones_say_what_is_expected():
 def test_newer_versions_use_the_newest_rules_with_a_note():
     newest = rules_for(NEWEST_READ)
     assert newest.notes == ()
-    v033 = rules_for("0.33.0")
-    assert v033.rules == newest.rules and "newest source read" in v033.notes[0]
+    assert newest.version == VllmVersion(0, 33, 0)
+    assert rules_for("0.33.1").notes == ()  # a patch release of the newest read
     v040 = rules_for("0.40.2")
     assert v040.rules == newest.rules and "newer than any version sparktui knows" in v040.notes[0]
     assert "assuming" in rules_for(None).notes[0]
@@ -473,6 +474,7 @@ RELEASE_BEFORE = {
     "0.28.0": "0.27.1",
     "0.30.0": "0.29.0",
     "0.32.0": "0.31.0",
+    "0.33.0": "0.32.0",
 }
 
 
@@ -774,3 +776,11 @@ def test_the_instanttensor_loader_costs_its_measured_non_torch_memory_on_a_spark
     assert run("0.17.1").kv_cache_bytes == run("0.17.1", fmt="safetensors").kv_cache_bytes
     gpu = machine_from_name(80)
     assert run("0.25.1", gpu).kv_cache_bytes == run("0.25.1", gpu, "safetensors").kv_cache_bytes
+
+
+def test_0_33_adds_the_octave_kv_dtypes_and_drops_medusa_and_mlp_speculator():
+    assert kv_cache_dtype("octave_k3v4").since == VllmVersion(0, 33, 0)
+    assert rules_for("0.32.0").speculative_method_refusal("medusa") is None
+    refusal = rules_for("0.33.0").speculative_method_refusal("mlp_speculator")
+    assert refusal is not None and "removed in 0.33.0" in refusal
+    assert rules_for("0.33.0").speculative_method_refusal("mtp") is None

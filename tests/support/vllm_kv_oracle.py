@@ -40,6 +40,17 @@ from vllm.config import CacheConfig, SchedulerConfig, VllmConfig  # noqa: E402
 from vllm.v1 import kv_cache_interface as kvi  # noqa: E402
 from vllm.v1.core import kv_cache_utils as kcu  # noqa: E402
 
+try:  # 0.33 moved KV planning out of kv_cache_utils
+    from vllm.v1.core import kv_cache_planning as kcp
+except ImportError:
+    kcp = kcu
+
+
+def _kv_fn(name):
+    """A KV-sizing function wherever this version keeps it (None: this version has none)."""
+    return getattr(kcp, name, None) or getattr(kcu, name, None)
+
+
 ANSWER_MARK = "SPARKTUI-ORACLE-ANSWER "
 DTYPES = {1: torch.float8_e4m3fn, 2: torch.bfloat16, 4: torch.float32}
 GiB = 1024**3
@@ -64,6 +75,7 @@ class _ModelConfig:
     def __init__(self, max_model_len):
         self.max_model_len = max_model_len
         self.original_max_model_len = max_model_len
+        self.supports_kv_cache_grouping = False  # 0.33: no model of the catalog declares its own grouping
 
 
 def _make(cls, **kwargs):
@@ -180,8 +192,11 @@ def run_kv(case):
     if once is not None and hasattr(once, "cache_clear"):
         once.cache_clear()
     try:
-        if hasattr(kcu, "get_kv_cache_configs"):
-            (kv_config,) = kcu.get_kv_cache_configs(config, [specs], [case["kv_memory"]])
+        if _kv_fn("get_global_kv_cache_groups"):  # 0.33: the groups first, as EngineCore does
+            groups = _kv_fn("get_global_kv_cache_groups")(config, [specs])
+            (kv_config,) = _kv_fn("get_kv_cache_configs")(config, [specs], [case["kv_memory"]], groups)
+        elif _kv_fn("get_kv_cache_configs"):
+            (kv_config,) = _kv_fn("get_kv_cache_configs")(config, [specs], [case["kv_memory"]])
         else:
             kv_config = kcu.get_kv_cache_config(config, specs, case["kv_memory"])
     except (NotImplementedError, AssertionError) as exc:  # layer mixes this version cannot group
@@ -192,7 +207,7 @@ def run_kv(case):
         estimate = re.search(r"estimated maximum model length is (\d+)", message)
         out.update(error=message.split(".")[0], estimated_max_len=int(estimate.group(1)) if estimate else None)
         return out
-    concurrency = kcu.get_max_concurrency_for_kv_cache_config(config, kv_config)
+    concurrency = _kv_fn("get_max_concurrency_for_kv_cache_config")(config, kv_config)
     # The "GPU KV cache size" line: logged by get_kv_cache_config (0.10) / get_kv_cache_configs
     # (0.24–0.27), else by the function below.
     if hasattr(kcu, "update_kv_cache_capacity"):  # 0.28+
@@ -231,7 +246,7 @@ def _unshared_tail(config, kv_config, specs, case):
     parts = [[g for g in groups if not tail & set(g.layer_names)], [g for g in groups if tail & set(g.layer_names)]]
     if any(tail & set(g.layer_names) and not set(g.layer_names) <= tail for g in groups):
         return {"error": "a KV group mixes drafter and target layers"}
-    page = kcu.get_uniform_page_size([g.kv_cache_spec for g in groups])
+    page = _kv_fn("get_uniform_page_size")([g.kv_cache_spec for g in groups])
     sizes = [max(len(g.layer_names) for g in part) for part in parts if part]
     blocks = case["kv_memory"] // page // sum(sizes)
     tensors = [
@@ -241,7 +256,7 @@ def _unshared_tail(config, kv_config, specs, case):
         for i in range(max(len(g.layer_names) for g in part))
     ]
     split = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=tensors, kv_cache_groups=groups)
-    concurrency = kcu.get_max_concurrency_for_kv_cache_config(config, split)
+    concurrency = _kv_fn("get_max_concurrency_for_kv_cache_config")(config, split)
     return {
         "blocks": blocks,
         "tensors": len(tensors),
