@@ -22,7 +22,9 @@ from sparktui.ui.viewmodels import (
     FitView,
     GpuView,
     GuardView,
+    Launched,
     NodeView,
+    PreflightNote,
     Rows,
     ServerEntry,
     ServerStatus,
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from sparktui.core.fit import FitResult, Machine, Suggestion
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
+    from sparktui.runtime.cluster_launch import ClusterLaunch
     from sparktui.runtime.memory import GpuReport, MemorySample
     from sparktui.runtime.protocol import GuardRecord, StateRecord
     from sparktui.runtime.state_watch import StateDirWatch
@@ -305,17 +308,19 @@ class Backend:
             return replace(status, tree_bytes=tree.total_bytes, tree_procs=len(tree.pids))
         return status
 
-    def launch(self, profile: Profile, force: bool = False) -> ServerStatus:
+    def launch(self, profile: Profile, force: bool = False) -> Launched:
         """Start a detached supervisor; force: start even what the preflight fit refuses. A profile
         with [cluster] starts its whole cluster as `sparktui serve --detach` does (every node
-        checked over SSH, the workers there, the head here), never a lone head."""
+        checked over SSH, the workers there, the head here), never a lone head. What the preflight
+        found comes back with the state, as `sparktui serve` prints it."""
         from sparktui.runtime import supervisor
 
         if profile.cluster is not None:
             from sparktui.runtime.cluster_launch import launch_detached
 
-            return server_status(launch_detached(profile, profile.serve, force=force).state)
-        return server_status(supervisor.launch(profile, detach=True, force=force))
+            return cluster_launched(launch_detached(profile, profile.serve, force=force), profile)
+        state = supervisor.launch(profile, detach=True, force=force)
+        return launched(server_status(state), [], state.preflight_warnings, profile)
 
     def stop(self, status: ServerStatus) -> ServerStatus:
         from sparktui.runtime import supervisor
@@ -327,7 +332,7 @@ class Backend:
 
         return server_status(supervisor.kill(status.port))
 
-    def restart(self, status: ServerStatus | None, profile: Profile) -> ServerStatus:
+    def restart(self, status: ServerStatus | None, profile: Profile) -> Launched:
         from sparktui.runtime import supervisor
 
         if status is not None and status.live:
@@ -372,6 +377,36 @@ class Backend:
 
 
 # ---------------------------------------------------------------- records → views
+
+
+def launched(status: ServerStatus, summaries: Sequence[str], warnings: Sequence[str], profile: Profile) -> Launched:
+    """A launch's state with its preflight's lines, as `sparktui serve` prints them (each node's
+    summary, then the warnings), with every value of the profile's environment and its secrets
+    (the API key) blanked: a line that quotes one (a node's error, say) shows ***, not the value."""
+    hidden = sorted(
+        {v for v in (*profile.env.values(), *profile.serve.to_env().values()) if len(v) >= MIN_HIDDEN_CHARS},
+        key=len,
+        reverse=True,  # a value inside a longer one is blanked with it
+    )
+
+    def blank(text: str) -> str:
+        for value in hidden:
+            text = text.replace(value, "***")
+        return text
+
+    notes = [PreflightNote(blank(line)) for line in summaries]
+    notes += [PreflightNote(blank(line), warning=True) for line in warnings]
+    return Launched(status, tuple(notes))
+
+
+# A shorter value ("1", "0", "yes") is a setting, not a secret, and blanking it would garble the lines.
+MIN_HIDDEN_CHARS = 4
+
+
+def cluster_launched(done: ClusterLaunch, profile: Profile) -> Launched:
+    """runtime.cluster_launch's result (the head's state, each node's preflight summary, the
+    warnings: node checks, links, the ports open on every address) in the panel's words."""
+    return launched(server_status(done.state), done.summaries, done.warnings, profile)
 
 
 def metric_rows(metrics: Mapping[str, Any] | None) -> Rows:

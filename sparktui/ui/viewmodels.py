@@ -17,6 +17,21 @@ if TYPE_CHECKING:  # loaded after the first frame (pydantic, the fit engine)
 Rows = tuple[tuple[str, str], ...]  # (figure, value) pairs, in display order
 LIVE = ("starting", "ready", "stopping", "wedged")  # a wedged server still runs: stop and kill must reach it
 
+# The log parser's phases in the panel's words (the phase strip, the server list's lines).
+PHASE_LABELS = {
+    "starting": "starting",
+    "loading_weights": "loading weights",
+    "profiling": "profiling",
+    "kv_cache": "KV cache",
+    "cuda_graphs": "CUDA graphs",
+    "ready": "ready",
+}
+
+
+def phase_label(phase: str) -> str:
+    """A phase as the server pane names it ("KV cache", not "kv_cache"); one it does not know, readable."""
+    return PHASE_LABELS.get(phase, phase.replace("_", " "))
+
 
 @dataclass(frozen=True)
 class Diagnosis:
@@ -183,7 +198,7 @@ class ServerEntry:
         """The condition in the one vocabulary, with how far a start got: "starting (profiling)"."""
         c = self.condition
         if self.state == "starting" and c.phase and c.phase not in ("starting", "launching"):
-            return f"starting ({c.phase.replace('_', ' ')})"
+            return f"starting ({phase_label(c.phase)})"
         return c.text()
 
 
@@ -197,6 +212,33 @@ class ServerView:
     actual: Rows = ()  # (figure, value from the log)
     metrics: Rows = ()
     bad: bool = False  # the state is drawn as an error
+
+
+PREFLIGHT_MARK = "[sparktui preflight]"  # sparktui's own lines in a server's log view, not vLLM's
+
+
+@dataclass(frozen=True)
+class PreflightNote:
+    """One line of a launch's preflight, as `sparktui serve` prints it: a node's summary, or a warning."""
+
+    text: str
+    warning: bool = False
+
+    def line(self) -> str:
+        """The line at the top of the launch's log view, marked as sparktui's own."""
+        return f"{PREFLIGHT_MARK} {'warning: ' if self.warning else ''}{self.text}"
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A launch from the panel: the server's first state and what its preflight found."""
+
+    status: ServerStatus
+    notes: tuple[PreflightNote, ...] = ()
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(n.text for n in self.notes if n.warning)
 
 
 @dataclass(frozen=True)

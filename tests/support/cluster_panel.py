@@ -2,7 +2,7 @@
 PROFILE OUT.json`, run inside the head's network namespace (tests/support/netns_cluster.py), the
 way a user on the head would open the panel there. It presses F5 on a [cluster] profile, waits
 until the head is ready and its record lists every node, notes what the panel shows, restarts the
-cluster with F7, stops it with F6 and writes what it saw to OUT.json (an "error" key when a step timed out)."""
+cluster with F7, stops it with F6 (the launch's preflight lines atop the log and its notices too) and writes what it saw to OUT.json (an "error" key when a step timed out)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any
 async def drive(profile: Path, out: Path) -> None:
     from sparktui.ui.app import SparkApp
     from sparktui.ui.widgets.gauge import MemoryGauge
+    from sparktui.ui.widgets.logview import LogView
     from sparktui.ui.widgets.serverlist import ServerList
     from tests.support.app import config_pane, server_pane
 
@@ -49,6 +50,10 @@ async def drive(profile: Path, out: Path) -> None:
                 return entry is not None and any(n.rank == 1 and n.status == "running" for n in entry.nodes)
 
             if seen["launch_error"] is None:
+                # what the launch's preflight found (each node's check): atop the head's log, and a notice
+                await until(lambda: len(app.query_one(LogView).lines()) > 0, "the head's log")
+                seen["log_top"] = app.query_one(LogView).lines()[:12]
+                seen["notices"] = [[n.title, n.severity, str(n.message)] for n in app._notifications]
                 await until(worker_running, "the head's record to list the worker running", timeout=30)
                 seen["nodes"] = [[n.host, n.rank, n.status] for n in head().nodes]
                 await pilot.pause(0.5)

@@ -37,6 +37,15 @@ def test_f5_on_a_cluster_profile_starts_every_node_f7_restarts_them_and_f6_stops
     assert "error" not in seen and seen["launch_error"] is None, seen
     # the worker's rank runs under its own supervisor on node1, started over SSH by the launch
     assert [node[:2] for node in seen["nodes"]] == [["node0", 0], ["node1", 1]] and seen["nodes"][1][2] == "running"
+    # the preflight `sparktui serve` prints: each node's summary, then the warnings, atop the head's log
+    top = [line for line in seen["log_top"] if line.startswith("[sparktui preflight] ")]
+    assert seen["log_top"][: len(top)] == top, seen["log_top"]
+    assert any(line.startswith("[sparktui preflight] node node0 (head): MemAvailable") for line in top), top
+    assert any(line.startswith("[sparktui preflight] node node1 (rank 1): MemAvailable") for line in top), top
+    ports = "[sparktui preflight] warning: vLLM's rendezvous (--master-port 29501) listens on the head on every address"
+    assert any(line.startswith(ports) for line in top), top
+    warned = [n for n in seen["notices"] if n[0].startswith("Preflight")]
+    assert len(warned) == 1 and warned[0][1] == "warning" and "on every address" in warned[0][2], seen["notices"]
     memory = str(seen["memory_pane"]).splitlines()
     # the memory pane: the head (this machine's MemAvailable) and the worker (its own guard's figure)
     assert any(line.startswith("  node0 r0 ready ") and line.endswith("G") for line in memory), memory

@@ -158,3 +158,33 @@ async def test_a_refused_launch_says_why_in_the_launch_pane(make_profile):
                 and "launch failed" in widget(app, ServerInfo).view.detail
             )
             assert widget(app, PhaseStrip).phase is None
+
+
+async def test_a_launch_shows_its_preflight_warnings_atop_its_log_and_as_a_notice(make_profile):
+    # A warn line below the default term and kill lines turns those off: the preflight says so, and
+    # `sparktui serve` prints it ("sparktui: warning: guard: the default term line …").
+    path = make_profile(guard="warn-below-gib = 0.5")
+    app = SparkApp(profile=path, backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: config_pane(app).form.config is not None, "the profile")
+        await pilot.press("f5")
+        await until(pilot, lambda: app.server is not None and app.server.state == "ready", "ready")
+        await until(
+            pilot, lambda: any("Application startup complete." in x for x in widget(app, LogView).lines()), "the log"
+        )
+        lines = widget(app, LogView).lines()
+        marked = [x for x in lines if x.startswith("[sparktui preflight] ")]
+        assert lines[: len(marked)] == marked, lines[:8]  # at the top, before vLLM's own lines
+        guard = [x for x in marked if x.startswith("[sparktui preflight] warning: guard: the default term line")]
+        assert guard and "turned off" in guard[0], marked
+        notices = [n for n in app._notifications if n.title.startswith("Preflight")]
+        assert len(notices) == 1 and notices[0].severity == "warning"
+        assert "guard: the default term line" in str(notices[0].message)
+        # the log read again (as a switch back to this server does): that launch's lines, still on top
+        server_pane(app).start_tail(app.server.log_path)
+        await until(
+            pilot, lambda: any("Application startup complete." in x for x in widget(app, LogView).lines()), "the log"
+        )
+        assert widget(app, LogView).lines()[: len(marked)] == marked
+        await pilot.press("f6")
+        await until(pilot, lambda: app.server.state == "stopped", "the stop")

@@ -26,7 +26,15 @@ from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import ServerChanged, ServersChanged, ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.screens import ConfirmScreen
-from sparktui.ui.viewmodels import FitView, LogProgress, ServerEntry, ServerStatus, ServerView
+from sparktui.ui.viewmodels import (
+    FitView,
+    Launched,
+    LogProgress,
+    PreflightNote,
+    ServerEntry,
+    ServerStatus,
+    ServerView,
+)
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import DiagnosisCard, LogHeader, PhaseStrip, ServerInfo
 from sparktui.ui.widgets.serverlist import ServerList
@@ -63,9 +71,15 @@ class ServerPane(Pane):
         """A server's record changed on disk (a server started, moved on or ended)."""
 
     class ActionDone(Message):
-        def __init__(self, action: str, status: ServerStatus | None, error: str | None) -> None:
+        def __init__(
+            self,
+            action: str,
+            status: ServerStatus | None,
+            error: str | None,
+            notes: tuple[PreflightNote, ...] = (),
+        ) -> None:
             super().__init__()
-            self.action, self.status, self.error = action, status, error
+            self.action, self.status, self.error, self.notes = action, status, error, notes
 
     class LogBatch(Message):
         def __init__(self, lines: list[str], progress: LogProgress | None, error: str | None = None) -> None:
@@ -80,6 +94,8 @@ class ServerPane(Pane):
         self.pending: str | None = None  # an action on its way to the supervisor
         self.progress: LogProgress | None = None
         self.log_path: Path | None = None
+        # What each launch from here found before it started, by its log: shown at the top of that log
+        self.preflight: dict[Path, tuple[PreflightNote, ...]] = {}
         self._log_stop = threading.Event()
         self._ticks = 0
         self._poll_worker: Worker[None] | None = None
@@ -446,7 +462,7 @@ class ServerPane(Pane):
                 problem = self.backend.runner_problem(profile)
                 if problem:
                     raise Unavailable(problem)
-                result = self.backend.launch(profile, force=force)
+                result: ServerStatus | Launched = self.backend.launch(profile, force=force)
             elif action == "stop" and status is not None:
                 result = self.backend.stop(status)
             elif action == "kill" and status is not None:
@@ -458,7 +474,10 @@ class ServerPane(Pane):
         except (UserError, Unavailable, OSError) as exc:
             self.post_message(self.ActionDone(action, status, str(exc)))
             return
-        self.post_message(self.ActionDone(action, result, None))
+        if isinstance(result, Launched):
+            self.post_message(self.ActionDone(action, result.status, None, result.notes))
+        else:
+            self.post_message(self.ActionDone(action, result, None))
 
     def on_server_pane_action_done(self, message: ActionDone) -> None:
         self.pending = None
@@ -470,7 +489,12 @@ class ServerPane(Pane):
             return
         if message.action in ("launch", "restart"):
             self.progress = None
-            self.log_path = None  # the new run's log, from its start
+            started = message.status.log_path if message.status is not None else None
+            self._keep_preflight(started, message.notes)
+            if started is not None and started == self.log_path:
+                self.start_tail(started)  # a poll got there first: read again, the preflight on top
+            else:
+                self.log_path = None  # the new run's log, from its start
             self.target = message.status.port if message.status is not None else self.target
         elif message.status is not None and message.status.port != self.target:
             # a stop or kill that ended after the user switched to another server: say so, stay put
@@ -478,6 +502,33 @@ class ServerPane(Pane):
             self.refresh_list()
             return
         self.post_message(ServerChanged(message.status))
+
+    KEEP_PREFLIGHTS = 8  # launches whose preflight lines are kept (a switch back shows them again)
+
+    def _keep_preflight(self, log_path: Path | None, notes: tuple[PreflightNote, ...]) -> None:
+        """Keep a launch's preflight lines for the top of its log; say its warnings now (without
+        blocking anything: the server is already starting)."""
+        if not notes:
+            return
+        if log_path is not None:
+            self.preflight[log_path] = notes
+            for old in list(self.preflight)[: -self.KEEP_PREFLIGHTS]:
+                del self.preflight[old]
+        else:
+            self.query_one(LogView).note(self._note_lines(notes))  # no log to tie them to: now
+        warnings = [n.text for n in notes if n.warning]
+        if warnings:
+            shown = warnings[:3] + ([f"… {len(warnings) - 3} more at the top of the log"] if len(warnings) > 3 else [])
+            self.app.notify(
+                "\n".join(shown),
+                title=f"Preflight: {len(warnings)} warning{'s' if len(warnings) > 1 else ''}",
+                severity="warning",
+                timeout=20,
+            )
+
+    @staticmethod
+    def _note_lines(notes: tuple[PreflightNote, ...]) -> list[tuple[str, str]]:
+        return [("warning" if n.warning else "note", n.line()) for n in notes]
 
     def worker_failed(self, worker: Worker[Any]) -> None:
         if worker.name == "server-action":
@@ -491,7 +542,11 @@ class ServerPane(Pane):
         self.log_path = path
         self._log_stop = threading.Event()
         self.progress = None
-        self.query_one(LogView).clear()  # follows again: a new log is read from its end
+        log = self.query_one(LogView)
+        log.clear()  # follows again: a new log is read from its end
+        notes = self.preflight.get(path)
+        if notes:
+            log.note(self._note_lines(notes))
         self._tail_log(path, self._log_stop)
 
     def stop_tail(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Sequence
 
 from rich.segment import Segment
 from rich.style import Style
@@ -69,7 +70,15 @@ class LogView(ScrollView, can_focus=True):
 
     BINDINGS = bindings("log")
 
-    COMPONENT_CLASSES = {"log--error", "log--warning", "log--info", "log--debug", "log--plain", "log--marker"}
+    COMPONENT_CLASSES = {
+        "log--error",
+        "log--warning",
+        "log--info",
+        "log--debug",
+        "log--plain",
+        "log--marker",
+        "log--note",
+    }
 
     DEFAULT_CSS = """
     LogView {
@@ -85,6 +94,7 @@ class LogView(ScrollView, can_focus=True):
     LogView > .log--debug { color: $foreground-muted; }
     LogView > .log--plain { color: $foreground; }
     LogView > .log--marker { color: $accent; text-style: italic; }
+    LogView > .log--note { color: $accent; }
     """
 
     follow: reactive[bool] = reactive(True)
@@ -124,6 +134,20 @@ class LogView(ScrollView, can_focus=True):
         if overflow > 0:
             del self._pending[:overflow]
             self._skipped += overflow
+
+    def note(self, lines: Sequence[tuple[str, str]]) -> None:
+        """sparktui's own lines (severity, text), after what was pushed so far: they are not the
+        log's, so their severity is given (note, warning, error), not read from a prefix."""
+        self._flush()
+        for severity, text in lines:
+            text = clean(text[:_MAX_LINE_CHARS])
+            self._all.append((severity, text, False))
+            self._lines.append((severity, text))
+            self._width = max(self._width, len(text))
+        self.virtual_size = Size(self._width, len(self._lines))
+        if self.follow:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
+        self.refresh()
 
     def clear(self) -> None:
         """Empty the view for a new log; it follows again (a new log starts at its end)."""

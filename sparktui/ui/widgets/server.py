@@ -5,23 +5,15 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from sparktui.ui.viewmodels import Diagnosis, ServerView
+from sparktui.ui.viewmodels import PHASE_LABELS, Diagnosis, ServerView
 from sparktui.ui.widgets.base import TextPanel
 
-__all__ = ["PHASES", "DiagnosisCard", "LogHeader", "PhaseStrip", "ServerInfo", "ServerView"]
+__all__ = ["PHASES", "PHASE_LABELS", "DiagnosisCard", "LogHeader", "PhaseStrip", "ServerInfo", "ServerView"]
 
 # The log parser's phases (sparktui.core.vllm_log.PHASES; a test keeps the two the same).
 PHASES = ("starting", "loading_weights", "profiling", "kv_cache", "cuda_graphs", "ready")
 FAILED = "failed"
 
-PHASE_LABELS = {
-    "starting": "starting",
-    "loading_weights": "loading weights",
-    "profiling": "profiling",
-    "kv_cache": "KV cache",
-    "cuda_graphs": "CUDA graphs",
-    "ready": "ready",
-}
 SHORT_LABELS = {
     "starting": "start",
     "loading_weights": "weights",

@@ -9,7 +9,7 @@ from textual import events
 from textual.geometry import Size
 from textual.message import Message
 
-from sparktui.ui.viewmodels import NodeView, ServerEntry
+from sparktui.ui.viewmodels import NodeView, ServerEntry, phase_label
 from sparktui.ui.widgets.base import TextPanel
 
 GiB = 2**30
@@ -45,11 +45,11 @@ def node_line(node: NodeView, wide: bool) -> str:
     """A cluster node under its head: host, rank, phase (or how it ended) and its MemAvailable."""
     ended = f" exit {node.exit_reason}" if node.exit_reason else ""
     if wide:
-        phase = f"/{node.phase}" if node.phase else ""
+        phase = f"/{phase_label(node.phase)}" if node.phase else ""
         memory = f"  avail {node.available_gib:.1f} GiB" if node.available_gib is not None else ""
         return f"    node {node.host} r{node.rank} {node.status}{phase}{ended}{memory}"
     memory = f" {node.available_gib:.1f}G avail" if node.available_gib is not None else ""
-    return f"    {node.host} r{node.rank} {node.phase or node.status}{ended}{memory}"
+    return f"    {node.host} r{node.rank} {phase_label(node.phase) if node.phase else node.status}{ended}{memory}"
 
 
 def cut(text: str, width: int) -> str:
