@@ -145,6 +145,20 @@ class RecordBackend(SampleBackend):
         return self.attach()
 
 
+def record_notices(app) -> list[SimpleNamespace]:
+    """Every notice the app gives from now on (message, title, severity), kept: Textual drops a
+    notice from app._notifications once its timeout passes, which a loaded machine can outlast."""
+    said: list[SimpleNamespace] = []
+    notify = app.notify
+
+    def recorded(message, *, title="", severity="information", **kwargs):
+        said.append(SimpleNamespace(message=str(message), title=title, severity=severity))
+        return notify(message, title=title, severity=severity, **kwargs)
+
+    app.notify = recorded
+    return said
+
+
 async def workers_done(app):
     """Wait for the app's workers; one cancelled meanwhile (an exclusive group's newer worker took
     over) is done too, and the waiting goes on for the rest."""

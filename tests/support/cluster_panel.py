@@ -19,10 +19,11 @@ async def drive(profile: Path, out: Path) -> None:
     from sparktui.ui.widgets.gauge import MemoryGauge
     from sparktui.ui.widgets.logview import LogView
     from sparktui.ui.widgets.serverlist import ServerList
-    from tests.support.app import config_pane, server_pane
+    from tests.support.app import config_pane, record_notices, server_pane
 
     seen: dict[str, Any] = {}
     app = SparkApp(profile=profile)
+    said = record_notices(app)
     async with app.run_test(size=(120, 40)) as pilot:
 
         async def until(condition: Any, what: str, timeout: float = 60.0) -> None:
@@ -53,7 +54,7 @@ async def drive(profile: Path, out: Path) -> None:
                 # what the launch's preflight found (each node's check): atop the head's log, and a notice
                 await until(lambda: len(app.query_one(LogView).lines()) > 0, "the head's log")
                 seen["log_top"] = app.query_one(LogView).lines()[:12]
-                seen["notices"] = [[n.title, n.severity, str(n.message)] for n in app._notifications]
+                seen["notices"] = [[n.title, n.severity, n.message] for n in said]
                 await until(worker_running, "the head's record to list the worker running", timeout=30)
                 seen["nodes"] = [[n.host, n.rank, n.status] for n in head().nodes]
                 await pilot.pause(0.5)

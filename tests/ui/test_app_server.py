@@ -12,7 +12,7 @@ from sparktui.ui.screens import ConfirmScreen
 from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import DiagnosisCard, PhaseStrip, ServerInfo
-from tests.support.app import SampleBackend, config_pane, server_pane, widget
+from tests.support.app import SampleBackend, config_pane, record_notices, server_pane, widget
 from tests.support.app import until as wait_until
 
 pytestmark = [pytest.mark.usefixtures("isolated"), pytest.mark.slow]
@@ -165,6 +165,7 @@ async def test_a_launch_shows_its_preflight_warnings_atop_its_log_and_as_a_notic
     # `sparktui serve` prints it ("sparktui: warning: guard: the default term line …").
     path = make_profile(guard="warn-below-gib = 0.5")
     app = SparkApp(profile=path, backend=SampleBackend())
+    said = record_notices(app)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: config_pane(app).form.config is not None, "the profile")
         await pilot.press("f5")
@@ -177,7 +178,7 @@ async def test_a_launch_shows_its_preflight_warnings_atop_its_log_and_as_a_notic
         assert lines[: len(marked)] == marked, lines[:8]  # at the top, before vLLM's own lines
         guard = [x for x in marked if x.startswith("[sparktui preflight] warning: guard: the default term line")]
         assert guard and "turned off" in guard[0], marked
-        notices = [n for n in app._notifications if n.title.startswith("Preflight")]
+        notices = [n for n in said if n.title.startswith("Preflight")]
         assert len(notices) == 1 and notices[0].severity == "warning"
         assert "guard: the default term line" in str(notices[0].message)
         # the log read again (as a switch back to this server does): that launch's lines, still on top

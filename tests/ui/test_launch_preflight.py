@@ -21,7 +21,7 @@ from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.serverlist import node_line
 from tests.runtime.test_cluster_launch import cluster_profile
 from tests.support import FIXTURES
-from tests.support.app import RecordBackend, config_pane, server_record, until, widget
+from tests.support.app import RecordBackend, config_pane, record_notices, server_record, until, widget
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
@@ -89,6 +89,7 @@ async def test_f5_on_a_cluster_profile_puts_each_nodes_preflight_atop_the_log_an
             return cluster_launched(done, profile)
 
     app = SparkApp(profile=profile_path, backend=Cluster())
+    said = record_notices(app)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: config_pane(app).form.config is not None, "the profile")
         await pilot.press("f5")
@@ -101,7 +102,7 @@ async def test_f5_on_a_cluster_profile_puts_each_nodes_preflight_atop_the_log_an
             f"[sparktui preflight] warning: {open_ports_note(load_profile(profile_path).cluster)}",
         ]
         assert not lines[4].startswith("[sparktui")  # vLLM's own log follows
-        notices = [n for n in app._notifications if n.title == "Preflight: 2 warnings"]
+        notices = [n for n in said if n.title == "Preflight: 2 warnings"]
         assert len(notices) == 1 and notices[0].severity == "warning"
         assert NODE_WARNING in str(notices[0].message) and "on every address" in str(notices[0].message)
 
