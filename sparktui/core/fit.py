@@ -527,8 +527,9 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         # vLLM's default is the model's own limit (rope scaling included), 2048 when unknown
         max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
     num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
-    # --async-scheduling / --no-async-scheduling are read (the sliding-window reservation)
     load_format = (_extra_value(config, _LOAD_FORMAT) or "").lower() or None
+    # flags read from extra_args: --async-scheduling / --no-async-scheduling (the sliding-window
+    # reservation), the CUDA-graph ones, the towers' and the InstantTensor loader
     modelled = (
         *_ASYNC_FLAGS,
         *_GRAPH_FLAGS,
@@ -539,12 +540,12 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
     unknown = [f for f in getattr(config, "unknown_flags", None) or [] if f not in modelled]
     if unknown:
         notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
+    hybrid = any(g.kind == MAMBA for g in spec.layers)
     prefix = getattr(config, "enable_prefix_caching", None)
     if prefix is None:
-        prefix = rules.prefix_caching_default(hybrid=any(g.kind == MAMBA for g in spec.layers))
+        prefix = rules.prefix_caching_default(hybrid=hybrid)
     enforce_eager = bool(getattr(config, "enforce_eager", False))
     sizes, largest, mode = _compilation(config)
-    hybrid = any(g.kind == MAMBA for g in spec.layers)
     parsed = parse_speculative(getattr(config, "speculative_config", None))
     method = parsed.method if parsed else None
     runner = rules.model_runner(
