@@ -6,7 +6,9 @@ Every server's guard sees the same MemAvailable cross its lines. Each asks this 
 acts; a server that comes later in the order stands down while one before it is still alive and
 guarded, so the first one's stop is given the chance to free enough. The wait is bounded (the
 guard must never be silently off): at the kill line a short moment, at the term line the grace
-period and a margin; then every guard acts on its own.
+period and a margin, counted from when the first one began stopping (its own guard may sample
+the fall later than this one on a loaded box), or from this guard's first wait while it has not
+begun; so never more than twice that in all. Then every guard acts on its own.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class StopOrder:
         self._since: float | None = None
         self._read_at = -1.0
         self._ahead: list[pool.Reservation] = []
+        self._stopping: dict[int, float] = {}  # port -> when this guard first saw it stopping
 
     def ahead(self) -> list[pool.Reservation]:
         """The servers that come before this one in the stop order and can still free memory:
@@ -47,11 +50,15 @@ class StopOrder:
         now = self.clock()
         if now - self._read_at >= REREAD_S:
             self._read_at = now
-            others = [
-                reservation_of(s)
+            live = [
+                s
                 for s in self.list_states()
                 if s.port != self.me.port and s.alive and s.running and s.guard.armed and s.reservation
             ]
+            for s in live:
+                if s.status == "stopping":
+                    self._stopping.setdefault(s.port, now)
+            others = [reservation_of(s) for s in live]
             order = pool.stop_order([*others, self.me])
             self._ahead = order[: order.index(self.me)]
         return self._ahead
@@ -65,8 +72,14 @@ class StopOrder:
         now = self.clock()
         if self._since is None:
             self._since = now
-        limit = KILL_WAIT_S if decision.action is Action.KILL else self.grace_s + TERM_MARGIN_S
-        if now - self._since > limit:
+        if decision.action is Action.KILL:
+            limit, waited = KILL_WAIT_S, now - self._since
+        else:
+            limit = self.grace_s + TERM_MARGIN_S
+            # from when the first one began stopping, once it has (seen stopping only after this
+            # guard's own wait ran out, it is too late: this guard has acted by then)
+            waited = now - self._stopping.get(first.port, self._since)
+        if waited > limit:
             return None  # the others did not free enough in time: this guard acts too
         return (
             f"port {first.port} ({first.name}, priority {first.priority}, {first.bytes / 2**30:.1f} GiB) "

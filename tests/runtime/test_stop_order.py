@@ -87,3 +87,28 @@ def test_a_deferring_guard_stands_down_then_trips_when_memory_is_still_short():
     guard.run()
     # asked three times (standing down each time, so the term line tripped anew), then acted
     assert asked[:4] == [Action.TERM] * 4 and len(trips) == 1 and trips[0].action is Action.TERM
+
+
+def test_the_term_wait_counts_from_when_the_first_server_began_stopping():
+    """On a loaded box the first server's guard can sample the fall later than this one: its grace
+    period starts then, and this guard waits for it (bounded: had it not begun within this guard's
+    own wait, this guard would have acted)."""
+    me = Reservation(8002, "p8002", 40 * GiB, "test", priority=10)
+    clock = Clock()
+    first = record(8001, 0, 10)
+    states = [first]
+    order = StopOrder(me, grace_s=2.0, list_states=lambda: states, clock=clock)
+    assert order(TERM) is not None  # t = 0: this guard waits for port 8001
+    clock.t = 3.0
+    states[0] = first.model_copy(update={"status": "stopping"})  # its guard acted 3 s later
+    assert order(TERM) is not None
+    clock.t = 3.0 + 2.0 + 1.5  # past this guard's own 4 s, within the first one's grace + margin
+    assert order(TERM) is not None
+    clock.t = 3.0 + 2.0 + 2.1  # its grace + margin are over and memory is still short: act
+    assert order(TERM) is None
+    # a first server that never begins stopping is waited for grace + margin from this guard's wait
+    clock = Clock()
+    never = StopOrder(me, grace_s=2.0, list_states=lambda: [record(8001, 0, 10)], clock=clock)
+    assert never(TERM) is not None
+    clock.t = 4.1
+    assert never(TERM) is None
