@@ -499,23 +499,23 @@ def rules_of(config: Any) -> VllmRules:
     return rules_for(version) if version else DEFAULT_RULES
 
 
-def _speculative(text: str | None, spec: ModelSpec) -> tuple[int, bool, list[str]]:
-    """(speculative tokens, whether draft layers are counted, notes)."""
+def _speculative(text: str | None, spec: ModelSpec) -> tuple[int, bool, list[str], str | None]:
+    """(speculative tokens, whether draft layers are counted, notes, method)."""
     parsed = parse_speculative(text)
     if parsed is None:
-        return 0, False, []
+        return 0, False, [], None
     n, method = parsed.num_tokens, parsed.method
     notes: list[str] = []
     if method in MTP_METHODS or "mtp" in method:
         if not spec.mtp_layers:
             notes.append(f"{spec.name} has no MTP layers in its config; the draft is not modelled")
-            return n, False, notes
-        return n, True, notes
+            return n, False, notes, method
+        return n, True, notes, method
     if spec.drafter:  # a separate drafter read from its own config (modelspec.load_serving_spec)
-        return n, True, notes
+        return n, True, notes, method
     if method not in NO_KV_METHODS:
         notes.append(f"speculative method {method or '?'}: the draft model's weights and KV are not modelled")
-    return n, False, notes
+    return n, False, notes, method
 
 
 def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRules | None = None) -> Settings:
@@ -526,7 +526,7 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
     if max_len is None or auto_len:
         # vLLM's default is the model's own limit (rope scaling included), 2048 when unknown
         max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
-    num_spec, mtp, notes = _speculative(getattr(config, "speculative_config", None), spec)
+    num_spec, mtp, notes, method = _speculative(getattr(config, "speculative_config", None), spec)
     load_format = (_extra_value(config, _LOAD_FORMAT) or "").lower() or None
     # flags read from extra_args: --async-scheduling / --no-async-scheduling (the sliding-window
     # reservation), the CUDA-graph ones, the towers' and the InstantTensor loader
@@ -546,8 +546,6 @@ def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRul
         prefix = rules.prefix_caching_default(hybrid=hybrid)
     enforce_eager = bool(getattr(config, "enforce_eager", False))
     sizes, largest, mode = _compilation(config)
-    parsed = parse_speculative(getattr(config, "speculative_config", None))
-    method = parsed.method if parsed else None
     runner = rules.model_runner(
         spec.architecture,
         moe=spec.num_experts > 0,
@@ -598,11 +596,14 @@ def _activation_parts(
         workspace = spec.experts_per_token * (max(2 * n, spec.hidden_size) + n) * spec.dtype_bytes
         per_token += int(MOE_WORKSPACE_COPIES.value * workspace)
     forward = max_num_batched_tokens * per_token
-    # _dummy_sampler_run over the logits of min(seqs, tokens) × vocab: V1 applies top-k / top-p in
-    # fp32, the V2 runner samples the logits as they are
+    # _dummy_sampler_run: V1 applies top-k / top-p in fp32, the V2 runner samples the logits as they are
     copies = SAMPLER_PEAK_COPIES.value if runner == "v1" else V2_SAMPLER_PEAK_COPIES
-    sampler = int(copies * min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4)
-    return forward, sampler
+    return forward, _sampler_bytes(spec, max_num_batched_tokens, max_num_seqs, copies)
+
+
+def _sampler_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, copies: float) -> int:
+    """`copies` fp32 copies of the logits of min(seqs, tokens) × vocab."""
+    return int(copies * min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4)
 
 
 def activation_bytes(
@@ -808,9 +809,8 @@ def _core(
     # time that pass can take what V1 would have reserved, outside the request.
     unreserved = 0
     if s.model_runner == "v2":
-        unreserved = max(
-            0, max(forward, _activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp)[1]) - activation
-        )
+        top_k_pass = _sampler_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, SAMPLER_PEAK_COPIES.value)
+        unreserved = max(0, max(forward, top_k_pass) - activation)
     estimate = cudagraph_estimate(spec, s, machine, kv_bytes)
     graphs = estimate.bytes if s.cuda_graphs_counted else 0
     loader, loader_spread = 0, (0, 0)
@@ -840,7 +840,7 @@ def _core(
             f"− InstantTensor loader {_g(loader)} more non-torch memory ({INSTANTTENSOR_NON_TORCH.describe()}); "
             "it sizes its buffers by MemFree, so a full page cache can make it abort or crawl: drop caches first",
         )
-    if unreserved:
+    if unreserved and explain:
         how = (
             *how,
             f"+ up to {_g(unreserved)} outside the request at run time: the V2 model runner's profile skips "

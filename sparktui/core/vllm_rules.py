@@ -1014,9 +1014,8 @@ class VllmRules:
         return resolve_cudagraph_mode(requested or self.value("cudagraph_mode_default"), num_spec, single_token_decode)
 
     def cudagraph_counts(self, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int) -> tuple[int, int]:
-        """(PIECEWISE graphs, FULL graphs) for the default cudagraph_mode FULL_AND_PIECEWISE with an
-        attention backend that takes FULL decode graphs: FULL graphs only for uniform decode batches
-        (up to max_num_seqs × (1 + speculative tokens))."""
+        """(PIECEWISE graphs, FULL graphs) for this version's default cudagraph_mode and default sizes,
+        with an attention backend that takes FULL decode graphs (graph_counts)."""
         sizes = self.cudagraph_capture_sizes(max_num_seqs, num_spec, max_num_batched_tokens)
         return graph_counts(sizes, max_num_seqs, num_spec, self.cudagraph_mode(None, num_spec, False))
 
