@@ -49,6 +49,20 @@ def cluster_profile(
     return path
 
 
+def server_profile(tmp_path: Path, name: str, port: int, utilization: float, machine: str | None = None) -> Path:
+    """A one-machine stub server's profile, for a server of a node's own beside the cluster's rank."""
+    stub = install_stub(tmp_path / "bin")
+    env_lines = "\n".join(f'{k} = "{v}"' for k, v in FAST_STUB.items())
+    path = tmp_path / f"{name}.toml"
+    path.write_text(
+        f'[serve]\nmodel = "/models/{name}"\nport = {port}\ngpu-memory-utilization = {utilization}\n'
+        "max-model-len = 512\n"
+        + (f'[machine]\nname = "{machine}"\n' if machine else "")
+        + f'[runner]\nexecutable = "{stub}"\n[env]\n{env_lines}\n'
+    )
+    return path
+
+
 def on_head(cluster: nc.NetnsCluster, *args: str) -> subprocess.CompletedProcess[str]:
     return cluster.on_head(*args)
 
@@ -198,13 +212,7 @@ def test_the_heads_stop_leaves_another_server_on_the_workers_port_alone(
         assert stop.returncode == 0, stop.stderr
         wait_for(lambda: status_is(netns_cluster, worker, "exited"), 30, what="the worker's rank to stop")
         # the user's own server on that port there
-        stub = install_stub(tmp_path / "bin")
-        env_lines = "\n".join(f'{k} = "{v}"' for k, v in FAST_STUB.items())
-        own = tmp_path / "own.toml"
-        own.write_text(
-            f'[serve]\nmodel = "/models/own"\nport = {PORT}\ngpu-memory-utilization = 0.2\nmax-model-len = 512\n'
-            f'[runner]\nexecutable = "{stub}"\n[env]\n{env_lines}\n'
-        )
+        own = server_profile(tmp_path, "own", PORT, 0.2)
         started = netns_cluster.ssh(worker, "sparktui", "serve", "--detach", str(own))
         assert started.returncode == 0, started.stderr
         theirs = wait_for(lambda: status_is(netns_cluster, worker, "running"), 60, what="the user's own server")
@@ -231,13 +239,7 @@ def test_preflight_names_the_worker_whose_servers_leave_its_rank_too_little(
 ) -> None:
     head, worker = netns_cluster.nodes
     # a server of its own on the worker (its own state dir): 0.4 of this machine
-    stub = install_stub(tmp_path / "bin")
-    env_lines = "\n".join(f'{k} = "{v}"' for k, v in FAST_STUB.items())
-    embed = tmp_path / "embed.toml"
-    embed.write_text(
-        f'[serve]\nmodel = "/models/embed"\nport = 8001\ngpu-memory-utilization = 0.4\nmax-model-len = 512\n'
-        f'[machine]\nname = "auto"\n[runner]\nexecutable = "{stub}"\n[env]\n{env_lines}\n'
-    )
+    embed = server_profile(tmp_path, "embed", 8001, 0.4, machine="auto")
     started = netns_cluster.ssh(worker, "sparktui", "serve", "--detach", str(embed))
     assert started.returncode == 0, started.stderr
     wait_for(lambda: status_on(netns_cluster, worker, 8001) == "running", 60, what="the worker's own server")
