@@ -292,7 +292,7 @@ def test_profile_export_command(tmp_path, capsys, isolated):
 def test_serve_reads_a_recipe_and_says_what_it_read(tmp_path, isolated):
     # `sparktui serve RECIPE.yaml` loads through the same loader; its [runner] is the container
     profile = load_profile(RECIPES / "eugr__openai-gpt-oss-20b.yaml")
-    from sparktui.runtime.runner import build_command
+    from sparktui.runtime.launch.runner import build_command
 
     command = build_command(profile)
     assert command.container is not None and "vllm-node-mxfp4" in command.argv
