@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 def _report_postmortems() -> None:
     """Once after a reboot that ended a running server: say what happened (on stderr)."""
     try:
-        from sparktui.runtime import state as st
+        from sparktui.runtime.records import state as st
         from sparktui.runtime.watch import check_after_reboot
 
         found = check_after_reboot(st.state_dir())

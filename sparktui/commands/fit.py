@@ -4,7 +4,7 @@
   sparktui fit [--vllm-version X.Y[.Z]] -- vllm serve MODEL [flags…]
 
 Which vLLM: --vllm-version, else the profile's vllm-version, else what the profile's runner has
-installed (runtime/vllm_version.py), else the newest rules sparktui knows (said in the notes).
+installed (runtime/launch/vllm_version.py), else the newest rules sparktui knows (said in the notes).
 
 Exit status: 0 fits or tight, 1 won't start or unsafe, 2 bad input.
 """
@@ -160,7 +160,7 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     if getattr(args, "vllm_version", None):
         version, source = args.vllm_version, "--vllm-version"
     if version is None and profile is not None:
-        from sparktui.runtime.vllm_version import detect
+        from sparktui.runtime.launch.vllm_version import detect
 
         found = detect(profile)
         version, source = found.version, found.source if found.version else found.describe()

@@ -11,7 +11,7 @@ from sparktui.commands.argtypes import launch_id, tcp_port
 from sparktui.core.terminal_text import printable
 
 if TYPE_CHECKING:
-    from sparktui.runtime.protocol import StateRecord
+    from sparktui.runtime.records.protocol import StateRecord
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +50,7 @@ def describe_exit(state: StateRecord) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime import supervisor
+    from sparktui.runtime.server import supervisor
 
     only_id = only_id_of(args)
     if args.all:
@@ -65,7 +65,7 @@ def for_all(action: Callable[[int], StateRecord]) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from sparktui.errors import UserError
-    from sparktui.runtime import state as st
+    from sparktui.runtime.records import state as st
 
     ports = [s.port for s in st.list_states() if s.alive or s.status == "lost"]
     if not ports:

@@ -21,7 +21,7 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 
-from sparktui.runtime import inotify
+from sparktui.runtime.host import inotify
 
 # The file we hold open: written or truncated, its inode moved or deleted (IN_ATTRIB: unlinked).
 _FILE_EVENTS = inotify.IN_MODIFY | inotify.IN_ATTRIB | inotify.IN_MOVE_SELF | inotify.IN_DELETE_SELF

@@ -32,8 +32,8 @@ from sparktui.core.leak import (
 )
 from sparktui.core.meminfo import kib_field
 from sparktui.errors import UserError
-from sparktui.runtime import proc
-from sparktui.runtime.memory import rss_bytes
+from sparktui.runtime.host import proc
+from sparktui.runtime.host.memory import rss_bytes
 
 SHM_DIR = Path("/dev/shm")
 MEMINFO = Path("/proc/meminfo")

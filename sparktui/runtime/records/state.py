@@ -22,7 +22,7 @@ from pathlib import Path
 from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
 from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
-from sparktui.runtime.protocol import (
+from sparktui.runtime.records.protocol import (
     MAX_MESSAGE_BYTES,
     RUNNING_STATUSES,
     STATE_VERSION,
@@ -150,7 +150,7 @@ def read_state(path: Path) -> StateRecord | None:
 
 def supervisor_alive(state: StateRecord) -> bool:
     """The recorded supervisor process is still the same process (pid + start time)."""
-    from sparktui.runtime.proc import ProcessIdentity
+    from sparktui.runtime.host.proc import ProcessIdentity
 
     sup = state.supervisor
     if not sup.pid or sup.start_time is None:

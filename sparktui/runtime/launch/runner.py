@@ -73,7 +73,7 @@ def build_command(profile: Profile, serve: ServeConfig | None = None) -> LaunchC
     """The command for `profile` (a core.profiles.Profile); `serve` overrides profile.serve."""
     serve = serve if serve is not None else profile.serve
     runner = profile.runner
-    from sparktui.runtime.node_checks import link_env
+    from sparktui.runtime.launch.ranks import link_env
 
     env = {**link_env(profile, serve), **profile.env, **serve.to_env()}
     secret = sorted(serve.to_env())

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 
 from sparktui.core import pool
-from sparktui.runtime import protocol as pr
-from sparktui.runtime import state as st
-from sparktui.runtime.guard import Action, Decision
+from sparktui.runtime.guard.guard import Action, Decision
+from sparktui.runtime.records import protocol as pr
+from sparktui.runtime.records import state as st
 
 KILL_WAIT_S = 1.0  # at the kill line the box is close to hanging: wait only this long for others
 TERM_MARGIN_S = 2.0  # past the other server's grace, for its tree to be gone and memory back

@@ -172,7 +172,7 @@ def detect(profile: Any, logs_dir: Path | None = None, run: bool = True) -> Dete
         if found := from_image(runner.image, inspect=run):
             return DetectedVersion(found[0], found[1], tuple(tried))
     if logs_dir is None:
-        from sparktui.runtime import state
+        from sparktui.runtime.records import state
 
         logs_dir = state.state_dir() / "logs"
     tried.append(f"the last log of profile {profile.name!r}")

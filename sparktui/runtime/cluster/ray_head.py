@@ -1,6 +1,6 @@
 """The head node's server process over Ray: start the Ray head, then become vLLM.
 
-`python -m sparktui.runtime.ray_head READY_FILE N RAY_ARGV(N words) VLLM_ARGV…`, run by the head's
+`python -m sparktui.runtime.cluster.ray_head READY_FILE N RAY_ARGV(N words) VLLM_ARGV…`, run by the head's
 supervisor as its server. `ray start --head … --block` starts as a child (its output goes to the
 same log); once READY_FILE exists (`ray start` writes the cluster's address there when its node is
 up) this process execs vLLM, so vLLM is the supervised process and Ray its child: the supervisor's

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from sparktui.runtime import inotify as ino
+from sparktui.runtime.host import inotify as ino
 
 WATCHED = ("servers", "cluster")  # the state dir's folders whose files describe running servers
 _DIR_EVENTS = ino.IN_CREATE | ino.IN_MOVED_TO | ino.IN_CLOSE_WRITE | ino.IN_DELETE | ino.IN_MOVED_FROM

@@ -17,7 +17,7 @@ from sparktui.errors import UserError
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
     from sparktui.core.profiles import Profile
-    from sparktui.runtime.protocol import StateRecord
+    from sparktui.runtime.records.protocol import StateRecord
 
 
 @dataclass
@@ -30,8 +30,10 @@ class ClusterLaunch:
 
 def launch_detached(profile: Profile, serve: ServeConfig, force: bool = False) -> ClusterLaunch:
     """Start every node of `profile`'s [cluster] (which must be set) and return the head's state."""
-    from sparktui.runtime import cluster, supervisor
-    from sparktui.runtime.launch_id import new_launch_id
+    from sparktui.runtime.cluster import link as cluster
+    from sparktui.runtime.cluster.ssh import stop_workers
+    from sparktui.runtime.records.launch_id import new_launch_id
+    from sparktui.runtime.server import supervisor
 
     settings = profile.cluster
     if settings is None:
@@ -45,14 +47,16 @@ def launch_detached(profile: Profile, serve: ServeConfig, force: bool = False) -
     try:
         state = supervisor.launch(profile, head_serve, force=force, launch_id=launch_id)
     except BaseException:
-        cluster.stop_workers(workers, serve.port, launch_id)
+        stop_workers(workers, serve.port, launch_id)
         raise
     return ClusterLaunch(state, workers, checked.summaries, checked.warnings + state.preflight_warnings)
 
 
 def _launch_ray(profile: Profile, serve: ServeConfig, force: bool) -> ClusterLaunch:
-    from sparktui.runtime import cluster, ray_cluster, supervisor
-    from sparktui.runtime.launch_id import new_launch_id
+    from sparktui.runtime.cluster import link as cluster
+    from sparktui.runtime.cluster import ray_backend as ray_cluster
+    from sparktui.runtime.records.launch_id import new_launch_id
+    from sparktui.runtime.server import supervisor
 
     head, head_serve = ray_cluster.head_profile(profile, serve)  # checks before anything starts
     checked = cluster.preflight(profile, serve, force=force)

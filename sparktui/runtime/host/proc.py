@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from sparktui.errors import UserError
-from sparktui.runtime.containment import CgroupScope, fallback_description
+from sparktui.runtime.host.containment import CgroupScope, fallback_description
 
 SHM_DIR = Path("/dev/shm")
 # What vLLM and its libraries leave in /dev/shm when killed: multiprocessing.shared_memory

@@ -11,96 +11,34 @@ server too), the pool after the node's other servers, and the per-node fit (core
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.core import pool
 from sparktui.core.units import format_gib
 from sparktui.errors import UserError
+from sparktui.runtime.host.interfaces import InterfaceFacts
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
     from sparktui.core.fit import Machine
     from sparktui.core.profiles import Profile
-    from sparktui.runtime.cluster import NodeReport
+    from sparktui.runtime.cluster.report import NodeReport
 
-IFF_UP = 0x1
 PAGE_CACHE_WARN_BYTES = 8 << 30  # as the local preflight: only then is other files' cache worth a word
 
 
 # ---------------------------------------------------------------- what a node says of itself
 
 
-@dataclass(frozen=True)
-class InterfaceFacts:
-    name: str
-    exists: bool
-    up: bool = False  # IFF_UP: set administratively up
-    carrier: bool = False  # operstate up (or unknown, as dummy/virtual links say while up)
-    operstate: str | None = None
-    addresses: tuple[str, ...] = ()  # IPv4 and IPv6 (not link-local), without prefix lengths
-    route_to_master: str | None = None  # the interface the route to master-addr leaves through
-    error: str | None = None
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> InterfaceFacts:
-        return cls(
-            name=str(data.get("name", "")),
-            exists=bool(data.get("exists")),
-            up=bool(data.get("up")),
-            carrier=bool(data.get("carrier")),
-            operstate=data.get("operstate"),
-            addresses=tuple(str(a) for a in data.get("addresses") or ()),
-            route_to_master=data.get("route_to_master"),
-            error=data.get("error"),
-        )
-
-
-def _ip_json(args: list[str]) -> list[dict[str, Any]] | None:
-    try:
-        done = subprocess.run(["ip", "-j", *args], capture_output=True, text=True, timeout=10, check=False)
-        data = json.loads(done.stdout) if done.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        return None
-    return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else None
-
-
-def interface_facts(name: str, master_addr: str | None) -> dict[str, Any]:
-    """The interface as this node sees it (sysfs for its state, `ip -j` for addresses and routes)."""
-    base = Path("/sys/class/net") / name
-    if "/" in name or not base.is_dir():
-        return {"name": name, "exists": False}
-    out: dict[str, Any] = {"name": name, "exists": True}
-    try:
-        flags = int((base / "flags").read_text().strip(), 16)
-        operstate = (base / "operstate").read_text().strip()
-    except (OSError, ValueError) as exc:
-        return {**out, "error": f"cannot read {base}: {exc}"}
-    out.update(up=bool(flags & IFF_UP), operstate=operstate, carrier=operstate in ("up", "unknown"))
-    addrs = _ip_json(["addr", "show", "dev", name])
-    if addrs is None:
-        out["error"] = "`ip -j addr` gave no answer (is iproute2 installed?)"
-    else:
-        # IPv6 link-local addresses (every up interface has one) say nothing of the link's subnet
-        infos = [a for d in addrs for a in d.get("addr_info") or [] if a.get("local") and a.get("scope") != "link"]
-        out["addresses"] = [str(a["local"]) for a in infos]
-    if master_addr:
-        route = _ip_json(["route", "get", master_addr])
-        out["route_to_master"] = str(route[0].get("dev")) if route and route[0].get("dev") else None
-    return out
-
-
 def memory_facts(model: str | None, machine: str) -> dict[str, Any]:
     """MemAvailable/MemFree, the model's files in the page cache (measured, not evicted), and what
     the servers running here reserve."""
     from sparktui.core import fit as fit_mod
-    from sparktui.runtime import state as st
-    from sparktui.runtime.memory import read_memory
-    from sparktui.runtime.supervisor import reservation_of
+    from sparktui.runtime.host.memory import read_memory
+    from sparktui.runtime.records import state as st
+    from sparktui.runtime.records.reservations import reservation_of
     from sparktui.runtime.watch import model_page_cache
 
     sample = read_memory(psi=False)
@@ -190,7 +128,7 @@ def judge_memory(
     page cache a launch would have to evict."""
     from sparktui.core.cluster import head_extra_bytes
     from sparktui.core.vllm_log import DROP_CACHES
-    from sparktui.runtime.supervisor import host_machine
+    from sparktui.runtime.host.machine import host_machine
 
     cluster = profile.cluster
     assert cluster is not None
@@ -257,7 +195,7 @@ def _node_fits(profile: Profile, serve: ServeConfig, reports: list[NodeReport], 
     from sparktui.core import fit as fit_mod
     from sparktui.core.cluster import fit_cluster
     from sparktui.core.modelspec import load_serving_spec
-    from sparktui.runtime.supervisor import host_machine
+    from sparktui.runtime.host.machine import host_machine
 
     cluster = profile.cluster
     assert cluster is not None
@@ -316,31 +254,3 @@ def judge_nodes(profile: Profile, serve: ServeConfig, reports: list[NodeReport])
 
 
 # ---------------------------------------------------------------- the rank's environment
-
-
-def link_vars(interface: str | None, address: str | None) -> dict[str, str]:
-    """The variables that make a node's vLLM ranks (mp, or Ray's and the actors it starts) talk over
-    the link: gloo's and NCCL's socket interface, and VLLM_HOST_IP (this node's address there)."""
-    env = {"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface} if interface else {}
-    if address:
-        env["VLLM_HOST_IP"] = address
-    return env
-
-
-def link_env(profile: Profile, serve: ServeConfig) -> dict[str, str]:
-    """What makes an mp rank (`--node-rank`) talk over [cluster] interface (link_vars). Without them
-    vLLM 0.32 takes the address its host name resolves to for gloo (127.0.0.1 in the test cluster:
-    "Gloo connectFullMesh failed … Connection refused") and, for its message queue, the source
-    address of the default route (`vllm.utils.network_utils.get_ip`): the LAN, not the link between
-    the Sparks. The Ray backend sets the same on each node's Ray (ray_cluster.node_env). The
-    profile's [env] still wins."""
-    from sparktui.runtime.cluster import node_rank
-
-    cluster = profile.cluster
-    rank = node_rank(serve)
-    name = cluster.interface_at(rank) if cluster is not None and rank is not None else None
-    if not name:
-        return {}
-    facts = interface_facts(name, None)
-    ipv4 = [a for a in facts.get("addresses") or [] if ":" not in a]
-    return link_vars(name, ipv4[0] if ipv4 else None)

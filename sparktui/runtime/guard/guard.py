@@ -5,7 +5,7 @@ Two parts:
   warn, term, kill) and how long to wait before the next sample. No I/O, no clock: tested by
   feeding it numbers.
 - `Guard`: the action part. Reads /proc/meminfo at the pace the decider asks for, records the
-  tree's descendants, signals the tree (through `sparktui.runtime.proc`) and writes a TripReport.
+  tree's descendants, signals the tree (through `sparktui.runtime.host.proc`) and writes a TripReport.
 
 Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU):
 - Exhausting the pool does not OOM-kill anything: the box hangs. The seed reports it at risk
@@ -55,7 +55,7 @@ from typing import Any
 
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
-from sparktui.runtime.memory import PressureTrigger, PsiTrigger, open_pressure_trigger
+from sparktui.runtime.host.memory import PressureTrigger, PsiTrigger, open_pressure_trigger
 
 DEFAULT_WARN_GIB = 10.0
 DEFAULT_TERM_GIB = 6.0
@@ -466,13 +466,13 @@ def gib_pair(a: float, b: float) -> tuple[str, str]:
 
 
 def _read_mem_available() -> int:
-    from sparktui.runtime.memory import read_mem_available
+    from sparktui.runtime.host.memory import read_mem_available
 
     return read_mem_available()
 
 
 def _read_psi_full() -> int | None:
-    from sparktui.runtime.memory import read_psi_full_total
+    from sparktui.runtime.host.memory import read_psi_full_total
 
     return read_psi_full_total()
 
@@ -486,7 +486,7 @@ def _drain(fd: int) -> None:
 
 
 class Guard:
-    """Watch MemAvailable and stop `tree` (a sparktui.runtime.proc.ProcessTree) when a line is crossed.
+    """Watch MemAvailable and stop `tree` (a sparktui.runtime.host.proc.ProcessTree) when a line is crossed.
 
     `run()` blocks until the tree has tripped and is gone, the tree's root has exited, or
     `close()`; `start()` runs it in a daemon thread. Callbacks run on the guard's thread:

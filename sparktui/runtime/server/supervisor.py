@@ -38,29 +38,30 @@ from typing import TYPE_CHECKING, Any
 
 from sparktui.core import pool, vllm_log
 from sparktui.errors import UserError
-from sparktui.runtime import cluster as cluster_link
-from sparktui.runtime import proc
-from sparktui.runtime import protocol as pr
-from sparktui.runtime import state as st
-from sparktui.runtime.containment import remove_stale_scopes
-from sparktui.runtime.endpoint import Endpoint, base_url
-from sparktui.runtime.guard import Guard, GuardLines, TripReport, resolve_lines
-from sparktui.runtime.launch_id import ENV as LAUNCH_ID_ENV
-from sparktui.runtime.launch_id import EXPECTED as LAUNCH_ID_EXPECTED
-from sparktui.runtime.launch_id import is_launch_id, not_this_launch
-from sparktui.runtime.logtail import LogTail
-from sparktui.runtime.memory import read_memory
-from sparktui.runtime.reaper import Reaper
-from sparktui.runtime.runner import LaunchCommand, build_command
-from sparktui.runtime.stop_order import StopOrder
+from sparktui.runtime.cluster import link as cluster_link
+from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
+from sparktui.runtime.guard.stop_order import StopOrder
+from sparktui.runtime.host import proc
+from sparktui.runtime.host.containment import remove_stale_scopes
+from sparktui.runtime.host.machine import host_machine
+from sparktui.runtime.host.memory import read_memory
+from sparktui.runtime.launch.runner import LaunchCommand, build_command
+from sparktui.runtime.records import protocol as pr
+from sparktui.runtime.records import state as st
+from sparktui.runtime.records.endpoint import Endpoint, base_url
+from sparktui.runtime.records.launch_id import ENV as LAUNCH_ID_ENV
+from sparktui.runtime.records.launch_id import EXPECTED as LAUNCH_ID_EXPECTED
+from sparktui.runtime.records.launch_id import is_launch_id, not_this_launch
+from sparktui.runtime.records.reservations import reservation_of
+from sparktui.runtime.server.logtail import LogTail
+from sparktui.runtime.server.reaper import Reaper
 from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
-    from sparktui.core.fit import Machine
     from sparktui.core.metrics import MetricsSnapshot
     from sparktui.core.profiles import Profile
-    from sparktui.runtime.guard import Decision
+    from sparktui.runtime.guard.guard import Decision
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 UNIFIED_MAX_UTILIZATION = 0.90
@@ -86,7 +87,7 @@ PROBE_LINES = ('"GET /metrics', '"GET /health')  # access-log lines of probes: n
 GUARD_NEWS_GIB = 0.1
 GUARD_REFRESH_S = 10.0
 RECENT_EVENTS = 50
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
 SOCKET_BACKLOG = 1024  # a burst of clients (panels, scripts, a cluster's head) waits in the queue, not refused
 ERROR_FILE_ENV = "SPARKTUI_ERROR_FILE"  # where a detached supervisor's refusal goes for launch() (cli.main writes it)
@@ -240,24 +241,6 @@ def preflight(
     return Preflight(warnings, fit_result, notes, page_cache, reservation)
 
 
-def host_machine(profile: Profile, mem: dict[str, int], warnings: list[str] | None = None) -> Machine:
-    """The machine vLLM will start on: the profile's, unless it was planned for another size of
-    unified memory (a Spark profile on a smaller box is checked against the box it runs on)."""
-    from sparktui.core import fit as fit_mod
-
-    meminfo = "".join(f"{key}: {value // 1024} kB\n" for key, value in mem.items())
-    machine = fit_mod.machine_from_name(profile.machine, meminfo)
-    host_total = mem["MemTotal"]
-    if machine.unified and not fit_mod.reading_applies(machine, host_total):
-        if warnings is not None:
-            warnings.append(
-                f"the profile is planned for {machine.name} ({machine.mem_total / 2**30:.1f} GiB) but this "
-                f"host has {host_total / 2**30:.1f} GiB: the fit check uses this host"
-            )
-        machine = fit_mod.machine_from_name("auto", meminfo)
-    return machine
-
-
 def _pool_reservation(
     profile: Profile,
     serve: ServeConfig,
@@ -281,23 +264,6 @@ def _pool_reservation(
     return pool.Reservation(serve.port, profile.name, new, basis, profile.guard.priority or 0)
 
 
-def reservation_of(state: pr.StateRecord, machine: Machine) -> pool.Reservation:
-    """What a running server reserves: as it recorded at launch, or (older records) from its argv."""
-    name = state.profile or "?"
-    if state.reservation is not None:
-        r = state.reservation
-        return pool.Reservation(state.port, name, r.bytes, r.basis, r.priority)
-    argv = state.argv or []
-    util = None
-    if "--gpu-memory-utilization" in argv[:-1]:
-        try:
-            util = float(argv[argv.index("--gpu-memory-utilization") + 1])
-        except ValueError:
-            util = None
-    reserved, basis = pool.reserved_bytes(machine, util)
-    return pool.Reservation(state.port, name, reserved, basis)
-
-
 def _fit_verdict(
     profile: Profile, serve: ServeConfig, mem: dict[str, int], warnings: list[str], force: bool
 ) -> dict[str, Any] | None:
@@ -311,7 +277,7 @@ def _fit_verdict(
         mem_available = mem.get("MemAvailable") if machine.unified else None
         source = ""
         if serve.vllm_version is None:  # fit for the vLLM this runner has (files only: no subprocess)
-            from sparktui.runtime.vllm_version import detect
+            from sparktui.runtime.launch.vllm_version import detect
 
             found = detect(profile, run=False)
             if found.version:
@@ -390,7 +356,7 @@ class Supervisor:
         self.profile = profile
         self.serve = serve if serve is not None else profile.serve
         self.force, self.detached = force, detached
-        self.launch_id = launch_id  # runtime/launch_id.py: a request naming another is refused
+        self.launch_id = launch_id  # runtime/records/launch_id.py: a request naming another is refused
         self.lines = GuardLines.from_settings(profile.guard)
         self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
         self.guard: Guard | None = None
@@ -715,7 +681,7 @@ class Supervisor:
             self._say(f"warning: {warning}")
         self.command = build_command(self.profile, self.serve)
         if self.link is not None and self.link.cluster.backend == "ray":
-            from sparktui.runtime import ray_cluster
+            from sparktui.runtime.cluster import ray_backend as ray_cluster
 
             ray_cluster.remove_temp_dir(self.port)  # a lost run's Ray sessions (ours: this state dir and port)
             self.command = ray_cluster.node_command(self.profile, self.serve, self.command, self.link.rank)
@@ -989,7 +955,7 @@ class Supervisor:
         if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
             report = tree.kill()
         if self.link is not None and self.link.cluster.backend == "ray":
-            from sparktui.runtime import ray_cluster
+            from sparktui.runtime.cluster import ray_backend as ray_cluster
 
             ray_cluster.remove_temp_dir(self.port, self.link.ray_dir)  # Ray's sessions and sockets: the tree is gone
         self._ingest(follower.drain())
@@ -1264,7 +1230,7 @@ def launch(
 
     detach=True: a new session that outlives the caller (the TUI, an SSH session). The profile as
     given (unsaved edits included) is saved next to the state and the child loads that copy.
-    `launch_id` (runtime/launch_id.py) is recorded in its state: a stop naming it acts on it alone.
+    `launch_id` (runtime/records/launch_id.py) is recorded in its state: a stop naming it acts on it alone.
     """
     if not detach:
         raise UserError("launch(detach=False) would block: use serve_foreground()")

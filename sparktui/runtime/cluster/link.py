@@ -16,7 +16,6 @@ import dataclasses
 import errno
 import json
 import os
-import shlex
 import socket
 import subprocess
 from dataclasses import dataclass
@@ -25,75 +24,17 @@ from typing import TYPE_CHECKING, Any
 
 from sparktui import __version__
 from sparktui.errors import UserError
+from sparktui.runtime.cluster.report import NodeReport
+from sparktui.runtime.cluster.ssh import SSH_TIMEOUT_S, ssh_argv, ssh_run, stop_workers
+from sparktui.runtime.launch.ranks import node_rank
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from sparktui.core.cluster import ClusterSettings
     from sparktui.core.config import ServeConfig
-    from sparktui.core.pool import Reservation
     from sparktui.core.profiles import Profile, RunnerSettings
-    from sparktui.runtime.node_checks import InterfaceFacts
-    from sparktui.runtime.node_stream import WorkerStream
-
-SSH_TIMEOUT_S = 60.0  # node-check asks `vllm --version` when no venv is named: vLLM imports torch first
-SSH_CONFIG_ENV = "SPARKTUI_SSH_CONFIG"
-
-
-def ssh_argv(host: str, remote: list[str]) -> list[str]:
-    """`ssh … -- HOST remote…` with every remote word quoted for the remote shell. The `--` goes
-    before the host: a host such as "-oProxyCommand=…" would otherwise be read as an option, and
-    ssh runs a ProxyCommand through a local shell."""
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
-    if config := os.environ.get(SSH_CONFIG_ENV):
-        argv += ["-F", config]
-    return [*argv, "--", host, *(shlex.quote(word) for word in remote)]
-
-
-@dataclass(frozen=True)
-class NodeReport:
-    """One node's answers (node-check's JSON, or why there are none)."""
-
-    host: str
-    reachable: bool
-    error: str | None = None  # why the node could not be asked
-    sparktui: str | None = None
-    vllm_version: str | None = None
-    vllm_source: str | None = None
-    vllm_error: str | None = None
-    ports_in_use: tuple[int, ...] = ()
-    mem_available: int | None = None
-    mem_total: int | None = None
-    mem_free: int | None = None
-    model_cached: int | None = None  # the model's files in its page cache (None: not a local folder there)
-    servers: tuple[Reservation, ...] = ()  # what the servers already running there reserve
-    interface: InterfaceFacts | None = None  # [cluster] interface as the node sees it
-    ray_version: str | None = None  # asked only for backend "ray"
-    ray_error: str | None = None
-
-    @classmethod
-    def from_json(cls, host: str, data: dict[str, Any]) -> NodeReport:
-        from sparktui.core.pool import Reservation
-        from sparktui.runtime.node_checks import InterfaceFacts
-
-        iface = data.get("interface")
-        return cls(
-            host=host,
-            reachable=True,
-            sparktui=data.get("sparktui"),
-            vllm_version=data.get("vllm_version"),
-            vllm_source=data.get("vllm_source"),
-            vllm_error=data.get("vllm_error"),
-            ports_in_use=tuple(int(p) for p in data.get("ports_in_use", [])),
-            mem_available=data.get("mem_available"),
-            mem_total=data.get("mem_total"),
-            mem_free=data.get("mem_free"),
-            model_cached=data.get("model_cached"),
-            servers=tuple(Reservation.from_dict(r) for r in data.get("servers") or [] if isinstance(r, dict)),
-            interface=InterfaceFacts.from_dict(iface) if isinstance(iface, dict) else None,
-            ray_version=data.get("ray_version"),
-            ray_error=data.get("ray_error"),
-        )
+    from sparktui.runtime.cluster.node_stream import WorkerStream
 
 
 def port_in_use(port: int) -> bool:
@@ -128,10 +69,11 @@ class NodeAsk:
 
 def node_check(ports: list[int], executable: str, venv: str | None, ask: NodeAsk | None = None) -> dict[str, Any]:
     """What this node would run and whether it can: the answer `sparktui node-check` prints."""
-    from sparktui.runtime.memory import read_memory
-    from sparktui.runtime.node_checks import interface_facts, memory_facts
-    from sparktui.runtime.runner import resolve_native_executable
-    from sparktui.runtime.vllm_version import from_executable, from_site_packages
+    from sparktui.runtime.cluster.node_checks import memory_facts
+    from sparktui.runtime.host.interfaces import interface_facts
+    from sparktui.runtime.host.memory import read_memory
+    from sparktui.runtime.launch.runner import resolve_native_executable
+    from sparktui.runtime.launch.vllm_version import from_executable, from_site_packages
 
     out: dict[str, Any] = {"sparktui": __version__, "vllm_version": None, "vllm_source": None, "vllm_error": None}
     try:
@@ -144,7 +86,7 @@ def node_check(ports: list[int], executable: str, venv: str | None, ask: NodeAsk
     except UserError as exc:
         out["vllm_error"] = str(exc)
     if ask is not None and ask.ray:
-        from sparktui.runtime.ray_cluster import ray_version
+        from sparktui.runtime.cluster.ray_backend import ray_version
 
         out["ray_version"], out["ray_error"] = ray_version(executable, venv)
     out["ports_in_use"] = [p for p in ports if port_in_use(p)]
@@ -250,7 +192,7 @@ def preflight(profile: Profile, serve: ServeConfig, force: bool = False) -> Clus
     """Every node's report, judged against the rank it would run; a UserError listing each node's
     problem when any has one (--force lets memory problems through as warnings)."""
     from sparktui.core.cluster import open_ports_note
-    from sparktui.runtime.node_checks import judge_nodes
+    from sparktui.runtime.cluster.node_checks import judge_nodes
 
     reports = check_nodes(profile, serve)
     found = problems(reports)
@@ -286,17 +228,6 @@ def rank_flags(cluster: ClusterSettings, rank: int) -> list[str]:
     return flags + (["--headless"] if rank else [])
 
 
-def node_rank(serve: ServeConfig) -> int | None:
-    """The --node-rank a serve config carries (a node's own supervisor), or None (not launched yet)."""
-    args = serve.extra_args
-    for i, arg in enumerate(args):
-        key, _, inline = arg.partition("=")
-        if key in ("--node-rank", "-r"):
-            value = inline or (args[i + 1] if i + 1 < len(args) else "")
-            return int(value) if value.isdigit() else None
-    return None
-
-
 def with_rank(serve: ServeConfig, cluster: ClusterSettings, rank: int) -> ServeConfig:
     from sparktui.core.config import parse_serve_command
 
@@ -305,22 +236,10 @@ def with_rank(serve: ServeConfig, cluster: ClusterSettings, rank: int) -> ServeC
     return merged if serve.api_key is None else merged.replace(api_key=serve.api_key)
 
 
-def _ssh_run(
-    host: str, remote: list[str], stdin: str | None = None, timeout: float = SSH_TIMEOUT_S
-) -> tuple[int, str, str]:
-    try:
-        done = subprocess.run(
-            ssh_argv(host, remote), input=stdin, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return 255, "", str(exc)
-    return done.returncode, done.stdout, done.stderr
-
-
 def start_workers(profile: Profile, serve: ServeConfig, launch_id: str) -> list[str]:
     """Start every worker's own supervisor (detached, headless rank) over SSH; the hosts started.
     The profile travels on stdin, so a worker needs no copy of it; `launch_id` (the head's, see
-    runtime/launch_id.py) is recorded in each one's state. On a failure the ones already started are
+    runtime/records/launch_id.py) is recorded in each one's state. On a failure the ones already started are
     stopped and a UserError names the node."""
     from sparktui.core.profiles import dumps_profile
 
@@ -330,26 +249,13 @@ def start_workers(profile: Profile, serve: ServeConfig, launch_id: str) -> list[
     started: list[str] = []
     for rank, host in enumerate(cluster.nodes[1:], start=1):
         remote = ["sparktui", "node-serve", "--launch-id", launch_id, *rank_flags(cluster, rank)]
-        code, _, err = _ssh_run(host, remote, stdin=text)
+        code, _, err = ssh_run(host, remote, stdin=text)
         if code != 0:
             stop_workers(started, serve.port, launch_id)
             detail = (err.strip().splitlines() or [f"exit {code}"])[-1]
             raise UserError(f"node {host}: its rank {rank} did not start: {detail}")
         started.append(host)
     return started
-
-
-def stop_workers(hosts: list[str] | tuple[str, ...], port: int, launch_id: str, how: str = "stop") -> list[str]:
-    """Stop (or kill) on each host the rank's supervisor launched with `launch_id`, whole tree and
-    all; a server of anyone else on that port there is left alone (node-side `--only-id` refuses,
-    exit 2). What did not go as asked, one line per node (empty: every rank stopped)."""
-    notes: list[str] = []
-    for host in hosts:
-        code, _, err = _ssh_run(host, ["sparktui", how, "--port", str(port), "--only-id", launch_id])
-        if code != 0:
-            detail = (err.strip().splitlines() or [f"exit {code}"])[-1]
-            notes.append(f"node {host}: `sparktui {how} --port {port} --only-id {launch_id}` there: {detail}")
-    return notes
 
 
 @dataclass
@@ -363,7 +269,7 @@ class NodePhase:
 
 
 def nodes_file(port: int) -> Path:
-    from sparktui.runtime import state as st
+    from sparktui.runtime.records import state as st
 
     return st.state_dir() / "cluster" / f"{port}.json"
 
@@ -372,7 +278,7 @@ class Link:
     """A node supervisor's view of the rest of its cluster.
 
     The head keeps one SSH session per worker that carries the worker supervisor's state changes as
-    they happen (runtime/node_stream.py: `sparktui node-watch` there), so a trip, stop or kill on a
+    they happen (runtime/cluster/node_stream.py: `sparktui node-watch` there), so a trip, stop or kill on a
     worker reaches the head within a second and nothing is polled at rest. It records every node's
     phase for `status`, and asks its supervisor to stop when a worker's server has ended; on its own
     end it stops every worker. A worker watches the head's rendezvous port (--master-addr:
@@ -423,7 +329,7 @@ class Link:
         if self.head_misses >= HEAD_LOST_AFTER:
             return False, f"the head {self.cluster.head} is gone ({addr}:{port} no longer answers)"
         if self.cluster.backend == "ray":
-            from sparktui.runtime.ray_cluster import node_temp_dir, ray_ready
+            from sparktui.runtime.cluster.ray_backend import node_temp_dir, ray_ready
 
             if self.ray_dir is None:
                 self.ray_dir = node_temp_dir(self.cluster, self.port, *self.runner)
@@ -437,7 +343,7 @@ class Link:
             stream.say_ready()
 
     def _check_workers(self) -> tuple[bool, str | None]:
-        from sparktui.runtime.node_stream import ENDED, WorkerStream
+        from sparktui.runtime.cluster.node_stream import ENDED, WorkerStream
 
         if not self.streams:
             self.streams = [WorkerStream(host, self.port, self.wake, self.launch_id) for host in self.cluster.nodes[1:]]

@@ -8,7 +8,7 @@ a word is "lost" at once). It ends after the rank ended, or when its stdin close
 went, so nothing is left behind on the worker. The head writes one line on that stdin, READY_LINE,
 once its /health answers: node-watch passes it to the worker's supervisor (a cluster-ready request),
 whose headless rank never logs "ready" itself, so its loop and guard can take their resting pace.
-Each line carries the record's launch id (runtime/launch_id.py): the head knows its own rank from
+Each line carries the record's launch id (runtime/records/launch_id.py): the head knows its own rank from
 another server that took the port there, and says "ready" (--launch-id) to its own rank only.
 
 On the head, a `WorkerStream` per worker keeps that session (the system's ssh, with keep-alives so
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from sparktui.runtime.inotify import IN_CLOSE_WRITE, IN_CREATE, IN_DELETE, IN_MOVED_TO, IN_Q_OVERFLOW, Inotify
+from sparktui.runtime.host.inotify import IN_CLOSE_WRITE, IN_CREATE, IN_DELETE, IN_MOVED_TO, IN_Q_OVERFLOW, Inotify
 
 RETRY_MIN_S = 0.5
 RETRY_MAX_S = 10.0
@@ -70,7 +70,7 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 def _pidfd_of(data: dict[str, Any] | None) -> tuple[int | None, int | None]:
     """(the supervisor's pid, a pidfd on it) when it still runs; (pid, None) when it is gone."""
-    from sparktui.runtime.proc import ProcessIdentity
+    from sparktui.runtime.host.proc import ProcessIdentity
 
     sup = _obj(_obj(data).get("supervisor"))
     pid, start = sup.get("pid"), sup.get("start_time")
@@ -90,7 +90,7 @@ def stream_state(port: int, out: IO[str] = sys.stdout, stdin_fd: int = 0, launch
     """Print the rank's state now and at every change the head cares about, until it ended or the
     head hung up (stdin closed: run it with stdin open, never `ssh -n`). Returns an exit status.
     `launch_id`: the head's; its word that it serves goes to the supervisor launched with it only."""
-    from sparktui.runtime import state as st
+    from sparktui.runtime.records import state as st
 
     path = st.state_path(port)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,8 +152,8 @@ def _tell_ready(port: int, launch_id: str | None) -> bool:
     """Pass the head's word to this node's supervisor (it rests); False when it could not take it
     (or is not the one launched with `launch_id`)."""
     from sparktui.errors import UserError
-    from sparktui.runtime import protocol as pr
-    from sparktui.runtime import state as st
+    from sparktui.runtime.records import protocol as pr
+    from sparktui.runtime.records import state as st
 
     try:
         return st.request(port, pr.ClusterReadyRequest(cmd="cluster-ready", only_id=launch_id), timeout=5).ok
@@ -214,7 +214,7 @@ class WorkerStream:
                 _say_ready(self._proc)
 
     def _argv(self) -> list[str]:
-        from sparktui.runtime.cluster import ssh_argv
+        from sparktui.runtime.cluster.ssh import ssh_argv
 
         remote = ["sparktui", "node-watch", "--port", str(self.port)]
         remote += ["--launch-id", self.launch_id] if self.launch_id else []

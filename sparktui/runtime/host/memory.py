@@ -466,7 +466,7 @@ def rss_bytes(pid: int) -> int | None:
 
 def descendants(root_pid: int) -> list[int]:
     """root_pid and every live process below it (by parent links, read now)."""
-    from sparktui.runtime.proc import scan_processes
+    from sparktui.runtime.host.proc import scan_processes
 
     children: dict[int, list[int]] = {}
     for p in scan_processes():

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from sparktui.core.cluster import ClusterSettings
     from sparktui.core.config import ServeConfig
     from sparktui.core.profiles import Profile
-    from sparktui.runtime.runner import LaunchCommand
+    from sparktui.runtime.launch.runner import LaunchCommand
 
 RAY_VERSION_TIMEOUT_S = 30.0
 SIOCGIFADDR = 0x8915
@@ -50,7 +50,7 @@ SIOCGIFADDR = 0x8915
 def ray_temp_dir(port: int) -> Path:
     """This node's Ray temp root for the server on `port`. Short on purpose: Ray puts Unix sockets
     under it, and a socket path must stay under 108 bytes."""
-    from sparktui.runtime import state as st
+    from sparktui.runtime.records import state as st
 
     digest = hashlib.sha256(str(st.state_dir().resolve()).encode()).hexdigest()[:8]
     return Path(tempfile.gettempdir()) / f"sparktui-ray-{os.getuid()}-{digest}-{port}"
@@ -176,7 +176,7 @@ def node_env(cluster: ClusterSettings, rank: int, addr: str, profile_env: dict[s
     """What vLLM's multi-node docs set on each node; a value the profile's [env] gives wins."""
     # Ray 2.5x drains a node for up to 30 s on SIGTERM (for Ray Serve's proxies); vLLM has none,
     # and the stop is the whole cluster's: end at once, within the supervisor's grace.
-    from sparktui.runtime.node_checks import link_vars
+    from sparktui.runtime.launch.ranks import link_vars
 
     # the link's variables reach the head's vLLM (the EngineCore, Ray's driver) and every Ray
     # worker's actors, which inherit the environment of the `ray start` that started their raylet
@@ -216,7 +216,7 @@ def with_ray_backend(serve: ServeConfig) -> ServeConfig:
 
 def node_command(profile: Profile, serve: ServeConfig, vllm: LaunchCommand, rank: int) -> LaunchCommand:
     """What this node's supervisor runs: Ray (and, on the head, vLLM once Ray is up)."""
-    from sparktui.runtime.runner import LaunchCommand
+    from sparktui.runtime.launch.runner import LaunchCommand
 
     cluster = profile.cluster
     assert cluster is not None
@@ -235,7 +235,7 @@ def node_command(profile: Profile, serve: ServeConfig, vllm: LaunchCommand, rank
         return LaunchCommand(start, env, secret_env=vllm.secret_env)
     env["RAY_ADDRESS"] = f"{addr}:{cluster.ray_port}"  # vLLM's ray.init() joins this cluster, not a new one
     ready = ray_temp_dir(port) / "ray_current_cluster"  # `ray start` writes it once its node is up
-    argv = [sys.executable, "-m", "sparktui.runtime.ray_head", str(ready), str(len(start)), *start, *vllm.argv]
+    argv = [sys.executable, "-m", "sparktui.runtime.cluster.ray_head", str(ready), str(len(start)), *start, *vllm.argv]
     return LaunchCommand(argv, env, secret_env=vllm.secret_env)
 
 
@@ -277,10 +277,10 @@ def wait_for_head(port: int, alive: Callable[[], bool], timeout: float = RAY_HEA
 def start_workers(profile: Profile, port: int, launch_id: str) -> list[str]:
     """Start every worker's own supervisor (detached; `ray start --address … --block`) over SSH;
     the hosts started. Each gets its copy of the profile on stdin (its rank, the head's address),
-    and the head's `launch_id` (runtime/launch_id.py). On a failure the ones already started are
+    and the head's `launch_id` (runtime/records/launch_id.py). On a failure the ones already started are
     stopped and a UserError names the node."""
     from sparktui.core.profiles import dumps_profile
-    from sparktui.runtime.cluster import _ssh_run, stop_workers
+    from sparktui.runtime.cluster.ssh import ssh_run, stop_workers
 
     cluster = profile.cluster
     assert cluster is not None
@@ -288,7 +288,7 @@ def start_workers(profile: Profile, port: int, launch_id: str) -> list[str]:
     for rank, host in enumerate(cluster.nodes[1:], start=1):
         copy = worker_profile(profile, rank, ray_temp_dir(port))
         remote = ["sparktui", "node-serve", "--launch-id", launch_id]
-        code, _, err = _ssh_run(host, remote, stdin=dumps_profile(copy))
+        code, _, err = ssh_run(host, remote, stdin=dumps_profile(copy))
         if code != 0:
             stop_workers(started, port, launch_id)
             detail = (err.strip().splitlines() or [f"exit {code}"])[-1]

@@ -219,7 +219,7 @@ class StateRecord(_Model):
     detached: bool = False
     supervisor: ProcessRef
     reaper: ProcessRef | None = None
-    # the id its launcher gave it (runtime/launch_id.py: a cluster's head gives one to every node's
+    # the id its launcher gave it (runtime/records/launch_id.py: a cluster's head gives one to every node's
     # supervisor); a request that names another (`only_id`) is refused
     launch_id: str | None = None
     containment: str | None = None  # "cgroup <path>" or "process group", once the tree runs

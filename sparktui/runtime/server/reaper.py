@@ -11,7 +11,7 @@ children (vLLM's EngineCore and workers, daemons that called setsid).
 With STATE_FILE (a supervisor's), the record there is the fallback, and what happened is written
 back to it. The pipe is the primary source, so a deleted state dir does not stop the sweep.
 
-    python -m sparktui.runtime.reaper [STATE_FILE]
+    python -m sparktui.runtime.server.reaper [STATE_FILE]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 
 
 class Reaper:
@@ -33,7 +33,7 @@ class Reaper:
 
     def __init__(self, state_file: Path | None = None) -> None:
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "sparktui.runtime.reaper", *([str(state_file)] if state_file else [])],
+            [sys.executable, "-m", "sparktui.runtime.server.reaper", *([str(state_file)] if state_file else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -100,9 +100,9 @@ def main(argv: list[str]) -> int:
     done, record = read_pipe()  # blocks until the owner closes the pipe
     if done:
         return 0
-    from sparktui.runtime.proc import sweep_orphans
-    from sparktui.runtime.protocol import ExitRecord, ProtocolError, StateRecord
-    from sparktui.runtime.state import read_state, write_state
+    from sparktui.runtime.host.proc import sweep_orphans
+    from sparktui.runtime.records.protocol import ExitRecord, ProtocolError, StateRecord
+    from sparktui.runtime.records.state import read_state, write_state
 
     state: StateRecord | None = None
     if path is not None:
