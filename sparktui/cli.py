@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from sparktui import __version__
+from sparktui.core.terminal_text import printable
 from sparktui.errors import UserError
 
 # name -> (module under sparktui.commands, one-line help)
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except UserError as exc:
-        print(f"sparktui: {exc}", file=sys.stderr)
+        print(printable(f"sparktui: {exc}", keep_newlines=True), file=sys.stderr)  # it may quote a reply or a file
         if error_file := os.environ.get("SPARKTUI_ERROR_FILE"):  # a detached supervisor: launch() reads it
             try:
                 Path(error_file).write_text(str(exc))
