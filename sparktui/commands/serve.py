@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.runtime.server import supervisor
 
     profile = load_profile(args.profile)
+    if profile.recipe is not None:  # another tool's recipe: say what was read
+        print("\n".join(f"sparktui: {line}" for line in profile.recipe.lines()), file=sys.stderr)
     serve = supervisor.effective_serve(profile, args.extra)
     if profile.cluster is not None and cluster.this_rank(profile, serve) is None:
         return serve_cluster(profile, serve, args)
