@@ -140,7 +140,7 @@ def test_a_squatter_of_another_user_is_ignored_with_a_warning_and_serve_status_s
         "-c",
         "import socket,sys\n"
         "s=socket.socket(socket.AF_UNIX); s.connect('\\0' + sys.argv[1]); s.settimeout(5)\n"
-        "try:\n s.sendall(b'{\"cmd\": \"status\"}\\n'); print(repr(s.recv(100)))\n"
+        'try:\n s.sendall(b\'{"cmd": "status"}\\n\'); print(repr(s.recv(100)))\n'
         "except (BrokenPipeError, ConnectionResetError): print('reset')",
         (state.socket or "@")[1:],
     )
