@@ -94,10 +94,10 @@ async def test_a_failed_start_shows_the_phase_and_the_diagnosis(make_profile, fi
 
 async def test_attaches_to_a_server_already_running(make_profile):
     from sparktui.core.profiles import load_profile
-    from sparktui.runtime.server import supervisor
+    from sparktui.runtime.server import client
 
     profile = load_profile(make_profile())
-    supervisor.launch(profile)  # as `sparktui serve --detach` would, before the app starts
+    client.launch(profile)  # as `sparktui serve --detach` would, before the app starts
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.server is not None and app.server.state == "ready", "attaching")

@@ -45,6 +45,11 @@ def state_path(port: int) -> Path:
     return state_dir() / "servers" / f"{port}.json"
 
 
+def safe_name(name: str) -> str:
+    """A profile name as a file name: letters, digits and -_. only."""
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "server"
+
+
 def socket_path(port: int) -> Path:
     """The command socket of supervisors before the abstract one (still tried, for old ones)."""
     return state_dir() / "servers" / f"{port}.sock"
