@@ -4,6 +4,7 @@ and what it does with bad input: no server, a refused key, an unknown model, a s
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -60,6 +61,24 @@ def test_figures_match_a_server_of_known_timing_at_1_and_4_users():
         assert level.client_cpu_s_per_request is not None and level.client_cpu_s_per_request > 0
     assert report.server.model == "timed-model" and report.server.vllm_version == "timed-1.0"
     assert report.server.managed is False and report.server.guard_armed is None
+
+
+def test_a_client_whose_own_event_loop_stalls_still_stamps_each_token_when_it_came():
+    """Each finished request blocks the client's event loop 0.3 s (as a starved process would be):
+    the tokens of the other users' streams arrive meanwhile, and keep the time they came."""
+
+    def stall(progress: bench.BenchProgress) -> None:
+        if progress.result is None:
+            time.sleep(0.3)
+
+    settings = bench.BenchSettings(users=[4], prompt_tokens=8, output_tokens=OUTPUT, requests_per_user=2)
+    with running(ttft=TTFT, rate=RATE) as (url, _):
+        level = bench.run_bench(target(url), settings, progress=stall).runs[0]
+    assert level.errors == 0 and level.output_tokens == 4 * 2 * OUTPUT
+    assert close(level.ttft_p50_s, TTFT), level.ttft_p50_s
+    assert close(level.ttft_p95_s, TTFT), level.ttft_p95_s
+    assert close(level.decode_tok_s_per_user, RATE), level.decode_tok_s_per_user
+    assert close(level.itl_p50_s, 1 / RATE), level.itl_p50_s
 
 
 def test_chunks_carrying_several_tokens_count_every_token():
