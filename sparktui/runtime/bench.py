@@ -122,6 +122,40 @@ class ServerInfo(BaseModel):
     api_key_sent: bool = False  # whether a key was sent (the key itself is never recorded)
 
 
+class VllmBenchFields(BaseModel):
+    """One level's figures under the names and definitions of `vllm bench serve`'s result JSON
+    (vllm/benchmarks/serve.py, calculate_metrics and benchmark's result dict, 0.32.0), from the
+    same timestamps: duration is the level's wall time; TPOT per request is (last chunk − first
+    chunk) / (tokens − 1); ITL is the gap between chunks (not split over the tokens a chunk
+    carries); E2EL is send → last chunk; std is the population std; p99 interpolates linearly."""
+
+    duration: float
+    completed: int
+    failed: int
+    max_concurrency: int
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float
+    output_throughput: float
+    total_token_throughput: float
+    mean_ttft_ms: float | None
+    median_ttft_ms: float | None
+    std_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    mean_tpot_ms: float | None
+    median_tpot_ms: float | None
+    std_tpot_ms: float | None
+    p99_tpot_ms: float | None
+    mean_itl_ms: float | None
+    median_itl_ms: float | None
+    std_itl_ms: float | None
+    p99_itl_ms: float | None
+    mean_e2el_ms: float | None
+    median_e2el_ms: float | None
+    std_e2el_ms: float | None
+    p99_e2el_ms: float | None
+
+
 class LevelResult(BaseModel):
     """One concurrency level. Every figure that could not be had is None, never 0."""
 
@@ -145,6 +179,7 @@ class LevelResult(BaseModel):
     client_lag_max_s: float | None = None  # the most this client's event loop ran late (starved)
     partial: bool = False
     error_messages: list[str] = Field(default_factory=list)  # the first few distinct ones
+    vllm_bench: VllmBenchFields | None = None  # the same level in `vllm bench serve`'s terms
 
 
 class SweepResult(BaseModel):
@@ -175,6 +210,8 @@ class BenchReport(RunFigures):
     def public(self) -> dict[str, Any]:
         """The `--json` object: server, runs, sweep first; settings and status after."""
         data = self.model_dump(mode="json")
+        for run in data["runs"]:  # vllm bench serve's names beside sparktui's own
+            run.update(run.pop("vllm_bench", None) or {})
         return {key: data[key] for key in ("server", "runs", "sweep", "settings", "partial", "error")}
 
 
@@ -332,6 +369,7 @@ class RequestRecord:
     first_chunk_tokens: int = 0
     prompt_tokens: int | None = None
     gaps: list[float] = field(default_factory=list)  # inter-token latencies
+    chunk_gaps: list[float] = field(default_factory=list)  # between chunks, as `vllm bench serve` counts ITL
     end: float | None = None
     error: str | None = None
     counted_by_server: bool = False  # chunks carry cumulative completion tokens
@@ -344,6 +382,7 @@ class RequestRecord:
             self.first, self.first_chunk_tokens = now, tokens
         elif self.last is not None:
             self.gaps.extend([(now - self.last) / tokens] * tokens)
+            self.chunk_gaps.append(now - self.last)
         self.last = now
         self.tokens += tokens
 
@@ -421,6 +460,51 @@ def summarize(
         client_lag_max_s=watch.lag_s,
         partial=partial,
         error_messages=list(dict.fromkeys(errors))[:5],
+        vllm_bench=vllm_fields(users, records, wall),
+    )
+
+
+def _ms_stats(values: Sequence[float], name: str) -> dict[str, float | None]:
+    if not values:
+        return {f"{kind}_{name}_ms": None for kind in ("mean", "median", "std", "p99")}
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    median, p99 = percentile(values, 0.5), percentile(values, 0.99)
+    assert median is not None and p99 is not None
+    return {
+        f"mean_{name}_ms": mean * 1000,
+        f"median_{name}_ms": median * 1000,
+        f"std_{name}_ms": std * 1000,
+        f"p99_{name}_ms": p99 * 1000,
+    }
+
+
+def vllm_fields(users: int, records: Sequence[RequestRecord], wall: float) -> VllmBenchFields:
+    """The level as `vllm bench serve` would report it (see VllmBenchFields)."""
+    done = [r for r in records if r.end is not None]
+    ok = [r for r in done if r.error is None and r.first is not None]
+    outputs = sum(r.tokens for r in ok)
+    inputs = sum(r.prompt_tokens or 0 for r in ok)
+    duration = wall if wall > 0 else math.inf
+    tpots = [
+        (r.last - r.first) / (r.tokens - 1) for r in ok if r.last is not None and r.first is not None and r.tokens > 1
+    ]
+    return VllmBenchFields.model_validate(
+        {
+            "duration": wall,
+            "completed": len(ok),
+            "failed": len(done) - len(ok),
+            "max_concurrency": users,
+            "total_input_tokens": inputs,
+            "total_output_tokens": outputs,
+            "request_throughput": len(ok) / duration,
+            "output_throughput": outputs / duration,
+            "total_token_throughput": (inputs + outputs) / duration,
+            **_ms_stats([t for r in ok if (t := r.ttft) is not None], "ttft"),
+            **_ms_stats(tpots, "tpot"),
+            **_ms_stats([g for r in ok for g in r.chunk_gaps], "itl"),
+            **_ms_stats([(r.last or r.end or r.sent) - r.sent for r in ok], "e2el"),
+        }
     )
 
 
