@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "node-serve": ("node_serve", "start this node's rank of a cluster (run by the head over SSH)"),
     "node-watch": ("node_watch", "stream this node's rank state to its cluster's head (run by the head over SSH)"),
     "metrics": ("metrics", "serve sparktui's memory, guard, wedge and KV figures to Prometheus (/metrics)"),
+    "service": ("service", "run a profile as a systemd user service: install [--print], remove, status"),
     "profile": ("profile", "write a profile as a vLLM --config file, an eugr or sparkrun recipe; import one"),
     "bench": ("bench", "benchmark the running server: TTFT, tok/s per user and in all, how many users it holds"),
 }
