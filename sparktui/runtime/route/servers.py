@@ -1,0 +1,97 @@
+"""The route's servers, through the supervisor as `sparktui serve --detach` and `sparktui stop` use
+it: each runs under its own detached supervisor with its guard, and carries the route's launch id,
+so a stop names it and nothing else (a port can be taken again by someone's own server).
+
+Blocking calls: the front runs them in threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from sparktui.core import pool
+from sparktui.core.config import ServeConfig
+from sparktui.core.profiles import Profile
+from sparktui.errors import UserError
+from sparktui.runtime import protocol as pr
+from sparktui.runtime import state as st
+from sparktui.runtime import supervisor
+from sparktui.runtime.memory import read_mem_available, read_memory
+
+
+@dataclass
+class Started:
+    port: int
+    launch_id: str
+    supervisor_pid: int
+    baseline: int  # MemAvailable right before the launch
+    taken: int  # how far MemAvailable fell from the baseline by the time it was ready
+    start_s: float  # launch → ready
+
+
+def _mem() -> dict[str, int]:
+    sample = read_memory(psi=False)
+    return {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_free}
+
+
+def need(profile: Profile, serve: ServeConfig) -> tuple[pool.Reservation, int]:
+    """What the server would reserve of the pool (core.pool's rule), and the pool's size."""
+    machine = supervisor.host_machine(profile, _mem())
+    size, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes)
+    return pool.Reservation(serve.port, profile.name, size, basis, profile.guard.priority or 0), pool.pool_bytes(
+        machine
+    )
+
+
+def others(launch_ids: set[str], profile: Profile) -> list[pool.Reservation]:
+    """What the live servers the route did not start reserve (it never stops those)."""
+    machine = supervisor.host_machine(profile, _mem())
+    return [
+        supervisor.reservation_of(s, machine)
+        for s in st.list_states()
+        if s.alive and s.running and s.launch_id not in launch_ids
+    ]
+
+
+def start(
+    profile: Profile, serve: ServeConfig, launch_id: str, timeout_s: float, closing: threading.Event | None = None
+) -> Started:
+    """Launch under a detached supervisor and wait until vLLM answers (status "running").
+    A refusal or a failed start is a UserError saying why (the supervisor's own words);
+    `closing` set (the route ends) stops it and gives up."""
+    baseline = read_mem_available()
+    began = time.monotonic()
+    state = supervisor.launch(profile, serve, launch_id=launch_id)
+    deadline = began + timeout_s
+    while True:
+        try:
+            now = st.read_state(st.state_path(serve.port))
+        except pr.ProtocolError:
+            now = None
+        if now is not None and now.launch_id == launch_id:
+            if now.status == "running":
+                taken = baseline - read_mem_available()
+                return Started(serve.port, launch_id, state.supervisor.pid, baseline, taken, time.monotonic() - began)
+            if now.status == "exited":
+                exit_ = now.exit
+                why = (exit_.message or exit_.reason) if exit_ else "it exited"
+                raise UserError(f"{profile.name} did not start on port {serve.port}: {why}; see {now.log_path}")
+        if closing is not None and closing.is_set():
+            stop(serve.port, launch_id)
+            raise UserError(f"{profile.name}: the route is shutting down; its start was stopped")
+        if time.monotonic() > deadline:
+            stop(serve.port, launch_id)
+            raise UserError(f"{profile.name} was not ready on port {serve.port} within {timeout_s:.0f} s; stopped it")
+        time.sleep(0.05)
+
+
+def stop(port: int, launch_id: str) -> pr.StateRecord | None:
+    """Stop the route's server on `port` (its whole tree); None when it had already ended."""
+    try:
+        return supervisor.stop(port, only_id=launch_id)
+    except UserError:
+        state = st.read_state(st.state_path(port))
+        if state is not None and state.launch_id == launch_id and state.alive:
+            raise  # ours, alive, and it would not stop: say so
+        return None  # not running any more, or no longer ours
