@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "node-serve": ("node_serve", "start this node's rank of a cluster (run by the head over SSH)"),
     "node-watch": ("node_watch", "stream this node's rank state to its cluster's head (run by the head over SSH)"),
     "route": ("route", "several profiles behind one OpenAI-compatible port, swapped to fit (llama-swap-like)"),
+    "profile": ("profile", "write a profile as a vLLM --config file, an eugr or sparkrun recipe; import one"),
     "bench": ("bench", "benchmark the running server: TTFT, tok/s per user and in all, how many users it holds"),
 }
 
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 def _report_postmortems() -> None:
     """Once after a reboot that ended a running server: say what happened (on stderr)."""
     try:
-        from sparktui.runtime import state as st
+        from sparktui.runtime.records import state as st
         from sparktui.runtime.watch import check_after_reboot
 
         found = check_after_reboot(st.state_dir())

@@ -27,7 +27,7 @@ def _gib(value: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.errors import UserError
-    from sparktui.runtime import supervisor
+    from sparktui.runtime.server import supervisor
 
     lines = given_lines(args)
     if not lines and args.armed is None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from sparktui.commands.argtypes import tcp_port
 
 if TYPE_CHECKING:
-    from sparktui.runtime.protocol import StateRecord
+    from sparktui.runtime.records.protocol import StateRecord
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _line(state: StateRecord) -> str:
-    from sparktui.runtime.protocol import condition_of
+    from sparktui.runtime.records.protocol import condition_of
 
     summary = state.summary or {}
     metrics = state.metrics or {}
@@ -63,8 +63,8 @@ def _line(state: StateRecord) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime import state as st
-    from sparktui.runtime import supervisor
+    from sparktui.runtime.records import state as st
+    from sparktui.runtime.server import supervisor
 
     problems: list[str] = []
     if args.port is not None:
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             ]
     for problem in problems:
         print(f"sparktui: warning: skipped {problem}", file=sys.stderr)
-    from sparktui.runtime.cluster import read_nodes
+    from sparktui.runtime.cluster.link import read_nodes
 
     if args.json:
         out = [

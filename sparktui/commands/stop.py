@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from sparktui.commands.argtypes import launch_id, tcp_port
 
 if TYPE_CHECKING:
-    from sparktui.runtime.protocol import StateRecord
+    from sparktui.runtime.records.protocol import StateRecord
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +49,7 @@ def describe_exit(state: StateRecord) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime import supervisor
+    from sparktui.runtime.server import supervisor
 
     only_id = only_id_of(args)
     if args.all:
@@ -64,7 +64,7 @@ def for_all(action: Callable[[int], StateRecord]) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from sparktui.errors import UserError
-    from sparktui.runtime import state as st
+    from sparktui.runtime.records import state as st
 
     ports = [s.port for s in st.list_states() if s.alive or s.status == "lost"]
     if not ports:

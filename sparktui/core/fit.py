@@ -26,6 +26,7 @@ from sparktui.core.config import flag_by_field
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS, dflash_as_built
+from sparktui.core.modelspec.dtype import served_dtype
 from sparktui.core.modelspec.multimodal import FLAG as LMO_FLAG
 from sparktui.core.modelspec.multimodal import LIMIT_FLAG, language_model_only, zero_limit_towers
 from sparktui.core.modelspec.spec import KvFormat
@@ -961,7 +962,7 @@ def fit(
     config.vllm_version names (`vllm_version_source` says where it came from, for the result).
     With `allow_long_max_model_len` (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) the model's own length
     limit is not enforced, as vLLM then only warns."""
-    spec = online_quantized(spec, getattr(config, "quantization", None))
+    spec = served_dtype(online_quantized(spec, getattr(config, "quantization", None)), getattr(config, "dtype", None))
     if allow_long_max_model_len and spec.max_len_limit:
         limit_note = (
             f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: the model's own limit ({spec.max_len_key} = "
@@ -1211,6 +1212,7 @@ def fit_to_kv_memory(
 ) -> tuple[int, int, float]:
     """(blocks, KV tokens, concurrency) given the KV memory vLLM reported (for checking against logs)."""
     machine = machine or dgx_spark()
+    spec = served_dtype(spec, getattr(config, "dtype", None))
     s = settings_from(config, spec, machine, rules)
     if s.mtp:
         spec = dflash_as_built(spec, s.rules)[0]

@@ -822,7 +822,7 @@ def probe_completion(url: str, api_key: str | None, model: str, timeout: float) 
 def gpu_evidence() -> str:
     """GPU utilization and power, where NVML gives them: an idle GPU under running requests
     supports a wedge; a busy one says a kernel is spinning."""
-    from sparktui.runtime.memory import read_gpu
+    from sparktui.runtime.host.memory import read_gpu
 
     report = read_gpu(processes=False)
     if not report.available:
@@ -985,7 +985,7 @@ class ServerWatch:
         self._recording.start()
 
     def record_once(self, context: Callable[[], tuple[str, str, list[int]]], now: float | None = None) -> None:
-        from sparktui.runtime.memory import read_memory, rss_bytes
+        from sparktui.runtime.host.memory import read_memory, rss_bytes
 
         if self.recorder is None:
             return

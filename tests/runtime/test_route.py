@@ -4,17 +4,19 @@ swapped out when the next one would not fit beside it (the pool's reservations).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from sparktui.runtime import proc
-from sparktui.runtime import state as st
+from sparktui.runtime.host import proc
+from sparktui.runtime.records import state as st
 from tests.support import REPO, free_port, wait_for
 
 pytestmark = pytest.mark.slow  # spawns the route, supervisors and stub servers
@@ -120,8 +122,6 @@ def test_streaming_passes_through_chunk_by_chunk(route, make_profile):
     a = make_profile(STUB_VLLM_TOKENS_PER_S="20")
     r = route({"alpha": a})
     arrivals: list[float] = []
-    import time
-
     with httpx.stream("POST", r.url + "/v1/completions", timeout=60,
                       json={"model": "alpha", "prompt": "x", "max_tokens": 10, "stream": True}) as resp:  # fmt: skip
         assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
@@ -195,3 +195,33 @@ def test_sigterm_stops_every_server_the_route_started_leaving_no_process(route, 
         final = server_state(profile)
         assert final is not None and final.status == "exited" and gone(final)
     assert r.record()["status"] == "stopped"
+
+
+def test_the_next_server_starts_only_once_the_stopped_servers_memory_came_back(route, make_profile):
+    """The leak gate's check between the stop and the start: 3 GiB of /dev/shm appearing while A runs
+    (what a killed library leaves) holds B's start until it is removed."""
+    a, b = make_profile(serve_extra=HALF), make_profile(serve_extra=HALF)
+    r = route({"alpha": a, "beta": b}, "queue-timeout-s = 120")
+    assert r.post("/v1/completions", "alpha").status_code == 200
+    leak = Path("/dev/shm") / f"sparktui-route-test-{os.getpid()}-{free_port()}"
+    fd = os.open(leak, os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, 3 << 30)  # tmpfs pages: shared memory, resident
+        answer: list[httpx.Response] = []
+        asking = threading.Thread(target=lambda: answer.append(r.post("/v1/completions", "beta", timeout=150)))
+        asking.start()
+        wait_for(lambda: (r.record()["swapping"] or {}).get("step") == "memory", 60, "the swap to wait for memory")
+        stopped = server_state(a)
+        assert stopped is not None and stopped.status == "exited"
+        time.sleep(1)  # the gate re-measures every 0.25 s: B must still wait
+        assert server_state(b) is None and r.record()["swapping"]["step"] == "memory"
+        removed_at = time.time()
+    finally:
+        os.close(fd)
+        leak.unlink(missing_ok=True)
+    asking.join(150)
+    assert answer and answer[0].status_code == 200, answer and answer[0].text
+    started = server_state(b)
+    assert started is not None and started.started_at is not None and started.started_at > removed_at
+    assert r.record()["history"][-1]["stopped"] == ["alpha"]
+    r.stop()

@@ -25,7 +25,7 @@ from sparktui.core.profiles import load_profile
 from sparktui.core.route import RouteSettings
 from sparktui.errors import UserError
 from sparktui.paths import state_dir
-from sparktui.runtime.endpoint import base_url
+from sparktui.runtime.records.endpoint import base_url
 from sparktui.runtime.route.http import Request, Response, json_response, serve_connection
 from sparktui.runtime.route.swapper import RouteError, Slot, Swapper
 

@@ -1,6 +1,8 @@
 """The route's servers, through the supervisor as `sparktui serve --detach` and `sparktui stop` use
 it: each runs under its own detached supervisor with its guard, and carries the route's launch id,
-so a stop names it and nothing else (a port can be taken again by someone's own server).
+so a stop names it and nothing else (a port can be taken again by someone's own server). Each
+start takes the leak gate's baseline (guard/leakgate.py), so that after its stop the route can
+wait until its memory came back before the next server starts.
 
 Blocking calls: the front runs them in threads."""
 
@@ -14,10 +16,13 @@ from sparktui.core import pool
 from sparktui.core.config import ServeConfig
 from sparktui.core.profiles import Profile
 from sparktui.errors import UserError
-from sparktui.runtime import protocol as pr
-from sparktui.runtime import state as st
-from sparktui.runtime import supervisor
-from sparktui.runtime.memory import read_mem_available, read_memory
+from sparktui.runtime.guard import leakgate
+from sparktui.runtime.host.machine import host_machine
+from sparktui.runtime.host.memory import read_memory
+from sparktui.runtime.records import protocol as pr
+from sparktui.runtime.records import state as st
+from sparktui.runtime.records.reservations import reservation_of
+from sparktui.runtime.server import supervisor
 
 
 @dataclass
@@ -25,8 +30,7 @@ class Started:
     port: int
     launch_id: str
     supervisor_pid: int
-    baseline: int  # MemAvailable right before the launch
-    taken: int  # how far MemAvailable fell from the baseline by the time it was ready
+    baseline: leakgate.Baseline  # the machine before the launch, and the tree that ran
     start_s: float  # launch → ready
 
 
@@ -37,7 +41,7 @@ def _mem() -> dict[str, int]:
 
 def need(profile: Profile, serve: ServeConfig) -> tuple[pool.Reservation, int]:
     """What the server would reserve of the pool (core.pool's rule), and the pool's size."""
-    machine = supervisor.host_machine(profile, _mem())
+    machine = host_machine(profile, _mem())
     size, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes)
     return pool.Reservation(serve.port, profile.name, size, basis, profile.guard.priority or 0), pool.pool_bytes(
         machine
@@ -46,11 +50,9 @@ def need(profile: Profile, serve: ServeConfig) -> tuple[pool.Reservation, int]:
 
 def others(launch_ids: set[str], profile: Profile) -> list[pool.Reservation]:
     """What the live servers the route did not start reserve (it never stops those)."""
-    machine = supervisor.host_machine(profile, _mem())
+    machine = host_machine(profile, _mem())
     return [
-        supervisor.reservation_of(s, machine)
-        for s in st.list_states()
-        if s.alive and s.running and s.launch_id not in launch_ids
+        reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.launch_id not in launch_ids
     ]
 
 
@@ -60,7 +62,7 @@ def start(
     """Launch under a detached supervisor and wait until vLLM answers (status "running").
     A refusal or a failed start is a UserError saying why (the supervisor's own words);
     `closing` set (the route ends) stops it and gives up."""
-    baseline = read_mem_available()
+    baseline = leakgate.take_baseline()
     began = time.monotonic()
     state = supervisor.launch(profile, serve, launch_id=launch_id)
     deadline = began + timeout_s
@@ -71,8 +73,10 @@ def start(
             now = None
         if now is not None and now.launch_id == launch_id:
             if now.status == "running":
-                taken = baseline - read_mem_available()
-                return Started(serve.port, launch_id, state.supervisor.pid, baseline, taken, time.monotonic() - began)
+                tree = now.tree
+                members = [(m[0], m[1]) for m in tree.members] if tree else []
+                baseline = leakgate.with_tree(baseline, members, tree.cgroup if tree else None)
+                return Started(serve.port, launch_id, state.supervisor.pid, baseline, time.monotonic() - began)
             if now.status == "exited":
                 exit_ = now.exit
                 why = (exit_.message or exit_.reason) if exit_ else "it exited"
@@ -84,6 +88,13 @@ def start(
             stop(serve.port, launch_id)
             raise UserError(f"{profile.name} was not ready on port {serve.port} within {timeout_s:.0f} s; stopped it")
         time.sleep(0.05)
+
+
+def memory_back(started: Started, pool_bytes: int) -> str | None:
+    """After its stop: None once the memory it used came back (the leak gate's check, up to 30 s);
+    otherwise how much did not and what holds it."""
+    back = leakgate.wait_for_memory_back(started.baseline, pool_bytes=pool_bytes)
+    return None if back.back else back.record(started.baseline).summary()
 
 
 def stop(port: int, launch_id: str) -> pr.StateRecord | None:

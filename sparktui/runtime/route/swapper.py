@@ -22,10 +22,8 @@ from sparktui.core.pool import Reservation
 from sparktui.core.profiles import Profile
 from sparktui.core.route import RouteModel, RouteSettings, Running, plan_room
 from sparktui.errors import UserError
-from sparktui.runtime.launch_id import new_launch_id
-from sparktui.runtime.memory import read_mem_available
+from sparktui.runtime.records.launch_id import new_launch_id
 from sparktui.runtime.route import servers
-from sparktui.runtime.route.memory_back import wait_memory_back
 
 HISTORY = 50
 RETRY_AFTER_S = 5
@@ -76,6 +74,7 @@ class Swap:
     total_s: float = 0.0
     ok: bool = False
     error: str | None = None
+    step: str = "plan"  # while it runs: plan | drain | stop | memory | start; then done
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -97,6 +96,7 @@ class Swapper:
         self.history: collections.deque[Swap] = collections.deque(maxlen=HISTORY)
         self.closing = threading.Event()  # SIGTERM: starts in threads give up
         self.served = 0
+        self.current: Swap | None = None  # the swap under way, for the panel
         for s in slots:
             s.idle.set()
 
@@ -162,7 +162,7 @@ class Swapper:
         async with self.lock:
             if slot.status == "up" or self.closing.is_set():
                 return
-            swap = Swap(at=time.time(), model=slot.model.name)
+            swap = self.current = Swap(at=time.time(), model=slot.model.name)
             began = time.monotonic()
             try:
                 await self._make_room(slot, swap)
@@ -172,7 +172,7 @@ class Swapper:
                 swap.error = slot.error = str(exc)
                 raise
             finally:
-                swap.total_s = time.monotonic() - began
+                swap.total_s, swap.step, self.current = time.monotonic() - began, "done", None
                 self.history.append(swap)
                 self.on_change()
 
@@ -194,6 +194,7 @@ class Swapper:
             return
         swap.stopped = [v.model.name for v in victims]
         t0 = time.monotonic()
+        self._step(swap, "drain")
         for v in victims:
             v.status = "draining"  # new requests for it wait for its own bring-up
         self.on_change()
@@ -204,24 +205,33 @@ class Swapper:
                 pass
         t1 = time.monotonic()
         swap.drain_s = t1 - t0
-        before = await asyncio.to_thread(read_mem_available)
-        taken = sum(v.started.taken for v in victims if v.started is not None)
+        started = [v.started for v in victims if v.started is not None]
+        self._step(swap, "stop")
         await asyncio.gather(*(self._stop(v) for v in victims))
         t2 = time.monotonic()
         swap.stop_s = t2 - t1
-        back = await asyncio.to_thread(wait_memory_back, before, taken, pool_size)
-        swap.memory_s = time.monotonic() - t2
-        if not back.ok:
-            raise UserError(back.describe())
+        self._step(swap, "memory")
+        try:
+            for s in started:  # the leak gate's check: never start into memory a stopped tree still holds
+                leak = await asyncio.to_thread(servers.memory_back, s, pool_size)
+                if leak is not None:
+                    raise UserError(f"{leak}; the route starts nothing until it is freed")
+        finally:
+            swap.memory_s = time.monotonic() - t2
+
+    def _step(self, swap: Swap, step: str) -> None:
+        swap.step = step
+        self.on_change()
 
     def _reservation(self, slot: Slot) -> Reservation:
         if slot.reservation is not None:
             return slot.reservation
-        return Reservation(slot.port, slot.profile.name, slot.started.taken if slot.started else 0, "measured")
+        return Reservation(slot.port, slot.profile.name, 0, "not started yet")
 
     async def _start(self, slot: Slot, swap: Swap) -> None:
         slot.reservation, _ = await asyncio.to_thread(servers.need, slot.profile, slot.serve)
         slot.status, slot.error = "starting", None
+        swap.step = "start"
         slot.launch_id = new_launch_id()
         self.on_change()
         t0 = time.monotonic()
@@ -325,5 +335,6 @@ class Swapper:
             ],
             "queued": self.waiting,
             "served": self.served,
+            "swapping": self.current.to_dict() if self.current else None,
             "history": [h.to_dict() for h in self.history],
         }

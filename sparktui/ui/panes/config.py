@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from sparktui.core.fit import Machine
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
-    from sparktui.runtime.memory import MemorySample
-    from sparktui.runtime.vllm_version import DetectedVersion
+    from sparktui.runtime.host.memory import MemorySample
+    from sparktui.runtime.launch.vllm_version import DetectedVersion
 
 FIT_REFRESH_BYTES = 256 * 2**20  # refit when MemAvailable moved this much (not for jitter)
 
