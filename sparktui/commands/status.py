@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from sparktui.commands.argtypes import tcp_port
+from sparktui.core.terminal_text import printable
 
 if TYPE_CHECKING:
     from sparktui.runtime.records.protocol import StateRecord
@@ -62,6 +63,10 @@ def _line(state: StateRecord) -> str:
     return "  ".join(parts)
 
 
+def say(line: str) -> None:
+    print(printable(line))
+
+
 def run(args: argparse.Namespace) -> int:
     from sparktui.runtime.records import state as st
     from sparktui.runtime.server import supervisor
@@ -79,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                 if s.alive or s.status == "lost" or (s.exit is not None and s.exit.reason == "supervisor_died")
             ]
     for problem in problems:
-        print(f"sparktui: warning: skipped {problem}", file=sys.stderr)
+        print(printable(f"sparktui: warning: skipped {problem}"), file=sys.stderr)
     from sparktui.runtime.cluster.link import read_nodes
 
     if args.json:
@@ -91,16 +96,16 @@ def run(args: argparse.Namespace) -> int:
     if not states:
         print("no server is running")
         return 0
-    for state in states:
-        print(_line(state))
+    for state in states:  # records are other processes' words: printed with control characters escaped
+        say(_line(state))
         if state.status == "lost" and state.lost_reason:
-            print(f"  LOST: {state.lost_reason}")
+            say(f"  LOST: {state.lost_reason}")
         elif state.exit and state.exit.reason == "supervisor_died" and state.exit.message:
-            print(f"  lost: {state.exit.message}")
+            say(f"  lost: {state.exit.message}")
         for node in read_nodes(state.port) if state.alive else []:  # the head of a cluster: every node
             phase = f"/{node['phase']}" if node.get("phase") else ""
             ended = f" exit: {node['exit_reason']}" if node.get("exit_reason") else ""
             mem = f"  MemAvailable {node['available_gib']:.1f} GiB" if node.get("available_gib") is not None else ""
-            print(f"  node {node['host']} (rank {node['rank']}): {node['status']}{phase}{ended}{mem}")
-        print(f"  log: {state.log_path}")
+            say(f"  node {node['host']} (rank {node['rank']}): {node['status']}{phase}{ended}{mem}")
+        say(f"  log: {state.log_path}")
     return 0

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparktui.commands.argtypes import launch_id, tcp_port
+from sparktui.core.terminal_text import printable
 
 if TYPE_CHECKING:
     from sparktui.runtime.records.protocol import StateRecord
@@ -45,7 +46,7 @@ def describe_exit(state: StateRecord) -> str:
     detail = exit_info.reason if exit_info else "?"
     if gone_after is not None:
         detail += f", gone after {gone_after:.2f} s"
-    return f"{state.profile} on port {state.port}: {state.status} ({detail})"
+    return printable(f"{state.profile} on port {state.port}: {state.status} ({detail})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,5 +85,5 @@ def for_all(action: Callable[[int], StateRecord]) -> int:
                 print(describe_exit(state))
             else:
                 failed += 1
-                print(f"sparktui: port {port}: {error}", file=sys.stderr)
+                print(printable(f"sparktui: port {port}: {error}"), file=sys.stderr)
     return 1 if failed else 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import struct
 import sys
 import time
 from collections.abc import Callable
@@ -70,25 +71,71 @@ def socket_address(port: int) -> str:
 # Ports whose socket this process holds (a supervisor between its claim and its first answer):
 # asking one of them would wait for an answer this very process has not begun to give.
 HELD_HERE: set[int] = set()
+# A supervisor whose port name another user holds (a squatter: abstract names have no file mode)
+# binds the port's next name instead: `<name><port>~1`, `~2`, … up to this many.
+ALTERNATE_NAMES = 8
+
+
+def alternate_address(port: int, n: int) -> str:
+    return f"{socket_address(port)}~{n}"
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The user id of the process at the other end of a connected Unix socket (SO_PEERCRED)."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _, uid, _ = struct.unpack("3i", creds)
+    return int(uid)
+
+
+def trusted_uid(uid: int | None) -> bool:
+    """Only our own user, or root, may be a supervisor we talk to or a client we answer."""
+    return uid is not None and uid in (os.getuid(), 0)
+
+
+_WARNED: set[tuple[int, int | None]] = set()
+
+
+def warn_foreign(port: int, uid: int | None) -> None:
+    """Once per port and user: a listener of another user was ignored."""
+    if (port, uid) in _WARNED:
+        return
+    _WARNED.add((port, uid))
+    who = "an unknown user" if uid is None else f"user id {uid}"
+    print(
+        f"sparktui: warning: ignored a listener of {who} on port {port}'s supervisor socket name "
+        "(not sparktui's supervisor: only your own user's or root's are trusted)",
+        file=sys.stderr,
+    )
+
+
+def _listeners() -> dict[int, list[str]]:
+    """Port → the abstract names of this namespace listening now (from /proc/net/unix), the
+    port's own name first; whoever holds them (another user may: see peer_uid)."""
+    prefix = "@" + _namespace()
+    found: dict[int, set[str]] = {}
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 8 or not fields[7].startswith(prefix) or fields[5] != "01":  # 01: listening
+            continue
+        tail = fields[7][len(prefix) :]
+        port_text, _, alt = tail.partition("~")
+        if not port_text.isdigit() or (alt and not alt.isdigit()):
+            continue
+        found.setdefault(int(port_text), set()).add("\0" + fields[7][1:])
+    return {port: sorted(names, key=lambda n: (len(n), n)) for port, names in found.items()}
 
 
 def live_ports() -> list[int]:
     """Ports whose supervisor listens now (from /proc/net/unix), whatever became of the state dir;
-    never one this process holds itself."""
-    prefix = "@" + _namespace()
-    ports = set()
-    try:
-        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
-    except OSError:
-        return []
-    for line in lines:
-        fields = line.split()
-        if len(fields) >= 8 and fields[7].startswith(prefix) and fields[5] == "01":  # 01: listening
-            try:
-                ports.add(int(fields[7][len(prefix) :]))
-            except ValueError:
-                continue
-    return sorted(ports - HELD_HERE)
+    never one this process holds itself. A name may be held by another user: request() checks."""
+    return sorted(set(_listeners()) - HELD_HERE)
 
 
 def write_state(path: Path, state: StateRecord) -> None:
@@ -196,17 +243,32 @@ def ask_live(port: int, timeout: float = 5.0, *, metrics: bool = False) -> State
     return reply.state
 
 
-def request(port: int, message: AnyRequest, timeout: float = 30.0) -> Reply:
-    """Send one request to the supervisor of the server on `port`; its reply (ok or not)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+def connect(port: int, timeout: float) -> socket.socket:
+    """A connection to the supervisor of `port`: the first of the port's names held by our own
+    user or root (SO_PEERCRED); another user's listener is ignored with a warning."""
+    names = [socket_address(port)] + [n for n in _listeners().get(port, []) if n != socket_address(port)]
+    ignored = False
+    for name in [*names, str(socket_path(port))]:  # the file: a supervisor from before the abstract socket
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         sock.settimeout(timeout)
         try:
-            sock.connect(socket_address(port))
-        except (FileNotFoundError, ConnectionRefusedError):
-            try:  # a supervisor from before the abstract socket
-                sock.connect(str(socket_path(port)))
-            except OSError:
-                raise UserError(f"the supervisor of port {port} is not answering (is it running?)") from None
+            sock.connect(name)
+        except OSError:
+            sock.close()
+            continue
+        uid = peer_uid(sock)
+        if trusted_uid(uid):
+            return sock
+        sock.close()
+        warn_foreign(port, uid)
+        ignored = True
+    why = " (only another user's listener answered, and was ignored)" if ignored else " (is it running?)"
+    raise UserError(f"the supervisor of port {port} is not answering{why}")
+
+
+def request(port: int, message: AnyRequest, timeout: float = 30.0) -> Reply:
+    """Send one request to the supervisor of the server on `port`; its reply (ok or not)."""
+    with connect(port, timeout) as sock:
         sock.sendall(message.model_dump_json(exclude_none=True).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n") and len(data) < 64 * MAX_MESSAGE_BYTES:

@@ -28,7 +28,6 @@ import re
 import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -90,6 +89,7 @@ GUARD_REFRESH_S = 10.0
 RECENT_EVENTS = 50
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
+SOCKET_BACKLOG = 1024  # a burst of clients (panels, scripts, a cluster's head) waits in the queue, not refused
 ERROR_FILE_ENV = "SPARKTUI_ERROR_FILE"  # where a detached supervisor's refusal goes for launch() (cli.main writes it)
 
 
@@ -384,6 +384,7 @@ class Supervisor:
         self.endpoint: Endpoint | None = None
         self.reaper: Reaper | None = None
         self._server: socket.socket | None = None
+        self._foreign_clients: set[int | None] = set()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         # /metrics on demand (all monotonic times, under self.lock)
         self._metrics_wanted_until = 0.0
@@ -511,20 +512,37 @@ class Supervisor:
         atomic (a second launch gets EADDRINUSE and stops before touching anything), it needs no
         file (the supervisor stays reachable with its state dir deleted), and it vanishes with
         the process. Only this user's processes are answered (SO_PEERCRED, in _handle)."""
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        try:
-            server.bind(st.socket_address(self.port))
-        except OSError as exc:
-            server.close()
-            if exc.errno != errno.EADDRINUSE:
-                raise
+        names = [st.socket_address(self.port)] + [
+            st.alternate_address(self.port, n) for n in range(1, st.ALTERNATE_NAMES + 1)
+        ]
+        for name in names:
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+            try:
+                server.bind(name)
+                break
+            except OSError as exc:
+                server.close()
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                holder = _holder_uid(name)
+                if holder is None or st.trusted_uid(holder):
+                    raise UserError(
+                        f"--port {self.port}: another sparktui supervisor already holds this port (a server runs "
+                        f"or is starting there); see `sparktui status --port {self.port}`, stop it with "
+                        f"`sparktui stop --port {self.port}`, or choose another --port"
+                    ) from None
+                self._say(
+                    f"warning: user id {holder} holds this port's supervisor socket name (not a supervisor of "
+                    "yours: ignored); using the next name"
+                )
+        else:
             raise UserError(
-                f"--port {self.port}: another sparktui supervisor already holds this port (a server runs or is "
-                f"starting there); see `sparktui status --port {self.port}`, stop it with "
-                f"`sparktui stop --port {self.port}`, or choose another --port"
-            ) from None
-        server.listen(16)
+                f"--port {self.port}: other users hold all {len(names)} of this port's supervisor socket names; "
+                "choose another --port (and find who squats them: `ss -xlp | grep sparktui`)"
+            )
+        server.listen(SOCKET_BACKLOG)
         self._server = server
+        self.socket_file = name
         st.HELD_HERE.add(self.port)  # its own preflight must not ask it (nothing answers until _serve_socket)
 
     def _serve_socket(self) -> None:
@@ -544,8 +562,14 @@ class Supervisor:
 
     def _handle(self, conn: socket.socket) -> None:
         with conn:
-            if not _same_user(conn):
-                return  # an abstract socket has no file mode: refuse other users here
+            uid = st.peer_uid(conn)
+            if not st.trusted_uid(uid):
+                if uid not in self._foreign_clients:  # an abstract socket has no file mode: refuse other users here
+                    self._foreign_clients.add(uid)
+                    self._say(
+                        f"warning: ignored a connection from user id {uid} (only your user and root are answered)"
+                    )
+                return
             try:
                 conn.settimeout(5)
                 data = b""
@@ -640,12 +664,30 @@ class Supervisor:
     def run(self) -> int:
         """Launch and supervise until vLLM exits or is stopped; returns the exit status to use."""
         self.claim_port()  # first: a second launch on this port stops here, before it touches anything
+        exporter = self._start_exporter()
         try:
             return self._run()
         finally:
+            if exporter is not None:
+                exporter.shutdown()
             st.HELD_HERE.discard(self.port)
             if self._server is not None:
                 self._server.close()
+
+    def _start_exporter(self) -> Any:
+        """[metrics] listen: serve sparktui's figures to Prometheus while this server runs (a port
+        that cannot be had is said, never a reason not to launch)."""
+        if self.profile.metrics_listen is None:
+            return None
+        from sparktui.runtime import exporter
+
+        try:
+            server = exporter.serve(self.profile.metrics_listen)
+        except UserError as exc:
+            self._say(f"warning: [metrics] {exc}; no /metrics for this server")
+            return None
+        self._say(f"[metrics] sparktui's figures on http://{self.profile.metrics_listen}/metrics")
+        return server
 
     def _run(self) -> int:
         set_aside_unreadable(self.port)
@@ -1140,14 +1182,19 @@ class Supervisor:
         self._dismiss_reaper()
 
 
-def _same_user(conn: socket.socket) -> bool:
-    """The peer runs as our user (or root)."""
-    try:
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return False
-    _, uid, _ = struct.unpack("3i", creds)
-    return uid in (os.getuid(), 0)
+def _holder_uid(name: str) -> int | None:
+    """Who listens on an abstract name we could not bind: their user id (SO_PEERCRED), or None
+    when nobody answers (a supervisor between its bind and its listen, or one not listening)."""
+    for _ in range(3):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(name)
+            except OSError:
+                time.sleep(0.05)
+                continue
+            return st.peer_uid(probe)
+    return None
 
 
 def _pidfd(pid: int) -> int | None:
