@@ -22,7 +22,7 @@ from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.reservations import reservation_of
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import client
 
 
 @dataclass
@@ -64,7 +64,7 @@ def start(
     `closing` set (the route ends) stops it and gives up."""
     baseline = leakgate.take_baseline()
     began = time.monotonic()
-    state = supervisor.launch(profile, serve, launch_id=launch_id)
+    state = client.launch(profile, serve, launch_id=launch_id)
     deadline = began + timeout_s
     while True:
         try:
@@ -100,7 +100,7 @@ def memory_back(started: Started, pool_bytes: int) -> str | None:
 def stop(port: int, launch_id: str) -> pr.StateRecord | None:
     """Stop the route's server on `port` (its whole tree); None when it had already ended."""
     try:
-        return supervisor.stop(port, only_id=launch_id)
+        return client.stop(port, only_id=launch_id)
     except UserError:
         state = st.read_state(st.state_path(port))
         if state is not None and state.launch_id == launch_id and state.alive:
