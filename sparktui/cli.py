@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "node-check": ("node_check", "what a cluster's head asks each node over SSH before a launch (JSON)"),
     "node-serve": ("node_serve", "start this node's rank of a cluster (run by the head over SSH)"),
     "node-watch": ("node_watch", "stream this node's rank state to its cluster's head (run by the head over SSH)"),
+    "route": ("route", "several profiles behind one OpenAI-compatible port, swapped to fit (llama-swap-like)"),
     "metrics": ("metrics", "serve sparktui's memory, guard, wedge and KV figures to Prometheus (/metrics)"),
     "completion": ("completion", "print the tab-completion script for bash, zsh or fish"),
     "service": ("service", "run a profile as a systemd user service: install [--print], remove, status"),
