@@ -272,7 +272,7 @@ def _fit_verdict(
 
     try:
         # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
-        spec = load_serving_spec(serve.model, serve.speculative_config)
+        spec = load_serving_spec(serve.model, serve.speculation)
         machine = host_machine(profile, mem, warnings)
         mem_available = mem.get("MemAvailable") if machine.unified else None
         source = ""
