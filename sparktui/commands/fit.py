@@ -60,6 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "for a DGX Spark; no estimate for other machines unless given)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--grid",
+        action="store_true",
+        help="also fit a grid of --max-num-seqs (1–50 and the current) × --max-model-len (4k–128k up to the "
+        "model's limit, and the current), for the current KV cache dtype and fp8 (JSON: 'grid')",
+    )
     parser.add_argument("--list-models", action="store_true", help="list the built-in model catalog and exit")
 
 
@@ -367,7 +373,7 @@ def run(args: argparse.Namespace) -> int:
         if mem_available <= 0:
             raise UserError(f"--mem-available: got {args.mem_available!r}; expected a positive size in GiB")
     fetcher = HubFetcher(offline=bool(getattr(args, "offline", False)))
-    spec = load_serving_spec(config.model, config.speculative_config, fetcher=fetcher)
+    spec = load_serving_spec(config.model, config.speculation, fetcher=fetcher)
     allow_long = env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true", "yes")
     result = fit(
         config,
@@ -381,6 +387,15 @@ def run(args: argparse.Namespace) -> int:
     if others:  # names only: values may be secrets
         result.notes.append(f"environment not modelled (passed to vLLM as it is): {', '.join(others)}")
     measured = apply_speed(result, online_quantized(spec, config.quantization), config, machine, args.bandwidth)
+    grid = None
+    if getattr(args, "grid", False):
+        from sparktui.core.grid import build_grid
+
+        def run_fit(cell_config: Any) -> Any:
+            return fit(cell_config, spec, machine, mem_available=mem_available,
+                       vllm_version_source=version_source, allow_long_max_model_len=allow_long)  # fmt: skip
+
+        grid = build_grid(config, spec, machine, result, run_fit)
     if args.json:
         data = result.to_dict()
         if measured and data.get("speed"):
@@ -390,6 +405,8 @@ def run(args: argparse.Namespace) -> int:
                 for run, predicted in measured
             ]  # fmt: skip
         data["model_flags"] = [f.to_dict() for f in model_flags(spec, config)]
+        if grid is not None:
+            data["grid"] = grid.to_dict()
         if args.recipe is not None:
             data["recipe"] = args.recipe.to_dict()
         if args.config_file:
@@ -403,6 +420,10 @@ def run(args: argparse.Namespace) -> int:
         if read_lines(args):
             print("\n".join([*read_lines(args), ""]))
         print(render(result, spec, config, measured))
+        if grid is not None:
+            from sparktui.core.grid import render_grid
+
+            print("\n".join(["", "trade-off grid (each cell a fit with those flags)", *render_grid(grid)[1:]]))
         cluster = cluster_fit(args, config, spec, machine, mem_available)
         if cluster is not None:
             print(render_cluster(cluster))

@@ -8,6 +8,7 @@
     [watch]    wedge-after-s, probe-timeout-s, restart-on = ["wedge", "crash"], max-failures,
                failure-window-s, flight-recorder, evict-page-cache
     [runner]   kind = "native" | "container", executable, venv, image, container-args
+    [metrics]  listen = "127.0.0.1:9464": the supervisor serves sparktui's figures to Prometheus
     [env]      NAME = "value" for the server's environment
 
 Saving edits the loaded tomlkit document in place, so comments, ordering and keys sparktui does not
@@ -94,6 +95,7 @@ class Profile:
     guard: GuardSettings = field(default_factory=GuardSettings)
     runner: RunnerSettings = field(default_factory=RunnerSettings)
     watch: WatchSettings = field(default_factory=WatchSettings)
+    metrics_listen: str | None = None  # [metrics] listen = "127.0.0.1:9464": the supervisor serves /metrics
     env: dict[str, str] = field(default_factory=dict)
     cluster: ClusterSettings | None = None  # several Sparks serving one model
     description: str = ""  # the file's first comment line
@@ -140,7 +142,8 @@ _RUNNER_KEYS = {
     "image": "image",
     "container-args": "container_args",
 }
-_SECTIONS = ("serve", "machine", "guard", "runner", "watch", "cluster", "env")
+_SECTIONS = ("serve", "machine", "guard", "runner", "watch", "cluster", "metrics", "env")
+_LISTEN = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})")
 
 
 def user_profile_path(name: str) -> Path:
@@ -274,6 +277,16 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
 
     cluster = _cluster(_table(doc, "cluster", fail), lambda k, p: fail("cluster", k, p))
 
+    metrics_listen = None
+    for key, value in _table(doc, "metrics", fail).items():
+        if key != "listen":
+            warnings.append(_unknown_warning(where, "metrics", key, ["listen"]))
+            continue
+        match = _LISTEN.fullmatch(value) if isinstance(value, str) else None
+        if match is None or not 1 <= int(match.group(1)) <= 65535:
+            raise fail("metrics", "listen", f'got {_show(value)}; expected "HOST:PORT", e.g. "127.0.0.1:9464"')
+        metrics_listen = value
+
     env: dict[str, str] = {}
     for key, value in _table(doc, "env", fail).items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
@@ -293,6 +306,7 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         runner=runner,
         watch=watch,
         cluster=cluster,
+        metrics_listen=metrics_listen,
         env=env,
         description=_first_comment(text),
         warnings=warnings,
@@ -723,6 +737,10 @@ def to_document(profile: Profile) -> tomlkit.TOMLDocument:
             if wanted_cluster.get(key) == value and key not in table:
                 del wanted_cluster[key]
         _sync(table, wanted_cluster, set(_CLUSTER_KEYS), same)
+
+    if profile.metrics_listen is not None or "metrics" in doc:
+        wanted_metrics = {} if profile.metrics_listen is None else {"listen": profile.metrics_listen}
+        _sync(_section(doc, "metrics"), wanted_metrics, {"listen"}, same)
 
     if profile.env or "env" in doc:
         env_table = _section(doc, "env")

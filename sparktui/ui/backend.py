@@ -173,6 +173,22 @@ class Backend:
         view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
         return view
 
+    def grid(
+        self, config: ServeConfig, spec: ModelSpec, machine: Machine, sample: MemorySample | None, source: str = ""
+    ) -> Any:
+        """The trade-off grid (core.grid.Grid) around the form, each cell fitted as `fit` fits the
+        form (this host's MemAvailable only when the profile's machine is this host)."""
+        from sparktui.core.fit import fit, reading_applies
+        from sparktui.core.grid import build_grid
+
+        live = sample is not None and reading_applies(machine, sample.mem_total)
+        mem_available = sample.mem_available if sample is not None and live else None
+
+        def run_fit(cell: ServeConfig) -> FitResult:
+            return fit(cell, spec, machine, mem_available=mem_available, vllm_version_source=source)
+
+        return build_grid(config, spec, machine, run_fit(config), run_fit)
+
     def detect_vllm_version(self, profile: Any) -> Any:
         """Which vLLM the profile's runner has, from files only (no `vllm --version` from the TUI)."""
         from sparktui.runtime.launch.vllm_version import detect

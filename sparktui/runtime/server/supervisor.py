@@ -273,7 +273,7 @@ def _fit_verdict(
 
     try:
         # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
-        spec = load_serving_spec(serve.model, serve.speculative_config)
+        spec = load_serving_spec(serve.model, serve.speculation)
         machine = host_machine(profile, mem, warnings)
         mem_available = mem.get("MemAvailable") if machine.unified else None
         source = ""
@@ -667,12 +667,30 @@ class Supervisor:
     def run(self) -> int:
         """Launch and supervise until vLLM exits or is stopped; returns the exit status to use."""
         self.claim_port()  # first: a second launch on this port stops here, before it touches anything
+        exporter = self._start_exporter()
         try:
             return self._run()
         finally:
+            if exporter is not None:
+                exporter.shutdown()
             st.HELD_HERE.discard(self.port)
             if self._server is not None:
                 self._server.close()
+
+    def _start_exporter(self) -> Any:
+        """[metrics] listen: serve sparktui's figures to Prometheus while this server runs (a port
+        that cannot be had is said, never a reason not to launch)."""
+        if self.profile.metrics_listen is None:
+            return None
+        from sparktui.runtime import exporter
+
+        try:
+            server = exporter.serve(self.profile.metrics_listen)
+        except UserError as exc:
+            self._say(f"warning: [metrics] {exc}; no /metrics for this server")
+            return None
+        self._say(f"[metrics] sparktui's figures on http://{self.profile.metrics_listen}/metrics")
+        return server
 
     def _run(self) -> int:
         st.writable_state_dir()  # a read-only or full state dir: refused here, naming it
