@@ -412,7 +412,9 @@ class Supervisor:
 
     def _dismiss_reaper(self) -> None:
         if self.reaper is not None:
-            self.reaper.dismiss()
+            # a final record the disk refused (full, read-only): the reaper writes it once there is room
+            unsaved = self.record.to_json() if self._unsaved and self.state is not None else None
+            self.reaper.dismiss(unsaved)
 
     # -- main loop
 
@@ -445,6 +447,7 @@ class Supervisor:
         return server
 
     def _run(self) -> int:
+        st.writable_state_dir()  # a read-only or full state dir: refused here, naming it
         set_aside_unreadable(self.port)
         sweep_lost_servers()
         pre = preflight(self.profile, self.serve, force=self.force, evict=True)
@@ -477,7 +480,11 @@ class Supervisor:
             if self.detached:
                 previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, signal.SIG_IGN)
         try:
-            self._save()
+            if not self._save():  # nothing is started that its record could not name
+                raise UserError(
+                    f"state dir {st.state_dir()}: cannot write the state file {self.state_file} (full or "
+                    "read-only); free some space there and launch again"
+                )
             reaper = self._start_reaper()
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
