@@ -253,8 +253,8 @@ def _pool_reservation(
     """What this server will reserve, refused (unless forced) when the servers already running and
     starting leave it too little of the pool: MemAvailable alone misses one that has not allocated yet."""
     machine = host_machine(profile, mem)
-    budget = (fit or {}).get("budget")
-    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
+    mine = reservation_for(profile, serve, mem, fit)
+    new, basis = mine.bytes, mine.basis
     others = [reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.port != serve.port]
     check = pool.check_pool(machine, new, others)
     if not check.fits:
@@ -262,6 +262,19 @@ def _pool_reservation(
         if not force:
             raise UserError(why)
         warnings.append(f"{why} (--force given)")
+    return mine
+
+
+def reservation_for(
+    profile: Profile, serve: ServeConfig, mem: dict[str, int], fit: dict[str, Any] | None = None
+) -> pool.Reservation:
+    """What this server will reserve of the pool (core.pool's rule), as its launch will record it:
+    with --kv-cache-memory-bytes, from the fit's budget (worked out here when not given)."""
+    machine = host_machine(profile, mem)
+    if fit is None and serve.kv_cache_memory_bytes:
+        fit = _fit_verdict(profile, serve, mem, [], force=True)
+    budget = (fit or {}).get("budget")
+    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
     return pool.Reservation(serve.port, profile.name, new, basis, profile.guard.priority or 0)
 
 
