@@ -33,7 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "node-check": ("node_check", "what a cluster's head asks each node over SSH before a launch (JSON)"),
     "node-serve": ("node_serve", "start this node's rank of a cluster (run by the head over SSH)"),
     "node-watch": ("node_watch", "stream this node's rank state to its cluster's head (run by the head over SSH)"),
+    "route": ("route", "several profiles behind one OpenAI-compatible port, swapped to fit (llama-swap-like)"),
     "metrics": ("metrics", "serve sparktui's memory, guard, wedge and KV figures to Prometheus (/metrics)"),
+    "download": ("download", "download a model into the Hugging Face cache (progress, resume, disk check; --to NODE)"),
+    "completion": ("completion", "print the tab-completion script for bash, zsh or fish"),
     "service": ("service", "run a profile as a systemd user service: install [--print], remove, status"),
     "profile": ("profile", "write a profile as a vLLM --config file, an eugr or sparkrun recipe; import one"),
     "bench": ("bench", "benchmark the running server: TTFT, tok/s per user and in all, how many users it holds"),
@@ -69,12 +72,18 @@ def _names_a_profile(arg: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "_ARGCOMPLETE" in os.environ:  # a Tab in a shell with `sparktui completion SHELL` loaded
+        from sparktui.commands.completion import complete
+
+        complete(build_parser())  # answers and exits
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (
         argv[0] not in COMMANDS
         and ((argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")) or _names_a_profile(argv[0]))
     ):
         argv = ["ui", *argv]  # `sparktui`, `sparktui --theme X`, `sparktui PROFILE`
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        return _neither_command_nor_profile(argv[0])
     parser = build_parser(argv[0] if argv[0] in COMMANDS else "ui")
     args, extra = parser.parse_known_args(argv)
     if args.command is None:
@@ -127,6 +136,27 @@ def _may_have_postmortems() -> bool:
         if not header.get("clean_stop") and not header.get("postmortem") and header.get("boot_id") != boot:
             return True
     return False
+
+
+def _neither_command_nor_profile(word: str) -> int:
+    """`sparktui WORD` where WORD is no command and no profile: say both, and what is close."""
+    import difflib
+
+    from sparktui.core.profiles import list_profiles
+
+    profiles = sorted(ref.name for ref in list_profiles())
+    close = difflib.get_close_matches(word, [*COMMANDS, *profiles], n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    print(
+        printable(
+            f"sparktui: {word!r} is neither a command nor a profile.{hint}\n"
+            f"  commands: {', '.join(COMMANDS)}\n"
+            f"  profiles: {', '.join(profiles) or 'none'} (or a path to a .toml file)",
+            keep_newlines=True,
+        ),
+        file=sys.stderr,
+    )
+    return 2
 
 
 def _report_postmortems() -> None:

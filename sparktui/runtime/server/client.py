@@ -6,6 +6,7 @@ changes; and the sweep of what a dead supervisor left. Kept apart from the super
 
 from __future__ import annotations
 
+import sys
 import time
 
 from sparktui.errors import UserError
@@ -13,6 +14,7 @@ from sparktui.runtime.host import proc
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.launch_id import not_this_launch
+from sparktui.runtime.server import fallback
 
 
 def sweep_lost(state: pr.StateRecord, message: str) -> pr.StateRecord:
@@ -55,14 +57,28 @@ def kill(port: int | None = None, *, wait: float = 30.0, only_id: str | None = N
 
 
 def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.StateRecord:
-    state = st.find_state(port)
+    try:
+        state = st.find_state(port)
+    except UserError:
+        # No record and no answer: a supervisor that cannot answer may still hold the port's socket
+        # (its state dir gone); SO_PEERCRED names it, and it is ours
+        if port is None or req.only_id is not None:
+            raise
+        pid = st.listener_pid(port)
+        if pid is None or not fallback.peer_is_ours(pid):
+            raise
+        return fallback.end_without_supervisor(None, port, req.cmd, "its supervisor does not answer", pid)
     if req.only_id is not None and state.launch_id != req.only_id:
         raise UserError(not_this_launch(state.port, state.supervisor.pid, state.launch_id, req.only_id))
     if not state.alive:
         if state.status == "lost":
             return sweep_lost(state, f"swept by `sparktui {req.cmd}`: its supervisor had died")
         raise UserError(f"the server on port {state.port} is not running (status {state.status})")
-    reply = st.request(state.port, req, timeout=req.wait + 5)
+    try:
+        reply = st.request(state.port, req, timeout=req.wait + 5)
+    except st.Unanswered as exc:
+        grace = state.guard.lines.grace_s
+        return fallback.end_without_supervisor(state, state.port, req.cmd, str(exc), exc.pid, grace)
     if not reply.ok:  # the supervisor answering is not the one recorded (only_id), or it refused
         raise UserError(f"port {state.port}: {reply.error}")
     sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time or 0)
@@ -71,9 +87,24 @@ def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.State
         time.sleep(0.02)
     try:
         final = st.read_state(st.state_path(state.port))
-    except pr.ProtocolError:
+    except (pr.ProtocolError, OSError):
         final = None
-    final = final or reply.state or state
+    told = reply.state
+    if (
+        told is not None
+        and told.status == "exited"
+        and (final is None or final.status != "exited" or final.supervisor.pid != told.supervisor.pid)
+    ):
+        # The supervisor could not write its final record (a full disk, a read-only state dir):
+        # what it told us is the truth; its reaper writes it once there is room
+        print(
+            f"sparktui: warning: port {state.port}: the final record is not on disk yet (the state dir "
+            "is full or read-only); shown as the supervisor told it",
+            file=sys.stderr,
+        )
+        told.alive = False
+        return told
+    final = final or told or state
     return st.with_liveness(final)
 
 

@@ -37,13 +37,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.core import pool, vllm_log
+from sparktui.core.machine import Machine, host_machine
 from sparktui.errors import UserError
 from sparktui.runtime.cluster import link as cluster_link
 from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.guard.stop_order import StopOrder
 from sparktui.runtime.host import proc
 from sparktui.runtime.host.containment import remove_stale_scopes
-from sparktui.runtime.host.machine import host_machine
 from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.launch.runner import LaunchCommand, build_command
 from sparktui.runtime.records import protocol as pr
@@ -252,16 +252,28 @@ def _pool_reservation(
 ) -> pool.Reservation:
     """What this server will reserve, refused (unless forced) when the servers already running and
     starting leave it too little of the pool: MemAvailable alone misses one that has not allocated yet."""
-    machine = host_machine(profile, mem)
-    budget = (fit or {}).get("budget")
-    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
+    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
+    mine = reservation_for(profile, serve, mem, fit)
     others = [reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.port != serve.port]
-    check = pool.check_pool(machine, new, others)
-    if not check.fits:
-        why = f"--gpu-memory-utilization {serve.gpu_memory_utilization:g}: {check.explain(basis)}"
+    beside = pool.BesideOthers(pool.check_pool(machine, mine.bytes, others), mine.basis)
+    if not beside.fits:
+        why = beside.refusal(serve)
         if not force:
             raise UserError(why)
         warnings.append(f"{why} (--force given)")
+    return mine
+
+
+def reservation_for(
+    profile: Profile, serve: ServeConfig, mem: dict[str, int], fit: dict[str, Any] | None = None
+) -> pool.Reservation:
+    """What this server will reserve of the pool (core.pool's rule), as its launch will record it:
+    with --kv-cache-memory-bytes, from the fit's budget (worked out here when not given)."""
+    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
+    if fit is None and serve.kv_cache_memory_bytes:
+        fit = _fit_verdict(profile, serve, mem, [], force=True)
+    budget = (fit or {}).get("budget")
+    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
     return pool.Reservation(serve.port, profile.name, new, basis, profile.guard.priority or 0)
 
 
@@ -273,8 +285,10 @@ def _fit_verdict(
 
     try:
         # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
-        spec = load_serving_spec(serve.model, serve.speculative_config)
-        machine = host_machine(profile, mem, warnings)
+        spec = load_serving_spec(serve.model, serve.speculation)
+        machine = host_machine(
+            profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")), warnings
+        )
         mem_available = mem.get("MemAvailable") if machine.unified else None
         source = ""
         if serve.vllm_version is None:  # fit for the vLLM this runner has (files only: no subprocess)
@@ -643,7 +657,9 @@ class Supervisor:
 
     def _dismiss_reaper(self) -> None:
         if self.reaper is not None:
-            self.reaper.dismiss()
+            # a final record the disk refused (full, read-only): the reaper writes it once there is room
+            unsaved = self.record.to_json() if self._unsaved and self.state is not None else None
+            self.reaper.dismiss(unsaved)
 
     # -- main loop
 
@@ -676,6 +692,7 @@ class Supervisor:
         return server
 
     def _run(self) -> int:
+        st.writable_state_dir()  # a read-only or full state dir: refused here, naming it
         set_aside_unreadable(self.port)
         sweep_lost_servers()
         pre = preflight(self.profile, self.serve, force=self.force, evict=True)
@@ -708,7 +725,11 @@ class Supervisor:
             if self.detached:
                 previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, signal.SIG_IGN)
         try:
-            self._save()
+            if not self._save():  # nothing is started that its record could not name
+                raise UserError(
+                    f"state dir {st.state_dir()}: cannot write the state file {self.state_file} (full or "
+                    "read-only); free some space there and launch again"
+                )
             reaper = self._start_reaper()
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
@@ -1255,18 +1276,28 @@ def launch(
     from sparktui.core.profiles import save_profile
 
     serve = serve if serve is not None else profile.serve
+    st.writable_state_dir()  # a read-only state dir: refused here, naming it
     set_aside_unreadable(serve.port)
     sweep_lost_servers()
     pre = preflight(profile, serve, force=force)  # refuse here, where the caller sees it
     port = serve.port
     saved = st.state_dir() / "profiles" / str(port) / f"{_safe(profile.name)}.toml"
-    save_profile(dataclasses.replace(profile, serve=serve), saved)
     sup_log = st.state_dir() / "supervisor" / f"{port}.log"
     # Why this child refused, if it does: its own file (two launches on one port share sup_log,
     # and the winner's progress lines can follow the loser's error there)
     error_file = sup_log.with_name(f"{port}-{os.getpid()}-{time.monotonic_ns()}.error")
     argv = [sys.executable, "-m", "sparktui", "serve", str(saved)] + (["--force"] if force else [])
-    with open(sup_log, "ab") as out:
+    try:
+        save_profile(dataclasses.replace(profile, serve=serve), saved)
+        out = open(sup_log, "ab")  # noqa: SIM115 (closed right after the child has it)
+        out.write(b"")
+        error_file.write_bytes(b"")  # room for the child's refusal, if it has one
+    except OSError as exc:
+        raise UserError(
+            f"state dir {st.state_dir()}: cannot write {exc.filename or saved} ({exc.strerror}); free some "
+            "space there (or point SPARKTUI_STATE_DIR elsewhere) and launch again"
+        ) from None
+    with out:
         child = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -1289,19 +1320,27 @@ def launch(
         except pr.ProtocolError:
             state = None  # an old wrong-shaped file, about to be replaced by the child
         if state is not None and state.supervisor.pid == child.pid and state.tree is not None:
+            error_file.unlink(missing_ok=True)
             state.preflight_warnings = pre.warnings
             return st.with_liveness(state)
         if child.poll() is not None:
+            message: str | None = None
             try:
-                message: str | None = error_file.read_text(errors="replace").strip() or None
+                message = error_file.read_text(errors="replace").strip() or None
                 error_file.unlink()
             except OSError:
-                tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
+                pass
+            if message is None:
+                try:
+                    tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
+                except OSError:
+                    tail = []
                 message = next(
                     (line[len("sparktui: ") :] for line in reversed(tail) if line.startswith("sparktui: ")), None
                 )
             raise UserError(message or f"the supervisor exited with status {child.returncode}; see {sup_log}")
         time.sleep(0.05)
+    error_file.unlink(missing_ok=True)
     raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")
 
 
