@@ -770,6 +770,7 @@ class FitResult:
     max_concurrency: float
     max_model_len: int
     kv_blocks: int = 0
+    kv_bytes_per_request: int = 0  # KV one request of max_model_len takes (whole blocks, every group)
     block_size: int = DEFAULT_BLOCK_SIZE
     kv_cache_dtype: str = "auto"
     working: list[str] = field(default_factory=list)
@@ -803,6 +804,7 @@ class FitResult:
             "kv_cache_bytes": self.kv_cache_bytes,
             "kv_cache_tokens": self.kv_cache_tokens,
             "kv_blocks": self.kv_blocks,
+            "kv_bytes_per_request": self.kv_bytes_per_request,
             "block_size": self.block_size,
             "max_model_len": self.max_model_len,
             "max_concurrency": round(self.max_concurrency, 4),
@@ -1159,6 +1161,14 @@ def fit(
     elif c.concurrency < 1.1:
         tight = True
         reasons.append(f"the KV cache holds only {c.concurrency:.2f} requests of {max_len:,} tokens")
+    elif getattr(config, "max_num_seqs", None) and c.concurrency < s.max_num_seqs:
+        # vLLM starts, but that many users at full length do not fit: the rest wait or are
+        # preempted (only when asked for: vLLM's own default of 256 is a ceiling, not a plan)
+        tight = True
+        reasons.append(
+            f"the KV cache holds {c.concurrency:.2f} requests of {max_len:,} tokens, fewer than "
+            f"--max-num-seqs {s.max_num_seqs}: at full length the others wait or are preempted"
+        )
     elif c.plan.groups and not c.plan.fits_one(max(c.kv_low, 0), max_len):
         # vLLM measures its own non-torch and CUDA-graph memory at start-up: at the low end of what
         # real start-ups measured, it would refuse
@@ -1192,6 +1202,7 @@ def fit(
         max_concurrency=c.concurrency,
         max_model_len=max_len,
         kv_blocks=c.blocks,
+        kv_bytes_per_request=c.plan.bytes_per_request(max_len) if c.plan.groups else 0,
         block_size=c.plan.block_size,
         kv_cache_dtype=c.kv_name,
         working=list(c.plan.working),
