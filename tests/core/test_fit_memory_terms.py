@@ -49,13 +49,14 @@ def cascade(**kw) -> ServeConfig:
     return ServeConfig(model="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", **{**flags, **kw})
 
 
-def test_nemotron_cascade_on_an_rtx_5090_started_so_it_fits():
+def test_nemotron_cascade_on_an_rtx_5090_started_so_it_starts():
     # vLLM 0.20.1rc: 18.54 GiB weights, 0.48 GiB graphs, 3.72 GiB KV of 0.85 × 31.36: it left 3.92 GiB for
     # the activation peak and non-torch memory. The old fit held 4.37 fused-MoE workspaces (11.71 GiB
     # at 32768 tokens) and said it would not start.
     spec = load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")
     result = fit(cascade(), spec, machine_from_name(RTX_5090))
-    assert result.verdict == "fits", result.reasons
+    # started: never "won't start" / "unsafe" (tight: 5.7 full-length requests for 128 sequences)
+    assert result.verdict in ("fits", "tight"), result.reasons
     kv = logged(CASCADE, r"Available KV cache memory: ([\d.]+) GiB")
     assert result.kv_cache_bytes_low <= kv * GiB <= result.kv_cache_bytes_high
     left = 0.85 * RTX_5090 - 18.54 - 0.48 - kv
