@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "node-watch": ("node_watch", "stream this node's rank state to its cluster's head (run by the head over SSH)"),
     "route": ("route", "several profiles behind one OpenAI-compatible port, swapped to fit (llama-swap-like)"),
     "metrics": ("metrics", "serve sparktui's memory, guard, wedge and KV figures to Prometheus (/metrics)"),
+    "download": ("download", "download a model into the Hugging Face cache (progress, resume, disk check; --to NODE)"),
     "completion": ("completion", "print the tab-completion script for bash, zsh or fish"),
     "service": ("service", "run a profile as a systemd user service: install [--print], remove, status"),
     "profile": ("profile", "write a profile as a vLLM --config file, an eugr or sparkrun recipe; import one"),
