@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.errors import UserError
     from sparktui.runtime.cluster import link as cluster
     from sparktui.runtime.records import state as st
-    from sparktui.runtime.server import client
+    from sparktui.runtime.server import launcher
     from sparktui.runtime.server import preflight as server_preflight
 
     try:
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             "node-serve: give this node's --node-rank (and vLLM's other multi-node flags) after --, or, for Ray, "
             "[cluster] node-rank in the profile"
         )
-    state = client.launch(profile, serve, force=args.force, launch_id=args.launch_id)
+    state = launcher.launch(profile, serve, force=args.force, launch_id=args.launch_id)
     ident = f", launch id {state.launch_id}" if state.launch_id else ""
     print(f"started rank on port {state.port} (supervisor pid {state.supervisor.pid}{ident})")
     return 0

@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from sparktui.core.profiles import load_profile
     from sparktui.runtime.cluster import link as cluster
-    from sparktui.runtime.server import client, supervisor
+    from sparktui.runtime.server import launcher, supervisor
     from sparktui.runtime.server import preflight as server_preflight
 
     profile = load_profile(args.profile)
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         return serve_cluster(profile, serve, args)
     if not args.detach:
         return supervisor.serve_foreground(profile, serve, force=args.force)
-    state = client.launch(profile, serve, force=args.force)
+    state = launcher.launch(profile, serve, force=args.force)
     for warning in state.preflight_warnings:
         print(f"sparktui: warning: {warning}", file=sys.stderr)
     vllm_pid = state.tree.pid if state.tree else "?"

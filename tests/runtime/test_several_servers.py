@@ -16,7 +16,7 @@ from sparktui.errors import UserError
 from sparktui.runtime.host import proc
 from sparktui.runtime.host.memory import read_mem_available
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import client
+from sparktui.runtime.server import client, launcher
 from tests.support import REPO, wait_for
 
 pytestmark = pytest.mark.slow  # spawns supervisors and stub servers
@@ -40,7 +40,7 @@ def sparktui(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 
 def launch(path, started):
-    state = client.launch(load_profile(path))
+    state = launcher.launch(load_profile(path))
     started.append(state.supervisor.pid)
     return state
 
@@ -57,7 +57,7 @@ def test_a_launch_that_would_overcommit_the_pool_is_refused_naming_the_server_in
     a = launch(make_profile(serve_extra="gpu-memory-utilization = 0.5"), started)
     b = make_profile(serve_extra="gpu-memory-utilization = 0.5")
     with pytest.raises(UserError) as refused:
-        client.launch(load_profile(b))
+        launcher.launch(load_profile(b))
     text = str(refused.value)
     assert f"port {a.port} ({a.profile})" in text and "--gpu-memory-utilization 0.5" in text
     assert f"sparktui stop --port {a.port}" in text and "--force" in text

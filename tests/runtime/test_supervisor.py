@@ -21,7 +21,7 @@ from sparktui.errors import UserError
 from sparktui.runtime.host import proc
 from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import client, supervisor, sweep
+from sparktui.runtime.server import client, launcher, supervisor, sweep
 from sparktui.runtime.server import preflight as server_preflight
 from tests.support import REPO, shm_held_by, wait_for
 
@@ -185,7 +185,7 @@ def test_detach_status_and_stop_over_the_socket(make_profile, env, cleanup):
 
 def test_kill_through_the_python_api_removes_tree_and_shm_leftovers(make_profile, env, cleanup):
     profile = load_profile(make_profile())
-    state = client.launch(profile).to_dict()
+    state = launcher.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     state = running_state(profile.serve.port)
     assert client.read(profile.serve.port).to_dict()["alive"]
@@ -209,7 +209,7 @@ def test_kill_through_the_python_api_removes_tree_and_shm_leftovers(make_profile
 
 def test_stop_escalates_to_sigkill_when_vllm_ignores_sigterm(make_profile, env, cleanup):
     profile = load_profile(make_profile(guard="grace-s = 0.5", STUB_VLLM_IGNORE_TERM="1"))
-    state = client.launch(profile).to_dict()
+    state = launcher.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     state = running_state(profile.serve.port)
     shm = tree_shm(state)
@@ -336,10 +336,10 @@ def test_refuses_a_port_already_in_use(make_profile, env):
 
 def test_refuses_a_second_server_on_the_same_port(make_profile, env, cleanup):
     profile = load_profile(make_profile())
-    state = client.launch(profile).to_dict()
+    state = launcher.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     with pytest.raises(UserError, match=f"--port {profile.serve.port}: sparktui already runs a server there"):
-        client.launch(profile).to_dict()
+        launcher.launch(profile).to_dict()
     client.stop(profile.serve.port).to_dict()
 
 
@@ -381,7 +381,7 @@ def test_warns_on_network_host_without_api_key_and_on_page_cache(make_profile):
 def test_api_key_reaches_vllm_by_environment_only(make_profile, env, cleanup):
     profile = load_profile(make_profile())
     profile.serve = profile.serve.replace(api_key="sk-secret-123")
-    state = client.launch(profile).to_dict()
+    state = launcher.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     state = running_state(profile.serve.port)
     root = state["tree"]["pid"]
@@ -433,10 +433,10 @@ def test_stop_and_kill_without_a_server_say_so(env):
 
 def test_restart_relaunches_the_same_profile(make_profile, env, cleanup):
     profile = load_profile(make_profile(serve_extra="max-num-seqs = 4"))
-    first = client.launch(profile).to_dict()
+    first = launcher.launch(profile).to_dict()
     cleanup.append(first["supervisor"]["pid"])
     first = running_state(profile.serve.port)
-    second = client.restart(profile.serve.port).to_dict()
+    second = launcher.restart(profile.serve.port).to_dict()
     cleanup.append(second["supervisor"]["pid"])
     assert second["supervisor"]["pid"] != first["supervisor"]["pid"] and second["profile"] == profile.name
     assert not any(i.is_alive() for i in members(first))

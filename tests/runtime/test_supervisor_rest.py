@@ -16,7 +16,7 @@ from sparktui.core.profiles import load_profile
 from sparktui.runtime.host import proc
 from sparktui.runtime.host.memory import read_mem_available
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import client
+from sparktui.runtime.server import client, launcher
 from tests.support import PROCS, wait_for
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def scrapes(log_path: Path) -> int:
 def test_at_rest_a_log_line_and_a_memory_fall_are_each_handled_at_once(make_profile, env, tmp_path):
     profile = load_profile(make_profile(guard="grace-s = 2"))
     port = profile.serve.port
-    client.launch(profile)
+    launcher.launch(profile)
     state = running(port)
     log_path = Path(state["log_path"])
     at_rest(log_path)
@@ -103,7 +103,7 @@ def test_at_rest_a_log_line_and_a_memory_fall_are_each_handled_at_once(make_prof
 def test_metrics_are_scraped_when_someone_reads_them_and_back_off_when_idle(make_profile, env):
     profile = load_profile(make_profile())
     port = profile.serve.port
-    client.launch(profile)
+    launcher.launch(profile)
     state = running(port)
     log_path = Path(state["log_path"])
     # Nobody reads and nothing happens: the gap doubles (4 s, then 8 s) instead of every 2 s.

@@ -20,7 +20,7 @@ import pytest
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.protocol import StateRecord
-from sparktui.runtime.server import client
+from sparktui.runtime.server import client, launcher
 from sparktui.runtime.server import preflight as server_preflight
 from sparktui.runtime.watch import read_ring
 from tests.support import REPO, wait_for
@@ -71,7 +71,7 @@ def test_a_server_that_stops_generating_is_reported_wedged_in_time(make_profile,
         STUB_VLLM_WEDGE_AFTER_TOKENS="40",
     )
     profile = load_profile(path)
-    state = client.launch(profile)
+    state = launcher.launch(profile)
     port = state.port
     url = f"http://127.0.0.1:{port}"
     running(port)
@@ -113,7 +113,7 @@ def test_a_long_prefill_is_not_a_wedge(make_profile, isolated):
     # 16k prompt tokens at 2,000 tokens/s: 8 s of prefill in 2,048-token chunks, with no token
     # generated, far longer than wedge-after-s.
     path = make_profile(watch="wedge-after-s = 3\nprobe-timeout-s = 3", STUB_VLLM_PREFILL_TOKENS_S="2000")
-    state = client.launch(load_profile(path))
+    state = launcher.launch(load_profile(path))
     port = state.port
     url = f"http://127.0.0.1:{port}"
     running(port)
@@ -208,7 +208,7 @@ def test_a_wedged_server_is_restarted_until_the_breaker_stops_it(make_profile, i
 
 
 def test_the_flight_recorder_writes_a_bounded_ring_and_marks_a_clean_stop(make_profile, isolated):
-    state = client.launch(load_profile(make_profile()))
+    state = launcher.launch(load_profile(make_profile()))
     port = state.port
     running(port)
     ring = st.state_dir() / "flight" / f"{port}.ring"

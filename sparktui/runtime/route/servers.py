@@ -22,7 +22,7 @@ from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.reservations import reservation_of
-from sparktui.runtime.server import client
+from sparktui.runtime.server import client, launcher
 
 
 @dataclass
@@ -64,7 +64,7 @@ def start(
     `closing` set (the route ends) stops it and gives up."""
     baseline = leakgate.take_baseline()
     began = time.monotonic()
-    state = client.launch(profile, serve, launch_id=launch_id)
+    state = launcher.launch(profile, serve, launch_id=launch_id)
     deadline = began + timeout_s
     while True:
         try:

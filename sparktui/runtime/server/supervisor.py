@@ -979,6 +979,7 @@ def _guard_event(kind: str, decision: Decision) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- the API the CLI and TUI use
+# (read, attach, stop, kill, set_guard, change_guard: runtime.server.client, imported above)
 
 
 def serve_foreground(
