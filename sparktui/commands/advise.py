@@ -79,14 +79,14 @@ def _positive(value: int, flag: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from sparktui.core import speed as sp
     from sparktui.core.advisor import advise
-    from sparktui.core.fit import machine_from_name
+    from sparktui.core.machine import Machine, machine_from_name
     from sparktui.core.modelspec import load_model_spec
     from sparktui.errors import UserError
 
     context = _positive(args.context, "--context")
     users = _positive(args.users, "--users")
     meminfo = MEMINFO.read_text() if args.machine.strip().lower() == "auto" else None
-    machine = machine_from_name(args.machine, meminfo)
+    machine = machine_from_name(args.machine, Machine.from_meminfo(meminfo))
     hardware = sp.hardware_for(machine.name, machine.mem_total, machine.unified)
     if args.bandwidth is not None:
         try:
@@ -154,6 +154,10 @@ def render(family: str, machine: str, context: int, users: int, sort: str, advic
     for i, a in enumerate(advice, 1):
         if not a.fits and a.reasons:
             lines.append(f"  {i}. {a.reasons[0]}")
+    for i, a in enumerate(advice, 1):
+        for model, method in a.drafters:  # options of their target, not variants to run on their own
+            config = f'{{"method": "{method}", "model": "{model}", "num_speculative_tokens": N}}'
+            lines.append(f"  {i}. an option: speculative decoding with {model}: --speculative-config '{config}'")
     best = next((a for a in advice if a.fits), None)
     if best is not None:
         lines += ["", f"run 1 ({best.model}):", "  sparktui fit -- vllm serve " + " ".join(best.apply_argv())]

@@ -22,14 +22,14 @@ from sparktui.errors import UserError
 from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import FitChanged, Notice, ProfileChanged
 from sparktui.ui.panes.base import Pane, io_worker
-from sparktui.ui.screens import ChoiceScreen, PromptScreen
+from sparktui.ui.screens import ChoiceScreen, ConfirmScreen, PromptScreen
 from sparktui.ui.viewmodels import FitView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.editor import ConfigEditor, FormState
 from sparktui.ui.widgets.fitpanel import FitPanel
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
-    from sparktui.core.fit import Machine
+    from sparktui.core.machine import Machine
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
     from sparktui.runtime.host.memory import MemorySample
@@ -173,6 +173,77 @@ class ConfigPane(Pane):
         self._check_machine(profile.machine)
         self.detected_vllm = None
         self._detect_vllm(profile)
+        self._check_downloaded(profile.serve.model)
+
+    # -- the model's weights: offered for download when they are not in the Hugging Face cache ---
+
+    @io_worker("model-downloaded", "looking for the model in the Hugging Face cache", group="download-check")
+    def _check_downloaded(self, model: str) -> None:
+        try:
+            downloaded = self.backend.model_downloaded(model)
+        except (UserError, Unavailable, OSError):
+            return
+        if downloaded is False:
+            self.app.call_from_thread(self._offer_download, model)
+
+    def _offer_download(self, model: str) -> None:
+        from sparktui.ui.actions import ACTIONS, key_label, keys_for
+
+        action = next(a for a in ACTIONS if a.id == "config.download")
+        key = key_label(keys_for(action, cast(Any, self.app).keymap))
+        self.app.notify(
+            f"{model} is not downloaded yet: {key} (or the palette's Download) fetches it into the Hugging Face "
+            "cache, with the free disk checked first",
+            title="Model",
+            timeout=20,
+        )
+
+    def action_download_model(self) -> None:
+        config = self.form.config
+        if config is None:
+            self.app.notify("fix the form first: the model to download is its model", severity="error")
+            return
+        self._download(config.model)
+
+    @io_worker("download", "downloading the model", group="download")
+    def _download(self, model: str) -> None:
+        try:
+            if self.backend.model_downloaded(model) is None:
+                self.post_message(Notice(f"{model}: not a Hugging Face repo id to download (a local folder?)", "error"))
+                return
+            plan = self.backend.download_plan(model)
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(str(exc), "error"))
+            return
+        if not plan.fits:
+            self.post_message(
+                Notice(
+                    f"{model}: not enough disk: {plan.need_bytes / 2**30:.2f} GiB to fetch + "
+                    f"{plan.reserve_bytes / 2**30:.2f} GiB kept free, {plan.free_bytes / 2**30:.2f} GiB free in "
+                    f"{plan.cache}; nothing was downloaded",
+                    "error",
+                )
+            )
+            return
+        total = max(1, plan.need_bytes + plan.partial_bytes)
+        done: dict[str, int] = {}
+        said = [-1]
+
+        def progress(name: str, n: int, size: int) -> None:
+            done[name] = n
+            step = int(100 * sum(done.values()) / total) // 25  # a notice at 0, 25, 50, 75 %
+            if step != said[0] and step < 4:
+                said[0] = step
+                self.post_message(Notice(f"downloading {model}: {25 * step}% of {total / 2**30:.2f} GiB ({name})"))
+
+        self.post_message(Notice(f"downloading {model}: {plan.describe()}"))
+        try:
+            folder = self.backend.download(plan, progress)
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(f"{exc} (what came is kept: download again to resume)", "error"))
+            return
+        self.post_message(Notice(f"downloaded {model} to {folder}"))
+        self.app.call_from_thread(self.recompute_fit)
 
     def watch_server(self, server: ServerStatus | None) -> None:
         # Re-attached to a server with no profile open: open the one it was started from (also
@@ -304,8 +375,16 @@ class ConfigPane(Pane):
         """Fit the current form (pure and fast: called on every edit and every real memory change)."""
         state = self.form
         if state.config is None:
-            problems = list(state.errors.values()) or ([state.general] if state.general else ["fill in the model"])
-            view = FitView("error", problems[:3])
+            # the form shows each problem under its field; the model's own "required" line would
+            # say the same twice on a first launch, so the fit points at where to fill it in
+            no_model = state.errors.get("model", "").startswith("model: required")
+            problems = [m for f, m in state.errors.items() if not (f == "model" and no_model)] or (
+                [state.general] if state.general else []
+            )
+            if no_model and not problems:
+                view = FitView("n/a", ["no model yet: type one in the form, F3 picks one, F4 pastes a vllm serve line"])
+            else:
+                view = FitView("error", (problems or ["fill in the model"])[:3])
         elif self.spec_error:
             view = FitView("n/a", [self.spec_error])
         elif self.spec is None or self.machine is None:
@@ -407,7 +486,19 @@ class ConfigPane(Pane):
         )
 
     def action_open_profile(self) -> None:
-        self._list_profiles()
+        if not self.modified:
+            self._list_profiles()
+            return
+        name = self.loaded.name if self.loaded is not None else "the form"
+
+        def answered(yes: object) -> None:
+            if yes:
+                self._list_profiles()
+
+        self.app.push_screen(
+            ConfirmScreen(f"Open another profile and discard the unsaved edits of {name}? (Ctrl+S saves them)"),
+            answered,
+        )
 
     @io_worker("list-profiles", "listing profiles", group="profile-list")
     def _list_profiles(self) -> None:
@@ -445,9 +536,9 @@ class ConfigPane(Pane):
 
         self.app.push_screen(
             ChoiceScreen(
-                "Models in the local Hugging Face cache",
+                "Models: the local Hugging Face cache, then sparktui's catalog",
                 [(m, m) for m in models],
-                empty="no models in the local Hugging Face cache",
+                empty="no models in the local Hugging Face cache or the catalog",
             ),
             chosen,
         )
@@ -504,10 +595,20 @@ class ConfigPane(Pane):
             problems = list(self.form.errors.values()) or [self.form.general or "the form is empty"]
             self.app.notify(f"the form has a problem: {problems[0]}", severity="error")
             return
-        if self.loaded is None or profile.path is None:
+        from sparktui.core.profiles import copied_as, save_target
+
+        try:
+            target = save_target(profile) if self.loaded is not None else None
+        except UserError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        if target is None:
             self.app.notify("this profile has no file yet: use Save as (F2)", severity="error")
             return
-        self._save_profile(profile, Path(profile.path))
+        if target != profile.path:  # a shipped profile: read-only, the copy goes among the user's
+            self._save_profile(copied_as(profile, profile.name, target), target, copied_from=profile.path)
+            return
+        self._save_profile(profile, target)
 
     def action_save_as(self) -> None:
         config = self.form.config
@@ -528,22 +629,31 @@ class ConfigPane(Pane):
             profile = self.working_profile()
             if not isinstance(path, Path) or profile is None:
                 return
-            self._save_profile(dataclasses.replace(profile, name=path.stem, path=path), path)
+            from sparktui.core.profiles import copied_as
+
+            self._save_profile(copied_as(profile, path.stem, path), path)
 
         self.app.push_screen(
             PromptScreen("Save the profile as (a name, or a path ending in .toml)", check, placeholder="my-model"), done
         )
 
     @io_worker("save-profile", "saving the profile", group="profile")
-    def _save_profile(self, profile: Profile, path: Path) -> None:
+    def _save_profile(self, profile: Profile, path: Path, copied_from: Path | None = None) -> None:
         try:
             self.backend.save_profile(profile, path)
         except (UserError, Unavailable, OSError) as exc:
             self.post_message(Notice(f"not saved: {exc}", "error"))
             return
-        self.app.call_from_thread(self._saved, profile, path)
+        self.app.call_from_thread(self._saved, profile, path, copied_from)
 
-    def _saved(self, profile: Profile, path: Path) -> None:
+    def _saved(self, profile: Profile, path: Path, copied_from: Path | None = None) -> None:
         self.loaded, self.guard_settings = profile, None
         self._publish()
-        self.app.notify(f"saved {path}")
+        if copied_from is not None:
+            self.app.notify(
+                f"shipped profiles are read-only ({copied_from}): saved your copy to {path}; "
+                f"the name {profile.name} now opens it",
+                timeout=12,
+            )
+        else:
+            self.app.notify(f"saved {path}")
