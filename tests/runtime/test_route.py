@@ -225,3 +225,27 @@ def test_the_next_server_starts_only_once_the_stopped_servers_memory_came_back(r
     assert started is not None and started.started_at is not None and started.started_at > removed_at
     assert r.record()["history"][-1]["stopped"] == ["alpha"]
     r.stop()
+
+
+def test_the_front_key_is_asked_of_clients_and_passed_to_the_servers_and_preload_starts_at_once(
+    isolated, tmp_path, make_profile
+):
+    a = make_profile()
+    port = free_port()
+    path = tmp_path / "route.toml"
+    path.write_text(f'[route]\nlisten = "127.0.0.1:{port}"\n[route.models.alpha]\nprofile = "{a}"\npreload = true\n')
+    env = {**os.environ, "SPARKTUI_ROUTE_API_KEY": "s3cret-route-key"}
+    r = RouteProc(path, env, port)
+    try:
+        up = wait_for(lambda: (s := server_state(a)) is not None and s.status == "running" and s, 30, "the preload")
+        assert httpx.get(r.url + "/v1/models").status_code == 401
+        assert r.post("/v1/completions", "alpha").status_code == 401
+        auth = {"Authorization": "Bearer s3cret-route-key"}
+        assert httpx.get(r.url + "/v1/models", headers=auth).status_code == 200
+        ok = httpx.post(r.url + "/v1/completions", headers=auth, json={"model": "alpha", "prompt": "x"}, timeout=30)
+        assert ok.status_code == 200, ok.text
+        direct = httpx.post(f"http://127.0.0.1:{up.port}/v1/completions", json={"model": "alpha", "prompt": "x"})
+        assert direct.status_code == 401  # the server got the key (by environment) and wants it too
+        assert "s3cret-route-key" not in " ".join(up.argv or [])  # never on a command line
+    finally:
+        assert r.stop() == 0
