@@ -29,7 +29,7 @@ from sparktui.ui.widgets.fitpanel import FitPanel
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
-    from sparktui.core.fit import Machine
+    from sparktui.core.machine import Machine
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
     from sparktui.runtime.host.memory import MemorySample
