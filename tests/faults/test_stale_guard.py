@@ -16,7 +16,7 @@ from sparktui.core.profiles import load_profile
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
-from sparktui.ui.backend import guard_view
+from sparktui.ui.translate import guard_view
 from tests.support import PROCS, REPO, alive, wait_for
 
 GIB = 1 << 30
