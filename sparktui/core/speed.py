@@ -595,10 +595,19 @@ def measured_line(run: MeasuredRun, predicted: float) -> str:
     return f"bench: {run.decode_tok_s:.1f} tok/s per user at {who}, predicted {predicted:.1f} ({error:+.0%})"
 
 
+def _ctx(tokens: int) -> str:
+    return f"{tokens // 1024}k" if tokens % 1024 == 0 else f"{tokens:,}"
+
+
 def summary_line(est: SpeedEstimate) -> str:
     """One short line for the fit panel and the advisor: predicted decode and TTFT."""
     low, high = est.decode_range
-    text = f"≈{est.decode_tok_s:.0f} tok/s ({low:.0f}–{high:.0f}) one user · TTFT {est.ttft_s:.2f} s"
+    # the context and the users it is for, said every time: F12's figure (its own context) and
+    # the fit panel's (the form's) differ for the same model
+    text = (
+        f"≈{est.decode_tok_s:.0f} tok/s ({low:.0f}–{high:.0f}) 1 user at {_ctx(est.context)} ctx · "
+        f"TTFT {est.ttft_s:.2f} s"
+    )
     return text + (" · calibrated" if est.calibration else "")
 
 

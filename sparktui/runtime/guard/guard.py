@@ -506,6 +506,7 @@ class Guard:
         on_trip: Callable[[Decision], None] | None = None,
         on_report: Callable[[TripReport], None] | None = None,
         on_track: Callable[[], None] | None = None,
+        on_sample: Callable[[], None] | None = None,
         defer: Callable[[Decision], str | None] | None = None,
         track_interval: float | None = 2.0,
         clock: Callable[[], float] = time.monotonic,
@@ -519,6 +520,8 @@ class Guard:
         self.read_pressure = read_pressure
         self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
         self.on_track = on_track  # after each recording of the tree's members (e.g. to tell a reaper)
+        self.on_sample = on_sample  # after each sample, on the guard's thread (a heartbeat: must be cheap)
+        self.sampled_at: float | None = None  # clock() of the last sample: how stale the guard's view is
         self.defer = defer  # with several servers: why another must be stopped first, or None to act
         self.deferring: str | None = None
         self.track_interval = track_interval  # None: the caller records the tree's members
@@ -577,6 +580,11 @@ class Guard:
         self._thread.start()
         return self._thread
 
+    @property
+    def running(self) -> bool:
+        """Its thread still samples (started and not ended)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
@@ -621,7 +629,9 @@ class Guard:
                 stall_us, last_pressure = self.read_pressure(), t  # the share is taken over 1 s: 20 Hz is plenty
             d = self.decider.feed(t, self.read_available(), stall_us)
             self.samples_taken += 1
-            self.last = d
+            self.last, self.sampled_at = d, t
+            if self.on_sample is not None:
+                self.on_sample()
             if d.action in (Action.TERM, Action.KILL):
                 self.deferring = None if self.defer is None else self.defer(d)
                 if self.deferring is None:
