@@ -12,13 +12,15 @@ config or SPARKTUI_SSH_CONFIG), symlinks and partial files kept, to the same cac
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sparktui.errors import UserError
 
@@ -62,6 +64,7 @@ class DownloadPlan:
     cache: Path
     to_fetch: list[RepoFileEntry] = field(default_factory=list)
     cached: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, int]] = field(default_factory=list)  # weights vLLM would not load
     partial_bytes: int = 0  # what interrupted downloads already hold (resumed, not fetched again)
     free_bytes: int = 0
     reserve_bytes: int = 0
@@ -83,6 +86,13 @@ class DownloadPlan:
             parts.append(f"{self.partial_bytes / GiB:.2f} GiB resumed from an interrupted download")
         if self.cached:
             parts.append(f"{len(self.cached)} files already in the cache")
+        if self.skipped:
+            size = sum(n for _, n in self.skipped)
+            shown = ", ".join(name for name, _ in self.skipped[:3]) + (" …" if len(self.skipped) > 3 else "")
+            parts.append(
+                f"{len(self.skipped)} files ({size / GiB:.2f} GiB) vLLM would not load are left out ({shown}; "
+                "--include '*' fetches everything)"
+            )
         parts.append(f"{self.free_bytes / GiB:.2f} GiB free in {self.cache}")
         return "; ".join(parts)
 
@@ -125,6 +135,54 @@ def _hub_error(exc: BaseException, repo_id: str, revision: str) -> UserError:
     return UserError(f"{repo_id}: cannot reach the Hub at {endpoint}: {exc}")
 
 
+# Weights in formats vLLM may load, and ones it never does; everything else (configs, tokenizer,
+# chat template, code) is small and always fetched.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5", ".onnx", ".ckpt", ".ot")
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
+def vllm_files(paths: list[str], index_shards: set[str] | None) -> set[str]:
+    """The files of a repo vLLM loads, as vLLM 0.32 picks its weights (model_loader/default_loader.py
+    DefaultModelLoader._prepare_weights, weight_utils.download_weights_from_hf): Mistral's
+    consolidated*.safetensors when the repo has them (load format auto), else the shards the
+    safetensors index names (which leaves out e.g. original/), else the first of *.safetensors,
+    *.bin, *.pt the repo's top level has; plus every file that is not weights."""
+    top = [p for p in paths if "/" not in p]
+    weights: set[str]
+    consolidated = {p for p in top if fnmatch.fnmatch(p, "consolidated*.safetensors")}
+    if consolidated:
+        weights = consolidated
+    elif index_shards:
+        weights = set(index_shards)
+    else:
+        weights = set()
+        for pattern in ("*.safetensors", "*.bin", "*.pt"):
+            found = {p for p in top if fnmatch.fnmatch(p, pattern)}
+            if found:
+                weights = found
+                break
+    rest = {p for p in paths if not p.endswith(WEIGHT_SUFFIXES) and not p.startswith("original/")}
+    return weights | rest
+
+
+def _safetensors_index(repo_id: str, commit: str, cache: Path, paths: list[str]) -> set[str] | None:
+    """The shard names model.safetensors.index.json lists (fetched into the cache: it is small)."""
+    import json
+
+    from huggingface_hub import hf_hub_download
+
+    if SAFETENSORS_INDEX not in paths:
+        return None
+    try:
+        path = hf_hub_download(repo_id, SAFETENSORS_INDEX, revision=commit, cache_dir=cache)
+        weight_map = json.loads(Path(path).read_text()).get("weight_map") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    except Exception as exc:
+        raise _hub_error(exc, repo_id, commit) from None
+    return {str(v) for v in weight_map.values()} or None
+
+
 def _partial(cache: Path, repo_id: str, etag: str) -> Path:
     return repo_folder(repo_id, cache) / "blobs" / f"{etag}.incomplete"
 
@@ -143,11 +201,18 @@ def plan(repo_id: str, revision: str = "main", include: list[str] | None = None)
         tree = [f for f in api.list_repo_tree(repo_id, revision=commit, recursive=True) if isinstance(f, RepoFile)]
     except Exception as exc:  # huggingface_hub's and httpx's many errors: each said in words
         raise _hub_error(exc, repo_id, revision) from None
-    files = list(filter_repo_objects(tree, allow_patterns=include or None, key=lambda f: f.path))
+    skipped: list[tuple[str, int]] = []
+    if include:
+        files = list(filter_repo_objects(tree, allow_patterns=include, key=lambda f: f.path))
+    else:
+        index = _safetensors_index(repo_id, commit, cache, [f.path for f in tree])
+        keep = vllm_files([f.path for f in tree], index)
+        files = [f for f in tree if f.path in keep]
+        skipped = [(f.path, int(f.size)) for f in tree if f.path not in keep]
     if not files:
         wanted = f" matching --include {' '.join(include)}" if include else ""
         raise UserError(f"{repo_id}@{revision}: no files{wanted}")
-    out = DownloadPlan(repo_id, revision, commit, cache)
+    out = DownloadPlan(repo_id, revision, commit, cache, skipped=skipped)
     snapshot = repo_folder(repo_id, cache) / "snapshots" / commit
     for f in files:
         if (snapshot / f.path).is_file():
@@ -163,14 +228,44 @@ def plan(repo_id: str, revision: str = "main", include: list[str] | None = None)
     return out
 
 
-def fetch(p: DownloadPlan) -> Path:
-    """Fetch what the plan lists into the cache (huggingface_hub's progress bar for each file);
-    returns the snapshot folder. A file's bytes go to blobs/<etag>.incomplete first, kept when the
-    download is interrupted: the next run asks the Hub only for the rest (HTTP Range)."""
+Progress = Callable[[str, int, int], None]  # (file, bytes so far, its size)
+
+
+def _reporter(on_progress: Progress) -> type:
+    """tqdm's interface as huggingface_hub's http_get uses it, reporting to a callback (the panel)
+    instead of drawing on a terminal."""
+
+    class Reporter:
+        def __init__(self, *args: Any, total: int | None = None, initial: int = 0, desc: str = "", **kw: Any):
+            self.total, self.n, self.desc = int(total or 0), int(initial or 0), desc
+            on_progress(self.desc, self.n, self.total)
+
+        def __enter__(self) -> Reporter:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def update(self, n: int | float | None = 1) -> None:
+            self.n += int(n or 0)
+            on_progress(self.desc, self.n, self.total)
+
+        def close(self) -> None:
+            return None
+
+    return Reporter
+
+
+def fetch(p: DownloadPlan, on_progress: Progress | None = None) -> Path:
+    """Fetch what the plan lists into the cache; returns the snapshot folder. Progress: huggingface_hub's
+    bar for each file on the terminal, or `on_progress` calls. A file's bytes go to
+    blobs/<etag>.incomplete first, kept when the download is interrupted: the next run asks the Hub
+    only for the rest (HTTP Range)."""
     snapshot = repo_folder(p.repo_id, p.cache) / "snapshots" / p.commit
+    bar = _reporter(on_progress) if on_progress is not None else None
     try:
         for entry in p.to_fetch:
-            _fetch_one(p, entry, snapshot)
+            _fetch_one(p, entry, snapshot, bar)
     except UserError:
         raise
     except OSError as exc:
@@ -185,7 +280,7 @@ def fetch(p: DownloadPlan) -> Path:
     return snapshot
 
 
-def _fetch_one(p: DownloadPlan, entry: RepoFileEntry, snapshot: Path) -> None:
+def _fetch_one(p: DownloadPlan, entry: RepoFileEntry, snapshot: Path, bar: type | None) -> None:
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
     from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import WeakFileLock, build_hf_headers
@@ -210,7 +305,7 @@ def _fetch_one(p: DownloadPlan, entry: RepoFileEntry, snapshot: Path) -> None:
                     have = 0
                 if have < size:
                     http_get(meta.location, fh, resume_size=have, headers=headers, expected_size=size,
-                             displayed_filename=entry.path)  # fmt: skip
+                             displayed_filename=entry.path, tqdm_class=bar)  # fmt: skip
             got = part.stat().st_size
             if got != size:
                 raise UserError(
@@ -222,6 +317,26 @@ def _fetch_one(p: DownloadPlan, entry: RepoFileEntry, snapshot: Path) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(os.path.relpath(blob, link.parent))  # as huggingface_hub lays out its cache
+
+
+def is_downloaded(repo_id: str, cache: Path | None = None) -> bool:
+    """Whether the cache holds a snapshot with the model's weights: every shard its safetensors
+    index names, or a single model.safetensors / consolidated.safetensors (a config alone is not)."""
+    import json
+
+    repo = repo_folder(repo_id, cache or hub_cache())
+    for snap in (repo / "snapshots").glob("*") if (repo / "snapshots").is_dir() else []:
+        index = snap / "model.safetensors.index.json"
+        if index.is_file():
+            try:
+                shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
+            except (OSError, ValueError, AttributeError):
+                continue
+            if shards and all((snap / shard).is_file() for shard in shards):
+                return True
+        elif any((snap / name).is_file() for name in ("model.safetensors", "consolidated.safetensors")):
+            return True
+    return False
 
 
 def cached_snapshot(repo_id: str, revision: str = "main") -> Path | None:

@@ -302,3 +302,61 @@ def test_serve_reads_a_recipe_and_says_what_it_read(tmp_path, isolated):
     assert "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8" in command.env
     assert profile.recipe is not None
     assert shlex.join(profile.recipe.command) in "\n".join(profile.recipe.lines())
+
+
+@pytest.mark.slow
+def test_sparktui_serve_runs_a_sparkrun_recipe(tmp_path, env):
+    """A sparkrun recipe without a container runs the `vllm` on PATH (the stub here), guarded as any
+    profile is; the recipe's environment reaches it and `stop` ends it."""
+    import subprocess
+    import sys
+
+    from sparktui.runtime.records import state as st
+    from tests.support import REPO, free_port, wait_for
+    from tests.support.stub_vllm import install_stub
+
+    bin_dir = tmp_path / "bin"
+    install_stub(bin_dir)
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text((FIXTURES / "vllm-cpu" / "tiny-llama-config.json").read_text())
+    port = free_port()
+    recipe = tmp_path / "tiny-recipe.yaml"
+    recipe.write_text(
+        f"model: {model}\nruntime: vllm\nmax_nodes: 1\n"
+        f"defaults:\n  port: {port}\n  host: 127.0.0.1\n  gpu_memory_utilization: 0.2\n  max_model_len: 512\n"
+        'env:\n  STUB_VLLM_TIME_SCALE: "0.01"\n  STUB_VLLM_MAX_LIFE_S: "120"\n'
+        "command: |\n  vllm serve {model} --port {port} --host {host} --max-model-len {max_model_len} \\\n"
+        "    --gpu-memory-utilization {gpu_memory_utilization} --enforce-eager --reasoning-parser qwen3\n"
+    )
+    env = {**env, "PATH": f"{bin_dir}:{env['PATH']}"}
+
+    def sparktui(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sparktui", *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=120
+        )
+
+    started = sparktui("serve", str(recipe), "--detach")
+    assert started.returncode == 0, started.stderr
+    assert "sparktui: recipe" in started.stderr, started.stderr
+    assert "--reasoning-parser (vLLM flag)" in started.stderr, started.stderr
+    state = wait_for(
+        lambda: (s := st.read_state(st.state_path(port))) and s.status == "running" and s,
+        60,
+        what="the recipe's server",
+    )
+    assert state.profile == "tiny-recipe" and "--reasoning-parser" in (state.argv or [])
+    assert sparktui("stop", "--port", str(port)).returncode == 0
+
+
+def test_the_two_node_recipe_is_fitted_with_its_cluster_said(capsys, isolated):
+    gemma = str(RECIPES / "eugr__gemma4-26b-a4b.yaml")
+    # its -it checkpoint is neither downloaded nor in the catalog: offline, the fit says so (exit 2)
+    assert main(["fit", gemma, "--offline"]) == 2
+    assert "google/gemma-4-26B-A4B-it" in capsys.readouterr()[1]
+    # the catalog's base checkpoint (the same architecture) stands in with --model
+    code = main(["fit", gemma, "--offline", "--model", "google/gemma-4-26B-A4B"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    assert "nodes    2 (ray)" in out and "names no hosts" in out and "profile import" in out
+    assert "--tensor-parallel-size 2" in out

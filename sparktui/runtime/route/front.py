@@ -33,6 +33,7 @@ API_KEY_ENV = "SPARKTUI_ROUTE_API_KEY"  # the front's key; the servers get it as
 FORWARDED = ("/v1/completions", "/v1/chat/completions", "/v1/embeddings")
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer", "upgrade"}
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+RECORD_EVERY_S = 0.5  # the record is for people (the panel): not rewritten for every request
 
 
 def error_body(status: int, kind: str, message: str, param: str | None = None) -> dict[str, Any]:
@@ -176,7 +177,7 @@ class Route:
             await self._dirty.wait()
             self._dirty.clear()
             await asyncio.to_thread(self.write_record)
-            await asyncio.sleep(0.1)  # a burst of changes is one write
+            await asyncio.sleep(RECORD_EVERY_S)  # a burst of changes is one write
 
     async def run(self, on_listening: Any = None) -> int:
         loop = asyncio.get_running_loop()

@@ -76,6 +76,7 @@ class ConfigPane(Pane):
         self.load_error: str | None = None
         self.server_port: int | None = None  # the server the panel follows (a switch opens its profile)
         self._reserved: tuple[tuple[int, int | None, float | None, bool], ...] = ()  # what the fit counted
+        self._fit_generation = 0  # bumped per recompute: only the newest fit is shown
 
     def compose(self) -> ComposeResult:
         yield Static("", id="profile-line")
@@ -123,7 +124,7 @@ class ConfigPane(Pane):
 
     def _show_profile_line(self) -> None:
         line = self.query_one("#profile-line", Static)
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text = Text()  # wraps at 80 columns rather than cutting the machine's size off
         p = self.loaded
         if p is None:
             text.append("Profile: none", "bold")
@@ -173,6 +174,77 @@ class ConfigPane(Pane):
         self._check_machine(profile.machine)
         self.detected_vllm = None
         self._detect_vllm(profile)
+        self._check_downloaded(profile.serve.model)
+
+    # -- the model's weights: offered for download when they are not in the Hugging Face cache ---
+
+    @io_worker("model-downloaded", "looking for the model in the Hugging Face cache", group="download-check")
+    def _check_downloaded(self, model: str) -> None:
+        try:
+            downloaded = self.backend.model_downloaded(model)
+        except (UserError, Unavailable, OSError):
+            return
+        if downloaded is False:
+            self.app.call_from_thread(self._offer_download, model)
+
+    def _offer_download(self, model: str) -> None:
+        from sparktui.ui.actions import ACTIONS, key_label, keys_for
+
+        action = next(a for a in ACTIONS if a.id == "config.download")
+        key = key_label(keys_for(action, cast(Any, self.app).keymap))
+        self.app.notify(
+            f"{model} is not downloaded yet: {key} (or the palette's Download) fetches it into the Hugging Face "
+            "cache, with the free disk checked first",
+            title="Model",
+            timeout=20,
+        )
+
+    def action_download_model(self) -> None:
+        config = self.form.config
+        if config is None:
+            self.app.notify("fix the form first: the model to download is its model", severity="error")
+            return
+        self._download(config.model)
+
+    @io_worker("download", "downloading the model", group="download")
+    def _download(self, model: str) -> None:
+        try:
+            if self.backend.model_downloaded(model) is None:
+                self.post_message(Notice(f"{model}: not a Hugging Face repo id to download (a local folder?)", "error"))
+                return
+            plan = self.backend.download_plan(model)
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(str(exc), "error"))
+            return
+        if not plan.fits:
+            self.post_message(
+                Notice(
+                    f"{model}: not enough disk: {plan.need_bytes / 2**30:.2f} GiB to fetch + "
+                    f"{plan.reserve_bytes / 2**30:.2f} GiB kept free, {plan.free_bytes / 2**30:.2f} GiB free in "
+                    f"{plan.cache}; nothing was downloaded",
+                    "error",
+                )
+            )
+            return
+        total = max(1, plan.need_bytes + plan.partial_bytes)
+        done: dict[str, int] = {}
+        said = [-1]
+
+        def progress(name: str, n: int, size: int) -> None:
+            done[name] = n
+            step = int(100 * sum(done.values()) / total) // 25  # a notice at 0, 25, 50, 75 %
+            if step != said[0] and step < 4:
+                said[0] = step
+                self.post_message(Notice(f"downloading {model}: {25 * step}% of {total / 2**30:.2f} GiB ({name})"))
+
+        self.post_message(Notice(f"downloading {model}: {plan.describe()}"))
+        try:
+            folder = self.backend.download(plan, progress)
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(f"{exc} (what came is kept: download again to resume)", "error"))
+            return
+        self.post_message(Notice(f"downloaded {model} to {folder}"))
+        self.app.call_from_thread(self.recompute_fit)
 
     def watch_server(self, server: ServerStatus | None) -> None:
         # Re-attached to a server with no profile open: open the one it was started from (also
@@ -301,8 +373,11 @@ class ConfigPane(Pane):
         self.recompute_fit()
 
     def recompute_fit(self) -> None:
-        """Fit the current form (pure and fast: called on every edit and every real memory change)."""
+        """Fit the current form, on every edit and every real memory change. The views that need no
+        fit are made here; the fit itself (it reads the bench history) runs in a worker, so the UI
+        thread does nothing heavier than this."""
         state = self.form
+        self._fit_generation += 1
         if state.config is None:
             # the form shows each problem under its field; the model's own "required" line would
             # say the same twice on a first launch, so the fit points at where to fill it in
@@ -323,12 +398,34 @@ class ConfigPane(Pane):
             detected = self.detected_vllm
             if config.vllm_version is None and detected is not None and detected.version:
                 config, source = config.replace(vllm_version=detected.version), detected.source
-            try:
-                view = self.backend.fit(config, self.spec, self.machine, self.sample, source, self.servers)
-            except (UserError, Unavailable, ValueError) as exc:
-                view = FitView("n/a", [str(exc)])
+            self._fit(self._fit_generation, config, self.spec, self.machine, self.sample, source, self.servers)
+            return
+        self._show_fit(view, self.sample is not None)
+
+    @io_worker("fit", "fitting the form", group="fit")
+    def _fit(
+        self,
+        generation: int,
+        config: ServeConfig,
+        spec: ModelSpec,
+        machine: Machine,
+        sample: MemorySample | None,
+        source: str,
+        servers: tuple[ServerEntry, ...],
+    ) -> None:
+        try:
+            view = self.backend.fit(config, spec, machine, sample, source, servers)
+        except (UserError, Unavailable, ValueError) as exc:
+            view = FitView("n/a", [str(exc)])
+        self.app.call_from_thread(self._fitted, generation, view, sample is not None)
+
+    def _fitted(self, generation: int, view: FitView, saw_sample: bool) -> None:
+        if generation == self._fit_generation:  # else the form changed meanwhile: a newer fit is coming
+            self._show_fit(view, saw_sample)
+
+    def _show_fit(self, view: FitView, saw_sample: bool) -> None:
         self.fit = view
-        self.fit_saw_sample = self.sample is not None
+        self.fit_saw_sample = saw_sample
         self.query_one(FitPanel).show(view)
         self.post_message(FitChanged(view))
 
@@ -497,7 +594,8 @@ class ConfigPane(Pane):
                 self.query_one("#flag-max_model_len", Input).value = str(pick.longest_context_for_users)
 
         def label(a) -> str:
-            rate = "-" if a.per_user_tok_s is None else f"{a.per_user_tok_s:.0f} tok/s"
+            who = "1 user" if a.users == 1 else f"{a.users} users"
+            rate = "-" if a.per_user_tok_s is None else f"{a.per_user_tok_s:.0f} tok/s ({who} at {a.context:,} ctx)"
             fits = (
                 "fits"
                 if a.fits
