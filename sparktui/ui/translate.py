@@ -123,7 +123,9 @@ def guard_view(guard: GuardRecord | None, trip: Mapping[str, Any] | None, live: 
         state = "disarmed"
     lines, last = guard.lines, guard.last
     detail = None
-    if live and last and state == "armed":
+    if live and guard.stale and state == "armed":
+        detail = f"guard not sampling for {guard.sample_age_s or 0:.0f} s: its supervisor is stopped or starved"
+    elif live and last and state == "armed":
         detail = (
             f"watching: MemAvailable {last.available_gib:.1f} GiB, "
             f"{'falling' if last.rate_gib_s > 0 else 'change'} {abs(last.rate_gib_s):.2f} GiB/s, "
