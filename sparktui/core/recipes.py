@@ -397,11 +397,22 @@ def _flag_pairs(serve: ServeConfig) -> list[tuple[str, list[str]]]:
     return pairs
 
 
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+def _exported_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment as the recipe carries it: a secret's value never, its name as ${NAME} (eugr's
+    launch script and sparkrun both expand it from the environment of whoever runs the recipe)."""
+    return {k: f"${{{k}}}" if _SECRET_NAME.search(k) else v for k, v in env.items()}
+
+
 def export_recipe(item: ExportInput, fmt: RecipeFormat) -> str:
+    note = ""
     if item.serve.api_key:
-        note = "# the API key is not written: give it as VLLM_API_KEY in the environment\n"
-    else:
-        note = ""
+        note += "# the API key is not written: give it as VLLM_API_KEY in the environment\n"
+    secrets = sorted(k for k in item.env if _SECRET_NAME.search(k))
+    if secrets and fmt != "vllm-config":
+        note += f"# not written, read from the environment when the recipe runs: {', '.join(secrets)}\n"
     version = f"# sparktui vllm-version: {item.serve.vllm_version}\n" if item.serve.vllm_version else ""
     head = f"# {fmt} export of sparktui profile {item.name}\n{version}{note}"
     if fmt == "vllm-config":
@@ -520,7 +531,7 @@ def _eugr(item: ExportInput) -> str:
     else:
         data["cluster_only"] = True
     data["defaults"] = _eugr_defaults(item)
-    data["env"] = dict(item.env)
+    data["env"] = _exported_env(item.env)
     data["command"] = _Literal(_command(item, shlex.quote(item.serve.model), escape=True))
     return _dump(data)
 
@@ -535,7 +546,7 @@ def _sparkrun(item: ExportInput) -> str:
         data["min_nodes"] = len(item.cluster.nodes)
     data["metadata"] = {"description": item.description or f"sparktui profile {item.name}"}
     data["defaults"] = _eugr_defaults(item)
-    data["env"] = dict(item.env)
+    data["env"] = _exported_env(item.env)
     data["command"] = _Literal(_command(item, "{model}", escape=False))  # braces of a JSON value are no placeholder
     return _dump(data)
 

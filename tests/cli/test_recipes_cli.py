@@ -360,3 +360,22 @@ def test_the_two_node_recipe_is_fitted_with_its_cluster_said(capsys, isolated):
     assert code in (0, 1), err
     assert "nodes    2 (ray)" in out and "names no hosts" in out and "profile import" in out
     assert "--tensor-parallel-size 2" in out
+
+
+@pytest.mark.parametrize("fmt", ["eugr", "sparkrun"])
+def test_an_export_never_writes_a_secret(fmt, tmp_path):
+    item = ExportInput(
+        name="keys",
+        description="",
+        serve=ServeConfig(model="Qwen/Qwen3-32B", api_key="sk-very-secret"),
+        env={"HF_TOKEN": "hf_not_for_files", "OMP_NUM_THREADS": "4"},
+        image=None,
+        cluster=None,
+    )
+    text = export_recipe(item, fmt)
+    assert "sk-very-secret" not in text and "hf_not_for_files" not in text
+    assert "${HF_TOKEN}" in text and "OMP_NUM_THREADS: '4'" in text
+    path = tmp_path / "keys.yaml"
+    path.write_text(text)
+    back = profile_from_recipe(path)
+    assert back.env == {"HF_TOKEN": "${HF_TOKEN}", "OMP_NUM_THREADS": "4"} and back.serve.api_key is None
