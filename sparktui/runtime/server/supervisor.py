@@ -339,7 +339,7 @@ def sweep_lost_servers(message: str = "swept at the next launch: its supervisor 
 
 
 def _event_dict(event: vllm_log.Event) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": type(event).__name__.rstrip("_"), "t": time.time()}
+    out: dict[str, Any] = {"kind": vllm_log.event_kind(event), "t": time.time()}
     out.update(dataclasses.asdict(event))
     return out
 
