@@ -1,7 +1,10 @@
 """Will this `vllm serve` configuration start, and what KV cache and concurrency will it get?
 
   sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] [--json]
-  sparktui fit [--vllm-version X.Y[.Z]] -- vllm serve MODEL [flags…]
+  sparktui fit [--vllm-version X.Y[.Z]] -- vllm serve MODEL [flags…] [--config FILE.yaml]
+
+PROFILE may be an eugr/spark-vllm-docker or sparkrun recipe, or a vLLM --config file (.yaml): what
+was read is shown first, with every key the fit does not model.
 
 Which vLLM: --vllm-version, else the profile's vllm-version, else what the profile's runner has
 installed (runtime/launch/vllm_version.py), else the newest rules sparktui knows (said in the notes).
@@ -25,7 +28,7 @@ MEMINFO = Path("/proc/meminfo")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
-        "sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
+        "sparktui fit [PROFILE|RECIPE.yaml] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
         "[--mem-available GIB] [--vllm-version X.Y[.Z]] [--json]\n"
         "       sparktui fit [options] -- vllm serve MODEL [flags…]"
     )
