@@ -24,6 +24,7 @@ from sparktui.ui.translate import (
     gpu_view,
     launched,
     model_flag_suggestions,
+    route_view,
     server_entry,
     server_status,
     show_beside,
@@ -32,6 +33,7 @@ from sparktui.ui.viewmodels import (
     FitView,
     GpuView,
     Launched,
+    RouteView,
     ServerEntry,
     ServerStatus,
 )
@@ -78,6 +80,12 @@ class Backend:
         from sparktui.runtime.host.memory import read_gpu
 
         return gpu_view(read_gpu())
+
+    def routes(self) -> tuple[RouteView, ...]:
+        """The `sparktui route`s running on this machine (their records in the state dir)."""
+        from sparktui.runtime.route.record import read_routes
+
+        return tuple(route_view(r) for r in read_routes())
 
     # -- profiles, models, fit --------------------------------------------------------------------
     def list_profiles(self) -> list[ProfileRef]:

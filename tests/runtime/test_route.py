@@ -26,7 +26,7 @@ HALF = "gpu-memory-utilization = 0.5"  # each fits alone; two do not fit togethe
 
 class RouteProc:
     def __init__(self, path: Path, env: dict[str, str], port: int) -> None:
-        self.port, self.url = port, f"http://127.0.0.1:{port}"
+        self.port, self.url, self.env = port, f"http://127.0.0.1:{port}", env
         self.proc = subprocess.Popen([sys.executable, "-m", "sparktui", "route", "--file", str(path)], env=env,
                                      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
         wait_for(self._up, 30, "the route to listen")
@@ -191,7 +191,22 @@ def test_sigterm_stops_every_server_the_route_started_leaving_no_process(route, 
     assert r.post("/v1/completions", "beta").status_code == 200
     both = [server_state(a), server_state(b)]
     assert all(s is not None and s.status == "running" for s in both)  # they fit together: no swap
+
+    def show(*flags: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "sparktui", "route", "--show", *flags], env=r.env, cwd=REPO,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def both_up() -> str:
+        text = show()
+        return text if text.count(": up,") == 2 else ""
+
+    shown = wait_for(both_up, 10, "`route --show` to list both up")
+    assert f"route 127.0.0.1:{r.port}" in shown and f"alpha on port {both[0].port}: up" in shown
+    assert [m["status"] for m in json.loads(show("--json"))[0]["models"]] == ["up", "up"]
     assert r.stop() == 0
+    assert show().strip() == "no route is running"
     for profile in (a, b):
         final = server_state(profile)
         assert final is not None and final.status == "exited" and gone(final)
