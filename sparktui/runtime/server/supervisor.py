@@ -41,6 +41,7 @@ from sparktui.runtime.cluster import link as cluster_link
 from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.guard.stop_order import StopOrder
 from sparktui.runtime.host import proc
+from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.launch.runner import LaunchCommand, build_command
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
