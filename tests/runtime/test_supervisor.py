@@ -477,8 +477,8 @@ def test_a_supervisor_that_claimed_its_port_never_asks_itself(make_profile, env)
         )  # fmt: skip
         assert str(profile.serve.port) in others.stdout
     finally:
-        assert sup._server is not None
-        sup._server.close()
+        assert sup.commands.server is not None
+        sup.commands.server.close()
         st.HELD_HERE.discard(profile.serve.port)
 
 

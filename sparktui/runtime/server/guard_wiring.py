@@ -1,0 +1,259 @@
+"""The memory guard, wired into a supervisor: started on its tree, heard, recorded, changed live.
+
+The guard (runtime/guard/guard.py) runs in its own thread; from here it gets the tree, the lines
+and the stop order of several servers, and what it says (a warning, a trip, its report) reaches
+the state's events and wakes the supervisor's loop at once. After each sample it writes a
+heartbeat (state.beat_path) that the reaper watches: when the beat stops (a frozen or starved
+supervisor), the reaper acts on the kill line itself.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
+from sparktui.runtime.guard.stop_order import StopOrder
+from sparktui.runtime.records import protocol as pr
+from sparktui.runtime.records import state as st
+
+if TYPE_CHECKING:
+    from sparktui.core import pool
+    from sparktui.core.profiles import GuardSettings
+    from sparktui.runtime.guard.guard import Decision
+    from sparktui.runtime.host import proc
+    from sparktui.runtime.server.reaper import Reaper
+
+# The guard's line in the state file: rewritten when MemAvailable moved this much, or after this long.
+GUARD_NEWS_GIB = 0.1
+GUARD_REFRESH_S = 10.0
+BEAT_EVERY_S = 0.25  # the guard's heartbeat (state.beat_path): often enough to see it stall within a second
+
+
+class GuardWiring:
+    def __init__(
+        self,
+        settings: GuardSettings,
+        port: int,
+        events: collections.deque[dict[str, Any]],
+        *,
+        lock: threading.RLock,
+        record: Callable[[], pr.StateRecord],
+        save: Callable[[], bool],
+        reaper: Callable[[], Reaper | None],
+        wake: Callable[[], None],
+        say: Callable[[str], None],
+    ) -> None:
+        self.settings, self.port, self.events = settings, port, events
+        self._lock, self._record, self._save, self._reaper, self._wake, self._say = (
+            lock,
+            record,
+            save,
+            reaper,
+            wake,
+            say,
+        )
+        self.lines = GuardLines.from_settings(settings)
+        self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
+        self.guard: Guard | None = None
+        self.tripped = threading.Event()
+        self.trip_report: TripReport | None = None
+        self.beat_fd: int | None = None  # the guard's heartbeat file (open_beat)
+        self._beat_at = float("-inf")
+
+    @property
+    def armed(self) -> bool:
+        """As the profile has it (the guard is never off unless the user turned it off)."""
+        return self.settings.armed is not False
+
+    def start(self, tree: proc.ProcessTree, reservation: pool.Reservation | None) -> None:
+        """A guard on this tree (a new one for each run of vLLM), told to the reaper."""
+        # Several servers on one machine: stop them in the declared order, only as many as must go.
+        order = None if reservation is None else StopOrder(reservation, self.grace_s)
+        self.guard = Guard(
+            tree,
+            self.lines,
+            armed=self.armed,
+            track_interval=None,  # the loop records the tree's members
+            on_warn=self._on_warn,
+            on_trip=self._on_trip,
+            on_report=self._on_report,
+            on_sample=self.beat,
+            defer=None if order is None else self._deferral(order),
+        )
+        self.guard.start()
+        self.tell_reaper()
+
+    def restart(self) -> None:
+        """A new run of vLLM: the last run's trip is not this one's."""
+        self.tripped.clear()
+        self.trip_report = None
+
+    def set_phase(self, phase: str) -> None:
+        if self.guard is not None:
+            self.guard.set_phase(phase)
+
+    def end(self, tripped: bool) -> None:
+        """The loop ended: after a trip, wait for the guard's stop and record its report; else close it."""
+        guard = self.guard
+        assert guard is not None  # started before the loop
+        if tripped:
+            guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
+            self._record().trip = self.trip_report.to_dict() if self.trip_report else None
+            if self.trip_report:
+                self._say(self.trip_report.summary())
+        else:
+            guard.close()
+
+    # -- heartbeat
+
+    def open_beat(self) -> None:
+        """The guard's heartbeat file (state.beat_path), 0600; its fd goes to the reaper too, so a
+        deleted state dir does not blind it."""
+        try:
+            self.beat_fd = os.open(st.beat_path(self.port), os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            self._say(f"warning: no guard heartbeat file ({exc}); `status` cannot tell a frozen guard")
+            return
+        self.beat()
+
+    def beat(self) -> None:
+        """After each guard sample: the heartbeat, at most every BEAT_EVERY_S (one pwrite)."""
+        now = st.boottime()
+        if self.beat_fd is None or now - self._beat_at < BEAT_EVERY_S:
+            return
+        self._beat_at = now
+        try:
+            os.pwrite(self.beat_fd, f"{now:.3f}\n".encode().ljust(24), 0)
+        except OSError:
+            pass  # a full disk cannot refuse an overwrite in place of a tmpfs page; others: no heartbeat
+
+    def close_beat(self) -> None:
+        if self.beat_fd is not None:
+            os.close(self.beat_fd)
+            self.beat_fd = None
+            try:
+                st.beat_path(self.port).unlink(missing_ok=True)
+            except OSError:
+                pass
+
+    def tell_reaper(self, watching: bool = True) -> None:
+        """The reaper acts on the kill line itself when the guard's heartbeat stops (a frozen or
+        starved supervisor): it is told the line, and that the guard stands down at the end."""
+        reaper = self._reaper()
+        if reaper is None:
+            return
+        guard = self.guard
+        kill = self.lines.bytes("kill")
+        armed = watching and guard is not None and guard.armed and kill is not None
+        reaper.tell_guard(kill if armed else None)
+
+    # -- what the guard says
+
+    def _deferral(self, order: StopOrder) -> Callable[[Decision], str | None]:
+        """The stop order, with each new reason to wait recorded once as an event (status shows it)."""
+        said: list[str | None] = [None]
+
+        def defer(decision: Decision) -> str | None:
+            why = order(decision)
+            if why is not None and why != said[0]:
+                self.events.append({**_guard_event("GuardDeferred", decision), "why": why})
+                self._say(f"guard: {why}")
+                self._wake()  # into the state now, as a warning or a trip is: status shows the wait
+            said[0] = why
+            return why
+
+        return defer
+
+    def _on_warn(self, decision: Decision) -> None:
+        self.events.append(_guard_event("GuardWarning", decision))
+        self._wake()
+
+    def _on_trip(self, decision: Decision) -> None:
+        self.events.append(_guard_event("GuardTrip", decision))
+        self.tripped.set()
+        self._wake()
+
+    def _on_report(self, report: TripReport) -> None:
+        self.trip_report = report
+
+    # -- the record
+
+    def status(self) -> bool:
+        """Refresh the guard's line in the state (a few times a second); True when it changed."""
+        guard = self.guard
+        assert guard is not None  # set by run() before the loop starts
+        d = guard.last
+        if d is None:
+            return False
+        now = pr.GuardLast(
+            action=d.action.value,
+            available_gib=round((d.available or 0) / (1 << 30), 2),
+            rate_gib_s=round(-d.rate / (1 << 30), 2),
+            interval_s=d.next_interval,
+            at=time.time(),
+        )
+        g = self._record().guard
+        g.armed = guard.armed
+        g.state = "tripped" if self.tripped.is_set() else ("watching" if guard.armed else "disarmed")
+        g.pressure = pr.PressureRecord(
+            trigger=guard.pressure.spec()[:-1].decode() if guard.pressure is not None else None,
+            wakes=guard.pressure_wakes,
+            error=guard.pressure_error,
+        )
+        last = g.last
+        moved = abs(now.available_gib - last.available_gib) if last else 0.0
+        if (
+            last
+            and last.action == now.action
+            and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
+        ):
+            return False  # the file is rewritten for news, not for every sample
+        g.last = now
+        return True
+
+    def lines_record(self) -> pr.GuardLinesRecord:
+        return pr.GuardLinesRecord.model_validate(dataclasses.asdict(self.lines))
+
+    def change(self, req: pr.GuardRequest) -> list[str]:
+        """Move the lines and/or arm or disarm, live. The lines given win; a current line in their
+        way is turned off (the notes say which); lines given out of order raise UserError."""
+        guard = self.guard
+        assert guard is not None
+        notes: list[str] = []
+        if req.lines is not None:
+            lines, notes = resolve_lines(req.lines.given(), self.lines)
+            guard.set_lines(lines)
+            self.lines = lines
+            with self._lock:
+                self._record().guard.lines = self.lines_record()
+            self.events.append({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+        if req.armed is not None:
+            guard.arm() if req.armed else guard.disarm()
+            self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
+        self.tell_reaper()
+        with self._lock:
+            record = self._record()
+            record.guard.armed = guard.armed
+            if record.guard.state != "tripped":
+                record.guard.state = "watching" if guard.armed else "disarmed"
+        for note in notes:
+            self._say(f"guard: {note}")
+        self._save()
+        return notes
+
+
+def _guard_event(kind: str, decision: Decision) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "t": time.time(),
+        "line": decision.line,
+        "reason": decision.reason,
+        "available_gib": round((decision.available or 0) / (1 << 30), 3),
+        "threshold_gib": round((decision.threshold or 0) / (1 << 30), 3),
+    }
