@@ -479,3 +479,37 @@ def test_a_supervisor_that_claimed_its_port_never_asks_itself(make_profile, env)
         assert sup._server is not None
         sup._server.close()
         st.HELD_HERE.discard(profile.serve.port)
+
+
+def test_a_launch_keeps_vllms_own_figures_and_the_next_fit_uses_them(make_profile, env, cleanup, tmp_path):
+    """At the KV cache line the supervisor files the start-up's split (weights, graphs, KV; the rest is
+    activation + non-torch) in the state folder's calibrations.json (0600); `sparktui fit` of the same
+    profile then says its terms were measured on this box. The stub replays a real Spark start-up."""
+    folder = tmp_path / "gemma-3-27b-it"
+    folder.mkdir()
+    bench = __import__("tests.core.test_fit", fromlist=["load_bench"]).load_bench()
+    (folder / "config.json").write_text(json.dumps(bench.GEMMA3_27B))
+    log = REPO / "tests" / "fixtures" / "vllm-logs" / "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log"
+    profile = make_profile(
+        model=str(folder),
+        # a source build after 0.21 wrote the log: the profile names the rules to fit with
+        serve_extra='gpu-memory-utilization = 0.85\nkv-cache-dtype = "fp8"\nmax-num-batched-tokens = 4096\n'
+        'vllm-version = "0.21.0"',
+        STUB_VLLM_LOG=str(log),
+    )
+    with profile.open("a") as handle:  # this box, for the launch and the fit alike
+        handle.write('[machine]\nname = "auto"\n')
+    sup = start_foreground(profile, env, "--force")  # 51 GiB of weights do not fit this test machine
+    cleanup.append(sup.pid)
+    running_state(port_of(profile), timeout=60)
+    store = Path(env["SPARKTUI_STATE_DIR"]) / "calibrations.json"
+    assert wait_for(store.exists, 20)
+    assert stat.S_IMODE(store.stat().st_mode) == 0o600
+    (entry,) = json.loads(store.read_text())["entries"]
+    assert entry["source"] == "measured" and entry["figures"]["kv_memory"] == int(41.66 * 1024**3)
+    fitted = sparktui(["fit", "--json", str(profile)], env)
+    data = json.loads(fitted.stdout)
+    assert set(data["kv_memory_source"].values()) == {"measured"}, fitted.stderr
+    assert "measured on this box" in data["calibration"][0]
+    sup.send_signal(signal.SIGTERM)
+    assert sup.wait(30) == 0

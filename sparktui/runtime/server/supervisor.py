@@ -369,6 +369,7 @@ class Supervisor:
         self.socket_file = st.socket_address(self.port)
         self.summary = vllm_log.LogSummary()
         self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_EVENTS)
+        self._calibration_kept = False  # this launch's start-up figures went to runtime/calibrations.py
         self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
         self.requested_by: str | None = None
         self.finished = threading.Event()
@@ -917,11 +918,30 @@ class Supervisor:
                     continue
                 if isinstance(event, vllm_log.KVCacheSize):
                     self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
+                    self._keep_calibration()
                 self.events.append(_event_dict(event))
                 changed = True
         if changed:
             self.record.phase = "ready" if self.cluster_ready else self.summary.phase
         return changed
+
+    def _keep_calibration(self) -> None:
+        """Keep vLLM's own figures of this start-up for the next fit of the same key
+        (runtime/calibrations.py), once per launch; a failure here never touches the server."""
+        if self._calibration_kept:
+            return
+        self._calibration_kept = True
+        from sparktui.runtime import calibrations
+
+        try:
+            mem = read_memory(psi=False)
+            text = Path(self.record.log_path or "").read_text(errors="replace")
+            kept = calibrations.record_launch(
+                self.profile, self.serve, text, self.record.log_path or "", mem.mem_total, mem.mem_available
+            )
+            self._say(f"start-up figures kept for the next fit: {kept.describe()}")
+        except (UserError, OSError, ValueError) as exc:
+            self._say(f"start-up figures not kept: {exc}")
 
     def _say(self, text: str) -> None:
         """One line of progress on stderr (the terminal, or the journal under systemd)."""
