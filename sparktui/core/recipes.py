@@ -18,8 +18,10 @@ gives the same serve flags, environment, runner image and cluster.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -119,14 +121,15 @@ def detect_format(data: dict[str, Any]) -> RecipeFormat:
     return "sparkrun"
 
 
-def read_recipe(path: Path, model: str | None = None) -> RecipeRead:
-    """Read a recipe or vLLM config file; `model` fills in a config file that names none."""
+def read_recipe(path: Path, model: str | None = None, environ: Mapping[str, str] | None = None) -> RecipeRead:
+    """Read a recipe or vLLM config file; `model` fills in a config file that names none; `environ`
+    (default: this process's) fills the recipe's ${VAR} references."""
     data = read_yaml_mapping(path, "recipe")
     fmt = detect_format(data)
     if fmt == "vllm-config":
         read = _read_vllm_config(path, data, model)
     else:
-        read = _read_template_recipe(path, data, fmt)
+        read = _read_template_recipe(path, data, fmt, os.environ if environ is None else environ)
     text = path.read_text(encoding="utf-8")
     version = _VERSION_COMMENT.search(text)
     if version:
@@ -243,16 +246,32 @@ def _command_tokens(path: Path, command: str) -> list[str]:
         raise _fail(path, "command", str(exc)) from None
 
 
-def _read_template_recipe(path: Path, data: dict[str, Any], fmt: RecipeFormat) -> RecipeRead:
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _expand(text: str, environ: Mapping[str, str]) -> str:
+    """${VAR} and $VAR from the environment, as sparkrun expands a recipe's env at load (and eugr's
+    `export NAME="value"` line in bash); a variable that is not set is left as it is."""
+    return _REFERENCE.sub(lambda m: environ.get(m.group(1) or m.group(2), m.group(0)), text)
+
+
+def _read_template_recipe(
+    path: Path, data: dict[str, Any], fmt: RecipeFormat, environ: Mapping[str, str]
+) -> RecipeRead:
     defaults = _mapping(path, data, "defaults")
     env_raw = _mapping(path, data, "env")
     env: dict[str, str] = {}
+    passed: list[str] = []  # NAME: ${NAME}, taken from the environment sparktui runs in
     for key, value in env_raw.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise _fail(path, f"env.{key}", "not a valid environment variable name")
         if value is None or isinstance(value, (dict, list)):
             raise _fail(path, f"env.{key}", f'got {value!r}; expected a value such as "1"')
-        env[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if text in (f"${{{key}}}", f"${key}"):  # the variable of the same name: vLLM inherits it as it is
+            passed.append(key)
+            continue
+        env[key] = _expand(text, environ)
     model_key = _text(path, data, "model") or None
     runtime = _text(path, data, "runtime", "vllm")
     if fmt == "sparkrun" and runtime not in ("vllm", "eugr-vllm"):
@@ -288,6 +307,8 @@ def _read_template_recipe(path: Path, data: dict[str, Any], fmt: RecipeFormat) -
         if key not in info:
             not_modelled.append(f"{key} ({fmt} {'setting' if fmt == 'eugr' else 'recipe key'})")
     not_modelled += _unmodelled_flags(serve)
+    if passed:
+        notes.append(f"from the environment sparktui runs in, not stored: {', '.join(passed)}")
     tp = serve.tensor_parallel_size
     nodes = tp
     backend: str | None = None
