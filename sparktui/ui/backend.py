@@ -391,30 +391,34 @@ class Backend:
         with [cluster] starts its whole cluster as `sparktui serve --detach` does (every node
         checked over SSH, the workers there, the head here), never a lone head. What the preflight
         found comes back with the state, as `sparktui serve` prints it."""
-        from sparktui.runtime.server import supervisor
+
+        from sparktui.runtime.server import launcher
 
         if profile.cluster is not None:
             from sparktui.runtime.server.cluster_launch import launch_detached
 
             return cluster_launched(launch_detached(profile, profile.serve, force=force), profile)
-        state = supervisor.launch(profile, detach=True, force=force)
+        state = launcher.launch(profile, detach=True, force=force)
         return launched(server_status(state), [], state.preflight_warnings, profile)
 
     def stop(self, status: ServerStatus) -> ServerStatus:
-        from sparktui.runtime.server import supervisor
 
-        return server_status(supervisor.stop(status.port))
+        from sparktui.runtime.server import client
+
+        return server_status(client.stop(status.port))
 
     def kill(self, status: ServerStatus) -> ServerStatus:
-        from sparktui.runtime.server import supervisor
 
-        return server_status(supervisor.kill(status.port))
+        from sparktui.runtime.server import client
+
+        return server_status(client.kill(status.port))
 
     def restart(self, status: ServerStatus | None, profile: Profile) -> Launched:
-        from sparktui.runtime.server import supervisor
+
+        from sparktui.runtime.server import client
 
         if status is not None and status.live:
-            supervisor.stop(status.port)  # a cluster's head stops its workers too
+            client.stop(status.port)  # a cluster's head stops its workers too
         return self.launch(profile)
 
     def set_guard(
