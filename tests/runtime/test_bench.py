@@ -273,7 +273,10 @@ def test_depth_mode_reports_prompt_processing_and_generation_at_each_depth():
 
 def test_a_depth_past_the_model_length_names_the_flags():
     settings = bench.BenchSettings(prompt_tokens=32, output_tokens=OUTPUT, depths=[0, 5000])
-    with running(ttft=0.05, rate=100) as (url, _), pytest.raises(UserError, match="--depth 5000 \\+ --prompt-tokens 32"):
+    with (
+        running(ttft=0.05, rate=100) as (url, _),
+        pytest.raises(UserError, match="--depth 5000 \\+ --prompt-tokens 32"),
+    ):
         bench.run_bench(target(url), settings)
     with pytest.raises(UserError, match="--depth 1,-1: expected token counts"):
         bench.validate(bench.BenchSettings(depths=[1, -1]))
