@@ -1205,6 +1205,11 @@ def calibration_key(config: ServeConfig, spec: ModelSpec, machine: Machine) -> C
     )
 
 
+_TERM_NAMES = {
+    "weights": "weights",
+    "activation_non_torch": "activation peak + non-torch",
+    "cuda_graphs": "CUDA graphs",
+}
 _BUDGET_OF_TERM = {
     "weights": ("weights",),
     "activation_non_torch": ("activation_peak", "non_torch"),
@@ -1239,12 +1244,11 @@ def _calibrated_terms(
             "cuda_graphs": modelled.graphs if modelled else 0,
         }[term]
         changed.append(
-            f"{term.replace('_', ' ')}: predicted {_g(figure)} (measured {_g(calibration.figures[term])} at the launch; "
+            f"{_TERM_NAMES[term]}: predicted {_g(figure)} (measured {_g(calibration.figures[term])} at the launch; "
             f"changed since: {', '.join(differences(was, flags[term]))})"
         )
     lines = [
-        f"KV memory from terms {calibration.describe()}: "
-        + (", ".join(t.replace("_", " ") for t in measured) or "none")
+        f"KV memory from terms {calibration.describe()}: " + (", ".join(_TERM_NAMES[t] for t in measured) or "none")
     ]
     return measured, sources, [*lines, *changed]
 

@@ -97,6 +97,15 @@ def memory_back(started: Started, pool_bytes: int) -> str | None:
     return None if back.back else back.record(started.baseline).summary()
 
 
+def running(port: int, launch_id: str) -> bool:
+    """The route's server on `port` (that launch) still runs, as its supervisor records it."""
+    try:
+        state = st.read_state(st.state_path(port))
+    except pr.ProtocolError:
+        return False
+    return state is not None and state.launch_id == launch_id and st.with_liveness(state).alive
+
+
 def stop(port: int, launch_id: str) -> pr.StateRecord | None:
     """Stop the route's server on `port` (its whole tree); None when it had already ended."""
     try:
