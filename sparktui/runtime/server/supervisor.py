@@ -15,7 +15,10 @@ If the supervisor dies, vLLM does not live on unguarded: the API server gets SIG
 kernel (PR_SET_PDEATHSIG, proc.spawn), a reaper process (reaper.py) sweeps the recorded tree, and
 the next launch sweeps anything a lost supervisor left.
 
-Python API for the TUI: preflight(), launch(), read(), stop(), kill(), restart().
+The Supervisor class is the loop and the record; each of its other jobs is a part in its own
+module beside this one, holding its own state: command_socket, guard_wiring, log_ingest,
+metrics_pace, restarts, watch_wiring, cluster_wiring, wakeup, record_file. The API the CLI and
+TUI use is client.py and launcher.py; preflight is preflight.py.
 """
 
 from __future__ import annotations
