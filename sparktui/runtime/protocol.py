@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
 
+from sparktui.core.leak import LeakRecord
 from sparktui.errors import UserError
 
 STATE_VERSION = 1
@@ -120,12 +121,22 @@ class PressureRecord(_Model):
     error: str | None = None  # why there is none (no PSI on this kernel)
 
 
+class KernelRecord(_Model):
+    """The guard's kernel tripwire: its mode, where it reads the kernel log, the NVRM lines it saw."""
+
+    mode: Literal["stop", "warn", "off"] = "stop"
+    source: Literal["kmsg", "journal"] | None = None  # None: it cannot read the kernel log (`detail` says why)
+    detail: str | None = None
+    events: list[dict[str, Any]] = Field(default_factory=list)  # core.kernel_log.KernelEvent.to_dict()
+
+
 class GuardRecord(_Model):
     armed: StrictBool
     state: Literal["starting", "watching", "disarmed", "tripped"] = "starting"
     lines: GuardLinesRecord
     last: GuardLast | None = None
     pressure: PressureRecord | None = None
+    kernel: KernelRecord | None = None
 
 
 class LoopStats(_Model):
@@ -162,6 +173,7 @@ class ExitRecord(_Model):
     failure: dict[str, Any] | None = None
     message: str | None = None
     breaker: dict[str, Any] | None = None  # the crash-loop breaker stopped restarts: reason, failures
+    leak: LeakRecord | None = None  # memory that did not come back after the end (runtime/leakgate.py)
 
 
 class WedgeRecord(_Model):
@@ -370,6 +382,7 @@ class GuardRequest(_Message):
     cmd: Literal["guard"]
     armed: StrictBool | None = None
     lines: GuardLinesChange | None = None
+    kernel: Literal["stop", "warn", "off"] | None = None  # the kernel tripwire's mode
 
 
 class ClusterReadyRequest(_Message):

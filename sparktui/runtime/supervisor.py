@@ -38,14 +38,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.core import pool, vllm_log
+from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KernelEvent
+from sparktui.core.leak import MEMORY_BACK_TIMEOUT_S
 from sparktui.errors import UserError
 from sparktui.runtime import cluster as cluster_link
-from sparktui.runtime import proc
+from sparktui.runtime import leakgate, proc
 from sparktui.runtime import protocol as pr
 from sparktui.runtime import state as st
 from sparktui.runtime.containment import remove_stale_scopes
 from sparktui.runtime.endpoint import Endpoint, base_url
 from sparktui.runtime.guard import Guard, GuardLines, TripReport, resolve_lines
+from sparktui.runtime.kernel_watch import access as kernel_access
 from sparktui.runtime.launch_id import ENV as LAUNCH_ID_ENV
 from sparktui.runtime.launch_id import EXPECTED as LAUNCH_ID_EXPECTED
 from sparktui.runtime.launch_id import is_launch_id, not_this_launch
@@ -194,6 +197,8 @@ def preflight(
     check_host(serve.host)
     _, line_notes = GuardLines.from_settings_with_notes(profile.guard)  # bad lines: UserError, before launching
     warnings.extend(f"guard: {note}" for note in line_notes)
+    if (profile.guard.kernel or DEFAULT_KERNEL_MODE) != "off" and (kernel := kernel_access()).source is None:
+        warnings.append(f"guard: {kernel.text()}; until then it watches MemAvailable alone")
 
     for other in st.list_states():
         if other.alive and other.running and other.port == serve.port:
@@ -202,6 +207,9 @@ def preflight(
                 f"{other.profile!r}, supervisor pid {other.supervisor.pid}); stop it with "
                 f"`sparktui stop --port {serve.port}` or choose another --port"
             )
+    # memory a server that ran here left behind, still held: refused (the fix named) unless forced
+    leaks = [(s.port, s.exit.leak) for s in st.list_states() if not s.running and s.exit and s.exit.leak]
+    warnings.extend(f"leak gate: {w}" for w in leakgate.gate(leaks, force=force))
     if _port_in_use(serve.host, serve.port):
         raise UserError(
             f"--port {serve.port}: something is already listening on {serve.host}:{serve.port}; "
@@ -407,6 +415,7 @@ class Supervisor:
         self.finished = threading.Event()
         self.lock = threading.RLock()
         self.tree: proc.ProcessTree | None = None
+        self.baseline: leakgate.Baseline | None = None  # the machine before this launch (the leak gate)
         self.command: LaunchCommand | None = None
         self.state: pr.StateRecord | None = None
         self._unsaved = False  # a state write failed (ENOSPC…): retried on the next tick
@@ -638,6 +647,13 @@ class Supervisor:
             with self.lock:
                 self.record.guard.lines = pr.GuardLinesRecord.model_validate(dataclasses.asdict(lines))
             self.events.append({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+        if req.kernel is not None:
+            self.guard.set_kernel(req.kernel)
+            with self.lock:  # the reply shows it at once (the loop fills in the rest)
+                kernel = self.record.guard.kernel or pr.KernelRecord()
+                kernel.mode = req.kernel
+                self.record.guard.kernel = kernel
+            self.events.append({"kind": "GuardKernel", "t": time.time(), "mode": req.kernel})
         if req.armed is not None:
             self.guard.arm() if req.armed else self.guard.disarm()
             self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
@@ -719,6 +735,7 @@ class Supervisor:
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
             self._start_flight_recorder()
+            self.baseline = leakgate.take_baseline()
             self.tree = proc.spawn(self.command.argv, log_path, env)
             reaper.tell(self.tree.to_record())
             self._start_guard()
@@ -920,6 +937,8 @@ class Supervisor:
                 self.events.append({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
             if self.guard is not None and self.summary.phase == "ready":
                 self.guard.set_phase("prefill" if self.watch.prefilling else "ready")
+            if self.guard is not None:
+                self.guard.set_stalled(self.watch.stalled)
             stats = m.derive(snapshot, self._last_metrics)
             self._last_metrics = snapshot
             busy = bool(stats.running or stats.waiting)
@@ -992,11 +1011,33 @@ class Supervisor:
         if how == "exited" and self.summary.failure:
             f = self.summary.failure
             self._say(f"vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}")
+        self._check_leak()
         if how == "guard":
             return GUARD_EXIT
         if how == "wedge":
             return 1
         return 0 if how in ("stop", "kill") or returncode == 0 else 1
+
+    # -- leak gate
+
+    def _check_leak(self) -> None:
+        """The tree is gone: wait (up to [guard] leak-wait-s) for its memory to come back, and record
+        in the end record how much did not and what holds it (runtime/leakgate.py)."""
+        tree, baseline, exit_ = self.tree, self.baseline, self.record.exit
+        if tree is None or baseline is None or exit_ is None:
+            return
+        ran = leakgate.with_tree(
+            baseline, [(i.pid, i.start_time) for i in tree.recorded], tree.to_record().get("cgroup")
+        )
+        wait_s = self.profile.guard.leak_wait_s
+        back = leakgate.wait_for_memory_back(ran, MEMORY_BACK_TIMEOUT_S if wait_s is None else wait_s)
+        record = back.record(ran)
+        with self.lock:
+            exit_.leak = record
+        if not back.back:
+            self._say(f"warning: leak gate: {record.summary()}")
+            self.events.append({"kind": "Leak", "t": time.time(), "leaked_bytes": record.leaked_bytes})
+        self._save()
 
     # -- guard
 
@@ -1012,6 +1053,8 @@ class Supervisor:
             on_trip=self._on_trip,
             on_report=self._on_report,
             defer=None if order is None else self._deferral(order),
+            kernel=self.profile.guard.kernel or DEFAULT_KERNEL_MODE,
+            on_kernel=self._on_kernel,
         )
         self.guard.start()
 
@@ -1039,6 +1082,13 @@ class Supervisor:
         self.tripped.set()
         self._wake()
 
+    def _on_kernel(self, event: KernelEvent) -> None:
+        """An NVRM line the guard recorded (a driver out-of-memory line, or an Xid naming our tree)."""
+        self.events.append({"kind": "KernelLine", "t": time.time(), **event.to_dict()})
+        what = "the NVIDIA driver ran out of memory" if event.kind == "no_memory" else f"Xid {event.xid}"
+        self._say(f"kernel log: {what}: {event.line}")
+        self._wake()
+
     def _on_report(self, report: TripReport) -> None:
         self.trip_report = report
 
@@ -1064,6 +1114,15 @@ class Supervisor:
             wakes=guard.pressure_wakes,
             error=guard.pressure_error,
         )
+        access = guard.kernel_access
+        kernel = pr.KernelRecord(
+            mode=guard.kernel_mode,
+            source=access.source if access else None,
+            detail=(access.detail if access.source else access.text()) if access else None,
+            events=[e.to_dict() for e in guard.kernel_events],
+        )
+        kernel_news = g.kernel != kernel
+        g.kernel = kernel
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if (
@@ -1071,7 +1130,7 @@ class Supervisor:
             and last.action == now.action
             and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
         ):
-            return False  # the file is rewritten for news, not for every sample
+            return kernel_news  # the file is rewritten for news, not for every sample
         g.last = now
         return True
 
@@ -1144,6 +1203,16 @@ class Supervisor:
                 exit_.breaker = self.watch.to_state()["breaker"]
             self._save()
             return None
+        if exit_.leak is not None:
+            try:  # the same gate as a launch: never restart into memory the last run left held
+                leakgate.gate([(self.port, exit_.leak)])
+            except UserError as exc:
+                self._say(f"not restarting: {exc}")
+                self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": f"leak gate: {exc}"})
+                with self.lock:
+                    exit_.breaker = {"reason": f"leak gate: {exc}", "failures": []}
+                self._save()
+                return None
         attempt = len(self.watch.restarts)
         self._say(f"restarting after a {kind} in phase {phase} (restart {attempt}): {detail}")
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -1157,6 +1226,7 @@ class Supervisor:
         self.trip_report = None
         self.watch.reset_for_restart()
         assert self.command is not None  # built by run() before the first launch
+        self.baseline = leakgate.take_baseline()
         self.tree = proc.spawn(self.command.argv, log_path, env)
         self._start_guard()
         self._save(status="starting", phase=self.summary.phase, log_path=str(log_path), exit=None, ready_at=None)
@@ -1340,20 +1410,29 @@ def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.State
 
 
 def set_guard(
-    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
 ) -> pr.StateRecord:
-    """Arm/disarm the memory guard of a running server and/or move its lines; its state afterwards."""
-    return change_guard(port, armed=armed, lines=lines)[0]
+    """Arm/disarm the memory guard of a running server, move its lines and/or set its kernel
+    tripwire's mode; its state afterwards."""
+    return change_guard(port, armed=armed, lines=lines, kernel=kernel)[0]
 
 
 def change_guard(
-    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
 ) -> tuple[pr.StateRecord, list[str]]:
     """set_guard(), with the notes on lines turned off to make room for the ones given."""
     state = st.find_state(port)
     if not state.alive:
         raise UserError(f"the server on port {state.port} is not running (status {state.status})")
-    reply = st.request(state.port, st.guard_request(armed, lines), timeout=10)
+    reply = st.request(state.port, st.guard_request(armed, lines, kernel), timeout=10)
     if not reply.ok or reply.state is None:
         raise UserError(f"port {state.port}: the guard was not changed: {reply.error}")
     reply.state.alive = True
