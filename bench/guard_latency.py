@@ -37,8 +37,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sparktui.runtime.memory import read_mem_available, read_memory  # noqa: E402
-from sparktui.runtime.proc import read_stat, scan_processes, spawn  # noqa: E402
+from sparktui.runtime.host.memory import read_mem_available, read_memory  # noqa: E402
+from sparktui.runtime.host.proc import read_stat, scan_processes, spawn  # noqa: E402
 
 GiB = 1024**3
 HOG = REPO / "tests" / "support" / "procs" / "hog.py"

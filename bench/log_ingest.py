@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sparktui.core.vllm_log import LogSummary  # noqa: E402
-from sparktui.runtime.logtail import LogTail  # noqa: E402
+from sparktui.runtime.server.logtail import LogTail  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 

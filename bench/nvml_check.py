@@ -4,7 +4,7 @@ Needs only python3 with nvidia-ml-py and psutil, and this checkout (no network, 
 
     python3 bench/nvml_check.py > nvml_check.json
 
-It reads the GPU through sparktui.runtime.memory.read_gpu() (first call includes nvmlInit), times
+It reads the GPU through sparktui.runtime.host.memory.read_gpu() (first call includes nvmlInit), times
 repeated samples, then starts a child that makes a CUDA context and allocates device memory
 through the driver API (libcuda via ctypes, so no torch) and checks that the child shows up in
 the per-process GPU memory and in tree_memory(). Where a step is impossible it says why.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sparktui.runtime.memory import GpuSampler, read_gpu, read_memory, tree_memory
+from sparktui.runtime.host.memory import GpuSampler, read_gpu, read_memory, tree_memory
 
 ALLOC_MIB = 512
 

@@ -85,8 +85,8 @@ def main() -> int:
     stub = install_stub(work / "bin")
 
     from sparktui.core.profiles import load_profile
-    from sparktui.runtime import state as st
-    from sparktui.runtime import supervisor
+    from sparktui.runtime.records import state as st
+    from sparktui.runtime.server import supervisor
 
     fds_before = -1  # taken after the first cycle: what the first use opens for good is no leak
     shm_seen: set[str] = set()

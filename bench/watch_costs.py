@@ -32,9 +32,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sparktui.core.units import GiB  # noqa: E402
-from sparktui.runtime.guard import Guard, GuardLines  # noqa: E402
-from sparktui.runtime.memory import read_mem_available, read_psi_full_total  # noqa: E402
-from sparktui.runtime.proc import spawn  # noqa: E402
+from sparktui.runtime.guard.guard import Guard, GuardLines  # noqa: E402
+from sparktui.runtime.host.memory import read_mem_available, read_psi_full_total  # noqa: E402
+from sparktui.runtime.host.proc import spawn  # noqa: E402
 from sparktui.runtime.watch import (  # noqa: E402
     FlightHeader,
     ServerWatch,
@@ -84,7 +84,7 @@ def read_costs() -> dict[str, float]:
     """µs per call of what one guard sample does, measured apart."""
     import timeit
 
-    from sparktui.runtime.guard import GuardDecider
+    from sparktui.runtime.guard.guard import GuardDecider
 
     n = 20000
     decider = GuardDecider(GuardLines())

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from sparktui import __version__
+from sparktui.core.terminal_text import printable
 from sparktui.errors import UserError
 
 # name -> (module under sparktui.commands, one-line help)
@@ -31,6 +32,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "node-check": ("node_check", "what a cluster's head asks each node over SSH before a launch (JSON)"),
     "node-serve": ("node_serve", "start this node's rank of a cluster (run by the head over SSH)"),
     "node-watch": ("node_watch", "stream this node's rank state to its cluster's head (run by the head over SSH)"),
+    "metrics": ("metrics", "serve sparktui's memory, guard, wedge and KV figures to Prometheus (/metrics)"),
+    "service": ("service", "run a profile as a systemd user service: install [--print], remove, status"),
+    "profile": ("profile", "write a profile as a vLLM --config file, an eugr or sparkrun recipe; import one"),
     "bench": ("bench", "benchmark the running server: TTFT, tok/s per user and in all, how many users it holds"),
 }
 
@@ -79,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except UserError as exc:
-        print(f"sparktui: {exc}", file=sys.stderr)
+        print(printable(f"sparktui: {exc}", keep_newlines=True), file=sys.stderr)  # it may quote a reply or a file
         if error_file := os.environ.get("SPARKTUI_ERROR_FILE"):  # a detached supervisor: launch() reads it
             try:
                 Path(error_file).write_text(str(exc))
@@ -98,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 def _report_postmortems() -> None:
     """Once after a reboot that ended a running server: say what happened (on stderr)."""
     try:
-        from sparktui.runtime import state as st
+        from sparktui.runtime.records import state as st
         from sparktui.runtime.watch import check_after_reboot
 
         found = check_after_reboot(st.state_dir())

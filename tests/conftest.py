@@ -29,7 +29,7 @@ def no_hugging_face_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 def no_stale_cgroups() -> Iterator[None]:
     """Remove the empty cgroups (runtime.containment) that trees started by the tests leave."""
     yield
-    from sparktui.runtime.containment import remove_stale_scopes
+    from sparktui.runtime.host.containment import remove_stale_scopes
 
     remove_stale_scopes()
 

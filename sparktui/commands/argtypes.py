@@ -18,9 +18,9 @@ def tcp_port(text: str) -> int:
 
 
 def launch_id(text: str) -> str:
-    """A launch id (runtime/launch_id.py): a token, never a word the remote shell or a file name
+    """A launch id (runtime/records/launch_id.py): a token, never a word the remote shell or a file name
     could read as something else."""
-    from sparktui.runtime.launch_id import EXPECTED, is_launch_id
+    from sparktui.runtime.records.launch_id import EXPECTED, is_launch_id
 
     if not is_launch_id(text):
         raise argparse.ArgumentTypeError(f"expected a launch id ({EXPECTED}), got {text!r}")

@@ -4,7 +4,7 @@
   sparktui fit [--vllm-version X.Y[.Z]] -- vllm serve MODEL [flags…]
 
 Which vLLM: --vllm-version, else the profile's vllm-version, else what the profile's runner has
-installed (runtime/vllm_version.py), else the newest rules sparktui knows (said in the notes).
+installed (runtime/launch/vllm_version.py), else the newest rules sparktui knows (said in the notes).
 
 Exit status: 0 fits or tight, 1 won't start or unsafe, 2 bad input.
 """
@@ -60,6 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "for a DGX Spark; no estimate for other machines unless given)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--grid",
+        action="store_true",
+        help="also fit a grid of --max-num-seqs (1–50 and the current) × --max-model-len (4k–128k up to the "
+        "model's limit, and the current), for the current KV cache dtype and fp8 (JSON: 'grid')",
+    )
     parser.add_argument("--list-models", action="store_true", help="list the built-in model catalog and exit")
 
 
@@ -126,10 +132,14 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     version: str | None = None  # vllm_version is sparktui's own: not in the argv
     source = ""
     profile = None
+    model, flags = _pop_model(flags)
+    model = args.model or model
+    args.recipe, args.config_file = None, None
     if profile_arg:
         from sparktui.core.profiles import load_profile
 
-        profile = load_profile(profile_arg)
+        profile = load_profile(profile_arg, model=model)  # a recipe's model when a vLLM config file names none
+        args.recipe = profile.recipe
         base = profile.serve.to_argv()
         machine_name = profile.machine
         if profile.serve.vllm_version:
@@ -143,11 +153,10 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
         if env is not None:
             env.update(pasted_env)
         pasted_config = parse_serve_command(pasted)
+        args.config_file = config_file_read(pasted)
         base = pasted_config.to_argv()
         if pasted_config.vllm_version:
             version, source = pasted_config.vllm_version, "--vllm-version"
-    model, flags = _pop_model(flags)
-    model = args.model or model
     if model:
         base = [model, *base[1:]]
     if not base:
@@ -160,13 +169,35 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     if getattr(args, "vllm_version", None):
         version, source = args.vllm_version, "--vllm-version"
     if version is None and profile is not None:
-        from sparktui.runtime.vllm_version import detect
+        from sparktui.runtime.launch.vllm_version import detect
 
         found = detect(profile)
         version, source = found.version, found.source if found.version else found.describe()
     if version is not None:
         config = config.replace(vllm_version=version)
     return config, str(args.machine or machine_name), source
+
+
+def config_file_read(pasted: list[str]) -> list[str] | None:
+    """`vllm serve … --config FILE`: the lines saying what the file gave (vLLM's own reading)."""
+    if "--config" not in pasted:
+        return None
+    import shlex
+    from pathlib import Path
+
+    from sparktui.core.vllm_config_file import config_file_args
+
+    path = Path(pasted[pasted.index("--config") + 1]).expanduser()
+    return [
+        f"config     {path} (vllm serve --config; flags on the command line win): {shlex.join(config_file_args(path))}"
+    ]
+
+
+def read_lines(args: argparse.Namespace) -> list[str]:
+    """What a recipe or a --config file gave the fit, shown above it."""
+    recipe = getattr(args, "recipe", None)
+    lines = recipe.lines() if recipe is not None else []
+    return lines + (getattr(args, "config_file", None) or [])
 
 
 def _row(label: str, n_bytes: float) -> str:
@@ -356,6 +387,15 @@ def run(args: argparse.Namespace) -> int:
     if others:  # names only: values may be secrets
         result.notes.append(f"environment not modelled (passed to vLLM as it is): {', '.join(others)}")
     measured = apply_speed(result, online_quantized(spec, config.quantization), config, machine, args.bandwidth)
+    grid = None
+    if getattr(args, "grid", False):
+        from sparktui.core.grid import build_grid
+
+        def run_fit(cell_config: Any) -> Any:
+            return fit(cell_config, spec, machine, mem_available=mem_available,
+                       vllm_version_source=version_source, allow_long_max_model_len=allow_long)  # fmt: skip
+
+        grid = build_grid(config, spec, machine, result, run_fit)
     if args.json:
         data = result.to_dict()
         if measured and data.get("speed"):
@@ -365,13 +405,25 @@ def run(args: argparse.Namespace) -> int:
                 for run, predicted in measured
             ]  # fmt: skip
         data["model_flags"] = [f.to_dict() for f in model_flags(spec, config)]
+        if grid is not None:
+            data["grid"] = grid.to_dict()
+        if args.recipe is not None:
+            data["recipe"] = args.recipe.to_dict()
+        if args.config_file:
+            data["config_file"] = args.config_file
         cluster = cluster_fit(args, config, spec, machine, mem_available)
         if cluster is not None:
             data["cluster"] = cluster.to_dict()
         json.dump(data, sys.stdout, indent=1)
         print()
     else:
+        if read_lines(args):
+            print("\n".join([*read_lines(args), ""]))
         print(render(result, spec, config, measured))
+        if grid is not None:
+            from sparktui.core.grid import render_grid
+
+            print("\n".join(["", "trade-off grid (each cell a fit with those flags)", *render_grid(grid)[1:]]))
         cluster = cluster_fit(args, config, spec, machine, mem_available)
         if cluster is not None:
             print(render_cluster(cluster))
@@ -385,7 +437,7 @@ def cluster_fit(args: argparse.Namespace, config: Any, spec: Any, machine: Any, 
     from sparktui.core.profiles import load_profile
 
     profile_arg = _split(list(args.extra))[0]
-    cluster = load_profile(profile_arg).cluster if profile_arg else None
+    cluster = load_profile(profile_arg, model=config.model).cluster if profile_arg else None
     return None if cluster is None else fit_cluster(config, spec, machine, cluster, mem_available)
 
 

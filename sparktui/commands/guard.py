@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sparktui.runtime.guard import Guard, GuardLines
-    from sparktui.runtime.proc import ProcessTree
+    from sparktui.runtime.guard.guard import Guard, GuardLines
+    from sparktui.runtime.host.proc import ProcessTree
 
 # Exit status when the guard stopped the command (else: the command's own status, or 128+N when
 # it died of signal N, as shells report it). Chosen to collide with nothing sparktui or a shell
@@ -57,7 +57,7 @@ def _seconds(text: str) -> float:
 def add_line_arguments(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
     """--warn-below/--term-below/--kill-below; a line left out stays absent from the namespace, so
     the lines a user sets can win over the defaults (or the current lines)."""
-    from sparktui.runtime.guard import DEFAULT_KILL_GIB, DEFAULT_TERM_GIB, DEFAULT_WARN_GIB
+    from sparktui.runtime.guard.guard import DEFAULT_KILL_GIB, DEFAULT_TERM_GIB, DEFAULT_WARN_GIB
 
     for flag, default, what in (
         ("--warn-below", DEFAULT_WARN_GIB, "warn when MemAvailable falls below this"),
@@ -93,7 +93,7 @@ def given_lines(args: argparse.Namespace) -> dict[str, float | None]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from sparktui.runtime.guard import DEFAULT_GRACE_S
+    from sparktui.runtime.guard.guard import DEFAULT_GRACE_S
 
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -118,10 +118,10 @@ def _status(returncode: int) -> int:
 def run(args: argparse.Namespace) -> int:
     from sparktui.core.kernel_log import KernelEvent
     from sparktui.errors import UserError
-    from sparktui.runtime.guard import Guard, GuardLines, resolve_lines
-    from sparktui.runtime.kernel_watch import access
-    from sparktui.runtime.proc import spawn
-    from sparktui.runtime.reaper import Reaper
+    from sparktui.runtime.guard.guard import Guard, GuardLines, resolve_lines
+    from sparktui.runtime.guard.kernel_watch import access
+    from sparktui.runtime.host.proc import spawn
+    from sparktui.runtime.server.reaper import Reaper
 
     argv = list(args.command)
     if argv and argv[0] == "--":

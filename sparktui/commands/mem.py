@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def sample(gpu: bool) -> dict[str, Any]:
-    from sparktui.runtime.memory import read_gpu, read_memory
+    from sparktui.runtime.host.memory import read_gpu, read_memory
 
     out = {"memory": read_memory().to_dict()}
     if gpu:

@@ -1,6 +1,6 @@
 """What a cluster's head asks each node over SSH before a launch: the vLLM this node would run,
 whether the given ports are free, its memory (and what its servers reserve, the model's page cache),
-the link's interface. Prints one JSON object (runtime/cluster.py reads it)."""
+the link's interface. Prints one JSON object (runtime/cluster/link.py reads it)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime.cluster import NodeAsk, node_check
+    from sparktui.runtime.cluster.link import NodeAsk, node_check
 
     ask = None
     if args.machine or args.model or args.interface or args.master_addr or args.ray:

@@ -29,8 +29,9 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.atomic import atomic_write_text
     from sparktui.core.profiles import load_profile
     from sparktui.errors import UserError
-    from sparktui.runtime import cluster, supervisor
-    from sparktui.runtime import state as st
+    from sparktui.runtime.cluster import link as cluster
+    from sparktui.runtime.records import state as st
+    from sparktui.runtime.server import supervisor
 
     try:
         text = sys.stdin.buffer.read().decode() if sys.stdin is not None else ""

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from sparktui.errors import UserError
-    from sparktui.runtime.node_stream import stream_state
+    from sparktui.runtime.cluster.node_stream import stream_state
 
     if sys.stdin is None:  # fd 0 closed: the hang-up it waits for could never be seen (and fd 0 gets reused)
         raise UserError(

@@ -15,8 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime import state as st
     from sparktui.runtime import watch
+    from sparktui.runtime.records import state as st
 
     watch.check_after_reboot(st.state_dir())  # a reboot nobody has looked at yet
     saved = watch.saved_postmortems(st.state_dir())

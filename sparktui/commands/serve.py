@@ -25,9 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.core.profiles import load_profile
-    from sparktui.runtime import cluster, supervisor
+    from sparktui.runtime.cluster import link as cluster
+    from sparktui.runtime.server import supervisor
 
     profile = load_profile(args.profile)
+    if profile.recipe is not None:  # another tool's recipe: say what was read
+        print("\n".join(f"sparktui: {line}" for line in profile.recipe.lines()), file=sys.stderr)
     serve = supervisor.effective_serve(profile, args.extra)
     if profile.cluster is not None and cluster.this_rank(profile, serve) is None:
         return serve_cluster(profile, serve, args)
@@ -55,8 +58,10 @@ def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
     """A profile with [cluster]: every node is checked over SSH, each worker's rank
     starts under its own supervisor there, then the head's rank here, all with vLLM's own
     multi-node flags. The head's supervisor stops the workers when it ends."""
-    from sparktui.runtime import cluster, supervisor
-    from sparktui.runtime.launch_id import new_launch_id
+    from sparktui.runtime.cluster import link as cluster
+    from sparktui.runtime.cluster.ssh import stop_workers
+    from sparktui.runtime.records.launch_id import new_launch_id
+    from sparktui.runtime.server import supervisor
 
     settings = profile.cluster
     if args.detach:
@@ -72,13 +77,13 @@ def serve_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int:
     try:
         return supervisor.serve_foreground(profile, head_serve, force=args.force, launch_id=launch_id)
     except BaseException:
-        cluster.stop_workers(workers, serve.port, launch_id)
+        stop_workers(workers, serve.port, launch_id)
         raise
 
 
 def launch_cluster_detached(profile: Any, serve: Any, force: bool) -> int:
     """runtime.cluster_launch (the panel's launch of a cluster profile too), said on the terminal."""
-    from sparktui.runtime.cluster_launch import launch_detached
+    from sparktui.runtime.server.cluster_launch import launch_detached
 
     done = launch_detached(profile, serve, force=force)
     say_preflight(done.summaries, done.warnings)
@@ -102,8 +107,10 @@ def serve_ray_cluster(profile: Any, serve: Any, args: argparse.Namespace) -> int
     import threading
 
     from sparktui.errors import UserError
-    from sparktui.runtime import cluster, ray_cluster, supervisor
-    from sparktui.runtime.launch_id import new_launch_id
+    from sparktui.runtime.cluster import link as cluster
+    from sparktui.runtime.cluster import ray_backend as ray_cluster
+    from sparktui.runtime.records.launch_id import new_launch_id
+    from sparktui.runtime.server import supervisor
 
     head, head_serve = ray_cluster.head_profile(profile, serve)  # checks before anything starts
     checked = cluster.preflight(profile, serve, force=args.force)

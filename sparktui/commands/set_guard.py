@@ -11,6 +11,7 @@ import argparse
 
 from sparktui.commands.argtypes import tcp_port
 from sparktui.commands.guard import add_kernel_argument, add_line_arguments, given_lines
+from sparktui.core.terminal_text import printable
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +29,7 @@ def _gib(value: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.errors import UserError
-    from sparktui.runtime import supervisor
+    from sparktui.runtime.server import supervisor
 
     lines = given_lines(args)
     if not lines and args.armed is None and args.kernel is None:
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         )
     state, notes = supervisor.change_guard(args.port, armed=args.armed, lines=lines or None, kernel=args.kernel)
     for note in notes:
-        print(f"sparktui: note: {note}")
+        print(printable(f"sparktui: note: {note}"))
     g = state.guard
     print(
         f"port {state.port}: guard {'armed' if g.armed else 'DISARMED'}; warn {_gib(g.lines.warn_below_gib)}, "

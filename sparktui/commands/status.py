@@ -9,9 +9,10 @@ import time
 from typing import TYPE_CHECKING
 
 from sparktui.commands.argtypes import tcp_port
+from sparktui.core.terminal_text import printable
 
 if TYPE_CHECKING:
-    from sparktui.runtime.protocol import StateRecord
+    from sparktui.runtime.records.protocol import StateRecord
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _line(state: StateRecord) -> str:
-    from sparktui.runtime.protocol import condition_of
+    from sparktui.runtime.records.protocol import condition_of
 
     summary = state.summary or {}
     metrics = state.metrics or {}
@@ -91,9 +92,13 @@ def _leak_fields(state: StateRecord) -> dict[str, object]:
     return {"leaked_bytes": leak.leaked_bytes, "holders": [h.model_dump() for h in leak.holders]}
 
 
+def say(line: str) -> None:
+    print(printable(line))
+
+
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime import state as st
-    from sparktui.runtime import supervisor
+    from sparktui.runtime.records import state as st
+    from sparktui.runtime.server import supervisor
 
     problems: list[str] = []
     if args.port is not None:
@@ -111,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
                 or (s.exit is not None and s.exit.leak is not None and s.exit.leak.leaked)  # still news
             ]
     for problem in problems:
-        print(f"sparktui: warning: skipped {problem}", file=sys.stderr)
-    from sparktui.runtime.cluster import read_nodes
+        print(printable(f"sparktui: warning: skipped {problem}"), file=sys.stderr)
+    from sparktui.runtime.cluster.link import read_nodes
 
     if args.json:
         out = [
@@ -128,18 +133,18 @@ def run(args: argparse.Namespace) -> int:
     if not states:
         print("no server is running")
         return 0
-    for state in states:
-        print(_line(state))
+    for state in states:  # records are other processes' words: printed with control characters escaped
+        say(_line(state))
         if state.status == "lost" and state.lost_reason:
-            print(f"  LOST: {state.lost_reason}")
+            say(f"  LOST: {state.lost_reason}")
         elif state.exit and state.exit.reason == "supervisor_died" and state.exit.message:
-            print(f"  lost: {state.exit.message}")
+            say(f"  lost: {state.exit.message}")
         for node in read_nodes(state.port) if state.alive else []:  # the head of a cluster: every node
             phase = f"/{node['phase']}" if node.get("phase") else ""
             ended = f" exit: {node['exit_reason']}" if node.get("exit_reason") else ""
             mem = f"  MemAvailable {node['available_gib']:.1f} GiB" if node.get("available_gib") is not None else ""
-            print(f"  node {node['host']} (rank {node['rank']}): {node['status']}{phase}{ended}{mem}")
+            say(f"  node {node['host']} (rank {node['rank']}): {node['status']}{phase}{ended}{mem}")
         for line in _guard_news(state):
-            print(f"  {line}")
-        print(f"  log: {state.log_path}")
+            say(f"  {line}")
+        say(f"  log: {state.log_path}")
     return 0

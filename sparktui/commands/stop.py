@@ -8,9 +8,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparktui.commands.argtypes import launch_id, tcp_port
+from sparktui.core.terminal_text import printable
 
 if TYPE_CHECKING:
-    from sparktui.runtime.protocol import StateRecord
+    from sparktui.runtime.records.protocol import StateRecord
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,11 +46,11 @@ def describe_exit(state: StateRecord) -> str:
     detail = exit_info.reason if exit_info else "?"
     if gone_after is not None:
         detail += f", gone after {gone_after:.2f} s"
-    return f"{state.profile} on port {state.port}: {state.status} ({detail})"
+    return printable(f"{state.profile} on port {state.port}: {state.status} ({detail})")
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime import supervisor
+    from sparktui.runtime.server import supervisor
 
     only_id = only_id_of(args)
     if args.all:
@@ -64,7 +65,7 @@ def for_all(action: Callable[[int], StateRecord]) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from sparktui.errors import UserError
-    from sparktui.runtime import state as st
+    from sparktui.runtime.records import state as st
 
     ports = [s.port for s in st.list_states() if s.alive or s.status == "lost"]
     if not ports:
@@ -84,5 +85,5 @@ def for_all(action: Callable[[int], StateRecord]) -> int:
                 print(describe_exit(state))
             else:
                 failed += 1
-                print(f"sparktui: port {port}: {error}", file=sys.stderr)
+                print(printable(f"sparktui: port {port}: {error}"), file=sys.stderr)
     return 1 if failed else 0

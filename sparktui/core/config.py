@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sparktui.core.units import parse_human_int
+from sparktui.core.vllm_config_file import expand_config
 from sparktui.core.vllm_rules import parse_version
 from sparktui.errors import UserError
 
@@ -559,6 +560,7 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
         name, value = tokens.pop(0).split("=", 1)
         env[name] = value
     tokens = _strip_launcher(tokens)
+    tokens, _ = expand_config(tokens)  # `--config FILE.yaml`: the file's flags, placed as vLLM places them
 
     values: dict[str, Any] = {}
     extra: list[str] = []

@@ -26,6 +26,7 @@ from sparktui.core.config import flag_by_field
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
 from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS, dflash_as_built
+from sparktui.core.modelspec.dtype import served_dtype
 from sparktui.core.modelspec.multimodal import FLAG as LMO_FLAG
 from sparktui.core.modelspec.multimodal import LIMIT_FLAG, language_model_only, zero_limit_towers
 from sparktui.core.modelspec.spec import KvFormat
@@ -696,6 +697,7 @@ class FitResult:
     max_concurrency: float
     max_model_len: int
     kv_blocks: int = 0
+    kv_bytes_per_request: int = 0  # KV one request of max_model_len takes (whole blocks, every group)
     block_size: int = DEFAULT_BLOCK_SIZE
     kv_cache_dtype: str = "auto"
     working: list[str] = field(default_factory=list)
@@ -729,6 +731,7 @@ class FitResult:
             "kv_cache_bytes": self.kv_cache_bytes,
             "kv_cache_tokens": self.kv_cache_tokens,
             "kv_blocks": self.kv_blocks,
+            "kv_bytes_per_request": self.kv_bytes_per_request,
             "block_size": self.block_size,
             "max_model_len": self.max_model_len,
             "max_concurrency": round(self.max_concurrency, 4),
@@ -961,7 +964,7 @@ def fit(
     config.vllm_version names (`vllm_version_source` says where it came from, for the result).
     With `allow_long_max_model_len` (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) the model's own length
     limit is not enforced, as vLLM then only warns."""
-    spec = online_quantized(spec, getattr(config, "quantization", None))
+    spec = served_dtype(online_quantized(spec, getattr(config, "quantization", None)), getattr(config, "dtype", None))
     if allow_long_max_model_len and spec.max_len_limit:
         limit_note = (
             f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: the model's own limit ({spec.max_len_key} = "
@@ -1077,6 +1080,14 @@ def fit(
     elif c.concurrency < 1.1:
         tight = True
         reasons.append(f"the KV cache holds only {c.concurrency:.2f} requests of {max_len:,} tokens")
+    elif getattr(config, "max_num_seqs", None) and c.concurrency < s.max_num_seqs:
+        # vLLM starts, but that many users at full length do not fit: the rest wait or are
+        # preempted (only when asked for: vLLM's own default of 256 is a ceiling, not a plan)
+        tight = True
+        reasons.append(
+            f"the KV cache holds {c.concurrency:.2f} requests of {max_len:,} tokens, fewer than "
+            f"--max-num-seqs {s.max_num_seqs}: at full length the others wait or are preempted"
+        )
     elif c.plan.groups and not c.plan.fits_one(max(c.kv_low, 0), max_len):
         # vLLM measures its own non-torch and CUDA-graph memory at start-up: at the low end of what
         # real start-ups measured, it would refuse
@@ -1110,6 +1121,7 @@ def fit(
         max_concurrency=c.concurrency,
         max_model_len=max_len,
         kv_blocks=c.blocks,
+        kv_bytes_per_request=c.plan.bytes_per_request(max_len) if c.plan.groups else 0,
         block_size=c.plan.block_size,
         kv_cache_dtype=c.kv_name,
         working=list(c.plan.working),
@@ -1211,6 +1223,7 @@ def fit_to_kv_memory(
 ) -> tuple[int, int, float]:
     """(blocks, KV tokens, concurrency) given the KV memory vLLM reported (for checking against logs)."""
     machine = machine or dgx_spark()
+    spec = served_dtype(spec, getattr(config, "dtype", None))
     s = settings_from(config, spec, machine, rules)
     if s.mtp:
         spec = dflash_as_built(spec, s.rules)[0]

@@ -1,5 +1,5 @@
 """The NVIDIA driver's lines in the kernel log, as the guard's tripwire reads them. Pure: the
-runtime (runtime/kernel_watch.py) reads /dev/kmsg or `journalctl -o json` and hands each record in.
+runtime (runtime/guard/kernel_watch.py) reads /dev/kmsg or `journalctl -o json` and hands each record in.
 
 On GB10 the driver fails before MemAvailable looks low: it logs `NV_ERR_NO_MEMORY` (often in
 bursts), the engine stalls for ~5 s, then the host freezes (NVIDIA/open-gpu-kernel-modules #1358,

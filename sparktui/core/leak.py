@@ -1,6 +1,6 @@
 """Leaked memory after a server ended: how much, who holds it, and the words the gate refuses with.
 
-Pure: the runtime (runtime/leakgate.py) measures and hands the figures in. On a DGX Spark a crash
+Pure: the runtime (runtime/guard/leakgate.py) measures and hands the figures in. On a DGX Spark a crash
 or an OOM kill can leave tens of GiB behind until a reboot (~30 GiB of locked shared memory after
 one OOM kill: MiaAI-Lab GLM #193), and a relaunch into that memory is the next hang. What counts as
 leaked is the part of the fall in MemAvailable since the launch that something the old server could

@@ -6,7 +6,8 @@ A chosen model gets suggestions the user accepts one by one (sparktui fit, spark
   - --trust-remote-code when config.json maps classes to the repo's own code (auto_map);
   - --max-model-len at the model's own limit when the configuration asks for more or leaves vLLM
     to take the config's full length;
-  - --kv-cache-dtype fp8 when the checkpoint carries calibrated FP8 KV scales.
+  - --kv-cache-dtype fp8 when the checkpoint carries calibrated FP8 KV scales and the vLLM that
+    will run does not already use them for "auto".
 Parser names are vLLM's (docs.vllm.ai "Reasoning Outputs" and "Tool Calling", 0.10–0.32); a
 version may rename them, so each says where it comes from. Pure: no I/O.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparktui.core.modelspec import ModelSpec
+from sparktui.core.vllm_rules import rules_for
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,12 @@ def suggest_flags(spec: ModelSpec, config: Any | None = None) -> list[FlagSugges
         )
         out.append(FlagSuggestion("--max-model-len", str(limit), why, field="max_model_len"))
     kv = (getattr(config, "kv_cache_dtype", None) or "auto").lower()
-    if spec.checkpoint_kv_cache_dtype == "fp8" and kv == "auto":
+    # From vLLM 0.14 (ModelOpt) and 0.15 (compressed-tensors) "auto" already takes the checkpoint's
+    # fp8 KV cache (vllm_rules kv_dtype_auto_*): the flag would change nothing there.
+    version = getattr(config, "vllm_version", None)
+    rules = rules_for(version) if version else rules_for(None)
+    already = rules.kv_dtype_from_checkpoint(spec.checkpoint_quant_method, spec.checkpoint_kv_cache_dtype, "auto")
+    if spec.checkpoint_kv_cache_dtype == "fp8" and kv == "auto" and not already:
         out.append(
             FlagSuggestion(
                 "--kv-cache-dtype",

@@ -10,6 +10,7 @@
     [watch]    wedge-after-s, probe-timeout-s, restart-on = ["wedge", "crash"], max-failures,
                failure-window-s, flight-recorder, evict-page-cache
     [runner]   kind = "native" | "container", executable, venv, image, container-args
+    [metrics]  listen = "127.0.0.1:9464": the supervisor serves sparktui's figures to Prometheus
     [env]      NAME = "value" for the server's environment
 
 Saving edits the loaded tomlkit document in place, so comments, ordering and keys sparktui does not
@@ -25,7 +26,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import tomlkit
 import tomlkit.exceptions
@@ -37,6 +38,9 @@ from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
 from sparktui.core.kernel_log import KERNEL_MODES
 from sparktui.errors import UserError
 from sparktui.paths import user_profiles_dir
+
+if TYPE_CHECKING:
+    from sparktui.core.recipes import RecipeRead
 
 MACHINE_NAMES = ("dgx-spark", "auto")
 RunnerKind = Literal["native", "container"]
@@ -96,11 +100,13 @@ class Profile:
     guard: GuardSettings = field(default_factory=GuardSettings)
     runner: RunnerSettings = field(default_factory=RunnerSettings)
     watch: WatchSettings = field(default_factory=WatchSettings)
+    metrics_listen: str | None = None  # [metrics] listen = "127.0.0.1:9464": the supervisor serves /metrics
     env: dict[str, str] = field(default_factory=dict)
     cluster: ClusterSettings | None = None  # several Sparks serving one model
     description: str = ""  # the file's first comment line
     warnings: list[str] = field(default_factory=list)  # unknown keys outside [serve], kept as they are
     document: tomlkit.TOMLDocument | None = field(default=None, repr=False, compare=False)
+    recipe: RecipeRead | None = field(default=None, repr=False, compare=False)  # read from another tool's YAML
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,8 @@ _RUNNER_KEYS = {
     "image": "image",
     "container-args": "container_args",
 }
-_SECTIONS = ("serve", "machine", "guard", "runner", "watch", "cluster", "env")
+_SECTIONS = ("serve", "machine", "guard", "runner", "watch", "cluster", "metrics", "env")
+_LISTEN = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})")
 
 
 def user_profile_path(name: str) -> Path:
@@ -177,6 +184,9 @@ def list_profiles() -> list[ProfileRef]:
             continue
         for path in sorted(folder.glob("*.toml")):
             found[path.stem] = ProfileRef(path.stem, path, source, _description(path))
+        if source == "user":  # recipes of other tools dropped among yours (eugr, sparkrun, vLLM --config)
+            for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+                found.setdefault(path.stem, ProfileRef(path.stem, path, source, "recipe " + path.name))
     return sorted(found.values(), key=lambda ref: ref.name)
 
 
@@ -186,7 +196,7 @@ def resolve_profile(path_or_name: str | os.PathLike[str]) -> Path:
     candidate = Path(text).expanduser()
     if candidate.is_file():
         return candidate
-    looks_like_path = os.sep in text or text.endswith(".toml")
+    looks_like_path = os.sep in text or text.endswith((".toml", ".yaml", ".yml"))
     if not looks_like_path:
         refs = {ref.name: ref for ref in list_profiles()}
         if text in refs:
@@ -200,8 +210,12 @@ def resolve_profile(path_or_name: str | os.PathLike[str]) -> Path:
     raise UserError(f"{text}: no such profile file")
 
 
-def load_profile(path_or_name: str | os.PathLike[str]) -> Profile:
+def load_profile(path_or_name: str | os.PathLike[str], model: str | None = None) -> Profile:
+    """A TOML profile, or a recipe of another tool (eugr, sparkrun, a vLLM --config file) read into
+    one; `model` fills in a vLLM config file that names none."""
     path = resolve_profile(path_or_name)
+    if path.suffix in (".yaml", ".yml"):
+        return profile_from_recipe(path, model=model)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -270,6 +284,16 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
 
     cluster = _cluster(_table(doc, "cluster", fail), lambda k, p: fail("cluster", k, p))
 
+    metrics_listen = None
+    for key, value in _table(doc, "metrics", fail).items():
+        if key != "listen":
+            warnings.append(_unknown_warning(where, "metrics", key, ["listen"]))
+            continue
+        match = _LISTEN.fullmatch(value) if isinstance(value, str) else None
+        if match is None or not 1 <= int(match.group(1)) <= 65535:
+            raise fail("metrics", "listen", f'got {_show(value)}; expected "HOST:PORT", e.g. "127.0.0.1:9464"')
+        metrics_listen = value
+
     env: dict[str, str] = {}
     for key, value in _table(doc, "env", fail).items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
@@ -289,11 +313,57 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         runner=runner,
         watch=watch,
         cluster=cluster,
+        metrics_listen=metrics_listen,
         env=env,
         description=_first_comment(text),
         warnings=warnings,
         document=doc,
     )
+
+
+def profile_from_recipe(path: Path, model: str | None = None, nodes: list[str] | None = None) -> Profile:
+    """A recipe as a profile: its flags in [serve], its container in [runner], its environment in
+    [env], and [cluster] when it runs on several Sparks and `nodes` names them."""
+    from sparktui.core.recipes import read_recipe, recipe_cluster
+
+    read = read_recipe(path, model=model)
+    runner = RunnerSettings(kind="container", image=read.image) if read.image else RunnerSettings()
+    cluster = recipe_cluster(read, nodes)
+    serve = read.serve
+    warnings: list[str] = []
+    if read.nodes_needed > 1 and cluster is None:
+        warnings.append(
+            f"{path}: the recipe runs on {read.nodes_needed} Sparks ({read.backend}) but names no hosts; "
+            f"`sparktui profile import {path.name} --nodes HEAD,WORKER` writes a profile with [cluster]"
+        )
+    if cluster is not None and cluster.backend == "mp" and "--distributed-executor-backend" in serve.extra_args:
+        serve = serve.replace(extra_args=_without_flag(serve.extra_args, "--distributed-executor-backend"))
+    read.notes += warnings
+    return Profile(
+        name=path.stem,
+        path=path,
+        serve=serve,
+        runner=runner,
+        env=dict(read.env),
+        cluster=cluster,
+        description=read.description or read.name,
+        warnings=warnings,
+        recipe=read,
+    )
+
+
+def _without_flag(extra: list[str], name: str) -> list[str]:
+    out, i = [], 0
+    while i < len(extra):
+        if extra[i] == name:
+            i += 2
+            continue
+        if extra[i].startswith(name + "="):
+            i += 1
+            continue
+        out.append(extra[i])
+        i += 1
+    return out
 
 
 def _parse_problem(exc: tomlkit.exceptions.ParseError) -> str:
@@ -688,6 +758,10 @@ def to_document(profile: Profile) -> tomlkit.TOMLDocument:
                 del wanted_cluster[key]
         _sync(table, wanted_cluster, set(_CLUSTER_KEYS), same)
 
+    if profile.metrics_listen is not None or "metrics" in doc:
+        wanted_metrics = {} if profile.metrics_listen is None else {"listen": profile.metrics_listen}
+        _sync(_section(doc, "metrics"), wanted_metrics, {"listen"}, same)
+
     if profile.env or "env" in doc:
         env_table = _section(doc, "env")
         _sync(env_table, dict(profile.env), set(env_table.keys()) | set(profile.env), same)
@@ -703,6 +777,11 @@ def save_profile(profile: Profile, path: str | os.PathLike[str] | None = None) -
     target = Path(path) if path is not None else profile.path
     if target is None:
         raise UserError(f"profile {profile.name!r}: nowhere to save it; give a path")
+    if target.suffix in (".yaml", ".yml"):  # never TOML over another tool's recipe
+        raise UserError(
+            f"{target}: a recipe, not a sparktui profile; save as a name or a .toml path, or write the "
+            "recipe with `sparktui profile export PROFILE --format eugr|sparkrun|vllm-config`"
+        )
     text = dumps_profile(profile)
     parse_profile(text, target)  # never write a file that would not load back
     has_secret = bool(profile.serve.api_key) or any("KEY" in k or "TOKEN" in k for k in profile.env)
@@ -727,6 +806,7 @@ __all__ = [
     "load_profile",
     "new_profile",
     "parse_profile",
+    "profile_from_recipe",
     "resolve_profile",
     "save_profile",
     "shipped_profiles_dir",

@@ -50,9 +50,9 @@ from pydantic import BaseModel, Field, ValidationError
 from sparktui.core.metrics import KV_USAGE, MetricsError, kv_cache_usage_pct, parse_metrics
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
-from sparktui.runtime import state as st
-from sparktui.runtime.endpoint import base_url
-from sparktui.runtime.memory import read_gpu, read_mem_available
+from sparktui.runtime.host.memory import read_gpu, read_mem_available
+from sparktui.runtime.records import state as st
+from sparktui.runtime.records.endpoint import base_url
 
 SCHEMA_VERSION = 1
 MEM_EVERY_S = 0.1

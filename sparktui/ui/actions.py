@@ -106,6 +106,15 @@ ACTIONS: tuple[Action, ...] = (
         show=False,
     ),
     Action(
+        "fit.grid",
+        "ctrl+y",
+        "trade_off_grid",
+        "Grid",
+        "Trade-off grid: users × context for this model, fp8 KV beside (Enter applies a cell)",
+        pane="config",
+        show=False,
+    ),
+    Action(
         "bench.run",
         "f10",
         "run_bench",

@@ -38,7 +38,7 @@ from sparktui.ui.widgets.base import TextPanel
 
 if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
-    from sparktui.runtime.memory import MemorySample
+    from sparktui.runtime.host.memory import MemorySample
 
 SHARED = ("profile", "server", "servers", "sample", "fit", "guard")
 

@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from sparktui.core.fit import FitResult, Machine, Suggestion
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
-    from sparktui.runtime.cluster_launch import ClusterLaunch
-    from sparktui.runtime.memory import GpuReport, MemorySample
-    from sparktui.runtime.protocol import GuardRecord, StateRecord
-    from sparktui.runtime.state_watch import StateDirWatch
+    from sparktui.runtime.host.memory import GpuReport, MemorySample
+    from sparktui.runtime.records.protocol import GuardRecord, StateRecord
+    from sparktui.runtime.records.state_watch import StateDirWatch
+    from sparktui.runtime.server.cluster_launch import ClusterLaunch
 
 GuardLines = dict[str, float | None]  # warn_below_gib / term_below_gib / kill_below_gib
 
@@ -58,19 +58,19 @@ class Backend:
 
     def postmortems(self) -> list[str]:
         """Post-mortems of servers the machine went down under, each returned once (runtime.watch)."""
-        from sparktui.runtime import state as st
+        from sparktui.runtime.records import state as st
         from sparktui.runtime.watch import check_after_reboot
 
         return [pm.render() for pm in check_after_reboot(st.state_dir())]
 
     # -- memory and GPU ---------------------------------------------------------------------------
     def memory(self) -> MemorySample:
-        from sparktui.runtime.memory import read_memory
+        from sparktui.runtime.host.memory import read_memory
 
         return read_memory()
 
     def gpu(self) -> GpuView:
-        from sparktui.runtime.memory import read_gpu
+        from sparktui.runtime.host.memory import read_gpu
 
         return gpu_view(read_gpu())
 
@@ -173,9 +173,25 @@ class Backend:
         view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
         return view
 
+    def grid(
+        self, config: ServeConfig, spec: ModelSpec, machine: Machine, sample: MemorySample | None, source: str = ""
+    ) -> Any:
+        """The trade-off grid (core.grid.Grid) around the form, each cell fitted as `fit` fits the
+        form (this host's MemAvailable only when the profile's machine is this host)."""
+        from sparktui.core.fit import fit, reading_applies
+        from sparktui.core.grid import build_grid
+
+        live = sample is not None and reading_applies(machine, sample.mem_total)
+        mem_available = sample.mem_available if sample is not None and live else None
+
+        def run_fit(cell: ServeConfig) -> FitResult:
+            return fit(cell, spec, machine, mem_available=mem_available, vllm_version_source=source)
+
+        return build_grid(config, spec, machine, run_fit(config), run_fit)
+
     def detect_vllm_version(self, profile: Any) -> Any:
         """Which vLLM the profile's runner has, from files only (no `vllm --version` from the TUI)."""
-        from sparktui.runtime.vllm_version import detect
+        from sparktui.runtime.launch.vllm_version import detect
 
         try:
             return detect(profile, run=False)
@@ -228,7 +244,7 @@ class Backend:
     # -- the server, through the supervisor ---------------------------------------------------------
     def runner_problem(self, profile: Profile) -> str | None:
         """Why this profile's vLLM cannot be started here (not installed, bad runner), or None."""
-        from sparktui.runtime.runner import build_command
+        from sparktui.runtime.launch.runner import build_command
 
         try:
             build_command(profile)
@@ -241,8 +257,8 @@ class Backend:
 
         A live server is asked through its socket (a `status` request): that is also what keeps
         the supervisor reading /metrics while the panel watches."""
-        from sparktui.runtime import state as state_mod
-        from sparktui.runtime.protocol import ProtocolError
+        from sparktui.runtime.records import state as state_mod
+        from sparktui.runtime.records.protocol import ProtocolError
 
         try:
             if port is not None:
@@ -265,8 +281,8 @@ class Backend:
     def servers(self) -> list[ServerEntry]:
         """Every server recorded in this state dir (ended ones too: the pane says how one ended),
         newest first. Files only (no socket request): cheap enough to read whenever one changes."""
-        from sparktui.runtime import state as state_mod
-        from sparktui.runtime.protocol import ProtocolError
+        from sparktui.runtime.records import state as state_mod
+        from sparktui.runtime.records.protocol import ProtocolError
 
         out = []
         for path in (state_mod.state_dir() / "servers").glob("*.json"):
@@ -283,22 +299,22 @@ class Backend:
     def watch_servers(self) -> StateDirWatch:
         """Iterates once per change of the servers' records, until closed (runtime.state_watch:
         no CPU while none changes)."""
-        from sparktui.runtime import state as state_mod
-        from sparktui.runtime.state_watch import StateDirWatch
+        from sparktui.runtime.records import state as state_mod
+        from sparktui.runtime.records.state_watch import StateDirWatch
 
         return StateDirWatch(state_mod.state_dir())
 
     def _live(self, record: StateRecord) -> StateRecord:
         if not record.alive:
             return record
-        from sparktui.runtime import state as state_mod
+        from sparktui.runtime.records import state as state_mod
 
         return state_mod.ask_live(record.port, metrics=True) or record  # no answer: the file is still the truth
 
     def _with_tree(self, status: ServerStatus) -> ServerStatus:
         if status.pid and status.live:
             try:
-                from sparktui.runtime.memory import tree_memory
+                from sparktui.runtime.host.memory import tree_memory
 
                 tree = tree_memory(status.pid)
             except OSError:
@@ -313,27 +329,27 @@ class Backend:
         with [cluster] starts its whole cluster as `sparktui serve --detach` does (every node
         checked over SSH, the workers there, the head here), never a lone head. What the preflight
         found comes back with the state, as `sparktui serve` prints it."""
-        from sparktui.runtime import supervisor
+        from sparktui.runtime.server import supervisor
 
         if profile.cluster is not None:
-            from sparktui.runtime.cluster_launch import launch_detached
+            from sparktui.runtime.server.cluster_launch import launch_detached
 
             return cluster_launched(launch_detached(profile, profile.serve, force=force), profile)
         state = supervisor.launch(profile, detach=True, force=force)
         return launched(server_status(state), [], state.preflight_warnings, profile)
 
     def stop(self, status: ServerStatus) -> ServerStatus:
-        from sparktui.runtime import supervisor
+        from sparktui.runtime.server import supervisor
 
         return server_status(supervisor.stop(status.port))
 
     def kill(self, status: ServerStatus) -> ServerStatus:
-        from sparktui.runtime import supervisor
+        from sparktui.runtime.server import supervisor
 
         return server_status(supervisor.kill(status.port))
 
     def restart(self, status: ServerStatus | None, profile: Profile) -> Launched:
-        from sparktui.runtime import supervisor
+        from sparktui.runtime.server import supervisor
 
         if status is not None and status.live:
             supervisor.stop(status.port)  # a cluster's head stops its workers too
@@ -343,7 +359,7 @@ class Backend:
         self, status: ServerStatus, armed: bool | None = None, lines: GuardLines | None = None
     ) -> ServerStatus:
         """Arm/disarm and/or move the lines of the guard of a running server, live, through its supervisor."""
-        from sparktui.runtime import state as state_mod
+        from sparktui.runtime.records import state as state_mod
 
         try:
             reply = state_mod.request(status.port, state_mod.guard_request(armed, lines), timeout=10)
@@ -358,7 +374,7 @@ class Backend:
 
     def default_guard_lines(self, settings: GuardSettings) -> GuardLines:
         """The profile's guard lines with the guard's defaults filled in (GiB)."""
-        from sparktui.runtime.guard import GuardLines as Lines
+        from sparktui.runtime.guard.guard import GuardLines as Lines
 
         lines = Lines.from_settings(settings)
         return {
@@ -370,7 +386,7 @@ class Backend:
     def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
         """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""
         # Small reads keep each hold of the GIL short, so keys stay quick while a flood is read.
-        from sparktui.runtime.logtail import LogTail
+        from sparktui.runtime.server.logtail import LogTail
 
         with LogTail(path, keep=1, chunk_bytes=1 << 16) as tail:
             yield from tail.follow(interval_s=0.1, stop=stop)
@@ -493,7 +509,7 @@ def trip_text(trip: Mapping[str, Any] | str) -> str:
     """The guard's TripReport (as recorded by the supervisor) in a few lines."""
     if isinstance(trip, str):
         return trip
-    from sparktui.runtime.guard import TripReport
+    from sparktui.runtime.guard.guard import TripReport
 
     try:
         return TripReport(**trip).summary()
@@ -557,8 +573,8 @@ def beside_others(
 
 def server_entry(record: StateRecord) -> ServerEntry:
     """A record as one line of the server list (its cluster's nodes, when it is a head)."""
-    from sparktui.runtime.cluster import read_nodes
-    from sparktui.runtime.protocol import condition_of
+    from sparktui.runtime.cluster.link import read_nodes
+    from sparktui.runtime.records.protocol import condition_of
 
     argv = record.argv or []
     utilization = None
@@ -600,7 +616,7 @@ def server_entry(record: StateRecord) -> ServerEntry:
 
 def server_status(record: StateRecord) -> ServerStatus:
     """The supervisor's state record in the panel's words."""
-    from sparktui.runtime.protocol import condition_of
+    from sparktui.runtime.records.protocol import condition_of
 
     condition = condition_of(record)
     exit_info = record.exit

@@ -10,7 +10,7 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from sparktui.core.profiles import GuardSettings, Profile
-    from sparktui.runtime.memory import MemorySample
+    from sparktui.runtime.host.memory import MemorySample
     from sparktui.ui.viewmodels import FitView, ServerEntry, ServerStatus
 
 

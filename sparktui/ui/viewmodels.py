@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # loaded after the first frame (pydantic, the fit engine)
     from sparktui.core.fit import Suggestion
-    from sparktui.runtime.protocol import ConditionView
+    from sparktui.runtime.records.protocol import ConditionView
 
 Rows = tuple[tuple[str, str], ...]  # (figure, value) pairs, in display order
 LIVE = ("starting", "ready", "stopping", "wedged")  # a wedged server still runs: stop and kill must reach it

@@ -140,7 +140,7 @@ BAD_ARGS = [
     (["node-check", "--port", "70000"], ["--port", "1 to 65535"]),
     (["node-watch", "--port", "-1"], ["--port", "1 to 65535"]),
     (["set-guard", "--warn-below", "nan"], ["--warn-below"]),
-    # a launch id names one supervisor (runtime/launch_id.py): a token, with the port it is on
+    # a launch id names one supervisor (runtime/records/launch_id.py): a token, with the port it is on
     *[
         ([c, "--port", "8011", "--only-id", bad], ["--only-id", "launch id"])
         for c in ("stop", "kill")
@@ -191,7 +191,7 @@ BAD_RECORDS = ['{"port": 8011, "status": 5, "supervisor": "x"}', "\udcff\udcfe"]
 def test_a_damaged_state_record_is_named_not_a_traceback(
     record: str, argv: list[str], isolated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sparktui.runtime import state as st
+    from sparktui.runtime.records import state as st
 
     path = st.state_dir() / "servers" / "8011.json"
     path.write_bytes(record.encode("utf-8", "surrogateescape"))
@@ -204,8 +204,8 @@ def test_a_damaged_state_record_is_named_not_a_traceback(
 
 @pytest.mark.parametrize("record", BAD_RECORDS, ids=["wrong shape", "not UTF-8"])
 def test_node_watch_reads_a_damaged_record_as_no_live_supervisor(record: str, isolated: Path) -> None:
-    from sparktui.runtime import state as st
-    from sparktui.runtime.node_stream import stream_state
+    from sparktui.runtime.cluster.node_stream import stream_state
+    from sparktui.runtime.records import state as st
 
     (st.state_dir() / "servers" / "8011.json").write_bytes(record.encode("utf-8", "surrogateescape"))
     out = io.StringIO()
@@ -284,7 +284,7 @@ def test_node_serve_leaves_no_staged_profile_behind(
 ) -> None:
     """The profile on stdin (its [env] may hold secrets) is staged in a folder of this call's own,
     removed once read: two heads launching at once never read each other's."""
-    from sparktui.runtime import state as st
+    from sparktui.runtime.records import state as st
 
     text = GOOD + '[env]\nHF_TOKEN = "hf_secret"\n'  # no [cluster]: refused after staging
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))

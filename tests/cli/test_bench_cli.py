@@ -13,8 +13,9 @@ import httpx
 import pytest
 
 from sparktui.core.profiles import load_profile
-from sparktui.runtime import proc, supervisor
-from sparktui.runtime import state as st
+from sparktui.runtime.host import proc
+from sparktui.runtime.records import state as st
+from sparktui.runtime.server import supervisor
 from tests.support import BENCH_RUN_KEYS, REPO, free_port, wait_for
 from tests.support.timed_server import running
 

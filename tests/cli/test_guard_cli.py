@@ -12,7 +12,7 @@ import pytest
 
 from sparktui.commands.guard import EXIT_GUARD_TRIPPED
 from sparktui.core.units import GiB
-from sparktui.runtime.memory import read_mem_available
+from sparktui.runtime.host.memory import read_mem_available
 from tests.support import PROCS, REPO, alive, wait_file
 
 pytestmark = pytest.mark.slow  # spawns processes

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from sparktui.runtime import protocol as pr
-from sparktui.runtime import state as st
+from sparktui.runtime.records import protocol as pr
+from sparktui.runtime.records import state as st
 from tests.support import REPO, alive, free_port, wait_for
 
 pytestmark = pytest.mark.slow  # spawns supervisors

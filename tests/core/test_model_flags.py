@@ -56,9 +56,18 @@ def test_the_models_own_context_limit():
 
 
 def test_fp8_kv_only_where_the_checkpoint_carries_scales():
-    assert flags_of("nvidia/Qwen3-32B-NVFP4", max_model_len=4096)["--kv-cache-dtype"].value == "fp8"
+    # vLLM 0.13 serves a ModelOpt checkpoint's KV in the model dtype unless told: the flag halves it
+    old = flags_of("nvidia/Qwen3-32B-NVFP4", max_model_len=4096, vllm_version="0.13.0")
+    assert old["--kv-cache-dtype"].value == "fp8"
     assert "--kv-cache-dtype" not in flags_of("Qwen/Qwen3-32B", max_model_len=4096)
     assert "--kv-cache-dtype" not in flags_of("nvidia/Qwen3-32B-NVFP4", max_model_len=4096, kv_cache_dtype="bfloat16")
+
+
+def test_no_fp8_kv_suggestion_where_auto_already_takes_the_checkpoints_fp8():
+    # from vLLM 0.14 --kv-cache-dtype auto follows the ModelOpt config's kv_cache_quant_algo (FP8):
+    # the KV cache is already fp8, so "fp8 halves the KV cache" would be false
+    for version in ("0.14.0", "0.20.1", None):
+        assert "--kv-cache-dtype" not in flags_of("nvidia/Qwen3-32B-NVFP4", max_model_len=4096, vllm_version=version)
 
 
 def test_trust_remote_code_when_the_config_maps_its_own_classes():

@@ -193,6 +193,12 @@ EXPECTED = {
              available_kv_gib=None, kv_cache_tokens=None, max_concurrency=None, ready=False),
         "free_memory",
     ),
+    f"{CPU}/startup_float32_eager.log": (
+        # the same flags with --dtype float32: every KV element 4 bytes, half the tokens
+        dict(version="0.32.0", model="/tmp/fit20-vllm/tiny-llama", max_model_len=512, weights_gib=None,
+             available_kv_gib=0.06, kv_cache_tokens=65536, max_concurrency=128.00, ready=True),
+        None,
+    ),
     f"{CPU}/startup_final_eager.log": (
         # CPU runner prints no "Model loading took"; "Explicitly set (0.06/9.46) GiB for KV cache";
         # "CPU KV cache size: 131,072 tokens, Maximum concurrency for 512 tokens per request: 256.00x"

@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from sparktui.core.metrics import GENERATION_TOKENS, kv_cache_usage_pct, parse_metrics
-from sparktui.runtime import proc
-from sparktui.runtime import state as st
+from sparktui.runtime.host import proc
+from sparktui.runtime.records import state as st
 from sparktui.runtime.watch import EngineCounters, probe_completion, read_ring
 from tests.support import REPO, free_port, shm_held_by, sweep_recorded_servers, wait_for
 

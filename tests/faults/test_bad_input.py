@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from sparktui.core.profiles import load_profile
-from sparktui.runtime import state as st
-from sparktui.runtime import supervisor
+from sparktui.runtime.records import state as st
+from sparktui.runtime.server import supervisor
 from tests.support import REPO, wait_for
 
 pytestmark = pytest.mark.slow

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from sparktui.core.profiles import load_profile
-from sparktui.runtime import state as st
-from sparktui.runtime import supervisor
-from sparktui.runtime.containment import CgroupScope, find_parent
+from sparktui.runtime.host.containment import CgroupScope, find_parent
+from sparktui.runtime.records import state as st
+from sparktui.runtime.server import supervisor
 from tests.support import REPO, alive, wait_for
 
 pytestmark = pytest.mark.slow

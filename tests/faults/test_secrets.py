@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.core.profiles import load_profile
-from sparktui.runtime import state as st
+from sparktui.runtime.records import state as st
 from tests.support import REPO, wait_for
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from sparktui.core.profiles import load_profile
-from sparktui.runtime import proc
-from sparktui.runtime import state as st
+from sparktui.runtime.host import proc
+from sparktui.runtime.records import state as st
 from tests.support import REPO, alive, wait_for
 
 pytestmark = pytest.mark.slow

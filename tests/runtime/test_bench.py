@@ -9,7 +9,7 @@ import pytest
 
 from sparktui.errors import UserError
 from sparktui.runtime import bench
-from sparktui.runtime.memory import read_gpu
+from sparktui.runtime.host.memory import read_gpu
 from tests.support import free_port, wait_for
 from tests.support.timed_server import running
 

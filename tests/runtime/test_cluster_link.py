@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from sparktui.core.profiles import parse_profile
-from sparktui.runtime import cluster
-from sparktui.runtime.cluster import Link, read_nodes
+from sparktui.runtime.cluster import ssh as cluster_ssh
+from sparktui.runtime.cluster.link import Link, read_nodes
 
 PORT = 8123
 PROFILE = (
@@ -73,7 +73,7 @@ def test_its_end_stops_its_own_ranks_by_id_and_says_which_node_refused(
         ran.append((host, remote))
         return 2, "", "sparktui: --only-id ours: the server on port 8123 is another one (…); nothing was done to it\n"
 
-    monkeypatch.setattr(cluster, "_ssh_run", ssh)
+    monkeypatch.setattr(cluster_ssh, "ssh_run", ssh)
     notes = head_link("ours", None).close("kill")
     assert ran == [("node1", ["sparktui", "kill", "--port", str(PORT), "--only-id", "ours"])]
     assert len(notes) == 1 and notes[0].startswith("node node1: `sparktui kill --port 8123 --only-id ours` there")
@@ -83,6 +83,6 @@ def test_its_end_stops_its_own_ranks_by_id_and_says_which_node_refused(
 def test_a_head_without_a_launch_id_stops_nothing_it_cannot_name(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cluster, "_ssh_run", lambda *a, **k: pytest.fail("no worker may be signalled"))
+    monkeypatch.setattr(cluster_ssh, "ssh_run", lambda *a, **k: pytest.fail("no worker may be signalled"))
     notes = head_link(None, None).close("stop")
     assert notes and "no launch id" in notes[0]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparktui.runtime.cluster import NodeReport, problems
+from sparktui.runtime.cluster.link import NodeReport, problems
 
 
 def report(host: str, **fields: object) -> NodeReport:

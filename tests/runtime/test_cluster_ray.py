@@ -33,7 +33,7 @@ RAY_PORT = 6380  # not Ray's default: a Ray the machine runs itself is never in 
 
 def ray_temp_dirs(cluster: nc.NetnsCluster) -> list[Path]:
     """Each node's Ray temp dir (sparktui's own, named for the node's state dir and the port)."""
-    from sparktui.runtime import ray_cluster
+    from sparktui.runtime.cluster import ray_backend as ray_cluster
 
     saved = os.environ.get("SPARKTUI_STATE_DIR")
     try:

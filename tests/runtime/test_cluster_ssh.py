@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from sparktui.runtime.cluster import ssh_argv
+from sparktui.runtime.cluster.link import ssh_argv
 
 
 def test_the_host_comes_after_the_end_of_options() -> None:

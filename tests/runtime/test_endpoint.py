@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sparktui.runtime.endpoint import Endpoint, base_url
+from sparktui.runtime.records.endpoint import Endpoint, base_url
 
 
 class FakeVllm:

@@ -16,9 +16,9 @@ import time
 import pytest
 
 from sparktui.core.units import GiB
-from sparktui.runtime.guard import Action, Guard, GuardLines
-from sparktui.runtime.memory import read_mem_available
-from sparktui.runtime.proc import read_stat, spawn
+from sparktui.runtime.guard.guard import Action, Guard, GuardLines
+from sparktui.runtime.host.memory import read_mem_available
+from sparktui.runtime.host.proc import read_stat, spawn
 from tests.support import PROCS, alive, wait_file, wait_for
 
 pytestmark = pytest.mark.slow  # spawns processes
@@ -253,7 +253,7 @@ def test_a_fast_fall_trips_on_its_rate_before_any_line_is_crossed(tmp_path):
 def test_page_cache_churn_never_trips_the_guard(tmp_path):
     """Reading a file fills the page cache: MemFree falls by its size, MemAvailable does not.
     Lines just under MemAvailable stay untouched while MemFree falls far below them."""
-    from sparktui.runtime.memory import read_memory
+    from sparktui.runtime.host.memory import read_memory
 
     data = tmp_path / "big.bin"
     size = 1536 << 20
@@ -290,8 +290,8 @@ def test_a_memory_stall_wakes_the_guard_between_samples(tmp_path, monkeypatch):
     import socket
     import threading
 
-    from sparktui.runtime import guard as guard_mod
-    from sparktui.runtime.memory import PressureTrigger, PsiTrigger
+    from sparktui.runtime.guard import guard as guard_mod
+    from sparktui.runtime.host.memory import PressureTrigger, PsiTrigger
 
     listener = socket.create_server(("127.0.0.1", 0))
     sender = socket.create_connection(listener.getsockname())
@@ -323,7 +323,7 @@ def test_a_memory_stall_wakes_the_guard_between_samples(tmp_path, monkeypatch):
 
 
 def test_without_psi_the_guard_samples_alone(tmp_path, monkeypatch):
-    from sparktui.runtime import guard as guard_mod
+    from sparktui.runtime.guard import guard as guard_mod
 
     def refuse(trigger):
         raise OSError(2, "/proc/pressure/memory: no PSI on this kernel")

@@ -6,7 +6,7 @@ import pytest
 
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
-from sparktui.runtime.guard import (
+from sparktui.runtime.guard.guard import (
     MAX_INTERVAL,
     MIN_INTERVAL,
     Action,

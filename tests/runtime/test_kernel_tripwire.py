@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from sparktui.core.kernel_log import KernelEvent
-from sparktui.runtime import kernel_watch, supervisor
+from sparktui.runtime.guard import kernel_watch
+from sparktui.runtime.server import supervisor
 from tests.runtime.test_supervisor import (
     engine_pid,
     mem_available_gib,

@@ -15,7 +15,7 @@ import pytest
 from sparktui.core.leak import leak_threshold
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
-from sparktui.runtime import leakgate
+from sparktui.runtime.guard import leakgate
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from sparktui.runtime.logtail import LogTail
+from sparktui.runtime.server.logtail import LogTail
 
 WRITER = r"""
 import sys, time
@@ -211,7 +211,7 @@ def test_wait_returns_for_the_stop_fd(tmp_path):
 
 
 def test_without_inotify_wait_sleeps_its_timeout_or_until_the_stop_fd(tmp_path, monkeypatch):
-    from sparktui.runtime import inotify
+    from sparktui.runtime.host import inotify
 
     def unavailable() -> None:
         raise OSError(38, "inotify is not available")

@@ -13,7 +13,7 @@ import psutil
 import pynvml
 import pytest
 
-from sparktui.runtime.memory import (
+from sparktui.runtime.host.memory import (
     PSI_MEMORY,
     GpuSampler,
     PsiTrigger,
@@ -64,7 +64,7 @@ def test_parse_psi_text():
 
 def test_read_memory_in_a_forked_child_uses_its_own_fd():
     read_memory()  # opens the cached fd in this process
-    code = "import os, sys; from sparktui.runtime.memory import read_memory; read_memory(); pid = os.fork()\nif pid == 0:\n    read_memory(); os._exit(0)\nos.waitpid(pid, 0); print(read_memory().mem_total > 0)"
+    code = "import os, sys; from sparktui.runtime.host.memory import read_memory; read_memory(); pid = os.fork()\nif pid == 0:\n    read_memory(); os._exit(0)\nos.waitpid(pid, 0); print(read_memory().mem_total > 0)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert out.stdout.strip() == "True", out.stderr
 

@@ -14,8 +14,8 @@ from sparktui.core.cluster import API_SERVER_BYTES
 from sparktui.core.pool import Reservation
 from sparktui.core.profiles import parse_profile
 from sparktui.core.units import GiB
-from sparktui.runtime.cluster import NodeReport
-from sparktui.runtime.node_checks import InterfaceFacts, judge_interface, judge_memory, judge_nodes
+from sparktui.runtime.cluster.link import NodeReport
+from sparktui.runtime.cluster.node_checks import InterfaceFacts, judge_interface, judge_memory, judge_nodes
 
 CLUSTER = (
     '[serve]\nmodel = "/nowhere/tiny"\ntensor-parallel-size = 2\nport = 8000\ngpu-memory-utilization = 0.8\n'

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sparktui.atomic import atomic_write_text
-from sparktui.runtime.proc import read_stat
+from sparktui.runtime.host.proc import read_stat
 
 pytestmark = pytest.mark.slow
 PORT = 8123

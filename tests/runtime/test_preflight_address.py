@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from sparktui.errors import UserError
-from sparktui.runtime import supervisor
+from sparktui.runtime.server import supervisor
 from tests.support import free_port
 
 NOT_OURS = "192.0.2.1"  # TEST-NET-1 (RFC 5737): never assigned to a machine

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from sparktui.errors import UserError
-from sparktui.runtime import proc
-from sparktui.runtime.proc import ProcessIdentity, ProcessTree, read_stat, signal_process, spawn, sweep_orphans
+from sparktui.runtime.host import proc
+from sparktui.runtime.host.proc import ProcessIdentity, ProcessTree, read_stat, signal_process, spawn, sweep_orphans
 from tests.support import PROCS, alive, wait_for
 
 pytestmark = pytest.mark.slow  # spawns processes
@@ -81,7 +81,7 @@ def test_pdeathsig_kills_the_command_when_its_parent_dies(tmp_path):
     # A middle process spawns the command, prints its pid, and is SIGKILLed: the command must die.
     code = (
         "import sys, time\n"
-        "from sparktui.runtime.proc import spawn\n"
+        "from sparktui.runtime.host.proc import spawn\n"
         f"t = spawn(['sleep', '30'], {str(tmp_path / 'log')!r})\n"
         "print(t.pid, flush=True)\n"
         "time.sleep(30)\n"

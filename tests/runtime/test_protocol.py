@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sparktui.runtime import protocol as pr
+from sparktui.runtime.records import protocol as pr
 
 
 def record(**changes) -> dict:

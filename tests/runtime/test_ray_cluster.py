@@ -1,4 +1,4 @@
-"""What each node of a Ray cluster runs (runtime/ray_cluster.py), without starting anything: the
+"""What each node of a Ray cluster runs (runtime/cluster/ray_backend.py), without starting anything: the
 processes themselves are tested on the namespace cluster (test_cluster_ray.py)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from sparktui.core.profiles import parse_profile
 from sparktui.errors import UserError
-from sparktui.runtime import ray_cluster
-from sparktui.runtime.runner import build_command
+from sparktui.runtime.cluster import ray_backend as ray_cluster
+from sparktui.runtime.launch.runner import build_command
 from tests.support.stub_vllm import install_stub
 
 
@@ -37,7 +37,7 @@ def test_the_head_starts_ray_then_becomes_vllm_with_the_ray_executor(tmp_path, i
     command = ray_cluster.node_command(head, serve, vllm, 0)
     ready, count = command.argv[3], int(command.argv[4])
     ray_argv, vllm_argv = command.argv[5 : 5 + count], command.argv[5 + count :]
-    assert command.argv[1:3] == ["-m", "sparktui.runtime.ray_head"]
+    assert command.argv[1:3] == ["-m", "sparktui.runtime.cluster.ray_head"]
     assert ray_argv[1:4] == ["start", "--head", "--port"] and ray_argv[-1] == "--block"
     assert ray_argv[ray_argv.index("--node-ip-address") + 1] == "127.0.0.1"
     assert ray_argv[ray_argv.index("--num-gpus") + 1] == "1"  # tp 2 over 2 nodes: one GPU each

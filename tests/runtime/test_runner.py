@@ -9,7 +9,7 @@ import pytest
 from sparktui.core.config import ServeConfig
 from sparktui.core.profiles import Profile, RunnerSettings
 from sparktui.errors import UserError
-from sparktui.runtime.runner import build_command, resolve_native_executable
+from sparktui.runtime.launch.runner import build_command, resolve_native_executable
 
 
 def exe(path: Path) -> Path:

@@ -13,9 +13,10 @@ import pytest
 
 from sparktui.core.profiles import load_profile
 from sparktui.errors import UserError
-from sparktui.runtime import proc, supervisor
-from sparktui.runtime import state as st
-from sparktui.runtime.memory import read_mem_available
+from sparktui.runtime.host import proc
+from sparktui.runtime.host.memory import read_mem_available
+from sparktui.runtime.records import state as st
+from sparktui.runtime.server import supervisor
 from tests.support import REPO, wait_for
 
 pytestmark = pytest.mark.slow  # spawns supervisors and stub servers

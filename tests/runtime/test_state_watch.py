@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sparktui.atomic import atomic_write_text
-from sparktui.runtime import inotify as ino
-from sparktui.runtime.state_watch import StateDirWatch
+from sparktui.runtime.host import inotify as ino
+from sparktui.runtime.records.state_watch import StateDirWatch
 from tests.support import wait_for
 
 

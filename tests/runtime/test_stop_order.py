@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sparktui.core.pool import Reservation
 from sparktui.core.units import GiB
-from sparktui.runtime import protocol as pr
-from sparktui.runtime.guard import Action, Decision, Guard, GuardLines
-from sparktui.runtime.stop_order import KILL_WAIT_S, StopOrder
+from sparktui.runtime.guard.guard import Action, Decision, Guard, GuardLines
+from sparktui.runtime.guard.stop_order import KILL_WAIT_S, StopOrder
+from sparktui.runtime.records import protocol as pr
 
 
 def record(port: int, priority: int, gib: float, *, armed: bool = True, alive: bool = True) -> pr.StateRecord:

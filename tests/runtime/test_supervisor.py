@@ -18,9 +18,10 @@ import pytest
 
 from sparktui.core.profiles import load_profile
 from sparktui.errors import UserError
-from sparktui.runtime import proc, supervisor
-from sparktui.runtime import state as st
-from sparktui.runtime.memory import read_memory
+from sparktui.runtime.host import proc
+from sparktui.runtime.host.memory import read_memory
+from sparktui.runtime.records import state as st
+from sparktui.runtime.server import supervisor
 from tests.support import REPO, shm_held_by, wait_for
 
 pytestmark = pytest.mark.slow  # spawns processes
@@ -448,7 +449,7 @@ def test_a_supervisor_that_claimed_its_port_never_asks_itself(make_profile, env)
     try:
         assert profile.serve.port not in st.live_ports()
         others = subprocess.run(
-            [sys.executable, "-c", "from sparktui.runtime import state; print(state.live_ports())"],
+            [sys.executable, "-c", "from sparktui.runtime.records import state; print(state.live_ports())"],
             env=env, capture_output=True, text=True, check=True,
         )  # fmt: skip
         assert str(profile.serve.port) in others.stdout

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from sparktui.core.profiles import parse_profile
-from sparktui.runtime.vllm_version import detect, from_executable, from_image, from_last_log, from_site_packages
+from sparktui.runtime.launch.vllm_version import detect, from_executable, from_image, from_last_log, from_site_packages
 from tests.support import FIXTURES, REPO
 from tests.support.fake_vllm_install import fake_venv, fake_vllm
 
@@ -98,7 +98,7 @@ def test_sparktui_fit_uses_the_profiles_runner_version(tmp_path, isolated):
 
 
 def test_the_launch_check_fits_for_the_runners_vllm(tmp_path):
-    from sparktui.runtime.supervisor import _fit_verdict
+    from sparktui.runtime.server.supervisor import _fit_verdict
 
     venv = fake_venv(tmp_path / "venv", "vllm", "0.22.1")
     p = profile(f'[runner]\nvenv = "{venv}"\n')

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from sparktui.core.profiles import load_profile
-from sparktui.runtime import state as st
-from sparktui.runtime import supervisor
-from sparktui.runtime.protocol import StateRecord
+from sparktui.runtime.records import state as st
+from sparktui.runtime.records.protocol import StateRecord
+from sparktui.runtime.server import supervisor
 from sparktui.runtime.watch import read_ring
 from tests.support import REPO, wait_for
 

@@ -36,9 +36,9 @@ def sweep_recorded_servers() -> None:
     signalled)."""
     import signal
 
-    from sparktui.runtime import proc
-    from sparktui.runtime import state as st
-    from sparktui.runtime.protocol import ProtocolError
+    from sparktui.runtime.host import proc
+    from sparktui.runtime.records import state as st
+    from sparktui.runtime.records.protocol import ProtocolError
 
     # Only this state dir's own records: list_states() also finds this user's supervisors of other
     # state dirs by their sockets (another test run, or real servers on a developer's Spark).
@@ -98,7 +98,7 @@ def shm_held_by(pid: int) -> set[str]:
 
 def alive(pid: int) -> bool:
     """The process exists and is not a zombie (PID 1 here reaps slowly)."""
-    from sparktui.runtime.proc import read_stat
+    from sparktui.runtime.host.proc import read_stat
 
     info = read_stat(pid)
     return info is not None and not info.dead

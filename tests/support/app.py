@@ -65,7 +65,7 @@ def widget(app, cls):
 
 
 def server_record(log_path, *, status="running", exit=None, profile_path=None, **changes):
-    """A supervisor state record (the shape runtime/supervisor.py writes) for a server on 8000."""
+    """A supervisor state record (the shape runtime/server/supervisor.py writes) for a server on 8000."""
     from sparktui.core.vllm_log import LogSummary
 
     summary = LogSummary()
@@ -113,7 +113,7 @@ class RecordBackend(SampleBackend):
         self.attaches = 0
 
     def attach(self, port=None):
-        from sparktui.runtime.protocol import StateRecord
+        from sparktui.runtime.records.protocol import StateRecord
         from sparktui.ui.backend import server_status
 
         self.attaches += 1
@@ -208,7 +208,7 @@ class RecordsBackend(SampleBackend):
         self.ended: list[tuple[int, str]] = []  # (port, "stopped" | "killed")
 
     def _parsed(self, port):
-        from sparktui.runtime.protocol import StateRecord
+        from sparktui.runtime.records.protocol import StateRecord
 
         return StateRecord.model_validate(self.records[port])
 

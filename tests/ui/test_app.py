@@ -439,8 +439,8 @@ async def test_advise_lists_the_models_variants_and_enter_picks_one():
 async def test_a_post_mortem_is_shown_once_on_open(isolated, monkeypatch):
     import json
 
-    from sparktui.runtime import state as st
     from sparktui.runtime import watch
+    from sparktui.runtime.records import state as st
 
     rows = json.loads((FIXTURES / "flight" / "loading_collapse.json").read_text())
     header = watch.FlightHeader(8000, "big", "/m", "boot-before", 1000.0, 1)

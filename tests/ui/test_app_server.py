@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparktui.runtime import proc
-from sparktui.runtime import state as st
+from sparktui.runtime.host import proc
+from sparktui.runtime.records import state as st
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens import ConfirmScreen
 from sparktui.ui.widgets.gauge import MemoryGauge
@@ -94,7 +94,7 @@ async def test_a_failed_start_shows_the_phase_and_the_diagnosis(make_profile, fi
 
 async def test_attaches_to_a_server_already_running(make_profile):
     from sparktui.core.profiles import load_profile
-    from sparktui.runtime import supervisor
+    from sparktui.runtime.server import supervisor
 
     profile = load_profile(make_profile())
     supervisor.launch(profile)  # as `sparktui serve --detach` would, before the app starts
@@ -108,7 +108,7 @@ async def test_attaches_to_a_server_already_running(make_profile):
 
 
 async def test_a_guard_trip_is_shown_with_its_report(make_profile):
-    from sparktui.runtime.memory import read_memory
+    from sparktui.runtime.host.memory import read_memory
 
     # Lines just below today's MemAvailable; the stub's EngineCore then takes up to 3 GiB at the KV
     # line (more than the 0.6 GiB margin even if other programs free some memory meanwhile).

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from sparktui.runtime import state as st
+from sparktui.runtime.records import state as st
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens import ConfirmScreen
 from sparktui.ui.widgets.gauge import MemoryGauge
@@ -229,7 +229,7 @@ async def test_the_palette_lists_each_server(tmp_path):
 
 
 async def test_at_idle_the_list_is_read_only_when_a_record_changes(tmp_path, monkeypatch):
-    from sparktui.runtime.protocol import StateRecord
+    from sparktui.runtime.records.protocol import StateRecord
     from sparktui.ui.panes import ServerPane
     from tests.support.app import SampleBackend, server_record
 

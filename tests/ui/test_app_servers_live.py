@@ -9,8 +9,9 @@ import asyncio
 import pytest
 
 from sparktui.core.profiles import load_profile
-from sparktui.runtime import proc, supervisor
-from sparktui.runtime import state as st
+from sparktui.runtime.host import proc
+from sparktui.runtime.records import state as st
+from sparktui.runtime.server import supervisor
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens import ConfirmScreen
 from sparktui.ui.widgets.logview import LogView

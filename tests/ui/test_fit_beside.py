@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from sparktui.core import pool
 from sparktui.core.config import ServeConfig
 from sparktui.core.fit import dgx_spark
-from sparktui.runtime.protocol import Condition, ConditionView
+from sparktui.runtime.records.protocol import Condition, ConditionView
 from sparktui.ui.backend import beside_others
 from sparktui.ui.viewmodels import FitView, ServerEntry
 

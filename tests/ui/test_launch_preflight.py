@@ -12,8 +12,8 @@ import pytest
 
 from sparktui.core.cluster import open_ports_note
 from sparktui.core.profiles import load_profile
-from sparktui.runtime.cluster_launch import ClusterLaunch
-from sparktui.runtime.protocol import StateRecord
+from sparktui.runtime.records.protocol import StateRecord
+from sparktui.runtime.server.cluster_launch import ClusterLaunch
 from sparktui.ui.app import SparkApp
 from sparktui.ui.backend import cluster_launched
 from sparktui.ui.viewmodels import NodeView, ServerEntry
@@ -25,7 +25,7 @@ from tests.support.app import RecordBackend, config_pane, record_notices, server
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
-# As runtime/node_checks.py writes them (judge_memory's summary, a node check's warning)
+# As runtime/cluster/node_checks.py writes them (judge_memory's summary, a node check's warning)
 SUMMARIES = [
     "node node0 (head): MemAvailable 112.4 GiB, MemFree 96.3 GiB; its rank asks 38.2 GiB",
     "node node1 (rank 1): MemAvailable 110.9 GiB, MemFree 101.0 GiB; its rank asks 36.5 GiB",
@@ -108,7 +108,7 @@ async def test_f5_on_a_cluster_profile_puts_each_nodes_preflight_atop_the_log_an
 
 
 def test_a_workers_phase_in_the_server_list_reads_as_the_server_pane_names_it():
-    from sparktui.runtime.protocol import condition_of
+    from sparktui.runtime.records.protocol import condition_of
 
     node = NodeView(host="node1", rank=1, status="running", phase="kv_cache", available_gib=80.0)
     assert node_line(node, wide=True) == "    node node1 r1 running/KV cache  avail 80.0 GiB"

@@ -258,7 +258,7 @@ async def test_the_bars_os_figure_is_the_one_the_reasons_give():
 
 
 def test_a_trip_report_never_reads_a_line_against_itself():
-    from sparktui.runtime.guard import TripReport
+    from sparktui.runtime.guard.guard import TripReport
 
     report = TripReport("term", "below", 18.5, 18.497, 18.4, 1.0, [], [], False, None, True, 0.3, [], 0.0)
     first = report.summary().splitlines()[0]

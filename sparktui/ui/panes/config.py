@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from sparktui.core.fit import Machine
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
-    from sparktui.runtime.memory import MemorySample
-    from sparktui.runtime.vllm_version import DetectedVersion
+    from sparktui.runtime.host.memory import MemorySample
+    from sparktui.runtime.launch.vllm_version import DetectedVersion
 
 FIT_REFRESH_BYTES = 256 * 2**20  # refit when MemAvailable moved this much (not for jitter)
 
@@ -341,6 +341,46 @@ class ConfigPane(Pane):
             return
         self.query_one(ConfigEditor).load(config)
         self.app.notify(f"applied: {suggestion.text}")
+
+    def action_trade_off_grid(self) -> None:
+        config = self.form.config
+        if config is None or self.spec is None or self.machine is None:
+            self.app.notify("the grid needs the model read and the form valid first", severity="warning")
+            return
+        detected, source = self.detected_vllm, ""
+        if config.vllm_version is None and detected is not None and detected.version:
+            config, source = config.replace(vllm_version=detected.version), detected.source
+        self._grid(config, self.spec, self.machine, self.sample, source)
+
+    @io_worker("grid", "fitting the trade-off grid", group="grid")
+    def _grid(self, config: ServeConfig, spec: ModelSpec, machine: Machine, sample: Any, source: str) -> None:
+        try:
+            grid = self.backend.grid(config, spec, machine, sample, source)
+        except (UserError, Unavailable, ValueError) as exc:
+            self.post_message(Notice(f"trade-off grid: {exc}", "error"))
+            return
+        self.app.call_from_thread(self._show_grid, grid, config.model)
+
+    def _show_grid(self, grid: Any, model: str) -> None:
+        from sparktui.ui.grid_screen import GridScreen
+
+        def chosen(cell: Any) -> None:
+            if cell is None or self.form.config is None:
+                return
+            changes = {"max_num_seqs": cell.max_num_seqs, "max_model_len": cell.max_model_len}
+            changes["kv_cache_dtype"] = cell.kv_cache_dtype
+            try:
+                config = self.form.config.replace(**changes)
+            except UserError as exc:
+                self.app.notify(str(exc), severity="error")
+                return
+            self.query_one(ConfigEditor).load(config)
+            self.app.notify(
+                f"applied the grid's cell: --max-num-seqs {cell.max_num_seqs} --max-model-len {cell.max_model_len} "
+                f"--kv-cache-dtype {cell.kv_cache_dtype}"
+            )
+
+        self.app.push_screen(GridScreen(grid, model), chosen)
 
     def action_paste_command(self) -> None:
         from sparktui.core.config import parse_serve_command

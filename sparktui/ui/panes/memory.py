@@ -25,7 +25,7 @@ from sparktui.ui.widgets.gauge import MemoryGauge
 
 if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
-    from sparktui.runtime.memory import MemorySample
+    from sparktui.runtime.host.memory import MemorySample
 
 
 def parse_guard_lines(text: str) -> dict[str, float]:

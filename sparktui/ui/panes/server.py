@@ -41,7 +41,7 @@ from sparktui.ui.widgets.serverlist import ServerList
 
 if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
-    from sparktui.runtime.state_watch import StateDirWatch
+    from sparktui.runtime.records.state_watch import StateDirWatch
 
 
 class ServerPane(Pane):

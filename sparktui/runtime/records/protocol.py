@@ -1,0 +1,430 @@
+"""The typed contract between the supervisor, the CLI and the TUI.
+
+One module holds every shape that crosses a process boundary:
+- `StateRecord`: the supervisor's state file (servers/<port>.json), also what `status --json`
+  prints and what every socket reply carries;
+- the socket requests (`StatusRequest`, `StopRequest`, `KillRequest`, `GuardRequest`) and the
+  one `Reply`;
+- `Condition`: the one vocabulary for a server's condition (starting, ready, stopping, stopped,
+  failed, lost), with `condition_of()` deriving it from a record.
+
+Bools are strict ("false" is not a bool), numbers finite. A wrong-shaped file or message is a
+`ProtocolError` naming the file or message, the field, and what was expected; it never crashes
+a reader and never blocks a launch.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
+
+from sparktui.core.leak import LeakRecord
+from sparktui.errors import UserError
+
+STATE_VERSION = 1
+MAX_MESSAGE_BYTES = 65536
+
+GiBValue = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
+LaunchId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]  # runtime/launch_id.PATTERN
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class ProtocolError(UserError):
+    """A state file or socket message of the wrong shape (exit 2 in the CLI)."""
+
+
+def describe(error: ValidationError, where: str, tag: str | None = None) -> str:
+    """`where: field a.b: expected …, got …; field c: …` in one line (`tag`: a union's tag, dropped)."""
+    parts = []
+    for item in error.errors()[:4]:
+        loc_parts = list(item["loc"])
+        if tag is not None and loc_parts[:1] == [tag]:
+            loc_parts = loc_parts[1:]
+        loc = ".".join(str(p) for p in loc_parts) or "(top level)"
+        got = item.get("input")
+        got_text = "" if isinstance(got, dict) else f", got {json.dumps(got, default=str)[:60]}"
+        parts.append(f"field {loc}: {item['msg']}{got_text}")
+    more = len(error.errors()) - 4
+    if more > 0:
+        parts.append(f"and {more} more")
+    return f"{where}: " + "; ".join(parts)
+
+
+class _Model(BaseModel):
+    # Records are read from files other versions may have written: unknown keys are kept, not refused.
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- the condition vocabulary
+
+
+class Condition(StrEnum):
+    """What a person wants to know about a server, in one word."""
+
+    STARTING = "starting"  # launched; `phase` says how far (loading weights, profiling, …)
+    READY = "ready"  # answers /health
+    STOPPING = "stopping"
+    STOPPED = "stopped"  # ended: asked to (stop, kill), or by itself with exit 0
+    FAILED = "failed"  # ended badly: `kind` says how (engine failure, guard trip, exit status)
+    LOST = "lost"  # its supervisor died: `reason` says why, and what was done about it
+    WEDGED = "wedged"  # answers /health but its engine makes no progress: `reason` says since when
+
+
+class ConditionView(BaseModel):
+    condition: Condition
+    phase: str | None = None
+    kind: str | None = None  # for failed: the failure kind, "guard", or "exit_<status>"
+    reason: str | None = None  # for lost/stopped: why, in words
+
+    def text(self) -> str:
+        detail = self.kind or self.reason
+        return self.condition.value + (f" ({detail})" if detail else "")
+
+
+# ---------------------------------------------------------------- pieces of the state record
+
+
+class ProcessRef(_Model):
+    pid: int
+    start_time: int | None = None
+
+
+class GuardLinesRecord(_Model):
+    warn_below_gib: GiBValue | None = None
+    term_below_gib: GiBValue | None = None
+    kill_below_gib: GiBValue | None = None
+    grace_s: Seconds = 5.0
+
+
+class GuardLast(_Model):
+    action: str
+    available_gib: float
+    rate_gib_s: float
+    interval_s: float
+    at: float = 0.0
+
+
+class PressureRecord(_Model):
+    """The guard's PSI trigger: it wakes the guard between samples when tasks stall on memory."""
+
+    trigger: str | None = None  # as written to /proc/pressure/memory, e.g. "some 300000 2000000"
+    wakes: int = 0  # samples taken early because it fired
+    error: str | None = None  # why there is none (no PSI on this kernel)
+
+
+class KernelRecord(_Model):
+    """The guard's kernel tripwire: its mode, where it reads the kernel log, the NVRM lines it saw."""
+
+    mode: Literal["stop", "warn", "off"] = "stop"
+    source: Literal["kmsg", "journal"] | None = None  # None: it cannot read the kernel log (`detail` says why)
+    detail: str | None = None
+    events: list[dict[str, Any]] = Field(default_factory=list)  # core.kernel_log.KernelEvent.to_dict()
+
+
+class GuardRecord(_Model):
+    armed: StrictBool
+    state: Literal["starting", "watching", "disarmed", "tripped"] = "starting"
+    lines: GuardLinesRecord
+    last: GuardLast | None = None
+    pressure: PressureRecord | None = None
+    kernel: KernelRecord | None = None
+
+
+class LoopStats(_Model):
+    """What a supervisor's loop has done (live replies only, never in the file)."""
+
+    wakes: dict[str, int] = Field(default_factory=dict)  # timer, log, request, exit
+    metrics_scrapes: int = 0
+
+
+class TreeRecord(_Model):
+    """proc.ProcessTree.to_record(): enough to find and kill the tree again (pid + start time)."""
+
+    pid: int
+    start_time: int
+    boot_id: str | None = None
+    spawned_at: float = 0.0
+    members: list[list[int]] = Field(default_factory=list)
+    shm_before: list[list[Any]] | None = None
+    shm_held: list[list[Any]] = Field(default_factory=list)
+    argv: list[str] | None = None
+    log_path: str | None = None
+    cgroup: str | None = None  # the tree's own cgroup v2 directory (containment.py), when it has one
+
+    def as_proc_record(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class ExitRecord(_Model):
+    # stopped | killed | guard | failed | exited | wedged | supervisor_died
+    reason: str
+    by: str | None = None
+    returncode: int | None = None
+    stop: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None
+    message: str | None = None
+    breaker: dict[str, Any] | None = None  # the crash-loop breaker stopped restarts: reason, failures
+    leak: LeakRecord | None = None  # memory that did not come back after the end (runtime/guard/leakgate.py)
+
+
+class WedgeRecord(_Model):
+    """runtime.watch: idle | ok | prefilling | suspect | wedged (confirmed by a probe)."""
+
+    state: str = "idle"
+    since: float | None = None  # wall-clock time the engine last made progress, once wedged
+    stalled_s: float = 0.0
+    running: float | None = None
+    prefilling: float | None = None
+    evidence: str | None = None
+    after_s: float = 30.0
+    probes: int = 0
+
+
+class WatchRecord(_Model):
+    wedge: WedgeRecord = Field(default_factory=WedgeRecord)
+    restarts: list[dict[str, Any]] = Field(default_factory=list)
+    breaker: dict[str, Any] | None = None
+    flight_recorder: str | None = None
+
+
+class ReservationRecord(_Model):
+    """What this server takes of the machine's pool (core.pool), so that the next launch counts it
+    before it has allocated anything."""
+
+    bytes: Annotated[int, Field(ge=0)]
+    basis: str
+    priority: int = 0
+
+
+class PreflightRecord(_Model):
+    warnings: list[str] = Field(default_factory=list)
+    fit: dict[str, Any] | None = None
+
+
+Status = Literal["starting", "running", "stopping", "exited", "lost"]
+RUNNING_STATUSES: tuple[str, ...] = ("starting", "running", "stopping")
+
+
+class StateRecord(_Model):
+    """servers/<port>.json: one supervisor's record of its server."""
+
+    version: int = STATE_VERSION
+    status: Status
+    phase: str | None = None
+    profile: str | None = None
+    profile_path: str | None = None
+    model: str | None = None
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)]
+    url: str | None = None
+    log_path: str | None = None
+    socket: str | None = None
+    detached: bool = False
+    supervisor: ProcessRef
+    reaper: ProcessRef | None = None
+    # the id its launcher gave it (runtime/records/launch_id.py: a cluster's head gives one to every node's
+    # supervisor); a request that names another (`only_id`) is refused
+    launch_id: str | None = None
+    containment: str | None = None  # "cgroup <path>" or "process group", once the tree runs
+    argv: list[str] | None = None
+    runner: str | None = None
+    container: str | None = None
+    started_at: float = 0.0
+    updated_at: float | None = None
+    ready_at: float | None = None
+    preflight: PreflightRecord = Field(default_factory=PreflightRecord)
+    preflight_warnings: list[str] = Field(default_factory=list)
+    guard: GuardRecord
+    reservation: ReservationRecord | None = None
+    tree: TreeRecord | None = None
+    summary: dict[str, Any] | None = None
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    trip: dict[str, Any] | None = None
+    metrics: dict[str, Any] | None = None
+    exit: ExitRecord | None = None
+    watch: WatchRecord | None = None  # runtime.watch: wedge, restarts, breaker, flight recorder
+    page_cache: dict[str, Any] | None = None  # runtime.watch.PageCacheReport: the model's pages evicted
+    lost_reason: str | None = None  # set by readers when the supervisor is gone
+    alive: bool = False  # set by readers: the recorded supervisor still runs (never stored)
+    loop: LoopStats | None = None  # in live replies from the supervisor (never stored)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=1, exclude={"alive", "lost_reason", "loop"})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, as `status --json` prints it."""
+        out: dict[str, Any] = self.model_dump(mode="json")
+        return out
+
+    @property
+    def running(self) -> bool:
+        return self.status in RUNNING_STATUSES
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def parse_state(text: str | bytes, where: str) -> StateRecord:
+    """A state file's text as a StateRecord; ProtocolError naming `where` and the field."""
+    return _parse_object(StateRecord, text, where, "", "; remove the file")
+
+
+def _parse_object(model: type[_M], text: str | bytes, where: str, what: str, fix: str) -> _M:
+    """JSON text holding one object of `model`; ProtocolError naming `where`, what is wrong and `fix`."""
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise ProtocolError(f"{where}: {what + ' is ' if what else ''}not JSON ({exc}){fix}") from None
+    if not isinstance(raw, dict):
+        raise ProtocolError(
+            f"{where}: expected a JSON object{' as ' + what if what else ''}, got {type(raw).__name__}{fix}"
+        )
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ProtocolError(describe(exc, where) + fix) from None
+
+
+def read_state_file(path: Path) -> StateRecord | None:
+    """None when there is no file; ProtocolError when it is not a state record."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ProtocolError(f"{path}: cannot be read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ProtocolError(f"{path}: not UTF-8 text, so not a state record; remove the file") from None
+    return parse_state(text, str(path))
+
+
+# ---------------------------------------------------------------- condition of a record
+
+
+def condition_of(state: StateRecord) -> ConditionView:
+    phase = state.phase
+    if state.status == "lost":
+        return ConditionView(condition=Condition.LOST, phase=phase, reason=state.lost_reason or "supervisor_died")
+    wedge = state.watch.wedge if state.watch is not None else None
+    if state.running and wedge is not None and wedge.state == "wedged":
+        since = time.strftime("%H:%M:%S", time.localtime(wedge.since)) if wedge.since else "?"
+        return ConditionView(condition=Condition.WEDGED, phase=phase, reason=f"since {since}")
+    if state.status == "running":
+        return ConditionView(condition=Condition.READY, phase=phase)
+    if state.status == "starting":
+        return ConditionView(condition=Condition.STARTING, phase=phase)
+    if state.status == "stopping":
+        return ConditionView(condition=Condition.STOPPING, phase=phase)
+    ex = state.exit
+    if ex is None:
+        return ConditionView(condition=Condition.STOPPED, phase=phase)
+    if ex.reason in ("stopped", "killed"):
+        return ConditionView(condition=Condition.STOPPED, phase=phase, reason=ex.reason)
+    if ex.reason == "supervisor_died":
+        return ConditionView(condition=Condition.LOST, phase=phase, reason=ex.message or ex.reason)
+    if ex.reason == "guard":
+        return ConditionView(condition=Condition.FAILED, phase=phase, kind="guard")
+    if ex.reason == "wedged":
+        return ConditionView(condition=Condition.FAILED, phase=phase, kind="wedged")
+    if ex.reason == "failed":
+        kind = (ex.failure or {}).get("kind") or "failed"
+        return ConditionView(condition=Condition.FAILED, phase=phase, kind=str(kind))
+    if ex.returncode not in (0, None):
+        return ConditionView(condition=Condition.FAILED, phase=phase, kind=f"exit_{ex.returncode}")
+    return ConditionView(condition=Condition.STOPPED, phase=phase, reason=ex.reason)
+
+
+# ---------------------------------------------------------------- socket requests and replies
+
+
+class GuardLinesChange(_Message):
+    """New guard lines: a field given moves that line (null turns it off); a field left out stays."""
+
+    warn_below_gib: GiBValue | None = None
+    term_below_gib: GiBValue | None = None
+    kill_below_gib: GiBValue | None = None
+
+    def given(self) -> dict[str, float | None]:
+        return {name: getattr(self, name) for name in sorted(self.model_fields_set)}
+
+
+class StatusRequest(_Message):
+    cmd: Literal["status"]
+    # A reader of the metrics (`status`, the TUI): scrape at the reading pace for a while. False
+    # for a look that only finds servers (list_states, preflight): the server's pace is left alone.
+    metrics: StrictBool = True
+
+
+class StopRequest(_Message):
+    cmd: Literal["stop"]
+    wait: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 60.0
+    only_id: LaunchId | None = None  # act only if this supervisor has this launch id
+
+
+class KillRequest(_Message):
+    cmd: Literal["kill"]
+    wait: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 30.0
+    only_id: LaunchId | None = None
+
+
+class GuardRequest(_Message):
+    """Change the guard of a running server: `armed` and `lines` are separate, both optional."""
+
+    cmd: Literal["guard"]
+    armed: StrictBool | None = None
+    lines: GuardLinesChange | None = None
+    kernel: Literal["stop", "warn", "off"] | None = None  # the kernel tripwire's mode
+
+
+class ClusterReadyRequest(_Message):
+    """To a cluster worker's supervisor, from its `node-watch`: the head answers /health, so this
+    headless rank (which never sees "ready" in its own log) can rest."""
+
+    cmd: Literal["cluster-ready"]
+    only_id: LaunchId | None = None  # the head's launch id: another server on the port is not told
+
+
+AnyRequest = StatusRequest | StopRequest | KillRequest | GuardRequest | ClusterReadyRequest
+Request = Annotated[AnyRequest, Field(discriminator="cmd")]
+_REQUEST: TypeAdapter[AnyRequest] = TypeAdapter(Request)
+COMMANDS = ("status", "stop", "kill", "guard", "cluster-ready")
+
+
+def parse_request(data: bytes) -> AnyRequest:
+    """One request line from the socket; ProtocolError says what is wrong with it."""
+    try:
+        raw = json.loads(data or b"{}")
+    except ValueError as exc:
+        raise ProtocolError(f"request: not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ProtocolError(f'request: expected a JSON object like {{"cmd": "status"}}, got {type(raw).__name__}')
+    cmd = raw.get("cmd")
+    if cmd not in COMMANDS:
+        raise ProtocolError(f"request: unknown command {cmd!r}; expected one of {', '.join(COMMANDS)}")
+    try:
+        return _REQUEST.validate_python(raw)
+    except ValidationError as exc:
+        raise ProtocolError(describe(exc, f"request {cmd!r}", tag=str(cmd))) from None
+
+
+class Reply(_Message):
+    ok: StrictBool
+    state: StateRecord | None = None
+    error: str | None = None
+    notes: list[str] = Field(default_factory=list)  # e.g. a guard line turned off to make room
+
+    def to_line(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode() + b"\n"
+
+
+def parse_reply(data: bytes, where: str) -> Reply:
+    return _parse_object(Reply, data, where, "the reply", "")

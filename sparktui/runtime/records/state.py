@@ -1,0 +1,305 @@
+"""Where running servers are recorded, and how to talk to their supervisors.
+
+<state dir>/                      mode 0700 (sparktui.paths.state_dir: $SPARKTUI_STATE_DIR overrides)
+  servers/<port>.json             the supervisor's state, replaced atomically
+  servers/<port>.sock             its command socket (mode 0600): one JSON request, one reply
+  logs/<profile>-<time>.log       vLLM's output for one run
+  supervisor/<port>.log           the detached supervisor's own output
+  profiles/<port>.toml            the exact profile a detached run was started from
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sparktui.atomic import atomic_write_text
+from sparktui.errors import UserError
+from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
+from sparktui.runtime.records.protocol import (
+    MAX_MESSAGE_BYTES,
+    RUNNING_STATUSES,
+    STATE_VERSION,
+    AnyRequest,
+    GuardRequest,
+    ProtocolError,
+    Reply,
+    StateRecord,
+    StatusRequest,
+    parse_reply,
+    read_state_file,
+)
+
+RUNNING = RUNNING_STATUSES  # supervisor statuses while it lives
+__all__ = ["RUNNING", "STATE_VERSION", "ProtocolError", "StateRecord"]
+
+
+def state_path(port: int) -> Path:
+    return state_dir() / "servers" / f"{port}.json"
+
+
+def socket_path(port: int) -> Path:
+    """The command socket of supervisors before the abstract one (still tried, for old ones)."""
+    return state_dir() / "servers" / f"{port}.sock"
+
+
+def _namespace() -> str:
+    """User and state dir (its path, not the folder: the name outlives a deleted dir), so that
+    separate state dirs (tests, several installs) never see each other's supervisors."""
+    import platformdirs
+
+    from sparktui.paths import APP, _from_env
+
+    where = str(_from_env("SPARKTUI_STATE_DIR", platformdirs.user_state_dir(APP)))
+    return f"sparktui-{os.getuid()}-{hashlib.sha256(where.encode()).hexdigest()[:10]}-"
+
+
+def socket_address(port: int) -> str:
+    """The supervisor's command socket: a Linux abstract socket named by user (state dir) and port.
+    No file: reachable with the state dir gone; bound once per port (the launch lock); gone with
+    the process."""
+    return f"\0{_namespace()}{port}"
+
+
+# Ports whose socket this process holds (a supervisor between its claim and its first answer):
+# asking one of them would wait for an answer this very process has not begun to give.
+HELD_HERE: set[int] = set()
+# A supervisor whose port name another user holds (a squatter: abstract names have no file mode)
+# binds the port's next name instead: `<name><port>~1`, `~2`, … up to this many.
+ALTERNATE_NAMES = 8
+
+
+def alternate_address(port: int, n: int) -> str:
+    return f"{socket_address(port)}~{n}"
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The user id of the process at the other end of a connected Unix socket (SO_PEERCRED)."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _, uid, _ = struct.unpack("3i", creds)
+    return int(uid)
+
+
+def trusted_uid(uid: int | None) -> bool:
+    """Only our own user, or root, may be a supervisor we talk to or a client we answer."""
+    return uid is not None and uid in (os.getuid(), 0)
+
+
+_WARNED: set[tuple[int, int | None]] = set()
+
+
+def warn_foreign(port: int, uid: int | None) -> None:
+    """Once per port and user: a listener of another user was ignored."""
+    if (port, uid) in _WARNED:
+        return
+    _WARNED.add((port, uid))
+    who = "an unknown user" if uid is None else f"user id {uid}"
+    print(
+        f"sparktui: warning: ignored a listener of {who} on port {port}'s supervisor socket name "
+        "(not sparktui's supervisor: only your own user's or root's are trusted)",
+        file=sys.stderr,
+    )
+
+
+def _listeners() -> dict[int, list[str]]:
+    """Port → the abstract names of this namespace listening now (from /proc/net/unix), the
+    port's own name first; whoever holds them (another user may: see peer_uid)."""
+    prefix = "@" + _namespace()
+    found: dict[int, set[str]] = {}
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 8 or not fields[7].startswith(prefix) or fields[5] != "01":  # 01: listening
+            continue
+        tail = fields[7][len(prefix) :]
+        port_text, _, alt = tail.partition("~")
+        if not port_text.isdigit() or (alt and not alt.isdigit()):
+            continue
+        found.setdefault(int(port_text), set()).add("\0" + fields[7][1:])
+    return {port: sorted(names, key=lambda n: (len(n), n)) for port, names in found.items()}
+
+
+def live_ports() -> list[int]:
+    """Ports whose supervisor listens now (from /proc/net/unix), whatever became of the state dir;
+    never one this process holds itself. A name may be held by another user: request() checks."""
+    return sorted(set(_listeners()) - HELD_HERE)
+
+
+def write_state(path: Path, state: StateRecord) -> None:
+    """Atomic: readers see the old file or the new one, never half of one."""
+    atomic_write_text(path, state.to_json(), private=True)
+
+
+def read_state(path: Path) -> StateRecord | None:
+    """The record in `path` (None when there is none); ProtocolError when it has the wrong shape."""
+    return read_state_file(path)
+
+
+def supervisor_alive(state: StateRecord) -> bool:
+    """The recorded supervisor process is still the same process (pid + start time)."""
+    from sparktui.runtime.host.proc import ProcessIdentity
+
+    sup = state.supervisor
+    if not sup.pid or sup.start_time is None:
+        return False
+    return ProcessIdentity(sup.pid, sup.start_time).is_alive()
+
+
+def with_liveness(state: StateRecord) -> StateRecord:
+    """Fill in `alive`, and call a server whose supervisor vanished without a word `lost`."""
+    state.alive = supervisor_alive(state)
+    if not state.alive and state.running:
+        state.status = "lost"
+        state.lost_reason = (
+            f"its supervisor (pid {state.supervisor.pid}) died without recording an end; the server's "
+            "processes may still run unguarded: `sparktui kill --port "
+            f"{state.port}` (or the next launch) sweeps them"
+        )
+    return state
+
+
+def list_states(problems: list[str] | None = None) -> list[StateRecord]:
+    """Every recorded server, newest first, each with `alive` (its supervisor still runs).
+
+    A file of the wrong shape is skipped (it never blocks anything); its error goes to `problems`.
+    """
+    out = []
+    seen: set[int] = set()
+    for path in sorted((state_dir() / "servers").glob("*.json")):
+        try:
+            state = read_state(path)
+        except ProtocolError as exc:
+            if problems is not None:
+                problems.append(str(exc))
+            continue
+        if state is None:
+            continue
+        out.append(with_liveness(state))
+        if state.alive:
+            seen.add(state.port)
+    for port in live_ports():  # a supervisor whose state file is gone (state dir deleted…)
+        if port not in seen and (live := ask_live(port)) is not None:
+            out.append(live)
+    out.sort(key=lambda s: s.started_at or 0, reverse=True)
+    return out
+
+
+def set_aside(path: Path) -> Path:
+    """Move a wrong-shaped state file out of the way (kept for a look), so it blocks nothing."""
+    target = path.with_name(path.name + f".bad-{int(time.time())}")
+    os.replace(path, target)
+    print(f"sparktui: warning: moved the unreadable state file {path} to {target}", file=sys.stderr)
+    return target
+
+
+def find_state(port: int | None = None) -> StateRecord:
+    """The server on `port`, or the only live one when port is None. UserError otherwise."""
+    if port is not None:
+        try:
+            state = read_state(state_path(port))
+        except ProtocolError:
+            if (answered := ask_live(port)) is not None:
+                return answered
+            raise  # a wrong-shaped file and nobody answering: the error names the file
+        if state is not None and with_liveness(state).alive:
+            return state
+        if (answered := ask_live(port)) is not None:  # the file is gone or stale, the supervisor is not
+            return answered
+        if state is None:
+            raise UserError(f"no server recorded on port {port} (see `sparktui status`)")
+        return state
+    running = [s for s in list_states() if s.alive]
+    if len(running) == 1:
+        return running[0]
+    if not running:
+        raise UserError("no server is running (see `sparktui status`)")
+    ports = ", ".join(str(s.port) for s in running)
+    raise UserError(f"several servers are running (ports {ports}); say which with --port")
+
+
+def ask_live(port: int, timeout: float = 5.0, *, metrics: bool = False) -> StateRecord | None:
+    """The state straight from the supervisor listening on `port`, or None when none answers.
+    Only a reader of its metrics says `metrics` (a lookup leaves the scrape pace alone)."""
+    try:
+        reply = request(port, StatusRequest(cmd="status", metrics=metrics), timeout=timeout)
+    except (UserError, OSError):
+        return None
+    if reply.state is None:
+        return None
+    reply.state.alive = True
+    return reply.state
+
+
+def connect(port: int, timeout: float) -> socket.socket:
+    """A connection to the supervisor of `port`: the first of the port's names held by our own
+    user or root (SO_PEERCRED); another user's listener is ignored with a warning."""
+    names = [socket_address(port)] + [n for n in _listeners().get(port, []) if n != socket_address(port)]
+    ignored = False
+    for name in [*names, str(socket_path(port))]:  # the file: a supervisor from before the abstract socket
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(name)
+        except OSError:
+            sock.close()
+            continue
+        uid = peer_uid(sock)
+        if trusted_uid(uid):
+            return sock
+        sock.close()
+        warn_foreign(port, uid)
+        ignored = True
+    why = " (only another user's listener answered, and was ignored)" if ignored else " (is it running?)"
+    raise UserError(f"the supervisor of port {port} is not answering{why}")
+
+
+def request(port: int, message: AnyRequest, timeout: float = 30.0) -> Reply:
+    """Send one request to the supervisor of the server on `port`; its reply (ok or not)."""
+    with connect(port, timeout) as sock:
+        sock.sendall(message.model_dump_json(exclude_none=True).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n") and len(data) < 64 * MAX_MESSAGE_BYTES:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    if not data:
+        raise UserError(f"the supervisor of port {port} closed the connection without answering")
+    return parse_reply(data, f"the supervisor of port {port}")
+
+
+def guard_request(
+    armed: bool | None = None, lines: dict[str, float | None] | None = None, kernel: str | None = None
+) -> GuardRequest:
+    """A guard request; `lines` holds only the lines to move (None turns one off); `kernel` the
+    kernel tripwire's mode (stop, warn, off)."""
+    return GuardRequest.model_validate({"cmd": "guard", "armed": armed, "lines": lines, "kernel": kernel})
+
+
+def wait_for_state(
+    port: int, predicate: Callable[[StateRecord], bool], timeout: float, after: float = 0.0
+) -> StateRecord | None:
+    """Poll the state file until predicate(state) holds (state written after `after`)."""
+    deadline = time.monotonic() + timeout
+    path = state_path(port)
+    while time.monotonic() < deadline:
+        try:
+            state = read_state(path)
+        except ProtocolError:
+            state = None
+        if state is not None and state.started_at >= after and predicate(state):
+            return state
+        time.sleep(0.05)
+    return None

@@ -1,0 +1,1466 @@
+"""The supervisor: owns one running vLLM — launch, watch, guard, stop — and records its state.
+
+It runs in the foreground (`sparktui serve`, systemd-friendly: SIGTERM stops the whole tree) or
+detached in a new session (`--detach`, the TUI), so an SSH drop or a TUI crash changes nothing.
+vLLM's output goes to a per-run log file that is tailed and parsed (core.vllm_log) for phase and
+events; readiness is /health, load is /metrics. State is a JSON file (state.py) rewritten
+atomically; commands (status, stop, kill) come over a Unix socket only the user can open.
+
+At rest it costs almost nothing (bench/supervisor_rest.py): the loop sleeps in poll() until the
+log is written (inotify), a request or signal arrives (a wake pipe), or vLLM exits (its pidfd);
+/metrics is scraped only while someone reads it or the server is busy; the guard's own thread
+keeps its pace near the lines and is woken by PSI on memory stalls (guard.py).
+
+If the supervisor dies, vLLM does not live on unguarded: the API server gets SIGKILL from the
+kernel (PR_SET_PDEATHSIG, proc.spawn), a reaper process (reaper.py) sweeps the recorded tree, and
+the next launch sweeps anything a lost supervisor left.
+
+Python API for the TUI: preflight(), launch(), read(), stop(), kill(), restart().
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import errno
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sparktui.core import pool, vllm_log
+from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KernelEvent
+from sparktui.core.leak import MEMORY_BACK_TIMEOUT_S
+from sparktui.errors import UserError
+from sparktui.runtime.cluster import link as cluster_link
+from sparktui.runtime.guard import leakgate
+from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
+from sparktui.runtime.guard.kernel_watch import access as kernel_access
+from sparktui.runtime.guard.stop_order import StopOrder
+from sparktui.runtime.host import proc
+from sparktui.runtime.host.containment import remove_stale_scopes
+from sparktui.runtime.host.machine import host_machine
+from sparktui.runtime.host.memory import read_memory
+from sparktui.runtime.launch.runner import LaunchCommand, build_command
+from sparktui.runtime.records import protocol as pr
+from sparktui.runtime.records import state as st
+from sparktui.runtime.records.endpoint import Endpoint, base_url
+from sparktui.runtime.records.launch_id import ENV as LAUNCH_ID_ENV
+from sparktui.runtime.records.launch_id import EXPECTED as LAUNCH_ID_EXPECTED
+from sparktui.runtime.records.launch_id import is_launch_id, not_this_launch
+from sparktui.runtime.records.reservations import reservation_of
+from sparktui.runtime.server.logtail import LogTail
+from sparktui.runtime.server.reaper import Reaper
+from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
+
+if TYPE_CHECKING:
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.metrics import MetricsSnapshot
+    from sparktui.core.profiles import Profile
+    from sparktui.runtime.guard.guard import Decision
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+UNIFIED_MAX_UTILIZATION = 0.90
+PAGE_CACHE_WARN_BYTES = 8 << 30
+# The loop sleeps in poll() until something happens: a log write (inotify), a request on the
+# socket or a signal (the wake pipe), vLLM's exit (its pidfd), or the next timer below.
+STARTUP_TICK_S = 0.25  # while starting: members appear, /health is asked every HEALTH_EVERY_S
+HEALTH_EVERY_S = 0.5
+REST_TICK_S = 5.0  # once ready: the guard's line in the state (warnings and trips wake the loop at once)
+REST_TRACK_S = 10.0  # once ready: new members (a /proc scan only if some process was created meanwhile)
+LOG_FALLBACK_S = 0.25  # how often the log is read where inotify is missing
+# /metrics as often as someone needs it: every METRICS_EVERY_S while a client asked within
+# METRICS_WANTED_S (`status`, the TUI), while the server is busy (requests running or waiting, or
+# log lines other than probes within METRICS_BUSY_S); otherwise the gap doubles up to
+# METRICS_IDLE_MAX_S, since each scrape is also an access-log line in the server's log.
+METRICS_EVERY_S = 2.0
+METRICS_WANTED_S = 30.0
+METRICS_BUSY_S = 30.0
+METRICS_IDLE_MAX_S = 120.0
+METRICS_WAIT_S = 2.0  # a status request waits this long at most for a fresh scrape
+PROBE_LINES = ('"GET /metrics', '"GET /health')  # access-log lines of probes: not activity
+# The guard's line in the state file: rewritten when MemAvailable moved this much, or after this long.
+GUARD_NEWS_GIB = 0.1
+GUARD_REFRESH_S = 10.0
+RECENT_EVENTS = 50
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
+SOCKET_BACKLOG = 1024  # a burst of clients (panels, scripts, a cluster's head) waits in the queue, not refused
+ERROR_FILE_ENV = "SPARKTUI_ERROR_FILE"  # where a detached supervisor's refusal goes for launch() (cli.main writes it)
+
+
+# ---------------------------------------------------------------- serve config with CLI overrides
+
+
+def effective_serve(profile: Profile, extra_args: list[str] | None = None) -> ServeConfig:
+    """profile.serve with `vllm serve` flags given on the command line applied on top."""
+    from sparktui.core.config import parse_serve_command
+
+    if not extra_args:
+        return profile.serve
+    merged = parse_serve_command([*profile.serve.to_argv(), *extra_args])
+    if merged.api_key is None and profile.serve.api_key is not None:
+        merged = merged.replace(api_key=profile.serve.api_key)
+    return merged
+
+
+# ---------------------------------------------------------------- preflight
+
+
+@dataclasses.dataclass
+class Preflight:
+    warnings: list[str]
+    fit: dict[str, Any] | None = None  # core.fit's verdict, when it could be computed
+    notes: list[str] = dataclasses.field(default_factory=list)  # what preflight did (page cache evicted)
+    page_cache: dict[str, Any] | None = None  # watch.PageCacheReport.to_dict()
+    reservation: pool.Reservation | None = None  # what this server takes of the pool
+
+
+def _meminfo() -> dict[str, int]:
+    sample = read_memory(psi=False)
+    return {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_free}
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    """Whether something listens on host:port. A host that is not this machine's (EADDRNOTAVAIL)
+    or a port it may not take (EACCES) is a UserError of its own: nothing else is listening."""
+    # bind first: for an address that is not ours it fails at once, before any probe leaves the box
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host or "0.0.0.0", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise UserError(
+                    f"--host {host}: not an address of this machine (EADDRNOTAVAIL), so nothing can listen "
+                    "on it; use 127.0.0.1 (this machine only), 0.0.0.0 (every interface) or an address "
+                    "`ip -brief address` lists"
+                ) from None
+            if exc.errno == errno.EACCES:
+                raise UserError(
+                    f"--port {port}: only root may listen on a port below 1024 (EACCES); choose --port 1024 or above"
+                ) from None
+            return True
+    probe_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else host
+    family = socket.AF_INET6 if ":" in probe_host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        if s.connect_ex((probe_host, port)) == 0:
+            return True
+    return False
+
+
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?")
+
+
+def check_host(host: str) -> None:
+    """--host must be a host name or an IP address (it reaches sockets, never a shell)."""
+    if host and not _HOST.fullmatch(host):
+        raise UserError(f"--host {host!r}: expected a host name or an IP address such as 127.0.0.1, 0.0.0.0 or ::1")
+
+
+def is_unified_memory(profile: Profile) -> bool:
+    return str(profile.machine) == "dgx-spark"
+
+
+def preflight(
+    profile: Profile,
+    serve: ServeConfig | None = None,
+    *,
+    force: bool = False,
+    meminfo: dict[str, int] | None = None,
+    evict: bool = False,
+) -> Preflight:
+    """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not.
+
+    evict=True (the supervisor, right before vLLM starts): evict the page cache the model's own
+    files hold (posix_fadvise, no root needed) and say how much it freed."""
+    serve = serve if serve is not None else profile.serve
+    warnings: list[str] = []
+    notes: list[str] = []
+    page_cache = None
+    watch_settings = getattr(profile, "watch", None)
+    if meminfo is None and (watch_settings is None or watch_settings.evict_page_cache):
+        report = model_page_cache(serve.model, evict=evict)
+        page_cache = report.to_dict()
+        if report.folder is not None:
+            notes.append(report.summary())
+        warnings.extend(f"page cache: {e}" for e in report.errors)
+    mem = meminfo if meminfo is not None else _meminfo()
+    gib = 1 << 30
+    check_host(serve.host)
+    _, line_notes = GuardLines.from_settings_with_notes(profile.guard)  # bad lines: UserError, before launching
+    warnings.extend(f"guard: {note}" for note in line_notes)
+    if (profile.guard.kernel or DEFAULT_KERNEL_MODE) != "off" and (kernel := kernel_access()).source is None:
+        warnings.append(f"guard: {kernel.text()}; until then it watches MemAvailable alone")
+
+    for other in st.list_states():
+        if other.alive and other.running and other.port == serve.port:
+            raise UserError(
+                f"--port {serve.port}: sparktui already runs a server there (profile "
+                f"{other.profile!r}, supervisor pid {other.supervisor.pid}); stop it with "
+                f"`sparktui stop --port {serve.port}` or choose another --port"
+            )
+    # memory a server that ran here left behind, still held: refused (the fix named) unless forced
+    leaks = [(s.port, s.exit.leak) for s in st.list_states() if not s.running and s.exit and s.exit.leak]
+    warnings.extend(f"leak gate: {w}" for w in leakgate.gate(leaks, force=force))
+    if _port_in_use(serve.host, serve.port):
+        raise UserError(
+            f"--port {serve.port}: something is already listening on {serve.host}:{serve.port}; "
+            "stop it or choose another --port"
+        )
+    if is_unified_memory(profile) and serve.gpu_memory_utilization > UNIFIED_MAX_UTILIZATION and not force:
+        raise UserError(
+            f"--gpu-memory-utilization {serve.gpu_memory_utilization}: above {UNIFIED_MAX_UTILIZATION} on "
+            "unified memory leaves the CPU side too little and can hang the machine; lower it, or pass "
+            "--force if you are sure"
+        )
+    if serve.host not in LOOPBACK and not serve.api_key:
+        exposed = (
+            f"--host {serve.host}: the server would be reachable from the network without an API key "
+            "(anyone could use /v1)"
+        )
+        if not force:
+            raise UserError(
+                f"{exposed}; set api-key in the profile or pass --api-key (it travels as VLLM_API_KEY, "
+                "never on the command line), serve on --host 127.0.0.1, or pass --force if you mean it"
+            )
+        warnings.append(f"{exposed} (--force given)")
+    available, free = mem.get("MemAvailable", 0), mem.get("MemFree", 0)
+    wanted = serve.gpu_memory_utilization * mem.get("MemTotal", 0)
+    # Only when needed: what is left after the model's own pages went, and only when free memory
+    # is short of what vLLM will ask for.
+    if available - free >= PAGE_CACHE_WARN_BYTES and free < wanted:
+        warnings.append(
+            f"MemFree is {free / gib:.1f} GiB but MemAvailable is {available / gib:.1f} GiB: page cache "
+            "holds the difference (other files' pages: the model's own were evicted without root), and on "
+            "a DGX Spark vLLM's start-up free-memory check can fail on it. "
+            f"Drop the caches first: {vllm_log.DROP_CACHES}"
+        )
+    fit_result = _fit_verdict(profile, serve, mem, warnings, force)
+    reservation = _pool_reservation(profile, serve, mem, fit_result, warnings, force)
+    return Preflight(warnings, fit_result, notes, page_cache, reservation)
+
+
+def _pool_reservation(
+    profile: Profile,
+    serve: ServeConfig,
+    mem: dict[str, int],
+    fit: dict[str, Any] | None,
+    warnings: list[str],
+    force: bool,
+) -> pool.Reservation:
+    """What this server will reserve, refused (unless forced) when the servers already running and
+    starting leave it too little of the pool: MemAvailable alone misses one that has not allocated yet."""
+    machine = host_machine(profile, mem)
+    budget = (fit or {}).get("budget")
+    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
+    others = [reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.port != serve.port]
+    check = pool.check_pool(machine, new, others)
+    if not check.fits:
+        why = f"--gpu-memory-utilization {serve.gpu_memory_utilization:g}: {check.explain(basis)}"
+        if not force:
+            raise UserError(why)
+        warnings.append(f"{why} (--force given)")
+    return pool.Reservation(serve.port, profile.name, new, basis, profile.guard.priority or 0)
+
+
+def _fit_verdict(
+    profile: Profile, serve: ServeConfig, mem: dict[str, int], warnings: list[str], force: bool
+) -> dict[str, Any] | None:
+    from sparktui.core import fit as fit_mod
+    from sparktui.core.modelspec import load_serving_spec
+
+    try:
+        # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
+        spec = load_serving_spec(serve.model, serve.speculative_config)
+        machine = host_machine(profile, mem, warnings)
+        mem_available = mem.get("MemAvailable") if machine.unified else None
+        source = ""
+        if serve.vllm_version is None:  # fit for the vLLM this runner has (files only: no subprocess)
+            from sparktui.runtime.launch.vllm_version import detect
+
+            found = detect(profile, run=False)
+            if found.version:
+                serve, source = serve.replace(vllm_version=found.version), found.source
+        result = fit_mod.fit(serve, spec, machine, mem_available=mem_available, vllm_version_source=source)
+    except UserError as exc:
+        warnings.append(f"fit check skipped: {exc}")
+        return None
+    verdict = result.to_dict()
+    if result.verdict in ("wont_start", "unsafe"):
+        reasons = "; ".join(result.reasons) or result.verdict
+        if not force:
+            raise UserError(
+                f"this configuration {result.verdict.replace('_', ' ')}: {reasons} (pass --force to try anyway)"
+            )
+        warnings.append(f"fit: {result.verdict}: {reasons} (--force given)")
+    elif result.verdict == "tight":
+        warnings.append("fit: tight: " + "; ".join(result.reasons))
+    return verdict
+
+
+def set_aside_unreadable(port: int) -> None:
+    """A wrong-shaped state file on our port is moved aside (with a warning), never in the way."""
+    path = st.state_path(port)
+    try:
+        st.read_state(path)
+    except pr.ProtocolError:
+        st.set_aside(path)
+
+
+def sweep_lost_servers(message: str = "swept at the next launch: its supervisor had died") -> list[pr.StateRecord]:
+    """Kill what supervisors that died left behind (identity-checked), and record it."""
+    swept = []
+    for state in st.list_states():
+        if state.status != "lost" or state.tree is None:
+            continue
+        swept.append(sweep_lost(state, message))
+    remove_stale_scopes()
+    return swept
+
+
+def sweep_lost(state: pr.StateRecord, message: str) -> pr.StateRecord:
+    """Kill what one dead supervisor left (pid + start time checked) and record why it ended."""
+    report = proc.sweep_orphans(state.tree.as_proc_record()) if state.tree is not None else None
+    lost_reason = state.lost_reason
+    state.status, state.phase, state.updated_at = "exited", "stopped", time.time()
+    state.exit = pr.ExitRecord(
+        reason="supervisor_died",
+        stop=report.to_dict() if report else None,
+        message=f"{message} ({lost_reason})" if lost_reason else message,
+    )
+    state.lost_reason = None
+    st.write_state(st.state_path(state.port), state)
+    return state
+
+
+# ---------------------------------------------------------------- the supervisor
+
+
+def _event_dict(event: vllm_log.Event) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": type(event).__name__.rstrip("_"), "t": time.time()}
+    out.update(dataclasses.asdict(event))
+    return out
+
+
+class Supervisor:
+    def __init__(
+        self,
+        profile: Profile,
+        serve: ServeConfig | None = None,
+        *,
+        force: bool = False,
+        detached: bool = False,
+        launch_id: str | None = None,
+    ) -> None:
+        self.profile = profile
+        self.serve = serve if serve is not None else profile.serve
+        self.force, self.detached = force, detached
+        self.launch_id = launch_id  # runtime/records/launch_id.py: a request naming another is refused
+        self.lines = GuardLines.from_settings(profile.guard)
+        self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
+        self.guard: Guard | None = None
+        self.reservation: pool.Reservation | None = None  # set by preflight in run()
+        self.tripped = threading.Event()
+        self.trip_report: TripReport | None = None
+        self.port = self.serve.port
+        self.state_file = st.state_path(self.port)
+        self.socket_file = st.socket_address(self.port)
+        self.summary = vllm_log.LogSummary()
+        self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_EVENTS)
+        self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
+        self.requested_by: str | None = None
+        self.finished = threading.Event()
+        self.lock = threading.RLock()
+        self.tree: proc.ProcessTree | None = None
+        self.baseline: leakgate.Baseline | None = None  # the machine before this launch (the leak gate)
+        self.command: LaunchCommand | None = None
+        self.state: pr.StateRecord | None = None
+        self._unsaved = False  # a state write failed (ENOSPC…): retried on the next tick
+        self.healthy = False
+        # a cluster worker's rank, once its head answers /health (node-watch passes the word on):
+        # a headless rank never logs "ready" itself, yet the cluster serves; its loop may rest
+        self.cluster_ready = False
+        self._last_metrics: MetricsSnapshot | None = None  # the previous /metrics snapshot, for rates
+        self.endpoint: Endpoint | None = None
+        self.reaper: Reaper | None = None
+        self._server: socket.socket | None = None
+        self._foreign_clients: set[int | None] = set()
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # /metrics on demand (all monotonic times, under self.lock)
+        self._metrics_wanted_until = 0.0
+        self._metrics_at: float | None = None  # the last scrape
+        self._metrics_next = 0.0
+        self._metrics_gap = METRICS_EVERY_S
+        self._metrics_done = threading.Condition(self.lock)
+        self._metrics_count = 0
+        self._last_activity = float("-inf")  # the last log line that was load, not a probe
+        self.wakes: collections.Counter[str] = collections.Counter()  # why the loop woke
+        self.link = cluster_link.link_for(
+            profile, self.serve, self._wake, launch_id
+        )  # one node of a [cluster]: the others
+        self.watch = ServerWatch(
+            profile.watch,
+            url=base_url(self.serve.host, self.port),
+            api_key=self.serve.api_key,
+            model=self.serve.served_model_name or self.serve.model,
+            say=self._watch_said,
+        )
+
+    # -- state
+
+    @property
+    def record(self) -> pr.StateRecord:
+        """The state record (set by run() before anything else happens)."""
+        assert self.state is not None
+        return self.state
+
+    def _save(self, **changes: object) -> bool:
+        """Record the state; True when it reached the disk. A failed write (a full disk, the state
+        dir deleted) is reported once and retried on the next tick: the guard never waits on it."""
+        with self.lock:
+            state = self.state
+            assert state is not None
+            for name, value in changes.items():
+                setattr(state, name, value)
+            state.updated_at = time.time()
+            if self.tree is not None:
+                record = self.tree.to_record()
+                state.tree = pr.TreeRecord.model_validate(record)
+                state.containment = self.tree.containment
+                if self.reaper is not None:
+                    self.reaper.tell(record)  # the reaper needs no state file to sweep the tree
+            state.summary = self.summary.to_dict()
+            state.watch = pr.WatchRecord.model_validate(self.watch.to_state())
+            state.events = list(self.events)
+            try:
+                self.state_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                st.write_state(self.state_file, state)
+            except OSError as exc:
+                if not self._unsaved:
+                    self._say(f"warning: cannot write the state file {self.state_file}: {exc}; retrying")
+                self._unsaved = True
+                return False
+            if self._unsaved:
+                self._say(f"the state file {self.state_file} is written again")
+            self._unsaved = False
+            return True
+
+    def _initial_state(self, log_path: Path, warnings: list[str], fit: dict[str, Any] | None) -> pr.StateRecord:
+        me = proc.read_stat(os.getpid())
+        return pr.StateRecord(
+            status="starting",
+            phase="launching",
+            profile=self.profile.name,
+            profile_path=str(self.profile.path) if self.profile.path else None,
+            model=self.serve.model,
+            host=self.serve.host,
+            port=self.port,
+            url=f"http://{self.serve.host}:{self.port}",
+            log_path=str(log_path),
+            socket="@" + self.socket_file[1:],
+            detached=self.detached,
+            launch_id=self.launch_id,
+            supervisor=pr.ProcessRef(pid=os.getpid(), start_time=me.start_time if me else 0),
+            started_at=time.time(),
+            preflight=pr.PreflightRecord(warnings=warnings, fit=fit),
+            guard=pr.GuardRecord(
+                armed=self.profile.guard.armed is not False,
+                state="starting",
+                lines=pr.GuardLinesRecord.model_validate(dataclasses.asdict(self.lines)),
+            ),
+        )
+
+    # -- signals and commands
+
+    def request(self, what: str, by: str) -> None:
+        with self.lock:
+            if self.requested != "kill":  # kill wins over stop
+                self.requested, self.requested_by = what, by
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake the loop from its poll() (another thread, or a signal handler: os.write takes no lock)."""
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:  # full (it is awake already) or closed (it has finished)
+            pass
+
+    def _want_metrics(self) -> None:
+        """A client reads the state: scrape /metrics every METRICS_EVERY_S for METRICS_WANTED_S, and
+        give this one a scrape at most METRICS_EVERY_S old (waiting up to METRICS_WAIT_S for it)."""
+        with self.lock:
+            now = time.monotonic()
+            self._metrics_wanted_until = now + METRICS_WANTED_S
+            self._metrics_gap = METRICS_EVERY_S
+            if not self.healthy:
+                return
+            if self._metrics_at is not None and now - self._metrics_at < METRICS_EVERY_S:
+                self._metrics_next = min(self._metrics_next, self._metrics_at + METRICS_EVERY_S)
+                return
+            self._metrics_next = now
+            seen = self._metrics_count
+            self._wake()
+            self._metrics_done.wait_for(lambda: self._metrics_count != seen, METRICS_WAIT_S)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.request("stop", signal.Signals(signum).name)
+
+    def claim_port(self) -> None:
+        """One launch per port: bind the port's command socket first of all (before preflight).
+
+        It is a Linux abstract socket named by user and port (state.socket_address): binding it is
+        atomic (a second launch gets EADDRINUSE and stops before touching anything), it needs no
+        file (the supervisor stays reachable with its state dir deleted), and it vanishes with
+        the process. Only this user's processes are answered (SO_PEERCRED, in _handle)."""
+        names = [st.socket_address(self.port)] + [
+            st.alternate_address(self.port, n) for n in range(1, st.ALTERNATE_NAMES + 1)
+        ]
+        for name in names:
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+            try:
+                server.bind(name)
+                break
+            except OSError as exc:
+                server.close()
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                holder = _holder_uid(name)
+                if holder is None or st.trusted_uid(holder):
+                    raise UserError(
+                        f"--port {self.port}: another sparktui supervisor already holds this port (a server runs "
+                        f"or is starting there); see `sparktui status --port {self.port}`, stop it with "
+                        f"`sparktui stop --port {self.port}`, or choose another --port"
+                    ) from None
+                self._say(
+                    f"warning: user id {holder} holds this port's supervisor socket name (not a supervisor of "
+                    "yours: ignored); using the next name"
+                )
+        else:
+            raise UserError(
+                f"--port {self.port}: other users hold all {len(names)} of this port's supervisor socket names; "
+                "choose another --port (and find who squats them: `ss -xlp | grep sparktui`)"
+            )
+        server.listen(SOCKET_BACKLOG)
+        self._server = server
+        self.socket_file = name
+        st.HELD_HERE.add(self.port)  # its own preflight must not ask it (nothing answers until _serve_socket)
+
+    def _serve_socket(self) -> None:
+        if self._server is None:
+            self.claim_port()
+        threading.Thread(target=self._accept, name="sparktui-socket", daemon=True).start()
+
+    def _accept(self) -> None:
+        server = self._server
+        assert server is not None  # bound by _serve_socket before this thread starts
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            uid = st.peer_uid(conn)
+            if not st.trusted_uid(uid):
+                if uid not in self._foreign_clients:  # an abstract socket has no file mode: refuse other users here
+                    self._foreign_clients.add(uid)
+                    self._say(
+                        f"warning: ignored a connection from user id {uid} (only your user and root are answered)"
+                    )
+                return
+            try:
+                conn.settimeout(5)
+                data = b""
+                while not data.endswith(b"\n") and len(data) < 65536:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                reply = self.answer(pr.parse_request(data))
+            except UserError as exc:  # ProtocolError, or guard lines out of order
+                reply = pr.Reply(ok=False, error=str(exc), state=self.snapshot())
+            except (OSError, ValueError) as exc:
+                reply = pr.Reply(ok=False, error=str(exc))
+            try:
+                conn.sendall(reply.to_line())
+            except OSError:
+                pass
+
+    def answer(self, req: pr.AnyRequest) -> pr.Reply:
+        """Carry out one socket request; the reply carries the state afterwards."""
+        if isinstance(req, pr.StopRequest | pr.KillRequest | pr.ClusterReadyRequest) and req.only_id not in (
+            None,
+            self.launch_id,
+        ):
+            assert req.only_id is not None
+            why = not_this_launch(self.port, os.getpid(), self.launch_id, req.only_id)
+            return pr.Reply(ok=False, error=why, state=self.snapshot())
+        if isinstance(req, pr.ClusterReadyRequest):
+            if self.link is None or not self.link.rank:
+                return pr.Reply(ok=False, error="not a cluster worker's rank", state=self.snapshot())
+            with self.lock:
+                self.cluster_ready = True
+            self._wake()
+        elif isinstance(req, pr.StatusRequest):
+            if req.metrics:
+                self._want_metrics()
+        elif isinstance(req, pr.StopRequest | pr.KillRequest):
+            self.request(req.cmd, "socket")
+            self.finished.wait(req.wait)
+        elif isinstance(req, pr.GuardRequest):
+            if self.guard is None:
+                return pr.Reply(ok=False, error="the guard is not running yet; try again", state=self.snapshot())
+            notes = self.change_guard(req)
+            return pr.Reply(ok=True, state=self.snapshot(), notes=notes)
+        return pr.Reply(ok=True, state=self.snapshot())
+
+    def change_guard(self, req: pr.GuardRequest) -> list[str]:
+        """Move the lines and/or arm or disarm, live. The lines given win; a current line in their
+        way is turned off (the notes say which); lines given out of order raise UserError."""
+        assert self.guard is not None and self.state is not None
+        notes: list[str] = []
+        if req.lines is not None:
+            lines, notes = resolve_lines(req.lines.given(), self.lines)
+            self.guard.set_lines(lines)
+            self.lines = lines
+            with self.lock:
+                self.record.guard.lines = pr.GuardLinesRecord.model_validate(dataclasses.asdict(lines))
+            self.events.append({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+        if req.kernel is not None:
+            self.guard.set_kernel(req.kernel)
+            with self.lock:  # the reply shows it at once (the loop fills in the rest)
+                kernel = self.record.guard.kernel or pr.KernelRecord()
+                kernel.mode = req.kernel
+                self.record.guard.kernel = kernel
+            self.events.append({"kind": "GuardKernel", "t": time.time(), "mode": req.kernel})
+        if req.armed is not None:
+            self.guard.arm() if req.armed else self.guard.disarm()
+            self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
+        with self.lock:
+            self.record.guard.armed = self.guard.armed
+            if self.record.guard.state != "tripped":
+                self.record.guard.state = "watching" if self.guard.armed else "disarmed"
+        for note in notes:
+            self._say(f"guard: {note}")
+        self._save()
+        return notes
+
+    def snapshot(self) -> pr.StateRecord | None:
+        with self.lock:
+            if self.state is None:
+                return None
+            live = self.record.model_copy(deep=True)
+            # Only in live replies (never written to the file): what the loop has been doing.
+            live.loop = pr.LoopStats(wakes=dict(self.wakes), metrics_scrapes=self._metrics_count)
+            return live
+
+    # -- reaper
+
+    def _start_reaper(self) -> Reaper:
+        self.reaper = Reaper(self.state_file)
+        return self.reaper
+
+    def _dismiss_reaper(self) -> None:
+        if self.reaper is not None:
+            self.reaper.dismiss()
+
+    # -- main loop
+
+    def run(self) -> int:
+        """Launch and supervise until vLLM exits or is stopped; returns the exit status to use."""
+        self.claim_port()  # first: a second launch on this port stops here, before it touches anything
+        exporter = self._start_exporter()
+        try:
+            return self._run()
+        finally:
+            if exporter is not None:
+                exporter.shutdown()
+            st.HELD_HERE.discard(self.port)
+            if self._server is not None:
+                self._server.close()
+
+    def _start_exporter(self) -> Any:
+        """[metrics] listen: serve sparktui's figures to Prometheus while this server runs (a port
+        that cannot be had is said, never a reason not to launch)."""
+        if self.profile.metrics_listen is None:
+            return None
+        from sparktui.runtime import exporter
+
+        try:
+            server = exporter.serve(self.profile.metrics_listen)
+        except UserError as exc:
+            self._say(f"warning: [metrics] {exc}; no /metrics for this server")
+            return None
+        self._say(f"[metrics] sparktui's figures on http://{self.profile.metrics_listen}/metrics")
+        return server
+
+    def _run(self) -> int:
+        set_aside_unreadable(self.port)
+        sweep_lost_servers()
+        pre = preflight(self.profile, self.serve, force=self.force, evict=True)
+        for note in pre.notes:
+            self._say(note)
+        for warning in pre.warnings:
+            self._say(f"warning: {warning}")
+        self.command = build_command(self.profile, self.serve)
+        if self.link is not None and self.link.cluster.backend == "ray":
+            from sparktui.runtime.cluster import ray_backend as ray_cluster
+
+            ray_cluster.remove_temp_dir(self.port)  # a lost run's Ray sessions (ours: this state dir and port)
+            self.command = ray_cluster.node_command(self.profile, self.serve, self.command, self.link.rank)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
+        self.state = self._initial_state(log_path, pre.warnings, pre.fit)
+        self.reservation = pre.reservation
+        if pre.reservation is not None:
+            r = pre.reservation
+            self.state.reservation = pr.ReservationRecord(bytes=r.bytes, basis=r.basis, priority=r.priority)
+        self.record.argv = self.command.argv
+        self.record.runner = self.command.kind
+        self.record.container = self.command.container
+        self.record.page_cache = pre.page_cache
+
+        previous = {}
+        if threading.current_thread() is threading.main_thread():  # only there can signals be handled
+            handled = (signal.SIGTERM, signal.SIGINT) + (() if self.detached else (signal.SIGHUP,))
+            previous = {s: signal.signal(s, self._on_signal) for s in handled}
+            if self.detached:
+                previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        try:
+            self._save()
+            reaper = self._start_reaper()
+            self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
+            env = {**os.environ, **self.command.env}
+            self._start_flight_recorder()
+            self.baseline = leakgate.take_baseline()
+            self.tree = proc.spawn(self.command.argv, log_path, env)
+            reaper.tell(self.tree.to_record())
+            self._start_guard()
+            self._serve_socket()  # before the save that records the tree: launch() returns on it
+            self._save(status="starting", phase=self.summary.phase)
+            self._say(f"vLLM pid {self.tree.pid} on {self.record.url}, log {log_path}")
+            with Endpoint(base_url(self.serve.host, self.port), api_key=self.serve.api_key) as self.endpoint:
+                while True:
+                    code = self._loop(log_path)
+                    restart = self._restart_log_path(code)
+                    if restart is None:
+                        return code
+                    log_path = restart
+                    self._respawn(log_path, env)
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            self._close()
+            wake_w, self._wake_w = self._wake_w, -1  # a late _wake() now fails harmlessly (EBADF)
+            os.close(wake_w)
+            os.close(self._wake_r)
+
+    def _loop(self, log_path: Path) -> int:
+        tree = self.tree
+        assert tree is not None  # set by run() before the loop starts
+        follower = LogTail(log_path, keep=1)
+        poller = select.poll()
+        log_fd = follower.fileno()  # armed before the first read: no write goes unnoticed
+        if log_fd is not None:
+            poller.register(log_fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        root_fd = _pidfd(tree.pid)  # readable the moment vLLM's API server exits
+        if root_fd is not None:
+            poller.register(root_fd, select.POLLIN)
+        try:
+            how = self._watch(follower, poller, log_fd, root_fd)
+        finally:
+            if root_fd is not None:
+                os.close(root_fd)
+        return self._finish(how, follower)
+
+    def _watch(self, follower: LogTail, poller: select.poll, log_fd: int | None, root_fd: int | None) -> str:
+        """Until vLLM ends or is to be stopped; how ("guard", "stop", "kill", "exited")."""
+        tree, endpoint, guard = self.tree, self.endpoint, self.guard
+        assert tree is not None and endpoint is not None and guard is not None  # set by run() before the loop starts
+        generation = tree.generation
+        next_track = next_health = 0.0
+        resting = False  # served (/health answers here, or at a worker's head): the loop's resting pace
+        while True:
+            lines = follower.poll()
+            changed = self._ingest(lines)
+            behind = bool(lines) and follower.pending()  # a flood: read on before sleeping
+            now = time.monotonic()
+            if self.cluster_ready and not resting:
+                resting = changed = True
+                self._rest_as_worker()
+            resting = resting or self.healthy
+            if now >= next_track:  # in a cgroup: its cgroup.procs; otherwise /proc, scanned at rest only after a fork
+                tree.track() if resting or tree.scope is not None else tree.refresh()
+                next_track = now + (REST_TRACK_S if resting else STARTUP_TICK_S)
+            if tree.generation != generation:
+                generation, changed = tree.generation, True
+            if self.summary.ready and not self.healthy and now >= next_health:
+                next_health = now + HEALTH_EVERY_S
+                if endpoint.health().ok:
+                    # Lines written before /health answered are start-up, not load: read them
+                    # while still unhealthy, or a late start-up line would count as activity.
+                    while batch := follower.poll():
+                        changed |= self._ingest(batch)
+                    tree.refresh()  # the state that says "running" names every process
+                    with self.lock:
+                        self.healthy, changed = True, True
+                        self._metrics_next = now  # the first scrape at once
+                    self.record.status, self.record.ready_at = "running", time.time()
+                    self._say(f"ready: {self.record.url} answers /health")
+                    if self.link is not None:
+                        self.link.announce_ready()  # the workers' headless ranks may rest now
+            if self.link is not None and self.link.due(now):
+                changed |= self._look_at_cluster(now)
+            if self.healthy and now >= self._metrics_next:
+                self._poll_metrics()
+                changed = True
+            if self.tripped.is_set():
+                return "guard"
+            if self.requested:
+                return self.requested
+            if self.watch.restart_wanted.is_set():
+                return "wedge"
+            if tree.returncode() is not None:
+                last = guard.last  # set before the guard signals: its trip may be what ended vLLM
+                return "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
+            changed |= self._guard_status()
+            if changed or self._unsaved:
+                self._save()
+            timers = [next_track, now + (REST_TICK_S if resting else STARTUP_TICK_S)]
+            if self.summary.ready and not self.healthy:
+                timers.append(next_health)
+            if self.healthy:
+                timers.append(self._metrics_next)
+            if self.link is not None:
+                timers.append(self.link.next_at)
+            if log_fd is None:
+                timers.append(now + LOG_FALLBACK_S)
+            timeout = 0.0 if behind else max(0.0, min(timers) - time.monotonic())
+            self._sleep(poller, follower, log_fd, root_fd, timeout)
+
+    def _rest_as_worker(self) -> None:
+        """The head serves: this headless rank is loaded too, so its loop and guard take the
+        resting pace (the guard still samples fast near a line or in a fast fall)."""
+        self._say("ready: the head answers /health; resting")
+        self.record.phase = "ready"
+        if self.guard is not None:
+            self.guard.set_phase("ready")
+
+    def _look_at_cluster(self, now: float) -> bool:
+        """The rest of the cluster: a node that ended stops this one; a headless rank (no /health)
+        is running once it reached its head."""
+        assert self.link is not None
+        up, why = self.link.check(now)
+        if why and not self.requested:
+            self._say(f"stopping: {why}")
+            self.requested, self.requested_by = "stop", why
+            return True
+        if up and self.link.rank and self.record.status == "starting":
+            self.record.status, self.record.ready_at = "running", time.time()
+            self._say(f"ready: rank {self.link.rank} joined its head")
+            return True
+        return False
+
+    def _sleep(
+        self, poller: select.poll, follower: LogTail, log_fd: int | None, root_fd: int | None, timeout: float
+    ) -> None:
+        ready = poller.poll(timeout * 1000)
+        if not ready:
+            self.wakes["timer"] += 1
+        for fd, _ in ready:
+            if fd == self._wake_r:
+                self.wakes["request"] += 1
+                try:
+                    while os.read(self._wake_r, 256):
+                        pass
+                except BlockingIOError:
+                    pass
+            elif fd == log_fd:
+                self.wakes["log"] += 1
+                follower.consume()
+            elif fd == root_fd:
+                self.wakes["exit"] += 1
+                poller.unregister(fd)  # stays readable: returncode() sees it from here on
+
+    def _ingest(self, lines: list[str]) -> bool:
+        changed = False
+        for line in lines:
+            self.watch.on_line(line)
+            if self.healthy and not any(probe in line for probe in PROBE_LINES):
+                self._note_activity()  # requests, stats: start-up lines are not load
+            for event in self.summary.feed(line):
+                if isinstance(event, vllm_log.PhaseChanged):
+                    changed = True
+                    self._say(f"phase: {event.phase}")
+                    if self.guard is not None and not self.cluster_ready:
+                        self.guard.set_phase(event.phase)
+                    continue
+                if isinstance(event, vllm_log.KVCacheSize):
+                    self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
+                self.events.append(_event_dict(event))
+                changed = True
+        if changed:
+            self.record.phase = "ready" if self.cluster_ready else self.summary.phase
+        return changed
+
+    def _say(self, text: str) -> None:
+        """One line of progress on stderr (the terminal, or the journal under systemd)."""
+        try:
+            print(f"sparktui: {text}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass  # a full disk under the detached supervisor's log: the guard matters, not the words
+
+    def _note_activity(self) -> None:
+        """The server did something (a log line that is not a probe's): scrape at the busy pace."""
+        with self.lock:
+            self._last_activity = time.monotonic()
+            self._metrics_gap = METRICS_EVERY_S
+            if self._metrics_at is not None:
+                self._metrics_next = min(self._metrics_next, self._metrics_at + METRICS_EVERY_S)
+
+    def _poll_metrics(self) -> None:
+        endpoint = self.endpoint
+        assert endpoint is not None  # set by run() before the loop starts
+        from sparktui.core import metrics as m
+
+        fetched = endpoint.metrics()
+        busy = False
+        if fetched.snapshot is None:
+            metrics: dict[str, Any] = {"error": fetched.error, "at": time.time()}
+        else:
+            snapshot = fetched.snapshot
+            if self.watch.on_metrics(snapshot):
+                self.events.append({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
+            if self.guard is not None and self.summary.phase == "ready":
+                self.guard.set_phase("prefill" if self.watch.prefilling else "ready")
+            if self.guard is not None:
+                self.guard.set_stalled(self.watch.stalled)
+            stats = m.derive(snapshot, self._last_metrics)
+            self._last_metrics = snapshot
+            busy = bool(stats.running or stats.waiting)
+            metrics = {
+                **stats.to_dict(),
+                "prompt_tokens_total": snapshot.total(m.PROMPT_TOKENS),
+                "generation_tokens_total": snapshot.total(m.GENERATION_TOKENS),
+                "at": time.time(),
+            }
+        with self.lock:
+            self.record.metrics = metrics
+            now = time.monotonic()
+            self._metrics_at = now
+            wanted = now < self._metrics_wanted_until or now - self._last_activity < METRICS_BUSY_S or busy
+            if wanted:
+                self._metrics_gap = METRICS_EVERY_S
+            else:  # nobody reads them and nothing happens: back off
+                self._metrics_gap = min(self._metrics_gap * 2, METRICS_IDLE_MAX_S)
+            self._metrics_next = now + self._metrics_gap
+            self._metrics_count += 1
+            self._metrics_done.notify_all()
+
+    def _finish(self, how: str, follower: LogTail) -> int:
+        tree, guard = self.tree, self.guard
+        assert tree is not None and guard is not None  # set by run() before the loop starts
+        self._save(status="stopping")
+        report = None
+        if how == "guard":
+            guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
+            self.record.trip = self.trip_report.to_dict() if self.trip_report else None
+            if self.trip_report:
+                self._say(self.trip_report.summary())
+        else:
+            guard.close()
+        if how == "kill":
+            report = self._kill()
+        elif how in ("stop", "wedge"):
+            report = self._stop()
+        if self.link is not None:
+            for note in self.link.close(how):  # the head's end is the whole cluster's
+                self._say(f"warning: {note}")
+        returncode = tree.returncode()
+        if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
+            report = tree.kill()
+        if self.link is not None and self.link.cluster.backend == "ray":
+            from sparktui.runtime.cluster import ray_backend as ray_cluster
+
+            ray_cluster.remove_temp_dir(self.port, self.link.ray_dir)  # Ray's sessions and sockets: the tree is gone
+        self._ingest(follower.drain())
+        follower.close()
+        if how == "exited":
+            for event in self.summary.finish(returncode):
+                if not isinstance(event, vllm_log.PhaseChanged):
+                    self.events.append(_event_dict(event))
+        reason = {"stop": "stopped", "kill": "killed", "guard": "guard", "wedge": "wedged"}.get(
+            how, "failed" if self.summary.failure else "exited"
+        )
+        phase = self.summary.phase if how == "exited" else "stopped"
+        self._save(
+            status="exited",
+            phase=phase,
+            exit=pr.ExitRecord(
+                reason=reason,
+                by=self.requested_by,
+                returncode=returncode,
+                stop=report.to_dict() if report else None,
+                failure=self.summary.failure.to_dict() if self.summary.failure else None,
+            ),
+        )
+        if how == "exited" and self.summary.failure:
+            f = self.summary.failure
+            self._say(f"vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}")
+        self._check_leak()
+        if how == "guard":
+            return GUARD_EXIT
+        if how == "wedge":
+            return 1
+        return 0 if how in ("stop", "kill") or returncode == 0 else 1
+
+    # -- leak gate
+
+    def _check_leak(self) -> None:
+        """The tree is gone: wait (up to [guard] leak-wait-s) for its memory to come back, and record
+        in the end record how much did not and what holds it (runtime/guard/leakgate.py)."""
+        tree, baseline, exit_ = self.tree, self.baseline, self.record.exit
+        if tree is None or baseline is None or exit_ is None:
+            return
+        ran = leakgate.with_tree(
+            baseline, [(i.pid, i.start_time) for i in tree.recorded], tree.to_record().get("cgroup")
+        )
+        wait_s = self.profile.guard.leak_wait_s
+        back = leakgate.wait_for_memory_back(ran, MEMORY_BACK_TIMEOUT_S if wait_s is None else wait_s)
+        record = back.record(ran)
+        with self.lock:
+            exit_.leak = record
+        if not back.back:
+            self._say(f"warning: leak gate: {record.summary()}")
+            self.events.append({"kind": "Leak", "t": time.time(), "leaked_bytes": record.leaked_bytes})
+        self._save()
+
+    # -- guard
+
+    def _start_guard(self) -> None:
+        # Several servers on one machine: stop them in the declared order, only as many as must go.
+        order = None if self.reservation is None else StopOrder(self.reservation, self.grace_s)
+        self.guard = Guard(
+            self.tree,
+            self.lines,
+            armed=self.profile.guard.armed is not False,
+            track_interval=None,  # the loop records the tree's members
+            on_warn=self._on_warn,
+            on_trip=self._on_trip,
+            on_report=self._on_report,
+            defer=None if order is None else self._deferral(order),
+            kernel=self.profile.guard.kernel or DEFAULT_KERNEL_MODE,
+            on_kernel=self._on_kernel,
+        )
+        self.guard.start()
+
+    def _deferral(self, order: StopOrder) -> Callable[[Decision], str | None]:
+        """The stop order, with each new reason to wait recorded once as an event (status shows it)."""
+        said: list[str | None] = [None]
+
+        def defer(decision: Decision) -> str | None:
+            why = order(decision)
+            if why is not None and why != said[0]:
+                self.events.append({**_guard_event("GuardDeferred", decision), "why": why})
+                self._say(f"guard: {why}")
+                self._wake()  # into the state now, as a warning or a trip is: status shows the wait
+            said[0] = why
+            return why
+
+        return defer
+
+    def _on_warn(self, decision: Decision) -> None:
+        self.events.append(_guard_event("GuardWarning", decision))
+        self._wake()
+
+    def _on_trip(self, decision: Decision) -> None:
+        self.events.append(_guard_event("GuardTrip", decision))
+        self.tripped.set()
+        self._wake()
+
+    def _on_kernel(self, event: KernelEvent) -> None:
+        """An NVRM line the guard recorded (a driver out-of-memory line, or an Xid naming our tree)."""
+        self.events.append({"kind": "KernelLine", "t": time.time(), **event.to_dict()})
+        what = "the NVIDIA driver ran out of memory" if event.kind == "no_memory" else f"Xid {event.xid}"
+        self._say(f"kernel log: {what}: {event.line}")
+        self._wake()
+
+    def _on_report(self, report: TripReport) -> None:
+        self.trip_report = report
+
+    def _guard_status(self) -> bool:
+        """Refresh the guard's line in the state (a few times a second); True when it changed."""
+        guard = self.guard
+        assert guard is not None  # set by run() before the loop starts
+        d = guard.last
+        if d is None:
+            return False
+        now = pr.GuardLast(
+            action=d.action.value,
+            available_gib=round((d.available or 0) / (1 << 30), 2),
+            rate_gib_s=round(-d.rate / (1 << 30), 2),
+            interval_s=d.next_interval,
+            at=time.time(),
+        )
+        g = self.record.guard
+        g.armed = guard.armed
+        g.state = "tripped" if self.tripped.is_set() else ("watching" if guard.armed else "disarmed")
+        g.pressure = pr.PressureRecord(
+            trigger=guard.pressure.spec()[:-1].decode() if guard.pressure is not None else None,
+            wakes=guard.pressure_wakes,
+            error=guard.pressure_error,
+        )
+        access = guard.kernel_access
+        kernel = pr.KernelRecord(
+            mode=guard.kernel_mode,
+            source=access.source if access else None,
+            detail=(access.detail if access.source else access.text()) if access else None,
+            events=[e.to_dict() for e in guard.kernel_events],
+        )
+        kernel_news = g.kernel != kernel
+        g.kernel = kernel
+        last = g.last
+        moved = abs(now.available_gib - last.available_gib) if last else 0.0
+        if (
+            last
+            and last.action == now.action
+            and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
+        ):
+            return kernel_news  # the file is rewritten for news, not for every sample
+        g.last = now
+        return True
+
+    def _stop(self) -> proc.StopReport:
+        tree, command = self.tree, self.command
+        assert tree is not None and command is not None  # set by run() before the loop starts
+        if command.stop_argv:
+            subprocess.run(command.stop_argv, capture_output=True, timeout=self.grace_s + 20)
+        return tree.stop(self.grace_s)
+
+    def _kill(self) -> proc.StopReport:
+        tree, command = self.tree, self.command
+        assert tree is not None and command is not None  # set by run() before the loop starts
+        if command.kill_argv:
+            subprocess.run(command.kill_argv, capture_output=True, timeout=20)
+        return tree.kill()
+
+    # -- watch: flight recorder, restarts
+
+    def _watch_said(self, text: str) -> None:
+        self._say(text)
+        with self.lock:
+            if self.state is None:
+                return
+            self.events.append({"kind": "Watch", "t": time.time(), "text": text})
+        self._save()
+        if self.watch.restart_wanted.is_set():
+            self._wake()  # the loop sleeps until an event: a restart is one
+
+    def _start_flight_recorder(self) -> None:
+        header = FlightHeader(
+            port=self.port,
+            profile=self.profile.name,
+            model=self.serve.model,
+            boot_id=current_boot_id(),
+            started_at=self.record.started_at or time.time(),
+            supervisor_pid=os.getpid(),
+        )
+
+        def context() -> tuple[str, str, list[int]]:
+            tree = self.tree
+            pids = [] if tree is None else [i.pid for i in tree.recorded]
+            return self.summary.phase, self.record.status, pids
+
+        self.watch.start_recording(flight_dir(st.state_dir()), header, context)
+
+    def _restart_log_path(self, code: int) -> Path | None:
+        """After the server ended: a new log path when the profile asks for a restart and the
+        crash-loop breaker allows one; None to finish."""
+        exit_ = self.record.exit
+        if exit_ is None or self.requested or exit_.reason in ("stopped", "killed", "guard"):
+            return None
+        kind = "wedge" if exit_.reason == "wedged" else "crash"
+        failure = exit_.failure or {}
+        phase = self.summary.reached  # the furthest start-up phase ("ready" once it served)
+        detail = (
+            (self.watch.to_state()["wedge"].get("evidence") or "wedged")
+            if kind == "wedge"
+            else str(failure.get("message") or f"exit status {exit_.returncode}")
+        )
+        verdict = self.watch.may_restart(kind, phase, detail)
+        if verdict is None:
+            return None
+        if not verdict.restart:
+            self._say(f"{verdict.reason}:")
+            for f in verdict.failures:
+                self._say(f"  {f.line()}")
+            self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
+            with self.lock:
+                exit_.breaker = self.watch.to_state()["breaker"]
+            self._save()
+            return None
+        if exit_.leak is not None:
+            try:  # the same gate as a launch: never restart into memory the last run left held
+                leakgate.gate([(self.port, exit_.leak)])
+            except UserError as exc:
+                self._say(f"not restarting: {exc}")
+                self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": f"leak gate: {exc}"})
+                with self.lock:
+                    exit_.breaker = {"reason": f"leak gate: {exc}", "failures": []}
+                self._save()
+                return None
+        attempt = len(self.watch.restarts)
+        self._say(f"restarting after a {kind} in phase {phase} (restart {attempt}): {detail}")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}-r{attempt}.log"
+
+    def _respawn(self, log_path: Path, env: dict[str, str]) -> None:
+        self.summary = vllm_log.LogSummary()
+        self.healthy = self.cluster_ready = False
+        self._last_metrics = None
+        self.tripped.clear()
+        self.trip_report = None
+        self.watch.reset_for_restart()
+        assert self.command is not None  # built by run() before the first launch
+        self.baseline = leakgate.take_baseline()
+        self.tree = proc.spawn(self.command.argv, log_path, env)
+        self._start_guard()
+        self._save(status="starting", phase=self.summary.phase, log_path=str(log_path), exit=None, ready_at=None)
+        self._say(f"vLLM pid {self.tree.pid} on {self.record.url}, log {log_path}")
+
+    def _close(self) -> None:
+        self.watch.close(clean=True)
+        if self._server is not None:
+            try:
+                self._server.close()
+            except OSError:
+                pass
+        self.finished.set()
+        time.sleep(0.05)  # let socket handlers waiting on `finished` send their replies
+        self._dismiss_reaper()
+
+
+def _holder_uid(name: str) -> int | None:
+    """Who listens on an abstract name we could not bind: their user id (SO_PEERCRED), or None
+    when nobody answers (a supervisor between its bind and its listen, or one not listening)."""
+    for _ in range(3):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(name)
+            except OSError:
+                time.sleep(0.05)
+                continue
+            return st.peer_uid(probe)
+    return None
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd (readable once the process exits), or None where the kernel has none."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+
+
+def _guard_event(kind: str, decision: Decision) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "t": time.time(),
+        "line": decision.line,
+        "reason": decision.reason,
+        "available_gib": round((decision.available or 0) / (1 << 30), 3),
+        "threshold_gib": round((decision.threshold or 0) / (1 << 30), 3),
+    }
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "server"
+
+
+# ---------------------------------------------------------------- the API the CLI and TUI use
+
+
+def serve_foreground(
+    profile: Profile, serve: ServeConfig | None = None, *, force: bool = False, launch_id: str | None = None
+) -> int:
+    detached = os.environ.get("SPARKTUI_DETACHED") == "1"  # set by launch() for its child
+    given = os.environ.pop(LAUNCH_ID_ENV, None)  # set by launch() for its child; never inherited further
+    if launch_id is None and given is not None:
+        if not is_launch_id(given):
+            raise UserError(f"{LAUNCH_ID_ENV}={given!r}: expected a launch id ({LAUNCH_ID_EXPECTED})")
+        launch_id = given
+    return Supervisor(profile, serve, force=force, detached=detached, launch_id=launch_id).run()
+
+
+def launch(
+    profile: Profile,
+    serve: ServeConfig | None = None,
+    *,
+    detach: bool = True,
+    force: bool = False,
+    timeout: float = 30.0,
+    launch_id: str | None = None,
+) -> pr.StateRecord:
+    """Start a supervisor for `profile` and return its first recorded state.
+
+    detach=True: a new session that outlives the caller (the TUI, an SSH session). The profile as
+    given (unsaved edits included) is saved next to the state and the child loads that copy.
+    `launch_id` (runtime/records/launch_id.py) is recorded in its state: a stop naming it acts on it alone.
+    """
+    if not detach:
+        raise UserError("launch(detach=False) would block: use serve_foreground()")
+    from sparktui.core.profiles import save_profile
+
+    serve = serve if serve is not None else profile.serve
+    set_aside_unreadable(serve.port)
+    sweep_lost_servers()
+    pre = preflight(profile, serve, force=force)  # refuse here, where the caller sees it
+    port = serve.port
+    saved = st.state_dir() / "profiles" / str(port) / f"{_safe(profile.name)}.toml"
+    save_profile(dataclasses.replace(profile, serve=serve), saved)
+    sup_log = st.state_dir() / "supervisor" / f"{port}.log"
+    # Why this child refused, if it does: its own file (two launches on one port share sup_log,
+    # and the winner's progress lines can follow the loser's error there)
+    error_file = sup_log.with_name(f"{port}-{os.getpid()}-{time.monotonic_ns()}.error")
+    argv = [sys.executable, "-m", "sparktui", "serve", str(saved)] + (["--force"] if force else [])
+    with open(sup_log, "ab") as out:
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=str(PACKAGE_ROOT),
+            close_fds=True,
+            env={
+                **{k: v for k, v in os.environ.items() if k != LAUNCH_ID_ENV},
+                "SPARKTUI_DETACHED": "1",
+                ERROR_FILE_ENV: str(error_file),
+                **({LAUNCH_ID_ENV: launch_id} if launch_id else {}),
+            },
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = st.read_state(st.state_path(port))
+        except pr.ProtocolError:
+            state = None  # an old wrong-shaped file, about to be replaced by the child
+        if state is not None and state.supervisor.pid == child.pid and state.tree is not None:
+            state.preflight_warnings = pre.warnings
+            return st.with_liveness(state)
+        if child.poll() is not None:
+            try:
+                message: str | None = error_file.read_text(errors="replace").strip() or None
+                error_file.unlink()
+            except OSError:
+                tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
+                message = next(
+                    (line[len("sparktui: ") :] for line in reversed(tail) if line.startswith("sparktui: ")), None
+                )
+            raise UserError(message or f"the supervisor exited with status {child.returncode}; see {sup_log}")
+        time.sleep(0.05)
+    raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")
+
+
+def read(port: int | None = None) -> pr.StateRecord:
+    """The recorded state of the server on `port` (or the only live one)."""
+    return st.find_state(port)
+
+
+def attach(port: int | None = None) -> pr.StateRecord:
+    """Live state straight from the supervisor (falls back to the file if it does not answer)."""
+    state = st.find_state(port)
+    if not state.alive:
+        return state
+    return st.ask_live(state.port, metrics=True) or state
+
+
+def stop(port: int | None = None, *, wait: float = 60.0, only_id: str | None = None) -> pr.StateRecord:
+    """Stop (SIGTERM the tree, SIGKILL after the grace period) and return the final state.
+    `only_id`: only if its supervisor has this launch id (a UserError, nothing done, otherwise)."""
+    return _command(pr.StopRequest(cmd="stop", wait=wait, only_id=only_id), port)
+
+
+def kill(port: int | None = None, *, wait: float = 30.0, only_id: str | None = None) -> pr.StateRecord:
+    """SIGKILL the whole tree at once and return the final state (`only_id`: as for stop)."""
+    return _command(pr.KillRequest(cmd="kill", wait=wait, only_id=only_id), port)
+
+
+def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.StateRecord:
+    state = st.find_state(port)
+    if req.only_id is not None and state.launch_id != req.only_id:
+        raise UserError(not_this_launch(state.port, state.supervisor.pid, state.launch_id, req.only_id))
+    if not state.alive:
+        if state.status == "lost":
+            return sweep_lost(state, f"swept by `sparktui {req.cmd}`: its supervisor had died")
+        raise UserError(f"the server on port {state.port} is not running (status {state.status})")
+    reply = st.request(state.port, req, timeout=req.wait + 5)
+    if not reply.ok:  # the supervisor answering is not the one recorded (only_id), or it refused
+        raise UserError(f"port {state.port}: {reply.error}")
+    sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time or 0)
+    deadline = time.monotonic() + 10
+    while sup.is_alive() and time.monotonic() < deadline:  # it is closing its socket and reaper
+        time.sleep(0.02)
+    try:
+        final = st.read_state(st.state_path(state.port))
+    except pr.ProtocolError:
+        final = None
+    final = final or reply.state or state
+    return st.with_liveness(final)
+
+
+def set_guard(
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
+) -> pr.StateRecord:
+    """Arm/disarm the memory guard of a running server, move its lines and/or set its kernel
+    tripwire's mode; its state afterwards."""
+    return change_guard(port, armed=armed, lines=lines, kernel=kernel)[0]
+
+
+def change_guard(
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
+) -> tuple[pr.StateRecord, list[str]]:
+    """set_guard(), with the notes on lines turned off to make room for the ones given."""
+    state = st.find_state(port)
+    if not state.alive:
+        raise UserError(f"the server on port {state.port} is not running (status {state.status})")
+    reply = st.request(state.port, st.guard_request(armed, lines, kernel), timeout=10)
+    if not reply.ok or reply.state is None:
+        raise UserError(f"port {state.port}: the guard was not changed: {reply.error}")
+    reply.state.alive = True
+    return reply.state, reply.notes
+
+
+def restart(port: int | None = None, *, force: bool = False) -> pr.StateRecord:
+    """Stop the server and launch it again from the profile it was started with."""
+    from sparktui.core.profiles import load_profile
+
+    state = st.find_state(port)
+    if not state.profile_path:
+        raise UserError(f"the server on port {state.port} has no recorded profile to restart from")
+    profile = load_profile(state.profile_path)
+    if state.alive:
+        stop(state.port)
+    return launch(profile, detach=True, force=force)
