@@ -3,10 +3,11 @@
 Pure: the runtime (runtime/guard/leakgate.py) measures and hands the figures in. On a DGX Spark a crash
 or an OOM kill can leave tens of GiB behind until a reboot (~30 GiB of locked shared memory after
 one OOM kill: MiaAI-Lab GLM #193), and a relaunch into that memory is the next hang. What counts as
-leaked is the part of the fall in MemAvailable since the launch that something the old server could
-have left accounts for: growth of shared memory (meminfo Shmem: /dev/shm, NCCL and torch shared
-memory), growth of locked memory (Mlocked), and the memory of its processes that survived. Other
-programs' allocations on a shared box are not a leak of ours and are never counted.
+leaked is what the old server can have left, measured where it is: the /dev/shm files made since the
+launch (their pages), the private memory of its processes that survived, and (capped by the fall in
+MemAvailable since the launch, since these two are machine-wide) shared memory grown beyond those
+files (memfd, SysV, deleted files still mapped: meminfo Shmem) and locked memory grown (Mlocked).
+Other programs' private allocations on a shared box are not a leak of ours and are never counted.
 """
 
 from __future__ import annotations
@@ -81,14 +82,12 @@ class LeakRecord(BaseModel):
         return head + "; held by: " + "; ".join(h.text() for h in self.holders)
 
 
-def attributable(shmem_growth: int, mlocked_growth: int, survivors_bytes: int) -> int:
-    """What the old server can have left: shared-memory growth, locked-memory growth, survivors."""
-    return max(0, shmem_growth) + max(0, mlocked_growth) + max(0, survivors_bytes)
-
-
-def leaked_bytes(shortfall: int, held: int) -> int:
-    """The fall in MemAvailable that the old server's leftovers account for (never others' use)."""
-    return max(0, min(shortfall, held))
+def leaked_bytes(*, files: int, survivors: int, shmem_growth: int, mlocked_growth: int, shortfall: int) -> int:
+    """What the old server left: new /dev/shm files and survivors' private memory as measured, plus
+    shared memory grown beyond those files and locked memory grown, at most the fall in MemAvailable
+    (both are machine-wide figures: only a fall of MemAvailable makes them a cost)."""
+    rest = max(0, shmem_growth - files) + max(0, mlocked_growth)
+    return max(0, files) + max(0, survivors) + max(0, min(rest, shortfall))
 
 
 def fix_for(holders: list[Holder]) -> str:

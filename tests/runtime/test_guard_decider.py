@@ -344,7 +344,7 @@ def test_samples_further_apart_than_the_rate_window_still_carry_the_fall_rate():
 def test_an_engine_stall_with_a_fall_samples_faster_and_is_less_patient():
     """/metrics frozen with requests running, and MemAvailable falling: the guard's slowest pace
     drops to ALERT_INTERVAL, its grace to ALERT_GRACE_S, and the fall-rate trigger to half."""
-    from sparktui.runtime.guard import ALERT_GRACE_S, ALERT_INTERVAL, STEADY_INTERVAL
+    from sparktui.runtime.guard.guard import ALERT_GRACE_S, ALERT_INTERVAL, STEADY_INTERVAL
 
     d = GuardDecider(TRIGGERS)
     d.set_phase("ready")

@@ -6,6 +6,7 @@ that reads it is the real one."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -201,3 +202,44 @@ def test_set_guard_turns_the_tripwire_off_and_on_live(make_profile, env, test_id
     finally:
         sup.kill()
         sup.wait()
+
+
+def test_without_kmsg_the_journal_is_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No journald runs on this machine, so a stand-in journalctl prints what `journalctl -f -o json`
+    prints (one JSON entry a line) once the test says so; the watch runs it with the arguments it
+    would give the real one, reads its lines through the real matcher, and ends it on close."""
+    feed = tmp_path / "entries"
+    argv_seen = tmp_path / "argv"
+    fake = tmp_path / "journalctl"
+    fake.write_text(
+        f'#!/bin/sh\necho "$@" > {argv_seen}\nwhile [ ! -e {feed} ]; do sleep 0.05; done\ncat {feed}\nexec sleep 60\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv(kernel_watch.KMSG_ENV, str(tmp_path / "no-kmsg"))
+    monkeypatch.setenv(kernel_watch.JOURNALCTL_ENV, str(fake))
+    seen: list[KernelEvent] = []
+    got = threading.Event()
+
+    def on_event(event: KernelEvent) -> None:
+        seen.append(event)
+        got.set()
+
+    watch = kernel_watch.KernelWatch(on_event)
+    access = watch.start()
+    try:
+        assert access.source == "journal"
+        wait_for(argv_seen.exists, 5, "the stand-in journalctl to start")
+        argv = argv_seen.read_text().split()
+        assert argv[:6] == ["-f", "-o", "json", "-n", "0", "_TRANSPORT=kernel"] and "SYSLOG_IDENTIFIER=NVRM" in argv
+        user_line = NO_MEMORY.removeprefix("NVRM: ")  # journald moves "NVRM:" into the identifier
+        feed.write_text(
+            json.dumps({"MESSAGE": "usb 1-1: new device", "SYSLOG_FACILITY": "0"})
+            + "\n"
+            + json.dumps({"MESSAGE": user_line, "SYSLOG_IDENTIFIER": "NVRM", "SYSLOG_FACILITY": "1"})
+            + "\n"
+        )
+        assert got.wait(5)
+        assert [e.kind for e in seen] == ["no_memory"] and seen[0].line == NO_MEMORY
+    finally:
+        watch.close()
+    assert watch._journal is not None and watch._journal.poll() is not None  # the stand-in was ended

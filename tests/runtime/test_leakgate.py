@@ -99,7 +99,7 @@ def test_a_surviving_process_of_the_tree_is_named() -> None:
             sys.executable,
             "-c",
             "import mmap, os, sys, time\n"
-            "m = mmap.mmap(-1, 3 << 30)\n"
+            "m = mmap.mmap(-1, 3 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
             "for i in range(0, 3 << 30, mmap.PAGESIZE): m[i] = 1\n"
             "print('held', flush=True); time.sleep(60)\n",
         ],

@@ -25,7 +25,6 @@ from sparktui.core.leak import (
     MEMORY_BACK_TIMEOUT_S,
     Holder,
     LeakRecord,
-    attributable,
     leak_threshold,
     leaked_bytes,
     refusal,
@@ -33,7 +32,6 @@ from sparktui.core.leak import (
 from sparktui.core.meminfo import kib_field
 from sparktui.errors import UserError
 from sparktui.runtime.host import proc
-from sparktui.runtime.host.memory import rss_bytes
 
 SHM_DIR = Path("/dev/shm")
 MEMINFO = Path("/proc/meminfo")
@@ -140,6 +138,20 @@ class MemoryBack:
         )
 
 
+def _resident(pid: int) -> tuple[int, int]:
+    """A process's resident (private, shared-memory) bytes: RssAnon and RssShmem. Its shared pages
+    are counted with the files and Shmem, not twice."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_bytes()
+    except OSError:
+        return 0, 0
+    return kib_field(status, b"RssAnon:") or 0, kib_field(status, b"RssShmem:") or 0
+
+
+def _private_bytes(pid: int) -> int:
+    return _resident(pid)[0]
+
+
 def _survivors(baseline: Baseline) -> list[Holder]:
     """Processes of the old tree (by pid and start time) or of its cgroup still alive."""
     idents = {proc.ProcessIdentity(pid, start) for pid, start in baseline.members}
@@ -161,7 +173,7 @@ def _survivors(baseline: Baseline) -> list[Holder]:
             Holder(
                 kind="process",
                 name=info.comm,
-                bytes=rss_bytes(ident.pid) or 0,
+                bytes=sum(_resident(ident.pid)),
                 pids=[ident.pid],
                 start_times=[ident.start_time],
             )
@@ -169,16 +181,24 @@ def _survivors(baseline: Baseline) -> list[Holder]:
     return out
 
 
-def _measure(baseline: Baseline) -> tuple[int, int, MemInfo, list[Holder]]:
-    """(shortfall, what the old server's leftovers account for, meminfo now, survivors)."""
+def _new_shm_bytes(baseline: Baseline, shm_dir: Path) -> int:
+    return sum(st.st_blocks * 512 for key, st in _shm_listing(shm_dir).items() if key not in baseline.shm_files)
+
+
+def _measure(baseline: Baseline, shm_dir: Path) -> tuple[int, int, MemInfo, list[Holder]]:
+    """(shortfall, what the old server left, meminfo now, survivors)."""
     now = read_meminfo()
     survivors = _survivors(baseline)
-    held = attributable(
-        now.shmem - baseline.mem.shmem,
-        now.mlocked - baseline.mem.mlocked,
-        sum(h.bytes for h in survivors),
+    files = _new_shm_bytes(baseline, shm_dir)
+    shortfall = max(0, baseline.mem.mem_available - now.mem_available)
+    leaked = leaked_bytes(
+        files=files,
+        survivors=sum(_private_bytes(p) for h in survivors for p in h.pids),
+        shmem_growth=now.shmem - baseline.mem.shmem,
+        mlocked_growth=now.mlocked - baseline.mem.mlocked,
+        shortfall=shortfall,
     )
-    return max(0, baseline.mem.mem_available - now.mem_available), held, now, survivors
+    return shortfall, leaked, now, survivors
 
 
 def wait_for_memory_back(
@@ -198,8 +218,7 @@ def wait_for_memory_back(
     pool = pool_bytes if pool_bytes is not None else baseline.mem.mem_total
     threshold = leak_threshold(pool)
     while True:
-        shortfall, held, now, survivors = _measure(baseline)
-        leaked = leaked_bytes(shortfall, held)
+        shortfall, leaked, now, survivors = _measure(baseline, shm_dir)
         waited = clock() - start
         if leaked <= threshold:
             return MemoryBack(True, leaked, shortfall, threshold, waited, [])
@@ -285,7 +304,7 @@ def still_held(record: LeakRecord) -> int:
         elif h.kind == "process":
             for pid, start in zip(h.pids, h.start_times, strict=False):
                 if proc.ProcessIdentity(pid, start).is_alive():
-                    total += rss_bytes(pid) or 0
+                    total += sum(_resident(pid))
         else:
             total += min(h.bytes, max(0, read_meminfo().mlocked - record.baseline_mlocked))
     if not record.holders:  # nothing named: shared and locked memory still above the launch's
