@@ -12,6 +12,11 @@ Each run is a pair:
 "Gone" is when every hog process has exited (pidfds readable). A guard that kills on a
 predicted crossing before the sampler sees the line counts as 0 ms from crossing.
 
+--kernel stop|warn|off: the guard's kernel tripwire (default stop, as users get it); with
+--kernel-compare each run is done with the tripwire off and on, interleaved, and both delays and
+both idle costs are printed side by side (the tripwire is a thread blocked on the kernel log: it
+should change neither).
+
 --control pairs two ideal runs instead: the spread of the paired difference with no guard at
 all, i.e. how much of the guard's figure is the machine's teardown noise.
 
@@ -149,7 +154,7 @@ def ideal_run(a, tmp: Path) -> dict:
     return r
 
 
-def guard_run(a, tmp: Path) -> dict:
+def guard_run(a, tmp: Path, kernel: str = "stop") -> dict:
     a0 = read_mem_available()
     line = a0 - int(a.depth * GiB)
     log = tmp / "guard.log"
@@ -160,6 +165,8 @@ def guard_run(a, tmp: Path) -> dict:
         "sparktui",
         "guard",
         "--json",
+        "--kernel",
+        kernel,
         "--warn-below",
         "off",
         "--term-below",
@@ -187,9 +194,9 @@ def guard_run(a, tmp: Path) -> dict:
     return r
 
 
-def idle_cpu(seconds: float) -> dict:
+def idle_cpu(seconds: float, kernel: str = "stop") -> dict:
     g = subprocess.Popen(
-        [sys.executable, "-m", "sparktui", "guard", "--", "sleep", str(seconds + 10)],
+        [sys.executable, "-m", "sparktui", "guard", "--kernel", kernel, "--", "sleep", str(seconds + 10)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -236,62 +243,75 @@ def pct(values, q):
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def measure_pairs(a, tmp: Path, *, echo: bool = True) -> dict:
+def measure_pairs(a, tmp: Path, *, echo: bool = True, kernels: tuple[str, ...] | None = None) -> dict:
     """--runs pairs (ideal, guard), or (ideal, ideal) with --control; the per-pair figures and
-    the delay summary: {"pairs", "delay_ms", "detect_ms", ...}."""
-    summary: dict = {}
-    pairs = []
+    the delay summary: {"pairs", "delay_ms", "detect_ms", ...}. Several `kernels` (tripwire modes):
+    each run is done once per mode, interleaved, and the summary is {mode: summary}."""
+    modes = kernels or (getattr(a, "kernel", "stop"),)
+    by_mode: dict[str, list] = {m: [] for m in modes}
     for i in range(a.runs):
-        ideal = ideal_run(a, tmp)
-        if a.control:  # ideal vs ideal: how much the paired difference varies with no guard at all
-            guard = dict(ideal_run(a, tmp), exit=97, report={"reason": "control"})
-        else:
-            guard = guard_run(a, tmp)
-        ideal_ms = (
-            None if ideal["t_gone"] is None or ideal["t_cross"] is None else (ideal["t_gone"] - ideal["t_cross"]) * 1e3
+        for mode in modes:
+            by_mode[mode].append(_pair(a, tmp, i, mode, echo and len(modes) == 1, echo and len(modes) > 1))
+    if kernels:
+        return {mode: _summary(pairs) for mode, pairs in by_mode.items()}
+    return _summary(by_mode[modes[0]])
+
+
+def _pair(a, tmp: Path, i: int, kernel: str, echo: bool, tagged: bool) -> dict:
+    ideal = ideal_run(a, tmp)
+    if a.control:  # ideal vs ideal: how much the paired difference varies with no guard at all
+        guard = dict(ideal_run(a, tmp), exit=97, report={"reason": "control"})
+    else:
+        guard = guard_run(a, tmp, kernel)
+    ideal_ms = (
+        None if ideal["t_gone"] is None or ideal["t_cross"] is None else (ideal["t_gone"] - ideal["t_cross"]) * 1e3
+    )
+    void = (
+        guard["exit"] != 97 or ideal["t_cross"] is None
+    )  # other programs freed memory: the hog never reached the line
+    predicted_early = guard["t_cross"] is None and not void
+    if void or guard["t_gone"] is None:
+        guard_ms = None
+    elif predicted_early:
+        guard_ms = None  # killed on a predicted crossing before the sampler saw the line
+    else:
+        guard_ms = (guard["t_gone"] - guard["t_cross"]) * 1e3
+    pair = {
+        "ideal_ms": None if ideal_ms is None else round(ideal_ms, 1),
+        "guard_ms": None if guard_ms is None else round(guard_ms, 1),
+        # Never later than ideal when the guard stopped the hog before the line was crossed: 0.
+        "delay_ms": 0.0
+        if predicted_early and ideal_ms is not None
+        else None
+        if None in (ideal_ms, guard_ms)
+        else round(guard_ms - ideal_ms, 1),
+        "void": void,
+        "rate_gib_s": round(guard["rate_gib_s"] or 0, 2),
+        "ideal_below_line_gib": round((ideal["line"] - ideal["low"]) / GiB, 3),
+        "guard_below_line_gib": round((guard["line"] - guard["low"]) / GiB, 3),
+        "guard_low_gib": round(guard["low"] / GiB, 2),
+        "guard_exit": guard["exit"],
+        "guard_reason": guard["report"].get("reason"),
+        "detect_ms": None
+        if guard["t_cross_wall"] is None or "tripped_at" not in guard["report"]
+        else round((guard["report"]["tripped_at"] - guard["t_cross_wall"]) * 1e3, 1),
+        "sampler_hz": guard["sample_hz"],
+        "guard_gone_after_ms": None
+        if guard["report"].get("gone_after_s") is None
+        else round(guard["report"]["gone_after_s"] * 1e3, 1),
+    }
+    if echo or tagged:
+        print(
+            f"run {i + 1:2d}{f' (kernel {kernel})' if tagged else ''}: ideal {pair['ideal_ms']} ms, guard {pair['guard_ms']} ms, delay {pair['delay_ms']} ms, "
+            f"detect {pair['detect_ms']} ms, hog {pair['rate_gib_s']} GiB/s, past the line: ideal {pair['ideal_below_line_gib']} GiB / guard "
+            f"{pair['guard_below_line_gib']} GiB ({pair['guard_reason']}, exit {pair['guard_exit']})",
+            flush=True,
         )
-        void = (
-            guard["exit"] != 97 or ideal["t_cross"] is None
-        )  # other programs freed memory: the hog never reached the line
-        predicted_early = guard["t_cross"] is None and not void
-        if void or guard["t_gone"] is None:
-            guard_ms = None
-        elif predicted_early:
-            guard_ms = None  # killed on a predicted crossing before the sampler saw the line
-        else:
-            guard_ms = (guard["t_gone"] - guard["t_cross"]) * 1e3
-        pair = {
-            "ideal_ms": None if ideal_ms is None else round(ideal_ms, 1),
-            "guard_ms": None if guard_ms is None else round(guard_ms, 1),
-            # Never later than ideal when the guard stopped the hog before the line was crossed: 0.
-            "delay_ms": 0.0
-            if predicted_early and ideal_ms is not None
-            else None
-            if None in (ideal_ms, guard_ms)
-            else round(guard_ms - ideal_ms, 1),
-            "void": void,
-            "rate_gib_s": round(guard["rate_gib_s"] or 0, 2),
-            "ideal_below_line_gib": round((ideal["line"] - ideal["low"]) / GiB, 3),
-            "guard_below_line_gib": round((guard["line"] - guard["low"]) / GiB, 3),
-            "guard_low_gib": round(guard["low"] / GiB, 2),
-            "guard_exit": guard["exit"],
-            "guard_reason": guard["report"].get("reason"),
-            "detect_ms": None
-            if guard["t_cross_wall"] is None or "tripped_at" not in guard["report"]
-            else round((guard["report"]["tripped_at"] - guard["t_cross_wall"]) * 1e3, 1),
-            "sampler_hz": guard["sample_hz"],
-            "guard_gone_after_ms": None
-            if guard["report"].get("gone_after_s") is None
-            else round(guard["report"]["gone_after_s"] * 1e3, 1),
-        }
-        pairs.append(pair)
-        if echo:
-            print(
-                f"run {i + 1:2d}: ideal {pair['ideal_ms']} ms, guard {pair['guard_ms']} ms, delay {pair['delay_ms']} ms, "
-                f"detect {pair['detect_ms']} ms, hog {pair['rate_gib_s']} GiB/s, past the line: ideal {pair['ideal_below_line_gib']} GiB / guard "
-                f"{pair['guard_below_line_gib']} GiB ({pair['guard_reason']}, exit {pair['guard_exit']})",
-                flush=True,
-            )
+    return pair
+
+
+def _summary(pairs: list[dict]) -> dict:
+    summary: dict = {}
     delays = [p["delay_ms"] for p in pairs if p["delay_ms"] is not None]
     summary["delay_ms"] = {
         "p50": round(pct(delays, 0.5), 1) if delays else None,
@@ -333,6 +353,10 @@ def main() -> int:
         action="store_true",
         help="pair two ideal runs instead (the noise floor of the paired difference on this machine)",
     )
+    ap.add_argument("--kernel", choices=("stop", "warn", "off"), default="stop", help="the guard's kernel tripwire")
+    ap.add_argument(
+        "--kernel-compare", action="store_true", help="each run with the kernel tripwire off and on, side by side"
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"sparktui-bench-{os.getpid()}"
@@ -345,8 +369,29 @@ def main() -> int:
         "args": vars(a),
         "read_costs": read_costs(),
     }
+    if a.kernel_compare:
+        side = measure_pairs(a, tmp, echo=not a.json, kernels=("off", "stop"))
+        idle = {mode: idle_cpu(a.idle, mode) for mode in ("off", "stop")}
+        result["kernel_compare"] = {mode: {**side[mode], "idle": idle[mode]} for mode in side}
+        for f in tmp.iterdir():
+            f.unlink()
+        tmp.rmdir()
+        if a.json:
+            print(json.dumps(result, indent=2))
+            return 0
+        for mode, r in result["kernel_compare"].items():
+            d = r["delay_ms"]
+            print(
+                f"kernel tripwire {mode:4}: delay over ideal p50 {d['p50']} ms, p95 {d['p95']} ms, max {d['max']} ms "
+                f"(n={d['n']}); idle guard CPU {r['idle']['pct_of_core']}% of a core over {r['idle']['seconds']} s"
+            )
+        off, on = result["kernel_compare"]["off"], result["kernel_compare"]["stop"]
+        if off["delay_ms"]["p50"] and on["delay_ms"]["p50"] is not None:
+            print(f"p50 delay ratio on/off: {on['delay_ms']['p50'] / off['delay_ms']['p50']:.2f}")
+        print(f"load avg before {result['load_before']}, after {[round(x, 2) for x in os.getloadavg()]}")
+        return 0
     result.update(measure_pairs(a, tmp, echo=not a.json))
-    result["idle"] = idle_cpu(a.idle)
+    result["idle"] = idle_cpu(a.idle, a.kernel)
     result["load_after"] = [round(x, 2) for x in os.getloadavg()]
     for f in tmp.iterdir():
         f.unlink()

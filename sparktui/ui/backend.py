@@ -162,7 +162,15 @@ class Backend:
 
         live = sample is not None and reading_applies(machine, sample.mem_total)
         mem_available = sample.mem_available if sample is not None and live else None
-        result = fit(config, spec, machine, mem_available=mem_available, vllm_version_source=vllm_version_source)
+        mem_free = sample.mem_free if sample is not None and live else None  # an old vLLM's own figure
+        result = fit(
+            config,
+            spec,
+            machine,
+            mem_available=mem_available,
+            vllm_version_source=vllm_version_source,
+            mem_free=mem_free,
+        )
         view = fit_view(result, machine)
         view.mem_available_live = live
         beside = [e for e in others if e.live and e.port != config.port]

@@ -49,6 +49,7 @@ from sparktui.runtime.host import proc
 from sparktui.runtime.host.containment import remove_stale_scopes
 from sparktui.runtime.host.machine import host_machine
 from sparktui.runtime.host.memory import read_memory
+from sparktui.runtime.launch.container_check import container_preflight
 from sparktui.runtime.launch.runner import LaunchCommand, build_command
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
@@ -245,6 +246,7 @@ def preflight(
             "a DGX Spark vLLM's start-up free-memory check can fail on it. "
             f"Drop the caches first: {vllm_log.DROP_CACHES}"
         )
+    warnings.extend(container_preflight(profile, serve, unified=is_unified_memory(profile)))
     fit_result = _fit_verdict(profile, serve, mem, warnings, force)
     reservation = _pool_reservation(profile, serve, mem, fit_result, warnings, force)
     return Preflight(warnings, fit_result, notes, page_cache, reservation)
@@ -291,7 +293,14 @@ def _fit_verdict(
             found = detect(profile, run=False)
             if found.version:
                 serve, source = serve.replace(vllm_version=found.version), found.source
-        result = fit_mod.fit(serve, spec, machine, mem_available=mem_available, vllm_version_source=source)
+        result = fit_mod.fit(
+            serve,
+            spec,
+            machine,
+            mem_available=mem_available,
+            vllm_version_source=source,
+            mem_free=mem.get("MemFree") if machine.unified else None,  # an old vLLM's own figure (cudaMemGetInfo)
+        )
     except UserError as exc:
         warnings.append(f"fit check skipped: {exc}")
         return None
