@@ -32,7 +32,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "node-check": ("node_check", "what a cluster's head asks each node over SSH before a launch (JSON)"),
     "node-serve": ("node_serve", "start this node's rank of a cluster (run by the head over SSH)"),
     "node-watch": ("node_watch", "stream this node's rank state to its cluster's head (run by the head over SSH)"),
+    "route": ("route", "several profiles behind one OpenAI-compatible port, swapped to fit (llama-swap-like)"),
     "metrics": ("metrics", "serve sparktui's memory, guard, wedge and KV figures to Prometheus (/metrics)"),
+    "completion": ("completion", "print the tab-completion script for bash, zsh or fish"),
     "service": ("service", "run a profile as a systemd user service: install [--print], remove, status"),
     "profile": ("profile", "write a profile as a vLLM --config file, an eugr or sparkrun recipe; import one"),
     "bench": ("bench", "benchmark the running server: TTFT, tok/s per user and in all, how many users it holds"),
@@ -63,6 +65,10 @@ def _names_a_profile(arg: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "_ARGCOMPLETE" in os.environ:  # a Tab in a shell with `sparktui completion SHELL` loaded
+        from sparktui.commands.completion import complete
+
+        complete(build_parser())  # answers and exits
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (
         argv[0] not in COMMANDS

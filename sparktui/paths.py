@@ -12,6 +12,7 @@ Every one can be moved with an environment variable (tests point them at tempora
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -39,21 +40,49 @@ def user_profiles_dir() -> Path:
 
 
 def state_dir() -> Path:
-    """The state dir, created private (0700) with its sub-folders: it holds sockets and logs that
-    may name secrets' environment variables."""
+    """The state dir, made private (0700) with its sub-folders where it can be: it holds sockets
+    and logs that may name secrets' environment variables.
+
+    A folder that exists but cannot be changed (a read-only mount), or is gone under a parent that
+    cannot be written, is still returned: readers (status, stop, kill, set-guard) reach the
+    supervisors by their abstract sockets. Writers ask writable_state_dir(). A path that cannot be
+    a folder at all (a file in the way) is a UserError."""
     path = _from_env("SPARKTUI_STATE_DIR", platformdirs.user_state_dir(APP))
     try:
-        for sub in ("", *STATE_SUBDIRS):
-            (path / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.chmod(0o700)
+        _make_private(path)
     except OSError as exc:
-        from sparktui.errors import UserError
-
-        raise UserError(
-            f"state dir {path}: cannot be made a writable folder ({exc.strerror}: {exc.filename}); "
-            "fix its permissions, or point SPARKTUI_STATE_DIR at a folder you can write"
-        ) from None
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
+            return path
+        raise _unusable(path, exc) from None
     return path
+
+
+def writable_state_dir() -> Path:
+    """The state dir for a writer (serve): a UserError naming it when it cannot be written."""
+    path = _from_env("SPARKTUI_STATE_DIR", platformdirs.user_state_dir(APP))
+    try:
+        _make_private(path)
+    except OSError as exc:
+        raise _unusable(path, exc) from None
+    if not os.access(path / "servers", os.W_OK):  # read-only mount: mkdir of existing folders succeeds
+        raise _unusable(path, OSError(errno.EROFS, "not writable", str(path / "servers")))
+    return path
+
+
+def _make_private(path: Path) -> None:
+    for sub in ("", *STATE_SUBDIRS):
+        (path / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o777 != 0o700:
+        path.chmod(0o700)
+
+
+def _unusable(path: Path, exc: OSError) -> Exception:
+    from sparktui.errors import UserError
+
+    return UserError(
+        f"state dir {path}: cannot be made a writable folder ({exc.strerror}: {exc.filename}); "
+        "fix its permissions, or point SPARKTUI_STATE_DIR at a folder you can write"
+    )
 
 
 def bench_history_path() -> Path:

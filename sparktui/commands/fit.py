@@ -375,7 +375,7 @@ def run(args: argparse.Namespace) -> int:
         if mem_available <= 0:
             raise UserError(f"--mem-available: got {args.mem_available!r}; expected a positive size in GiB")
     fetcher = HubFetcher(offline=bool(getattr(args, "offline", False)))
-    spec = load_serving_spec(config.model, config.speculative_config, fetcher=fetcher)
+    spec = load_serving_spec(config.model, config.speculation, fetcher=fetcher)
     allow_long = env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true", "yes")
     result = fit(
         config,

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sparktui.core.config import ServeConfig
 from sparktui.core.fit import VERDICTS, FitResult, Machine, fit
 from sparktui.core.modelspec import ModelSpec
 from sparktui.core.units import GB
@@ -118,11 +119,15 @@ def head_extra_bytes(cluster: ClusterSettings) -> int:
 
 
 def fit_cluster(
-    config: Any, spec: ModelSpec, machine: Machine, cluster: ClusterSettings, mem_available: int | None = None
+    config: ServeConfig,
+    spec: ModelSpec,
+    machine: Machine,
+    cluster: ClusterSettings,
+    mem_available: int | None = None,
 ) -> ClusterFit:
     """The fit of every node. `machine` is one node (Sparks are alike); the head's extra load is
     taken from what the OS keeps, since it lives outside vLLM's request."""
-    tp = int(getattr(config, "tensor_parallel_size", 1) or 1)
+    tp = config.tensor_parallel_size
     if tp % len(cluster.nodes):
         raise UserError(
             f"--tensor-parallel-size {tp} over {len(cluster.nodes)} nodes: each DGX Spark has one GPU, so the "

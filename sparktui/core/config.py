@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from sparktui.core.speculation import Speculation, parse_speculation
 from sparktui.core.units import parse_human_int
 from sparktui.core.vllm_config_file import expand_config
 from sparktui.core.vllm_rules import parse_version
@@ -59,7 +60,9 @@ class Flag:
     aliases: tuple[str, ...] = ()
     ours: Any = _SAME
     unit: str = ""
+    example: str = ""  # a value to show in errors ("json" flags)
     local: bool = False  # sparktui's own setting (which vLLM will run): never on vLLM's command line
+    any_json: bool = False  # "json" flags: any JSON value, not only an object
 
     @property
     def positional(self) -> bool:
@@ -87,7 +90,7 @@ class Flag:
             listed = ", ".join(self.choices)
             return f"one of {listed}" + (" (or another method vLLM knows)" if self.open_choices else "")
         if self.type == "json":
-            return 'a JSON object, e.g. \'{"method": "ngram", "num_speculative_tokens": 3}\''
+            return f"a JSON {'value' if self.any_json else 'object'}, e.g. '{self.example}'"
         if self.type == "str":
             return "a non-empty text"
         if self.type == "version":
@@ -156,7 +159,7 @@ class Flag:
                 parsed = json.loads(value)
             except json.JSONDecodeError:
                 raise self.error(value) from None
-            if not isinstance(parsed, dict):
+            if not isinstance(parsed, dict) and not self.any_json:
                 raise self.error(value)
             return value
         if kind == "float":
@@ -239,6 +242,17 @@ QUANTIZATIONS = (
     "moe_wna16", "fbgemm_fp8", "torchao", "quark", "inc", "mxfp8",
 )  # fmt: skip
 
+# vllm/model_executor/model_loader/__init__.py LoadFormats; vllm/v1/attention/backends/registry.py
+# AttentionBackendEnum (the CUDA ones; vLLM 0.32)
+LOAD_FORMATS = (
+    "auto", "safetensors", "pt", "npcache", "dummy", "fastsafetensors", "instanttensor", "runai_streamer",
+    "runai_streamer_sharded", "sharded_state", "tensorizer", "mistral", "hf", "ipc_cache", "modelexpress",
+)  # fmt: skip
+ATTENTION_BACKENDS = (
+    "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "FLASHINFER_MLA", "TRITON_MLA",
+    "CUTLASS_MLA", "FLASHMLA",
+)  # fmt: skip
+
 FLAGS: tuple[Flag, ...] = (
     # model
     Flag("model", "model", "str", None, "Hugging Face repo id or local folder of the model to serve.", "model"),
@@ -297,12 +311,31 @@ FLAGS: tuple[Flag, ...] = (
          "advanced", minimum=1, maximum=1024, aliases=("-tp",)),
     Flag("--speculative-config", "speculative_config", "json", None,
          "Speculative decoding settings as JSON (method, draft model, num_speculative_tokens).",
-         "advanced", aliases=("-sc",)),
+         "advanced", aliases=("-sc",), example='{"method": "ngram", "num_speculative_tokens": 3}'),
     Flag("--enable-lora", "enable_lora", "bool", False, "Allow serving LoRA adapters.", "advanced",
          negatable=True),
     Flag("--mamba-ssm-cache-dtype", "mamba_ssm_cache_dtype", "choice", "auto",
          "Mamba / linear-attention recurrent state dtype (hybrid models); auto: the model's own (Nemotron-H float32).",
          "advanced", choices=MAMBA_DTYPES),
+    # flags the fit models (the CUDA-graph estimate, the loader, the towers, the scheduler)
+    Flag("--attention-backend", "attention_backend", "choice", None,
+         "Attention kernels; unset: vLLM picks for the GPU and model (the CUDA-graph estimate depends on it).",
+         "advanced", choices=ATTENTION_BACKENDS, open_choices=True),
+    Flag("--compilation-config", "compilation_config", "json", None,
+         "torch.compile and CUDA-graph settings as JSON (cudagraph_mode, cudagraph_capture_sizes, …).",
+         "advanced", aliases=("-cc",), any_json=True, example='{"cudagraph_mode": "PIECEWISE"}'),
+    Flag("--load-format", "load_format", "choice", "auto",
+         "How the weights are loaded; instanttensor loads safetensors straight to the GPU (more non-torch memory).",
+         "advanced", choices=LOAD_FORMATS, open_choices=True),
+    Flag("--async-scheduling", "async_scheduling", "bool", None,
+         "Schedule the next step while one runs; unset: vLLM's default (on, unless the speculative method "
+         "is ngram, medusa, mlp_speculator or suffix).", "scheduling", negatable=True),
+    Flag("--language-model-only", "language_model_only", "bool", False,
+         "Serve a multimodal model for text only: its vision / audio towers are not loaded (vLLM 0.17+).",
+         "model", negatable=True),
+    Flag("--limit-mm-per-prompt", "limit_mm_per_prompt", "json", None,
+         "Most items of each modality per prompt as JSON; 0 for every modality of a tower skips it (vLLM 0.15+).",
+         "model", example='{"image": 0, "video": 0}'),
 )  # fmt: skip
 
 _BY_FIELD: dict[str, Flag] = {f.field: f for f in FLAGS}
@@ -346,7 +379,45 @@ def _default(field: str) -> Any:
     return _BY_FIELD[field].field_default
 
 
-_SECRET_FLAGS = {name: flag for flag in FLAGS if flag.secret for name in (flag.name, *flag.aliases)}
+def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    """({field: value} of the modelled flags in `extra`, the tokens left): `--flag value`,
+    `--flag=value`, `--bool-flag` and `--no-bool-flag` as vLLM's argparse reads them."""
+    found: dict[str, Any] = {}
+    kept: list[Any] = []
+    i = 0
+    while i < len(extra):
+        token = extra[i]
+        i += 1
+        if not isinstance(token, str) or not _is_flag_token(token):
+            kept.append(token)
+            continue
+        name, eq, inline = token.partition("=")
+        flag, negated = _BY_NAME.get(name), False
+        if flag is None and name.startswith("--no-"):
+            negative = _BY_NAME.get("--" + name[5:])
+            if negative is not None and negative.negatable:
+                flag, negated = negative, True
+        if flag is None or flag.positional:
+            kept.append(token)
+            continue
+        if flag.type == "bool":
+            if eq:
+                raise UserError(f"extra_args: {name} takes no value (got {inline!r}); write {flag.name} alone")
+            found[flag.field] = not negated
+            continue
+        if eq:
+            found[flag.field] = inline
+            continue
+        if i >= len(extra) or not isinstance(extra[i], str) or _is_flag_token(extra[i]):
+            example = f"{name} sk-..." if flag.secret else f"{name} VALUE"
+            raise UserError(f"extra_args: {name} needs a value, e.g. {example}; expected {flag.expected()}")
+        values = [extra[i]]
+        i += 1
+        while flag.multi and i < len(extra) and isinstance(extra[i], str) and not _is_flag_token(extra[i]):
+            values.append(extra[i])
+            i += 1
+        found[flag.field] = " ".join(values)
+    return found, kept
 
 
 def _refuse_token_in_argv(extra: list[Any]) -> None:
@@ -399,7 +470,14 @@ class ServeConfig(BaseModel):
     vllm_version: str | None = _default("vllm_version")
     speculative_config: str | None = _default("speculative_config")
     enable_lora: bool = _default("enable_lora")
+    attention_backend: str | None = _default("attention_backend")
+    compilation_config: str | None = _default("compilation_config")
+    load_format: str = _default("load_format")
+    async_scheduling: bool | None = _default("async_scheduling")
+    language_model_only: bool = _default("language_model_only")
+    limit_mm_per_prompt: str | None = _default("limit_mm_per_prompt")
     extra_args: list[str] = Field(default_factory=list)
+    _speculation: Speculation | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -409,41 +487,45 @@ class ServeConfig(BaseModel):
 
     def __setattr__(self, name: str, value: Any) -> None:
         try:
+            if name == "extra_args" and isinstance(value, list):
+                # a modelled flag assigned in extra_args moves to its field, as at construction
+                _refuse_token_in_argv(value)
+                found, value = _lift_flags(value)
+                for field_name, lifted in found.items():
+                    if not _BY_FIELD[field_name].secret or getattr(self, field_name) in (None, ""):
+                        super().__setattr__(field_name, lifted)
             super().__setattr__(name, value)
         except ValidationError as exc:
             raise UserError(_describe(exc)) from None
 
     @model_validator(mode="before")
     @classmethod
-    def _secrets_out_of_extra_args(cls, data: Any) -> Any:
-        """A secret flag (--api-key) given in extra_args moves to its field, so it travels by
-        environment like any other (never on vLLM's command line, readable by every user)."""
+    def _flags_out_of_extra_args(cls, data: Any) -> Any:
+        """A modelled flag given in extra_args moves to its field, so the fit reads it like any other
+        and it is parsed once. A later value wins, as on vLLM's command line (extra_args come last),
+        except a secret (--api-key) already set: secrets travel by environment, never on the command
+        line, where every user can read them."""
         if not isinstance(data, dict) or not isinstance(data.get("extra_args"), list):
             return data
         _refuse_token_in_argv(data["extra_args"])
-        extra, kept, found = list(data["extra_args"]), [], {}
-        i = 0
-        while i < len(extra):
-            token = extra[i]
-            name, eq, inline = token.partition("=") if isinstance(token, str) else (token, "", "")
-            flag = _SECRET_FLAGS.get(name) if isinstance(name, str) else None
-            if flag is None:
-                kept.append(token)
-                i += 1
-                continue
-            if eq:
-                found[flag.field], i = inline, i + 1
-            elif i + 1 < len(extra):
-                found[flag.field], i = extra[i + 1], i + 2
-            else:
-                raise UserError(f"extra_args: {name} needs a value, e.g. {name} sk-...")
+        found, kept = _lift_flags(data["extra_args"])
         if not found:
             return data
         out = {**data, "extra_args": kept}
         for field_name, value in found.items():
-            if out.get(field_name) in (None, ""):
+            if not _BY_FIELD[field_name].secret or out.get(field_name) in (None, ""):
                 out[field_name] = value
         return out
+
+    @model_validator(mode="after")
+    def _parse_speculation(self) -> ServeConfig:
+        self._speculation = parse_speculation(self.speculative_config)
+        return self
+
+    @property
+    def speculation(self) -> Speculation | None:
+        """--speculative-config, parsed (once, when it was set)."""
+        return self._speculation
 
     @field_validator("*", mode="before")
     @classmethod
@@ -487,6 +569,13 @@ class ServeConfig(BaseModel):
     def unknown_flags(self) -> list[str]:
         """The flags in extra_args, which sparktui passes through without understanding them."""
         return [tok.split("=", 1)[0] for tok in self.extra_args if _is_flag_token(tok)]
+
+    @property
+    def unmodelled_flags(self) -> list[str]:
+        """The flags the fit does not model: those in extra_args, and a --load-format other than the
+        default or InstantTensor (the one loader whose memory vLLM logs have measured)."""
+        loader = [] if self.load_format.lower() in ("auto", "instanttensor") else ["--load-format"]
+        return [*self.unknown_flags, *loader]
 
     def to_toml_values(self) -> dict[str, Any]:
         """The [serve] table: TOML key → value, for every value that differs from the default."""

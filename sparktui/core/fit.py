@@ -17,19 +17,20 @@ the TUI can run it on every keystroke.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from sparktui.core.config import flag_by_field
+from sparktui.core.config import ServeConfig, flag_by_field
 from sparktui.core.meminfo import parse_meminfo
-from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized, parse_speculative
-from sparktui.core.modelspec.drafters import MTP_METHODS, NO_KV_METHODS, dflash_as_built
+from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized
+from sparktui.core.modelspec.drafters import dflash_as_built
 from sparktui.core.modelspec.dtype import served_dtype
-from sparktui.core.modelspec.multimodal import FLAG as LMO_FLAG
-from sparktui.core.modelspec.multimodal import LIMIT_FLAG, language_model_only, zero_limit_towers
+from sparktui.core.modelspec.multimodal import language_model_only, zero_limit_towers
 from sparktui.core.modelspec.spec import KvFormat
+from sparktui.core.speculation import NO_KV_METHODS, Speculation
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.core.vllm_rules import (
@@ -397,7 +398,7 @@ def plan_kv(
 
 
 @dataclass(frozen=True)
-class Settings:
+class FitSettings:
     """The ServeConfig values the fit needs, with vLLM's defaults filled in."""
 
     utilization: float
@@ -425,40 +426,20 @@ class Settings:
     cudagraph_mode: str | None = None
     model_runner: str = "v1"  # "v2": vLLM's V2 GPU model runner (vllm/v1/worker/gpu)
     load_format: str | None = None  # --load-format, lower case (instanttensor costs non-torch memory)
+    speculative_method: str | None = None  # as vLLM resolves it (core/speculation.py)
 
 
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
 # VllmConfig.__post_init__: only EAGLE/MTP/DFlash/draft-model/ngram_gpu keep it).
 _SYNC_SPECULATIVE = ("ngram", "medusa", "mlp_speculator", "suffix")
-_ASYNC_FLAGS = ("--async-scheduling", "--no-async-scheduling")
-# flags read from extra_args for the CUDA-graph estimate
-_GRAPH_FLAGS = ("--attention-backend", "--compilation-config", "-cc")
-_LOAD_FORMAT = "--load-format"
 
 
-def _extra_value(config: Any, *names: str) -> str | None:
-    """The value of a flag sparktui keeps in extra_args (`--flag value` or `--flag=value`)."""
-    extra = [str(x) for x in getattr(config, "extra_args", None) or []]
-    for i, token in enumerate(extra):
-        name, eq, value = token.partition("=")
-        if name in names:
-            if eq:
-                return value
-            return extra[i + 1] if i + 1 < len(extra) else None
-    return None
-
-
-def _compilation(config: Any) -> tuple[tuple[int, ...] | None, int | None, str | None]:
+def _compilation(config: ServeConfig) -> tuple[tuple[int, ...] | None, int | None, str | None]:
     """(cudagraph_capture_sizes, max_cudagraph_capture_size, cudagraph_mode) from --compilation-config."""
-    import json
-
-    text = _extra_value(config, "--compilation-config", "-cc")
+    text = config.compilation_config
     if not text:
         return None, None, None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise UserError(f"--compilation-config: got {text[:80]!r}; expected a JSON object") from None
+    data = json.loads(text)  # ServeConfig checked it is JSON
     if not isinstance(data, dict):
         return None, None, None
     sizes = data.get("cudagraph_capture_sizes")
@@ -475,111 +456,92 @@ def _compilation(config: Any) -> tuple[tuple[int, ...] | None, int | None, str |
     )
 
 
-def _async_scheduling(config: Any) -> bool:
+def _async_scheduling(config: ServeConfig) -> bool:
     """Whether vLLM schedules asynchronously (two batches in flight): on by default."""
-    extra = list(getattr(config, "unknown_flags", None) or [])
-    if "--no-async-scheduling" in extra:
-        return False
-    if "--async-scheduling" in extra:
-        return True
-    text = getattr(config, "speculative_config", None)
-    if text:
-        import json
-
-        try:
-            method = str(json.loads(text).get("method") or "")
-        except (TypeError, ValueError, AttributeError):
-            method = ""
-        return method not in _SYNC_SPECULATIVE
+    if config.async_scheduling is not None:
+        return config.async_scheduling
+    if config.speculation is not None:
+        return config.speculation.method not in _SYNC_SPECULATIVE
     return True
 
 
-def rules_of(config: Any) -> VllmRules:
+def rules_of(config: ServeConfig) -> VllmRules:
     """The rules for the config's vllm_version (None: the newest read, with a note)."""
-    version = getattr(config, "vllm_version", None)
-    return rules_for(version) if version else DEFAULT_RULES
+    return rules_for(config.vllm_version) if config.vllm_version else DEFAULT_RULES
 
 
-def _speculative(text: str | None, spec: ModelSpec) -> tuple[int, bool, list[str], str | None]:
+def _speculative(parsed: Speculation | None, spec: ModelSpec) -> tuple[int, bool, list[str], str | None]:
     """(speculative tokens, whether draft layers are counted, notes, method)."""
-    parsed = parse_speculative(text)
     if parsed is None:
         return 0, False, [], None
     n, method = parsed.num_tokens, parsed.method
     notes: list[str] = []
-    if method in MTP_METHODS or "mtp" in method:
+    if parsed.mtp:
         if not spec.mtp_layers:
             notes.append(f"{spec.name} has no MTP layers in its config; the draft is not modelled")
             return n, False, notes, method
         return n, True, notes, method
     if spec.drafter:  # a separate drafter read from its own config (modelspec.load_serving_spec)
         return n, True, notes, method
-    if method not in NO_KV_METHODS:
+    if method not in NO_KV_METHODS and parsed.refusal is None:
         notes.append(f"speculative method {method or '?'}: the draft model's weights and KV are not modelled")
     return n, False, notes, method
 
 
-def settings_from(config: Any, spec: ModelSpec, machine: Machine, rules: VllmRules | None = None) -> Settings:
+def settings_from(
+    config: ServeConfig, spec: ModelSpec, machine: Machine, rules: VllmRules | None = None
+) -> FitSettings:
     rules = rules or rules_of(config)
     batched_default, seqs_default = rules.batch_defaults(machine.total if machine.device_memory_known else None)
-    max_len = getattr(config, "max_model_len", None)
+    max_len = config.max_model_len
     auto_len = max_len is not None and max_len < 0
     if max_len is None or auto_len:
         # vLLM's default is the model's own limit (rope scaling included), 2048 when unknown
         max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
-    num_spec, mtp, notes, method = _speculative(getattr(config, "speculative_config", None), spec)
-    load_format = (_extra_value(config, _LOAD_FORMAT) or "").lower() or None
-    # flags read from extra_args: --async-scheduling / --no-async-scheduling (the sliding-window
-    # reservation), the CUDA-graph ones, the towers' and the InstantTensor loader
-    modelled = (
-        *_ASYNC_FLAGS,
-        *_GRAPH_FLAGS,
-        LMO_FLAG,
-        LIMIT_FLAG,
-        *((_LOAD_FORMAT,) if load_format == "instanttensor" else ()),
-    )
-    unknown = [f for f in getattr(config, "unknown_flags", None) or [] if f not in modelled]
-    if unknown:
-        notes.append(f"not modelled (passed to vLLM as they are): {' '.join(unknown)}")
+    num_spec, mtp, notes, method = _speculative(config.speculation, spec)
+    load_format = config.load_format.lower()
+    if config.unmodelled_flags:
+        notes.append(f"not modelled (passed to vLLM as they are): {' '.join(config.unmodelled_flags)}")
     hybrid = any(g.kind == MAMBA for g in spec.layers)
-    prefix = getattr(config, "enable_prefix_caching", None)
+    prefix = config.enable_prefix_caching
     if prefix is None:
         prefix = rules.prefix_caching_default(hybrid=hybrid)
-    enforce_eager = bool(getattr(config, "enforce_eager", False))
+    enforce_eager = config.enforce_eager
     sizes, largest, mode = _compilation(config)
     runner = rules.model_runner(
         spec.architecture,
         moe=spec.num_experts > 0,
         hybrid=hybrid,
-        quantized=bool(spec.quantization or getattr(config, "quantization", None)),
+        quantized=bool(spec.quantization or config.quantization),
         speculative_method=method,
         mamba_cache_mode=rules.mamba_cache_mode(bool(prefix), spec.architecture, num_spec > 0) if hybrid else "none",
     )
-    return Settings(
-        utilization=float(getattr(config, "gpu_memory_utilization", 0.9)),
+    return FitSettings(
+        utilization=config.gpu_memory_utilization,
         max_model_len=int(max_len),
         auto_len=auto_len,
-        max_num_seqs=int(getattr(config, "max_num_seqs", None) or seqs_default),
-        max_num_batched_tokens=int(getattr(config, "max_num_batched_tokens", None) or batched_default),
-        kv_cache_dtype=getattr(config, "kv_cache_dtype", None) or "auto",
-        kv_cache_memory_bytes=getattr(config, "kv_cache_memory_bytes", None),
-        block_size=getattr(config, "block_size", None),
+        max_num_seqs=config.max_num_seqs or seqs_default,
+        max_num_batched_tokens=config.max_num_batched_tokens or batched_default,
+        kv_cache_dtype=config.kv_cache_dtype or "auto",
+        kv_cache_memory_bytes=config.kv_cache_memory_bytes,
+        block_size=config.block_size,
         prefix_caching=bool(prefix),
         enforce_eager=enforce_eager,
-        tp=max(1, int(getattr(config, "tensor_parallel_size", 1) or 1)),
+        tp=max(1, config.tensor_parallel_size),
         num_spec=num_spec,
         mtp=mtp,
         notes=tuple(notes),
         rules=rules,
         async_scheduling=_async_scheduling(config),
         cuda_graphs_counted=rules.cudagraph_memory_counted(enforce_eager),
-        mamba_ssm_dtype=getattr(config, "mamba_ssm_cache_dtype", None),
-        attention_backend=(_extra_value(config, "--attention-backend") or "").lower() or None,
+        mamba_ssm_dtype=config.mamba_ssm_cache_dtype,
+        attention_backend=(config.attention_backend or "").lower() or None,
         capture_sizes=sizes,
         max_capture_size=largest,
         cudagraph_mode=mode,
         model_runner=runner,
-        load_format=load_format,
+        load_format=None if load_format == "auto" else load_format,
+        speculative_method=method,
     )
 
 
@@ -629,7 +591,7 @@ class GraphEstimate:
     backend: str  # what decided the first capture: "flashinfer" or "default"
 
 
-def _graph_counts(spec: ModelSpec, s: Settings, backend: str | None) -> tuple[int, int]:
+def _graph_counts(spec: ModelSpec, s: FitSettings, backend: str | None) -> tuple[int, int]:
     if s.enforce_eager:
         return 0, 0
     mode = s.rules.cudagraph_mode(s.cudagraph_mode, s.num_spec, single_token_decode=backend == "flashinfer")
@@ -647,7 +609,7 @@ def _graph_counts(spec: ModelSpec, s: Settings, backend: str | None) -> tuple[in
     return counts(sizes, s.max_num_seqs, s.num_spec, mode)
 
 
-def cudagraph_estimate(spec: ModelSpec, s: Settings, machine: Machine, kv_bytes: int) -> GraphEstimate:
+def cudagraph_estimate(spec: ModelSpec, s: FitSettings, machine: Machine, kv_bytes: int) -> GraphEstimate:
     """The CUDA-graph estimate for these flags (before it is known whether vLLM subtracts it)."""
     heads = tuple(g.head_size for g in spec.layers if g.count and g.kind != MAMBA and g.head_size)
     backend = s.attention_backend
@@ -774,7 +736,7 @@ class _Core:
     unreserved: int = 0  # what the server may take beyond its request at run time (V2 sampler)
 
 
-def _plan(spec: ModelSpec, s: Settings, kv_bytes: float) -> KvPlan:
+def _plan(spec: ModelSpec, s: FitSettings, kv_bytes: float) -> KvPlan:
     """The KV plan for these settings: one place that spells out plan_kv's arguments."""
     return plan_kv(
         spec,
@@ -793,7 +755,7 @@ def _plan(spec: ModelSpec, s: Settings, kv_bytes: float) -> KvPlan:
 
 def _core(
     spec: ModelSpec,
-    s: Settings,
+    s: FitSettings,
     machine: Machine,
     utilization: float | None = None,
     kv_cache_dtype: str | None = None,
@@ -870,20 +832,19 @@ def _core(
     )
 
 
-def _speculative_method_refusal(config: Any, rules: VllmRules) -> str | None:
-    """A --speculative-config "method" this vLLM does not know (only one given explicitly)."""
-    import json
-
-    text = getattr(config, "speculative_config", None)
-    try:
-        data = json.loads(text) if isinstance(text, str) else text
-    except (TypeError, ValueError):
+def _speculative_refusal(speculation: Speculation | None, rules: VllmRules) -> str | None:
+    """Why vLLM refuses this --speculative-config: a "method" this vLLM does not know (only one
+    given explicitly), or no drafter at all."""
+    if speculation is None:
         return None
-    method = data.get("method") if isinstance(data, dict) else None
-    return rules.speculative_method_refusal(str(method).lower()) if method else None
+    if speculation.method_given:
+        unknown = rules.speculative_method_refusal(speculation.method)
+        if unknown:
+            return unknown
+    return speculation.refusal
 
 
-def _kv_dtype_refusal(spec: ModelSpec, s: Settings, machine: Machine) -> str | None:
+def _kv_dtype_refusal(spec: ModelSpec, s: FitSettings, machine: Machine) -> str | None:
     """Why vLLM will not start with this --kv-cache-dtype (vllm_rules: KV_CACHE_DTYPES, nvfp4_kv_backend).
     A unified-memory machine is a GB10 (SM121)."""
     layers = (*spec.layers, *(spec.mtp_layers if s.mtp else ()))
@@ -896,7 +857,7 @@ def _kv_dtype_refusal(spec: ModelSpec, s: Settings, machine: Machine) -> str | N
 
 
 def _memory_working(
-    s: Settings,
+    s: FitSettings,
     machine: Machine,
     requested: int,
     weights: int,
@@ -952,7 +913,7 @@ def _memory_working(
 
 
 def fit(
-    config: Any,
+    config: ServeConfig,
     spec: ModelSpec,
     machine: Machine,
     mem_available: int | None = None,
@@ -967,7 +928,7 @@ def fit(
     limit is not enforced, as vLLM then only warns. `mem_free` (MemFree, with `mem_available`): where
     the vLLM that runs reads free memory with cudaMemGetInfo on unified memory, which leaves out the
     page cache, its start-up check is judged on that figure."""
-    spec = served_dtype(online_quantized(spec, getattr(config, "quantization", None)), getattr(config, "dtype", None))
+    spec = served_dtype(online_quantized(spec, config.quantization), config.dtype)
     if allow_long_max_model_len and spec.max_len_limit:
         limit_note = (
             f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: the model's own limit ({spec.max_len_key} = "
@@ -977,10 +938,10 @@ def fit(
     s = settings_from(config, spec, machine)
     spec, drafter_refusal = dflash_as_built(spec, s.rules) if s.mtp else (spec, None)
     lmo_refusal = None
-    if LMO_FLAG in (getattr(config, "unknown_flags", None) or []):
+    if config.language_model_only:
         spec, lmo_refusal = language_model_only(spec, s.rules)
-    elif limits := _extra_value(config, LIMIT_FLAG):
-        spec = zero_limit_towers(spec, s.rules, limits)
+    elif config.limit_mm_per_prompt:
+        spec = zero_limit_towers(spec, s.rules, config.limit_mm_per_prompt)
     c = _core(spec, s, machine, explain=not s.auto_len)
     upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
     longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0
@@ -1028,7 +989,7 @@ def fit(
             f"{spec.max_len_limit:,} in its config); vLLM refuses to start unless "
             f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, and positions past the limit give garbage"
         )
-    method_refusal = _speculative_method_refusal(config, s.rules)
+    method_refusal = _speculative_refusal(config.speculation, s.rules)
     for refusal in (
         method_refusal or drafter_refusal,
         lmo_refusal,
@@ -1093,7 +1054,7 @@ def fit(
     elif c.concurrency < 1.1:
         tight = True
         reasons.append(f"the KV cache holds only {c.concurrency:.2f} requests of {max_len:,} tokens")
-    elif getattr(config, "max_num_seqs", None) and c.concurrency < s.max_num_seqs:
+    elif config.max_num_seqs and c.concurrency < s.max_num_seqs:
         # vLLM starts, but that many users at full length do not fit: the rest wait or are
         # preempted (only when asked for: vLLM's own default of 256 is a ceiling, not a plan)
         tight = True
@@ -1147,7 +1108,7 @@ def fit(
         notes=[*spec.notes, *s.notes, *s.rules.notes, *_free_memory_note(s.rules, machine, free, vllm_free)],
         vllm_version=str(s.rules.version),
         vllm_version_source=vllm_version_source
-        or ("--vllm-version" if getattr(config, "vllm_version", None) else "assumed: the newest rules read"),
+        or ("--vllm-version" if config.vllm_version else "assumed: the newest rules read"),
         vllm_rules=[r.to_dict() for r in s.rules.rules],
     )
     result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)
@@ -1186,7 +1147,7 @@ def _free_memory_note(rules: VllmRules, machine: Machine, free: int | None, vllm
 
 
 def _suggestions(
-    spec: ModelSpec, s: Settings, machine: Machine, c: _Core, r: FitResult, free_at_check: int | None
+    spec: ModelSpec, s: FitSettings, machine: Machine, c: _Core, r: FitResult, free_at_check: int | None
 ) -> list[Suggestion]:
     out: list[Suggestion] = []
     max_len = r.max_model_len
@@ -1250,11 +1211,11 @@ def _suggestions(
 
 
 def fit_to_kv_memory(
-    spec: ModelSpec, config: Any, kv_memory: int, machine: Machine | None = None, rules: VllmRules | None = None
+    spec: ModelSpec, config: ServeConfig, kv_memory: int, machine: Machine | None = None, rules: VllmRules | None = None
 ) -> tuple[int, int, float]:
     """(blocks, KV tokens, concurrency) given the KV memory vLLM reported (for checking against logs)."""
     machine = machine or dgx_spark()
-    spec = served_dtype(spec, getattr(config, "dtype", None))
+    spec = served_dtype(spec, config.dtype)
     s = settings_from(config, spec, machine, rules)
     if s.mtp:
         spec = dflash_as_built(spec, s.rules)[0]

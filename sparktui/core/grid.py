@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sparktui.core.config import ServeConfig
 from sparktui.core.fit import FitResult, Machine, settings_from
 from sparktui.core.modelspec import ModelSpec
 
@@ -71,16 +72,20 @@ def axes(current_seqs: int, current_len: int, limit: int) -> tuple[tuple[int, ..
 
 
 def build_grid(
-    config: Any, spec: ModelSpec, machine: Machine, base: FitResult, run_fit: Callable[[Any], FitResult]
+    config: ServeConfig,
+    spec: ModelSpec,
+    machine: Machine,
+    base: FitResult,
+    run_fit: Callable[[ServeConfig], FitResult],
 ) -> Grid:
     """The grid around `config` (a ServeConfig), whose own fit is `base`; `run_fit(config)` fits
     one cell's config exactly as `sparktui fit` would (same machine, memory, environment)."""
     # the max_num_seqs the fit used: vLLM's default for this machine when the flag is unset
     current_seqs = settings_from(config, spec, machine).max_num_seqs
-    seqs_flag = getattr(config, "max_num_seqs", None)
+    seqs_flag = config.max_num_seqs
     limit = spec.max_len_limit or spec.max_position_embeddings
     current_len = base.max_model_len
-    current_dtype = getattr(config, "kv_cache_dtype", None) or "auto"
+    current_dtype = config.kv_cache_dtype or "auto"
     seqs, lens = axes(current_seqs, current_len, limit)
     current = (current_seqs, current_len, current_dtype)
     dtypes: list[str] = []

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sparktui.core.config import ServeConfig
 from sparktui.core.modelspec import ModelSpec
 from sparktui.core.vllm_rules import rules_for
 
@@ -35,17 +36,17 @@ class FlagSuggestion:
     def to_dict(self) -> dict[str, Any]:
         return {"flag": self.flag, "value": self.value, "why": self.why, "argv": self.argv()}
 
-    def changes(self, config: Any) -> dict[str, Any]:
+    def changes(self, config: ServeConfig) -> dict[str, Any]:
         """The ServeConfig fields this flag changes: its own field, or extra_args with it appended."""
         if self.field is not None:
             value: Any = True if self.value is None else self.value
             return {self.field: int(value) if self.field == "max_model_len" else value}
-        extra = list(getattr(config, "extra_args", None) or [])
+        extra = list(config.extra_args)
         if self.flag in _flag_names(extra):
             return {}
         return {"extra_args": [*extra, *self.argv()]}
 
-    def apply(self, config: Any) -> Any:
+    def apply(self, config: ServeConfig) -> ServeConfig:
         """The ServeConfig with this flag set (a field, or appended to extra_args)."""
         changes = self.changes(config)
         return config.replace(**changes) if changes else config
@@ -90,9 +91,9 @@ def _family(spec: ModelSpec) -> _Family | None:
     return next((f for f in _FAMILIES if f.pattern.search(text)), None)
 
 
-def suggest_flags(spec: ModelSpec, config: Any | None = None) -> list[FlagSuggestion]:
+def suggest_flags(spec: ModelSpec, config: ServeConfig | None = None) -> list[FlagSuggestion]:
     """Flags `spec`'s family needs that `config` (a ServeConfig, or None) does not already pass."""
-    extra = list(getattr(config, "extra_args", None) or [])
+    extra = list(config.extra_args) if config is not None else []
     have = _flag_names(extra)
     out: list[FlagSuggestion] = []
     family = _family(spec)
@@ -116,7 +117,7 @@ def suggest_flags(spec: ModelSpec, config: Any | None = None) -> list[FlagSugges
             )
             if "--enable-auto-tool-choice" not in have:
                 out.append(FlagSuggestion("--enable-auto-tool-choice", None, "lets the model decide to call tools"))
-    if spec.remote_code and not getattr(config, "trust_remote_code", False):
+    if spec.remote_code and not (config is not None and config.trust_remote_code):
         out.append(
             FlagSuggestion(
                 "--trust-remote-code",
@@ -127,7 +128,7 @@ def suggest_flags(spec: ModelSpec, config: Any | None = None) -> list[FlagSugges
             )
         )
     limit = spec.max_len_limit or spec.max_position_embeddings
-    asked = getattr(config, "max_model_len", None)
+    asked = config.max_model_len if config is not None else None
     if limit and (asked is None or asked > limit):
         where = f" ({spec.max_len_key})" if spec.max_len_key else ""
         why = (
@@ -136,10 +137,10 @@ def suggest_flags(spec: ModelSpec, config: Any | None = None) -> list[FlagSugges
             else f"vLLM takes the config's full length{where} when unset; saying it makes the KV plan explicit"
         )
         out.append(FlagSuggestion("--max-model-len", str(limit), why, field="max_model_len"))
-    kv = (getattr(config, "kv_cache_dtype", None) or "auto").lower()
+    kv = (config.kv_cache_dtype if config is not None else "auto").lower()
     # From vLLM 0.14 (ModelOpt) and 0.15 (compressed-tensors) "auto" already takes the checkpoint's
     # fp8 KV cache (vllm_rules kv_dtype_auto_*): the flag would change nothing there.
-    version = getattr(config, "vllm_version", None)
+    version = config.vllm_version if config is not None else None
     rules = rules_for(version) if version else rules_for(None)
     already = rules.kv_dtype_from_checkpoint(spec.checkpoint_quant_method, spec.checkpoint_kv_cache_dtype, "auto")
     if spec.checkpoint_kv_cache_dtype == "fp8" and kv == "auto" and not already:

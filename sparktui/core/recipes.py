@@ -142,7 +142,7 @@ def _fail(path: Path, key: str, problem: str) -> UserError:
 
 
 def _unmodelled_flags(serve: ServeConfig) -> list[str]:
-    return [f"{f} (vLLM flag)" for f in dict.fromkeys(serve.unknown_flags)]
+    return [f"{f} (vLLM flag)" for f in dict.fromkeys(serve.unmodelled_flags)]
 
 
 def _read_vllm_config(path: Path, data: dict[str, Any], model: str | None) -> RecipeRead:

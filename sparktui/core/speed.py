@@ -27,13 +27,14 @@ Pure: no I/O. Speculative decoding is modelled by its expected accepted tokens p
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparktui.core.bench_history import MeasuredRun, calibrate
+from sparktui.core.config import ServeConfig
 from sparktui.core.modelspec import MAMBA, SLIDING, ModelSpec
+from sparktui.core.speculation import Speculation
 
 GB = 10**9
 
@@ -185,7 +186,9 @@ def attention_flops(spec: ModelSpec, context: int) -> float:
 
 
 @dataclass(frozen=True)
-class Speculation:
+class DraftYield:
+    """What speculative decoding gives a decode step: the method, tokens drafted, acceptance."""
+
     method: str
     tokens: int  # drafted per step
     acceptance: float  # per drafted token
@@ -197,19 +200,13 @@ class Speculation:
         return float(self.tokens + 1) if a >= 1 else (1 - a ** (self.tokens + 1)) / (1 - a)
 
 
-def speculation_from(config_json: str | None) -> Speculation | None:
-    if not config_json:
+def draft_yield(speculation: Speculation | None) -> DraftYield | None:
+    """The yield of a parsed --speculative-config (ServeConfig.speculation): its method as vLLM
+    resolves it, so the fit and this estimate name the same one."""
+    if speculation is None:
         return None
-    try:
-        data = json.loads(config_json)
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    method = str(data.get("method") or ("draft_model" if data.get("model") else "ngram")).lower()
-    key = "mtp" if "mtp" in method else method
-    n = int(data.get("num_speculative_tokens") or 1)
-    return Speculation(method, max(1, n), ACCEPTANCE.get(key, 0.6))
+    key = "mtp" if speculation.mtp else speculation.method
+    return DraftYield(speculation.method, speculation.num_tokens, ACCEPTANCE.get(key, 0.6))
 
 
 # --------------------------------------------------------------------------- the estimate
@@ -249,6 +246,7 @@ class SpeedEstimate:
     users: tuple[UsersSpeed, ...]
     hardware: str
     calibration: str | None = None  # "measured: …" when bench history corrected it
+    speculative_method: str | None = None  # the method the draft yield assumes (None: no speculation)
     assumes: tuple[str, ...] = field(default_factory=tuple)
 
     def for_users(self, n: int) -> UsersSpeed | None:
@@ -320,7 +318,7 @@ def estimate(
     kv_bytes: int | None = None,
     tp: int = 1,
     max_num_batched_tokens: int = 2048,
-    speculation: Speculation | None = None,
+    speculation: DraftYield | None = None,
     correction: float | None = None,
     correction_note: str | None = None,
 ) -> SpeedEstimate:
@@ -403,12 +401,13 @@ def estimate(
         hardware=hw.name,
         calibration=correction_note,
         assumes=tuple(assumes),
+        speculative_method=speculation.method if speculation is not None else None,
     )
 
 
 def estimate_for_config(
     spec: ModelSpec,
-    config: Any,
+    config: ServeConfig,
     hw: Hardware,
     *,
     max_model_len: int,
@@ -418,7 +417,7 @@ def estimate_for_config(
 ) -> SpeedEstimate:
     """The estimate for a ServeConfig: its KV dtype, tensor parallel, batch size and speculative
     decoding; one user at a short chat's context, and the batch sizes the KV cache can hold."""
-    max_seqs = int(getattr(config, "max_num_seqs", None) or 256)
+    max_seqs = config.max_num_seqs or 256
     full = max(1, int(max_concurrency))
     users = tuple(sorted({n for n in (1, 4, 16, min(full, max_seqs)) if n <= max_seqs}))
     return estimate(
@@ -427,10 +426,10 @@ def estimate_for_config(
         context=min(DEFAULT_PROMPT_TOKENS, max(1, max_model_len)),
         prompt_tokens=min(DEFAULT_PROMPT_TOKENS, max(1, max_model_len)),
         users=users,
-        kv_bytes=kv_bytes_for(spec, getattr(config, "kv_cache_dtype", None)),
-        tp=max(1, int(getattr(config, "tensor_parallel_size", 1) or 1)),
-        max_num_batched_tokens=int(getattr(config, "max_num_batched_tokens", None) or 2048),
-        speculation=speculation_from(getattr(config, "speculative_config", None)),
+        kv_bytes=kv_bytes_for(spec, config.kv_cache_dtype),
+        tp=max(1, config.tensor_parallel_size),
+        max_num_batched_tokens=config.max_num_batched_tokens or 2048,
+        speculation=draft_yield(config.speculation),
         correction=correction,
         correction_note=correction_note,
     )
@@ -438,7 +437,7 @@ def estimate_for_config(
 
 def calibrated(
     spec: ModelSpec,
-    config: Any,
+    config: ServeConfig,
     hw: Hardware,
     runs: list[MeasuredRun],
     *,
@@ -447,7 +446,7 @@ def calibrated(
 ) -> tuple[SpeedEstimate, list[tuple[MeasuredRun, float]]]:
     """The estimate corrected by measured runs of this model (bench history), and each run beside
     what the uncorrected model predicts for it (same users, prompt and output length)."""
-    kv = kv_bytes_for(spec, getattr(config, "kv_cache_dtype", None))
+    kv = kv_bytes_for(spec, config.kv_cache_dtype)
     pairs = []
     for run in runs:
         prompt = int(run.prompt_tokens or DEFAULT_PROMPT_TOKENS)

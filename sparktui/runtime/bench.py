@@ -2,8 +2,10 @@
 
 Method. For each concurrency level, `users` clients each send `requests_per_user` streaming
 requests back to back (a closed loop: one request in flight per user). Every figure comes from the
-client's own clock (time.perf_counter) at the moment each SSE chunk arrives, never from the
-server's counters:
+client's side, never from the server's counters: each stream is read by its own thread on its own
+connection (runtime.wire), and each SSE chunk is stamped with the time the kernel received its
+packet (time.perf_counter's timebase), so this process running late (its event loop, the GIL, a
+core busy with the server) delays the reading, not the figures:
   TTFT          first chunk carrying a token − request sent
   ITL           gap between chunks carrying tokens, split evenly over the tokens a chunk carries
   decode tok/s  per user: tokens after each request's first chunk / the time from its first
@@ -40,9 +42,11 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, Field, ValidationError
@@ -50,6 +54,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sparktui.core.metrics import KV_USAGE, MetricsError, kv_cache_usage_pct, parse_metrics
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
+from sparktui.runtime import wire
 from sparktui.runtime.host.memory import read_gpu, read_mem_available
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.endpoint import base_url
@@ -117,6 +122,40 @@ class ServerInfo(BaseModel):
     api_key_sent: bool = False  # whether a key was sent (the key itself is never recorded)
 
 
+class VllmBenchFields(BaseModel):
+    """One level's figures under the names and definitions of `vllm bench serve`'s result JSON
+    (vllm/benchmarks/serve.py, calculate_metrics and benchmark's result dict, 0.32.0), from the
+    same timestamps: duration is the level's wall time; TPOT per request is (last chunk − first
+    chunk) / (tokens − 1); ITL is the gap between chunks (not split over the tokens a chunk
+    carries); E2EL is send → last chunk; std is the population std; p99 interpolates linearly."""
+
+    duration: float
+    completed: int
+    failed: int
+    max_concurrency: int
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float
+    output_throughput: float
+    total_token_throughput: float
+    mean_ttft_ms: float | None
+    median_ttft_ms: float | None
+    std_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    mean_tpot_ms: float | None
+    median_tpot_ms: float | None
+    std_tpot_ms: float | None
+    p99_tpot_ms: float | None
+    mean_itl_ms: float | None
+    median_itl_ms: float | None
+    std_itl_ms: float | None
+    p99_itl_ms: float | None
+    mean_e2el_ms: float | None
+    median_e2el_ms: float | None
+    std_e2el_ms: float | None
+    p99_e2el_ms: float | None
+
+
 class LevelResult(BaseModel):
     """One concurrency level. Every figure that could not be had is None, never 0."""
 
@@ -140,6 +179,7 @@ class LevelResult(BaseModel):
     client_lag_max_s: float | None = None  # the most this client's event loop ran late (starved)
     partial: bool = False
     error_messages: list[str] = Field(default_factory=list)  # the first few distinct ones
+    vllm_bench: VllmBenchFields | None = None  # the same level in `vllm bench serve`'s terms
 
 
 class SweepResult(BaseModel):
@@ -170,6 +210,8 @@ class BenchReport(RunFigures):
     def public(self) -> dict[str, Any]:
         """The `--json` object: server, runs, sweep first; settings and status after."""
         data = self.model_dump(mode="json")
+        for run in data["runs"]:  # vllm bench serve's names beside sparktui's own
+            run.update(run.pop("vllm_bench", None) or {})
         return {key: data[key] for key in ("server", "runs", "sweep", "settings", "partial", "error")}
 
 
@@ -327,9 +369,11 @@ class RequestRecord:
     first_chunk_tokens: int = 0
     prompt_tokens: int | None = None
     gaps: list[float] = field(default_factory=list)  # inter-token latencies
+    chunk_gaps: list[float] = field(default_factory=list)  # between chunks, as `vllm bench serve` counts ITL
     end: float | None = None
     error: str | None = None
     counted_by_server: bool = False  # chunks carry cumulative completion tokens
+    status: int | None = None  # the HTTP status of the reply
 
     def arrive(self, now: float, tokens: int) -> None:
         if tokens <= 0:
@@ -338,6 +382,7 @@ class RequestRecord:
             self.first, self.first_chunk_tokens = now, tokens
         elif self.last is not None:
             self.gaps.extend([(now - self.last) / tokens] * tokens)
+            self.chunk_gaps.append(now - self.last)
         self.last = now
         self.tokens += tokens
 
@@ -415,6 +460,51 @@ def summarize(
         client_lag_max_s=watch.lag_s,
         partial=partial,
         error_messages=list(dict.fromkeys(errors))[:5],
+        vllm_bench=vllm_fields(users, records, wall),
+    )
+
+
+def _ms_stats(values: Sequence[float], name: str) -> dict[str, float | None]:
+    if not values:
+        return {f"{kind}_{name}_ms": None for kind in ("mean", "median", "std", "p99")}
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    median, p99 = percentile(values, 0.5), percentile(values, 0.99)
+    assert median is not None and p99 is not None
+    return {
+        f"mean_{name}_ms": mean * 1000,
+        f"median_{name}_ms": median * 1000,
+        f"std_{name}_ms": std * 1000,
+        f"p99_{name}_ms": p99 * 1000,
+    }
+
+
+def vllm_fields(users: int, records: Sequence[RequestRecord], wall: float) -> VllmBenchFields:
+    """The level as `vllm bench serve` would report it (see VllmBenchFields)."""
+    done = [r for r in records if r.end is not None]
+    ok = [r for r in done if r.error is None and r.first is not None]
+    outputs = sum(r.tokens for r in ok)
+    inputs = sum(r.prompt_tokens or 0 for r in ok)
+    duration = wall if wall > 0 else math.inf
+    tpots = [
+        (r.last - r.first) / (r.tokens - 1) for r in ok if r.last is not None and r.first is not None and r.tokens > 1
+    ]
+    return VllmBenchFields.model_validate(
+        {
+            "duration": wall,
+            "completed": len(ok),
+            "failed": len(done) - len(ok),
+            "max_concurrency": users,
+            "total_input_tokens": inputs,
+            "total_output_tokens": outputs,
+            "request_throughput": len(ok) / duration,
+            "output_throughput": outputs / duration,
+            "total_token_throughput": (inputs + outputs) / duration,
+            **_ms_stats([t for r in ok if (t := r.ttft) is not None], "ttft"),
+            **_ms_stats(tpots, "tpot"),
+            **_ms_stats([g for r in ok for g in r.chunk_gaps], "itl"),
+            **_ms_stats([(r.last or r.end or r.sent) - r.sent for r in ok], "e2el"),
+        }
     )
 
 
@@ -441,6 +531,7 @@ class _Bench:
         client: httpx.AsyncClient,
         progress: ProgressFn | None,
         cancel: threading.Event | None,
+        sweep_max: int | None = None,
     ) -> None:
         self.target, self.settings, self.client = target, settings, client
         self.progress = progress
@@ -452,6 +543,25 @@ class _Bench:
         self.power_ok = True
         self.generating = asyncio.Event()  # set at a level's first token
         self.wake = asyncio.Event()  # wakes the watcher: the first token, or the level's end
+        self.loop = asyncio.get_running_loop()
+        self.auth = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
+        where = urlsplit(target.url)
+        if where.scheme != "http" or where.hostname is None or where.port is None:
+            raise UserError(f"{target.url}: the benchmark speaks plain http to host:port only")
+        self.host, self.port = where.hostname, where.port
+        most = max([*settings.users, sweep_max]) if sweep_max else max(settings.users)
+        self.readers = ThreadPoolExecutor(max_workers=most + 1, thread_name_prefix="bench-reader")
+        self.idle: list[wire.Connection] = []
+        self.idle_lock = threading.Lock()
+        self.halt = threading.Event()  # the reader threads stop waiting (cancelled, or the level failed)
+
+    def close(self) -> None:
+        self.halt.set()
+        self.readers.shutdown(wait=True, cancel_futures=True)
+        with self.idle_lock:
+            for conn in self.idle:
+                conn.close()
+            self.idle.clear()
 
     # -- preflight
 
@@ -551,33 +661,66 @@ class _Bench:
     async def request(self, max_tokens: int | None = None) -> RequestRecord:
         path, body = self.body(max_tokens or self.settings.output_tokens)
         record = RequestRecord(sent=time.perf_counter())
-        try:
-            async with self.client.stream("POST", path, json=body) as response:
-                if response.status_code != 200:
-                    record.error = _http_error(response.status_code, (await response.aread()).decode(errors="replace"))
-                    if response.status_code in (401, 404):
-                        raise UserError(f"{self.target.url}{path}: {record.error}")
-                else:
-                    await self._read_stream(response, record)
-        except httpx.TransportError as exc:
-            record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            if not await self.alive():
-                raise ServerGone(
-                    f"the server at {self.target.url} stopped answering mid-run ({record.error})"
-                ) from None
-        record.end = time.perf_counter()
+        # A reader thread per stream, stamping with the kernel's receive times (runtime.wire): this
+        # loop may run late on a loaded box, the figures must not.
+        loop = asyncio.get_running_loop()
+        lost = await loop.run_in_executor(self.readers, self._stream, path, json.dumps(body).encode(), record)
+        if record.error is not None and record.status in (401, 404):
+            raise UserError(f"{self.target.url}{path}: {record.error}")
+        if lost and not await self.alive():
+            raise ServerGone(f"the server at {self.target.url} stopped answering mid-run ({record.error})")
         return record
 
-    async def _read_stream(self, response: httpx.Response, record: RequestRecord) -> None:
-        # Bytes, split here: httpx's text and line decoders cost more than the rest per chunk, and
-        # the time a token is seen is when its bytes arrive, before any parsing.
-        pending = b""
-        async for data in response.aiter_bytes():
-            now = time.perf_counter()
-            *lines, pending = (pending + data).split(b"\n")
-            for line in lines:
-                if line.startswith(b"data:") and self._event(line[5:].strip(), now, record):
-                    return
+    def _connection(self) -> wire.Connection:
+        with self.idle_lock:
+            if self.idle:
+                return self.idle.pop()
+        return wire.Connection(self.host, self.port)
+
+    def _release(self, conn: wire.Connection) -> None:
+        if conn.reusable:
+            with self.idle_lock:
+                self.idle.append(conn)
+        else:
+            conn.close()
+
+    def _stream(self, path: str, body: bytes, record: RequestRecord) -> bool:
+        """One request, in a reader thread; True when the connection failed (is the server gone?)."""
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **self.auth}
+        conn: wire.Connection | None = None
+        try:
+            conn = self._connection()
+            response, pieces = conn.request(
+                "POST",
+                path,
+                body,
+                headers,
+                timeout_s=self.settings.request_timeout_s,
+                stop=self.halt,
+                on_sent=lambda at: setattr(record, "sent", at),
+            )
+            record.status = response.status
+            if response.status != 200:
+                text = b"".join(data for _, data in pieces).decode(errors="replace")
+                record.error = _http_error(response.status, text)
+            else:
+                for stamp, data in wire.sse_events(pieces):
+                    if self._event(data, stamp, record):
+                        break
+                for _ in pieces:  # the rest of the body (its last chunk): the connection stays usable
+                    pass
+        except wire.Stopped:
+            record.error = "cancelled"
+        except (wire.WireError, OSError) as exc:
+            record.error = str(exc) or type(exc).__name__
+            if conn is not None:
+                conn.close()
+            return True
+        finally:
+            record.end = time.perf_counter()
+            if conn is not None:
+                self._release(conn)
+        return False
 
     def _event(self, data: bytes, now: float, record: RequestRecord) -> bool:
         """One SSE `data:` payload; True when the stream is over (done or failed)."""
@@ -607,9 +750,12 @@ class _Bench:
         elif _chunk_text(choices[0]):
             record.arrive(now, 1)
         if record.first is not None and not self.generating.is_set():
-            self.generating.set()
-            self.wake.set()
+            self.loop.call_soon_threadsafe(self._first_token)
         return False
+
+    def _first_token(self) -> None:
+        self.generating.set()
+        self.wake.set()
 
     async def alive(self) -> bool:
         try:
@@ -648,6 +794,7 @@ class _Bench:
                 await watcher
         except* (ServerGone, _Cancelled, UserError) as caught:
             failure = caught.exceptions[0]
+            self.halt.set()  # readers still waiting give up; their requests count as unfinished
         result = summarize(
             users,
             records,
@@ -664,10 +811,17 @@ class _Bench:
     async def connect(self, users: int) -> None:
         """Open one keep-alive connection per user first, as a client already talking to the server
         has: TTFT then measures the server, not this client's TCP handshakes."""
-        try:
-            await asyncio.gather(*(self.client.get("/health", timeout=5) for _ in range(users)))
-        except httpx.HTTPError:
-            pass  # the requests themselves will say what is wrong
+        with self.idle_lock:
+            missing = users - len(self.idle)
+
+        def open_one() -> None:
+            try:
+                conn = wire.Connection(self.host, self.port)
+            except OSError:
+                return  # the requests themselves will say what is wrong
+            self._release(conn)
+
+        await asyncio.gather(*(self.loop.run_in_executor(self.readers, open_one) for _ in range(max(0, missing))))
 
     def _say(self, progress: BenchProgress) -> None:
         if self.progress is not None:
@@ -679,6 +833,7 @@ class _Bench:
         next_kv = next_power = next_state = 0.0
         while True:
             if self.cancel.is_set():
+                self.halt.set()
                 raise _Cancelled()
             now = time.perf_counter()
             try:
@@ -812,42 +967,56 @@ async def _run(
     async with httpx.AsyncClient(
         base_url=target.url, headers=headers, timeout=timeout, limits=limits, trust_env=False
     ) as client:
-        bench = _Bench(target, settings, client, progress, cancel)
-        server = await bench.server_info()
-        if server.guard_armed is False:
-            raise UserError(
-                f"the memory guard of the server on port {target.port} is disarmed; a benchmark pushes memory "
-                "hard, so arm it first (F9 in the panel)"
-            )
-        if on_server is not None:
-            on_server(server)
-        # NVML's first use (import, init) takes tens of ms: pay it now, not inside a measured level
-        bench.power_ok = await asyncio.to_thread(_gpu_power_w) is not None
+        bench = _Bench(target, settings, client, progress, cancel, sweep.max_users if sweep else None)
         try:
-            await bench.warm_up()
-        except ServerGone as exc:
-            raise UserError(str(exc)) from None
-        runs: list[LevelResult] = []
-        sweep_result: SweepResult | None = None
-        error: str | None = None
-        # Ctrl-C (in a command's main thread) cancels like the panel's key: what was measured stays
-        loop = asyncio.get_running_loop()
-        on_interrupt = threading.current_thread() is threading.main_thread()
-        if on_interrupt:
-            loop.add_signal_handler(signal.SIGINT, bench.cancel.set)
-        try:
-            if sweep is None:
-                for users in settings.users:
-                    runs.append(await bench.level(users))
-            else:
-                sweep_result = await _sweep(bench, sweep, runs)
-        except _LevelAborted as aborted:
-            if aborted.result.requests:
-                runs.append(aborted.result)
-            error = "cancelled" if isinstance(aborted.cause, _Cancelled) else str(aborted.cause)
+            return await _measure(bench, target, settings, sweep, on_server, started)
         finally:
-            if on_interrupt:
-                loop.remove_signal_handler(signal.SIGINT)
+            await asyncio.to_thread(bench.close)
+
+
+async def _measure(
+    bench: _Bench,
+    target: Target,
+    settings: BenchSettings,
+    sweep: SweepTargets | None,
+    on_server: Callable[[ServerInfo], None] | None,
+    started: float,
+) -> BenchReport:
+    server = await bench.server_info()
+    if server.guard_armed is False:
+        raise UserError(
+            f"the memory guard of the server on port {target.port} is disarmed; a benchmark pushes memory "
+            "hard, so arm it first (F9 in the panel)"
+        )
+    if on_server is not None:
+        on_server(server)
+    # NVML's first use (import, init) takes tens of ms: pay it now, not inside a measured level
+    bench.power_ok = await asyncio.to_thread(_gpu_power_w) is not None
+    try:
+        await bench.warm_up()
+    except ServerGone as exc:
+        raise UserError(str(exc)) from None
+    runs: list[LevelResult] = []
+    sweep_result: SweepResult | None = None
+    error: str | None = None
+    # Ctrl-C (in a command's main thread) cancels like the panel's key: what was measured stays
+    loop = asyncio.get_running_loop()
+    on_interrupt = threading.current_thread() is threading.main_thread()
+    if on_interrupt:
+        loop.add_signal_handler(signal.SIGINT, bench.cancel.set)
+    try:
+        if sweep is None:
+            for users in settings.users:
+                runs.append(await bench.level(users))
+        else:
+            sweep_result = await _sweep(bench, sweep, runs)
+    except _LevelAborted as aborted:
+        if aborted.result.requests:
+            runs.append(aborted.result)
+        error = "cancelled" if isinstance(aborted.cause, _Cancelled) else str(aborted.cause)
+    finally:
+        if on_interrupt:
+            loop.remove_signal_handler(signal.SIGINT)
     return BenchReport(
         server=server,
         settings=settings,

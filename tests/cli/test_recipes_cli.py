@@ -42,9 +42,9 @@ REAL = {
     "eugr__qwen3.6-35b-a3b-nvfp4.yaml": (
         "nvidia/Qwen3.6-35B-A3B-NVFP4",
         "eugr",
-        ["--moe-backend", "--async-scheduling", "--distributed-executor-backend"],
+        ["--moe-backend", "--distributed-executor-backend"],
     ),
-    "eugr__openai-gpt-oss-20b.yaml": ("openai/gpt-oss-20b", "eugr", ["--attention-backend"]),
+    "eugr__openai-gpt-oss-20b.yaml": ("openai/gpt-oss-20b", "eugr", ["--mxfp4-backend", "--load-format"]),
     "sparkrun__nemotron3-nano-30b-nvfp4-vllm.yaml": (
         "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
         "sparkrun",
@@ -77,6 +77,8 @@ def test_a_real_recipe_is_fitted_with_its_model_and_flags_shown(name, capsys, is
     section = out[out.index("not modelled (kept") : out.index("sparktui fit —")]
     for item in not_modelled:
         assert item in section, item
+    for modelled in ("--attention-backend", "--async-scheduling", "--compilation-config", "--language-model-only"):
+        assert modelled not in section, modelled  # rows of FLAGS the fit reads
 
 
 @pytest.mark.parametrize("name", sorted(REAL))
@@ -141,7 +143,7 @@ def test_config_file_rules_are_vllms(tmp_path):
     assert serve.max_model_len == 8000  # underscores read as dashes; 8k as vLLM reads it
     assert serve.enable_prefix_caching is False
     assert serve.served_model_name == "a b"
-    assert serve.extra_args == ["--compilation-config", '{"cudagraph_mode": "PIECEWISE"}']
+    assert serve.compilation_config == '{"cudagraph_mode": "PIECEWISE"}' and serve.extra_args == []
     assert parse_serve_command(["--config", str(config)]).model == "Qwen/Qwen3-32B"
     with pytest.raises(UserError, match="a space, not '='"):
         parse_serve_command(["Qwen/Qwen3-32B", f"--config={config}"])

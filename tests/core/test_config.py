@@ -39,6 +39,12 @@ BAD = {
     "trust_remote_code": 2,
     "speculative_config": "{not json",
     "enable_lora": "perhaps",
+    "attention_backend": "",
+    "compilation_config": "{not json",
+    "load_format": "",
+    "async_scheduling": "often",
+    "language_model_only": "mostly",
+    "limit_mm_per_prompt": "image=0",
 }
 
 # A valid, non-default value per flag (the api key is left out: it never reaches argv).
@@ -64,6 +70,12 @@ GOOD = {
     "trust_remote_code": True,
     "speculative_config": '{"method":"ngram","num_speculative_tokens":3}',
     "enable_lora": True,
+    "attention_backend": "FLASHINFER",
+    "compilation_config": '{"cudagraph_mode":"PIECEWISE"}',
+    "load_format": "safetensors",
+    "async_scheduling": False,
+    "language_model_only": True,
+    "limit_mm_per_prompt": '{"image":0}',
 }
 
 

@@ -4,13 +4,14 @@ and what it does with bad input: no server, a refused key, an unknown model, a s
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from sparktui.errors import UserError
 from sparktui.runtime import bench
 from sparktui.runtime.host.memory import read_gpu
-from tests.support import free_port, wait_for
+from tests.support import BENCH_RUN_KEYS, free_port, wait_for
 from tests.support.timed_server import running
 
 pytestmark = pytest.mark.slow
@@ -60,6 +61,51 @@ def test_figures_match_a_server_of_known_timing_at_1_and_4_users():
         assert level.client_cpu_s_per_request is not None and level.client_cpu_s_per_request > 0
     assert report.server.model == "timed-model" and report.server.vllm_version == "timed-1.0"
     assert report.server.managed is False and report.server.guard_armed is None
+
+
+def test_a_client_whose_own_event_loop_stalls_still_stamps_each_token_when_it_came():
+    """Each finished request blocks the client's event loop 0.3 s (as a starved process would be):
+    the tokens of the other users' streams arrive meanwhile, and keep the time they came."""
+
+    def stall(progress: bench.BenchProgress) -> None:
+        if progress.result is None:
+            time.sleep(0.3)
+
+    settings = bench.BenchSettings(users=[4], prompt_tokens=8, output_tokens=OUTPUT, requests_per_user=2)
+    with running(ttft=TTFT, rate=RATE) as (url, _):
+        level = bench.run_bench(target(url), settings, progress=stall).runs[0]
+    assert level.errors == 0 and level.output_tokens == 4 * 2 * OUTPUT
+    assert close(level.ttft_p50_s, TTFT), level.ttft_p50_s
+    assert close(level.ttft_p95_s, TTFT), level.ttft_p95_s
+    assert close(level.decode_tok_s_per_user, RATE), level.decode_tok_s_per_user
+    assert close(level.itl_p50_s, 1 / RATE), level.itl_p50_s
+
+
+# `vllm bench serve`'s result JSON names for what a level measures (vllm/benchmarks/serve.py,
+# 0.32.0: benchmark's result dict and process_one_metric with the default --metric-percentiles 99)
+VLLM_BENCH_NAMES = {"duration", "completed", "failed", "max_concurrency", "total_input_tokens", "total_output_tokens"}
+VLLM_BENCH_NAMES |= {"request_throughput", "output_throughput", "total_token_throughput"}
+VLLM_BENCH_NAMES |= {f"{k}_{m}_ms" for k in ("mean", "median", "std", "p99") for m in ("ttft", "tpot", "itl", "e2el")}
+
+
+def test_the_json_carries_vllm_bench_serve_names_with_its_definitions():
+    """Chunks of 2 tokens: vLLM's ITL is the gap between chunks (2/RATE), its TPOT per token."""
+    settings = bench.BenchSettings(users=[2], prompt_tokens=8, output_tokens=OUTPUT, requests_per_user=2)
+    with running(ttft=TTFT, rate=RATE, tokens_per_chunk=2) as (url, _):
+        report = bench.run_bench(target(url), settings)
+    (run,) = report.public()["runs"]
+    assert run.keys() >= VLLM_BENCH_NAMES | BENCH_RUN_KEYS, VLLM_BENCH_NAMES - run.keys()
+    first = TTFT + 1 / RATE  # the first chunk goes when its second token is due
+    request_s = first + (OUTPUT - 2) / RATE
+    assert run["completed"] == 4 and run["failed"] == 0 and run["max_concurrency"] == 2
+    assert run["total_output_tokens"] == 4 * OUTPUT and run["total_input_tokens"] == 4 * 8
+    assert close(run["median_ttft_ms"] / 1000, first) and close(run["mean_ttft_ms"] / 1000, first)
+    assert close(run["mean_tpot_ms"] / 1000, (OUTPUT - 2) / RATE / (OUTPUT - 1))
+    assert close(run["median_itl_ms"] / 1000, 2 / RATE) and close(run["itl_p50_s"], 1 / RATE)
+    assert close(run["mean_e2el_ms"] / 1000, request_s)
+    assert close(run["request_throughput"], 2 / request_s)
+    assert close(run["output_throughput"], run["aggregate_tok_s"])
+    assert run["p99_ttft_ms"] >= run["median_ttft_ms"] and run["std_ttft_ms"] >= 0
 
 
 def test_chunks_carrying_several_tokens_count_every_token():

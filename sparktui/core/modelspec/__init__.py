@@ -7,7 +7,7 @@ public API.
 """
 
 from sparktui.core.modelspec.build import online_quantized, spec_from_config, spec_from_folder
-from sparktui.core.modelspec.drafters import load_serving_spec, parse_speculative, with_drafter
+from sparktui.core.modelspec.drafters import load_serving_spec, with_drafter
 from sparktui.core.modelspec.lookup import (
     CATALOG_FILE,
     Fetcher,
@@ -38,7 +38,6 @@ __all__ = [
     "load_model_spec",
     "load_serving_spec",
     "online_quantized",
-    "parse_speculative",
     "safetensors_bytes",
     "spec_from_catalog",
     "spec_from_config",

@@ -10,56 +10,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from sparktui.core.modelspec.lookup import Fetcher, load_model_spec
 from sparktui.core.modelspec.spec import FULL, SLIDING, LayerGroup, ModelSpec
+from sparktui.core.speculation import NO_KV_METHODS, Speculation, parse_speculation
 from sparktui.core.vllm_rules import VllmRules
 from sparktui.errors import UserError
-
-MTP_METHODS = ("mtp", "deepseek_mtp", "qwen3_next_mtp", "qwen3_5_mtp", "nemotron_h_mtp", "ernie_mtp", "glm4_moe_mtp")
-SEPARATE_METHODS = ("eagle", "eagle3", "dflash", "draft_model", "medusa", "mlp_speculator")
-NO_KV_METHODS = ("ngram", "suffix", "ngram_gpu")
-
-
-@dataclass(frozen=True)
-class Speculation:
-    method: str
-    num_tokens: int
-    model: str | None
-
-
-def parse_speculative(text: str | Mapping[str, Any] | None) -> Speculation | None:
-    if not text:
-        return None
-    if isinstance(text, Mapping):
-        data: Any = text
-    else:
-        try:
-            data = json.loads(text)
-        except (TypeError, ValueError):
-            raise UserError(
-                f"--speculative-config: not JSON: {str(text)[:80]!r}; expected e.g. "
-                '\'{"method": "mtp", "num_speculative_tokens": 2}\''
-            ) from None
-    if not isinstance(data, Mapping):
-        raise UserError('--speculative-config: expected a JSON object such as {"method": "eagle3", …}')
-    raw_n = data.get("num_speculative_tokens", 1)
-    raw_n = 1 if raw_n is None else raw_n
-    if isinstance(raw_n, bool) or not isinstance(raw_n, int) or not 1 <= raw_n <= 64:
-        raise UserError(
-            f"--speculative-config: num_speculative_tokens is {raw_n!r}; expected a whole number from 1 to 64"
-        )
-    method = str(data.get("method") or "").lower()
-    model = data.get("model")
-    if model is not None and not isinstance(model, str):
-        raise UserError(f"--speculative-config: model is {model!r}; expected a repo id or a folder path")
-    if not method:
-        method = "draft_model" if model else "mtp"
-    return Speculation(method, raw_n, model)
 
 
 def drafter_kind(draft: ModelSpec) -> str:
@@ -145,15 +104,17 @@ def dflash_as_built(spec: ModelSpec, rules: VllmRules) -> tuple[ModelSpec, str |
 
 def load_serving_spec(
     model: str,
-    speculative_config: str | Mapping[str, Any] | None = None,
+    speculation: Speculation | str | Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     fetcher: Fetcher | None = None,
 ) -> ModelSpec:
     """The target's spec, with a separate drafter (EAGLE, EAGLE3, DFlash, draft model) attached
-    when --speculative-config names one."""
+    when --speculative-config (a ServeConfig's `speculation`) names one."""
     target = load_model_spec(model, env, fetcher)
-    spec = parse_speculative(speculative_config)
-    if spec is None or spec.method in MTP_METHODS or spec.method in NO_KV_METHODS or not spec.model:
+    spec = (
+        speculation if isinstance(speculation, Speculation) or speculation is None else parse_speculation(speculation)
+    )
+    if spec is None or spec.mtp or spec.method in NO_KV_METHODS or not spec.model:
         return target
     try:
         draft = load_model_spec(spec.model, env, fetcher)

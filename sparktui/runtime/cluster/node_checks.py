@@ -200,7 +200,7 @@ def _node_fits(profile: Profile, serve: ServeConfig, reports: list[NodeReport], 
     cluster = profile.cluster
     assert cluster is not None
     try:
-        spec = load_serving_spec(serve.model, serve.speculative_config)
+        spec = load_serving_spec(serve.model, serve.speculation)
     except UserError as exc:
         out.warnings.append(f"the per-node fit was skipped: {exc}")
         return [None] * len(reports)

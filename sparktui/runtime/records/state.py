@@ -22,6 +22,7 @@ from pathlib import Path
 from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
 from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
+from sparktui.paths import writable_state_dir as writable_state_dir
 from sparktui.runtime.records.protocol import (
     MAX_MESSAGE_BYTES,
     RUNNING_STATUSES,
@@ -242,9 +243,32 @@ def ask_live(port: int, timeout: float = 5.0, *, metrics: bool = False) -> State
     return reply.state
 
 
+class Unanswered(UserError):
+    """A supervisor that took the request and gave no answer: stopped (SIGSTOP), starved or dead.
+    `pid`: the supervisor's process (SO_PEERCRED), for a caller that falls back to the record."""
+
+    def __init__(self, message: str, pid: int | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
+# A supervisor stopped (SIGSTOP, a debugger) this long is not waited for: it cannot answer.
+FROZEN_S = 1.0
+_SLICE_S = 0.25
+
+
+def peer_pid(sock: socket.socket) -> int | None:
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    return int(struct.unpack("3i", creds)[0]) or None
+
+
 def connect(port: int, timeout: float) -> socket.socket:
     """A connection to the supervisor of `port`: the first of the port's names held by our own
-    user or root (SO_PEERCRED); another user's listener is ignored with a warning."""
+    user or root (SO_PEERCRED); another user's listener is ignored with a warning. Connecting
+    never waits longer than `timeout` (a full queue of a frozen supervisor)."""
     names = [socket_address(port)] + [n for n in _listeners().get(port, []) if n != socket_address(port)]
     ignored = False
     for name in [*names, str(socket_path(port))]:  # the file: a supervisor from before the abstract socket
@@ -265,19 +289,72 @@ def connect(port: int, timeout: float) -> socket.socket:
     raise UserError(f"the supervisor of port {port} is not answering{why}")
 
 
+def _stopped(pid: int | None) -> bool | None:
+    """True: stopped (T/t); False: runs; None: gone."""
+    if pid is None:
+        return False
+    from sparktui.runtime.host.proc import read_stat
+
+    info = read_stat(pid)
+    if info is None or info.dead:
+        return None
+    return info.state in "Tt"
+
+
 def request(port: int, message: AnyRequest, timeout: float = 30.0) -> Reply:
-    """Send one request to the supervisor of the server on `port`; its reply (ok or not)."""
-    with connect(port, timeout) as sock:
-        sock.sendall(message.model_dump_json(exclude_none=True).encode() + b"\n")
-        data = b""
+    """Send one request to the supervisor of the server on `port`; its reply (ok or not).
+
+    Bounded: Unanswered when no answer came within `timeout`, the supervisor has been stopped
+    (SIGSTOP) for FROZEN_S, or it died meanwhile; never an exception of the socket's own."""
+    sock = connect(port, min(timeout, 5.0))
+    pid = peer_pid(sock)
+    deadline = time.monotonic() + timeout
+    stopped_since: float | None = None
+    data = b""
+    try:
+        sock.settimeout(min(timeout, 5.0))
+        try:
+            sock.sendall(message.model_dump_json(exclude_none=True).encode() + b"\n")
+        except OSError as exc:
+            raise Unanswered(f"the supervisor of port {port} did not take the request ({exc})", pid) from None
         while not data.endswith(b"\n") and len(data) < 64 * MAX_MESSAGE_BYTES:
-            chunk = sock.recv(65536)
+            now = time.monotonic()
+            if now >= deadline:
+                raise Unanswered(f"the supervisor of port {port} (pid {pid}) did not answer within {timeout:g} s", pid)
+            sock.settimeout(min(_SLICE_S, deadline - now))
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                state = _stopped(pid)
+                if state is None:
+                    raise Unanswered(f"the supervisor of port {port} (pid {pid}) died before answering", pid) from None
+                stopped_since = (stopped_since or now) if state else None
+                if stopped_since is not None and now - stopped_since >= FROZEN_S:
+                    raise Unanswered(
+                        f"the supervisor of port {port} (pid {pid}) is stopped (SIGSTOP?) and cannot answer", pid
+                    ) from None
+                continue
+            except OSError as exc:
+                raise Unanswered(f"the supervisor of port {port} broke the connection ({exc})", pid) from None
             if not chunk:
                 break
             data += chunk
+    finally:
+        sock.close()
     if not data:
         raise UserError(f"the supervisor of port {port} closed the connection without answering")
     return parse_reply(data, f"the supervisor of port {port}")
+
+
+def listener_pid(port: int) -> int | None:
+    """The process of our own user (or root) that listens on `port`'s supervisor socket, found
+    without asking it (SO_PEERCRED of a bare connection): for a supervisor that cannot answer."""
+    try:
+        sock = connect(port, 1.0)
+    except UserError:
+        return None
+    with sock:
+        return peer_pid(sock)
 
 
 def guard_request(

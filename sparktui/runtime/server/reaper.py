@@ -56,14 +56,20 @@ class Reaper:
         except OSError:
             pass  # the reaper is gone; the state file and the next launch still cover the tree
 
-    def dismiss(self) -> None:
-        """All is well: the reaper exits without touching anything."""
+    def dismiss(self, unsaved: str | None = None) -> None:
+        """All is well: the reaper exits without touching the tree. `unsaved`: the owner's final
+        state record, which it could not write (a full disk, a read-only state dir): the reaper
+        writes it once there is room (FINAL_RETRY_S at most), then exits."""
         try:
             if self.popen.stdin is not None:
+                if unsaved is not None:
+                    self.popen.stdin.write(b"final " + unsaved.replace("\n", " ").encode() + b"\n")
                 self.popen.stdin.write(b"done\n")
                 self.popen.stdin.close()
         except OSError:
             pass
+        if unsaved is not None:
+            return  # it lives on to write the record; reaped by init once it has
         try:
             self.popen.wait(5)
         except subprocess.TimeoutExpired:
@@ -75,13 +81,21 @@ class Reaper:
         os.kill(self.pid, signal.SIGKILL)
 
 
+FINAL_RETRY_S = 600.0  # how long an unwritten final record is retried (a full disk may take a while)
+_FINAL: list[str] = []
+
+
 def read_pipe() -> tuple[bool, dict[str, Any] | None]:
-    """Lines until EOF: (whether "done" was said, the last tree record)."""
+    """Lines until EOF: (whether "done" was said, the last tree record); a "final" record the
+    owner could not write is kept in _FINAL."""
     record: dict[str, Any] | None = None
     for raw in sys.stdin.buffer:
         line = raw.strip()
         if line == b"done":
             return True, record
+        if line.startswith(b"final "):
+            _FINAL.append(line[len(b"final ") :].decode(errors="replace"))
+            continue
         if line.startswith(b"{"):
             try:
                 parsed = json.loads(line)
@@ -99,6 +113,8 @@ def main(argv: list[str]) -> int:
     path = Path(argv[0]) if argv else None
     done, record = read_pipe()  # blocks until the owner closes the pipe
     if done:
+        if _FINAL and path is not None:
+            write_final_when_there_is_room(path, _FINAL[-1])
         return 0
     from sparktui.runtime.host.proc import sweep_orphans
     from sparktui.runtime.records.protocol import ExitRecord, ProtocolError, StateRecord
@@ -128,6 +144,31 @@ def main(argv: list[str]) -> int:
     except OSError:
         pass  # the tree is gone, which is what matters; the next reader calls it lost
     return 0
+
+
+def write_final_when_there_is_room(path: Path, text: str, timeout: float = FINAL_RETRY_S) -> bool:
+    """Write the owner's final record once the disk lets us; never over a newer launch's record."""
+    from sparktui.runtime.records.protocol import ProtocolError, parse_state
+    from sparktui.runtime.records.state import read_state, write_state
+
+    try:
+        final = parse_state(text, "the final record")
+    except ProtocolError:
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            current = read_state(path)
+        except (ProtocolError, OSError):
+            current = None
+        if current is not None and current.supervisor.pid != final.supervisor.pid:
+            return False  # a new launch on the port: its record is the one that counts
+        try:
+            write_state(path, final)
+            return True
+        except OSError:
+            time.sleep(1.0)
+    return False
 
 
 if __name__ == "__main__":

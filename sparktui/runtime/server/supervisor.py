@@ -58,6 +58,7 @@ from sparktui.runtime.records.launch_id import ENV as LAUNCH_ID_ENV
 from sparktui.runtime.records.launch_id import EXPECTED as LAUNCH_ID_EXPECTED
 from sparktui.runtime.records.launch_id import is_launch_id, not_this_launch
 from sparktui.runtime.records.reservations import reservation_of
+from sparktui.runtime.server import fallback
 from sparktui.runtime.server.logtail import LogTail
 from sparktui.runtime.server.reaper import Reaper
 from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
@@ -283,7 +284,7 @@ def _fit_verdict(
 
     try:
         # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
-        spec = load_serving_spec(serve.model, serve.speculative_config)
+        spec = load_serving_spec(serve.model, serve.speculation)
         machine = host_machine(profile, mem, warnings)
         mem_available = mem.get("MemAvailable") if machine.unified else None
         source = ""
@@ -683,7 +684,9 @@ class Supervisor:
 
     def _dismiss_reaper(self) -> None:
         if self.reaper is not None:
-            self.reaper.dismiss()
+            # a final record the disk refused (full, read-only): the reaper writes it once there is room
+            unsaved = self.record.to_json() if self._unsaved and self.state is not None else None
+            self.reaper.dismiss(unsaved)
 
     # -- main loop
 
@@ -716,6 +719,7 @@ class Supervisor:
         return server
 
     def _run(self) -> int:
+        st.writable_state_dir()  # a read-only or full state dir: refused here, naming it
         set_aside_unreadable(self.port)
         sweep_lost_servers()
         pre = preflight(self.profile, self.serve, force=self.force, evict=True)
@@ -748,7 +752,11 @@ class Supervisor:
             if self.detached:
                 previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, signal.SIG_IGN)
         try:
-            self._save()
+            if not self._save():  # nothing is started that its record could not name
+                raise UserError(
+                    f"state dir {st.state_dir()}: cannot write the state file {self.state_file} (full or "
+                    "read-only); free some space there and launch again"
+                )
             reaper = self._start_reaper()
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
@@ -1335,18 +1343,28 @@ def launch(
     from sparktui.core.profiles import save_profile
 
     serve = serve if serve is not None else profile.serve
+    st.writable_state_dir()  # a read-only state dir: refused here, naming it
     set_aside_unreadable(serve.port)
     sweep_lost_servers()
     pre = preflight(profile, serve, force=force)  # refuse here, where the caller sees it
     port = serve.port
     saved = st.state_dir() / "profiles" / str(port) / f"{_safe(profile.name)}.toml"
-    save_profile(dataclasses.replace(profile, serve=serve), saved)
     sup_log = st.state_dir() / "supervisor" / f"{port}.log"
     # Why this child refused, if it does: its own file (two launches on one port share sup_log,
     # and the winner's progress lines can follow the loser's error there)
     error_file = sup_log.with_name(f"{port}-{os.getpid()}-{time.monotonic_ns()}.error")
     argv = [sys.executable, "-m", "sparktui", "serve", str(saved)] + (["--force"] if force else [])
-    with open(sup_log, "ab") as out:
+    try:
+        save_profile(dataclasses.replace(profile, serve=serve), saved)
+        out = open(sup_log, "ab")  # noqa: SIM115 (closed right after the child has it)
+        out.write(b"")
+        error_file.write_bytes(b"")  # room for the child's refusal, if it has one
+    except OSError as exc:
+        raise UserError(
+            f"state dir {st.state_dir()}: cannot write {exc.filename or saved} ({exc.strerror}); free some "
+            "space there (or point SPARKTUI_STATE_DIR elsewhere) and launch again"
+        ) from None
+    with out:
         child = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -1369,19 +1387,27 @@ def launch(
         except pr.ProtocolError:
             state = None  # an old wrong-shaped file, about to be replaced by the child
         if state is not None and state.supervisor.pid == child.pid and state.tree is not None:
+            error_file.unlink(missing_ok=True)
             state.preflight_warnings = pre.warnings
             return st.with_liveness(state)
         if child.poll() is not None:
+            message: str | None = None
             try:
-                message: str | None = error_file.read_text(errors="replace").strip() or None
+                message = error_file.read_text(errors="replace").strip() or None
                 error_file.unlink()
             except OSError:
-                tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
+                pass
+            if message is None:
+                try:
+                    tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
+                except OSError:
+                    tail = []
                 message = next(
                     (line[len("sparktui: ") :] for line in reversed(tail) if line.startswith("sparktui: ")), None
                 )
             raise UserError(message or f"the supervisor exited with status {child.returncode}; see {sup_log}")
         time.sleep(0.05)
+    error_file.unlink(missing_ok=True)
     raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")
 
 
@@ -1410,14 +1436,28 @@ def kill(port: int | None = None, *, wait: float = 30.0, only_id: str | None = N
 
 
 def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.StateRecord:
-    state = st.find_state(port)
+    try:
+        state = st.find_state(port)
+    except UserError:
+        # No record and no answer: a supervisor that cannot answer may still hold the port's socket
+        # (its state dir gone); SO_PEERCRED names it, and it is ours
+        if port is None or req.only_id is not None:
+            raise
+        pid = st.listener_pid(port)
+        if pid is None or not fallback.peer_is_ours(pid):
+            raise
+        return fallback.end_without_supervisor(None, port, req.cmd, "its supervisor does not answer", pid)
     if req.only_id is not None and state.launch_id != req.only_id:
         raise UserError(not_this_launch(state.port, state.supervisor.pid, state.launch_id, req.only_id))
     if not state.alive:
         if state.status == "lost":
             return sweep_lost(state, f"swept by `sparktui {req.cmd}`: its supervisor had died")
         raise UserError(f"the server on port {state.port} is not running (status {state.status})")
-    reply = st.request(state.port, req, timeout=req.wait + 5)
+    try:
+        reply = st.request(state.port, req, timeout=req.wait + 5)
+    except st.Unanswered as exc:
+        grace = state.guard.lines.grace_s
+        return fallback.end_without_supervisor(state, state.port, req.cmd, str(exc), exc.pid, grace)
     if not reply.ok:  # the supervisor answering is not the one recorded (only_id), or it refused
         raise UserError(f"port {state.port}: {reply.error}")
     sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time or 0)
@@ -1426,9 +1466,24 @@ def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.State
         time.sleep(0.02)
     try:
         final = st.read_state(st.state_path(state.port))
-    except pr.ProtocolError:
+    except (pr.ProtocolError, OSError):
         final = None
-    final = final or reply.state or state
+    told = reply.state
+    if (
+        told is not None
+        and told.status == "exited"
+        and (final is None or final.status != "exited" or final.supervisor.pid != told.supervisor.pid)
+    ):
+        # The supervisor could not write its final record (a full disk, a read-only state dir):
+        # what it told us is the truth; its reaper writes it once there is room
+        print(
+            f"sparktui: warning: port {state.port}: the final record is not on disk yet (the state dir "
+            "is full or read-only); shown as the supervisor told it",
+            file=sys.stderr,
+        )
+        told.alive = False
+        return told
+    final = final or told or state
     return st.with_liveness(final)
 
 

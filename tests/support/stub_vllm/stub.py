@@ -4,7 +4,8 @@ It replays a real fixture log with the fixture's relative timing (scaled), print
 to stdout and the rest (uvicorn, warnings, tqdm, glog) to stderr as vLLM does, spawns
 `VLLM::EngineCore` (and its `VLLM::Worker`) named the way setproctitle names them (cmdline and
 comm), and serves /health, /metrics, /version, /v1/models and /v1/(chat/)completions (streamed
-as vLLM streams them when asked) on --host/--port once the log reaches "Application startup
+as vLLM streams them when asked), and /v1/embeddings for a pooling model (STUB_VLLM_EMBED); the
+API's model name is --served-model-name when given, as vLLM's on --host/--port once the log reaches "Application startup
 complete.". Like real vLLM, a SIGKILL of the API server alone leaves the EngineCore alive,
 holding its memory and its /dev/shm segment.
 
@@ -23,6 +24,8 @@ Behaviour knobs (environment):
   STUB_VLLM_IGNORE_TERM   "1": every stub process ignores SIGTERM (only SIGKILL stops it)
   STUB_VLLM_EXIT          after replaying a failure log, exit with this code (default 1);
                           "SIGKILL" kills the whole stub as if from outside (the log just stops)
+  STUB_VLLM_EMBED         "1": serve /v1/embeddings as a pooling ("embed") model does; otherwise it is
+                          404, as vLLM 0.32 registers the route only for one (pooling/factories.py)
   STUB_VLLM_MAX_LIFE_S    safety net: every stub process exits after this long (default 600)
   STUB_VLLM_TTFT_S        completions: seconds to the first token after the prefill (default 0.02)
   STUB_VLLM_TOKENS_PER_S  completions: tokens per second after it (default 200)
@@ -504,6 +507,9 @@ class Handler(BaseHTTPRequestHandler):
             request = json.loads(self.rfile.read(length) or b"{}")
         except ValueError:
             request = {}
+        if self.path == "/v1/embeddings" and os.environ.get("STUB_VLLM_EMBED") == "1":
+            self.embeddings(request)
+            return
         chat = self.path == "/v1/chat/completions"
         if not (self.path == "/v1/completions" or chat) or not self.authorised():
             self.reply(401 if self.path.startswith("/v1/") else 404, b"{}")
@@ -537,6 +543,25 @@ class Handler(BaseHTTPRequestHandler):
                 },
             }
             self.reply(200, json.dumps(body).encode())
+
+    def embeddings(self, request: dict) -> None:
+        """vLLM 0.32's EmbeddingResponse (pooling/embed/protocol.py): one vector per input."""
+        if not self.authorised():
+            self.reply(401, b'{"error":"Unauthorized"}')
+            return
+        if request.get("model") not in (None, self.model):
+            message = f"The model `{request.get('model')}` does not exist."
+            error = {"error": {"message": message, "type": "NotFoundError", "param": "model", "code": 404}}
+            self.reply(404, json.dumps(error).encode())
+            return
+        inputs = request.get("input") or ""
+        inputs = inputs if isinstance(inputs, list) else [inputs]
+        tokens = sum(prompt_token_count(i) for i in inputs)
+        data = [{"index": i, "object": "embedding", "embedding": [0.0] * 8} for i in range(len(inputs))]
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": 0, "prompt_tokens_details": None}
+        body = {"id": f"embd-{secrets.token_hex(8)}", "object": "list", "created": int(time.time()),
+                "model": self.model, "data": data, "usage": usage}  # fmt: skip
+        self.reply(200, json.dumps(body).encode())
 
     @staticmethod
     def prompt_of(request: dict, chat: bool) -> object:
@@ -676,6 +701,15 @@ def parse_serve_args(argv: list[str]) -> tuple[str, str, int, int]:
     return model, host, port, max_model_len
 
 
+def served_model_name(argv: list[str], model: str) -> str:
+    """The name the API answers to: --served-model-name's first, else the model (vLLM's rule)."""
+    for i, arg in enumerate(argv):
+        key, _, inline = arg.partition("=")
+        if key == "--served-model-name":
+            return inline or (argv[i + 1] if i + 1 < len(argv) else model)
+    return model
+
+
 def serve(argv: list[str]) -> None:
     arm_safety_net()
     model, host, port, max_model_len = parse_serve_args(argv)
@@ -774,7 +808,7 @@ def serve(argv: list[str]) -> None:
             Handler.metrics_text = Handler.metrics.decode()
             kv = re.search(r"KV cache size: ([\d,]+) tokens", "\n".join(replay.lines))
             Handler.engine = Engine(int(kv.group(1).replace(",", "")) if kv else 131072)
-            Handler.model = model
+            Handler.model = served_model_name(argv, model)
             Handler.max_model_len = max_model_len
             httpd = ThreadingHTTPServer((host, port), Handler)
             threading.Thread(target=httpd.serve_forever, daemon=True).start()

@@ -1,0 +1,114 @@
+"""Stop and kill without the supervisor's help: it took the request and cannot answer (stopped
+by SIGSTOP, starved, dying), or only its socket is left (the state dir gone).
+
+The tree recorded in the state (pid + start time of each member, its cgroup) is ended here, by
+identity; then the supervisor itself (ours: found by its record or by SO_PEERCRED on its own
+socket, pid + start time checked) gets SIGKILL, and its reaper sweeps whatever the record missed.
+Nothing else is signalled."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from sparktui.runtime.host import proc
+from sparktui.runtime.records import protocol as pr
+from sparktui.runtime.records import state as st
+
+REAPER_MODULE = "sparktui.runtime.server.reaper"
+GONE_WAIT_S = 10.0
+
+
+def _reapers_of(pid: int) -> list[proc.ProcessIdentity]:
+    """The supervisor's reaper(s): its children running this package's reaper module."""
+    out = []
+    for info in proc.scan_processes():
+        if info.ppid != pid:
+            continue
+        try:
+            cmdline = Path(f"/proc/{info.pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if REAPER_MODULE.encode() in cmdline:
+            out.append(proc.ProcessIdentity(info.pid, info.start_time))
+    return out
+
+
+def _wait_gone(idents: list[proc.ProcessIdentity], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while any(i.is_alive() for i in idents):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def end_without_supervisor(
+    state: pr.StateRecord | None, port: int, how: str, why: str, pid: int | None, grace_s: float = 5.0
+) -> pr.StateRecord:
+    """End the server on `port` whose supervisor cannot answer (`why`); its final record, written
+    to the state file where it can be (a read-only or gone state dir: returned only)."""
+    sup: proc.ProcessIdentity | None = None
+    if state is not None and state.supervisor.start_time is not None:
+        sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time)
+    elif pid is not None and (started := proc.start_time_of(pid)) is not None:
+        sup = proc.ProcessIdentity(pid, started)  # SO_PEERCRED said it is ours (state.connect)
+    reapers = _reapers_of(sup.pid) if sup is not None and sup.is_alive() else []
+    if state is not None and state.reaper is not None and state.reaper.start_time is not None:
+        recorded = proc.ProcessIdentity(state.reaper.pid, state.reaper.start_time)
+        if recorded not in reapers:
+            reapers.append(recorded)
+    report: proc.StopReport | None = None
+    if state is not None and state.tree is not None:
+        record = state.tree.as_proc_record()
+        if not record.get("boot_id") or record["boot_id"] == proc.boot_id():
+            tree = proc.ProcessTree.from_record(record)
+            report = tree.kill() if how == "kill" else tree.stop(grace_s)
+    if sup is not None:
+        proc.signal_process(sup, signal.SIGKILL)  # delivered to a stopped process too
+        _wait_gone([sup], GONE_WAIT_S)
+    _wait_gone(reapers, GONE_WAIT_S)  # the reaper sweeps the tree it was told of (the state dir gone)
+    killed = f"; sparktui killed its supervisor (pid {sup.pid})" if sup is not None else ""
+    message = f"{why}: sparktui {how} ended the recorded tree itself{killed}"
+    if state is None:
+        final = pr.StateRecord(
+            status="exited",
+            phase="stopped",
+            port=port,
+            supervisor=pr.ProcessRef(pid=sup.pid if sup else 0, start_time=sup.start_time if sup else None),
+            guard=pr.GuardRecord(armed=False, state="disarmed", lines=pr.GuardLinesRecord()),
+        )
+        message = f"{why}: no state was recorded (state dir gone){killed}, and its reaper swept the tree"
+    else:
+        final = state.model_copy(deep=True)
+        final.status, final.phase, final.updated_at = "exited", "stopped", time.time()
+        final.guard.state = "disarmed"
+    final.exit = pr.ExitRecord(
+        reason="killed" if how == "kill" else "stopped",
+        by=f"sparktui {how} (supervisor not answering)",
+        stop=report.to_dict() if report else None,
+        message=message,
+    )
+    final.alive, final.lost_reason = False, None
+    if state is not None:
+        try:
+            st.write_state(st.state_path(port), final)
+        except OSError as exc:
+            print(
+                f"sparktui: warning: the final record of port {port} could not be written ({exc.strerror}); "
+                "shown here only",
+                file=sys.stderr,
+            )
+    print(f"sparktui: warning: {message}", file=sys.stderr)
+    return final
+
+
+def peer_is_ours(pid: int) -> bool:
+    """The process runs as our user or root (a pid from a record is checked again before use)."""
+    try:
+        return st.trusted_uid(os.stat(f"/proc/{pid}").st_uid)
+    except OSError:
+        return False

@@ -1,0 +1,227 @@
+"""`sparktui route` with the stub vLLM: one port for several profiles, each started on request and
+swapped out when the next one would not fit beside it (the pool's reservations)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sparktui.runtime.host import proc
+from sparktui.runtime.records import state as st
+from tests.support import REPO, free_port, wait_for
+
+pytestmark = pytest.mark.slow  # spawns the route, supervisors and stub servers
+
+HALF = "gpu-memory-utilization = 0.5"  # each fits alone; two do not fit together in the pool
+
+
+class RouteProc:
+    def __init__(self, path: Path, env: dict[str, str], port: int) -> None:
+        self.port, self.url = port, f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "sparktui", "route", "--file", str(path)], env=env,
+                                     cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        wait_for(self._up, 30, "the route to listen")
+
+    def _up(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the route exited {self.proc.returncode}: {self.proc.stderr.read()}")
+        try:
+            return httpx.get(self.url + "/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def post(self, path: str, model: str, timeout: float = 60, **body: object) -> httpx.Response:
+        payload = {"model": model, "prompt": "hello there", "max_tokens": 4, **body}
+        return httpx.post(self.url + path, json=payload, timeout=timeout)
+
+    def record(self) -> dict:
+        return json.loads((st.state_dir() / "route" / f"{self.port}.json").read_text())
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+
+@pytest.fixture
+def route(isolated, env, tmp_path):
+    routes: list[RouteProc] = []
+
+    def start(models: dict[str, Path], options: str = "", groups: str = "") -> RouteProc:
+        port = free_port()
+        lines = [f'[route]\nlisten = "127.0.0.1:{port}"\n{options}\n']
+        for name, profile in models.items():
+            lines.append(f'[route.models.{name}]\nprofile = "{profile}"\n')
+        path = tmp_path / f"route-{port}.toml"
+        path.write_text("".join(lines) + groups)
+        routes.append(RouteProc(path, env, port))
+        return routes[-1]
+
+    yield start
+    for r in routes:
+        if r.proc.poll() is None:
+            r.proc.kill()
+            r.proc.wait()
+
+
+def server_state(profile: Path) -> st.StateRecord | None:
+    port = int(profile.stem.split("-")[-1])
+    return st.read_state(st.state_path(port))
+
+
+def gone(state: st.StateRecord) -> bool:
+    """Every recorded member of its tree, and its supervisor, has ended."""
+    members = state.tree.members if state.tree else []
+    sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time or 0)
+    return not sup.is_alive() and not any(proc.ProcessIdentity(p, t).is_alive() for p, t in members)
+
+
+def test_a_request_starts_its_model_and_one_for_another_swaps_it_out_after_its_memory_came_back(route, make_profile):
+    a = make_profile(serve_extra=HALF, STUB_VLLM_EMBED="1")
+    b = make_profile(serve_extra=HALF)
+    r = route({"alpha": a, "beta": b})
+    models = httpx.get(r.url + "/v1/models").json()
+    assert [m["id"] for m in models["data"]] == ["alpha", "beta"] and models["object"] == "list"
+    assert server_state(a) is None and server_state(b) is None  # nothing starts before it is asked for
+
+    first = r.post("/v1/completions", "alpha")
+    assert first.status_code == 200, first.text
+    assert first.json()["model"] == "alpha"  # the server answers to the route's name
+    state_a = server_state(a)
+    assert state_a is not None and state_a.status == "running"
+    emb = httpx.post(r.url + "/v1/embeddings", json={"model": "alpha", "input": ["a b", "c"]}, timeout=30)
+    assert emb.status_code == 200 and len(emb.json()["data"]) == 2
+
+    second = r.post("/v1/chat/completions", "beta", messages=[{"role": "user", "content": "hi"}])
+    assert second.status_code == 200, second.text
+    assert second.json()["model"] == "beta"
+    stopped = server_state(a)
+    assert stopped is not None and stopped.status == "exited" and stopped.exit is not None
+    assert stopped.exit.reason == "stopped" and gone(stopped)
+    swap = r.record()["history"][-1]
+    assert swap["model"] == "beta" and swap["stopped"] == ["alpha"] and swap["ok"]
+    assert "stop alpha" in swap["reason"]
+
+    unknown = r.post("/v1/completions", "gamma")
+    assert unknown.status_code == 404
+    assert unknown.json() == {"error": {"message": "The model `gamma` does not exist. Valid aliases: alpha, beta.",
+                                        "type": "NotFoundError", "param": "model", "code": 404}}  # fmt: skip
+    assert r.stop() == 0
+
+
+def test_streaming_passes_through_chunk_by_chunk(route, make_profile):
+    a = make_profile(STUB_VLLM_TOKENS_PER_S="20")
+    r = route({"alpha": a})
+    arrivals: list[float] = []
+    with httpx.stream("POST", r.url + "/v1/completions", timeout=60,
+                      json={"model": "alpha", "prompt": "x", "max_tokens": 10, "stream": True}) as resp:  # fmt: skip
+        assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
+        events = []
+        for line in resp.iter_lines():
+            if line.startswith("data: "):
+                arrivals.append(time.monotonic())
+                events.append(line[6:])
+    assert events[-1] == "[DONE]" and len(events) == 11
+    # at 20 tokens/s the ten tokens arrive over ~0.45 s: relayed as they come, not at the end
+    assert arrivals[9] - arrivals[0] > 0.25
+    r.stop()
+
+
+def test_concurrent_requests_for_two_models_that_do_not_fit_together_both_end_200(route, make_profile):
+    a, b = make_profile(serve_extra=HALF), make_profile(serve_extra=HALF)
+    r = route({"alpha": a, "beta": b}, "queue-timeout-s = 120")
+    results: dict[str, int] = {}
+
+    def ask(name: str) -> None:
+        results[name] = r.post("/v1/completions", name, timeout=150).status_code
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in ("alpha", "beta", "alpha", "beta")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(160)
+    assert results == {"alpha": 200, "beta": 200}
+    history = r.record()["history"]
+    assert all(h["ok"] for h in history) and len(history) >= 2
+    r.stop()
+
+
+def test_a_full_queue_answers_503_with_retry_after(route, make_profile):
+    slow = make_profile(STUB_VLLM_TIME_SCALE="0.3")  # a few seconds to start
+    r = route({"alpha": slow}, "queue = 1")
+    waiting = threading.Thread(target=r.post, args=("/v1/completions", "alpha"))
+    waiting.start()
+    wait_for(lambda: r.record()["queued"] == 1, 20, "the first request to wait")
+    full = r.post("/v1/completions", "alpha")
+    assert full.status_code == 503 and full.headers["retry-after"].isdigit()
+    assert (
+        full.json()["error"]["type"] == "ServiceUnavailableError" and "queue is full" in full.json()["error"]["message"]
+    )
+    waiting.join(60)
+    r.stop()
+
+
+def test_ttl_stops_an_idle_model(route, make_profile):
+    a = make_profile()
+    r = route({"alpha": a}, "ttl-s = 1")
+    assert r.post("/v1/completions", "alpha").status_code == 200
+    final = wait_for(lambda: (s := server_state(a)) is not None and s.status == "exited" and gone(s) and s, 30,
+                     "the TTL stop")  # fmt: skip
+    assert final.exit is not None and final.exit.reason == "stopped"
+    wait_for(lambda: "ttl-s" in r.record()["history"][-1]["reason"], 10, "the TTL stop in the route's history")
+    assert r.post("/v1/completions", "alpha").status_code == 200  # and it comes back on request
+    r.stop()
+
+
+def test_sigterm_stops_every_server_the_route_started_leaving_no_process(route, make_profile):
+    small = "gpu-memory-utilization = 0.2"
+    a, b = make_profile(serve_extra=small), make_profile(serve_extra=small)
+    r = route({"alpha": a, "beta": b})
+    assert r.post("/v1/completions", "alpha").status_code == 200
+    assert r.post("/v1/completions", "beta").status_code == 200
+    both = [server_state(a), server_state(b)]
+    assert all(s is not None and s.status == "running" for s in both)  # they fit together: no swap
+    assert r.stop() == 0
+    for profile in (a, b):
+        final = server_state(profile)
+        assert final is not None and final.status == "exited" and gone(final)
+    assert r.record()["status"] == "stopped"
+
+
+def test_the_next_server_starts_only_once_the_stopped_servers_memory_came_back(route, make_profile):
+    """The leak gate's check between the stop and the start: 3 GiB of /dev/shm appearing while A runs
+    (what a killed library leaves) holds B's start until it is removed."""
+    a, b = make_profile(serve_extra=HALF), make_profile(serve_extra=HALF)
+    r = route({"alpha": a, "beta": b}, "queue-timeout-s = 120")
+    assert r.post("/v1/completions", "alpha").status_code == 200
+    leak = Path("/dev/shm") / f"sparktui-route-test-{os.getpid()}-{free_port()}"
+    fd = os.open(leak, os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, 3 << 30)  # tmpfs pages: shared memory, resident
+        answer: list[httpx.Response] = []
+        asking = threading.Thread(target=lambda: answer.append(r.post("/v1/completions", "beta", timeout=150)))
+        asking.start()
+        wait_for(lambda: (r.record()["swapping"] or {}).get("step") == "memory", 60, "the swap to wait for memory")
+        stopped = server_state(a)
+        assert stopped is not None and stopped.status == "exited"
+        time.sleep(1)  # the gate re-measures every 0.25 s: B must still wait
+        assert server_state(b) is None and r.record()["swapping"]["step"] == "memory"
+        removed_at = time.time()
+    finally:
+        os.close(fd)
+        leak.unlink(missing_ok=True)
+    asking.join(150)
+    assert answer and answer[0].status_code == 200, answer and answer[0].text
+    started = server_state(b)
+    assert started is not None and started.started_at is not None and started.started_at > removed_at
+    assert r.record()["history"][-1]["stopped"] == ["alpha"]
+    r.stop()
