@@ -4,10 +4,11 @@ Pure: the runtime (runtime/guard/leakgate.py) measures and hands the figures in.
 or an OOM kill can leave tens of GiB behind until a reboot (~30 GiB of locked shared memory after
 one OOM kill: MiaAI-Lab GLM #193), and a relaunch into that memory is the next hang. What counts as
 leaked is what the old server can have left, measured where it is: the /dev/shm files made since the
-launch (their pages), the private memory of its processes that survived, and (capped by the fall in
-MemAvailable since the launch, since these two are machine-wide) shared memory grown beyond those
-files (memfd, SysV, deleted files still mapped: meminfo Shmem) and locked memory grown (Mlocked).
-Other programs' private allocations on a shared box are not a leak of ours and are never counted.
+launch that no process outside its tree uses (their pages), the resident memory of its processes
+that survived (private and shared, a file they map counted once), and locked memory grown (Mlocked,
+machine-wide, so at most the fall in MemAvailable since the launch). A dead process's anonymous
+memory, shared or not, goes back to the kernel with it; other programs' allocations on a shared box
+(meminfo Shmem grows with every shared mapping on the machine) are never counted.
 """
 
 from __future__ import annotations
@@ -82,12 +83,10 @@ class LeakRecord(BaseModel):
         return head + "; held by: " + "; ".join(h.text() for h in self.holders)
 
 
-def leaked_bytes(*, files: int, survivors: int, shmem_growth: int, mlocked_growth: int, shortfall: int) -> int:
-    """What the old server left: new /dev/shm files and survivors' private memory as measured, plus
-    shared memory grown beyond those files and locked memory grown, at most the fall in MemAvailable
-    (both are machine-wide figures: only a fall of MemAvailable makes them a cost)."""
-    rest = max(0, shmem_growth - files) + max(0, mlocked_growth)
-    return max(0, files) + max(0, survivors) + max(0, min(rest, shortfall))
+def leaked_bytes(*, files: int, survivors: int, mlocked_growth: int, shortfall: int) -> int:
+    """What the old server left: its /dev/shm files and its survivors' memory as measured, plus locked
+    memory grown, at most the fall in MemAvailable (a machine-wide figure: only a fall makes it a cost)."""
+    return max(0, files) + max(0, survivors) + max(0, min(max(0, mlocked_growth), shortfall))
 
 
 def fix_for(holders: list[Holder]) -> str:
