@@ -990,6 +990,7 @@ class Supervisor:
     def _finish(self, how: str, follower: LogTail) -> int:
         tree, guard = self.tree, self.guard
         assert tree is not None and guard is not None  # set by run() before the loop starts
+        self._guard_status()  # a trip can end the loop before the guard's line (kernel tripwire…) was recorded
         self._save(status="stopping")
         report = None
         if how == "guard":
