@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "node-watch": ("node_watch", "stream this node's rank state to its cluster's head (run by the head over SSH)"),
     "route": ("route", "several profiles behind one OpenAI-compatible port, swapped to fit (llama-swap-like)"),
     "metrics": ("metrics", "serve sparktui's memory, guard, wedge and KV figures to Prometheus (/metrics)"),
+    "download": ("download", "download a model into the Hugging Face cache (progress, resume, disk check; --to NODE)"),
     "completion": ("completion", "print the tab-completion script for bash, zsh or fish"),
     "service": ("service", "run a profile as a systemd user service: install [--print], remove, status"),
     "profile": ("profile", "write a profile as a vLLM --config file, an eugr or sparkrun recipe; import one"),
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         and ((argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")) or _names_a_profile(argv[0]))
     ):
         argv = ["ui", *argv]  # `sparktui`, `sparktui --theme X`, `sparktui PROFILE`
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        return _neither_command_nor_profile(argv[0])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command is None:
@@ -103,6 +106,27 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+
+
+def _neither_command_nor_profile(word: str) -> int:
+    """`sparktui WORD` where WORD is no command and no profile: say both, and what is close."""
+    import difflib
+
+    from sparktui.core.profiles import list_profiles
+
+    profiles = sorted(ref.name for ref in list_profiles())
+    close = difflib.get_close_matches(word, [*COMMANDS, *profiles], n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    print(
+        printable(
+            f"sparktui: {word!r} is neither a command nor a profile.{hint}\n"
+            f"  commands: {', '.join(COMMANDS)}\n"
+            f"  profiles: {', '.join(profiles) or 'none'} (or a path to a .toml file)",
+            keep_newlines=True,
+        ),
+        file=sys.stderr,
+    )
+    return 2
 
 
 def _report_postmortems() -> None:

@@ -79,14 +79,14 @@ def _positive(value: int, flag: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from sparktui.core import speed as sp
     from sparktui.core.advisor import advise
-    from sparktui.core.fit import machine_from_name
+    from sparktui.core.machine import Machine, machine_from_name
     from sparktui.core.modelspec import load_model_spec
     from sparktui.errors import UserError
 
     context = _positive(args.context, "--context")
     users = _positive(args.users, "--users")
     meminfo = MEMINFO.read_text() if args.machine.strip().lower() == "auto" else None
-    machine = machine_from_name(args.machine, meminfo)
+    machine = machine_from_name(args.machine, Machine.from_meminfo(meminfo))
     hardware = sp.hardware_for(machine.name, machine.mem_total, machine.unified)
     if args.bandwidth is not None:
         try:

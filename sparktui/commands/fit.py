@@ -303,14 +303,14 @@ def history_runs(model: str, quantization: str | None, vllm_version: str | None 
 
 def this_host_is(machine) -> bool:
     """Whether `machine` is the host this runs on (bench history measured here applies to it)."""
-    from sparktui.core.fit import reading_applies
-    from sparktui.core.meminfo import parse_meminfo
+    from sparktui.core.machine import Machine, reading_applies
+    from sparktui.errors import UserError
 
     try:
-        info = parse_meminfo(MEMINFO.read_text())
-    except OSError:
+        host = Machine.from_meminfo(MEMINFO.read_text())
+    except (OSError, UserError):
         return False
-    return "MemTotal" in info and reading_applies(machine, info["MemTotal"])
+    return host is not None and reading_applies(machine, host.mem_total)
 
 
 def apply_speed(result, spec, config, machine, bandwidth: str | None) -> list:
@@ -346,7 +346,8 @@ def apply_speed(result, spec, config, machine, bandwidth: str | None) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.core.fit import fit, machine_from_name
+    from sparktui.core.fit import fit
+    from sparktui.core.machine import Machine, machine_from_name
     from sparktui.core.modelspec import catalog_names, load_serving_spec, online_quantized
     from sparktui.core.units import GiB
     from sparktui.errors import UserError
@@ -363,7 +364,7 @@ def run(args: argparse.Namespace) -> int:
             meminfo = MEMINFO.read_text()
         except OSError as exc:
             raise UserError(f"--machine auto: cannot read {MEMINFO}: {exc.strerror}") from None
-    machine = machine_from_name(machine_name, meminfo)
+    machine = machine_from_name(machine_name, Machine.from_meminfo(meminfo))
     mem_available = None
     if args.mem_available is not None:
         try:

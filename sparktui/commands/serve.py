@@ -42,7 +42,10 @@ def run(args: argparse.Namespace) -> int:
     vllm_pid = state.tree.pid if state.tree else "?"
     print(f"started {state.profile} on {state.url} (supervisor pid {state.supervisor.pid}, vLLM pid {vllm_pid})")
     print(f"log: {state.log_path}")
-    print(f"follow with `sparktui status --port {state.port}`; stop with `sparktui stop --port {state.port}`")
+    print(
+        f"follow the log with `tail -f {state.log_path}` (or the panel: `sparktui`); a snapshot with "
+        f"`sparktui status --port {state.port}`; stop with `sparktui stop --port {state.port}`"
+    )
     return 0
 
 
@@ -95,7 +98,10 @@ def launch_cluster_detached(profile: Any, serve: Any, force: bool) -> int:
         f"started {state.profile} on {state.url}: head of {len(profile.cluster.nodes)} nodes{over} "
         f"(supervisor pid {state.supervisor.pid})"
     )
-    print(f"follow with `sparktui status --port {port}`; stop with `sparktui stop --port {port}`")
+    print(
+        f"follow the log with `tail -f {state.log_path}` (or the panel: `sparktui`); a snapshot with "
+        f"`sparktui status --port {port}`; stop with `sparktui stop --port {port}`"
+    )
     return 0
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparktui.core.config import ServeConfig
-from sparktui.core.fit import FitResult, Machine, fit
+from sparktui.core.fit import FitResult, fit
+from sparktui.core.machine import Machine
 from sparktui.core.model_flags import FlagSuggestion, suggest_flags
 from sparktui.core.modelspec import ModelSpec
 from sparktui.core.speed import Hardware, SpeedEstimate, estimate, kv_bytes_for

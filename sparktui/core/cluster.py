@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sparktui.core.config import ServeConfig
-from sparktui.core.fit import VERDICTS, FitResult, Machine, fit
+from sparktui.core.fit import VERDICTS, FitResult, fit
+from sparktui.core.machine import Machine
 from sparktui.core.modelspec import ModelSpec
 from sparktui.core.units import GB
 from sparktui.errors import UserError

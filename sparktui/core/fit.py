@@ -24,7 +24,11 @@ from functools import lru_cache
 from typing import Any
 
 from sparktui.core.config import ServeConfig, flag_by_field
-from sparktui.core.meminfo import parse_meminfo
+from sparktui.core.machine import (
+    Machine,
+    dgx_spark,
+    machine_from_name,
+)
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized
 from sparktui.core.modelspec.drafters import dflash_as_built
 from sparktui.core.modelspec.dtype import served_dtype
@@ -32,7 +36,7 @@ from sparktui.core.modelspec.multimodal import language_model_only, zero_limit_t
 from sparktui.core.modelspec.spec import KvFormat
 from sparktui.core.speculation import NO_KV_METHODS, Speculation
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
-from sparktui.core.units import GB, GiB, format_gib
+from sparktui.core.units import GB, GiB
 from sparktui.core.vllm_rules import (
     CUDAGRAPH_FIRST_CAPTURE,
     CUDAGRAPH_PER_GRAPH,
@@ -62,100 +66,6 @@ MIN_KERNEL_BLOCK = 16  # FlashAttention / FlashInfer kernel block: hybrid block 
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-# --------------------------------------------------------------------------- machines
-
-
-@dataclass(frozen=True)
-class Machine:
-    name: str
-    total: int  # what CUDA (and so vLLM) calls total memory
-    mem_total: int  # host MemTotal; the same pool as `total` on unified memory
-    unified: bool  # CPU and GPU share one pool (DGX Spark): the OS lives in it too
-    mem_available: int | None = None  # current MemAvailable, when known
-    assumed_available: bool = False  # mem_available is a typical idle figure, not a reading
-    os_need_min: int = 4 * GB  # OS and services: 4–6 GB
-    os_need: int = 6 * GB
-    cuda_context: int = int(2.5 * GB)  # outside vLLM's request: 2–3 GB
-    # non-torch memory growth inside the request (vllm_rules UMA_NON_TORCH / DISCRETE_NON_TORCH)
-    non_torch: int = DISCRETE_NON_TORCH.bytes
-    # NVML reports the device's memory (False on GB10: vLLM's batch defaults then take their
-    # small-GPU branch, see vllm_rules batch_defaults_gb10)
-    device_memory_known: bool = True
-
-    def describe(self) -> str:
-        if self.name == "auto":  # read from this host, which may have no GPU at all
-            return (
-                f"this host ({format_gib(self.mem_total, 1)} MemTotal, fitted as one unified pool like a "
-                f"DGX Spark, {format_gib(self.total, 1)} as CUDA would see it)"
-            )
-        kind = "unified memory" if self.unified else "GPU memory"
-        return f"{self.name} ({kind}, {format_gib(self.total, 1)} visible to CUDA)"
-
-
-DGX_SPARK_MEM_TOTAL = int(121.7 * GiB)
-# vLLM's total_memory on GB10 ("Free memory on device (112.04/119.63 GiB)", fixtures vllm-logs
-# spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log)
-DGX_SPARK_CUDA_TOTAL = int(119.63 * GiB)
-
-
-def dgx_spark() -> Machine:
-    # An idle Spark keeps about MemTotal − 4 GB available (the OS and services).
-    return Machine(
-        "dgx-spark",
-        DGX_SPARK_CUDA_TOTAL,
-        DGX_SPARK_MEM_TOTAL,
-        unified=True,
-        mem_available=DGX_SPARK_MEM_TOTAL - 4 * GB,
-        assumed_available=True,
-        non_torch=UMA_NON_TORCH.bytes,
-        device_memory_known=False,
-    )
-
-
-def machine_from_name(name: str | float | int, meminfo: str | None = None) -> Machine:
-    """`dgx-spark`, `auto` (from /proc/meminfo text the caller read), or a size in GiB
-    (a GPU with that much memory, not shared with the OS)."""
-    if isinstance(name, (int, float)) and not isinstance(name, bool):
-        text = str(name)
-    else:
-        text = str(name).strip().lower()
-    if text in ("dgx-spark", "spark", "gb10"):
-        return dgx_spark()
-    if text == "auto":
-        if not meminfo:
-            raise UserError(
-                "--machine auto needs /proc/meminfo, which could not be read; use --machine dgx-spark or a size in GiB"
-            )
-        info = parse_meminfo(meminfo)
-        if not info["mem_total"]:
-            raise UserError("/proc/meminfo has no MemTotal; use --machine dgx-spark or a size in GiB")
-        # CUDA on GB10 reports about 2.1 GiB less than MemTotal.
-        total = info["mem_total"] - (DGX_SPARK_MEM_TOTAL - DGX_SPARK_CUDA_TOTAL)
-        return Machine(
-            "auto",
-            total,
-            info["mem_total"],
-            unified=True,
-            mem_available=info["mem_available"],
-            non_torch=UMA_NON_TORCH.bytes,
-            device_memory_known=False,
-        )
-    try:
-        size = float(text.removesuffix("gib").strip())
-    except ValueError:
-        raise UserError(f"--machine: got {name!r}; expected dgx-spark, auto, or a size in GiB such as 80") from None
-    if not (1 <= size <= 100_000):
-        raise UserError(f"--machine: got {name!r}; expected a size in GiB between 1 and 100000")
-    total = int(size * GiB)
-    return Machine(f"{size:g} GiB GPU", total, total, unified=False)
-
-
-def reading_applies(machine: Machine, host_mem_total: int) -> bool:
-    """Whether this host's MemAvailable is `machine`'s free memory: only for unified memory of the
-    same size. A Spark profile opened on a laptop is judged against an idle Spark, not the laptop."""
-    return machine.unified and abs(machine.mem_total - host_mem_total) <= 0.03 * machine.mem_total
 
 
 # --------------------------------------------------------------------------- vLLM version

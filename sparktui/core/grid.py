@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparktui.core.config import ServeConfig
-from sparktui.core.fit import FitResult, Machine, settings_from
+from sparktui.core.fit import FitResult, settings_from
+from sparktui.core.machine import Machine
 from sparktui.core.modelspec import ModelSpec
 
 SEQS = (1, 2, 5, 10, 20, 50)

@@ -10,11 +10,12 @@ can together hang a DGX Spark. The pool is counted from what each running server
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparktui.core.fit import Machine
+from sparktui.core.config import ServeConfig
+from sparktui.core.machine import Machine
 from sparktui.core.units import format_gib
 
 DEFAULT_UTILIZATION = 0.9  # sparktui always passes one; vLLM's own default differs by version
@@ -66,6 +67,31 @@ def reserved_bytes(
     return request + machine.cuda_context, basis + " + CUDA context"
 
 
+def utilization_in(argv: Sequence[str]) -> float | None:
+    """--gpu-memory-utilization as a server's recorded argv passed it (None: not passed, or unreadable)."""
+    for i, token in enumerate(argv):
+        name, eq, inline = token.partition("=")
+        if name != "--gpu-memory-utilization":
+            continue
+        text = inline if eq else argv[i + 1] if i + 1 < len(argv) else ""
+        try:
+            return float(text)
+        except ValueError:
+            return None
+    return None
+
+
+def recorded_or_counted(
+    machine: Machine, port: int, name: str, recorded: Reservation | None, utilization: float | None
+) -> Reservation:
+    """What a running server reserves: as it recorded at launch, or (older records, which kept none)
+    counted from its --gpu-memory-utilization on `machine`."""
+    if recorded is not None:
+        return recorded
+    reserved, basis = reserved_bytes(machine, utilization)
+    return Reservation(port, name, reserved, basis)
+
+
 def pool_bytes(machine: Machine) -> int:
     """What all servers together may reserve: on unified memory the OS keeps its share."""
     if machine.unified:
@@ -100,9 +126,57 @@ class PoolCheck:
             "or pass --force"
         )
 
+    def verdict_with(self, fit_verdict: str) -> str:
+        """The verdict beside the others: won't start when they leave too little of the pool, unless
+        the fit already found it unsafe (which says more)."""
+        return fit_verdict if self.fits or fit_verdict == "unsafe" else "wont_start"
+
+    def beside_line(self) -> str:
+        """What the fit panel says under the verdict."""
+        names = ", ".join(f":{r.port} (reserves {format_gib(r.bytes)})" for r in self.others)
+        together = f"{format_gib(self.reserved_by_others + self.new)} of a {format_gib(self.pool)} pool"
+        if self.fits:
+            return f"beside {names}: this one reserves {format_gib(self.new)}, {together}"
+        stops = " or ".join(f":{r.port}" for r in self.others)
+        return (
+            f"won't fit beside {names}: this one reserves {format_gib(self.new)}, {together}; stop {stops}, "
+            "or lower --gpu-memory-utilization"
+        )
+
 
 def check_pool(machine: Machine, new: int, others: Iterable[Reservation]) -> PoolCheck:
     return PoolCheck(pool_bytes(machine), tuple(others), new)
+
+
+@dataclass(frozen=True)
+class BesideOthers:
+    """The one pool verdict, for a launch's preflight and the fit panel alike: what this server will
+    reserve (and how that was worked out), and whether it fits beside the servers already running."""
+
+    check: PoolCheck
+    basis: str  # how the new server's reservation was worked out
+
+    @property
+    def fits(self) -> bool:
+        return self.check.fits
+
+    @property
+    def new(self) -> int:
+        return self.check.new
+
+    def refusal(self, config: ServeConfig) -> str:
+        """Why a launch is refused (unless forced)."""
+        return f"--gpu-memory-utilization {config.gpu_memory_utilization:g}: {self.check.explain(self.basis)}"
+
+
+def beside_others(
+    machine: Machine, config: ServeConfig, fit_budget: Mapping[str, int] | None, others: Iterable[Reservation]
+) -> BesideOthers:
+    """Whether `config` fits beside the servers `others` on `machine` (the machine its fit was judged
+    on), counted from what each reserves rather than from MemAvailable, which misses a server that
+    has not allocated yet."""
+    new, basis = reserved_bytes(machine, config.gpu_memory_utilization, config.kv_cache_memory_bytes, fit_budget)
+    return BesideOthers(check_pool(machine, new, others), basis)
 
 
 def stop_order(servers: Iterable[Reservation]) -> list[Reservation]:

@@ -24,7 +24,7 @@ import itertools
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -790,6 +790,39 @@ def save_profile(profile: Profile, path: str | os.PathLike[str] | None = None) -
     return target
 
 
+def is_shipped(path: Path | None) -> bool:
+    """Whether `path` is one of the profiles installed with sparktui (read-only: saving one writes
+    a copy among the user's profiles)."""
+    if path is None:
+        return False
+    try:
+        return path.resolve().parent == shipped_profiles_dir().resolve()
+    except OSError:
+        return False
+
+
+def save_target(profile: Profile) -> Path | None:
+    """Where Ctrl+S writes `profile`: its own file, or, for a shipped one, the user's profiles
+    folder under the same name (None: it has no file yet, Save as names one)."""
+    if profile.path is None:
+        return None
+    return user_profile_path(profile.name) if is_shipped(profile.path) else profile.path
+
+
+def copied_as(profile: Profile, name: str, path: Path) -> Profile:
+    """`profile` to be saved as `name` at `path`: the header comments of the file it came from
+    describe that profile's settings, so the copy gets its own header line instead (the body's
+    comments and unknown keys stay)."""
+    if profile.document is None or profile.path == path:
+        return replace(profile, name=name, path=path)
+    lines = tomlkit.dumps(profile.document).splitlines()
+    while lines and (lines[0].startswith("#") or not lines[0].strip()):
+        lines.pop(0)
+    origin = profile.path if profile.path is not None else profile.name
+    header = [f"# {name}: saved by sparktui from {origin} (its notes stayed there)", ""]
+    return replace(profile, name=name, path=path, document=tomlkit.parse("\n".join([*header, *lines, ""])))
+
+
 def new_profile(name: str, serve: ServeConfig, **kwargs: Any) -> Profile:
     """A profile not yet on disk (save_profile writes a fresh document)."""
     return Profile(name=name, path=None, serve=serve, **kwargs)
@@ -801,7 +834,9 @@ __all__ = [
     "ProfileRef",
     "RunnerSettings",
     "WatchSettings",
+    "copied_as",
     "dumps_profile",
+    "is_shipped",
     "list_profiles",
     "load_profile",
     "new_profile",
@@ -809,6 +844,7 @@ __all__ = [
     "profile_from_recipe",
     "resolve_profile",
     "save_profile",
+    "save_target",
     "shipped_profiles_dir",
     "to_document",
     "user_profile_path",

@@ -39,6 +39,8 @@ FAILURE_KINDS = (
     "log_ended",  # the log stops before start-up completed, no error, no exit status known
     "empty_log",
     "engine_init_failed",
+    "worker_died",  # a worker process died (vLLM's own monitor says so), at start-up or while serving
+    "engine_dead",  # EngineDeadError: the engine core is gone, the API server stops serving
     "unknown",
 )
 DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
@@ -566,6 +568,46 @@ def _engine_init_failed(msg: str) -> Failure:
     return Failure("engine_init_failed", msg, _ENGINE_INIT_HINT)
 
 
+_R_WORKER_DIED = re.compile(r"Worker proc (\S+) died unexpectedly \(exit code: (-?\d+|None)\)")
+_WORKER_SIGNAL_HINTS = {
+    signal.SIGILL: "SIGILL is an illegal instruction: a kernel or wheel built for another processor (a CPU build "
+    "using instructions this CPU lacks, a CUDA build without kernels for this GPU, sm_121 on a GB10); install "
+    "a vLLM and torch built for this machine",
+    signal.SIGKILL: "SIGKILL on a Spark is usually the kernel's OOM killer (`journalctl -k` names it) or a guard: "
+    "leave more memory free (a lower --gpu-memory-utilization, a shorter --max-model-len)",
+    signal.SIGSEGV: "SIGSEGV is a crash in native code (a CUDA kernel, the driver, a compiled extension): check "
+    "that vLLM, torch and the driver match, and try --enforce-eager to rule out CUDA graphs",
+    signal.SIGBUS: "SIGBUS is often shared memory running out (/dev/shm, in a container --shm-size) or a "
+    "truncated file mapped in",
+}
+
+
+def _worker_died(msg: str) -> Failure:
+    """vLLM's MultiprocExecutor monitor (v1/executor/multiproc_executor.py, start_worker_monitor):
+    "Worker proc %s died unexpectedly (exit code: %s), shutting down executor." — the engine then
+    dies (EngineDeadError) and the API server stops, often with exit status 0."""
+    m = _R_WORKER_DIED.search(msg)
+    name, code = (m.group(1), m.group(2)) if m else ("a worker", "None")
+    signum = _signal_of(int(code)) if code.lstrip("-").isdigit() else None
+    how = f"killed by {_signal_name(signum)} (exit code {code})" if signum else f"exit code {code}"
+    hint = _WORKER_SIGNAL_HINTS.get(signum) if signum else None  # type: ignore[call-overload]
+    return Failure(
+        "worker_died",
+        f"vLLM's worker process {name} died, {how}: {msg}",
+        (hint or "The lines just before this one say why the worker died")
+        + ". The engine stops with it (EngineDeadError) and the server no longer serves: restart it.",
+    )
+
+
+def _engine_dead(msg: str) -> Failure:
+    return Failure(
+        "engine_dead",
+        msg,
+        "vLLM's engine core died (EngineDeadError: 'See stack trace (above) for the root cause'): the first "
+        "error above it, often a worker that died, is the cause. The server no longer serves: restart it.",
+    )
+
+
 def _address_in_use(msg: str) -> Failure:
     return Failure(
         "address_in_use",
@@ -599,6 +641,8 @@ _FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
     (("Invalid repository ID or local directory", "RepositoryNotFoundError", "Repository Not Found",
       "is not a local folder and is not a valid model identifier"), _model_not_found),
     (("Engine core initialization failed",), _engine_init_failed),
+    (("died unexpectedly (exit code",), _worker_died),
+    (("EngineDeadError", "EngineCore encountered an issue"), _engine_dead),
 )  # fmt: skip
 
 
@@ -621,6 +665,7 @@ def parse_line(raw: str) -> list[Event]:
             or "Repository" in msg
             or "Errno" in msg
             or "FAILED" in msg
+            or "died unexpectedly" in msg
         ):
             for needles, build in _FAILURE_RULES:
                 if any(n in msg for n in needles):

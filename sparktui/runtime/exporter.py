@@ -47,12 +47,12 @@ def parse_listen(text: str) -> tuple[str, int]:
 def families(states: list[pr.StateRecord], meminfo_text: str, now: float) -> list[Metric]:
     """The metric families for these states and this /proc/meminfo reading."""
     from sparktui.core import pool
-    from sparktui.core.fit import machine_from_name
+    from sparktui.core.machine import Machine
     from sparktui.core.meminfo import parse_meminfo
     from sparktui.runtime.records.reservations import reservation_of
 
     mem = parse_meminfo(meminfo_text)
-    machine = machine_from_name("auto", meminfo_text)
+    machine = Machine.from_reading(mem["mem_total"], mem["mem_available"])
     available = GaugeMetricFamily("sparktui_mem_available_bytes", "MemAvailable from /proc/meminfo")
     available.add_metric([], mem["mem_available"])
     total = GaugeMetricFamily("sparktui_mem_total_bytes", "MemTotal from /proc/meminfo")

@@ -12,11 +12,11 @@ from __future__ import annotations
 import gc
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.reactive import var
@@ -37,6 +37,11 @@ from sparktui.ui.viewmodels import FitView, GuardView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.base import TextPanel
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from textual.notifications import SeverityLevel
+    from textual.screen import Screen
+
     from sparktui.core.profiles import Profile
     from sparktui.runtime.host.memory import MemorySample
 
@@ -312,6 +317,18 @@ class SparkApp(App[None]):
         names = self.sparktui_themes() or sorted(self.available_themes)
         index = names.index(self.theme) if self.theme in names else -1
         self.theme = names[(index + 1) % len(names)]
+        self.notify(f"theme {self.theme} (Ctrl+T: the next one; saved)", timeout=4)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:  # fmt: skip
+        """Notices are plain text here: they quote profiles and logs (`[runner]`, `[file:line]`),
+        which Textual would read as markup and drop."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Textual's own palette entries, less its Theme picker: Ctrl+T and the palette's
+        "Theme: …" entries switch sparktui's themes (and save the choice)."""
+        return (c for c in super().get_system_commands(screen) if c.title != "Theme")
 
     def key_rows(self) -> list[tuple[str, str, str]]:
         return help_rows(self.keymap)

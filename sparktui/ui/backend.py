@@ -33,8 +33,10 @@ from sparktui.ui.viewmodels import (
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
-    from sparktui.core.fit import FitResult, Machine, Suggestion
+    from sparktui.core.fit import FitResult, Suggestion
+    from sparktui.core.machine import Machine
     from sparktui.core.modelspec import ModelSpec
+    from sparktui.core.pool import BesideOthers, Reservation
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
     from sparktui.runtime.host.memory import GpuReport, MemorySample
     from sparktui.runtime.records.protocol import GuardRecord, StateRecord
@@ -141,10 +143,10 @@ class Backend:
         )
 
     def machine(self, name: str) -> Machine:
-        from sparktui.core.fit import machine_from_name
+        from sparktui.core.machine import Machine, machine_from_name
 
         meminfo = Path("/proc/meminfo").read_text() if str(name).strip().lower() == "auto" else None
-        return machine_from_name(name, meminfo)
+        return machine_from_name(name, Machine.from_meminfo(meminfo))
 
     def fit(
         self,
@@ -158,7 +160,9 @@ class Backend:
         """Fit against this host's MemAvailable only when the profile's machine is this host, and
         beside what the other running servers reserve (`others`: the server list; the one on the
         form's port is the one a launch replaces, and is left out as preflight does)."""
-        from sparktui.core.fit import fit, reading_applies
+        from sparktui.core import pool
+        from sparktui.core.fit import fit
+        from sparktui.core.machine import reading_applies
 
         live = sample is not None and reading_applies(machine, sample.mem_total)
         mem_available = sample.mem_available if sample is not None and live else None
@@ -175,8 +179,9 @@ class Backend:
         view.mem_available_live = live
         beside = [e for e in others if e.live and e.port != config.port]
         if beside:
-            host = machine if live or sample is None else host_machine(sample)
-            beside_others(view, result, config, host, beside)
+            # core's pool verdict, on the machine this fit was judged on (as `sparktui fit` judges it)
+            reservations = [entry_reservation(e, machine) for e in beside]
+            show_beside(view, result.verdict, pool.beside_others(machine, config, result.budget, reservations))
         view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
         view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
         return view
@@ -186,8 +191,9 @@ class Backend:
     ) -> Any:
         """The trade-off grid (core.grid.Grid) around the form, each cell fitted as `fit` fits the
         form (this host's MemAvailable only when the profile's machine is this host)."""
-        from sparktui.core.fit import fit, reading_applies
+        from sparktui.core.fit import fit
         from sparktui.core.grid import build_grid
+        from sparktui.core.machine import reading_applies
 
         live = sample is not None and reading_applies(machine, sample.mem_total)
         mem_available = sample.mem_available if sample is not None and live else None
@@ -282,9 +288,10 @@ class Backend:
 
     def pool_bytes(self, sample: MemorySample) -> int:
         """What all servers on this host together may reserve (core.pool), from a memory sample."""
+        from sparktui.core.machine import Machine
         from sparktui.core.pool import pool_bytes
 
-        return pool_bytes(host_machine(sample))
+        return pool_bytes(Machine.from_reading(sample.mem_total, sample.mem_available))
 
     def servers(self) -> list[ServerEntry]:
         """Every server recorded in this state dir (ended ones too: the pane says how one ended),
@@ -532,65 +539,41 @@ TRIP_HINT = (
 )
 
 
-def host_machine(sample: MemorySample) -> Machine:
-    """This host as the launch's preflight sees it (core.fit's "auto"), from a memory sample."""
-    from sparktui.core.fit import machine_from_name
-
-    return machine_from_name(
-        "auto", f"MemTotal: {sample.mem_total // 1024} kB\nMemAvailable: {sample.mem_available // 1024} kB\n"
-    )
-
-
-def beside_others(
-    view: FitView, result: FitResult, config: ServeConfig, machine: Machine, others: Sequence[ServerEntry]
-) -> None:
-    """Count what the other running servers reserve of the pool (core.pool, as preflight does):
-    their share on the bar, and WON'T START when this one no longer fits beside them."""
+def entry_reservation(entry: ServerEntry, machine: Machine) -> Reservation:
+    """A line of the server list as core.pool counts it (the reservation it recorded, else its
+    --gpu-memory-utilization on `machine`)."""
     from sparktui.core import pool
-    from sparktui.core.units import format_gib
 
-    reservations = []
-    for e in others:
-        taken, basis = (
-            (e.reserved_bytes, e.reserve_basis)
-            if e.reserved_bytes is not None
-            else (pool.reserved_bytes(machine, e.utilization))
-        )
-        reservations.append(pool.Reservation(e.port, e.profile, taken, basis, e.priority))
-    new, _ = pool.reserved_bytes(machine, config.gpu_memory_utilization, config.kv_cache_memory_bytes, result.budget)
-    check = pool.check_pool(machine, new, reservations)
-    taken = check.reserved_by_others
-    names = ", ".join(f":{r.port} (reserves {format_gib(r.bytes)})" for r in reservations)
-    together = f"{format_gib(taken + new)} of a {format_gib(check.pool)} pool"
+    recorded = (
+        pool.Reservation(entry.port, entry.profile, entry.reserved_bytes, entry.reserve_basis, entry.priority)
+        if entry.reserved_bytes is not None
+        else None
+    )
+    return pool.recorded_or_counted(machine, entry.port, entry.profile, recorded, entry.utilization)
+
+
+def show_beside(view: FitView, fit_verdict: str, beside: BesideOthers) -> None:
+    """Show core's pool verdict (core.pool.beside_others, the one preflight uses): the verdict and the
+    line it gives, and the others' share on the bar."""
+    taken = beside.check.reserved_by_others
     view.others_bytes = taken
     if view.segments and view.segments[-1][0] in ("os", "headroom"):
         key, label, rest = view.segments[-1]
         view.segments[-1:] = [("others", "other servers", taken), (key, label, max(0, rest - taken))]
-    if check.fits:
-        view.reasons.append(f"beside {names}: this one reserves {format_gib(new)}, {together}")
-        return
-    if view.verdict not in ("unsafe", "error"):
-        view.verdict = "wont_start"
-    stops = " or ".join(f":{r.port}" for r in reservations)
-    view.reasons.insert(
-        0,
-        f"won't fit beside {names}: this one reserves {format_gib(new)}, {together}; stop {stops}, "
-        "or lower --gpu-memory-utilization",
-    )
+    view.verdict = beside.check.verdict_with(fit_verdict)
+    if beside.fits:
+        view.reasons.append(beside.check.beside_line())
+    else:
+        view.reasons.insert(0, beside.check.beside_line())
 
 
 def server_entry(record: StateRecord) -> ServerEntry:
     """A record as one line of the server list (its cluster's nodes, when it is a head)."""
+    from sparktui.core.pool import utilization_in
     from sparktui.runtime.cluster.link import read_nodes
     from sparktui.runtime.records.protocol import condition_of
 
-    argv = record.argv or []
-    utilization = None
-    if "--gpu-memory-utilization" in argv[:-1]:
-        try:
-            utilization = float(argv[argv.index("--gpu-memory-utilization") + 1])
-        except ValueError:
-            utilization = None
+    utilization = utilization_in(record.argv or [])
     nodes = []
     for node in read_nodes(record.port) if record.alive else []:
         try:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -37,6 +38,21 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
+class LineInput(Input):
+    """An Input that keeps a multi-line paste whole: backslash-continued lines (`vllm serve … \\`
+    as model cards print it) become one line, where Textual's Input keeps only the first."""
+
+    def _on_paste(self, event: events.Paste) -> None:
+        event.prevent_default()  # not Input's own handler too (it would add the first line again)
+        text = re.sub(r"\\?\r?\n\s*", " ", event.text.strip())
+        if text:
+            if self.selection.is_empty:
+                self.insert_text_at_cursor(text)
+            else:
+                self.replace(text, *self.selection)
+        event.stop()
+
+
 class PromptScreen(ModalScreen[object]):
     """One line of input. `check(text)` returns the result or raises UserError, shown in place."""
 
@@ -54,7 +70,7 @@ class PromptScreen(ModalScreen[object]):
             yield Static(self.title_text, classes="dialog-title")
             if self.hint:
                 yield Static(self.hint, classes="dialog-note")
-            yield Input(value=self.value, placeholder=self.placeholder, id="prompt-input")
+            yield LineInput(value=self.value, placeholder=self.placeholder, id="prompt-input")
             yield Static("", id="prompt-error", classes="dialog-error")
             yield Label("Enter: apply    Esc: cancel", classes="dialog-hint")
 

@@ -47,3 +47,15 @@ def test_a_profile_name_alone_opens_the_control_panel(monkeypatch):
     assert cli.main(["70b-dense-single-user"]) == 0
     assert cli.main(["my-own.toml"]) == 0
     assert opened == ["70b-dense-single-user", "my-own.toml"]
+
+
+def test_a_word_that_is_neither_command_nor_profile_names_both(tmp_path):
+    import os
+
+    env = {**os.environ, "SPARKTUI_CONFIG_DIR": str(tmp_path)}
+    out = run_cli("70b-dense-5-usrs", env=env)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "neither a command nor a profile" in out.stderr
+    assert "Did you mean 70b-dense-5-users" in out.stderr
+    assert "profiles: 120b-moe-single-user" in out.stderr and "commands: ui, fit" in out.stderr
+    assert "invalid choice" not in out.stderr

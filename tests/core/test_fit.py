@@ -11,16 +11,14 @@ import pytest
 
 from sparktui.core.config import ServeConfig
 from sparktui.core.fit import (
-    DGX_SPARK_CUDA_TOTAL,
     VERDICTS,
     activation_bytes,
-    dgx_spark,
     fit,
     fit_to_kv_memory,
     kv_dtype_bytes,
-    machine_from_name,
     plan_kv,
 )
+from sparktui.core.machine import DGX_SPARK_CUDA_TOTAL, Machine, dgx_spark, host_machine, machine_from_name
 from sparktui.core.modelspec import load_model_spec
 from sparktui.core.vllm_rules import rules_for
 from sparktui.errors import UserError
@@ -45,10 +43,29 @@ def test_dgx_spark_figures():
 
 def test_auto_machine_from_the_real_proc_meminfo():
     text = Path("/proc/meminfo").read_text()
-    m = machine_from_name("auto", text)
+    m = machine_from_name("auto", Machine.from_meminfo(text))
     total = int(text.split("MemTotal:")[1].split()[0]) * 1024
     assert m.mem_total == total and 0 < m.mem_available <= total
     assert m.unified and m.total < m.mem_total
+
+
+def test_a_reading_is_a_machine_without_a_round_trip_through_meminfo_text():
+    m = Machine.from_reading(int(121.7 * GiB), 100 * GiB)
+    assert (m.name, m.mem_total, m.mem_available, m.unified) == ("auto", int(121.7 * GiB), 100 * GiB, True)
+    assert m.total == DGX_SPARK_CUDA_TOTAL  # CUDA sees what it sees on a GB10
+    with pytest.raises(UserError, match="no MemTotal"):
+        Machine.from_reading(0, None)
+    assert Machine.from_meminfo(None) is None
+
+
+def test_host_machine_is_the_profiles_unless_planned_for_another_size_of_unified_memory():
+    small = Machine.from_reading(int(19.8 * GiB), 12 * GiB)
+    warnings: list[str] = []
+    assert host_machine("dgx-spark", small, warnings) is small  # a Spark profile on a smaller box
+    assert "planned for dgx-spark" in warnings[0] and "the fit check uses this host" in warnings[0]
+    spark_host = Machine.from_reading(int(121.5 * GiB), 100 * GiB)
+    assert host_machine("dgx-spark", spark_host).name == "dgx-spark"
+    assert host_machine("80", small).total == 80 * GiB  # a discrete GPU's memory is not the host's
 
 
 def test_explicit_size_and_bad_machine_names():
@@ -308,7 +325,7 @@ def test_online_fp8_quantization_shrinks_the_linear_layers():
 
 
 def test_a_live_reading_applies_only_to_the_machine_it_was_read_on():
-    from sparktui.core.fit import machine_from_name, reading_applies
+    from sparktui.core.machine import machine_from_name, reading_applies
 
     spark = machine_from_name("dgx-spark")
     assert reading_applies(spark, int(121.7 * 2**30))
@@ -381,9 +398,7 @@ def test_suggestions_in_json_name_the_vllm_flags():
 
 
 def test_machine_auto_is_described_as_this_host_not_as_a_gpu():
-    from sparktui.core.fit import machine_from_name
-
-    vm = machine_from_name("auto", "MemTotal: 24000000 kB\nMemAvailable: 20000000 kB\n")
+    vm = Machine.from_reading(24000000 * 1024, 20000000 * 1024)
     words = vm.describe()
     assert words.startswith("this host (22.9 GiB MemTotal") and "like a DGX Spark" in words, words
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
-from sparktui.core.fit import dgx_spark, machine_from_name
+from sparktui.core import pool
+from sparktui.core.config import ServeConfig
+from sparktui.core.machine import dgx_spark, machine_from_name
 from sparktui.core.pool import Reservation, check_pool, pool_bytes, reserved_bytes, stop_order
 from sparktui.core.units import GB, GiB
 
@@ -54,3 +56,25 @@ def test_stop_order_lowest_priority_first_then_the_largest():
     ]
     assert [r.port for r in stop_order(servers)] == [3, 2, 1]
     assert Reservation.from_dict(servers[0].to_dict()) == servers[0]
+
+
+def test_the_utilization_is_read_from_a_recorded_argv_in_either_spelling():
+    assert pool.utilization_in(["vllm", "serve", "m", "--gpu-memory-utilization", "0.5"]) == 0.5
+    assert pool.utilization_in(["m", "--gpu-memory-utilization=0.42", "--port", "8001"]) == 0.42
+    assert pool.utilization_in(["m", "--gpu-memory-utilization"]) is None  # cut short
+    assert pool.utilization_in(["m", "--gpu-memory-utilization", "lots"]) is None
+    assert pool.utilization_in(["m"]) is None
+
+
+def test_one_pool_verdict_for_preflight_and_the_panel():
+    machine = dgx_spark()
+    config = ServeConfig(model="m", gpu_memory_utilization=0.5)
+    other = pool.recorded_or_counted(machine, 8001, "embed", None, 0.5)  # an older record: counted
+    assert other.bytes == pool.reserved_bytes(machine, 0.5)[0]
+    verdict = pool.beside_others(machine, config, None, [other])
+    assert not verdict.fits and verdict.new == pool.reserved_bytes(machine, 0.5)[0]
+    assert verdict.check.verdict_with("fits") == "wont_start" and verdict.check.verdict_with("unsafe") == "unsafe"
+    assert verdict.refusal(config).startswith("--gpu-memory-utilization 0.5: the servers already running reserve")
+    assert verdict.check.beside_line().startswith("won't fit beside :8001")
+    alone = pool.beside_others(machine, config, None, [])
+    assert alone.fits and alone.check.verdict_with("tight") == "tight"

@@ -746,3 +746,28 @@ def test_empty_input():
     blank = summarize(["\n", "   \n"], returncode=127)
     assert blank.failure is not None and blank.failure.kind == "empty_log"
     assert "status 127" in blank.failure.message and "not found" in blank.failure.hint
+
+
+def test_a_worker_dying_after_ready_is_a_failure_naming_its_signal():
+    """vLLM 0.32's MultiprocExecutor monitor, then the API server's EngineDeadError; the server exits 0."""
+    from sparktui.core.vllm_log import LogSummary
+
+    lines = [
+        "(APIServer pid=20603) INFO 11-29 19:24:14 [launcher.py:46] Route: /v1/models, Methods: GET",
+        "(APIServer pid=20603) INFO:     Application startup complete.",
+        "(EngineCore_DP0 pid=20731) ERROR 11-29 19:25:02 [multiproc_executor.py:316] Worker proc VllmWorker-0 "
+        "died unexpectedly (exit code: -4), shutting down executor.",
+        "(APIServer pid=20603) ERROR 11-29 19:25:02 [async_llm.py:906] AsyncLLM output_handler failed.",
+        "(APIServer pid=20603) ERROR 11-29 19:25:02 [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+    ]
+    summary = LogSummary()
+    summary.feed_lines(lines)
+    summary.finish(0)
+    assert summary.ready and summary.phase == "failed"
+    assert summary.failure.kind == "worker_died"
+    assert "SIGILL" in summary.failure.message and "illegal instruction" in summary.failure.hint
+    only_dead = LogSummary()
+    only_dead.feed_lines([lines[1], lines[4]])
+    only_dead.finish(0)
+    assert only_dead.failure.kind == "engine_dead"

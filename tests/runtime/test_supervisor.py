@@ -297,6 +297,28 @@ def test_killed_from_outside_leaves_no_orphan_engine(make_profile, env, cleanup,
     assert not any(i.is_alive() for i in members(final))
 
 
+def test_a_worker_that_dies_after_ready_is_a_failure_with_its_kind(make_profile, env, cleanup):
+    """vLLM's worker dies while serving (SIGILL); the API server then exits 0 as vLLM's watchdog
+    ends uvicorn. That is a failure, not a clean exit: the record, inspect-log and status say so."""
+    profile = make_profile(STUB_VLLM_WORKER_DIES_AFTER_S="0.5")
+    port = port_of(profile)
+    sup = start_foreground(profile, env)
+    cleanup.append(sup.pid)
+    sup.wait(60)
+    err = sup.stderr.read()
+    assert "vLLM failed (worker_died)" in err, err
+    final = recorded(port)
+    assert final["exit"]["returncode"] == 0
+    assert final["phase"] == "failed" and final["exit"]["reason"] == "failed"
+    failure = final["exit"]["failure"]
+    assert failure["kind"] == "worker_died" and "SIGILL" in failure["message"] and "VllmWorker-0" in failure["message"]
+    assert not any(i.is_alive() for i in members(final))
+    inspected = sparktui(["inspect-log", final["log_path"]], env)
+    assert "worker_died" in inspected.stdout and "SIGILL" in inspected.stdout, inspected.stdout
+    status = sparktui(["status", "--all"], env)
+    assert "worker_died" in status.stdout, status.stdout
+
+
 # ---------------------------------------------------------------- preflight
 
 

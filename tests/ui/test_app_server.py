@@ -92,6 +92,20 @@ async def test_a_failed_start_shows_the_phase_and_the_diagnosis(make_profile, fi
         assert widget(app, DiagnosisCard).display
 
 
+async def test_a_worker_that_dies_after_ready_gets_a_diagnosis_card(make_profile):
+    """vLLM's worker dies while serving and the API server exits 0: not "Server stopped", a failure."""
+    app = SparkApp(profile=make_profile(STUB_VLLM_WORKER_DIES_AFTER_S="1.5"), backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: config_pane(app).form.config is not None, "the profile")
+        await pilot.press("f5")
+        await until(pilot, lambda: widget(app, PhaseStrip).phase == "ready", "phase ready")
+        await until(pilot, lambda: widget(app, DiagnosisCard).diagnosis is not None, "the diagnosis card")
+        await until(pilot, lambda: app.server is not None and app.server.state == "failed", "failed state")
+        d = widget(app, DiagnosisCard).diagnosis
+        assert d.kind == "worker_died" and "SIGILL" in d.message and d.hint
+        assert widget(app, DiagnosisCard).display
+
+
 async def test_attaches_to_a_server_already_running(make_profile):
     from sparktui.core.profiles import load_profile
     from sparktui.runtime.server import supervisor

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparktui.core import pool
+from sparktui.core.machine import Machine, host_machine, machine_from_name
 from sparktui.core.units import format_gib
 from sparktui.errors import UserError
 from sparktui.runtime.host.interfaces import InterfaceFacts
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
-    from sparktui.core.fit import Machine
+    from sparktui.core.machine import Machine
     from sparktui.core.profiles import Profile
     from sparktui.runtime.cluster.report import NodeReport
 
@@ -35,7 +36,6 @@ PAGE_CACHE_WARN_BYTES = 8 << 30  # as the local preflight: only then is other fi
 def memory_facts(model: str | None, machine: str) -> dict[str, Any]:
     """MemAvailable/MemFree, the model's files in the page cache (measured, not evicted), and what
     the servers running here reserve."""
-    from sparktui.core import fit as fit_mod
     from sparktui.runtime.host.memory import read_memory
     from sparktui.runtime.records import state as st
     from sparktui.runtime.records.reservations import reservation_of
@@ -46,11 +46,11 @@ def memory_facts(model: str | None, machine: str) -> dict[str, Any]:
     if model:
         report = model_page_cache(model, evict=False)
         out["model_cached"] = report.before if report.folder is not None else None
-    meminfo = f"MemTotal: {sample.mem_total // 1024} kB\nMemAvailable: {sample.mem_available // 1024} kB\n"
+    host = Machine.from_reading(sample.mem_total, sample.mem_available)
     try:
-        here = fit_mod.machine_from_name(machine, meminfo)
+        here = machine_from_name(machine, host)
     except UserError:
-        here = fit_mod.machine_from_name("auto", meminfo)
+        here = host
     out["servers"] = [
         reservation_of(s, here).to_dict() for s in st.list_states() if s.alive and s.running
     ]  # fmt: skip
@@ -128,12 +128,11 @@ def judge_memory(
     page cache a launch would have to evict."""
     from sparktui.core.cluster import head_extra_bytes
     from sparktui.core.vllm_log import DROP_CACHES
-    from sparktui.runtime.host.machine import host_machine
 
     cluster = profile.cluster
     assert cluster is not None
     out = NodeJudgement()
-    machine = host_machine(profile, mem)
+    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
     extra = head_extra_bytes(cluster) if rank == 0 else 0
     request = rank_request(machine, serve)
     available, free = mem["MemAvailable"], mem["MemFree"]
@@ -195,7 +194,6 @@ def _node_fits(profile: Profile, serve: ServeConfig, reports: list[NodeReport], 
     from sparktui.core import fit as fit_mod
     from sparktui.core.cluster import fit_cluster
     from sparktui.core.modelspec import load_serving_spec
-    from sparktui.runtime.host.machine import host_machine
 
     cluster = profile.cluster
     assert cluster is not None
@@ -210,7 +208,7 @@ def _node_fits(profile: Profile, serve: ServeConfig, reports: list[NodeReport], 
         if mem is None:
             results.append(None)
             continue
-        machine = host_machine(profile, mem)
+        machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
         try:
             node_fit = fit_cluster(serve, spec, machine, cluster, mem_available=mem["MemAvailable"])
         except UserError as exc:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from sparktui.core import pool
 from sparktui.core.config import ServeConfig
+from sparktui.core.machine import Machine, host_machine
 from sparktui.core.profiles import Profile
 from sparktui.errors import UserError
 from sparktui.runtime.guard import leakgate
-from sparktui.runtime.host.machine import host_machine
 from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
@@ -34,14 +34,14 @@ class Started:
     start_s: float  # launch → ready
 
 
-def _mem() -> dict[str, int]:
+def _here(profile: Profile) -> Machine:
     sample = read_memory(psi=False)
-    return {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_free}
+    return host_machine(profile.machine, Machine.from_reading(sample.mem_total, sample.mem_available))
 
 
 def need(profile: Profile, serve: ServeConfig) -> tuple[pool.Reservation, int]:
     """What the server would reserve of the pool (core.pool's rule), and the pool's size."""
-    machine = host_machine(profile, _mem())
+    machine = _here(profile)
     size, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes)
     return pool.Reservation(serve.port, profile.name, size, basis, profile.guard.priority or 0), pool.pool_bytes(
         machine
@@ -50,7 +50,7 @@ def need(profile: Profile, serve: ServeConfig) -> tuple[pool.Reservation, int]:
 
 def others(launch_ids: set[str], profile: Profile) -> list[pool.Reservation]:
     """What the live servers the route did not start reserve (it never stops those)."""
-    machine = host_machine(profile, _mem())
+    machine = _here(profile)
     return [
         reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.launch_id not in launch_ids
     ]

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from sparktui.core import pool, vllm_log
 from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KernelEvent
 from sparktui.core.leak import MEMORY_BACK_TIMEOUT_S
+from sparktui.core.machine import Machine, host_machine
 from sparktui.errors import UserError
 from sparktui.runtime.cluster import link as cluster_link
 from sparktui.runtime.guard import leakgate
@@ -47,7 +48,6 @@ from sparktui.runtime.guard.kernel_watch import access as kernel_access
 from sparktui.runtime.guard.stop_order import StopOrder
 from sparktui.runtime.host import proc
 from sparktui.runtime.host.containment import remove_stale_scopes
-from sparktui.runtime.host.machine import host_machine
 from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.launch.container_check import container_preflight
 from sparktui.runtime.launch.runner import LaunchCommand, build_command
@@ -263,16 +263,28 @@ def _pool_reservation(
 ) -> pool.Reservation:
     """What this server will reserve, refused (unless forced) when the servers already running and
     starting leave it too little of the pool: MemAvailable alone misses one that has not allocated yet."""
-    machine = host_machine(profile, mem)
-    budget = (fit or {}).get("budget")
-    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
+    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
+    mine = reservation_for(profile, serve, mem, fit)
     others = [reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.port != serve.port]
-    check = pool.check_pool(machine, new, others)
-    if not check.fits:
-        why = f"--gpu-memory-utilization {serve.gpu_memory_utilization:g}: {check.explain(basis)}"
+    beside = pool.BesideOthers(pool.check_pool(machine, mine.bytes, others), mine.basis)
+    if not beside.fits:
+        why = beside.refusal(serve)
         if not force:
             raise UserError(why)
         warnings.append(f"{why} (--force given)")
+    return mine
+
+
+def reservation_for(
+    profile: Profile, serve: ServeConfig, mem: dict[str, int], fit: dict[str, Any] | None = None
+) -> pool.Reservation:
+    """What this server will reserve of the pool (core.pool's rule), as its launch will record it:
+    with --kv-cache-memory-bytes, from the fit's budget (worked out here when not given)."""
+    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
+    if fit is None and serve.kv_cache_memory_bytes:
+        fit = _fit_verdict(profile, serve, mem, [], force=True)
+    budget = (fit or {}).get("budget")
+    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
     return pool.Reservation(serve.port, profile.name, new, basis, profile.guard.priority or 0)
 
 
@@ -285,7 +297,9 @@ def _fit_verdict(
     try:
         # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
         spec = load_serving_spec(serve.model, serve.speculation)
-        machine = host_machine(profile, mem, warnings)
+        machine = host_machine(
+            profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")), warnings
+        )
         mem_available = mem.get("MemAvailable") if machine.unified else None
         source = ""
         if serve.vllm_version is None:  # fit for the vLLM this runner has (files only: no subprocess)

@@ -22,14 +22,14 @@ from sparktui.errors import UserError
 from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import FitChanged, Notice, ProfileChanged
 from sparktui.ui.panes.base import Pane, io_worker
-from sparktui.ui.screens import ChoiceScreen, PromptScreen
+from sparktui.ui.screens import ChoiceScreen, ConfirmScreen, PromptScreen
 from sparktui.ui.viewmodels import FitView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.editor import ConfigEditor, FormState
 from sparktui.ui.widgets.fitpanel import FitPanel
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
-    from sparktui.core.fit import Machine
+    from sparktui.core.machine import Machine
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
     from sparktui.runtime.host.memory import MemorySample
@@ -304,8 +304,16 @@ class ConfigPane(Pane):
         """Fit the current form (pure and fast: called on every edit and every real memory change)."""
         state = self.form
         if state.config is None:
-            problems = list(state.errors.values()) or ([state.general] if state.general else ["fill in the model"])
-            view = FitView("error", problems[:3])
+            # the form shows each problem under its field; the model's own "required" line would
+            # say the same twice on a first launch, so the fit points at where to fill it in
+            no_model = state.errors.get("model", "").startswith("model: required")
+            problems = [m for f, m in state.errors.items() if not (f == "model" and no_model)] or (
+                [state.general] if state.general else []
+            )
+            if no_model and not problems:
+                view = FitView("n/a", ["no model yet: type one in the form, F3 picks one, F4 pastes a vllm serve line"])
+            else:
+                view = FitView("error", (problems or ["fill in the model"])[:3])
         elif self.spec_error:
             view = FitView("n/a", [self.spec_error])
         elif self.spec is None or self.machine is None:
@@ -407,7 +415,19 @@ class ConfigPane(Pane):
         )
 
     def action_open_profile(self) -> None:
-        self._list_profiles()
+        if not self.modified:
+            self._list_profiles()
+            return
+        name = self.loaded.name if self.loaded is not None else "the form"
+
+        def answered(yes: object) -> None:
+            if yes:
+                self._list_profiles()
+
+        self.app.push_screen(
+            ConfirmScreen(f"Open another profile and discard the unsaved edits of {name}? (Ctrl+S saves them)"),
+            answered,
+        )
 
     @io_worker("list-profiles", "listing profiles", group="profile-list")
     def _list_profiles(self) -> None:
@@ -445,9 +465,9 @@ class ConfigPane(Pane):
 
         self.app.push_screen(
             ChoiceScreen(
-                "Models in the local Hugging Face cache",
+                "Models: the local Hugging Face cache, then sparktui's catalog",
                 [(m, m) for m in models],
-                empty="no models in the local Hugging Face cache",
+                empty="no models in the local Hugging Face cache or the catalog",
             ),
             chosen,
         )
@@ -504,10 +524,20 @@ class ConfigPane(Pane):
             problems = list(self.form.errors.values()) or [self.form.general or "the form is empty"]
             self.app.notify(f"the form has a problem: {problems[0]}", severity="error")
             return
-        if self.loaded is None or profile.path is None:
+        from sparktui.core.profiles import copied_as, save_target
+
+        try:
+            target = save_target(profile) if self.loaded is not None else None
+        except UserError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        if target is None:
             self.app.notify("this profile has no file yet: use Save as (F2)", severity="error")
             return
-        self._save_profile(profile, Path(profile.path))
+        if target != profile.path:  # a shipped profile: read-only, the copy goes among the user's
+            self._save_profile(copied_as(profile, profile.name, target), target, copied_from=profile.path)
+            return
+        self._save_profile(profile, target)
 
     def action_save_as(self) -> None:
         config = self.form.config
@@ -528,22 +558,31 @@ class ConfigPane(Pane):
             profile = self.working_profile()
             if not isinstance(path, Path) or profile is None:
                 return
-            self._save_profile(dataclasses.replace(profile, name=path.stem, path=path), path)
+            from sparktui.core.profiles import copied_as
+
+            self._save_profile(copied_as(profile, path.stem, path), path)
 
         self.app.push_screen(
             PromptScreen("Save the profile as (a name, or a path ending in .toml)", check, placeholder="my-model"), done
         )
 
     @io_worker("save-profile", "saving the profile", group="profile")
-    def _save_profile(self, profile: Profile, path: Path) -> None:
+    def _save_profile(self, profile: Profile, path: Path, copied_from: Path | None = None) -> None:
         try:
             self.backend.save_profile(profile, path)
         except (UserError, Unavailable, OSError) as exc:
             self.post_message(Notice(f"not saved: {exc}", "error"))
             return
-        self.app.call_from_thread(self._saved, profile, path)
+        self.app.call_from_thread(self._saved, profile, path, copied_from)
 
-    def _saved(self, profile: Profile, path: Path) -> None:
+    def _saved(self, profile: Profile, path: Path, copied_from: Path | None = None) -> None:
         self.loaded, self.guard_settings = profile, None
         self._publish()
-        self.app.notify(f"saved {path}")
+        if copied_from is not None:
+            self.app.notify(
+                f"shipped profiles are read-only ({copied_from}): saved your copy to {path}; "
+                f"the name {profile.name} now opens it",
+                timeout=12,
+            )
+        else:
+            self.app.notify(f"saved {path}")

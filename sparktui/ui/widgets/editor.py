@@ -129,8 +129,14 @@ class ConfigEditor(VerticalScroll):
             )
         else:
             suggester = SuggestFromList(list(flag.choices), case_sensitive=False) if flag.choices else None
+            # no select-all on focus: Tab into the model field, then one key, must not wipe it
             control = Input(
-                placeholder=_placeholder(flag), password=flag.secret, suggester=suggester, id=wid, compact=True
+                placeholder=_placeholder(flag),
+                password=flag.secret,
+                suggester=suggester,
+                id=wid,
+                compact=True,
+                select_on_focus=False,
             )
         control.tooltip = tip
         return control

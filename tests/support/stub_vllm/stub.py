@@ -24,6 +24,13 @@ Behaviour knobs (environment):
   STUB_VLLM_IGNORE_TERM   "1": every stub process ignores SIGTERM (only SIGKILL stops it)
   STUB_VLLM_EXIT          after replaying a failure log, exit with this code (default 1);
                           "SIGKILL" kills the whole stub as if from outside (the log just stops)
+  STUB_VLLM_WORKER_DIES_AFTER_S  this long after "Application startup complete." the Worker dies of
+                          SIGILL, and the stub does what vLLM 0.32 does then: the EngineCore logs
+                          "Worker proc VllmWorker-0 died unexpectedly (exit code: -4), shutting down
+                          executor." (v1/executor/multiproc_executor.py start_worker_monitor), the
+                          API server logs "AsyncLLM output_handler failed." with EngineDeadError
+                          (v1/engine/async_llm.py), its watchdog ends uvicorn
+                          (entrypoints/launchers/launcher.py terminate_if_errored) and it exits 0
   STUB_VLLM_EMBED         "1": serve /v1/embeddings as a pooling ("embed") model does; otherwise it is
                           404, as vLLM 0.32 registers the route only for one (pooling/factories.py)
   STUB_VLLM_MAX_LIFE_S    safety net: every stub process exits after this long (default 600)
@@ -728,6 +735,7 @@ def serve(argv: list[str]) -> None:
     ready_at = next((i for i, line in enumerate(replay.lines) if READY in line), None)
 
     engine: subprocess.Popen | None = None
+    stub_worker_pid = [0]
     httpd: ThreadingHTTPServer | None = None
     stopping = threading.Event()
 
@@ -753,6 +761,7 @@ def serve(argv: list[str]) -> None:
                 "initialization failed. See root cause above. Failed core proc(s): {}\n"
             )
             sys.exit(1)
+        stub_worker_pid[0] = int(worker_pid) if worker_pid.isdigit() else 0
         for pid, role in replay.fixture_pids.items():
             if role.startswith("EngineCore"):
                 replay.pid_map[pid] = engine.pid
@@ -822,7 +831,36 @@ def serve(argv: list[str]) -> None:
             engine.terminate()
             engine.wait()
         sys.exit(int(code))
+    dies_after = os.environ.get("STUB_VLLM_WORKER_DIES_AFTER_S")
+    if dies_after is not None and engine is not None:
+        threading.Thread(target=worker_dies, args=(float(dies_after), engine, stub_worker_pid[0]), daemon=True).start()
     log_stats(Handler.engine, "CPU" if "CPU KV cache" in "\n".join(replay.lines) else "GPU")
+
+
+def worker_dies(after_s: float, engine: subprocess.Popen, worker_pid: int) -> None:
+    """The worker dies of SIGILL while serving; the lines vLLM 0.32 prints then, and exit 0."""
+    time.sleep(after_s)
+    if worker_pid:
+        os.kill(worker_pid, signal.SIGILL)
+    stamp = time.strftime("%m-%d %H:%M:%S")
+    api = f"(APIServer pid={os.getpid()})"
+    emit(
+        f"(EngineCore_DP0 pid={engine.pid}) ERROR {stamp} [multiproc_executor.py:316] Worker proc VllmWorker-0 "
+        "died unexpectedly (exit code: -4), shutting down executor."
+    )
+    for text in (
+        "AsyncLLM output_handler failed.",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/vllm/v1/engine/async_llm.py", line 862, in output_handler',
+        "    outputs = await engine_core.get_output_async()",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) "
+        "for the root cause.",
+    ):
+        emit(f"{api} ERROR {stamp} [async_llm.py:906] {text}")
+    emit(f"{api} INFO {stamp} [launcher.py:304] [shutdown] API server: shutting down FastAPI HTTP server")
+    engine.terminate()
+    engine.wait()
+    os._exit(0)
 
 
 def log_stats(engine: Engine | None, device: str) -> None:
