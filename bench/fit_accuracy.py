@@ -30,6 +30,8 @@ from sparktui.core.fit import (  # noqa: E402
     dgx_spark,
     fit,
     fit_to_kv_memory,
+    flashinfer_groups,
+    gdn_prefill_per_token,
     kv_dtype_bytes,
     machine_from_name,
     plan_kv,
@@ -43,9 +45,11 @@ from sparktui.core.modelspec.spec import FULL, SLIDING  # noqa: E402
 from sparktui.core.vllm_rules import (  # noqa: E402
     CUDAGRAPH_FIRST_CAPTURE,
     FIT_LOGS,
+    FLASHINFER_FIT_LOGS,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
-    MOE_WORKSPACE_COPIES,
+    FLASHINFER_WORKSPACE_BYTES,
+    GDN_PREFILL_COPIES,
     OLDEST,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
@@ -614,6 +618,57 @@ def spark_cases(fixtures: Path) -> list[Case]:
             "max_num_seqs 64 from its CUDA-graph sizes",
         )
     )
+    redhat = "spark_v0.20.0_qwen3.6-35b-a3b-nvfp4-redhat_fp8kv_excerpt.log"
+    cases.append(
+        Case(
+            "spark v0.20.0 q3.6 fp8 1seq",
+            f"vllm-logs/{redhat}",
+            "nvidia/Qwen3.6-35B-A3B-NVFP4",
+            (0, 20, 0),
+            "hybrid",
+            {
+                "max_model_len": 65536,
+                "gpu_memory_utilization": 0.9,
+                "kv_cache_dtype": "fp8_e4m3",
+                "enable_prefix_caching": True,
+                "max_num_batched_tokens": 8192,
+                "max_num_seqs": 1,
+                "extra_args": ["--compilation-config", '{"max_cudagraph_capture_size": 1}'],
+            },
+            **_figures(logs / redhat),
+            quantized=True,
+            note="RedHatAI/Qwen3.6-35B-A3B-NVFP4 (compressed-tensors) read as nvidia's NVFP4 config; one sequence, "
+            "one FULL graph of 1 token on FlashInfer (vLLM's estimate 0.43 GiB: one attention group's workspace)",
+            from_log=redhat,
+            machine="dgx-spark",
+        )
+    )
+    cascade = "discrete_v0.20.1rc1_nemotron-cascade-2-30b-a3b-nvfp4_rtx5090_excerpt.log"
+    cases.append(
+        Case(
+            "5090 0.20.1rc cascade-2",
+            f"vllm-logs/{cascade}",
+            "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
+            (0, 20, 1),
+            "hybrid",
+            {
+                "max_model_len": 256000,
+                "gpu_memory_utilization": 0.85,
+                "kv_cache_dtype": "fp8_e4m3",
+                "mamba_ssm_cache_dtype": "float32",
+                "enable_prefix_caching": False,
+                "max_num_batched_tokens": 32768,
+                "max_num_seqs": 128,
+                "extra_args": ["--compilation-config", '{"max_cudagraph_capture_size": 512}'],
+            },
+            **_figures(logs / cascade),
+            quantized=True,
+            note="chankhavu/Nemotron-Cascade-2-30B-A3B-NVFP4 on an RTX 5090 (31.36 GiB as CUDA reports it), vLLM "
+            "0.20.1rc1.dev91 (read with 0.20.1's rules); the Nano-30B architecture with NVIDIA's NVFP4 config",
+            from_log=cascade,
+            machine="31.36",
+        )
+    )
     for name, model, arch, serve, version, note in plan:
         figures = read_log(logs / name)
         parts = name.split("_")
@@ -912,9 +967,10 @@ def evaluate(case: Case) -> Row:
         row.pred_kv_gib = result.kv_cache_bytes / GiB
         row.pred_kv_range = (result.kv_cache_bytes_low / GiB, result.kv_cache_bytes_high / GiB)
         row.errors["kv"] = _err(row.pred_kv_gib, case.kv_gib)
-        row.kv_role = "fit" if case.from_log in FIT_LOGS else "held out"
+        row.kv_role = "fit" if case.from_log in (*FIT_LOGS, *FLASHINFER_FIT_LOGS) else "held out"
         row.kv_why = KV_MISSES.get(case.from_log or "", "")
-        if case.from_log and (m := read_log_memory(FIXTURES / "vllm-logs" / case.from_log)) is not None:
+        log_path = FIXTURES / "vllm-logs" / (case.from_log or "")
+        if case.from_log and (m := read_log_memory(log_path, total_gib=machine.total / GiB)) is not None:
             b = result.budget
             row.kv_terms = (
                 m.weights_gib - b["weights"] / GiB,
@@ -935,6 +991,11 @@ SPARK_TOTAL_GIB = 119.63  # vLLM's total_memory on GB10 (the gemma-3-27b DEBUG l
 # Why the KV memory predicted from the flags misses a Spark case by more than 3%, per log: what in
 # the log shows the cause. Filled from the figures the logs print (see main's "KV memory" section).
 KV_MISSES: dict[str, str] = {
+    "discrete_v0.20.1rc1_nemotron-cascade-2-30b-a3b-nvfp4_rtx5090_excerpt.log": (
+        "a 3.72 GiB KV cache on a 26.66 GiB request, so 0.78 GiB is 21%: the weights (NVIDIA's NVFP4 config, not "
+        "the Cascade checkpoint's) are 0.48 GiB low, vLLM picked FlashInfer on the 5090 (graphs 0.11 GiB more than "
+        "the default backend's), the activation peak + non-torch figure is 0.19 GiB low"
+    ),
     "spark_v0.20.0_gemma-4-26b-a4b-it_bf16_success.log": (
         "same flags and architecture as the qat run beside it (weights 48.5 GiB in both), yet vLLM measured "
         "3.42 GiB more non-KV memory (CUDA graphs 1.69 vs 0.91 GiB, non-torch + activations 4.90 vs 2.26 GiB): "
@@ -982,18 +1043,19 @@ class LogMemory:
     non_torch_gib: float | None  # DEBUG "non-torch forward increase memory"
     full_first_mib: float | None  # DEBUG "Estimated FULL CUDA graph memory: X MiB first-capture"
     full_per_graph_mib: float | None
+    total_gib: float = SPARK_TOTAL_GIB  # what CUDA calls the device's total memory
 
     @property
     def rest_gib(self) -> float:
         """Activation peak + non-torch memory: what is left of the request."""
-        return self.utilization * SPARK_TOTAL_GIB - self.weights_gib - self.kv_gib - self.graphs_gib
+        return self.utilization * self.total_gib - self.weights_gib - self.kv_gib - self.graphs_gib
 
     @property
     def flashinfer_full(self) -> bool:
         return self.flashinfer and self.full > 0
 
 
-def read_log_memory(path: Path, utilization: float | None = None) -> LogMemory | None:
+def read_log_memory(path: Path, utilization: float | None = None, total_gib: float = 0.0) -> LogMemory | None:
     text = re.sub(r"\x1b\[[0-9;]*m", "", path.read_text(errors="replace"))
 
     def num(pattern: str) -> float | None:
@@ -1020,6 +1082,7 @@ def read_log_memory(path: Path, utilization: float | None = None) -> LogMemory |
         num(r"non-torch forward increase memory: ([\d.]+)GiB"),
         float(full_line.group(1)) if full_line else None,
         float(full_line.group(2)) if full_line else None,
+        total_gib or SPARK_TOTAL_GIB,
     )
 
 
@@ -1066,19 +1129,36 @@ def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[
     out.append(Fitted("sampler_peak_copies", copies[0], min(copies), max(copies), [m.log for m in peak_logs],
                       SAMPLER_PEAK_COPIES.value))  # fmt: skip
 
-    # FlashInfer FULL graphs: the DEBUG line's first capture and per-graph figures
-    fi = [m for m in train if m.full_first_mib is not None]
-    fi_all = [m for m in logs.values() if m.flashinfer_full]
-    fi_first = [m.full_first_mib / 1024 for m in fi]
-    implied = [  # held-out FlashInfer FULL logs: total less the further graphs at the fitted rate
-        (m.graphs_gib * 1024 - (m.piecewise - 1) - (m.full - 1) * fi[0].full_per_graph_mib) / 1024  # type: ignore[operator]
-        for m in fi_all
-        if m.full_first_mib is None
-    ]
-    out.append(Fitted("flashinfer_full_first_capture", fi_first[0], min(fi_first + implied),
-                      max(fi_first + implied), [m.log for m in fi], FLASHINFER_FULL_FIRST_CAPTURE.value))  # fmt: skip
-    out.append(Fitted("flashinfer_full_per_graph", fi[0].full_per_graph_mib or 0.0, fi[0].full_per_graph_mib or 0.0,
-                      fi[0].full_per_graph_mib or 0.0, [fi[0].log], FLASHINFER_FULL_PER_GRAPH.value))  # fmt: skip
+    # FlashInfer FULL graphs, per attention KV-cache group (one builder, one workspace each): the DEBUG
+    # line's per-graph figure over the groups, and the first capture less the groups' workspaces
+    def groups_of(m: LogMemory) -> int:
+        case = specs[m.log]
+        spec = _spec(case)
+        rules = case_rules(case)
+        config = ServeConfig(model="inline", vllm_version=str(rules.version), **case.serve)
+        s = settings_from(config, spec, dgx_spark(), rules)
+        kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype, rules)
+        plan = plan_kv(spec, kv_bytes, s.block_size, s.tp, s.max_num_batched_tokens, s.prefix_caching, s.num_spec,
+                       s.mtp, rules, s.async_scheduling)  # fmt: skip
+        return flashinfer_groups(plan)
+
+    fi = [m for m in logs.values() if m.full_first_mib is not None and m.log in specs]
+    per_group = (fi[0].full_per_graph_mib or 0.0) / groups_of(fi[0])
+    workspace_mib = FLASHINFER_WORKSPACE_BYTES / 2**20
+
+    def first_rest(m: LogMemory) -> float:
+        g = groups_of(m)
+        first = m.full_first_mib
+        if first is None:  # the total less the further graphs at the fitted per-group rate
+            first = m.graphs_gib * 1024 - (m.piecewise - 1) - (m.full - 1) * max(1.0, g * per_group)
+        return first / g - workspace_mib
+
+    rests = {m.log: first_rest(m) for m in logs.values() if m.flashinfer_full and m.log in specs}
+    fitted = [rests[name] for name in FLASHINFER_FIT_LOGS]
+    out.append(Fitted("flashinfer_full_first_capture", sum(fitted) / len(fitted), min(rests.values()),
+                      max(rests.values()), list(FLASHINFER_FIT_LOGS), FLASHINFER_FULL_FIRST_CAPTURE.value))  # fmt: skip
+    out.append(Fitted("flashinfer_full_per_graph", per_group, per_group, per_group, [fi[0].log],
+                      FLASHINFER_FULL_PER_GRAPH.value))  # fmt: skip
 
     # the first capture otherwise: the estimate less 1 MiB for each further graph
     def first(m: LogMemory) -> float:
@@ -1107,26 +1187,26 @@ def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[
     out.append(Fitted("uma_non_torch", nt_value, min(nt_all), max(nt_all), list(FIT_LOGS),
                       UMA_NON_TORCH.value))  # fmt: skip
 
-    # the fused-MoE workspace: MoE runs with max_num_batched_tokens ≥ 16384, where the forward pass
-    # outgrows the sampler's; what is left of the request after the non-torch figure and the
-    # forward pass's other activations, over tokens × top-k × (max(2N, K) + N) × 2 bytes
-    def moe_copies(m: LogMemory) -> float | None:
+    # the Gated-DeltaNet prefill buffers: hybrids run with max_num_batched_tokens ≥ 16384 (Spark recipes),
+    # where the forward pass outgrows the sampler's; what is left of the request after the non-torch
+    # figure and the rest of the forward pass (the fused-MoE workspace included), over what sparktui
+    # reads vLLM's code to allocate (fit.py gdn_prefill_per_token at one copy)
+    def gdn_copies(m: LogMemory) -> float | None:
         case = specs.get(m.log)
         if case is None:
             return None
         spec, s = settings(case)
-        if not spec.num_experts or s.max_num_batched_tokens < 16384:
+        gdn = gdn_prefill_per_token(spec, s.tp) / GDN_PREFILL_COPIES.value
+        if not gdn or s.max_num_batched_tokens < 16384:
             return None
-        inner = spec.experts_per_token * spec.moe_intermediate_size + spec.shared_expert_intermediate_size
-        dense = s.max_num_batched_tokens * spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner) / GiB
-        n = spec.moe_intermediate_size
-        workspace = spec.experts_per_token * (max(2 * n, spec.hidden_size) + n) * spec.dtype_bytes
-        return (m.rest_gib - nt_value - dense) / (s.max_num_batched_tokens * workspace / GiB)
+        forward = activation_bytes(spec, s.max_num_batched_tokens, 1, s.tp) / GiB
+        rest = forward - s.max_num_batched_tokens * gdn_prefill_per_token(spec, s.tp) / GiB
+        return (m.rest_gib - nt_value - rest) / (s.max_num_batched_tokens * gdn / GiB)
 
-    moe_fit = [x for name in MOE_WORKSPACE_COPIES.fitted_on if (x := moe_copies(logs[name])) is not None]
-    moe_all = [x for m in logs.values() if (x := moe_copies(m)) is not None]
-    out.append(Fitted("moe_workspace_copies", moe_fit[0], min(moe_all), max(moe_all),
-                      list(MOE_WORKSPACE_COPIES.fitted_on), MOE_WORKSPACE_COPIES.value))  # fmt: skip
+    gdn_fit = [x for name in GDN_PREFILL_COPIES.fitted_on if (x := gdn_copies(logs[name])) is not None]
+    gdn_all = [x for m in logs.values() if (x := gdn_copies(m)) is not None]
+    out.append(Fitted("gdn_prefill_copies", gdn_fit[0], min(gdn_all), max(gdn_all),
+                      list(GDN_PREFILL_COPIES.fitted_on), GDN_PREFILL_COPIES.value))  # fmt: skip
     return out, logs
 
 
@@ -1166,7 +1246,7 @@ def print_rest_checks(fixtures: Path, logs: dict[str, LogMemory]) -> None:
         config = ServeConfig(model="inline", vllm_version=str(rules.version), **case.serve)
         s = settings_from(config, spec, dgx_spark(), rules)
         modelled = (activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp) + UMA_NON_TORCH.bytes) / GiB
-        role = "fit" if m.log in FIT_LOGS + MOE_WORKSPACE_COPIES.fitted_on else "held out"
+        role = "fit" if m.log in FIT_LOGS + GDN_PREFILL_COPIES.fitted_on else "held out"
         result = fit(config, spec, dgx_spark())
         kv = (result.kv_cache_bytes + result.budget["weights"]) / GiB - m.weights_gib
         print(

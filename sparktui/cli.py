@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -42,7 +43,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only `command`'s module is imported (None: every one), so a quick command
+    never pays for the others' imports. The rest are listed by name and help only."""
     parser = argparse.ArgumentParser(
         prog="sparktui",
         description="Serve LLMs with vLLM on an NVIDIA DGX Spark: fit, launch, watch memory, guard.",
@@ -50,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sparktui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
+        if command is not None and name != command:
+            sub.add_parser(name, help=help_text)
+            continue
         module = importlib.import_module(f"sparktui.commands.{module_name}")
         sub_parser = sub.add_parser(name, help=help_text, description=module.__doc__)
         module.add_arguments(sub_parser)
@@ -78,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["ui", *argv]  # `sparktui`, `sparktui --theme X`, `sparktui PROFILE`
     if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
         return _neither_command_nor_profile(argv[0])
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv[0] in COMMANDS else "ui")
     args, extra = parser.parse_known_args(argv)
     if args.command is None:
         args = parser.parse_args(["ui"])
@@ -108,6 +114,30 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def _may_have_postmortems() -> bool:
+    """A first look with json alone: is there a flight header from another boot with neither a
+    clean stop nor a post-mortem? Only then is the watch room imported to check properly (its
+    import is a tenth of a second every quick command would pay; bench/cli_startup.py)."""
+    from sparktui.paths import state_dir
+
+    try:
+        folder = state_dir() / "flight"
+        boot = os.environ.get("SPARKTUI_BOOT_ID") or Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        paths = [p for p in folder.glob("*.json") if not p.name.startswith("postmortem-")]
+    except (OSError, UserError):
+        return True  # let the real check say what is wrong
+    for path in paths:
+        try:
+            header = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return True
+        if not isinstance(header, dict):
+            return True
+        if not header.get("clean_stop") and not header.get("postmortem") and header.get("boot_id") != boot:
+            return True
+    return False
+
+
 def _neither_command_nor_profile(word: str) -> int:
     """`sparktui WORD` where WORD is no command and no profile: say both, and what is close."""
     import difflib
@@ -131,6 +161,8 @@ def _neither_command_nor_profile(word: str) -> int:
 
 def _report_postmortems() -> None:
     """Once after a reboot that ended a running server: say what happened (on stderr)."""
+    if not _may_have_postmortems():
+        return
     try:
         from sparktui.runtime.records import state as st
         from sparktui.runtime.watch import check_after_reboot

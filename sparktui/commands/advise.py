@@ -154,6 +154,10 @@ def render(family: str, machine: str, context: int, users: int, sort: str, advic
     for i, a in enumerate(advice, 1):
         if not a.fits and a.reasons:
             lines.append(f"  {i}. {a.reasons[0]}")
+    for i, a in enumerate(advice, 1):
+        for model, method in a.drafters:  # options of their target, not variants to run on their own
+            config = f'{{"method": "{method}", "model": "{model}", "num_speculative_tokens": N}}'
+            lines.append(f"  {i}. an option: speculative decoding with {model}: --speculative-config '{config}'")
     best = next((a for a in advice if a.fits), None)
     if best is not None:
         lines += ["", f"run 1 ({best.model}):", "  sparktui fit -- vllm serve " + " ".join(best.apply_argv())]

@@ -32,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-tok-s", type=float, help="sweep: decode tok/s each user must get")
     parser.add_argument("--target-ttft-s", type=float, help="sweep: TTFT p95 not to exceed, in seconds")
     parser.add_argument("--max-users", type=int, default=64, help="sweep: stop climbing here (default 64)")
+    parser.add_argument(
+        "--vllm",
+        action="store_true",
+        help="run vLLM's own `vllm bench serve` (from the installation serving the model) at each level instead",
+    )
+    parser.add_argument("--vllm-executable", help="with --vllm: this `vllm` instead of the server's own")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--history", action="store_true", help="list past runs instead of running one")
     parser.add_argument("--profile", help="with --history: only this profile's runs")
@@ -73,7 +79,13 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
     )
     bench.validate(settings, sweep)
+    if args.vllm_executable and not args.vllm:
+        raise UserError("--vllm-executable is for --vllm: add --vllm")
+    if args.vllm and sweep is not None:
+        raise UserError("--vllm runs fixed levels: drop --sweep, or run the sweep without --vllm")
     target = bench.resolve_target(args.port)
+    if args.vllm:
+        return _run_vllm(target, settings, args.model, args.vllm_executable, as_json=args.json)
     progress = _progress_line if sys.stderr.isatty() else None
     report = bench.run_bench(target, settings, sweep=sweep, progress=progress)
     if progress is not None:
@@ -89,6 +101,32 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    return 0
+
+
+def _run_vllm(target: Any, settings: Any, model: str | None, executable: str | None, *, as_json: bool) -> int:
+    from sparktui.runtime import vllm_bench
+
+    plan = vllm_bench.plan(target, model, executable)
+    rows = []
+    for users in settings.users:
+        if not as_json:
+            print(f"vllm bench serve: {users} users …", file=sys.stderr, flush=True)
+        rows.append(vllm_bench.run_level(plan, target, settings, users))
+    if as_json:
+        report = {"tool": "vllm bench serve", "executable": plan.executable, "model": plan.model, "runs": rows}
+        print(json.dumps({**report, "settings": settings.model_dump(mode="json")}, indent=1))
+        return 0
+    print(f"{target.url}  model {plan.model}  `{plan.executable} bench serve` (vLLM's own figures)")
+    print(
+        f"{'users':>5}  {'TTFT med/p99 ms':>16}  {'TPOT med ms':>11}  {'ITL med ms':>10}  {'req/s':>6}  {'out tok/s':>9}  {'failed':>6}"
+    )
+    for r in rows:
+        ttft = f"{_num(r['median_ttft_ms'], '{:.1f}')}/{_num(r['p99_ttft_ms'], '{:.1f}')}"
+        print(
+            f"{r['users']:>5}  {ttft:>16}  {_num(r['median_tpot_ms'], '{:.1f}'):>11}  {_num(r['median_itl_ms'], '{:.1f}'):>10}  "
+            f"{_num(r['request_throughput'], '{:.2f}'):>6}  {_num(r['output_throughput'], '{:.1f}'):>9}  {r['failed'] or 0:>6}"
+        )
     return 0
 
 

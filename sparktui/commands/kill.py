@@ -8,7 +8,7 @@ from sparktui.commands.stop import add_arguments, describe_exit, for_all, only_i
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime.server import supervisor
+    from sparktui.runtime.server import client as supervisor
 
     only_id = only_id_of(args)
     if args.all:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparktui.commands.argtypes import tcp_port
 from sparktui.core.terminal_text import printable
@@ -98,7 +98,7 @@ def say(line: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.runtime.records import state as st
-    from sparktui.runtime.server import supervisor
+    from sparktui.runtime.server import client as supervisor
 
     problems: list[str] = []
     if args.port is not None:
@@ -117,7 +117,12 @@ def run(args: argparse.Namespace) -> int:
             ]
     for problem in problems:
         print(printable(f"sparktui: warning: skipped {problem}"), file=sys.stderr)
-    from sparktui.runtime.cluster.link import read_nodes
+
+    def read_nodes(port: int) -> list[dict[str, Any]]:
+        # a cluster's nodes, for a live server only: the cluster room is not imported otherwise
+        from sparktui.runtime.cluster.link import read_nodes as nodes_of
+
+        return nodes_of(port)
 
     if args.json:
         out = [

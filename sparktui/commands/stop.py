@@ -50,7 +50,7 @@ def describe_exit(state: StateRecord) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime.server import supervisor
+    from sparktui.runtime.server import client as supervisor
 
     only_id = only_id_of(args)
     if args.all:

@@ -18,6 +18,7 @@ from sparktui.core.fit import FitResult, fit
 from sparktui.core.machine import Machine
 from sparktui.core.model_flags import FlagSuggestion, suggest_flags
 from sparktui.core.modelspec import ModelSpec
+from sparktui.core.modelspec.drafters import drafter_kind
 from sparktui.core.speed import Hardware, SpeedEstimate, estimate, kv_bytes_for
 
 SORTS = ("speed", "context", "users")
@@ -82,6 +83,8 @@ class Advice:
     reasons: list[str] = field(default_factory=list)
     users: int = 1
     context: int = 0
+    # drafter checkpoints for it (speculative decoding): (model, --speculative-config method)
+    drafters: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def per_user_tok_s(self) -> float | None:
@@ -121,6 +124,7 @@ class Advice:
             "flags": [f.to_dict() for f in self.flags],
             "reasons": list(self.reasons),
             "apply": self.apply_argv(),
+            "drafters": [{"model": m, "method": method} for m, method in self.drafters],
         }
 
 
@@ -203,6 +207,12 @@ def sort_advice(advice: Iterable[Advice], by: str) -> list[Advice]:
     return sorted(advice, key=lambda a: (not a.fits, -score(a), a.model))
 
 
+def is_drafter(spec: ModelSpec) -> bool:
+    """A speculative-decoding drafter (DFlash, EAGLE): it serves nothing on its own; vLLM runs it
+    only beside its target, through --speculative-config."""
+    return drafter_kind(spec) != "draft model"
+
+
 def advise(
     specs: Iterable[ModelSpec],
     machine: Machine,
@@ -213,7 +223,15 @@ def advise(
     sort: str = "speed",
     utilization: float | None = None,
 ) -> list[Advice]:
-    return sort_advice(
-        (advise_one(s, machine, hardware, context=context, users=users, utilization=utilization) for s in specs),
-        sort,
-    )
+    """The runnable checkpoints among `specs`, each with the drafters of its family as options
+    (a drafter alone is not a variant to run: served as a model it would answer nonsense)."""
+    specs = list(specs)
+    drafters = [s for s in specs if is_drafter(s)]
+    advice = [
+        advise_one(s, machine, hardware, context=context, users=users, utilization=utilization)
+        for s in specs
+        if not is_drafter(s)
+    ]
+    for a in advice:
+        a.drafters = [(d.name, drafter_kind(d)) for d in drafters if in_family(a.model, d.name)]
+    return sort_advice(advice, sort)

@@ -36,18 +36,19 @@ from sparktui.core.modelspec.multimodal import language_model_only, zero_limit_t
 from sparktui.core.modelspec.spec import KvFormat
 from sparktui.core.speculation import NO_KV_METHODS, Speculation
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
-from sparktui.core.units import GB, GiB
+from sparktui.core.units import GB, GiB, MiB
 from sparktui.core.vllm_rules import (
     CUDAGRAPH_FIRST_CAPTURE,
     CUDAGRAPH_PER_GRAPH,
     DISCRETE_NON_TORCH,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
+    FLASHINFER_WORKSPACE_BYTES,
     FULL_DECODE_MODES,
+    GDN_PREFILL_COPIES,
     INSTANTTENSOR_NON_TORCH,
     KV_CACHE_DTYPES,
     MEASURED_CONSTANTS,
-    MOE_WORKSPACE_COPIES,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     V2_SAMPLER_PEAK_COPIES,
@@ -455,19 +456,47 @@ def settings_from(
     )
 
 
+def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
+    """Bytes per batched token of the fused-MoE workspace, held once for every MoE layer: the
+    modular kernel takes workspace13 (tokens × top-k × max(2N, K)) and workspace2 (tokens × top-k × N)
+    from one shared WorkspaceManager buffer that grows to the largest request and stays
+    (fused_moe/modular_kernel.py FusedMoEModularKernel._allocate_buffers, current_workspace_manager;
+    the experts' workspace_shapes, e.g. cutlass_moe.py CutlassExpertsFp4, marlin_moe.py)."""
+    if not (spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size):
+        return 0
+    n = spec.moe_intermediate_size // tp
+    return spec.experts_per_token * (max(2 * n, spec.hidden_size) + n) * spec.dtype_bytes
+
+
+def gdn_prefill_per_token(spec: ModelSpec, tp: int = 1) -> int:
+    """Bytes per batched token a Gated-DeltaNet layer holds at its prefill peak, as vLLM's code
+    allocates them (layers/mamba/gdn_linear_attn.py forward_cuda / _forward_core, fla/ops:
+    chunk.py chunk_gated_delta_rule_fwd): in_proj_qkvz's output, core_attn_out, the conv output,
+    fused_post_conv_prep's q / k / v (g, beta fp32), chunk_scaled_dot_kkt's A (fp32) and
+    solve_tril's, recompute_w_u's w and u, chunk_delta_h's h (one value × key state per 64-token
+    chunk) and v_new, and chunk_fwd_o's o; times vllm_rules GDN_PREFILL_COPIES for what that
+    reading leaves out. 0 for models without Gated-DeltaNet layers (Mamba2 is not counted here)."""
+    gdn = [g for g in spec.layers if g.kind == MAMBA and g.state_kind == "gdn" and g.value_heads]
+    if not gdn:
+        return 0
+    g = max(gdn, key=lambda x: x.conv_dim)
+    d = spec.dtype_bytes
+    hv = max(1, g.value_heads // tp)
+    conv = g.conv_dim // tp
+    v_all = hv * g.head_v
+    tally = d * (3 * conv + 4 * v_all + hv * 64 + hv * g.head_k + v_all * g.head_k // 64) + 8 * hv + 4 * hv * 64
+    return int(GDN_PREFILL_COPIES.value * tally)
+
+
 def _activation_parts(
     spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, runner: str = "v1"
 ) -> tuple[int, int]:
     """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run)."""
-    inner = spec.intermediate_size
-    if spec.num_experts:
-        inner = spec.experts_per_token * spec.moe_intermediate_size + spec.shared_expert_intermediate_size
+    # the residual stream and the dense MLP; an MoE model's routed experts keep their
+    # intermediates in the fused-MoE workspace, only its shared expert runs as a dense MLP
+    inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
     per_token = spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner // tp)
-    if spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size:
-        # the fused-MoE workspace grows with the tokens of the pass (modular_kernel._allocate_buffers)
-        n = spec.moe_intermediate_size // tp
-        workspace = spec.experts_per_token * (max(2 * n, spec.hidden_size) + n) * spec.dtype_bytes
-        per_token += int(MOE_WORKSPACE_COPIES.value * workspace)
+    per_token += moe_workspace_per_token(spec, tp) + gdn_prefill_per_token(spec, tp)
     forward = max_num_batched_tokens * per_token
     # _dummy_sampler_run: V1 applies top-k / top-p in fp32, the V2 runner samples the logits as they are
     copies = SAMPLER_PEAK_COPIES.value if runner == "v1" else V2_SAMPLER_PEAK_COPIES
@@ -499,6 +528,8 @@ class GraphEstimate:
     piecewise: int
     full: int
     backend: str  # what decided the first capture: "flashinfer" or "default"
+    groups: int = 0  # FlashInfer: attention KV-cache groups, one builder and workspace each
+    workspace: int = 0  # FlashInfer: their workspace buffers together
 
 
 def _graph_counts(spec: ModelSpec, s: FitSettings, backend: str | None) -> tuple[int, int]:
@@ -519,8 +550,35 @@ def _graph_counts(spec: ModelSpec, s: FitSettings, backend: str | None) -> tuple
     return counts(sizes, s.max_num_seqs, s.num_spec, mode)
 
 
-def cudagraph_estimate(spec: ModelSpec, s: FitSettings, machine: Machine, kv_bytes: int) -> GraphEstimate:
-    """The CUDA-graph estimate for these flags (before it is known whether vLLM subtracts it)."""
+def flashinfer_groups(plan: KvPlan | None) -> int:
+    """How many FlashInfer metadata builders vLLM makes: one per attention KV-cache group
+    (gpu_model_runner.py initialize_attn_backend: an AttentionGroup, with its own builder, per
+    KV-cache group and backend); linear-attention / Mamba groups have backends of their own."""
+    if plan is None:
+        return 1
+    return max(1, sum(g.groups for g in plan.groups if g.kind != MAMBA))
+
+
+def flashinfer_workspace(spec: ModelSpec, s: FitSettings) -> int:
+    """One FlashInfer builder's workspace buffer, allocated on its first FULL-graph warm-up
+    (v1/attention/backends/flashinfer.py FlashInferMetadataBuilder._get_workspace_buffer):
+    VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (394 MiB), from vllm_rules flashinfer_workspace 'sized'
+    at least max_num_batched_tokens × query heads per rank × head size × 16 bytes."""
+    size = FLASHINFER_WORKSPACE_BYTES
+    if s.rules.value("flashinfer_workspace") == "sized":
+        heads = max(1, spec.num_attention_heads // s.tp)
+        head = max((g.head_size for g in spec.layers if g.kind != MAMBA and g.head_size), default=128)
+        size = max(size, s.max_num_batched_tokens * heads * head * 16)
+    return size
+
+
+def cudagraph_estimate(
+    spec: ModelSpec, s: FitSettings, machine: Machine, kv_bytes: int, plan: KvPlan | None = None
+) -> GraphEstimate:
+    """The CUDA-graph estimate for these flags (before it is known whether vLLM subtracts it).
+    With FlashInfer FULL graphs the first capture holds each attention KV-cache group's workspace
+    and what each group's graph adds, and each further graph one decode wrapper per group: it
+    scales with the attention groups captured, not with one model's figure."""
     heads = tuple(g.head_size for g in spec.layers if g.count and g.kind != MAMBA and g.head_size)
     backend = s.attention_backend
     if backend is None and machine.unified:
@@ -529,12 +587,27 @@ def cudagraph_estimate(spec: ModelSpec, s: FitSettings, machine: Machine, kv_byt
     if pieces + full == 0:
         return GraphEstimate(0, 0, 0, 0, 0, "none")
     if backend == "flashinfer" and full:
-        first, per_full, used = FLASHINFER_FULL_FIRST_CAPTURE, FLASHINFER_FULL_PER_GRAPH, "flashinfer"
-    else:
-        first, per_full, used = CUDAGRAPH_FIRST_CAPTURE, CUDAGRAPH_PER_GRAPH, "default"
-    further = max(pieces - 1, 0) * _BYTES[CUDAGRAPH_PER_GRAPH.key] + max(full - 1, 0) * _BYTES[per_full.key]
-    low, high = _SPREAD[first.key]
-    return GraphEstimate(_BYTES[first.key] + further, low + further, high + further, pieces, full, used)
+        groups = flashinfer_groups(plan)
+        workspace = groups * flashinfer_workspace(spec, s)
+        per_full = max(MiB, groups * _BYTES[FLASHINFER_FULL_PER_GRAPH.key])
+        further = max(pieces - 1, 0) * _BYTES[CUDAGRAPH_PER_GRAPH.key] + max(full - 1, 0) * per_full
+        low, high = _SPREAD[FLASHINFER_FULL_FIRST_CAPTURE.key]
+        first = workspace + groups * _BYTES[FLASHINFER_FULL_FIRST_CAPTURE.key]
+        return GraphEstimate(
+            first + further,
+            workspace + groups * low + further,
+            workspace + groups * high + further,
+            pieces,
+            full,
+            "flashinfer",
+            groups,
+            workspace,
+        )
+    further = max(pieces - 1, 0) * _BYTES[CUDAGRAPH_PER_GRAPH.key] + max(full - 1, 0) * _BYTES[CUDAGRAPH_PER_GRAPH.key]
+    low, high = _SPREAD[CUDAGRAPH_FIRST_CAPTURE.key]
+    return GraphEstimate(
+        _BYTES[CUDAGRAPH_FIRST_CAPTURE.key] + further, low + further, high + further, pieces, full, "default"
+    )
 
 
 _BYTES = {c.key: c.bytes for c in MEASURED_CONSTANTS}
@@ -686,7 +759,7 @@ def _core(
     if s.model_runner == "v2":
         top_k_pass = _sampler_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, SAMPLER_PEAK_COPIES.value)
         unreserved = max(0, max(forward, top_k_pass) - activation)
-    estimate = cudagraph_estimate(spec, s, machine, kv_bytes)
+    estimate = cudagraph_estimate(spec, s, machine, kv_bytes, plan)
     graphs = estimate.bytes if s.cuda_graphs_counted else 0
     loader, loader_spread = 0, (0, 0)
     if s.load_format == "instanttensor" and machine.unified and s.rules.value("instanttensor_loader") == "present":
@@ -802,17 +875,25 @@ def _memory_working(
     if estimate.piecewise + estimate.full == 0:
         lines.append("− CUDA graphs 0 (none captured: --enforce-eager or cudagraph_mode NONE)")
     else:
-        first = FLASHINFER_FULL_FIRST_CAPTURE if estimate.backend == "flashinfer" else CUDAGRAPH_FIRST_CAPTURE
-        which = "FlashInfer FULL graphs (fp8 KV cache on GB10)" if estimate.backend == "flashinfer" else "first capture"
         counted = (
             "subtracted"
             if graphs
             else f"not subtracted by vLLM {s.rules.version} ({s.rules.value('cudagraph_estimate')})"
         )
+        if estimate.backend == "flashinfer":
+            fi, per = FLASHINFER_FULL_FIRST_CAPTURE, FLASHINFER_FULL_PER_GRAPH
+            which = (
+                f"FlashInfer FULL graphs over {estimate.groups} attention KV-cache group(s): "
+                f"{estimate.groups} × workspace ({_g(estimate.workspace)} in all) + {estimate.groups} × "
+                f"{fi.value:g} MiB first capture (seen {fi.low:g}–{fi.high:g}) + {estimate.groups} × "
+                f"{per.value:g} MiB per further FULL graph"
+            )
+        else:
+            first = CUDAGRAPH_FIRST_CAPTURE
+            which = f"first capture {first.value:g} GiB (seen {first.low:g}–{first.high:g}) + each further graph"
         lines.append(
             f"− CUDA graphs {_g(graphs)}: {estimate.piecewise} PIECEWISE + {estimate.full} FULL graphs, "
-            f"{which} {first.value:g} GiB (seen {first.low:g}–{first.high:g}) + each further graph; "
-            f"estimate {_g(estimate.bytes)}, {counted}"
+            f"{which}; estimate {_g(estimate.bytes)}, {counted}"
         )
     low, high = kv_range
     lines.append(

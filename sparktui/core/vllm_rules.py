@@ -97,6 +97,7 @@ RuleKey = Literal[
     "attention_page_padding",
     "language_model_only",
     "mm_zero_limit_towers",
+    "flashinfer_workspace",
 ]
 
 
@@ -357,6 +358,15 @@ RULES: tuple[Rule, ...] = (
          "KV cache with every head size ≤ 256 runs on FlashInfer, whose first FULL CUDA graph costs GiBs",
          "vllm/platforms/cuda.py: _get_backend_priorities; vllm/v1/attention/backends/fa_utils.py: "
          "flash_attn_supports_fp8"),
+    Rule("flashinfer_workspace", V(0, 10, 0), V(0, 26, 0), "fixed",
+         "each FlashInfer metadata builder (one per attention KV-cache group) allocates a workspace of "
+         "VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (394 MiB) on its first FULL-graph warm-up",
+         "vllm/v1/attention/backends/flashinfer.py: FlashInferMetadataBuilder._get_workspace_buffer"),
+    Rule("flashinfer_workspace", V(0, 26, 0), None, "sized",
+         "a FlashInfer builder's workspace is at least max_num_batched_tokens × query heads × head size × 16 "
+         "bytes (never below the 394 MiB default)",
+         "vllm/v1/attention/backends/flashinfer.py: FlashInferMetadataBuilder._get_workspace_buffer "
+         "(FLASHINFER_PREFILL_WORKSPACE_BYTES_PER_ELEM)"),
     Rule("non_kv_accounting", V(0, 10, 0), V(0, 27, 0), "weights_peak_non_torch",
          "memory outside the KV cache = weights loaded + torch peak increase of the profile run + non-torch "
          "increase since the worker started",
@@ -648,27 +658,36 @@ CUDAGRAPH_PER_GRAPH = MeasuredConstant(
     f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory (max(second capture, 1 MiB))",
     fitted_on=(FIT_LOGS[0],),
 )  # fmt: skip
+# VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (vllm/envs.py, 394 MiB since 0.10): each FlashInfer metadata
+# builder zero-fills one on its first FULL-graph warm-up (flashinfer.py _get_workspace_buffer)
+FLASHINFER_WORKSPACE_BYTES = 394 * MiB
+FLASHINFER_FIT_LOGS = (FIT_LOGS[0], "spark_vdev-g9759e3b06_gemma-3-12b-it_fp8kv_success.log")
 FLASHINFER_FULL_FIRST_CAPTURE = MeasuredConstant(
-    "flashinfer_full_first_capture", 3.38, 3.12, 3.38, "GiB",
-    "the first FULL CUDA graph captured with FlashInfer attention and an fp8 KV cache on a DGX Spark "
-    "(3466 MiB in vLLM's DEBUG line for gemma-3-27b; gemma-3-12b, held out, implies 3.12 GiB)",
-    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory",
-    fitted_on=(FIT_LOGS[0],),
+    "flashinfer_full_first_capture", 129.66, 46.3, 158.1, "MiB",
+    "what the first FULL CUDA graph with FlashInfer attention adds per attention KV-cache group beyond "
+    "that group's workspace buffer; the mean of the two Gemma 3 fp8 runs on a Spark: gemma-3-27b (7 groups, "
+    "3466.15 MiB = 7 × (394 + 101)) and gemma-3-12b (6 groups, 3.96 GiB total: 158). Held out: Qwen3.6-35B-A3B "
+    "fp8 on vLLM 0.20 (1 group, 1 FULL graph: 0.43 GiB total, 46) and Nemotron-Cascade-2 on an RTX 5090 "
+    "(1 group, 19 FULL graphs: 0.48 GiB total)",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory; v1/attention/backends/flashinfer.py: "
+    "FlashInferMetadataBuilder._get_workspace_buffer",
+    fitted_on=FLASHINFER_FIT_LOGS,
 )  # fmt: skip
 FLASHINFER_FULL_PER_GRAPH = MeasuredConstant(
-    "flashinfer_full_per_graph", 23.75, 23.75, 23.75, "MiB",
-    "each further FULL CUDA graph with FlashInfer attention (vLLM's DEBUG line, gemma-3-27b)",
-    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory",
+    "flashinfer_full_per_graph", 3.39, 1.0, 3.39, "MiB",
+    "each further FULL CUDA graph with FlashInfer attention, per attention KV-cache group (one decode "
+    "wrapper each): gemma-3-27b's 23.75 MiB over its 7 groups; vLLM counts at least 1 MiB a graph",
+    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory (max(second capture, 1 MiB)); "
+    "flashinfer.py: FlashInferMetadataBuilder._get_decode_wrapper",
     fitted_on=(FIT_LOGS[0],),
 )  # fmt: skip
-MOE_WORKSPACE_COPIES = MeasuredConstant(
-    "moe_workspace_copies", 4.37, 3.59, 4.37, "x",
-    "the profile run's forward pass over max_num_batched_tokens tokens holds this many times the fused-MoE "
-    "workspace (tokens × top-k × (max(2 × moe_intermediate, hidden) + moe_intermediate), bf16); it matters "
-    "with a large max_num_batched_tokens (32768, 65536 in Spark recipes). Fitted on one Qwen3.6-35B-A3B run "
-    "at 65536 tokens, checked on another build of it, its 32768-token MTP run and a Gemma 4 26B-A4B run",
-    "vllm/model_executor/layers/fused_moe/modular_kernel.py: FusedMoEModularKernel._allocate_buffers; "
-    "experts/marlin_moe.py: workspace_shapes",
+GDN_PREFILL_COPIES = MeasuredConstant(
+    "gdn_prefill_copies", 1.30, 1.19, 1.30, "x",
+    "a Gated-DeltaNet layer's prefill buffers over max_num_batched_tokens tokens, as a multiple of what "
+    "sparktui reads vLLM's code to allocate (fit.py gdn_prefill_per_token): what the reading leaves out "
+    "(the drafter's own pass, kernel temporaries). Fitted on one Qwen3.6-35B-A3B run at 65536 tokens",
+    "vllm/model_executor/layers/mamba/gdn_linear_attn.py: forward_cuda, _forward_core; "
+    "vllm/model_executor/layers/fla/ops/chunk.py: chunk_gated_delta_rule_fwd",
     fitted_on=("spark_vdev-g101584af0_qwen3.6-35b-a3b-nvfp4-dflash_success.log",),
 )  # fmt: skip
 INSTANTTENSOR_REPORT = "MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#204 (reported figures, no raw log)"
@@ -684,7 +703,7 @@ INSTANTTENSOR_NON_TORCH = MeasuredConstant(
 )  # fmt: skip
 MEASURED_CONSTANTS = (
     INSTANTTENSOR_NON_TORCH,
-    MOE_WORKSPACE_COPIES,
+    GDN_PREFILL_COPIES,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
     SAMPLER_PEAK_COPIES,
@@ -1137,12 +1156,14 @@ __all__ = [
     "DEFAULT",
     "DISCRETE_NON_TORCH",
     "FIT_LOGS",
+    "FLASHINFER_FIT_LOGS",
     "FLASHINFER_FULL_FIRST_CAPTURE",
     "FLASHINFER_FULL_PER_GRAPH",
+    "FLASHINFER_WORKSPACE_BYTES",
+    "GDN_PREFILL_COPIES",
     "KV_CACHE_DTYPES",
     "MAMBA_PREFIX_CACHING_ARCHITECTURES",
     "MEASURED_CONSTANTS",
-    "MOE_WORKSPACE_COPIES",
     "NEWEST_READ",
     "OLDEST",
     "RULES",

@@ -16,9 +16,10 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sparktui.errors import UserError
 
@@ -163,14 +164,44 @@ def plan(repo_id: str, revision: str = "main", include: list[str] | None = None)
     return out
 
 
-def fetch(p: DownloadPlan) -> Path:
-    """Fetch what the plan lists into the cache (huggingface_hub's progress bar for each file);
-    returns the snapshot folder. A file's bytes go to blobs/<etag>.incomplete first, kept when the
-    download is interrupted: the next run asks the Hub only for the rest (HTTP Range)."""
+Progress = Callable[[str, int, int], None]  # (file, bytes so far, its size)
+
+
+def _reporter(on_progress: Progress) -> type:
+    """tqdm's interface as huggingface_hub's http_get uses it, reporting to a callback (the panel)
+    instead of drawing on a terminal."""
+
+    class Reporter:
+        def __init__(self, *args: Any, total: int | None = None, initial: int = 0, desc: str = "", **kw: Any):
+            self.total, self.n, self.desc = int(total or 0), int(initial or 0), desc
+            on_progress(self.desc, self.n, self.total)
+
+        def __enter__(self) -> Reporter:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def update(self, n: int | float | None = 1) -> None:
+            self.n += int(n or 0)
+            on_progress(self.desc, self.n, self.total)
+
+        def close(self) -> None:
+            return None
+
+    return Reporter
+
+
+def fetch(p: DownloadPlan, on_progress: Progress | None = None) -> Path:
+    """Fetch what the plan lists into the cache; returns the snapshot folder. Progress: huggingface_hub's
+    bar for each file on the terminal, or `on_progress` calls. A file's bytes go to
+    blobs/<etag>.incomplete first, kept when the download is interrupted: the next run asks the Hub
+    only for the rest (HTTP Range)."""
     snapshot = repo_folder(p.repo_id, p.cache) / "snapshots" / p.commit
+    bar = _reporter(on_progress) if on_progress is not None else None
     try:
         for entry in p.to_fetch:
-            _fetch_one(p, entry, snapshot)
+            _fetch_one(p, entry, snapshot, bar)
     except UserError:
         raise
     except OSError as exc:
@@ -185,7 +216,7 @@ def fetch(p: DownloadPlan) -> Path:
     return snapshot
 
 
-def _fetch_one(p: DownloadPlan, entry: RepoFileEntry, snapshot: Path) -> None:
+def _fetch_one(p: DownloadPlan, entry: RepoFileEntry, snapshot: Path, bar: type | None) -> None:
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
     from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import WeakFileLock, build_hf_headers
@@ -210,7 +241,7 @@ def _fetch_one(p: DownloadPlan, entry: RepoFileEntry, snapshot: Path) -> None:
                     have = 0
                 if have < size:
                     http_get(meta.location, fh, resume_size=have, headers=headers, expected_size=size,
-                             displayed_filename=entry.path)  # fmt: skip
+                             displayed_filename=entry.path, tqdm_class=bar)  # fmt: skip
             got = part.stat().st_size
             if got != size:
                 raise UserError(
@@ -222,6 +253,26 @@ def _fetch_one(p: DownloadPlan, entry: RepoFileEntry, snapshot: Path) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(os.path.relpath(blob, link.parent))  # as huggingface_hub lays out its cache
+
+
+def is_downloaded(repo_id: str, cache: Path | None = None) -> bool:
+    """Whether the cache holds a snapshot with the model's weights: every shard its safetensors
+    index names, or a single model.safetensors / consolidated.safetensors (a config alone is not)."""
+    import json
+
+    repo = repo_folder(repo_id, cache or hub_cache())
+    for snap in (repo / "snapshots").glob("*") if (repo / "snapshots").is_dir() else []:
+        index = snap / "model.safetensors.index.json"
+        if index.is_file():
+            try:
+                shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
+            except (OSError, ValueError, AttributeError):
+                continue
+            if shards and all((snap / shard).is_file() for shard in shards):
+                return True
+        elif any((snap / name).is_file() for name in ("model.safetensors", "consolidated.safetensors")):
+            return True
+    return False
 
 
 def cached_snapshot(repo_id: str, revision: str = "main") -> Path | None:

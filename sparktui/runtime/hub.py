@@ -14,11 +14,12 @@ import re
 import struct
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from sparktui.errors import UserError
+
+if TYPE_CHECKING:  # httpx is imported where the Hub is asked (a quarter second `fit` of a local model never pays)
+    import httpx
 
 SMALL_FILES = ("config.json", "params.json", "hf_quant_config.json", "model.safetensors.index.json")
 SINGLE_SHARDS = ("model.safetensors", "consolidated.safetensors")
@@ -26,7 +27,7 @@ HEADERS_FILE = "safetensors-headers.json"  # {shard: header}, read by modelspec.
 MAX_HEADER = 100 * 1024 * 1024
 MAX_SMALL = 20 * 1024 * 1024  # a config or an index larger than this is not one
 MAX_SHARDS = 2_000
-TIMEOUT = httpx.Timeout(15.0, connect=5.0)
+TIMEOUT_S, CONNECT_TIMEOUT_S = 15.0, 5.0
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _TRUE = ("1", "true", "yes", "on")
 
@@ -103,6 +104,8 @@ class HubFetcher:
     def _get(
         self, client: httpx.Client, url: str, what: str, byte_range: tuple[int, int] | None = None
     ) -> bytes | None:
+        import httpx
+
         headers = self._headers()
         if byte_range is not None:
             headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
@@ -150,8 +153,10 @@ class HubFetcher:
         return header if isinstance(header, dict) else None
 
     def _download(self, repo_id: str, folder: Path) -> Path | None:
+        import httpx
+
         files: dict[str, bytes] = {}
-        with httpx.Client(timeout=TIMEOUT, follow_redirects=True) as client:
+        with httpx.Client(timeout=httpx.Timeout(TIMEOUT_S, connect=CONNECT_TIMEOUT_S), follow_redirects=True) as client:
             for name in SMALL_FILES:
                 data = self._get(client, self._url(repo_id, name), f"{repo_id}/{name}")
                 if data is not None:

@@ -97,6 +97,15 @@ ACTIONS: tuple[Action, ...] = (
         show=False,
     ),
     Action(
+        "config.download",
+        "f11",
+        "download_model",
+        "Download",
+        "Download this model into the Hugging Face cache (free disk checked first; resumes)",
+        pane="config",
+        show=False,
+    ),
+    Action(
         "fit.apply",
         "ctrl+f",
         "apply_suggestion(0)",

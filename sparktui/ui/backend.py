@@ -93,6 +93,30 @@ class Backend:
 
         save_profile(profile, path)
 
+    def model_downloaded(self, model: str) -> bool | None:
+        """Whether a Hugging Face repo id's weights are in the local cache; None for what is no repo
+        id (a local folder) or what the panel cannot download."""
+        from sparktui.runtime import download
+
+        if os.path.exists(os.path.expanduser(model)):
+            return None
+        try:
+            download.check_repo_id(model)
+        except UserError:
+            return None
+        return download.is_downloaded(model)
+
+    def download_plan(self, model: str) -> Any:
+        """runtime.download's plan: what is left to fetch and whether the disk has the room."""
+        from sparktui.runtime import download
+
+        return download.plan(model)
+
+    def download(self, plan: Any, on_progress: Any) -> Path:
+        from sparktui.runtime import download
+
+        return download.fetch(plan, on_progress)
+
     def model_spec(self, model: str) -> ModelSpec:
         # a repo id that is not downloaded: its configs and safetensors headers are fetched (once,
         # cached; never with HF_HUB_OFFLINE=1). This runs in a worker, off the UI thread.

@@ -51,3 +51,18 @@ def test_unknown_family_and_bad_numbers_are_user_errors(capsys, isolated):
     assert "no model of the family" in capsys.readouterr().err
     assert main(["advise", "qwen3.5", "--users", "0"]) == 2
     assert "--users" in capsys.readouterr().err
+
+
+def test_advise_gemma_lists_no_drafter_to_run_and_no_qwen_parsers(capsys):
+    from sparktui.cli import main
+
+    code = main(["advise", "gemma-4-26B-A4B"])
+    out = capsys.readouterr().out
+    assert code == 0
+    run = out[out.index("run 1") :]
+    assert "DFlash" not in run and "qwen3" not in run and "hermes" not in run
+    assert "an option: speculative decoding with z-lab/gemma-4-26B-A4B-it-DFlash" in out
+    table = out[: out.index("longest ctx: the longest")]
+    rows = [line for line in table.splitlines() if line[:4].strip().rstrip(".").isdigit()]
+    assert rows
+    assert not any("DFlash" in row for row in rows)

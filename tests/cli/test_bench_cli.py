@@ -188,6 +188,8 @@ def test_no_server_and_a_refused_port_are_exit_2(env):
         (["--output-tokens", "1"], "--output-tokens 1"),
         (["--sweep", "--target-tok-s", "10"], "--sweep needs both targets"),
         (["--target-ttft-s", "1"], "add --sweep"),
+        (["--vllm-executable", "/usr/bin/vllm"], "--vllm-executable is for --vllm: add --vllm"),
+        (["--vllm", "--sweep", "--target-tok-s", "1", "--target-ttft-s", "1"], "--vllm runs fixed levels"),
     ],
 )
 def test_bad_flags_are_named(env, args, message):

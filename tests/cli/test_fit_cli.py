@@ -169,10 +169,14 @@ def test_decision_table_fp16_vs_fp8_kv(capsys, profile):
     assert (fp16["verdict"], fp8["verdict"]) == (want16, want8)
     assert code16 == code8 == 0
     assert fp8["kv_bytes_per_token"] * 2 == fp16["kv_bytes_per_token"]
-    # more tokens, though not twice: on a DGX Spark an fp8 KV cache runs on FlashInfer, whose FULL
-    # CUDA graphs vLLM estimates at about 3.4 GiB more (vllm_rules gb10_fp8_attention_backend)
-    assert fp8["kv_cache_tokens"] > 1.2 * fp16["kv_cache_tokens"]
-    assert fp8["budget"]["cuda_graphs"] > fp16["budget"]["cuda_graphs"] + 3 * 1024**3
+    # more tokens: on a DGX Spark an fp8 KV cache runs on FlashInfer, whose FULL CUDA
+    # graphs cost one 394 MiB workspace per attention KV-cache group (vllm_rules gb10_fp8_attention_backend,
+    # fit.cudagraph_estimate), not a constant fitted on a model with seven such groups
+    # (a hybrid's Mamba state does not halve, so its gain is smaller)
+    assert fp8["kv_cache_tokens"] > (1.3 if "moe" in profile else 1.8) * fp16["kv_cache_tokens"]
+    extra = fp8["budget"]["cuda_graphs"] - fp16["budget"]["cuda_graphs"]
+    assert 0.1 * 1024**3 < extra < 1024**3
+    assert fp8["kv_cache_bytes"] > fp16["kv_cache_bytes"] - 1024**3
     # the profile's own concurrency target is met
     seqs = {"35b-moe-5-users-8k": 5, "70b-dense-5-users": 5}.get(profile, 1)
     assert fp16["max_concurrency"] >= seqs

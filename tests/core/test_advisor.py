@@ -62,3 +62,19 @@ def test_apply_gives_a_command_that_fits(qwen122):
     argv = qwen122[0].apply_argv()
     assert argv[:3] == ["nvidia/Qwen3.5-122B-A10B-NVFP4", "--max-model-len", "32768"]
     assert "--reasoning-parser" in argv
+
+
+def test_a_drafter_is_an_option_of_its_target_not_a_variant_to_run():
+    """gemma-4-26B-A4B's DFlash drafter (3.5 GiB, a qwen3-architecture model) is no model to serve."""
+    from sparktui.core.advisor import advise
+    from sparktui.core.fit import dgx_spark
+    from sparktui.core.modelspec import load_model_spec
+    from sparktui.core.speed import hardware_for
+
+    machine = dgx_spark()
+    specs = [load_model_spec(m) for m in ("z-lab/gemma-4-26B-A4B-it-DFlash", "google/gemma-4-26B-A4B")]
+    hardware = hardware_for(machine.name, machine.mem_total, machine.unified)
+    advice = advise(specs, machine, hardware, context=32768, users=1)
+    assert [a.model for a in advice] == ["google/gemma-4-26B-A4B"]
+    assert advice[0].drafters == [("z-lab/gemma-4-26B-A4B-it-DFlash", "dflash")]
+    assert not any("qwen" in " ".join(f.argv()) for f in advice[0].flags)

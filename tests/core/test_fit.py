@@ -292,7 +292,7 @@ def load_bench():
 def test_accuracy_against_every_fixture_case(fixtures):
     bench = load_bench()
     cases = bench.all_cases(fixtures)
-    assert len([c for c in cases if c.from_log]) == 18  # every log with a config we can read
+    assert len([c for c in cases if c.from_log]) == 20  # every log with a config we can read
     # real DGX Spark start-ups and the Nemotron-H (Mamba2) one: KV tokens and concurrency within 1%
     strict = [bench.evaluate(c) for c in cases if c.id.startswith("spark") or "nemotron" in c.id or "tp2" in c.id]
     assert len(strict) >= 12
@@ -475,7 +475,8 @@ def test_a_request_that_fits_only_with_favourable_measurements_is_tight():
 
 def test_a_large_batch_on_a_moe_model_takes_the_fused_moe_workspace():
     """AEON's Spark recipes run Qwen3.6-35B-A3B with 32768–65536 batched tokens: the profile run's
-    fused-MoE workspace (vllm_rules MOE_WORKSPACE_COPIES) then outgrows the sampler pass."""
+    fused-MoE workspace (held once, fit.moe_workspace_per_token) and the Gated-DeltaNet layers'
+    prefill buffers (fit.gdn_prefill_per_token) then outgrow the sampler pass."""
     spec = load_model_spec("Qwen/Qwen3.6-35B-A3B")
     small = activation_bytes(spec, 2048, 128)
     big = activation_bytes(spec, 65536, 128)

@@ -170,6 +170,18 @@ EXPECTED = {
              max_concurrency=86.16, ready=False),
         "log_ended",
     ),
+    f"{LOGS}/discrete_v0.20.1rc1_nemotron-cascade-2-30b-a3b-nvfp4_rtx5090_excerpt.log": (
+        # selected lines, cut after the KV lines (it went on to serve: graph capture, autotuning)
+        dict(version="0.20.1rc1.dev91+ga749a33d8", model="chankhavu/Nemotron-Cascade-2-30B-A3B-NVFP4",
+             max_model_len=256000, weights_gib=18.54, available_kv_gib=3.72, kv_cache_tokens=1206303,
+             max_concurrency=4.71, ready=False),
+        "log_ended",
+    ),
+    f"{LOGS}/spark_v0.20.0_qwen3.6-35b-a3b-nvfp4-redhat_fp8kv_excerpt.log": (
+        dict(version="0.20.0", model="RedHatAI/Qwen3.6-35B-A3B-NVFP4", max_model_len=65536, weights_gib=21.86,
+             available_kv_gib=82.42, kv_cache_tokens=2158880, max_concurrency=108.50, ready=False),
+        "log_ended",
+    ),
     f"{LOGS}/spark_v0.22.0_qwen3.6-35b-a3b-prismaquant-mtp3_excerpt.log": (
         # selected lines: no banner, no engine-config line (so no version or max_model_len), no
         # "Application startup complete"

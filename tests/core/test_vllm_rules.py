@@ -327,7 +327,9 @@ def test_fp8_kv_costs_the_flashinfer_graph_estimate_on_a_spark_only():
         d: fit(cfg(spec.name, vllm_version="0.21.0", kv_cache_dtype=d), spec, machine_from_name(80))
         for d in ("auto", "fp8")
     }
-    assert spark["fp8"].budget["cuda_graphs"] - spark["auto"].budget["cuda_graphs"] > 3 * GiB
+    # one attention KV-cache group: one FlashInfer workspace (394 MiB) and what its first FULL graph adds
+    extra = spark["fp8"].budget["cuda_graphs"] - spark["auto"].budget["cuda_graphs"]
+    assert 0.25 * GiB < extra < 0.8 * GiB
     assert gpu["fp8"].budget["cuda_graphs"] == gpu["auto"].budget["cuda_graphs"] < GiB
     assert any("FlashInfer FULL graphs" in w for w in spark["fp8"].memory_working)
     # no FULL graphs with cudagraph_mode PIECEWISE: nothing of FlashInfer's first capture
@@ -339,7 +341,7 @@ def test_fp8_kv_costs_the_flashinfer_graph_estimate_on_a_spark_only():
     )
     assert fit(piecewise, spec, dgx_spark()).budget["cuda_graphs"] < GiB
     explicit = cfg(spec.name, vllm_version="0.21.0", extra_args=["--attention-backend=FLASHINFER"])
-    assert fit(explicit, spec, dgx_spark()).budget["cuda_graphs"] > 3 * GiB
+    assert fit(explicit, spec, dgx_spark()).budget["cuda_graphs"] > 0.5 * GiB
 
 
 def test_compilation_config_sets_the_graphs_counted():

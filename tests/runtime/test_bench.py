@@ -11,7 +11,7 @@ import pytest
 from sparktui.errors import UserError
 from sparktui.runtime import bench
 from sparktui.runtime.host.memory import read_gpu
-from tests.support import BENCH_RUN_KEYS, free_port, wait_for
+from tests.support import BENCH_RUN_KEYS, VLLM_BENCH_NAMES, free_port, wait_for
 from tests.support.timed_server import running
 
 pytestmark = pytest.mark.slow
@@ -79,13 +79,6 @@ def test_a_client_whose_own_event_loop_stalls_still_stamps_each_token_when_it_ca
     assert close(level.ttft_p95_s, TTFT), level.ttft_p95_s
     assert close(level.decode_tok_s_per_user, RATE), level.decode_tok_s_per_user
     assert close(level.itl_p50_s, 1 / RATE), level.itl_p50_s
-
-
-# `vllm bench serve`'s result JSON names for what a level measures (vllm/benchmarks/serve.py,
-# 0.32.0: benchmark's result dict and process_one_metric with the default --metric-percentiles 99)
-VLLM_BENCH_NAMES = {"duration", "completed", "failed", "max_concurrency", "total_input_tokens", "total_output_tokens"}
-VLLM_BENCH_NAMES |= {"request_throughput", "output_throughput", "total_token_throughput"}
-VLLM_BENCH_NAMES |= {f"{k}_{m}_ms" for k in ("mean", "median", "std", "p99") for m in ("ttft", "tpot", "itl", "e2el")}
 
 
 def test_the_json_carries_vllm_bench_serve_names_with_its_definitions():

@@ -29,6 +29,12 @@ BENCH_RUN_KEYS = frozenset(
     | {"requests", "errors", "min_mem_available_gib", "peak_kv_usage", "joules_per_token"}
 )
 
+# `vllm bench serve`'s result JSON names for what a level measures (vllm/benchmarks/serve.py,
+# 0.32.0: benchmark's result dict and process_one_metric with the default --metric-percentiles 99)
+VLLM_BENCH_NAMES = {"duration", "completed", "failed", "max_concurrency", "total_input_tokens", "total_output_tokens"}
+VLLM_BENCH_NAMES |= {"request_throughput", "output_throughput", "total_token_throughput"}
+VLLM_BENCH_NAMES |= {f"{k}_{m}_ms" for k in ("mean", "median", "std", "p99") for m in ("ttft", "tpot", "itl", "e2el")}
+
 
 def sweep_recorded_servers() -> None:
     """Kill, by recorded identity, every server tree and supervisor recorded in the current state

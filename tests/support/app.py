@@ -40,6 +40,9 @@ class SampleBackend(Backend):
     def host(self) -> str:
         return "spark-test"
 
+    def model_downloaded(self, model: str) -> bool | None:
+        return None  # the machine's own Hugging Face cache stays out of the screens (no download offer)
+
     def memory(self):
         return self.memory_sample
 

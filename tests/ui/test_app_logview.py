@@ -99,3 +99,37 @@ def test_the_phase_strip_knows_the_log_parsers_phases():
     from sparktui.ui.widgets import server
 
     assert server.PHASES == vllm_log.PHASES and server.FAILED == vllm_log.FAILED
+
+
+class NarrowLogApp(App):
+    CSS = "LogView { width: 50; height: 10; }"
+
+    def compose(self) -> ComposeResult:
+        yield LogView(max_lines=1000, id="log")
+
+
+async def test_a_50_column_log_shows_vllms_message_not_its_prefix_and_scrolls_sideways():
+    """At 120–160 columns the log pane is about 50 wide: vLLM's '(APIServer pid=N) INFO date [file:line] '
+    filled it before the message began."""
+    app = NarrowLogApp()
+    async with app.run_test(size=(80, 12)) as pilot:
+        log = app.query_one(LogView)
+        message = "Starting vLLM API server 0 on http://127.0.0.1:8000"
+        log.push(
+            [
+                f"(APIServer pid=20603) INFO 11-29 19:24:14 [launcher.py:46] {message}",
+                "(EngineCore_DP0 pid=20731) WARNING 11-29 19:24:15 [core.py:99] " + "x" * 80,
+            ]
+        )
+        await pilot.pause(0.25)
+        first = log.render_line(0).text
+        assert first.startswith("19:24:14 Starting vLLM API server"), first
+        assert "pid=" not in first and "launcher.py" not in first
+        assert log.render_line(1).text.startswith("19:24:15 engine xxx")
+        assert log.lines()[0].endswith(message) and log.lines()[0].startswith("(APIServer pid=20603)")
+        # longer than the pane: it scrolls sideways (the keys of a focused log)
+        assert log.virtual_size.width > log.size.width
+        log.focus()
+        await pilot.press("right", "right", "right")
+        await pilot.pause()
+        assert log.scroll_x > 0 and log.render_line(1).text.strip().endswith("x")

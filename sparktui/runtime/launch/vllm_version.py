@@ -130,13 +130,15 @@ def from_labels(labels: dict[str, str], image: str) -> tuple[str, str] | None:
 
 def from_last_log(logs_dir: Path, profile_name: str) -> tuple[str, str] | None:
     """(version, source) from the newest log of this profile's servers."""
-    from sparktui.core.vllm_log import LogSummary
-
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in profile_name) or "server"
     try:
         logs = sorted(logs_dir.glob(f"{safe}-*.log"), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         return None
+    if not logs:
+        return None
+    from sparktui.core.vllm_log import LogSummary  # the log parser, only when there is a log to read
+
     for log in logs[:3]:
         summary = LogSummary()
         try:
@@ -179,9 +181,9 @@ def detect(profile: Any, logs_dir: Path | None = None, run: bool = True) -> Dete
         if found := from_image(runner.image, inspect=run):
             return DetectedVersion(found[0], found[1], tuple(tried))
     if logs_dir is None:
-        from sparktui.runtime.records import state
+        from sparktui.paths import state_dir  # not runtime.records.state: its pydantic records are not needed here
 
-        logs_dir = state.state_dir() / "logs"
+        logs_dir = state_dir() / "logs"
     tried.append(f"the last log of profile {profile.name!r}")
     if found := from_last_log(logs_dir, profile.name):
         return DetectedVersion(found[0], found[1], tuple(tried))

@@ -173,6 +173,77 @@ class ConfigPane(Pane):
         self._check_machine(profile.machine)
         self.detected_vllm = None
         self._detect_vllm(profile)
+        self._check_downloaded(profile.serve.model)
+
+    # -- the model's weights: offered for download when they are not in the Hugging Face cache ---
+
+    @io_worker("model-downloaded", "looking for the model in the Hugging Face cache", group="download-check")
+    def _check_downloaded(self, model: str) -> None:
+        try:
+            downloaded = self.backend.model_downloaded(model)
+        except (UserError, Unavailable, OSError):
+            return
+        if downloaded is False:
+            self.app.call_from_thread(self._offer_download, model)
+
+    def _offer_download(self, model: str) -> None:
+        from sparktui.ui.actions import ACTIONS, key_label, keys_for
+
+        action = next(a for a in ACTIONS if a.id == "config.download")
+        key = key_label(keys_for(action, cast(Any, self.app).keymap))
+        self.app.notify(
+            f"{model} is not downloaded yet: {key} (or the palette's Download) fetches it into the Hugging Face "
+            "cache, with the free disk checked first",
+            title="Model",
+            timeout=20,
+        )
+
+    def action_download_model(self) -> None:
+        config = self.form.config
+        if config is None:
+            self.app.notify("fix the form first: the model to download is its model", severity="error")
+            return
+        self._download(config.model)
+
+    @io_worker("download", "downloading the model", group="download")
+    def _download(self, model: str) -> None:
+        try:
+            if self.backend.model_downloaded(model) is None:
+                self.post_message(Notice(f"{model}: not a Hugging Face repo id to download (a local folder?)", "error"))
+                return
+            plan = self.backend.download_plan(model)
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(str(exc), "error"))
+            return
+        if not plan.fits:
+            self.post_message(
+                Notice(
+                    f"{model}: not enough disk: {plan.need_bytes / 2**30:.2f} GiB to fetch + "
+                    f"{plan.reserve_bytes / 2**30:.2f} GiB kept free, {plan.free_bytes / 2**30:.2f} GiB free in "
+                    f"{plan.cache}; nothing was downloaded",
+                    "error",
+                )
+            )
+            return
+        total = max(1, plan.need_bytes + plan.partial_bytes)
+        done: dict[str, int] = {}
+        said = [-1]
+
+        def progress(name: str, n: int, size: int) -> None:
+            done[name] = n
+            step = int(100 * sum(done.values()) / total) // 25  # a notice at 0, 25, 50, 75 %
+            if step != said[0] and step < 4:
+                said[0] = step
+                self.post_message(Notice(f"downloading {model}: {25 * step}% of {total / 2**30:.2f} GiB ({name})"))
+
+        self.post_message(Notice(f"downloading {model}: {plan.describe()}"))
+        try:
+            folder = self.backend.download(plan, progress)
+        except (UserError, Unavailable, OSError) as exc:
+            self.post_message(Notice(f"{exc} (what came is kept: download again to resume)", "error"))
+            return
+        self.post_message(Notice(f"downloaded {model} to {folder}"))
+        self.app.call_from_thread(self.recompute_fit)
 
     def watch_server(self, server: ServerStatus | None) -> None:
         # Re-attached to a server with no profile open: open the one it was started from (also

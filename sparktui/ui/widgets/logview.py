@@ -34,6 +34,30 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _POLLING = re.compile(r'(?:127\.0\.0\.1|\[?::1\]?|localhost):\d+ - "GET /(?:metrics|health) HTTP/1\.1"')
 
 
+# vLLM's prefix: "(APIServer pid=20603) INFO 11-29 19:24:14 [launcher.py:46] " (the date and file
+# fill a 50-column pane before the message starts); a uvicorn line has "LEVEL:   " only
+_VLLM_PREFIX = re.compile(
+    r"^(?:\((?P<proc>[\w.-]+)(?: pid=\d+)?\)\s+)?"
+    r"(?:(?:CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG)"
+    r"(?:\s+\d\d-\d\d (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)?\s+\[[^\]]*\]\s?|:\s+))?"
+)
+_PROCESS_TAGS = {"APIServer": "", "EngineCore": "engine "}
+
+
+def compact(line: str) -> tuple[str, int]:
+    """(what the log view shows, how many leading cells are dimmed): vLLM's process, level, date and
+    [file:line] shortened to the time and, for a process other than the API server, its name, so the
+    message starts near the left (the level is the line's colour; the file on disk keeps it all)."""
+    m = _VLLM_PREFIX.match(line)
+    if m is None or not m.end():
+        return line, 0
+    proc = m.group("proc") or "APIServer"
+    name = proc.split("_", 1)[0]
+    tag = _PROCESS_TAGS.get(name, name.lower().replace("vllmworker-", "worker") + " ")
+    head = (f"{m.group('time')} " if m.group("time") else "") + tag
+    return head + line[m.end() :], len(head)
+
+
 def is_polling(line: str) -> bool:
     return "GET /" in line and _POLLING.search(line) is not None
 
@@ -78,6 +102,7 @@ class LogView(ScrollView, can_focus=True):
         "log--plain",
         "log--marker",
         "log--note",
+        "log--prefix",
     }
 
     DEFAULT_CSS = """
@@ -95,6 +120,7 @@ class LogView(ScrollView, can_focus=True):
     LogView > .log--plain { color: $foreground; }
     LogView > .log--marker { color: $accent; text-style: italic; }
     LogView > .log--note { color: $accent; }
+    LogView > .log--prefix { color: $foreground-muted; text-style: not bold; }
     """
 
     follow: reactive[bool] = reactive(True)
@@ -105,7 +131,8 @@ class LogView(ScrollView, can_focus=True):
         super().__init__(**kwargs)
         self.max_lines = max_lines
         self._all: deque[tuple[str, str, bool]] = deque(maxlen=max_lines)  # (severity, text, polling)
-        self._lines: deque[tuple[str, str]] = deque(maxlen=max_lines)  # what is shown
+        # what is shown: (severity, the line, the line as drawn, its dimmed leading cells)
+        self._lines: deque[tuple[str, str, str, int]] = deque(maxlen=max_lines)
         self.polling_hidden = 0
         self._pending: list[str] = []
         self._skipped = 0
@@ -122,7 +149,12 @@ class LogView(ScrollView, can_focus=True):
         return len(self._lines)
 
     def lines(self) -> list[str]:
-        return [text for _, text in self._lines]
+        return [text for _, text, _, _ in self._lines]
+
+    def _show(self, severity: str, text: str) -> None:
+        shown, dim = compact(text) if severity != "marker" else (text, 0)
+        self._lines.append((severity, text, shown, dim))
+        self._width = max(self._width, len(shown))
 
     def push(self, lines: list[str]) -> None:
         """Queue lines for the next draw (cheap: called for every batch from the reader)."""
@@ -142,8 +174,7 @@ class LogView(ScrollView, can_focus=True):
         for severity, text in lines:
             text = clean(text[:_MAX_LINE_CHARS])
             self._all.append((severity, text, False))
-            self._lines.append((severity, text))
-            self._width = max(self._width, len(text))
+            self._show(severity, text)
         self.virtual_size = Size(self._width, len(self._lines))
         if self.follow:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
@@ -171,7 +202,7 @@ class LogView(ScrollView, can_focus=True):
         if self._skipped:
             marker = f"… {self._skipped:,} lines skipped to keep up (the full log is on disk)"
             self._all.append(("marker", marker, False))
-            self._lines.append(("marker", marker))
+            self._show("marker", marker)
             self._skipped = 0
         show_polling = self.show_polling
         for text in self._pending:
@@ -181,8 +212,7 @@ class LogView(ScrollView, can_focus=True):
             if polling and not show_polling:
                 self.polling_hidden += 1
                 continue
-            self._width = max(self._width, len(text))
-            self._lines.append((severity, text))
+            self._show(severity, text)
         self._pending.clear()
         self.hidden = self.polling_hidden
         self.virtual_size = Size(self._width, len(self._lines))
@@ -197,22 +227,26 @@ class LogView(ScrollView, can_focus=True):
         base = self.rich_style
         if index >= len(self._lines):
             return Strip.blank(width, base)
-        severity, text = self._lines[index]
+        severity, _, shown, dim = self._lines[index]
         style = base + self.get_component_rich_style(f"log--{severity}", default=Style.null())  # plain until styled
-        visible = text[scroll_x : scroll_x + width]
-        return Strip([Segment(visible, style)], len(visible)).extend_cell_length(width, base)
+        segments = []
+        if dim > scroll_x:
+            prefix = self.get_component_rich_style("log--prefix", default=Style.null())
+            segments.append(Segment(shown[scroll_x : min(dim, scroll_x + width)], base + prefix))
+        start = max(scroll_x, dim)
+        segments.append(Segment(shown[start : max(start, scroll_x + width)], style))
+        return Strip(segments).extend_cell_length(width, base)
 
     def watch_show_polling(self, show: bool) -> None:
         """Rebuild what is shown from what was kept."""
         self._lines.clear()
-        self.polling_hidden = 0
+        self.polling_hidden = self._width = 0
         for severity, text, polling in self._all:
             if polling and not show:
                 self.polling_hidden += 1
             else:
-                self._lines.append((severity, text))
+                self._show(severity, text)
         self.hidden = self.polling_hidden
-        self._width = max((len(text) for _, text in self._lines), default=0)
         self.virtual_size = Size(self._width, len(self._lines))
         if self.follow:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)

@@ -1,0 +1,138 @@
+"""What the CLI and the panel ask of a running server's supervisor: its state, stop, kill, guard
+changes; and the sweep of what a dead supervisor left. Kept apart from the supervisor itself so
+`sparktui status`, `stop` and `kill` start without importing the guard, the fit and the log parser
+(bench/cli_startup.py).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from sparktui.errors import UserError
+from sparktui.runtime.host import proc
+from sparktui.runtime.records import protocol as pr
+from sparktui.runtime.records import state as st
+from sparktui.runtime.records.launch_id import not_this_launch
+from sparktui.runtime.server import fallback
+
+
+def sweep_lost(state: pr.StateRecord, message: str) -> pr.StateRecord:
+    """Kill what one dead supervisor left (pid + start time checked) and record why it ended."""
+    report = proc.sweep_orphans(state.tree.as_proc_record()) if state.tree is not None else None
+    lost_reason = state.lost_reason
+    state.status, state.phase, state.updated_at = "exited", "stopped", time.time()
+    state.exit = pr.ExitRecord(
+        reason="supervisor_died",
+        stop=report.to_dict() if report else None,
+        message=f"{message} ({lost_reason})" if lost_reason else message,
+    )
+    state.lost_reason = None
+    st.write_state(st.state_path(state.port), state)
+    return state
+
+
+def read(port: int | None = None) -> pr.StateRecord:
+    """The recorded state of the server on `port` (or the only live one)."""
+    return st.find_state(port)
+
+
+def attach(port: int | None = None) -> pr.StateRecord:
+    """Live state straight from the supervisor (falls back to the file if it does not answer)."""
+    state = st.find_state(port)
+    if not state.alive:
+        return state
+    return st.ask_live(state.port, metrics=True) or state
+
+
+def stop(port: int | None = None, *, wait: float = 60.0, only_id: str | None = None) -> pr.StateRecord:
+    """Stop (SIGTERM the tree, SIGKILL after the grace period) and return the final state.
+    `only_id`: only if its supervisor has this launch id (a UserError, nothing done, otherwise)."""
+    return _command(pr.StopRequest(cmd="stop", wait=wait, only_id=only_id), port)
+
+
+def kill(port: int | None = None, *, wait: float = 30.0, only_id: str | None = None) -> pr.StateRecord:
+    """SIGKILL the whole tree at once and return the final state (`only_id`: as for stop)."""
+    return _command(pr.KillRequest(cmd="kill", wait=wait, only_id=only_id), port)
+
+
+def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.StateRecord:
+    try:
+        state = st.find_state(port)
+    except UserError:
+        # No record and no answer: a supervisor that cannot answer may still hold the port's socket
+        # (its state dir gone); SO_PEERCRED names it, and it is ours
+        if port is None or req.only_id is not None:
+            raise
+        pid = st.listener_pid(port)
+        if pid is None or not fallback.peer_is_ours(pid):
+            raise
+        return fallback.end_without_supervisor(None, port, req.cmd, "its supervisor does not answer", pid)
+    if req.only_id is not None and state.launch_id != req.only_id:
+        raise UserError(not_this_launch(state.port, state.supervisor.pid, state.launch_id, req.only_id))
+    if not state.alive:
+        if state.status == "lost":
+            return sweep_lost(state, f"swept by `sparktui {req.cmd}`: its supervisor had died")
+        raise UserError(f"the server on port {state.port} is not running (status {state.status})")
+    try:
+        reply = st.request(state.port, req, timeout=req.wait + 5)
+    except st.Unanswered as exc:
+        grace = state.guard.lines.grace_s
+        return fallback.end_without_supervisor(state, state.port, req.cmd, str(exc), exc.pid, grace)
+    if not reply.ok:  # the supervisor answering is not the one recorded (only_id), or it refused
+        raise UserError(f"port {state.port}: {reply.error}")
+    sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time or 0)
+    deadline = time.monotonic() + 10
+    while sup.is_alive() and time.monotonic() < deadline:  # it is closing its socket and reaper
+        time.sleep(0.02)
+    try:
+        final = st.read_state(st.state_path(state.port))
+    except (pr.ProtocolError, OSError):
+        final = None
+    told = reply.state
+    if (
+        told is not None
+        and told.status == "exited"
+        and (final is None or final.status != "exited" or final.supervisor.pid != told.supervisor.pid)
+    ):
+        # The supervisor could not write its final record (a full disk, a read-only state dir):
+        # what it told us is the truth; its reaper writes it once there is room
+        print(
+            f"sparktui: warning: port {state.port}: the final record is not on disk yet (the state dir "
+            "is full or read-only); shown as the supervisor told it",
+            file=sys.stderr,
+        )
+        told.alive = False
+        return told
+    final = final or told or state
+    return st.with_liveness(final)
+
+
+def set_guard(
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
+) -> pr.StateRecord:
+    """Arm/disarm the memory guard of a running server, move its lines and/or set its kernel
+    tripwire's mode; its state afterwards."""
+    return change_guard(port, armed=armed, lines=lines, kernel=kernel)[0]
+
+
+def change_guard(
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
+) -> tuple[pr.StateRecord, list[str]]:
+    """set_guard(), with the notes on lines turned off to make room for the ones given."""
+    state = st.find_state(port)
+    if not state.alive:
+        raise UserError(f"the server on port {state.port} is not running (status {state.status})")
+    reply = st.request(state.port, st.guard_request(armed, lines, kernel), timeout=10)
+    if not reply.ok or reply.state is None:
+        raise UserError(f"port {state.port}: the guard was not changed: {reply.error}")
+    reply.state.alive = True
+    return reply.state, reply.notes

@@ -1,0 +1,154 @@
+"""`sparktui bench --vllm`: vLLM's own load generator, `vllm bench serve`, from the installation that
+serves the model, run against it level by level, and its result file read back.
+
+Each level is one `vllm bench serve` run: --max-concurrency = users, --num-prompts = users ×
+requests per user, random prompts of --random-input-len tokens and --ignore-eos outputs of
+--random-output-len, --request-rate inf, --save-result into a private temporary folder. The key
+goes by environment (OPENAI_API_KEY is what vllm/benchmarks/lib/endpoint_request_func.py reads),
+never argv. Figures are vLLM's, under vLLM's names; sparktui only reads the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparktui.errors import UserError
+from sparktui.runtime.bench import BenchSettings, Target
+from sparktui.runtime.launch.runner import resolve_native_executable
+
+# What one level keeps of the result file: the figures, not the per-request lists.
+KEPT = (
+    "duration",
+    "completed",
+    "failed",
+    "max_concurrency",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    *(f"{k}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for k in ("mean", "median", "std", "p99")),
+)
+LEVEL_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class VllmBenchPlan:
+    executable: str  # the `vllm` that serves the model (or the one given)
+    model: str  # the served model name requests use
+    tokenizer: str  # where vllm bench serve finds the tokenizer (the model path)
+
+
+def plan(target: Target, model: str | None, executable: str | None) -> VllmBenchPlan:
+    """Which `vllm` to run and with what model: the server's own when sparktui started it."""
+    state = target.state or {}
+    argv = [str(a) for a in state.get("argv") or []]
+    if executable is None:
+        if argv and "serve" in argv:
+            head = argv[: argv.index("serve")]
+            if len(head) != 1 or os.path.basename(head[0]) in ("docker", "podman"):
+                raise UserError(
+                    "--vllm runs `vllm bench serve` from the installation that serves the model, and this "
+                    "server runs in a container; run `docker exec <container> vllm bench serve …` there, "
+                    "or name a local vLLM with --vllm-executable"
+                )
+            executable = head[0]
+        else:
+            executable = resolve_native_executable("vllm")
+    exe = resolve_native_executable(executable)
+    cards = _models(target)
+    served = model or (state.get("model") if state.get("model") in cards else next(iter(cards), None))
+    if served is None or served not in cards:
+        raise UserError(
+            f"--model {served}: the server does not serve it; it serves {', '.join(cards) or 'nothing yet'}"
+        )
+    # the tokenizer: the path sparktui served, else what vLLM lists as the model's root
+    tokenizer = state.get("model") or cards[served] or served
+    return VllmBenchPlan(exe, str(served), str(tokenizer))
+
+
+def _models(target: Target) -> dict[str, str | None]:
+    """Served model name → its root (the path vLLM loaded), from /v1/models."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
+    try:
+        reply = httpx.get(f"{target.url}/v1/models", headers=headers, timeout=10, trust_env=False)
+        cards = reply.json().get("data", []) if reply.status_code == 200 else []
+    except (httpx.HTTPError, ValueError, AttributeError):
+        raise UserError(f"{target.url}/v1/models did not answer: is the server running?") from None
+    return {str(c["id"]): c.get("root") for c in cards if isinstance(c, dict) and c.get("id")}
+
+
+def argv_for(p: VllmBenchPlan, target: Target, settings: BenchSettings, users: int, out: Path) -> list[str]:
+    chat = settings.api == "chat"
+    return [
+        p.executable,
+        "bench",
+        "serve",
+        "--backend",
+        "openai-chat" if chat else "openai",
+        "--base-url",
+        target.url,
+        "--endpoint",
+        "/v1/chat/completions" if chat else "/v1/completions",
+        "--model",
+        p.model,
+        "--tokenizer",
+        p.tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(settings.prompt_tokens),
+        "--random-output-len",
+        str(settings.output_tokens),
+        "--ignore-eos",
+        "--num-prompts",
+        str(users * settings.requests_per_user),
+        "--max-concurrency",
+        str(users),
+        "--request-rate",
+        "inf",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        str(out),
+        "--result-filename",
+        f"users-{users}.json",
+    ]
+
+
+def run_level(p: VllmBenchPlan, target: Target, settings: BenchSettings, users: int) -> dict[str, Any]:
+    """One level; vLLM's figures under its own names, plus `users`. UserError when it fails."""
+    with tempfile.TemporaryDirectory(prefix="sparktui-vllm-bench-") as folder:  # 0700
+        out = Path(folder)
+        argv = argv_for(p, target, settings, users, out)
+        env = dict(os.environ)
+        env.pop("OPENAI_API_KEY", None)
+        if target.api_key:
+            env["OPENAI_API_KEY"] = target.api_key
+        try:
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=LEVEL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"`vllm bench serve` at {users} users ran past {LEVEL_TIMEOUT_S:.0f} s") from None
+        result = out / f"users-{users}.json"
+        if done.returncode != 0 or not result.is_file():
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+            raise UserError(f"`vllm bench serve` at {users} users failed (exit {done.returncode}):\n{tail}")
+        try:
+            data = json.loads(result.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise UserError(f"`vllm bench serve` wrote a result file that is not JSON ({result}): {exc}") from None
+    row: dict[str, Any] = {"users": users}
+    row.update({key: data.get(key) for key in KEPT})
+    return row

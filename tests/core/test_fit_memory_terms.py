@@ -1,0 +1,147 @@
+"""The terms of the KV memory vLLM subtracts, from what its code allocates: the fused-MoE workspace
+(held once), the Gated-DeltaNet prefill buffers, FlashInfer's CUDA graphs per attention group.
+Checked against real start-ups in tests/fixtures/vllm-logs (SOURCES.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from sparktui.core.config import ServeConfig
+from sparktui.core.fit import (
+    activation_bytes,
+    dgx_spark,
+    fit,
+    gdn_prefill_per_token,
+    machine_from_name,
+    moe_workspace_per_token,
+)
+from sparktui.core.modelspec import load_model_spec, spec_from_config
+from tests.core.test_fit import load_bench
+from tests.support import FIXTURES
+
+GiB = 1024**3
+LOGS = FIXTURES / "vllm-logs"
+RTX_5090 = 31.36  # what CUDA reports as its total ("Free memory on device (30.86/31.36 GiB)")
+
+
+def logged(name: str, pattern: str) -> float:
+    m = re.search(pattern, (LOGS / name).read_text())
+    assert m, pattern
+    return float(m.group(1).replace(",", ""))
+
+
+CASCADE = "discrete_v0.20.1rc1_nemotron-cascade-2-30b-a3b-nvfp4_rtx5090_excerpt.log"
+
+
+def cascade(**kw) -> ServeConfig:
+    flags = dict(
+        max_model_len=256000,
+        gpu_memory_utilization=0.85,
+        kv_cache_dtype="fp8_e4m3",
+        mamba_ssm_cache_dtype="float32",
+        enable_prefix_caching=False,
+        max_num_batched_tokens=32768,
+        max_num_seqs=128,
+        vllm_version="0.20.1",
+        extra_args=["--compilation-config", '{"max_cudagraph_capture_size": 512}'],
+    )
+    return ServeConfig(model="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", **{**flags, **kw})
+
+
+def test_nemotron_cascade_on_an_rtx_5090_started_so_it_starts():
+    # vLLM 0.20.1rc: 18.54 GiB weights, 0.48 GiB graphs, 3.72 GiB KV of 0.85 × 31.36: it left 3.92 GiB for
+    # the activation peak and non-torch memory. The old fit held 4.37 fused-MoE workspaces (11.71 GiB
+    # at 32768 tokens) and said it would not start.
+    spec = load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")
+    result = fit(cascade(), spec, machine_from_name(RTX_5090))
+    # started: never "won't start" / "unsafe" (tight: 5.7 full-length requests for 128 sequences)
+    assert result.verdict in ("fits", "tight"), result.reasons
+    kv = logged(CASCADE, r"Available KV cache memory: ([\d.]+) GiB")
+    assert result.kv_cache_bytes_low <= kv * GiB <= result.kv_cache_bytes_high
+    left = 0.85 * RTX_5090 - 18.54 - 0.48 - kv
+    assert result.budget["activation_peak"] / GiB < left
+    # the other side: at a utilization where weights and the peak leave nothing, it still will not start
+    short = fit(cascade(gpu_memory_utilization=0.65), spec, machine_from_name(RTX_5090))
+    assert short.verdict == "wont_start"
+
+
+def test_the_fused_moe_workspace_is_held_once_for_every_layer():
+    spec = load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")
+    n, k, top = spec.moe_intermediate_size, spec.hidden_size, spec.experts_per_token
+    assert moe_workspace_per_token(spec) == top * (max(2 * n, k) + n) * 2  # workspace13 + workspace2, bf16
+    # the forward pass: the residual stream and the shared expert, plus one workspace
+    dense = 2 * (6 * k + 2 * spec.shared_expert_intermediate_size)
+    assert activation_bytes(spec, 32768, 1) == 32768 * (dense + moe_workspace_per_token(spec))
+    # a dense model has none
+    assert moe_workspace_per_token(load_model_spec("Qwen/Qwen3-32B")) == 0
+
+
+def test_gated_deltanet_prefill_buffers_only_for_gdn_layers():
+    qwen = load_model_spec("Qwen/Qwen3.6-35B-A3B")
+    assert gdn_prefill_per_token(qwen) > 0
+    # Mamba2 (Nemotron-H) and plain attention have no Gated-DeltaNet buffers
+    assert gdn_prefill_per_token(load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")) == 0
+    assert gdn_prefill_per_token(load_model_spec("Qwen/Qwen3-32B")) == 0
+    # per rank: tensor parallelism splits the heads
+    assert gdn_prefill_per_token(qwen, tp=2) < 0.6 * gdn_prefill_per_token(qwen)
+
+
+REDHAT = "spark_v0.20.0_qwen3.6-35b-a3b-nvfp4-redhat_fp8kv_excerpt.log"
+
+
+def test_flashinfer_graphs_scale_with_the_attention_groups_captured():
+    # Qwen3.6-35B-A3B: 10 attention layers in 1 KV-cache group beside 30 linear-attention layers.
+    # vLLM 0.20 on a Spark, fp8 KV (FlashInfer), one FULL graph of 1 token: "Estimated CUDA graph memory:
+    # 0.43 GiB". The old fit applied gemma-3-27b's 3.38 GiB first capture (7 groups) whole.
+    spec = load_model_spec("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    config = ServeConfig(
+        model=spec.name,
+        max_model_len=65536,
+        gpu_memory_utilization=0.9,
+        kv_cache_dtype="fp8_e4m3",
+        enable_prefix_caching=True,
+        max_num_batched_tokens=8192,
+        max_num_seqs=1,
+        vllm_version="0.20.0",
+        extra_args=["--compilation-config", '{"max_cudagraph_capture_size": 1}'],
+    )
+    graphs = fit(config, spec, dgx_spark()).budget["cuda_graphs"] / GiB
+    assert abs(graphs - logged(REDHAT, r"Estimated CUDA graph memory: ([\d.]+) GiB")) < 0.1
+    assert any("1 attention KV-cache group" in w for w in fit(config, spec, dgx_spark()).memory_working)
+
+
+def test_gemma_3_27b_fp8_keeps_its_seven_flashinfer_groups():
+    # the all-attention model the old constant came from: 7 groups (52 sliding + 8 padding, 10 full)
+    # google/gemma-3-27b-it's published config, as bench/fit_accuracy.py holds it
+    spec = spec_from_config(load_bench().GEMMA3_27B, name="gemma-3-27b", source="bench/fit_accuracy.py")
+    flags = ServeConfig(
+        model="gemma-3-27b",
+        max_model_len=131072,
+        gpu_memory_utilization=0.85,
+        kv_cache_dtype="fp8",
+        max_num_batched_tokens=4096,
+        vllm_version="0.21.0",
+    )
+    result = fit(flags, spec, dgx_spark())
+    log = "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log"
+    assert abs(result.budget["cuda_graphs"] / GiB - logged(log, r"Estimated CUDA graph memory: ([\d.]+) GiB")) < 0.2
+    assert any("7 attention KV-cache group" in w for w in result.memory_working)
+
+
+def test_fp8_kv_no_longer_costs_a_70b_gigabytes_of_graphs():
+    # Llama-3-70B NVFP4 on a Spark: the old fit gave fp8 KV 3.2 GiB less KV memory than bf16 (55.3 vs
+    # 58.5 GiB) for FlashInfer's graphs; one attention group costs one 394 MiB workspace and its graphs
+    config = json.loads((FIXTURES / "model-configs" / "meta-llama__Llama-3.3-70B-Instruct.json").read_text())
+    config["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
+    spec = spec_from_config(config, name="llama-70b-nvfp4", source="fixture + NVFP4")
+    bf16, fp8 = (
+        fit(
+            ServeConfig(model="m", max_model_len=32768, gpu_memory_utilization=0.85, kv_cache_dtype=d),
+            spec,
+            dgx_spark(),
+        )
+        for d in ("auto", "fp8")
+    )
+    assert bf16.kv_cache_bytes - fp8.kv_cache_bytes < 0.6 * GiB
+    assert fp8.kv_cache_tokens > 1.9 * bf16.kv_cache_tokens
