@@ -146,13 +146,18 @@ HEADER = (
 
 
 def level_row(r: LevelResult) -> str:
+    from sparktui.core.bench_checks import implausible
+
+    why = implausible(r.decode_tok_s_per_user, r.aggregate_tok_s, r.itl_p50_s)
     ttft = f"{_num(r.ttft_p50_s, '{:.3f}')}/{_num(r.ttft_p95_s, '{:.3f}')}"
     itl = f"{_num(r.itl_p50_s and r.itl_p50_s * 1000, '{:.1f}')}/{_num(r.itl_p95_s and r.itl_p95_s * 1000, '{:.1f}')}"
     return (
         f"{r.users:>5}  {ttft:>15}  {itl:>15}  {_num(r.decode_tok_s_per_user, '{:.1f}'):>10}  "
         f"{_num(r.aggregate_tok_s, '{:.1f}'):>9}  {r.requests:>4}  {r.errors:>3}  "
         f"{_num(r.min_mem_available_gib, '{:.1f} GiB'):>9}  {_num(r.peak_kv_usage and r.peak_kv_usage * 100, '{:.1f}%'):>7}  "
-        f"{_num(r.joules_per_token, '{:.2f}'):>6}" + ("  partial" if r.partial else "")
+        f"{_num(r.joules_per_token, '{:.2f}'):>6}"
+        + ("  partial" if r.partial else "")
+        + "".join(f"\n       not a decode speed: {w}" for w in why[:1])
     )
 
 

@@ -1,7 +1,10 @@
 """Will this `vllm serve` configuration start, and what KV cache and concurrency will it get?
 
   sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] [--json]
-  sparktui fit [--vllm-version X.Y[.Z]] -- vllm serve MODEL [flags…]
+  sparktui fit [--vllm-version X.Y[.Z]] -- vllm serve MODEL [flags…] [--config FILE.yaml]
+
+PROFILE may be an eugr/spark-vllm-docker or sparkrun recipe, or a vLLM --config file (.yaml): what
+was read is shown first, with every key the fit does not model.
 
 Which vLLM: --vllm-version, else the profile's vllm-version, else what the profile's runner has
 installed (runtime/launch/vllm_version.py), else the newest rules sparktui knows (said in the notes).
@@ -25,7 +28,7 @@ MEMINFO = Path("/proc/meminfo")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
-        "sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
+        "sparktui fit [PROFILE|RECIPE.yaml] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
         "[--mem-available GIB] [--vllm-version X.Y[.Z]] [--json]\n"
         "       sparktui fit [options] -- vllm serve MODEL [flags…]"
     )
@@ -58,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="GBS",
         help="memory bandwidth in GB/s for the speed estimate (default: $SPARKTUI_BANDWIDTH_GBS, or 273 "
         "for a DGX Spark; no estimate for other machines unless given)",
+    )
+    parser.add_argument(
+        "--context",
+        metavar="TOKENS",
+        help="tokens each user's sequence holds while decoding, for the speed estimate (default: 1,024, "
+        "or --max-model-len when shorter); a long context reads more KV cache per token",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
@@ -313,7 +322,25 @@ def this_host_is(machine) -> bool:
     return host is not None and reading_applies(machine, host.mem_total)
 
 
-def apply_speed(result, spec, config, machine, bandwidth: str | None) -> list:
+def _context(text: str | None, max_model_len: int) -> int | None:
+    from sparktui.errors import UserError
+
+    if text is None:
+        return None
+    try:
+        tokens = int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        tokens = 0
+    if tokens < 1:
+        raise UserError(f"--context {text}: expected a whole number of tokens such as 32768")
+    if tokens > max_model_len:
+        raise UserError(
+            f"--context {text}: more than --max-model-len {max_model_len:,}; raise --max-model-len or lower --context"
+        )
+    return tokens
+
+
+def apply_speed(result, spec, config, machine, bandwidth: str | None, context: str | None = None) -> list:
     """Set result.speed for --bandwidth, and calibrate it from this host's bench history; returns
     the measured runs used, each with what the uncorrected model predicted for it."""
     from sparktui.core import speed as sp
@@ -333,14 +360,26 @@ def apply_speed(result, spec, config, machine, bandwidth: str | None) -> list:
     if hardware is None:
         result.speed = None
         return []
+    tokens = _context(context, result.max_model_len)
     runs = history_runs(config.model, config.quantization, getattr(config, "vllm_version", None))
     if runs and (machine.name == "auto" or this_host_is(machine)):
         result.speed, measured = sp.calibrated(
-            spec, config, hardware, runs, max_model_len=result.max_model_len, max_concurrency=result.max_concurrency
+            spec,
+            config,
+            hardware,
+            runs,
+            max_model_len=result.max_model_len,
+            max_concurrency=result.max_concurrency,
+            context=tokens,
         )
         return measured
     result.speed = sp.estimate_for_config(
-        spec, config, hardware, max_model_len=result.max_model_len, max_concurrency=result.max_concurrency
+        spec,
+        config,
+        hardware,
+        max_model_len=result.max_model_len,
+        max_concurrency=result.max_concurrency,
+        context=tokens,
     )
     return []
 
@@ -389,7 +428,9 @@ def run(args: argparse.Namespace) -> int:
     others = sorted(name for name in env if name != "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
     if others:  # names only: values may be secrets
         result.notes.append(f"environment not modelled (passed to vLLM as it is): {', '.join(others)}")
-    measured = apply_speed(result, online_quantized(spec, config.quantization), config, machine, args.bandwidth)
+    measured = apply_speed(
+        result, online_quantized(spec, config.quantization), config, machine, args.bandwidth, args.context
+    )
     grid = None
     if getattr(args, "grid", False):
         from sparktui.core.grid import build_grid

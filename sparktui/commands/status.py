@@ -38,7 +38,9 @@ def _line(state: StateRecord) -> str:
     if metrics.get("running") is not None:
         parts.append(f"running {metrics['running']:.0f} waiting {metrics.get('waiting', 0):.0f}")
     guard = state.guard
-    if guard.last and state.alive:
+    if guard.stale and state.alive and state.running:
+        parts.append(f"guard NOT SAMPLING for {guard.sample_age_s:.0f} s (its supervisor is stopped or starved)")
+    elif guard.last and state.alive:
         parts.append(f"guard {guard.state} (MemAvailable {guard.last.available_gib:.1f} GiB)")
     elif state.running or state.status == "lost":
         parts.append("NOT guarded" if not state.alive else f"guard {guard.state}")

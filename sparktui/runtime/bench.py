@@ -108,7 +108,7 @@ class SweepTargets(BaseModel):
     ladder: list[int] | None = None  # levels to climb; None: 1, 2, 4, … max_users
 
 
-class ServerInfo(BaseModel):
+class BenchServer(BaseModel):
     url: str
     port: int
     managed: bool  # started by sparktui (it has a state record)
@@ -195,7 +195,7 @@ class SweepResult(BaseModel):
 class RunFigures(BaseModel):
     """What a run measured, as reported and as kept in the history."""
 
-    server: ServerInfo
+    server: BenchServer
     settings: BenchSettings
     runs: list[LevelResult]
     sweep: SweepResult | None = None
@@ -230,7 +230,7 @@ class HistoryRecord(RunFigures):
     schema_version 1 fields:
       recorded_at   unix time the run finished
       key           HistoryKey: profile, model (served name), vllm_version, flags
-      server        ServerInfo (url, port, model_path, max_model_len, guard_armed …)
+      server        BenchServer (url, port, model_path, max_model_len, guard_armed …)
       settings      BenchSettings (users, prompt_tokens, output_tokens, requests_per_user, api)
       runs          LevelResult per concurrency level (seconds, tokens/s, GiB, fraction, watts, joules)
       sweep         SweepResult or null
@@ -565,7 +565,7 @@ class _Bench:
 
     # -- preflight
 
-    async def server_info(self) -> ServerInfo:
+    async def server_info(self) -> BenchServer:
         url = self.target.url
         try:
             reply = await self.client.get("/v1/models", timeout=10)
@@ -613,7 +613,7 @@ class _Bench:
             except (httpx.HTTPError, ValueError, AttributeError):
                 version = None
         guard = state.get("guard") or {}
-        return ServerInfo(
+        return BenchServer(
             url=url,
             port=self.target.port,
             managed=self.target.state is not None,
@@ -957,7 +957,7 @@ async def _run(
     sweep: SweepTargets | None,
     progress: ProgressFn | None,
     cancel: threading.Event | None,
-    on_server: Callable[[ServerInfo], None] | None,
+    on_server: Callable[[BenchServer], None] | None,
 ) -> BenchReport:
     headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
     timeout = httpx.Timeout(settings.request_timeout_s, connect=5.0)
@@ -979,7 +979,7 @@ async def _measure(
     target: Target,
     settings: BenchSettings,
     sweep: SweepTargets | None,
-    on_server: Callable[[ServerInfo], None] | None,
+    on_server: Callable[[BenchServer], None] | None,
     started: float,
 ) -> BenchReport:
     server = await bench.server_info()
@@ -1072,7 +1072,7 @@ def run_bench(
     sweep: SweepTargets | None = None,
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
-    on_server: Callable[[ServerInfo], None] | None = None,
+    on_server: Callable[[BenchServer], None] | None = None,
 ) -> BenchReport:
     """Benchmark `target` (blocking; runs its own event loop, so call it from a thread in a UI).
 

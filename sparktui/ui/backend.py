@@ -1,4 +1,5 @@
-"""What the panel needs from core and runtime, in one place, returning `ui.viewmodels`.
+"""The panel's live calls into core and runtime (profiles, the fit, the supervisor, memory), returning
+`ui.viewmodels`; turning records into views is `ui.translate`'s.
 
 Every call here may do I/O; the panes call them only from workers. A part that cannot work here
 raises `Unavailable` with a sentence a person can act on; the UI shows it in place of the
@@ -8,40 +9,44 @@ figures (never made-up data). core and runtime are imported inside the calls tha
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.errors import UserError
+from sparktui.ui.translate import (
+    cluster_launched,
+    entry_reservation,
+    fit_view,
+    gpu_view,
+    launched,
+    model_flag_suggestions,
+    route_view,
+    server_entry,
+    server_status,
+    show_beside,
+)
 from sparktui.ui.viewmodels import (
-    Diagnosis,
     FitView,
     GpuView,
-    GuardView,
     Launched,
-    NodeView,
-    PreflightNote,
-    Rows,
+    RouteView,
     ServerEntry,
     ServerStatus,
-    predicted_rows,
 )
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
-    from sparktui.core.fit import FitResult, Suggestion
+    from sparktui.core.fit import FitResult
     from sparktui.core.machine import Machine
     from sparktui.core.modelspec import ModelSpec
-    from sparktui.core.pool import BesideOthers, Reservation
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
-    from sparktui.runtime.host.memory import GpuReport, MemorySample
-    from sparktui.runtime.records.protocol import GuardRecord, StateRecord
+    from sparktui.runtime.host.memory import MemorySample
+    from sparktui.runtime.records.protocol import StateRecord
     from sparktui.runtime.records.state_watch import StateDirWatch
-    from sparktui.runtime.server.cluster_launch import ClusterLaunch
 
 GuardLines = dict[str, float | None]  # warn_below_gib / term_below_gib / kill_below_gib
 
@@ -75,6 +80,12 @@ class Backend:
         from sparktui.runtime.host.memory import read_gpu
 
         return gpu_view(read_gpu())
+
+    def routes(self) -> tuple[RouteView, ...]:
+        """The `sparktui route`s running on this machine (their records in the state dir)."""
+        from sparktui.runtime.route.record import read_routes
+
+        return tuple(route_view(r) for r in read_routes())
 
     # -- profiles, models, fit --------------------------------------------------------------------
     def list_profiles(self) -> list[ProfileRef]:
@@ -431,319 +442,16 @@ class Backend:
             yield from tail.follow(interval_s=0.1, stop=stop)
 
 
-# ---------------------------------------------------------------- records → views
-
-
-def launched(status: ServerStatus, summaries: Sequence[str], warnings: Sequence[str], profile: Profile) -> Launched:
-    """A launch's state with its preflight's lines, as `sparktui serve` prints them (each node's
-    summary, then the warnings), with every value of the profile's environment and its secrets
-    (the API key) blanked: a line that quotes one (a node's error, say) shows ***, not the value."""
-    hidden = sorted(
-        {v for v in (*profile.env.values(), *profile.serve.to_env().values()) if len(v) >= MIN_HIDDEN_CHARS},
-        key=len,
-        reverse=True,  # a value inside a longer one is blanked with it
-    )
-
-    def blank(text: str) -> str:
-        for value in hidden:
-            text = text.replace(value, "***")
-        return text
-
-    notes = [PreflightNote(blank(line)) for line in summaries]
-    notes += [PreflightNote(blank(line), warning=True) for line in warnings]
-    return Launched(status, tuple(notes))
-
-
-# A shorter value ("1", "0", "yes") is a setting, not a secret, and blanking it would garble the lines.
-MIN_HIDDEN_CHARS = 4
-
-
-def cluster_launched(done: ClusterLaunch, profile: Profile) -> Launched:
-    """runtime.cluster_launch's result (the head's state, each node's preflight summary, the
-    warnings: node checks, links, the ports open on every address) in the panel's words."""
-    return launched(server_status(done.state), done.summaries, done.warnings, profile)
-
-
-def metric_rows(metrics: Mapping[str, Any] | None) -> Rows:
-    """The supervisor's /metrics figures (its state record) as the server pane shows them."""
-    if not metrics:
-        return ()
-    if metrics.get("error"):
-        return (("metrics", str(metrics["error"])),)
-
-    def num(key: str, fmt: str) -> str:
-        value = metrics.get(key)
-        return "n/a" if value is None else fmt.format(value)
-
-    return (
-        ("KV", num("kv_cache_usage_pct", "{:.1f}%")),
-        ("run", num("running", "{:.0f}")),
-        ("wait", num("waiting", "{:.0f}")),
-        ("gen", num("generation_tokens_per_s", "{:.1f} tok/s")),
-        ("prompt", num("prompt_tokens_per_s", "{:.1f} tok/s")),
-        ("", ""),
-        ("TTFT p50", num("ttft_p50_s", "{:.2f}s")),
-        ("p95", num("ttft_p95_s", "{:.2f}s")),
-    )
-
-
-def actual_rows(summary: Mapping[str, Any] | None) -> Rows:
-    """What vLLM's log said (the supervisor's summary of it)."""
-    s = summary or {}
-    rows: list[tuple[str, str]] = []
-    if s.get("available_kv_gib") is not None:
-        rows.append(("KV GiB", f"{s['available_kv_gib']:.2f}"))
-    if s.get("kv_cache_tokens") is not None:
-        rows.append(("KV tokens", f"{s['kv_cache_tokens']:,}"))
-    if s.get("max_concurrency") is not None:
-        rows.append(("concurrency", f"{s['max_concurrency']:.2f}x"))
-    if s.get("weights_gib") is not None:
-        rows.append(("weights GiB", f"{s['weights_gib']:.2f}"))
-    return tuple(rows)
-
-
-def guard_view(guard: GuardRecord | None, trip: Mapping[str, Any] | None, live: bool) -> GuardView:
-    """The supervisor's guard record in the memory pane's words.
-
-    What the guard watched is shown only while the server lives: a stopped server's last reading
-    is history, not the guard's view of memory now."""
-    if guard is None:
-        return GuardView(state="tripped" if trip else "disarmed", last_trip=trip_text(trip) if trip else None)
-    if trip or guard.state == "tripped":
-        state = "tripped"
-    elif guard.armed:
-        state = "armed"
-    else:
-        state = "disarmed"
-    lines, last = guard.lines, guard.last
-    detail = None
-    if live and last and state == "armed":
-        detail = (
-            f"watching: MemAvailable {last.available_gib:.1f} GiB, "
-            f"{'falling' if last.rate_gib_s > 0 else 'change'} {abs(last.rate_gib_s):.2f} GiB/s, "
-            f"every {last.interval_s * 1000:.0f} ms"
-        )
-    kernel = guard.kernel
-    if live and kernel is not None:  # the kernel tripwire: what it saw, or that it cannot see
-        news = [
-            f"kernel log: Xid {e.get('xid')} for pid {e.get('pid')}"
-            if e.get("kind") == "xid"
-            else f"kernel log: NVIDIA driver out of memory ({kernel.mode})"
-            for e in kernel.events[-2:]
-        ]
-        if kernel.source is None and kernel.mode != "off":
-            news.append("cannot see driver errors (kernel log unreadable): `sparktui status` says how to allow it")
-        detail = "; ".join([detail, *news] if detail else news) or None
-    return GuardView(
-        state=state,
-        warn_gib=lines.warn_below_gib,
-        term_gib=lines.term_below_gib,
-        kill_gib=lines.kill_below_gib,
-        last_trip=trip_text(trip) if trip else None,
-        why_na=detail,
-    )
-
-
-def trip_text(trip: Mapping[str, Any] | str) -> str:
-    """The guard's TripReport (as recorded by the supervisor) in a few lines."""
-    if isinstance(trip, str):
-        return trip
-    from sparktui.runtime.guard.guard import TripReport
-
-    try:
-        return TripReport(**trip).summary()
-    except TypeError:
-        return json.dumps(trip, default=str)
-
-
-TRIP_HINT = (
-    "Memory ran short while vLLM ran. Lower --gpu-memory-utilization or --max-model-len / "
-    "--max-num-seqs, use --kv-cache-dtype fp8, or free memory used by other programs; "
-    "the guard's lines are in the profile's [guard] table (Ctrl+G)."
-)
-
-
-def entry_reservation(entry: ServerEntry, machine: Machine) -> Reservation:
-    """A line of the server list as core.pool counts it (the reservation it recorded, else its
-    --gpu-memory-utilization on `machine`)."""
-    from sparktui.core import pool
-
-    recorded = (
-        pool.Reservation(entry.port, entry.profile, entry.reserved_bytes, entry.reserve_basis, entry.priority)
-        if entry.reserved_bytes is not None
-        else None
-    )
-    return pool.recorded_or_counted(machine, entry.port, entry.profile, recorded, entry.utilization)
-
-
-def show_beside(view: FitView, fit_verdict: str, beside: BesideOthers) -> None:
-    """Show core's pool verdict (core.pool.beside_others, the one preflight uses): the verdict and the
-    line it gives, and the others' share on the bar."""
-    taken = beside.check.reserved_by_others
-    view.others_bytes = taken
-    if view.segments and view.segments[-1][0] in ("os", "headroom"):
-        key, label, rest = view.segments[-1]
-        view.segments[-1:] = [("others", "other servers", taken), (key, label, max(0, rest - taken))]
-    view.verdict = beside.check.verdict_with(fit_verdict)
-    if beside.fits:
-        view.reasons.append(beside.check.beside_line())
-    else:
-        view.reasons.insert(0, beside.check.beside_line())
-
-
-def server_entry(record: StateRecord) -> ServerEntry:
-    """A record as one line of the server list (its cluster's nodes, when it is a head)."""
-    from sparktui.core.pool import utilization_in
-    from sparktui.runtime.cluster.link import read_nodes
-    from sparktui.runtime.records.protocol import condition_of
-
-    utilization = utilization_in(record.argv or [])
-    nodes = []
-    for node in read_nodes(record.port) if record.alive else []:
-        try:
-            gib = node.get("available_gib")
-            nodes.append(
-                NodeView(
-                    host=str(node.get("host", "?")),
-                    rank=int(node.get("rank", 0)),
-                    status=str(node.get("status", "?")),
-                    phase=str(node["phase"]) if node.get("phase") else None,
-                    available_gib=float(gib) if isinstance(gib, (int, float)) else None,
-                    exit_reason=str(node["exit_reason"]) if node.get("exit_reason") else None,
-                )
-            )
-        except (TypeError, ValueError):
-            continue  # a node written by another version: the others still show
-    reservation = record.reservation
-    return ServerEntry(
-        port=record.port,
-        profile=record.profile or "?",
-        condition=condition_of(record),
-        alive=record.alive,
-        reserved_bytes=reservation.bytes if reservation is not None else None,
-        reserve_basis=reservation.basis if reservation is not None else "",
-        priority=reservation.priority if reservation is not None else 0,
-        utilization=utilization,
-        started_at=record.started_at,
-        nodes=tuple(nodes),
-    )
-
-
-def server_status(record: StateRecord) -> ServerStatus:
-    """The supervisor's state record in the panel's words."""
-    from sparktui.runtime.records.protocol import condition_of
-
-    condition = condition_of(record)
-    exit_info = record.exit
-    trip = record.trip
-    failure = (exit_info.failure if exit_info else None) or (record.summary or {}).get("failure")
-    diagnosis = None
-    leak = exit_info.leak if exit_info else None
-    if leak is not None and leak.leaked:  # it blocks the next launch: the first thing to fix
-        from sparktui.core.leak import fix_for
-
-        diagnosis = Diagnosis("memory did not come back", leak.summary(), f"Fix: {fix_for(leak.holders)}.")
-    elif trip:
-        diagnosis = Diagnosis("memory guard trip", trip_text(trip), TRIP_HINT)
-    elif condition.condition == "failed" and failure:
-        diagnosis = Diagnosis(str(failure.get("kind")), str(failure.get("message")), str(failure.get("hint") or ""))
-    fit = record.preflight.fit or {}
-    return ServerStatus(
-        condition=condition,
-        returncode=exit_info.returncode if exit_info else None,
-        port=record.port,
-        host="127.0.0.1" if record.host in ("0.0.0.0", "") else record.host,
-        pid=record.tree.pid if record.tree else None,
-        url=record.url or "",
-        log_path=Path(record.log_path) if record.log_path else None,
-        profile=record.profile,
-        profile_path=Path(record.profile_path) if record.profile_path else None,
-        started_at=record.started_at,
-        guard=guard_view(record.guard, trip, record.running),
-        trip=trip_text(trip) if trip else None,
-        diagnosis=diagnosis,
-        predicted=predicted_rows(fit.get("kv_cache_bytes"), fit.get("kv_cache_tokens"), fit.get("max_concurrency")),
-        actual=actual_rows(record.summary),
-        metrics=metric_rows(record.metrics) if condition.condition == "ready" else (),
-    )
-
-
-def gpu_view(report: GpuReport) -> GpuView:
-    """The sampler's GpuReport in the memory pane's words; a missing figure says why."""
-    if not report.available or not report.gpus:
-        return GpuView(note=report.reason or "no NVIDIA GPU found", present=False)
-    g = report.gpus[0]
-
-    def fmt(value: float | None, unit: str, digits: int = 0) -> str:
-        return "n/a" if value is None else f"{value:.{digits}f}{unit}"
-
-    return GpuView(
-        util=fmt(g.utilization_pct, "%"),
-        temp=fmt(g.temperature_c, "°C"),
-        power=fmt(g.power_w, " W", 1),
-        memory=g.memory_text(),
-        note=g.name,
-    )
-
-
-def fit_view(result: FitResult, machine: Machine | None) -> FitView:
-    """A FitResult as the fit panel draws it: vLLM's claim from the left (weights, activations,
-    CUDA graphs, KV cache, CUDA context), then what the OS keeps (unified memory) or spare."""
-
-    b = result.budget
-    pool = b.get("mem_total") or b["total"]
-    segments = [
-        ("weights", "weights", b["weights"]),
-        ("activations", "act", b["activation_peak"] + b["non_torch"]),
-        ("graphs", "graphs", b["cuda_graphs"]),
-        ("kv", "KV", b["kv_cache"]),
-        ("os", "ctx", b["cuda_context"] + b.get("sampler_at_run_time", 0)),
-    ]
-    claimed = sum(n for _, _, n in segments)
-    rest = max(0, pool - claimed)
-    if machine is not None and machine.unified:
-        # On unified memory everything beside vLLM's claim is the OS's: one segment, with the
-        # figure the fit's reasons give ("the OS keeps …").
-        segments.append(("os", "OS keeps", b.get("os_left", rest)))
-    else:
-        segments.append(("headroom", "spare", rest))
-    return FitView(
-        verdict=result.verdict,
-        reasons=list(result.reasons),
-        segments=segments,
-        pool_bytes=pool,
-        mem_available=b.get("mem_available"),
-        suggestions=list(result.suggestions),
-        kv_cache_bytes=result.kv_cache_bytes,
-        kv_cache_tokens=result.kv_cache_tokens,
-        max_concurrency=result.max_concurrency,
-        kv_bytes_per_token=result.kv_bytes_per_token,
-        speed=_speed_line(result),
-        vllm_version=getattr(result, "vllm_version", None) or None,
-        vllm_version_assumed=str(getattr(result, "vllm_version_source", "")).startswith("assumed"),
-    )
-
-
-def model_flag_suggestions(spec: ModelSpec, config: ServeConfig, present: list[Suggestion]) -> list[Suggestion]:
-    """The flags the model's family needs, as fit-panel suggestions a key applies (never applied
-    unasked); a field the fit's own suggestions already change is left to them."""
-    from sparktui.core.fit import Suggestion
-    from sparktui.core.model_flags import suggest_flags
-
-    taken = {name for s in present for name in s.changes}
-    out: list[Suggestion] = []
-    for flag in suggest_flags(spec, config):
-        changes = flag.changes(config)
-        if changes and not (set(changes) & taken):
-            out.append(Suggestion(f"add {' '.join(flag.argv())}: {flag.why}", changes))
-            taken |= set(changes) - {"extra_args"}
-    return out
-
-
-def _speed_line(result: FitResult) -> str | None:
-    speed = getattr(result, "speed", None)
-    if speed is None:
-        return None
-    from sparktui.core.speed import summary_line
-
-    return summary_line(speed)
+__all__ = [
+    "Backend",
+    "Unavailable",
+    "cluster_launched",
+    "entry_reservation",
+    "fit_view",
+    "gpu_view",
+    "launched",
+    "model_flag_suggestions",
+    "server_entry",
+    "server_status",
+    "show_beside",
+]

@@ -302,3 +302,93 @@ def test_serve_reads_a_recipe_and_says_what_it_read(tmp_path, isolated):
     assert "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8" in command.env
     assert profile.recipe is not None
     assert shlex.join(profile.recipe.command) in "\n".join(profile.recipe.lines())
+
+
+@pytest.mark.slow
+def test_sparktui_serve_runs_a_sparkrun_recipe(tmp_path, env):
+    """A sparkrun recipe without a container runs the `vllm` on PATH (the stub here), guarded as any
+    profile is; the recipe's environment reaches it and `stop` ends it."""
+    import subprocess
+    import sys
+
+    from sparktui.runtime.records import state as st
+    from tests.support import REPO, free_port, wait_for
+    from tests.support.stub_vllm import install_stub
+
+    bin_dir = tmp_path / "bin"
+    install_stub(bin_dir)
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text((FIXTURES / "vllm-cpu" / "tiny-llama-config.json").read_text())
+    port = free_port()
+    recipe = tmp_path / "tiny-recipe.yaml"
+    recipe.write_text(
+        f"model: {model}\nruntime: vllm\nmax_nodes: 1\n"
+        f"defaults:\n  port: {port}\n  host: 127.0.0.1\n  gpu_memory_utilization: 0.2\n  max_model_len: 512\n"
+        'env:\n  STUB_VLLM_TIME_SCALE: "0.01"\n  STUB_VLLM_MAX_LIFE_S: "120"\n'
+        "command: |\n  vllm serve {model} --port {port} --host {host} --max-model-len {max_model_len} \\\n"
+        "    --gpu-memory-utilization {gpu_memory_utilization} --enforce-eager --reasoning-parser qwen3\n"
+    )
+    env = {**env, "PATH": f"{bin_dir}:{env['PATH']}"}
+
+    def sparktui(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sparktui", *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=120
+        )
+
+    started = sparktui("serve", str(recipe), "--detach")
+    assert started.returncode == 0, started.stderr
+    assert "sparktui: recipe" in started.stderr, started.stderr
+    assert "--reasoning-parser (vLLM flag)" in started.stderr, started.stderr
+    state = wait_for(
+        lambda: (s := st.read_state(st.state_path(port))) and s.status == "running" and s,
+        60,
+        what="the recipe's server",
+    )
+    assert state.profile == "tiny-recipe" and "--reasoning-parser" in (state.argv or [])
+    assert sparktui("stop", "--port", str(port)).returncode == 0
+
+
+def test_the_two_node_recipe_is_fitted_with_its_cluster_said(capsys, isolated):
+    gemma = str(RECIPES / "eugr__gemma4-26b-a4b.yaml")
+    # its -it checkpoint is neither downloaded nor in the catalog: offline, the fit says so (exit 2)
+    assert main(["fit", gemma, "--offline"]) == 2
+    assert "google/gemma-4-26B-A4B-it" in capsys.readouterr()[1]
+    # the catalog's base checkpoint (the same architecture) stands in with --model
+    code = main(["fit", gemma, "--offline", "--model", "google/gemma-4-26B-A4B"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    assert "nodes    2 (ray)" in out and "names no hosts" in out and "profile import" in out
+    assert "--tensor-parallel-size 2" in out
+
+
+@pytest.mark.parametrize("fmt", ["eugr", "sparkrun"])
+def test_an_export_never_writes_a_secret(fmt, tmp_path):
+    item = ExportInput(
+        name="keys",
+        description="",
+        serve=ServeConfig(model="Qwen/Qwen3-32B", api_key="sk-very-secret"),
+        env={"HF_TOKEN": "hf_not_for_files", "OMP_NUM_THREADS": "4"},
+        image=None,
+        cluster=None,
+    )
+    text = export_recipe(item, fmt)
+    assert "sk-very-secret" not in text and "hf_not_for_files" not in text
+    assert "${HF_TOKEN}" in text and "OMP_NUM_THREADS: '4'" in text
+    path = tmp_path / "keys.yaml"
+    path.write_text(text)
+    back = profile_from_recipe(path)  # HF_TOKEN is left to the environment vLLM inherits
+    assert back.env == {"OMP_NUM_THREADS": "4"} and back.serve.api_key is None
+    assert back.recipe is not None and any("HF_TOKEN" in n and "not stored" in n for n in back.recipe.notes)
+
+
+def test_a_recipes_env_references_are_expanded_as_sparkrun_does(tmp_path, monkeypatch):
+    monkeypatch.setenv("CACHE_ROOT", "/data/hf")
+    monkeypatch.delenv("UNSET_THING", raising=False)
+    path = tmp_path / "refs.yaml"
+    path.write_text(
+        "model: Qwen/Qwen3-32B\nruntime: vllm\ncommand: vllm serve {model}\n"
+        'env:\n  HF_HOME: "${CACHE_ROOT}/home"\n  OTHER: "$UNSET_THING"\n  HF_TOKEN: "${HF_TOKEN}"\n'
+    )
+    profile = profile_from_recipe(path)
+    assert profile.env == {"HF_HOME": "/data/hf/home", "OTHER": "$UNSET_THING"}

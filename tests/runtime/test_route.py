@@ -26,7 +26,7 @@ HALF = "gpu-memory-utilization = 0.5"  # each fits alone; two do not fit togethe
 
 class RouteProc:
     def __init__(self, path: Path, env: dict[str, str], port: int) -> None:
-        self.port, self.url = port, f"http://127.0.0.1:{port}"
+        self.port, self.url, self.env = port, f"http://127.0.0.1:{port}", env
         self.proc = subprocess.Popen([sys.executable, "-m", "sparktui", "route", "--file", str(path)], env=env,
                                      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
         wait_for(self._up, 30, "the route to listen")
@@ -107,7 +107,8 @@ def test_a_request_starts_its_model_and_one_for_another_swaps_it_out_after_its_m
     stopped = server_state(a)
     assert stopped is not None and stopped.status == "exited" and stopped.exit is not None
     assert stopped.exit.reason == "stopped" and gone(stopped)
-    swap = r.record()["history"][-1]
+    # the record is rewritten at most every 0.5 s
+    swap = wait_for(lambda: (h := r.record()["history"]) and h[-1]["model"] == "beta" and h[-1], 10, "beta's swap")
     assert swap["model"] == "beta" and swap["stopped"] == ["alpha"] and swap["ok"]
     assert "stop alpha" in swap["reason"]
 
@@ -150,7 +151,7 @@ def test_concurrent_requests_for_two_models_that_do_not_fit_together_both_end_20
     for t in threads:
         t.join(160)
     assert results == {"alpha": 200, "beta": 200}
-    history = r.record()["history"]
+    history = wait_for(lambda: (h := r.record()["history"]) and len(h) >= 2 and h, 10, "two swaps in the record")
     assert all(h["ok"] for h in history) and len(history) >= 2
     r.stop()
 
@@ -190,7 +191,22 @@ def test_sigterm_stops_every_server_the_route_started_leaving_no_process(route, 
     assert r.post("/v1/completions", "beta").status_code == 200
     both = [server_state(a), server_state(b)]
     assert all(s is not None and s.status == "running" for s in both)  # they fit together: no swap
+
+    def show(*flags: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "sparktui", "route", "--show", *flags], env=r.env, cwd=REPO,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def both_up() -> str:
+        text = show()
+        return text if text.count(": up,") == 2 else ""
+
+    shown = wait_for(both_up, 10, "`route --show` to list both up")
+    assert f"route 127.0.0.1:{r.port}" in shown and f"alpha on port {both[0].port}: up" in shown
+    assert [m["status"] for m in json.loads(show("--json"))[0]["models"]] == ["up", "up"]
     assert r.stop() == 0
+    assert show().strip() == "no route is running"
     for profile in (a, b):
         final = server_state(profile)
         assert final is not None and final.status == "exited" and gone(final)
@@ -198,7 +214,7 @@ def test_sigterm_stops_every_server_the_route_started_leaving_no_process(route, 
 
 
 def test_the_next_server_starts_only_once_the_stopped_servers_memory_came_back(route, make_profile):
-    """The leak gate's check between the stop and the start: 3 GiB of /dev/shm appearing while A runs
+    """The leak gate's check between the stop and the start: 4 GiB of /dev/shm appearing while A runs
     (what a killed library leaves) holds B's start until it is removed."""
     a, b = make_profile(serve_extra=HALF), make_profile(serve_extra=HALF)
     r = route({"alpha": a, "beta": b}, "queue-timeout-s = 120")
@@ -206,7 +222,7 @@ def test_the_next_server_starts_only_once_the_stopped_servers_memory_came_back(r
     leak = Path("/dev/shm") / f"sparktui-route-test-{os.getpid()}-{free_port()}"
     fd = os.open(leak, os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
     try:
-        os.posix_fallocate(fd, 0, 3 << 30)  # tmpfs pages: shared memory, resident
+        os.posix_fallocate(fd, 0, 4 << 30)  # tmpfs pages, resident: 2 GiB above the gate's line, for a noisy box
         answer: list[httpx.Response] = []
         asking = threading.Thread(target=lambda: answer.append(r.post("/v1/completions", "beta", timeout=150)))
         asking.start()
@@ -223,5 +239,29 @@ def test_the_next_server_starts_only_once_the_stopped_servers_memory_came_back(r
     assert answer and answer[0].status_code == 200, answer and answer[0].text
     started = server_state(b)
     assert started is not None and started.started_at is not None and started.started_at > removed_at
-    assert r.record()["history"][-1]["stopped"] == ["alpha"]
+    wait_for(lambda: (h := r.record()["history"]) and h[-1]["stopped"] == ["alpha"], 10, "the swap in the record")
     r.stop()
+
+
+def test_the_front_key_is_asked_of_clients_and_passed_to_the_servers_and_preload_starts_at_once(
+    isolated, tmp_path, make_profile
+):
+    a = make_profile()
+    port = free_port()
+    path = tmp_path / "route.toml"
+    path.write_text(f'[route]\nlisten = "127.0.0.1:{port}"\n[route.models.alpha]\nprofile = "{a}"\npreload = true\n')
+    env = {**os.environ, "SPARKTUI_ROUTE_API_KEY": "s3cret-route-key"}
+    r = RouteProc(path, env, port)
+    try:
+        up = wait_for(lambda: (s := server_state(a)) is not None and s.status == "running" and s, 30, "the preload")
+        assert httpx.get(r.url + "/v1/models").status_code == 401
+        assert r.post("/v1/completions", "alpha").status_code == 401
+        auth = {"Authorization": "Bearer s3cret-route-key"}
+        assert httpx.get(r.url + "/v1/models", headers=auth).status_code == 200
+        ok = httpx.post(r.url + "/v1/completions", headers=auth, json={"model": "alpha", "prompt": "x"}, timeout=30)
+        assert ok.status_code == 200, ok.text
+        direct = httpx.post(f"http://127.0.0.1:{up.port}/v1/completions", json={"model": "alpha", "prompt": "x"})
+        assert direct.status_code == 401  # the server got the key (by environment) and wants it too
+        assert "s3cret-route-key" not in " ".join(up.argv or [])  # never on a command line
+    finally:
+        assert r.stop() == 0

@@ -200,7 +200,7 @@ def resolve_lines(
     ), notes
 
 
-class Action(StrEnum):
+class GuardAction(StrEnum):
     NONE = "none"
     WARN = "warn"
     TERM = "term"
@@ -209,7 +209,7 @@ class Action(StrEnum):
 
 @dataclass(frozen=True)
 class Decision:
-    action: Action
+    action: GuardAction
     next_interval: float  # seconds until the next sample
     line: str | None = None  # "warn" | "term" | "kill"
     reason: str | None = (
@@ -377,7 +377,7 @@ class GuardDecider:
         psi = self._psi_share(t, psi_full_total_us)
         if not self.armed:
             self._accept(t, available)
-            return Decision(Action.NONE, self._slowest(), available=available, rate=self.rate(), psi_full_pct=psi)
+            return Decision(GuardAction.NONE, self._slowest(), available=available, rate=self.rate(), psi_full_pct=psi)
 
         # Debounce: a sample that would act after a drop faster than any real allocation is held
         # for one more (immediate) sample. A real fall is never held: it is plausible, sample by sample.
@@ -391,7 +391,7 @@ class GuardDecider:
             pt, pa = self.samples[-1]
             if pa - available > self.plausible_rate * max(t - pt, self.min_interval):
                 self._held = (t, available)
-                return Decision(Action.NONE, 0.0, available=available, rate=self.rate(), held=True)
+                return Decision(GuardAction.NONE, 0.0, available=available, rate=self.rate(), held=True)
         prev_t = self.samples[-1][0] if self.samples else None
         self._accept(t, available)
         rate = self.rate()
@@ -400,42 +400,42 @@ class GuardDecider:
         horizon = max(interval, t - prev_t if prev_t is not None else 0.0)
         predicted = available + rate * horizon if rate < 0 else available
 
-        def decide(action: Action, line: str, reason: str, threshold: int) -> Decision:
+        def decide(action: GuardAction, line: str, reason: str, threshold: int) -> Decision:
             return Decision(action, interval, line, reason, threshold, available, rate, psi_full_pct=psi)
 
         if self.state == "killing":
-            return Decision(Action.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
+            return Decision(GuardAction.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
         if self._kill is not None and (available < self._kill or predicted < self._kill):
             reason = "below" if available < self._kill else "predicted"
             if self.state == "terminating":
                 reason = f"{reason} kill line during grace"
             self.state = "killing"
-            return decide(Action.KILL, "kill", reason, self._kill)
+            return decide(GuardAction.KILL, "kill", reason, self._kill)
         if self.state == "terminating":
             if self.term_at is not None and t - self.term_at >= self.grace():
                 self.state = "killing"
-                return decide(Action.KILL, "term", "grace expired", self._term or 0)
-            return Decision(Action.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
+                return decide(GuardAction.KILL, "term", "grace expired", self._term or 0)
+            return Decision(GuardAction.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
         if self._term is not None and (available < self._term or predicted < self._term):
             self.state = "terminating"
             self.term_at = t
-            return decide(Action.TERM, "term", "below" if available < self._term else "predicted", self._term)
+            return decide(GuardAction.TERM, "term", "below" if available < self._term else "predicted", self._term)
         if self._fast_fall(available, rate):
             self.state = "terminating"
             self.term_at = t
             line = self._kill if self._kill is not None else self._term
-            return decide(Action.TERM, "fall", "fall rate", line or 0)
+            return decide(GuardAction.TERM, "fall", "fall rate", line or 0)
         if self.lines.psi_full_pct and psi is not None and psi >= self.lines.psi_full_pct:  # None or 0: off
             self.state = "terminating"
             self.term_at = t
-            return decide(Action.TERM, "psi", "psi full", self._term or self._kill or 0)
+            return decide(GuardAction.TERM, "psi", "psi full", self._term or self._kill or 0)
         if self._warn is not None:
             if not self.warned and available < self._warn:
                 self.warned = True
-                return decide(Action.WARN, "warn", "below", self._warn)
+                return decide(GuardAction.WARN, "warn", "below", self._warn)
             if self.warned and available > self._warn + WARN_HYSTERESIS:
                 self.warned = False
-        return Decision(Action.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
+        return Decision(GuardAction.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
 
     def _accept(self, t: float, available: int) -> None:
         self.samples.append((t, available))
@@ -548,6 +548,7 @@ class Guard:
         on_trip: Callable[[Decision], None] | None = None,
         on_report: Callable[[TripReport], None] | None = None,
         on_track: Callable[[], None] | None = None,
+        on_sample: Callable[[], None] | None = None,
         defer: Callable[[Decision], str | None] | None = None,
         track_interval: float | None = 2.0,
         clock: Callable[[], float] = time.monotonic,
@@ -565,6 +566,8 @@ class Guard:
         self.read_pressure = read_pressure
         self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
         self.on_track = on_track  # after each recording of the tree's members (e.g. to tell a reaper)
+        self.on_sample = on_sample  # after each sample, on the guard's thread (a heartbeat: must be cheap)
+        self.sampled_at: float | None = None  # clock() of the last sample: how stale the guard's view is
         self.defer = defer  # with several servers: why another must be stopped first, or None to act
         self.deferring: str | None = None
         self.track_interval = track_interval  # None: the caller records the tree's members
@@ -657,6 +660,11 @@ class Guard:
         self._thread.start()
         return self._thread
 
+    @property
+    def running(self) -> bool:
+        """Its thread still samples (started and not ended)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
@@ -721,13 +729,15 @@ class Guard:
                 stall_us, last_pressure = self.read_pressure(), t  # the share is taken over 1 s: 20 Hz is plenty
             d = self.decider.feed(t, self.read_available(), stall_us)
             self.samples_taken += 1
-            self.last = d
-            if d.action in (Action.TERM, Action.KILL):
+            self.last, self.sampled_at = d, t
+            if self.on_sample is not None:
+                self.on_sample()
+            if d.action in (GuardAction.TERM, GuardAction.KILL):
                 self.deferring = None if self.defer is None else self.defer(d)
                 if self.deferring is None:
                     return self._trip(d)
                 self.decider.stand_down()
-            if d.action is Action.WARN and self.on_warn is not None:
+            if d.action is GuardAction.WARN and self.on_warn is not None:
                 self.on_warn(d)
             if self.track_interval is not None and t >= next_track:
                 # Record descendants while they live (a /proc scan: ~2 ms per 100 processes, made
@@ -757,7 +767,7 @@ class Guard:
         """Called every ~2 ms while the tree is being stopped: keep sampling (low-water mark),
         and escalate to SIGKILL when the decider says so."""
         d = self.decider.feed(self.clock(), self.read_available())
-        if d.action is Action.KILL:
+        if d.action is GuardAction.KILL:
             self._escalation = d.reason
             return True
         return False
@@ -767,7 +777,7 @@ class Guard:
         deferred to a stop order: the whole host is about to freeze, not one server's share."""
         available = self.read_available()
         self.decider.state, self.decider.term_at = "terminating", self.clock()
-        d = Decision(Action.TERM, 0.0, "kernel", "NV_ERR_NO_MEMORY", 0, available)
+        d = Decision(GuardAction.TERM, 0.0, "kernel", "NV_ERR_NO_MEMORY", 0, available)
         self.last = d
         return self._trip(d, grace=KERNEL_GRACE_S, kernel_line=event.line)
 
@@ -778,7 +788,7 @@ class Guard:
         samples = list(self.decider.samples)[-20:]
         on_trip = self.on_trip
         signalled = None if on_trip is None else (lambda: on_trip(d))
-        if d.action is Action.KILL:
+        if d.action is GuardAction.KILL:
             stop = self.tree.kill(on_poll=self._poll_during_stop, on_signalled=signalled)
         else:
             grace = self.decider.grace() if grace is None else grace

@@ -130,6 +130,11 @@ class KernelRecord(_Model):
     events: list[dict[str, Any]] = Field(default_factory=list)  # core.kernel_log.KernelEvent.to_dict()
 
 
+# The guard samples at least every 0.25 s (guard.STEADY_INTERVAL) while it runs: a last sample
+# older than this (eight periods at rest) means it is not sampling (its supervisor stopped, starved).
+GUARD_STALE_S = 2.0
+
+
 class GuardRecord(_Model):
     armed: StrictBool
     state: Literal["starting", "watching", "disarmed", "tripped"] = "starting"
@@ -137,6 +142,14 @@ class GuardRecord(_Model):
     last: GuardLast | None = None
     pressure: PressureRecord | None = None
     kernel: KernelRecord | None = None
+    # Set by readers (never stored): the real age of the guard's last sample (the supervisor's
+    # live answer, or its heartbeat file when it cannot answer), and whether that is too old
+    sample_age_s: float | None = None
+    stale: bool = False
+
+    def set_age(self, age: float | None) -> None:
+        self.sample_age_s = None if age is None else round(max(age, 0.0), 2)
+        self.stale = age is not None and age > GUARD_STALE_S
 
 
 class LoopStats(_Model):
@@ -258,7 +271,9 @@ class StateRecord(_Model):
     loop: LoopStats | None = None  # in live replies from the supervisor (never stored)
 
     def to_json(self) -> str:
-        return self.model_dump_json(indent=1, exclude={"alive", "lost_reason", "loop"})
+        return self.model_dump_json(
+            indent=1, exclude={"alive": True, "lost_reason": True, "loop": True, "guard": {"sample_age_s", "stale"}}
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as `status --json` prints it."""

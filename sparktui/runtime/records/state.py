@@ -45,6 +45,25 @@ def state_path(port: int) -> Path:
     return state_dir() / "servers" / f"{port}.json"
 
 
+def beat_path(port: int) -> Path:
+    """The guard's heartbeat: CLOCK_BOOTTIME seconds of its last sample, rewritten in place (no
+    rename, no fsync: a few bytes a sample) so a reader can tell a frozen guard from a quiet one."""
+    return state_dir() / "servers" / f"{port}.beat"
+
+
+def boottime() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def read_beat(fd_or_path: int | Path) -> float | None:
+    """The heartbeat's time (CLOCK_BOOTTIME), or None when there is none."""
+    try:
+        raw = os.pread(fd_or_path, 32, 0) if isinstance(fd_or_path, int) else fd_or_path.read_bytes()[:32]
+        return float(raw.split(b"\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
 def socket_path(port: int) -> Path:
     """The command socket of supervisors before the abstract one (still tried, for old ones)."""
     return state_dir() / "servers" / f"{port}.sock"
@@ -161,6 +180,9 @@ def supervisor_alive(state: StateRecord) -> bool:
 def with_liveness(state: StateRecord) -> StateRecord:
     """Fill in `alive`, and call a server whose supervisor vanished without a word `lost`."""
     state.alive = supervisor_alive(state)
+    if state.alive and state.running and state.guard.sample_age_s is None:
+        beat = read_beat(beat_path(state.port))
+        state.guard.set_age(None if beat is None else boottime() - beat)
     if not state.alive and state.running:
         state.status = "lost"
         state.lost_reason = (

@@ -15,7 +15,6 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,25 +23,21 @@ from sparktui.atomic import atomic_write_text
 from sparktui.core.profiles import load_profile
 from sparktui.core.route import RouteSettings
 from sparktui.errors import UserError
-from sparktui.paths import state_dir
+from sparktui.runtime.host import proc
 from sparktui.runtime.records.endpoint import base_url
 from sparktui.runtime.route.http import Request, Response, json_response, serve_connection
+from sparktui.runtime.route.record import route_record_path
 from sparktui.runtime.route.swapper import RouteError, Slot, Swapper
 
 API_KEY_ENV = "SPARKTUI_ROUTE_API_KEY"  # the front's key; the servers get it as VLLM_API_KEY
 FORWARDED = ("/v1/completions", "/v1/chat/completions", "/v1/embeddings")
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer", "upgrade"}
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+RECORD_EVERY_S = 0.5  # the record is for people (the panel): not rewritten for every request
 
 
 def error_body(status: int, kind: str, message: str, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": status}}
-
-
-def route_record_path(port: int) -> Path:
-    folder = state_dir() / "route"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return folder / f"{port}.json"
 
 
 class Front:
@@ -159,13 +154,15 @@ class Route:
         self.stopping = asyncio.Event()
         self._dirty = asyncio.Event()
         self.started_at = time.time()
+        me = proc.read_stat(os.getpid())
+        self.start_time = me.start_time if me else 0  # with the pid: which process the record is of
         self.status = "starting"
 
     def _changed(self) -> None:
         self._dirty.set()
 
     def record(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "listen": f"{self.settings.host}:{self.settings.port}", "status": self.status,
+        return {"pid": os.getpid(), "start_time": self.start_time, "listen": f"{self.settings.host}:{self.settings.port}", "status": self.status,
                 "started_at": self.started_at, "updated_at": time.time(), **self.swapper.snapshot()}  # fmt: skip
 
     def write_record(self) -> None:
@@ -176,7 +173,7 @@ class Route:
             await self._dirty.wait()
             self._dirty.clear()
             await asyncio.to_thread(self.write_record)
-            await asyncio.sleep(0.1)  # a burst of changes is one write
+            await asyncio.sleep(RECORD_EVERY_S)  # a burst of changes is one write
 
     async def run(self, on_listening: Any = None) -> int:
         loop = asyncio.get_running_loop()

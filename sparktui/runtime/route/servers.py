@@ -40,12 +40,11 @@ def _here(profile: Profile) -> Machine:
 
 
 def need(profile: Profile, serve: ServeConfig) -> tuple[pool.Reservation, int]:
-    """What the server would reserve of the pool (core.pool's rule), and the pool's size."""
-    machine = _here(profile)
-    size, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes)
-    return pool.Reservation(serve.port, profile.name, size, basis, profile.guard.priority or 0), pool.pool_bytes(
-        machine
-    )
+    """What the server would reserve of the pool, as its launch will record it (with
+    --kv-cache-memory-bytes, from the fit's budget), and the pool's size."""
+    sample = read_memory(psi=False)
+    mem = {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_free}
+    return supervisor.reservation_for(profile, serve, mem), pool.pool_bytes(_here(profile))
 
 
 def others(launch_ids: set[str], profile: Profile) -> list[pool.Reservation]:

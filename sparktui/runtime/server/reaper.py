@@ -11,7 +11,11 @@ children (vLLM's EngineCore and workers, daemons that called setsid).
 With STATE_FILE (a supervisor's), the record there is the fallback, and what happened is written
 back to it. The pipe is the primary source, so a deleted state dir does not stop the sweep.
 
-    python -m sparktui.runtime.server.reaper [STATE_FILE]
+While the owner lives, the reaper also stands in for its guard: given the guard's heartbeat
+(--beat-fd, state.beat_path) and kill line, when the heartbeat stops (the supervisor stopped by
+SIGSTOP or starved) it samples MemAvailable itself and kills the tree at the kill line.
+
+    python -m sparktui.runtime.server.reaper [--beat-fd N] [STATE_FILE]
 """
 
 from __future__ import annotations
@@ -31,18 +35,33 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 class Reaper:
     """The owner's side: start the reaper, keep it told about the tree, dismiss it at the end."""
 
-    def __init__(self, state_file: Path | None = None) -> None:
+    def __init__(self, state_file: Path | None = None, *, beat_fd: int | None = None) -> None:
+        beat = ["--beat-fd", str(beat_fd)] if beat_fd is not None else []
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "sparktui.runtime.server.reaper", *([str(state_file)] if state_file else [])],
+            [sys.executable, "-m", "sparktui.runtime.server.reaper", *beat, *([str(state_file)] if state_file else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             cwd=str(PACKAGE_ROOT),
             close_fds=True,
+            pass_fds=(beat_fd,) if beat_fd is not None else (),
         )
         self.pid = self.popen.pid
         self._told: str | None = None
+        self._told_guard: tuple[int | None] | None = None  # None: never told
+
+    def tell_guard(self, kill_below: int | None) -> None:
+        """The kill line (bytes of MemAvailable) to act on if the guard's heartbeat stops; None:
+        the guard is disarmed or done, nothing to stand in for."""
+        if (kill_below,) == self._told_guard or self.popen.stdin is None:
+            return
+        try:
+            self.popen.stdin.write(json.dumps({"guard": {"kill_below": kill_below}}).encode() + b"\n")
+            self.popen.stdin.flush()
+            self._told_guard = (kill_below,)
+        except OSError:
+            pass
 
     def tell(self, record: dict[str, Any]) -> None:
         """The tree's latest record (only written when it changed; never blocks for long)."""
@@ -85,33 +104,138 @@ FINAL_RETRY_S = 600.0  # how long an unwritten final record is retried (a full d
 _FINAL: list[str] = []
 
 
-def read_pipe() -> tuple[bool, dict[str, Any] | None]:
-    """Lines until EOF: (whether "done" was said, the last tree record); a "final" record the
-    owner could not write is kept in _FINAL."""
-    record: dict[str, Any] | None = None
-    for raw in sys.stdin.buffer:
-        line = raw.strip()
+# The guard's stand-in: when the supervisor's heartbeat (state.beat_path) is older than STALE_S
+# the reaper samples MemAvailable itself, every STANDIN_EVERY_S, and kills the tree at the kill line.
+STALE_S = 1.0
+REST_EVERY_S = 0.5  # how often the heartbeat is looked at while it is fresh
+STANDIN_EVERY_S = 0.01
+
+
+class Pipe:
+    """What the owner said: the last tree record, the kill line, a final record; "done" or EOF."""
+
+    def __init__(self, fd: int = 0) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.record: dict[str, Any] | None = None
+        self.kill_below: int | None = None
+        self.done = False
+        self.closed = False
+
+    def read(self) -> None:
+        chunk = os.read(self.fd, 65536)
+        if not chunk:
+            self.closed = True
+            return
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for raw in lines:
+            self.line(raw.strip())
+
+    def line(self, line: bytes) -> None:
         if line == b"done":
-            return True, record
-        if line.startswith(b"final "):
+            self.done = self.closed = True
+        elif line.startswith(b"final "):
             _FINAL.append(line[len(b"final ") :].decode(errors="replace"))
-            continue
-        if line.startswith(b"{"):
+        elif line.startswith(b"{"):
             try:
                 parsed = json.loads(line)
             except ValueError:
-                continue
-            if isinstance(parsed, dict):
-                record = parsed
-    return False, record
+                return
+            if isinstance(parsed, dict) and isinstance(parsed.get("guard"), dict):
+                kill = parsed["guard"].get("kill_below")
+                self.kill_below = int(kill) if isinstance(kill, int | float) else None
+            elif isinstance(parsed, dict):
+                self.record = parsed
+
+
+def read_pipe(beat_fd: int | None = None, path: Path | None = None) -> tuple[bool, dict[str, Any] | None]:
+    """Until the owner says "done" or its pipe closes: (whether "done" was said, the last tree
+    record). Meanwhile, with a heartbeat fd and a kill line, stand in for a guard that stopped."""
+    import select
+
+    pipe = Pipe()
+    poller = select.poll()
+    poller.register(pipe.fd, select.POLLIN)
+    acted = False
+    while not pipe.closed:
+        wait = REST_EVERY_S
+        if beat_fd is not None and pipe.kill_below is not None and pipe.record is not None and not acted:
+            age = _beat_age(beat_fd)
+            if age is not None and age > STALE_S:
+                wait = STANDIN_EVERY_S
+                available = _mem_available()
+                if available is not None and available <= pipe.kill_below:
+                    _act(pipe.record, path, age, available, pipe.kill_below)
+                    acted = True
+        if poller.poll(wait * 1000):
+            pipe.read()
+    return pipe.done, pipe.record
+
+
+def _beat_age(fd: int) -> float | None:
+    try:
+        raw = os.pread(fd, 32, 0)
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - float(raw.split(b"\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _act(record: dict[str, Any], path: Path | None, age: float, available: int, kill_below: int) -> None:
+    """The guard's heartbeat stopped and MemAvailable reached the kill line: kill the tree."""
+    from sparktui.runtime.host.proc import sweep_orphans
+    from sparktui.runtime.records.protocol import ExitRecord, ProtocolError
+    from sparktui.runtime.records.state import read_state, write_state
+
+    report = sweep_orphans(record)
+    if path is None:
+        return
+    gib = 1 << 30
+    message = (
+        f"the guard had not sampled for {age:.1f} s (its supervisor stopped or starved) and MemAvailable "
+        f"fell to {available / gib:.2f} GiB, at the kill line {kill_below / gib:.2f} GiB: the reaper killed the tree"
+    )
+    try:
+        state = read_state(path)
+        if state is None or not state.running:
+            return
+        state.status, state.phase, state.updated_at = "exited", "stopped", time.time()
+        state.exit = ExitRecord(reason="guard", by="reaper", stop=report.to_dict(), message=message)
+        state.events.append(
+            {
+                "kind": "GuardTrip",
+                "t": time.time(),
+                "line": "kill",
+                "reason": "reaper stand-in",
+                "available_gib": round(available / gib, 3),
+                "threshold_gib": round(kill_below / gib, 3),
+            }
+        )
+        write_state(path, state)
+    except (ProtocolError, OSError):
+        pass
 
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C meant for the owner is not for us
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a `kill` of the session must not stop the sweep
+    beat_fd = None
+    if argv[:1] == ["--beat-fd"]:
+        beat_fd, argv = int(argv[1]), argv[2:]
     path = Path(argv[0]) if argv else None
-    done, record = read_pipe()  # blocks until the owner closes the pipe
+    done, record = read_pipe(beat_fd, path)  # until the owner closes the pipe
     if done:
         if _FINAL and path is not None:
             write_final_when_there_is_room(path, _FINAL[-1])

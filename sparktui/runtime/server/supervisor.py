@@ -94,6 +94,7 @@ GUARD_NEWS_GIB = 0.1
 GUARD_REFRESH_S = 10.0
 RECENT_EVENTS = 50
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+BEAT_EVERY_S = 0.25  # the guard's heartbeat (state.beat_path): often enough to see it stall within a second
 GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
 SOCKET_BACKLOG = 1024  # a burst of clients (panels, scripts, a cluster's head) waits in the queue, not refused
 ERROR_FILE_ENV = "SPARKTUI_ERROR_FILE"  # where a detached supervisor's refusal goes for launch() (cli.main writes it)
@@ -356,7 +357,7 @@ def sweep_lost_servers(message: str = "swept at the next launch: its supervisor 
 
 
 def _event_dict(event: vllm_log.Event) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": type(event).__name__.rstrip("_"), "t": time.time()}
+    out: dict[str, Any] = {"kind": vllm_log.event_kind(event), "t": time.time()}
     out.update(dataclasses.asdict(event))
     return out
 
@@ -404,6 +405,8 @@ class Supervisor:
         self.reaper: Reaper | None = None
         self._server: socket.socket | None = None
         self._foreign_clients: set[int | None] = set()
+        self._beat_fd: int | None = None  # the guard's heartbeat file (_open_beat)
+        self._beat_at = float("-inf")
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         # /metrics on demand (all monotonic times, under self.lock)
         self._metrics_wanted_until = 0.0
@@ -657,6 +660,7 @@ class Supervisor:
         if req.armed is not None:
             self.guard.arm() if req.armed else self.guard.disarm()
             self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
+        self._tell_reaper_guard()
         with self.lock:
             self.record.guard.armed = self.guard.armed
             if self.record.guard.state != "tripped":
@@ -671,6 +675,9 @@ class Supervisor:
             if self.state is None:
                 return None
             live = self.record.model_copy(deep=True)
+            guard = self.guard
+            if guard is not None and guard.sampled_at is not None and live.running and guard.running:
+                live.guard.set_age(guard.clock() - guard.sampled_at)
             # Only in live replies (never written to the file): what the loop has been doing.
             live.loop = pr.LoopStats(wakes=dict(self.wakes), metrics_scrapes=self._metrics_count)
             return live
@@ -678,8 +685,18 @@ class Supervisor:
     # -- reaper
 
     def _start_reaper(self) -> Reaper:
-        self.reaper = Reaper(self.state_file)
+        self.reaper = Reaper(self.state_file, beat_fd=self._beat_fd)
         return self.reaper
+
+    def _tell_reaper_guard(self, watching: bool = True) -> None:
+        """The reaper acts on the kill line itself when the guard's heartbeat stops (a frozen or
+        starved supervisor): it is told the line, and that the guard stands down at the end."""
+        if self.reaper is None:
+            return
+        guard = self.guard
+        kill = self.lines.bytes("kill")
+        armed = watching and guard is not None and guard.armed and kill is not None
+        self.reaper.tell_guard(kill if armed else None)
 
     def _dismiss_reaper(self) -> None:
         if self.reaper is not None:
@@ -756,6 +773,7 @@ class Supervisor:
                     f"state dir {st.state_dir()}: cannot write the state file {self.state_file} (full or "
                     "read-only); free some space there and launch again"
                 )
+            self._open_beat()
             reaper = self._start_reaper()
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
@@ -990,6 +1008,7 @@ class Supervisor:
         tree, guard = self.tree, self.guard
         assert tree is not None and guard is not None  # set by run() before the loop starts
         self._guard_status()  # a trip can end the loop before the guard's line (kernel tripwire…) was recorded
+        self._tell_reaper_guard(watching=False)  # the guard's heartbeat stops here: no stand-in wanted
         self._save(status="stopping")
         report = None
         if how == "guard":
@@ -1078,11 +1097,43 @@ class Supervisor:
             on_warn=self._on_warn,
             on_trip=self._on_trip,
             on_report=self._on_report,
+            on_sample=self._beat,
             defer=None if order is None else self._deferral(order),
             kernel=self.profile.guard.kernel or DEFAULT_KERNEL_MODE,
             on_kernel=self._on_kernel,
         )
         self.guard.start()
+        self._tell_reaper_guard()
+
+    def _open_beat(self) -> None:
+        """The guard's heartbeat file (state.beat_path), 0600; its fd goes to the reaper too, so a
+        deleted state dir does not blind it."""
+        try:
+            self._beat_fd = os.open(st.beat_path(self.port), os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            self._say(f"warning: no guard heartbeat file ({exc}); `status` cannot tell a frozen guard")
+            return
+        self._beat()
+
+    def _beat(self) -> None:
+        """After each guard sample: the heartbeat, at most every BEAT_EVERY_S (one pwrite)."""
+        now = st.boottime()
+        if self._beat_fd is None or now - self._beat_at < BEAT_EVERY_S:
+            return
+        self._beat_at = now
+        try:
+            os.pwrite(self._beat_fd, f"{now:.3f}\n".encode().ljust(24), 0)
+        except OSError:
+            pass  # a full disk cannot refuse an overwrite in place of a tmpfs page; others: no heartbeat
+
+    def _close_beat(self) -> None:
+        if self._beat_fd is not None:
+            os.close(self._beat_fd)
+            self._beat_fd = None
+            try:
+                st.beat_path(self.port).unlink(missing_ok=True)
+            except OSError:
+                pass
 
     def _deferral(self, order: StopOrder) -> Callable[[Decision], str | None]:
         """The stop order, with each new reason to wait recorded once as an event (status shows it)."""
@@ -1268,6 +1319,7 @@ class Supervisor:
         self.finished.set()
         time.sleep(0.05)  # let socket handlers waiting on `finished` send their replies
         self._dismiss_reaper()
+        self._close_beat()
 
 
 def _holder_uid(name: str) -> int | None:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparktui.runtime.watch.crash_loop import BreakerVerdict, CrashLoopBreaker, Failure
+from sparktui.runtime.watch.crash_loop import BreakerFailure, BreakerVerdict, CrashLoopBreaker
 from sparktui.runtime.watch.flight import LOG_LINE_CHARS, LOG_LINES, FlightHeader, FlightRecord, FlightRecorder
 from sparktui.runtime.watch.wedge import EngineCounters, WedgeDetector, WedgeState, WedgeView
 
@@ -187,7 +187,7 @@ class ServerWatch:
         restart; else the breaker's verdict."""
         if kind not in self.settings.restart_on:
             return None
-        verdict = self.breaker.record(Failure(time.time(), phase, kind, detail))
+        verdict = self.breaker.record(BreakerFailure(time.time(), phase, kind, detail))
         if verdict.restart:
             self.restarts.append({"at": time.time(), "kind": kind, "phase": phase, "detail": detail})
         return verdict

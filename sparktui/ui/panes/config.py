@@ -76,6 +76,7 @@ class ConfigPane(Pane):
         self.load_error: str | None = None
         self.server_port: int | None = None  # the server the panel follows (a switch opens its profile)
         self._reserved: tuple[tuple[int, int | None, float | None, bool], ...] = ()  # what the fit counted
+        self._fit_generation = 0  # bumped per recompute: only the newest fit is shown
 
     def compose(self) -> ComposeResult:
         yield Static("", id="profile-line")
@@ -123,7 +124,7 @@ class ConfigPane(Pane):
 
     def _show_profile_line(self) -> None:
         line = self.query_one("#profile-line", Static)
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text = Text()  # wraps at 80 columns rather than cutting the machine's size off
         p = self.loaded
         if p is None:
             text.append("Profile: none", "bold")
@@ -372,8 +373,11 @@ class ConfigPane(Pane):
         self.recompute_fit()
 
     def recompute_fit(self) -> None:
-        """Fit the current form (pure and fast: called on every edit and every real memory change)."""
+        """Fit the current form, on every edit and every real memory change. The views that need no
+        fit are made here; the fit itself (it reads the bench history) runs in a worker, so the UI
+        thread does nothing heavier than this."""
         state = self.form
+        self._fit_generation += 1
         if state.config is None:
             # the form shows each problem under its field; the model's own "required" line would
             # say the same twice on a first launch, so the fit points at where to fill it in
@@ -394,12 +398,34 @@ class ConfigPane(Pane):
             detected = self.detected_vllm
             if config.vllm_version is None and detected is not None and detected.version:
                 config, source = config.replace(vllm_version=detected.version), detected.source
-            try:
-                view = self.backend.fit(config, self.spec, self.machine, self.sample, source, self.servers)
-            except (UserError, Unavailable, ValueError) as exc:
-                view = FitView("n/a", [str(exc)])
+            self._fit(self._fit_generation, config, self.spec, self.machine, self.sample, source, self.servers)
+            return
+        self._show_fit(view, self.sample is not None)
+
+    @io_worker("fit", "fitting the form", group="fit")
+    def _fit(
+        self,
+        generation: int,
+        config: ServeConfig,
+        spec: ModelSpec,
+        machine: Machine,
+        sample: MemorySample | None,
+        source: str,
+        servers: tuple[ServerEntry, ...],
+    ) -> None:
+        try:
+            view = self.backend.fit(config, spec, machine, sample, source, servers)
+        except (UserError, Unavailable, ValueError) as exc:
+            view = FitView("n/a", [str(exc)])
+        self.app.call_from_thread(self._fitted, generation, view, sample is not None)
+
+    def _fitted(self, generation: int, view: FitView, saw_sample: bool) -> None:
+        if generation == self._fit_generation:  # else the form changed meanwhile: a newer fit is coming
+            self._show_fit(view, saw_sample)
+
+    def _show_fit(self, view: FitView, saw_sample: bool) -> None:
         self.fit = view
-        self.fit_saw_sample = self.sample is not None
+        self.fit_saw_sample = saw_sample
         self.query_one(FitPanel).show(view)
         self.post_message(FitChanged(view))
 
@@ -568,7 +594,8 @@ class ConfigPane(Pane):
                 self.query_one("#flag-max_model_len", Input).value = str(pick.longest_context_for_users)
 
         def label(a) -> str:
-            rate = "-" if a.per_user_tok_s is None else f"{a.per_user_tok_s:.0f} tok/s"
+            who = "1 user" if a.users == 1 else f"{a.users} users"
+            rate = "-" if a.per_user_tok_s is None else f"{a.per_user_tok_s:.0f} tok/s ({who} at {a.context:,} ctx)"
             fits = (
                 "fits"
                 if a.fits

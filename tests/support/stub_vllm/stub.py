@@ -622,6 +622,10 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
 
+class Server(ThreadingHTTPServer):
+    request_queue_size = 2048  # uvicorn's default backlog (socketserver's 5 drops connections under load)
+
+
 class MultiNode:
     """vLLM's mp multi-node flags (--nnodes/-n, --node-rank/-r, --master-addr, --master-port,
     --headless), checked as vLLM 0.32's arg_utils checks them. A headless rank starts its engine
@@ -819,7 +823,7 @@ def serve(argv: list[str]) -> None:
             Handler.engine = Engine(int(kv.group(1).replace(",", "")) if kv else 131072)
             Handler.model = served_model_name(argv, model)
             Handler.max_model_len = max_model_len
-            httpd = ThreadingHTTPServer((host, port), Handler)
+            httpd = Server((host, port), Handler)
             threading.Thread(target=httpd.serve_forever, daemon=True).start()
         emit(replay.rewrite(line))
 
