@@ -67,8 +67,42 @@ def _gone(pid: int) -> bool:
     return info is None or info.dead
 
 
-def watch(pids: list[int], kill_line: int, on_cross=None, timeout=20.0) -> dict:
-    """Sample MemAvailable at ~1 kHz until every pid has exited (pidfds; /proc polling without)."""
+PAGE = os.sysconf("SC_PAGE_SIZE")
+RSS_EVERY_S = 0.02
+
+
+def resident(pids: list[int]) -> int:
+    """Bytes the hog processes hold (their RSS), 0 for the ones gone."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * PAGE
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def hog_child(parent: int) -> int:
+    """The guard's child that runs the hog. Not simply its first child: `sparktui guard` also
+    starts its reaper (runtime/server/reaper.py) as a child, and watching that one's process group
+    timed the reaper's exit, not the hog tree's."""
+    for p in scan_processes():
+        if p.ppid != parent:
+            continue
+        try:
+            argv = Path(f"/proc/{p.pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(HOG).encode() in argv:
+            return p.pid
+    raise RuntimeError(f"no child of the guard (pid {parent}) runs {HOG}")
+
+
+def watch(pids: list[int], kill_line: int, on_cross=None, timeout=60.0) -> dict:
+    """Sample MemAvailable at ~1 kHz until every pid has exited (pidfds; /proc polling without).
+    Also the hog's own RSS every RSS_EVERY_S: how fast it really touched memory, whatever other
+    programs on the machine did to MemAvailable meanwhile."""
     fds, polled = {}, set()
     poller = select.poll()
     for pid in pids:
@@ -84,11 +118,16 @@ def watch(pids: list[int], kill_line: int, on_cross=None, timeout=20.0) -> dict:
     t_cross = t_cross_wall = t_gone = None
     low = None
     samples = []
+    rss: list[tuple[float, int]] = []
+    next_rss = 0.0
     end = time.monotonic() + timeout
     while (fds or polled) and time.monotonic() < end:
         a = read_mem_available()
         now = time.monotonic()
         samples.append((now, a))
+        if now >= next_rss and t_cross is None:
+            rss.append((now, resident(pids)))
+            next_rss = now + RSS_EVERY_S
         low = a if low is None else min(low, a)
         if t_cross is None and a < kill_line:
             t_cross, t_cross_wall = now, time.time()
@@ -117,12 +156,22 @@ def watch(pids: list[int], kill_line: int, on_cross=None, timeout=20.0) -> dict:
         mid = next((s for s in before if s[1] < third), None)
         if mid is not None and before[-1][0] > mid[0]:
             rate = (mid[1] - before[-1][1]) / (before[-1][0] - mid[0]) / GiB
+    touched = max((b for _, b in rss), default=0)
+    touch_rate = None
+    if len(rss) > 1:
+        t_max = next(t for t, b in rss if b == touched)
+        first = next(((t, b) for t, b in rss if b > 0), rss[0])
+        if t_max > first[0]:
+            touch_rate = (touched - first[1]) / (t_max - first[0]) / GiB
     return {
         "t_cross": t_cross,
         "t_cross_wall": t_cross_wall,
         "t_gone": t_gone,
         "low": low,
         "rate_gib_s": rate,
+        "touched_gib": touched / GiB,
+        "touch_rate_gib_s": touch_rate,
+        "timed_out": bool(fds or polled),
         "sample_hz": round(len(samples) / (samples[-1][0] - samples[0][0]), 0) if len(samples) > 1 else None,
     }
 
@@ -134,8 +183,10 @@ def settle(level: int, timeout=5.0) -> None:
 
 
 def hog_args(a) -> list[str]:
-    cap_mib = int((a.depth + 1.0) * 1024)
-    return [sys.executable, str(HOG), str(a.rate), str(cap_mib), "--procs", str(a.procs), "--hold", "10"]
+    # 1.5 GiB past the line, held 60 s: the hog crosses even when other programs free some memory
+    # meanwhile, and is still there when a slow machine gets it across
+    cap_mib = int((a.depth + 1.5) * 1024)
+    return [sys.executable, str(HOG), str(a.rate), str(cap_mib), "--procs", str(a.procs), "--hold", "60"]
 
 
 def ideal_run(a, tmp: Path) -> dict:
@@ -180,8 +231,10 @@ def guard_run(a, tmp: Path, kernel: str = "stop") -> dict:
     ]
     g = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_started(log, a.procs)
-    root = next(p.pid for p in scan_processes() if p.ppid == g.pid)
+    root = hog_child(g.pid)
     r = watch(group_pids(root), line)
+    if r["timed_out"]:  # never tripped: the guard stops its tree on SIGTERM, as a person's Ctrl-C
+        g.send_signal(signal.SIGTERM)
     err = g.communicate(timeout=30)[1]
     r["exit"] = g.returncode
     r["line"] = line
@@ -243,75 +296,68 @@ def pct(values, q):
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def measure_pairs(a, tmp: Path, *, echo: bool = True, kernels: tuple[str, ...] | None = None) -> dict:
+def measure_pairs(a, tmp: Path, *, echo: bool = True) -> dict:
     """--runs pairs (ideal, guard), or (ideal, ideal) with --control; the per-pair figures and
-    the delay summary: {"pairs", "delay_ms", "detect_ms", ...}. Several `kernels` (tripwire modes):
-    each run is done once per mode, interleaved, and the summary is {mode: summary}."""
-    modes = kernels or (getattr(a, "kernel", "stop"),)
-    by_mode: dict[str, list] = {m: [] for m in modes}
-    for i in range(a.runs):
-        for mode in modes:
-            by_mode[mode].append(_pair(a, tmp, i, mode, echo and len(modes) == 1, echo and len(modes) > 1))
-    if kernels:
-        return {mode: _summary(pairs) for mode, pairs in by_mode.items()}
-    return _summary(by_mode[modes[0]])
-
-
-def _pair(a, tmp: Path, i: int, kernel: str, echo: bool, tagged: bool) -> dict:
-    ideal = ideal_run(a, tmp)
-    if a.control:  # ideal vs ideal: how much the paired difference varies with no guard at all
-        guard = dict(ideal_run(a, tmp), exit=97, report={"reason": "control"})
-    else:
-        guard = guard_run(a, tmp, kernel)
-    ideal_ms = (
-        None if ideal["t_gone"] is None or ideal["t_cross"] is None else (ideal["t_gone"] - ideal["t_cross"]) * 1e3
-    )
-    void = (
-        guard["exit"] != 97 or ideal["t_cross"] is None
-    )  # other programs freed memory: the hog never reached the line
-    predicted_early = guard["t_cross"] is None and not void
-    if void or guard["t_gone"] is None:
-        guard_ms = None
-    elif predicted_early:
-        guard_ms = None  # killed on a predicted crossing before the sampler saw the line
-    else:
-        guard_ms = (guard["t_gone"] - guard["t_cross"]) * 1e3
-    pair = {
-        "ideal_ms": None if ideal_ms is None else round(ideal_ms, 1),
-        "guard_ms": None if guard_ms is None else round(guard_ms, 1),
-        # Never later than ideal when the guard stopped the hog before the line was crossed: 0.
-        "delay_ms": 0.0
-        if predicted_early and ideal_ms is not None
-        else None
-        if None in (ideal_ms, guard_ms)
-        else round(guard_ms - ideal_ms, 1),
-        "void": void,
-        "rate_gib_s": round(guard["rate_gib_s"] or 0, 2),
-        "ideal_below_line_gib": round((ideal["line"] - ideal["low"]) / GiB, 3),
-        "guard_below_line_gib": round((guard["line"] - guard["low"]) / GiB, 3),
-        "guard_low_gib": round(guard["low"] / GiB, 2),
-        "guard_exit": guard["exit"],
-        "guard_reason": guard["report"].get("reason"),
-        "detect_ms": None
-        if guard["t_cross_wall"] is None or "tripped_at" not in guard["report"]
-        else round((guard["report"]["tripped_at"] - guard["t_cross_wall"]) * 1e3, 1),
-        "sampler_hz": guard["sample_hz"],
-        "guard_gone_after_ms": None
-        if guard["report"].get("gone_after_s") is None
-        else round(guard["report"]["gone_after_s"] * 1e3, 1),
-    }
-    if echo or tagged:
-        print(
-            f"run {i + 1:2d}{f' (kernel {kernel})' if tagged else ''}: ideal {pair['ideal_ms']} ms, guard {pair['guard_ms']} ms, delay {pair['delay_ms']} ms, "
-            f"detect {pair['detect_ms']} ms, hog {pair['rate_gib_s']} GiB/s, past the line: ideal {pair['ideal_below_line_gib']} GiB / guard "
-            f"{pair['guard_below_line_gib']} GiB ({pair['guard_reason']}, exit {pair['guard_exit']})",
-            flush=True,
-        )
-    return pair
-
-
-def _summary(pairs: list[dict]) -> dict:
+    the delay summary: {"pairs", "delay_ms", "detect_ms", ...}."""
     summary: dict = {}
+    pairs = []
+    for i in range(a.runs):
+        ideal = ideal_run(a, tmp)
+        if a.control:  # ideal vs ideal: how much the paired difference varies with no guard at all
+            guard = dict(ideal_run(a, tmp), exit=97, report={"reason": "control"})
+        else:
+            guard = guard_run(a, tmp, getattr(a, "kernel", "stop"))
+        ideal_ms = (
+            None if ideal["t_gone"] is None or ideal["t_cross"] is None else (ideal["t_gone"] - ideal["t_cross"]) * 1e3
+        )
+        void = (
+            guard["exit"] != 97 or ideal["t_cross"] is None
+        )  # other programs freed memory: the hog never reached the line
+        predicted_early = guard["t_cross"] is None and not void
+        if void or guard["t_gone"] is None:
+            guard_ms = None
+        elif predicted_early:
+            guard_ms = None  # killed on a predicted crossing before the sampler saw the line
+        else:
+            guard_ms = (guard["t_gone"] - guard["t_cross"]) * 1e3
+        pair = {
+            "ideal_ms": None if ideal_ms is None else round(ideal_ms, 1),
+            "guard_ms": None if guard_ms is None else round(guard_ms, 1),
+            # Never later than ideal when the guard stopped the hog before the line was crossed: 0.
+            "delay_ms": 0.0
+            if predicted_early and ideal_ms is not None
+            else None
+            if None in (ideal_ms, guard_ms)
+            else round(guard_ms - ideal_ms, 1),
+            "void": void,
+            "rate_gib_s": round(guard["rate_gib_s"] or 0, 2),
+            # the hog's own RSS: what it touched and how fast, whatever MemAvailable said
+            "hog_touched_gib": round(guard["touched_gib"], 2),
+            "hog_touch_rate_gib_s": None if guard["touch_rate_gib_s"] is None else round(guard["touch_rate_gib_s"], 2),
+            "mem_available_fell_gib": round((guard["start"] - guard["low"]) / GiB, 2),
+            "ideal_below_line_gib": round((ideal["line"] - ideal["low"]) / GiB, 3),
+            "guard_below_line_gib": round((guard["line"] - guard["low"]) / GiB, 3),
+            "guard_low_gib": round(guard["low"] / GiB, 2),
+            "guard_exit": guard["exit"],
+            "guard_reason": guard["report"].get("reason"),
+            "detect_ms": None
+            if guard["t_cross_wall"] is None or "tripped_at" not in guard["report"]
+            else round((guard["report"]["tripped_at"] - guard["t_cross_wall"]) * 1e3, 1),
+            "sampler_hz": guard["sample_hz"],
+            "guard_gone_after_ms": None
+            if guard["report"].get("gone_after_s") is None
+            else round(guard["report"]["gone_after_s"] * 1e3, 1),
+        }
+        pairs.append(pair)
+        if echo:
+            print(
+                f"run {i + 1:2d}: ideal {pair['ideal_ms']} ms, guard {pair['guard_ms']} ms, delay {pair['delay_ms']} ms, "
+                f"detect {pair['detect_ms']} ms, hog {pair['rate_gib_s']} GiB/s, past the line: ideal {pair['ideal_below_line_gib']} GiB / guard "
+                f"{pair['guard_below_line_gib']} GiB ({pair['guard_reason']}, exit {pair['guard_exit']}); "
+                f"hog touched {pair['hog_touched_gib']} GiB at {pair['hog_touch_rate_gib_s']} GiB/s, "
+                f"MemAvailable fell {pair['mem_available_fell_gib']} GiB",
+                flush=True,
+            )
     delays = [p["delay_ms"] for p in pairs if p["delay_ms"] is not None]
     summary["delay_ms"] = {
         "p50": round(pct(delays, 0.5), 1) if delays else None,
@@ -339,6 +385,53 @@ def _summary(pairs: list[dict]) -> dict:
     }
     summary["pairs"] = pairs
     return summary
+
+
+def kernel_compare(a, tmp: Path, result: dict) -> int:
+    """Each run once with the kernel tripwire off and once on, interleaved; then the idle cost of
+    each: the delays and idle costs side by side."""
+    import copy
+
+    runs, pairs = a.runs, {"off": [], "stop": []}
+    for i in range(runs):
+        for mode in pairs:
+            one = copy.copy(a)
+            one.runs, one.kernel = 1, mode
+            pair = measure_pairs(one, tmp, echo=False)["pairs"][0]
+            pairs[mode].append(pair)
+            if not a.json:
+                print(
+                    f"run {i + 1:2d} kernel {mode:4}: delay {pair['delay_ms']} ms ({pair['guard_reason']})", flush=True
+                )
+    side = {}
+    for mode, got in pairs.items():
+        delays = [p["delay_ms"] for p in got if p["delay_ms"] is not None]
+        side[mode] = {
+            "delay_ms": {
+                "p50": round(pct(delays, 0.5), 1) if delays else None,
+                "p95": round(pct(delays, 0.95), 1) if delays else None,
+                "max": max(delays) if delays else None,
+                "n": len(delays),
+            },
+            "idle": idle_cpu(a.idle, mode),
+            "pairs": got,
+        }
+    result["kernel_compare"] = side
+    result["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    for f in tmp.iterdir():
+        f.unlink()
+    tmp.rmdir()
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for mode, r in side.items():
+        d = r["delay_ms"]
+        print(
+            f"kernel tripwire {mode:4}: delay over ideal p50 {d['p50']} ms, p95 {d['p95']} ms, max {d['max']} ms "
+            f"(n={d['n']}); idle guard CPU {r['idle']['pct_of_core']}% of a core over {r['idle']['seconds']} s"
+        )
+    print(f"load avg before {result['load_before']}, after {result['load_after']}")
+    return 0
 
 
 def main() -> int:
@@ -370,26 +463,7 @@ def main() -> int:
         "read_costs": read_costs(),
     }
     if a.kernel_compare:
-        side = measure_pairs(a, tmp, echo=not a.json, kernels=("off", "stop"))
-        idle = {mode: idle_cpu(a.idle, mode) for mode in ("off", "stop")}
-        result["kernel_compare"] = {mode: {**side[mode], "idle": idle[mode]} for mode in side}
-        for f in tmp.iterdir():
-            f.unlink()
-        tmp.rmdir()
-        if a.json:
-            print(json.dumps(result, indent=2))
-            return 0
-        for mode, r in result["kernel_compare"].items():
-            d = r["delay_ms"]
-            print(
-                f"kernel tripwire {mode:4}: delay over ideal p50 {d['p50']} ms, p95 {d['p95']} ms, max {d['max']} ms "
-                f"(n={d['n']}); idle guard CPU {r['idle']['pct_of_core']}% of a core over {r['idle']['seconds']} s"
-            )
-        off, on = result["kernel_compare"]["off"], result["kernel_compare"]["stop"]
-        if off["delay_ms"]["p50"] and on["delay_ms"]["p50"] is not None:
-            print(f"p50 delay ratio on/off: {on['delay_ms']['p50'] / off['delay_ms']['p50']:.2f}")
-        print(f"load avg before {result['load_before']}, after {[round(x, 2) for x in os.getloadavg()]}")
-        return 0
+        return kernel_compare(a, tmp, result)
     result.update(measure_pairs(a, tmp, echo=not a.json))
     result["idle"] = idle_cpu(a.idle, a.kernel)
     result["load_after"] = [round(x, 2) for x in os.getloadavg()]

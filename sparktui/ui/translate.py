@@ -360,7 +360,7 @@ def _speed_line(result: FitResult) -> str | None:
 def route_view(r: RouteRecord) -> RouteView:
     models = tuple(RouteModelView(m.name, m.status, m.in_flight, m.queued, m.port, m.keep) for m in r.models)
     swaps = tuple(
-        RouteSwapView(s.at, s.model, s.stopped, s.ok, s.total_s, s.stop_s, s.memory_s, s.start_s, s.error)
+        RouteSwapView(s.at, s.model, s.stopped, s.ok, s.total_s, s.stop_s, s.memory_s, s.start_s, s.error, s.reason)
         for s in r.history
     )
     swapping = (r.swapping.model, r.swapping.step) if r.swapping is not None else None

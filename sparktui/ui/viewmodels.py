@@ -273,12 +273,13 @@ class RouteSwapView:
     memory_s: float
     start_s: float
     error: str | None = None
+    reason: str = ""
 
     def line(self) -> str:
         """One swap for a person: when, to what, from what, how long each step took."""
         clock = time.strftime("%H:%M:%S", time.localtime(self.at))
         if not self.model:
-            return f"{clock} {', '.join(self.stopped)} idle: stopped in {self.total_s:.1f} s"
+            return f"{clock} {', '.join(self.stopped)} stopped: {self.reason}"
         beside = f" ← {', '.join(self.stopped)}" if self.stopped else ""
         if not self.ok:
             return f"{clock} {self.model}{beside} failed: {self.error or '?'}"

@@ -97,3 +97,19 @@ def read_routes(*, live_only: bool = True) -> list[RouteRecord]:
         except (OSError, ValueError, KeyError, TypeError):
             continue  # half-written by an older version, or not ours: nothing to show
     return out
+
+
+def leftovers(port: int) -> list[tuple[str, int, str]]:
+    """(model, port, launch id) of the servers a route on `port` started and left running when it
+    ended without stopping them (SIGKILL, a crash): its record says so, and its process is gone."""
+    try:
+        data = json.loads(route_record_path(port).read_text())
+        if data.get("status") == "stopped":
+            return []
+        if proc.ProcessIdentity(int(data["pid"]), int(data.get("start_time", 0))).is_alive():
+            return []  # it still runs: not ours to touch
+        return [
+            (str(m["name"]), int(m["port"]), str(m["launch_id"])) for m in data.get("models", ()) if m.get("launch_id")
+        ]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
