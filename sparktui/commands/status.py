@@ -24,8 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _line(state: StateRecord) -> str:
     from sparktui.runtime.records.protocol import condition_of
 
-    summary = state.summary or {}
-    metrics = state.metrics or {}
     condition = condition_of(state)
     parts = [
         f"{state.port}",
@@ -33,10 +31,10 @@ def _line(state: StateRecord) -> str:
         condition.condition.value + (f"/{state.phase}" if state.phase and state.phase != condition.condition else ""),
         f"{state.url}",
     ]
-    if summary.get("kv_cache_tokens"):
-        parts.append(f"kv {summary['kv_cache_tokens']:,} tokens")
-    if metrics.get("running") is not None:
-        parts.append(f"running {metrics['running']:.0f} waiting {metrics.get('waiting', 0):.0f}")
+    if state.summary and state.summary.kv_cache_tokens:
+        parts.append(f"kv {state.summary.kv_cache_tokens:,} tokens")
+    if state.metrics and state.metrics.running is not None:
+        parts.append(f"running {state.metrics.running:.0f} waiting {state.metrics.waiting or 0:.0f}")
     guard = state.guard
     if guard.stale and state.alive and state.running:
         parts.append(f"guard NOT SAMPLING for {guard.sample_age_s:.0f} s (its supervisor is stopped or starved)")
