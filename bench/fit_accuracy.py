@@ -1320,6 +1320,18 @@ def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
         good = sum(abs(r.errors["kv"]) <= 3.0 for r in group)
         worst = max((abs(r.errors["kv"]) for r in group), default=0.0)
         print(f"  {name}: {good}/{len(group)} within 3% (worst {worst:.1f}%)")
+    inside = [
+        r
+        for r in spark
+        if (r.pred_kv_range or (0.0, 0.0))[0] <= (r.case.kv_gib or 0.0) <= (r.pred_kv_range or (0.0, 0.0))[1]
+    ]
+    good = sum(abs(r.errors["kv"]) <= 3.0 for r in spark)
+    print(
+        f"  all: {good}/{len(spark)} within 3%; the logged KV memory inside the predicted range on {len(inside)}/{len(spark)}"
+    )
+    for r in spark:
+        if r not in inside:
+            print(f"    outside the range: {r.case.id}")
     print()
     print("  constants refitted from the logs (sparktui/core/vllm_rules.py MeasuredConstant):")
     for f in fitted:

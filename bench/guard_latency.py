@@ -62,8 +62,42 @@ def _gone(pid: int) -> bool:
     return info is None or info.dead
 
 
-def watch(pids: list[int], kill_line: int, on_cross=None, timeout=20.0) -> dict:
-    """Sample MemAvailable at ~1 kHz until every pid has exited (pidfds; /proc polling without)."""
+PAGE = os.sysconf("SC_PAGE_SIZE")
+RSS_EVERY_S = 0.02
+
+
+def resident(pids: list[int]) -> int:
+    """Bytes the hog processes hold (their RSS), 0 for the ones gone."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * PAGE
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def hog_child(parent: int) -> int:
+    """The guard's child that runs the hog. Not simply its first child: `sparktui guard` also
+    starts its reaper (runtime/server/reaper.py) as a child, and watching that one's process group
+    timed the reaper's exit, not the hog tree's."""
+    for p in scan_processes():
+        if p.ppid != parent:
+            continue
+        try:
+            argv = Path(f"/proc/{p.pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(HOG).encode() in argv:
+            return p.pid
+    raise RuntimeError(f"no child of the guard (pid {parent}) runs {HOG}")
+
+
+def watch(pids: list[int], kill_line: int, on_cross=None, timeout=60.0) -> dict:
+    """Sample MemAvailable at ~1 kHz until every pid has exited (pidfds; /proc polling without).
+    Also the hog's own RSS every RSS_EVERY_S: how fast it really touched memory, whatever other
+    programs on the machine did to MemAvailable meanwhile."""
     fds, polled = {}, set()
     poller = select.poll()
     for pid in pids:
@@ -79,11 +113,16 @@ def watch(pids: list[int], kill_line: int, on_cross=None, timeout=20.0) -> dict:
     t_cross = t_cross_wall = t_gone = None
     low = None
     samples = []
+    rss: list[tuple[float, int]] = []
+    next_rss = 0.0
     end = time.monotonic() + timeout
     while (fds or polled) and time.monotonic() < end:
         a = read_mem_available()
         now = time.monotonic()
         samples.append((now, a))
+        if now >= next_rss and t_cross is None:
+            rss.append((now, resident(pids)))
+            next_rss = now + RSS_EVERY_S
         low = a if low is None else min(low, a)
         if t_cross is None and a < kill_line:
             t_cross, t_cross_wall = now, time.time()
@@ -112,12 +151,22 @@ def watch(pids: list[int], kill_line: int, on_cross=None, timeout=20.0) -> dict:
         mid = next((s for s in before if s[1] < third), None)
         if mid is not None and before[-1][0] > mid[0]:
             rate = (mid[1] - before[-1][1]) / (before[-1][0] - mid[0]) / GiB
+    touched = max((b for _, b in rss), default=0)
+    touch_rate = None
+    if len(rss) > 1:
+        t_max = next(t for t, b in rss if b == touched)
+        first = next(((t, b) for t, b in rss if b > 0), rss[0])
+        if t_max > first[0]:
+            touch_rate = (touched - first[1]) / (t_max - first[0]) / GiB
     return {
         "t_cross": t_cross,
         "t_cross_wall": t_cross_wall,
         "t_gone": t_gone,
         "low": low,
         "rate_gib_s": rate,
+        "touched_gib": touched / GiB,
+        "touch_rate_gib_s": touch_rate,
+        "timed_out": bool(fds or polled),
         "sample_hz": round(len(samples) / (samples[-1][0] - samples[0][0]), 0) if len(samples) > 1 else None,
     }
 
@@ -129,8 +178,10 @@ def settle(level: int, timeout=5.0) -> None:
 
 
 def hog_args(a) -> list[str]:
-    cap_mib = int((a.depth + 1.0) * 1024)
-    return [sys.executable, str(HOG), str(a.rate), str(cap_mib), "--procs", str(a.procs), "--hold", "10"]
+    # 1.5 GiB past the line, held 60 s: the hog crosses even when other programs free some memory
+    # meanwhile, and is still there when a slow machine gets it across
+    cap_mib = int((a.depth + 1.5) * 1024)
+    return [sys.executable, str(HOG), str(a.rate), str(cap_mib), "--procs", str(a.procs), "--hold", "60"]
 
 
 def ideal_run(a, tmp: Path) -> dict:
@@ -173,8 +224,10 @@ def guard_run(a, tmp: Path) -> dict:
     ]
     g = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_started(log, a.procs)
-    root = next(p.pid for p in scan_processes() if p.ppid == g.pid)
+    root = hog_child(g.pid)
     r = watch(group_pids(root), line)
+    if r["timed_out"]:  # never tripped: the guard stops its tree on SIGTERM, as a person's Ctrl-C
+        g.send_signal(signal.SIGTERM)
     err = g.communicate(timeout=30)[1]
     r["exit"] = g.returncode
     r["line"] = line
@@ -271,6 +324,10 @@ def measure_pairs(a, tmp: Path, *, echo: bool = True) -> dict:
             else round(guard_ms - ideal_ms, 1),
             "void": void,
             "rate_gib_s": round(guard["rate_gib_s"] or 0, 2),
+            # the hog's own RSS: what it touched and how fast, whatever MemAvailable said
+            "hog_touched_gib": round(guard["touched_gib"], 2),
+            "hog_touch_rate_gib_s": None if guard["touch_rate_gib_s"] is None else round(guard["touch_rate_gib_s"], 2),
+            "mem_available_fell_gib": round((guard["start"] - guard["low"]) / GiB, 2),
             "ideal_below_line_gib": round((ideal["line"] - ideal["low"]) / GiB, 3),
             "guard_below_line_gib": round((guard["line"] - guard["low"]) / GiB, 3),
             "guard_low_gib": round(guard["low"] / GiB, 2),
@@ -289,7 +346,9 @@ def measure_pairs(a, tmp: Path, *, echo: bool = True) -> dict:
             print(
                 f"run {i + 1:2d}: ideal {pair['ideal_ms']} ms, guard {pair['guard_ms']} ms, delay {pair['delay_ms']} ms, "
                 f"detect {pair['detect_ms']} ms, hog {pair['rate_gib_s']} GiB/s, past the line: ideal {pair['ideal_below_line_gib']} GiB / guard "
-                f"{pair['guard_below_line_gib']} GiB ({pair['guard_reason']}, exit {pair['guard_exit']})",
+                f"{pair['guard_below_line_gib']} GiB ({pair['guard_reason']}, exit {pair['guard_exit']}); "
+                f"hog touched {pair['hog_touched_gib']} GiB at {pair['hog_touch_rate_gib_s']} GiB/s, "
+                f"MemAvailable fell {pair['mem_available_fell_gib']} GiB",
                 flush=True,
             )
     delays = [p["delay_ms"] for p in pairs if p["delay_ms"] is not None]

@@ -1,7 +1,10 @@
 """Will this `vllm serve` configuration start, and what KV cache and concurrency will it get?
 
   sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] [--json]
-  sparktui fit [--vllm-version X.Y[.Z]] -- vllm serve MODEL [flags…]
+  sparktui fit [--vllm-version X.Y[.Z]] -- vllm serve MODEL [flags…] [--config FILE.yaml]
+
+PROFILE may be an eugr/spark-vllm-docker or sparkrun recipe, or a vLLM --config file (.yaml): what
+was read is shown first, with every key the fit does not model.
 
 Which vLLM: --vllm-version, else the profile's vllm-version, else what the profile's runner has
 installed (runtime/launch/vllm_version.py), else the newest rules sparktui knows (said in the notes).
@@ -25,7 +28,7 @@ MEMINFO = Path("/proc/meminfo")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
-        "sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
+        "sparktui fit [PROFILE|RECIPE.yaml] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
         "[--mem-available GIB] [--vllm-version X.Y[.Z]] [--json]\n"
         "       sparktui fit [options] -- vllm serve MODEL [flags…]"
     )
@@ -73,6 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "model's limit, and the current), for the current KV cache dtype and fp8 (JSON: 'grid')",
     )
     parser.add_argument("--list-models", action="store_true", help="list the built-in model catalog and exit")
+    parser.add_argument(
+        "--calibrate-from",
+        metavar="LOG",
+        help="take vLLM's own figures (weights, CUDA graphs, KV memory; the rest is activation + non-torch) "
+        "from the log of a start-up with these flags, keep them for this box, and fit with them",
+    )
 
 
 def _split(extra: list[str]) -> tuple[str | None, list[str], list[str] | None]:
@@ -412,6 +421,10 @@ def run(args: argparse.Namespace) -> int:
     fetcher = HubFetcher(offline=bool(getattr(args, "offline", False)))
     spec = load_serving_spec(config.model, config.speculation, fetcher=fetcher)
     allow_long = env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true", "yes")
+    versioned = bool(config.vllm_version)
+    config, calibration = find_calibration(args, config, spec, machine)
+    if config.vllm_version and not versioned:
+        version_source = f"the log {args.calibrate_from}"
     result = fit(
         config,
         spec,
@@ -419,6 +432,7 @@ def run(args: argparse.Namespace) -> int:
         mem_available=mem_available,
         vllm_version_source=version_source,
         allow_long_max_model_len=allow_long,
+        calibration=calibration,
     )
     others = sorted(name for name in env if name != "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
     if others:  # names only: values may be secrets
@@ -468,6 +482,49 @@ def run(args: argparse.Namespace) -> int:
             print(render_cluster(cluster))
     verdict = result.verdict if cluster is None else cluster.verdict
     return 0 if verdict in ("fits", "tight") else 1
+
+
+def find_calibration(args: argparse.Namespace, config: Any, spec: Any, machine: Any) -> tuple[Any, Any]:
+    """(config, the Calibration to fit with): from --calibrate-from LOG (kept for this box), else
+    the newest launch of this model, vLLM version and machine recorded here, if any."""
+    import datetime
+
+    from sparktui.core.calibration import best_match, calibration_from_log, read_log_figures, release_version
+    from sparktui.core.fit import calibration_key
+    from sparktui.errors import UserError
+    from sparktui.runtime import calibrations
+
+    log = getattr(args, "calibrate_from", None)
+    if not log:
+        key = calibration_key(config, spec, machine)
+        return config, best_match(calibrations.load(), key.model, key.vllm_version, key.machine, key.flags)
+    try:
+        text = Path(log).read_text(errors="replace")
+    except OSError as exc:
+        raise UserError(f"--calibrate-from: cannot read {log}: {exc.strerror}") from None
+    if not config.vllm_version:  # the log says which vLLM wrote it (a source build's '0.1.devN' does not)
+        version = release_version(read_log_figures(text).version)
+        if version is not None:
+            config = config.model_copy(update={"vllm_version": str(version)})
+    key = calibration_key(config, spec, machine)
+    calibration = calibration_from_log(
+        text,
+        where=str(log),
+        model=key.model,
+        vllm_version=key.vllm_version,
+        machine=key.machine,
+        total=machine.total,
+        utilization=key.utilization,
+        flags=key.flags,
+        graphs_counted=key.graphs_counted,
+        source="calibrated",
+        date=datetime.date.today().isoformat(),
+    )
+    try:
+        calibrations.record(calibration)
+    except OSError as exc:
+        print(f"sparktui: could not keep the calibration ({exc.strerror}); this fit uses it", file=sys.stderr)
+    return config, calibration
 
 
 def cluster_fit(args: argparse.Namespace, config: Any, spec: Any, machine: Any, mem_available: int | None) -> Any:

@@ -28,14 +28,14 @@ def _gib(value: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.errors import UserError
-    from sparktui.runtime.server import supervisor
+    from sparktui.runtime.server import client
 
     lines = given_lines(args)
     if not lines and args.armed is None:
         raise UserError(
             "set-guard: nothing to change; give --warn-below, --term-below, --kill-below, --arm or --disarm"
         )
-    state, notes = supervisor.change_guard(args.port, armed=args.armed, lines=lines or None)
+    state, notes = client.change_guard(args.port, armed=args.armed, lines=lines or None)
     for note in notes:
         print(printable(f"sparktui: note: {note}"))
     g = state.guard

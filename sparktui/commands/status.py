@@ -69,13 +69,13 @@ def say(line: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.runtime.records import state as st
-    from sparktui.runtime.server import client as supervisor
+    from sparktui.runtime.server import client
 
     problems: list[str] = []
     if args.port is not None:
-        states = [supervisor.attach(args.port)]
+        states = [client.attach(args.port)]
     else:
-        states = [s if not s.alive else supervisor.attach(s.port) for s in st.list_states(problems)]
+        states = [s if not s.alive else client.attach(s.port) for s in st.list_states(problems)]
         if not args.all:
             # Lost servers stay listed until relaunched: how they ended is news a person must see.
             states = [

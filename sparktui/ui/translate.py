@@ -17,6 +17,9 @@ from sparktui.ui.viewmodels import (
     Launched,
     NodeView,
     PreflightNote,
+    RouteModelView,
+    RouteSwapView,
+    RouteView,
     Rows,
     ServerEntry,
     ServerStatus,
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
         StateRecord,
         TripRecord,
     )
+    from sparktui.runtime.route.record import RouteRecord
     from sparktui.runtime.server.cluster_launch import ClusterLaunch
 
 
@@ -337,3 +341,13 @@ def _speed_line(result: FitResult) -> str | None:
     from sparktui.core.speed import summary_line
 
     return summary_line(speed)
+
+
+def route_view(r: RouteRecord) -> RouteView:
+    models = tuple(RouteModelView(m.name, m.status, m.in_flight, m.queued, m.port, m.keep) for m in r.models)
+    swaps = tuple(
+        RouteSwapView(s.at, s.model, s.stopped, s.ok, s.total_s, s.stop_s, s.memory_s, s.start_s, s.error, s.reason)
+        for s in r.history
+    )
+    swapping = (r.swapping.model, r.swapping.step) if r.swapping is not None else None
+    return RouteView(r.listen, models, r.queued, swapping, swaps)

@@ -62,6 +62,7 @@ def test_bash_completes_subcommands_and_profile_names(env: dict[str, str], tmp_p
     assert set(bash_complete(["sparktui", "se"], env, tmp_path)) == {"serve", "service", "set-guard"}
     assert bash_complete(["sparktui", "serve", "70b"], env, tmp_path) == ["70b-dense-5-users", "70b-dense-single-user"]
     assert "install" in bash_complete(["sparktui", "service", "i"], env, tmp_path)
+    assert bash_complete(["sparktui", "fit", "120b"], env, tmp_path) == ["120b-moe-single-user"]  # fit's own parsing
 
 
 def test_fish_completes_subcommands_and_profile_names(env: dict[str, str], tmp_path: Path) -> None:

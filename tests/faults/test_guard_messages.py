@@ -13,7 +13,7 @@ import pytest
 
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import launcher
 from tests.support import REPO, wait_for
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def mem_available_gib() -> float:
 @pytest.fixture
 def running(make_profile, isolated):
     profile = load_profile(make_profile())
-    supervisor.launch(profile)
+    launcher.launch(profile)
     port = profile.serve.port
     wait_for(lambda: st.read_state(st.state_path(port)).status == "running", 20, "the server to be ready")
     yield port

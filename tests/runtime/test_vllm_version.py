@@ -98,7 +98,7 @@ def test_sparktui_fit_uses_the_profiles_runner_version(tmp_path, isolated):
 
 
 def test_the_launch_check_fits_for_the_runners_vllm(tmp_path):
-    from sparktui.runtime.server.supervisor import _fit_verdict
+    from sparktui.runtime.server.preflight import _fit_verdict
 
     venv = fake_venv(tmp_path / "venv", "vllm", "0.22.1")
     p = profile(f'[runner]\nvenv = "{venv}"\n')

@@ -46,6 +46,11 @@ def state_path(port: int) -> Path:
     return state_dir() / "servers" / f"{port}.json"
 
 
+def safe_name(name: str) -> str:
+    """A profile name as a file name: letters, digits and -_. only."""
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "server"
+
+
 def beat_path(port: int) -> Path:
     """The guard's heartbeat: CLOCK_BOOTTIME seconds of its last sample, rewritten in place (no
     rename, no fsync: a few bytes a sample) so a reader can tell a frozen guard from a quiet one."""

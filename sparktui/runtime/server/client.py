@@ -15,21 +15,7 @@ from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.launch_id import not_this_launch
 from sparktui.runtime.server import fallback
-
-
-def sweep_lost(state: pr.StateRecord, message: str) -> pr.StateRecord:
-    """Kill what one dead supervisor left (pid + start time checked) and record why it ended."""
-    report = proc.sweep_orphans(state.tree.as_proc_record()) if state.tree is not None else None
-    lost_reason = state.lost_reason
-    state.status, state.phase, state.updated_at = "exited", "stopped", time.time()
-    state.exit = pr.ExitRecord(
-        reason="supervisor_died",
-        stop=report.to_dict() if report else None,
-        message=f"{message} ({lost_reason})" if lost_reason else message,
-    )
-    state.lost_reason = None
-    st.write_state(st.state_path(state.port), state)
-    return state
+from sparktui.runtime.server.sweep import sweep_lost
 
 
 def read(port: int | None = None) -> pr.StateRecord:

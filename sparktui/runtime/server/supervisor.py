@@ -24,7 +24,6 @@ import collections
 import dataclasses
 import errno
 import os
-import re
 import select
 import signal
 import socket
@@ -37,13 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.core import pool, vllm_log
-from sparktui.core.machine import Machine, host_machine
 from sparktui.errors import UserError
 from sparktui.runtime.cluster import link as cluster_link
 from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.guard.stop_order import StopOrder
 from sparktui.runtime.host import proc
-from sparktui.runtime.host.containment import remove_stale_scopes
 from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.launch.runner import LaunchCommand, build_command
 from sparktui.runtime.records import protocol as pr
@@ -52,11 +49,11 @@ from sparktui.runtime.records.endpoint import Endpoint, base_url
 from sparktui.runtime.records.launch_id import ENV as LAUNCH_ID_ENV
 from sparktui.runtime.records.launch_id import EXPECTED as LAUNCH_ID_EXPECTED
 from sparktui.runtime.records.launch_id import is_launch_id, not_this_launch
-from sparktui.runtime.records.reservations import reservation_of
-from sparktui.runtime.server.client import attach, change_guard, kill, read, set_guard, stop, sweep_lost
 from sparktui.runtime.server.logtail import LogTail
+from sparktui.runtime.server.preflight import preflight
 from sparktui.runtime.server.reaper import Reaper
-from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
+from sparktui.runtime.server.sweep import set_aside_unreadable, sweep_lost_servers
+from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
@@ -64,9 +61,6 @@ if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
     from sparktui.runtime.guard.guard import Decision
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-UNIFIED_MAX_UTILIZATION = 0.90
-PAGE_CACHE_WARN_BYTES = 8 << 30
 # The loop sleeps in poll() until something happens: a log write (inotify), a request on the
 # socket or a signal (the wake pipe), vLLM's exit (its pidfd), or the next timer below.
 STARTUP_TICK_S = 0.25  # while starting: members appear, /health is asked every HEALTH_EVERY_S
@@ -88,251 +82,13 @@ PROBE_LINES = ('"GET /metrics', '"GET /health')  # access-log lines of probes: n
 GUARD_NEWS_GIB = 0.1
 GUARD_REFRESH_S = 10.0
 RECENT_EVENTS = 50
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 BEAT_EVERY_S = 0.25  # the guard's heartbeat (state.beat_path): often enough to see it stall within a second
 GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
 SOCKET_BACKLOG = 1024  # a burst of clients (panels, scripts, a cluster's head) waits in the queue, not refused
-ERROR_FILE_ENV = "SPARKTUI_ERROR_FILE"  # where a detached supervisor's refusal goes for launch() (cli.main writes it)
-
-
 # ---------------------------------------------------------------- serve config with CLI overrides
 
 
-def effective_serve(profile: Profile, extra_args: list[str] | None = None) -> ServeConfig:
-    """profile.serve with `vllm serve` flags given on the command line applied on top."""
-    from sparktui.core.config import parse_serve_command
-
-    if not extra_args:
-        return profile.serve
-    merged = parse_serve_command([*profile.serve.to_argv(), *extra_args])
-    if merged.api_key is None and profile.serve.api_key is not None:
-        merged = merged.replace(api_key=profile.serve.api_key)
-    return merged
-
-
 # ---------------------------------------------------------------- preflight
-
-
-@dataclasses.dataclass
-class Preflight:
-    warnings: list[str]
-    fit: dict[str, Any] | None = None  # core.fit's verdict, when it could be computed
-    notes: list[str] = dataclasses.field(default_factory=list)  # what preflight did (page cache evicted)
-    page_cache: dict[str, Any] | None = None  # watch.PageCacheReport.to_dict()
-    reservation: pool.Reservation | None = None  # what this server takes of the pool
-
-
-def _meminfo() -> dict[str, int]:
-    sample = read_memory(psi=False)
-    return {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_free}
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    """Whether something listens on host:port. A host that is not this machine's (EADDRNOTAVAIL)
-    or a port it may not take (EACCES) is a UserError of its own: nothing else is listening."""
-    # bind first: for an address that is not ours it fails at once, before any probe leaves the box
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host or "0.0.0.0", port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRNOTAVAIL:
-                raise UserError(
-                    f"--host {host}: not an address of this machine (EADDRNOTAVAIL), so nothing can listen "
-                    "on it; use 127.0.0.1 (this machine only), 0.0.0.0 (every interface) or an address "
-                    "`ip -brief address` lists"
-                ) from None
-            if exc.errno == errno.EACCES:
-                raise UserError(
-                    f"--port {port}: only root may listen on a port below 1024 (EACCES); choose --port 1024 or above"
-                ) from None
-            return True
-    probe_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else host
-    family = socket.AF_INET6 if ":" in probe_host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        if s.connect_ex((probe_host, port)) == 0:
-            return True
-    return False
-
-
-_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?")
-
-
-def check_host(host: str) -> None:
-    """--host must be a host name or an IP address (it reaches sockets, never a shell)."""
-    if host and not _HOST.fullmatch(host):
-        raise UserError(f"--host {host!r}: expected a host name or an IP address such as 127.0.0.1, 0.0.0.0 or ::1")
-
-
-def is_unified_memory(profile: Profile) -> bool:
-    return str(profile.machine) == "dgx-spark"
-
-
-def preflight(
-    profile: Profile,
-    serve: ServeConfig | None = None,
-    *,
-    force: bool = False,
-    meminfo: dict[str, int] | None = None,
-    evict: bool = False,
-) -> Preflight:
-    """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not.
-
-    evict=True (the supervisor, right before vLLM starts): evict the page cache the model's own
-    files hold (posix_fadvise, no root needed) and say how much it freed."""
-    serve = serve if serve is not None else profile.serve
-    warnings: list[str] = []
-    notes: list[str] = []
-    page_cache = None
-    watch_settings = getattr(profile, "watch", None)
-    if meminfo is None and (watch_settings is None or watch_settings.evict_page_cache):
-        report = model_page_cache(serve.model, evict=evict)
-        page_cache = report.to_dict()
-        if report.folder is not None:
-            notes.append(report.summary())
-        warnings.extend(f"page cache: {e}" for e in report.errors)
-    mem = meminfo if meminfo is not None else _meminfo()
-    gib = 1 << 30
-    check_host(serve.host)
-    _, line_notes = GuardLines.from_settings_with_notes(profile.guard)  # bad lines: UserError, before launching
-    warnings.extend(f"guard: {note}" for note in line_notes)
-
-    for other in st.list_states():
-        if other.alive and other.running and other.port == serve.port:
-            raise UserError(
-                f"--port {serve.port}: sparktui already runs a server there (profile "
-                f"{other.profile!r}, supervisor pid {other.supervisor.pid}); stop it with "
-                f"`sparktui stop --port {serve.port}` or choose another --port"
-            )
-    if _port_in_use(serve.host, serve.port):
-        raise UserError(
-            f"--port {serve.port}: something is already listening on {serve.host}:{serve.port}; "
-            "stop it or choose another --port"
-        )
-    if is_unified_memory(profile) and serve.gpu_memory_utilization > UNIFIED_MAX_UTILIZATION and not force:
-        raise UserError(
-            f"--gpu-memory-utilization {serve.gpu_memory_utilization}: above {UNIFIED_MAX_UTILIZATION} on "
-            "unified memory leaves the CPU side too little and can hang the machine; lower it, or pass "
-            "--force if you are sure"
-        )
-    if serve.host not in LOOPBACK and not serve.api_key:
-        exposed = (
-            f"--host {serve.host}: the server would be reachable from the network without an API key "
-            "(anyone could use /v1)"
-        )
-        if not force:
-            raise UserError(
-                f"{exposed}; set api-key in the profile or pass --api-key (it travels as VLLM_API_KEY, "
-                "never on the command line), serve on --host 127.0.0.1, or pass --force if you mean it"
-            )
-        warnings.append(f"{exposed} (--force given)")
-    available, free = mem.get("MemAvailable", 0), mem.get("MemFree", 0)
-    wanted = serve.gpu_memory_utilization * mem.get("MemTotal", 0)
-    # Only when needed: what is left after the model's own pages went, and only when free memory
-    # is short of what vLLM will ask for.
-    if available - free >= PAGE_CACHE_WARN_BYTES and free < wanted:
-        warnings.append(
-            f"MemFree is {free / gib:.1f} GiB but MemAvailable is {available / gib:.1f} GiB: page cache "
-            "holds the difference (other files' pages: the model's own were evicted without root), and on "
-            "a DGX Spark vLLM's start-up free-memory check can fail on it. "
-            f"Drop the caches first: {vllm_log.DROP_CACHES}"
-        )
-    fit_result = _fit_verdict(profile, serve, mem, warnings, force)
-    reservation = _pool_reservation(profile, serve, mem, fit_result, warnings, force)
-    return Preflight(warnings, fit_result, notes, page_cache, reservation)
-
-
-def _pool_reservation(
-    profile: Profile,
-    serve: ServeConfig,
-    mem: dict[str, int],
-    fit: dict[str, Any] | None,
-    warnings: list[str],
-    force: bool,
-) -> pool.Reservation:
-    """What this server will reserve, refused (unless forced) when the servers already running and
-    starting leave it too little of the pool: MemAvailable alone misses one that has not allocated yet."""
-    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
-    mine = reservation_for(profile, serve, mem, fit)
-    others = [reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.port != serve.port]
-    beside = pool.BesideOthers(pool.check_pool(machine, mine.bytes, others), mine.basis)
-    if not beside.fits:
-        why = beside.refusal(serve)
-        if not force:
-            raise UserError(why)
-        warnings.append(f"{why} (--force given)")
-    return mine
-
-
-def reservation_for(
-    profile: Profile, serve: ServeConfig, mem: dict[str, int], fit: dict[str, Any] | None = None
-) -> pool.Reservation:
-    """What this server will reserve of the pool (core.pool's rule), as its launch will record it:
-    with --kv-cache-memory-bytes, from the fit's budget (worked out here when not given)."""
-    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
-    if fit is None and serve.kv_cache_memory_bytes:
-        fit = _fit_verdict(profile, serve, mem, [], force=True)
-    budget = (fit or {}).get("budget")
-    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
-    return pool.Reservation(serve.port, profile.name, new, basis, profile.guard.priority or 0)
-
-
-def _fit_verdict(
-    profile: Profile, serve: ServeConfig, mem: dict[str, int], warnings: list[str], force: bool
-) -> dict[str, Any] | None:
-    from sparktui.core import fit as fit_mod
-    from sparktui.core.modelspec import load_serving_spec
-
-    try:
-        # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
-        spec = load_serving_spec(serve.model, serve.speculation)
-        machine = host_machine(
-            profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")), warnings
-        )
-        mem_available = mem.get("MemAvailable") if machine.unified else None
-        source = ""
-        if serve.vllm_version is None:  # fit for the vLLM this runner has (files only: no subprocess)
-            from sparktui.runtime.launch.vllm_version import detect
-
-            found = detect(profile, run=False)
-            if found.version:
-                serve, source = serve.replace(vllm_version=found.version), found.source
-        result = fit_mod.fit(serve, spec, machine, mem_available=mem_available, vllm_version_source=source)
-    except UserError as exc:
-        warnings.append(f"fit check skipped: {exc}")
-        return None
-    verdict = result.to_dict()
-    if result.verdict in ("wont_start", "unsafe"):
-        reasons = "; ".join(result.reasons) or result.verdict
-        if not force:
-            raise UserError(
-                f"this configuration {result.verdict.replace('_', ' ')}: {reasons} (pass --force to try anyway)"
-            )
-        warnings.append(f"fit: {result.verdict}: {reasons} (--force given)")
-    elif result.verdict == "tight":
-        warnings.append("fit: tight: " + "; ".join(result.reasons))
-    return verdict
-
-
-def set_aside_unreadable(port: int) -> None:
-    """A wrong-shaped state file on our port is moved aside (with a warning), never in the way."""
-    path = st.state_path(port)
-    try:
-        st.read_state(path)
-    except pr.ProtocolError:
-        st.set_aside(path)
-
-
-def sweep_lost_servers(message: str = "swept at the next launch: its supervisor had died") -> list[pr.StateRecord]:
-    """Kill what supervisors that died left behind (identity-checked), and record it."""
-    swept = []
-    for state in st.list_states():
-        if state.status != "lost" or state.tree is None:
-            continue
-        swept.append(sweep_lost(state, message))
-    remove_stale_scopes()
-    return swept
 
 
 # ---------------------------------------------------------------- the supervisor
@@ -369,6 +125,7 @@ class Supervisor:
         self.socket_file = st.socket_address(self.port)
         self.summary = vllm_log.LogSummary()
         self.events: collections.deque[pr.EventRecord] = collections.deque(maxlen=RECENT_EVENTS)
+        self._calibration_kept = False  # this launch's start-up figures went to runtime/calibrations.py
         self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
         self.requested_by: str | None = None
         self.finished = threading.Event()
@@ -728,7 +485,7 @@ class Supervisor:
             ray_cluster.remove_temp_dir(self.port)  # a lost run's Ray sessions (ours: this state dir and port)
             self.command = ray_cluster.node_command(self.profile, self.serve, self.command, self.link.rank)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
+        log_path = st.state_dir() / "logs" / f"{st.safe_name(self.profile.name)}-{self.port}-{stamp}.log"
         self.state = self._initial_state(log_path, pre.warnings, pre.fit)
         self.reservation = pre.reservation
         if pre.reservation is not None:
@@ -921,11 +678,30 @@ class Supervisor:
                     continue
                 if isinstance(event, vllm_log.KVCacheSize):
                     self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
+                    self._keep_calibration()
                 self._add_event(_event_dict(event))
                 changed = True
         if changed:
             self.record.phase = "ready" if self.cluster_ready else self.summary.phase
         return changed
+
+    def _keep_calibration(self) -> None:
+        """Keep vLLM's own figures of this start-up for the next fit of the same key
+        (runtime/calibrations.py), once per launch; a failure here never touches the server."""
+        if self._calibration_kept:
+            return
+        self._calibration_kept = True
+        from sparktui.runtime import calibrations
+
+        try:
+            mem = read_memory(psi=False)
+            text = Path(self.record.log_path or "").read_text(errors="replace")
+            kept = calibrations.record_launch(
+                self.profile, self.serve, text, self.record.log_path or "", mem.mem_total, mem.mem_available
+            )
+            self._say(f"start-up figures kept for the next fit: {kept.describe()}")
+        except (UserError, OSError, ValueError) as exc:
+            self._say(f"start-up figures not kept: {exc}")
 
     def _say(self, text: str) -> None:
         """One line of progress on stderr (the terminal, or the journal under systemd)."""
@@ -1217,7 +993,7 @@ class Supervisor:
         attempt = len(self.watch.restarts)
         self._say(f"restarting after a {kind} in phase {phase} (restart {attempt}): {detail}")
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        return st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}-r{attempt}.log"
+        return st.state_dir() / "logs" / f"{st.safe_name(self.profile.name)}-{self.port}-{stamp}-r{attempt}.log"
 
     def _respawn(self, log_path: Path, env: dict[str, str]) -> None:
         self.summary = vllm_log.LogSummary()
@@ -1279,25 +1055,8 @@ def _guard_event(kind: str, decision: Decision) -> dict[str, Any]:
     }
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "server"
-
-
 # ---------------------------------------------------------------- the API the CLI and TUI use
 # (read, attach, stop, kill, set_guard, change_guard: runtime.server.client, imported above)
-
-__all__ = [
-    "attach",
-    "change_guard",
-    "kill",
-    "launch",
-    "read",
-    "restart",
-    "serve_foreground",
-    "set_guard",
-    "stop",
-    "sweep_lost",
-]
 
 
 def serve_foreground(
@@ -1310,104 +1069,3 @@ def serve_foreground(
             raise UserError(f"{LAUNCH_ID_ENV}={given!r}: expected a launch id ({LAUNCH_ID_EXPECTED})")
         launch_id = given
     return Supervisor(profile, serve, force=force, detached=detached, launch_id=launch_id).run()
-
-
-def launch(
-    profile: Profile,
-    serve: ServeConfig | None = None,
-    *,
-    detach: bool = True,
-    force: bool = False,
-    timeout: float = 30.0,
-    launch_id: str | None = None,
-) -> pr.StateRecord:
-    """Start a supervisor for `profile` and return its first recorded state.
-
-    detach=True: a new session that outlives the caller (the TUI, an SSH session). The profile as
-    given (unsaved edits included) is saved next to the state and the child loads that copy.
-    `launch_id` (runtime/records/launch_id.py) is recorded in its state: a stop naming it acts on it alone.
-    """
-    if not detach:
-        raise UserError("launch(detach=False) would block: use serve_foreground()")
-    from sparktui.core.profiles import save_profile
-
-    serve = serve if serve is not None else profile.serve
-    st.writable_state_dir()  # a read-only state dir: refused here, naming it
-    set_aside_unreadable(serve.port)
-    sweep_lost_servers()
-    pre = preflight(profile, serve, force=force)  # refuse here, where the caller sees it
-    port = serve.port
-    saved = st.state_dir() / "profiles" / str(port) / f"{_safe(profile.name)}.toml"
-    sup_log = st.state_dir() / "supervisor" / f"{port}.log"
-    # Why this child refused, if it does: its own file (two launches on one port share sup_log,
-    # and the winner's progress lines can follow the loser's error there)
-    error_file = sup_log.with_name(f"{port}-{os.getpid()}-{time.monotonic_ns()}.error")
-    argv = [sys.executable, "-m", "sparktui", "serve", str(saved)] + (["--force"] if force else [])
-    try:
-        save_profile(dataclasses.replace(profile, serve=serve), saved)
-        out = open(sup_log, "ab")  # noqa: SIM115 (closed right after the child has it)
-        out.write(b"")
-        error_file.write_bytes(b"")  # room for the child's refusal, if it has one
-    except OSError as exc:
-        raise UserError(
-            f"state dir {st.state_dir()}: cannot write {exc.filename or saved} ({exc.strerror}); free some "
-            "space there (or point SPARKTUI_STATE_DIR elsewhere) and launch again"
-        ) from None
-    with out:
-        child = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=str(PACKAGE_ROOT),
-            close_fds=True,
-            env={
-                **{k: v for k, v in os.environ.items() if k != LAUNCH_ID_ENV},
-                "SPARKTUI_DETACHED": "1",
-                ERROR_FILE_ENV: str(error_file),
-                **({LAUNCH_ID_ENV: launch_id} if launch_id else {}),
-            },
-        )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            state = st.read_state(st.state_path(port))
-        except pr.ProtocolError:
-            state = None  # an old wrong-shaped file, about to be replaced by the child
-        if state is not None and state.supervisor.pid == child.pid and state.tree is not None:
-            error_file.unlink(missing_ok=True)
-            state.preflight_warnings = pre.warnings
-            return st.with_liveness(state)
-        if child.poll() is not None:
-            message: str | None = None
-            try:
-                message = error_file.read_text(errors="replace").strip() or None
-                error_file.unlink()
-            except OSError:
-                pass
-            if message is None:
-                try:
-                    tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
-                except OSError:
-                    tail = []
-                message = next(
-                    (line[len("sparktui: ") :] for line in reversed(tail) if line.startswith("sparktui: ")), None
-                )
-            raise UserError(message or f"the supervisor exited with status {child.returncode}; see {sup_log}")
-        time.sleep(0.05)
-    error_file.unlink(missing_ok=True)
-    raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")
-
-
-def restart(port: int | None = None, *, force: bool = False) -> pr.StateRecord:
-    """Stop the server and launch it again from the profile it was started with."""
-    from sparktui.core.profiles import load_profile
-
-    state = st.find_state(port)
-    if not state.profile_path:
-        raise UserError(f"the server on port {state.port} has no recorded profile to restart from")
-    profile = load_profile(state.profile_path)
-    if state.alive:
-        stop(state.port)
-    return launch(profile, detach=True, force=force)
