@@ -459,14 +459,25 @@ def settings_from(
 
 def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
     """Bytes per batched token of the fused-MoE workspace, held once for every MoE layer: the
-    modular kernel takes workspace13 (tokens × top-k × max(2N, K)) and workspace2 (tokens × top-k × N)
-    from one shared WorkspaceManager buffer that grows to the largest request and stays
-    (fused_moe/modular_kernel.py FusedMoEModularKernel._allocate_buffers, current_workspace_manager;
-    the experts' workspace_shapes, e.g. cutlass_moe.py CutlassExpertsFp4, marlin_moe.py)."""
+    modular kernel takes max(workspace13, output) and workspace2 from one shared WorkspaceManager
+    buffer that grows to the largest request and stays (fused_moe/modular_kernel.py
+    FusedMoEModularKernel._allocate_buffers, current_workspace_manager). The shapes are the experts'
+    own workspace_shapes (fused_moe/experts), N the w13 width (2 × intermediate when gated; Nemotron-H's
+    relu² experts have no gate): NVFP4 runs CutlassExpertsFp4, tokens × top-k × (max(2N, K) + N);
+    the others TritonExperts (CutlassExpertsFp8 and MarlinExperts come to the same), tokens × top-k ×
+    (max(N / 2, K) + max(N, K)) for a gated model. bench/moe_workspace_oracle.py asks vLLM's code.
+    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)"""
     if not (spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size):
         return 0
-    n = spec.moe_intermediate_size // tp
-    return spec.experts_per_token * (max(2 * n, spec.hidden_size) + n) * spec.dtype_bytes
+    inter = spec.moe_intermediate_size // tp
+    gated = spec.model_type != "nemotron_h"
+    n = inter * (2 if gated else 1)
+    k = spec.hidden_size
+    if "nvfp4" in (spec.quantization or "").lower():
+        width = max(2 * n, k) + n
+    else:
+        width = max(n // 2 if gated else n, k) + max(n, k)
+    return spec.experts_per_token * width * spec.dtype_bytes
 
 
 def gdn_prefill_per_token(spec: ModelSpec, tp: int = 1) -> int:
