@@ -379,9 +379,15 @@ RULES: tuple[Rule, ...] = (
          "on a DGX Spark vLLM reads free memory with cudaMemGetInfo, which leaves out reclaimable page cache: "
          "the start-up check and the non-torch figure see less free memory than MemAvailable",
          "vllm/utils/__init__.py: MemorySnapshot.measure"),
-    Rule("uma_free_memory", V(0, 11, 1), None, "mem_available",
-         "on a DGX Spark (and other unified-memory GPUs) vLLM reads free memory as the host's MemAvailable",
-         "vllm/utils/mem_utils.py: MemorySnapshot.measure (psutil.virtual_memory().available)"),
+    Rule("uma_free_memory", V(0, 11, 1), V(0, 20, 0), "mem_available",
+         "on a DGX Spark (compute capability 12.1, listed with Orin and Thor) vLLM reads free memory as the "
+         "host's MemAvailable",
+         "vllm/utils/mem_utils.py: MemorySnapshot.measure (shared_sysmem_device_mem_sms, psutil.virtual_memory().available)"),
+    Rule("uma_free_memory", V(0, 20, 0), None, "mem_available",
+         "on every integrated GPU (cudaDevAttrIntegrated: DGX Spark, GH200, Jetson) vLLM reads free memory as "
+         "the host's MemAvailable (PR #35356, fixing #35313)",
+         "vllm/utils/mem_utils.py: MemorySnapshot.measure (current_platform.is_integrated_gpu); "
+         "vllm/platforms/cuda.py: is_integrated_gpu"),
     Rule("null_block_in_length_check", V(0, 10, 0), V(0, 29, 0), "no",
          "one max_model_len request is checked against all of the KV memory",
          f"{KV_UTILS}: check_enough_kv_cache_memory"),

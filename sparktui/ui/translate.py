@@ -131,6 +131,17 @@ def guard_view(guard: GuardRecord | None, trip: Mapping[str, Any] | None, live: 
             f"{'falling' if last.rate_gib_s > 0 else 'change'} {abs(last.rate_gib_s):.2f} GiB/s, "
             f"every {last.interval_s * 1000:.0f} ms"
         )
+    kernel = guard.kernel
+    if live and kernel is not None:  # the kernel tripwire: what it saw, or that it cannot see
+        news = [
+            f"kernel log: Xid {e.get('xid')} for pid {e.get('pid')}"
+            if e.get("kind") == "xid"
+            else f"kernel log: NVIDIA driver out of memory ({kernel.mode})"
+            for e in kernel.events[-2:]
+        ]
+        if kernel.source is None and kernel.mode != "off":
+            news.append("cannot see driver errors (kernel log unreadable): `sparktui status` says how to allow it")
+        detail = "; ".join([detail, *news] if detail else news) or None
     return GuardView(
         state=state,
         warn_gib=lines.warn_below_gib,
@@ -235,7 +246,12 @@ def server_status(record: StateRecord) -> ServerStatus:
     trip = record.trip
     failure = (exit_info.failure if exit_info else None) or (record.summary or {}).get("failure")
     diagnosis = None
-    if trip:
+    leak = exit_info.leak if exit_info else None
+    if leak is not None and leak.leaked:  # it blocks the next launch: the first thing to fix
+        from sparktui.core.leak import fix_for
+
+        diagnosis = Diagnosis("memory did not come back", leak.summary(), f"Fix: {fix_for(leak.holders)}.")
+    elif trip:
         diagnosis = Diagnosis("memory guard trip", trip_text(trip), TRIP_HINT)
     elif condition.condition == "failed" and failure:
         diagnosis = Diagnosis(str(failure.get("kind")), str(failure.get("message")), str(failure.get("hint") or ""))

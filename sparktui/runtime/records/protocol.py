@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
 
+from sparktui.core.leak import LeakRecord
 from sparktui.errors import UserError
 
 STATE_VERSION = 1
@@ -120,6 +121,15 @@ class PressureRecord(_Model):
     error: str | None = None  # why there is none (no PSI on this kernel)
 
 
+class KernelRecord(_Model):
+    """The guard's kernel tripwire: its mode, where it reads the kernel log, the NVRM lines it saw."""
+
+    mode: Literal["stop", "warn", "off"] = "stop"
+    source: Literal["kmsg", "journal"] | None = None  # None: it cannot read the kernel log (`detail` says why)
+    detail: str | None = None
+    events: list[dict[str, Any]] = Field(default_factory=list)  # core.kernel_log.KernelEvent.to_dict()
+
+
 # The guard samples at least every 0.25 s (guard.STEADY_INTERVAL) while it runs: a last sample
 # older than this (eight periods at rest) means it is not sampling (its supervisor stopped, starved).
 GUARD_STALE_S = 2.0
@@ -131,6 +141,7 @@ class GuardRecord(_Model):
     lines: GuardLinesRecord
     last: GuardLast | None = None
     pressure: PressureRecord | None = None
+    kernel: KernelRecord | None = None
     # Set by readers (never stored): the real age of the guard's last sample (the supervisor's
     # live answer, or its heartbeat file when it cannot answer), and whether that is too old
     sample_age_s: float | None = None
@@ -175,6 +186,7 @@ class ExitRecord(_Model):
     failure: dict[str, Any] | None = None
     message: str | None = None
     breaker: dict[str, Any] | None = None  # the crash-loop breaker stopped restarts: reason, failures
+    leak: LeakRecord | None = None  # memory that did not come back after the end (runtime/guard/leakgate.py)
 
 
 class WedgeRecord(_Model):
@@ -385,6 +397,7 @@ class GuardRequest(_Message):
     cmd: Literal["guard"]
     armed: StrictBool | None = None
     lines: GuardLinesChange | None = None
+    kernel: Literal["stop", "warn", "off"] | None = None  # the kernel tripwire's mode
 
 
 class ClusterReadyRequest(_Message):

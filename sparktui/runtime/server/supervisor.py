@@ -36,8 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.core import pool, vllm_log
+from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KernelEvent
+from sparktui.core.leak import MEMORY_BACK_TIMEOUT_S
 from sparktui.errors import UserError
 from sparktui.runtime.cluster import link as cluster_link
+from sparktui.runtime.guard import leakgate
 from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.guard.stop_order import StopOrder
 from sparktui.runtime.host import proc
@@ -131,6 +134,7 @@ class Supervisor:
         self.finished = threading.Event()
         self.lock = threading.RLock()
         self.tree: proc.ProcessTree | None = None
+        self.baseline: leakgate.Baseline | None = None  # the machine before this launch (the leak gate)
         self.command: LaunchCommand | None = None
         self.state: pr.StateRecord | None = None
         self._unsaved = False  # a state write failed (ENOSPC…): retried on the next tick
@@ -388,6 +392,13 @@ class Supervisor:
             with self.lock:
                 self.record.guard.lines = pr.GuardLinesRecord.model_validate(dataclasses.asdict(lines))
             self.events.append({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+        if req.kernel is not None:
+            self.guard.set_kernel(req.kernel)
+            with self.lock:  # the reply shows it at once (the loop fills in the rest)
+                kernel = self.record.guard.kernel or pr.KernelRecord()
+                kernel.mode = req.kernel
+                self.record.guard.kernel = kernel
+            self.events.append({"kind": "GuardKernel", "t": time.time(), "mode": req.kernel})
         if req.armed is not None:
             self.guard.arm() if req.armed else self.guard.disarm()
             self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
@@ -509,6 +520,7 @@ class Supervisor:
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
             self._start_flight_recorder()
+            self.baseline = leakgate.take_baseline()
             self.tree = proc.spawn(self.command.argv, log_path, env)
             reaper.tell(self.tree.to_record())
             self._start_guard()
@@ -729,6 +741,8 @@ class Supervisor:
                 self.events.append({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
             if self.guard is not None and self.summary.phase == "ready":
                 self.guard.set_phase("prefill" if self.watch.prefilling else "ready")
+            if self.guard is not None:
+                self.guard.set_stalled(self.watch.stalled)
             stats = m.derive(snapshot, self._last_metrics)
             self._last_metrics = snapshot
             busy = bool(stats.running or stats.waiting)
@@ -754,6 +768,7 @@ class Supervisor:
     def _finish(self, how: str, follower: LogTail) -> int:
         tree, guard = self.tree, self.guard
         assert tree is not None and guard is not None  # set by run() before the loop starts
+        self._guard_status()  # a trip can end the loop before the guard's line (kernel tripwire…) was recorded
         self._tell_reaper_guard(watching=False)  # the guard's heartbeat stops here: no stand-in wanted
         self._save(status="stopping")
         report = None
@@ -802,11 +817,33 @@ class Supervisor:
         if how == "exited" and self.summary.failure:
             f = self.summary.failure
             self._say(f"vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}")
+        self._check_leak()
         if how == "guard":
             return GUARD_EXIT
         if how == "wedge":
             return 1
         return 0 if how in ("stop", "kill") or returncode == 0 else 1
+
+    # -- leak gate
+
+    def _check_leak(self) -> None:
+        """The tree is gone: wait (up to [guard] leak-wait-s) for its memory to come back, and record
+        in the end record how much did not and what holds it (runtime/guard/leakgate.py)."""
+        tree, baseline, exit_ = self.tree, self.baseline, self.record.exit
+        if tree is None or baseline is None or exit_ is None:
+            return
+        ran = leakgate.with_tree(
+            baseline, [(i.pid, i.start_time) for i in tree.recorded], tree.to_record().get("cgroup")
+        )
+        wait_s = self.profile.guard.leak_wait_s
+        back = leakgate.wait_for_memory_back(ran, MEMORY_BACK_TIMEOUT_S if wait_s is None else wait_s)
+        record = back.record(ran)
+        with self.lock:
+            exit_.leak = record
+        if not back.back:
+            self._say(f"warning: leak gate: {record.summary()}")
+            self.events.append({"kind": "Leak", "t": time.time(), "leaked_bytes": record.leaked_bytes})
+        self._save()
 
     # -- guard
 
@@ -823,6 +860,8 @@ class Supervisor:
             on_report=self._on_report,
             on_sample=self._beat,
             defer=None if order is None else self._deferral(order),
+            kernel=self.profile.guard.kernel or DEFAULT_KERNEL_MODE,
+            on_kernel=self._on_kernel,
         )
         self.guard.start()
         self._tell_reaper_guard()
@@ -881,6 +920,13 @@ class Supervisor:
         self.tripped.set()
         self._wake()
 
+    def _on_kernel(self, event: KernelEvent) -> None:
+        """An NVRM line the guard recorded (a driver out-of-memory line, or an Xid naming our tree)."""
+        self.events.append({"kind": "KernelLine", "t": time.time(), **event.to_dict()})
+        what = "the NVIDIA driver ran out of memory" if event.kind == "no_memory" else f"Xid {event.xid}"
+        self._say(f"kernel log: {what}: {event.line}")
+        self._wake()
+
     def _on_report(self, report: TripReport) -> None:
         self.trip_report = report
 
@@ -906,6 +952,15 @@ class Supervisor:
             wakes=guard.pressure_wakes,
             error=guard.pressure_error,
         )
+        access = guard.kernel_access
+        kernel = pr.KernelRecord(
+            mode=guard.kernel_mode,
+            source=access.source if access else None,
+            detail=(access.detail if access.source else access.text()) if access else None,
+            events=[e.to_dict() for e in guard.kernel_events],
+        )
+        kernel_news = g.kernel != kernel
+        g.kernel = kernel
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if (
@@ -913,7 +968,7 @@ class Supervisor:
             and last.action == now.action
             and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
         ):
-            return False  # the file is rewritten for news, not for every sample
+            return kernel_news  # the file is rewritten for news, not for every sample
         g.last = now
         return True
 
@@ -986,6 +1041,16 @@ class Supervisor:
                 exit_.breaker = self.watch.to_state()["breaker"]
             self._save()
             return None
+        if exit_.leak is not None:
+            try:  # the same gate as a launch: never restart into memory the last run left held
+                leakgate.gate([(self.port, exit_.leak)])
+            except UserError as exc:
+                self._say(f"not restarting: {exc}")
+                self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": f"leak gate: {exc}"})
+                with self.lock:
+                    exit_.breaker = {"reason": f"leak gate: {exc}", "failures": []}
+                self._save()
+                return None
         attempt = len(self.watch.restarts)
         self._say(f"restarting after a {kind} in phase {phase} (restart {attempt}): {detail}")
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -999,6 +1064,7 @@ class Supervisor:
         self.trip_report = None
         self.watch.reset_for_restart()
         assert self.command is not None  # built by run() before the first launch
+        self.baseline = leakgate.take_baseline()
         self.tree = proc.spawn(self.command.argv, log_path, env)
         self._start_guard()
         self._save(status="starting", phase=self.summary.phase, log_path=str(log_path), exit=None, ready_at=None)
