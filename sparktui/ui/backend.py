@@ -201,12 +201,14 @@ class Backend:
 
         live = sample is not None and reading_applies(machine, sample.mem_total)
         mem_available = sample.mem_available if sample is not None and live else None
+        mem_free = sample.mem_free if sample is not None and live else None  # an old vLLM's own figure
         result = fit(
             config,
             spec,
             machine,
             mem_available=mem_available,
             vllm_version_source=vllm_version_source,
+            mem_free=mem_free,
             calibration=self._calibration(config, spec, machine),
         )
         view = fit_view(result, machine)

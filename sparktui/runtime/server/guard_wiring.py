@@ -9,7 +9,6 @@ supervisor), the reaper acts on the kill line itself.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import os
 import threading
@@ -17,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KernelEvent
 from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.guard.stop_order import StopOrder
 from sparktui.runtime.records import protocol as pr
@@ -40,7 +40,7 @@ class GuardWiring:
         self,
         settings: GuardSettings,
         port: int,
-        events: collections.deque[dict[str, Any]],
+        event: Callable[[dict[str, Any]], None],
         *,
         lock: threading.RLock,
         record: Callable[[], pr.StateRecord],
@@ -49,7 +49,7 @@ class GuardWiring:
         wake: Callable[[], None],
         say: Callable[[str], None],
     ) -> None:
-        self.settings, self.port, self.events = settings, port, events
+        self.settings, self.port, self.event = settings, port, event
         self._lock, self._record, self._save, self._reaper, self._wake, self._say = (
             lock,
             record,
@@ -85,6 +85,8 @@ class GuardWiring:
             on_report=self._on_report,
             on_sample=self.beat,
             defer=None if order is None else self._deferral(order),
+            kernel=self.settings.kernel or DEFAULT_KERNEL_MODE,
+            on_kernel=self._on_kernel,
         )
         self.guard.start()
         self.tell_reaper()
@@ -98,13 +100,21 @@ class GuardWiring:
         if self.guard is not None:
             self.guard.set_phase(phase)
 
+    def follow_load(self, phase: str, prefilling: bool, stalled: bool) -> None:
+        """After a /metrics scrape: a prefill's pace while one runs, and whether the server is stalled."""
+        if self.guard is not None and phase == "ready":
+            self.guard.set_phase("prefill" if prefilling else "ready")
+        if self.guard is not None:
+            self.guard.set_stalled(stalled)
+
     def end(self, tripped: bool) -> None:
         """The loop ended: after a trip, wait for the guard's stop and record its report; else close it."""
         guard = self.guard
         assert guard is not None  # started before the loop
         if tripped:
             guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
-            self._record().trip = self.trip_report.to_dict() if self.trip_report else None
+            report = self.trip_report
+            self._record().trip = pr.TripRecord.model_validate(report.to_dict()) if report else None
             if self.trip_report:
                 self._say(self.trip_report.summary())
         else:
@@ -162,7 +172,7 @@ class GuardWiring:
         def defer(decision: Decision) -> str | None:
             why = order(decision)
             if why is not None and why != said[0]:
-                self.events.append({**_guard_event("GuardDeferred", decision), "why": why})
+                self.event({**_guard_event("GuardDeferred", decision), "why": why})
                 self._say(f"guard: {why}")
                 self._wake()  # into the state now, as a warning or a trip is: status shows the wait
             said[0] = why
@@ -171,12 +181,19 @@ class GuardWiring:
         return defer
 
     def _on_warn(self, decision: Decision) -> None:
-        self.events.append(_guard_event("GuardWarning", decision))
+        self.event(_guard_event("GuardWarning", decision))
         self._wake()
 
     def _on_trip(self, decision: Decision) -> None:
-        self.events.append(_guard_event("GuardTrip", decision))
+        self.event(_guard_event("GuardTrip", decision))
         self.tripped.set()
+        self._wake()
+
+    def _on_kernel(self, event: KernelEvent) -> None:
+        """An NVRM line the guard recorded (a driver out-of-memory line, or an Xid naming our tree)."""
+        self.event({"kind": "KernelLine", "t": time.time(), **event.to_dict()})
+        what = "the NVIDIA driver ran out of memory" if event.kind == "no_memory" else f"Xid {event.xid}"
+        self._say(f"kernel log: {what}: {event.line}")
         self._wake()
 
     def _on_report(self, report: TripReport) -> None:
@@ -206,6 +223,15 @@ class GuardWiring:
             wakes=guard.pressure_wakes,
             error=guard.pressure_error,
         )
+        access = guard.kernel_access
+        kernel = pr.KernelRecord(
+            mode=guard.kernel_mode,
+            source=access.source if access else None,
+            detail=(access.detail if access.source else access.text()) if access else None,
+            events=[e.to_dict() for e in guard.kernel_events],
+        )
+        kernel_news = g.kernel != kernel
+        g.kernel = kernel
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if (
@@ -213,7 +239,7 @@ class GuardWiring:
             and last.action == now.action
             and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
         ):
-            return False  # the file is rewritten for news, not for every sample
+            return kernel_news  # the file is rewritten for news, not for every sample
         g.last = now
         return True
 
@@ -232,10 +258,18 @@ class GuardWiring:
             self.lines = lines
             with self._lock:
                 self._record().guard.lines = self.lines_record()
-            self.events.append({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+            self.event({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+        if req.kernel is not None:
+            guard.set_kernel(req.kernel)
+            with self._lock:  # the reply shows it at once (the loop fills in the rest)
+                record = self._record()
+                kernel = record.guard.kernel or pr.KernelRecord()
+                kernel.mode = req.kernel
+                record.guard.kernel = kernel
+            self.event({"kind": "GuardKernel", "t": time.time(), "mode": req.kernel})
         if req.armed is not None:
             guard.arm() if req.armed else guard.disarm()
-            self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
+            self.event({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
         self.tell_reaper()
         with self._lock:
             record = self._record()

@@ -7,7 +7,6 @@ line other than a probe's once the server is healthy counts as load (metrics_pac
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import sys
 import time
@@ -46,7 +45,7 @@ class LogIngest:
         self,
         profile: Profile,
         serve: ServeConfig,
-        events: collections.deque[dict[str, Any]],
+        event: Callable[[dict[str, Any]], None],
         *,
         record: Callable[[], pr.StateRecord],
         on_line: Callable[[str], None],
@@ -56,7 +55,7 @@ class LogIngest:
         cluster_ready: Callable[[], bool],
         say: Callable[[str], None],
     ) -> None:
-        self.profile, self.serve, self.events = profile, serve, events
+        self.profile, self.serve, self.event = profile, serve, event
         self._record, self._on_line, self._healthy = record, on_line, healthy
         self._on_activity, self._on_phase, self._cluster_ready, self._say = on_activity, on_phase, cluster_ready, say
         self.summary = vllm_log.LogSummary()
@@ -79,7 +78,7 @@ class LogIngest:
                 if isinstance(event, vllm_log.KVCacheSize):
                     self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
                     self._keep_calibration()
-                self.events.append(event_dict(event))
+                self.event(event_dict(event))
                 changed = True
         if changed:
             self._record().phase = "ready" if self._cluster_ready() else self.summary.phase
@@ -89,7 +88,7 @@ class LogIngest:
         """vLLM exited by itself: the summary's last word (a failure, if it left one) joins the events."""
         for event in self.summary.finish(returncode):
             if not isinstance(event, vllm_log.PhaseChanged):
-                self.events.append(event_dict(event))
+                self.event(event_dict(event))
 
     def restart(self) -> None:
         """A new run of vLLM: its log is read from its own start."""

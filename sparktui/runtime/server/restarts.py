@@ -4,13 +4,14 @@ in the same phase; a stop, a kill or a guard trip is never undone by a restart."
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparktui.errors import UserError
+from sparktui.runtime.guard import leakgate
 from sparktui.runtime.records import state as st
 
 if TYPE_CHECKING:
@@ -24,13 +25,13 @@ class Restarts:
         watch: ServerWatch,
         profile_name: str,
         port: int,
-        events: collections.deque[dict[str, Any]],
+        event: Callable[[dict[str, Any]], None],
         *,
         lock: threading.RLock,
         save: Callable[[], bool],
         say: Callable[[str], None],
     ) -> None:
-        self.watch, self.profile_name, self.port, self.events = watch, profile_name, port, events
+        self.watch, self.profile_name, self.port, self.event = watch, profile_name, port, event
         self._lock, self._save, self._say = lock, save, say
 
     def log_path(self, exit_: pr.ExitRecord | None, requested: str | None, reached: str) -> Path | None:
@@ -52,11 +53,21 @@ class Restarts:
             self._say(f"{verdict.reason}:")
             for f in verdict.failures:
                 self._say(f"  {f.line()}")
-            self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
+            self.event({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
             with self._lock:
                 exit_.breaker = self.watch.to_state()["breaker"]
             self._save()
             return None
+        if exit_.leak is not None:
+            try:  # the same gate as a launch: never restart into memory the last run left held
+                leakgate.gate([(self.port, exit_.leak)])
+            except UserError as exc:
+                self._say(f"not restarting: {exc}")
+                self.event({"kind": "CrashLoop", "t": time.time(), "reason": f"leak gate: {exc}"})
+                with self._lock:
+                    exit_.breaker = {"reason": f"leak gate: {exc}", "failures": []}
+                self._save()
+                return None
         attempt = len(self.watch.restarts)
         self._say(f"restarting after a {kind} in phase {reached} (restart {attempt}): {detail}")
         stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -47,6 +47,7 @@ from sparktui.runtime.records.launch_id import is_launch_id, not_this_launch
 from sparktui.runtime.server.cluster_wiring import ClusterWiring
 from sparktui.runtime.server.command_socket import CommandSocket
 from sparktui.runtime.server.guard_wiring import GuardWiring
+from sparktui.runtime.server.leak_check import LeakCheck
 from sparktui.runtime.server.log_ingest import LogIngest, say
 from sparktui.runtime.server.logtail import LogTail
 from sparktui.runtime.server.metrics_pace import MetricsOnDemand
@@ -95,7 +96,7 @@ class Supervisor:
         self.reservation: pool.Reservation | None = None  # set by preflight in run()
         self.port = self.serve.port
         self.file = RecordFile(st.state_path(self.port), say)
-        self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_EVENTS)
+        self.events: collections.deque[pr.EventRecord] = collections.deque(maxlen=RECENT_EVENTS)
         self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
         self.requested_by: str | None = None
         self.finished = threading.Event()
@@ -109,26 +110,27 @@ class Supervisor:
         self.cluster_ready = False
         self.endpoint: Endpoint | None = None
         self.reaper: Reaper | None = None
-        record, lock = (lambda: self.record), self.lock
+        record, lock, event = (lambda: self.record), self.lock, self._add_event
         self.wakeup = Wakeup()
         self.commands = CommandSocket(self.port, say)
         self.guarding = GuardWiring(
-            profile.guard, self.port, self.events, lock=lock, record=record, save=self._save,
+            profile.guard, self.port, event, lock=lock, record=record, save=self._save,
             reaper=lambda: self.reaper, wake=self.wakeup.wake, say=say,
         )  # fmt: skip
         self.metrics = MetricsOnDemand(lock, self.wakeup.wake, healthy=lambda: self.healthy)
         self.cluster = ClusterWiring(profile, self.serve, launch_id, record=record, wake=self.wakeup.wake, say=say)
         self.watching = WatchWiring(
-            profile, self.serve, self.events, lock=lock, recording=lambda: self.state is not None,
+            profile, self.serve, event, lock=lock, recording=lambda: self.state is not None,
             save=self._save, wake=self.wakeup.wake, say=say,
         )  # fmt: skip
         self.watch = self.watching.watch
-        self.restarts = Restarts(self.watch, profile.name, self.port, self.events, lock=lock, save=self._save, say=say)
+        self.restarts = Restarts(self.watch, profile.name, self.port, event, lock=lock, save=self._save, say=say)
         self.ingest = LogIngest(
-            profile, self.serve, self.events, record=record, on_line=self.watch.on_line,
+            profile, self.serve, event, record=record, on_line=self.watch.on_line,
             healthy=lambda: self.healthy, on_activity=self.metrics.note_activity,
             on_phase=self.guarding.set_phase, cluster_ready=lambda: self.cluster_ready, say=say,
         )  # fmt: skip
+        self.leaks = LeakCheck(profile.guard.leak_wait_s, lock=lock, event=event, save=self._save, say=say)
 
     @property
     def record(self) -> pr.StateRecord:
@@ -141,6 +143,10 @@ class Supervisor:
         return self.guarding.guard
 
     # -- state
+
+    def _add_event(self, data: dict[str, Any]) -> None:
+        """One event for the state record's recent events (kind and t, then its own fields)."""
+        self.events.append(pr.EventRecord.model_validate(data))
 
     def _save(self, **changes: object) -> bool:
         """Record the state; True when it reached the disk. A failed write (a full disk, the state
@@ -157,7 +163,7 @@ class Supervisor:
                 state.containment = self.tree.containment
                 if self.reaper is not None:
                     self.reaper.tell(record)  # the reaper needs no state file to sweep the tree
-            state.summary = self.ingest.summary.to_dict()
+            state.summary = pr.LogSummaryRecord.model_validate(self.ingest.summary.to_dict())
             state.watch = pr.WatchRecord.model_validate(self.watch.to_state())
             state.events = list(self.events)
             return self.file.write(state)
@@ -271,6 +277,7 @@ class Supervisor:
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
             self.watching.start_recording(self.record.started_at, self._flight_context)
+            self.leaks.before()
             self.tree = proc.spawn(self.command.argv, log_path, env)
             reaper.tell(self.tree.to_record())
             self.guarding.start(self.tree, self.reservation)
@@ -378,15 +385,15 @@ class Supervisor:
 
     def _seen_metrics(self, snapshot: MetricsSnapshot) -> None:
         self.watching.on_metrics(snapshot)
-        if self.ingest.summary.phase == "ready":
-            self.guarding.set_phase("prefill" if self.watch.prefilling else "ready")
+        self.guarding.follow_load(self.ingest.summary.phase, self.watch.prefilling, self.watch.stalled)
 
     def _store_metrics(self, metrics: dict[str, Any]) -> None:
-        self.record.metrics = metrics
+        self.record.metrics = pr.MetricsRecord.model_validate(metrics)
 
     def _finish(self, how: str, follower: LogTail) -> int:
         tree = self.tree
         assert tree is not None  # set by run() before the loop starts
+        self.guarding.status()  # a trip can end the loop before the guard's line (kernel tripwire…) was recorded
         self.guarding.tell_reaper(watching=False)  # the guard's heartbeat stops here: no stand-in wanted
         self._save(status="stopping")
         self.guarding.end(tripped=how == "guard")
@@ -420,6 +427,7 @@ class Supervisor:
         if how == "exited" and summary.failure:
             f = summary.failure
             say(f"vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}")
+        self.leaks.after(self.tree, self.record.exit)
         if how == "guard":
             return GUARD_EXIT
         if how == "wedge":
@@ -434,6 +442,7 @@ class Supervisor:
         self.guarding.restart()
         self.watch.reset_for_restart()
         assert self.command is not None  # built by run() before the first launch
+        self.leaks.before()
         self.tree = proc.spawn(self.command.argv, log_path, env)
         self.guarding.start(self.tree, self.reservation)
         phase = self.ingest.summary.phase

@@ -8,7 +8,6 @@ a restart it wants wakes the supervisor's loop.
 
 from __future__ import annotations
 
-import collections
 import os
 import threading
 import time
@@ -30,7 +29,7 @@ class WatchWiring:
         self,
         profile: Profile,
         serve: ServeConfig,
-        events: collections.deque[dict[str, Any]],
+        event: Callable[[dict[str, Any]], None],
         *,
         lock: threading.RLock,
         recording: Callable[[], bool],
@@ -38,7 +37,7 @@ class WatchWiring:
         wake: Callable[[], None],
         say: Callable[[str], None],
     ) -> None:
-        self.profile, self.serve, self.events = profile, serve, events
+        self.profile, self.serve, self.event = profile, serve, event
         self._lock, self._recording, self._save, self._wake, self._say = lock, recording, save, wake, say
         self.watch = ServerWatch(
             profile.watch,
@@ -53,7 +52,7 @@ class WatchWiring:
         with self._lock:
             if not self._recording():  # before run() made the record: words only
                 return
-            self.events.append({"kind": "Watch", "t": time.time(), "text": text})
+            self.event({"kind": "Watch", "t": time.time(), "text": text})
         self._save()
         if self.watch.restart_wanted.is_set():
             self._wake()  # the loop sleeps until an event: a restart is one
@@ -72,4 +71,4 @@ class WatchWiring:
 
     def on_metrics(self, snapshot: MetricsSnapshot) -> None:
         if self.watch.on_metrics(snapshot):
-            self.events.append({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
+            self.event({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
