@@ -17,8 +17,8 @@ the next launch sweeps anything a lost supervisor left.
 
 The Supervisor class is the loop and the record; each of its other jobs is a part in its own
 module beside this one, holding its own state: command_socket, guard_wiring, log_ingest,
-metrics_pace, restarts, watch_wiring, cluster_wiring, wakeup, record_file. The API the CLI and
-TUI use is client.py and launcher.py; preflight is preflight.py.
+metrics_pace, restarts, leak_check, watch_wiring, cluster_wiring, wakeup, record_file. The API the
+CLI and TUI use is client.py and launcher.py; preflight is preflight.py.
 """
 
 from __future__ import annotations
