@@ -50,14 +50,8 @@ class GuardWiring:
         say: Callable[[str], None],
     ) -> None:
         self.settings, self.port, self.event = settings, port, event
-        self._lock, self._record, self._save, self._reaper, self._wake, self._say = (
-            lock,
-            record,
-            save,
-            reaper,
-            wake,
-            say,
-        )
+        self._lock, self._record, self._save, self._reaper = lock, record, save, reaper
+        self._wake, self._say = wake, say
         self.lines = GuardLines.from_settings(settings)
         self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
         self.guard: Guard | None = None
@@ -115,8 +109,8 @@ class GuardWiring:
             guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
             report = self.trip_report
             self._record().trip = pr.TripRecord.model_validate(report.to_dict()) if report else None
-            if self.trip_report:
-                self._say(self.trip_report.summary())
+            if report:
+                self._say(report.summary())
         else:
             guard.close()
 
