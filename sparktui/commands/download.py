@@ -1,7 +1,7 @@
 """Download a model into the Hugging Face cache, with a progress bar, resuming what an interrupted
 download left; the free disk is checked first. --to copies it to a cluster node over SSH (rsync).
 
-  sparktui download Qwen/Qwen3-32B
+  sparktui download Qwen/Qwen3-32B                         # what vLLM loads (not original/, not *.bin beside safetensors)
   sparktui download nvidia/Qwen3.6-35B-A3B-NVFP4 --revision main --include '*.json' '*.safetensors'
   sparktui download Qwen/Qwen3-32B --to spark-b            # then copy it to the same cache there
   HF_HUB_OFFLINE=1 sparktui download Qwen/Qwen3-32B --to spark-b:/data/hf/hub   # copy what is cached
@@ -18,7 +18,13 @@ import sys
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("repo", help="the model's Hugging Face repo id, e.g. Qwen/Qwen3-32B")
     parser.add_argument("--revision", default="main", help="branch, tag or commit (default: main)")
-    parser.add_argument("--include", nargs="+", metavar="PATTERN", help="only files matching these globs")
+    parser.add_argument(
+        "--include",
+        nargs="+",
+        metavar="PATTERN",
+        help="only files matching these globs; '*' for every file (default: what vLLM loads: the configs, "
+        "the tokenizer and the weights in the one format vLLM picks, never original/ or a second format)",
+    )
     parser.add_argument("--to", metavar="NODE[:PATH]", help="then copy it to NODE's Hugging Face cache over SSH")
 
 

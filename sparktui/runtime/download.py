@@ -12,6 +12,7 @@ config or SPARKTUI_SSH_CONFIG), symlinks and partial files kept, to the same cac
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shutil
@@ -63,6 +64,7 @@ class DownloadPlan:
     cache: Path
     to_fetch: list[RepoFileEntry] = field(default_factory=list)
     cached: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, int]] = field(default_factory=list)  # weights vLLM would not load
     partial_bytes: int = 0  # what interrupted downloads already hold (resumed, not fetched again)
     free_bytes: int = 0
     reserve_bytes: int = 0
@@ -84,6 +86,13 @@ class DownloadPlan:
             parts.append(f"{self.partial_bytes / GiB:.2f} GiB resumed from an interrupted download")
         if self.cached:
             parts.append(f"{len(self.cached)} files already in the cache")
+        if self.skipped:
+            size = sum(n for _, n in self.skipped)
+            shown = ", ".join(name for name, _ in self.skipped[:3]) + (" …" if len(self.skipped) > 3 else "")
+            parts.append(
+                f"{len(self.skipped)} files ({size / GiB:.2f} GiB) vLLM would not load are left out ({shown}; "
+                "--include '*' fetches everything)"
+            )
         parts.append(f"{self.free_bytes / GiB:.2f} GiB free in {self.cache}")
         return "; ".join(parts)
 
@@ -126,6 +135,54 @@ def _hub_error(exc: BaseException, repo_id: str, revision: str) -> UserError:
     return UserError(f"{repo_id}: cannot reach the Hub at {endpoint}: {exc}")
 
 
+# Weights in formats vLLM may load, and ones it never does; everything else (configs, tokenizer,
+# chat template, code) is small and always fetched.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5", ".onnx", ".ckpt", ".ot")
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
+def vllm_files(paths: list[str], index_shards: set[str] | None) -> set[str]:
+    """The files of a repo vLLM loads, as vLLM 0.32 picks its weights (model_loader/default_loader.py
+    DefaultModelLoader._prepare_weights, weight_utils.download_weights_from_hf): Mistral's
+    consolidated*.safetensors when the repo has them (load format auto), else the shards the
+    safetensors index names (which leaves out e.g. original/), else the first of *.safetensors,
+    *.bin, *.pt the repo's top level has; plus every file that is not weights."""
+    top = [p for p in paths if "/" not in p]
+    weights: set[str]
+    consolidated = {p for p in top if fnmatch.fnmatch(p, "consolidated*.safetensors")}
+    if consolidated:
+        weights = consolidated
+    elif index_shards:
+        weights = set(index_shards)
+    else:
+        weights = set()
+        for pattern in ("*.safetensors", "*.bin", "*.pt"):
+            found = {p for p in top if fnmatch.fnmatch(p, pattern)}
+            if found:
+                weights = found
+                break
+    rest = {p for p in paths if not p.endswith(WEIGHT_SUFFIXES) and not p.startswith("original/")}
+    return weights | rest
+
+
+def _safetensors_index(repo_id: str, commit: str, cache: Path, paths: list[str]) -> set[str] | None:
+    """The shard names model.safetensors.index.json lists (fetched into the cache: it is small)."""
+    import json
+
+    from huggingface_hub import hf_hub_download
+
+    if SAFETENSORS_INDEX not in paths:
+        return None
+    try:
+        path = hf_hub_download(repo_id, SAFETENSORS_INDEX, revision=commit, cache_dir=cache)
+        weight_map = json.loads(Path(path).read_text()).get("weight_map") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    except Exception as exc:
+        raise _hub_error(exc, repo_id, commit) from None
+    return {str(v) for v in weight_map.values()} or None
+
+
 def _partial(cache: Path, repo_id: str, etag: str) -> Path:
     return repo_folder(repo_id, cache) / "blobs" / f"{etag}.incomplete"
 
@@ -144,11 +201,18 @@ def plan(repo_id: str, revision: str = "main", include: list[str] | None = None)
         tree = [f for f in api.list_repo_tree(repo_id, revision=commit, recursive=True) if isinstance(f, RepoFile)]
     except Exception as exc:  # huggingface_hub's and httpx's many errors: each said in words
         raise _hub_error(exc, repo_id, revision) from None
-    files = list(filter_repo_objects(tree, allow_patterns=include or None, key=lambda f: f.path))
+    skipped: list[tuple[str, int]] = []
+    if include:
+        files = list(filter_repo_objects(tree, allow_patterns=include, key=lambda f: f.path))
+    else:
+        index = _safetensors_index(repo_id, commit, cache, [f.path for f in tree])
+        keep = vllm_files([f.path for f in tree], index)
+        files = [f for f in tree if f.path in keep]
+        skipped = [(f.path, int(f.size)) for f in tree if f.path not in keep]
     if not files:
         wanted = f" matching --include {' '.join(include)}" if include else ""
         raise UserError(f"{repo_id}@{revision}: no files{wanted}")
-    out = DownloadPlan(repo_id, revision, commit, cache)
+    out = DownloadPlan(repo_id, revision, commit, cache, skipped=skipped)
     snapshot = repo_folder(repo_id, cache) / "snapshots" / commit
     for f in files:
         if (snapshot / f.path).is_file():

@@ -49,16 +49,46 @@ SHARED = ("profile", "server", "servers", "sample", "fit", "guard")
 
 
 class StatusBar(TextPanel):
-    """Top line: host, server condition, guard state, MemAvailable, profile."""
+    """Top line: host, server condition, guard state, MemAvailable, profile. At 80 columns the long
+    forms do not fit: it drops the badge and the host and shortens words before it cuts anything,
+    and the profile name is elided in its middle, never dropped."""
 
     text = Text()
+    parts: dict[str, str] = {}
 
-    def show(self, text: Text) -> None:
+    def show(self, text: Text, parts: dict[str, str] | None = None) -> None:
         self.text = text
+        self.parts = parts or {}
         self.changed()
 
     def render(self) -> Text:
-        return self.text
+        width = self.size.width
+        if not self.parts or not width or self.text.cell_len <= width:
+            return self.text
+        return self.fitted(width)
+
+    def fitted(self, width: int) -> Text:
+        p = self.parts
+        server, guard, avail, name = p["server"], p["guard"], p.get("avail", ""), p["name"]
+        short_avail = f" │ {avail}G" if avail else ""
+        for host in (f" {p['host']} │", ""):
+            line = f"{host} {server} │ guard {guard}{short_avail} │ {name}"
+            if len(line) <= width:
+                return self._styled(line, server, guard)
+        head = f" {server} │ {guard}{short_avail} │ "
+        room = width - len(head)
+        if room < len(name) and room >= 5:  # the start and the end of the name say which profile
+            keep = room - 1
+            name = name[: (keep + 1) // 2] + "…" + name[len(name) - keep // 2 :]
+        return self._styled(head + name, server, guard)
+
+    def _styled(self, line: str, server: str, guard: str) -> Text:
+        out = Text(line, no_wrap=True, overflow="ellipsis")
+        for word in (server, guard):
+            start = line.find(word)
+            if start >= 0:
+                out.stylize("bold", start, start + len(word))
+        return out
 
 
 class SparkApp(App[None]):
@@ -242,15 +272,21 @@ class SparkApp(App[None]):
         bar.append(" sparktui ", "bold reverse")
         bar.append(f" {self.host} │ server ")
         live = [e for e in self.servers if e.live]
+        server = ""
         if self.server is not None and (len(live) > 1 or (live and live[0].port != self.server.port)):
-            bar.append(f":{self.server.port} ")  # which one, when there are several
+            server = f":{self.server.port} "  # which one, when there are several
+        bar.append(server)
+        server += self.server.text() if self.server else "stopped"
         bar.append(self.server.text() if self.server else "stopped", "bold")
         if len(live) > 1:
             bar.append(f" ({len(live)} running)")
+            server += f" ({len(live)} running)"
         bar.append(" │ guard ")
         bar.append(self.guard.state, "bold")
+        avail = ""
         if self.sample is not None:
-            bar.append(f" │ avail {self.sample.mem_available / 2**30:.1f} GiB")
+            avail = f"{self.sample.mem_available / 2**30:.1f}"
+            bar.append(f" │ avail {avail} GiB")
         name = self.profile.name if self.profile is not None else "no profile"
         # query_one stops at the first match (near the top); query()'s truth walked every widget,
         # every second with each memory sample.
@@ -261,7 +297,9 @@ class SparkApp(App[None]):
         if modified:
             name += " (modified)"
         bar.append(f" │ {name}")
-        status_bar.show(bar)
+        status_bar.show(
+            bar, {"host": self.host, "server": server, "guard": self.guard.state, "avail": avail, "name": name}
+        )
 
     # -- panes (all visible when wide; one at a time when narrow) ----------------------------------
 

@@ -154,16 +154,24 @@ class HelpScreen(ModalScreen[None]):
         self.rows, self.config_path = rows, config_path
 
     def compose(self) -> ComposeResult:
-        table = Text()
-        width = max([len(key) for key, _, _ in self.rows] + [3]) + 2
-        table.append(f"{'Key':<{width}}{'Action':<44}Binding id\n", "bold")
+        from rich.console import Group
+        from rich.table import Table
+
+        # columns, not padded text: a description that wraps stays in its column, so the binding id
+        # never runs into it ("grace)server.stop")
+        table = Table.grid(padding=(0, 2))
+        table.add_column("Key", no_wrap=True)
+        table.add_column("Action", ratio=1)
+        table.add_column("Binding id", no_wrap=True)
+        table.add_row(Text("Key", "bold"), Text("Action", "bold"), Text("Binding id", "bold"))
         for key, description, binding_id in self.rows:
-            table.append(f"{key:<{width}}{description:<44}{binding_id}\n")
-        table.append(f'\nRemap keys in {self.config_path}:\n[keys]\n"server.launch" = "ctrl+l"\n')
+            table.add_row(key, description, binding_id)
+        remap = Text(f'\nRemap keys in {self.config_path}:\n[keys]\n"server.launch" = "ctrl+l"\n')
+        self.table = Group(table, remap)
         with Vertical(classes="dialog wide"):
             yield Static("Keys    (Esc closes this help)", classes="dialog-title", id="help-title")
             with VerticalScroll():
-                yield Static(table, id="help-table")
+                yield Static(self.table, id="help-table")
 
     def action_close(self) -> None:
         self.dismiss(None)

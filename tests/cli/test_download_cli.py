@@ -189,3 +189,33 @@ def test_to_node_copies_the_cached_model_over_ssh(hub: FakeHub, tmp_path: Path, 
     assert done.returncode == 0, done.stderr
     copied = remote / f"models--{REPO_ID.replace('/', '--')}" / "snapshots" / hub.sha / "model.safetensors"
     assert copied.is_symlink() and copied.read_bytes() == WEIGHTS  # the snapshot's link into blobs/, kept
+
+
+def test_by_default_only_what_vllm_loads_is_fetched(hub: FakeHub, tmp_path: Path) -> None:
+    import json
+
+    repo = "acme/llama-with-originals"
+    shards = {"model-00001-of-00002.safetensors": os.urandom(1 << 20), "model-00002-of-00002.safetensors": b"w" * 1000}
+    index = {
+        "metadata": {},
+        "weight_map": {"a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"},
+    }
+    hub.add(repo, "config.json", CONFIG)
+    hub.add(repo, "tokenizer.json", b"{}")
+    hub.add(repo, "model.safetensors.index.json", json.dumps(index).encode())
+    for name, data in shards.items():
+        hub.add(repo, name, data)
+    hub.add(repo, "original/consolidated.00.pth", os.urandom(2 << 20))  # Meta's own checkpoint beside it
+    hub.add(repo, "original/params.json", b"{}")
+    hub.add(repo, "pytorch_model.bin", os.urandom(2 << 20))
+    done = run(repo)
+    assert done.returncode == 0, done.stderr
+    assert "3 files (" in done.stderr and "vLLM would not load are left out" in done.stderr
+    snap = tmp_path / "hub" / f"models--{repo.replace('/', '--')}" / "snapshots" / hub.sha
+    got = sorted(str(p.relative_to(snap)) for p in snap.rglob("*") if p.is_file())
+    assert got == sorted(["config.json", "tokenizer.json", "model.safetensors.index.json", *shards])
+    fetched = {p for m, p, _ in hub.requests if m == "GET" and "/resolve/" in p}
+    assert not any(p.endswith((".pth", ".bin")) for p in fetched)
+    # everything, when asked for
+    assert run(repo, "--include", "*").returncode == 0
+    assert (snap / "original" / "consolidated.00.pth").is_file() and (snap / "pytorch_model.bin").is_file()

@@ -280,3 +280,23 @@ def two_server_records(tmp_path, *, other_reserves_gib: float = 10.0):
     )
     b["phase"] = "loading_weights"
     return [a, b]
+
+
+def screen_text(app) -> list[str]:
+    """The screen as lines of text, read from Textual's own screenshot (SVG) of it."""
+    import html
+    import re
+    from collections import defaultdict
+
+    svg = app.export_screenshot()
+    rows: dict[float, list[tuple[float, str]]] = defaultdict(list)
+    for m in re.finditer(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        text = html.unescape(re.sub("<[^>]+>", "", m.group(3))).replace("\xa0", " ")
+        rows[float(m.group(2))].append((float(m.group(1)), text))
+    lines = []
+    for y in sorted(rows):
+        line = ""
+        for x, text in sorted(rows[y]):
+            line = line.ljust(round(x / 12.2)) + text
+        lines.append(line.rstrip())
+    return lines

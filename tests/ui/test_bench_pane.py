@@ -144,3 +144,35 @@ def test_the_guide_figure_is_set_beside_a_measured_level():
     slower = level.model_copy(update={"decode_tok_s_per_user": 40.0})
     cells = level_cells(level, slower)
     assert cells[3] == "48.0" and cells[-1] == "+20% (40.0)" and cells[6] == "n/a" and cells[8] == "n/a"
+
+
+def bursty_level(users: int = 1) -> LevelResult:
+    """What the CPU build gave: tokens in bursts, a 'per-user rate' 350× the aggregate, ITL p50 0."""
+    return LevelResult(
+        users=users, ttft_p50_s=0.3, ttft_p95_s=0.4, itl_p50_s=0.0, itl_p95_s=0.0001, decode_tok_s_per_user=29781.1,
+        aggregate_tok_s=83.9, requests=2, errors=0, wall_s=1.0, output_tokens=84, prompt_tokens_mean=8,
+        min_mem_available_gib=20.1, peak_kv_usage=0.01, mean_power_w=None, joules_per_token=None,
+        client_cpu_s_per_request=None,
+    )  # fmt: skip
+
+
+async def test_a_per_user_rate_far_above_the_aggregate_is_flagged_not_plotted():
+    app = BenchApp(free_port())
+    async with app.run_test(size=(140, 50)) as pilot:
+        await workers_done(app)
+        pane = app.query_one(BenchPane)
+        pane.build()
+        await pilot.pause()
+        pane.show_run([bursty_level()], "tiny", None, None)
+        await pilot.pause()
+        table = app.query_one(DataTable)
+        assert str(table.get_row_at(0)[3]) == "29781.1 burst?"
+        assert "not plotted, 1 users: 29781.1 tok/s per user is 355× the aggregate" in text(app, "#bench-compare")
+        assert pane.flags
+
+
+def test_the_bench_command_flags_a_burst_rate():
+    from sparktui.commands.bench import level_row
+
+    row = level_row(bursty_level())
+    assert "not a decode speed: 29781.1 tok/s per user is 355× the aggregate 83.9" in row

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from textual import events
 from textual.widgets import Input
@@ -172,3 +174,15 @@ async def test_the_palette_has_no_second_theme_picker():
         await settled(pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Theme" not in titles and "Quit" in titles
+
+
+async def test_every_speed_figure_says_its_context_and_users():
+    """F12 and the fit panel predicted 17 and 28 tok/s for one model: each now says for what."""
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        assert re.search(r"tok/s \(\d+–\d+\) 1 user at [\d,k]+ ctx", app.fit.speed), app.fit.speed
+        await pilot.press("f12")
+        await settled(pilot)
+        assert isinstance(app.screen, ChoiceScreen)
+        assert "tok/s (1 user at 32,768 ctx)" in app.screen.options[0][0], app.screen.options[0][0]

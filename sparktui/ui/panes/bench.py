@@ -21,6 +21,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from sparktui.core.bench_checks import implausible
 from sparktui.errors import UserError
 from sparktui.ui.messages import ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
@@ -56,11 +57,12 @@ def level_cells(level: LevelResult, previous: LevelResult | None) -> tuple[str, 
     if previous is not None and previous.decode_tok_s_per_user and level.decode_tok_s_per_user is not None:
         pct = (level.decode_tok_s_per_user / previous.decode_tok_s_per_user - 1) * 100
         change = f"{pct:+.0f}% ({previous.decode_tok_s_per_user:.1f})"
+    flagged = bool(implausible(level.decode_tok_s_per_user, level.aggregate_tok_s, level.itl_p50_s))
     return (
         f"{level.users}" + (" partial" if level.partial else ""),
         f"{_num(level.ttft_p50_s, '{:.3f}')}/{_num(level.ttft_p95_s, '{:.3f}')}",
         f"{_num(level.itl_p50_s, '{:.1f}', 1000)}/{_num(level.itl_p95_s, '{:.1f}', 1000)}",
-        _num(level.decode_tok_s_per_user, "{:.1f}"),
+        _num(level.decode_tok_s_per_user, "{:.1f}") + (" burst?" if flagged else ""),
         _num(level.aggregate_tok_s, "{:.1f}"),
         f"{level.errors}",
         _num(level.min_mem_available_gib, "{:.1f} GiB"),
@@ -129,6 +131,7 @@ class BenchPane(Pane):
         self._settings: BenchSettings | None = None
         self.cancel = threading.Event()
         self.busy = False
+        self.flags: list[str] = []  # why a level's per-user figure is not a decode speed (core.bench_checks)
         self.built = False
         self.total = 0  # requests in the whole run, for the progress bar
         self.done_before = 0  # requests in the levels already finished
@@ -308,8 +311,12 @@ class BenchPane(Pane):
         before = {r.users: r for r in previous.runs} if previous is not None else {}
         table = self.table
         table.clear()
+        flags: list[str] = []
         for level in sorted(runs, key=lambda r: r.users):
             table.add_row(*level_cells(level, before.get(level.users)))
+            why = implausible(level.decode_tok_s_per_user, level.aggregate_tok_s, level.itl_p50_s)
+            flags += [f"{level.users} users: {w}" for w in why[:1]]
+        self.flags = flags
         self._plot(runs)
         self._compare(runs, model, model_path, previous)
 
@@ -330,8 +337,13 @@ class BenchPane(Pane):
         plt = widget.plt
         plt.clear_figure()
         levels = sorted(runs, key=lambda r: r.users)
+        # a per-user rate that is a burst's, not a decode speed, is left off (the table flags it)
+        per_user = [
+            None if implausible(r.decode_tok_s_per_user, r.aggregate_tok_s, r.itl_p50_s) else r.decode_tok_s_per_user
+            for r in levels
+        ]
         for label, values, side in (
-            ("tok/s per user", [r.decode_tok_s_per_user for r in levels], "left"),
+            ("tok/s per user", per_user, "left"),
             ("aggregate tok/s", [r.aggregate_tok_s for r in levels], "left"),
             ("TTFT p95 s", [r.ttft_p95_s for r in levels], "right"),
         ):
@@ -372,6 +384,8 @@ class BenchPane(Pane):
                 )
         else:
             lines.append("no previous run of this profile to compare with")
+        for flag in self.flags:
+            lines.append(f"\nnot plotted, {flag}", "bold")
         self.query_one("#bench-compare", Static).update(lines)
 
     def _head(self) -> None:

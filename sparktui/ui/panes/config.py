@@ -124,7 +124,7 @@ class ConfigPane(Pane):
 
     def _show_profile_line(self) -> None:
         line = self.query_one("#profile-line", Static)
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text = Text()  # wraps at 80 columns rather than cutting the machine's size off
         p = self.loaded
         if p is None:
             text.append("Profile: none", "bold")
@@ -594,7 +594,8 @@ class ConfigPane(Pane):
                 self.query_one("#flag-max_model_len", Input).value = str(pick.longest_context_for_users)
 
         def label(a) -> str:
-            rate = "-" if a.per_user_tok_s is None else f"{a.per_user_tok_s:.0f} tok/s"
+            who = "1 user" if a.users == 1 else f"{a.users} users"
+            rate = "-" if a.per_user_tok_s is None else f"{a.per_user_tok_s:.0f} tok/s ({who} at {a.context:,} ctx)"
             fits = (
                 "fits"
                 if a.fits
