@@ -20,6 +20,8 @@ from sparktui.core.profiles import load_profile
 from sparktui.runtime.records import state as st
 from tests.support import REPO, alive, free_port, wait_for
 
+pytestmark = pytest.mark.slow  # every test runs sparktui as a process
+
 GIB = 1 << 30
 
 
@@ -70,7 +72,6 @@ def serving(make_profile, env):
     return port, state
 
 
-@pytest.mark.slow
 def test_crafted_messages_get_an_error_reply_and_no_traceback(serving, env):
     port, _ = serving
     deep = raw(port, b"[" * 60000)
@@ -84,7 +85,6 @@ def test_crafted_messages_get_an_error_reply_and_no_traceback(serving, env):
     assert "Traceback" not in sup_log.read_text()
 
 
-@pytest.mark.slow
 def test_a_fifo_in_servers_hangs_neither_status_nor_serve(make_profile, env):
     servers = st.state_dir() / "servers"
     profile = make_profile()
@@ -134,7 +134,6 @@ def test_impossible_model_configs_are_refused_before_arithmetic(field, value, wo
     assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr, out
 
 
-@pytest.mark.slow
 def test_files_are_private_whatever_the_umask(make_profile, env):
     profile = make_profile()
     port = load_profile(profile).serve.port
@@ -160,7 +159,6 @@ def test_files_are_private_whatever_the_umask(make_profile, env):
     assert sparktui("stop", "--port", str(port), env=env).returncode == 0
 
 
-@pytest.mark.slow
 def test_a_stop_line_above_what_is_free_is_refused_unless_forced_and_status_says_how_it_ended(serving, env):
     port, state = serving
     above = f"{mem_available() / GIB + 10:.1f}"
