@@ -24,8 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _line(state: StateRecord) -> str:
     from sparktui.runtime.records.protocol import condition_of
 
-    summary = state.summary or {}
-    metrics = state.metrics or {}
     condition = condition_of(state)
     parts = [
         f"{state.port}",
@@ -33,10 +31,10 @@ def _line(state: StateRecord) -> str:
         condition.condition.value + (f"/{state.phase}" if state.phase and state.phase != condition.condition else ""),
         f"{state.url}",
     ]
-    if summary.get("kv_cache_tokens"):
-        parts.append(f"kv {summary['kv_cache_tokens']:,} tokens")
-    if metrics.get("running") is not None:
-        parts.append(f"running {metrics['running']:.0f} waiting {metrics.get('waiting', 0):.0f}")
+    if state.summary and state.summary.kv_cache_tokens:
+        parts.append(f"kv {state.summary.kv_cache_tokens:,} tokens")
+    if state.metrics and state.metrics.running is not None:
+        parts.append(f"running {state.metrics.running:.0f} waiting {state.metrics.waiting or 0:.0f}")
     guard = state.guard
     if guard.stale and state.alive and state.running:
         parts.append(f"guard NOT SAMPLING for {guard.sample_age_s:.0f} s (its supervisor is stopped or starved)")
@@ -68,15 +66,15 @@ def _line(state: StateRecord) -> str:
 def _guard_news(state: StateRecord) -> list[str]:
     """What the kernel tripwire saw and did, and memory that did not come back after the end."""
     out = []
-    trip = state.trip or {}
-    if trip.get("kernel_line"):
-        out.append(f"guard stopped it on the kernel log (NVIDIA driver out of memory): {trip['kernel_line']}")
+    tripped_on = state.trip.kernel_line if state.trip is not None else None
+    if tripped_on:
+        out.append(f"guard stopped it on the kernel log (NVIDIA driver out of memory): {tripped_on}")
     kernel = state.guard.kernel
     if kernel is not None:
         for event in kernel.events:
             if event.get("kind") == "xid":
                 out.append(f"kernel log: Xid {event.get('xid')} for pid {event.get('pid')}: {event.get('line')}")
-            elif event.get("kind") == "no_memory" and event.get("line") != trip.get("kernel_line"):
+            elif event.get("kind") == "no_memory" and event.get("line") != tripped_on:
                 out.append(f"kernel log ({kernel.mode}): NVIDIA driver out of memory: {event.get('line')}")
         if kernel.source is None and kernel.mode != "off" and state.alive:
             out.append(kernel.detail or "the guard cannot see driver errors")

@@ -296,6 +296,7 @@ def test_shipped_profiles_round_trip_unchanged(tmp_path):
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow  # starts a process
 def test_wheel_ships_profiles_and_themes(tmp_path):
     """Build the wheel from a copy of the project and look inside it for the data folders."""
     src = tmp_path / "src"

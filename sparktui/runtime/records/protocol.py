@@ -223,6 +223,78 @@ class PreflightRecord(_Model):
     fit: dict[str, Any] | None = None
 
 
+class FailureRecord(_Model):
+    """A start-up failure diagnosed from vLLM's log (core.vllm_log.Failure)."""
+
+    kind: str
+    message: str = ""
+    hint: str | None = None
+
+
+class LogSummaryRecord(_Model):
+    """What vLLM's log said so far (core.vllm_log.LogSummary.to_dict)."""
+
+    version: str | None = None
+    model: str | None = None
+    max_model_len: int | None = None
+    weights_gib: float | None = None
+    available_kv_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    ready: bool = False
+    failure: FailureRecord | None = None
+
+
+class EventRecord(_Model):
+    """One event of the server's life: a log event (its kind from core.vllm_log.EVENT_KINDS) or the
+    supervisor's own (GuardTrip, Wedge, CrashLoop …), with its fields beside the kind."""
+
+    kind: str
+    t: float = 0.0
+
+    def field(self, name: str) -> Any:
+        """One of the event's own fields (None when it has none of that name)."""
+        return (self.model_extra or {}).get(name)
+
+
+class TripRecord(_Model):
+    """The guard's trip report (runtime.guard.TripReport), as recorded."""
+
+    line: str
+    reason: str
+    threshold_gib: float
+    mem_available_gib: float
+    low_water_gib: float
+    fall_rate_gib_s: float
+    last_samples: list[list[float]] = Field(default_factory=list)
+    signalled: list[dict[str, Any]] = Field(default_factory=list)
+    escalated: bool = False
+    escalation: str | None = None
+    gone: bool = False
+    gone_after_s: float | None = None
+    shm_removed: list[str] = Field(default_factory=list)
+    tripped_at: float = 0.0
+    survivors: list[int] = Field(default_factory=list)
+    kernel_line: str | None = None  # line "kernel": the driver's line that tripped it
+
+
+class MetricsRecord(_Model):
+    """The last /metrics reading (core.metrics.VllmStats and the token counters), or why there is none."""
+
+    kv_cache_usage_pct: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    prompt_tokens_per_s: float | None = None
+    generation_tokens_per_s: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    ttft_window: str | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    error: str | None = None
+    at: float = 0.0
+
+
 Status = Literal["starting", "running", "stopping", "exited", "lost"]
 RUNNING_STATUSES: tuple[str, ...] = ("starting", "running", "stopping")
 
@@ -259,10 +331,10 @@ class StateRecord(_Model):
     guard: GuardRecord
     reservation: ReservationRecord | None = None
     tree: TreeRecord | None = None
-    summary: dict[str, Any] | None = None
-    events: list[dict[str, Any]] = Field(default_factory=list)
-    trip: dict[str, Any] | None = None
-    metrics: dict[str, Any] | None = None
+    summary: LogSummaryRecord | None = None
+    events: list[EventRecord] = Field(default_factory=list)
+    trip: TripRecord | None = None
+    metrics: MetricsRecord | None = None
     exit: ExitRecord | None = None
     watch: WatchRecord | None = None  # runtime.watch: wedge, restarts, breaker, flight recorder
     page_cache: dict[str, Any] | None = None  # runtime.watch.PageCacheReport: the model's pages evicted

@@ -127,7 +127,7 @@ class Supervisor:
         self.state_file = st.state_path(self.port)
         self.socket_file = st.socket_address(self.port)
         self.summary = vllm_log.LogSummary()
-        self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_EVENTS)
+        self.events: collections.deque[pr.EventRecord] = collections.deque(maxlen=RECENT_EVENTS)
         self._calibration_kept = False  # this launch's start-up figures went to runtime/calibrations.py
         self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
         self.requested_by: str | None = None
@@ -178,6 +178,10 @@ class Supervisor:
         assert self.state is not None
         return self.state
 
+    def _add_event(self, data: dict[str, Any]) -> None:
+        """One event for the state record's recent events (kind and t, then its own fields)."""
+        self.events.append(pr.EventRecord.model_validate(data))
+
     def _save(self, **changes: object) -> bool:
         """Record the state; True when it reached the disk. A failed write (a full disk, the state
         dir deleted) is reported once and retried on the next tick: the guard never waits on it."""
@@ -193,7 +197,7 @@ class Supervisor:
                 state.containment = self.tree.containment
                 if self.reaper is not None:
                     self.reaper.tell(record)  # the reaper needs no state file to sweep the tree
-            state.summary = self.summary.to_dict()
+            state.summary = pr.LogSummaryRecord.model_validate(self.summary.to_dict())
             state.watch = pr.WatchRecord.model_validate(self.watch.to_state())
             state.events = list(self.events)
             try:
@@ -391,17 +395,17 @@ class Supervisor:
             self.lines = lines
             with self.lock:
                 self.record.guard.lines = pr.GuardLinesRecord.model_validate(dataclasses.asdict(lines))
-            self.events.append({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+            self._add_event({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
         if req.kernel is not None:
             self.guard.set_kernel(req.kernel)
             with self.lock:  # the reply shows it at once (the loop fills in the rest)
                 kernel = self.record.guard.kernel or pr.KernelRecord()
                 kernel.mode = req.kernel
                 self.record.guard.kernel = kernel
-            self.events.append({"kind": "GuardKernel", "t": time.time(), "mode": req.kernel})
+            self._add_event({"kind": "GuardKernel", "t": time.time(), "mode": req.kernel})
         if req.armed is not None:
             self.guard.arm() if req.armed else self.guard.disarm()
-            self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
+            self._add_event({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
         self._tell_reaper_guard()
         with self.lock:
             self.record.guard.armed = self.guard.armed
@@ -687,7 +691,7 @@ class Supervisor:
                 if isinstance(event, vllm_log.KVCacheSize):
                     self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
                     self._keep_calibration()
-                self.events.append(_event_dict(event))
+                self._add_event(_event_dict(event))
                 changed = True
         if changed:
             self.record.phase = "ready" if self.cluster_ready else self.summary.phase
@@ -738,7 +742,7 @@ class Supervisor:
         else:
             snapshot = fetched.snapshot
             if self.watch.on_metrics(snapshot):
-                self.events.append({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
+                self._add_event({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
             if self.guard is not None and self.summary.phase == "ready":
                 self.guard.set_phase("prefill" if self.watch.prefilling else "ready")
             if self.guard is not None:
@@ -753,7 +757,7 @@ class Supervisor:
                 "at": time.time(),
             }
         with self.lock:
-            self.record.metrics = metrics
+            self.record.metrics = pr.MetricsRecord.model_validate(metrics)
             now = time.monotonic()
             self._metrics_at = now
             wanted = now < self._metrics_wanted_until or now - self._last_activity < METRICS_BUSY_S or busy
@@ -774,7 +778,7 @@ class Supervisor:
         report = None
         if how == "guard":
             guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
-            self.record.trip = self.trip_report.to_dict() if self.trip_report else None
+            self.record.trip = pr.TripRecord.model_validate(self.trip_report.to_dict()) if self.trip_report else None
             if self.trip_report:
                 self._say(self.trip_report.summary())
         else:
@@ -798,7 +802,7 @@ class Supervisor:
         if how == "exited":
             for event in self.summary.finish(returncode):
                 if not isinstance(event, vllm_log.PhaseChanged):
-                    self.events.append(_event_dict(event))
+                    self._add_event(_event_dict(event))
         reason = {"stop": "stopped", "kill": "killed", "guard": "guard", "wedge": "wedged"}.get(
             how, "failed" if self.summary.failure else "exited"
         )
@@ -842,7 +846,7 @@ class Supervisor:
             exit_.leak = record
         if not back.back:
             self._say(f"warning: leak gate: {record.summary()}")
-            self.events.append({"kind": "Leak", "t": time.time(), "leaked_bytes": record.leaked_bytes})
+            self._add_event({"kind": "Leak", "t": time.time(), "leaked_bytes": record.leaked_bytes})
         self._save()
 
     # -- guard
@@ -903,7 +907,7 @@ class Supervisor:
         def defer(decision: Decision) -> str | None:
             why = order(decision)
             if why is not None and why != said[0]:
-                self.events.append({**_guard_event("GuardDeferred", decision), "why": why})
+                self._add_event({**_guard_event("GuardDeferred", decision), "why": why})
                 self._say(f"guard: {why}")
                 self._wake()  # into the state now, as a warning or a trip is: status shows the wait
             said[0] = why
@@ -912,17 +916,17 @@ class Supervisor:
         return defer
 
     def _on_warn(self, decision: Decision) -> None:
-        self.events.append(_guard_event("GuardWarning", decision))
+        self._add_event(_guard_event("GuardWarning", decision))
         self._wake()
 
     def _on_trip(self, decision: Decision) -> None:
-        self.events.append(_guard_event("GuardTrip", decision))
+        self._add_event(_guard_event("GuardTrip", decision))
         self.tripped.set()
         self._wake()
 
     def _on_kernel(self, event: KernelEvent) -> None:
         """An NVRM line the guard recorded (a driver out-of-memory line, or an Xid naming our tree)."""
-        self.events.append({"kind": "KernelLine", "t": time.time(), **event.to_dict()})
+        self._add_event({"kind": "KernelLine", "t": time.time(), **event.to_dict()})
         what = "the NVIDIA driver ran out of memory" if event.kind == "no_memory" else f"Xid {event.xid}"
         self._say(f"kernel log: {what}: {event.line}")
         self._wake()
@@ -993,7 +997,7 @@ class Supervisor:
         with self.lock:
             if self.state is None:
                 return
-            self.events.append({"kind": "Watch", "t": time.time(), "text": text})
+            self._add_event({"kind": "Watch", "t": time.time(), "text": text})
         self._save()
         if self.watch.restart_wanted.is_set():
             self._wake()  # the loop sleeps until an event: a restart is one
@@ -1036,7 +1040,7 @@ class Supervisor:
             self._say(f"{verdict.reason}:")
             for f in verdict.failures:
                 self._say(f"  {f.line()}")
-            self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
+            self._add_event({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
             with self.lock:
                 exit_.breaker = self.watch.to_state()["breaker"]
             self._save()
@@ -1046,7 +1050,7 @@ class Supervisor:
                 leakgate.gate([(self.port, exit_.leak)])
             except UserError as exc:
                 self._say(f"not restarting: {exc}")
-                self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": f"leak gate: {exc}"})
+                self._add_event({"kind": "CrashLoop", "t": time.time(), "reason": f"leak gate: {exc}"})
                 with self.lock:
                     exit_.breaker = {"reason": f"leak gate: {exc}", "failures": []}
                 self._save()
