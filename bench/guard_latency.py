@@ -12,6 +12,11 @@ Each run is a pair:
 "Gone" is when every hog process has exited (pidfds readable). A guard that kills on a
 predicted crossing before the sampler sees the line counts as 0 ms from crossing.
 
+--kernel stop|warn|off: the guard's kernel tripwire (default stop, as users get it); with
+--kernel-compare each run is done with the tripwire off and on, interleaved, and both delays and
+both idle costs are printed side by side (the tripwire is a thread blocked on the kernel log: it
+should change neither).
+
 --control pairs two ideal runs instead: the spread of the paired difference with no guard at
 all, i.e. how much of the guard's figure is the machine's teardown noise.
 
@@ -62,8 +67,42 @@ def _gone(pid: int) -> bool:
     return info is None or info.dead
 
 
-def watch(pids: list[int], kill_line: int, on_cross=None, timeout=20.0) -> dict:
-    """Sample MemAvailable at ~1 kHz until every pid has exited (pidfds; /proc polling without)."""
+PAGE = os.sysconf("SC_PAGE_SIZE")
+RSS_EVERY_S = 0.02
+
+
+def resident(pids: list[int]) -> int:
+    """Bytes the hog processes hold (their RSS), 0 for the ones gone."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * PAGE
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def hog_child(parent: int) -> int:
+    """The guard's child that runs the hog. Not simply its first child: `sparktui guard` also
+    starts its reaper (runtime/server/reaper.py) as a child, and watching that one's process group
+    timed the reaper's exit, not the hog tree's."""
+    for p in scan_processes():
+        if p.ppid != parent:
+            continue
+        try:
+            argv = Path(f"/proc/{p.pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(HOG).encode() in argv:
+            return p.pid
+    raise RuntimeError(f"no child of the guard (pid {parent}) runs {HOG}")
+
+
+def watch(pids: list[int], kill_line: int, on_cross=None, timeout=60.0) -> dict:
+    """Sample MemAvailable at ~1 kHz until every pid has exited (pidfds; /proc polling without).
+    Also the hog's own RSS every RSS_EVERY_S: how fast it really touched memory, whatever other
+    programs on the machine did to MemAvailable meanwhile."""
     fds, polled = {}, set()
     poller = select.poll()
     for pid in pids:
@@ -79,11 +118,16 @@ def watch(pids: list[int], kill_line: int, on_cross=None, timeout=20.0) -> dict:
     t_cross = t_cross_wall = t_gone = None
     low = None
     samples = []
+    rss: list[tuple[float, int]] = []
+    next_rss = 0.0
     end = time.monotonic() + timeout
     while (fds or polled) and time.monotonic() < end:
         a = read_mem_available()
         now = time.monotonic()
         samples.append((now, a))
+        if now >= next_rss and t_cross is None:
+            rss.append((now, resident(pids)))
+            next_rss = now + RSS_EVERY_S
         low = a if low is None else min(low, a)
         if t_cross is None and a < kill_line:
             t_cross, t_cross_wall = now, time.time()
@@ -112,12 +156,22 @@ def watch(pids: list[int], kill_line: int, on_cross=None, timeout=20.0) -> dict:
         mid = next((s for s in before if s[1] < third), None)
         if mid is not None and before[-1][0] > mid[0]:
             rate = (mid[1] - before[-1][1]) / (before[-1][0] - mid[0]) / GiB
+    touched = max((b for _, b in rss), default=0)
+    touch_rate = None
+    if len(rss) > 1:
+        t_max = next(t for t, b in rss if b == touched)
+        first = next(((t, b) for t, b in rss if b > 0), rss[0])
+        if t_max > first[0]:
+            touch_rate = (touched - first[1]) / (t_max - first[0]) / GiB
     return {
         "t_cross": t_cross,
         "t_cross_wall": t_cross_wall,
         "t_gone": t_gone,
         "low": low,
         "rate_gib_s": rate,
+        "touched_gib": touched / GiB,
+        "touch_rate_gib_s": touch_rate,
+        "timed_out": bool(fds or polled),
         "sample_hz": round(len(samples) / (samples[-1][0] - samples[0][0]), 0) if len(samples) > 1 else None,
     }
 
@@ -129,8 +183,10 @@ def settle(level: int, timeout=5.0) -> None:
 
 
 def hog_args(a) -> list[str]:
-    cap_mib = int((a.depth + 1.0) * 1024)
-    return [sys.executable, str(HOG), str(a.rate), str(cap_mib), "--procs", str(a.procs), "--hold", "10"]
+    # 1.5 GiB past the line, held 60 s: the hog crosses even when other programs free some memory
+    # meanwhile, and is still there when a slow machine gets it across
+    cap_mib = int((a.depth + 1.5) * 1024)
+    return [sys.executable, str(HOG), str(a.rate), str(cap_mib), "--procs", str(a.procs), "--hold", "60"]
 
 
 def ideal_run(a, tmp: Path) -> dict:
@@ -149,7 +205,7 @@ def ideal_run(a, tmp: Path) -> dict:
     return r
 
 
-def guard_run(a, tmp: Path) -> dict:
+def guard_run(a, tmp: Path, kernel: str = "stop") -> dict:
     a0 = read_mem_available()
     line = a0 - int(a.depth * GiB)
     log = tmp / "guard.log"
@@ -160,6 +216,8 @@ def guard_run(a, tmp: Path) -> dict:
         "sparktui",
         "guard",
         "--json",
+        "--kernel",
+        kernel,
         "--warn-below",
         "off",
         "--term-below",
@@ -173,8 +231,10 @@ def guard_run(a, tmp: Path) -> dict:
     ]
     g = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_started(log, a.procs)
-    root = next(p.pid for p in scan_processes() if p.ppid == g.pid)
+    root = hog_child(g.pid)
     r = watch(group_pids(root), line)
+    if r["timed_out"]:  # never tripped: the guard stops its tree on SIGTERM, as a person's Ctrl-C
+        g.send_signal(signal.SIGTERM)
     err = g.communicate(timeout=30)[1]
     r["exit"] = g.returncode
     r["line"] = line
@@ -187,9 +247,9 @@ def guard_run(a, tmp: Path) -> dict:
     return r
 
 
-def idle_cpu(seconds: float) -> dict:
+def idle_cpu(seconds: float, kernel: str = "stop") -> dict:
     g = subprocess.Popen(
-        [sys.executable, "-m", "sparktui", "guard", "--", "sleep", str(seconds + 10)],
+        [sys.executable, "-m", "sparktui", "guard", "--kernel", kernel, "--", "sleep", str(seconds + 10)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -246,7 +306,7 @@ def measure_pairs(a, tmp: Path, *, echo: bool = True) -> dict:
         if a.control:  # ideal vs ideal: how much the paired difference varies with no guard at all
             guard = dict(ideal_run(a, tmp), exit=97, report={"reason": "control"})
         else:
-            guard = guard_run(a, tmp)
+            guard = guard_run(a, tmp, getattr(a, "kernel", "stop"))
         ideal_ms = (
             None if ideal["t_gone"] is None or ideal["t_cross"] is None else (ideal["t_gone"] - ideal["t_cross"]) * 1e3
         )
@@ -271,6 +331,10 @@ def measure_pairs(a, tmp: Path, *, echo: bool = True) -> dict:
             else round(guard_ms - ideal_ms, 1),
             "void": void,
             "rate_gib_s": round(guard["rate_gib_s"] or 0, 2),
+            # the hog's own RSS: what it touched and how fast, whatever MemAvailable said
+            "hog_touched_gib": round(guard["touched_gib"], 2),
+            "hog_touch_rate_gib_s": None if guard["touch_rate_gib_s"] is None else round(guard["touch_rate_gib_s"], 2),
+            "mem_available_fell_gib": round((guard["start"] - guard["low"]) / GiB, 2),
             "ideal_below_line_gib": round((ideal["line"] - ideal["low"]) / GiB, 3),
             "guard_below_line_gib": round((guard["line"] - guard["low"]) / GiB, 3),
             "guard_low_gib": round(guard["low"] / GiB, 2),
@@ -289,7 +353,9 @@ def measure_pairs(a, tmp: Path, *, echo: bool = True) -> dict:
             print(
                 f"run {i + 1:2d}: ideal {pair['ideal_ms']} ms, guard {pair['guard_ms']} ms, delay {pair['delay_ms']} ms, "
                 f"detect {pair['detect_ms']} ms, hog {pair['rate_gib_s']} GiB/s, past the line: ideal {pair['ideal_below_line_gib']} GiB / guard "
-                f"{pair['guard_below_line_gib']} GiB ({pair['guard_reason']}, exit {pair['guard_exit']})",
+                f"{pair['guard_below_line_gib']} GiB ({pair['guard_reason']}, exit {pair['guard_exit']}); "
+                f"hog touched {pair['hog_touched_gib']} GiB at {pair['hog_touch_rate_gib_s']} GiB/s, "
+                f"MemAvailable fell {pair['mem_available_fell_gib']} GiB",
                 flush=True,
             )
     delays = [p["delay_ms"] for p in pairs if p["delay_ms"] is not None]
@@ -321,6 +387,53 @@ def measure_pairs(a, tmp: Path, *, echo: bool = True) -> dict:
     return summary
 
 
+def kernel_compare(a, tmp: Path, result: dict) -> int:
+    """Each run once with the kernel tripwire off and once on, interleaved; then the idle cost of
+    each: the delays and idle costs side by side."""
+    import copy
+
+    runs, pairs = a.runs, {"off": [], "stop": []}
+    for i in range(runs):
+        for mode in pairs:
+            one = copy.copy(a)
+            one.runs, one.kernel = 1, mode
+            pair = measure_pairs(one, tmp, echo=False)["pairs"][0]
+            pairs[mode].append(pair)
+            if not a.json:
+                print(
+                    f"run {i + 1:2d} kernel {mode:4}: delay {pair['delay_ms']} ms ({pair['guard_reason']})", flush=True
+                )
+    side = {}
+    for mode, got in pairs.items():
+        delays = [p["delay_ms"] for p in got if p["delay_ms"] is not None]
+        side[mode] = {
+            "delay_ms": {
+                "p50": round(pct(delays, 0.5), 1) if delays else None,
+                "p95": round(pct(delays, 0.95), 1) if delays else None,
+                "max": max(delays) if delays else None,
+                "n": len(delays),
+            },
+            "idle": idle_cpu(a.idle, mode),
+            "pairs": got,
+        }
+    result["kernel_compare"] = side
+    result["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    for f in tmp.iterdir():
+        f.unlink()
+    tmp.rmdir()
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for mode, r in side.items():
+        d = r["delay_ms"]
+        print(
+            f"kernel tripwire {mode:4}: delay over ideal p50 {d['p50']} ms, p95 {d['p95']} ms, max {d['max']} ms "
+            f"(n={d['n']}); idle guard CPU {r['idle']['pct_of_core']}% of a core over {r['idle']['seconds']} s"
+        )
+    print(f"load avg before {result['load_before']}, after {result['load_after']}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=10)
@@ -332,6 +445,10 @@ def main() -> int:
         "--control",
         action="store_true",
         help="pair two ideal runs instead (the noise floor of the paired difference on this machine)",
+    )
+    ap.add_argument("--kernel", choices=("stop", "warn", "off"), default="stop", help="the guard's kernel tripwire")
+    ap.add_argument(
+        "--kernel-compare", action="store_true", help="each run with the kernel tripwire off and on, side by side"
     )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -345,8 +462,10 @@ def main() -> int:
         "args": vars(a),
         "read_costs": read_costs(),
     }
+    if a.kernel_compare:
+        return kernel_compare(a, tmp, result)
     result.update(measure_pairs(a, tmp, echo=not a.json))
-    result["idle"] = idle_cpu(a.idle)
+    result["idle"] = idle_cpu(a.idle, a.kernel)
     result["load_after"] = [round(x, 2) for x in os.getloadavg()]
     for f in tmp.iterdir():
         f.unlink()

@@ -3,7 +3,7 @@
     python bench/soak.py [--cycles 200] [--json]
 
 Cycle i does, by i mod 4:
-  0  serve --detach (Python API: supervisor.launch), wait until ready, stop
+  0  serve --detach (Python API: launcher.launch), wait until ready, stop
   1  the same, then kill
   2  the same, then move the guard's lines above MemAvailable (set-guard path): a real guard trip
   3  `sparktui guard` with its term line above MemAvailable over a shell that leaves a setsid
@@ -86,7 +86,7 @@ def main() -> int:
 
     from sparktui.core.profiles import load_profile
     from sparktui.runtime.records import state as st
-    from sparktui.runtime.server import supervisor
+    from sparktui.runtime.server import client, launcher
 
     fds_before = -1  # taken after the first cycle: what the first use opens for good is no leak
     shm_seen: set[str] = set()
@@ -122,7 +122,7 @@ def main() -> int:
                 f'STUB_VLLM_MAX_LIFE_S = "300"\nSOAK_ID = "{soak_id}"\n'
             )
             profile = load_profile(path)
-            supervisor.launch(profile, force=True)
+            launcher.launch(profile, force=True)
             state = wait(
                 lambda port=port: (s := st.ask_live(port)) is not None and s.status == "running" and s,
                 60,
@@ -133,14 +133,14 @@ def main() -> int:
                 if state.tree.cgroup:
                     cgroups_seen.add(state.tree.cgroup)
             if mode == 0:
-                supervisor.stop(port)
+                client.stop(port)
                 counts["stop"] += 1
             elif mode == 1:
-                supervisor.kill(port)
+                client.kill(port)
                 counts["kill"] += 1
             else:
                 above = round(mem_available_gib() + 100, 1)
-                supervisor.set_guard(port, lines={"warn_below_gib": above, "term_below_gib": above})
+                client.set_guard(port, lines={"warn_below_gib": above, "term_below_gib": above})
                 final = wait(
                     lambda port=port: (
                         (s := st.read_state(st.state_path(port))) is not None and s.status == "exited" and s

@@ -3,7 +3,10 @@
     python3 bench/speed_accuracy.py [--history FILE] [--run] [--bandwidth GBS] [--users 1,2]
 
 1. The guide's DGX Spark rows: predicted single-user decode (core/speed.py, GB10 at 273 GB/s)
-   against the published figure, with the error.
+   against the published figure, with the error; then the published measurements of
+   tests/fixtures/speed/published.json: the FIT set (bench/fit_speed.py fitted the per-layer
+   costs on it) and the disjoint HELD-OUT set, predicted against measured per record, the
+   roofline, and both sets' errors side by side (a figure above the roofline is flagged, not scored).
 2. This machine: its memory bandwidth, measured here by copying a 256 MiB buffer (CPU bandwidth
    stands in for the Spark's), then every measured level in `sparktui bench`'s history
    (<state dir>/bench/history.jsonl, or --history) beside what core/speed.py predicts for the
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from sparktui.core import speed as sp  # noqa: E402
 from sparktui.core.bench_history import MeasuredRun, parse_history  # noqa: E402
@@ -80,6 +85,39 @@ def guide_rows() -> None:
             f"  {row.label:<26} {row.low:>4g}–{row.high:<4g} {est.decode_tok_s:>10.1f} {est.roofline_tok_s:>9.1f} "
             f"{error:>+7.0%}" + ("" if row.reachable else "  (above the roofline: see GUIDE_ROWS)")
         )
+    print()
+
+
+def published_sets() -> None:
+    """Fit set and held-out set of tests/fixtures/speed/published.json, side by side."""
+    import speed_records as recs
+
+    summary = {}
+    for part, title in (
+        ("fit", "FIT set (the per-layer costs were fitted on these)"),
+        ("held_out", "HELD-OUT set (never seen by bench/fit_speed.py)"),
+    ):
+        print(f"DGX Spark, published single-user vLLM decode: {title}")
+        print(f"  {'record':<38} {'measured':>8} {'predicted':>9} {'roofline':>8} {'error':>6}")
+        errors, scored = [], []
+        for r in recs.load(part):
+            est = recs.predict(r)
+            error = est.decode_tok_s / r.tok_s - 1
+            errors.append(abs(error))
+            flag = ""
+            if sp.above_roofline(r.low, est) and not r.speculative:
+                flag = "  above the roofline: speculative decoding (or more 4-bit layers than recorded)"
+            else:
+                scored.append(abs(error))
+            print(
+                f"  {r.id:<38} {r.tok_s:>8.1f} {est.decode_tok_s:>9.1f} {est.roofline_tok_s:>8.1f} {error:>+6.0%}{flag}"
+            )
+        within = sum(e <= 0.20 for e in scored)
+        summary[part] = (statistics.median(errors), within, len(scored), len(errors))
+        print()
+    print(f"  {'':<14} {'median |error|':>15} {'within 20% (below the roofline or speculation known)':>52}")
+    for part, (median, within, scored, total) in summary.items():
+        print(f"  {part:<14} {median:>15.0%} {f'{within} of {scored} ({total} records)':>52}")
     print()
 
 
@@ -160,6 +198,7 @@ def main() -> None:
     args = parser.parse_args()
 
     guide_rows()
+    published_sets()
     bandwidth = args.bandwidth * 1e9 if args.bandwidth else copy_bandwidth()
     cores = os.cpu_count() or 1
     # the compute figure only matters where compute bounds (long prompts, big batches): a guess

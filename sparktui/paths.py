@@ -85,6 +85,11 @@ def _unusable(path: Path, exc: OSError) -> Exception:
     )
 
 
+def calibrations_path() -> Path:
+    """What vLLM measured at start-ups on this box (core/calibration.py), a private JSON file."""
+    return state_dir() / "calibrations.json"
+
+
 def bench_history_path() -> Path:
     """JSON lines, one benchmark run each (runtime.bench.HistoryRecord documents the format)."""
     path = state_dir() / "bench"

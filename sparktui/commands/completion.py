@@ -47,11 +47,18 @@ def running_ports(**_: Any) -> list[str]:
         return []
 
 
+# Commands that take a profile among their extra arguments (parsed by the command itself): for
+# completion only, they get a positional to complete it.
+PROFILE_FIRST = ("fit",)
+
+
 def attach_completers(parser: argparse.ArgumentParser) -> None:
     """Profile names for every `profile` argument, running ports for every --port, in all subcommands."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
+            for name, sub in action.choices.items():
+                if name in PROFILE_FIRST and not any(a.dest == "profile" for a in sub._actions):
+                    sub.add_argument("profile", nargs="?", help=argparse.SUPPRESS)
                 attach_completers(sub)
         elif action.dest == "profile" and not action.option_strings:
             action.completer = profile_names  # type: ignore[attr-defined]

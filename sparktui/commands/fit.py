@@ -1,7 +1,10 @@
 """Will this `vllm serve` configuration start, and what KV cache and concurrency will it get?
 
   sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] [--json]
-  sparktui fit [--vllm-version X.Y[.Z]] -- vllm serve MODEL [flags…]
+  sparktui fit [--vllm-version X.Y[.Z]] -- vllm serve MODEL [flags…] [--config FILE.yaml]
+
+PROFILE may be an eugr/spark-vllm-docker or sparkrun recipe, or a vLLM --config file (.yaml): what
+was read is shown first, with every key the fit does not model.
 
 Which vLLM: --vllm-version, else the profile's vllm-version, else what the profile's runner has
 installed (runtime/launch/vllm_version.py), else the newest rules sparktui knows (said in the notes).
@@ -25,7 +28,7 @@ MEMINFO = Path("/proc/meminfo")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
-        "sparktui fit [PROFILE] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
+        "sparktui fit [PROFILE|RECIPE.yaml] [--model M] [vllm serve flags…] [--machine dgx-spark|auto|GIB] "
         "[--mem-available GIB] [--vllm-version X.Y[.Z]] [--json]\n"
         "       sparktui fit [options] -- vllm serve MODEL [flags…]"
     )
@@ -59,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="memory bandwidth in GB/s for the speed estimate (default: $SPARKTUI_BANDWIDTH_GBS, or 273 "
         "for a DGX Spark; no estimate for other machines unless given)",
     )
+    parser.add_argument(
+        "--context",
+        metavar="TOKENS",
+        help="tokens each user's sequence holds while decoding, for the speed estimate (default: 1,024, "
+        "or --max-model-len when shorter); a long context reads more KV cache per token",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--grid",
@@ -67,6 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "model's limit, and the current), for the current KV cache dtype and fp8 (JSON: 'grid')",
     )
     parser.add_argument("--list-models", action="store_true", help="list the built-in model catalog and exit")
+    parser.add_argument(
+        "--calibrate-from",
+        metavar="LOG",
+        help="take vLLM's own figures (weights, CUDA graphs, KV memory; the rest is activation + non-torch) "
+        "from the log of a start-up with these flags, keep them for this box, and fit with them",
+    )
 
 
 def _split(extra: list[str]) -> tuple[str | None, list[str], list[str] | None]:
@@ -229,6 +244,8 @@ def render(result, spec, config, measured=None) -> str:
         lines.append(_row(f"left for the OS (of {b['mem_total'] / 1024**3:.1f} GiB MemTotal)", b["os_left"]))
     if "mem_available" in b:
         lines.append(_row("MemAvailable before start", b["mem_available"]))
+    if "vllm_free_memory" in b:
+        lines.append(_row("free memory as this vLLM sees it (cudaMemGetInfo ≈ MemFree)", b["vllm_free_memory"]))
     if result.memory_working:
         lines += ["", "KV memory  how it was estimated (vLLM measures the non-torch and CUDA-graph terms at start-up)"]
         lines += [f"  {w}" for w in result.memory_working]
@@ -311,7 +328,25 @@ def this_host_is(machine) -> bool:
     return host is not None and reading_applies(machine, host.mem_total)
 
 
-def apply_speed(result, spec, config, machine, bandwidth: str | None) -> list:
+def _context(text: str | None, max_model_len: int) -> int | None:
+    from sparktui.errors import UserError
+
+    if text is None:
+        return None
+    try:
+        tokens = int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        tokens = 0
+    if tokens < 1:
+        raise UserError(f"--context {text}: expected a whole number of tokens such as 32768")
+    if tokens > max_model_len:
+        raise UserError(
+            f"--context {text}: more than --max-model-len {max_model_len:,}; raise --max-model-len or lower --context"
+        )
+    return tokens
+
+
+def apply_speed(result, spec, config, machine, bandwidth: str | None, context: str | None = None) -> list:
     """Set result.speed for --bandwidth, and calibrate it from this host's bench history; returns
     the measured runs used, each with what the uncorrected model predicted for it."""
     from sparktui.core import speed as sp
@@ -331,14 +366,26 @@ def apply_speed(result, spec, config, machine, bandwidth: str | None) -> list:
     if hardware is None:
         result.speed = None
         return []
+    tokens = _context(context, result.max_model_len)
     runs = history_runs(config.model, config.quantization, getattr(config, "vllm_version", None))
     if runs and (machine.name == "auto" or this_host_is(machine)):
         result.speed, measured = sp.calibrated(
-            spec, config, hardware, runs, max_model_len=result.max_model_len, max_concurrency=result.max_concurrency
+            spec,
+            config,
+            hardware,
+            runs,
+            max_model_len=result.max_model_len,
+            max_concurrency=result.max_concurrency,
+            context=tokens,
         )
         return measured
     result.speed = sp.estimate_for_config(
-        spec, config, hardware, max_model_len=result.max_model_len, max_concurrency=result.max_concurrency
+        spec,
+        config,
+        hardware,
+        max_model_len=result.max_model_len,
+        max_concurrency=result.max_concurrency,
+        context=tokens,
     )
     return []
 
@@ -376,6 +423,10 @@ def run(args: argparse.Namespace) -> int:
     fetcher = HubFetcher(offline=bool(getattr(args, "offline", False)))
     spec = load_serving_spec(config.model, config.speculation, fetcher=fetcher)
     allow_long = env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true", "yes")
+    versioned = bool(config.vllm_version)
+    config, calibration = find_calibration(args, config, spec, machine)
+    if config.vllm_version and not versioned:
+        version_source = f"the log {args.calibrate_from}"
     result = fit(
         config,
         spec,
@@ -383,11 +434,14 @@ def run(args: argparse.Namespace) -> int:
         mem_available=mem_available,
         vllm_version_source=version_source,
         allow_long_max_model_len=allow_long,
+        calibration=calibration,
     )
     others = sorted(name for name in env if name != "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
     if others:  # names only: values may be secrets
         result.notes.append(f"environment not modelled (passed to vLLM as it is): {', '.join(others)}")
-    measured = apply_speed(result, online_quantized(spec, config.quantization), config, machine, args.bandwidth)
+    measured = apply_speed(
+        result, online_quantized(spec, config.quantization), config, machine, args.bandwidth, args.context
+    )
     grid = None
     if getattr(args, "grid", False):
         from sparktui.core.grid import build_grid
@@ -430,6 +484,49 @@ def run(args: argparse.Namespace) -> int:
             print(render_cluster(cluster))
     verdict = result.verdict if cluster is None else cluster.verdict
     return 0 if verdict in ("fits", "tight") else 1
+
+
+def find_calibration(args: argparse.Namespace, config: Any, spec: Any, machine: Any) -> tuple[Any, Any]:
+    """(config, the Calibration to fit with): from --calibrate-from LOG (kept for this box), else
+    the newest launch of this model, vLLM version and machine recorded here, if any."""
+    import datetime
+
+    from sparktui.core.calibration import best_match, calibration_from_log, read_log_figures, release_version
+    from sparktui.core.fit import calibration_key
+    from sparktui.errors import UserError
+    from sparktui.runtime import calibrations
+
+    log = getattr(args, "calibrate_from", None)
+    if not log:
+        key = calibration_key(config, spec, machine)
+        return config, best_match(calibrations.load(), key.model, key.vllm_version, key.machine, key.flags)
+    try:
+        text = Path(log).read_text(errors="replace")
+    except OSError as exc:
+        raise UserError(f"--calibrate-from: cannot read {log}: {exc.strerror}") from None
+    if not config.vllm_version:  # the log says which vLLM wrote it (a source build's '0.1.devN' does not)
+        version = release_version(read_log_figures(text).version)
+        if version is not None:
+            config = config.model_copy(update={"vllm_version": str(version)})
+    key = calibration_key(config, spec, machine)
+    calibration = calibration_from_log(
+        text,
+        where=str(log),
+        model=key.model,
+        vllm_version=key.vllm_version,
+        machine=key.machine,
+        total=machine.total,
+        utilization=key.utilization,
+        flags=key.flags,
+        graphs_counted=key.graphs_counted,
+        source="calibrated",
+        date=datetime.date.today().isoformat(),
+    )
+    try:
+        calibrations.record(calibration)
+    except OSError as exc:
+        print(f"sparktui: could not keep the calibration ({exc.strerror}); this fit uses it", file=sys.stderr)
+    return config, calibration
 
 
 def cluster_fit(args: argparse.Namespace, config: Any, spec: Any, machine: Any, mem_available: int | None) -> Any:

@@ -8,10 +8,10 @@ from sparktui.commands.stop import add_arguments, describe_exit, for_all, only_i
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime.server import client as supervisor
+    from sparktui.runtime.server import client
 
     only_id = only_id_of(args)
     if args.all:
-        return for_all(supervisor.kill)
-    print(describe_exit(supervisor.kill(args.port, only_id=only_id)))
+        return for_all(client.kill)
+    print(describe_exit(client.kill(args.port, only_id=only_id)))
     return 0

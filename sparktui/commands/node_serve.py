@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.errors import UserError
     from sparktui.runtime.cluster import link as cluster
     from sparktui.runtime.records import state as st
-    from sparktui.runtime.server import supervisor
+    from sparktui.runtime.server import launcher
+    from sparktui.runtime.server import preflight as server_preflight
 
     try:
         text = sys.stdin.buffer.read().decode() if sys.stdin is not None else ""
@@ -52,13 +53,13 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(folder, ignore_errors=True)
     if profile.cluster is None:
         raise UserError("node-serve: the profile on stdin has no [cluster]; this command is run by a cluster's head")
-    serve = supervisor.effective_serve(profile, args.extra)
+    serve = server_preflight.effective_serve(profile, args.extra)
     if cluster.this_rank(profile, serve) is None:
         raise UserError(
             "node-serve: give this node's --node-rank (and vLLM's other multi-node flags) after --, or, for Ray, "
             "[cluster] node-rank in the profile"
         )
-    state = supervisor.launch(profile, serve, force=args.force, launch_id=args.launch_id)
+    state = launcher.launch(profile, serve, force=args.force, launch_id=args.launch_id)
     ident = f", launch id {state.launch_id}" if state.launch_id else ""
     print(f"started rank on port {state.port} (supervisor pid {state.supervisor.pid}{ident})")
     return 0

@@ -41,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queue-timeout", type=_seconds, metavar="S", help="how long one may wait (default 300)")
     parser.add_argument("--evict", choices=("lru", "priority"), help="which running model goes first (default lru)")
     parser.add_argument("--force", action="store_true", help="listen beyond loopback without an API key")
+    parser.add_argument("--show", action="store_true", help="show the routes running here (as the panel does)")
+    parser.add_argument("--json", action="store_true", help="with --show: their records as JSON")
 
 
 def settings_from(args: argparse.Namespace) -> RouteSettings:
@@ -77,8 +79,37 @@ def settings_from(args: argparse.Namespace) -> RouteSettings:
     return dataclasses.replace(settings, **changes)
 
 
+def show(as_json: bool) -> int:
+    """The routes running on this machine: the panel's view of them, as text or JSON."""
+    import dataclasses
+    import json
+
+    from sparktui.runtime.route.record import read_routes
+    from sparktui.ui.translate import route_view
+
+    routes = read_routes()
+    if as_json:
+        print(json.dumps([dataclasses.asdict(r) for r in routes], indent=1))
+        return 0
+    if not routes:
+        print("no route is running")
+    for r in map(route_view, routes):
+        print(f"route {r.listen}: {r.queued} queued")
+        for m in r.models:
+            keep = " (kept)" if m.keep else ""
+            print(f"  {m.name}{keep} on port {m.port}: {m.status}, {m.in_flight} in flight, {m.queued} waiting")
+        if r.swapping is not None:
+            print(f"  swapping to {r.swapping[0]}: {r.swapping[1]}")
+        for s in r.swaps:
+            print(f"  {s.line()}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
+
+    if args.show:
+        return show(args.json)
 
     from sparktui.runtime.route.front import run_route
 

@@ -26,17 +26,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from sparktui.core.profiles import load_profile
     from sparktui.runtime.cluster import link as cluster
-    from sparktui.runtime.server import supervisor
+    from sparktui.runtime.server import launcher, supervisor
+    from sparktui.runtime.server import preflight as server_preflight
 
     profile = load_profile(args.profile)
     if profile.recipe is not None:  # another tool's recipe: say what was read
         print("\n".join(f"sparktui: {line}" for line in profile.recipe.lines()), file=sys.stderr)
-    serve = supervisor.effective_serve(profile, args.extra)
+    serve = server_preflight.effective_serve(profile, args.extra)
     if profile.cluster is not None and cluster.this_rank(profile, serve) is None:
         return serve_cluster(profile, serve, args)
     if not args.detach:
         return supervisor.serve_foreground(profile, serve, force=args.force)
-    state = supervisor.launch(profile, serve, force=args.force)
+    state = launcher.launch(profile, serve, force=args.force)
     for warning in state.preflight_warnings:
         print(f"sparktui: warning: {warning}", file=sys.stderr)
     vllm_pid = state.tree.pid if state.tree else "?"

@@ -50,12 +50,13 @@ def describe_exit(state: StateRecord) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime.server import client as supervisor
+
+    from sparktui.runtime.server import client
 
     only_id = only_id_of(args)
     if args.all:
-        return for_all(supervisor.stop)
-    print(describe_exit(supervisor.stop(args.port, only_id=only_id)))
+        return for_all(client.stop)
+    print(describe_exit(client.stop(args.port, only_id=only_id)))
     return 0
 
 

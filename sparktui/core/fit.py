@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from sparktui.core.calibration import TERMS, Calibration, differences, machine_key
 from sparktui.core.config import ServeConfig, flag_by_field
 from sparktui.core.machine import (
     Machine,
@@ -458,14 +459,25 @@ def settings_from(
 
 def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
     """Bytes per batched token of the fused-MoE workspace, held once for every MoE layer: the
-    modular kernel takes workspace13 (tokens × top-k × max(2N, K)) and workspace2 (tokens × top-k × N)
-    from one shared WorkspaceManager buffer that grows to the largest request and stays
-    (fused_moe/modular_kernel.py FusedMoEModularKernel._allocate_buffers, current_workspace_manager;
-    the experts' workspace_shapes, e.g. cutlass_moe.py CutlassExpertsFp4, marlin_moe.py)."""
+    modular kernel takes max(workspace13, output) and workspace2 from one shared WorkspaceManager
+    buffer that grows to the largest request and stays (fused_moe/modular_kernel.py
+    FusedMoEModularKernel._allocate_buffers, current_workspace_manager). The shapes are the experts'
+    own workspace_shapes (fused_moe/experts), N the w13 width (2 × intermediate when gated; Nemotron-H's
+    relu² experts have no gate): NVFP4 runs CutlassExpertsFp4, tokens × top-k × (max(2N, K) + N);
+    the others TritonExperts (CutlassExpertsFp8 and MarlinExperts come to the same), tokens × top-k ×
+    (max(N / 2, K) + max(N, K)) for a gated model. bench/moe_workspace_oracle.py asks vLLM's code.
+    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)"""
     if not (spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size):
         return 0
-    n = spec.moe_intermediate_size // tp
-    return spec.experts_per_token * (max(2 * n, spec.hidden_size) + n) * spec.dtype_bytes
+    inter = spec.moe_intermediate_size // tp
+    gated = spec.model_type != "nemotron_h"
+    n = inter * (2 if gated else 1)
+    k = spec.hidden_size
+    if "nvfp4" in (spec.quantization or "").lower():
+        width = max(2 * n, k) + n
+    else:
+        width = max(n // 2 if gated else n, k) + max(n, k)
+    return spec.experts_per_token * width * spec.dtype_bytes
 
 
 def gdn_prefill_per_token(spec: ModelSpec, tp: int = 1) -> int:
@@ -658,6 +670,9 @@ class FitResult:
     # the version-dependent rules this fit used: key, span, value, summary, source (vllm_rules.Rule)
     vllm_rules: list[dict[str, str]] = field(default_factory=list)
     speed: SpeedEstimate | None = None  # None where sparktui does not know the machine's bandwidth
+    # per budget term: "measured" (a launch on this box), "calibrated" (--calibrate-from LOG) or "predicted"
+    kv_memory_source: dict[str, str] = field(default_factory=dict)
+    calibration: list[str] = field(default_factory=list)  # which launch, and the terms whose flags changed
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -686,6 +701,8 @@ class FitResult:
             "kv_cache_bytes_low": self.kv_cache_bytes_low,
             "kv_cache_bytes_high": self.kv_cache_bytes_high,
             "notes": list(self.notes),
+            "kv_memory_source": dict(self.kv_memory_source),
+            "calibration": list(self.calibration),
             "predicted_decode_tok_s": round(self.speed.decode_tok_s, 1) if self.speed else None,
             "predicted_ttft_s": round(self.speed.ttft_s, 3) if self.speed else None,
             "speed": self.speed.to_dict() if self.speed else None,
@@ -744,7 +761,11 @@ def _core(
     kv_cache_dtype: str | None = None,
     max_len: int | None = None,
     explain: bool = True,
+    measured: dict[str, int] | None = None,
 ) -> _Core:
+    """`measured`: the terms (calibration.TERMS) a launch of the same key measured on this box,
+    used in place of the model's."""
+    measured = measured or {}
     util = s.utilization if utilization is None else utilization
     kv_bytes, kv_name = kv_dtype_bytes(spec, s.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype, s.rules)
     plan = _plan(spec, s, kv_bytes)
@@ -764,13 +785,21 @@ def _core(
     loader, loader_spread = 0, (0, 0)
     if s.load_format == "instanttensor" and machine.unified and s.rules.value("instanttensor_loader") == "present":
         loader, loader_spread = INSTANTTENSOR_NON_TORCH.bytes, INSTANTTENSOR_NON_TORCH.spread_bytes
-    fixed = weights + activation + machine.non_torch + loader + graphs
-    kv_memory = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - fixed
-    length = s.max_model_len if max_len is None else max_len
-    blocks, tokens, conc = plan.capacity(kv_memory, length)
+    non_torch = machine.non_torch
     nt = UMA_NON_TORCH if machine.unified else DISCRETE_NON_TORCH
     nt_low, nt_high = nt.spread_bytes if machine.non_torch == nt.bytes else (machine.non_torch, machine.non_torch)
     g_low, g_high = (estimate.low, estimate.high) if s.cuda_graphs_counted else (0, 0)
+    if "weights" in measured:
+        weights = measured["weights"]
+    if "activation_non_torch" in measured:  # vLLM's own figure holds both, and the loader's
+        activation, non_torch, loader, loader_spread = measured["activation_non_torch"], 0, 0, (0, 0)
+        nt_low = nt_high = 0
+    if "cuda_graphs" in measured:
+        graphs = g_low = g_high = measured["cuda_graphs"]
+    fixed = weights + activation + non_torch + loader + graphs
+    kv_memory = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - fixed
+    length = s.max_model_len if max_len is None else max_len
+    blocks, tokens, conc = plan.capacity(kv_memory, length)
     how: tuple[str, ...] = ()
     if s.kv_cache_memory_bytes:
         kv_low = kv_high = kv_memory
@@ -778,7 +807,9 @@ def _core(
     else:
         kv_low = requested - weights - activation - nt_high - g_high - loader_spread[1]
         kv_high = requested - weights - activation - nt_low - g_low - loader_spread[0]
-    if explain and not s.kv_cache_memory_bytes:
+    if explain and not s.kv_cache_memory_bytes and measured:
+        how = _measured_working(s, machine, requested, weights, activation, graphs, kv_memory, measured)
+    elif explain and not s.kv_cache_memory_bytes:
         how = _memory_working(
             s, machine, requested, weights, (forward, sampler), estimate, graphs, kv_memory, (kv_low, kv_high), spec
         )
@@ -798,7 +829,7 @@ def _core(
         requested,
         weights,
         activation,
-        machine.non_torch + loader,
+        non_torch + loader,
         graphs,
         kv_memory,
         plan,
@@ -812,6 +843,32 @@ def _core(
         kv_high,
         how,
         unreserved,
+    )
+
+
+def _measured_working(
+    s: FitSettings,
+    machine: Machine,
+    requested: int,
+    weights: int,
+    activation: int,
+    graphs: int,
+    kv_memory: int,
+    measured: dict[str, int],
+) -> tuple[str, ...]:
+    """The KV memory from the terms a launch measured, and the ones modelled beside them."""
+
+    def how(term: str) -> str:
+        return "measured" if term in measured else "modelled (its flags changed since the launch)"
+
+    rest = "activation peak + non-torch"
+    return (
+        f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)",
+        f"− weights {_g(weights)}: {how('weights')}",
+        f"− {rest} {_g(activation + (0 if 'activation_non_torch' in measured else machine.non_torch))}: "
+        f"{how('activation_non_torch')}",
+        f"− CUDA graphs {_g(graphs)}: {how('cuda_graphs')}",
+        f"= KV memory {_g(kv_memory)}",
     )
 
 
@@ -911,11 +968,17 @@ def fit(
     vllm_version_source: str = "",
     *,
     allow_long_max_model_len: bool = False,
+    calibration: Calibration | None = None,
+    mem_free: int | None = None,
 ) -> FitResult:
     """Predict vLLM's start-up for `config` (a ServeConfig) on `machine`, for the vLLM version
     config.vllm_version names (`vllm_version_source` says where it came from, for the result).
     With `allow_long_max_model_len` (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) the model's own length
-    limit is not enforced, as vLLM then only warns."""
+    limit is not enforced, as vLLM then only warns. With `calibration` (a launch's own figures for
+    this model, vLLM version and machine) the terms whose flags have not changed are the measured ones.
+    `mem_free` (MemFree, with `mem_available`): where the vLLM that runs reads free memory with
+    cudaMemGetInfo on unified memory, which leaves out the page cache, its start-up check is judged on
+    that figure."""
     spec = served_dtype(online_quantized(spec, config.quantization), config.dtype)
     if allow_long_max_model_len and spec.max_len_limit:
         limit_note = (
@@ -930,18 +993,21 @@ def fit(
         spec, lmo_refusal = language_model_only(spec, s.rules)
     elif config.limit_mm_per_prompt:
         spec = zero_limit_towers(spec, s.rules, config.limit_mm_per_prompt)
-    c = _core(spec, s, machine, explain=not s.auto_len)
+    measured, sources, calibration_lines = _calibrated_terms(config, spec, s, machine, calibration)
+    c = _core(spec, s, machine, explain=not s.auto_len, measured=measured)
     upper = spec.max_len_limit or max(s.max_model_len, spec.max_position_embeddings or 0)
     longest = c.plan.max_len(c.kv_memory, upper) if c.kv_memory > 0 else 0
     max_len = s.max_model_len
     if s.auto_len:  # --max-model-len -1: vLLM picks the longest that fits
         max_len = max(1, min(longest, s.max_model_len))
-        c = _core(spec, s, machine, max_len=max_len)
+        c = _core(spec, s, machine, max_len=max_len, measured=measured)
 
     free = mem_available if mem_available is not None else machine.mem_available
     assumed = mem_available is None and machine.assumed_available
+    vllm_free = cuda_free_figure(s.rules, machine, free, mem_free)
     # vLLM's own CUDA context is made before it compares free memory with the request.
-    free_at_check = None if free is None else free - machine.cuda_context
+    check_free = vllm_free if vllm_free is not None else free
+    free_at_check = None if check_free is None else check_free - machine.cuda_context
     uses = ((c.fixed + c.kv_memory) if s.kv_cache_memory_bytes else c.requested) + c.unreserved
     os_left = machine.mem_total - uses - machine.cuda_context if machine.unified else None
 
@@ -962,6 +1028,8 @@ def fit(
         budget["os_left"] = os_left or 0
     if free is not None:
         budget["mem_available"] = free
+    if vllm_free is not None:
+        budget["vllm_free_memory"] = vllm_free  # what vLLM's start-up check will see (cudaMemGetInfo)
 
     reasons: list[str] = []
     wont = unsafe = tight = False
@@ -1005,9 +1073,15 @@ def fit(
     if free_at_check is not None:
         if free_at_check < c.requested:
             wont = True
+            seen = (
+                f"vLLM {s.rules.version}'s own figure, cudaMemGetInfo ≈ MemFree {_g(free_at_check + machine.cuda_context)}"
+                f" (MemAvailable {_g(free or 0)})"
+                if vllm_free is not None
+                else f"MemAvailable {_g(free_at_check + machine.cuda_context)}"
+            )
             reasons.append(
                 f"free memory at start-up ({_g(free_at_check)}{', assumed idle' if assumed else ''}: "
-                f"MemAvailable {_g(free_at_check + machine.cuda_context)} less vLLM's CUDA context) is less than the request "
+                f"{seen} less vLLM's CUDA context) is less than the request "
                 f"({util:g} × {_g(machine.total)} = {_g(c.requested)}); vLLM refuses to start"
             )
         elif free_at_check - c.requested < GiB:
@@ -1083,12 +1157,15 @@ def fit(
         longest_max_model_len=longest,
         machine=machine.describe(),
         model=spec.name,
-        notes=[*spec.notes, *s.notes, *s.rules.notes, *_free_memory_note(s.rules, machine)],
+        notes=[*spec.notes, *s.notes, *s.rules.notes, *_free_memory_note(s.rules, machine, free, vllm_free)],
         vllm_version=str(s.rules.version),
         vllm_version_source=vllm_version_source
         or ("--vllm-version" if config.vllm_version else "assumed: the newest rules read"),
         vllm_rules=[r.to_dict() for r in s.rules.rules],
+        kv_memory_source=sources,
+        calibration=calibration_lines,
     )
+    result.reasons.extend(calibration_lines)
     result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)
     hardware = hardware_for(machine.name, machine.mem_total, machine.unified)
     if hardware is not None:
@@ -1096,14 +1173,137 @@ def fit(
     return result
 
 
-def _free_memory_note(rules: VllmRules, machine: Machine) -> list[str]:
-    if machine.unified and rules.value("uma_free_memory") == "cuda_free":
+def term_flags(config: ServeConfig, spec: ModelSpec, s: FitSettings) -> dict[str, dict[str, str]]:
+    """Per measured term (calibration.TERMS), the settings that change it: a launch's figure for a
+    term is reused only while these are as they were."""
+    shared = {"tensor_parallel_size": str(s.tp), "dtype": spec.dtype, "quantization": str(config.quantization or "")}
+    speculative = f"{s.speculative_method or ''} {s.num_spec}".strip()
+    return {
+        "weights": {**shared, "speculative": speculative, "language_model_only": str(bool(config.language_model_only))},
+        "activation_non_torch": {
+            **shared,
+            "speculative": speculative,
+            "max_num_batched_tokens": str(s.max_num_batched_tokens),
+            "max_num_seqs": str(s.max_num_seqs),
+            "model_runner": s.model_runner,
+            "load_format": s.load_format or "auto",
+            "enforce_eager": str(s.enforce_eager),
+        },
+        "cuda_graphs": {
+            **shared,
+            "speculative": speculative,
+            "enforce_eager": str(s.enforce_eager),
+            "max_num_seqs": str(s.max_num_seqs),
+            "max_num_batched_tokens": str(s.max_num_batched_tokens),
+            "max_model_len": str(s.max_model_len),
+            "kv_cache_dtype": s.kv_cache_dtype,
+            "attention_backend": s.attention_backend or "auto",
+            "cudagraph_mode": s.cudagraph_mode or "default",
+            "capture_sizes": ",".join(map(str, s.capture_sizes or ())) or "default",
+            "max_capture_size": str(s.max_capture_size or "default"),
+        },
+    }
+
+
+@dataclass(frozen=True)
+class CalibrationKey:
+    """What a launch's figures are filed under, for these flags on this machine."""
+
+    model: str
+    vllm_version: str
+    machine: str
+    flags: dict[str, dict[str, str]]
+    utilization: float
+    graphs_counted: bool  # this vLLM subtracts its CUDA-graph estimate from the KV memory
+
+
+def calibration_key(config: ServeConfig, spec: ModelSpec, machine: Machine) -> CalibrationKey:
+    spec = served_dtype(online_quantized(spec, config.quantization), config.dtype)
+    s = settings_from(config, spec, machine)
+    return CalibrationKey(
+        config.model,
+        str(s.rules.version),
+        machine_key(machine.name, machine.total),
+        term_flags(config, spec, s),
+        s.utilization,
+        s.cuda_graphs_counted,
+    )
+
+
+_TERM_NAMES = {
+    "weights": "weights",
+    "activation_non_torch": "activation peak + non-torch",
+    "cuda_graphs": "CUDA graphs",
+}
+_BUDGET_OF_TERM = {
+    "weights": ("weights",),
+    "activation_non_torch": ("activation_peak", "non_torch"),
+    "cuda_graphs": ("cuda_graphs",),
+}
+
+
+def _calibrated_terms(
+    config: ServeConfig, spec: ModelSpec, s: FitSettings, machine: Machine, calibration: Calibration | None
+) -> tuple[dict[str, int], dict[str, str], list[str]]:
+    """(the measured terms to use, the source of every budget term, what to tell the user)."""
+    sources = {b: "predicted" for terms in _BUDGET_OF_TERM.values() for b in terms}
+    if calibration is None or s.kv_cache_memory_bytes:
+        return {}, sources, []
+    key = (config.model, str(s.rules.version), machine_key(machine.name, machine.total))
+    if (calibration.model, calibration.vllm_version, calibration.machine) != key:
+        return {}, sources, []
+    flags = term_flags(config, spec, s)
+    measured: dict[str, int] = {}
+    changed: list[str] = []
+    modelled = _core(spec, s, machine, explain=False) if calibration else None
+    for term in TERMS:
+        was = calibration.flags.get(term, {})
+        if was == flags[term]:
+            measured[term] = calibration.figures[term]
+            for b in _BUDGET_OF_TERM[term]:
+                sources[b] = calibration.source
+            continue
+        figure = {
+            "weights": modelled.weights if modelled else 0,
+            "activation_non_torch": (modelled.activation + modelled.non_torch) if modelled else 0,
+            "cuda_graphs": modelled.graphs if modelled else 0,
+        }[term]
+        changed.append(
+            f"{_TERM_NAMES[term]}: predicted {_g(figure)} (measured {_g(calibration.figures[term])} at the launch; "
+            f"changed since: {', '.join(differences(was, flags[term]))})"
+        )
+    lines = [
+        f"KV memory from terms {calibration.describe()}: " + (", ".join(_TERM_NAMES[t] for t in measured) or "none")
+    ]
+    return measured, sources, [*lines, *changed]
+
+
+def cuda_free_figure(rules: VllmRules, machine: Machine, mem_available: int | None, mem_free: int | None) -> int | None:
+    """vLLM's own free-memory figure where it is below MemAvailable: a vLLM that reads cudaMemGetInfo on
+    unified memory (before 0.11.1; vllm/utils/__init__.py MemorySnapshot.measure) sees the free pages
+    without the reclaimable page cache (≈ MemFree; some drivers cap it lower still, ~102 of 121.7 GiB
+    reported). None where vLLM reads MemAvailable, or where MemFree is not known."""
+    if not machine.unified or rules.value("uma_free_memory") != "cuda_free" or mem_free is None:
+        return None
+    if mem_available is not None and mem_free >= mem_available:
+        return None
+    return mem_free
+
+
+def _free_memory_note(rules: VllmRules, machine: Machine, free: int | None, vllm_free: int | None) -> list[str]:
+    if not machine.unified or rules.value("uma_free_memory") != "cuda_free":
+        return []
+    if vllm_free is not None:
         return [
-            f"vLLM {rules.version} reads free memory with cudaMemGetInfo on a DGX Spark, which leaves out "
-            "the page cache: it may refuse to start although MemAvailable is enough (drop the page cache "
-            "first, or use vLLM 0.11.1 or later); the fit compares with MemAvailable"
+            f"vLLM {rules.version} reads free memory with cudaMemGetInfo on a DGX Spark: it sees "
+            f"{_g(vllm_free)} (≈ MemFree; some drivers report less) where MemAvailable is {_g(free or 0)}, "
+            "so the start-up check uses vLLM's figure (drop the page cache first, or use vLLM 0.11.1 or later)"
         ]
-    return []
+    return [
+        f"vLLM {rules.version} reads free memory with cudaMemGetInfo on a DGX Spark, which leaves out "
+        "the page cache: it may refuse to start although MemAvailable is enough (drop the page cache "
+        "first, or use vLLM 0.11.1 or later); MemFree is not known here, so the fit compares with MemAvailable"
+    ]
 
 
 def _suggestions(
@@ -1185,11 +1385,13 @@ def fit_to_kv_memory(
 
 
 __all__ = [
+    "CalibrationKey",
     "FitResult",
     "KvPlan",
     "Machine",
     "Suggestion",
     "activation_bytes",
+    "calibration_key",
     "dgx_spark",
     "fit",
     "fit_to_kv_memory",

@@ -18,8 +18,10 @@ gives the same serve flags, environment, runner image and cluster.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -119,14 +121,15 @@ def detect_format(data: dict[str, Any]) -> RecipeFormat:
     return "sparkrun"
 
 
-def read_recipe(path: Path, model: str | None = None) -> RecipeRead:
-    """Read a recipe or vLLM config file; `model` fills in a config file that names none."""
+def read_recipe(path: Path, model: str | None = None, environ: Mapping[str, str] | None = None) -> RecipeRead:
+    """Read a recipe or vLLM config file; `model` fills in a config file that names none; `environ`
+    (default: this process's) fills the recipe's ${VAR} references."""
     data = read_yaml_mapping(path, "recipe")
     fmt = detect_format(data)
     if fmt == "vllm-config":
         read = _read_vllm_config(path, data, model)
     else:
-        read = _read_template_recipe(path, data, fmt)
+        read = _read_template_recipe(path, data, fmt, os.environ if environ is None else environ)
     text = path.read_text(encoding="utf-8")
     version = _VERSION_COMMENT.search(text)
     if version:
@@ -243,16 +246,32 @@ def _command_tokens(path: Path, command: str) -> list[str]:
         raise _fail(path, "command", str(exc)) from None
 
 
-def _read_template_recipe(path: Path, data: dict[str, Any], fmt: RecipeFormat) -> RecipeRead:
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _expand(text: str, environ: Mapping[str, str]) -> str:
+    """${VAR} and $VAR from the environment, as sparkrun expands a recipe's env at load (and eugr's
+    `export NAME="value"` line in bash); a variable that is not set is left as it is."""
+    return _REFERENCE.sub(lambda m: environ.get(m.group(1) or m.group(2), m.group(0)), text)
+
+
+def _read_template_recipe(
+    path: Path, data: dict[str, Any], fmt: RecipeFormat, environ: Mapping[str, str]
+) -> RecipeRead:
     defaults = _mapping(path, data, "defaults")
     env_raw = _mapping(path, data, "env")
     env: dict[str, str] = {}
+    passed: list[str] = []  # NAME: ${NAME}, taken from the environment sparktui runs in
     for key, value in env_raw.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise _fail(path, f"env.{key}", "not a valid environment variable name")
         if value is None or isinstance(value, (dict, list)):
             raise _fail(path, f"env.{key}", f'got {value!r}; expected a value such as "1"')
-        env[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if text in (f"${{{key}}}", f"${key}"):  # the variable of the same name: vLLM inherits it as it is
+            passed.append(key)
+            continue
+        env[key] = _expand(text, environ)
     model_key = _text(path, data, "model") or None
     runtime = _text(path, data, "runtime", "vllm")
     if fmt == "sparkrun" and runtime not in ("vllm", "eugr-vllm"):
@@ -288,6 +307,8 @@ def _read_template_recipe(path: Path, data: dict[str, Any], fmt: RecipeFormat) -
         if key not in info:
             not_modelled.append(f"{key} ({fmt} {'setting' if fmt == 'eugr' else 'recipe key'})")
     not_modelled += _unmodelled_flags(serve)
+    if passed:
+        notes.append(f"from the environment sparktui runs in, not stored: {', '.join(passed)}")
     tp = serve.tensor_parallel_size
     nodes = tp
     backend: str | None = None
@@ -397,11 +418,22 @@ def _flag_pairs(serve: ServeConfig) -> list[tuple[str, list[str]]]:
     return pairs
 
 
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+def _exported_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment as the recipe carries it: a secret's value never, its name as ${NAME} (eugr's
+    launch script and sparkrun both expand it from the environment of whoever runs the recipe)."""
+    return {k: f"${{{k}}}" if _SECRET_NAME.search(k) else v for k, v in env.items()}
+
+
 def export_recipe(item: ExportInput, fmt: RecipeFormat) -> str:
+    note = ""
     if item.serve.api_key:
-        note = "# the API key is not written: give it as VLLM_API_KEY in the environment\n"
-    else:
-        note = ""
+        note += "# the API key is not written: give it as VLLM_API_KEY in the environment\n"
+    secrets = sorted(k for k in item.env if _SECRET_NAME.search(k))
+    if secrets and fmt != "vllm-config":
+        note += f"# not written, read from the environment when the recipe runs: {', '.join(secrets)}\n"
     version = f"# sparktui vllm-version: {item.serve.vllm_version}\n" if item.serve.vllm_version else ""
     head = f"# {fmt} export of sparktui profile {item.name}\n{version}{note}"
     if fmt == "vllm-config":
@@ -520,7 +552,7 @@ def _eugr(item: ExportInput) -> str:
     else:
         data["cluster_only"] = True
     data["defaults"] = _eugr_defaults(item)
-    data["env"] = dict(item.env)
+    data["env"] = _exported_env(item.env)
     data["command"] = _Literal(_command(item, shlex.quote(item.serve.model), escape=True))
     return _dump(data)
 
@@ -535,7 +567,7 @@ def _sparkrun(item: ExportInput) -> str:
         data["min_nodes"] = len(item.cluster.nodes)
     data["metadata"] = {"description": item.description or f"sparktui profile {item.name}"}
     data["defaults"] = _eugr_defaults(item)
-    data["env"] = dict(item.env)
+    data["env"] = _exported_env(item.env)
     data["command"] = _Literal(_command(item, "{model}", escape=False))  # braces of a JSON value are no placeholder
     return _dump(data)
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from sparktui.core.bench_history import MeasuredRun, calibrate
 from sparktui.core.config import ServeConfig
-from sparktui.core.modelspec import MAMBA, SLIDING, ModelSpec
+from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec
 from sparktui.core.speculation import Speculation
 
 GB = 10**9
@@ -57,15 +57,36 @@ GB10 = Hardware("DGX Spark (GB10)", 273 * GB, 125e12, "NVIDIA DGX Spark spec: 27
 # Dequantizing kernels (Marlin / CUTLASS W4A16) reach a little less than plain bf16 GEMV.
 BANDWIDTH_EFFICIENCY = {"bf16": 0.85, "fp8": 0.80, "nvfp4": 0.80, "mxfp4": 0.80, "int4": 0.75, "int8": 0.80}
 
-# Fixed cost per layer per decode step, in seconds (batch-size independent).
-#  - attention layer with CUDA graphs: ~30 µs (an assumption; small next to the weights' time)
-#  - MoE routing and grouped GEMM launch: 70 µs, from Nemotron-3-Nano-30B-A3B NVFP4 at 67–75 tok/s
-#    on a Spark (NVIDIA forum baseline 67; ai-muninn.com "Nemotron 3 Nano on DGX Spark: 74.75
-#    tok/s"): 3.5 B active at 0.56 B/param takes ~10 ms of its 13.5 ms step
-#  - Gated DeltaNet (linear attention) layer: 220 µs, fitted to the guide's Qwen3.5-35B-A3B NVFP4
-#    row (47–50 tok/s): its weights take ~10 ms of the 20.6 ms step; vLLM runs the FLA/Triton
-#    fallback there (ai-muninn.com, "the GDN wall", 14–17 tok/s for Qwen3.5-122B-A10B NVFP4)
-LAYER_COST_S = {"attention": 30e-6, "moe": 70e-6, "linear_attention": 220e-6}
+# Fixed cost per layer per decode step, in seconds (batch-size independent), by layer kind, each
+# charged only to the layers of that kind (ModelSpec.layers, moe_layers, mlp_layers):
+#   attention, sliding_attention, mla   one attention block (CUDA-graph launch, KV gather)
+#   gdn                                 Gated DeltaNet (Qwen3.5/3.6, Qwen3-Next): FLA/Triton kernels,
+#                                       no fast path on GB10's sm_121
+#   mamba2                              Nemotron-H's Mamba-2 mixer
+#   dense_mlp, moe                      a dense MLP / routed experts (router, grouped GEMM launch)
+# Fitted by bench/fit_speed.py on the FIT set of tests/fixtures/speed/published.json (checked on its
+# disjoint HELD_OUT set by bench/speed_accuracy.py); a kind absent from the fit set keeps its prior.
+LAYER_KINDS = ("attention", "sliding_attention", "mla", "gdn", "mamba2", "dense_mlp", "moe")
+KIND_NAMES = {
+    "attention": "attention",
+    "sliding_attention": "sliding-window attention",
+    "mla": "MLA",
+    "gdn": "Gated DeltaNet",
+    "mamba2": "Mamba-2",
+    "dense_mlp": "dense MLP",
+    "moe": "MoE",
+}
+# Priors before the fit: attention 30, GDN 220 (the guide's Qwen3.5-35B-A3B row), MoE 70 (Nemotron-3-
+# Nano at 67–75 tok/s), Mamba-2 60, dense MLP 10 µs; the fit (prior weight 0.05) moved them little.
+LAYER_COST_S = {
+    "attention": 30e-6,
+    "sliding_attention": 31e-6,
+    "mla": 30e-6,  # not in the fit set: the attention prior
+    "gdn": 221e-6,
+    "mamba2": 50e-6,
+    "dense_mlp": 10e-6,
+    "moe": 68e-6,
+}
 
 # Prefill reaches this share of the bf16 peak. With 0.55 the guide's Qwen3.5-35B-A3B TTFT (0.12 s)
 # comes out at a 1,024-token prompt (the guide does not give the prompt length: an assumption);
@@ -136,13 +157,7 @@ def footprint(spec: ModelSpec) -> Footprint:
     k = spec.experts_per_token if experts else 0
     expert_params = by_params.get("experts", 0)
     active = dense_params + (expert_params * k // experts if experts else expert_params)
-    main = [g for g in spec.layers if not g.draft]
-    linear = sum(g.count for g in main if g.kind == MAMBA)
-    layers = {
-        "attention": sum(g.count for g in main if g.kind != MAMBA),
-        "linear_attention": linear,
-        "moe": spec.num_layers if experts else 0,
-    }
+    layers = layer_kinds(spec)
     return Footprint(
         dense_bytes=int(dense),
         expert_bytes=int(by_bytes.get("experts", 0)) if experts else 0,
@@ -152,6 +167,55 @@ def footprint(spec: ModelSpec) -> Footprint:
         layers=layers,
         precision=_precision(spec),
     )
+
+
+MXFP4_BYTES = 0.5 + 1 / 32  # 4-bit + an e8m0 scale per 32 weights
+# --mxfp4-layers (eugr's spark-vllm-docker build) names: which weight categories each one moves to MXFP4
+MXFP4_LAYER_NAMES = ("moe", "qkv", "o", "lm_head")
+
+
+def with_mxfp4_layers(spec: ModelSpec, names: tuple[str, ...] | list[str]) -> ModelSpec:
+    """`spec` with the weights `--mxfp4-layers` names stored as MXFP4 (the rest as the checkpoint
+    stores them): moe → the routed experts, qkv / o → the attention projections (their share of
+    the attention weights), lm_head → the output layer."""
+    unknown = [n for n in names if n not in MXFP4_LAYER_NAMES]
+    if unknown:
+        raise ValueError(
+            f"--mxfp4-layers {','.join(names)}: {', '.join(unknown)} not one of {', '.join(MXFP4_LAYER_NAMES)}"
+        )
+    heads, kv = spec.num_attention_heads, next((g.num_kv_heads for g in spec.layers if g.num_kv_heads), 0)
+    qkv_share = (heads + 2 * kv) / (2 * heads + 2 * kv) if heads else 0.5
+    shares = {"experts": 1.0 if "moe" in names else 0.0, "lm_head": 1.0 if "lm_head" in names else 0.0}
+    shares["attn"] = (qkv_share if "qkv" in names else 0.0) + ((1 - qkv_share) if "o" in names else 0.0)
+    params = dict(spec.params_by_category)
+    by_bytes = dict(spec.bytes_by_category)
+    for cat, share in shares.items():
+        if share and cat in params and cat in by_bytes:
+            stored = by_bytes[cat] * (1 - share)
+            by_bytes[cat] = int(stored + params[cat] * share * MXFP4_BYTES)
+    return replace(spec, bytes_by_category=tuple(sorted(by_bytes.items())))
+
+
+def layer_kinds(spec: ModelSpec) -> dict[str, int]:
+    """How many decoder layers of each LAYER_KINDS kind one decode step runs (drafter layers aside)."""
+    main = [g for g in spec.layers if not g.draft]
+    moe_layers = spec.moe_layers or (spec.num_layers if spec.num_experts else 0)
+    mlp_layers = spec.mlp_layers if (spec.moe_layers or spec.mlp_layers) else spec.num_layers - moe_layers
+    return {
+        "attention": sum(g.count for g in main if g.kind == FULL),
+        "sliding_attention": sum(g.count for g in main if g.kind == SLIDING),
+        "mla": sum(g.count for g in main if g.kind == MLA),
+        "gdn": sum(g.count for g in main if g.kind == MAMBA and g.state_kind != "mamba2"),
+        "mamba2": sum(g.count for g in main if g.kind == MAMBA and g.state_kind == "mamba2"),
+        "dense_mlp": max(0, mlp_layers),
+        "moe": moe_layers,
+    }
+
+
+def fixed_seconds(layers: Mapping[str, int], costs: Mapping[str, float] | None = None) -> float:
+    """The per-step fixed cost of these layer counts."""
+    table = LAYER_COST_S if costs is None else costs
+    return sum(table.get(kind, 0.0) * n for kind, n in layers.items())
 
 
 def kv_read_bytes(spec: ModelSpec, context: int, kv_bytes: int, tp: int = 1) -> int:
@@ -275,14 +339,25 @@ class SpeedEstimate:
 
 
 def _step_seconds(
-    fp: Footprint, spec: ModelSpec, hw: Hardware, batch: int, context: int, kv_bytes: int, tp: int
+    fp: Footprint,
+    spec: ModelSpec,
+    hw: Hardware,
+    batch: int,
+    context: int,
+    kv_bytes: int,
+    tp: int,
+    tokens_per_sequence: int = 1,
 ) -> tuple[float, str]:
-    """One decode step for `batch` sequences at `context`: (seconds, what bounds it)."""
+    """One forward pass for `batch` sequences at `context`, each with `tokens_per_sequence` tokens
+    (1: a decode step; n+1: a speculative verify pass): (seconds, what bounds it). Every token
+    picks its own experts, so a verify pass reads the experts of all its tokens; each sequence's KV
+    cache is read once whatever its token count."""
     eta = BANDWIDTH_EFFICIENCY.get(fp.precision, 0.8)
-    moved = fp.weight_bytes(batch) / tp + batch * kv_read_bytes(spec, context, kv_bytes, tp)
+    tokens = batch * tokens_per_sequence
+    moved = fp.weight_bytes(tokens) / tp + batch * kv_read_bytes(spec, context, kv_bytes, tp)
     memory_s = moved / (hw.bandwidth * eta)
-    fixed_s = sum(LAYER_COST_S[kind] * n for kind, n in fp.layers.items())
-    flops = batch * (2 * fp.active_params + attention_flops(spec, context)) / tp
+    fixed_s = fixed_seconds(fp.layers)
+    flops = tokens * (2 * fp.active_params + attention_flops(spec, context)) / tp
     compute_s = flops / (hw.compute * COMPUTE_EFFICIENCY)
     if compute_s > memory_s:
         return compute_s + fixed_s, "compute"
@@ -303,7 +378,7 @@ def _prefill_seconds(
         flops = n * (2 * fp.active_params + attention_flops(spec, mid)) / tp
         compute_s = flops / (hw.compute * COMPUTE_EFFICIENCY)
         read_s = fp.weight_bytes(n) / tp / (hw.bandwidth * eta)
-        total += max(compute_s, read_s) + sum(LAYER_COST_S[k] * c for k, c in fp.layers.items())
+        total += max(compute_s, read_s) + fixed_seconds(fp.layers)
         done += n
     return total, prompt / total if total else 0.0
 
@@ -336,16 +411,14 @@ def estimate(
     def per_user(batch: int) -> tuple[float, str]:
         step, bound = _step_seconds(fp, spec, hw, batch, context, kv, tp)
         if speculation is not None:
-            # the target verifies n+1 tokens per sequence in one pass (bytes as one step, FLOPs × n+1);
-            # the draft costs about one layer and the lm_head per drafted token
-            verify, bound = _step_seconds(fp, spec, hw, batch * (speculation.tokens + 1), context, kv, tp)
-            verify = max(
-                step,
-                verify
-                - (fp.weight_bytes(batch * (speculation.tokens + 1)) - fp.weight_bytes(batch)) / (hw.bandwidth * eta),
-            )
+            # the target verifies n+1 tokens per sequence in one pass: the dense weights and the KV
+            # once, the experts those n+1 tokens pick (an MoE's verify pass reads more than a step),
+            # FLOPs × n+1; the draft costs about one layer per drafted token
+            verify, bound = _step_seconds(fp, spec, hw, batch, context, kv, tp, speculation.tokens + 1)
             layer_bytes = fp.weight_bytes(batch) / max(1, spec.num_layers)
-            draft = speculation.tokens * (layer_bytes / (hw.bandwidth * eta) + max(LAYER_COST_S.values()))
+            # a drafter pass: about one attention layer and one feed-forward block
+            layer_cost = LAYER_COST_S["attention"] + LAYER_COST_S["moe" if fp.experts else "dense_mlp"]
+            draft = speculation.tokens * (layer_bytes / (hw.bandwidth * eta) + layer_cost)
             return speculation.expected_tokens / (verify + draft) * factor, bound
         return factor / step, bound
 
@@ -370,8 +443,8 @@ def estimate(
         )
         + f" and {kv_read / GB:.3f} GB of KV per user at {context:,} tokens of context",
         "fixed cost per step: "
-        + ", ".join(f"{n} {kind.replace('_', ' ')} layers" for kind, n in fp.layers.items() if n)
-        + f" ≈ {sum(LAYER_COST_S[k] * c for k, c in fp.layers.items()) * 1e3:.1f} ms",
+        + ", ".join(f"{n} {KIND_NAMES[kind]}" for kind, n in fp.layers.items() if n)
+        + f" ≈ {fixed_seconds(fp.layers) * 1e3:.1f} ms",
         f"TTFT for a {prompt_tokens:,}-token prompt in chunks of {max_num_batched_tokens:,}, nothing queued",
         "uniform expert routing; CUDA graphs on; no other load on the memory bus",
     ]
@@ -414,16 +487,18 @@ def estimate_for_config(
     max_concurrency: float,
     correction: float | None = None,
     correction_note: str | None = None,
+    context: int | None = None,
 ) -> SpeedEstimate:
     """The estimate for a ServeConfig: its KV dtype, tensor parallel, batch size and speculative
-    decoding; one user at a short chat's context, and the batch sizes the KV cache can hold."""
+    decoding; at `context` tokens per user (None: a short chat's, 1,024 or max_model_len when
+    shorter), and the batch sizes the KV cache can hold."""
     max_seqs = config.max_num_seqs or 256
     full = max(1, int(max_concurrency))
     users = tuple(sorted({n for n in (1, 4, 16, min(full, max_seqs)) if n <= max_seqs}))
     return estimate(
         spec,
         hw,
-        context=min(DEFAULT_PROMPT_TOKENS, max(1, max_model_len)),
+        context=context or min(DEFAULT_PROMPT_TOKENS, max(1, max_model_len)),
         prompt_tokens=min(DEFAULT_PROMPT_TOKENS, max(1, max_model_len)),
         users=users,
         kv_bytes=kv_bytes_for(spec, config.kv_cache_dtype),
@@ -443,6 +518,7 @@ def calibrated(
     *,
     max_model_len: int,
     max_concurrency: float,
+    context: int | None = None,
 ) -> tuple[SpeedEstimate, list[tuple[MeasuredRun, float]]]:
     """The estimate corrected by measured runs of this model (bench history), and each run beside
     what the uncorrected model predicts for it (same users, prompt and output length)."""
@@ -463,6 +539,7 @@ def calibrated(
         max_concurrency=max_concurrency,
         correction=cal.factor if cal else None,
         correction_note=cal.note if cal else None,
+        context=context,
     )
     return est, pairs
 
@@ -504,6 +581,13 @@ def kv_bytes_for(spec: ModelSpec, kv_cache_dtype: str | None) -> int:
     if name == "auto":
         return 1 if spec.checkpoint_kv_cache_dtype else spec.dtype_bytes
     return 1 if name.startswith("fp8") else 2
+
+
+def above_roofline(measured_tok_s: float, est: SpeedEstimate) -> bool:
+    """A published single-user figure faster than the bandwidth allows for plain decode (every
+    weight a token uses read once at the full 273 GB/s): it used speculative decoding (or stored
+    more of the model in 4 bits than the checkpoint says)."""
+    return measured_tok_s > est.roofline_tok_s
 
 
 def describe_range(est: SpeedEstimate) -> str:

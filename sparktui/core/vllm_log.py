@@ -167,6 +167,22 @@ Event = (
     | StartupComplete | Warning_ | Error | Failure | KilledNotice | PhaseChanged
 )  # fmt: skip
 
+# Each event's "kind" in a state record's events: part of the file format, so stated here rather
+# than taken from the class name (a renamed class must not change what old and new files say).
+EVENT_KINDS: dict[type, str] = {
+    Version: "Version", Model: "Model", MaxModelLen: "MaxModelLen", LoadingStarted: "LoadingStarted",
+    WeightsRead: "WeightsRead", WeightsLoaded: "WeightsLoaded", Profiling: "Profiling",
+    AvailableKVMemory: "AvailableKVMemory", KVCacheSize: "KVCacheSize", MaxConcurrency: "MaxConcurrency",
+    CudaGraphCapture: "CudaGraphCapture", ServerListening: "ServerListening",
+    StartupComplete: "StartupComplete", Warning_: "Warning", Error: "Error", Failure: "Failure",
+    KilledNotice: "KilledNotice", PhaseChanged: "PhaseChanged",
+}  # fmt: skip
+
+
+def event_kind(event: Event) -> str:
+    """The stable name of a log event in a state record."""
+    return EVENT_KINDS[type(event)]
+
 
 # ---------------------------------------------------------------- line anatomy
 

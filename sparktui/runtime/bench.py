@@ -96,6 +96,9 @@ class BenchSettings(BaseModel):
     api: Literal["completions", "chat"] = "completions"
     model: str | None = None  # None: the model the server serves
     request_timeout_s: float = 600.0
+    # Depth mode (llama-benchy's pp/tg at a context depth): one user, one level per depth, each
+    # prompt `depth` + prompt_tokens tokens of fresh random words (nothing for the prefix cache)
+    depths: list[int] | None = None
 
 
 class SweepTargets(BaseModel):
@@ -108,7 +111,7 @@ class SweepTargets(BaseModel):
     ladder: list[int] | None = None  # levels to climb; None: 1, 2, 4, … max_users
 
 
-class ServerInfo(BaseModel):
+class BenchServer(BaseModel):
     url: str
     port: int
     managed: bool  # started by sparktui (it has a state record)
@@ -177,6 +180,9 @@ class LevelResult(BaseModel):
     joules_per_token: float | None
     client_cpu_s_per_request: float | None  # this process's CPU time per request
     client_lag_max_s: float | None = None  # the most this client's event loop ran late (starved)
+    depth: int | None = None  # depth mode: the context depth this level ran at
+    pp_tok_s: float | None = None  # depth mode: prompt tokens / TTFT p50 (the whole prompt, uncached)
+    tg_tok_s: float | None = None  # depth mode: generation tok/s (the per-user decode speed)
     partial: bool = False
     error_messages: list[str] = Field(default_factory=list)  # the first few distinct ones
     vllm_bench: VllmBenchFields | None = None  # the same level in `vllm bench serve`'s terms
@@ -195,7 +201,7 @@ class SweepResult(BaseModel):
 class RunFigures(BaseModel):
     """What a run measured, as reported and as kept in the history."""
 
-    server: ServerInfo
+    server: BenchServer
     settings: BenchSettings
     runs: list[LevelResult]
     sweep: SweepResult | None = None
@@ -230,7 +236,7 @@ class HistoryRecord(RunFigures):
     schema_version 1 fields:
       recorded_at   unix time the run finished
       key           HistoryKey: profile, model (served name), vllm_version, flags
-      server        ServerInfo (url, port, model_path, max_model_len, guard_armed …)
+      server        BenchServer (url, port, model_path, max_model_len, guard_armed …)
       settings      BenchSettings (users, prompt_tokens, output_tokens, requests_per_user, api)
       runs          LevelResult per concurrency level (seconds, tokens/s, GiB, fraction, watts, joules)
       sweep         SweepResult or null
@@ -538,6 +544,7 @@ class _Bench:
         self.cancel = cancel or threading.Event()
         self.model = ""
         self.words = settings.prompt_tokens  # words per prompt, calibrated by the warm-up
+        self.word_ratio = 1.0  # words per token of the server's tokenizer, from the warm-up
         self.rng = random.Random(0x5A7C)
         self.levels_run = 0
         self.power_ok = True
@@ -565,7 +572,7 @@ class _Bench:
 
     # -- preflight
 
-    async def server_info(self) -> ServerInfo:
+    async def server_info(self) -> BenchServer:
         url = self.target.url
         try:
             reply = await self.client.get("/v1/models", timeout=10)
@@ -599,7 +606,14 @@ class _Bench:
         card = next(c for c in cards if c["id"] == wanted)
         max_len = card.get("max_model_len")
         max_len = int(max_len) if isinstance(max_len, int) else (state.get("summary") or {}).get("max_model_len")
-        needed = self.settings.prompt_tokens + self.settings.output_tokens
+        depth = max(self.settings.depths or [0])
+        needed = depth + self.settings.prompt_tokens + self.settings.output_tokens
+        if isinstance(max_len, int) and depth and needed > max_len:
+            raise UserError(
+                f"--depth {depth} + --prompt-tokens {self.settings.prompt_tokens} + --output-tokens "
+                f"{self.settings.output_tokens} = {needed} tokens, more than the server's max model length "
+                f"{max_len}: lower the depth"
+            )
         if isinstance(max_len, int) and needed > max_len:
             raise UserError(
                 f"--prompt-tokens {self.settings.prompt_tokens} + --output-tokens {self.settings.output_tokens} = "
@@ -613,7 +627,7 @@ class _Bench:
             except (httpx.HTTPError, ValueError, AttributeError):
                 version = None
         guard = state.get("guard") or {}
-        return ServerInfo(
+        return BenchServer(
             url=url,
             port=self.target.port,
             managed=self.target.state is not None,
@@ -637,8 +651,8 @@ class _Bench:
         if record.error is not None:
             raise UserError(f"the warm-up request failed: {record.error}")
         if record.prompt_tokens:
-            ratio = self.words / record.prompt_tokens
-            self.words = max(1, round(self.settings.prompt_tokens * ratio))
+            self.word_ratio = self.words / record.prompt_tokens
+            self.words = max(1, round(self.settings.prompt_tokens * self.word_ratio))
 
     # -- one request
 
@@ -808,6 +822,17 @@ class _Bench:
         self._say(BenchProgress(users, len(records), total, self.levels_run, result=result))
         return result
 
+    async def depth_level(self, depth: int) -> LevelResult:
+        """One user at `depth` tokens of context: prompt processing over the whole prompt (depth +
+        prompt_tokens, fresh words each request, so nothing comes from the prefix cache) and
+        generation after it, as llama-benchy's pp and tg."""
+        self.words = max(1, round((depth + self.settings.prompt_tokens) * self.word_ratio))
+        level = await self.level(1)
+        pp = None
+        if level.prompt_tokens_mean and level.ttft_p50_s:
+            pp = level.prompt_tokens_mean / level.ttft_p50_s
+        return level.model_copy(update={"depth": depth, "pp_tok_s": pp, "tg_tok_s": level.decode_tok_s_per_user})
+
     async def connect(self, users: int) -> None:
         """Open one keep-alive connection per user first, as a client already talking to the server
         has: TTFT then measures the server, not this client's TCP handshakes."""
@@ -957,7 +982,7 @@ async def _run(
     sweep: SweepTargets | None,
     progress: ProgressFn | None,
     cancel: threading.Event | None,
-    on_server: Callable[[ServerInfo], None] | None,
+    on_server: Callable[[BenchServer], None] | None,
 ) -> BenchReport:
     headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
     timeout = httpx.Timeout(settings.request_timeout_s, connect=5.0)
@@ -979,7 +1004,7 @@ async def _measure(
     target: Target,
     settings: BenchSettings,
     sweep: SweepTargets | None,
-    on_server: Callable[[ServerInfo], None] | None,
+    on_server: Callable[[BenchServer], None] | None,
     started: float,
 ) -> BenchReport:
     server = await bench.server_info()
@@ -1005,7 +1030,10 @@ async def _measure(
     if on_interrupt:
         loop.add_signal_handler(signal.SIGINT, bench.cancel.set)
     try:
-        if sweep is None:
+        if settings.depths:
+            for depth in settings.depths:
+                runs.append(await bench.depth_level(depth))
+        elif sweep is None:
             for users in settings.users:
                 runs.append(await bench.level(users))
         else:
@@ -1072,7 +1100,7 @@ def run_bench(
     sweep: SweepTargets | None = None,
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
-    on_server: Callable[[ServerInfo], None] | None = None,
+    on_server: Callable[[BenchServer], None] | None = None,
 ) -> BenchReport:
     """Benchmark `target` (blocking; runs its own event loop, so call it from a thread in a UI).
 
@@ -1108,6 +1136,14 @@ def validate(settings: BenchSettings, sweep: SweepTargets | None = None) -> None
             raise UserError(f"{flag} {value}: expected at most {most:,}")
     if settings.output_tokens < 2:
         raise UserError("--output-tokens 1: at least 2 are needed to measure decode speed")
+    if settings.depths is not None:
+        if sweep is not None:
+            raise UserError("--depth runs one user per depth: drop --sweep, or run the sweep without --depth")
+        if not settings.depths or any(not 0 <= d <= MAX_PROMPT_TOKENS for d in settings.depths):
+            raise UserError(
+                f"--depth {','.join(map(str, settings.depths))}: expected token counts from 0 to "
+                f"{MAX_PROMPT_TOKENS:,}, e.g. 0,4096,32768"
+            )
     if sweep is not None:
         if not (0 < sweep.tok_s < math.inf and 0 < sweep.ttft_s < math.inf):
             raise UserError("--target-tok-s and --target-ttft-s: expected finite positive numbers, e.g. 20 and 1.0")

@@ -24,6 +24,7 @@ from sparktui.ui.translate import (
     gpu_view,
     launched,
     model_flag_suggestions,
+    route_view,
     server_entry,
     server_status,
     show_beside,
@@ -32,6 +33,7 @@ from sparktui.ui.viewmodels import (
     FitView,
     GpuView,
     Launched,
+    RouteView,
     ServerEntry,
     ServerStatus,
 )
@@ -78,6 +80,12 @@ class Backend:
         from sparktui.runtime.host.memory import read_gpu
 
         return gpu_view(read_gpu())
+
+    def routes(self) -> tuple[RouteView, ...]:
+        """The `sparktui route`s running on this machine (their records in the state dir)."""
+        from sparktui.runtime.route.record import read_routes
+
+        return tuple(route_view(r) for r in read_routes())
 
     # -- profiles, models, fit --------------------------------------------------------------------
     def list_profiles(self) -> list[ProfileRef]:
@@ -193,7 +201,16 @@ class Backend:
 
         live = sample is not None and reading_applies(machine, sample.mem_total)
         mem_available = sample.mem_available if sample is not None and live else None
-        result = fit(config, spec, machine, mem_available=mem_available, vllm_version_source=vllm_version_source)
+        mem_free = sample.mem_free if sample is not None and live else None  # an old vLLM's own figure
+        result = fit(
+            config,
+            spec,
+            machine,
+            mem_available=mem_available,
+            vllm_version_source=vllm_version_source,
+            mem_free=mem_free,
+            calibration=self._calibration(config, spec, machine),
+        )
         view = fit_view(result, machine)
         view.mem_available_live = live
         beside = [e for e in others if e.live and e.port != config.port]
@@ -204,6 +221,19 @@ class Backend:
         view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
         view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
         return view
+
+    def _calibration(self, config: ServeConfig, spec: ModelSpec, machine: Machine) -> Any:
+        """What a launch of this model, vLLM version and machine measured on this box, as
+        `sparktui fit` finds it (runtime/calibrations.py); None when there is none or it cannot be read."""
+        from sparktui.core.calibration import best_match
+        from sparktui.core.fit import calibration_key
+        from sparktui.runtime import calibrations
+
+        try:
+            key = calibration_key(config, spec, machine)
+        except UserError:
+            return None
+        return best_match(calibrations.load(), key.model, key.vllm_version, key.machine, key.flags)
 
     def grid(
         self, config: ServeConfig, spec: ModelSpec, machine: Machine, sample: MemorySample | None, source: str = ""
@@ -363,30 +393,34 @@ class Backend:
         with [cluster] starts its whole cluster as `sparktui serve --detach` does (every node
         checked over SSH, the workers there, the head here), never a lone head. What the preflight
         found comes back with the state, as `sparktui serve` prints it."""
-        from sparktui.runtime.server import supervisor
+
+        from sparktui.runtime.server import launcher
 
         if profile.cluster is not None:
             from sparktui.runtime.server.cluster_launch import launch_detached
 
             return cluster_launched(launch_detached(profile, profile.serve, force=force), profile)
-        state = supervisor.launch(profile, detach=True, force=force)
+        state = launcher.launch(profile, detach=True, force=force)
         return launched(server_status(state), [], state.preflight_warnings, profile)
 
     def stop(self, status: ServerStatus) -> ServerStatus:
-        from sparktui.runtime.server import supervisor
 
-        return server_status(supervisor.stop(status.port))
+        from sparktui.runtime.server import client
+
+        return server_status(client.stop(status.port))
 
     def kill(self, status: ServerStatus) -> ServerStatus:
-        from sparktui.runtime.server import supervisor
 
-        return server_status(supervisor.kill(status.port))
+        from sparktui.runtime.server import client
+
+        return server_status(client.kill(status.port))
 
     def restart(self, status: ServerStatus | None, profile: Profile) -> Launched:
-        from sparktui.runtime.server import supervisor
+
+        from sparktui.runtime.server import client
 
         if status is not None and status.live:
-            supervisor.stop(status.port)  # a cluster's head stops its workers too
+            client.stop(status.port)  # a cluster's head stops its workers too
         return self.launch(profile)
 
     def set_guard(

@@ -6,6 +6,7 @@ changes nothing on screen), and free of Textual.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -249,3 +250,52 @@ class LogProgress:
     reached: str
     actual: Rows
     diagnosis: Diagnosis | None
+
+
+@dataclass(frozen=True)
+class RouteModelView:
+    name: str
+    status: str  # down | starting | up | draining | stopping
+    in_flight: int
+    queued: int
+    port: int
+    keep: bool = False
+
+
+@dataclass(frozen=True)
+class RouteSwapView:
+    at: float  # wall clock
+    model: str  # "" for a TTL stop
+    stopped: tuple[str, ...]
+    ok: bool
+    total_s: float
+    stop_s: float
+    memory_s: float
+    start_s: float
+    error: str | None = None
+    reason: str = ""
+
+    def line(self) -> str:
+        """One swap for a person: when, to what, from what, how long each step took."""
+        clock = time.strftime("%H:%M:%S", time.localtime(self.at))
+        if not self.model:
+            return f"{clock} {', '.join(self.stopped)} stopped: {self.reason}"
+        beside = f" ← {', '.join(self.stopped)}" if self.stopped else ""
+        if not self.ok:
+            return f"{clock} {self.model}{beside} failed: {self.error or '?'}"
+        steps = f"start {self.start_s:.1f}"
+        if self.stopped:
+            steps = f"stop {self.stop_s:.1f} mem {self.memory_s:.1f} " + steps
+        return f"{clock} {self.model}{beside} {self.total_s:.1f} s ({steps})"
+
+
+@dataclass(frozen=True)
+class RouteView:
+    """One `sparktui route`: its models, which are up, the requests waiting, the swap under way
+    (model and step) and the last swaps with their times."""
+
+    listen: str
+    models: tuple[RouteModelView, ...]
+    queued: int
+    swapping: tuple[str, str] | None  # (model, step)
+    swaps: tuple[RouteSwapView, ...]  # newest last

@@ -15,7 +15,7 @@ import pytest
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import client
 from tests.support import BENCH_RUN_KEYS, REPO, free_port, wait_for
 from tests.support.timed_server import running
 
@@ -50,7 +50,7 @@ def stub_server(make_profile, env):
     yield state
     for s in st.list_states():
         if s.alive:
-            supervisor.kill(s.port)
+            client.kill(s.port)
         if s.tree:
             proc.sweep_orphans(s.tree.as_proc_record())
 
@@ -122,7 +122,7 @@ def test_a_server_stopped_mid_run_gives_the_partial_results_and_exit_2(make_prof
     try:
         # the warm-up and two measured requests have reached the server
         wait_for(lambda: log.read_text().count("POST /v1/completions") >= 3, 30, "measured requests")
-        supervisor.stop(state["port"])
+        client.stop(state["port"])
         stdout, stderr = bench.communicate(timeout=60)
     finally:
         if bench.poll() is None:
@@ -153,7 +153,7 @@ def test_ctrl_c_keeps_what_was_measured(make_profile, env):
     finally:
         if bench.poll() is None:
             bench.send_signal(signal.SIGKILL)
-        supervisor.stop(state["port"])
+        client.stop(state["port"])
     assert bench.returncode == 2 and "ended early: cancelled" in stderr and "Traceback" not in stderr
     report = json.loads(stdout)
     assert report["partial"] and report["error"] == "cancelled" and report["runs"][0]["requests"] >= 1
@@ -162,7 +162,7 @@ def test_ctrl_c_keeps_what_was_measured(make_profile, env):
 
 
 def test_a_disarmed_guard_is_refused(stub_server, env):
-    supervisor.set_guard(stub_server["port"], armed=False)
+    client.set_guard(stub_server["port"], armed=False)
     out = sparktui("bench", *SMALL, env=env)
     assert out.returncode == 2 and "guard" in out.stderr and "disarmed" in out.stderr
 
@@ -189,6 +189,8 @@ def test_no_server_and_a_refused_port_are_exit_2(env):
         (["--sweep", "--target-tok-s", "10"], "--sweep needs both targets"),
         (["--target-ttft-s", "1"], "add --sweep"),
         (["--vllm-executable", "/usr/bin/vllm"], "--vllm-executable is for --vllm: add --vllm"),
+        (["--depth", "0,x"], "--depth 0,x: expected token counts"),
+        (["--depth", "0,4096", "--vllm"], "--vllm runs vllm bench serve's levels: drop --depth"),
         (["--vllm", "--sweep", "--target-tok-s", "1", "--target-ttft-s", "1"], "--vllm runs fixed levels"),
     ],
 )

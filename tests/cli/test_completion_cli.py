@@ -28,6 +28,7 @@ def shell_env(env: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+@pytest.mark.slow  # starts a process
 def test_the_script_passes_the_shells_syntax_check(shell: str, env: dict[str, str], tmp_path: Path) -> None:
     done = sparktui(["completion", shell], env)
     assert done.returncode == 0 and "sparktui" in done.stdout, done.stderr
@@ -56,14 +57,17 @@ def bash_complete(words: list[str], env: dict[str, str], tmp_path: Path) -> list
     return done.stdout.split()
 
 
+@pytest.mark.slow  # starts a process
 def test_bash_completes_subcommands_and_profile_names(env: dict[str, str], tmp_path: Path) -> None:
     if shutil.which("bash") is None:
         pytest.skip("bash is not installed")
     assert set(bash_complete(["sparktui", "se"], env, tmp_path)) == {"serve", "service", "set-guard"}
     assert bash_complete(["sparktui", "serve", "70b"], env, tmp_path) == ["70b-dense-5-users", "70b-dense-single-user"]
     assert "install" in bash_complete(["sparktui", "service", "i"], env, tmp_path)
+    assert bash_complete(["sparktui", "fit", "120b"], env, tmp_path) == ["120b-moe-single-user"]  # fit's own parsing
 
 
+@pytest.mark.slow  # starts a process
 def test_fish_completes_subcommands_and_profile_names(env: dict[str, str], tmp_path: Path) -> None:
     fish = shutil.which("fish")
     if fish is None:

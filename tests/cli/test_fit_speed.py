@@ -68,3 +68,21 @@ def test_the_bandwidth_can_come_from_the_environment(capsys, isolated, monkeypat
     monkeypatch.setenv("SPARKTUI_BANDWIDTH_GBS", "2000")
     d = fit_json(capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--machine", "80")
     assert 80 < d["predicted_decode_tok_s"] < 125
+
+
+def test_context_sets_the_tokens_each_user_holds_while_decoding(capsys, isolated):
+    model = ["--model", "nvidia/Qwen3.5-122B-A10B-NVFP4", "--max-model-len", "131072"]
+    short = fit_json(capsys, *model)["speed"]
+    long = fit_json(capsys, *model, "--context", "131072")["speed"]
+    assert short["context"] == 1024 and long["context"] == 131072
+    # its 12 full-attention layers read 128× the KV; its 36 Gated DeltaNet layers a fixed state
+    assert long["kv_bytes_per_token_read"] > 5 * short["kv_bytes_per_token_read"]
+    assert long["decode_tok_s"] < short["decode_tok_s"]
+
+
+def test_a_bad_context_names_the_flag(capsys, isolated):
+    model = ["--model", "nvidia/Qwen3.5-122B-A10B-NVFP4", "--max-model-len", "32768"]
+    assert main(["fit", *model, "--context", "lots"]) == 2
+    assert "--context lots: expected a whole number" in capsys.readouterr().err
+    assert main(["fit", *model, "--context", "65536"]) == 2
+    assert "more than --max-model-len 32,768" in capsys.readouterr().err

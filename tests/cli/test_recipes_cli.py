@@ -64,6 +64,7 @@ REAL = {
 
 
 @pytest.mark.parametrize("name", sorted(REAL))
+@pytest.mark.slow  # starts a process
 def test_a_real_recipe_is_fitted_with_its_model_and_flags_shown(name, capsys, isolated):
     model, fmt, not_modelled = REAL[name]
     code = main(["fit", str(RECIPES / name), "--offline"])
@@ -82,6 +83,7 @@ def test_a_real_recipe_is_fitted_with_its_model_and_flags_shown(name, capsys, is
 
 
 @pytest.mark.parametrize("name", sorted(REAL))
+@pytest.mark.slow  # starts a process
 def test_a_real_recipe_in_json(name, capsys, isolated):
     model, fmt, _ = REAL[name]
     code = main(["fit", str(RECIPES / name), "--offline", "--json"])
@@ -276,6 +278,7 @@ def test_export_then_import_gives_back_every_flag(fmt, tmp_path, isolated):
                 assert (back.cluster.nodes, back.cluster.backend) == (profile.cluster.nodes, profile.cluster.backend)
 
 
+@pytest.mark.slow  # starts a process
 def test_profile_export_command(tmp_path, capsys, isolated):
     assert main(["profile", "export", "70b-dense-5-users", "--format", "vllm-config"]) == 0
     out = capsys.readouterr()[0]
@@ -349,6 +352,7 @@ def test_sparktui_serve_runs_a_sparkrun_recipe(tmp_path, env):
     assert sparktui("stop", "--port", str(port)).returncode == 0
 
 
+@pytest.mark.slow  # starts a process
 def test_the_two_node_recipe_is_fitted_with_its_cluster_said(capsys, isolated):
     gemma = str(RECIPES / "eugr__gemma4-26b-a4b.yaml")
     # its -it checkpoint is neither downloaded nor in the catalog: offline, the fit says so (exit 2)
@@ -360,3 +364,35 @@ def test_the_two_node_recipe_is_fitted_with_its_cluster_said(capsys, isolated):
     assert code in (0, 1), err
     assert "nodes    2 (ray)" in out and "names no hosts" in out and "profile import" in out
     assert "--tensor-parallel-size 2" in out
+
+
+@pytest.mark.parametrize("fmt", ["eugr", "sparkrun"])
+def test_an_export_never_writes_a_secret(fmt, tmp_path):
+    item = ExportInput(
+        name="keys",
+        description="",
+        serve=ServeConfig(model="Qwen/Qwen3-32B", api_key="sk-very-secret"),
+        env={"HF_TOKEN": "hf_not_for_files", "OMP_NUM_THREADS": "4"},
+        image=None,
+        cluster=None,
+    )
+    text = export_recipe(item, fmt)
+    assert "sk-very-secret" not in text and "hf_not_for_files" not in text
+    assert "${HF_TOKEN}" in text and "OMP_NUM_THREADS: '4'" in text
+    path = tmp_path / "keys.yaml"
+    path.write_text(text)
+    back = profile_from_recipe(path)  # HF_TOKEN is left to the environment vLLM inherits
+    assert back.env == {"OMP_NUM_THREADS": "4"} and back.serve.api_key is None
+    assert back.recipe is not None and any("HF_TOKEN" in n and "not stored" in n for n in back.recipe.notes)
+
+
+def test_a_recipes_env_references_are_expanded_as_sparkrun_does(tmp_path, monkeypatch):
+    monkeypatch.setenv("CACHE_ROOT", "/data/hf")
+    monkeypatch.delenv("UNSET_THING", raising=False)
+    path = tmp_path / "refs.yaml"
+    path.write_text(
+        "model: Qwen/Qwen3-32B\nruntime: vllm\ncommand: vllm serve {model}\n"
+        'env:\n  HF_HOME: "${CACHE_ROOT}/home"\n  OTHER: "$UNSET_THING"\n  HF_TOKEN: "${HF_TOKEN}"\n'
+    )
+    profile = profile_from_recipe(path)
+    assert profile.env == {"HF_HOME": "/data/hf/home", "OTHER": "$UNSET_THING"}

@@ -185,3 +185,76 @@ def test_a_calibrated_estimate_moves_by_the_measured_ratio(guide_specs):
     corrected = predict(spec, correction=0.5, correction_note="measured")
     assert corrected.decode_tok_s == pytest.approx(plain.decode_tok_s / 2)
     assert corrected.calibration == "measured"
+
+
+# --------------------------------------------------------------------------- per-layer costs by kind
+
+
+def test_fixed_costs_are_charged_only_to_the_layers_of_their_kind(fixtures):
+    nano = spec_from_config(
+        _json(fixtures, "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json"), name="nano", source="test",
+        hf_quant=_json(fixtures, "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4__hf_quant_config.json"),
+    )  # fmt: skip
+    layers = {k: n for k, n in sp.footprint(nano).layers.items() if n}
+    # 52 blocks: 23 Mamba-2, 23 MoE, 6 attention — no Gated DeltaNet, and MoE only on the MoE blocks
+    assert layers == {"attention": 6, "mamba2": 23, "moe": 23}
+    qwen = spec_from_config(_json(fixtures, "Qwen__Qwen3.5-35B-A3B.json"), name="q", source="test")
+    assert {k: n for k, n in sp.footprint(qwen).layers.items() if n} == {"attention": 10, "gdn": 30, "moe": 40}
+    oss = spec_from_config(_json(fixtures, "openai__gpt-oss-120b.json"), name="oss", source="test")
+    assert {k: n for k, n in sp.footprint(oss).layers.items() if n} == {
+        "attention": 18, "sliding_attention": 18, "moe": 36,
+    }  # fmt: skip
+    llama = spec_from_config(_json(fixtures, "meta-llama__Llama-3.3-70B-Instruct.json"), name="l", source="test")
+    assert {k: n for k, n in sp.footprint(llama).layers.items() if n} == {"attention": 80, "dense_mlp": 80}
+    expected = 6 * sp.LAYER_COST_S["attention"] + 23 * (sp.LAYER_COST_S["mamba2"] + sp.LAYER_COST_S["moe"])
+    assert sp.fixed_seconds(sp.footprint(nano).layers) == pytest.approx(expected)
+
+
+def test_mxfp4_layers_store_attention_and_the_output_layer_in_4_bits(fixtures):
+    oss = spec_from_config(_json(fixtures, "openai__gpt-oss-120b.json"), name="oss", source="test")
+    before = predict(oss)
+    four_bit = sp.with_mxfp4_layers(oss, ["moe", "qkv", "o", "lm_head"])
+    after = predict(four_bit)
+    attn = dict(oss.params_by_category)["attn"]
+    lm_head = dict(oss.params_by_category)["lm_head"]
+    # bf16 attention and lm_head (2 B/param) become MXFP4 (0.53125 B/param); the experts already were
+    saved = (attn + lm_head) * (2 - sp.MXFP4_BYTES)
+    assert before.weight_bytes_per_token - after.weight_bytes_per_token == pytest.approx(saved, rel=0.01)
+    assert after.roofline_tok_s > 1.7 * before.roofline_tok_s
+    with pytest.raises(ValueError, match="--mxfp4-layers moe,attn: attn not one of"):
+        sp.with_mxfp4_layers(oss, ["moe", "attn"])
+
+
+def test_a_published_figure_above_the_bandwidth_roofline_is_flagged(guide_specs):
+    dense = predict(guide_specs["70B dense NVFP4"])
+    assert sp.above_roofline(15.0, dense)  # the guide's 15–20 tok/s: speculative decoding
+    assert not sp.above_roofline(4.1, dense)  # independent plain-decode measurements
+
+
+def test_published_fit_and_held_out_sets_are_disjoint_and_each_record_loads(fixtures):
+    data = json.loads((fixtures / "speed" / "published.json").read_text())
+    fit, held = data["fit"], data["held_out"]
+    assert {r["id"] for r in fit}.isdisjoint(r["id"] for r in held)
+    assert {r["source"] for r in fit}.isdisjoint(r["source"] for r in held)  # not one measurement twice
+    for r in [*fit, *held]:
+        hq = _json(fixtures, r["hf_quant"]) if r.get("hf_quant") else None
+        spec = spec_from_config(_json(fixtures, r["config"]), name=r["model"], source="test", hf_quant=hq)
+        assert spec.num_layers and r["range"][0] <= r["tok_s"] <= r["range"][1] and r["source"]
+
+
+def test_an_moe_verify_pass_reads_the_experts_of_every_token_it_verifies(fixtures):
+    """MTP-1 with every draft accepted yields 2 tokens a pass, but the pass's 2 tokens pick their
+    own experts: for an MoE whose experts are most of a step's bytes that is far from 2× (a dense
+    model, whose verify pass reads its weights once, comes close)."""
+    moe = spec_from_config(
+        _json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4.json"), name="moe", source="test",
+        hf_quant=_json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4__hf_quant_config.json"),
+    )  # fmt: skip
+    dense = spec_from_config(
+        _json(fixtures, "nvidia__Qwen3.6-27B-NVFP4.json"), name="dense", source="test",
+        hf_quant=_json(fixtures, "nvidia__Qwen3.6-27B-NVFP4__hf_quant_config.json"),
+    )  # fmt: skip
+    every = sp.DraftYield("mtp", 1, 1.0)
+    moe_gain = predict(moe, speculation=every).decode_tok_s / predict(moe).decode_tok_s
+    dense_gain = predict(dense, speculation=every).decode_tok_s / predict(dense).decode_tok_s
+    assert moe_gain < 1.8 < dense_gain < 2.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import typing
 
 import pytest
 
@@ -783,3 +784,15 @@ def test_a_worker_dying_after_ready_is_a_failure_naming_its_signal():
     only_dead.feed_lines([lines[1], lines[4]])
     only_dead.finish(0)
     assert only_dead.failure.kind == "engine_dead"
+
+
+def test_every_event_has_a_stable_kind_the_state_files_already_use():
+    # the names earlier versions wrote (type(event).__name__ less a trailing "_"): the file format
+    written = {
+        "Version", "Model", "MaxModelLen", "LoadingStarted", "WeightsRead", "WeightsLoaded", "Profiling",
+        "AvailableKVMemory", "KVCacheSize", "MaxConcurrency", "CudaGraphCapture", "ServerListening",
+        "StartupComplete", "Warning", "Error", "Failure", "KilledNotice", "PhaseChanged",
+    }  # fmt: skip
+    members = set(typing.get_args(vl.Event))
+    assert set(vl.EVENT_KINDS) == members and set(vl.EVENT_KINDS.values()) == written
+    assert vl.event_kind(vl.Warning_("careful")) == "Warning"

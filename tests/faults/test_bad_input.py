@@ -11,7 +11,7 @@ import pytest
 
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import client
 from tests.support import REPO, wait_for
 
 pytestmark = pytest.mark.slow
@@ -69,4 +69,4 @@ def test_a_wrong_shaped_state_file_is_named_and_blocks_no_launch(make_profile, e
     assert started.returncode == 0, started.stderr
     wait_for(lambda: (s := st.read_state(bad)) is not None and s.status == "running", 40, "the new server")
     assert list(bad.parent.glob(f"{bad.name}.bad-*")), "the bad file is kept aside for a look"
-    supervisor.stop(port)
+    client.stop(port)

@@ -15,7 +15,7 @@ import pytest
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.host.containment import CgroupScope, find_parent
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import client, launcher
 from tests.support import REPO, alive, wait_for
 
 pytestmark = pytest.mark.slow
@@ -78,7 +78,7 @@ def test_a_server_runs_in_its_own_cgroup_and_status_says_so(make_profile, env):
         pytest.skip("no writable cgroup2 on this machine")
     profile = load_profile(make_profile())
     port = profile.serve.port
-    supervisor.launch(profile)
+    launcher.launch(profile)
     state = wait_for(lambda: (s := st.read_state(st.state_path(port))) and s.status == "running" and s, 20, "ready")
     assert state.containment and state.containment.startswith("cgroup ")
     assert state.tree is not None and state.tree.cgroup
@@ -88,5 +88,5 @@ def test_a_server_runs_in_its_own_cgroup_and_status_says_so(make_profile, env):
         [sys.executable, "-m", "sparktui", "status"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
     )
     assert f"contained by cgroup {scope.path}" in out.stdout
-    supervisor.kill(port)
+    client.kill(port)
     assert not scope.exists(), "the server's cgroup is removed with it"

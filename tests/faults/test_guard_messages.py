@@ -13,7 +13,7 @@ import pytest
 
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import launcher
 from tests.support import REPO, wait_for
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def mem_available_gib() -> float:
 @pytest.fixture
 def running(make_profile, isolated):
     profile = load_profile(make_profile())
-    supervisor.launch(profile)
+    launcher.launch(profile)
     port = profile.serve.port
     wait_for(lambda: st.read_state(st.state_path(port)).status == "running", 20, "the server to be ready")
     yield port
@@ -66,7 +66,7 @@ def test_new_lines_without_armed_keep_the_guard_armed_and_apply_live(running):
         lambda: (s := st.read_state(st.state_path(port))) and s.status == "exited" and s, 30, "the guard to trip"
     )
     assert final.exit is not None and final.exit.reason == "guard"
-    assert final.trip is not None and final.trip["line"] == "term" and final.trip["threshold_gib"] == above
+    assert final.trip is not None and final.trip.line == "term" and final.trip.threshold_gib == above
 
 
 def test_a_string_false_is_refused_and_changes_nothing(running):

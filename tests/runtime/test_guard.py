@@ -16,7 +16,7 @@ import time
 import pytest
 
 from sparktui.core.units import GiB
-from sparktui.runtime.guard.guard import Action, Guard, GuardLines
+from sparktui.runtime.guard.guard import Guard, GuardAction, GuardLines
 from sparktui.runtime.host.memory import read_mem_available
 from sparktui.runtime.host.proc import read_stat, spawn
 from tests.support import PROCS, alive, wait_file, wait_for
@@ -83,7 +83,7 @@ def test_kill_line_kills_the_hog(tmp_path):
         tmp_path, (1024, 2048, "--procs", "2", "--hold", "3"), lambda a0: lines(a0, kill=0.7), 0.7, on_trip=trips.append
     )
     assert report is not None and report.line == "kill" and report.reason in ("below", "predicted")
-    assert len(trips) == 1 and trips[0].action is Action.KILL
+    assert len(trips) == 1 and trips[0].action is GuardAction.KILL
     assert report.gone and report.gone_after_s < 5 and not report.escalated
     assert not alive(tree.pid) and tree.returncode() == -9
     assert report.threshold_gib == pytest.approx(a0 - 0.7, abs=0.01)

@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from sparktui.errors import UserError
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import preflight as server_preflight
 from tests.support import free_port
 
 NOT_OURS = "192.0.2.1"  # TEST-NET-1 (RFC 5737): never assigned to a machine
@@ -34,7 +34,7 @@ def test_an_address_that_is_not_ours_is_said_so(loopback_only):
     probe.close()
     assert bind_error.value.errno == errno.EADDRNOTAVAIL
     with pytest.raises(UserError) as exc:
-        supervisor._port_in_use(NOT_OURS, free_port())
+        server_preflight._port_in_use(NOT_OURS, free_port())
     message = str(exc.value)
     assert f"--host {NOT_OURS}" in message and "EADDRNOTAVAIL" in message and "already listening" not in message
 
@@ -44,6 +44,6 @@ def test_a_port_in_use_is_still_in_use(loopback_only):
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
-        assert supervisor._port_in_use("127.0.0.1", port)
-        assert supervisor._port_in_use("0.0.0.0", port)
-    assert not supervisor._port_in_use("127.0.0.1", free_port())
+        assert server_preflight._port_in_use("127.0.0.1", port)
+        assert server_preflight._port_in_use("0.0.0.0", port)
+    assert not server_preflight._port_in_use("127.0.0.1", free_port())

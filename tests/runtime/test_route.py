@@ -17,6 +17,7 @@ import pytest
 
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import state as st
+from sparktui.runtime.server import supervisor
 from tests.support import REPO, free_port, wait_for
 
 pytestmark = pytest.mark.slow  # spawns the route, supervisors and stub servers
@@ -26,7 +27,7 @@ HALF = "gpu-memory-utilization = 0.5"  # each fits alone; two do not fit togethe
 
 class RouteProc:
     def __init__(self, path: Path, env: dict[str, str], port: int) -> None:
-        self.port, self.url = port, f"http://127.0.0.1:{port}"
+        self.port, self.url, self.env, self.path = port, f"http://127.0.0.1:{port}", env, path
         self.proc = subprocess.Popen([sys.executable, "-m", "sparktui", "route", "--file", str(path)], env=env,
                                      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
         wait_for(self._up, 30, "the route to listen")
@@ -191,7 +192,22 @@ def test_sigterm_stops_every_server_the_route_started_leaving_no_process(route, 
     assert r.post("/v1/completions", "beta").status_code == 200
     both = [server_state(a), server_state(b)]
     assert all(s is not None and s.status == "running" for s in both)  # they fit together: no swap
+
+    def show(*flags: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "sparktui", "route", "--show", *flags], env=r.env, cwd=REPO,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def both_up() -> str:
+        text = show()
+        return text if text.count(": up,") == 2 else ""
+
+    shown = wait_for(both_up, 10, "`route --show` to list both up")
+    assert f"route 127.0.0.1:{r.port}" in shown and f"alpha on port {both[0].port}: up" in shown
+    assert [m["status"] for m in json.loads(show("--json"))[0]["models"]] == ["up", "up"]
     assert r.stop() == 0
+    assert show().strip() == "no route is running"
     for profile in (a, b):
         final = server_state(profile)
         assert final is not None and final.status == "exited" and gone(final)
@@ -250,3 +266,37 @@ def test_the_front_key_is_asked_of_clients_and_passed_to_the_servers_and_preload
         assert "s3cret-route-key" not in " ".join(up.argv or [])  # never on a command line
     finally:
         assert r.stop() == 0
+
+
+def test_a_server_that_ended_outside_the_route_is_started_again_by_the_next_request(route, make_profile):
+    a = make_profile()
+    r = route({"alpha": a})
+    assert r.post("/v1/completions", "alpha").status_code == 200
+    port = int(a.stem.split("-")[-1])
+    supervisor.stop(port)  # as `sparktui stop --port` would, behind the route's back
+    again = r.post("/v1/completions", "alpha")
+    assert again.status_code == 200, again.text
+    state = server_state(a)
+    assert state is not None and state.status == "running"
+    wait_for(lambda: any(h["reason"] == "it ended outside the route" for h in r.record()["history"]), 10,
+             "the end in the route's history")  # fmt: skip
+    r.stop()
+
+
+def test_servers_left_by_a_route_that_was_killed_are_stopped_by_the_next_route_on_its_port(route, make_profile, env):
+    a = make_profile()
+    first = route({"alpha": a})
+    assert first.post("/v1/completions", "alpha").status_code == 200
+    wait_for(lambda: first.record()["models"][0]["launch_id"], 10, "the launch id in the record")
+    first.proc.kill()  # SIGKILL: no chance to stop its servers
+    first.proc.wait(10)
+    left = server_state(a)
+    assert left is not None and left.status == "running"  # a detached supervisor outlives it
+    second = RouteProc(first.path, env, first.port)
+    try:
+        final = wait_for(lambda: (s := server_state(a)) is not None and s.status == "exited" and gone(s) and s, 30,
+                         "the leftover server to be stopped")  # fmt: skip
+        assert final.exit is not None and final.exit.reason == "stopped"
+    finally:
+        assert second.stop() == 0
+    assert "left running by a route that ended unstopped" in second.proc.stderr.read()

@@ -16,7 +16,7 @@ from sparktui.errors import UserError
 from sparktui.runtime.host import proc
 from sparktui.runtime.host.memory import read_mem_available
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import client, launcher
 from tests.support import REPO, wait_for
 
 pytestmark = pytest.mark.slow  # spawns supervisors and stub servers
@@ -40,7 +40,7 @@ def sparktui(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 
 def launch(path, started):
-    state = supervisor.launch(load_profile(path))
+    state = launcher.launch(load_profile(path))
     started.append(state.supervisor.pid)
     return state
 
@@ -57,14 +57,14 @@ def test_a_launch_that_would_overcommit_the_pool_is_refused_naming_the_server_in
     a = launch(make_profile(serve_extra="gpu-memory-utilization = 0.5"), started)
     b = make_profile(serve_extra="gpu-memory-utilization = 0.5")
     with pytest.raises(UserError) as refused:
-        supervisor.launch(load_profile(b))
+        launcher.launch(load_profile(b))
     text = str(refused.value)
     assert f"port {a.port} ({a.profile})" in text and "--gpu-memory-utilization 0.5" in text
     assert f"sparktui stop --port {a.port}" in text and "--force" in text
     assert a.reservation is not None and f"{a.reservation.bytes / 2**30:.1f} GiB" in text
     out = sparktui("serve", str(b), "--detach", env=env)  # the CLI says the same, exit 2
     assert out.returncode == 2 and f"port {a.port}" in out.stderr and "Traceback" not in out.stderr
-    supervisor.stop(a.port)
+    client.stop(a.port)
 
 
 def test_two_servers_that_fit_together_both_run_status_lists_both_and_stop_all_stops_both(make_profile, env, started):
@@ -115,8 +115,8 @@ def test_a_guard_trip_stops_the_lower_priority_server_and_leaves_the_other_when_
     assert final.exit is not None and final.exit.reason == "guard"
     # Asked live: the keeper's state file is rewritten at its own pace and can lag its events.
     kept = st.ask_live(keeper.port)
-    guard_events = [e for e in (kept.events if kept else []) if str(e.get("kind", "")).startswith("Guard")]
+    guard_events = [e for e in (kept.events if kept else []) if e.kind.startswith("Guard")]
     assert kept is not None and kept.status == "running", f"the high-priority server was stopped too: {guard_events}"
-    deferred = [e for e in kept.events if e.get("kind") == "GuardDeferred"]
-    assert deferred and f"port {hog.port}" in deferred[0]["why"], "the keeper's guard never saw the lines crossed"
-    supervisor.stop(keeper.port)
+    deferred = [e for e in kept.events if e.kind == "GuardDeferred"]
+    assert deferred and f"port {hog.port}" in deferred[0].field("why"), "the keeper's guard never saw the lines crossed"
+    client.stop(keeper.port)

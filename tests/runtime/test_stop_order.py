@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sparktui.core.pool import Reservation
 from sparktui.core.units import GiB
-from sparktui.runtime.guard.guard import Action, Decision, Guard, GuardLines
+from sparktui.runtime.guard.guard import Decision, Guard, GuardAction, GuardLines
 from sparktui.runtime.guard.stop_order import KILL_WAIT_S, StopOrder
 from sparktui.runtime.records import protocol as pr
 
@@ -29,8 +29,8 @@ class Clock:
         return self.t
 
 
-TERM = Decision(Action.TERM, 0.002, "term", "below", 6 * GiB, 5 * GiB, 0.0)
-KILL = Decision(Action.KILL, 0.002, "kill", "below", 3 * GiB, 2 * GiB, 0.0)
+TERM = Decision(GuardAction.TERM, 0.002, "term", "below", 6 * GiB, 5 * GiB, 0.0)
+KILL = Decision(GuardAction.KILL, 0.002, "kill", "below", 3 * GiB, 2 * GiB, 0.0)
 
 
 def test_the_lower_priority_server_goes_first_and_the_other_waits_a_bounded_time():
@@ -75,7 +75,7 @@ class NoTree:
 def test_a_deferring_guard_stands_down_then_trips_when_memory_is_still_short():
     readings = iter([5 * GiB] * 10_000)  # steady below the term line, above the kill line
     answers = iter(["port 8001 goes first"] * 3)
-    asked: list[Action] = []
+    asked: list[GuardAction] = []
 
     def defer(decision: Decision) -> str | None:
         asked.append(decision.action)
@@ -86,7 +86,7 @@ def test_a_deferring_guard_stands_down_then_trips_when_memory_is_still_short():
     guard._trip = lambda d: trips.append(d)  # type: ignore[method-assign,assignment,return-value]
     guard.run()
     # asked three times (standing down each time, so the term line tripped anew), then acted
-    assert asked[:4] == [Action.TERM] * 4 and len(trips) == 1 and trips[0].action is Action.TERM
+    assert asked[:4] == [GuardAction.TERM] * 4 and len(trips) == 1 and trips[0].action is GuardAction.TERM
 
 
 def test_the_term_wait_counts_from_when_the_first_server_began_stopping():

@@ -21,7 +21,8 @@ from sparktui.errors import UserError
 from sparktui.runtime.host import proc
 from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import client, launcher, supervisor, sweep
+from sparktui.runtime.server import preflight as server_preflight
 from tests.support import REPO, shm_held_by, wait_for
 
 pytestmark = pytest.mark.slow  # spawns processes
@@ -184,21 +185,21 @@ def test_detach_status_and_stop_over_the_socket(make_profile, env, cleanup):
 
 def test_kill_through_the_python_api_removes_tree_and_shm_leftovers(make_profile, env, cleanup):
     profile = load_profile(make_profile())
-    state = supervisor.launch(profile).to_dict()
+    state = launcher.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     state = running_state(profile.serve.port)
-    assert supervisor.read(profile.serve.port).to_dict()["alive"]
-    assert supervisor.attach().to_dict()["phase"] == "ready"
+    assert client.read(profile.serve.port).to_dict()["alive"]
+    assert client.attach().to_dict()["phase"] == "ready"
     shm = tree_shm(state)
     assert shm
-    disarmed = supervisor.set_guard(profile.serve.port, armed=False).to_dict()
+    disarmed = client.set_guard(profile.serve.port, armed=False).to_dict()
     assert disarmed["guard"]["armed"] is False and disarmed["guard"]["state"] == "disarmed"
-    assert supervisor.set_guard(armed=True).to_dict()["guard"]["state"] == "watching"
+    assert client.set_guard(armed=True).to_dict()["guard"]["state"] == "watching"
     assert [e["kind"] for e in recorded(profile.serve.port)["events"]][-2:] == [
         "GuardDisarmed",
         "GuardArmed",
     ]
-    final = supervisor.kill(profile.serve.port).to_dict()
+    final = client.kill(profile.serve.port).to_dict()
     assert final["exit"]["reason"] == "killed"
     report = final["exit"]["stop"]
     assert report["signals"][0]["signal"] == "SIGKILL" and report["gone"]
@@ -208,11 +209,11 @@ def test_kill_through_the_python_api_removes_tree_and_shm_leftovers(make_profile
 
 def test_stop_escalates_to_sigkill_when_vllm_ignores_sigterm(make_profile, env, cleanup):
     profile = load_profile(make_profile(guard="grace-s = 0.5", STUB_VLLM_IGNORE_TERM="1"))
-    state = supervisor.launch(profile).to_dict()
+    state = launcher.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     state = running_state(profile.serve.port)
     shm = tree_shm(state)
-    final = supervisor.stop(profile.serve.port).to_dict()
+    final = client.stop(profile.serve.port).to_dict()
     report = final["exit"]["stop"]
     assert report["escalated"] is True and [s["signal"] for s in report["signals"]][:1] == ["SIGTERM"]
     assert "SIGKILL" in [s["signal"] for s in report["signals"]]
@@ -262,7 +263,7 @@ def test_orphans_of_a_lost_supervisor_are_swept_at_the_next_start(make_profile, 
     assert [s.status for s in st.list_states()] == ["lost"]
     assert "lost" in sparktui(["status"], env).stdout
 
-    swept = supervisor.sweep_lost_servers()  # what every launch does first
+    swept = sweep.sweep_lost_servers()  # what every launch does first
     assert [s.port for s in swept] == [port]
     wait_for(lambda: gone(engine), 10, "the orphan to be killed")
     final = recorded(port)
@@ -335,11 +336,11 @@ def test_refuses_a_port_already_in_use(make_profile, env):
 
 def test_refuses_a_second_server_on_the_same_port(make_profile, env, cleanup):
     profile = load_profile(make_profile())
-    state = supervisor.launch(profile).to_dict()
+    state = launcher.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     with pytest.raises(UserError, match=f"--port {profile.serve.port}: sparktui already runs a server there"):
-        supervisor.launch(profile).to_dict()
-    supervisor.stop(profile.serve.port).to_dict()
+        launcher.launch(profile).to_dict()
+    client.stop(profile.serve.port).to_dict()
 
 
 def test_refuses_utilization_above_090_on_unified_memory_unless_forced(make_profile, env):
@@ -351,10 +352,10 @@ def test_refuses_utilization_above_090_on_unified_memory_unless_forced(make_prof
     # A machine without page cache to warn about: the only warning left is the skipped fit.
     sample = read_memory(psi=False)
     no_cache = {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_available}
-    assert supervisor.preflight(profile, force=True, meminfo=no_cache).warnings == [NO_FIT]
-    lowered = supervisor.effective_serve(profile, ["--gpu-memory-utilization", "0.5"])  # CLI flags win
+    assert server_preflight.preflight(profile, force=True, meminfo=no_cache).warnings == [NO_FIT]
+    lowered = server_preflight.effective_serve(profile, ["--gpu-memory-utilization", "0.5"])  # CLI flags win
     assert lowered.gpu_memory_utilization == 0.5 and lowered.max_model_len == 512
-    assert supervisor.preflight(profile, lowered, meminfo=no_cache).warnings == [NO_FIT]
+    assert server_preflight.preflight(profile, lowered, meminfo=no_cache).warnings == [NO_FIT]
 
 
 def test_warns_on_network_host_without_api_key_and_on_page_cache(make_profile):
@@ -363,8 +364,8 @@ def test_warns_on_network_host_without_api_key_and_on_page_cache(make_profile):
     gib = 1 << 30
     meminfo = {"MemTotal": 120 * gib, "MemAvailable": 100 * gib, "MemFree": 30 * gib}
     with pytest.raises(UserError, match=r"--host 0\.0\.0\.0: the server would be reachable from the network"):
-        supervisor.preflight(profile, exposed, meminfo=meminfo)
-    warnings = supervisor.preflight(profile, exposed, meminfo=meminfo, force=True).warnings
+        server_preflight.preflight(profile, exposed, meminfo=meminfo)
+    warnings = server_preflight.preflight(profile, exposed, meminfo=meminfo, force=True).warnings
     assert any(
         w.startswith("--host 0.0.0.0: the server would be reachable from the network without an API key")
         and w.endswith("(--force given)")
@@ -374,13 +375,13 @@ def test_warns_on_network_host_without_api_key_and_on_page_cache(make_profile):
     assert "echo 3 | sudo tee /proc/sys/vm/drop_caches" in cache
     keyed = exposed.replace(api_key="sk-test")
     calm = {"MemTotal": 120 * gib, "MemAvailable": 100 * gib, "MemFree": 98 * gib}
-    assert supervisor.preflight(profile, keyed, meminfo=calm).warnings == [NO_FIT]
+    assert server_preflight.preflight(profile, keyed, meminfo=calm).warnings == [NO_FIT]
 
 
 def test_api_key_reaches_vllm_by_environment_only(make_profile, env, cleanup):
     profile = load_profile(make_profile())
     profile.serve = profile.serve.replace(api_key="sk-secret-123")
-    state = supervisor.launch(profile).to_dict()
+    state = launcher.launch(profile).to_dict()
     cleanup.append(state["supervisor"]["pid"])
     state = running_state(profile.serve.port)
     root = state["tree"]["pid"]
@@ -390,7 +391,7 @@ def test_api_key_reaches_vllm_by_environment_only(make_profile, env, cleanup):
     url = f"http://127.0.0.1:{profile.serve.port}/v1/models"
     assert httpx.get(url).status_code == 401
     assert httpx.get(url, headers={"Authorization": "Bearer sk-secret-123"}).status_code == 200
-    supervisor.stop(profile.serve.port).to_dict()
+    client.stop(profile.serve.port).to_dict()
 
 
 def mem_available_gib() -> float:
@@ -432,16 +433,16 @@ def test_stop_and_kill_without_a_server_say_so(env):
 
 def test_restart_relaunches_the_same_profile(make_profile, env, cleanup):
     profile = load_profile(make_profile(serve_extra="max-num-seqs = 4"))
-    first = supervisor.launch(profile).to_dict()
+    first = launcher.launch(profile).to_dict()
     cleanup.append(first["supervisor"]["pid"])
     first = running_state(profile.serve.port)
-    second = supervisor.restart(profile.serve.port).to_dict()
+    second = launcher.restart(profile.serve.port).to_dict()
     cleanup.append(second["supervisor"]["pid"])
     assert second["supervisor"]["pid"] != first["supervisor"]["pid"] and second["profile"] == profile.name
     assert not any(i.is_alive() for i in members(first))
     second = running_state(profile.serve.port)
     assert "--max-num-seqs" in second["argv"] and second["argv"][second["argv"].index("--max-num-seqs") + 1] == "4"
-    assert supervisor.stop(profile.serve.port).to_dict()["exit"]["reason"] == "stopped"
+    assert client.stop(profile.serve.port).to_dict()["exit"]["reason"] == "stopped"
 
 
 def test_fit_preflight_judges_the_host_it_launches_on(make_profile):
@@ -454,11 +455,11 @@ def test_fit_preflight_judges_the_host_it_launches_on(make_profile):
     with pytest.raises(
         UserError, match=re.escape("no memory left for the KV cache: request 19.74 GiB − weights 61.03 GiB")
     ):
-        supervisor.preflight(profile, qwen, meminfo=small)
-    forced = supervisor.preflight(profile, qwen, force=True, meminfo=small)
+        server_preflight.preflight(profile, qwen, meminfo=small)
+    forced = server_preflight.preflight(profile, qwen, force=True, meminfo=small)
     assert forced.warnings[0].startswith("the profile is planned for dgx-spark (121.7 GiB) but this host has 24.0 GiB")
     spark = {"MemTotal": int(121.7 * gib), "MemAvailable": 117 * gib, "MemFree": 116 * gib}
-    on_spark = supervisor.preflight(profile, qwen, meminfo=spark)
+    on_spark = server_preflight.preflight(profile, qwen, meminfo=spark)
     assert on_spark.warnings == [] and on_spark.fit["verdict"] == "fits"
 
 
@@ -479,3 +480,37 @@ def test_a_supervisor_that_claimed_its_port_never_asks_itself(make_profile, env)
         assert sup._server is not None
         sup._server.close()
         st.HELD_HERE.discard(profile.serve.port)
+
+
+def test_a_launch_keeps_vllms_own_figures_and_the_next_fit_uses_them(make_profile, env, cleanup, tmp_path):
+    """At the KV cache line the supervisor files the start-up's split (weights, graphs, KV; the rest is
+    activation + non-torch) in the state folder's calibrations.json (0600); `sparktui fit` of the same
+    profile then says its terms were measured on this box. The stub replays a real Spark start-up."""
+    folder = tmp_path / "gemma-3-27b-it"
+    folder.mkdir()
+    bench = __import__("tests.core.test_fit", fromlist=["load_bench"]).load_bench()
+    (folder / "config.json").write_text(json.dumps(bench.GEMMA3_27B))
+    log = REPO / "tests" / "fixtures" / "vllm-logs" / "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log"
+    profile = make_profile(
+        model=str(folder),
+        # a source build after 0.21 wrote the log: the profile names the rules to fit with
+        serve_extra='gpu-memory-utilization = 0.85\nkv-cache-dtype = "fp8"\nmax-num-batched-tokens = 4096\n'
+        'vllm-version = "0.21.0"',
+        STUB_VLLM_LOG=str(log),
+    )
+    with profile.open("a") as handle:  # this box, for the launch and the fit alike
+        handle.write('[machine]\nname = "auto"\n')
+    sup = start_foreground(profile, env, "--force")  # 51 GiB of weights do not fit this test machine
+    cleanup.append(sup.pid)
+    running_state(port_of(profile), timeout=60)
+    store = Path(env["SPARKTUI_STATE_DIR"]) / "calibrations.json"
+    assert wait_for(store.exists, 20)
+    assert stat.S_IMODE(store.stat().st_mode) == 0o600
+    (entry,) = json.loads(store.read_text())["entries"]
+    assert entry["source"] == "measured" and entry["figures"]["kv_memory"] == int(41.66 * 1024**3)
+    fitted = sparktui(["fit", "--json", str(profile)], env)
+    data = json.loads(fitted.stdout)
+    assert set(data["kv_memory_source"].values()) == {"measured"}, fitted.stderr
+    assert "measured on this box" in data["calibration"][0]
+    sup.send_signal(signal.SIGTERM)
+    assert sup.wait(30) == 0

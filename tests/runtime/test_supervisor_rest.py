@@ -16,7 +16,7 @@ from sparktui.core.profiles import load_profile
 from sparktui.runtime.host import proc
 from sparktui.runtime.host.memory import read_mem_available
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import client, launcher
 from tests.support import PROCS, wait_for
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def scrapes(log_path: Path) -> int:
 def test_at_rest_a_log_line_and_a_memory_fall_are_each_handled_at_once(make_profile, env, tmp_path):
     profile = load_profile(make_profile(guard="grace-s = 2"))
     port = profile.serve.port
-    supervisor.launch(profile)
+    launcher.launch(profile)
     state = running(port)
     log_path = Path(state["log_path"])
     at_rest(log_path)
@@ -75,15 +75,13 @@ def test_at_rest_a_log_line_and_a_memory_fall_are_each_handled_at_once(make_prof
 
     event = wait_for(probe_event, 5, "the log line in the recorded events")
     assert event["kind"] == "Warning" and event["t"] - written <= 1.0
-    live = supervisor.attach(port)
+    live = client.attach(port)
     assert live.loop is not None and live.loop.wakes.get("log", 0) >= 1  # woken by the write (inotify)
 
     # 2. Memory falls (another program eats it) while at rest: the guard trips close to its line.
     # The line goes just below MemAvailable now (other tests on a shared machine move it meanwhile).
     a1 = read_mem_available() / GiB
-    supervisor.set_guard(
-        port, lines={"warn_below_gib": None, "term_below_gib": round(a1 - 0.6, 2), "kill_below_gib": 0.0}
-    )
+    client.set_guard(port, lines={"warn_below_gib": None, "term_below_gib": round(a1 - 0.6, 2), "kill_below_gib": 0.0})
     at_rest(log_path)
     hog_log = tmp_path / "hog.log"
     hog = proc.spawn([sys.executable, str(PROCS / "hog.py"), "2048", "1843", "--hold", "20"], hog_log)
@@ -105,7 +103,7 @@ def test_at_rest_a_log_line_and_a_memory_fall_are_each_handled_at_once(make_prof
 def test_metrics_are_scraped_when_someone_reads_them_and_back_off_when_idle(make_profile, env):
     profile = load_profile(make_profile())
     port = profile.serve.port
-    supervisor.launch(profile)
+    launcher.launch(profile)
     state = running(port)
     log_path = Path(state["log_path"])
     # Nobody reads and nothing happens: the gap doubles (4 s, then 8 s) instead of every 2 s.
@@ -120,7 +118,7 @@ def test_metrics_are_scraped_when_someone_reads_them_and_back_off_when_idle(make
     assert time.monotonic() - second < 8.0
     # A client asks (`sparktui status`): its reply carries metrics at most 2 s old.
     asked = time.time()
-    live = supervisor.attach(port)
-    assert live.metrics is not None and live.metrics["at"] >= asked - 2.5 and live.metrics["kv_cache_usage_pct"] == 0.0
-    stopped = supervisor.stop(port)
+    live = client.attach(port)
+    assert live.metrics is not None and live.metrics.at >= asked - 2.5 and live.metrics.kv_cache_usage_pct == 0.0
+    stopped = client.stop(port)
     assert stopped.exit is not None and stopped.exit.reason == "stopped"

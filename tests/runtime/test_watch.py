@@ -15,9 +15,9 @@ from sparktui.core.metrics import parse_metrics
 from sparktui.core.units import GiB
 from sparktui.runtime import watch as w
 from sparktui.runtime.watch import (
+    BreakerFailure,
     CrashLoopBreaker,
     EngineCounters,
-    Failure,
     FlightHeader,
     FlightRecord,
     FlightRecorder,
@@ -101,10 +101,10 @@ def test_engine_counters_from_real_vllm_metrics(fixtures):
 
 def test_the_breaker_stops_at_n_failures_in_one_phase_within_the_window():
     b = CrashLoopBreaker(max_failures=3, window_s=600)
-    assert b.record(Failure(0, "loading_weights", "crash", "x")).restart
-    assert b.record(Failure(10, "profiling", "crash", "y")).restart  # another phase: counted apart
-    assert b.record(Failure(20, "loading_weights", "crash", "x")).restart
-    verdict = b.record(Failure(30, "loading_weights", "crash", "x"))
+    assert b.record(BreakerFailure(0, "loading_weights", "crash", "x")).restart
+    assert b.record(BreakerFailure(10, "profiling", "crash", "y")).restart  # another phase: counted apart
+    assert b.record(BreakerFailure(20, "loading_weights", "crash", "x")).restart
+    verdict = b.record(BreakerFailure(30, "loading_weights", "crash", "x"))
     assert not verdict.restart and len(verdict.failures) == 3
     assert verdict.reason == "crash loop: 3 failures in phase loading_weights within 10 min; not restarting again"
 
@@ -112,7 +112,7 @@ def test_the_breaker_stops_at_n_failures_in_one_phase_within_the_window():
 def test_failures_outside_the_window_do_not_count():
     b = CrashLoopBreaker(max_failures=3, window_s=600)
     for t in (0, 400, 800, 1200, 1600):
-        assert b.record(Failure(t, "ready", "wedge", "probe")).restart
+        assert b.record(BreakerFailure(t, "ready", "wedge", "probe")).restart
 
 
 # ---------------------------------------------------------------- flight recorder
@@ -258,6 +258,7 @@ def test_a_wedge_with_healthy_memory_and_an_unknown_end():
     assert pm.verdict is Verdict.UNKNOWN and "not readable" in pm.render()
 
 
+@pytest.mark.slow  # starts a process
 def test_every_command_reports_a_post_mortem_once_after_a_simulated_reboot(tmp_path, fixtures):
     state = tmp_path / "state"
     write_flight(state, trajectory(fixtures), boot="11111111-before")
@@ -287,6 +288,7 @@ def test_every_command_reports_a_post_mortem_once_after_a_simulated_reboot(tmp_p
 # ---------------------------------------------------------------- page cache
 
 
+@pytest.mark.slow  # starts a process
 def test_resident_bytes_and_eviction_agree_with_the_kernel(tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()

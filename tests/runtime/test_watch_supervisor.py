@@ -20,7 +20,8 @@ import pytest
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.protocol import StateRecord
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import client, launcher
+from sparktui.runtime.server import preflight as server_preflight
 from sparktui.runtime.watch import read_ring
 from tests.support import REPO, wait_for
 
@@ -70,7 +71,7 @@ def test_a_server_that_stops_generating_is_reported_wedged_in_time(make_profile,
         STUB_VLLM_WEDGE_AFTER_TOKENS="40",
     )
     profile = load_profile(path)
-    state = supervisor.launch(profile)
+    state = launcher.launch(profile)
     port = state.port
     url = f"http://127.0.0.1:{port}"
     running(port)
@@ -104,7 +105,7 @@ def test_a_server_that_stops_generating_is_reported_wedged_in_time(make_profile,
         timeout=60,
     )
     assert "WEDGED since" in out.stdout, out.stdout
-    final = supervisor.stop(port)
+    final = client.stop(port)
     assert final.status == "exited"
 
 
@@ -112,7 +113,7 @@ def test_a_long_prefill_is_not_a_wedge(make_profile, isolated):
     # 16k prompt tokens at 2,000 tokens/s: 8 s of prefill in 2,048-token chunks, with no token
     # generated, far longer than wedge-after-s.
     path = make_profile(watch="wedge-after-s = 3\nprobe-timeout-s = 3", STUB_VLLM_PREFILL_TOKENS_S="2000")
-    state = supervisor.launch(load_profile(path))
+    state = launcher.launch(load_profile(path))
     port = state.port
     url = f"http://127.0.0.1:{port}"
     running(port)
@@ -123,11 +124,11 @@ def test_a_long_prefill_is_not_a_wedge(make_profile, isolated):
         body = {"model": "/models/tiny", "prompt": " ".join(["word"] * 16000), "max_tokens": 4}
         result["reply"] = httpx.post(url + "/v1/completions", json=body, timeout=60).json()
 
-    client = threading.Thread(target=ask, daemon=True)
+    asker = threading.Thread(target=ask, daemon=True)
     started = time.monotonic()
-    client.start()
-    while client.is_alive():
-        live = supervisor.attach(port)  # a client reading the state: the supervisor scrapes /metrics for it
+    asker.start()
+    while asker.is_alive():
+        live = client.attach(port)  # a client reading the state: the supervisor scrapes /metrics for it
         seen.append(live.watch.wedge.model_dump() if live.watch is not None else {})
         time.sleep(0.2)
     took = time.monotonic() - started
@@ -135,7 +136,7 @@ def test_a_long_prefill_is_not_a_wedge(make_profile, isolated):
     assert any((w.get("prefilling") or 0) >= 1 for w in seen), "the prefill was never seen"
     assert all(w.get("state") not in ("suspect", "wedged") for w in seen)
     assert wedge_of(port).get("probes") == 0
-    supervisor.stop(port)
+    client.stop(port)
 
 
 def test_a_crash_loop_stops_at_the_limit_with_its_reason(make_profile, isolated, fixtures):
@@ -207,7 +208,7 @@ def test_a_wedged_server_is_restarted_until_the_breaker_stops_it(make_profile, i
 
 
 def test_the_flight_recorder_writes_a_bounded_ring_and_marks_a_clean_stop(make_profile, isolated):
-    state = supervisor.launch(load_profile(make_profile()))
+    state = launcher.launch(load_profile(make_profile()))
     port = state.port
     running(port)
     ring = st.state_dir() / "flight" / f"{port}.ring"
@@ -218,7 +219,7 @@ def test_the_flight_recorder_writes_a_bounded_ring_and_marks_a_clean_stop(make_p
     assert last.avail > 0 and last.total > 0 and last.phase == "ready" and last.tree_rss and last.tree_rss > 0
     assert any("Application startup complete." in line for r in records for line in r.log)
     assert [r.seq for r in records] == sorted(r.seq for r in records)
-    supervisor.stop(port)
+    client.stop(port)
     assert ring.stat().st_size == size
     header = (st.state_dir() / "flight" / f"{port}.json").read_text()
     assert '"clean_stop": true' in header
@@ -303,6 +304,6 @@ def test_drop_caches_is_offered_only_when_free_memory_is_short(make_profile, iso
     short = {"MemTotal": 120 * gib, "MemAvailable": 110 * gib, "MemFree": 60 * gib}  # vLLM asks 110 GiB
     plenty = {"MemTotal": 120 * gib, "MemAvailable": 119 * gib, "MemFree": 112 * gib}  # 7 GiB cached
     lowered = profile.serve.replace(gpu_memory_utilization=0.5)  # 60 GiB asked, 60 free: no need
-    assert any("drop_caches" in w for w in supervisor.preflight(profile, meminfo=short).warnings)
-    assert not any("drop_caches" in w for w in supervisor.preflight(profile, lowered, meminfo=short).warnings)
-    assert not any("drop_caches" in w for w in supervisor.preflight(profile, meminfo=plenty).warnings)
+    assert any("drop_caches" in w for w in server_preflight.preflight(profile, meminfo=short).warnings)
+    assert not any("drop_caches" in w for w in server_preflight.preflight(profile, lowered, meminfo=short).warnings)
+    assert not any("drop_caches" in w for w in server_preflight.preflight(profile, meminfo=plenty).warnings)

@@ -108,10 +108,10 @@ async def test_a_worker_that_dies_after_ready_gets_a_diagnosis_card(make_profile
 
 async def test_attaches_to_a_server_already_running(make_profile):
     from sparktui.core.profiles import load_profile
-    from sparktui.runtime.server import supervisor
+    from sparktui.runtime.server import launcher
 
     profile = load_profile(make_profile())
-    supervisor.launch(profile)  # as `sparktui serve --detach` would, before the app starts
+    launcher.launch(profile)  # as `sparktui serve --detach` would, before the app starts
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.server is not None and app.server.state == "ready", "attaching")

@@ -11,7 +11,7 @@ import pytest
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import client, launcher
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens import ConfirmScreen
 from sparktui.ui.widgets.logview import LogView
@@ -42,14 +42,14 @@ async def test_two_stub_servers_listed_switched_stopped_and_killed_one_at_a_time
     # 0.3 each: the pool holds both (0.5 each would be refused by preflight)
     a = load_profile(make_profile(serve_extra="gpu-memory-utilization = 0.3", guard="priority = 2"))
     b = load_profile(make_profile(serve_extra="gpu-memory-utilization = 0.3"))
-    supervisor.launch(a)
+    launcher.launch(a)
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.server is not None and app.server.state == "ready", "attaching to A")
         assert app.server.port == a.serve.port and not widget(app, ServerList).display
 
         # B starts elsewhere: listed without a key (the state dir watch), A still followed
-        await asyncio.to_thread(supervisor.launch, b)
+        await asyncio.to_thread(launcher.launch, b)
         await until(pilot, lambda: live_ports(app) == sorted([a.serve.port, b.serve.port]), "B in the list")
         assert app.server.port == a.serve.port and widget(app, ServerList).display
         entries = {e.port: e for e in app.servers}
@@ -79,14 +79,14 @@ async def test_two_stub_servers_listed_switched_stopped_and_killed_one_at_a_time
         await until(pilot, lambda: [e.port for e in app.servers] == [a.serve.port], "B gone from the list")
 
         # B again, then ended elsewhere: the list drops it and a notice says how it ended
-        await asyncio.to_thread(supervisor.launch, b)
+        await asyncio.to_thread(launcher.launch, b)
         await until(pilot, lambda: b.serve.port in live_ports(app), "B listed again")
         await until(
             pilot,
             lambda: st.read_state(st.state_path(b.serve.port)).status == "running",
             "B ready",
         )
-        await asyncio.to_thread(supervisor.stop, b.serve.port)
+        await asyncio.to_thread(client.stop, b.serve.port)
         await until(pilot, lambda: live_ports(app) == [a.serve.port], "B's end noticed")
         assert any(f":{b.serve.port}" in str(n.message) and "stopped" in str(n.message) for n in app._notifications)
         assert app.server.port == a.serve.port

@@ -239,6 +239,7 @@ def _build(
         weights_source += f", + {padding / 2**30:.2f} GiB MXFP4 kernel padding"
     arch = (config.get("architectures") or text.get("architectures") or [""])[0]
     limit, limit_key = max_len_limit(text)
+    moe_layers, mlp_layers = feed_forward_layers(text, n_layers)
     notes = [n for n in (mla.indexer_note(text), _unmodelled_note(text)) if n]
     return ModelSpec(
         name=name,
@@ -256,6 +257,8 @@ def _build(
         mtp_layers=tuple(mtp),
         num_experts=moe.num_experts(text),
         experts_per_token=int(text.get("num_experts_per_tok") or text.get("top_k_experts") or 0),
+        moe_layers=moe_layers,
+        mlp_layers=mlp_layers,
         moe_intermediate_size=int(text.get("moe_intermediate_size") or 0),
         shared_expert_intermediate_size=int(
             text.get("shared_expert_intermediate_size") or text.get("moe_shared_expert_intermediate_size") or 0
@@ -278,11 +281,31 @@ def _build(
     )
 
 
+def feed_forward_layers(text: Mapping[str, Any], n_layers: int) -> tuple[int, int]:
+    """(layers with routed experts, layers with a dense MLP)."""
+    if hybrid.is_nemotron_h(text):
+        blocks = hybrid.nemotron_blocks(text)
+        return blocks.count("moe"), blocks.count("mlp")
+    if not moe.num_experts(text):
+        return 0, n_layers
+    dense = int(text.get("first_k_dense_replace") or 0) + len(text.get("mlp_only_layers") or [])
+    moe_layers = max(0, n_layers - dense)
+    if text.get("model_type") == "gemma4_text" and text.get("enable_moe_block"):
+        return moe_layers, n_layers  # gemma-4 keeps a dense MLP beside the experts
+    return moe_layers, n_layers - moe_layers
+
+
 def _unmodelled_note(text: Mapping[str, Any]) -> str | None:
     if str(text.get("model_type") or "").startswith("deepseek_v4"):
         return (
             "DeepSeek V4's compressed and sliding-window attention groups are not modelled: the KV "
-            "figures treat every layer as plain MLA"
+            "figures treat every layer as plain MLA. vLLM 0.32 (models/deepseek_v4/attention.py "
+            "DeepseekV4Attention.get_kv_cache_spec, v1/attention/backends/mla/sparse_swa.py "
+            "DeepseekV4SWACache) gives every layer a sliding-window cache of sliding_window tokens × "
+            "head_dim 512, a layer with compress_ratio > 1 one 512-wide latent (584 B as fp8_ds_mla) per "
+            "compress_ratio tokens, and a compress-ratio-4 layer an indexer cache of index_head_dim per 4 "
+            "tokens; all with one KV head and max_tp_shards 1, so at tensor-parallel 2 every rank holds "
+            "the whole cache"
         )
     return None
 

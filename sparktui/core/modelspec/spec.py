@@ -167,6 +167,10 @@ class ModelSpec:
     mtp_layers: tuple[LayerGroup, ...] = ()
     num_experts: int = 0
     experts_per_token: int = 0
+    # decoder layers whose feed-forward block is routed experts / a dense MLP (Nemotron-H's M and *
+    # layers have neither; gemma-4 MoE layers have both): the speed estimate's per-layer costs
+    moe_layers: int = 0
+    mlp_layers: int = 0
     moe_intermediate_size: int = 0
     shared_expert_intermediate_size: int = 0
     quantization: str | None = None  # fp8, nvfp4, mxfp4, awq, gptq, int8, int4, mixed

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from sparktui.core import pool
-from sparktui.runtime.guard.guard import Action, Decision
+from sparktui.runtime.guard.guard import Decision, GuardAction
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 
@@ -72,7 +72,7 @@ class StopOrder:
         now = self.clock()
         if self._since is None:
             self._since = now
-        if decision.action is Action.KILL:
+        if decision.action is GuardAction.KILL:
             limit, waited = KILL_WAIT_S, now - self._since
         else:
             limit = self.grace_s + TERM_MARGIN_S

@@ -13,9 +13,9 @@ import hmac
 import json
 import os
 import signal
+import sys
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,9 +24,11 @@ from sparktui.atomic import atomic_write_text
 from sparktui.core.profiles import load_profile
 from sparktui.core.route import RouteSettings
 from sparktui.errors import UserError
-from sparktui.paths import state_dir
+from sparktui.runtime.host import proc
 from sparktui.runtime.records.endpoint import base_url
+from sparktui.runtime.route import servers
 from sparktui.runtime.route.http import Request, Response, json_response, serve_connection
+from sparktui.runtime.route.record import leftovers, route_record_path
 from sparktui.runtime.route.swapper import RouteError, Slot, Swapper
 
 API_KEY_ENV = "SPARKTUI_ROUTE_API_KEY"  # the front's key; the servers get it as VLLM_API_KEY
@@ -38,12 +40,6 @@ RECORD_EVERY_S = 0.5  # the record is for people (the panel): not rewritten for 
 
 def error_body(status: int, kind: str, message: str, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": status}}
-
-
-def route_record_path(port: int) -> Path:
-    folder = state_dir() / "route"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return folder / f"{port}.json"
 
 
 class Front:
@@ -88,17 +84,23 @@ class Front:
             names = ", ".join(self.swapper.slots)
             message = f"The model `{name}` does not exist. Valid aliases: {names}."
             return json_response(404, error_body(404, "NotFoundError", message, "model"))
-        try:
-            slot = await self.swapper.acquire(str(name))
-        except RouteError as exc:
-            extra = [("retry-after", str(exc.retry_after))] if exc.retry_after else []
-            return json_response(exc.status, error_body(exc.status, exc.kind, exc.message), extra)
-        try:
-            upstream = await self._send(slot, req)
-        except httpx.HTTPError as exc:
-            self.swapper.release(slot)
-            message = f"{slot.model.name}'s server on port {slot.port} did not answer: {exc}"
-            return json_response(502, error_body(502, "BadGatewayError", message))
+        for attempt in (1, 2):
+            try:
+                slot = await self.swapper.acquire(str(name))
+            except RouteError as exc:
+                extra = [("retry-after", str(exc.retry_after))] if exc.retry_after else []
+                return json_response(exc.status, error_body(exc.status, exc.kind, exc.message), extra)
+            try:
+                upstream = await self._send(slot, req)
+                break
+            except httpx.HTTPError as exc:
+                self.swapper.release(slot)
+                # a server that ended outside the route (a crash, a guard trip, `sparktui stop`): once
+                # it is known gone, the request starts it again
+                if attempt == 1 and isinstance(exc, httpx.ConnectError) and await self.swapper.forget_if_gone(slot):
+                    continue
+                message = f"{slot.model.name}'s server on port {slot.port} did not answer: {exc}"
+                return json_response(502, error_body(502, "BadGatewayError", message))
         headers = [(k, v) for k, v in upstream.headers.items() if k.lower() not in HOP_BY_HOP]
 
         async def done() -> None:
@@ -160,13 +162,15 @@ class Route:
         self.stopping = asyncio.Event()
         self._dirty = asyncio.Event()
         self.started_at = time.time()
+        me = proc.read_stat(os.getpid())
+        self.start_time = me.start_time if me else 0  # with the pid: which process the record is of
         self.status = "starting"
 
     def _changed(self) -> None:
         self._dirty.set()
 
     def record(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "listen": f"{self.settings.host}:{self.settings.port}", "status": self.status,
+        return {"pid": os.getpid(), "start_time": self.start_time, "listen": f"{self.settings.host}:{self.settings.port}", "status": self.status,
                 "started_at": self.started_at, "updated_at": time.time(), **self.swapper.snapshot()}  # fmt: skip
 
     def write_record(self) -> None:
@@ -178,6 +182,15 @@ class Route:
             self._dirty.clear()
             await asyncio.to_thread(self.write_record)
             await asyncio.sleep(RECORD_EVERY_S)  # a burst of changes is one write
+
+    async def _stop_leftovers(self) -> None:
+        """The servers a route on this port started and left behind when it died unstopped: stopped
+        by their launch ids (a server someone started there since is not touched)."""
+        left = leftovers(self.settings.port)
+        for name, port, _ in left:
+            print(f"sparktui: stopping {name} on port {port}, left running by a route that ended unstopped",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        await asyncio.gather(*(asyncio.to_thread(servers.stop, port, launch_id) for _, port, launch_id in left))
 
     async def run(self, on_listening: Any = None) -> int:
         loop = asyncio.get_running_loop()
@@ -193,6 +206,7 @@ class Route:
             raise UserError(
                 f"--listen {self.settings.host}:{self.settings.port}: cannot listen there: {exc.strerror}"
             ) from None
+        await self._stop_leftovers()
         self.status = "running"
         self.write_record()
         if on_listening is not None:

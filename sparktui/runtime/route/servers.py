@@ -22,7 +22,8 @@ from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.reservations import reservation_of
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import client, launcher
+from sparktui.runtime.server import preflight as server_preflight
 
 
 @dataclass
@@ -44,7 +45,7 @@ def need(profile: Profile, serve: ServeConfig) -> tuple[pool.Reservation, int]:
     --kv-cache-memory-bytes, from the fit's budget), and the pool's size."""
     sample = read_memory(psi=False)
     mem = {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_free}
-    return supervisor.reservation_for(profile, serve, mem), pool.pool_bytes(_here(profile))
+    return server_preflight.reservation_for(profile, serve, mem), pool.pool_bytes(_here(profile))
 
 
 def others(launch_ids: set[str], profile: Profile) -> list[pool.Reservation]:
@@ -63,7 +64,7 @@ def start(
     `closing` set (the route ends) stops it and gives up."""
     baseline = leakgate.take_baseline()
     began = time.monotonic()
-    state = supervisor.launch(profile, serve, launch_id=launch_id)
+    state = launcher.launch(profile, serve, launch_id=launch_id)
     deadline = began + timeout_s
     while True:
         try:
@@ -96,10 +97,19 @@ def memory_back(started: Started, pool_bytes: int) -> str | None:
     return None if back.back else back.record(started.baseline).summary()
 
 
+def running(port: int, launch_id: str) -> bool:
+    """The route's server on `port` (that launch) still runs, as its supervisor records it."""
+    try:
+        state = st.read_state(st.state_path(port))
+    except pr.ProtocolError:
+        return False
+    return state is not None and state.launch_id == launch_id and st.with_liveness(state).alive
+
+
 def stop(port: int, launch_id: str) -> pr.StateRecord | None:
     """Stop the route's server on `port` (its whole tree); None when it had already ended."""
     try:
-        return supervisor.stop(port, only_id=launch_id)
+        return client.stop(port, only_id=launch_id)
     except UserError:
         state = st.read_state(st.state_path(port))
         if state is not None and state.launch_id == launch_id and state.alive:

@@ -256,6 +256,23 @@ class Swapper:
         slot.status, slot.launch_id, slot.started, slot.reservation = "down", None, None, None
         self.on_change()
 
+    async def forget_if_gone(self, slot: Slot) -> bool:
+        """True when the route's server of `slot` has ended (its record says so): the slot is down
+        again, and the next request starts it."""
+        launch_id = slot.launch_id
+        if slot.status != "up" or launch_id is None:
+            return slot.status == "down"
+        if await asyncio.to_thread(servers.running, slot.port, launch_id):
+            return False
+        async with self.lock:
+            if slot.launch_id == launch_id and slot.status == "up":
+                slot.status, slot.launch_id, slot.started, slot.reservation = "down", None, None, None
+                gone = Swap(at=time.time(), model="", stopped=[slot.model.name], reason="it ended outside the route")
+                gone.ok, gone.step = True, "done"
+                self.history.append(gone)
+                self.on_change()
+        return True
+
     # -- TTL, preload, shutdown
 
     async def preload(self) -> None:
@@ -320,6 +337,7 @@ class Swapper:
                     "name": s.model.name,
                     "profile": s.profile.name,
                     "port": s.port,
+                    "launch_id": s.launch_id,  # a route that died unstopped: the next one stops it by this
                     "status": s.status,
                     "in_flight": s.in_flight,
                     "queued": s.queued,

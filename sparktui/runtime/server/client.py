@@ -15,21 +15,7 @@ from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.launch_id import not_this_launch
 from sparktui.runtime.server import fallback
-
-
-def sweep_lost(state: pr.StateRecord, message: str) -> pr.StateRecord:
-    """Kill what one dead supervisor left (pid + start time checked) and record why it ended."""
-    report = proc.sweep_orphans(state.tree.as_proc_record()) if state.tree is not None else None
-    lost_reason = state.lost_reason
-    state.status, state.phase, state.updated_at = "exited", "stopped", time.time()
-    state.exit = pr.ExitRecord(
-        reason="supervisor_died",
-        stop=report.to_dict() if report else None,
-        message=f"{message} ({lost_reason})" if lost_reason else message,
-    )
-    state.lost_reason = None
-    st.write_state(st.state_path(state.port), state)
-    return state
+from sparktui.runtime.server.sweep import sweep_lost
 
 
 def read(port: int | None = None) -> pr.StateRecord:
@@ -109,20 +95,29 @@ def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.State
 
 
 def set_guard(
-    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
 ) -> pr.StateRecord:
-    """Arm/disarm the memory guard of a running server and/or move its lines; its state afterwards."""
-    return change_guard(port, armed=armed, lines=lines)[0]
+    """Arm/disarm the memory guard of a running server, move its lines and/or set its kernel
+    tripwire's mode; its state afterwards."""
+    return change_guard(port, armed=armed, lines=lines, kernel=kernel)[0]
 
 
 def change_guard(
-    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
 ) -> tuple[pr.StateRecord, list[str]]:
     """set_guard(), with the notes on lines turned off to make room for the ones given."""
     state = st.find_state(port)
     if not state.alive:
         raise UserError(f"the server on port {state.port} is not running (status {state.status})")
-    reply = st.request(state.port, st.guard_request(armed, lines), timeout=10)
+    reply = st.request(state.port, st.guard_request(armed, lines, kernel), timeout=10)
     if not reply.ok or reply.state is None:
         raise UserError(f"port {state.port}: the guard was not changed: {reply.error}")
     reply.state.alive = True

@@ -33,7 +33,7 @@ def launch_detached(profile: Profile, serve: ServeConfig, force: bool = False) -
     from sparktui.runtime.cluster import link as cluster
     from sparktui.runtime.cluster.ssh import stop_workers
     from sparktui.runtime.records.launch_id import new_launch_id
-    from sparktui.runtime.server import supervisor
+    from sparktui.runtime.server import launcher
 
     settings = profile.cluster
     if settings is None:
@@ -45,7 +45,7 @@ def launch_detached(profile: Profile, serve: ServeConfig, force: bool = False) -
     launch_id = new_launch_id()  # every node's supervisor gets it: the head stops its own ranks only
     workers = cluster.start_workers(profile, serve, launch_id)
     try:
-        state = supervisor.launch(profile, head_serve, force=force, launch_id=launch_id)
+        state = launcher.launch(profile, head_serve, force=force, launch_id=launch_id)
     except BaseException:
         stop_workers(workers, serve.port, launch_id)
         raise
@@ -56,17 +56,17 @@ def _launch_ray(profile: Profile, serve: ServeConfig, force: bool) -> ClusterLau
     from sparktui.runtime.cluster import link as cluster
     from sparktui.runtime.cluster import ray_backend as ray_cluster
     from sparktui.runtime.records.launch_id import new_launch_id
-    from sparktui.runtime.server import supervisor
+    from sparktui.runtime.server import client, launcher
 
     head, head_serve = ray_cluster.head_profile(profile, serve)  # checks before anything starts
     checked = cluster.preflight(profile, serve, force=force)
     port = int(serve.port or 8000)
     launch_id = new_launch_id()
-    state = supervisor.launch(head, head_serve, force=force, launch_id=launch_id)
+    state = launcher.launch(head, head_serve, force=force, launch_id=launch_id)
 
     def head_alive() -> bool:
         try:
-            return bool(supervisor.read(port).alive)
+            return bool(client.read(port).alive)
         except UserError:
             return False
 
@@ -74,6 +74,6 @@ def _launch_ray(profile: Profile, serve: ServeConfig, force: bool) -> ClusterLau
         ray_cluster.wait_for_head(port, head_alive)
         workers = ray_cluster.start_workers(head, port, launch_id)
     except BaseException:
-        supervisor.stop(port, only_id=launch_id)
+        client.stop(port, only_id=launch_id)
         raise
     return ClusterLaunch(state, workers, checked.summaries, checked.warnings + state.preflight_warnings)

@@ -24,7 +24,6 @@ import collections
 import dataclasses
 import errno
 import os
-import re
 import select
 import signal
 import socket
@@ -37,13 +36,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.core import pool, vllm_log
-from sparktui.core.machine import Machine, host_machine
+from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KernelEvent
+from sparktui.core.leak import MEMORY_BACK_TIMEOUT_S
 from sparktui.errors import UserError
 from sparktui.runtime.cluster import link as cluster_link
+from sparktui.runtime.guard import leakgate
 from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.guard.stop_order import StopOrder
 from sparktui.runtime.host import proc
-from sparktui.runtime.host.containment import remove_stale_scopes
 from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.launch.runner import LaunchCommand, build_command
 from sparktui.runtime.records import protocol as pr
@@ -52,11 +52,11 @@ from sparktui.runtime.records.endpoint import Endpoint, base_url
 from sparktui.runtime.records.launch_id import ENV as LAUNCH_ID_ENV
 from sparktui.runtime.records.launch_id import EXPECTED as LAUNCH_ID_EXPECTED
 from sparktui.runtime.records.launch_id import is_launch_id, not_this_launch
-from sparktui.runtime.records.reservations import reservation_of
-from sparktui.runtime.server.client import attach, change_guard, kill, read, set_guard, stop, sweep_lost
 from sparktui.runtime.server.logtail import LogTail
+from sparktui.runtime.server.preflight import preflight
 from sparktui.runtime.server.reaper import Reaper
-from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir, model_page_cache
+from sparktui.runtime.server.sweep import set_aside_unreadable, sweep_lost_servers
+from sparktui.runtime.watch import FlightHeader, ServerWatch, current_boot_id, flight_dir
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
@@ -64,9 +64,6 @@ if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
     from sparktui.runtime.guard.guard import Decision
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-UNIFIED_MAX_UTILIZATION = 0.90
-PAGE_CACHE_WARN_BYTES = 8 << 30
 # The loop sleeps in poll() until something happens: a log write (inotify), a request on the
 # socket or a signal (the wake pipe), vLLM's exit (its pidfd), or the next timer below.
 STARTUP_TICK_S = 0.25  # while starting: members appear, /health is asked every HEALTH_EVERY_S
@@ -88,258 +85,20 @@ PROBE_LINES = ('"GET /metrics', '"GET /health')  # access-log lines of probes: n
 GUARD_NEWS_GIB = 0.1
 GUARD_REFRESH_S = 10.0
 RECENT_EVENTS = 50
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 BEAT_EVERY_S = 0.25  # the guard's heartbeat (state.beat_path): often enough to see it stall within a second
 GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
 SOCKET_BACKLOG = 1024  # a burst of clients (panels, scripts, a cluster's head) waits in the queue, not refused
-ERROR_FILE_ENV = "SPARKTUI_ERROR_FILE"  # where a detached supervisor's refusal goes for launch() (cli.main writes it)
-
-
 # ---------------------------------------------------------------- serve config with CLI overrides
 
 
-def effective_serve(profile: Profile, extra_args: list[str] | None = None) -> ServeConfig:
-    """profile.serve with `vllm serve` flags given on the command line applied on top."""
-    from sparktui.core.config import parse_serve_command
-
-    if not extra_args:
-        return profile.serve
-    merged = parse_serve_command([*profile.serve.to_argv(), *extra_args])
-    if merged.api_key is None and profile.serve.api_key is not None:
-        merged = merged.replace(api_key=profile.serve.api_key)
-    return merged
-
-
 # ---------------------------------------------------------------- preflight
-
-
-@dataclasses.dataclass
-class Preflight:
-    warnings: list[str]
-    fit: dict[str, Any] | None = None  # core.fit's verdict, when it could be computed
-    notes: list[str] = dataclasses.field(default_factory=list)  # what preflight did (page cache evicted)
-    page_cache: dict[str, Any] | None = None  # watch.PageCacheReport.to_dict()
-    reservation: pool.Reservation | None = None  # what this server takes of the pool
-
-
-def _meminfo() -> dict[str, int]:
-    sample = read_memory(psi=False)
-    return {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_free}
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    """Whether something listens on host:port. A host that is not this machine's (EADDRNOTAVAIL)
-    or a port it may not take (EACCES) is a UserError of its own: nothing else is listening."""
-    # bind first: for an address that is not ours it fails at once, before any probe leaves the box
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host or "0.0.0.0", port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRNOTAVAIL:
-                raise UserError(
-                    f"--host {host}: not an address of this machine (EADDRNOTAVAIL), so nothing can listen "
-                    "on it; use 127.0.0.1 (this machine only), 0.0.0.0 (every interface) or an address "
-                    "`ip -brief address` lists"
-                ) from None
-            if exc.errno == errno.EACCES:
-                raise UserError(
-                    f"--port {port}: only root may listen on a port below 1024 (EACCES); choose --port 1024 or above"
-                ) from None
-            return True
-    probe_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else host
-    family = socket.AF_INET6 if ":" in probe_host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        if s.connect_ex((probe_host, port)) == 0:
-            return True
-    return False
-
-
-_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?")
-
-
-def check_host(host: str) -> None:
-    """--host must be a host name or an IP address (it reaches sockets, never a shell)."""
-    if host and not _HOST.fullmatch(host):
-        raise UserError(f"--host {host!r}: expected a host name or an IP address such as 127.0.0.1, 0.0.0.0 or ::1")
-
-
-def is_unified_memory(profile: Profile) -> bool:
-    return str(profile.machine) == "dgx-spark"
-
-
-def preflight(
-    profile: Profile,
-    serve: ServeConfig | None = None,
-    *,
-    force: bool = False,
-    meminfo: dict[str, int] | None = None,
-    evict: bool = False,
-) -> Preflight:
-    """Refuse what cannot work (UserError naming the flag and the fix); warn about what may not.
-
-    evict=True (the supervisor, right before vLLM starts): evict the page cache the model's own
-    files hold (posix_fadvise, no root needed) and say how much it freed."""
-    serve = serve if serve is not None else profile.serve
-    warnings: list[str] = []
-    notes: list[str] = []
-    page_cache = None
-    watch_settings = getattr(profile, "watch", None)
-    if meminfo is None and (watch_settings is None or watch_settings.evict_page_cache):
-        report = model_page_cache(serve.model, evict=evict)
-        page_cache = report.to_dict()
-        if report.folder is not None:
-            notes.append(report.summary())
-        warnings.extend(f"page cache: {e}" for e in report.errors)
-    mem = meminfo if meminfo is not None else _meminfo()
-    gib = 1 << 30
-    check_host(serve.host)
-    _, line_notes = GuardLines.from_settings_with_notes(profile.guard)  # bad lines: UserError, before launching
-    warnings.extend(f"guard: {note}" for note in line_notes)
-
-    for other in st.list_states():
-        if other.alive and other.running and other.port == serve.port:
-            raise UserError(
-                f"--port {serve.port}: sparktui already runs a server there (profile "
-                f"{other.profile!r}, supervisor pid {other.supervisor.pid}); stop it with "
-                f"`sparktui stop --port {serve.port}` or choose another --port"
-            )
-    if _port_in_use(serve.host, serve.port):
-        raise UserError(
-            f"--port {serve.port}: something is already listening on {serve.host}:{serve.port}; "
-            "stop it or choose another --port"
-        )
-    if is_unified_memory(profile) and serve.gpu_memory_utilization > UNIFIED_MAX_UTILIZATION and not force:
-        raise UserError(
-            f"--gpu-memory-utilization {serve.gpu_memory_utilization}: above {UNIFIED_MAX_UTILIZATION} on "
-            "unified memory leaves the CPU side too little and can hang the machine; lower it, or pass "
-            "--force if you are sure"
-        )
-    if serve.host not in LOOPBACK and not serve.api_key:
-        exposed = (
-            f"--host {serve.host}: the server would be reachable from the network without an API key "
-            "(anyone could use /v1)"
-        )
-        if not force:
-            raise UserError(
-                f"{exposed}; set api-key in the profile or pass --api-key (it travels as VLLM_API_KEY, "
-                "never on the command line), serve on --host 127.0.0.1, or pass --force if you mean it"
-            )
-        warnings.append(f"{exposed} (--force given)")
-    available, free = mem.get("MemAvailable", 0), mem.get("MemFree", 0)
-    wanted = serve.gpu_memory_utilization * mem.get("MemTotal", 0)
-    # Only when needed: what is left after the model's own pages went, and only when free memory
-    # is short of what vLLM will ask for.
-    if available - free >= PAGE_CACHE_WARN_BYTES and free < wanted:
-        warnings.append(
-            f"MemFree is {free / gib:.1f} GiB but MemAvailable is {available / gib:.1f} GiB: page cache "
-            "holds the difference (other files' pages: the model's own were evicted without root), and on "
-            "a DGX Spark vLLM's start-up free-memory check can fail on it. "
-            f"Drop the caches first: {vllm_log.DROP_CACHES}"
-        )
-    fit_result = _fit_verdict(profile, serve, mem, warnings, force)
-    reservation = _pool_reservation(profile, serve, mem, fit_result, warnings, force)
-    return Preflight(warnings, fit_result, notes, page_cache, reservation)
-
-
-def _pool_reservation(
-    profile: Profile,
-    serve: ServeConfig,
-    mem: dict[str, int],
-    fit: dict[str, Any] | None,
-    warnings: list[str],
-    force: bool,
-) -> pool.Reservation:
-    """What this server will reserve, refused (unless forced) when the servers already running and
-    starting leave it too little of the pool: MemAvailable alone misses one that has not allocated yet."""
-    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
-    mine = reservation_for(profile, serve, mem, fit)
-    others = [reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.port != serve.port]
-    beside = pool.BesideOthers(pool.check_pool(machine, mine.bytes, others), mine.basis)
-    if not beside.fits:
-        why = beside.refusal(serve)
-        if not force:
-            raise UserError(why)
-        warnings.append(f"{why} (--force given)")
-    return mine
-
-
-def reservation_for(
-    profile: Profile, serve: ServeConfig, mem: dict[str, int], fit: dict[str, Any] | None = None
-) -> pool.Reservation:
-    """What this server will reserve of the pool (core.pool's rule), as its launch will record it:
-    with --kv-cache-memory-bytes, from the fit's budget (worked out here when not given)."""
-    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
-    if fit is None and serve.kv_cache_memory_bytes:
-        fit = _fit_verdict(profile, serve, mem, [], force=True)
-    budget = (fit or {}).get("budget")
-    new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, budget)
-    return pool.Reservation(serve.port, profile.name, new, basis, profile.guard.priority or 0)
-
-
-def _fit_verdict(
-    profile: Profile, serve: ServeConfig, mem: dict[str, int], warnings: list[str], force: bool
-) -> dict[str, Any] | None:
-    from sparktui.core import fit as fit_mod
-    from sparktui.core.modelspec import load_serving_spec
-
-    try:
-        # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
-        spec = load_serving_spec(serve.model, serve.speculation)
-        machine = host_machine(
-            profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")), warnings
-        )
-        mem_available = mem.get("MemAvailable") if machine.unified else None
-        source = ""
-        if serve.vllm_version is None:  # fit for the vLLM this runner has (files only: no subprocess)
-            from sparktui.runtime.launch.vllm_version import detect
-
-            found = detect(profile, run=False)
-            if found.version:
-                serve, source = serve.replace(vllm_version=found.version), found.source
-        result = fit_mod.fit(serve, spec, machine, mem_available=mem_available, vllm_version_source=source)
-    except UserError as exc:
-        warnings.append(f"fit check skipped: {exc}")
-        return None
-    verdict = result.to_dict()
-    if result.verdict in ("wont_start", "unsafe"):
-        reasons = "; ".join(result.reasons) or result.verdict
-        if not force:
-            raise UserError(
-                f"this configuration {result.verdict.replace('_', ' ')}: {reasons} (pass --force to try anyway)"
-            )
-        warnings.append(f"fit: {result.verdict}: {reasons} (--force given)")
-    elif result.verdict == "tight":
-        warnings.append("fit: tight: " + "; ".join(result.reasons))
-    return verdict
-
-
-def set_aside_unreadable(port: int) -> None:
-    """A wrong-shaped state file on our port is moved aside (with a warning), never in the way."""
-    path = st.state_path(port)
-    try:
-        st.read_state(path)
-    except pr.ProtocolError:
-        st.set_aside(path)
-
-
-def sweep_lost_servers(message: str = "swept at the next launch: its supervisor had died") -> list[pr.StateRecord]:
-    """Kill what supervisors that died left behind (identity-checked), and record it."""
-    swept = []
-    for state in st.list_states():
-        if state.status != "lost" or state.tree is None:
-            continue
-        swept.append(sweep_lost(state, message))
-    remove_stale_scopes()
-    return swept
 
 
 # ---------------------------------------------------------------- the supervisor
 
 
 def _event_dict(event: vllm_log.Event) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": type(event).__name__.rstrip("_"), "t": time.time()}
+    out: dict[str, Any] = {"kind": vllm_log.event_kind(event), "t": time.time()}
     out.update(dataclasses.asdict(event))
     return out
 
@@ -368,12 +127,14 @@ class Supervisor:
         self.state_file = st.state_path(self.port)
         self.socket_file = st.socket_address(self.port)
         self.summary = vllm_log.LogSummary()
-        self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_EVENTS)
+        self.events: collections.deque[pr.EventRecord] = collections.deque(maxlen=RECENT_EVENTS)
+        self._calibration_kept = False  # this launch's start-up figures went to runtime/calibrations.py
         self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
         self.requested_by: str | None = None
         self.finished = threading.Event()
         self.lock = threading.RLock()
         self.tree: proc.ProcessTree | None = None
+        self.baseline: leakgate.Baseline | None = None  # the machine before this launch (the leak gate)
         self.command: LaunchCommand | None = None
         self.state: pr.StateRecord | None = None
         self._unsaved = False  # a state write failed (ENOSPC…): retried on the next tick
@@ -417,6 +178,10 @@ class Supervisor:
         assert self.state is not None
         return self.state
 
+    def _add_event(self, data: dict[str, Any]) -> None:
+        """One event for the state record's recent events (kind and t, then its own fields)."""
+        self.events.append(pr.EventRecord.model_validate(data))
+
     def _save(self, **changes: object) -> bool:
         """Record the state; True when it reached the disk. A failed write (a full disk, the state
         dir deleted) is reported once and retried on the next tick: the guard never waits on it."""
@@ -432,7 +197,7 @@ class Supervisor:
                 state.containment = self.tree.containment
                 if self.reaper is not None:
                     self.reaper.tell(record)  # the reaper needs no state file to sweep the tree
-            state.summary = self.summary.to_dict()
+            state.summary = pr.LogSummaryRecord.model_validate(self.summary.to_dict())
             state.watch = pr.WatchRecord.model_validate(self.watch.to_state())
             state.events = list(self.events)
             try:
@@ -630,10 +395,17 @@ class Supervisor:
             self.lines = lines
             with self.lock:
                 self.record.guard.lines = pr.GuardLinesRecord.model_validate(dataclasses.asdict(lines))
-            self.events.append({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+            self._add_event({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+        if req.kernel is not None:
+            self.guard.set_kernel(req.kernel)
+            with self.lock:  # the reply shows it at once (the loop fills in the rest)
+                kernel = self.record.guard.kernel or pr.KernelRecord()
+                kernel.mode = req.kernel
+                self.record.guard.kernel = kernel
+            self._add_event({"kind": "GuardKernel", "t": time.time(), "mode": req.kernel})
         if req.armed is not None:
             self.guard.arm() if req.armed else self.guard.disarm()
-            self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
+            self._add_event({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
         self._tell_reaper_guard()
         with self.lock:
             self.record.guard.armed = self.guard.armed
@@ -724,7 +496,7 @@ class Supervisor:
             ray_cluster.remove_temp_dir(self.port)  # a lost run's Ray sessions (ours: this state dir and port)
             self.command = ray_cluster.node_command(self.profile, self.serve, self.command, self.link.rank)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        log_path = st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}.log"
+        log_path = st.state_dir() / "logs" / f"{st.safe_name(self.profile.name)}-{self.port}-{stamp}.log"
         self.state = self._initial_state(log_path, pre.warnings, pre.fit)
         self.reservation = pre.reservation
         if pre.reservation is not None:
@@ -752,6 +524,7 @@ class Supervisor:
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
             self._start_flight_recorder()
+            self.baseline = leakgate.take_baseline()
             self.tree = proc.spawn(self.command.argv, log_path, env)
             reaper.tell(self.tree.to_record())
             self._start_guard()
@@ -917,11 +690,30 @@ class Supervisor:
                     continue
                 if isinstance(event, vllm_log.KVCacheSize):
                     self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
-                self.events.append(_event_dict(event))
+                    self._keep_calibration()
+                self._add_event(_event_dict(event))
                 changed = True
         if changed:
             self.record.phase = "ready" if self.cluster_ready else self.summary.phase
         return changed
+
+    def _keep_calibration(self) -> None:
+        """Keep vLLM's own figures of this start-up for the next fit of the same key
+        (runtime/calibrations.py), once per launch; a failure here never touches the server."""
+        if self._calibration_kept:
+            return
+        self._calibration_kept = True
+        from sparktui.runtime import calibrations
+
+        try:
+            mem = read_memory(psi=False)
+            text = Path(self.record.log_path or "").read_text(errors="replace")
+            kept = calibrations.record_launch(
+                self.profile, self.serve, text, self.record.log_path or "", mem.mem_total, mem.mem_available
+            )
+            self._say(f"start-up figures kept for the next fit: {kept.describe()}")
+        except (UserError, OSError, ValueError) as exc:
+            self._say(f"start-up figures not kept: {exc}")
 
     def _say(self, text: str) -> None:
         """One line of progress on stderr (the terminal, or the journal under systemd)."""
@@ -950,9 +742,11 @@ class Supervisor:
         else:
             snapshot = fetched.snapshot
             if self.watch.on_metrics(snapshot):
-                self.events.append({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
+                self._add_event({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
             if self.guard is not None and self.summary.phase == "ready":
                 self.guard.set_phase("prefill" if self.watch.prefilling else "ready")
+            if self.guard is not None:
+                self.guard.set_stalled(self.watch.stalled)
             stats = m.derive(snapshot, self._last_metrics)
             self._last_metrics = snapshot
             busy = bool(stats.running or stats.waiting)
@@ -963,7 +757,7 @@ class Supervisor:
                 "at": time.time(),
             }
         with self.lock:
-            self.record.metrics = metrics
+            self.record.metrics = pr.MetricsRecord.model_validate(metrics)
             now = time.monotonic()
             self._metrics_at = now
             wanted = now < self._metrics_wanted_until or now - self._last_activity < METRICS_BUSY_S or busy
@@ -978,12 +772,13 @@ class Supervisor:
     def _finish(self, how: str, follower: LogTail) -> int:
         tree, guard = self.tree, self.guard
         assert tree is not None and guard is not None  # set by run() before the loop starts
+        self._guard_status()  # a trip can end the loop before the guard's line (kernel tripwire…) was recorded
         self._tell_reaper_guard(watching=False)  # the guard's heartbeat stops here: no stand-in wanted
         self._save(status="stopping")
         report = None
         if how == "guard":
             guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
-            self.record.trip = self.trip_report.to_dict() if self.trip_report else None
+            self.record.trip = pr.TripRecord.model_validate(self.trip_report.to_dict()) if self.trip_report else None
             if self.trip_report:
                 self._say(self.trip_report.summary())
         else:
@@ -1007,7 +802,7 @@ class Supervisor:
         if how == "exited":
             for event in self.summary.finish(returncode):
                 if not isinstance(event, vllm_log.PhaseChanged):
-                    self.events.append(_event_dict(event))
+                    self._add_event(_event_dict(event))
         reason = {"stop": "stopped", "kill": "killed", "guard": "guard", "wedge": "wedged"}.get(
             how, "failed" if self.summary.failure else "exited"
         )
@@ -1026,11 +821,33 @@ class Supervisor:
         if how == "exited" and self.summary.failure:
             f = self.summary.failure
             self._say(f"vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}")
+        self._check_leak()
         if how == "guard":
             return GUARD_EXIT
         if how == "wedge":
             return 1
         return 0 if how in ("stop", "kill") or returncode == 0 else 1
+
+    # -- leak gate
+
+    def _check_leak(self) -> None:
+        """The tree is gone: wait (up to [guard] leak-wait-s) for its memory to come back, and record
+        in the end record how much did not and what holds it (runtime/guard/leakgate.py)."""
+        tree, baseline, exit_ = self.tree, self.baseline, self.record.exit
+        if tree is None or baseline is None or exit_ is None:
+            return
+        ran = leakgate.with_tree(
+            baseline, [(i.pid, i.start_time) for i in tree.recorded], tree.to_record().get("cgroup")
+        )
+        wait_s = self.profile.guard.leak_wait_s
+        back = leakgate.wait_for_memory_back(ran, MEMORY_BACK_TIMEOUT_S if wait_s is None else wait_s)
+        record = back.record(ran)
+        with self.lock:
+            exit_.leak = record
+        if not back.back:
+            self._say(f"warning: leak gate: {record.summary()}")
+            self._add_event({"kind": "Leak", "t": time.time(), "leaked_bytes": record.leaked_bytes})
+        self._save()
 
     # -- guard
 
@@ -1047,6 +864,8 @@ class Supervisor:
             on_report=self._on_report,
             on_sample=self._beat,
             defer=None if order is None else self._deferral(order),
+            kernel=self.profile.guard.kernel or DEFAULT_KERNEL_MODE,
+            on_kernel=self._on_kernel,
         )
         self.guard.start()
         self._tell_reaper_guard()
@@ -1088,7 +907,7 @@ class Supervisor:
         def defer(decision: Decision) -> str | None:
             why = order(decision)
             if why is not None and why != said[0]:
-                self.events.append({**_guard_event("GuardDeferred", decision), "why": why})
+                self._add_event({**_guard_event("GuardDeferred", decision), "why": why})
                 self._say(f"guard: {why}")
                 self._wake()  # into the state now, as a warning or a trip is: status shows the wait
             said[0] = why
@@ -1097,12 +916,19 @@ class Supervisor:
         return defer
 
     def _on_warn(self, decision: Decision) -> None:
-        self.events.append(_guard_event("GuardWarning", decision))
+        self._add_event(_guard_event("GuardWarning", decision))
         self._wake()
 
     def _on_trip(self, decision: Decision) -> None:
-        self.events.append(_guard_event("GuardTrip", decision))
+        self._add_event(_guard_event("GuardTrip", decision))
         self.tripped.set()
+        self._wake()
+
+    def _on_kernel(self, event: KernelEvent) -> None:
+        """An NVRM line the guard recorded (a driver out-of-memory line, or an Xid naming our tree)."""
+        self._add_event({"kind": "KernelLine", "t": time.time(), **event.to_dict()})
+        what = "the NVIDIA driver ran out of memory" if event.kind == "no_memory" else f"Xid {event.xid}"
+        self._say(f"kernel log: {what}: {event.line}")
         self._wake()
 
     def _on_report(self, report: TripReport) -> None:
@@ -1130,6 +956,15 @@ class Supervisor:
             wakes=guard.pressure_wakes,
             error=guard.pressure_error,
         )
+        access = guard.kernel_access
+        kernel = pr.KernelRecord(
+            mode=guard.kernel_mode,
+            source=access.source if access else None,
+            detail=(access.detail if access.source else access.text()) if access else None,
+            events=[e.to_dict() for e in guard.kernel_events],
+        )
+        kernel_news = g.kernel != kernel
+        g.kernel = kernel
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if (
@@ -1137,7 +972,7 @@ class Supervisor:
             and last.action == now.action
             and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
         ):
-            return False  # the file is rewritten for news, not for every sample
+            return kernel_news  # the file is rewritten for news, not for every sample
         g.last = now
         return True
 
@@ -1162,7 +997,7 @@ class Supervisor:
         with self.lock:
             if self.state is None:
                 return
-            self.events.append({"kind": "Watch", "t": time.time(), "text": text})
+            self._add_event({"kind": "Watch", "t": time.time(), "text": text})
         self._save()
         if self.watch.restart_wanted.is_set():
             self._wake()  # the loop sleeps until an event: a restart is one
@@ -1205,15 +1040,25 @@ class Supervisor:
             self._say(f"{verdict.reason}:")
             for f in verdict.failures:
                 self._say(f"  {f.line()}")
-            self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
+            self._add_event({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
             with self.lock:
                 exit_.breaker = self.watch.to_state()["breaker"]
             self._save()
             return None
+        if exit_.leak is not None:
+            try:  # the same gate as a launch: never restart into memory the last run left held
+                leakgate.gate([(self.port, exit_.leak)])
+            except UserError as exc:
+                self._say(f"not restarting: {exc}")
+                self._add_event({"kind": "CrashLoop", "t": time.time(), "reason": f"leak gate: {exc}"})
+                with self.lock:
+                    exit_.breaker = {"reason": f"leak gate: {exc}", "failures": []}
+                self._save()
+                return None
         attempt = len(self.watch.restarts)
         self._say(f"restarting after a {kind} in phase {phase} (restart {attempt}): {detail}")
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        return st.state_dir() / "logs" / f"{_safe(self.profile.name)}-{self.port}-{stamp}-r{attempt}.log"
+        return st.state_dir() / "logs" / f"{st.safe_name(self.profile.name)}-{self.port}-{stamp}-r{attempt}.log"
 
     def _respawn(self, log_path: Path, env: dict[str, str]) -> None:
         self.summary = vllm_log.LogSummary()
@@ -1223,6 +1068,7 @@ class Supervisor:
         self.trip_report = None
         self.watch.reset_for_restart()
         assert self.command is not None  # built by run() before the first launch
+        self.baseline = leakgate.take_baseline()
         self.tree = proc.spawn(self.command.argv, log_path, env)
         self._start_guard()
         self._save(status="starting", phase=self.summary.phase, log_path=str(log_path), exit=None, ready_at=None)
@@ -1275,25 +1121,8 @@ def _guard_event(kind: str, decision: Decision) -> dict[str, Any]:
     }
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "server"
-
-
 # ---------------------------------------------------------------- the API the CLI and TUI use
 # (read, attach, stop, kill, set_guard, change_guard: runtime.server.client, imported above)
-
-__all__ = [
-    "attach",
-    "change_guard",
-    "kill",
-    "launch",
-    "read",
-    "restart",
-    "serve_foreground",
-    "set_guard",
-    "stop",
-    "sweep_lost",
-]
 
 
 def serve_foreground(
@@ -1306,104 +1135,3 @@ def serve_foreground(
             raise UserError(f"{LAUNCH_ID_ENV}={given!r}: expected a launch id ({LAUNCH_ID_EXPECTED})")
         launch_id = given
     return Supervisor(profile, serve, force=force, detached=detached, launch_id=launch_id).run()
-
-
-def launch(
-    profile: Profile,
-    serve: ServeConfig | None = None,
-    *,
-    detach: bool = True,
-    force: bool = False,
-    timeout: float = 30.0,
-    launch_id: str | None = None,
-) -> pr.StateRecord:
-    """Start a supervisor for `profile` and return its first recorded state.
-
-    detach=True: a new session that outlives the caller (the TUI, an SSH session). The profile as
-    given (unsaved edits included) is saved next to the state and the child loads that copy.
-    `launch_id` (runtime/records/launch_id.py) is recorded in its state: a stop naming it acts on it alone.
-    """
-    if not detach:
-        raise UserError("launch(detach=False) would block: use serve_foreground()")
-    from sparktui.core.profiles import save_profile
-
-    serve = serve if serve is not None else profile.serve
-    st.writable_state_dir()  # a read-only state dir: refused here, naming it
-    set_aside_unreadable(serve.port)
-    sweep_lost_servers()
-    pre = preflight(profile, serve, force=force)  # refuse here, where the caller sees it
-    port = serve.port
-    saved = st.state_dir() / "profiles" / str(port) / f"{_safe(profile.name)}.toml"
-    sup_log = st.state_dir() / "supervisor" / f"{port}.log"
-    # Why this child refused, if it does: its own file (two launches on one port share sup_log,
-    # and the winner's progress lines can follow the loser's error there)
-    error_file = sup_log.with_name(f"{port}-{os.getpid()}-{time.monotonic_ns()}.error")
-    argv = [sys.executable, "-m", "sparktui", "serve", str(saved)] + (["--force"] if force else [])
-    try:
-        save_profile(dataclasses.replace(profile, serve=serve), saved)
-        out = open(sup_log, "ab")  # noqa: SIM115 (closed right after the child has it)
-        out.write(b"")
-        error_file.write_bytes(b"")  # room for the child's refusal, if it has one
-    except OSError as exc:
-        raise UserError(
-            f"state dir {st.state_dir()}: cannot write {exc.filename or saved} ({exc.strerror}); free some "
-            "space there (or point SPARKTUI_STATE_DIR elsewhere) and launch again"
-        ) from None
-    with out:
-        child = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=str(PACKAGE_ROOT),
-            close_fds=True,
-            env={
-                **{k: v for k, v in os.environ.items() if k != LAUNCH_ID_ENV},
-                "SPARKTUI_DETACHED": "1",
-                ERROR_FILE_ENV: str(error_file),
-                **({LAUNCH_ID_ENV: launch_id} if launch_id else {}),
-            },
-        )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            state = st.read_state(st.state_path(port))
-        except pr.ProtocolError:
-            state = None  # an old wrong-shaped file, about to be replaced by the child
-        if state is not None and state.supervisor.pid == child.pid and state.tree is not None:
-            error_file.unlink(missing_ok=True)
-            state.preflight_warnings = pre.warnings
-            return st.with_liveness(state)
-        if child.poll() is not None:
-            message: str | None = None
-            try:
-                message = error_file.read_text(errors="replace").strip() or None
-                error_file.unlink()
-            except OSError:
-                pass
-            if message is None:
-                try:
-                    tail = sup_log.read_text(errors="replace").strip().splitlines()[-3:]
-                except OSError:
-                    tail = []
-                message = next(
-                    (line[len("sparktui: ") :] for line in reversed(tail) if line.startswith("sparktui: ")), None
-                )
-            raise UserError(message or f"the supervisor exited with status {child.returncode}; see {sup_log}")
-        time.sleep(0.05)
-    error_file.unlink(missing_ok=True)
-    raise UserError(f"the supervisor did not record a start within {timeout:.0f} s; see {sup_log}")
-
-
-def restart(port: int | None = None, *, force: bool = False) -> pr.StateRecord:
-    """Stop the server and launch it again from the profile it was started with."""
-    from sparktui.core.profiles import load_profile
-
-    state = st.find_state(port)
-    if not state.profile_path:
-        raise UserError(f"the server on port {state.port} has no recorded profile to restart from")
-    profile = load_profile(state.profile_path)
-    if state.alive:
-        stop(state.port)
-    return launch(profile, detach=True, force=force)

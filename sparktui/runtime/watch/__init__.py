@@ -21,7 +21,7 @@
 The room's modules: wedge, crash_loop, flight, postmortem, page_cache, server_watch; their public names
 are re-exported here."""
 
-from sparktui.runtime.watch.crash_loop import BreakerVerdict, CrashLoopBreaker, Failure
+from sparktui.runtime.watch.crash_loop import BreakerFailure, BreakerVerdict, CrashLoopBreaker
 from sparktui.runtime.watch.flight import (
     BOOT_ID_ENV,
     BOOT_ID_FILE,
@@ -78,10 +78,10 @@ __all__ = [
     "PROFILING_PHASES",
     "SLOTS",
     "SLOT_BYTES",
+    "BreakerFailure",
     "BreakerVerdict",
     "CrashLoopBreaker",
     "EngineCounters",
-    "Failure",
     "FileCache",
     "FlightHeader",
     "FlightRecord",

@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # every command checks for a post-mortem: keep prometheus_cli
 
 
 @dataclass(frozen=True)
-class Failure:
+class BreakerFailure:
     at: float  # wall-clock time
     phase: str  # the start-up phase reached (or "ready")
     kind: str  # "crash" | "wedge"
@@ -25,7 +25,7 @@ class Failure:
 class BreakerVerdict:
     restart: bool
     reason: str | None  # why restarts stopped
-    failures: list[Failure]  # the failures that count (same phase, within the window)
+    failures: list[BreakerFailure]  # the failures that count (same phase, within the window)
 
 
 class CrashLoopBreaker:
@@ -34,10 +34,10 @@ class CrashLoopBreaker:
     def __init__(self, max_failures: int = 3, window_s: float = 600.0) -> None:
         self.max_failures = max_failures
         self.window_s = window_s
-        self.failures: list[Failure] = []
+        self.failures: list[BreakerFailure] = []
         self.tripped: BreakerVerdict | None = None
 
-    def record(self, failure: Failure) -> BreakerVerdict:
+    def record(self, failure: BreakerFailure) -> BreakerVerdict:
         self.failures.append(failure)
         same = [f for f in self.failures if f.phase == failure.phase and failure.at - f.at <= self.window_s]
         if len(same) >= self.max_failures:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparktui.runtime.watch.crash_loop import BreakerVerdict, CrashLoopBreaker, Failure
+from sparktui.runtime.watch.crash_loop import BreakerFailure, BreakerVerdict, CrashLoopBreaker
 from sparktui.runtime.watch.flight import LOG_LINE_CHARS, LOG_LINES, FlightHeader, FlightRecord, FlightRecorder
 from sparktui.runtime.watch.wedge import EngineCounters, WedgeDetector, WedgeState, WedgeView
 
@@ -173,6 +173,13 @@ class ServerWatch:
         view = self.view
         return view is not None and view.prefilling > 0
 
+    @property
+    def stalled(self) -> bool:
+        """Requests run and neither prefill nor decode moved since the last scrape (the guard, with a
+        fall of MemAvailable, takes it for a driver failure under way: runtime/guard/guard.py ALERT_*)."""
+        view = self.view
+        return view is not None and view.running > 0 and view.stalled_s > 0
+
     # -- restarts
 
     def may_restart(self, kind: str, phase: str, detail: str) -> BreakerVerdict | None:
@@ -180,7 +187,7 @@ class ServerWatch:
         restart; else the breaker's verdict."""
         if kind not in self.settings.restart_on:
             return None
-        verdict = self.breaker.record(Failure(time.time(), phase, kind, detail))
+        verdict = self.breaker.record(BreakerFailure(time.time(), phase, kind, detail))
         if verdict.restart:
             self.restarts.append({"at": time.time(), "kind": kind, "phase": phase, "detail": detail})
         return verdict

@@ -1,4 +1,5 @@
-"""The memory pane: the unified-memory gauge, the GPU line, the vLLM tree, and the guard.
+"""The memory pane: the unified-memory gauge, the GPU line, the vLLM tree, the guard, and the
+routes (`sparktui route`) running on the machine.
 
 It owns the memory poll (MemAvailable and the GPU every second, never overlapping) and the guard
 keys. With a server running the guard is the supervisor's; with none it is the profile's guard
@@ -20,8 +21,9 @@ from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import GuardSettingsEdited, MemorySampled, Notice, ServerChanged
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.screens import PromptScreen
-from sparktui.ui.viewmodels import GpuView, GuardView, ServerEntry, ServerStatus
+from sparktui.ui.viewmodels import GpuView, GuardView, RouteView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.gauge import MemoryGauge
+from sparktui.ui.widgets.route import RouteBox
 
 if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
@@ -52,9 +54,15 @@ class MemoryPane(Pane):
     servers: var[tuple[ServerEntry, ...]] = var(cast("tuple[ServerEntry, ...]", ()), init=False)
 
     class Sampled(Message):
-        def __init__(self, sample: MemorySample | None, gpu: GpuView | None, error: str | None) -> None:
+        def __init__(
+            self,
+            sample: MemorySample | None,
+            gpu: GpuView | None,
+            error: str | None,
+            routes: tuple[RouteView, ...] = (),
+        ) -> None:
             super().__init__()
-            self.sample, self.gpu, self.error = sample, gpu, error
+            self.sample, self.gpu, self.error, self.routes = sample, gpu, error, routes
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -63,6 +71,7 @@ class MemoryPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield MemoryGauge(id="gauge")
+        yield RouteBox(id="routes")
 
     def on_mount(self) -> None:
         self.call_after_refresh(self.poll)  # after the first frame (NVML starts in its worker)
@@ -84,10 +93,15 @@ class MemoryPane(Pane):
             gpu = self.backend.gpu()
         except Unavailable as exc:
             gpu = GpuView(note=str(exc), present=False)
-        self.post_message(self.Sampled(sample, gpu, error))
+        try:
+            routes = self.backend.routes()
+        except (UserError, OSError):
+            routes = ()  # no state dir to read: no route to show
+        self.post_message(self.Sampled(sample, gpu, error, routes))
 
     def on_memory_pane_sampled(self, message: Sampled) -> None:
         self.query_one(MemoryGauge).update_sample(message.sample, message.error, message.gpu)
+        self.query_one(RouteBox).show(message.routes)
         if message.sample is not None:
             self.post_message(MemorySampled(message.sample))
             if self.servers and (self._pool is None or self._pool[0] != message.sample.mem_total):

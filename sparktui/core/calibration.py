@@ -1,0 +1,238 @@
+"""What vLLM measured at a start-up on this box, kept so the next fit of the same key uses it.
+
+vLLM prints its own split of the memory outside the KV cache when it starts: the weights it
+loaded ("Model loading took"), the CUDA-graph estimate it subtracted ("Estimated CUDA graph
+memory"), the KV memory left ("Available KV cache memory") and, in the line that starts "Free
+memory on device", its torch peak and non-torch figures. Whatever of the request is not weights,
+graphs or KV is the activation peak plus non-torch memory. A launch (or `sparktui fit
+--calibrate-from LOG`) turns those into a Calibration, keyed by model, vLLM version and machine,
+and per term by the flags that change that term: a fit with the same flags uses the measured
+terms (its KV memory is then the launch's), a changed flag sends that term back to the model.
+
+Pure: the caller reads the log and stores the records (commands/fit.py, runtime).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sparktui.core.units import GiB
+from sparktui.errors import UserError
+
+# the terms a launch measures, as the fit's budget names them
+TERMS = ("weights", "activation_non_torch", "cuda_graphs")
+SOURCES = ("measured", "calibrated")  # a launch sparktui ran / a log the user gave
+STORE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Calibration:
+    model: str
+    vllm_version: str
+    machine: str  # Machine.name and its total, as `machine_key` spells it
+    figures: dict[str, int]  # TERMS (bytes) and kv_memory, requested
+    flags: dict[str, dict[str, str]]  # per term: the flags that change it, as they were at the launch
+    source: str  # "measured" or "calibrated"
+    date: str  # ISO date of the launch or of the calibration
+    log: str = ""  # where the figures came from
+    split: dict[str, int] = field(default_factory=dict)  # vLLM's own torch peak / non-torch, when printed
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Calibration | None:
+        """A stored record, or None when it is not one this sparktui understands."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            figures = {str(k): int(v) for k, v in data["figures"].items()}
+            flags = {str(t): {str(k): str(v) for k, v in f.items()} for t, f in data["flags"].items()}
+            split = {str(k): int(v) for k, v in (data.get("split") or {}).items()}
+            record = cls(
+                str(data["model"]),
+                str(data["vllm_version"]),
+                str(data["machine"]),
+                figures,
+                flags,
+                str(data["source"]),
+                str(data["date"]),
+                str(data.get("log") or ""),
+                split,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        if record.source not in SOURCES or not all(t in figures for t in (*TERMS, "kv_memory")):
+            return None
+        return record
+
+    def describe(self) -> str:
+        where = "measured on this box" if self.source == "measured" else "calibrated from a log"
+        return f"{where}, {self.date}" + (f" ({self.log})" if self.log else "")
+
+
+def machine_key(name: str, total: int) -> str:
+    return f"{name} {total / GiB:.2f} GiB"
+
+
+@dataclass(frozen=True)
+class LogFigures:
+    """What one start-up log says about the memory outside the KV cache (bytes; None: not printed)."""
+
+    weights: int | None
+    kv_memory: int | None
+    graphs: int | None
+    total: int | None  # what CUDA called the device's total ("Free memory on device (x/TOTAL GiB)")
+    utilization: float | None
+    torch_peak: int | None = None
+    non_torch: int | None = None
+    version: str | None = None  # as the engine's banner spells it
+
+
+def _gib(text: str, pattern: str) -> int | None:
+    m = re.search(pattern, text)
+    return int(float(m.group(1)) * GiB) if m else None
+
+
+def read_log_figures(text: str) -> LogFigures:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    util = re.search(r"'gpu_memory_utilization': ([\d.]+)", text) or re.search(
+        r"Desired GPU memory utilization is \(([\d.]+),", text
+    )
+    return LogFigures(
+        weights=_gib(text, r"Model loading took ([\d.]+) ?GiB"),
+        kv_memory=_gib(text, r"Available KV cache memory: ([\d.]+) GiB"),
+        graphs=_gib(text, r"Estimated CUDA graph memory: ([\d.]+) GiB"),
+        total=_gib(text, r"Free memory on device (?:\S+ )?\([\d.]+/([\d.]+) GiB\)"),
+        utilization=float(util.group(1)) if util else None,
+        torch_peak=_gib(text, r"([\d.]+) GiB for peak activation"),
+        non_torch=_gib(text, r"([\d.]+) GiB for non-torch memory"),
+        version=version.group(1) if (version := re.search(r"LLM engine \(v([^)\s]+)\)", text)) else None,
+    )
+
+
+def calibration_from_log(
+    text: str,
+    *,
+    where: str,
+    model: str,
+    vllm_version: str,
+    machine: str,
+    total: int,
+    utilization: float,
+    flags: dict[str, dict[str, str]],
+    graphs_counted: bool,
+    source: str,
+    date: str,
+) -> Calibration:
+    """The Calibration a start-up log gives for these flags; a clear error when the log lacks the
+    figures (a start-up that did not reach the KV cache, or not a vLLM log)."""
+    f = read_log_figures(text)
+    missing = [
+        name for name, v in (("Model loading took", f.weights), ("Available KV cache memory", f.kv_memory)) if v is None
+    ]
+    if missing:
+        raise UserError(
+            f"{where}: no {' and no '.join(repr(m) for m in missing)} line; give the log of a vLLM start-up that "
+            "reached 'Available KV cache memory' (vLLM 0.10 or later, INFO level)"
+        )
+    assert f.weights is not None and f.kv_memory is not None
+    if f.utilization is not None and abs(f.utilization - utilization) > 1e-6:
+        raise UserError(
+            f"{where}: that start-up ran with --gpu-memory-utilization {f.utilization:g}, these flags say "
+            f"{utilization:g}; give the flags it ran with"
+        )
+    total = f.total or total
+    requested = math.ceil(total * utilization)
+    graphs = (f.graphs or 0) if graphs_counted else 0
+    rest = requested - f.weights - graphs - f.kv_memory
+    split = {k: v for k, v in (("torch_peak", f.torch_peak), ("non_torch", f.non_torch)) if v is not None}
+    return Calibration(
+        model=model,
+        vllm_version=vllm_version,
+        machine=machine,
+        figures={
+            "weights": f.weights,
+            "activation_non_torch": max(0, rest),
+            "cuda_graphs": graphs,
+            "kv_memory": f.kv_memory,
+            "requested": requested,
+        },
+        flags=flags,
+        source=source,
+        date=date,
+        log=where,
+        split=split,
+    )
+
+
+def release_version(text: str | None) -> str | None:
+    """The vLLM release a log's banner names ('0.20.1rc1.dev91+g…' → '0.20.1'); None for a source
+    build's '0.1.devN' or anything else the rules do not know."""
+    from sparktui.core.vllm_rules import parse_version
+
+    try:
+        return str(parse_version(str(text or "").split("+")[0].split("rc")[0].split(".dev")[0], "the log's version"))
+    except UserError:
+        return None
+
+
+def load_store(text: str) -> list[Calibration]:
+    """The records of a calibrations file; an unreadable file reads as none (it is a cache)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(data, dict) or data.get("version") != STORE_VERSION:
+        return []
+    return [c for c in (Calibration.from_dict(x) for x in data.get("entries") or []) if c is not None]
+
+
+def dump_store(records: list[Calibration]) -> str:
+    return json.dumps({"version": STORE_VERSION, "entries": [r.to_dict() for r in records]}, indent=1) + "\n"
+
+
+def with_record(records: list[Calibration], new: Calibration) -> list[Calibration]:
+    """The records with `new` replacing any of the same model, version, machine and flags."""
+    same = (new.model, new.vllm_version, new.machine, json.dumps(new.flags, sort_keys=True))
+    kept = [r for r in records if (r.model, r.vllm_version, r.machine, json.dumps(r.flags, sort_keys=True)) != same]
+    return [*kept, new][-200:]  # a bounded cache
+
+
+def best_match(
+    records: list[Calibration], model: str, vllm_version: str, machine: str, flags: dict[str, dict[str, str]]
+) -> Calibration | None:
+    """The newest record of this model, version and machine, preferring the one whose terms' flags
+    agree most with `flags`."""
+    mine = [r for r in records if (r.model, r.vllm_version, r.machine) == (model, vllm_version, machine)]
+    if not mine:
+        return None
+    return max(enumerate(mine), key=lambda ir: (sum(ir[1].flags.get(t) == flags.get(t) for t in TERMS), ir[0]))[1]
+
+
+def differences(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    """'flag: was → now' for every flag of a term that changed since the launch."""
+    return [
+        f"{k} {old.get(k, '—')} → {new.get(k, '—')}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)
+    ]
+
+
+__all__ = [
+    "SOURCES",
+    "TERMS",
+    "Calibration",
+    "LogFigures",
+    "best_match",
+    "calibration_from_log",
+    "differences",
+    "dump_store",
+    "load_store",
+    "machine_key",
+    "read_log_figures",
+    "release_version",
+    "with_record",
+]

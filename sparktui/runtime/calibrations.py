@@ -1,0 +1,60 @@
+"""The calibrations file: what vLLM measured at start-ups on this box (core/calibration.py).
+
+Private (0600, in the 0700 state folder), written atomically; an unreadable or foreign file reads
+as empty (it is a cache of figures, never a reason to refuse a fit)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from sparktui.atomic import atomic_write_text
+from sparktui.core.calibration import Calibration, calibration_from_log, dump_store, load_store, with_record
+from sparktui.core.config import ServeConfig
+from sparktui.paths import calibrations_path
+
+
+def load() -> list[Calibration]:
+    try:
+        return load_store(calibrations_path().read_text())
+    except (OSError, UnicodeDecodeError):
+        return []
+
+
+def record(new: Calibration) -> None:
+    """Keep `new`, replacing the record of the same model, version, machine and flags."""
+    atomic_write_text(calibrations_path(), dump_store(with_record(load(), new)), private=True)
+
+
+def record_launch(
+    profile: Any, serve: ServeConfig, log_text: str, log_path: str, mem_total: int, mem_available: int | None
+) -> Calibration:
+    """Keep what vLLM measured at this launch (its start-up log up to the KV cache), keyed by the
+    profile's machine as the preflight fit judged it; UserError when the log lacks the figures."""
+    from sparktui.core.calibration import read_log_figures, release_version
+    from sparktui.core.fit import calibration_key
+    from sparktui.core.machine import Machine, host_machine
+    from sparktui.core.modelspec import load_serving_spec
+
+    if not serve.vllm_version:  # the log says which vLLM ran
+        version = release_version(read_log_figures(log_text).version)
+        if version is not None:
+            serve = serve.replace(vllm_version=str(version))
+    spec = load_serving_spec(serve.model, serve.speculation)
+    machine = host_machine(profile.machine, Machine.from_reading(mem_total, mem_available))
+    key = calibration_key(serve, spec, machine)
+    calibration = calibration_from_log(
+        log_text,
+        where=log_path,
+        model=key.model,
+        vllm_version=key.vllm_version,
+        machine=key.machine,
+        total=machine.total,
+        utilization=key.utilization,
+        flags=key.flags,
+        graphs_counted=key.graphs_counted,
+        source="measured",
+        date=datetime.date.today().isoformat(),
+    )
+    record(calibration)
+    return calibration

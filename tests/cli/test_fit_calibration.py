@@ -1,0 +1,100 @@
+"""`sparktui fit --calibrate-from LOG`: vLLM's own figures from a start-up, kept for this box and used
+by the next fit of the same key; a changed flag sends its term back to the model."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from sparktui.cli import main
+from tests.core.test_fit import load_bench
+from tests.support import FIXTURES
+
+GiB = 1024**3
+LOG = FIXTURES / "vllm-logs" / "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log"
+LOGGED_KV = 41.66  # "Available KV cache memory: 41.66 GiB"
+
+
+@pytest.fixture
+def gemma(tmp_path):
+    """google/gemma-3-27b-it's published config in a local folder, as the log's server had it."""
+    folder = tmp_path / "gemma-3-27b-it"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(load_bench().GEMMA3_27B))
+    return folder
+
+
+def flags(folder, *more: str) -> list[str]:
+    return [
+        "--model", str(folder), "--max-model-len", "131072", "--gpu-memory-utilization", "0.85",
+        "--kv-cache-dtype", "fp8", "--max-num-batched-tokens", "4096", "--machine", "dgx-spark", *more,
+    ]  # fmt: skip
+
+
+def fit_json(capsys, *argv: str) -> dict:
+    code = main(["fit", "--json", *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_a_calibrated_fit_is_within_half_a_percent_of_the_logged_kv_memory(capsys, isolated, gemma):
+    predicted = fit_json(capsys, *flags(gemma))
+    assert set(predicted["kv_memory_source"].values()) == {"predicted"}
+    calibrated = fit_json(capsys, *flags(gemma, "--calibrate-from", str(LOG)))
+    assert abs(calibrated["kv_cache_bytes"] / GiB - LOGGED_KV) / LOGGED_KV < 0.005
+    assert set(calibrated["kv_memory_source"].values()) == {"calibrated"}
+    assert "calibrated from a log" in calibrated["calibration"][0]
+    # kept for this box (0600): the next fit of the same flags uses it without being told
+    store = isolated / "state" / "calibrations.json"
+    assert stat.S_IMODE(os.stat(store).st_mode) == 0o600
+    again = fit_json(capsys, *flags(gemma))
+    assert again["kv_cache_bytes"] == calibrated["kv_cache_bytes"]
+    assert set(again["kv_memory_source"].values()) == {"calibrated"}
+
+
+def test_a_changed_flag_sends_its_terms_back_to_the_model_and_says_what_changed(capsys, isolated, gemma):
+    fit_json(capsys, *flags(gemma, "--calibrate-from", str(LOG)))
+    changed = fit_json(capsys, *flags(gemma, "--max-num-seqs", "64"))
+    source = changed["kv_memory_source"]
+    assert source["weights"] == "calibrated"  # --max-num-seqs does not change the weights
+    assert source["cuda_graphs"] == "predicted" and source["activation_peak"] == "predicted"
+    assert any("max_num_seqs 256 → 64" in line for line in changed["calibration"])
+    # and the text says the same
+    code = main(["fit", *flags(gemma, "--max-num-seqs", "64")])
+    out = capsys.readouterr().out
+    assert code == 0 and "calibrated from a log" in out and "max_num_seqs 256 → 64" in out
+
+
+def test_a_log_without_the_figures_is_a_clear_error(capsys, isolated, gemma, tmp_path):
+    bad = tmp_path / "not-a-start-up.log"
+    bad.write_text("INFO hello\n")
+    assert main(["fit", *flags(gemma, "--calibrate-from", str(bad))]) == 2
+    err = capsys.readouterr().err
+    assert "Model loading took" in err and "Available KV cache memory" in err and "Traceback" not in err
+    assert main(["fit", *flags(gemma, "--calibrate-from", str(tmp_path / "missing.log"))]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    # a log of another utilization than these flags
+    assert main(["fit", *flags(gemma, "--gpu-memory-utilization", "0.8", "--calibrate-from", str(LOG))]) == 2
+    assert "--gpu-memory-utilization 0.85" in capsys.readouterr().err
+
+
+def test_the_panel_fits_with_the_same_calibration_and_says_which_terms_were_measured(capsys, isolated, gemma):
+    from sparktui.core.config import parse_serve_command
+    from sparktui.core.machine import dgx_spark
+    from sparktui.core.modelspec import spec_from_folder
+    from sparktui.ui.backend import Backend
+
+    cli = fit_json(capsys, *flags(gemma, "--calibrate-from", str(LOG)))
+    config = parse_serve_command(
+        [str(gemma), "--max-model-len", "131072", "--gpu-memory-utilization", "0.85", "--kv-cache-dtype", "fp8",
+         "--max-num-batched-tokens", "4096"]
+    )  # fmt: skip
+    view = Backend().fit(config, spec_from_folder(gemma, name=str(gemma)), dgx_spark(), None)
+    assert view.kv_cache_bytes == cli["kv_cache_bytes"]
+    assert any(
+        "calibrated from a log" in r and "weights, activation peak + non-torch, CUDA graphs" in r for r in view.reasons
+    )

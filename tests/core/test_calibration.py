@@ -1,0 +1,77 @@
+"""core/calibration.py: a start-up log's own split, the calibrations file, and matching by key."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparktui.core.calibration import (
+    Calibration,
+    best_match,
+    calibration_from_log,
+    differences,
+    dump_store,
+    load_store,
+    read_log_figures,
+    release_version,
+    with_record,
+)
+from sparktui.errors import UserError
+from tests.support import FIXTURES
+
+GiB = 1024**3
+LOGS = FIXTURES / "vllm-logs"
+GEMMA = (LOGS / "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log").read_text(errors="replace")
+
+
+def test_the_split_vllm_prints():
+    f = read_log_figures(GEMMA)
+    assert (f.weights, f.kv_memory, f.graphs) == (int(51.54 * GiB), int(41.66 * GiB), int(4.22 * GiB))
+    assert f.total == int(119.63 * GiB) and f.utilization == 0.85
+    assert (f.torch_peak, f.non_torch) == (int(1.72 * GiB), int(2.54 * GiB))
+
+
+def calibrate(text: str = GEMMA, utilization: float = 0.85, **kw) -> Calibration:
+    args = dict(where="log", model="m", vllm_version="0.21.0", machine="dgx-spark 119.63 GiB", total=int(119.63 * GiB),
+                utilization=utilization, flags={"weights": {"tp": "1"}}, graphs_counted=True, source="calibrated",
+                date="2026-12-01")  # fmt: skip
+    return calibration_from_log(text, **{**args, **kw})  # type: ignore[arg-type]
+
+
+def test_what_is_left_of_the_request_is_activation_and_non_torch():
+    c = calibrate()
+    requested = c.figures["requested"]
+    assert (
+        requested - c.figures["weights"] - c.figures["cuda_graphs"] - c.figures["kv_memory"]
+        == (c.figures["activation_non_torch"])
+    )
+    # vLLM's own split of it: 1.72 + 2.54 GiB, within the log's rounding of the rest
+    assert abs(c.figures["activation_non_torch"] / GiB - (1.72 + 2.54)) < 0.02
+    # a vLLM that does not subtract its graph estimate: none taken out
+    assert calibrate(graphs_counted=False).figures["cuda_graphs"] == 0
+
+
+def test_a_log_that_is_not_a_start_up_or_ran_other_flags_is_refused():
+    with pytest.raises(UserError, match="Model loading took"):
+        calibrate("INFO nothing here\n")
+    with pytest.raises(UserError, match=r"--gpu-memory-utilization 0\.85"):
+        calibrate(utilization=0.8)
+
+
+def test_the_store_keeps_the_newest_of_a_key_and_reads_damage_as_empty():
+    a = calibrate()
+    b = calibrate(date="2026-12-02")
+    other = calibrate(flags={"weights": {"tp": "2"}})
+    records = with_record(with_record(with_record([], a), other), b)
+    assert [r.date for r in records] == ["2026-12-01", "2026-12-02"] and other in records
+    assert load_store(dump_store(records)) == records
+    for bad in ("", "[]", '{"version": 99, "entries": []}', '{"version": 1, "entries": [{"model": 1}]}', "{"):
+        assert load_store(bad) == []
+    # the best match agrees on the most terms' flags
+    assert best_match(records, "m", "0.21.0", "dgx-spark 119.63 GiB", {"weights": {"tp": "2"}}) == other
+    assert best_match(records, "m", "0.22.0", "dgx-spark 119.63 GiB", {"weights": {"tp": "2"}}) is None
+
+
+def test_differences_and_release_versions():
+    assert differences({"a": "1", "b": "2"}, {"a": "1", "b": "3"}) == ["b 2 → 3"]
+    assert release_version("0.20.1rc1.dev91+ga749a33d8") == "0.20.1"
+    assert release_version("0.1.dev1+g25ab073ef") is None and release_version(None) is None
