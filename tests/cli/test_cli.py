@@ -67,6 +67,7 @@ def test_a_word_that_is_neither_command_nor_profile_names_both(tmp_path):
     assert "invalid choice" not in out.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_opening_the_panel_imports_no_other_command_and_no_pydantic_before_it_runs(tmp_path):
     """`sparktui PROFILE`: the panel's first frame waits for nothing but Textual (bench/tui.py)."""
     import os
