@@ -82,6 +82,9 @@ def _names_a_profile(arg: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from sparktui.paths import make_files_private
+
+    make_files_private()  # files 0600, folders 0700, whatever the umask
     if "_ARGCOMPLETE" in os.environ:  # a Tab in a shell with `sparktui completion SHELL` loaded
         from sparktui.commands.completion import complete
 
