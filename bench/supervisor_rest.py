@@ -141,7 +141,8 @@ def rest_side_by_side(a, tmp: Path, modes: tuple[str, ...] = ("off", "stop")) ->
     try:
         pids = {}
         for mode, port in ports.items():
-            started = sparktui(["serve", str(write_profile(tmp, port, a.rest + 300, mode)), "--detach"], env)
+            # --force: two stub servers "reserve" more than this box's pool (they allocate nothing)
+            started = sparktui(["serve", str(write_profile(tmp, port, a.rest + 300, mode)), "--detach", "--force"], env)
             if started.returncode != 0:
                 raise RuntimeError(f"sparktui serve --detach failed: {started.stderr.strip()}")
         for mode, port in ports.items():
