@@ -111,6 +111,9 @@ class CommandSocket:
                 reply = pr.Reply(ok=False, error=str(exc), state=snapshot())
             except (OSError, ValueError) as exc:
                 reply = pr.Reply(ok=False, error=str(exc))
+            except Exception as exc:  # a crafted message must get an answer, never a traceback
+                self._say(f"warning: a request failed: {type(exc).__name__}: {exc}"[:300])
+                reply = pr.Reply(ok=False, error=f"the request failed: {type(exc).__name__}: {exc}"[:1000])
             try:
                 conn.sendall(reply.to_line())
             except OSError:

@@ -47,6 +47,7 @@ from sparktui.runtime.records.launch_id import is_launch_id, not_this_launch
 from sparktui.runtime.server.cluster_wiring import ClusterWiring
 from sparktui.runtime.server.command_socket import CommandSocket
 from sparktui.runtime.server.guard_wiring import GuardWiring
+from sparktui.runtime.server.hardening import harden_supervisor
 from sparktui.runtime.server.leak_check import LeakCheck
 from sparktui.runtime.server.log_ingest import LogIngest, say
 from sparktui.runtime.server.logtail import LogTail
@@ -93,6 +94,7 @@ class Supervisor:
         self.serve = serve if serve is not None else profile.serve
         self.force, self.detached = force, detached
         self.launch_id = launch_id  # runtime/records/launch_id.py: a request naming another is refused
+        self.harden = False  # serve_foreground sets it: mlockall, nice, oom_score_adj (server/hardening.py)
         self.reservation: pool.Reservation | None = None  # set by preflight in run()
         self.port = self.serve.port
         self.file = RecordFile(st.state_path(self.port), say)
@@ -240,6 +242,9 @@ class Supervisor:
 
     def _run(self) -> int:
         st.writable_state_dir()  # a read-only or full state dir: refused here, naming it
+        if self.harden:  # its own process (`sparktui serve`): not a Python program that embeds it
+            os.environ.setdefault("SPARKTUI_USER_NICE", str(os.getpriority(os.PRIO_PROCESS, 0)))  # for vLLM
+            say(harden_supervisor().summary())
         set_aside_unreadable(self.port)
         sweep_lost_servers()
         pre = preflight(self.profile, self.serve, force=self.force, evict=True)
@@ -528,4 +533,6 @@ def serve_foreground(
         if not is_launch_id(given):
             raise UserError(f"{LAUNCH_ID_ENV}={given!r}: expected a launch id ({LAUNCH_ID_EXPECTED})")
         launch_id = given
-    return Supervisor(profile, serve, force=force, detached=detached, launch_id=launch_id).run()
+    sup = Supervisor(profile, serve, force=force, detached=detached, launch_id=launch_id)
+    sup.harden = True
+    return sup.run()
