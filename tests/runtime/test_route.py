@@ -300,3 +300,18 @@ def test_servers_left_by_a_route_that_was_killed_are_stopped_by_the_next_route_o
     finally:
         assert second.stop() == 0
     assert "left running by a route that ended unstopped" in second.proc.stderr.read()
+
+
+def test_models_of_other_groups_stop_even_when_both_would_fit_and_one_group_runs_together(route, make_profile):
+    small = "gpu-memory-utilization = 0.2"
+    a, b, c = (make_profile(serve_extra=small) for _ in range(3))
+    groups = '[route.groups]\none = ["alpha", "beta"]\ntwo = ["gamma"]\n'
+    r = route({"alpha": a, "beta": b, "gamma": c}, groups=groups)
+    assert r.post("/v1/completions", "alpha").status_code == 200
+    assert r.post("/v1/completions", "beta").status_code == 200
+    assert [server_state(p).status for p in (a, b)] == ["running", "running"]  # one group, room for both
+    assert r.post("/v1/completions", "gamma").status_code == 200
+    assert [server_state(p).status for p in (a, b, c)] == ["exited", "exited", "running"]
+    swap = wait_for(lambda: (h := r.record()["history"]) and h[-1]["model"] == "gamma" and h[-1], 10, "gamma's swap")
+    assert sorted(swap["stopped"]) == ["alpha", "beta"]
+    r.stop()
