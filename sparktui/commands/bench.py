@@ -33,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-ttft-s", type=float, help="sweep: TTFT p95 not to exceed, in seconds")
     parser.add_argument("--max-users", type=int, default=64, help="sweep: stop climbing here (default 64)")
     parser.add_argument(
+        "--depth",
+        help="prefill/decode at these context depths (tokens, comma-separated, e.g. 0,4096,32768): one user, "
+        "prompt-processing and generation tok/s per depth, as llama-benchy reports them",
+    )
+    parser.add_argument(
         "--vllm",
         action="store_true",
         help="run vLLM's own `vllm bench serve` (from the installation serving the model) at each level instead",
@@ -41,6 +46,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--history", action="store_true", help="list past runs instead of running one")
     parser.add_argument("--profile", help="with --history: only this profile's runs")
+
+
+def _depths(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        depths = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        depths = []
+    if not depths or any(d < 0 for d in depths):
+        raise UserError(f"--depth {text}: expected token counts of 0 or more separated by commas, e.g. 0,4096,32768")
+    return depths
 
 
 def _users(text: str | None) -> list[int] | None:
@@ -77,10 +94,13 @@ def run(args: argparse.Namespace) -> int:
         requests_per_user=args.requests_per_user,
         api="chat" if args.chat else "completions",
         model=args.model,
+        depths=_depths(args.depth),
     )
     bench.validate(settings, sweep)
     if args.vllm_executable and not args.vllm:
         raise UserError("--vllm-executable is for --vllm: add --vllm")
+    if args.vllm and settings.depths is not None:
+        raise UserError("--vllm runs vllm bench serve's levels: drop --depth, or run --depth without --vllm")
     if args.vllm and sweep is not None:
         raise UserError("--vllm runs fixed levels: drop --sweep, or run the sweep without --vllm")
     target = bench.resolve_target(args.port)
@@ -171,6 +191,15 @@ def _print_report(report: BenchReport) -> None:
         f"{cfg.prompt_tokens} prompt + {cfg.output_tokens} output tokens, {cfg.requests_per_user} requests per user, "
         f"/v1/{'chat/' if cfg.api == 'chat' else ''}completions"
     )
+    if cfg.depths:
+        print(f"{'depth':>7}  {'prompt tok':>10}  {'TTFT p50 s':>10}  {'pp tok/s':>9}  {'tg tok/s':>8}  {'err':>3}")
+        for r in report.runs:
+            prompt = _num(r.prompt_tokens_mean, "{:.0f}")
+            print(
+                f"{r.depth or 0:>7}  {prompt:>10}  {_num(r.ttft_p50_s, '{:.3f}'):>10}  "
+                f"{_num(r.pp_tok_s, '{:.0f}'):>9}  {_num(r.tg_tok_s, '{:.1f}'):>8}  {r.errors:>3}"
+            )
+        return
     print(HEADER)
     for r in report.runs:
         print(level_row(r))

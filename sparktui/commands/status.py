@@ -24,8 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _line(state: StateRecord) -> str:
     from sparktui.runtime.records.protocol import condition_of
 
-    summary = state.summary or {}
-    metrics = state.metrics or {}
     condition = condition_of(state)
     parts = [
         f"{state.port}",
@@ -33,10 +31,10 @@ def _line(state: StateRecord) -> str:
         condition.condition.value + (f"/{state.phase}" if state.phase and state.phase != condition.condition else ""),
         f"{state.url}",
     ]
-    if summary.get("kv_cache_tokens"):
-        parts.append(f"kv {summary['kv_cache_tokens']:,} tokens")
-    if metrics.get("running") is not None:
-        parts.append(f"running {metrics['running']:.0f} waiting {metrics.get('waiting', 0):.0f}")
+    if state.summary and state.summary.kv_cache_tokens:
+        parts.append(f"kv {state.summary.kv_cache_tokens:,} tokens")
+    if state.metrics and state.metrics.running is not None:
+        parts.append(f"running {state.metrics.running:.0f} waiting {state.metrics.waiting or 0:.0f}")
     guard = state.guard
     if guard.stale and state.alive and state.running:
         parts.append(f"guard NOT SAMPLING for {guard.sample_age_s:.0f} s (its supervisor is stopped or starved)")
@@ -65,6 +63,35 @@ def _line(state: StateRecord) -> str:
     return "  ".join(parts)
 
 
+def _guard_news(state: StateRecord) -> list[str]:
+    """What the kernel tripwire saw and did, and memory that did not come back after the end."""
+    out = []
+    tripped_on = state.trip.kernel_line if state.trip is not None else None
+    if tripped_on:
+        out.append(f"guard stopped it on the kernel log (NVIDIA driver out of memory): {tripped_on}")
+    kernel = state.guard.kernel
+    if kernel is not None:
+        for event in kernel.events:
+            if event.get("kind") == "xid":
+                out.append(f"kernel log: Xid {event.get('xid')} for pid {event.get('pid')}: {event.get('line')}")
+            elif event.get("kind") == "no_memory" and event.get("line") != tripped_on:
+                out.append(f"kernel log ({kernel.mode}): NVIDIA driver out of memory: {event.get('line')}")
+        if kernel.source is None and kernel.mode != "off" and state.alive:
+            out.append(kernel.detail or "the guard cannot see driver errors")
+    leak = state.exit.leak if state.exit is not None else None
+    if leak is not None and leak.leaked:
+        out.append(f"LEAKED: {leak.summary()}")
+    return out
+
+
+def _leak_fields(state: StateRecord) -> dict[str, object]:
+    """`leaked_bytes` and `holders` at the top of a server's JSON once it ended (exit.leak has the rest)."""
+    leak = state.exit.leak if state.exit is not None else None
+    if leak is None:
+        return {}
+    return {"leaked_bytes": leak.leaked_bytes, "holders": [h.model_dump() for h in leak.holders]}
+
+
 def say(line: str) -> None:
     print(printable(line))
 
@@ -83,7 +110,10 @@ def run(args: argparse.Namespace) -> int:
             states = [
                 s
                 for s in states
-                if s.alive or s.status == "lost" or (s.exit is not None and s.exit.reason == "supervisor_died")
+                if s.alive
+                or s.status == "lost"
+                or (s.exit is not None and s.exit.reason == "supervisor_died")
+                or (s.exit is not None and s.exit.leak is not None and s.exit.leak.leaked)  # still news
             ]
     for problem in problems:
         print(printable(f"sparktui: warning: skipped {problem}"), file=sys.stderr)
@@ -96,7 +126,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         out = [
-            {**s.to_dict(), **({"nodes": read_nodes(s.port)} if s.alive and read_nodes(s.port) else {})} for s in states
+            {
+                **s.to_dict(),
+                **_leak_fields(s),
+                **({"nodes": read_nodes(s.port)} if s.alive and read_nodes(s.port) else {}),
+            }
+            for s in states
         ]
         print(json.dumps(out if args.port is None else out[0], indent=1, default=str))
         return 0
@@ -114,5 +149,7 @@ def run(args: argparse.Namespace) -> int:
             ended = f" exit: {node['exit_reason']}" if node.get("exit_reason") else ""
             mem = f"  MemAvailable {node['available_gib']:.1f} GiB" if node.get("available_gib") is not None else ""
             say(f"  node {node['host']} (rank {node['rank']}): {node['status']}{phase}{ended}{mem}")
+        for line in _guard_news(state):
+            say(f"  {line}")
         say(f"  log: {state.log_path}")
     return 0

@@ -4,7 +4,9 @@
                plus `model` and `extra-args = ["--flag", "value"]` for flags sparktui does not model
     [machine]  name = "dgx-spark" | "auto" | a size in GiB
     [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed, priority,
-               fall-rate-gib-s, fall-lookahead-s, psi-full-pct (0 turns a trigger off)
+               fall-rate-gib-s, fall-lookahead-s, psi-full-pct (0 turns a trigger off),
+               kernel = "stop" | "warn" | "off" (the NVIDIA driver's out-of-memory lines),
+               leak-wait-s (how long a server's memory may take to come back after it ends)
     [watch]    wedge-after-s, probe-timeout-s, restart-on = ["wedge", "crash"], max-failures,
                failure-window-s, flight-recorder, evict-page-cache
     [runner]   kind = "native" | "container", executable, venv, image, container-args
@@ -33,6 +35,7 @@ from tomlkit.items import Table
 from sparktui.atomic import atomic_write_text
 from sparktui.core.cluster import BACKENDS, ClusterSettings
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
+from sparktui.core.kernel_log import KERNEL_MODES
 from sparktui.errors import UserError
 from sparktui.paths import user_profiles_dir
 
@@ -57,6 +60,8 @@ class GuardSettings:
     fall_rate_gib_s: float | None = None  # trip when falling this fast and the kill line is near
     fall_lookahead_s: float | None = None  # ... nearer than this many seconds at that rate
     psi_full_pct: float | None = None  # trip when every task stalled on memory this share of 1 s
+    kernel: str | None = None  # the kernel tripwire: "stop" (default), "warn" or "off"
+    leak_wait_s: float | None = None  # after the server ends, how long memory may take to come back (30 s)
 
 
 RESTART_REASONS = ("wedge", "crash")
@@ -125,6 +130,8 @@ _GUARD_KEYS = {
     "fall-rate-gib-s": "fall_rate_gib_s",
     "fall-lookahead-s": "fall_lookahead_s",
     "psi-full-pct": "psi_full_pct",
+    "kernel": "kernel",
+    "leak-wait-s": "leak_wait_s",
 }
 _WATCH_KEYS = {
     "wedge-after-s": "wedge_after_s",
@@ -598,11 +605,24 @@ def _guard_value(attr: str, value: Any, fail: Any) -> Any:
         if not isinstance(value, bool):
             raise fail(f"got {_show(value)}; expected true or false")
         return value
+    if attr == "kernel":
+        if value not in KERNEL_MODES:
+            raise fail(
+                f"got {_show(value)}; expected one of {', '.join(map(repr, KERNEL_MODES))} (what the guard does "
+                "when the NVIDIA driver logs NV_ERR_NO_MEMORY)"
+            )
+        return value
     if attr == "priority":
         if isinstance(value, bool) or not isinstance(value, int) or not -1000 <= value <= 1000:
             raise fail(f"got {_show(value)}; expected a whole number from -1000 to 1000 (lowest is stopped first)")
         return value
-    units = {"grace_s": "seconds", "fall_lookahead_s": "seconds", "fall_rate_gib_s": "GiB/s", "psi_full_pct": "%"}
+    units = {
+        "grace_s": "seconds",
+        "fall_lookahead_s": "seconds",
+        "fall_rate_gib_s": "GiB/s",
+        "psi_full_pct": "%",
+        "leak_wait_s": "seconds",
+    }
     unit = units.get(attr, "GiB")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         raise fail(f"got {_show(value)}; expected a finite number of {unit} ≥ 0")

@@ -339,14 +339,25 @@ class SpeedEstimate:
 
 
 def _step_seconds(
-    fp: Footprint, spec: ModelSpec, hw: Hardware, batch: int, context: int, kv_bytes: int, tp: int
+    fp: Footprint,
+    spec: ModelSpec,
+    hw: Hardware,
+    batch: int,
+    context: int,
+    kv_bytes: int,
+    tp: int,
+    tokens_per_sequence: int = 1,
 ) -> tuple[float, str]:
-    """One decode step for `batch` sequences at `context`: (seconds, what bounds it)."""
+    """One forward pass for `batch` sequences at `context`, each with `tokens_per_sequence` tokens
+    (1: a decode step; n+1: a speculative verify pass): (seconds, what bounds it). Every token
+    picks its own experts, so a verify pass reads the experts of all its tokens; each sequence's KV
+    cache is read once whatever its token count."""
     eta = BANDWIDTH_EFFICIENCY.get(fp.precision, 0.8)
-    moved = fp.weight_bytes(batch) / tp + batch * kv_read_bytes(spec, context, kv_bytes, tp)
+    tokens = batch * tokens_per_sequence
+    moved = fp.weight_bytes(tokens) / tp + batch * kv_read_bytes(spec, context, kv_bytes, tp)
     memory_s = moved / (hw.bandwidth * eta)
     fixed_s = fixed_seconds(fp.layers)
-    flops = batch * (2 * fp.active_params + attention_flops(spec, context)) / tp
+    flops = tokens * (2 * fp.active_params + attention_flops(spec, context)) / tp
     compute_s = flops / (hw.compute * COMPUTE_EFFICIENCY)
     if compute_s > memory_s:
         return compute_s + fixed_s, "compute"
@@ -400,14 +411,10 @@ def estimate(
     def per_user(batch: int) -> tuple[float, str]:
         step, bound = _step_seconds(fp, spec, hw, batch, context, kv, tp)
         if speculation is not None:
-            # the target verifies n+1 tokens per sequence in one pass (bytes as one step, FLOPs × n+1);
-            # the draft costs about one layer and the lm_head per drafted token
-            verify, bound = _step_seconds(fp, spec, hw, batch * (speculation.tokens + 1), context, kv, tp)
-            verify = max(
-                step,
-                verify
-                - (fp.weight_bytes(batch * (speculation.tokens + 1)) - fp.weight_bytes(batch)) / (hw.bandwidth * eta),
-            )
+            # the target verifies n+1 tokens per sequence in one pass: the dense weights and the KV
+            # once, the experts those n+1 tokens pick (an MoE's verify pass reads more than a step),
+            # FLOPs × n+1; the draft costs about one layer per drafted token
+            verify, bound = _step_seconds(fp, spec, hw, batch, context, kv, tp, speculation.tokens + 1)
             layer_bytes = fp.weight_bytes(batch) / max(1, spec.num_layers)
             # a drafter pass: about one attention layer and one feed-forward block
             layer_cost = LAYER_COST_S["attention"] + LAYER_COST_S["moe" if fp.experts else "dense_mlp"]

@@ -96,6 +96,9 @@ class BenchSettings(BaseModel):
     api: Literal["completions", "chat"] = "completions"
     model: str | None = None  # None: the model the server serves
     request_timeout_s: float = 600.0
+    # Depth mode (llama-benchy's pp/tg at a context depth): one user, one level per depth, each
+    # prompt `depth` + prompt_tokens tokens of fresh random words (nothing for the prefix cache)
+    depths: list[int] | None = None
 
 
 class SweepTargets(BaseModel):
@@ -177,6 +180,9 @@ class LevelResult(BaseModel):
     joules_per_token: float | None
     client_cpu_s_per_request: float | None  # this process's CPU time per request
     client_lag_max_s: float | None = None  # the most this client's event loop ran late (starved)
+    depth: int | None = None  # depth mode: the context depth this level ran at
+    pp_tok_s: float | None = None  # depth mode: prompt tokens / TTFT p50 (the whole prompt, uncached)
+    tg_tok_s: float | None = None  # depth mode: generation tok/s (the per-user decode speed)
     partial: bool = False
     error_messages: list[str] = Field(default_factory=list)  # the first few distinct ones
     vllm_bench: VllmBenchFields | None = None  # the same level in `vllm bench serve`'s terms
@@ -538,6 +544,7 @@ class _Bench:
         self.cancel = cancel or threading.Event()
         self.model = ""
         self.words = settings.prompt_tokens  # words per prompt, calibrated by the warm-up
+        self.word_ratio = 1.0  # words per token of the server's tokenizer, from the warm-up
         self.rng = random.Random(0x5A7C)
         self.levels_run = 0
         self.power_ok = True
@@ -599,7 +606,14 @@ class _Bench:
         card = next(c for c in cards if c["id"] == wanted)
         max_len = card.get("max_model_len")
         max_len = int(max_len) if isinstance(max_len, int) else (state.get("summary") or {}).get("max_model_len")
-        needed = self.settings.prompt_tokens + self.settings.output_tokens
+        depth = max(self.settings.depths or [0])
+        needed = depth + self.settings.prompt_tokens + self.settings.output_tokens
+        if isinstance(max_len, int) and depth and needed > max_len:
+            raise UserError(
+                f"--depth {depth} + --prompt-tokens {self.settings.prompt_tokens} + --output-tokens "
+                f"{self.settings.output_tokens} = {needed} tokens, more than the server's max model length "
+                f"{max_len}: lower the depth"
+            )
         if isinstance(max_len, int) and needed > max_len:
             raise UserError(
                 f"--prompt-tokens {self.settings.prompt_tokens} + --output-tokens {self.settings.output_tokens} = "
@@ -637,8 +651,8 @@ class _Bench:
         if record.error is not None:
             raise UserError(f"the warm-up request failed: {record.error}")
         if record.prompt_tokens:
-            ratio = self.words / record.prompt_tokens
-            self.words = max(1, round(self.settings.prompt_tokens * ratio))
+            self.word_ratio = self.words / record.prompt_tokens
+            self.words = max(1, round(self.settings.prompt_tokens * self.word_ratio))
 
     # -- one request
 
@@ -807,6 +821,17 @@ class _Bench:
             raise _LevelAborted(result, failure)
         self._say(BenchProgress(users, len(records), total, self.levels_run, result=result))
         return result
+
+    async def depth_level(self, depth: int) -> LevelResult:
+        """One user at `depth` tokens of context: prompt processing over the whole prompt (depth +
+        prompt_tokens, fresh words each request, so nothing comes from the prefix cache) and
+        generation after it, as llama-benchy's pp and tg."""
+        self.words = max(1, round((depth + self.settings.prompt_tokens) * self.word_ratio))
+        level = await self.level(1)
+        pp = None
+        if level.prompt_tokens_mean and level.ttft_p50_s:
+            pp = level.prompt_tokens_mean / level.ttft_p50_s
+        return level.model_copy(update={"depth": depth, "pp_tok_s": pp, "tg_tok_s": level.decode_tok_s_per_user})
 
     async def connect(self, users: int) -> None:
         """Open one keep-alive connection per user first, as a client already talking to the server
@@ -1005,7 +1030,10 @@ async def _measure(
     if on_interrupt:
         loop.add_signal_handler(signal.SIGINT, bench.cancel.set)
     try:
-        if sweep is None:
+        if settings.depths:
+            for depth in settings.depths:
+                runs.append(await bench.depth_level(depth))
+        elif sweep is None:
             for users in settings.users:
                 runs.append(await bench.level(users))
         else:
@@ -1108,6 +1136,14 @@ def validate(settings: BenchSettings, sweep: SweepTargets | None = None) -> None
             raise UserError(f"{flag} {value}: expected at most {most:,}")
     if settings.output_tokens < 2:
         raise UserError("--output-tokens 1: at least 2 are needed to measure decode speed")
+    if settings.depths is not None:
+        if sweep is not None:
+            raise UserError("--depth runs one user per depth: drop --sweep, or run the sweep without --depth")
+        if not settings.depths or any(not 0 <= d <= MAX_PROMPT_TOKENS for d in settings.depths):
+            raise UserError(
+                f"--depth {','.join(map(str, settings.depths))}: expected token counts from 0 to "
+                f"{MAX_PROMPT_TOKENS:,}, e.g. 0,4096,32768"
+            )
     if sweep is not None:
         if not (0 < sweep.tok_s < math.inf and 0 < sweep.ttft_s < math.inf):
             raise UserError("--target-tok-s and --target-ttft-s: expected finite positive numbers, e.g. 20 and 1.0")

@@ -201,7 +201,16 @@ class Backend:
 
         live = sample is not None and reading_applies(machine, sample.mem_total)
         mem_available = sample.mem_available if sample is not None and live else None
-        result = fit(config, spec, machine, mem_available=mem_available, vllm_version_source=vllm_version_source)
+        mem_free = sample.mem_free if sample is not None and live else None  # an old vLLM's own figure
+        result = fit(
+            config,
+            spec,
+            machine,
+            mem_available=mem_available,
+            vllm_version_source=vllm_version_source,
+            mem_free=mem_free,
+            calibration=self._calibration(config, spec, machine),
+        )
         view = fit_view(result, machine)
         view.mem_available_live = live
         beside = [e for e in others if e.live and e.port != config.port]
@@ -212,6 +221,19 @@ class Backend:
         view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
         view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
         return view
+
+    def _calibration(self, config: ServeConfig, spec: ModelSpec, machine: Machine) -> Any:
+        """What a launch of this model, vLLM version and machine measured on this box, as
+        `sparktui fit` finds it (runtime/calibrations.py); None when there is none or it cannot be read."""
+        from sparktui.core.calibration import best_match
+        from sparktui.core.fit import calibration_key
+        from sparktui.runtime import calibrations
+
+        try:
+            key = calibration_key(config, spec, machine)
+        except UserError:
+            return None
+        return best_match(calibrations.load(), key.model, key.vllm_version, key.machine, key.flags)
 
     def grid(
         self, config: ServeConfig, spec: ModelSpec, machine: Machine, sample: MemorySample | None, source: str = ""

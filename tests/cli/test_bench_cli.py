@@ -189,6 +189,8 @@ def test_no_server_and_a_refused_port_are_exit_2(env):
         (["--sweep", "--target-tok-s", "10"], "--sweep needs both targets"),
         (["--target-ttft-s", "1"], "add --sweep"),
         (["--vllm-executable", "/usr/bin/vllm"], "--vllm-executable is for --vllm: add --vllm"),
+        (["--depth", "0,x"], "--depth 0,x: expected token counts"),
+        (["--depth", "0,4096", "--vllm"], "--vllm runs vllm bench serve's levels: drop --depth"),
         (["--vllm", "--sweep", "--target-tok-s", "1", "--target-ttft-s", "1"], "--vllm runs fixed levels"),
     ],
 )

@@ -1,23 +1,28 @@
 import subprocess
 import sys
 
+import pytest
+
 
 def run_cli(*args, **kw):
     return subprocess.run([sys.executable, "-m", "sparktui", *args], capture_output=True, text=True, **kw)
 
 
+@pytest.mark.slow  # starts a process
 def test_version():
     out = run_cli("--version")
     assert out.returncode == 0
     assert out.stdout.startswith("sparktui ")
 
 
+@pytest.mark.slow  # starts a process
 def test_unknown_subcommand_is_a_usage_error():
     out = run_cli("no-such-command")
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_output_into_a_closed_pipe_is_not_a_traceback():
     # `sparktui fit … | head -1`: the reader has gone before sparktui writes.
     import os
@@ -49,6 +54,7 @@ def test_a_profile_name_alone_opens_the_control_panel(monkeypatch):
     assert opened == ["70b-dense-single-user", "my-own.toml"]
 
 
+@pytest.mark.slow  # starts a process
 def test_a_word_that_is_neither_command_nor_profile_names_both(tmp_path):
     import os
 

@@ -80,3 +80,21 @@ def test_a_log_without_the_figures_is_a_clear_error(capsys, isolated, gemma, tmp
     # a log of another utilization than these flags
     assert main(["fit", *flags(gemma, "--gpu-memory-utilization", "0.8", "--calibrate-from", str(LOG))]) == 2
     assert "--gpu-memory-utilization 0.85" in capsys.readouterr().err
+
+
+def test_the_panel_fits_with_the_same_calibration_and_says_which_terms_were_measured(capsys, isolated, gemma):
+    from sparktui.core.config import parse_serve_command
+    from sparktui.core.machine import dgx_spark
+    from sparktui.core.modelspec import spec_from_folder
+    from sparktui.ui.backend import Backend
+
+    cli = fit_json(capsys, *flags(gemma, "--calibrate-from", str(LOG)))
+    config = parse_serve_command(
+        [str(gemma), "--max-model-len", "131072", "--gpu-memory-utilization", "0.85", "--kv-cache-dtype", "fp8",
+         "--max-num-batched-tokens", "4096"]
+    )  # fmt: skip
+    view = Backend().fit(config, spec_from_folder(gemma, name=str(gemma)), dgx_spark(), None)
+    assert view.kv_cache_bytes == cli["kv_cache_bytes"]
+    assert any(
+        "calibrated from a log" in r and "weights, activation peak + non-torch, CUDA graphs" in r for r in view.reasons
+    )

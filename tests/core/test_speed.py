@@ -240,3 +240,21 @@ def test_published_fit_and_held_out_sets_are_disjoint_and_each_record_loads(fixt
         hq = _json(fixtures, r["hf_quant"]) if r.get("hf_quant") else None
         spec = spec_from_config(_json(fixtures, r["config"]), name=r["model"], source="test", hf_quant=hq)
         assert spec.num_layers and r["range"][0] <= r["tok_s"] <= r["range"][1] and r["source"]
+
+
+def test_an_moe_verify_pass_reads_the_experts_of_every_token_it_verifies(fixtures):
+    """MTP-1 with every draft accepted yields 2 tokens a pass, but the pass's 2 tokens pick their
+    own experts: for an MoE whose experts are most of a step's bytes that is far from 2× (a dense
+    model, whose verify pass reads its weights once, comes close)."""
+    moe = spec_from_config(
+        _json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4.json"), name="moe", source="test",
+        hf_quant=_json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4__hf_quant_config.json"),
+    )  # fmt: skip
+    dense = spec_from_config(
+        _json(fixtures, "nvidia__Qwen3.6-27B-NVFP4.json"), name="dense", source="test",
+        hf_quant=_json(fixtures, "nvidia__Qwen3.6-27B-NVFP4__hf_quant_config.json"),
+    )  # fmt: skip
+    every = sp.DraftYield("mtp", 1, 1.0)
+    moe_gain = predict(moe, speculation=every).decode_tok_s / predict(moe).decode_tok_s
+    dense_gain = predict(dense, speculation=every).decode_tok_s / predict(dense).decode_tok_s
+    assert moe_gain < 1.8 < dense_gain < 2.0

@@ -256,3 +256,27 @@ def test_progress_reports_each_request(tmp_path):
         bench.run_bench(target(url), settings, progress=seen.append)
     wait_for(lambda: len(seen) == 5, 1, "five progress reports")
     assert [p.done for p in seen[:4]] == [1, 2, 3, 4] and seen[-1].result is not None
+
+
+def test_depth_mode_reports_prompt_processing_and_generation_at_each_depth():
+    """The timed server answers `ttft` after any prompt and counts a word a token: at depth d the
+    prompt is d + 32 tokens, so pp = (d + 32) / TTFT, and tg is its decode rate."""
+    settings = bench.BenchSettings(prompt_tokens=32, output_tokens=OUTPUT, requests_per_user=2, depths=[0, 200])
+    with running(ttft=TTFT, rate=RATE) as (url, _):
+        report = bench.run_bench(target(url), settings)
+    assert [r.depth for r in report.runs] == [0, 200] and all(r.users == 1 for r in report.runs)
+    for level, depth in zip(report.runs, (0, 200), strict=True):
+        assert level.prompt_tokens_mean == depth + 32 and level.errors == 0
+        assert close(level.pp_tok_s, (depth + 32) / TTFT), (depth, level.pp_tok_s)
+        assert close(level.tg_tok_s, RATE), (depth, level.tg_tok_s)
+
+
+def test_a_depth_past_the_model_length_names_the_flags():
+    settings = bench.BenchSettings(prompt_tokens=32, output_tokens=OUTPUT, depths=[0, 5000])
+    with (
+        running(ttft=0.05, rate=100) as (url, _),
+        pytest.raises(UserError, match="--depth 5000 \\+ --prompt-tokens 32"),
+    ):
+        bench.run_bench(target(url), settings)
+    with pytest.raises(UserError, match="--depth 1,-1: expected token counts"):
+        bench.validate(bench.BenchSettings(depths=[1, -1]))

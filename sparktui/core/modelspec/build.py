@@ -299,7 +299,13 @@ def _unmodelled_note(text: Mapping[str, Any]) -> str | None:
     if str(text.get("model_type") or "").startswith("deepseek_v4"):
         return (
             "DeepSeek V4's compressed and sliding-window attention groups are not modelled: the KV "
-            "figures treat every layer as plain MLA"
+            "figures treat every layer as plain MLA. vLLM 0.32 (models/deepseek_v4/attention.py "
+            "DeepseekV4Attention.get_kv_cache_spec, v1/attention/backends/mla/sparse_swa.py "
+            "DeepseekV4SWACache) gives every layer a sliding-window cache of sliding_window tokens × "
+            "head_dim 512, a layer with compress_ratio > 1 one 512-wide latent (584 B as fp8_ds_mla) per "
+            "compress_ratio tokens, and a compress-ratio-4 layer an indexer cache of index_head_dim per 4 "
+            "tokens; all with one KV head and max_tp_shards 1, so at tensor-parallel 2 every rank holds "
+            "the whole cache"
         )
     return None
 

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
 
+from sparktui.core.leak import LeakRecord
 from sparktui.errors import UserError
 
 STATE_VERSION = 1
@@ -120,6 +121,15 @@ class PressureRecord(_Model):
     error: str | None = None  # why there is none (no PSI on this kernel)
 
 
+class KernelRecord(_Model):
+    """The guard's kernel tripwire: its mode, where it reads the kernel log, the NVRM lines it saw."""
+
+    mode: Literal["stop", "warn", "off"] = "stop"
+    source: Literal["kmsg", "journal"] | None = None  # None: it cannot read the kernel log (`detail` says why)
+    detail: str | None = None
+    events: list[dict[str, Any]] = Field(default_factory=list)  # core.kernel_log.KernelEvent.to_dict()
+
+
 # The guard samples at least every 0.25 s (guard.STEADY_INTERVAL) while it runs: a last sample
 # older than this (eight periods at rest) means it is not sampling (its supervisor stopped, starved).
 GUARD_STALE_S = 2.0
@@ -131,6 +141,7 @@ class GuardRecord(_Model):
     lines: GuardLinesRecord
     last: GuardLast | None = None
     pressure: PressureRecord | None = None
+    kernel: KernelRecord | None = None
     # Set by readers (never stored): the real age of the guard's last sample (the supervisor's
     # live answer, or its heartbeat file when it cannot answer), and whether that is too old
     sample_age_s: float | None = None
@@ -175,6 +186,7 @@ class ExitRecord(_Model):
     failure: dict[str, Any] | None = None
     message: str | None = None
     breaker: dict[str, Any] | None = None  # the crash-loop breaker stopped restarts: reason, failures
+    leak: LeakRecord | None = None  # memory that did not come back after the end (runtime/guard/leakgate.py)
 
 
 class WedgeRecord(_Model):
@@ -209,6 +221,78 @@ class ReservationRecord(_Model):
 class PreflightRecord(_Model):
     warnings: list[str] = Field(default_factory=list)
     fit: dict[str, Any] | None = None
+
+
+class FailureRecord(_Model):
+    """A start-up failure diagnosed from vLLM's log (core.vllm_log.Failure)."""
+
+    kind: str
+    message: str = ""
+    hint: str | None = None
+
+
+class LogSummaryRecord(_Model):
+    """What vLLM's log said so far (core.vllm_log.LogSummary.to_dict)."""
+
+    version: str | None = None
+    model: str | None = None
+    max_model_len: int | None = None
+    weights_gib: float | None = None
+    available_kv_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    ready: bool = False
+    failure: FailureRecord | None = None
+
+
+class EventRecord(_Model):
+    """One event of the server's life: a log event (its kind from core.vllm_log.EVENT_KINDS) or the
+    supervisor's own (GuardTrip, Wedge, CrashLoop …), with its fields beside the kind."""
+
+    kind: str
+    t: float = 0.0
+
+    def field(self, name: str) -> Any:
+        """One of the event's own fields (None when it has none of that name)."""
+        return (self.model_extra or {}).get(name)
+
+
+class TripRecord(_Model):
+    """The guard's trip report (runtime.guard.TripReport), as recorded."""
+
+    line: str
+    reason: str
+    threshold_gib: float
+    mem_available_gib: float
+    low_water_gib: float
+    fall_rate_gib_s: float
+    last_samples: list[list[float]] = Field(default_factory=list)
+    signalled: list[dict[str, Any]] = Field(default_factory=list)
+    escalated: bool = False
+    escalation: str | None = None
+    gone: bool = False
+    gone_after_s: float | None = None
+    shm_removed: list[str] = Field(default_factory=list)
+    tripped_at: float = 0.0
+    survivors: list[int] = Field(default_factory=list)
+    kernel_line: str | None = None  # line "kernel": the driver's line that tripped it
+
+
+class MetricsRecord(_Model):
+    """The last /metrics reading (core.metrics.VllmStats and the token counters), or why there is none."""
+
+    kv_cache_usage_pct: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    prompt_tokens_per_s: float | None = None
+    generation_tokens_per_s: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    ttft_window: str | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    error: str | None = None
+    at: float = 0.0
 
 
 Status = Literal["starting", "running", "stopping", "exited", "lost"]
@@ -247,10 +331,10 @@ class StateRecord(_Model):
     guard: GuardRecord
     reservation: ReservationRecord | None = None
     tree: TreeRecord | None = None
-    summary: dict[str, Any] | None = None
-    events: list[dict[str, Any]] = Field(default_factory=list)
-    trip: dict[str, Any] | None = None
-    metrics: dict[str, Any] | None = None
+    summary: LogSummaryRecord | None = None
+    events: list[EventRecord] = Field(default_factory=list)
+    trip: TripRecord | None = None
+    metrics: MetricsRecord | None = None
     exit: ExitRecord | None = None
     watch: WatchRecord | None = None  # runtime.watch: wedge, restarts, breaker, flight recorder
     page_cache: dict[str, Any] | None = None  # runtime.watch.PageCacheReport: the model's pages evicted
@@ -385,6 +469,7 @@ class GuardRequest(_Message):
     cmd: Literal["guard"]
     armed: StrictBool | None = None
     lines: GuardLinesChange | None = None
+    kernel: Literal["stop", "warn", "off"] | None = None  # the kernel tripwire's mode
 
 
 class ClusterReadyRequest(_Message):

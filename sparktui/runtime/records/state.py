@@ -28,7 +28,6 @@ from sparktui.runtime.records.protocol import (
     RUNNING_STATUSES,
     STATE_VERSION,
     AnyRequest,
-    GuardLinesChange,
     GuardRequest,
     ProtocolError,
     Reply,
@@ -385,11 +384,12 @@ def listener_pid(port: int) -> int | None:
         return peer_pid(sock)
 
 
-def guard_request(armed: bool | None = None, lines: dict[str, float | None] | None = None) -> GuardRequest:
-    """A guard request; `lines` holds only the lines to move (None turns one off)."""
-    return GuardRequest(
-        cmd="guard", armed=armed, lines=None if lines is None else GuardLinesChange.model_validate(lines)
-    )
+def guard_request(
+    armed: bool | None = None, lines: dict[str, float | None] | None = None, kernel: str | None = None
+) -> GuardRequest:
+    """A guard request; `lines` holds only the lines to move (None turns one off); `kernel` the
+    kernel tripwire's mode (stop, warn, off)."""
+    return GuardRequest.model_validate({"cmd": "guard", "armed": armed, "lines": lines, "kernel": kernel})
 
 
 def wait_for_state(

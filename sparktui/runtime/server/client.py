@@ -95,20 +95,29 @@ def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.State
 
 
 def set_guard(
-    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
 ) -> pr.StateRecord:
-    """Arm/disarm the memory guard of a running server and/or move its lines; its state afterwards."""
-    return change_guard(port, armed=armed, lines=lines)[0]
+    """Arm/disarm the memory guard of a running server, move its lines and/or set its kernel
+    tripwire's mode; its state afterwards."""
+    return change_guard(port, armed=armed, lines=lines, kernel=kernel)[0]
 
 
 def change_guard(
-    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
 ) -> tuple[pr.StateRecord, list[str]]:
     """set_guard(), with the notes on lines turned off to make room for the ones given."""
     state = st.find_state(port)
     if not state.alive:
         raise UserError(f"the server on port {state.port} is not running (status {state.status})")
-    reply = st.request(state.port, st.guard_request(armed, lines), timeout=10)
+    reply = st.request(state.port, st.guard_request(armed, lines, kernel), timeout=10)
     if not reply.ok or reply.state is None:
         raise UserError(f"port {state.port}: the guard was not changed: {reply.error}")
     reply.state.alive = True
