@@ -964,11 +964,14 @@ class Supervisor:
             events=[e.to_dict() for e in guard.kernel_events],
         )
         kernel_news = g.kernel != kernel
+        alert_news = g.alert != d.alert  # the pace changes with it: the line is news too
         g.kernel = kernel
+        g.alert = d.alert
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if (
             last
+            and not alert_news
             and last.action == now.action
             and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
         ):
