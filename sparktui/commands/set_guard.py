@@ -18,6 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=tcp_port, help="the server's port (needed when several run)")
     add_line_arguments(parser, defaults=False)
     add_kernel_argument(parser, default=None)
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="accept a term or kill line above MemAvailable now (the guard stops the server at once)",
+    )
     armed = parser.add_mutually_exclusive_group()
     armed.add_argument("--arm", dest="armed", action="store_const", const=True, help="arm the guard")
     armed.add_argument("--disarm", dest="armed", action="store_const", const=False, help="disarm the guard")
@@ -36,7 +41,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             "set-guard: nothing to change; give --warn-below, --term-below, --kill-below, --kernel, --arm or --disarm"
         )
-    state, notes = client.change_guard(args.port, armed=args.armed, lines=lines or None, kernel=args.kernel)
+    state, notes = client.change_guard(
+        args.port, armed=args.armed, lines=lines or None, kernel=args.kernel, force=args.force
+    )
     for note in notes:
         print(printable(f"sparktui: note: {note}"))
     g = state.guard

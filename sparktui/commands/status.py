@@ -63,6 +63,12 @@ def _line(state: StateRecord) -> str:
     return "  ".join(parts)
 
 
+def ended_text(state: StateRecord) -> str | None:
+    from sparktui.runtime.records.protocol import how_it_ended
+
+    return how_it_ended(state)
+
+
 def _guard_news(state: StateRecord) -> list[str]:
     """What the kernel tripwire saw and did, and memory that did not come back after the end."""
     out = []
@@ -100,14 +106,17 @@ def say(line: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.runtime.records import state as st
+    from sparktui.runtime.records.protocol import how_it_ended
     from sparktui.runtime.server import client
 
     problems: list[str] = []
+    ended_records: list[StateRecord] = []  # servers no longer running whose record is kept: how each ended
     if args.port is not None:
         states = [client.attach(args.port)]
     else:
         states = [s if not s.alive else client.attach(s.port) for s in st.list_states(problems)]
         if not args.all:
+            ended_records = [s for s in states if not s.alive and not s.running and s.exit is not None]
             # Lost servers stay listed until relaunched: how they ended is news a person must see.
             states = [
                 s
@@ -137,8 +146,13 @@ def run(args: argparse.Namespace) -> int:
         ]
         print(json.dumps(out if args.port is None else out[0], indent=1, default=str))
         return 0
+    if states and ended_records:  # after the running ones
+        shown = {id(s) for s in states}
+        states = states + [s for s in ended_records if id(s) not in shown]
     if not states:
         print("no server is running")
+        for state in ended_records:
+            say(f"  port {state.port} ({state.profile}): {how_it_ended(state)}")
         return 0
     for state in states:  # records are other processes' words: printed with control characters escaped
         say(_line(state))
@@ -151,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
             ended = f" exit: {node['exit_reason']}" if node.get("exit_reason") else ""
             mem = f"  MemAvailable {node['available_gib']:.1f} GiB" if node.get("available_gib") is not None else ""
             say(f"  node {node['host']} (rank {node['rank']}): {node['status']}{phase}{ended}{mem}")
+        if (how := ended_text(state)) is not None:
+            say(f"  {how}")
         for line in _guard_news(state):
             say(f"  {line}")
         say(f"  log: {state.log_path}")

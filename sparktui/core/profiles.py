@@ -37,6 +37,7 @@ from sparktui.core.cluster import BACKENDS, ClusterSettings
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
 from sparktui.core.kernel_log import KERNEL_MODES
 from sparktui.errors import UserError
+from sparktui.files import is_special, read_regular
 from sparktui.paths import user_profiles_dir
 
 if TYPE_CHECKING:
@@ -190,6 +191,9 @@ def list_profiles() -> list[ProfileRef]:
     return sorted(found.values(), key=lambda ref: ref.name)
 
 
+MAX_PROFILE_BYTES = 1 << 20  # a profile is a few KiB; a 10 MB one is a mistake (tomlkit takes a minute)
+
+
 def resolve_profile(path_or_name: str | os.PathLike[str]) -> Path:
     """A path as given, or a profile name looked up among the user's and the shipped ones."""
     text = os.fspath(path_or_name)
@@ -207,6 +211,8 @@ def resolve_profile(path_or_name: str | os.PathLike[str]) -> Path:
         raise UserError(f"no profile named {text!r}{hint}; available: {', '.join(names) or 'none'}")
     if candidate.is_dir():
         raise UserError(f"{text}: a folder, not a profile; give a profile's .toml file")
+    if (kind := is_special(candidate)) is not None:  # a FIFO, a device, a symlink loop: never read
+        raise UserError(f"{text}: {kind}, not a profile file; give a profile's .toml file")
     raise UserError(f"{text}: no such profile file")
 
 
@@ -217,7 +223,7 @@ def load_profile(path_or_name: str | os.PathLike[str], model: str | None = None)
     if path.suffix in (".yaml", ".yml"):
         return profile_from_recipe(path, model=model)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_PROFILE_BYTES, "profile").decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the profile: {exc}") from None
     return parse_profile(text, path)
@@ -230,6 +236,8 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         doc = tomlkit.parse(text)
     except tomlkit.exceptions.ParseError as exc:
         raise UserError(f"{where}:{exc.line}:{exc.col}: not valid TOML: {_parse_problem(exc)}") from None
+    except tomlkit.exceptions.KeyAlreadyPresent as exc:  # a key given twice in one table
+        raise UserError(f"{where}: not valid TOML: {str(exc).rstrip('.')}; give each key once") from None
 
     def fail(section: str, key: str | None, problem: str) -> UserError:
         line = _line_of(text, section, key)

@@ -428,8 +428,10 @@ class Backend:
     ) -> ServerStatus:
         """Arm/disarm and/or move the lines of the guard of a running server, live, through its supervisor."""
         from sparktui.runtime.records import state as state_mod
+        from sparktui.runtime.server.client import refuse_lines_above_free
 
         try:
+            refuse_lines_above_free(lines, force=False)  # as `sparktui set-guard` without --force
             reply = state_mod.request(status.port, state_mod.guard_request(armed, lines), timeout=10)
         except UserError as exc:
             raise Unavailable(str(exc)) from None

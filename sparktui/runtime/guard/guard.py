@@ -63,6 +63,7 @@ DEFAULT_WARN_GIB = 10.0
 DEFAULT_TERM_GIB = 6.0
 DEFAULT_KILL_GIB = 3.5
 DEFAULT_GRACE_S = 5.0
+MAX_LINE_GIB = 1 << 20  # 1 PiB: above any machine's memory, far below where GiB → bytes overflows
 
 MIN_INTERVAL = 0.002  # fastest pace, when close to a line or falling fast
 MAX_INTERVAL = 0.1  # slowest pace (10 Hz), when idle with lots of headroom
@@ -110,8 +111,11 @@ class GuardLines:
     def __post_init__(self) -> None:
         for name in LINE_NAMES:
             v = getattr(self, name)
-            if v is not None and not 0 <= v < math.inf:
-                raise UserError(f"guard line {name} must be a finite number of GiB >= 0, got {v!r}")
+            if v is not None and not 0 <= v < MAX_LINE_GIB:
+                raise UserError(
+                    f"guard line {name} must be a number of GiB from 0 to below {MAX_LINE_GIB} (no machine has "
+                    f"more), got {v!r}"
+                )
         if not 0 <= self.grace_s < math.inf:
             raise UserError(f"guard grace_s must be a finite number of seconds >= 0, got {self.grace_s!r}")
         w, t, k = self.warn_below_gib, self.term_below_gib, self.kill_below_gib

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from sparktui.errors import UserError
+from sparktui.paths import USER_UMASK_ENV, user_umask
 from sparktui.runtime.host.containment import CgroupScope, fallback_description
 
 SHM_DIR = Path("/dev/shm")
@@ -69,6 +70,13 @@ _PDEATHSIG_EXEC = (
     "    if os.getppid() != int(sys.argv[1]): os._exit(70)\n"
     "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
     "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n"
+    # the OOM killer's first choice is the tree, not the supervisor (raising needs no privilege);
+    # the user's own CPU priority back (a hardened supervisor runs at a higher one)
+    "try:\n"
+    "    with open('/proc/self/oom_score_adj', 'w') as f: f.write(os.environ.pop('SPARKTUI_TREE_OOM_SCORE_ADJ', '500'))\n"
+    "except OSError: pass\n"
+    "try: os.setpriority(os.PRIO_PROCESS, 0, int(os.environ.pop('SPARKTUI_USER_NICE')))\n"
+    "except (KeyError, ValueError, OSError): pass\n"
     "os.execv(sys.argv[3], sys.argv[4:])\n"
 )
 
@@ -682,10 +690,11 @@ def spawn(
             stdin=None if inherit_stdin else subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT if log is not None else None,
-            env=env,
+            env={k: v for k, v in env.items() if k != USER_UMASK_ENV},
             cwd=cwd,
             start_new_session=True,
             close_fds=True,
+            umask=user_umask(),  # the user's: sparktui's own files are private, vLLM's are as the user wants
         )
     except BaseException:
         if scope is not None:

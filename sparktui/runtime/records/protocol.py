@@ -25,9 +25,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, Vali
 
 from sparktui.core.leak import LeakRecord
 from sparktui.errors import UserError
+from sparktui.files import read_regular
 
 STATE_VERSION = 1
 MAX_MESSAGE_BYTES = 65536
+MAX_STATE_BYTES = 16 << 20  # a record is tens of KiB (50 events, the tree, the fit)
 
 GiBValue = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
 LaunchId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]  # runtime/launch_id.PATTERN
@@ -385,9 +387,11 @@ def _parse_object(model: type[_M], text: str | bytes, where: str, what: str, fix
 def read_state_file(path: Path) -> StateRecord | None:
     """None when there is no file; ProtocolError when it is not a state record."""
     try:
-        text = path.read_text()
+        text = read_regular(path, MAX_STATE_BYTES, "state record").decode()
     except FileNotFoundError:
         return None
+    except UserError as exc:  # a FIFO, a device, a huge file: never waited on, never blocks a launch
+        raise ProtocolError(f"{exc}; remove it") from None
     except OSError as exc:
         raise ProtocolError(f"{path}: cannot be read ({exc.strerror})") from None
     except UnicodeDecodeError:
@@ -429,6 +433,42 @@ def condition_of(state: StateRecord) -> ConditionView:
     if ex.returncode not in (0, None):
         return ConditionView(condition=Condition.FAILED, phase=phase, kind=f"exit_{ex.returncode}")
     return ConditionView(condition=Condition.STOPPED, phase=phase, reason=ex.reason)
+
+
+def how_it_ended(state: StateRecord) -> str | None:
+    """How a server that is no longer running ended, in one line (None while it runs): a guard
+    trip with its line and reading, a crash with vLLM's words, a stop and by whom."""
+    ex = state.exit
+    if ex is None or state.running:
+        return None
+    when = time.strftime("%H:%M:%S", time.localtime(state.updated_at)) if state.updated_at else "?"
+    if ex.reason == "guard":
+        trip = state.trip
+        if trip is not None and trip.kernel_line:
+            what = f"guard trip on the kernel log (NVIDIA driver out of memory): {trip.kernel_line}"
+        elif trip is not None:
+            what = (
+                f"guard trip at the {trip.line} line ({trip.threshold_gib:.2f} GiB): MemAvailable "
+                f"{trip.mem_available_gib:.2f} GiB, falling {trip.fall_rate_gib_s:.2f} GiB/s"
+            )
+        else:
+            what = f"guard trip: {ex.message or 'no report recorded'}"
+        if ex.by == "reaper":
+            what += " (by the reaper: the supervisor was not sampling)"
+    elif ex.reason == "failed":
+        failure = ex.failure or {}
+        what = f"crash: {failure.get('kind') or 'failed'}: {failure.get('message') or ''}".rstrip(": ")
+    elif ex.reason in ("stopped", "killed"):
+        what = f"{ex.reason}" + (f" by {ex.by}" if ex.by else "")
+    elif ex.reason == "supervisor_died":
+        what = f"its supervisor died: {ex.message or ''}".rstrip(": ")
+    elif ex.reason == "wedged":
+        what = "wedged: stopped by the watch"
+    elif ex.returncode not in (0, None):
+        what = f"crash: vLLM exited with status {ex.returncode}"
+    else:
+        what = f"vLLM exited by itself (status {ex.returncode})"
+    return f"ended {when}: {what}"
 
 
 # ---------------------------------------------------------------- socket requests and replies
@@ -489,10 +529,14 @@ COMMANDS = ("status", "stop", "kill", "guard", "cluster-ready")
 
 def parse_request(data: bytes) -> AnyRequest:
     """One request line from the socket; ProtocolError says what is wrong with it."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"request: longer than {MAX_MESSAGE_BYTES} bytes")
     try:
         raw = json.loads(data or b"{}")
     except ValueError as exc:
         raise ProtocolError(f"request: not JSON ({exc})") from None
+    except RecursionError:
+        raise ProtocolError("request: nested too deeply to be a request") from None
     if not isinstance(raw, dict):
         raise ProtocolError(f'request: expected a JSON object like {{"cmd": "status"}}, got {type(raw).__name__}')
     cmd = raw.get("cmd")

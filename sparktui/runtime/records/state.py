@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
+from sparktui.files import read_regular
 from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
 from sparktui.paths import writable_state_dir as writable_state_dir
 from sparktui.runtime.records.protocol import (
@@ -63,9 +64,9 @@ def boottime() -> float:
 def read_beat(fd_or_path: int | Path) -> float | None:
     """The heartbeat's time (CLOCK_BOOTTIME), or None when there is none."""
     try:
-        raw = os.pread(fd_or_path, 32, 0) if isinstance(fd_or_path, int) else fd_or_path.read_bytes()[:32]
+        raw = os.pread(fd_or_path, 32, 0) if isinstance(fd_or_path, int) else read_regular(fd_or_path, 64, "heartbeat")
         return float(raw.split(b"\n", 1)[0])
-    except (OSError, ValueError):
+    except (OSError, ValueError, UserError):
         return None
 
 

@@ -52,6 +52,7 @@ from sparktui.runtime.records.endpoint import Endpoint, base_url
 from sparktui.runtime.records.launch_id import ENV as LAUNCH_ID_ENV
 from sparktui.runtime.records.launch_id import EXPECTED as LAUNCH_ID_EXPECTED
 from sparktui.runtime.records.launch_id import is_launch_id, not_this_launch
+from sparktui.runtime.server.hardening import harden_supervisor
 from sparktui.runtime.server.logtail import LogTail
 from sparktui.runtime.server.preflight import preflight
 from sparktui.runtime.server.reaper import Reaper
@@ -117,6 +118,7 @@ class Supervisor:
         self.serve = serve if serve is not None else profile.serve
         self.force, self.detached = force, detached
         self.launch_id = launch_id  # runtime/records/launch_id.py: a request naming another is refused
+        self.harden = False  # serve_foreground sets it: mlockall, nice, oom_score_adj (server/hardening.py)
         self.lines = GuardLines.from_settings(profile.guard)
         self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
         self.guard: Guard | None = None
@@ -351,6 +353,9 @@ class Supervisor:
                 reply = pr.Reply(ok=False, error=str(exc), state=self.snapshot())
             except (OSError, ValueError) as exc:
                 reply = pr.Reply(ok=False, error=str(exc))
+            except Exception as exc:  # a crafted message must get an answer, never a traceback
+                self._say(f"warning: a request failed: {type(exc).__name__}: {exc}"[:300])
+                reply = pr.Reply(ok=False, error=f"the request failed: {type(exc).__name__}: {exc}"[:1000])
             try:
                 conn.sendall(reply.to_line())
             except OSError:
@@ -482,6 +487,9 @@ class Supervisor:
 
     def _run(self) -> int:
         st.writable_state_dir()  # a read-only or full state dir: refused here, naming it
+        if self.harden:  # its own process (`sparktui serve`): not a Python program that embeds it
+            os.environ.setdefault("SPARKTUI_USER_NICE", str(os.getpriority(os.PRIO_PROCESS, 0)))  # for vLLM
+            self._say(harden_supervisor().summary())
         set_aside_unreadable(self.port)
         sweep_lost_servers()
         pre = preflight(self.profile, self.serve, force=self.force, evict=True)
@@ -1137,4 +1145,6 @@ def serve_foreground(
         if not is_launch_id(given):
             raise UserError(f"{LAUNCH_ID_ENV}={given!r}: expected a launch id ({LAUNCH_ID_EXPECTED})")
         launch_id = given
-    return Supervisor(profile, serve, force=force, detached=detached, launch_id=launch_id).run()
+    sup = Supervisor(profile, serve, force=force, detached=detached, launch_id=launch_id)
+    sup.harden = True
+    return sup.run()
