@@ -1345,6 +1345,77 @@ def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
     print("  not modelled); their figures still count in the spreads where the log has them")
 
 
+# llava-1.5-7b-awq's language model: Llama-2-7B in AWQ int4 (the vision tower is not counted)
+LLAVA_AWQ = {**LLAMA2_7B, "torch_dtype": "float16", "quantization_config": {"quant_method": "awq", "bits": 4,
+             "group_size": 128}}  # fmt: skip
+LLAVA = "discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU"
+# Real start-ups the verdict cannot be checked on, and why
+VERDICT_NOT_CHECKED = {
+    "spark_v0.25.1_laguna-s-2.1-int4_kv-cache-too-small_fail.log": "Laguna's architecture is not modelled",
+    "spark_v0.25.1_laguna-s-2.1-nvfp4_host-oom-killed_truncated.log": (
+        "Laguna's architecture is not modelled, and the host's OOM killer stopped it during torch.compile, "
+        "outside vLLM's own accounting"
+    ),
+    "spark_v0.25.1_laguna-s-2.1-nvfp4-dflash_success.log": "Laguna's architecture is not modelled",
+    "vllm-cases c02": "the V0 engine (before 0.10), whose profile run is not modelled",
+    "vllm-cases c12": "MiniMax-M2.7 AWQ: the recipe's weights per rank are not known",
+}
+
+
+@dataclass
+class VerdictCheck:
+    label: str
+    started: bool  # the start-up reached the KV cache (False: vLLM refused it for memory)
+    verdict: str
+    why: str = ""
+
+    @property
+    def honest(self) -> bool:
+        return self.verdict not in ("wont_start", "unsafe") if self.started else self.verdict != "fits"
+
+
+def verdict_checks(fixtures: Path = FIXTURES) -> list[VerdictCheck]:
+    """The verdict from the flags on every real start-up whose machine is known: one that started
+    must not be "won't start" / "unsafe", one vLLM refused for memory must not be "fits"."""
+    out = []
+    for case in all_cases(fixtures):
+        if case.machine is None:
+            continue
+        spec = _spec(case)
+        rules = case_rules(case)
+        config = ServeConfig(model="inline", vllm_version=str(rules.version), **case.serve)
+        result = fit(config, spec, machine_from_name(case.machine))
+        out.append(VerdictCheck(case.id, True, result.verdict))
+    # the 16 GB card: the same flags twice, vLLM's free-memory reading decided (it is taken after its
+    # CUDA context, as the fit's MemAvailable less the context)
+    spec = spec_from_config(LLAVA_AWQ, name="llava-1.5-7b-awq", source="inline architecture")
+    machine = machine_from_name(15.99)
+    for free, started in (
+        (14.66, True),  # ..._success.log: "Free memory on device (14.66/15.99 GiB)"
+        (13.58, False),  # ..._free-memory-less-than-desired_fail.log: (13.58/15.99 GiB)
+    ):
+        config = ServeConfig(model="inline", max_model_len=4096, gpu_memory_utilization=0.85, vllm_version="0.10.2")
+        result = fit(config, spec, machine, mem_available=int(free * GiB) + machine.cuda_context)
+        out.append(VerdictCheck(f"v0.10.2 llava {'started' if started else 'refused'}", started, result.verdict,
+                                f"free {free} GiB of 15.99"))  # fmt: skip
+    return out
+
+
+def print_verdicts(fixtures: Path) -> None:
+    checks = verdict_checks(fixtures)
+    print()
+    print("The verdict from the flags on real start-ups (started: never won't start / unsafe; refused for memory:")
+    print("never fits):")
+    for c in checks:
+        outcome = "started" if c.started else "refused"
+        print(f"  {c.label:<32} {outcome:<8} verdict {c.verdict:<10} {'ok' if c.honest else 'WRONG'}  {c.why}")
+    for name, why in VERDICT_NOT_CHECKED.items():
+        print(f"  not checked: {name}: {why}")
+    wrong = [c for c in checks if not c.honest]
+    print(f"  {len(checks) - len(wrong)}/{len(checks)} honest ({sum(c.started for c in checks)} started, "
+          f"{sum(not c.started for c in checks)} refused for memory)")  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     fixtures = Path(argv[0]) if argv else FIXTURES
     rows = [evaluate(c) for c in all_cases(fixtures)]
@@ -1381,6 +1452,7 @@ def main(argv: list[str]) -> int:
         if r.case.unshared_drafter:
             explain_unshared_drafter(r.case)
     print_kv_memory(rows, fixtures)
+    print_verdicts(fixtures)
     counted = [r for r in rows if r.case.counted]
 
     def worst(kind: str, key: str) -> str:

@@ -12,6 +12,11 @@ Each run is a pair:
 "Gone" is when every hog process has exited (pidfds readable). A guard that kills on a
 predicted crossing before the sampler sees the line counts as 0 ms from crossing.
 
+--kernel stop|warn|off: the guard's kernel tripwire (default stop, as users get it); with
+--kernel-compare each run is done with the tripwire off and on, interleaved, and both delays and
+both idle costs are printed side by side (the tripwire is a thread blocked on the kernel log: it
+should change neither).
+
 --control pairs two ideal runs instead: the spread of the paired difference with no guard at
 all, i.e. how much of the guard's figure is the machine's teardown noise.
 
@@ -200,7 +205,7 @@ def ideal_run(a, tmp: Path) -> dict:
     return r
 
 
-def guard_run(a, tmp: Path) -> dict:
+def guard_run(a, tmp: Path, kernel: str = "stop") -> dict:
     a0 = read_mem_available()
     line = a0 - int(a.depth * GiB)
     log = tmp / "guard.log"
@@ -211,6 +216,8 @@ def guard_run(a, tmp: Path) -> dict:
         "sparktui",
         "guard",
         "--json",
+        "--kernel",
+        kernel,
         "--warn-below",
         "off",
         "--term-below",
@@ -240,9 +247,9 @@ def guard_run(a, tmp: Path) -> dict:
     return r
 
 
-def idle_cpu(seconds: float) -> dict:
+def idle_cpu(seconds: float, kernel: str = "stop") -> dict:
     g = subprocess.Popen(
-        [sys.executable, "-m", "sparktui", "guard", "--", "sleep", str(seconds + 10)],
+        [sys.executable, "-m", "sparktui", "guard", "--kernel", kernel, "--", "sleep", str(seconds + 10)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -299,7 +306,7 @@ def measure_pairs(a, tmp: Path, *, echo: bool = True) -> dict:
         if a.control:  # ideal vs ideal: how much the paired difference varies with no guard at all
             guard = dict(ideal_run(a, tmp), exit=97, report={"reason": "control"})
         else:
-            guard = guard_run(a, tmp)
+            guard = guard_run(a, tmp, getattr(a, "kernel", "stop"))
         ideal_ms = (
             None if ideal["t_gone"] is None or ideal["t_cross"] is None else (ideal["t_gone"] - ideal["t_cross"]) * 1e3
         )
@@ -380,6 +387,53 @@ def measure_pairs(a, tmp: Path, *, echo: bool = True) -> dict:
     return summary
 
 
+def kernel_compare(a, tmp: Path, result: dict) -> int:
+    """Each run once with the kernel tripwire off and once on, interleaved; then the idle cost of
+    each: the delays and idle costs side by side."""
+    import copy
+
+    runs, pairs = a.runs, {"off": [], "stop": []}
+    for i in range(runs):
+        for mode in pairs:
+            one = copy.copy(a)
+            one.runs, one.kernel = 1, mode
+            pair = measure_pairs(one, tmp, echo=False)["pairs"][0]
+            pairs[mode].append(pair)
+            if not a.json:
+                print(
+                    f"run {i + 1:2d} kernel {mode:4}: delay {pair['delay_ms']} ms ({pair['guard_reason']})", flush=True
+                )
+    side = {}
+    for mode, got in pairs.items():
+        delays = [p["delay_ms"] for p in got if p["delay_ms"] is not None]
+        side[mode] = {
+            "delay_ms": {
+                "p50": round(pct(delays, 0.5), 1) if delays else None,
+                "p95": round(pct(delays, 0.95), 1) if delays else None,
+                "max": max(delays) if delays else None,
+                "n": len(delays),
+            },
+            "idle": idle_cpu(a.idle, mode),
+            "pairs": got,
+        }
+    result["kernel_compare"] = side
+    result["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    for f in tmp.iterdir():
+        f.unlink()
+    tmp.rmdir()
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for mode, r in side.items():
+        d = r["delay_ms"]
+        print(
+            f"kernel tripwire {mode:4}: delay over ideal p50 {d['p50']} ms, p95 {d['p95']} ms, max {d['max']} ms "
+            f"(n={d['n']}); idle guard CPU {r['idle']['pct_of_core']}% of a core over {r['idle']['seconds']} s"
+        )
+    print(f"load avg before {result['load_before']}, after {result['load_after']}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=10)
@@ -391,6 +445,10 @@ def main() -> int:
         "--control",
         action="store_true",
         help="pair two ideal runs instead (the noise floor of the paired difference on this machine)",
+    )
+    ap.add_argument("--kernel", choices=("stop", "warn", "off"), default="stop", help="the guard's kernel tripwire")
+    ap.add_argument(
+        "--kernel-compare", action="store_true", help="each run with the kernel tripwire off and on, side by side"
     )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -404,8 +462,10 @@ def main() -> int:
         "args": vars(a),
         "read_costs": read_costs(),
     }
+    if a.kernel_compare:
+        return kernel_compare(a, tmp, result)
     result.update(measure_pairs(a, tmp, echo=not a.json))
-    result["idle"] = idle_cpu(a.idle)
+    result["idle"] = idle_cpu(a.idle, a.kernel)
     result["load_after"] = [round(x, 2) for x in os.getloadavg()]
     for f in tmp.iterdir():
         f.unlink()

@@ -10,6 +10,9 @@
    Also counted: the /metrics requests the server saw during the rest (its access log).
 2. The guard's trip delay in the same run: bench/guard_latency.py's pairs (an ideal kill vs the
    guard, --runs times), after the server is stopped.
+With --kernel-compare: two servers at rest over the same seconds, one with the guard's kernel
+tripwire off ([guard] kernel = "off") and one with it on ("stop", the default): the cost of
+following the kernel log, side by side (then no guard pairs).
 Goals (issue 16): supervisor + reaper <= 0.5% of one core at rest; guard delay p95 <= 50 ms.
 """
 
@@ -50,12 +53,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def write_profile(tmp: Path, port: int, life_s: float) -> Path:
+def write_profile(tmp: Path, port: int, life_s: float, kernel: str | None = None) -> Path:
     stub = install_stub(tmp / "bin")
-    path = tmp / "rest.toml"
+    path = tmp / f"rest-{port}.toml"
     path.write_text(
         f'[serve]\nmodel = "/models/tiny"\nport = {port}\nmax-model-len = 512\nenforce-eager = true\n'
-        f'[runner]\nexecutable = "{stub}"\n'
+        + (f'[guard]\nkernel = "{kernel}"\n' if kernel else "")
+        + f'[runner]\nexecutable = "{stub}"\n'
         f'[env]\nSTUB_VLLM_TIME_SCALE = "0.01"\nSTUB_VLLM_MAX_LIFE_S = "{int(life_s)}"\n'
     )
     return path
@@ -129,6 +133,35 @@ def rest(a, tmp: Path) -> dict:
     }
 
 
+def rest_side_by_side(a, tmp: Path, modes: tuple[str, ...] = ("off", "stop")) -> dict:
+    """One server per kernel-tripwire mode, all at rest over the same seconds."""
+    state_dir = tmp / "state"
+    env = {**os.environ, "SPARKTUI_STATE_DIR": str(state_dir), "SPARKTUI_CONFIG_DIR": str(tmp / "config")}
+    ports = {mode: free_port() for mode in modes}
+    try:
+        pids = {}
+        for mode, port in ports.items():
+            # --force: two stub servers "reserve" more than this box's pool (they allocate nothing)
+            started = sparktui(["serve", str(write_profile(tmp, port, a.rest + 300, mode)), "--detach", "--force"], env)
+            if started.returncode != 0:
+                raise RuntimeError(f"sparktui serve --detach failed: {started.stderr.strip()}")
+        for mode, port in ports.items():
+            state = wait_running(state_dir, port)
+            pids[mode] = (state["supervisor"]["pid"], state["reaper"]["pid"])
+        time.sleep(a.settle)
+        c0 = {m: sum(cpu_seconds(p) for p in pids[m]) for m in modes}
+        t0 = time.monotonic()
+        time.sleep(a.rest)
+        c1 = {m: sum(cpu_seconds(p) for p in pids[m]) for m in modes}
+        seconds = time.monotonic() - t0
+    finally:
+        for port in ports.values():
+            sparktui(["stop", "--port", str(port)], env)
+    out = {m: {"supervisor_and_reaper_pct": round(100 * (c1[m] - c0[m]) / seconds, 3)} for m in modes}
+    out["seconds"] = round(seconds, 1)  # type: ignore[assignment]
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rest", type=float, default=60.0, help="seconds at rest to measure")
@@ -137,9 +170,23 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=3072, help="hog MiB/s asked (what it reaches is printed)")
     ap.add_argument("--procs", type=int, default=2, help="hog processes sharing the rate")
     ap.add_argument("--depth", type=float, default=1.5, help="kill line, GiB below MemAvailable at each run's start")
+    ap.add_argument("--kernel-compare", action="store_true", help="tripwire off and on, two servers side by side")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     a.control = False
+    if a.kernel_compare:
+        with tempfile.TemporaryDirectory(prefix="sparktui-rest-") as name:
+            side = rest_side_by_side(a, Path(name))
+        if a.json:
+            print(json.dumps(side, indent=2))
+        else:
+            off, on = side["off"]["supervisor_and_reaper_pct"], side["stop"]["supervisor_and_reaper_pct"]
+            ratio = f"{on / off:.2f}" if off else "n/a"
+            print(
+                f"at rest over the same {side['seconds']} s: supervisor + reaper with the kernel tripwire off "
+                f"{off}%, on {on}% of one core (ratio on/off {ratio}); load avg {[round(x, 2) for x in os.getloadavg()]}"
+            )
+        return 0
     result: dict = {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in os.getloadavg()], "args": vars(a)}
     with tempfile.TemporaryDirectory(prefix="sparktui-rest-") as name:
         tmp = Path(name)

@@ -64,14 +64,27 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _names_a_profile(arg: str) -> bool:
+    """A file, or the name of a shipped or user profile (by file name: core.profiles and pydantic
+    are not imported before the panel's first frame)."""
     if arg.endswith(".toml") or os.path.isfile(arg):
         return True
-    from sparktui.core.profiles import list_profiles
+    from sparktui.paths import user_profiles_dir
+    from sparktui.resources import data_dir
 
-    return any(ref.name == arg for ref in list_profiles())
+    names = {f"{arg}{suffix}" for suffix in (".toml", ".yaml", ".yml")}
+    for folder in (data_dir("profiles"), user_profiles_dir()):
+        try:
+            if names & set(os.listdir(folder)):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
+    from sparktui.paths import make_files_private
+
+    make_files_private()  # files 0600, folders 0700, whatever the umask
     if "_ARGCOMPLETE" in os.environ:  # a Tab in a shell with `sparktui completion SHELL` loaded
         from sparktui.commands.completion import complete
 

@@ -99,3 +99,25 @@ def bench_history_path() -> Path:
 
 def cache_dir() -> Path:
     return _from_env("SPARKTUI_CACHE_DIR", platformdirs.user_cache_dir(APP))
+
+
+USER_UMASK_ENV = "SPARKTUI_USER_UMASK"  # the umask the user started sparktui with (octal)
+
+
+def make_files_private() -> None:
+    """Files 0600 and folders 0700 whatever the user's umask (state, logs, saved profiles may name
+    secrets' variables): sparktui's own processes run with the umask's group and other bits set.
+    The user's umask is kept for the commands sparktui runs (user_umask(), proc.spawn)."""
+    old = os.umask(0o077)
+    os.umask(old | 0o077)
+    os.environ.setdefault(USER_UMASK_ENV, oct(old))
+
+
+def user_umask() -> int:
+    """The umask to give the commands sparktui runs (vLLM): the user's, not sparktui's own."""
+    try:
+        return int(os.environ.get(USER_UMASK_ENV, ""), 8) & 0o777
+    except ValueError:
+        current = os.umask(0)
+        os.umask(current)
+        return current

@@ -4,8 +4,11 @@ helpers in tests/support."""
 from __future__ import annotations
 
 import os
+import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +17,48 @@ from tests.support.stub_vllm import install_stub
 
 # The stub replays its log 100× faster, and dies on its own if a test forgets it.
 FAST_STUB = {"STUB_VLLM_TIME_SCALE": "0.01", "STUB_VLLM_MAX_LIFE_S": "120"}
+
+
+# ---- the quick loop: a test not marked slow starts no process
+
+_spawned: list[str] = []  # what the running quick test started, from the main thread
+_quick_call = threading.Event()  # set while a test that is not marked slow runs its body
+_popen_init = subprocess.Popen.__init__
+_fork = os.fork
+
+
+def _popen_watched(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+    # Only the main thread: a thread a previous test left behind cannot be blamed on this one.
+    if _quick_call.is_set() and threading.current_thread() is threading.main_thread():
+        _spawned.append(str(args)[:120])
+    _popen_init(self, args, *rest, **kwargs)
+
+
+def _fork_watched() -> int:
+    if _quick_call.is_set() and threading.current_thread() is threading.main_thread():
+        _spawned.append("os.fork()")
+    return _fork()
+
+
+subprocess.Popen.__init__ = _popen_watched  # type: ignore[method-assign]
+os.fork = _fork_watched
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """`pytest -m "not slow"` is the quick loop: a test there that starts a process (sparktui
+    itself, a shell, a tool) fails, naming it, so the loop stays quick; mark such a test slow."""
+    quick = item.get_closest_marker("slow") is None
+    _spawned.clear()
+    if quick:
+        _quick_call.set()
+    try:
+        result = yield
+    finally:
+        _quick_call.clear()
+    if quick and _spawned:
+        pytest.fail(f"this test is not marked slow but started a process: {_spawned[0]}; mark it @pytest.mark.slow")
+    return result
 
 
 @pytest.fixture(autouse=True)

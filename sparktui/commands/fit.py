@@ -244,6 +244,8 @@ def render(result, spec, config, measured=None) -> str:
         lines.append(_row(f"left for the OS (of {b['mem_total'] / 1024**3:.1f} GiB MemTotal)", b["os_left"]))
     if "mem_available" in b:
         lines.append(_row("MemAvailable before start", b["mem_available"]))
+    if "vllm_free_memory" in b:
+        lines.append(_row("free memory as this vLLM sees it (cudaMemGetInfo ≈ MemFree)", b["vllm_free_memory"]))
     if result.memory_working:
         lines += ["", "KV memory  how it was estimated (vLLM measures the non-torch and CUDA-graph terms at start-up)"]
         lines += [f"  {w}" for w in result.memory_working]

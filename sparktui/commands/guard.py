@@ -73,6 +73,19 @@ def add_line_arguments(parser: argparse.ArgumentParser, *, defaults: bool) -> No
         )
 
 
+def add_kernel_argument(parser: argparse.ArgumentParser, *, default: str | None) -> None:
+    """--kernel stop|warn|off: the kernel tripwire (the NVIDIA driver's NV_ERR_NO_MEMORY lines)."""
+    from sparktui.core.kernel_log import KERNEL_MODES
+
+    parser.add_argument(
+        "--kernel",
+        choices=KERNEL_MODES,
+        default=default,
+        help="on a new NVIDIA driver out-of-memory line (NVRM NV_ERR_NO_MEMORY) in the kernel log: stop the "
+        "tree at once, warn, or do not read the kernel log" + (f" (default {default})" if default else ""),
+    )
+
+
 def given_lines(args: argparse.Namespace) -> dict[str, float | None]:
     """The lines set on the command line, by GuardLines' field names."""
     names = {"warn_below": "warn_below_gib", "term_below": "term_below_gib", "kill_below": "kill_below_gib"}
@@ -92,6 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})",
     )
+    add_kernel_argument(parser, default="stop")
     parser.add_argument("--json", action="store_true", help="events and the trip report as JSON lines on stderr")
     parser.add_argument("--log", metavar="FILE", help="send the command's output to FILE instead of the terminal")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -102,8 +116,10 @@ def _status(returncode: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sparktui.core.kernel_log import KernelEvent
     from sparktui.errors import UserError
     from sparktui.runtime.guard.guard import Guard, GuardLines, resolve_lines
+    from sparktui.runtime.guard.kernel_watch import access
     from sparktui.runtime.host.proc import spawn
     from sparktui.runtime.server.reaper import Reaper
 
@@ -130,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
 
     for note in notes:
         emit("note", f"note: {note}", {"note": note})
+    if args.kernel != "off" and (seen := access()).source is None:
+        emit("note", f"warning: {seen.text()}", {"kernel_log": None, "why": seen.detail})
 
     def on_warn(d) -> None:
         gib = d.available / 2**30
@@ -157,7 +175,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         tree = spawn(argv, args.log, inherit_stdin=True)
         reaper.tell(tree.to_record())
-        guard = Guard(tree, lines, on_warn=on_warn, on_track=lambda: reaper.tell(tree.to_record()))
+
+        def on_kernel(event: KernelEvent) -> None:
+            emit("kernel", f"kernel log: {event.line}", event.to_dict())
+
+        guard = Guard(
+            tree,
+            lines,
+            on_warn=on_warn,
+            on_track=lambda: reaper.tell(tree.to_record()),
+            kernel=args.kernel,
+            on_kernel=on_kernel,
+        )
         return _watch(args, guard, tree, lines, received, emit)
     finally:
         reaper.dismiss()

@@ -24,8 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _line(state: StateRecord) -> str:
     from sparktui.runtime.records.protocol import condition_of
 
-    summary = state.summary or {}
-    metrics = state.metrics or {}
     condition = condition_of(state)
     parts = [
         f"{state.port}",
@@ -33,10 +31,10 @@ def _line(state: StateRecord) -> str:
         condition.condition.value + (f"/{state.phase}" if state.phase and state.phase != condition.condition else ""),
         f"{state.url}",
     ]
-    if summary.get("kv_cache_tokens"):
-        parts.append(f"kv {summary['kv_cache_tokens']:,} tokens")
-    if metrics.get("running") is not None:
-        parts.append(f"running {metrics['running']:.0f} waiting {metrics.get('waiting', 0):.0f}")
+    if state.summary and state.summary.kv_cache_tokens:
+        parts.append(f"kv {state.summary.kv_cache_tokens:,} tokens")
+    if state.metrics and state.metrics.running is not None:
+        parts.append(f"running {state.metrics.running:.0f} waiting {state.metrics.waiting or 0:.0f}")
     guard = state.guard
     if guard.stale and state.alive and state.running:
         parts.append(f"guard NOT SAMPLING for {guard.sample_age_s:.0f} s (its supervisor is stopped or starved)")
@@ -65,25 +63,66 @@ def _line(state: StateRecord) -> str:
     return "  ".join(parts)
 
 
+def ended_text(state: StateRecord) -> str | None:
+    from sparktui.runtime.records.protocol import how_it_ended
+
+    return how_it_ended(state)
+
+
+def _guard_news(state: StateRecord) -> list[str]:
+    """What the kernel tripwire saw and did, and memory that did not come back after the end."""
+    out = []
+    tripped_on = state.trip.kernel_line if state.trip is not None else None
+    if tripped_on:
+        out.append(f"guard stopped it on the kernel log (NVIDIA driver out of memory): {tripped_on}")
+    kernel = state.guard.kernel
+    if kernel is not None:
+        for event in kernel.events:
+            if event.get("kind") == "xid":
+                out.append(f"kernel log: Xid {event.get('xid')} for pid {event.get('pid')}: {event.get('line')}")
+            elif event.get("kind") == "no_memory" and event.get("line") != tripped_on:
+                out.append(f"kernel log ({kernel.mode}): NVIDIA driver out of memory: {event.get('line')}")
+        if kernel.source is None and kernel.mode != "off" and state.alive:
+            out.append(kernel.detail or "the guard cannot see driver errors")
+    leak = state.exit.leak if state.exit is not None else None
+    if leak is not None and leak.leaked:
+        out.append(f"LEAKED: {leak.summary()}")
+    return out
+
+
+def _leak_fields(state: StateRecord) -> dict[str, object]:
+    """`leaked_bytes` and `holders` at the top of a server's JSON once it ended (exit.leak has the rest)."""
+    leak = state.exit.leak if state.exit is not None else None
+    if leak is None:
+        return {}
+    return {"leaked_bytes": leak.leaked_bytes, "holders": [h.model_dump() for h in leak.holders]}
+
+
 def say(line: str) -> None:
     print(printable(line))
 
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.runtime.records import state as st
+    from sparktui.runtime.records.protocol import how_it_ended
     from sparktui.runtime.server import client
 
     problems: list[str] = []
+    ended_records: list[StateRecord] = []  # servers no longer running whose record is kept: how each ended
     if args.port is not None:
         states = [client.attach(args.port)]
     else:
         states = [s if not s.alive else client.attach(s.port) for s in st.list_states(problems)]
         if not args.all:
+            ended_records = [s for s in states if not s.alive and not s.running and s.exit is not None]
             # Lost servers stay listed until relaunched: how they ended is news a person must see.
             states = [
                 s
                 for s in states
-                if s.alive or s.status == "lost" or (s.exit is not None and s.exit.reason == "supervisor_died")
+                if s.alive
+                or s.status == "lost"
+                or (s.exit is not None and s.exit.reason == "supervisor_died")
+                or (s.exit is not None and s.exit.leak is not None and s.exit.leak.leaked)  # still news
             ]
     for problem in problems:
         print(printable(f"sparktui: warning: skipped {problem}"), file=sys.stderr)
@@ -96,12 +135,22 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         out = [
-            {**s.to_dict(), **({"nodes": read_nodes(s.port)} if s.alive and read_nodes(s.port) else {})} for s in states
+            {
+                **s.to_dict(),
+                **_leak_fields(s),
+                **({"nodes": read_nodes(s.port)} if s.alive and read_nodes(s.port) else {}),
+            }
+            for s in states
         ]
         print(json.dumps(out if args.port is None else out[0], indent=1, default=str))
         return 0
+    if states and ended_records:  # after the running ones
+        shown = {id(s) for s in states}
+        states = states + [s for s in ended_records if id(s) not in shown]
     if not states:
         print("no server is running")
+        for state in ended_records:
+            say(f"  port {state.port} ({state.profile}): {how_it_ended(state)}")
         return 0
     for state in states:  # records are other processes' words: printed with control characters escaped
         say(_line(state))
@@ -114,5 +163,9 @@ def run(args: argparse.Namespace) -> int:
             ended = f" exit: {node['exit_reason']}" if node.get("exit_reason") else ""
             mem = f"  MemAvailable {node['available_gib']:.1f} GiB" if node.get("available_gib") is not None else ""
             say(f"  node {node['host']} (rank {node['rank']}): {node['status']}{phase}{ended}{mem}")
+        if (how := ended_text(state)) is not None:
+            say(f"  {how}")
+        for line in _guard_news(state):
+            say(f"  {line}")
         say(f"  log: {state.log_path}")
     return 0

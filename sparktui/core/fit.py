@@ -459,14 +459,25 @@ def settings_from(
 
 def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
     """Bytes per batched token of the fused-MoE workspace, held once for every MoE layer: the
-    modular kernel takes workspace13 (tokens × top-k × max(2N, K)) and workspace2 (tokens × top-k × N)
-    from one shared WorkspaceManager buffer that grows to the largest request and stays
-    (fused_moe/modular_kernel.py FusedMoEModularKernel._allocate_buffers, current_workspace_manager;
-    the experts' workspace_shapes, e.g. cutlass_moe.py CutlassExpertsFp4, marlin_moe.py)."""
+    modular kernel takes max(workspace13, output) and workspace2 from one shared WorkspaceManager
+    buffer that grows to the largest request and stays (fused_moe/modular_kernel.py
+    FusedMoEModularKernel._allocate_buffers, current_workspace_manager). The shapes are the experts'
+    own workspace_shapes (fused_moe/experts), N the w13 width (2 × intermediate when gated; Nemotron-H's
+    relu² experts have no gate): NVFP4 runs CutlassExpertsFp4, tokens × top-k × (max(2N, K) + N);
+    the others TritonExperts (CutlassExpertsFp8 and MarlinExperts come to the same), tokens × top-k ×
+    (max(N / 2, K) + max(N, K)) for a gated model. bench/moe_workspace_oracle.py asks vLLM's code.
+    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)"""
     if not (spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size):
         return 0
-    n = spec.moe_intermediate_size // tp
-    return spec.experts_per_token * (max(2 * n, spec.hidden_size) + n) * spec.dtype_bytes
+    inter = spec.moe_intermediate_size // tp
+    gated = spec.model_type != "nemotron_h"
+    n = inter * (2 if gated else 1)
+    k = spec.hidden_size
+    if "nvfp4" in (spec.quantization or "").lower():
+        width = max(2 * n, k) + n
+    else:
+        width = max(n // 2 if gated else n, k) + max(n, k)
+    return spec.experts_per_token * width * spec.dtype_bytes
 
 
 def gdn_prefill_per_token(spec: ModelSpec, tp: int = 1) -> int:
@@ -958,12 +969,16 @@ def fit(
     *,
     allow_long_max_model_len: bool = False,
     calibration: Calibration | None = None,
+    mem_free: int | None = None,
 ) -> FitResult:
     """Predict vLLM's start-up for `config` (a ServeConfig) on `machine`, for the vLLM version
     config.vllm_version names (`vllm_version_source` says where it came from, for the result).
     With `allow_long_max_model_len` (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) the model's own length
     limit is not enforced, as vLLM then only warns. With `calibration` (a launch's own figures for
-    this model, vLLM version and machine) the terms whose flags have not changed are the measured ones."""
+    this model, vLLM version and machine) the terms whose flags have not changed are the measured ones.
+    `mem_free` (MemFree, with `mem_available`): where the vLLM that runs reads free memory with
+    cudaMemGetInfo on unified memory, which leaves out the page cache, its start-up check is judged on
+    that figure."""
     spec = served_dtype(online_quantized(spec, config.quantization), config.dtype)
     if allow_long_max_model_len and spec.max_len_limit:
         limit_note = (
@@ -989,8 +1004,10 @@ def fit(
 
     free = mem_available if mem_available is not None else machine.mem_available
     assumed = mem_available is None and machine.assumed_available
+    vllm_free = cuda_free_figure(s.rules, machine, free, mem_free)
     # vLLM's own CUDA context is made before it compares free memory with the request.
-    free_at_check = None if free is None else free - machine.cuda_context
+    check_free = vllm_free if vllm_free is not None else free
+    free_at_check = None if check_free is None else check_free - machine.cuda_context
     uses = ((c.fixed + c.kv_memory) if s.kv_cache_memory_bytes else c.requested) + c.unreserved
     os_left = machine.mem_total - uses - machine.cuda_context if machine.unified else None
 
@@ -1011,6 +1028,8 @@ def fit(
         budget["os_left"] = os_left or 0
     if free is not None:
         budget["mem_available"] = free
+    if vllm_free is not None:
+        budget["vllm_free_memory"] = vllm_free  # what vLLM's start-up check will see (cudaMemGetInfo)
 
     reasons: list[str] = []
     wont = unsafe = tight = False
@@ -1054,9 +1073,15 @@ def fit(
     if free_at_check is not None:
         if free_at_check < c.requested:
             wont = True
+            seen = (
+                f"vLLM {s.rules.version}'s own figure, cudaMemGetInfo ≈ MemFree {_g(free_at_check + machine.cuda_context)}"
+                f" (MemAvailable {_g(free or 0)})"
+                if vllm_free is not None
+                else f"MemAvailable {_g(free_at_check + machine.cuda_context)}"
+            )
             reasons.append(
                 f"free memory at start-up ({_g(free_at_check)}{', assumed idle' if assumed else ''}: "
-                f"MemAvailable {_g(free_at_check + machine.cuda_context)} less vLLM's CUDA context) is less than the request "
+                f"{seen} less vLLM's CUDA context) is less than the request "
                 f"({util:g} × {_g(machine.total)} = {_g(c.requested)}); vLLM refuses to start"
             )
         elif free_at_check - c.requested < GiB:
@@ -1132,7 +1157,7 @@ def fit(
         longest_max_model_len=longest,
         machine=machine.describe(),
         model=spec.name,
-        notes=[*spec.notes, *s.notes, *s.rules.notes, *_free_memory_note(s.rules, machine)],
+        notes=[*spec.notes, *s.notes, *s.rules.notes, *_free_memory_note(s.rules, machine, free, vllm_free)],
         vllm_version=str(s.rules.version),
         vllm_version_source=vllm_version_source
         or ("--vllm-version" if config.vllm_version else "assumed: the newest rules read"),
@@ -1253,14 +1278,32 @@ def _calibrated_terms(
     return measured, sources, [*lines, *changed]
 
 
-def _free_memory_note(rules: VllmRules, machine: Machine) -> list[str]:
-    if machine.unified and rules.value("uma_free_memory") == "cuda_free":
+def cuda_free_figure(rules: VllmRules, machine: Machine, mem_available: int | None, mem_free: int | None) -> int | None:
+    """vLLM's own free-memory figure where it is below MemAvailable: a vLLM that reads cudaMemGetInfo on
+    unified memory (before 0.11.1; vllm/utils/__init__.py MemorySnapshot.measure) sees the free pages
+    without the reclaimable page cache (≈ MemFree; some drivers cap it lower still, ~102 of 121.7 GiB
+    reported). None where vLLM reads MemAvailable, or where MemFree is not known."""
+    if not machine.unified or rules.value("uma_free_memory") != "cuda_free" or mem_free is None:
+        return None
+    if mem_available is not None and mem_free >= mem_available:
+        return None
+    return mem_free
+
+
+def _free_memory_note(rules: VllmRules, machine: Machine, free: int | None, vllm_free: int | None) -> list[str]:
+    if not machine.unified or rules.value("uma_free_memory") != "cuda_free":
+        return []
+    if vllm_free is not None:
         return [
-            f"vLLM {rules.version} reads free memory with cudaMemGetInfo on a DGX Spark, which leaves out "
-            "the page cache: it may refuse to start although MemAvailable is enough (drop the page cache "
-            "first, or use vLLM 0.11.1 or later); the fit compares with MemAvailable"
+            f"vLLM {rules.version} reads free memory with cudaMemGetInfo on a DGX Spark: it sees "
+            f"{_g(vllm_free)} (≈ MemFree; some drivers report less) where MemAvailable is {_g(free or 0)}, "
+            "so the start-up check uses vLLM's figure (drop the page cache first, or use vLLM 0.11.1 or later)"
         ]
-    return []
+    return [
+        f"vLLM {rules.version} reads free memory with cudaMemGetInfo on a DGX Spark, which leaves out "
+        "the page cache: it may refuse to start although MemAvailable is enough (drop the page cache "
+        "first, or use vLLM 0.11.1 or later); MemFree is not known here, so the fit compares with MemAvailable"
+    ]
 
 
 def _suggestions(

@@ -1,12 +1,14 @@
 """Leaked memory after a server ended: how much, who holds it, and the words the gate refuses with.
 
-Pure: the runtime (runtime/leakgate.py) measures and hands the figures in. On a DGX Spark a crash
+Pure: the runtime (runtime/guard/leakgate.py) measures and hands the figures in. On a DGX Spark a crash
 or an OOM kill can leave tens of GiB behind until a reboot (~30 GiB of locked shared memory after
 one OOM kill: MiaAI-Lab GLM #193), and a relaunch into that memory is the next hang. What counts as
-leaked is the part of the fall in MemAvailable since the launch that something the old server could
-have left accounts for: growth of shared memory (meminfo Shmem: /dev/shm, NCCL and torch shared
-memory), growth of locked memory (Mlocked), and the memory of its processes that survived. Other
-programs' allocations on a shared box are not a leak of ours and are never counted.
+leaked is what the old server can have left, measured where it is: the /dev/shm files made since the
+launch that no process outside its tree uses (their pages), the resident memory of its processes
+that survived (private and shared, a file they map counted once), and locked memory grown (Mlocked,
+machine-wide, so at most the fall in MemAvailable since the launch). A dead process's anonymous
+memory, shared or not, goes back to the kernel with it; other programs' allocations on a shared box
+(meminfo Shmem grows with every shared mapping on the machine) are never counted.
 """
 
 from __future__ import annotations
@@ -81,14 +83,10 @@ class LeakRecord(BaseModel):
         return head + "; held by: " + "; ".join(h.text() for h in self.holders)
 
 
-def attributable(shmem_growth: int, mlocked_growth: int, survivors_bytes: int) -> int:
-    """What the old server can have left: shared-memory growth, locked-memory growth, survivors."""
-    return max(0, shmem_growth) + max(0, mlocked_growth) + max(0, survivors_bytes)
-
-
-def leaked_bytes(shortfall: int, held: int) -> int:
-    """The fall in MemAvailable that the old server's leftovers account for (never others' use)."""
-    return max(0, min(shortfall, held))
+def leaked_bytes(*, files: int, survivors: int, mlocked_growth: int, shortfall: int) -> int:
+    """What the old server left: its /dev/shm files and its survivors' memory as measured, plus locked
+    memory grown, at most the fall in MemAvailable (a machine-wide figure: only a fall makes it a cost)."""
+    return max(0, files) + max(0, survivors) + max(0, min(max(0, mlocked_growth), shortfall))
 
 
 def fix_for(holders: list[Holder]) -> str:

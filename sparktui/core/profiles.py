@@ -4,7 +4,9 @@
                plus `model` and `extra-args = ["--flag", "value"]` for flags sparktui does not model
     [machine]  name = "dgx-spark" | "auto" | a size in GiB
     [guard]    warn-below-gib, term-below-gib, kill-below-gib, grace-s, armed, priority,
-               fall-rate-gib-s, fall-lookahead-s, psi-full-pct (0 turns a trigger off)
+               fall-rate-gib-s, fall-lookahead-s, psi-full-pct (0 turns a trigger off),
+               kernel = "stop" | "warn" | "off" (the NVIDIA driver's out-of-memory lines),
+               leak-wait-s (how long a server's memory may take to come back after it ends)
     [watch]    wedge-after-s, probe-timeout-s, restart-on = ["wedge", "crash"], max-failures,
                failure-window-s, flight-recorder, evict-page-cache
     [runner]   kind = "native" | "container", executable, venv, image, container-args
@@ -33,7 +35,9 @@ from tomlkit.items import Table
 from sparktui.atomic import atomic_write_text
 from sparktui.core.cluster import BACKENDS, ClusterSettings
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
+from sparktui.core.kernel_log import KERNEL_MODES
 from sparktui.errors import UserError
+from sparktui.files import is_special, read_regular
 from sparktui.paths import user_profiles_dir
 
 if TYPE_CHECKING:
@@ -57,6 +61,8 @@ class GuardSettings:
     fall_rate_gib_s: float | None = None  # trip when falling this fast and the kill line is near
     fall_lookahead_s: float | None = None  # ... nearer than this many seconds at that rate
     psi_full_pct: float | None = None  # trip when every task stalled on memory this share of 1 s
+    kernel: str | None = None  # the kernel tripwire: "stop" (default), "warn" or "off"
+    leak_wait_s: float | None = None  # after the server ends, how long memory may take to come back (30 s)
 
 
 RESTART_REASONS = ("wedge", "crash")
@@ -125,6 +131,8 @@ _GUARD_KEYS = {
     "fall-rate-gib-s": "fall_rate_gib_s",
     "fall-lookahead-s": "fall_lookahead_s",
     "psi-full-pct": "psi_full_pct",
+    "kernel": "kernel",
+    "leak-wait-s": "leak_wait_s",
 }
 _WATCH_KEYS = {
     "wedge-after-s": "wedge_after_s",
@@ -183,6 +191,9 @@ def list_profiles() -> list[ProfileRef]:
     return sorted(found.values(), key=lambda ref: ref.name)
 
 
+MAX_PROFILE_BYTES = 1 << 20  # a profile is a few KiB; a 10 MB one is a mistake (tomlkit takes a minute)
+
+
 def resolve_profile(path_or_name: str | os.PathLike[str]) -> Path:
     """A path as given, or a profile name looked up among the user's and the shipped ones."""
     text = os.fspath(path_or_name)
@@ -200,6 +211,8 @@ def resolve_profile(path_or_name: str | os.PathLike[str]) -> Path:
         raise UserError(f"no profile named {text!r}{hint}; available: {', '.join(names) or 'none'}")
     if candidate.is_dir():
         raise UserError(f"{text}: a folder, not a profile; give a profile's .toml file")
+    if (kind := is_special(candidate)) is not None:  # a FIFO, a device, a symlink loop: never read
+        raise UserError(f"{text}: {kind}, not a profile file; give a profile's .toml file")
     raise UserError(f"{text}: no such profile file")
 
 
@@ -210,7 +223,7 @@ def load_profile(path_or_name: str | os.PathLike[str], model: str | None = None)
     if path.suffix in (".yaml", ".yml"):
         return profile_from_recipe(path, model=model)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_PROFILE_BYTES, "profile").decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the profile: {exc}") from None
     return parse_profile(text, path)
@@ -223,6 +236,8 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         doc = tomlkit.parse(text)
     except tomlkit.exceptions.ParseError as exc:
         raise UserError(f"{where}:{exc.line}:{exc.col}: not valid TOML: {_parse_problem(exc)}") from None
+    except tomlkit.exceptions.KeyAlreadyPresent as exc:  # a key given twice in one table
+        raise UserError(f"{where}: not valid TOML: {str(exc).rstrip('.')}; give each key once") from None
 
     def fail(section: str, key: str | None, problem: str) -> UserError:
         line = _line_of(text, section, key)
@@ -598,11 +613,24 @@ def _guard_value(attr: str, value: Any, fail: Any) -> Any:
         if not isinstance(value, bool):
             raise fail(f"got {_show(value)}; expected true or false")
         return value
+    if attr == "kernel":
+        if value not in KERNEL_MODES:
+            raise fail(
+                f"got {_show(value)}; expected one of {', '.join(map(repr, KERNEL_MODES))} (what the guard does "
+                "when the NVIDIA driver logs NV_ERR_NO_MEMORY)"
+            )
+        return value
     if attr == "priority":
         if isinstance(value, bool) or not isinstance(value, int) or not -1000 <= value <= 1000:
             raise fail(f"got {_show(value)}; expected a whole number from -1000 to 1000 (lowest is stopped first)")
         return value
-    units = {"grace_s": "seconds", "fall_lookahead_s": "seconds", "fall_rate_gib_s": "GiB/s", "psi_full_pct": "%"}
+    units = {
+        "grace_s": "seconds",
+        "fall_lookahead_s": "seconds",
+        "fall_rate_gib_s": "GiB/s",
+        "psi_full_pct": "%",
+        "leak_wait_s": "seconds",
+    }
     unit = units.get(attr, "GiB")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         raise fail(f"got {_show(value)}; expected a finite number of {unit} ≥ 0")

@@ -109,7 +109,7 @@ def families(states: list[pr.StateRecord], meminfo_text: str, now: float) -> lis
         predicted = _number((state.preflight.fit or {}).get("kv_cache_tokens"))
         if predicted is not None:
             kv.add_metric([*key, "predicted"], predicted)
-        reported = _number((state.summary or {}).get("kv_cache_tokens"))
+        reported = _number(state.summary.kv_cache_tokens if state.summary else None)
         if reported is not None:
             kv.add_metric([*key, "reported"], reported)
     reserved_total = GaugeMetricFamily("sparktui_pool_reserved_bytes", "what the running servers reserve together")

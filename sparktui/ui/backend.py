@@ -201,12 +201,14 @@ class Backend:
 
         live = sample is not None and reading_applies(machine, sample.mem_total)
         mem_available = sample.mem_available if sample is not None and live else None
+        mem_free = sample.mem_free if sample is not None and live else None  # an old vLLM's own figure
         result = fit(
             config,
             spec,
             machine,
             mem_available=mem_available,
             vllm_version_source=vllm_version_source,
+            mem_free=mem_free,
             calibration=self._calibration(config, spec, machine),
         )
         view = fit_view(result, machine)
@@ -426,8 +428,10 @@ class Backend:
     ) -> ServerStatus:
         """Arm/disarm and/or move the lines of the guard of a running server, live, through its supervisor."""
         from sparktui.runtime.records import state as state_mod
+        from sparktui.runtime.server.client import refuse_lines_above_free
 
         try:
+            refuse_lines_above_free(lines, force=False)  # as `sparktui set-guard` without --force
             reply = state_mod.request(status.port, state_mod.guard_request(armed, lines), timeout=10)
         except UserError as exc:
             raise Unavailable(str(exc)) from None

@@ -5,10 +5,9 @@ are core's (the pool verdict too: core.pool.beside_others); the live calls are `
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparktui.ui.viewmodels import (
     Diagnosis,
@@ -35,7 +34,13 @@ if TYPE_CHECKING:
     from sparktui.core.pool import BesideOthers, Reservation
     from sparktui.core.profiles import Profile
     from sparktui.runtime.host.memory import GpuReport
-    from sparktui.runtime.records.protocol import GuardRecord, StateRecord
+    from sparktui.runtime.records.protocol import (
+        GuardRecord,
+        LogSummaryRecord,
+        MetricsRecord,
+        StateRecord,
+        TripRecord,
+    )
     from sparktui.runtime.route.record import RouteRecord
     from sparktui.runtime.server.cluster_launch import ClusterLaunch
 
@@ -70,45 +75,45 @@ def cluster_launched(done: ClusterLaunch, profile: Profile) -> Launched:
     return launched(server_status(done.state), done.summaries, done.warnings, profile)
 
 
-def metric_rows(metrics: Mapping[str, Any] | None) -> Rows:
+def metric_rows(metrics: MetricsRecord | None) -> Rows:
     """The supervisor's /metrics figures (its state record) as the server pane shows them."""
-    if not metrics:
+    if metrics is None:
         return ()
-    if metrics.get("error"):
-        return (("metrics", str(metrics["error"])),)
+    if metrics.error:
+        return (("metrics", metrics.error),)
 
-    def num(key: str, fmt: str) -> str:
-        value = metrics.get(key)
+    def num(value: float | None, fmt: str) -> str:
         return "n/a" if value is None else fmt.format(value)
 
     return (
-        ("KV", num("kv_cache_usage_pct", "{:.1f}%")),
-        ("run", num("running", "{:.0f}")),
-        ("wait", num("waiting", "{:.0f}")),
-        ("gen", num("generation_tokens_per_s", "{:.1f} tok/s")),
-        ("prompt", num("prompt_tokens_per_s", "{:.1f} tok/s")),
+        ("KV", num(metrics.kv_cache_usage_pct, "{:.1f}%")),
+        ("run", num(metrics.running, "{:.0f}")),
+        ("wait", num(metrics.waiting, "{:.0f}")),
+        ("gen", num(metrics.generation_tokens_per_s, "{:.1f} tok/s")),
+        ("prompt", num(metrics.prompt_tokens_per_s, "{:.1f} tok/s")),
         ("", ""),
-        ("TTFT p50", num("ttft_p50_s", "{:.2f}s")),
-        ("p95", num("ttft_p95_s", "{:.2f}s")),
+        ("TTFT p50", num(metrics.ttft_p50_s, "{:.2f}s")),
+        ("p95", num(metrics.ttft_p95_s, "{:.2f}s")),
     )
 
 
-def actual_rows(summary: Mapping[str, Any] | None) -> Rows:
+def actual_rows(summary: LogSummaryRecord | None) -> Rows:
     """What vLLM's log said (the supervisor's summary of it)."""
-    s = summary or {}
+    if summary is None:
+        return ()
     rows: list[tuple[str, str]] = []
-    if s.get("available_kv_gib") is not None:
-        rows.append(("KV GiB", f"{s['available_kv_gib']:.2f}"))
-    if s.get("kv_cache_tokens") is not None:
-        rows.append(("KV tokens", f"{s['kv_cache_tokens']:,}"))
-    if s.get("max_concurrency") is not None:
-        rows.append(("concurrency", f"{s['max_concurrency']:.2f}x"))
-    if s.get("weights_gib") is not None:
-        rows.append(("weights GiB", f"{s['weights_gib']:.2f}"))
+    if summary.available_kv_gib is not None:
+        rows.append(("KV GiB", f"{summary.available_kv_gib:.2f}"))
+    if summary.kv_cache_tokens is not None:
+        rows.append(("KV tokens", f"{summary.kv_cache_tokens:,}"))
+    if summary.max_concurrency is not None:
+        rows.append(("concurrency", f"{summary.max_concurrency:.2f}x"))
+    if summary.weights_gib is not None:
+        rows.append(("weights GiB", f"{summary.weights_gib:.2f}"))
     return tuple(rows)
 
 
-def guard_view(guard: GuardRecord | None, trip: Mapping[str, Any] | None, live: bool) -> GuardView:
+def guard_view(guard: GuardRecord | None, trip: TripRecord | None, live: bool) -> GuardView:
     """The supervisor's guard record in the memory pane's words.
 
     What the guard watched is shown only while the server lives: a stopped server's last reading
@@ -131,6 +136,17 @@ def guard_view(guard: GuardRecord | None, trip: Mapping[str, Any] | None, live: 
             f"{'falling' if last.rate_gib_s > 0 else 'change'} {abs(last.rate_gib_s):.2f} GiB/s, "
             f"every {last.interval_s * 1000:.0f} ms"
         )
+    kernel = guard.kernel
+    if live and kernel is not None:  # the kernel tripwire: what it saw, or that it cannot see
+        news = [
+            f"kernel log: Xid {e.get('xid')} for pid {e.get('pid')}"
+            if e.get("kind") == "xid"
+            else f"kernel log: NVIDIA driver out of memory ({kernel.mode})"
+            for e in kernel.events[-2:]
+        ]
+        if kernel.source is None and kernel.mode != "off":
+            news.append("cannot see driver errors (kernel log unreadable): `sparktui status` says how to allow it")
+        detail = "; ".join([detail, *news] if detail else news) or None
     return GuardView(
         state=state,
         warn_gib=lines.warn_below_gib,
@@ -141,16 +157,12 @@ def guard_view(guard: GuardRecord | None, trip: Mapping[str, Any] | None, live: 
     )
 
 
-def trip_text(trip: Mapping[str, Any] | str) -> str:
+def trip_text(trip: TripRecord) -> str:
     """The guard's TripReport (as recorded by the supervisor) in a few lines."""
-    if isinstance(trip, str):
-        return trip
     from sparktui.runtime.guard.guard import TripReport
 
-    try:
-        return TripReport(**trip).summary()
-    except TypeError:
-        return json.dumps(trip, default=str)
+    fields = trip.model_dump(exclude=set(trip.model_extra or {}))  # what a newer version added is not shown
+    return TripReport(**fields).summary()
 
 
 TRIP_HINT = (
@@ -233,9 +245,15 @@ def server_status(record: StateRecord) -> ServerStatus:
     condition = condition_of(record)
     exit_info = record.exit
     trip = record.trip
-    failure = (exit_info.failure if exit_info else None) or (record.summary or {}).get("failure")
+    summary_failure = record.summary.failure if record.summary and record.summary.failure else None
+    failure = (exit_info.failure if exit_info else None) or (summary_failure.model_dump() if summary_failure else None)
     diagnosis = None
-    if trip:
+    leak = exit_info.leak if exit_info else None
+    if leak is not None and leak.leaked:  # it blocks the next launch: the first thing to fix
+        from sparktui.core.leak import fix_for
+
+        diagnosis = Diagnosis("memory did not come back", leak.summary(), f"Fix: {fix_for(leak.holders)}.")
+    elif trip:
         diagnosis = Diagnosis("memory guard trip", trip_text(trip), TRIP_HINT)
     elif condition.condition == "failed" and failure:
         diagnosis = Diagnosis(str(failure.get("kind")), str(failure.get("message")), str(failure.get("hint") or ""))

@@ -1,23 +1,28 @@
 import subprocess
 import sys
 
+import pytest
+
 
 def run_cli(*args, **kw):
     return subprocess.run([sys.executable, "-m", "sparktui", *args], capture_output=True, text=True, **kw)
 
 
+@pytest.mark.slow  # starts a process
 def test_version():
     out = run_cli("--version")
     assert out.returncode == 0
     assert out.stdout.startswith("sparktui ")
 
 
+@pytest.mark.slow  # starts a process
 def test_unknown_subcommand_is_a_usage_error():
     out = run_cli("no-such-command")
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_output_into_a_closed_pipe_is_not_a_traceback():
     # `sparktui fit … | head -1`: the reader has gone before sparktui writes.
     import os
@@ -49,6 +54,7 @@ def test_a_profile_name_alone_opens_the_control_panel(monkeypatch):
     assert opened == ["70b-dense-single-user", "my-own.toml"]
 
 
+@pytest.mark.slow  # starts a process
 def test_a_word_that_is_neither_command_nor_profile_names_both(tmp_path):
     import os
 
@@ -59,3 +65,24 @@ def test_a_word_that_is_neither_command_nor_profile_names_both(tmp_path):
     assert "Did you mean 70b-dense-5-users" in out.stderr
     assert "profiles: 120b-moe-single-user" in out.stderr and "commands: ui, fit" in out.stderr
     assert "invalid choice" not in out.stderr
+
+
+@pytest.mark.slow  # starts a process
+def test_opening_the_panel_imports_no_other_command_and_no_pydantic_before_it_runs(tmp_path):
+    """`sparktui PROFILE`: the panel's first frame waits for nothing but Textual (bench/tui.py)."""
+    import os
+
+    probe = (
+        "import sys\n"
+        "from sparktui import cli\n"
+        "from sparktui.commands import ui\n"
+        "seen = []\n"
+        "ui.run = lambda args: seen.append(sorted(m for m in sys.modules if m.startswith(('sparktui.commands', "
+        "'pydantic', 'sparktui.runtime')))) or 0\n"
+        "assert cli.main(['70b-dense-single-user']) == 0\n"
+        "print(seen[0])\n"
+    )
+    env = {**os.environ, "SPARKTUI_CONFIG_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['sparktui.commands', 'sparktui.commands.ui']"

@@ -28,6 +28,7 @@ def shell_env(env: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+@pytest.mark.slow  # starts a process
 def test_the_script_passes_the_shells_syntax_check(shell: str, env: dict[str, str], tmp_path: Path) -> None:
     done = sparktui(["completion", shell], env)
     assert done.returncode == 0 and "sparktui" in done.stdout, done.stderr
@@ -56,6 +57,7 @@ def bash_complete(words: list[str], env: dict[str, str], tmp_path: Path) -> list
     return done.stdout.split()
 
 
+@pytest.mark.slow  # starts a process
 def test_bash_completes_subcommands_and_profile_names(env: dict[str, str], tmp_path: Path) -> None:
     if shutil.which("bash") is None:
         pytest.skip("bash is not installed")
@@ -65,6 +67,7 @@ def test_bash_completes_subcommands_and_profile_names(env: dict[str, str], tmp_p
     assert bash_complete(["sparktui", "fit", "120b"], env, tmp_path) == ["120b-moe-single-user"]  # fit's own parsing
 
 
+@pytest.mark.slow  # starts a process
 def test_fish_completes_subcommands_and_profile_names(env: dict[str, str], tmp_path: Path) -> None:
     fish = shutil.which("fish")
     if fish is None:

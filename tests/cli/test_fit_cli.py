@@ -126,6 +126,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert message in err
 
 
+@pytest.mark.slow  # starts a process
 def test_bad_input_has_no_traceback_from_the_real_entry_point():
     proc = subprocess.run(
         [sys.executable, "-m", "sparktui", "fit", "--model", "acme/unknown"], capture_output=True, text=True, timeout=60
@@ -138,6 +139,7 @@ def test_list_models(capsys):
     assert code == 0 and "openai/gpt-oss-120b" in out.splitlines()
 
 
+@pytest.mark.slow  # starts a process
 def test_fit_does_not_load_textual():
     code = (
         "import sys; from sparktui.cli import main; main(['fit', '--model', 'Qwen/Qwen3-32B', '--json']); "

@@ -32,6 +32,7 @@ def test_readable_output_explains_the_failure(fixtures, capsys):
     assert "failed during kv cache" in out
 
 
+@pytest.mark.slow  # starts a process
 def test_reads_standard_input_like_a_file(fixtures, capsys):
     # a log full of progress bars redrawn with carriage returns
     path = fixtures / "vllm-logs" / "discrete_v0.13.0_qwen2.5-14b-instruct-awq_A5000_success.log"
@@ -44,6 +45,7 @@ def test_reads_standard_input_like_a_file(fixtures, capsys):
     assert json.loads(out.stdout)["kv_cache_tokens"] == 56736
 
 
+@pytest.mark.slow  # starts a process
 def test_missing_file_is_a_user_error_naming_it(tmp_path):
     missing = tmp_path / "no-such.log"
     out = subprocess.run(
@@ -69,6 +71,7 @@ def _inspect(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.slow  # starts a process
 def test_empty_log_is_a_clear_user_error(tmp_path):
     empty = tmp_path / "vllm.log"
     empty.write_bytes(b"")
@@ -82,6 +85,7 @@ def test_empty_log_is_a_clear_user_error(tmp_path):
     assert out.returncode == 2 and "blank" in out.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_binary_file_is_refused_not_summarised(tmp_path):
     blob = tmp_path / "model.safetensors"
     blob.write_bytes(bytes(range(256)) * 64)

@@ -80,7 +80,7 @@ def test_metrics_for_a_running_server_parse_with_every_family(
 
     def reported() -> bool:
         state = st.read_state(st.state_path(port))
-        return bool(state and state.status == "running" and (state.summary or {}).get("kv_cache_tokens"))
+        return bool(state and state.status == "running" and state.summary and state.summary.kv_cache_tokens)
 
     wait_for(reported, 60, what="the stub to report its KV cache")
     # the supervisor's own exporter ([metrics] in the profile)
@@ -90,7 +90,7 @@ def test_metrics_for_a_running_server_parse_with_every_family(
     assert state is not None and state.preflight.fit is not None
     kv = {s.labels["source"]: s.value for s in found["sparktui_kv_cache_tokens"]}
     assert kv["predicted"] == state.preflight.fit["kv_cache_tokens"]
-    assert kv["reported"] == state.summary["kv_cache_tokens"]
+    assert state.summary is not None and kv["reported"] == state.summary.kv_cache_tokens
 
     # `sparktui metrics --once` and `--listen` say the same
     once = sparktui(["metrics", "--once"], env)

@@ -64,6 +64,7 @@ REAL = {
 
 
 @pytest.mark.parametrize("name", sorted(REAL))
+@pytest.mark.slow  # starts a process
 def test_a_real_recipe_is_fitted_with_its_model_and_flags_shown(name, capsys, isolated):
     model, fmt, not_modelled = REAL[name]
     code = main(["fit", str(RECIPES / name), "--offline"])
@@ -82,6 +83,7 @@ def test_a_real_recipe_is_fitted_with_its_model_and_flags_shown(name, capsys, is
 
 
 @pytest.mark.parametrize("name", sorted(REAL))
+@pytest.mark.slow  # starts a process
 def test_a_real_recipe_in_json(name, capsys, isolated):
     model, fmt, _ = REAL[name]
     code = main(["fit", str(RECIPES / name), "--offline", "--json"])
@@ -276,6 +278,7 @@ def test_export_then_import_gives_back_every_flag(fmt, tmp_path, isolated):
                 assert (back.cluster.nodes, back.cluster.backend) == (profile.cluster.nodes, profile.cluster.backend)
 
 
+@pytest.mark.slow  # starts a process
 def test_profile_export_command(tmp_path, capsys, isolated):
     assert main(["profile", "export", "70b-dense-5-users", "--format", "vllm-config"]) == 0
     out = capsys.readouterr()[0]
@@ -349,6 +352,7 @@ def test_sparktui_serve_runs_a_sparkrun_recipe(tmp_path, env):
     assert sparktui("stop", "--port", str(port)).returncode == 0
 
 
+@pytest.mark.slow  # starts a process
 def test_the_two_node_recipe_is_fitted_with_its_cluster_said(capsys, isolated):
     gemma = str(RECIPES / "eugr__gemma4-26b-a4b.yaml")
     # its -it checkpoint is neither downloaded nor in the catalog: offline, the fit says so (exit 2)

@@ -30,6 +30,7 @@ def exec_start(unit: str) -> list[str]:
     return shlex.split(line.removeprefix("ExecStart="))
 
 
+@pytest.mark.slow  # starts a process
 def test_the_unit_passes_systemd_analyze_verify(env: dict[str, str], tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
@@ -65,6 +66,7 @@ def test_the_unit_passes_systemd_analyze_verify(env: dict[str, str], tmp_path: P
     assert "kill mode" in done.stderr and "mixd" in done.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_install_status_remove(env: dict[str, str], tmp_path: Path) -> None:
     env = {**env, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     done = sparktui(["service", "install", "70b-dense-5-users"], env)
@@ -84,6 +86,7 @@ def test_install_status_remove(env: dict[str, str], tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("answer", "said"), [("yes", "lingering: on"), ("no", "lingering: OFF")])
+@pytest.mark.slow  # starts a process
 def test_lingering_is_checked_with_loginctl(answer: str, said: str, env: dict[str, str], tmp_path: Path) -> None:
     # logind does not run on the test machine: a loginctl that answers as logind would
     bin_dir = tmp_path / "bin"

@@ -406,6 +406,16 @@ def test_machine_auto_is_described_as_this_host_not_as_a_gpu():
 # --------------------------------------------------------------------------- the KV memory from the flags
 
 
+def test_the_verdict_is_honest_on_every_real_start_up(fixtures):
+    """A start-up that started is never "won't start" / "unsafe"; one vLLM refused for memory is
+    never "fits" (bench/fit_accuracy.py verdict_checks: every fixture start-up whose machine is known)."""
+    checks = load_bench().verdict_checks(fixtures)
+    assert len(checks) >= 14 and any(not c.started for c in checks)
+    assert [c.label for c in checks if not c.honest] == []
+    # the RTX 5090 Nemotron-Cascade start-up the old fused-MoE constant called "won't start"
+    assert next(c for c in checks if "cascade" in c.label).verdict in ("fits", "tight")
+
+
 def test_memory_constants_are_the_ones_the_fixture_logs_give(fixtures):
     """vllm_rules' measured constants are what bench/fit_accuracy.py refits from the Spark logs."""
     fitted, logs = load_bench().fit_memory_constants(fixtures)

@@ -145,3 +145,13 @@ def test_fp8_kv_no_longer_costs_a_70b_gigabytes_of_graphs():
     )
     assert bf16.kv_cache_bytes - fp8.kv_cache_bytes < 0.6 * GiB
     assert fp8.kv_cache_tokens > 1.9 * bf16.kv_cache_tokens
+
+
+def test_the_workspace_takes_the_shapes_of_the_experts_that_run():
+    # bytes per batched token, as vLLM 0.32's own workspace_shapes give them (bench/moe_workspace_oracle.py):
+    # NVFP4 runs CutlassExpertsFp4 (N = the w13 width, 2 × 512 for Qwen3.6's gated experts), bf16
+    # TritonExperts; Nemotron-H's relu² experts have no gate (N = 1856)
+    assert moe_workspace_per_token(load_model_spec("nvidia/Qwen3.6-35B-A3B-NVFP4")) == 49_152
+    assert moe_workspace_per_token(load_model_spec("Qwen/Qwen3.6-35B-A3B")) == 65_536
+    assert moe_workspace_per_token(load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")) == 66_816
+    assert moe_workspace_per_token(load_model_spec("deepseek-ai/DeepSeek-V3")) == 229_376

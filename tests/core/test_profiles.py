@@ -258,6 +258,7 @@ def test_atomic_save_leaves_the_old_file_whole(tmp_path, monkeypatch):
         ("[serve]\nmodel = 'x'\n[guard]\nwarn-below-gib = 8\nkill-below-gib = 10\n",
          r"\[guard\] kill-below-gib: 10.0 GiB is above warn-below-gib = 8.0"),
         ("[serve]\nmodel = 'x'\n[guard]\narmed = 'yes'\n", r"\[guard\] armed: got 'yes'; expected true or false"),
+        ("[serve]\nmodel = 'x'\n[guard]\nkernel = 'kill'\n", r"\[guard\] kernel: got 'kill'; expected one of 'stop', 'warn', 'off'"),
         ("[serve]\nmodel = 'x'\n[runner]\nkind = 'docker'\n", r"\[runner\] kind: got 'docker'; expected \"native\" or \"container\""),
         ("[serve]\nmodel = 'x'\n[runner]\nkind = 'container'\n", r"\[runner\] image: missing"),
         ("[serve]\nmodel = 'x'\n[env]\nDEBUG = true\n", r"\[env\] DEBUG: got true; expected a string"),
@@ -295,6 +296,7 @@ def test_shipped_profiles_round_trip_unchanged(tmp_path):
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow  # starts a process
 def test_wheel_ships_profiles_and_themes(tmp_path):
     """Build the wheel from a copy of the project and look inside it for the data folders."""
     src = tmp_path / "src"

@@ -786,3 +786,30 @@ def test_0_33_adds_the_octave_kv_dtypes_and_drops_medusa_and_mlp_speculator():
     refusal = rules_for("0.33.0").speculative_method_refusal("mlp_speculator")
     assert refusal is not None and "removed in 0.33.0" in refusal
     assert rules_for("0.33.0").speculative_method_refusal("mtp") is None
+
+
+def test_where_old_vllm_sees_less_than_memavailable_its_start_up_check_uses_its_own_figure():
+    """vLLM before 0.11.1 reads cudaMemGetInfo on a Spark (≈ MemFree, without the page cache): with
+    110 GiB MemAvailable but 60 GiB MemFree, utilization 0.8 (≈ 95 GiB) is refused by that vLLM and
+    the fit says so, showing both figures; from 0.11.1 (and PR #35356 in 0.20.0) vLLM reads MemAvailable."""
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    config = {"gpu_memory_utilization": 0.8, "max_model_len": 8192}
+    old = fit(
+        cfg(spec.name, vllm_version="0.11.0", **config), spec, dgx_spark(), mem_available=110 * GiB, mem_free=60 * GiB
+    )
+    assert old.verdict == "wont_start"
+    (reason,) = [r for r in old.reasons if "free memory at start-up" in r]
+    assert "cudaMemGetInfo ≈ MemFree 60.00 GiB" in reason and "MemAvailable 110.00 GiB" in reason
+    assert old.budget["vllm_free_memory"] == 60 * GiB and old.budget["mem_available"] == 110 * GiB
+    assert any("uses vLLM's figure" in n and "60.00 GiB" in n and "110.00 GiB" in n for n in old.notes)
+    for version in ("0.11.1", "0.19.0", "0.20.0"):
+        new = fit(
+            cfg(spec.name, vllm_version=version, **config),
+            spec,
+            dgx_spark(),
+            mem_available=110 * GiB,
+            mem_free=60 * GiB,
+        )
+        assert new.verdict != "wont_start" and "vllm_free_memory" not in new.budget, version
+    rule = next(r for r in rules_for("0.20.0").rules if r.key == "uma_free_memory")
+    assert "#35356" in rule.summary and "is_integrated_gpu" in rule.source

@@ -66,7 +66,7 @@ def test_new_lines_without_armed_keep_the_guard_armed_and_apply_live(running):
         lambda: (s := st.read_state(st.state_path(port))) and s.status == "exited" and s, 30, "the guard to trip"
     )
     assert final.exit is not None and final.exit.reason == "guard"
-    assert final.trip is not None and final.trip["line"] == "term" and final.trip["threshold_gib"] == above
+    assert final.trip is not None and final.trip.line == "term" and final.trip.threshold_gib == above
 
 
 def test_a_string_false_is_refused_and_changes_nothing(running):

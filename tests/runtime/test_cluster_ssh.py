@@ -24,6 +24,7 @@ def test_the_host_comes_after_the_end_of_options() -> None:
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh client")
+@pytest.mark.slow  # starts a process
 def test_ssh_itself_reads_an_option_like_host_as_a_host() -> None:
     """`ssh -G` prints the configuration it would use, connecting nowhere: a ProxyCommand must not be in it."""
     argv = ssh_argv("-oProxyCommand=echo PWNED", ["true"])

@@ -356,3 +356,35 @@ def test_samples_further_apart_than_the_rate_window_still_carry_the_fall_rate():
     d = GuardDecider(GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=3.5, fall_rate_gib_s=None))
     out = feed_all(d, [(0.0, 9.0), (0.3, 5.0)])
     assert out[-1].action is GuardAction.KILL and out[-1].reason == "predicted"
+
+
+def test_an_engine_stall_with_a_fall_samples_faster_and_is_less_patient():
+    """/metrics frozen with requests running, and MemAvailable falling: the guard's slowest pace
+    drops to ALERT_INTERVAL, its grace to ALERT_GRACE_S, and the fall-rate trigger to half."""
+    from sparktui.runtime.guard.guard import ALERT_GRACE_S, ALERT_INTERVAL, STEADY_INTERVAL
+
+    d = GuardDecider(TRIGGERS)
+    d.set_phase("ready")
+    calm = feed_all(d, [(0.0, 60), (0.25, 60)])
+    assert calm[-1].next_interval == STEADY_INTERVAL
+    d.set_stalled(True)  # a stall alone (a long prefill, a client that went away): no change
+    assert d.feed(0.5, g(60)).next_interval == STEADY_INTERVAL and d.grace() == 5
+    d.set_stalled(False)
+    falling = d.feed(0.75, g(59))  # a fall alone: no change either
+    assert falling.next_interval == STEADY_INTERVAL
+    d.set_stalled(True)
+    alert = d.feed(1.0, g(58.9))
+    assert d.alert and alert.next_interval == ALERT_INTERVAL and d.grace() == ALERT_GRACE_S
+    # 5 GiB/s with the kill line 0.7 s away: below the 8 GiB/s trigger and beyond its 0.5 s look
+    # ahead; on alert, above half the rate and within twice the look ahead: SIGTERM
+    samples = [(0.0, 8.25), (0.25, 7.5)]
+    stalled = GuardDecider(TRIGGERS)
+    stalled.set_phase("ready")
+    stalled.set_stalled(True)
+    feed_all(stalled, samples)
+    trip = stalled.feed(0.35, g(7.0))
+    assert trip.action is GuardAction.TERM and trip.reason == "fall rate"
+    moving = GuardDecider(TRIGGERS)
+    moving.set_phase("ready")
+    feed_all(moving, samples)
+    assert moving.feed(0.35, g(7.0)).action is GuardAction.NONE  # the same fall with the engine moving

@@ -8,6 +8,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from sparktui.runtime.server.logtail import LogTail
 
 WRITER = r"""
@@ -28,6 +30,7 @@ def append(path, data: bytes):
         fh.write(data)
 
 
+@pytest.mark.slow  # starts a process
 def test_lines_from_a_real_writer_process(tmp_path, fixtures):
     src = fixtures / "vllm-logs" / "spark_v0.25.1_laguna-s-2.1-nvfp4-dflash_success.log"
     expected = src.read_bytes().decode("utf-8", "replace").split("\n")

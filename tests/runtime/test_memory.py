@@ -62,6 +62,7 @@ def test_parse_psi_text():
     assert parse_psi(None) == (None, None)
 
 
+@pytest.mark.slow  # starts a process
 def test_read_memory_in_a_forked_child_uses_its_own_fd():
     read_memory()  # opens the cached fd in this process
     code = "import os, sys; from sparktui.runtime.host.memory import read_memory; read_memory(); pid = os.fork()\nif pid == 0:\n    read_memory(); os._exit(0)\nos.waitpid(pid, 0); print(read_memory().mem_total > 0)"
@@ -211,6 +212,7 @@ def test_real_nvml():
     assert r.to_dict()["gpus"][0]["name"] == r.gpus[0].name
 
 
+@pytest.mark.slow  # starts a process
 def test_tree_memory_counts_a_child_and_its_grandchild(monkeypatch):
     code = (
         "import subprocess, sys, time\n"

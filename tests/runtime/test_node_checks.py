@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sparktui.core.cluster import API_SERVER_BYTES
 from sparktui.core.pool import Reservation
 from sparktui.core.profiles import parse_profile
@@ -115,6 +117,7 @@ def test_judge_nodes_takes_each_nodes_own_report(tmp_path: Path) -> None:
     assert [s.split(":")[0] for s in judged.summaries] == ["node spark-a (head)", "node spark-b (rank 1)"]
 
 
+@pytest.mark.slow  # starts a process
 def test_node_check_reports_memory_page_cache_servers_and_interface(tmp_path: Path) -> None:
     model = tmp_path / "model"
     model.mkdir()

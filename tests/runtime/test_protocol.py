@@ -122,3 +122,34 @@ def test_condition_vocabulary():
     assert cond(status="exited", exit={"reason": "exited", "returncode": 2}).kind == "exit_2"
     assert cond(status="exited", exit={"reason": "killed"}).condition is pr.Condition.STOPPED
     assert cond(status="exited", exit={"reason": "supervisor_died"}).condition is pr.Condition.LOST
+
+
+def test_the_records_parts_are_typed_and_a_file_written_before_they_were_reads_the_same():
+    # summary, events, trip and metrics as earlier versions wrote them (dicts), with a key a newer
+    # version added: read into typed parts, and written back with nothing lost
+    older = record(
+        summary={"version": "0.32.0", "model": "m", "max_model_len": 4096, "weights_gib": 1.5,
+                    "available_kv_gib": 10.0, "kv_cache_tokens": 81920, "max_concurrency": 20.0, "ready": True,
+                    "failure": {"kind": "oom", "message": "out of memory", "hint": None}},
+        events=[{"kind": "KVCacheSize", "t": 1.0, "tokens": 81920, "device": "GPU"},
+                   {"kind": "GuardTrip", "t": 2.0, "line": "term", "reason": "below", "available_gib": 3.2}],
+        trip={"line": "term", "reason": "below", "threshold_gib": 4.0, "mem_available_gib": 3.2,
+                 "low_water_gib": 3.0, "fall_rate_gib_s": 0.5, "last_samples": [[-0.1, 3.5]],
+                 "signalled": [{"target": "group", "signal": "SIGTERM", "at_s": 0.0}], "escalated": False,
+                 "escalation": None, "gone": True, "gone_after_s": 0.4, "shm_removed": [], "tripped_at": 5.0,
+                 "survivors": [], "leaked_gib": 1.25},
+        metrics={"kv_cache_usage_pct": 12.5, "running": 2.0, "waiting": 0.0, "ttft_window": "interval",
+                    "at": 9.0},
+    )  # fmt: skip
+    parsed = pr.parse_state(json.dumps(older), "servers/8000.json")
+    assert parsed.summary is not None and parsed.summary.kv_cache_tokens == 81920
+    assert parsed.summary.failure is not None and parsed.summary.failure.kind == "oom"
+    assert [e.kind for e in parsed.events] == ["KVCacheSize", "GuardTrip"]
+    assert parsed.events[0].field("tokens") == 81920 and parsed.events[1].field("line") == "term"
+    assert parsed.trip is not None and parsed.trip.line == "term" and parsed.trip.gone_after_s == 0.4
+    assert parsed.metrics is not None and parsed.metrics.running == 2.0 and parsed.metrics.error is None
+    again = json.loads(parsed.to_json())
+    for part in ("summary", "events", "trip", "metrics"):
+        assert again[part] == {**older, **again}[part]
+        for key, value in older[part].items() if isinstance(older[part], dict) else []:
+            assert again[part][key] == value  # the newer version's leaked_gib too

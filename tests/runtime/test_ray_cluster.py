@@ -85,6 +85,7 @@ def test_what_cannot_work_over_ray_is_refused_before_anything_starts(tmp_path, i
 
 
 @pytest.mark.parametrize(("version", "takes_own"), [("2.60.0", True), ("2.55.0", True), ("2.47.1", False)])
+@pytest.mark.slow  # starts a process
 def test_a_worker_whose_ray_ignores_its_own_temp_dir_is_followed_to_the_heads_path(
     tmp_path, isolated, version, takes_own
 ):

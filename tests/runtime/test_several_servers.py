@@ -115,8 +115,8 @@ def test_a_guard_trip_stops_the_lower_priority_server_and_leaves_the_other_when_
     assert final.exit is not None and final.exit.reason == "guard"
     # Asked live: the keeper's state file is rewritten at its own pace and can lag its events.
     kept = st.ask_live(keeper.port)
-    guard_events = [e for e in (kept.events if kept else []) if str(e.get("kind", "")).startswith("Guard")]
+    guard_events = [e for e in (kept.events if kept else []) if e.kind.startswith("Guard")]
     assert kept is not None and kept.status == "running", f"the high-priority server was stopped too: {guard_events}"
-    deferred = [e for e in kept.events if e.get("kind") == "GuardDeferred"]
-    assert deferred and f"port {hog.port}" in deferred[0]["why"], "the keeper's guard never saw the lines crossed"
+    deferred = [e for e in kept.events if e.kind == "GuardDeferred"]
+    assert deferred and f"port {hog.port}" in deferred[0].field("why"), "the keeper's guard never saw the lines crossed"
     client.stop(keeper.port)

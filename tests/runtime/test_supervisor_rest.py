@@ -119,6 +119,6 @@ def test_metrics_are_scraped_when_someone_reads_them_and_back_off_when_idle(make
     # A client asks (`sparktui status`): its reply carries metrics at most 2 s old.
     asked = time.time()
     live = client.attach(port)
-    assert live.metrics is not None and live.metrics["at"] >= asked - 2.5 and live.metrics["kv_cache_usage_pct"] == 0.0
+    assert live.metrics is not None and live.metrics.at >= asked - 2.5 and live.metrics.kv_cache_usage_pct == 0.0
     stopped = client.stop(port)
     assert stopped.exit is not None and stopped.exit.reason == "stopped"

@@ -28,6 +28,7 @@ def test_venv_distribution_metadata(tmp_path):
     assert from_site_packages(tmp_path / "nothing") is None
 
 
+@pytest.mark.slow  # starts a process
 def test_vllm_dash_dash_version_is_run(tmp_path):
     exe = fake_vllm(tmp_path / "vllm", "0.22.1")
     assert from_executable(str(exe)) == ("0.22.1", f"`{exe} --version`")
@@ -63,6 +64,7 @@ def test_the_profiles_last_log(tmp_path):
     assert from_last_log(logs, "nobody") is None
 
 
+@pytest.mark.slow  # starts a process
 def test_detect_in_order_and_says_what_it_tried(tmp_path):
     venv = fake_venv(tmp_path / "venv", "vllm", "0.24.0")
     fake_vllm(venv / "bin" / "vllm", "0.99.0")  # metadata comes first

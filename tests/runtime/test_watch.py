@@ -258,6 +258,7 @@ def test_a_wedge_with_healthy_memory_and_an_unknown_end():
     assert pm.verdict is Verdict.UNKNOWN and "not readable" in pm.render()
 
 
+@pytest.mark.slow  # starts a process
 def test_every_command_reports_a_post_mortem_once_after_a_simulated_reboot(tmp_path, fixtures):
     state = tmp_path / "state"
     write_flight(state, trajectory(fixtures), boot="11111111-before")
@@ -287,6 +288,7 @@ def test_every_command_reports_a_post_mortem_once_after_a_simulated_reboot(tmp_p
 # ---------------------------------------------------------------- page cache
 
 
+@pytest.mark.slow  # starts a process
 def test_resident_bytes_and_eviction_agree_with_the_kernel(tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()

@@ -436,6 +436,7 @@ async def test_advise_lists_the_models_variants_and_enter_picks_one():
         assert config_pane(app).form.config.model == "meta-llama/Meta-Llama-3.1-70B"
 
 
+@pytest.mark.slow  # starts a process
 async def test_a_post_mortem_is_shown_once_on_open(isolated, monkeypatch):
     import json
 

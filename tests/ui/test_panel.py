@@ -84,6 +84,26 @@ async def test_a_failed_start_shows_the_supervisors_diagnosis(tmp_path):
         assert app.server.state == "failed"
 
 
+# 1b. Memory that did not come back after the server ended: the panel says how much, who holds it, the fix.
+async def test_a_leak_after_the_end_shows_the_figure_the_holders_and_the_fix(tmp_path):
+    leak = {
+        "leaked_bytes": 3 * GiB,
+        "threshold_bytes": 2 * GiB,
+        "shortfall_bytes": 3 * GiB,
+        "waited_s": 30.0,
+        "holders": [{"kind": "shm_file", "name": "/dev/shm/nccl-leftover", "bytes": 3 * GiB, "pids": [777]}],
+    }
+    record = server_record(ready_log(tmp_path), status="exited", exit={"reason": "stopped", "leak": leak})
+    app = SparkApp(backend=RecordBackend(record))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await until(pilot, lambda: widget(app, DiagnosisCard).diagnosis is not None, "the diagnosis card")
+        card = widget(app, DiagnosisCard).diagnosis
+        assert card.kind == "memory did not come back"
+        assert "3.00 GiB did not come back" in card.message and "/dev/shm/nccl-leftover" in card.message
+        assert "remove /dev/shm/nccl-leftover" in card.hint and "stop pid 777" in card.hint
+
+
 # 2. The log follows after a re-attach and after a relaunch, and says whether it follows.
 async def test_the_log_follows_again_after_a_new_log_and_says_so(tmp_path):
     first, second = tmp_path / "first.log", tmp_path / "second.log"

@@ -42,6 +42,13 @@ def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     return with_defaults(config)
 
 
+# Every dtype a checkpoint's config may name (torch's names; vLLM's aliases half/float; fp8)
+TORCH_DTYPES = frozenset(
+    {"bfloat16", "float16", "half", "float32", "float", "float64", "double", "fp8", "int8", "uint8", "int16"}
+    | {"int32", "int64", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"}
+)
+
+
 def _dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
     raw = str(
         text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16"
@@ -204,6 +211,11 @@ def _build(
 ) -> ModelSpec:
     layers, mtp = layer_groups(text)
     dtype = _dtype(config, text)
+    if dtype not in TORCH_DTYPES:  # before any arithmetic: an unknown dtype has no size
+        raise UserError(
+            f"{source}: torch_dtype is {dtype[:40]!r}; expected a torch dtype such as bfloat16, float16 or "
+            "float32. Fix that field of the model's config (or point --model at a model whose config.json is intact)"
+        )
     dtype_bytes = DTYPE_BYTES.get(dtype, 2)
     q = quant_info(config, hf_quant)
     kv_quant = checkpoint_kv_quant(config, hf_quant)
@@ -299,7 +311,13 @@ def _unmodelled_note(text: Mapping[str, Any]) -> str | None:
     if str(text.get("model_type") or "").startswith("deepseek_v4"):
         return (
             "DeepSeek V4's compressed and sliding-window attention groups are not modelled: the KV "
-            "figures treat every layer as plain MLA"
+            "figures treat every layer as plain MLA. vLLM 0.32 (models/deepseek_v4/attention.py "
+            "DeepseekV4Attention.get_kv_cache_spec, v1/attention/backends/mla/sparse_swa.py "
+            "DeepseekV4SWACache) gives every layer a sliding-window cache of sliding_window tokens × "
+            "head_dim 512, a layer with compress_ratio > 1 one 512-wide latent (584 B as fp8_ds_mla) per "
+            "compress_ratio tokens, and a compress-ratio-4 layer an indexer cache of index_head_dim per 4 "
+            "tokens; all with one KV head and max_tp_shards 1, so at tensor-parallel 2 every rank holds "
+            "the whole cache"
         )
     return None
 

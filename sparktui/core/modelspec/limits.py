@@ -25,10 +25,10 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "shared_expert_intermediate_size": (0, 1 << 22),
     "moe_shared_expert_intermediate_size": (0, 1 << 22),
     "moe_latent_size": (0, 1 << 20),
-    "num_attention_heads": (0, 1 << 16),
-    "n_heads": (0, 1 << 16),
-    "num_key_value_heads": (0, 1 << 16),
-    "n_kv_heads": (0, 1 << 16),
+    "num_attention_heads": (1, 1 << 16),  # a model that names its heads has at least one
+    "n_heads": (1, 1 << 16),  # a model that names its heads has at least one
+    "num_key_value_heads": (1, 1 << 16),  # a model that names its heads has at least one
+    "n_kv_heads": (1, 1 << 16),  # a model that names its heads has at least one
     "num_global_key_value_heads": (0, 1 << 16),
     "head_dim": (0, 1 << 16),
     "global_head_dim": (0, 1 << 16),

@@ -53,14 +53,17 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KERNEL_MODES, KernelEvent
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
+from sparktui.runtime.guard.kernel_watch import KernelAccess, KernelWatch
 from sparktui.runtime.host.memory import PressureTrigger, PsiTrigger, open_pressure_trigger
 
 DEFAULT_WARN_GIB = 10.0
 DEFAULT_TERM_GIB = 6.0
 DEFAULT_KILL_GIB = 3.5
 DEFAULT_GRACE_S = 5.0
+MAX_LINE_GIB = 1 << 20  # 1 PiB: above any machine's memory, far below where GiB → bytes overflows
 
 MIN_INTERVAL = 0.002  # fastest pace, when close to a line or falling fast
 MAX_INTERVAL = 0.1  # slowest pace (10 Hz), when idle with lots of headroom
@@ -80,6 +83,17 @@ BUSY_INTERVAL = 0.02  # slowest pace in a busy phase
 # once when tasks stall on memory: far from the lines a sample a second is enough (issue 25: the
 # supervisor at rest costs ≤ 0.1% of a core).
 STEADY_INTERVAL = 1.0
+# The kernel tripwire (kernel_watch.py; modes in core/kernel_log.py). The host freezes ~5 s after a
+# burst of NV_ERR_NO_MEMORY (GB10), so its stop is SIGTERM with a short grace, then SIGKILL.
+KERNEL_GRACE_S = 0.5
+KERNEL_EVENTS_KEPT = 20
+# An engine stall (/metrics: prefill and decode frozen with requests running) together with a fall
+# of MemAvailable is how a driver failure looks from outside before the host freezes: the guard
+# then samples at ALERT_INTERVAL at most, trips on half the fall rate looking twice as far ahead,
+# and gives SIGTERM ALERT_GRACE_S.
+ALERT_FALL = int(0.5 * GiB)  # over the samples the decider keeps
+ALERT_INTERVAL = 0.01
+ALERT_GRACE_S = 1.0
 # Between samples the kernel wakes the guard when tasks stall on memory (PSI) for 15% of a second
 # (unprivileged: 30% of 2 s, the nearest window the kernel allows without CAP_SYS_RESOURCE).
 PRESSURE_TRIGGER = PsiTrigger("some", 150_000, 1_000_000)
@@ -100,8 +114,11 @@ class GuardLines:
     def __post_init__(self) -> None:
         for name in LINE_NAMES:
             v = getattr(self, name)
-            if v is not None and not 0 <= v < math.inf:
-                raise UserError(f"guard line {name} must be a finite number of GiB >= 0, got {v!r}")
+            if v is not None and not 0 <= v < MAX_LINE_GIB:
+                raise UserError(
+                    f"guard line {name} must be a number of GiB from 0 to below {MAX_LINE_GIB} (no machine has "
+                    f"more), got {v!r}"
+                )
         if not 0 <= self.grace_s < math.inf:
             raise UserError(f"guard grace_s must be a finite number of seconds >= 0, got {self.grace_s!r}")
         w, t, k = self.warn_below_gib, self.term_below_gib, self.kill_below_gib
@@ -241,6 +258,7 @@ class GuardDecider:
         self.term_at: float | None = None
         self.low_water: int | None = None
         self.noise_dropped = 0
+        self.stalled = False  # the engine makes no progress with requests running (set_stalled)
         self._held: tuple[float, int] | None = None
         self._warn = lines.bytes("warn")
         self._term = lines.bytes("term")
@@ -280,7 +298,25 @@ class GuardDecider:
             return True
         return self._warn is not None and not self.warned and self.state == "watching" and available < self._warn
 
+    @property
+    def alert(self) -> bool:
+        """The engine stalls and MemAvailable fell (over the samples kept): a driver failure may be
+        under way, so sample faster and be less patient."""
+        if not self.stalled or len(self.samples) < 2:
+            return False
+        return max(a for _, a in self.samples) - self.samples[-1][1] >= ALERT_FALL
+
+    def set_stalled(self, stalled: bool) -> None:
+        """From /metrics: prefill and decode both frozen with requests running (an attribute write)."""
+        self.stalled = stalled
+
+    def grace(self) -> float:
+        """SIGTERM → SIGKILL: the lines' grace period, shorter on alert."""
+        return min(self.lines.grace_s, ALERT_GRACE_S) if self.alert else self.lines.grace_s
+
     def _slowest(self) -> float:
+        if self.alert:
+            return min(self.max_interval, ALERT_INTERVAL)
         if self.phase in BUSY_PHASES:
             return min(self.max_interval, BUSY_INTERVAL)
         if self.phase == "ready":
@@ -312,12 +348,15 @@ class GuardDecider:
 
     def _fast_fall(self, available: int, rate: float) -> bool:
         """Falling faster than the fall-rate line with the kill (else term) line close at that rate."""
-        if not self.lines.fall_rate_gib_s or -rate < self.lines.fall_rate_gib_s * GiB:  # None or 0: off
+        fall_rate, lookahead = self.lines.fall_rate_gib_s, self.lines.fall_lookahead_s
+        if fall_rate and self.alert:  # less patient: half the rate, twice the look ahead
+            fall_rate, lookahead = fall_rate / 2, lookahead * 2
+        if not fall_rate or -rate < fall_rate * GiB:  # None or 0: off
             return False
         line = self._kill if self._kill is not None else self._term
         if line is None:
             return False
-        return available + rate * self.lines.fall_lookahead_s < line
+        return available + rate * lookahead < line
 
     # -- the decision --
 
@@ -381,7 +420,7 @@ class GuardDecider:
             self.state = "killing"
             return decide(GuardAction.KILL, "kill", reason, self._kill)
         if self.state == "terminating":
-            if self.term_at is not None and t - self.term_at >= self.lines.grace_s:
+            if self.term_at is not None and t - self.term_at >= self.grace():
                 self.state = "killing"
                 return decide(GuardAction.KILL, "term", "grace expired", self._term or 0)
             return Decision(GuardAction.NONE, interval, available=available, rate=rate, psi_full_pct=psi)
@@ -432,6 +471,7 @@ class TripReport:
     shm_removed: list[str]
     tripped_at: float  # wall-clock time
     survivors: list[int] = field(default_factory=list)
+    kernel_line: str | None = None  # line "kernel": the driver's line that tripped it, as logged
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -442,11 +482,17 @@ class TripReport:
         )
         trend = f"falling {self.fall_rate_gib_s:.2f} GiB/s" if self.fall_rate_gib_s >= 0.005 else "not falling"
         available, line = gib_pair(self.mem_available_gib, self.threshold_gib)
-        lines = [
-            f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {available} GiB"
-            f" vs line {line} GiB, {trend}",
-            f"  signalled: {sig}",
-        ]
+        if self.kernel_line is not None:
+            head = (
+                f"memory guard tripped: kernel tripwire: the NVIDIA driver ran out of memory ({self.reason}) "
+                f"with MemAvailable at {self.mem_available_gib:.2f} GiB: {self.kernel_line!r}"
+            )
+        else:
+            head = (
+                f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {available} GiB"
+                f" vs line {line} GiB, {trend}"
+            )
+        lines = [head, f"  signalled: {sig}"]
         if self.escalated:
             lines.append(f"  escalated to SIGKILL: {self.escalation}")
         gone = (
@@ -515,8 +561,12 @@ class Guard:
         track_interval: float | None = 2.0,
         clock: Callable[[], float] = time.monotonic,
         pressure: PsiTrigger | None = PRESSURE_TRIGGER,
+        kernel: str = DEFAULT_KERNEL_MODE,
+        on_kernel: Callable[[KernelEvent], None] | None = None,
         **decider_options: Any,
     ) -> None:
+        if kernel not in KERNEL_MODES:
+            raise UserError(f"guard kernel = {kernel!r}: expected one of {', '.join(KERNEL_MODES)}")
         self.tree = tree
         self.lines = lines
         self.decider = GuardDecider(lines, armed=armed, **decider_options)
@@ -537,6 +587,14 @@ class Guard:
         self.pressure_error: str | None = None  # why none could be armed
         self.pressure_wakes = 0  # samples taken early because the kernel reported a memory stall
         self.samples_taken = 0
+        self.kernel_mode = kernel
+        self.on_kernel = on_kernel  # every NVRM line recorded (no_memory, or an Xid naming the tree)
+        self.kernel_access: KernelAccess | None = None  # where the tripwire reads, once running
+        self.kernel_events: deque[KernelEvent] = deque(maxlen=KERNEL_EVENTS_KEPT)
+        self._kernel_trip: KernelEvent | None = None
+        self._kernel_watch: KernelWatch | None = None
+        self._kernel_lock = threading.Lock()
+        self._running = False
         self._closed = threading.Event()
         self._stop_requested = False  # set by request_stop(), safe inside a signal handler
         self._thread: threading.Thread | None = None
@@ -564,10 +622,36 @@ class Guard:
         self.lines = lines
         self.decider.set_lines(lines)
 
+    def set_kernel(self, mode: str) -> None:
+        """Set the kernel tripwire's mode (live): the kernel log is followed while the guard runs and
+        the mode is not "off"."""
+        if mode not in KERNEL_MODES:
+            raise UserError(f"guard kernel = {mode!r}: expected one of {', '.join(KERNEL_MODES)}")
+        with self._kernel_lock:
+            self.kernel_mode = mode
+            wanted = self._running and mode != "off"
+            if wanted and self._kernel_watch is None:
+                self._kernel_watch = KernelWatch(self._on_kernel_event)
+                self.kernel_access = self._kernel_watch.start()
+            elif not wanted and self._kernel_watch is not None:
+                self._kernel_watch.close()
+                self._kernel_watch = None
+                if mode == "off":
+                    self.kernel_access = None
+
+    def set_stalled(self, stalled: bool) -> None:
+        """The engine stalls (/metrics): with a fall of MemAvailable the guard samples faster and
+        is less patient (GuardDecider.alert)."""
+        self.decider.set_stalled(stalled)
+
     def close(self) -> None:
         """Stop watching (the tree is left alone). From another thread; in a signal handler use
         request_stop(): Event.set() there can deadlock on the lock the interrupted code holds."""
         self._closed.set()
+        self._poke()
+
+    def _poke(self) -> None:
+        """Wake the loop from its sleep (any thread)."""
         with self._wake_lock:
             if self._wake_w is not None:
                 try:
@@ -602,9 +686,13 @@ class Guard:
         pressure = self._arm_pressure()
         if pressure is not None:
             poller.register(pressure.fileno(), select.POLLPRI)
+        self._running = True
+        self.set_kernel(self.kernel_mode)
         try:
             return self._watch(poller, wake_r, pressure)
         finally:
+            self._running = False
+            self.set_kernel(self.kernel_mode)
             with self._wake_lock:
                 self._wake_w = None
                 os.close(wake_w)
@@ -623,10 +711,26 @@ class Guard:
         self.pressure = trigger.trigger
         return trigger
 
+    def _on_kernel_event(self, event: KernelEvent) -> None:
+        """On the kernel log's thread: record what concerns this tree; a driver out-of-memory line
+        stops it (mode "stop", armed): the loop is woken to trip at once."""
+        if event.kind == "xid":
+            pids = {self.tree.pid} | {i.pid for i in self.tree.recorded}
+            if event.pid not in pids:
+                return  # another program's GPU error
+        self.kernel_events.append(event)
+        if self.on_kernel is not None:
+            self.on_kernel(event)
+        if event.kind == "no_memory" and self.kernel_mode == "stop" and self.armed and self._kernel_trip is None:
+            self._kernel_trip = event
+            self._poke()
+
     def _watch(self, poller: select.poll, wake_r: int, pressure: PressureTrigger | None) -> TripReport | None:
         next_track = 0.0
         last_pressure = -PSI_EVERY
         while not self._closed.is_set() and not self._stop_requested:
+            if self._kernel_trip is not None:
+                return self._trip_kernel(self._kernel_trip)
             t = self.clock()
             stall_us = None
             if self.read_pressure is not None and t - last_pressure >= PSI_EVERY:
@@ -676,7 +780,16 @@ class Guard:
             return True
         return False
 
-    def _trip(self, d: Decision) -> TripReport:
+    def _trip_kernel(self, event: KernelEvent) -> TripReport:
+        """The driver ran out of memory: SIGTERM the tree now, SIGKILL after KERNEL_GRACE_S. Not
+        deferred to a stop order: the whole host is about to freeze, not one server's share."""
+        available = self.read_available()
+        self.decider.state, self.decider.term_at = "terminating", self.clock()
+        d = Decision(GuardAction.TERM, 0.0, "kernel", "NV_ERR_NO_MEMORY", 0, available)
+        self.last = d
+        return self._trip(d, grace=KERNEL_GRACE_S, kernel_line=event.line)
+
+    def _trip(self, d: Decision, *, grace: float | None = None, kernel_line: str | None = None) -> TripReport:
         trip_t = self.clock()
         tripped_at = time.time()
         self._escalation = None
@@ -686,7 +799,8 @@ class Guard:
         if d.action is GuardAction.KILL:
             stop = self.tree.kill(on_poll=self._poll_during_stop, on_signalled=signalled)
         else:
-            stop = self.tree.stop(self.lines.grace_s, on_poll=self._poll_during_stop, on_signalled=signalled)
+            grace = self.decider.grace() if grace is None else grace
+            stop = self.tree.stop(grace, on_poll=self._poll_during_stop, on_signalled=signalled)
         escalation = self._escalation or ("grace expired" if stop.escalated else None)
         low = self.decider.low_water if self.decider.low_water is not None else (d.available or 0)
         self.report = TripReport(
@@ -705,6 +819,7 @@ class Guard:
             shm_removed=stop.shm_removed,
             tripped_at=tripped_at,
             survivors=stop.survivors,
+            kernel_line=kernel_line,
         )
         if self.on_report is not None:
             self.on_report(self.report)

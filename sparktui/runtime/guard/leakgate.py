@@ -25,7 +25,6 @@ from sparktui.core.leak import (
     MEMORY_BACK_TIMEOUT_S,
     Holder,
     LeakRecord,
-    attributable,
     leak_threshold,
     leaked_bytes,
     refusal,
@@ -33,7 +32,6 @@ from sparktui.core.leak import (
 from sparktui.core.meminfo import kib_field
 from sparktui.errors import UserError
 from sparktui.runtime.host import proc
-from sparktui.runtime.host.memory import rss_bytes
 
 SHM_DIR = Path("/dev/shm")
 MEMINFO = Path("/proc/meminfo")
@@ -140,6 +138,16 @@ class MemoryBack:
         )
 
 
+def _resident(pid: int) -> tuple[int, int]:
+    """A process's resident (private, shared-memory) bytes: RssAnon and RssShmem. Its shared pages
+    are counted with the files and Shmem, not twice."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_bytes()
+    except OSError:
+        return 0, 0
+    return kib_field(status, b"RssAnon:") or 0, kib_field(status, b"RssShmem:") or 0
+
+
 def _survivors(baseline: Baseline) -> list[Holder]:
     """Processes of the old tree (by pid and start time) or of its cgroup still alive."""
     idents = {proc.ProcessIdentity(pid, start) for pid, start in baseline.members}
@@ -161,7 +169,7 @@ def _survivors(baseline: Baseline) -> list[Holder]:
             Holder(
                 kind="process",
                 name=info.comm,
-                bytes=rss_bytes(ident.pid) or 0,
+                bytes=sum(_resident(ident.pid)),
                 pids=[ident.pid],
                 start_times=[ident.start_time],
             )
@@ -169,16 +177,66 @@ def _survivors(baseline: Baseline) -> list[Holder]:
     return out
 
 
-def _measure(baseline: Baseline) -> tuple[int, int, MemInfo, list[Holder]]:
-    """(shortfall, what the old server's leftovers account for, meminfo now, survivors)."""
+def _ours(baseline: Baseline, holder: Holder) -> bool:
+    """A new /dev/shm file is the old server's unless a process outside its tree uses it (a program
+    running beside it, another server: theirs, not a leftover)."""
+    tree = {pid for pid, _ in baseline.members}
+    return all(pid in tree for pid in holder.pids)
+
+
+def shm_holders(baseline: Baseline, shm_dir: Path = SHM_DIR) -> list[Holder]:
+    """/dev/shm files made since the baseline and left by the old server, largest first, each with
+    the processes that map it or hold it open (/proc/*/maps and /proc/*/fd): files only processes of
+    the old tree use, or none."""
+    new = [(key, st) for key, st in _shm_listing(shm_dir).items() if key not in baseline.shm_files]
+    if not new:
+        return []
+    users: dict[tuple[int, int], list[tuple[int, int]]] = {(st.st_dev, st.st_ino): [] for _, st in new}
+    devs = {dev for dev, _ in users}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        for dev in devs:
+            held, _ = proc._shm_held(pid, dev)
+            for key in held.keys() & users.keys():
+                start = proc.start_time_of(pid)
+                if start is not None:
+                    users[key].append((pid, start))
+    holders = [
+        Holder(
+            kind="shm_file",
+            name=str(shm_dir / name),
+            bytes=st.st_blocks * 512,
+            pids=[p for p, _ in users[(st.st_dev, st.st_ino)]],
+            start_times=[s for _, s in users[(st.st_dev, st.st_ino)]],
+            inode=ino,
+        )
+        for (name, ino), st in new
+    ]
+    holders = [h for h in holders if _ours(baseline, h)]
+    holders.sort(key=lambda h: h.bytes, reverse=True)
+    return holders
+
+
+def _measure(baseline: Baseline, shm_dir: Path) -> tuple[int, int, MemInfo, list[Holder], list[Holder]]:
+    """(shortfall, what the old server left, meminfo now, survivors, its /dev/shm files)."""
     now = read_meminfo()
     survivors = _survivors(baseline)
-    held = attributable(
-        now.shmem - baseline.mem.shmem,
-        now.mlocked - baseline.mem.mlocked,
-        sum(h.bytes for h in survivors),
+    files = shm_holders(baseline, shm_dir)
+    shortfall = max(0, baseline.mem.mem_available - now.mem_available)
+    mapped = {pid: 0 for h in survivors for pid in h.pids}  # our files' pages a survivor maps: counted once
+    for f in files:
+        for pid in f.pids:
+            if pid in mapped:
+                mapped[pid] += f.bytes
+    leaked = leaked_bytes(
+        files=sum(h.bytes for h in files),
+        survivors=sum(max(0, h.bytes - sum(mapped[p] for p in h.pids)) for h in survivors),
+        mlocked_growth=now.mlocked - baseline.mem.mlocked,
+        shortfall=shortfall,
     )
-    return max(0, baseline.mem.mem_available - now.mem_available), held, now, survivors
+    return shortfall, leaked, now, survivors, files
 
 
 def wait_for_memory_back(
@@ -198,53 +256,16 @@ def wait_for_memory_back(
     pool = pool_bytes if pool_bytes is not None else baseline.mem.mem_total
     threshold = leak_threshold(pool)
     while True:
-        shortfall, held, now, survivors = _measure(baseline)
-        leaked = leaked_bytes(shortfall, held)
+        shortfall, leaked, now, survivors, files = _measure(baseline, shm_dir)
         waited = clock() - start
         if leaked <= threshold:
             return MemoryBack(True, leaked, shortfall, threshold, waited, [])
         if waited >= timeout_s:
             break
         sleep(min(interval_s, max(0.0, timeout_s - waited)))
-    holders = [*shm_holders(baseline, shm_dir), *survivors, *_locked(baseline, now)]
+    named = [h for h in files if h.bytes >= SHM_HOLDER_MIN_BYTES][:MAX_SHM_HOLDERS]
+    holders = [*named, *survivors, *_locked(baseline, now)]
     return MemoryBack(False, leaked, shortfall, threshold, clock() - start, holders)
-
-
-def shm_holders(baseline: Baseline, shm_dir: Path = SHM_DIR) -> list[Holder]:
-    """/dev/shm files made since the baseline, largest first, each with the processes that map it
-    or hold it open (/proc/*/maps and /proc/*/fd)."""
-    new = [
-        (key, st)
-        for key, st in _shm_listing(shm_dir).items()
-        if key not in baseline.shm_files and st.st_blocks * 512 >= SHM_HOLDER_MIN_BYTES
-    ]
-    new.sort(key=lambda kv: kv[1].st_blocks, reverse=True)
-    new = new[:MAX_SHM_HOLDERS]
-    if not new:
-        return []
-    users: dict[tuple[int, int], list[tuple[int, int]]] = {(st.st_dev, st.st_ino): [] for _, st in new}
-    devs = {dev for dev, _ in users}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        for dev in devs:
-            held, _ = proc._shm_held(pid, dev)
-            for key in held.keys() & users.keys():
-                start = proc.start_time_of(pid)
-                if start is not None:
-                    users[key].append((pid, start))
-    return [
-        Holder(
-            kind="shm_file",
-            name=str(shm_dir / name),
-            bytes=st.st_blocks * 512,
-            pids=[p for p, _ in users[(st.st_dev, st.st_ino)]],
-            start_times=[s for _, s in users[(st.st_dev, st.st_ino)]],
-            inode=ino,
-        )
-        for (name, ino), st in new
-    ]
 
 
 def _locked(baseline: Baseline, now: MemInfo) -> list[Holder]:
@@ -285,15 +306,11 @@ def still_held(record: LeakRecord) -> int:
         elif h.kind == "process":
             for pid, start in zip(h.pids, h.start_times, strict=False):
                 if proc.ProcessIdentity(pid, start).is_alive():
-                    total += rss_bytes(pid) or 0
+                    total += sum(_resident(pid))
         else:
             total += min(h.bytes, max(0, read_meminfo().mlocked - record.baseline_mlocked))
-    if not record.holders:  # nothing named: shared and locked memory still above the launch's
-        now = read_meminfo()
-        total = min(
-            record.leaked_bytes,
-            max(0, now.shmem - record.baseline_shmem) + max(0, now.mlocked - record.baseline_mlocked),
-        )
+    if not record.holders:  # nothing named: locked memory still above the launch's
+        total = min(record.leaked_bytes, max(0, read_meminfo().mlocked - record.baseline_mlocked))
     return total
 
 

@@ -8,7 +8,6 @@ has no inotify (callers then fall back to a timed poll).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import struct
@@ -42,7 +41,8 @@ class _Libc:
     """The three libc calls, bound once (glibc and musl both have them)."""
 
     def __init__(self) -> None:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        # the libc this process already has (dlopen(NULL)): find_library("c") would run ldconfig, a process
+        libc = ctypes.CDLL(None, use_errno=True)
         self.init1 = libc.inotify_init1
         self.init1.argtypes = [ctypes.c_int]
         self.init1.restype = ctypes.c_int

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from sparktui.errors import UserError
+from sparktui.paths import USER_UMASK_ENV, user_umask
 from sparktui.runtime.host.containment import CgroupScope, fallback_description
 
 SHM_DIR = Path("/dev/shm")
@@ -682,10 +683,11 @@ def spawn(
             stdin=None if inherit_stdin else subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT if log is not None else None,
-            env=env,
+            env={k: v for k, v in env.items() if k != USER_UMASK_ENV},
             cwd=cwd,
             start_new_session=True,
             close_fds=True,
+            umask=user_umask(),  # the user's: sparktui's own files are private, vLLM's are as the user wants
         )
     except BaseException:
         if scope is not None:

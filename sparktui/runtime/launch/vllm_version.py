@@ -115,9 +115,16 @@ def from_image(image: str, docker: str | None = None, inspect: bool = True) -> t
     except json.JSONDecodeError:
         return None
     if isinstance(labels, dict):
-        for key, value in sorted(labels.items()):
-            if "vllm" in key.lower() and "version" in key.lower() and (version := _normalised(str(value))):
-                return version, f"image label {key} of {image}"
+        return from_labels({str(k): str(v) for k, v in labels.items()}, image)
+    return None
+
+
+def from_labels(labels: dict[str, str], image: str) -> tuple[str, str] | None:
+    """(version, source) from an image's labels: NGC's vLLM images carry com.nvidia.vllm.version
+    (e.g. "0.10.2+9dd9ca32" in 25.10); any label naming vLLM and a version counts."""
+    for key, value in sorted(labels.items()):
+        if "vllm" in key.lower() and "version" in key.lower() and (version := _normalised(value)):
+            return version, f"image label {key} of {image}"
     return None
 
 
@@ -183,4 +190,12 @@ def detect(profile: Any, logs_dir: Path | None = None, run: bool = True) -> Dete
     return DetectedVersion(None, "", tuple(tried))
 
 
-__all__ = ["DetectedVersion", "detect", "from_executable", "from_image", "from_last_log", "from_site_packages"]
+__all__ = [
+    "DetectedVersion",
+    "detect",
+    "from_executable",
+    "from_image",
+    "from_labels",
+    "from_last_log",
+    "from_site_packages",
+]

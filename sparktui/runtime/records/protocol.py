@@ -23,10 +23,13 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
 
+from sparktui.core.leak import LeakRecord
 from sparktui.errors import UserError
+from sparktui.files import read_regular
 
 STATE_VERSION = 1
 MAX_MESSAGE_BYTES = 65536
+MAX_STATE_BYTES = 16 << 20  # a record is tens of KiB (50 events, the tree, the fit)
 
 GiBValue = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
 LaunchId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]  # runtime/launch_id.PATTERN
@@ -120,6 +123,15 @@ class PressureRecord(_Model):
     error: str | None = None  # why there is none (no PSI on this kernel)
 
 
+class KernelRecord(_Model):
+    """The guard's kernel tripwire: its mode, where it reads the kernel log, the NVRM lines it saw."""
+
+    mode: Literal["stop", "warn", "off"] = "stop"
+    source: Literal["kmsg", "journal"] | None = None  # None: it cannot read the kernel log (`detail` says why)
+    detail: str | None = None
+    events: list[dict[str, Any]] = Field(default_factory=list)  # core.kernel_log.KernelEvent.to_dict()
+
+
 # A last sample older than the gap the guard planned to its next one (guard.STEADY_INTERVAL at
 # rest, far less near a line) plus this means it is not sampling (its supervisor stopped, starved).
 GUARD_STALE_S = 2.0
@@ -131,6 +143,7 @@ class GuardRecord(_Model):
     lines: GuardLinesRecord
     last: GuardLast | None = None
     pressure: PressureRecord | None = None
+    kernel: KernelRecord | None = None
     # Set by readers (never stored): the real age of the guard's last sample (the supervisor's
     # live answer, or its heartbeat file when it cannot answer), and whether that is too old
     sample_age_s: float | None = None
@@ -177,6 +190,7 @@ class ExitRecord(_Model):
     failure: dict[str, Any] | None = None
     message: str | None = None
     breaker: dict[str, Any] | None = None  # the crash-loop breaker stopped restarts: reason, failures
+    leak: LeakRecord | None = None  # memory that did not come back after the end (runtime/guard/leakgate.py)
 
 
 class WedgeRecord(_Model):
@@ -211,6 +225,78 @@ class ReservationRecord(_Model):
 class PreflightRecord(_Model):
     warnings: list[str] = Field(default_factory=list)
     fit: dict[str, Any] | None = None
+
+
+class FailureRecord(_Model):
+    """A start-up failure diagnosed from vLLM's log (core.vllm_log.Failure)."""
+
+    kind: str
+    message: str = ""
+    hint: str | None = None
+
+
+class LogSummaryRecord(_Model):
+    """What vLLM's log said so far (core.vllm_log.LogSummary.to_dict)."""
+
+    version: str | None = None
+    model: str | None = None
+    max_model_len: int | None = None
+    weights_gib: float | None = None
+    available_kv_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    ready: bool = False
+    failure: FailureRecord | None = None
+
+
+class EventRecord(_Model):
+    """One event of the server's life: a log event (its kind from core.vllm_log.EVENT_KINDS) or the
+    supervisor's own (GuardTrip, Wedge, CrashLoop …), with its fields beside the kind."""
+
+    kind: str
+    t: float = 0.0
+
+    def field(self, name: str) -> Any:
+        """One of the event's own fields (None when it has none of that name)."""
+        return (self.model_extra or {}).get(name)
+
+
+class TripRecord(_Model):
+    """The guard's trip report (runtime.guard.TripReport), as recorded."""
+
+    line: str
+    reason: str
+    threshold_gib: float
+    mem_available_gib: float
+    low_water_gib: float
+    fall_rate_gib_s: float
+    last_samples: list[list[float]] = Field(default_factory=list)
+    signalled: list[dict[str, Any]] = Field(default_factory=list)
+    escalated: bool = False
+    escalation: str | None = None
+    gone: bool = False
+    gone_after_s: float | None = None
+    shm_removed: list[str] = Field(default_factory=list)
+    tripped_at: float = 0.0
+    survivors: list[int] = Field(default_factory=list)
+    kernel_line: str | None = None  # line "kernel": the driver's line that tripped it
+
+
+class MetricsRecord(_Model):
+    """The last /metrics reading (core.metrics.VllmStats and the token counters), or why there is none."""
+
+    kv_cache_usage_pct: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    prompt_tokens_per_s: float | None = None
+    generation_tokens_per_s: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    ttft_window: str | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    error: str | None = None
+    at: float = 0.0
 
 
 Status = Literal["starting", "running", "stopping", "exited", "lost"]
@@ -249,10 +335,10 @@ class StateRecord(_Model):
     guard: GuardRecord
     reservation: ReservationRecord | None = None
     tree: TreeRecord | None = None
-    summary: dict[str, Any] | None = None
-    events: list[dict[str, Any]] = Field(default_factory=list)
-    trip: dict[str, Any] | None = None
-    metrics: dict[str, Any] | None = None
+    summary: LogSummaryRecord | None = None
+    events: list[EventRecord] = Field(default_factory=list)
+    trip: TripRecord | None = None
+    metrics: MetricsRecord | None = None
     exit: ExitRecord | None = None
     watch: WatchRecord | None = None  # runtime.watch: wedge, restarts, breaker, flight recorder
     page_cache: dict[str, Any] | None = None  # runtime.watch.PageCacheReport: the model's pages evicted
@@ -302,9 +388,11 @@ def _parse_object(model: type[_M], text: str | bytes, where: str, what: str, fix
 def read_state_file(path: Path) -> StateRecord | None:
     """None when there is no file; ProtocolError when it is not a state record."""
     try:
-        text = path.read_text()
+        text = read_regular(path, MAX_STATE_BYTES, "state record").decode()
     except FileNotFoundError:
         return None
+    except UserError as exc:  # a FIFO, a device, a huge file: never waited on, never blocks a launch
+        raise ProtocolError(f"{exc}; remove it") from None
     except OSError as exc:
         raise ProtocolError(f"{path}: cannot be read ({exc.strerror})") from None
     except UnicodeDecodeError:
@@ -348,6 +436,42 @@ def condition_of(state: StateRecord) -> ConditionView:
     return ConditionView(condition=Condition.STOPPED, phase=phase, reason=ex.reason)
 
 
+def how_it_ended(state: StateRecord) -> str | None:
+    """How a server that is no longer running ended, in one line (None while it runs): a guard
+    trip with its line and reading, a crash with vLLM's words, a stop and by whom."""
+    ex = state.exit
+    if ex is None or state.running:
+        return None
+    when = time.strftime("%H:%M:%S", time.localtime(state.updated_at)) if state.updated_at else "?"
+    if ex.reason == "guard":
+        trip = state.trip
+        if trip is not None and trip.kernel_line:
+            what = f"guard trip on the kernel log (NVIDIA driver out of memory): {trip.kernel_line}"
+        elif trip is not None:
+            what = (
+                f"guard trip at the {trip.line} line ({trip.threshold_gib:.2f} GiB): MemAvailable "
+                f"{trip.mem_available_gib:.2f} GiB, falling {trip.fall_rate_gib_s:.2f} GiB/s"
+            )
+        else:
+            what = f"guard trip: {ex.message or 'no report recorded'}"
+        if ex.by == "reaper":
+            what += " (by the reaper: the supervisor was not sampling)"
+    elif ex.reason == "failed":
+        failure = ex.failure or {}
+        what = f"crash: {failure.get('kind') or 'failed'}: {failure.get('message') or ''}".rstrip(": ")
+    elif ex.reason in ("stopped", "killed"):
+        what = f"{ex.reason}" + (f" by {ex.by}" if ex.by else "")
+    elif ex.reason == "supervisor_died":
+        what = f"its supervisor died: {ex.message or ''}".rstrip(": ")
+    elif ex.reason == "wedged":
+        what = "wedged: stopped by the watch"
+    elif ex.returncode not in (0, None):
+        what = f"crash: vLLM exited with status {ex.returncode}"
+    else:
+        what = f"vLLM exited by itself (status {ex.returncode})"
+    return f"ended {when}: {what}"
+
+
 # ---------------------------------------------------------------- socket requests and replies
 
 
@@ -387,6 +511,7 @@ class GuardRequest(_Message):
     cmd: Literal["guard"]
     armed: StrictBool | None = None
     lines: GuardLinesChange | None = None
+    kernel: Literal["stop", "warn", "off"] | None = None  # the kernel tripwire's mode
 
 
 class ClusterReadyRequest(_Message):
@@ -405,10 +530,14 @@ COMMANDS = ("status", "stop", "kill", "guard", "cluster-ready")
 
 def parse_request(data: bytes) -> AnyRequest:
     """One request line from the socket; ProtocolError says what is wrong with it."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"request: longer than {MAX_MESSAGE_BYTES} bytes")
     try:
         raw = json.loads(data or b"{}")
     except ValueError as exc:
         raise ProtocolError(f"request: not JSON ({exc})") from None
+    except RecursionError:
+        raise ProtocolError("request: nested too deeply to be a request") from None
     if not isinstance(raw, dict):
         raise ProtocolError(f'request: expected a JSON object like {{"cmd": "status"}}, got {type(raw).__name__}')
     cmd = raw.get("cmd")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sparktui.atomic import atomic_write_text
 from sparktui.errors import UserError
+from sparktui.files import read_regular
 from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
 from sparktui.paths import writable_state_dir as writable_state_dir
 from sparktui.runtime.records.protocol import (
@@ -28,7 +29,6 @@ from sparktui.runtime.records.protocol import (
     RUNNING_STATUSES,
     STATE_VERSION,
     AnyRequest,
-    GuardLinesChange,
     GuardRequest,
     ProtocolError,
     Reply,
@@ -71,11 +71,11 @@ def read_beat_plan(fd_or_path: int | Path) -> tuple[float | None, float]:
     """(the heartbeat's time, the seconds the guard planned to its next sample: BEAT_PLAN_S for a
     heartbeat that does not say)."""
     try:
-        raw = os.pread(fd_or_path, 48, 0) if isinstance(fd_or_path, int) else fd_or_path.read_bytes()[:48]
+        raw = os.pread(fd_or_path, 48, 0) if isinstance(fd_or_path, int) else read_regular(fd_or_path, 64, "heartbeat")
         fields = raw.split(b"\n", 1)[0].split()
         beat = float(fields[0])
         plan = float(fields[1]) if len(fields) > 1 else BEAT_PLAN_S
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError, UserError):
         return None, BEAT_PLAN_S
     return beat, plan if 0 <= plan < 3600 else BEAT_PLAN_S
 
@@ -398,11 +398,12 @@ def listener_pid(port: int) -> int | None:
         return peer_pid(sock)
 
 
-def guard_request(armed: bool | None = None, lines: dict[str, float | None] | None = None) -> GuardRequest:
-    """A guard request; `lines` holds only the lines to move (None turns one off)."""
-    return GuardRequest(
-        cmd="guard", armed=armed, lines=None if lines is None else GuardLinesChange.model_validate(lines)
-    )
+def guard_request(
+    armed: bool | None = None, lines: dict[str, float | None] | None = None, kernel: str | None = None
+) -> GuardRequest:
+    """A guard request; `lines` holds only the lines to move (None turns one off); `kernel` the
+    kernel tripwire's mode (stop, warn, off)."""
+    return GuardRequest.model_validate({"cmd": "guard", "armed": armed, "lines": lines, "kernel": kernel})
 
 
 def wait_for_state(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 
 from sparktui.errors import UserError
 from sparktui.runtime.host import proc
@@ -95,20 +96,59 @@ def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.State
 
 
 def set_guard(
-    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
+    force: bool = False,
 ) -> pr.StateRecord:
-    """Arm/disarm the memory guard of a running server and/or move its lines; its state afterwards."""
-    return change_guard(port, armed=armed, lines=lines)[0]
+    """Arm/disarm the memory guard of a running server, move its lines and/or set its kernel
+    tripwire's mode; its state afterwards."""
+    return change_guard(port, armed=armed, lines=lines, kernel=kernel, force=force)[0]
+
+
+def lines_above_free(lines: Mapping[str, float | None], available: int) -> list[str]:
+    """The stop lines (term, kill) given at or above MemAvailable now: the guard would stop the
+    server at its next sample. In words, one per line."""
+    gib = 1 << 30
+    out = []
+    for name, flag in (("term_below_gib", "--term-below"), ("kill_below_gib", "--kill-below")):
+        value = lines.get(name)
+        if value is not None and value * gib >= available:
+            out.append(
+                f"{flag} {value:g}: MemAvailable is {available / gib:.1f} GiB now, so the guard would stop the "
+                "server at once"
+            )
+    return out
+
+
+def refuse_lines_above_free(lines: Mapping[str, float | None] | None, force: bool) -> None:
+    """UserError naming each stop line above what is free now, unless `force`."""
+    if not lines or force:
+        return
+    from sparktui.runtime.host.memory import read_memory
+
+    above = lines_above_free(lines, read_memory(psi=False).mem_available)
+    if above:
+        raise UserError("; ".join(above) + "; give a lower line, or pass --force if you mean to stop it")
 
 
 def change_guard(
-    port: int | None = None, *, armed: bool | None = None, lines: dict[str, float | None] | None = None
+    port: int | None = None,
+    *,
+    armed: bool | None = None,
+    lines: dict[str, float | None] | None = None,
+    kernel: str | None = None,
+    force: bool = False,
 ) -> tuple[pr.StateRecord, list[str]]:
-    """set_guard(), with the notes on lines turned off to make room for the ones given."""
+    """set_guard(), with the notes on lines turned off to make room for the ones given. A stop line
+    above what is free now is refused (UserError) unless `force`."""
+    refuse_lines_above_free(lines, force)
     state = st.find_state(port)
     if not state.alive:
         raise UserError(f"the server on port {state.port} is not running (status {state.status})")
-    reply = st.request(state.port, st.guard_request(armed, lines), timeout=10)
+    reply = st.request(state.port, st.guard_request(armed, lines, kernel), timeout=10)
     if not reply.ok or reply.state is None:
         raise UserError(f"port {state.port}: the guard was not changed: {reply.error}")
     reply.state.alive = True

@@ -11,10 +11,14 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from sparktui.core import pool, vllm_log
+from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE
 from sparktui.core.machine import Machine, host_machine
 from sparktui.errors import UserError
+from sparktui.runtime.guard import leakgate
 from sparktui.runtime.guard.guard import GuardLines
+from sparktui.runtime.guard.kernel_watch import access as kernel_access
 from sparktui.runtime.host.memory import read_memory
+from sparktui.runtime.launch.container_check import container_preflight
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.reservations import reservation_of
 from sparktui.runtime.watch import model_page_cache
@@ -129,6 +133,8 @@ def preflight(
     check_host(serve.host)
     _, line_notes = GuardLines.from_settings_with_notes(profile.guard)  # bad lines: UserError, before launching
     warnings.extend(f"guard: {note}" for note in line_notes)
+    if (profile.guard.kernel or DEFAULT_KERNEL_MODE) != "off" and (kernel := kernel_access()).source is None:
+        warnings.append(f"guard: {kernel.text()}; until then it watches MemAvailable alone")
 
     for other in st.list_states():
         if other.alive and other.running and other.port == serve.port:
@@ -137,6 +143,9 @@ def preflight(
                 f"{other.profile!r}, supervisor pid {other.supervisor.pid}); stop it with "
                 f"`sparktui stop --port {serve.port}` or choose another --port"
             )
+    # memory a server that ran here left behind, still held: refused (the fix named) unless forced
+    leaks = [(s.port, s.exit.leak) for s in st.list_states() if not s.running and s.exit and s.exit.leak]
+    warnings.extend(f"leak gate: {w}" for w in leakgate.gate(leaks, force=force))
     if _port_in_use(serve.host, serve.port):
         raise UserError(
             f"--port {serve.port}: something is already listening on {serve.host}:{serve.port}; "
@@ -170,6 +179,7 @@ def preflight(
             "a DGX Spark vLLM's start-up free-memory check can fail on it. "
             f"Drop the caches first: {vllm_log.DROP_CACHES}"
         )
+    warnings.extend(container_preflight(profile, serve, unified=is_unified_memory(profile)))
     fit_result = _fit_verdict(profile, serve, mem, warnings, force)
     reservation = _pool_reservation(profile, serve, mem, fit_result, warnings, force)
     return Preflight(warnings, fit_result, notes, page_cache, reservation)
@@ -217,7 +227,14 @@ def _fit_verdict(
             found = detect(profile, run=False)
             if found.version:
                 serve, source = serve.replace(vllm_version=found.version), found.source
-        result = fit_mod.fit(serve, spec, machine, mem_available=mem_available, vllm_version_source=source)
+        result = fit_mod.fit(
+            serve,
+            spec,
+            machine,
+            mem_available=mem_available,
+            vllm_version_source=source,
+            mem_free=mem.get("MemFree") if machine.unified else None,  # an old vLLM's own figure (cudaMemGetInfo)
+        )
     except UserError as exc:
         warnings.append(f"fit check skipped: {exc}")
         return None

@@ -205,7 +205,7 @@ def _mem_available() -> int | None:
 def _act(record: dict[str, Any], path: Path | None, age: float, available: int, kill_below: int) -> None:
     """The guard's heartbeat stopped and MemAvailable reached the kill line: kill the tree."""
     from sparktui.runtime.host.proc import sweep_orphans
-    from sparktui.runtime.records.protocol import ExitRecord, ProtocolError
+    from sparktui.runtime.records.protocol import EventRecord, ExitRecord, ProtocolError
     from sparktui.runtime.records.state import read_state, write_state
 
     report = sweep_orphans(record)
@@ -223,14 +223,16 @@ def _act(record: dict[str, Any], path: Path | None, age: float, available: int, 
         state.status, state.phase, state.updated_at = "exited", "stopped", time.time()
         state.exit = ExitRecord(reason="guard", by="reaper", stop=report.to_dict(), message=message)
         state.events.append(
-            {
-                "kind": "GuardTrip",
-                "t": time.time(),
-                "line": "kill",
-                "reason": "reaper stand-in",
-                "available_gib": round(available / gib, 3),
-                "threshold_gib": round(kill_below / gib, 3),
-            }
+            EventRecord.model_validate(
+                {
+                    "kind": "GuardTrip",
+                    "t": time.time(),
+                    "line": "kill",
+                    "reason": "reaper stand-in",
+                    "available_gib": round(available / gib, 3),
+                    "threshold_gib": round(kill_below / gib, 3),
+                }
+            )
         )
         write_state(path, state)
     except (ProtocolError, OSError):

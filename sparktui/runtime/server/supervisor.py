@@ -36,8 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.core import pool, vllm_log
+from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KernelEvent
+from sparktui.core.leak import MEMORY_BACK_TIMEOUT_S
 from sparktui.errors import UserError
 from sparktui.runtime.cluster import link as cluster_link
+from sparktui.runtime.guard import leakgate
 from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
 from sparktui.runtime.guard.stop_order import StopOrder
 from sparktui.runtime.host import proc
@@ -124,13 +127,14 @@ class Supervisor:
         self.state_file = st.state_path(self.port)
         self.socket_file = st.socket_address(self.port)
         self.summary = vllm_log.LogSummary()
-        self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_EVENTS)
+        self.events: collections.deque[pr.EventRecord] = collections.deque(maxlen=RECENT_EVENTS)
         self._calibration_kept = False  # this launch's start-up figures went to runtime/calibrations.py
         self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
         self.requested_by: str | None = None
         self.finished = threading.Event()
         self.lock = threading.RLock()
         self.tree: proc.ProcessTree | None = None
+        self.baseline: leakgate.Baseline | None = None  # the machine before this launch (the leak gate)
         self.command: LaunchCommand | None = None
         self.state: pr.StateRecord | None = None
         self._unsaved = False  # a state write failed (ENOSPC…): retried on the next tick
@@ -174,6 +178,10 @@ class Supervisor:
         assert self.state is not None
         return self.state
 
+    def _add_event(self, data: dict[str, Any]) -> None:
+        """One event for the state record's recent events (kind and t, then its own fields)."""
+        self.events.append(pr.EventRecord.model_validate(data))
+
     def _save(self, **changes: object) -> bool:
         """Record the state; True when it reached the disk. A failed write (a full disk, the state
         dir deleted) is reported once and retried on the next tick: the guard never waits on it."""
@@ -189,7 +197,7 @@ class Supervisor:
                 state.containment = self.tree.containment
                 if self.reaper is not None:
                     self.reaper.tell(record)  # the reaper needs no state file to sweep the tree
-            state.summary = self.summary.to_dict()
+            state.summary = pr.LogSummaryRecord.model_validate(self.summary.to_dict())
             state.watch = pr.WatchRecord.model_validate(self.watch.to_state())
             state.events = list(self.events)
             try:
@@ -343,6 +351,9 @@ class Supervisor:
                 reply = pr.Reply(ok=False, error=str(exc), state=self.snapshot())
             except (OSError, ValueError) as exc:
                 reply = pr.Reply(ok=False, error=str(exc))
+            except Exception as exc:  # a crafted message must get an answer, never a traceback
+                self._say(f"warning: a request failed: {type(exc).__name__}: {exc}"[:300])
+                reply = pr.Reply(ok=False, error=f"the request failed: {type(exc).__name__}: {exc}"[:1000])
             try:
                 conn.sendall(reply.to_line())
             except OSError:
@@ -387,10 +398,17 @@ class Supervisor:
             self.lines = lines
             with self.lock:
                 self.record.guard.lines = pr.GuardLinesRecord.model_validate(dataclasses.asdict(lines))
-            self.events.append({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+            self._add_event({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+        if req.kernel is not None:
+            self.guard.set_kernel(req.kernel)
+            with self.lock:  # the reply shows it at once (the loop fills in the rest)
+                kernel = self.record.guard.kernel or pr.KernelRecord()
+                kernel.mode = req.kernel
+                self.record.guard.kernel = kernel
+            self._add_event({"kind": "GuardKernel", "t": time.time(), "mode": req.kernel})
         if req.armed is not None:
             self.guard.arm() if req.armed else self.guard.disarm()
-            self.events.append({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
+            self._add_event({"kind": "GuardArmed" if req.armed else "GuardDisarmed", "t": time.time()})
         self._tell_reaper_guard()
         with self.lock:
             self.record.guard.armed = self.guard.armed
@@ -510,6 +528,7 @@ class Supervisor:
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
             self._start_flight_recorder()
+            self.baseline = leakgate.take_baseline()
             self.tree = proc.spawn(self.command.argv, log_path, env)
             reaper.tell(self.tree.to_record())
             self._start_guard()
@@ -676,7 +695,7 @@ class Supervisor:
                 if isinstance(event, vllm_log.KVCacheSize):
                     self._say(f"{event.device} KV cache: {event.tokens:,} tokens")
                     self._keep_calibration()
-                self.events.append(_event_dict(event))
+                self._add_event(_event_dict(event))
                 changed = True
         if changed:
             self.record.phase = "ready" if self.cluster_ready else self.summary.phase
@@ -727,9 +746,11 @@ class Supervisor:
         else:
             snapshot = fetched.snapshot
             if self.watch.on_metrics(snapshot):
-                self.events.append({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
+                self._add_event({"kind": "Wedge", "t": time.time(), **self.watch.to_state()["wedge"]})
             if self.guard is not None and self.summary.phase == "ready":
                 self.guard.set_phase("prefill" if self.watch.prefilling else "ready")
+            if self.guard is not None:
+                self.guard.set_stalled(self.watch.stalled)
             stats = m.derive(snapshot, self._last_metrics)
             self._last_metrics = snapshot
             busy = bool(stats.running or stats.waiting)
@@ -740,7 +761,7 @@ class Supervisor:
                 "at": time.time(),
             }
         with self.lock:
-            self.record.metrics = metrics
+            self.record.metrics = pr.MetricsRecord.model_validate(metrics)
             now = time.monotonic()
             self._metrics_at = now
             wanted = now < self._metrics_wanted_until or now - self._last_activity < METRICS_BUSY_S or busy
@@ -755,12 +776,13 @@ class Supervisor:
     def _finish(self, how: str, follower: LogTail) -> int:
         tree, guard = self.tree, self.guard
         assert tree is not None and guard is not None  # set by run() before the loop starts
+        self._guard_status()  # a trip can end the loop before the guard's line (kernel tripwire…) was recorded
         self._tell_reaper_guard(watching=False)  # the guard's heartbeat stops here: no stand-in wanted
         self._save(status="stopping")
         report = None
         if how == "guard":
             guard.join(self.grace_s + 30)  # the guard is stopping the tree; wait for its report
-            self.record.trip = self.trip_report.to_dict() if self.trip_report else None
+            self.record.trip = pr.TripRecord.model_validate(self.trip_report.to_dict()) if self.trip_report else None
             if self.trip_report:
                 self._say(self.trip_report.summary())
         else:
@@ -784,7 +806,7 @@ class Supervisor:
         if how == "exited":
             for event in self.summary.finish(returncode):
                 if not isinstance(event, vllm_log.PhaseChanged):
-                    self.events.append(_event_dict(event))
+                    self._add_event(_event_dict(event))
         reason = {"stop": "stopped", "kill": "killed", "guard": "guard", "wedge": "wedged"}.get(
             how, "failed" if self.summary.failure else "exited"
         )
@@ -803,11 +825,33 @@ class Supervisor:
         if how == "exited" and self.summary.failure:
             f = self.summary.failure
             self._say(f"vLLM failed ({f.kind}): {f.message}\n  hint: {f.hint}")
+        self._check_leak()
         if how == "guard":
             return GUARD_EXIT
         if how == "wedge":
             return 1
         return 0 if how in ("stop", "kill") or returncode == 0 else 1
+
+    # -- leak gate
+
+    def _check_leak(self) -> None:
+        """The tree is gone: wait (up to [guard] leak-wait-s) for its memory to come back, and record
+        in the end record how much did not and what holds it (runtime/guard/leakgate.py)."""
+        tree, baseline, exit_ = self.tree, self.baseline, self.record.exit
+        if tree is None or baseline is None or exit_ is None:
+            return
+        ran = leakgate.with_tree(
+            baseline, [(i.pid, i.start_time) for i in tree.recorded], tree.to_record().get("cgroup")
+        )
+        wait_s = self.profile.guard.leak_wait_s
+        back = leakgate.wait_for_memory_back(ran, MEMORY_BACK_TIMEOUT_S if wait_s is None else wait_s)
+        record = back.record(ran)
+        with self.lock:
+            exit_.leak = record
+        if not back.back:
+            self._say(f"warning: leak gate: {record.summary()}")
+            self._add_event({"kind": "Leak", "t": time.time(), "leaked_bytes": record.leaked_bytes})
+        self._save()
 
     # -- guard
 
@@ -824,6 +868,8 @@ class Supervisor:
             on_report=self._on_report,
             on_sample=self._beat,
             defer=None if order is None else self._deferral(order),
+            kernel=self.profile.guard.kernel or DEFAULT_KERNEL_MODE,
+            on_kernel=self._on_kernel,
         )
         self.guard.start()
         self._tell_reaper_guard()
@@ -869,7 +915,7 @@ class Supervisor:
         def defer(decision: Decision) -> str | None:
             why = order(decision)
             if why is not None and why != said[0]:
-                self.events.append({**_guard_event("GuardDeferred", decision), "why": why})
+                self._add_event({**_guard_event("GuardDeferred", decision), "why": why})
                 self._say(f"guard: {why}")
                 self._wake()  # into the state now, as a warning or a trip is: status shows the wait
             said[0] = why
@@ -878,12 +924,19 @@ class Supervisor:
         return defer
 
     def _on_warn(self, decision: Decision) -> None:
-        self.events.append(_guard_event("GuardWarning", decision))
+        self._add_event(_guard_event("GuardWarning", decision))
         self._wake()
 
     def _on_trip(self, decision: Decision) -> None:
-        self.events.append(_guard_event("GuardTrip", decision))
+        self._add_event(_guard_event("GuardTrip", decision))
         self.tripped.set()
+        self._wake()
+
+    def _on_kernel(self, event: KernelEvent) -> None:
+        """An NVRM line the guard recorded (a driver out-of-memory line, or an Xid naming our tree)."""
+        self._add_event({"kind": "KernelLine", "t": time.time(), **event.to_dict()})
+        what = "the NVIDIA driver ran out of memory" if event.kind == "no_memory" else f"Xid {event.xid}"
+        self._say(f"kernel log: {what}: {event.line}")
         self._wake()
 
     def _on_report(self, report: TripReport) -> None:
@@ -911,6 +964,15 @@ class Supervisor:
             wakes=guard.pressure_wakes,
             error=guard.pressure_error,
         )
+        access = guard.kernel_access
+        kernel = pr.KernelRecord(
+            mode=guard.kernel_mode,
+            source=access.source if access else None,
+            detail=(access.detail if access.source else access.text()) if access else None,
+            events=[e.to_dict() for e in guard.kernel_events],
+        )
+        kernel_news = g.kernel != kernel
+        g.kernel = kernel
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if (
@@ -918,7 +980,7 @@ class Supervisor:
             and last.action == now.action
             and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
         ):
-            return False  # the file is rewritten for news, not for every sample
+            return kernel_news  # the file is rewritten for news, not for every sample
         g.last = now
         return True
 
@@ -943,7 +1005,7 @@ class Supervisor:
         with self.lock:
             if self.state is None:
                 return
-            self.events.append({"kind": "Watch", "t": time.time(), "text": text})
+            self._add_event({"kind": "Watch", "t": time.time(), "text": text})
         self._save()
         if self.watch.restart_wanted.is_set():
             self._wake()  # the loop sleeps until an event: a restart is one
@@ -986,11 +1048,21 @@ class Supervisor:
             self._say(f"{verdict.reason}:")
             for f in verdict.failures:
                 self._say(f"  {f.line()}")
-            self.events.append({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
+            self._add_event({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
             with self.lock:
                 exit_.breaker = self.watch.to_state()["breaker"]
             self._save()
             return None
+        if exit_.leak is not None:
+            try:  # the same gate as a launch: never restart into memory the last run left held
+                leakgate.gate([(self.port, exit_.leak)])
+            except UserError as exc:
+                self._say(f"not restarting: {exc}")
+                self._add_event({"kind": "CrashLoop", "t": time.time(), "reason": f"leak gate: {exc}"})
+                with self.lock:
+                    exit_.breaker = {"reason": f"leak gate: {exc}", "failures": []}
+                self._save()
+                return None
         attempt = len(self.watch.restarts)
         self._say(f"restarting after a {kind} in phase {phase} (restart {attempt}): {detail}")
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -1004,6 +1076,7 @@ class Supervisor:
         self.trip_report = None
         self.watch.reset_for_restart()
         assert self.command is not None  # built by run() before the first launch
+        self.baseline = leakgate.take_baseline()
         self.tree = proc.spawn(self.command.argv, log_path, env)
         self._start_guard()
         self._save(status="starting", phase=self.summary.phase, log_path=str(log_path), exit=None, ready_at=None)

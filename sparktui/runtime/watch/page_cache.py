@@ -4,7 +4,6 @@ evicting exactly those pages (posix_fadvise DONTNEED)."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import mmap
 import os
 import time
@@ -22,7 +21,8 @@ _LOW_BIT = bytes(b & 1 for b in range(256))
 
 
 def _libc() -> ctypes.CDLL:
-    lib = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    # the libc this process already has (dlopen(NULL)): find_library("c") would run ldconfig, a process
+    lib = ctypes.CDLL(None, use_errno=True)
     lib.mmap.restype = ctypes.c_void_p
     lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
     lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]

@@ -191,6 +191,13 @@ class ServerWatch:
         view = self.view
         return view is not None and view.prefilling > 0
 
+    @property
+    def stalled(self) -> bool:
+        """Requests run and neither prefill nor decode moved since the last scrape (the guard, with a
+        fall of MemAvailable, takes it for a driver failure under way: runtime/guard/guard.py ALERT_*)."""
+        view = self.view
+        return view is not None and view.running > 0 and view.stalled_s > 0
+
     # -- restarts
 
     def may_restart(self, kind: str, phase: str, detail: str) -> BreakerVerdict | None:

@@ -8,6 +8,7 @@ ServeConfig (or the errors), so the fit panel can recompute.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -86,6 +87,9 @@ class ConfigEditor(VerticalScroll):
         self._loading = False
         self._pending: ServeConfig | None = None
         self.built = False
+        self._mounted: set[str] = set()  # fields whose rows exist
+        self._values: dict[str, Any] = {}  # the last loaded config, for rows not mounted yet
+        self._building_rest = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="general-problem", classes="problem")
@@ -94,10 +98,17 @@ class ConfigEditor(VerticalScroll):
         # The rows (about a hundred widgets) come right after the first frame, so it shows sooner.
         self.call_after_refresh(self._build)
 
-    async def _build(self) -> None:
+    # The first categories (the model and memory: what an 80×24 screen shows) are mounted before
+    # the first load; the rest right after the screen is full, so the first fit waits for half the
+    # widgets only. Until then read() takes their values from the loaded config.
+    EAGER_CATEGORIES = 2
+
+    def _rows(self, categories: Sequence[str]) -> tuple[list[Widget], list[str]]:
+        """The widgets of these categories' rows, and their fields (mounted once they are in the DOM)."""
         config = _flags()
         widgets: list[Widget] = []
-        for category in config.CATEGORIES:
+        fields: list[str] = []
+        for category in categories:
             flags = [f for f in config.FLAGS if f.category == category]
             if not flags:
                 continue
@@ -106,10 +117,33 @@ class ConfigEditor(VerticalScroll):
                 name = Label(flag.key if not flag.positional else "model", classes="name")
                 widgets.append(Horizontal(name, self._control(flag), classes="row"))
                 widgets.append(Static("", id=f"problem-{flag.field}", classes="problem"))
+                fields.append(flag.field)
+        return widgets, fields
+
+    async def _build(self) -> None:
+        widgets, fields = self._rows(_flags().CATEGORIES[: self.EAGER_CATEGORIES])
         await self.mount_all(widgets)  # in the DOM before load() looks the controls up
+        self._mounted.update(fields)
         self.built = True
+        self.set_timer(1.0, self._build_rest)  # with no profile to load, the rest comes anyway
         if self._pending is not None:
             self.load(self._pending)
+
+    async def _build_rest(self) -> None:
+        categories = _flags().CATEGORIES[self.EAGER_CATEGORIES :]
+        if self._building_rest or not categories:
+            return
+        self._building_rest = True
+        widgets, fields = self._rows(categories)
+        await self.mount_all(widgets)
+        self._mounted.update(fields)
+        self._loading = True
+        try:
+            for flag in _flags().FLAGS:
+                if flag.field in self._values and flag.category in categories:
+                    self._set_control(flag, self._values[flag.field])
+        finally:
+            self._loading = False
 
     def _control(self, flag: Flag) -> Switch | Select[Any] | Input:
         wid = f"flag-{flag.field}"
@@ -151,19 +185,24 @@ class ConfigEditor(VerticalScroll):
         self._pending = None
         self._loading = True
         try:
+            self._values = {flag.field: getattr(config, flag.field) for flag in _flags().FLAGS}
             for flag in _flags().FLAGS:
-                control = self.query_one(f"#flag-{flag.field}")
-                value = getattr(config, flag.field)
-                if isinstance(control, Switch):
-                    control.value = bool(value)
-                elif isinstance(control, Select):
-                    control.value = Select.NULL if value is None else value
-                else:
-                    cast(Input, control).value = _field_text(flag, value)  # the third kind _control makes
+                if flag.field in self._mounted:
+                    self._set_control(flag, self._values[flag.field])
             self._extra_args = list(config.extra_args)
         finally:
             self._loading = False
         self.call_after_refresh(self._emit)
+        self.call_after_refresh(self._build_rest)  # after the frame that shows the loaded form
+
+    def _set_control(self, flag: Flag, value: Any) -> None:
+        control = self.query_one(f"#flag-{flag.field}")
+        if isinstance(control, Switch):
+            control.value = bool(value)
+        elif isinstance(control, Select):
+            control.value = Select.NULL if value is None else value
+        else:
+            cast(Input, control).value = _field_text(flag, value)  # the third kind _control makes
 
     def _raw(self, flag: Flag) -> Any:
         control = self.query_one(f"#flag-{flag.field}")
@@ -178,6 +217,10 @@ class ConfigEditor(VerticalScroll):
         values: dict[str, Any] = {}
         errors: dict[str, str] = {}
         for flag in _flags().FLAGS:
+            if flag.field not in self._mounted:  # its row comes after the first frame: as loaded
+                if self._values.get(flag.field) is not None:
+                    values[flag.field] = self._values[flag.field]
+                continue
             raw = self._raw(flag)
             if raw is None:  # empty: the flag's default (the model has none)
                 if flag.positional:
@@ -200,6 +243,8 @@ class ConfigEditor(VerticalScroll):
     def _emit(self) -> None:
         state = self.read()
         for flag in _flags().FLAGS:
+            if flag.field not in self._mounted:
+                continue
             problem = self.query_one(f"#problem-{flag.field}", Static)
             message = state.errors.get(flag.field)
             problem.update(message or "")

@@ -18,6 +18,8 @@ Behaviour knobs (environment):
   STUB_VLLM_ALLOC_MIB     the EngineCore allocates (and touches) this many MiB when the log
                           reaches the KV-cache line
   STUB_VLLM_ALLOC_RATE_MIB_S  allocate at this rate instead of at once
+  STUB_VLLM_LEAK_SHM      "PATH:MIB": the EngineCore fills a shared-memory file of MIB at PATH when
+                          it starts and never removes it (as NCCL's or a killed library's files stay)
   STUB_VLLM_HANG          "1": stop before the server starts listening and hang there
   STUB_VLLM_IGNORE_TERM   "1": every stub process ignores SIGTERM (only SIGKILL stops it)
   STUB_VLLM_EXIT          after replaying a failure log, exit with this code (default 1);
@@ -225,6 +227,12 @@ def run_child(role: str, ray_world_size: int = 0) -> None:
     os.ftruncate(fd, 1 << 20)
     shm = mmap.mmap(fd, 1 << 20)
     shm[:5] = b"stub\0"
+    leak = os.environ.get("STUB_VLLM_LEAK_SHM")
+    if role == "engine" and leak:
+        leak_path, _, leak_mib = leak.rpartition(":")
+        leak_fd = os.open(leak_path, os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
+        os.posix_fallocate(leak_fd, 0, int(leak_mib) << 20)  # tmpfs pages: shared memory, resident
+        os.close(leak_fd)
     held: list[mmap.mmap] = []
     worker = None
     ray_worker_pid = 0
