@@ -60,6 +60,9 @@ async def prepare(pilot):
     gauge.history.extend(HISTORY_GIB)
     gauge.refresh()
     app.set_focus(None)  # no blinking cursor in the picture
+    # A notice times out by the clock: on a loaded box one can still be up, or a late one be new,
+    # when the picture is taken (as prepare_server does, none is in it).
+    app.clear_notifications()
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
     gauge = widget(pilot.app, MemoryGauge)
@@ -83,6 +86,7 @@ async def prepare_memory(pilot):
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
     pilot.app.set_focus(None)
+    pilot.app.clear_notifications()
     await pilot.pause()
 
 

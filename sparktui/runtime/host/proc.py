@@ -70,6 +70,13 @@ _PDEATHSIG_EXEC = (
     "    if os.getppid() != int(sys.argv[1]): os._exit(70)\n"
     "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
     "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n"
+    # the OOM killer's first choice is the tree, not the supervisor (raising needs no privilege);
+    # the user's own CPU priority back (a hardened supervisor runs at a higher one)
+    "try:\n"
+    "    with open('/proc/self/oom_score_adj', 'w') as f: f.write(os.environ.pop('SPARKTUI_TREE_OOM_SCORE_ADJ', '500'))\n"
+    "except OSError: pass\n"
+    "try: os.setpriority(os.PRIO_PROCESS, 0, int(os.environ.pop('SPARKTUI_USER_NICE')))\n"
+    "except (KeyError, ValueError, OSError): pass\n"
     "os.execv(sys.argv[3], sys.argv[4:])\n"
 )
 

@@ -144,6 +144,7 @@ class GuardRecord(_Model):
     last: GuardLast | None = None
     pressure: PressureRecord | None = None
     kernel: KernelRecord | None = None
+    alert: bool = False  # the engine stalls while MemAvailable falls: faster sampling, less patience
     # Set by readers (never stored): the real age of the guard's last sample (the supervisor's
     # live answer, or its heartbeat file when it cannot answer), and whether that is too old
     sample_age_s: float | None = None

@@ -52,6 +52,7 @@ from sparktui.runtime.records.endpoint import Endpoint, base_url
 from sparktui.runtime.records.launch_id import ENV as LAUNCH_ID_ENV
 from sparktui.runtime.records.launch_id import EXPECTED as LAUNCH_ID_EXPECTED
 from sparktui.runtime.records.launch_id import is_launch_id, not_this_launch
+from sparktui.runtime.server.hardening import harden_supervisor
 from sparktui.runtime.server.logtail import LogTail
 from sparktui.runtime.server.preflight import preflight
 from sparktui.runtime.server.reaper import Reaper
@@ -117,6 +118,7 @@ class Supervisor:
         self.serve = serve if serve is not None else profile.serve
         self.force, self.detached = force, detached
         self.launch_id = launch_id  # runtime/records/launch_id.py: a request naming another is refused
+        self.harden = False  # serve_foreground sets it: mlockall, nice, oom_score_adj (server/hardening.py)
         self.lines = GuardLines.from_settings(profile.guard)
         self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
         self.guard: Guard | None = None
@@ -486,6 +488,9 @@ class Supervisor:
 
     def _run(self) -> int:
         st.writable_state_dir()  # a read-only or full state dir: refused here, naming it
+        if self.harden:  # its own process (`sparktui serve`): not a Python program that embeds it
+            os.environ.setdefault("SPARKTUI_USER_NICE", str(os.getpriority(os.PRIO_PROCESS, 0)))  # for vLLM
+            self._say(harden_supervisor().summary())
         set_aside_unreadable(self.port)
         sweep_lost_servers()
         pre = preflight(self.profile, self.serve, force=self.force, evict=True)
@@ -972,11 +977,14 @@ class Supervisor:
             events=[e.to_dict() for e in guard.kernel_events],
         )
         kernel_news = g.kernel != kernel
+        alert_news = g.alert != d.alert  # the pace changes with it: the line is news too
         g.kernel = kernel
+        g.alert = d.alert
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if (
             last
+            and not alert_news
             and last.action == now.action
             and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
         ):
@@ -1142,4 +1150,6 @@ def serve_foreground(
         if not is_launch_id(given):
             raise UserError(f"{LAUNCH_ID_ENV}={given!r}: expected a launch id ({LAUNCH_ID_EXPECTED})")
         launch_id = given
-    return Supervisor(profile, serve, force=force, detached=detached, launch_id=launch_id).run()
+    sup = Supervisor(profile, serve, force=force, detached=detached, launch_id=launch_id)
+    sup.harden = True
+    return sup.run()
