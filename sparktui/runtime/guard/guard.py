@@ -78,7 +78,11 @@ PSI_WINDOW = 1.0  # seconds the PSI full share is measured over
 PSI_EVERY = 0.05  # read /proc/pressure/memory at most this often (~25 µs a read)
 BUSY_PHASES = ("loading_weights", "profiling", "kv_cache", "cuda_graphs", "prefill")
 BUSY_INTERVAL = 0.02  # slowest pace in a busy phase
-STEADY_INTERVAL = 0.25  # slowest pace at steady state ("ready", no large prefill)
+# Slowest pace at steady state ("ready", no large prefill). Never slower than the headroom allows
+# (_interval: the gap to the nearest line at WORST_RATE), and the PSI trigger wakes the guard at
+# once when tasks stall on memory: far from the lines a sample a second is enough (issue 25: the
+# supervisor at rest costs ≤ 0.1% of a core).
+STEADY_INTERVAL = 1.0
 # The kernel tripwire (kernel_watch.py; modes in core/kernel_log.py). The host freezes ~5 s after a
 # burst of NV_ERR_NO_MEMORY (GB10), so its stop is SIGTERM with a short grace, then SIGKILL.
 KERNEL_GRACE_S = 0.5
