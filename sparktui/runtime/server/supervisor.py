@@ -428,7 +428,8 @@ class Supervisor:
             live = self.record.model_copy(deep=True)
             guard = self.guard
             if guard is not None and guard.sampled_at is not None and live.running and guard.running:
-                live.guard.set_age(guard.clock() - guard.sampled_at)
+                planned = guard.last.next_interval if guard.last is not None else 0.0
+                live.guard.set_age(guard.clock() - guard.sampled_at, planned)
             # Only in live replies (never written to the file): what the loop has been doing.
             live.loop = pr.LoopStats(wakes=dict(self.wakes), metrics_scrapes=self._metrics_count)
             return live
@@ -894,8 +895,12 @@ class Supervisor:
         if self._beat_fd is None or now - self._beat_at < BEAT_EVERY_S:
             return
         self._beat_at = now
+        # with the gap to the next heartbeat it plans: a guard that samples seldom at rest is not
+        # taken for a stopped one (the next write is at most BEAT_EVERY_S after a sample)
+        last = self.guard.last if self.guard is not None else None
+        plan = max(BEAT_EVERY_S, last.next_interval if last is not None else 0.0)
         try:
-            os.pwrite(self._beat_fd, f"{now:.3f}\n".encode().ljust(24), 0)
+            os.pwrite(self._beat_fd, f"{now:.3f} {plan:.3f}\n".encode().ljust(32), 0)
         except OSError:
             pass  # a full disk cannot refuse an overwrite in place of a tmpfs page; others: no heartbeat
 
@@ -972,11 +977,14 @@ class Supervisor:
             events=[e.to_dict() for e in guard.kernel_events],
         )
         kernel_news = g.kernel != kernel
+        alert_news = g.alert != d.alert  # the pace changes with it: the line is news too
         g.kernel = kernel
+        g.alert = d.alert
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if (
             last
+            and not alert_news
             and last.action == now.action
             and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
         ):
