@@ -3,7 +3,8 @@
     python bench/route.py [--vllm PATH/bin/vllm --model DIR] [--swaps 3] [--requests 40] [--tokens 32] [--json]
 
 Two profiles that each fit alone but not together (gpu-memory-utilization 0.5 each), behind one
-route. Against the stub vLLM (tests/support/stub_vllm) unless --vllm and --model name a real one.
+route. Against the stub vLLM (tests/support/stub_vllm) unless --vllm and --model name a real one
+(then in two groups: a CPU build with --kv-cache-memory-bytes 64M reserves so little that both fit).
 
 1. Swap time: with A up and idle, a streamed request for B, from the request to B's first token
    (stop A's tree, the leak gate's wait, start B, the first token), --swaps times alternating A and B.
@@ -54,6 +55,7 @@ def write_profiles(tmp: Path, args: argparse.Namespace) -> dict[str, tuple[Path,
         if args.vllm:
             serve = (
                 f'model = "{args.model}"\nenforce-eager = true\nkv-cache-memory-bytes = "64M"\nmax-model-len = 512\n'
+                f'dtype = "{args.dtype}"\n'
             )
             runner, env, machine = f'executable = "{args.vllm}"\n', "", '[machine]\nname = "auto"\n'
         else:
@@ -179,6 +181,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vllm", help="a real vllm executable (default: the stub)")
     parser.add_argument("--model", help="the model folder for --vllm")
+    parser.add_argument("--dtype", default="float32",
+                        help="--dtype for --vllm (the CPU build's bf16 path dies with SIGILL on some CPUs)")  # fmt: skip
     parser.add_argument("--swaps", type=int, default=3)
     parser.add_argument("--requests", type=int, default=48, help="requests per concurrency level and side, per round")
     parser.add_argument("--rounds", type=int, default=3)
@@ -196,7 +200,9 @@ def main() -> int:
         servers = write_profiles(tmp, args)
         route_file = tmp / "route.toml"
         route_file.write_text(f'[route]\nlisten = "127.0.0.1:{args.listen}"\nqueue-timeout-s = 900\n'
-                              + "".join(f'[route.models.{n}]\nprofile = "{p}"\n' for n, (p, _) in servers.items()))  # fmt: skip
+                              + "".join(f'[route.models.{n}]\nprofile = "{p}"\n' for n, (p, _) in servers.items())
+                              # a real CPU vLLM with --kv-cache-memory-bytes reserves little: both would fit
+                              + ('[route.groups]\none = ["alpha"]\ntwo = ["beta"]\n' if args.vllm else ""))  # fmt: skip
         env = {**os.environ, "SPARKTUI_STATE_DIR": str(state_dir), "SPARKTUI_CONFIG_DIR": str(tmp / "config")}
         env.pop("SPARKTUI_ROUTE_API_KEY", None)
         route = subprocess.Popen([sys.executable, "-m", "sparktui", "route", "--file", str(route_file)], env=env,

@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from sparktui.core.modelspec import load_model_spec  # noqa: E402
 from sparktui.core.vllm_rules import parse_version, rules_for  # noqa: E402
+from sparktui.errors import UserError  # noqa: E402
 from tests.support.vllm_oracle import (  # noqa: E402
     DEVICES,
     GiB,
@@ -135,9 +136,16 @@ def check_version(version, python, folders, cases) -> tuple[int, int, list[str],
 
 
 def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return 0
     pythons = oracle_pythons()
     if argv:
-        wanted = {parse_version(a) for a in argv}
+        try:
+            wanted = {parse_version(a, "version") for a in argv}
+        except UserError as exc:
+            print(f"bench/vllm_oracle.py: {exc} (or --help)", file=sys.stderr)
+            return 2
         pythons = {v: p for v, p in pythons.items() if v in wanted}
     if not pythons:
         print("no vLLM venvs found: run python bench/vllm_oracle_venvs.py first", file=sys.stderr)

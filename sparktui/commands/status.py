@@ -84,6 +84,8 @@ def _guard_news(state: StateRecord) -> list[str]:
                 out.append(f"kernel log ({kernel.mode}): NVIDIA driver out of memory: {event.get('line')}")
         if kernel.source is None and kernel.mode != "off" and state.alive:
             out.append(kernel.detail or "the guard cannot see driver errors")
+    if state.guard.alert and state.alive:
+        out.append("guard on alert: the engine stalls while MemAvailable falls (sampling every 10 ms, 1 s grace)")
     leak = state.exit.leak if state.exit is not None else None
     if leak is not None and leak.leaked:
         out.append(f"LEAKED: {leak.summary()}")

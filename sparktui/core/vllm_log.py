@@ -19,259 +19,37 @@ import math
 import re
 import signal
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
-# The phase strip, in order. "failed" replaces whatever phase start-up reached.
-PHASES = ("starting", "loading_weights", "profiling", "kv_cache", "cuda_graphs", "ready")
-FAILED = "failed"
-FAILURE_KINDS = (
-    "free_memory",
-    "kv_too_small",
-    "no_kv_memory",
-    "cuda_oom",
-    "model_not_found",
-    "address_in_use",
-    "address_unavailable",
-    "killed",  # a signal death (SIGKILL, SIGTERM, …) or the shell's "Killed"
-    "crashed",  # SIGSEGV, SIGABRT, SIGBUS, …
-    "exited_early",  # a non-zero exit before start-up completed, with no error in the log
-    "log_ended",  # the log stops before start-up completed, no error, no exit status known
-    "empty_log",
-    "engine_init_failed",
-    "worker_died",  # a worker process died (vLLM's own monitor says so), at start-up or while serving
-    "engine_dead",  # EngineDeadError: the engine core is gone, the API server stops serving
-    "unknown",
+from sparktui.core.vllm_events import (
+    EVENT_KINDS,
+    FAILED,
+    FAILURE_KINDS,
+    PHASES,
+    AvailableKVMemory,
+    CudaGraphCapture,
+    Error,
+    Event,
+    Failure,
+    KilledNotice,
+    KVCacheSize,
+    LoadingStarted,
+    MaxConcurrency,
+    MaxModelLen,
+    Model,
+    PhaseChanged,
+    Profiling,
+    ServerListening,
+    StartupComplete,
+    Version,
+    Warning_,
+    WeightsLoaded,
+    WeightsRead,
+    event_kind,
 )
+from sparktui.core.vllm_lines import EXCEPTION, clean, level_and_message, process_end, split_line
+
 DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
-
-
-# ---------------------------------------------------------------- events
-
-
-@dataclass(frozen=True, slots=True)
-class Version:
-    version: str
-    source: str  # api_server | headless | banner | container | engine
-
-
-@dataclass(frozen=True, slots=True)
-class Model:
-    model: str
-    source: str  # engine | banner | args | loading | error
-
-
-@dataclass(frozen=True, slots=True)
-class MaxModelLen:
-    tokens: int
-    source: str  # engine | resolved | args
-
-
-@dataclass(frozen=True, slots=True)
-class LoadingStarted:
-    model: str
-
-
-@dataclass(frozen=True, slots=True)
-class WeightsRead:
-    """ "Loading weights took N seconds" (reading the checkpoint; printed by every backend)."""
-
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class WeightsLoaded:
-    """ "Model loading took X GiB and N seconds": the weights' memory, as vLLM measured it."""
-
-    gib: float
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class Profiling:
-    detail: str
-
-
-@dataclass(frozen=True, slots=True)
-class AvailableKVMemory:
-    gib: float
-
-
-@dataclass(frozen=True, slots=True)
-class KVCacheSize:
-    tokens: int
-    device: str  # "GPU" or "CPU"
-
-
-@dataclass(frozen=True, slots=True)
-class MaxConcurrency:
-    tokens_per_request: int
-    concurrency: float
-
-
-@dataclass(frozen=True, slots=True)
-class CudaGraphCapture:
-    finished: bool
-    seconds: float | None = None
-    gib: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ServerListening:
-    url: str | None  # None when only the route listing was seen
-
-
-@dataclass(frozen=True, slots=True)
-class StartupComplete:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Warning_:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Error:
-    text: str
-    exception: str | None = None  # "ValueError" when the line is a Python exception
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    kind: str  # one of FAILURE_KINDS
-    message: str
-    hint: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, "hint": self.hint}
-
-
-@dataclass(frozen=True, slots=True)
-class KilledNotice:
-    """A shell's "Killed" (or the kernel's "Killed process N") in the output: evidence of a SIGKILL."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseChanged:
-    """Emitted by LogSummary.feed (not parse_line) when the start-up phase moves."""
-
-    phase: str
-
-
-Event = (
-    Version | Model | MaxModelLen | LoadingStarted | WeightsRead | WeightsLoaded | Profiling
-    | AvailableKVMemory | KVCacheSize | MaxConcurrency | CudaGraphCapture | ServerListening
-    | StartupComplete | Warning_ | Error | Failure | KilledNotice | PhaseChanged
-)  # fmt: skip
-
-# Each event's "kind" in a state record's events: part of the file format, so stated here rather
-# than taken from the class name (a renamed class must not change what old and new files say).
-EVENT_KINDS: dict[type, str] = {
-    Version: "Version", Model: "Model", MaxModelLen: "MaxModelLen", LoadingStarted: "LoadingStarted",
-    WeightsRead: "WeightsRead", WeightsLoaded: "WeightsLoaded", Profiling: "Profiling",
-    AvailableKVMemory: "AvailableKVMemory", KVCacheSize: "KVCacheSize", MaxConcurrency: "MaxConcurrency",
-    CudaGraphCapture: "CudaGraphCapture", ServerListening: "ServerListening",
-    StartupComplete: "StartupComplete", Warning_: "Warning", Error: "Error", Failure: "Failure",
-    KilledNotice: "KilledNotice", PhaseChanged: "PhaseChanged",
-}  # fmt: skip
-
-
-def event_kind(event: Event) -> str:
-    """The stable name of a log event in a state record."""
-    return EVENT_KINDS[type(event)]
-
-
-# ---------------------------------------------------------------- line anatomy
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_PREFIX = re.compile(r"\(([A-Za-z][\w.-]*) pid=\d+\) ?")
-_LEVELS = ("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL")
-_EXCEPTION = re.compile(r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt)): (.*)")
-# Prefixes that tools outside vLLM put before its text, possibly several (compose name, then a time).
-_OUTER_PREFIX = re.compile(
-    r"(?:"
-    # "2026-04-19 17:30:52.611 | " (loguru-style) and docker logs -t's "2026-04-19T17:30:52.611Z "
-    r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?: *\|(?: |$)| )"
-    # CI runners' "[2025-12-13T19:54:35Z] "
-    r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\] "
-    # docker compose logs: "vllm-1  | ", "vllm_1 |"
-    r"|[A-Za-z0-9][\w.-]*\s*\|(?: |$)"
-    # journald / syslog: "Apr 19 17:30:52 spark vllm[1234]: "
-    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "
-    r")+"
-)
-_MONTH_INITIALS = frozenset("JFMASOND")
-_MONTHS = frozenset(("Jan ", "Feb ", "Mar ", "Apr ", "May ", "Jun ", "Jul ", "Aug ", "Sep ", "Oct ", "Nov ", "Dec "))
-
-
-def _clean(raw: str) -> str:
-    """The line as a terminal would show it: no colours, no newline, progress bars at their last frame."""
-    line = raw.rstrip("\r\n")
-    if "\x1b" in line:
-        # the usual case is a coloured "(APIServer pid=…)" prefix: cut it with str ops, regex the rest
-        if line.startswith("\x1b["):
-            end = line.find("m", 2, 16)
-            if end > 0 and line[2:end].replace(";", "").isdigit():
-                line = line[end + 1 :]
-        line = line.replace("\x1b[0;0m", "").replace("\x1b[0m", "")
-        if "\x1b" in line:
-            line = _ANSI.sub("", line)
-    first = line[:1]  # one-character strings are cached: no allocation
-    # cheap tests first: vLLM's own lines start with "(", a level or a letter, with no "| " near the start
-    if first != "(" and (
-        first.isdigit()
-        or (first == "[" and line[1:2].isdigit())
-        or line.find("| ", 0, 100) >= 0
-        or line.endswith("|")
-        or (first in _MONTH_INITIALS and line[:4] in _MONTHS)
-    ):
-        m = _OUTER_PREFIX.match(line)
-        if m:
-            line = line[m.end() :]
-    if "\r" in line:
-        # a progress bar redrawn in place: keep the prefix and what the terminal showed last
-        parts = line.split("\r")
-        shown = next((part for part in reversed(parts[1:]) if part.strip()), "")
-        head = _PREFIX.match(parts[0])
-        line = parts[0] + shown if head and head.end() >= len(parts[0].rstrip()) else shown or parts[0]
-    return line
-
-
-def _process_end(line: str) -> int:
-    """Index just past a "(EngineCore_DP0 pid=123)" prefix, or 0."""
-    if line.startswith("("):
-        end = line.find(")", 1, 80)
-        if end > 0 and line.find(" pid=", 1, end) > 0:
-            return end + 1
-    return 0
-
-
-def _level_and_message(line: str) -> tuple[str | None, str]:
-    level = None
-    # "INFO 05-12 02:45:10 [api_server.py:1043] msg" and uvicorn's "INFO:     msg"
-    if line.startswith(_LEVELS):
-        word, _, rest = line.partition(" ")
-        if word.endswith(":") and word[:-1] in _LEVELS:
-            level, line = word[:-1], rest
-        elif word in _LEVELS and rest[:1].isdigit():
-            cut = rest.find("] ", 0, 80)
-            if cut > 0:
-                level, line = word, rest[cut + 2 :]
-            elif rest.endswith("]"):
-                level, line = word, ""
-    return level, line.strip()
-
-
-def split_line(raw: str) -> tuple[str | None, str | None, str]:
-    """(process, level, message) of one raw log line; the message has no colours or prefix."""
-    line = _clean(raw)
-    end = _process_end(line)
-    process = line[1 : line.find(" pid=")] if end else None
-    level, message = _level_and_message(line[end:].lstrip() if end else line)
-    return process, level, message
 
 
 # ---------------------------------------------------------------- rules
@@ -664,9 +442,9 @@ _FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
 
 def parse_line(raw: str) -> list[Event]:
     """The events in one line of vLLM output (most lines have none)."""
-    line = _clean(raw)
-    end = _process_end(line)
-    level, msg = _level_and_message(line[end:].lstrip() if end else line)
+    line = clean(raw)
+    end = process_end(line)
+    level, msg = level_and_message(line[end:].lstrip() if end else line)
     out: list[Event] = []
     if not msg:
         return out
@@ -691,13 +469,13 @@ def parse_line(raw: str) -> list[Event]:
                     break
         if level is None:
             if "Error: " in msg or "Exception: " in msg or "Interrupt: " in msg:
-                m = _EXCEPTION.match(msg)
+                m = EXCEPTION.match(msg)
                 if m:
                     out.append(Error(msg, m.group(1)))
             elif "Killed" in msg and _R_KILLED.search(msg):
                 out.append(KilledNotice(msg))
         else:
-            m = _EXCEPTION.match(msg) if ("Error: " in msg or "Exception: " in msg) else None
+            m = EXCEPTION.match(msg) if ("Error: " in msg or "Exception: " in msg) else None
             out.append(Error(msg, m.group(1) if m else None))
     elif level == "WARNING":
         out.append(Warning_(msg))
@@ -1077,3 +855,39 @@ def summarize(lines: Iterable[str], *, finished: bool = True, returncode: int | 
     if finished:
         summary.finish(returncode)
     return summary
+
+
+# The events, phases and line anatomy live in core/vllm_events.py and core/vllm_lines.py; callers
+# read them here as before.
+__all__ = [
+    "DROP_CACHES",
+    "EVENT_KINDS",
+    "FAILED",
+    "FAILURE_KINDS",
+    "PHASES",
+    "AvailableKVMemory",
+    "CudaGraphCapture",
+    "Error",
+    "Event",
+    "Failure",
+    "KVCacheSize",
+    "KilledNotice",
+    "LoadingStarted",
+    "LogSummary",
+    "MaxConcurrency",
+    "MaxModelLen",
+    "Model",
+    "PhaseChanged",
+    "Profiling",
+    "ServerListening",
+    "StartupComplete",
+    "Version",
+    "Warning_",
+    "WeightsLoaded",
+    "WeightsRead",
+    "describe",
+    "event_kind",
+    "parse_line",
+    "split_line",
+    "summarize",
+]  # fmt: skip

@@ -12,55 +12,59 @@ reads. Supported: 0.10 to 0.33. Sources were read for every minor release from 0
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
-from typing import Any, Literal, NamedTuple
+from functools import cached_property
+from typing import Literal
 
-from sparktui.errors import UserError
-
-
-class VllmVersion(NamedTuple):
-    major: int
-    minor: int
-    patch: int = 0
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}.{self.patch}"
-
-
-_VERSION_RE = re.compile(r"v?(\d{1,3})\.(\d{1,3})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?")
-
-OLDEST = VllmVersion(0, 10, 0)
-NEWEST_READ = VllmVersion(0, 33, 0)  # the newest release whose source the rules were read from
-NEWEST_SUPPORTED_MINOR = VllmVersion(0, 33, 0)  # the issue's range: 0.10 to 0.33
-DEFAULT = NEWEST_READ  # what a fit assumes when nothing says which vLLM will run
-
-
-def parse_version(text: str, what: str = "--vllm-version") -> VllmVersion:
-    """'0.25.1', '0.25', 'v0.11.1rc3', '0.19.1+cu130' → VllmVersion; UserError naming `what`."""
-    raw = str(text).strip()
-    m = _VERSION_RE.fullmatch(raw) if len(raw) <= 64 else None
-    if not m:
-        raise UserError(f"{what}: got {raw[:64]!r}; expected a vLLM version X.Y or X.Y.Z, such as 0.25.1")
-    version = VllmVersion(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
-    if version < OLDEST:
-        raise UserError(
-            f"{what}: vLLM {version} is older than sparktui models (0.10 to 0.33); "
-            "use a newer vLLM or leave the version out"
-        )
-    return version
-
-
-def find_version(text: str) -> VllmVersion | None:
-    """The first vLLM-looking version in free text (an image tag, `vllm --version` output)."""
-    for m in re.finditer(r"(?<![\d.])v?(\d{1,3})\.(\d{1,3})(?:\.(\d{1,4}))?", text):
-        version = VllmVersion(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
-        if version.major == 0 and version >= OLDEST:
-            return version
-    return None
-
+from sparktui.core.cudagraph_sizes import (
+    CUDAGRAPH_CANDIDATE_SIZES,
+    CUDAGRAPH_CANDIDATE_SIZES_1024,
+    FULL_DECODE_MODES,
+    capture_sizes,
+    graph_counts,
+    graph_counts_v2,
+    resolve_cudagraph_mode,
+    rounded_sizes,
+)
+from sparktui.core.units import GiB
+from sparktui.core.vllm_kv_dtypes import (
+    KV_CACHE_DTYPE_SOURCE,
+    KV_CACHE_DTYPES,
+    MAMBA_PREFIX_CACHING_ARCHITECTURES,
+    SPECULATIVE_METHODS,
+    SPECULATIVE_METHODS_REMOVED,
+    KvCacheDtype,
+    checkpoint_kv_quant,
+    kv_cache_dtype,
+)
+from sparktui.core.vllm_measured import (
+    CUDAGRAPH_FIRST_CAPTURE,
+    CUDAGRAPH_PER_GRAPH,
+    DISCRETE_NON_TORCH,
+    FIT_LOGS,
+    FLASHINFER_FIT_LOGS,
+    FLASHINFER_FULL_FIRST_CAPTURE,
+    FLASHINFER_FULL_PER_GRAPH,
+    FLASHINFER_WORKSPACE_BYTES,
+    GDN_PREFILL_COPIES,
+    INSTANTTENSOR_NON_TORCH,
+    INSTANTTENSOR_REPORT,
+    MEASURED_CONSTANTS,
+    MODEL_RUNNER,
+    SAMPLER_PEAK_COPIES,
+    UMA_NON_TORCH,
+    V2_SAMPLER_PEAK_COPIES,
+    MeasuredConstant,
+)
+from sparktui.core.vllm_version import (
+    DEFAULT,
+    NEWEST_READ,
+    NEWEST_SUPPORTED_MINOR,
+    OLDEST,
+    VllmVersion,
+    find_version,
+    parse_version,
+)
 
 # --------------------------------------------------------------------------- the table
 
@@ -475,316 +479,6 @@ RULES: tuple[Rule, ...] = (
          "(_dflash_needs_multi_kv_group)"),
 )  # fmt: skip
 
-# --------------------------------------------------------------------------- KV cache dtypes
-
-
-@dataclass(frozen=True)
-class KvCacheDtype:
-    """One --kv-cache-dtype value: the first release that accepts it (vllm/config/cache.py CacheDType;
-    0.10: vllm/config.py) and how it lays a token out (modelspec/spec.py: KvFormat)."""
-
-    name: str
-    since: VllmVersion
-    layout: str  # model | 16bit | fp8 | nvfp4 | per_token_head | int4_per_token_head | ds_mla | unsized
-    mla_bytes: int = 0  # ds_mla: bytes per token of a sparse-MLA layer (MLAAttentionSpec.real_page_size_bytes)
-
-
-KV_CACHE_DTYPES: tuple[KvCacheDtype, ...] = (
-    KvCacheDtype("auto", V(0, 10, 0), "model"),
-    KvCacheDtype("fp8", V(0, 10, 0), "fp8"),
-    KvCacheDtype("fp8_e4m3", V(0, 10, 0), "fp8"),
-    KvCacheDtype("fp8_e5m2", V(0, 10, 0), "fp8"),
-    KvCacheDtype("fp8_inc", V(0, 10, 0), "fp8"),
-    KvCacheDtype("bfloat16", V(0, 11, 0), "16bit"),
-    KvCacheDtype("fp8_ds_mla", V(0, 11, 1), "ds_mla", 656),
-    KvCacheDtype("float16", V(0, 18, 0), "16bit"),
-    KvCacheDtype("nvfp4", V(0, 20, 0), "nvfp4"),
-    KvCacheDtype("int8_per_token_head", V(0, 20, 0), "per_token_head"),
-    KvCacheDtype("fp8_per_token_head", V(0, 20, 0), "per_token_head"),
-    KvCacheDtype("turboquant_k8v4", V(0, 20, 0), "unsized"),
-    KvCacheDtype("turboquant_4bit_nc", V(0, 20, 0), "unsized"),
-    KvCacheDtype("turboquant_k3v4_nc", V(0, 20, 0), "unsized"),
-    KvCacheDtype("turboquant_3bit_nc", V(0, 20, 0), "unsized"),
-    KvCacheDtype("int4_per_token_head", V(0, 25, 0), "int4_per_token_head"),
-    KvCacheDtype("nvfp4_4over6", V(0, 28, 0), "nvfp4"),
-    KvCacheDtype("nvfp4_ds_mla", V(0, 30, 0), "ds_mla", 352),
-    KvCacheDtype("ultraquant_4bit", V(0, 32, 0), "unsized"),
-    KvCacheDtype("octave_k3v4", V(0, 33, 0), "unsized"),
-    KvCacheDtype("octave_k3v3", V(0, 33, 0), "unsized"),
-    KvCacheDtype("octave_k3v3_compact", V(0, 33, 0), "unsized"),
-)
-KV_CACHE_DTYPE_SOURCE = (
-    "vllm/config/cache.py: CacheDType (0.10: vllm/config.py); vllm/v1/kv_cache_interface.py: "
-    "AttentionSpec.page_size_bytes, MLAAttentionSpec.real_page_size_bytes; vllm/utils/torch_utils.py: "
-    "nvfp4_kv_cache_full_dim"
-)
-
-
-# --speculative-config "method" values and the first release that accepts each (vllm/config/
-# speculative.py: SpeculativeMethod, EagleModelTypes, MTPModelTypes; 0.10: vllm/config.py). Only
-# boundaries between two adjacent releases that were both read are listed; a method not listed is
-# not checked.
-SPECULATIVE_METHODS: dict[str, VllmVersion] = {
-    **dict.fromkeys(
-        ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp"), V(0, 10, 0)
-    ),
-    **dict.fromkeys(("mtp", "glm4_moe_mtp", "mimo_mtp", "longcat_flash_mtp"), V(0, 11, 0)),
-    "suffix": V(0, 11, 1),
-    **dict.fromkeys(("qwen3_5_mtp", "nemotron_h_mtp", "extract_hidden_states"), V(0, 17, 0)),
-    "ngram_gpu": V(0, 18, 0),
-    "dflash": V(0, 20, 0),
-    **dict.fromkeys(("gemma4_mtp", "mimo_v2_mtp"), V(0, 21, 0)),
-}
-
-
-# Methods a later release no longer accepts: the first release without each
-SPECULATIVE_METHODS_REMOVED: dict[str, VllmVersion] = dict.fromkeys(("medusa", "mlp_speculator"), V(0, 33, 0))
-
-
-def kv_cache_dtype(name: str) -> KvCacheDtype | None:
-    return next((d for d in KV_CACHE_DTYPES if d.name == name), None)
-
-
-# Models whose vLLM class implements SupportsMambaPrefixCaching (mode 'all' is possible):
-# vllm/model_executor/models/{nemotron_h,jamba,mamba,mamba2,zamba2,granitemoehybrid,falcon_h1}.py
-MAMBA_PREFIX_CACHING_ARCHITECTURES = frozenset(
-    {
-        "NemotronHForCausalLM",
-        "JambaForCausalLM",
-        "MambaForCausalLM",
-        "Mamba2ForCausalLM",
-        "Zamba2ForCausalLM",
-        "GraniteMoeHybridForCausalLM",
-        "FalconH1ForCausalLM",
-    }
-)
-
-GiB = 1024**3
-MiB = 1024**2
-
-
-# --------------------------------------------------------------------------- the profile run's memory
-#
-# Worker.determine_available_memory (vllm/v1/worker/gpu_worker.py) gives the KV cache
-#     ceil(total × gpu_memory_utilization) − weights − torch peak increase − non-torch increase
-#     − CUDA-graph estimate (0.20 on; opt-in 0.18–0.19)
-# The last three are measured by vLLM while it starts, not computed from its flags. sparktui
-# models what the flags decide (how many tokens and sequences the profile run pushes, how many
-# CUDA graphs are captured) and takes the rest from real start-ups: the constants below, each
-# with the spread seen and the logs it was fitted on (bench/fit_accuracy.py refits them and
-# tests/core/test_fit.py checks the two agree).
-
-FIT_LOGS = (  # the DGX Spark start-ups the constants were fitted on; the other Spark logs are held out
-    "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log",
-    "spark_vdev-g9759e3b06_gemma-3-12b-it_bf16_success.log",
-    "spark_vdev-g9759e3b06_gemma-4-26b-a4b-it_bf16_success.log",
-    "spark_vdev-g9759e3b06_gemma-4-31b-it_bf16_success.log",
-)
-
-
-@dataclass(frozen=True)
-class MeasuredConstant:
-    """A figure vLLM measures at start-up that no flag decides: the value sparktui assumes (the
-    median over the start-ups it was fitted on), the lowest and highest seen on every real start-up
-    with the figure, and where in vLLM the measurement is made."""
-
-    key: str
-    value: float
-    low: float
-    high: float
-    unit: Literal["GiB", "MiB", "x"]
-    summary: str
-    source: str
-    fitted_on: tuple[str, ...] = FIT_LOGS
-
-    def _scale(self, x: float) -> int:
-        return int(x * (GiB if self.unit == "GiB" else MiB if self.unit == "MiB" else 1))
-
-    @property
-    def bytes(self) -> int:
-        return self._scale(self.value)
-
-    @property
-    def spread_bytes(self) -> tuple[int, int]:
-        return self._scale(self.low), self._scale(self.high)
-
-    def describe(self) -> str:
-        unit = "×" if self.unit == "x" else f" {self.unit}"
-        return f"{self.value:g}{unit} (seen {self.low:g}–{self.high:g}{unit}; {self.source})"
-
-
-MODEL_RUNNER = "vllm/v1/worker/gpu_model_runner.py"
-
-SAMPLER_PEAK_COPIES = MeasuredConstant(
-    "sampler_peak_copies", 6.88, 6.88, 6.88, "x",
-    "the profile run's dummy sampler pass (temperature 0.5, top-p 0.9, top-k vocab − 1) holds this many "
-    "fp32 copies of the min(max_num_seqs, max_num_batched_tokens) × vocab logits at its peak; fitted on the "
-    "one Spark log that prints vLLM's own split (torch peak increase 1.72 GiB, gemma-3-27b)",
-    f"{MODEL_RUNNER}: GPUModelRunner.profile_run, _dummy_sampler_run",
-    fitted_on=(FIT_LOGS[0],),
-)  # fmt: skip
-# The V2 model runner's profile run samples a dummy batch without top-k, top-p or logprobs, and
-# without logits processing it samples the model's own logits in place (Gumbel-max): the peak is
-# the logits and, with Gemma's soft-capping, one temporary, at most one fp32-sized copy. Read from
-# vllm/v1/worker/gpu/model_runner.py (_dummy_sampler_run) and gpu/sample/sampler.py; no Spark log
-# on the V2 runner prints vLLM's own split yet to check it.
-V2_SAMPLER_PEAK_COPIES = 1.0
-
-UMA_NON_TORCH = MeasuredConstant(
-    "uma_non_torch", 2.71, 0.54, 4.19, "GiB",
-    "non-torch memory growth during start-up on unified memory: vLLM reads free memory as the host's "
-    "MemAvailable there, so whatever else the process (compiler, libraries, loader) or the OS takes "
-    "counts; not knowable before launch",
-    "vllm/utils/mem_utils.py: MemorySnapshot.measure (integrated GPU: psutil available), memory_profiling",
-)  # fmt: skip
-DISCRETE_NON_TORCH = MeasuredConstant(
-    "discrete_non_torch", 0.25, 0.02, 0.25, "GiB",
-    "non-torch memory growth (NCCL, cuBLAS workspaces) on a GPU with its own memory; the one discrete "
-    "log that prints it says 0.02 GiB (llava-1.5-7b, 0.10.2)",
-    "vllm/utils/mem_utils.py: memory_profiling",
-    fitted_on=("discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_success.log",),
-)  # fmt: skip
-CUDAGRAPH_FIRST_CAPTURE = MeasuredConstant(
-    "cudagraph_first_capture", 0.30, 0.10, 2.49, "GiB",
-    "free memory lost to the first CUDA graph captured while profiling (per mode, the largest counts); "
-    "measured with cudaMemGetInfo, so it holds the attention backend's workspaces (FlashInfer FULL graphs: "
-    "flashinfer_full_first_capture)",
-    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory",
-)  # fmt: skip
-CUDAGRAPH_PER_GRAPH = MeasuredConstant(
-    "cudagraph_per_graph", 1.0, 1.0, 23.75, "MiB",
-    "each further CUDA graph: vLLM counts at least 1 MiB (1.00 MiB measured for PIECEWISE graphs, "
-    "23.75 MiB for FlashInfer FULL graphs, gemma-3-27b)",
-    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory (max(second capture, 1 MiB))",
-    fitted_on=(FIT_LOGS[0],),
-)  # fmt: skip
-# VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (vllm/envs.py, 394 MiB since 0.10): each FlashInfer metadata
-# builder zero-fills one on its first FULL-graph warm-up (flashinfer.py _get_workspace_buffer)
-FLASHINFER_WORKSPACE_BYTES = 394 * MiB
-FLASHINFER_FIT_LOGS = (FIT_LOGS[0], "spark_vdev-g9759e3b06_gemma-3-12b-it_fp8kv_success.log")
-FLASHINFER_FULL_FIRST_CAPTURE = MeasuredConstant(
-    "flashinfer_full_first_capture", 129.66, 46.3, 158.1, "MiB",
-    "what the first FULL CUDA graph with FlashInfer attention adds per attention KV-cache group beyond "
-    "that group's workspace buffer; the mean of the two Gemma 3 fp8 runs on a Spark: gemma-3-27b (7 groups, "
-    "3466.15 MiB = 7 × (394 + 101)) and gemma-3-12b (6 groups, 3.96 GiB total: 158). Held out: Qwen3.6-35B-A3B "
-    "fp8 on vLLM 0.20 (1 group, 1 FULL graph: 0.43 GiB total, 46) and Nemotron-Cascade-2 on an RTX 5090 "
-    "(1 group, 19 FULL graphs: 0.48 GiB total)",
-    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory; v1/attention/backends/flashinfer.py: "
-    "FlashInferMetadataBuilder._get_workspace_buffer",
-    fitted_on=FLASHINFER_FIT_LOGS,
-)  # fmt: skip
-FLASHINFER_FULL_PER_GRAPH = MeasuredConstant(
-    "flashinfer_full_per_graph", 3.39, 1.0, 3.39, "MiB",
-    "each further FULL CUDA graph with FlashInfer attention, per attention KV-cache group (one decode "
-    "wrapper each): gemma-3-27b's 23.75 MiB over its 7 groups; vLLM counts at least 1 MiB a graph",
-    f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory (max(second capture, 1 MiB)); "
-    "flashinfer.py: FlashInferMetadataBuilder._get_decode_wrapper",
-    fitted_on=(FIT_LOGS[0],),
-)  # fmt: skip
-GDN_PREFILL_COPIES = MeasuredConstant(
-    "gdn_prefill_copies", 1.09, 0.82, 1.09, "x",
-    "a Gated-DeltaNet layer's prefill buffers over max_num_batched_tokens tokens, as a multiple of what "
-    "sparktui reads vLLM's code to allocate (fit.py gdn_prefill_per_token): what the reading leaves out "
-    "(the drafter's own pass, kernel temporaries). Fitted on one Qwen3.6-35B-A3B run at 65536 tokens "
-    "(1.09: the reading explains 92% of it); its held-out runs imply 0.82-1.09",
-    "vllm/model_executor/layers/mamba/gdn_linear_attn.py: forward_cuda, _forward_core; "
-    "vllm/model_executor/layers/fla/ops/chunk.py: chunk_gated_delta_rule_fwd",
-    fitted_on=("spark_vdev-g101584af0_qwen3.6-35b-a3b-nvfp4-dflash_success.log",),
-)  # fmt: skip
-INSTANTTENSOR_REPORT = "MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#204 (reported figures, no raw log)"
-INSTANTTENSOR_NON_TORCH = MeasuredConstant(
-    "instanttensor_non_torch", 4.43, 4.42, 5.75, "GiB",
-    "--load-format instanttensor on a DGX Spark: what the loader keeps outside torch counts as non-torch "
-    "memory. Measured as the fall in available KV memory against vLLM's default loader, same image, "
-    "commit and flags, on two 2x GB10 kits (GLM-5.3-Flash EXL3, TP 2): 15.01 against 10.58 GiB, then "
-    "16.93-18.13 against 12.38-13.08 GiB over three runs each; one model only",
-    "vllm/model_executor/model_loader/weight_utils.py: instanttensor_weights_iterator; "
-    "vllm/utils/mem_utils.py: memory_profiling",
-    fitted_on=(INSTANTTENSOR_REPORT,),
-)  # fmt: skip
-MEASURED_CONSTANTS = (
-    INSTANTTENSOR_NON_TORCH,
-    GDN_PREFILL_COPIES,
-    FLASHINFER_FULL_FIRST_CAPTURE,
-    FLASHINFER_FULL_PER_GRAPH,
-    SAMPLER_PEAK_COPIES,
-    UMA_NON_TORCH,
-    DISCRETE_NON_TORCH,
-    CUDAGRAPH_FIRST_CAPTURE,
-    CUDAGRAPH_PER_GRAPH,
-)
-CUDAGRAPH_CANDIDATE_SIZES = (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
-CUDAGRAPH_CANDIDATE_SIZES_1024 = (*CUDAGRAPH_CANDIDATE_SIZES, *range(528, 1025, 16))  # gpt-oss goes to 1024
-
-
-def checkpoint_kv_quant(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
-    """(quantization method, KV cache dtype it declares) as vLLM reads a checkpoint.
-
-    vLLM takes config.json's quantization_config and only without one hf_quant_config.json
-    (vllm/transformers_utils/config.py: get_config); a ModelOpt producer makes the method
-    'modelopt' (model_arch_config_convertor.py: _normalize_quantization_config). The KV dtype:
-    ModelOpt's kv_cache_scheme / kv_cache_quant_algo (torch_utils.py:
-    get_kv_cache_quant_algo_string), or compressed-tensors' kv_cache_scheme (Attention.__init__)."""
-    q = config.get("quantization_config") or config.get("compression_config")
-    if not isinstance(q, Mapping):
-        text = config.get("text_config")
-        q = text.get("quantization_config") if isinstance(text, Mapping) else None
-    if not isinstance(q, Mapping):
-        q = hf_quant if isinstance(hf_quant, Mapping) else None
-    if q is None:
-        return None, None
-    method = str(q.get("quant_method") or "").lower().replace("compressed_tensors", "compressed-tensors")
-    producer = q.get("producer")
-    if not method and isinstance(producer, Mapping) and producer.get("name") == "modelopt":
-        method = "modelopt"
-    if method.startswith("modelopt"):
-        inner = q.get("quantization", q)
-        inner = inner if isinstance(inner, Mapping) else q
-        algo = (
-            inner.get("kv_cache_scheme")
-            or q.get("kv_cache_scheme")
-            or inner.get("kv_cache_quant_algo")
-            or q.get("kv_cache_quant_algo")
-        )
-        if isinstance(algo, Mapping):
-            if algo.get("dynamic") is False and algo.get("num_bits") == 8 and algo.get("type") == "float":
-                return method, "fp8"
-            return method, None
-        if isinstance(algo, str) and algo.lower() == "fp8":
-            return method, "fp8"
-        return method, None
-    if method == "compressed-tensors" and q.get("kv_cache_scheme") is not None:
-        return method, "fp8"
-    return method or None, None
-
-
-@lru_cache(maxsize=256)
-def _capture_sizes(largest: int, max_num_batched_tokens: int, add_max_tokens: bool) -> tuple[int, ...]:
-    """vLLM's default capture sizes up to `largest` (VllmConfig._set_cudagraph_sizes)."""
-    largest = min(largest, max_num_batched_tokens)
-    sizes = [s for s in CUDAGRAPH_CANDIDATE_SIZES_1024 if s <= largest]
-    if add_max_tokens and max_num_batched_tokens <= largest and max_num_batched_tokens not in sizes:
-        sizes.append(max_num_batched_tokens)
-    return tuple(sizes)
-
-
-def _rounded(sizes: tuple[int, ...], round_to: int, keep_if_none: bool = False) -> tuple[int, ...]:
-    """Sizes rounded up to multiples of 1 + speculative tokens, none past the largest
-    (CompilationConfig.adjust_cudagraph_sizes_for_spec_decode). When none is left: the sizes as
-    they were (`keep_if_none`, 0.11), else 1 + speculative tokens alone if it fits (empty: vLLM
-    refuses to start)."""
-    if round_to <= 1 or not sizes:
-        return sizes
-    top = sizes[-1]
-    rounded = tuple(sorted({r for r in (-(-s // round_to) * round_to for s in sizes) if r <= top}))
-    if rounded:
-        return rounded
-    if keep_if_none:
-        return sizes
-    return (round_to,) if round_to <= top else ()
-
-
-FULL_DECODE_MODES = ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY", "FULL")
 
 # The architectures vLLM runs on its V2 model runner by default, per model_runner_default rule
 # (vllm/config/vllm.py: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES; 0.26–0.28 add Inkling, Longcat,
@@ -804,49 +498,6 @@ V2_RUNNER_ARCHITECTURES: dict[str, frozenset[str]] = {
     ),
     "v2_dense": frozenset({"Qwen2MoeForCausalLM", "DeepseekV2ForCausalLM", "GraniteMoeForCausalLM"}),
 }
-
-
-def resolve_cudagraph_mode(requested: str | None, num_spec: int, single_token_decode: bool) -> str:
-    """The cudagraph_mode vLLM settles on: an attention backend whose FULL graphs take one token
-    per request (FlashInfer without TRT-LLM attention, as on GB10) cannot serve speculative
-    decoding's uniform batches, and vLLM falls back to PIECEWISE
-    (GPUModelRunner._check_and_update_cudagraph_mode; 0.25: resolve_cudagraph_mode_and_sizes)."""
-    mode = requested or "FULL_AND_PIECEWISE"
-    if num_spec and single_token_decode and mode in FULL_DECODE_MODES:
-        return "PIECEWISE"
-    return mode
-
-
-@lru_cache(maxsize=256)
-def graph_counts_v2(sizes: tuple[int, ...], max_num_seqs: int, num_spec: int, mode: str) -> tuple[int, int]:
-    """(PIECEWISE, FULL) graphs the V2 model runner captures: its sizes are not rounded for
-    speculative decoding; each FULL decode graph takes a size rounded up to whole requests of
-    1 + speculative tokens, up to max_num_seqs of them (vllm/v1/worker/gpu/cudagraph_utils.py:
-    CudaGraphManager._init_candidates)."""
-    if mode == "NONE" or not sizes:
-        return 0, 0
-    mixed = len(sizes) if mode in ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL") else 0
-    if mode in ("PIECEWISE", "FULL"):
-        return (mixed, 0) if mode == "PIECEWISE" else (0, mixed)
-    q = 1 + num_spec
-    decode = {r for r in (-(-s // q) * q for s in sizes) if r <= min(max_num_seqs * q, sizes[-1])}
-    return mixed, len(decode)
-
-
-@lru_cache(maxsize=256)
-def graph_counts(sizes: tuple[int, ...], max_num_seqs: int, num_spec: int, mode: str) -> tuple[int, int]:
-    """(PIECEWISE, FULL) graphs vLLM captures for these sizes under the resolved mode: FULL decode
-    graphs only for uniform decode batches, from 1 + speculative tokens up to max_num_seqs × that
-    (CudagraphDispatcher.initialize_cudagraph_keys)."""
-    if mode == "NONE":
-        return 0, 0
-    if mode == "PIECEWISE":
-        return len(sizes), 0
-    if mode == "FULL":
-        return 0, len(sizes)
-    query_len = 1 + num_spec
-    full = sum(1 for s in sizes if query_len <= s <= max_num_seqs * query_len)
-    return (0, full) if mode == "FULL_DECODE_ONLY" else (len(sizes), full)
 
 
 @dataclass(frozen=True)
@@ -969,13 +620,13 @@ class VllmRules:
         keep = policy == "round_or_keep"
         if explicit is not None:
             sizes = tuple(sorted({x for x in explicit if x <= max_num_batched_tokens}))
-            return _rounded(sizes, round_to, keep)
+            return rounded_sizes(sizes, round_to, keep)
         if self.value("cudagraph_sizes_stride") == "8":  # --cuda-graph-sizes; no max_cudagraph_capture_size yet
             if gpt_oss and self.value("cudagraph_gpt_oss_1024") == "yes":
                 candidates: tuple[int, ...] = CUDAGRAPH_CANDIDATE_SIZES_1024
             else:
                 candidates = (1, 2, 4, *range(8, min(max_num_seqs * 2, 512) + 1, 8))
-            return _rounded(tuple(x for x in candidates if x <= max_num_batched_tokens), round_to, keep)
+            return rounded_sizes(tuple(x for x in candidates if x <= max_num_batched_tokens), round_to, keep)
         if largest is None and gpt_oss and self.value("cudagraph_gpt_oss_1024") == "yes":
             largest = 1024
         decode: tuple[int, ...] = ()
@@ -983,10 +634,10 @@ class VllmRules:
             largest = min(max_num_seqs * self.decode_query_len(num_spec) * 2, 512)
             decode = self._decode_sizes(max_num_seqs, num_spec, largest)
         add_max = self.value("cudagraph_sizes_max_tokens") == "yes"
-        sizes = _capture_sizes(largest, max_num_batched_tokens, add_max)
+        sizes = capture_sizes(largest, max_num_batched_tokens, add_max)
         if decode:
             sizes = tuple(sorted({*sizes, *(d for d in decode if d <= max_num_batched_tokens)}))
-        return _rounded(sizes, round_to, keep)
+        return rounded_sizes(sizes, round_to, keep)
 
     def _decode_sizes(self, max_num_seqs: int, num_spec: int, largest: int) -> tuple[int, ...]:
         """Uniform decode batch widths vLLM adds to its default capture sizes (0.29+)."""
@@ -1152,6 +803,8 @@ def rules_for(version: VllmVersion | str | None = None) -> VllmRules:
 
 
 __all__ = [
+    "CUDAGRAPH_CANDIDATE_SIZES",
+    "CUDAGRAPH_CANDIDATE_SIZES_1024",
     "CUDAGRAPH_FIRST_CAPTURE",
     "CUDAGRAPH_PER_GRAPH",
     "DEFAULT",
@@ -1161,16 +814,24 @@ __all__ = [
     "FLASHINFER_FULL_FIRST_CAPTURE",
     "FLASHINFER_FULL_PER_GRAPH",
     "FLASHINFER_WORKSPACE_BYTES",
+    "FULL_DECODE_MODES",
     "GDN_PREFILL_COPIES",
+    "INSTANTTENSOR_NON_TORCH",
+    "INSTANTTENSOR_REPORT",
     "KV_CACHE_DTYPES",
+    "KV_CACHE_DTYPE_SOURCE",
     "MAMBA_PREFIX_CACHING_ARCHITECTURES",
     "MEASURED_CONSTANTS",
+    "MODEL_RUNNER",
     "NEWEST_READ",
+    "NEWEST_SUPPORTED_MINOR",
     "OLDEST",
     "RULES",
     "SAMPLER_PEAK_COPIES",
     "SPECULATIVE_METHODS",
+    "SPECULATIVE_METHODS_REMOVED",
     "UMA_NON_TORCH",
+    "V2_SAMPLER_PEAK_COPIES",
     "KvCacheDtype",
     "MeasuredConstant",
     "Rule",
@@ -1178,7 +839,10 @@ __all__ = [
     "VllmVersion",
     "checkpoint_kv_quant",
     "find_version",
+    "graph_counts",
+    "graph_counts_v2",
     "kv_cache_dtype",
     "parse_version",
+    "resolve_cudagraph_mode",
     "rules_for",
 ]

@@ -3,6 +3,11 @@
 Run with the vLLM venv's python (it has torch, transformers, tokenizers):
     python tests/e2e/make_tiny_model.py OUT_DIR
 Nothing is downloaded. head_dim is 32: smaller crashes vLLM's CPU attention on the first request.
+Weights are float16, not bfloat16: for bfloat16 vLLM 0.32's CPU attention takes its AMX kernel
+(v1/attention/backends/cpu_attn.py _get_attn_isa), and on a machine whose CPU flags advertise AMX
+but which cannot run it (the development VM of 2026-12: SIGILL in cpu_attention_with_kv_cache on
+the first request, with vLLM alone, no sparktui) the worker dies; float16 takes the portable
+"vec" kernel and holds the same 2 bytes per value, so every KV figure is unchanged.
 """
 
 import sys
@@ -60,7 +65,7 @@ def make(out: Path) -> Path:
         tie_word_embeddings=True,
     )
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model = LlamaForCausalLM(config).to(torch.float16)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)

@@ -9,6 +9,8 @@ from sparktui.errors import UserError
 from sparktui.runtime.guard.guard import (
     MAX_INTERVAL,
     MIN_INTERVAL,
+    STEADY_INTERVAL,
+    WORST_RATE,
     GuardAction,
     GuardDecider,
     GuardLines,
@@ -233,7 +235,7 @@ def test_after_kill_nothing_more():
         ("cuda_graphs", 0.02),
         ("prefill", 0.02),
         ("starting", MAX_INTERVAL),
-        ("ready", 0.25),
+        ("ready", STEADY_INTERVAL),
     ],
 )
 def test_the_pace_follows_the_phase(phase, slowest):
@@ -241,6 +243,17 @@ def test_the_pace_follows_the_phase(phase, slowest):
     d.set_phase(phase)
     out = feed_all(d, [(0, 100), (0.5, 100), (1.0, 100)])  # lots of headroom, no fall
     assert out[-1].action is GuardAction.NONE and out[-1].next_interval == pytest.approx(slowest)
+
+
+def test_at_rest_a_sample_a_second_but_never_slower_than_the_headroom_allows():
+    d = GuardDecider(LINES)
+    d.set_phase("ready")
+    assert STEADY_INTERVAL == 1.0
+    assert feed_all(d, [(0, 100), (1, 100)])[-1].next_interval == pytest.approx(1.0)
+    # 12 GiB above the term line (the highest that acts): the gap a fall at WORST_RATE would close
+    d = GuardDecider(LINES)
+    d.set_phase("ready")
+    assert feed_all(d, [(0, 18), (1, 18)])[-1].next_interval == pytest.approx(g(12) / WORST_RATE)
 
 
 def test_near_a_line_the_pace_is_fast_whatever_the_phase():

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -243,3 +245,41 @@ def test_without_kmsg_the_journal_is_followed(tmp_path: Path, monkeypatch: pytes
     finally:
         watch.close()
     assert watch._journal is not None and watch._journal.poll() is not None  # the stand-in was ended
+
+
+def test_an_engine_stall_with_a_fall_of_memavailable_puts_the_guard_on_alert(make_profile, env) -> None:
+    """The stub's engine stops stepping mid-stream (/metrics frozen with a request running); then a
+    hog takes 1.5 GiB: the supervisor tells its guard, which samples every 10 ms and is less patient;
+    status says so."""
+    from tests.runtime.test_watch_supervisor import Stream
+    from tests.support import REPO
+
+    profile = make_profile(watch="wedge-after-s = 600", STUB_VLLM_TOKENS_PER_S="50", STUB_VLLM_WEDGE_AFTER_TOKENS="20")
+    port = port_of(profile)
+    sup = start_foreground(profile, env)
+    hog = None
+    try:
+        running_state(port)
+        stream = Stream(f"http://127.0.0.1:{port}", 1000)
+        stream.start()
+        wait_for(lambda: len(stream.tokens) >= 10, 20, "tokens to stream")
+        wait_for(lambda: time.monotonic() - stream.tokens[-1] > 1.0, 20, "the stream to stall")
+        wait_for(
+            lambda: (recorded(port)["watch"]["wedge"].get("stalled_s") or 0) > 0, 20, "the supervisor to see the stall"
+        )
+        hog = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "support" / "procs" / "hog.py"), "3000", "1536", "--hold", "30"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert hog.stdout is not None and "started" in hog.stdout.readline()
+        state = wait_for(lambda: (s := recorded(port)) and s["guard"]["alert"] and s, 20, "the guard's alert")
+        assert state["guard"]["last"]["interval_s"] <= 0.01  # the guard's line is rewritten when the alert starts
+        out = sparktui(["status", "--port", str(port)], env)
+        assert "guard on alert" in out.stdout
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+        sup.terminate()
+        sup.wait(30)

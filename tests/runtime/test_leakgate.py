@@ -140,3 +140,31 @@ def test_other_programs_memory_is_not_a_leak() -> None:
         assert back.back, back
     finally:
         hog.close()
+
+
+def test_locked_memory_that_stays_is_named_with_its_holders() -> None:
+    """Memory locked since the launch (Mlocked) that stays: a holder "locked memory" with the processes
+    that lock pages (VmLck), the figure capped by the fall in MemAvailable (Mlocked is machine-wide).
+    3.5 GiB: other programs on a shared box free a GiB or so meanwhile, and the cap sees it."""
+    baseline = leakgate.take_baseline()
+    locker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import mmap, time\n"
+            "m = mmap.mmap(-1, 7 << 29, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x2000 | 0x8000)\n"  # LOCKED|POPULATE
+            "print('locked', flush=True); time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert locker.stdout is not None and locker.stdout.readline().strip() == "locked"
+        back = leakgate.wait_for_memory_back(baseline, timeout_s=0.3)
+        assert not back.back and back.leaked_bytes >= 2 * GiB
+        (locked,) = [h for h in back.holders if h.kind == "locked"]
+        assert locked.bytes >= 3.4 * GiB and locker.pid in locked.pids
+    finally:
+        locker.kill()
+        locker.wait()
+    assert leakgate.wait_for_memory_back(baseline, timeout_s=5).back  # unlocked with its process: back

@@ -17,7 +17,7 @@ import pytest
 
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import state as st
-from sparktui.runtime.server import supervisor
+from sparktui.runtime.server import client
 from tests.support import REPO, free_port, wait_for
 
 pytestmark = pytest.mark.slow  # spawns the route, supervisors and stub servers
@@ -215,26 +215,31 @@ def test_sigterm_stops_every_server_the_route_started_leaving_no_process(route, 
 
 
 def test_the_next_server_starts_only_once_the_stopped_servers_memory_came_back(route, make_profile):
-    """The leak gate's check between the stop and the start: 4 GiB of /dev/shm appearing while A runs
-    (what a killed library leaves) holds B's start until it is removed."""
-    a, b = make_profile(serve_extra=HALF), make_profile(serve_extra=HALF)
-    r = route({"alpha": a, "beta": b}, "queue-timeout-s = 120")
-    assert r.post("/v1/completions", "alpha").status_code == 200
+    """The leak gate between the stop and the start: A's engine leaves 4 GiB of /dev/shm behind
+    (as NCCL's or a killed library's files stay); B does not start until it is removed."""
     leak = Path("/dev/shm") / f"sparktui-route-test-{os.getpid()}-{free_port()}"
-    fd = os.open(leak, os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
+    a = make_profile(serve_extra=HALF, STUB_VLLM_LEAK_SHM=f"{leak}:4096")
+    b = make_profile(serve_extra=HALF)
+    r = route({"alpha": a, "beta": b}, "queue-timeout-s = 120")
     try:
-        os.posix_fallocate(fd, 0, 4 << 30)  # tmpfs pages, resident: 2 GiB above the gate's line, for a noisy box
+        assert r.post("/v1/completions", "alpha").status_code == 200
+        assert leak.exists()
         answer: list[httpx.Response] = []
         asking = threading.Thread(target=lambda: answer.append(r.post("/v1/completions", "beta", timeout=150)))
         asking.start()
-        wait_for(lambda: (r.record()["swapping"] or {}).get("step") == "memory", 60, "the swap to wait for memory")
-        stopped = server_state(a)
-        assert stopped is not None and stopped.status == "exited"
+
+        def tree_gone() -> bool:
+            s = server_state(a)
+            members = s.tree.members if s is not None and s.tree else []
+            return bool(members) and not any(proc.ProcessIdentity(p, t).is_alive() for p, t in members)
+
+        # the wait is the supervisor's own leak gate (in its stop) or the route's (its memory step)
+        waiting = ("stop", "memory")
+        wait_for(lambda: tree_gone() and (r.record()["swapping"] or {}).get("step") in waiting, 60, "A gone, B waiting")
         time.sleep(1)  # the gate re-measures every 0.25 s: B must still wait
-        assert server_state(b) is None and r.record()["swapping"]["step"] == "memory"
+        assert server_state(b) is None and r.record()["swapping"]["step"] in waiting
         removed_at = time.time()
     finally:
-        os.close(fd)
         leak.unlink(missing_ok=True)
     asking.join(150)
     assert answer and answer[0].status_code == 200, answer and answer[0].text
@@ -273,7 +278,7 @@ def test_a_server_that_ended_outside_the_route_is_started_again_by_the_next_requ
     r = route({"alpha": a})
     assert r.post("/v1/completions", "alpha").status_code == 200
     port = int(a.stem.split("-")[-1])
-    supervisor.stop(port)  # as `sparktui stop --port` would, behind the route's back
+    client.stop(port)  # as `sparktui stop --port` would, behind the route's back
     again = r.post("/v1/completions", "alpha")
     assert again.status_code == 200, again.text
     state = server_state(a)
@@ -300,3 +305,18 @@ def test_servers_left_by_a_route_that_was_killed_are_stopped_by_the_next_route_o
     finally:
         assert second.stop() == 0
     assert "left running by a route that ended unstopped" in second.proc.stderr.read()
+
+
+def test_models_of_other_groups_stop_even_when_both_would_fit_and_one_group_runs_together(route, make_profile):
+    small = "gpu-memory-utilization = 0.2"
+    a, b, c = (make_profile(serve_extra=small) for _ in range(3))
+    groups = '[route.groups]\none = ["alpha", "beta"]\ntwo = ["gamma"]\n'
+    r = route({"alpha": a, "beta": b, "gamma": c}, groups=groups)
+    assert r.post("/v1/completions", "alpha").status_code == 200
+    assert r.post("/v1/completions", "beta").status_code == 200
+    assert [server_state(p).status for p in (a, b)] == ["running", "running"]  # one group, room for both
+    assert r.post("/v1/completions", "gamma").status_code == 200
+    assert [server_state(p).status for p in (a, b, c)] == ["exited", "exited", "running"]
+    swap = wait_for(lambda: (h := r.record()["history"]) and h[-1]["model"] == "gamma" and h[-1], 10, "gamma's swap")
+    assert sorted(swap["stopped"]) == ["alpha", "beta"]
+    r.stop()

@@ -78,7 +78,11 @@ PSI_WINDOW = 1.0  # seconds the PSI full share is measured over
 PSI_EVERY = 0.05  # read /proc/pressure/memory at most this often (~25 µs a read)
 BUSY_PHASES = ("loading_weights", "profiling", "kv_cache", "cuda_graphs", "prefill")
 BUSY_INTERVAL = 0.02  # slowest pace in a busy phase
-STEADY_INTERVAL = 0.25  # slowest pace at steady state ("ready", no large prefill)
+# Slowest pace at steady state ("ready", no large prefill). Never slower than the headroom allows
+# (_interval: the gap to the nearest line at WORST_RATE), and the PSI trigger wakes the guard at
+# once when tasks stall on memory: far from the lines a sample a second is enough (issue 25: the
+# supervisor at rest costs ≤ 0.1% of a core).
+STEADY_INTERVAL = 1.0
 # The kernel tripwire (kernel_watch.py; modes in core/kernel_log.py). The host freezes ~5 s after a
 # burst of NV_ERR_NO_MEMORY (GB10), so its stop is SIGTERM with a short grace, then SIGKILL.
 KERNEL_GRACE_S = 0.5
@@ -87,7 +91,8 @@ KERNEL_EVENTS_KEPT = 20
 # of MemAvailable is how a driver failure looks from outside before the host freezes: the guard
 # then samples at ALERT_INTERVAL at most, trips on half the fall rate looking twice as far ahead,
 # and gives SIGTERM ALERT_GRACE_S.
-ALERT_FALL = int(0.5 * GiB)  # over the samples the decider keeps
+ALERT_FALL = int(0.5 * GiB)  # over the last ALERT_WINDOW_S
+ALERT_WINDOW_S = 10.0  # a few /metrics scrapes: the stall is seen every 2 s at best
 ALERT_INTERVAL = 0.01
 ALERT_GRACE_S = 1.0
 # Between samples the kernel wakes the guard when tasks stall on memory (PSI) for 15% of a second
@@ -224,6 +229,7 @@ class Decision:
     rate: float = 0.0  # bytes/s, negative when falling
     held: bool = False  # the sample looked like noise: held back until the next one confirms it
     psi_full_pct: float | None = None  # share of the last second all tasks stalled on memory
+    alert: bool = False  # decided on alert (engine stall + fall): the pace and patience of GuardDecider.alert
 
 
 class GuardDecider:
@@ -255,6 +261,7 @@ class GuardDecider:
         self.low_water: int | None = None
         self.noise_dropped = 0
         self.stalled = False  # the engine makes no progress with requests running (set_stalled)
+        self._recent: deque[tuple[float, int]] = deque()  # (t, MemAvailable) every ~0.25 s over ALERT_WINDOW_S
         self._held: tuple[float, int] | None = None
         self._warn = lines.bytes("warn")
         self._term = lines.bytes("term")
@@ -298,9 +305,9 @@ class GuardDecider:
     def alert(self) -> bool:
         """The engine stalls and MemAvailable fell (over the samples kept): a driver failure may be
         under way, so sample faster and be less patient."""
-        if not self.stalled or len(self.samples) < 2:
+        if not self.stalled or len(self._recent) < 2 or not self.samples:
             return False
-        return max(a for _, a in self.samples) - self.samples[-1][1] >= ALERT_FALL
+        return max(a for _, a in self._recent) - self.samples[-1][1] >= ALERT_FALL
 
     def set_stalled(self, stalled: bool) -> None:
         """From /metrics: prefill and decode both frozen with requests running (an attribute write)."""
@@ -378,6 +385,10 @@ class GuardDecider:
             self.state, self.term_at = "watching", None
 
     def feed(self, t: float, available: int, psi_full_total_us: int | None = None) -> Decision:
+        d = self._feed(t, available, psi_full_total_us)
+        return dataclasses.replace(d, alert=True) if self.alert else d
+
+    def _feed(self, t: float, available: int, psi_full_total_us: int | None = None) -> Decision:
         psi = self._psi_share(t, psi_full_total_us)
         if not self.armed:
             self._accept(t, available)
@@ -443,6 +454,10 @@ class GuardDecider:
 
     def _accept(self, t: float, available: int) -> None:
         self.samples.append((t, available))
+        if not self._recent or t - self._recent[-1][0] >= STEADY_INTERVAL:  # a coarse record for alert
+            self._recent.append((t, available))
+            while t - self._recent[0][0] > ALERT_WINDOW_S:
+                self._recent.popleft()
         if self.low_water is None or available < self.low_water:
             self.low_water = available
 
@@ -637,8 +652,11 @@ class Guard:
 
     def set_stalled(self, stalled: bool) -> None:
         """The engine stalls (/metrics): with a fall of MemAvailable the guard samples faster and
-        is less patient (GuardDecider.alert)."""
+        is less patient (GuardDecider.alert); a new stall is judged at once (a sample now)."""
+        was = self.decider.stalled
         self.decider.set_stalled(stalled)
+        if stalled and not was:
+            self._poke()
 
     def close(self) -> None:
         """Stop watching (the tree is left alone). From another thread; in a signal handler use

@@ -132,8 +132,8 @@ class KernelRecord(_Model):
     events: list[dict[str, Any]] = Field(default_factory=list)  # core.kernel_log.KernelEvent.to_dict()
 
 
-# The guard samples at least every 0.25 s (guard.STEADY_INTERVAL) while it runs: a last sample
-# older than this (eight periods at rest) means it is not sampling (its supervisor stopped, starved).
+# A last sample older than the gap the guard planned to its next one (guard.STEADY_INTERVAL at
+# rest, far less near a line) plus this means it is not sampling (its supervisor stopped, starved).
 GUARD_STALE_S = 2.0
 
 
@@ -144,14 +144,17 @@ class GuardRecord(_Model):
     last: GuardLast | None = None
     pressure: PressureRecord | None = None
     kernel: KernelRecord | None = None
+    alert: bool = False  # the engine stalls while MemAvailable falls: faster sampling, less patience
     # Set by readers (never stored): the real age of the guard's last sample (the supervisor's
     # live answer, or its heartbeat file when it cannot answer), and whether that is too old
     sample_age_s: float | None = None
     stale: bool = False
 
-    def set_age(self, age: float | None) -> None:
+    def set_age(self, age: float | None, planned_s: float = 0.0) -> None:
+        """`planned_s`: the gap the guard planned after that sample (its heartbeat says it)."""
         self.sample_age_s = None if age is None else round(max(age, 0.0), 2)
-        self.stale = age is not None and age > GUARD_STALE_S
+        # beyond the 0.25 s pace the guard keeps while it samples often
+        self.stale = age is not None and age > GUARD_STALE_S + max(0.0, planned_s - 0.25)
 
 
 class LoopStats(_Model):

@@ -52,8 +52,9 @@ def safe_name(name: str) -> str:
 
 
 def beat_path(port: int) -> Path:
-    """The guard's heartbeat: CLOCK_BOOTTIME seconds of its last sample, rewritten in place (no
-    rename, no fsync: a few bytes a sample) so a reader can tell a frozen guard from a quiet one."""
+    """The guard's heartbeat: CLOCK_BOOTTIME seconds of its last sample and the seconds it planned
+    to its next one ("T INTERVAL"), rewritten in place (no rename, no fsync: a few bytes a sample)
+    so a reader can tell a frozen guard from a quiet one that samples seldom at rest."""
     return state_dir() / "servers" / f"{port}.beat"
 
 
@@ -63,11 +64,23 @@ def boottime() -> float:
 
 def read_beat(fd_or_path: int | Path) -> float | None:
     """The heartbeat's time (CLOCK_BOOTTIME), or None when there is none."""
+    return read_beat_plan(fd_or_path)[0]
+
+
+def read_beat_plan(fd_or_path: int | Path) -> tuple[float | None, float]:
+    """(the heartbeat's time, the seconds the guard planned to its next sample: BEAT_PLAN_S for a
+    heartbeat that does not say)."""
     try:
-        raw = os.pread(fd_or_path, 32, 0) if isinstance(fd_or_path, int) else read_regular(fd_or_path, 64, "heartbeat")
-        return float(raw.split(b"\n", 1)[0])
-    except (OSError, ValueError, UserError):
-        return None
+        raw = os.pread(fd_or_path, 48, 0) if isinstance(fd_or_path, int) else read_regular(fd_or_path, 64, "heartbeat")
+        fields = raw.split(b"\n", 1)[0].split()
+        beat = float(fields[0])
+        plan = float(fields[1]) if len(fields) > 1 else BEAT_PLAN_S
+    except (OSError, ValueError, IndexError, UserError):
+        return None, BEAT_PLAN_S
+    return beat, plan if 0 <= plan < 3600 else BEAT_PLAN_S
+
+
+BEAT_PLAN_S = 0.25  # what a heartbeat without a plan (an older supervisor's) is taken to promise
 
 
 def socket_path(port: int) -> Path:
@@ -187,8 +200,8 @@ def with_liveness(state: StateRecord) -> StateRecord:
     """Fill in `alive`, and call a server whose supervisor vanished without a word `lost`."""
     state.alive = supervisor_alive(state)
     if state.alive and state.running and state.guard.sample_age_s is None:
-        beat = read_beat(beat_path(state.port))
-        state.guard.set_age(None if beat is None else boottime() - beat)
+        beat, plan = read_beat_plan(beat_path(state.port))
+        state.guard.set_age(None if beat is None else boottime() - beat, plan)
     if not state.alive and state.running:
         state.status = "lost"
         state.lost_reason = (

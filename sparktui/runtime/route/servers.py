@@ -90,9 +90,15 @@ def start(
         time.sleep(0.05)
 
 
-def memory_back(started: Started, pool_bytes: int) -> str | None:
-    """After its stop: None once the memory it used came back (the leak gate's check, up to 30 s);
-    otherwise how much did not and what holds it."""
+def memory_back(started: Started | None, pool_bytes: int, final: pr.StateRecord | None = None) -> str | None:
+    """After its stop: None once the memory it used came back, otherwise how much did not and what
+    holds it. The supervisor's own leak gate has judged when the end record carries its verdict;
+    otherwise (a server that ended before the stop, an older supervisor) the route waits here."""
+    leak = final.exit.leak if final is not None and final.exit is not None else None
+    if leak is not None:
+        return leak.summary() if leak.leaked else None
+    if started is None:
+        return None
     back = leakgate.wait_for_memory_back(started.baseline, pool_bytes=pool_bytes)
     return None if back.back else back.record(started.baseline).summary()
 

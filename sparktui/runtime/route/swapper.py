@@ -23,6 +23,7 @@ from sparktui.core.profiles import Profile
 from sparktui.core.route import RouteModel, RouteSettings, Running, plan_room
 from sparktui.errors import UserError
 from sparktui.runtime.records.launch_id import new_launch_id
+from sparktui.runtime.records.protocol import StateRecord
 from sparktui.runtime.route import servers
 
 HISTORY = 50
@@ -205,15 +206,15 @@ class Swapper:
                 pass
         t1 = time.monotonic()
         swap.drain_s = t1 - t0
-        started = [v.started for v in victims if v.started is not None]
+        started = [v.started for v in victims]
         self._step(swap, "stop")
-        await asyncio.gather(*(self._stop(v) for v in victims))
+        finals = await asyncio.gather(*(self._stop(v) for v in victims))
         t2 = time.monotonic()
         swap.stop_s = t2 - t1
         self._step(swap, "memory")
         try:
-            for s in started:  # the leak gate's check: never start into memory a stopped tree still holds
-                leak = await asyncio.to_thread(servers.memory_back, s, pool_size)
+            for s, final in zip(started, finals, strict=False):  # never start into memory a stopped tree holds
+                leak = await asyncio.to_thread(servers.memory_back, s, pool_size, final)
                 if leak is not None:
                     raise UserError(f"{leak}; the route starts nothing until it is freed")
         finally:
@@ -248,13 +249,16 @@ class Swapper:
         slot.status = "up"
         self._touch(slot)
 
-    async def _stop(self, slot: Slot) -> None:
+    async def _stop(self, slot: Slot) -> StateRecord | None:
+        """Stop the slot's server; its end record (with the leak gate's verdict), if it has one."""
         slot.status = "stopping"
         self.on_change()
+        final = None
         if slot.launch_id is not None:
-            await asyncio.to_thread(servers.stop, slot.port, slot.launch_id)
+            final = await asyncio.to_thread(servers.stop, slot.port, slot.launch_id)
         slot.status, slot.launch_id, slot.started, slot.reservation = "down", None, None, None
         self.on_change()
+        return final
 
     async def forget_if_gone(self, slot: Slot) -> bool:
         """True when the route's server of `slot` has ended (its record says so): the slot is down

@@ -132,8 +132,12 @@ class GuardWiring:
         if self.beat_fd is None or now - self._beat_at < BEAT_EVERY_S:
             return
         self._beat_at = now
+        # with the gap to the next heartbeat it plans: a guard that samples seldom at rest is not
+        # taken for a stopped one (the next write is at most BEAT_EVERY_S after a sample)
+        last = self.guard.last if self.guard is not None else None
+        plan = max(BEAT_EVERY_S, last.next_interval if last is not None else 0.0)
         try:
-            os.pwrite(self.beat_fd, f"{now:.3f}\n".encode().ljust(24), 0)
+            os.pwrite(self.beat_fd, f"{now:.3f} {plan:.3f}\n".encode().ljust(32), 0)
         except OSError:
             pass  # a full disk cannot refuse an overwrite in place of a tmpfs page; others: no heartbeat
 
@@ -225,11 +229,14 @@ class GuardWiring:
             events=[e.to_dict() for e in guard.kernel_events],
         )
         kernel_news = g.kernel != kernel
+        alert_news = g.alert != d.alert  # the pace changes with it: the line is news too
         g.kernel = kernel
+        g.alert = d.alert
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if (
             last
+            and not alert_news
             and last.action == now.action
             and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
         ):

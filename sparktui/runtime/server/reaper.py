@@ -107,7 +107,8 @@ _FINAL: list[str] = []
 # The guard's stand-in: when the supervisor's heartbeat (state.beat_path) is older than STALE_S
 # the reaper samples MemAvailable itself, every STANDIN_EVERY_S, and kills the tree at the kill line.
 STALE_S = 1.0
-REST_EVERY_S = 0.5  # how often the heartbeat is looked at while it is fresh
+REST_EVERY_S = 0.5  # how often, at least, the heartbeat is looked at while it is fresh
+REST_MAX_S = 5.0  # ... and at most: a fresh heartbeat that plans a long gap is looked at once it could be late
 STANDIN_EVERY_S = 0.01
 
 
@@ -161,11 +162,17 @@ def read_pipe(beat_fd: int | None = None, path: Path | None = None) -> tuple[boo
     while not pipe.closed:
         wait = REST_EVERY_S
         if beat_fd is not None and pipe.kill_below is not None and pipe.record is not None and not acted:
-            age = _beat_age(beat_fd)
-            if age is not None and age > STALE_S:
+            age, plan = _beat_age(beat_fd)
+            # stale: no heartbeat STALE_S past the one the guard planned, beyond the 0.25 s beat it
+            # keeps while it samples often (seldom at rest: up to guard.STEADY_INTERVAL)
+            overdue = None if age is None else age - max(0.0, plan - 0.25) - STALE_S
+            if overdue is not None and overdue < 0:
+                wait = min(REST_MAX_S, max(REST_EVERY_S, -overdue))  # look again when it could be late
+            if overdue is not None and overdue > 0:
                 wait = STANDIN_EVERY_S
                 available = _mem_available()
                 if available is not None and available <= pipe.kill_below:
+                    assert age is not None
                     _act(pipe.record, path, age, available, pipe.kill_below)
                     acted = True
         if poller.poll(wait * 1000):
@@ -173,12 +180,15 @@ def read_pipe(beat_fd: int | None = None, path: Path | None = None) -> tuple[boo
     return pipe.done, pipe.record
 
 
-def _beat_age(fd: int) -> float | None:
+def _beat_age(fd: int) -> tuple[float | None, float]:
+    """(seconds since the heartbeat, the gap the guard planned after it: 0.25 s when unsaid)."""
     try:
-        raw = os.pread(fd, 32, 0)
-        return time.clock_gettime(time.CLOCK_BOOTTIME) - float(raw.split(b"\n", 1)[0])
-    except (OSError, ValueError):
-        return None
+        fields = os.pread(fd, 48, 0).split(b"\n", 1)[0].split()
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - float(fields[0])
+        plan = float(fields[1]) if len(fields) > 1 else 0.25
+    except (OSError, ValueError, IndexError):
+        return None, 0.25
+    return age, min(max(plan, 0.0), 60.0)
 
 
 def _mem_available() -> int | None:

@@ -220,7 +220,8 @@ class Supervisor:
             live = self.record.model_copy(deep=True)
             guard = self.guard
             if guard is not None and guard.sampled_at is not None and live.running and guard.running:
-                live.guard.set_age(guard.clock() - guard.sampled_at)
+                planned = guard.last.next_interval if guard.last is not None else 0.0
+                live.guard.set_age(guard.clock() - guard.sampled_at, planned)
             # Only in live replies (never written to the file): what the loop has been doing.
             live.loop = pr.LoopStats(wakes=dict(self.wakeup.wakes), metrics_scrapes=self.metrics.count)
             return live

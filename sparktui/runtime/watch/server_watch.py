@@ -13,6 +13,23 @@ from sparktui.runtime.watch.crash_loop import BreakerFailure, BreakerVerdict, Cr
 from sparktui.runtime.watch.flight import LOG_LINE_CHARS, LOG_LINES, FlightHeader, FlightRecord, FlightRecorder
 from sparktui.runtime.watch.wedge import EngineCounters, WedgeDetector, WedgeState, WedgeView
 
+# At rest (ready, no request running, MemAvailable within REST_DRIFT of the last record, no memory
+# stall) the flight recorder writes every REST_RECORD_S instead of every second: the guard, not
+# the recorder, watches for a fall, and a record a second cost as much as the rest of the
+# supervisor at rest (issue 25).
+REST_RECORD_S = 5.0
+REST_DRIFT = 256 << 20
+
+
+def at_rest(before: FlightRecord | None, now: FlightRecord | None) -> bool:
+    """Whether nothing moved between two records (see REST_RECORD_S)."""
+    if before is None or now is None or now.phase != "ready" or now.status != "running":
+        return False
+    if now.running or now.prefilling or (now.psi_some or 0.0) > 0.0:
+        return False
+    return abs(now.avail - before.avail) < REST_DRIFT
+
+
 if TYPE_CHECKING:  # every command checks for a post-mortem: keep prometheus_client out of that path
     from sparktui.core.metrics import MetricsSnapshot
 
@@ -108,6 +125,7 @@ class ServerWatch:
         self._stop = threading.Event()
         self._recording: threading.Thread | None = None
         self.record_cost_s = 0.0  # total time spent making and writing records
+        self.last_record: FlightRecord | None = None
         self.records = 0
 
     # -- wedge
@@ -203,7 +221,9 @@ class ServerWatch:
     def start_recording(
         self, folder: Path, header: FlightHeader, context: Callable[[], tuple[str, str, list[int]]]
     ) -> None:
-        """Append a record once a second from a thread; context() gives (phase, status, pids)."""
+        """Append a record from a thread, once a second while anything moves (start-up, requests,
+        MemAvailable or PSI changing) and every REST_RECORD_S at rest; context() gives (phase,
+        status, pids)."""
         import threading
 
         if not self.settings.flight_recorder:
@@ -219,11 +239,12 @@ class ServerWatch:
         def loop() -> None:
             next_at = time.monotonic()
             while not self._stop.wait(max(0.0, next_at - time.monotonic())):
-                next_at += 1.0
+                before = self.last_record
                 try:
                     self.record_once(context)
                 except OSError:
                     pass  # a full disk must not take the supervisor down
+                next_at += REST_RECORD_S if at_rest(before, self.last_record) else 1.0
 
         self._recording = threading.Thread(target=loop, name="sparktui-flight", daemon=True)
         self._recording.start()
@@ -254,6 +275,7 @@ class ServerWatch:
             log=list(self.log_lines),
         )
         self.recorder.append(record, now)
+        self.last_record = record
         self.record_cost_s += time.perf_counter() - started
         self.records += 1
 

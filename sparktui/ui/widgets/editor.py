@@ -21,6 +21,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from sparktui.errors import UserError
+from sparktui.ui.widgets.forminput import FormInput
 
 if TYPE_CHECKING:
     from sparktui.core.config import Flag, ServeConfig
@@ -164,7 +165,7 @@ class ConfigEditor(VerticalScroll):
         else:
             suggester = SuggestFromList(list(flag.choices), case_sensitive=False) if flag.choices else None
             # no select-all on focus: Tab into the model field, then one key, must not wipe it
-            control = Input(
+            control = FormInput(
                 placeholder=_placeholder(flag),
                 password=flag.secret,
                 suggester=suggester,

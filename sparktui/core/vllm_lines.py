@@ -1,0 +1,95 @@
+"""The anatomy of one line of vLLM output: colours, carriage-return redraws, the outer prefixes other
+tools add (timestamps, `docker compose logs`, journald), vLLM's own `(EngineCore_DP0 pid=…)`
+prefix, the level and the message. Pure, and on the hot path of log ingest (str operations first,
+a regular expression only where it must)."""
+
+from __future__ import annotations
+
+import re
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_PREFIX = re.compile(r"\(([A-Za-z][\w.-]*) pid=\d+\) ?")
+_LEVELS = ("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL")
+EXCEPTION = re.compile(r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt)): (.*)")
+# Prefixes that tools outside vLLM put before its text, possibly several (compose name, then a time).
+_OUTER_PREFIX = re.compile(
+    r"(?:"
+    # "2026-04-19 17:30:52.611 | " (loguru-style) and docker logs -t's "2026-04-19T17:30:52.611Z "
+    r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?: *\|(?: |$)| )"
+    # CI runners' "[2025-12-13T19:54:35Z] "
+    r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\] "
+    # docker compose logs: "vllm-1  | ", "vllm_1 |"
+    r"|[A-Za-z0-9][\w.-]*\s*\|(?: |$)"
+    # journald / syslog: "Apr 19 17:30:52 spark vllm[1234]: "
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "
+    r")+"
+)
+_MONTH_INITIALS = frozenset("JFMASOND")
+_MONTHS = frozenset(("Jan ", "Feb ", "Mar ", "Apr ", "May ", "Jun ", "Jul ", "Aug ", "Sep ", "Oct ", "Nov ", "Dec "))
+
+
+def clean(raw: str) -> str:
+    """The line as a terminal would show it: no colours, no newline, progress bars at their last frame."""
+    line = raw.rstrip("\r\n")
+    if "\x1b" in line:
+        # the usual case is a coloured "(APIServer pid=…)" prefix: cut it with str ops, regex the rest
+        if line.startswith("\x1b["):
+            end = line.find("m", 2, 16)
+            if end > 0 and line[2:end].replace(";", "").isdigit():
+                line = line[end + 1 :]
+        line = line.replace("\x1b[0;0m", "").replace("\x1b[0m", "")
+        if "\x1b" in line:
+            line = _ANSI.sub("", line)
+    first = line[:1]  # one-character strings are cached: no allocation
+    # cheap tests first: vLLM's own lines start with "(", a level or a letter, with no "| " near the start
+    if first != "(" and (
+        first.isdigit()
+        or (first == "[" and line[1:2].isdigit())
+        or line.find("| ", 0, 100) >= 0
+        or line.endswith("|")
+        or (first in _MONTH_INITIALS and line[:4] in _MONTHS)
+    ):
+        m = _OUTER_PREFIX.match(line)
+        if m:
+            line = line[m.end() :]
+    if "\r" in line:
+        # a progress bar redrawn in place: keep the prefix and what the terminal showed last
+        parts = line.split("\r")
+        shown = next((part for part in reversed(parts[1:]) if part.strip()), "")
+        head = _PREFIX.match(parts[0])
+        line = parts[0] + shown if head and head.end() >= len(parts[0].rstrip()) else shown or parts[0]
+    return line
+
+
+def process_end(line: str) -> int:
+    """Index just past a "(EngineCore_DP0 pid=123)" prefix, or 0."""
+    if line.startswith("("):
+        end = line.find(")", 1, 80)
+        if end > 0 and line.find(" pid=", 1, end) > 0:
+            return end + 1
+    return 0
+
+
+def level_and_message(line: str) -> tuple[str | None, str]:
+    level = None
+    # "INFO 05-12 02:45:10 [api_server.py:1043] msg" and uvicorn's "INFO:     msg"
+    if line.startswith(_LEVELS):
+        word, _, rest = line.partition(" ")
+        if word.endswith(":") and word[:-1] in _LEVELS:
+            level, line = word[:-1], rest
+        elif word in _LEVELS and rest[:1].isdigit():
+            cut = rest.find("] ", 0, 80)
+            if cut > 0:
+                level, line = word, rest[cut + 2 :]
+            elif rest.endswith("]"):
+                level, line = word, ""
+    return level, line.strip()
+
+
+def split_line(raw: str) -> tuple[str | None, str | None, str]:
+    """(process, level, message) of one raw log line; the message has no colours or prefix."""
+    line = clean(raw)
+    end = process_end(line)
+    process = line[1 : line.find(" pid=")] if end else None
+    level, message = level_and_message(line[end:].lstrip() if end else line)
+    return process, level, message
