@@ -26,15 +26,17 @@ sys.path.insert(0, str(REPO))
 
 from sparktui.core.config import ServeConfig  # noqa: E402
 from sparktui.core.fit import (  # noqa: E402
-    activation_bytes,
     dgx_spark,
     fit,
     fit_to_kv_memory,
-    flashinfer_groups,
-    gdn_prefill_per_token,
     kv_dtype_bytes,
     machine_from_name,
     plan_kv,
+)
+from sparktui.core.fit_settings import (  # noqa: E402
+    activation_bytes,
+    flashinfer_groups,
+    gdn_prefill_per_token,
     settings_from,
 )
 from sparktui.core.modelspec import load_model_spec, spec_from_config, with_drafter  # noqa: E402

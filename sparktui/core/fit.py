@@ -17,613 +17,49 @@ the TUI can run it on every keystroke.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Any
 
 from sparktui.core.calibration import TERMS, Calibration, differences, machine_key
 from sparktui.core.config import ServeConfig, flag_by_field
+from sparktui.core.fit_settings import (
+    FitSettings,
+    GraphEstimate,
+    activation_bytes,
+    activation_parts,
+    cudagraph_estimate,
+    moe_workspace_per_token,
+    rules_of,
+    sampler_bytes,
+    settings_from,
+)
+from sparktui.core.kv_plan import DEFAULT_BLOCK_SIZE, KvPlan, kv_dtype_bytes, plan_kv
 from sparktui.core.machine import (
     Machine,
     dgx_spark,
     machine_from_name,
 )
-from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, online_quantized
+from sparktui.core.modelspec import MLA, ModelSpec, online_quantized
 from sparktui.core.modelspec.drafters import dflash_as_built
 from sparktui.core.modelspec.dtype import served_dtype
 from sparktui.core.modelspec.multimodal import language_model_only, zero_limit_towers
-from sparktui.core.modelspec.spec import KvFormat
-from sparktui.core.speculation import NO_KV_METHODS, Speculation
+from sparktui.core.speculation import Speculation
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
-from sparktui.core.units import GB, GiB, MiB
+from sparktui.core.units import GB, GiB
 from sparktui.core.vllm_rules import (
     CUDAGRAPH_FIRST_CAPTURE,
-    CUDAGRAPH_PER_GRAPH,
     DISCRETE_NON_TORCH,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
-    FLASHINFER_WORKSPACE_BYTES,
-    FULL_DECODE_MODES,
-    GDN_PREFILL_COPIES,
     INSTANTTENSOR_NON_TORCH,
-    KV_CACHE_DTYPES,
-    MEASURED_CONSTANTS,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     V2_SAMPLER_PEAK_COPIES,
     VllmRules,
-    graph_counts,
-    graph_counts_v2,
-    rules_for,
 )
-from sparktui.core.vllm_rules import kv_cache_dtype as kv_cache_dtype_info
-from sparktui.errors import UserError
 
 VERDICTS = ("fits", "tight", "wont_start", "unsafe")
-DEFAULT_BLOCK_SIZE = 16
-MIN_KERNEL_BLOCK = 16  # FlashAttention / FlashInfer kernel block: hybrid block sizes are multiples of it
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-# --------------------------------------------------------------------------- vLLM version
-
-DEFAULT_RULES = rules_for(None)  # no version given: the newest rules read, with a note
-
-
-# --------------------------------------------------------------------------- KV plan
-
-
-@dataclass(frozen=True)
-class KvGroup:
-    kind: str
-    layers: int  # layers in the widest group of this kind
-    groups: int  # how many groups of this kind
-    page_bytes: int  # bytes of one block of one layer
-    block_size: int  # tokens per block
-    window: int | None = None
-    fixed_pages: int = 0  # MAMBA: pages per sequence
-    pages_per_block: bool = False  # MAMBA in cache mode 'all' (vLLM 0.15–0.31): + one page per block
-
-    def blocks_per_request(self, max_len: int, in_flight: int) -> int:
-        if self.kind == MAMBA:
-            return self.fixed_pages + (cdiv(max_len, self.block_size) if self.pages_per_block else 0)
-        if self.kind == SLIDING and self.window:
-            return cdiv(min(self.window - 1 + in_flight, max_len), self.block_size) + 1
-        return cdiv(max_len, self.block_size)
-
-
-@dataclass(frozen=True)
-class KvPlan:
-    groups: tuple[KvGroup, ...]
-    bytes_per_block: int
-    in_flight: int
-    kv_bytes_per_token: int  # attention layers, every token
-    state_bytes_per_seq: int  # linear-attention layers, per sequence
-    block_size: int
-    working: tuple[str, ...]
-    null_block_checked: bool = True  # the length check leaves out the block pool's null block (vLLM ≥ 0.29)
-    tokens_from_concurrency: bool = True  # how "GPU KV cache size" is counted (vLLM ≥ 0.20.1)
-    unify_error: str = ""  # why this vLLM cannot give every layer one page size (it does not start)
-
-    @property
-    def num_groups(self) -> int:
-        return sum(g.groups for g in self.groups)
-
-    def blocks_per_request(self, max_len: int) -> int:
-        return sum(g.groups * g.blocks_per_request(max_len, self.in_flight) for g in self.groups)
-
-    def bytes_per_request(self, max_len: int) -> int:
-        return self.bytes_per_block * self.blocks_per_request(max_len)
-
-    def fits_one(self, kv_memory: int, max_len: int) -> bool:
-        reserved = self.bytes_per_block if self.null_block_checked else 0
-        return self.bytes_per_request(max_len) <= kv_memory - reserved
-
-    def max_len(self, kv_memory: int, upper: int) -> int:
-        """The longest max_model_len ≤ upper for which one request fits (vLLM's estimate)."""
-        if upper < 1 or not self.fits_one(kv_memory, 1):
-            return 0
-        lo, hi = 1, upper
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.fits_one(kv_memory, mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    def capacity(self, kv_memory: int, max_len: int) -> tuple[int, int, float]:
-        """(blocks, KV tokens, maximum concurrency) exactly as vLLM logs them."""
-        if kv_memory <= 0 or not self.groups:
-            return 0, 0, 0.0
-        blocks = kv_memory // self.bytes_per_block
-        concurrency = blocks / self.blocks_per_request(max_len)
-        if self.tokens_from_concurrency:
-            tokens = int(concurrency * max_len)
-        else:
-            min_block = (
-                min(g.block_size for g in self.groups if g.kind != MAMBA)
-                if any(g.kind != MAMBA for g in self.groups)
-                else DEFAULT_BLOCK_SIZE
-            )
-            tokens = blocks // self.num_groups * min_block
-        return blocks, tokens, concurrency
-
-
-def kv_dtype_bytes(spec: ModelSpec, kv_cache_dtype: str | None, rules: VllmRules = DEFAULT_RULES) -> tuple[int, str]:
-    """(bytes per element, name) for --kv-cache-dtype; whether the checkpoint's KV quantization
-    overrides it depends on the vLLM version and the checkpoint's format (vllm_rules)."""
-    name = (kv_cache_dtype or "auto").lower()
-    forced = rules.kv_dtype_from_checkpoint(spec.checkpoint_quant_method, spec.checkpoint_kv_cache_dtype, name)
-    if forced:
-        return 1, f"{forced} (from the checkpoint's {spec.checkpoint_quant_method} config, vLLM {rules.version})"
-    if name == "auto":
-        return spec.dtype_bytes, spec.dtype
-    info = kv_cache_dtype_info(name)
-    if info is None:
-        choices = ", ".join(d.name for d in KV_CACHE_DTYPES)
-        raise UserError(f"--kv-cache-dtype: got {kv_cache_dtype!r}; vLLM's values are {choices}")
-    if info.layout == "fp8":
-        return 1, name
-    if info.layout == "16bit":
-        return 2, name
-    if info.layout == "unsized":
-        raise UserError(
-            f"--kv-cache-dtype {name}: sparktui does not size this format yet (vLLM accepts it from "
-            f"{info.since}); use fp8, nvfp4 or a per-token-head format to see a fit"
-        )
-    unpacked = rules.value("int4_kv_sliding_layers") == "unpacked"
-    return KvFormat(1, info.layout, name, info.mla_bytes, unpacked), name
-
-
-# (kind, page bytes, block size, window, fixed pages, head geometry): one vLLM KV spec
-_SpecKey = tuple[str, int, int, int | None, int, tuple[int, ...]]
-
-
-@lru_cache(maxsize=256)
-def plan_kv(
-    spec: ModelSpec,
-    kv_bytes: int,
-    block_size: int | None = None,
-    tp: int = 1,
-    max_num_batched_tokens: int = 8192,
-    prefix_caching: bool = True,
-    num_spec: int = 0,
-    mtp: bool = False,
-    rules: VllmRules = DEFAULT_RULES,
-    async_scheduling: bool = True,
-    mamba_ssm_dtype: str | None = None,
-) -> KvPlan:
-    """Group the layers as vLLM's KV cache manager does and size one block, for the vLLM
-    version `rules` describes."""
-    layers = [g for g in (*spec.layers, *(spec.mtp_layers if mtp else ())) if g.count]
-    attn = [g for g in layers if g.kind != MAMBA]
-    mamba = [g for g in layers if g.kind == MAMBA]
-    bs = block_size or DEFAULT_BLOCK_SIZE
-    working = [g.describe(kv_bytes, tp, mamba_ssm_dtype) for g in layers]
-    per_token = sum(g.count * g.kv_bytes_per_token(kv_bytes, tp) for g in attn)
-    state = 0
-    # specs: (kind, page bytes, block size, window, fixed pages, geometry) → layer count. vLLM groups
-    # layers by KV spec equality, and a spec holds the head count and size: a drafter's full layers
-    # form their own group beside the target's even when their pages are the same size.
-    specs: dict[_SpecKey, int] = {}
-    mamba_mode = rules.mamba_cache_mode(prefix_caching, spec.architecture, num_spec > 0)
-    per_block = mamba_mode == "all" and rules.value("mamba_all_mode_pages") == "per_block"
-    if mamba:
-        fixed = (
-            rules.mamba_pages("none", 1, 1, num_spec) - 1
-            if per_block
-            else rules.mamba_pages(mamba_mode, 1, 1, num_spec)
-        )
-        state = max(g.state_bytes(spec.dtype_bytes, tp, num_spec, mamba_ssm_dtype) for g in mamba)
-        mamba_page = state
-        if attn:
-            # Platform.update_block_size_for_backend: grow the attention block until its page
-            # holds a Mamba state, then pad the state page to the attention page.
-            full = next((g for g in attn if g.kind in (FULL, MLA)), attn[0])
-            one = full.kv_bytes_per_token(kv_bytes, tp)
-            kernel = max(MIN_KERNEL_BLOCK, bs)
-            bs = max(bs, kernel * cdiv(state, kernel * one))
-            mamba_page = bs * one
-        for g in mamba:
-            key: _SpecKey = (MAMBA, mamba_page, bs, None, fixed, ())
-            specs[key] = specs.get(key, 0) + g.count
-        pages = f"one per block + {num_spec}" if per_block else str(fixed)
-        working.append(
-            f"linear-attention state: {state:,} B per sequence per layer × {pages} page(s) "
-            f"(Mamba cache mode {mamba_mode!r}), attention block size raised to {bs} tokens to match it"
-        )
-    for g in attn:
-        window = g.sliding_window if g.kind == SLIDING else None
-        heads = 1 if g.kind == MLA else max(1, g.num_kv_heads // tp)
-        geometry: tuple[int, ...] = (heads, g.head_size, g.head_size_v, g.elem_bytes)
-        key = (g.kind, g.kv_bytes_per_token(kv_bytes, tp) * bs, bs, window, 0, geometry)
-        specs[key] = specs.get(key, 0) + g.count
-
-    in_flight = rules.sliding_in_flight_batches(async_scheduling) * max_num_batched_tokens
-    groups: list[KvGroup] = []
-    checks = (rules.null_block_in_length_check, rules.tokens_from_concurrency)
-    if not specs:
-        return KvPlan((), 1, in_flight, 0, 0, bs, tuple(working), *checks)
-    unify_error = ""
-    kinds = {(k[0], k[3]) for k in specs}
-    if len(specs) == 1 or (len(kinds) == 1 and MAMBA not in {k[0] for k in specs}):
-        # One spec, or one type with different sizes: a single group of every layer.
-        (kind, _, size, window, fixed, _) = next(iter(specs))
-        total_page = sum(k[1] * n for k, n in specs.items())
-        groups.append(KvGroup(kind, sum(specs.values()), 1, total_page, size, window, fixed, per_block))
-        bytes_per_block = total_page
-    else:
-        # Hybrid: unify page sizes, then split every kind into groups of equal layer count.
-        max_page = max(k[1] for k in specs)
-        unified: dict[_SpecKey, int] = {}
-        for (kind, page, size, window, fixed, geometry), n in specs.items():
-            if page != max_page:
-                if kind != MAMBA and max_page % page == 0:
-                    size = size * (max_page // page)
-                elif kind == MLA:
-                    raise UserError(
-                        f"{spec.name}: vLLM cannot unify this model's KV page sizes (MLA beside other layers)"
-                    )
-                elif kind != MAMBA and rules.value("attention_page_padding") == "none":
-                    unify_error = (
-                        f"vLLM {rules.version} cannot give these layers one page size ({page:,} B does not divide "
-                        f"{max_page:,} B; NotImplementedError in unify_kv_cache_spec_page_size): it does not start"
-                    )
-                page = max_page
-            unified_key: _SpecKey = (kind, page, size, window, fixed, geometry)
-            unified[unified_key] = unified.get(unified_key, 0) + n
-        counts = list(unified.values())
-        group_size = min(counts)
-        if max(counts) < group_size * 1.5:
-            group_size = max(counts)
-        widest = 0
-        for (kind, page, size, window, fixed, _), n in unified.items():
-            n_groups = cdiv(n, group_size)
-            layers_in_widest = cdiv(n, n_groups)
-            widest = max(widest, layers_in_widest)
-            groups.append(KvGroup(kind, layers_in_widest, n_groups, page, size, window, fixed, per_block))
-        bytes_per_block = widest * max_page
-        working.append(
-            f"hybrid layers: {sum(g.groups for g in groups)} groups of up to {widest} layers; "
-            f"one block = {widest} × {max_page:,} B"
-        )
-    return KvPlan(
-        tuple(groups),
-        bytes_per_block,
-        in_flight,
-        per_token,
-        state,
-        min((g.block_size for g in groups if g.kind != MAMBA), default=bs),
-        tuple(working),
-        *checks,
-        unify_error=unify_error,
-    )
-
-
-# --------------------------------------------------------------------------- settings
-
-
-@dataclass(frozen=True)
-class FitSettings:
-    """The ServeConfig values the fit needs, with vLLM's defaults filled in."""
-
-    utilization: float
-    max_model_len: int
-    auto_len: bool
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    kv_cache_dtype: str
-    kv_cache_memory_bytes: int | None
-    block_size: int | None
-    prefix_caching: bool
-    enforce_eager: bool
-    tp: int
-    num_spec: int
-    mtp: bool
-    notes: tuple[str, ...] = ()
-    rules: VllmRules = DEFAULT_RULES
-    async_scheduling: bool = True
-    cuda_graphs_counted: bool = True  # vLLM subtracts its CUDA-graph estimate from the KV cache
-    mamba_ssm_dtype: str | None = None  # --mamba-ssm-cache-dtype (None / "auto": the model's own)
-    attention_backend: str | None = None  # --attention-backend, lower case
-    # --compilation-config: explicit capture sizes, largest size, cudagraph_mode (upper case)
-    capture_sizes: tuple[int, ...] | None = None
-    max_capture_size: int | None = None
-    cudagraph_mode: str | None = None
-    model_runner: str = "v1"  # "v2": vLLM's V2 GPU model runner (vllm/v1/worker/gpu)
-    load_format: str | None = None  # --load-format, lower case (instanttensor costs non-torch memory)
-    speculative_method: str | None = None  # as vLLM resolves it (core/speculation.py)
-
-
-# Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
-# VllmConfig.__post_init__: only EAGLE/MTP/DFlash/draft-model/ngram_gpu keep it).
-_SYNC_SPECULATIVE = ("ngram", "medusa", "mlp_speculator", "suffix")
-
-
-def _compilation(config: ServeConfig) -> tuple[tuple[int, ...] | None, int | None, str | None]:
-    """(cudagraph_capture_sizes, max_cudagraph_capture_size, cudagraph_mode) from --compilation-config."""
-    text = config.compilation_config
-    if not text:
-        return None, None, None
-    data = json.loads(text)  # ServeConfig checked it is JSON
-    if not isinstance(data, dict):
-        return None, None, None
-    sizes = data.get("cudagraph_capture_sizes")
-    largest = data.get("max_cudagraph_capture_size")
-    mode = data.get("cudagraph_mode")
-    capture: tuple[int, ...] | None = None
-    if isinstance(sizes, list) and all(isinstance(x, int) and 0 < x < 1 << 20 for x in sizes):
-        capture = tuple(sorted({int(x) for x in sizes}))
-    ok_largest = isinstance(largest, int) and 0 <= largest < 1 << 20
-    return (
-        capture,
-        int(largest) if ok_largest and largest is not None else None,
-        str(mode).upper() if mode is not None else None,
-    )
-
-
-def _async_scheduling(config: ServeConfig) -> bool:
-    """Whether vLLM schedules asynchronously (two batches in flight): on by default."""
-    if config.async_scheduling is not None:
-        return config.async_scheduling
-    if config.speculation is not None:
-        return config.speculation.method not in _SYNC_SPECULATIVE
-    return True
-
-
-def rules_of(config: ServeConfig) -> VllmRules:
-    """The rules for the config's vllm_version (None: the newest read, with a note)."""
-    return rules_for(config.vllm_version) if config.vllm_version else DEFAULT_RULES
-
-
-def _speculative(parsed: Speculation | None, spec: ModelSpec) -> tuple[int, bool, list[str], str | None]:
-    """(speculative tokens, whether draft layers are counted, notes, method)."""
-    if parsed is None:
-        return 0, False, [], None
-    n, method = parsed.num_tokens, parsed.method
-    notes: list[str] = []
-    if parsed.mtp:
-        if not spec.mtp_layers:
-            notes.append(f"{spec.name} has no MTP layers in its config; the draft is not modelled")
-            return n, False, notes, method
-        return n, True, notes, method
-    if spec.drafter:  # a separate drafter read from its own config (modelspec.load_serving_spec)
-        return n, True, notes, method
-    if method not in NO_KV_METHODS and parsed.refusal is None:
-        notes.append(f"speculative method {method or '?'}: the draft model's weights and KV are not modelled")
-    return n, False, notes, method
-
-
-def settings_from(
-    config: ServeConfig, spec: ModelSpec, machine: Machine, rules: VllmRules | None = None
-) -> FitSettings:
-    rules = rules or rules_of(config)
-    batched_default, seqs_default = rules.batch_defaults(machine.total if machine.device_memory_known else None)
-    max_len = config.max_model_len
-    auto_len = max_len is not None and max_len < 0
-    if max_len is None or auto_len:
-        # vLLM's default is the model's own limit (rope scaling included), 2048 when unknown
-        max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
-    num_spec, mtp, notes, method = _speculative(config.speculation, spec)
-    load_format = config.load_format.lower()
-    if config.unmodelled_flags:
-        notes.append(f"not modelled (passed to vLLM as they are): {' '.join(config.unmodelled_flags)}")
-    hybrid = any(g.kind == MAMBA for g in spec.layers)
-    prefix = config.enable_prefix_caching
-    if prefix is None:
-        prefix = rules.prefix_caching_default(hybrid=hybrid)
-    enforce_eager = config.enforce_eager
-    sizes, largest, mode = _compilation(config)
-    runner = rules.model_runner(
-        spec.architecture,
-        moe=spec.num_experts > 0,
-        hybrid=hybrid,
-        quantized=bool(spec.quantization or config.quantization),
-        speculative_method=method,
-        mamba_cache_mode=rules.mamba_cache_mode(bool(prefix), spec.architecture, num_spec > 0) if hybrid else "none",
-    )
-    return FitSettings(
-        utilization=config.gpu_memory_utilization,
-        max_model_len=int(max_len),
-        auto_len=auto_len,
-        max_num_seqs=config.max_num_seqs or seqs_default,
-        max_num_batched_tokens=config.max_num_batched_tokens or batched_default,
-        kv_cache_dtype=config.kv_cache_dtype or "auto",
-        kv_cache_memory_bytes=config.kv_cache_memory_bytes,
-        block_size=config.block_size,
-        prefix_caching=bool(prefix),
-        enforce_eager=enforce_eager,
-        tp=max(1, config.tensor_parallel_size),
-        num_spec=num_spec,
-        mtp=mtp,
-        notes=tuple(notes),
-        rules=rules,
-        async_scheduling=_async_scheduling(config),
-        cuda_graphs_counted=rules.cudagraph_memory_counted(enforce_eager),
-        mamba_ssm_dtype=config.mamba_ssm_cache_dtype,
-        attention_backend=(config.attention_backend or "").lower() or None,
-        capture_sizes=sizes,
-        max_capture_size=largest,
-        cudagraph_mode=mode,
-        model_runner=runner,
-        load_format=None if load_format == "auto" else load_format,
-        speculative_method=method,
-    )
-
-
-def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
-    """Bytes per batched token of the fused-MoE workspace, held once for every MoE layer: the
-    modular kernel takes max(workspace13, output) and workspace2 from one shared WorkspaceManager
-    buffer that grows to the largest request and stays (fused_moe/modular_kernel.py
-    FusedMoEModularKernel._allocate_buffers, current_workspace_manager). The shapes are the experts'
-    own workspace_shapes (fused_moe/experts), N the w13 width (2 × intermediate when gated; Nemotron-H's
-    relu² experts have no gate): NVFP4 runs CutlassExpertsFp4, tokens × top-k × (max(2N, K) + N);
-    the others TritonExperts (CutlassExpertsFp8 and MarlinExperts come to the same), tokens × top-k ×
-    (max(N / 2, K) + max(N, K)) for a gated model. bench/moe_workspace_oracle.py asks vLLM's code.
-    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)"""
-    if not (spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size):
-        return 0
-    inter = spec.moe_intermediate_size // tp
-    gated = spec.model_type != "nemotron_h"
-    n = inter * (2 if gated else 1)
-    k = spec.hidden_size
-    if "nvfp4" in (spec.quantization or "").lower():
-        width = max(2 * n, k) + n
-    else:
-        width = max(n // 2 if gated else n, k) + max(n, k)
-    return spec.experts_per_token * width * spec.dtype_bytes
-
-
-def gdn_prefill_per_token(spec: ModelSpec, tp: int = 1) -> int:
-    """Bytes per batched token a Gated-DeltaNet layer holds at its prefill peak, as vLLM's code
-    allocates them (layers/mamba/gdn_linear_attn.py forward_cuda / _forward_core, fla/ops:
-    chunk.py chunk_gated_delta_rule_fwd): in_proj_qkvz's output, core_attn_out, the conv output,
-    fused_post_conv_prep's q / k / v (g, beta fp32), chunk_scaled_dot_kkt's A (fp32) and
-    solve_tril's, recompute_w_u's w and u, chunk_delta_h's h (one value × key state per 64-token
-    chunk) and v_new, and chunk_fwd_o's o; times vllm_rules GDN_PREFILL_COPIES for what that
-    reading leaves out. 0 for models without Gated-DeltaNet layers (Mamba2 is not counted here)."""
-    gdn = [g for g in spec.layers if g.kind == MAMBA and g.state_kind == "gdn" and g.value_heads]
-    if not gdn:
-        return 0
-    g = max(gdn, key=lambda x: x.conv_dim)
-    d = spec.dtype_bytes
-    hv = max(1, g.value_heads // tp)
-    conv = g.conv_dim // tp
-    v_all = hv * g.head_v
-    tally = d * (3 * conv + 4 * v_all + hv * 64 + hv * g.head_k + v_all * g.head_k // 64) + 8 * hv + 4 * hv * 64
-    return int(GDN_PREFILL_COPIES.value * tally)
-
-
-def _activation_parts(
-    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, runner: str = "v1"
-) -> tuple[int, int]:
-    """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run)."""
-    # the residual stream and the dense MLP; an MoE model's routed experts keep their
-    # intermediates in the fused-MoE workspace, only its shared expert runs as a dense MLP
-    inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
-    per_token = spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner // tp)
-    per_token += moe_workspace_per_token(spec, tp) + gdn_prefill_per_token(spec, tp)
-    forward = max_num_batched_tokens * per_token
-    # _dummy_sampler_run: V1 applies top-k / top-p in fp32, the V2 runner samples the logits as they are
-    copies = SAMPLER_PEAK_COPIES.value if runner == "v1" else V2_SAMPLER_PEAK_COPIES
-    return forward, _sampler_bytes(spec, max_num_batched_tokens, max_num_seqs, copies)
-
-
-def _sampler_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, copies: float) -> int:
-    """`copies` fp32 copies of the logits of min(seqs, tokens) × vocab."""
-    return int(copies * min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4)
-
-
-def activation_bytes(
-    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, runner: str = "v1"
-) -> int:
-    """The profile run's torch peak: the larger of the forward pass over max_num_batched_tokens
-    tokens (hidden states and MLP intermediates) and the dummy sampler pass (vllm_rules
-    SAMPLER_PEAK_COPIES fp32 copies of the logits). An estimate."""
-    return max(_activation_parts(spec, max_num_batched_tokens, max_num_seqs, tp, runner))
-
-
-@dataclass(frozen=True)
-class GraphEstimate:
-    """What vLLM's CUDA-graph memory profile will report (GPUModelRunner.profile_cudagraph_memory):
-    the first capture of each mode (the largest counts once) plus each further graph."""
-
-    bytes: int
-    low: int
-    high: int
-    piecewise: int
-    full: int
-    backend: str  # what decided the first capture: "flashinfer" or "default"
-    groups: int = 0  # FlashInfer: attention KV-cache groups, one builder and workspace each
-    workspace: int = 0  # FlashInfer: their workspace buffers together
-
-
-def _graph_counts(spec: ModelSpec, s: FitSettings, backend: str | None) -> tuple[int, int]:
-    if s.enforce_eager:
-        return 0, 0
-    mode = s.rules.cudagraph_mode(s.cudagraph_mode, s.num_spec, single_token_decode=backend == "flashinfer")
-    sizes = s.rules.cudagraph_capture_sizes(
-        s.max_num_seqs,
-        s.num_spec,
-        s.max_num_batched_tokens,
-        full_decode=mode in FULL_DECODE_MODES,
-        gpt_oss=spec.architecture == "GptOssForCausalLM",
-        explicit=s.capture_sizes,
-        largest=s.max_capture_size,
-        runner=s.model_runner,
-    )
-    counts = graph_counts if s.model_runner == "v1" else graph_counts_v2
-    return counts(sizes, s.max_num_seqs, s.num_spec, mode)
-
-
-def flashinfer_groups(plan: KvPlan | None) -> int:
-    """How many FlashInfer metadata builders vLLM makes: one per attention KV-cache group
-    (gpu_model_runner.py initialize_attn_backend: an AttentionGroup, with its own builder, per
-    KV-cache group and backend); linear-attention / Mamba groups have backends of their own."""
-    if plan is None:
-        return 1
-    return max(1, sum(g.groups for g in plan.groups if g.kind != MAMBA))
-
-
-def flashinfer_workspace(spec: ModelSpec, s: FitSettings) -> int:
-    """One FlashInfer builder's workspace buffer, allocated on its first FULL-graph warm-up
-    (v1/attention/backends/flashinfer.py FlashInferMetadataBuilder._get_workspace_buffer):
-    VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (394 MiB), from vllm_rules flashinfer_workspace 'sized'
-    at least max_num_batched_tokens × query heads per rank × head size × 16 bytes."""
-    size = FLASHINFER_WORKSPACE_BYTES
-    if s.rules.value("flashinfer_workspace") == "sized":
-        heads = max(1, spec.num_attention_heads // s.tp)
-        head = max((g.head_size for g in spec.layers if g.kind != MAMBA and g.head_size), default=128)
-        size = max(size, s.max_num_batched_tokens * heads * head * 16)
-    return size
-
-
-def cudagraph_estimate(
-    spec: ModelSpec, s: FitSettings, machine: Machine, kv_bytes: int, plan: KvPlan | None = None
-) -> GraphEstimate:
-    """The CUDA-graph estimate for these flags (before it is known whether vLLM subtracts it).
-    With FlashInfer FULL graphs the first capture holds each attention KV-cache group's workspace
-    and what each group's graph adds, and each further graph one decode wrapper per group: it
-    scales with the attention groups captured, not with one model's figure."""
-    heads = tuple(g.head_size for g in spec.layers if g.count and g.kind != MAMBA and g.head_size)
-    backend = s.attention_backend
-    if backend is None and machine.unified:
-        backend = s.rules.gb10_attention_backend(kv_bytes == 1, heads)
-    pieces, full = _graph_counts(spec, s, backend)
-    if pieces + full == 0:
-        return GraphEstimate(0, 0, 0, 0, 0, "none")
-    if backend == "flashinfer" and full:
-        groups = flashinfer_groups(plan)
-        workspace = groups * flashinfer_workspace(spec, s)
-        per_full = max(MiB, groups * _BYTES[FLASHINFER_FULL_PER_GRAPH.key])
-        further = max(pieces - 1, 0) * _BYTES[CUDAGRAPH_PER_GRAPH.key] + max(full - 1, 0) * per_full
-        low, high = _SPREAD[FLASHINFER_FULL_FIRST_CAPTURE.key]
-        first = workspace + groups * _BYTES[FLASHINFER_FULL_FIRST_CAPTURE.key]
-        return GraphEstimate(
-            first + further,
-            workspace + groups * low + further,
-            workspace + groups * high + further,
-            pieces,
-            full,
-            "flashinfer",
-            groups,
-            workspace,
-        )
-    further = max(pieces - 1, 0) * _BYTES[CUDAGRAPH_PER_GRAPH.key] + max(full - 1, 0) * _BYTES[CUDAGRAPH_PER_GRAPH.key]
-    low, high = _SPREAD[CUDAGRAPH_FIRST_CAPTURE.key]
-    return GraphEstimate(
-        _BYTES[CUDAGRAPH_FIRST_CAPTURE.key] + further, low + further, high + further, pieces, full, "default"
-    )
-
-
-_BYTES = {c.key: c.bytes for c in MEASURED_CONSTANTS}
-_SPREAD = {c.key: c.spread_bytes for c in MEASURED_CONSTANTS}
 
 
 # --------------------------------------------------------------------------- the fit
@@ -771,14 +207,14 @@ def _core(
     plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
-    forward, sampler = _activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner)
+    forward, sampler = activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner)
     activation = max(forward, sampler)
     # The V2 runner's profile leaves the top-k / top-p pass out ("the sampler may skip top_k, top_p,
     # and logprobs, using less GPU memory than what is possible during actual execution"): at run
     # time that pass can take what V1 would have reserved, outside the request.
     unreserved = 0
     if s.model_runner == "v2":
-        top_k_pass = _sampler_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, SAMPLER_PEAK_COPIES.value)
+        top_k_pass = sampler_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, SAMPLER_PEAK_COPIES.value)
         unreserved = max(0, max(forward, top_k_pass) - activation)
     estimate = cudagraph_estimate(spec, s, machine, kv_bytes, plan)
     graphs = estimate.bytes if s.cuda_graphs_counted else 0
@@ -1385,18 +821,25 @@ def fit_to_kv_memory(
 
 
 __all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "VERDICTS",
     "CalibrationKey",
     "FitResult",
+    "FitSettings",
+    "GraphEstimate",
     "KvPlan",
     "Machine",
     "Suggestion",
     "activation_bytes",
     "calibration_key",
+    "cudagraph_estimate",
     "dgx_spark",
     "fit",
     "fit_to_kv_memory",
     "kv_dtype_bytes",
     "machine_from_name",
+    "moe_workspace_per_token",
     "plan_kv",
     "rules_of",
+    "settings_from",
 ]

@@ -8,14 +8,8 @@ import json
 import re
 
 from sparktui.core.config import ServeConfig
-from sparktui.core.fit import (
-    activation_bytes,
-    dgx_spark,
-    fit,
-    gdn_prefill_per_token,
-    machine_from_name,
-    moe_workspace_per_token,
-)
+from sparktui.core.fit import dgx_spark, fit, machine_from_name
+from sparktui.core.fit_settings import activation_bytes, gdn_prefill_per_token, moe_workspace_per_token
 from sparktui.core.modelspec import load_model_spec, spec_from_config
 from tests.core.test_fit import load_bench
 from tests.support import FIXTURES

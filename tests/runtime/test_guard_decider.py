@@ -43,7 +43,7 @@ def test_defaults_are_ordered_and_explained():
     [
         (dict(kill_below_gib=7, term_below_gib=6), "kill line 7 GiB is above the term line 6 GiB"),
         (dict(warn_below_gib=2), "warn line 2 GiB is below a term/kill line"),
-        (dict(kill_below_gib=-1), "kill_below_gib must be a finite number of GiB >= 0"),
+        (dict(kill_below_gib=-1), r"kill_below_gib must be a number of GiB from 0 to below 1048576 .*got -1"),
         (dict(grace_s=-1), "grace_s must be a finite number of seconds >= 0"),
         (dict(kill_below_gib=float("nan")), "kill_below_gib"),
     ],
@@ -324,7 +324,7 @@ def test_resolve_lines_lets_the_given_lines_win():
     assert lines.warn_below_gib is None and lines.term_below_gib == 6 and notes == []
     with pytest.raises(UserError, match="kill line 7 GiB is above the term line 5 GiB"):
         resolve_lines({"term_below_gib": 5, "kill_below_gib": 7}, GuardLines())
-    with pytest.raises(UserError, match="finite"):
+    with pytest.raises(UserError, match=r"from 0 to below 1048576 .*got inf"):
         resolve_lines({"kill_below_gib": float("inf")}, GuardLines())
 
 

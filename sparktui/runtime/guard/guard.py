@@ -93,6 +93,7 @@ KERNEL_EVENTS_KEPT = 20
 # and gives SIGTERM ALERT_GRACE_S.
 ALERT_FALL = int(0.5 * GiB)  # over the last ALERT_WINDOW_S
 ALERT_WINDOW_S = 10.0  # a few /metrics scrapes: the stall is seen every 2 s at best
+ALERT_RECORD_S = 0.25  # the coarse record alert judges the fall over: its own pace, not the steady one
 ALERT_INTERVAL = 0.01
 ALERT_GRACE_S = 1.0
 # Between samples the kernel wakes the guard when tasks stall on memory (PSI) for 15% of a second
@@ -454,7 +455,7 @@ class GuardDecider:
 
     def _accept(self, t: float, available: int) -> None:
         self.samples.append((t, available))
-        if not self._recent or t - self._recent[-1][0] >= STEADY_INTERVAL:  # a coarse record for alert
+        if not self._recent or t - self._recent[-1][0] >= ALERT_RECORD_S:  # a coarse record for alert
             self._recent.append((t, available))
             while t - self._recent[0][0] > ALERT_WINDOW_S:
                 self._recent.popleft()

@@ -1,0 +1,352 @@
+"""What the fit reads from a ServeConfig (FitSettings, with vLLM's defaults for the version filled in)
+and the memory vLLM's profile run takes beside the weights: the activation peak, the fused-MoE and
+Gated-DeltaNet workspaces, the sampler, the CUDA-graph estimate."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from sparktui.core.config import ServeConfig
+from sparktui.core.kv_plan import DEFAULT_RULES, KvPlan
+from sparktui.core.machine import (
+    Machine,
+)
+from sparktui.core.modelspec import MAMBA, ModelSpec
+from sparktui.core.speculation import NO_KV_METHODS, Speculation
+from sparktui.core.units import MiB
+from sparktui.core.vllm_rules import (
+    CUDAGRAPH_FIRST_CAPTURE,
+    CUDAGRAPH_PER_GRAPH,
+    FLASHINFER_FULL_FIRST_CAPTURE,
+    FLASHINFER_FULL_PER_GRAPH,
+    FLASHINFER_WORKSPACE_BYTES,
+    FULL_DECODE_MODES,
+    GDN_PREFILL_COPIES,
+    MEASURED_CONSTANTS,
+    SAMPLER_PEAK_COPIES,
+    V2_SAMPLER_PEAK_COPIES,
+    VllmRules,
+    graph_counts,
+    graph_counts_v2,
+    rules_for,
+)
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """The ServeConfig values the fit needs, with vLLM's defaults filled in."""
+
+    utilization: float
+    max_model_len: int
+    auto_len: bool
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_dtype: str
+    kv_cache_memory_bytes: int | None
+    block_size: int | None
+    prefix_caching: bool
+    enforce_eager: bool
+    tp: int
+    num_spec: int
+    mtp: bool
+    notes: tuple[str, ...] = ()
+    rules: VllmRules = DEFAULT_RULES
+    async_scheduling: bool = True
+    cuda_graphs_counted: bool = True  # vLLM subtracts its CUDA-graph estimate from the KV cache
+    mamba_ssm_dtype: str | None = None  # --mamba-ssm-cache-dtype (None / "auto": the model's own)
+    attention_backend: str | None = None  # --attention-backend, lower case
+    # --compilation-config: explicit capture sizes, largest size, cudagraph_mode (upper case)
+    capture_sizes: tuple[int, ...] | None = None
+    max_capture_size: int | None = None
+    cudagraph_mode: str | None = None
+    model_runner: str = "v1"  # "v2": vLLM's V2 GPU model runner (vllm/v1/worker/gpu)
+    load_format: str | None = None  # --load-format, lower case (instanttensor costs non-torch memory)
+    speculative_method: str | None = None  # as vLLM resolves it (core/speculation.py)
+
+
+# Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
+# VllmConfig.__post_init__: only EAGLE/MTP/DFlash/draft-model/ngram_gpu keep it).
+_SYNC_SPECULATIVE = ("ngram", "medusa", "mlp_speculator", "suffix")
+
+
+def _compilation(config: ServeConfig) -> tuple[tuple[int, ...] | None, int | None, str | None]:
+    """(cudagraph_capture_sizes, max_cudagraph_capture_size, cudagraph_mode) from --compilation-config."""
+    text = config.compilation_config
+    if not text:
+        return None, None, None
+    data = json.loads(text)  # ServeConfig checked it is JSON
+    if not isinstance(data, dict):
+        return None, None, None
+    sizes = data.get("cudagraph_capture_sizes")
+    largest = data.get("max_cudagraph_capture_size")
+    mode = data.get("cudagraph_mode")
+    capture: tuple[int, ...] | None = None
+    if isinstance(sizes, list) and all(isinstance(x, int) and 0 < x < 1 << 20 for x in sizes):
+        capture = tuple(sorted({int(x) for x in sizes}))
+    ok_largest = isinstance(largest, int) and 0 <= largest < 1 << 20
+    return (
+        capture,
+        int(largest) if ok_largest and largest is not None else None,
+        str(mode).upper() if mode is not None else None,
+    )
+
+
+def _async_scheduling(config: ServeConfig) -> bool:
+    """Whether vLLM schedules asynchronously (two batches in flight): on by default."""
+    if config.async_scheduling is not None:
+        return config.async_scheduling
+    if config.speculation is not None:
+        return config.speculation.method not in _SYNC_SPECULATIVE
+    return True
+
+
+def rules_of(config: ServeConfig) -> VllmRules:
+    """The rules for the config's vllm_version (None: the newest read, with a note)."""
+    return rules_for(config.vllm_version) if config.vllm_version else DEFAULT_RULES
+
+
+def _speculative(parsed: Speculation | None, spec: ModelSpec) -> tuple[int, bool, list[str], str | None]:
+    """(speculative tokens, whether draft layers are counted, notes, method)."""
+    if parsed is None:
+        return 0, False, [], None
+    n, method = parsed.num_tokens, parsed.method
+    notes: list[str] = []
+    if parsed.mtp:
+        if not spec.mtp_layers:
+            notes.append(f"{spec.name} has no MTP layers in its config; the draft is not modelled")
+            return n, False, notes, method
+        return n, True, notes, method
+    if spec.drafter:  # a separate drafter read from its own config (modelspec.load_serving_spec)
+        return n, True, notes, method
+    if method not in NO_KV_METHODS and parsed.refusal is None:
+        notes.append(f"speculative method {method or '?'}: the draft model's weights and KV are not modelled")
+    return n, False, notes, method
+
+
+def settings_from(
+    config: ServeConfig, spec: ModelSpec, machine: Machine, rules: VllmRules | None = None
+) -> FitSettings:
+    rules = rules or rules_of(config)
+    batched_default, seqs_default = rules.batch_defaults(machine.total if machine.device_memory_known else None)
+    max_len = config.max_model_len
+    auto_len = max_len is not None and max_len < 0
+    if max_len is None or auto_len:
+        # vLLM's default is the model's own limit (rope scaling included), 2048 when unknown
+        max_len = spec.max_len_limit or spec.max_position_embeddings or 2048
+    num_spec, mtp, notes, method = _speculative(config.speculation, spec)
+    load_format = config.load_format.lower()
+    if config.unmodelled_flags:
+        notes.append(f"not modelled (passed to vLLM as they are): {' '.join(config.unmodelled_flags)}")
+    hybrid = any(g.kind == MAMBA for g in spec.layers)
+    prefix = config.enable_prefix_caching
+    if prefix is None:
+        prefix = rules.prefix_caching_default(hybrid=hybrid)
+    enforce_eager = config.enforce_eager
+    sizes, largest, mode = _compilation(config)
+    runner = rules.model_runner(
+        spec.architecture,
+        moe=spec.num_experts > 0,
+        hybrid=hybrid,
+        quantized=bool(spec.quantization or config.quantization),
+        speculative_method=method,
+        mamba_cache_mode=rules.mamba_cache_mode(bool(prefix), spec.architecture, num_spec > 0) if hybrid else "none",
+    )
+    return FitSettings(
+        utilization=config.gpu_memory_utilization,
+        max_model_len=int(max_len),
+        auto_len=auto_len,
+        max_num_seqs=config.max_num_seqs or seqs_default,
+        max_num_batched_tokens=config.max_num_batched_tokens or batched_default,
+        kv_cache_dtype=config.kv_cache_dtype or "auto",
+        kv_cache_memory_bytes=config.kv_cache_memory_bytes,
+        block_size=config.block_size,
+        prefix_caching=bool(prefix),
+        enforce_eager=enforce_eager,
+        tp=max(1, config.tensor_parallel_size),
+        num_spec=num_spec,
+        mtp=mtp,
+        notes=tuple(notes),
+        rules=rules,
+        async_scheduling=_async_scheduling(config),
+        cuda_graphs_counted=rules.cudagraph_memory_counted(enforce_eager),
+        mamba_ssm_dtype=config.mamba_ssm_cache_dtype,
+        attention_backend=(config.attention_backend or "").lower() or None,
+        capture_sizes=sizes,
+        max_capture_size=largest,
+        cudagraph_mode=mode,
+        model_runner=runner,
+        load_format=None if load_format == "auto" else load_format,
+        speculative_method=method,
+    )
+
+
+def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
+    """Bytes per batched token of the fused-MoE workspace, held once for every MoE layer: the
+    modular kernel takes max(workspace13, output) and workspace2 from one shared WorkspaceManager
+    buffer that grows to the largest request and stays (fused_moe/modular_kernel.py
+    FusedMoEModularKernel._allocate_buffers, current_workspace_manager). The shapes are the experts'
+    own workspace_shapes (fused_moe/experts), N the w13 width (2 × intermediate when gated; Nemotron-H's
+    relu² experts have no gate): NVFP4 runs CutlassExpertsFp4, tokens × top-k × (max(2N, K) + N);
+    the others TritonExperts (CutlassExpertsFp8 and MarlinExperts come to the same), tokens × top-k ×
+    (max(N / 2, K) + max(N, K)) for a gated model. bench/moe_workspace_oracle.py asks vLLM's code.
+    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)"""
+    if not (spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size):
+        return 0
+    inter = spec.moe_intermediate_size // tp
+    gated = spec.model_type != "nemotron_h"
+    n = inter * (2 if gated else 1)
+    k = spec.hidden_size
+    if "nvfp4" in (spec.quantization or "").lower():
+        width = max(2 * n, k) + n
+    else:
+        width = max(n // 2 if gated else n, k) + max(n, k)
+    return spec.experts_per_token * width * spec.dtype_bytes
+
+
+def gdn_prefill_per_token(spec: ModelSpec, tp: int = 1) -> int:
+    """Bytes per batched token a Gated-DeltaNet layer holds at its prefill peak, as vLLM's code
+    allocates them (layers/mamba/gdn_linear_attn.py forward_cuda / _forward_core, fla/ops:
+    chunk.py chunk_gated_delta_rule_fwd): in_proj_qkvz's output, core_attn_out, the conv output,
+    fused_post_conv_prep's q / k / v (g, beta fp32), chunk_scaled_dot_kkt's A (fp32) and
+    solve_tril's, recompute_w_u's w and u, chunk_delta_h's h (one value × key state per 64-token
+    chunk) and v_new, and chunk_fwd_o's o; times vllm_rules GDN_PREFILL_COPIES for what that
+    reading leaves out. 0 for models without Gated-DeltaNet layers (Mamba2 is not counted here)."""
+    gdn = [g for g in spec.layers if g.kind == MAMBA and g.state_kind == "gdn" and g.value_heads]
+    if not gdn:
+        return 0
+    g = max(gdn, key=lambda x: x.conv_dim)
+    d = spec.dtype_bytes
+    hv = max(1, g.value_heads // tp)
+    conv = g.conv_dim // tp
+    v_all = hv * g.head_v
+    tally = d * (3 * conv + 4 * v_all + hv * 64 + hv * g.head_k + v_all * g.head_k // 64) + 8 * hv + 4 * hv * 64
+    return int(GDN_PREFILL_COPIES.value * tally)
+
+
+def activation_parts(
+    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, runner: str = "v1"
+) -> tuple[int, int]:
+    """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run)."""
+    # the residual stream and the dense MLP; an MoE model's routed experts keep their
+    # intermediates in the fused-MoE workspace, only its shared expert runs as a dense MLP
+    inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
+    per_token = spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner // tp)
+    per_token += moe_workspace_per_token(spec, tp) + gdn_prefill_per_token(spec, tp)
+    forward = max_num_batched_tokens * per_token
+    # _dummy_sampler_run: V1 applies top-k / top-p in fp32, the V2 runner samples the logits as they are
+    copies = SAMPLER_PEAK_COPIES.value if runner == "v1" else V2_SAMPLER_PEAK_COPIES
+    return forward, sampler_bytes(spec, max_num_batched_tokens, max_num_seqs, copies)
+
+
+def sampler_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, copies: float) -> int:
+    """`copies` fp32 copies of the logits of min(seqs, tokens) × vocab."""
+    return int(copies * min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4)
+
+
+def activation_bytes(
+    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, runner: str = "v1"
+) -> int:
+    """The profile run's torch peak: the larger of the forward pass over max_num_batched_tokens
+    tokens (hidden states and MLP intermediates) and the dummy sampler pass (vllm_rules
+    SAMPLER_PEAK_COPIES fp32 copies of the logits). An estimate."""
+    return max(activation_parts(spec, max_num_batched_tokens, max_num_seqs, tp, runner))
+
+
+@dataclass(frozen=True)
+class GraphEstimate:
+    """What vLLM's CUDA-graph memory profile will report (GPUModelRunner.profile_cudagraph_memory):
+    the first capture of each mode (the largest counts once) plus each further graph."""
+
+    bytes: int
+    low: int
+    high: int
+    piecewise: int
+    full: int
+    backend: str  # what decided the first capture: "flashinfer" or "default"
+    groups: int = 0  # FlashInfer: attention KV-cache groups, one builder and workspace each
+    workspace: int = 0  # FlashInfer: their workspace buffers together
+
+
+def _graph_counts(spec: ModelSpec, s: FitSettings, backend: str | None) -> tuple[int, int]:
+    if s.enforce_eager:
+        return 0, 0
+    mode = s.rules.cudagraph_mode(s.cudagraph_mode, s.num_spec, single_token_decode=backend == "flashinfer")
+    sizes = s.rules.cudagraph_capture_sizes(
+        s.max_num_seqs,
+        s.num_spec,
+        s.max_num_batched_tokens,
+        full_decode=mode in FULL_DECODE_MODES,
+        gpt_oss=spec.architecture == "GptOssForCausalLM",
+        explicit=s.capture_sizes,
+        largest=s.max_capture_size,
+        runner=s.model_runner,
+    )
+    counts = graph_counts if s.model_runner == "v1" else graph_counts_v2
+    return counts(sizes, s.max_num_seqs, s.num_spec, mode)
+
+
+def flashinfer_groups(plan: KvPlan | None) -> int:
+    """How many FlashInfer metadata builders vLLM makes: one per attention KV-cache group
+    (gpu_model_runner.py initialize_attn_backend: an AttentionGroup, with its own builder, per
+    KV-cache group and backend); linear-attention / Mamba groups have backends of their own."""
+    if plan is None:
+        return 1
+    return max(1, sum(g.groups for g in plan.groups if g.kind != MAMBA))
+
+
+def flashinfer_workspace(spec: ModelSpec, s: FitSettings) -> int:
+    """One FlashInfer builder's workspace buffer, allocated on its first FULL-graph warm-up
+    (v1/attention/backends/flashinfer.py FlashInferMetadataBuilder._get_workspace_buffer):
+    VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (394 MiB), from vllm_rules flashinfer_workspace 'sized'
+    at least max_num_batched_tokens × query heads per rank × head size × 16 bytes."""
+    size = FLASHINFER_WORKSPACE_BYTES
+    if s.rules.value("flashinfer_workspace") == "sized":
+        heads = max(1, spec.num_attention_heads // s.tp)
+        head = max((g.head_size for g in spec.layers if g.kind != MAMBA and g.head_size), default=128)
+        size = max(size, s.max_num_batched_tokens * heads * head * 16)
+    return size
+
+
+def cudagraph_estimate(
+    spec: ModelSpec, s: FitSettings, machine: Machine, kv_bytes: int, plan: KvPlan | None = None
+) -> GraphEstimate:
+    """The CUDA-graph estimate for these flags (before it is known whether vLLM subtracts it).
+    With FlashInfer FULL graphs the first capture holds each attention KV-cache group's workspace
+    and what each group's graph adds, and each further graph one decode wrapper per group: it
+    scales with the attention groups captured, not with one model's figure."""
+    heads = tuple(g.head_size for g in spec.layers if g.count and g.kind != MAMBA and g.head_size)
+    backend = s.attention_backend
+    if backend is None and machine.unified:
+        backend = s.rules.gb10_attention_backend(kv_bytes == 1, heads)
+    pieces, full = _graph_counts(spec, s, backend)
+    if pieces + full == 0:
+        return GraphEstimate(0, 0, 0, 0, 0, "none")
+    if backend == "flashinfer" and full:
+        groups = flashinfer_groups(plan)
+        workspace = groups * flashinfer_workspace(spec, s)
+        per_full = max(MiB, groups * _BYTES[FLASHINFER_FULL_PER_GRAPH.key])
+        further = max(pieces - 1, 0) * _BYTES[CUDAGRAPH_PER_GRAPH.key] + max(full - 1, 0) * per_full
+        low, high = _SPREAD[FLASHINFER_FULL_FIRST_CAPTURE.key]
+        first = workspace + groups * _BYTES[FLASHINFER_FULL_FIRST_CAPTURE.key]
+        return GraphEstimate(
+            first + further,
+            workspace + groups * low + further,
+            workspace + groups * high + further,
+            pieces,
+            full,
+            "flashinfer",
+            groups,
+            workspace,
+        )
+    further = max(pieces - 1, 0) * _BYTES[CUDAGRAPH_PER_GRAPH.key] + max(full - 1, 0) * _BYTES[CUDAGRAPH_PER_GRAPH.key]
+    low, high = _SPREAD[CUDAGRAPH_FIRST_CAPTURE.key]
+    return GraphEstimate(
+        _BYTES[CUDAGRAPH_FIRST_CAPTURE.key] + further, low + further, high + further, pieces, full, "default"
+    )
+
+
+_BYTES = {c.key: c.bytes for c in MEASURED_CONSTANTS}
+_SPREAD = {c.key: c.spread_bytes for c in MEASURED_CONSTANTS}
