@@ -1,0 +1,138 @@
+"""The supervisor's parts on their own, in-process (no vLLM, no child process): each holds its own
+state and is given what it needs, so each can be driven directly. The supervisor as a whole, with
+real processes, is in test_supervisor.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from sparktui.errors import UserError
+from sparktui.runtime.records import protocol as pr
+from sparktui.runtime.records import state as st
+from sparktui.runtime.server.command_socket import CommandSocket
+from sparktui.runtime.server.logtail import LogTail
+from sparktui.runtime.server.metrics_pace import METRICS_EVERY_S, METRICS_IDLE_MAX_S, MetricsOnDemand
+from sparktui.runtime.server.record_file import RecordFile
+from sparktui.runtime.server.wakeup import Wakeup
+
+
+class NoMetrics:
+    """An endpoint whose /metrics does not answer (the scrape records why)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def metrics(self) -> Any:
+        self.asked += 1
+        return SimpleNamespace(snapshot=None, error="connection refused")
+
+
+def test_metrics_back_off_while_nobody_reads_them_and_a_reader_brings_the_pace_back() -> None:
+    lock = threading.RLock()
+    stored: list[dict[str, Any]] = []
+    pace = MetricsOnDemand(lock, wake=lambda: None, healthy=lambda: True)
+    endpoint = NoMetrics()
+    gaps = []
+    for _ in range(8):
+        before = time.monotonic()
+        pace.poll(endpoint, seen=lambda _: None, store=stored.append)  # type: ignore[arg-type]
+        gaps.append(round(pace.next_at - before))
+    assert gaps == [4, 8, 16, 32, 64, 120, 120, 120]  # doubling up to METRICS_IDLE_MAX_S
+    assert gaps[-1] == METRICS_IDLE_MAX_S and pace.count == 8 and stored[-1]["error"] == "connection refused"
+    pace.note_activity()  # a log line that is not a probe: the busy pace from the last scrape on
+    assert pace.next_at - time.monotonic() <= METRICS_EVERY_S
+
+
+def test_a_reader_of_a_healthy_server_waits_for_a_fresh_scrape_and_one_of_a_starting_server_does_not() -> None:
+    lock = threading.RLock()
+    healthy = [False]
+    woken = threading.Event()
+    pace = MetricsOnDemand(lock, wake=woken.set, healthy=lambda: healthy[0])
+    pace.want()
+    assert not woken.is_set()  # nothing to scrape yet: no wait, no wake
+    healthy[0] = True
+    endpoint = NoMetrics()
+
+    def loop() -> None:  # the supervisor's loop: woken, it scrapes
+        woken.wait(5)
+        pace.poll(endpoint, seen=lambda _: None, store=lambda _: None)  # type: ignore[arg-type]
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    pace.want()  # returns once the scrape it asked for is done
+    thread.join(5)
+    assert woken.is_set() and endpoint.asked == 1 and pace.count == 1
+
+
+def test_a_state_file_that_cannot_be_written_is_said_once_and_said_again_when_it_can(tmp_path: Path) -> None:
+    said: list[str] = []
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    guard = pr.GuardRecord(armed=True, lines=pr.GuardLinesRecord())
+    record = pr.StateRecord(status="starting", port=8000, supervisor=pr.ProcessRef(pid=1, start_time=1), guard=guard)
+    bad = RecordFile(blocker / "8000.json", said.append)
+    assert not bad.write(record) and not bad.write(record)
+    assert bad.unsaved and len(said) == 1 and "cannot write the state file" in said[0]
+    blocker.unlink()
+    assert bad.write(record) and not bad.unsaved
+    assert said[1] == f"the state file {blocker / '8000.json'} is written again"
+    assert st.read_state(blocker / "8000.json") is not None
+    assert (blocker / "8000.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_one_command_socket_per_port_and_it_answers_through_the_supervisors_verbs(isolated: Path) -> None:
+    first = CommandSocket(18999, lambda _: None)
+    first.claim()
+    try:
+        with pytest.raises(UserError, match="another sparktui supervisor already holds this port"):
+            CommandSocket(18999, lambda _: None).claim()
+        asked: list[pr.AnyRequest] = []
+
+        def answer(req: pr.AnyRequest) -> pr.Reply:
+            asked.append(req)
+            return pr.Reply(ok=True)
+
+        first.serve(answer, lambda: None)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(5)
+            conn.connect(first.name)
+            conn.sendall(b'{"cmd": "status"}\n')
+            reply = conn.recv(65536)
+        assert b'"ok":true' in reply.replace(b" ", b"") and isinstance(asked[0], pr.StatusRequest)
+    finally:
+        first.close()
+        st.HELD_HERE.discard(18999)
+
+
+def test_the_loop_sleeps_until_woken_and_counts_why(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text("")
+    wakeup = Wakeup()
+    follower = LogTail(log, keep=1)
+    sleep = wakeup.sleeper(follower, pid=os.getpid())
+    try:
+        assert follower.poll() == []  # as the loop does before it sleeps: the file is open and watched
+        sleep.sleep(0.0)
+        assert wakeup.wakes["timer"] == 1
+        wakeup.wake()
+        started = time.monotonic()
+        sleep.sleep(30.0)
+        assert time.monotonic() - started < 10 and wakeup.wakes["request"] == 1
+        if sleep.log_fd is not None:  # inotify: a write to the log wakes it too
+            with log.open("a") as f:
+                f.write("INFO a line\n")
+            sleep.sleep(30.0)
+            assert wakeup.wakes["log"] == 1 and follower.poll() == ["INFO a line"]
+    finally:
+        sleep.close()
+        follower.close()
+        wakeup.close()
+    wakeup.wake()  # after close: harmless (a late signal handler)
