@@ -246,18 +246,19 @@ class SparkApp(App[None]):
             self.guard = GuardView("n/a", last_trip=last_trip, why_na="open a profile: the guard's lines live in it")
             return
         settings = profile.guard
+        lines = None
         try:
             lines = self.backend.default_guard_lines(settings)
         except (Unavailable, UserError) as exc:
-            lines, why = {}, str(exc)
+            why = str(exc)
         else:
             why = "it watches the server once launched"
         armed = "disarmed" if settings.armed is False else "armed"
         self.guard = GuardView(
             state="tripped" if last_trip else armed,  # the last server's end, until the next launch
-            warn_gib=lines.get("warn_below_gib"),
-            term_gib=lines.get("term_below_gib"),
-            kill_gib=lines.get("kill_below_gib"),
+            warn_gib=lines.warn_below_gib if lines else None,
+            term_gib=lines.term_below_gib if lines else None,
+            kill_gib=lines.kill_below_gib if lines else None,
             last_trip=last_trip,
             why_na=why,
             for_next_launch=True,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,11 +44,10 @@ if TYPE_CHECKING:
     from sparktui.core.machine import Machine
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
+    from sparktui.runtime.guard.guard import GuardLines
     from sparktui.runtime.host.memory import MemorySample
     from sparktui.runtime.records.protocol import StateRecord
     from sparktui.runtime.records.state_watch import StateDirWatch
-
-GuardLines = dict[str, float | None]  # warn_below_gib / term_below_gib / kill_below_gib
 
 
 class Unavailable(Exception):
@@ -424,15 +423,18 @@ class Backend:
         return self.launch(profile)
 
     def set_guard(
-        self, status: ServerStatus, armed: bool | None = None, lines: GuardLines | None = None
+        self, status: ServerStatus, armed: bool | None = None, lines: Mapping[str, float | None] | None = None
     ) -> ServerStatus:
-        """Arm/disarm and/or move the lines of the guard of a running server, live, through its supervisor."""
+        """Arm/disarm and/or move the lines of the guard of a running server, live, through its supervisor
+        (`lines`: only the lines to move, by name, in GiB; None turns one off)."""
         from sparktui.runtime.records import state as state_mod
         from sparktui.runtime.server.client import refuse_lines_above_free
 
         try:
             refuse_lines_above_free(lines, force=False)  # as `sparktui set-guard` without --force
-            reply = state_mod.request(status.port, state_mod.guard_request(armed, lines), timeout=10)
+            reply = state_mod.request(
+                status.port, state_mod.guard_request(armed, dict(lines) if lines is not None else None), timeout=10
+            )
         except UserError as exc:
             raise Unavailable(str(exc)) from None
         if not reply.ok or reply.state is None:
@@ -443,15 +445,11 @@ class Backend:
         return self._with_tree(server_status(reply.state))
 
     def default_guard_lines(self, settings: GuardSettings) -> GuardLines:
-        """The profile's guard lines with the guard's defaults filled in (GiB)."""
-        from sparktui.runtime.guard.guard import GuardLines as Lines
+        """The profile's guard lines with the guard's defaults filled in (GiB): the guard's own model
+        (UserError when they are out of order)."""
+        from sparktui.runtime.guard.guard import GuardLines
 
-        lines = Lines.from_settings(settings)
-        return {
-            "warn_below_gib": lines.warn_below_gib,
-            "term_below_gib": lines.term_below_gib,
-            "kill_below_gib": lines.kill_below_gib,
-        }
+        return GuardLines.from_settings(settings)
 
     def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
         """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""
