@@ -488,9 +488,6 @@ class Supervisor:
 
     def _run(self) -> int:
         st.writable_state_dir()  # a read-only or full state dir: refused here, naming it
-        if self.harden:  # its own process (`sparktui serve`): not a Python program that embeds it
-            os.environ.setdefault("SPARKTUI_USER_NICE", str(os.getpriority(os.PRIO_PROCESS, 0)))  # for vLLM
-            self._say(harden_supervisor().summary())
         set_aside_unreadable(self.port)
         sweep_lost_servers()
         pre = preflight(self.profile, self.serve, force=self.force, evict=True)
@@ -522,6 +519,9 @@ class Supervisor:
             previous = {s: signal.signal(s, self._on_signal) for s in handled}
             if self.detached:
                 previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        if self.harden:  # its own process (`sparktui serve`), after preflight: a refusal says only why
+            os.environ.setdefault("SPARKTUI_USER_NICE", str(os.getpriority(os.PRIO_PROCESS, 0)))  # for vLLM
+            self._say(harden_supervisor().summary())
         try:
             if not self._save():  # nothing is started that its record could not name
                 raise UserError(
