@@ -55,16 +55,6 @@ async def prepare(pilot):
             break
     else:
         raise AssertionError(f"the fit never settled: {app.fit}")
-    # A late refit (the runner's vLLM version found, a reading) can still change the fit panel's
-    # text after the check above: seen under load as the panel's scrollbar thumb (▅ against ▂, the
-    # text one line longer or shorter). Wait until the fit stops changing.
-    previous = None
-    for _ in range(50):
-        await workers_done(app)
-        await pilot.pause()
-        if app.fit is previous:
-            break
-        previous = app.fit
     gauge = widget(app, MemoryGauge)
     gauge.history.clear()
     gauge.history.extend(HISTORY_GIB)
