@@ -11,7 +11,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,7 +20,8 @@ import pytest
 
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.records import state as st
-from tests.support import REPO, alive, free_port, wait_for
+from tests.support import alive, free_port, wait_for
+from tests.support.faults import sparktui
 
 pytestmark = pytest.mark.slow
 
@@ -96,12 +96,6 @@ def start_squatter(user: str, started: list[subprocess.Popen[str]], port: int) -
     p = as_user(user, "-c", SQUATTER, st.socket_address(port)[1:], str(port))
     started.append(p)
     assert p.stdout is not None and p.stdout.readline().strip() == "listening", p.stderr.read() if p.stderr else ""
-
-
-def sparktui(*args: str, env: dict[str, str], timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sparktui", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_a_squatter_of_another_user_is_ignored_with_a_warning_and_serve_status_stop_still_work(

@@ -4,7 +4,6 @@ malformed messages get an error reply instead of killing the handler."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,24 +14,9 @@ from sparktui.core.profiles import load_profile
 from sparktui.runtime.records import state as st
 from sparktui.runtime.server import launcher
 from tests.support import REPO, wait_for
+from tests.support.faults import raw_request
 
 pytestmark = pytest.mark.slow
-
-
-def raw_request(port: int, payload: bytes) -> dict:
-    """Send bytes as they are (no client-side checks) and return the decoded reply."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(10)
-        sock.connect(st.socket_address(port))
-        sock.sendall(payload + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    assert data, "the supervisor closed the connection without a reply"
-    return json.loads(data)
 
 
 def mem_available_gib() -> float:

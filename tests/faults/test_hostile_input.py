@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,44 +16,11 @@ import pytest
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.records import state as st
 from tests.support import REPO, alive, free_port, wait_for
+from tests.support.faults import mem_available, raw_request, sparktui
 
 pytestmark = pytest.mark.slow  # every test runs sparktui as a process
 
 GIB = 1 << 30
-
-
-def sparktui(*args: str, env: dict[str, str], timeout: float = 40, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sparktui", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        **kw,
-    )
-
-
-def raw(port: int, payload: bytes) -> dict:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(10)
-        sock.connect(st.socket_address(port))
-        sock.sendall(payload + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    assert data, "the supervisor closed the connection without a reply"
-    return json.loads(data)
-
-
-def mem_available() -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no MemAvailable")
 
 
 @pytest.fixture
@@ -74,9 +38,9 @@ def serving(make_profile, env):
 
 def test_crafted_messages_get_an_error_reply_and_no_traceback(serving, env):
     port, _ = serving
-    deep = raw(port, b"[" * 60000)
+    deep = raw_request(port, b"[" * 60000)
     assert deep["ok"] is False and "nested too deeply" in deep["error"], deep
-    huge = raw(port, json.dumps({"cmd": "guard", "lines": {"kill_below_gib": 1e300}}).encode())
+    huge = raw_request(port, json.dumps({"cmd": "guard", "lines": {"kill_below_gib": 1e300}}).encode())
     assert huge["ok"] is False and "kill_below_gib" in huge["error"] and "1048576" in huge["error"], huge
     forced = sparktui("set-guard", "--port", str(port), "--kill-below", "1e300", "--force", env=env)
     assert forced.returncode == 2 and "kill_below_gib" in forced.stderr and "Traceback" not in forced.stderr

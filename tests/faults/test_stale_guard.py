@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,36 +16,10 @@ from sparktui.runtime.host import proc
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 from sparktui.ui.translate import guard_view
-from tests.support import PROCS, REPO, alive, wait_for
+from tests.support import PROCS, alive, wait_for
+from tests.support.faults import mem_available, running, sparktui
 
 GIB = 1 << 30
-
-
-def sparktui(*args: str, env: dict[str, str], timeout: float = 40) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sparktui", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def running(port: int, timeout: float = 40) -> st.StateRecord:
-    return wait_for(
-        lambda: (
-            (s := st.ask_live(port)) is not None
-            and s.status == "running"
-            and s.tree is not None
-            and len(s.tree.members) >= 2
-            and s
-        ),
-        timeout,
-        "ready, with the EngineCore recorded",
-    )
-
-
-def mem_available() -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no MemAvailable")
 
 
 @pytest.mark.slow

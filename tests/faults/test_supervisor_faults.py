@@ -16,34 +16,9 @@ from sparktui.core.profiles import load_profile
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import state as st
 from tests.support import REPO, alive, wait_for
+from tests.support.faults import running, sparktui, tree_pids
 
 pytestmark = pytest.mark.slow
-
-
-def sparktui(*args: str, env: dict[str, str], timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sparktui", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def running(port: int, timeout: float = 40) -> st.StateRecord:
-    """The live state once ready and its EngineCore is recorded (the API server and one child)."""
-    return wait_for(
-        lambda: (
-            (s := st.ask_live(port)) is not None
-            and s.status == "running"
-            and s.tree is not None
-            and len(s.tree.members) >= 2
-            and s
-        ),
-        timeout,
-        "ready, with the EngineCore recorded",
-    )
-
-
-def engine_pids(state: st.StateRecord) -> list[int]:
-    assert state.tree is not None
-    return [pid for pid, _ in state.tree.members]
 
 
 def test_two_launches_on_one_port_at_once_one_wins_and_stop_still_works(make_profile, env):
@@ -61,7 +36,7 @@ def test_two_launches_on_one_port_at_once_one_wins_and_stop_still_works(make_pro
     assert st.read_state(st.state_path(port)).supervisor.pid == state.supervisor.pid  # one record, the winner's
     stopped = sparktui("stop", "--port", str(port), env=env)
     assert stopped.returncode == 0, stopped.stderr
-    wait_for(lambda: not any(alive(p) for p in engine_pids(state)), 15, "the tree to be gone")
+    wait_for(lambda: not any(alive(p) for p in tree_pids(state)), 15, "the tree to be gone")
 
 
 def test_stop_and_kill_work_with_the_state_dir_deleted(make_profile, env):
@@ -76,7 +51,7 @@ def test_stop_and_kill_work_with_the_state_dir_deleted(make_profile, env):
     assert again.returncode == 2 and f"sparktui stop --port {port}" in again.stderr
     killed = sparktui("kill", "--port", str(port), env=env)
     assert killed.returncode == 0, killed.stderr
-    wait_for(lambda: not any(alive(p) for p in engine_pids(state)), 15, "the tree to be gone")
+    wait_for(lambda: not any(alive(p) for p in tree_pids(state)), 15, "the tree to be gone")
 
 
 def test_a_supervisor_killed_with_its_reaper_is_reported_lost_without_all_and_kill_sweeps(make_profile, env):
@@ -95,7 +70,7 @@ def test_a_supervisor_killed_with_its_reaper_is_reported_lost_without_all_and_ki
     wait_for(lambda: not alive(state.reaper.pid), 10, "the reaper to die")
     sup.kill()
     sup.wait(10)
-    engine = [p for p in engine_pids(state) if p != state.tree.pid]
+    engine = [p for p in tree_pids(state) if p != state.tree.pid]
     assert engine and any(alive(p) for p in engine)  # EngineCore lives on, unguarded
     shown = sparktui("status", env=env)
     assert "lost" in shown.stdout and "NOT guarded" in shown.stdout and "guard watching" not in shown.stdout
@@ -145,4 +120,4 @@ def test_a_full_disk_while_serving_does_not_kill_the_supervisor(make_profile, sm
         "the state write to be retried once there is room",
     )
     assert sparktui("stop", "--port", str(port), env=env).returncode == 0
-    wait_for(lambda: not any(alive(p) for p in engine_pids(state)), 15, "the tree to be gone")
+    wait_for(lambda: not any(alive(p) for p in tree_pids(state)), 15, "the tree to be gone")

@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,34 +17,10 @@ import pytest
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import state as st
-from tests.support import REPO, alive, wait_for
+from tests.support import alive, wait_for
+from tests.support.faults import running, sparktui, tree_pids
 
 pytestmark = pytest.mark.slow
-
-
-def sparktui(*args: str, env: dict[str, str], timeout: float = 40) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sparktui", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def running(port: int, timeout: float = 40) -> st.StateRecord:
-    return wait_for(
-        lambda: (
-            (s := st.ask_live(port)) is not None
-            and s.status == "running"
-            and s.tree is not None
-            and len(s.tree.members) >= 2
-            and s
-        ),
-        timeout,
-        "ready, with the EngineCore recorded",
-    )
-
-
-def tree_pids(state: st.StateRecord) -> list[int]:
-    assert state.tree is not None
-    return [pid for pid, _ in state.tree.members]
 
 
 def gone(state: st.StateRecord) -> None:

@@ -161,7 +161,7 @@ def test_a_guard_trip_on_the_worker_stops_the_whole_cluster(netns_cluster: nc.Ne
     launch_and_wait_ready(netns_cluster, tmp_path)
     head, worker = netns_cluster.nodes
     # a term line far above any MemAvailable: the worker's guard trips at once
-    trip = netns_cluster.ssh(worker, "sparktui", "set-guard", "--port", str(PORT), "--term-below", "100000")
+    trip = netns_cluster.ssh(worker, "sparktui", "set-guard", "--port", str(PORT), "--term-below", "100000", "--force")
     assert trip.returncode == 0, trip.stderr
     worker_end = wait_for(lambda: status_is(netns_cluster, worker, "exited"), 30, what="the worker's guard to trip")
     assert worker_end["exit"]["reason"] == "guard"

@@ -202,7 +202,7 @@ def test_a_guard_trip_on_a_ray_worker_stops_the_whole_cluster(ray_cluster: nc.Ne
     with open(out_path, "wb") as out_file:  # a file, not a pipe: nobody reads it until the end
         serving = subprocess.Popen(argv, env=env, stdout=out_file, stderr=subprocess.STDOUT)
     wait_ready(ray_cluster)
-    trip = ray_cluster.ssh(worker, "sparktui", "set-guard", "--port", str(PORT), "--term-below", "100000")
+    trip = ray_cluster.ssh(worker, "sparktui", "set-guard", "--port", str(PORT), "--term-below", "100000", "--force")
     assert trip.returncode == 0, trip.stderr
     worker_end = wait_for(lambda: status_is(ray_cluster, worker, "exited"), 30, what="the worker's guard to trip")
     assert worker_end["exit"]["reason"] == "guard"

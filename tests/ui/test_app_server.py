@@ -136,7 +136,9 @@ async def test_a_guard_trip_is_shown_with_its_report(make_profile):
         backend=SampleBackend(),
     )
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: config_pane(app).form.config is not None, "the profile")
+        # the form can hold the profile's config a moment before the app has the profile (and the
+        # guard it launches with): wait for both
+        await until(pilot, lambda: config_pane(app).form.config is not None and app.profile is not None, "the profile")
         assert app.guard.state == "armed" and app.guard.term_gib == round(now - 0.6, 2)
         await pilot.press("f5")
         await until(
