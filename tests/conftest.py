@@ -70,6 +70,18 @@ def no_hugging_face_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("SPARKTUI_CACHE_DIR", str(tmp_path / "sparktui-cache"))
 
 
+@pytest.fixture(autouse=True)
+def the_users_umask(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test that runs cli.main() in-process makes this process's files private and records the
+    user's umask in SPARKTUI_USER_UMASK (paths.make_files_private): each test starts without that
+    record and gets the umask back, so the commands later tests start see the umask they set."""
+    monkeypatch.delenv("SPARKTUI_USER_UMASK", raising=False)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    yield
+    os.umask(umask)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_stale_cgroups() -> Iterator[None]:
     """Remove the empty cgroups (runtime.containment) that trees started by the tests leave."""
