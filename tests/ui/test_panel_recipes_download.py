@@ -13,7 +13,7 @@ from sparktui.ui.app import SparkApp
 from sparktui.ui.backend import Backend
 from sparktui.ui.screens import ChoiceScreen
 from tests.support import FIXTURES, wait_for
-from tests.support.app import SampleBackend, config_pane, settled
+from tests.support.app import SampleBackend, config_pane, record_notices, settled, until
 from tests.support.fake_hub import serve_fake_hub
 
 REPO_ID = "acme/tiny-llama"
@@ -71,18 +71,23 @@ async def test_a_model_not_downloaded_is_offered_and_f11_downloads_it(
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         monkeypatch.delenv("HF_HUB_OFFLINE")
         app = SparkApp(profile=str(profile), backend=LiveCache())
+        given = record_notices(app)  # kept: Textual drops a notice once its timeout passes
+
+        def said() -> list[str]:
+            return [n.message for n in given]
+
         async with app.run_test(size=(120, 40)) as pilot:
             await settled(pilot)
-            wait_for(lambda: any("is not downloaded yet" in n for n in notices(app)), 10, what="the offer")
-            offer = next(n for n in notices(app) if "is not downloaded yet" in n)
+            # until(), not wait_for(): a blocking wait would hold the very loop that gives the notice
+            await until(pilot, lambda: any("is not downloaded yet" in n for n in said()), "the offer", 10)
+            offer = next(n for n in said() if "is not downloaded yet" in n)
             assert REPO_ID in offer and "F11" in offer
             await pilot.press("f11")
+            await until(pilot, lambda: any(n.startswith("downloaded ") for n in said()), "the download", 60)
             await settled(pilot)
-            wait_for(lambda: any(n.startswith("downloaded ") for n in notices(app)), 30, what="the download")
-            await settled(pilot)
-            said = notices(app)
-            assert any("2 files to fetch" in n and "free in" in n for n in said), said  # the disk checked first
-            assert any(n.startswith(f"downloading {REPO_ID}: 0%") for n in said), said
+            seen = said()
+            assert any("2 files to fetch" in n and "free in" in n for n in seen), seen  # the disk checked first
+            assert any(n.startswith(f"downloading {REPO_ID}: 0%") for n in seen), seen
             snapshot = isolated / "hub" / "models--acme--tiny-llama" / "snapshots" / hub.sha
             assert (snapshot / "model.safetensors").read_bytes() == WEIGHTS
             assert Backend().model_downloaded(REPO_ID) is True
