@@ -106,8 +106,15 @@ def _free(path: Path) -> tuple[int, int]:
     return usage.free, usage.total
 
 
-def _hub_error(exc: BaseException, repo_id: str, revision: str) -> UserError:
+def hub_endpoint() -> str:
+    """HF_ENDPOINT as it is now: huggingface_hub reads it once, when first imported, and a later
+    change (a test's fake Hub, a second command in one process) would otherwise go unseen."""
     from huggingface_hub import constants
+
+    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+
+
+def _hub_error(exc: BaseException, repo_id: str, revision: str) -> UserError:
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
@@ -116,7 +123,7 @@ def _hub_error(exc: BaseException, repo_id: str, revision: str) -> UserError:
         RevisionNotFoundError,
     )
 
-    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    endpoint = hub_endpoint()
     if isinstance(exc, GatedRepoError):
         return UserError(
             f"{repo_id}: gated; accept its terms on the Hub and give a token (HF_TOKEN, or `hf auth login`)"
@@ -174,7 +181,7 @@ def _safetensors_index(repo_id: str, commit: str, cache: Path, paths: list[str])
     if SAFETENSORS_INDEX not in paths:
         return None
     try:
-        path = hf_hub_download(repo_id, SAFETENSORS_INDEX, revision=commit, cache_dir=cache)
+        path = hf_hub_download(repo_id, SAFETENSORS_INDEX, revision=commit, cache_dir=cache, endpoint=hub_endpoint())
         weight_map = json.loads(Path(path).read_text()).get("weight_map") or {}
     except (OSError, ValueError, AttributeError):
         return None
@@ -195,7 +202,7 @@ def plan(repo_id: str, revision: str = "main", include: list[str] | None = None)
 
     check_repo_id(repo_id)
     cache = hub_cache()
-    api = HfApi()
+    api = HfApi(endpoint=hub_endpoint())
     try:
         commit = api.model_info(repo_id, revision=revision).sha or revision
         tree = [f for f in api.list_repo_tree(repo_id, revision=commit, recursive=True) if isinstance(f, RepoFile)]
@@ -286,7 +293,7 @@ def _fetch_one(p: DownloadPlan, entry: RepoFileEntry, snapshot: Path, bar: type 
     from huggingface_hub.utils import WeakFileLock, build_hf_headers
 
     headers = build_hf_headers()
-    url = hf_hub_url(p.repo_id, entry.path, revision=p.commit)
+    url = hf_hub_url(p.repo_id, entry.path, revision=p.commit, endpoint=hub_endpoint())
     meta = get_hf_file_metadata(url, headers=headers)
     etag = meta.etag or entry.etag
     size = meta.size if meta.size is not None else entry.size
