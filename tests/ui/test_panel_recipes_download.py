@@ -70,6 +70,11 @@ async def test_a_model_not_downloaded_is_offered_and_f11_downloads_it(
         hub.add(REPO_ID, "model.safetensors", WEIGHTS)
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         monkeypatch.delenv("HF_HUB_OFFLINE")
+        # huggingface_hub reads HF_HUB_OFFLINE once, at its first import: in the whole suite an
+        # earlier test (offline, as every test is by default) may have imported it already
+        from huggingface_hub import constants
+
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         app = SparkApp(profile=str(profile), backend=LiveCache())
         given = record_notices(app)  # kept: Textual drops a notice once its timeout passes
 
