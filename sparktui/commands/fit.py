@@ -491,8 +491,8 @@ def find_calibration(args: argparse.Namespace, config: Any, spec: Any, machine: 
     the newest launch of this model, vLLM version and machine recorded here, if any."""
     import datetime
 
-    from sparktui.core.calibration import best_match, calibration_from_log, read_log_figures, release_version
-    from sparktui.core.fit import calibration_key
+    from sparktui.core.calibration import best_match, read_log_figures, release_version
+    from sparktui.core.fit import calibration_key, calibration_of_log
     from sparktui.errors import UserError
     from sparktui.runtime import calibrations
 
@@ -508,19 +508,8 @@ def find_calibration(args: argparse.Namespace, config: Any, spec: Any, machine: 
         version = release_version(read_log_figures(text).version)
         if version is not None:
             config = config.model_copy(update={"vllm_version": str(version)})
-    key = calibration_key(config, spec, machine)
-    calibration = calibration_from_log(
-        text,
-        where=str(log),
-        model=key.model,
-        vllm_version=key.vllm_version,
-        machine=key.machine,
-        total=machine.total,
-        utilization=key.utilization,
-        flags=key.flags,
-        graphs_counted=key.graphs_counted,
-        source="calibrated",
-        date=datetime.date.today().isoformat(),
+    calibration = calibration_of_log(
+        config, spec, machine, text, where=str(log), source="calibrated", date=datetime.date.today().isoformat()
     )
     try:
         calibrations.record(calibration)

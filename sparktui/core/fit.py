@@ -666,6 +666,29 @@ def calibration_key(config: ServeConfig, spec: ModelSpec, machine: Machine) -> C
     )
 
 
+def calibration_of_log(
+    config: ServeConfig, spec: ModelSpec, machine: Machine, text: str, *, where: str, source: str, date: str
+) -> Calibration:
+    """vLLM's own start-up split, read from a log of this config's run, under this fit's key
+    (the supervisor's record of a launch, and `sparktui fit --calibrate-from LOG`)."""
+    from sparktui.core.calibration import calibration_from_log
+
+    key = calibration_key(config, spec, machine)
+    return calibration_from_log(
+        text,
+        where=where,
+        model=key.model,
+        vllm_version=key.vllm_version,
+        machine=key.machine,
+        total=machine.total,
+        utilization=key.utilization,
+        flags=key.flags,
+        graphs_counted=key.graphs_counted,
+        source=source,
+        date=date,
+    )
+
+
 _TERM_NAMES = {
     "weights": "weights",
     "activation_non_torch": "activation peak + non-torch",

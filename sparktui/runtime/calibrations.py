@@ -9,7 +9,7 @@ import datetime
 from typing import Any
 
 from sparktui.atomic import atomic_write_text
-from sparktui.core.calibration import Calibration, calibration_from_log, dump_store, load_store, with_record
+from sparktui.core.calibration import Calibration, dump_store, load_store, with_record
 from sparktui.core.config import ServeConfig
 from sparktui.paths import calibrations_path
 
@@ -32,7 +32,7 @@ def record_launch(
     """Keep what vLLM measured at this launch (its start-up log up to the KV cache), keyed by the
     profile's machine as the preflight fit judged it; UserError when the log lacks the figures."""
     from sparktui.core.calibration import read_log_figures, release_version
-    from sparktui.core.fit import calibration_key
+    from sparktui.core.fit import calibration_of_log
     from sparktui.core.machine import Machine, host_machine
     from sparktui.core.modelspec import load_serving_spec
 
@@ -42,19 +42,8 @@ def record_launch(
             serve = serve.replace(vllm_version=str(version))
     spec = load_serving_spec(serve.model, serve.speculation)
     machine = host_machine(profile.machine, Machine.from_reading(mem_total, mem_available))
-    key = calibration_key(serve, spec, machine)
-    calibration = calibration_from_log(
-        log_text,
-        where=log_path,
-        model=key.model,
-        vllm_version=key.vllm_version,
-        machine=key.machine,
-        total=machine.total,
-        utilization=key.utilization,
-        flags=key.flags,
-        graphs_counted=key.graphs_counted,
-        source="measured",
-        date=datetime.date.today().isoformat(),
+    calibration = calibration_of_log(
+        serve, spec, machine, log_text, where=log_path, source="measured", date=datetime.date.today().isoformat()
     )
     record(calibration)
     return calibration
