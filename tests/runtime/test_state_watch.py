@@ -81,3 +81,19 @@ def test_closed_before_it_ran_it_never_waits(tmp_path: Path) -> None:
     watch = StateDirWatch(tmp_path)
     watch.close()
     assert list(watch) == []
+
+
+def test_a_change_beside_the_folders_wakes_it_once_not_for_ever(tmp_path: Path) -> None:
+    """`cluster/` does not exist, so the state dir itself is watched for it: another folder made
+    there (the first launch makes `logs/`, the post-mortem check `flight/`) is one wake at most.
+    Re-arming the watch on it used to end the old watches, whose IN_IGNORED events re-armed it
+    again: a wake (and a read of every record) every `settle_s`, for as long as the panel ran."""
+    (tmp_path / "servers").mkdir()
+    counting = Counting(StateDirWatch(tmp_path, settle_s=0.05, fallback_s=60))
+    try:
+        assert counting.watch.armed.wait(10)
+        (tmp_path / "flight").mkdir()
+        time.sleep(1.0)  # some 20 settle periods
+        assert counting.wakes <= 1
+    finally:
+        counting.close()

@@ -74,11 +74,13 @@ class StateDirWatch:
 
         def arm() -> None:
             """Watch each folder that exists, and for each that does not, the folder it will appear in."""
+            targets = {folder if folder.is_dir() else _nearest_existing(folder.parent) for folder in folders}
+            if watched and targets == set(watched.values()):
+                return  # the same folders: removing their watches would only queue IN_IGNORED events
             for wd in list(watched):
                 notify.rm_watch(wd)
             watched.clear()
-            for folder in folders:
-                target = folder if folder.is_dir() else _nearest_existing(folder.parent)
+            for target in targets:
                 try:
                     watched[notify.add_watch(str(target), _DIR_EVENTS | _GONE)] = target
                 except OSError:
@@ -99,6 +101,8 @@ class StateDirWatch:
                 events += notify.read()
             if self._closed.is_set():
                 return
+            # Events of watches arm() removed (their IN_IGNORED above all) say nothing any more.
+            events = [e for e in events if e.wd in watched]
             if any(e.mask & (_GONE | ino.IN_Q_OVERFLOW) or watched.get(e.wd) not in folders for e in events):
                 arm()  # a folder appeared (or went): watch what exists now
             if events:
