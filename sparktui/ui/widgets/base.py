@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import cast
 
 from rich.style import Style
-from rich.text import Text
+from rich.text import Span, Text
 from textual.widget import Widget
 
 
 class TextPanel(Widget):
     _last_plain: str | None = None
+    _last_spans: list[Span] | None = None
     _last_lines: int = -1
 
     def component_style(self, name: str) -> Style:
@@ -27,8 +28,9 @@ class TextPanel(Widget):
             return
         text = cast(Text, self.render())  # every TextPanel renders a rich Text
         plain = text.plain
-        if plain == self._last_plain:
-            return
+        if plain == self._last_plain and text.spans == self._last_spans:
+            return  # the same words in the same colours (a strip's phase can change its colours alone)
+        self._last_spans = list(text.spans)
         width = self.content_region.width
         # Lines as drawn at this width (wrapping included): a new count needs a new layout. A text
         # that never wraps is counted without wrapping it (the gauge, redrawn every second).
