@@ -153,15 +153,23 @@ def first_frames(tmp: Path, script: str, args: list[str], runs: int) -> list[flo
 BARE_APP = CHILD_BARE.replace("Bare().run(headless=True, size=(80, 24), auto_pilot=pilot)", "Bare().run()")
 
 
-def screen_full_time(argv: list[str], env: dict, full, timeout: float = 60.0) -> float:
-    """Seconds from just before the fork until `full(screen text)` holds on an 80×24 pty."""
+def screen_full_time(argv: list[str], env: dict, full, timeout: float = 60.0) -> tuple[float, float]:
+    """(seconds from just before the fork until `full(screen text)` holds on an 80×24 pty, CPU
+    seconds the program had used by then). The CPU figure depends less on the machine's load."""
     from tests.support.pty_app import PtyApp
 
     app = PtyApp(argv, env, 80, 24)
     try:
-        return app.wait_for(lambda a: full(a.text()), timeout, "the screen to fill")
+        wall = app.wait_for(lambda a: full(a.text()), timeout, "the screen to fill")
+        return wall, _cpu_seconds(app.pid)
     finally:
         app.close()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process, all its threads (/proc/PID/stat, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def sparktui_full(profile: str):
@@ -182,27 +190,54 @@ def bare_full(text: str) -> bool:
     return "line 21:" in text and "palette" in text.splitlines()[-1]
 
 
-def bench_start_pty(tmp: Path, profile: str, runs: int = 5) -> None:
+def baseline_env(tmp: Path, baseline: Path) -> dict:
+    """The environment that runs another checkout of sparktui (its folder first on the path)."""
     env = child_env(tmp)
-    sparktui = [sys.executable, "-m", "sparktui", profile]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(baseline), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache-baseline")
+    return env
+
+
+def bench_start_pty(tmp: Path, profile: str, runs: int = 5, baseline: Path | None = None) -> None:
+    env = child_env(tmp)
+    # -P: the working folder is not put first on the path, so --baseline's PYTHONPATH wins
+    sparktui = [sys.executable, "-P", "-m", "sparktui", profile]
     bare = [sys.executable, "-c", BARE_APP]
+    old_env = baseline_env(tmp, baseline) if baseline is not None else None
     screen_full_time(sparktui, env, sparktui_full(profile))  # warm-ups: write the bytecode
     screen_full_time(bare, env, bare_full)
-    ours: list[float] = []
-    theirs: list[float] = []
-    for _ in range(runs):  # interleaved, so a busy moment on the machine falls on both alike
+    if old_env is not None:
+        screen_full_time(sparktui, old_env, sparktui_full(profile))
+    ours: list[tuple[float, float]] = []
+    theirs: list[tuple[float, float]] = []
+    olds: list[tuple[float, float]] = []
+    for _ in range(runs):  # interleaved, so a busy moment on the machine falls on all alike
         ours.append(screen_full_time(sparktui, env, sparktui_full(profile)))
         theirs.append(screen_full_time(bare, env, bare_full))
-    ratio = statistics.median(ours) / statistics.median(theirs)
+        if old_env is not None:
+            olds.append(screen_full_time(sparktui, old_env, sparktui_full(profile)))
+
+    def med(runs: list[tuple[float, float]], i: int) -> float:
+        return statistics.median(r[i] for r in runs)
+
     print(
         f"cold start to a full screen over a pty (80x24, `sparktui {profile}`): median "
-        f"{statistics.median(ours):.3f} s, max {max(ours):.3f} s over {runs} runs"
+        f"{med(ours, 0):.3f} s, max {max(r[0] for r in ours):.3f} s over {runs} runs; CPU by then {med(ours, 1):.2f} s"
     )
     print(
-        f"bare Textual app over a pty (header, 22 static lines, footer): median {statistics.median(theirs):.3f} s, "
-        f"max {max(theirs):.3f} s over {runs} runs"
+        f"bare Textual app over a pty (header, 22 static lines, footer): median {med(theirs, 0):.3f} s, "
+        f"max {max(r[0] for r in theirs):.3f} s over {runs} runs; CPU by then {med(theirs, 1):.2f} s"
     )
-    print(f"full-screen ratio sparktui / bare, over a pty: {ratio:.2f}x (goal <= 1.5x)")
+    print(
+        f"full-screen ratio sparktui / bare, over a pty: {med(ours, 0) / med(theirs, 0):.2f}x (goal <= 1.5x); "
+        f"CPU ratio {med(ours, 1) / med(theirs, 1):.2f}x"
+    )
+    if olds:
+        print(
+            f"baseline {baseline}: median {med(olds, 0):.3f} s, max {max(r[0] for r in olds):.3f} s, CPU by then "
+            f"{med(olds, 1):.2f} s; ratio to bare {med(olds, 0) / med(theirs, 0):.2f}x, CPU ratio "
+            f"{med(olds, 1) / med(theirs, 1):.2f}x (same run, interleaved)"
+        )
 
 
 def bench_start(tmp: Path, profile: str | None, runs: int = 5) -> None:
@@ -323,12 +358,18 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=100_000, help="log lines per second during the flood")
     parser.add_argument("--profile", default="70b-dense-single-user", help="profile to open (shipped name or path)")
     parser.add_argument("--only", choices=("start", "start-headless", "idle", "flood"))
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout of sparktui (e.g. `git worktree add /tmp/base main`) measured in the same run, "
+        "interleaved, for before/after figures",
+    )
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(prefix="sparktui-bench-") as tmp_name:
         tmp = Path(tmp_name)
         if args.only in (None, "start"):
-            bench_start_pty(tmp, args.profile)
+            bench_start_pty(tmp, args.profile, baseline=args.baseline)
         if args.only == "start-headless":
             bench_start(tmp, args.profile)
         if args.only in (None, "idle"):

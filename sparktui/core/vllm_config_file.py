@@ -18,8 +18,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sparktui.errors import UserError
 
 
@@ -29,6 +27,8 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the {what}: {exc}") from None
+    import yaml  # here: every profile load imports this module, and yaml's import is 30-50 ms
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -192,11 +192,29 @@ class SparkApp(App[None]):
             self.set_keymap(self.keymap)
         for error in self.startup_errors:
             self.notify(error, title="Settings", severity="error", timeout=15)
-        # At mount, before the server pane arms its watch of the state dir: the check may write
-        # there (the watch would take that for a server's record changing).
-        self._show_postmortems()
         self.host = self.backend.host() if self.show_host else "host"
         self._refresh_status()
+        # The polls start once the first full screen is up; this is only the backstop for a
+        # first fit that never comes (a hung model-config fetch, say).
+        self.set_timer(self.FIRST_SCREEN_WAIT_S, self._start_background, name="first-screen-backstop")
+
+    FIRST_SCREEN_WAIT_S = 3.0
+    background_started = False  # the polls and the post-mortem check have started
+
+    def on_first_screen(self, message: msg.FirstScreen) -> None:
+        self._start_background()
+
+    def _start_background(self) -> None:
+        """After the first full screen: the post-mortem check, then every pane's polls. Before it,
+        their imports (the typed protocol, NVML) and reads would compete with the first fit."""
+        if self.background_started:
+            return
+        self.background_started = True
+        # Before the server pane arms its watch of the state dir: the check may write there (the
+        # watch would take that for a server's record changing).
+        self._show_postmortems()
+        for pane_class in PANES:
+            self.pane_widget(pane_class.NAME).start_background()
 
     # -- the shared state -----------------------------------------------------------------------------
 

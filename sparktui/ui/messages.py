@@ -58,6 +58,12 @@ class GuardSettingsEdited(Message):
         self.settings = settings
 
 
+class FirstScreen(Message):
+    """The config pane shows its first full screen: the profile in the form and its fit (or why
+    there is none). The polls and the other start-up reads wait for it (they would compete with
+    the first fit for the one interpreter), and start now."""
+
+
 class ShowPane(Message):
     def __init__(self, pane: str) -> None:
         super().__init__()

@@ -195,7 +195,9 @@ async def settled(pilot, ready=lambda app: True, what: str = "the app to settle"
         await pilot.pause()
         await workers_done(app)
         await pilot.pause()
-        if ready(app) and not any(w.is_running for w in app.workers):
+        # the polls start once the first full screen is up: until then a read may still come
+        started = getattr(app, "background_started", True)
+        if started and ready(app) and not any(w.is_running for w in app.workers):
             return
     raise AssertionError(f"{what}: not after {rounds} rounds")
 

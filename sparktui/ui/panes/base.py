@@ -24,6 +24,10 @@ class Pane(Vertical):
     NAME: ClassVar[str]  # config | server | memory | …: the id is "<NAME>-pane"
     TAB: ClassVar[str]  # the tab's label on narrow terminals
 
+    def start_background(self) -> None:
+        """Start the polls and watches: once, after the first full screen (`messages.FirstScreen`).
+        Nothing by default."""
+
     def set_active(self, active: bool) -> None:
         """The app shows this pane (narrow terminals: alone) or another one."""
         self.set_class(active, "-active")

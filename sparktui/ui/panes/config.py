@@ -20,7 +20,7 @@ from textual.widgets import Input, Static
 
 from sparktui.errors import UserError
 from sparktui.ui.backend import Unavailable
-from sparktui.ui.messages import FitChanged, Notice, ProfileChanged
+from sparktui.ui.messages import FirstScreen, FitChanged, Notice, ProfileChanged
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.screens import ChoiceScreen, ConfirmScreen, PromptScreen
 from sparktui.ui.viewmodels import FitView, ServerEntry, ServerStatus
@@ -77,6 +77,7 @@ class ConfigPane(Pane):
         self.server_port: int | None = None  # the server the panel follows (a switch opens its profile)
         self._reserved: tuple[tuple[int, int | None, float | None, bool], ...] = ()  # what the fit counted
         self._fit_generation = 0  # bumped per recompute: only the newest fit is shown
+        self._first_screen = False  # FirstScreen posted
 
     def compose(self) -> ComposeResult:
         yield Static("", id="profile-line")
@@ -89,6 +90,15 @@ class ConfigPane(Pane):
         # After the first frame: the worker's imports (pydantic, the flag table) would hold the GIL
         # while the frame is drawn.
         self.call_after_refresh(self._load_profile, self.profile_arg, "start")
+        if self.profile_arg is None:
+            self.call_after_refresh(self._screen_full)  # nothing to load: the first frame is it
+
+    def _screen_full(self) -> None:
+        """Once: the first full screen is up (the profile in the form and its fit, or why not)."""
+        if not self._first_screen:
+            self._first_screen = True
+            self.query_one(ConfigEditor).build_rest()
+            self.post_message(FirstScreen())
 
     # -- the working profile ------------------------------------------------------------------------
 
@@ -166,6 +176,7 @@ class ConfigPane(Pane):
         if self.loaded is None:
             self.load_error = error
             self._show_profile_line()
+        self._screen_full()
 
     def _profile_loaded(self, profile: Profile) -> None:
         self.loaded, self.guard_settings, self.load_error = profile, None, None
@@ -329,6 +340,8 @@ class ConfigPane(Pane):
 
     @on(ConfigEditor.Changed)
     def _form_changed(self, event: ConfigEditor.Changed) -> None:
+        if event.state == self.form:
+            return  # the same form (rows mounted holding the loaded values say so again): no refit
         self.form = event.state
         config = event.state.config
         if config is not None and config.model != self.spec_model:
@@ -401,6 +414,8 @@ class ConfigPane(Pane):
             self._fit(self._fit_generation, config, self.spec, self.machine, self.sample, source, self.servers)
             return
         self._show_fit(view, self.sample is not None)
+        if self.spec_error:  # the model's config cannot be read: that is the first screen's fit
+            self._screen_full()
 
     @io_worker("fit", "fitting the form", group="fit")
     def _fit(
@@ -422,6 +437,7 @@ class ConfigPane(Pane):
     def _fitted(self, generation: int, view: FitView, saw_sample: bool) -> None:
         if generation == self._fit_generation:  # else the form changed meanwhile: a newer fit is coming
             self._show_fit(view, saw_sample)
+            self.call_after_refresh(self._screen_full)  # once the frame with the fit is drawn
 
     def _show_fit(self, view: FitView, saw_sample: bool) -> None:
         self.fit = view

@@ -59,7 +59,7 @@ class MemoryPane(Pane):
             sample: MemorySample | None,
             gpu: GpuView | None,
             error: str | None,
-            routes: tuple[RouteView, ...] = (),
+            routes: tuple[RouteView, ...] | None = (),  # None: not read this time
         ) -> None:
             super().__init__()
             self.sample, self.gpu, self.error, self.routes = sample, gpu, error, routes
@@ -74,34 +74,42 @@ class MemoryPane(Pane):
         yield RouteBox(id="routes")
 
     def on_mount(self) -> None:
-        self.call_after_refresh(self.poll)  # after the first frame (NVML starts in its worker)
+        # MemAvailable at once (the first fit uses it, and /proc/meminfo is cheap); the GPU and the
+        # routes with the poll, after the first full screen (NVML starts in its worker).
+        self.call_after_refresh(self.poll, False)
+
+    def start_background(self) -> None:
+        self.poll()
         self.set_interval(self.POLL_S, self.poll, name="memory-poll")
 
-    def poll(self) -> None:
+    def poll(self, full: bool = True) -> None:
         if not self.running(self._worker):
-            self._worker = self._sample()
+            self._worker = self._sample(full)
 
     @io_worker("sample-memory", "reading memory and the GPU")
-    def _sample(self) -> None:
+    def _sample(self, full: bool = True) -> None:
         sample = gpu = None
         error = None
+        routes: tuple[RouteView, ...] | None = None
         try:
             sample = self.backend.memory()
         except (Unavailable, OSError, ValueError) as exc:
             error = str(exc)
-        try:
-            gpu = self.backend.gpu()
-        except Unavailable as exc:
-            gpu = GpuView(note=str(exc), present=False)
-        try:
-            routes = self.backend.routes()
-        except (UserError, OSError):
-            routes = ()  # no state dir to read: no route to show
+        if full:
+            try:
+                gpu = self.backend.gpu()
+            except Unavailable as exc:
+                gpu = GpuView(note=str(exc), present=False)
+            try:
+                routes = self.backend.routes()
+            except (UserError, OSError):
+                routes = ()  # no state dir to read: no route to show
         self.post_message(self.Sampled(sample, gpu, error, routes))
 
     def on_memory_pane_sampled(self, message: Sampled) -> None:
         self.query_one(MemoryGauge).update_sample(message.sample, message.error, message.gpu)
-        self.query_one(RouteBox).show(message.routes)
+        if message.routes is not None:
+            self.query_one(RouteBox).show(message.routes)
         if message.sample is not None:
             self.post_message(MemorySampled(message.sample))
             if self.servers and (self._pool is None or self._pool[0] != message.sample.mem_total):

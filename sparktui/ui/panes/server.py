@@ -122,8 +122,11 @@ class ServerPane(Pane):
         self.watch(log, "hidden", self._log_mode_changed, init=False)
         self._log_mode_changed()
         self.render_server()
-        self.call_after_refresh(self.poll)  # after the first frame (its worker imports the protocol)
-        self.call_after_refresh(self._start_listing)
+
+    def start_background(self) -> None:
+        # After the first full screen: the poll's worker imports the typed protocol
+        self.poll()
+        self._start_listing()
         self.set_interval(self.POLL_S, self.poll, name="server-poll")
 
     def on_unmount(self) -> None:

@@ -91,6 +91,7 @@ class ConfigEditor(VerticalScroll):
         self._mounted: set[str] = set()  # fields whose rows exist
         self._values: dict[str, Any] = {}  # the last loaded config, for rows not mounted yet
         self._building_rest = False
+        self._rest_wanted = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="general-problem", classes="problem")
@@ -99,13 +100,16 @@ class ConfigEditor(VerticalScroll):
         # The rows (about a hundred widgets) come right after the first frame, so it shows sooner.
         self.call_after_refresh(self._build)
 
-    # The first categories (the model and memory: what an 80×24 screen shows) are mounted before
-    # the first load; the rest right after the screen is full, so the first fit waits for half the
-    # widgets only. Until then read() takes their values from the loaded config.
-    EAGER_CATEGORIES = 2
+    # The first category (the model: what an 80×24 screen shows of the form) is mounted before the
+    # first load; the rest once the screen is full (`build_rest`, called by the config pane after
+    # the first fit), so the first fit waits for a third of the widgets only. Until then read()
+    # takes their values from the loaded config.
+    EAGER_CATEGORIES = 1
+    REST_AFTER_S = 3.0  # the rest come anyway (no profile to load, or no fit to wait for)
 
-    def _rows(self, categories: Sequence[str]) -> tuple[list[Widget], list[str]]:
-        """The widgets of these categories' rows, and their fields (mounted once they are in the DOM)."""
+    def _rows(self, categories: Sequence[str], values: dict[str, Any] | None = None) -> tuple[list[Widget], list[str]]:
+        """The widgets of these categories' rows (holding `values`), and their fields (mounted once
+        they are in the DOM)."""
         config = _flags()
         widgets: list[Widget] = []
         fields: list[str] = []
@@ -116,7 +120,8 @@ class ConfigEditor(VerticalScroll):
             widgets.append(Label(category.capitalize(), classes="cat"))
             for flag in flags:
                 name = Label(flag.key if not flag.positional else "model", classes="name")
-                widgets.append(Horizontal(name, self._control(flag), classes="row"))
+                control = self._control(flag, values)
+                widgets.append(Horizontal(name, control, classes="row"))
                 widgets.append(Static("", id=f"problem-{flag.field}", classes="problem"))
                 fields.append(flag.field)
         return widgets, fields
@@ -126,39 +131,62 @@ class ConfigEditor(VerticalScroll):
         await self.mount_all(widgets)  # in the DOM before load() looks the controls up
         self._mounted.update(fields)
         self.built = True
-        self.set_timer(1.0, self._build_rest)  # with no profile to load, the rest comes anyway
+        self.set_timer(self.REST_AFTER_S, self._build_rest)
         if self._pending is not None:
             self.load(self._pending)
+        if self._rest_wanted:
+            self.call_after_refresh(self._build_rest)
+
+    def build_rest(self) -> None:
+        """Mount the rows the first screen did not need (once the screen is full)."""
+        self._rest_wanted = True
+        if self.built:  # else _build calls it, after the first rows: they stay first
+            self.call_after_refresh(self._build_rest)
 
     async def _build_rest(self) -> None:
         categories = _flags().CATEGORIES[self.EAGER_CATEGORIES :]
         if self._building_rest or not categories:
             return
         self._building_rest = True
-        widgets, fields = self._rows(categories)
+        # Built holding the loaded values: set after the mount, they could overwrite a key typed
+        # into a row meanwhile.
+        values = dict(self._values)
+        widgets, fields = self._rows(categories, values)
         await self.mount_all(widgets)
         self._mounted.update(fields)
         self._loading = True
         try:
-            for flag in _flags().FLAGS:
-                if flag.field in self._values and flag.category in categories:
-                    self._set_control(flag, self._values[flag.field])
+            for flag in _flags().FLAGS:  # a profile loaded during the mount
+                if flag.field in fields and self._values.get(flag.field) != values.get(flag.field):
+                    self._set_control(flag, self._values.get(flag.field))
         finally:
             self._loading = False
 
-    def _control(self, flag: Flag) -> Switch | Select[Any] | Input:
+    def _control(self, flag: Flag, values: dict[str, Any] | None = None) -> Switch | Select[Any] | Input:
+        """The flag's control, holding its value in `values` when there is one (as `_set_control`
+        would show it), else its default."""
         wid = f"flag-{flag.field}"
         tip = f"{flag.name}: {flag.help}\nExpects {flag.expected()}."
+        given = values is not None and flag.field in values
+        value = values[flag.field] if values is not None and given else None
         if flag.type == "bool" and not flag.optional:
-            control: Switch | Select[Any] | Input = Switch(value=bool(flag.field_default), id=wid)
+            control: Switch | Select[Any] | Input = Switch(value=bool(value if given else flag.field_default), id=wid)
         elif flag.type == "bool":
-            control = Select(TRISTATE, prompt="unset (vLLM default)", allow_blank=True, id=wid, compact=True)
+            control = Select(
+                TRISTATE,
+                prompt="unset (vLLM default)",
+                allow_blank=True,
+                value=Select.NULL if value is None else value,
+                id=wid,
+                compact=True,
+            )
         elif flag.type == "choice" and not flag.open_choices:
+            shown = value if given else flag.field_default
             control = Select(
                 [(c, c) for c in flag.choices],
                 prompt="unset",
                 allow_blank=flag.optional,
-                value=flag.field_default if flag.field_default is not None else Select.NULL,
+                value=Select.NULL if shown is None else shown,
                 id=wid,
                 compact=True,
             )
@@ -166,6 +194,7 @@ class ConfigEditor(VerticalScroll):
             suggester = SuggestFromList(list(flag.choices), case_sensitive=False) if flag.choices else None
             # no select-all on focus: Tab into the model field, then one key, must not wipe it
             control = FormInput(
+                value=_field_text(flag, value),
                 placeholder=_placeholder(flag),
                 password=flag.secret,
                 suggester=suggester,
@@ -194,7 +223,6 @@ class ConfigEditor(VerticalScroll):
         finally:
             self._loading = False
         self.call_after_refresh(self._emit)
-        self.call_after_refresh(self._build_rest)  # after the frame that shows the loaded form
 
     def _set_control(self, flag: Flag, value: Any) -> None:
         control = self.query_one(f"#flag-{flag.field}")

@@ -1,0 +1,120 @@
+"""The first full screen (the profile in the form and its fit) comes before anything it does not
+need: the polls (but for one MemAvailable reading, which the fit uses), the server list and the
+post-mortem check start once it is up, and the form's later rows are mounted after it. Each of them imports and reads on the same interpreter as the
+first fit, which is what a person waits for."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from sparktui.ui.app import SparkApp
+from sparktui.ui.widgets.editor import ConfigEditor
+from tests.support.app import SampleBackend, settled, until
+
+pytestmark = pytest.mark.usefixtures("isolated")
+
+
+class OrderBackend(SampleBackend):
+    """Records, in order, the first fit's result and every start-up read that is not the fit's."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.calls: list[str] = []
+        self.lock = threading.Lock()
+        self.later_rows_at_first_fit: bool | None = None
+
+    def note(self, what: str) -> None:
+        with self.lock:
+            self.calls.append(what)
+
+    def fit(self, *args, **kwargs):
+        view = super().fit(*args, **kwargs)
+        self.note("fit")
+        return view
+
+    def memory(self):
+        self.note("memory")
+        return super().memory()
+
+    def gpu(self):
+        self.note("gpu")
+        return super().gpu()
+
+    def routes(self):
+        self.note("routes")
+        return super().routes()
+
+    def attach(self, port=None):
+        self.note("attach")
+        return super().attach(port)
+
+    def servers(self):
+        self.note("servers")
+        return super().servers()
+
+    def postmortems(self):
+        self.note("postmortems")
+        return super().postmortems()
+
+
+async def test_the_polls_start_after_the_first_fit(monkeypatch):
+    monkeypatch.setattr(SparkApp, "FIRST_SCREEN_WAIT_S", 600.0)  # the backstop stays out of it
+    backend = OrderBackend()
+    app = SparkApp(profile="70b-dense-single-user", backend=backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(
+            pilot,
+            lambda: {"fit", "gpu", "routes", "attach", "servers", "postmortems"} <= set(backend.calls),
+            "the first fit and the polls",
+            detail=lambda app: backend.calls,
+        )
+        first_fit = backend.calls.index("fit")
+        early = [c for c in backend.calls[:first_fit] if c not in ("fit", "memory")]
+        assert early == [], f"read before the first fit: {backend.calls}"
+
+
+async def test_the_later_rows_are_mounted_after_the_first_fit():
+    backend = OrderBackend()
+    app = SparkApp(profile="70b-dense-single-user", backend=backend)
+    seen: list[bool] = []
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        from sparktui.ui.panes import ConfigPane
+
+        pane = app.query_one(ConfigPane)
+        show = pane._show_fit
+
+        def recording(view, saw_sample):
+            if view.verdict in ("fits", "tight", "wont_start", "unsafe") and not seen:
+                seen.append(bool(app.query("#flag-max_num_seqs")))
+            show(view, saw_sample)
+
+        pane._show_fit = recording
+        await settled(pilot, lambda app: bool(seen) and bool(app.query("#flag-max_num_seqs")), "the rest of the form")
+        assert seen == [False], "the scheduling rows were mounted before the first fit was shown"
+        # and the form still holds the profile's value in a row mounted later
+        editor = app.query_one(ConfigEditor)
+        assert editor.read().config.max_num_seqs == pane.loaded.serve.max_num_seqs
+
+
+async def test_the_polls_start_when_the_first_fit_never_comes(monkeypatch):
+    """A model config that hangs (a slow Hub, say) does not hold the polls back for ever."""
+    monkeypatch.setattr(SparkApp, "FIRST_SCREEN_WAIT_S", 0.5)
+    release = threading.Event()
+
+    class HangingSpec(OrderBackend):
+        def model_spec(self, model):
+            release.wait(30)
+            return super().model_spec(model)
+
+    backend = HangingSpec()
+    app = SparkApp(profile="70b-dense-single-user", backend=backend)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: "gpu" in backend.calls, "the memory poll", timeout=15)
+            assert "fit" not in backend.calls
+            release.set()
+    finally:
+        release.set()
