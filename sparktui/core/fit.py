@@ -29,6 +29,7 @@ from sparktui.core.fit_settings import (
     activation_bytes,
     activation_parts,
     cudagraph_estimate,
+    encoder_term,
     moe_workspace_per_token,
     rules_of,
     sampler_bytes,
@@ -208,7 +209,12 @@ def _core(
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
     forward, sampler = activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner)
-    activation = max(forward, sampler)
+    # a multimodal model's profile encodes dummy items first and keeps their outputs through the
+    # dummy forward and the sampler pass (gpu_model_runner.py profile_run)
+    encoder = encoder_term(spec, s)
+    kept = encoder.outputs if encoder else 0
+    forward, sampler = forward + kept, sampler + kept
+    activation = max(forward, sampler, encoder.forward if encoder else 0)
     # The V2 runner's profile leaves the top-k / top-p pass out ("the sampler may skip top_k, top_p,
     # and logprobs, using less GPU memory than what is possible during actual execution"): at run
     # time that pass can take what V1 would have reserved, outside the request.
@@ -255,6 +261,8 @@ def _core(
             f"− InstantTensor loader {_g(loader)} more non-torch memory ({INSTANTTENSOR_NON_TORCH.describe()}); "
             "it sizes its buffers by MemFree, so a full page cache can make it abort or crawl: drop caches first",
         )
+    if encoder and explain and not s.kv_cache_memory_bytes and "activation_non_torch" not in measured:
+        how = (*how, f"  (the activation peak holds the {encoder.describe()})")
     if unreserved and explain:
         how = (
             *how,

@@ -5,9 +5,10 @@ Gated-DeltaNet workspaces, the sampler, the CUDA-graph estimate."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sparktui.core.config import ServeConfig
+from sparktui.core.encoder_profile import EncoderPass, encoder_pass
 from sparktui.core.kv_plan import DEFAULT_RULES, KvPlan
 from sparktui.core.machine import (
     Machine,
@@ -65,6 +66,7 @@ class FitSettings:
     model_runner: str = "v1"  # "v2": vLLM's V2 GPU model runner (vllm/v1/worker/gpu)
     load_format: str | None = None  # --load-format, lower case (instanttensor costs non-torch memory)
     speculative_method: str | None = None  # as vLLM resolves it (core/speculation.py)
+    mm_limits: tuple[tuple[str, int], ...] = ()  # --limit-mm-per-prompt: (modality, items per prompt)
 
 
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
@@ -180,6 +182,38 @@ def settings_from(
         model_runner=runner,
         load_format=None if load_format == "auto" else load_format,
         speculative_method=method,
+        mm_limits=_mm_limits(config.limit_mm_per_prompt),
+    )
+
+
+def _mm_limits(limits: str | None) -> tuple[tuple[str, int], ...]:
+    """--limit-mm-per-prompt as (modality, count): {"image": 2} or {"image": {"count": 2, …}}."""
+    try:
+        data = json.loads(limits) if limits else {}
+    except (TypeError, ValueError):
+        return ()
+    if not isinstance(data, dict):
+        return ()
+    out = []
+    for modality, value in data.items():
+        count = value.get("count") if isinstance(value, dict) else value
+        if isinstance(count, int) and not isinstance(count, bool):
+            out.append((str(modality), count))
+    return tuple(out)
+
+
+def encoder_term(spec: ModelSpec, s: FitSettings) -> EncoderPass | None:
+    """The multimodal encoder's share of the profile pass (core/encoder_profile.py), or None."""
+    encoder = spec.encoder
+    if encoder is None:
+        return None
+    limits = dict(s.mm_limits)
+    if limits.get(encoder.modality) == 0 and encoder.fallback:  # vLLM profiles the next modality
+        modality, tokens, patches = encoder.fallback
+        encoder = replace(encoder, modality=modality, tokens_per_item=tokens, patches_per_item=patches, fallback=None)
+    limit = limits.get(encoder.modality)
+    return encoder_pass(
+        encoder, s.max_num_batched_tokens, s.max_num_seqs, s.max_model_len, spec.dtype_bytes, limit, s.tp
     )
 
 

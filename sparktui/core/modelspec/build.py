@@ -11,6 +11,7 @@ from typing import Any
 
 from sparktui.core.modelspec import dense, hybrid, mistral, mla, moe
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
+from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
 from sparktui.core.modelspec.modules import category_bytes, linear_modules
 from sparktui.core.modelspec.quant import CATEGORIES, LINEAR, bytes_per_param, quant_info
@@ -274,6 +275,7 @@ def _build(
         multimodal=bool(counts["vision"]) or any(k in config for k in ("vision_config", "audio_config")),
         draft_vocab_size=int(text.get("draft_vocab_size") or config.get("draft_vocab_size") or 0),
         remote_code=bool(config.get("auto_map")),
+        encoder=encoder_of(config, text) if counts["vision"] else None,
     )
 
 
