@@ -12,8 +12,10 @@ from typing import Any
 from sparktui.core.modelspec import dense, hybrid, mistral, mla, moe
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.limits import check_numbers
+from sparktui.core.modelspec.modules import category_bytes, linear_modules
 from sparktui.core.modelspec.quant import CATEGORIES, LINEAR, bytes_per_param, quant_info
 from sparktui.core.modelspec.spec import DTYPE_BYTES, MAMBA, LayerGroup, ModelSpec
+from sparktui.core.modelspec.weight_format import weight_formats
 from sparktui.core.modelspec.weights import weights_from_folder
 from sparktui.core.vllm_rules import checkpoint_kv_quant
 from sparktui.errors import UserError
@@ -115,27 +117,6 @@ def _vision_params(config: Mapping[str, Any], h: int) -> int:
     )
 
 
-def _layers_per_category(text: Mapping[str, Any], layers: list[LayerGroup]) -> dict[str, int]:
-    """How many layers hold each weight category (for exclusion lists that name single layers)."""
-    n_layers = int(text["num_hidden_layers"])
-    if hybrid.is_nemotron_h(text):
-        blocks = hybrid.nemotron_blocks(text)
-        moe_blocks = blocks.count("moe")
-        return {
-            "mamba": blocks.count("mamba"),
-            "attn": blocks.count("attention"),
-            "mlp": blocks.count("mlp"),
-            **{cat: moe_blocks for cat in ("experts", "shared", "router", "latent")},
-        }
-    attention = sum(g.count for g in layers if g.kind != MAMBA and not g.draft and not g.elem_bytes)
-    linear = sum(g.count for g in layers if g.kind == MAMBA)
-    return {
-        "attn": attention,
-        "linear_attn": linear,
-        **{cat: n_layers for cat in ("mlp", "experts", "shared", "router")},
-    }
-
-
 def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: list[LayerGroup]) -> dict[str, int]:
     """Parameters per weight category, computed from the architecture."""
     h = int(text.get("hidden_size") or 0)
@@ -219,7 +200,10 @@ def _build(
     dtype_bytes = DTYPE_BYTES.get(dtype, 2)
     q = quant_info(config, hf_quant)
     kv_quant = checkpoint_kv_quant(config, hf_quant)
-    quant_name, per_param = bytes_per_param(q, dtype_bytes, _layers_per_category(text, layers))
+    quant_name, per_param = bytes_per_param(q, dtype_bytes)
+    formats = weight_formats(config, hf_quant)
+    if formats.quantized:  # each linear module in the format it loads in (excluded ones unquantized)
+        per_param.update(category_bytes(linear_modules(config, text, layers), formats))
     counts = param_counts(config, text, layers)
     params = sum(counts.values())
     est = sum(counts[cat] * per_param.get(cat, dtype_bytes) for cat in counts)
