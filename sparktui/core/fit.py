@@ -29,6 +29,7 @@ from sparktui.core.fit_settings import (
     activation_bytes,
     activation_parts,
     cudagraph_estimate,
+    drafter_pass_bytes,
     encoder_term,
     moe_workspace_per_token,
     rules_of,
@@ -214,7 +215,9 @@ def _core(
     encoder = encoder_term(spec, s)
     kept = encoder.outputs if encoder else 0
     forward, sampler = forward + kept, sampler + kept
-    activation = max(forward, sampler, encoder.forward if encoder else 0)
+    # then the drafter's own dummy pass, with the target's hidden states still held
+    drafter = drafter_pass_bytes(spec, s) + kept if s.num_spec else 0
+    activation = max(forward, sampler, encoder.forward if encoder else 0, drafter)
     # The V2 runner's profile leaves the top-k / top-p pass out ("the sampler may skip top_k, top_p,
     # and logprobs, using less GPU memory than what is possible during actual execution"): at run
     # time that pass can take what V1 would have reserved, outside the request.
@@ -263,6 +266,17 @@ def _core(
         )
     if encoder and explain and not s.kv_cache_memory_bytes and "activation_non_torch" not in measured:
         how = (*how, f"  (the activation peak holds the {encoder.describe()})")
+    if (
+        drafter > max(forward, sampler)
+        and explain
+        and not s.kv_cache_memory_bytes
+        and "activation_non_torch" not in measured
+    ):
+        how = (
+            *how,
+            f"  (the activation peak is the {s.speculative_method} drafter's profile pass, {_g(drafter)}: it runs over "
+            f"{s.max_num_batched_tokens:,} tokens while the target's hidden states are held)",
+        )
     if unreserved and explain:
         how = (
             *how,

@@ -276,7 +276,19 @@ def _build(
         draft_vocab_size=int(text.get("draft_vocab_size") or config.get("draft_vocab_size") or 0),
         remote_code=bool(config.get("auto_map")),
         encoder=encoder_of(config, text) if counts["vision"] else None,
+        aux_hidden_layers=_aux_hidden_layers(config, str(arch)),
     )
+
+
+def _aux_hidden_layers(config: Mapping[str, Any], arch: str) -> int:
+    """How many target hidden states an EAGLE3 / DFlash drafter reads (0 for other models): its
+    dflash_config.target_layer_ids or eagle_config.eagle_aux_hidden_state_layer_ids, else vLLM's three
+    (llm_base_proposer.py / models/llama_eagle3.py: layers 2, n / 2 and n - 3)."""
+    for key, ids in (("dflash_config", "target_layer_ids"), ("eagle_config", "eagle_aux_hidden_state_layer_ids")):
+        section = config.get(key)
+        if isinstance(section, Mapping) and isinstance(section.get(ids), list):
+            return len(section[ids])
+    return 3 if "eagle3" in arch.lower() else 0
 
 
 def feed_forward_layers(text: Mapping[str, Any], n_layers: int) -> tuple[int, int]:
