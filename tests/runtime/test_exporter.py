@@ -47,12 +47,13 @@ def test_bad_listen(text: str) -> None:
 
 
 def guard_state(*, last_at: float, sample_age_s: float | None):
+    from sparktui.core.guard_lines import GuardLines
     from sparktui.runtime.records import protocol as pr
 
     guard = pr.GuardRecord(
         armed=True,
         state="watching",
-        lines=pr.GuardLinesRecord(),
+        lines=GuardLines(),
         last=pr.GuardLast(action="none", available_gib=100.0, rate_gib_s=0.0, interval_s=1.0, at=last_at),
     )
     guard.sample_age_s = sample_age_s

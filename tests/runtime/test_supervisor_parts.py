@@ -147,7 +147,7 @@ def test_the_guards_line_in_the_record_is_rewritten_for_news_never_for_time_pass
 
     record = pr.StateRecord(
         status="running", port=8000, supervisor=pr.ProcessRef(pid=1, start_time=1),
-        guard=pr.GuardRecord(armed=True, lines=pr.GuardLinesRecord()),
+        guard=pr.GuardRecord(armed=True, lines=GuardLines()),
     )  # fmt: skip
     wiring = guard_wiring.GuardWiring(
         GuardSettings(), 8000, lambda _: None, lock=threading.RLock(), record=lambda: record, save=lambda: True,
