@@ -57,9 +57,9 @@ def _line(state: StateRecord) -> str:
     if exit_:
         parts.append(f"exit: {exit_.reason}")
         if exit_.failure:
-            parts.append(f"({exit_.failure.get('kind')}: {exit_.failure.get('message')})")
+            parts.append(f"({exit_.failure.kind}: {exit_.failure.message})")
         if exit_.breaker:
-            parts.append(f"— {exit_.breaker.get('reason')}")
+            parts.append(f"— {exit_.breaker.reason}")
     return "  ".join(parts)
 
 

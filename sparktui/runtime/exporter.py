@@ -106,19 +106,15 @@ def families(states: list[pr.StateRecord], meminfo_text: str, now: float) -> lis
         for name in WEDGE_STATES:
             wedge.add_metric([*key, name], 1.0 if watch.state == name else 0.0)
         stalled.add_metric(key, watch.stalled_s)
-        predicted = _number((state.preflight.fit or {}).get("kv_cache_tokens"))
-        if predicted is not None:
-            kv.add_metric([*key, "predicted"], predicted)
-        reported = _number(state.summary.kv_cache_tokens if state.summary else None)
+        fit = state.preflight.fit
+        if fit is not None:
+            kv.add_metric([*key, "predicted"], float(fit.kv_cache_tokens))
+        reported = state.summary.kv_cache_tokens if state.summary else None
         if reported is not None:
-            kv.add_metric([*key, "reported"], reported)
+            kv.add_metric([*key, "reported"], float(reported))
     reserved_total = GaugeMetricFamily("sparktui_pool_reserved_bytes", "what the running servers reserve together")
     reserved_total.add_metric([], total_reserved)
     return [available, total, pool_total, reserved_total, up, reserved, armed, lines, age, trips, wedge, stalled, kv]
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def live_states(timeout: float = 2.0) -> list[pr.StateRecord]:

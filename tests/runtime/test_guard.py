@@ -15,8 +15,9 @@ import time
 
 import pytest
 
+from sparktui.core.guard_lines import GuardLines
 from sparktui.core.units import GiB
-from sparktui.runtime.guard.guard import Guard, GuardAction, GuardLines
+from sparktui.runtime.guard.guard import Guard, GuardAction
 from sparktui.runtime.host.memory import read_mem_available
 from sparktui.runtime.host.proc import read_stat, spawn
 from tests.support import PROCS, alive, wait_file, wait_for

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from sparktui.core.guard_lines import GuardLines, resolve_lines
+from sparktui.core.profiles import GuardSettings
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
 from sparktui.runtime.guard.guard import (
@@ -13,8 +15,6 @@ from sparktui.runtime.guard.guard import (
     WORST_RATE,
     GuardAction,
     GuardDecider,
-    GuardLines,
-    resolve_lines,
 )
 
 # The lines alone (the fall-rate and PSI triggers off); TRIGGERS: the same lines with them on.
@@ -56,16 +56,10 @@ def test_bad_lines_are_user_errors(kwargs, message):
 def test_lines_can_be_turned_off_and_read_from_settings():
     GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=1)
 
-    class Settings:  # a profile's GuardSettings: None means the default
-        warn_below_gib = None
-        term_below_gib = 8.0
-        kill_below_gib = None
-        grace_s = 2.0
-        armed = True
-
-    lines = GuardLines.from_settings(Settings())
+    settings = GuardSettings(lines={"term_below_gib": 8.0, "grace_s": 2.0}, armed=True)  # the rest: defaults
+    lines = settings.guard_lines()
     assert lines == GuardLines(term_below_gib=8.0, grace_s=2.0)
-    assert GuardLines.from_settings(None) == GuardLines()
+    assert GuardSettings().guard_lines() == GuardLines()
 
 
 def test_plenty_of_memory_does_nothing_at_the_idle_pace():
@@ -329,13 +323,7 @@ def test_resolve_lines_lets_the_given_lines_win():
 
 
 def test_profile_lines_win_over_defaults():
-    class Settings:
-        warn_below_gib = None
-        term_below_gib = None
-        kill_below_gib = 12.0
-        grace_s = 2.0
-
-    lines, notes = GuardLines.from_settings_with_notes(Settings())
+    lines, notes = GuardSettings(lines={"kill_below_gib": 12.0, "grace_s": 2.0}).guard_lines_with_notes()
     assert (lines.warn_below_gib, lines.term_below_gib, lines.kill_below_gib, lines.grace_s) == (None, None, 12, 2)
     assert len(notes) == 2
 

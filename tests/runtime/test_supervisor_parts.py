@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sparktui.core.guard_lines import GuardLines
 from sparktui.errors import UserError
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
@@ -76,7 +77,7 @@ def test_a_state_file_that_cannot_be_written_is_said_once_and_said_again_when_it
     said: list[str] = []
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
-    guard = pr.GuardRecord(armed=True, lines=pr.GuardLinesRecord())
+    guard = pr.GuardRecord(armed=True, lines=GuardLines(None, None, None))
     record = pr.StateRecord(status="starting", port=8000, supervisor=pr.ProcessRef(pid=1, start_time=1), guard=guard)
     bad = RecordFile(blocker / "8000.json", said.append)
     assert not bad.write(record) and not bad.write(record)

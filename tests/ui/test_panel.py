@@ -211,13 +211,13 @@ async def test_after_a_stop_the_guard_shows_the_profiles_lines_not_the_last_read
         await until(pilot, lambda: not app.server.live, "the stop")
         gauge = widget(app, MemoryGauge)
         assert "watching" not in gauge.render().plain
-        assert gauge.guard.for_next_launch and (gauge.guard.warn_gib, gauge.guard.kill_gib) == (10.0, 3.5)
+        assert gauge.guard.for_next_launch and gauge.guard.line_gib()[::2] == (10.0, 3.5)
         await pilot.press("ctrl+g")
         await settle(pilot)
         app.screen.query_one(Input).value = "30 20 15"
         await pilot.press("enter")
         await settle(pilot, rounds=6)  # later polls bring the stopped server's record again
-        assert (gauge.guard.warn_gib, gauge.guard.term_gib, gauge.guard.kill_gib) == (30, 20, 15)
+        assert gauge.guard.line_gib() == (30, 20, 15)
         markers = gauge.render().plain
         assert "W<30" in markers and "K<15" in markers
 
@@ -232,9 +232,9 @@ async def test_guard_lines_of_a_running_server_move_live(tmp_path):
         app.screen.query_one(Input).value = "30 20 15"
         await pilot.press("enter")
         gauge = widget(app, MemoryGauge)
-        await until(pilot, lambda: gauge.guard.warn_gib == 30, "the new lines")
+        await until(pilot, lambda: gauge.guard.line_gib()[0] == 30, "the new lines")
         assert backend.record["guard"]["lines"]["kill_below_gib"] == 15
-        assert not gauge.guard.for_next_launch and app.profile.guard.warn_below_gib != 30
+        assert not gauge.guard.for_next_launch and app.profile.guard.lines.get("warn_below_gib") != 30
 
 
 async def test_the_guard_dialog_title_is_whole_at_80_columns():

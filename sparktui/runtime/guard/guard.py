@@ -42,28 +42,22 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import os
 import select
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from sparktui.core.guard_lines import GuardLines
 from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KERNEL_MODES, KernelEvent
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
 from sparktui.runtime.guard.kernel_watch import KernelAccess, KernelWatch
 from sparktui.runtime.host.memory import PressureTrigger, PsiTrigger, open_pressure_trigger
-
-DEFAULT_WARN_GIB = 10.0
-DEFAULT_TERM_GIB = 6.0
-DEFAULT_KILL_GIB = 3.5
-DEFAULT_GRACE_S = 5.0
-MAX_LINE_GIB = 1 << 20  # 1 PiB: above any machine's memory, far below where GiB → bytes overflows
 
 MIN_INTERVAL = 0.002  # fastest pace, when close to a line or falling fast
 MAX_INTERVAL = 0.1  # slowest pace (10 Hz), when idle with lots of headroom
@@ -71,9 +65,6 @@ WORST_RATE = 16 * GiB  # assumed possible fall (B/s) when choosing the pace: abo
 PLAUSIBLE_RATE = 64 * GiB  # a drop faster than this is held for one confirming sample (noise)
 WARN_HYSTERESIS = 1 * GiB  # warn again only after climbing this far back above the warn line
 RATE_WINDOW = 0.25  # seconds of samples the fall rate is measured over
-DEFAULT_FALL_RATE_GIB_S = 8.0
-DEFAULT_FALL_LOOKAHEAD_S = 0.5
-DEFAULT_PSI_FULL_PCT = 30.0
 PSI_WINDOW = 1.0  # seconds the PSI full share is measured over
 PSI_EVERY = 0.05  # read /proc/pressure/memory at most this often (~25 µs a read)
 BUSY_PHASES = ("loading_weights", "profiling", "kv_cache", "cuda_graphs", "prefill")
@@ -99,115 +90,7 @@ ALERT_GRACE_S = 1.0
 # Between samples the kernel wakes the guard when tasks stall on memory (PSI) for 15% of a second
 # (unprivileged: 30% of 2 s, the nearest window the kernel allows without CAP_SYS_RESOURCE).
 PRESSURE_TRIGGER = PsiTrigger("some", 150_000, 1_000_000)
-
-
-@dataclass(frozen=True)
-class GuardLines:
-    """Lines in GiB of MemAvailable; None turns a line off."""
-
-    warn_below_gib: float | None = DEFAULT_WARN_GIB
-    term_below_gib: float | None = DEFAULT_TERM_GIB
-    kill_below_gib: float | None = DEFAULT_KILL_GIB
-    grace_s: float = DEFAULT_GRACE_S
-    fall_rate_gib_s: float | None = DEFAULT_FALL_RATE_GIB_S  # None turns the fall-rate trigger off
-    fall_lookahead_s: float = DEFAULT_FALL_LOOKAHEAD_S
-    psi_full_pct: float | None = DEFAULT_PSI_FULL_PCT  # None turns the PSI trigger off
-
-    def __post_init__(self) -> None:
-        for name in LINE_NAMES:
-            v = getattr(self, name)
-            if v is not None and not 0 <= v < MAX_LINE_GIB:
-                raise UserError(
-                    f"guard line {name} must be a number of GiB from 0 to below {MAX_LINE_GIB} (no machine has "
-                    f"more), got {v!r}"
-                )
-        if not 0 <= self.grace_s < math.inf:
-            raise UserError(f"guard grace_s must be a finite number of seconds >= 0, got {self.grace_s!r}")
-        w, t, k = self.warn_below_gib, self.term_below_gib, self.kill_below_gib
-        if t is not None and k is not None and k > t:
-            raise UserError(
-                f"guard lines out of order: kill line {k} GiB is above the term line {t} GiB; "
-                "expected warn >= term >= kill"
-            )
-        if w is not None and max(x for x in (t, k, 0) if x is not None) > w:
-            raise UserError(
-                f"guard lines out of order: warn line {w} GiB is below a term/kill line; expected warn >= term >= kill"
-            )
-
-    @classmethod
-    def from_settings(cls, settings: object | None) -> GuardLines:
-        """From a profile's GuardSettings (attributes named like ours; None = our default)."""
-        return cls.from_settings_with_notes(settings)[0]
-
-    @classmethod
-    def from_settings_with_notes(cls, settings: object | None) -> tuple[GuardLines, list[str]]:
-        """Lines the profile sets win; a default in their way is turned off (see `resolve_lines`)."""
-        given: dict[str, float | None] = {}
-        for name in LINE_NAMES:
-            value = getattr(settings, name, None) if settings is not None else None
-            if value is not None:
-                given[name] = value
-        d = cls()
-
-        def get(name: str) -> Any:
-            value = getattr(settings, name, None) if settings is not None else None
-            return getattr(d, name) if value is None else value
-
-        base = cls(
-            grace_s=get("grace_s"),
-            fall_rate_gib_s=get("fall_rate_gib_s"),
-            fall_lookahead_s=get("fall_lookahead_s"),
-            psi_full_pct=get("psi_full_pct"),
-        )
-        return resolve_lines(given, base, what="default")
-
-    def bytes(self, name: str) -> int | None:
-        v = getattr(self, f"{name}_below_gib")
-        return None if v is None else int(v * GiB)
-
-
-LINE_NAMES = ("warn_below_gib", "term_below_gib", "kill_below_gib")  # highest first
-_LINE_WORDS = {"warn_below_gib": "warn", "term_below_gib": "term", "kill_below_gib": "kill"}
-
-
-def resolve_lines(
-    given: Mapping[str, float | None], base: GuardLines, *, what: str = "current"
-) -> tuple[GuardLines, list[str]]:
-    """`base` with the lines in `given` set (None turns a line off). The lines given win: a line of
-    `base` that would fall out of order with them (warn >= term >= kill) is turned off, and a
-    one-line note says so. Lines given that conflict with each other raise UserError (exit 2)."""
-    unknown = set(given) - set(LINE_NAMES)
-    if unknown:
-        raise UserError(f"unknown guard line(s) {', '.join(sorted(unknown))}; expected {', '.join(LINE_NAMES)}")
-    explicit = {name: given[name] for name in LINE_NAMES if name in given}
-    GuardLines(  # the order of the lines given
-        warn_below_gib=explicit.get("warn_below_gib"),
-        term_below_gib=explicit.get("term_below_gib"),
-        kill_below_gib=explicit.get("kill_below_gib"),
-        grace_s=base.grace_s,
-    )
-    values: dict[str, float | None] = {name: explicit.get(name, getattr(base, name)) for name in LINE_NAMES}
-    notes: list[str] = []
-    for i, name in enumerate(LINE_NAMES):
-        v = values[name]
-        if name in explicit or v is None:
-            continue
-        below = [(n, x) for n in LINE_NAMES[i + 1 :] if (x := explicit.get(n)) is not None and x > v]
-        above = [(n, x) for n in LINE_NAMES[:i] if (x := explicit.get(n)) is not None and x < v]
-        clashes = below or above
-        if clashes:
-            values[name] = None
-            other, at = clashes[0]
-            notes.append(
-                f"the {what} {_LINE_WORDS[name]} line ({v:g} GiB) is turned off: it would be "
-                f"{'below' if at > v else 'above'} your {_LINE_WORDS[other]} line ({at:g} GiB)"
-            )
-    return dataclasses.replace(  # the fall-rate and PSI triggers of `base` stay as they are
-        base,
-        warn_below_gib=values["warn_below_gib"],
-        term_below_gib=values["term_below_gib"],
-        kill_below_gib=values["kill_below_gib"],
-    ), notes
+DEFAULT_LINES = GuardLines()  # frozen: one default shared by every guard
 
 
 class GuardAction(StrEnum):
@@ -238,7 +121,7 @@ class GuardDecider:
 
     def __init__(
         self,
-        lines: GuardLines = GuardLines(),
+        lines: GuardLines = DEFAULT_LINES,
         *,
         armed: bool = True,
         min_interval: float = MIN_INTERVAL,
@@ -559,7 +442,7 @@ class Guard:
     def __init__(
         self,
         tree: Any,
-        lines: GuardLines = GuardLines(),
+        lines: GuardLines = DEFAULT_LINES,
         *,
         armed: bool = True,
         read_available: Callable[[], int] = _read_mem_available,

@@ -9,15 +9,15 @@ supervisor), the reaper acts on the kill line itself.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sparktui.core.guard_lines import resolve_lines
 from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KernelEvent
-from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
+from sparktui.runtime.guard.guard import Guard, TripReport
 from sparktui.runtime.guard.stop_order import StopOrder
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
@@ -52,7 +52,7 @@ class GuardWiring:
         self.settings, self.port, self.event = settings, port, event
         self._lock, self._record, self._save, self._reaper = lock, record, save, reaper
         self._wake, self._say = wake, say
-        self.lines = GuardLines.from_settings(settings)
+        self.lines = settings.guard_lines()
         self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
         self.guard: Guard | None = None
         self.tripped = threading.Event()
@@ -244,9 +244,6 @@ class GuardWiring:
         g.last = now
         return True
 
-    def lines_record(self) -> pr.GuardLinesRecord:
-        return pr.GuardLinesRecord.model_validate(dataclasses.asdict(self.lines))
-
     def change(self, req: pr.GuardRequest) -> list[str]:
         """Move the lines and/or arm or disarm, live. The lines given win; a current line in their
         way is turned off (the notes say which); lines given out of order raise UserError."""
@@ -254,12 +251,12 @@ class GuardWiring:
         assert guard is not None
         notes: list[str] = []
         if req.lines is not None:
-            lines, notes = resolve_lines(req.lines.given(), self.lines)
+            lines, notes = resolve_lines(req.lines, self.lines)
             guard.set_lines(lines)
             self.lines = lines
             with self._lock:
-                self._record().guard.lines = self.lines_record()
-            self.event({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+                self._record().guard.lines = self.lines
+            self.event({"kind": "GuardLines", "t": time.time(), **dict(sorted(req.lines.items()))})
         if req.kernel is not None:
             guard.set_kernel(req.kernel)
             with self._lock:  # the reply shows it at once (the loop fills in the rest)

@@ -487,7 +487,7 @@ def first_record(sup: Supervisor, log_path: Path, warnings: list[str], fit: dict
         supervisor=pr.ProcessRef(pid=os.getpid(), start_time=me.start_time if me else 0),
         started_at=time.time(),
         preflight=pr.PreflightRecord(warnings=warnings, fit=fit),
-        guard=pr.GuardRecord(armed=sup.guarding.armed, state="starting", lines=sup.guarding.lines_record()),
+        guard=pr.GuardRecord(armed=sup.guarding.armed, state="starting", lines=sup.guarding.lines),
     )
 
 
