@@ -255,10 +255,14 @@ def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
     relu² experts have no gate): NVFP4 runs CutlassExpertsFp4, tokens × top-k × (max(2N, K) + N);
     the others TritonExperts (CutlassExpertsFp8 and MarlinExperts come to the same), tokens × top-k ×
     (max(N / 2, K) + max(N, K)) for a gated model. bench/moe_workspace_oracle.py asks vLLM's code.
-    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)"""
-    if not (spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size):
+    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)
+    A config without moe_intermediate_size (Mixtral, gpt-oss) builds its experts with intermediate_size
+    (models/mixtral.py MixtralMoE, models/gpt_oss.py MLPBlock: FusedMoE(intermediate_size=config.
+    intermediate_size)); bench/activation_oracle.py measures their workspace on vLLM's own model code."""
+    expert_width = spec.moe_intermediate_size or spec.intermediate_size
+    if not (spec.num_experts and spec.experts_per_token and expert_width):
         return 0
-    inter = spec.moe_intermediate_size // tp
+    inter = expert_width // tp
     gated = spec.model_type != "nemotron_h"
     n = inter * (2 if gated else 1)
     k = spec.hidden_size
