@@ -29,6 +29,8 @@ from sparktui.core.fit_settings import (
     activation_bytes,
     activation_parts,
     cudagraph_estimate,
+    drafter_pass_bytes,
+    encoder_term,
     moe_workspace_per_token,
     rules_of,
     sampler_bytes,
@@ -208,7 +210,14 @@ def _core(
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
     forward, sampler = activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner)
-    activation = max(forward, sampler)
+    # a multimodal model's profile encodes dummy items first and keeps their outputs through the
+    # dummy forward and the sampler pass (gpu_model_runner.py profile_run)
+    encoder = encoder_term(spec, s)
+    kept = encoder.outputs if encoder else 0
+    forward, sampler = forward + kept, sampler + kept
+    # then the drafter's own dummy pass, with the target's hidden states still held
+    drafter = drafter_pass_bytes(spec, s) + kept if s.num_spec else 0
+    activation = max(forward, sampler, encoder.forward if encoder else 0, drafter)
     # The V2 runner's profile leaves the top-k / top-p pass out ("the sampler may skip top_k, top_p,
     # and logprobs, using less GPU memory than what is possible during actual execution"): at run
     # time that pass can take what V1 would have reserved, outside the request.
@@ -254,6 +263,19 @@ def _core(
             *how,
             f"− InstantTensor loader {_g(loader)} more non-torch memory ({INSTANTTENSOR_NON_TORCH.describe()}); "
             "it sizes its buffers by MemFree, so a full page cache can make it abort or crawl: drop caches first",
+        )
+    if encoder and explain and not s.kv_cache_memory_bytes and "activation_non_torch" not in measured:
+        how = (*how, f"  (the activation peak holds the {encoder.describe()})")
+    if (
+        drafter > max(forward, sampler)
+        and explain
+        and not s.kv_cache_memory_bytes
+        and "activation_non_torch" not in measured
+    ):
+        how = (
+            *how,
+            f"  (the activation peak is the {s.speculative_method} drafter's profile pass, {_g(drafter)}: it runs over "
+            f"{s.max_num_batched_tokens:,} tokens while the target's hidden states are held)",
         )
     if unreserved and explain:
         how = (

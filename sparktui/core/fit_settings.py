@@ -5,9 +5,10 @@ Gated-DeltaNet workspaces, the sampler, the CUDA-graph estimate."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sparktui.core.config import ServeConfig
+from sparktui.core.encoder_profile import EncoderPass, encoder_pass
 from sparktui.core.kv_plan import DEFAULT_RULES, KvPlan
 from sparktui.core.machine import (
     Machine,
@@ -65,6 +66,7 @@ class FitSettings:
     model_runner: str = "v1"  # "v2": vLLM's V2 GPU model runner (vllm/v1/worker/gpu)
     load_format: str | None = None  # --load-format, lower case (instanttensor costs non-torch memory)
     speculative_method: str | None = None  # as vLLM resolves it (core/speculation.py)
+    mm_limits: tuple[tuple[str, int], ...] = ()  # --limit-mm-per-prompt: (modality, items per prompt)
 
 
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
@@ -180,6 +182,67 @@ def settings_from(
         model_runner=runner,
         load_format=None if load_format == "auto" else load_format,
         speculative_method=method,
+        mm_limits=_mm_limits(config.limit_mm_per_prompt),
+    )
+
+
+def _mm_limits(limits: str | None) -> tuple[tuple[str, int], ...]:
+    """--limit-mm-per-prompt as (modality, count): {"image": 2} or {"image": {"count": 2, …}}."""
+    try:
+        data = json.loads(limits) if limits else {}
+    except (TypeError, ValueError):
+        return ()
+    if not isinstance(data, dict):
+        return ()
+    out = []
+    for modality, value in data.items():
+        count = value.get("count") if isinstance(value, dict) else value
+        if isinstance(count, int) and not isinstance(count, bool):
+            out.append((str(modality), count))
+    return tuple(out)
+
+
+# methods whose drafter runs its own dummy pass inside vLLM's profile (gpu_model_runner.py _dummy_run:
+# use_eagle() / uses_draft_model() / uses_extract_hidden_states())
+DRAFTER_PASS_METHODS = ("mtp", "eagle", "eagle3", "dflash", "draft_model")
+
+
+def drafter_pass_bytes(spec: ModelSpec, s: FitSettings) -> int:
+    """The profile pass's peak while the drafter runs its dummy forward over max_num_batched_tokens
+    tokens (gpu_model_runner.py _dummy_run → drafter.dummy_run), after the target's forward: the
+    target's hidden states (and the aux hidden states an EAGLE3 / DFlash drafter reads) are still
+    held, the fused-MoE workspace stays allocated, and the drafter adds its own working set:
+    - DFlash (v1/spec_decode/dflash.py dummy_run → qwen3_dflash.py precompute_and_store_context_kv):
+      the context's normed copy, one fused K/V projection for every draft layer, the normed keys, and
+      the positions repeated per layer (int64);
+    - MTP / EAGLE / a draft model (llm_base_proposer.py dummy_run): one decoder layer's working set,
+      as the target's, plus the input that joins the embedding and the hidden state (2 × hidden).
+    0 when no drafter runs. Read from vLLM 0.32's code, not measured on a GPU."""
+    method = s.speculative_method
+    if method not in DRAFTER_PASS_METHODS or not (s.mtp and spec.mtp_layers):
+        return 0
+    n, d, h = s.max_num_batched_tokens, spec.dtype_bytes, spec.hidden_size
+    held = n * (d * h * (1 + spec.aux_hidden_layers) + moe_workspace_per_token(spec, s.tp))
+    if method == "dflash":
+        layers = sum(g.count for g in spec.mtp_layers)
+        kv = sum(g.count * max(1, g.num_kv_heads // s.tp) * g.head_size for g in spec.mtp_layers)
+        return held + n * (d * (h + 3 * kv) + 8 * layers)
+    inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
+    return held + n * d * (8 * h + 2 * inner // s.tp)
+
+
+def encoder_term(spec: ModelSpec, s: FitSettings) -> EncoderPass | None:
+    """The multimodal encoder's share of the profile pass (core/encoder_profile.py), or None."""
+    encoder = spec.encoder
+    if encoder is None:
+        return None
+    limits = dict(s.mm_limits)
+    if limits.get(encoder.modality) == 0 and encoder.fallback:  # vLLM profiles the next modality
+        modality, tokens, patches = encoder.fallback
+        encoder = replace(encoder, modality=modality, tokens_per_item=tokens, patches_per_item=patches, fallback=None)
+    limit = limits.get(encoder.modality)
+    return encoder_pass(
+        encoder, s.max_num_batched_tokens, s.max_num_seqs, s.max_model_len, spec.dtype_bytes, limit, s.tp
     )
 
 
@@ -192,10 +255,14 @@ def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
     relu² experts have no gate): NVFP4 runs CutlassExpertsFp4, tokens × top-k × (max(2N, K) + N);
     the others TritonExperts (CutlassExpertsFp8 and MarlinExperts come to the same), tokens × top-k ×
     (max(N / 2, K) + max(N, K)) for a gated model. bench/moe_workspace_oracle.py asks vLLM's code.
-    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)"""
-    if not (spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size):
+    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)
+    A config without moe_intermediate_size (Mixtral, gpt-oss) builds its experts with intermediate_size
+    (models/mixtral.py MixtralMoE, models/gpt_oss.py MLPBlock: FusedMoE(intermediate_size=config.
+    intermediate_size)); bench/activation_oracle.py measures their workspace on vLLM's own model code."""
+    expert_width = spec.moe_intermediate_size or spec.intermediate_size
+    if not (spec.num_experts and spec.experts_per_token and expert_width):
         return 0
-    inter = spec.moe_intermediate_size // tp
+    inter = expert_width // tp
     gated = spec.model_type != "nemotron_h"
     n = inter * (2 if gated else 1)
     k = spec.hidden_size

@@ -149,3 +149,16 @@ def test_the_workspace_takes_the_shapes_of_the_experts_that_run():
     assert moe_workspace_per_token(load_model_spec("Qwen/Qwen3.6-35B-A3B")) == 65_536
     assert moe_workspace_per_token(load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")) == 66_816
     assert moe_workspace_per_token(load_model_spec("deepseek-ai/DeepSeek-V3")) == 229_376
+
+
+def test_experts_without_their_own_width_take_the_mlp_width():
+    # Mixtral and gpt-oss have no moe_intermediate_size: vLLM builds their experts with intermediate_size
+    # (models/mixtral.py, models/gpt_oss.py), and its fused-MoE workspace is held for them too; vLLM 0.32's
+    # own model code measures these figures (bench/activation_oracle.py): TritonExperts, top-k × (max(N/2, K)
+    # + max(N, K)) × 2 bytes with N = 2 × intermediate
+    assert moe_workspace_per_token(load_model_spec("mistralai/Mixtral-8x7B-v0.1")) == 2 * (14336 + 28672) * 2
+    assert moe_workspace_per_token(load_model_spec("openai/gpt-oss-120b")) == 4 * (2880 + 5760) * 2 == 69_120
+    # the other side: a config with its own expert width keeps it (Qwen3-30B-A3B: 768, not its dense 6144)
+    qwen = load_model_spec("Qwen/Qwen3-30B-A3B")
+    assert (qwen.moe_intermediate_size, qwen.intermediate_size) == (768, 6144)
+    assert moe_workspace_per_token(qwen) == 8 * (2048 + 2048) * 2 == 65_536

@@ -214,3 +214,27 @@ def test_cluster_head(snap_compare, tmp_path, size):
     """A cluster's head: each node's phase and MemAvailable in the memory pane, one line each."""
     app = SparkApp(backend=RecordsBackend(cluster_head_records(tmp_path)))
     assert snap_compare(app, terminal_size=size, run_before=prepare_cluster_head)
+
+
+async def prepare_bench(pilot):
+    """The bench pane after a run: four levels (one a burst, one partial) and the plot."""
+    from sparktui.ui.panes import BenchPane
+    from tests.support.bench_levels import RUNS
+
+    await prepare(pilot)
+    pilot.app.show_pane("bench")
+    await workers_done(pilot.app)
+    await pilot.pause()
+    pilot.app.query_one(BenchPane).show_run(RUNS, "tiny", None, None)  # no previous run: no date in the picture
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    pilot.app.set_focus(None)
+    pilot.app.clear_notifications()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_bench_pane(snap_compare, size):
+    """The bench table in its short form (80×24; 120 columns beside the gauge): every column in view."""
+    app = SnapshotApp(profile="70b-dense-single-user", backend=SampleBackend())
+    assert snap_compare(app, terminal_size=size, run_before=prepare_bench)

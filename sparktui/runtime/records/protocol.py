@@ -125,7 +125,7 @@ class KernelRecord(_Model):
     events: list[dict[str, Any]] = Field(default_factory=list)  # core.kernel_log.KernelEvent.to_dict()
 
 
-# A last sample older than the gap the guard planned to its next one (guard.STEADY_INTERVAL at
+# A last sample older than the gap the guard planned to its next one (up to guard.STEADY_EVENT_INTERVAL at
 # rest, far less near a line) plus this means it is not sampling (its supervisor stopped, starved).
 GUARD_STALE_S = 2.0
 

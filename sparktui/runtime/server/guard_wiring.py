@@ -29,9 +29,10 @@ if TYPE_CHECKING:
     from sparktui.runtime.host import proc
     from sparktui.runtime.server.reaper import Reaper
 
-# The guard's line in the state file: rewritten when MemAvailable moved this much, or after this long.
+# The guard's line in the state file: rewritten when MemAvailable moved this much (or the action,
+# the alert or the kernel tripwire changed), never because time passed: how fresh the guard is comes
+# from its heartbeat (state.beat_path) and the live answer, so a resting server's file stays still.
 GUARD_NEWS_GIB = 0.1
-GUARD_REFRESH_S = 10.0
 BEAT_EVERY_S = 0.25  # the guard's heartbeat (state.beat_path): often enough to see it stall within a second
 
 
@@ -234,13 +235,8 @@ class GuardWiring:
         g.alert = d.alert
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
-        if (
-            last
-            and not alert_news
-            and last.action == now.action
-            and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
-        ):
-            return kernel_news  # the file is rewritten for news, not for every sample
+        if last and not alert_news and last.action == now.action and moved < GUARD_NEWS_GIB:
+            return kernel_news  # the file is rewritten for news, not for every sample nor every few seconds
         g.last = now
         return True
 
