@@ -110,9 +110,9 @@ def families(states: list[pr.StateRecord], meminfo_text: str, now: float) -> lis
         for name in WEDGE_STATES:
             wedge.add_metric([*key, name], 1.0 if watch.state == name else 0.0)
         stalled.add_metric(key, watch.stalled_s)
-        fit = state.preflight.fit
-        if fit is not None:
-            kv.add_metric([*key, "predicted"], float(fit.kv_cache_tokens))
+        predicted = state.preflight.fit.kv_cache_tokens if state.preflight.fit else None
+        if predicted is not None:
+            kv.add_metric([*key, "predicted"], float(predicted))
         reported = state.summary.kv_cache_tokens if state.summary else None
         if reported is not None:
             kv.add_metric([*key, "reported"], float(reported))

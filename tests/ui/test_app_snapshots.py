@@ -117,7 +117,7 @@ def server_snapshot(tmp_path, case: str):
         )
     log = tmp_path / "ready.log"
     log.write_text((FIXTURES / "vllm-cpu" / "startup_final_eager.log").read_text())
-    fit = {"kv_cache_bytes": 28.36 * 2**30, "kv_cache_tokens": 185856, "max_concurrency": 5.67}
+    fit = {"kv_cache_bytes": int(28.36 * 2**30), "kv_cache_tokens": 185856, "max_concurrency": 5.67}  # as fit writes it
     metrics = {"kv_cache_usage_pct": 12.5, "running": 2, "waiting": 0, "generation_tokens_per_s": 40.0,
                "prompt_tokens_per_s": 100.0, "ttft_p50_s": 0.12, "ttft_p95_s": 0.3, "at": 1.0}  # fmt: skip
     return server_record(

@@ -281,32 +281,33 @@ class SuggestionRecord(_Model):
 
 
 class FitRecord(_Model):
-    """The fit preflight checked at launch (core.fit.FitResult.to_dict, in its order)."""
+    """The fit preflight checked at launch (core.fit.FitResult.to_dict, in its order); a figure a
+    record does not hold is None (not recorded), never a made-up 0."""
 
     model: str = ""
     machine: str = ""
     vllm_version: str = ""
     vllm_version_source: str = ""
     vllm_rules: list[dict[str, Any]] = Field(default_factory=list)  # key, span, value, summary, source
-    verdict: str
+    verdict: str = ""
     reasons: list[str] = Field(default_factory=list)
     suggestions: list[SuggestionRecord] = Field(default_factory=list)
     budget: dict[str, int] = Field(default_factory=dict)
-    weights_bytes: int = 0
-    kv_bytes_per_token: int = 0
+    weights_bytes: int | None = None
+    kv_bytes_per_token: int | None = None
     kv_cache_dtype: str = "auto"
-    kv_cache_bytes: int = 0
-    kv_cache_tokens: int = 0
-    kv_blocks: int = 0
-    kv_bytes_per_request: int = 0
-    block_size: int = 16
-    max_model_len: int = 0
-    max_concurrency: float = 0.0
-    longest_max_model_len: int = 0
+    kv_cache_bytes: int | None = None
+    kv_cache_tokens: int | None = None
+    kv_blocks: int | None = None
+    kv_bytes_per_request: int | None = None
+    block_size: int | None = None
+    max_model_len: int | None = None
+    max_concurrency: float | None = None
+    longest_max_model_len: int | None = None
     kv_working: list[str] = Field(default_factory=list)
     kv_memory_working: list[str] = Field(default_factory=list)
-    kv_cache_bytes_low: int = 0
-    kv_cache_bytes_high: int = 0
+    kv_cache_bytes_low: int | None = None
+    kv_cache_bytes_high: int | None = None
     notes: list[str] = Field(default_factory=list)
     kv_memory_source: dict[str, str] = Field(default_factory=dict)
     calibration: list[str] = Field(default_factory=list)
