@@ -169,5 +169,30 @@ def test_the_guards_line_in_the_record_is_rewritten_for_news_never_for_time_pass
     assert sample(20.0) is True  # the first line
     clock[0] += 3600.0  # an hour at rest, memory drifting a little: nothing to write
     assert sample(20.05) is False and record.guard.last is not None and record.guard.last.at == 1000.0
-    assert sample(19.85) is True  # moved 0.15 GiB since the line written: news
-    assert record.guard.last.available_gib == 19.85 and record.guard.last.at == 4600.0
+    assert sample(19.7) is False  # other programs moving a few hundred MiB: still nothing
+    # ... while a live answer carries the latest sample all the same
+    line = wiring.line()
+    assert line is not None and line.available_gib == 19.7 and line.at == 4600.0
+    assert sample(19.45) is True  # moved 0.55 GiB since the line written: news
+    assert record.guard.last.available_gib == 19.45 and record.guard.last.at == 4600.0
+
+
+def test_a_live_answer_carries_the_guards_latest_sample_not_the_files_older_line(isolated: Path) -> None:
+    from sparktui.core.profiles import parse_profile
+    from sparktui.runtime.guard.guard import Decision, GuardAction
+    from sparktui.runtime.server.supervisor import Supervisor
+
+    sup = Supervisor(parse_profile('[serve]\nmodel = "/models/tiny"\nport = 8123\n', name="tiny"))
+    written = pr.GuardLast(action="none", available_gib=20.0, rate_gib_s=0.0, interval_s=1.0, at=1.0)
+    sup.state = pr.StateRecord(
+        status="running", port=8123, supervisor=pr.ProcessRef(pid=1, start_time=1),
+        guard=pr.GuardRecord(armed=True, lines=GuardLines(), last=written),
+    )  # fmt: skip
+    sup.guarding.guard = SimpleNamespace(  # type: ignore[assignment]
+        last=Decision(GuardAction.NONE, 1.0, available=int(19.7 * (1 << 30))), sampled_at=None, running=True
+    )
+    live = sup.snapshot()
+    assert live is not None and live.guard.last is not None
+    assert live.guard.last.available_gib == 19.7 and live.guard.last.at > 1.0
+    assert sup.record.guard.last == written  # the record itself is left for the loop to rewrite on news
+    sup.wakeup.close()
