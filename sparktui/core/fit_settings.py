@@ -298,6 +298,10 @@ QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text", 
 # layer's two inputs, the layer holds the residual and the normed input, and the MLP keeps gate_up alive
 # through down_proj), 4 where the model's code frees one sooner (bench/activation_oracle.py measures it)
 MLP_HELD_HIDDEN = {"llama": 4, "mistral": 4, "gemma4": 4, "gemma4_text": 4}
+# ... and at the attention stage: 5 (the layer's inputs, residual, normed input, o_proj's output), 3 for
+# Gemma 4, which also normalises v (v_norm) into a tensor of its own
+ATTENTION_HELD_HIDDEN = {"gemma4": 3, "gemma4_text": 3}
+V_NORM_MODEL_TYPES = frozenset({"gemma4", "gemma4_text"})
 
 
 def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
@@ -308,21 +312,22 @@ def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
     q / k norms, their outputs; the dense MLP (or an MoE model's shared expert) holds gate_up (2 ×
     intermediate) and the activation's output while MLP_HELD_HIDDEN hidden-size tensors are live. Measured
     by bench/activation_oracle.py on vLLM 0.32's own code (eager, as --enforce-eager runs it): exact for
-    Llama, Qwen2 / 2.5 / 3 (dense and MoE), Mixtral, gpt-oss and Gemma 3 and 4 dense; Gemma-4-26B-A4B
-    +6%. None for models with MLA or Mamba / Gated-DeltaNet layers, which vLLM's CPU build cannot run."""
+    Llama, Qwen2 / 2.5 / 3 (dense and MoE), Mixtral, gpt-oss, Gemma 3 and Gemma 4 (dense and MoE).
+    None for models with MLA or Mamba / Gated-DeltaNet layers, which vLLM's CPU build cannot run."""
     attention = [g for g in spec.layers if g.count and not g.draft]
     if not attention or any(g.kind in (MAMBA, MLA) for g in attention) or not spec.num_attention_heads:
         return None
     hidden = spec.hidden_size
     qk_norm = spec.model_type in QK_NORM_MODEL_TYPES
+    v_norm = spec.model_type in V_NORM_MODEL_TYPES
     widest = 0
     for g in attention:
         q = spec.num_attention_heads * g.head_size // tp
         kv = max(1, g.num_kv_heads // tp) * g.head_size
-        widest = max(widest, 2 * q + 2 * kv + (q + kv if qk_norm else 0))
+        widest = max(widest, 2 * q + 2 * kv + (q + kv if qk_norm else 0) + (kv if v_norm else 0))
     inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
     mlp = MLP_HELD_HIDDEN.get(spec.model_type, 5) * hidden + 3 * inner // tp if inner else 0
-    return max(5 * hidden + widest, mlp)
+    return max(ATTENTION_HELD_HIDDEN.get(spec.model_type, 5) * hidden + widest, mlp)
 
 
 def activation_parts(

@@ -201,6 +201,11 @@ def test_the_forward_peak_is_the_larger_of_vllms_attention_and_mlp_stages():
     qwen_moe = load_model_spec("Qwen/Qwen3-30B-A3B")
     attention = 5 * 2048 + 2 * 4096 + 2 * 512 + (4096 + 512)
     assert activation_bytes(qwen_moe, 2048, 1) == 2048 * (2 * attention + 65_536) == 2048 * 113_664
+    # Gemma 4 holds 3 hidden-size tensors there and normalises v as well (global layers: 16 × 512 query,
+    # 2 × 512 key / value); with its workspace, as bench/activation_oracle.py measures it
+    gemma4 = load_model_spec("google/gemma-4-26B-A4B")
+    attention = 3 * 2816 + 2 * 8192 + 2 * 1024 + (8192 + 1024) + 1024
+    assert activation_bytes(gemma4, 2048, 1) == 2048 * (2 * attention + 90_112) == 2048 * 164_352
     # the other side: hybrids and MLA, which vLLM's CPU build cannot run, keep the residual-stream estimate
     for name in ("Qwen/Qwen3.6-35B-A3B", "deepseek-ai/DeepSeek-V3"):
         spec = load_model_spec(name)
