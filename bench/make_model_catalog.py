@@ -58,6 +58,7 @@ KEEP = {
     "head_dim",
     "kv_channels",
     "vocab_size",
+    "final_logit_softcapping",
     "num_experts",
     "num_local_experts",
     "n_routed_experts",

@@ -57,7 +57,6 @@ from sparktui.core.vllm_rules import (
     INSTANTTENSOR_NON_TORCH,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
-    V2_SAMPLER_PEAK_COPIES,
     VllmRules,
 )
 
@@ -380,9 +379,13 @@ def _memory_working(
         f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)",
         f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''})",
         f"− activation peak {_g(max(forward, sampler))}: the profile run's larger pass — forward over "
-        f"{s.max_num_batched_tokens:,} tokens {_g(forward)}, sampler over {seqs:,} × {spec.vocab_size:,} fp32 "
-        f"logits × {SAMPLER_PEAK_COPIES.value if s.model_runner == 'v1' else V2_SAMPLER_PEAK_COPIES:g} copies "
-        f"({'V1' if s.model_runner == 'v1' else 'V2'} model runner) {_g(sampler)}",
+        f"{s.max_num_batched_tokens:,} tokens {_g(forward)}, sampler over {seqs:,} × {spec.vocab_size:,} "
+        + (
+            f"fp32 logits × {SAMPLER_PEAK_COPIES.value:g} copies (V1 model runner) {_g(sampler)}"
+            if s.model_runner == "v1"
+            else f"logits in the model's dtype{' × 2 (soft-capped)' if spec.logit_softcap else ''}, the "
+            f"forward's hidden states held (V2 model runner) {_g(sampler)}"
+        ),
         f"− non-torch {_g(machine.non_torch)}: measured by vLLM at start-up, not knowable before; "
         f"{'on unified memory it is MemAvailable that moves, ' if machine.unified else ''}"
         f"seen {nt.low:g}–{nt.high:g} GiB",

@@ -26,7 +26,6 @@ from sparktui.core.vllm_rules import (
     GDN_PREFILL_COPIES,
     MEASURED_CONSTANTS,
     SAMPLER_PEAK_COPIES,
-    V2_SAMPLER_PEAK_COPIES,
     VllmRules,
     graph_counts,
     graph_counts_v2,
@@ -255,10 +254,14 @@ def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
     relu² experts have no gate): NVFP4 runs CutlassExpertsFp4, tokens × top-k × (max(2N, K) + N);
     the others TritonExperts (CutlassExpertsFp8 and MarlinExperts come to the same), tokens × top-k ×
     (max(N / 2, K) + max(N, K)) for a gated model. bench/moe_workspace_oracle.py asks vLLM's code.
-    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)"""
-    if not (spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size):
+    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)
+    A config without moe_intermediate_size (Mixtral, gpt-oss) builds its experts with intermediate_size
+    (models/mixtral.py MixtralMoE, models/gpt_oss.py MLPBlock: FusedMoE(intermediate_size=config.
+    intermediate_size)); bench/activation_oracle.py measures their workspace on vLLM's own model code."""
+    expert_width = spec.moe_intermediate_size or spec.intermediate_size
+    if not (spec.num_experts and spec.experts_per_token and expert_width):
         return 0
-    inter = spec.moe_intermediate_size // tp
+    inter = expert_width // tp
     gated = spec.model_type != "nemotron_h"
     n = inter * (2 if gated else 1)
     k = spec.hidden_size
@@ -300,8 +303,23 @@ def activation_parts(
     per_token += moe_workspace_per_token(spec, tp) + gdn_prefill_per_token(spec, tp)
     forward = max_num_batched_tokens * per_token
     # _dummy_sampler_run: V1 applies top-k / top-p in fp32, the V2 runner samples the logits as they are
-    copies = SAMPLER_PEAK_COPIES.value if runner == "v1" else V2_SAMPLER_PEAK_COPIES
-    return forward, sampler_bytes(spec, max_num_batched_tokens, max_num_seqs, copies)
+    if runner == "v1":
+        return forward, sampler_bytes(spec, max_num_batched_tokens, max_num_seqs, SAMPLER_PEAK_COPIES.value)
+    return forward, v2_sampler_pass_bytes(spec, max_num_batched_tokens, max_num_seqs, tp)
+
+
+def v2_sampler_pass_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
+    """The V2 runner's dummy sampler pass (v1/worker/gpu/model_runner.py profile_run, _dummy_sampler_run):
+    compute_logits over one row per dummy request, in the model's dtype, two copies of them at once for a
+    soft-capped model (layers/logits_processor.py LogitsProcessor.forward); the dummy batch needs no
+    logits processing and no top-k / top-p, and gumbel_sample writes one token per request
+    (gpu/sample/sampler.py Sampler.sample). Meanwhile the forward's hidden states, the rows taken from
+    them and the fused-MoE workspace stay held. bench/activation_oracle.py measures it on vLLM 0.32's
+    own code (exact for the 19 models it can build)."""
+    seqs = min(max_num_seqs, max_num_batched_tokens)
+    copies = 2 if spec.logit_softcap else 1
+    held = (max_num_batched_tokens + seqs) * spec.hidden_size + copies * seqs * spec.vocab_size
+    return spec.dtype_bytes * held + max_num_batched_tokens * moe_workspace_per_token(spec, tp)
 
 
 def sampler_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, copies: float) -> int:

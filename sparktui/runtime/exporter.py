@@ -99,16 +99,20 @@ def families(states: list[pr.StateRecord], meminfo_text: str, now: float) -> lis
             value = getattr(guard.lines, f"{name}_below_gib")
             if value is not None:
                 lines.add_metric([*key, name], value * GiB)
-        if guard.last is not None and guard.last.at:
+        # the real age of the last sample (the live answer, or the heartbeat file); the record's
+        # line is rewritten only for news, so its own time says when memory last moved, not the guard
+        if guard.sample_age_s is not None:
+            age.add_metric(key, guard.sample_age_s)
+        elif guard.last is not None and guard.last.at:
             age.add_metric(key, max(0.0, now - guard.last.at))
         trips.add_metric(key, 1.0 if state.trip else 0.0)
         watch = state.watch.wedge if state.watch is not None else pr.WedgeRecord()
         for name in WEDGE_STATES:
             wedge.add_metric([*key, name], 1.0 if watch.state == name else 0.0)
         stalled.add_metric(key, watch.stalled_s)
-        fit = state.preflight.fit
-        if fit is not None:
-            kv.add_metric([*key, "predicted"], float(fit.kv_cache_tokens))
+        predicted = state.preflight.fit.kv_cache_tokens if state.preflight.fit else None
+        if predicted is not None:
+            kv.add_metric([*key, "predicted"], float(predicted))
         reported = state.summary.kv_cache_tokens if state.summary else None
         if reported is not None:
             kv.add_metric([*key, "reported"], float(reported))

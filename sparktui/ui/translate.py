@@ -139,8 +139,8 @@ def guard_view(guard: GuardRecord | None, trip: TripRecord | None, live: bool) -
     kernel = guard.kernel
     if live and kernel is not None:  # the kernel tripwire: what it saw, or that it cannot see
         news = [
-            f"kernel log: Xid {e.get('xid')} for pid {e.get('pid')}"
-            if e.get("kind") == "xid"
+            f"kernel log: Xid {e.xid} for pid {e.pid}"
+            if e.kind == "xid"
             else f"kernel log: NVIDIA driver out of memory ({kernel.mode})"
             for e in kernel.events[-2:]
         ]

@@ -9,8 +9,14 @@ import re
 
 from sparktui.core.config import ServeConfig
 from sparktui.core.fit import dgx_spark, fit, machine_from_name
-from sparktui.core.fit_settings import activation_bytes, gdn_prefill_per_token, moe_workspace_per_token
+from sparktui.core.fit_settings import (
+    activation_bytes,
+    activation_parts,
+    gdn_prefill_per_token,
+    moe_workspace_per_token,
+)
 from sparktui.core.modelspec import load_model_spec, spec_from_config
+from sparktui.core.vllm_rules import SAMPLER_PEAK_COPIES
 from tests.core.test_fit import load_bench
 from tests.support import FIXTURES
 
@@ -149,3 +155,35 @@ def test_the_workspace_takes_the_shapes_of_the_experts_that_run():
     assert moe_workspace_per_token(load_model_spec("Qwen/Qwen3.6-35B-A3B")) == 65_536
     assert moe_workspace_per_token(load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")) == 66_816
     assert moe_workspace_per_token(load_model_spec("deepseek-ai/DeepSeek-V3")) == 229_376
+
+
+def test_experts_without_their_own_width_take_the_mlp_width():
+    # Mixtral and gpt-oss have no moe_intermediate_size: vLLM builds their experts with intermediate_size
+    # (models/mixtral.py, models/gpt_oss.py), and its fused-MoE workspace is held for them too; vLLM 0.32's
+    # own model code measures these figures (bench/activation_oracle.py): TritonExperts, top-k × (max(N/2, K)
+    # + max(N, K)) × 2 bytes with N = 2 × intermediate
+    assert moe_workspace_per_token(load_model_spec("mistralai/Mixtral-8x7B-v0.1")) == 2 * (14336 + 28672) * 2
+    assert moe_workspace_per_token(load_model_spec("openai/gpt-oss-120b")) == 4 * (2880 + 5760) * 2 == 69_120
+    # the other side: a config with its own expert width keeps it (Qwen3-30B-A3B: 768, not its dense 6144)
+    qwen = load_model_spec("Qwen/Qwen3-30B-A3B")
+    assert (qwen.moe_intermediate_size, qwen.intermediate_size) == (768, 6144)
+    assert moe_workspace_per_token(qwen) == 8 * (2048 + 2048) * 2 == 65_536
+
+
+def test_the_v2_sampler_pass_is_the_logits_in_the_models_dtype_with_the_forwards_tensors_held():
+    # vLLM 0.32's own code, run on the meta device (bench/activation_oracle.py), at 2048 tokens and 256
+    # sequences: the forward's hidden states (2048 × hidden) and the sampled rows (256 × hidden) held,
+    # the logits once in bf16, and the fused-MoE workspace still held
+    llama = load_model_spec("meta-llama/Meta-Llama-3.1-8B")
+    assert activation_parts(llama, 2048, 256, 1, "v2")[1] == 84_541_440 == 2 * (2304 * 4096 + 256 * 128_256)
+    qwen_moe = load_model_spec("Qwen/Qwen3-30B-A3B")
+    assert activation_parts(qwen_moe, 2048, 256, 1, "v2")[1] == 221_446_144
+    # a soft-capped model (Gemma 4) holds two copies of its logits (LogitsProcessor: / cap, tanh, × cap)
+    gemma4 = load_model_spec("nvidia/Gemma-4-31B-IT-NVFP4")
+    assert gemma4.logit_softcap == 30.0
+    assert activation_parts(gemma4, 2048, 256, 1, "v2")[1] == 293_208_064 == 2 * (2304 * 5376 + 2 * 256 * 262_144)
+    gemma3 = spec_from_config(load_bench().GEMMA3_27B, name="gemma-3-27b", source="bench")  # no soft cap: one copy
+    assert gemma3.logit_softcap == 0.0
+    assert activation_parts(gemma3, 2048, 256, 1, "v2")[1] == 159_023_104 == 2 * (2304 * 5376 + 256 * 262_208)
+    # the V1 runner's pass stays the fitted fp32 copies (its top-k / top-p pass)
+    assert activation_parts(llama, 2048, 256, 1, "v1")[1] == int(SAMPLER_PEAK_COPIES.value * 256 * 128_256 * 4)

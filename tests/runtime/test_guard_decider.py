@@ -11,6 +11,7 @@ from sparktui.errors import UserError
 from sparktui.runtime.guard.guard import (
     MAX_INTERVAL,
     MIN_INTERVAL,
+    STEADY_EVENT_INTERVAL,
     STEADY_INTERVAL,
     WORST_RATE,
     GuardAction,
@@ -248,6 +249,48 @@ def test_at_rest_a_sample_a_second_but_never_slower_than_the_headroom_allows():
     d = GuardDecider(LINES)
     d.set_phase("ready")
     assert feed_all(d, [(0, 18), (1, 18)])[-1].next_interval == pytest.approx(g(12) / WORST_RATE)
+
+
+def test_at_rest_with_a_psi_trigger_the_pace_rests_longer_but_never_slower_than_the_headroom_allows():
+    # Issue 25: where the kernel wakes the guard on a memory stall, far from the lines it rests 5 s.
+    d = GuardDecider(LINES)
+    d.set_phase("ready")
+    d.kernel_wakes = True
+    assert STEADY_EVENT_INTERVAL == 5.0
+    assert feed_all(d, [(0, 100), (5, 100)])[-1].next_interval == pytest.approx(5.0)
+    # 12 GiB above the term line: the gap a fall at WORST_RATE would close, as without the trigger
+    d = GuardDecider(LINES)
+    d.set_phase("ready")
+    d.kernel_wakes = True
+    assert feed_all(d, [(0, 18), (1, 18)])[-1].next_interval == pytest.approx(g(12) / WORST_RATE)
+    # only at steady state: a busy phase keeps its own pace
+    d.set_phase("loading_weights")
+    assert feed_all(d, [(2, 100)])[-1].next_interval == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("rate_gib_s", [16.0, 14.0, 4.0])
+@pytest.mark.parametrize("start_after_s", [0.001, 0.7, 2.5, 4.999])
+def test_a_fall_starting_while_the_guard_rests_is_stopped_before_the_kill_line(rate_gib_s, start_after_s):
+    """From the 5 s rest pace (100 GiB free), a fall at up to WORST_RATE that starts at any moment
+    between two samples: the guard, sampling when it planned, acts no later than MemAvailable
+    reaches the kill line (a trip on the term line, or on a predicted crossing of the kill line;
+    at exactly WORST_RATE the planned sample lands on the line itself, by design)."""
+    d = GuardDecider(LINES)
+    d.set_phase("ready")
+    d.kernel_wakes = True
+    first = d.feed(0.0, g(100))
+    assert first.next_interval == pytest.approx(5.0)  # resting, as at rest before the fall
+    t, start = 0.0, start_after_s
+
+    def available(at: float) -> float:
+        return 100 - rate_gib_s * max(0.0, at - start)
+
+    decision = first
+    while decision.action not in (GuardAction.TERM, GuardAction.KILL):  # a warning on the way
+        t += max(decision.next_interval, MIN_INTERVAL)
+        assert t < 60, "never acted"
+        decision = d.feed(t, g(available(t)))
+    assert available(t) >= LINES.kill_below_gib - 1e-9, (t, available(t), decision)
 
 
 def test_near_a_line_the_pace_is_fast_whatever_the_phase():

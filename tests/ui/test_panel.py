@@ -22,6 +22,7 @@ from tests.support.app import (
     SampleBackend,
     config_pane,
     sample,
+    screen_text,
     server_pane,
     server_record,
     until,
@@ -164,6 +165,23 @@ async def test_polling_lines_are_hidden_until_asked_for(tmp_path):
         await pilot.press("p")
         await pilot.pause(0.2)
         assert sum("GET /metrics" in line for line in view.lines()) == 30
+
+
+async def test_at_80x24_a_long_vllm_line_shows_its_whole_message(tmp_path):
+    """Issue 23, item 8: lines were cut at 80 columns with no wrap; now they wrap under the time."""
+    log = tmp_path / "serving.log"
+    log.write_text("INFO 11-30 09:00:00 [x.py:1] Starting\n" + MAX_LEN_ERROR + "\nINFO 11-30 09:00:02 [x.py:1] after\n")
+    app = SparkApp(backend=RecordBackend(server_record(log)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show_pane("server")
+        view = widget(app, LogView)
+        await until(pilot, lambda: view.line_count == 3, "the log")
+        await pilot.pause(0.3)
+        screen = screen_text(app)
+        text = " ".join(line.strip() for line in screen)
+        assert "09:00:01 ValueError: User-specified max_model_len (4096)" in text, screen
+        assert "(max_position_embeddings=512 in model's config.json)." in text, screen
+        assert "09:00:02 after" in text, screen
 
 
 # 4. A re-attach loads the running server's profile, its fit and the predicted column.

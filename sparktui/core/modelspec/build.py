@@ -274,6 +274,7 @@ def _build(
         max_len_key=limit_key,
         multimodal=bool(counts["vision"]) or any(k in config for k in ("vision_config", "audio_config")),
         draft_vocab_size=int(text.get("draft_vocab_size") or config.get("draft_vocab_size") or 0),
+        logit_softcap=float(text.get("final_logit_softcapping") or 0.0),
         remote_code=bool(config.get("auto_map")),
         encoder=encoder_of(config, text) if counts["vision"] else None,
         aux_hidden_layers=_aux_hidden_layers(config, str(arch)),

@@ -27,8 +27,10 @@ Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU)
   caches): 10 Hz at rest is ~0.25% of a core. Between samples, a PSI trigger on
   /proc/pressure/memory wakes the guard when tasks stall on memory.
 - the phase sets the slowest pace: 20 ms while vLLM loads weights, profiles, sizes its KV cache,
-  captures CUDA graphs or runs a large prefill (where the fast falls happen); 250 ms at steady
-  state; 100 ms otherwise.
+  captures CUDA graphs or runs a large prefill (where the fast falls happen); at steady state 1 s,
+  or 5 s where a PSI trigger is armed (the kernel wakes the guard on a memory stall: below); 100 ms
+  otherwise. Whatever the phase, never slower than the headroom allows (the gap to the nearest
+  action line at 16 GiB/s), so resting longer only happens far from the lines.
 - fall rate: falling faster than 8 GiB/s with the kill line less than 0.5 s away at that rate
   sends SIGTERM before any line is crossed. vLLM's own start-up falls ~14 GiB/s and stops at
   ~14 GiB on a Spark at utilization 0.9: above the 3.5 + 7 GiB this trips at.
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import os
 import select
 import threading
@@ -70,10 +73,14 @@ PSI_EVERY = 0.05  # read /proc/pressure/memory at most this often (~25 µs a rea
 BUSY_PHASES = ("loading_weights", "profiling", "kv_cache", "cuda_graphs", "prefill")
 BUSY_INTERVAL = 0.02  # slowest pace in a busy phase
 # Slowest pace at steady state ("ready", no large prefill). Never slower than the headroom allows
-# (_interval: the gap to the nearest line at WORST_RATE), and the PSI trigger wakes the guard at
-# once when tasks stall on memory: far from the lines a sample a second is enough (issue 25: the
-# supervisor at rest costs ≤ 0.1% of a core).
+# (_interval: the gap to the nearest line at WORST_RATE): far from the lines a sample a second is
+# enough (issue 25: the supervisor at rest costs ≤ 0.1% of a core). Where the kernel wakes the guard
+# on a memory stall (an armed PSI trigger), the PSI-full line needs no timer, and the pace rests
+# longer: STEADY_EVENT_INTERVAL, still never slower than the headroom allows. After the trigger
+# fires the guard samples every PSI_EVERY for PSI_WINDOW, so the stall's share is judged over a
+# full window of dense samples, as at the 1 s pace.
 STEADY_INTERVAL = 1.0
+STEADY_EVENT_INTERVAL = 5.0
 # The kernel tripwire (kernel_watch.py; modes in core/kernel_log.py). The host freezes ~5 s after a
 # burst of NV_ERR_NO_MEMORY (GB10), so its stop is SIGTERM with a short grace, then SIGKILL.
 KERNEL_GRACE_S = 0.5
@@ -145,6 +152,7 @@ class GuardDecider:
         self.low_water: int | None = None
         self.noise_dropped = 0
         self.stalled = False  # the engine makes no progress with requests running (set_stalled)
+        self.kernel_wakes = False  # a PSI trigger wakes the sampler on a memory stall (Guard sets it)
         self._recent: deque[tuple[float, int]] = deque()  # (t, MemAvailable) every ~0.25 s over ALERT_WINDOW_S
         self._held: tuple[float, int] | None = None
         self._warn = lines.bytes("warn")
@@ -207,7 +215,7 @@ class GuardDecider:
         if self.phase in BUSY_PHASES:
             return min(self.max_interval, BUSY_INTERVAL)
         if self.phase == "ready":
-            return max(self.max_interval, STEADY_INTERVAL)
+            return max(self.max_interval, STEADY_EVENT_INTERVAL if self.kernel_wakes else STEADY_INTERVAL)
         return self.max_interval
 
     def set_phase(self, phase: str) -> None:
@@ -492,6 +500,7 @@ class Guard:
         self._running = False
         self._closed = threading.Event()
         self._stop_requested = False  # set by request_stop(), safe inside a signal handler
+        self._dense_until = -math.inf  # after a PSI trigger fired: sample every PSI_EVERY until then
         self._thread: threading.Thread | None = None
         # close() from another thread wakes the sleeping loop at once through this pipe.
         self._wake_lock = threading.Lock()
@@ -503,19 +512,24 @@ class Guard:
 
     def arm(self) -> None:
         self.decider.arm()
+        self._poke()  # judged at once, not after a resting pace's sleep
 
     def disarm(self) -> None:
         self.decider.disarm()
 
     def set_phase(self, phase: str) -> None:
         """Tell the guard what the server is doing: it samples faster in the phases where memory
-        falls fast (an attribute write: safe from any thread)."""
+        falls fast. A new phase is sampled at once (the pace at rest may be seconds long)."""
+        changed = phase != self.decider.phase
         self.decider.set_phase(phase)
+        if changed:
+            self._poke()
 
     def set_lines(self, lines: GuardLines) -> None:
-        """Apply new lines live: the next sample (≤ 0.1 s away) is judged against them."""
+        """Apply new lines live: a sample is taken at once and judged against them."""
         self.lines = lines
         self.decider.set_lines(lines)
+        self._poke()
 
     def set_kernel(self, mode: str) -> None:
         """Set the kernel tripwire's mode (live): the kernel log is followed while the guard runs and
@@ -607,6 +621,7 @@ class Guard:
             self.pressure_error = str(exc)
             return None
         self.pressure = trigger.trigger
+        self.decider.kernel_wakes = True  # the PSI-full line needs no timer: the pace may rest longer
         return trigger
 
     def _on_kernel_event(self, event: KernelEvent) -> None:
@@ -659,15 +674,27 @@ class Guard:
                 return None  # the command ended by itself
             if d.next_interval > 0:
                 # Sleep until the next planned sample, a memory stall (PSI) or close(), whichever first.
-                for fd, events in poller.poll(d.next_interval * 1000):
+                for fd, events in poller.poll(self._wait_after(d, t) * 1000):
                     if fd == wake_r:
                         _drain(wake_r)
                     elif pressure is not None and events & (select.POLLERR | select.POLLNVAL):
                         poller.unregister(fd)  # the kernel dropped the trigger: samples alone from now
                         self.pressure_error = "the PSI trigger was dropped by the kernel"
+                        self.decider.kernel_wakes = False  # and the steady pace goes back to its timer
                     elif events & select.POLLPRI:
-                        self.pressure_wakes += 1
+                        self._on_pressure()
         return None
+
+    def _on_pressure(self) -> None:
+        """The PSI trigger fired (tasks stall on memory): sample now, then every PSI_EVERY for
+        PSI_WINDOW, so the stall's share is judged over a window of dense samples, not against a
+        baseline from a resting pace's last sample seconds ago."""
+        self.pressure_wakes += 1
+        self._dense_until = self.clock() + PSI_WINDOW
+
+    def _wait_after(self, d: Decision, t: float) -> float:
+        """Seconds to sleep after the sample taken at `t` that decided `d`."""
+        return min(d.next_interval, PSI_EVERY) if t < self._dense_until else d.next_interval
 
     def _poll_during_stop(self) -> bool:
         """Called every ~2 ms while the tree is being stopped: keep sampling (low-water mark),

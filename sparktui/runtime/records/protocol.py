@@ -21,9 +21,19 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    TypeAdapter,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
 
 from sparktui.core.guard_lines import GUARD_FIELDS, LINE_NAMES, GuardLines, LineName
+from sparktui.core.kernel_log import KernelEvent
 from sparktui.core.leak import LeakRecord
 from sparktui.errors import UserError
 from sparktui.files import read_regular
@@ -122,10 +132,14 @@ class KernelRecord(_Model):
     mode: Literal["stop", "warn", "off"] = "stop"
     source: Literal["kmsg", "journal"] | None = None  # None: it cannot read the kernel log (`detail` says why)
     detail: str | None = None
-    events: list[dict[str, Any]] = Field(default_factory=list)  # core.kernel_log.KernelEvent.to_dict()
+    events: list[KernelEvent] = Field(default_factory=list)  # the guard's own events (core/kernel_log.py)
+
+    @field_serializer("events")
+    def _events_as_written(self, events: list[KernelEvent]) -> list[dict[str, object]]:
+        return [e.to_dict() for e in events]  # a field it does not have is left out, not null
 
 
-# A last sample older than the gap the guard planned to its next one (guard.STEADY_INTERVAL at
+# A last sample older than the gap the guard planned to its next one (up to guard.STEADY_EVENT_INTERVAL at
 # rest, far less near a line) plus this means it is not sampling (its supervisor stopped, starved).
 GUARD_STALE_S = 2.0
 
@@ -257,9 +271,18 @@ class WedgeRecord(_Model):
     probes: int = 0
 
 
+class RestartRecord(_Model):
+    """An automatic restart after a crash or a wedge (runtime.watch.ServerWatch.may_restart)."""
+
+    at: float  # wall-clock time
+    kind: str  # "crash" | "wedge"
+    phase: str  # the start-up phase the run had reached
+    detail: str = ""
+
+
 class WatchRecord(_Model):
     wedge: WedgeRecord = Field(default_factory=WedgeRecord)
-    restarts: list[dict[str, Any]] = Field(default_factory=list)
+    restarts: list[RestartRecord] = Field(default_factory=list)
     breaker: BreakerRecord | None = None
     flight_recorder: str | None = None
 
@@ -281,32 +304,33 @@ class SuggestionRecord(_Model):
 
 
 class FitRecord(_Model):
-    """The fit preflight checked at launch (core.fit.FitResult.to_dict, in its order)."""
+    """The fit preflight checked at launch (core.fit.FitResult.to_dict, in its order); a figure a
+    record does not hold is None (not recorded), never a made-up 0."""
 
     model: str = ""
     machine: str = ""
     vllm_version: str = ""
     vllm_version_source: str = ""
     vllm_rules: list[dict[str, Any]] = Field(default_factory=list)  # key, span, value, summary, source
-    verdict: str
+    verdict: str = ""
     reasons: list[str] = Field(default_factory=list)
     suggestions: list[SuggestionRecord] = Field(default_factory=list)
     budget: dict[str, int] = Field(default_factory=dict)
-    weights_bytes: int = 0
-    kv_bytes_per_token: int = 0
+    weights_bytes: int | None = None
+    kv_bytes_per_token: int | None = None
     kv_cache_dtype: str = "auto"
-    kv_cache_bytes: int = 0
-    kv_cache_tokens: int = 0
-    kv_blocks: int = 0
-    kv_bytes_per_request: int = 0
-    block_size: int = 16
-    max_model_len: int = 0
-    max_concurrency: float = 0.0
-    longest_max_model_len: int = 0
+    kv_cache_bytes: int | None = None
+    kv_cache_tokens: int | None = None
+    kv_blocks: int | None = None
+    kv_bytes_per_request: int | None = None
+    block_size: int | None = None
+    max_model_len: int | None = None
+    max_concurrency: float | None = None
+    longest_max_model_len: int | None = None
     kv_working: list[str] = Field(default_factory=list)
     kv_memory_working: list[str] = Field(default_factory=list)
-    kv_cache_bytes_low: int = 0
-    kv_cache_bytes_high: int = 0
+    kv_cache_bytes_low: int | None = None
+    kv_cache_bytes_high: int | None = None
     notes: list[str] = Field(default_factory=list)
     kv_memory_source: dict[str, str] = Field(default_factory=dict)
     calibration: list[str] = Field(default_factory=list)
@@ -356,7 +380,7 @@ class TripRecord(_Model):
     low_water_gib: float
     fall_rate_gib_s: float
     last_samples: list[list[float]] = Field(default_factory=list)
-    signalled: list[dict[str, Any]] = Field(default_factory=list)
+    signalled: list[SignalRecord] = Field(default_factory=list)
     escalated: bool = False
     escalation: str | None = None
     gone: bool = False

@@ -29,9 +29,11 @@ if TYPE_CHECKING:
     from sparktui.runtime.host import proc
     from sparktui.runtime.server.reaper import Reaper
 
-# The guard's line in the state file: rewritten when MemAvailable moved this much, or after this long.
-GUARD_NEWS_GIB = 0.1
-GUARD_REFRESH_S = 10.0
+# The guard's line in the state file: rewritten when MemAvailable moved this much (or the action,
+# the alert or the kernel tripwire changed), never because time passed: how fresh the guard is comes
+# from its heartbeat (state.beat_path), and a live answer carries the guard's latest sample (line()),
+# so a resting server's file stays still while other programs move memory a little.
+GUARD_NEWS_GIB = 0.5
 BEAT_EVERY_S = 0.25  # the guard's heartbeat (state.beat_path): often enough to see it stall within a second
 
 
@@ -199,20 +201,26 @@ class GuardWiring:
 
     # -- the record
 
-    def status(self) -> bool:
-        """Refresh the guard's line in the state (a few times a second); True when it changed."""
-        guard = self.guard
-        assert guard is not None  # set by run() before the loop starts
-        d = guard.last
+    def line(self) -> pr.GuardLast | None:
+        """The guard's latest sample as the record's line (None before the first)."""
+        d = self.guard.last if self.guard is not None else None
         if d is None:
-            return False
-        now = pr.GuardLast(
+            return None
+        return pr.GuardLast(
             action=d.action.value,
             available_gib=round((d.available or 0) / (1 << 30), 2),
             rate_gib_s=round(-d.rate / (1 << 30), 2),
             interval_s=d.next_interval,
             at=time.time(),
         )
+
+    def status(self) -> bool:
+        """Refresh the guard's line in the state (the loop, each time it wakes); True when it changed."""
+        guard = self.guard
+        assert guard is not None  # set by run() before the loop starts
+        d, now = guard.last, self.line()
+        if d is None or now is None:
+            return False
         g = self._record().guard
         g.armed = guard.armed
         g.state = "tripped" if self.tripped.is_set() else ("watching" if guard.armed else "disarmed")
@@ -226,7 +234,7 @@ class GuardWiring:
             mode=guard.kernel_mode,
             source=access.source if access else None,
             detail=(access.detail if access.source else access.text()) if access else None,
-            events=[e.to_dict() for e in guard.kernel_events],
+            events=list(guard.kernel_events),
         )
         kernel_news = g.kernel != kernel
         alert_news = g.alert != d.alert  # the pace changes with it: the line is news too
@@ -234,13 +242,8 @@ class GuardWiring:
         g.alert = d.alert
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
-        if (
-            last
-            and not alert_news
-            and last.action == now.action
-            and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
-        ):
-            return kernel_news  # the file is rewritten for news, not for every sample
+        if last and not alert_news and last.action == now.action and moved < GUARD_NEWS_GIB:
+            return kernel_news  # the file is rewritten for news, not for every sample nor every few seconds
         g.last = now
         return True
 
