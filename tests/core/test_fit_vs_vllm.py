@@ -183,8 +183,9 @@ ACTIVATION_MODELS = (  # dense GQA, dense with q/k norms, MoE, MoE without its o
 def test_the_profile_pass_peak_is_what_vllms_own_model_code_holds():
     """vLLM 0.32 builds each model on the meta device and runs its profile pass under FakeTensorMode,
     counting live tensor bytes (tests/support/vllm_activation_oracle.py): the fused-MoE workspace the
-    fit counts is the one vLLM's model holds, the V2 runner's sampler pass is what the fit says, and
-    the forward's peak does not grow with depth (so a few layers stand for the model)."""
+    fit counts is the one vLLM's model holds, the forward's peak and the V2 runner's sampler pass are
+    the fit's to the byte, and the forward's peak does not grow with depth (so a few layers stand for
+    the model)."""
     from tests.support.vllm_activations import ask_activations, fit_terms, oracle_terms
     from tests.support.vllm_layers import fixture_config
 
@@ -199,4 +200,5 @@ def test_the_profile_pass_peak_is_what_vllms_own_model_code_holds():
         assert oracle.depth_growth == 0, row  # one layer's tensors at a time, beside the residual stream
         assert oracle.moe_workspace == ours.moe_workspace, row["name"]
         assert oracle.sampler == ours.sampler, row["name"]  # the V2 runner's pass, to the byte
+        assert oracle.forward == ours.forward, row["name"]  # the forward's peak, the workspace included
     assert oracle_terms(answer["models"][-1]).moe_workspace == 2048 * 172_032  # Mixtral's: held, and counted
