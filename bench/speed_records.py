@@ -47,7 +47,7 @@ class Record:
             return None
         method = self.speculative["method"]
         tokens = int(self.speculative["num_speculative_tokens"])
-        return sp.draft_yield(Speculation(method=method, num_tokens=tokens, method_given=True))
+        return sp.draft_yield(Speculation(method=method, num_tokens=tokens, method_given=True), self.spec)
 
 
 def _spec(r: dict[str, Any]) -> ModelSpec:
@@ -81,17 +81,13 @@ def load(part: str) -> list[Record]:
 
 
 def predict(record: Record, costs: dict[str, float] | None = None) -> sp.SpeedEstimate:
-    saved = dict(sp.LAYER_COST_S)
-    try:
-        if costs is not None:
-            sp.LAYER_COST_S.update(costs)
-        return sp.estimate(
-            record.spec, sp.GB10, context=record.context, users=(record.users,),
-            kv_bytes=sp.kv_bytes_for(record.spec, None), speculation=record.draft(),
-        )  # fmt: skip
-    finally:
-        sp.LAYER_COST_S.clear()
-        sp.LAYER_COST_S.update(saved)
+    """core/speed.py's estimate for the record's model, context, users, speculative settings and
+    vLLM release line (`costs`, given, replace the per-layer costs: bench/fit_speed.py)."""
+    return sp.estimate(
+        record.spec, sp.GB10, context=record.context, users=(record.users,),
+        kv_bytes=sp.kv_bytes_for(record.spec, None), speculation=record.draft(),
+        vllm_version=record.series, costs=costs,
+    )  # fmt: skip
 
 
 def per_user(record: Record, est: sp.SpeedEstimate) -> float:

@@ -68,12 +68,8 @@ SAMPLER_PEAK_COPIES = MeasuredConstant(
     f"{MODEL_RUNNER}: GPUModelRunner.profile_run, _dummy_sampler_run",
     fitted_on=(FIT_LOGS[0],),
 )  # fmt: skip
-# The V2 model runner's profile run samples a dummy batch without top-k, top-p or logprobs, and
-# without logits processing it samples the model's own logits in place (Gumbel-max): the peak is
-# the logits and, with Gemma's soft-capping, one temporary, at most one fp32-sized copy. Read from
-# vllm/v1/worker/gpu/model_runner.py (_dummy_sampler_run) and gpu/sample/sampler.py; no Spark log
-# on the V2 runner prints vLLM's own split yet to check it.
-V2_SAMPLER_PEAK_COPIES = 1.0
+# The V2 model runner's sampler pass is not a measured constant: fit_settings.v2_sampler_pass_bytes
+# reads it from vLLM's code (the logits in the model's dtype, the forward's hidden states held).
 
 UMA_NON_TORCH = MeasuredConstant(
     "uma_non_torch", 2.71, 0.54, 4.19, "GiB",

@@ -27,7 +27,7 @@ from textual.worker import Worker, WorkerState
 from sparktui.errors import UserError
 from sparktui.ui import messages as msg
 from sparktui.ui.actions import bindings, help_rows
-from sparktui.ui.backend import Backend, Unavailable
+from sparktui.ui.backend import Backend
 from sparktui.ui.commands import SparkCommands
 from sparktui.ui.panes import PANES, ConfigPane, Pane
 from sparktui.ui.screens import ConfirmScreen, HelpScreen
@@ -248,17 +248,15 @@ class SparkApp(App[None]):
         settings = profile.guard
         lines = None
         try:
-            lines = self.backend.default_guard_lines(settings)
-        except (Unavailable, UserError) as exc:
+            lines = settings.guard_lines()
+        except UserError as exc:
             why = str(exc)
         else:
             why = "it watches the server once launched"
         armed = "disarmed" if settings.armed is False else "armed"
         self.guard = GuardView(
             state="tripped" if last_trip else armed,  # the last server's end, until the next launch
-            warn_gib=lines.warn_below_gib if lines else None,
-            term_gib=lines.term_below_gib if lines else None,
-            kill_gib=lines.kill_below_gib if lines else None,
+            lines=lines,
             last_trip=last_trip,
             why_na=why,
             for_next_launch=True,

@@ -41,11 +41,11 @@ from sparktui.ui.viewmodels import (
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
     from sparktui.core.fit import FitResult
+    from sparktui.core.guard_lines import LineName
     from sparktui.core.machine import Machine
     from sparktui.core.modelspec import ModelSpec
-    from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
+    from sparktui.core.profiles import Profile, ProfileRef
     from sparktui.core.speed import Hardware
-    from sparktui.runtime.guard.guard import GuardLines
     from sparktui.runtime.host.memory import MemorySample
     from sparktui.runtime.records.protocol import StateRecord
     from sparktui.runtime.records.state_watch import StateDirWatch
@@ -423,7 +423,7 @@ class Backend:
         return self.launch(profile)
 
     def set_guard(
-        self, status: ServerStatus, armed: bool | None = None, lines: Mapping[str, float | None] | None = None
+        self, status: ServerStatus, armed: bool | None = None, lines: Mapping[LineName, float | None] | None = None
     ) -> ServerStatus:
         """Arm/disarm and/or move the lines of the guard of a running server, live, through its supervisor
         (`lines`: only the lines to move, by name, in GiB; None turns one off)."""
@@ -443,13 +443,6 @@ class Backend:
             )
         reply.state.alive = True
         return self._with_tree(server_status(reply.state))
-
-    def default_guard_lines(self, settings: GuardSettings) -> GuardLines:
-        """The profile's guard lines with the guard's defaults filled in (GiB): the guard's own model
-        (UserError when they are out of order)."""
-        from sparktui.runtime.guard.guard import GuardLines
-
-        return GuardLines.from_settings(settings)
 
     def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
         """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""

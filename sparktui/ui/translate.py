@@ -139,8 +139,8 @@ def guard_view(guard: GuardRecord | None, trip: TripRecord | None, live: bool) -
     kernel = guard.kernel
     if live and kernel is not None:  # the kernel tripwire: what it saw, or that it cannot see
         news = [
-            f"kernel log: Xid {e.get('xid')} for pid {e.get('pid')}"
-            if e.get("kind") == "xid"
+            f"kernel log: Xid {e.xid} for pid {e.pid}"
+            if e.kind == "xid"
             else f"kernel log: NVIDIA driver out of memory ({kernel.mode})"
             for e in kernel.events[-2:]
         ]
@@ -149,9 +149,7 @@ def guard_view(guard: GuardRecord | None, trip: TripRecord | None, live: bool) -
         detail = "; ".join([detail, *news] if detail else news) or None
     return GuardView(
         state=state,
-        warn_gib=lines.warn_below_gib,
-        term_gib=lines.term_below_gib,
-        kill_gib=lines.kill_below_gib,
+        lines=lines,
         last_trip=trip_text(trip) if trip else None,
         why_na=detail,
     )
@@ -245,8 +243,7 @@ def server_status(record: StateRecord) -> ServerStatus:
     condition = condition_of(record)
     exit_info = record.exit
     trip = record.trip
-    summary_failure = record.summary.failure if record.summary and record.summary.failure else None
-    failure = (exit_info.failure if exit_info else None) or (summary_failure.model_dump() if summary_failure else None)
+    failure = (exit_info.failure if exit_info else None) or (record.summary.failure if record.summary else None)
     diagnosis = None
     leak = exit_info.leak if exit_info else None
     if leak is not None and leak.leaked:  # it blocks the next launch: the first thing to fix
@@ -256,8 +253,8 @@ def server_status(record: StateRecord) -> ServerStatus:
     elif trip:
         diagnosis = Diagnosis("memory guard trip", trip_text(trip), TRIP_HINT)
     elif condition.condition == "failed" and failure:
-        diagnosis = Diagnosis(str(failure.get("kind")), str(failure.get("message")), str(failure.get("hint") or ""))
-    fit = record.preflight.fit or {}
+        diagnosis = Diagnosis(failure.kind, failure.message, failure.hint or "")
+    fit = record.preflight.fit
     return ServerStatus(
         condition=condition,
         returncode=exit_info.returncode if exit_info else None,
@@ -272,7 +269,7 @@ def server_status(record: StateRecord) -> ServerStatus:
         guard=guard_view(record.guard, trip, record.running),
         trip=trip_text(trip) if trip else None,
         diagnosis=diagnosis,
-        predicted=predicted_rows(fit.get("kv_cache_bytes"), fit.get("kv_cache_tokens"), fit.get("max_concurrency")),
+        predicted=predicted_rows(fit.kv_cache_bytes, fit.kv_cache_tokens, fit.max_concurrency) if fit else (),
         actual=actual_rows(record.summary),
         metrics=metric_rows(record.metrics) if condition.condition == "ready" else (),
     )

@@ -156,6 +156,9 @@ def test_detach_status_and_stop_over_the_socket(make_profile, env, cleanup):
     assert f"on http://127.0.0.1:{port}" in out.stdout
     state = running_state(port)
     cleanup.append(state["supervisor"]["pid"])
+    # `status` is a snapshot: the way to follow is the log (issue 23, item 11), said with its path
+    assert f"follow the log with `tail -f {state['log_path']}`" in out.stdout, out.stdout
+    assert f"a snapshot with `sparktui status --port {port}`" in out.stdout, out.stdout
     # a new session: the caller's terminal going away does not touch it
     assert proc.read_stat(state["supervisor"]["pid"]).session == state["supervisor"]["pid"]
     root = Path(env["SPARKTUI_STATE_DIR"])

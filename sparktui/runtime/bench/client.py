@@ -116,7 +116,7 @@ class StreamClient:
     async def request(self, max_tokens: int | None = None) -> RequestRecord:
         path, body = self.body(max_tokens or self.settings.output_tokens)
         record = RequestRecord(sent=time.perf_counter())
-        # A reader thread per stream, stamping with the kernel's receive times (runtime.wire): this
+        # A reader thread per stream, stamping with the kernel's receive times (wire): this
         # loop may run late on a loaded box, the figures must not.
         loop = asyncio.get_running_loop()
         lost = await loop.run_in_executor(self.readers, self._stream, path, json.dumps(body).encode(), record)
