@@ -328,7 +328,14 @@ def fit_view(result: FitResult, machine: Machine | None) -> FitView:
         speed=_speed_line(result),
         vllm_version=getattr(result, "vllm_version", None) or None,
         vllm_version_assumed=str(getattr(result, "vllm_version_source", "")).startswith("assumed"),
+        term_sources=term_sources(result.kv_memory_source),
     )
+
+
+def term_sources(sources: dict[str, str]) -> dict[str, str]:
+    """The fit's per-term sources under the panel's segment keys (act = activation peak + non-torch)."""
+    pairs = (("weights", "weights"), ("activations", "activation_peak"), ("graphs", "cuda_graphs"))
+    return {segment: sources[term] for segment, term in pairs if term in sources}
 
 
 def model_flag_suggestions(spec: ModelSpec, config: ServeConfig, present: list[Suggestion]) -> list[Suggestion]:

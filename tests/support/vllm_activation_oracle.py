@@ -100,6 +100,15 @@ def register_profile_fakes():
     def nothing(*args, **kwargs):
         return None
 
+    try:  # the gated RMSNorm's Triton kernel (third_party/flash_linear_attention/ops/layernorm_guard.py
+        # layer_norm_fwd allocates out, mean and rstd, then the kernel writes them): a kernel that writes
+        from vllm.third_party.flash_linear_attention.ops import layernorm_guard
+
+        layernorm_guard._LAYER_NORM_FWD_KERNEL = nothing
+        added.append("layernorm_guard._LAYER_NORM_FWD_KERNEL")
+    except Exception as exc:
+        print(f"layernorm_guard not patched: {exc}", file=sys.stderr)
+
     def mamba_mixer2(projected_states, output, *args, **kwargs):
         if COUNTER is not None:
             width = projected_states.shape[-1] - output.shape[-1]

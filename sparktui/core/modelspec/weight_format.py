@@ -23,6 +23,8 @@ The rules, per quantization method, from vLLM 0.32's source:
 - FP8 (`ignored_layers` / `modules_to_not_convert`): `fp8.py` Fp8Config, exact match.
 - AWQ / GPTQ (`modules_to_not_convert`): `auto_awq.py` is_layer_skipped(match_mode="substring").
 - MXFP4 (gpt-oss): only the experts are MXFP4 (`mxfp4.py` Mxfp4Config.get_quant_method).
+- DeepSeek V4's FP8 blocks: its experts are MXFP4 when config.json's expert_dtype is fp4, the default
+  (`models/deepseek_v4/quant_config.py` DeepseekV4FP8Config).
 Embeddings are never quantized by these methods (VocabParallelEmbedding is no LinearBase); the
 lm_head (ParallelLMHead) is quantized only by ModelOpt, whose get_quant_method takes it with LinearBase.
 """
@@ -75,6 +77,7 @@ class WeightFormats:
     algo_bytes: float = 0.0  # bytes per weight of `algo` when ALGO_BYTES does not hold it (int, nf4)
     source: str = ""  # which file and key it was read from
     targets: tuple[tuple[str, str], ...] = ()  # compressed-tensors groups that name modules: (target, format)
+    expert_algo: str | None = None  # the routed experts' own format when it differs (DeepSeek V4: MXFP4)
 
     @property
     def quantized(self) -> bool:
@@ -104,6 +107,8 @@ class WeightFormats:
             return None
         if self.method == "mxfp4":
             return self.algo if ".experts" in module else None
+        if self.expert_algo and ".experts" in module:
+            return self.expert_algo
         if _is_lm_head(module) and not str(self.method).startswith("modelopt"):
             return None  # only ModelOpt quantizes a ParallelLMHead; the others quantize LinearBase only
         if self.method == "modelopt" and any(v in module for v in _VISION):
@@ -207,7 +212,12 @@ def weight_formats(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None
         return _compressed_tensors(q, dtype, source)
     if method == "fp8" or str(q.get("quant_algo") or "").upper().startswith("FP8"):
         excluded = _str_list(q.get("ignored_layers")) or _str_list(q.get("modules_to_not_convert"))
-        return WeightFormats("fp8", "FP8", dtype, excluded, source=source)
+        # DeepSeek V4's FP8 config runs MXFP4 experts unless expert_dtype says fp8
+        # (models/deepseek_v4/quant_config.py DeepseekV4FP8Config.expert_dtype, default "fp4")
+        v4_fp4 = str(config.get("model_type") or "").startswith("deepseek_v4") and (
+            str(config.get("expert_dtype") or "fp4") == "fp4"
+        )
+        return WeightFormats("fp8", "FP8", dtype, excluded, source=source, expert_algo="MXFP4" if v4_fp4 else None)
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
         bits = int(q.get("bits") or q.get("w_bit") or 4)
         group = int(q.get("group_size") or q.get("q_group_size") or 128)
