@@ -34,7 +34,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from fnmatch import fnmatch
+from fnmatch import translate
+from functools import cached_property
 from typing import Any
 
 from sparktui.core.modelspec.spec import DTYPE_BYTES
@@ -83,22 +84,31 @@ class WeightFormats:
     def quantized(self) -> bool:
         return self.method is not None and (self.algo is not None or bool(self.per_module))
 
+    @cached_property
+    def _patterns(self) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+        """The ModelOpt list as two compiled alternations, its names as substrings and its fnmatch
+        wildcards (a spec weighs hundreds of modules against lists of a hundred and more)."""
+        if self.match != "modelopt" or not self.excluded:
+            return None
+        names = re.compile("|".join(re.escape(p) for p in self.excluded))
+        globs = [_glob(p) for p in self.excluded if any(c in p for c in "*?[")]
+        return names, re.compile("|".join(globs) if globs else "(?!)")
+
     def is_excluded(self, module: str) -> bool:
         """The module is named by the config's exclusion list (so it loads unquantized)."""
-        names = _candidates(module)
-        for pattern in self.excluded:
-            for name in names:
-                if self.match == "modelopt":
-                    if name == pattern or pattern in name or fnmatch(name, pattern):
-                        return True
-                elif self.match == "regex":
-                    if name == pattern or (pattern.startswith("re:") and re.match(pattern[3:], name)):
-                        return True
-                elif self.match == "substring":
-                    if pattern in name:
-                        return True
-                elif name == pattern:
+        for name in _candidates(module):
+            if self.match == "modelopt":
+                # exactly, as a substring (which covers exact) or as an fnmatch wildcard
+                if self._patterns and (self._patterns[0].search(name) or self._patterns[1].match(name)):
                     return True
+            elif self.match == "regex":
+                if any(name == p or (p.startswith("re:") and re.match(p[3:], name)) for p in self.excluded):
+                    return True
+            elif self.match == "substring":
+                if any(p in name for p in self.excluded):
+                    return True
+            elif name in self.excluded:
+                return True
         return False
 
     def format_of(self, module: str) -> str | None:
@@ -130,6 +140,13 @@ class WeightFormats:
         if fmt == self.algo and self.algo_bytes:
             return self.algo_bytes
         return ALGO_BYTES.get(fmt, self.algo_bytes or 1.0)
+
+
+def _glob(pattern: str) -> str:
+    """fnmatch's regex for a pattern (translate is slow; ModelOpt's lists use only `*`)."""
+    if any(c in pattern for c in "?["):
+        return f"(?:{translate(pattern)})"
+    return "(?s:" + ".*".join(re.escape(part) for part in pattern.split("*")) + r")\Z"
 
 
 def _is_lm_head(module: str) -> bool:
