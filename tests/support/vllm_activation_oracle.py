@@ -100,6 +100,15 @@ def register_profile_fakes():
     def nothing(*args, **kwargs):
         return None
 
+    try:  # the gated RMSNorm's Triton kernel (third_party/flash_linear_attention/ops/layernorm_guard.py
+        # layer_norm_fwd allocates out, mean and rstd, then the kernel writes them): a kernel that writes
+        from vllm.third_party.flash_linear_attention.ops import layernorm_guard
+
+        layernorm_guard._LAYER_NORM_FWD_KERNEL = nothing
+        added.append("layernorm_guard._LAYER_NORM_FWD_KERNEL")
+    except Exception as exc:
+        print(f"layernorm_guard not patched: {exc}", file=sys.stderr)
+
     def mamba_mixer2(projected_states, output, *args, **kwargs):
         if COUNTER is not None:
             width = projected_states.shape[-1] - output.shape[-1]
@@ -273,15 +282,28 @@ def use_cuda_gemm(model):
         module.cpu_linear = torch.nn.functional.linear  # what cpu_unquantized_gemm calls (the lm head's path)
 
 
-def use_cuda_moe_entry(model):
+WORKSPACE = []  # the WorkspaceManager's buffer of the pass being measured, once the first MoE layer took it
+
+
+def use_cuda_moe_entry(model, workspace):
     """Each fused-MoE runner calls vLLM's moe_forward custom op, as on CUDA (moe_runner.py
-    _select_forward; the CPU build calls the experts directly), so its registered fake runs."""
+    _select_forward; the CPU build calls the experts directly), so its registered fake runs. The first
+    one to run takes the fused-MoE workspace (`workspace` bytes), which vLLM's WorkspaceManager keeps
+    from then on (v1/worker/workspace.py; fused_moe/modular_kernel.py _allocate_buffers): layers before
+    it (DeepSeek's leading dense layers) run without it."""
     import torch
 
     for module in model.modules():
         if hasattr(module, "_forward_entry") and hasattr(module, "_select_forward"):
             shared = getattr(module, "_shared_experts", None) is not None
-            module._forward_entry = torch.ops.vllm.moe_forward_shared if shared else torch.ops.vllm.moe_forward
+            op = torch.ops.vllm.moe_forward_shared if shared else torch.ops.vllm.moe_forward
+
+            def entry(*args, _op=op, **kwargs):
+                if workspace and not WORKSPACE:
+                    WORKSPACE.append(torch.empty(workspace, dtype=torch.uint8, device=args[0].device))
+                return _op(*args, **kwargs)
+
+            module._forward_entry = entry
 
 
 def v1_sampler(logits):
@@ -345,11 +367,11 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
         model = cls(vllm_config=vllm_config, prefix="")
     use_cuda_paths(model)
     use_cuda_gemm(model)
-    use_cuda_moe_entry(model)
-    use_opaque_attention(model)
     dtype = vllm_config.model_config.dtype
     moe = any(hasattr(m, "_select_forward") for m in model.modules())  # a fused-MoE runner
     workspace = moe_workspace_bytes(text, tokens, torch.finfo(dtype).bits // 8) if moe else 0
+    use_cuda_moe_entry(model, workspace)
+    use_opaque_attention(model)
     hidden_size = text["hidden_size"]
 
     fake = FakeTensorMode(allow_non_fake_inputs=True)
@@ -366,8 +388,7 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
         global COUNTER
         COUNTER = counter
         with set_forward_context(None, vllm_config, num_tokens=tokens), counter.mode:
-            # the WorkspaceManager's buffer, taken by the first MoE layer and kept
-            ws = torch.empty(workspace, dtype=torch.uint8, device="meta") if workspace else None
+            WORKSPACE.clear()
             hidden = model(input_ids=input_ids, positions=positions)
             if isinstance(hidden, tuple):
                 hidden = hidden[0]
@@ -388,7 +409,7 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
             except Exception as exc:
                 v1_error = f"{type(exc).__name__}: {str(exc)[:200]}"
         logits_bytes = logits.untyped_storage().nbytes()
-        del ws  # kept alive to here, as vLLM's manager keeps it
+        WORKSPACE.clear()  # kept alive to here, as vLLM's manager keeps it
     return {
         "layers": n, "forward": forward, "sampler": sampler, "logits": logits_bytes, "moe_workspace": workspace,
         "hidden_bytes": tokens * hidden_size * (torch.finfo(dtype).bits // 8), "peak_op": counter.peak_op, "forward_live": forward_live, "sampler_live": counter.at_peak,
