@@ -1,13 +1,17 @@
-"""Fit core/speed.py's per-layer costs (LAYER_COST_S) on the FIT set of tests/fixtures/speed/published.json.
+"""Fit core/speed.py's per-layer costs on the FIT set of tests/fixtures/speed/published.json:
+LAYER_COST_S on every vLLM version, then LAYER_COST_BY_SERIES per release line (speed.SERIES).
 
-    python bench/fit_speed.py
+    python bench/fit_speed.py [--prior 0.05] [--series-prior 0.3]
 
-Each record's measured step (1 / tok/s) less its bandwidth time (bytes read / (273 GB/s × η), η as
-core/speed.py has it per precision) is what the fixed costs must explain: Σ cost[kind] × layers of
-that kind. The costs are fitted by least squares on the relative step error, non-negative, pulled
-toward core/speed.py's priors (weight --prior, relative) so a kind the fit set barely sees stays
-near its prior. Prints the fitted table (paste it into LAYER_COST_S) and each fit record's error
-before and after. The held-out set is not read here: bench/speed_accuracy.py checks it.
+Each single-user plain-decode fit record's measured step (1 / tok/s) less its bandwidth time (bytes
+read / (273 GB/s × η), η as core/speed.py has it per precision) is what the fixed costs must explain:
+Σ cost[kind] × layers of that kind. The costs are fitted by least squares on the relative step error,
+non-negative, pulled toward priors (weight --prior, relative) so a kind the fit set barely sees stays
+near its prior: the all-versions fit toward PRIORS, each release line's toward the all-versions fit
+(weight --series-prior). Prints the tables to paste into core/speed.py and each record's error. A
+record above its plain-decode roofline is left out (no fixed cost can explain it). Records with more
+users or speculative decoding are not fitted on: they check the batch and draft models. The held-out
+set is not read here: bench/speed_accuracy.py checks it.
 """
 
 from __future__ import annotations
@@ -18,27 +22,42 @@ import speed_records as recs
 
 from sparktui.core import speed as sp
 
+# Before any fit: attention 30 µs, Gated DeltaNet 220 (the guide's Qwen3.5-35B-A3B row), MoE 70
+# (Nemotron-3-Nano at 67–75 tok/s), Mamba-2 60, dense MLP 10; sliding attention and MLA as attention.
+PRIORS = {
+    "attention": 30e-6, "sliding_attention": 30e-6, "mla": 30e-6, "gdn": 220e-6,
+    "mamba2": 60e-6, "dense_mlp": 10e-6, "moe": 70e-6,
+}  # fmt: skip
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--prior", type=float, default=0.05, help="pull toward the priors (0: none)")
-    args = parser.parse_args()
-    fit = [r for r in recs.load("fit") if not r.speculative]
-    rows = []
-    for r in fit:
-        zero = {k: 0.0 for k in sp.LAYER_KINDS}
-        memory_s = 1 / recs.predict(r, zero).decode_tok_s  # the step with no fixed cost
-        counts = sp.layer_kinds(r.spec)
-        rows.append((r, 1 / r.tok_s, memory_s, counts))
-    kinds = [k for k in sp.LAYER_KINDS if any(c[k] for *_, c in rows)]
-    prior = {k: sp.LAYER_COST_S[k] for k in kinds}
-    cost = dict(prior)
+
+Row = tuple[recs.Record, float, float, dict[str, float]]
+
+
+def rows_of(records: list[recs.Record]) -> list[Row]:
+    """(record, measured seconds per token, seconds per token with no fixed cost, how many seconds
+    each µs of a kind's cost adds): a token's time is affine in the costs, whatever the users and
+    the drafting, so each record is one linear equation in them."""
+    zero = {k: 0.0 for k in sp.LAYER_KINDS}
+    out = []
+    for r in records:
+        t0 = 1 / recs.per_user(r, recs.predict(r, zero))
+        slopes = {}
+        for k in sp.LAYER_KINDS:
+            unit = {**zero, k: 1e-6}
+            slopes[k] = (1 / recs.per_user(r, recs.predict(r, unit)) - t0) / 1e-6
+        out.append((r, 1 / r.tok_s, t0, slopes))
+    return out
+
+
+def fit(rows: list[Row], prior: dict[str, float], weight: float) -> dict[str, float]:
+    kinds = [k for k in sp.LAYER_KINDS if any(n[k] for *_, n in rows)]
+    cost = {k: prior[k] for k in kinds}
 
     def loss(c: dict[str, float]) -> float:
         fit_part = sum(((m + sum(c[k] * n[k] for k in kinds)) / t - 1) ** 2 for _, t, m, n in rows)
-        return fit_part + args.prior * sum((c[k] / prior[k] - 1) ** 2 for k in kinds)
+        return fit_part + weight * sum((c[k] / prior[k] - 1) ** 2 for k in kinds if prior[k])
 
-    step = {k: prior[k] * 0.5 for k in kinds}
+    step = {k: max(prior[k], 1e-6) * 0.5 for k in kinds}
     for _ in range(4000):  # coordinate search: simple, non-negative, deterministic
         improved = False
         for k in kinds:
@@ -51,18 +70,80 @@ def main() -> None:
             step = {k: v / 2 for k, v in step.items()}
             if max(step.values()) < 1e-8:
                 break
-    print(f"fit set: {len(rows)} records; kinds seen: {', '.join(kinds)}; prior weight {args.prior}")
-    print(f"{'kind':<18} {'prior µs':>9} {'fitted µs':>10}")
-    for k in sp.LAYER_KINDS:
+    return {**prior, **cost}
+
+
+def fit_spread(records: list[recs.Record], costs: dict[str, float]) -> float:
+    """ROUTING_SPREAD that best fits the multi-user plain-decode records (golden-section search)."""
+
+    def loss(c: float) -> float:
+        sp.ROUTING_SPREAD = c
+        return sum((recs.per_user(r, recs.predict(r, costs)) / r.tok_s - 1) ** 2 for r in records)
+
+    low, high = 0.05, 1.0
+    for _ in range(40):
+        a, b = low + (high - low) * 0.382, low + (high - low) * 0.618
+        if loss(a) < loss(b):
+            high = b
+        else:
+            low = a
+    return (low + high) / 2
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prior", type=float, default=0.05, help="pull toward PRIORS (0: none)")
+    parser.add_argument("--series-prior", type=float, default=0.05, help="pull of a release line toward all versions")
+    args = parser.parse_args()
+    zero = {k: 0.0 for k in sp.LAYER_KINDS}
+    single, many = [], []
+    for r in recs.load("fit"):
+        if r.speculative == "unknown" or (r.users > 1 and r.speculative is not None):
+            continue  # unknown drafting; several users and drafting at once: checks, not fitted on
+        if r.users > 1:
+            many.append(r)
+            continue
+        est = recs.predict(r, zero)
+        if r.speculative is None and sp.above_roofline(r.low, est):
+            print(f"left out: {r.id} ({r.tok_s} tok/s is above its {est.roofline_tok_s:.1f} tok/s roofline)")
+            continue
+        single.append(r)
+    every = dict(PRIORS)
+    spread = sp.ROUTING_SPREAD
+    for _ in range(3):  # the costs and the routing spread each move the other a little
+        sp.ROUTING_SPREAD = spread
+        every = fit(rows_of(single), PRIORS, args.prior)
+        spread = fit_spread(many, every) if many else spread
+    sp.ROUTING_SPREAD = spread
+    rows = rows_of(single)
+    print(f"\nrouting spread: {spread:.2f} (on {len(many)} multi-user records: {', '.join(r.id for r in many)})")
+    print(f"ROUTING_SPREAD = {spread:.2f}")
+    print(f"\nall versions: {len(rows)} single-user records")
+    print(table("LAYER_COST_S", every))
+    by_series = {}
+    for name, *_ in sp.SERIES:
+        mine = [row for row in rows if sp.series_of(row[0].series) == name]
+        by_series[name] = fit(mine, every, args.series_prior) if mine else dict(every)
         print(
-            f"{k:<18} {sp.LAYER_COST_S[k] * 1e6:>9.0f} {cost.get(k, sp.LAYER_COST_S[k]) * 1e6:>10.0f}"
-            + ("" if k in kinds else "  (not in the fit set: prior kept)")
+            f"\nvLLM {name}: {len(mine)} records ({', '.join(row[0].id for row in mine) or 'none: all-versions kept'})"
         )
-    print(f"\n{'record':<36} {'measured':>8} {'prior':>7} {'fitted':>7}")
-    for r, _, _, _ in rows:
-        before = recs.predict(r).decode_tok_s
-        after = recs.predict(r, {**sp.LAYER_COST_S, **cost}).decode_tok_s
-        print(f"{r.id:<36} {r.tok_s:>8.1f} {before:>7.1f} {after:>7.1f}  ({after / r.tok_s - 1:+.0%})")
+    print("\nLAYER_COST_BY_SERIES = {")
+    for name, costs in by_series.items():
+        print(f'    "{name}": {{' + ", ".join(f'"{k}": {costs[k] * 1e6:.0f}e-6' for k in sp.LAYER_KINDS) + "},")
+    print("}")
+    print(f"\n{'record':<44} {'series':>8} {'users':>5} {'measured':>8} {'now':>7} {'fitted':>7}")
+    for r in [*single, *many]:
+        sp.ROUTING_SPREAD = spread
+        series = sp.series_of(r.series)
+        after = recs.per_user(r, recs.predict(r, by_series[series] if series else every))
+        print(
+            f"{r.id:<44} {series or '?':>8} {r.users:>5} {r.tok_s:>8.1f} {'':>7} {after:>7.1f}  ({after / r.tok_s - 1:+.0%})"
+        )
+
+
+def table(name: str, costs: dict[str, float]) -> str:
+    body = "".join(f'    "{k}": {costs[k] * 1e6:.0f}e-6,\n' for k in sp.LAYER_KINDS)
+    return f"{name} = {{\n{body}}}"
 
 
 if __name__ == "__main__":

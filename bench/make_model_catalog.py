@@ -45,6 +45,12 @@ WEIGHTS = {
 
 # config keys the fit engine reads; everything else is dropped to keep the package small
 KEEP = {
+    # DeepSeek V4's own layout (modelspec/deepseek_v4.py)
+    "compress_ratios",
+    "o_lora_rank",
+    "o_groups",
+    "index_n_heads",
+    "expert_dtype",
     "architectures",
     "model_type",
     "torch_dtype",
@@ -58,6 +64,7 @@ KEEP = {
     "head_dim",
     "kv_channels",
     "vocab_size",
+    "final_logit_softcapping",
     "num_experts",
     "num_local_experts",
     "n_routed_experts",
@@ -146,20 +153,17 @@ def _category_key(module: str) -> str:
 
 
 def compact_quant(q: dict) -> dict:
+    # quantized_layers stays whole: vLLM looks each module up in it (ModelOptMixedPrecisionConfig
+    # ._resolve_quant_algo), and one entry per category would stand for layers it does not name
     q = dict(q)
-    layers = q.get("quantized_layers")
-    if isinstance(layers, dict):
-        seen: dict[tuple[str, str], str] = {}
-        for module, info in layers.items():
-            key = (_category_key(module), json.dumps(info, sort_keys=True))
-            seen.setdefault(key, module)
-        q["quantized_layers"] = {module: layers[module] for module in seen.values()}
     for key in ("exclude_modules", "ignore", "modules_to_not_convert"):
         if isinstance(q.get(key), list):
-            # kept per layer: the weights count the share of a category's layers left unquantized
+            # kept per module: weight_format matches each module against them as vLLM does
             q[key] = sorted({str(m) for m in q[key]})
     groups = q.get("config_groups")
-    if isinstance(groups, dict):
+    # a ModelOpt config's groups repeat its quantized_layers (weight_format reads those); a
+    # compressed-tensors config's targets are matched per module and stay whole
+    if isinstance(groups, dict) and str(q.get("quant_method") or "").startswith("modelopt"):
         q["config_groups"] = {
             name: {**g, "targets": sorted({_category_key(t) for t in g.get("targets", [])})}
             for name, g in groups.items()

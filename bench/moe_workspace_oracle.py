@@ -59,10 +59,11 @@ def main() -> int:
     questions, ours = [], {}
     for name in catalog_names():
         spec = load_model_spec(name)
-        if not (spec.num_experts and spec.moe_intermediate_size and spec.experts_per_token):
+        inter = spec.moe_intermediate_size or spec.intermediate_size  # Mixtral, gpt-oss: the MLP width
+        if not (spec.num_experts and inter and spec.experts_per_token):
             continue
         gated = spec.model_type != "nemotron_h"  # Nemotron-H's experts use relu² without a gate
-        questions.append({"name": name, "inter": spec.moe_intermediate_size, "hidden": spec.hidden_size,
+        questions.append({"name": name, "inter": inter, "hidden": spec.hidden_size,
                           "topk": spec.experts_per_token, "gated": gated})  # fmt: skip
         ours[name] = moe_workspace_per_token(spec)
     started = time.monotonic()

@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 from sparktui.core import speed as sp  # noqa: E402
 from sparktui.core.modelspec import ModelSpec, spec_from_config  # noqa: E402
+from sparktui.core.speculation import Speculation  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 PUBLISHED = FIXTURES / "speed" / "published.json"
@@ -25,47 +26,70 @@ class Record:
     model: str
     spec: ModelSpec
     context: int
-    tok_s: float
+    users: int
+    tok_s: float  # per user
     low: float
     high: float
     vllm: str | None
-    speculative: dict[str, Any] | None
-    source: str
+    series: str | None  # the vLLM release line ("0.19"), None when the source does not say
+    speculative: dict[str, Any] | str | None  # None: plain decode; "unknown": the source does not say
+    source: str  # the source's key in published.json "sources"
+    url: str
+
+    @property
+    def speculation_known(self) -> bool:
+        return self.speculative is None or isinstance(self.speculative, dict)
+
+    def draft(self) -> sp.DraftYield | None:
+        """The speculative settings as the speed model takes them (its own acceptance, not the
+        source's: the source's measured acceptance is printed beside, never fed in)."""
+        if not isinstance(self.speculative, dict):
+            return None
+        method = self.speculative["method"]
+        tokens = int(self.speculative["num_speculative_tokens"])
+        return sp.draft_yield(Speculation(method=method, num_tokens=tokens, method_given=True), self.spec)
+
+
+def _spec(r: dict[str, Any]) -> ModelSpec:
+    cfg = json.loads((FIXTURES / "model-configs" / r["config"]).read_text())
+    hq = json.loads((FIXTURES / "model-configs" / r["hf_quant"]).read_text()) if r.get("hf_quant") else None
+    quant = r.get("quant")
+    if quant and "quantization" in quant:  # an hf_quant_config.json written out
+        hq = quant
+    elif quant:  # config.json's own quantization_config
+        cfg = {**cfg, "quantization_config": quant}
+    spec = spec_from_config(cfg, name=r["model"], source=str(PUBLISHED), hf_quant=hq)
+    if r.get("mxfp4_layers"):
+        spec = sp.with_mxfp4_layers(spec, r["mxfp4_layers"])
+    return spec
 
 
 def load(part: str) -> list[Record]:
     """'fit' or 'held_out'."""
+    data = json.loads(PUBLISHED.read_text())
     out = []
-    for r in json.loads(PUBLISHED.read_text())[part]:
-        cfg = json.loads((FIXTURES / "model-configs" / r["config"]).read_text())
-        hq = json.loads((FIXTURES / "model-configs" / r["hf_quant"]).read_text()) if r.get("hf_quant") else None
-        spec = spec_from_config(cfg, name=r["model"], source=str(PUBLISHED), hf_quant=hq)
-        if r.get("mxfp4_layers"):
-            spec = sp.with_mxfp4_layers(spec, r["mxfp4_layers"])
+    for r in data[part]:
         low, high = r["range"]
         out.append(
             Record(
-                r["id"],
-                r["model"],
-                spec,
-                r["context"],
-                r["tok_s"],
-                low,
-                high,
-                r.get("vllm"),
-                r.get("speculative"),
-                r["source"],
+                r["id"], r["model"], _spec(r), r["context"], r.get("users", 1), r["tok_s"], low, high,
+                r.get("vllm"), r.get("series"), r.get("speculative"), r["source"],
+                data["sources"][r["source"]]["url"],
             )
-        )
+        )  # fmt: skip
     return out
 
 
 def predict(record: Record, costs: dict[str, float] | None = None) -> sp.SpeedEstimate:
-    saved = dict(sp.LAYER_COST_S)
-    try:
-        if costs is not None:
-            sp.LAYER_COST_S.update(costs)
-        return sp.estimate(record.spec, sp.GB10, context=record.context, kv_bytes=sp.kv_bytes_for(record.spec, None))
-    finally:
-        sp.LAYER_COST_S.clear()
-        sp.LAYER_COST_S.update(saved)
+    """core/speed.py's estimate for the record's model, context, users, speculative settings and
+    vLLM release line (`costs`, given, replace the per-layer costs: bench/fit_speed.py)."""
+    return sp.estimate(
+        record.spec, sp.GB10, context=record.context, users=(record.users,),
+        kv_bytes=sp.kv_bytes_for(record.spec, None), speculation=record.draft(),
+        vllm_version=record.series, costs=costs,
+    )  # fmt: skip
+
+
+def per_user(record: Record, est: sp.SpeedEstimate) -> float:
+    row = est.for_users(record.users)
+    return row.per_user_tok_s if row else est.decode_tok_s

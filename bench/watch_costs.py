@@ -31,8 +31,9 @@ from types import SimpleNamespace
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from sparktui.core.guard_lines import GuardLines  # noqa: E402
 from sparktui.core.units import GiB  # noqa: E402
-from sparktui.runtime.guard.guard import Guard, GuardLines  # noqa: E402
+from sparktui.runtime.guard.guard import Guard  # noqa: E402
 from sparktui.runtime.host.memory import read_mem_available, read_psi_full_total  # noqa: E402
 from sparktui.runtime.host.proc import spawn  # noqa: E402
 from sparktui.runtime.watch import (  # noqa: E402

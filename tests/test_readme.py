@@ -27,7 +27,7 @@ def test_readme_profile_example_loads(tmp_path):
         b for b in re.findall(r"```toml\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S) if "[serve]" in b
     )
     profile = parse_profile(block, tmp_path / "example.toml")
-    assert profile.serve.max_num_seqs == 5 and profile.guard.kill_below_gib == 3.5
+    assert profile.serve.max_num_seqs == 5 and profile.guard.lines["kill_below_gib"] == 3.5
     assert profile.runner.venv and profile.warnings == []
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sparktui.runtime.guard.guard import Guard, GuardLines
+    from sparktui.core.guard_lines import GuardLines, LineName
+    from sparktui.runtime.guard.guard import Guard
     from sparktui.runtime.host.proc import ProcessTree
 
 # Exit status when the guard stopped the command (else: the command's own status, or 128+N when
@@ -57,7 +58,7 @@ def _seconds(text: str) -> float:
 def add_line_arguments(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
     """--warn-below/--term-below/--kill-below; a line left out stays absent from the namespace, so
     the lines a user sets can win over the defaults (or the current lines)."""
-    from sparktui.runtime.guard.guard import DEFAULT_KILL_GIB, DEFAULT_TERM_GIB, DEFAULT_WARN_GIB
+    from sparktui.core.guard_lines import DEFAULT_KILL_GIB, DEFAULT_TERM_GIB, DEFAULT_WARN_GIB
 
     for flag, default, what in (
         ("--warn-below", DEFAULT_WARN_GIB, "warn when MemAvailable falls below this"),
@@ -86,14 +87,18 @@ def add_kernel_argument(parser: argparse.ArgumentParser, *, default: str | None)
     )
 
 
-def given_lines(args: argparse.Namespace) -> dict[str, float | None]:
+def given_lines(args: argparse.Namespace) -> dict[LineName, float | None]:
     """The lines set on the command line, by GuardLines' field names."""
-    names = {"warn_below": "warn_below_gib", "term_below": "term_below_gib", "kill_below": "kill_below_gib"}
+    names: dict[str, LineName] = {
+        "warn_below": "warn_below_gib",
+        "term_below": "term_below_gib",
+        "kill_below": "kill_below_gib",
+    }
     return {field: getattr(args, flag) for flag, field in names.items() if hasattr(args, flag)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from sparktui.runtime.guard.guard import DEFAULT_GRACE_S
+    from sparktui.core.guard_lines import DEFAULT_GRACE_S
 
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -116,9 +121,10 @@ def _status(returncode: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sparktui.core.guard_lines import GuardLines, resolve_lines
     from sparktui.core.kernel_log import KernelEvent
     from sparktui.errors import UserError
-    from sparktui.runtime.guard.guard import Guard, GuardLines, resolve_lines
+    from sparktui.runtime.guard.guard import Guard
     from sparktui.runtime.guard.kernel_watch import access
     from sparktui.runtime.host.proc import spawn
     from sparktui.runtime.server.reaper import Reaper

@@ -57,9 +57,9 @@ def _line(state: StateRecord) -> str:
     if exit_:
         parts.append(f"exit: {exit_.reason}")
         if exit_.failure:
-            parts.append(f"({exit_.failure.get('kind')}: {exit_.failure.get('message')})")
+            parts.append(f"({exit_.failure.kind}: {exit_.failure.message})")
         if exit_.breaker:
-            parts.append(f"— {exit_.breaker.get('reason')}")
+            parts.append(f"— {exit_.breaker.reason}")
     return "  ".join(parts)
 
 
@@ -78,10 +78,10 @@ def _guard_news(state: StateRecord) -> list[str]:
     kernel = state.guard.kernel
     if kernel is not None:
         for event in kernel.events:
-            if event.get("kind") == "xid":
-                out.append(f"kernel log: Xid {event.get('xid')} for pid {event.get('pid')}: {event.get('line')}")
-            elif event.get("kind") == "no_memory" and event.get("line") != tripped_on:
-                out.append(f"kernel log ({kernel.mode}): NVIDIA driver out of memory: {event.get('line')}")
+            if event.kind == "xid":
+                out.append(f"kernel log: Xid {event.xid} for pid {event.pid}: {event.line}")
+            elif event.kind == "no_memory" and event.line != tripped_on:
+                out.append(f"kernel log ({kernel.mode}): NVIDIA driver out of memory: {event.line}")
         if kernel.source is None and kernel.mode != "off" and state.alive:
             out.append(kernel.detail or "the guard cannot see driver errors")
     if state.guard.alert and state.alive:
@@ -135,20 +135,24 @@ def run(args: argparse.Namespace) -> int:
 
         return nodes_of(port)
 
+    # How each port's last server ended, as long as its record is kept (one record per port: the last
+    # end), after the running ones; a lost or leaking one is listed among them already.
+    shown = {id(s) for s in states}
+    ended_records = [s for s in ended_records if id(s) not in shown]
     if args.json:
         out = [
             {
                 **s.to_dict(),
+                "ended": how_it_ended(s),  # null while it runs; else the line the text prints
                 **_leak_fields(s),
                 **({"nodes": read_nodes(s.port)} if s.alive and read_nodes(s.port) else {}),
             }
-            for s in states
+            for s in [*states, *ended_records]
         ]
         print(json.dumps(out if args.port is None else out[0], indent=1, default=str))
         return 0
-    if states and ended_records:  # after the running ones
-        shown = {id(s) for s in states}
-        states = states + [s for s in ended_records if id(s) not in shown]
+    if states:
+        states = states + ended_records
     if not states:
         print("no server is running")
         for state in ended_records:

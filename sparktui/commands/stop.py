@@ -42,7 +42,8 @@ def only_id_of(args: argparse.Namespace) -> str | None:
 def describe_exit(state: StateRecord) -> str:
     """`profile on port N: exited (reason, gone after X s)` for stop and kill."""
     exit_info = state.exit
-    gone_after = ((exit_info.stop if exit_info else None) or {}).get("gone_after_s")
+    stop = exit_info.stop if exit_info else None
+    gone_after = stop.gone_after_s if stop else None
     detail = exit_info.reason if exit_info else "?"
     if gone_after is not None:
         detail += f", gone after {gone_after:.2f} s"

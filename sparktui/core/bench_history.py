@@ -1,7 +1,7 @@
 """Measured runs from `sparktui bench`'s history, read tolerantly, to calibrate the speed estimate.
 
 `sparktui bench` appends one JSON object per run to <state dir>/bench/history.jsonl
-(runtime.bench.HistoryRecord, schema_version 1): `key` {profile, model, vllm_version, flags},
+(runtime.bench.history.HistoryRecord, schema_version 1): `key` {profile, model, vllm_version, flags},
 `server` {model_path, max_model_len, …}, `settings` {prompt_tokens, output_tokens, …} and `runs`,
 one per concurrency level {users, decode_tok_s_per_user, ttft_p50_s, prompt_tokens_mean, partial,
 errors, …}. Only the fields below are read; a line that is not JSON, a record of a newer schema, or
@@ -144,13 +144,13 @@ def matching(
 
 
 @dataclass(frozen=True)
-class Calibration:
+class SpeedCalibration:
     factor: float  # measured / predicted, the median over the runs compared
     runs: int
     note: str
 
 
-def calibrate(pairs: list[tuple[MeasuredRun, float]], *, latest: int = 8) -> Calibration | None:
+def calibrate(pairs: list[tuple[MeasuredRun, float]], *, latest: int = 8) -> SpeedCalibration | None:
     """From (measured run, what the uncorrected model predicts for it) pairs: the median ratio over
     the `latest` runs, kept within 0.25–4 (beyond that the run measured something else)."""
     usable = [(run, predicted) for run, predicted in pairs if predicted > 0]
@@ -165,4 +165,4 @@ def calibrate(pairs: list[tuple[MeasuredRun, float]], *, latest: int = 8) -> Cal
         f"calibrated by {len(recent)} measured level{'s' if len(recent) != 1 else ''} "
         f"(sparktui bench, vLLM {', '.join(versions)}): measured / predicted = {factor:.2f}"
     )
-    return Calibration(factor, len(recent), note)
+    return SpeedCalibration(factor, len(recent), note)

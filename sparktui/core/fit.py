@@ -29,6 +29,8 @@ from sparktui.core.fit_settings import (
     activation_bytes,
     activation_parts,
     cudagraph_estimate,
+    drafter_pass_bytes,
+    encoder_term,
     moe_workspace_per_token,
     rules_of,
     sampler_bytes,
@@ -55,7 +57,6 @@ from sparktui.core.vllm_rules import (
     INSTANTTENSOR_NON_TORCH,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
-    V2_SAMPLER_PEAK_COPIES,
     VllmRules,
 )
 
@@ -208,13 +209,21 @@ def _core(
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
     forward, sampler = activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner)
-    activation = max(forward, sampler)
+    # a multimodal model's profile encodes dummy items first and keeps their outputs through the
+    # dummy forward and the sampler pass (gpu_model_runner.py profile_run)
+    encoder = encoder_term(spec, s)
+    kept = encoder.outputs if encoder else 0
+    forward, sampler = forward + kept, sampler + kept
+    # then the drafter's own dummy pass, with the target's hidden states still held
+    drafter = drafter_pass_bytes(spec, s) + kept if s.num_spec else 0
+    activation = max(forward, sampler, encoder.forward if encoder else 0, drafter)
     # The V2 runner's profile leaves the top-k / top-p pass out ("the sampler may skip top_k, top_p,
     # and logprobs, using less GPU memory than what is possible during actual execution"): at run
     # time that pass can take what V1 would have reserved, outside the request.
     unreserved = 0
     if s.model_runner == "v2":
-        top_k_pass = sampler_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, SAMPLER_PEAK_COPIES.value)
+        # the encoder's outputs stay held through it, as through the V1 profile's own sampler pass
+        top_k_pass = sampler_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, SAMPLER_PEAK_COPIES.value) + kept
         unreserved = max(0, max(forward, top_k_pass) - activation)
     estimate = cudagraph_estimate(spec, s, machine, kv_bytes, plan)
     graphs = estimate.bytes if s.cuda_graphs_counted else 0
@@ -254,6 +263,19 @@ def _core(
             *how,
             f"− InstantTensor loader {_g(loader)} more non-torch memory ({INSTANTTENSOR_NON_TORCH.describe()}); "
             "it sizes its buffers by MemFree, so a full page cache can make it abort or crawl: drop caches first",
+        )
+    if encoder and explain and not s.kv_cache_memory_bytes and "activation_non_torch" not in measured:
+        how = (*how, f"  (the activation peak holds the {encoder.describe()})")
+    if (
+        drafter > max(forward, sampler)
+        and explain
+        and not s.kv_cache_memory_bytes
+        and "activation_non_torch" not in measured
+    ):
+        how = (
+            *how,
+            f"  (the activation peak is the {s.speculative_method} drafter's profile pass, {_g(drafter)}: it runs over "
+            f"{s.max_num_batched_tokens:,} tokens while the target's hidden states are held)",
         )
     if unreserved and explain:
         how = (
@@ -358,9 +380,13 @@ def _memory_working(
         f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)",
         f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''})",
         f"− activation peak {_g(max(forward, sampler))}: the profile run's larger pass — forward over "
-        f"{s.max_num_batched_tokens:,} tokens {_g(forward)}, sampler over {seqs:,} × {spec.vocab_size:,} fp32 "
-        f"logits × {SAMPLER_PEAK_COPIES.value if s.model_runner == 'v1' else V2_SAMPLER_PEAK_COPIES:g} copies "
-        f"({'V1' if s.model_runner == 'v1' else 'V2'} model runner) {_g(sampler)}",
+        f"{s.max_num_batched_tokens:,} tokens {_g(forward)}, sampler over {seqs:,} × {spec.vocab_size:,} "
+        + (
+            f"fp32 logits × {SAMPLER_PEAK_COPIES.value:g} copies (V1 model runner) {_g(sampler)}"
+            if s.model_runner == "v1"
+            else f"logits in the model's dtype{' × 2 (soft-capped)' if spec.logit_softcap else ''}, the "
+            f"forward's hidden states held (V2 model runner) {_g(sampler)}"
+        ),
         f"− non-torch {_g(machine.non_torch)}: measured by vLLM at start-up, not knowable before; "
         f"{'on unified memory it is MemAvailable that moves, ' if machine.unified else ''}"
         f"seen {nt.low:g}–{nt.high:g} GiB",

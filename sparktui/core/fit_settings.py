@@ -5,14 +5,15 @@ Gated-DeltaNet workspaces, the sampler, the CUDA-graph estimate."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sparktui.core.config import ServeConfig
+from sparktui.core.encoder_profile import EncoderPass, encoder_pass
 from sparktui.core.kv_plan import DEFAULT_RULES, KvPlan
 from sparktui.core.machine import (
     Machine,
 )
-from sparktui.core.modelspec import MAMBA, ModelSpec
+from sparktui.core.modelspec import MAMBA, MLA, ModelSpec
 from sparktui.core.speculation import NO_KV_METHODS, Speculation
 from sparktui.core.units import MiB
 from sparktui.core.vllm_rules import (
@@ -25,7 +26,6 @@ from sparktui.core.vllm_rules import (
     GDN_PREFILL_COPIES,
     MEASURED_CONSTANTS,
     SAMPLER_PEAK_COPIES,
-    V2_SAMPLER_PEAK_COPIES,
     VllmRules,
     graph_counts,
     graph_counts_v2,
@@ -65,6 +65,7 @@ class FitSettings:
     model_runner: str = "v1"  # "v2": vLLM's V2 GPU model runner (vllm/v1/worker/gpu)
     load_format: str | None = None  # --load-format, lower case (instanttensor costs non-torch memory)
     speculative_method: str | None = None  # as vLLM resolves it (core/speculation.py)
+    mm_limits: tuple[tuple[str, int], ...] = ()  # --limit-mm-per-prompt: (modality, items per prompt)
 
 
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
@@ -180,6 +181,67 @@ def settings_from(
         model_runner=runner,
         load_format=None if load_format == "auto" else load_format,
         speculative_method=method,
+        mm_limits=_mm_limits(config.limit_mm_per_prompt),
+    )
+
+
+def _mm_limits(limits: str | None) -> tuple[tuple[str, int], ...]:
+    """--limit-mm-per-prompt as (modality, count): {"image": 2} or {"image": {"count": 2, …}}."""
+    try:
+        data = json.loads(limits) if limits else {}
+    except (TypeError, ValueError):
+        return ()
+    if not isinstance(data, dict):
+        return ()
+    out = []
+    for modality, value in data.items():
+        count = value.get("count") if isinstance(value, dict) else value
+        if isinstance(count, int) and not isinstance(count, bool):
+            out.append((str(modality), count))
+    return tuple(out)
+
+
+# methods whose drafter runs its own dummy pass inside vLLM's profile (gpu_model_runner.py _dummy_run:
+# use_eagle() / uses_draft_model() / uses_extract_hidden_states())
+DRAFTER_PASS_METHODS = ("mtp", "eagle", "eagle3", "dflash", "draft_model")
+
+
+def drafter_pass_bytes(spec: ModelSpec, s: FitSettings) -> int:
+    """The profile pass's peak while the drafter runs its dummy forward over max_num_batched_tokens
+    tokens (gpu_model_runner.py _dummy_run → drafter.dummy_run), after the target's forward: the
+    target's hidden states (and the aux hidden states an EAGLE3 / DFlash drafter reads) are still
+    held, the fused-MoE workspace stays allocated, and the drafter adds its own working set:
+    - DFlash (v1/spec_decode/dflash.py dummy_run → qwen3_dflash.py precompute_and_store_context_kv):
+      the context's normed copy, one fused K/V projection for every draft layer, the normed keys, and
+      the positions repeated per layer (int64);
+    - MTP / EAGLE / a draft model (llm_base_proposer.py dummy_run): one decoder layer's working set,
+      as the target's, plus the input that joins the embedding and the hidden state (2 × hidden).
+    0 when no drafter runs. Read from vLLM 0.32's code, not measured on a GPU."""
+    method = s.speculative_method
+    if method not in DRAFTER_PASS_METHODS or not (s.mtp and spec.mtp_layers):
+        return 0
+    n, d, h = s.max_num_batched_tokens, spec.dtype_bytes, spec.hidden_size
+    held = n * (d * h * (1 + spec.aux_hidden_layers) + moe_workspace_per_token(spec, s.tp))
+    if method == "dflash":
+        layers = sum(g.count for g in spec.mtp_layers)
+        kv = sum(g.count * max(1, g.num_kv_heads // s.tp) * g.head_size for g in spec.mtp_layers)
+        return held + n * (d * (h + 3 * kv) + 8 * layers)
+    inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
+    return held + n * d * (8 * h + 2 * inner // s.tp)
+
+
+def encoder_term(spec: ModelSpec, s: FitSettings) -> EncoderPass | None:
+    """The multimodal encoder's share of the profile pass (core/encoder_profile.py), or None."""
+    encoder = spec.encoder
+    if encoder is None:
+        return None
+    limits = dict(s.mm_limits)
+    if limits.get(encoder.modality) == 0 and encoder.fallback:  # vLLM profiles the next modality
+        modality, tokens, patches = encoder.fallback
+        encoder = replace(encoder, modality=modality, tokens_per_item=tokens, patches_per_item=patches, fallback=None)
+    limit = limits.get(encoder.modality)
+    return encoder_pass(
+        encoder, s.max_num_batched_tokens, s.max_num_seqs, s.max_model_len, spec.dtype_bytes, limit, s.tp
     )
 
 
@@ -192,10 +254,14 @@ def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
     relu² experts have no gate): NVFP4 runs CutlassExpertsFp4, tokens × top-k × (max(2N, K) + N);
     the others TritonExperts (CutlassExpertsFp8 and MarlinExperts come to the same), tokens × top-k ×
     (max(N / 2, K) + max(N, K)) for a gated model. bench/moe_workspace_oracle.py asks vLLM's code.
-    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)"""
-    if not (spec.num_experts and spec.experts_per_token and spec.moe_intermediate_size):
+    (FlashInfer's CUTLASS path keeps only (tokens, K) here and the rest inside FlashInfer.)
+    A config without moe_intermediate_size (Mixtral, gpt-oss) builds its experts with intermediate_size
+    (models/mixtral.py MixtralMoE, models/gpt_oss.py MLPBlock: FusedMoE(intermediate_size=config.
+    intermediate_size)); bench/activation_oracle.py measures their workspace on vLLM's own model code."""
+    expert_width = spec.moe_intermediate_size or spec.intermediate_size
+    if not (spec.num_experts and spec.experts_per_token and expert_width):
         return 0
-    inter = spec.moe_intermediate_size // tp
+    inter = expert_width // tp
     gated = spec.model_type != "nemotron_h"
     n = inter * (2 if gated else 1)
     k = spec.hidden_size
@@ -226,19 +292,76 @@ def gdn_prefill_per_token(spec: ModelSpec, tp: int = 1) -> int:
     return int(GDN_PREFILL_COPIES.value * tally)
 
 
+# Models whose attention projects q and k through their own RMSNorms (q_norm / k_norm), a new tensor each
+QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "gemma4", "gemma4_text"})
+# Hidden-size tensors live at the dense MLP's peak in vLLM's code: 5 (the decoder loop still holds the
+# layer's two inputs, the layer holds the residual and the normed input, and the MLP keeps gate_up alive
+# through down_proj), 4 where the model's code frees one sooner (bench/activation_oracle.py measures it)
+MLP_HELD_HIDDEN = {"llama": 4, "mistral": 4, "gemma4": 4, "gemma4_text": 4}
+# ... and at the attention stage: 5 (the layer's inputs, residual, normed input, o_proj's output), 3 for
+# Gemma 4, which also normalises v (v_norm) into a tensor of its own
+ATTENTION_HELD_HIDDEN = {"gemma4": 3, "gemma4_text": 3}
+V_NORM_MODEL_TYPES = frozenset({"gemma4", "gemma4_text"})
+
+
+def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
+    """Values per batched token live at the forward pass's peak in vLLM's model code, beside the
+    fused-MoE workspace: the larger of the attention stage and the dense MLP's. Attention (profile run,
+    no metadata: the kernel writes nothing new) holds 5 hidden-size tensors (the layer's inputs, residual,
+    normed input, o_proj's output), the qkv projection (q + 2 kv), the attention output (q) and, with
+    q / k norms, their outputs; the dense MLP (or an MoE model's shared expert) holds gate_up (2 ×
+    intermediate) and the activation's output while MLP_HELD_HIDDEN hidden-size tensors are live. Measured
+    by bench/activation_oracle.py on vLLM 0.32's own code (eager, as --enforce-eager runs it): exact for
+    Llama, Qwen2 / 2.5 / 3 (dense and MoE), Mixtral, gpt-oss, Gemma 3 and Gemma 4 (dense and MoE).
+    None for models with MLA or Mamba / Gated-DeltaNet layers, which vLLM's CPU build cannot run."""
+    attention = [g for g in spec.layers if g.count and not g.draft]
+    if not attention or any(g.kind in (MAMBA, MLA) for g in attention) or not spec.num_attention_heads:
+        return None
+    hidden = spec.hidden_size
+    qk_norm = spec.model_type in QK_NORM_MODEL_TYPES
+    v_norm = spec.model_type in V_NORM_MODEL_TYPES
+    widest = 0
+    for g in attention:
+        q = spec.num_attention_heads * g.head_size // tp
+        kv = max(1, g.num_kv_heads // tp) * g.head_size
+        widest = max(widest, 2 * q + 2 * kv + (q + kv if qk_norm else 0) + (kv if v_norm else 0))
+    inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
+    mlp = MLP_HELD_HIDDEN.get(spec.model_type, 5) * hidden + 3 * inner // tp if inner else 0
+    return max(ATTENTION_HELD_HIDDEN.get(spec.model_type, 5) * hidden + widest, mlp)
+
+
 def activation_parts(
     spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, runner: str = "v1"
 ) -> tuple[int, int]:
     """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run)."""
-    # the residual stream and the dense MLP; an MoE model's routed experts keep their
-    # intermediates in the fused-MoE workspace, only its shared expert runs as a dense MLP
-    inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
-    per_token = spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner // tp)
+    per_token = forward_values_per_token(spec, tp)
+    if per_token is None:
+        # hybrids and MLA (not measured by the oracle here): the residual stream and the dense MLP; an
+        # MoE model's routed experts keep their intermediates in the fused-MoE workspace, only its
+        # shared expert runs as a dense MLP
+        inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
+        per_token = 6 * spec.hidden_size + 2 * inner // tp
+    per_token = spec.dtype_bytes * per_token
     per_token += moe_workspace_per_token(spec, tp) + gdn_prefill_per_token(spec, tp)
     forward = max_num_batched_tokens * per_token
     # _dummy_sampler_run: V1 applies top-k / top-p in fp32, the V2 runner samples the logits as they are
-    copies = SAMPLER_PEAK_COPIES.value if runner == "v1" else V2_SAMPLER_PEAK_COPIES
-    return forward, sampler_bytes(spec, max_num_batched_tokens, max_num_seqs, copies)
+    if runner == "v1":
+        return forward, sampler_bytes(spec, max_num_batched_tokens, max_num_seqs, SAMPLER_PEAK_COPIES.value)
+    return forward, v2_sampler_pass_bytes(spec, max_num_batched_tokens, max_num_seqs, tp)
+
+
+def v2_sampler_pass_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
+    """The V2 runner's dummy sampler pass (v1/worker/gpu/model_runner.py profile_run, _dummy_sampler_run):
+    compute_logits over one row per dummy request, in the model's dtype, two copies of them at once for a
+    soft-capped model (layers/logits_processor.py LogitsProcessor.forward); the dummy batch needs no
+    logits processing and no top-k / top-p, and gumbel_sample writes one token per request
+    (gpu/sample/sampler.py Sampler.sample). Meanwhile the forward's hidden states, the rows taken from
+    them and the fused-MoE workspace stay held. bench/activation_oracle.py measures it on vLLM 0.32's
+    own code (exact for the 19 models it can build)."""
+    seqs = min(max_num_seqs, max_num_batched_tokens)
+    copies = 2 if spec.logit_softcap else 1
+    held = (max_num_batched_tokens + seqs) * spec.hidden_size + copies * seqs * spec.vocab_size
+    return spec.dtype_bytes * held + max_num_batched_tokens * moe_workspace_per_token(spec, tp)
 
 
 def sampler_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, copies: float) -> int:

@@ -24,6 +24,7 @@ import itertools
 import math
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,6 +36,7 @@ from tomlkit.items import Table
 from sparktui.atomic import atomic_write_text
 from sparktui.core.cluster import BACKENDS, ClusterSettings
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
+from sparktui.core.guard_lines import GUARD_FIELDS, LINE_NAMES, GuardField, GuardLines, LineName
 from sparktui.core.kernel_log import KERNEL_MODES
 from sparktui.errors import UserError
 from sparktui.files import is_special, read_regular
@@ -50,19 +52,33 @@ EXTRA_ARGS_KEY = "extra-args"
 
 @dataclass
 class GuardSettings:
-    """Guard thresholds on MemAvailable; None means the guard's own default."""
+    """[guard]: what the profile sets of the guard's lines and triggers (`lines`, by GuardLines' own
+    field names; the guard's default for each one left out), and how the guard runs this server.
+    None means the guard's own default."""
 
-    warn_below_gib: float | None = None
-    term_below_gib: float | None = None
-    kill_below_gib: float | None = None
-    grace_s: float | None = None
+    lines: dict[GuardField, float] = field(default_factory=dict)
     armed: bool | None = None
     priority: int | None = None  # with several servers, the lowest is stopped first (then the largest)
-    fall_rate_gib_s: float | None = None  # trip when falling this fast and the kill line is near
-    fall_lookahead_s: float | None = None  # ... nearer than this many seconds at that rate
-    psi_full_pct: float | None = None  # trip when every task stalled on memory this share of 1 s
     kernel: str | None = None  # the kernel tripwire: "stop" (default), "warn" or "off"
     leak_wait_s: float | None = None  # after the server ends, how long memory may take to come back (30 s)
+
+    def guard_lines(self) -> GuardLines:
+        """The lines the guard watches: ours, with the profile's (UserError when out of order)."""
+        return self.guard_lines_with_notes()[0]
+
+    def guard_lines_with_notes(self) -> tuple[GuardLines, list[str]]:
+        """The profile's lines win; a default line in their way is turned off, and a note says so."""
+        return GuardLines.from_given(self.lines)
+
+    def changed(self, *, armed: bool | None = None, lines: Mapping[LineName, float] | None = None) -> GuardSettings:
+        """A copy with `armed` and the `lines` given set (the panel's edits); UserError when the
+        lines would be out of order."""
+        merged = dict(self.lines)
+        for name, value in (lines or {}).items():
+            merged[name] = value
+        new = replace(self, lines=merged, armed=self.armed if armed is None else armed)
+        new.guard_lines()
+        return new
 
 
 RESTART_REASONS = ("wedge", "crash")
@@ -134,6 +150,8 @@ _GUARD_KEYS = {
     "kernel": "kernel",
     "leak-wait-s": "leak_wait_s",
 }
+# The keys of [guard] that are GuardLines' fields (the rest are GuardSettings' own)
+_GUARD_LINE_FIELDS: dict[str, GuardField] = {f: f for f in GUARD_FIELDS}
 _WATCH_KEYS = {
     "wedge-after-s": "wedge_after_s",
     "probe-timeout-s": "probe_timeout_s",
@@ -262,7 +280,12 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         else:
             warnings.append(_unknown_warning(where, "machine", key, ["name"]))
 
-    def read_keys(section: str, target: Any, keys: dict[str, str], read: Any) -> None:
+    def read_keys(
+        section: str,
+        target: RunnerSettings | WatchSettings,
+        keys: dict[str, str],
+        read: Callable[..., Any],
+    ) -> None:
         """[section]'s known keys, each checked by `read`, onto `target`; unknown ones warned of."""
         for key, value in _table(doc, section, fail).items():
             attr = keys.get(key)
@@ -272,11 +295,20 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
             setattr(target, attr, read(attr, value, lambda p, k=key: fail(section, k, p)))
 
     guard = GuardSettings()
-    read_keys("guard", guard, _GUARD_KEYS, _guard_value)
+    for key, value in _table(doc, "guard", fail).items():
+        attr = _GUARD_KEYS.get(key)
+        if attr is None:
+            warnings.append(_unknown_warning(where, "guard", key, list(_GUARD_KEYS)))
+            continue
+        checked = _guard_value(attr, value, lambda p, k=key: fail("guard", k, p))
+        if attr in _GUARD_LINE_FIELDS:
+            guard.lines[_GUARD_LINE_FIELDS[attr]] = checked
+        else:
+            setattr(guard, attr, checked)
     given = [
-        (k, getattr(guard, a))
+        (k, v)
         for k, a in _GUARD_KEYS.items()
-        if a.endswith("_below_gib") and getattr(guard, a) is not None
+        if a in LINE_NAMES and (v := guard.lines.get(_GUARD_LINE_FIELDS[a])) is not None
     ]
     for (hi_key, hi), (lo_key, lo) in itertools.pairwise(given):
         if lo > hi:
@@ -608,6 +640,14 @@ def _cluster_table(cluster: ClusterSettings) -> dict[str, Any]:
     return table
 
 
+def _guard_table(settings: GuardSettings) -> dict[str, Any]:
+    """[guard] as TOML keys (None: not set)."""
+    return {
+        key: settings.lines.get(_GUARD_LINE_FIELDS[attr]) if attr in _GUARD_LINE_FIELDS else getattr(settings, attr)
+        for key, attr in _GUARD_KEYS.items()
+    }
+
+
 def _guard_value(attr: str, value: Any, fail: Any) -> Any:
     if attr == "armed":
         if not isinstance(value, bool):
@@ -734,7 +774,7 @@ def to_document(profile: Profile) -> tomlkit.TOMLDocument:
         # 5 and 5.0 are the same threshold; true and 1 are not the same setting
         return old == new and isinstance(old, bool) == isinstance(new, bool)
 
-    guard = {k: getattr(profile.guard, a) for k, a in _GUARD_KEYS.items() if getattr(profile.guard, a) is not None}
+    guard = {k: v for k, v in _guard_table(profile.guard).items() if v is not None}
     if guard or "guard" in doc:
         _sync(_section(doc, "guard"), guard, set(_GUARD_KEYS), same)
 

@@ -4,7 +4,8 @@ Decode is bound by memory bandwidth: every step reads the weights it uses and th
 every sequence in the batch. One step for B users at context C reads
 
     dense weights            attention, linear attention, dense MLP, shared experts, router, lm_head
-  + routed experts × share   share = 1 − (1 − k/E)^B: the experts B tokens pick (k of E each)
+  + routed experts × share   share = c·(1 − (1 − k/(cE))^B): the experts B tokens pick (k of E each)
+                             from about c·E of them (ROUTING_SPREAD: routers favour some experts)
   + B × KV read at C         full layers C tokens, sliding layers min(C, window), linear-attention
                              layers their fixed state (read and written)
 
@@ -27,6 +28,7 @@ Pure: no I/O. Speculative decoding is modelled by its expected accepted tokens p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -76,17 +78,61 @@ KIND_NAMES = {
     "dense_mlp": "dense MLP",
     "moe": "MoE",
 }
-# Priors before the fit: attention 30, GDN 220 (the guide's Qwen3.5-35B-A3B row), MoE 70 (Nemotron-3-
-# Nano at 67–75 tok/s), Mamba-2 60, dense MLP 10 µs; the fit (prior weight 0.05) moved them little.
+# Fitted (bench/fit_speed.py, priors there) on the fit set's 8 single-user records: plain decode,
+# and MTP where the source gives the settings (their fixed costs enter the verify and draft passes).
 LAYER_COST_S = {
-    "attention": 30e-6,
-    "sliding_attention": 31e-6,
+    "attention": 28e-6,
+    "sliding_attention": 35e-6,
     "mla": 30e-6,  # not in the fit set: the attention prior
-    "gdn": 221e-6,
-    "mamba2": 50e-6,
-    "dense_mlp": 10e-6,
-    "moe": 68e-6,
+    "gdn": 150e-6,
+    "mamba2": 60e-6,  # not in the fit set's single-user records: the prior
+    "dense_mlp": 11e-6,
+    "moe": 76e-6,
 }
+
+# The same layers cost differently on different vLLM builds (issue 25: Qwen3.6-35B-A3B NVFP4 ran at
+# 44 tok/s on a patched March build and 97.7 on 0.28; gpt-oss-120b at 33.5 on 0.15.1 and 57–60 on
+# 0.19): the costs are fitted per release line as well, on the fit records of that line, pulled toward
+# the all-versions fit above (bench/fit_speed.py). A version sparktui cannot place (none given, or a
+# dev build's 0.1.devN) takes LAYER_COST_S.
+SERIES: tuple[tuple[str, tuple[int, int] | None, tuple[int, int] | None], ...] = (
+    ("to 0.19", None, (0, 20)),  # NGC ≤ 26.04 and the spring 2026 community builds
+    ("0.20 on", (0, 20), None),
+)
+# fmt: off
+LAYER_COST_BY_SERIES: dict[str, dict[str, float]] = {  # bench/fit_speed.py: 2 records to 0.19, 3 from 0.20
+    "to 0.19": {"attention": 28e-6, "sliding_attention": 36e-6, "mla": 30e-6, "gdn": 150e-6, "mamba2": 60e-6,
+                "dense_mlp": 11e-6, "moe": 83e-6},
+    "0.20 on": {"attention": 29e-6, "sliding_attention": 39e-6, "mla": 30e-6, "gdn": 158e-6, "mamba2": 60e-6,
+                "dense_mlp": 11e-6, "moe": 103e-6},
+}
+# fmt: on
+
+
+def series_of(version: str | None) -> str | None:
+    """The SERIES name of a vLLM version ("0.19.1", "0.26.1.dev0+g…", "0.19"), None when unknown."""
+    match = re.match(r"\s*v?(\d+)\.(\d+)", version or "")
+    if not match:
+        return None
+    release = (int(match.group(1)), int(match.group(2)))
+    if release < (0, 2):  # a dev build reports 0.1.devN whatever its age
+        return None
+    for name, low, high in SERIES:
+        if (low is None or release >= low) and (high is None or release < high):
+            return name
+    return None
+
+
+def layer_costs(version: str | None) -> dict[str, float]:
+    """The per-layer costs for a vLLM version (LAYER_COST_S when its series is unknown)."""
+    series = series_of(version)
+    return dict(LAYER_COST_BY_SERIES[series]) if series in LAYER_COST_BY_SERIES else dict(LAYER_COST_S)
+
+
+# The share of an MoE's experts one step's tokens pick from: 1.0 is uniform routing. Real routers
+# favour some experts, so a batch reads fewer distinct experts than uniform picks would: fitted by
+# bench/fit_speed.py on the fit set's multi-user records (kubis.ai gpt-oss-120b, 2–32 users).
+ROUTING_SPREAD = 0.29
 
 # Prefill reaches this share of the bf16 peak. With 0.55 the guide's Qwen3.5-35B-A3B TTFT (0.12 s)
 # comes out at a 1,024-token prompt (the guide does not give the prompt length: an assumption);
@@ -97,9 +143,67 @@ COMPUTE_EFFICIENCY = 0.55
 # How far off a prediction can be before calibration: the spread of the published rows around it.
 RANGE = (0.8, 1.15)
 
-# Speculative decoding: expected acceptance per drafted token when none was measured
-# (MTP heads ~0.8–0.95 reported for Qwen3.5; EAGLE-3 ~0.7; n-gram depends on the text).
-ACCEPTANCE = {"mtp": 0.8, "eagle": 0.7, "eagle3": 0.7, "ngram": 0.4, "suffix": 0.4, "draft_model": 0.6}
+# Speculative decoding: what a verify pass yields comes from published acceptance figures (ACCEPTANCE
+# below); a method none was found for keeps this prior per-token acceptance, said as a prior.
+ACCEPTANCE_PRIOR = {"mtp": 0.8, "eagle": 0.7, "eagle3": 0.7, "dflash": 0.7, "dspark": 0.7, "ngram": 0.4,
+                    "suffix": 0.4, "draft_model": 0.6}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """A published acceptance figure: vLLM's "Mean acceptance length" (tokens one verify pass
+    yields, 1 + accepted drafts; from an acceptance rate r over k drafts it is 1 + k·r) for a
+    method at `tokens` drafted, on models whose name or architecture matches `model`."""
+
+    method: str
+    model: str  # regex over the model's name and architecture, case-insensitive ("" = any)
+    tokens: int
+    mean_length: float
+    source: str
+
+    @property
+    def per_token(self) -> float:
+        """The per-position acceptance α with α + α² + … + αᵏ = mean_length − 1 (each drafted
+        token is kept only when the one before it was): what another draft depth would yield."""
+        target = min(float(self.tokens), max(0.0, self.mean_length - 1))
+        low, high = 0.0, 1.0
+        for _ in range(60):
+            mid = (low + high) / 2
+            if sum(mid**i for i in range(1, self.tokens + 1)) < target:
+                low = mid
+            else:
+                high = mid
+        return (low + high) / 2
+
+
+# Published figures, none from a record of the held-out speed set (tests/fixtures/speed/SOURCES.md).
+ACCEPTANCE = (
+    Acceptance(
+        "mtp", r"qwen3[._]?[56]|qwen3_5|qwen3_next", 2, 2.64,
+        "eugr/spark-vllm-docker PR #200 (a Spark, vLLM 0.20.1rc1, Qwen3.6-35B-A3B-FP8 MTP-2): mean "
+        "acceptance length 2.66, 2.93, 2.33 in three windows; ITL/TPOT of inference-atlas's MTP-2 run, 2.64",
+    ),
+    Acceptance("mtp", r"gemma", 4, 1 + 4 * 0.76, "tgmerritt.com (Gemma-4 MTP N=4 on GB10): ~76% on code"),
+    Acceptance(
+        "mtp", "", 1, 1.95,
+        "NVIDIA forum 365639 (Qwen3.5-122B-A10B, vLLM 0.19, MTP-1): 95% acceptance",
+    ),
+    Acceptance(
+        "dspark", "", 5, 3.73,
+        "eugr/spark-vllm-docker #350 (Qwen3.8-27B DSpark v2, 5 tokens): mean acceptance length 3.73",
+    ),
+)  # fmt: skip
+
+
+def acceptance_for(method: str, model: str = "") -> Acceptance | None:
+    """The published figure for `method` that matches `model` most narrowly (one for any model
+    last), or None when none was published for the method."""
+    key = "mtp" if "mtp" in method else method
+    named = [a for a in ACCEPTANCE if a.method == key and a.model and re.search(a.model, model, re.IGNORECASE)]
+    anyone = [a for a in ACCEPTANCE if a.method == key and not a.model]
+    found = named or anyone
+    return found[0] if found else None
+
 
 DEFAULT_PROMPT_TOKENS = 1024  # TTFT and "current context" when the caller has no better figure
 
@@ -119,11 +223,15 @@ class Footprint:
     layers: dict[str, int]  # layer counts by fixed-cost kind
     precision: str  # the format most of the streamed bytes are in (bf16, fp8, nvfp4, …)
 
-    def expert_share(self, tokens: int) -> float:
-        """The share of routed experts `tokens` tokens touch in one layer (uniform routing)."""
+    def expert_share(self, tokens: int, spread: float | None = None) -> float:
+        """The share of routed experts `tokens` tokens touch in one layer. Routing is not uniform:
+        the tokens of one step pick from about `spread` × E experts (ROUTING_SPREAD), so many
+        tokens read fewer distinct experts than uniform picks would; one token reads k of E."""
         if not self.experts or not self.experts_per_token:
             return 0.0
-        return 1.0 - (1.0 - self.experts_per_token / self.experts) ** max(1, tokens)
+        c = ROUTING_SPREAD if spread is None else spread
+        c = min(1.0, max(self.experts_per_token / self.experts, c))
+        return c * (1.0 - (1.0 - self.experts_per_token / (c * self.experts)) ** max(1, tokens))
 
     def weight_bytes(self, tokens: int) -> float:
         return self.dense_bytes + self.expert_bytes * self.expert_share(tokens)
@@ -218,14 +326,18 @@ def fixed_seconds(layers: Mapping[str, int], costs: Mapping[str, float] | None =
     return sum(table.get(kind, 0.0) * n for kind, n in layers.items())
 
 
-def kv_read_bytes(spec: ModelSpec, context: int, kv_bytes: int, tp: int = 1) -> int:
-    """Bytes of KV cache (and linear-attention state) one sequence's decode step reads at `context`."""
+def kv_read_bytes(spec: ModelSpec, context: int, kv_bytes: int, tp: int = 1, tokens: int = 1) -> int:
+    """Bytes of KV cache (and linear-attention state) one sequence's decode step reads at `context`;
+    `tokens` > 1 is a speculative verify pass, whose Gated DeltaNet layers write one state per
+    verified position to roll back to (vLLM v1/attention/backends/gdn_attn.py: spec_state_indices,
+    num_spec + 1 slots per request)."""
     total = 0
     for g in spec.layers:
         if g.draft:
             continue
         if g.kind == MAMBA:
-            total += 2 * g.count * g.state_bytes(spec.dtype_bytes, tp)  # read and write the state
+            writes = tokens if g.state_kind != "mamba2" else 1
+            total += (1 + writes) * g.count * g.state_bytes(spec.dtype_bytes, tp)  # read, then write
         elif g.kind == SLIDING and g.sliding_window:
             total += g.count * g.kv_bytes_per_token(kv_bytes, tp) * min(context, g.sliding_window)
         else:
@@ -255,7 +367,8 @@ class DraftYield:
 
     method: str
     tokens: int  # drafted per step
-    acceptance: float  # per drafted token
+    acceptance: float  # per drafted position, given the one before was kept
+    source: str = ""  # the published figure it comes from ("" = ACCEPTANCE_PRIOR)
 
     @property
     def expected_tokens(self) -> float:
@@ -264,13 +377,62 @@ class DraftYield:
         return float(self.tokens + 1) if a >= 1 else (1 - a ** (self.tokens + 1)) / (1 - a)
 
 
-def draft_yield(speculation: Speculation | None) -> DraftYield | None:
+def draft_yield(speculation: Speculation | None, spec: ModelSpec | None = None) -> DraftYield | None:
     """The yield of a parsed --speculative-config (ServeConfig.speculation): its method as vLLM
-    resolves it, so the fit and this estimate name the same one."""
+    resolves it, so the fit and this estimate name the same one; the acceptance from the published
+    figure for that method and model (ACCEPTANCE), else the method's prior."""
     if speculation is None:
         return None
     key = "mtp" if speculation.mtp else speculation.method
-    return DraftYield(speculation.method, speculation.num_tokens, ACCEPTANCE.get(key, 0.6))
+    model = f"{spec.name} {spec.architecture}" if spec is not None else ""
+    figure = acceptance_for(key, model)
+    if figure is not None:
+        return DraftYield(speculation.method, speculation.num_tokens, figure.per_token, figure.source)
+    return DraftYield(speculation.method, speculation.num_tokens, ACCEPTANCE_PRIOR.get(key, 0.6))
+
+
+DRAFT_MODEL_BYTES = 10**9  # a separate draft model sparktui has no config of: ~0.5B parameters in bf16
+DFLASH_LAYERS = 5  # a DFlash / DSpark block drafter: a few layers of the target's width, run once a step
+EAGLE3_DRAFT_VOCAB = 32_000  # EAGLE-3 drafters predict over a reduced vocabulary
+
+
+def lm_head_bytes(spec: ModelSpec) -> int:
+    """The output layer's bytes (the embedding's when the two are tied)."""
+    by_bytes, by_params = dict(spec.bytes_by_category), dict(spec.params_by_category)
+    return int(by_bytes.get("lm_head") or (by_bytes.get("embed", 0) if not by_params.get("lm_head") else 0))
+
+
+def draft_seconds(
+    draft: DraftYield, fp: Footprint, spec: ModelSpec, hw: Hardware, batch: int, costs: Mapping[str, float]
+) -> float:
+    """What drafting costs per step, by how each method drafts:
+    mtp           one MTP layer (about one of the target's layers) and the shared lm_head, per drafted token
+                  (vLLM llm_base_proposer.py propose: a forward and compute_logits per token; Gemma-4's
+                  assistant reads a dense layer and a slice of its vocabulary)
+    eagle/eagle3  one drafter layer per drafted token, and its lm_head (EAGLE-3: a 32k draft vocabulary)
+    dflash/dspark a few-layer block drafter run once for all drafted tokens, and the lm_head once
+    ngram/suffix  matched on the CPU from the prompt: no GPU pass
+    draft_model   a whole small model per drafted token (~0.5B bf16 assumed)"""
+    eta = BANDWIDTH_EFFICIENCY.get(fp.precision, 0.8)
+    method = "mtp" if "mtp" in draft.method else draft.method
+    layer_bytes = fp.weight_bytes(batch) / max(1, spec.num_layers)
+    layer_cost = costs["attention"] + costs["moe" if fp.experts else "dense_mlp"]
+    head = lm_head_bytes(spec)
+    if method in ("ngram", "suffix", "ngram_gpu"):
+        return 0.0
+    if method in ("dflash", "dspark"):
+        moved = DFLASH_LAYERS * layer_bytes + head
+        return moved / (hw.bandwidth * eta) + DFLASH_LAYERS * layer_cost
+    if method == "draft_model":
+        return draft.tokens * (DRAFT_MODEL_BYTES / (hw.bandwidth * eta) + layer_cost)
+    if method == "eagle3":
+        head = int(head * min(1.0, EAGLE3_DRAFT_VOCAB / max(1, spec.vocab_size))) if spec.vocab_size else head
+    if method == "mtp" and "gemma" in f"{spec.architecture} {spec.name}".lower():
+        # Gemma-4's MTP is a separate light assistant (vLLM model_executor/models/gemma4_mtp.py): Q-only
+        # attention on the target's KV, a dense MLP, and centroid-masked logits over a slice of the vocab
+        layer_bytes, head = fp.dense_bytes / max(1, spec.num_layers), 0
+        layer_cost = costs["attention"] + costs["dense_mlp"]
+    return draft.tokens * ((layer_bytes + head) / (hw.bandwidth * eta) + layer_cost)
 
 
 # --------------------------------------------------------------------------- the estimate
@@ -347,6 +509,7 @@ def _step_seconds(
     kv_bytes: int,
     tp: int,
     tokens_per_sequence: int = 1,
+    costs: Mapping[str, float] | None = None,
 ) -> tuple[float, str]:
     """One forward pass for `batch` sequences at `context`, each with `tokens_per_sequence` tokens
     (1: a decode step; n+1: a speculative verify pass): (seconds, what bounds it). Every token
@@ -354,9 +517,9 @@ def _step_seconds(
     cache is read once whatever its token count."""
     eta = BANDWIDTH_EFFICIENCY.get(fp.precision, 0.8)
     tokens = batch * tokens_per_sequence
-    moved = fp.weight_bytes(tokens) / tp + batch * kv_read_bytes(spec, context, kv_bytes, tp)
+    moved = fp.weight_bytes(tokens) / tp + batch * kv_read_bytes(spec, context, kv_bytes, tp, tokens_per_sequence)
     memory_s = moved / (hw.bandwidth * eta)
-    fixed_s = fixed_seconds(fp.layers)
+    fixed_s = fixed_seconds(fp.layers, costs)
     flops = tokens * (2 * fp.active_params + attention_flops(spec, context)) / tp
     compute_s = flops / (hw.compute * COMPUTE_EFFICIENCY)
     if compute_s > memory_s:
@@ -365,7 +528,7 @@ def _step_seconds(
 
 
 def _prefill_seconds(
-    fp: Footprint, spec: ModelSpec, hw: Hardware, prompt: int, chunk: int, tp: int
+    fp: Footprint, spec: ModelSpec, hw: Hardware, prompt: int, chunk: int, tp: int, costs: Mapping[str, float]
 ) -> tuple[float, float]:
     """(seconds to prefill `prompt` tokens, tok/s): chunks of max_num_batched_tokens, each bound
     by its FLOPs or by reading the weights it touches, whichever is slower."""
@@ -378,7 +541,7 @@ def _prefill_seconds(
         flops = n * (2 * fp.active_params + attention_flops(spec, mid)) / tp
         compute_s = flops / (hw.compute * COMPUTE_EFFICIENCY)
         read_s = fp.weight_bytes(n) / tp / (hw.bandwidth * eta)
-        total += max(compute_s, read_s) + fixed_seconds(fp.layers)
+        total += max(compute_s, read_s) + fixed_seconds(fp.layers, costs)
         done += n
     return total, prompt / total if total else 0.0
 
@@ -396,29 +559,32 @@ def estimate(
     speculation: DraftYield | None = None,
     correction: float | None = None,
     correction_note: str | None = None,
+    vllm_version: str | None = None,
+    costs: Mapping[str, float] | None = None,
 ) -> SpeedEstimate:
     """Predicted decode and prefill for `spec` on `hw`.
 
     `context` is the tokens each user's sequence holds while decoding (the KV read grows with it);
-    `users` the batch sizes to report; `correction` a measured/predicted ratio from bench history."""
+    `users` the batch sizes to report; `correction` a measured/predicted ratio from bench history;
+    `vllm_version` picks the per-layer costs of its release line (layer_costs); `costs`, given,
+    replaces them (bench/fit_speed.py)."""
     fp = footprint(spec)
     kv = kv_bytes or spec.dtype_bytes
     context = max(1, context)
     tp = max(1, tp)
     factor = correction if correction and correction > 0 else 1.0
     eta = BANDWIDTH_EFFICIENCY.get(fp.precision, 0.8)
+    series = series_of(vllm_version) if costs is None else None
+    costs = layer_costs(vllm_version) if costs is None else {**LAYER_COST_S, **costs}
 
     def per_user(batch: int) -> tuple[float, str]:
-        step, bound = _step_seconds(fp, spec, hw, batch, context, kv, tp)
+        step, bound = _step_seconds(fp, spec, hw, batch, context, kv, tp, costs=costs)
         if speculation is not None:
             # the target verifies n+1 tokens per sequence in one pass: the dense weights and the KV
             # once, the experts those n+1 tokens pick (an MoE's verify pass reads more than a step),
-            # FLOPs × n+1; the draft costs about one layer per drafted token
-            verify, bound = _step_seconds(fp, spec, hw, batch, context, kv, tp, speculation.tokens + 1)
-            layer_bytes = fp.weight_bytes(batch) / max(1, spec.num_layers)
-            # a drafter pass: about one attention layer and one feed-forward block
-            layer_cost = LAYER_COST_S["attention"] + LAYER_COST_S["moe" if fp.experts else "dense_mlp"]
-            draft = speculation.tokens * (layer_bytes / (hw.bandwidth * eta) + layer_cost)
+            # FLOPs × n+1; the drafter's own cost by method (draft_seconds)
+            verify, bound = _step_seconds(fp, spec, hw, batch, context, kv, tp, speculation.tokens + 1, costs)
+            draft = draft_seconds(speculation, fp, spec, hw, batch, costs) / tp
             return speculation.expected_tokens / (verify + draft) * factor, bound
         return factor / step, bound
 
@@ -430,7 +596,9 @@ def estimate(
     for n in sorted({1, *users}):
         rate, bound = per_user(n)
         rows.append(UsersSpeed(n, rate, rate * n, bound))
-    prefill_s, prefill_rate = _prefill_seconds(fp, spec, hw, max(1, prompt_tokens), max(1, max_num_batched_tokens), tp)
+    prefill_s, prefill_rate = _prefill_seconds(
+        fp, spec, hw, max(1, prompt_tokens), max(1, max_num_batched_tokens), tp, costs
+    )
     ttft = prefill_s + 1 / one if one else prefill_s
     assumes = [
         f"{hw.name}: {hw.bandwidth / GB:.0f} GB/s at {eta:.0%} for {fp.precision} weights, "
@@ -444,14 +612,16 @@ def estimate(
         + f" and {kv_read / GB:.3f} GB of KV per user at {context:,} tokens of context",
         "fixed cost per step: "
         + ", ".join(f"{n} {KIND_NAMES[kind]}" for kind, n in fp.layers.items() if n)
-        + f" ≈ {fixed_seconds(fp.layers) * 1e3:.1f} ms",
+        + f" ≈ {fixed_seconds(fp.layers, costs) * 1e3:.1f} ms"
+        + (f" (costs fitted on vLLM {series})" if series else " (costs fitted on all vLLM versions)"),
         f"TTFT for a {prompt_tokens:,}-token prompt in chunks of {max_num_batched_tokens:,}, nothing queued",
-        "uniform expert routing; CUDA graphs on; no other load on the memory bus",
+        f"a batch picks its experts from about {ROUTING_SPREAD:.0%} of them; CUDA graphs on; no other load on the bus",
     ]
     if speculation is not None:
         assumes.append(
             f"speculative decoding ({speculation.method}, {speculation.tokens} tokens): "
-            f"{speculation.acceptance:.0%} acceptance assumed, {speculation.expected_tokens:.2f} tokens per step"
+            f"{speculation.acceptance:.0%} per-position acceptance, {speculation.expected_tokens:.2f} tokens per step"
+            + (f" (from {speculation.source})" if speculation.source else " (a prior: no published figure found)")
         )
     if tp > 1:
         assumes.append(f"tensor parallel {tp}: each rank reads 1/{tp} of the weights; interconnect time not modelled")
@@ -504,9 +674,10 @@ def estimate_for_config(
         kv_bytes=kv_bytes_for(spec, config.kv_cache_dtype),
         tp=max(1, config.tensor_parallel_size),
         max_num_batched_tokens=config.max_num_batched_tokens or 2048,
-        speculation=draft_yield(config.speculation),
+        speculation=draft_yield(config.speculation, spec),
         correction=correction,
         correction_note=correction_note,
+        vllm_version=config.vllm_version,
     )
 
 
@@ -630,7 +801,13 @@ class GuideRow:
 
 
 GUIDE_ROWS = (
-    GuideRow("Qwen3.5-35B-A3B NVFP4", 47, 50, True, "the Gated DeltaNet layer cost is fitted to this row"),
+    GuideRow(
+        "Qwen3.5-35B-A3B NVFP4",
+        47,
+        50,
+        True,
+        "below the roofline; held out (tests/fixtures/speed/published.json): the fit never saw it",
+    ),
     GuideRow(
         "Qwen3.5-122B-A10B NVFP4",
         28,

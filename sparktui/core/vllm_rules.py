@@ -53,7 +53,6 @@ from sparktui.core.vllm_measured import (
     MODEL_RUNNER,
     SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
-    V2_SAMPLER_PEAK_COPIES,
     MeasuredConstant,
 )
 from sparktui.core.vllm_version import (
@@ -831,7 +830,6 @@ __all__ = [
     "SPECULATIVE_METHODS",
     "SPECULATIVE_METHODS_REMOVED",
     "UMA_NON_TORCH",
-    "V2_SAMPLER_PEAK_COPIES",
     "KvCacheDtype",
     "MeasuredConstant",
     "Rule",

@@ -99,26 +99,26 @@ def families(states: list[pr.StateRecord], meminfo_text: str, now: float) -> lis
             value = getattr(guard.lines, f"{name}_below_gib")
             if value is not None:
                 lines.add_metric([*key, name], value * GiB)
-        if guard.last is not None and guard.last.at:
+        # the real age of the last sample (the live answer, or the heartbeat file); the record's
+        # line is rewritten only for news, so its own time says when memory last moved, not the guard
+        if guard.sample_age_s is not None:
+            age.add_metric(key, guard.sample_age_s)
+        elif guard.last is not None and guard.last.at:
             age.add_metric(key, max(0.0, now - guard.last.at))
         trips.add_metric(key, 1.0 if state.trip else 0.0)
         watch = state.watch.wedge if state.watch is not None else pr.WedgeRecord()
         for name in WEDGE_STATES:
             wedge.add_metric([*key, name], 1.0 if watch.state == name else 0.0)
         stalled.add_metric(key, watch.stalled_s)
-        predicted = _number((state.preflight.fit or {}).get("kv_cache_tokens"))
+        predicted = state.preflight.fit.kv_cache_tokens if state.preflight.fit else None
         if predicted is not None:
-            kv.add_metric([*key, "predicted"], predicted)
-        reported = _number(state.summary.kv_cache_tokens if state.summary else None)
+            kv.add_metric([*key, "predicted"], float(predicted))
+        reported = state.summary.kv_cache_tokens if state.summary else None
         if reported is not None:
-            kv.add_metric([*key, "reported"], reported)
+            kv.add_metric([*key, "reported"], float(reported))
     reserved_total = GaugeMetricFamily("sparktui_pool_reserved_bytes", "what the running servers reserve together")
     reserved_total.add_metric([], total_reserved)
     return [available, total, pool_total, reserved_total, up, reserved, armed, lines, age, trips, wedge, stalled, kv]
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def live_states(timeout: float = 2.0) -> list[pr.StateRecord]:

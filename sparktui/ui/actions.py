@@ -154,6 +154,15 @@ ACTIONS: tuple[Action, ...] = (
         "Show or hide sparktui's own /metrics and /health requests in the log (log focused)",
         scope="log",
     ),
+    Action(
+        "log.wrap",
+        "w",
+        "toggle_wrap",
+        "Wrap",
+        "Wrap long log lines, or let them run on to scroll sideways (log focused)",
+        scope="log",
+        show=False,
+    ),
 )
 
 BY_ID: dict[str, Action] = {a.id: a for a in ACTIONS}

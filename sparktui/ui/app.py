@@ -27,12 +27,13 @@ from textual.worker import Worker, WorkerState
 from sparktui.errors import UserError
 from sparktui.ui import messages as msg
 from sparktui.ui.actions import bindings, help_rows
-from sparktui.ui.backend import Backend, Unavailable
+from sparktui.ui.backend import Backend
 from sparktui.ui.commands import SparkCommands
 from sparktui.ui.panes import PANES, ConfigPane, Pane
 from sparktui.ui.screens import ConfirmScreen, HelpScreen
 from sparktui.ui.settings import Settings, load_settings, save_theme
 from sparktui.ui.themes import DEFAULT_THEME, load_themes, theme_dirs
+from sparktui.ui.translate import profile_guard_view
 from sparktui.ui.viewmodels import FitView, GuardView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.base import TextPanel
 
@@ -260,27 +261,7 @@ class SparkApp(App[None]):
             self.guard = server.guard
             return
         last_trip = server.trip if server is not None else None
-        if profile is None:
-            self.guard = GuardView("n/a", last_trip=last_trip, why_na="open a profile: the guard's lines live in it")
-            return
-        settings = profile.guard
-        lines = None
-        try:
-            lines = self.backend.default_guard_lines(settings)
-        except (Unavailable, UserError) as exc:
-            why = str(exc)
-        else:
-            why = "it watches the server once launched"
-        armed = "disarmed" if settings.armed is False else "armed"
-        self.guard = GuardView(
-            state="tripped" if last_trip else armed,  # the last server's end, until the next launch
-            warn_gib=lines.warn_below_gib if lines else None,
-            term_gib=lines.term_below_gib if lines else None,
-            kill_gib=lines.kill_below_gib if lines else None,
-            last_trip=last_trip,
-            why_na=why,
-            for_next_launch=True,
-        )
+        self.guard = profile_guard_view(profile.guard if profile is not None else None, last_trip)
 
     def _refresh_status(self) -> None:
         try:

@@ -41,10 +41,11 @@ from sparktui.ui.viewmodels import (
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
     from sparktui.core.fit import FitResult
+    from sparktui.core.guard_lines import LineName
     from sparktui.core.machine import Machine
     from sparktui.core.modelspec import ModelSpec
-    from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
-    from sparktui.runtime.guard.guard import GuardLines
+    from sparktui.core.profiles import Profile, ProfileRef
+    from sparktui.core.speed import Hardware
     from sparktui.runtime.host.memory import MemorySample
     from sparktui.runtime.records.protocol import StateRecord
     from sparktui.runtime.records.state_watch import StateDirWatch
@@ -52,6 +53,14 @@ if TYPE_CHECKING:
 
 class Unavailable(Exception):
     """This part cannot work here (no NVML, no vLLM, no supervisor…); str() says why."""
+
+
+def _hardware(machine: Machine) -> Hardware | None:
+    """The speed model's hardware for the machine, its bandwidth from SPARKTUI_BANDWIDTH_GBS when set."""
+    from sparktui.core import speed as sp
+
+    found = sp.hardware_for(machine.name, machine.mem_total, machine.unified)
+    return sp.with_bandwidth(found, sp.bandwidth_from_env(os.environ), machine.name)
 
 
 class Backend:
@@ -152,7 +161,6 @@ class Backend:
         """core.advisor's verdicts for every local or catalog variant of the form's model, at its
         --max-model-len (32768 when unset) for one user, best predicted speed first."""
         from sparktui.core import advisor
-        from sparktui.core import speed as sp
         from sparktui.core.modelspec import load_model_spec
 
         names = [n for n in self.local_models() if advisor.in_family(config.model, n)]
@@ -164,11 +172,7 @@ class Backend:
                 specs.append(load_model_spec(name))
             except UserError:
                 continue
-        hardware = sp.with_bandwidth(
-            sp.hardware_for(machine.name, machine.mem_total, machine.unified),
-            sp.bandwidth_from_env(os.environ),
-            machine.name,
-        )
+        hardware = _hardware(machine)
         context = config.max_model_len if config.max_model_len and config.max_model_len > 0 else 32768
         return list(
             advisor.advise(
@@ -268,11 +272,7 @@ class Backend:
         from sparktui.core import speed as sp
         from sparktui.core.modelspec import online_quantized
 
-        hardware = sp.with_bandwidth(
-            sp.hardware_for(machine.name, machine.mem_total, machine.unified),
-            sp.bandwidth_from_env(os.environ),
-            machine.name,
-        )
+        hardware = _hardware(machine)
         if hardware is None or view.max_concurrency is None:
             return None
         spec = online_quantized(spec, config.quantization)
@@ -423,7 +423,7 @@ class Backend:
         return self.launch(profile)
 
     def set_guard(
-        self, status: ServerStatus, armed: bool | None = None, lines: Mapping[str, float | None] | None = None
+        self, status: ServerStatus, armed: bool | None = None, lines: Mapping[LineName, float | None] | None = None
     ) -> ServerStatus:
         """Arm/disarm and/or move the lines of the guard of a running server, live, through its supervisor
         (`lines`: only the lines to move, by name, in GiB; None turns one off)."""
@@ -443,13 +443,6 @@ class Backend:
             )
         reply.state.alive = True
         return self._with_tree(server_status(reply.state))
-
-    def default_guard_lines(self, settings: GuardSettings) -> GuardLines:
-        """The profile's guard lines with the guard's defaults filled in (GiB): the guard's own model
-        (UserError when they are out of order)."""
-        from sparktui.runtime.guard.guard import GuardLines
-
-        return GuardLines.from_settings(settings)
 
     def follow_log(self, path: Path, stop: threading.Event) -> Iterator[list[str]]:
         """Batches of lines from `path` (from its start), as the file grows, until `stop` is set."""

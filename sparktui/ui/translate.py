@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from sparktui.core.machine import Machine
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.pool import BesideOthers, Reservation
-    from sparktui.core.profiles import Profile
+    from sparktui.core.profiles import GuardSettings, Profile
     from sparktui.runtime.host.memory import GpuReport
     from sparktui.runtime.records.protocol import (
         GuardRecord,
@@ -139,8 +139,8 @@ def guard_view(guard: GuardRecord | None, trip: TripRecord | None, live: bool) -
     kernel = guard.kernel
     if live and kernel is not None:  # the kernel tripwire: what it saw, or that it cannot see
         news = [
-            f"kernel log: Xid {e.get('xid')} for pid {e.get('pid')}"
-            if e.get("kind") == "xid"
+            f"kernel log: Xid {e.xid} for pid {e.pid}"
+            if e.kind == "xid"
             else f"kernel log: NVIDIA driver out of memory ({kernel.mode})"
             for e in kernel.events[-2:]
         ]
@@ -149,11 +149,33 @@ def guard_view(guard: GuardRecord | None, trip: TripRecord | None, live: bool) -
         detail = "; ".join([detail, *news] if detail else news) or None
     return GuardView(
         state=state,
-        warn_gib=lines.warn_below_gib,
-        term_gib=lines.term_below_gib,
-        kill_gib=lines.kill_below_gib,
+        lines=lines,
         last_trip=trip_text(trip) if trip else None,
         why_na=detail,
+    )
+
+
+def profile_guard_view(settings: GuardSettings | None, last_trip: str | None) -> GuardView:
+    """The guard a profile launches with, when no server of it runs (`last_trip`: how the last one
+    ended, shown until the next launch)."""
+    from sparktui.errors import UserError
+
+    if settings is None:
+        return GuardView("n/a", last_trip=last_trip, why_na="open a profile: the guard's lines live in it")
+    lines = None
+    try:
+        lines = settings.guard_lines()
+    except UserError as exc:
+        why = str(exc)
+    else:
+        why = "it watches the server once launched"
+    armed = "disarmed" if settings.armed is False else "armed"
+    return GuardView(
+        state="tripped" if last_trip else armed,  # the last server's end, until the next launch
+        lines=lines,
+        last_trip=last_trip,
+        why_na=why,
+        for_next_launch=True,
     )
 
 
@@ -245,8 +267,7 @@ def server_status(record: StateRecord) -> ServerStatus:
     condition = condition_of(record)
     exit_info = record.exit
     trip = record.trip
-    summary_failure = record.summary.failure if record.summary and record.summary.failure else None
-    failure = (exit_info.failure if exit_info else None) or (summary_failure.model_dump() if summary_failure else None)
+    failure = (exit_info.failure if exit_info else None) or (record.summary.failure if record.summary else None)
     diagnosis = None
     leak = exit_info.leak if exit_info else None
     if leak is not None and leak.leaked:  # it blocks the next launch: the first thing to fix
@@ -256,8 +277,8 @@ def server_status(record: StateRecord) -> ServerStatus:
     elif trip:
         diagnosis = Diagnosis("memory guard trip", trip_text(trip), TRIP_HINT)
     elif condition.condition == "failed" and failure:
-        diagnosis = Diagnosis(str(failure.get("kind")), str(failure.get("message")), str(failure.get("hint") or ""))
-    fit = record.preflight.fit or {}
+        diagnosis = Diagnosis(failure.kind, failure.message, failure.hint or "")
+    fit = record.preflight.fit
     return ServerStatus(
         condition=condition,
         returncode=exit_info.returncode if exit_info else None,
@@ -272,7 +293,7 @@ def server_status(record: StateRecord) -> ServerStatus:
         guard=guard_view(record.guard, trip, record.running),
         trip=trip_text(trip) if trip else None,
         diagnosis=diagnosis,
-        predicted=predicted_rows(fit.get("kv_cache_bytes"), fit.get("kv_cache_tokens"), fit.get("max_concurrency")),
+        predicted=predicted_rows(fit.kv_cache_bytes, fit.kv_cache_tokens, fit.max_concurrency) if fit else (),
         actual=actual_rows(record.summary),
         metrics=metric_rows(record.metrics) if condition.condition == "ready" else (),
     )
@@ -331,7 +352,14 @@ def fit_view(result: FitResult, machine: Machine | None) -> FitView:
         speed=_speed_line(result),
         vllm_version=getattr(result, "vllm_version", None) or None,
         vllm_version_assumed=str(getattr(result, "vllm_version_source", "")).startswith("assumed"),
+        term_sources=term_sources(result.kv_memory_source),
     )
+
+
+def term_sources(sources: dict[str, str]) -> dict[str, str]:
+    """The fit's per-term sources under the panel's segment keys (act = activation peak + non-torch)."""
+    pairs = (("weights", "weights"), ("activations", "activation_peak"), ("graphs", "cuda_graphs"))
+    return {segment: sources[term] for segment, term in pairs if term in sources}
 
 
 def model_flag_suggestions(spec: ModelSpec, config: ServeConfig, present: list[Suggestion]) -> list[Suggestion]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # loaded after the first frame (pydantic, the fit engine)
     from sparktui.core.fit import Suggestion
+    from sparktui.core.guard_lines import GuardLines
     from sparktui.runtime.records.protocol import ConditionView
 
 Rows = tuple[tuple[str, str], ...]  # (figure, value) pairs, in display order
@@ -45,15 +46,21 @@ class Diagnosis:
 
 @dataclass(frozen=True)
 class GuardView:
-    """What the memory pane shows about the guard."""
+    """What the memory pane shows about the guard: its lines (core.guard_lines, None when not
+    known) and words around them."""
 
     state: str = "n/a"  # armed | disarmed | tripped | n/a
-    warn_gib: float | None = None
-    term_gib: float | None = None
-    kill_gib: float | None = None
+    lines: GuardLines | None = None
     last_trip: str | None = None
     why_na: str | None = None  # a note under the lines: what it watches now, or why it cannot
     for_next_launch: bool = False  # the profile's guard (no server running), not a live one
+
+    def line_gib(self) -> tuple[float | None, float | None, float | None]:
+        """The warn, term and kill lines in GiB (None: off, or not known)."""
+        lines = self.lines
+        if lines is None:
+            return (None, None, None)
+        return (lines.warn_below_gib, lines.term_below_gib, lines.kill_below_gib)
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,9 @@ class FitView:
     vllm_version: str | None = None  # whose rules the fit used
     vllm_version_assumed: bool = False  # neither given nor detected: the newest rules known
     others_bytes: int = 0  # what the other running servers reserve of the pool (core.pool)
+    # per segment the fit's kv_memory_source gives: weights / activations / graphs → measured |
+    # calibrated | predicted
+    term_sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def applicable(self) -> list[Suggestion]:

@@ -89,7 +89,7 @@ def test_metrics_for_a_running_server_parse_with_every_family(
     state = st.read_state(st.state_path(port))
     assert state is not None and state.preflight.fit is not None
     kv = {s.labels["source"]: s.value for s in found["sparktui_kv_cache_tokens"]}
-    assert kv["predicted"] == state.preflight.fit["kv_cache_tokens"]
+    assert kv["predicted"] == state.preflight.fit.kv_cache_tokens
     assert state.summary is not None and kv["reported"] == state.summary.kv_cache_tokens
 
     # `sparktui metrics --once` and `--listen` say the same

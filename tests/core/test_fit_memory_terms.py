@@ -9,8 +9,14 @@ import re
 
 from sparktui.core.config import ServeConfig
 from sparktui.core.fit import dgx_spark, fit, machine_from_name
-from sparktui.core.fit_settings import activation_bytes, gdn_prefill_per_token, moe_workspace_per_token
+from sparktui.core.fit_settings import (
+    activation_bytes,
+    activation_parts,
+    gdn_prefill_per_token,
+    moe_workspace_per_token,
+)
 from sparktui.core.modelspec import load_model_spec, spec_from_config
+from sparktui.core.vllm_rules import SAMPLER_PEAK_COPIES
 from tests.core.test_fit import load_bench
 from tests.support import FIXTURES
 
@@ -149,3 +155,60 @@ def test_the_workspace_takes_the_shapes_of_the_experts_that_run():
     assert moe_workspace_per_token(load_model_spec("Qwen/Qwen3.6-35B-A3B")) == 65_536
     assert moe_workspace_per_token(load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")) == 66_816
     assert moe_workspace_per_token(load_model_spec("deepseek-ai/DeepSeek-V3")) == 229_376
+
+
+def test_experts_without_their_own_width_take_the_mlp_width():
+    # Mixtral and gpt-oss have no moe_intermediate_size: vLLM builds their experts with intermediate_size
+    # (models/mixtral.py, models/gpt_oss.py), and its fused-MoE workspace is held for them too; vLLM 0.32's
+    # own model code measures these figures (bench/activation_oracle.py): TritonExperts, top-k × (max(N/2, K)
+    # + max(N, K)) × 2 bytes with N = 2 × intermediate
+    assert moe_workspace_per_token(load_model_spec("mistralai/Mixtral-8x7B-v0.1")) == 2 * (14336 + 28672) * 2
+    assert moe_workspace_per_token(load_model_spec("openai/gpt-oss-120b")) == 4 * (2880 + 5760) * 2 == 69_120
+    # the other side: a config with its own expert width keeps it (Qwen3-30B-A3B: 768, not its dense 6144)
+    qwen = load_model_spec("Qwen/Qwen3-30B-A3B")
+    assert (qwen.moe_intermediate_size, qwen.intermediate_size) == (768, 6144)
+    assert moe_workspace_per_token(qwen) == 8 * (2048 + 2048) * 2 == 65_536
+
+
+def test_the_v2_sampler_pass_is_the_logits_in_the_models_dtype_with_the_forwards_tensors_held():
+    # vLLM 0.32's own code, run on the meta device (bench/activation_oracle.py), at 2048 tokens and 256
+    # sequences: the forward's hidden states (2048 × hidden) and the sampled rows (256 × hidden) held,
+    # the logits once in bf16, and the fused-MoE workspace still held
+    llama = load_model_spec("meta-llama/Meta-Llama-3.1-8B")
+    assert activation_parts(llama, 2048, 256, 1, "v2")[1] == 84_541_440 == 2 * (2304 * 4096 + 256 * 128_256)
+    qwen_moe = load_model_spec("Qwen/Qwen3-30B-A3B")
+    assert activation_parts(qwen_moe, 2048, 256, 1, "v2")[1] == 221_446_144
+    # a soft-capped model (Gemma 4) holds two copies of its logits (LogitsProcessor: / cap, tanh, × cap)
+    gemma4 = load_model_spec("nvidia/Gemma-4-31B-IT-NVFP4")
+    assert gemma4.logit_softcap == 30.0
+    assert activation_parts(gemma4, 2048, 256, 1, "v2")[1] == 293_208_064 == 2 * (2304 * 5376 + 2 * 256 * 262_144)
+    gemma3 = spec_from_config(load_bench().GEMMA3_27B, name="gemma-3-27b", source="bench")  # no soft cap: one copy
+    assert gemma3.logit_softcap == 0.0
+    assert activation_parts(gemma3, 2048, 256, 1, "v2")[1] == 159_023_104 == 2 * (2304 * 5376 + 256 * 262_208)
+    # the V1 runner's pass stays the fitted fp32 copies (its top-k / top-p pass)
+    assert activation_parts(llama, 2048, 256, 1, "v1")[1] == int(SAMPLER_PEAK_COPIES.value * 256 * 128_256 * 4)
+
+
+def test_the_forward_peak_is_the_larger_of_vllms_attention_and_mlp_stages():
+    # bytes per batched token live at the forward's peak in vLLM 0.32's model code, beside the fused-MoE
+    # workspace, as bench/activation_oracle.py measures them (bf16): the dense MLP's gate_up (2 ×
+    # intermediate) and activation output with 4 (Llama) or 5 (Qwen) hidden-size tensors
+    assert activation_bytes(load_model_spec("meta-llama/Meta-Llama-3.1-8B"), 2048, 1) == 2048 * 118_784
+    assert 118_784 == 2 * (4 * 4096 + 3 * 14_336)
+    assert activation_bytes(load_model_spec("Qwen/Qwen3-32B"), 2048, 1) == 2048 * 2 * (5 * 5120 + 3 * 25_600)
+    # an MoE model without a shared expert peaks in attention: 5 hidden-size tensors, qkv, the attention
+    # output and the q / k norms' outputs (Qwen3: 32 × 128 query, 4 × 128 key / value)
+    qwen_moe = load_model_spec("Qwen/Qwen3-30B-A3B")
+    attention = 5 * 2048 + 2 * 4096 + 2 * 512 + (4096 + 512)
+    assert activation_bytes(qwen_moe, 2048, 1) == 2048 * (2 * attention + 65_536) == 2048 * 113_664
+    # Gemma 4 holds 3 hidden-size tensors there and normalises v as well (global layers: 16 × 512 query,
+    # 2 × 512 key / value); with its workspace, as bench/activation_oracle.py measures it
+    gemma4 = load_model_spec("google/gemma-4-26B-A4B")
+    attention = 3 * 2816 + 2 * 8192 + 2 * 1024 + (8192 + 1024) + 1024
+    assert activation_bytes(gemma4, 2048, 1) == 2048 * (2 * attention + 90_112) == 2048 * 164_352
+    # the other side: hybrids and MLA, which vLLM's CPU build cannot run, keep the residual-stream estimate
+    for name in ("Qwen/Qwen3.6-35B-A3B", "deepseek-ai/DeepSeek-V3"):
+        spec = load_model_spec(name)
+        inner = spec.shared_expert_intermediate_size
+        expected = 2 * (6 * spec.hidden_size + 2 * inner) + moe_workspace_per_token(spec) + gdn_prefill_per_token(spec)
+        assert activation_bytes(spec, 2048, 1) == 2048 * expected, name

@@ -188,7 +188,7 @@ def test_checkpoint_kv_cache_quantization_is_read(fixtures, tmp_path):
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> int:
-    sizes = {"BF16": 2, "F32": 4, "U8": 1}
+    sizes = {"BF16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1}
     header, offset = {}, 0
     for name, (dtype, shape) in tensors.items():
         n = sizes[dtype]
@@ -198,7 +198,9 @@ def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> 
         offset += n
     header["__metadata__"] = {"format": "pt"}
     raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * offset)
+    with open(path, "wb") as f:  # the data as a hole: only the header is ever read
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        f.truncate(8 + len(raw) + offset)
     return offset
 
 
@@ -218,6 +220,38 @@ def test_exact_weight_bytes_from_safetensors_headers(fixtures, tmp_path):
     assert spec.weights_bytes - rope_cache == main + second - 200  # MTP tensors counted apart
     assert spec.mtp_weights_bytes == 200
     assert "safetensors headers (2 files)" in spec.weights_source
+
+
+def test_per_layer_bytes_are_read_from_the_safetensors_dtypes(fixtures, tmp_path):
+    """A checkpoint whose config says nothing of quantization but stores its MLP as packed 4-bit
+    (U8, two weights a byte, with F8_E4M3 scales per 16) and its attention in BF16: each category's
+    bytes are what the headers store, and the speed estimate reads those."""
+    from sparktui.core import speed as sp
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    shutil.copy(fixtures / "model-configs" / "meta-llama__Meta-Llama-3.1-8B.json", folder / "config.json")
+    plain = spec_from_folder(folder)  # no shards: bytes from the config, all bf16
+    mlp = 3 * 4096 * 14336  # gate, up, down per layer
+    tensors = {}
+    for i in range(32):
+        p = f"model.layers.{i}.mlp."
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            tensors[p + proj + ".weight"] = ("U8", [14336, 2048] if proj != "down_proj" else [4096, 7168])
+            tensors[p + proj + ".weight_scale"] = ("F8_E4M3", [14336, 256] if proj != "down_proj" else [4096, 896])
+        tensors[f"model.layers.{i}.self_attn.q_proj.weight"] = ("BF16", [4096, 4096])
+    write_safetensors(folder / "model.safetensors", tensors)
+    spec = spec_from_folder(folder)
+    stored = dict(spec.bytes_by_category)
+    assert stored["mlp"] == 32 * mlp * (0.5 + 1 / 16)  # 4-bit + an fp8 scale per 16 weights
+    assert stored["attn"] == 32 * 4096 * 4096 * 2
+    assert dict(plain.bytes_by_category)["mlp"] == 32 * mlp * 2
+    assert any("safetensors headers" in n and "mlp F8_E4M3+U8" in n for n in spec.notes)
+    saved = (dict(plain.bytes_by_category)["mlp"] - stored["mlp"]) + (
+        dict(plain.bytes_by_category)["attn"] - stored["attn"]
+    )
+    before = sp.estimate(plain, sp.GB10).weight_bytes_per_token
+    assert before - sp.estimate(spec, sp.GB10).weight_bytes_per_token == pytest.approx(saved)
 
 
 def test_weight_bytes_from_the_index_when_no_shards(fixtures, tmp_path):

@@ -383,5 +383,56 @@ def test_an_exclusion_list_naming_single_layers_mixes_the_category():
     one = spec_from_config(config, name="b", source="t", hf_quant=one_layer)
     every = spec_from_config(config, name="c", source="t", hf_quant=every_layer)
     mamba = dict(base.params_by_category)["mamba"]
-    assert one.weights_bytes - base.weights_bytes == pytest.approx(mamba / 40 * (2 - 0.5625), rel=1e-6)
-    assert every.weights_bytes - base.weights_bytes == pytest.approx(mamba * (2 - 0.5625), rel=1e-6)
+    # only the in_proj is excluded, not the layer's out_proj: its share of the Mamba linear weights
+    h, inner, conv_dim = 4096, 128 * 64, 128 * 64 + 2 * 8 * 128
+    in_proj = h * (2 * inner + 2 * 8 * 128 + 128)
+    share = in_proj / (in_proj + inner * h + conv_dim * 4)
+    assert one.weights_bytes - base.weights_bytes == pytest.approx(mamba * share / 40 * (2 - 0.5625), rel=1e-6)
+    assert every.weights_bytes - base.weights_bytes == pytest.approx(mamba * share * (2 - 0.5625), rel=1e-6)
+
+
+# --- weights, each module weighed in the format its quantization config gives it (weight_format) ---
+
+NANO = "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
+
+
+def _fixture_json(fixtures: Path, stem: str) -> dict:
+    return json.loads((fixtures / "model-configs" / f"{stem}.json").read_text())
+
+
+def _mixed(layers: dict[str, str], exclude: list[str] | None = None) -> dict:
+    q = {"quant_algo": "MIXED_PRECISION", "quantized_layers": {k: {"quant_algo": v} for k, v in layers.items()}}
+    return {"quantization": {**q, "exclude_modules": exclude or []}}
+
+
+def test_a_mixed_category_is_weighed_module_by_module():
+    """Nemotron-3-Super's published layout (ModelOpt recipe super-nvfp4.yaml) puts only layers 1, 3
+    and 5's latent projections in FP8; the other 37 stay bf16. Before, the whole category took the
+    last format the map named."""
+    blocks = SUPER["hybrid_override_pattern"]
+    moe_layers = [i for i, c in enumerate(blocks) if c == "E"]
+    layers = {f"backbone.layers.{i}.mixer.experts.0.up_proj": "NVFP4" for i in moe_layers}
+    some = {**layers, **{f"backbone.layers.{i}.mixer.fc1_latent_proj": "FP8" for i in moe_layers[:3]}}
+    some |= {f"backbone.layers.{i}.mixer.fc2_latent_proj": "FP8" for i in moe_layers[:3]}
+    spec = spec_from_config(SUPER, name="s", source="t", hf_quant=_mixed(some))
+    latent = dict(spec.params_by_category)["latent"]
+    assert dict(spec.bytes_by_category)["latent"] == int(latent * (3 * 1 + 37 * 2) / 40)
+    assert dict(spec.bytes_by_category)["experts"] == int(dict(spec.params_by_category)["experts"] * 0.5625)
+    # modules the map does not name load unquantized: the attention and the Mamba projections
+    assert dict(spec.bytes_by_category)["attn"] == 2 * dict(spec.params_by_category)["attn"]
+    assert dict(spec.bytes_by_category)["mamba"] == 2 * dict(spec.params_by_category)["mamba"]
+
+
+def test_excluding_one_projection_keeps_its_neighbours_quantized(fixtures):
+    nano = _fixture_json(fixtures, NANO)
+    hf = {"quantization": {"quant_algo": "NVFP4", "exclude_modules": ["lm_head"]}}
+    out_only = {
+        "quantization": {"quant_algo": "NVFP4", "exclude_modules": ["lm_head", "backbone.layers.0.mixer.out_proj"]}
+    }
+    base = spec_from_config(nano, name="a", source="t", hf_quant=hf)
+    one = spec_from_config(nano, name="b", source="t", hf_quant=out_only)
+    h, inner = 2688, 64 * 64
+    mamba_linear = dict(base.params_by_category)["mamba"]
+    # the difference is layer 0's out_proj alone (inner × hidden), to within the Mamba norms' share
+    assert one.weights_bytes - base.weights_bytes == pytest.approx(inner * h * (2 - 0.5625), rel=2e-3)
+    assert one.weights_bytes - base.weights_bytes < mamba_linear / 23 * (2 - 0.5625) / 2

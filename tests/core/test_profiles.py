@@ -139,7 +139,7 @@ def test_example_loads(tmp_path):
     assert p.name == "llama" and p.path == tmp_path / "llama.toml"
     assert p.serve.model == "nvidia/Llama-3.1-70B-Instruct-FP8"
     assert p.serve.max_model_len == 32768 and p.serve.extra_args == ["--seed", "0"]
-    assert p.guard == GuardSettings(warn_below_gib=16.0, armed=True)
+    assert p.guard == GuardSettings(lines={"warn_below_gib": 16.0}, armed=True)
     assert p.runner == RunnerSettings()
     assert p.env == {"HF_HOME": "/data/hf"}
     assert p.description == "My tuned Llama: keep this comment."
@@ -155,7 +155,7 @@ def test_round_trip_keeps_comments_order_and_unknown_keys(tmp_path):
 
     p.serve.gpu_memory_utilization = 0.8
     p.serve.kv_cache_dtype = "fp8"
-    p.guard.kill_below_gib = 6
+    p.guard.lines["kill_below_gib"] = 6
     p.env["VLLM_LOGGING_LEVEL"] = "DEBUG"
     save_profile(p, path)
     text = path.read_text()
@@ -170,7 +170,7 @@ def test_round_trip_keeps_comments_order_and_unknown_keys(tmp_path):
     assert lines.index("gpu-memory-utilization = 0.8") < lines.index('max-model-len = "32K"')  # order kept
     again = load_profile(path)
     assert again.serve == p.serve and again.guard == p.guard and again.env == p.env
-    assert again.guard.kill_below_gib == 6
+    assert again.guard.lines["kill_below_gib"] == 6
 
     # clearing a value removes its key; the rest stays
     p.serve.max_model_len = None
@@ -184,7 +184,9 @@ def test_new_profile_saves_and_loads(tmp_path):
         "gpt",
         serve,
         machine="128",
-        guard=GuardSettings(warn_below_gib=12, term_below_gib=8, kill_below_gib=5, grace_s=3, armed=True),
+        guard=GuardSettings(
+            lines={"warn_below_gib": 12, "term_below_gib": 8, "kill_below_gib": 5, "grace_s": 3}, armed=True
+        ),
         runner=RunnerSettings(kind="container", image="vllm/vllm-openai:v0.32.0", container_args=["--gpus", "all"]),
         env={"HF_HUB_OFFLINE": "1"},
     )
@@ -282,7 +284,7 @@ def test_machine_forms(tmp_path):
 def test_save_refuses_a_profile_that_would_not_load(tmp_path):
     path = write(tmp_path / "p.toml", EXAMPLE)
     p = load_profile(path)
-    p.guard.kill_below_gib = 100  # above warn-below-gib = 16
+    p.guard.lines["kill_below_gib"] = 100  # above warn-below-gib = 16
     with pytest.raises(UserError, match="kill-below-gib"):
         save_profile(p, path)
     assert path.read_text() == EXAMPLE

@@ -51,8 +51,11 @@ def test_the_guides_single_user_rows(guide_specs, row):
     est = predict(guide_specs[row.label])
     assert est.decode_tok_s <= est.roofline_tok_s  # no kernel beats the memory bus
     if row.reachable:
-        # (this row is the one the Gated DeltaNet layer cost was fitted to: the test keeps the fit)
-        assert row.low <= est.decode_tok_s <= row.high, est.to_dict()
+        # the guide's row is in the held-out set (the split is by source): the fit never saw it, so
+        # it is held to the held-out criterion, within 20% of the published figure
+        mid = (row.low + row.high) / 2
+        assert abs(est.decode_tok_s / mid - 1) <= 0.20, est.to_dict()
+        assert "held out" in row.why
     else:
         # Not met, and why: the published figure is above what the bus can carry for one user
         # without speculative decoding, whatever the efficiency.
@@ -231,15 +234,29 @@ def test_a_published_figure_above_the_bandwidth_roofline_is_flagged(guide_specs)
     assert not sp.above_roofline(4.1, dense)  # independent plain-decode measurements
 
 
-def test_published_fit_and_held_out_sets_are_disjoint_and_each_record_loads(fixtures):
+def test_published_sets_follow_their_split_rule_and_each_record_loads(fixtures):
+    """The split was fixed before the fit: sources sorted by URL, alternately fit / held out, each
+    source's records together; so no source (one author's setup) is in both sets."""
     data = json.loads((fixtures / "speed" / "published.json").read_text())
     fit, held = data["fit"], data["held_out"]
+    ordered = sorted(data["sources"], key=lambda key: data["sources"][key]["url"])
+    expected = {key: "fit" if i % 2 == 0 else "held_out" for i, key in enumerate(ordered)}
+    assert {r["source"]: "fit" for r in fit} | {r["source"]: "held_out" for r in held} == expected
     assert {r["id"] for r in fit}.isdisjoint(r["id"] for r in held)
-    assert {r["source"] for r in fit}.isdisjoint(r["source"] for r in held)  # not one measurement twice
+    assert len(fit) >= 15 and len(held) >= 10
     for r in [*fit, *held]:
+        config = _json(fixtures, r["config"])
         hq = _json(fixtures, r["hf_quant"]) if r.get("hf_quant") else None
-        spec = spec_from_config(_json(fixtures, r["config"]), name=r["model"], source="test", hf_quant=hq)
-        assert spec.num_layers and r["range"][0] <= r["tok_s"] <= r["range"][1] and r["source"]
+        quant = r.get("quant")
+        if quant and "quantization" in quant:
+            hq = quant
+        elif quant:
+            config = {**config, "quantization_config": quant}
+        spec = spec_from_config(config, name=r["model"], source="test", hf_quant=hq)
+        assert spec.num_layers and r["range"][0] <= r["tok_s"] <= r["range"][1] and r["quote"]
+        assert r["speculative"] in (None, "unknown") or r["speculative"]["num_speculative_tokens"] >= 1
+        if quant:  # an inline quantization config is read, not silently taken for bf16
+            assert spec.quantization, r["id"]
 
 
 def test_an_moe_verify_pass_reads_the_experts_of_every_token_it_verifies(fixtures):
@@ -258,3 +275,93 @@ def test_an_moe_verify_pass_reads_the_experts_of_every_token_it_verifies(fixture
     moe_gain = predict(moe, speculation=every).decode_tok_s / predict(moe).decode_tok_s
     dense_gain = predict(dense, speculation=every).decode_tok_s / predict(dense).decode_tok_s
     assert moe_gain < 1.8 < dense_gain < 2.0
+
+
+# --------------------------------------------------------------------------- speculative decoding by method
+
+
+def test_acceptance_comes_from_the_published_figure_for_the_method_and_model(fixtures):
+    qwen = spec_from_config(
+        _json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4.json"), name="nvidia/Qwen3.6-35B-A3B-NVFP4", source="test",
+        hf_quant=_json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4__hf_quant_config.json"),
+    )  # fmt: skip
+    mtp2 = sp.draft_yield(parse_speculation('{"method": "mtp", "num_speculative_tokens": 2}'), qwen)
+    # eugr/spark-vllm-docker #200 on a Spark: "Mean acceptance length: 2.66" (2.93, 2.33): 2.64 at 2 tokens
+    assert mtp2.expected_tokens == pytest.approx(2.64, abs=0.01)
+    assert "#200" in mtp2.source
+    # the same per-position acceptance at another depth: 1 + α + α² + α³
+    mtp3 = sp.draft_yield(parse_speculation('{"method": "qwen3_next_mtp", "num_speculative_tokens": 3}'), qwen)
+    a = mtp2.acceptance
+    assert mtp3.expected_tokens == pytest.approx(1 + a + a**2 + a**3)
+    gemma = spec_from_config(_json(fixtures, "google__gemma-4-26B-A4B.json"), name="google/gemma-4-26B-A4B", source="t")
+    g4 = sp.draft_yield(parse_speculation('{"method": "mtp", "num_speculative_tokens": 4}'), gemma)
+    assert g4.expected_tokens == pytest.approx(1 + 4 * 0.76, abs=0.01) and "tgmerritt" in g4.source
+    # a method no figure was published for keeps its prior, and says so
+    eagle = sp.draft_yield(parse_speculation('{"method": "eagle3", "model": "x/y", "num_speculative_tokens": 3}'), qwen)
+    assert eagle.acceptance == sp.ACCEPTANCE_PRIOR["eagle3"] and eagle.source == ""
+    est = predict(qwen, speculation=eagle)
+    assert any("a prior: no published figure" in line for line in est.assumes)
+
+
+def test_drafting_costs_what_the_method_reads(fixtures):
+    qwen = spec_from_config(
+        _json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4.json"), name="q", source="test",
+        hf_quant=_json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4__hf_quant_config.json"),
+    )  # fmt: skip
+    fp = sp.footprint(qwen)
+    costs = sp.layer_costs(None)
+    head = sp.lm_head_bytes(qwen)
+    # nvidia's checkpoint keeps its lm_head in NVFP4: 248,320 × 2,048 × 0.5625 B
+    assert head == dict(qwen.bytes_by_category)["lm_head"] == pytest.approx(248_320 * 2_048 * 0.5625, rel=0.01)
+
+    def draft(method, n):
+        return sp.draft_seconds(sp.DraftYield(method, n, 0.8), fp, qwen, sp.GB10, 1, costs)
+
+    assert draft("ngram", 4) == 0.0  # matched from the prompt on the CPU
+    # MTP reads the shared lm_head for every drafted token
+    assert draft("mtp", 2) > 2 * head / sp.GB10.bandwidth
+    assert draft("mtp", 4) == pytest.approx(2 * draft("mtp", 2))
+    # a block drafter runs once a step, however many tokens it drafts
+    assert draft("dflash", 15) == draft("dflash", 3)
+    # EAGLE-3's drafter predicts over a 32k vocabulary, not the target's 248k
+    assert draft("eagle3", 2) < draft("eagle", 2)
+
+
+# --------------------------------------------------------------------------- per vLLM release line
+
+
+def test_per_layer_costs_follow_the_vllm_release_line(fixtures):
+    assert sp.series_of("0.19.1") == sp.series_of("0.15.1 (NGC 26.02)") == "to 0.19"
+    assert sp.series_of("0.26.1.dev0+gf2654939e") == sp.series_of("v0.20.0") == "0.20 on"
+    assert sp.series_of("0.1.dev12777") is None and sp.series_of(None) is None and sp.series_of("nightly") is None
+    assert sp.layer_costs("0.15.1") == sp.LAYER_COST_BY_SERIES["to 0.19"]
+    assert sp.layer_costs(None) == sp.LAYER_COST_S
+    assert sp.LAYER_COST_BY_SERIES["to 0.19"] != sp.LAYER_COST_BY_SERIES["0.20 on"]
+    oss = spec_from_config(_json(fixtures, "openai__gpt-oss-120b.json"), name="oss", source="test")
+    old, new = predict(oss, vllm_version="0.15.1"), predict(oss, vllm_version="0.28.0")
+    assert old.decode_tok_s != new.decode_tok_s
+    assert any("vLLM to 0.19" in line for line in old.assumes)
+    # the fit's own version flag reaches the estimate
+    from sparktui.core.config import ServeConfig
+
+    config = ServeConfig(model="openai/gpt-oss-120b", vllm_version="0.15.1")
+    via_flags = sp.estimate_for_config(oss, config, sp.GB10, max_model_len=4096, max_concurrency=4)
+    assert via_flags.decode_tok_s == pytest.approx(predict(oss, vllm_version="0.15.1", context=1024).decode_tok_s)
+
+
+def test_a_batch_reads_fewer_distinct_experts_than_uniform_routing_would(fixtures):
+    oss = sp.footprint(spec_from_config(_json(fixtures, "openai__gpt-oss-120b.json"), name="oss", source="t"))
+    k, e = oss.experts_per_token, oss.experts
+    assert oss.expert_share(1) == pytest.approx(k / e)  # one token reads its k experts, whatever the routing
+    uniform = 1 - (1 - k / e) ** 32
+    assert oss.expert_share(32, spread=1.0) == pytest.approx(uniform)
+    # kubis.ai (fit set): 32 users at 318.7 tok/s in all, 100 ms a step: far fewer experts than uniform
+    assert oss.expert_share(32) < 0.5 * uniform
+    assert oss.expert_share(32) <= sp.ROUTING_SPREAD
+
+
+def test_a_verify_pass_writes_a_gated_deltanet_state_per_verified_token(fixtures):
+    qwen = spec_from_config(_json(fixtures, "Qwen__Qwen3.6-35B-A3B.json"), name="q", source="t")
+    one, three = sp.kv_read_bytes(qwen, 512, 2), sp.kv_read_bytes(qwen, 512, 2, tokens=3)
+    state = sum(g.count * g.state_bytes(qwen.dtype_bytes, 1) for g in qwen.layers if g.kind == "mamba" and not g.draft)
+    assert state > 0 and three - one == pytest.approx(2 * state)  # read once, written at each of 3 positions

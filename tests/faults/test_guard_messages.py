@@ -96,6 +96,16 @@ def test_set_guard_moves_one_line_and_the_current_ones_make_room(running):
     assert st.read_state(st.state_path(port)).guard.armed is False
 
 
+def test_set_guard_off_turns_a_line_off_live(running):
+    # the request carries the line as null: "off" reaches the supervisor (it was dropped on the way)
+    port = running
+    out = sparktui("set-guard", "--port", str(port), "--warn-below", "off")
+    assert out.returncode == 0, out.stderr
+    assert f"port {port}: guard armed; warn off, term 6 GiB, kill 3.5 GiB" in out.stdout
+    lines = st.read_state(st.state_path(port)).guard.lines
+    assert (lines.warn_below_gib, lines.term_below_gib, lines.kill_below_gib) == (None, 6, 3.5)
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from sparktui.core.guard_lines import GuardLines
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import protocol as pr
@@ -83,7 +84,7 @@ def test_the_panel_says_a_stale_guard_is_not_sampling():
     guard = pr.GuardRecord(
         armed=True,
         state="watching",
-        lines=pr.GuardLinesRecord(kill_below_gib=3.5),
+        lines=GuardLines(None, None, 3.5),
         last=pr.GuardLast(action="ok", available_gib=20.0, rate_gib_s=0.0, interval_s=0.25),
     )
     guard.set_age(9.0)

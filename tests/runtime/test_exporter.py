@@ -44,3 +44,34 @@ def test_listen(text: str, expected: tuple[str, int]) -> None:
 def test_bad_listen(text: str) -> None:
     with pytest.raises(UserError, match="HOST:PORT"):
         exporter.parse_listen(text)
+
+
+def guard_state(*, last_at: float, sample_age_s: float | None):
+    from sparktui.core.guard_lines import GuardLines
+    from sparktui.runtime.records import protocol as pr
+
+    guard = pr.GuardRecord(
+        armed=True,
+        state="watching",
+        lines=GuardLines(),
+        last=pr.GuardLast(action="none", available_gib=100.0, rate_gib_s=0.0, interval_s=1.0, at=last_at),
+    )
+    guard.sample_age_s = sample_age_s
+    state = pr.StateRecord(
+        status="running", port=8000, profile="p", supervisor=pr.ProcessRef(pid=1, start_time=1), guard=guard
+    )
+    state.alive = True
+    return state
+
+
+def age_of(state, now: float) -> float:
+    by_name = {f.name: f.samples for f in exporter.families([state], MEMINFO, now)}
+    return by_name["sparktui_guard_last_sample_age_seconds"][0].value
+
+
+def test_the_guard_sample_age_is_the_guards_own_not_the_age_of_its_line_in_the_record() -> None:
+    # At rest the record's guard line is rewritten only when memory moves (issue 25): its time is
+    # an hour old while the guard sampled half a second ago (heartbeat / live answer).
+    assert age_of(guard_state(last_at=1000.0, sample_age_s=0.5), now=4600.0) == 0.5
+    # a record read without either (an old supervisor) still gives the line's age
+    assert age_of(guard_state(last_at=1000.0, sample_age_s=None), now=1010.0) == 10.0

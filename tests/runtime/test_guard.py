@@ -15,8 +15,9 @@ import time
 
 import pytest
 
+from sparktui.core.guard_lines import GuardLines
 from sparktui.core.units import GiB
-from sparktui.runtime.guard.guard import Guard, GuardAction, GuardLines
+from sparktui.runtime.guard.guard import Guard, GuardAction
 from sparktui.runtime.host.memory import read_mem_available
 from sparktui.runtime.host.proc import read_stat, spawn
 from tests.support import PROCS, alive, wait_file, wait_for
@@ -335,6 +336,86 @@ def test_without_psi_the_guard_samples_alone(tmp_path, monkeypatch):
     try:
         wait_for(lambda: guard.samples_taken >= 3, what="samples without PSI")
         assert guard.pressure is None and "no PSI" in guard.pressure_error
+    finally:
+        guard.close()
+        guard.join(5)
+        tree.kill()
+
+
+def loopback_trigger(monkeypatch):
+    """A stand-in PSI trigger (as in the test above): a loopback socket whose urgent byte reports
+    POLLPRI on cue. Returns (send one event, consume it, close all)."""
+    import socket
+
+    from sparktui.runtime.guard import guard as guard_mod
+    from sparktui.runtime.host.memory import PressureTrigger, PsiTrigger
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    sender = socket.create_connection(listener.getsockname())
+    receiver, _ = listener.accept()
+
+    def fake_open(trigger: PsiTrigger) -> PressureTrigger:
+        return PressureTrigger(os.dup(receiver.fileno()), trigger, "loopback stand-in")
+
+    monkeypatch.setattr(guard_mod, "open_pressure_trigger", fake_open)
+
+    def close() -> None:
+        for s in (sender, receiver, listener):
+            s.close()
+
+    return (lambda: sender.send(b"!", socket.MSG_OOB)), (lambda: receiver.recv(1, socket.MSG_OOB)), close
+
+
+def test_at_rest_with_a_psi_trigger_the_guard_rests_and_samples_densely_after_a_stall(tmp_path, monkeypatch):
+    """Issue 25: far from the lines at steady state, with a PSI trigger armed, the guard plans 5 s
+    between samples; when the trigger fires it samples at once and then every PSI_EVERY for
+    PSI_WINDOW (the stall's share judged over a window of samples), then rests again."""
+    from sparktui.runtime.guard.guard import PSI_EVERY, STEADY_EVENT_INTERVAL
+
+    fire, consume, close = loopback_trigger(monkeypatch)
+    tree = spawn(["sleep", "60"], tmp_path / "log")
+    guard = Guard(tree, GuardLines(), read_available=lambda: 100 * GiB, track_interval=None)
+    guard.set_phase("ready")
+    guard.start()
+    try:
+        wait_for(lambda: guard.samples_taken >= 1 and guard.last is not None, what="the first sample")
+        assert guard.decider.kernel_wakes and guard.last.next_interval == STEADY_EVENT_INTERVAL
+        before = guard.samples_taken
+        fire()
+        wait_for(lambda: guard.pressure_wakes >= 1, timeout=3, what="the stall wake-up")
+        consume()  # as poll() consumes a PSI event
+        # dense: several samples within the window, where the resting pace would take 5 s for one
+        wait_for(lambda: guard.samples_taken >= before + 4, timeout=3, what="dense samples after the stall")
+        assert guard.last.next_interval == STEADY_EVENT_INTERVAL  # the plan is unchanged: only the wait is short
+        wait_for(lambda: guard._dense_until < guard.clock(), timeout=5, what="the end of the dense window")
+        settled = guard.samples_taken
+        time.sleep(10 * PSI_EVERY)
+        assert guard.samples_taken <= settled + 1  # resting again
+    finally:
+        guard.close()
+        guard.join(5)
+        tree.kill()
+        close()
+
+
+def test_a_new_phase_new_lines_or_arming_are_judged_at_once_not_after_a_resting_sleep(tmp_path):
+    tree = spawn(["sleep", "60"], tmp_path / "log")
+    # a pace of ~6 s (max_interval 30 s, the headroom at 16 GiB/s: 94 GiB above the term line)
+    guard = Guard(tree, GuardLines(), read_available=lambda: 100 * GiB, max_interval=30.0, track_interval=None)
+    guard.start()
+    try:
+        wait_for(lambda: guard.samples_taken >= 1 and guard.last is not None, what="the first sample")
+        assert guard.last.next_interval > 5
+        for change in (
+            lambda: guard.set_phase("loading_weights"),
+            lambda: guard.set_lines(dataclasses.replace(GuardLines(), kill_below_gib=3.0)),
+            guard.arm,
+        ):
+            seen = guard.samples_taken
+            change()
+            wait_for(lambda: guard.samples_taken > seen, timeout=5, what="a sample at once")  # noqa: B023
+            guard.set_phase("starting")  # back to the resting pace for the next change
+            wait_for(lambda: guard.last.next_interval > 5, timeout=5, what="the resting pace")
     finally:
         guard.close()
         guard.join(5)

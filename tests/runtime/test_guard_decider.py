@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from sparktui.core.guard_lines import GuardLines, resolve_lines
+from sparktui.core.profiles import GuardSettings
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
 from sparktui.runtime.guard.guard import (
     MAX_INTERVAL,
     MIN_INTERVAL,
+    STEADY_EVENT_INTERVAL,
     STEADY_INTERVAL,
     WORST_RATE,
     GuardAction,
     GuardDecider,
-    GuardLines,
-    resolve_lines,
 )
 
 # The lines alone (the fall-rate and PSI triggers off); TRIGGERS: the same lines with them on.
@@ -56,16 +57,10 @@ def test_bad_lines_are_user_errors(kwargs, message):
 def test_lines_can_be_turned_off_and_read_from_settings():
     GuardLines(warn_below_gib=None, term_below_gib=None, kill_below_gib=1)
 
-    class Settings:  # a profile's GuardSettings: None means the default
-        warn_below_gib = None
-        term_below_gib = 8.0
-        kill_below_gib = None
-        grace_s = 2.0
-        armed = True
-
-    lines = GuardLines.from_settings(Settings())
+    settings = GuardSettings(lines={"term_below_gib": 8.0, "grace_s": 2.0}, armed=True)  # the rest: defaults
+    lines = settings.guard_lines()
     assert lines == GuardLines(term_below_gib=8.0, grace_s=2.0)
-    assert GuardLines.from_settings(None) == GuardLines()
+    assert GuardSettings().guard_lines() == GuardLines()
 
 
 def test_plenty_of_memory_does_nothing_at_the_idle_pace():
@@ -256,6 +251,48 @@ def test_at_rest_a_sample_a_second_but_never_slower_than_the_headroom_allows():
     assert feed_all(d, [(0, 18), (1, 18)])[-1].next_interval == pytest.approx(g(12) / WORST_RATE)
 
 
+def test_at_rest_with_a_psi_trigger_the_pace_rests_longer_but_never_slower_than_the_headroom_allows():
+    # Issue 25: where the kernel wakes the guard on a memory stall, far from the lines it rests 5 s.
+    d = GuardDecider(LINES)
+    d.set_phase("ready")
+    d.kernel_wakes = True
+    assert STEADY_EVENT_INTERVAL == 5.0
+    assert feed_all(d, [(0, 100), (5, 100)])[-1].next_interval == pytest.approx(5.0)
+    # 12 GiB above the term line: the gap a fall at WORST_RATE would close, as without the trigger
+    d = GuardDecider(LINES)
+    d.set_phase("ready")
+    d.kernel_wakes = True
+    assert feed_all(d, [(0, 18), (1, 18)])[-1].next_interval == pytest.approx(g(12) / WORST_RATE)
+    # only at steady state: a busy phase keeps its own pace
+    d.set_phase("loading_weights")
+    assert feed_all(d, [(2, 100)])[-1].next_interval == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("rate_gib_s", [16.0, 14.0, 4.0])
+@pytest.mark.parametrize("start_after_s", [0.001, 0.7, 2.5, 4.999])
+def test_a_fall_starting_while_the_guard_rests_is_stopped_before_the_kill_line(rate_gib_s, start_after_s):
+    """From the 5 s rest pace (100 GiB free), a fall at up to WORST_RATE that starts at any moment
+    between two samples: the guard, sampling when it planned, acts no later than MemAvailable
+    reaches the kill line (a trip on the term line, or on a predicted crossing of the kill line;
+    at exactly WORST_RATE the planned sample lands on the line itself, by design)."""
+    d = GuardDecider(LINES)
+    d.set_phase("ready")
+    d.kernel_wakes = True
+    first = d.feed(0.0, g(100))
+    assert first.next_interval == pytest.approx(5.0)  # resting, as at rest before the fall
+    t, start = 0.0, start_after_s
+
+    def available(at: float) -> float:
+        return 100 - rate_gib_s * max(0.0, at - start)
+
+    decision = first
+    while decision.action not in (GuardAction.TERM, GuardAction.KILL):  # a warning on the way
+        t += max(decision.next_interval, MIN_INTERVAL)
+        assert t < 60, "never acted"
+        decision = d.feed(t, g(available(t)))
+    assert available(t) >= LINES.kill_below_gib - 1e-9, (t, available(t), decision)
+
+
 def test_near_a_line_the_pace_is_fast_whatever_the_phase():
     d = GuardDecider(LINES)
     d.set_phase("ready")
@@ -329,13 +366,7 @@ def test_resolve_lines_lets_the_given_lines_win():
 
 
 def test_profile_lines_win_over_defaults():
-    class Settings:
-        warn_below_gib = None
-        term_below_gib = None
-        kill_below_gib = 12.0
-        grace_s = 2.0
-
-    lines, notes = GuardLines.from_settings_with_notes(Settings())
+    lines, notes = GuardSettings(lines={"kill_below_gib": 12.0, "grace_s": 2.0}).guard_lines_with_notes()
     assert (lines.warn_below_gib, lines.term_below_gib, lines.kill_below_gib, lines.grace_s) == (None, None, 12, 2)
     assert len(notes) == 2
 

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from sparktui.core.guard_lines import GuardLines
 from sparktui.runtime.records import protocol as pr
+from tests.support import FIXTURES
 
 
 def record(**changes) -> dict:
@@ -23,11 +25,14 @@ def test_a_state_record_round_trips_and_keeps_status_json_shape():
     state = pr.parse_state(json.dumps(record()), "x.json")
     data = state.to_dict()
     assert data["guard"]["armed"] is True
-    assert data["guard"]["lines"] == {
+    assert data["guard"]["lines"] == {  # the lines it names; a line it does not name was not watched
         "warn_below_gib": 10.0,
         "term_below_gib": 6.0,
         "kill_below_gib": None,
         "grace_s": 5.0,
+        "fall_rate_gib_s": 8.0,
+        "fall_lookahead_s": 0.5,
+        "psi_full_pct": 30.0,
     }
     again = pr.parse_state(state.to_json(), "x.json")
     assert again == state and "alive" not in json.loads(state.to_json())
@@ -68,7 +73,7 @@ def test_the_watch_section_is_typed_and_a_confirmed_wedge_is_a_condition():
 def test_guard_request_carries_armed_and_lines_separately():
     req = pr.parse_request(b'{"cmd": "guard", "lines": {"kill_below_gib": 8, "warn_below_gib": null}}')
     assert isinstance(req, pr.GuardRequest) and req.armed is None
-    assert req.lines is not None and req.lines.given() == {"kill_below_gib": 8.0, "warn_below_gib": None}
+    assert req.lines == {"kill_below_gib": 8.0, "warn_below_gib": None}
     req = pr.parse_request(b'{"cmd": "guard", "armed": false}')
     assert isinstance(req, pr.GuardRequest) and req.armed is False and req.lines is None
 
@@ -89,7 +94,10 @@ def test_a_status_request_is_a_metrics_reader_unless_it_says_otherwise():
         (b'{"cmd": "guard", "armed": 0}', "field armed"),
         (b'{"cmd": "guard", "lines": {"kill_below_gib": "8"}}', "field lines.kill_below_gib"),
         (b'{"cmd": "guard", "lines": {"kill_below_gib": -1}}', "greater than or equal to 0"),
-        (b'{"cmd": "guard", "lines": {"kill": 3}}', "field lines.kill: Extra inputs"),
+        (
+            b'{"cmd": "guard", "lines": {"kill": 3}}',
+            "field lines.kill: Input should be 'warn_below_gib', 'term_below_gib' or 'kill_below_gib'",
+        ),
         (b'{"cmd": "stop", "wait": "soon"}', "field wait"),
         (b"[1, 2]", "expected a JSON object"),
         (b'"status"', "expected a JSON object"),
@@ -153,3 +161,61 @@ def test_the_records_parts_are_typed_and_a_file_written_before_they_were_reads_t
         assert again[part] == {**older, **again}[part]
         for key, value in older[part].items() if isinstance(older[part], dict) else []:
             assert again[part][key] == value  # the newer version's leaked_gib too
+
+
+STATE_FIXTURES = FIXTURES / "state"  # written by the supervisor before the guard lines and the exit were typed
+
+
+@pytest.mark.parametrize("name", ["crash-loop.json", "stopped.json"])
+def test_a_state_file_written_before_reads_back_the_same(name):
+    text = (STATE_FIXTURES / name).read_text()
+    state = pr.parse_state(text, name)
+    assert state.to_json() == text  # byte for byte: the file format is unchanged
+    assert isinstance(state.guard.lines, GuardLines)  # the guard's own model, end to end
+
+
+def test_the_exit_records_parts_are_typed():
+    crash = pr.parse_state((STATE_FIXTURES / "crash-loop.json").read_text(), "crash-loop.json")
+    assert crash.exit is not None and crash.exit.failure is not None and crash.exit.failure.kind == "free_memory"
+    breaker = crash.exit.breaker
+    assert breaker is not None and breaker.reason is not None and breaker.reason.startswith("crash loop: 2 failures")
+    assert [f.kind for f in breaker.failures] == ["crash", "crash"]
+    assert crash.watch is not None and crash.watch.breaker == breaker
+    assert crash.guard.lines == GuardLines(warn_below_gib=12, term_below_gib=8, kill_below_gib=2.5)
+    fit = crash.preflight.fit
+    assert fit is not None and fit.kv_cache_tokens > 0 and fit.verdict in ("fits", "tight")
+    stopped = pr.parse_state((STATE_FIXTURES / "stopped.json").read_text(), "stopped.json")
+    assert stopped.exit is not None and stopped.exit.reason == "stopped"
+    stop = stopped.exit.stop
+    assert stop is not None and stop.gone and stop.signals and stop.signals[0].signal == "SIGTERM"
+
+
+def test_guard_lines_out_of_order_in_a_state_file_are_named():
+    bad = record(guard={"armed": True, "lines": {"warn_below_gib": 2, "kill_below_gib": 5}})
+    with pytest.raises(pr.ProtocolError, match=r"x\.json: guard lines out of order.*remove the file"):
+        pr.parse_state(json.dumps(bad), "x.json")
+
+
+def test_kernel_events_trip_signals_and_restarts_are_typed_and_written_as_before():
+    # as a supervisor wrote them (KernelEvent.to_dict leaves out what an event lacks)
+    events = [
+        {"kind": "no_memory", "line": "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory", "usec": 12},
+        {"kind": "xid", "line": "NVRM: Xid (PCI:0000:01:00): 31, pid=1234, name=python3", "xid": 31, "pid": 1234,
+         "name": "python3"},
+    ]  # fmt: skip
+    older = record(
+        guard={"armed": True, "lines": {}, "kernel": {"mode": "stop", "source": "kmsg", "events": events}},
+        trip={"line": "kill", "reason": "below", "threshold_gib": 3.5, "mem_available_gib": 3.2, "low_water_gib": 3.0,
+              "fall_rate_gib_s": 0.5, "signalled": [{"target": "group 77", "signal": "SIGKILL", "at_s": 0.001}]},
+        watch={"restarts": [{"at": 5.0, "kind": "crash", "phase": "profiling", "detail": "exit status 1"}]},
+    )  # fmt: skip
+    state = pr.parse_state(json.dumps(older), "x.json")
+    kernel = state.guard.kernel
+    assert kernel is not None and [e.kind for e in kernel.events] == ["no_memory", "xid"]
+    assert (kernel.events[1].xid, kernel.events[1].pid) == (31, 1234) and kernel.events[0].xid is None
+    assert state.trip is not None and state.trip.signalled[0].signal == "SIGKILL"
+    assert state.watch is not None and state.watch.restarts[0].phase == "profiling"
+    again = json.loads(state.to_json())
+    assert again["guard"]["kernel"]["events"] == events  # no null for what an event lacks
+    assert again["trip"]["signalled"] == older["trip"]["signalled"]
+    assert again["watch"]["restarts"] == older["watch"]["restarts"]

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from sparktui.core.guard_lines import GuardLines
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 from sparktui.runtime.server import reaper
@@ -36,12 +37,12 @@ def test_the_heartbeat_carries_the_planned_gap_and_an_old_one_still_reads(tmp_pa
 
 
 def test_a_guard_that_planned_a_second_is_not_stale_after_a_second_and_a_half():
-    quiet = pr.GuardRecord(armed=True, lines=pr.GuardLinesRecord())
+    quiet = pr.GuardRecord(armed=True, lines=GuardLines(None, None, None))
     quiet.set_age(2.5, planned_s=1.0)  # 2.0 s beyond the 0.25 s pace, + 0.75 s planned
     assert quiet.stale is False
     quiet.set_age(2.9, planned_s=1.0)
     assert quiet.stale is True
-    fast = pr.GuardRecord(armed=True, lines=pr.GuardLinesRecord())
+    fast = pr.GuardRecord(armed=True, lines=GuardLines(None, None, None))
     fast.set_age(2.5, planned_s=0.002)  # sampling fast near a line: stale as soon as before
     assert fast.stale is True
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from sparktui.core.guard_lines import GuardLines
 from sparktui.core.pool import Reservation
 from sparktui.core.units import GiB
-from sparktui.runtime.guard.guard import Decision, Guard, GuardAction, GuardLines
+from sparktui.runtime.guard.guard import Decision, Guard, GuardAction
 from sparktui.runtime.guard.stop_order import KILL_WAIT_S, StopOrder
 from sparktui.runtime.records import protocol as pr
 
@@ -15,7 +16,7 @@ def record(port: int, priority: int, gib: float, *, armed: bool = True, alive: b
         port=port,
         profile=f"p{port}",
         supervisor=pr.ProcessRef(pid=1, start_time=1),
-        guard=pr.GuardRecord(armed=armed, lines=pr.GuardLinesRecord()),
+        guard=pr.GuardRecord(armed=armed, lines=GuardLines(None, None, None)),
         reservation=pr.ReservationRecord(bytes=int(gib * GiB), basis="test", priority=priority),
         alive=alive,
     )

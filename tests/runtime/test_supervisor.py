@@ -100,8 +100,21 @@ def gone(pid: int) -> bool:
     return info is None or info.dead  # a zombie has released everything; PID 1 may reap it late
 
 
+STUB_SEGMENTS = 2  # the stub's EngineCore and its Worker each hold one /dev/shm segment (stub.run_child)
+
+
 def tree_shm(state) -> set[str]:
-    return set().union(*(shm_held_by(i.pid) for i in members(state)))
+    """The /dev/shm files the tree's members hold, once both of the stub's segments are held: the
+    EngineCore names its Worker as soon as it starts it, so the server can be running (and its
+    record name the Worker) before the Worker has opened its segment; a snapshot taken then missed
+    the Worker's file, which the sweep then rightly removed as the tree's (the "extra psm_*" flake)."""
+
+    def held() -> set[str] | None:
+        now = recorded(state["port"])
+        files = set().union(*(shm_held_by(i.pid) for i in members(now)))
+        return files if len(files) >= STUB_SEGMENTS else None
+
+    return wait_for(held, 10, "the stub's two /dev/shm segments held")
 
 
 def assert_all_gone(state, shm):
@@ -156,6 +169,9 @@ def test_detach_status_and_stop_over_the_socket(make_profile, env, cleanup):
     assert f"on http://127.0.0.1:{port}" in out.stdout
     state = running_state(port)
     cleanup.append(state["supervisor"]["pid"])
+    # `status` is a snapshot: the way to follow is the log (issue 23, item 11), said with its path
+    assert f"follow the log with `tail -f {state['log_path']}`" in out.stdout, out.stdout
+    assert f"a snapshot with `sparktui status --port {port}`" in out.stdout, out.stdout
     # a new session: the caller's terminal going away does not touch it
     assert proc.read_stat(state["supervisor"]["pid"]).session == state["supervisor"]["pid"]
     root = Path(env["SPARKTUI_STATE_DIR"])

@@ -159,8 +159,9 @@ def test_a_crash_loop_stops_at_the_limit_with_its_reason(make_profile, isolated,
     final = st.read_state(st.state_path(port))
     assert final is not None and final.exit is not None and final.watch is not None
     breaker = final.exit.breaker
-    assert breaker["reason"].startswith("crash loop: 3 failures in phase") and len(breaker["failures"]) == 3
-    assert {f["kind"] for f in breaker["failures"]} == {"crash"}
+    assert breaker is not None and breaker.reason is not None
+    assert breaker.reason.startswith("crash loop: 3 failures in phase") and len(breaker.failures) == 3
+    assert {f.kind for f in breaker.failures} == {"crash"}
     assert len(final.watch.restarts) == 2
 
 
@@ -204,7 +205,7 @@ def test_a_wedged_server_is_restarted_until_the_breaker_stops_it(make_profile, i
     assert err.count("WEDGED since") == 2 and "restarting after a wedge in phase ready" in err
     assert "crash loop: 2 failures in phase ready" in err
     final = st.read_state(st.state_path(port))
-    assert final.exit.reason == "wedged" and len(final.exit.breaker["failures"]) == 2
+    assert final.exit.reason == "wedged" and final.exit.breaker is not None and len(final.exit.breaker.failures) == 2
 
 
 def test_the_flight_recorder_writes_a_bounded_ring_and_marks_a_clean_stop(make_profile, isolated):

@@ -266,7 +266,7 @@ def two_server_records(tmp_path, *, other_reserves_gib: float = 10.0):
     a = server_record(
         ready,
         profile_path=resolve_profile("70b-dense-single-user"),
-        preflight={"warnings": [], "fit": {"kv_cache_bytes": 28.36 * GiB, "kv_cache_tokens": 185856}},
+        preflight={"warnings": [], "fit": {"kv_cache_bytes": int(28.36 * GiB), "kv_cache_tokens": 185856}},
         reservation={"bytes": int(104.0 * GiB), "basis": "--gpu-memory-utilization 0.85", "priority": 1},
         started_at=2.0,
     )

@@ -356,10 +356,10 @@ async def test_guard_key_and_lines_change_the_profiles_guard_before_launch():
         app.screen.query_one(Input).value = "20 12 8"
         await pilot.press("enter")
         await settled(pilot)
-        assert (app.guard.warn_gib, app.guard.term_gib, app.guard.kill_gib) == (20, 12, 8)
-        assert app.profile.guard.term_below_gib == 12
+        assert app.guard.line_gib() == (20, 12, 8)
+        assert app.profile.guard.lines["term_below_gib"] == 12
         gauge = widget(app, MemoryGauge)
-        assert gauge.guard.kill_gib == 8
+        assert gauge.guard.line_gib()[2] == 8
 
 
 async def test_the_fit_panel_shows_the_predicted_speed():

@@ -3,7 +3,7 @@
 from textual import events
 from textual.app import App, ComposeResult
 
-from sparktui.ui.widgets.logview import LogView, severity_of
+from sparktui.ui.widgets.logview import LogView, severity_of, wrap_rows
 
 
 def test_severity_from_vllm_prefixes():
@@ -125,11 +125,55 @@ async def test_a_50_column_log_shows_vllms_message_not_its_prefix_and_scrolls_si
         first = log.render_line(0).text
         assert first.startswith("19:24:14 Starting vLLM API server"), first
         assert "pid=" not in first and "launcher.py" not in first
-        assert log.render_line(1).text.startswith("19:24:15 engine xxx")
+        rows = [log.render_line(y).text for y in range(log.size.height)]  # wrapped: the first line takes two
+        assert any(row.startswith("19:24:15 engine xxx") for row in rows), rows
         assert log.lines()[0].endswith(message) and log.lines()[0].startswith("(APIServer pid=20603)")
-        # longer than the pane: it scrolls sideways (the keys of a focused log)
-        assert log.virtual_size.width > log.size.width
+        # longer than the pane: with wrapping off (w) it scrolls sideways (the keys of a focused log)
         log.focus()
+        await pilot.press("w")
+        await pilot.pause()
+        assert not log.wrap and log.virtual_size.width > log.size.width
         await pilot.press("right", "right", "right")
         await pilot.pause()
         assert log.scroll_x > 0 and log.render_line(1).text.strip().endswith("x")
+
+
+async def test_a_long_line_wraps_so_its_whole_message_shows_under_the_time():
+    """At 80×24 and in a 50-column pane a vLLM line is longer than the view: wrapped (the default),
+    every word of it is on screen, the rows after the first hang under the message, and nothing
+    scrolls sideways; `w` lets lines run on again and back."""
+    app = NarrowLogApp()
+    async with app.run_test(size=(80, 12)) as pilot:
+        log = app.query_one(LogView)
+        message = (
+            "ValueError: User-specified max_model_len (4096) is greater than the derived max_model_len "
+            "(max_position_embeddings=512 in model's config.json)."
+        )
+        log.push([f"(APIServer pid=7) ERROR 11-30 09:00:01 [core.py:1] {message}", "INFO after"])
+        await pilot.pause(0.25)
+        width = log.size.width
+        rows = [log.render_line(y).text for y in range(log.size.height)]
+        shown = [r.rstrip() for r in rows if r.strip()]
+        assert shown[0].startswith("09:00:01 ValueError: User-specified"), shown
+        assert all(len(r) <= width for r in rows)
+        assert all(r.startswith(" " * len("09:00:01 ")) for r in shown[1:-1]), shown  # hung under the message
+        assert " ".join(r.strip() for r in shown[:-1]) == f"09:00:01 {message}", shown
+        assert shown[-1] == "INFO after"
+        assert log.virtual_size.width <= width and log.max_scroll_x == 0
+        log.focus()
+        await pilot.press("w")
+        await pilot.pause()
+        assert log.render_line(1).text.rstrip() == "INFO after"  # one row per line again
+        await pilot.press("w")
+        await pilot.pause()
+        assert log.render_line(len(shown) - 1).text.rstrip() == "INFO after"
+
+
+def test_wrap_rows_break_after_a_space_and_hang_under_the_message():
+    text = "09:00:01 " + "word " * 30
+    rows = wrap_rows(text, 9, 40)
+    assert rows[0] == (0, 39, 0) and all(indent == 9 for _, _, indent in rows[1:])
+    assert all(end - start + indent <= 40 for start, end, indent in rows)
+    assert "".join(text[s:e] for s, e, _ in rows) == text  # nothing lost, nothing twice
+    assert wrap_rows("x" * 100, 0, 40) == [(0, 40, 0), (40, 78, 2), (78, 100, 2)]  # no space: cut, 2 in
+    assert wrap_rows("short", 0, 40) == [(0, 5, 0)]

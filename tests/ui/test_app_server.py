@@ -139,7 +139,7 @@ async def test_a_guard_trip_is_shown_with_its_report(make_profile):
         # the form can hold the profile's config a moment before the app has the profile (and the
         # guard it launches with): wait for both
         await until(pilot, lambda: config_pane(app).form.config is not None and app.profile is not None, "the profile")
-        assert app.guard.state == "armed" and app.guard.term_gib == round(now - 0.6, 2)
+        assert app.guard.state == "armed" and app.guard.line_gib()[1] == round(now - 0.6, 2)
         await pilot.press("f5")
         await until(
             pilot, lambda: app.server is not None and app.server.condition.kind == "guard", "the guard trip", 60

@@ -117,7 +117,7 @@ def server_snapshot(tmp_path, case: str):
         )
     log = tmp_path / "ready.log"
     log.write_text((FIXTURES / "vllm-cpu" / "startup_final_eager.log").read_text())
-    fit = {"kv_cache_bytes": 28.36 * 2**30, "kv_cache_tokens": 185856, "max_concurrency": 5.67}
+    fit = {"kv_cache_bytes": int(28.36 * 2**30), "kv_cache_tokens": 185856, "max_concurrency": 5.67}  # as fit writes it
     metrics = {"kv_cache_usage_pct": 12.5, "running": 2, "waiting": 0, "generation_tokens_per_s": 40.0,
                "prompt_tokens_per_s": 100.0, "ttft_p50_s": 0.12, "ttft_p95_s": 0.3, "at": 1.0}  # fmt: skip
     return server_record(
@@ -214,3 +214,27 @@ def test_cluster_head(snap_compare, tmp_path, size):
     """A cluster's head: each node's phase and MemAvailable in the memory pane, one line each."""
     app = SparkApp(backend=RecordsBackend(cluster_head_records(tmp_path)))
     assert snap_compare(app, terminal_size=size, run_before=prepare_cluster_head)
+
+
+async def prepare_bench(pilot):
+    """The bench pane after a run: four levels (one a burst, one partial) and the plot."""
+    from sparktui.ui.panes import BenchPane
+    from tests.support.bench_levels import RUNS
+
+    await prepare(pilot)
+    pilot.app.show_pane("bench")
+    await workers_done(pilot.app)
+    await pilot.pause()
+    pilot.app.query_one(BenchPane).show_run(RUNS, "tiny", None, None)  # no previous run: no date in the picture
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    pilot.app.set_focus(None)
+    pilot.app.clear_notifications()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_bench_pane(snap_compare, size):
+    """The bench table in its short form (80×24; 120 columns beside the gauge): every column in view."""
+    app = SnapshotApp(profile="70b-dense-single-user", backend=SampleBackend())
+    assert snap_compare(app, terminal_size=size, run_before=prepare_bench)

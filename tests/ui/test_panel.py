@@ -22,6 +22,7 @@ from tests.support.app import (
     SampleBackend,
     config_pane,
     sample,
+    screen_text,
     server_pane,
     server_record,
     until,
@@ -166,6 +167,23 @@ async def test_polling_lines_are_hidden_until_asked_for(tmp_path):
         assert sum("GET /metrics" in line for line in view.lines()) == 30
 
 
+async def test_at_80x24_a_long_vllm_line_shows_its_whole_message(tmp_path):
+    """Issue 23, item 8: lines were cut at 80 columns with no wrap; now they wrap under the time."""
+    log = tmp_path / "serving.log"
+    log.write_text("INFO 11-30 09:00:00 [x.py:1] Starting\n" + MAX_LEN_ERROR + "\nINFO 11-30 09:00:02 [x.py:1] after\n")
+    app = SparkApp(backend=RecordBackend(server_record(log)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show_pane("server")
+        view = widget(app, LogView)
+        await until(pilot, lambda: view.line_count == 3, "the log")
+        await pilot.pause(0.3)
+        screen = screen_text(app)
+        text = " ".join(line.strip() for line in screen)
+        assert "09:00:01 ValueError: User-specified max_model_len (4096)" in text, screen
+        assert "(max_position_embeddings=512 in model's config.json)." in text, screen
+        assert "09:00:02 after" in text, screen
+
+
 # 4. A re-attach loads the running server's profile, its fit and the predicted column.
 async def test_a_reattach_restores_the_profile_and_the_predicted_column(tmp_path):
     path = shipped("70b-dense-single-user")
@@ -193,13 +211,13 @@ async def test_after_a_stop_the_guard_shows_the_profiles_lines_not_the_last_read
         await until(pilot, lambda: not app.server.live, "the stop")
         gauge = widget(app, MemoryGauge)
         assert "watching" not in gauge.render().plain
-        assert gauge.guard.for_next_launch and (gauge.guard.warn_gib, gauge.guard.kill_gib) == (10.0, 3.5)
+        assert gauge.guard.for_next_launch and gauge.guard.line_gib()[::2] == (10.0, 3.5)
         await pilot.press("ctrl+g")
         await settle(pilot)
         app.screen.query_one(Input).value = "30 20 15"
         await pilot.press("enter")
         await settle(pilot, rounds=6)  # later polls bring the stopped server's record again
-        assert (gauge.guard.warn_gib, gauge.guard.term_gib, gauge.guard.kill_gib) == (30, 20, 15)
+        assert gauge.guard.line_gib() == (30, 20, 15)
         markers = gauge.render().plain
         assert "W<30" in markers and "K<15" in markers
 
@@ -214,9 +232,9 @@ async def test_guard_lines_of_a_running_server_move_live(tmp_path):
         app.screen.query_one(Input).value = "30 20 15"
         await pilot.press("enter")
         gauge = widget(app, MemoryGauge)
-        await until(pilot, lambda: gauge.guard.warn_gib == 30, "the new lines")
+        await until(pilot, lambda: gauge.guard.line_gib()[0] == 30, "the new lines")
         assert backend.record["guard"]["lines"]["kill_below_gib"] == 15
-        assert not gauge.guard.for_next_launch and app.profile.guard.warn_below_gib != 30
+        assert not gauge.guard.for_next_launch and app.profile.guard.lines.get("warn_below_gib") != 30
 
 
 async def test_the_guard_dialog_title_is_whole_at_80_columns():

@@ -9,12 +9,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import dense, hybrid, mistral, mla, moe
+from sparktui.core.modelspec import deepseek_v4, dense, hybrid, mistral, mla, moe
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
+from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
+from sparktui.core.modelspec.modules import category_bytes, linear_modules
 from sparktui.core.modelspec.quant import CATEGORIES, LINEAR, bytes_per_param, quant_info
 from sparktui.core.modelspec.spec import DTYPE_BYTES, MAMBA, LayerGroup, ModelSpec
-from sparktui.core.modelspec.weights import weights_from_folder
+from sparktui.core.modelspec.weight_format import weight_formats
+from sparktui.core.modelspec.weights import headers_of_folder, stored_by_category, weights_from_folder
 from sparktui.core.vllm_rules import checkpoint_kv_quant
 from sparktui.errors import UserError
 
@@ -115,27 +118,6 @@ def _vision_params(config: Mapping[str, Any], h: int) -> int:
     )
 
 
-def _layers_per_category(text: Mapping[str, Any], layers: list[LayerGroup]) -> dict[str, int]:
-    """How many layers hold each weight category (for exclusion lists that name single layers)."""
-    n_layers = int(text["num_hidden_layers"])
-    if hybrid.is_nemotron_h(text):
-        blocks = hybrid.nemotron_blocks(text)
-        moe_blocks = blocks.count("moe")
-        return {
-            "mamba": blocks.count("mamba"),
-            "attn": blocks.count("attention"),
-            "mlp": blocks.count("mlp"),
-            **{cat: moe_blocks for cat in ("experts", "shared", "router", "latent")},
-        }
-    attention = sum(g.count for g in layers if g.kind != MAMBA and not g.draft and not g.elem_bytes)
-    linear = sum(g.count for g in layers if g.kind == MAMBA)
-    return {
-        "attn": attention,
-        "linear_attn": linear,
-        **{cat: n_layers for cat in ("mlp", "experts", "shared", "router")},
-    }
-
-
 def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: list[LayerGroup]) -> dict[str, int]:
     """Parameters per weight category, computed from the architecture."""
     h = int(text.get("hidden_size") or 0)
@@ -153,6 +135,10 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
         for cat, n in hybrid.nemotron_params(text, blocks, dense.head_dim(text)).items():
             counts[cat] += n
         counts["other"] = h * (len(blocks) + 1)  # one norm per block
+        return counts
+    if deepseek_v4.is_deepseek_v4(text):
+        for cat, n in deepseek_v4.params(text, n_layers).items():
+            counts[cat] += n
         return counts
     for g in layers:
         if g.draft:
@@ -219,7 +205,10 @@ def _build(
     dtype_bytes = DTYPE_BYTES.get(dtype, 2)
     q = quant_info(config, hf_quant)
     kv_quant = checkpoint_kv_quant(config, hf_quant)
-    quant_name, per_param = bytes_per_param(q, dtype_bytes, _layers_per_category(text, layers))
+    quant_name, per_param = bytes_per_param(q, dtype_bytes)
+    formats = weight_formats(config, hf_quant)
+    if formats.quantized:  # each linear module in the format it loads in (excluded ones unquantized)
+        per_param.update(category_bytes(linear_modules(config, text, layers), formats))
     counts = param_counts(config, text, layers)
     params = sum(counts.values())
     est = sum(counts[cat] * per_param.get(cat, dtype_bytes) for cat in counts)
@@ -289,8 +278,22 @@ def _build(
         max_len_key=limit_key,
         multimodal=bool(counts["vision"]) or any(k in config for k in ("vision_config", "audio_config")),
         draft_vocab_size=int(text.get("draft_vocab_size") or config.get("draft_vocab_size") or 0),
+        logit_softcap=float(text.get("final_logit_softcapping") or 0.0),
         remote_code=bool(config.get("auto_map")),
+        encoder=encoder_of(config, text) if counts["vision"] else None,
+        aux_hidden_layers=_aux_hidden_layers(config, str(arch)),
     )
+
+
+def _aux_hidden_layers(config: Mapping[str, Any], arch: str) -> int:
+    """How many target hidden states an EAGLE3 / DFlash drafter reads (0 for other models): its
+    dflash_config.target_layer_ids or eagle_config.eagle_aux_hidden_state_layer_ids, else vLLM's three
+    (llm_base_proposer.py / models/llama_eagle3.py: layers 2, n / 2 and n - 3)."""
+    for key, ids in (("dflash_config", "target_layer_ids"), ("eagle_config", "eagle_aux_hidden_state_layer_ids")):
+        section = config.get(key)
+        if isinstance(section, Mapping) and isinstance(section.get(ids), list):
+            return len(section[ids])
+    return 3 if "eagle3" in arch.lower() else 0
 
 
 def feed_forward_layers(text: Mapping[str, Any], n_layers: int) -> tuple[int, int]:
@@ -310,14 +313,14 @@ def feed_forward_layers(text: Mapping[str, Any], n_layers: int) -> tuple[int, in
 def _unmodelled_note(text: Mapping[str, Any]) -> str | None:
     if str(text.get("model_type") or "").startswith("deepseek_v4"):
         return (
-            "DeepSeek V4's compressed and sliding-window attention groups are not modelled: the KV "
-            "figures treat every layer as plain MLA. vLLM 0.32 (models/deepseek_v4/attention.py "
-            "DeepseekV4Attention.get_kv_cache_spec, v1/attention/backends/mla/sparse_swa.py "
-            "DeepseekV4SWACache) gives every layer a sliding-window cache of sliding_window tokens × "
-            "head_dim 512, a layer with compress_ratio > 1 one 512-wide latent (584 B as fp8_ds_mla) per "
-            "compress_ratio tokens, and a compress-ratio-4 layer an indexer cache of index_head_dim per 4 "
-            "tokens; all with one KV head and max_tp_shards 1, so at tensor-parallel 2 every rank holds "
-            "the whole cache"
+            "DeepSeek V4's KV cache is not modelled: the KV figures treat its layers as 128-token sliding "
+            "windows of one 512-wide head. vLLM 0.32 (models/deepseek_v4/attention.py "
+            "DeepseekV4Attention.get_kv_cache_spec, DeepseekV4IndexerCache; v1/attention/backends/mla/"
+            "sparse_swa.py DeepseekV4SWACache) gives every layer a sliding-window cache of sliding_window "
+            "tokens, a layer with compress_ratio > 1 one 584-byte latent (fp8_ds_mla, pages padded to 576 B) "
+            "per compress_ratio tokens, and a compress-ratio-4 layer an indexer cache of 132 bytes (fp8 + "
+            "scales) per 4 tokens; all with one KV head and max_tp_shards 1, so at tensor-parallel 2 every "
+            "rank holds the whole cache. Its weights are counted from its own layout (modelspec/deepseek_v4.py)"
         )
     return None
 
@@ -383,10 +386,30 @@ def spec_from_folder(folder: Path, name: str | None = None) -> ModelSpec:
     config, file = model_config(folder)
     hf_quant_path = folder / "hf_quant_config.json"
     hf_quant = read_json(hf_quant_path) if hf_quant_path.is_file() else None
-    return spec_from_config(
+    spec = spec_from_config(
         config,
         name=name or str(folder),
         source=f"folder {folder}" + ("" if file == "config.json" else f" ({file})"),
         hf_quant=hf_quant,
         weights=weights_from_folder(folder),
+    )
+    return with_stored_bytes(spec, *stored_by_category(headers_of_folder(folder)))
+
+
+def with_stored_bytes(spec: ModelSpec, stored: Mapping[str, int], dtypes: Mapping[str, set[str]]) -> ModelSpec:
+    """`spec` with each weight category's bytes as the safetensors headers store them (dtype × shape of
+    every tensor, scales included) rather than as the quantization config implies: a checkpoint that
+    keeps a layer in bf16 its config does not exclude (or packs one it does) is read as it is. The
+    speed estimate reads these bytes; the MTP head stays apart, as weights_from_folder counts it."""
+    if not stored:
+        return spec
+    by_bytes = dict(spec.bytes_by_category)
+    for cat, n in stored.items():
+        if cat != "mtp":
+            by_bytes[cat] = n
+    formats = ", ".join(f"{cat} {'+'.join(sorted(dtypes[cat]))}" for cat in sorted(dtypes) if cat in LINEAR)
+    return replace(
+        spec,
+        bytes_by_category=tuple(sorted(by_bytes.items())),
+        notes=(*spec.notes, f"per-layer weight bytes from the safetensors headers ({formats})"),
     )

@@ -18,6 +18,7 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "vocab_size": 256000,
         "max_position_embeddings": 8192,
         "sliding_window": 4096,
+        "final_logit_softcapping": 30.0,
     },
     "gemma3_text": {
         "tie_word_embeddings": True,

@@ -63,6 +63,7 @@ def with_drafter(target: ModelSpec, draft: ModelSpec, method: str) -> ModelSpec:
         mtp_weights_bytes=weights,
         notes=(*target.notes, note),
         drafter=kind,
+        aux_hidden_layers=draft.aux_hidden_layers,
     )
 
 

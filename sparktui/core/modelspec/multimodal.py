@@ -53,6 +53,7 @@ def _without_towers(spec: ModelSpec, why: str) -> ModelSpec:
         weights_bytes=max(0, spec.weights_bytes - tower),
         weights_source=f"{spec.weights_source}, less the towers {why} skips",
         bytes_by_category=tuple((c, 0 if c == "vision" else n) for c, n in spec.bytes_by_category),
+        encoder=None,
         notes=(*spec.notes, f"{why}: the vision tower ({tower / 2**30:.2f} GiB estimated) is not loaded"),
     )
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparktui.core.modelspec.encoder import Encoder
+
 # Layer kinds, as vLLM's KV cache specs see them.
 FULL = "full"  # full attention: K and V for every token
 SLIDING = "sliding"  # sliding-window attention: at most the window
@@ -193,6 +195,13 @@ class ModelSpec:
     remote_code: bool = False  # config.json maps classes to the repo's own code (auto_map)
     drafter: str = ""  # the separate drafter attached: "eagle", "eagle3", "dflash", "draft model"
     draft_vocab_size: int = 0  # an EAGLE3 drafter's own (smaller) output vocabulary
+    # final_logit_softcapping (Gemma 2 / 4): vLLM's LogitsProcessor.forward divides, tanh's and
+    # multiplies the logits into new tensors, so two copies of them are live at once (0: none)
+    logit_softcap: float = 0.0
+    encoder: Encoder | None = None  # the multimodal encoder vLLM profiles (None: none loaded or not modelled)
+    # EAGLE3 / DFlash: how many of the target's hidden states the drafter reads (its config's
+    # eagle_aux_hidden_state_layer_ids / dflash_config.target_layer_ids); on a target, its drafter's
+    aux_hidden_layers: int = 0
 
     @property
     def dtype_bytes(self) -> int:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,68 @@ def header_bytes(header: Mapping[str, Any], where: str) -> tuple[int, int]:
         if is_mtp_tensor(name):
             mtp += size
     return total, mtp
+
+
+# A tensor's weight category (quant.CATEGORIES) from its name, first match wins: what decode reads of
+# each kind is the bytes the checkpoint stores for it (dtype × shape), scales included.
+_TENSOR_CATEGORIES = tuple(
+    (cat, re.compile(pattern))
+    for cat, pattern in (
+        ("mtp", r"(^|\.)mtp[._]"),
+        ("vision", r"visual|vision|multi_modal_projector|mm_projector|audio"),
+        ("lm_head", r"lm_head"),
+        ("embed", r"embed_tokens|\.wte\.|word_embeddings"),
+        ("router", r"(mlp|block_sparse_moe|mixer)\.gate\.|\.router\.|shared_expert_gate"),
+        ("shared", r"shared_expert"),
+        ("latent", r"latent_proj"),
+        ("experts", r"experts"),
+        ("linear_attn", r"linear_attn"),
+        ("conv", r"conv1d"),
+        ("mamba", r"mixer\.(in_proj|out_proj)"),
+        ("attn", r"self_attn|\.attn\.|mixer\.(q_proj|k_proj|v_proj|o_proj)"),
+        ("mlp", r"\.mlp\.|mixer\.(up_proj|down_proj)|feed_forward"),
+    )
+)
+
+
+def tensor_category(name: str) -> str:
+    return next((cat for cat, pattern in _TENSOR_CATEGORIES if pattern.search(name)), "other")
+
+
+def stored_by_category(headers: Iterable[Mapping[str, Any]]) -> tuple[dict[str, int], dict[str, set[str]]]:
+    """(bytes, dtypes) per weight category as the checkpoint stores them, from its safetensors
+    headers: packed 4-bit weights show as U8 with F8_E4M3 / U8 scales, a bf16 layer as BF16."""
+    stored: dict[str, int] = {}
+    dtypes: dict[str, set[str]] = {}
+    for header in headers:
+        for name, info in header.items():
+            if name == "__metadata__" or not isinstance(info, Mapping):
+                continue
+            try:
+                start, end = info["data_offsets"]
+                size = int(end) - int(start)
+            except (KeyError, TypeError, ValueError):
+                continue  # header_bytes has already refused a damaged header
+            cat = tensor_category(name)
+            stored[cat] = stored.get(cat, 0) + max(0, size)
+            dtypes.setdefault(cat, set()).add(str(info.get("dtype", "?")))
+    return stored, dtypes
+
+
+def headers_of_folder(folder: Path) -> list[dict[str, Any]]:
+    """The safetensors headers of a model folder: its shards', else the ones fetched from the Hub."""
+    files = sorted(folder.glob("*.safetensors"))
+    if files:
+        return [read_header(f) for f in files]
+    cached = folder / HEADERS_FILE
+    if cached.is_file():
+        try:
+            headers = json.loads(cached.read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            return []
+        if isinstance(headers, dict):
+            return [h for h in headers.values() if isinstance(h, dict)]
+    return []
 
 
 def read_header(path: Path) -> dict[str, Any]:

@@ -27,8 +27,10 @@ Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU)
   caches): 10 Hz at rest is ~0.25% of a core. Between samples, a PSI trigger on
   /proc/pressure/memory wakes the guard when tasks stall on memory.
 - the phase sets the slowest pace: 20 ms while vLLM loads weights, profiles, sizes its KV cache,
-  captures CUDA graphs or runs a large prefill (where the fast falls happen); 250 ms at steady
-  state; 100 ms otherwise.
+  captures CUDA graphs or runs a large prefill (where the fast falls happen); at steady state 1 s,
+  or 5 s where a PSI trigger is armed (the kernel wakes the guard on a memory stall: below); 100 ms
+  otherwise. Whatever the phase, never slower than the headroom allows (the gap to the nearest
+  action line at 16 GiB/s), so resting longer only happens far from the lines.
 - fall rate: falling faster than 8 GiB/s with the kill line less than 0.5 s away at that rate
   sends SIGTERM before any line is crossed. vLLM's own start-up falls ~14 GiB/s and stops at
   ~14 GiB on a Spark at utilization 0.9: above the 3.5 + 7 GiB this trips at.
@@ -48,22 +50,17 @@ import select
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from sparktui.core.guard_lines import GuardLines
 from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KERNEL_MODES, KernelEvent
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
 from sparktui.runtime.guard.kernel_watch import KernelAccess, KernelWatch
 from sparktui.runtime.host.memory import PressureTrigger, PsiTrigger, open_pressure_trigger
-
-DEFAULT_WARN_GIB = 10.0
-DEFAULT_TERM_GIB = 6.0
-DEFAULT_KILL_GIB = 3.5
-DEFAULT_GRACE_S = 5.0
-MAX_LINE_GIB = 1 << 20  # 1 PiB: above any machine's memory, far below where GiB → bytes overflows
 
 MIN_INTERVAL = 0.002  # fastest pace, when close to a line or falling fast
 MAX_INTERVAL = 0.1  # slowest pace (10 Hz), when idle with lots of headroom
@@ -71,18 +68,19 @@ WORST_RATE = 16 * GiB  # assumed possible fall (B/s) when choosing the pace: abo
 PLAUSIBLE_RATE = 64 * GiB  # a drop faster than this is held for one confirming sample (noise)
 WARN_HYSTERESIS = 1 * GiB  # warn again only after climbing this far back above the warn line
 RATE_WINDOW = 0.25  # seconds of samples the fall rate is measured over
-DEFAULT_FALL_RATE_GIB_S = 8.0
-DEFAULT_FALL_LOOKAHEAD_S = 0.5
-DEFAULT_PSI_FULL_PCT = 30.0
 PSI_WINDOW = 1.0  # seconds the PSI full share is measured over
 PSI_EVERY = 0.05  # read /proc/pressure/memory at most this often (~25 µs a read)
 BUSY_PHASES = ("loading_weights", "profiling", "kv_cache", "cuda_graphs", "prefill")
 BUSY_INTERVAL = 0.02  # slowest pace in a busy phase
 # Slowest pace at steady state ("ready", no large prefill). Never slower than the headroom allows
-# (_interval: the gap to the nearest line at WORST_RATE), and the PSI trigger wakes the guard at
-# once when tasks stall on memory: far from the lines a sample a second is enough (issue 25: the
-# supervisor at rest costs ≤ 0.1% of a core).
+# (_interval: the gap to the nearest line at WORST_RATE): far from the lines a sample a second is
+# enough (issue 25: the supervisor at rest costs ≤ 0.1% of a core). Where the kernel wakes the guard
+# on a memory stall (an armed PSI trigger), the PSI-full line needs no timer, and the pace rests
+# longer: STEADY_EVENT_INTERVAL, still never slower than the headroom allows. After the trigger
+# fires the guard samples every PSI_EVERY for PSI_WINDOW, so the stall's share is judged over a
+# full window of dense samples, as at the 1 s pace.
 STEADY_INTERVAL = 1.0
+STEADY_EVENT_INTERVAL = 5.0
 # The kernel tripwire (kernel_watch.py; modes in core/kernel_log.py). The host freezes ~5 s after a
 # burst of NV_ERR_NO_MEMORY (GB10), so its stop is SIGTERM with a short grace, then SIGKILL.
 KERNEL_GRACE_S = 0.5
@@ -99,115 +97,7 @@ ALERT_GRACE_S = 1.0
 # Between samples the kernel wakes the guard when tasks stall on memory (PSI) for 15% of a second
 # (unprivileged: 30% of 2 s, the nearest window the kernel allows without CAP_SYS_RESOURCE).
 PRESSURE_TRIGGER = PsiTrigger("some", 150_000, 1_000_000)
-
-
-@dataclass(frozen=True)
-class GuardLines:
-    """Lines in GiB of MemAvailable; None turns a line off."""
-
-    warn_below_gib: float | None = DEFAULT_WARN_GIB
-    term_below_gib: float | None = DEFAULT_TERM_GIB
-    kill_below_gib: float | None = DEFAULT_KILL_GIB
-    grace_s: float = DEFAULT_GRACE_S
-    fall_rate_gib_s: float | None = DEFAULT_FALL_RATE_GIB_S  # None turns the fall-rate trigger off
-    fall_lookahead_s: float = DEFAULT_FALL_LOOKAHEAD_S
-    psi_full_pct: float | None = DEFAULT_PSI_FULL_PCT  # None turns the PSI trigger off
-
-    def __post_init__(self) -> None:
-        for name in LINE_NAMES:
-            v = getattr(self, name)
-            if v is not None and not 0 <= v < MAX_LINE_GIB:
-                raise UserError(
-                    f"guard line {name} must be a number of GiB from 0 to below {MAX_LINE_GIB} (no machine has "
-                    f"more), got {v!r}"
-                )
-        if not 0 <= self.grace_s < math.inf:
-            raise UserError(f"guard grace_s must be a finite number of seconds >= 0, got {self.grace_s!r}")
-        w, t, k = self.warn_below_gib, self.term_below_gib, self.kill_below_gib
-        if t is not None and k is not None and k > t:
-            raise UserError(
-                f"guard lines out of order: kill line {k} GiB is above the term line {t} GiB; "
-                "expected warn >= term >= kill"
-            )
-        if w is not None and max(x for x in (t, k, 0) if x is not None) > w:
-            raise UserError(
-                f"guard lines out of order: warn line {w} GiB is below a term/kill line; expected warn >= term >= kill"
-            )
-
-    @classmethod
-    def from_settings(cls, settings: object | None) -> GuardLines:
-        """From a profile's GuardSettings (attributes named like ours; None = our default)."""
-        return cls.from_settings_with_notes(settings)[0]
-
-    @classmethod
-    def from_settings_with_notes(cls, settings: object | None) -> tuple[GuardLines, list[str]]:
-        """Lines the profile sets win; a default in their way is turned off (see `resolve_lines`)."""
-        given: dict[str, float | None] = {}
-        for name in LINE_NAMES:
-            value = getattr(settings, name, None) if settings is not None else None
-            if value is not None:
-                given[name] = value
-        d = cls()
-
-        def get(name: str) -> Any:
-            value = getattr(settings, name, None) if settings is not None else None
-            return getattr(d, name) if value is None else value
-
-        base = cls(
-            grace_s=get("grace_s"),
-            fall_rate_gib_s=get("fall_rate_gib_s"),
-            fall_lookahead_s=get("fall_lookahead_s"),
-            psi_full_pct=get("psi_full_pct"),
-        )
-        return resolve_lines(given, base, what="default")
-
-    def bytes(self, name: str) -> int | None:
-        v = getattr(self, f"{name}_below_gib")
-        return None if v is None else int(v * GiB)
-
-
-LINE_NAMES = ("warn_below_gib", "term_below_gib", "kill_below_gib")  # highest first
-_LINE_WORDS = {"warn_below_gib": "warn", "term_below_gib": "term", "kill_below_gib": "kill"}
-
-
-def resolve_lines(
-    given: Mapping[str, float | None], base: GuardLines, *, what: str = "current"
-) -> tuple[GuardLines, list[str]]:
-    """`base` with the lines in `given` set (None turns a line off). The lines given win: a line of
-    `base` that would fall out of order with them (warn >= term >= kill) is turned off, and a
-    one-line note says so. Lines given that conflict with each other raise UserError (exit 2)."""
-    unknown = set(given) - set(LINE_NAMES)
-    if unknown:
-        raise UserError(f"unknown guard line(s) {', '.join(sorted(unknown))}; expected {', '.join(LINE_NAMES)}")
-    explicit = {name: given[name] for name in LINE_NAMES if name in given}
-    GuardLines(  # the order of the lines given
-        warn_below_gib=explicit.get("warn_below_gib"),
-        term_below_gib=explicit.get("term_below_gib"),
-        kill_below_gib=explicit.get("kill_below_gib"),
-        grace_s=base.grace_s,
-    )
-    values: dict[str, float | None] = {name: explicit.get(name, getattr(base, name)) for name in LINE_NAMES}
-    notes: list[str] = []
-    for i, name in enumerate(LINE_NAMES):
-        v = values[name]
-        if name in explicit or v is None:
-            continue
-        below = [(n, x) for n in LINE_NAMES[i + 1 :] if (x := explicit.get(n)) is not None and x > v]
-        above = [(n, x) for n in LINE_NAMES[:i] if (x := explicit.get(n)) is not None and x < v]
-        clashes = below or above
-        if clashes:
-            values[name] = None
-            other, at = clashes[0]
-            notes.append(
-                f"the {what} {_LINE_WORDS[name]} line ({v:g} GiB) is turned off: it would be "
-                f"{'below' if at > v else 'above'} your {_LINE_WORDS[other]} line ({at:g} GiB)"
-            )
-    return dataclasses.replace(  # the fall-rate and PSI triggers of `base` stay as they are
-        base,
-        warn_below_gib=values["warn_below_gib"],
-        term_below_gib=values["term_below_gib"],
-        kill_below_gib=values["kill_below_gib"],
-    ), notes
+DEFAULT_LINES = GuardLines()  # frozen: one default shared by every guard
 
 
 class GuardAction(StrEnum):
@@ -238,7 +128,7 @@ class GuardDecider:
 
     def __init__(
         self,
-        lines: GuardLines = GuardLines(),
+        lines: GuardLines = DEFAULT_LINES,
         *,
         armed: bool = True,
         min_interval: float = MIN_INTERVAL,
@@ -262,6 +152,7 @@ class GuardDecider:
         self.low_water: int | None = None
         self.noise_dropped = 0
         self.stalled = False  # the engine makes no progress with requests running (set_stalled)
+        self.kernel_wakes = False  # a PSI trigger wakes the sampler on a memory stall (Guard sets it)
         self._recent: deque[tuple[float, int]] = deque()  # (t, MemAvailable) every ~0.25 s over ALERT_WINDOW_S
         self._held: tuple[float, int] | None = None
         self._warn = lines.bytes("warn")
@@ -324,7 +215,7 @@ class GuardDecider:
         if self.phase in BUSY_PHASES:
             return min(self.max_interval, BUSY_INTERVAL)
         if self.phase == "ready":
-            return max(self.max_interval, STEADY_INTERVAL)
+            return max(self.max_interval, STEADY_EVENT_INTERVAL if self.kernel_wakes else STEADY_INTERVAL)
         return self.max_interval
 
     def set_phase(self, phase: str) -> None:
@@ -559,7 +450,7 @@ class Guard:
     def __init__(
         self,
         tree: Any,
-        lines: GuardLines = GuardLines(),
+        lines: GuardLines = DEFAULT_LINES,
         *,
         armed: bool = True,
         read_available: Callable[[], int] = _read_mem_available,
@@ -609,6 +500,7 @@ class Guard:
         self._running = False
         self._closed = threading.Event()
         self._stop_requested = False  # set by request_stop(), safe inside a signal handler
+        self._dense_until = -math.inf  # after a PSI trigger fired: sample every PSI_EVERY until then
         self._thread: threading.Thread | None = None
         # close() from another thread wakes the sleeping loop at once through this pipe.
         self._wake_lock = threading.Lock()
@@ -620,19 +512,24 @@ class Guard:
 
     def arm(self) -> None:
         self.decider.arm()
+        self._poke()  # judged at once, not after a resting pace's sleep
 
     def disarm(self) -> None:
         self.decider.disarm()
 
     def set_phase(self, phase: str) -> None:
         """Tell the guard what the server is doing: it samples faster in the phases where memory
-        falls fast (an attribute write: safe from any thread)."""
+        falls fast. A new phase is sampled at once (the pace at rest may be seconds long)."""
+        changed = phase != self.decider.phase
         self.decider.set_phase(phase)
+        if changed:
+            self._poke()
 
     def set_lines(self, lines: GuardLines) -> None:
-        """Apply new lines live: the next sample (≤ 0.1 s away) is judged against them."""
+        """Apply new lines live: a sample is taken at once and judged against them."""
         self.lines = lines
         self.decider.set_lines(lines)
+        self._poke()
 
     def set_kernel(self, mode: str) -> None:
         """Set the kernel tripwire's mode (live): the kernel log is followed while the guard runs and
@@ -724,6 +621,7 @@ class Guard:
             self.pressure_error = str(exc)
             return None
         self.pressure = trigger.trigger
+        self.decider.kernel_wakes = True  # the PSI-full line needs no timer: the pace may rest longer
         return trigger
 
     def _on_kernel_event(self, event: KernelEvent) -> None:
@@ -776,15 +674,27 @@ class Guard:
                 return None  # the command ended by itself
             if d.next_interval > 0:
                 # Sleep until the next planned sample, a memory stall (PSI) or close(), whichever first.
-                for fd, events in poller.poll(d.next_interval * 1000):
+                for fd, events in poller.poll(self._wait_after(d, t) * 1000):
                     if fd == wake_r:
                         _drain(wake_r)
                     elif pressure is not None and events & (select.POLLERR | select.POLLNVAL):
                         poller.unregister(fd)  # the kernel dropped the trigger: samples alone from now
                         self.pressure_error = "the PSI trigger was dropped by the kernel"
+                        self.decider.kernel_wakes = False  # and the steady pace goes back to its timer
                     elif events & select.POLLPRI:
-                        self.pressure_wakes += 1
+                        self._on_pressure()
         return None
+
+    def _on_pressure(self) -> None:
+        """The PSI trigger fired (tasks stall on memory): sample now, then every PSI_EVERY for
+        PSI_WINDOW, so the stall's share is judged over a window of dense samples, not against a
+        baseline from a resting pace's last sample seconds ago."""
+        self.pressure_wakes += 1
+        self._dense_until = self.clock() + PSI_WINDOW
+
+    def _wait_after(self, d: Decision, t: float) -> float:
+        """Seconds to sleep after the sample taken at `t` that decided `d`."""
+        return min(d.next_interval, PSI_EVERY) if t < self._dense_until else d.next_interval
 
     def _poll_during_stop(self) -> bool:
         """Called every ~2 ms while the tree is being stopped: keep sampling (low-water mark),

@@ -21,8 +21,19 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    TypeAdapter,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
 
+from sparktui.core.guard_lines import GUARD_FIELDS, LINE_NAMES, GuardLines, LineName
+from sparktui.core.kernel_log import KernelEvent
 from sparktui.core.leak import LeakRecord
 from sparktui.errors import UserError
 from sparktui.files import read_regular
@@ -33,7 +44,6 @@ MAX_STATE_BYTES = 16 << 20  # a record is tens of KiB (50 events, the tree, the 
 
 GiBValue = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
 LaunchId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]  # runtime/launch_id.PATTERN
-Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class ProtocolError(UserError):
@@ -47,7 +57,7 @@ def describe(error: ValidationError, where: str, tag: str | None = None) -> str:
         loc_parts = list(item["loc"])
         if tag is not None and loc_parts[:1] == [tag]:
             loc_parts = loc_parts[1:]
-        loc = ".".join(str(p) for p in loc_parts) or "(top level)"
+        loc = ".".join(str(p) for p in loc_parts if p != "[key]") or "(top level)"  # a dict's bad key: its name
         got = item.get("input")
         got_text = "" if isinstance(got, dict) else f", got {json.dumps(got, default=str)[:60]}"
         parts.append(f"field {loc}: {item['msg']}{got_text}")
@@ -100,13 +110,6 @@ class ProcessRef(_Model):
     start_time: int | None = None
 
 
-class GuardLinesRecord(_Model):
-    warn_below_gib: GiBValue | None = None
-    term_below_gib: GiBValue | None = None
-    kill_below_gib: GiBValue | None = None
-    grace_s: Seconds = 5.0
-
-
 class GuardLast(_Model):
     action: str
     available_gib: float
@@ -129,10 +132,14 @@ class KernelRecord(_Model):
     mode: Literal["stop", "warn", "off"] = "stop"
     source: Literal["kmsg", "journal"] | None = None  # None: it cannot read the kernel log (`detail` says why)
     detail: str | None = None
-    events: list[dict[str, Any]] = Field(default_factory=list)  # core.kernel_log.KernelEvent.to_dict()
+    events: list[KernelEvent] = Field(default_factory=list)  # the guard's own events (core/kernel_log.py)
+
+    @field_serializer("events")
+    def _events_as_written(self, events: list[KernelEvent]) -> list[dict[str, object]]:
+        return [e.to_dict() for e in events]  # a field it does not have is left out, not null
 
 
-# A last sample older than the gap the guard planned to its next one (guard.STEADY_INTERVAL at
+# A last sample older than the gap the guard planned to its next one (up to guard.STEADY_EVENT_INTERVAL at
 # rest, far less near a line) plus this means it is not sampling (its supervisor stopped, starved).
 GUARD_STALE_S = 2.0
 
@@ -140,7 +147,7 @@ GUARD_STALE_S = 2.0
 class GuardRecord(_Model):
     armed: StrictBool
     state: Literal["starting", "watching", "disarmed", "tripped"] = "starting"
-    lines: GuardLinesRecord
+    lines: GuardLines  # as the guard watches them (core/guard_lines.py)
     last: GuardLast | None = None
     pressure: PressureRecord | None = None
     kernel: KernelRecord | None = None
@@ -149,6 +156,19 @@ class GuardRecord(_Model):
     # live answer, or its heartbeat file when it cannot answer), and whether that is too old
     sample_age_s: float | None = None
     stale: bool = False
+
+    @field_validator("lines", mode="before")
+    @classmethod
+    def _lines_as_written(cls, value: Any) -> Any:
+        """Numbers only ("1.5" and true are refused, as everywhere in a record); a line a record does
+        not name was not watched (as records always read), not the guard's default."""
+        if not isinstance(value, dict):
+            return value
+        for name in GUARD_FIELDS:
+            v = value.get(name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise ValueError(f"{name} must be a number, got {json.dumps(v, default=str)[:40]}")
+        return {**dict.fromkeys(LINE_NAMES), **value}
 
     def set_age(self, age: float | None, planned_s: float = 0.0) -> None:
         """`planned_s`: the gap the guard planned after that sample (its heartbeat says it)."""
@@ -182,15 +202,59 @@ class TreeRecord(_Model):
         return self.model_dump()
 
 
+class FailureRecord(_Model):
+    """A start-up failure diagnosed from vLLM's log (core.vllm_log.Failure)."""
+
+    kind: str
+    message: str = ""
+    hint: str | None = None
+
+
+class SignalRecord(_Model):
+    """One signal a stop sent: to whom ("group 1234", "pid 1240 (VLLM::EngineCore)", "cgroup …"), which, when."""
+
+    target: str
+    signal: str  # its name: SIGTERM, SIGKILL
+    at_s: float = 0.0  # after the stop began
+
+
+class StopRecord(_Model):
+    """What a stop or kill did and how long the tree took to go (runtime.host.proc.StopReport)."""
+
+    signals: list[SignalRecord] = Field(default_factory=list)
+    gone: bool = False
+    gone_after_s: float | None = None
+    escalated: bool = False  # SIGTERM was not enough: SIGKILL after the grace period
+    survivors: list[int] = Field(default_factory=list)
+    shm_removed: list[str] = Field(default_factory=list)
+    shm_kept: list[str] = Field(default_factory=list)
+
+
+class BreakerFailureRecord(_Model):
+    """A failure the crash-loop breaker counted (runtime.watch.crash_loop.BreakerFailure)."""
+
+    at: float  # wall-clock time
+    phase: str  # the start-up phase reached (or "ready")
+    kind: str  # "crash" | "wedge"
+    detail: str = ""
+
+
+class BreakerRecord(_Model):
+    """Why automatic restarts stopped: the crash-loop breaker's reason (or the leak gate's) and the failures."""
+
+    reason: str | None = None
+    failures: list[BreakerFailureRecord] = Field(default_factory=list)
+
+
 class ExitRecord(_Model):
     # stopped | killed | guard | failed | exited | wedged | supervisor_died
     reason: str
     by: str | None = None
     returncode: int | None = None
-    stop: dict[str, Any] | None = None
-    failure: dict[str, Any] | None = None
+    stop: StopRecord | None = None
+    failure: FailureRecord | None = None  # vLLM's failure diagnosed from its log (core.vllm_events.Failure)
     message: str | None = None
-    breaker: dict[str, Any] | None = None  # the crash-loop breaker stopped restarts: reason, failures
+    breaker: BreakerRecord | None = None  # the crash-loop breaker stopped restarts
     leak: LeakRecord | None = None  # memory that did not come back after the end (runtime/guard/leakgate.py)
 
 
@@ -207,10 +271,19 @@ class WedgeRecord(_Model):
     probes: int = 0
 
 
+class RestartRecord(_Model):
+    """An automatic restart after a crash or a wedge (runtime.watch.ServerWatch.may_restart)."""
+
+    at: float  # wall-clock time
+    kind: str  # "crash" | "wedge"
+    phase: str  # the start-up phase the run had reached
+    detail: str = ""
+
+
 class WatchRecord(_Model):
     wedge: WedgeRecord = Field(default_factory=WedgeRecord)
-    restarts: list[dict[str, Any]] = Field(default_factory=list)
-    breaker: dict[str, Any] | None = None
+    restarts: list[RestartRecord] = Field(default_factory=list)
+    breaker: BreakerRecord | None = None
     flight_recorder: str | None = None
 
 
@@ -223,17 +296,52 @@ class ReservationRecord(_Model):
     priority: int = 0
 
 
+class SuggestionRecord(_Model):
+    """One of the fit's suggestions (core.fit.Suggestion.to_dict): its text and the flags it sets."""
+
+    text: str
+    set: dict[str, Any] = Field(default_factory=dict)  # flag name → value, as `vllm serve` spells it
+
+
+class FitRecord(_Model):
+    """The fit preflight checked at launch (core.fit.FitResult.to_dict, in its order); a figure a
+    record does not hold is None (not recorded), never a made-up 0."""
+
+    model: str = ""
+    machine: str = ""
+    vllm_version: str = ""
+    vllm_version_source: str = ""
+    vllm_rules: list[dict[str, Any]] = Field(default_factory=list)  # key, span, value, summary, source
+    verdict: str = ""
+    reasons: list[str] = Field(default_factory=list)
+    suggestions: list[SuggestionRecord] = Field(default_factory=list)
+    budget: dict[str, int] = Field(default_factory=dict)
+    weights_bytes: int | None = None
+    kv_bytes_per_token: int | None = None
+    kv_cache_dtype: str = "auto"
+    kv_cache_bytes: int | None = None
+    kv_cache_tokens: int | None = None
+    kv_blocks: int | None = None
+    kv_bytes_per_request: int | None = None
+    block_size: int | None = None
+    max_model_len: int | None = None
+    max_concurrency: float | None = None
+    longest_max_model_len: int | None = None
+    kv_working: list[str] = Field(default_factory=list)
+    kv_memory_working: list[str] = Field(default_factory=list)
+    kv_cache_bytes_low: int | None = None
+    kv_cache_bytes_high: int | None = None
+    notes: list[str] = Field(default_factory=list)
+    kv_memory_source: dict[str, str] = Field(default_factory=dict)
+    calibration: list[str] = Field(default_factory=list)
+    predicted_decode_tok_s: float | None = None
+    predicted_ttft_s: float | None = None
+    speed: dict[str, Any] | None = None  # core.speed.SpeedEstimate.to_dict
+
+
 class PreflightRecord(_Model):
     warnings: list[str] = Field(default_factory=list)
-    fit: dict[str, Any] | None = None
-
-
-class FailureRecord(_Model):
-    """A start-up failure diagnosed from vLLM's log (core.vllm_log.Failure)."""
-
-    kind: str
-    message: str = ""
-    hint: str | None = None
+    fit: FitRecord | None = None
 
 
 class LogSummaryRecord(_Model):
@@ -272,7 +380,7 @@ class TripRecord(_Model):
     low_water_gib: float
     fall_rate_gib_s: float
     last_samples: list[list[float]] = Field(default_factory=list)
-    signalled: list[dict[str, Any]] = Field(default_factory=list)
+    signalled: list[SignalRecord] = Field(default_factory=list)
     escalated: bool = False
     escalation: str | None = None
     gone: bool = False
@@ -384,6 +492,8 @@ def _parse_object(model: type[_M], text: str | bytes, where: str, what: str, fix
         return model.model_validate(raw)
     except ValidationError as exc:
         raise ProtocolError(describe(exc, where) + fix) from None
+    except UserError as exc:  # a part's own check (guard lines out of order)
+        raise ProtocolError(f"{where}: {exc}{fix}") from None
 
 
 def read_state_file(path: Path) -> StateRecord | None:
@@ -430,8 +540,8 @@ def condition_of(state: StateRecord) -> ConditionView:
     if ex.reason == "wedged":
         return ConditionView(condition=Condition.FAILED, phase=phase, kind="wedged")
     if ex.reason == "failed":
-        kind = (ex.failure or {}).get("kind") or "failed"
-        return ConditionView(condition=Condition.FAILED, phase=phase, kind=str(kind))
+        kind = (ex.failure.kind if ex.failure is not None else None) or "failed"
+        return ConditionView(condition=Condition.FAILED, phase=phase, kind=kind)
     if ex.returncode not in (0, None):
         return ConditionView(condition=Condition.FAILED, phase=phase, kind=f"exit_{ex.returncode}")
     return ConditionView(condition=Condition.STOPPED, phase=phase, reason=ex.reason)
@@ -458,8 +568,9 @@ def how_it_ended(state: StateRecord) -> str | None:
         if ex.by == "reaper":
             what += " (by the reaper: the supervisor was not sampling)"
     elif ex.reason == "failed":
-        failure = ex.failure or {}
-        what = f"crash: {failure.get('kind') or 'failed'}: {failure.get('message') or ''}".rstrip(": ")
+        failure = ex.failure
+        kind, message = (failure.kind, failure.message) if failure is not None else ("", "")
+        what = f"crash: {kind or 'failed'}: {message or ''}".rstrip(": ")
     elif ex.reason in ("stopped", "killed"):
         what = f"{ex.reason}" + (f" by {ex.by}" if ex.by else "")
     elif ex.reason == "supervisor_died":
@@ -474,17 +585,6 @@ def how_it_ended(state: StateRecord) -> str | None:
 
 
 # ---------------------------------------------------------------- socket requests and replies
-
-
-class GuardLinesChange(_Message):
-    """New guard lines: a field given moves that line (null turns it off); a field left out stays."""
-
-    warn_below_gib: GiBValue | None = None
-    term_below_gib: GiBValue | None = None
-    kill_below_gib: GiBValue | None = None
-
-    def given(self) -> dict[str, float | None]:
-        return {name: getattr(self, name) for name in sorted(self.model_fields_set)}
 
 
 class StatusRequest(_Message):
@@ -511,7 +611,8 @@ class GuardRequest(_Message):
 
     cmd: Literal["guard"]
     armed: StrictBool | None = None
-    lines: GuardLinesChange | None = None
+    # The lines to move, by GuardLines' names: a line given moves (null turns it off); one left out stays
+    lines: dict[LineName, GiBValue | None] | None = None
     kernel: Literal["stop", "warn", "off"] | None = None  # the kernel tripwire's mode
 
 

@@ -16,10 +16,11 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from sparktui.atomic import atomic_write_text
+from sparktui.core.guard_lines import LineName
 from sparktui.errors import UserError
 from sparktui.files import read_regular
 from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
@@ -399,7 +400,7 @@ def listener_pid(port: int) -> int | None:
 
 
 def guard_request(
-    armed: bool | None = None, lines: dict[str, float | None] | None = None, kernel: str | None = None
+    armed: bool | None = None, lines: Mapping[LineName, float | None] | None = None, kernel: str | None = None
 ) -> GuardRequest:
     """A guard request; `lines` holds only the lines to move (None turns one off); `kernel` the
     kernel tripwire's mode (stop, warn, off)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from sparktui.errors import UserError
 from sparktui.runtime.host import proc
@@ -17,6 +18,9 @@ from sparktui.runtime.records import state as st
 from sparktui.runtime.records.launch_id import not_this_launch
 from sparktui.runtime.server import fallback
 from sparktui.runtime.server.sweep import sweep_lost
+
+if TYPE_CHECKING:
+    from sparktui.core.guard_lines import LineName
 
 
 def read(port: int | None = None) -> pr.StateRecord:
@@ -99,7 +103,7 @@ def set_guard(
     port: int | None = None,
     *,
     armed: bool | None = None,
-    lines: dict[str, float | None] | None = None,
+    lines: Mapping[LineName, float | None] | None = None,
     kernel: str | None = None,
     force: bool = False,
 ) -> pr.StateRecord:
@@ -108,12 +112,13 @@ def set_guard(
     return change_guard(port, armed=armed, lines=lines, kernel=kernel, force=force)[0]
 
 
-def lines_above_free(lines: Mapping[str, float | None], available: int) -> list[str]:
+def lines_above_free(lines: Mapping[LineName, float | None], available: int) -> list[str]:
     """The stop lines (term, kill) given at or above MemAvailable now: the guard would stop the
     server at its next sample. In words, one per line."""
     gib = 1 << 30
     out = []
-    for name, flag in (("term_below_gib", "--term-below"), ("kill_below_gib", "--kill-below")):
+    stops: tuple[tuple[LineName, str], ...] = (("term_below_gib", "--term-below"), ("kill_below_gib", "--kill-below"))
+    for name, flag in stops:
         value = lines.get(name)
         if value is not None and value * gib >= available:
             out.append(
@@ -123,7 +128,7 @@ def lines_above_free(lines: Mapping[str, float | None], available: int) -> list[
     return out
 
 
-def refuse_lines_above_free(lines: Mapping[str, float | None] | None, force: bool) -> None:
+def refuse_lines_above_free(lines: Mapping[LineName, float | None] | None, force: bool) -> None:
     """UserError naming each stop line above what is free now, unless `force`."""
     if not lines or force:
         return
@@ -138,7 +143,7 @@ def change_guard(
     port: int | None = None,
     *,
     armed: bool | None = None,
-    lines: dict[str, float | None] | None = None,
+    lines: Mapping[LineName, float | None] | None = None,
     kernel: str | None = None,
     force: bool = False,
 ) -> tuple[pr.StateRecord, list[str]]:

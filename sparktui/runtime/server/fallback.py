@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from sparktui.core.guard_lines import GuardLines
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
@@ -79,7 +80,7 @@ def end_without_supervisor(
             phase="stopped",
             port=port,
             supervisor=pr.ProcessRef(pid=sup.pid if sup else 0, start_time=sup.start_time if sup else None),
-            guard=pr.GuardRecord(armed=False, state="disarmed", lines=pr.GuardLinesRecord()),
+            guard=pr.GuardRecord(armed=False, state="disarmed", lines=GuardLines(None, None, None)),
         )
         message = f"{why}: no state was recorded (state dir gone){killed}, and its reaper swept the tree"
     else:

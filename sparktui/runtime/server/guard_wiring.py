@@ -9,15 +9,15 @@ supervisor), the reaper acts on the kill line itself.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sparktui.core.guard_lines import resolve_lines
 from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KernelEvent
-from sparktui.runtime.guard.guard import Guard, GuardLines, TripReport, resolve_lines
+from sparktui.runtime.guard.guard import Guard, TripReport
 from sparktui.runtime.guard.stop_order import StopOrder
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
@@ -29,9 +29,11 @@ if TYPE_CHECKING:
     from sparktui.runtime.host import proc
     from sparktui.runtime.server.reaper import Reaper
 
-# The guard's line in the state file: rewritten when MemAvailable moved this much, or after this long.
-GUARD_NEWS_GIB = 0.1
-GUARD_REFRESH_S = 10.0
+# The guard's line in the state file: rewritten when MemAvailable moved this much (or the action,
+# the alert or the kernel tripwire changed), never because time passed: how fresh the guard is comes
+# from its heartbeat (state.beat_path), and a live answer carries the guard's latest sample (line()),
+# so a resting server's file stays still while other programs move memory a little.
+GUARD_NEWS_GIB = 0.5
 BEAT_EVERY_S = 0.25  # the guard's heartbeat (state.beat_path): often enough to see it stall within a second
 
 
@@ -52,7 +54,7 @@ class GuardWiring:
         self.settings, self.port, self.event = settings, port, event
         self._lock, self._record, self._save, self._reaper = lock, record, save, reaper
         self._wake, self._say = wake, say
-        self.lines = GuardLines.from_settings(settings)
+        self.lines = settings.guard_lines()
         self.grace_s = self.lines.grace_s  # SIGTERM → SIGKILL, for a stop as for a guard trip
         self.guard: Guard | None = None
         self.tripped = threading.Event()
@@ -199,20 +201,26 @@ class GuardWiring:
 
     # -- the record
 
-    def status(self) -> bool:
-        """Refresh the guard's line in the state (a few times a second); True when it changed."""
-        guard = self.guard
-        assert guard is not None  # set by run() before the loop starts
-        d = guard.last
+    def line(self) -> pr.GuardLast | None:
+        """The guard's latest sample as the record's line (None before the first)."""
+        d = self.guard.last if self.guard is not None else None
         if d is None:
-            return False
-        now = pr.GuardLast(
+            return None
+        return pr.GuardLast(
             action=d.action.value,
             available_gib=round((d.available or 0) / (1 << 30), 2),
             rate_gib_s=round(-d.rate / (1 << 30), 2),
             interval_s=d.next_interval,
             at=time.time(),
         )
+
+    def status(self) -> bool:
+        """Refresh the guard's line in the state (the loop, each time it wakes); True when it changed."""
+        guard = self.guard
+        assert guard is not None  # set by run() before the loop starts
+        d, now = guard.last, self.line()
+        if d is None or now is None:
+            return False
         g = self._record().guard
         g.armed = guard.armed
         g.state = "tripped" if self.tripped.is_set() else ("watching" if guard.armed else "disarmed")
@@ -226,7 +234,7 @@ class GuardWiring:
             mode=guard.kernel_mode,
             source=access.source if access else None,
             detail=(access.detail if access.source else access.text()) if access else None,
-            events=[e.to_dict() for e in guard.kernel_events],
+            events=list(guard.kernel_events),
         )
         kernel_news = g.kernel != kernel
         alert_news = g.alert != d.alert  # the pace changes with it: the line is news too
@@ -234,18 +242,10 @@ class GuardWiring:
         g.alert = d.alert
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
-        if (
-            last
-            and not alert_news
-            and last.action == now.action
-            and (moved == 0.0 or (moved < GUARD_NEWS_GIB and now.at - last.at < GUARD_REFRESH_S))
-        ):
-            return kernel_news  # the file is rewritten for news, not for every sample
+        if last and not alert_news and last.action == now.action and moved < GUARD_NEWS_GIB:
+            return kernel_news  # the file is rewritten for news, not for every sample nor every few seconds
         g.last = now
         return True
-
-    def lines_record(self) -> pr.GuardLinesRecord:
-        return pr.GuardLinesRecord.model_validate(dataclasses.asdict(self.lines))
 
     def change(self, req: pr.GuardRequest) -> list[str]:
         """Move the lines and/or arm or disarm, live. The lines given win; a current line in their
@@ -254,12 +254,12 @@ class GuardWiring:
         assert guard is not None
         notes: list[str] = []
         if req.lines is not None:
-            lines, notes = resolve_lines(req.lines.given(), self.lines)
+            lines, notes = resolve_lines(req.lines, self.lines)
             guard.set_lines(lines)
             self.lines = lines
             with self._lock:
-                self._record().guard.lines = self.lines_record()
-            self.event({"kind": "GuardLines", "t": time.time(), **req.lines.given()})
+                self._record().guard.lines = self.lines
+            self.event({"kind": "GuardLines", "t": time.time(), **dict(sorted(req.lines.items()))})
         if req.kernel is not None:
             guard.set_kernel(req.kernel)
             with self._lock:  # the reply shows it at once (the loop fills in the rest)

@@ -2,8 +2,12 @@
 
 Every METRICS_EVERY_S while a client asked within METRICS_WANTED_S (`status`, the TUI), or while
 the server is busy (requests running or waiting, or log lines other than probes within
-METRICS_BUSY_S); otherwise the gap doubles up to METRICS_IDLE_MAX_S, since each scrape is also an
-access-log line in the server's log. All times are monotonic and kept under the supervisor's lock.
+METRICS_BUSY_S); otherwise every METRICS_IDLE_MAX_S at once (issue 25: a scrape parses ~60 KB of
+vLLM's /metrics and rewrites the state file, ~15-20 ms of CPU, and is an access-log line in the
+server's log; at rest nobody reads the figures, and a reader gets a fresh scrape on asking). A
+server whose logs are silent (no access log, no stats lines) is still scraped every
+METRICS_IDLE_MAX_S, so its load is seen. All times are monotonic and kept under the supervisor's
+lock.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ class MetricsOnDemand:
         self._wanted_until = 0.0
         self._at: float | None = None  # the last scrape
         self.next_at = 0.0  # the next scrape is due (the loop's timer)
-        self._gap = METRICS_EVERY_S
         self._done = threading.Condition(lock)
         self.count = 0  # scrapes so far (`status` shows it)
         self._last_activity = float("-inf")  # the last log line that was load, not a probe
@@ -42,7 +45,6 @@ class MetricsOnDemand:
         with self._lock:
             now = time.monotonic()
             self._wanted_until = now + METRICS_WANTED_S
-            self._gap = METRICS_EVERY_S
             if not self._healthy():
                 return
             if self._at is not None and now - self._at < METRICS_EVERY_S:
@@ -57,7 +59,6 @@ class MetricsOnDemand:
         """The server did something (a log line that is not a probe's): scrape at the busy pace."""
         with self._lock:
             self._last_activity = time.monotonic()
-            self._gap = METRICS_EVERY_S
             if self._at is not None:
                 self.next_at = min(self.next_at, self._at + METRICS_EVERY_S)
 
@@ -96,10 +97,7 @@ class MetricsOnDemand:
             now = time.monotonic()
             self._at = now
             wanted = now < self._wanted_until or now - self._last_activity < METRICS_BUSY_S or busy
-            if wanted:
-                self._gap = METRICS_EVERY_S
-            else:  # nobody reads them and nothing happens: back off
-                self._gap = min(self._gap * 2, METRICS_IDLE_MAX_S)
-            self.next_at = now + self._gap
+            # nobody reads them and nothing happens: the idle pace at once
+            self.next_at = now + (METRICS_EVERY_S if wanted else METRICS_IDLE_MAX_S)
             self.count += 1
             self._done.notify_all()

@@ -15,7 +15,6 @@ from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE
 from sparktui.core.machine import Machine, host_machine
 from sparktui.errors import UserError
 from sparktui.runtime.guard import leakgate
-from sparktui.runtime.guard.guard import GuardLines
 from sparktui.runtime.guard.kernel_watch import access as kernel_access
 from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.launch.container_check import container_preflight
@@ -131,7 +130,7 @@ def preflight(
     mem = meminfo if meminfo is not None else _meminfo()
     gib = 1 << 30
     check_host(serve.host)
-    _, line_notes = GuardLines.from_settings_with_notes(profile.guard)  # bad lines: UserError, before launching
+    _, line_notes = profile.guard.guard_lines_with_notes()  # bad lines: UserError, before launching
     warnings.extend(f"guard: {note}" for note in line_notes)
     if (profile.guard.kernel or DEFAULT_KERNEL_MODE) != "off" and (kernel := kernel_access()).source is None:
         warnings.append(f"guard: {kernel.text()}; until then it watches MemAvailable alone")

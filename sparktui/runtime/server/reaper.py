@@ -164,7 +164,7 @@ def read_pipe(beat_fd: int | None = None, path: Path | None = None) -> tuple[boo
         if beat_fd is not None and pipe.kill_below is not None and pipe.record is not None and not acted:
             age, plan = _beat_age(beat_fd)
             # stale: no heartbeat STALE_S past the one the guard planned, beyond the 0.25 s beat it
-            # keeps while it samples often (seldom at rest: up to guard.STEADY_INTERVAL)
+            # keeps while it samples often (seldom at rest: up to guard.STEADY_EVENT_INTERVAL)
             overdue = None if age is None else age - max(0.0, plan - 0.25) - STALE_S
             if overdue is not None and overdue < 0:
                 wait = min(REST_MAX_S, max(REST_EVERY_S, -overdue))  # look again when it could be late

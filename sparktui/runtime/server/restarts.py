@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from sparktui.errors import UserError
 from sparktui.runtime.guard import leakgate
+from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 
 if TYPE_CHECKING:
-    from sparktui.runtime.records import protocol as pr
     from sparktui.runtime.watch import ServerWatch
 
 
@@ -40,11 +40,11 @@ class Restarts:
         if exit_ is None or requested or exit_.reason in ("stopped", "killed", "guard"):
             return None
         kind = "wedge" if exit_.reason == "wedged" else "crash"
-        failure = exit_.failure or {}
+        failure = exit_.failure
         detail = (
             (self.watch.to_state()["wedge"].get("evidence") or "wedged")
             if kind == "wedge"
-            else str(failure.get("message") or f"exit status {exit_.returncode}")
+            else ((failure.message if failure is not None else "") or f"exit status {exit_.returncode}")
         )
         verdict = self.watch.may_restart(kind, reached, detail)
         if verdict is None:
@@ -55,7 +55,7 @@ class Restarts:
                 self._say(f"  {f.line()}")
             self.event({"kind": "CrashLoop", "t": time.time(), "reason": verdict.reason})
             with self._lock:
-                exit_.breaker = self.watch.to_state()["breaker"]
+                exit_.breaker = pr.BreakerRecord.model_validate(self.watch.to_state()["breaker"])
             self._save()
             return None
         if exit_.leak is not None:
@@ -65,7 +65,7 @@ class Restarts:
                 self._say(f"not restarting: {exc}")
                 self.event({"kind": "CrashLoop", "t": time.time(), "reason": f"leak gate: {exc}"})
                 with self._lock:
-                    exit_.breaker = {"reason": f"leak gate: {exc}", "failures": []}
+                    exit_.breaker = pr.BreakerRecord(reason=f"leak gate: {exc}")
                 self._save()
                 return None
         attempt = len(self.watch.restarts)

@@ -219,6 +219,8 @@ class Supervisor:
                 return None
             live = self.record.model_copy(deep=True)
             guard = self.guard
+            if live.running and (line := self.guarding.line()) is not None:
+                live.guard.last = line  # the latest sample: the file's line is rewritten only for news
             if guard is not None and guard.sampled_at is not None and live.running and guard.running:
                 planned = guard.last.next_interval if guard.last is not None else 0.0
                 live.guard.set_age(guard.clock() - guard.sampled_at, planned)
@@ -487,7 +489,7 @@ def first_record(sup: Supervisor, log_path: Path, warnings: list[str], fit: dict
         supervisor=pr.ProcessRef(pid=os.getpid(), start_time=me.start_time if me else 0),
         started_at=time.time(),
         preflight=pr.PreflightRecord(warnings=warnings, fit=fit),
-        guard=pr.GuardRecord(armed=sup.guarding.armed, state="starting", lines=sup.guarding.lines_record()),
+        guard=pr.GuardRecord(armed=sup.guarding.armed, state="starting", lines=sup.guarding.lines),
     )
 
 

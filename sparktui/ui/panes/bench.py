@@ -5,8 +5,8 @@ energy), a plot of tok/s and TTFT against users (textual-plotext), the DGX Spark
 figure for the same model class beside the measured one, and how the run compares with the
 previous run of the same profile. On mount it shows the last recorded run of the server's profile.
 
-It owns its workers: the run (a thread with its own event loop: runtime.bench.run_bench) and the
-history read. The figures all come from runtime.bench; this module only lays them out.
+It owns its workers: the run (a thread with its own event loop: runtime.bench.run.run_bench) and
+the history read. The figures all come from runtime.bench; this module only lays them out.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from textual.widgets import DataTable, ProgressBar
     from textual_plotext import PlotextPlot
 
-    from sparktui.runtime.bench import BenchProgress, BenchReport, BenchSettings, HistoryRecord, LevelResult
+    from sparktui.runtime.bench.history import HistoryRecord
+    from sparktui.runtime.bench.results import BenchProgress, BenchReport, BenchSettings, LevelResult
 
 COLUMNS = (
     "users",
@@ -47,17 +48,36 @@ COLUMNS = (
 )
 
 
+# Below this many columns inside the pane (80×24, and 120 columns beside the memory gauge) the
+# table takes its short form: shorter headings and figures, no J/tok, the change in % alone.
+FULL_TABLE_WIDTH = 110
+SHORT_COLUMNS = ("users", "TTFT s", "ITL ms", "tok/s/u", "total", "err", "avail", "KV", "vs prev")
+
+
 def _num(value: float | None, fmt: str, scale: float = 1.0) -> str:
     return "n/a" if value is None else fmt.format(value * scale)
 
 
-def level_cells(level: LevelResult, previous: LevelResult | None) -> tuple[str, ...]:
-    """One table row; `previous` is the same number of users in the previous run of the profile."""
+def level_cells(level: LevelResult, previous: LevelResult | None, short: bool = False) -> tuple[str, ...]:
+    """One table row; `previous` is the same number of users in the previous run of the profile.
+    `short`: the narrow form (SHORT_COLUMNS), for a pane under FULL_TABLE_WIDTH columns."""
     change = "–"
     if previous is not None and previous.decode_tok_s_per_user and level.decode_tok_s_per_user is not None:
         pct = (level.decode_tok_s_per_user / previous.decode_tok_s_per_user - 1) * 100
-        change = f"{pct:+.0f}% ({previous.decode_tok_s_per_user:.1f})"
+        change = f"{pct:+.0f}%" + ("" if short else f" ({previous.decode_tok_s_per_user:.1f})")
     flagged = bool(implausible(level.decode_tok_s_per_user, level.aggregate_tok_s, level.itl_p50_s))
+    if short:
+        return (
+            f"{level.users}" + ("*" if level.partial else ""),
+            f"{_num(level.ttft_p50_s, '{:.2f}')}/{_num(level.ttft_p95_s, '{:.2f}')}",
+            f"{_num(level.itl_p50_s, '{:.0f}', 1000)}/{_num(level.itl_p95_s, '{:.0f}', 1000)}",
+            _num(level.decode_tok_s_per_user, "{:.1f}") + ("?" if flagged else ""),
+            _num(level.aggregate_tok_s, "{:.1f}"),
+            f"{level.errors}",
+            _num(level.min_mem_available_gib, "{:.1f}"),
+            _num(level.peak_kv_usage, "{:.0f}%", 100),
+            change,
+        )
     return (
         f"{level.users}" + (" partial" if level.partial else ""),
         f"{_num(level.ttft_p50_s, '{:.3f}')}/{_num(level.ttft_p95_s, '{:.3f}')}",
@@ -74,7 +94,7 @@ def level_cells(level: LevelResult, previous: LevelResult | None) -> tuple[str, 
 
 def parse_settings(text: str, base: BenchSettings) -> BenchSettings:
     """ "users=1,5 prompt=256 output=128 requests=2" → settings (unnamed keys keep their value)."""
-    from sparktui.runtime.bench import validate
+    from sparktui.runtime.bench.limits import validate
 
     fields = {"users": "users", "prompt": "prompt_tokens", "output": "output_tokens", "requests": "requests_per_user"}
     changes: dict[str, Any] = {}
@@ -135,13 +155,15 @@ class BenchPane(Pane):
         self.built = False
         self.total = 0  # requests in the whole run, for the progress bar
         self.done_before = 0  # requests in the levels already finished
+        self.short: bool | None = None  # the table's form (SHORT_COLUMNS), set with its columns
+        self.rows: list[tuple[LevelResult, LevelResult | None]] = []  # the table's levels, for a new form
 
     @property
     def settings(self) -> BenchSettings:
-        # Made on first use: runtime.bench pulls in httpx and pydantic (~0.25 s), which the
-        # panel's first frame should not pay for a pane that is hidden then.
+        # Made on first use: runtime.bench's results pull in pydantic, which the panel's first
+        # frame should not pay for a pane that is hidden then.
         if self._settings is None:
-            from sparktui.runtime.bench import BenchSettings
+            from sparktui.runtime.bench.results import BenchSettings
 
             self._settings = BenchSettings()
         return self._settings
@@ -170,15 +192,32 @@ class BenchPane(Pane):
         from textual.widgets import DataTable, ProgressBar  # imported with the pane's first showing
 
         table: DataTable[str] = DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
         progress = ProgressBar(id="bench-progress", show_eta=False)
         progress.display = False  # only while a run goes
         self.mount_all(
             [Static(id="bench-head"), progress, Static(id="bench-status"), table, Static(id="bench-compare")]
         )
+        self._lay_table()
         self._head()
         self._status("no run yet: the bench key starts one against the running server")
         self._load_history()
+
+    def on_resize(self) -> None:
+        if self.built:
+            self._lay_table()
+
+    def _lay_table(self) -> None:
+        """The table's columns for the pane's width (the short form under FULL_TABLE_WIDTH: at 80×24,
+        and at 120 columns beside the gauge, the full one was cut at "min avail  p"), and its rows."""
+        short = self.content_region.width < FULL_TABLE_WIDTH
+        if short == self.short:
+            return
+        self.short = short
+        table = self.table
+        table.clear(columns=True)
+        table.add_columns(*(SHORT_COLUMNS if short else COLUMNS))
+        for level, previous in self.rows:
+            table.add_row(*level_cells(level, previous, short))
 
     def set_active(self, active: bool) -> None:
         # The screen's class, set with the pane's own: app.tcss lets the pane take the config and
@@ -224,7 +263,7 @@ class BenchPane(Pane):
         self.build()
 
         def chosen(result: object) -> None:
-            from sparktui.runtime.bench import BenchSettings
+            from sparktui.runtime.bench.results import BenchSettings
 
             if isinstance(result, BenchSettings):
                 self.settings = result
@@ -241,13 +280,15 @@ class BenchPane(Pane):
 
     @io_worker("bench-run", "benchmarking the server")
     def _run(self, settings: BenchSettings, port: int | None) -> None:
-        from sparktui.runtime import bench
+        from sparktui.runtime.bench.history import append_history, previous_run, read_history
+        from sparktui.runtime.bench.run import run_bench
+        from sparktui.runtime.bench.target import resolve_target
 
         try:
-            target = bench.resolve_target(port)
-            report = bench.run_bench(target, settings, progress=self._progressed, cancel=self.cancel)
-            bench.append_history(report)
-            previous = bench.previous_run(bench.read_history(), report.server.profile, before=report.finished_at)
+            target = resolve_target(port)
+            report = run_bench(target, settings, progress=self._progressed, cancel=self.cancel)
+            append_history(report)
+            previous = previous_run(read_history(), report.server.profile, before=report.finished_at)
         except UserError as exc:
             self.post_message(self.Finished(None, None, str(exc)))
             return
@@ -258,13 +299,13 @@ class BenchPane(Pane):
 
     @io_worker("bench-history", "reading the benchmark history")
     def _load_history(self) -> None:
-        from sparktui.runtime import bench
+        from sparktui.runtime.bench.history import previous_run, read_history
 
-        records = bench.read_history()
+        records = read_history()
         profile = self._server_profile()
         mine = [r for r in records if profile is None or r.key.profile == profile]
         last = mine[-1] if mine else None
-        previous = bench.previous_run(records, last.key.profile, before=last.recorded_at) if last else None
+        previous = previous_run(records, last.key.profile, before=last.recorded_at) if last else None
         self.post_message(self.HistoryLoaded(last, previous))
 
     # -- messages -------------------------------------------------------------------------------------
@@ -312,8 +353,9 @@ class BenchPane(Pane):
         table = self.table
         table.clear()
         flags: list[str] = []
-        for level in sorted(runs, key=lambda r: r.users):
-            table.add_row(*level_cells(level, before.get(level.users)))
+        self.rows = [(level, before.get(level.users)) for level in sorted(runs, key=lambda r: r.users)]
+        for level, was in self.rows:
+            table.add_row(*level_cells(level, was, bool(self.short)))
             why = implausible(level.decode_tok_s_per_user, level.aggregate_tok_s, level.itl_p50_s)
             flags += [f"{level.users} users: {w}" for w in why[:1]]
         self.flags = flags

@@ -8,7 +8,6 @@ for the next launch (edited here, saved with the profile).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, cast
 
 from textual.app import ComposeResult
@@ -26,11 +25,12 @@ from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.route import RouteBox
 
 if TYPE_CHECKING:
+    from sparktui.core.guard_lines import LineName
     from sparktui.core.profiles import Profile
     from sparktui.runtime.host.memory import MemorySample
 
 
-def parse_guard_lines(text: str) -> dict[str, float]:
+def parse_guard_lines(text: str) -> dict[LineName, float]:
     """ "20 12 8" → the three lines in GiB, warn ≥ term ≥ kill ≥ 0; UserError says what was wrong."""
     parts = text.replace(",", " ").split()
     try:
@@ -149,23 +149,21 @@ class MemoryPane(Pane):
         else:
             self._edit_profile_guard()
 
-    def _edit_profile_guard(self, **changes: object) -> None:
+    def _edit_profile_guard(self, *, armed: bool | None = None, lines: dict[LineName, float] | None = None) -> None:
         """Change the guard the profile launches with (Ctrl+S keeps it)."""
         if self.profile is None:
             self.app.notify("open or save a profile first: the guard's settings live in it", severity="warning")
             return
         try:
-            settings = dataclasses.replace(self.profile.guard, **changes)  # type: ignore[arg-type]
-            self.backend.default_guard_lines(settings)  # validates the order of the lines
-        except (UserError, Unavailable) as exc:
+            settings = self.profile.guard.changed(armed=armed, lines=lines)  # checks the order of the lines
+        except UserError as exc:
             self.app.notify(str(exc), severity="error")
             return
         self.post_message(GuardSettingsEdited(settings))
         self.app.notify("guard settings changed for the next launch (Ctrl+S saves them in the profile)")
 
     def action_guard_lines(self) -> None:
-        g = self.guard
-        current = " ".join(f"{v:g}" for v in (g.warn_gib, g.term_gib, g.kill_gib) if v is not None)
+        current = " ".join(f"{v:g}" for v in self.guard.line_gib() if v is not None)
         self.app.push_screen(
             PromptScreen(
                 "Guard lines (GiB): warn term kill",
@@ -184,10 +182,10 @@ class MemoryPane(Pane):
         if self.server is not None and self.server.live:
             self._guard_action(self.server, None, lines)  # moved live; the profile keeps its own
         else:
-            self._edit_profile_guard(**lines)
+            self._edit_profile_guard(lines=lines)
 
     @io_worker("guard-action", "changing the guard")
-    def _guard_action(self, server: ServerStatus, armed: bool | None, lines: dict[str, float] | None) -> None:
+    def _guard_action(self, server: ServerStatus, armed: bool | None, lines: dict[LineName, float] | None) -> None:
         try:
             status = self.backend.set_guard(server, armed=armed, lines=dict(lines) if lines else None)
         except (UserError, Unavailable, OSError) as exc:

@@ -120,6 +120,7 @@ class ServerPane(Pane):
         self.watch(log, "follow", self._log_mode_changed, init=False)
         self.watch(log, "show_polling", self._log_mode_changed, init=False)
         self.watch(log, "hidden", self._log_mode_changed, init=False)
+        self.watch(log, "wrap", self._log_mode_changed, init=False)
         self._log_mode_changed()
         self.render_server()
 
@@ -582,8 +583,10 @@ class ServerPane(Pane):
     def _log_mode_changed(self) -> None:
         log = self.query_one(LogView)
         keymap = self.app_keymap()
-        keys = (key_label(keys_for(BY_ID["log.follow"], keymap)), key_label(keys_for(BY_ID["log.polling"], keymap)))
-        self.query_one(LogHeader).show(log.follow, log.show_polling, log.polling_hidden, keys)
+        follow, polling, wrap = (key_label(keys_for(BY_ID[f"log.{n}"], keymap)) for n in ("follow", "polling", "wrap"))
+        self.query_one(LogHeader).show(
+            log.follow, log.show_polling, log.polling_hidden, (follow, polling, wrap), log.wrap
+        )
 
     def action_toggle_follow(self) -> None:
         self.query_one(LogView).action_toggle_follow()
@@ -593,3 +596,6 @@ class ServerPane(Pane):
 
     def action_toggle_polling(self) -> None:
         self.query_one(LogView).action_toggle_polling()
+
+    def action_toggle_wrap(self) -> None:
+        self.query_one(LogView).action_toggle_wrap()

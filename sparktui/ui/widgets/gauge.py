@@ -159,7 +159,7 @@ class MemoryGauge(TextPanel):
         styles: list[str | None] = [None] * width
         g = self.guard
         # The guard acts when MemAvailable falls below a line: that is when "used" reaches total - line.
-        for letter, value, name in (("W", g.warn_gib, "warn"), ("T", g.term_gib, "term"), ("K", g.kill_gib, "kill")):
+        for letter, value, name in zip("WTK", g.line_gib(), ("warn", "term", "kill"), strict=True):
             if value is None:
                 continue
             col = min(width - 1, max(0, round((total - value * GiB) / total * width)))
@@ -271,9 +271,9 @@ class MemoryGauge(TextPanel):
         out.append(g.state.upper() if state_style != "muted" else g.state, self._style(state_style))
         if g.for_next_launch and g.state != "tripped":
             out.append(" for the next launch", muted)
-        if g.warn_gib is not None or g.term_gib is not None or g.kill_gib is not None:
+        if any(v is not None for v in g.line_gib()):
             out.append(f"\n{'Lines (GiB)':<14}", label)
-            for letter, v, name in (("W", g.warn_gib, "warn"), ("T", g.term_gib, "term"), ("K", g.kill_gib, "kill")):
+            for letter, v, name in zip("WTK", g.line_gib(), ("warn", "term", "kill"), strict=True):
                 out.append(f"{letter}<", self._style(name))
                 out.append(("default" if v is None else f"{v:g}") + " ", value)
         if g.why_na:

@@ -58,6 +58,27 @@ def compact(line: str) -> tuple[str, int]:
     return head + line[m.end() :], len(head)
 
 
+def wrap_rows(shown: str, dim: int, width: int) -> list[tuple[int, int, int]]:
+    """Where `shown` breaks to fit `width` cells: (start, end, indent) per row. A row breaks after
+    its last space (a word longer than a row is cut); the rows after the first hang under the
+    message, past the dimmed time and process (`dim` cells), when that leaves room."""
+    if width <= 0 or len(shown) <= width:
+        return [(0, len(shown), 0)]
+    hang = dim if 0 < dim <= width // 3 else 2
+    rows: list[tuple[int, int, int]] = []
+    start, indent = 0, 0
+    while start < len(shown):
+        room = width - indent
+        end = min(len(shown), start + room)
+        if end < len(shown):
+            space = shown.rfind(" ", max(start, dim) + 1, end)  # in the message, not its dimmed prefix
+            if space >= 0:
+                end = space + 1
+        rows.append((start, end, indent))
+        start, indent = end, hang
+    return rows
+
+
 def is_polling(line: str) -> bool:
     return "GET /" in line and _POLLING.search(line) is not None
 
@@ -87,7 +108,9 @@ def severity_of(line: str) -> str:
 
 
 class LogView(ScrollView, can_focus=True):
-    """Log lines, newest at the bottom; `f` toggles follow, `p` shows or hides polling lines."""
+    """Log lines, newest at the bottom; `f` toggles follow, `p` shows or hides polling lines, `w`
+    wraps long lines (the default: at 80×24 and in a 50-column pane a vLLM line is longer than
+    the view) or lets them run on, to scroll sideways."""
 
     FLUSH_HZ = 10
     FLUSH_MAX_LINES = 2000
@@ -126,6 +149,7 @@ class LogView(ScrollView, can_focus=True):
     follow: reactive[bool] = reactive(True)
     show_polling: reactive[bool] = reactive(False)
     hidden: var[int] = var(0)  # polling lines not shown, set once per draw (no repaint of its own)
+    wrap: reactive[bool] = reactive(True)
 
     def __init__(self, max_lines: int = 5000, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -133,6 +157,9 @@ class LogView(ScrollView, can_focus=True):
         self._all: deque[tuple[str, str, bool]] = deque(maxlen=max_lines)  # (severity, text, polling)
         # what is shown: (severity, the line, the line as drawn, its dimmed leading cells)
         self._lines: deque[tuple[str, str, str, int]] = deque(maxlen=max_lines)
+        # the rows on screen, one per line or, wrapped, several: (its line, start, end, indent)
+        self._rows: deque[tuple[tuple[str, str, str, int], int, int, int]] = deque()
+        self._wrap_width = 0  # the width lines are wrapped at (0: not wrapped)
         self.polling_hidden = 0
         self._pending: list[str] = []
         self._skipped = 0
@@ -153,8 +180,47 @@ class LogView(ScrollView, can_focus=True):
 
     def _show(self, severity: str, text: str) -> None:
         shown, dim = compact(text) if severity != "marker" else (text, 0)
-        self._lines.append((severity, text, shown, dim))
+        entry = (severity, text, shown, dim)
+        if len(self._lines) == self.max_lines:  # the oldest line goes: its rows with it
+            oldest = self._lines[0]
+            while self._rows and self._rows[0][0] is oldest:
+                self._rows.popleft()
+        self._lines.append(entry)
         self._width = max(self._width, len(shown))
+        self._add_rows(entry)
+
+    def _add_rows(self, entry: tuple[str, str, str, int]) -> None:
+        if not self._wrap_width:
+            self._rows.append((entry, 0, len(entry[2]), 0))
+            return
+        self._rows.extend(
+            (entry, start, end, indent) for start, end, indent in wrap_rows(entry[2], entry[3], self._wrap_width)
+        )
+
+    def _virtual_size(self) -> Size:
+        return Size(self._wrap_width or self._width, len(self._rows))
+
+    def _wanted_wrap_width(self) -> int:
+        # the view less the vertical scrollbar's column, whether it shows or not (so its coming
+        # and going never wraps everything again)
+        return max(1, self.size.width - self.styles.scrollbar_size_vertical) if self.wrap and self.size.width else 0
+
+    def _rewrap(self) -> None:
+        """The rows again, for a new width or after the wrap toggled; the top line stays in view."""
+        top = self._rows[int(self.scroll_y)][0] if not self.follow and self.scroll_y < len(self._rows) else None
+        self._wrap_width = self._wanted_wrap_width()
+        self._rows.clear()
+        first = 0
+        for entry in self._lines:
+            if entry is top:
+                first = len(self._rows)
+            self._add_rows(entry)
+        self.virtual_size = self._virtual_size()
+        if self.follow:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
+        else:
+            self.scroll_to(x=0 if self._wrap_width else None, y=first, animate=False, immediate=True, force=True)
+        self.refresh()
 
     def push(self, lines: list[str]) -> None:
         """Queue lines for the next draw (cheap: called for every batch from the reader)."""
@@ -175,7 +241,7 @@ class LogView(ScrollView, can_focus=True):
             text = clean(text[:_MAX_LINE_CHARS])
             self._all.append((severity, text, False))
             self._show(severity, text)
-        self.virtual_size = Size(self._width, len(self._lines))
+        self.virtual_size = self._virtual_size()
         if self.follow:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
         self.refresh()
@@ -184,6 +250,7 @@ class LogView(ScrollView, can_focus=True):
         """Empty the view for a new log; it follows again (a new log starts at its end)."""
         self._all.clear()
         self._lines.clear()
+        self._rows.clear()
         self._pending.clear()
         self._skipped = 0
         self._width = 0
@@ -215,7 +282,7 @@ class LogView(ScrollView, can_focus=True):
             self._show(severity, text)
         self._pending.clear()
         self.hidden = self.polling_hidden
-        self.virtual_size = Size(self._width, len(self._lines))
+        self.virtual_size = self._virtual_size()
         if self.follow:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
         self.refresh()
@@ -225,10 +292,17 @@ class LogView(ScrollView, can_focus=True):
         index = scroll_y + y
         width = self.size.width
         base = self.rich_style
-        if index >= len(self._lines):
+        if index >= len(self._rows):
             return Strip.blank(width, base)
-        severity, _, shown, dim = self._lines[index]
+        (severity, _, shown, dim), begin, end, indent = self._rows[index]
         style = base + self.get_component_rich_style(f"log--{severity}", default=Style.null())  # plain until styled
+        if self._wrap_width:  # a row of a wrapped line: all of it fits
+            segments = [Segment(" " * indent, base)] if indent else []
+            if begin < dim:
+                prefix = self.get_component_rich_style("log--prefix", default=Style.null())
+                segments.append(Segment(shown[begin:dim], base + prefix))
+            segments.append(Segment(shown[max(begin, dim) : end], style))
+            return Strip(segments).extend_cell_length(width, base)
         segments = []
         if dim > scroll_x:
             prefix = self.get_component_rich_style("log--prefix", default=Style.null())
@@ -240,6 +314,7 @@ class LogView(ScrollView, can_focus=True):
     def watch_show_polling(self, show: bool) -> None:
         """Rebuild what is shown from what was kept."""
         self._lines.clear()
+        self._rows.clear()
         self.polling_hidden = self._width = 0
         for severity, text, polling in self._all:
             if polling and not show:
@@ -247,13 +322,20 @@ class LogView(ScrollView, can_focus=True):
             else:
                 self._show(severity, text)
         self.hidden = self.polling_hidden
-        self.virtual_size = Size(self._width, len(self._lines))
+        self.virtual_size = self._virtual_size()
         if self.follow:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
         self.refresh()
 
     def action_toggle_polling(self) -> None:
         self.show_polling = not self.show_polling
+
+    def action_toggle_wrap(self) -> None:
+        self.wrap = not self.wrap
+
+    def watch_wrap(self) -> None:
+        if self.is_mounted:
+            self._rewrap()
 
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
@@ -293,6 +375,8 @@ class LogView(ScrollView, can_focus=True):
             self.follow = True
 
     def on_resize(self) -> None:
+        if self._wanted_wrap_width() != self._wrap_width:
+            self._rewrap()
         if self.follow:
             self.call_after_refresh(self._follow_to_end)
 

@@ -163,15 +163,19 @@ class LogHeader(TextPanel):
         self.following = True
         self.polling_hidden = 0
         self.show_polling = False
-        self.keys = ("f", "p")
+        self.wrapped = True
+        self.keys = ("f", "p", "w")
 
-    def show(self, following: bool, show_polling: bool, polling_hidden: int, keys: tuple[str, str]) -> None:
+    def show(
+        self, following: bool, show_polling: bool, polling_hidden: int, keys: tuple[str, str, str], wrapped: bool = True
+    ) -> None:
         self.following, self.show_polling, self.polling_hidden, self.keys = (
             following,
             show_polling,
             polling_hidden,
             keys,
         )
+        self.wrapped = wrapped
         self.changed()
 
     def render(self) -> Text:
@@ -187,4 +191,6 @@ class LogHeader(TextPanel):
             out.append(f"  polling shown ({self.keys[1]} hides)", muted)
         elif self.polling_hidden:
             out.append(f"  {self.polling_hidden:,} polling lines hidden ({self.keys[1]} shows)", muted)
+        if not self.wrapped:
+            out.append(f"  long lines run on ({self.keys[2]} wraps)", muted)
         return out

@@ -44,7 +44,9 @@ class Stopped(Exception):
 
 
 @dataclass(frozen=True)
-class Response:
+class ResponseHead:
+    """The status line and headers of an HTTP response; its body is read apart (`_body`)."""
+
     status: int
     headers: dict[str, str]
 
@@ -132,7 +134,7 @@ class Connection:
         timeout_s: float,
         stop: threading.Event | None = None,
         on_sent: Callable[[float], None] | None = None,
-    ) -> tuple[Response, Iterator[tuple[float, bytes]]]:
+    ) -> tuple[ResponseHead, Iterator[tuple[float, bytes]]]:
         """Send one request; the response head and an iterator of (arrival, body piece).
 
         For a chunked body each piece is one HTTP chunk's payload, stamped with its own arrival."""
@@ -151,7 +153,7 @@ class Connection:
         response = self._head(stop, deadline)
         return response, self._body(response, stop, deadline)
 
-    def _head(self, stop: threading.Event | None, deadline: float) -> Response:
+    def _head(self, stop: threading.Event | None, deadline: float) -> ResponseHead:
         while True:
             queued = self._peek(stop, deadline)
             end = queued.find(b"\r\n\r\n")
@@ -168,9 +170,11 @@ class Connection:
         fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in rest if line)}
         if fields.get("connection", "").lower() == "close" or parts[0] == "HTTP/1.0":
             self.reusable = False
-        return Response(int(parts[1]), fields)
+        return ResponseHead(int(parts[1]), fields)
 
-    def _body(self, response: Response, stop: threading.Event | None, deadline: float) -> Iterator[tuple[float, bytes]]:
+    def _body(
+        self, response: ResponseHead, stop: threading.Event | None, deadline: float
+    ) -> Iterator[tuple[float, bytes]]:
         try:
             if "chunked" in response.headers.get("transfer-encoding", "").lower():
                 yield from self._chunks(stop, deadline)

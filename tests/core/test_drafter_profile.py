@@ -1,0 +1,81 @@
+"""The drafter's own dummy pass inside vLLM's profile (gpu_model_runner.py _dummy_run →
+drafter.dummy_run): DFlash from v1/spec_decode/dflash.py and qwen3_dflash.py, MTP / EAGLE from
+llm_base_proposer.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sparktui.core.config import ServeConfig
+from sparktui.core.fit import dgx_spark, fit
+from sparktui.core.fit_settings import activation_parts, drafter_pass_bytes, encoder_term, settings_from
+from sparktui.core.modelspec import spec_from_config, with_drafter
+from sparktui.core.modelspec.drafters import dflash_as_built
+from sparktui.core.vllm_rules import rules_for
+
+AEON = {
+    "max_model_len": 262144,
+    "gpu_memory_utilization": 0.8,
+    "max_num_batched_tokens": 32768,
+    "max_num_seqs": 64,
+    "enable_prefix_caching": True,
+    "vllm_version": "0.20.1",
+}
+DFLASH = '{"method": "dflash", "model": "z-lab/gemma-4-26B-A4B-it-DFlash", "num_speculative_tokens": 15}'
+
+
+def _config(fixtures: Path, stem: str) -> dict:
+    return json.loads((fixtures / "model-configs" / f"{stem}.json").read_text())
+
+
+def _gemma_dflash(fixtures: Path):
+    target = spec_from_config(_config(fixtures, "google__gemma-4-26B-A4B"), name="gemma", source="t")
+    draft = spec_from_config(_config(fixtures, "z-lab__gemma-4-26B-A4B-it-DFlash"), name="dflash", source="t")
+    return dflash_as_built(with_drafter(target, draft, "dflash"), rules_for("0.20.1"))[0]
+
+
+def test_the_dflash_drafter_pass_is_the_profile_peak_of_the_gemma4_dflash_start_up(fixtures):
+    """The AEON Gemma-4 DFlash start-up (vLLM 0.20.1, 32,768 batched tokens): while the drafter projects
+    the context to K/V for its 5 layers, the target's hidden state and the 6 it reads (2,816 wide) are
+    held beside the fused-MoE workspace; that exceeds the target's own forward."""
+    spec = _gemma_dflash(fixtures)
+    assert spec.aux_hidden_layers == 6
+    config = ServeConfig(model="gemma", speculative_config=DFLASH, **AEON)
+    s = settings_from(config, spec, dgx_spark())
+    n, h = 32768, 2816
+    workspace = 8 * (max(704, h) + max(1408, h)) * 2  # TritonExperts, 8 of 128 experts, bf16
+    held = n * (2 * h * (1 + 6) + workspace)
+    # normed context (h), the fused K/V projection of 5 layers × 8 KV heads × 128 (× 2), the normed
+    # keys (× 1), the positions repeated per layer (int64)
+    drafter = n * (2 * (h + 3 * 5 * 8 * 128) + 8 * 5)
+    assert drafter_pass_bytes(spec, s) == held + drafter
+    encoder = encoder_term(spec, s)
+    assert encoder is not None and encoder.items == 13
+    forward, sampler = activation_parts(spec, n, 64, 1, s.model_runner)
+    assert held + drafter > max(forward, sampler)
+    result = fit(config, spec, dgx_spark())
+    assert result.budget["activation_peak"] == held + drafter + encoder.outputs
+    assert any("dflash drafter's profile pass" in line for line in result.memory_working)
+
+
+def test_no_drafter_pass_without_a_drafter_that_runs_one(fixtures):
+    spec = _gemma_dflash(fixtures)
+    plain = settings_from(ServeConfig(model="gemma", **AEON), spec, dgx_spark())
+    assert drafter_pass_bytes(spec, plain) == 0
+    ngram = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
+    s = settings_from(ServeConfig(model="gemma", speculative_config=ngram, **AEON), spec, dgx_spark())
+    assert drafter_pass_bytes(spec, s) == 0
+
+
+def test_an_mtp_pass_holds_the_target_hidden_state_beside_one_layer(fixtures):
+    """Qwen3.6-27B's MTP layer at 8,192 tokens: the hidden state held (5,120 wide) and one decoder
+    layer's working set with the embedding ⊕ hidden input, 8 × hidden + 2 × intermediate (17,408)."""
+    spec = spec_from_config(_config(fixtures, "nvidia__Qwen3.6-27B-NVFP4"), name="q", source="t")
+    mtp = '{"method": "mtp", "num_speculative_tokens": 3}'
+    s = settings_from(
+        ServeConfig(model="q", speculative_config=mtp, max_num_batched_tokens=8192, max_model_len=65536),
+        spec,
+        dgx_spark(),
+    )
+    assert drafter_pass_bytes(spec, s) == 8192 * 2 * (5120 + 8 * 5120 + 2 * 17408)

@@ -1,0 +1,464 @@
+"""Run under a real vLLM's Python (never sparktui's): the torch peak of vLLM's profile pass, measured
+on vLLM's own model code without a GPU.
+
+For each model: build it with vLLM's own model class on torch's meta device (as
+tests/support/vllm_layer_oracle.py does), then, under torch's FakeTensorMode and a dispatch mode that
+counts the bytes of every live tensor storage made during the pass (parameters, buffers and the
+runner's persistent input buffers excluded), run what the profile run runs
+(v1/worker/gpu/model_runner.py GPUModelRunner.profile_run, the V2 runner every model takes at 0.32):
+the model's forward over max_num_batched_tokens tokens with no attention metadata (so attention is
+skipped, as it is there: `_dummy_run(skip_attn=True)`), then `hidden_states[logits_indices]` (one
+row per dummy request, min(tokens, max_num_seqs)) and `compute_logits`, the V2 dummy sampler's only
+vocab-sized tensor (its dummy batch needs no logits processing and no top-k / top-p, and
+gumbel_sample writes one token per request: gpu/sample/sampler.py Sampler.sample). The forward's
+hidden states stay alive through the sampler pass, as in profile_run.
+
+What is not vLLM's own code here, and why:
+- CustomOps run their CUDA path (forward_cuda), the one a GB10 runs, not the CPU build's
+  forward_cpu; a vLLM custom op (torch.ops._C / vllm / vllm_ir) counts its outputs only, as its
+  kernel does. Its fake implementation runs where vLLM registers one; the CPU build's _C ops that
+  have none get one that does what the op's CUDA kernel does to memory (writes its `out` argument
+  in place, allocates nothing): listed in OUT_PARAM_OPS.
+- Linears run F.linear (CUDA's default_unquantized_gemm) and attention vLLM's opaque
+  unified_attention_with_output op, as on CUDA.
+- The fused-MoE layer's experts run as vLLM's `moe_forward` fake (an output the size of the input);
+  its workspace, taken by the first MoE layer to run and kept by vLLM's WorkspaceManager, is sized
+  by the experts class's own `workspace_shapes` (TritonExperts; bench/moe_workspace_oracle.py).
+- Ops with no fake of their own get one from their profile-run branch in vLLM's source
+  (register_profile_fakes: the Gated-DeltaNet core, Mamba2's mixer, the gated RMSNorm's kernel).
+- The model is built with a few layers: enough to hold one of each layer kind. The forward's peak
+  does not grow with depth once every kind has run (one layer's tensors are live at a time, beside
+  the residual stream); each answer carries the peak at two depths so the caller can check that
+  (DeepSeek's grows: at 4 layers its one MoE layer runs before the workspace exists).
+- Quantization is dropped (the weights' format does not change the activations' dtype) and a
+  multimodal model is built from its text config.
+- The pass runs eagerly, as `--enforce-eager` runs it; a compiled graph frees a tensor after its
+  last use, where eager code keeps what a Python variable still names (the decoder loop's inputs
+  to the layer, Qwen's gate_up through down_proj), so the default compiled run can hold a few
+  hidden-size tensors per token less.
+- The V1 runner's sampler pass is measured too (v1_sampler: its top-k / top-p on
+  TopKTopPSampler.forward_native, CUDA without FlashInfer's sampler).
+
+Reads JSON on stdin: {"tokens": N, "seqs": S, "models": [{"name", "config"}]}. Prints, marked, a
+list of {"name", "layers": [n1, n2], "forward": [peak1, peak2], "sampler": [...], "logits",
+"moe_workspace", "v1_sampler", "seconds", ...} or {"name", "error"}.
+"""
+
+import json
+import math
+import sys
+import tempfile
+import time
+import weakref
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vllm_layer_oracle import text_only
+
+ANSWER_MARK = "SPARKTUI-ACTIVATION-ORACLE "
+# The CPU build's compiled ops (csrc/cpu/torch_bindings.cpp) that write an `out` tensor in place
+# and allocate nothing (csrc/*: the CUDA kernels of the same schema do the same)
+OUT_PARAM_OPS = ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "mul_and_silu", "gelu_new", "gelu_fast",
+                 "gelu_quick", "rms_norm", "fused_add_rms_norm", "rotary_embedding")  # fmt: skip
+
+
+def register_fakes():
+    """A fake for each out-parameter op the CPU build has without one (where vLLM has one, it stays)."""
+    import torch
+    import vllm._custom_ops  # noqa: F401  (loads the compiled ops)
+
+    added = []
+    for name in OUT_PARAM_OPS:
+        packet = getattr(torch.ops._C, name, None)
+        if packet is None:
+            continue
+        qualname = f"_C::{name}"
+        if torch._C._dispatch_has_kernel_for_dispatch_key(qualname, "Meta"):
+            continue
+        try:
+            torch.library.register_fake(qualname)(lambda *args, **kwargs: None)
+            added.append(name)
+        except Exception:  # already has a fake (a Python one)
+            pass
+    return added
+
+
+COUNTER = None  # the LiveBytes of the pass being measured (fakes below report their transients to it)
+
+
+def register_profile_fakes():
+    """Fakes for vLLM's custom ops that have none, doing to memory what the op does in a profile run
+    (no attention metadata), from vLLM 0.32's source:
+    - vllm::qwen_gdn_attention_core, qwen_gdn_attention_core_fused_norm_packed
+      (layers/mamba/gdn/qwen_gdn_linear_attn.py _forward_core and friends): with no metadata they run
+      _warmup_prefill_kernels on 64 dummy tokens and return; their outputs were allocated by the caller.
+    - vllm::mamba_mixer2 (layers/mamba/mamba_mixer2.py conv_ssm_forward): with no metadata it warms up
+      the SSD kernels on one chunk and clones hidden_states_B_C (tokens x conv_dim) before returning:
+      that clone is a transient inside the op, counted here as the projection's width less the SSM
+      output's (conv_dim + the dt heads, a few hundred bytes a token more than the clone)."""
+    import importlib
+
+    import torch
+
+    for module in ("vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn",
+                   "vllm.model_executor.layers.mamba.mamba_mixer2"):  # fmt: skip
+        try:  # the ops are registered when their modules are imported
+            importlib.import_module(module)
+        except Exception as exc:
+            print(f"{module} does not import here: {exc}", file=sys.stderr)
+    added = []
+
+    def nothing(*args, **kwargs):
+        return None
+
+    try:  # the gated RMSNorm's Triton kernel (third_party/flash_linear_attention/ops/layernorm_guard.py
+        # layer_norm_fwd allocates out, mean and rstd, then the kernel writes them): a kernel that writes
+        from vllm.third_party.flash_linear_attention.ops import layernorm_guard
+
+        layernorm_guard._LAYER_NORM_FWD_KERNEL = nothing
+        added.append("layernorm_guard._LAYER_NORM_FWD_KERNEL")
+    except Exception as exc:
+        print(f"layernorm_guard not patched: {exc}", file=sys.stderr)
+
+    def mamba_mixer2(projected_states, output, *args, **kwargs):
+        if COUNTER is not None:
+            width = projected_states.shape[-1] - output.shape[-1]
+            COUNTER.transient(projected_states.shape[0] * width * projected_states.element_size())
+        return None
+
+    for name, fake in (("qwen_gdn_attention_core", nothing), ("qwen_gdn_attention_core_fused_norm_packed", nothing),
+                       ("mamba_mixer2", mamba_mixer2)):  # fmt: skip
+        if getattr(torch.ops.vllm, name, None) is None:
+            continue
+        try:
+            torch.library.register_fake(f"vllm::{name}")(fake)
+            added.append(name)
+        except Exception as exc:  # vLLM has one: keep it
+            print(f"fake for vllm::{name} not added: {exc}", file=sys.stderr)
+    return added
+
+
+def prefix_with_every_kind(kinds):
+    """How many leading layers hold one of each kind (at least 2)."""
+    seen, need = set(), 2
+    for i, kind in enumerate(kinds):
+        if kind not in seen:
+            seen.add(kind)
+            need = max(need, i + 1)
+    return need
+
+
+def shallow(config, extra_periods):
+    """The config with its first layers only: one of each layer kind, plus extra_periods repeats of
+    that prefix (so two depths can be compared)."""
+    config = dict(config)
+    total = config.get("num_hidden_layers") or 2
+    kinds = config.get("layer_types")
+    pattern = config.get("hybrid_override_pattern")
+    if isinstance(kinds, list) and kinds:
+        period = prefix_with_every_kind(kinds)
+    elif isinstance(pattern, str) and pattern:
+        period = prefix_with_every_kind(list(pattern))
+    elif config.get("sliding_window_pattern"):
+        period = int(config["sliding_window_pattern"])
+    elif config.get("full_attention_interval"):
+        period = int(config["full_attention_interval"])
+    else:
+        period = 2
+    for dense_key in ("first_k_dense_replace",):  # DeepSeek-style leading dense layers
+        if config.get(dense_key):
+            period = max(period, int(config[dense_key]) + 1)
+    n = min(total, period * (1 + extra_periods))
+    config["num_hidden_layers"] = n
+    if isinstance(kinds, list):
+        config["layer_types"] = kinds[:n]
+    if isinstance(pattern, str):
+        config["hybrid_override_pattern"] = pattern[:n]
+    return config, n
+
+
+class LiveBytes:
+    """A TorchDispatchMode that counts the bytes of live tensor storages made under it."""
+
+    def __init__(self, ignore):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        owner = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                owner.saw(out, func)
+                return out
+
+        self.mode = Mode()
+        self.ignore = set(ignore)
+        self.live = {}
+        self.now = self.peak = 0
+        self.peak_op = ""
+        self.at_peak = []
+
+    def saw(self, out, func):
+        import torch
+        from torch.utils._pytree import tree_leaves
+
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self.hold(t, str(func))
+
+    def hold(self, t, why="held"):
+        storage = t.untyped_storage()
+        key = storage._cdata
+        if key in self.ignore:
+            return
+        entry = self.live.get(key)
+        if entry is None:
+            entry = self.live[key] = [storage.nbytes(), 0, why]
+            self.now += entry[0]
+            if self.now > self.peak:
+                self.peak, self.peak_op = self.now, why
+                self.at_peak = sorted(((e[0], e[2]) for e in self.live.values()), reverse=True)[:16]
+        entry[1] += 1
+        weakref.finalize(t, self.drop, key)
+
+    def drop(self, key):
+        entry = self.live.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            self.now -= entry[0]
+            del self.live[key]
+
+    def transient(self, nbytes):
+        """Bytes an op holds only while it runs (inside a custom op, unseen by the dispatch mode)."""
+        if self.now + nbytes > self.peak:
+            self.peak, self.peak_op = self.now + nbytes, "transient"
+
+    def reset_peak(self):
+        self.peak = self.now
+
+
+def storages_of(*tensors):
+    return {t.untyped_storage()._cdata for t in tensors}
+
+
+def moe_workspace_bytes(hf_text, tokens, dtype_bytes):
+    """vLLM's fused-MoE workspace for `tokens` (fused_moe/modular_kernel.py _allocate_buffers:
+    max(workspace13, output) + workspace2 of the experts' workspace_shapes; TritonExperts)."""
+    from types import SimpleNamespace
+
+    from vllm.model_executor.layers.fused_moe import modular_kernel as mk
+    from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+    from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
+
+    inter = hf_text.get("moe_intermediate_size") or hf_text.get("intermediate_size")
+    topk = hf_text.get("num_experts_per_tok") or hf_text.get("experts_per_token") or hf_text.get("top_k_experts")
+    gated = hf_text.get("model_type") != "nemotron_h"
+    act = MoEActivation.SILU if gated else MoEActivation.RELU2_NO_MUL
+    dummy = SimpleNamespace(adjust_N_for_activation=mk.FusedMoEExpertsModular.adjust_N_for_activation)
+    n = inter * (2 if gated else 1)
+    ws13, ws2, output = TritonExperts.workspace_shapes(dummy, tokens, n, hf_text["hidden_size"], topk, 8, 8, None, act)
+    return (max(math.prod(ws13), math.prod(output)) + math.prod(ws2)) * dtype_bytes
+
+
+def use_cuda_paths(model):
+    """Each CustomOp runs forward_cuda (what a GB10 runs) where its class has one of its own, with
+    the compiled op its __init__ takes on CUDA (`self.op`, torch.ops._C.<its name>)."""
+    import torch
+    from vllm.model_executor.custom_op import CustomOp
+
+    for module in model.modules():
+        if isinstance(module, CustomOp) and "forward_cuda" in {
+            k for cls in type(module).__mro__ if cls is not CustomOp for k in vars(cls)
+        }:
+            module._forward_method = module.forward_cuda
+            name = getattr(type(module), "name", None)
+            if not hasattr(module, "op") and name and getattr(torch.ops._C, name, None) is not None:
+                module.op = getattr(torch.ops._C, name)
+
+
+def use_cuda_gemm(model):
+    """Unquantized linears run F.linear, CUDA's default_unquantized_gemm (the CPU build's needs
+    weights packed after loading)."""
+    import torch
+    from vllm.model_executor.layers import utils as layer_utils
+
+    for module in model.modules():
+        method = getattr(module, "quant_method", None)
+        if method is None:
+            continue
+        if hasattr(method, "_gemm_impl"):
+            method._gemm_impl = layer_utils.default_unquantized_gemm
+        module.cpu_linear = torch.nn.functional.linear  # what cpu_unquantized_gemm calls (the lm head's path)
+
+
+WORKSPACE = []  # the WorkspaceManager's buffer of the pass being measured, once the first MoE layer took it
+
+
+def use_cuda_moe_entry(model, workspace):
+    """Each fused-MoE runner calls vLLM's moe_forward custom op, as on CUDA (moe_runner.py
+    _select_forward; the CPU build calls the experts directly), so its registered fake runs. The first
+    one to run takes the fused-MoE workspace (`workspace` bytes), which vLLM's WorkspaceManager keeps
+    from then on (v1/worker/workspace.py; fused_moe/modular_kernel.py _allocate_buffers): layers before
+    it (DeepSeek's leading dense layers) run without it."""
+    import torch
+
+    for module in model.modules():
+        if hasattr(module, "_forward_entry") and hasattr(module, "_select_forward"):
+            shared = getattr(module, "_shared_experts", None) is not None
+            op = torch.ops.vllm.moe_forward_shared if shared else torch.ops.vllm.moe_forward
+
+            def entry(*args, _op=op, **kwargs):
+                if workspace and not WORKSPACE:
+                    WORKSPACE.append(torch.empty(workspace, dtype=torch.uint8, device=args[0].device))
+                return _op(*args, **kwargs)
+
+            module._forward_entry = entry
+
+
+def v1_sampler(logits):
+    """The V1 runner's dummy sampler pass (gpu_model_runner.py GPUModelRunner._dummy_sampler_run:
+    temperature 0.5, top-p 0.9, top-k vocab - 1, no penalties), top-k / top-p in
+    TopKTopPSampler.forward_native (CUDA without FlashInfer's sampler)."""
+    import torch
+    from vllm.v1.sample.logits_processor import LogitsProcessors
+    from vllm.v1.sample.metadata import SamplingMetadata
+    from vllm.v1.sample.sampler import Sampler
+
+    num_reqs = logits.size(0)
+
+    def dummy(v):
+        return torch.full((num_reqs,), v, device=logits.device)
+
+    metadata = SamplingMetadata(
+        temperature=dummy(0.5), all_greedy=False, all_random=False, top_p=dummy(0.9), top_k=dummy(logits.size(1) - 1),
+        generators={}, max_num_logprobs=None, logprob_token_ids=None, no_penalties=True, prompt_token_ids=None,
+        frequency_penalties=dummy(0.1), presence_penalties=dummy(0.1), repetition_penalties=dummy(0.1),
+        output_token_ids=[[] for _ in range(num_reqs)], spec_token_ids=[[] for _ in range(num_reqs)],
+        allowed_token_ids_mask=None, bad_words_token_ids={}, logitsprocs=LogitsProcessors(),
+    )  # fmt: skip
+    sampler = Sampler()
+    sampler.topk_topp_sampler.forward = sampler.topk_topp_sampler.forward_native
+    sampler.greedy_sample = lambda logits: logits.argmax(dim=-1).view(-1)  # its CUDA path (the CPU's is _C)
+    return sampler(logits=logits, sampling_metadata=metadata)
+
+
+def use_opaque_attention(model):
+    """Attention runs as vLLM's opaque custom ops (unified_attention_with_output), as CUDA has it
+    (platform opaque_attention_op); with no attention metadata their fakes, like the kernels in a
+    profile run, write nothing new."""
+    for module in model.modules():
+        if hasattr(module, "use_direct_call"):
+            module.use_direct_call = False
+
+
+def measure(name, config, tokens, seqs, workdir, extra_periods):
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from vllm.config import set_current_vllm_config
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.forward_context import set_forward_context
+    from vllm.model_executor.model_loader.utils import get_model_architecture
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    text, n = shallow(text_only(config), extra_periods)
+    folder = Path(workdir) / f"{name.replace('/', '--')}-{n}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(text))
+    args = EngineArgs(
+        model=str(folder), skip_tokenizer_init=True, max_model_len=max(tokens, 4096), enforce_eager=True,
+        load_format="dummy", max_num_batched_tokens=tokens, max_num_seqs=seqs, compilation_config={"mode": 0},
+    )  # fmt: skip
+    vllm_config = args.create_engine_config()
+    cls, _ = get_model_architecture(vllm_config.model_config)
+    # the model loader's order (model_loader/base_loader.py load_model): the dtype, then the device
+    dtype_default = set_default_torch_dtype(vllm_config.model_config.dtype)
+    with set_current_vllm_config(vllm_config), dtype_default, torch.device("meta"):
+        model = cls(vllm_config=vllm_config, prefix="")
+    use_cuda_paths(model)
+    use_cuda_gemm(model)
+    dtype = vllm_config.model_config.dtype
+    moe = any(hasattr(m, "_select_forward") for m in model.modules())  # a fused-MoE runner
+    workspace = moe_workspace_bytes(text, tokens, torch.finfo(dtype).bits // 8) if moe else 0
+    use_cuda_moe_entry(model, workspace)
+    use_opaque_attention(model)
+    hidden_size = text["hidden_size"]
+
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+    with torch.inference_mode(), set_current_vllm_config(vllm_config), fake:
+        input_ids = torch.zeros(tokens, dtype=torch.long, device="meta")
+        positions = torch.zeros(tokens, dtype=torch.long, device="meta")
+        # one sampled position per dummy request (the last token of each): gpu/input_batch logits_indices
+        logits_indices = torch.zeros(min(tokens, seqs), dtype=torch.long, device="meta")
+        # FakeTensorMode turns each meta parameter into a fake tensor of its own on first use (and keeps
+        # it): convert them all now, so their storages are known as the weights', not activations
+        weights = [fake.from_tensor(t) for t in [*model.parameters(), *model.buffers()]]
+        kept = [*model.parameters(), *model.buffers(), *weights, input_ids, positions, logits_indices]
+        counter = LiveBytes(storages_of(*kept))
+        global COUNTER
+        COUNTER = counter
+        with set_forward_context(None, vllm_config, num_tokens=tokens), counter.mode:
+            WORKSPACE.clear()
+            hidden = model(input_ids=input_ids, positions=positions)
+            if isinstance(hidden, tuple):
+                hidden = hidden[0]
+            forward = counter.peak
+            forward_live = counter.at_peak
+            counter.reset_peak()
+            sample_hidden = hidden[logits_indices]
+            logits = model.compute_logits(sample_hidden)
+            sampler = counter.peak
+            v1 = v1_error = None
+            try:  # the V1 runner's sampler pass, on the same hidden states (rand_like, then the logits)
+                counter.reset_peak()
+                before = counter.now
+                v1_logits = model.compute_logits(torch.rand_like(sample_hidden))
+                out = v1_sampler(v1_logits)
+                v1 = counter.peak - before
+                del out, v1_logits
+            except Exception as exc:
+                v1_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        logits_bytes = logits.untyped_storage().nbytes()
+        WORKSPACE.clear()  # kept alive to here, as vLLM's manager keeps it
+    return {
+        "layers": n, "forward": forward, "sampler": sampler, "logits": logits_bytes, "moe_workspace": workspace,
+        "hidden_bytes": tokens * hidden_size * (torch.finfo(dtype).bits // 8), "peak_op": counter.peak_op, "forward_live": forward_live, "sampler_live": counter.at_peak,
+        "dtype": str(dtype), "v1_sampler": v1, "v1_error": v1_error,
+    }  # fmt: skip
+
+
+def main():
+    request = json.load(sys.stdin)
+    answer_to, sys.stdout = sys.stdout, sys.stderr  # vLLM's prints must not mix with the answer
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.distributed import init_distributed_environment, initialize_model_parallel
+
+    fakes = register_fakes() + register_profile_fakes()
+    out = {"fakes_added": fakes, "models": []}
+    with tempfile.TemporaryDirectory() as workdir:
+        with set_current_vllm_config(VllmConfig()):
+            init_distributed_environment(
+                world_size=1, rank=0, local_rank=0, distributed_init_method=f"file://{workdir}/dist", backend="gloo"
+            )
+            initialize_model_parallel(1, 1)
+        for item in request["models"]:
+            started = time.monotonic()
+            try:
+                runs = [
+                    measure(item["name"], item["config"], request["tokens"], request["seqs"], workdir, extra)
+                    for extra in (0, 1)
+                ]
+                answer = {k: [r[k] for r in runs] for k in runs[0]}
+                answer.update(name=item["name"], seconds=round(time.monotonic() - started, 1))
+                out["models"].append(answer)
+            except Exception as exc:
+                import traceback
+
+                traceback.print_exc()
+                out["models"].append({"name": item["name"], "error": f"{type(exc).__name__}: {str(exc)[:400]}"})
+    answer_to.write("\n" + ANSWER_MARK + json.dumps(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""The activation peak of vLLM's profile pass, measured on vLLM's own model code without a GPU
+(tests/support/vllm_activation_oracle.py, run in the vLLM venv), beside the fit's figures for the
+same model and flags. Used by bench/activation_oracle.py and tests/core/test_fit_vs_vllm.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparktui.core.config import ServeConfig
+from sparktui.core.fit_settings import activation_parts, gdn_prefill_per_token, moe_workspace_per_token, settings_from
+from sparktui.core.machine import dgx_spark
+from sparktui.core.modelspec import ModelSpec, spec_from_config
+from sparktui.core.vllm_rules import rules_for
+
+ORACLE = Path(__file__).with_name("vllm_activation_oracle.py")
+MARK = "SPARKTUI-ACTIVATION-ORACLE "
+
+
+def unquantized(config: dict[str, Any]) -> dict[str, Any]:
+    """The config both sides read: the oracle builds unquantized models (the weights' format does not
+    change the activations), so the fit is asked about the same model."""
+    out = {k: v for k, v in config.items() if k not in ("quantization_config", "compression_config")}
+    if isinstance(out.get("text_config"), dict):
+        out["text_config"] = {k: v for k, v in out["text_config"].items() if k != "quantization_config"}
+    return out
+
+
+def ask_activations(
+    python: Path, models: dict[str, dict[str, Any]], tokens: int, seqs: int, timeout: float = 900
+) -> dict[str, Any]:
+    """Run the oracle on {name: config.json} at `tokens` batched tokens and `seqs` sequences."""
+    request = {
+        "tokens": tokens,
+        "seqs": seqs,
+        "models": [{"name": n, "config": unquantized(c)} for n, c in models.items()],
+    }
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
+    proc = subprocess.run(
+        [str(python), str(ORACLE)], input=json.dumps(request), capture_output=True, text=True,
+        timeout=timeout, env=env,
+    )  # fmt: skip
+    marked = [line for line in proc.stdout.splitlines() if line.startswith(MARK)]
+    if proc.returncode != 0 or not marked:
+        raise RuntimeError(f"{python}: the activation oracle failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    answer: dict[str, Any] = json.loads(marked[-1][len(MARK) :])
+    return answer
+
+
+@dataclass(frozen=True)
+class FitTerms:
+    """The fit's figures for one model at the profile's tokens and sequences (vLLM 0.32's runner)."""
+
+    forward: int
+    sampler: int
+    moe_workspace: int
+    gdn: int
+    runner: str
+
+
+def fit_terms(name: str, config: dict[str, Any], tokens: int, seqs: int, version: str = "0.32.0") -> FitTerms:
+    spec: ModelSpec = spec_from_config(unquantized(config), name=name, source="fixture")
+    rules = rules_for(version)
+    serve = ServeConfig(model=name, max_num_batched_tokens=tokens, max_num_seqs=seqs, vllm_version=version)
+    s = settings_from(serve, spec, dgx_spark(), rules)
+    forward, sampler = activation_parts(spec, tokens, seqs, 1, s.model_runner)
+    return FitTerms(
+        forward, sampler, tokens * moe_workspace_per_token(spec), tokens * gdn_prefill_per_token(spec), s.model_runner
+    )
+
+
+@dataclass(frozen=True)
+class OracleTerms:
+    """The oracle's answer for one model: the forward's peak (the larger of its two depths: it does
+    not grow with depth), the sampler pass's peak (the forward's hidden states still held), the logits."""
+
+    forward: int
+    sampler: int
+    logits: int
+    moe_workspace: int
+    depth_growth: int  # the forward peak's change from the shallower to the deeper build
+    layers: tuple[int, int]
+    seconds: float
+    v1_sampler: int | None  # the V1 runner's sampler pass beyond the forward's hidden states
+
+
+def oracle_terms(answer: dict[str, Any]) -> OracleTerms:
+    f1, f2 = answer["forward"]
+    return OracleTerms(
+        forward=max(f1, f2),
+        sampler=max(answer["sampler"]),
+        logits=answer["logits"][-1],
+        moe_workspace=answer["moe_workspace"][-1],
+        depth_growth=f2 - f1,
+        layers=(answer["layers"][0], answer["layers"][1]),
+        seconds=answer["seconds"],
+        v1_sampler=answer["v1_sampler"][-1],
+    )
