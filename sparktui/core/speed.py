@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparktui.core.bench_history import MeasuredRun, calibrate
-from sparktui.core.config import ServeConfig
+from sparktui.core.config import MXFP4_LAYER_NAMES, ServeConfig
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec
 from sparktui.core.speculation import Speculation
 
@@ -278,8 +278,6 @@ def footprint(spec: ModelSpec) -> Footprint:
 
 
 MXFP4_BYTES = 0.5 + 1 / 32  # 4-bit + an e8m0 scale per 32 weights
-# --mxfp4-layers (eugr's spark-vllm-docker build) names: which weight categories each one moves to MXFP4
-MXFP4_LAYER_NAMES = ("moe", "qkv", "o", "lm_head")
 
 
 def with_mxfp4_layers(spec: ModelSpec, names: tuple[str, ...] | list[str]) -> ModelSpec:
@@ -662,6 +660,8 @@ def estimate_for_config(
     """The estimate for a ServeConfig: its KV dtype, tensor parallel, batch size and speculative
     decoding; at `context` tokens per user (None: a short chat's, 1,024 or max_model_len when
     shorter), and the batch sizes the KV cache can hold."""
+    if config.mxfp4_layer_names:  # eugr's MXFP4 build stores these as MXFP4 whatever the checkpoint
+        spec = with_mxfp4_layers(spec, config.mxfp4_layer_names)
     max_seqs = config.max_num_seqs or 256
     full = max(1, int(max_concurrency))
     users = tuple(sorted({n for n in (1, 4, 16, min(full, max_seqs)) if n <= max_seqs}))
