@@ -15,15 +15,15 @@ and the Gated DeltaNet kernels, which have no fast path on GB10's sm_121); per-u
 1 / step, the aggregate B / step. Where compute bounds (large batches, prefill), time is FLOPs /
 (peak × η_compute), with 2 FLOPs per active parameter per token plus attention's 4·heads·dim·C.
 
-Calibration, from the project's tuning guide (its measured single-user vLLM rows on a DGX Spark,
-quoted in issue 15) and the public reports cited by each constant below:
-  Qwen3.5-35B-A3B NVFP4      47–50 tok/s, TTFT 0.12 s   fits the Gated DeltaNet layer cost
-  Qwen3.5-122B-A10B NVFP4    ~30 tok/s                  above the plain-decode roofline (see
-  70B dense NVFP4            15–20 tok/s                 GUIDE_ROWS): speculative decoding
+Calibration: the per-layer costs (per vLLM release line too) and the routing spread are fitted by
+bench/fit_speed.py on the FIT set of tests/fixtures/speed/published.json and checked on its disjoint
+HELD-OUT set by bench/speed_accuracy.py (the split is by source, fixed before any fit). The guide's
+rows (GUIDE_ROWS) are checked too: two lie above the plain-decode roofline (speculative decoding).
 A measured run (`sparktui bench` history of the same model, quantization and vLLM version)
 corrects the prediction by the ratio measured / predicted (core.bench_history).
 
-Pure: no I/O. Speculative decoding is modelled by its expected accepted tokens per step.
+Pure: no I/O. Speculative decoding: a verify pass of n+1 tokens, the drafter's own reads by method
+(draft_seconds), and the tokens a pass yields from published acceptance figures (ACCEPTANCE).
 """
 
 from __future__ import annotations
