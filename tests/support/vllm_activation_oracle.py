@@ -19,18 +19,29 @@ What is not vLLM's own code here, and why:
   kernel does. Its fake implementation runs where vLLM registers one; the CPU build's _C ops that
   have none get one that does what the op's CUDA kernel does to memory (writes its `out` argument
   in place, allocates nothing): listed in OUT_PARAM_OPS.
+- Linears run F.linear (CUDA's default_unquantized_gemm) and attention vLLM's opaque
+  unified_attention_with_output op, as on CUDA.
 - The fused-MoE layer's experts run as vLLM's `moe_forward` fake (an output the size of the input);
-  its workspace, held in vLLM's WorkspaceManager from the first MoE layer on, is added from the
-  experts class's own `workspace_shapes` (TritonExperts; bench/moe_workspace_oracle.py).
+  its workspace, taken by the first MoE layer to run and kept by vLLM's WorkspaceManager, is sized
+  by the experts class's own `workspace_shapes` (TritonExperts; bench/moe_workspace_oracle.py).
+- Ops with no fake of their own get one from their profile-run branch in vLLM's source
+  (register_profile_fakes: the Gated-DeltaNet core, Mamba2's mixer, the gated RMSNorm's kernel).
 - The model is built with a few layers: enough to hold one of each layer kind. The forward's peak
-  does not grow with depth (one layer's tensors are live at a time, beside the residual stream);
-  each answer carries the peak at two depths so the caller can check that.
+  does not grow with depth once every kind has run (one layer's tensors are live at a time, beside
+  the residual stream); each answer carries the peak at two depths so the caller can check that
+  (DeepSeek's grows: at 4 layers its one MoE layer runs before the workspace exists).
 - Quantization is dropped (the weights' format does not change the activations' dtype) and a
   multimodal model is built from its text config.
+- The pass runs eagerly, as `--enforce-eager` runs it; a compiled graph frees a tensor after its
+  last use, where eager code keeps what a Python variable still names (the decoder loop's inputs
+  to the layer, Qwen's gate_up through down_proj), so the default compiled run can hold a few
+  hidden-size tensors per token less.
+- The V1 runner's sampler pass is measured too (v1_sampler: its top-k / top-p on
+  TopKTopPSampler.forward_native, CUDA without FlashInfer's sampler).
 
 Reads JSON on stdin: {"tokens": N, "seqs": S, "models": [{"name", "config"}]}. Prints, marked, a
 list of {"name", "layers": [n1, n2], "forward": [peak1, peak2], "sampler": [...], "logits",
-"moe_workspace", "seconds"} or {"name", "error"}.
+"moe_workspace", "v1_sampler", "seconds", ...} or {"name", "error"}.
 """
 
 import json
