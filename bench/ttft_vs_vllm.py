@@ -18,7 +18,7 @@ tool's lateness over the wire (per request at one user, where the order matches)
 lateness grows with the machine's load stamps its times late: `vllm bench serve` takes
 time.perf_counter() in its asyncio loop when it gets round to a chunk (and its start before the
 request is written), so on a loaded box its TTFT carries its own scheduling delays; sparktui's
-reader threads read the kernel's receive stamps (runtime/wire.py).
+reader threads read the kernel's receive stamps (runtime/bench/wire.py).
 """
 
 from __future__ import annotations
@@ -112,8 +112,8 @@ def server_ttft(url: str) -> tuple[float, float]:
 
 
 def run_tool(tool: str, a, target, plan, folder: Path) -> dict:
-    from sparktui.runtime import vllm_bench
-    from sparktui.runtime.bench import BenchSettings
+    from sparktui.runtime.bench import vllm_driver
+    from sparktui.runtime.bench.results import BenchSettings
 
     if tool == "sparktui":
         argv = [sys.executable, "-m", "sparktui", "bench", "--port", str(target.port), "--json", "--users", "1"]
@@ -126,7 +126,7 @@ def run_tool(tool: str, a, target, plan, folder: Path) -> dict:
     settings = BenchSettings(
         users=[1], prompt_tokens=a.prompt_tokens, output_tokens=a.output_tokens, requests_per_user=a.requests
     )
-    argv = [*vllm_bench.argv_for(plan, target, settings, 1, folder), "--save-detailed"]
+    argv = [*vllm_driver.argv_for(plan, target, settings, 1, folder), "--save-detailed"]
     if tool == "vllm bench serve, nice -20":
         argv = ["nice", "-n", "-20", *argv]
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
@@ -160,11 +160,11 @@ def main() -> int:
     if os.geteuid() != 0:
         print("needs root: the wire is read with a packet socket on lo", file=sys.stderr)
         return 2
-    from sparktui.runtime import vllm_bench
-    from sparktui.runtime.bench import resolve_target
+    from sparktui.runtime.bench import vllm_driver
+    from sparktui.runtime.bench.target import resolve_target
 
     target = resolve_target(a.port)
-    plan = vllm_bench.plan(target, None, a.vllm_executable)
+    plan = vllm_driver.plan(target, None, a.vllm_executable)
     tools = ("sparktui bench", "vllm bench serve", "vllm bench serve, nice -20")
     rows = []
     for rnd in range(a.rounds):
