@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from sparktui.core.units import GiB
 from sparktui.ui.backend import Backend
+from sparktui.ui.widgets.editor import ConfigEditor
 from sparktui.ui.widgets.gauge import GpuView
 
 # A DGX Spark at rest: MemTotal ≈ 121.7 GiB (DESIGN.md), 2 GiB swap.
@@ -195,8 +196,9 @@ async def settled(pilot, ready=lambda app: True, what: str = "the app to settle"
         await pilot.pause()
         await workers_done(app)
         await pilot.pause()
-        # the polls start once the first full screen is up: until then a read may still come
-        started = getattr(app, "background_started", True)
+        # the polls start once the first full screen is up, and the form's later rows are mounted
+        # then: until both, a read may still come (and an app closed mid-mount trips Textual's Select)
+        started = getattr(app, "background_started", True) and all(e.complete for e in app.query(ConfigEditor))
         if started and ready(app) and not any(w.is_running for w in app.workers):
             return
     raise AssertionError(f"{what}: not after {rounds} rounds")

@@ -137,6 +137,11 @@ class ConfigEditor(VerticalScroll):
         if self._rest_wanted:
             self.call_after_refresh(self._build_rest)
 
+    @property
+    def complete(self) -> bool:
+        """Every row is mounted."""
+        return len(self._mounted) == len(_flags().FLAGS) if self.built else False
+
     def build_rest(self) -> None:
         """Mount the rows the first screen did not need (once the screen is full)."""
         self._rest_wanted = True
