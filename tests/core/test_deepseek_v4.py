@@ -101,3 +101,22 @@ def test_the_cache_is_whole_on_every_rank_and_does_not_shrink_with_tp(config):
     two = plan_kv(spec, 1, block_size=256, tp=2, max_num_batched_tokens=2048)
     assert one.groups == two.groups
     assert one.bytes_per_block == two.bytes_per_block == 1_002_240
+
+
+def test_without_block_size_the_plan_takes_vllms_256_token_blocks(config):
+    from sparktui.core.kv_plan import plan_kv
+
+    spec = spec_from_config(config, name="v4", source="t")
+    assert plan_kv(spec, 1).groups == plan_kv(spec, 1, block_size=256).groups
+    assert plan_kv(spec, 1).block_size == 4  # the smallest group's: the ratio-4 compressor states
+
+
+@pytest.mark.parametrize("block_size", [16, 128, 384])
+def test_a_block_size_the_v4_backends_cannot_take_is_a_clear_error(config, block_size):
+    from sparktui.core.kv_plan import plan_kv
+    from sparktui.errors import UserError
+
+    spec = spec_from_config(config, name="v4", source="t")
+    with pytest.raises(UserError, match=rf"--block-size {block_size}: .*blocks of 256 tokens"):
+        plan_kv(spec, 1, block_size=block_size)
+    assert plan_kv(spec, 1, block_size=512).bytes_per_block > 0
