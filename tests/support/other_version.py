@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from sparktui.core.leak import Holder
+
 NEW_KERNEL_EVENT = {"kind": "gsp_timeout", "line": "NVRM: GSP RPC timeout (fn 76)", "usec": 99, "gsp_fn": 76}
 NEW_FAILURE_KIND = "unified_memory_exhausted"
 NEW_EVENT = {"kind": "SwapStorm", "t": 1.5, "swapped_gib": 3.25}
@@ -29,15 +31,7 @@ def from_another_version(record: dict[str, Any]) -> dict[str, Any]:
         out["exit"]["failure"] = dict(failure)
         leak = out["exit"].get("leak")
         if leak is not None:
-            leak["holders"] = [
-                *leak["holders"],
-                {
-                    "kind": "dma_buf",
-                    "name": "/dev/dma_heap/x",
-                    "bytes": 4096,
-                    "pids": [7],
-                    "start_times": [8],
-                    "inode": None,
-                },
-            ]
+            # every field this version writes (so none is added on the way back), with a kind it does not know
+            holder = Holder(kind="shm_file", name="/dev/dma_heap/x", bytes=4096, pids=[7], start_times=[8])
+            leak["holders"] = [*leak["holders"], {**holder.model_dump(), "kind": "dma_buf"}]
     return out
