@@ -37,7 +37,7 @@ class Holder(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    kind: HolderKind
+    kind: str  # a HolderKind, or another version's kind: kept as written, shown by name
     name: str  # the file's path, the process's command, or "locked memory"
     bytes: int = Field(ge=0)
     pids: list[int] = Field(default_factory=list)  # shm_file: who maps it; process: the pid
