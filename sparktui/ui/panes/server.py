@@ -135,6 +135,10 @@ class ServerPane(Pane):
     # -- the server as the app shares it --------------------------------------------------------------
 
     def watch_server(self, previous: ServerStatus | None, status: ServerStatus | None) -> None:
+        if status is not None and self.target is not None and status.port != self.target:
+            # a record of the server followed before a switch, still on its way up to the app (the
+            # switch reads the new one at once): following it again would undo the switch
+            return
         if status is not None:
             self.target = status.port
             self.server_log.follow_server(status)
