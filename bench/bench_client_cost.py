@@ -18,7 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sparktui.runtime import bench
+from sparktui.runtime.bench.results import BenchSettings
+from sparktui.runtime.bench.run import run_bench
+from sparktui.runtime.bench.target import Target
 from tests.support.timed_server import running
 
 
@@ -30,15 +32,15 @@ def main() -> None:
     parser.add_argument("--output", type=int, default=128)
     parser.add_argument("--requests", type=int, default=3)
     args = parser.parse_args()
-    settings = bench.BenchSettings(
+    settings = BenchSettings(
         users=[int(u) for u in args.users.split(",")],
         prompt_tokens=64,
         output_tokens=args.output,
         requests_per_user=args.requests,
     )
     with running(ttft=args.ttft, rate=args.rate) as (url, _):
-        target = bench.Target(url, int(url.rsplit(":", 1)[1]), None, None, None)
-        report = bench.run_bench(target, settings)
+        target = Target(url, int(url.rsplit(":", 1)[1]), None, None, None)
+        report = run_bench(target, settings)
     print(f"timed server: TTFT {args.ttft} s, {args.rate} tok/s per request, {args.output} tokens per request")
     print("users  cpu ms/request  cpu µs/token  cpu % of a core  loop late max ms  TTFT err  decode err")
     for level in report.runs:

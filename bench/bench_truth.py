@@ -25,7 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sparktui.runtime import bench
+from sparktui.runtime.bench.results import BenchSettings
+from sparktui.runtime.bench.run import run_bench
+from sparktui.runtime.bench.target import Target
 from tests.support.timed_server import running
 
 HOG = "while True:\n    pass\n"
@@ -60,7 +62,7 @@ def main() -> None:
     parser.add_argument("--hogs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    settings = bench.BenchSettings(
+    settings = BenchSettings(
         users=[int(u) for u in args.users.split(",")],
         prompt_tokens=64,
         output_tokens=args.output,
@@ -69,9 +71,9 @@ def main() -> None:
     per_request = args.ttft + (args.output - 1) / args.rate
     with running(ttft=args.ttft, rate=args.rate) as (url, server):
         fifo = realtime(server.pid)
-        target = bench.Target(url, int(url.rsplit(":", 1)[1]), None, None, None)
+        target = Target(url, int(url.rsplit(":", 1)[1]), None, None, None)
         with hogs(args.hogs):
-            report = bench.run_bench(target, settings)
+            report = run_bench(target, settings)
     rows = []
     for level in report.runs:
         aggregate_truth = level.users * args.output / per_request

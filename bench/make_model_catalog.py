@@ -45,6 +45,12 @@ WEIGHTS = {
 
 # config keys the fit engine reads; everything else is dropped to keep the package small
 KEEP = {
+    # DeepSeek V4's own layout (modelspec/deepseek_v4.py)
+    "compress_ratios",
+    "o_lora_rank",
+    "o_groups",
+    "index_n_heads",
+    "expert_dtype",
     "architectures",
     "model_type",
     "torch_dtype",

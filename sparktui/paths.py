@@ -91,7 +91,7 @@ def calibrations_path() -> Path:
 
 
 def bench_history_path() -> Path:
-    """JSON lines, one benchmark run each (runtime.bench.HistoryRecord documents the format)."""
+    """JSON lines, one benchmark run each (runtime.bench.history.HistoryRecord documents the format)."""
     path = state_dir() / "bench"
     path.mkdir(mode=0o700, exist_ok=True)
     return path / "history.jsonl"

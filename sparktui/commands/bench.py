@@ -17,7 +17,8 @@ from sparktui.commands.argtypes import tcp_port
 from sparktui.errors import UserError
 
 if TYPE_CHECKING:
-    from sparktui.runtime.bench import BenchProgress, BenchReport, HistoryRecord, LevelResult
+    from sparktui.runtime.bench.history import HistoryRecord
+    from sparktui.runtime.bench.results import BenchProgress, BenchReport, LevelResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,21 +74,24 @@ def _users(text: str | None) -> list[int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparktui.runtime import bench
+    from sparktui.runtime.bench.history import append_history, read_history
 
     if args.history:
-        return _show_history(bench.read_history(), args.profile, as_json=args.json)
+        return _show_history(read_history(), args.profile, as_json=args.json)
+    from sparktui.runtime.bench.limits import validate
+    from sparktui.runtime.bench.results import BenchSettings, SweepTargets
+    from sparktui.runtime.bench.run import run_bench
+    from sparktui.runtime.bench.target import resolve_target
+
     users = _users(args.users)
     sweep = None
     if args.sweep:
         if args.target_tok_s is None or args.target_ttft_s is None:
             raise UserError("--sweep needs both targets: --target-tok-s X (per user) and --target-ttft-s Y (p95)")
-        sweep = bench.SweepTargets(
-            tok_s=args.target_tok_s, ttft_s=args.target_ttft_s, max_users=args.max_users, ladder=users
-        )
+        sweep = SweepTargets(tok_s=args.target_tok_s, ttft_s=args.target_ttft_s, max_users=args.max_users, ladder=users)
     elif args.target_tok_s is not None or args.target_ttft_s is not None:
         raise UserError("--target-tok-s and --target-ttft-s are for a sweep: add --sweep")
-    settings = bench.BenchSettings(
+    settings = BenchSettings(
         users=users or [1, 5],
         prompt_tokens=args.prompt_tokens,
         output_tokens=args.output_tokens,
@@ -96,21 +100,21 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         depths=_depths(args.depth),
     )
-    bench.validate(settings, sweep)
+    validate(settings, sweep)
     if args.vllm_executable and not args.vllm:
         raise UserError("--vllm-executable is for --vllm: add --vllm")
     if args.vllm and settings.depths is not None:
         raise UserError("--vllm runs vllm bench serve's levels: drop --depth, or run --depth without --vllm")
     if args.vllm and sweep is not None:
         raise UserError("--vllm runs fixed levels: drop --sweep, or run the sweep without --vllm")
-    target = bench.resolve_target(args.port)
+    target = resolve_target(args.port)
     if args.vllm:
         return _run_vllm(target, settings, args.model, args.vllm_executable, as_json=args.json)
     progress = _progress_line if sys.stderr.isatty() else None
-    report = bench.run_bench(target, settings, sweep=sweep, progress=progress)
+    report = run_bench(target, settings, sweep=sweep, progress=progress)
     if progress is not None:
         print(file=sys.stderr)
-    bench.append_history(report)
+    append_history(report)
     if args.json:
         print(json.dumps(report.public(), indent=1))
     else:
@@ -125,14 +129,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_vllm(target: Any, settings: Any, model: str | None, executable: str | None, *, as_json: bool) -> int:
-    from sparktui.runtime import vllm_bench
+    from sparktui.runtime.bench import vllm_driver
 
-    plan = vllm_bench.plan(target, model, executable)
+    plan = vllm_driver.plan(target, model, executable)
     rows = []
     for users in settings.users:
         if not as_json:
             print(f"vllm bench serve: {users} users …", file=sys.stderr, flush=True)
-        rows.append(vllm_bench.run_level(plan, target, settings, users))
+        rows.append(vllm_driver.run_level(plan, target, settings, users))
     if as_json:
         report = {"tool": "vllm bench serve", "executable": plan.executable, "model": plan.model, "runs": rows}
         print(json.dumps({**report, "settings": settings.model_dump(mode="json")}, indent=1))

@@ -215,26 +215,27 @@ def read_lines(args: argparse.Namespace) -> list[str]:
     return lines + (getattr(args, "config_file", None) or [])
 
 
-def _row(label: str, n_bytes: float) -> str:
-    return f"  {label:<44}{n_bytes / 1024**3:>9.2f}"
+def _row(label: str, n_bytes: float, source: str | None = None) -> str:
+    return f"  {label:<44}{n_bytes / 1024**3:>9.2f}" + (f"  {source}" if source else "")
 
 
 def render(result, spec, config, measured=None) -> str:
     b = result.budget
     kv_label = "= KV cache (--kv-cache-memory-bytes)" if config.kv_cache_memory_bytes else "= KV cache"
+    src = result.kv_memory_source  # per term: measured (a launch here), calibrated (a log) or predicted
     lines = [
         f"sparktui fit — {spec.name} on {result.machine}",
         f"model      {spec.num_layers} layers, {spec.dtype}"
         + (f", {spec.quantization}" if spec.quantization else "")
         + f"; weights {result.weights_bytes / 1024**3:.2f} GiB ({spec.weights_source}); from {spec.source}",
         "",
-        f"  {'budget':<44}{'GiB':>9}",
+        f"  {'budget':<44}{'GiB':>9}" + ("  source" if src else ""),
         _row("total visible to CUDA", b["total"]),
         _row(f"requested ({config.gpu_memory_utilization:g} × total)", b["requested"]),
-        _row("− weights", b["weights"]),
-        _row("− activation peak", b["activation_peak"]),
-        _row("− non-torch memory", b["non_torch"]),
-        _row("− CUDA graphs (estimate)", b["cuda_graphs"]),
+        _row("− weights", b["weights"], src.get("weights")),
+        _row("− activation peak", b["activation_peak"], src.get("activation_peak")),
+        _row("− non-torch memory", b["non_torch"], src.get("non_torch")),
+        _row("− CUDA graphs (estimate)", b["cuda_graphs"], src.get("cuda_graphs")),
         _row(kv_label, b["kv_cache"]),
         _row("CUDA context (outside the request)", b["cuda_context"]),
     ]

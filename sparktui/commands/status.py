@@ -78,10 +78,10 @@ def _guard_news(state: StateRecord) -> list[str]:
     kernel = state.guard.kernel
     if kernel is not None:
         for event in kernel.events:
-            if event.get("kind") == "xid":
-                out.append(f"kernel log: Xid {event.get('xid')} for pid {event.get('pid')}: {event.get('line')}")
-            elif event.get("kind") == "no_memory" and event.get("line") != tripped_on:
-                out.append(f"kernel log ({kernel.mode}): NVIDIA driver out of memory: {event.get('line')}")
+            if event.kind == "xid":
+                out.append(f"kernel log: Xid {event.xid} for pid {event.pid}: {event.line}")
+            elif event.kind == "no_memory" and event.line != tripped_on:
+                out.append(f"kernel log ({kernel.mode}): NVIDIA driver out of memory: {event.line}")
         if kernel.source is None and kernel.mode != "off" and state.alive:
             out.append(kernel.detail or "the guard cannot see driver errors")
     if state.guard.alert and state.alive:

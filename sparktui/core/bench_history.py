@@ -1,7 +1,7 @@
 """Measured runs from `sparktui bench`'s history, read tolerantly, to calibrate the speed estimate.
 
 `sparktui bench` appends one JSON object per run to <state dir>/bench/history.jsonl
-(runtime.bench.HistoryRecord, schema_version 1): `key` {profile, model, vllm_version, flags},
+(runtime.bench.history.HistoryRecord, schema_version 1): `key` {profile, model, vllm_version, flags},
 `server` {model_path, max_model_len, …}, `settings` {prompt_tokens, output_tokens, …} and `runs`,
 one per concurrency level {users, decode_tok_s_per_user, ttft_p50_s, prompt_tokens_mean, partial,
 errors, …}. Only the fields below are read; a line that is not JSON, a record of a newer schema, or

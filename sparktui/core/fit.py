@@ -222,7 +222,8 @@ def _core(
     # time that pass can take what V1 would have reserved, outside the request.
     unreserved = 0
     if s.model_runner == "v2":
-        top_k_pass = sampler_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, SAMPLER_PEAK_COPIES.value)
+        # the encoder's outputs stay held through it, as through the V1 profile's own sampler pass
+        top_k_pass = sampler_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, SAMPLER_PEAK_COPIES.value) + kept
         unreserved = max(0, max(forward, top_k_pass) - activation)
     estimate = cudagraph_estimate(spec, s, machine, kv_bytes, plan)
     graphs = estimate.bytes if s.cuda_graphs_counted else 0

@@ -13,7 +13,7 @@ from sparktui.core.kv_plan import DEFAULT_RULES, KvPlan
 from sparktui.core.machine import (
     Machine,
 )
-from sparktui.core.modelspec import MAMBA, ModelSpec
+from sparktui.core.modelspec import MAMBA, MLA, ModelSpec
 from sparktui.core.speculation import NO_KV_METHODS, Speculation
 from sparktui.core.units import MiB
 from sparktui.core.vllm_rules import (
@@ -292,14 +292,56 @@ def gdn_prefill_per_token(spec: ModelSpec, tp: int = 1) -> int:
     return int(GDN_PREFILL_COPIES.value * tally)
 
 
+# Models whose attention projects q and k through their own RMSNorms (q_norm / k_norm), a new tensor each
+QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "gemma4", "gemma4_text"})
+# Hidden-size tensors live at the dense MLP's peak in vLLM's code: 5 (the decoder loop still holds the
+# layer's two inputs, the layer holds the residual and the normed input, and the MLP keeps gate_up alive
+# through down_proj), 4 where the model's code frees one sooner (bench/activation_oracle.py measures it)
+MLP_HELD_HIDDEN = {"llama": 4, "mistral": 4, "gemma4": 4, "gemma4_text": 4}
+# ... and at the attention stage: 5 (the layer's inputs, residual, normed input, o_proj's output), 3 for
+# Gemma 4, which also normalises v (v_norm) into a tensor of its own
+ATTENTION_HELD_HIDDEN = {"gemma4": 3, "gemma4_text": 3}
+V_NORM_MODEL_TYPES = frozenset({"gemma4", "gemma4_text"})
+
+
+def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
+    """Values per batched token live at the forward pass's peak in vLLM's model code, beside the
+    fused-MoE workspace: the larger of the attention stage and the dense MLP's. Attention (profile run,
+    no metadata: the kernel writes nothing new) holds 5 hidden-size tensors (the layer's inputs, residual,
+    normed input, o_proj's output), the qkv projection (q + 2 kv), the attention output (q) and, with
+    q / k norms, their outputs; the dense MLP (or an MoE model's shared expert) holds gate_up (2 ×
+    intermediate) and the activation's output while MLP_HELD_HIDDEN hidden-size tensors are live. Measured
+    by bench/activation_oracle.py on vLLM 0.32's own code (eager, as --enforce-eager runs it): exact for
+    Llama, Qwen2 / 2.5 / 3 (dense and MoE), Mixtral, gpt-oss, Gemma 3 and Gemma 4 (dense and MoE).
+    None for models with MLA or Mamba / Gated-DeltaNet layers, which vLLM's CPU build cannot run."""
+    attention = [g for g in spec.layers if g.count and not g.draft]
+    if not attention or any(g.kind in (MAMBA, MLA) for g in attention) or not spec.num_attention_heads:
+        return None
+    hidden = spec.hidden_size
+    qk_norm = spec.model_type in QK_NORM_MODEL_TYPES
+    v_norm = spec.model_type in V_NORM_MODEL_TYPES
+    widest = 0
+    for g in attention:
+        q = spec.num_attention_heads * g.head_size // tp
+        kv = max(1, g.num_kv_heads // tp) * g.head_size
+        widest = max(widest, 2 * q + 2 * kv + (q + kv if qk_norm else 0) + (kv if v_norm else 0))
+    inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
+    mlp = MLP_HELD_HIDDEN.get(spec.model_type, 5) * hidden + 3 * inner // tp if inner else 0
+    return max(ATTENTION_HELD_HIDDEN.get(spec.model_type, 5) * hidden + widest, mlp)
+
+
 def activation_parts(
     spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, runner: str = "v1"
 ) -> tuple[int, int]:
     """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run)."""
-    # the residual stream and the dense MLP; an MoE model's routed experts keep their
-    # intermediates in the fused-MoE workspace, only its shared expert runs as a dense MLP
-    inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
-    per_token = spec.dtype_bytes * (6 * spec.hidden_size + 2 * inner // tp)
+    per_token = forward_values_per_token(spec, tp)
+    if per_token is None:
+        # hybrids and MLA (not measured by the oracle here): the residual stream and the dense MLP; an
+        # MoE model's routed experts keep their intermediates in the fused-MoE workspace, only its
+        # shared expert runs as a dense MLP
+        inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
+        per_token = 6 * spec.hidden_size + 2 * inner // tp
+    per_token = spec.dtype_bytes * per_token
     per_token += moe_workspace_per_token(spec, tp) + gdn_prefill_per_token(spec, tp)
     forward = max_num_batched_tokens * per_token
     # _dummy_sampler_run: V1 applies top-k / top-p in fp32, the V2 runner samples the logits as they are

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from sparktui.core.machine import Machine
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.profiles import Profile, ProfileRef
+    from sparktui.core.speed import Hardware
     from sparktui.runtime.host.memory import MemorySample
     from sparktui.runtime.records.protocol import StateRecord
     from sparktui.runtime.records.state_watch import StateDirWatch
@@ -52,6 +53,14 @@ if TYPE_CHECKING:
 
 class Unavailable(Exception):
     """This part cannot work here (no NVML, no vLLM, no supervisor…); str() says why."""
+
+
+def _hardware(machine: Machine) -> Hardware | None:
+    """The speed model's hardware for the machine, its bandwidth from SPARKTUI_BANDWIDTH_GBS when set."""
+    from sparktui.core import speed as sp
+
+    found = sp.hardware_for(machine.name, machine.mem_total, machine.unified)
+    return sp.with_bandwidth(found, sp.bandwidth_from_env(os.environ), machine.name)
 
 
 class Backend:
@@ -152,7 +161,6 @@ class Backend:
         """core.advisor's verdicts for every local or catalog variant of the form's model, at its
         --max-model-len (32768 when unset) for one user, best predicted speed first."""
         from sparktui.core import advisor
-        from sparktui.core import speed as sp
         from sparktui.core.modelspec import load_model_spec
 
         names = [n for n in self.local_models() if advisor.in_family(config.model, n)]
@@ -164,11 +172,7 @@ class Backend:
                 specs.append(load_model_spec(name))
             except UserError:
                 continue
-        hardware = sp.with_bandwidth(
-            sp.hardware_for(machine.name, machine.mem_total, machine.unified),
-            sp.bandwidth_from_env(os.environ),
-            machine.name,
-        )
+        hardware = _hardware(machine)
         context = config.max_model_len if config.max_model_len and config.max_model_len > 0 else 32768
         return list(
             advisor.advise(
@@ -268,11 +272,7 @@ class Backend:
         from sparktui.core import speed as sp
         from sparktui.core.modelspec import online_quantized
 
-        hardware = sp.with_bandwidth(
-            sp.hardware_for(machine.name, machine.mem_total, machine.unified),
-            sp.bandwidth_from_env(os.environ),
-            machine.name,
-        )
+        hardware = _hardware(machine)
         if hardware is None or view.max_concurrency is None:
             return None
         spec = online_quantized(spec, config.quantization)

@@ -90,6 +90,9 @@ class FitView:
     vllm_version: str | None = None  # whose rules the fit used
     vllm_version_assumed: bool = False  # neither given nor detected: the newest rules known
     others_bytes: int = 0  # what the other running servers reserve of the pool (core.pool)
+    # per segment the fit's kv_memory_source gives: weights / activations / graphs → measured |
+    # calibrated | predicted
+    term_sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def applicable(self) -> list[Suggestion]:

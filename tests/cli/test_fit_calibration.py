@@ -98,3 +98,16 @@ def test_the_panel_fits_with_the_same_calibration_and_says_which_terms_were_meas
     assert any(
         "calibrated from a log" in r and "weights, activation peak + non-torch, CUDA graphs" in r for r in view.reasons
     )
+
+
+def test_the_table_says_per_row_which_terms_were_calibrated_and_which_predicted(capsys, isolated, gemma):
+    assert main(["fit", *flags(gemma)]) == 0
+    predicted = capsys.readouterr().out
+    assert "− weights" in predicted and predicted.split("− weights", 1)[1].split("\n", 1)[0].endswith("predicted")
+    assert main(["fit", *flags(gemma, "--max-num-seqs", "64", "--calibrate-from", str(LOG))]) == 0
+    assert main(["fit", *flags(gemma)]) == 0  # the log ran at vLLM's 256 sequences: those terms are back to the model
+    rows = {
+        line.split("  ")[1].strip(): line for line in capsys.readouterr().out.splitlines() if line.startswith("  − ")
+    }
+    assert rows["− weights"].endswith("calibrated")
+    assert rows["− CUDA graphs (estimate)"].endswith("predicted")

@@ -462,7 +462,9 @@ def test_activation_peak_is_the_larger_of_the_forward_and_sampler_passes():
     many = activation_bytes(spec, 2048, 256)
     # 256 sequences: the sampler's fp32 logits (128,256 vocab) dominate; one sequence: the forward pass
     assert many == int(6.88 * 256 * spec.vocab_size * 4) > few
-    assert few == 2048 * spec.dtype_bytes * (6 * spec.hidden_size + 2 * spec.intermediate_size)
+    # the forward's peak as vLLM's Llama code holds it (bench/activation_oracle.py): the MLP's gate_up and
+    # activation output with four hidden-size tensors
+    assert few == 2048 * spec.dtype_bytes * (4 * spec.hidden_size + 3 * spec.intermediate_size)
 
 
 def test_a_request_that_fits_only_with_favourable_measurements_is_tight():

@@ -187,3 +187,28 @@ def test_the_v2_sampler_pass_is_the_logits_in_the_models_dtype_with_the_forwards
     assert activation_parts(gemma3, 2048, 256, 1, "v2")[1] == 159_023_104 == 2 * (2304 * 5376 + 256 * 262_208)
     # the V1 runner's pass stays the fitted fp32 copies (its top-k / top-p pass)
     assert activation_parts(llama, 2048, 256, 1, "v1")[1] == int(SAMPLER_PEAK_COPIES.value * 256 * 128_256 * 4)
+
+
+def test_the_forward_peak_is_the_larger_of_vllms_attention_and_mlp_stages():
+    # bytes per batched token live at the forward's peak in vLLM 0.32's model code, beside the fused-MoE
+    # workspace, as bench/activation_oracle.py measures them (bf16): the dense MLP's gate_up (2 ×
+    # intermediate) and activation output with 4 (Llama) or 5 (Qwen) hidden-size tensors
+    assert activation_bytes(load_model_spec("meta-llama/Meta-Llama-3.1-8B"), 2048, 1) == 2048 * 118_784
+    assert 118_784 == 2 * (4 * 4096 + 3 * 14_336)
+    assert activation_bytes(load_model_spec("Qwen/Qwen3-32B"), 2048, 1) == 2048 * 2 * (5 * 5120 + 3 * 25_600)
+    # an MoE model without a shared expert peaks in attention: 5 hidden-size tensors, qkv, the attention
+    # output and the q / k norms' outputs (Qwen3: 32 × 128 query, 4 × 128 key / value)
+    qwen_moe = load_model_spec("Qwen/Qwen3-30B-A3B")
+    attention = 5 * 2048 + 2 * 4096 + 2 * 512 + (4096 + 512)
+    assert activation_bytes(qwen_moe, 2048, 1) == 2048 * (2 * attention + 65_536) == 2048 * 113_664
+    # Gemma 4 holds 3 hidden-size tensors there and normalises v as well (global layers: 16 × 512 query,
+    # 2 × 512 key / value); with its workspace, as bench/activation_oracle.py measures it
+    gemma4 = load_model_spec("google/gemma-4-26B-A4B")
+    attention = 3 * 2816 + 2 * 8192 + 2 * 1024 + (8192 + 1024) + 1024
+    assert activation_bytes(gemma4, 2048, 1) == 2048 * (2 * attention + 90_112) == 2048 * 164_352
+    # the other side: hybrids and MLA, which vLLM's CPU build cannot run, keep the residual-stream estimate
+    for name in ("Qwen/Qwen3.6-35B-A3B", "deepseek-ai/DeepSeek-V3"):
+        spec = load_model_spec(name)
+        inner = spec.shared_expert_intermediate_size
+        expected = 2 * (6 * spec.hidden_size + 2 * inner) + moe_workspace_per_token(spec) + gdn_prefill_per_token(spec)
+        assert activation_bytes(spec, 2048, 1) == 2048 * expected, name

@@ -169,11 +169,13 @@ def test_every_layer_reads_as_vllm_builds_it_on_the_meta_device():
         assert ours(answer["name"], fixture_config(answer["name"])) == theirs(answer["layers"]), answer
 
 
-ACTIVATION_MODELS = (  # dense GQA, dense with q/k norms, MoE, MoE without its own expert width: seconds each
+ACTIVATION_MODELS = (  # dense GQA, dense with q/k norms, MoE, MoE without its own expert width, and a
+    # soft-capped sliding-window MoE with v norms (Gemma 4): seconds each
     "meta-llama__Meta-Llama-3.1-8B",
     "Qwen__Qwen3-32B",
     "Qwen__Qwen3-30B-A3B",
     "mistralai__Mixtral-8x7B-v0.1",
+    "google__gemma-4-26B-A4B",
 )
 
 
@@ -183,8 +185,9 @@ ACTIVATION_MODELS = (  # dense GQA, dense with q/k norms, MoE, MoE without its o
 def test_the_profile_pass_peak_is_what_vllms_own_model_code_holds():
     """vLLM 0.32 builds each model on the meta device and runs its profile pass under FakeTensorMode,
     counting live tensor bytes (tests/support/vllm_activation_oracle.py): the fused-MoE workspace the
-    fit counts is the one vLLM's model holds, the V2 runner's sampler pass is what the fit says, and
-    the forward's peak does not grow with depth (so a few layers stand for the model)."""
+    fit counts is the one vLLM's model holds, the forward's peak and the V2 runner's sampler pass are
+    the fit's to the byte, and the forward's peak does not grow with depth (so a few layers stand for
+    the model)."""
     from tests.support.vllm_activations import ask_activations, fit_terms, oracle_terms
     from tests.support.vllm_layers import fixture_config
 
@@ -199,4 +202,5 @@ def test_the_profile_pass_peak_is_what_vllms_own_model_code_holds():
         assert oracle.depth_growth == 0, row  # one layer's tensors at a time, beside the residual stream
         assert oracle.moe_workspace == ours.moe_workspace, row["name"]
         assert oracle.sampler == ours.sampler, row["name"]  # the V2 runner's pass, to the byte
-    assert oracle_terms(answer["models"][-1]).moe_workspace == 2048 * 172_032  # Mixtral's: held, and counted
+        assert oracle.forward == ours.forward, row["name"]  # the forward's peak, the workspace included
+    assert oracle_terms(answer["models"][3]).moe_workspace == 2048 * 172_032  # Mixtral's: held, and counted

@@ -100,8 +100,21 @@ def gone(pid: int) -> bool:
     return info is None or info.dead  # a zombie has released everything; PID 1 may reap it late
 
 
+STUB_SEGMENTS = 2  # the stub's EngineCore and its Worker each hold one /dev/shm segment (stub.run_child)
+
+
 def tree_shm(state) -> set[str]:
-    return set().union(*(shm_held_by(i.pid) for i in members(state)))
+    """The /dev/shm files the tree's members hold, once both of the stub's segments are held: the
+    EngineCore names its Worker as soon as it starts it, so the server can be running (and its
+    record name the Worker) before the Worker has opened its segment; a snapshot taken then missed
+    the Worker's file, which the sweep then rightly removed as the tree's (the "extra psm_*" flake)."""
+
+    def held() -> set[str] | None:
+        now = recorded(state["port"])
+        files = set().union(*(shm_held_by(i.pid) for i in members(now)))
+        return files if len(files) >= STUB_SEGMENTS else None
+
+    return wait_for(held, 10, "the stub's two /dev/shm segments held")
 
 
 def assert_all_gone(state, shm):

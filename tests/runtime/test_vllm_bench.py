@@ -10,26 +10,28 @@ from pathlib import Path
 import pytest
 
 from sparktui.errors import UserError
-from sparktui.runtime import bench, vllm_bench
+from sparktui.runtime.bench import vllm_driver
+from sparktui.runtime.bench.results import BenchSettings
+from sparktui.runtime.bench.target import Target
 
 
-def target(state: dict | None, key: str | None = None) -> bench.Target:
-    return bench.Target("http://127.0.0.1:9", 9, key, None, state)
+def target(state: dict | None, key: str | None = None) -> Target:
+    return Target("http://127.0.0.1:9", 9, key, None, state)
 
 
 def test_a_server_in_a_container_is_refused_with_what_to_run_instead():
     state = {"argv": ["/usr/bin/docker", "run", "--rm", "img", "vllm", "serve", "m"], "model": "m"}
     with pytest.raises(UserError, match="docker exec <container> vllm bench serve"):
-        vllm_bench.plan(target(state), None, None)
+        vllm_driver.plan(target(state), None, None)
 
 
 def test_the_argv_asks_for_each_level_as_sparktui_runs_it_and_never_carries_the_key(tmp_path: Path):
     exe = tmp_path / "vllm"
     exe.write_text("#!/bin/sh\n")
     os.chmod(exe, 0o700)
-    settings = bench.BenchSettings(users=[4], prompt_tokens=100, output_tokens=50, requests_per_user=3, api="chat")
-    plan = vllm_bench.VllmBenchPlan(str(exe), "served", "/models/m")
-    argv = vllm_bench.argv_for(plan, target(None, key="secret"), settings, 4, tmp_path)
+    settings = BenchSettings(users=[4], prompt_tokens=100, output_tokens=50, requests_per_user=3, api="chat")
+    plan = vllm_driver.VllmBenchPlan(str(exe), "served", "/models/m")
+    argv = vllm_driver.argv_for(plan, target(None, key="secret"), settings, 4, tmp_path)
     pairs = dict(itertools.pairwise(argv))
     assert argv[:3] == [str(exe), "bench", "serve"]
     assert pairs["--backend"] == "openai-chat" and pairs["--endpoint"] == "/v1/chat/completions"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sparktui.runtime.bench import LevelResult
+from sparktui.runtime.bench.results import LevelResult
 
 
 def level(users: int, **changes) -> LevelResult:

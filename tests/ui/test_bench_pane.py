@@ -9,7 +9,7 @@ from textual.widgets import DataTable, ProgressBar, Static
 from textual_plotext import PlotextPlot
 
 from sparktui.errors import UserError
-from sparktui.runtime.bench import BenchSettings, LevelResult
+from sparktui.runtime.bench.results import BenchSettings, LevelResult
 from sparktui.runtime.records.protocol import Condition, ConditionView
 from sparktui.ui.app import SparkApp
 from sparktui.ui.panes.bench import BenchPane, level_cells, parse_settings

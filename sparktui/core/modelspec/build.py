@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import dense, hybrid, mistral, mla, moe
+from sparktui.core.modelspec import deepseek_v4, dense, hybrid, mistral, mla, moe
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
@@ -135,6 +135,10 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
         for cat, n in hybrid.nemotron_params(text, blocks, dense.head_dim(text)).items():
             counts[cat] += n
         counts["other"] = h * (len(blocks) + 1)  # one norm per block
+        return counts
+    if deepseek_v4.is_deepseek_v4(text):
+        for cat, n in deepseek_v4.params(text, n_layers).items():
+            counts[cat] += n
         return counts
     for g in layers:
         if g.draft:
@@ -309,14 +313,14 @@ def feed_forward_layers(text: Mapping[str, Any], n_layers: int) -> tuple[int, in
 def _unmodelled_note(text: Mapping[str, Any]) -> str | None:
     if str(text.get("model_type") or "").startswith("deepseek_v4"):
         return (
-            "DeepSeek V4's compressed and sliding-window attention groups are not modelled: the KV "
-            "figures treat every layer as plain MLA. vLLM 0.32 (models/deepseek_v4/attention.py "
-            "DeepseekV4Attention.get_kv_cache_spec, v1/attention/backends/mla/sparse_swa.py "
-            "DeepseekV4SWACache) gives every layer a sliding-window cache of sliding_window tokens × "
-            "head_dim 512, a layer with compress_ratio > 1 one 512-wide latent (584 B as fp8_ds_mla) per "
-            "compress_ratio tokens, and a compress-ratio-4 layer an indexer cache of index_head_dim per 4 "
-            "tokens; all with one KV head and max_tp_shards 1, so at tensor-parallel 2 every rank holds "
-            "the whole cache"
+            "DeepSeek V4's KV cache is not modelled: the KV figures treat its layers as 128-token sliding "
+            "windows of one 512-wide head. vLLM 0.32 (models/deepseek_v4/attention.py "
+            "DeepseekV4Attention.get_kv_cache_spec, DeepseekV4IndexerCache; v1/attention/backends/mla/"
+            "sparse_swa.py DeepseekV4SWACache) gives every layer a sliding-window cache of sliding_window "
+            "tokens, a layer with compress_ratio > 1 one 584-byte latent (fp8_ds_mla, pages padded to 576 B) "
+            "per compress_ratio tokens, and a compress-ratio-4 layer an indexer cache of 132 bytes (fp8 + "
+            "scales) per 4 tokens; all with one KV head and max_tp_shards 1, so at tensor-parallel 2 every "
+            "rank holds the whole cache. Its weights are counted from its own layout (modelspec/deepseek_v4.py)"
         )
     return None
 

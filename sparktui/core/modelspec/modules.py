@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparktui.core.modelspec import dense, gemma, hybrid, mla, moe
+from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mla, moe
 from sparktui.core.modelspec.spec import FULL, MAMBA, SLIDING, LayerGroup
 from sparktui.core.modelspec.weight_format import WeightFormats
 
@@ -31,6 +31,8 @@ def linear_modules(config: Mapping[str, Any], text: Mapping[str, Any], layers: l
     out = [Module("lm_head", "lm_head", 1)]
     if hybrid.is_nemotron_h(text):
         return out + _nemotron(text)
+    if deepseek_v4.is_deepseek_v4(text):
+        return out + _deepseek_v4(text)
     prefix = "model.language_model.layers" if isinstance(config.get("text_config"), Mapping) else "model.layers"
     n_layers = int(text["num_hidden_layers"])
     kinds = dense.layer_kinds(text, n_layers)
@@ -177,6 +179,22 @@ def _nemotron(text: Mapping[str, Any]) -> list[Module]:
                 out += [Module(f"{p}.shared_experts.{n}", "shared", h * shared) for n in ("up_proj", "down_proj")]
             if latent:
                 out += [Module(f"{p}.{n}", "latent", h * latent) for n in ("fc1_latent_proj", "fc2_latent_proj")]
+    return out
+
+
+def _deepseek_v4(text: Mapping[str, Any]) -> list[Module]:
+    """DeepSeek V4's quantized modules (its checkpoint names them layers.N.attn.* / layers.N.ffn.*)."""
+    h = int(text.get("hidden_size") or 0)
+    inter = int(text.get("moe_intermediate_size") or 0)
+    experts = int(text.get("n_routed_experts") or 0)
+    shared = int(text.get("n_shared_experts") or 0) * inter
+    n_layers = int(text["num_hidden_layers"])
+    out: list[Module] = []
+    for i, ratio in enumerate(deepseek_v4.compress_ratios(text, n_layers)):
+        p = f"layers.{i}"
+        out.append(Module(f"{p}.attn.wq_b", "attn", deepseek_v4.attention_params(text, ratio)[0]))
+        out.append(Module(f"{p}.ffn.experts", "experts", experts * 3 * h * inter))
+        out += [Module(f"{p}.ffn.shared_experts.{w}", "shared", h * shared) for w in ("w1", "w2", "w3")]
     return out
 
 

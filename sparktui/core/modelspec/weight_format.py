@@ -23,6 +23,8 @@ The rules, per quantization method, from vLLM 0.32's source:
 - FP8 (`ignored_layers` / `modules_to_not_convert`): `fp8.py` Fp8Config, exact match.
 - AWQ / GPTQ (`modules_to_not_convert`): `auto_awq.py` is_layer_skipped(match_mode="substring").
 - MXFP4 (gpt-oss): only the experts are MXFP4 (`mxfp4.py` Mxfp4Config.get_quant_method).
+- DeepSeek V4's FP8 blocks: its experts are MXFP4 when config.json's expert_dtype is fp4, the default
+  (`models/deepseek_v4/quant_config.py` DeepseekV4FP8Config).
 Embeddings are never quantized by these methods (VocabParallelEmbedding is no LinearBase); the
 lm_head (ParallelLMHead) is quantized only by ModelOpt, whose get_quant_method takes it with LinearBase.
 """
@@ -32,7 +34,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from fnmatch import fnmatch
+from fnmatch import translate
+from functools import cached_property
 from typing import Any
 
 from sparktui.core.modelspec.spec import DTYPE_BYTES
@@ -75,27 +78,37 @@ class WeightFormats:
     algo_bytes: float = 0.0  # bytes per weight of `algo` when ALGO_BYTES does not hold it (int, nf4)
     source: str = ""  # which file and key it was read from
     targets: tuple[tuple[str, str], ...] = ()  # compressed-tensors groups that name modules: (target, format)
+    expert_algo: str | None = None  # the routed experts' own format when it differs (DeepSeek V4: MXFP4)
 
     @property
     def quantized(self) -> bool:
         return self.method is not None and (self.algo is not None or bool(self.per_module))
 
+    @cached_property
+    def _patterns(self) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+        """The ModelOpt list as two compiled alternations, its names as substrings and its fnmatch
+        wildcards (a spec weighs hundreds of modules against lists of a hundred and more)."""
+        if self.match != "modelopt" or not self.excluded:
+            return None
+        names = re.compile("|".join(re.escape(p) for p in self.excluded))
+        globs = [_glob(p) for p in self.excluded if any(c in p for c in "*?[")]
+        return names, re.compile("|".join(globs) if globs else "(?!)")
+
     def is_excluded(self, module: str) -> bool:
         """The module is named by the config's exclusion list (so it loads unquantized)."""
-        names = _candidates(module)
-        for pattern in self.excluded:
-            for name in names:
-                if self.match == "modelopt":
-                    if name == pattern or pattern in name or fnmatch(name, pattern):
-                        return True
-                elif self.match == "regex":
-                    if name == pattern or (pattern.startswith("re:") and re.match(pattern[3:], name)):
-                        return True
-                elif self.match == "substring":
-                    if pattern in name:
-                        return True
-                elif name == pattern:
+        for name in _candidates(module):
+            if self.match == "modelopt":
+                # exactly, as a substring (which covers exact) or as an fnmatch wildcard
+                if self._patterns and (self._patterns[0].search(name) or self._patterns[1].match(name)):
                     return True
+            elif self.match == "regex":
+                if any(name == p or (p.startswith("re:") and re.match(p[3:], name)) for p in self.excluded):
+                    return True
+            elif self.match == "substring":
+                if any(p in name for p in self.excluded):
+                    return True
+            elif name in self.excluded:
+                return True
         return False
 
     def format_of(self, module: str) -> str | None:
@@ -104,6 +117,8 @@ class WeightFormats:
             return None
         if self.method == "mxfp4":
             return self.algo if ".experts" in module else None
+        if self.expert_algo and ".experts" in module:
+            return self.expert_algo
         if _is_lm_head(module) and not str(self.method).startswith("modelopt"):
             return None  # only ModelOpt quantizes a ParallelLMHead; the others quantize LinearBase only
         if self.method == "modelopt" and any(v in module for v in _VISION):
@@ -125,6 +140,13 @@ class WeightFormats:
         if fmt == self.algo and self.algo_bytes:
             return self.algo_bytes
         return ALGO_BYTES.get(fmt, self.algo_bytes or 1.0)
+
+
+def _glob(pattern: str) -> str:
+    """fnmatch's regex for a pattern (translate is slow; ModelOpt's lists use only `*`)."""
+    if any(c in pattern for c in "?["):
+        return f"(?:{translate(pattern)})"
+    return "(?s:" + ".*".join(re.escape(part) for part in pattern.split("*")) + r")\Z"
 
 
 def _is_lm_head(module: str) -> bool:
@@ -207,7 +229,12 @@ def weight_formats(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None
         return _compressed_tensors(q, dtype, source)
     if method == "fp8" or str(q.get("quant_algo") or "").upper().startswith("FP8"):
         excluded = _str_list(q.get("ignored_layers")) or _str_list(q.get("modules_to_not_convert"))
-        return WeightFormats("fp8", "FP8", dtype, excluded, source=source)
+        # DeepSeek V4's FP8 config runs MXFP4 experts unless expert_dtype says fp8
+        # (models/deepseek_v4/quant_config.py DeepseekV4FP8Config.expert_dtype, default "fp4")
+        v4_fp4 = str(config.get("model_type") or "").startswith("deepseek_v4") and (
+            str(config.get("expert_dtype") or "fp4") == "fp4"
+        )
+        return WeightFormats("fp8", "FP8", dtype, excluded, source=source, expert_algo="MXFP4" if v4_fp4 else None)
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
         bits = int(q.get("bits") or q.get("w_bit") or 4)
         group = int(q.get("group_size") or q.get("q_group_size") or 128)

@@ -21,9 +21,19 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    TypeAdapter,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
 
-from sparktui.core.guard_lines import GUARD_FIELDS, LINE_NAMES, GuardLines, LineName
+from sparktui.core.guard_lines import GUARD_FIELDS, GuardLines, LineName
+from sparktui.core.kernel_log import KernelEvent
 from sparktui.core.leak import LeakRecord
 from sparktui.errors import UserError
 from sparktui.files import read_regular
@@ -122,12 +132,18 @@ class KernelRecord(_Model):
     mode: Literal["stop", "warn", "off"] = "stop"
     source: Literal["kmsg", "journal"] | None = None  # None: it cannot read the kernel log (`detail` says why)
     detail: str | None = None
-    events: list[dict[str, Any]] = Field(default_factory=list)  # core.kernel_log.KernelEvent.to_dict()
+    events: list[KernelEvent] = Field(default_factory=list)  # the guard's own events (core/kernel_log.py)
+
+    @field_serializer("events")
+    def _events_as_written(self, events: list[KernelEvent]) -> list[dict[str, object]]:
+        return [e.to_dict() for e in events]  # a field it does not have is left out, not null
 
 
 # A last sample older than the gap the guard planned to its next one (up to guard.STEADY_EVENT_INTERVAL at
 # rest, far less near a line) plus this means it is not sampling (its supervisor stopped, starved).
 GUARD_STALE_S = 2.0
+# GuardLines' fields that None turns off: a record that leaves one out had it off
+OFF_WHEN_ABSENT = ("warn_below_gib", "term_below_gib", "kill_below_gib", "fall_rate_gib_s", "psi_full_pct")
 
 
 class GuardRecord(_Model):
@@ -146,15 +162,16 @@ class GuardRecord(_Model):
     @field_validator("lines", mode="before")
     @classmethod
     def _lines_as_written(cls, value: Any) -> Any:
-        """Numbers only ("1.5" and true are refused, as everywhere in a record); a line a record does
-        not name was not watched (as records always read), not the guard's default."""
+        """Numbers only ("1.5" and true are refused, as everywhere in a record). A line or trigger a
+        record does not name was not watched (as records always read; a reply leaves out what is
+        None), not the guard's default."""
         if not isinstance(value, dict):
             return value
         for name in GUARD_FIELDS:
             v = value.get(name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
                 raise ValueError(f"{name} must be a number, got {json.dumps(v, default=str)[:40]}")
-        return {**dict.fromkeys(LINE_NAMES), **value}
+        return {**dict.fromkeys(OFF_WHEN_ABSENT), **value}
 
     def set_age(self, age: float | None, planned_s: float = 0.0) -> None:
         """`planned_s`: the gap the guard planned after that sample (its heartbeat says it)."""
@@ -257,9 +274,18 @@ class WedgeRecord(_Model):
     probes: int = 0
 
 
+class RestartRecord(_Model):
+    """An automatic restart after a crash or a wedge (runtime.watch.ServerWatch.may_restart)."""
+
+    at: float  # wall-clock time
+    kind: str  # "crash" | "wedge"
+    phase: str  # the start-up phase the run had reached
+    detail: str = ""
+
+
 class WatchRecord(_Model):
     wedge: WedgeRecord = Field(default_factory=WedgeRecord)
-    restarts: list[dict[str, Any]] = Field(default_factory=list)
+    restarts: list[RestartRecord] = Field(default_factory=list)
     breaker: BreakerRecord | None = None
     flight_recorder: str | None = None
 
@@ -357,7 +383,7 @@ class TripRecord(_Model):
     low_water_gib: float
     fall_rate_gib_s: float
     last_samples: list[list[float]] = Field(default_factory=list)
-    signalled: list[dict[str, Any]] = Field(default_factory=list)
+    signalled: list[SignalRecord] = Field(default_factory=list)
     escalated: bool = False
     escalation: str | None = None
     gone: bool = False

@@ -5,8 +5,8 @@ energy), a plot of tok/s and TTFT against users (textual-plotext), the DGX Spark
 figure for the same model class beside the measured one, and how the run compares with the
 previous run of the same profile. On mount it shows the last recorded run of the server's profile.
 
-It owns its workers: the run (a thread with its own event loop: runtime.bench.run_bench) and the
-history read. The figures all come from runtime.bench; this module only lays them out.
+It owns its workers: the run (a thread with its own event loop: runtime.bench.run.run_bench) and
+the history read. The figures all come from runtime.bench; this module only lays them out.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from textual.widgets import DataTable, ProgressBar
     from textual_plotext import PlotextPlot
 
-    from sparktui.runtime.bench import BenchProgress, BenchReport, BenchSettings, HistoryRecord, LevelResult
+    from sparktui.runtime.bench.history import HistoryRecord
+    from sparktui.runtime.bench.results import BenchProgress, BenchReport, BenchSettings, LevelResult
 
 COLUMNS = (
     "users",
@@ -93,7 +94,7 @@ def level_cells(level: LevelResult, previous: LevelResult | None, short: bool = 
 
 def parse_settings(text: str, base: BenchSettings) -> BenchSettings:
     """ "users=1,5 prompt=256 output=128 requests=2" → settings (unnamed keys keep their value)."""
-    from sparktui.runtime.bench import validate
+    from sparktui.runtime.bench.limits import validate
 
     fields = {"users": "users", "prompt": "prompt_tokens", "output": "output_tokens", "requests": "requests_per_user"}
     changes: dict[str, Any] = {}
@@ -159,10 +160,10 @@ class BenchPane(Pane):
 
     @property
     def settings(self) -> BenchSettings:
-        # Made on first use: runtime.bench pulls in httpx and pydantic (~0.25 s), which the
-        # panel's first frame should not pay for a pane that is hidden then.
+        # Made on first use: runtime.bench's results pull in pydantic, which the panel's first
+        # frame should not pay for a pane that is hidden then.
         if self._settings is None:
-            from sparktui.runtime.bench import BenchSettings
+            from sparktui.runtime.bench.results import BenchSettings
 
             self._settings = BenchSettings()
         return self._settings
@@ -262,7 +263,7 @@ class BenchPane(Pane):
         self.build()
 
         def chosen(result: object) -> None:
-            from sparktui.runtime.bench import BenchSettings
+            from sparktui.runtime.bench.results import BenchSettings
 
             if isinstance(result, BenchSettings):
                 self.settings = result
@@ -279,13 +280,15 @@ class BenchPane(Pane):
 
     @io_worker("bench-run", "benchmarking the server")
     def _run(self, settings: BenchSettings, port: int | None) -> None:
-        from sparktui.runtime import bench
+        from sparktui.runtime.bench.history import append_history, previous_run, read_history
+        from sparktui.runtime.bench.run import run_bench
+        from sparktui.runtime.bench.target import resolve_target
 
         try:
-            target = bench.resolve_target(port)
-            report = bench.run_bench(target, settings, progress=self._progressed, cancel=self.cancel)
-            bench.append_history(report)
-            previous = bench.previous_run(bench.read_history(), report.server.profile, before=report.finished_at)
+            target = resolve_target(port)
+            report = run_bench(target, settings, progress=self._progressed, cancel=self.cancel)
+            append_history(report)
+            previous = previous_run(read_history(), report.server.profile, before=report.finished_at)
         except UserError as exc:
             self.post_message(self.Finished(None, None, str(exc)))
             return
@@ -296,13 +299,13 @@ class BenchPane(Pane):
 
     @io_worker("bench-history", "reading the benchmark history")
     def _load_history(self) -> None:
-        from sparktui.runtime import bench
+        from sparktui.runtime.bench.history import previous_run, read_history
 
-        records = bench.read_history()
+        records = read_history()
         profile = self._server_profile()
         mine = [r for r in records if profile is None or r.key.profile == profile]
         last = mine[-1] if mine else None
-        previous = bench.previous_run(records, last.key.profile, before=last.recorded_at) if last else None
+        previous = previous_run(records, last.key.profile, before=last.recorded_at) if last else None
         self.post_message(self.HistoryLoaded(last, previous))
 
     # -- messages -------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ class FitPanel(TextPanel):
         "fit--label",
         "fit--marker",
         "fit--key",
+        "fit--measured",
     }
 
     DEFAULT_CSS = """
@@ -65,6 +66,7 @@ class FitPanel(TextPanel):
     FitPanel > .fit--label { color: $foreground-muted; }
     FitPanel > .fit--marker { color: $error; text-style: bold; }
     FitPanel > .fit--key { color: $accent; text-style: bold; }
+    FitPanel > .fit--measured { color: $success; text-style: bold; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -124,10 +126,18 @@ class FitPanel(TextPanel):
                     marker.append(note, label)
             out.append_text(marker)
             out.append("\n")
+            # which terms a launch on this box (or a log) measured: each marked beside its figure
+            marked = any(source != "predicted" for source in v.term_sources.values())
             for key, name, n in v.segments:
                 out.append(SEGMENT_CHARS.get(key, "█"), self._style(key if key in SEGMENT_STYLES else "os"))
                 out.append(f"{name} {n / GiB:.1f} ", label)
-            out.append(f"of {pool / GiB:.1f} GiB\n", label)
+                source = v.term_sources.get(key)
+                if marked and source:
+                    out.append(f"{source} ", self._style("label" if source == "predicted" else "measured"))
+            out.append(f"of {pool / GiB:.1f} GiB", label)
+            if v.term_sources and not marked:
+                out.append(", every term predicted", label)
+            out.append("\n")
         for reason in v.reasons:
             out.append(f"• {reason}\n")
         number = 0

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.errors import UserError
-from sparktui.runtime.bench import BenchSettings, Target
+from sparktui.runtime.bench.results import BenchSettings
+from sparktui.runtime.bench.target import Target
 from sparktui.runtime.launch.runner import resolve_native_executable
 
 # What one level keeps of the result file: the figures, not the per-request lists.
