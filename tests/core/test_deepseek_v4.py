@@ -49,3 +49,74 @@ def test_two_sparks_hold_half_the_weights_each(config):
     result = fit(ServeConfig(model="v4", tensor_parallel_size=2, max_model_len=65536), spec, dgx_spark())
     assert result.budget["weights"] == spec.weights_bytes // 2
     assert 70 * 2**30 < result.budget["weights"] < 75 * 2**30
+
+
+# The TP=2 start-up of nvidia/DeepSeek-V4-Flash-0731-NVFP4 on two Sparks (SOURCES.md): block 256,
+# fp8 KV, 2,048 batched tokens, 1,000,000-token context, DSpark drafter (three layers, the config's
+# compress_ratios 43–45), 5.93 GiB of KV memory per rank → "GPU KV cache size: 1,135,251 tokens", 1.14x.
+LOGGED_KV_GIB = 5.93
+LOGGED_TOKENS = 1_135_251
+
+
+def _v4_plan(config):
+    from dataclasses import replace
+
+    from sparktui.core.kv_plan import plan_kv
+    from sparktui.core.vllm_rules import rules_for
+
+    spec = spec_from_config(config, name="v4", source="t")
+    # the DSpark drafter has three layers (models/deepseek_v4/nvidia/dspark.py: n_mtp_layers or 3)
+    spec = replace(spec, mtp_layers=(replace(spec.layers[0], count=3),))
+    return plan_kv(spec, 1, block_size=256, tp=2, max_num_batched_tokens=2048, mtp=True, rules=rules_for("0.32.0"))
+
+
+def test_the_real_two_spark_start_up_tokens_follow_from_its_kv_memory(config):
+    """vLLM 0.32's own planner, given these layers' specs, makes 6,353 blocks of 1,002,240 B and
+    5,597 blocks per 1M-token request: 1,135,072 tokens (the logged 5.93 GiB is rounded to 0.01)."""
+    plan = _v4_plan(config)
+    blocks, tokens, concurrency = plan.capacity(int(LOGGED_KV_GIB * 2**30), 1_000_000)
+    assert (plan.bytes_per_block, blocks, plan.blocks_per_request(1_000_000)) == (1_002_240, 6_353, 5_597)
+    assert tokens == pytest.approx(LOGGED_TOKENS, rel=0.01)
+    assert round(concurrency, 2) == 1.14
+
+
+def test_the_packed_groups_are_vllms(config):
+    """kv_cache_utils._get_packed_kv_cache_groups on the 46 layers: the sliding-window latents split
+    in two groups of 23 (_approximate_gcd of 46, 21, 20 from 21 up is 23), the compressed latents
+    and indexer keys one group, each compressor-state kind one group."""
+    plan = _v4_plan(config)
+    assert [(g.kind, g.layers, g.groups, g.page_bytes, g.block_size, g.window) for g in plan.groups] == [
+        ("sliding", 23, 2, 861_120, 64, 128),
+        ("mla", 62, 1, 1_002_240, 256, None),
+        ("sliding", 42, 1, 870_912, 4, 8),
+        ("sliding", 20, 1, 656_640, 8, 128),
+    ]
+
+
+def test_the_cache_is_whole_on_every_rank_and_does_not_shrink_with_tp(config):
+    from sparktui.core.kv_plan import plan_kv
+
+    spec = spec_from_config(config, name="v4", source="t")
+    one = plan_kv(spec, 1, block_size=256, tp=1, max_num_batched_tokens=2048)
+    two = plan_kv(spec, 1, block_size=256, tp=2, max_num_batched_tokens=2048)
+    assert one.groups == two.groups
+    assert one.bytes_per_block == two.bytes_per_block == 1_002_240
+
+
+def test_without_block_size_the_plan_takes_vllms_256_token_blocks(config):
+    from sparktui.core.kv_plan import plan_kv
+
+    spec = spec_from_config(config, name="v4", source="t")
+    assert plan_kv(spec, 1).groups == plan_kv(spec, 1, block_size=256).groups
+    assert plan_kv(spec, 1).block_size == 4  # the smallest group's: the ratio-4 compressor states
+
+
+@pytest.mark.parametrize("block_size", [16, 128, 384])
+def test_a_block_size_the_v4_backends_cannot_take_is_a_clear_error(config, block_size):
+    from sparktui.core.kv_plan import plan_kv
+    from sparktui.errors import UserError
+
+    spec = spec_from_config(config, name="v4", source="t")
+    with pytest.raises(UserError, match=rf"--block-size {block_size}: .*blocks of 256 tokens"):
+        plan_kv(spec, 1, block_size=block_size)
+    assert plan_kv(spec, 1, block_size=512).bytes_per_block > 0

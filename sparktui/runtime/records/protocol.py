@@ -15,6 +15,7 @@ a reader and never blocks a launch.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from enum import StrEnum
@@ -30,6 +31,7 @@ from pydantic import (
     ValidationError,
     field_serializer,
     field_validator,
+    model_validator,
 )
 
 from sparktui.core.guard_lines import GUARD_FIELDS, GuardLines, LineName
@@ -126,17 +128,39 @@ class PressureRecord(_Model):
     error: str | None = None  # why there is none (no PSI on this kernel)
 
 
-class KernelRecord(_Model):
-    """The guard's kernel tripwire: its mode, where it reads the kernel log, the NVRM lines it saw."""
+class KernelEventRecord(_Model):
+    """One NVRM line the guard saw (core/kernel_log.KernelEvent), as recorded. `kind` is a string, not
+    KernelEvent's literal: a newer sparktui's kind (or field) is kept and shown as written."""
 
-    mode: Literal["stop", "warn", "off"] = "stop"
-    source: Literal["kmsg", "journal"] | None = None  # None: it cannot read the kernel log (`detail` says why)
+    kind: str  # no_memory | xid, or a kind this version does not know
+    line: str | None = None
+    xid: int | None = None
+    pid: int | None = None
+    name: str | None = None
+    usec: int | None = None
+
+    @classmethod
+    def of(cls, event: KernelEvent) -> KernelEventRecord:
+        return cls.model_validate(event.to_dict())
+
+    def as_written(self) -> dict[str, object]:
+        """A field it does not have is left out, not null (KernelEvent.to_dict); unknown keys as read."""
+        out = self.model_dump()
+        return {k: v for k, v in out.items() if v is not None or k in (self.model_extra or {})}
+
+
+class KernelRecord(_Model):
+    """The guard's kernel tripwire: its mode, where it reads the kernel log, the NVRM lines it saw.
+    Mode and source are strings: one this version does not know is kept, never a reason to refuse the file."""
+
+    mode: str = "stop"  # stop | warn | off (core/kernel_log.KERNEL_MODES)
+    source: str | None = None  # kmsg | journal; None: it cannot read the kernel log (`detail` says why)
     detail: str | None = None
-    events: list[KernelEvent] = Field(default_factory=list)  # the guard's own events (core/kernel_log.py)
+    events: list[KernelEventRecord] = Field(default_factory=list)  # the guard's own events
 
     @field_serializer("events")
-    def _events_as_written(self, events: list[KernelEvent]) -> list[dict[str, object]]:
-        return [e.to_dict() for e in events]  # a field it does not have is left out, not null
+    def _events_as_written(self, events: list[KernelEventRecord]) -> list[dict[str, object]]:
+        return [e.as_written() for e in events]
 
 
 # A last sample older than the gap the guard planned to its next one (up to guard.STEADY_EVENT_INTERVAL at
@@ -148,8 +172,10 @@ OFF_WHEN_ABSENT = ("warn_below_gib", "term_below_gib", "kill_below_gib", "fall_r
 
 class GuardRecord(_Model):
     armed: StrictBool
-    state: Literal["starting", "watching", "disarmed", "tripped"] = "starting"
+    state: str = "starting"  # starting | watching | disarmed | tripped (another version's word is kept)
     lines: GuardLines  # as the guard watches them (core/guard_lines.py)
+    # keys of `lines` GuardLines does not have (a newer sparktui's): kept and written back inside `lines`
+    lines_extra: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
     last: GuardLast | None = None
     pressure: PressureRecord | None = None
     kernel: KernelRecord | None = None
@@ -171,7 +197,21 @@ class GuardRecord(_Model):
             v = value.get(name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
                 raise ValueError(f"{name} must be a number, got {json.dumps(v, default=str)[:40]}")
-        return {**dict.fromkeys(OFF_WHEN_ABSENT), **value}
+        return {**dict.fromkeys(OFF_WHEN_ABSENT), **{k: v for k, v in value.items() if k in GUARD_FIELDS}}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_unknown_lines(cls, data: Any) -> Any:
+        lines = data.get("lines") if isinstance(data, dict) else None
+        if isinstance(lines, dict) and "lines_extra" not in data:
+            extra = {k: v for k, v in lines.items() if k not in GUARD_FIELDS}
+            if extra:
+                return {**data, "lines_extra": extra}
+        return data
+
+    @field_serializer("lines")
+    def _lines_as_read(self, lines: GuardLines) -> dict[str, Any]:
+        return {**dataclasses.asdict(lines), **self.lines_extra}
 
     def set_age(self, age: float | None, planned_s: float = 0.0) -> None:
         """`planned_s`: the gap the guard planned after that sample (its heartbeat says it)."""
