@@ -108,7 +108,15 @@ def test_without_block_size_the_plan_takes_vllms_256_token_blocks(config):
 
     spec = spec_from_config(config, name="v4", source="t")
     assert plan_kv(spec, 1).groups == plan_kv(spec, 1, block_size=256).groups
-    assert plan_kv(spec, 1).block_size == 4  # the smallest group's: the ratio-4 compressor states
+    assert plan_kv(spec, 1).block_size == 256  # what vLLM takes and logs, not the 4-token compressor-state blocks
+
+
+def test_every_token_costs_the_compressed_latents_and_indexer_keys(config):
+    """1,002,240 B per 256-token block: 21 × 64 ratio-4 latents (37,440 B a page), 20 × 2 ratio-128
+    latents (1,728 B) and 21 × 64 indexer keys (8,640 B); the sliding and state groups are bounded."""
+    from sparktui.core.kv_plan import plan_kv
+
+    assert plan_kv(spec_from_config(config, name="v4", source="t"), 1).kv_bytes_per_token == 1_002_240 // 256
 
 
 @pytest.mark.parametrize("block_size", [16, 128, 384])
