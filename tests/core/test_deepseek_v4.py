@@ -128,3 +128,23 @@ def test_a_block_size_the_v4_backends_cannot_take_is_a_clear_error(config, block
     with pytest.raises(UserError, match=rf"--block-size {block_size}: .*blocks of 256 tokens"):
         plan_kv(spec, 1, block_size=block_size)
     assert plan_kv(spec, 1, block_size=512).bytes_per_block > 0
+
+
+@pytest.mark.parametrize("speculative", [None, '{"method": "dspark", "num_speculative_tokens": 5}'])
+def test_the_fit_given_the_start_ups_kv_memory_logs_its_tokens(config, speculative):
+    """The whole fit path (flags → settings → plan) with the start-up's own flags: 1,135,072 tokens,
+    within 0.02% of the logged 1,135,251 (31,333,333 before, the layers read as 128-token windows).
+    DSpark's 3 drafter layers add sliding and state pages, not a wider block: the same figure."""
+    from sparktui.core.fit import fit_to_kv_memory
+    from sparktui.core.vllm_rules import rules_for
+
+    flags = {"tensor_parallel_size": 2, "max_model_len": 1_000_000, "block_size": 256, "kv_cache_dtype": "fp8"}
+    flags |= {"max_num_batched_tokens": 2048, "max_num_seqs": 2, "enable_prefix_caching": True}
+    if speculative:
+        flags["speculative_config"] = speculative
+    spec = spec_from_config(config, name="v4", source="t")
+    got = fit_to_kv_memory(
+        spec, ServeConfig(model="v4", **flags), int(LOGGED_KV_GIB * 2**30), rules=rules_for("0.32.0")
+    )
+    assert got[:2] == (6_353, 1_135_072)
+    assert got[1] == pytest.approx(LOGGED_TOKENS, rel=0.001)
