@@ -148,3 +148,16 @@ def test_the_fit_given_the_start_ups_kv_memory_logs_its_tokens(config, speculati
     )
     assert got[:2] == (6_353, 1_135_072)
     assert got[1] == pytest.approx(LOGGED_TOKENS, rel=0.001)
+
+
+@pytest.mark.parametrize(("kv_cache_dtype", "refused"), [("bfloat16", True), ("auto", False), ("fp8", False)])
+def test_a_16_bit_kv_cache_is_a_wont_start_as_vllm_refuses_it(config, kv_cache_dtype, refused):
+    """attention.py _resolve_dsv4_kv_cache_dtype: auto and fp8* become fp8_ds_mla, the rest raise."""
+    spec = spec_from_config(config, name="v4", source="t")
+    flags = {"tensor_parallel_size": 2, "max_model_len": 65536, "kv_cache_dtype": kv_cache_dtype}
+    result = fit(ServeConfig(model="v4", **flags), spec, dgx_spark())
+    said = [r for r in result.reasons if "fp8_ds_mla" in r]
+    assert bool(said) == refused
+    if refused:
+        assert result.verdict == "wont_start"
+        assert said[0].startswith("--kv-cache-dtype bfloat16: ")
