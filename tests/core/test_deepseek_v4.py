@@ -161,3 +161,13 @@ def test_a_16_bit_kv_cache_is_a_wont_start_as_vllm_refuses_it(config, kv_cache_d
     if refused:
         assert result.verdict == "wont_start"
         assert said[0].startswith("--kv-cache-dtype bfloat16: ")
+
+
+@pytest.mark.parametrize(("version", "approximate"), [("0.32.0", False), ("0.33.0", True), ("0.31.1", True)])
+def test_the_plan_says_it_is_approximate_for_a_vllm_other_than_0_32(config, version, approximate):
+    from sparktui.core.kv_plan import plan_kv
+    from sparktui.core.vllm_rules import rules_for
+
+    plan = plan_kv(spec_from_config(config, name="v4", source="t"), 1, rules=rules_for(version))
+    said = [line for line in plan.working if line.startswith(f"approximate for vLLM {version}")]
+    assert bool(said) == approximate
