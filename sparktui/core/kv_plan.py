@@ -293,18 +293,26 @@ def _plan_deepseek_v4(
     )
     in_flight = rules.sliding_in_flight_batches(async_scheduling) * max_num_batched_tokens
     per_block = max(g.page_bytes for g in kv_groups)
-    working = (
+    working: tuple[str, ...] = (
         f"DeepSeek V4 KV (vLLM 0.32, fp8_ds_mla): {len(ratios)} layers (compress ratios "
         + ", ".join(f"{r}: {ratios.count(r)}" for r in sorted(set(ratios)))
         + f"), {sum(g.groups for g in kv_groups)} packed groups; one block = {per_block:,} B, the widest group",
     )
+    if (rules.version.major, rules.version.minor) != (0, 32):
+        working += (
+            f"approximate for vLLM {rules.version}: planned as 0.32 plans it (only 0.32's DeepSeek V4 KV code "
+            "was read and checked)",
+        )
+    # every token's bytes: the compressed latents and indexer keys (the sliding and state groups are
+    # bounded per request); the block size vLLM logs and the user sets: the latent groups'
+    every_token = sum(g.page_bytes * g.groups // g.block_size for g in kv_groups if g.kind == MLA)
     return KvPlan(
         kv_groups,
         per_block,
         in_flight,
+        every_token,
         0,
-        0,
-        min(g.block_size for g in kv_groups),
+        block_size,
         working,
         rules.null_block_in_length_check,
         rules.tokens_from_concurrency,
