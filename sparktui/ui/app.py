@@ -210,12 +210,16 @@ class SparkApp(App[None]):
         their imports (the typed protocol, NVML) and reads would compete with the first fit."""
         if self.background_started:
             return
+        try:
+            panes = [self.pane_widget(pane_class.NAME) for pane_class in PANES]
+        except NoMatches:  # the app closes before its first screen was full
+            return
         self.background_started = True
         # Before the server pane arms its watch of the state dir: the check may write there (the
         # watch would take that for a server's record changing).
         self._show_postmortems()
-        for pane_class in PANES:
-            self.pane_widget(pane_class.NAME).start_background()
+        for pane in panes:
+            pane.start_background()
 
     # -- the shared state -----------------------------------------------------------------------------
 

@@ -82,16 +82,18 @@ async def test_the_later_rows_are_mounted_after_the_first_fit():
 
     async with app.run_test(size=(80, 24)) as pilot:
         from sparktui.ui.panes import ConfigPane
+        from sparktui.ui.panes.config_fit import FitBox
 
         pane = app.query_one(ConfigPane)
-        show = pane._show_fit
+        box = app.query_one(FitBox)
+        show = box._show_fit
 
         def recording(view, saw_sample):
             if view.verdict in ("fits", "tight", "wont_start", "unsafe") and not seen:
                 seen.append(bool(app.query("#flag-max_num_seqs")))
             show(view, saw_sample)
 
-        pane._show_fit = recording
+        box._show_fit = recording
         await settled(pilot, lambda app: bool(seen) and bool(app.query("#flag-max_num_seqs")), "the rest of the form")
         assert seen == [False], "the scheduling rows were mounted before the first fit was shown"
         # and the form still holds the profile's value in a row mounted later
