@@ -158,7 +158,7 @@ def plan_kv(
     version `rules` describes."""
     if spec.compress_ratios:
         return _plan_deepseek_v4(
-            spec, block_size or DEFAULT_BLOCK_SIZE, max_num_batched_tokens, mtp, rules, async_scheduling
+            spec, block_size or deepseek_v4.KERNEL_BLOCK, max_num_batched_tokens, mtp, rules, async_scheduling
         )
     layers = [g for g in (*spec.layers, *(spec.mtp_layers if mtp else ())) if g.count]
     attn = [g for g in layers if g.kind != MAMBA]
@@ -273,6 +273,12 @@ def _plan_deepseek_v4(
     kv_cache_utils._get_kv_cache_bytes_per_block); a request needs each group's blocks
     (get_max_concurrency_for_kv_cache_config). The drafter's layers (MTP / DSpark) take the
     compress ratios that follow the decoder layers' in config.json."""
+    if block_size % deepseek_v4.KERNEL_BLOCK:
+        raise UserError(
+            f"--block-size {block_size}: vLLM 0.32's DeepSeek V4 attention backends take KV blocks of "
+            f"{deepseek_v4.KERNEL_BLOCK} tokens (get_supported_kernel_block_sizes, get_preferred_block_size); "
+            f"use --block-size {deepseek_v4.KERNEL_BLOCK} or leave it out"
+        )
     n = spec.num_layers
     drafter = sum(g.count for g in spec.mtp_layers) if mtp else 0
     ratios = [*spec.compress_ratios[:n], *spec.compress_ratios[n : n + drafter]]
@@ -292,13 +298,21 @@ def _plan_deepseek_v4(
         + ", ".join(f"{r}: {ratios.count(r)}" for r in sorted(set(ratios)))
         + f"), {sum(g.groups for g in kv_groups)} packed groups; one block = {per_block:,} B, the widest group",
     )
+    if (rules.version.major, rules.version.minor) != (0, 32):
+        working += (
+            f"approximate for vLLM {rules.version}: planned as 0.32 plans it (only 0.32's DeepSeek V4 KV code "
+            "was read and checked)",
+        )
+    # every token's bytes: the compressed latents and indexer keys (the sliding and state groups are
+    # bounded per request); the block size vLLM logs and the user sets: the latent groups'
+    every_token = sum(g.page_bytes * g.groups // g.block_size for g in kv_groups if g.kind == MLA)
     return KvPlan(
         kv_groups,
         per_block,
         in_flight,
+        every_token,
         0,
-        0,
-        min(g.block_size for g in kv_groups),
+        block_size,
         working,
         rules.null_block_in_length_check,
         rules.tokens_from_concurrency,

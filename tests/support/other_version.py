@@ -21,7 +21,9 @@ def from_another_version(record: dict[str, Any]) -> dict[str, Any]:
     guard = out["guard"]
     guard["lines"][NEW_LINE_KEY] = 1.0
     guard["state"] = "throttling"
-    kernel = guard.setdefault("kernel", {"mode": "stop", "source": "kmsg", "detail": "/dev/kmsg", "events": []})
+    if guard.get("kernel") is None:
+        guard["kernel"] = {"mode": "stop", "source": "kmsg", "detail": "/dev/kmsg", "events": []}
+    kernel = guard["kernel"]
     kernel["events"] = [*kernel.get("events", []), dict(NEW_KERNEL_EVENT)]
     kernel["mode"], kernel["source"] = "notify", "ebpf"
     out["events"] = [*out.get("events", []), dict(NEW_EVENT)]

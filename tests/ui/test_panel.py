@@ -21,6 +21,7 @@ from tests.support.app import (
     RecordBackend,
     SampleBackend,
     config_pane,
+    fit_box,
     sample,
     screen_text,
     server_pane,
@@ -258,7 +259,7 @@ async def test_machine_auto_says_this_host(isolated):
     app = SparkApp(profile=str(path), backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await until(pilot, lambda: config_pane(app).machine is not None, "the machine")
+        await until(pilot, lambda: fit_box(app).machine is not None, "the machine")
         line = str(app.query_one("#profile-line").render())
         assert "this host" in line and "machine auto" not in line, line
 

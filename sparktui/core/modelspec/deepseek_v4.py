@@ -69,6 +69,10 @@ def params(text: Mapping[str, Any], n_layers: int) -> dict[str, int]:
 # _resolve_dsv4_kv_cache_dtype: auto and fp8 become fp8_ds_mla, anything else is refused).
 LATENT_BYTES = 584  # 448 B NoPE + 128 B RoPE + 8 B scales per token (get_kv_cache_spec's state_content_bytes)
 PAGE_ALIGN = 576  # fp8_ds_mla pages are padded to a multiple of 576 B (alignment=576)
+# the compressed-attention and SWA backends' only kernel block and their preferred block size, which
+# vLLM takes when --block-size is not given (models/deepseek_v4/nvidia/flashinfer_sparse.py
+# get_supported_kernel_block_sizes, v1/attention/backends/mla/sparse_swa.py get_preferred_block_size)
+KERNEL_BLOCK = 256
 SWA_BLOCK = 64  # DeepseekV4SWACache(block_size=64) in sparse_swa.py
 INDEX_QUANT_BLOCK = 128  # DeepseekV4Indexer.quant_block_size: one fp32 scale per 128 values
 
