@@ -293,7 +293,7 @@ def _plan_deepseek_v4(
     )
     in_flight = rules.sliding_in_flight_batches(async_scheduling) * max_num_batched_tokens
     per_block = max(g.page_bytes for g in kv_groups)
-    working = (
+    working: tuple[str, ...] = (
         f"DeepSeek V4 KV (vLLM 0.32, fp8_ds_mla): {len(ratios)} layers (compress ratios "
         + ", ".join(f"{r}: {ratios.count(r)}" for r in sorted(set(ratios)))
         + f"), {sum(g.groups for g in kv_groups)} packed groups; one block = {per_block:,} B, the widest group",
