@@ -344,7 +344,13 @@ def activation_parts(
     """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run)."""
     per_token = forward_values_per_token(spec, tp)
     if per_token is None:
-        # hybrids (not read exactly: bench/activation_oracle.py) and DeepSeek V4: the residual stream and the dense MLP; an
+        # Not read from vLLM's code here: Gated-DeltaNet hybrids (vLLM's profile pass skips the chunked
+        # prefill GDN_PREFILL_COPIES counts from logs) and Nemotron-H, whose eager pass peaks in
+        # Mixer2RMSNormGated.forward_native's fp32 temporaries (n_groups != 1): bench/activation_oracle.py
+        # measures 1.32x this estimate at 2048 tokens, but that stage with the workspace comes to 4.91 GiB
+        # at 32768 tokens, more than the 3.92 GiB the compiled Cascade run on an RTX 5090 left for the
+        # peak and non-torch memory (test_nemotron_cascade_on_an_rtx_5090_started_so_it_starts): the log
+        # wins over the eager pass. These, and DeepSeek V4, keep the residual stream and the dense MLP; an
         # MoE model's routed experts keep their intermediates in the fused-MoE workspace, only its
         # shared expert runs as a dense MLP
         inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
