@@ -268,6 +268,7 @@ def _build(
         shared_expert_intermediate_size=int(
             text.get("shared_expert_intermediate_size") or text.get("moe_shared_expert_intermediate_size") or 0
         ),
+        mla_widths=mla.activation_widths(text) if mla.is_mla(text) and not deepseek_v4.is_deepseek_v4(text) else (0, 0),
         quantization=quant_name,
         checkpoint_kv_cache_dtype=kv_quant[1],
         checkpoint_quant_method=kv_quant[0],

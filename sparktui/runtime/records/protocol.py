@@ -497,10 +497,19 @@ class StateRecord(_Model):
     lost_reason: str | None = None  # set by readers when the supervisor is gone
     alive: bool = False  # set by readers: the recorded supervisor still runs (never stored)
     loop: LoopStats | None = None  # in live replies from the supervisor (never stored)
+    # set by salvage_state (never stored): why the file did not read whole; such a record is never written back
+    salvaged: str | None = None
 
     def to_json(self) -> str:
         return self.model_dump_json(
-            indent=1, exclude={"alive": True, "lost_reason": True, "loop": True, "guard": {"sample_age_s", "stale"}}
+            indent=1,
+            exclude={
+                "alive": True,
+                "lost_reason": True,
+                "loop": True,
+                "salvaged": True,
+                "guard": {"sample_age_s", "stale"},
+            },
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -537,6 +546,43 @@ def _parse_object(model: type[_M], text: str | bytes, where: str, what: str, fix
         raise ProtocolError(describe(exc, where) + fix) from None
     except UserError as exc:  # a part's own check (guard lines out of order)
         raise ProtocolError(f"{where}: {exc}{fix}") from None
+
+
+class _Essentials(BaseModel):
+    """What stop and kill need of a record: the tree and who supervised it (pid + start time, cgroup),
+    the port. Strict like everywhere; the rest of the file may be of any shape."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    port: Annotated[int, Field(ge=1, le=65535)]
+    supervisor: ProcessRef
+    reaper: ProcessRef | None = None
+    tree: TreeRecord | None = None
+    launch_id: str | None = None
+    status: Any = None
+
+
+def salvage_state(text: str | bytes, why: str) -> StateRecord | None:
+    """The parts of a record that did not read whole (`why`) that stop and kill need, or None when
+    even those are not there. Its status is the file's when it is one of ours, else "starting": a
+    server that may run (the reader's liveness check calls it lost when its supervisor is gone).
+    `salvaged` says why; such a record is never written back over the file."""
+    try:
+        raw = json.loads(text)
+        core = _Essentials.model_validate(raw)
+    except (ValueError, ValidationError, RecursionError):
+        return None
+    status = core.status if core.status in ("starting", "running", "stopping", "exited", "lost") else "starting"
+    return StateRecord(
+        status=status,
+        port=core.port,
+        supervisor=core.supervisor,
+        reaper=core.reaper,
+        tree=core.tree,
+        launch_id=core.launch_id,
+        guard=GuardRecord(armed=False, state="unknown", lines=GuardLines(None, None, None)),
+        salvaged=why,
+    )
 
 
 def read_state_file(path: Path) -> StateRecord | None:
