@@ -336,7 +336,14 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--limit-mm-per-prompt", "limit_mm_per_prompt", "json", None,
          "Most items of each modality per prompt as JSON; 0 for every modality of a tower skips it (vLLM 0.15+).",
          "model", example='{"image": 0, "video": 0}'),
+    Flag("--mxfp4-layers", "mxfp4_layers", "str", None,
+         "Weights eugr's spark-vllm-docker MXFP4 build stores as MXFP4 (moe,qkv,o,lm_head); not an upstream flag.",
+         "advanced"),
 )  # fmt: skip
+
+# --mxfp4-layers names (eugr/spark-vllm-docker's vllm-node-mxfp4 build): moe → the routed experts,
+# qkv / o → the attention projections, lm_head → the output layer
+MXFP4_LAYER_NAMES = ("moe", "qkv", "o", "lm_head")
 
 _BY_FIELD: dict[str, Flag] = {f.field: f for f in FLAGS}
 _BY_NAME: dict[str, Flag] = {}
@@ -476,6 +483,7 @@ class ServeConfig(BaseModel):
     async_scheduling: bool | None = _default("async_scheduling")
     language_model_only: bool = _default("language_model_only")
     limit_mm_per_prompt: str | None = _default("limit_mm_per_prompt")
+    mxfp4_layers: str | None = _default("mxfp4_layers")
     extra_args: list[str] = Field(default_factory=list)
     _speculation: Speculation | None = PrivateAttr(default=None)
 
@@ -521,6 +529,24 @@ class ServeConfig(BaseModel):
     def _parse_speculation(self) -> ServeConfig:
         self._speculation = parse_speculation(self.speculative_config)
         return self
+
+    @field_validator("mxfp4_layers", mode="after")
+    @classmethod
+    def _mxfp4_names(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        names = [n.strip() for n in value.split(",")]
+        if not all(n in MXFP4_LAYER_NAMES for n in names):
+            raise UserError(
+                f"--mxfp4-layers: got {value}; expected a comma-separated list of {', '.join(MXFP4_LAYER_NAMES)} "
+                "(e.g. moe,qkv,o,lm_head)"
+            )
+        return ",".join(names)
+
+    @property
+    def mxfp4_layer_names(self) -> tuple[str, ...]:
+        """--mxfp4-layers as names (empty when unset)."""
+        return tuple(self.mxfp4_layers.split(",")) if self.mxfp4_layers else ()
 
     @property
     def speculation(self) -> Speculation | None:

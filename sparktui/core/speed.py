@@ -15,15 +15,15 @@ and the Gated DeltaNet kernels, which have no fast path on GB10's sm_121); per-u
 1 / step, the aggregate B / step. Where compute bounds (large batches, prefill), time is FLOPs /
 (peak × η_compute), with 2 FLOPs per active parameter per token plus attention's 4·heads·dim·C.
 
-Calibration, from the project's tuning guide (its measured single-user vLLM rows on a DGX Spark,
-quoted in issue 15) and the public reports cited by each constant below:
-  Qwen3.5-35B-A3B NVFP4      47–50 tok/s, TTFT 0.12 s   fits the Gated DeltaNet layer cost
-  Qwen3.5-122B-A10B NVFP4    ~30 tok/s                  above the plain-decode roofline (see
-  70B dense NVFP4            15–20 tok/s                 GUIDE_ROWS): speculative decoding
+Calibration: the per-layer costs (per vLLM release line too) and the routing spread are fitted by
+bench/fit_speed.py on the FIT set of tests/fixtures/speed/published.json and checked on its disjoint
+HELD-OUT set by bench/speed_accuracy.py (the split is by source, fixed before any fit). The guide's
+rows (GUIDE_ROWS) are checked too: two lie above the plain-decode roofline (speculative decoding).
 A measured run (`sparktui bench` history of the same model, quantization and vLLM version)
 corrects the prediction by the ratio measured / predicted (core.bench_history).
 
-Pure: no I/O. Speculative decoding is modelled by its expected accepted tokens per step.
+Pure: no I/O. Speculative decoding: a verify pass of n+1 tokens, the drafter's own reads by method
+(draft_seconds), and the tokens a pass yields from published acceptance figures (ACCEPTANCE).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparktui.core.bench_history import MeasuredRun, calibrate
-from sparktui.core.config import ServeConfig
+from sparktui.core.config import MXFP4_LAYER_NAMES, ServeConfig
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec
 from sparktui.core.speculation import Speculation
 
@@ -278,8 +278,6 @@ def footprint(spec: ModelSpec) -> Footprint:
 
 
 MXFP4_BYTES = 0.5 + 1 / 32  # 4-bit + an e8m0 scale per 32 weights
-# --mxfp4-layers (eugr's spark-vllm-docker build) names: which weight categories each one moves to MXFP4
-MXFP4_LAYER_NAMES = ("moe", "qkv", "o", "lm_head")
 
 
 def with_mxfp4_layers(spec: ModelSpec, names: tuple[str, ...] | list[str]) -> ModelSpec:
@@ -662,6 +660,8 @@ def estimate_for_config(
     """The estimate for a ServeConfig: its KV dtype, tensor parallel, batch size and speculative
     decoding; at `context` tokens per user (None: a short chat's, 1,024 or max_model_len when
     shorter), and the batch sizes the KV cache can hold."""
+    if config.mxfp4_layer_names:  # eugr's MXFP4 build stores these as MXFP4 whatever the checkpoint
+        spec = with_mxfp4_layers(spec, config.mxfp4_layer_names)
     max_seqs = config.max_num_seqs or 256
     full = max(1, int(max_concurrency))
     users = tuple(sorted({n for n in (1, 4, 16, min(full, max_seqs)) if n <= max_seqs}))

@@ -33,6 +33,7 @@ from sparktui.ui.panes import PANES, ConfigPane, Pane
 from sparktui.ui.screens import ConfirmScreen, HelpScreen
 from sparktui.ui.settings import Settings, load_settings, save_theme
 from sparktui.ui.themes import DEFAULT_THEME, load_themes, theme_dirs
+from sparktui.ui.translate import profile_guard_view
 from sparktui.ui.viewmodels import FitView, GuardView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.base import TextPanel
 
@@ -242,25 +243,7 @@ class SparkApp(App[None]):
             self.guard = server.guard
             return
         last_trip = server.trip if server is not None else None
-        if profile is None:
-            self.guard = GuardView("n/a", last_trip=last_trip, why_na="open a profile: the guard's lines live in it")
-            return
-        settings = profile.guard
-        lines = None
-        try:
-            lines = settings.guard_lines()
-        except UserError as exc:
-            why = str(exc)
-        else:
-            why = "it watches the server once launched"
-        armed = "disarmed" if settings.armed is False else "armed"
-        self.guard = GuardView(
-            state="tripped" if last_trip else armed,  # the last server's end, until the next launch
-            lines=lines,
-            last_trip=last_trip,
-            why_na=why,
-            for_next_launch=True,
-        )
+        self.guard = profile_guard_view(profile.guard if profile is not None else None, last_trip)
 
     def _refresh_status(self) -> None:
         try:

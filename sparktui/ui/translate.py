@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from sparktui.core.machine import Machine
     from sparktui.core.modelspec import ModelSpec
     from sparktui.core.pool import BesideOthers, Reservation
-    from sparktui.core.profiles import Profile
+    from sparktui.core.profiles import GuardSettings, Profile
     from sparktui.runtime.host.memory import GpuReport
     from sparktui.runtime.records.protocol import (
         GuardRecord,
@@ -152,6 +152,30 @@ def guard_view(guard: GuardRecord | None, trip: TripRecord | None, live: bool) -
         lines=lines,
         last_trip=trip_text(trip) if trip else None,
         why_na=detail,
+    )
+
+
+def profile_guard_view(settings: GuardSettings | None, last_trip: str | None) -> GuardView:
+    """The guard a profile launches with, when no server of it runs (`last_trip`: how the last one
+    ended, shown until the next launch)."""
+    from sparktui.errors import UserError
+
+    if settings is None:
+        return GuardView("n/a", last_trip=last_trip, why_na="open a profile: the guard's lines live in it")
+    lines = None
+    try:
+        lines = settings.guard_lines()
+    except UserError as exc:
+        why = str(exc)
+    else:
+        why = "it watches the server once launched"
+    armed = "disarmed" if settings.armed is False else "armed"
+    return GuardView(
+        state="tripped" if last_trip else armed,  # the last server's end, until the next launch
+        lines=lines,
+        last_trip=last_trip,
+        why_na=why,
+        for_next_launch=True,
     )
 
 

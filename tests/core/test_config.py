@@ -45,6 +45,7 @@ BAD = {
     "async_scheduling": "often",
     "language_model_only": "mostly",
     "limit_mm_per_prompt": "image=0",
+    "mxfp4_layers": "moe,attn",
 }
 
 # A valid, non-default value per flag (the api key is left out: it never reaches argv).
@@ -76,6 +77,7 @@ GOOD = {
     "async_scheduling": False,
     "language_model_only": True,
     "limit_mm_per_prompt": '{"image":0}',
+    "mxfp4_layers": "moe,qkv,o,lm_head",
 }
 
 

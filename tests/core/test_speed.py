@@ -365,3 +365,21 @@ def test_a_verify_pass_writes_a_gated_deltanet_state_per_verified_token(fixtures
     one, three = sp.kv_read_bytes(qwen, 512, 2), sp.kv_read_bytes(qwen, 512, 2, tokens=3)
     state = sum(g.count * g.state_bytes(qwen.dtype_bytes, 1) for g in qwen.layers if g.kind == "mamba" and not g.draft)
     assert state > 0 and three - one == pytest.approx(2 * state)  # read once, written at each of 3 positions
+
+
+def test_mxfp4_layers_from_the_flag_reach_the_estimate(fixtures):
+    from sparktui.core.config import ServeConfig
+    from sparktui.errors import UserError
+
+    oss = spec_from_config(_json(fixtures, "openai__gpt-oss-120b.json"), name="oss", source="test")
+    plain = ServeConfig(model="openai/gpt-oss-120b")
+    four_bit = ServeConfig(model="openai/gpt-oss-120b", mxfp4_layers="moe, qkv,o,lm_head")
+    assert four_bit.mxfp4_layer_names == ("moe", "qkv", "o", "lm_head")
+    assert four_bit.to_argv()[-2:] == ["--mxfp4-layers", "moe,qkv,o,lm_head"]
+    a = sp.estimate_for_config(oss, plain, sp.GB10, max_model_len=4096, max_concurrency=4)
+    b = sp.estimate_for_config(oss, four_bit, sp.GB10, max_model_len=4096, max_concurrency=4)
+    stored = sp.with_mxfp4_layers(oss, ["moe", "qkv", "o", "lm_head"])
+    assert b.weight_bytes_per_token == predict(stored, context=1024).weight_bytes_per_token
+    assert b.weight_bytes_per_token < 0.7 * a.weight_bytes_per_token
+    with pytest.raises(UserError, match="--mxfp4-layers: got moe,attn; expected a comma-separated list of moe"):
+        ServeConfig(model="openai/gpt-oss-120b", mxfp4_layers="moe,attn")

@@ -25,14 +25,14 @@ def test_a_state_record_round_trips_and_keeps_status_json_shape():
     state = pr.parse_state(json.dumps(record()), "x.json")
     data = state.to_dict()
     assert data["guard"]["armed"] is True
-    assert data["guard"]["lines"] == {  # the lines it names; a line it does not name was not watched
+    assert data["guard"]["lines"] == {  # the lines it names; a line or trigger it does not name was not watched
         "warn_below_gib": 10.0,
         "term_below_gib": 6.0,
         "kill_below_gib": None,
         "grace_s": 5.0,
-        "fall_rate_gib_s": 8.0,
+        "fall_rate_gib_s": None,
         "fall_lookahead_s": 0.5,
-        "psi_full_pct": 30.0,
+        "psi_full_pct": None,
     }
     again = pr.parse_state(state.to_json(), "x.json")
     assert again == state and "alive" not in json.loads(state.to_json())
@@ -219,3 +219,12 @@ def test_kernel_events_trip_signals_and_restarts_are_typed_and_written_as_before
     assert again["guard"]["kernel"]["events"] == events  # no null for what an event lacks
     assert again["trip"]["signalled"] == older["trip"]["signalled"]
     assert again["watch"]["restarts"] == older["watch"]["restarts"]
+
+
+def test_a_live_reply_that_leaves_out_a_trigger_turned_off_reads_it_as_off():
+    # a reply is sent with exclude_none: the fall-rate trigger turned off is left out, and must not
+    # read back as the guard's default 8 GiB/s (status --json printed what the guard did not watch)
+    off = pr.GuardRecord(armed=True, lines=GuardLines(warn_below_gib=None, fall_rate_gib_s=None))
+    state = pr.StateRecord(status="running", port=8000, supervisor=pr.ProcessRef(pid=1), guard=off)
+    reply = pr.parse_reply(pr.Reply(ok=True, state=state).to_line(), "reply")
+    assert reply.state is not None and reply.state.guard.lines == off.lines

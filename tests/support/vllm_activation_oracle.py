@@ -19,18 +19,29 @@ What is not vLLM's own code here, and why:
   kernel does. Its fake implementation runs where vLLM registers one; the CPU build's _C ops that
   have none get one that does what the op's CUDA kernel does to memory (writes its `out` argument
   in place, allocates nothing): listed in OUT_PARAM_OPS.
+- Linears run F.linear (CUDA's default_unquantized_gemm) and attention vLLM's opaque
+  unified_attention_with_output op, as on CUDA.
 - The fused-MoE layer's experts run as vLLM's `moe_forward` fake (an output the size of the input);
-  its workspace, held in vLLM's WorkspaceManager from the first MoE layer on, is added from the
-  experts class's own `workspace_shapes` (TritonExperts; bench/moe_workspace_oracle.py).
+  its workspace, taken by the first MoE layer to run and kept by vLLM's WorkspaceManager, is sized
+  by the experts class's own `workspace_shapes` (TritonExperts; bench/moe_workspace_oracle.py).
+- Ops with no fake of their own get one from their profile-run branch in vLLM's source
+  (register_profile_fakes: the Gated-DeltaNet core, Mamba2's mixer, the gated RMSNorm's kernel).
 - The model is built with a few layers: enough to hold one of each layer kind. The forward's peak
-  does not grow with depth (one layer's tensors are live at a time, beside the residual stream);
-  each answer carries the peak at two depths so the caller can check that.
+  does not grow with depth once every kind has run (one layer's tensors are live at a time, beside
+  the residual stream); each answer carries the peak at two depths so the caller can check that
+  (DeepSeek's grows: at 4 layers its one MoE layer runs before the workspace exists).
 - Quantization is dropped (the weights' format does not change the activations' dtype) and a
   multimodal model is built from its text config.
+- The pass runs eagerly, as `--enforce-eager` runs it; a compiled graph frees a tensor after its
+  last use, where eager code keeps what a Python variable still names (the decoder loop's inputs
+  to the layer, Qwen's gate_up through down_proj), so the default compiled run can hold a few
+  hidden-size tensors per token less.
+- The V1 runner's sampler pass is measured too (v1_sampler: its top-k / top-p on
+  TopKTopPSampler.forward_native, CUDA without FlashInfer's sampler).
 
 Reads JSON on stdin: {"tokens": N, "seqs": S, "models": [{"name", "config"}]}. Prints, marked, a
 list of {"name", "layers": [n1, n2], "forward": [peak1, peak2], "sampler": [...], "logits",
-"moe_workspace", "seconds"} or {"name", "error"}.
+"moe_workspace", "v1_sampler", "seconds", ...} or {"name", "error"}.
 """
 
 import json
@@ -282,15 +293,28 @@ def use_cuda_gemm(model):
         module.cpu_linear = torch.nn.functional.linear  # what cpu_unquantized_gemm calls (the lm head's path)
 
 
-def use_cuda_moe_entry(model):
+WORKSPACE = []  # the WorkspaceManager's buffer of the pass being measured, once the first MoE layer took it
+
+
+def use_cuda_moe_entry(model, workspace):
     """Each fused-MoE runner calls vLLM's moe_forward custom op, as on CUDA (moe_runner.py
-    _select_forward; the CPU build calls the experts directly), so its registered fake runs."""
+    _select_forward; the CPU build calls the experts directly), so its registered fake runs. The first
+    one to run takes the fused-MoE workspace (`workspace` bytes), which vLLM's WorkspaceManager keeps
+    from then on (v1/worker/workspace.py; fused_moe/modular_kernel.py _allocate_buffers): layers before
+    it (DeepSeek's leading dense layers) run without it."""
     import torch
 
     for module in model.modules():
         if hasattr(module, "_forward_entry") and hasattr(module, "_select_forward"):
             shared = getattr(module, "_shared_experts", None) is not None
-            module._forward_entry = torch.ops.vllm.moe_forward_shared if shared else torch.ops.vllm.moe_forward
+            op = torch.ops.vllm.moe_forward_shared if shared else torch.ops.vllm.moe_forward
+
+            def entry(*args, _op=op, **kwargs):
+                if workspace and not WORKSPACE:
+                    WORKSPACE.append(torch.empty(workspace, dtype=torch.uint8, device=args[0].device))
+                return _op(*args, **kwargs)
+
+            module._forward_entry = entry
 
 
 def v1_sampler(logits):
@@ -354,11 +378,11 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
         model = cls(vllm_config=vllm_config, prefix="")
     use_cuda_paths(model)
     use_cuda_gemm(model)
-    use_cuda_moe_entry(model)
-    use_opaque_attention(model)
     dtype = vllm_config.model_config.dtype
     moe = any(hasattr(m, "_select_forward") for m in model.modules())  # a fused-MoE runner
     workspace = moe_workspace_bytes(text, tokens, torch.finfo(dtype).bits // 8) if moe else 0
+    use_cuda_moe_entry(model, workspace)
+    use_opaque_attention(model)
     hidden_size = text["hidden_size"]
 
     fake = FakeTensorMode(allow_non_fake_inputs=True)
@@ -375,8 +399,7 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
         global COUNTER
         COUNTER = counter
         with set_forward_context(None, vllm_config, num_tokens=tokens), counter.mode:
-            # the WorkspaceManager's buffer, taken by the first MoE layer and kept
-            ws = torch.empty(workspace, dtype=torch.uint8, device="meta") if workspace else None
+            WORKSPACE.clear()
             hidden = model(input_ids=input_ids, positions=positions)
             if isinstance(hidden, tuple):
                 hidden = hidden[0]
@@ -397,7 +420,7 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
             except Exception as exc:
                 v1_error = f"{type(exc).__name__}: {str(exc)[:200]}"
         logits_bytes = logits.untyped_storage().nbytes()
-        del ws  # kept alive to here, as vLLM's manager keeps it
+        WORKSPACE.clear()  # kept alive to here, as vLLM's manager keeps it
     return {
         "layers": n, "forward": forward, "sampler": sampler, "logits": logits_bytes, "moe_workspace": workspace,
         "hidden_bytes": tokens * hidden_size * (torch.finfo(dtype).bits // 8), "peak_op": counter.peak_op, "forward_live": forward_live, "sampler_live": counter.at_peak,

@@ -26,7 +26,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 @dataclass
-class Sampled:
+class LevelWatch:
     """What the watcher saw during one level."""
 
     min_available: int | None = None
@@ -48,7 +48,7 @@ def summarize(
     users: int,
     records: Sequence[RequestRecord],
     started: float,
-    watch: Sampled,
+    watch: LevelWatch,
     cpu_s: float | None,
     *,
     partial: bool = False,

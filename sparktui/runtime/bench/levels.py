@@ -9,7 +9,7 @@ import time
 
 from sparktui.errors import UserError
 from sparktui.runtime.bench.client import Cancelled, ServerGone, StreamClient
-from sparktui.runtime.bench.figures import Sampled, summarize
+from sparktui.runtime.bench.figures import LevelWatch, summarize
 from sparktui.runtime.bench.request_record import RequestRecord
 from sparktui.runtime.bench.results import BenchProgress, LevelResult, ProgressFn
 from sparktui.runtime.bench.watcher import Watcher
@@ -35,7 +35,7 @@ class LevelRunner:
         self.levels_run += 1
         records: list[RequestRecord] = []
         total = users * self.settings.requests_per_user
-        sampled = Sampled()
+        sampled = LevelWatch()
         self.client.begin_level()
         done = asyncio.Event()
         await self.client.connect(users)

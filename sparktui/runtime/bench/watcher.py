@@ -15,7 +15,7 @@ import httpx
 from sparktui.core.metrics import KV_USAGE, MetricsError, kv_cache_usage_pct, parse_metrics
 from sparktui.errors import UserError
 from sparktui.runtime.bench.client import Cancelled, ServerGone, StreamClient
-from sparktui.runtime.bench.figures import Sampled
+from sparktui.runtime.bench.figures import LevelWatch
 from sparktui.runtime.host.memory import read_gpu, read_mem_available
 from sparktui.runtime.records import state as st
 
@@ -34,7 +34,7 @@ class Watcher:
         """NVML's first use (import, init) takes tens of ms: paid before the run, not inside a level."""
         self.power_ok = await asyncio.to_thread(gpu_power_w) is not None
 
-    async def watch(self, into: Sampled, done: asyncio.Event) -> None:
+    async def watch(self, into: LevelWatch, done: asyncio.Event) -> None:
         """Sample memory, KV usage, power and the server's state until `done`."""
         # the first KV reading once a token has come back: before that the cache may still be idle
         next_kv = next_power = next_state = 0.0

@@ -32,7 +32,7 @@ from pydantic import (
     field_validator,
 )
 
-from sparktui.core.guard_lines import GUARD_FIELDS, LINE_NAMES, GuardLines, LineName
+from sparktui.core.guard_lines import GUARD_FIELDS, GuardLines, LineName
 from sparktui.core.kernel_log import KernelEvent
 from sparktui.core.leak import LeakRecord
 from sparktui.errors import UserError
@@ -142,6 +142,8 @@ class KernelRecord(_Model):
 # A last sample older than the gap the guard planned to its next one (up to guard.STEADY_EVENT_INTERVAL at
 # rest, far less near a line) plus this means it is not sampling (its supervisor stopped, starved).
 GUARD_STALE_S = 2.0
+# GuardLines' fields that None turns off: a record that leaves one out had it off
+OFF_WHEN_ABSENT = ("warn_below_gib", "term_below_gib", "kill_below_gib", "fall_rate_gib_s", "psi_full_pct")
 
 
 class GuardRecord(_Model):
@@ -160,15 +162,16 @@ class GuardRecord(_Model):
     @field_validator("lines", mode="before")
     @classmethod
     def _lines_as_written(cls, value: Any) -> Any:
-        """Numbers only ("1.5" and true are refused, as everywhere in a record); a line a record does
-        not name was not watched (as records always read), not the guard's default."""
+        """Numbers only ("1.5" and true are refused, as everywhere in a record). A line or trigger a
+        record does not name was not watched (as records always read; a reply leaves out what is
+        None), not the guard's default."""
         if not isinstance(value, dict):
             return value
         for name in GUARD_FIELDS:
             v = value.get(name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
                 raise ValueError(f"{name} must be a number, got {json.dumps(v, default=str)[:40]}")
-        return {**dict.fromkeys(LINE_NAMES), **value}
+        return {**dict.fromkeys(OFF_WHEN_ABSENT), **value}
 
     def set_age(self, age: float | None, planned_s: float = 0.0) -> None:
         """`planned_s`: the gap the guard planned after that sample (its heartbeat says it)."""
