@@ -7,38 +7,12 @@ from typing import cast
 
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Size
-from textual.visual import visualize
 from textual.widget import Widget
 
 
 class TextPanel(Widget):
     _last_plain: str | None = None
     _last_lines: int = -1
-    _height_at: tuple[int, int] | None = None  # (width, content height) measured for that width
-
-    def draw(self, width: int) -> Text | None:
-        """The text drawn for `width`, for a panel that fits it to its width (a bar fills the
-        line); None for one whose text only wraps (Textual measures render() for those)."""
-        return None
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        """The height of the text drawn for the width being measured. Textual measures the text
-        render() drew, once per layout, at each width it tries (with a scrollbar and without); a
-        bar drawn for one width wraps at a narrower one, and the panel keeps a height its picture
-        does not have. And render() learns its width from the screen's map (Widget.size), which
-        in the middle of a layout arranges the whole screen once more."""
-        text = self.draw(width) if width else None
-        if text is None:
-            return super().get_content_height(container, viewport, width)
-        if self._height_at is None or self._height_at[0] != width:
-            visual = visualize(self, text, markup=False)
-            self._height_at = (width, visual.get_height(self.styles, width))  # type: ignore[arg-type]  # as Textual passes them
-        return self._height_at[1]
-
-    def clear_cached_dimensions(self) -> None:
-        super().clear_cached_dimensions()  # every repaint, so a new text is measured again
-        self._height_at = None
 
     def component_style(self, name: str) -> Style:
         """The Rich style of a COMPONENT_CLASSES entry; plain until the stylesheet has been applied

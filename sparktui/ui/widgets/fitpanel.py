@@ -81,11 +81,8 @@ class FitPanel(TextPanel):
         return self.component_style(f"fit--{name}")
 
     def render(self) -> Text:
-        return self.draw(self.size.width)
-
-    def draw(self, width: int) -> Text:
         v = self.view
-        width = max(10, width)
+        width = max(10, self.size.width)
         label = self._style("label")
         out = Text(no_wrap=False)
         out.append("Fit ", label)

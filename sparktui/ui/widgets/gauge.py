@@ -172,11 +172,8 @@ class MemoryGauge(TextPanel):
         return bar, markers
 
     def render(self) -> Text:
-        return self.draw(self.size.width)
-
-    def draw(self, width: int) -> Text:
         # changed() draws the text to compare it with the last; the repaint that follows asks again.
-        width = max(10, width)
+        width = max(10, self.size.width)
         if self._drawn is not None and self._drawn[0] == width:
             return self._drawn[1]
         text = self._draw(width)
