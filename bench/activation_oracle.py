@@ -10,7 +10,9 @@ device, a few layers deep, and its profile pass (the forward over N tokens with 
 then the logits of min(N, S) dummy requests, as the V2 runner's profile_run does) runs under torch's
 FakeTensorMode while a dispatch mode counts the live tensor bytes. Prints per model the oracle's
 forward and sampler-pass peaks against sparktui's (fit_settings.activation_parts), the ratio, what
-vLLM cannot build without a GPU and why, and the run time.
+vLLM cannot build without a GPU and why, and the run time; for a Gated-DeltaNet hybrid, the fit's
+prefill-buffer term (which vLLM's profile pass skips) and the fit without it; with --live, the
+largest tensors live at each forward peak and the op that made each.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--seqs", type=int, default=256)
+    parser.add_argument("--live", action="store_true", help="list the largest tensors live at each forward peak")
     parser.add_argument("models", nargs="*")
     args = parser.parse_args(argv)
     python = ci_python()
@@ -85,6 +88,13 @@ def main(argv: list[str]) -> int:
             f"  {_g(peak)} {_g(fit_peak)} {peak / fit_peak:5.2f}  {_g(o.moe_workspace)} {_g(o.logits)} {v1} {o.seconds:4.0f}"
             f"{grow}  [{f.runner}]"
         )
+        if f.gdn:  # vLLM's profile pass returns from the GDN core before its chunked prefill (eager and compiled)
+            rest = f.forward - f.gdn
+            print(f"  {'':<46} Gated-DeltaNet: fit's prefill term {_g(f.gdn)}, fit without it {_g(rest)} "
+                  f"(oracle / that {o.forward / rest:4.2f})")  # fmt: skip
+        if args.live:
+            for nbytes, op in row["forward_live"][-1]:
+                print(f"  {'':<46}   {nbytes / 2**20:9.1f} MiB  {op}")
     print("  (fwd: the forward's peak, the MoE workspace included; smp: the V2 sampler pass, the forward's hidden")
     print("  states and the workspace still held; V1 cp: the V1 runner's sampler pass in fp32 copies of the logits)")
     print(f"\n{built} of {len(answer['models'])} models run; {time.monotonic() - started:.0f} s in all")

@@ -136,8 +136,9 @@ def main() -> None:
         sp.ROUTING_SPREAD = spread
         series = sp.series_of(r.series)
         after = recs.per_user(r, recs.predict(r, by_series[series] if series else every))
+        now = recs.per_user(r, recs.predict(r))  # core/speed.py's tables as they stand
         print(
-            f"{r.id:<44} {series or '?':>8} {r.users:>5} {r.tok_s:>8.1f} {'':>7} {after:>7.1f}  ({after / r.tok_s - 1:+.0%})"
+            f"{r.id:<44} {series or '?':>8} {r.users:>5} {r.tok_s:>8.1f} {now:>7.1f} {after:>7.1f}  ({after / r.tok_s - 1:+.0%})"
         )
 
 

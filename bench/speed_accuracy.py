@@ -94,7 +94,7 @@ def published_sets() -> None:
 
     summary = {}
     for part, title in (
-        ("fit", "FIT set (the per-layer costs were fitted on its single-user plain-decode records)"),
+        ("fit", "FIT set (costs fitted on its single-user records, the routing spread on its multi-user ones)"),
         ("held_out", "HELD-OUT set (never read by bench/fit_speed.py)"),
     ):
         print(f"DGX Spark, published vLLM decode per user: {title}")

@@ -82,6 +82,8 @@ def _guard_news(state: StateRecord) -> list[str]:
                 out.append(f"kernel log: Xid {event.xid} for pid {event.pid}: {event.line}")
             elif event.kind == "no_memory" and event.line != tripped_on:
                 out.append(f"kernel log ({kernel.mode}): NVIDIA driver out of memory: {event.line}")
+            elif event.kind not in ("xid", "no_memory"):  # recorded by another sparktui version
+                out.append(f"kernel log ({kernel.mode}): {event.kind}: {event.line or ''}".rstrip(": "))
         if kernel.source is None and kernel.mode != "off" and state.alive:
             out.append(kernel.detail or "the guard cannot see driver errors")
     if state.guard.alert and state.alive:

@@ -345,6 +345,15 @@ def _speculative_refusal(speculation: Speculation | None, rules: VllmRules) -> s
 def _kv_dtype_refusal(spec: ModelSpec, s: FitSettings, machine: Machine) -> str | None:
     """Why vLLM will not start with this --kv-cache-dtype (vllm_rules: KV_CACHE_DTYPES, nvfp4_kv_backend).
     A unified-memory machine is a GB10 (SM121)."""
+    name = s.kv_cache_dtype.lower()
+    if spec.compress_ratios and name != "auto" and not name.startswith("fp8"):
+        # models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype: the default attention
+        # classes (FlashMLA, FlashInfer SM120) keep the fp8_ds_mla layout and raise on anything else
+        return (
+            f"--kv-cache-dtype {name}: vLLM 0.32's DeepSeek V4 attention keeps its KV cache as fp8_ds_mla "
+            "and refuses other dtypes ('DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache'); "
+            "use --kv-cache-dtype fp8 or auto"
+        )
     layers = (*spec.layers, *(spec.mtp_layers if s.mtp else ()))
     return s.rules.kv_cache_dtype_refusal(
         s.kv_cache_dtype.lower(),

@@ -312,10 +312,16 @@ def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
     q / k norms, their outputs; the dense MLP (or an MoE model's shared expert) holds gate_up (2 ×
     intermediate) and the activation's output while MLP_HELD_HIDDEN hidden-size tensors are live. Measured
     by bench/activation_oracle.py on vLLM 0.32's own code (eager, as --enforce-eager runs it): exact for
-    Llama, Qwen2 / 2.5 / 3 (dense and MoE), Mixtral, gpt-oss, Gemma 3 and Gemma 4 (dense and MoE).
-    None for models with MLA or Mamba / Gated-DeltaNet layers, which vLLM's CPU build cannot run."""
+    Llama, Qwen2 / 2.5 / 3 (dense and MoE), Mixtral, gpt-oss, Gemma 3, Gemma 4 (dense and MoE) and
+    DeepSeek V3 / R1, whose MLA attention holds q and its output through o_proj (spec.mla_widths; a
+    compiled graph frees q after the attention op, which it is live for anyway: o_proj's output less).
+    None for models with Mamba / Gated-DeltaNet layers (not exact: bench/activation_oracle.py) and
+    for DeepSeek V4's attention."""
     attention = [g for g in spec.layers if g.count and not g.draft]
-    if not attention or any(g.kind in (MAMBA, MLA) for g in attention) or not spec.num_attention_heads:
+    mla = any(g.kind == MLA for g in attention)
+    if not attention or any(g.kind == MAMBA for g in attention) or not spec.num_attention_heads:
+        return None
+    if mla and spec.mla_widths == (0, 0):  # MLA-like attention not read (DeepSeek V4)
         return None
     hidden = spec.hidden_size
     qk_norm = spec.model_type in QK_NORM_MODEL_TYPES
@@ -325,6 +331,8 @@ def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
         q = spec.num_attention_heads * g.head_size // tp
         kv = max(1, g.num_kv_heads // tp) * g.head_size
         widest = max(widest, 2 * q + 2 * kv + (q + kv if qk_norm else 0) + (kv if v_norm else 0))
+    if mla:  # the heads' part split across TP, the latent projections replicated (modelspec/mla.py)
+        widest = spec.mla_widths[0] // tp + spec.mla_widths[1]
     inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
     mlp = MLP_HELD_HIDDEN.get(spec.model_type, 5) * hidden + 3 * inner // tp if inner else 0
     return max(ATTENTION_HELD_HIDDEN.get(spec.model_type, 5) * hidden + widest, mlp)
@@ -336,7 +344,13 @@ def activation_parts(
     """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run)."""
     per_token = forward_values_per_token(spec, tp)
     if per_token is None:
-        # hybrids and MLA (not measured by the oracle here): the residual stream and the dense MLP; an
+        # Not read from vLLM's code here: Gated-DeltaNet hybrids (vLLM's profile pass skips the chunked
+        # prefill GDN_PREFILL_COPIES counts from logs) and Nemotron-H, whose eager pass peaks in
+        # Mixer2RMSNormGated.forward_native's fp32 temporaries (n_groups != 1): bench/activation_oracle.py
+        # measures 1.32x this estimate at 2048 tokens, but that stage with the workspace comes to 4.91 GiB
+        # at 32768 tokens, more than the 3.92 GiB the compiled Cascade run on an RTX 5090 left for the
+        # peak and non-torch memory (test_nemotron_cascade_on_an_rtx_5090_started_so_it_starts): the log
+        # wins over the eager pass. These, and DeepSeek V4, keep the residual stream and the dense MLP; an
         # MoE model's routed experts keep their intermediates in the fused-MoE workspace, only its
         # shared expert runs as a dense MLP
         inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size

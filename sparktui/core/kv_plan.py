@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec
+from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, deepseek_v4
 from sparktui.core.modelspec.spec import KvFormat
 from sparktui.core.vllm_rules import (
     KV_CACHE_DTYPES,
@@ -156,6 +156,10 @@ def plan_kv(
 ) -> KvPlan:
     """Group the layers as vLLM's KV cache manager does and size one block, for the vLLM
     version `rules` describes."""
+    if spec.compress_ratios:
+        return _plan_deepseek_v4(
+            spec, block_size or deepseek_v4.KERNEL_BLOCK, max_num_batched_tokens, mtp, rules, async_scheduling
+        )
     layers = [g for g in (*spec.layers, *(spec.mtp_layers if mtp else ())) if g.count]
     attn = [g for g in layers if g.kind != MAMBA]
     mamba = [g for g in layers if g.kind == MAMBA]
@@ -258,4 +262,58 @@ def plan_kv(
         tuple(working),
         *checks,
         unify_error=unify_error,
+    )
+
+
+def _plan_deepseek_v4(
+    spec: ModelSpec, block_size: int, max_num_batched_tokens: int, mtp: bool, rules: VllmRules, async_scheduling: bool
+) -> KvPlan:
+    """DeepSeek V4 as vLLM 0.32 plans it on an SM12x GPU (modelspec/deepseek_v4.py kv_buckets,
+    kv_groups): the widest packed group sets the bytes of one block (block-outermost layout,
+    kv_cache_utils._get_kv_cache_bytes_per_block); a request needs each group's blocks
+    (get_max_concurrency_for_kv_cache_config). The drafter's layers (MTP / DSpark) take the
+    compress ratios that follow the decoder layers' in config.json."""
+    if block_size % deepseek_v4.KERNEL_BLOCK:
+        raise UserError(
+            f"--block-size {block_size}: vLLM 0.32's DeepSeek V4 attention backends take KV blocks of "
+            f"{deepseek_v4.KERNEL_BLOCK} tokens (get_supported_kernel_block_sizes, get_preferred_block_size); "
+            f"use --block-size {deepseek_v4.KERNEL_BLOCK} or leave it out"
+        )
+    n = spec.num_layers
+    drafter = sum(g.count for g in spec.mtp_layers) if mtp else 0
+    ratios = [*spec.compress_ratios[:n], *spec.compress_ratios[n : n + drafter]]
+    ratios += [0] * (n + drafter - len(ratios))
+    try:
+        groups = deepseek_v4.kv_groups(deepseek_v4.kv_buckets(spec.kv_dims, ratios, block_size))
+    except ValueError as exc:
+        raise UserError(f"{spec.name}: {exc}") from exc
+    kv_groups = tuple(
+        KvGroup(SLIDING if kind == "sliding" else MLA, layers, count, page, size, window or None)
+        for kind, layers, count, page, size, window in groups
+    )
+    in_flight = rules.sliding_in_flight_batches(async_scheduling) * max_num_batched_tokens
+    per_block = max(g.page_bytes for g in kv_groups)
+    working: tuple[str, ...] = (
+        f"DeepSeek V4 KV (vLLM 0.32, fp8_ds_mla): {len(ratios)} layers (compress ratios "
+        + ", ".join(f"{r}: {ratios.count(r)}" for r in sorted(set(ratios)))
+        + f"), {sum(g.groups for g in kv_groups)} packed groups; one block = {per_block:,} B, the widest group",
+    )
+    if (rules.version.major, rules.version.minor) != (0, 32):
+        working += (
+            f"approximate for vLLM {rules.version}: planned as 0.32 plans it (only 0.32's DeepSeek V4 KV code "
+            "was read and checked)",
+        )
+    # every token's bytes: the compressed latents and indexer keys (the sliding and state groups are
+    # bounded per request); the block size vLLM logs and the user sets: the latent groups'
+    every_token = sum(g.page_bytes * g.groups // g.block_size for g in kv_groups if g.kind == MLA)
+    return KvPlan(
+        kv_groups,
+        per_block,
+        in_flight,
+        every_token,
+        0,
+        block_size,
+        working,
+        rules.null_block_in_length_check,
+        rules.tokens_from_concurrency,
     )

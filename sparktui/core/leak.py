@@ -37,18 +37,23 @@ class Holder(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    kind: HolderKind
+    kind: str  # a HolderKind, or another version's kind: kept as written, shown by name
     name: str  # the file's path, the process's command, or "locked memory"
     bytes: int = Field(ge=0)
     pids: list[int] = Field(default_factory=list)  # shm_file: who maps it; process: the pid
     start_times: list[int] = Field(default_factory=list)  # per pid: its start time (pids are reused)
     inode: int | None = None  # shm_file: the file, whatever its name is now
+    # shm_file: whether the old tree was seen mapping or holding it while it ran (by device and inode,
+    # as the /dev/shm sweep records them); False: made since the launch but never seen held by the tree,
+    # so it may as well be another program's; None: not known (a record from before this field)
+    seen_held: bool | None = None
 
     def text(self) -> str:
         size = f"{self.bytes / GiB:.2f} GiB"
         if self.kind == "shm_file":
             users = f", mapped by pid {', '.join(map(str, self.pids))}" if self.pids else ", mapped by no process"
-            return f"{self.name} ({size}{users})"
+            unseen = ", never seen held by the old server" if self.seen_held is False else ""
+            return f"{self.name} ({size}{users}{unseen})"
         if self.kind == "process":
             return f"pid {', '.join(map(str, self.pids))} {self.name} ({size}), a survivor of the old server"
         return f"{self.name} ({size})"
@@ -92,9 +97,13 @@ def leaked_bytes(*, files: int, survivors: int, mlocked_growth: int, shortfall: 
 def fix_for(holders: list[Holder]) -> str:
     """What the user can do about these holders, in words."""
     steps = []
-    files = [h.name for h in holders if h.kind == "shm_file"]
+    files = [h.name for h in holders if h.kind == "shm_file" and h.seen_held is not False]
     if files:
         steps.append("remove " + " ".join(files))
+    # never seen held by the old server: possibly another program's file, never to be removed blindly
+    unseen = [h.name for h in holders if h.kind == "shm_file" and h.seen_held is False]
+    if unseen:
+        steps.append("check that no other program uses " + " ".join(unseen) + " before removing it")
     pids = sorted({p for h in holders if h.kind in ("process", "shm_file") for p in h.pids})
     if pids:
         steps.append("stop pid " + ", ".join(map(str, pids)))

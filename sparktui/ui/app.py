@@ -286,8 +286,8 @@ class SparkApp(App[None]):
     # -- panes (all visible when wide; one at a time when narrow) ----------------------------------
 
     async def action_pane(self, pane: str, action: str) -> None:
-        """Run a pane's action (the keys in ui.actions name their pane)."""
-        await self.run_action(action, self.pane_widget(pane))
+        """Run a pane's action (the keys in ui.actions name their pane; the pane or its child that owns it runs it)."""
+        await self.run_action(action, self.pane_widget(pane).action_owner(action))
 
     def on_show_pane(self, message: msg.ShowPane) -> None:
         self.show_pane(message.pane)

@@ -142,6 +142,8 @@ def guard_view(guard: GuardRecord | None, trip: TripRecord | None, live: bool) -
             f"kernel log: Xid {e.xid} for pid {e.pid}"
             if e.kind == "xid"
             else f"kernel log: NVIDIA driver out of memory ({kernel.mode})"
+            if e.kind == "no_memory"
+            else f"kernel log: {e.kind} ({kernel.mode})"  # a kind another sparktui version recorded
             for e in kernel.events[-2:]
         ]
         if kernel.source is None and kernel.mode != "off":

@@ -13,6 +13,14 @@ import pytest
 from sparktui.cli import main
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.protocol import StateRecord
+from tests.support import FIXTURES
+from tests.support.other_version import (
+    NEW_EVENT,
+    NEW_FAILURE_KIND,
+    NEW_KERNEL_EVENT,
+    NEW_LINE_KEY,
+    from_another_version,
+)
 
 NO_SUCH_PID = 2**22 + 17  # above the kernel's largest pid_max: never a live process
 
@@ -91,3 +99,21 @@ def test_status_text_without_a_server_running_gives_one_line_per_port(ended, cap
     assert len(out) == 4, out  # short: each port's last end, one line
     assert any("port 18001" in line and "guard trip at the kill line" in line for line in out), out
     assert any("port 18002" in line and "crash: worker_died" in line for line in out), out
+
+
+def test_status_prints_a_record_from_another_version_with_the_words_it_does_not_know(isolated, capsys):
+    # Issue 24: values a newer sparktui wrote are shown as written, and the record is not skipped
+    port = 18024
+    newer = from_another_version(json.loads((FIXTURES / "state" / "crash-loop.json").read_text()))
+    newer |= {"port": port, "supervisor": {"pid": NO_SUCH_PID, "start_time": 1}}
+    (st.state_dir() / "servers").mkdir(parents=True, exist_ok=True)
+    st.state_path(port).write_text(json.dumps(newer, indent=1))
+    assert main(["status", "--all"]) == 0
+    out, err = capsys.readouterr()
+    assert "skipped" not in err, err
+    assert f"{port}" in out, out
+    assert f"({NEW_FAILURE_KIND}: the pool ran dry)" in out, out
+    assert f"kernel log (notify): gsp_timeout: {NEW_KERNEL_EVENT['line']}" in out, out
+    assert main(["status", "--all", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown[0]["guard"]["lines"][NEW_LINE_KEY] == 1.0 and shown[0]["events"][-1] == NEW_EVENT

@@ -206,8 +206,21 @@ def test_the_forward_peak_is_the_larger_of_vllms_attention_and_mlp_stages():
     gemma4 = load_model_spec("google/gemma-4-26B-A4B")
     attention = 3 * 2816 + 2 * 8192 + 2 * 1024 + (8192 + 1024) + 1024
     assert activation_bytes(gemma4, 2048, 1) == 2048 * (2 * attention + 90_112) == 2048 * 164_352
-    # the other side: hybrids and MLA, which vLLM's CPU build cannot run, keep the residual-stream estimate
-    for name in ("Qwen/Qwen3.6-35B-A3B", "deepseek-ai/DeepSeek-V3"):
+    # MLA (DeepSeek-V3): the attention holds q (128 heads × (128 + 64)) and its output (128 × 128) through
+    # o_proj, beside fused_qkv_a_proj's output (1536 + 512 + 64), the normed q latent (1536) and
+    # kv_c (512), with 5 hidden-size tensors; the rope runs in place on a GB10 (FlashInfer). With its
+    # workspace that is bench/activation_oracle.py's 801,374,208 bytes at 2048 tokens, to the byte
+    deepseek = load_model_spec("deepseek-ai/DeepSeek-V3")
+    assert deepseek.mla_widths == (128 * (128 + 64 + 128), (1536 + 512 + 64) + 1536 + 512)
+    attention = 5 * 7168 + 128 * 320 + 4160
+    assert activation_bytes(deepseek, 2048, 1) == 2048 * (2 * attention + 229_376) == 801_374_208
+    # at TP 2 the heads' part halves, the replicated latent projections do not
+    attention_tp2 = 5 * 7168 + 128 * 320 // 2 + 4160
+    assert activation_bytes(deepseek, 2048, 1, tp=2) == 2048 * (
+        2 * attention_tp2 + moe_workspace_per_token(deepseek, 2)
+    )
+    # the other side: hybrids, which the fit does not read exactly, keep the residual-stream estimate
+    for name in ("Qwen/Qwen3.6-35B-A3B",):
         spec = load_model_spec(name)
         inner = spec.shared_expert_intermediate_size
         expected = 2 * (6 * spec.hidden_size + 2 * inner) + moe_workspace_per_token(spec) + gdn_prefill_per_token(spec)

@@ -177,6 +177,7 @@ ACTIVATION_MODELS = (  # dense GQA, dense with q/k norms, MoE, MoE without its o
     "mistralai__Mixtral-8x7B-v0.1",
     "google__gemma-4-26B-A4B",
 )
+MLA_MODEL = "deepseek-ai__DeepSeek-V3"  # MLA with a rope FlashInfer runs in place on a GB10
 
 
 @pytest.mark.skipif(
@@ -187,16 +188,22 @@ def test_the_profile_pass_peak_is_what_vllms_own_model_code_holds():
     counting live tensor bytes (tests/support/vllm_activation_oracle.py): the fused-MoE workspace the
     fit counts is the one vLLM's model holds, the forward's peak and the V2 runner's sampler pass are
     the fit's to the byte, and the forward's peak does not grow with depth (so a few layers stand for
-    the model)."""
+    the model); DeepSeek-V3's MLA forward is the fit's to the byte too."""
     from tests.support.vllm_activations import ask_activations, fit_terms, oracle_terms
     from tests.support.vllm_layers import fixture_config
 
     python = ci_python()
     assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
-    models = {name: fixture_config(name) for name in ACTIVATION_MODELS}
+    models = {name: fixture_config(name) for name in (*ACTIVATION_MODELS, MLA_MODEL)}
     answer = ask_activations(python, models, tokens=2048, seqs=256, timeout=300)
-    assert [row["name"] for row in answer["models"]] == list(ACTIVATION_MODELS)
-    for row in answer["models"]:
+    assert [row["name"] for row in answer["models"]] == [*ACTIVATION_MODELS, MLA_MODEL]
+    *rows, mla = answer["models"]
+    # MLA: its attention holds q and its output through o_proj; at the shallower build its one MoE layer
+    # runs before the workspace exists, so the peak is the deeper build's (oracle_terms takes the larger)
+    assert "error" not in mla, mla
+    oracle, ours = oracle_terms(mla), fit_terms(MLA_MODEL, models[MLA_MODEL], 2048, 256)
+    assert (oracle.forward, oracle.sampler, oracle.moe_workspace) == (ours.forward, ours.sampler, ours.moe_workspace)
+    for row in rows:
         assert "error" not in row, row
         oracle, ours = oracle_terms(row), fit_terms(row["name"], models[row["name"]], 2048, 256)
         assert oracle.depth_growth == 0, row  # one layer's tensors at a time, beside the residual stream
@@ -204,3 +211,62 @@ def test_the_profile_pass_peak_is_what_vllms_own_model_code_holds():
         assert oracle.sampler == ours.sampler, row["name"]  # the V2 runner's pass, to the byte
         assert oracle.forward == ours.forward, row["name"]  # the forward's peak, the workspace included
     assert oracle_terms(answer["models"][3]).moe_workspace == 2048 * 172_032  # Mixtral's: held, and counted
+
+
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
+def test_deepseek_v4_kv_groups_and_tokens_are_vllms_own():
+    """DeepSeek-V4-Flash's real config (and a variant with other compress-ratio counts) against
+    vLLM 0.32's get_kv_cache_configs fed the specs its V4 layers declare (the oracle's
+    deepseek_v4): the same packed groups, blocks, blocks per request and logged tokens."""
+    import json
+    from dataclasses import replace
+
+    from sparktui.core.modelspec import spec_from_config
+
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    config = json.loads((FIXTURES / "model-configs" / "deepseek-ai__DeepSeek-V4-Flash-0731.json").read_text())
+    variant = {**config, "num_hidden_layers": 30, "compress_ratios": [0, 4, 4, 128, *[4, 128, 0] * 9, 4, 4, 128, 0]}
+    rows = []  # (config, drafter layers, block size, max_model_len, batched tokens, KV GiB)
+    rows += [(config, 3, 256, 1_000_000, 2048, 5.93), (config, 0, 256, 65536, 8192, 20.0)]
+    rows += [(config, 1, 512, 262144, 2048, 40.0), (variant, 0, 256, 131072, 4096, 12.5)]
+    cases, plans = [], []
+    for cfg, drafter, block, max_len, batched, gib in rows:
+        spec = spec_from_config(cfg, name="v4", source="t")
+        spec = replace(spec, mtp_layers=(replace(spec.layers[0], count=drafter),) if drafter else ())
+        n = spec.num_layers + drafter
+        ratios = [*spec.compress_ratios[:n], *[0] * (n - len(spec.compress_ratios))]
+        cases.append(
+            {"ratios": ratios, "dims": list(spec.kv_dims), "block_size": block, "max_model_len": max_len}
+            | {"max_num_batched_tokens": batched, "kv_memory": int(gib * GiB)}
+        )
+        plans.append(plan_kv(spec, 1, block, 2, batched, mtp=bool(drafter), rules=rules_for("0.32.0")))
+    answer = ask(python, {"deepseek_v4": cases}, timeout=600)
+    assert answer["version"].startswith("0.32.0")
+    for case, plan, got in zip(cases, plans, answer["deepseek_v4"], strict=True):
+        ours = [
+            {"layers": g.layers, "page": g.page_bytes, "block": g.block_size}
+            | {"blocks_per_request": g.blocks_per_request(case["max_model_len"], plan.in_flight)}
+            for g in plan.groups
+            for _ in range(g.groups)
+        ]
+        theirs = [{k: v for k, v in group.items()} for group in got["groups"]]
+        # a split bucket's later groups may hold one layer fewer (pattern_repeats[i::n]): compare the widest
+        assert sorted(map(str, ours)) == sorted(map(str, _widest_of_splits(theirs))), case
+        blocks, tokens, concurrency = plan.capacity(case["kv_memory"], case["max_model_len"])
+        assert (blocks, tokens) == (got["blocks"], got["tokens"]), case
+        assert concurrency == pytest.approx(got["concurrency"], rel=1e-12)
+    assert answer["deepseek_v4"][0]["tokens"] == 1_135_072  # the real start-up's 1,135,251 at its rounded 5.93 GiB
+
+
+def _widest_of_splits(groups: list[dict[str, int]]) -> list[dict[str, int]]:
+    """vLLM's groups with each split bucket's groups given its widest one's layers and page (sparktui
+    models a split bucket by its widest group, which sets the block's bytes)."""
+    widest: dict[tuple[int, int], dict[str, int]] = {}
+    for g in groups:
+        key = (g["block"], g["blocks_per_request"])
+        if key not in widest or g["page"] > widest[key]["page"]:
+            widest[key] = g
+    return [widest[(g["block"], g["blocks_per_request"])] for g in groups]

@@ -168,3 +168,37 @@ def test_locked_memory_that_stays_is_named_with_its_holders() -> None:
         locker.kill()
         locker.wait()
     assert leakgate.wait_for_memory_back(baseline, timeout_s=5).back  # unlocked with its process: back
+
+
+def test_a_new_shm_file_the_tree_never_held_is_named_as_possibly_another_programs(tmp_path: Path) -> None:
+    """Issue 25: a /dev/shm file made while the server ran that its tree was never seen holding (the
+    sweep's record, by device and inode) may be another program's: the gate never tells the user to
+    remove it outright; one the tree held is named for removal as before."""
+    from sparktui.core.leak import LeakRecord, fix_for, refusal
+
+    baseline = leakgate.take_baseline()
+    tag = uuid.uuid4().hex[:12]
+    foreign = Path("/dev/shm") / f"psm_sparktui_test_foreign_{tag}"
+    ours = Path("/dev/shm") / f"psm_sparktui_test_ours_{tag}"
+    try:
+        for path in (foreign, ours):
+            _fill(path, 1 << 20)  # made after the launch, held by no process now
+        st = ours.stat()
+        ran = leakgate.with_tree(baseline, [], None, shm_held=[(st.st_dev, st.st_ino)])
+        by_name = {h.name: h for h in leakgate.shm_holders(ran)}
+        assert by_name[str(ours)].seen_held is True and by_name[str(foreign)].seen_held is False
+        assert "never seen held by the old server" in by_name[str(foreign)].text()
+        fix = fix_for([by_name[str(ours)], by_name[str(foreign)]])
+        assert f"remove {ours}" in fix and f"remove {foreign}" not in fix
+        assert f"check that no other program uses {foreign} before removing it" in fix
+        record = LeakRecord(
+            leaked_bytes=3 * GiB, threshold_bytes=2 * GiB, shortfall_bytes=3 * GiB, waited_s=1.0,
+            holders=[by_name[str(foreign)]], boot_id="b", baseline_mlocked=0, baseline_shmem=0, at=0.0,
+        )  # fmt: skip
+        assert f"remove {foreign}" not in refusal(8123, record, 3 * GiB)
+        # a tree whose files are not known (a record from before): named as before
+        unknown = {h.name: h for h in leakgate.shm_holders(leakgate.with_tree(baseline, [], None))}
+        assert unknown[str(foreign)].seen_held is None and f"remove {foreign}" in fix_for([unknown[str(foreign)]])
+    finally:
+        foreign.unlink(missing_ok=True)
+        ours.unlink(missing_ok=True)

@@ -9,6 +9,7 @@ import pytest
 from sparktui.core.guard_lines import GuardLines
 from sparktui.runtime.records import protocol as pr
 from tests.support import FIXTURES
+from tests.support.other_version import NEW_EVENT, NEW_FAILURE_KIND, NEW_KERNEL_EVENT, from_another_version
 
 
 def record(**changes) -> dict:
@@ -228,3 +229,17 @@ def test_a_live_reply_that_leaves_out_a_trigger_turned_off_reads_it_as_off():
     state = pr.StateRecord(status="running", port=8000, supervisor=pr.ProcessRef(pid=1), guard=off)
     reply = pr.parse_reply(pr.Reply(ok=True, state=state).to_line(), "reply")
     assert reply.state is not None and reply.state.guard.lines == off.lines
+
+
+def test_a_state_file_from_another_version_reads_and_keeps_what_this_one_does_not_know():
+    # Issue 24: a kernel event kind, a failure kind, an event kind, a guard state, a kernel mode, a
+    # leak holder kind this version does not know, and a key in guard.lines it does not have
+    newer = from_another_version(json.loads((STATE_FIXTURES / "crash-loop.json").read_text()))
+    state = pr.parse_state(json.dumps(newer, indent=1), "newer.json")
+    kernel = state.guard.kernel
+    assert kernel is not None and kernel.events[-1].kind == NEW_KERNEL_EVENT["kind"] and kernel.mode == "notify"
+    assert state.exit is not None and state.exit.failure is not None and state.exit.failure.kind == NEW_FAILURE_KIND
+    assert pr.condition_of(state).text() == f"failed ({NEW_FAILURE_KIND})"
+    assert state.events[-1].kind == NEW_EVENT["kind"] and state.events[-1].field("swapped_gib") == 3.25
+    assert state.guard.state == "throttling" and state.guard.lines == GuardLines(12, 8, 2.5)
+    assert json.loads(state.to_json()) == newer  # nothing dropped, nothing added: written back as read

@@ -56,6 +56,13 @@ def config_pane(app):
     return app.query_one(ConfigPane)
 
 
+def fit_box(app):
+    """The config pane's fit: its spec, machine and fit, and the fit's actions."""
+    from sparktui.ui.panes.config_fit import FitBox
+
+    return app.query_one(FitBox)
+
+
 def server_pane(app):
     from sparktui.ui.panes import ServerPane
 

@@ -19,6 +19,18 @@ What is not vLLM's own code here, and why:
   kernel does. Its fake implementation runs where vLLM registers one; the CPU build's _C ops that
   have none get one that does what the op's CUDA kernel does to memory (writes its `out` argument
   in place, allocates nothing): listed in OUT_PARAM_OPS.
+- DeepSeek's rope takes FlashInfer's in-place kernel (vllm::flashinfer_rotary_embedding, a fake that
+  allocates nothing), as its __init__ chooses on CUDA with FlashInfer (use_cuda_paths); the CPU
+  platform makes it choose forward_native's temporaries.
+- Nemotron-H's non-gated experts: FusedMoEConfig.__post_init__ refuses is_act_and_mul=False off
+  CUDA / XPU / ROCm; the check runs with is_cuda_alike() answering True, and where none of the CPU
+  build's unquantized MoE backends takes the activation, TRITON / TritonExperts (CUDA's fallback) is
+  chosen (take_cuda_moe_config).
+- Qwen3.5 / 3.6 import qwen3_vl.py, which imports transformers' Qwen2-VL image processor, which needs
+  `torchvision.transforms.v2.functional` at import time: the venv has no torchvision (and is shared:
+  nothing is installed into it), so a stand-in module holding only that name is put in sys.modules
+  after transformers has cached "no torchvision", and vLLM's model-class inspection runs in this
+  process instead of its own subprocess (stand_in_torchvision).
 - Linears run F.linear (CUDA's default_unquantized_gemm) and attention vLLM's opaque
   unified_attention_with_output op, as on CUDA.
 - The fused-MoE layer's experts run as vLLM's `moe_forward` fake (an output the size of the input);
@@ -126,7 +138,12 @@ def register_profile_fakes():
             COUNTER.transient(projected_states.shape[0] * width * projected_states.element_size())
         return None
 
-    for name, fake in (("qwen_gdn_attention_core", nothing), ("qwen_gdn_attention_core_fused_norm_packed", nothing),
+    try:  # FlashInfer's in-place rope (rotary_embedding/common.py, mutates_args query and key): registered
+        # without a fake; like the kernel, it allocates nothing
+        import vllm.model_executor.layers.rotary_embedding.common  # noqa: F401
+    except Exception as exc:
+        print(f"rotary_embedding.common does not import here: {exc}", file=sys.stderr)
+    for name, fake in (("flashinfer_rotary_embedding", nothing), ("qwen_gdn_attention_core", nothing), ("qwen_gdn_attention_core_fused_norm_packed", nothing),
                        ("mamba_mixer2", mamba_mixer2)):  # fmt: skip
         if getattr(torch.ops.vllm, name, None) is None:
             continue
@@ -136,6 +153,83 @@ def register_profile_fakes():
         except Exception as exc:  # vLLM has one: keep it
             print(f"fake for vllm::{name} not added: {exc}", file=sys.stderr)
     return added
+
+
+def stand_in_torchvision():
+    """A stand-in `torchvision` (the CI venv has none, and the shared venv is not ours to install into):
+    vLLM 0.32's qwen3_5.py imports qwen3_vl.py, which imports transformers' Qwen2-VL image processor,
+    whose module does `from torchvision.transforms.v2 import functional` at import time; that one name
+    is all it touches while importing (its uses are in image preprocessing, which a text-only forward
+    never runs). transformers is imported first and asked is_torchvision_available() (lru-cached, False
+    without the package), so it keeps its no-torchvision paths everywhere else. vLLM inspects a model
+    class in a subprocess of its own (models/registry.py _run_in_subprocess), which would not see the
+    stand-in: it runs in this process instead (nothing here touches a GPU, which is why vLLM uses one)."""
+    import importlib.machinery
+    import itertools
+    import types
+
+    from transformers.utils import import_utils
+
+    if import_utils.is_torchvision_available():
+        return []
+    names = ("torchvision", "torchvision.transforms", "torchvision.transforms.v2",
+             "torchvision.transforms.v2.functional")  # fmt: skip
+    for name in names:
+        module = types.ModuleType(name, "sparktui's activation oracle: a stand-in, not torchvision")
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+        sys.modules.setdefault(name, module)
+    for parent, child in itertools.pairwise(names):
+        setattr(sys.modules[parent], child.rsplit(".", 1)[1], sys.modules[child])
+    from vllm.model_executor.models import registry
+
+    registry._run_in_subprocess = lambda fn: fn()
+    return ["torchvision (stand-in)"]
+
+
+def take_cuda_moe_config():
+    """Nemotron-H's experts are not gated (relu2, is_act_and_mul False), which vLLM 0.32's
+    FusedMoEConfig.__post_init__ (layers/fused_moe/config.py) refuses unless
+    current_platform.is_cuda_alike() or is_xpu(): while that check runs, the platform it reads is the
+    CPU one with is_cuda_alike() answering True, so the CUDA branch (no error) is taken; nothing else in
+    __post_init__ reads the platform."""
+    from vllm.model_executor.layers.fused_moe import config as moe_config
+
+    original, platform = moe_config.FusedMoEConfig.__post_init__, moe_config.current_platform
+
+    class CudaAlike:
+        def __getattr__(self, name):
+            return getattr(platform, name)
+
+        def is_cuda_alike(self):
+            return True
+
+    def post_init(self):
+        moe_config.current_platform = CudaAlike()
+        try:
+            original(self)
+        finally:
+            moe_config.current_platform = platform
+
+    moe_config.FusedMoEConfig.__post_init__ = post_init
+    # Then UnquantizedFusedMoEMethod.__init__ picks its experts (fused_moe/oracle/unquantized.py
+    # select_unquantized_moe_backend): none of the CPU build's backends takes a non-gated activation,
+    # so where they all refuse, the one CUDA falls back to is taken: TRITON with TritonExperts (the
+    # class whose workspace_shapes size the workspace here; its forward never runs, moe_forward's fake does)
+    from vllm.model_executor.layers.fused_moe import unquantized_fused_moe_method as method
+    from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
+    from vllm.model_executor.layers.fused_moe.oracle.unquantized import UnquantizedMoeBackend
+
+    select = method.select_unquantized_moe_backend
+
+    def select_or_triton(moe_config):
+        try:
+            return select(moe_config)
+        except NotImplementedError:
+            return UnquantizedMoeBackend.TRITON, TritonExperts
+
+    method.select_unquantized_moe_backend = select_or_triton
+    return ["FusedMoEConfig.__post_init__ (CUDA's is_act_and_mul=False branch)",
+            "select_unquantized_moe_backend (TRITON where no CPU backend takes the activation)"]  # fmt: skip
 
 
 def prefix_with_every_kind(kinds):
@@ -276,6 +370,18 @@ def use_cuda_paths(model):
             name = getattr(type(module), "name", None)
             if not hasattr(module, "op") and name and getattr(torch.ops._C, name, None) is not None:
                 module.op = getattr(torch.ops._C, name)
+        if type(module).__name__ == "DeepseekScalingRotaryEmbedding" and not module.use_flashinfer:
+            # its __init__ (rotary_embedding/deepseek_scaling_rope.py) takes FlashInfer's in-place rope
+            # when enabled, fp16 / bf16, current_platform.is_cuda(), has_flashinfer() and a head size of
+            # 64 / 128 / 256 / 512: all true for DeepSeek's 64-dim rope on a GB10 but the platform here.
+            # forward_cuda then calls vllm::flashinfer_rotary_embedding (mutates q and k, allocates
+            # nothing) instead of forward_native's temporaries (its cos / sin, two products and a
+            # stack per q and k)
+            module.use_flashinfer = (
+                module.enabled()
+                and module.dtype in (torch.float16, torch.bfloat16)
+                and (module.head_size in (64, 128, 256, 512))
+            )
 
 
 def use_cuda_gemm(model):
@@ -376,7 +482,7 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
     dtype_default = set_default_torch_dtype(vllm_config.model_config.dtype)
     with set_current_vllm_config(vllm_config), dtype_default, torch.device("meta"):
         model = cls(vllm_config=vllm_config, prefix="")
-    use_cuda_paths(model)
+        use_cuda_paths(model)  # CustomOp.enabled() reads the config
     use_cuda_gemm(model)
     dtype = vllm_config.model_config.dtype
     moe = any(hasattr(m, "_select_forward") for m in model.modules())  # a fused-MoE runner
@@ -431,10 +537,11 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
 def main():
     request = json.load(sys.stdin)
     answer_to, sys.stdout = sys.stdout, sys.stderr  # vLLM's prints must not mix with the answer
+    stand_ins = stand_in_torchvision()  # before vLLM imports its model classes
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
 
-    fakes = register_fakes() + register_profile_fakes()
+    fakes = stand_ins + register_fakes() + register_profile_fakes() + take_cuda_moe_config()
     out = {"fakes_added": fakes, "models": []}
     with tempfile.TemporaryDirectory() as workdir:
         with set_current_vllm_config(VllmConfig()):

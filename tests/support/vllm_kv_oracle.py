@@ -565,6 +565,70 @@ def model_runner(question):
     return {"runner": "v2" if chooser.fget(config) else "v1"}
 
 
+def _v4_specs(case):
+    """DeepSeek V4's KV specs per layer as vLLM 0.32 declares them on SM12x (fp8_ds_mla):
+    models/deepseek_v4/attention.py DeepseekV4Attention.get_kv_cache_spec (compressed latent),
+    DeepseekV4IndexerCache.get_kv_cache_spec; sparse_swa.py DeepseekV4SWACache (block 64);
+    compressor.py CompressorStateCache (fp32, blocks of 4 / 8, window coff x ratio). The arguments
+    are those the layers pass; vLLM's classes compute the pages."""
+    head_dim, index_head_dim, window = case["dims"]
+    mode = kvi.get_kv_quant_mode("fp8_ds_mla")
+    latent = {"num_kv_heads": 1, "max_tp_shards": 1, "dtype": torch.uint8, "cache_dtype_str": "fp8_ds_mla"}
+    latent.update(state_content_bytes=584, alignment=576, model_version="deepseek_v4", kv_quant_mode=mode)
+    state = {"num_kv_heads": 1, "max_tp_shards": 1, "dtype": torch.float32, "alignment": 576}
+    specs = {}
+    for i, ratio in enumerate(case["ratios"]):
+        p = f"model.layers.{i}.attn"
+        specs[p + ".swa_cache"] = kvi.SlidingWindowMLASpec(
+            block_size=64, head_size=head_dim, sliding_window=window, **latent
+        )
+        if ratio > 1:
+            coff = 2 if ratio == 4 else 1
+            specs[p] = kvi.MLAAttentionSpec(
+                block_size=case["block_size"], head_size=head_dim, tokens_per_state=ratio, **latent
+            )
+            specs[p + ".compressor.state_cache"] = kvi.SlidingWindowMLASpec(
+                block_size=4 if ratio == 4 else 8, head_size=2 * coff * head_dim, sliding_window=coff * ratio, **state
+            )
+        if ratio == 4:
+            specs[p + ".indexer.k_cache"] = kvi.MLAAttentionSpec(
+                block_size=case["block_size"],
+                num_kv_heads=1,
+                max_tp_shards=1,
+                head_size=index_head_dim + index_head_dim // 128 * 4,
+                dtype=torch.uint8,
+                tokens_per_state=4,
+                alignment=576,
+            )
+            specs[p + ".indexer.compressor.state_cache"] = kvi.SlidingWindowMLASpec(
+                block_size=4, head_size=2 * 2 * index_head_dim, sliding_window=8, **state
+            )
+    return specs
+
+
+def deepseek_v4(case):
+    """vLLM's own grouping and capacity for DeepSeek V4's layers (0.32; block-outermost layout as
+    on CUDA): get_kv_cache_configs, get_max_concurrency_for_kv_cache_config, get_kv_cache_capacity."""
+    cache = _make(CacheConfig, block_size=case["block_size"], enable_prefix_caching=True)
+    cache.kv_cache_layout = "BLNHC"
+    scheduler = _scheduler(case)
+    config = VllmConfig(cache_config=cache, scheduler_config=scheduler)
+    config.scheduler_config.disable_hybrid_kv_cache_manager = False
+    config.scheduler_config.async_scheduling = True
+    model = _ModelConfig(case["max_model_len"])
+    model.hf_config = type("HfConfig", (), {"model_type": "deepseek_v4"})()
+    object.__setattr__(config, "model_config", model)
+    (kv_config,) = _kv_fn("get_kv_cache_configs")(config, [_v4_specs(case)], [case["kv_memory"]])
+    groups = []
+    for g in kv_config.kv_cache_groups:
+        spec = g.kv_cache_spec
+        per_request = -(-spec.max_memory_usage_bytes(config) // spec.page_size_bytes)
+        groups.append({"layers": len(g.layer_names), "page": spec.page_size_bytes, "block": spec.block_size})
+        groups[-1]["blocks_per_request"] = per_request
+    tokens, concurrency = kcu.get_kv_cache_capacity(config, kv_config)
+    return {"blocks": kv_config.num_blocks, "groups": groups, "tokens": tokens, "concurrency": concurrency}
+
+
 def main():
     request = json.load(sys.stdin)
     answer_to = sys.stdout
@@ -574,7 +638,7 @@ def main():
     else:
         out = {"version": vllm.__version__, "seconds": {"import": round(time.monotonic() - STARTED, 1)}}
         asks = (("kv", run_kv), ("batch_defaults", batch_defaults), ("kv_dtype", kv_dtype), ("cudagraphs", cudagraphs))
-        asks += (("model_runner", model_runner),)
+        asks += (("model_runner", model_runner), ("deepseek_v4", deepseek_v4))
         for key, ask in asks:
             started = time.monotonic()
             out[key] = [ask(question) for question in request.get(key, [])]

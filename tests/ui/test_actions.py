@@ -66,3 +66,19 @@ async def test_a_remapped_key_shows_everywhere(isolated):
         provider = SparkCommands(app.screen)
         entries = {name: help_text for name, _, help_text in provider._commands()}
         assert entries["Launch the server with this configuration"] == "Ctrl+L"
+
+
+async def test_every_pane_action_has_a_widget_that_runs_it():
+    """A pane hands parts of its work to child widgets (the fit, the model actions, the log): each
+    key and palette entry still finds the one widget that runs it."""
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await workers_done(app)
+        await pilot.pause()
+        for action in ACTIONS:
+            pane = action.pane or ("server" if action.scope == "log" else None)
+            if pane is None:
+                continue
+            name = action.name.split("(", 1)[0]
+            owner = app.pane_widget(pane).action_owner(action.name)
+            assert callable(getattr(owner, f"action_{name}", None)), (action.id, owner)

@@ -12,7 +12,7 @@ from sparktui.ui.widgets.fitpanel import FitPanel
 from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.server import PhaseStrip, ServerInfo
 from tests.support import FIXTURES
-from tests.support.app import SampleBackend, config_pane, settled, widget
+from tests.support.app import SampleBackend, config_pane, fit_box, settled, widget
 
 
 @pytest.fixture(autouse=True)
@@ -385,7 +385,7 @@ async def test_model_flags_are_suggestions_a_key_applies():
         assert "--tool-call-parser" not in config_pane(app).form.config.extra_args  # nothing added unasked
         texts = [s.text for s in app.fit.applicable]
         number = next(i for i, t in enumerate(texts, 1) if t.startswith("add --tool-call-parser llama3_json"))
-        config_pane(app).action_apply_suggestion(number)
+        fit_box(app).action_apply_suggestion(number)
         await settled(pilot)
         assert config_pane(app).form.config.extra_args[-2:] == ["--tool-call-parser", "llama3_json"]
         assert not any(s.text.startswith("add --tool-call-parser") for s in app.fit.applicable)
@@ -401,7 +401,7 @@ async def test_after_a_bench_the_fit_panel_shows_predicted_against_measured(monk
         assert "bench:" not in (app.fit.speed or "")
         model = config_pane(app).form.config.model
         paths.bench_history_path().write_text(history_line(model=model, decode=2.0) + "\n")
-        config_pane(app).recompute_fit()  # as the next memory sample does
+        fit_box(app).recompute_fit()  # as the next memory sample does
         await settled(pilot)
         speed = app.fit.speed or ""
         assert "calibrated" in speed and "bench: 2.0 tok/s per user at 1 user, predicted" in speed

@@ -198,7 +198,7 @@ async def test_a_launch_shows_its_preflight_warnings_atop_its_log_and_as_a_notic
         assert len(notices) == 1 and notices[0].severity == "warning"
         assert "guard: the default term line" in str(notices[0].message)
         # the log read again (as a switch back to this server does): that launch's lines, still on top
-        server_pane(app).start_tail(app.server.log_path)
+        server_pane(app).server_log.start_tail(app.server.log_path)
         await until(
             pilot, lambda: any("Application startup complete." in x for x in widget(app, LogView).lines()), "the log"
         )

@@ -129,7 +129,7 @@ async def test_the_fit_counts_what_the_other_servers_reserve(tmp_path):
         await until(pilot, lambda: app.fit is not None and app.fit.verdict == "fits", "the 70B's fit")
         assert not any("beside" in r for r in app.fit.reasons)
         backend.records[8001] = records[1]  # a server on :8001 starts elsewhere, reserving 80 GiB
-        server_pane(app).refresh_list()
+        server_pane(app).roster.refresh_list()
         await until(pilot, lambda: app.fit.verdict == "wont_start", "the fit to count :8001")
         reason = app.fit.reasons[0]
         assert reason.startswith("won't fit beside :8001 (reserves 80.0 GiB)"), reason
@@ -141,7 +141,7 @@ async def test_the_fit_counts_what_the_other_servers_reserve(tmp_path):
         # :8001 relaunched at a share that leaves the 70B room (104 GiB of a 118 GiB pool): it fits,
         # and the fit says beside what
         backend.records[8001] = two_servers(tmp_path)[1]
-        server_pane(app).refresh_list()
+        server_pane(app).roster.refresh_list()
         await until(pilot, lambda: app.fit.verdict == "fits", "the fit beside a smaller :8001")
         assert any(r.startswith("beside :8001 (reserves 10.0 GiB)") for r in app.fit.reasons), app.fit.reasons
 
@@ -246,7 +246,9 @@ async def test_at_idle_the_list_is_read_only_when_a_record_changes(tmp_path, mon
     async with app.run_test(size=(80, 24)) as pilot:
         pane = server_pane(app)
         await until(
-            pilot, lambda: backend.reads >= 1 and pane._watch is not None and pane._watch.armed.is_set(), "the watch"
+            pilot,
+            lambda: backend.reads >= 1 and pane.roster._watch is not None and pane.roster._watch.armed.is_set(),
+            "the watch",
         )
         await pilot.pause(0.3)
         before = backend.reads

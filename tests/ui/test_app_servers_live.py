@@ -61,7 +61,7 @@ async def test_two_stub_servers_listed_switched_stopped_and_killed_one_at_a_time
         await pilot.press("ctrl+r")
         await until(pilot, lambda: app.server.port == b.serve.port and app.server.state == "ready", "following B")
         b_log = st.read_state(st.state_path(b.serve.port)).log_path
-        await until(pilot, lambda: str(server_pane(app).log_path) == b_log, "B's log followed")
+        await until(pilot, lambda: str(server_pane(app).server_log.log_path) == b_log, "B's log followed")
         await until(pilot, lambda: widget(app, LogView).line_count > 0, "B's log lines")
         await until(pilot, lambda: widget(app, PhaseStrip).phase == "ready", "B's phases")
 

@@ -7,7 +7,7 @@ from textual.widgets import DataTable, Input
 
 from sparktui.ui.app import SparkApp
 from sparktui.ui.grid_screen import GridScreen
-from tests.support.app import SampleBackend, config_pane, settled
+from tests.support.app import SampleBackend, config_pane, fit_box, settled
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +40,7 @@ async def test_the_grid_marks_the_forms_cell_and_enter_applies_another():
         config = config_pane(app).form.config
         assert (config.max_num_seqs, config.max_model_len) == (10, 16384)
         assert app.query_one("#flag-max_num_seqs", Input).value == "10"
-        assert config_pane(app).fit.verdict == chosen.verdict
+        assert fit_box(app).fit.verdict == chosen.verdict
 
 
 async def test_the_palette_lists_the_trade_off_grid():

@@ -8,7 +8,7 @@ import pytest
 from sparktui.core.units import GiB
 from sparktui.ui import messages as msg
 from sparktui.ui.app import SparkApp
-from tests.support.app import SampleBackend, config_pane, sample, workers_done
+from tests.support.app import SampleBackend, fit_box, sample, workers_done
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
@@ -26,7 +26,7 @@ async def fitted(pilot, backend) -> int:
     for _ in range(200):
         await workers_done(app)
         await pilot.pause(0.05)
-        if app.fit is not None and app.fit.verdict not in ("n/a", "error") and config_pane(app).fit_saw_sample:
+        if app.fit is not None and app.fit.verdict not in ("n/a", "error") and fit_box(app).fit_saw_sample:
             return backend.fits
     raise AssertionError(f"the fit never settled: {app.fit}")
 

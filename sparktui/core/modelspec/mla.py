@@ -47,6 +47,24 @@ def groups(text: Mapping[str, Any], n_layers: int) -> tuple[list[LayerGroup], li
     return main, mtp
 
 
+def activation_widths(text: Mapping[str, Any]) -> tuple[int, int]:
+    """Values per token MLAAttention.forward (vLLM 0.32 model_executor/layers/mla.py) holds when o_proj
+    runs, beside the hidden-size tensors: q (q_b_proj's or q_proj's output, heads × (nope + rope)) and
+    the attention output (heads × v_head_dim), both split across TP; and, replicated,
+    fused_qkv_a_proj's output (q_lora_rank + kv_lora_rank + rope; kv_a_proj_with_mqa's without a q
+    LoRA), the normed q latent and kv_a_layernorm's output. On a GB10 the rope runs in place
+    (DeepseekScalingRotaryEmbedding takes FlashInfer's kernel eager, Inductor fuses forward_native when
+    compiled), so it adds nothing. bench/activation_oracle.py measures the same set on vLLM's code."""
+    heads = int(text.get("num_attention_heads") or 0)
+    q_rank = int(text.get("q_lora_rank") or 0)
+    nope = int(text.get("qk_nope_head_dim") or 128)
+    rope = int(text.get("qk_rope_head_dim") or 64)
+    v_dim = int(text.get("v_head_dim") or 128)
+    kv_rank = int(text["kv_lora_rank"])
+    latent = (q_rank + kv_rank + rope) + q_rank + kv_rank
+    return heads * (nope + rope + v_dim), latent
+
+
 def params_per_layer(text: Mapping[str, Any]) -> int:
     h = int(text.get("hidden_size") or 0)
     heads = int(text.get("num_attention_heads") or 0)

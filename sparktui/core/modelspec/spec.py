@@ -175,6 +175,9 @@ class ModelSpec:
     mlp_layers: int = 0
     moe_intermediate_size: int = 0
     shared_expert_intermediate_size: int = 0
+    # MLA (mla.activation_widths): values per token its attention holds at o_proj beside the hidden-size
+    # tensors, (split across TP: q and the attention output, replicated: the latent projections)
+    mla_widths: tuple[int, int] = (0, 0)
     quantization: str | None = None  # fp8, nvfp4, mxfp4, awq, gptq, int8, int4, mixed
     checkpoint_kv_cache_dtype: str | None = None  # "fp8" when the checkpoint asks for it
     checkpoint_quant_method: str | None = None  # the quantization method vLLM reads it from (vllm_rules)
@@ -202,6 +205,10 @@ class ModelSpec:
     # EAGLE3 / DFlash: how many of the target's hidden states the drafter reads (its config's
     # eagle_aux_hidden_state_layer_ids / dflash_config.target_layer_ids); on a target, its drafter's
     aux_hidden_layers: int = 0
+    # DeepSeek V4: config.json's compress_ratios, the decoder layers' then the drafter layers'
+    # (its KV cache is planned by modelspec/deepseek_v4.py, not from `layers`)
+    compress_ratios: tuple[int, ...] = ()
+    kv_dims: tuple[int, int, int] = (0, 0, 0)  # DeepSeek V4: head_dim, index_head_dim, sliding_window
 
     @property
     def dtype_bytes(self) -> int:

@@ -69,6 +69,8 @@ class Baseline:
     at: float  # wall clock
     members: tuple[tuple[int, int], ...] = ()  # the tree's (pid, start time)
     cgroup: str | None = None  # the tree's own cgroup v2 directory
+    # the /dev/shm files (device, inode) the tree was seen holding while it ran; None: not known
+    shm_held: frozenset[tuple[int, int]] | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -107,9 +109,17 @@ def take_baseline(*, shm_dir: Path = SHM_DIR) -> Baseline:
     )
 
 
-def with_tree(baseline: Baseline, members: Iterable[tuple[int, int]], cgroup: str | None) -> Baseline:
-    """The baseline with the tree that ran (its members are looked for among the survivors)."""
-    return dataclasses.replace(baseline, members=tuple(sorted(set(members))), cgroup=cgroup)
+def with_tree(
+    baseline: Baseline,
+    members: Iterable[tuple[int, int]],
+    cgroup: str | None,
+    shm_held: Iterable[tuple[int, int]] | None = None,
+) -> Baseline:
+    """The baseline with the tree that ran (its members are looked for among the survivors) and, when
+    known, the /dev/shm files it was seen holding (proc.ProcessTree.shm_held's keys): a new file it
+    never held is named as possibly another program's, not as one to remove."""
+    held = None if shm_held is None else frozenset(shm_held)
+    return dataclasses.replace(baseline, members=tuple(sorted(set(members))), cgroup=cgroup, shm_held=held)
 
 
 @dataclass(frozen=True)
@@ -211,6 +221,7 @@ def shm_holders(baseline: Baseline, shm_dir: Path = SHM_DIR) -> list[Holder]:
             pids=[p for p, _ in users[(st.st_dev, st.st_ino)]],
             start_times=[s for _, s in users[(st.st_dev, st.st_ino)]],
             inode=ino,
+            seen_held=None if baseline.shm_held is None else (st.st_dev, ino) in baseline.shm_held,
         )
         for (name, ino), st in new
     ]

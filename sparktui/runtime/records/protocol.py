@@ -15,6 +15,7 @@ a reader and never blocks a launch.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from enum import StrEnum
@@ -30,6 +31,7 @@ from pydantic import (
     ValidationError,
     field_serializer,
     field_validator,
+    model_validator,
 )
 
 from sparktui.core.guard_lines import GUARD_FIELDS, GuardLines, LineName
@@ -126,17 +128,39 @@ class PressureRecord(_Model):
     error: str | None = None  # why there is none (no PSI on this kernel)
 
 
-class KernelRecord(_Model):
-    """The guard's kernel tripwire: its mode, where it reads the kernel log, the NVRM lines it saw."""
+class KernelEventRecord(_Model):
+    """One NVRM line the guard saw (core/kernel_log.KernelEvent), as recorded. `kind` is a string, not
+    KernelEvent's literal: a newer sparktui's kind (or field) is kept and shown as written."""
 
-    mode: Literal["stop", "warn", "off"] = "stop"
-    source: Literal["kmsg", "journal"] | None = None  # None: it cannot read the kernel log (`detail` says why)
+    kind: str  # no_memory | xid, or a kind this version does not know
+    line: str | None = None
+    xid: int | None = None
+    pid: int | None = None
+    name: str | None = None
+    usec: int | None = None
+
+    @classmethod
+    def of(cls, event: KernelEvent) -> KernelEventRecord:
+        return cls.model_validate(event.to_dict())
+
+    def as_written(self) -> dict[str, object]:
+        """A field it does not have is left out, not null (KernelEvent.to_dict); unknown keys as read."""
+        out = self.model_dump()
+        return {k: v for k, v in out.items() if v is not None or k in (self.model_extra or {})}
+
+
+class KernelRecord(_Model):
+    """The guard's kernel tripwire: its mode, where it reads the kernel log, the NVRM lines it saw.
+    Mode and source are strings: one this version does not know is kept, never a reason to refuse the file."""
+
+    mode: str = "stop"  # stop | warn | off (core/kernel_log.KERNEL_MODES)
+    source: str | None = None  # kmsg | journal; None: it cannot read the kernel log (`detail` says why)
     detail: str | None = None
-    events: list[KernelEvent] = Field(default_factory=list)  # the guard's own events (core/kernel_log.py)
+    events: list[KernelEventRecord] = Field(default_factory=list)  # the guard's own events
 
     @field_serializer("events")
-    def _events_as_written(self, events: list[KernelEvent]) -> list[dict[str, object]]:
-        return [e.to_dict() for e in events]  # a field it does not have is left out, not null
+    def _events_as_written(self, events: list[KernelEventRecord]) -> list[dict[str, object]]:
+        return [e.as_written() for e in events]
 
 
 # A last sample older than the gap the guard planned to its next one (up to guard.STEADY_EVENT_INTERVAL at
@@ -148,8 +172,10 @@ OFF_WHEN_ABSENT = ("warn_below_gib", "term_below_gib", "kill_below_gib", "fall_r
 
 class GuardRecord(_Model):
     armed: StrictBool
-    state: Literal["starting", "watching", "disarmed", "tripped"] = "starting"
+    state: str = "starting"  # starting | watching | disarmed | tripped (another version's word is kept)
     lines: GuardLines  # as the guard watches them (core/guard_lines.py)
+    # keys of `lines` GuardLines does not have (a newer sparktui's): kept and written back inside `lines`
+    lines_extra: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
     last: GuardLast | None = None
     pressure: PressureRecord | None = None
     kernel: KernelRecord | None = None
@@ -171,7 +197,21 @@ class GuardRecord(_Model):
             v = value.get(name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
                 raise ValueError(f"{name} must be a number, got {json.dumps(v, default=str)[:40]}")
-        return {**dict.fromkeys(OFF_WHEN_ABSENT), **value}
+        return {**dict.fromkeys(OFF_WHEN_ABSENT), **{k: v for k, v in value.items() if k in GUARD_FIELDS}}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_unknown_lines(cls, data: Any) -> Any:
+        lines = data.get("lines") if isinstance(data, dict) else None
+        if isinstance(lines, dict) and "lines_extra" not in data:
+            extra = {k: v for k, v in lines.items() if k not in GUARD_FIELDS}
+            if extra:
+                return {**data, "lines_extra": extra}
+        return data
+
+    @field_serializer("lines")
+    def _lines_as_read(self, lines: GuardLines) -> dict[str, Any]:
+        return {**dataclasses.asdict(lines), **self.lines_extra}
 
     def set_age(self, age: float | None, planned_s: float = 0.0) -> None:
         """`planned_s`: the gap the guard planned after that sample (its heartbeat says it)."""
@@ -457,10 +497,19 @@ class StateRecord(_Model):
     lost_reason: str | None = None  # set by readers when the supervisor is gone
     alive: bool = False  # set by readers: the recorded supervisor still runs (never stored)
     loop: LoopStats | None = None  # in live replies from the supervisor (never stored)
+    # set by salvage_state (never stored): why the file did not read whole; such a record is never written back
+    salvaged: str | None = None
 
     def to_json(self) -> str:
         return self.model_dump_json(
-            indent=1, exclude={"alive": True, "lost_reason": True, "loop": True, "guard": {"sample_age_s", "stale"}}
+            indent=1,
+            exclude={
+                "alive": True,
+                "lost_reason": True,
+                "loop": True,
+                "salvaged": True,
+                "guard": {"sample_age_s", "stale"},
+            },
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -497,6 +546,43 @@ def _parse_object(model: type[_M], text: str | bytes, where: str, what: str, fix
         raise ProtocolError(describe(exc, where) + fix) from None
     except UserError as exc:  # a part's own check (guard lines out of order)
         raise ProtocolError(f"{where}: {exc}{fix}") from None
+
+
+class _Essentials(BaseModel):
+    """What stop and kill need of a record: the tree and who supervised it (pid + start time, cgroup),
+    the port. Strict like everywhere; the rest of the file may be of any shape."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    port: Annotated[int, Field(ge=1, le=65535)]
+    supervisor: ProcessRef
+    reaper: ProcessRef | None = None
+    tree: TreeRecord | None = None
+    launch_id: str | None = None
+    status: Any = None
+
+
+def salvage_state(text: str | bytes, why: str) -> StateRecord | None:
+    """The parts of a record that did not read whole (`why`) that stop and kill need, or None when
+    even those are not there. Its status is the file's when it is one of ours, else "starting": a
+    server that may run (the reader's liveness check calls it lost when its supervisor is gone).
+    `salvaged` says why; such a record is never written back over the file."""
+    try:
+        raw = json.loads(text)
+        core = _Essentials.model_validate(raw)
+    except (ValueError, ValidationError, RecursionError):
+        return None
+    status = core.status if core.status in ("starting", "running", "stopping", "exited", "lost") else "starting"
+    return StateRecord(
+        status=status,
+        port=core.port,
+        supervisor=core.supervisor,
+        reaper=core.reaper,
+        tree=core.tree,
+        launch_id=core.launch_id,
+        guard=GuardRecord(armed=False, state="unknown", lines=GuardLines(None, None, None)),
+        salvaged=why,
+    )
 
 
 def read_state_file(path: Path) -> StateRecord | None:

@@ -27,6 +27,7 @@ from sparktui.paths import state_dir as state_dir  # re-exported: callers say st
 from sparktui.paths import writable_state_dir as writable_state_dir
 from sparktui.runtime.records.protocol import (
     MAX_MESSAGE_BYTES,
+    MAX_STATE_BYTES,
     RUNNING_STATUSES,
     STATE_VERSION,
     AnyRequest,
@@ -37,6 +38,7 @@ from sparktui.runtime.records.protocol import (
     StatusRequest,
     parse_reply,
     read_state_file,
+    salvage_state,
 )
 
 RUNNING = RUNNING_STATUSES  # supervisor statuses while it lives
@@ -185,6 +187,15 @@ def write_state(path: Path, state: StateRecord) -> None:
 def read_state(path: Path) -> StateRecord | None:
     """The record in `path` (None when there is none); ProtocolError when it has the wrong shape."""
     return read_state_file(path)
+
+
+def salvage(port: int, why: str) -> StateRecord | None:
+    """What stop and kill need of `port`'s record that did not read whole (protocol.salvage_state)."""
+    try:
+        text = read_regular(state_path(port), MAX_STATE_BYTES, "state record")
+    except (OSError, UserError):
+        return None
+    return salvage_state(text, why)
 
 
 def supervisor_alive(state: StateRecord) -> bool:

@@ -50,15 +50,21 @@ def kill(port: int | None = None, *, wait: float = 30.0, only_id: str | None = N
 def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.StateRecord:
     try:
         state = st.find_state(port)
-    except UserError:
-        # No record and no answer: a supervisor that cannot answer may still hold the port's socket
-        # (its state dir gone); SO_PEERCRED names it, and it is ours
-        if port is None or req.only_id is not None:
-            raise
-        pid = st.listener_pid(port)
-        if pid is None or not fallback.peer_is_ours(pid):
-            raise
-        return fallback.end_without_supervisor(None, port, req.cmd, "its supervisor does not answer", pid)
+    except UserError as exc:
+        # A record that does not read whole and no answer: what stop and kill need of it (the tree,
+        # the supervisor) is enough to end the server; the file is left as it is
+        salvaged = st.salvage(port, str(exc)) if port is not None and isinstance(exc, pr.ProtocolError) else None
+        if salvaged is None:
+            # No record and no answer: a supervisor that cannot answer may still hold the port's socket
+            # (its state dir gone); SO_PEERCRED names it, and it is ours
+            if port is None or req.only_id is not None:
+                raise
+            pid = st.listener_pid(port)
+            if pid is None or not fallback.peer_is_ours(pid):
+                raise
+            return fallback.end_without_supervisor(None, port, req.cmd, "its supervisor does not answer", pid)
+        print(f"sparktui: warning: {exc}; ending the recorded tree all the same", file=sys.stderr)
+        state = st.with_liveness(salvaged)
     if req.only_id is not None and state.launch_id != req.only_id:
         raise UserError(not_this_launch(state.port, state.supervisor.pid, state.launch_id, req.only_id))
     if not state.alive:

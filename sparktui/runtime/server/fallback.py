@@ -94,7 +94,7 @@ def end_without_supervisor(
         message=message,
     )
     final.alive, final.lost_reason = False, None
-    if state is not None:
+    if state is not None and state.salvaged is None:  # a record that did not read whole is left as it is
         try:
             st.write_state(st.state_path(port), final)
         except OSError as exc:

@@ -234,7 +234,7 @@ class GuardWiring:
             mode=guard.kernel_mode,
             source=access.source if access else None,
             detail=(access.detail if access.source else access.text()) if access else None,
-            events=list(guard.kernel_events),
+            events=[pr.KernelEventRecord.of(e) for e in guard.kernel_events],
         )
         kernel_news = g.kernel != kernel
         alert_news = g.alert != d.alert  # the pace changes with it: the line is news too

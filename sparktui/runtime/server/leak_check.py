@@ -41,7 +41,7 @@ class LeakCheck:
         if tree is None or baseline is None or exit_ is None:
             return
         ran = leakgate.with_tree(
-            baseline, [(i.pid, i.start_time) for i in tree.recorded], tree.to_record().get("cgroup")
+            baseline, [(i.pid, i.start_time) for i in tree.recorded], tree.to_record().get("cgroup"), tree.shm_held
         )
         back = leakgate.wait_for_memory_back(ran, self.wait_s)
         record = back.record(ran)

@@ -46,5 +46,6 @@ def sweep_lost(state: pr.StateRecord, message: str) -> pr.StateRecord:
         message=f"{message} ({lost_reason})" if lost_reason else message,
     )
     state.lost_reason = None
-    st.write_state(st.state_path(state.port), state)
+    if state.salvaged is None:  # a record that did not read whole is left as it is (never lost data)
+        st.write_state(st.state_path(state.port), state)
     return state

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, cast
 
 from textual import work
 from textual.containers import Vertical
+from textual.dom import DOMNode
+from textual.message import Message
 from textual.worker import Worker, WorkerState
 
 from sparktui.ui.messages import WorkerFailed
@@ -15,6 +17,18 @@ if TYPE_CHECKING:
     from sparktui.ui.backend import Backend
 
 P = ParamSpec("P")
+
+
+def backend_of(node: DOMNode) -> Backend:
+    """The app's backend, for a pane and for the child widgets that own part of its work."""
+    return cast("Backend", node.app.backend)  # type: ignore[attr-defined]
+
+
+def post_up(node: DOMNode, message: Message) -> None:
+    """Post `message` from a pane's child so that it goes up past the pane. Textual makes the widget
+    whose code runs when a message is made its sender, and stops a message at its sender on the
+    way up: a child's code often runs inside the pane's handlers (the pane tells it of an edit)."""
+    node.post_message(message.set_sender(node))
 
 
 class Pane(Vertical):
@@ -30,7 +44,15 @@ class Pane(Vertical):
 
     @property
     def backend(self) -> Backend:
-        return cast("Backend", self.app.backend)  # type: ignore[attr-defined]
+        return backend_of(self)
+
+    def action_owner(self, action: str) -> DOMNode:
+        """The widget that runs `action` ("name" or "name(args)"): the pane, or else the first of its
+        children (in DOM order) that has the action, as a pane hands parts of its work to them."""
+        method = "action_" + action.split("(", 1)[0]
+        if hasattr(self, method):
+            return self
+        return next((w for w in self.walk_children() if hasattr(w, method)), self)
 
     @staticmethod
     def running(worker: Worker[Any] | None) -> bool:

@@ -3,16 +3,14 @@ predicted-vs-actual summary, live figures, the diagnosis card and the log; over 
 every server on this machine, and the key that switches the pane to another one.
 
 It owns the server poll (the followed server's record, every second while it lives, every few
-seconds otherwise, never overlapping), the server list (read again when a record in the state
-dir changes: an inotify wait, no CPU at idle), the actions' workers and the log tail. Live figures
-come from the record (the supervisor reads /metrics); the pane never scrapes the server itself.
-Stop, kill and restart act on the followed server only.
+seconds otherwise, never overlapping) and the actions' workers; its children own the rest: the
+list of servers and the wait on the state dir (`server_list.ServerRoster`), and the log with its
+tail (`server_log.ServerLog`). Live figures come from the record (the supervisor reads /metrics);
+the pane never scrapes the server itself. Stop, kill and restart act on the followed server only.
 """
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from textual.app import ComposeResult
@@ -23,25 +21,24 @@ from textual.worker import Worker
 from sparktui.errors import UserError
 from sparktui.ui.actions import BY_ID, key_label, keys_for
 from sparktui.ui.backend import Unavailable
-from sparktui.ui.messages import ServerChanged, ServersChanged, ShowPane
+from sparktui.ui.messages import ServerChanged, ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
+from sparktui.ui.panes.server_list import ServerRoster
+from sparktui.ui.panes.server_log import ServerLog
 from sparktui.ui.screens import ConfirmScreen
 from sparktui.ui.viewmodels import (
     FitView,
     Launched,
-    LogProgress,
     PreflightNote,
     ServerEntry,
     ServerStatus,
     ServerView,
 )
-from sparktui.ui.widgets.logview import LogView
-from sparktui.ui.widgets.server import DiagnosisCard, LogHeader, PhaseStrip, ServerInfo
+from sparktui.ui.widgets.server import DiagnosisCard, PhaseStrip, ServerInfo
 from sparktui.ui.widgets.serverlist import ServerList
 
 if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
-    from sparktui.runtime.records.state_watch import StateDirWatch
 
 
 class ServerPane(Pane):
@@ -62,14 +59,6 @@ class ServerPane(Pane):
             super().__init__()
             self.status, self.error, self.port = status, error, port
 
-    class Listed(Message):
-        def __init__(self, entries: tuple[ServerEntry, ...] | None, error: str | None = None) -> None:
-            super().__init__()
-            self.entries, self.error = entries, error
-
-    class RecordsMoved(Message):
-        """A server's record changed on disk (a server started, moved on or ended)."""
-
     class ActionDone(Message):
         def __init__(
             self,
@@ -81,65 +70,44 @@ class ServerPane(Pane):
             super().__init__()
             self.action, self.status, self.error, self.notes = action, status, error, notes
 
-    class LogBatch(Message):
-        def __init__(self, lines: list[str], progress: LogProgress | None, error: str | None = None) -> None:
-            super().__init__()
-            self.lines, self.progress, self.error = lines, progress, error
-
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.runner_problem: str | None = None
         self.launch_error: str | None = None
         self.poll_error: str | None = None
         self.pending: str | None = None  # an action on its way to the supervisor
-        self.progress: LogProgress | None = None
-        self.log_path: Path | None = None
-        # What each launch from here found before it started, by its log: shown at the top of that log
-        self.preflight: dict[Path, tuple[PreflightNote, ...]] = {}
-        self._log_stop = threading.Event()
         self._ticks = 0
         self._poll_worker: Worker[None] | None = None
         self.target: int | None = None  # the port of the server the pane follows (None: the newest)
-        self.recorded: tuple[ServerEntry, ...] = ()  # every record, as last read (ended ones too)
-        self._list_worker: Worker[None] | None = None
-        self._list_again = False
-        self._watch: StateDirWatch | None = None
-        self._watching = False  # the state dir watch runs (else the poll reads the list now and then)
-        self._unmounted = threading.Event()
 
     def compose(self) -> ComposeResult:
-        yield ServerList(id="server-list")
+        yield ServerRoster(id="server-list")
         yield PhaseStrip(id="phases")
         yield ServerInfo(id="server-info")
         yield DiagnosisCard(id="diagnosis")
-        yield LogHeader(id="log-header")
-        yield LogView(id="log")
+        yield ServerLog(id="server-log")
+
+    @property
+    def roster(self) -> ServerRoster:
+        return self.query_one(ServerRoster)
+
+    @property
+    def server_log(self) -> ServerLog:
+        return self.query_one(ServerLog)
 
     def on_mount(self) -> None:
-        log = self.query_one(LogView)
-        self.watch(log, "follow", self._log_mode_changed, init=False)
-        self.watch(log, "show_polling", self._log_mode_changed, init=False)
-        self.watch(log, "hidden", self._log_mode_changed, init=False)
-        self.watch(log, "wrap", self._log_mode_changed, init=False)
-        self._log_mode_changed()
         self.render_server()
         self.call_after_refresh(self.poll)  # after the first frame (its worker imports the protocol)
-        self.call_after_refresh(self._start_listing)
+        self.call_after_refresh(self.roster.start_listing)
         self.set_interval(self.POLL_S, self.poll, name="server-poll")
-
-    def on_unmount(self) -> None:
-        self._log_stop.set()
-        self._unmounted.set()
-        if self._watch is not None:
-            self._watch.close()
 
     # -- the poll -----------------------------------------------------------------------------------
 
     def poll(self) -> None:
         self._ticks += 1
         others = any(e.live and e.port != self.target for e in self.servers)
-        if (others or not self._watching) and self._ticks % self.LIST_EVERY == 0:
-            self.refresh_list()
+        if (others or not self.roster.watching) and self._ticks % self.LIST_EVERY == 0:
+            self.roster.refresh_list()
         idle = self.server is None or not self.server.live
         if idle and (self._ticks - 1) % self.IDLE_EVERY:
             return
@@ -167,12 +135,13 @@ class ServerPane(Pane):
     # -- the server as the app shares it --------------------------------------------------------------
 
     def watch_server(self, previous: ServerStatus | None, status: ServerStatus | None) -> None:
+        if status is not None and self.target is not None and status.port != self.target:
+            # a record of the server followed before a switch, still on its way up to the app (the
+            # switch reads the new one at once): following it again would undo the switch
+            return
         if status is not None:
             self.target = status.port
-            if status.log_path and status.log_path != self.log_path:
-                self.start_tail(status.log_path)
-            if not status.live and not self._log_stop.is_set():
-                self.set_timer(1.0, self._log_stop.set)  # let the tail read the last lines first
+            self.server_log.follow_server(status)
             if status.trip and (previous is None or not previous.trip):
                 self.app.notify(status.trip.splitlines()[0], title="Memory guard", severity="error", timeout=30)
         self.render_server()
@@ -212,7 +181,7 @@ class ServerPane(Pane):
 
     def render_server(self) -> None:
         """Everything the pane shows about the server, from the server, the fit and the log."""
-        s, progress = self.server, self.progress
+        s, progress = self.server, self.server_log.progress
         predicted = (s.predicted if s is not None else ()) or (self.fit.predicted() if self.fit else ())
         actual = (progress.actual if progress else ()) or (s.actual if s is not None else ())
         if self.pending == "launch":
@@ -235,7 +204,7 @@ class ServerPane(Pane):
         self._render_diagnosis()
 
     def _render_phase(self) -> None:
-        s, progress, strip = self.server, self.progress, self.query_one(PhaseStrip)
+        s, progress, strip = self.server, self.server_log.progress, self.query_one(PhaseStrip)
         if self.pending == "launch":
             strip.set_phase("starting")
         elif s is None:
@@ -251,7 +220,7 @@ class ServerPane(Pane):
             strip.set_phase(None)
 
     def _render_diagnosis(self) -> None:
-        s, progress = self.server, self.progress
+        s, progress = self.server, self.server_log.progress
         diagnosis = None
         if s is not None and (s.trip or not s.live):
             diagnosis = s.diagnosis  # the supervisor's word, once it has ended
@@ -259,74 +228,15 @@ class ServerPane(Pane):
             diagnosis = progress.diagnosis
         self.query_one(DiagnosisCard).show(diagnosis)
 
+    def on_server_log_log_read(self) -> None:
+        self.render_server()  # what the log says of the start-up changed
+
     # -- every server on this machine: the list, and switching between them ------------------------
 
-    def _start_listing(self) -> None:
-        self.refresh_list()
-        # A thread for the pane's lifetime, not a worker: workers are tasks that end (the app and
-        # its tests wait for them), and this wait must not hold a slot of the pool they share.
-        threading.Thread(target=self._watch_records, name="sparktui-server-watch", daemon=True).start()
-
-    def _watch_records(self) -> None:
-        """Post RecordsMoved whenever a server's record changes (blocks in the kernel meanwhile)."""
-        try:
-            watch = self.backend.watch_servers()
-        except (Unavailable, OSError):
-            return  # the poll reads the list every few seconds instead
-        self._watch = watch
-        if self._unmounted.is_set():  # unmounted while this thread started: on_unmount saw no watch
-            watch.close()
-        self._watching = True
-        try:
-            for _ in watch:
-                self.post_message(self.RecordsMoved())
-        except OSError:
-            pass
-        finally:
-            self._watching = False
-
-    def on_server_pane_records_moved(self) -> None:
-        self.refresh_list()
-
-    def refresh_list(self) -> None:
-        if self.running(self._list_worker):
-            self._list_again = True  # one more read when this one is done: never two at once
-            return
-        self._list_worker = self._list_servers()
-
-    @io_worker("server-list", "listing the servers")
-    def _list_servers(self) -> None:
-        try:
-            entries = self.backend.servers()
-        except (Unavailable, OSError) as exc:
-            self.post_message(self.Listed(None, str(exc)))
-            return
-        self.post_message(self.Listed(tuple(entries)))
-
-    def on_server_pane_listed(self, message: Listed) -> None:
-        if self._list_again:
-            self._list_again = False
-            self.refresh_list()
-        if message.entries is None:
-            return
-        before = {e.port: e for e in self.recorded}
-        self.recorded = message.entries
-        for entry in message.entries:
-            was = before.get(entry.port)
-            if entry.port == self.target:
-                continue  # the followed server's end is the pane's own news
-            if was is not None and was.live and not entry.live:
-                text = f"the server on :{entry.port} ({entry.profile}) is {entry.text()}"
-                self.app.notify(text, severity="error" if entry.state in ("failed", "lost") else "information")
-        fresh = [e for e in message.entries if e.live and (e.port not in before or not before[e.port].live)]
-        if fresh and (self.server is None or (not self.server.live and self.pending is None)):
-            self.select(fresh[0].port)  # nothing live followed: follow the server that appeared
-        self._publish_list()
-
-    def _publish_list(self) -> None:
-        shown = tuple(e for e in self.recorded if e.live or e.state == "lost" or e.port == self.target)
-        if shown != self.servers:
-            self.post_message(ServersChanged(shown))
+    def appeared(self, port: int) -> None:
+        """A server started elsewhere: followed when nothing live is (and no launch is on its way)."""
+        if self.server is None or (not self.server.live and self.pending is None):
+            self.select(port)
 
     def watch_servers(self) -> None:
         self.render_list()
@@ -334,7 +244,7 @@ class ServerPane(Pane):
     def render_list(self) -> None:
         keymap = self.app_keymap()
         next_key, previous_key = (key_label(keys_for(BY_ID[i], keymap)) for i in ("server.next", "server.previous"))
-        self.query_one(ServerList).show(self.servers, self.target, (next_key, previous_key))
+        self.roster.show(self.servers, self.target, (next_key, previous_key))
 
     def action_next_server(self) -> None:
         """Follow the next server of the list (the server pane's log, phases, figures and keys)."""
@@ -361,12 +271,10 @@ class ServerPane(Pane):
         if port == self.target:
             return
         self.target = port
-        self.launch_error, self.progress, self.poll_error = None, None, None
-        self._log_stop.set()
-        self.log_path = None
-        self.query_one(LogView).clear()
+        self.launch_error, self.poll_error = None, None
+        self.server_log.forget()
         self.render_list()
-        self._publish_list()  # an ended server stays listed while followed, and goes when not
+        self.roster.publish()  # an ended server stays listed while followed, and goes when not
         self._poll_worker = self._read_server(port)  # now, not at the next tick
 
     # -- actions (keys and palette: sparktui.ui.actions) ---------------------------------------------
@@ -405,8 +313,8 @@ class ServerPane(Pane):
             reason = self.fit.reasons[0] if self.fit is not None and self.fit.reasons else "fill in the model"
             self.app.notify(f"cannot launch: {reason}", title="Launch", severity="error")
             return
-        self.launch_error, self.pending, self.progress = None, "launch", None
-        self.query_one(LogView).clear()
+        self.launch_error, self.pending = None, "launch"
+        self.server_log.clear()
         self.render_server()
         self.post_message(ShowPane("server"))
         self._server_action("launch", None, profile, force)
@@ -489,110 +397,16 @@ class ServerPane(Pane):
             self.render_server()
             return
         if message.action in ("launch", "restart"):
-            self.progress = None
-            started = message.status.log_path if message.status is not None else None
-            self._keep_preflight(started, message.notes)
-            if started is not None and started == self.log_path:
-                self.start_tail(started)  # a poll got there first: read again, the preflight on top
-            else:
-                self.log_path = None  # the new run's log, from its start
+            self.server_log.launched(message.status.log_path if message.status is not None else None, message.notes)
             self.target = message.status.port if message.status is not None else self.target
         elif message.status is not None and message.status.port != self.target:
             # a stop or kill that ended after the user switched to another server: say so, stay put
             self.app.notify(f"the server on :{message.status.port} is {message.status.text()}")
-            self.refresh_list()
+            self.roster.refresh_list()
             return
         self.post_message(ServerChanged(message.status))
-
-    KEEP_PREFLIGHTS = 8  # launches whose preflight lines are kept (a switch back shows them again)
-
-    def _keep_preflight(self, log_path: Path | None, notes: tuple[PreflightNote, ...]) -> None:
-        """Keep a launch's preflight lines for the top of its log; say its warnings now (without
-        blocking anything: the server is already starting)."""
-        if not notes:
-            return
-        if log_path is not None:
-            self.preflight[log_path] = notes
-            for old in list(self.preflight)[: -self.KEEP_PREFLIGHTS]:
-                del self.preflight[old]
-        else:
-            self.query_one(LogView).note(self._note_lines(notes))  # no log to tie them to: now
-        warnings = [n.text for n in notes if n.warning]
-        if warnings:
-            shown = warnings[:3] + ([f"… {len(warnings) - 3} more at the top of the log"] if len(warnings) > 3 else [])
-            self.app.notify(
-                "\n".join(shown),
-                title=f"Preflight: {len(warnings)} warning{'s' if len(warnings) > 1 else ''}",
-                severity="warning",
-                timeout=20,
-            )
-
-    @staticmethod
-    def _note_lines(notes: tuple[PreflightNote, ...]) -> list[tuple[str, str]]:
-        return [("warning" if n.warning else "note", n.line()) for n in notes]
 
     def worker_failed(self, worker: Worker[Any]) -> None:
         if worker.name == "server-action":
             self.pending = None
             self.render_server()
-
-    # -- the log -------------------------------------------------------------------------------------
-
-    def start_tail(self, path: Path) -> None:
-        self._log_stop.set()
-        self.log_path = path
-        self._log_stop = threading.Event()
-        self.progress = None
-        log = self.query_one(LogView)
-        log.clear()  # follows again: a new log is read from its end
-        notes = self.preflight.get(path)
-        if notes:
-            log.note(self._note_lines(notes))
-        self._tail_log(path, self._log_stop)
-
-    def stop_tail(self) -> None:
-        self._log_stop.set()
-
-    @io_worker("tail-log", "following the log")
-    def _tail_log(self, path: Path, stop: threading.Event) -> None:
-        from sparktui.ui.logstate import LogState  # the log parser, loaded after the first frame
-
-        state = LogState()
-        try:
-            for batch in self.backend.follow_log(path, stop):
-                if stop.is_set():
-                    return
-                state.feed(batch)
-                self.post_message(self.LogBatch(batch, state.progress()))
-        except (Unavailable, OSError) as exc:
-            self.post_message(self.LogBatch([], None, str(exc)))
-
-    def on_server_pane_log_batch(self, message: LogBatch) -> None:
-        log = self.query_one(LogView)
-        if message.error:
-            log.push([f"[sparktui] cannot follow the log: {message.error}"])
-            return
-        log.push(message.lines)
-        if message.progress != self.progress:
-            self.progress = message.progress
-            self.render_server()
-
-    def _log_mode_changed(self) -> None:
-        log = self.query_one(LogView)
-        keymap = self.app_keymap()
-        follow, polling, wrap = (key_label(keys_for(BY_ID[f"log.{n}"], keymap)) for n in ("follow", "polling", "wrap"))
-        self.query_one(LogHeader).show(
-            log.follow, log.show_polling, log.polling_hidden, (follow, polling, wrap), log.wrap
-        )
-
-    def action_toggle_follow(self) -> None:
-        self.query_one(LogView).action_toggle_follow()
-
-    def action_follow_end(self) -> None:
-        self.query_one(LogView).action_follow_end()
-
-    def action_toggle_polling(self) -> None:
-        self.query_one(LogView).action_toggle_polling()
-
-    def action_toggle_wrap(self) -> None:
-        self.query_one(LogView).action_toggle_wrap()

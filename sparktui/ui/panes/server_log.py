@@ -1,0 +1,176 @@
+"""The server pane's log: the header line and the log view of the followed server, the tail that
+reads the log, what the log says of the start-up (phase, figures, diagnosis), and the preflight
+lines each launch from the panel puts at the top of its log.
+
+It owns the tail (a worker, stopped when the pane follows another server or the server ended),
+the log's path and its parsed progress; it posts `LogRead` when the progress changed, for the
+pane to draw the phases, the figures and the diagnosis again.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+
+from sparktui.ui.actions import BY_ID, key_label, keys_for
+from sparktui.ui.backend import Unavailable
+from sparktui.ui.panes.base import backend_of, io_worker, post_up
+from sparktui.ui.viewmodels import LogProgress, PreflightNote, ServerStatus
+from sparktui.ui.widgets.logview import LogView
+from sparktui.ui.widgets.server import LogHeader
+
+if TYPE_CHECKING:
+    from sparktui.ui.backend import Backend
+
+
+class ServerLog(Vertical):
+    KEEP_PREFLIGHTS = 8  # launches whose preflight lines are kept (a switch back shows them again)
+
+    class LogRead(Message):
+        """What the log says of the start-up changed."""
+
+    class LogBatch(Message):
+        def __init__(self, lines: list[str], progress: LogProgress | None, error: str | None = None) -> None:
+            super().__init__()
+            self.lines, self.progress, self.error = lines, progress, error
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.progress: LogProgress | None = None
+        self.log_path: Path | None = None
+        # What each launch from here found before it started, by its log: shown at the top of that log
+        self.preflight: dict[Path, tuple[PreflightNote, ...]] = {}
+        self._log_stop = threading.Event()
+
+    def compose(self) -> ComposeResult:
+        yield LogHeader(id="log-header")
+        yield LogView(id="log")
+
+    @property
+    def backend(self) -> Backend:
+        return backend_of(self)
+
+    @property
+    def view(self) -> LogView:
+        return self.query_one(LogView)
+
+    def on_mount(self) -> None:
+        log = self.view
+        for mode in ("follow", "show_polling", "hidden", "wrap"):
+            self.watch(log, mode, self._log_mode_changed, init=False)
+        self._log_mode_changed()
+
+    def on_unmount(self) -> None:
+        self._log_stop.set()
+
+    # -- what the pane tells it -----------------------------------------------------------------------
+
+    def follow_server(self, status: ServerStatus) -> None:
+        """The followed server's record, as read: its log (a new one is read from its start), and
+        the tail's end a moment after the server's (to read its last lines)."""
+        if status.log_path and status.log_path != self.log_path:
+            self.start_tail(status.log_path)
+        if not status.live and not self._log_stop.is_set():
+            self.set_timer(1.0, self._log_stop.set)
+
+    def forget(self) -> None:
+        """The pane follows another server: this log is no longer read, nor shown."""
+        self.progress = None
+        self._log_stop.set()
+        self.log_path = None
+        self.view.clear()
+
+    def clear(self) -> None:
+        """A launch from here: its log starts empty (the old one's progress with it)."""
+        self.progress = None
+        self.view.clear()
+
+    def launched(self, log_path: Path | None, notes: tuple[PreflightNote, ...]) -> None:
+        """A launch or restart the supervisor accepted: its preflight on top of its log, read from its start."""
+        self.progress = None
+        self._keep_preflight(log_path, notes)
+        if log_path is not None and log_path == self.log_path:
+            self.start_tail(log_path)  # a poll got there first: read again, the preflight on top
+        else:
+            self.log_path = None  # the new run's log, from its start
+
+    def _keep_preflight(self, log_path: Path | None, notes: tuple[PreflightNote, ...]) -> None:
+        """Keep a launch's preflight lines for the top of its log; say its warnings now (without
+        blocking anything: the server is already starting)."""
+        if not notes:
+            return
+        if log_path is not None:
+            self.preflight[log_path] = notes
+            for old in list(self.preflight)[: -self.KEEP_PREFLIGHTS]:
+                del self.preflight[old]
+        else:
+            self.view.note(self._note_lines(notes))  # no log to tie them to: now
+        warnings = [n.text for n in notes if n.warning]
+        if warnings:
+            shown = warnings[:3] + ([f"… {len(warnings) - 3} more at the top of the log"] if len(warnings) > 3 else [])
+            self.app.notify(
+                "\n".join(shown),
+                title=f"Preflight: {len(warnings)} warning{'s' if len(warnings) > 1 else ''}",
+                severity="warning",
+                timeout=20,
+            )
+
+    @staticmethod
+    def _note_lines(notes: tuple[PreflightNote, ...]) -> list[tuple[str, str]]:
+        return [("warning" if n.warning else "note", n.line()) for n in notes]
+
+    # -- the tail -------------------------------------------------------------------------------------
+
+    def start_tail(self, path: Path) -> None:
+        self._log_stop.set()
+        self.log_path = path
+        self._log_stop = threading.Event()
+        self.progress = None
+        log = self.view
+        log.clear()  # follows again: a new log is read from its end
+        notes = self.preflight.get(path)
+        if notes:
+            log.note(self._note_lines(notes))
+        self._tail_log(path, self._log_stop)
+
+    def stop_tail(self) -> None:
+        self._log_stop.set()
+
+    @io_worker("tail-log", "following the log")
+    def _tail_log(self, path: Path, stop: threading.Event) -> None:
+        from sparktui.ui.logstate import LogState  # the log parser, loaded after the first frame
+
+        state = LogState()
+        try:
+            for batch in self.backend.follow_log(path, stop):
+                if stop.is_set():
+                    return
+                state.feed(batch)
+                self.post_message(self.LogBatch(batch, state.progress()))
+        except (Unavailable, OSError) as exc:
+            self.post_message(self.LogBatch([], None, str(exc)))
+
+    def on_server_log_log_batch(self, message: LogBatch) -> None:
+        log = self.view
+        if message.error:
+            log.push([f"[sparktui] cannot follow the log: {message.error}"])
+            return
+        log.push(message.lines)
+        if message.progress != self.progress:
+            self.progress = message.progress
+            post_up(self, self.LogRead())
+
+    # -- the header and the log's keys ----------------------------------------------------------------
+
+    def _log_mode_changed(self) -> None:
+        log = self.view
+        keymap = dict(getattr(self.app, "keymap", {}))
+        follow, polling, wrap = (key_label(keys_for(BY_ID[f"log.{n}"], keymap)) for n in ("follow", "polling", "wrap"))
+        self.query_one(LogHeader).show(
+            log.follow, log.show_polling, log.polling_hidden, (follow, polling, wrap), log.wrap
+        )
