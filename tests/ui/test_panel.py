@@ -168,6 +168,20 @@ async def test_polling_lines_are_hidden_until_asked_for(tmp_path):
         assert sum("GET /metrics" in line for line in view.lines()) == 30
 
 
+async def test_at_120_columns_the_log_header_keeps_its_keys_in_view(tmp_path):
+    """The server pane is about 44 columns there: '… polling lines hidden (p shows)' was cut at '(p'."""
+    log = tmp_path / "serving.log"
+    log.write_text("\n".join(["INFO 11-30 09:00:00 [x.py:1] Application startup complete.", POLL_METRICS] * 3) + "\n")
+    app = SparkApp(backend=RecordBackend(server_record(log)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        view, header = widget(app, LogView), widget(app, LogHeader)
+        await until(pilot, lambda: view.polling_hidden == 3, "the polling lines counted")
+        await pilot.pause(0.2)
+        shown = header.render()
+        assert shown.cell_len <= header.size.width < 60, (shown.plain, header.size.width)
+        assert shown.plain.endswith("3 polls hidden (p)") and "following" in shown.plain, shown.plain
+
+
 async def test_at_80x24_a_long_vllm_line_shows_its_whole_message(tmp_path):
     """Issue 23, item 8: lines were cut at 80 columns with no wrap; now they wrap under the time."""
     log = tmp_path / "serving.log"

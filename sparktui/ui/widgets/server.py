@@ -179,6 +179,12 @@ class LogHeader(TextPanel):
         self.changed()
 
     def render(self) -> Text:
+        full = self._line(short=False)
+        width = self.size.width
+        # the pane is about 44 columns at 120: the short words keep each key in view
+        return full if not width or full.cell_len <= width else self._line(short=True)
+
+    def _line(self, short: bool) -> Text:
         muted = self.component_style("loghead--muted")
         out = Text(no_wrap=True, overflow="ellipsis")
         out.append("Log ", muted)
@@ -186,11 +192,17 @@ class LogHeader(TextPanel):
             out.append("● following", self.component_style("loghead--on"))
         else:
             out.append(" ‖ PAUSED ", self.component_style("loghead--off"))
-            out.append(f" {self.keys[0]}/End follows", muted)
+            out.append(f" {self.keys[0]}/End" + ("" if short else " follows"), muted)
         if self.show_polling:
-            out.append(f"  polling shown ({self.keys[1]} hides)", muted)
+            out.append(f"  polls shown ({self.keys[1]})" if short else f"  polling shown ({self.keys[1]} hides)", muted)
         elif self.polling_hidden:
-            out.append(f"  {self.polling_hidden:,} polling lines hidden ({self.keys[1]} shows)", muted)
+            hidden = f"{self.polling_hidden:,}"
+            out.append(
+                f"  {hidden} polls hidden ({self.keys[1]})"
+                if short
+                else f"  {hidden} polling lines hidden ({self.keys[1]} shows)",
+                muted,
+            )
         if not self.wrapped:
-            out.append(f"  long lines run on ({self.keys[2]} wraps)", muted)
+            out.append(f"  no wrap ({self.keys[2]})" if short else f"  long lines run on ({self.keys[2]} wraps)", muted)
         return out
