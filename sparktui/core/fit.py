@@ -49,6 +49,7 @@ from sparktui.core.modelspec.multimodal import language_model_only, zero_limit_t
 from sparktui.core.speculation import Speculation
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB
+from sparktui.core.vllm_free_memory import cuda_free_figure, free_memory_note
 from sparktui.core.vllm_rules import (
     CUDAGRAPH_FIRST_CAPTURE,
     DISCRETE_NON_TORCH,
@@ -628,7 +629,7 @@ def fit(
         longest_max_model_len=longest,
         machine=machine.describe(),
         model=spec.name,
-        notes=[*spec.notes, *s.notes, *s.rules.notes, *_free_memory_note(s.rules, machine, free, vllm_free)],
+        notes=[*spec.notes, *s.notes, *s.rules.notes, *free_memory_note(s.rules, machine, free, vllm_free)],
         vllm_version=str(s.rules.version),
         vllm_version_source=vllm_version_source
         or ("--vllm-version" if config.vllm_version else "assumed: the newest rules read"),
@@ -770,34 +771,6 @@ def _calibrated_terms(
         f"KV memory from terms {calibration.describe()}: " + (", ".join(_TERM_NAMES[t] for t in measured) or "none")
     ]
     return measured, sources, [*lines, *changed]
-
-
-def cuda_free_figure(rules: VllmRules, machine: Machine, mem_available: int | None, mem_free: int | None) -> int | None:
-    """vLLM's own free-memory figure where it is below MemAvailable: a vLLM that reads cudaMemGetInfo on
-    unified memory (before 0.11.1; vllm/utils/__init__.py MemorySnapshot.measure) sees the free pages
-    without the reclaimable page cache (≈ MemFree; some drivers cap it lower still, ~102 of 121.7 GiB
-    reported). None where vLLM reads MemAvailable, or where MemFree is not known."""
-    if not machine.unified or rules.value("uma_free_memory") != "cuda_free" or mem_free is None:
-        return None
-    if mem_available is not None and mem_free >= mem_available:
-        return None
-    return mem_free
-
-
-def _free_memory_note(rules: VllmRules, machine: Machine, free: int | None, vllm_free: int | None) -> list[str]:
-    if not machine.unified or rules.value("uma_free_memory") != "cuda_free":
-        return []
-    if vllm_free is not None:
-        return [
-            f"vLLM {rules.version} reads free memory with cudaMemGetInfo on a DGX Spark: it sees "
-            f"{_g(vllm_free)} (≈ MemFree; some drivers report less) where MemAvailable is {_g(free or 0)}, "
-            "so the start-up check uses vLLM's figure (drop the page cache first, or use vLLM 0.11.1 or later)"
-        ]
-    return [
-        f"vLLM {rules.version} reads free memory with cudaMemGetInfo on a DGX Spark, which leaves out "
-        "the page cache: it may refuse to start although MemAvailable is enough (drop the page cache "
-        "first, or use vLLM 0.11.1 or later); MemFree is not known here, so the fit compares with MemAvailable"
-    ]
 
 
 def _suggestions(

@@ -92,6 +92,7 @@ class ConfigEditor(VerticalScroll):
         self._values: dict[str, Any] = {}  # the last loaded config, for rows not mounted yet
         self._building_rest = False
         self._rest_wanted = False
+        self._problems: dict[str, str] = {}  # problem line id -> the message it shows ("" for none)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="general-problem", classes="problem")
@@ -279,15 +280,21 @@ class ConfigEditor(VerticalScroll):
         for flag in _flags().FLAGS:
             if flag.field not in self._mounted:
                 continue
-            problem = self.query_one(f"#problem-{flag.field}", Static)
-            message = state.errors.get(flag.field)
-            problem.update(message or "")
-            problem.set_class(bool(message), "-shown")
+            message = state.errors.get(flag.field, "")
+            self._say(f"problem-{flag.field}", message)
             self.query_one(f"#flag-{flag.field}").set_class(bool(message), "-invalid")
-        general = self.query_one("#general-problem", Static)
-        general.update(state.general or "")
-        general.set_class(bool(state.general), "-shown")
+        self._say("general-problem", state.general or "")
         self.post_message(self.Changed(state))
+
+    def _say(self, problem_id: str, message: str) -> None:
+        """Show a problem line's message. Only a changed one is updated: Static.update lays the
+        whole screen out again, and every keystroke in the form comes here for each of ~100 rows."""
+        if self._problems.get(problem_id, "") == message:
+            return
+        self._problems[problem_id] = message
+        problem = self.query_one(f"#{problem_id}", Static)
+        problem.update(message)
+        problem.set_class(bool(message), "-shown")
 
     @on(Input.Changed)
     @on(Select.Changed)
