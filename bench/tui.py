@@ -285,8 +285,12 @@ async def bench_flood(tmp: Path, seconds: float, rate: int) -> None:
     from textual.binding import Binding
 
     from sparktui.ui.app import SparkApp
-    from sparktui.ui.panes import ServerPane
     from sparktui.ui.widgets.logview import LogView
+
+    try:  # the log's tail lives in the server pane's log box since the pane was split
+        from sparktui.ui.panes.server_log import ServerLog as Tailing
+    except ImportError:  # a --baseline checkout from before the split
+        from sparktui.ui.panes import ServerPane as Tailing  # type: ignore[assignment]
 
     latencies: list[float] = []
     pressed: list[float] = []
@@ -306,7 +310,7 @@ async def bench_flood(tmp: Path, seconds: float, rate: int) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.5)
         app.show_pane("server")
-        pane = app.query_one(ServerPane)
+        pane = app.query_one(Tailing)
         pane.start_tail(log)
         writer = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), *sources],
