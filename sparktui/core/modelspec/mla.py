@@ -5,6 +5,7 @@ DeepSeek V3.2's sparse-attention indexer keeps its own small per-token key cache
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sparktui.core.modelspec.spec import MLA, LayerGroup
@@ -12,6 +13,43 @@ from sparktui.core.modelspec.spec import MLA, LayerGroup
 
 def is_mla(text: Mapping[str, Any]) -> bool:
     return bool(text.get("kv_lora_rank"))
+
+
+@dataclass(frozen=True)
+class MlaDims:
+    """An MLA layer's sizes, read once from config.json (vLLM's defaults where a key is missing)."""
+
+    hidden: int
+    heads: int
+    q_rank: int  # 0: no q LoRA (q_proj straight from the hidden state)
+    nope: int
+    rope: int
+    v_dim: int
+    kv_rank: int
+
+    @classmethod
+    def of(cls, text: Mapping[str, Any]) -> MlaDims:
+        return cls(
+            hidden=int(text.get("hidden_size") or 0),
+            heads=int(text.get("num_attention_heads") or 0),
+            q_rank=int(text.get("q_lora_rank") or 0),
+            nope=int(text.get("qk_nope_head_dim") or 128),
+            rope=int(text.get("qk_rope_head_dim") or 64),
+            v_dim=int(text.get("v_head_dim") or 128),
+            kv_rank=int(text["kv_lora_rank"]),
+        )
+
+    def projections(self) -> list[tuple[str, int]]:
+        """Each attention projection's name (as the checkpoint names it) and parameters."""
+        h, heads, q_rank = self.hidden, self.heads, self.q_rank
+        qk = self.nope + self.rope
+        q = [("q_a_proj", h * q_rank), ("q_b_proj", q_rank * heads * qk)] if q_rank else [("q_proj", h * heads * qk)]
+        return [
+            *q,
+            ("kv_a_proj_with_mqa", h * (self.kv_rank + self.rope)),
+            ("kv_b_proj", self.kv_rank * heads * (self.nope + self.v_dim)),
+            ("o_proj", heads * self.v_dim * h),
+        ]
 
 
 INDEXER_QUANT_BLOCK = 128  # vllm/model_executor/models/deepseek_v2.py Indexer.quant_block_size
@@ -55,26 +93,13 @@ def activation_widths(text: Mapping[str, Any]) -> tuple[int, int]:
     LoRA), the normed q latent and kv_a_layernorm's output. On a GB10 the rope runs in place
     (DeepseekScalingRotaryEmbedding takes FlashInfer's kernel eager, Inductor fuses forward_native when
     compiled), so it adds nothing. bench/activation_oracle.py measures the same set on vLLM's code."""
-    heads = int(text.get("num_attention_heads") or 0)
-    q_rank = int(text.get("q_lora_rank") or 0)
-    nope = int(text.get("qk_nope_head_dim") or 128)
-    rope = int(text.get("qk_rope_head_dim") or 64)
-    v_dim = int(text.get("v_head_dim") or 128)
-    kv_rank = int(text["kv_lora_rank"])
-    latent = (q_rank + kv_rank + rope) + q_rank + kv_rank
-    return heads * (nope + rope + v_dim), latent
+    d = MlaDims.of(text)
+    latent = (d.q_rank + d.kv_rank + d.rope) + d.q_rank + d.kv_rank
+    return d.heads * (d.nope + d.rope + d.v_dim), latent
 
 
 def params_per_layer(text: Mapping[str, Any]) -> int:
-    h = int(text.get("hidden_size") or 0)
-    heads = int(text.get("num_attention_heads") or 0)
-    q_rank = int(text.get("q_lora_rank") or 0)
-    nope = int(text.get("qk_nope_head_dim") or 128)
-    rope = int(text.get("qk_rope_head_dim") or 64)
-    v_dim = int(text.get("v_head_dim") or 128)
-    kv_rank = int(text["kv_lora_rank"])
-    q = (h * q_rank + q_rank * heads * (nope + rope)) if q_rank else h * heads * (nope + rope)
-    return q + h * (kv_rank + rope) + kv_rank * heads * (nope + v_dim) + heads * v_dim * h
+    return sum(n for _, n in MlaDims.of(text).projections())
 
 
 def indexer_note(text: Mapping[str, Any]) -> str | None:

@@ -75,24 +75,7 @@ def _attention(text: Mapping[str, Any], g: LayerGroup, p: str) -> list[Module]:
 
 
 def _mla(text: Mapping[str, Any], p: str) -> list[Module]:
-    h = int(text.get("hidden_size") or 0)
-    heads = int(text.get("num_attention_heads") or 0)
-    q_rank = int(text.get("q_lora_rank") or 0)
-    nope = int(text.get("qk_nope_head_dim") or 128)
-    rope = int(text.get("qk_rope_head_dim") or 64)
-    v_dim = int(text.get("v_head_dim") or 128)
-    kv_rank = int(text["kv_lora_rank"])
-    q = (
-        [("q_a_proj", h * q_rank), ("q_b_proj", q_rank * heads * (nope + rope))]
-        if q_rank
-        else [("q_proj", h * heads * (nope + rope))]
-    )
-    rest = [
-        ("kv_a_proj_with_mqa", h * (kv_rank + rope)),
-        ("kv_b_proj", kv_rank * heads * (nope + v_dim)),
-        ("o_proj", heads * v_dim * h),
-    ]
-    return [Module(f"{p}.self_attn.{name}", "attn", n) for name, n in q + rest]
+    return [Module(f"{p}.self_attn.{name}", "attn", n) for name, n in mla.MlaDims.of(text).projections()]
 
 
 def _gdn(text: Mapping[str, Any], g: LayerGroup, p: str) -> list[Module]:
