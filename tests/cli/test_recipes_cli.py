@@ -37,7 +37,7 @@ REAL = {
     "eugr__openai-gpt-oss-120b.yaml": (
         "openai/gpt-oss-120b",
         "eugr",
-        ["--mxfp4-backend", "--mxfp4-layers", "build_args (eugr setting)"],
+        ["--mxfp4-backend", "build_args (eugr setting)"],
     ),
     "eugr__qwen3.6-35b-a3b-nvfp4.yaml": (
         "nvidia/Qwen3.6-35B-A3B-NVFP4",
@@ -78,7 +78,8 @@ def test_a_real_recipe_is_fitted_with_its_model_and_flags_shown(name, capsys, is
     section = out[out.index("not modelled (kept") : out.index("sparktui fit —")]
     for item in not_modelled:
         assert item in section, item
-    for modelled in ("--attention-backend", "--async-scheduling", "--compilation-config", "--language-model-only"):
+    modelled_flags = ("--attention-backend", "--async-scheduling", "--compilation-config", "--language-model-only")
+    for modelled in (*modelled_flags, "--mxfp4-layers"):
         assert modelled not in section, modelled  # rows of FLAGS the fit reads
 
 
