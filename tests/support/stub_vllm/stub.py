@@ -227,6 +227,8 @@ def run_child(role: str, ray_world_size: int = 0) -> None:
     os.ftruncate(fd, 1 << 20)
     shm = mmap.mmap(fd, 1 << 20)
     shm[:5] = b"stub\0"
+    if role == "worker":
+        print("ready", flush=True)  # its segment is held: vLLM's engine waits for its workers' READY
     leak = os.environ.get("STUB_VLLM_LEAK_SHM")
     if role == "engine" and leak:
         leak_path, _, leak_mib = leak.rpartition(":")
@@ -248,8 +250,13 @@ def run_child(role: str, ray_world_size: int = 0) -> None:
             os._exit(1)
     elif role == "engine":
         worker = subprocess.Popen(
-            [sys.executable, str(HERE), "--stub-role", "worker"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+            [sys.executable, str(HERE), "--stub-role", "worker"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
         )
+        # As vLLM's EngineCore, report ready only once the worker is (its /dev/shm segment held):
+        # naming it before let a test see a running server whose Worker held nothing yet.
+        assert worker.stdout is not None
+        worker.stdout.readline()
+        worker.stdout.close()
 
     def on_term(signum, frame):
         shm.close()
