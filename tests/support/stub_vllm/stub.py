@@ -227,8 +227,6 @@ def run_child(role: str, ray_world_size: int = 0) -> None:
     os.ftruncate(fd, 1 << 20)
     shm = mmap.mmap(fd, 1 << 20)
     shm[:5] = b"stub\0"
-    if role == "worker":
-        print("ready", flush=True)  # its segment is held: vLLM's engine waits for its workers' READY
     leak = os.environ.get("STUB_VLLM_LEAK_SHM")
     if role == "engine" and leak:
         leak_path, _, leak_mib = leak.rpartition(":")
@@ -269,6 +267,10 @@ def run_child(role: str, ray_world_size: int = 0) -> None:
 
     signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore_term_requested() else on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # like vLLM's children: the parent handles ^C
+    if role == "worker":
+        # segment held and SIGTERM handled (a TERM before this left the file): vLLM's engine waits
+        # for its workers' READY
+        print("ready", flush=True)
     if worker is not None or ray_worker_pid:
         print(worker.pid if worker is not None else ray_worker_pid, flush=True)  # the API server names it
 
