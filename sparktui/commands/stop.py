@@ -47,7 +47,8 @@ def describe_exit(state: StateRecord) -> str:
     detail = exit_info.reason if exit_info else "?"
     if gone_after is not None:
         detail += f", gone after {gone_after:.2f} s"
-    return printable(f"{state.profile} on port {state.port}: {state.status} ({detail})")
+    name = state.profile or "server"  # a record recovered from another version may hold no profile
+    return printable(f"{name} on port {state.port}: {state.status} ({detail})")
 
 
 def run(args: argparse.Namespace) -> int:
