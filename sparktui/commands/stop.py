@@ -70,7 +70,8 @@ def for_all(action: Callable[[int], StateRecord]) -> int:
     from sparktui.errors import UserError
     from sparktui.runtime.records import state as st
 
-    ports = [s.port for s in st.list_states() if s.alive or s.status == "lost"]
+    # a record that does not read whole is ended too, from its tree and supervisor (client.stop)
+    ports = [s.port for s in st.list_states(salvaged=True) if s.alive or s.status == "lost"]
     if not ports:
         print("no server is running")
         return 0
