@@ -35,6 +35,7 @@ from sparktui.core.fit import (  # noqa: E402
 )
 from sparktui.core.fit_settings import (  # noqa: E402
     activation_bytes,
+    encoder_term,
     flashinfer_groups,
     gdn_prefill_per_token,
     settings_from,
@@ -53,7 +54,6 @@ from sparktui.core.vllm_rules import (  # noqa: E402
     FLASHINFER_WORKSPACE_BYTES,
     GDN_PREFILL_COPIES,
     OLDEST,
-    SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     VllmRules,
     VllmVersion,
@@ -1011,6 +1011,11 @@ KV_MISSES: dict[str, str] = {
     "spark_vdev-g9759e3b06_gemma-4-31b-it_fp8kv_success.log": (
         "as the bf16 run: 5.76 GiB of activation + non-torch memory, the most of any Gemma run but its twin"
     ),
+    "spark_vdev-g9759e3b06_gemma-3-12b-it_fp8kv_success.log": (
+        "the bf16 run of the same model and build is within 1%; vLLM measured 1.15 GiB more activation + non-torch "
+        "memory in this one (5.12 against 3.97 GiB), which took FlashInfer with FULL graphs (the bf16 run: "
+        "FLASH_ATTN); the flags give both runs the same activation peak"
+    ),
     "spark_v0.13.0-nv26.01_gpt-oss-20b-mxfp4-derivative_success.log": (
         "vLLM 0.13 (NGC 26.01) measured 3.25 GiB of activation + non-torch memory, less than on the "
         "other Spark runs; at utilization 0.25 the KV cache is only 12.94 GiB, so a small miss is a large share"
@@ -1108,6 +1113,15 @@ def _median(xs: list[float]) -> float:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
+def _activation(spec: Any, s: Any, seqs: int | None = None) -> int:
+    """The profile run's torch peak as the fit models it on a DGX Spark (the V1 sampler pass as the
+    case's vLLM version runs it), without the multimodal encoder's pass."""
+    return activation_bytes(
+        spec, s.max_num_batched_tokens, s.max_num_seqs if seqs is None else seqs, s.tp, "v1",
+        s.rules.value("v1_sampler_top_k_top_p"), dgx_spark().sms,
+    )  # fmt: skip
+
+
 def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[str, LogMemory]]:
     """Refit vllm_rules' measured constants from the fixtures' DGX Spark logs: values from FIT_LOGS
     only, spreads over every Spark log that has the figure."""
@@ -1118,18 +1132,6 @@ def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[
     specs = {_log_of(c): c for c in all_cases(fixtures) if _log_of(c)}
     train = [logs[name] for name in FIT_LOGS]
     out: list[Fitted] = []
-
-    # the sampler pass: the one log with vLLM's own torch peak
-    peak_logs = [m for m in train if m.torch_peak_gib is not None]
-    copies = []
-    for m in peak_logs:
-        case = specs[m.log]
-        spec = _spec(case)
-        s = settings_from(ServeConfig(model="inline", **case.serve), spec, dgx_spark(), case_rules(case))
-        unit = min(s.max_num_seqs, s.max_num_batched_tokens) * spec.vocab_size * 4 / GiB
-        copies.append(m.torch_peak_gib / unit)
-    out.append(Fitted("sampler_peak_copies", copies[0], min(copies), max(copies), [m.log for m in peak_logs],
-                      SAMPLER_PEAK_COPIES.value))  # fmt: skip
 
     # FlashInfer FULL graphs, per attention KV-cache group (one builder, one workspace each): the DEBUG
     # line's per-graph figure over the groups, and the first capture less the groups' workspaces
@@ -1181,7 +1183,9 @@ def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[
         if case is None or case.weights_gib is None:
             return None
         spec, s = settings(case)
-        return m.rest_gib - activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp) / GiB
+        if m.torch_peak_gib is not None:  # the log's own split: what vLLM measured, the encoder's pass included
+            return m.rest_gib - m.torch_peak_gib
+        return m.rest_gib - _activation(spec, s) / GiB
 
     nt_train = [x for m in train if (x := non_torch(m)) is not None]
     nt_all = [x for m in logs.values() if (x := non_torch(m)) is not None]
@@ -1201,7 +1205,7 @@ def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[
         gdn = gdn_prefill_per_token(spec, s.tp) / GDN_PREFILL_COPIES.value
         if not gdn or s.max_num_batched_tokens < 16384:
             return None
-        forward = activation_bytes(spec, s.max_num_batched_tokens, 1, s.tp) / GiB
+        forward = _activation(spec, s, seqs=1) / GiB
         rest = forward - s.max_num_batched_tokens * gdn_prefill_per_token(spec, s.tp) / GiB
         return (m.rest_gib - nt_value - rest) / (s.max_num_batched_tokens * gdn / GiB)
 
@@ -1247,7 +1251,7 @@ def print_rest_checks(fixtures: Path, logs: dict[str, LogMemory]) -> None:
         rules = case_rules(case)
         config = ServeConfig(model="inline", vllm_version=str(rules.version), **case.serve)
         s = settings_from(config, spec, dgx_spark(), rules)
-        modelled = (activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp) + UMA_NON_TORCH.bytes) / GiB
+        modelled = (_activation(spec, s) + UMA_NON_TORCH.bytes) / GiB
         role = "fit" if m.log in FIT_LOGS + GDN_PREFILL_COPIES.fitted_on else "held out"
         result = fit(config, spec, dgx_spark())
         kv = (result.kv_cache_bytes + result.budget["weights"]) / GiB - m.weights_gib
@@ -1269,14 +1273,16 @@ def print_activation_checks(fixtures: Path) -> None:
             continue
         spec = _spec(case)
         machine = machine_from_name(case.machine or 16)  # the llava card: 16 GB, vLLM's small-GPU defaults
-        s = settings_from(ServeConfig(model="inline", **case.serve), spec, machine, case_rules(case))
-        predicted = activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp) / GiB
+        config = ServeConfig(model="inline", vllm_version=str(case_rules(case).version), **case.serve)
+        s = settings_from(config, spec, machine, case_rules(case))
+        encoder = encoder_term(spec, s)
+        predicted = fit(config, spec, machine).budget["activation_peak"] / GiB
         logged = float(m.group(1))
         role = "fit" if case.from_log in FIT_LOGS else "held out"
         print(
             f"    {case.id:<24.24} {role:<8} logged {logged:.2f} GiB, predicted {predicted:.2f} GiB "
-            f"({s.max_num_batched_tokens:,} tokens, {s.max_num_seqs} sequences, vocab {spec.vocab_size:,}; the log's "
-            f"peak also holds the multimodal encoder's profile pass, not modelled)"
+            f"({s.max_num_batched_tokens:,} tokens, {s.max_num_seqs} sequences, vocab {spec.vocab_size:,}; "
+            f"{encoder.describe() if encoder else 'no encoder pass'})"
         )
 
 

@@ -33,8 +33,8 @@ from sparktui.core.fit_settings import (
     encoder_term,
     moe_workspace_per_token,
     rules_of,
-    sampler_bytes,
     settings_from,
+    v1_sampler_pass_bytes,
 )
 from sparktui.core.kv_plan import DEFAULT_BLOCK_SIZE, KvPlan, kv_dtype_bytes, plan_kv
 from sparktui.core.machine import (
@@ -56,7 +56,6 @@ from sparktui.core.vllm_rules import (
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
     INSTANTTENSOR_NON_TORCH,
-    SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     VllmRules,
 )
@@ -147,6 +146,14 @@ class FitResult:
         }
 
 
+# how the V1 sampler pass runs top-k / top-p (vllm_rules v1_sampler_top_k_top_p; fit_settings.v1_sampler_pass_bytes)
+_V1_SAMPLER_PATHS = {
+    "sort_copy": "sorted in fp32 (7 copies with bf16 logits)",
+    "triton_from_8": "in a Triton kernel from 8 requests (3.5 fp32 copies and its buffer), else sorted (6)",
+    "triton": "in a Triton kernel (3.5 fp32 copies and its buffer)",
+}
+
+
 def _g(n: float) -> str:
     return f"{n / GiB:.2f} GiB"
 
@@ -209,7 +216,10 @@ def _core(
     plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
-    forward, sampler = activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner)
+    sampler_path = s.rules.value("v1_sampler_top_k_top_p")
+    forward, sampler = activation_parts(
+        spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner, sampler_path, machine.sms
+    )
     # a multimodal model's profile encodes dummy items first and keeps their outputs through the
     # dummy forward and the sampler pass (gpu_model_runner.py profile_run)
     encoder = encoder_term(spec, s)
@@ -224,7 +234,8 @@ def _core(
     unreserved = 0
     if s.model_runner == "v2":
         # the encoder's outputs stay held through it, as through the V1 profile's own sampler pass
-        top_k_pass = sampler_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, SAMPLER_PEAK_COPIES.value) + kept
+        top_k_pass = v1_sampler_pass_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, sampler_path, machine.sms)
+        top_k_pass += kept
         unreserved = max(0, max(forward, top_k_pass) - activation)
     estimate = cudagraph_estimate(spec, s, machine, kv_bytes, plan)
     graphs = estimate.bytes if s.cuda_graphs_counted else 0
@@ -392,7 +403,8 @@ def _memory_working(
         f"− activation peak {_g(max(forward, sampler))}: the profile run's larger pass — forward over "
         f"{s.max_num_batched_tokens:,} tokens {_g(forward)}, sampler over {seqs:,} × {spec.vocab_size:,} "
         + (
-            f"fp32 logits × {SAMPLER_PEAK_COPIES.value:g} copies (V1 model runner) {_g(sampler)}"
+            f"logits, top-k / top-p {_V1_SAMPLER_PATHS[s.rules.value('v1_sampler_top_k_top_p')]} (V1 model runner) "
+            f"{_g(sampler)}"
             if s.model_runner == "v1"
             else f"logits in the model's dtype{' × 2 (soft-capped)' if spec.logit_softcap else ''}, the "
             f"forward's hidden states held (V2 model runner) {_g(sampler)}"
