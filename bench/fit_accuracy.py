@@ -38,6 +38,7 @@ from sparktui.core.fit_settings import (  # noqa: E402
     encoder_term,
     flashinfer_groups,
     gdn_prefill_per_token,
+    nvfp4_moe_padding,
     settings_from,
 )
 from sparktui.core.modelspec import load_model_spec, spec_from_config, with_drafter  # noqa: E402
@@ -219,10 +220,18 @@ class Case:
     note: str = ""
     from_log: str | None = None
     machine: str | None = None  # known machine (dgx-spark): KV memory is also predicted from the flags
+    fp4: bool | None = None  # a discrete GPU's log names vLLM's NVFP4 MoE backend: CUTLASS (True) or Marlin
     drafter: str | None = None  # a separate drafter's config, a file in model-configs/ (EAGLE3, DFlash)
     # an unreleased build that kept the drafter's KV out of the target's tensors (AEON's image with
     # vLLM PR #41703): not modelled; the bench prints what that rule would give, as the explanation
     unshared_drafter: bool = False
+
+
+def _machine(case: Case, default: float | str | None = 80) -> Any:
+    """The machine a case ran on; a discrete GPU whose log names its NVFP4 MoE backend says whether
+    it runs FP4 natively (CUTLASS, which pads the experts) or not (Marlin)."""
+    machine = machine_from_name(case.machine or default)
+    return machine if case.fp4 is None else replace(machine, fp4=case.fp4)
 
 
 def explain_unshared_drafter(case: Case) -> None:
@@ -506,6 +515,7 @@ def spark_cases(fixtures: Path) -> list[Case]:
             note="chankhavu/Nemotron-Cascade-2-30B-A3B-NVFP4 (the Nemotron-3-Nano-30B-A3B architecture, read "
             "with NVIDIA's NVFP4 config: its own quantization is not known, so weights are not counted) on a "
             "Hopper GPU; block 4176 as vLLM logged",
+            fp4=False,  # "Using 'MARLIN' NvFp4 MoE backend"
         )
     ]
     cases.append(
@@ -669,6 +679,7 @@ def spark_cases(fixtures: Path) -> list[Case]:
             "0.20.1rc1.dev91 (read with 0.20.1's rules); the Nano-30B architecture with NVIDIA's NVFP4 config",
             from_log=cascade,
             machine="31.36",
+            fp4=True,  # "Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend"
         )
     )
     for name, model, arch, serve, version, note in plan:
@@ -926,7 +937,7 @@ def evaluate(case: Case) -> Row:
     config = ServeConfig(model=spec.name if case.arch is None else "inline", **case.serve)
     rules = case_rules(case)
     # only the max_num_batched_tokens default depends on the machine; logs pass it
-    machine = machine_from_name(case.machine or 80)
+    machine = _machine(case)
     row = Row(case, rules, limit=1.0 if case.kind == "dense" else 5.0)
     s = settings_from(config, spec, machine, rules)
     kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype, rules)
@@ -962,6 +973,8 @@ def evaluate(case: Case) -> Row:
     if case.weights_gib is not None:
         # what one rank loads: the target (and its MTP / drafter weights when speculating), split by TP
         row.pred_weights_gib = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) / s.tp / GiB
+        if machine.fp4:  # the CUTLASS NVFP4 MoE kernels' padding, as the fit counts it
+            row.pred_weights_gib += nvfp4_moe_padding(spec, s.tp) / GiB
         row.errors["weights"] = _err(row.pred_weights_gib, case.weights_gib)
     if case.machine is not None and case.kv_gib is not None:
         versioned = config.model_copy(update={"vllm_version": str(rules.version)})
@@ -994,9 +1007,9 @@ SPARK_TOTAL_GIB = 119.63  # vLLM's total_memory on GB10 (the gemma-3-27b DEBUG l
 # the log shows the cause. Filled from the figures the logs print (see main's "KV memory" section).
 KV_MISSES: dict[str, str] = {
     "discrete_v0.20.1rc1_nemotron-cascade-2-30b-a3b-nvfp4_rtx5090_excerpt.log": (
-        "a 3.72 GiB KV cache on a 26.66 GiB request, so 0.78 GiB is 21%: the weights (NVIDIA's NVFP4 config, not "
-        "the Cascade checkpoint's) are 0.48 GiB low, vLLM picked FlashInfer on the 5090 (graphs 0.11 GiB more than "
-        "the default backend's), the activation peak + non-torch figure is 0.19 GiB low"
+        "a 3.72 GiB KV cache on a 26.66 GiB request, so 0.25 GiB is 7%: vLLM picked FlashInfer attention on the "
+        "5090 (graphs 0.11 GiB more than the default backend's), the activation peak + non-torch figure is 0.19 "
+        "GiB low (the weights, with the CUTLASS NVFP4 MoE padding, within 0.05 GiB)"
     ),
     "spark_v0.20.0_gemma-4-26b-a4b-it_bf16_success.log": (
         "same flags and architecture as the qat run beside it (weights 48.5 GiB in both), yet vLLM measured "
@@ -1392,7 +1405,7 @@ def verdict_checks(fixtures: Path = FIXTURES) -> list[VerdictCheck]:
         spec = _spec(case)
         rules = case_rules(case)
         config = ServeConfig(model="inline", vllm_version=str(rules.version), **case.serve)
-        result = fit(config, spec, machine_from_name(case.machine))
+        result = fit(config, spec, _machine(case))
         out.append(VerdictCheck(case.id, True, result.verdict))
     # the 16 GB card: the same flags twice, vLLM's free-memory reading decided (it is taken after its
     # CUDA context, as the fit's MemAvailable less the context)

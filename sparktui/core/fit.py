@@ -32,6 +32,7 @@ from sparktui.core.fit_settings import (
     drafter_pass_bytes,
     encoder_term,
     moe_workspace_per_token,
+    nvfp4_moe_padding,
     rules_of,
     settings_from,
     v1_sampler_pass_bytes,
@@ -216,6 +217,11 @@ def _core(
     plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
+    # CUTLASS NVFP4 MoE kernels pad the experts as they load: counted where the GPU is known to run them,
+    # only in the low end of the range where it is not known
+    fp4_padding = nvfp4_moe_padding(spec, s.tp)
+    weights += fp4_padding if machine.fp4 else 0
+    fp4_unknown = fp4_padding if machine.fp4 is None else 0
     sampler_path = s.rules.value("v1_sampler_top_k_top_p")
     forward, sampler = activation_parts(
         spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner, sampler_path, machine.sms
@@ -262,7 +268,7 @@ def _core(
         kv_low = kv_high = kv_memory
         how = (f"KV memory {_g(kv_memory)}: as given by --kv-cache-memory-bytes (no profiling)",)
     else:
-        kv_low = requested - weights - activation - nt_high - g_high - loader_spread[1]
+        kv_low = requested - weights - activation - nt_high - g_high - loader_spread[1] - fp4_unknown
         kv_high = requested - weights - activation - nt_low - g_low - loader_spread[0]
     if explain and not s.kv_cache_memory_bytes and measured:
         how = _measured_working(s, machine, requested, weights, activation, graphs, kv_memory, measured)
@@ -390,6 +396,12 @@ def _memory_working(
     """How the KV memory was estimated, one line per term, with where each figure comes from."""
     forward, sampler = activation
     nt = UMA_NON_TORCH if machine.unified else DISCRETE_NON_TORCH
+    fp4 = nvfp4_moe_padding(spec, s.tp)
+    padding = ""
+    if fp4 and machine.fp4:
+        padding = f", + {_g(fp4)} the CUTLASS NVFP4 MoE kernels pad the experts with"
+    elif fp4 and machine.fp4 is None:
+        padding = f"; + {_g(fp4)} in the low end if the GPU runs FP4 natively (CUTLASS NVFP4 MoE padding)"
     seqs = min(s.max_num_seqs, s.max_num_batched_tokens)
     accounting = {
         "weights_peak_non_torch": "weights + torch peak increase + non-torch increase",
@@ -399,7 +411,7 @@ def _memory_working(
         f"vLLM {s.rules.version} counts outside the KV cache: {accounting}"
         + (", and its CUDA-graph estimate" if graphs else ""),
         f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)",
-        f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''})",
+        f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''}{padding})",
         f"− activation peak {_g(max(forward, sampler))}: the profile run's larger pass — forward over "
         f"{s.max_num_batched_tokens:,} tokens {_g(forward)}, sampler over {seqs:,} × {spec.vocab_size:,} "
         + (

@@ -271,6 +271,30 @@ def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
     return spec.experts_per_token * width * spec.dtype_bytes
 
 
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def nvfp4_moe_padding(spec: ModelSpec, tp: int = 1) -> int:
+    """Bytes vLLM's CUTLASS NVFP4 MoE kernels (FLASHINFER_CUTLASS, VLLM_CUTLASS: what a GPU with native FP4
+    runs; Marlin pads nothing) add to the routed experts of one tensor-parallel rank when they load, and
+    "Model loading took" counts: swizzle_blockscale pads each block-scale tensor's rows to 128 and its
+    columns to 4, and a non-gated expert's w13 rows, w2 columns and w2 scales are padded to match
+    (quantization/utils/flashinfer_fp4_moe.py prepare_nvfp4_moe_layer_for_fi_or_cutlass, 0.14 on;
+    modelopt.py ModelOptNvFp4FusedMoE.process_weights_after_loading in 0.13; a gated expert that needs
+    it is refused). Nemotron-3-Nano (relu², intermediate 1856): 0.53 GiB over 23 layers."""
+    if not spec.nvfp4_moe:
+        return 0
+    layers, experts, k, inter, gated = spec.nvfp4_moe
+    n = inter // tp
+    rows13 = 2 * n if gated else n
+    pad = 0 if gated else _round_up(n, 128) - n
+    w13_scale = _round_up(rows13, 128) * _round_up(k // 16, 4) - rows13 * (k // 16)
+    w2_scale = _round_up(k, 128) * _round_up((n + pad) // 16, 4) - k * (n // 16)
+    weights = pad * k // 2 + k * pad // 2  # fp4: two values a byte
+    return layers * experts * (w13_scale + w2_scale + weights)
+
+
 def gdn_prefill_per_token(spec: ModelSpec, tp: int = 1) -> int:
     """Bytes per batched token a Gated-DeltaNet layer holds at its prefill peak, as vLLM's code
     allocates them (layers/mamba/gdn_linear_attn.py forward_cuda / _forward_core, fla/ops:

@@ -29,6 +29,9 @@ class Machine:
     device_memory_known: bool = True
     # streaming multiprocessors: they size the V1 sampler's Triton top-k / top-p buffer (None: not known)
     sms: int | None = None
+    # the GPU computes FP4 natively (Blackwell: GB10, RTX 50, B200), so vLLM runs NVFP4 MoE on its CUTLASS
+    # kernels, which pad the experts (fit_settings.nvfp4_moe_padding); False: Marlin; None: not known
+    fp4: bool | None = None
 
     def describe(self) -> str:
         if self.name == "auto":  # read from this host, which may have no GPU at all
@@ -54,6 +57,7 @@ class Machine:
             non_torch=UMA_NON_TORCH.bytes,
             device_memory_known=False,
             sms=GB10_SMS,
+            fp4=True,
         )
 
     @classmethod
@@ -84,6 +88,7 @@ def dgx_spark() -> Machine:
         non_torch=UMA_NON_TORCH.bytes,
         device_memory_known=False,
         sms=GB10_SMS,
+        fp4=True,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 from sparktui.core.config import ServeConfig
 from sparktui.core.fit import dgx_spark, fit, machine_from_name
@@ -14,6 +15,7 @@ from sparktui.core.fit_settings import (
     activation_parts,
     gdn_prefill_per_token,
     moe_workspace_per_token,
+    nvfp4_moe_padding,
 )
 from sparktui.core.modelspec import load_model_spec, spec_from_config
 from tests.core.test_fit import load_bench
@@ -63,6 +65,45 @@ def test_nemotron_cascade_on_an_rtx_5090_started_so_it_starts():
     # the other side: at a utilization where weights and the peak leave nothing, it still will not start
     short = fit(cascade(gpu_memory_utilization=0.65), spec, machine_from_name(RTX_5090))
     assert short.verdict == "wont_start"
+
+
+def test_the_cutlass_nvfp4_moe_kernels_pad_nemotron_h_experts_to_128_rows():
+    # flashinfer_fp4_moe.py prepare_nvfp4_moe_layer_for_fi_or_cutlass: swizzle_blockscale pads the scales'
+    # rows to 128 (and columns to 4); a non-gated (relu²) expert's w13 rows, w2 columns and w2 scales are
+    # padded to match. Nemotron-3-Nano: intermediate 1856 -> 1920, hidden 2688, 128 experts, 23 MoE layers
+    spec = load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")
+    assert spec.nvfp4_moe == (23, 128, 2688, 1856, False)
+    per_expert = 64 * 2688 // 2 + 2688 * 64 // 2 + 64 * 168 + 2688 * 4  # w13, w2, w13 scales, w2 scales
+    assert nvfp4_moe_padding(spec) == 23 * 128 * per_expert == 569_769_984
+    # per tensor-parallel rank: 928 -> 1024 rows
+    assert nvfp4_moe_padding(spec, tp=2) == 23 * 128 * (96 * 1344 + 2688 * 48 + 96 * 168 + 2688 * 6)
+    # the other side of the boundary: an intermediate already a multiple of 128 is not padded
+    assert nvfp4_moe_padding(replace(spec, nvfp4_moe=(23, 128, 2688, 1920, False))) == 0
+    # gated experts (Qwen3-30B-A3B: 2 × 768 rows) are aligned: nothing; unquantized experts: nothing
+    assert nvfp4_moe_padding(load_model_spec("nvidia/Qwen3-30B-A3B-NVFP4")) == 0
+    assert load_model_spec("Qwen/Qwen3-30B-A3B").nvfp4_moe == ()
+
+
+def test_the_nvfp4_moe_padding_counts_where_the_gpu_runs_fp4_natively():
+    spec = load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")
+    pad = nvfp4_moe_padding(spec)
+    # a DGX Spark (GB10) runs the CUTLASS kernels (its logs: VLLM_CUTLASS, FLASHINFER_CUTLASS): in the weights
+    spark = fit(cascade(gpu_memory_utilization=0.6), spec, dgx_spark())
+    assert spark.budget["weights"] == spec.weights_bytes + pad
+    assert any("CUTLASS NVFP4 MoE kernels pad" in line for line in spark.memory_working)
+    # a GPU known only by its size: not counted, but the low end of the KV range allows for it
+    unknown = machine_from_name(RTX_5090)
+    assert unknown.fp4 is None
+    plain = fit(cascade(), spec, unknown)
+    assert plain.budget["weights"] == spec.weights_bytes
+    native = fit(cascade(), spec, replace(unknown, fp4=True))
+    marlin = fit(cascade(), spec, replace(unknown, fp4=False))
+    assert native.budget["weights"] == spec.weights_bytes + pad == marlin.budget["weights"] + pad
+    assert plain.kv_cache_bytes_low == native.kv_cache_bytes_low == marlin.kv_cache_bytes_low - pad
+    # the RTX 5090 start-up ("Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend") loaded 18.54 GiB
+    weights = logged(CASCADE, r"Model loading took ([\d.]+) GiB")
+    assert abs(native.budget["weights"] / GiB - weights) < 0.003 * weights
+    assert native.verdict in ("fits", "tight"), native.reasons  # it started
 
 
 def test_the_fused_moe_workspace_is_held_once_for_every_layer():

@@ -240,6 +240,7 @@ def _build(
     if padding:
         weights_source += f", + {padding / 2**30:.2f} GiB MXFP4 kernel padding"
     arch = (config.get("architectures") or text.get("architectures") or [""])[0]
+    nvfp4_moe = _nvfp4_experts(text, linear_modules(config, text, layers), formats) if formats.quantized else ()
     limit, limit_key = max_len_limit(text)
     moe_layers, mlp_layers = feed_forward_layers(text, n_layers)
     notes = [n for n in (mla.indexer_note(text), _unmodelled_note(text)) if n]
@@ -288,7 +289,22 @@ def _build(
         remote_code=bool(config.get("auto_map")),
         encoder=encoder_of(config, text) if counts["vision"] else None,
         aux_hidden_layers=_aux_hidden_layers(config, str(arch)),
+        nvfp4_moe=nvfp4_moe,
     )
+
+
+def _nvfp4_experts(
+    text: Mapping[str, Any], modules: list[Any], formats: Any
+) -> tuple[int, int, int, int, bool] | tuple[()]:
+    """(MoE layers whose routed experts load as NVFP4, experts, hidden, intermediate, gated), or ():
+    what vLLM's CUTLASS NVFP4 MoE kernels pad (fit_settings.nvfp4_moe_padding). Nemotron-H's relu²
+    experts have no gate."""
+    layers = sum(1 for m in modules if m.category == "experts" and formats.format_of(m.name) == "NVFP4")
+    experts = moe.num_experts(text)
+    inter = int(text.get("moe_intermediate_size") or 0)
+    if not (layers and experts and inter):
+        return ()
+    return layers, experts, int(text.get("hidden_size") or 0), inter, not hybrid.is_nemotron_h(text)
 
 
 def _aux_hidden_layers(config: Mapping[str, Any], arch: str) -> int:
