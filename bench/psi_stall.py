@@ -163,6 +163,7 @@ def trial(a, tmp: Path, mode: str) -> dict:
             }
             for k in after
         }
+        result["trigger_armed"] = {k: t.trigger.spec()[:-1].decode() for k, t in triggers.items()}
         result["guard_pressure_wakes"] = g.pressure_wakes - wakes0
         result["guard_samples"] = g.samples_taken
         result["guard_trip"] = (
@@ -211,7 +212,7 @@ def main() -> int:
                 if not a.json:
                     trip = r["guard_trip"]
                     print(
-                        f"trial {i} {mode}: trigger fired after {r['fired_ms']['system']} ms on /proc/pressure/memory, "
+                        f"trial {i} {mode}: trigger ({r['trigger_armed']['system']}) fired after {r['fired_ms']['system']} ms on /proc/pressure/memory, "
                         f"{r['fired_ms']['cgroup']} ms on the tree's memory.pressure; over {r['watched_s']} s of stall "
                         f"some/full {r['share_pct']['system']['some']}/{r['share_pct']['system']['full']}% system, "
                         f"{r['share_pct']['cgroup']['some']}/{r['share_pct']['cgroup']['full']}% cgroup; guard woken by "
