@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import platformdirs
@@ -22,13 +23,13 @@ APP = "sparktui"
 STATE_SUBDIRS = ("servers", "logs", "supervisor", "profiles")
 
 
-def _from_env(variable: str, default: str) -> Path:
+def _from_env(variable: str, default: Callable[[str], str]) -> Path:
     override = os.environ.get(variable)
-    return Path(override) if override else Path(default)
+    return Path(override) if override else Path(default(APP))  # platformdirs only when needed: it is slow
 
 
 def config_dir() -> Path:
-    return _from_env("SPARKTUI_CONFIG_DIR", platformdirs.user_config_dir(APP))
+    return _from_env("SPARKTUI_CONFIG_DIR", platformdirs.user_config_dir)
 
 
 def settings_path() -> Path:
@@ -47,19 +48,30 @@ def state_dir() -> Path:
     cannot be written, is still returned: readers (status, stop, kill, set-guard) reach the
     supervisors by their abstract sockets. Writers ask writable_state_dir(). A path that cannot be
     a folder at all (a file in the way) is a UserError."""
-    path = _from_env("SPARKTUI_STATE_DIR", platformdirs.user_state_dir(APP))
+    path = state_dir_path()
+    if path in _made_private and os.path.isdir(path / "servers"):
+        return path  # made once in this process (the panel asks several times a second); still there
     try:
         _make_private(path)
     except OSError as exc:
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
             return path
         raise _unusable(path, exc) from None
+    _made_private.add(path)
     return path
+
+
+_made_private: set[Path] = set()  # state dirs state_dir() made private in this process
+
+
+def state_dir_path() -> Path:
+    """Where the state dir is, whether or not it exists (nothing is made)."""
+    return _from_env("SPARKTUI_STATE_DIR", platformdirs.user_state_dir)
 
 
 def writable_state_dir() -> Path:
     """The state dir for a writer (serve): a UserError naming it when it cannot be written."""
-    path = _from_env("SPARKTUI_STATE_DIR", platformdirs.user_state_dir(APP))
+    path = state_dir_path()
     try:
         _make_private(path)
     except OSError as exc:
@@ -98,7 +110,7 @@ def bench_history_path() -> Path:
 
 
 def cache_dir() -> Path:
-    return _from_env("SPARKTUI_CACHE_DIR", platformdirs.user_cache_dir(APP))
+    return _from_env("SPARKTUI_CACHE_DIR", platformdirs.user_cache_dir)
 
 
 USER_UMASK_ENV = "SPARKTUI_USER_UMASK"  # the umask the user started sparktui with (octal)

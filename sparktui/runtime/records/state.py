@@ -94,11 +94,9 @@ def socket_path(port: int) -> Path:
 def _namespace() -> str:
     """User and state dir (its path, not the folder: the name outlives a deleted dir), so that
     separate state dirs (tests, several installs) never see each other's supervisors."""
-    import platformdirs
+    from sparktui.paths import state_dir_path
 
-    from sparktui.paths import APP, _from_env
-
-    where = str(_from_env("SPARKTUI_STATE_DIR", platformdirs.user_state_dir(APP)))
+    where = str(state_dir_path())
     return f"sparktui-{os.getuid()}-{hashlib.sha256(where.encode()).hexdigest()[:10]}-"
 
 

@@ -1,0 +1,31 @@
+"""sparktui.paths: the state dir is made private once per process, and made again if it goes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from sparktui import paths
+
+
+def test_the_state_dir_is_made_once_and_again_only_when_it_is_gone(tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    monkeypatch.setenv("SPARKTUI_STATE_DIR", str(state))
+    made: list[Path] = []
+    mkdir = Path.mkdir
+
+    def counting(self, *args, **kwargs):
+        made.append(self)
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", counting)
+    assert paths.state_dir() == state
+    assert (state / "servers").is_dir() and state.stat().st_mode & 0o777 == 0o700
+    made.clear()
+    for _ in range(5):  # the panel asks several times a second, at idle
+        assert paths.state_dir() == state
+    assert made == [], "the state dir was made again though it was there"
+    shutil.rmtree(state)
+    assert paths.state_dir() == state
+    assert (state / "servers").is_dir() and (state / "logs").is_dir()
+    assert state.stat().st_mode & 0o777 == 0o700
