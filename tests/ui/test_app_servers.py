@@ -262,6 +262,64 @@ async def test_at_idle_the_list_is_read_only_when_a_record_changes(tmp_path, mon
         await until(pilot, lambda: [e.port for e in app.servers] == [8123], "the new record listed")
 
 
+async def test_at_idle_the_supervisors_state_is_read_only_when_a_record_changes(tmp_path, monkeypatch):
+    """With nothing live followed, the watch of the state dir finds a server started elsewhere (and
+    a new start on the port of the one that ended): no read of the supervisor's state a tick."""
+    from sparktui.runtime.records.protocol import StateRecord
+    from sparktui.ui.backend import server_entry, server_status
+    from sparktui.ui.panes import ServerPane
+    from tests.support.app import SampleBackend, server_record
+
+    class Records(SampleBackend):
+        """The state dir's records as written, their `alive` believed (no process stands behind them)."""
+
+        attaches = 0
+
+        def records(self):
+            found = [st.read_state(path) for path in (st.state_dir() / "servers").glob("*.json")]
+            for r in found:
+                if r is not None:
+                    r.alive = r.running
+            return [r for r in found if r is not None]
+
+        def servers(self):
+            return [server_entry(r) for r in self.records()]
+
+        def attach(self, port=None):
+            self.attaches += 1
+            found = [r for r in self.records() if r.port == port or (port is None and r.alive)]
+            return server_status(found[0]) if found else None
+
+    def record(status: str, started_at: float) -> None:
+        fields = server_record(log, status=status, port=8123, started_at=started_at)
+        if status == "exited":
+            fields["exit"] = {"reason": "stopped", "returncode": 0, "by": "socket", "stop": None, "failure": None}
+        st.write_state(st.state_path(8123), StateRecord.model_validate(fields))
+
+    monkeypatch.setattr(ServerPane, "POLL_S", 0.02)  # the poll ticks 50 times a second
+    log = tmp_path / "other.log"
+    log.write_text(READY_LOG_HEAD)
+    backend = Records()
+    app = SparkApp(backend=backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = server_pane(app)
+        await until(pilot, lambda: pane.roster._watch is not None and pane.roster._watch.armed.is_set(), "the watch")
+        await pilot.pause(0.3)
+        before = backend.attaches
+        await pilot.pause(1.0)  # some 50 ticks with no server anywhere
+        assert backend.attaches == before, "the supervisor's state was read with no server and nothing changed"
+        record("running", 2.0)  # a server started elsewhere
+        await until(pilot, lambda: app.server is not None and app.server.port == 8123 and app.server.live, "it")
+        record("exited", 2.0)  # it ends (the poll reads a live server every tick)
+        await until(pilot, lambda: app.server is not None and not app.server.live, "its end")
+        await pilot.pause(0.3)
+        before = backend.attaches
+        await pilot.pause(1.0)
+        assert backend.attaches == before, "the supervisor's state was read with only an ended server followed"
+        record("running", 3.0)  # started again on the same port
+        await until(pilot, lambda: app.server.live and app.server.started_at == 3.0, "the new start on its port")
+
+
 READY_LOG_HEAD = "(APIServer pid=7) INFO 11-30 09:00:00 [api_server.py:1] vLLM API server version 0.32.0\n"
 
 

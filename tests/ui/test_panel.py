@@ -11,6 +11,7 @@ from textual.widgets import Input
 
 from sparktui.core.units import GiB
 from sparktui.ui.app import SparkApp
+from sparktui.ui.backend import Unavailable
 from sparktui.ui.screens import ChoiceScreen, ConfirmScreen, HelpScreen, PromptScreen
 from sparktui.ui.widgets.fitpanel import FitPanel
 from sparktui.ui.widgets.gauge import MemoryGauge
@@ -408,6 +409,11 @@ async def test_a_worker_that_dies_is_reported_and_its_poll_goes_on():
         def attach(self, port=None):
             self.attaches += 1
             raise RuntimeError("state directory vanished")
+
+        def watch_servers(self):
+            # no watch of the state dir: the idle poll reads the supervisor's state every few ticks
+            # (with the watch, it reads it only when a record changes)
+            raise Unavailable("no inotify here")
 
     backend = Broken()
     app = SparkApp(backend=backend)

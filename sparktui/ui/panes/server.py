@@ -2,8 +2,9 @@
 predicted-vs-actual summary, live figures, the diagnosis card and the log; over them, the list of
 every server on this machine, and the key that switches the pane to another one.
 
-It owns the server poll (the followed server's record, every second while it lives, every few
-seconds otherwise, never overlapping) and the actions' workers; its children own the rest: the
+It owns the server poll (the followed server's record, every second while it lives, never
+overlapping; with none live, a server started elsewhere is found by the list's watch of the state
+dir, or every few seconds where that watch cannot run) and the actions' workers; its children own the rest: the
 list of servers and the wait on the state dir (`server_list.ServerRoster`), and the log with its
 tail (`server_log.ServerLog`). Live figures come from the record (the supervisor reads /metrics);
 the pane never scrapes the server itself. Stop, kill and restart act on the followed server only.
@@ -45,7 +46,7 @@ class ServerPane(Pane):
     NAME = "server"
     TAB = "2 Server"
     POLL_S = 1.0
-    IDLE_EVERY = 3  # with no server running, look for one started elsewhere every 3rd tick
+    IDLE_EVERY = 3  # with no server running and no watch, look for one started elsewhere every 3rd tick
     LIST_EVERY = 5  # while other servers run, check every 5th tick that their supervisors live
     # (one killed outright writes nothing the watch could see)
 
@@ -112,7 +113,9 @@ class ServerPane(Pane):
         if (others or not self.roster.watching) and self._ticks % self.LIST_EVERY == 0:
             self.roster.refresh_list()
         idle = self.server is None or not self.server.live
-        if idle and (self._ticks - 1) % self.IDLE_EVERY:
+        # With nothing live followed, the roster's watch of the state dir says when a server starts
+        # (appeared() then reads it): the supervisor's state is read again only where it cannot run.
+        if idle and (self.roster.watching or (self._ticks - 1) % self.IDLE_EVERY):
             return
         if not self.running(self._poll_worker):  # never overlapping; a dead worker never blocks it
             self._poll_worker = self._read_server(self.target)
@@ -239,6 +242,9 @@ class ServerPane(Pane):
     def appeared(self, port: int) -> None:
         """A server started elsewhere: followed when nothing live is (and no launch is on its way)."""
         if self.server is None or (not self.server.live and self.pending is None):
+            if port == self.target:  # a new start on the port of the ended one followed: read it now
+                self._poll_worker = self._read_server(port)
+                return
             self.select(port)
 
     def watch_servers(self) -> None:
