@@ -49,6 +49,10 @@ if TYPE_CHECKING:
 SHARED = ("profile", "server", "servers", "sample", "fit", "guard")
 
 
+def _gib1(n: int) -> str:
+    return f"{n / 2**30:.1f}"
+
+
 class StatusBar(TextPanel):
     """Top line: host, server condition, guard state, MemAvailable, profile. At 80 columns the long
     forms do not fit: it drops the badge and the host and shortens words before it cuts anything,
@@ -249,7 +253,9 @@ class SparkApp(App[None]):
         self._derive_guard()
         self._refresh_status()
 
-    def watch_sample(self) -> None:
+    def watch_sample(self, before: MemorySample | None, sample: MemorySample | None) -> None:
+        if before is not None and sample is not None and _gib1(before.mem_available) == _gib1(sample.mem_available):
+            return  # the bar shows MemAvailable to 0.1 GiB: nothing to redo each second
         self._refresh_status()
 
     def watch_servers(self) -> None:
@@ -289,7 +295,7 @@ class SparkApp(App[None]):
         bar.append(self.guard.state, "bold")
         avail = ""
         if self.sample is not None:
-            avail = f"{self.sample.mem_available / 2**30:.1f}"
+            avail = _gib1(self.sample.mem_available)
             bar.append(f" │ avail {avail} GiB")
         name = self.profile.name if self.profile is not None else "no profile"
         # query_one stops at the first match (near the top); query()'s truth walked every widget,

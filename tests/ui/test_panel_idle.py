@@ -55,3 +55,36 @@ async def test_a_sample_refits_only_a_fit_that_uses_it(monkeypatch, host_total_g
         await feed(pilot, mem_total=int(host_total_gib * GiB), mem_available=int(18 * GiB))  # a real move
         assert backend.fits == before + refits
         assert app.fit.mem_available_live == bool(refits)
+
+
+async def test_at_idle_the_polls_start_no_worker_and_the_gauge_stays_fresh(monkeypatch):
+    """The memory poll runs in one thread for the pane's life (a worker a tick was most of the
+    idle CPU); its readings still reach the gauge and the status bar each tick."""
+    from sparktui.ui.app import StatusBar
+    from sparktui.ui.panes import MemoryPane, ServerPane
+    from sparktui.ui.widgets.gauge import MemoryGauge
+    from tests.support.app import until, widget
+
+    monkeypatch.setattr(MemoryPane, "POLL_S", 0.05)
+    monkeypatch.setattr(ServerPane, "POLL_S", 0.05)
+    backend = CountingBackend(memory=sample(mem_available=int(20 * GiB)))
+    app = SparkApp(profile="70b-dense-single-user", backend=backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await fitted(pilot, backend)
+        pane = app.query_one(ServerPane)
+        await until(pilot, lambda: app.background_started and pane.roster.watching, "the polls and the watch")
+        await pilot.pause(0.3)
+        started: list[str] = []
+        add_worker = app.workers.add_worker
+
+        def counting(worker, *args, **kwargs):
+            started.append(worker.name)
+            return add_worker(worker, *args, **kwargs)
+
+        monkeypatch.setattr(app.workers, "add_worker", counting)
+        await pilot.pause(1.0)  # some 20 ticks of each poll
+        assert started == [], f"workers started at idle: {started}"
+        backend.memory_sample = sample(mem_available=int(17.5 * GiB))
+        gauge = widget(app, MemoryGauge)
+        await until(pilot, lambda: "MemAvailable  17.5 GiB" in gauge.render().plain, "the new reading in the gauge")
+        await until(pilot, lambda: "avail 17.5" in widget(app, StatusBar).text.plain, "the new reading in the bar")

@@ -1,23 +1,23 @@
 """The memory pane: the unified-memory gauge, the GPU line, the vLLM tree, the guard, and the
 routes (`sparktui route`) running on the machine.
 
-It owns the memory poll (MemAvailable and the GPU every second, never overlapping) and the guard
-keys. With a server running the guard is the supervisor's; with none it is the profile's guard
+It owns the memory poll (MemAvailable, the GPU and the routes every second, in one thread of its
+own, never overlapping) and the guard keys. With a server running the guard is the supervisor's; with none it is the profile's guard
 for the next launch (edited here, saved with the profile).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, cast
 
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.reactive import var
-from textual.worker import Worker
 
 from sparktui.errors import UserError
 from sparktui.ui.backend import Unavailable
-from sparktui.ui.messages import GuardSettingsEdited, MemorySampled, Notice, ServerChanged
+from sparktui.ui.messages import GuardSettingsEdited, MemorySampled, Notice, ServerChanged, WorkerFailed
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.screens import PromptScreen
 from sparktui.ui.viewmodels import GpuView, GuardView, RouteView, ServerEntry, ServerStatus
@@ -66,7 +66,7 @@ class MemoryPane(Pane):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._worker: Worker[None] | None = None
+        self._stop = threading.Event()  # the pane is gone: the poll's thread ends
         self._pool: tuple[int, int | None] | None = None  # (MemTotal, pool bytes): the pool changes with neither
 
     def compose(self) -> ComposeResult:
@@ -76,18 +76,39 @@ class MemoryPane(Pane):
     def on_mount(self) -> None:
         # MemAvailable at once (the first fit uses it, and /proc/meminfo is cheap); the GPU and the
         # routes with the poll, after the first full screen (NVML starts in its worker).
-        self.call_after_refresh(self.poll, False)
+        self.call_after_refresh(self._sample_once, False)
+
+    def on_unmount(self) -> None:
+        self._stop.set()
 
     def start_background(self) -> None:
-        self.poll()
-        self.set_interval(self.POLL_S, self.poll, name="memory-poll")
+        self._sample_once(True)
+        # Then one thread for the pane's life, not a worker a tick: a worker is a task, a thread
+        # and three state messages through the app each second, most of the panel's idle CPU.
+        threading.Thread(target=self._poll_loop, name="sparktui-memory", daemon=True).start()
 
-    def poll(self, full: bool = True) -> None:
-        if not self.running(self._worker):
-            self._worker = self._sample(full)
+    def _poll_loop(self) -> None:
+        """Memory, GPU and routes every POLL_S seconds until the pane goes (never overlapping)."""
+        reported = False
+        while not self._stop.wait(self.POLL_S):
+            try:
+                message = self.read(full=True)
+            except Exception as exc:  # unexpected: said once, as a failed worker would be; the poll goes on
+                if not reported:
+                    reported = True
+                    self.post_message(WorkerFailed("reading memory and the GPU", exc))
+                continue
+            try:
+                self.post_message(message)
+            except RuntimeError:  # the app's loop closed meanwhile
+                return
 
     @io_worker("sample-memory", "reading memory and the GPU")
-    def _sample(self, full: bool = True) -> None:
+    def _sample_once(self, full: bool) -> None:
+        self.post_message(self.read(full))
+
+    def read(self, full: bool) -> Sampled:
+        """A memory reading; with `full`, the GPU's and the routes' too. Blocking I/O: off the UI thread."""
         sample = gpu = None
         error = None
         routes: tuple[RouteView, ...] | None = None
@@ -104,7 +125,7 @@ class MemoryPane(Pane):
                 routes = self.backend.routes()
             except (UserError, OSError):
                 routes = ()  # no state dir to read: no route to show
-        self.post_message(self.Sampled(sample, gpu, error, routes))
+        return self.Sampled(sample, gpu, error, routes)
 
     def on_memory_pane_sampled(self, message: Sampled) -> None:
         self.query_one(MemoryGauge).update_sample(message.sample, message.error, message.gpu)
