@@ -29,3 +29,61 @@ async def test_a_change_of_colour_alone_repaints_the_strip():
         after = colours(strip)
         done = strip.get_component_rich_style("phase--done").color
         assert str(done) in after and after != before, (before, after)
+
+
+class GaugeApp(App[None]):
+    CSS = "MemoryGauge { width: 34; }"
+
+    def compose(self) -> ComposeResult:
+        from sparktui.ui.widgets.gauge import MemoryGauge
+
+        yield MemoryGauge()
+
+
+def drawn_whole(panel) -> list[list[tuple[str, object]]]:
+    """The panel's text drawn at once, as Textual draws a widget's render()."""
+    from textual.visual import Visual, visualize
+
+    strips = Visual.to_strips(panel, visualize(panel, panel.render()), panel.size.width, None, panel.visual_style)
+    return [[(seg.text, seg.style) for seg in strip] for strip in strips]
+
+
+def drawn_rows(panel) -> list[list[tuple[str, object]]]:
+    return [[(seg.text, seg.style) for seg in panel.render_line(y)] for y in range(panel.size.height)]
+
+
+async def test_the_gauge_repaints_only_the_lines_a_sample_changes_and_draws_them_as_a_whole_draw_would():
+    from textual.geometry import Region
+
+    from sparktui.core.units import GiB
+    from sparktui.ui.widgets.gauge import MemoryGauge
+    from tests.support.app import sample
+
+    app = GaugeApp()
+    async with app.run_test(size=(60, 30)) as pilot:
+        gauge = app.query_one(MemoryGauge)
+        gauge.history.extend([112.4] * 40)  # a full sparkline: one more equal reading leaves it as it is
+        gauge.update_sample(sample())
+        await pilot.pause()
+        assert drawn_rows(gauge) == drawn_whole(gauge)
+        asked: list[tuple[Region, ...]] = []
+        refresh = gauge.refresh
+
+        def recorded(*regions, **kwargs):
+            asked.append(regions)
+            return refresh(*regions, **kwargs)
+
+        gauge.refresh = recorded  # type: ignore[method-assign]
+        gauge.update_sample(sample(mem_free=int(90.1 * GiB)))
+        await pilot.pause()
+        rows = ["".join(text for text, _ in row) for row in drawn_rows(gauge)]
+        row = next(y for y, line in enumerate(rows) if line.startswith("MemFree"))
+        assert rows[row].startswith("MemFree       90.1 GiB") and row > 1  # the first line takes two rows
+        assert asked == [(Region(0, row, gauge.size.width, 1),)], asked
+        assert drawn_rows(gauge) == drawn_whole(gauge)
+        gauge.update_sample(sample(mem_available=int(50 * GiB)))  # the bar, the figures, the sparkline
+        await pilot.pause()
+        assert drawn_rows(gauge) == drawn_whole(gauge)
+        app.theme = "textual-light"  # new colours: every row drawn again
+        await pilot.pause()
+        assert drawn_rows(gauge) == drawn_whole(gauge)

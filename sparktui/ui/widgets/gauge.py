@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from sparktui.core.units import GiB
 from sparktui.ui.viewmodels import GpuView, GuardView, NodeView, ServerEntry
 from sparktui.ui.widgets.base import TextPanel
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from textual.geometry import Region
 
 __all__ = ["GpuView", "GuardView", "MemoryGauge", "sparkline"]
 
@@ -64,6 +69,7 @@ def sparkline(values: list[float], width: int, min_span: float = 8.0) -> str:
 
 
 class MemoryGauge(TextPanel):
+    LINE_BY_LINE = True  # a sample changes a figure or two: only their lines are drawn again
     COMPONENT_CLASSES = {
         "gauge--used",
         "gauge--cache",
@@ -183,6 +189,11 @@ class MemoryGauge(TextPanel):
     def on_resize(self) -> None:
         self._drawn = None
         super().on_resize()
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
+        if repaint and not regions:
+            self._drawn = None  # a whole repaint draws from the figures as they are now
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def notify_style_update(self) -> None:
         self._drawn = None  # drawn with the old theme's (or no) component styles
