@@ -53,7 +53,8 @@ def ask_activations(
 
 @dataclass(frozen=True)
 class FitTerms:
-    """The fit's figures for one model at the profile's tokens and sequences (vLLM 0.32's runner)."""
+    """The fit's figures for one model at the profile's tokens and sequences (the runner the fit assumes
+    at `version`: V1 or V2)."""
 
     forward: int
     sampler: int
@@ -82,10 +83,12 @@ class OracleTerms:
     sampler: int
     logits: int
     moe_workspace: int
+    moe_workspace_held: bool  # held by vLLM's WorkspaceManager (0.2x on), or a transient inside the op (older)
     depth_growth: int  # the forward peak's change from the shallower to the deeper build
     layers: tuple[int, int]
     seconds: float
-    v1_sampler: int | None  # the V1 runner's sampler pass beyond the forward's hidden states
+    v1_sampler: int | None  # the V1 runner's sampler pass beyond the forward's hidden states (PyTorch's sort)
+    v1_sampler_triton: int | None  # the same on the Triton top-k / top-p path (None: no such path there)
 
 
 def oracle_terms(answer: dict[str, Any]) -> OracleTerms:
@@ -95,8 +98,10 @@ def oracle_terms(answer: dict[str, Any]) -> OracleTerms:
         sampler=max(answer["sampler"]),
         logits=answer["logits"][-1],
         moe_workspace=answer["moe_workspace"][-1],
+        moe_workspace_held=answer.get("moe_workspace_held", [True])[-1],
         depth_growth=f2 - f1,
         layers=(answer["layers"][0], answer["layers"][1]),
         seconds=answer["seconds"],
         v1_sampler=answer["v1_sampler"][-1],
+        v1_sampler_triton=answer.get("v1_sampler_triton", [None])[-1],
     )
