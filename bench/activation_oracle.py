@@ -14,8 +14,8 @@ does, and the V1 runner's sampler pass) runs under torch's FakeTensorMode while 
 counts the live tensor bytes. Prints per version per model the oracle's forward and sampler-pass
 peaks against sparktui's at that version (fit_settings.activation_parts with that version's rules:
 the runner, V1 or V2, is the fit's choice), the ratio, what vLLM cannot build without a GPU and why,
-and the run time; the V1 sampler pass in fp32 copies of the logits (the fit's SAMPLER_PEAK_COPIES),
-both on PyTorch's sort path and, where the version has it, on the Triton top-k / top-p path a GPU
+and the run time; the V1 sampler pass in fp32 copies of the logits (the fit takes the path each version
+runs on a GPU, vllm_rules v1_sampler_top_k_top_p), both on PyTorch's sort path and, where the version has it, on the Triton top-k / top-p path a GPU
 takes; for a Gated-DeltaNet hybrid, the fit's prefill-buffer term (which vLLM's profile pass skips)
 and the fit without it; with --live, the largest tensors live at each forward peak and the op that
 made each. Ends with one line per model across the versions.
@@ -101,7 +101,7 @@ def report(answer: dict[str, Any], models: dict[str, dict[str, Any]], args: argp
         seqs = min(args.seqs, args.tokens)
         vocab = load_vocab(models[name])
         # the sampler pass the fit models at this version: V2's (hidden states held) or V1's (beyond them)
-        smp = o.sampler if f.runner != "v1" else (o.v1_sampler or 0)
+        smp = o.sampler if f.runner != "v1" else ((o.v1_sampler_triton if f.v1_triton else o.v1_sampler) or 0)
         peak, fit_peak = max(o.forward, smp), max(f.forward, f.sampler)
         grow = f"  depth {o.depth_growth:+,} B" if o.depth_growth else ""
         ws = f"{_g(o.moe_workspace)}{'' if o.moe_workspace_held or not o.moe_workspace else '*'}"

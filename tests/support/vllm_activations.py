@@ -61,6 +61,7 @@ class FitTerms:
     moe_workspace: int
     gdn: int
     runner: str
+    v1_triton: bool = False  # the fit's V1 sampler pass is the Triton top-k / top-p path (else PyTorch's sort)
 
 
 def fit_terms(name: str, config: dict[str, Any], tokens: int, seqs: int, version: str = "0.32.0") -> FitTerms:
@@ -68,9 +69,15 @@ def fit_terms(name: str, config: dict[str, Any], tokens: int, seqs: int, version
     rules = rules_for(version)
     serve = ServeConfig(model=name, max_num_batched_tokens=tokens, max_num_seqs=seqs, vllm_version=version)
     s = settings_from(serve, spec, dgx_spark(), rules)
-    forward, sampler = activation_parts(spec, tokens, seqs, 1, s.model_runner)
+    path = rules.value("v1_sampler_top_k_top_p")  # the V1 sampler's top-k / top-p as a GPU runs it there
+    forward, sampler = activation_parts(spec, tokens, seqs, 1, s.model_runner, path, dgx_spark().sms)
     return FitTerms(
-        forward, sampler, tokens * moe_workspace_per_token(spec), tokens * gdn_prefill_per_token(spec), s.model_runner
+        forward,
+        sampler,
+        tokens * moe_workspace_per_token(spec),
+        tokens * gdn_prefill_per_token(spec),
+        s.model_runner,
+        path == "triton" or (path == "triton_from_8" and min(tokens, seqs) >= 8),
     )
 
 
