@@ -143,14 +143,33 @@ def _run_vllm(target: Any, settings: Any, model: str | None, executable: str | N
         return 0
     print(f"{target.url}  model {plan.model}  `{plan.executable} bench serve` (vLLM's own figures)")
     print(
-        f"{'users':>5}  {'TTFT med/p99 ms':>16}  {'TPOT med ms':>11}  {'ITL med ms':>10}  {'req/s':>6}  {'out tok/s':>9}  {'failed':>6}"
+        f"{'users':>5}  {'TTFT med/p99 ms':>16}  {'server TTFT mean/med/p99 ms':>27}  {'TPOT med ms':>11}  "
+        f"{'ITL med ms':>10}  {'req/s':>6}  {'out tok/s':>9}  {'failed':>6}"
     )
     for r in rows:
         ttft = f"{_num(r['median_ttft_ms'], '{:.1f}')}/{_num(r['p99_ttft_ms'], '{:.1f}')}"
-        print(
-            f"{r['users']:>5}  {ttft:>16}  {_num(r['median_tpot_ms'], '{:.1f}'):>11}  {_num(r['median_itl_ms'], '{:.1f}'):>10}  "
-            f"{_num(r['request_throughput'], '{:.2f}'):>6}  {_num(r['output_throughput'], '{:.1f}'):>9}  {r['failed'] or 0:>6}"
+        server = "/".join(
+            _num(r[k], "{:.1f}") for k in ("server_mean_ttft_ms", "server_median_ttft_ms", "server_p99_ttft_ms")
         )
+        print(
+            f"{r['users']:>5}  {ttft:>16}  {server:>27}  {_num(r['median_tpot_ms'], '{:.1f}'):>11}  "
+            f"{_num(r['median_itl_ms'], '{:.1f}'):>10}  {_num(r['request_throughput'], '{:.2f}'):>6}  "
+            f"{_num(r['output_throughput'], '{:.1f}'):>9}  {r['failed'] or 0:>6}"
+        )
+    print(
+        "server TTFT: vLLM's own histogram (vllm:time_to_first_token_seconds) over the run, from the request's "
+        "arrival in vLLM to its first token; median and p99 are interpolated within vLLM's buckets"
+    )
+    for r in rows:
+        if r["server_ttft_requests"] is None:
+            print(f"  {r['users']} users: /metrics did not answer, so no server-side TTFT")
+        elif r["server_ttft_test_request"] and r["server_ttft_requests"] == (r["completed"] or 0) + 1:
+            print(f"  {r['users']} users: the server's figures include vllm bench serve's initial test request")
+        elif r["server_ttft_requests"] != r["completed"]:
+            print(
+                f"  {r['users']} users: the server counted {r['server_ttft_requests']} first tokens for "
+                f"{r['completed']} completed requests (other clients during the run, or a restart)"
+            )
     return 0
 
 

@@ -112,11 +112,16 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.runtime.server import client
 
     problems: list[str] = []
+    unreadable: list[StateRecord] = []
     ended_records: list[StateRecord] = []  # servers no longer running whose record is kept: how each ended
     if args.port is not None:
         states = [client.attach(args.port)]
     else:
-        states = [s if not s.alive else client.attach(s.port) for s in st.list_states(problems)]
+        listed = st.list_states(problems, salvaged=True)
+        # a record that does not read whole is named with its error below; if its supervisor still runs,
+        # that is said too, so that "skipped … remove the file" never hides a running server
+        unreadable = [s for s in listed if s.salvaged is not None]
+        states = [s if not s.alive else client.attach(s.port) for s in listed if s.salvaged is None]
         if not args.all:
             ended_records = [s for s in states if not s.alive and not s.running and s.exit is not None]
             # Lost servers stay listed until relaunched: how they ended is news a person must see.
@@ -130,6 +135,23 @@ def run(args: argparse.Namespace) -> int:
             ]
     for problem in problems:
         print(printable(f"sparktui: warning: skipped {problem}"), file=sys.stderr)
+    for part in unreadable if args.port is None else []:
+        if part.alive:
+            print(
+                printable(
+                    f"sparktui: warning: port {part.port}: its supervisor (pid {part.supervisor.pid}) still runs; "
+                    f"keep the file: `sparktui stop --port {part.port}` (or kill) ends it from the record"
+                ),
+                file=sys.stderr,
+            )
+        elif part.status == "lost":
+            print(
+                printable(
+                    f"sparktui: warning: port {part.port}: its supervisor is gone and its tree may still run; "
+                    f"keep the file: `sparktui kill --port {part.port}` sweeps what it left"
+                ),
+                file=sys.stderr,
+            )
 
     def read_nodes(port: int) -> list[dict[str, Any]]:
         # a cluster's nodes, for a live server only: the cluster room is not imported otherwise

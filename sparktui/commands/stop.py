@@ -47,7 +47,8 @@ def describe_exit(state: StateRecord) -> str:
     detail = exit_info.reason if exit_info else "?"
     if gone_after is not None:
         detail += f", gone after {gone_after:.2f} s"
-    return printable(f"{state.profile} on port {state.port}: {state.status} ({detail})")
+    name = state.profile or "server"  # a record recovered from another version may hold no profile
+    return printable(f"{name} on port {state.port}: {state.status} ({detail})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,7 +70,8 @@ def for_all(action: Callable[[int], StateRecord]) -> int:
     from sparktui.errors import UserError
     from sparktui.runtime.records import state as st
 
-    ports = [s.port for s in st.list_states() if s.alive or s.status == "lost"]
+    # a record that does not read whole is ended too, from its tree and supervisor (client.stop)
+    ports = [s.port for s in st.list_states(salvaged=True) if s.alive or s.status == "lost"]
     if not ports:
         print("no server is running")
         return 0

@@ -66,7 +66,7 @@ class LeakRecord(BaseModel):
 
     leaked_bytes: int = Field(ge=0)
     threshold_bytes: int = Field(ge=0)
-    shortfall_bytes: int = Field(ge=0)  # MemAvailable below the launch's baseline, whoever took it
+    shortfall_bytes: int = Field(ge=0)  # free memory (MemAvailable + per-CPU lists) below the baseline, whoever took it
     waited_s: float = Field(ge=0)
     holders: list[Holder] = Field(default_factory=list)
     boot_id: str | None = None  # a reboot frees everything: a record from another boot says nothing

@@ -35,3 +35,20 @@ def parse_meminfo(raw: bytes | str) -> dict[str, int]:
     if out["mem_available"] is None:
         out["mem_available"] = (out["mem_free"] or 0) + (out["cached"] or 0) + (out["buffers"] or 0)
     return {name: value or 0 for name, value in out.items()}
+
+
+def per_cpu_free_pages(zoneinfo: bytes | str) -> int:
+    """Free pages parked on the kernel's per-CPU free lists: the sum of every pageset's `count:` in
+    /proc/zoneinfo. MemFree and MemAvailable leave them out. Since Linux 6.7 a CPU that frees a lot
+    (a process's teardown) lets its list grow to 1/8 of the zone among all CPUs, and an idle CPU keeps
+    them: right after a server ends, MemAvailable can read that much below what is free."""
+    data = zoneinfo.encode() if isinstance(zoneinfo, str) else zoneinfo
+    total = 0
+    for line in data.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == b"count:":
+            try:
+                total += int(parts[1])
+            except ValueError:
+                continue
+    return total

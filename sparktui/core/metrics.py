@@ -182,3 +182,53 @@ def derive(current: MetricsSnapshot, previous: MetricsSnapshot | None = None) ->
         ttft_p95_s=histogram_quantile(0.95, buckets),
         ttft_window=window,
     )
+
+
+@dataclass(frozen=True)
+class ServerTtft:
+    """vLLM's own TTFT over a window: what its histogram vllm:time_to_first_token_seconds gained
+    between two snapshots. vLLM observes it in the API server from the request's arrival there to
+    the iteration that hands out its first token (v1/metrics/stats.py IterationStats
+    update_from_output, 0.32), so the HTTP hops and the client's own loop are not in it. The mean
+    is exact (_sum / _count); the percentiles are interpolated within vLLM's buckets, as
+    Prometheus's histogram_quantile() does, so they are only as fine as the buckets."""
+
+    requests: int  # first tokens the server handed out in the window (other clients' too)
+    mean_s: float | None
+    median_s: float | None
+    p99_s: float | None
+    window: str  # "interval" (between the snapshots) or "lifetime" (the server restarted between them)
+
+    def to_ms(self) -> dict[str, Any]:
+        """The figures under `vllm bench serve`'s names, prefixed server_ (ms)."""
+
+        def ms(v: float | None) -> float | None:
+            return None if v is None else round(v * 1000, 3)
+
+        return {
+            "server_ttft_requests": self.requests,
+            "server_mean_ttft_ms": ms(self.mean_s),
+            "server_median_ttft_ms": ms(self.median_s),
+            "server_p99_ttft_ms": ms(self.p99_s),
+            "server_ttft_window": self.window,
+        }
+
+
+def server_ttft(before: MetricsSnapshot | None, after: MetricsSnapshot) -> ServerTtft | None:
+    """The server's TTFT between `before` and `after` (None when it exposes no TTFT histogram).
+    A count that went down means vLLM restarted: the window is then its lifetime since."""
+    count_after, sum_after = after.total(TTFT + "_count"), after.total(TTFT + "_sum")
+    if count_after is None or sum_after is None:
+        return None
+    buckets, window = ttft_buckets(after, before)
+    count, total = count_after, sum_after
+    if window == "interval" and before is not None:
+        count -= before.total(TTFT + "_count") or 0.0
+        total -= before.total(TTFT + "_sum") or 0.0
+    elif before is not None and (before.total(TTFT + "_count") or 0.0) == count_after:
+        # nothing new (ttft_buckets falls back to the lifetime when the window is empty)
+        return ServerTtft(0, None, None, None, "interval")
+    n = round(count)
+    if n <= 0:
+        return ServerTtft(0, None, None, None, window)
+    return ServerTtft(n, total / count, histogram_quantile(0.50, buckets), histogram_quantile(0.99, buckets), window)

@@ -209,3 +209,28 @@ def test_sweep_reports_the_most_users_meeting_both_targets(env):
         )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "sweep: at most 2 users meet" in out.stdout and "3 users break it (ttft)" in out.stdout
+
+
+def test_vllm_levels_print_the_servers_own_ttft_beside_the_clients(tmp_path, env):
+    """`--vllm` against a server on a bare port: the text table has vLLM's server-side TTFT column
+    and, with a `vllm` whose version is unknown, says its test request is in the server's count."""
+    from tests.runtime.test_stub_vllm import Stub, healthy
+    from tests.runtime.test_vllm_bench import FAKE_BENCH
+
+    stub = Stub(tmp_path, STUB_VLLM_TTFT_S="0.05")
+    try:
+        wait_for(lambda: healthy(stub.port), what="/health 200")
+        exe = tmp_path / "bin" / "vllm-bench"
+        exe.write_text(FAKE_BENCH.format(python=sys.executable))
+        exe.chmod(0o700)
+        out = sparktui(
+            "bench", "--port", str(stub.port), "--vllm", "--vllm-executable", str(exe), "--users", "1", *SMALL, env=env
+        )
+    finally:
+        stub.cleanup()
+    assert out.returncode == 0, out.stderr
+    header, row = out.stdout.splitlines()[1:3]
+    assert "server TTFT mean/med/p99 ms" in header
+    mean, median, p99 = (float(x) for x in row.split()[2].split("/"))
+    assert 50 <= mean and 0 < median <= p99
+    assert "1 users: the server's figures include vllm bench serve's initial test request" in out.stdout

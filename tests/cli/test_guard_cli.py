@@ -13,7 +13,7 @@ import pytest
 from sparktui.commands.guard import EXIT_GUARD_TRIPPED
 from sparktui.core.units import GiB
 from sparktui.runtime.host.memory import read_mem_available
-from tests.support import PROCS, REPO, alive, wait_file
+from tests.support import PROCS, REPO, alive, hog_mib, wait_file
 
 pytestmark = pytest.mark.slow  # spawns processes
 
@@ -58,7 +58,7 @@ def guard_hog(tmp_path, make_options):
             sys.executable,
             str(PROCS / "hog.py"),
             "1024",
-            "2048",
+            str(hog_mib(2048)),
             "--hold",
             "3",
         )

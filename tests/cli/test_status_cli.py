@@ -117,3 +117,21 @@ def test_status_prints_a_record_from_another_version_with_the_words_it_does_not_
     assert main(["status", "--all", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown[0]["guard"]["lines"][NEW_LINE_KEY] == 1.0 and shown[0]["events"][-1] == NEW_EVENT
+
+
+def test_status_says_a_record_it_cannot_read_is_of_a_server_that_still_runs(isolated, capsys):
+    # A top-level word this version does not know makes the record unreadable; its supervisor still runs,
+    # so status must not leave it at "skipped": it says the server runs and how to end it
+    import os
+
+    from sparktui.runtime.host.proc import start_time_of
+
+    port = 18025
+    record = ended_record(port, {"reason": "stopped"}).to_dict()
+    record |= {"status": "hibernating", "supervisor": {"pid": os.getpid(), "start_time": start_time_of(os.getpid())}}
+    (st.state_dir() / "servers").mkdir(parents=True, exist_ok=True)
+    st.state_path(port).write_text(json.dumps(record, indent=1))
+    assert main(["status"]) == 0
+    err = capsys.readouterr().err
+    assert f"port {port}" in err and f"supervisor (pid {os.getpid()}) still runs" in err, err
+    assert f"sparktui stop --port {port}" in err, err

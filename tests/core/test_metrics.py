@@ -16,6 +16,7 @@ from sparktui.core.metrics import (
     histogram_quantile,
     kv_cache_usage_pct,
     parse_metrics,
+    server_ttft,
 )
 
 
@@ -114,3 +115,31 @@ def test_histogram_quantile_edges():
 def test_bad_text_is_a_metrics_error():
     with pytest.raises(MetricsError):
         parse_metrics("vllm:num_requests_running{engine=0 oops\n", time=0.0)
+
+
+def test_server_ttft_between_two_snapshots_is_what_the_histogram_gained(idle_text, after_text):
+    # idle: count 0, sum 0; after: count 2, sum 0.024196863174438477, one in (0.005, 0.01], one in (0.01, 0.02]
+    got = server_ttft(parse_metrics(idle_text, 0.0), parse_metrics(after_text, 1.0))
+    assert got is not None and got.window == "interval" and got.requests == 2
+    assert got.mean_s == pytest.approx(0.024196863174438477 / 2)  # exact: _sum / _count
+    assert got.median_s == pytest.approx(0.01) and got.p99_s == pytest.approx(0.0198)
+    assert got.to_ms()["server_mean_ttft_ms"] == pytest.approx(12.098, abs=1e-3)
+
+
+def test_server_ttft_with_nothing_new_is_zero_requests_not_the_lifetime(after_text):
+    same = parse_metrics(after_text, 0.0)
+    got = server_ttft(same, parse_metrics(after_text, 1.0))
+    assert got is not None and got.requests == 0 and got.mean_s is None and got.median_s is None
+
+
+def test_server_ttft_after_a_restart_is_the_new_servers_lifetime(idle_text, after_text):
+    # the count went 2 → 0 (vLLM restarted, and has served nothing yet) then 0 → 2 again
+    restarted = server_ttft(parse_metrics(after_text, 0.0), parse_metrics(idle_text, 1.0))
+    assert restarted is not None and restarted.requests == 0
+    twice = after_text.replace("} 2.0", "} 4.0").replace("} 1.0", "} 3.0")
+    lifetime = server_ttft(parse_metrics(twice, 0.0), parse_metrics(after_text, 1.0))
+    assert lifetime is not None and lifetime.window == "lifetime" and lifetime.requests == 2
+
+
+def test_server_ttft_without_the_histogram_is_none():
+    assert server_ttft(None, parse_metrics("vllm:num_requests_running 0.0\n", 0.0)) is None

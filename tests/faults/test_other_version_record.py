@@ -46,7 +46,8 @@ def test_stop_and_kill_end_the_tree_of_a_record_from_another_version(make_profil
     assert after["guard"]["kernel"]["events"][-1] == NEW_KERNEL_EVENT
 
 
-def test_kill_sweeps_a_lost_server_whose_record_does_not_read_whole_and_leaves_the_file(make_profile, env):
+@pytest.mark.parametrize("which", ["--port", "--all"])
+def test_kill_sweeps_a_lost_server_whose_record_does_not_read_whole_and_leaves_the_file(make_profile, env, which):
     # A part this version cannot read at all (guard lines out of order), its supervisor and reaper dead:
     # the tree, the supervisor and the port are enough to end it; the file is not rewritten from a part of it
     profile = make_profile()
@@ -71,7 +72,7 @@ def test_kill_sweeps_a_lost_server_whose_record_does_not_read_whole_and_leaves_t
     broken["guard"]["lines"] |= {"warn_below_gib": 2.0, "kill_below_gib": 5.0}
     path.write_text(text := json.dumps(broken, indent=1))
     try:
-        killed = sparktui("kill", "--port", str(port), env=env)
+        killed = sparktui("kill", *(["--port", str(port)] if which == "--port" else ["--all"]), env=env)
         assert killed.returncode == 0 and "Traceback" not in killed.stderr, killed
         assert "guard lines out of order" in killed.stderr and "ending the recorded tree all the same" in killed.stderr
         wait_for(lambda: not any(alive(p) for p in engine), 15, "the orphans to be swept")

@@ -17,7 +17,7 @@ from sparktui.runtime.host import proc
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 from sparktui.ui.translate import guard_view
-from tests.support import PROCS, alive, wait_for
+from tests.support import PROCS, alive, hog_mib, wait_for
 from tests.support.faults import mem_available, running, sparktui
 
 GIB = 1 << 30
@@ -63,7 +63,7 @@ def test_the_reaper_kills_the_tree_at_the_kill_line_while_the_supervisor_is_stop
     state = running(port)
     sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time or 0)
     assert proc.signal_process(sup, signal.SIGSTOP)
-    hog = subprocess.Popen([sys.executable, str(PROCS / "hog.py"), "2048", "3072", "--hold", "15"])
+    hog = subprocess.Popen([sys.executable, str(PROCS / "hog.py"), "2048", str(hog_mib(3072)), "--hold", "15"])
     try:
         wait_for(lambda: not any(alive(p) for p, _ in state.tree.members), 20, "the reaper to kill the tree")
         after = wait_for(

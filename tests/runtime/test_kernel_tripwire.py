@@ -30,7 +30,7 @@ from tests.runtime.test_supervisor import (
     sparktui,
     start_foreground,
 )
-from tests.support import wait_for
+from tests.support import hog_mib, wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -166,7 +166,7 @@ def test_without_the_kernel_log_preflight_says_so_and_the_guard_still_trips_on_m
     env = {**env, kernel_watch.KMSG_ENV: str(tmp_path / "no-kmsg"), kernel_watch.JOURNALCTL_ENV: str(tmp_path / "no")}
     now = mem_available_gib()
     guard = f"warn-below-gib = {now - 0.3:.2f}\nterm-below-gib = {now - 0.6:.2f}\nkill-below-gib = {now - 8:.2f}\ngrace-s = 2"
-    profile = make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="3072", STUB_VLLM_ALLOC_RATE_MIB_S="3000")
+    profile = make_profile(guard=guard, STUB_VLLM_ALLOC_MIB=str(hog_mib(3072)), STUB_VLLM_ALLOC_RATE_MIB_S="3000")
     port = port_of(profile)
     sup = start_foreground(profile, env)
     try:
@@ -268,7 +268,14 @@ def test_an_engine_stall_with_a_fall_of_memavailable_puts_the_guard_on_alert(mak
             lambda: (recorded(port)["watch"]["wedge"].get("stalled_s") or 0) > 0, 20, "the supervisor to see the stall"
         )
         hog = subprocess.Popen(
-            [sys.executable, str(REPO / "tests" / "support" / "procs" / "hog.py"), "3000", "1536", "--hold", "30"],
+            [
+                sys.executable,
+                str(REPO / "tests" / "support" / "procs" / "hog.py"),
+                "3000",
+                str(hog_mib(1536)),
+                "--hold",
+                "30",
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )

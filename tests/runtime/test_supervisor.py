@@ -23,7 +23,7 @@ from sparktui.runtime.host.memory import read_memory
 from sparktui.runtime.records import state as st
 from sparktui.runtime.server import client, launcher, supervisor, sweep
 from sparktui.runtime.server import preflight as server_preflight
-from tests.support import REPO, shm_held_by, wait_for
+from tests.support import REPO, hog_mib, shm_held_by, wait_for
 
 pytestmark = pytest.mark.slow  # spawns processes
 
@@ -422,7 +422,7 @@ def test_guard_trips_when_the_engine_eats_memory_and_stops_the_tree(make_profile
     # 2.4 GiB past the term line: other programs freeing memory meanwhile cannot hide the fall.
     now = mem_available_gib()
     guard = f"warn-below-gib = {now - 0.3:.2f}\nterm-below-gib = {now - 0.6:.2f}\nkill-below-gib = {now - 8:.2f}\ngrace-s = 2"
-    profile = make_profile(guard=guard, STUB_VLLM_ALLOC_MIB="3072", STUB_VLLM_ALLOC_RATE_MIB_S="3000")
+    profile = make_profile(guard=guard, STUB_VLLM_ALLOC_MIB=str(hog_mib(3072)), STUB_VLLM_ALLOC_RATE_MIB_S="3000")
     port = port_of(profile)
     sup = start_foreground(profile, env)
     cleanup.append(sup.pid)

@@ -17,7 +17,7 @@ from sparktui.runtime.host import proc
 from sparktui.runtime.host.memory import read_mem_available
 from sparktui.runtime.records import state as st
 from sparktui.runtime.server import client, launcher
-from tests.support import PROCS, wait_for
+from tests.support import PROCS, hog_mib, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +84,7 @@ def test_at_rest_a_log_line_and_a_memory_fall_are_each_handled_at_once(make_prof
     client.set_guard(port, lines={"warn_below_gib": None, "term_below_gib": round(a1 - 0.6, 2), "kill_below_gib": 0.0})
     at_rest(log_path)
     hog_log = tmp_path / "hog.log"
-    hog = proc.spawn([sys.executable, str(PROCS / "hog.py"), "2048", "1843", "--hold", "20"], hog_log)
+    hog = proc.spawn([sys.executable, str(PROCS / "hog.py"), "2048", str(hog_mib(1843)), "--hold", "20"], hog_log)
     try:
         final = wait_for(
             lambda: (s := recorded(port)) and s.get("status") == "exited" and s,

@@ -108,3 +108,12 @@ def alive(pid: int) -> bool:
 
     info = read_stat(pid)
     return info is not None and not info.dead
+
+
+def hog_mib(mib: float) -> int:
+    """A hog's size that lowers MemAvailable by `mib`: plus the free pages on the kernel's per-CPU
+    lists, which MemAvailable leaves out and a new process takes first without moving it (up to
+    2.4 GiB on the 2-CPU test box right after another test's teardown)."""
+    from sparktui.runtime.host.memory import read_per_cpu_free
+
+    return int(mib + read_per_cpu_free() / (1 << 20))

@@ -32,6 +32,7 @@ from sparktui.core.leak import (
 from sparktui.core.meminfo import kib_field
 from sparktui.errors import UserError
 from sparktui.runtime.host import proc
+from sparktui.runtime.host.memory import read_per_cpu_free
 
 SHM_DIR = Path("/dev/shm")
 MEMINFO = Path("/proc/meminfo")
@@ -47,6 +48,14 @@ class MemInfo:
     mem_available: int
     shmem: int  # /dev/shm, SysV and memfd shared memory, NCCL's and torch's
     mlocked: int
+    # free pages on the kernel's per-CPU lists, which MemAvailable leaves out: right after a tree's
+    # teardown they hold up to 1/8 of memory (host.memory.read_per_cpu_free)
+    per_cpu_free: int = 0
+
+    @property
+    def free_to_use(self) -> int:
+        """MemAvailable and the per-CPU free pages: what a new server can take."""
+        return self.mem_available + self.per_cpu_free
 
 
 def read_meminfo(path: Path = MEMINFO) -> MemInfo:
@@ -56,6 +65,7 @@ def read_meminfo(path: Path = MEMINFO) -> MemInfo:
         mem_available=kib_field(raw, b"MemAvailable:") or 0,
         shmem=kib_field(raw, b"Shmem:") or 0,
         mlocked=kib_field(raw, b"Mlocked:") or 0,
+        per_cpu_free=read_per_cpu_free(),
     )
 
 
@@ -75,6 +85,7 @@ class Baseline:
     def to_dict(self) -> dict[str, object]:
         return {
             "mem_available": self.mem.mem_available,
+            "per_cpu_free": self.mem.per_cpu_free,
             "shmem": self.mem.shmem,
             "mlocked": self.mem.mlocked,
             "shm_files": len(self.shm_files),
@@ -129,7 +140,7 @@ class MemoryBack:
 
     back: bool
     leaked_bytes: int  # the fall since the baseline that the old server's leftovers account for
-    shortfall_bytes: int  # MemAvailable below the baseline, whoever took it
+    shortfall_bytes: int  # free memory (MemAvailable + per-CPU lists) below the baseline
     threshold_bytes: int
     waited_s: float
     holders: list[Holder]  # named only when not back
@@ -235,7 +246,8 @@ def _measure(baseline: Baseline, shm_dir: Path) -> tuple[int, int, MemInfo, list
     now = read_meminfo()
     survivors = _survivors(baseline)
     files = shm_holders(baseline, shm_dir)
-    shortfall = max(0, baseline.mem.mem_available - now.mem_available)
+    # the per-CPU free pages count on both sides: a tree's teardown parks up to 1/8 of memory there
+    shortfall = max(0, baseline.mem.free_to_use - now.free_to_use)
     mapped = {pid: 0 for h in survivors for pid in h.pids}  # our files' pages a survivor maps: counted once
     for f in files:
         for pid in f.pids:

@@ -224,10 +224,12 @@ def with_liveness(state: StateRecord) -> StateRecord:
     return state
 
 
-def list_states(problems: list[str] | None = None) -> list[StateRecord]:
+def list_states(problems: list[str] | None = None, salvaged: bool = False) -> list[StateRecord]:
     """Every recorded server, newest first, each with `alive` (its supervisor still runs).
 
     A file of the wrong shape is skipped (it never blocks anything); its error goes to `problems`.
+    With `salvaged`, such a file's server is listed from what stop and kill need of it (`salvage`),
+    so that `stop --all` and `kill --all` end it too.
     """
     out = []
     seen: set[int] = set()
@@ -237,6 +239,9 @@ def list_states(problems: list[str] | None = None) -> list[StateRecord]:
         except ProtocolError as exc:
             if problems is not None:
                 problems.append(str(exc))
+            if salvaged and path.stem.isdigit() and (part := salvage(int(path.stem), str(exc))) is not None:
+                out.append(with_liveness(part))
+                seen.add(part.port)
             continue
         if state is None:
             continue

@@ -43,8 +43,7 @@ def _here(profile: Profile) -> Machine:
 def need(profile: Profile, serve: ServeConfig) -> tuple[pool.Reservation, int]:
     """What the server would reserve of the pool, as its launch will record it (with
     --kv-cache-memory-bytes, from the fit's budget), and the pool's size."""
-    sample = read_memory(psi=False)
-    mem = {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_free}
+    mem = server_preflight.launch_meminfo()  # with the per-CPU free pages a swap's teardown parks
     return server_preflight.reservation_for(profile, serve, mem), pool.pool_bytes(_here(profile))
 
 

@@ -16,7 +16,7 @@ from sparktui.core.machine import Machine, host_machine
 from sparktui.errors import UserError
 from sparktui.runtime.guard import leakgate
 from sparktui.runtime.guard.kernel_watch import access as kernel_access
-from sparktui.runtime.host.memory import read_memory
+from sparktui.runtime.host.memory import read_memory, read_per_cpu_free
 from sparktui.runtime.launch.container_check import container_preflight
 from sparktui.runtime.records import state as st
 from sparktui.runtime.records.reservations import reservation_of
@@ -57,9 +57,26 @@ class Preflight:
     reservation: pool.Reservation | None = None  # what this server takes of the pool
 
 
-def _meminfo() -> dict[str, int]:
+PER_CPU_NOTE_BYTES = 1 << 30  # per-CPU free pages worth a word at launch
+
+
+def launch_meminfo() -> dict[str, int]:
+    """/proc/meminfo's figures a launch decides on, and the free pages on the kernel's per-CPU lists
+    ("PerCpuFree"), which MemAvailable leaves out: right after a server ends they hold up to 1/8 of
+    memory (a 4 GiB process killed on the 2-CPU test box: 1.3-1.4 GiB, still 1.2 GiB 10 s later)."""
     sample = read_memory(psi=False)
-    return {"MemTotal": sample.mem_total, "MemAvailable": sample.mem_available, "MemFree": sample.mem_free}
+    return {
+        "MemTotal": sample.mem_total,
+        "MemAvailable": sample.mem_available,
+        "MemFree": sample.mem_free,
+        "PerCpuFree": read_per_cpu_free(),
+    }
+
+
+def room(mem: dict[str, int]) -> int | None:
+    """What a new server can take: MemAvailable and the per-CPU free pages (None: not known)."""
+    available = mem.get("MemAvailable")
+    return None if available is None else available + mem.get("PerCpuFree", 0)
 
 
 def _port_in_use(host: str, port: int) -> bool:
@@ -127,8 +144,15 @@ def preflight(
         if report.folder is not None:
             notes.append(report.summary())
         warnings.extend(f"page cache: {e}" for e in report.errors)
-    mem = meminfo if meminfo is not None else _meminfo()
+    mem = meminfo if meminfo is not None else launch_meminfo()
     gib = 1 << 30
+    if mem.get("PerCpuFree", 0) >= PER_CPU_NOTE_BYTES:
+        notes.append(
+            f"{mem['PerCpuFree'] / gib:.1f} GiB of free memory sits on the kernel's per-CPU free lists "
+            "(just freed, left out of MemAvailable): counted as free here. vLLM's own start-up check reads "
+            "MemAvailable (vllm/utils/mem_utils.py), which shows them as the lists drain or vLLM's first "
+            "allocations take them"
+        )
     check_host(serve.host)
     _, line_notes = profile.guard.guard_lines_with_notes()  # bad lines: UserError, before launching
     warnings.extend(f"guard: {note}" for note in line_notes)
@@ -194,7 +218,7 @@ def _pool_reservation(
 ) -> pool.Reservation:
     """What this server will reserve, refused (unless forced) when the servers already running and
     starting leave it too little of the pool: MemAvailable alone misses one that has not allocated yet."""
-    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
+    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], room(mem)))
     mine = reservation_for(profile, serve, mem, fit)
     others = [reservation_of(s, machine) for s in st.list_states() if s.alive and s.running and s.port != serve.port]
     beside = pool.BesideOthers(pool.check_pool(machine, mine.bytes, others), mine.basis)
@@ -215,10 +239,8 @@ def _fit_verdict(
     try:
         # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
         spec = load_serving_spec(serve.model, serve.speculation)
-        machine = host_machine(
-            profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")), warnings
-        )
-        mem_available = mem.get("MemAvailable") if machine.unified else None
+        machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], room(mem)), warnings)
+        mem_available = room(mem) if machine.unified else None
         source = ""
         if serve.vllm_version is None:  # fit for the vLLM this runner has (files only: no subprocess)
             from sparktui.runtime.launch.vllm_version import detect
@@ -255,7 +277,7 @@ def reservation_for(
 ) -> pool.Reservation:
     """What this server will reserve of the pool (core.pool's rule), as its launch will record it:
     with --kv-cache-memory-bytes, from the fit's budget (worked out here when not given)."""
-    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
+    machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], room(mem)))
     if fit is None and serve.kv_cache_memory_bytes:
         fit = _fit_verdict(profile, serve, mem, [], force=True)
     budget = (fit or {}).get("budget")
