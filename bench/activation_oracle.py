@@ -1,18 +1,24 @@
-"""The activation peak of vLLM's profile pass, measured on vLLM's own model code, beside the fit's.
+"""The activation peak of vLLM's profile pass, measured on vLLM's own model code, beside the fit's,
+at every installed vLLM version.
 
-    python bench/activation_oracle.py [--tokens N] [--seqs S] [MODEL ...]
+    python bench/activation_oracle.py [--tokens N] [--seqs S] [--venv PATH ...] [MODEL ...]
         (default: every fixture config and the two Gemma 3 configs of bench/fit_accuracy.py,
-         at the GB10 defaults: 2048 batched tokens, 256 sequences)
+         at the GB10 defaults: 2048 batched tokens, 256 sequences; every venv found: the CI's 0.32.0
+         (SPARKTUI_TEST_VLLM or .ci/setup-vllm) and each ~/.cache/sparktui-ci/vllm-venv-X made by
+         bench/setup-oracle-venv X)
 
-Runs tests/support/vllm_activation_oracle.py under the installed vLLM (the CI's 0.32.0 CPU venv:
-SPARKTUI_TEST_VLLM or .ci/setup-vllm): each model is built with vLLM's own model class on the meta
-device, a few layers deep, and its profile pass (the forward over N tokens with attention skipped,
-then the logits of min(N, S) dummy requests, as the V2 runner's profile_run does) runs under torch's
-FakeTensorMode while a dispatch mode counts the live tensor bytes. Prints per model the oracle's
-forward and sampler-pass peaks against sparktui's (fit_settings.activation_parts), the ratio, what
-vLLM cannot build without a GPU and why, and the run time; for a Gated-DeltaNet hybrid, the fit's
-prefill-buffer term (which vLLM's profile pass skips) and the fit without it; with --live, the
-largest tensors live at each forward peak and the op that made each.
+Runs tests/support/vllm_activation_oracle.py under each vLLM: each model is built with vLLM's own
+model class on the meta device, a few layers deep, and its profile pass (the forward over N tokens
+with attention skipped, then the logits of min(N, S) dummy requests as the V2 runner's profile_run
+does, and the V1 runner's sampler pass) runs under torch's FakeTensorMode while a dispatch mode
+counts the live tensor bytes. Prints per version per model the oracle's forward and sampler-pass
+peaks against sparktui's at that version (fit_settings.activation_parts with that version's rules:
+the runner, V1 or V2, is the fit's choice), the ratio, what vLLM cannot build without a GPU and why,
+and the run time; the V1 sampler pass in fp32 copies of the logits (the fit takes the path each version
+runs on a GPU, vllm_rules v1_sampler_top_k_top_p), both on PyTorch's sort path and, where the version has it, on the Triton top-k / top-p path a GPU
+takes; for a Gated-DeltaNet hybrid, the fit's prefill-buffer term (which vLLM's profile pass skips)
+and the fit without it; with --live, the largest tensors live at each forward peak and the op that
+made each. Ends with one line per model across the versions.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from tests.support.vllm_activations import ask_activations, fit_terms, oracle_te
 from tests.support.vllm_layers import fixture_config  # noqa: E402
 from tests.support.vllm_oracle import ci_python  # noqa: E402
 
+VENVS = Path.home() / ".cache" / "sparktui-ci"
+
 EXTRA = {"google__gemma-3-12b-it": GEMMA3_12B, "google__gemma-3-27b-it": GEMMA3_27B}
 
 
@@ -52,42 +60,59 @@ def _g(n: int) -> str:
     return f"{n / GiB:6.3f}"
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", type=int, default=2048)
-    parser.add_argument("--seqs", type=int, default=256)
-    parser.add_argument("--live", action="store_true", help="list the largest tensors live at each forward peak")
-    parser.add_argument("models", nargs="*")
-    args = parser.parse_args(argv)
-    python = ci_python()
-    if python is None:
-        print("no vLLM 0.32 venv (SPARKTUI_TEST_VLLM or .ci/setup-vllm)", file=sys.stderr)
-        return 2
-    models = configs(args.models)
-    started = time.monotonic()
-    answer = ask_activations(python, models, args.tokens, args.seqs)
-    print(f"fakes registered for the CPU build's out-parameter ops: {', '.join(answer['fakes_added']) or 'none'}")
-    print(f"profile pass at {args.tokens:,} batched tokens, {args.seqs} sequences (GiB; ratio = oracle / fit):")
+def pythons(paths: list[str]) -> list[Path]:
+    """The venvs' interpreters: --venv paths (a venv or its python), else the CI's and every vllm-venv-X."""
+    found: list[Path] = []
+    if paths:
+        for raw in paths:
+            p = Path(raw).expanduser()
+            python = p if p.is_file() else p / "bin" / "python"
+            if not python.exists():
+                raise SystemExit(f"activation_oracle: --venv {raw}: no {python}; expected a venv made by "
+                                 "bench/setup-oracle-venv or .ci/setup-vllm (or its bin/python)")  # fmt: skip
+            found.append(python)
+        return found
+    ci = ci_python()
+    found += [ci] if ci is not None else []
+    found += sorted(VENVS.glob("vllm-venv-*/bin/python"))
+    unique: dict[Path, Path] = {}
+    for python in found:
+        unique.setdefault(python.resolve(), python)
+    return list(unique.values())
+
+
+def _copies(nbytes: int | None, seqs: int, vocab: int) -> str:
+    return f"{nbytes / (seqs * vocab * 4):5.2f}" if nbytes else "    —"
+
+
+def report(answer: dict[str, Any], models: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict[str, str]:
+    """Print one version's table; return a short figure per model for the closing summary."""
+    version = answer["version"].split("+")[0]
+    summary: dict[str, str] = {}
     print(f"  {'model':<46} {'layers':>6} {'fwd':>6} {'fit':>6} {'ratio':>5}  {'smp':>6} {'fit':>6} {'ratio':>5}  "
-          f"{'peak':>6} {'fit':>6} {'ratio':>5}  {'moe ws':>6} {'logits':>6} {'V1 cp':>5}  s")  # fmt: skip
-    built = 0
+          f"{'peak':>6} {'fit':>6} {'ratio':>5}  {'moe ws':>6} {'logits':>6} {'V1 cp':>5} {'V1 tr':>5}  s")  # fmt: skip
     for row in answer["models"]:
         name = row["name"]
         if "error" in row:
             print(f"  {name:<46} vLLM cannot run it here: {' '.join(row['error'].split())[:160]}")
+            summary[name] = "cannot build"
             continue
-        built += 1
-        o, f = oracle_terms(row), fit_terms(name, models[name], args.tokens, args.seqs)
-        peak, fit_peak = max(o.forward, o.sampler), max(f.forward, f.sampler)
-        grow = f"  depth {o.depth_growth:+,} B" if o.depth_growth else ""
+        o, f = oracle_terms(row), fit_terms(name, models[name], args.tokens, args.seqs, version)
         seqs = min(args.seqs, args.tokens)
-        v1 = f"{o.v1_sampler / (seqs * load_vocab(models[name]) * 4):5.2f}" if o.v1_sampler else "    —"
+        vocab = load_vocab(models[name])
+        # the sampler pass the fit models at this version: V2's (hidden states held) or V1's (beyond them)
+        smp = o.sampler if f.runner != "v1" else ((o.v1_sampler_triton if f.v1_triton else o.v1_sampler) or 0)
+        peak, fit_peak = max(o.forward, smp), max(f.forward, f.sampler)
+        grow = f"  depth {o.depth_growth:+,} B" if o.depth_growth else ""
+        ws = f"{_g(o.moe_workspace)}{'' if o.moe_workspace_held or not o.moe_workspace else '*'}"
         print(
             f"  {name:<46} {o.layers[0]:>2}/{o.layers[1]:<3} {_g(o.forward)} {_g(f.forward)} {o.forward / f.forward:5.2f}"
-            f"  {_g(o.sampler)} {_g(f.sampler)} {o.sampler / f.sampler:5.2f}"
-            f"  {_g(peak)} {_g(fit_peak)} {peak / fit_peak:5.2f}  {_g(o.moe_workspace)} {_g(o.logits)} {v1} {o.seconds:4.0f}"
+            f"  {_g(smp)} {_g(f.sampler)} {smp / f.sampler:5.2f}"
+            f"  {_g(peak)} {_g(fit_peak)} {peak / fit_peak:5.2f}  {ws:<7}{_g(o.logits)} "
+            f"{_copies(o.v1_sampler, seqs, vocab)} {_copies(o.v1_sampler_triton, seqs, vocab)} {o.seconds:4.0f}"
             f"{grow}  [{f.runner}]"
         )
+        summary[name] = f"{o.forward / f.forward:4.2f}/{smp / f.sampler:4.2f}"
         if f.gdn:  # vLLM's profile pass returns from the GDN core before its chunked prefill (eager and compiled)
             rest = f.forward - f.gdn
             print(f"  {'':<46} Gated-DeltaNet: fit's prefill term {_g(f.gdn)}, fit without it {_g(rest)} "
@@ -95,10 +120,50 @@ def main(argv: list[str]) -> int:
         if args.live:
             for nbytes, op in row["forward_live"][-1]:
                 print(f"  {'':<46}   {nbytes / 2**20:9.1f} MiB  {op}")
-    print("  (fwd: the forward's peak, the MoE workspace included; smp: the V2 sampler pass, the forward's hidden")
-    print("  states and the workspace still held; V1 cp: the V1 runner's sampler pass in fp32 copies of the logits)")
-    print(f"\n{built} of {len(answer['models'])} models run; {time.monotonic() - started:.0f} s in all")
-    return 0
+    return summary
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=2048)
+    parser.add_argument("--seqs", type=int, default=256)
+    parser.add_argument("--venv", action="append", default=[], help="a vLLM venv (repeatable; default: all found)")
+    parser.add_argument("--live", action="store_true", help="list the largest tensors live at each forward peak")
+    parser.add_argument("models", nargs="*")
+    args = parser.parse_args(argv)
+    found = pythons(args.venv)
+    if not found:
+        print("no vLLM venv (SPARKTUI_TEST_VLLM, .ci/setup-vllm or bench/setup-oracle-venv X)", file=sys.stderr)
+        return 2
+    models = configs(args.models)
+    started = time.monotonic()
+    summaries: dict[str, dict[str, str]] = {}
+    for python in found:
+        began = time.monotonic()
+        try:
+            answer = ask_activations(python, models, args.tokens, args.seqs)
+        except (RuntimeError, OSError) as exc:
+            print(f"\n{python}: {str(exc).splitlines()[0]}")
+            continue
+        version = answer["version"].split("+")[0]
+        print(f"\nvLLM {version} ({python.parent.parent}): profile pass at {args.tokens:,} batched tokens, "
+              f"{args.seqs} sequences (GiB; ratio = oracle / fit at {version})")  # fmt: skip
+        print(f"  stand-ins and fakes: {', '.join(answer['fakes_added']) or 'none'}")
+        summaries[version] = report(answer, models, args)
+        built = sum(1 for row in answer["models"] if "error" not in row)
+        print(f"  {built} of {len(answer['models'])} models run at {version}; {time.monotonic() - began:.0f} s")
+    print("  (fwd: the forward's peak, the MoE workspace included; moe ws*: a transient inside the op, not held;")
+    print("  smp: the sampler pass of the runner the fit assumes at that version [v1/v2]: V2 with the forward's")
+    print("  hidden states and workspace held, V1 beyond them; V1 cp / V1 tr: the V1 sampler pass in fp32 copies of")
+    print("  the logits on PyTorch's sort path / on the Triton top-k / top-p path, where that version has it)")
+    if len(summaries) > 1:
+        versions = list(summaries)
+        print("\nforward / sampler pass, oracle / fit, per version:")
+        print(f"  {'model':<46} " + " ".join(f"{v:>11}" for v in versions))
+        for name in models:
+            print(f"  {name:<46} " + " ".join(f"{summaries[v].get(name, '—'):>11}" for v in versions))
+    print(f"\n{len(summaries)} vLLM version(s); {time.monotonic() - started:.0f} s in all")
+    return 0 if summaries else 2
 
 
 if __name__ == "__main__":

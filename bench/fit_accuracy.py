@@ -35,8 +35,10 @@ from sparktui.core.fit import (  # noqa: E402
 )
 from sparktui.core.fit_settings import (  # noqa: E402
     activation_bytes,
+    encoder_term,
     flashinfer_groups,
     gdn_prefill_per_token,
+    nvfp4_moe_padding,
     settings_from,
 )
 from sparktui.core.modelspec import load_model_spec, spec_from_config, with_drafter  # noqa: E402
@@ -53,7 +55,6 @@ from sparktui.core.vllm_rules import (  # noqa: E402
     FLASHINFER_WORKSPACE_BYTES,
     GDN_PREFILL_COPIES,
     OLDEST,
-    SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     VllmRules,
     VllmVersion,
@@ -219,10 +220,18 @@ class Case:
     note: str = ""
     from_log: str | None = None
     machine: str | None = None  # known machine (dgx-spark): KV memory is also predicted from the flags
+    fp4: bool | None = None  # a discrete GPU's log names vLLM's NVFP4 MoE backend: CUTLASS (True) or Marlin
     drafter: str | None = None  # a separate drafter's config, a file in model-configs/ (EAGLE3, DFlash)
     # an unreleased build that kept the drafter's KV out of the target's tensors (AEON's image with
     # vLLM PR #41703): not modelled; the bench prints what that rule would give, as the explanation
     unshared_drafter: bool = False
+
+
+def _machine(case: Case, default: float | str | None = 80) -> Any:
+    """The machine a case ran on; a discrete GPU whose log names its NVFP4 MoE backend says whether
+    it runs FP4 natively (CUTLASS, which pads the experts) or not (Marlin)."""
+    machine = machine_from_name(case.machine or default)
+    return machine if case.fp4 is None else replace(machine, fp4=case.fp4)
 
 
 def explain_unshared_drafter(case: Case) -> None:
@@ -506,6 +515,7 @@ def spark_cases(fixtures: Path) -> list[Case]:
             note="chankhavu/Nemotron-Cascade-2-30B-A3B-NVFP4 (the Nemotron-3-Nano-30B-A3B architecture, read "
             "with NVIDIA's NVFP4 config: its own quantization is not known, so weights are not counted) on a "
             "Hopper GPU; block 4176 as vLLM logged",
+            fp4=False,  # "Using 'MARLIN' NvFp4 MoE backend"
         )
     ]
     cases.append(
@@ -669,6 +679,7 @@ def spark_cases(fixtures: Path) -> list[Case]:
             "0.20.1rc1.dev91 (read with 0.20.1's rules); the Nano-30B architecture with NVIDIA's NVFP4 config",
             from_log=cascade,
             machine="31.36",
+            fp4=True,  # "Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend"
         )
     )
     for name, model, arch, serve, version, note in plan:
@@ -926,7 +937,7 @@ def evaluate(case: Case) -> Row:
     config = ServeConfig(model=spec.name if case.arch is None else "inline", **case.serve)
     rules = case_rules(case)
     # only the max_num_batched_tokens default depends on the machine; logs pass it
-    machine = machine_from_name(case.machine or 80)
+    machine = _machine(case)
     row = Row(case, rules, limit=1.0 if case.kind == "dense" else 5.0)
     s = settings_from(config, spec, machine, rules)
     kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype, rules)
@@ -962,6 +973,8 @@ def evaluate(case: Case) -> Row:
     if case.weights_gib is not None:
         # what one rank loads: the target (and its MTP / drafter weights when speculating), split by TP
         row.pred_weights_gib = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) / s.tp / GiB
+        if machine.fp4:  # the CUTLASS NVFP4 MoE kernels' padding, as the fit counts it
+            row.pred_weights_gib += nvfp4_moe_padding(spec, s.tp) / GiB
         row.errors["weights"] = _err(row.pred_weights_gib, case.weights_gib)
     if case.machine is not None and case.kv_gib is not None:
         versioned = config.model_copy(update={"vllm_version": str(rules.version)})
@@ -994,9 +1007,9 @@ SPARK_TOTAL_GIB = 119.63  # vLLM's total_memory on GB10 (the gemma-3-27b DEBUG l
 # the log shows the cause. Filled from the figures the logs print (see main's "KV memory" section).
 KV_MISSES: dict[str, str] = {
     "discrete_v0.20.1rc1_nemotron-cascade-2-30b-a3b-nvfp4_rtx5090_excerpt.log": (
-        "a 3.72 GiB KV cache on a 26.66 GiB request, so 0.78 GiB is 21%: the weights (NVIDIA's NVFP4 config, not "
-        "the Cascade checkpoint's) are 0.48 GiB low, vLLM picked FlashInfer on the 5090 (graphs 0.11 GiB more than "
-        "the default backend's), the activation peak + non-torch figure is 0.19 GiB low"
+        "a 3.72 GiB KV cache on a 26.66 GiB request, so 0.25 GiB is 7%: vLLM picked FlashInfer attention on the "
+        "5090 (graphs 0.11 GiB more than the default backend's), the activation peak + non-torch figure is 0.19 "
+        "GiB low (the weights, with the CUTLASS NVFP4 MoE padding, within 0.05 GiB)"
     ),
     "spark_v0.20.0_gemma-4-26b-a4b-it_bf16_success.log": (
         "same flags and architecture as the qat run beside it (weights 48.5 GiB in both), yet vLLM measured "
@@ -1010,6 +1023,11 @@ KV_MISSES: dict[str, str] = {
     ),
     "spark_vdev-g9759e3b06_gemma-4-31b-it_fp8kv_success.log": (
         "as the bf16 run: 5.76 GiB of activation + non-torch memory, the most of any Gemma run but its twin"
+    ),
+    "spark_vdev-g9759e3b06_gemma-3-12b-it_fp8kv_success.log": (
+        "the bf16 run of the same model and build is within 1%; vLLM measured 1.15 GiB more activation + non-torch "
+        "memory in this one (5.12 against 3.97 GiB), which took FlashInfer with FULL graphs (the bf16 run: "
+        "FLASH_ATTN); the flags give both runs the same activation peak"
     ),
     "spark_v0.13.0-nv26.01_gpt-oss-20b-mxfp4-derivative_success.log": (
         "vLLM 0.13 (NGC 26.01) measured 3.25 GiB of activation + non-torch memory, less than on the "
@@ -1108,6 +1126,15 @@ def _median(xs: list[float]) -> float:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
+def _activation(spec: Any, s: Any, seqs: int | None = None) -> int:
+    """The profile run's torch peak as the fit models it on a DGX Spark (the V1 sampler pass as the
+    case's vLLM version runs it), without the multimodal encoder's pass."""
+    return activation_bytes(
+        spec, s.max_num_batched_tokens, s.max_num_seqs if seqs is None else seqs, s.tp, "v1",
+        s.rules.value("v1_sampler_top_k_top_p"), dgx_spark().sms,
+    )  # fmt: skip
+
+
 def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[str, LogMemory]]:
     """Refit vllm_rules' measured constants from the fixtures' DGX Spark logs: values from FIT_LOGS
     only, spreads over every Spark log that has the figure."""
@@ -1118,18 +1145,6 @@ def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[
     specs = {_log_of(c): c for c in all_cases(fixtures) if _log_of(c)}
     train = [logs[name] for name in FIT_LOGS]
     out: list[Fitted] = []
-
-    # the sampler pass: the one log with vLLM's own torch peak
-    peak_logs = [m for m in train if m.torch_peak_gib is not None]
-    copies = []
-    for m in peak_logs:
-        case = specs[m.log]
-        spec = _spec(case)
-        s = settings_from(ServeConfig(model="inline", **case.serve), spec, dgx_spark(), case_rules(case))
-        unit = min(s.max_num_seqs, s.max_num_batched_tokens) * spec.vocab_size * 4 / GiB
-        copies.append(m.torch_peak_gib / unit)
-    out.append(Fitted("sampler_peak_copies", copies[0], min(copies), max(copies), [m.log for m in peak_logs],
-                      SAMPLER_PEAK_COPIES.value))  # fmt: skip
 
     # FlashInfer FULL graphs, per attention KV-cache group (one builder, one workspace each): the DEBUG
     # line's per-graph figure over the groups, and the first capture less the groups' workspaces
@@ -1181,7 +1196,9 @@ def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[
         if case is None or case.weights_gib is None:
             return None
         spec, s = settings(case)
-        return m.rest_gib - activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp) / GiB
+        if m.torch_peak_gib is not None:  # the log's own split: what vLLM measured, the encoder's pass included
+            return m.rest_gib - m.torch_peak_gib
+        return m.rest_gib - _activation(spec, s) / GiB
 
     nt_train = [x for m in train if (x := non_torch(m)) is not None]
     nt_all = [x for m in logs.values() if (x := non_torch(m)) is not None]
@@ -1201,7 +1218,7 @@ def fit_memory_constants(fixtures: Path = FIXTURES) -> tuple[list[Fitted], dict[
         gdn = gdn_prefill_per_token(spec, s.tp) / GDN_PREFILL_COPIES.value
         if not gdn or s.max_num_batched_tokens < 16384:
             return None
-        forward = activation_bytes(spec, s.max_num_batched_tokens, 1, s.tp) / GiB
+        forward = _activation(spec, s, seqs=1) / GiB
         rest = forward - s.max_num_batched_tokens * gdn_prefill_per_token(spec, s.tp) / GiB
         return (m.rest_gib - nt_value - rest) / (s.max_num_batched_tokens * gdn / GiB)
 
@@ -1247,7 +1264,7 @@ def print_rest_checks(fixtures: Path, logs: dict[str, LogMemory]) -> None:
         rules = case_rules(case)
         config = ServeConfig(model="inline", vllm_version=str(rules.version), **case.serve)
         s = settings_from(config, spec, dgx_spark(), rules)
-        modelled = (activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp) + UMA_NON_TORCH.bytes) / GiB
+        modelled = (_activation(spec, s) + UMA_NON_TORCH.bytes) / GiB
         role = "fit" if m.log in FIT_LOGS + GDN_PREFILL_COPIES.fitted_on else "held out"
         result = fit(config, spec, dgx_spark())
         kv = (result.kv_cache_bytes + result.budget["weights"]) / GiB - m.weights_gib
@@ -1269,14 +1286,16 @@ def print_activation_checks(fixtures: Path) -> None:
             continue
         spec = _spec(case)
         machine = machine_from_name(case.machine or 16)  # the llava card: 16 GB, vLLM's small-GPU defaults
-        s = settings_from(ServeConfig(model="inline", **case.serve), spec, machine, case_rules(case))
-        predicted = activation_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp) / GiB
+        config = ServeConfig(model="inline", vllm_version=str(case_rules(case).version), **case.serve)
+        s = settings_from(config, spec, machine, case_rules(case))
+        encoder = encoder_term(spec, s)
+        predicted = fit(config, spec, machine).budget["activation_peak"] / GiB
         logged = float(m.group(1))
         role = "fit" if case.from_log in FIT_LOGS else "held out"
         print(
             f"    {case.id:<24.24} {role:<8} logged {logged:.2f} GiB, predicted {predicted:.2f} GiB "
-            f"({s.max_num_batched_tokens:,} tokens, {s.max_num_seqs} sequences, vocab {spec.vocab_size:,}; the log's "
-            f"peak also holds the multimodal encoder's profile pass, not modelled)"
+            f"({s.max_num_batched_tokens:,} tokens, {s.max_num_seqs} sequences, vocab {spec.vocab_size:,}; "
+            f"{encoder.describe() if encoder else 'no encoder pass'})"
         )
 
 
@@ -1386,7 +1405,7 @@ def verdict_checks(fixtures: Path = FIXTURES) -> list[VerdictCheck]:
         spec = _spec(case)
         rules = case_rules(case)
         config = ServeConfig(model="inline", vllm_version=str(rules.version), **case.serve)
-        result = fit(config, spec, machine_from_name(case.machine))
+        result = fit(config, spec, _machine(case))
         out.append(VerdictCheck(case.id, True, result.verdict))
     # the 16 GB card: the same flags twice, vLLM's free-memory reading decided (it is taken after its
     # CUDA context, as the fit's MemAvailable less the context)

@@ -32,9 +32,10 @@ from sparktui.core.fit_settings import (
     drafter_pass_bytes,
     encoder_term,
     moe_workspace_per_token,
+    nvfp4_moe_padding,
     rules_of,
-    sampler_bytes,
     settings_from,
+    v1_sampler_pass_bytes,
 )
 from sparktui.core.kv_plan import DEFAULT_BLOCK_SIZE, KvPlan, kv_dtype_bytes, plan_kv
 from sparktui.core.machine import (
@@ -56,7 +57,6 @@ from sparktui.core.vllm_rules import (
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
     INSTANTTENSOR_NON_TORCH,
-    SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     VllmRules,
 )
@@ -147,6 +147,14 @@ class FitResult:
         }
 
 
+# how the V1 sampler pass runs top-k / top-p (vllm_rules v1_sampler_top_k_top_p; fit_settings.v1_sampler_pass_bytes)
+_V1_SAMPLER_PATHS = {
+    "sort_copy": "sorted in fp32 (7 copies with bf16 logits)",
+    "triton_from_8": "in a Triton kernel from 8 requests (3.5 fp32 copies and its buffer), else sorted (6)",
+    "triton": "in a Triton kernel (3.5 fp32 copies and its buffer)",
+}
+
+
 def _g(n: float) -> str:
     return f"{n / GiB:.2f} GiB"
 
@@ -209,7 +217,15 @@ def _core(
     plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
-    forward, sampler = activation_parts(spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner)
+    # CUTLASS NVFP4 MoE kernels pad the experts as they load: counted where the GPU is known to run them,
+    # only in the low end of the range where it is not known
+    fp4_padding = nvfp4_moe_padding(spec, s.tp)
+    weights += fp4_padding if machine.fp4 else 0
+    fp4_unknown = fp4_padding if machine.fp4 is None else 0
+    sampler_path = s.rules.value("v1_sampler_top_k_top_p")
+    forward, sampler = activation_parts(
+        spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner, sampler_path, machine.sms
+    )
     # a multimodal model's profile encodes dummy items first and keeps their outputs through the
     # dummy forward and the sampler pass (gpu_model_runner.py profile_run)
     encoder = encoder_term(spec, s)
@@ -224,7 +240,8 @@ def _core(
     unreserved = 0
     if s.model_runner == "v2":
         # the encoder's outputs stay held through it, as through the V1 profile's own sampler pass
-        top_k_pass = sampler_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, SAMPLER_PEAK_COPIES.value) + kept
+        top_k_pass = v1_sampler_pass_bytes(spec, s.max_num_batched_tokens, s.max_num_seqs, sampler_path, machine.sms)
+        top_k_pass += kept
         unreserved = max(0, max(forward, top_k_pass) - activation)
     estimate = cudagraph_estimate(spec, s, machine, kv_bytes, plan)
     graphs = estimate.bytes if s.cuda_graphs_counted else 0
@@ -251,7 +268,7 @@ def _core(
         kv_low = kv_high = kv_memory
         how = (f"KV memory {_g(kv_memory)}: as given by --kv-cache-memory-bytes (no profiling)",)
     else:
-        kv_low = requested - weights - activation - nt_high - g_high - loader_spread[1]
+        kv_low = requested - weights - activation - nt_high - g_high - loader_spread[1] - fp4_unknown
         kv_high = requested - weights - activation - nt_low - g_low - loader_spread[0]
     if explain and not s.kv_cache_memory_bytes and measured:
         how = _measured_working(s, machine, requested, weights, activation, graphs, kv_memory, measured)
@@ -379,6 +396,12 @@ def _memory_working(
     """How the KV memory was estimated, one line per term, with where each figure comes from."""
     forward, sampler = activation
     nt = UMA_NON_TORCH if machine.unified else DISCRETE_NON_TORCH
+    fp4 = nvfp4_moe_padding(spec, s.tp)
+    padding = ""
+    if fp4 and machine.fp4:
+        padding = f", + {_g(fp4)} the CUTLASS NVFP4 MoE kernels pad the experts with"
+    elif fp4 and machine.fp4 is None:
+        padding = f"; + {_g(fp4)} in the low end if the GPU runs FP4 natively (CUTLASS NVFP4 MoE padding)"
     seqs = min(s.max_num_seqs, s.max_num_batched_tokens)
     accounting = {
         "weights_peak_non_torch": "weights + torch peak increase + non-torch increase",
@@ -388,11 +411,12 @@ def _memory_working(
         f"vLLM {s.rules.version} counts outside the KV cache: {accounting}"
         + (", and its CUDA-graph estimate" if graphs else ""),
         f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)",
-        f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''})",
+        f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''}{padding})",
         f"− activation peak {_g(max(forward, sampler))}: the profile run's larger pass — forward over "
         f"{s.max_num_batched_tokens:,} tokens {_g(forward)}, sampler over {seqs:,} × {spec.vocab_size:,} "
         + (
-            f"fp32 logits × {SAMPLER_PEAK_COPIES.value:g} copies (V1 model runner) {_g(sampler)}"
+            f"logits, top-k / top-p {_V1_SAMPLER_PATHS[s.rules.value('v1_sampler_top_k_top_p')]} (V1 model runner) "
+            f"{_g(sampler)}"
             if s.model_runner == "v1"
             else f"logits in the model's dtype{' × 2 (soft-capped)' if spec.logit_softcap else ''}, the "
             f"forward's hidden states held (V2 model runner) {_g(sampler)}"

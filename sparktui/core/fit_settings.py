@@ -25,7 +25,6 @@ from sparktui.core.vllm_rules import (
     FULL_DECODE_MODES,
     GDN_PREFILL_COPIES,
     MEASURED_CONSTANTS,
-    SAMPLER_PEAK_COPIES,
     VllmRules,
     graph_counts,
     graph_counts_v2,
@@ -272,6 +271,30 @@ def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
     return spec.experts_per_token * width * spec.dtype_bytes
 
 
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def nvfp4_moe_padding(spec: ModelSpec, tp: int = 1) -> int:
+    """Bytes vLLM's CUTLASS NVFP4 MoE kernels (FLASHINFER_CUTLASS, VLLM_CUTLASS: what a GPU with native FP4
+    runs; Marlin pads nothing) add to the routed experts of one tensor-parallel rank when they load, and
+    "Model loading took" counts: swizzle_blockscale pads each block-scale tensor's rows to 128 and its
+    columns to 4, and a non-gated expert's w13 rows, w2 columns and w2 scales are padded to match
+    (quantization/utils/flashinfer_fp4_moe.py prepare_nvfp4_moe_layer_for_fi_or_cutlass, 0.14 on;
+    modelopt.py ModelOptNvFp4FusedMoE.process_weights_after_loading in 0.13; a gated expert that needs
+    it is refused). Nemotron-3-Nano (relu², intermediate 1856): 0.53 GiB over 23 layers."""
+    if not spec.nvfp4_moe:
+        return 0
+    layers, experts, k, inter, gated = spec.nvfp4_moe
+    n = inter // tp
+    rows13 = 2 * n if gated else n
+    pad = 0 if gated else _round_up(n, 128) - n
+    w13_scale = _round_up(rows13, 128) * _round_up(k // 16, 4) - rows13 * (k // 16)
+    w2_scale = _round_up(k, 128) * _round_up((n + pad) // 16, 4) - k * (n // 16)
+    weights = pad * k // 2 + k * pad // 2  # fp4: two values a byte
+    return layers * experts * (w13_scale + w2_scale + weights)
+
+
 def gdn_prefill_per_token(spec: ModelSpec, tp: int = 1) -> int:
     """Bytes per batched token a Gated-DeltaNet layer holds at its prefill peak, as vLLM's code
     allocates them (layers/mamba/gdn_linear_attn.py forward_cuda / _forward_core, fla/ops:
@@ -339,9 +362,16 @@ def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
 
 
 def activation_parts(
-    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, runner: str = "v1"
+    spec: ModelSpec,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    tp: int = 1,
+    runner: str = "v1",
+    sampler_path: str = "triton",
+    sms: int | None = None,
 ) -> tuple[int, int]:
-    """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run)."""
+    """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run).
+    `sampler_path`: vllm_rules v1_sampler_top_k_top_p for the version; `sms`: the GPU's SMs (V1 only)."""
     per_token = forward_values_per_token(spec, tp)
     if per_token is None:
         # Not read from vLLM's code here: Gated-DeltaNet hybrids (vLLM's profile pass skips the chunked
@@ -360,8 +390,41 @@ def activation_parts(
     forward = max_num_batched_tokens * per_token
     # _dummy_sampler_run: V1 applies top-k / top-p in fp32, the V2 runner samples the logits as they are
     if runner == "v1":
-        return forward, sampler_bytes(spec, max_num_batched_tokens, max_num_seqs, SAMPLER_PEAK_COPIES.value)
+        return forward, v1_sampler_pass_bytes(spec, max_num_batched_tokens, max_num_seqs, sampler_path, sms)
     return forward, v2_sampler_pass_bytes(spec, max_num_batched_tokens, max_num_seqs, tp)
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def v1_sampler_pass_bytes(
+    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, path: str = "triton", sms: int | None = None
+) -> int:
+    """The V1 runner's dummy sampler pass at its peak (gpu_model_runner.py _dummy_sampler_run: one row
+    per dummy request, temperature 0.5, top-p 0.9, top-k vocab − 1, no penalties), read from each
+    version's code (vllm_rules v1_sampler_top_k_top_p), in bytes per logit (rows × vocab):
+    - held throughout: the runner's logits in the model's dtype, and Sampler.forward's fp32 copy of
+      them (none when the model runs in fp32); temperature divides in place.
+    - "sort_copy" (to 0.16): apply_top_k_top_p sorts (fp32 values 4, int64 indices 8), holds the top-k
+      and top-p bool masks (1 + 1) and the top-p probabilities (4), then scatters into a new tensor (4).
+    - in-place sort (0.17 to 0.30 under 8 requests): the same without the new tensor; 6 fp32 copies with
+      bf16 logits, as bench/activation_oracle.py measures vLLM 0.32's PyTorch path (its CPU build).
+    - Triton (0.17 on, from 8 requests; always from 0.31): the logits masked in place with one cached
+      buffer of min(next power of 2 of min(SMs, rows), SMs) rows (topk_topp_triton.py
+      apply_top_k_top_p_triton), then the softmax's probabilities (4) and random_sample's exponential
+      draw (4). Without the SM count, next power of 2 of rows (the most it can be).
+    FlashInfer's sampler (first from 0.21) holds its masked logits and probabilities (4 + 4): never
+    more than the forward_native pass run after it. The sort's own scratch (CUB) is not counted."""
+    rows = min(max_num_seqs, max_num_batched_tokens)
+    logits = rows * spec.vocab_size
+    held = spec.dtype_bytes + (0 if spec.dtype_bytes == 4 else 4)
+    if path == "sort_copy":
+        return logits * (held + 22)
+    if path == "triton" or (path == "triton_from_8" and rows >= 8):
+        buffer_rows = _next_power_of_2(rows) if sms is None else min(_next_power_of_2(min(sms, rows)), sms)
+        return logits * (held + 8) + buffer_rows * spec.vocab_size * 4
+    return logits * (held + 18)
 
 
 def v2_sampler_pass_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
@@ -378,18 +441,19 @@ def v2_sampler_pass_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_
     return spec.dtype_bytes * held + max_num_batched_tokens * moe_workspace_per_token(spec, tp)
 
 
-def sampler_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, copies: float) -> int:
-    """`copies` fp32 copies of the logits of min(seqs, tokens) × vocab."""
-    return int(copies * min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * 4)
-
-
 def activation_bytes(
-    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, runner: str = "v1"
+    spec: ModelSpec,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    tp: int = 1,
+    runner: str = "v1",
+    sampler_path: str = "triton",
+    sms: int | None = None,
 ) -> int:
     """The profile run's torch peak: the larger of the forward pass over max_num_batched_tokens
-    tokens (hidden states and MLP intermediates) and the dummy sampler pass (vllm_rules
-    SAMPLER_PEAK_COPIES fp32 copies of the logits). An estimate."""
-    return max(activation_parts(spec, max_num_batched_tokens, max_num_seqs, tp, runner))
+    tokens (hidden states and MLP intermediates) and the dummy sampler pass (v1_sampler_pass_bytes,
+    v2_sampler_pass_bytes). An estimate."""
+    return max(activation_parts(spec, max_num_batched_tokens, max_num_seqs, tp, runner, sampler_path, sms))
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,11 @@ class Machine:
     # NVML reports the device's memory (False on GB10: vLLM's batch defaults then take their
     # small-GPU branch, see vllm_rules batch_defaults_gb10)
     device_memory_known: bool = True
+    # streaming multiprocessors: they size the V1 sampler's Triton top-k / top-p buffer (None: not known)
+    sms: int | None = None
+    # the GPU computes FP4 natively (Blackwell: GB10, RTX 50, B200), so vLLM runs NVFP4 MoE on its CUTLASS
+    # kernels, which pad the experts (fit_settings.nvfp4_moe_padding); False: Marlin; None: not known
+    fp4: bool | None = None
 
     def describe(self) -> str:
         if self.name == "auto":  # read from this host, which may have no GPU at all
@@ -51,6 +56,8 @@ class Machine:
             mem_available=available,
             non_torch=UMA_NON_TORCH.bytes,
             device_memory_known=False,
+            sms=GB10_SMS,
+            fp4=True,
         )
 
     @classmethod
@@ -66,6 +73,7 @@ DGX_SPARK_MEM_TOTAL = int(121.7 * GiB)
 # vLLM's total_memory on GB10 ("Free memory on device (112.04/119.63 GiB)", fixtures vllm-logs
 # spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log)
 DGX_SPARK_CUDA_TOTAL = int(119.63 * GiB)
+GB10_SMS = 48  # GB10's Blackwell GPU: 6,144 CUDA cores, 128 per SM
 
 
 def dgx_spark() -> Machine:
@@ -79,6 +87,8 @@ def dgx_spark() -> Machine:
         assumed_available=True,
         non_torch=UMA_NON_TORCH.bytes,
         device_memory_known=False,
+        sms=GB10_SMS,
+        fp4=True,
     )
 
 

@@ -60,19 +60,11 @@ class MeasuredConstant:
 
 MODEL_RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 
-SAMPLER_PEAK_COPIES = MeasuredConstant(
-    "sampler_peak_copies", 6.88, 6.88, 6.88, "x",
-    "the profile run's dummy sampler pass (temperature 0.5, top-p 0.9, top-k vocab − 1) holds this many "
-    "fp32 copies of the min(max_num_seqs, max_num_batched_tokens) × vocab logits at its peak; fitted on the "
-    "one Spark log that prints vLLM's own split (torch peak increase 1.72 GiB, gemma-3-27b)",
-    f"{MODEL_RUNNER}: GPUModelRunner.profile_run, _dummy_sampler_run",
-    fitted_on=(FIT_LOGS[0],),
-)  # fmt: skip
-# The V2 model runner's sampler pass is not a measured constant: fit_settings.v2_sampler_pass_bytes
-# reads it from vLLM's code (the logits in the model's dtype, the forward's hidden states held).
+# The profile run's sampler pass is not a measured constant: fit_settings.v1_sampler_pass_bytes and
+# v2_sampler_pass_bytes read it from vLLM's code, per version (vllm_rules v1_sampler_top_k_top_p).
 
 UMA_NON_TORCH = MeasuredConstant(
-    "uma_non_torch", 2.71, 0.54, 4.19, "GiB",
+    "uma_non_torch", 3.36, 1.34, 4.99, "GiB",
     "non-torch memory growth during start-up on unified memory: vLLM reads free memory as the host's "
     "MemAvailable there, so whatever else the process (compiler, libraries, loader) or the OS takes "
     "counts; not knowable before launch",
@@ -129,7 +121,7 @@ FLASHINFER_FULL_PER_GRAPH = MeasuredConstant(
 # says 0.455. The logs this constant was fitted on (compiled runs, one with a DFlash drafter) do hold about
 # that much more than the rest of the fit explains; kept until a log or a GPU says where it goes.
 GDN_PREFILL_COPIES = MeasuredConstant(
-    "gdn_prefill_copies", 1.09, 0.82, 1.09, "x",
+    "gdn_prefill_copies", 1.00, 0.64, 1.00, "x",
     "a Gated-DeltaNet layer's prefill buffers over max_num_batched_tokens tokens, as a multiple of what "
     "sparktui reads vLLM's code to allocate (fit.py gdn_prefill_per_token): what the reading leaves out "
     "(the drafter's own pass, kernel temporaries). Fitted on one Qwen3.6-35B-A3B run at 65536 tokens "
@@ -154,7 +146,6 @@ MEASURED_CONSTANTS = (
     GDN_PREFILL_COPIES,
     FLASHINFER_FULL_FIRST_CAPTURE,
     FLASHINFER_FULL_PER_GRAPH,
-    SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     DISCRETE_NON_TORCH,
     CUDAGRAPH_FIRST_CAPTURE,

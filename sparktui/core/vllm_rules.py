@@ -51,7 +51,6 @@ from sparktui.core.vllm_measured import (
     INSTANTTENSOR_REPORT,
     MEASURED_CONSTANTS,
     MODEL_RUNNER,
-    SAMPLER_PEAK_COPIES,
     UMA_NON_TORCH,
     MeasuredConstant,
 )
@@ -101,6 +100,7 @@ RuleKey = Literal[
     "language_model_only",
     "mm_zero_limit_towers",
     "flashinfer_workspace",
+    "v1_sampler_top_k_top_p",
 ]
 
 
@@ -144,6 +144,8 @@ HYBRID_CFG = "vllm/model_executor/models/config.py: HybridAttentionMambaModelCon
 ARG_UTILS = "vllm/engine/arg_utils.py"
 GPU_WORKER = "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory"
 DFLASH = "vllm/model_executor/models/qwen3_dflash.py"
+SAMPLER = "vllm/v1/sample/sampler.py"
+TOPK = "vllm/v1/sample/ops/topk_topp_sampler.py"
 
 RULES: tuple[Rule, ...] = (
     Rule("kv_tokens_count", V(0, 10, 0), V(0, 20, 1), "blocks_per_group",
@@ -441,6 +443,24 @@ RULES: tuple[Rule, ...] = (
     Rule("attention_page_padding", V(0, 29, 0), None, "non_mla",
          "a non-MLA attention page that does not divide the largest is padded to it",
          f"{KV_UTILS}: unify_kv_cache_spec_page_size"),
+    Rule("v1_sampler_top_k_top_p", V(0, 10, 0), V(0, 17, 0), "sort_copy",
+         "the V1 profile's dummy sampler pass (temperature 0.5, top-p 0.9, top-k vocab − 1) runs top-k / "
+         "top-p in PyTorch: it sorts the fp32 logits (values and int64 indices), holds two bool masks and the "
+         "top-p probabilities, and scatters the result into a new tensor: 7 fp32 copies of the logits at its "
+         "peak with the runner's bf16 logits",
+         f"{SAMPLER}: Sampler.forward; {TOPK}: TopKTopPSampler.forward_native, apply_top_k_top_p; "
+         f"{MODEL_RUNNER}: GPUModelRunner._dummy_sampler_run"),
+    Rule("v1_sampler_top_k_top_p", V(0, 17, 0), V(0, 31, 0), "triton_from_8",
+         "with 8 or more dummy requests top-k / top-p mask the fp32 logits in place in a Triton kernel with "
+         "one cached buffer of min(next power of 2 of min(SMs, rows), SMs) rows; the softmax and the "
+         "exponential draw then hold a copy each (3.5 fp32 copies and the buffer with bf16 logits); fewer than "
+         "8 requests sort in place (6 copies). From 0.21 FlashInfer's sampler runs first (its masked logits "
+         "and probabilities, no more) and the same pass is run again on forward_native",
+         f"{TOPK}: apply_top_k_top_p, random_sample; vllm/v1/sample/ops/topk_topp_triton.py: "
+         f"apply_top_k_top_p_triton; {MODEL_RUNNER}: GPUModelRunner._dummy_sampler_run"),
+    Rule("v1_sampler_top_k_top_p", V(0, 31, 0), None, "triton",
+         "top-k / top-p always run in the Triton kernel on CUDA, whatever the number of requests",
+         f"{TOPK}: apply_top_k_top_p; vllm/v1/sample/ops/topk_topp_triton.py: apply_top_k_top_p_triton"),
     Rule("language_model_only", V(0, 10, 0), V(0, 17, 0), "absent",
          "--language-model-only is not a vllm serve flag: vLLM exits on it",
          f"{ARG_UTILS}: EngineArgs.add_cli_args"),
@@ -826,7 +846,6 @@ __all__ = [
     "NEWEST_SUPPORTED_MINOR",
     "OLDEST",
     "RULES",
-    "SAMPLER_PEAK_COPIES",
     "SPECULATIVE_METHODS",
     "SPECULATIVE_METHODS_REMOVED",
     "UMA_NON_TORCH",

@@ -88,9 +88,11 @@ def test_budget_adds_up_and_dict_has_the_contract_keys():
     b = d["budget"]
     assert b["requested"] == math.ceil(0.85 * DGX_SPARK_CUDA_TOTAL)
     assert b["kv_cache"] == b["requested"] - b["weights"] - b["activation_peak"] - b["non_torch"] - b["cuda_graphs"]
-    # the V2 model runner (vLLM 0.32) does not profile the sampler's top-k / top-p pass: at run time
-    # it takes that beyond the request, from what the OS keeps
-    assert b["os_left"] == b["mem_total"] - b["requested"] - b["cuda_context"] - b["sampler_at_run_time"]
+    # the V2 model runner (vLLM 0.32) does not profile the sampler's top-k / top-p pass, but here its
+    # forward over 2048 tokens (0.48 GiB) outgrows that pass (0.45 GiB), so nothing is taken beyond the
+    # request at run time (test_vllm_rules: a Gemma 4 vocabulary where it is)
+    assert "sampler_at_run_time" not in b
+    assert b["os_left"] == b["mem_total"] - b["requested"] - b["cuda_context"]
     # checkpoint asks for fp8 KV: 80 × 8 × 128 × 1 B × 2
     assert d["kv_bytes_per_token"] == 163840 and d["kv_cache_dtype"].startswith("fp8")
     # vLLM: blocks = KV // (80 layers × 16 tokens × 2048 B); concurrency = blocks / cdiv(len, 16)
@@ -419,7 +421,7 @@ def test_the_verdict_is_honest_on_every_real_start_up(fixtures):
 def test_memory_constants_are_the_ones_the_fixture_logs_give(fixtures):
     """vllm_rules' measured constants are what bench/fit_accuracy.py refits from the Spark logs."""
     fitted, logs = load_bench().fit_memory_constants(fixtures)
-    assert {f.key for f in fitted} >= {"uma_non_torch", "cudagraph_first_capture", "sampler_peak_copies"}
+    assert {f.key for f in fitted} >= {"uma_non_torch", "cudagraph_first_capture"}
     for f in fitted:
         assert f.agrees, (f.key, f.value, f.in_rules)
         assert f.low <= f.value <= f.high
@@ -460,8 +462,9 @@ def test_activation_peak_is_the_larger_of_the_forward_and_sampler_passes():
     spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
     few = activation_bytes(spec, 2048, 1)
     many = activation_bytes(spec, 2048, 256)
-    # 256 sequences: the sampler's fp32 logits (128,256 vocab) dominate; one sequence: the forward pass
-    assert many == int(6.88 * 256 * spec.vocab_size * 4) > few
+    # 256 sequences: the sampler's pass over the logits (128,256 vocab; vLLM 0.32's Triton top-k / top-p,
+    # the SMs not known: a 256-row buffer) dominates; one sequence: the forward pass
+    assert many == 256 * spec.vocab_size * 14 + 256 * spec.vocab_size * 4 > few
     # the forward's peak as vLLM's Llama code holds it (bench/activation_oracle.py): the MLP's gate_up and
     # activation output with four hidden-size tensors
     assert few == 2048 * spec.dtype_bytes * (4 * spec.hidden_size + 3 * spec.intermediate_size)

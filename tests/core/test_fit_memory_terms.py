@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 from sparktui.core.config import ServeConfig
 from sparktui.core.fit import dgx_spark, fit, machine_from_name
@@ -14,9 +15,9 @@ from sparktui.core.fit_settings import (
     activation_parts,
     gdn_prefill_per_token,
     moe_workspace_per_token,
+    nvfp4_moe_padding,
 )
 from sparktui.core.modelspec import load_model_spec, spec_from_config
-from sparktui.core.vllm_rules import SAMPLER_PEAK_COPIES
 from tests.core.test_fit import load_bench
 from tests.support import FIXTURES
 
@@ -64,6 +65,45 @@ def test_nemotron_cascade_on_an_rtx_5090_started_so_it_starts():
     # the other side: at a utilization where weights and the peak leave nothing, it still will not start
     short = fit(cascade(gpu_memory_utilization=0.65), spec, machine_from_name(RTX_5090))
     assert short.verdict == "wont_start"
+
+
+def test_the_cutlass_nvfp4_moe_kernels_pad_nemotron_h_experts_to_128_rows():
+    # flashinfer_fp4_moe.py prepare_nvfp4_moe_layer_for_fi_or_cutlass: swizzle_blockscale pads the scales'
+    # rows to 128 (and columns to 4); a non-gated (relu²) expert's w13 rows, w2 columns and w2 scales are
+    # padded to match. Nemotron-3-Nano: intermediate 1856 -> 1920, hidden 2688, 128 experts, 23 MoE layers
+    spec = load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")
+    assert spec.nvfp4_moe == (23, 128, 2688, 1856, False)
+    per_expert = 64 * 2688 // 2 + 2688 * 64 // 2 + 64 * 168 + 2688 * 4  # w13, w2, w13 scales, w2 scales
+    assert nvfp4_moe_padding(spec) == 23 * 128 * per_expert == 569_769_984
+    # per tensor-parallel rank: 928 -> 1024 rows
+    assert nvfp4_moe_padding(spec, tp=2) == 23 * 128 * (96 * 1344 + 2688 * 48 + 96 * 168 + 2688 * 6)
+    # the other side of the boundary: an intermediate already a multiple of 128 is not padded
+    assert nvfp4_moe_padding(replace(spec, nvfp4_moe=(23, 128, 2688, 1920, False))) == 0
+    # gated experts (Qwen3-30B-A3B: 2 × 768 rows) are aligned: nothing; unquantized experts: nothing
+    assert nvfp4_moe_padding(load_model_spec("nvidia/Qwen3-30B-A3B-NVFP4")) == 0
+    assert load_model_spec("Qwen/Qwen3-30B-A3B").nvfp4_moe == ()
+
+
+def test_the_nvfp4_moe_padding_counts_where_the_gpu_runs_fp4_natively():
+    spec = load_model_spec("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")
+    pad = nvfp4_moe_padding(spec)
+    # a DGX Spark (GB10) runs the CUTLASS kernels (its logs: VLLM_CUTLASS, FLASHINFER_CUTLASS): in the weights
+    spark = fit(cascade(gpu_memory_utilization=0.6), spec, dgx_spark())
+    assert spark.budget["weights"] == spec.weights_bytes + pad
+    assert any("CUTLASS NVFP4 MoE kernels pad" in line for line in spark.memory_working)
+    # a GPU known only by its size: not counted, but the low end of the KV range allows for it
+    unknown = machine_from_name(RTX_5090)
+    assert unknown.fp4 is None
+    plain = fit(cascade(), spec, unknown)
+    assert plain.budget["weights"] == spec.weights_bytes
+    native = fit(cascade(), spec, replace(unknown, fp4=True))
+    marlin = fit(cascade(), spec, replace(unknown, fp4=False))
+    assert native.budget["weights"] == spec.weights_bytes + pad == marlin.budget["weights"] + pad
+    assert plain.kv_cache_bytes_low == native.kv_cache_bytes_low == marlin.kv_cache_bytes_low - pad
+    # the RTX 5090 start-up ("Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend") loaded 18.54 GiB
+    weights = logged(CASCADE, r"Model loading took ([\d.]+) GiB")
+    assert abs(native.budget["weights"] / GiB - weights) < 0.003 * weights
+    assert native.verdict in ("fits", "tight"), native.reasons  # it started
 
 
 def test_the_fused_moe_workspace_is_held_once_for_every_layer():
@@ -185,8 +225,51 @@ def test_the_v2_sampler_pass_is_the_logits_in_the_models_dtype_with_the_forwards
     gemma3 = spec_from_config(load_bench().GEMMA3_27B, name="gemma-3-27b", source="bench")  # no soft cap: one copy
     assert gemma3.logit_softcap == 0.0
     assert activation_parts(gemma3, 2048, 256, 1, "v2")[1] == 159_023_104 == 2 * (2304 * 5376 + 256 * 262_208)
-    # the V1 runner's pass stays the fitted fp32 copies (its top-k / top-p pass)
-    assert activation_parts(llama, 2048, 256, 1, "v1")[1] == int(SAMPLER_PEAK_COPIES.value * 256 * 128_256 * 4)
+
+
+def test_the_v1_sampler_pass_is_what_each_versions_top_k_top_p_code_holds():
+    # 256 dummy requests × vocab logits: the runner's bf16 logits (2 bytes each) and Sampler.forward's fp32
+    # copy (4) held throughout (v1/sample/sampler.py Sampler.forward)
+    llama = load_model_spec("meta-llama/Meta-Llama-3.1-8B")
+    logits = 256 * 128_256
+    # to 0.16: apply_top_k_top_p sorts (fp32 values, int64 indices), two bool masks, the top-p
+    # probabilities, then scatters into a new tensor: 2 + 4 + 4 + 8 + 1 + 4 + 1 + 4 = 28 bytes, 7 fp32 copies
+    assert activation_parts(llama, 2048, 256, 1, "v1", "sort_copy", 48)[1] == logits * 28
+    # 0.17 on, from 8 requests: the Triton kernel masks in place with a cached buffer of
+    # min(next power of 2 of min(SMs, rows), SMs) rows (GB10: 48 SMs), then softmax and the exponential
+    # draw: 2 + 4 + 4 + 4 bytes and the buffer (topk_topp_triton.py apply_top_k_top_p_triton)
+    assert activation_parts(llama, 2048, 256, 1, "v1", "triton_from_8", 48)[1] == logits * 14 + 48 * 128_256 * 4
+    assert activation_parts(llama, 2048, 256, 1, "v1", "triton", 48)[1] == logits * 14 + 48 * 128_256 * 4
+    assert activation_parts(llama, 2048, 40, 1, "v1", "triton", 132)[1] == 40 * 128_256 * 14 + 64 * 128_256 * 4
+    # the SMs not known: the most the buffer can be, the rows' next power of 2
+    assert activation_parts(llama, 2048, 200, 1, "v1", "triton", None)[1] == 200 * 128_256 * 14 + 256 * 128_256 * 4
+
+
+def test_under_8_requests_the_v1_sampler_sorts_in_place_until_0_31():
+    # apply_top_k_top_p takes the Triton kernel only from 8 rows (0.17-0.30), always from 0.31; the
+    # in-place sort holds 24 bytes a logit (6 fp32 copies with bf16 logits), as bench/activation_oracle.py
+    # measures vLLM 0.32's PyTorch path (its CPU build has no Triton)
+    llama = load_model_spec("meta-llama/Meta-Llama-3.1-8B")
+    assert activation_parts(llama, 2048, 7, 1, "v1", "triton_from_8", 48)[1] == 7 * 128_256 * 24
+    assert activation_parts(llama, 2048, 8, 1, "v1", "triton_from_8", 48)[1] == 8 * 128_256 * 14 + 8 * 128_256 * 4
+    assert activation_parts(llama, 2048, 7, 1, "v1", "triton", 48)[1] == 7 * 128_256 * 14 + 8 * 128_256 * 4
+
+
+def test_a_spark_fit_takes_the_v1_sampler_pass_of_its_vllm_version():
+    # Llama-3.1-8B on a Spark at the GB10 defaults (2048 tokens, 256 sequences): its forward (0.23 GiB)
+    # is below either sampler pass, so the activation peak is the version's sampler pass
+    spec = load_model_spec("meta-llama/Meta-Llama-3.1-8B")
+    logits = 256 * 128_256
+
+    def peak(version: str) -> int:
+        config = ServeConfig(model=spec.name, vllm_version=version, max_model_len=8192)
+        return fit(config, spec, dgx_spark()).budget["activation_peak"]
+
+    assert peak("0.16.0") == logits * 28
+    assert peak("0.17.0") == peak("0.21.0") == logits * 14 + 48 * 128_256 * 4
+    # the working says which pass it is
+    config = ServeConfig(model=spec.name, vllm_version="0.16.0", max_model_len=8192)
+    assert any("sorted in fp32 (7 copies" in line for line in fit(config, spec, dgx_spark()).memory_working)
 
 
 def test_the_forward_peak_is_the_larger_of_vllms_attention_and_mlp_stages():

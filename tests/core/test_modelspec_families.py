@@ -436,3 +436,31 @@ def test_excluding_one_projection_keeps_its_neighbours_quantized(fixtures):
     # the difference is layer 0's out_proj alone (inner × hidden), to within the Mamba norms' share
     assert one.weights_bytes - base.weights_bytes == pytest.approx(inner * h * (2 - 0.5625), rel=2e-3)
     assert one.weights_bytes - base.weights_bytes < mamba_linear / 23 * (2 - 0.5625) / 2
+
+
+def test_gemma_weights_hold_one_rope_cache_per_distinct_rope(fixtures):
+    # vLLM keeps a cos/sin cache of max_position × rotary width (bf16) per distinct rope, counted in
+    # "Model loading took" (rotary_embedding/base.py; get_rope caches by its arguments). Gemma 4's
+    # sliding layers rope head_dim 256; its full layers' "proportional" rope keeps the whole 512-wide
+    # global head (gemma4_rope.py), where a default rope would keep head × partial_rotary_factor 0.25
+    config = json.loads((fixtures / "model-configs" / "google__gemma-4-26B-A4B.json").read_text())
+    text = config["text_config"]
+    assert text["max_position_embeddings"] == 262_144
+    assert text["rope_parameters"]["full_attention"]["rope_type"] == "proportional"
+    proportional = spec_from_config(config, name="g4", source="fixture")
+    text["rope_parameters"]["full_attention"]["rope_type"] = "default"
+    default = spec_from_config(config, name="g4", source="fixture")
+    assert proportional.weights_bytes - default.weights_bytes == 262_144 * (512 - 128) * 2
+    # Gemma 3: the sliding layers' rope at rope_local_base_freq beside the global one, two caches of head_dim;
+    # Gemma 2 has one rope for all its layers
+    gemma3 = {
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 1152,
+        "intermediate_size": 6912, "num_attention_heads": 4, "num_key_value_heads": 1, "num_hidden_layers": 26,
+        "head_dim": 256, "vocab_size": 262_144, "max_position_embeddings": 32_768, "sliding_window": 512,
+        "rope_theta": 1_000_000, "rope_local_base_freq": 10_000, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    gemma2 = {**gemma3, "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2"}
+    gemma2.pop("rope_local_base_freq")
+    two = spec_from_config(gemma3, name="g3", source="test").weights_bytes
+    one = spec_from_config(gemma2, name="g2", source="test").weights_bytes
+    assert two - one == 32_768 * 256 * 2

@@ -734,7 +734,9 @@ def test_the_v2_model_runner_is_the_default_by_version_and_kind():
 def test_the_v2_runner_profiles_the_logits_not_the_top_k_pass_and_the_fit_keeps_the_difference_for_the_os():
     spec = load_model_spec("google/gemma-4-26B-A4B")
     v1, v2 = (fit(cfg(spec.name, vllm_version=v), spec, dgx_spark()) for v in ("0.28.0", "0.29.0"))
-    assert v1.budget["activation_peak"] > v2.budget["activation_peak"] + GiB  # 256 × 262,144 logits
+    # 256 × 262,144 logits through V1's Triton top-k / top-p pass (3.5 fp32 copies and its buffer) against
+    # V2's one bf16 copy: more than 3 bf16 copies apart
+    assert v1.budget["activation_peak"] > v2.budget["activation_peak"] + 3 * 256 * 262_144 * 2
     assert v2.kv_cache_bytes - v1.kv_cache_bytes == v1.budget["activation_peak"] - v2.budget["activation_peak"]
     # the KV cache takes what the profile left out, so at run time the sampler's top-k pass comes
     # out of the OS's share

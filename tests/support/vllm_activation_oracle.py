@@ -51,11 +51,30 @@ What is not vLLM's own code here, and why:
 - The V1 runner's sampler pass is measured too (v1_sampler: its top-k / top-p on
   TopKTopPSampler.forward_native, CUDA without FlashInfer's sampler).
 
+At older versions (venvs from bench/setup-oracle-venv; run at 0.13.0 and 0.21.0), what differs:
+- torch is PyPI's build of the release vLLM pins (a CUDA build; PyTorch's +cpu builds are not on
+  PyPI), so vLLM's compiled CPU ops load; its torch.cuda.device(None) raises with no GPU, where
+  vLLM's flash-linear-attention ops enter one: a no-op here (no_cuda_device_guard).
+- 0.13's parameters are BasevLLMParameter with a __torch_function__ that FakeTensorMode refuses:
+  plain Parameters of the same data stand in (plain_parameters).
+- While the model is built, current_platform's device is the build's (meta), as on a GPU, where the
+  loader's device and the platform's are both cuda (0.13's DeepSeek rope and Qwen3-Next norm ask it).
+- Fused MoE before the MoE runner (0.13): forward_cuda calls fused_experts, which allocates its
+  caches inside the op and frees them (no WorkspaceManager): counted as a transient, not held
+  (fused_experts_bytes, "moe_workspace_held": false). From 0.21 it is 0.32's path.
+- The gated RMSNorm's Triton launch in its older module (model_executor/layers/fla/ops/layernorm_guard.py).
+- The V1 sampler's SamplingMetadata takes the fields that version has. The runner whose sampler pass
+  the fit compares (V1 or V2) is the fit's choice at that version; both passes are measured.
+- V1 sampler on the Triton path (v1_sampler_triton): apply_top_k_top_p takes it on a GPU from 0.17
+  (batch >= 8 to 0.21; always at 0.32). From 0.21 (VLLM_USE_FLASHINFER_SAMPLER defaults on) a CUDA
+  GPU FlashInfer supports runs FlashInfer's sampler instead: not measured (no FlashInfer here).
+
 Reads JSON on stdin: {"tokens": N, "seqs": S, "models": [{"name", "config"}]}. Prints, marked, a
 list of {"name", "layers": [n1, n2], "forward": [peak1, peak2], "sampler": [...], "logits",
 "moe_workspace", "v1_sampler", "seconds", ...} or {"name", "error"}.
 """
 
+import contextlib
 import json
 import math
 import sys
@@ -68,6 +87,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vllm_layer_oracle import text_only
 
 ANSWER_MARK = "SPARKTUI-ACTIVATION-ORACLE "
+GB10_SMS = 48  # the Triton top-k / top-p kernel sizes its buffer by the GPU's SM count (a GB10 has 48)
+
 # The CPU build's compiled ops (csrc/cpu/torch_bindings.cpp) that write an `out` tensor in place
 # and allocate nothing (csrc/*: the CUDA kernels of the same schema do the same)
 OUT_PARAM_OPS = ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "mul_and_silu", "gelu_new", "gelu_fast",
@@ -131,6 +152,23 @@ def register_profile_fakes():
         added.append("layernorm_guard._LAYER_NORM_FWD_KERNEL")
     except Exception as exc:
         print(f"layernorm_guard not patched: {exc}", file=sys.stderr)
+    try:  # the same function before 0.2x (model_executor/layers/fla/ops/layernorm_guard.py layer_norm_fwd):
+        # it allocates out, mean and rstd as above, then launches `layer_norm_fwd_kernel[grid]`; with no
+        # Triton here its helpers stand in (the block size, rows per block: launch parameters only)
+        import types
+
+        from vllm.model_executor.layers.fla.ops import layernorm_guard as old_guard
+
+        class Launch:
+            def __getitem__(self, grid):
+                return nothing
+
+        old_guard.layer_norm_fwd_kernel = Launch()
+        old_guard.triton = types.SimpleNamespace(next_power_of_2=lambda n: 1 << (int(n) - 1).bit_length())
+        old_guard.calc_rows_per_block = lambda *args, **kwargs: 1
+        added.append("fla layernorm_guard.layer_norm_fwd_kernel")
+    except Exception as exc:
+        print(f"fla layernorm_guard not patched: {exc}", file=sys.stderr)
 
     def mamba_mixer2(projected_states, output, *args, **kwargs):
         if COUNTER is not None:
@@ -194,6 +232,8 @@ def take_cuda_moe_config():
     __post_init__ reads the platform."""
     from vllm.model_executor.layers.fused_moe import config as moe_config
 
+    if not hasattr(moe_config.FusedMoEConfig, "__post_init__") or not hasattr(moe_config, "current_platform"):
+        return []  # an older vLLM without the check
     original, platform = moe_config.FusedMoEConfig.__post_init__, moe_config.current_platform
 
     class CudaAlike:
@@ -216,10 +256,14 @@ def take_cuda_moe_config():
     # so where they all refuse, the one CUDA falls back to is taken: TRITON with TritonExperts (the
     # class whose workspace_shapes size the workspace here; its forward never runs, moe_forward's fake does)
     from vllm.model_executor.layers.fused_moe import unquantized_fused_moe_method as method
-    from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
-    from vllm.model_executor.layers.fused_moe.oracle.unquantized import UnquantizedMoeBackend
 
-    select = method.select_unquantized_moe_backend
+    try:  # 0.2x: the experts are chosen by an oracle of vLLM's own; before, forward_cuda called fused_experts
+        from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
+        from vllm.model_executor.layers.fused_moe.oracle.unquantized import UnquantizedMoeBackend
+
+        select = method.select_unquantized_moe_backend
+    except (ImportError, AttributeError):
+        return ["FusedMoEConfig.__post_init__ (CUDA's is_act_and_mul=False branch)"]
 
     def select_or_triton(moe_config):
         try:
@@ -230,6 +274,43 @@ def take_cuda_moe_config():
     method.select_unquantized_moe_backend = select_or_triton
     return ["FusedMoEConfig.__post_init__ (CUDA's is_act_and_mul=False branch)",
             "select_unquantized_moe_backend (TRITON where no CPU backend takes the activation)"]  # fmt: skip
+
+
+@contextlib.contextmanager
+def platform_device_is_meta():
+    """While the model is built, the platform's device is the build's device, as on a GPU (the loader
+    builds under `torch.device("cuda")` and current_platform.device_type is "cuda"): vLLM 0.13's
+    DeepseekScalingRotaryEmbedding._compute_inv_freq puts one tensor on current_platform.device_type
+    and the next on the default device, which here would be cpu and meta."""
+    import torch
+    from vllm.platforms import current_platform
+
+    meta = {"device_type": "meta", "current_device": lambda: torch.device("meta")}  # 0.13's Qwen3-Next asks
+    saved = {name: vars(current_platform)[name] for name in meta if name in vars(current_platform)}
+    for name, value in meta.items():
+        setattr(current_platform, name, value)
+    try:
+        yield
+    finally:
+        for name in meta:
+            if name in saved:
+                setattr(current_platform, name, saved[name])
+            else:
+                delattr(current_platform, name)
+
+
+def no_cuda_device_guard():
+    """The older venvs hold PyPI's torch (a CUDA build: PyTorch's +cpu builds are not on PyPI), whose
+    torch.cuda.device(None) asks the CUDA runtime and raises on a machine with no GPU; vLLM's
+    flash-linear-attention ops enter one around each call (fla/ops/utils.py input_guard). The CPU build
+    of torch treats it as no device: so does this (nothing here runs on a GPU)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        torch.cuda._exchange_device = lambda device: -1
+        torch.cuda._maybe_exchange_device = lambda device: -1
+        return ["torch.cuda.device (no GPU: a no-op)"]
+    return []
 
 
 def prefix_with_every_kind(kinds):
@@ -337,6 +418,23 @@ def storages_of(*tensors):
     return {t.untyped_storage()._cdata for t in tensors}
 
 
+def fused_experts_bytes(module, tokens, dtype_bytes):
+    """What an older vLLM's unquantized fused-MoE allocates inside the op on CUDA, freed when it
+    returns (vLLM 0.13 unquantized_fused_moe_method.py forward_cuda calls fused_experts, no modular
+    kernel and no WorkspaceManager): fused_moe.py fused_experts_impl's cache13 (M x topk x max(N, K),
+    cache1 and cache3 share it) and intermediate_cache2 (M x topk x N / 2), M = min(tokens,
+    VLLM_FUSED_MOE_CHUNK_SIZE), N and K from the layer's w13 / w2; plus select_experts' topk_weights
+    (fp32) and topk_ids (int32). Its output is a new tensor (disable_inplace() with torch >= 2.9), which
+    moe_forward's fake allocates. moe_align_block_size's sorted ids (int32, M x topk + experts x block)
+    are not counted."""
+    import vllm.envs as envs
+
+    n, k = module.w13_weight.shape[-2], module.w2_weight.shape[-2]
+    topk = module.top_k
+    m = min(tokens, envs.VLLM_FUSED_MOE_CHUNK_SIZE)
+    return (m * topk * max(n, k) + m * topk * (n // 2)) * dtype_bytes + tokens * topk * 8
+
+
 def moe_workspace_bytes(hf_text, tokens, dtype_bytes):
     """vLLM's fused-MoE workspace for `tokens` (fused_moe/modular_kernel.py _allocate_buffers:
     max(workspace13, output) + workspace2 of the experts' workspace_shapes; TritonExperts)."""
@@ -384,6 +482,25 @@ def use_cuda_paths(model):
             )
 
 
+def plain_parameters(model):
+    """vLLM's parameter classes as plain torch Parameters where theirs intercept torch functions (0.13's
+    BasevLLMParameter.__torch_function__, which FakeTensorMode refuses as an unknown tensor subclass):
+    same meta data, same attributes, so the forward runs the same ops; the weights are not counted."""
+    import torch
+
+    base = (torch.nn.Parameter, torch.Tensor, torch._C.TensorBase, object)
+    changed = 0
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is None or not any("__torch_function__" in vars(c) for c in type(p).__mro__ if c not in base):
+                continue
+            plain = torch.nn.Parameter(p.data, requires_grad=False)
+            plain.__dict__.update(p.__dict__)
+            module._parameters[name] = plain
+            changed += 1
+    return changed
+
+
 def use_cuda_gemm(model):
     """Unquantized linears run F.linear, CUDA's default_unquantized_gemm (the CPU build's needs
     weights packed after loading)."""
@@ -400,6 +517,33 @@ def use_cuda_gemm(model):
 
 
 WORKSPACE = []  # the WorkspaceManager's buffer of the pass being measured, once the first MoE layer took it
+
+
+def use_fused_experts_transient(model, dtype_bytes):
+    """An older vLLM (no MoE runner): FusedMoE.forward_cuda -> forward_native -> torch.ops.vllm.moe_forward,
+    whose registered fake makes the output; the caches fused_experts_impl allocates and frees inside
+    the op are counted as a transient at that moment (the layer's input, router logits and output live),
+    and nothing is held afterwards. Returns the largest such transient."""
+    largest = [0]
+    try:
+        from vllm.model_executor.layers.fused_moe.layer import FusedMoE
+    except ImportError:  # vLLM with a MoE runner (moved): use_cuda_moe_entry's path
+        return largest
+    for module in model.modules():
+        if not isinstance(module, FusedMoE) or hasattr(module, "_forward_entry"):
+            continue
+        inner = module._forward_method
+
+        def run(hidden_states, router_logits, *args, _inner=inner, _module=module, **kwargs):
+            out = _inner(hidden_states, router_logits, *args, **kwargs)
+            nbytes = fused_experts_bytes(_module, hidden_states.shape[0], dtype_bytes)
+            largest[0] = max(largest[0], nbytes)
+            if COUNTER is not None:
+                COUNTER.transient(nbytes)
+            return out
+
+        module._forward_method = run
+    return largest
 
 
 def use_cuda_moe_entry(model, workspace):
@@ -423,13 +567,21 @@ def use_cuda_moe_entry(model, workspace):
             module._forward_entry = entry
 
 
-def v1_sampler(logits):
+def v1_sampler(logits, triton=False):
     """The V1 runner's dummy sampler pass (gpu_model_runner.py GPUModelRunner._dummy_sampler_run:
     temperature 0.5, top-p 0.9, top-k vocab - 1, no penalties), top-k / top-p in
-    TopKTopPSampler.forward_native (CUDA without FlashInfer's sampler)."""
+    TopKTopPSampler.forward_native (CUDA without FlashInfer's sampler). With `triton`, the branch a GPU
+    with Triton takes from 0.17 on (topk_topp_sampler.py apply_top_k_top_p: `if HAS_TRITON and
+    logits.shape[0] >= 8` to 0.21, `if HAS_TRITON` at 0.32): apply_top_k_top_p_triton as vLLM wrote it
+    (its buffer of min(next_power_of_2(batch), SMs) x vocab fp32, cached), a GB10's 48 SMs, the
+    Triton kernels themselves stubbed (they mask the logits in place and allocate nothing). Returns
+    None where this vLLM has no Triton branch."""
+    import dataclasses
+
     import torch
     from vllm.v1.sample.logits_processor import LogitsProcessors
     from vllm.v1.sample.metadata import SamplingMetadata
+    from vllm.v1.sample.ops import topk_topp_sampler
     from vllm.v1.sample.sampler import Sampler
 
     num_reqs = logits.size(0)
@@ -437,17 +589,56 @@ def v1_sampler(logits):
     def dummy(v):
         return torch.full((num_reqs,), v, device=logits.device)
 
-    metadata = SamplingMetadata(
+    fields = {f.name for f in dataclasses.fields(SamplingMetadata)}
+    metadata = SamplingMetadata(**{k: v for k, v in dict(
         temperature=dummy(0.5), all_greedy=False, all_random=False, top_p=dummy(0.9), top_k=dummy(logits.size(1) - 1),
         generators={}, max_num_logprobs=None, logprob_token_ids=None, no_penalties=True, prompt_token_ids=None,
         frequency_penalties=dummy(0.1), presence_penalties=dummy(0.1), repetition_penalties=dummy(0.1),
         output_token_ids=[[] for _ in range(num_reqs)], spec_token_ids=[[] for _ in range(num_reqs)],
         allowed_token_ids_mask=None, bad_words_token_ids={}, logitsprocs=LogitsProcessors(),
-    )  # fmt: skip
+    ).items() if k in fields})  # fmt: skip
     sampler = Sampler()
     sampler.topk_topp_sampler.forward = sampler.topk_topp_sampler.forward_native
     sampler.greedy_sample = lambda logits: logits.argmax(dim=-1).view(-1)  # its CUDA path (the CPU's is _C)
-    return sampler(logits=logits, sampling_metadata=metadata)
+    if not triton:
+        return sampler(logits=logits, sampling_metadata=metadata)
+    import inspect
+
+    if "HAS_TRITON" not in inspect.getsource(topk_topp_sampler.apply_top_k_top_p):
+        return None
+    from vllm.v1.sample.ops import topk_topp_triton as kernels
+
+    def nothing(*args, **kwargs):
+        return None
+
+    class Launch:  # `kernel[grid](...)`
+        def __getitem__(self, grid):
+            return nothing
+
+    saved = {name: getattr(kernels, name) for name in ("num_compute_units", "_topk_topp", "_topk_topp_kernel")
+             if hasattr(kernels, name)}  # fmt: skip
+    has_triton = topk_topp_sampler.HAS_TRITON
+    try:
+        kernels.num_compute_units = lambda *args, **kwargs: GB10_SMS
+        if "_topk_topp" in saved:  # 0.32: a launcher that runs the kernel
+            kernels._topk_topp = nothing
+        if "_topk_topp_kernel" in saved:
+            kernels._topk_topp_kernel = Launch()
+        for cache in ("_TRITON_BUFFER_CACHE", "_TRITON_TABLE_CACHE", "_TRITON_SPLIT_CACHE"):
+            getattr(kernels, cache, {}).clear()  # a fake buffer from another model must not be reused
+        # its two lookup tables (logits.new_tensor(list): a few hundred floats) are made from Python lists,
+        # which FakeTensorMode cannot copy: tensors of their size stand in
+        kernels._TRITON_TABLE_CACHE[logits.device] = (
+            logits.new_zeros(len(kernels._NORMAL_CDF_TO_SIGMA_TABLE)),
+            logits.new_zeros(len(kernels._PERCENTILE_TO_STD_TABLE)),
+        )
+        topk_topp_sampler.HAS_TRITON = True
+        topk_topp_sampler.apply_top_k_top_p_triton = kernels.apply_top_k_top_p_triton
+        return sampler(logits=logits, sampling_metadata=metadata)
+    finally:
+        topk_topp_sampler.HAS_TRITON = has_triton
+        for name, value in saved.items():
+            setattr(kernels, name, value)
 
 
 def use_opaque_attention(model):
@@ -480,14 +671,18 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
     cls, _ = get_model_architecture(vllm_config.model_config)
     # the model loader's order (model_loader/base_loader.py load_model): the dtype, then the device
     dtype_default = set_default_torch_dtype(vllm_config.model_config.dtype)
-    with set_current_vllm_config(vllm_config), dtype_default, torch.device("meta"):
+    with set_current_vllm_config(vllm_config), dtype_default, torch.device("meta"), platform_device_is_meta():
         model = cls(vllm_config=vllm_config, prefix="")
         use_cuda_paths(model)  # CustomOp.enabled() reads the config
+    plain_parameters(model)
     use_cuda_gemm(model)
     dtype = vllm_config.model_config.dtype
-    moe = any(hasattr(m, "_select_forward") for m in model.modules())  # a fused-MoE runner
-    workspace = moe_workspace_bytes(text, tokens, torch.finfo(dtype).bits // 8) if moe else 0
+    dtype_bytes = torch.finfo(dtype).bits // 8
+    moe = any(hasattr(m, "_select_forward") for m in model.modules())  # a fused-MoE runner (0.2x on)
+    workspace = moe_workspace_bytes(text, tokens, dtype_bytes) if moe else 0
     use_cuda_moe_entry(model, workspace)
+    # an older vLLM (no MoE runner): fused_experts' caches, a transient inside the op
+    fused_transient = [0] if moe else use_fused_experts_transient(model, dtype_bytes)
     use_opaque_attention(model)
     hidden_size = text["hidden_size"]
 
@@ -515,7 +710,7 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
             sample_hidden = hidden[logits_indices]
             logits = model.compute_logits(sample_hidden)
             sampler = counter.peak
-            v1 = v1_error = None
+            v1 = v1_triton = v1_error = None
             try:  # the V1 runner's sampler pass, on the same hidden states (rand_like, then the logits)
                 counter.reset_peak()
                 before = counter.now
@@ -523,12 +718,20 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
                 out = v1_sampler(v1_logits)
                 v1 = counter.peak - before
                 del out, v1_logits
+                counter.reset_peak()
+                before = counter.now
+                v1_logits = model.compute_logits(torch.rand_like(sample_hidden))
+                out = v1_sampler(v1_logits, triton=True)
+                v1_triton = None if out is None else counter.peak - before
+                del out, v1_logits
             except Exception as exc:
                 v1_error = f"{type(exc).__name__}: {str(exc)[:200]}"
         logits_bytes = logits.untyped_storage().nbytes()
         WORKSPACE.clear()  # kept alive to here, as vLLM's manager keeps it
     return {
-        "layers": n, "forward": forward, "sampler": sampler, "logits": logits_bytes, "moe_workspace": workspace,
+        "layers": n, "forward": forward, "sampler": sampler, "logits": logits_bytes,
+        "moe_workspace": workspace or fused_transient[0], "moe_workspace_held": bool(workspace),
+        "v1_sampler_triton": v1_triton,
         "hidden_bytes": tokens * hidden_size * (torch.finfo(dtype).bits // 8), "peak_op": counter.peak_op, "forward_live": forward_live, "sampler_live": counter.at_peak,
         "dtype": str(dtype), "v1_sampler": v1, "v1_error": v1_error,
     }  # fmt: skip
@@ -541,8 +744,10 @@ def main():
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
 
-    fakes = stand_ins + register_fakes() + register_profile_fakes() + take_cuda_moe_config()
-    out = {"fakes_added": fakes, "models": []}
+    fakes = stand_ins + no_cuda_device_guard() + register_fakes() + register_profile_fakes() + take_cuda_moe_config()
+    import vllm
+
+    out = {"fakes_added": fakes, "models": [], "version": vllm.__version__}
     with tempfile.TemporaryDirectory() as workdir:
         with set_current_vllm_config(VllmConfig()):
             init_distributed_environment(

@@ -53,13 +53,15 @@ def ask_activations(
 
 @dataclass(frozen=True)
 class FitTerms:
-    """The fit's figures for one model at the profile's tokens and sequences (vLLM 0.32's runner)."""
+    """The fit's figures for one model at the profile's tokens and sequences (the runner the fit assumes
+    at `version`: V1 or V2)."""
 
     forward: int
     sampler: int
     moe_workspace: int
     gdn: int
     runner: str
+    v1_triton: bool = False  # the fit's V1 sampler pass is the Triton top-k / top-p path (else PyTorch's sort)
 
 
 def fit_terms(name: str, config: dict[str, Any], tokens: int, seqs: int, version: str = "0.32.0") -> FitTerms:
@@ -67,9 +69,15 @@ def fit_terms(name: str, config: dict[str, Any], tokens: int, seqs: int, version
     rules = rules_for(version)
     serve = ServeConfig(model=name, max_num_batched_tokens=tokens, max_num_seqs=seqs, vllm_version=version)
     s = settings_from(serve, spec, dgx_spark(), rules)
-    forward, sampler = activation_parts(spec, tokens, seqs, 1, s.model_runner)
+    path = rules.value("v1_sampler_top_k_top_p")  # the V1 sampler's top-k / top-p as a GPU runs it there
+    forward, sampler = activation_parts(spec, tokens, seqs, 1, s.model_runner, path, dgx_spark().sms)
     return FitTerms(
-        forward, sampler, tokens * moe_workspace_per_token(spec), tokens * gdn_prefill_per_token(spec), s.model_runner
+        forward,
+        sampler,
+        tokens * moe_workspace_per_token(spec),
+        tokens * gdn_prefill_per_token(spec),
+        s.model_runner,
+        path == "triton" or (path == "triton_from_8" and min(tokens, seqs) >= 8),
     )
 
 
@@ -82,10 +90,12 @@ class OracleTerms:
     sampler: int
     logits: int
     moe_workspace: int
+    moe_workspace_held: bool  # held by vLLM's WorkspaceManager (0.2x on), or a transient inside the op (older)
     depth_growth: int  # the forward peak's change from the shallower to the deeper build
     layers: tuple[int, int]
     seconds: float
-    v1_sampler: int | None  # the V1 runner's sampler pass beyond the forward's hidden states
+    v1_sampler: int | None  # the V1 runner's sampler pass beyond the forward's hidden states (PyTorch's sort)
+    v1_sampler_triton: int | None  # the same on the Triton top-k / top-p path (None: no such path there)
 
 
 def oracle_terms(answer: dict[str, Any]) -> OracleTerms:
@@ -95,8 +105,10 @@ def oracle_terms(answer: dict[str, Any]) -> OracleTerms:
         sampler=max(answer["sampler"]),
         logits=answer["logits"][-1],
         moe_workspace=answer["moe_workspace"][-1],
+        moe_workspace_held=answer.get("moe_workspace_held", [True])[-1],
         depth_growth=f2 - f1,
         layers=(answer["layers"][0], answer["layers"][1]),
         seconds=answer["seconds"],
         v1_sampler=answer["v1_sampler"][-1],
+        v1_sampler_triton=answer.get("v1_sampler_triton", [None])[-1],
     )

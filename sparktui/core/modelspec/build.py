@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import deepseek_v4, dense, hybrid, mistral, mla, moe
+from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mistral, mla, moe
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
@@ -215,12 +215,13 @@ def _build(
     n_layers = int(text["num_hidden_layers"])
     per_layer = (sum(counts[c] for c in LINEAR) + counts["router"]) / max(1, n_layers)
     mtp_bytes = int(_mtp_params(text, mtp, per_layer) * dtype_bytes) if mtp else 0
-    # vLLM also keeps a rotary cos/sin cache of max_position × rotary_dim in the model dtype.
+    # vLLM also keeps a rotary cos/sin cache of max_position × rotary_dim in the model dtype (Gemma 3 / 4:
+    # one per distinct rope, gemma.rope_cache_dims).
     max_pos = int(text.get("max_position_embeddings") or config.get("max_position_embeddings") or 0)
     rope_dim = int(text.get("qk_rope_head_dim") or text.get("head_dim") or 0) or (
         int(text.get("hidden_size") or 0) // max(1, int(text.get("num_attention_heads") or 1))
     )
-    rope_cache = max_pos * rope_dim * dtype_bytes
+    rope_cache = max_pos * sum(gemma.rope_cache_dims(text) or [rope_dim]) * dtype_bytes
     # vLLM's MXFP4 MoE kernels (Marlin, TRT-LLM) pad the experts: hidden to 256, intermediate to
     # 128 (fused_moe/oracle/mxfp4.py); gpt-oss loads ~9% bigger than its checkpoint.
     padding = 0
@@ -239,6 +240,7 @@ def _build(
     if padding:
         weights_source += f", + {padding / 2**30:.2f} GiB MXFP4 kernel padding"
     arch = (config.get("architectures") or text.get("architectures") or [""])[0]
+    nvfp4_moe = _nvfp4_experts(text, linear_modules(config, text, layers), formats) if formats.quantized else ()
     limit, limit_key = max_len_limit(text)
     moe_layers, mlp_layers = feed_forward_layers(text, n_layers)
     notes = [n for n in (mla.indexer_note(text), _unmodelled_note(text)) if n]
@@ -287,7 +289,22 @@ def _build(
         remote_code=bool(config.get("auto_map")),
         encoder=encoder_of(config, text) if counts["vision"] else None,
         aux_hidden_layers=_aux_hidden_layers(config, str(arch)),
+        nvfp4_moe=nvfp4_moe,
     )
+
+
+def _nvfp4_experts(
+    text: Mapping[str, Any], modules: list[Any], formats: Any
+) -> tuple[int, int, int, int, bool] | tuple[()]:
+    """(MoE layers whose routed experts load as NVFP4, experts, hidden, intermediate, gated), or ():
+    what vLLM's CUTLASS NVFP4 MoE kernels pad (fit_settings.nvfp4_moe_padding). Nemotron-H's relu²
+    experts have no gate."""
+    layers = sum(1 for m in modules if m.category == "experts" and formats.format_of(m.name) == "NVFP4")
+    experts = moe.num_experts(text)
+    inter = int(text.get("moe_intermediate_size") or 0)
+    if not (layers and experts and inter):
+        return ()
+    return layers, experts, int(text.get("hidden_size") or 0), inter, not hybrid.is_nemotron_h(text)
 
 
 def _aux_hidden_layers(config: Mapping[str, Any], arch: str) -> int:

@@ -20,6 +20,38 @@ def global_group(text: Mapping[str, Any], kv_heads: int, head_dim: int) -> Layer
     return LayerGroup(FULL, 0, heads, dim, dim)
 
 
+def rope_cache_dims(text: Mapping[str, Any]) -> list[int] | None:
+    """The rotary width of each cos/sin cache vLLM keeps for a Gemma 3 / 4 model, one per distinct
+    rope (get_rope caches by its arguments: rotary_embedding/__init__.py), each max_position ×
+    width in the model dtype (rotary_embedding/base.py RotaryEmbeddingBase.__init__); None for
+    other models (one cache of head_dim).
+    - Gemma 3 (gemma3.py Gemma3Attention): the sliding layers' default rope at rope_local_base_freq
+      and the global layers' own (rope_theta, its linear scaling): two caches of head_dim.
+    - Gemma 4 (gemma4.py Gemma4Attention): each layer type's rope_parameters at that type's head
+      size (global_head_dim for full attention); a "proportional" rope keeps the whole head in its
+      cache (rotary_embedding/gemma4_rope.py Gemma4RotaryEmbedding), others head × partial_rotary_factor."""
+    model_type = str(text.get("model_type") or "")
+    head = int(text.get("head_dim") or 0)
+    if not head:
+        return None
+    if model_type.startswith("gemma3"):
+        return [head, head]
+    if not model_type.startswith("gemma4"):
+        return None
+    rope = text.get("rope_parameters")
+    types = sorted({str(t) for t in text.get("layer_types") or []})
+    if not isinstance(rope, Mapping) or not types or not all(isinstance(rope.get(t), Mapping) for t in types):
+        return None
+    ropes = set()
+    for kind in types:
+        rp = rope[kind]
+        size = int(text.get("global_head_dim") or head) if kind == "full_attention" else head
+        factor = float(rp.get("partial_rotary_factor") or 1.0)
+        width = size if rp.get("rope_type") == "proportional" else int(size * factor)
+        ropes.add((width, size, str(rp.get("rope_type")), str(rp.get("rope_theta")), factor))
+    return [r[0] for r in sorted(ropes)]
+
+
 def kv_shared_layers(text: Mapping[str, Any]) -> int:
     return int(text.get("num_kv_shared_layers") or 0)
 

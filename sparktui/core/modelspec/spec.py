@@ -209,6 +209,8 @@ class ModelSpec:
     # (its KV cache is planned by modelspec/deepseek_v4.py, not from `layers`)
     compress_ratios: tuple[int, ...] = ()
     kv_dims: tuple[int, int, int] = (0, 0, 0)  # DeepSeek V4: head_dim, index_head_dim, sliding_window
+    # MoE layers whose routed experts load as NVFP4: (layers, experts, hidden, intermediate, gated), or ()
+    nvfp4_moe: tuple[int, int, int, int, bool] | tuple[()] = ()
 
     @property
     def dtype_bytes(self) -> int:

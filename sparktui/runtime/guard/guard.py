@@ -95,7 +95,7 @@ ALERT_RECORD_S = 0.25  # the coarse record alert judges the fall over: its own p
 ALERT_INTERVAL = 0.01
 ALERT_GRACE_S = 1.0
 # Between samples the kernel wakes the guard when tasks stall on memory (PSI) for 15% of a second
-# (unprivileged: 30% of 2 s, the nearest window the kernel allows without CAP_SYS_RESOURCE).
+# (unprivileged, or where the kernel refuses a 1 s window even to root: 300 ms of 2 s, the same share).
 PRESSURE_TRIGGER = PsiTrigger("some", 150_000, 1_000_000)
 DEFAULT_LINES = GuardLines()  # frozen: one default shared by every guard
 

@@ -48,7 +48,7 @@ class GuardWiring:
         record: Callable[[], pr.StateRecord],
         save: Callable[[], bool],
         reaper: Callable[[], Reaper | None],
-        wake: Callable[[], None],
+        wake: Callable[..., None],
         say: Callable[[str], None],
     ) -> None:
         self.settings, self.port, self.event = settings, port, event
@@ -61,6 +61,10 @@ class GuardWiring:
         self.trip_report: TripReport | None = None
         self.beat_fd: int | None = None  # the guard's heartbeat file (open_beat)
         self._beat_at = float("-inf")
+        # the line status() last judged (action, GiB, alert) and whether the loop was woken for news
+        # since: the guard's thread wakes the loop once for news, so it needs no timer to look
+        self._shown: tuple[str, float, bool] | None = None
+        self._news_told = False
 
     @property
     def armed(self) -> bool:
@@ -79,7 +83,7 @@ class GuardWiring:
             on_warn=self._on_warn,
             on_trip=self._on_trip,
             on_report=self._on_report,
-            on_sample=self.beat,
+            on_sample=self._sampled,
             defer=None if order is None else self._deferral(order),
             kernel=self.settings.kernel or DEFAULT_KERNEL_MODE,
             on_kernel=self._on_kernel,
@@ -127,6 +131,19 @@ class GuardWiring:
             self._say(f"warning: no guard heartbeat file ({exc}); `status` cannot tell a frozen guard")
             return
         self.beat()
+
+    def _sampled(self) -> None:
+        """After each guard sample, on its thread: the heartbeat, and the loop woken for news."""
+        self.beat()
+        shown, guard = self._shown, self.guard
+        d = guard.last if guard is not None else None
+        if d is None or shown is None or self._news_told:
+            return
+        action, available_gib, alert = shown
+        moved = abs(round((d.available or 0) / (1 << 30), 2) - available_gib) >= GUARD_NEWS_GIB
+        if moved or d.action.value != action or d.alert != alert:
+            self._news_told = True
+            self._wake("guard")
 
     def beat(self) -> None:
         """After each guard sample: the heartbeat, at most every BEAT_EVERY_S (one pwrite)."""
@@ -242,9 +259,12 @@ class GuardWiring:
         g.alert = d.alert
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
+        self._news_told = False
         if last and not alert_news and last.action == now.action and moved < GUARD_NEWS_GIB:
+            self._shown = (last.action, last.available_gib, d.alert)
             return kernel_news  # the file is rewritten for news, not for every sample nor every few seconds
         g.last = now
+        self._shown = (now.action, now.available_gib, d.alert)
         return True
 
     def change(self, req: pr.GuardRequest) -> list[str]:
