@@ -63,6 +63,14 @@ At older versions (venvs from bench/setup-oracle-venv; run at 0.13.0 and 0.21.0)
   caches inside the op and frees them (no WorkspaceManager): counted as a transient, not held
   (fused_experts_bytes, "moe_workspace_held": false). From 0.21 it is 0.32's path.
 - The gated RMSNorm's Triton launch in its older module (model_executor/layers/fla/ops/layernorm_guard.py).
+- vLLM IR ops (rms_norm, fused_add_rms_norm; 0.21 dispatches them by the kernel config's priority
+  in eager mode, where the CPU platform picks "native", fp32 temporaries): CUDA's eager priority
+  ["vllm_c", "native"] (use_cuda_ir_kernels); without it 0.21's Qwen3-30B-A3B forward read 1.24x.
+- Not run before 0.32: MLA (the CPU platform refuses it; with CUDA's Triton MLA backend, 0.13's
+  needs flash_attn_varlen_func and 0.21's num_compute_units, both CUDA-only), the families the
+  version's transformers or vLLM lacks (Qwen3.5 / 3.6, Gemma 4, DeepSeek-V4 at 0.13; Qwen3.5's text
+  config at 0.21 asks for vision_config), Nemotron-H (its config is remote code at 0.13; 0.21 checks
+  is_act_and_mul elsewhere).
 - The V1 sampler's SamplingMetadata takes the fields that version has. The runner whose sampler pass
   the fit compares (V1 or V2) is the fit's choice at that version; both passes are measured.
 - V1 sampler on the Triton path (v1_sampler_triton): apply_top_k_top_p takes it on a GPU from 0.17
@@ -501,6 +509,35 @@ def plain_parameters(model):
     return changed
 
 
+def use_cuda_ir_kernels(vllm_config):
+    """vLLM IR ops (rms_norm, fused_add_rms_norm, from 0.2x) dispatch by the kernel config's priority,
+    which the platform sets: CUDA without Inductor (eager, as here) takes ["vllm_c", "native"]
+    (platforms/cuda.py get_default_ir_op_priority), the CPU platform ["native"] (fp32 temporaries in
+    Python). The CUDA priority is set, and the vllm_c implementations (kernels/vllm_c.py: the output,
+    then the _C kernel; registered `supported=is_cuda_alike()`) marked supported. Returns the ops set."""
+    import dataclasses
+
+    priority = getattr(getattr(vllm_config, "kernel_config", None), "ir_op_priority", None)
+    if priority is None or not dataclasses.is_dataclass(priority):
+        return []
+    from vllm import ir
+
+    try:
+        import vllm.kernels  # noqa: F401  (registers the providers)
+    except Exception as exc:
+        print(f"vllm.kernels does not import here: {exc}", file=sys.stderr)
+    done = []
+    for field in dataclasses.fields(priority):
+        op = getattr(ir.ops, field.name, None)
+        impl = getattr(op, "impls", {}).get("vllm_c")
+        if impl is None:
+            continue
+        impl.supported = True
+        setattr(priority, field.name, ["vllm_c", "native"])
+        done.append(field.name)
+    return done
+
+
 def use_cuda_gemm(model):
     """Unquantized linears run F.linear, CUDA's default_unquantized_gemm (the CPU build's needs
     weights packed after loading)."""
@@ -668,6 +705,7 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
         load_format="dummy", max_num_batched_tokens=tokens, max_num_seqs=seqs, compilation_config={"mode": 0},
     )  # fmt: skip
     vllm_config = args.create_engine_config()
+    use_cuda_ir_kernels(vllm_config)
     cls, _ = get_model_architecture(vllm_config.model_config)
     # the model loader's order (model_loader/base_loader.py load_model): the dtype, then the device
     dtype_default = set_default_torch_dtype(vllm_config.model_config.dtype)

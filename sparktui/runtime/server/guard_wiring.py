@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 # from its heartbeat (state.beat_path), and a live answer carries the guard's latest sample (line()),
 # so a resting server's file stays still while other programs move memory a little.
 GUARD_NEWS_GIB = 0.5
+# A move of MemAvailable wakes the loop at most this often (memory swinging 0.5 GiB each second would
+# otherwise wake it and rewrite the file at the guard's pace); a new action or alert wakes it at once.
+NEWS_EVERY_S = 5.0
 BEAT_EVERY_S = 0.25  # the guard's heartbeat (state.beat_path): often enough to see it stall within a second
 
 
@@ -65,6 +68,7 @@ class GuardWiring:
         # since: the guard's thread wakes the loop once for news, so it needs no timer to look
         self._shown: tuple[str, float, bool] | None = None
         self._news_told = False
+        self._news_at = float("-inf")  # time.monotonic() of the last wake for news
 
     @property
     def armed(self) -> bool:
@@ -140,9 +144,10 @@ class GuardWiring:
         if d is None or shown is None or self._news_told:
             return
         action, available_gib, alert = shown
+        now = time.monotonic()
         moved = abs(round((d.available or 0) / (1 << 30), 2) - available_gib) >= GUARD_NEWS_GIB
-        if moved or d.action.value != action or d.alert != alert:
-            self._news_told = True
+        if d.action.value != action or d.alert != alert or (moved and now - self._news_at >= NEWS_EVERY_S):
+            self._news_told, self._news_at = True, now
             self._wake("guard")
 
     def beat(self) -> None:
