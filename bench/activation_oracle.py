@@ -35,7 +35,14 @@ sys.path.insert(0, str(REPO))
 from bench.fit_accuracy import GEMMA3_12B, GEMMA3_27B  # noqa: E402
 from sparktui.core.modelspec import spec_from_config  # noqa: E402
 from sparktui.core.units import GiB  # noqa: E402
-from tests.support.vllm_activations import ask_activations, fit_terms, oracle_terms, unquantized  # noqa: E402
+from tests.support.vllm_activations import (  # noqa: E402
+    DRAFTERS,
+    ask_activations,
+    fit_drafter,
+    fit_terms,
+    oracle_terms,
+    unquantized,
+)
 from tests.support.vllm_layers import fixture_config  # noqa: E402
 from tests.support.vllm_oracle import ci_python  # noqa: E402
 
@@ -97,6 +104,16 @@ def report(answer: dict[str, Any], models: dict[str, dict[str, Any]], args: argp
             print(f"  {name:<46} vLLM cannot run it here: {' '.join(row['error'].split())[:160]}")
             summary[name] = "cannot build"
             continue
+        if "drafter" in row:  # built with its target (DRAFTERS): its own pass beyond what the runner holds
+            target, method, k = DRAFTERS[name]
+            total, own = fit_drafter((target, fixture_config(target)), models[name], method, k, args.tokens,
+                                     args.seqs, version)  # fmt: skip
+            stage = f", the context K/V stage {_g(row['context_kv'])}" if row["context_kv"] else ""
+            print(f"  {name:<46} {method} drafter ({row['drafter_class']}, {k} tokens): its own pass "
+                  f"{_g(row['drafter'])}{stage}; fit {_g(own)} (ratio {row['drafter'] / own:4.2f}; "
+                  f"the fit's whole pass {_g(total)}) {row['seconds']:4.0f} s")  # fmt: skip
+            summary[name] = f"drafter {row['drafter'] / own:4.2f}"
+            continue
         o, f = oracle_terms(row), fit_terms(name, models[name], args.tokens, args.seqs, version)
         seqs = min(args.seqs, args.tokens)
         vocab = load_vocab(models[name])
@@ -141,7 +158,8 @@ def main(argv: list[str]) -> int:
     for python in found:
         began = time.monotonic()
         try:
-            answer = ask_activations(python, models, args.tokens, args.seqs)
+            targets = {t: fixture_config(t) for n, (t, _, _) in DRAFTERS.items() if n in models}
+            answer = ask_activations(python, models, args.tokens, args.seqs, targets=targets)
         except (RuntimeError, OSError) as exc:
             print(f"\n{python}: {str(exc).splitlines()[0]}")
             continue

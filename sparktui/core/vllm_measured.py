@@ -118,8 +118,11 @@ FLASHINFER_FULL_PER_GRAPH = MeasuredConstant(
 # before its chunked prefill (no attention metadata: _warmup_prefill_kernels on 64 tokens, then return;
 # qwen_gdn_linear_attn.py _forward_core at 0.32, gdn_linear_attn.py from 0.19.0), so in eager code these
 # buffers are not in the torch peak: Qwen3-Next's forward at 2048 tokens measures 0.352 GiB there, the fit
-# says 0.455. The logs this constant was fitted on (compiled runs, one with a DFlash drafter) do hold about
-# that much more than the rest of the fit explains; kept until a log or a GPU says where it goes.
+# says 0.434 (Qwen3.6-35B-A3B NVFP4: 0.271 against 0.403; both ratios the same at 8192 tokens: the eager
+# pass is linear in tokens). The compiled Spark runs hold more, and more the more tokens they batch: with
+# only the oracle's forward (142 KB a token for Qwen3.6-35B-A3B) what is left for non-torch memory is 1.9
+# GiB at 8192 tokens, 4.2 at 32768 and 6.8-7.6 at 65536, against 3.4 on the other Spark runs; this term
+# takes up about that token-proportional part. Kept until a log or a GPU says where it goes.
 GDN_PREFILL_COPIES = MeasuredConstant(
     "gdn_prefill_copies", 1.00, 0.64, 1.00, "x",
     "a Gated-DeltaNet layer's prefill buffers over max_num_batched_tokens tokens, as a multiple of what "

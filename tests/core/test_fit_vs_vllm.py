@@ -226,6 +226,35 @@ def test_the_profile_pass_peak_is_what_vllms_own_model_code_holds():
 @pytest.mark.skipif(
     ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
 )
+def test_the_drafters_are_built_with_their_target_and_run_their_own_pass():
+    """EAGLE-3 and DFlash drafters cannot be built alone (their classes read the speculative config's
+    draft model config); built with their target as vLLM's proposer builds them, each runs its dummy
+    pass: DFlash projects the context to K/V for its layers first, then runs its forward over the
+    query tokens; EAGLE-3 runs one forward. The fit models the DFlash context stage only, and less of it
+    than vLLM holds (bench/activation_oracle.py prints both)."""
+    from tests.support.vllm_activations import DRAFTERS, ask_activations, fit_drafter
+    from tests.support.vllm_layers import fixture_config
+
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    models = {name: fixture_config(name) for name in DRAFTERS}
+    targets = {target: fixture_config(target) for target, _, _ in DRAFTERS.values()}
+    answer = ask_activations(python, models, tokens=2048, seqs=256, timeout=300, targets=targets)
+    rows = {row["name"]: row for row in answer["models"]}
+    for name, (target, method, k) in DRAFTERS.items():
+        row = rows[name]
+        assert "error" not in row, row
+        assert row["drafter_class"] == ("Eagle3LlamaForCausalLM" if method == "eagle3" else "DFlashQwen3ForCausalLM")
+        _, own = fit_drafter((target, targets[target]), models[name], method, k, 2048, 256)
+        if method == "dflash":  # the context K/V stage holds more than the fit's (normed keys, fused K/V)
+            assert own < row["context_kv"] < row["drafter"], row
+        else:
+            assert row["context_kv"] == 0 < row["drafter"], row
+
+
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
 def test_deepseek_v4_kv_groups_and_tokens_are_vllms_own():
     """DeepSeek-V4-Flash's real config (and a variant with other compress-ratio counts) against
     vLLM 0.32's get_kv_cache_configs fed the specs its V4 layers declare (the oracle's

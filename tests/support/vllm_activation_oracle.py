@@ -66,6 +66,15 @@ At older versions (venvs from bench/setup-oracle-venv; run at 0.13.0 and 0.21.0)
 - vLLM IR ops (rms_norm, fused_add_rms_norm; 0.21 dispatches them by the kernel config's priority
   in eager mode, where the CPU platform picks "native", fp32 temporaries): CUDA's eager priority
   ["vllm_c", "native"] (use_cuda_ir_kernels); without it 0.21's Qwen3-30B-A3B forward read 1.24x.
+- DeepSeek-V4 (0.32): the CPU build imports models/deepseek_v4/cpu/ (its __init__ picks by
+  platform); the NVIDIA class is built instead (nvidia_class), with torch.cuda.Event / Stream
+  stand-ins (the CPU torch has dummy classes: "Tried to instantiate dummy base class Event") and a
+  GB10's compute capability 12.1 while it is built. It still does not build: its SM120 attention
+  (nvidia/flashinfer_sparse.py) checks at __init__ that FlashInfer has the DSV4 sparse MLA decode
+  specialization for 64 q heads, top-k 128, and FlashInfer is not in the CPU venv (a CUDA library;
+  the venv is shared, nothing is installed into it).
+- Drafters (EAGLE-3, DFlash) are built with their target, as vLLM's proposer builds them
+  (measure_drafter); alone their classes find no speculative config.
 - Not run before 0.32: MLA (the CPU platform refuses it; with CUDA's Triton MLA backend, 0.13's
   needs flash_attn_varlen_func and 0.21's num_compute_units, both CUDA-only), the families the
   version's transformers or vLLM lacks (Qwen3.5 / 3.6, Gemma 4, DeepSeek-V4 at 0.13; Qwen3.5's text
@@ -319,6 +328,54 @@ def no_cuda_device_guard():
         torch.cuda._maybe_exchange_device = lambda device: -1
         return ["torch.cuda.device (no GPU: a no-op)"]
     return []
+
+
+def nvidia_class(cls):
+    """DeepSeek-V4's classes are per platform (models/deepseek_v4/__init__.py imports cpu/, nvidia/,
+    amd/ or xpu/ by current_platform): the NVIDIA one a GB10 runs, in place of the CPU build's."""
+    module = getattr(cls, "__module__", "")
+    if ".deepseek_v4.cpu." not in module:
+        return cls
+    import importlib
+
+    nvidia = importlib.import_module(module.replace(".cpu.", ".nvidia."))
+    return getattr(nvidia, cls.__name__, cls)
+
+
+class NoCudaEvent:
+    """torch.cuda.Event / Stream where the CPU build of torch has only dummy classes: DeepSeek-V4's
+    attention makes events and an aux stream in __init__ to overlap its norms; none of them holds memory."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@contextlib.contextmanager
+def stand_in_cuda_events():
+    import torch
+    from vllm.platforms import current_platform
+    from vllm.platforms.interface import DeviceCapability
+
+    saved = torch.cuda.Event, torch.cuda.Stream
+    torch.cuda.Event = torch.cuda.Stream = NoCudaEvent
+    # and a GB10's compute capability (12.1), which V4's attention reads to pick its kernels
+    had = "get_device_capability" in vars(current_platform)
+    current_platform.get_device_capability = lambda *args, **kwargs: DeviceCapability(12, 1)
+    try:
+        yield
+    finally:
+        torch.cuda.Event, torch.cuda.Stream = saved
+        if not had:
+            del current_platform.get_device_capability
 
 
 def prefix_with_every_kind(kinds):
@@ -707,10 +764,15 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
     vllm_config = args.create_engine_config()
     use_cuda_ir_kernels(vllm_config)
     cls, _ = get_model_architecture(vllm_config.model_config)
+    nvidia = nvidia_class(cls)
+    # DeepSeek-V4's NVIDIA classes make CUDA events and read the compute capability while built
+    built_as_on_gb10 = stand_in_cuda_events() if nvidia is not cls else contextlib.nullcontext()
+    cls = nvidia
     # the model loader's order (model_loader/base_loader.py load_model): the dtype, then the device
     dtype_default = set_default_torch_dtype(vllm_config.model_config.dtype)
     with set_current_vllm_config(vllm_config), dtype_default, torch.device("meta"), platform_device_is_meta():
-        model = cls(vllm_config=vllm_config, prefix="")
+        with built_as_on_gb10:
+            model = cls(vllm_config=vllm_config, prefix="")
         use_cuda_paths(model)  # CustomOp.enabled() reads the config
     plain_parameters(model)
     use_cuda_gemm(model)
@@ -775,6 +837,98 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
     }  # fmt: skip
 
 
+def measure_drafter(item, tokens, seqs, workdir):
+    """A drafter built as vLLM's proposer builds it, and its dummy pass (the drafter cannot be built
+    alone: EAGLE-3 and DFlash classes read vllm_config.speculative_config.draft_model_config, None for
+    a model served alone, hence the bare AssertionError / AttributeError). The target's config (a few
+    layers: only its config is read) and the speculative config go to EngineArgs, as `vllm serve`
+    takes them; the drafter's class is the draft model config's architecture, built with the target's
+    VllmConfig (model_executor/model_loader get_model(vllm_config, model_config=draft_model_config),
+    as llm_base_proposer.py _get_model calls it). vLLM's check that the V2 runner has Triton
+    (config/vllm.py) sees Triton, as a GPU has it. The pass (v1/spec_decode):
+    - DFlash (dflash.py DFlashProposer.dummy_run): precompute_and_store_context_kv over `tokens`
+      context states (the proposer's persistent hidden-state buffer, not counted), then the forward
+      over min(tokens, max_query_tokens) query tokens, max_num_seqs x (1 + speculative tokens);
+    - EAGLE / EAGLE-3 / MTP (llm_base_proposer.py dummy_run): the forward over `tokens` tokens with
+      the proposer's hidden-state buffer.
+    Returns the drafter's own peak beyond what the runner holds."""
+    import vllm.config.vllm as config_module
+    from vllm.engine.arg_utils import EngineArgs
+
+    target = item["target"]
+    text, _ = shallow(text_only(target["config"]), 0)
+    base = Path(workdir) / f"draft-{item['name'].replace('/', '--')}"
+    (base / "target").mkdir(parents=True, exist_ok=True)
+    (base / "drafter").mkdir(parents=True, exist_ok=True)
+    (base / "target" / "config.json").write_text(json.dumps(text))
+    (base / "drafter" / "config.json").write_text(json.dumps(item["config"]))
+    k = int(item.get("num_speculative_tokens", 3))
+    speculative = {"method": item["method"], "model": str(base / "drafter"), "num_speculative_tokens": k}
+    args = EngineArgs(
+        model=str(base / "target"), skip_tokenizer_init=True, max_model_len=max(tokens, 4096), enforce_eager=True,
+        load_format="dummy", max_num_batched_tokens=tokens, max_num_seqs=seqs, compilation_config={"mode": 0},
+        speculative_config=speculative,
+    )  # fmt: skip
+    had_triton = getattr(config_module, "HAS_TRITON", None)
+    if had_triton is not None:
+        config_module.HAS_TRITON = True
+    try:
+        return run_drafter(item, args, tokens, seqs, k)
+    finally:
+        if had_triton is not None:
+            config_module.HAS_TRITON = had_triton
+
+
+def run_drafter(item, args, tokens, seqs, k):
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from vllm.config import set_current_vllm_config
+    from vllm.forward_context import set_forward_context
+    from vllm.model_executor.model_loader.utils import get_model_architecture
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    vllm_config = args.create_engine_config()
+    use_cuda_ir_kernels(vllm_config)
+    draft_config = vllm_config.speculative_config.draft_model_config
+    cls, _ = get_model_architecture(draft_config)
+    dtype_default = set_default_torch_dtype(draft_config.dtype)
+    with set_current_vllm_config(vllm_config), dtype_default, torch.device("meta"), platform_device_is_meta():
+        model = cls(vllm_config=vllm_config, prefix="")
+        use_cuda_paths(model)
+    plain_parameters(model)
+    use_cuda_gemm(model)
+    use_opaque_attention(model)
+    inner = getattr(model, "model", model)
+    if hasattr(inner, "_build_fused_kv_buffers"):  # what loading the weights does (qwen3_dflash.py load_weights)
+        inner._build_fused_kv_buffers()
+    hidden = draft_config.get_hidden_size()
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+    with torch.inference_mode(), set_current_vllm_config(vllm_config), fake:
+        # the proposer's persistent buffers (llm_base_proposer.py __init__): not the pass's
+        hidden_states = torch.zeros(tokens, hidden, dtype=draft_config.dtype, device="meta")
+        input_ids = torch.zeros(tokens, dtype=torch.long, device="meta")
+        positions = torch.zeros(tokens, dtype=torch.long, device="meta")
+        weights = [fake.from_tensor(t) for t in [*model.parameters(), *model.buffers()]]
+        attrs = [v for m in model.modules() for v in vars(m).values() if isinstance(v, torch.Tensor)]
+        attrs += [fake.from_tensor(t) for t in attrs]
+        kept = [*model.parameters(), *model.buffers(), *weights, *attrs, hidden_states, input_ids, positions]
+        counter = LiveBytes(storages_of(*kept))
+        global COUNTER
+        COUNTER = counter
+        if item["method"] == "dflash":
+            queries = min(tokens, seqs * (1 + k))
+            with counter.mode:
+                model.precompute_and_store_context_kv(hidden_states, positions)
+                context = counter.peak
+                with set_forward_context(None, vllm_config, num_tokens=queries):
+                    model(input_ids=input_ids[:queries], positions=positions[:queries], inputs_embeds=None)
+        else:
+            context = 0
+            with counter.mode, set_forward_context(None, vllm_config, num_tokens=tokens):
+                model(input_ids=input_ids, positions=positions, hidden_states=hidden_states)
+    return {"drafter": counter.peak, "context_kv": context, "drafter_class": cls.__name__, "peak_op": counter.peak_op}
+
+
 def main():
     request = json.load(sys.stdin)
     answer_to, sys.stdout = sys.stdout, sys.stderr  # vLLM's prints must not mix with the answer
@@ -795,6 +949,11 @@ def main():
         for item in request["models"]:
             started = time.monotonic()
             try:
+                if "target" in item:  # a drafter: built with its target, as vLLM's proposer builds it
+                    answer = measure_drafter(item, request["tokens"], request["seqs"], workdir)
+                    answer.update(name=item["name"], seconds=round(time.monotonic() - started, 1))
+                    out["models"].append(answer)
+                    continue
                 runs = [
                     measure(item["name"], item["config"], request["tokens"], request["seqs"], workdir, extra)
                     for extra in (0, 1)

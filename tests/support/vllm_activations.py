@@ -30,15 +30,33 @@ def unquantized(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# drafters the oracle builds with a target, as vLLM's proposer does: drafter -> (target, method, tokens)
+DRAFTERS = {
+    "sgl-project__SpecForge-gemma4-26b-a4b-eagle3": ("google__gemma-4-26B-A4B", "eagle3", 3),
+    "z-lab__Qwen3.6-35B-A3B-DFlash": ("Qwen__Qwen3.6-35B-A3B", "dflash", 15),
+    "z-lab__gemma-4-26B-A4B-it-DFlash": ("google__gemma-4-26B-A4B", "dflash", 15),
+}
+
+
 def ask_activations(
-    python: Path, models: dict[str, dict[str, Any]], tokens: int, seqs: int, timeout: float = 900
+    python: Path,
+    models: dict[str, dict[str, Any]],
+    tokens: int,
+    seqs: int,
+    timeout: float = 900,
+    targets: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Run the oracle on {name: config.json} at `tokens` batched tokens and `seqs` sequences."""
-    request = {
-        "tokens": tokens,
-        "seqs": seqs,
-        "models": [{"name": n, "config": unquantized(c)} for n, c in models.items()],
-    }
+    """Run the oracle on {name: config.json} at `tokens` batched tokens and `seqs` sequences; a drafter
+    of DRAFTERS whose target's config is in `targets` is built and run with that target."""
+    items: list[dict[str, Any]] = []
+    for name, config in models.items():
+        item: dict[str, Any] = {"name": name, "config": unquantized(config)}
+        if name in DRAFTERS and targets and DRAFTERS[name][0] in targets:
+            target, method, k = DRAFTERS[name]
+            item |= {"target": {"name": target, "config": unquantized(targets[target])}, "method": method}
+            item["num_speculative_tokens"] = k
+        items.append(item)
+    request = {"tokens": tokens, "seqs": seqs, "models": items}
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
     proc = subprocess.run(
         [str(python), str(ORACLE)], input=json.dumps(request), capture_output=True, text=True,
@@ -79,6 +97,41 @@ def fit_terms(name: str, config: dict[str, Any], tokens: int, seqs: int, version
         s.model_runner,
         path == "triton" or (path == "triton_from_8" and min(tokens, seqs) >= 8),
     )
+
+
+def fit_drafter(
+    target: tuple[str, dict[str, Any]],
+    drafter: dict[str, Any],
+    method: str,
+    k: int,
+    tokens: int,
+    seqs: int,
+    version: str = "0.32.0",
+) -> tuple[int, int]:
+    """The fit's drafter pass (fit_settings.drafter_pass_bytes) for a drafter served with `target`:
+    (the whole pass, the drafter's own working set: the pass less what the runner holds, the target's
+    hidden states and the aux ones the drafter reads, and the fused-MoE workspace)."""
+    import json
+
+    from sparktui.core.fit_settings import drafter_pass_bytes
+    from sparktui.core.modelspec import with_drafter
+    from sparktui.core.modelspec.drafters import dflash_as_built
+
+    rules = rules_for(version)
+    spec = spec_from_config(unquantized(target[1]), name=target[0], source="fixture")
+    draft = spec_from_config(unquantized(drafter), name="drafter", source="fixture")
+    spec = with_drafter(spec, draft, method)
+    if method == "dflash":
+        spec = dflash_as_built(spec, rules)[0]
+    speculative = json.dumps({"method": method, "model": "drafter", "num_speculative_tokens": k})
+    serve = ServeConfig(
+        model=target[0], max_num_batched_tokens=tokens, max_num_seqs=seqs, vllm_version=version,
+        speculative_config=speculative,
+    )  # fmt: skip
+    s = settings_from(serve, spec, dgx_spark(), rules)
+    total = drafter_pass_bytes(spec, s)
+    held = tokens * (spec.dtype_bytes * spec.hidden_size * (1 + spec.aux_hidden_layers) + moe_workspace_per_token(spec))
+    return total, total - held
 
 
 @dataclass(frozen=True)
