@@ -123,3 +123,28 @@ async def test_the_polls_start_when_the_first_fit_never_comes(monkeypatch):
             release.set()
     finally:
         release.set()
+
+
+@pytest.mark.parametrize("ticks", [1, 2, 3, 4])
+async def test_quitting_while_the_later_rows_mount_is_clean(monkeypatch, ticks):
+    """A quit just after the first screen, while the form's later rows are being mounted: the app
+    closes without an error. Textual's Select set itself up from parts the closing app had already
+    removed (NoMatches 'SelectOverlay', or '#label' on SelectCurrent) and the app ended on that
+    traceback; which of these ticks falls inside the mount depends on Textual's scheduling, so
+    several are tried."""
+    import asyncio
+
+    build_rest = ConfigEditor._build_rest
+
+    async def quit_meanwhile(editor):
+        mounting = asyncio.ensure_future(build_rest(editor))
+        for _ in range(ticks):
+            await asyncio.sleep(0)
+        editor.app.exit()
+        await mounting
+
+    monkeypatch.setattr(ConfigEditor, "_build_rest", quit_meanwhile)
+    app = SparkApp(profile="70b-dense-single-user", backend=OrderBackend())
+    async with app.run_test(size=(80, 24)) as pilot:  # an error in the app is raised on leaving
+        await until(pilot, lambda: not app.is_running, "the app to close")
+    assert app.return_code == 0

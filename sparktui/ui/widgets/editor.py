@@ -22,6 +22,7 @@ from textual.widgets import Input, Label, Select, Static, Switch
 
 from sparktui.errors import UserError
 from sparktui.ui.widgets.forminput import FormInput
+from sparktui.ui.widgets.formselect import FormSelect
 
 if TYPE_CHECKING:
     from sparktui.core.config import Flag, ServeConfig
@@ -178,7 +179,7 @@ class ConfigEditor(VerticalScroll):
         if flag.type == "bool" and not flag.optional:
             control: Switch | Select[Any] | Input = Switch(value=bool(value if given else flag.field_default), id=wid)
         elif flag.type == "bool":
-            control = Select(
+            control = FormSelect(
                 TRISTATE,
                 prompt="unset (vLLM default)",
                 allow_blank=True,
@@ -188,7 +189,7 @@ class ConfigEditor(VerticalScroll):
             )
         elif flag.type == "choice" and not flag.open_choices:
             shown = value if given else flag.field_default
-            control = Select(
+            control = FormSelect(
                 [(c, c) for c in flag.choices],
                 prompt="unset",
                 allow_blank=flag.optional,
