@@ -19,6 +19,12 @@ lateness grows with the machine's load stamps its times late: `vllm bench serve`
 time.perf_counter() in its asyncio loop when it gets round to a chunk (and its start before the
 request is written), so on a loaded box its TTFT carries its own scheduling delays; sparktui's
 reader threads read the kernel's receive stamps (runtime/bench/wire.py).
+
+A fourth run, `vllm bench serve, probed`, is the same command inside vLLM's venv through
+bench/vllm_loop_probe.py, which stamps inside its process: it splits the lateness into the time from
+its start stamp to the request on the wire, from the first token's arrival to its loop's epoll_wait
+returning, from there to aiohttp's callback, and from the callback to vLLM's own stamp, with the
+loop thread's run delay (runnable but waiting for a CPU) and involuntary switches.
 """
 
 from __future__ import annotations
@@ -129,18 +135,53 @@ def run_tool(tool: str, a, target, plan, folder: Path) -> dict:
     argv = [*vllm_driver.argv_for(plan, target, settings, 1, folder), "--save-detailed"]
     if tool == "vllm bench serve, nice -20":
         argv = ["nice", "-n", "-20", *argv]
+    if tool in (PROBED, PROBED_GROUP):  # the same run inside vLLM's venv, with stamps (bench/vllm_loop_probe.py)
+        python = str(Path(plan.executable).parent / "python")
+        argv = [python, str(REPO / "bench" / "vllm_loop_probe.py"), str(folder / "probe.jsonl"), *argv[1:]]
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     if target.api_key:
         env["OPENAI_API_KEY"] = target.api_key
+    if tool == PROBED_GROUP:
+        env["PROBE_AUTOGROUP_NICE"] = "-20"
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"vllm bench serve failed: {(done.stdout + done.stderr)[-2000:]}")
     result = json.loads((folder / "users-1.json").read_text())
+    probe = folder / "probe.jsonl"
     return {
         "reported_mean_ms": result["mean_ttft_ms"],
         "reported_median_ms": result["median_ttft_ms"],
         "each_ms": [1e3 * x for x in result["ttfts"]],
+        "probe": [json.loads(line) for line in probe.read_text().splitlines()] if probe.exists() else None,
     }
+
+
+PROBED = "vllm bench serve, probed"
+PROBED_GROUP = "probed, autogroup nice -20"
+
+
+def where_late(probe: list[dict], wire: list[dict]) -> dict:
+    """vLLM's lateness over the wire, request by request, in four parts (ms): its start stamp to the
+    request's last byte on the wire; the first token's arrival (kernel stamp) to epoll_wait's return
+    in its loop; that return to aiohttp's callback getting the bytes; the callback to vLLM's stamp. And
+    the loop thread's run delay (runnable, not running) and involuntary switches from start to callback."""
+    parts: dict[str, list[float]] = {k: [] for k in ("before_write", "to_wake", "wake_to_feed", "feed_to_stamp")}
+    delays, switched = [], []
+    for p, w in zip(probe, wire, strict=True):
+        if p["feed"] is None or p["wake"] is None:
+            continue
+        stamp = p["start"] + p["ttft"]
+        parts["before_write"].append(1e3 * (w["req_last"] - p["start"]))
+        parts["to_wake"].append(1e3 * (p["wake"] - w["first"]))
+        parts["wake_to_feed"].append(1e3 * (p["feed"] - p["wake"]))
+        parts["feed_to_stamp"].append(1e3 * (stamp - p["feed"]))
+        delays.append(1e3 * p["run_delay"])
+        switched.append(p["involuntary"])
+    out = {k: {"mean": round(statistics.mean(v), 2), "max": round(max(v), 2)} for k, v in parts.items() if v}
+    if delays:
+        out["run_delay_ms"] = {"mean": round(statistics.mean(delays), 2), "max": round(max(delays), 2)}
+        out["involuntary_switches"] = {"mean": round(statistics.mean(switched), 2), "max": max(switched)}
+    return out
 
 
 def main() -> int:
@@ -165,7 +206,7 @@ def main() -> int:
 
     target = resolve_target(a.port)
     plan = vllm_driver.plan(target, None, a.vllm_executable)
-    tools = ("sparktui bench", "vllm bench serve", "vllm bench serve, nice -20")
+    tools = ("sparktui bench", "vllm bench serve", "vllm bench serve, nice -20", PROBED, PROBED_GROUP)
     rows = []
     for rnd in range(a.rounds):
         for tool in tools if rnd % 2 == 0 else tools[::-1]:
@@ -202,6 +243,8 @@ def main() -> int:
                 if got["each_ms"] is not None and len(got["each_ms"]) == len(wire_ms):
                     late = [t - w for t, w in zip(got["each_ms"], wire_ms, strict=True)]
                     row["late_each_ms"] = [round(x, 1) for x in late]
+                if got.get("probe") and len(got["probe"]) == len(measured):
+                    row["where_late_ms"] = where_late(got["probe"], measured)
                 rows.append(row)
                 if not a.json:
                     print(
@@ -211,6 +254,8 @@ def main() -> int:
                         + (f" (each {row['late_each_ms']})" if "late_each_ms" in row else ""),
                         flush=True,
                     )
+                    for part, fig in row.get("where_late_ms", {}).items():
+                        print(f"    {part:<22} mean {fig['mean']:8.2f}  max {fig['max']:8.2f}", flush=True)
     if a.json:
         print(json.dumps(rows, indent=1))
     return 0

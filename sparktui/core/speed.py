@@ -149,6 +149,9 @@ ACCEPTANCE_PRIOR = {"mtp": 0.8, "eagle": 0.7, "eagle3": 0.7, "dflash": 0.7, "dsp
                     "suffix": 0.4, "draft_model": 0.6}  # fmt: skip
 
 
+SPARK_MACHINE = "DGX Spark (GB10)"
+
+
 @dataclass(frozen=True)
 class Acceptance:
     """A published acceptance figure: vLLM's "Mean acceptance length" (tokens one verify pass
@@ -160,6 +163,16 @@ class Acceptance:
     tokens: int
     mean_length: float
     source: str
+    # Where it was measured. Acceptance is the drafter's and the target's (and the prompts'), not the
+    # GPU's: a figure from another GPU stands for the same drafter on a Spark, and says where it is from.
+    machine: str = SPARK_MACHINE
+
+    @property
+    def cited(self) -> str:
+        """The source as the estimate quotes it: with the machine when it was not a Spark."""
+        return (
+            self.source if self.machine == SPARK_MACHINE else f"{self.source}; measured on {self.machine}, not a Spark"
+        )
 
     @property
     def per_token(self) -> float:
@@ -176,7 +189,9 @@ class Acceptance:
         return (low + high) / 2
 
 
-# Published figures, none from a record of the held-out speed set (tests/fixtures/speed/SOURCES.md).
+# Published figures, none from a record of the held-out speed set (tests/fixtures/speed/SOURCES.md); a Spark's
+# where one was found, else the same drafter's on another GPU (`machine`). No figure was found for a separate
+# draft model (draft_model): it keeps its prior.
 ACCEPTANCE = (
     Acceptance(
         "mtp", r"qwen3[._]?[56]|qwen3_5|qwen3_next", 2, 2.64,
@@ -191,6 +206,23 @@ ACCEPTANCE = (
     Acceptance(
         "dspark", "", 5, 3.73,
         "eugr/spark-vllm-docker #350 (Qwen3.8-27B DSpark v2, 5 tokens): mean acceptance length 3.73",
+    ),
+    Acceptance(
+        "ngram", "", 1, 1.20,
+        "al-engr.com, Qwen3.6 n-gram vs NVFP4 MTP (a Spark, SGLang NGRAM, Qwen3.6-27B-FP8): \"~20% accept rate\", "
+        "taken as the first position's",
+    ),
+    Acceptance(
+        "eagle3", r"gpt-oss|gptoss", 3, 2.41,
+        "huggingface.co/Dogacel/specdrift-gpt-oss-120b-eagle3 (EAGLE-3 drafter for gpt-oss-120b, SGLang, 3 steps, "
+        "top-1, MT-Bench, batch 1): acceptance length 2.41",
+        "an H100",
+    ),
+    Acceptance(
+        "dflash", r"qwen3[._]?[56]|qwen3_5", 3, 3.45,
+        "noonghunna/club-3090 #294 (vLLM, Qwen3.6-27B with its DFlash drafter, 3 tokens): \"SpecDecoding metrics: "
+        "Mean acceptance length: 3.45\" (3.49, 3.44 in the next windows)",
+        "2× RTX 3090",
     ),
 )  # fmt: skip
 
@@ -385,7 +417,7 @@ def draft_yield(speculation: Speculation | None, spec: ModelSpec | None = None) 
     model = f"{spec.name} {spec.architecture}" if spec is not None else ""
     figure = acceptance_for(key, model)
     if figure is not None:
-        return DraftYield(speculation.method, speculation.num_tokens, figure.per_token, figure.source)
+        return DraftYield(speculation.method, speculation.num_tokens, figure.per_token, figure.cited)
     return DraftYield(speculation.method, speculation.num_tokens, ACCEPTANCE_PRIOR.get(key, 0.6))
 
 

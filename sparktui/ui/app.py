@@ -21,7 +21,7 @@ from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.reactive import var
 from textual.theme import Theme
-from textual.widgets import Footer, Tab, Tabs
+from textual.widgets import Tab, Tabs
 from textual.worker import Worker, WorkerState
 
 from sparktui.errors import UserError
@@ -36,6 +36,7 @@ from sparktui.ui.themes import DEFAULT_THEME, load_themes, theme_dirs
 from sparktui.ui.translate import profile_guard_view
 from sparktui.ui.viewmodels import FitView, GuardView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.base import TextPanel
+from sparktui.ui.widgets.footer import PanelFooter
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -171,7 +172,7 @@ class SparkApp(App[None]):
                 pane.set_class(self.pane == pane_class.NAME, "-active")
                 shared = {n: getattr(SparkApp, n) for n in SHARED if n in getattr(pane_class, "_reactives", {})}
                 yield pane.data_bind(**shared)
-        yield Footer()
+        yield PanelFooter()
 
     def make_pane(self, pane_class: type[Pane]) -> Pane:
         if pane_class is ConfigPane:
@@ -185,9 +186,6 @@ class SparkApp(App[None]):
         # Reader threads (log tail + parser) hand the GIL back every 1 ms instead of 5, so a key
         # waits less behind a log flood. This is sparktui's own process: the setting is ours.
         sys.setswitchinterval(0.001)
-        # Everything built for the first frame lives as long as the app: keep it out of the
-        # garbage collector's full passes (up to 100 ms each while a log flood churns objects).
-        self.call_after_refresh(gc.freeze)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         if self.keymap:
             self.set_keymap(self.keymap)
@@ -215,6 +213,11 @@ class SparkApp(App[None]):
         except NoMatches:  # the app closes before its first screen was full
             return
         self.background_started = True
+        # Everything built for the first screen (the modules, the widgets, the fit) lives as long
+        # as the app: keep it out of the collector's full passes (up to 100 ms each while a log
+        # flood churns objects), and turn the collector back on (`sparktui ui` starts with it off).
+        gc.freeze()
+        gc.enable()
         # Before the server pane arms its watch of the state dir: the check may write there (the
         # watch would take that for a server's record changing).
         self._show_postmortems()

@@ -303,6 +303,42 @@ def test_acceptance_comes_from_the_published_figure_for_the_method_and_model(fix
     assert any("a prior: no published figure" in line for line in est.assumes)
 
 
+def test_eagle3_dflash_and_ngram_take_published_figures_for_their_drafters_and_say_where_measured(fixtures):
+    qwen = spec_from_config(
+        _json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4.json"), name="nvidia/Qwen3.6-35B-A3B-NVFP4", source="test",
+        hf_quant=_json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4__hf_quant_config.json"),
+    )  # fmt: skip
+    gpt_oss = spec_from_config(_json(fixtures, "openai__gpt-oss-120b.json"), name="openai/gpt-oss-120b", source="t")
+    gemma = spec_from_config(_json(fixtures, "google__gemma-4-26B-A4B.json"), name="google/gemma-4-26B-A4B", source="t")
+
+    def draft(method: str, tokens: int, spec):
+        model = "" if method == "ngram" else ', "model": "x/y"'
+        return sp.draft_yield(
+            parse_speculation(f'{{"method": "{method}"{model}, "num_speculative_tokens": {tokens}}}'), spec
+        )
+
+    # gpt-oss-120b's EAGLE-3 drafter: acceptance length 2.41 at 3 steps, measured on an H100, and said so
+    eagle = draft("eagle3", 3, gpt_oss)
+    assert eagle.expected_tokens == pytest.approx(2.41, abs=0.01)
+    assert "specdrift" in eagle.source and "measured on an H100, not a Spark" in eagle.source
+    est = predict(gpt_oss, speculation=eagle)
+    assert any("measured on an H100, not a Spark" in line for line in est.assumes)
+    # a drafter for another target has no figure: Qwen's EAGLE-3 keeps the prior (the test above)
+    # Qwen3.6's DFlash drafter: 3.45 at 3 tokens on 2× RTX 3090 (vLLM's own SpecDecoding line); Gemma's: the prior
+    dflash = draft("dflash", 3, qwen)
+    assert dflash.expected_tokens == pytest.approx(3.45, abs=0.01) and "club-3090 #294" in dflash.source
+    assert "2× RTX 3090, not a Spark" in dflash.source
+    other = draft("dflash", 3, gemma)
+    assert other.acceptance == sp.ACCEPTANCE_PRIOR["dflash"] and other.source == ""
+    # n-gram proposes from the prompt whatever the model: ~20% accepted on a Spark, for any target
+    for spec in (qwen, gemma):
+        ngram = draft("ngram", 3, spec)
+        assert ngram.acceptance == pytest.approx(0.20, abs=1e-3) and "al-engr.com" in ngram.source
+        assert "not a Spark" not in ngram.source
+    # a separate draft model: nothing published, the prior
+    assert draft("draft_model", 3, qwen).acceptance == sp.ACCEPTANCE_PRIOR["draft_model"]
+
+
 def test_drafting_costs_what_the_method_reads(fixtures):
     qwen = spec_from_config(
         _json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4.json"), name="q", source="test",

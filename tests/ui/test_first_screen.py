@@ -123,3 +123,63 @@ async def test_the_polls_start_when_the_first_fit_never_comes(monkeypatch):
             release.set()
     finally:
         release.set()
+
+
+@pytest.mark.parametrize("ticks", [1, 2, 3, 4])
+async def test_quitting_while_the_later_rows_mount_is_clean(monkeypatch, ticks):
+    """A quit just after the first screen, while the form's later rows are being mounted: the app
+    closes without an error. Textual's Select set itself up from parts the closing app had already
+    removed (NoMatches 'SelectOverlay', or '#label' on SelectCurrent) and the app ended on that
+    traceback; which of these ticks falls inside the mount depends on Textual's scheduling, so
+    several are tried."""
+    import asyncio
+
+    build_rest = ConfigEditor._build_rest
+
+    async def quit_meanwhile(editor):
+        mounting = asyncio.ensure_future(build_rest(editor))
+        for _ in range(ticks):
+            await asyncio.sleep(0)
+        editor.app.exit()
+        await mounting
+
+    monkeypatch.setattr(ConfigEditor, "_build_rest", quit_meanwhile)
+    app = SparkApp(profile="70b-dense-single-user", backend=OrderBackend())
+    async with app.run_test(size=(80, 24)) as pilot:  # an error in the app is raised on leaving
+        await until(pilot, lambda: not app.is_running, "the app to close")
+    assert app.return_code == 0
+
+
+async def test_the_first_fit_is_one_worker_away_from_the_profile(monkeypatch):
+    """The profile's worker also reads the machine, the runner's vLLM and the model's spec: the
+    first fit follows the profile with no worker (and no redraw of the fit) of their own between;
+    whether the model is downloaded is asked (and said) once the screen is full."""
+    from textual.worker import Worker
+
+    from sparktui.ui.panes.config_fit import FitBox
+
+    started: list[str] = []
+    verdict_seen: list[bool] = []
+    make = Worker.__init__
+
+    def recording_init(worker, *args, **kwargs):
+        make(worker, *args, **kwargs)
+        if not verdict_seen:
+            started.append(worker.name)
+
+    monkeypatch.setattr(Worker, "__init__", recording_init)
+    app = SparkApp(profile="70b-dense-single-user", backend=OrderBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        box = app.query_one(FitBox)
+        show = box._show_fit
+
+        def recording(view, saw_sample):
+            if view.verdict in ("fits", "tight", "wont_start", "unsafe"):
+                verdict_seen.append(True)
+            show(view, saw_sample)
+
+        box._show_fit = recording
+        await settled(pilot, lambda app: bool(verdict_seen), "the first fit")
+        assert "load-profile" in started and "fit" in started
+        assert not {"model-spec", "machine", "vllm-version", "model-downloaded"} & set(started), started
+        assert "DGX Spark" in str(app.query_one("#profile-line").render())

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from sparktui.core.machine import Machine
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
     from sparktui.runtime.host.memory import MemorySample
+    from sparktui.runtime.launch.vllm_version import DetectedVersion
 
 
 def machine_label(name: str, machine: Machine | None) -> str:
@@ -66,17 +67,19 @@ class ConfigPane(Pane):
         self.load_error: str | None = None
         self.server_port: int | None = None  # the server the panel follows (a switch opens its profile)
         self._first_screen = False  # FirstScreen posted
+        self._check_after_first_screen: str | None = None  # the model whose download is checked then
+        self._fit_box = FitBox(id="fit-scroll")  # kept: the profile's worker hands it what it reads
 
     def compose(self) -> ComposeResult:
         yield Static("", id="profile-line")
         # the fit follows the memory reading and the other servers' reservations the app shares
-        yield FitBox(id="fit-scroll").data_bind(ConfigPane.sample, ConfigPane.servers)
-        yield ConfigEditor(id="editor")
+        yield self._fit_box.data_bind(ConfigPane.sample, ConfigPane.servers)
+        yield ConfigEditor(id="editor", wait_for_load=self.profile_arg is not None)
         yield ModelActions()
 
     @property
     def fit_box(self) -> FitBox:
-        return self.query_one(FitBox)
+        return self._fit_box
 
     def on_mount(self) -> None:
         self._show_profile_line()
@@ -92,6 +95,8 @@ class ConfigPane(Pane):
             self._first_screen = True
             self.query_one(ConfigEditor).build_rest()
             self.post_message(FirstScreen())
+            if self._check_after_first_screen is not None:
+                self.query_one(ModelActions).check_downloaded(self._check_after_first_screen)
 
     def on_fit_box_fitted(self) -> None:
         self.call_after_refresh(self._screen_full)  # once the frame with the fit is drawn
@@ -165,21 +170,31 @@ class ConfigPane(Pane):
         except (UserError, Unavailable, OSError) as exc:
             self.app.call_from_thread(self._profile_failed, str(exc))
             return
-        self.app.call_from_thread(self._profile_loaded, profile)
+        # what its fit is made from, read here too: the profile shows, then its fit, with no
+        # worker (and no redraw) in between for the machine, the runner's vLLM and the model
+        box = self._fit_box
+        self.app.call_from_thread(self._profile_loaded, profile, box.read_profile_inputs(profile))
+        box.read_spec(profile.serve.model, profile.machine)  # may fetch from the Hub: the form shows first
 
     def _profile_failed(self, error: str) -> None:
+        self.query_one(ConfigEditor).build()  # the empty form (it waited for the profile)
         self.app.notify(error, title="Profile", severity="error", timeout=15)
         if self.loaded is None:
             self.load_error = error
             self._show_profile_line()
         self._screen_full()
 
-    def _profile_loaded(self, profile: Profile) -> None:
+    def _profile_loaded(
+        self, profile: Profile, inputs: tuple[Machine | None, DetectedVersion | None] | None = None
+    ) -> None:
         self.loaded, self.guard_settings, self.load_error = profile, None, None
+        self.fit_box.profile_loaded(profile, inputs)  # before the form's change asks for a fit
         self.query_one(ConfigEditor).load(profile.serve)  # posts Changed once filled
         self._show_profile_line()
-        self.fit_box.profile_loaded(profile)
-        self.query_one(ModelActions).check_downloaded(profile.serve.model)
+        if self._first_screen:
+            self.query_one(ModelActions).check_downloaded(profile.serve.model)
+        else:  # its notice (and its read of the cache) once the first screen is up
+            self._check_after_first_screen = profile.serve.model
 
     def watch_server(self, server: ServerStatus | None) -> None:
         # Re-attached to a server with no profile open: open the one it was started from (also

@@ -85,7 +85,27 @@ class FitBox(VerticalScroll):
 
     # -- what the pane tells it -----------------------------------------------------------------------
 
-    def profile_loaded(self, profile: Profile) -> None:
+    def read_profile_inputs(self, profile: Profile) -> tuple[Machine | None, DetectedVersion | None]:
+        """The profile's machine and its runner's vLLM. Blocking: the worker that loaded the profile
+        calls it and hands the result to `profile_loaded`, then reads the model (`read_spec`): one
+        worker on the way to the first fit, not one (and a redraw) for each of them."""
+        try:
+            machine = self.backend.machine(profile.machine)
+        except (UserError, Unavailable, ValueError, OSError):
+            machine = None
+        return machine, self.backend.detect_vllm_version(profile)
+
+    def profile_loaded(
+        self, profile: Profile, inputs: tuple[Machine | None, DetectedVersion | None] | None = None
+    ) -> None:
+        """A profile was opened; `inputs` (read_profile_inputs) when its worker read them, and its
+        model next (so the form's change asks for no spec of its own)."""
+        if inputs is not None:
+            self.machine, self.detected_vllm = inputs
+            self.spec_model, self.spec, self.spec_error = profile.serve.model, None, None
+            if self.machine is not None:
+                post_up(self, self.MachineRead())
+            return
         self._check_machine(profile.machine)
         self.detected_vllm = None
         self._detect_vllm(profile)
@@ -127,6 +147,11 @@ class FitBox(VerticalScroll):
 
     @io_worker("model-spec", "reading the model's config", group="spec")
     def _load_spec(self, model: str, machine_name: str) -> None:
+        self.read_spec(model, machine_name)
+
+    def read_spec(self, model: str, machine_name: str) -> None:
+        """Read the model's spec (and the machine again) and show the fit that follows. Blocking:
+        from a worker."""
         spec = machine = None
         errors = []
         try:

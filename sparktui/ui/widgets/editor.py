@@ -22,6 +22,7 @@ from textual.widgets import Input, Label, Select, Static, Switch
 
 from sparktui.errors import UserError
 from sparktui.ui.widgets.forminput import FormInput
+from sparktui.ui.widgets.formselect import FormSelect
 
 if TYPE_CHECKING:
     from sparktui.core.config import Flag, ServeConfig
@@ -82,8 +83,12 @@ class ConfigEditor(VerticalScroll):
             super().__init__()
             self.state = state
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, wait_for_load: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
+        # a profile is on its way: the first rows are built when it comes, holding its values (an
+        # empty form first would be laid out, drawn and fitted for nothing)
+        self._wait_for_load = wait_for_load
+        self._build_started = False
         self._extra_args: list[str] = []
         self._loading = False
         self._pending: ServeConfig | None = None
@@ -98,8 +103,15 @@ class ConfigEditor(VerticalScroll):
         yield Static("", id="general-problem", classes="problem")
 
     def on_mount(self) -> None:
-        # The rows (about a hundred widgets) come right after the first frame, so it shows sooner.
-        self.call_after_refresh(self._build)
+        # The rows (about a hundred widgets) come after the first frame, so it shows sooner.
+        if not self._wait_for_load:
+            self.call_after_refresh(self.build)
+
+    def build(self) -> None:
+        """Mount the first rows, once (holding the config a load left pending, if any)."""
+        if not self._build_started:
+            self._build_started = True
+            self.call_later(self._build)
 
     # The first category (the model: what an 80×24 screen shows of the form) is mounted before the
     # first load; the rest once the screen is full (`build_rest`, called by the config pane after
@@ -128,7 +140,9 @@ class ConfigEditor(VerticalScroll):
         return widgets, fields
 
     async def _build(self) -> None:
-        widgets, fields = self._rows(_flags().CATEGORIES[: self.EAGER_CATEGORIES])
+        pending = self._pending
+        values = {flag.field: getattr(pending, flag.field) for flag in _flags().FLAGS} if pending else None
+        widgets, fields = self._rows(_flags().CATEGORIES[: self.EAGER_CATEGORIES], values)
         await self.mount_all(widgets)  # in the DOM before load() looks the controls up
         self._mounted.update(fields)
         self.built = True
@@ -178,7 +192,7 @@ class ConfigEditor(VerticalScroll):
         if flag.type == "bool" and not flag.optional:
             control: Switch | Select[Any] | Input = Switch(value=bool(value if given else flag.field_default), id=wid)
         elif flag.type == "bool":
-            control = Select(
+            control = FormSelect(
                 TRISTATE,
                 prompt="unset (vLLM default)",
                 allow_blank=True,
@@ -188,7 +202,7 @@ class ConfigEditor(VerticalScroll):
             )
         elif flag.type == "choice" and not flag.open_choices:
             shown = value if given else flag.field_default
-            control = Select(
+            control = FormSelect(
                 [(c, c) for c in flag.choices],
                 prompt="unset",
                 allow_blank=flag.optional,
@@ -217,6 +231,7 @@ class ConfigEditor(VerticalScroll):
         """Fill the form from `config` (no Changed messages while filling; one at the end)."""
         if not self.built:
             self._pending = config  # filled in once the rows exist
+            self.build()
             return
         self._pending = None
         self._loading = True
