@@ -83,8 +83,8 @@ def pythons(paths: list[str]) -> list[Path]:
     found += [ci] if ci is not None else []
     found += sorted(VENVS.glob("vllm-venv-*/bin/python"))
     unique: dict[Path, Path] = {}
-    for python in found:
-        unique.setdefault(python.resolve(), python)
+    for python in found:  # by venv: every venv's python links to the same interpreter
+        unique.setdefault(python.parent.parent.resolve(), python)
     return list(unique.values())
 
 

@@ -68,7 +68,7 @@ class StatusBar(TextPanel):
         self.changed()
 
     def render(self) -> Text:
-        width = self.size.width
+        width = self.draw_width
         if not self.parts or not width or self.text.cell_len <= width:
             return self.text
         return self.fitted(width)

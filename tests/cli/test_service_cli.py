@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,7 +32,9 @@ def exec_start(unit: str) -> list[str]:
 
 
 @pytest.mark.slow  # starts a process
-def test_the_unit_passes_systemd_analyze_verify(env: dict[str, str], tmp_path: Path) -> None:
+def test_the_unit_passes_systemd_analyze_verify(
+    env: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed (apt-get install systemd)")
@@ -43,8 +46,10 @@ def test_the_unit_passes_systemd_analyze_verify(env: dict[str, str], tmp_path: P
         assert line in unit, line
     path = tmp_path / "sparktui-70b-dense-5-users.service"
     path.write_text(unit)
-    runtime = tmp_path / "xdg-runtime"
-    runtime.mkdir(mode=0o700)
+    # a short runtime dir: the user units systemd-analyze loads put sockets there (gpg-agent, dirmngr), and a
+    # socket path over 108 bytes is "a bad unit file setting"; under xdist tmp_path can be that long
+    runtime = Path(tempfile.mkdtemp(prefix="xr-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(runtime, ignore_errors=True))
     for mode in (["--user"], []):
         done = subprocess.run(
             [analyze, *mode, "verify", str(path)],

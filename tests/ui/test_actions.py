@@ -12,7 +12,7 @@ from sparktui.ui.screens import HelpScreen
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import ServerInfo
 from tests.support import REPO
-from tests.support.app import SampleBackend, widget, workers_done
+from tests.support.app import SampleBackend, settled, widget, workers_done
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
@@ -73,8 +73,7 @@ async def test_every_pane_action_has_a_widget_that_runs_it():
     key and palette entry still finds the one widget that runs it."""
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
-        await workers_done(app)
-        await pilot.pause()
+        await settled(pilot)  # the form's later rows mounted: closing mid-mount trips Textual's Select
         for action in ACTIONS:
             pane = action.pane or ("server" if action.scope == "log" else None)
             if pane is None:

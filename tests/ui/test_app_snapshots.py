@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from sparktui.ui.app import SparkApp
+from sparktui.ui.widgets.editor import ConfigEditor
 from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import DiagnosisCard
@@ -51,6 +52,8 @@ async def prepare(pilot):
         await pilot.pause()
         settled = app.fit is not None and app.fit.verdict not in ("n/a", "error")
         settled = settled and widget(app, MemoryGauge).sample is not None
+        # the form's later rows (mounted after the first fit) make its scrollbar's thumb
+        settled = settled and widget(app, ConfigEditor).complete
         if settled and server_pane(app).runner_problem is not None:
             break
     else:
@@ -58,7 +61,7 @@ async def prepare(pilot):
     gauge = widget(app, MemoryGauge)
     gauge.history.clear()
     gauge.history.extend(HISTORY_GIB)
-    gauge.refresh()
+    gauge.changed()  # what it draws changed (a refresh alone repaints the text it drew)
     app.set_focus(None)  # no blinking cursor in the picture
     # A notice times out by the clock: on a loaded box one can still be up, or a late one be new,
     # when the picture is taken (as prepare_server does, none is in it).
@@ -68,7 +71,7 @@ async def prepare(pilot):
     gauge = widget(pilot.app, MemoryGauge)
     gauge.history.clear()
     gauge.history.extend(HISTORY_GIB)
-    gauge.refresh()
+    gauge.changed()  # what it draws changed (a refresh alone repaints the text it drew)
     pilot.app.set_focus(None)
     await pilot.pause()
 
@@ -149,7 +152,7 @@ async def prepare_server(pilot):
     gauge = widget(app, MemoryGauge)
     gauge.history.clear()
     gauge.history.extend(HISTORY_GIB)
-    gauge.refresh()
+    gauge.changed()  # what it draws changed (a refresh alone repaints the text it drew)
     app.set_focus(None)
     await pilot.pause()
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar, cast
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Span, Text
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widget import Widget
@@ -32,6 +32,30 @@ class TextPanel(Widget):
     _rows: list[Strip] | None = None
     _drawn_width: int = -1
     _seen_lines: dict[tuple[int, tuple[str, tuple[Span, ...]]], list[Strip]] | None = None  # drawn lately
+    _asked_width: int | None = None  # the width a layout asks this panel's height for, meanwhile
+
+    @property
+    def draw_width(self) -> int:
+        """The width to draw at: the one a layout is asking about, else the laid-out one. Reading
+        `self.size` mid-layout gives the previous layout's width (the form's scrollbar comes and
+        goes: a text drawn 38 wide, wrapped at 37, took a line more) and arranges the whole screen
+        again to answer."""
+        return self._asked_width if self._asked_width is not None else self.size.width
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        # Textual's own keeps the text drawn for the first width asked and wraps it at the next one.
+        if not width:
+            return 0
+        if self._content_height_cache[0] == width:
+            return self._content_height_cache[1]
+        self._asked_width = width
+        try:
+            visual = visualize(self, self.render(), markup=self._render_markup)
+        finally:
+            self._asked_width = None
+        height = visual.get_height(self.styles, width)
+        self._content_height_cache = (width, height)
+        return height
 
     def component_style(self, name: str) -> Style:
         """The Rich style of a COMPONENT_CLASSES entry; plain until the stylesheet has been applied

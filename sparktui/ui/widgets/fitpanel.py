@@ -82,7 +82,7 @@ class FitPanel(TextPanel):
 
     def render(self) -> Text:
         v = self.view
-        width = max(10, self.size.width)
+        width = max(10, self.draw_width)
         label = self._style("label")
         out = Text(no_wrap=False)
         out.append("Fit ", label)

@@ -179,7 +179,7 @@ class MemoryGauge(TextPanel):
 
     def render(self) -> Text:
         # changed() draws the text to compare it with the last; the repaint that follows asks again.
-        width = max(10, self.size.width)
+        width = max(10, self.draw_width)
         if self._drawn is not None and self._drawn[0] == width:
             return self._drawn[1]
         text = self._draw(width)

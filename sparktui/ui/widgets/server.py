@@ -54,7 +54,7 @@ class PhaseStrip(TextPanel):
         current = self.failed_at if self.phase == FAILED else self.phase
         index = PHASES.index(current) if current in PHASES else -1
         for i, phase in enumerate(PHASES):
-            name = (PHASE_LABELS if self.size.width >= 80 else SHORT_LABELS).get(phase, phase)
+            name = (PHASE_LABELS if self.draw_width >= 80 else SHORT_LABELS).get(phase, phase)
             if i:
                 out.append(" › ", style("sep"))
             if self.phase == "ready" or i < index:
@@ -180,7 +180,7 @@ class LogHeader(TextPanel):
 
     def render(self) -> Text:
         full = self._line(short=False)
-        width = self.size.width
+        width = self.draw_width
         # the pane is about 44 columns at 120: the short words keep each key in view
         return full if not width or full.cell_len <= width else self._line(short=True)
 

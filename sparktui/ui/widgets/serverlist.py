@@ -89,7 +89,7 @@ class ServerList(TextPanel):
 
     def render(self) -> Text:
         style = lambda n: self.component_style(f"srvlist--{n}")  # noqa: E731
-        width = self.size.width or 80
+        width = self.draw_width or 80
         out = Text(no_wrap=True, overflow="ellipsis")
         out.append(f"Servers {len(self.entries)}", style("head"))
         out.append(f"  {self.keys[0]} next, {self.keys[1]} previous", style("muted"))
