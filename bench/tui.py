@@ -12,12 +12,15 @@
    package would. (`--only start-headless`: the old in-process figure, the app's own first
    compositor pass, which is not what a user sees.)
 2. idle CPU: the app headless with the live backend (real /proc/meminfo and NVML sampling every
-   second, the gauge redrawn each time, the supervisor state polled), CPU time of its process over
-   --idle-seconds after a 3 s settle. Goal ≤ 1% of one core.
+   second, the gauge redrawn when its figures change, the state dir watched), CPU time of its
+   process over --idle-seconds after a 3 s settle; at the same time a bare Textual app (a header,
+   36 static lines, a footer) idles beside it, and both figures are printed. Goal ≤ 1% of one core.
 3. key latency under flood: a writer process appends vLLM-like log lines (the real fixture logs,
    repeated) at --rate lines/s while the app follows the file (LogTail → LogSummary → log view);
    a key bound to a no-op action is pressed every 100 ms and timed from the key event being
-   posted to its action running. Goal ≤ 100 ms (p95 and max reported).
+   posted to its action running. Goal ≤ 100 ms (p95 and max reported). Then the same flood and
+   probe in a bare Textual app (a thread tails the file into Textual's Log widget), with the
+   ratios of CPU and key p95.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,6 +102,30 @@ async def pilot(p):
     p.app.exit()
 
 SparkApp(profile=sys.argv[3] if len(sys.argv) > 3 else None).run(headless=True, size=(120, 40), auto_pilot=pilot)
+"""
+
+CHILD_BARE_IDLE = r"""
+import sys, time
+from textual.app import App
+from textual.widgets import Footer, Header, Static
+settle, window = float(sys.argv[1]), float(sys.argv[2])
+
+class Bare(App):
+    def compose(self):
+        yield Header()
+        for i in range(36):
+            yield Static(f"line {i}: some static text, as long as a line of a small panel")
+        yield Footer()
+
+async def pilot(p):
+    await p.pause(settle)
+    t0, c0 = time.monotonic(), time.process_time()
+    await p.pause(window)
+    t1, c1 = time.monotonic(), time.process_time()
+    print(f"IDLE {c1 - c0:.4f} {t1 - t0:.4f} 0 0", flush=True)
+    p.app.exit()
+
+Bare().run(headless=True, size=(120, 40), auto_pilot=pilot)
 """
 
 WRITER = r"""
@@ -262,22 +290,40 @@ def bench_start(tmp: Path, profile: str | None, runs: int = 5) -> None:
 
 
 def bench_idle(tmp: Path, seconds: float, profile: str | None) -> None:
-    out = subprocess.run(
+    """The panel idle and a bare Textual app idle, both at once (the same moment of the machine)."""
+    ours = subprocess.Popen(
         [sys.executable, "-c", CHILD_IDLE, "3", str(seconds), *([profile] if profile else [])],
         env=child_env(tmp),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=seconds + 120,
     )
-    line = next((row for row in out.stdout.splitlines() if row.startswith("IDLE")), None)
-    if line is None:
-        raise SystemExit(f"idle run failed:\n{out.stderr[-2000:]}")
-    cpu, wall, _samples, redraws = line.split()[1:]
-    pct = float(cpu) / float(wall) * 100
+    bare = subprocess.Popen(
+        [sys.executable, "-c", CHILD_BARE_IDLE, "3", str(seconds)],
+        env=child_env(tmp),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    figures = []
+    for child in (ours, bare):
+        out, err = child.communicate(timeout=seconds + 120)
+        line = next((row for row in out.splitlines() if row.startswith("IDLE")), None)
+        if line is None:
+            raise SystemExit(f"idle run failed:\n{err[-2000:]}")
+        figures.append(line.split()[1:])
+    cpu, wall, _samples, redraws = figures[0]
+    bare_cpu, bare_wall = float(figures[1][0]), float(figures[1][1])
+    pct, bare_pct = float(cpu) / float(wall) * 100, bare_cpu / bare_wall * 100
     print(
         f"idle CPU with the gauge live (120x40, memory/GPU sampled every 1 s; the gauge redrew {redraws} "
         f"times in the window, when its figures changed): {float(cpu):.2f} s CPU over {float(wall):.1f} s "
         f"= {pct:.2f}% of one core (goal <= 1%)"
+    )
+    print(
+        f"bare Textual app idle at the same time (header, 36 static lines, footer): {bare_cpu:.3f} s CPU "
+        f"= {bare_pct:.3f}% of one core; sparktui / bare {pct / max(bare_pct, 1e-3):.0f}x, "
+        f"{pct - bare_pct:.2f} points above it"
     )
 
 
@@ -301,8 +347,6 @@ async def bench_flood(tmp: Path, seconds: float, rate: int) -> None:
         def action_probe(self) -> None:
             latencies.append(time.perf_counter() - pressed[-1])
 
-    sources = [str(p) for p in sorted((FIXTURES / "vllm-logs").glob("*.log"))]
-    sources += [str(p) for p in sorted((FIXTURES / "vllm-cpu").glob("*.log"))]
     log = tmp / "flood.log"
     log.write_bytes(b"")
     os.environ.update(SPARKTUI_CONFIG_DIR=str(tmp / "config"), SPARKTUI_STATE_DIR=str(tmp / "state"))
@@ -312,41 +356,122 @@ async def bench_flood(tmp: Path, seconds: float, rate: int) -> None:
         app.show_pane("server")
         pane = app.query_one(Tailing)
         pane.start_tail(log)
-        writer = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), *sources],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        c0 = time.process_time()
-        t0 = time.monotonic()
-        while writer.poll() is None:
-            pressed.append(time.perf_counter())
-            app.post_message(_key(PROBE_KEY))
-            before = len(latencies)
-            deadline = time.monotonic() + 10
-            while len(latencies) == before:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"the probe key {PROBE_KEY} never reached its action (bound to something else?)")
-                await asyncio.sleep(0.001)
-            await asyncio.sleep(0.1)
-        wall = time.monotonic() - t0
-        cpu = time.process_time() - c0
-        wrote = writer.stdout.read().split()
+        cpu = await _probe_during_flood(app, log, _flood_sources(), seconds, rate, latencies, pressed)
         await pilot.pause(1.0)  # let the tail catch up
         seen = app.query_one(LogView).total_lines
         kept = app.query_one(LogView).line_count
         pane.stop_tail()
     lat = sorted(latencies)
-    p95 = lat[int(len(lat) * 0.95) - 1] if lat else float("nan")
+    bare_cpu, bare_lat, bare_seen = await bench_flood_bare(tmp, seconds, rate)
     print(
-        f"log flood: writer {int(wrote[1]):,} lines in {float(wrote[2]):.1f} s "
-        f"({int(wrote[1]) / float(wrote[2]):,.0f} lines/s); app followed {seen:,} lines, kept {kept:,} in memory; "
-        f"app CPU {cpu / wall * 100:.0f}% of a core"
+        f"log flood at {rate:,} lines/s for {seconds:g} s (120x40, the server pane's log, wrapping): app followed "
+        f"{seen:,} lines, kept {kept:,}; app CPU {cpu * 100:.0f}% of a core"
     )
     print(
         f"key latency during the flood ({len(lat)} presses): median {statistics.median(lat) * 1000:.1f} ms, "
-        f"p95 {p95 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms (goal <= 100 ms)"
+        f"p95 {_p95(lat) * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms (goal <= 100 ms)"
     )
+    print(
+        f"bare Textual app, the same flood into Textual's Log widget (a thread tails the file, hands it the "
+        f"newest lines 10 times a second): read "
+        f"{bare_seen:,} lines; CPU {bare_cpu * 100:.0f}% of a core; key latency median "
+        f"{statistics.median(bare_lat) * 1000:.1f} ms, p95 {_p95(bare_lat) * 1000:.1f} ms, max {bare_lat[-1] * 1000:.1f} ms"
+    )
+    print(
+        f"flood ratio sparktui / bare: CPU {cpu / bare_cpu:.2f}x, key p95 {_p95(lat) / _p95(bare_lat):.2f}x "
+        "(run one after the other)"
+    )
+
+
+async def bench_flood_bare(tmp: Path, seconds: float, rate: int) -> tuple[float, list[float], int]:
+    """The same flood and probe key in a bare Textual app: a thread tails the file into Textual's
+    own Log widget (5000 lines kept, as sparktui's view), the newest lines 10 times a second."""
+    import threading
+
+    from textual.app import App
+    from textual.binding import Binding
+    from textual.widgets import Log
+
+    latencies: list[float] = []
+    pressed: list[float] = []
+
+    class BareFlood(App):
+        BINDINGS = [Binding(PROBE_KEY, "probe", "probe", show=False)]
+
+        def compose(self):
+            yield Log(max_lines=5000)
+
+        def action_probe(self) -> None:
+            latencies.append(time.perf_counter() - pressed[-1])
+
+    sources = _flood_sources()
+    log_path = tmp / "flood-bare.log"
+    log_path.write_bytes(b"")
+    stop = threading.Event()
+    seen = [0]
+
+    def tail(app: App, view: Log) -> None:
+        # Read as fast as the file grows; hand the widget the newest lines 10 times a second (as
+        # sparktui's view draws): a write_lines per chunk read would bury the keys.
+        loop = app._loop  # the app's loop: the widget is fed on it
+        rest = b""
+        kept: deque[str] = deque(maxlen=5000)
+        handed = time.monotonic()
+        with open(log_path, "rb") as fh:
+            while not stop.is_set():
+                chunk = fh.read(1 << 16)
+                if chunk:
+                    lines = (rest + chunk).split(b"\n")
+                    rest = lines.pop()
+                    seen[0] += len(lines)
+                    kept.extend(line.decode("utf-8", "replace") for line in lines)
+                else:
+                    time.sleep(0.02)
+                if kept and time.monotonic() - handed >= 0.1:
+                    loop.call_soon_threadsafe(view.write_lines, list(kept))
+                    kept.clear()
+                    handed = time.monotonic()
+
+    sys.setswitchinterval(0.001)  # as sparktui sets it (the reader thread hands the GIL back sooner)
+    app = BareFlood()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.5)
+        reader = threading.Thread(target=tail, args=(app, app.query_one(Log)), daemon=True)
+        reader.start()
+        cpu = await _probe_during_flood(app, log_path, sources, seconds, rate, latencies, pressed)
+        stop.set()
+        reader.join()
+    return cpu, sorted(latencies), seen[0]
+
+
+def _flood_sources() -> list[str]:
+    sources = [str(p) for p in sorted((FIXTURES / "vllm-logs").glob("*.log"))]
+    return sources + [str(p) for p in sorted((FIXTURES / "vllm-cpu").glob("*.log"))]
+
+
+async def _probe_during_flood(app, log: Path, sources, seconds, rate, latencies, pressed) -> float:
+    """Run the writer; press the probe key every 100 ms meanwhile; the app's CPU share."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), *sources], stdout=subprocess.PIPE, text=True
+    )
+    c0, t0 = time.process_time(), time.monotonic()
+    while writer.poll() is None:
+        pressed.append(time.perf_counter())
+        app.post_message(_key(PROBE_KEY))
+        before = len(latencies)
+        deadline = time.monotonic() + 10
+        while len(latencies) == before:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the probe key {PROBE_KEY} never reached its action (bound to something else?)")
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.1)
+    share = (time.process_time() - c0) / (time.monotonic() - t0)
+    writer.stdout.read()
+    return share
+
+
+def _p95(lat: list[float]) -> float:
+    return lat[int(len(lat) * 0.95) - 1] if lat else float("nan")
 
 
 def _key(key: str):
