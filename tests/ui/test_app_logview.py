@@ -177,3 +177,37 @@ def test_wrap_rows_break_after_a_space_and_hang_under_the_message():
     assert "".join(text[s:e] for s, e, _ in rows) == text  # nothing lost, nothing twice
     assert wrap_rows("x" * 100, 0, 40) == [(0, 40, 0), (40, 78, 2), (78, 100, 2)]  # no space: cut, 2 in
     assert wrap_rows("short", 0, 40) == [(0, 5, 0)]
+
+
+async def test_a_flood_of_small_batches_reaches_the_view_a_frame_at_a_time(tmp_path):
+    """The tail's batches wait in an inbox while one message is on its way: the panel takes them all
+    at once (a message each was the panel's main cost under a flood), none lost and none reordered."""
+    from sparktui.ui.app import SparkApp
+    from sparktui.ui.panes.server_log import ServerLog
+    from tests.support.app import SampleBackend, until
+
+    class Flood(SampleBackend):
+        def follow_log(self, path, stop):
+            for i in range(3000):
+                yield [f"INFO 11-29 19:24:01 [x.py:1] line {i}"]
+
+    app = SparkApp(backend=Flood())
+    async with app.run_test(size=(120, 40)) as pilot:
+        pane = app.query_one(ServerLog)
+        view = pane.view
+        pushes: list[int] = []
+        push = view.push
+
+        def counted(lines, *args):
+            pushes.append(len(lines))
+            return push(lines, *args)
+
+        view.push = counted  # type: ignore[method-assign]
+        pane.start_tail(tmp_path / "server.log")
+        await until(pilot, lambda: view.total_lines == 3000, "every line")
+        await pilot.pause(0.3)
+        assert len(pushes) < 300, f"{len(pushes)} pushes for 3000 one-line batches"
+        lines = view.lines()
+        assert lines[-1].endswith("line 2999")
+        numbers = [int(line.rsplit(" ", 1)[1]) for line in lines if " line " in line]
+        assert numbers == sorted(numbers)

@@ -10,6 +10,7 @@ pane to draw the phases, the figures and the diagnosis again.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,16 +29,53 @@ if TYPE_CHECKING:
     from sparktui.ui.backend import Backend
 
 
+class LogInbox:
+    """What the tail read and the panel has not taken yet: the newest lines (as many as the view
+    draws at once; older ones only counted, as the view would skip them), the progress as of the
+    last line, an error. A flood of small batches reaches the panel as one batch a frame."""
+
+    def __init__(self, keep: int) -> None:
+        self._lock = threading.Lock()
+        self._lines: deque[str] = deque(maxlen=keep)
+        self._skipped = 0
+        self._progress: LogProgress | None = None
+        self._error: str | None = None
+        self._told = False  # a LogReady is on its way
+
+    def put(self, lines: list[str], progress: LogProgress | None, error: str | None = None) -> bool:
+        """Add what was read; True when the panel must be told (nothing on its way to it)."""
+        with self._lock:
+            keep = self._lines.maxlen or 0
+            self._skipped += max(0, len(self._lines) + len(lines) - keep)
+            self._lines.extend(lines)
+            if error is None:
+                self._progress = progress
+            else:
+                self._error = error
+            told, self._told = self._told, True
+            return not told
+
+    def take(self) -> tuple[list[str], int, LogProgress | None, str | None]:
+        """Everything put since the last take: lines, how many older ones were dropped, progress, error."""
+        with self._lock:
+            lines, skipped, error = list(self._lines), self._skipped, self._error
+            self._lines.clear()
+            self._skipped, self._error, self._told = 0, None, False
+            return lines, skipped, self._progress, error
+
+
 class ServerLog(Vertical):
     KEEP_PREFLIGHTS = 8  # launches whose preflight lines are kept (a switch back shows them again)
 
     class LogRead(Message):
         """What the log says of the start-up changed."""
 
-    class LogBatch(Message):
-        def __init__(self, lines: list[str], progress: LogProgress | None, error: str | None = None) -> None:
+    class LogReady(Message):
+        """The tail put lines in `inbox` (one message on its way at a time: the rest ride along)."""
+
+        def __init__(self, inbox: LogInbox) -> None:
             super().__init__()
-            self.lines, self.progress, self.error = lines, progress, error
+            self.inbox = inbox
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -46,6 +84,7 @@ class ServerLog(Vertical):
         # What each launch from here found before it started, by its log: shown at the top of that log
         self.preflight: dict[Path, tuple[PreflightNote, ...]] = {}
         self._log_stop = threading.Event()
+        self._inbox: LogInbox | None = None  # the current tail's
 
     def compose(self) -> ComposeResult:
         yield LogHeader(id="log-header")
@@ -136,13 +175,14 @@ class ServerLog(Vertical):
         notes = self.preflight.get(path)
         if notes:
             log.note(self._note_lines(notes))
-        self._tail_log(path, self._log_stop)
+        self._inbox = LogInbox(log.max_lines // 2)  # the most an empty view takes in one draw
+        self._tail_log(path, self._log_stop, self._inbox)
 
     def stop_tail(self) -> None:
         self._log_stop.set()
 
     @io_worker("tail-log", "following the log")
-    def _tail_log(self, path: Path, stop: threading.Event) -> None:
+    def _tail_log(self, path: Path, stop: threading.Event, inbox: LogInbox) -> None:
         from sparktui.ui.logstate import LogState  # the log parser, loaded after the first frame
 
         state = LogState()
@@ -151,18 +191,24 @@ class ServerLog(Vertical):
                 if stop.is_set():
                     return
                 state.feed(batch)
-                self.post_message(self.LogBatch(batch, state.progress()))
+                if inbox.put(batch, state.progress()):
+                    self.post_message(self.LogReady(inbox))
         except (Unavailable, OSError) as exc:
-            self.post_message(self.LogBatch([], None, str(exc)))
+            if inbox.put([], None, str(exc)):
+                self.post_message(self.LogReady(inbox))
 
-    def on_server_log_log_batch(self, message: LogBatch) -> None:
+    def on_server_log_log_ready(self, message: LogReady) -> None:
+        if message.inbox is not self._inbox:
+            return  # an earlier tail's (the pane follows another log now)
+        lines, skipped, progress, error = message.inbox.take()
         log = self.view
-        if message.error:
-            log.push([f"[sparktui] cannot follow the log: {message.error}"])
+        if lines or skipped:
+            log.push(lines, skipped)
+        if error:
+            log.push([f"[sparktui] cannot follow the log: {error}"])
             return
-        log.push(message.lines)
-        if message.progress != self.progress:
-            self.progress = message.progress
+        if progress != self.progress:
+            self.progress = progress
             post_up(self, self.LogRead())
 
     # -- the header and the log's keys ----------------------------------------------------------------

@@ -53,7 +53,7 @@ class TextPanel(Widget):
             visual = visualize(self, self.render(), markup=self._render_markup)
         finally:
             self._asked_width = None
-        height = visual.get_height(self.styles, width)
+        height = visual.get_height(self.styles, width)  # type: ignore[arg-type]  # as Widget does; Textual types it RulesMap
         self._content_height_cache = (width, height)
         return height
 

@@ -4,8 +4,9 @@ sparktui's own polling of the server (`"GET /metrics HTTP/1.1"` and `"GET /healt
 this machine) is hidden by default: at 80×24 it would fill the view. `p` shows it again.
 
 Lines arrive in batches (`push`); they are buffered and drawn at most `FLUSH_HZ` times a second.
-When more than `FLUSH_MAX_LINES` arrive between two draws, only the newest are kept and one
-marker line says how many were skipped (the full log stays in the file on disk).
+When more than `FLUSH_MAX_LINES` arrive between two draws (half the view when it is empty: a log
+read from its start), only the newest are kept and one marker line says how many were skipped
+(the full log stays in the file on disk).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class LogView(ScrollView, can_focus=True):
     the view) or lets them run on, to scroll sideways."""
 
     FLUSH_HZ = 10
-    FLUSH_MAX_LINES = 2000
+    FLUSH_MAX_LINES = 500  # a draw of 2000 took 22 ms under a flood: a key waited behind it
 
     BINDINGS = bindings("log")
 
@@ -172,6 +173,14 @@ class LogView(ScrollView, can_focus=True):
         self._timer = self.set_interval(1 / self.FLUSH_HZ, self._flush, pause=True)
 
     @property
+    def batch_cap(self) -> int:
+        """The most lines one draw takes; older ones waiting are counted as skipped. An empty view
+        takes up to half its length (a log read from its start: what came before it)."""
+        if not self._lines:
+            return self.max_lines // 2
+        return min(self.FLUSH_MAX_LINES, self.max_lines // 2)
+
+    @property
     def line_count(self) -> int:
         return len(self._lines)
 
@@ -222,13 +231,15 @@ class LogView(ScrollView, can_focus=True):
             self.scroll_to(x=0 if self._wrap_width else None, y=first, animate=False, immediate=True, force=True)
         self.refresh()
 
-    def push(self, lines: list[str]) -> None:
-        """Queue lines for the next draw (cheap: called for every batch from the reader)."""
-        self.total_lines += len(lines)
+    def push(self, lines: list[str], skipped: int = 0) -> None:
+        """Queue lines for the next draw (cheap: called for every batch from the reader); `skipped`:
+        lines before these that the reader already dropped to keep up."""
+        self.total_lines += len(lines) + skipped
+        self._skipped += skipped
         self._pending.extend(lines)
         if self._timer is not None:
             self._timer.resume()
-        overflow = len(self._pending) - min(self.FLUSH_MAX_LINES, self.max_lines // 2)
+        overflow = len(self._pending) - self.batch_cap
         if overflow > 0:
             del self._pending[:overflow]
             self._skipped += overflow
