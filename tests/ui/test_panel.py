@@ -183,6 +183,24 @@ async def test_at_120_columns_the_log_header_keeps_its_keys_in_view(tmp_path):
         assert shown.plain.endswith("3 polls hidden (p)") and "following" in shown.plain, shown.plain
 
 
+async def test_at_120_columns_the_log_header_paused_with_polls_hidden_and_no_wrap_fits_whole(tmp_path):
+    """It was 48 cells in the 42-column pane, cut before the wrap key."""
+    log = tmp_path / "serving.log"
+    log.write_text("\n".join(["INFO 11-30 09:00:00 [x.py:1] Application startup complete.", POLL_METRICS] * 3) + "\n")
+    app = SparkApp(backend=RecordBackend(server_record(log)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        view, header = widget(app, LogView), widget(app, LogHeader)
+        await until(pilot, lambda: view.polling_hidden == 3, "the polling lines counted")
+        view.wrap = False
+        view.follow = False
+        await pilot.pause(0.2)
+        for hidden in (3, 1234, 123_456):
+            header.polling_hidden = hidden
+            shown = header.render()
+            assert shown.cell_len <= header.size.width, (shown.plain, header.size.width)
+            assert "PAUSED" in shown.plain and "(p)" in shown.plain and "no wrap (w)" in shown.plain, shown.plain
+
+
 async def test_at_80x24_a_long_vllm_line_shows_its_whole_message(tmp_path):
     """Issue 23, item 8: lines were cut at 80 columns with no wrap; now they wrap under the time."""
     log = tmp_path / "serving.log"

@@ -181,8 +181,30 @@ class LogHeader(TextPanel):
     def render(self) -> Text:
         full = self._line(short=False)
         width = self.draw_width
-        # the pane is about 44 columns at 120: the short words keep each key in view
-        return full if not width or full.cell_len <= width else self._line(short=True)
+        if not width or full.cell_len <= width:
+            return full
+        # the pane is 42 columns inside at 120: the short words keep each key in view, and the
+        # tiniest form (paused, polls hidden, no wrap: 41 cells) fits it whole
+        short = self._line(short=True)
+        return short if short.cell_len <= width else self._tiny()
+
+    def _tiny(self) -> Text:
+        muted = self.component_style("loghead--muted")
+        out = Text(no_wrap=True, overflow="ellipsis")
+        if self.following:
+            out.append("● following", self.component_style("loghead--on"))
+        else:
+            out.append(" ‖ PAUSED ", self.component_style("loghead--off"))
+            out.append(f" {self.keys[0]}", muted)
+        if self.show_polling:
+            out.append(f" polls ({self.keys[1]})", muted)
+        elif self.polling_hidden:
+            n = self.polling_hidden
+            count = f"{n // 1000}k" if n >= 10_000 else f"{n:,}"
+            out.append(f" {count} hidden ({self.keys[1]})", muted)
+        if not self.wrapped:
+            out.append(f" no wrap ({self.keys[2]})", muted)
+        return out
 
     def _line(self, short: bool) -> Text:
         muted = self.component_style("loghead--muted")
