@@ -42,6 +42,15 @@ async def test_the_bench_table_fits_the_pane_with_every_column_in_view(size):
         heading = next(line for line in screen_text(app) if "users" in line and "TTFT" in line)
         assert "vs prev" in heading, heading  # the last column, not cut
         assert "29781.1?" in text and "20*" in text and "+22%" in text, text  # burst, partial, change
+        # what the short form leaves out is under the plot: the previous run's tok/s/user, and J/tok
+        # where measured (the runs here have none: the line leaves it out)
+        notes = " ".join(line.strip() for line in screen_text(app))
+        assert "previous tok/s/u 1u 20.0" in notes and "J/tok" not in notes, notes
+        pane = app.query_one(BenchPane)
+        pane.show_run([r.model_copy(update={"joules_per_token": 0.52}) for r in RUNS], "tiny", None, previous_record())
+        await settled(pilot)
+        notes = " ".join(line.strip() for line in screen_text(app))
+        assert "J/tok 1u 0.52 5u 0.52" in notes and "previous tok/s/u 1u 20.0" in notes, notes
 
 
 async def test_a_wide_pane_keeps_the_full_table():

@@ -157,6 +157,7 @@ class BenchPane(Pane):
         self.done_before = 0  # requests in the levels already finished
         self.short: bool | None = None  # the table's form (SHORT_COLUMNS), set with its columns
         self.rows: list[tuple[LevelResult, LevelResult | None]] = []  # the table's levels, for a new form
+        self._compared: tuple[Any, ...] | None = None  # the notes' last arguments, for a new form
 
     @property
     def settings(self) -> BenchSettings:
@@ -218,6 +219,8 @@ class BenchPane(Pane):
         table.add_columns(*(SHORT_COLUMNS if short else COLUMNS))
         for level, previous in self.rows:
             table.add_row(*level_cells(level, previous, short))
+        if self._compared is not None:
+            self._compare(*self._compared)  # the notes say what the short form leaves out
 
     def set_active(self, active: bool) -> None:
         # The screen's class, set with the pane's own: app.tcss lets the pane take the config and
@@ -402,6 +405,7 @@ class BenchPane(Pane):
     ) -> None:
         from sparktui.core.published_speeds import published_speed
 
+        self._compared = (runs, model, model_path, previous)
         lines = Text()
         guide = published_speed(model_path, model)
         one = next((r for r in runs if r.users == 1), None)
@@ -426,6 +430,20 @@ class BenchPane(Pane):
                 )
         else:
             lines.append("no previous run of this profile to compare with")
+        if self.short:  # what the short table leaves out, where there is any: J/tok, the previous tok/s/user
+            parts = []
+            if any(lv.joules_per_token is not None for lv, _ in self.rows):
+                parts.append(
+                    "J/tok " + " ".join(f"{lv.users}u {_num(lv.joules_per_token, '{:.2f}')}" for lv, _ in self.rows)
+                )
+            if any(p is not None and p.decode_tok_s_per_user is not None for _, p in self.rows):
+                was = (p.decode_tok_s_per_user if p else None for _, p in self.rows)
+                parts.append(
+                    "previous tok/s/u "
+                    + " ".join(f"{lv.users}u {_num(w, '{:.1f}')}" for (lv, _), w in zip(self.rows, was, strict=True))
+                )
+            if parts:
+                lines.append("\n" + " · ".join(parts))
         for flag in self.flags:
             lines.append(f"\nnot plotted, {flag}", "bold")
         self.query_one("#bench-compare", Static).update(lines)
