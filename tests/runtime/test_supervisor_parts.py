@@ -177,45 +177,6 @@ def test_the_guards_line_in_the_record_is_rewritten_for_news_never_for_time_pass
     assert record.guard.last.available_gib == 19.45 and record.guard.last.at == 4600.0
 
 
-def test_the_guard_wakes_the_loop_for_a_move_at_most_every_few_seconds_and_at_once_for_an_alert(monkeypatch) -> None:
-    """Issue 25: at rest the loop has no timer for the guard's line; the guard's thread wakes it for
-    news. Memory swinging 0.5 GiB at every sample wakes it once per NEWS_EVERY_S, not at every sample;
-    a new alert (or action) at once."""
-    from sparktui.core.profiles import GuardSettings
-    from sparktui.runtime.guard.guard import Decision, GuardAction
-    from sparktui.runtime.server import guard_wiring
-
-    record = pr.StateRecord(
-        status="running", port=8000, supervisor=pr.ProcessRef(pid=1, start_time=1),
-        guard=pr.GuardRecord(armed=True, lines=GuardLines()),
-    )  # fmt: skip
-    wakes: list[str] = []
-    wiring = guard_wiring.GuardWiring(
-        GuardSettings(), 8000, lambda _: None, lock=threading.RLock(), record=lambda: record, save=lambda: True,
-        reaper=lambda: None, wake=lambda why="request": wakes.append(why), say=lambda _: None,
-    )  # fmt: skip
-    guard = SimpleNamespace(
-        armed=True, pressure=None, pressure_wakes=0, pressure_error=None, kernel_access=None, kernel_mode="off",
-        kernel_events=[], last=None,
-    )  # fmt: skip
-    wiring.guard = guard  # type: ignore[assignment]
-    clock = [1000.0]
-    monkeypatch.setattr(guard_wiring.time, "monotonic", lambda: clock[0])
-    gib = 1 << 30
-    guard.last = Decision(GuardAction.NONE, 1.0, available=20 * gib)
-    wiring.status()  # the loop's first look: the line it recorded
-    for i in range(8):  # a sample a second, each 0.6 GiB from the last; the loop looks after each wake
-        clock[0] += 1.0
-        guard.last = Decision(GuardAction.NONE, 1.0, available=int((20 - 0.6 * (i % 2 + 1)) * gib))
-        wiring._sampled()
-        wiring.status()
-    assert wakes == ["guard", "guard"]  # at 1001 s and 1006 s
-    clock[0] += 1.0
-    guard.last = Decision(GuardAction.NONE, 0.01, available=int(19.4 * gib), alert=True)
-    wiring._sampled()
-    assert wakes == ["guard", "guard", "guard"]  # the alert at once
-
-
 def test_a_live_answer_carries_the_guards_latest_sample_not_the_files_older_line(isolated: Path) -> None:
     from sparktui.core.profiles import parse_profile
     from sparktui.runtime.guard.guard import Decision, GuardAction

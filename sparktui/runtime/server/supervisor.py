@@ -9,8 +9,7 @@ atomically; commands (status, stop, kill) come over a Unix socket only the user 
 At rest it costs almost nothing (bench/supervisor_rest.py): the loop sleeps in poll() until the
 log is written (inotify), a request or signal arrives (a wake pipe), or vLLM exits (its pidfd);
 /metrics is scraped only while someone reads it or the server is busy; the guard's own thread
-keeps its pace near the lines, is woken by PSI on memory stalls (guard.py) and wakes the loop when
-its line has news.
+keeps its pace near the lines and is woken by PSI on memory stalls (guard.py).
 
 If the supervisor dies, vLLM does not live on unguarded: the API server gets SIGKILL from the
 kernel (PR_SET_PDEATHSIG, proc.spawn), a reaper process (reaper.py) sweeps the recorded tree, and
@@ -70,10 +69,7 @@ if TYPE_CHECKING:
 # socket or a signal (the wake pipe), vLLM's exit (its pidfd), or the next timer below.
 STARTUP_TICK_S = 0.25  # while starting: members appear, /health is asked every HEALTH_EVERY_S
 HEALTH_EVERY_S = 0.5
-# Once ready the loop needs no timer of its own: the guard wakes it for news (a sample 0.5 GiB from the
-# recorded line, a new action or alert; warnings, trips and kernel lines too), so it wakes at the
-# members' timer (REST_TRACK_S) and this is only a backstop.
-REST_TICK_S = 30.0
+REST_TICK_S = 5.0  # once ready: the guard's line in the state (warnings and trips wake the loop at once)
 REST_TRACK_S = 10.0  # once ready: new members (a /proc scan only if some process was created meanwhile)
 LOG_FALLBACK_S = 0.25  # how often the log is read where inotify is missing
 RECENT_EVENTS = 50
