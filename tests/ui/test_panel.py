@@ -4,6 +4,7 @@ record (tests/support/app.py: RecordBackend) — no processes, so each runs in a
 from __future__ import annotations
 
 import dataclasses
+from contextlib import asynccontextmanager
 
 import pytest
 from textual.geometry import Region
@@ -169,14 +170,21 @@ async def test_polling_lines_are_hidden_until_asked_for(tmp_path):
         assert sum("GET /metrics" in line for line in view.lines()) == 30
 
 
-async def test_at_120_columns_the_log_header_keeps_its_keys_in_view(tmp_path):
-    """The server pane is about 44 columns there: '… polling lines hidden (p shows)' was cut at '(p'."""
+@asynccontextmanager
+async def three_polls_hidden_at_120(tmp_path):
+    """The panel at 120x40 following a log of three ready lines and three /metrics polls (hidden)."""
     log = tmp_path / "serving.log"
     log.write_text("\n".join(["INFO 11-30 09:00:00 [x.py:1] Application startup complete.", POLL_METRICS] * 3) + "\n")
     app = SparkApp(backend=RecordBackend(server_record(log)))
     async with app.run_test(size=(120, 40)) as pilot:
         view, header = widget(app, LogView), widget(app, LogHeader)
         await until(pilot, lambda: view.polling_hidden == 3, "the polling lines counted")
+        yield pilot, view, header
+
+
+async def test_at_120_columns_the_log_header_keeps_its_keys_in_view(tmp_path):
+    """The server pane is about 44 columns there: '… polling lines hidden (p shows)' was cut at '(p'."""
+    async with three_polls_hidden_at_120(tmp_path) as (pilot, _view, header):
         await pilot.pause(0.2)
         shown = header.render()
         assert shown.cell_len <= header.size.width < 60, (shown.plain, header.size.width)
@@ -185,12 +193,7 @@ async def test_at_120_columns_the_log_header_keeps_its_keys_in_view(tmp_path):
 
 async def test_at_120_columns_the_log_header_paused_with_polls_hidden_and_no_wrap_fits_whole(tmp_path):
     """It was 48 cells in the 42-column pane, cut before the wrap key."""
-    log = tmp_path / "serving.log"
-    log.write_text("\n".join(["INFO 11-30 09:00:00 [x.py:1] Application startup complete.", POLL_METRICS] * 3) + "\n")
-    app = SparkApp(backend=RecordBackend(server_record(log)))
-    async with app.run_test(size=(120, 40)) as pilot:
-        view, header = widget(app, LogView), widget(app, LogHeader)
-        await until(pilot, lambda: view.polling_hidden == 3, "the polling lines counted")
+    async with three_polls_hidden_at_120(tmp_path) as (pilot, view, header):
         view.wrap = False
         view.follow = False
         await pilot.pause(0.2)
