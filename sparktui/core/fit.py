@@ -217,6 +217,8 @@ def _core(
     plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
+    if s.rules.value("mrope_cache_positions") == "x1_qwen3_vl":  # a quarter of the × 4 M-RoPE cache
+        weights -= spec.mrope_cache_bytes * 3 // 4 // s.tp
     # CUTLASS NVFP4 MoE kernels pad the experts as they load: counted where the GPU is known to run them,
     # only in the low end of the range where it is not known
     fp4_padding = nvfp4_moe_padding(spec, s.tp)

@@ -101,6 +101,7 @@ RuleKey = Literal[
     "mm_zero_limit_towers",
     "flashinfer_workspace",
     "v1_sampler_top_k_top_p",
+    "mrope_cache_positions",
 ]
 
 
@@ -461,6 +462,16 @@ RULES: tuple[Rule, ...] = (
     Rule("v1_sampler_top_k_top_p", V(0, 31, 0), None, "triton",
          "top-k / top-p always run in the Triton kernel on CUDA, whatever the number of requests",
          f"{TOPK}: apply_top_k_top_p; vllm/v1/sample/ops/topk_topp_triton.py: apply_top_k_top_p_triton"),
+    Rule("mrope_cache_positions", V(0, 10, 0), V(0, 32, 0), "x4",
+         "an M-RoPE's cos/sin cache holds max_position × 4 positions (for video positions), counted in the "
+         "weights",
+         "vllm/model_executor/layers/rotary_embedding/mrope.py: MRotaryEmbedding.__init__"),
+    Rule("mrope_cache_positions", V(0, 32, 0), None, "x1_qwen3_vl",
+         "Qwen3-VL and Qwen3.5 / 3.6 build their M-RoPE with mrope_positions_factor(vllm_config): max_position "
+         "× 1 positions unless video pruning is on (--video-pruning-rate, not modelled); other M-RoPE models "
+         "keep × 4",
+         "vllm/model_executor/models/qwen3_vl.py: mrope_positions_factor; qwen3_5.py: Qwen3_5DecoderLayer; "
+         "vllm/model_executor/layers/rotary_embedding/mrope.py: MRotaryEmbedding.__init__"),
     Rule("language_model_only", V(0, 10, 0), V(0, 17, 0), "absent",
          "--language-model-only is not a vllm serve flag: vLLM exits on it",
          f"{ARG_UTILS}: EngineArgs.add_cli_args"),

@@ -211,6 +211,9 @@ class ModelSpec:
     kv_dims: tuple[int, int, int] = (0, 0, 0)  # DeepSeek V4: head_dim, index_head_dim, sliding_window
     # MoE layers whose routed experts load as NVFP4: (layers, experts, hidden, intermediate, gated), or ()
     nvfp4_moe: tuple[int, int, int, int, bool] | tuple[()] = ()
+    # the M-RoPE caches counted in weights_bytes at max_position × 4 positions that vLLM 0.32 builds at
+    # × 1 (Qwen3.5 / 3.6, Qwen3-VL: modelspec/rope.py, vllm_rules mrope_cache_positions)
+    mrope_cache_bytes: int = 0
 
     @property
     def dtype_bytes(self) -> int:
