@@ -31,6 +31,7 @@ from sparktui.core.fit_settings import (
     cudagraph_estimate,
     drafter_pass_bytes,
     encoder_term,
+    moe_transient_chunk,
     moe_workspace_per_token,
     nvfp4_moe_padding,
     rules_of,
@@ -226,7 +227,14 @@ def _core(
     fp4_unknown = fp4_padding if machine.fp4 is None else 0
     sampler_path = s.rules.value("v1_sampler_top_k_top_p")
     forward, sampler = activation_parts(
-        spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner, sampler_path, machine.sms
+        spec,
+        s.max_num_batched_tokens,
+        s.max_num_seqs,
+        s.tp,
+        s.model_runner,
+        sampler_path,
+        machine.sms,
+        moe_transient_chunk(spec, s),
     )
     # a multimodal model's profile encodes dummy items first and keeps their outputs through the
     # dummy forward and the sampler pass (gpu_model_runner.py profile_run)
