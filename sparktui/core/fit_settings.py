@@ -208,25 +208,30 @@ DRAFTER_PASS_METHODS = ("mtp", "eagle", "eagle3", "dflash", "draft_model")
 
 
 def drafter_pass_bytes(spec: ModelSpec, s: FitSettings) -> int:
-    """The profile pass's peak while the drafter runs its dummy forward over max_num_batched_tokens
-    tokens (gpu_model_runner.py _dummy_run → drafter.dummy_run), after the target's forward: the
-    target's hidden states (and the aux hidden states an EAGLE3 / DFlash drafter reads) are still
-    held, the fused-MoE workspace stays allocated, and the drafter adds its own working set:
-    - DFlash (v1/spec_decode/dflash.py dummy_run → qwen3_dflash.py precompute_and_store_context_kv):
-      the context's normed copy, one fused K/V projection for every draft layer, the normed keys, and
-      the positions repeated per layer (int64);
+    """The profile pass's peak while the drafter runs its dummy pass (gpu_model_runner.py _dummy_run →
+    drafter.dummy_run), after the target's forward: the target's hidden states (and the aux hidden states
+    an EAGLE3 / DFlash drafter reads) are still held, the fused-MoE workspace stays allocated, and the
+    drafter adds its own working set:
+    - DFlash (v1/spec_decode/dflash.py dummy_run, the same from 0.20 to 0.32), the larger of two stages:
+      the context's K/V over max_num_batched_tokens (qwen3_dflash.py _project_context_kv: the normed
+      context, the fused K/V projection for every draft layer and its contiguous K/V-major copy, 2 × 2 K/V
+      widths), then the drafter's forward over min(tokens, max_num_seqs × (1 + k)) query tokens
+      (max_query_tokens), a decoder layer's MLP stage: 6 hidden-size tensors and 3 × intermediate;
     - MTP / EAGLE / a draft model (llm_base_proposer.py dummy_run): one decoder layer's working set,
       as the target's, plus the input that joins the embedding and the hidden state (2 × hidden).
-    0 when no drafter runs. Read from vLLM 0.32's code, not measured on a GPU."""
+    0 when no drafter runs. bench/activation_oracle.py measures the DFlash stages on vLLM 0.32's own code
+    (Qwen3.6 and Gemma-4 DFlash drafters: both to the byte)."""
     method = s.speculative_method
     if method not in DRAFTER_PASS_METHODS or not (s.mtp and spec.mtp_layers):
         return 0
     n, d, h = s.max_num_batched_tokens, spec.dtype_bytes, spec.hidden_size
     held = n * (d * h * (1 + spec.aux_hidden_layers) + moe_workspace_per_token(spec, s.tp))
     if method == "dflash":
-        layers = sum(g.count for g in spec.mtp_layers)
         kv = sum(g.count * max(1, g.num_kv_heads // s.tp) * g.head_size for g in spec.mtp_layers)
-        return held + n * (d * (h + 3 * kv) + 8 * layers)
+        context = n * d * (h + 4 * kv)
+        hidden, inner = spec.drafter_widths if spec.drafter_widths[0] else (h, spec.intermediate_size)
+        queries = min(n, s.max_num_seqs * (1 + s.num_spec))
+        return held + max(context, queries * d * (6 * hidden + 3 * inner // s.tp))
     inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
     return held + n * d * (8 * h + 2 * inner // s.tp)
 
