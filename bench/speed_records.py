@@ -35,6 +35,7 @@ class Record:
     speculative: dict[str, Any] | str | None  # None: plain decode; "unknown": the source does not say
     source: str  # the source's key in published.json "sources"
     url: str
+    kv_cache_dtype: str | None = None  # --kv-cache-dtype where the source gives it (None: auto)
 
     @property
     def speculation_known(self) -> bool:
@@ -81,7 +82,7 @@ def load(part: str) -> list[Record]:
             Record(
                 r["id"], r["model"], _spec(r), r["context"], r.get("users", 1), r["tok_s"], low, high,
                 r.get("vllm"), r.get("series"), r.get("speculative"), r["source"],
-                sources[r["source"]]["url"],
+                sources[r["source"]]["url"], r.get("kv_cache_dtype"),
             )
         )  # fmt: skip
     return out
@@ -92,7 +93,7 @@ def predict(record: Record, costs: dict[str, float] | None = None) -> sp.SpeedEs
     vLLM release line (`costs`, given, replace the per-layer costs: bench/fit_speed.py)."""
     return sp.estimate(
         record.spec, sp.GB10, context=record.context, users=(record.users,),
-        kv_bytes=sp.kv_bytes_for(record.spec, None), speculation=record.draft(),
+        kv_bytes=sp.kv_bytes_for(record.spec, record.kv_cache_dtype), speculation=record.draft(),
         vllm_version=record.series, costs=costs,
     )  # fmt: skip
 

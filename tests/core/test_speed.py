@@ -266,7 +266,8 @@ def _url_names(url):
 
     parts = urlparse(url)
     host = parts.netloc.removeprefix("www.")
-    return {"/".join(parts.path.strip("/").split("/")[:2])} if host == "github.com" else {host}
+    owner_repo = parts.path.strip("/").split("/")[:2]
+    return {"/".join(owner_repo), owner_repo[-1]} if host == "github.com" else {host}
 
 
 def test_the_post_freeze_set_follows_its_inclusion_rule(fixtures):
