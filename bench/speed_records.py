@@ -64,17 +64,24 @@ def _spec(r: dict[str, Any]) -> ModelSpec:
     return spec
 
 
+PARTS = ("fit", "held_out", "post_freeze")
+
+
 def load(part: str) -> list[Record]:
-    """'fit' or 'held_out'."""
+    """'fit', 'held_out', or 'post_freeze' (held out too: collected after the model was frozen, by
+    the rule in published.json's post_freeze_rule; its sources are in post_freeze_sources)."""
+    if part not in PARTS:
+        raise ValueError(f"{part!r}: not one of {', '.join(PARTS)}")
     data = json.loads(PUBLISHED.read_text())
+    sources = {**data["sources"], **data.get("post_freeze_sources", {})}
     out = []
-    for r in data[part]:
+    for r in data.get(part, []):
         low, high = r["range"]
         out.append(
             Record(
                 r["id"], r["model"], _spec(r), r["context"], r.get("users", 1), r["tok_s"], low, high,
                 r.get("vllm"), r.get("series"), r.get("speculative"), r["source"],
-                data["sources"][r["source"]]["url"],
+                sources[r["source"]]["url"],
             )
         )  # fmt: skip
     return out

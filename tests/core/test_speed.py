@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -244,7 +245,7 @@ def test_published_sets_follow_their_split_rule_and_each_record_loads(fixtures):
     assert {r["source"]: "fit" for r in fit} | {r["source"]: "held_out" for r in held} == expected
     assert {r["id"] for r in fit}.isdisjoint(r["id"] for r in held)
     assert len(fit) >= 15 and len(held) >= 10
-    for r in [*fit, *held]:
+    for r in [*fit, *held, *data["post_freeze"]]:
         config = _json(fixtures, r["config"])
         hq = _json(fixtures, r["hf_quant"]) if r.get("hf_quant") else None
         quant = r.get("quant")
@@ -257,6 +258,38 @@ def test_published_sets_follow_their_split_rule_and_each_record_loads(fixtures):
         assert r["speculative"] in (None, "unknown") or r["speculative"]["num_speculative_tokens"] >= 1
         if quant:  # an inline quantization config is read, not silently taken for bf16
             assert spec.quantization, r["id"]
+
+
+def _url_names(url):
+    """How a source is named in ACCEPTANCE's citations: its host, or a GitHub repository's owner/name."""
+    from urllib.parse import urlparse
+
+    parts = urlparse(url)
+    host = parts.netloc.removeprefix("www.")
+    return {"/".join(parts.path.strip("/").split("/")[:2])} if host == "github.com" else {host}
+
+
+def test_the_post_freeze_set_follows_its_inclusion_rule(fixtures):
+    """The third set (held out, found after the model was frozen) keeps the fit / held-out split as it
+    was: its sources are its own, none is a source of the other two, and every record carries what the
+    rule written before it asks for (a release line, users, context, a quote, the speculative settings);
+    a speculative record never comes from the source its method's acceptance figure is taken from."""
+    data = json.loads((fixtures / "speed" / "published.json").read_text())
+    assert "before any record of this set was predicted" in data["post_freeze_rule"]
+    sources, later = data["sources"], data["post_freeze_sources"]
+    assert not set(sources) & set(later)
+    assert not {s["url"] for s in sources.values()} & {s["url"] for s in later.values()}
+    ids = [r["id"] for part in ("fit", "held_out", "post_freeze") for r in data[part]]
+    assert len(ids) == len(set(ids))
+    for r in data["post_freeze"]:
+        assert r["source"] in later, r["id"]
+        assert re.fullmatch(r"0\.\d+", r["series"] or ""), r["id"]  # the release line is known
+        assert r["users"] >= 1 and r["context"] >= 1 and r["quote"] and r["range"][0] <= r["tok_s"], r["id"]
+        spec = r["speculative"]
+        assert spec in (None, "unknown") or (spec["method"] and spec["num_speculative_tokens"] >= 1), r["id"]
+        if isinstance(spec, dict):
+            figure = sp.acceptance_for(spec["method"], r["model"])
+            assert figure is None or not any(n in figure.source for n in _url_names(later[r["source"]]["url"]))
 
 
 def test_an_moe_verify_pass_reads_the_experts_of_every_token_it_verifies(fixtures):
