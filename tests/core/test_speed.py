@@ -306,8 +306,11 @@ def test_an_moe_verify_pass_reads_the_experts_of_every_token_it_verifies(fixture
         hf_quant=_json(fixtures, "nvidia__Qwen3.6-27B-NVFP4__hf_quant_config.json"),
     )  # fmt: skip
     every = sp.DraftYield("mtp", 1, 1.0)
-    moe_gain = predict(moe, speculation=every).decode_tok_s / predict(moe).decode_tok_s
-    dense_gain = predict(dense, speculation=every).decode_tok_s / predict(dense).decode_tok_s
+    # both are GDN hybrids: their verify pass's GDN path priced as plain decode's, so only the
+    # bytes differ (the verify path's own cost: test_a_verify_pass_charges_its_gated_deltanet…)
+    same = {"gdn_spec": sp.LAYER_COST_S["gdn"]}
+    moe_gain = predict(moe, speculation=every, costs=same).decode_tok_s / predict(moe, costs=same).decode_tok_s
+    dense_gain = predict(dense, speculation=every, costs=same).decode_tok_s / predict(dense, costs=same).decode_tok_s
     assert moe_gain < 1.8 < dense_gain < 2.0
 
 
@@ -453,3 +456,31 @@ def test_mxfp4_layers_from_the_flag_reach_the_estimate(fixtures):
     assert b.weight_bytes_per_token < 0.7 * a.weight_bytes_per_token
     with pytest.raises(UserError, match="--mxfp4-layers: got moe,attn; expected a comma-separated list of moe"):
         ServeConfig(model="openai/gpt-oss-120b", mxfp4_layers="moe,attn")
+
+
+def test_a_verify_pass_charges_its_gated_deltanet_layers_at_the_verify_path_cost(fixtures):
+    """vLLM runs a verify batch's GDN layers through its general path (conv update over n+1 tokens, a
+    recurrent kernel that walks them one by one), plain decode through the packed decode kernel: the
+    verify pass takes gdn_spec for those layers, plain decode gdn, and neither takes the other's."""
+    qwen = spec_from_config(
+        _json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4.json"), name="qwen", source="test",
+        hf_quant=_json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4__hf_quant_config.json"),
+    )  # fmt: skip
+    gdn_layers = sp.footprint(qwen).layers["gdn"]
+    assert gdn_layers == 30 and sp.verify_layers(sp.footprint(qwen).layers)["gdn_spec"] == gdn_layers
+    mtp = sp.DraftYield("mtp", 2, 0.8)
+
+    def step_ms(costs, speculation=None):
+        est = predict(qwen, speculation=speculation, costs=costs)
+        tokens = speculation.expected_tokens if speculation else 1.0
+        return tokens / est.decode_tok_s * 1e3
+
+    base = {"gdn": 100e-6, "gdn_spec": 100e-6}
+    more_spec = {"gdn": 100e-6, "gdn_spec": 300e-6}
+    more_plain = {"gdn": 300e-6, "gdn_spec": 100e-6}
+    # plain decode: only gdn counts
+    assert step_ms(more_spec) == pytest.approx(step_ms(base))
+    assert step_ms(more_plain) - step_ms(base) == pytest.approx(gdn_layers * 0.2, rel=1e-6)
+    # a verify pass: only gdn_spec counts (the drafter's MTP layer is attention + MoE)
+    assert step_ms(more_plain, mtp) == pytest.approx(step_ms(base, mtp))
+    assert step_ms(more_spec, mtp) - step_ms(base, mtp) == pytest.approx(gdn_layers * 0.2, rel=1e-6)
