@@ -97,6 +97,7 @@ def published_sets() -> None:
 
     summary: dict[str, list[float]] = {}
     flagged_by: dict[str, int] = {}
+    by_source: dict[tuple[str, str], list[float]] = {}  # (set, source): scored |errors|
     for part, title in (
         ("fit", "FIT set (costs fitted on its single-user records, the routing spread on its multi-user ones)"),
         ("held_out", "HELD-OUT set (never read by bench/fit_speed.py)"),
@@ -129,6 +130,7 @@ def published_sets() -> None:
                 flagged += 1
             else:
                 scored.append(abs(error))
+                by_source.setdefault((part, r.source), []).append(abs(error))
             print(
                 f"  {r.id:<44} {r.series or '?':>5} {r.users:>5} {r.tok_s:>8.1f} {predicted:>9.1f} "
                 f"{est.roofline_tok_s:>8.1f} {error:>+6.0%}{flag}"
@@ -149,6 +151,21 @@ def published_sets() -> None:
             f"  {part:<13} {median:>15.0%} {w20:>11} {share:>6} {sum(e <= 0.35 for e in scored):>11} "
             f"{len(scored):>7} {flagged_by[part]:>11}"
         )
+    # one source can hold many records (a sweep): the held-out sets source by source as well
+    print(f"\n  held out, by source {'':<23} {'median |error|':>15} {'within 20%':>11} {'scored':>7}")
+    for (part, source), errors in by_source.items():
+        if part != "fit":
+            print(
+                f"  {part + ' ' + source:<43} {statistics.median(errors):>15.0%} "
+                f"{sum(e <= 0.20 for e in errors):>11} {len(errors):>7}"
+            )
+    medians = {key: statistics.median(errors) for key, errors in by_source.items() if key[0] != "fit"}
+    parts = [(p, [m for (q, _), m in medians.items() if q == p]) for p in ("held_out", "post_freeze")]
+    parts.append(("both", list(medians.values())))
+    print(
+        "  sources whose median is within 20%: "
+        + ", ".join(f"{p} {sum(m <= 0.20 for m in ms)}/{len(ms)}" for p, ms in parts)
+    )
     print()
 
 
