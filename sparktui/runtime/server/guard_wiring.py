@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 # from its heartbeat (state.beat_path), and a live answer carries the guard's latest sample (line()),
 # so a resting server's file stays still while other programs move memory a little.
 GUARD_NEWS_GIB = 0.5
+# A move of MemAvailable wakes the loop at most this often (memory swinging 0.5 GiB each second would
+# otherwise wake it and rewrite the file at the guard's pace); a new action or alert wakes it at once.
+NEWS_EVERY_S = 5.0
 BEAT_EVERY_S = 0.25  # the guard's heartbeat (state.beat_path): often enough to see it stall within a second
 
 
@@ -48,7 +51,7 @@ class GuardWiring:
         record: Callable[[], pr.StateRecord],
         save: Callable[[], bool],
         reaper: Callable[[], Reaper | None],
-        wake: Callable[[], None],
+        wake: Callable[..., None],
         say: Callable[[str], None],
     ) -> None:
         self.settings, self.port, self.event = settings, port, event
@@ -61,6 +64,11 @@ class GuardWiring:
         self.trip_report: TripReport | None = None
         self.beat_fd: int | None = None  # the guard's heartbeat file (open_beat)
         self._beat_at = float("-inf")
+        # the line status() last judged (action, GiB, alert) and whether the loop was woken for news
+        # since: the guard's thread wakes the loop once for news, so it needs no timer to look
+        self._shown: tuple[str, float, bool] | None = None
+        self._news_told = False
+        self._news_at = float("-inf")  # time.monotonic() of the last wake for news
 
     @property
     def armed(self) -> bool:
@@ -79,7 +87,7 @@ class GuardWiring:
             on_warn=self._on_warn,
             on_trip=self._on_trip,
             on_report=self._on_report,
-            on_sample=self.beat,
+            on_sample=self._sampled,
             defer=None if order is None else self._deferral(order),
             kernel=self.settings.kernel or DEFAULT_KERNEL_MODE,
             on_kernel=self._on_kernel,
@@ -127,6 +135,20 @@ class GuardWiring:
             self._say(f"warning: no guard heartbeat file ({exc}); `status` cannot tell a frozen guard")
             return
         self.beat()
+
+    def _sampled(self) -> None:
+        """After each guard sample, on its thread: the heartbeat, and the loop woken for news."""
+        self.beat()
+        shown, guard = self._shown, self.guard
+        d = guard.last if guard is not None else None
+        if d is None or shown is None or self._news_told:
+            return
+        action, available_gib, alert = shown
+        now = time.monotonic()
+        moved = abs(round((d.available or 0) / (1 << 30), 2) - available_gib) >= GUARD_NEWS_GIB
+        if d.action.value != action or d.alert != alert or (moved and now - self._news_at >= NEWS_EVERY_S):
+            self._news_told, self._news_at = True, now
+            self._wake("guard")
 
     def beat(self) -> None:
         """After each guard sample: the heartbeat, at most every BEAT_EVERY_S (one pwrite)."""
@@ -218,6 +240,8 @@ class GuardWiring:
         """Refresh the guard's line in the state (the loop, each time it wakes); True when it changed."""
         guard = self.guard
         assert guard is not None  # set by run() before the loop starts
+        # cleared before the sample is read: a sample the guard takes meanwhile wakes the loop again
+        self._news_told = False
         d, now = guard.last, self.line()
         if d is None or now is None:
             return False
@@ -243,8 +267,10 @@ class GuardWiring:
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if last and not alert_news and last.action == now.action and moved < GUARD_NEWS_GIB:
+            self._shown = (last.action, last.available_gib, d.alert)
             return kernel_news  # the file is rewritten for news, not for every sample nor every few seconds
         g.last = now
+        self._shown = (now.action, now.available_gib, d.alert)
         return True
 
     def change(self, req: pr.GuardRequest) -> list[str]:
