@@ -682,6 +682,26 @@ def spark_cases(fixtures: Path) -> list[Case]:
             fp4=True,  # "Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend"
         )
     )
+    # Added 2026-12-02 (fit20) by the rule "the log shows the memory split and the exact flags and model
+    # are known", decided before the fit's figure was looked at; held out (no constant is fitted on it)
+    a100 = "discrete_v0.31.0_llama-3.1-8b-instruct_A100-80GB_excerpt.log"
+    cases.append(
+        Case(
+            "A100 0.31.0 llama-3.1-8b",
+            f"vllm-logs/{a100}",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            (0, 31, 0),
+            "dense",
+            # vLLM's defaults: `--model` alone, as its docker run shows; sparktui's own default utilization is
+            # 0.9, vLLM 0.31's 0.92 ("Desired GPU memory utilization is (0.92, 72.91 GiB)")
+            {"max_model_len": 131072, "gpu_memory_utilization": 0.92},
+            **_figures(logs / a100),
+            note="meta-llama/Llama-3.1-8B-Instruct on an A100 80GB (79.25 GiB as CUDA reports it), image "
+            "vllm/vllm-openai:v0.31.0-ubuntu2404, no flag but --model (utilization 0.92: the 0.31 default)",
+            from_log=a100,
+            machine="79.25",
+        )
+    )
     for name, model, arch, serve, version, note in plan:
         figures = read_log(logs / name)
         parts = name.split("_")

@@ -178,6 +178,12 @@ EXPECTED = {
              max_concurrency=4.71, ready=False),
         "log_ended",
     ),
+    f"{LOGS}/discrete_v0.31.0_llama-3.1-8b-instruct_A100-80GB_excerpt.log": (
+        # five lines quoted in a study note: no banner, no engine config, cut after the KV line
+        dict(version=None, model=None, max_model_len=None, weights_gib=15.0, available_kv_gib=56.21,
+             kv_cache_tokens=460496, max_concurrency=3.51, ready=False),
+        "log_ended",
+    ),
     f"{LOGS}/spark_v0.20.0_qwen3.6-35b-a3b-nvfp4-redhat_fp8kv_excerpt.log": (
         dict(version="0.20.0", model="RedHatAI/Qwen3.6-35B-A3B-NVFP4", max_model_len=65536, weights_gib=21.86,
              available_kv_gib=82.42, kv_cache_tokens=2158880, max_concurrency=108.50, ready=False),
