@@ -19,8 +19,10 @@ from sparktui.core.guard_lines import resolve_lines
 from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KernelEvent
 from sparktui.runtime.guard.guard import Guard, TripReport
 from sparktui.runtime.guard.stop_order import StopOrder
+from sparktui.runtime.host.deadline import Deadline
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
+from sparktui.runtime.server.reaper import late_after
 
 if TYPE_CHECKING:
     from sparktui.core import pool
@@ -63,6 +65,9 @@ class GuardWiring:
         self.tripped = threading.Event()
         self.trip_report: TripReport | None = None
         self.beat_fd: int | None = None  # the guard's heartbeat file (open_beat)
+        # the reaper's alarm (host/deadline.py), pushed at each heartbeat to when it would be late:
+        # the reaper sleeps on it instead of looking at the heartbeat about once a sample
+        self.alarm: Deadline | None = None
         self._beat_at = float("-inf")
         # the line status() last judged (action, GiB, alert) and whether the loop was woken for news
         # since: the guard's thread wakes the loop once for news, so it needs no timer to look
@@ -134,6 +139,10 @@ class GuardWiring:
         except OSError as exc:
             self._say(f"warning: no guard heartbeat file ({exc}); `status` cannot tell a frozen guard")
             return
+        try:
+            self.alarm = Deadline()
+        except OSError:
+            self.alarm = None  # no timerfd: the reaper looks at the heartbeat on a timer instead
         self.beat()
 
     def _sampled(self) -> None:
@@ -160,12 +169,24 @@ class GuardWiring:
         # taken for a stopped one (the next write is at most BEAT_EVERY_S after a sample)
         last = self.guard.last if self.guard is not None else None
         plan = max(BEAT_EVERY_S, last.next_interval if last is not None else 0.0)
+        # the reaper's alarm is pushed before the heartbeat is written, and the heartbeat says so: the
+        # reaper sleeps on the alarm only after a heartbeat that says it was pushed
+        alarm = ""
+        if self.alarm is not None:
+            try:
+                self.alarm.push(late_after(plan))
+                alarm = " alarm"
+            except OSError:
+                pass  # not said: the reaper looks at this heartbeat on a timer
         try:
-            os.pwrite(self.beat_fd, f"{now:.3f} {plan:.3f}\n".encode().ljust(32), 0)
+            os.pwrite(self.beat_fd, f"{now:.3f} {plan:.3f}{alarm}\n".encode().ljust(40), 0)
         except OSError:
             pass  # a full disk cannot refuse an overwrite in place of a tmpfs page; others: no heartbeat
 
     def close_beat(self) -> None:
+        if self.alarm is not None:
+            self.alarm.close()
+            self.alarm = None
         if self.beat_fd is not None:
             os.close(self.beat_fd)
             self.beat_fd = None

@@ -295,7 +295,8 @@ class Supervisor:
                     "read-only); free some space there and launch again"
                 )
             self.guarding.open_beat()
-            reaper = self.reaper = Reaper(self.file.path, beat_fd=self.guarding.beat_fd)
+            alarm = self.guarding.alarm.fd if self.guarding.alarm is not None else None
+            reaper = self.reaper = Reaper(self.file.path, beat_fd=self.guarding.beat_fd, alarm_fd=alarm)
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
             self.watching.start_recording(self.record.started_at, self._flight_context)
