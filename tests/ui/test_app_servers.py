@@ -16,7 +16,7 @@ from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import PhaseStrip, ServerInfo
 from sparktui.ui.widgets.serverlist import ServerList
-from tests.support.app import RecordsBackend, server_pane, widget
+from tests.support.app import RecordsBackend, server_pane, widget, workers_done
 from tests.support.app import two_server_records as two_servers
 from tests.support.app import until as wait_until
 
@@ -101,7 +101,9 @@ async def test_stop_and_kill_act_on_the_followed_server_only_and_kill_asks_namin
         assert isinstance(app.screen, ConfirmScreen)
         assert ":8001 (embed-small, pid 5252)" in app.screen.question
         await pilot.press("n")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "the dialog closed")
+        await pilot.pause()  # the log's tail runs on (a live server): wait for any call to the supervisor only
+        await until(pilot, lambda: not any(w.name == "server-action" and w.is_running for w in app.workers), "it")
         assert backend.ended == []
         await pilot.press("f6")
         await until(pilot, lambda: backend.ended == [(8001, "stopped")], "the stop of :8001")
@@ -169,7 +171,8 @@ async def test_a_clusters_nodes_show_under_its_head(tmp_path):
         text = widget(app, ServerList).render().plain
         assert "    spark-b r1 profiling 58.2G avail" in text.splitlines()  # 42 columns at 120×40
         await pilot.resize_terminal(80, 24)
-        await pilot.pause(0.2)
+        node_line = "    node spark-b r1 starting/profiling  avail 58.2 GiB"
+        await until(pilot, lambda: node_line in widget(app, ServerList).render().plain.splitlines(), "the 80x24 list")
         text = widget(app, ServerList).render().plain
         assert "    node spark-b r1 starting/profiling  avail 58.2 GiB" in text.splitlines()
 
@@ -250,7 +253,8 @@ async def test_at_idle_the_list_is_read_only_when_a_record_changes(tmp_path, mon
             lambda: backend.reads >= 1 and pane.roster._watch is not None and pane.roster._watch.armed.is_set(),
             "the watch",
         )
-        await pilot.pause(0.3)
+        await workers_done(app)  # the first reads done
+        await pilot.pause()
         before = backend.reads
         await pilot.pause(1.5)  # some 75 ticks with no server anywhere
         assert backend.reads == before, "the list was read again with nothing changed"
@@ -305,7 +309,8 @@ async def test_at_idle_the_supervisors_state_is_read_only_when_a_record_changes(
     async with app.run_test(size=(80, 24)) as pilot:
         pane = server_pane(app)
         await until(pilot, lambda: pane.roster._watch is not None and pane.roster._watch.armed.is_set(), "the watch")
-        await pilot.pause(0.3)
+        await workers_done(app)  # the reads under way done
+        await pilot.pause()
         before, ticks = backend.attaches, pane._ticks
         await pilot.pause(1.0)  # some 50 ticks with no server anywhere
         assert backend.attaches == before, "the supervisor's state was read with no server and nothing changed"
@@ -316,7 +321,8 @@ async def test_at_idle_the_supervisors_state_is_read_only_when_a_record_changes(
         await until(pilot, lambda: pane._ticks - ticks >= 5, "the poll ticking again for the live server")
         record("exited", 2.0)  # it ends (the poll reads a live server every tick)
         await until(pilot, lambda: app.server is not None and not app.server.live, "its end")
-        await pilot.pause(0.3)
+        await workers_done(app)  # the reads under way done
+        await pilot.pause()
         before, ticks = backend.attaches, pane._ticks
         await pilot.pause(1.0)
         assert backend.attaches == before, "the supervisor's state was read with only an ended server followed"
@@ -393,7 +399,11 @@ async def test_a_switch_opens_that_servers_profile_unless_the_form_has_unsaved_e
         await until(pilot, lambda: config.modified, "the form modified")
         await pilot.press("ctrl+r")
         await until(pilot, lambda: app.server.port == 8000, "the switch back to :8000")
-        await pilot.pause(0.5)
+        await until(
+            pilot,
+            lambda: any("unsaved edits of 35b-moe-5-users-8k" in str(n.message) for n in app._notifications),
+            "the notice",
+        )
         assert config.loaded.name == "35b-moe-5-users-8k" and config.modified
         assert any("unsaved edits of 35b-moe-5-users-8k" in str(n.message) for n in app._notifications)
 
