@@ -1007,9 +1007,9 @@ SPARK_TOTAL_GIB = 119.63  # vLLM's total_memory on GB10 (the gemma-3-27b DEBUG l
 # the log shows the cause. Filled from the figures the logs print (see main's "KV memory" section).
 KV_MISSES: dict[str, str] = {
     "discrete_v0.20.1rc1_nemotron-cascade-2-30b-a3b-nvfp4_rtx5090_excerpt.log": (
-        "a 3.72 GiB KV cache on a 26.66 GiB request, so 0.25 GiB is 7%: vLLM picked FlashInfer attention on the "
+        "a 3.72 GiB KV cache on a 26.66 GiB request, so 0.32 GiB is 8.5%: vLLM picked FlashInfer attention on the "
         "5090 (graphs 0.11 GiB more than the default backend's), the activation peak + non-torch figure is 0.19 "
-        "GiB low (the weights, with the CUTLASS NVFP4 MoE padding, within 0.05 GiB)"
+        "GiB low (the weights, with the CUTLASS NVFP4 MoE padding and no rope cache, within 0.01 GiB)"
     ),
     "spark_v0.20.0_gemma-4-26b-a4b-it_bf16_success.log": (
         "same flags and architecture as the qat run beside it (weights 48.5 GiB in both), yet vLLM measured "

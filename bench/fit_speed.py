@@ -25,7 +25,7 @@ from sparktui.core import speed as sp
 # Before any fit: attention 30 µs, Gated DeltaNet 220 (the guide's Qwen3.5-35B-A3B row), MoE 70
 # (Nemotron-3-Nano at 67–75 tok/s), Mamba-2 60, dense MLP 10; sliding attention and MLA as attention.
 PRIORS = {
-    "attention": 30e-6, "sliding_attention": 30e-6, "mla": 30e-6, "gdn": 220e-6,
+    "attention": 30e-6, "sliding_attention": 30e-6, "mla": 30e-6, "gdn": 220e-6, "gdn_spec": 220e-6,
     "mamba2": 60e-6, "dense_mlp": 10e-6, "moe": 70e-6,
 }  # fmt: skip
 

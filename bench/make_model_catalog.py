@@ -104,6 +104,10 @@ KEEP = {
     # the model's own length limit (vLLM's _get_and_verify_max_len)
     "rope_scaling",
     "rope_parameters",
+    # the rotary width of the rope caches (modelspec/rope.py)
+    "partial_rotary_factor",
+    "rotary_pct",
+    "rotary_emb_fraction",
     "n_positions",
     "max_seq_len",
     "seq_length",

@@ -6,7 +6,9 @@
    against the published figure, with the error; then the published measurements of
    tests/fixtures/speed/published.json: the FIT set (bench/fit_speed.py fitted the per-layer
    costs on it) and the disjoint HELD-OUT set, predicted against measured per record, the
-   roofline, and both sets' errors side by side (a figure above the roofline is flagged, not scored).
+   roofline, and both sets' errors side by side (a figure above the roofline is flagged, not scored);
+   then the POST-FREEZE set (held out as well: records found after the model was frozen, by the
+   rule written before them, published.json post_freeze_rule) and both held-out sets together.
 2. This machine: its memory bandwidth, measured here by copying a 256 MiB buffer (CPU bandwidth
    stands in for the Spark's), then every measured level in `sparktui bench`'s history
    (<state dir>/bench/history.jsonl, or --history) beside what core/speed.py predicts for the
@@ -89,24 +91,32 @@ def guide_rows() -> None:
 
 
 def published_sets() -> None:
-    """Fit set and held-out set of tests/fixtures/speed/published.json, side by side."""
+    """The fit set, the held-out set and the post-freeze set of tests/fixtures/speed/published.json,
+    side by side, and the two held-out sets together."""
     import speed_records as recs
 
-    summary = {}
+    summary: dict[str, list[float]] = {}
+    flagged_by: dict[str, int] = {}
+    by_source: dict[tuple[str, str], list[float]] = {}  # (set, source): scored |errors|
     for part, title in (
         ("fit", "FIT set (costs fitted on its single-user records, the routing spread on its multi-user ones)"),
         ("held_out", "HELD-OUT set (never read by bench/fit_speed.py)"),
+        ("post_freeze", "POST-FREEZE set (held out too: found after the model was frozen, by post_freeze_rule)"),
     ):
         print(f"DGX Spark, published vLLM decode per user: {title}")
-        print(
-            f"  {'record':<44} {'vLLM':>5} {'users':>5} {'measured':>8} {'predicted':>9} {'roofline':>8} {'error':>6}"
-        )
-        errors, scored, flagged = [], [], 0
-        for r in recs.load(part):
+        records = recs.load(part)
+        if not records:
+            print("  no records")
+        else:
+            print(
+                f"  {'record':<44} {'vLLM':>5} {'users':>5} {'measured':>8} {'predicted':>9} {'roofline':>8} "
+                f"{'error':>6}"
+            )
+        scored, flagged = [], 0
+        for r in records:
             est = recs.predict(r)
             predicted = recs.per_user(r, est)
             error = predicted / r.tok_s - 1
-            errors.append(abs(error))
             flag = ""
             if isinstance(r.speculative, dict):
                 measured = r.speculative.get("acceptance_length") or r.speculative.get("acceptance_rate")
@@ -120,21 +130,42 @@ def published_sets() -> None:
                 flagged += 1
             else:
                 scored.append(abs(error))
+                by_source.setdefault((part, r.source), []).append(abs(error))
             print(
                 f"  {r.id:<44} {r.series or '?':>5} {r.users:>5} {r.tok_s:>8.1f} {predicted:>9.1f} "
                 f"{est.roofline_tok_s:>8.1f} {error:>+6.0%}{flag}"
             )
-        summary[part] = (
-            statistics.median(scored) if scored else float("nan"),
-            sum(e <= 0.20 for e in scored),
-            sum(e <= 0.35 for e in scored),
-            len(scored),
-            flagged,
-        )
+        summary[part], flagged_by[part] = scored, flagged
         print()
-    print(f"  {'':<10} {'median |error|':>15} {'within 20%':>11} {'within 35%':>11} {'scored':>7} {'not scored':>11}")
-    for part, (median, w20, w35, scored_n, flagged) in summary.items():
-        print(f"  {part:<10} {median:>15.0%} {w20:>11} {w35:>11} {scored_n:>7} {flagged:>11}")
+    summary["held out, all"] = summary["held_out"] + summary["post_freeze"]
+    flagged_by["held out, all"] = flagged_by["held_out"] + flagged_by["post_freeze"]
+    print(
+        f"  {'':<13} {'median |error|':>15} {'within 20%':>11} {'share':>6} {'within 35%':>11} {'scored':>7} "
+        f"{'not scored':>11}"
+    )
+    for part, scored in summary.items():
+        median = statistics.median(scored) if scored else float("nan")
+        w20 = sum(e <= 0.20 for e in scored)
+        share = f"{w20 / len(scored):.0%}" if scored else "-"
+        print(
+            f"  {part:<13} {median:>15.0%} {w20:>11} {share:>6} {sum(e <= 0.35 for e in scored):>11} "
+            f"{len(scored):>7} {flagged_by[part]:>11}"
+        )
+    # one source can hold many records (a sweep): the held-out sets source by source as well
+    print(f"\n  held out, by source {'':<23} {'median |error|':>15} {'within 20%':>11} {'scored':>7}")
+    for (part, source), errors in by_source.items():
+        if part != "fit":
+            print(
+                f"  {part + ' ' + source:<43} {statistics.median(errors):>15.0%} "
+                f"{sum(e <= 0.20 for e in errors):>11} {len(errors):>7}"
+            )
+    medians = {key: statistics.median(errors) for key, errors in by_source.items() if key[0] != "fit"}
+    parts = [(p, [m for (q, _), m in medians.items() if q == p]) for p in ("held_out", "post_freeze")]
+    parts.append(("both", list(medians.values())))
+    print(
+        "  sources whose median is within 20%: "
+        + ", ".join(f"{p} {sum(m <= 0.20 for m in ms)}/{len(ms)}" for p, ms in parts)
+    )
     print()
 
 

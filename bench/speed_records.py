@@ -35,6 +35,7 @@ class Record:
     speculative: dict[str, Any] | str | None  # None: plain decode; "unknown": the source does not say
     source: str  # the source's key in published.json "sources"
     url: str
+    kv_cache_dtype: str | None = None  # --kv-cache-dtype where the source gives it (None: auto)
 
     @property
     def speculation_known(self) -> bool:
@@ -64,17 +65,24 @@ def _spec(r: dict[str, Any]) -> ModelSpec:
     return spec
 
 
+PARTS = ("fit", "held_out", "post_freeze")
+
+
 def load(part: str) -> list[Record]:
-    """'fit' or 'held_out'."""
+    """'fit', 'held_out', or 'post_freeze' (held out too: collected after the model was frozen, by
+    the rule in published.json's post_freeze_rule; its sources are in post_freeze_sources)."""
+    if part not in PARTS:
+        raise ValueError(f"{part!r}: not one of {', '.join(PARTS)}")
     data = json.loads(PUBLISHED.read_text())
+    sources = {**data["sources"], **data.get("post_freeze_sources", {})}
     out = []
-    for r in data[part]:
+    for r in data.get(part, []):
         low, high = r["range"]
         out.append(
             Record(
                 r["id"], r["model"], _spec(r), r["context"], r.get("users", 1), r["tok_s"], low, high,
                 r.get("vllm"), r.get("series"), r.get("speculative"), r["source"],
-                data["sources"][r["source"]]["url"],
+                sources[r["source"]]["url"], r.get("kv_cache_dtype"),
             )
         )  # fmt: skip
     return out
@@ -85,7 +93,7 @@ def predict(record: Record, costs: dict[str, float] | None = None) -> sp.SpeedEs
     vLLM release line (`costs`, given, replace the per-layer costs: bench/fit_speed.py)."""
     return sp.estimate(
         record.spec, sp.GB10, context=record.context, users=(record.users,),
-        kv_bytes=sp.kv_bytes_for(record.spec, None), speculation=record.draft(),
+        kv_bytes=sp.kv_bytes_for(record.spec, record.kv_cache_dtype), speculation=record.draft(),
         vllm_version=record.series, costs=costs,
     )  # fmt: skip
 

@@ -245,6 +245,8 @@ def render(result, spec, config, measured=None) -> str:
         lines.append(_row(f"left for the OS (of {b['mem_total'] / 1024**3:.1f} GiB MemTotal)", b["os_left"]))
     if "mem_available" in b:
         lines.append(_row("MemAvailable before start", b["mem_available"]))
+    if "per_cpu_free" in b:
+        lines.append(_row("+ just freed, on per-CPU lists", b["per_cpu_free"]))
     if "vllm_free_memory" in b:
         lines.append(_row("free memory as this vLLM sees it (cudaMemGetInfo ≈ MemFree)", b["vllm_free_memory"]))
     if result.memory_working:
@@ -428,6 +430,11 @@ def run(args: argparse.Namespace) -> int:
     config, calibration = find_calibration(args, config, spec, machine)
     if config.vllm_version and not versioned:
         version_source = f"the log {args.calibrate_from}"
+    free_lists = 0
+    if meminfo is not None and mem_available is None:  # this host's reading: as preflight counts it
+        from sparktui.runtime.host.memory import read_per_cpu_free
+
+        free_lists = read_per_cpu_free()
     result = fit(
         config,
         spec,
@@ -436,6 +443,7 @@ def run(args: argparse.Namespace) -> int:
         vllm_version_source=version_source,
         allow_long_max_model_len=allow_long,
         calibration=calibration,
+        free_lists=free_lists,
     )
     others = sorted(name for name in env if name != "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
     if others:  # names only: values may be secrets
@@ -448,7 +456,7 @@ def run(args: argparse.Namespace) -> int:
         from sparktui.core.grid import build_grid
 
         def run_fit(cell_config: Any) -> Any:
-            return fit(cell_config, spec, machine, mem_available=mem_available,
+            return fit(cell_config, spec, machine, mem_available=mem_available, free_lists=free_lists,
                        vllm_version_source=version_source, allow_long_max_model_len=allow_long)  # fmt: skip
 
         grid = build_grid(config, spec, machine, result, run_fit)

@@ -125,6 +125,7 @@ def fit_cluster(
     machine: Machine,
     cluster: ClusterSettings,
     mem_available: int | None = None,
+    free_lists: int = 0,
 ) -> ClusterFit:
     """The fit of every node. `machine` is one node (Sparks are alike); the head's extra load is
     taken from what the OS keeps, since it lives outside vLLM's request."""
@@ -139,6 +140,6 @@ def fit_cluster(
         extra = head_extra_bytes(cluster) if i == 0 else 0
         node = dataclasses.replace(machine, os_need_min=machine.os_need_min + extra, os_need=machine.os_need + extra)
         available = None if mem_available is None else mem_available - extra
-        result = fit(config, spec, node, mem_available=available)
+        result = fit(config, spec, node, mem_available=available, free_lists=free_lists)
         out.nodes.append(NodeFit(host, "head" if i == 0 else "worker", extra, result))
     return out

@@ -31,6 +31,7 @@ from sparktui.core.fit_settings import (
     cudagraph_estimate,
     drafter_pass_bytes,
     encoder_term,
+    moe_transient_chunk,
     moe_workspace_per_token,
     nvfp4_moe_padding,
     rules_of,
@@ -217,6 +218,8 @@ def _core(
     plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
     weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
+    if s.rules.value("mrope_cache_positions") == "x1_qwen3_vl":  # a quarter of the × 4 M-RoPE cache
+        weights -= spec.mrope_cache_bytes * 3 // 4 // s.tp
     # CUTLASS NVFP4 MoE kernels pad the experts as they load: counted where the GPU is known to run them,
     # only in the low end of the range where it is not known
     fp4_padding = nvfp4_moe_padding(spec, s.tp)
@@ -224,7 +227,14 @@ def _core(
     fp4_unknown = fp4_padding if machine.fp4 is None else 0
     sampler_path = s.rules.value("v1_sampler_top_k_top_p")
     forward, sampler = activation_parts(
-        spec, s.max_num_batched_tokens, s.max_num_seqs, s.tp, s.model_runner, sampler_path, machine.sms
+        spec,
+        s.max_num_batched_tokens,
+        s.max_num_seqs,
+        s.tp,
+        s.model_runner,
+        sampler_path,
+        machine.sms,
+        moe_transient_chunk(spec, s),
     )
     # a multimodal model's profile encodes dummy items first and keeps their outputs through the
     # dummy forward and the sampler pass (gpu_model_runner.py profile_run)
@@ -466,6 +476,7 @@ def fit(
     allow_long_max_model_len: bool = False,
     calibration: Calibration | None = None,
     mem_free: int | None = None,
+    free_lists: int = 0,
 ) -> FitResult:
     """Predict vLLM's start-up for `config` (a ServeConfig) on `machine`, for the vLLM version
     config.vllm_version names (`vllm_version_source` says where it came from, for the result).
@@ -474,7 +485,8 @@ def fit(
     this model, vLLM version and machine) the terms whose flags have not changed are the measured ones.
     `mem_free` (MemFree, with `mem_available`): where the vLLM that runs reads free memory with
     cudaMemGetInfo on unified memory, which leaves out the page cache, its start-up check is judged on
-    that figure."""
+    that figure. `free_lists`: free pages on the kernel's per-CPU lists (just freed by a server that
+    ended), which MemAvailable leaves out until they drain: a start-up that fits only with them is tight."""
     spec = served_dtype(online_quantized(spec, config.quantization), config.dtype)
     if allow_long_max_model_len and spec.max_len_limit:
         limit_note = (
@@ -524,6 +536,8 @@ def fit(
         budget["os_left"] = os_left or 0
     if free is not None:
         budget["mem_available"] = free
+    if free_lists > 0:
+        budget["per_cpu_free"] = free_lists
     if vllm_free is not None:
         budget["vllm_free_memory"] = vllm_free  # what vLLM's start-up check will see (cudaMemGetInfo)
 
@@ -567,19 +581,29 @@ def fit(
                 f"{machine.os_need / GB:.0f} GB)"
             )
     if free_at_check is not None:
+        lists = f"the {_g(free_lists)} just freed on the kernel's per-CPU lists"
         if free_at_check < c.requested:
-            wont = True
             seen = (
                 f"vLLM {s.rules.version}'s own figure, cudaMemGetInfo ≈ MemFree {_g(free_at_check + machine.cuda_context)}"
                 f" (MemAvailable {_g(free or 0)})"
                 if vllm_free is not None
                 else f"MemAvailable {_g(free_at_check + machine.cuda_context)}"
             )
-            reasons.append(
+            short = (
                 f"free memory at start-up ({_g(free_at_check)}{', assumed idle' if assumed else ''}: "
                 f"{seen} less vLLM's CUDA context) is less than the request "
-                f"({util:g} × {_g(machine.total)} = {_g(c.requested)}); vLLM refuses to start"
+                f"({util:g} × {_g(machine.total)} = {_g(c.requested)})"
             )
+            if free_at_check + free_lists >= c.requested:
+                # vLLM's check reads MemAvailable (or MemFree): it passes only once the lists drain into it
+                tight = True
+                reasons.append(
+                    f"{short}; with {lists} it is enough, "
+                    "but vLLM's own check may run before they drain into MemAvailable (start again if it refuses)"
+                )
+            else:
+                wont = True
+                reasons.append(f"{short}{f', even with {lists}' if free_lists > 0 else ''}; vLLM refuses to start")
         elif free_at_check - c.requested < GiB:
             tight = True
             reasons.append(

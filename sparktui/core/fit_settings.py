@@ -65,6 +65,7 @@ class FitSettings:
     load_format: str | None = None  # --load-format, lower case (instanttensor costs non-torch memory)
     speculative_method: str | None = None  # as vLLM resolves it (core/speculation.py)
     mm_limits: tuple[tuple[str, int], ...] = ()  # --limit-mm-per-prompt: (modality, items per prompt)
+    quantized: bool = False  # the checkpoint's quantization or --quantization (which MoE method runs)
 
 
 # Speculative methods that turn vLLM's async scheduling off (vllm/config/vllm.py
@@ -181,6 +182,7 @@ def settings_from(
         load_format=None if load_format == "auto" else load_format,
         speculative_method=method,
         mm_limits=_mm_limits(config.limit_mm_per_prompt),
+        quantized=bool(spec.quantization or config.quantization),
     )
 
 
@@ -206,25 +208,30 @@ DRAFTER_PASS_METHODS = ("mtp", "eagle", "eagle3", "dflash", "draft_model")
 
 
 def drafter_pass_bytes(spec: ModelSpec, s: FitSettings) -> int:
-    """The profile pass's peak while the drafter runs its dummy forward over max_num_batched_tokens
-    tokens (gpu_model_runner.py _dummy_run → drafter.dummy_run), after the target's forward: the
-    target's hidden states (and the aux hidden states an EAGLE3 / DFlash drafter reads) are still
-    held, the fused-MoE workspace stays allocated, and the drafter adds its own working set:
-    - DFlash (v1/spec_decode/dflash.py dummy_run → qwen3_dflash.py precompute_and_store_context_kv):
-      the context's normed copy, one fused K/V projection for every draft layer, the normed keys, and
-      the positions repeated per layer (int64);
+    """The profile pass's peak while the drafter runs its dummy pass (gpu_model_runner.py _dummy_run →
+    drafter.dummy_run), after the target's forward: the target's hidden states (and the aux hidden states
+    an EAGLE3 / DFlash drafter reads) are still held, the fused-MoE workspace stays allocated, and the
+    drafter adds its own working set:
+    - DFlash (v1/spec_decode/dflash.py dummy_run, the same from 0.20 to 0.32), the larger of two stages:
+      the context's K/V over max_num_batched_tokens (qwen3_dflash.py _project_context_kv: the normed
+      context, the fused K/V projection for every draft layer and its contiguous K/V-major copy, 2 × 2 K/V
+      widths), then the drafter's forward over min(tokens, max_num_seqs × (1 + k)) query tokens
+      (max_query_tokens), a decoder layer's MLP stage: 6 hidden-size tensors and 3 × intermediate;
     - MTP / EAGLE / a draft model (llm_base_proposer.py dummy_run): one decoder layer's working set,
       as the target's, plus the input that joins the embedding and the hidden state (2 × hidden).
-    0 when no drafter runs. Read from vLLM 0.32's code, not measured on a GPU."""
+    0 when no drafter runs. bench/activation_oracle.py measures the DFlash stages on vLLM 0.32's own code
+    (Qwen3.6 and Gemma-4 DFlash drafters: both to the byte)."""
     method = s.speculative_method
     if method not in DRAFTER_PASS_METHODS or not (s.mtp and spec.mtp_layers):
         return 0
     n, d, h = s.max_num_batched_tokens, spec.dtype_bytes, spec.hidden_size
     held = n * (d * h * (1 + spec.aux_hidden_layers) + moe_workspace_per_token(spec, s.tp))
     if method == "dflash":
-        layers = sum(g.count for g in spec.mtp_layers)
         kv = sum(g.count * max(1, g.num_kv_heads // s.tp) * g.head_size for g in spec.mtp_layers)
-        return held + n * (d * (h + 3 * kv) + 8 * layers)
+        context = n * d * (h + 4 * kv)
+        hidden, inner = spec.drafter_widths if spec.drafter_widths[0] else (h, spec.intermediate_size)
+        queries = min(n, s.max_num_seqs * (1 + s.num_spec))
+        return held + max(context, queries * d * (6 * hidden + 3 * inner // s.tp))
     inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
     return held + n * d * (8 * h + 2 * inner // s.tp)
 
@@ -269,6 +276,38 @@ def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
     else:
         width = max(n // 2 if gated else n, k) + max(n, k)
     return spec.experts_per_token * width * spec.dtype_bytes
+
+
+# Hidden-size tensors live beside fused_experts' transient caches at an MoE layer (the layer's inputs,
+# residual and normed input, and the op's new output): bench/activation_oracle.py at 0.13 measures
+# Qwen3-30B-A3B and Mixtral to the byte with 4
+MOE_STAGE_HIDDEN = 4
+
+
+def moe_transient_chunk(spec: ModelSpec, s: FitSettings) -> int | None:
+    """VLLM_FUSED_MOE_CHUNK_SIZE where the MoE layers call fused_experts, whose caches are a transient of
+    the op (vllm_rules moe_unquantized_workspace: unquantized MoE before 0.14), else None: the workspace
+    is the modular kernel's, held (moe_workspace_per_token)."""
+    rule = s.rules.value("moe_unquantized_workspace")
+    if not spec.num_experts or s.quantized or not rule.startswith("transient_"):
+        return None
+    return int(rule.removeprefix("transient_"))
+
+
+def moe_transient_bytes(spec: ModelSpec, tokens: int, chunk: int, tp: int = 1) -> int:
+    """The MoE stage beside its hidden-size tensors when the layer calls fused_experts: the router's logits
+    (tokens × experts, model dtype), fused_topk's weights (fp32) and ids (int32), and fused_experts_impl's
+    caches (fused_moe.py): cache13 of min(tokens, chunk) × top-k × max(N, K) (the first and third share it)
+    and cache2 of × N / 2 (the activation's output; N for a non-gated expert, which also squares into a new
+    N-wide tensor), N the w13 width. bench/activation_oracle.py at 0.13: to the byte."""
+    expert_width = spec.moe_intermediate_size or spec.intermediate_size
+    if not (spec.num_experts and spec.experts_per_token and expert_width):
+        return 0
+    gated = spec.model_type != "nemotron_h"
+    n = expert_width // tp * (2 if gated else 1)
+    width = max(n, spec.hidden_size) + (n // 2 if gated else 2 * n)
+    router = tokens * (spec.num_experts * spec.dtype_bytes + spec.experts_per_token * 8)
+    return router + min(tokens, chunk) * spec.experts_per_token * width * spec.dtype_bytes
 
 
 def _round_up(n: int, to: int) -> int:
@@ -369,9 +408,11 @@ def activation_parts(
     runner: str = "v1",
     sampler_path: str = "triton",
     sms: int | None = None,
+    moe_chunk: int | None = None,
 ) -> tuple[int, int]:
     """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run).
-    `sampler_path`: vllm_rules v1_sampler_top_k_top_p for the version; `sms`: the GPU's SMs (V1 only)."""
+    `sampler_path`: vllm_rules v1_sampler_top_k_top_p for the version; `sms`: the GPU's SMs (V1 only);
+    `moe_chunk`: moe_transient_chunk (the MoE caches a transient of the MoE stage, not held)."""
     per_token = forward_values_per_token(spec, tp)
     if per_token is None:
         # Not read from vLLM's code here: Gated-DeltaNet hybrids (vLLM's profile pass skips the chunked
@@ -386,12 +427,19 @@ def activation_parts(
         inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
         per_token = 6 * spec.hidden_size + 2 * inner // tp
     per_token = spec.dtype_bytes * per_token
-    per_token += moe_workspace_per_token(spec, tp) + gdn_prefill_per_token(spec, tp)
-    forward = max_num_batched_tokens * per_token
+    per_token += gdn_prefill_per_token(spec, tp)
+    if moe_chunk is None:
+        forward = max_num_batched_tokens * (per_token + moe_workspace_per_token(spec, tp))
+    else:
+        moe_stage = max_num_batched_tokens * spec.dtype_bytes * MOE_STAGE_HIDDEN * spec.hidden_size
+        forward = max(
+            max_num_batched_tokens * per_token,
+            moe_stage + moe_transient_bytes(spec, max_num_batched_tokens, moe_chunk, tp),
+        )
     # _dummy_sampler_run: V1 applies top-k / top-p in fp32, the V2 runner samples the logits as they are
     if runner == "v1":
         return forward, v1_sampler_pass_bytes(spec, max_num_batched_tokens, max_num_seqs, sampler_path, sms)
-    return forward, v2_sampler_pass_bytes(spec, max_num_batched_tokens, max_num_seqs, tp)
+    return forward, v2_sampler_pass_bytes(spec, max_num_batched_tokens, max_num_seqs, tp, moe_chunk is None)
 
 
 def _next_power_of_2(n: int) -> int:
@@ -427,7 +475,9 @@ def v1_sampler_pass_bytes(
     return logits * (held + 18)
 
 
-def v2_sampler_pass_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
+def v2_sampler_pass_bytes(
+    spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, moe_held: bool = True
+) -> int:
     """The V2 runner's dummy sampler pass (v1/worker/gpu/model_runner.py profile_run, _dummy_sampler_run):
     compute_logits over one row per dummy request, in the model's dtype, two copies of them at once for a
     soft-capped model (layers/logits_processor.py LogitsProcessor.forward); the dummy batch needs no
@@ -438,7 +488,7 @@ def v2_sampler_pass_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_
     seqs = min(max_num_seqs, max_num_batched_tokens)
     copies = 2 if spec.logit_softcap else 1
     held = (max_num_batched_tokens + seqs) * spec.hidden_size + copies * seqs * spec.vocab_size
-    return spec.dtype_bytes * held + max_num_batched_tokens * moe_workspace_per_token(spec, tp)
+    return spec.dtype_bytes * held + (max_num_batched_tokens * moe_workspace_per_token(spec, tp) if moe_held else 0)
 
 
 def activation_bytes(

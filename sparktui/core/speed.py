@@ -64,16 +64,19 @@ BANDWIDTH_EFFICIENCY = {"bf16": 0.85, "fp8": 0.80, "nvfp4": 0.80, "mxfp4": 0.80,
 #   attention, sliding_attention, mla   one attention block (CUDA-graph launch, KV gather)
 #   gdn                                 Gated DeltaNet (Qwen3.5/3.6, Qwen3-Next): FLA/Triton kernels,
 #                                       no fast path on GB10's sm_121
+#   gdn_spec                            the same layers in a speculative verify pass, which takes
+#                                       another path in vLLM (below, verify_layers)
 #   mamba2                              Nemotron-H's Mamba-2 mixer
 #   dense_mlp, moe                      a dense MLP / routed experts (router, grouped GEMM launch)
 # Fitted by bench/fit_speed.py on the FIT set of tests/fixtures/speed/published.json (checked on its
 # disjoint HELD_OUT set by bench/speed_accuracy.py); a kind absent from the fit set keeps its prior.
-LAYER_KINDS = ("attention", "sliding_attention", "mla", "gdn", "mamba2", "dense_mlp", "moe")
+LAYER_KINDS = ("attention", "sliding_attention", "mla", "gdn", "gdn_spec", "mamba2", "dense_mlp", "moe")
 KIND_NAMES = {
     "attention": "attention",
     "sliding_attention": "sliding-window attention",
     "mla": "MLA",
     "gdn": "Gated DeltaNet",
+    "gdn_spec": "Gated DeltaNet (verify pass)",
     "mamba2": "Mamba-2",
     "dense_mlp": "dense MLP",
     "moe": "MoE",
@@ -84,10 +87,11 @@ LAYER_COST_S = {
     "attention": 28e-6,
     "sliding_attention": 35e-6,
     "mla": 30e-6,  # not in the fit set: the attention prior
-    "gdn": 150e-6,
+    "gdn": 123e-6,
+    "gdn_spec": 226e-6,
     "mamba2": 60e-6,  # not in the fit set's single-user records: the prior
     "dense_mlp": 11e-6,
-    "moe": 76e-6,
+    "moe": 75e-6,
 }
 
 # The same layers cost differently on different vLLM builds (issue 25: Qwen3.6-35B-A3B NVFP4 ran at
@@ -101,10 +105,10 @@ SERIES: tuple[tuple[str, tuple[int, int] | None, tuple[int, int] | None], ...] =
 )
 # fmt: off
 LAYER_COST_BY_SERIES: dict[str, dict[str, float]] = {  # bench/fit_speed.py: 2 records to 0.19, 3 from 0.20
-    "to 0.19": {"attention": 28e-6, "sliding_attention": 36e-6, "mla": 30e-6, "gdn": 150e-6, "mamba2": 60e-6,
-                "dense_mlp": 11e-6, "moe": 83e-6},
-    "0.20 on": {"attention": 29e-6, "sliding_attention": 39e-6, "mla": 30e-6, "gdn": 158e-6, "mamba2": 60e-6,
-                "dense_mlp": 11e-6, "moe": 103e-6},
+    "to 0.19": {"attention": 28e-6, "sliding_attention": 36e-6, "mla": 30e-6, "gdn": 123e-6, "gdn_spec": 226e-6,
+                "mamba2": 60e-6, "dense_mlp": 11e-6, "moe": 82e-6},
+    "0.20 on": {"attention": 28e-6, "sliding_attention": 39e-6, "mla": 30e-6, "gdn": 123e-6, "gdn_spec": 220e-6,
+                "mamba2": 60e-6, "dense_mlp": 11e-6, "moe": 98e-6},
 }
 # fmt: on
 
@@ -350,6 +354,20 @@ def layer_kinds(spec: ModelSpec) -> dict[str, int]:
     }
 
 
+def verify_layers(layers: Mapping[str, int]) -> dict[str, int]:
+    """The layer counts of a speculative verify pass: its Gated DeltaNet layers run vLLM's general
+    path, not plain decode's (gdn_spec). With a verify batch (spec_sequence_masks set) vLLM 0.19-0.32
+    skip the packed recurrent decode kernel (VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE, on by default,
+    taken only when spec_sequence_masks is None) for causal_conv1d_update over the n+1 tokens, then
+    fused_sigmoid_gating_delta_rule_update, whose kernel walks a sequence's tokens one after another
+    and stores a state per token (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py
+    _forward_core; third_party/flash_linear_attention/ops/fused_recurrent.py)."""
+    out = dict(layers)
+    out["gdn_spec"] = out.get("gdn_spec", 0) + out.pop("gdn", 0)
+    out["gdn"] = 0
+    return out
+
+
 def fixed_seconds(layers: Mapping[str, int], costs: Mapping[str, float] | None = None) -> float:
     """The per-step fixed cost of these layer counts."""
     table = LAYER_COST_S if costs is None else costs
@@ -549,7 +567,7 @@ def _step_seconds(
     tokens = batch * tokens_per_sequence
     moved = fp.weight_bytes(tokens) / tp + batch * kv_read_bytes(spec, context, kv_bytes, tp, tokens_per_sequence)
     memory_s = moved / (hw.bandwidth * eta)
-    fixed_s = fixed_seconds(fp.layers, costs)
+    fixed_s = fixed_seconds(fp.layers if tokens_per_sequence == 1 else verify_layers(fp.layers), costs)
     flops = tokens * (2 * fp.active_params + attention_flops(spec, context)) / tp
     compute_s = flops / (hw.compute * COMPUTE_EFFICIENCY)
     if compute_s > memory_s:

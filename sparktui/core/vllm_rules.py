@@ -101,6 +101,8 @@ RuleKey = Literal[
     "mm_zero_limit_towers",
     "flashinfer_workspace",
     "v1_sampler_top_k_top_p",
+    "mrope_cache_positions",
+    "moe_unquantized_workspace",
 ]
 
 
@@ -461,6 +463,31 @@ RULES: tuple[Rule, ...] = (
     Rule("v1_sampler_top_k_top_p", V(0, 31, 0), None, "triton",
          "top-k / top-p always run in the Triton kernel on CUDA, whatever the number of requests",
          f"{TOPK}: apply_top_k_top_p; vllm/v1/sample/ops/topk_topp_triton.py: apply_top_k_top_p_triton"),
+    Rule("moe_unquantized_workspace", V(0, 10, 0), V(0, 12, 0), "transient_32768",
+         "an unquantized MoE layer calls fused_experts, whose caches live only inside the op: "
+         "min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE 32768) × top-k × (max(N, K) + N / 2), N the w13 width; "
+         "the layer's output is a new tensor (torch 2.9 disables in-place)",
+         "vllm/model_executor/layers/fused_moe/layer.py: UnquantizedFusedMoEMethod.forward_cuda; "
+         "fused_moe.py: fused_experts_impl; vllm/envs.py: VLLM_FUSED_MOE_CHUNK_SIZE"),
+    Rule("moe_unquantized_workspace", V(0, 12, 0), V(0, 14, 0), "transient_16384",
+         "as before, with VLLM_FUSED_MOE_CHUNK_SIZE 16384",
+         "vllm/model_executor/layers/fused_moe/unquantized_fused_moe_method.py: "
+         "UnquantizedFusedMoEMethod.forward_cuda; fused_moe.py: fused_experts_impl; vllm/envs.py"),
+    Rule("moe_unquantized_workspace", V(0, 14, 0), None, "held",
+         "an unquantized MoE layer runs a FusedMoEModularKernel (TritonExperts) whose workspace comes from the "
+         "shared WorkspaceManager buffer: held from the first MoE layer on",
+         "vllm/model_executor/layers/fused_moe/unquantized_fused_moe_method.py: "
+         "UnquantizedFusedMoEMethod (self.kernel); modular_kernel.py: FusedMoEModularKernel._allocate_buffers"),
+    Rule("mrope_cache_positions", V(0, 10, 0), V(0, 32, 0), "x4",
+         "an M-RoPE's cos/sin cache holds max_position × 4 positions (for video positions), counted in the "
+         "weights",
+         "vllm/model_executor/layers/rotary_embedding/mrope.py: MRotaryEmbedding.__init__"),
+    Rule("mrope_cache_positions", V(0, 32, 0), None, "x1_qwen3_vl",
+         "Qwen3-VL and Qwen3.5 / 3.6 build their M-RoPE with mrope_positions_factor(vllm_config): max_position "
+         "× 1 positions unless video pruning is on (--video-pruning-rate, not modelled); other M-RoPE models "
+         "keep × 4",
+         "vllm/model_executor/models/qwen3_vl.py: mrope_positions_factor; qwen3_5.py: Qwen3_5DecoderLayer; "
+         "vllm/model_executor/layers/rotary_embedding/mrope.py: MRotaryEmbedding.__init__"),
     Rule("language_model_only", V(0, 10, 0), V(0, 17, 0), "absent",
          "--language-model-only is not a vllm serve flag: vLLM exits on it",
          f"{ARG_UTILS}: EngineArgs.add_cli_args"),

@@ -63,6 +63,16 @@ def _hardware(machine: Machine) -> Hardware | None:
     return sp.with_bandwidth(found, sp.bandwidth_from_env(os.environ), machine.name)
 
 
+def _free_lists(live: bool) -> int:
+    """The free pages on the kernel's per-CPU lists when the fit is judged on this host's reading
+    (preflight reads them too: a start-up that fits only with them is tight, not "won't start")."""
+    if not live:
+        return 0
+    from sparktui.runtime.host.memory import read_per_cpu_free
+
+    return read_per_cpu_free()
+
+
 class Backend:
     """The live implementation over sparktui.core and sparktui.runtime."""
 
@@ -212,6 +222,7 @@ class Backend:
             mem_available=mem_available,
             vllm_version_source=vllm_version_source,
             mem_free=mem_free,
+            free_lists=_free_lists(live),
             calibration=self._calibration(config, spec, machine),
         )
         view = fit_view(result, machine)
@@ -250,8 +261,12 @@ class Backend:
         live = sample is not None and reading_applies(machine, sample.mem_total)
         mem_available = sample.mem_available if sample is not None and live else None
 
+        free_lists = _free_lists(live)
+
         def run_fit(cell: ServeConfig) -> FitResult:
-            return fit(cell, spec, machine, mem_available=mem_available, vllm_version_source=source)
+            return fit(
+                cell, spec, machine, mem_available=mem_available, vllm_version_source=source, free_lists=free_lists
+            )
 
         return build_grid(config, spec, machine, run_fit(config), run_fit)
 

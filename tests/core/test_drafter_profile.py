@@ -46,9 +46,11 @@ def test_the_dflash_drafter_pass_is_the_profile_peak_of_the_gemma4_dflash_start_
     n, h = 32768, 2816
     workspace = 8 * (max(704, h) + max(1408, h)) * 2  # TritonExperts, 8 of 128 experts, bf16
     held = n * (2 * h * (1 + 6) + workspace)
-    # normed context (h), the fused K/V projection of 5 layers × 8 KV heads × 128 (× 2), the normed
-    # keys (× 1), the positions repeated per layer (int64)
-    drafter = n * (2 * (h + 3 * 5 * 8 * 128) + 8 * 5)
+    # the context's K/V stage over every batched token: the normed context (h), the fused K/V projection
+    # of 5 layers × 8 KV heads × 128 (× 2) and its K/V-major copy (× 2); it exceeds the drafter's forward
+    # over min(32,768, 64 × 16) query tokens
+    drafter = n * 2 * (h + 4 * 5 * 8 * 128)
+    assert drafter > 64 * 16 * 2 * (6 * h + 3 * 5632)
     assert drafter_pass_bytes(spec, s) == held + drafter
     encoder = encoder_term(spec, s)
     assert encoder is not None and encoder.items == 13
@@ -57,6 +59,31 @@ def test_the_dflash_drafter_pass_is_the_profile_peak_of_the_gemma4_dflash_start_
     result = fit(config, spec, dgx_spark())
     assert result.budget["activation_peak"] == held + drafter + encoder.outputs
     assert any("dflash drafter's profile pass" in line for line in result.memory_working)
+
+
+def test_the_dflash_pass_is_its_context_kv_stage_or_its_forward_over_the_query_tokens(fixtures):
+    """DFlash's dummy_run (v1/spec_decode/dflash.py, 0.20 to 0.32) projects every batched token's context
+    to K/V, frees it, then runs the drafter over min(tokens, max_num_seqs × (1 + k)) query tokens
+    (max_query_tokens). bench/activation_oracle.py on vLLM 0.32's own code, the Qwen3.6 DFlash drafter
+    with its target, 2,048 tokens: 125,829,120 B with 256 sequences (the query forward: 6 hidden-size
+    tensors and 3 × intermediate), 75,497,472 B with 8 (the context stage: 128 query tokens)."""
+    target = spec_from_config(_config(fixtures, "Qwen__Qwen3.6-35B-A3B"), name="q36", source="t")
+    draft = spec_from_config(_config(fixtures, "z-lab__Qwen3.6-35B-A3B-DFlash"), name="dflash", source="t")
+    spec = dflash_as_built(with_drafter(target, draft, "dflash"), rules_for("0.32.0"))[0]
+    assert spec.drafter_widths == (2048, 6144)
+    flash = '{"method": "dflash", "model": "z-lab/Qwen3.6-35B-A3B-DFlash", "num_speculative_tokens": 15}'
+
+    def own(seqs: int) -> int:
+        config = ServeConfig(
+            model="q36", speculative_config=flash, max_num_batched_tokens=2048, max_num_seqs=seqs, vllm_version="0.32.0"
+        )
+        s = settings_from(config, spec, dgx_spark())
+        held = 2048 * (2 * 2048 * (1 + spec.aux_hidden_layers) + 8 * (2048 + 2048) * 2)  # + TritonExperts
+        return drafter_pass_bytes(spec, s) - held
+
+    assert own(256) == 125_829_120  # 2048 query tokens (min(2048, 256 × 16))
+    assert own(8) == 75_497_472  # 128 query tokens: the context stage is the larger
+    assert own(128) == own(256)  # 128 × 16 = 2048: every token a query token
 
 
 def test_no_drafter_pass_without_a_drafter_that_runs_one(fixtures):

@@ -217,6 +217,25 @@ def test_tight_when_free_memory_barely_covers_the_request():
     assert r.verdict == "tight"
 
 
+def test_free_pages_on_the_per_cpu_lists_make_a_short_start_up_tight_not_won_t_start():
+    """Right after a server ends, its pages sit on the kernel's per-CPU free lists, which MemAvailable
+    (what vLLM's own check reads) leaves out until they drain: short without them, enough with them,
+    is tight; short even with them is won't start; the budget shows them."""
+    spec = load_model_spec("nvidia/Qwen3-30B-A3B-NVFP4")
+    m = dgx_spark()
+    config = cfg(spec.name, gpu_memory_utilization=0.8, max_model_len=8192)
+    request = math.ceil(0.8 * m.total)
+    available = request + m.cuda_context - GiB  # 1 GiB short at vLLM's check
+    assert fit(config, spec, m, mem_available=available).verdict == "wont_start"
+    with_lists = fit(config, spec, m, mem_available=available, free_lists=2 * GiB)
+    assert with_lists.verdict == "tight" and with_lists.budget["per_cpu_free"] == 2 * GiB
+    (reason,) = [x for x in with_lists.reasons if "free memory at start-up" in x]
+    assert "with the 2.00 GiB just freed on the kernel's per-CPU lists it is enough" in reason
+    too_few = fit(config, spec, m, mem_available=available, free_lists=GiB // 2)
+    assert too_few.verdict == "wont_start"
+    assert any("even with the 0.50 GiB just freed" in x and "vLLM refuses to start" in x for x in too_few.reasons)
+
+
 def test_wont_start_when_one_request_does_not_fit_with_the_longest_that_would():
     """vllm-cases c02: Llama-3.1-8B, 2.89 GiB of KV, max_model_len 29000: vLLM refused."""
     spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")

@@ -308,3 +308,29 @@ def test_the_forward_peak_is_the_larger_of_vllms_attention_and_mlp_stages():
         inner = spec.shared_expert_intermediate_size
         expected = 2 * (6 * spec.hidden_size + 2 * inner) + moe_workspace_per_token(spec) + gdn_prefill_per_token(spec)
         assert activation_bytes(spec, 2048, 1) == 2048 * expected, name
+
+
+def test_before_0_14_an_unquantized_moe_holds_fused_experts_caches_only_inside_the_op():
+    # To 0.13 UnquantizedFusedMoEMethod.forward_cuda calls fused_experts: its caches (cache13 of
+    # min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE) × top-k × max(N, K), cache2 of × N / 2) and the router's
+    # logits and top-k live only inside the MoE stage, beside 4 hidden-size tensors; from 0.14 the
+    # modular kernel's TritonExperts workspace is held (vllm_rules moe_unquantized_workspace)
+    config = json.loads((FIXTURES / "model-configs" / "Qwen__Qwen3-30B-A3B.json").read_text())
+    spec = spec_from_config(config, name="Qwen/Qwen3-30B-A3B", source="fixture")
+    tokens, m = 20480, dgx_spark()
+
+    def peak(version: str, **kw) -> int:
+        flags = dict(max_model_len=8192, max_num_batched_tokens=tokens, max_num_seqs=8, vllm_version=version)
+        return fit(ServeConfig(model="q3", **(flags | kw)), spec, m).budget["activation_peak"]
+
+    # bench/activation_oracle.py on vLLM 0.13's own model code, the forward's peak at 20,480 tokens
+    assert peak("0.13.0") == 1_080_295_424
+    # 0.14: the held workspace over every token, tokens × top-k × (max(N / 2, K) + max(N, K))
+    assert moe_workspace_per_token(spec) == 8 * (2048 + 2048) * 2
+    held = peak("0.14.0")
+    assert held == activation_parts(spec, tokens, 8, runner="v1", sampler_path="triton_from_8", sms=m.sms)[0]
+    assert held > peak("0.13.0") + 0.25 * GiB
+    # the chunk: 32768 to 0.11 caches all 20,480 tokens, 16384 from 0.12
+    assert peak("0.11.0") - peak("0.12.0") == (tokens - 16384) * 8 * (2048 + 768) * 2
+    # a quantized MoE (--quantization fp8) runs another method: the held workspace stays the estimate
+    assert peak("0.13.0", quantization="fp8") > peak("0.13.0") + 0.25 * GiB

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.core.config import parse_serve_command
+from sparktui.core.config import ServeConfig, parse_serve_command
 from sparktui.core.fit import dgx_spark, fit, plan_kv
 from sparktui.core.modelspec import (
     FULL,
@@ -464,3 +464,43 @@ def test_gemma_weights_hold_one_rope_cache_per_distinct_rope(fixtures):
     two = spec_from_config(gemma3, name="g3", source="test").weights_bytes
     one = spec_from_config(gemma2, name="g2", source="test").weights_bytes
     assert two - one == 32_768 * 256 * 2
+
+
+def test_rope_caches_are_head_times_partial_rotary_factor_and_none_for_nemotron_h(fixtures):
+    # get_rope's rotary_dim is head_size × partial_rotary_factor (rotary_embedding/__init__.py, read at
+    # 0.13, 0.19.1, 0.21 and 0.32); Qwen3-Next keeps the factor at the top of its config (vLLM's
+    # patch_rope_parameters moves it into rope_parameters): 0.25 of 256, not the whole head
+    config = json.loads((fixtures / "model-configs" / "Qwen__Qwen3-Next-80B-A3B-Instruct.json").read_text())
+    assert config["partial_rotary_factor"] == 0.25 and "mrope_section" not in json.dumps(config)
+    partial = spec_from_config(config, name="q3n", source="fixture").weights_bytes
+    whole = spec_from_config({**config, "partial_rotary_factor": 1.0}, name="q3n", source="fixture").weights_bytes
+    assert whole - partial == 262_144 * (256 - 64) * 2
+    # the same factor under an older name (rotary_pct) is read too
+    pct = {k: v for k, v in config.items() if k != "partial_rotary_factor"} | {"rotary_pct": 0.25}
+    assert spec_from_config(pct, name="q3n", source="fixture").weights_bytes == partial
+    # vLLM's nemotron_h.py builds no rotary embedding at all: the positions change no weight
+    nano = json.loads((fixtures / "model-configs" / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json").read_text())
+    short = {**nano, "max_position_embeddings": 4096}
+    assert (
+        spec_from_config(nano, name="n", source="f").weights_bytes
+        == spec_from_config(short, name="n", source="f").weights_bytes
+    )
+
+
+def test_mrope_caches_four_times_the_positions_until_qwen3_5_keeps_one_at_0_32(fixtures):
+    # MRotaryEmbedding caches max_position × 4 positions (mrope.py, every release to 0.31); 0.32's
+    # Qwen3.5 / 3.6 and Qwen3-VL pass mrope_positions_factor(vllm_config): 1 without video pruning
+    config = json.loads((fixtures / "model-configs" / "Qwen__Qwen3.6-35B-A3B.json").read_text())
+    spec = spec_from_config(config, name="q36", source="fixture")
+    assert spec.mrope_cache_bytes == 262_144 * 4 * 64 * 2
+    m = dgx_spark()
+
+    def weights(version: str, s=spec) -> int:
+        config = ServeConfig(model="q36", max_model_len=8192, vllm_version=version)
+        return fit(config, s, m).weights_bytes
+
+    assert weights("0.31.0") - weights("0.32.0") == 262_144 * 3 * 64 * 2
+    # a Qwen2-VL-style M-RoPE (model type outside those families) keeps × 4 at 0.32
+    other = spec_from_config({**config, "text_config": {**config["text_config"], "model_type": "qwen2_vl_text"}},
+                             name="q2vl", source="fixture")  # fmt: skip
+    assert other.mrope_cache_bytes == 0 and weights("0.32.0", other) == weights("0.31.0", other)

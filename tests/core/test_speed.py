@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -244,7 +245,7 @@ def test_published_sets_follow_their_split_rule_and_each_record_loads(fixtures):
     assert {r["source"]: "fit" for r in fit} | {r["source"]: "held_out" for r in held} == expected
     assert {r["id"] for r in fit}.isdisjoint(r["id"] for r in held)
     assert len(fit) >= 15 and len(held) >= 10
-    for r in [*fit, *held]:
+    for r in [*fit, *held, *data["post_freeze"]]:
         config = _json(fixtures, r["config"])
         hq = _json(fixtures, r["hf_quant"]) if r.get("hf_quant") else None
         quant = r.get("quant")
@@ -257,6 +258,39 @@ def test_published_sets_follow_their_split_rule_and_each_record_loads(fixtures):
         assert r["speculative"] in (None, "unknown") or r["speculative"]["num_speculative_tokens"] >= 1
         if quant:  # an inline quantization config is read, not silently taken for bf16
             assert spec.quantization, r["id"]
+
+
+def _url_names(url):
+    """How a source is named in ACCEPTANCE's citations: its host, or a GitHub repository's owner/name."""
+    from urllib.parse import urlparse
+
+    parts = urlparse(url)
+    host = parts.netloc.removeprefix("www.")
+    owner_repo = parts.path.strip("/").split("/")[:2]
+    return {"/".join(owner_repo), owner_repo[-1]} if host == "github.com" else {host}
+
+
+def test_the_post_freeze_set_follows_its_inclusion_rule(fixtures):
+    """The third set (held out, found after the model was frozen) keeps the fit / held-out split as it
+    was: its sources are its own, none is a source of the other two, and every record carries what the
+    rule written before it asks for (a release line, users, context, a quote, the speculative settings);
+    a speculative record never comes from the source its method's acceptance figure is taken from."""
+    data = json.loads((fixtures / "speed" / "published.json").read_text())
+    assert "before any record of this set was predicted" in data["post_freeze_rule"]
+    sources, later = data["sources"], data["post_freeze_sources"]
+    assert not set(sources) & set(later)
+    assert not {s["url"] for s in sources.values()} & {s["url"] for s in later.values()}
+    ids = [r["id"] for part in ("fit", "held_out", "post_freeze") for r in data[part]]
+    assert len(ids) == len(set(ids))
+    for r in data["post_freeze"]:
+        assert r["source"] in later, r["id"]
+        assert re.fullmatch(r"0\.\d+", r["series"] or ""), r["id"]  # the release line is known
+        assert r["users"] >= 1 and r["context"] >= 1 and r["quote"] and r["range"][0] <= r["tok_s"], r["id"]
+        spec = r["speculative"]
+        assert spec in (None, "unknown") or (spec["method"] and spec["num_speculative_tokens"] >= 1), r["id"]
+        if isinstance(spec, dict):
+            figure = sp.acceptance_for(spec["method"], r["model"])
+            assert figure is None or not any(n in figure.source for n in _url_names(later[r["source"]]["url"]))
 
 
 def test_an_moe_verify_pass_reads_the_experts_of_every_token_it_verifies(fixtures):
@@ -272,8 +306,11 @@ def test_an_moe_verify_pass_reads_the_experts_of_every_token_it_verifies(fixture
         hf_quant=_json(fixtures, "nvidia__Qwen3.6-27B-NVFP4__hf_quant_config.json"),
     )  # fmt: skip
     every = sp.DraftYield("mtp", 1, 1.0)
-    moe_gain = predict(moe, speculation=every).decode_tok_s / predict(moe).decode_tok_s
-    dense_gain = predict(dense, speculation=every).decode_tok_s / predict(dense).decode_tok_s
+    # both are GDN hybrids: their verify pass's GDN path priced as plain decode's, so only the
+    # bytes differ (the verify path's own cost: test_a_verify_pass_charges_its_gated_deltanet…)
+    same = {"gdn_spec": sp.LAYER_COST_S["gdn"]}
+    moe_gain = predict(moe, speculation=every, costs=same).decode_tok_s / predict(moe, costs=same).decode_tok_s
+    dense_gain = predict(dense, speculation=every, costs=same).decode_tok_s / predict(dense, costs=same).decode_tok_s
     assert moe_gain < 1.8 < dense_gain < 2.0
 
 
@@ -419,3 +456,31 @@ def test_mxfp4_layers_from_the_flag_reach_the_estimate(fixtures):
     assert b.weight_bytes_per_token < 0.7 * a.weight_bytes_per_token
     with pytest.raises(UserError, match="--mxfp4-layers: got moe,attn; expected a comma-separated list of moe"):
         ServeConfig(model="openai/gpt-oss-120b", mxfp4_layers="moe,attn")
+
+
+def test_a_verify_pass_charges_its_gated_deltanet_layers_at_the_verify_path_cost(fixtures):
+    """vLLM runs a verify batch's GDN layers through its general path (conv update over n+1 tokens, a
+    recurrent kernel that walks them one by one), plain decode through the packed decode kernel: the
+    verify pass takes gdn_spec for those layers, plain decode gdn, and neither takes the other's."""
+    qwen = spec_from_config(
+        _json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4.json"), name="qwen", source="test",
+        hf_quant=_json(fixtures, "nvidia__Qwen3.6-35B-A3B-NVFP4__hf_quant_config.json"),
+    )  # fmt: skip
+    gdn_layers = sp.footprint(qwen).layers["gdn"]
+    assert gdn_layers == 30 and sp.verify_layers(sp.footprint(qwen).layers)["gdn_spec"] == gdn_layers
+    mtp = sp.DraftYield("mtp", 2, 0.8)
+
+    def step_ms(costs, speculation=None):
+        est = predict(qwen, speculation=speculation, costs=costs)
+        tokens = speculation.expected_tokens if speculation else 1.0
+        return tokens / est.decode_tok_s * 1e3
+
+    base = {"gdn": 100e-6, "gdn_spec": 100e-6}
+    more_spec = {"gdn": 100e-6, "gdn_spec": 300e-6}
+    more_plain = {"gdn": 300e-6, "gdn_spec": 100e-6}
+    # plain decode: only gdn counts
+    assert step_ms(more_spec) == pytest.approx(step_ms(base))
+    assert step_ms(more_plain) - step_ms(base) == pytest.approx(gdn_layers * 0.2, rel=1e-6)
+    # a verify pass: only gdn_spec counts (the drafter's MTP layer is attention + MoE)
+    assert step_ms(more_plain, mtp) == pytest.approx(step_ms(base, mtp))
+    assert step_ms(more_spec, mtp) - step_ms(base, mtp) == pytest.approx(gdn_layers * 0.2, rel=1e-6)

@@ -13,11 +13,18 @@ from pathlib import Path
 import pytest
 
 from sparktui.core.cluster import API_SERVER_BYTES
+from sparktui.core.machine import Machine, host_machine
 from sparktui.core.pool import Reservation
 from sparktui.core.profiles import parse_profile
 from sparktui.core.units import GiB
 from sparktui.runtime.cluster.link import NodeReport
-from sparktui.runtime.cluster.node_checks import InterfaceFacts, judge_interface, judge_memory, judge_nodes
+from sparktui.runtime.cluster.node_checks import (
+    InterfaceFacts,
+    judge_interface,
+    judge_memory,
+    judge_nodes,
+    rank_request,
+)
 
 CLUSTER = (
     '[serve]\nmodel = "/nowhere/tiny"\ntensor-parallel-size = 2\nport = 8000\ngpu-memory-utilization = 0.8\n'
@@ -115,6 +122,25 @@ def test_judge_nodes_takes_each_nodes_own_report(tmp_path: Path) -> None:
     assert judged.memory_problems and all(x.startswith("node spark-b:") for x in judged.memory_problems)
     assert any("per-node fit was skipped" in w for w in judged.warnings)  # no model here to read
     assert [s.split(":")[0] for s in judged.summaries] == ["node spark-a (head)", "node spark-b (rank 1)"]
+
+
+def test_a_node_short_of_the_request_only_without_its_per_cpu_free_lists_is_warned_not_refused(
+    tmp_path: Path,
+) -> None:
+    """As preflight: a rank that fits only with the node's just-freed per-CPU pages is a warning."""
+    p = profile(tmp_path)
+    gib = 1 << 30
+    mem = {"MemTotal": int(121.7 * gib), "MemAvailable": 80 * gib, "MemFree": 80 * gib}
+    need = rank_request(host_machine(p.machine, Machine.from_reading(mem["MemTotal"], None)), p.serve)
+    short = {**mem, "MemAvailable": need - gib, "MemFree": need - gib}
+    refused = judge_memory(p, p.serve, "spark-b", 1, short, None, [], None)
+    assert refused.problems and "vLLM refuses to start" in refused.problems[0]
+    freed = judge_memory(p, p.serve, "spark-b", 1, {**short, "PerCpuFree": 2 * gib}, None, [], None)
+    assert freed.problems == []
+    assert any("2.0 GiB just freed on its kernel's per-CPU lists" in w for w in freed.warnings)
+    report = NodeReport.from_json("spark-b", {"mem_total": 1, "mem_available": 1, "per_cpu_free": 2 * gib})
+    assert report.per_cpu_free == 2 * gib
+    assert NodeReport.from_json("spark-b", {"per_cpu_free": "lots"}).per_cpu_free == 0  # not a count: none
 
 
 @pytest.mark.slow  # starts a process

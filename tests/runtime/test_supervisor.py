@@ -479,6 +479,22 @@ def test_fit_preflight_judges_the_host_it_launches_on(make_profile):
     assert on_spark.warnings == [] and on_spark.fit["verdict"] == "fits"
 
 
+def test_preflight_counts_the_per_cpu_free_lists_as_tight_not_as_free(make_profile):
+    """Just-freed pages on the per-CPU lists (PerCpuFree) let a launch through that MemAvailable alone
+    would refuse, but as tight, since vLLM's own start-up check reads MemAvailable."""
+    profile = load_profile(make_profile())
+    qwen = profile.serve.replace(model="Qwen/Qwen3-32B", max_model_len=8192, gpu_memory_utilization=0.8)
+    gib = 1 << 30
+    spark = {"MemTotal": int(121.7 * gib), "MemAvailable": 96 * gib, "MemFree": 96 * gib}
+    with pytest.raises(UserError, match="is less than the request"):
+        server_preflight.preflight(profile, qwen, meminfo=spark)
+    freed = server_preflight.preflight(profile, qwen, meminfo={**spark, "PerCpuFree": 4 * gib})
+    assert freed.fit is not None and freed.fit["verdict"] == "tight"
+    assert freed.fit["budget"]["mem_available"] == 96 * gib and freed.fit["budget"]["per_cpu_free"] == 4 * gib
+    (tight,) = [w for w in freed.warnings if w.startswith("fit: tight:")]
+    assert "4.00 GiB just freed on the kernel's per-CPU lists" in tight
+
+
 def test_a_supervisor_that_claimed_its_port_never_asks_itself(make_profile, env):
     """Between its claim and its first answer a supervisor's socket listens but nobody answers:
     its own preflight (list_states, the pool) must not wait on it, while any other process sees it."""

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.core.config import ServeConfig
-from sparktui.core.fit_settings import activation_parts, gdn_prefill_per_token, moe_workspace_per_token, settings_from
+from sparktui.core.fit_settings import (
+    activation_parts,
+    gdn_prefill_per_token,
+    moe_transient_bytes,
+    moe_transient_chunk,
+    moe_workspace_per_token,
+    settings_from,
+)
 from sparktui.core.machine import dgx_spark
 from sparktui.core.modelspec import ModelSpec, spec_from_config
 from sparktui.core.vllm_rules import rules_for
@@ -88,11 +95,12 @@ def fit_terms(name: str, config: dict[str, Any], tokens: int, seqs: int, version
     serve = ServeConfig(model=name, max_num_batched_tokens=tokens, max_num_seqs=seqs, vllm_version=version)
     s = settings_from(serve, spec, dgx_spark(), rules)
     path = rules.value("v1_sampler_top_k_top_p")  # the V1 sampler's top-k / top-p as a GPU runs it there
-    forward, sampler = activation_parts(spec, tokens, seqs, 1, s.model_runner, path, dgx_spark().sms)
+    chunk = moe_transient_chunk(spec, s)  # before 0.14 an unquantized MoE's caches are the op's own
+    forward, sampler = activation_parts(spec, tokens, seqs, 1, s.model_runner, path, dgx_spark().sms, chunk)
     return FitTerms(
         forward,
         sampler,
-        tokens * moe_workspace_per_token(spec),
+        tokens * moe_workspace_per_token(spec) if chunk is None else moe_transient_bytes(spec, tokens, chunk),
         tokens * gdn_prefill_per_token(spec),
         s.model_runner,
         path == "triton" or (path == "triton_from_8" and min(tokens, seqs) >= 8),

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mistral, mla, moe
+from sparktui.core.modelspec import deepseek_v4, dense, hybrid, mistral, mla, moe, rope
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
@@ -215,13 +215,10 @@ def _build(
     n_layers = int(text["num_hidden_layers"])
     per_layer = (sum(counts[c] for c in LINEAR) + counts["router"]) / max(1, n_layers)
     mtp_bytes = int(_mtp_params(text, mtp, per_layer) * dtype_bytes) if mtp else 0
-    # vLLM also keeps a rotary cos/sin cache of max_position × rotary_dim in the model dtype (Gemma 3 / 4:
-    # one per distinct rope, gemma.rope_cache_dims).
+    # vLLM also keeps its rotary cos/sin caches beside the weights (modelspec/rope.py)
     max_pos = int(text.get("max_position_embeddings") or config.get("max_position_embeddings") or 0)
-    rope_dim = int(text.get("qk_rope_head_dim") or text.get("head_dim") or 0) or (
-        int(text.get("hidden_size") or 0) // max(1, int(text.get("num_attention_heads") or 1))
-    )
-    rope_cache = max_pos * sum(gemma.rope_cache_dims(text) or [rope_dim]) * dtype_bytes
+    rope_elements, mrope_elements = rope.rope_cache_elements(text, max_pos)
+    rope_cache = rope_elements * dtype_bytes
     # vLLM's MXFP4 MoE kernels (Marlin, TRT-LLM) pad the experts: hidden to 256, intermediate to
     # 128 (fused_moe/oracle/mxfp4.py); gpt-oss loads ~9% bigger than its checkpoint.
     padding = 0
@@ -290,6 +287,7 @@ def _build(
         encoder=encoder_of(config, text) if counts["vision"] else None,
         aux_hidden_layers=_aux_hidden_layers(config, str(arch)),
         nvfp4_moe=nvfp4_moe,
+        mrope_cache_bytes=mrope_elements * dtype_bytes,
     )
 
 

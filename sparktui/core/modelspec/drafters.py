@@ -64,6 +64,7 @@ def with_drafter(target: ModelSpec, draft: ModelSpec, method: str) -> ModelSpec:
         notes=(*target.notes, note),
         drafter=kind,
         aux_hidden_layers=draft.aux_hidden_layers,
+        drafter_widths=(draft.hidden_size, draft.intermediate_size),
     )
 
 

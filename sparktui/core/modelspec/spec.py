@@ -205,12 +205,17 @@ class ModelSpec:
     # EAGLE3 / DFlash: how many of the target's hidden states the drafter reads (its config's
     # eagle_aux_hidden_state_layer_ids / dflash_config.target_layer_ids); on a target, its drafter's
     aux_hidden_layers: int = 0
+    # a separate drafter's own (hidden size, intermediate size): its dummy forward's widths (0: none)
+    drafter_widths: tuple[int, int] = (0, 0)
     # DeepSeek V4: config.json's compress_ratios, the decoder layers' then the drafter layers'
     # (its KV cache is planned by modelspec/deepseek_v4.py, not from `layers`)
     compress_ratios: tuple[int, ...] = ()
     kv_dims: tuple[int, int, int] = (0, 0, 0)  # DeepSeek V4: head_dim, index_head_dim, sliding_window
     # MoE layers whose routed experts load as NVFP4: (layers, experts, hidden, intermediate, gated), or ()
     nvfp4_moe: tuple[int, int, int, int, bool] | tuple[()] = ()
+    # the M-RoPE caches counted in weights_bytes at max_position × 4 positions that vLLM 0.32 builds at
+    # × 1 (Qwen3.5 / 3.6, Qwen3-VL: modelspec/rope.py, vllm_rules mrope_cache_positions)
+    mrope_cache_bytes: int = 0
 
     @property
     def dtype_bytes(self) -> int:

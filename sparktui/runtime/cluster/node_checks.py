@@ -36,13 +36,17 @@ PAGE_CACHE_WARN_BYTES = 8 << 30  # as the local preflight: only then is other fi
 def memory_facts(model: str | None, machine: str) -> dict[str, Any]:
     """MemAvailable/MemFree, the model's files in the page cache (measured, not evicted), and what
     the servers running here reserve."""
-    from sparktui.runtime.host.memory import read_memory
+    from sparktui.runtime.host.memory import read_memory, read_per_cpu_free
     from sparktui.runtime.records import state as st
     from sparktui.runtime.records.reservations import reservation_of
     from sparktui.runtime.watch import model_page_cache
 
     sample = read_memory(psi=False)
-    out: dict[str, Any] = {"mem_free": sample.mem_free, "page_cache": sample.page_cache}
+    out: dict[str, Any] = {
+        "mem_free": sample.mem_free,
+        "page_cache": sample.page_cache,
+        "per_cpu_free": read_per_cpu_free(),  # just freed, not yet in MemAvailable (as preflight reads)
+    }
     if model:
         report = model_page_cache(model, evict=False)
         out["model_cached"] = report.before if report.folder is not None else None
@@ -140,14 +144,24 @@ def judge_memory(
     on_head = f" + {_gib(extra)} for the API server{' and the Ray head' if cluster.backend == 'ray' else ''}"
     need = request + extra
     ways = "; ".join(r.describe() for r in servers)
+    lists = mem.get("PerCpuFree", 0)
     if need > available and not fit_checked:
-        out.problems.append(
+        short = (
             f"node {host}: MemAvailable is {_gib(available)} but its rank asks vLLM for {_gib(request)} "
             f"(--gpu-memory-utilization {serve.gpu_memory_utilization:g} × {_gib(machine.total)})"
-            f"{on_head if extra else ''}; vLLM refuses to start below that. "
-            + (f"Stop what runs there ({ways}) or lower" if servers else "Free memory there or lower")
-            + " --gpu-memory-utilization"
+            f"{on_head if extra else ''}"
         )
+        if need <= available + lists:  # as preflight's fit: tight, vLLM's own check reads MemAvailable
+            out.warnings.append(
+                f"{short}; with the {_gib(lists)} just freed on its kernel's per-CPU lists it is enough, but "
+                "vLLM's own check may run before they drain into MemAvailable (start again if it refuses)"
+            )
+        else:
+            out.problems.append(
+                f"{short}; vLLM refuses to start below that. "
+                + (f"Stop what runs there ({ways}) or lower" if servers else "Free memory there or lower")
+                + " --gpu-memory-utilization"
+            )
     new, basis = pool.reserved_bytes(machine, serve.gpu_memory_utilization, serve.kv_cache_memory_bytes, fit_budget)
     check = pool.check_pool(machine, new + extra, [r for r in servers if r.port != serve.port])
     if not check.fits:
@@ -174,7 +188,8 @@ def judge_memory(
     cache_note = f", the model's files {_gib(cached)} of page cache (evicted at launch)" if model_cached else ""
     others = f", other servers reserve {_gib(sum(r.bytes for r in servers))}" if servers else ""
     out.summary = (
-        f"node {host} ({'head' if rank == 0 else f'rank {rank}'}): MemAvailable {_gib(available)}, "
+        f"node {host} ({'head' if rank == 0 else f'rank {rank}'}): MemAvailable {_gib(available)}"
+        f"{f' (+ {_gib(lists)} just freed on per-CPU lists)' if lists >= 1 << 30 else ''}, "
         f"MemFree {_gib(free)}{cache_note}{others}; its rank asks {_gib(need)}"
     )
     return out
@@ -210,7 +225,9 @@ def _node_fits(profile: Profile, serve: ServeConfig, reports: list[NodeReport], 
             continue
         machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
         try:
-            node_fit = fit_cluster(serve, spec, machine, cluster, mem_available=mem["MemAvailable"])
+            node_fit = fit_cluster(
+                serve, spec, machine, cluster, mem_available=mem["MemAvailable"], free_lists=mem["PerCpuFree"]
+            )
         except UserError as exc:
             out.memory_problems.append(f"node {r.host}: {exc}")
             return [None] * len(reports)
@@ -226,7 +243,7 @@ def _mem_of(r: NodeReport) -> dict[str, int] | None:
     if r.mem_total is None or r.mem_available is None:
         return None
     free = r.mem_free if r.mem_free is not None else r.mem_available
-    return {"MemTotal": r.mem_total, "MemAvailable": r.mem_available, "MemFree": free}
+    return {"MemTotal": r.mem_total, "MemAvailable": r.mem_available, "MemFree": free, "PerCpuFree": r.per_cpu_free}
 
 
 def judge_nodes(profile: Profile, serve: ServeConfig, reports: list[NodeReport]) -> ClusterJudgement:

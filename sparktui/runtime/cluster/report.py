@@ -24,6 +24,7 @@ class NodeReport:
     mem_available: int | None = None
     mem_total: int | None = None
     mem_free: int | None = None
+    per_cpu_free: int = 0  # just freed on the kernel's per-CPU lists, left out of MemAvailable
     model_cached: int | None = None  # the model's files in its page cache (None: not a local folder there)
     servers: tuple[Reservation, ...] = ()  # what the servers already running there reserve
     interface: InterfaceFacts | None = None  # [cluster] interface as the node sees it
@@ -44,6 +45,7 @@ class NodeReport:
             mem_available=data.get("mem_available"),
             mem_total=data.get("mem_total"),
             mem_free=data.get("mem_free"),
+            per_cpu_free=lists if isinstance(lists := data.get("per_cpu_free"), int) else 0,
             model_cached=data.get("model_cached"),
             servers=tuple(Reservation.from_dict(r) for r in data.get("servers") or [] if isinstance(r, dict)),
             interface=InterfaceFacts.from_dict(iface) if isinstance(iface, dict) else None,

@@ -239,8 +239,10 @@ def _fit_verdict(
     try:
         # a separate drafter (EAGLE, DFlash) adds its own KV layers and weights; nothing is fetched here
         spec = load_serving_spec(serve.model, serve.speculation)
-        machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], room(mem)), warnings)
-        mem_available = room(mem) if machine.unified else None
+        machine = host_machine(
+            profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")), warnings
+        )
+        mem_available = mem.get("MemAvailable") if machine.unified else None
         source = ""
         if serve.vllm_version is None:  # fit for the vLLM this runner has (files only: no subprocess)
             from sparktui.runtime.launch.vllm_version import detect
@@ -255,6 +257,7 @@ def _fit_verdict(
             mem_available=mem_available,
             vllm_version_source=source,
             mem_free=mem.get("MemFree") if machine.unified else None,  # an old vLLM's own figure (cudaMemGetInfo)
+            free_lists=mem.get("PerCpuFree", 0) if machine.unified else 0,  # tight, not "won't start"
         )
     except UserError as exc:
         warnings.append(f"fit check skipped: {exc}")
