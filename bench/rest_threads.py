@@ -1,11 +1,11 @@
 """Where a resting supervisor's CPU goes, thread by thread (and its reaper's), optionally beside another
 checkout's over the same seconds.
 
-    python bench/rest_threads.py [--rest 60] [--baseline DIR]
+    python bench/rest_threads.py [--rest 60] [--baseline DIR ...]
 
 Starts `sparktui serve PROFILE --detach` against the stub vLLM (as bench/supervisor_rest.py does) from
-this checkout and, with --baseline, from DIR (another checkout: `git archive REV | tar -x -C DIR`) at
-the same time; once both are running and quiet, reads every thread's CPU time and run count
+this checkout and, with --baseline, from DIR (another checkout: `git archive REV | tar -x -C DIR`;
+give it more than once for several) at the same time; once both are running and quiet, reads every thread's CPU time and run count
 (/proc/PID/task/TID/schedstat) over --rest seconds. Each thread is named by what it sleeps in
 (/proc/PID/task/TID/syscall): the guard and the loop in poll, the flight recorder on a futex
 (Event.wait), the socket in accept. "runs" counts time slices, so on a loaded box a wake can count
@@ -86,9 +86,12 @@ def measure(repo: Path, rest: float, started: threading.Barrier, out: dict) -> N
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rest", type=float, default=60.0)
-    ap.add_argument("--baseline", type=Path, help="another checkout, measured over the same seconds")
+    ap.add_argument(
+        "--baseline", type=Path, action="append", default=[], help="another checkout, measured over the same seconds"
+    )
     a = ap.parse_args()
-    repos = {"this": REPO} | ({"baseline": a.baseline.resolve()} if a.baseline else {})
+    names = ["baseline"] if len(a.baseline) == 1 else [f"baseline {i + 1}" for i in range(len(a.baseline))]
+    repos = {"this": REPO} | {name: path.resolve() for name, path in zip(names, a.baseline, strict=True)}
     started = threading.Barrier(len(repos))
     results: dict[str, dict] = {name: {} for name in repos}
     load0 = os.getloadavg()

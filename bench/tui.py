@@ -15,7 +15,8 @@
    second, the gauge redrawn when its figures change, the state dir watched), CPU time of its
    process over --idle-seconds after a 3 s settle; at the same time a bare Textual app (a header,
    36 static lines, a footer) idles beside it, and both figures are printed. Goal ≤ 1% of one core.
-3. key latency under flood: a writer process appends vLLM-like log lines (the real fixture logs,
+3. key latency under flood: once the panel has finished starting (its polls running, every row of
+   the form mounted), a writer process appends vLLM-like log lines (the real fixture logs,
    repeated) at --rate lines/s while the app follows the file (LogTail → LogSummary → log view);
    a key bound to a no-op action is pressed every 100 ms and timed from the key event being
    posted to its action running. Goal ≤ 100 ms (p95 and max reported). Then the same flood and
@@ -352,6 +353,16 @@ async def bench_flood(tmp: Path, seconds: float, rate: int) -> None:
     os.environ.update(SPARKTUI_CONFIG_DIR=str(tmp / "config"), SPARKTUI_STATE_DIR=str(tmp / "state"))
     app = FloodApp()
     async with app.run_test(size=(120, 40)) as pilot:
+        # A flood comes from a server that is up, long after the panel's start-up: wait for that
+        # to end (the polls started, every row of the form mounted), so the keys time the flood
+        # and not the form's last rows being laid out.
+        from sparktui.ui.widgets.editor import ConfigEditor
+
+        deadline = time.monotonic() + 15
+        while not (app.background_started and app.query_one(ConfigEditor).complete):
+            if time.monotonic() > deadline:
+                raise SystemExit("the panel did not finish starting within 15 s")
+            await pilot.pause(0.1)
         await pilot.pause(0.5)
         app.show_pane("server")
         pane = app.query_one(Tailing)

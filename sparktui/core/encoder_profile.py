@@ -10,8 +10,11 @@ says "Encoder cache will be initialized with a budget of B tokens, and profiled 
   at most max_num_seqs × max(1, min(limit per prompt, max_model_len // tokens per item)), at least 1.
 - Memory: the outputs stay through the dummy forward (items × tokens × the language model's hidden
   size in the model dtype), and the encoder's own forward peaks at one vision block's working set over
-  every item's patches (the residual, its norm, and the MLP's two intermediates: Qwen3_VisionBlock,
-  SiglipEncoderLayer). That block estimate is read from the code, not measured on a GPU.
+  every item's patches (the residual, its norm, and the MLP's two intermediates: Qwen3_VisionBlock;
+  SigLIP, Gemma 3's tower, also holds the encoder's input embeddings and the layer's input) beside the
+  dummy batch's pixel values, fp32 as the image processor makes them (Gemma 3: siglip.py
+  SiglipVisionEmbeddings casts a copy for the patch embedding, freed after it). That block estimate is
+  read from the code, not measured on a GPU.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ from dataclasses import dataclass
 from sparktui.core.modelspec.encoder import Encoder
 
 DEFAULT_LIMIT = 999  # vllm/config/multimodal.py: a modality's default count per prompt
+# Hidden-size tensors live at a SigLIP encoder layer's MLP peak (models/siglip.py, 0.13 to 0.32):
+# SiglipEncoder.forward keeps its input embeddings (inputs_embeds, hidden_states_pool) and the layer's
+# input (its loop variable) through every layer, and the layer holds its residual and normed input
+# beside fc1's output and the activation's
+SIGLIP_HELD_HIDDEN = 4
 
 
 @dataclass(frozen=True)
@@ -66,5 +74,7 @@ def encoder_pass(
     forward = 0
     if encoder.batched:
         patches = items * encoder.patches_per_item
-        forward = patches * (2 * encoder.hidden + 2 * encoder.intermediate // tp) * dtype_bytes
+        held = SIGLIP_HELD_HIDDEN if encoder.family == "gemma3" else 2
+        forward = patches * (held * encoder.hidden + 2 * encoder.intermediate // tp) * dtype_bytes
+        forward += items * encoder.pixels_per_item * 4  # the dummy batch's pixel_values, fp32
     return EncoderPass(encoder.modality, tokens, budget, items, outputs, forward)

@@ -217,10 +217,14 @@ def drafter_pass_bytes(spec: ModelSpec, s: FitSettings) -> int:
       context, the fused K/V projection for every draft layer and its contiguous K/V-major copy, 2 × 2 K/V
       widths), then the drafter's forward over min(tokens, max_num_seqs × (1 + k)) query tokens
       (max_query_tokens), a decoder layer's MLP stage: 6 hidden-size tensors and 3 × intermediate;
-    - MTP / EAGLE / a draft model (llm_base_proposer.py dummy_run): one decoder layer's working set,
-      as the target's, plus the input that joins the embedding and the hidden state (2 × hidden).
-    0 when no drafter runs. bench/activation_oracle.py measures the DFlash stages on vLLM 0.32's own code
-    (Qwen3.6 and Gemma-4 DFlash drafters: both to the byte)."""
+    - a separate EAGLE / EAGLE3 / draft model (llm_base_proposer.py dummy_run): its one decoder layer's
+      larger stage, with its own widths (ModelSpec.drafter_widths): the attention stage's 5 hidden-size
+      tensors, the qkv projection and the attention output (5 h + 2 q + 2 kv), or the MLP's (4 h + 3 ×
+      intermediate, as Llama's);
+    - MTP (the target's own layers): one decoder layer's working set, as the target's, plus the input that
+      joins the embedding and the hidden state (2 × hidden).
+    0 when no drafter runs. bench/activation_oracle.py measures the DFlash stages and the EAGLE3 drafter's
+    pass on vLLM 0.32's own code (Qwen3.6 and Gemma-4 DFlash, SpecForge's Gemma-4 EAGLE3: to the byte)."""
     method = s.speculative_method
     if method not in DRAFTER_PASS_METHODS or not (s.mtp and spec.mtp_layers):
         return 0
@@ -229,9 +233,14 @@ def drafter_pass_bytes(spec: ModelSpec, s: FitSettings) -> int:
     if method == "dflash":
         kv = sum(g.count * max(1, g.num_kv_heads // s.tp) * g.head_size for g in spec.mtp_layers)
         context = n * d * (h + 4 * kv)
-        hidden, inner = spec.drafter_widths if spec.drafter_widths[0] else (h, spec.intermediate_size)
+        hidden, inner, _ = spec.drafter_widths if spec.drafter_widths[0] else (h, spec.intermediate_size, 0)
         queries = min(n, s.max_num_seqs * (1 + s.num_spec))
         return held + max(context, queries * d * (6 * hidden + 3 * inner // s.tp))
+    hidden, inner, q = spec.drafter_widths
+    if hidden and q:  # a separate EAGLE / EAGLE3 / draft model: its own decoder layer at its larger stage
+        kv = max(max(1, g.num_kv_heads // s.tp) * g.head_size for g in spec.mtp_layers)
+        q //= s.tp
+        return held + n * d * max(5 * hidden + 2 * q + 2 * kv, 4 * hidden + 3 * inner // s.tp)
     inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
     return held + n * d * (8 * h + 2 * inner // s.tp)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # colour codes
 _PREFIX = re.compile(r"\(([A-Za-z][\w.-]*) pid=\d+\) ?")
 _LEVELS = ("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL")
 EXCEPTION = re.compile(r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt)): (.*)")
@@ -39,7 +39,7 @@ def clean(raw: str) -> str:
                 line = line[end + 1 :]
         line = line.replace("\x1b[0;0m", "").replace("\x1b[0m", "")
         if "\x1b" in line:
-            line = _ANSI.sub("", line)
+            line = ANSI.sub("", line)
     first = line[:1]  # one-character strings are cached: no allocation
     # cheap tests first: vLLM's own lines start with "(", a level or a letter, with no "| " near the start
     if first != "(" and (
@@ -84,6 +84,35 @@ def level_and_message(line: str) -> tuple[str | None, str]:
             elif rest.endswith("]"):
                 level, line = word, ""
     return level, line.strip()
+
+
+_QUIET = ("INFO", "WARNING", "DEBUG")
+
+
+def quiet(raw: str) -> bool:
+    """True when `raw` is a line of vLLM's own at INFO, WARNING or DEBUG level, as `clean`,
+    `process_end` and `level_and_message` would read it: such a line holds no failure and no
+    exception (`core.vllm_log.parse_line`). False for anything else, or when unsure: the caller
+    parses it. A few string tests, a quarter of a parse (a log flood's lines are almost all so)."""
+    if raw.startswith("\x1b["):  # vLLM's coloured process prefix, cut as `clean` cuts it
+        end = raw.find("m", 2, 16)
+        if end < 0 or not raw[2:end].replace(";", "").isdigit():
+            return False
+        raw = raw[end + 1 :]
+        if "\x1b" in raw:
+            raw = raw.replace("\x1b[0;0m", "").replace("\x1b[0m", "")
+    if raw[:1] != "(" or "\x1b" in raw or "\r" in raw or "\n" in raw:
+        return False
+    end = raw.find(")", 1, 80)
+    if end < 0 or raw.find(" pid=", 1, end) < 0:
+        return False  # not a process prefix: the line has no level
+    rest = raw[end + 1 :].lstrip()
+    if not rest.startswith(_QUIET):
+        return False
+    word, _, after = rest.partition(" ")
+    if word in _QUIET:  # "INFO 05-12 02:45:10 [api_server.py:1043] msg"
+        return after[:1].isdigit() and (after.find("] ", 0, 80) > 0 or after.endswith("]"))
+    return word.endswith(":") and word[:-1] in _QUIET  # uvicorn's "INFO:     msg"
 
 
 def split_line(raw: str) -> tuple[str | None, str | None, str]:

@@ -47,7 +47,7 @@ from sparktui.core.vllm_events import (
     WeightsRead,
     event_kind,
 )
-from sparktui.core.vllm_lines import EXCEPTION, clean, level_and_message, process_end, split_line
+from sparktui.core.vllm_lines import EXCEPTION, clean, level_and_message, process_end, quiet, split_line
 
 DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
 
@@ -440,6 +440,16 @@ _FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
 )  # fmt: skip
 
 
+# The figures the panel shows from start-up (first seen wins), and the words of their lines: one
+# not seen by "ready" is still looked for (`LogSummary.feed_serving`).
+_LATE_FIGURES = (
+    ("weights_gib", ("Model loading took",)),
+    ("available_kv_gib", ("Available KV cache memory", "GiB for KV cache")),
+    ("kv_cache_tokens", ("KV cache size:",)),
+    ("max_concurrency", ("Maximum concurrency",)),
+)
+
+
 def parse_line(raw: str) -> list[Event]:
     """The events in one line of vLLM output (most lines have none)."""
     line = clean(raw)
@@ -572,6 +582,32 @@ class LogSummary:
             if events:
                 self.apply(events)
         self.lines += count
+        self.text_lines += texts
+        self._last_raw = last
+
+    def feed_serving(self, lines: list[str]) -> None:
+        """`feed_lines` for a reader that shows the start-up's progress (the panel's log tail): the
+        same phase, figures and failure, at a fraction of the cost once start-up has completed.
+        Until then every line is parsed. After it a line at INFO, WARNING or DEBUG level is
+        skipped unless it holds the words of a start-up figure not seen yet (a failure and the
+        exception it names come only at other levels); the line counts and the last line are
+        kept. Not kept after ready: the warnings counted, a version, model, length or URL said late."""
+        if not self.ready:
+            self.feed_lines(lines)
+            return
+        late = tuple(word for field, words in _LATE_FIGURES if getattr(self, field) is None for word in words)
+        texts = 0
+        last = self._last_raw
+        for raw in lines:
+            if raw and not raw.isspace():
+                texts += 1
+                last = raw
+            if quiet(raw) and not (late and any(word in raw for word in late)):
+                continue
+            events = parse_line(raw)
+            if events:
+                self.apply(events)
+        self.lines += len(lines)
         self.text_lines += texts
         self._last_raw = last
 

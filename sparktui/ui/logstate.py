@@ -12,7 +12,10 @@ class LogState:
         self.summary = summary or LogSummary()
 
     def feed(self, lines: list[str]) -> None:
-        self.summary.feed_lines(lines)
+        # Once ready, only the lines that can still change what the pane shows are parsed: a log
+        # flood then costs the reader thread a search per batch, not a parse per line (it holds
+        # the GIL meanwhile, and every key waits for it).
+        self.summary.feed_serving(lines)
 
     @property
     def phase(self) -> str:

@@ -70,7 +70,7 @@ def test_the_dflash_pass_is_its_context_kv_stage_or_its_forward_over_the_query_t
     target = spec_from_config(_config(fixtures, "Qwen__Qwen3.6-35B-A3B"), name="q36", source="t")
     draft = spec_from_config(_config(fixtures, "z-lab__Qwen3.6-35B-A3B-DFlash"), name="dflash", source="t")
     spec = dflash_as_built(with_drafter(target, draft, "dflash"), rules_for("0.32.0"))[0]
-    assert spec.drafter_widths == (2048, 6144)
+    assert spec.drafter_widths == (2048, 6144, 32 * 128)
     flash = '{"method": "dflash", "model": "z-lab/Qwen3.6-35B-A3B-DFlash", "num_speculative_tokens": 15}'
 
     def own(seqs: int) -> int:
@@ -84,6 +84,32 @@ def test_the_dflash_pass_is_its_context_kv_stage_or_its_forward_over_the_query_t
     assert own(256) == 125_829_120  # 2048 query tokens (min(2048, 256 × 16))
     assert own(8) == 75_497_472  # 128 query tokens: the context stage is the larger
     assert own(128) == own(256)  # 128 × 16 = 2048: every token a query token
+
+
+def test_an_eagle3_drafter_pass_is_its_own_layer_at_its_attention_stage(fixtures):
+    """A separate EAGLE3 drafter (llm_base_proposer.py dummy_run) runs its one decoder layer over the batched
+    tokens with its own widths: SpecForge's Gemma-4 EAGLE3 (hidden 2,816, 32 × 128 queries, 8 × 128 K/V,
+    MLP 2,112) peaks at its attention stage, 5 h + 2 q + 2 kv values a token. bench/activation_oracle.py on
+    vLLM 0.32's own code: 99,614,720 B at 2,048 tokens, 398,458,880 B at 8,192 (the target's widths gave
+    92,274,688: 8 × the target's hidden)."""
+    target = spec_from_config(_config(fixtures, "google__gemma-4-26B-A4B"), name="gemma", source="t")
+    draft = spec_from_config(_config(fixtures, "sgl-project__SpecForge-gemma4-26b-a4b-eagle3"), name="e3", source="t")
+    spec = with_drafter(target, draft, "eagle3")
+    assert spec.drafter_widths == (2816, 2112, 32 * 128)
+    eagle = '{"method": "eagle3", "model": "sgl-project/SpecForge-gemma4-26b-a4b-eagle3", "num_speculative_tokens": 3}'
+
+    def own(tokens: int) -> int:
+        config = ServeConfig(
+            model="gemma", speculative_config=eagle, max_num_batched_tokens=tokens, max_num_seqs=256,
+            vllm_version="0.32.0",
+        )  # fmt: skip
+        s = settings_from(config, spec, dgx_spark())
+        workspace = 8 * (max(704, 2816) + max(1408, 2816)) * 2  # TritonExperts, 8 of 128 experts
+        held = tokens * (2 * 2816 * (1 + spec.aux_hidden_layers) + workspace)
+        return drafter_pass_bytes(spec, s) - held
+
+    assert own(2048) == 99_614_720 == 2048 * 2 * (5 * 2816 + 2 * 4096 + 2 * 1024)
+    assert own(8192) == 398_458_880
 
 
 def test_no_drafter_pass_without_a_drafter_that_runs_one(fixtures):

@@ -145,3 +145,26 @@ def test_a_modality_limited_to_zero_profiles_the_next(fixtures):
     two = ServeConfig(model="m", max_model_len=8192, max_num_batched_tokens=4096, limit_mm_per_prompt='{"image": 2}')
     profile = encoder_term(spec, settings_from(two, spec, dgx_spark()))
     assert profile is not None and (profile.modality, profile.items) == ("video", 1)
+
+
+def test_gemma3s_siglip_pass_holds_its_embeddings_the_layer_input_and_fp32_pixels(fixtures):
+    """Gemma 3's SigLIP tower (models/siglip.py, the same 0.13 to 0.32): SiglipEncoder.forward keeps the
+    input embeddings (hidden_states_pool) and each layer's input through the layer, which holds its
+    residual and normed input beside fc1's output and the activation's: 4 hidden-size tensors and 2
+    intermediates over every item's patches; the dummy batch's pixel values stay fp32 (the image
+    processor's) beside them. The 27B log's torch peak (1.72 GiB) is that pass."""
+    spec = _spec(fixtures, GEMMA3_27B)
+    s = settings_from(ServeConfig(model="m", max_model_len=131072, max_num_batched_tokens=4096), spec, dgx_spark())
+    profile = encoder_term(spec, s)
+    assert profile is not None and profile.items == 16
+    patches = 16 * (896 // 14) ** 2
+    assert profile.forward == patches * (4 * 1152 + 2 * 4304) * 2 + 16 * 3 * 896 * 896 * 4
+    log = (fixtures / "vllm-logs" / "spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log").read_text()
+    peak = float(re.search(r"torch peak memory increase: ([\d.]+)GiB", log).group(1))
+    assert abs(profile.forward / 2**30 - peak) / peak < 0.03  # 1.76 GiB against 1.72 (the fit's was 1.33)
+    # Qwen3.5 / 3.6's vision blocks are not SigLIP: their estimate keeps the residual and its norm
+    qwen = _spec(fixtures, QWEN36)
+    q = settings_from(ServeConfig(model="m", max_model_len=65536, max_num_batched_tokens=8192), qwen, dgx_spark())
+    vision = encoder_term(qwen, q)
+    assert vision is not None and qwen.encoder is not None
+    assert vision.forward == vision.items * qwen.encoder.patches_per_item * (2 * 1152 + 2 * 4304) * 2

@@ -313,7 +313,7 @@ def load_bench():
 def test_accuracy_against_every_fixture_case(fixtures):
     bench = load_bench()
     cases = bench.all_cases(fixtures)
-    assert len([c for c in cases if c.from_log]) == 20  # every log with a config we can read
+    assert len([c for c in cases if c.from_log]) == 21  # every log with a config we can read
     # real DGX Spark start-ups and the Nemotron-H (Mamba2) one: KV tokens and concurrency within 1%
     strict = [bench.evaluate(c) for c in cases if c.id.startswith("spark") or "nemotron" in c.id or "tp2" in c.id]
     assert len(strict) >= 12

@@ -178,6 +178,12 @@ EXPECTED = {
              max_concurrency=4.71, ready=False),
         "log_ended",
     ),
+    f"{LOGS}/discrete_v0.31.0_llama-3.1-8b-instruct_A100-80GB_excerpt.log": (
+        # five lines quoted in a study note: no banner, no engine config, cut after the KV line
+        dict(version=None, model=None, max_model_len=None, weights_gib=15.0, available_kv_gib=56.21,
+             kv_cache_tokens=460496, max_concurrency=3.51, ready=False),
+        "log_ended",
+    ),
     f"{LOGS}/spark_v0.20.0_qwen3.6-35b-a3b-nvfp4-redhat_fp8kv_excerpt.log": (
         dict(version="0.20.0", model="RedHatAI/Qwen3.6-35B-A3B-NVFP4", max_model_len=65536, weights_gib=21.86,
              available_kv_gib=82.42, kv_cache_tokens=2158880, max_concurrency=108.50, ready=False),
@@ -796,3 +802,88 @@ def test_every_event_has_a_stable_kind_the_state_files_already_use():
     members = set(typing.get_args(vl.Event))
     assert set(vl.EVENT_KINDS) == members and set(vl.EVENT_KINDS.values()) == written
     assert vl.event_kind(vl.Warning_("careful")) == "Warning"
+
+
+def _fixture_logs(fixtures) -> list[list[str]]:
+    paths = sorted((fixtures / LOGS).glob("*.log")) + sorted((fixtures / CPU).glob("*.log"))
+    return [p.read_bytes().decode("utf-8", "replace").split("\n") for p in paths]
+
+
+def _shown(s: LogSummary) -> tuple:
+    """What the panel reads of a summary (ui.logstate.LogState), and the counts finish() uses."""
+    return (s.phase, s.reached, s.ready, s.failure, s.weights_gib, s.available_kv_gib, s.kv_cache_tokens,
+            s.max_concurrency, s.lines, s.text_lines, s._last_raw, s.root_error, s.last_error)  # fmt: skip
+
+
+def _coloured(line: str) -> str:
+    """The line as vLLM writes it to a terminal: its process prefix in colour."""
+    if line.startswith("(") and ")" in line:
+        head, _, rest = line.partition(")")
+        return f"\x1b[1;36m{head})\x1b[0;0m{rest}"
+    return line
+
+
+@pytest.mark.parametrize("batch", [1, 7, 500])
+def test_the_serving_feed_keeps_what_the_panel_shows(fixtures, batch):
+    """feed_serving parses only what can change the phase, the figures and the failure once ready:
+    each fixture log, the logs one after another (a flood), and in colour, fed in batches, read the
+    same after every batch as a parse of every line; and so do a crash after ready, an exception
+    before it, and a figure vLLM printed only after start-up completed."""
+    logs = _fixture_logs(fixtures)
+    crash = [
+        "(APIServer pid=1) INFO 11-29 19:24:14 [api_server.py:1] Available routes are:",
+        "(APIServer pid=1) INFO:     Application startup complete.",
+        *[
+            f'(APIServer pid=1) INFO:     127.0.0.1:4000 - "POST /v1/chat/completions HTTP/1.1" 200 OK {i}'
+            for i in range(50)
+        ],
+        "(APIServer pid=1) WARNING 11-29 19:25:00 [serving.py:3] memory is tight",
+        "(EngineCore_DP0 pid=2) Traceback (most recent call last):",
+        "(EngineCore_DP0 pid=2) ValueError: boom in the worker",
+        "(EngineCore_DP0 pid=2) ERROR 11-29 19:25:02 [multiproc_executor.py:316] Worker proc VllmWorker-0 "
+        "died unexpectedly (exit code: -4), shutting down executor.",
+        "(APIServer pid=1) ERROR 11-29 19:25:02 [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+        "",
+        "   ",
+    ]
+    late = [
+        "(APIServer pid=1) INFO:     Application startup complete.",
+        "(EngineCore pid=2) INFO 11-29 19:24:14 [gpu_worker.py:1] Available KV cache memory: 3.25 GiB",
+        "(EngineCore pid=2) INFO 11-29 19:24:14 [kv_cache_utils.py:1] GPU KV cache size: 18,400 tokens",
+    ]
+    flood = [line for log in logs for line in log] * 2
+    cases = [*logs, flood, [_coloured(line) for line in flood], crash, [_coloured(line) for line in crash], late]
+    for lines in cases:
+        every, serving = LogSummary(), LogSummary()
+        for start in range(0, len(lines), batch):
+            every.feed_lines(lines[start : start + batch])
+            serving.feed_serving(lines[start : start + batch])
+            assert _shown(serving) == _shown(every), (lines[0][:80], start)
+    assert serving.kv_cache_tokens == 18_400 and serving.available_kv_gib == 3.25
+
+
+def test_a_quiet_line_is_one_the_parser_reads_at_info_warning_or_debug(fixtures):
+    """quiet() says a line holds no failure only when the parser reads its level so."""
+    from sparktui.core.vllm_lines import clean, level_and_message, process_end, quiet
+
+    lines = [line for log in _fixture_logs(fixtures) for line in log]
+    lines += [_coloured(line) for line in lines]
+    lines += [
+        "(APIServer pid=1) INFO 11-29 no bracket here RuntimeError: CUDA error: out of memory",
+        "(APIServer pid=1) INFO:RuntimeError: x",
+        "(APIServer pid=1) INFO 11-29 19:24:14 [x.py:1]",
+        "(APIServer) INFO 11-29 19:24:14 [x.py:1] no pid: no level",
+        "(APIServer pid=1) WARNING 11-29 19:24:14 [x.py:1] a\rERROR 11-29 19:24:14 [x.py:1] redrawn",
+        "\x1b[1;xm(APIServer pid=1)\x1b[0;0m INFO 11-29 19:24:14 [x.py:1] odd colour",
+        "\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO 11-29 19:24:14 [x.py:1] \x1b[31mred\x1b[0m",
+    ]
+    seen = 0
+    for raw in lines:
+        if quiet(raw):
+            seen += 1
+            line = clean(raw)
+            end = process_end(line)
+            assert level_and_message(line[end:].lstrip() if end else line)[0] in ("INFO", "WARNING", "DEBUG"), raw
+            assert not any(isinstance(e, (vl.Failure, vl.Error, vl.KilledNotice)) for e in parse_line(raw)), raw
+    assert seen > len(lines) // 3  # most of vLLM's lines are so

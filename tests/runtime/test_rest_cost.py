@@ -5,6 +5,7 @@ status read from the heartbeat file), and the flight recorder writes seldom whil
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -15,6 +16,7 @@ from sparktui.runtime.records import state as st
 from sparktui.runtime.server import reaper
 from sparktui.runtime.watch.flight import FlightRecord
 from sparktui.runtime.watch.server_watch import REST_DRIFT, at_rest
+from tests.support import wait_for
 
 
 def beat_fd(tmp_path, line: bytes) -> int:
@@ -59,3 +61,74 @@ def test_the_flight_recorder_rests_only_while_nothing_moves():
     assert not at_rest(record(20), record(20, running=1.0))  # a request running
     assert not at_rest(record(20), record(20, psi_some=0.5))  # tasks stalled on memory
     assert not at_rest(record(20), record(20, phase="loading_weights"))
+
+
+def reaper_wakes(pid: int) -> int:
+    """How often the reaper's process has gone to sleep and been woken (it has one thread)."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches:"))
+
+
+@pytest.fixture
+def child_tree(isolated):
+    """A real tree for the reaper to guard (a child `sleep`), killed afterwards if still there."""
+    from sparktui.runtime.host import proc
+
+    tree = proc.spawn(["sleep", "120"], isolated / "child.log", contain=False)
+    yield tree
+    if not tree.is_gone():
+        tree.kill()
+
+
+@pytest.mark.slow  # a reaper process and a child
+def test_the_reaper_sleeps_while_the_guard_beats_and_kills_once_the_beats_stop(isolated, child_tree):
+    """Issue 25: the guard pushes the reaper's alarm (a timerfd) at each heartbeat; the reaper sleeps on
+    it, so a resting guard does not wake it, and when the heartbeat stops (a stopped supervisor) the
+    alarm rings and the reaper stands in: here at a kill line above MemAvailable, so it kills at once."""
+    from sparktui.core.profiles import GuardSettings
+    from sparktui.runtime.server.guard_wiring import GuardWiring
+
+    wiring = GuardWiring(
+        GuardSettings(), 8125, lambda _: None, lock=threading.RLock(), record=lambda: None,  # type: ignore[arg-type,return-value]
+        save=lambda: True, reaper=lambda: None, wake=lambda *_: None, say=lambda _: None,
+    )  # fmt: skip
+    wiring.open_beat()
+    assert wiring.beat_fd is not None and wiring.alarm is not None and wiring.alarm.fd is not None
+    keeper = reaper.Reaper(beat_fd=wiring.beat_fd, alarm_fd=wiring.alarm.fd)
+    try:
+        keeper.tell(child_tree.to_record())
+        keeper.tell_guard(1 << 60)  # every MemAvailable is below it: a stand-in kills at once
+        time.sleep(0.5)  # the reaper has read what it was told
+        wakes = reaper_wakes(keeper.pid)
+        for _ in range(10):  # the guard's heartbeats, 0.3 s apart (it is late 1 s after one)
+            wiring.beat()
+            time.sleep(0.3)
+        assert not child_tree.is_gone(), "the reaper stood in while the guard was beating"
+        assert reaper_wakes(keeper.pid) - wakes <= 1  # asleep through 3 s of heartbeats
+        last = time.monotonic()  # the heartbeats stop here
+        wait_for(child_tree.is_gone, 10, "the reaper to kill the tree once the heartbeat stopped")
+        assert time.monotonic() - last >= 0.9  # not before the last heartbeat was late
+    finally:
+        keeper.dismiss()
+        wiring.close_beat()
+
+
+@pytest.mark.slow  # a reaper process and a child
+def test_a_heartbeat_that_does_not_say_its_alarm_was_pushed_is_watched_on_a_timer(isolated, child_tree):
+    """A heartbeat written without pushing the alarm (an older supervisor, or a push that failed) says
+    so by leaving out "alarm": the reaper, holding an alarm nobody pushes, still sees it go stale."""
+    from sparktui.runtime.host.deadline import Deadline
+
+    alarm = Deadline()  # never pushed: it never rings
+    path = isolated / "beat"
+    path.write_bytes(f"{time.clock_gettime(time.CLOCK_BOOTTIME):.3f} 0.250\n".encode().ljust(40))
+    fd = os.open(path, os.O_RDONLY)
+    keeper = reaper.Reaper(beat_fd=fd, alarm_fd=alarm.fd)
+    try:
+        keeper.tell(child_tree.to_record())
+        keeper.tell_guard(1 << 60)
+        wait_for(child_tree.is_gone, 10, "the reaper to kill the tree once the heartbeat was late")
+    finally:
+        keeper.dismiss()
+        alarm.close()
+        os.close(fd)

@@ -23,6 +23,7 @@ from sparktui.runtime.server.logtail import LogTail
 from sparktui.runtime.server.metrics_pace import METRICS_EVERY_S, METRICS_IDLE_MAX_S, MetricsOnDemand
 from sparktui.runtime.server.record_file import RecordFile
 from sparktui.runtime.server.wakeup import Wakeup
+from tests.support import wait_for
 
 
 class NoMetrics:
@@ -177,6 +178,45 @@ def test_the_guards_line_in_the_record_is_rewritten_for_news_never_for_time_pass
     assert record.guard.last.available_gib == 19.45 and record.guard.last.at == 4600.0
 
 
+def test_the_guard_wakes_the_loop_for_a_move_at_most_every_few_seconds_and_at_once_for_an_alert(monkeypatch) -> None:
+    """Issue 25: at rest the loop has no timer for the guard's line; the guard's thread wakes it for
+    news. Memory swinging 0.5 GiB at every sample wakes it once per NEWS_EVERY_S, not at every sample;
+    a new alert (or action) at once."""
+    from sparktui.core.profiles import GuardSettings
+    from sparktui.runtime.guard.guard import Decision, GuardAction
+    from sparktui.runtime.server import guard_wiring
+
+    record = pr.StateRecord(
+        status="running", port=8000, supervisor=pr.ProcessRef(pid=1, start_time=1),
+        guard=pr.GuardRecord(armed=True, lines=GuardLines()),
+    )  # fmt: skip
+    wakes: list[str] = []
+    wiring = guard_wiring.GuardWiring(
+        GuardSettings(), 8000, lambda _: None, lock=threading.RLock(), record=lambda: record, save=lambda: True,
+        reaper=lambda: None, wake=lambda why="request": wakes.append(why), say=lambda _: None,
+    )  # fmt: skip
+    guard = SimpleNamespace(
+        armed=True, pressure=None, pressure_wakes=0, pressure_error=None, kernel_access=None, kernel_mode="off",
+        kernel_events=[], last=None,
+    )  # fmt: skip
+    wiring.guard = guard  # type: ignore[assignment]
+    clock = [1000.0]
+    monkeypatch.setattr(guard_wiring.time, "monotonic", lambda: clock[0])
+    gib = 1 << 30
+    guard.last = Decision(GuardAction.NONE, 1.0, available=20 * gib)
+    wiring.status()  # the loop's first look: the line it recorded
+    for i in range(8):  # a sample a second, each 0.6 GiB from the last; the loop looks after each wake
+        clock[0] += 1.0
+        guard.last = Decision(GuardAction.NONE, 1.0, available=int((20 - 0.6 * (i % 2 + 1)) * gib))
+        wiring._sampled()
+        wiring.status()
+    assert wakes == ["guard", "guard"]  # at 1001 s and 1006 s
+    clock[0] += 1.0
+    guard.last = Decision(GuardAction.NONE, 0.01, available=int(19.4 * gib), alert=True)
+    wiring._sampled()
+    assert wakes == ["guard", "guard", "guard"]  # the alert at once
+
+
 def test_a_live_answer_carries_the_guards_latest_sample_not_the_files_older_line(isolated: Path) -> None:
     from sparktui.core.profiles import parse_profile
     from sparktui.runtime.guard.guard import Decision, GuardAction
@@ -196,3 +236,65 @@ def test_a_live_answer_carries_the_guards_latest_sample_not_the_files_older_line
     assert live.guard.last.available_gib == 19.7 and live.guard.last.at > 1.0
     assert sup.record.guard.last == written  # the record itself is left for the loop to rewrite on news
     sup.wakeup.close()
+
+
+@pytest.mark.slow  # its tree is a real child (sleep)
+def test_an_event_another_thread_adds_reaches_the_state_file_when_the_loop_has_nothing_else_to_write(
+    isolated: Path,
+) -> None:
+    """Issue 25: the guard's thread records a deferral (or a warning) and wakes the loop. The loop,
+    woken a moment earlier for the same sample, has already written the guard's new line; woken
+    again, it finds the line unchanged and must still write the event, or `status` and the file never
+    show why this server's guard stands down. The loop runs for real here (poll(), the wake pipe, a
+    real child as its tree); only the guard is a stand-in whose sample the test sets."""
+    from sparktui.core.profiles import parse_profile
+    from sparktui.runtime.guard.guard import Decision, GuardAction
+    from sparktui.runtime.host import proc
+    from sparktui.runtime.server.supervisor import Supervisor
+
+    sup = Supervisor(parse_profile('[serve]\nmodel = "/models/tiny"\nport = 8124\n', name="tiny"))
+    sup.state = pr.StateRecord(
+        status="running", port=8124, supervisor=pr.ProcessRef(pid=os.getpid(), start_time=1),
+        guard=pr.GuardRecord(armed=True, lines=GuardLines()),
+    )  # fmt: skip
+    log = isolated / "vllm.log"
+    sup.tree = proc.spawn(["sleep", "60"], log, contain=False)
+    guard = SimpleNamespace(
+        armed=True, pressure=None, pressure_wakes=0, pressure_error=None, kernel_access=None, kernel_mode="off",
+        kernel_events=[], last=Decision(GuardAction.NONE, 1.0, available=20 << 30), sampled_at=None, running=True,
+    )  # fmt: skip
+    sup.guarding.guard = guard  # type: ignore[assignment]
+    sup.endpoint = SimpleNamespace()  # type: ignore[assignment]  # never asked: the server is healthy already
+    sup.healthy, sup.metrics.next_at = True, float("inf")
+    follower = LogTail(log, keep=1)
+    sleep = sup.wakeup.sleeper(follower, sup.tree.pid)
+    ended: list[str] = []
+    loop = threading.Thread(target=lambda: ended.append(sup._watch(follower, sleep.sleep, sleep.log_fd is None)))
+    loop.start()
+    try:
+
+        def on_file() -> pr.StateRecord | None:
+            return st.read_state(st.state_path(8124))
+
+        def events(kind: str) -> list[pr.EventRecord]:
+            state = on_file()
+            return [e for e in (state.events if state else []) if e.kind == kind]
+
+        wait_for(lambda: (s := on_file()) is not None and s.guard.last is not None, 5, "the first line written")
+        # the guard's sample at the term line: the loop is woken and writes the line ...
+        guard.last = Decision(GuardAction.TERM, 0.0, "term", "below", 19 << 30, 18 << 30)
+        sup.wakeup.wake()
+        wait_for(lambda: (s := on_file()) and s.guard.last and s.guard.last.action == "term", 5, "the term line")
+        # ... then the stop order's answer, recorded on the guard's thread, wakes it again
+        defer = sup.guarding._deferral(lambda _: "port 9 (other, priority 0, 4.0 GiB) is stopped first")  # type: ignore[arg-type]
+        assert defer(guard.last) is not None
+        deferred = wait_for(lambda: events("GuardDeferred"), 5, "the deferral in the state file")
+        assert "port 9" in deferred[0].field("why")
+    finally:
+        sup.request("stop", "test")
+        loop.join(10)
+        sleep.close()
+        follower.close()
+        sup.tree.kill()
+        sup.wakeup.close()
+    assert ended == ["stop"]

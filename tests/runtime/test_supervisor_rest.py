@@ -123,3 +123,30 @@ def test_metrics_are_scraped_when_someone_reads_them_and_back_off_when_idle(make
     assert live.metrics is not None and live.metrics.at >= asked - 2.5 and live.metrics.kv_cache_usage_pct == 0.0
     stopped = client.stop(port)
     assert stopped.exit is not None and stopped.exit.reason == "stopped"
+
+
+def test_at_rest_the_guard_wakes_the_loop_for_news_and_no_timer_does(make_profile, env, tmp_path):
+    """Issue 25: once ready the loop has no timer of its own for the guard's line: the guard's thread
+    wakes it when a sample is news (0.5 GiB from the recorded line), and the state file has it."""
+    profile = load_profile(make_profile())
+    port = profile.serve.port
+    launcher.launch(profile)
+    state = running(port)
+    at_rest(Path(state["log_path"]))
+    recorded_gib = wait_for(lambda: (s := recorded(port)) and s["guard"]["last"], 10, "the guard's line")[
+        "available_gib"
+    ]
+    # 1 GiB taken (far above the lines: the default warn line is 10 GiB) and held
+    hog = proc.spawn([sys.executable, str(PROCS / "hog.py"), "2048", str(hog_mib(1024)), "--hold", "30"], None)
+    try:
+        moved = wait_for(
+            lambda: (s := recorded(port)) and abs(s["guard"]["last"]["available_gib"] - recorded_gib) >= 0.5 and s,
+            20,
+            "the guard's line to move in the state file",
+        )
+        assert moved["guard"]["last"]["action"] == "none"
+        live = client.attach(port)
+        assert live.loop is not None and live.loop.wakes.get("guard", 0) >= 1, live.loop
+    finally:
+        hog.kill()
+    assert client.stop(port).exit is not None

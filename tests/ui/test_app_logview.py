@@ -211,3 +211,33 @@ async def test_a_flood_of_small_batches_reaches_the_view_a_frame_at_a_time(tmp_p
         assert lines[-1].endswith("line 2999")
         numbers = [int(line.rsplit(" ", 1)[1]) for line in lines if " line " in line]
         assert numbers == sorted(numbers)
+
+
+async def test_new_lines_move_the_scrollbar_without_laying_out_the_screen():
+    """The view's box is 1fr: more rows change what it scrolls over, not where anything is. Setting
+    Textual's `virtual_size` laid out every widget on the screen at each draw (ten a second under a
+    flood, most of the panel's time while keys waited); now only a scrollbar coming or going does."""
+    from tests.support.app import screen_text
+
+    app = LogApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        log = app.query_one(LogView)
+        log.push([f"INFO 11-29 19:24:01 [x.py:1] line {i}" for i in range(100)])
+        await pilot.pause(0.25)
+        assert log.show_vertical_scrollbar and log.scroll_y == log.max_scroll_y
+        layouts: list[bool] = []
+        refresh = log.refresh
+
+        def counted(*regions, **kwargs):
+            layouts.append(bool(kwargs.get("layout")))
+            return refresh(*regions, **kwargs)
+
+        log.refresh = counted  # type: ignore[method-assign]
+        before = log.max_scroll_y
+        for batch in range(5):
+            log.push([f"INFO 11-29 19:24:01 [x.py:1] more {batch} {i}" for i in range(20)])
+            await pilot.pause(0.15)
+        assert layouts and not any(layouts), f"{sum(layouts)} of {len(layouts)} refreshes laid out the screen"
+        assert log.max_scroll_y == before + 100 and log.scroll_y == log.max_scroll_y  # still following
+        assert log.vertical_scrollbar.window_virtual_size == log.virtual_size.height == len(log._rows)
+        assert screen_text(app)[-1].endswith("more 4 19")  # the newest line, drawn on the last row

@@ -93,6 +93,67 @@ async def test_the_gauge_repaints_only_the_lines_a_sample_changes_and_draws_them
         assert drawn_rows(gauge) == drawn_whole(gauge)
 
 
+async def test_a_sample_that_changes_nothing_drawn_draws_nothing_and_one_that_does_draws_it():
+    """update_sample compares what a draw shows of the sample (figures to 0.1 GiB, the bar's cells,
+    the sparkline, PSI, the GPU) before drawing: most samples of an idle machine change none of it,
+    and drawing the gauge to compare its text was most of an idle second's work."""
+    from sparktui.ui.widgets.gauge import MemoryGauge
+    from tests.support.app import sample
+
+    app = GaugeApp()
+    async with app.run_test(size=(60, 30)) as pilot:
+        gauge = app.query_one(MemoryGauge)
+        gauge.history.extend([112.4] * 40)  # a full sparkline: readings this close leave it as it is
+        gauge.update_sample(sample())
+        await pilot.pause()
+        draws: list[int] = []
+        draw = gauge._draw
+
+        def counted(width: int):
+            draws.append(width)
+            return draw(width)
+
+        gauge._draw = counted  # type: ignore[method-assign]
+        base = sample()
+        jitter = sample(mem_available=base.mem_available + 3 * 2**20, mem_free=base.mem_free - 2**20)
+        gauge.update_sample(jitter)  # a few MiB: nothing drawn moves
+        await pilot.pause()
+        assert draws == [], "a sample that changes nothing drawn was drawn"
+        gauge.update_sample(sample(psi_some_avg10=1.25))
+        await pilot.pause()
+        assert draws, "a new PSI figure was not drawn"
+        assert any(line.startswith("PSI some/full 1.25") for line in gauge.render().plain.splitlines())
+        assert drawn_rows(gauge) == drawn_whole(gauge)
+
+
+def test_two_samples_that_look_alike_to_the_gauge_draw_alike():
+    """The comparison stands for the draw: for samples around an idle Spark's, equal keys draw equal
+    text (words and colours), at the pane's widths."""
+    import random
+
+    from sparktui.ui.widgets.gauge import MemoryGauge
+    from tests.support.app import sample
+
+    rng = random.Random(23)
+    gauge = MemoryGauge()
+    base = sample()
+    for width in (28, 34, 60):
+        keys: dict[tuple[object, ...], tuple[str, object]] = {}
+        for _ in range(400):
+            s = sample(
+                mem_available=base.mem_available + rng.randrange(-3, 3) * 40 * 2**20,
+                mem_free=base.mem_free + rng.randrange(-2, 2) * 40 * 2**20,
+                page_cache=base.page_cache + rng.randrange(-2, 2) * 40 * 2**20,
+                psi_some_avg10=rng.choice([0.0, 0.004, 0.01]),
+            )
+            gauge.sample = s
+            gauge.history.append(s.mem_available / GiB)
+            text = gauge._draw(width)
+            drawn = (text.plain, text.spans)
+            assert keys.setdefault(gauge._sample_shown(width), drawn) == drawn
+        assert len(keys) > 5  # the samples did move what is drawn, now and then
+
+
 class FitApp(App[None]):
     def compose(self) -> ComposeResult:
         yield FitPanel()

@@ -48,6 +48,11 @@ def drafter_weights(draft: ModelSpec, kind: str) -> tuple[int, str]:
     )
 
 
+def _head(draft: ModelSpec) -> int:
+    """The drafter's attention head size (its widest layer group's)."""
+    return max((g.head_size for g in draft.layers if g.count and g.head_size), default=0)
+
+
 def with_drafter(target: ModelSpec, draft: ModelSpec, method: str) -> ModelSpec:
     """The target spec with a separate drafter's layers and weights as its draft part."""
     layers = tuple(replace(g, draft=True) for g in draft.layers if g.count)
@@ -64,7 +69,7 @@ def with_drafter(target: ModelSpec, draft: ModelSpec, method: str) -> ModelSpec:
         notes=(*target.notes, note),
         drafter=kind,
         aux_hidden_layers=draft.aux_hidden_layers,
-        drafter_widths=(draft.hidden_size, draft.intermediate_size),
+        drafter_widths=(draft.hidden_size, draft.intermediate_size, draft.num_attention_heads * _head(draft)),
     )
 
 

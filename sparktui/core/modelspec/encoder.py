@@ -38,6 +38,7 @@ class Encoder:
     # the next modality vLLM would profile when --limit-mm-per-prompt sets this one to 0:
     # (modality, tokens per item, patches per item)
     fallback: tuple[str, int, int] | None = None
+    pixels_per_item: int = 0  # values of one item's pixel_values (channels × height × width), fp32 (Gemma 3)
 
 
 def _int(mapping: Mapping[str, Any], *keys: str) -> int:
@@ -68,7 +69,11 @@ def encoder_of(config: Mapping[str, Any], text: Mapping[str, Any]) -> Encoder | 
     if model_type == "gemma3":
         size = _int(vision, "image_size")
         tokens = _int(config, "mm_tokens_per_image") or 256
-        return Encoder("gemma3", "image", tokens, (size // patch) ** 2, hidden, inter, lm_hidden) if size else None
+        if not size:
+            return None
+        return Encoder(
+            "gemma3", "image", tokens, (size // patch) ** 2, hidden, inter, lm_hidden, pixels_per_item=3 * size**2
+        )
     if model_type == "gemma4" or vision_type == "gemma4_vision":
         pool = _int(vision, "pooling_kernel_size") or 3
         frame = GEMMA4_VIDEO_SOFT_TOKENS + GEMMA4_FRAME_EXTRA_TOKENS

@@ -205,8 +205,9 @@ class ModelSpec:
     # EAGLE3 / DFlash: how many of the target's hidden states the drafter reads (its config's
     # eagle_aux_hidden_state_layer_ids / dflash_config.target_layer_ids); on a target, its drafter's
     aux_hidden_layers: int = 0
-    # a separate drafter's own (hidden size, intermediate size): its dummy forward's widths (0: none)
-    drafter_widths: tuple[int, int] = (0, 0)
+    # a separate drafter's own (hidden size, intermediate size, query width = heads × head size): its dummy
+    # forward's widths (0: none)
+    drafter_widths: tuple[int, int, int] = (0, 0, 0)
     # DeepSeek V4: config.json's compress_ratios, the decoder layers' then the drafter layers'
     # (its KV cache is planned by modelspec/deepseek_v4.py, not from `layers`)
     compress_ratios: tuple[int, ...] = ()

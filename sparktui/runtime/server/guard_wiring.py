@@ -19,8 +19,10 @@ from sparktui.core.guard_lines import resolve_lines
 from sparktui.core.kernel_log import DEFAULT_KERNEL_MODE, KernelEvent
 from sparktui.runtime.guard.guard import Guard, TripReport
 from sparktui.runtime.guard.stop_order import StopOrder
+from sparktui.runtime.host.deadline import Deadline
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
+from sparktui.runtime.server.reaper import late_after
 
 if TYPE_CHECKING:
     from sparktui.core import pool
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
 # from its heartbeat (state.beat_path), and a live answer carries the guard's latest sample (line()),
 # so a resting server's file stays still while other programs move memory a little.
 GUARD_NEWS_GIB = 0.5
+# A move of MemAvailable wakes the loop at most this often (memory swinging 0.5 GiB each second would
+# otherwise wake it and rewrite the file at the guard's pace); a new action or alert wakes it at once.
+NEWS_EVERY_S = 5.0
 BEAT_EVERY_S = 0.25  # the guard's heartbeat (state.beat_path): often enough to see it stall within a second
 
 
@@ -48,7 +53,7 @@ class GuardWiring:
         record: Callable[[], pr.StateRecord],
         save: Callable[[], bool],
         reaper: Callable[[], Reaper | None],
-        wake: Callable[[], None],
+        wake: Callable[..., None],
         say: Callable[[str], None],
     ) -> None:
         self.settings, self.port, self.event = settings, port, event
@@ -60,7 +65,15 @@ class GuardWiring:
         self.tripped = threading.Event()
         self.trip_report: TripReport | None = None
         self.beat_fd: int | None = None  # the guard's heartbeat file (open_beat)
+        # the reaper's alarm (host/deadline.py), pushed at each heartbeat to when it would be late:
+        # the reaper sleeps on it instead of looking at the heartbeat about once a sample
+        self.alarm: Deadline | None = None
         self._beat_at = float("-inf")
+        # the line status() last judged (action, GiB, alert) and whether the loop was woken for news
+        # since: the guard's thread wakes the loop once for news, so it needs no timer to look
+        self._shown: tuple[str, float, bool] | None = None
+        self._news_told = False
+        self._news_at = float("-inf")  # time.monotonic() of the last wake for news
 
     @property
     def armed(self) -> bool:
@@ -79,7 +92,7 @@ class GuardWiring:
             on_warn=self._on_warn,
             on_trip=self._on_trip,
             on_report=self._on_report,
-            on_sample=self.beat,
+            on_sample=self._sampled,
             defer=None if order is None else self._deferral(order),
             kernel=self.settings.kernel or DEFAULT_KERNEL_MODE,
             on_kernel=self._on_kernel,
@@ -126,7 +139,25 @@ class GuardWiring:
         except OSError as exc:
             self._say(f"warning: no guard heartbeat file ({exc}); `status` cannot tell a frozen guard")
             return
+        try:
+            self.alarm = Deadline()
+        except OSError:
+            self.alarm = None  # no timerfd: the reaper looks at the heartbeat on a timer instead
         self.beat()
+
+    def _sampled(self) -> None:
+        """After each guard sample, on its thread: the heartbeat, and the loop woken for news."""
+        self.beat()
+        shown, guard = self._shown, self.guard
+        d = guard.last if guard is not None else None
+        if d is None or shown is None or self._news_told:
+            return
+        action, available_gib, alert = shown
+        now = time.monotonic()
+        moved = abs(round((d.available or 0) / (1 << 30), 2) - available_gib) >= GUARD_NEWS_GIB
+        if d.action.value != action or d.alert != alert or (moved and now - self._news_at >= NEWS_EVERY_S):
+            self._news_told, self._news_at = True, now
+            self._wake("guard")
 
     def beat(self) -> None:
         """After each guard sample: the heartbeat, at most every BEAT_EVERY_S (one pwrite)."""
@@ -138,12 +169,24 @@ class GuardWiring:
         # taken for a stopped one (the next write is at most BEAT_EVERY_S after a sample)
         last = self.guard.last if self.guard is not None else None
         plan = max(BEAT_EVERY_S, last.next_interval if last is not None else 0.0)
+        # the reaper's alarm is pushed before the heartbeat is written, and the heartbeat says so: the
+        # reaper sleeps on the alarm only after a heartbeat that says it was pushed
+        alarm = ""
+        if self.alarm is not None:
+            try:
+                self.alarm.push(late_after(plan))
+                alarm = " alarm"
+            except OSError:
+                pass  # not said: the reaper looks at this heartbeat on a timer
         try:
-            os.pwrite(self.beat_fd, f"{now:.3f} {plan:.3f}\n".encode().ljust(32), 0)
+            os.pwrite(self.beat_fd, f"{now:.3f} {plan:.3f}{alarm}\n".encode().ljust(40), 0)
         except OSError:
             pass  # a full disk cannot refuse an overwrite in place of a tmpfs page; others: no heartbeat
 
     def close_beat(self) -> None:
+        if self.alarm is not None:
+            self.alarm.close()
+            self.alarm = None
         if self.beat_fd is not None:
             os.close(self.beat_fd)
             self.beat_fd = None
@@ -218,6 +261,8 @@ class GuardWiring:
         """Refresh the guard's line in the state (the loop, each time it wakes); True when it changed."""
         guard = self.guard
         assert guard is not None  # set by run() before the loop starts
+        # cleared before the sample is read: a sample the guard takes meanwhile wakes the loop again
+        self._news_told = False
         d, now = guard.last, self.line()
         if d is None or now is None:
             return False
@@ -243,8 +288,10 @@ class GuardWiring:
         last = g.last
         moved = abs(now.available_gib - last.available_gib) if last else 0.0
         if last and not alert_news and last.action == now.action and moved < GUARD_NEWS_GIB:
+            self._shown = (last.action, last.available_gib, d.alert)
             return kernel_news  # the file is rewritten for news, not for every sample nor every few seconds
         g.last = now
+        self._shown = (now.action, now.available_gib, d.alert)
         return True
 
     def change(self, req: pr.GuardRequest) -> list[str]:

@@ -13,9 +13,11 @@ back to it. The pipe is the primary source, so a deleted state dir does not stop
 
 While the owner lives, the reaper also stands in for its guard: given the guard's heartbeat
 (--beat-fd, state.beat_path) and kill line, when the heartbeat stops (the supervisor stopped by
-SIGSTOP or starved) it samples MemAvailable itself and kills the tree at the kill line.
+SIGSTOP or starved) it samples MemAvailable itself and kills the tree at the kill line. It learns
+that the heartbeat stopped from an alarm the guard keeps pushing forward (--alarm-fd, a timerfd:
+runtime/host/deadline.py), so it sleeps while the guard beats.
 
-    python -m sparktui.runtime.server.reaper [--beat-fd N] [STATE_FILE]
+    python -m sparktui.runtime.server.reaper [--beat-fd N] [--alarm-fd N] [STATE_FILE]
 """
 
 from __future__ import annotations
@@ -35,17 +37,21 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 class Reaper:
     """The owner's side: start the reaper, keep it told about the tree, dismiss it at the end."""
 
-    def __init__(self, state_file: Path | None = None, *, beat_fd: int | None = None) -> None:
-        beat = ["--beat-fd", str(beat_fd)] if beat_fd is not None else []
+    def __init__(
+        self, state_file: Path | None = None, *, beat_fd: int | None = None, alarm_fd: int | None = None
+    ) -> None:
+        fds = {"--beat-fd": beat_fd, "--alarm-fd": alarm_fd}
+        options = [part for flag, fd in fds.items() if fd is not None for part in (flag, str(fd))]
+        path = [str(state_file)] if state_file else []
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "sparktui.runtime.server.reaper", *beat, *([str(state_file)] if state_file else [])],
+            [sys.executable, "-m", "sparktui.runtime.server.reaper", *options, *path],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             cwd=str(PACKAGE_ROOT),
             close_fds=True,
-            pass_fds=(beat_fd,) if beat_fd is not None else (),
+            pass_fds=tuple(fd for fd in fds.values() if fd is not None),
         )
         self.pid = self.popen.pid
         self._told: str | None = None
@@ -107,9 +113,16 @@ _FINAL: list[str] = []
 # The guard's stand-in: when the supervisor's heartbeat (state.beat_path) is older than STALE_S
 # the reaper samples MemAvailable itself, every STANDIN_EVERY_S, and kills the tree at the kill line.
 STALE_S = 1.0
+BEAT_SLACK_S = 0.25  # the guard's heartbeat pace while it samples often (guard_wiring.BEAT_EVERY_S)
+# Without the guard's alarm (host/deadline.py: no timerfd here) the heartbeat is looked at on a timer:
 REST_EVERY_S = 0.5  # how often, at least, the heartbeat is looked at while it is fresh
 REST_MAX_S = 5.0  # ... and at most: a fresh heartbeat that plans a long gap is looked at once it could be late
 STANDIN_EVERY_S = 0.01
+
+
+def late_after(plan: float) -> float:
+    """Seconds after a heartbeat that plans a gap of `plan` s at which it is late: the guard stopped."""
+    return max(0.0, plan - BEAT_SLACK_S) + STALE_S
 
 
 class Pipe:
@@ -150,23 +163,38 @@ class Pipe:
                 self.record = parsed
 
 
-def read_pipe(beat_fd: int | None = None, path: Path | None = None) -> tuple[bool, dict[str, Any] | None]:
+def read_pipe(
+    beat_fd: int | None = None, path: Path | None = None, alarm_fd: int | None = None
+) -> tuple[bool, dict[str, Any] | None]:
     """Until the owner says "done" or its pipe closes: (whether "done" was said, the last tree
-    record). Meanwhile, with a heartbeat fd and a kill line, stand in for a guard that stopped."""
+    record). Meanwhile, with a heartbeat fd and a kill line, stand in for a guard that stopped.
+
+    With the guard's alarm (host/deadline.py: a timer the guard pushes to late_after() at each
+    heartbeat, before writing it) the reaper sleeps until the alarm rings or the owner writes, not on
+    a timer: a heartbeat stamped after the alarm last rang was armed after it, so it will ring when
+    that heartbeat is late. Otherwise (no alarm, or none armed since it rang) it looks on a timer."""
     import select
 
     pipe = Pipe()
     poller = select.poll()
     poller.register(pipe.fd, select.POLLIN)
+    if alarm_fd is not None:
+        poller.register(alarm_fd, select.POLLIN)
+    rang_at = float("-inf")  # CLOCK_BOOTTIME after the alarm's last ring was read
     acted = False
     while not pipe.closed:
-        wait = REST_EVERY_S
+        wait: float | None = None  # nothing to stand in for: only the owner's words change that
         if beat_fd is not None and pipe.kill_below is not None and pipe.record is not None and not acted:
-            age, plan = _beat_age(beat_fd)
-            # stale: no heartbeat STALE_S past the one the guard planned, beyond the 0.25 s beat it
-            # keeps while it samples often (seldom at rest: up to guard.STEADY_EVENT_INTERVAL)
-            overdue = None if age is None else age - max(0.0, plan - 0.25) - STALE_S
-            if overdue is not None and overdue < 0:
+            stamp, plan, alarmed = _beat(beat_fd)
+            # stale: no heartbeat late_after(plan) after the last (seldom at rest: the guard plans up
+            # to guard.STEADY_EVENT_INTERVAL between samples)
+            age = None if stamp is None else _boottime() - stamp
+            overdue = None if age is None else age - late_after(plan)
+            # the alarm was pushed for this heartbeat, after it last rang: it rings when this one is late
+            on_alarm = alarm_fd is not None and alarmed and stamp is not None and stamp > rang_at
+            if overdue is None:
+                wait = REST_EVERY_S
+            elif overdue <= 0 and not on_alarm:
                 wait = min(REST_MAX_S, max(REST_EVERY_S, -overdue))  # look again when it could be late
             if overdue is not None and overdue > 0:
                 wait = STANDIN_EVERY_S
@@ -175,20 +203,43 @@ def read_pipe(beat_fd: int | None = None, path: Path | None = None) -> tuple[boo
                     assert age is not None
                     _act(pipe.record, path, age, available, pipe.kill_below)
                     acted = True
-        if poller.poll(wait * 1000):
-            pipe.read()
+        for fd, _ in poller.poll(None if wait is None else wait * 1000):
+            if fd == alarm_fd:
+                _ring(alarm_fd)
+                rang_at = _boottime()
+            else:
+                pipe.read()
     return pipe.done, pipe.record
+
+
+def _boottime() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _ring(fd: int) -> None:
+    """Read (and so clear) the alarm's expiry count."""
+    try:
+        os.read(fd, 8)
+    except BlockingIOError:
+        pass  # pushed again between the poll and the read
+
+
+def _beat(fd: int) -> tuple[float | None, float, bool]:
+    """(the heartbeat's CLOCK_BOOTTIME stamp, the gap the guard planned after it: 0.25 s when unsaid,
+    whether the guard pushed the reaper's alarm for it)."""
+    try:
+        fields = os.pread(fd, 48, 0).split(b"\n", 1)[0].split()
+        stamp = float(fields[0])
+        plan = float(fields[1]) if len(fields) > 1 else 0.25
+    except (OSError, ValueError, IndexError):
+        return None, 0.25, False
+    return stamp, min(max(plan, 0.0), 60.0), fields[2:3] == [b"alarm"]
 
 
 def _beat_age(fd: int) -> tuple[float | None, float]:
     """(seconds since the heartbeat, the gap the guard planned after it: 0.25 s when unsaid)."""
-    try:
-        fields = os.pread(fd, 48, 0).split(b"\n", 1)[0].split()
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - float(fields[0])
-        plan = float(fields[1]) if len(fields) > 1 else 0.25
-    except (OSError, ValueError, IndexError):
-        return None, 0.25
-    return age, min(max(plan, 0.0), 60.0)
+    stamp, plan, _ = _beat(fd)
+    return (None if stamp is None else _boottime() - stamp), plan
 
 
 def _mem_available() -> int | None:
@@ -243,11 +294,11 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C meant for the owner is not for us
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a `kill` of the session must not stop the sweep
-    beat_fd = None
-    if argv[:1] == ["--beat-fd"]:
-        beat_fd, argv = int(argv[1]), argv[2:]
+    fds: dict[str, int] = {}
+    while argv[:1] in (["--beat-fd"], ["--alarm-fd"]):
+        fds[argv[0]], argv = int(argv[1]), argv[2:]
     path = Path(argv[0]) if argv else None
-    done, record = read_pipe(beat_fd, path)  # until the owner closes the pipe
+    done, record = read_pipe(fds.get("--beat-fd"), path, fds.get("--alarm-fd"))  # until the owner closes the pipe
     if done:
         if _FINAL and path is not None:
             write_final_when_there_is_room(path, _FINAL[-1])

@@ -9,7 +9,8 @@ atomically; commands (status, stop, kill) come over a Unix socket only the user 
 At rest it costs almost nothing (bench/supervisor_rest.py): the loop sleeps in poll() until the
 log is written (inotify), a request or signal arrives (a wake pipe), or vLLM exits (its pidfd);
 /metrics is scraped only while someone reads it or the server is busy; the guard's own thread
-keeps its pace near the lines and is woken by PSI on memory stalls (guard.py).
+keeps its pace near the lines, is woken by PSI on memory stalls (guard.py) and wakes the loop when
+its line has news.
 
 If the supervisor dies, vLLM does not live on unguarded: the API server gets SIGKILL from the
 kernel (PR_SET_PDEATHSIG, proc.spawn), a reaper process (reaper.py) sweeps the recorded tree, and
@@ -69,7 +70,11 @@ if TYPE_CHECKING:
 # socket or a signal (the wake pipe), vLLM's exit (its pidfd), or the next timer below.
 STARTUP_TICK_S = 0.25  # while starting: members appear, /health is asked every HEALTH_EVERY_S
 HEALTH_EVERY_S = 0.5
-REST_TICK_S = 5.0  # once ready: the guard's line in the state (warnings and trips wake the loop at once)
+# Once ready the loop needs no timer of its own: the guard wakes it for news (a sample 0.5 GiB from the
+# recorded line, a new action or alert; warnings, trips and kernel lines too), so it wakes at the
+# members' timer (REST_TRACK_S) and this is only a backstop.
+REST_TICK_S = 30.0
+SAVE_RETRY_S = 5.0  # a state write the disk refused (full, the dir deleted) is tried again this often
 REST_TRACK_S = 10.0  # once ready: new members (a /proc scan only if some process was created meanwhile)
 LOG_FALLBACK_S = 0.25  # how often the log is read where inotify is missing
 RECENT_EVENTS = 50
@@ -99,6 +104,7 @@ class Supervisor:
         self.port = self.serve.port
         self.file = RecordFile(st.state_path(self.port), say)
         self.events: collections.deque[pr.EventRecord] = collections.deque(maxlen=RECENT_EVENTS)
+        self._saved_event: pr.EventRecord | None = None  # the newest event the last save carried
         self.requested: str | None = None  # "stop" | "kill", from a signal or the socket
         self.requested_by: str | None = None
         self.finished = threading.Event()
@@ -168,7 +174,15 @@ class Supervisor:
             state.summary = pr.LogSummaryRecord.model_validate(self.ingest.summary.to_dict())
             state.watch = pr.WatchRecord.model_validate(self.watch.to_state())
             state.events = list(self.events)
+            self._saved_event = state.events[-1] if state.events else None
             return self.file.write(state)
+
+    def _events_unsaved(self) -> bool:
+        """An event was added since the last save. Other threads add them (the guard's deferral or
+        warning, the watch) and wake the loop, which may have written the guard's new line for the
+        same sample a moment before: woken again, the line is no news, the event still is."""
+        events = self.events
+        return bool(events) and events[-1] is not self._saved_event
 
     # -- signals and commands
 
@@ -281,7 +295,8 @@ class Supervisor:
                     "read-only); free some space there and launch again"
                 )
             self.guarding.open_beat()
-            reaper = self.reaper = Reaper(self.file.path, beat_fd=self.guarding.beat_fd)
+            alarm = self.guarding.alarm.fd if self.guarding.alarm is not None else None
+            reaper = self.reaper = Reaper(self.file.path, beat_fd=self.guarding.beat_fd, alarm_fd=alarm)
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
             env = {**os.environ, **self.command.env}
             self.watching.start_recording(self.record.started_at, self._flight_context)
@@ -374,7 +389,7 @@ class Supervisor:
                 last = guard.last  # set before the guard signals: its trip may be what ended vLLM
                 return "guard" if last is not None and last.action.value in ("term", "kill") else "exited"
             changed |= self.guarding.status()
-            if changed or self.file.unsaved:
+            if changed or self.file.unsaved or self._events_unsaved():
                 self._save()
             timers = [next_track, now + (REST_TICK_S if resting else STARTUP_TICK_S)]
             if self.ingest.summary.ready and not self.healthy:
@@ -385,6 +400,8 @@ class Supervisor:
                 timers.append(self.cluster.next_at)
             if no_inotify:
                 timers.append(now + LOG_FALLBACK_S)
+            if self.file.unsaved:
+                timers.append(now + SAVE_RETRY_S)
             sleep(0.0 if behind else max(0.0, min(timers) - time.monotonic()))
 
     def _stop_for(self, why: str) -> None:

@@ -1,8 +1,10 @@
 """The supervisor loop's sleep: poll() until something happens, never a busy wait.
 
-Four things wake it: a write to vLLM's log (inotify, through LogTail), a request on the socket or a
-signal (the wake pipe: os.write takes no lock, so a signal handler may call wake()), vLLM's exit
-(its pidfd), or the next timer the loop asked for. Why it woke is counted (`status` shows it).
+Five things wake it: a write to vLLM's log (inotify, through LogTail), a request on the socket or a
+signal (the wake pipe: os.write takes no lock, so a signal handler may call wake()), news from the
+guard (the same pipe, counted as "guard": a sample that moved 0.5 GiB, a new action or alert),
+vLLM's exit (its pidfd), or the next timer the loop asked for. Why it woke is counted (`status`
+shows it).
 """
 
 from __future__ import annotations
@@ -20,9 +22,13 @@ class Wakeup:
     def __init__(self) -> None:
         self.fd, self._w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.wakes: collections.Counter[str] = collections.Counter()  # why the loop woke
+        self._why: set[str] = set()  # reasons other than "request" given to wake() since the last drain
 
-    def wake(self) -> None:
-        """Wake the loop from its poll() (another thread, or a signal handler: os.write takes no lock)."""
+    def wake(self, why: str = "request") -> None:
+        """Wake the loop from its poll() (another thread, or a signal handler: os.write takes no lock;
+        a signal handler keeps the default `why`, which touches no set)."""
+        if why != "request":
+            self._why.add(why)
         try:
             os.write(self._w, b"x")
         except OSError:  # full (it is awake already) or closed (it has finished)
@@ -31,6 +37,11 @@ class Wakeup:
     def sleeper(self, follower: LogTail, pid: int) -> Sleep:
         """The poll set of one run of vLLM: its log, the wake pipe and its API server's pidfd."""
         return Sleep(self, follower, pid)
+
+    def reasons(self) -> set[str]:
+        """The reasons given since the last call (after a drain: a wake() racing it counts next time)."""
+        why, self._why = self._why, set()
+        return why
 
     def drain(self) -> None:
         try:
@@ -64,8 +75,10 @@ class Sleep:
             wakes["timer"] += 1
         for fd, _ in ready:
             if fd == self._wakeup.fd:
-                wakes["request"] += 1
                 self._wakeup.drain()
+                why = self._wakeup.reasons()
+                for reason in why or ("request",):
+                    wakes[reason] += 1
             elif fd == self.log_fd:
                 wakes["log"] += 1
                 self._follower.consume()

@@ -70,8 +70,9 @@ class ServerLog(Vertical):
     class LogRead(Message):
         """What the log says of the start-up changed."""
 
-    class LogReady(Message):
-        """The tail put lines in `inbox` (one message on its way at a time: the rest ride along)."""
+    class LogReady(Message, bubble=False):
+        """The tail put lines in `inbox` (one message on its way at a time: the rest ride along).
+        Not for the widgets above: under a flood they would each take it ten times a second."""
 
         def __init__(self, inbox: LogInbox) -> None:
             super().__init__()

@@ -68,6 +68,27 @@ def sparkline(values: list[float], width: int, min_span: float = 8.0) -> str:
     return "".join(SPARK_CHARS[int((v - low) / span * (len(SPARK_CHARS) - 1))] for v in values)
 
 
+def _cells(s: Any, width: int) -> tuple[int, int]:
+    """The bar's cells of `width`: (used, page cache); the rest are available."""
+    total = s.mem_total or 1
+    used = max(0, s.mem_total - s.mem_available)
+    cache = min(max(0, s.page_cache), s.mem_available)
+    cells_used = round(used / total * width)
+    return cells_used, min(width - cells_used, round(cache / total * width))
+
+
+def _swap_used(s: Any) -> int:
+    return int(s.swap_total - s.swap_free) if s.swap_total else 0
+
+
+def _psi(s: Any) -> str:
+    return "n/a" if s.psi_some_avg10 is None else f"{s.psi_some_avg10:.2f} / {s.psi_full_avg10 or 0:.2f}"
+
+
+def _spark_width(width: int) -> int:
+    return max(1, width - 21)  # after "MemAvailable history "
+
+
 class MemoryGauge(TextPanel):
     LINE_BY_LINE = True  # a sample changes a figure or two: only their lines are drawn again
     COMPONENT_CLASSES = {
@@ -113,6 +134,7 @@ class MemoryGauge(TextPanel):
         self.tree_procs: int | None = None
         self.history: deque[float] = deque(maxlen=history)
         self._drawn: tuple[int, Text] | None = None
+        self._shown: tuple[object, ...] | None = None  # _sample_shown() as last drawn
         self.servers: tuple[ServerEntry, ...] = ()  # the live ones, with what each reserves
         self.pool_bytes: int | None = None  # what all servers together may reserve (core.pool)
 
@@ -124,7 +146,34 @@ class MemoryGauge(TextPanel):
             self.history.append(sample.mem_available / GiB)
         if gpu is not None:
             self.gpu = gpu
+        shown = self._sample_shown(max(10, self.draw_width))
+        if shown == self._shown:
+            return  # not a figure, a cell of the bar nor a step of the history drawn otherwise
         self.changed()
+        self._shown = shown
+
+    def _sample_shown(self, width: int) -> tuple[object, ...]:
+        """All that a draw at `width` shows of the sample, its history, its error and the GPU: an
+        idle machine's samples mostly change none of it, and comparing this is a fraction of a
+        draw (update_sample's; the other updates draw and compare the text)."""
+        s = self.sample
+        if s is None:
+            return (width, None, self.sample_error, self.gpu)
+        return (
+            width,
+            s.mem_total,
+            _cells(s, width),
+            _gib(s.mem_total - s.mem_available),
+            _gib(s.mem_available),
+            _gib(s.mem_free),
+            _gib(s.page_cache),
+            _gib(_swap_used(s)),
+            _gib(s.swap_total),
+            _psi(s),
+            sparkline(list(self.history), _spark_width(width)),
+            self.sample_error,
+            self.gpu,
+        )
 
     def update_gpu(self, gpu: GpuView) -> None:
         self.gpu = gpu
@@ -144,6 +193,7 @@ class MemoryGauge(TextPanel):
 
     def changed(self) -> None:
         self._drawn = None  # what render() drew is stale
+        self._shown = None  # drawn from more than the sample: the next sample is drawn and compared
         super().changed()
 
     def _style(self, name: str):
@@ -152,10 +202,7 @@ class MemoryGauge(TextPanel):
     def _bar(self, width: int) -> tuple[Text, Text]:
         s = self.sample
         total = s.mem_total or 1
-        used = max(0, s.mem_total - s.mem_available)
-        cache = min(max(0, s.page_cache), s.mem_available)
-        cells_used = round(used / total * width)
-        cells_cache = min(width - cells_used, round(cache / total * width))
+        cells_used, cells_cache = _cells(s, width)
         cells_free = width - cells_used - cells_cache
         bar = Text()
         bar.append("█" * cells_used, self._style("used"))
@@ -223,16 +270,14 @@ class MemoryGauge(TextPanel):
             out.append("░", self._style("free"))
             out.append(" available\n", label)
             out.append("MemAvailable history ", label)
-            out.append(sparkline(list(self.history), max(1, width - 21)), self._style("spark"))
+            out.append(sparkline(list(self.history), _spark_width(width)), self._style("spark"))
             out.append("\n")
-            swap_used = (s.swap_total - s.swap_free) if s.swap_total else 0
-            psi = "n/a" if s.psi_some_avg10 is None else f"{s.psi_some_avg10:.2f} / {s.psi_full_avg10 or 0:.2f}"
             for name, text in (
                 ("MemAvailable", f"{_gib(s.mem_available)} GiB"),
                 ("MemFree", f"{_gib(s.mem_free)} GiB"),
                 ("Page cache", f"{_gib(s.page_cache)} GiB"),
-                ("Swap used", f"{_gib(swap_used)} / {_gib(s.swap_total)} GiB"),
-                ("PSI some/full", psi),
+                ("Swap used", f"{_gib(_swap_used(s))} / {_gib(s.swap_total)} GiB"),
+                ("PSI some/full", _psi(s)),
             ):
                 out.append(f"{name:<14}", label)
                 out.append(f"{text}\n", value)

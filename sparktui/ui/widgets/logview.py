@@ -209,6 +209,15 @@ class LogView(ScrollView, can_focus=True):
     def _virtual_size(self) -> Size:
         return Size(self._wrap_width or self._width, len(self._rows))
 
+    def _set_virtual_size(self, size: Size) -> None:
+        """The scrollable size, without laying out the screen: the view's own box is `1fr`, so
+        more rows change its scrollbars only (they lay out again themselves when one comes or
+        goes). Setting `virtual_size` would arrange every widget on the screen, ten times a
+        second under a log flood, most of the panel's time while keys waited."""
+        if size != self.virtual_size:
+            self.set_reactive(LogView.virtual_size, size)
+            self._scroll_update(size)
+
     def _wanted_wrap_width(self) -> int:
         # the view less the vertical scrollbar's column, whether it shows or not (so its coming
         # and going never wraps everything again)
@@ -224,7 +233,7 @@ class LogView(ScrollView, can_focus=True):
             if entry is top:
                 first = len(self._rows)
             self._add_rows(entry)
-        self.virtual_size = self._virtual_size()
+        self._set_virtual_size(self._virtual_size())
         if self.follow:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
         else:
@@ -252,7 +261,7 @@ class LogView(ScrollView, can_focus=True):
             text = clean(text[:_MAX_LINE_CHARS])
             self._all.append((severity, text, False))
             self._show(severity, text)
-        self.virtual_size = self._virtual_size()
+        self._set_virtual_size(self._virtual_size())
         if self.follow:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
         self.refresh()
@@ -267,7 +276,7 @@ class LogView(ScrollView, can_focus=True):
         self._width = 0
         self.total_lines = 0
         self.polling_hidden = self.hidden = 0
-        self.virtual_size = Size(0, 0)
+        self._set_virtual_size(Size(0, 0))
         self.scroll_to(y=0, animate=False, immediate=True, force=True)
         self.follow = True
         self.refresh()
@@ -293,7 +302,7 @@ class LogView(ScrollView, can_focus=True):
             self._show(severity, text)
         self._pending.clear()
         self.hidden = self.polling_hidden
-        self.virtual_size = self._virtual_size()
+        self._set_virtual_size(self._virtual_size())
         if self.follow:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
         self.refresh()
@@ -333,7 +342,7 @@ class LogView(ScrollView, can_focus=True):
             else:
                 self._show(severity, text)
         self.hidden = self.polling_hidden
-        self.virtual_size = self._virtual_size()
+        self._set_virtual_size(self._virtual_size())
         if self.follow:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
         self.refresh()
