@@ -132,3 +132,26 @@ def test_a_heartbeat_that_does_not_say_its_alarm_was_pushed_is_watched_on_a_time
         keeper.dismiss()
         alarm.close()
         os.close(fd)
+
+
+def test_the_reapers_alarm_rings_once_when_not_pushed_in_time_and_each_push_puts_it_off():
+    import select
+
+    from sparktui.runtime.host.deadline import Deadline, expired
+
+    alarm = Deadline()
+    assert alarm.fd is not None
+    poller = select.poll()
+    poller.register(alarm.fd, select.POLLIN)
+    try:
+        for _ in range(3):  # a heartbeat every 0.1 s, each pushing the alarm 1 s on: it never rings
+            alarm.push(1.0)
+            pushed = time.monotonic()
+            assert poller.poll(100) == [] and not expired(alarm.fd)
+        # the pushes stop: it rings 1 s after the last
+        assert poller.poll(5000) == [(alarm.fd, select.POLLIN)]
+        assert time.monotonic() - pushed >= 0.99
+        assert expired(alarm.fd) and not expired(alarm.fd)  # read once, it is quiet until pushed again
+        assert poller.poll(400) == []
+    finally:
+        alarm.close()

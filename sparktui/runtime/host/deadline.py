@@ -49,6 +49,11 @@ class Deadline:
             err = ctypes.get_errno()
             raise OSError(err, f"timerfd_create: {os.strerror(err)}")
         self.fd: int | None = fd
+        # made once: the guard's thread pushes before each heartbeat, ahead of a trip's signal
+        self._spec = _Itimerspec()
+        self._value = self._spec.it_value
+        self._ref = ctypes.byref(self._spec)
+        self._settime = self._lib.timerfd_settime
 
     def push(self, seconds: float) -> None:
         """Expire `seconds` from now (an earlier expiry not yet read is forgotten: the kernel resets
@@ -56,8 +61,8 @@ class Deadline:
         if self.fd is None:
             return
         whole = int(max(seconds, 1e-6) * 1_000_000)
-        spec = _Itimerspec(_Timespec(0, 0), _Timespec(whole // 1_000_000, (whole % 1_000_000) * 1000))
-        if self._lib.timerfd_settime(self.fd, 0, ctypes.byref(spec), None) != 0:
+        self._value.tv_sec, self._value.tv_nsec = whole // 1_000_000, (whole % 1_000_000) * 1000
+        if self._settime(self.fd, 0, self._ref, None) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"timerfd_settime: {os.strerror(err)}")
 
