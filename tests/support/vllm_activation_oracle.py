@@ -897,6 +897,8 @@ def run_drafter(item, args, tokens, seqs, k):
         use_cuda_paths(model)
     plain_parameters(model)
     use_cuda_gemm(model)
+    if any(hasattr(m, "_select_forward") for m in model.modules()):  # an MTP drafter's MoE layer
+        use_cuda_moe_entry(model, 0)  # the workspace is the target's, made by its forward: not the drafter's
     use_opaque_attention(model)
     inner = getattr(model, "model", model)
     if hasattr(inner, "_build_fused_kv_buffers"):  # what loading the weights does (qwen3_dflash.py load_weights)
