@@ -221,10 +221,16 @@ def drafter_pass_bytes(spec: ModelSpec, s: FitSettings) -> int:
       larger stage, with its own widths (ModelSpec.drafter_widths): the attention stage's 5 hidden-size
       tensors, the qkv projection and the attention output (5 h + 2 q + 2 kv), or the MLP's (4 h + 3 ×
       intermediate, as Llama's);
-    - MTP (the target's own layers): one decoder layer's working set, as the target's, plus the input that
-      joins the embedding and the hidden state (2 × hidden).
+    - Qwen3-Next / Qwen3.5 / 3.6 MTP from 0.25 (qwen3_5_mtp.py, qwen3_next_mtp.py forward; vllm_rules
+      gated_attention_qk_path): at its gated attention's attn_output * sigmoid(gate) the normed embedding,
+      the fc output (the layer's residual) and its normed input are held (3 h) beside qkv (2 q + 2 kv, q
+      doubled by the gate), the fused kernel's q, k and gate (2 q + kv), the attention output, the sigmoid
+      and the product (3 q): 3 h + 7 q + 3 kv;
+    - other MTP (the target's own layers): one decoder layer's working set, as the target's, plus the input
+      that joins the embedding and the hidden state (2 × hidden).
     0 when no drafter runs. bench/activation_oracle.py measures the DFlash stages and the EAGLE3 drafter's
-    pass on vLLM 0.32's own code (Qwen3.6 and Gemma-4 DFlash, SpecForge's Gemma-4 EAGLE3: to the byte)."""
+    pass on vLLM 0.32's own code (Qwen3.6 and Gemma-4 DFlash, SpecForge's Gemma-4 EAGLE3, Qwen3.6's MTP:
+    to the byte)."""
     method = s.speculative_method
     if method not in DRAFTER_PASS_METHODS or not (s.mtp and spec.mtp_layers):
         return 0
@@ -236,6 +242,11 @@ def drafter_pass_bytes(spec: ModelSpec, s: FitSettings) -> int:
         hidden, inner, _ = spec.drafter_widths if spec.drafter_widths[0] else (h, spec.intermediate_size, 0)
         queries = min(n, s.max_num_seqs * (1 + s.num_spec))
         return held + max(context, queries * d * (6 * hidden + 3 * inner // s.tp))
+    if method == "mtp" and spec.model_type.startswith(GATED_MTP_MODEL_TYPES) and _fused_gate(s):
+        g = max(spec.mtp_layers, key=lambda x: x.head_size)
+        q = spec.num_attention_heads * g.head_size // s.tp
+        kv = max(1, g.num_kv_heads // s.tp) * g.head_size
+        return held + n * d * (3 * h + 7 * q + 3 * kv)
     hidden, inner, q = spec.drafter_widths
     if hidden and q:  # a separate EAGLE / EAGLE3 / draft model: its own decoder layer at its larger stage
         kv = max(max(1, g.num_kv_heads // s.tp) * g.head_size for g in spec.mtp_layers)
@@ -243,6 +254,14 @@ def drafter_pass_bytes(spec: ModelSpec, s: FitSettings) -> int:
         return held + n * d * max(5 * hidden + 2 * q + 2 * kv, 4 * hidden + 3 * inner // s.tp)
     inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
     return held + n * d * (8 * h + 2 * inner // s.tp)
+
+
+# MTP drafters whose layer is a gated (attn_output_gate) full-attention layer: Qwen3-Next, Qwen3.5 / 3.6
+GATED_MTP_MODEL_TYPES = ("qwen3_next", "qwen3_5")
+
+
+def _fused_gate(s: FitSettings) -> bool:
+    return s.rules.value("gated_attention_qk_path") == "fused"
 
 
 def encoder_term(spec: ModelSpec, s: FitSettings) -> EncoderPass | None:

@@ -103,6 +103,7 @@ RuleKey = Literal[
     "v1_sampler_top_k_top_p",
     "mrope_cache_positions",
     "moe_unquantized_workspace",
+    "gated_attention_qk_path",
 ]
 
 
@@ -478,6 +479,15 @@ RULES: tuple[Rule, ...] = (
          "shared WorkspaceManager buffer: held from the first MoE layer on",
          "vllm/model_executor/layers/fused_moe/unquantized_fused_moe_method.py: "
          "UnquantizedFusedMoEMethod (self.kernel); modular_kernel.py: FusedMoEModularKernel._allocate_buffers"),
+    Rule("gated_attention_qk_path", V(0, 10, 0), V(0, 25, 0), "eager",
+         "Qwen3-Next / Qwen3.5 / 3.6 gated attention splits q and the gate, then normalises q and k and "
+         "applies the rope in separate ops (the MTP drafter's pass keeps the older estimate)",
+         "vllm/model_executor/models/qwen3_next.py: Qwen3NextAttention.forward"),
+    Rule("gated_attention_qk_path", V(0, 25, 0), None, "fused",
+         "on CUDA the gated attention's q / k norms, rope and gate come from one fused kernel "
+         "(fused_qk_rmsnorm_rope_gate: new q, k and gate tensors), then attn_output * sigmoid(gate)",
+         "vllm/model_executor/models/qwen3_next.py: Qwen3NextAttention._project_qkv_gate "
+         "(use_fused_qk_norm_rope_gate)"),
     Rule("mrope_cache_positions", V(0, 10, 0), V(0, 32, 0), "x4",
          "an M-RoPE's cos/sin cache holds max_position × 4 positions (for video positions), counted in the "
          "weights",

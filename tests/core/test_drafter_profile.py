@@ -122,13 +122,41 @@ def test_no_drafter_pass_without_a_drafter_that_runs_one(fixtures):
 
 
 def test_an_mtp_pass_holds_the_target_hidden_state_beside_one_layer(fixtures):
-    """Qwen3.6-27B's MTP layer at 8,192 tokens: the hidden state held (5,120 wide) and one decoder
-    layer's working set with the embedding ⊕ hidden input, 8 × hidden + 2 × intermediate (17,408)."""
+    """Qwen3.6-27B's MTP layer at 8,192 tokens before 0.25 (the eager gated-attention path): the hidden
+    state held (5,120 wide) and one decoder layer's working set with the embedding ⊕ hidden input,
+    8 × hidden + 2 × intermediate (17,408)."""
     spec = spec_from_config(_config(fixtures, "nvidia__Qwen3.6-27B-NVFP4"), name="q", source="t")
     mtp = '{"method": "mtp", "num_speculative_tokens": 3}'
     s = settings_from(
-        ServeConfig(model="q", speculative_config=mtp, max_num_batched_tokens=8192, max_model_len=65536),
+        ServeConfig(
+            model="q", speculative_config=mtp, max_num_batched_tokens=8192, max_model_len=65536, vllm_version="0.24.0"
+        ),
         spec,
         dgx_spark(),
     )
     assert drafter_pass_bytes(spec, s) == 8192 * 2 * (5120 + 8 * 5120 + 2 * 17408)
+
+
+def test_a_qwen3_6_mtp_pass_is_its_gated_attention_stage_from_0_25(fixtures):
+    """Qwen3.5 / 3.6 MTP (qwen3_5_mtp.py): the normed embedding and the fc output stay held through the
+    layer's gated attention, where (from 0.25, on CUDA) one fused kernel makes q, k and the gate beside
+    qkv, then attn_output * sigmoid(gate): 3 h + 7 q + 3 kv values a token. bench/activation_oracle.py on
+    vLLM 0.32's own code, Qwen3.6-35B-A3B as its own MTP drafter: 148,897,792 B at 2,048 tokens (the older
+    estimate, 8 h + 2 × the shared expert, 71,303,168, stays before 0.25: the eager path, not measured)."""
+    spec = spec_from_config(_config(fixtures, "Qwen__Qwen3.6-35B-A3B"), name="q36", source="t")
+    assert spec.mtp_layers
+    mtp = '{"method": "mtp", "num_speculative_tokens": 3}'
+
+    def own(version: str, tokens: int = 2048) -> int:
+        config = ServeConfig(
+            model="q36", speculative_config=mtp, max_num_batched_tokens=tokens, max_num_seqs=256,
+            vllm_version=version,
+        )  # fmt: skip
+        s = settings_from(config, spec, dgx_spark())
+        held = tokens * (2 * 2048 + 8 * (2048 + 2048) * 2)  # the target's hidden state + TritonExperts
+        return drafter_pass_bytes(spec, s) - held
+
+    assert own("0.32.0") == 148_897_792 == 2048 * 2 * (3 * 2048 + 7 * 16 * 256 + 3 * 2 * 256)
+    assert own("0.32.0", 8192) == 595_591_168
+    assert own("0.25.1") == own("0.32.0")
+    assert own("0.24.0") == 2048 * 2 * (8 * 2048 + 2 * 512)
