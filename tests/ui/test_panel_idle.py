@@ -63,7 +63,7 @@ async def test_at_idle_the_polls_start_no_worker_and_the_gauge_stays_fresh(monke
     from sparktui.ui.app import StatusBar
     from sparktui.ui.panes import MemoryPane, ServerPane
     from sparktui.ui.widgets.gauge import MemoryGauge
-    from tests.support.app import until, widget, workers_done
+    from tests.support.app import until, widget
 
     monkeypatch.setattr(MemoryPane, "POLL_S", 0.05)
     monkeypatch.setattr(ServerPane, "POLL_S", 0.05)
@@ -73,8 +73,7 @@ async def test_at_idle_the_polls_start_no_worker_and_the_gauge_stays_fresh(monke
         await fitted(pilot, backend)
         pane = app.query_one(ServerPane)
         await until(pilot, lambda: app.background_started and pane.roster.watching, "the polls and the watch")
-        await workers_done(app)
-        await pilot.pause()
+        await pilot.pause(0.3)
         started: list[str] = []
         add_worker = app.workers.add_worker
 
