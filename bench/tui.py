@@ -81,7 +81,7 @@ Bare().run(headless=True, size=(80, 24), auto_pilot=pilot)
 """
 
 CHILD_IDLE = r"""
-import sys, time, os, resource
+import asyncio, sys, time, os, resource
 sys.path.insert(0, os.environ["SPARKTUI_ROOT"])
 from sparktui.ui.app import SparkApp
 from sparktui.ui.widgets.gauge import MemoryGauge
@@ -96,7 +96,7 @@ MemoryGauge.refresh = counting_refresh
 async def pilot(p):
     await p.pause(settle)
     t0, c0, r0 = time.monotonic(), time.process_time(), redraws[0]
-    await p.pause(window)
+    await asyncio.sleep(window)  # not p.pause: it posts to every widget and paints the screen
     t1, c1 = time.monotonic(), time.process_time()
     samples = len(p.app.query_one(MemoryGauge).history)
     print(f"IDLE {c1 - c0:.4f} {t1 - t0:.4f} {samples} {redraws[0] - r0}", flush=True)
@@ -106,7 +106,7 @@ SparkApp(profile=sys.argv[3] if len(sys.argv) > 3 else None).run(headless=True, 
 """
 
 CHILD_BARE_IDLE = r"""
-import sys, time
+import asyncio, sys, time
 from textual.app import App
 from textual.widgets import Footer, Header, Static
 settle, window = float(sys.argv[1]), float(sys.argv[2])
@@ -121,7 +121,7 @@ class Bare(App):
 async def pilot(p):
     await p.pause(settle)
     t0, c0 = time.monotonic(), time.process_time()
-    await p.pause(window)
+    await asyncio.sleep(window)
     t1, c1 = time.monotonic(), time.process_time()
     print(f"IDLE {c1 - c0:.4f} {t1 - t0:.4f} 0 0", flush=True)
     p.app.exit()

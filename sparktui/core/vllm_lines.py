@@ -86,14 +86,19 @@ def level_and_message(line: str) -> tuple[str | None, str]:
     return level, line.strip()
 
 
-_QUIET = ("INFO", "WARNING", "DEBUG")
+# A line `level_and_message` reads at INFO, WARNING or DEBUG after `process_end`'s prefix (`clean`
+# leaves such a line as it is): "(P pid=N)", blanks, then "LEVEL D… [file:line] " within 80
+# characters, "LEVEL D…]" at the end, or uvicorn's "LEVEL:" and a space or the end.
+_QUIET_LEVEL = r"(?:(?:INFO|WARNING|DEBUG) (?:\d.{0,77}\] |\d.*\]\Z)|(?:INFO|WARNING|DEBUG):(?: |\Z))"
+_QUIET = re.compile(r"\((?=[^)]* pid=)[^)]{0,78}\)\s*" + _QUIET_LEVEL)
+_QUIET_BARE = re.compile(_QUIET_LEVEL)  # no process prefix (one process): no blanks before the level
 
 
 def quiet(raw: str) -> bool:
     """True when `raw` is a line of vLLM's own at INFO, WARNING or DEBUG level, as `clean`,
     `process_end` and `level_and_message` would read it: such a line holds no failure and no
     exception (`core.vllm_log.parse_line`). False for anything else, or when unsure: the caller
-    parses it. A few string tests, a quarter of a parse (a log flood's lines are almost all so)."""
+    parses it. One match, a fraction of a parse (a log flood's lines are almost all so)."""
     if raw.startswith("\x1b["):  # vLLM's coloured process prefix, cut as `clean` cuts it
         end = raw.find("m", 2, 16)
         if end < 0 or not raw[2:end].replace(";", "").isdigit():
@@ -101,18 +106,12 @@ def quiet(raw: str) -> bool:
         raw = raw[end + 1 :]
         if "\x1b" in raw:
             raw = raw.replace("\x1b[0;0m", "").replace("\x1b[0m", "")
-    if raw[:1] != "(" or "\x1b" in raw or "\r" in raw or "\n" in raw:
+    if "\x1b" in raw or "\r" in raw or "\n" in raw:
         return False
-    end = raw.find(")", 1, 80)
-    if end < 0 or raw.find(" pid=", 1, end) < 0:
-        return False  # not a process prefix: the line has no level
-    rest = raw[end + 1 :].lstrip()
-    if not rest.startswith(_QUIET):
-        return False
-    word, _, after = rest.partition(" ")
-    if word in _QUIET:  # "INFO 05-12 02:45:10 [api_server.py:1043] msg"
-        return after[:1].isdigit() and (after.find("] ", 0, 80) > 0 or after.endswith("]"))
-    return word.endswith(":") and word[:-1] in _QUIET  # uvicorn's "INFO:     msg"
+    if raw[:1] == "(":
+        return _QUIET.match(raw) is not None
+    # no process prefix: `clean` would look for another tool's prefix ("vllm-1  | ") in such a line
+    return raw.find("| ", 0, 100) < 0 and not raw.endswith("|") and _QUIET_BARE.match(raw) is not None
 
 
 def split_line(raw: str) -> tuple[str | None, str | None, str]:

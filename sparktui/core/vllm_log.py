@@ -47,7 +47,7 @@ from sparktui.core.vllm_events import (
     WeightsRead,
     event_kind,
 )
-from sparktui.core.vllm_lines import EXCEPTION, clean, level_and_message, process_end, quiet, split_line
+from sparktui.core.vllm_lines import ANSI, EXCEPTION, clean, level_and_message, process_end, quiet, split_line
 
 DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
 
@@ -440,6 +440,9 @@ _FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
 )  # fmt: skip
 
 
+# A line at another level (or none) can fail start-up or serving only with one of the words
+# parse_line tries its failure rules on, and name a root cause only with an exception's (EXCEPTION).
+_SERVING_WORDS = re.compile("Error|Exception|failed|memory|Repository|Errno|FAILED|died unexpectedly|Interrupt")
 # The figures the panel shows from start-up (first seen wins), and the words of their lines: one
 # not seen by "ready" is still looked for (`LogSummary.feed_serving`).
 _LATE_FIGURES = (
@@ -593,8 +596,8 @@ class LogSummary:
         same phase, figures and failure, at a fraction of the cost once start-up has completed.
         Until then every line is parsed. After it a line at INFO, WARNING or DEBUG level is
         skipped unless it holds the words of a start-up figure not seen yet (a failure and the
-        exception it names come only at other levels); the line counts and the last line are
-        kept. Not kept after ready: the warnings counted, a version, model, length or URL said late."""
+        exception it names come only at other levels), and any other line unless it holds those
+        or a failure's or an exception's words; the line counts and the last line are kept. Not kept after ready: the warnings counted, a version, model, length or URL said late."""
         if not self.ready:
             self.feed_lines(lines)
             return
@@ -605,8 +608,13 @@ class LogSummary:
             if raw and not raw.isspace():
                 texts += 1
                 last = raw
-            if quiet(raw) and not (late and any(word in raw for word in late)):
-                continue
+            if quiet(raw):
+                if not (late and any(word in raw for word in late)):
+                    continue
+            elif not _SERVING_WORDS.search(ANSI.sub("", raw) if "\x1b" in raw else raw) and not (
+                late and any(word in raw for word in late)
+            ):
+                continue  # no failure, exception or figure can be in it
             events = parse_line(raw)
             if events:
                 self.apply(events)

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
+from textual.geometry import Size
 from textual.reactive import var
+from textual.screen import Screen
 from textual.theme import Theme
 from textual.widgets import Tab, Tabs
 from textual.worker import Worker, WorkerState
@@ -42,7 +44,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from textual.notifications import SeverityLevel
-    from textual.screen import Screen
 
     from sparktui.core.profiles import Profile
     from sparktui.runtime.host.memory import MemorySample
@@ -52,6 +53,34 @@ SHARED = ("profile", "server", "servers", "sample", "fit", "guard")
 
 def _gib1(n: int) -> str:
     return f"{n / 2**30:.1f}"
+
+
+class PanelScreen(Screen[None]):
+    """The panel's screen. Its first resume keeps the styles each widget got as it mounted (the theme
+    and the breakpoint class were in place before the first of them): Textual restyles every
+    widget there, a fifth of the stylesheet's work before the first full screen."""
+
+    _resumed = False
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        if not self._resumed:
+            self._resumed = True
+            event.refresh_styles = False
+            # only this node was styled before compose gave it the breakpoint class
+            self.app.stylesheet.apply(self, animate=False)
+
+    def _refresh_layout(self, size: Size | None = None, scroll: bool = False) -> None:
+        app = self.app
+        if getattr(app, "holding_first_screen", False) and app._dom_ready:
+            # held (SparkApp.show_first_screen): one layout when it is drawn, not one per resize
+            self._layout_required = True
+            return
+        super()._refresh_layout(size, scroll)
+
+    def _compositor_refresh(self) -> None:
+        if self.app._batch_count:
+            return  # what it would render is dropped undrawn (App._display); the dirty regions stay
+        super()._compositor_refresh()
 
 
 class StatusBar(TextPanel):
@@ -142,6 +171,11 @@ class SparkApp(App[None]):
             )
             wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
         self._set_first_theme(wanted)
+        # No frame is drawn until the first full screen (`show_first_screen`): the frames before it
+        # (the header and an empty form, then the form waiting for its fit) were each laid out and
+        # rendered for nothing, a sixth of the CPU to the full screen.
+        self._begin_batch()
+        self.holding_first_screen = True
         self.pane = PANES[0].NAME
         self.host = ""
 
@@ -178,6 +212,9 @@ class SparkApp(App[None]):
                 yield pane.data_bind(**shared)
         yield PanelFooter()
 
+    def get_default_screen(self) -> Screen[Any]:
+        return PanelScreen(id="_default")
+
     def make_pane(self, pane_class: type[Pane]) -> Pane:
         if pane_class is ConfigPane:
             return ConfigPane(self.profile_arg, id="config-pane", classes="pane")
@@ -200,8 +237,19 @@ class SparkApp(App[None]):
         # The polls start once the first full screen is up; this is only the backstop for a
         # first fit that never comes (a hung model-config fetch, say).
         self.set_timer(self.FIRST_SCREEN_WAIT_S, self._start_background, name="first-screen-backstop")
+        # and what the screen holds by then is drawn anyway (a profile read that hangs, say)
+        self.set_timer(self.FIRST_SCREEN_HOLD_S, self.show_first_screen, name="first-screen-hold")
 
     FIRST_SCREEN_WAIT_S = 3.0
+    FIRST_SCREEN_HOLD_S = 1.5
+
+    def show_first_screen(self) -> None:
+        """Draw from now on: the first full screen is in place (or the hold's backstop ran out)."""
+        if self.holding_first_screen:
+            self.holding_first_screen = False
+            self._end_batch()
+            self.screen.refresh(layout=True, repaint=False)
+
     background_started = False  # the polls and the post-mortem check have started
 
     def on_first_screen(self, message: msg.FirstScreen) -> None:
@@ -210,6 +258,7 @@ class SparkApp(App[None]):
     def _start_background(self) -> None:
         """After the first full screen: the post-mortem check, then every pane's polls. Before it,
         their imports (the typed protocol, NVML) and reads would compete with the first fit."""
+        self.show_first_screen()
         if self.background_started:
             return
         try:

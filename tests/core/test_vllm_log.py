@@ -908,6 +908,21 @@ def test_a_quiet_line_is_one_the_parser_reads_at_info_warning_or_debug(fixtures)
         "(APIServer pid=1) WARNING 11-29 19:24:14 [x.py:1] a\rERROR 11-29 19:24:14 [x.py:1] redrawn",
         "\x1b[1;xm(APIServer pid=1)\x1b[0;0m INFO 11-29 19:24:14 [x.py:1] odd colour",
         "\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO 11-29 19:24:14 [x.py:1] \x1b[31mred\x1b[0m",
+        "(APIServer pid=1)\tWARNING 11-29 19:24:14 [x.py:1] a tab before the level",
+        "(APIServer pid=1) INFO:",
+        "(APIServer pid=1) INFO:x RuntimeError: no space after the colon",
+        "(APIServer pid=1) INFO \u00b2 [x.py:1] RuntimeError: a digit isdigit() takes, not \\d",
+        "(APIServer pid=1) INFO 1" + "x" * 76 + "] RuntimeError: the bracket at 78",
+        "(APIServer pid=1) INFO 1" + "x" * 77 + "] RuntimeError: the bracket at 79",
+        "(APIServer pid=1) INFO 1" + "x" * 90 + "]",
+        "(" + "A" * 75 + " pid=1) INFO 11-29 19:24:14 [x.py:1] a long name",
+        "(APIServer pid=1) INFOS 11-29 19:24:14 [x.py:1] RuntimeError: not a level",
+        "(APIServer) pid=1) INFO 11-29 19:24:14 [x.py:1] pid after the bracket",
+        "INFO 11-29 19:24:14 [x.py:1] one process, no prefix",
+        " INFO 11-29 19:24:14 [x.py:1] RuntimeError: a blank before the level",
+        "INFO 11-29 19:24:14 [x.py:1] a | b RuntimeError: a pipe",
+        "DEBUG 11-29 19:24:14 [x.py:1] ends with a pipe |",
+        "vllm-1  | INFO 11-29 19:24:14 [x.py:1] docker compose's prefix",
     ]
     seen = 0
     for raw in lines:

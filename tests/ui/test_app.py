@@ -82,6 +82,27 @@ async def test_an_invalid_edit_shows_the_flags_own_message_inline():
         assert config_pane(app).form.config.gpu_memory_utilization == 0.8
 
 
+async def test_a_problem_line_is_mounted_under_its_row_when_it_first_has_something_to_say():
+    """A hidden line under each of ~100 rows was a tenth of the first screen's widgets, each styled
+    and mounted for nothing: a row's line comes with its first problem, and stays (hidden) after."""
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        assert not app.query(".problem"), [w.id for w in app.query(".problem")]
+        app.query_one("#flag-max_model_len", Input).value = "lots"
+        await settled(pilot)
+        row = app.query_one("#flag-max_model_len", Input).parent
+        siblings = list(row.parent.children)
+        problem = siblings[siblings.index(row) + 1]
+        assert problem.id == "problem-max_model_len" and problem.has_class("-shown")
+        assert "--max-model-len" in str(problem.render())
+        assert [w.id for w in app.query(".problem")] == ["problem-max_model_len"]
+        app.query_one("#flag-max_model_len", Input).value = "8192"
+        await settled(pilot)
+        assert not problem.has_class("-shown") and not problem.display
+        assert config_pane(app).form.config.max_model_len == 8192
+
+
 async def test_paste_a_vllm_serve_line_fills_the_form():
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:

@@ -264,7 +264,8 @@ async def test_at_idle_the_list_is_read_only_when_a_record_changes(tmp_path, mon
 
 async def test_at_idle_the_supervisors_state_is_read_only_when_a_record_changes(tmp_path, monkeypatch):
     """With nothing live followed, the watch of the state dir finds a server started elsewhere (and
-    a new start on the port of the one that ended): no read of the supervisor's state a tick."""
+    a new start on the port of the one that ended): no read of the supervisor's state a tick, and
+    the pane's poll does not even tick; it ticks again while a live server is followed."""
     from sparktui.runtime.records.protocol import StateRecord
     from sparktui.ui.backend import server_entry, server_status
     from sparktui.ui.panes import ServerPane
@@ -305,19 +306,52 @@ async def test_at_idle_the_supervisors_state_is_read_only_when_a_record_changes(
         pane = server_pane(app)
         await until(pilot, lambda: pane.roster._watch is not None and pane.roster._watch.armed.is_set(), "the watch")
         await pilot.pause(0.3)
-        before = backend.attaches
+        before, ticks = backend.attaches, pane._ticks
         await pilot.pause(1.0)  # some 50 ticks with no server anywhere
         assert backend.attaches == before, "the supervisor's state was read with no server and nothing changed"
+        assert pane._ticks - ticks <= 1, f"the poll ticked {pane._ticks - ticks} times with nothing to do"
         record("running", 2.0)  # a server started elsewhere
         await until(pilot, lambda: app.server is not None and app.server.port == 8123 and app.server.live, "it")
+        ticks = pane._ticks
+        await until(pilot, lambda: pane._ticks - ticks >= 5, "the poll ticking again for the live server")
         record("exited", 2.0)  # it ends (the poll reads a live server every tick)
         await until(pilot, lambda: app.server is not None and not app.server.live, "its end")
         await pilot.pause(0.3)
-        before = backend.attaches
+        before, ticks = backend.attaches, pane._ticks
         await pilot.pause(1.0)
         assert backend.attaches == before, "the supervisor's state was read with only an ended server followed"
+        assert pane._ticks - ticks <= 1, f"the poll ticked {pane._ticks - ticks} times for an ended server"
         record("running", 3.0)  # started again on the same port
         await until(pilot, lambda: app.server.live and app.server.started_at == 3.0, "the new start on its port")
+
+
+async def test_when_the_watch_of_the_state_dir_ends_the_poll_looks_for_servers_again(monkeypatch):
+    """At idle the poll rests while the watch says when a server starts; if the watch stops (an
+    error reading inotify), the poll ticks again and reads the list every few ticks itself."""
+    from sparktui.ui.panes import ServerPane
+    from tests.support.app import SampleBackend
+
+    class Counting(SampleBackend):
+        reads = 0
+
+        def servers(self):
+            self.reads += 1
+            return super().servers()
+
+    monkeypatch.setattr(ServerPane, "POLL_S", 0.02)
+    backend = Counting()
+    app = SparkApp(backend=backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = server_pane(app)
+        await until(pilot, lambda: pane.roster._watch is not None and pane.roster._watch.armed.is_set(), "the watch")
+        await pilot.pause(0.3)
+        ticks = pane._ticks
+        await pilot.pause(0.3)
+        assert pane._ticks - ticks <= 1
+        reads = backend.reads
+        pane.roster._watch.close()  # its thread ends, as on an error
+        await until(pilot, lambda: not pane.roster.watching and pane._ticks - ticks >= 10, "the poll ticking again")
+        await until(pilot, lambda: backend.reads > reads, "the list read by the poll")
 
 
 READY_LOG_HEAD = "(APIServer pid=7) INFO 11-30 09:00:00 [api_server.py:1] vLLM API server version 0.32.0\n"

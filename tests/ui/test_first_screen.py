@@ -11,7 +11,7 @@ import pytest
 
 from sparktui.ui.app import SparkApp
 from sparktui.ui.widgets.editor import ConfigEditor
-from tests.support.app import SampleBackend, settled, until
+from tests.support.app import SampleBackend, screen_text, settled, until
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
@@ -183,3 +183,91 @@ async def test_the_first_fit_is_one_worker_away_from_the_profile(monkeypatch):
         assert "load-profile" in started and "fit" in started
         assert not {"model-spec", "machine", "vllm-version", "model-downloaded"} & set(started), started
         assert "DGX Spark" in str(app.query_one("#profile-line").render())
+
+
+async def test_no_frame_is_drawn_before_the_screen_is_full():
+    """The frames before the full screen (the header and an empty form, then the form waiting for
+    its fit) were each laid out and rendered, and overwritten within a fraction of a second: the
+    first frame drawn holds the profile in the form and its fit."""
+    from textual.app import App
+
+    from sparktui.ui.panes.config_fit import FitBox
+
+    drawn: list[str] = []  # the fit each drawn frame shows
+    display = App._display
+
+    def recording_display(app, screen, renderable):
+        if renderable is not None and not app._batch_count and screen.query(FitBox):
+            fit = screen.query_one(FitBox).fit
+            drawn.append(fit.verdict if fit is not None else "none")
+        return display(app, screen, renderable)
+
+    app = SparkApp(profile="70b-dense-single-user", backend=OrderBackend())
+    App._display = recording_display  # type: ignore[method-assign]
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settled(pilot, lambda app: bool(drawn), "a frame")
+            shown = "\n".join(screen_text(app))
+    finally:
+        App._display = display  # type: ignore[method-assign]
+    assert drawn[0] in ("fits", "tight", "wont_start", "unsafe"), f"frames drawn before the fit: {drawn}"
+    assert "Llama-3.1-70B" in shown
+
+
+async def test_a_profile_that_cannot_load_is_drawn_at_once_saying_why(monkeypatch):
+    """Nothing to fit: the first frame drawn is the empty form and why (not a frame without the
+    reason, nor a blank screen until the hold's backstop)."""
+    from textual.app import App
+    from textual.widgets import Static
+
+    monkeypatch.setattr(SparkApp, "FIRST_SCREEN_WAIT_S", 600.0)
+    monkeypatch.setattr(SparkApp, "FIRST_SCREEN_HOLD_S", 600.0, raising=False)
+    drawn: list[str] = []  # the profile line of each drawn frame
+    display = App._display
+
+    def recording_display(app, screen, renderable):
+        if renderable is not None and not app._batch_count and screen.query("#profile-line"):
+            drawn.append(str(screen.query_one("#profile-line", Static).render()))
+        return display(app, screen, renderable)
+
+    app = SparkApp(profile="no-such-profile-anywhere", backend=OrderBackend())
+    monkeypatch.setattr(App, "_display", recording_display)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.background_started and bool(drawn), "the first screen")
+    assert "no-such-profile-anywhere" in drawn[0], f"the first frame does not say why: {drawn[0]!r}"
+
+
+async def test_the_first_resume_restyles_nothing_and_the_screen_is_as_a_full_restyle_makes_it():
+    """Each widget is styled as it mounts, with the theme and the breakpoint class already in place:
+    Textual's restyle of every widget when the screen first resumes was work done twice. What is
+    drawn is the same as after a full restyle."""
+    from textual.css.stylesheet import Stylesheet
+
+    from sparktui.ui.app import StatusBar
+    from sparktui.ui.panes import MemoryPane, ServerPane
+    from sparktui.ui.widgets.footer import PanelFooter
+
+    styled: dict[int, int] = {}
+    apply = Stylesheet.apply
+
+    def counting_apply(sheet, node, *args, **kwargs):
+        styled[id(node)] = styled.get(id(node), 0) + 1
+        return apply(sheet, node, *args, **kwargs)
+
+    app = SparkApp(profile="70b-dense-single-user", backend=OrderBackend())
+    Stylesheet.apply = counting_apply  # type: ignore[method-assign]
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settled(pilot)
+            counts = {
+                cls.__name__: styled.get(id(app.query_one(cls)), 0)
+                for cls in (StatusBar, PanelFooter, ServerPane, MemoryPane)
+            }
+            before = app.export_screenshot()
+            app.update_styles(app.screen)
+            await settled(pilot)
+            after = app.export_screenshot()
+    finally:
+        Stylesheet.apply = apply  # type: ignore[method-assign]
+    assert counts == dict.fromkeys(counts, 1), f"styled more than once: {counts}"
+    assert before == after, "the first screen differs from a fully restyled one"

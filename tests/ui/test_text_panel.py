@@ -126,6 +126,39 @@ async def test_a_sample_that_changes_nothing_drawn_draws_nothing_and_one_that_do
         assert drawn_rows(gauge) == drawn_whole(gauge)
 
 
+async def test_the_gauge_works_out_its_colours_once_per_style_not_once_per_sample():
+    """A sample that moves a figure draws the gauge again with the colours it already worked out
+    (Textual forgets its own at every refresh, and works each out through every ancestor); a new
+    theme works them out again, and the gauge shows the new colours."""
+    from sparktui.ui.widgets.gauge import MemoryGauge
+    from tests.support.app import sample
+
+    app = GaugeApp()
+    async with app.run_test(size=(60, 30)) as pilot:
+        gauge = app.query_one(MemoryGauge)
+        gauge.update_sample(sample())
+        await pilot.pause()
+        asked: list[tuple[str, ...]] = []
+        ask = gauge.get_component_rich_style
+
+        def counted(*names, **kwargs):
+            asked.append(names)
+            return ask(*names, **kwargs)
+
+        gauge.get_component_rich_style = counted  # type: ignore[method-assign]
+        for gib in (100.0, 90.0, 80.0):
+            gauge.update_sample(sample(mem_available=int(gib * GiB)))
+            await pilot.pause()
+        assert asked == [], f"{len(asked)} colours worked out again for 3 samples"
+        assert drawn_rows(gauge) == drawn_whole(gauge)
+        used = gauge.component_style("gauge--used")
+        app.theme = "textual-light"
+        await pilot.pause()
+        assert asked, "a new theme's colours were not worked out"
+        assert gauge.component_style("gauge--used") != used
+        assert drawn_rows(gauge) == drawn_whole(gauge)
+
+
 def test_two_samples_that_look_alike_to_the_gauge_draw_alike():
     """The comparison stands for the draw: for samples around an idle Spark's, equal keys draw equal
     text (words and colours), at the pane's widths."""

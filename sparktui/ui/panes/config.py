@@ -87,7 +87,12 @@ class ConfigPane(Pane):
         # while the frame is drawn.
         self.call_after_refresh(self._load_profile, self.profile_arg, "start")
         if self.profile_arg is None:
-            self.call_after_refresh(self._screen_full)  # nothing to load: the first frame is it
+            self._screen_drawn()  # nothing to load: the first frame is it
+
+    def _screen_drawn(self) -> None:
+        """The screen holds all it will show first: draw it, then `_screen_full`."""
+        self.app.show_first_screen()  # type: ignore[attr-defined]
+        self.call_after_refresh(self._screen_full)
 
     def _screen_full(self) -> None:
         """Once: the first full screen is up (the profile in the form and its fit, or why not)."""
@@ -99,7 +104,7 @@ class ConfigPane(Pane):
                 self.query_one(ModelActions).check_downloaded(self._check_after_first_screen)
 
     def on_fit_box_fitted(self) -> None:
-        self.call_after_refresh(self._screen_full)  # once the frame with the fit is drawn
+        self._screen_drawn()
 
     # -- the working profile ------------------------------------------------------------------------
 
@@ -182,7 +187,7 @@ class ConfigPane(Pane):
         if self.loaded is None:
             self.load_error = error
             self._show_profile_line()
-        self._screen_full()
+        self._screen_drawn()
 
     def _profile_loaded(
         self, profile: Profile, inputs: tuple[Machine | None, DetectedVersion | None] | None = None

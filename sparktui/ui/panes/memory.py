@@ -53,7 +53,7 @@ class MemoryPane(Pane):
     guard: var[GuardView] = var(GuardView(), init=False)  # frozen: one default is shared safely
     servers: var[tuple[ServerEntry, ...]] = var(cast("tuple[ServerEntry, ...]", ()), init=False)
 
-    class Sampled(Message):
+    class Sampled(Message, bubble=False):  # the pane's own: the widgets above need not take it each second
         def __init__(
             self,
             sample: MemorySample | None,
@@ -132,7 +132,8 @@ class MemoryPane(Pane):
         if message.routes is not None:
             self.query_one(RouteBox).show(message.routes)
         if message.sample is not None:
-            self.post_message(MemorySampled(message.sample))
+            # To the app, which shares it: not up through every widget between, each second
+            self.app.post_message(MemorySampled(message.sample))
             if self.servers and (self._pool is None or self._pool[0] != message.sample.mem_total):
                 self._show_servers()
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.reactive import var
+from textual.timer import Timer
 from textual.worker import Worker
 
 from sparktui.errors import UserError
@@ -79,6 +80,7 @@ class ServerPane(Pane):
         self.pending: str | None = None  # an action on its way to the supervisor
         self._ticks = 0
         self._poll_worker: Worker[None] | None = None
+        self._poll_timer: Timer | None = None
         self.target: int | None = None  # the port of the server the pane follows (None: the newest)
 
     def compose(self) -> ComposeResult:
@@ -103,7 +105,7 @@ class ServerPane(Pane):
         # After the first full screen: the poll's worker imports the typed protocol
         self.poll()
         self.roster.start_listing()
-        self.set_interval(self.POLL_S, self.poll, name="server-poll")
+        self._poll_timer = self.set_interval(self.POLL_S, self.poll, name="server-poll")
 
     # -- the poll -----------------------------------------------------------------------------------
 
@@ -115,10 +117,18 @@ class ServerPane(Pane):
         idle = self.server is None or not self.server.live
         # With nothing live followed, the roster's watch of the state dir says when a server starts
         # (appeared() then reads it): the supervisor's state is read again only where it cannot run.
+        if idle and self.roster.watching and not others and self._poll_timer is not None:
+            self._poll_timer.pause()  # nothing to do each second: resume_poll() when that changes
+            return
         if idle and (self.roster.watching or (self._ticks - 1) % self.IDLE_EVERY):
             return
         if not self.running(self._poll_worker):  # never overlapping; a dead worker never blocks it
             self._poll_worker = self._read_server(self.target)
+
+    def resume_poll(self) -> None:
+        """A server followed or listed, or the watch of the state dir ended: poll each second again."""
+        if self._poll_timer is not None:
+            self._poll_timer.resume()
 
     @io_worker("server-poll", "polling the supervisor's state")
     def _read_server(self, port: int | None) -> None:
@@ -145,6 +155,7 @@ class ServerPane(Pane):
             # a record of the server followed before a switch, still on its way up to the app (the
             # switch reads the new one at once): following it again would undo the switch
             return
+        self.resume_poll()
         if status is not None:
             self.target = status.port
             self.server_log.follow_server(status)
@@ -248,6 +259,7 @@ class ServerPane(Pane):
             self.select(port)
 
     def watch_servers(self) -> None:
+        self.resume_poll()
         self.render_list()
 
     def render_list(self) -> None:

@@ -33,6 +33,8 @@ class Following(Protocol):
 
     def appeared(self, port: int) -> None: ...
 
+    def resume_poll(self) -> None: ...
+
 
 class ServerRoster(ServerList):
     class Listed(Message):
@@ -42,6 +44,9 @@ class ServerRoster(ServerList):
 
     class RecordsMoved(Message):
         """A server's record changed on disk (a server started, moved on or ended)."""
+
+    class WatchEnded(Message, bubble=False):
+        """The wait on the state dir stopped (an error): the pane's poll must look for servers."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -88,6 +93,13 @@ class ServerRoster(ServerList):
             pass
         finally:
             self.watching = False
+            try:
+                self.post_message(self.WatchEnded())  # the pane's poll looks for servers again
+            except RuntimeError:  # the app's loop closed meanwhile
+                pass
+
+    def on_server_roster_watch_ended(self) -> None:
+        self.pane.resume_poll()
 
     def on_server_roster_records_moved(self) -> None:
         self.refresh_list()

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from typing import Self
 
 
+_UNSTYLED = Style()  # get_component_rich_style's answer before the stylesheet is applied
+
+
 class TextPanel(Widget):
     # Repaint only the lines whose words or colours changed, not the whole widget (the gauge: one
     # or two of its twenty lines change with a memory sample, and a whole repaint of it cost more
@@ -57,11 +60,24 @@ class TextPanel(Widget):
         self._content_height_cache = (width, height)
         return height
 
+    _part_styles: dict[str, Style] | None = None  # as styled now: notify_style_update clears it
+
     def component_style(self, name: str) -> Style:
         """The Rich style of a COMPONENT_CLASSES entry; plain until the stylesheet has been applied
         (Textual may paint a widget before that, or after unmount cleared them). Applying it
-        refreshes the widget, so the styled frame follows."""
-        return self.get_component_rich_style(name, default=Style.null())
+        refreshes the widget, so the styled frame follows. Kept until the styles change: Textual's
+        own cache of it is emptied by every refresh, and working one out walks every ancestor
+        (the gauge asks for 13 with each memory sample that changes a figure)."""
+        styles = self._part_styles
+        if styles is None:
+            styles = self._part_styles = {}
+        style = styles.get(name)
+        if style is None:
+            style = self.get_component_rich_style(name, default=_UNSTYLED)
+            if style is _UNSTYLED:
+                return Style.null()  # not styled yet: not kept
+            styles[name] = style
+        return style
 
     def changed(self) -> None:
         """Call after changing what render() draws: repaint if the words changed, and lay out
@@ -99,6 +115,7 @@ class TextPanel(Widget):
 
     def notify_style_update(self) -> None:
         self._drop_rows()  # drawn with the old theme's colours
+        self._part_styles = None
         super().notify_style_update()
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import on
-from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.suggester import SuggestFromList
 from textual.widget import Widget
@@ -25,6 +25,8 @@ from sparktui.ui.widgets.forminput import FormInput
 from sparktui.ui.widgets.formselect import FormSelect
 
 if TYPE_CHECKING:
+    from textual.dom import DOMNode
+
     from sparktui.core.config import Flag, ServeConfig
 
 
@@ -99,9 +101,6 @@ class ConfigEditor(VerticalScroll):
         self._rest_wanted = False
         self._problems: dict[str, str] = {}  # problem line id -> the message it shows ("" for none)
 
-    def compose(self) -> ComposeResult:
-        yield Static("", id="general-problem", classes="problem")
-
     def on_mount(self) -> None:
         # The rows (about a hundred widgets) come after the first frame, so it shows sooner.
         if not self._wait_for_load:
@@ -135,7 +134,6 @@ class ConfigEditor(VerticalScroll):
                 name = Label(flag.key if not flag.positional else "model", classes="name")
                 control = self._control(flag, values)
                 widgets.append(Horizontal(name, control, classes="row"))
-                widgets.append(Static("", id=f"problem-{flag.field}", classes="problem"))
                 fields.append(flag.field)
         return widgets, fields
 
@@ -296,18 +294,29 @@ class ConfigEditor(VerticalScroll):
             if flag.field not in self._mounted:
                 continue
             message = state.errors.get(flag.field, "")
-            self._say(f"problem-{flag.field}", message)
-            self.query_one(f"#flag-{flag.field}").set_class(bool(message), "-invalid")
+            control = self.query_one(f"#flag-{flag.field}")
+            self._say(f"problem-{flag.field}", message, control.parent)
+            control.set_class(bool(message), "-invalid")
         self._say("general-problem", state.general or "")
         self.post_message(self.Changed(state))
 
-    def _say(self, problem_id: str, message: str) -> None:
-        """Show a problem line's message. Only a changed one is updated: Static.update lays the
-        whole screen out again, and every keystroke in the form comes here for each of ~100 rows."""
+    def _say(self, problem_id: str, message: str, row: DOMNode | None = None) -> None:
+        """Show a problem line's message (under `row`; the form's own line at its top). Only a
+        changed one is updated: Static.update lays the whole screen out again, and every keystroke
+        in the form comes here for each of ~100 rows. A line is mounted the first time it has
+        something to say: one per row, hidden, was a tenth of the first screen's widgets."""
         if self._problems.get(problem_id, "") == message:
             return
         self._problems[problem_id] = message
-        problem = self.query_one(f"#{problem_id}", Static)
+        try:
+            problem = self.query_one(f"#{problem_id}", Static)
+        except NoMatches:
+            problem = Static(message, id=problem_id, classes="problem -shown")
+            if isinstance(row, Widget):
+                self.mount(problem, after=row)
+            else:
+                self.mount(problem, before=0 if self.children else None)
+            return
         problem.update(message)
         problem.set_class(bool(message), "-shown")
 

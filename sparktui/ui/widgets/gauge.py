@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
+from rich.text import Span, Text
 
 from sparktui.core.units import GiB
 from sparktui.ui.viewmodels import GpuView, GuardView, NodeView, ServerEntry
@@ -219,9 +219,7 @@ class MemoryGauge(TextPanel):
             while col > 0 and marks[col] != " ":
                 col -= 1
             marks[col], styles[col] = letter, name
-        markers = Text()
-        for ch, style_name in zip(marks, styles, strict=False):
-            markers.append(ch, self._style(style_name) if style_name else None)
+        markers = Text("".join(marks), spans=[Span(i, i + 1, self._style(n)) for i, n in enumerate(styles) if n])
         return bar, markers
 
     def render(self) -> Text:
