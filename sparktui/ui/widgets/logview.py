@@ -90,6 +90,8 @@ def clean(line: str) -> str:
         line = _ANSI.sub("", line)
     if "\r" in line:  # progress bars redraw with \r: keep what was drawn last
         line = line.rstrip("\r").rsplit("\r", 1)[-1]
+    if line.isprintable():  # no tab and no control character: nothing to replace (most lines)
+        return line
     return _CONTROL.sub("", line.expandtabs(4))
 
 
