@@ -32,6 +32,7 @@ from sparktui.core.fit import (  # noqa: E402
     kv_dtype_bytes,
     machine_from_name,
     plan_kv,
+    rank_weights,
 )
 from sparktui.core.fit_settings import (  # noqa: E402
     activation_bytes,
@@ -991,8 +992,8 @@ def evaluate(case: Case) -> Row:
     if LMO_FLAG in case.serve.get("extra_args", []):
         spec = language_model_only(spec, rules)[0]  # the towers vLLM then skips
     if case.weights_gib is not None:
-        # what one rank loads: the target (and its MTP / drafter weights when speculating), split by TP
-        row.pred_weights_gib = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) / s.tp / GiB
+        # what one rank loads, as the fit counts it (core.fit.rank_weights)
+        row.pred_weights_gib = rank_weights(spec, s) / GiB
         if machine.fp4:  # the CUTLASS NVFP4 MoE kernels' padding, as the fit counts it
             row.pred_weights_gib += nvfp4_moe_padding(spec, s.tp) / GiB
         row.errors["weights"] = _err(row.pred_weights_gib, case.weights_gib)

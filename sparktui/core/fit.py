@@ -200,6 +200,16 @@ def _plan(spec: ModelSpec, s: FitSettings, kv_bytes: float) -> KvPlan:
     )
 
 
+def rank_weights(spec: ModelSpec, s: FitSettings) -> int:
+    """What one tensor-parallel rank loads (before kernel padding): the weights (and the MTP / drafter
+    weights when speculating) split across the ranks, the rope caches whole on each (ModelSpec.rope_cache_bytes)."""
+    sharded = spec.weights_bytes - spec.rope_cache_bytes + (spec.mtp_weights_bytes if s.mtp else 0)
+    weights = sharded // s.tp + spec.rope_cache_bytes
+    if s.rules.value("mrope_cache_positions") == "x1_qwen3_vl":  # a quarter of the × 4 M-RoPE cache
+        weights -= spec.mrope_cache_bytes * 3 // 4
+    return weights
+
+
 def _core(
     spec: ModelSpec,
     s: FitSettings,
@@ -217,9 +227,7 @@ def _core(
     kv_bytes, kv_name = kv_dtype_bytes(spec, s.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype, s.rules)
     plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
-    weights = (spec.weights_bytes + (spec.mtp_weights_bytes if s.mtp else 0)) // s.tp
-    if s.rules.value("mrope_cache_positions") == "x1_qwen3_vl":  # a quarter of the × 4 M-RoPE cache
-        weights -= spec.mrope_cache_bytes * 3 // 4 // s.tp
+    weights = rank_weights(spec, s)
     # CUTLASS NVFP4 MoE kernels pad the experts as they load: counted where the GPU is known to run them,
     # only in the low end of the range where it is not known
     fp4_padding = nvfp4_moe_padding(spec, s.tp)

@@ -183,7 +183,7 @@ def _on_cpu_kv(msg: str, out: list[Event]) -> None:
 
 
 def _on_kv_size(msg: str, out: list[Event]) -> None:
-    # "GPU KV cache size: 18,400 tokens"; 0.32 adds ", Maximum concurrency for … : 256.00x"
+    # "GPU KV cache size: 18,400 tokens"; from 0.28 the same line adds ", Maximum concurrency for … : 256.00x"
     if m := _R_KV_SIZE.search(msg):
         out.append(KVCacheSize(_first_number(m.group(2)), m.group(1)))
     if "Maximum concurrency" in msg:
@@ -500,7 +500,10 @@ def parse_line(raw: str) -> list[Event]:
 # which source wins when several lines say the same thing (higher wins; ties: first seen)
 _VERSION_RANK = {"api_server": 3, "headless": 3, "banner": 2, "container": 1, "engine": 0}
 _MODEL_RANK = {"engine": 4, "banner": 3, "args": 2, "loading": 1, "error": 0}
-_LEN_RANK = {"engine": 2, "resolved": 1, "args": 0}
+# "Maximum concurrency for N tokens per request" prints model_config.max_model_len after the KV cache is
+# sized (so after --max-model-len -1 / auto is resolved), in every version 0.10–0.32 (kv_cache_utils.py;
+# one line with "GPU KV cache size" from 0.28): the length the engine runs with, beating the others.
+_LEN_RANK = {"kv_capacity": 3, "engine": 2, "resolved": 1, "args": 0}
 # failures that name a cause beat the generic ones
 _GENERIC = ("engine_init_failed", "unknown", "killed", "crashed", "exited_early", "log_ended", "empty_log")
 # exceptions that only wrap the one that failed (printed after it): never the root cause
@@ -655,6 +658,7 @@ class LogSummary:
             elif isinstance(ev, MaxConcurrency):
                 if self.max_concurrency is None:
                     self.max_concurrency = ev.concurrency
+                self._take("max_model_len", ev.tokens_per_request, _LEN_RANK["kv_capacity"])
             elif isinstance(ev, CudaGraphCapture):
                 if ev.finished and self.cuda_graph_gib is None:
                     self.cuda_graph_gib = ev.gib

@@ -80,8 +80,11 @@ def test_each_node_holds_one_rank_and_the_head_carries_the_api_server_and_ray():
     assert (head.role, worker.role) == ("head", "worker")
     assert head.extra_bytes == API_SERVER_BYTES + RAY_HEAD_BYTES and worker.extra_bytes == 0
     one = fit(config.replace(tensor_parallel_size=1), spec, spark)
-    # a rank holds half the weights and the same tokens as the whole KV cache shards by head
-    assert abs(worker.result.weights_bytes - one.weights_bytes / 2) <= 1
+    # a rank holds half the weights (and the whole rope cache: every rank has its own) and the same
+    # tokens as the whole KV cache shards by head
+    rope = spec.rope_cache_bytes
+    assert rope == 131_072 * 128 * 2  # max_position × head_dim, bf16
+    assert abs(worker.result.weights_bytes - ((one.weights_bytes - rope) / 2 + rope)) <= 1
     assert worker.result.kv_cache_tokens == head.result.kv_cache_tokens > one.kv_cache_tokens
     # the head keeps less for the OS: that is where the cluster runs short first
     assert head.result.budget["os_left"] == worker.result.budget["os_left"]  # vLLM's own request is alike

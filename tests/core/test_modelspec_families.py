@@ -353,7 +353,8 @@ def test_tensor_parallel_splits_weights_and_kv_per_rank():
     spec = load_serving_spec("meta-llama/Llama-3.1-70B-Instruct")
     one = fit(parse_serve_command("x --max-model-len 32768 --gpu-memory-utilization 0.8"), spec, dgx_spark())
     two = fit(parse_serve_command("x --max-model-len 32768 --gpu-memory-utilization 0.8 -tp 2"), spec, dgx_spark())
-    assert two.weights_bytes == spec.weights_bytes // 2 and one.weights_bytes == spec.weights_bytes
+    rope = spec.rope_cache_bytes  # whole on each rank
+    assert two.weights_bytes == (spec.weights_bytes - rope) // 2 + rope and one.weights_bytes == spec.weights_bytes
     assert two.kv_bytes_per_token * 2 == one.kv_bytes_per_token  # 8 KV heads: 4 per rank
     eight_heads_on_16 = fit(
         parse_serve_command("x --max-model-len 32768 --gpu-memory-utilization 0.8 -tp 16"), spec, dgx_spark()
@@ -504,3 +505,27 @@ def test_mrope_caches_four_times_the_positions_until_qwen3_5_keeps_one_at_0_32(f
     other = spec_from_config({**config, "text_config": {**config["text_config"], "model_type": "qwen2_vl_text"}},
                              name="q2vl", source="fixture")  # fmt: skip
     assert other.mrope_cache_bytes == 0 and weights("0.32.0", other) == weights("0.31.0", other)
+
+
+def test_every_tensor_parallel_rank_holds_the_whole_rope_cache(fixtures):
+    # the cos/sin cache is a buffer of the rotary module (rotary_embedding/base.py RotaryEmbedding.__init__
+    # register_buffer, max_position × rotary_dim; get_rope never looks at the TP size): sharded weights
+    # split across the ranks, the cache does not
+    config = json.loads((fixtures / "model-configs" / "Qwen__Qwen3-Next-80B-A3B-Instruct.json").read_text())
+    spec = spec_from_config(config, name="q3n", source="fixture")
+    rope = 262_144 * 64 * 2  # max_position × head 256 × partial_rotary_factor 0.25, bf16
+    assert spec.rope_cache_bytes == rope
+    m = dgx_spark()
+
+    def weights(tp: int, s=spec, version: str = "0.31.0") -> int:
+        return fit(ServeConfig(model="q3n", max_model_len=8192, tensor_parallel_size=tp, vllm_version=version), s, m).weights_bytes
+
+    assert weights(1) == spec.weights_bytes  # one rank: everything, as before
+    assert weights(2) == (spec.weights_bytes - rope) // 2 + rope
+    assert weights(4) == (spec.weights_bytes - rope) // 4 + rope
+    # Qwen3.6's M-RoPE cache at 0.32 (a quarter of the × 4 cache) is whole on each rank too
+    q36 = spec_from_config(json.loads((fixtures / "model-configs" / "Qwen__Qwen3.6-35B-A3B.json").read_text()),
+                           name="q36", source="fixture")  # fmt: skip
+    kept = q36.rope_cache_bytes - q36.mrope_cache_bytes * 3 // 4
+    assert weights(2, q36, "0.32.0") == (q36.weights_bytes - q36.rope_cache_bytes) // 2 + kept
+    assert weights(1, q36, "0.32.0") == q36.weights_bytes - q36.mrope_cache_bytes * 3 // 4

@@ -179,8 +179,9 @@ EXPECTED = {
         "log_ended",
     ),
     f"{LOGS}/discrete_v0.31.0_llama-3.1-8b-instruct_A100-80GB_excerpt.log": (
-        # five lines quoted in a study note: no banner, no engine config, cut after the KV line
-        dict(version=None, model=None, max_model_len=None, weights_gib=15.0, available_kv_gib=56.21,
+        # five lines quoted in a study note: no banner, no engine config, cut after the KV line; the
+        # length from "GPU KV cache size: 460,496 tokens, Maximum concurrency for 131,072 tokens per request"
+        dict(version=None, model=None, max_model_len=131072, weights_gib=15.0, available_kv_gib=56.21,
              kv_cache_tokens=460496, max_concurrency=3.51, ready=False),
         "log_ended",
     ),
@@ -190,9 +191,9 @@ EXPECTED = {
         "log_ended",
     ),
     f"{LOGS}/spark_v0.22.0_qwen3.6-35b-a3b-prismaquant-mtp3_excerpt.log": (
-        # selected lines: no banner, no engine-config line (so no version or max_model_len), no
-        # "Application startup complete"
-        dict(version=None, model="rdtand/Qwen3.6-35B-A3B-PrismaQuant-4.75bit-vllm", max_model_len=None,
+        # selected lines: no banner, no engine-config line (so no version), no "Application startup
+        # complete"; the length from "Maximum concurrency for 200,000 tokens per request: 15.66x"
+        dict(version=None, model="rdtand/Qwen3.6-35B-A3B-PrismaQuant-4.75bit-vllm", max_model_len=200000,
              weights_gib=21.42, available_kv_gib=71.15, kv_cache_tokens=3131683, max_concurrency=15.66, ready=False),
         "log_ended",
     ),
@@ -364,6 +365,36 @@ def test_model_lines():
     args = "(APIServer pid=4394) INFO 10-14 19:22:10 [utils.py:233] non-default args: {'model': 'meta-llama/Meta-Llama-3.1-8B-Instruct', 'trust_remote_code': True, 'max_model_len': 32000}"
     assert only(args, vl.Model) == vl.Model("meta-llama/Meta-Llama-3.1-8B-Instruct", "args")
     assert only(args, vl.MaxModelLen) == vl.MaxModelLen(32000, "args")
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # 0.28 on (here 0.31's kv_cache_utils.py update_kv_cache_capacity): one line
+        ["(EngineCore pid=326) INFO 10-06 17:00:33 [kv_cache_utils.py:2464] GPU KV cache size: 460,496 tokens, Maximum concurrency for 131,072 tokens per request: 3.51x"],
+        # 0.10 to 0.27: two lines
+        ["(EngineCore pid=1) INFO 09-30 18:37:01 [kv_cache_utils.py:864] GPU KV cache size: 460,496 tokens",
+         "(EngineCore pid=1) INFO 09-30 18:37:01 [kv_cache_utils.py:868] Maximum concurrency for 131,072 tokens per request: 3.51x"],
+    ],
+)  # fmt: skip
+def test_max_model_len_from_the_kv_capacity_line(lines):
+    # vLLM prints model_config.max_model_len there once the KV cache is sized: the length it runs with
+    alone = LogSummary()
+    for line in lines:
+        alone.feed(line)
+    assert (alone.max_model_len, alone.kv_cache_tokens, alone.max_concurrency) == (131072, 460496, 3.51)
+    # the KV line is printed last (after --max-model-len -1 is resolved): its length wins
+    auto = LogSummary()
+    auto.feed("(EngineCore pid=2) INFO 08-01 20:59:16 [core.py:114] Initializing a V1 LLM engine (v0.31.0) with config: model='m', max_seq_len=1048576, x=1")
+    assert auto.max_model_len == 1048576
+    for line in lines:
+        auto.feed(line)
+    assert auto.max_model_len == 131072
+    # a "Maximum concurrency" with no length (never printed so) leaves the engine's value alone
+    other = LogSummary()
+    other.feed("(EngineCore pid=2) INFO 08-01 20:59:16 [core.py:114] Initializing a V1 LLM engine (v0.31.0) with config: model='m', max_seq_len=65536, x=1")
+    other.feed("(EngineCore pid=1) INFO 09-30 18:37:01 [kv_cache_utils.py:864] GPU KV cache size: 460,496 tokens")
+    assert other.max_model_len == 65536
 
 
 def test_max_model_len_prefers_the_engine_over_a_drafter():

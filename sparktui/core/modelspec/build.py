@@ -288,6 +288,7 @@ def _build(
         aux_hidden_layers=_aux_hidden_layers(config, str(arch)),
         nvfp4_moe=nvfp4_moe,
         mrope_cache_bytes=mrope_elements * dtype_bytes,
+        rope_cache_bytes=rope_cache,
     )
 
 

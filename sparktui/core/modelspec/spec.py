@@ -217,6 +217,10 @@ class ModelSpec:
     # the M-RoPE caches counted in weights_bytes at max_position × 4 positions that vLLM 0.32 builds at
     # × 1 (Qwen3.5 / 3.6, Qwen3-VL: modelspec/rope.py, vllm_rules mrope_cache_positions)
     mrope_cache_bytes: int = 0
+    # the rotary cos/sin caches counted in weights_bytes (mrope_cache_bytes among them): a buffer of each
+    # rotary module, not sharded, so every tensor-parallel rank holds all of it (rotary_embedding/base.py
+    # RotaryEmbedding.__init__ register_buffer("cos_sin_cache", max_position × rotary_dim))
+    rope_cache_bytes: int = 0
 
     @property
     def dtype_bytes(self) -> int:
