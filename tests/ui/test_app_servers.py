@@ -16,7 +16,7 @@ from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import PhaseStrip, ServerInfo
 from sparktui.ui.widgets.serverlist import ServerList
-from tests.support.app import RecordsBackend, server_pane, widget, workers_done
+from tests.support.app import RecordsBackend, server_pane, widget
 from tests.support.app import two_server_records as two_servers
 from tests.support.app import until as wait_until
 
@@ -253,8 +253,7 @@ async def test_at_idle_the_list_is_read_only_when_a_record_changes(tmp_path, mon
             lambda: backend.reads >= 1 and pane.roster._watch is not None and pane.roster._watch.armed.is_set(),
             "the watch",
         )
-        await workers_done(app)  # the first reads done
-        await pilot.pause()
+        await pilot.pause(0.3)
         before = backend.reads
         await pilot.pause(1.5)  # some 75 ticks with no server anywhere
         assert backend.reads == before, "the list was read again with nothing changed"
@@ -309,8 +308,7 @@ async def test_at_idle_the_supervisors_state_is_read_only_when_a_record_changes(
     async with app.run_test(size=(80, 24)) as pilot:
         pane = server_pane(app)
         await until(pilot, lambda: pane.roster._watch is not None and pane.roster._watch.armed.is_set(), "the watch")
-        await workers_done(app)  # the reads under way done
-        await pilot.pause()
+        await pilot.pause(0.3)
         before, ticks = backend.attaches, pane._ticks
         await pilot.pause(1.0)  # some 50 ticks with no server anywhere
         assert backend.attaches == before, "the supervisor's state was read with no server and nothing changed"
@@ -321,8 +319,7 @@ async def test_at_idle_the_supervisors_state_is_read_only_when_a_record_changes(
         await until(pilot, lambda: pane._ticks - ticks >= 5, "the poll ticking again for the live server")
         record("exited", 2.0)  # it ends (the poll reads a live server every tick)
         await until(pilot, lambda: app.server is not None and not app.server.live, "its end")
-        await workers_done(app)  # the reads under way done
-        await pilot.pause()
+        await pilot.pause(0.3)
         before, ticks = backend.attaches, pane._ticks
         await pilot.pause(1.0)
         assert backend.attaches == before, "the supervisor's state was read with only an ended server followed"
