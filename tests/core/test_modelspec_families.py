@@ -518,7 +518,9 @@ def test_every_tensor_parallel_rank_holds_the_whole_rope_cache(fixtures):
     m = dgx_spark()
 
     def weights(tp: int, s=spec, version: str = "0.31.0") -> int:
-        return fit(ServeConfig(model="q3n", max_model_len=8192, tensor_parallel_size=tp, vllm_version=version), s, m).weights_bytes
+        return fit(
+            ServeConfig(model="q3n", max_model_len=8192, tensor_parallel_size=tp, vllm_version=version), s, m
+        ).weights_bytes
 
     assert weights(1) == spec.weights_bytes  # one rank: everything, as before
     assert weights(2) == (spec.weights_bytes - rope) // 2 + rope

@@ -385,14 +385,18 @@ def test_max_model_len_from_the_kv_capacity_line(lines):
     assert (alone.max_model_len, alone.kv_cache_tokens, alone.max_concurrency) == (131072, 460496, 3.51)
     # the KV line is printed last (after --max-model-len -1 is resolved): its length wins
     auto = LogSummary()
-    auto.feed("(EngineCore pid=2) INFO 08-01 20:59:16 [core.py:114] Initializing a V1 LLM engine (v0.31.0) with config: model='m', max_seq_len=1048576, x=1")
+    auto.feed(
+        "(EngineCore pid=2) INFO 08-01 20:59:16 [core.py:114] Initializing a V1 LLM engine (v0.31.0) with config: model='m', max_seq_len=1048576, x=1"
+    )
     assert auto.max_model_len == 1048576
     for line in lines:
         auto.feed(line)
     assert auto.max_model_len == 131072
     # a "Maximum concurrency" with no length (never printed so) leaves the engine's value alone
     other = LogSummary()
-    other.feed("(EngineCore pid=2) INFO 08-01 20:59:16 [core.py:114] Initializing a V1 LLM engine (v0.31.0) with config: model='m', max_seq_len=65536, x=1")
+    other.feed(
+        "(EngineCore pid=2) INFO 08-01 20:59:16 [core.py:114] Initializing a V1 LLM engine (v0.31.0) with config: model='m', max_seq_len=65536, x=1"
+    )
     other.feed("(EngineCore pid=1) INFO 09-30 18:37:01 [kv_cache_utils.py:864] GPU KV cache size: 460,496 tokens")
     assert other.max_model_len == 65536
 
