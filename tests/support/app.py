@@ -195,6 +195,19 @@ async def until(pilot, condition, what: str, timeout: float = 30.0, detail=None)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{extra}")
 
 
+async def log_drawn(pilot, view, what: str = "the pushed lines drawn") -> None:
+    """Until a LogView has drawn every line pushed to it (it draws at FLUSH_HZ), then one more
+    round of the app's messages and a screen update, so its size and scroll are what it drew."""
+    await until(pilot, lambda: view.drawn, what)
+    await pilot.pause()
+
+
+def first_screen_full(app) -> bool:
+    """The polls started (they start once the first full screen is up) and the form's later rows
+    are mounted: until both, a read may still come (and an app closed mid-mount trips Textual's Select)."""
+    return getattr(app, "background_started", True) and all(e.complete for e in app.query(ConfigEditor))
+
+
 async def settled(pilot, ready=lambda app: True, what: str = "the app to settle", rounds: int = 200):
     """Until no worker runs and `ready(app)` holds. One worker's result can start the next
     (profile → form → model spec → fit): on a loaded machine a single wait can fall between them."""
@@ -203,10 +216,7 @@ async def settled(pilot, ready=lambda app: True, what: str = "the app to settle"
         await pilot.pause()
         await workers_done(app)
         await pilot.pause()
-        # the polls start once the first full screen is up, and the form's later rows are mounted
-        # then: until both, a read may still come (and an app closed mid-mount trips Textual's Select)
-        started = getattr(app, "background_started", True) and all(e.complete for e in app.query(ConfigEditor))
-        if started and ready(app) and not any(w.is_running for w in app.workers):
+        if first_screen_full(app) and ready(app) and not any(w.is_running for w in app.workers):
             return
     raise AssertionError(f"{what}: not after {rounds} rounds")
 

@@ -12,7 +12,7 @@ from sparktui.ui.screens import HelpScreen
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import ServerInfo
 from tests.support import REPO
-from tests.support.app import SampleBackend, settled, widget, workers_done
+from tests.support.app import SampleBackend, settled, widget
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
@@ -41,9 +41,7 @@ async def test_a_remapped_key_shows_everywhere(isolated):
     (isolated / "config" / "config.toml").write_text('[keys]\n"server.launch" = "ctrl+l"\n')
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.5)
-        await workers_done(app)
-        await pilot.pause()
+        await settled(pilot)
         # the footer
         footer_keys = {
             binding.key for _, binding, enabled, _ in app.active_bindings.values() if binding.id == "server.launch"

@@ -12,7 +12,7 @@ from sparktui.ui.widgets.fitpanel import FitPanel
 from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.server import PhaseStrip, ServerInfo
 from tests.support import FIXTURES
-from tests.support.app import SampleBackend, config_pane, fit_box, settled, widget
+from tests.support.app import SampleBackend, config_pane, fit_box, settled, until, widget
 
 
 @pytest.fixture(autouse=True)
@@ -258,6 +258,24 @@ async def test_wide_terminal_shows_all_three_panes():
         assert all(app.query_one(f"#{p}-pane").display for p in ("config", "server", "memory"))
 
 
+def palette_texts(app) -> list[str]:
+    """The command palette's entries as listed now (none while another screen is on top)."""
+    from textual.command import CommandPalette
+
+    if not isinstance(app.screen, CommandPalette):
+        return []
+    return [str(o.prompt) for o in app.screen.query_one("CommandList").options]
+
+
+def palette_highlighted(app) -> str:
+    from textual.command import CommandPalette
+
+    if not isinstance(app.screen, CommandPalette):
+        return ""
+    options = app.screen.query_one("CommandList")
+    return str(options.highlighted_option.prompt) if options.highlighted_option is not None else ""
+
+
 async def test_command_palette_lists_sparktui_commands():
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
@@ -265,8 +283,9 @@ async def test_command_palette_lists_sparktui_commands():
         await pilot.press("ctrl+p")
         await settled(pilot)
         await pilot.press(*"kill")
-        await pilot.pause(0.3)
         from textual.command import CommandPalette
+
+        await until(pilot, lambda: any("Kill the vLLM tree now" in t for t in palette_texts(app)), "the kill entry")
 
         palette = app.screen
         assert isinstance(palette, CommandPalette)
@@ -361,7 +380,7 @@ async def test_palette_loads_a_profile_by_name():
         await pilot.press("ctrl+p")
         await settled(pilot)
         await pilot.press(*"load profile 35b-moe-5")
-        await pilot.pause(0.5)
+        await until(pilot, lambda: "35b-moe-5-users-8k" in palette_highlighted(app), "the profile's entry highlighted")
         await pilot.press("enter")
         await settled(pilot)
         assert app.profile is not None and app.profile.name == "35b-moe-5-users-8k"

@@ -4,6 +4,7 @@ from textual import events
 from textual.app import App, ComposeResult
 
 from sparktui.ui.widgets.logview import LogView, severity_of, wrap_rows
+from tests.support.app import log_drawn
 
 
 def test_severity_from_vllm_prefixes():
@@ -26,7 +27,7 @@ async def test_flood_is_bounded_and_says_what_it_skipped():
         log = app.query_one(LogView)
         for start in range(0, 100_000, 5000):
             log.push([f"INFO 11-29 19:24:01 [x.py:1] line {i}" for i in range(start, start + 5000)])
-        await pilot.pause(0.25)
+        await log_drawn(pilot, log)
         assert log.total_lines == 100_000
         assert log.line_count <= 1000
         lines = log.lines()
@@ -41,13 +42,13 @@ async def test_scrolling_up_pauses_follow_and_f_resumes():
     async with app.run_test(size=(80, 20)) as pilot:
         log = app.query_one(LogView)
         log.push([f"INFO line {i}" for i in range(200)])
-        await pilot.pause(0.25)
+        await log_drawn(pilot, log)
         log.focus()
         await pilot.press("pageup")
         await pilot.pause()
         assert not log.follow
         log.push(["INFO new line"])
-        await pilot.pause(0.25)
+        await log_drawn(pilot, log)
         assert log.scroll_y < log.max_scroll_y  # stayed where the reader is
         await pilot.press("f")
         await pilot.pause()
@@ -59,7 +60,7 @@ async def test_scrolling_down_to_the_end_follows_again():
     async with app.run_test(size=(80, 20)) as pilot:
         log = app.query_one(LogView)
         log.push([f"INFO line {i}" for i in range(200)])
-        await pilot.pause(0.25)
+        await log_drawn(pilot, log)
         log.focus()
         await pilot.press("pageup", "pageup")
         await pilot.pause()
@@ -71,7 +72,7 @@ async def test_scrolling_down_to_the_end_follows_again():
         await pilot.pause()
         assert log.follow
         log.push(["INFO new line"])
-        await pilot.pause(0.25)
+        await log_drawn(pilot, log)
         assert log.scroll_y == log.max_scroll_y and log.lines()[-1] == "INFO new line"
         await pilot.press("pageup")
         await pilot.pause()
@@ -121,7 +122,7 @@ async def test_a_50_column_log_shows_vllms_message_not_its_prefix_and_scrolls_si
                 "(EngineCore_DP0 pid=20731) WARNING 11-29 19:24:15 [core.py:99] " + "x" * 80,
             ]
         )
-        await pilot.pause(0.25)
+        await log_drawn(pilot, log)
         first = log.render_line(0).text
         assert first.startswith("19:24:14 Starting vLLM API server"), first
         assert "pid=" not in first and "launcher.py" not in first
@@ -150,7 +151,7 @@ async def test_a_long_line_wraps_so_its_whole_message_shows_under_the_time():
             "(max_position_embeddings=512 in model's config.json)."
         )
         log.push([f"(APIServer pid=7) ERROR 11-30 09:00:01 [core.py:1] {message}", "INFO after"])
-        await pilot.pause(0.25)
+        await log_drawn(pilot, log)
         width = log.size.width
         rows = [log.render_line(y).text for y in range(log.size.height)]
         shown = [r.rstrip() for r in rows if r.strip()]
@@ -205,7 +206,7 @@ async def test_a_flood_of_small_batches_reaches_the_view_a_frame_at_a_time(tmp_p
         view.push = counted  # type: ignore[method-assign]
         pane.start_tail(tmp_path / "server.log")
         await until(pilot, lambda: view.total_lines == 3000, "every line")
-        await pilot.pause(0.3)
+        await log_drawn(pilot, view)
         assert len(pushes) < 300, f"{len(pushes)} pushes for 3000 one-line batches"
         lines = view.lines()
         assert lines[-1].endswith("line 2999")

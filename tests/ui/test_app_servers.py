@@ -101,7 +101,9 @@ async def test_stop_and_kill_act_on_the_followed_server_only_and_kill_asks_namin
         assert isinstance(app.screen, ConfirmScreen)
         assert ":8001 (embed-small, pid 5252)" in app.screen.question
         await pilot.press("n")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "the dialog closed")
+        await pilot.pause()  # the log's tail runs on (a live server): wait for any call to the supervisor only
+        await until(pilot, lambda: not any(w.name == "server-action" and w.is_running for w in app.workers), "it")
         assert backend.ended == []
         await pilot.press("f6")
         await until(pilot, lambda: backend.ended == [(8001, "stopped")], "the stop of :8001")
@@ -169,7 +171,8 @@ async def test_a_clusters_nodes_show_under_its_head(tmp_path):
         text = widget(app, ServerList).render().plain
         assert "    spark-b r1 profiling 58.2G avail" in text.splitlines()  # 42 columns at 120×40
         await pilot.resize_terminal(80, 24)
-        await pilot.pause(0.2)
+        node_line = "    node spark-b r1 starting/profiling  avail 58.2 GiB"
+        await until(pilot, lambda: node_line in widget(app, ServerList).render().plain.splitlines(), "the 80x24 list")
         text = widget(app, ServerList).render().plain
         assert "    node spark-b r1 starting/profiling  avail 58.2 GiB" in text.splitlines()
 
@@ -393,7 +396,11 @@ async def test_a_switch_opens_that_servers_profile_unless_the_form_has_unsaved_e
         await until(pilot, lambda: config.modified, "the form modified")
         await pilot.press("ctrl+r")
         await until(pilot, lambda: app.server.port == 8000, "the switch back to :8000")
-        await pilot.pause(0.5)
+        await until(
+            pilot,
+            lambda: any("unsaved edits of 35b-moe-5-users-8k" in str(n.message) for n in app._notifications),
+            "the notice",
+        )
         assert config.loaded.name == "35b-moe-5-users-8k" and config.modified
         assert any("unsaved edits of 35b-moe-5-users-8k" in str(n.message) for n in app._notifications)
 

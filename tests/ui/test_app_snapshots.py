@@ -23,6 +23,7 @@ from tests.support.app import (
     server_pane,
     server_record,
     two_server_records,
+    until,
     widget,
     workers_done,
 )
@@ -148,7 +149,9 @@ async def prepare_server(pilot):
         raise AssertionError(f"the server pane never settled: {app.server}")
     app.show_pane("server")
     app.clear_notifications()
-    await pilot.pause(0.3)
+    # shown, the log is laid out at its width and scrolled to its end after a refresh
+    await until(pilot, lambda: log.size.height > 0 and log.scroll_y == log.max_scroll_y, "the log shown at its end")
+    await pilot.pause()
     gauge = widget(app, MemoryGauge)
     gauge.history.clear()
     gauge.history.extend(HISTORY_GIB)
@@ -209,7 +212,8 @@ async def prepare_cluster_head(pilot):
         raise AssertionError(f"the head's nodes never showed: {pilot.app.servers}")
     await prepare_server(pilot)
     pilot.app.show_pane("memory")  # at 80×24 one pane at a time: the one where the user looks at memory
-    await pilot.pause(0.3)
+    await until(pilot, lambda: widget(pilot.app, MemoryGauge).size.height > 0, "the memory pane shown")
+    await pilot.pause()
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])

@@ -23,7 +23,9 @@ from tests.support.app import (
     RecordBackend,
     SampleBackend,
     config_pane,
+    first_screen_full,
     fit_box,
+    log_drawn,
     sample,
     screen_text,
     server_pane,
@@ -44,12 +46,14 @@ POLL_HEALTH = 'INFO:     127.0.0.1:53480 - "GET /health HTTP/1.1" 200 OK'
 
 
 async def settle(pilot, rounds: int = 3):
-    """Let the workers finish (only with no live server: its log tail never finishes)."""
+    """Let the workers finish (only with no live server: its log tail never finishes) and the first
+    screen fill (the polls started, every row of the form mounted)."""
+    app = pilot.app
     for _ in range(rounds):
         await pilot.pause()
-        await workers_done(pilot.app)
-    await pilot.pause(0.2)
-    await workers_done(pilot.app)
+        await workers_done(app)
+    await until(pilot, lambda: first_screen_full(app), "the first screen")
+    await workers_done(app)
     await pilot.pause()
 
 
@@ -119,7 +123,7 @@ async def test_the_log_follows_again_after_a_new_log_and_says_so(tmp_path):
         app.show_pane("server")
         log = widget(app, LogView)
         await until(pilot, lambda: log.line_count >= 200, "the first log")
-        await pilot.pause(0.2)
+        await log_drawn(pilot, log)
         log.focus()
         await pilot.press("home")  # the reader scrolls up: following pauses
         await pilot.pause()
@@ -127,7 +131,13 @@ async def test_the_log_follows_again_after_a_new_log_and_says_so(tmp_path):
         assert "PAUSED" in widget(app, LogHeader).render().plain
         backend.record = server_record(second, started_at=2.0)  # relaunched: a new log
         await until(pilot, lambda: any("again 199" in line for line in log.lines()), "the second log")
-        await pilot.pause(0.3)
+        await until(
+            pilot,
+            lambda: (
+                log.follow and log.scroll_y == log.max_scroll_y and "following" in widget(app, LogHeader).render().plain
+            ),
+            "the new log followed, and the header saying so",
+        )
         assert log.follow and log.scroll_y == log.max_scroll_y
         assert "following" in widget(app, LogHeader).render().plain
 
@@ -137,9 +147,9 @@ async def test_a_log_read_while_its_pane_was_hidden_still_follows(tmp_path):
     async with app.run_test(size=(80, 24)) as pilot:
         log = widget(app, LogView)
         await until(pilot, lambda: log.line_count > 50, "the log, read in the hidden server pane")
-        await pilot.pause(0.2)
+        await log_drawn(pilot, log)
         await pilot.press("ctrl+n")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: app.pane == "server" and log.scroll_y == log.max_scroll_y > 0, "the log at its end")
         assert app.pane == "server" and log.follow and log.scroll_y == log.max_scroll_y > 0
 
 
@@ -166,7 +176,7 @@ async def test_polling_lines_are_hidden_until_asked_for(tmp_path):
         assert "60 polling lines hidden" in widget(app, LogHeader).render().plain
         view.focus()
         await pilot.press("p")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: sum("GET /metrics" in line for line in view.lines()) == 30, "the polls shown")
         assert sum("GET /metrics" in line for line in view.lines()) == 30
 
 
@@ -185,7 +195,7 @@ async def three_polls_hidden_at_120(tmp_path):
 async def test_at_120_columns_the_log_header_keeps_its_keys_in_view(tmp_path):
     """The server pane is about 44 columns there: '… polling lines hidden (p shows)' was cut at '(p'."""
     async with three_polls_hidden_at_120(tmp_path) as (pilot, _view, header):
-        await pilot.pause(0.2)
+        await until(pilot, lambda: header.render().plain.endswith("3 polls hidden (p)"), "the header")
         shown = header.render()
         assert shown.cell_len <= header.size.width < 60, (shown.plain, header.size.width)
         assert shown.plain.endswith("3 polls hidden (p)") and "following" in shown.plain, shown.plain
@@ -196,7 +206,9 @@ async def test_at_120_columns_the_log_header_paused_with_polls_hidden_and_no_wra
     async with three_polls_hidden_at_120(tmp_path) as (pilot, view, header):
         view.wrap = False
         view.follow = False
-        await pilot.pause(0.2)
+        await until(
+            pilot, lambda: "PAUSED" in header.render().plain and "no wrap" in header.render().plain, "the header"
+        )
         for hidden in (3, 1234, 123_456):
             header.polling_hidden = hidden
             shown = header.render()
@@ -213,7 +225,9 @@ async def test_at_80x24_a_long_vllm_line_shows_its_whole_message(tmp_path):
         app.show_pane("server")
         view = widget(app, LogView)
         await until(pilot, lambda: view.line_count == 3, "the log")
-        await pilot.pause(0.3)
+        await until(
+            pilot, lambda: any("09:00:02 after" in line for line in screen_text(app)), "the last line on screen"
+        )
         screen = screen_text(app)
         text = " ".join(line.strip() for line in screen)
         assert "09:00:01 ValueError: User-specified max_model_len (4096)" in text, screen

@@ -186,6 +186,11 @@ class LogView(ScrollView, can_focus=True):
     def line_count(self) -> int:
         return len(self._lines)
 
+    @property
+    def drawn(self) -> bool:
+        """Every line pushed so far is in the view (none waits for the next draw)."""
+        return not self._pending and not self._skipped
+
     def lines(self) -> list[str]:
         return [text for _, text, _, _ in self._lines]
 
