@@ -138,10 +138,12 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     flags and the pasted command. The
     environment the server would get (the profile's [env], a pasted command's NAME=value prefix)
     is added to `env` when given."""
-    from sparktui.core.config import parse_serve_command
+    from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
     from sparktui.errors import UserError
 
     profile_arg, flags, pasted = _split(list(args.extra))
+    pasted_config = None
+    args.left_to_vllm = []
     machine_name = "dgx-spark"
     base: list[str] = []
     version: str | None = None  # vllm_version is sparktui's own: not in the argv
@@ -190,6 +192,15 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
         version, source = found.version, found.source if found.version else found.describe()
     if version is not None:
         config = config.replace(vllm_version=version)
+    if (
+        pasted_config is not None
+        and "gpu_memory_utilization" not in parse_serve_command(["m", *flags]).model_fields_set
+    ):
+        # a pasted command is fitted as vLLM runs it: a utilization it leaves out is that vLLM's default
+        left = utilization_left_to_vllm(pasted_config, config.vllm_version)
+        if left is not None:
+            config = config.replace(gpu_memory_utilization=left[0])
+            args.left_to_vllm = [f"utilization {left[1]}"]
     return config, str(args.machine or machine_name), source
 
 
@@ -209,10 +220,10 @@ def config_file_read(pasted: list[str]) -> list[str] | None:
 
 
 def read_lines(args: argparse.Namespace) -> list[str]:
-    """What a recipe or a --config file gave the fit, shown above it."""
+    """What a recipe, a --config file or vLLM's own defaults gave the fit, shown above it."""
     recipe = getattr(args, "recipe", None)
     lines = recipe.lines() if recipe is not None else []
-    return lines + (getattr(args, "config_file", None) or [])
+    return lines + (getattr(args, "config_file", None) or []) + (getattr(args, "left_to_vllm", None) or [])
 
 
 def _row(label: str, n_bytes: float, source: str | None = None) -> str:
@@ -475,6 +486,8 @@ def run(args: argparse.Namespace) -> int:
             data["recipe"] = args.recipe.to_dict()
         if args.config_file:
             data["config_file"] = args.config_file
+        if args.left_to_vllm:
+            data["left_to_vllm"] = args.left_to_vllm
         cluster = cluster_fit(args, config, spec, machine, mem_available)
         if cluster is not None:
             data["cluster"] = cluster.to_dict()

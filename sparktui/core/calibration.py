@@ -103,15 +103,22 @@ def read_log_figures(text: str) -> LogFigures:
     util = re.search(r"'gpu_memory_utilization': ([\d.]+)", text) or re.search(
         r"Desired GPU memory utilization is \(([\d.]+),", text
     )
+    engine = version.group(1) if (version := re.search(r"LLM engine \(v([^)\s]+)\)", text)) else None
+    utilization = float(util.group(1)) if util else None
+    if utilization is None and "non-default args:" in text and (release := release_version(engine)):
+        # the flag not among the args vLLM lists as given: it ran at its own default for that release
+        from sparktui.core.vllm_rules import rules_for
+
+        utilization = rules_for(release).default_utilization
     return LogFigures(
         weights=_gib(text, r"Model loading took ([\d.]+) ?GiB"),
         kv_memory=_gib(text, r"Available KV cache memory: ([\d.]+) GiB"),
         graphs=_gib(text, r"Estimated CUDA graph memory: ([\d.]+) GiB"),
         total=_gib(text, r"Free memory on device (?:\S+ )?\([\d.]+/([\d.]+) GiB\)"),
-        utilization=float(util.group(1)) if util else None,
+        utilization=utilization,
         torch_peak=_gib(text, r"([\d.]+) GiB for peak activation"),
         non_torch=_gib(text, r"([\d.]+) GiB for non-torch memory"),
-        version=version.group(1) if (version := re.search(r"LLM engine \(v([^)\s]+)\)", text)) else None,
+        version=engine,
     )
 
 

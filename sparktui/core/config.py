@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from sparktui.core.speculation import Speculation, parse_speculation
 from sparktui.core.units import parse_human_int
 from sparktui.core.vllm_config_file import expand_config
-from sparktui.core.vllm_rules import parse_version
+from sparktui.core.vllm_rules import parse_version, rules_for
 from sparktui.errors import UserError
 
 FlagType = Literal["str", "int", "float", "bool", "choice", "size", "json", "version"]
@@ -272,6 +272,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--trust-remote-code", "trust_remote_code", "bool", False,
          "Run the model repo's own Python code (only for repos you trust).", "model", negatable=True),
     # memory
+    # vLLM's default: 0.92 from 0.20, 0.9 before (vllm_rules gpu_memory_utilization_default); sparktui passes
+    # its own 0.9 on every launch (is_rendered), so only a command run as it is gets vLLM's
     Flag("--gpu-memory-utilization", "gpu_memory_utilization", "float", 0.92,
          "Fraction of (unified) memory vLLM claims; keep ≤ 0.90 on a DGX Spark so the OS keeps room.",
          "memory", minimum=0, maximum=1, min_exclusive=True, ours=0.9),
@@ -753,3 +755,22 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
         raise UserError(f"no model in the command: expected `vllm serve MODEL [flags…]`{hint}")
     values["extra_args"] = extra
     return ServeConfig(**values)
+
+
+def utilization_left_to_vllm(config: ServeConfig, version: str | None = None) -> tuple[float, str] | None:
+    """A pasted `vllm serve` command without --gpu-memory-utilization, run as it is: (the utilization the
+    vLLM that will run takes, a line saying so); None when the command gives one. `config` must come
+    straight from parse_serve_command (its fields_set is what the command gave); `version` (else the
+    config's --vllm-version; neither: the newest rules) is the vLLM that will run. sparktui's own
+    launches never leave the flag out: they pass `ours` (0.9)."""
+    if "gpu_memory_utilization" in config.model_fields_set:
+        return None
+    version = version or config.vllm_version
+    rules = rules_for(version)
+    util = rules.default_utilization
+    ours = _BY_FIELD["gpu_memory_utilization"].field_default
+    which = f"vLLM {rules.version}" if version else f"vLLM {rules.version} (the newest known)"
+    return util, (
+        f"--gpu-memory-utilization not in the command: {which} takes {util:g} (0.9 before vLLM 0.20, 0.92 "
+        f"from 0.20: vllm/config/cache.py CacheConfig); a launch by sparktui passes {ours:g}"
+    )

@@ -17,8 +17,12 @@ from typing import Any
 from sparktui.core.config import ServeConfig
 from sparktui.core.machine import Machine
 from sparktui.core.units import format_gib
+from sparktui.core.vllm_rules import rules_for
 
-DEFAULT_UTILIZATION = 0.9  # sparktui always passes one; vLLM's own default differs by version
+# sparktui passes --gpu-memory-utilization on every launch; a recorded argv without one ran at vLLM's own
+# default, of a version the record may not say: the newest rules' (0.92 from vLLM 0.20, 0.9 before), the
+# larger, so the pool never counts a server short
+DEFAULT_UTILIZATION = rules_for(None).default_utilization
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ def reserved_bytes(
     util = DEFAULT_UTILIZATION if utilization is None else utilization
     request = math.ceil(util * machine.total)
     basis = f"--gpu-memory-utilization {util:g} × {format_gib(machine.total)}"
+    if utilization is None:
+        basis += " (not passed: vLLM's own default)"
     if kv_cache_memory_bytes:
         basis += " (--kv-cache-memory-bytes given, but its weights are unknown: the request is counted)"
     return request + machine.cuda_context, basis + " + CUDA context"

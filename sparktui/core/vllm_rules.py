@@ -104,6 +104,7 @@ RuleKey = Literal[
     "mrope_cache_positions",
     "moe_unquantized_workspace",
     "gated_attention_qk_path",
+    "gpu_memory_utilization_default",
 ]
 
 
@@ -488,6 +489,14 @@ RULES: tuple[Rule, ...] = (
          "(fused_qk_rmsnorm_rope_gate: new q, k and gate tensors), then attn_output * sigmoid(gate)",
          "vllm/model_executor/models/qwen3_next.py: Qwen3NextAttention._project_qkv_gate "
          "(use_fused_qk_norm_rope_gate)"),
+    Rule("gpu_memory_utilization_default", V(0, 10, 0), V(0, 20, 0), "0.9",
+         "without --gpu-memory-utilization vLLM claims 0.9 of the memory",
+         "vllm/config/cache.py: CacheConfig.gpu_memory_utilization, Field(default=0.9) (0.12.0–0.17.0 line 49, "
+         "0.19.0 / 0.19.1 line 41; 0.10: vllm/config.py CacheConfig, line 1626)"),
+    Rule("gpu_memory_utilization_default", V(0, 20, 0), None, "0.92",
+         "without --gpu-memory-utilization vLLM claims 0.92 of the memory",
+         "vllm/config/cache.py: CacheConfig.gpu_memory_utilization, Field(default=0.92) (0.20.0, 0.20.1, "
+         "0.21.0 line 66); arg_utils.py EngineArgs.gpu_memory_utilization takes it"),
     Rule("mrope_cache_positions", V(0, 10, 0), V(0, 32, 0), "x4",
          "an M-RoPE's cos/sin cache holds max_position × 4 positions (for video positions), counted in the "
          "weights",
@@ -821,6 +830,11 @@ class VllmRules:
             "--speculative-config and does not start"
             + ('; use the model-specific MTP method (e.g. "deepseek_mtp", "qwen3_next_mtp")' if method == "mtp" else "")
         )
+
+    @property
+    def default_utilization(self) -> float:
+        """--gpu-memory-utilization as this vLLM takes it when the flag is absent."""
+        return float(self.value("gpu_memory_utilization_default"))
 
     @property
     def null_block_in_length_check(self) -> bool:

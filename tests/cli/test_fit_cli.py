@@ -83,6 +83,35 @@ def test_pasted_vllm_serve_line(capsys):
     assert d["kv_bytes_per_token"] == 64 * 8 * 128 * 2
 
 
+def test_a_pasted_command_without_the_utilization_is_fitted_at_the_default_of_its_vllm(capsys):
+    # vllm/config/cache.py CacheConfig.gpu_memory_utilization: 0.9 to 0.19.1, 0.92 from 0.20.0
+    line = ["--", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"]
+    fits = {}
+    for version in ("0.19.1", "0.20.0"):
+        _, d = fit_json(capsys, "--vllm-version", version, *line)
+        fits[version] = d
+        utilization = d["budget"]["requested"] / d["budget"]["total"]
+        assert utilization == pytest.approx(0.9 if version == "0.19.1" else 0.92, abs=1e-9)
+        assert d["left_to_vllm"] == [
+            f"utilization --gpu-memory-utilization not in the command: vLLM {version} takes "
+            f"{0.9 if version == '0.19.1' else 0.92:g} (0.9 before vLLM 0.20, 0.92 from 0.20: "
+            "vllm/config/cache.py CacheConfig); a launch by sparktui passes 0.9"
+        ]
+    # on a Spark 0.92 is above the unified-memory line: what `vllm serve` does there from 0.20
+    assert fits["0.19.1"]["verdict"] == "fits" and fits["0.20.0"]["verdict"] == "unsafe"
+    # no version known: the newest rules (0.92); the text says where the figure came from
+    code, out, _ = run_fit(capsys, *line)
+    assert code == 1 and "requested (0.92 × total)" in out and "(the newest known) takes 0.92" in out
+    # given in the command, or before `--`: as given
+    _, given = fit_json(capsys, "--vllm-version", "0.20.0", *line, "--gpu-memory-utilization", "0.9")
+    _, before = fit_json(capsys, "--vllm-version", "0.20.0", "--gpu-memory-utilization", "0.9", *line)
+    for d in (given, before):
+        assert d["budget"]["requested"] == fits["0.19.1"]["budget"]["requested"] and "left_to_vllm" not in d
+    # sparktui's own configuration (a profile, --model) is what sparktui launches: it passes 0.9
+    code, out, _ = run_fit(capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192")
+    assert "requested (0.9 × total)" in out and "not in the command" not in out
+
+
 def test_profile_with_flag_and_model_overrides(capsys):
     _, base = fit_json(capsys, "70b-dense-single-user")
     assert base["model"] == "nvidia/Llama-3.1-70B-Instruct-FP8" and base["max_model_len"] == 32768

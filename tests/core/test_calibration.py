@@ -75,3 +75,31 @@ def test_differences_and_release_versions():
     assert differences({"a": "1", "b": "2"}, {"a": "1", "b": "3"}) == ["b 2 → 3"]
     assert release_version("0.20.1rc1.dev91+ga749a33d8") == "0.20.1"
     assert release_version("0.1.dev1+g25ab073ef") is None and release_version(None) is None
+
+
+def test_a_log_whose_args_leave_out_the_utilization_ran_at_its_releases_default():
+    # vLLM lists the flags given in "non-default args"; without --gpu-memory-utilization there it took
+    # its default: 0.9 to 0.19.1, 0.92 from 0.20.0 (vllm/config/cache.py CacheConfig)
+    def log(version: str, args: str = "'max_model_len': 8192") -> str:
+        return (
+            f"(APIServer pid=1) INFO 10-14 19:22:10 [utils.py:233] non-default args: {{'model': 'm', {args}}}\n"
+            f"(EngineCore pid=2) INFO 10-14 19:22:16 [core.py:114] Initializing a V1 LLM engine (v{version}) with "
+            "config: model='m', max_seq_len=8192\n"
+        )
+
+    assert read_log_figures(log("0.19.1")).utilization == 0.9
+    assert read_log_figures(log("0.20.0")).utilization == 0.92
+    assert read_log_figures(log("0.20.1rc1.dev91+ga749a33d8")).utilization == 0.92
+    assert read_log_figures(log("0.20.0", "'gpu_memory_utilization': 0.8")).utilization == 0.8
+    # no args line (an excerpt), or a release the rules do not know: not read
+    assert read_log_figures(log("0.20.0").splitlines()[1]).utilization is None
+    assert read_log_figures(log("0.1.dev5+g1234")).utilization is None
+    # so a calibration with other flags is refused, as when the log names it
+    with pytest.raises(UserError, match=r"ran with --gpu-memory-utilization 0\.92, these flags say 0\.9;"):
+        calibrate(
+            log("0.20.0")
+            + GEMMA.replace("'gpu_memory_utilization': 0.85", "").replace(
+                "Desired GPU memory utilization is (0.85", "Desired GPU memory utilization is (x"
+            ),
+            utilization=0.9,
+        )

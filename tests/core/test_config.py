@@ -391,3 +391,29 @@ def test_defaults_match_the_vllm_source():
     # --swap-space is gone from vLLM 0.32: sparktui keeps it only for older versions, unset by default.
     assert "swap_space" not in (VLLM_SITE / "engine/arg_utils.py").read_text()
     assert flag_by_field("swap_space").field_default is None
+
+
+def test_a_command_without_the_utilization_gets_the_default_of_the_vllm_that_runs_it():
+    from sparktui.core.config import utilization_left_to_vllm
+
+    bare = parse_serve_command("vllm serve org/m --max-model-len 8192")
+
+    # sparktui's own launch still passes its 0.9 (vLLM's default is 0.92 from 0.20, 0.9 before)
+    def passed(c: ServeConfig) -> str:
+        argv = c.to_argv()
+        return argv[argv.index("--gpu-memory-utilization") + 1]
+
+    assert bare.gpu_memory_utilization == 0.9 and passed(bare) == "0.9"
+    assert passed(ServeConfig(model="m", gpu_memory_utilization=0.92)) == "0.92"
+    # run as it is, the command gets the default of the vLLM that runs it
+    old, new, unknown = (utilization_left_to_vllm(bare, v) for v in ("0.19.1", "0.20.0", None))
+    assert old is not None and old[0] == 0.9 and "vLLM 0.19.1 takes 0.9" in old[1]
+    assert new is not None and new[0] == 0.92 and "vLLM 0.20.0 takes 0.92" in new[1]
+    assert unknown is not None and unknown[0] == 0.92 and "the newest known" in unknown[1]
+    pinned = parse_serve_command("vllm serve org/m --vllm-version 0.19.1")
+    assert utilization_left_to_vllm(pinned) is not None and utilization_left_to_vllm(pinned)[0] == 0.9
+    # a command that gives it (or a --config file that does) keeps its own
+    assert (
+        utilization_left_to_vllm(parse_serve_command("vllm serve org/m --gpu-memory-utilization 0.9"), "0.32.0") is None
+    )
+    assert utilization_left_to_vllm(parse_serve_command(["org/m", "--gpu-memory-utilization=0.7"])) is None

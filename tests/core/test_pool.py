@@ -78,3 +78,14 @@ def test_one_pool_verdict_for_preflight_and_the_panel():
     assert verdict.check.beside_line().startswith("won't fit beside :8001")
     alone = pool.beside_others(machine, config, None, [])
     assert alone.fits and alone.check.verdict_with("tight") == "tight"
+
+
+def test_a_recorded_argv_without_the_utilization_counts_vllm_s_newest_default():
+    # sparktui passes --gpu-memory-utilization on every launch; an argv without it ran at vLLM's own
+    # default, 0.92 from 0.20 (0.9 before): the record does not say which vLLM, so the larger
+    machine = dgx_spark()
+    bytes_, basis = pool.reserved_bytes(machine, None)
+    assert bytes_ == math.ceil(0.92 * machine.total) + machine.cuda_context
+    assert basis.startswith("--gpu-memory-utilization 0.92 × ") and "not passed: vLLM's own default" in basis
+    given, given_basis = pool.reserved_bytes(machine, 0.9)
+    assert given == math.ceil(0.9 * machine.total) + machine.cuda_context and "not passed" not in given_basis

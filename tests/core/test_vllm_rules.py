@@ -817,3 +817,13 @@ def test_where_old_vllm_sees_less_than_memavailable_its_start_up_check_uses_its_
         assert new.verdict != "wont_start" and "vllm_free_memory" not in new.budget, version
     rule = next(r for r in rules_for("0.20.0").rules if r.key == "uma_free_memory")
     assert "#35356" in rule.summary and "is_integrated_gpu" in rule.source
+
+
+def test_the_default_gpu_memory_utilization_is_0_92_from_0_20():
+    # vllm/config/cache.py CacheConfig.gpu_memory_utilization: Field(default=0.9) in 0.19.0 / 0.19.1 (line 41),
+    # Field(default=0.92) in 0.20.0 (line 66), 0.21.0, 0.25.1, 0.31.0, 0.32 and 0.33
+    assert rules_for("0.19.1").default_utilization == 0.9
+    assert rules_for("0.10.0").default_utilization == 0.9
+    assert rules_for("0.20.0").default_utilization == 0.92
+    assert rules_for("0.33.0").default_utilization == 0.92
+    assert rules_for(None).default_utilization == 0.92  # not known: the newest rules

@@ -124,6 +124,32 @@ async def test_paste_a_vllm_serve_line_fills_the_form():
         )
 
 
+async def test_a_pasted_line_without_the_utilization_says_what_vllm_and_sparktui_take():
+    # the form is launched by sparktui, which passes its 0.9; the same line run as it is gets vLLM's
+    # default (0.92 from 0.20): the panel says both, as `sparktui fit -- vllm serve …` does
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        for line, expected in (
+            ("vllm serve Qwen/Qwen3-32B --vllm-version 0.20.0", "vLLM 0.20.0 takes 0.92"),
+            ("vllm serve Qwen/Qwen3-32B --vllm-version 0.19.1", "vLLM 0.19.1 takes 0.9 "),
+            ("vllm serve Qwen/Qwen3-32B --gpu-memory-utilization 0.85", None),
+        ):
+            app.clear_notifications()
+            await pilot.press("f4")
+            await settled(pilot)
+            app.screen.query_one(Input).value = line
+            await pilot.press("enter")
+            await settled(pilot)
+            said = [n.message for n in app._notifications]
+            left = [m for m in said if "not in the command" in m]
+            if expected is None:
+                assert left == [] and config_pane(app).form.config.gpu_memory_utilization == 0.85
+            else:
+                assert len(left) == 1 and expected in left[0] and "a launch by sparktui passes 0.9" in left[0]
+                assert config_pane(app).form.config.gpu_memory_utilization == 0.9
+
+
 async def test_a_bad_pasted_line_is_explained_in_the_dialog():
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:

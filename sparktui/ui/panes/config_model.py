@@ -116,7 +116,7 @@ class ModelActions(Widget):
     # -- a model from the cache or the catalog, a pasted command, this model's variants ------------
 
     def action_paste_command(self) -> None:
-        from sparktui.core.config import parse_serve_command
+        from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
 
         def check(text: str) -> ServeConfig:
             if not text.strip():
@@ -128,6 +128,9 @@ class ModelActions(Widget):
                 return
             self.screen.query_one(ConfigEditor).load(config)  # type: ignore[arg-type]
             self.app.notify("loaded the pasted command into the form")
+            left = utilization_left_to_vllm(config)  # type: ignore[arg-type]
+            if left is not None:  # the form is launched by sparktui, which passes its own: say both, as `fit` does
+                self.app.notify(left[1], severity="warning")
             extra = getattr(config, "extra_args", None)
             if extra:
                 self.app.notify(f"kept as extra arguments: {' '.join(extra)}", severity="warning")
