@@ -149,8 +149,15 @@ async def prepare_server(pilot):
         raise AssertionError(f"the server pane never settled: {app.server}")
     app.show_pane("server")
     app.clear_notifications()
-    # shown, the log is laid out at its width and scrolled to its end after a refresh
-    await until(pilot, lambda: log.size.height > 0 and log.scroll_y == log.max_scroll_y, "the log shown at its end")
+    # shown, the log is laid out at its width and scrolled to its end after a refresh; the gauge
+    # holds the guard the app derived from the server (it comes through the memory pane's binding)
+    await until(
+        pilot,
+        lambda: (
+            log.size.height > 0 and log.scroll_y == log.max_scroll_y and widget(app, MemoryGauge).guard == app.guard
+        ),
+        "the log shown at its end and the server's guard in the gauge",
+    )
     await pilot.pause()
     gauge = widget(app, MemoryGauge)
     gauge.history.clear()
