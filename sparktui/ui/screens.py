@@ -118,7 +118,10 @@ class ChoiceScreen(ModalScreen[object]):
     @on(Input.Changed, "#choice-filter")
     def _filter(self, event: Input.Changed) -> None:
         words = event.value.lower().split()
-        self.shown = [i for i, (label, _) in enumerate(self.options) if all(w in label.lower() for w in words)]
+        shown = [i for i, (label, _) in enumerate(self.options) if all(w in label.lower() for w in words)]
+        if shown == self.shown:
+            return  # the same entries (a space, a letter they all still have): the list and the entry moved to stay
+        self.shown = shown
         options = self.query_one(OptionList)
         options.clear_options()
         options.add_options([Option(self.options[i][0], id=str(i)) for i in self.shown])
