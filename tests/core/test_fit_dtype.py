@@ -47,6 +47,19 @@ def test_float32_doubles_unquantized_weights_and_kv_bytes_half_keeps_them():
     assert "--dtype float32" in served_dtype(spec, "float32").weights_source
 
 
+def test_the_rope_cache_is_built_in_the_served_dtype():
+    # vLLM builds the model under set_default_torch_dtype(--dtype) (model_loader/base_loader.py), and
+    # get_rope's cos/sin cache takes torch.get_default_dtype(): float32 doubles it, float16 keeps it
+    spec = load_model_spec("meta-llama/Meta-Llama-3.1-8B")
+    assert spec.rope_cache_bytes == 131_072 * 128 * 2
+    wide, half = served_dtype(spec, "float32"), served_dtype(spec, "float16")
+    assert wide.rope_cache_bytes == 2 * spec.rope_cache_bytes and half.rope_cache_bytes == spec.rope_cache_bytes
+    # every byte of this unquantized bf16 model, rope cache included, doubles
+    assert wide.weights_bytes == 2 * spec.weights_bytes and half.weights_bytes == spec.weights_bytes
+    q36 = served_dtype(load_model_spec("Qwen/Qwen3.6-35B-A3B"), "float32")
+    assert q36.mrope_cache_bytes == 262_144 * 4 * 64 * 4
+
+
 def test_float32_leaves_packed_weights_packed():
     # NVFP4 linear layers stay 4-bit whatever --dtype says; only the embedding / head / norms widen
     spec = load_model_spec("nvidia/Qwen3-32B-NVFP4")

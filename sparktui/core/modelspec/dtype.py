@@ -31,10 +31,16 @@ def served_dtype(spec: ModelSpec, dtype: str | None) -> ModelSpec:
         if n and stored.get(cat) == n * old:  # held in the model dtype, not a quantized format
             stored[cat] = n * new
             delta += n * (new - old)
+    # the rope caches are built in the served dtype too (the model is built under set_default_torch_dtype:
+    # model_loader/base_loader.py load_model; get_rope's dtype is torch.get_default_dtype())
+    rope = spec.rope_cache_bytes * new // old
+    delta += rope - spec.rope_cache_bytes
     return replace(
         spec,
         dtype=name,
         weights_bytes=spec.weights_bytes + delta,
+        rope_cache_bytes=rope,
+        mrope_cache_bytes=spec.mrope_cache_bytes * new // old,
         bytes_by_category=tuple(sorted(stored.items())),
         mtp_weights_bytes=spec.mtp_weights_bytes * new // old,
         weights_source=f"{spec.weights_source}; served in {name} (--dtype {dtype}, the checkpoint is {spec.dtype})",
