@@ -514,7 +514,7 @@ def find_calibration(args: argparse.Namespace, config: Any, spec: Any, machine: 
     import datetime
 
     from sparktui.core.calibration import best_match, read_log_figures, release_version
-    from sparktui.core.fit import calibration_key, calibration_of_log
+    from sparktui.core.fit_key import calibration_key, calibration_of_log
     from sparktui.errors import UserError
     from sparktui.runtime import calibrations
 

@@ -15,7 +15,6 @@ prefixes are cut with str operations, a message's first word picks the one rule 
 
 from __future__ import annotations
 
-import math
 import re
 import signal
 from collections.abc import Callable, Iterable
@@ -47,20 +46,21 @@ from sparktui.core.vllm_events import (
     WeightsRead,
     event_kind,
 )
+from sparktui.core.vllm_failures import (
+    DROP_CACHES,
+    FAILURE_RULES,
+    REPO_NAME,
+    model_not_found,
+    signal_name,
+    signal_of,
+)
 from sparktui.core.vllm_lines import ANSI, EXCEPTION, clean, level_and_message, process_end, quiet, split_line
-
-DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
-
 
 # ---------------------------------------------------------------- rules
 
 
 def _first_number(text: str) -> int:
     return int(text.replace(",", ""))
-
-
-def _floor2(x: float) -> float:
-    return math.floor(x * 100) / 100
 
 
 _R_API_VERSION = re.compile(r"vLLM API server version (\S+)")
@@ -83,16 +83,8 @@ _R_KV_SIZE = re.compile(r"^(.+?) KV cache size: ([\d,]+) tokens")
 _R_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 _R_GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?, took ([\d.-]+) GiB")
 _R_LISTEN = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
-_R_FREE_MEM = re.compile(
-    r"\(([\d.]+)/([\d.]+) GiB\) on startup is less than desired (GPU|CPU) memory utilization \(([\d.]+), ([\d.]+) GiB\)"
-)
-_R_KV_TOO_SMALL = re.compile(
-    r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \(([\d.]+) GiB\)"
-)
-_R_ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
 # bash's "sh: line 1:  4242 Killed   vllm serve …", a bare "Killed", the kernel's "Killed process 4242"
 _R_KILLED = re.compile(r"(?:^|\d\s+)Killed(?:\s|$)|\bKilled process \d+")
-_R_REPO = re.compile(r"specified: '([^']*)'|Repository Not Found for url: \S*?/api/models/([^/\s]+/[^/\s]+)")
 
 
 def _engine_config(msg: str, out: list[Event]) -> None:
@@ -266,180 +258,6 @@ def _info_rules(msg: str, out: list[Event]) -> None:
         rule(msg, out)
 
 
-# ---- failures (only from ERROR/CRITICAL lines and raw traceback text, never INFO/WARNING)
-
-
-def _free_memory(msg: str) -> Failure:
-    m = _R_FREE_MEM.search(msg)
-    if not m:
-        return Failure(
-            "free_memory",
-            msg,
-            "vLLM found less free memory at start than --gpu-memory-utilization asks for. On a DGX "
-            f"Spark that is usually page cache: run `{DROP_CACHES}` and start again, or lower "
-            "--gpu-memory-utilization.",
-        )
-    free, total, device, util, wanted = m.groups()
-    fits = _floor2(float(free) / float(total))
-    where = (
-        "On a DGX Spark (unified memory) the difference is usually page cache, which vLLM counts as used: "
-        f"run `{DROP_CACHES}` and start again"
-        if device == "GPU"
-        else "On the CPU backend --gpu-memory-utilization is the share of RAM reserved: free some memory "
-        f"(page cache: `{DROP_CACHES}`)"
-    )
-    return Failure(
-        "free_memory",
-        msg,
-        f"vLLM wants {wanted} GiB ({util} of {total} GiB) free at start but found {free} GiB. "
-        f"{where}, or lower --gpu-memory-utilization to {fits} or less.",
-    )
-
-
-def _kv_too_small(msg: str) -> Failure:
-    m = _R_KV_TOO_SMALL.search(msg)
-    est = _R_ESTIMATED_LEN.search(msg)
-    if m:
-        length, needed, available = m.groups()
-        need = f"One request of {length} tokens needs {needed} GiB of KV cache; only {available} GiB is left. "
-    else:
-        need = "One request of --max-model-len tokens does not fit in the KV cache. "
-    if est:
-        fix = (
-            f"vLLM estimates the longest that fits is {est.group(1)} tokens: set --max-model-len {est.group(1)} or less"
-        )
-    else:
-        fix = "Lower --max-model-len"
-    return Failure(
-        "kv_too_small",
-        msg,
-        need + fix + ", or make room for the KV cache (a higher --gpu-memory-utilization, "
-        "--kv-cache-dtype fp8, or a smaller or more quantized model).",
-    )
-
-
-def _no_kv_memory(msg: str) -> Failure:
-    return Failure(
-        "no_kv_memory",
-        msg,
-        "The weights and the profiling peak already use all the memory vLLM may claim, leaving nothing "
-        "for the KV cache: raise --gpu-memory-utilization (on a Spark keep headroom for the system), "
-        "lower --max-num-batched-tokens, or use a smaller or more quantized model.",
-    )
-
-
-def _cuda_oom(msg: str) -> Failure:
-    return Failure(
-        "cuda_oom",
-        msg,
-        "CUDA ran out of memory. Lower --gpu-memory-utilization (on a Spark CPU programs share the same "
-        "memory), --max-num-seqs or --max-model-len, use --enforce-eager to skip CUDA graphs, or use a "
-        "smaller or more quantized model; close other GPU programs.",
-    )
-
-
-def _model_not_found(msg: str) -> Failure:
-    m = _R_REPO.search(msg)
-    name = next((g for g in m.groups() if g), None) if m else None
-    what = f"'{name}' is" if name else "The model is"
-    return Failure(
-        "model_not_found",
-        msg,
-        f"{what} neither a Hugging Face repo id vLLM can reach nor a local directory with a config.json "
-        "(params.json for Mistral). Check the spelling (org/name, case-sensitive) or the path; for a "
-        "gated or private repo set HF_TOKEN in the profile's env; offline, the model must already be in "
-        "the Hugging Face cache.",
-    )
-
-
-_ENGINE_INIT_HINT = (
-    "vLLM's engine process died while starting; the cause is earlier in the log: read it from the first "
-    "ERROR or Traceback (the root cause is the first exception, the ones after it only wrap it)."
-)
-
-
-def _engine_init_failed(msg: str) -> Failure:
-    return Failure("engine_init_failed", msg, _ENGINE_INIT_HINT)
-
-
-_R_WORKER_DIED = re.compile(r"Worker proc (\S+) died unexpectedly \(exit code: (-?\d+|None)\)")
-_WORKER_SIGNAL_HINTS = {
-    signal.SIGILL: "SIGILL is an illegal instruction: a kernel or wheel built for another processor (a CPU build "
-    "using instructions this CPU lacks, a CUDA build without kernels for this GPU, sm_121 on a GB10); install "
-    "a vLLM and torch built for this machine",
-    signal.SIGKILL: "SIGKILL on a Spark is usually the kernel's OOM killer (`journalctl -k` names it) or a guard: "
-    "leave more memory free (a lower --gpu-memory-utilization, a shorter --max-model-len)",
-    signal.SIGSEGV: "SIGSEGV is a crash in native code (a CUDA kernel, the driver, a compiled extension): check "
-    "that vLLM, torch and the driver match, and try --enforce-eager to rule out CUDA graphs",
-    signal.SIGBUS: "SIGBUS is often shared memory running out (/dev/shm, in a container --shm-size) or a "
-    "truncated file mapped in",
-}
-
-
-def _worker_died(msg: str) -> Failure:
-    """vLLM's MultiprocExecutor monitor (v1/executor/multiproc_executor.py, start_worker_monitor):
-    "Worker proc %s died unexpectedly (exit code: %s), shutting down executor." — the engine then
-    dies (EngineDeadError) and the API server stops, often with exit status 0."""
-    m = _R_WORKER_DIED.search(msg)
-    name, code = (m.group(1), m.group(2)) if m else ("a worker", "None")
-    signum = _signal_of(int(code)) if code.lstrip("-").isdigit() else None
-    how = f"killed by {_signal_name(signum)} (exit code {code})" if signum else f"exit code {code}"
-    hint = _WORKER_SIGNAL_HINTS.get(signum) if signum else None  # type: ignore[call-overload]
-    return Failure(
-        "worker_died",
-        f"vLLM's worker process {name} died, {how}: {msg}",
-        (hint or "The lines just before this one say why the worker died")
-        + ". The engine stops with it (EngineDeadError) and the server no longer serves: restart it.",
-    )
-
-
-def _engine_dead(msg: str) -> Failure:
-    return Failure(
-        "engine_dead",
-        msg,
-        "vLLM's engine core died (EngineDeadError: 'See stack trace (above) for the root cause'): the first "
-        "error above it, often a worker that died, is the cause. The server no longer serves: restart it.",
-    )
-
-
-def _address_in_use(msg: str) -> Failure:
-    return Failure(
-        "address_in_use",
-        msg,
-        "Another program already listens on vLLM's --host/--port (EADDRINUSE): stop it (`ss -ltnp` names it) "
-        "or choose another --port.",
-    )
-
-
-def _address_unavailable(msg: str) -> Failure:
-    return Failure(
-        "address_unavailable",
-        msg,
-        "The --host address is not one of this machine's addresses (EADDRNOTAVAIL), so nothing can listen "
-        "on it; nothing else is using the port. Use 127.0.0.1 (this machine only), 0.0.0.0 (all its "
-        "interfaces), or an address `ip -brief address` lists.",
-    )
-
-
-_FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
-    (("less than desired GPU memory utilization", "less than desired CPU memory utilization",
-      "is less than requested memory for kv"), _free_memory),
-    (("To serve at least one request with the model",), _kv_too_small),
-    (("No available memory for the cache blocks",), _no_kv_memory),
-    # torch 2.8+ raises torch.AcceleratorError("CUDA error: out of memory") from a CUDA call, not
-    # torch.OutOfMemoryError from the caching allocator; cuBLAS fails to allocate its workspace likewise
-    (("CUDA out of memory", "OutOfMemoryError", "not enough GPU memory", "CUDA error: out of memory",
-      "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED"), _cuda_oom),
-    (("Errno 98]", "ddress already in use"), _address_in_use),
-    (("Errno 99]", "annot assign requested address"), _address_unavailable),
-    (("Invalid repository ID or local directory", "RepositoryNotFoundError", "Repository Not Found",
-      "is not a local folder and is not a valid model identifier"), _model_not_found),
-    (("Engine core initialization failed",), _engine_init_failed),
-    (("died unexpectedly (exit code",), _worker_died),
-    (("EngineDeadError", "EngineCore encountered an issue"), _engine_dead),
-)  # fmt: skip
-
-
 # A line at another level (or none) can fail start-up or serving only with one of the words
 # parse_line tries its failure rules on, and name a root cause only with an exception's (EXCEPTION).
 _SERVING_WORDS = re.compile("Error|Exception|failed|memory|Repository|Errno|FAILED|died unexpectedly|Interrupt")
@@ -474,10 +292,10 @@ def parse_line(raw: str) -> list[Event]:
             or "FAILED" in msg
             or "died unexpectedly" in msg
         ):
-            for needles, build in _FAILURE_RULES:
+            for needles, build in FAILURE_RULES:
                 if any(n in msg for n in needles):
                     out.append(build(msg))
-                    if build is _model_not_found and (m := _R_REPO.search(msg)) and m.group(1):
+                    if build is model_not_found and (m := REPO_NAME.search(msg)) and m.group(1):
                         out.append(Model(m.group(1), "error"))
                     break
         if level is None:
@@ -721,7 +539,7 @@ class LogSummary:
     def _exit_failure(self, returncode: int | None) -> Failure:
         """Why start-up (or serving) ended, from what is known: the exit status and the log's last lines."""
         when = "while serving" if self.ready else _during(self.reached)
-        signum = _signal_of(returncode)
+        signum = signal_of(returncode)
         if signum is not None:
             return _signal_death(signum, returncode, when)
         if self.killed_notice is not None:
@@ -790,30 +608,11 @@ class LogSummary:
         }
 
 
-def _signal_of(returncode: int | None) -> int | None:
-    """The signal that ended the process: a negative status (as Python reports it), or 128 + N (as a
-    shell, `docker run` and systemd report a child's signal death)."""
-    if returncode is None:
-        return None
-    if returncode < 0:
-        return -returncode
-    if 128 < returncode <= 128 + 64:
-        return returncode - 128
-    return None
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
 _CRASH_SIGNALS = frozenset((signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE))
 
 
 def _signal_death(signum: int, returncode: int | None, when: str) -> Failure:
-    name = _signal_name(signum)
+    name = signal_name(signum)
     how = "" if returncode is None or returncode < 0 else f" (exit status {returncode} = 128 + {signum})"
     if signum == signal.SIGKILL:
         return _killed(f"vLLM was killed by {name} {when}{how}.")

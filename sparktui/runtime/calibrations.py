@@ -32,7 +32,7 @@ def record_launch(
     """Keep what vLLM measured at this launch (its start-up log up to the KV cache), keyed by the
     profile's machine as the preflight fit judged it; UserError when the log lacks the figures."""
     from sparktui.core.calibration import read_log_figures, release_version
-    from sparktui.core.fit import calibration_of_log
+    from sparktui.core.fit_key import calibration_of_log
     from sparktui.core.machine import Machine, host_machine
     from sparktui.core.modelspec import load_serving_spec
 

@@ -240,7 +240,7 @@ class Backend:
         """What a launch of this model, vLLM version and machine measured on this box, as
         `sparktui fit` finds it (runtime/calibrations.py); None when there is none or it cannot be read."""
         from sparktui.core.calibration import best_match
-        from sparktui.core.fit import calibration_key
+        from sparktui.core.fit_key import calibration_key
         from sparktui.runtime import calibrations
 
         try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sparktui.core.calibration import Calibration
-from sparktui.core.fit import calibration_key
+from sparktui.core.fit_key import calibration_key
 from sparktui.core.machine import dgx_spark
 from sparktui.core.modelspec import load_model_spec
 from sparktui.core.profiles import load_profile

@@ -158,7 +158,7 @@ class Supervisor:
 
     def _save(self, **changes: object) -> bool:
         """Record the state; True when it reached the disk. A failed write (a full disk, the state
-        dir deleted) is reported once and retried on the next tick: the guard never waits on it."""
+        dir deleted) is reported once and retried (SAVE_RETRY_S): the guard never waits on it."""
         with self.lock:
             state = self.state
             assert state is not None
@@ -178,9 +178,8 @@ class Supervisor:
             return self.file.write(state)
 
     def _events_unsaved(self) -> bool:
-        """An event was added since the last save. Other threads add them (the guard's deferral or
-        warning, the watch) and wake the loop, which may have written the guard's new line for the
-        same sample a moment before: woken again, the line is no news, the event still is."""
+        """Another thread (the guard's deferral, the watch) added an event since the last save: the
+        loop may have saved that sample's line already, so woken again the line is no news, the event is."""
         events = self.events
         return bool(events) and events[-1] is not self._saved_event
 
@@ -201,12 +200,9 @@ class Supervisor:
 
     def answer(self, req: pr.AnyRequest) -> pr.Reply:
         """Carry out one socket request; the reply carries the state afterwards."""
-        if isinstance(req, pr.StopRequest | pr.KillRequest | pr.ClusterReadyRequest) and req.only_id not in (
-            None,
-            self.launch_id,
-        ):
-            assert req.only_id is not None
-            why = not_this_launch(self.port, os.getpid(), self.launch_id, req.only_id)
+        only = req.only_id if isinstance(req, pr.StopRequest | pr.KillRequest | pr.ClusterReadyRequest) else None
+        if only is not None and only != self.launch_id:
+            why = not_this_launch(self.port, os.getpid(), self.launch_id, only)
             return pr.Reply(ok=False, error=why, state=self.snapshot())
         if isinstance(req, pr.ClusterReadyRequest):
             if not self.cluster.worker:
