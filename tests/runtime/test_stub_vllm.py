@@ -132,6 +132,24 @@ def test_replays_fixture_serves_health_and_metrics_and_stops_cleanly_on_sigterm(
     assert "[shutdown] Process manager: send sigterm to process EngineCore" in s.text()
 
 
+def test_a_worker_sent_sigterm_again_while_it_cleans_up_still_removes_its_segment(stub):
+    """The group's SIGTERM and the engine's own terminate() reach the Worker moments apart: a second
+    TERM inside the handler re-entered it, failed on the closed fd and left the /dev/shm file (the
+    lead's final runs of the last stops). TERMs all through its handler must leave nothing behind."""
+    s = stub()
+    wait_for(lambda: healthy(s.port), what="/health 200")
+    worker = s.named("VLLM::Worker")
+    (segment,) = shm_owned_by(worker)
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:  # TERMs all through the worker's handler, not one coalesced burst
+        try:
+            os.kill(worker, signal.SIGTERM)
+        except ProcessLookupError:
+            break
+    wait_for(lambda: worker not in group_pids(s.pgid), what="the worker to exit")  # group_pids leaves out zombies
+    assert not Path(segment).exists()
+
+
 def test_sigkill_of_the_api_server_alone_orphans_the_engine_like_real_vllm(stub):
     s = stub()
     wait_for(lambda: healthy(s.port), what="/health 200")

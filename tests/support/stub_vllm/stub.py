@@ -257,6 +257,9 @@ def run_child(role: str, ray_world_size: int = 0) -> None:
         worker.stdout.close()
 
     def on_term(signum, frame):
+        # The group's TERM and the engine's terminate() reach a Worker moments apart: a second TERM
+        # must not re-enter this handler (it failed on the closed fd and left the /dev/shm file)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         shm.close()
         os.close(fd)
         shm_path.unlink(missing_ok=True)
