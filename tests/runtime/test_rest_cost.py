@@ -29,12 +29,12 @@ def beat_fd(tmp_path, line: bytes) -> int:
 def test_the_heartbeat_carries_the_planned_gap_and_an_old_one_still_reads(tmp_path):
     now = time.clock_gettime(time.CLOCK_BOOTTIME)
     fd = beat_fd(tmp_path, f"{now - 1.5:.3f} 1.000\n".encode())
-    age, plan = reaper._beat_age(fd)
-    assert age == pytest.approx(1.5, abs=0.1) and plan == 1.0
+    stamp, plan, alarmed = reaper._beat(fd)
+    assert stamp == pytest.approx(now - 1.5, abs=0.01) and plan == 1.0 and not alarmed
     assert st.read_beat_plan(fd) == (pytest.approx(now - 1.5, abs=0.01), 1.0)
     assert st.read_beat(fd) == pytest.approx(now - 1.5, abs=0.01)
     old = beat_fd(tmp_path, f"{now - 1.5:.3f}\n".encode())  # a supervisor from before: no plan
-    assert reaper._beat_age(old)[1] == 0.25 and st.read_beat_plan(old)[1] == st.BEAT_PLAN_S
+    assert reaper._beat(old)[1] == 0.25 and st.read_beat_plan(old)[1] == st.BEAT_PLAN_S
     os.close(fd)
     os.close(old)
 

@@ -175,6 +175,8 @@ def read_pipe(
     that heartbeat is late. Otherwise (no alarm, or none armed since it rang) it looks on a timer."""
     import select
 
+    if alarm_fd is not None:
+        from sparktui.runtime.host.deadline import expired
     pipe = Pipe()
     poller = select.poll()
     poller.register(pipe.fd, select.POLLIN)
@@ -205,7 +207,7 @@ def read_pipe(
                     acted = True
         for fd, _ in poller.poll(None if wait is None else wait * 1000):
             if fd == alarm_fd:
-                _ring(alarm_fd)
+                expired(fd)  # read, and so cleared (nothing to read: pushed again since the poll)
                 rang_at = _boottime()
             else:
                 pipe.read()
@@ -214,14 +216,6 @@ def read_pipe(
 
 def _boottime() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
-def _ring(fd: int) -> None:
-    """Read (and so clear) the alarm's expiry count."""
-    try:
-        os.read(fd, 8)
-    except BlockingIOError:
-        pass  # pushed again between the poll and the read
 
 
 def _beat(fd: int) -> tuple[float | None, float, bool]:
@@ -234,12 +228,6 @@ def _beat(fd: int) -> tuple[float | None, float, bool]:
     except (OSError, ValueError, IndexError):
         return None, 0.25, False
     return stamp, min(max(plan, 0.0), 60.0), fields[2:3] == [b"alarm"]
-
-
-def _beat_age(fd: int) -> tuple[float | None, float]:
-    """(seconds since the heartbeat, the gap the guard planned after it: 0.25 s when unsaid)."""
-    stamp, plan, _ = _beat(fd)
-    return (None if stamp is None else _boottime() - stamp), plan
 
 
 def _mem_available() -> int | None:
