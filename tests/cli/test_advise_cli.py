@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from sparktui.cli import main
 
 
@@ -66,3 +68,16 @@ def test_advise_gemma_lists_no_drafter_to_run_and_no_qwen_parsers(capsys):
     rows = [line for line in table.splitlines() if line[:4].strip().rstrip(".").isdigit()]
     assert rows
     assert not any("DFlash" in row for row in rows)
+
+
+def test_the_help_states_the_utilization_advise_assumes(capsys):
+    import re
+
+    from sparktui.core.config import flag_by_field
+
+    with pytest.raises(SystemExit):
+        main(["advise", "--help"])
+    said = re.search(r"claim \(default ([0-9.]+)", " ".join(capsys.readouterr().out.split()))
+    assert (
+        said is not None and float(said.group(1)) == flag_by_field("gpu_memory_utilization").default
+    )  # advisor._config's
