@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gpu-memory-utilization",
         type=float,
         default=None,
-        help="the share of memory vLLM may claim (default 0.92: vLLM's own from 0.20)",
+        help="the share of memory vLLM may claim (default 0.9, what sparktui launches with)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
