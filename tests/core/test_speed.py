@@ -484,3 +484,29 @@ def test_a_verify_pass_charges_its_gated_deltanet_layers_at_the_verify_path_cost
     # a verify pass: only gdn_spec counts (the drafter's MTP layer is attention + MoE)
     assert step_ms(more_plain, mtp) == pytest.approx(step_ms(base, mtp))
     assert step_ms(more_spec, mtp) - step_ms(base, mtp) == pytest.approx(gdn_layers * 0.2, rel=1e-6)
+
+
+SUPER = "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
+
+
+def test_nemotron_super_decode_reads_its_fp8_and_bf16_layers_at_their_width(fixtures):
+    """The published Super NVFP4 checkpoint is MIXED_PRECISION (model-configs/SOURCES.md): only the
+    routed experts are NVFP4; the Mamba projections and shared experts are FP8 and attention, the latent
+    projections (but 3 layers) and the lm_head bf16. A decode step reads all of those every step:
+    11.3 GB, against 7.0 GB if every layer were NVFP4 (the trimmed config the estimate read before)."""
+    config = _json(fixtures, f"{SUPER}.json")
+    mixed = spec_from_config(
+        config, name="super", source="test", hf_quant=_json(fixtures, f"{SUPER}__hf_quant_config.json")
+    )
+    params, stored = dict(mixed.params_by_category), dict(mixed.bytes_by_category)
+    assert stored["experts"] == int(params["experts"] * 0.5625)
+    assert stored["shared"] == params["shared"]  # FP8: one byte a weight
+    assert stored["attn"] == 2 * params["attn"] and stored["lm_head"] == 2 * params["lm_head"]
+    assert params["mamba"] < stored["mamba"] < 1.01 * params["mamba"]  # FP8 in/out_proj, a bf16 conv1d
+    est = predict(mixed, users=(1,))
+    assert 11.0e9 < est.weight_bytes_per_token < 11.6e9
+    all_nvfp4 = spec_from_config(
+        config, name="super", source="test", hf_quant={"quantization": {"quant_algo": "NVFP4"}}
+    )
+    assert predict(all_nvfp4).weight_bytes_per_token < 7.1e9
+    assert est.roofline_tok_s < 0.65 * predict(all_nvfp4).roofline_tok_s
