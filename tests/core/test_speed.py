@@ -510,3 +510,22 @@ def test_nemotron_super_decode_reads_its_fp8_and_bf16_layers_at_their_width(fixt
     )
     assert predict(all_nvfp4).weight_bytes_per_token < 7.1e9
     assert est.roofline_tok_s < 0.65 * predict(all_nvfp4).roofline_tok_s
+
+
+def test_nemotron_super_mtp_takes_its_own_published_acceptance_and_other_models_do_not(fixtures):
+    """Super's MTP figure (NVIDIA forum 373625: accept_len ≈ 2.7 at 3 drafts, 4 Sparks with SGLang) is
+    its own, ~0.74 per position: MTP-1 yields 1.74 tokens, not the 1.95 of the any-model Qwen3.5-122B
+    figure it took before. Nemotron-3-Nano, which has no figure of its own, keeps that one."""
+    config = _json(fixtures, f"{SUPER}.json")
+    super_ = spec_from_config(config, name="nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", source="test")
+    mtp3 = sp.draft_yield(parse_speculation('{"method": "mtp", "num_speculative_tokens": 3}'), super_)
+    assert mtp3.expected_tokens == pytest.approx(2.7, abs=0.01) and "373625" in mtp3.source
+    assert "measured on 4× DGX Spark (SGLang, TP=4)" in mtp3.source
+    mtp1 = sp.draft_yield(parse_speculation('{"method": "nemotron_h_mtp", "num_speculative_tokens": 1}'), super_)
+    assert mtp1.expected_tokens == pytest.approx(1.74, abs=0.01)
+    nano = spec_from_config(
+        _json(fixtures, "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json"),
+        name="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", source="test",
+    )  # fmt: skip
+    nano1 = sp.draft_yield(parse_speculation('{"method": "mtp", "num_speculative_tokens": 1}'), nano)
+    assert nano1.expected_tokens == pytest.approx(1.95, abs=0.01) and "365639" in nano1.source
