@@ -129,6 +129,9 @@ def published_sets() -> None:
                 flag += "  above the roofline, speculation not stated: not scored"
                 flagged += 1
             else:
+                if r.speculative == "unknown":  # in scope (below the roofline), but say how close it is
+                    share = r.tok_s / est.roofline_tok_s if r.users == 1 else None
+                    flag += "  speculation not stated" + (f", {share:.0%} of the roofline" if share else "")
                 scored.append(abs(error))
                 by_source.setdefault((part, r.source), []).append(abs(error))
             print(
@@ -166,6 +169,7 @@ def published_sets() -> None:
         "  sources whose median is within 20%: "
         + ", ".join(f"{p} {sum(m <= 0.20 for m in ms)}/{len(ms)}" for p, ms in parts)
     )
+    print("  a record whose speculation is not stated is scored when it lies below its plain-decode roofline")
     print()
 
 

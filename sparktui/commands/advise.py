@@ -29,7 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--machine", default="dgx-spark", help="dgx-spark (default), auto, or a GPU size in GiB")
     parser.add_argument("--bandwidth", metavar="GBS", help="memory bandwidth in GB/s (default: 273 on a DGX Spark)")
     parser.add_argument(
-        "--gpu-memory-utilization", type=float, default=None, help="the share of memory vLLM may claim (default 0.9)"
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        help="the share of memory vLLM may claim (default 0.9, what sparktui launches with)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 

@@ -190,6 +190,8 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
 
         found = detect(profile)
         version, source = found.version, found.source if found.version else found.describe()
+    if version is None and (log_version := calibration_log_version(args)) is not None:
+        version, source = log_version, f"the log {args.calibrate_from}"  # before a pasted utilization is read
     if version is not None:
         config = config.replace(vllm_version=version)
     if (
@@ -202,6 +204,24 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
             config = config.replace(gpu_memory_utilization=left[0])
             args.left_to_vllm = [f"utilization {left[1]}"]
     return config, str(args.machine or machine_name), source
+
+
+def calibration_log_version(args: argparse.Namespace) -> str | None:
+    """The vLLM release that wrote --calibrate-from LOG (a source build's '0.1.devN' names none); the
+    log's text is kept on args.calibrate_text for find_calibration, which reads its figures."""
+    from sparktui.core.calibration import read_log_figures, release_version
+    from sparktui.errors import UserError
+
+    log = getattr(args, "calibrate_from", None)
+    args.calibrate_text = None
+    if not log:
+        return None
+    try:
+        args.calibrate_text = Path(log).read_text(errors="replace")
+    except OSError as exc:
+        raise UserError(f"--calibrate-from: cannot read {log}: {exc.strerror}") from None
+    version = release_version(read_log_figures(args.calibrate_text).version)
+    return None if version is None else str(version)
 
 
 def config_file_read(pasted: list[str]) -> list[str] | None:
@@ -437,10 +457,7 @@ def run(args: argparse.Namespace) -> int:
     fetcher = HubFetcher(offline=bool(getattr(args, "offline", False)))
     spec = load_serving_spec(config.model, config.speculation, fetcher=fetcher)
     allow_long = env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true", "yes")
-    versioned = bool(config.vllm_version)
     config, calibration = find_calibration(args, config, spec, machine)
-    if config.vllm_version and not versioned:
-        version_source = f"the log {args.calibrate_from}"
     free_lists = 0
     if meminfo is not None and mem_available is None:  # this host's reading: as preflight counts it
         from sparktui.runtime.host.memory import read_per_cpu_free
@@ -513,23 +530,15 @@ def find_calibration(args: argparse.Namespace, config: Any, spec: Any, machine: 
     the newest launch of this model, vLLM version and machine recorded here, if any."""
     import datetime
 
-    from sparktui.core.calibration import best_match, read_log_figures, release_version
+    from sparktui.core.calibration import best_match
     from sparktui.core.fit_key import calibration_key, calibration_of_log
-    from sparktui.errors import UserError
     from sparktui.runtime import calibrations
 
     log = getattr(args, "calibrate_from", None)
     if not log:
         key = calibration_key(config, spec, machine)
         return config, best_match(calibrations.load(), key.model, key.vllm_version, key.machine, key.flags)
-    try:
-        text = Path(log).read_text(errors="replace")
-    except OSError as exc:
-        raise UserError(f"--calibrate-from: cannot read {log}: {exc.strerror}") from None
-    if not config.vllm_version:  # the log says which vLLM wrote it (a source build's '0.1.devN' does not)
-        version = release_version(read_log_figures(text).version)
-        if version is not None:
-            config = config.model_copy(update={"vllm_version": str(version)})
+    text = args.calibrate_text  # read by build_config (calibration_log_version), which took its version
     calibration = calibration_of_log(
         config, spec, machine, text, where=str(log), source="calibrated", date=datetime.date.today().isoformat()
     )

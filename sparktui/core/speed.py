@@ -204,6 +204,11 @@ ACCEPTANCE = (
     ),
     Acceptance("mtp", r"gemma", 4, 1 + 4 * 0.76, "tgmerritt.com (Gemma-4 MTP N=4 on GB10): ~76% on code"),
     Acceptance(
+        "mtp", r"nemotron[-_ ]?3[-_ ]?super", 3, 2.7,
+        "NVIDIA forum 373625 (Nemotron-3-Super-120B-A12B-NVFP4 + MTP, SGLang 0.5.13-dev, 3 steps / 4 draft "
+        "tokens): accept_len ≈ 2.7", "4× DGX Spark (SGLang, TP=4)",
+    ),
+    Acceptance(
         "mtp", "", 1, 1.95,
         "NVIDIA forum 365639 (Qwen3.5-122B-A10B, vLLM 0.19, MTP-1): 95% acceptance",
     ),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from sparktui.cli import main
 
 
@@ -66,3 +68,15 @@ def test_advise_gemma_lists_no_drafter_to_run_and_no_qwen_parsers(capsys):
     rows = [line for line in table.splitlines() if line[:4].strip().rstrip(".").isdigit()]
     assert rows
     assert not any("DFlash" in row for row in rows)
+
+
+def test_the_help_states_the_utilization_advise_assumes(capsys):
+    import re
+
+    from sparktui.core.config import ServeConfig
+
+    with pytest.raises(SystemExit):
+        main(["advise", "--help"])
+    said = re.search(r"claim \(default ([0-9.]+)", " ".join(capsys.readouterr().out.split()))
+    # advisor._config leaves the field unset: sparktui's own launch value, not vLLM's 0.92
+    assert said is not None and float(said.group(1)) == ServeConfig(model="m").gpu_memory_utilization

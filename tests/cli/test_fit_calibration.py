@@ -111,3 +111,17 @@ def test_the_table_says_per_row_which_terms_were_calibrated_and_which_predicted(
     }
     assert rows["− weights"].endswith("calibrated")
     assert rows["− CUDA graphs (estimate)"].endswith("predicted")
+
+
+def test_a_pasted_command_calibrated_from_an_older_log_takes_that_vllm_utilization_default(capsys, isolated, tmp_path):
+    # the log was written by vLLM 0.13.0, run without the flag: its default there is 0.9 (0.92 only
+    # from 0.20), so the same pasted command is fitted at 0.9, not at the newest rules' 0.92
+    log = FIXTURES / "vllm-logs" / "discrete_v0.13.0_qwen2.5-14b-instruct-awq_A5000_success.log"
+    folder = tmp_path / "Qwen2.5-14B-Instruct-AWQ"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(load_bench().QWEN25_14B_AWQ))
+    line = ["vllm", "serve", str(folder), "--dtype", "half", "--max-model-len", "8192", "--quantization", "awq"]
+    d = fit_json(capsys, "--machine", "24", "--calibrate-from", str(log), "--", *line)
+    assert d["vllm_version"] == "0.13.0" and d["vllm_version_source"] == f"the log {log}"
+    assert d["budget"]["requested"] / d["budget"]["total"] == pytest.approx(0.9, abs=1e-9)
+    assert d["left_to_vllm"][0].startswith("utilization --gpu-memory-utilization not in the command: vLLM 0.13.0 takes")

@@ -372,7 +372,9 @@ def test_real_nemotron_nvfp4_checkpoints_weigh_what_they_should(fixtures, tmp_pa
     assert 17.5 * GiB < nano.weights_bytes < 18.5 * GiB  # vLLM loads the architecture in 18.03 GiB
     assert nano.checkpoint_kv_cache_dtype == "fp8"
     super_ = fixture_spec(fixtures, "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", tmp_path)
-    assert 60 * GiB < super_.weights_bytes < 80 * GiB  # not the 817 GiB the issue saw
+    # the published MIXED_PRECISION layout (FP8 Mamba and shared experts, bf16 attention and lm_head): 68.1 GiB
+    # without the MTP layer; kubis.ai reads 69.5 GiB with it. All-NVFP4 (AIC's trimmed copy) was 64.0 GiB
+    assert 67 * GiB < super_.weights_bytes < 69.5 * GiB
     assert {g.kind: g.count for g in super_.layers} == {MAMBA: 40, FULL: 8}
 
 
@@ -531,3 +533,27 @@ def test_every_tensor_parallel_rank_holds_the_whole_rope_cache(fixtures):
     kept = q36.rope_cache_bytes - q36.mrope_cache_bytes * 3 // 4
     assert weights(2, q36, "0.32.0") == (q36.weights_bytes - q36.rope_cache_bytes) // 2 + kept
     assert weights(1, q36, "0.32.0") == q36.weights_bytes - q36.mrope_cache_bytes * 3 // 4
+
+
+def test_gemma4_k_eq_v_layers_hold_the_v_slot_vllm_allocates(fixtures):
+    # vLLM's Gemma4Attention (gemma4.py, read in the 0.19.1, 0.20.0, 0.21.0 and 0.32.0 wheels) builds one
+    # QKVParallelLinear with the layer's KV heads for every layer and loads k_proj into both the K and
+    # the V slot of an attention_k_eq_v global layer: the V slot is allocated though the checkpoint has
+    # no v_proj. vLLM 0.32's own build of Gemma-4-31B's text model on the meta device holds
+    # 62,017,545,786 bytes of parameters and buffers (its rope caches included)
+    config = json.loads((fixtures / "model-configs" / "nvidia__Gemma-4-31B-IT-NVFP4.json").read_text())
+    config.pop("quantization_config")
+    text = config["text_config"]
+    assert text["attention_k_eq_v"] and text["layer_types"].count("full_attention") == 10
+    shared = spec_from_config(config, name="g4", source="fixture")
+    vision = dict(shared.params_by_category)["vision"] * 2
+    assert shared.weights_bytes - vision == pytest.approx(62_017_545_786, rel=1e-4)
+    # the other side: a checkpoint with its own v_proj in those layers loads into the same qkv_proj
+    text["attention_k_eq_v"] = False
+    assert spec_from_config(config, name="g4", source="fixture").weights_bytes == shared.weights_bytes
+    # weights read from a checkpoint's safetensors headers lack the slot too: it is added to them
+    text["attention_k_eq_v"] = True
+    read = spec_from_config(config, name="g4", source="fixture", weights=(10 * GiB, 0, "headers"))
+    text["attention_k_eq_v"] = False
+    plain = spec_from_config(config, name="g4", source="fixture", weights=(10 * GiB, 0, "headers"))
+    assert read.weights_bytes - plain.weights_bytes == 10 * 5376 * 4 * 512 * 2

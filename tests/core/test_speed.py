@@ -484,3 +484,48 @@ def test_a_verify_pass_charges_its_gated_deltanet_layers_at_the_verify_path_cost
     # a verify pass: only gdn_spec counts (the drafter's MTP layer is attention + MoE)
     assert step_ms(more_plain, mtp) == pytest.approx(step_ms(base, mtp))
     assert step_ms(more_spec, mtp) - step_ms(base, mtp) == pytest.approx(gdn_layers * 0.2, rel=1e-6)
+
+
+SUPER = "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
+
+
+def test_nemotron_super_decode_reads_its_fp8_and_bf16_layers_at_their_width(fixtures):
+    """The published Super NVFP4 checkpoint is MIXED_PRECISION (model-configs/SOURCES.md): only the
+    routed experts are NVFP4; the Mamba projections and shared experts are FP8 and attention, the latent
+    projections (but 3 layers) and the lm_head bf16. A decode step reads all of those every step:
+    11.3 GB, against 7.0 GB if every layer were NVFP4 (the trimmed config the estimate read before)."""
+    config = _json(fixtures, f"{SUPER}.json")
+    mixed = spec_from_config(
+        config, name="super", source="test", hf_quant=_json(fixtures, f"{SUPER}__hf_quant_config.json")
+    )
+    params, stored = dict(mixed.params_by_category), dict(mixed.bytes_by_category)
+    assert stored["experts"] == int(params["experts"] * 0.5625)
+    assert stored["shared"] == params["shared"]  # FP8: one byte a weight
+    assert stored["attn"] == 2 * params["attn"] and stored["lm_head"] == 2 * params["lm_head"]
+    assert params["mamba"] < stored["mamba"] < 1.01 * params["mamba"]  # FP8 in/out_proj, a bf16 conv1d
+    est = predict(mixed, users=(1,))
+    assert 11.0e9 < est.weight_bytes_per_token < 11.6e9
+    all_nvfp4 = spec_from_config(
+        config, name="super", source="test", hf_quant={"quantization": {"quant_algo": "NVFP4"}}
+    )
+    assert predict(all_nvfp4).weight_bytes_per_token < 7.1e9
+    assert est.roofline_tok_s < 0.65 * predict(all_nvfp4).roofline_tok_s
+
+
+def test_nemotron_super_mtp_takes_its_own_published_acceptance_and_other_models_do_not(fixtures):
+    """Super's MTP figure (NVIDIA forum 373625: accept_len ≈ 2.7 at 3 drafts, 4 Sparks with SGLang) is
+    its own, ~0.74 per position: MTP-1 yields 1.74 tokens, not the 1.95 of the any-model Qwen3.5-122B
+    figure it took before. Nemotron-3-Nano, which has no figure of its own, keeps that one."""
+    config = _json(fixtures, f"{SUPER}.json")
+    super_ = spec_from_config(config, name="nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", source="test")
+    mtp3 = sp.draft_yield(parse_speculation('{"method": "mtp", "num_speculative_tokens": 3}'), super_)
+    assert mtp3.expected_tokens == pytest.approx(2.7, abs=0.01) and "373625" in mtp3.source
+    assert "measured on 4× DGX Spark (SGLang, TP=4)" in mtp3.source
+    mtp1 = sp.draft_yield(parse_speculation('{"method": "nemotron_h_mtp", "num_speculative_tokens": 1}'), super_)
+    assert mtp1.expected_tokens == pytest.approx(1.74, abs=0.01)
+    nano = spec_from_config(
+        _json(fixtures, "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json"),
+        name="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", source="test",
+    )  # fmt: skip
+    nano1 = sp.draft_yield(parse_speculation('{"method": "mtp", "num_speculative_tokens": 1}'), nano)
+    assert nano1.expected_tokens == pytest.approx(1.95, abs=0.01) and "365639" in nano1.source

@@ -13,6 +13,7 @@ import pytest
 from sparktui.core.guard_lines import GuardLines
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
+from sparktui.runtime.records.beat import MAX_PLAN_S, UNSAID_PLAN_S
 from sparktui.runtime.server import reaper
 from sparktui.runtime.server.guard_wiring import BEAT_EVERY_S
 from sparktui.runtime.watch.flight import FlightRecord
@@ -34,9 +35,40 @@ def test_the_heartbeat_carries_the_planned_gap_and_an_old_one_still_reads(tmp_pa
     assert st.read_beat_plan(fd) == (pytest.approx(now - 1.5, abs=0.01), 1.0)
     assert st.read_beat(fd) == pytest.approx(now - 1.5, abs=0.01)
     old = beat_fd(tmp_path, f"{now - 1.5:.3f}\n".encode())  # a supervisor from before: no plan
-    assert reaper._beat(old)[1] == 0.25 and st.read_beat_plan(old)[1] == st.BEAT_PLAN_S
+    assert reaper._beat(old)[1] == 0.25 and st.read_beat_plan(old)[1] == UNSAID_PLAN_S
     os.close(fd)
     os.close(old)
+
+
+@pytest.mark.parametrize(
+    "line, plan",
+    [
+        (b"100.000 1000.000", MAX_PLAN_S),
+        (b"100.000 -3.000", 0.0),
+        (b"100.000 nan", MAX_PLAN_S),
+        (b"100.000 2.500 alarm", 2.5),
+    ],
+)
+def test_the_reaper_and_a_state_reader_read_a_damaged_plan_alike(tmp_path, line, plan):
+    # one parse (records/beat.py): the panel must not call a guard watching for an hour while the
+    # reaper already stands in for it after a minute
+    fd = beat_fd(tmp_path, line + b"\n")
+    try:
+        assert reaper._beat(fd)[:2] == (100.0, plan)
+        assert st.read_beat_plan(fd) == (100.0, plan)
+        assert st.read_beat_plan(tmp_path / "beat") == (100.0, plan)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("line", [b"inf 1.000", b"nan 1.000", b"", b"x 1.0"])
+def test_a_heartbeat_without_a_finite_stamp_is_no_heartbeat(tmp_path, line):
+    fd = beat_fd(tmp_path, line + b"\n")
+    try:
+        assert reaper._beat(fd) == (None, UNSAID_PLAN_S, False)
+        assert st.read_beat_plan(fd) == (None, UNSAID_PLAN_S)
+    finally:
+        os.close(fd)
 
 
 def test_a_guard_that_planned_a_second_is_not_stale_after_a_second_and_a_half():

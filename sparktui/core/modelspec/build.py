@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import deepseek_v4, dense, hybrid, mistral, mla, moe, rope
+from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mistral, mla, moe, rope
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
@@ -219,6 +219,8 @@ def _build(
     max_pos = int(text.get("max_position_embeddings") or config.get("max_position_embeddings") or 0)
     rope_elements, mrope_elements = rope.rope_cache_elements(text, max_pos)
     rope_cache = rope_elements * dtype_bytes
+    # Gemma 4's k_eq_v layers: vLLM allocates a V slot the checkpoint does not carry
+    v_slot = int(gemma.v_slot_params(text, layers) * per_param.get("attn", dtype_bytes))
     # vLLM's MXFP4 MoE kernels (Marlin, TRT-LLM) pad the experts: hidden to 256, intermediate to
     # 128 (fused_moe/oracle/mxfp4.py); gpt-oss loads ~9% bigger than its checkpoint.
     padding = 0
@@ -229,10 +231,10 @@ def _build(
         padding = int(counts["experts"] * per_param["experts"] * (ratio - 1))
     if weights:
         weights_bytes, ckpt_mtp, weights_source = weights
-        weights_bytes += rope_cache + padding
+        weights_bytes += rope_cache + padding + v_slot
         mtp_bytes = ckpt_mtp or mtp_bytes
     else:
-        weights_bytes = int(est) + rope_cache + padding
+        weights_bytes = int(est) + rope_cache + padding + v_slot
         weights_source = f"estimated from {params / 1e9:.2f} B parameters ({quant_name or dtype})"
     if padding:
         weights_source += f", + {padding / 2**30:.2f} GiB MXFP4 kernel padding"

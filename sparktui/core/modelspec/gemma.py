@@ -61,6 +61,18 @@ def k_eq_v(text: Mapping[str, Any]) -> bool:
     return bool(text.get("attention_k_eq_v"))
 
 
+def v_slot_params(text: Mapping[str, Any], layers: list[LayerGroup]) -> int:
+    """The V slot vLLM allocates in each k_eq_v global layer though the checkpoint has no v_proj for
+    it: gemma4.py Gemma4Attention builds one QKVParallelLinear with the layer's KV heads for every
+    layer and copies k_proj into both slots as it loads (0.19.1, 0.20.0, 0.21.0, 0.32.0 wheels). vLLM
+    0.32's own build on the meta device: Gemma-4-31B 57.758 GiB of parameters and buffers, 0.205 of
+    them these slots."""
+    if not (k_eq_v(text) and text.get("global_head_dim")):
+        return 0
+    h = int(text.get("hidden_size") or 0)
+    return sum(g.count * h * g.num_kv_heads * g.head_size for g in layers if g.kind == FULL and not g.draft)
+
+
 def pattern_kinds(text: Mapping[str, Any], n_layers: int) -> list[str] | None:
     """Gemma 2/3 without layer_types: every `sliding_window_pattern`-th layer is global."""
     pattern = text.get("sliding_window_pattern")

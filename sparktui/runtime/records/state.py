@@ -25,6 +25,7 @@ from sparktui.errors import UserError
 from sparktui.files import read_regular
 from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
 from sparktui.paths import writable_state_dir as writable_state_dir
+from sparktui.runtime.records.beat import LINE_BYTES, NO_BEAT, parse_beat
 from sparktui.runtime.records.protocol import (
     MAX_MESSAGE_BYTES,
     MAX_STATE_BYTES,
@@ -71,19 +72,17 @@ def read_beat(fd_or_path: int | Path) -> float | None:
 
 
 def read_beat_plan(fd_or_path: int | Path) -> tuple[float | None, float]:
-    """(the heartbeat's time, the seconds the guard planned to its next sample: BEAT_PLAN_S for a
-    heartbeat that does not say)."""
+    """(the heartbeat's time, the seconds the guard planned to its next sample): records/beat.py."""
     try:
-        raw = os.pread(fd_or_path, 48, 0) if isinstance(fd_or_path, int) else read_regular(fd_or_path, 64, "heartbeat")
-        fields = raw.split(b"\n", 1)[0].split()
-        beat = float(fields[0])
-        plan = float(fields[1]) if len(fields) > 1 else BEAT_PLAN_S
-    except (OSError, ValueError, IndexError, UserError):
-        return None, BEAT_PLAN_S
-    return beat, plan if 0 <= plan < 3600 else BEAT_PLAN_S
-
-
-BEAT_PLAN_S = 0.25  # what a heartbeat without a plan (an older supervisor's) is taken to promise
+        raw = (
+            os.pread(fd_or_path, LINE_BYTES + 8, 0)
+            if isinstance(fd_or_path, int)
+            else read_regular(fd_or_path, 64, "heartbeat")
+        )
+    except (OSError, UserError):
+        return NO_BEAT.stamp, NO_BEAT.plan
+    beat = parse_beat(raw)
+    return beat.stamp, beat.plan
 
 
 def socket_path(port: int) -> Path:

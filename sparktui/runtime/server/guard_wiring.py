@@ -22,6 +22,7 @@ from sparktui.runtime.guard.stop_order import StopOrder
 from sparktui.runtime.host.deadline import Deadline
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
+from sparktui.runtime.records.beat import beat_line
 from sparktui.runtime.server.reaper import late_after
 
 if TYPE_CHECKING:
@@ -171,15 +172,15 @@ class GuardWiring:
         plan = max(BEAT_EVERY_S, last.next_interval if last is not None else 0.0)
         # the reaper's alarm is pushed before the heartbeat is written, and the heartbeat says so: the
         # reaper sleeps on the alarm only after a heartbeat that says it was pushed
-        alarm = ""
+        alarm = False
         if self.alarm is not None:
             try:
                 self.alarm.push(late_after(plan))
-                alarm = " alarm"
+                alarm = True
             except OSError:
                 pass  # not said: the reaper looks at this heartbeat on a timer
         try:
-            os.pwrite(self.beat_fd, f"{now:.3f} {plan:.3f}{alarm}\n".encode().ljust(40), 0)
+            os.pwrite(self.beat_fd, beat_line(now, plan, alarm), 0)
         except OSError:
             pass  # a full disk cannot refuse an overwrite in place of a tmpfs page; others: no heartbeat
 

@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sparktui.runtime.records.beat import LINE_BYTES, NO_BEAT, Beat, parse_beat
+
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -218,16 +220,11 @@ def _boottime() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-def _beat(fd: int) -> tuple[float | None, float, bool]:
-    """(the heartbeat's CLOCK_BOOTTIME stamp, the gap the guard planned after it: 0.25 s when unsaid,
-    whether the guard pushed the reaper's alarm for it)."""
+def _beat(fd: int) -> Beat:
     try:
-        fields = os.pread(fd, 48, 0).split(b"\n", 1)[0].split()
-        stamp = float(fields[0])
-        plan = float(fields[1]) if len(fields) > 1 else 0.25
-    except (OSError, ValueError, IndexError):
-        return None, 0.25, False
-    return stamp, min(max(plan, 0.0), 60.0), fields[2:3] == [b"alarm"]
+        return parse_beat(os.pread(fd, LINE_BYTES + 8, 0))
+    except OSError:
+        return NO_BEAT
 
 
 def _mem_available() -> int | None:
