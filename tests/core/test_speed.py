@@ -529,3 +529,22 @@ def test_nemotron_super_mtp_takes_its_own_published_acceptance_and_other_models_
     )  # fmt: skip
     nano1 = sp.draft_yield(parse_speculation('{"method": "mtp", "num_speculative_tokens": 1}'), nano)
     assert nano1.expected_tokens == pytest.approx(1.95, abs=0.01) and "365639" in nano1.source
+
+
+def test_a_router_with_a_load_balancing_bias_spreads_a_batch_over_the_experts_uniformly(fixtures):
+    """vLLM builds Nemotron-H's router (and DeepSeek's when topk_method is noaux_tc) with DeepSeek-V3's
+    load-balancing bias, which training moves until each expert gets its share of a batch's picks: 32
+    tokens of Super read 1 − (1 − 22/512)^32 of its experts. gpt-oss's softmax router keeps the spread
+    fitted on it (ROUTING_SPREAD); a DeepSeek config without noaux_tc is no balanced router either."""
+    super_ = spec_from_config(_json(fixtures, f"{SUPER}.json"), name="super", source="test")
+    oss = spec_from_config(_json(fixtures, "openai__gpt-oss-120b.json"), name="oss", source="test")
+    assert super_.balanced_router and not oss.balanced_router
+    assert sp.footprint(super_).expert_share(32) == pytest.approx(1 - (1 - 22 / 512) ** 32)
+    assert sp.footprint(super_).expert_share(1) == pytest.approx(22 / 512)  # one token: k of E either way
+    c = sp.ROUTING_SPREAD
+    assert sp.footprint(oss).expert_share(32) == pytest.approx(c * (1 - (1 - 4 / (c * 128)) ** 32))
+    deepseek = _json(fixtures, "deepseek-ai__DeepSeek-V3.json")
+    assert spec_from_config(deepseek, name="d", source="t").balanced_router
+    assert not spec_from_config({**deepseek, "topk_method": "greedy"}, name="d", source="t").balanced_router
+    est = predict(super_, users=(32,))
+    assert any("uniformly (a load-balancing router)" in line for line in est.assumes)
