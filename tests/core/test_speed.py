@@ -548,3 +548,18 @@ def test_a_router_with_a_load_balancing_bias_spreads_a_batch_over_the_experts_un
     assert not spec_from_config({**deepseek, "topk_method": "greedy"}, name="d", source="t").balanced_router
     est = predict(super_, users=(32,))
     assert any("uniformly (a load-balancing router)" in line for line in est.assumes)
+
+
+def test_the_redhat_qwen36_record_reads_llm_compressors_layout_not_nvidias(fixtures):
+    """builderdaily's Qwen3.6-35B-A3B NVFP4 is RedHatAI's (llm-compressor's recipe: every Linear NVFP4
+    but lm_head, router, embeddings and the linear attention). nvidia's ModelOpt layout stood for it
+    before (linear attention FP8, attention bf16): 2.25 GB a step where the checkpoint reads 3.87."""
+    data = json.loads((fixtures / "speed" / "published.json").read_text())
+    r = next(r for r in data["held_out"] if r["id"] == "qwen36-35b-a3b-nvfp4-mtp1-builderdaily")
+    spec = spec_from_config(
+        {**_json(fixtures, r["config"]), "quantization_config": r["quant"]}, name=r["model"], source="test"
+    )
+    params, stored = dict(spec.params_by_category), dict(spec.bytes_by_category)
+    assert stored["linear_attn"] == 2 * params["linear_attn"] and stored["lm_head"] == 2 * params["lm_head"]
+    assert stored["attn"] == int(params["attn"] * 0.5625) and stored["experts"] == int(params["experts"] * 0.5625)
+    assert predict(spec).weight_bytes_per_token == pytest.approx(3.87e9, rel=0.01)
