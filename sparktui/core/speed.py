@@ -5,7 +5,8 @@ every sequence in the batch. One step for B users at context C reads
 
     dense weights            attention, linear attention, dense MLP, shared experts, router, lm_head
   + routed experts × share   share = c·(1 − (1 − k/(cE))^B): the experts B tokens pick (k of E each)
-                             from about c·E of them (ROUTING_SPREAD: routers favour some experts)
+                             from about c·E of them (ROUTING_SPREAD: routers favour some experts;
+                             c = 1 for a router with a load-balancing bias)
   + B × KV read at C         full layers C tokens, sliding layers min(C, window), linear-attention
                              layers their fixed state (read and written)
 
@@ -263,14 +264,16 @@ class Footprint:
     active_params: int  # parameters one token multiplies through
     layers: dict[str, int]  # layer counts by fixed-cost kind
     precision: str  # the format most of the streamed bytes are in (bf16, fp8, nvfp4, …)
+    balanced_router: bool = False  # a load-balancing router bias: a batch's picks spread uniformly
 
     def expert_share(self, tokens: int, spread: float | None = None) -> float:
         """The share of routed experts `tokens` tokens touch in one layer. Routing is not uniform:
         the tokens of one step pick from about `spread` × E experts (ROUTING_SPREAD), so many
-        tokens read fewer distinct experts than uniform picks would; one token reads k of E."""
+        tokens read fewer distinct experts than uniform picks would; one token reads k of E. A router
+        with a load-balancing bias (modelspec.moe.balanced_router) spreads them uniformly (1.0)."""
         if not self.experts or not self.experts_per_token:
             return 0.0
-        c = ROUTING_SPREAD if spread is None else spread
+        c = (1.0 if self.balanced_router else ROUTING_SPREAD) if spread is None else spread
         c = min(1.0, max(self.experts_per_token / self.experts, c))
         return c * (1.0 - (1.0 - self.experts_per_token / (c * self.experts)) ** max(1, tokens))
 
@@ -315,6 +318,7 @@ def footprint(spec: ModelSpec) -> Footprint:
         active_params=int(active) if experts else int(dense_params + expert_params),
         layers=layers,
         precision=_precision(spec),
+        balanced_router=spec.balanced_router,
     )
 
 
@@ -668,7 +672,9 @@ def estimate(
         + f" ≈ {fixed_seconds(fp.layers, costs) * 1e3:.1f} ms"
         + (f" (costs fitted on vLLM {series})" if series else " (costs fitted on all vLLM versions)"),
         f"TTFT for a {prompt_tokens:,}-token prompt in chunks of {max_num_batched_tokens:,}, nothing queued",
-        f"a batch picks its experts from about {ROUTING_SPREAD:.0%} of them; CUDA graphs on; no other load on the bus",
+        "a batch picks its experts "
+        + ("uniformly (a load-balancing router)" if fp.balanced_router else f"from about {ROUTING_SPREAD:.0%} of them")
+        + "; CUDA graphs on; no other load on the bus",
     ]
     if speculation is not None:
         assumes.append(

@@ -529,3 +529,37 @@ def test_nemotron_super_mtp_takes_its_own_published_acceptance_and_other_models_
     )  # fmt: skip
     nano1 = sp.draft_yield(parse_speculation('{"method": "mtp", "num_speculative_tokens": 1}'), nano)
     assert nano1.expected_tokens == pytest.approx(1.95, abs=0.01) and "365639" in nano1.source
+
+
+def test_a_router_with_a_load_balancing_bias_spreads_a_batch_over_the_experts_uniformly(fixtures):
+    """vLLM builds Nemotron-H's router (and DeepSeek's when topk_method is noaux_tc) with DeepSeek-V3's
+    load-balancing bias, which training moves until each expert gets its share of a batch's picks: 32
+    tokens of Super read 1 − (1 − 22/512)^32 of its experts. gpt-oss's softmax router keeps the spread
+    fitted on it (ROUTING_SPREAD); a DeepSeek config without noaux_tc is no balanced router either."""
+    super_ = spec_from_config(_json(fixtures, f"{SUPER}.json"), name="super", source="test")
+    oss = spec_from_config(_json(fixtures, "openai__gpt-oss-120b.json"), name="oss", source="test")
+    assert super_.balanced_router and not oss.balanced_router
+    assert sp.footprint(super_).expert_share(32) == pytest.approx(1 - (1 - 22 / 512) ** 32)
+    assert sp.footprint(super_).expert_share(1) == pytest.approx(22 / 512)  # one token: k of E either way
+    c = sp.ROUTING_SPREAD
+    assert sp.footprint(oss).expert_share(32) == pytest.approx(c * (1 - (1 - 4 / (c * 128)) ** 32))
+    deepseek = _json(fixtures, "deepseek-ai__DeepSeek-V3.json")
+    assert spec_from_config(deepseek, name="d", source="t").balanced_router
+    assert not spec_from_config({**deepseek, "topk_method": "greedy"}, name="d", source="t").balanced_router
+    est = predict(super_, users=(32,))
+    assert any("uniformly (a load-balancing router)" in line for line in est.assumes)
+
+
+def test_the_redhat_qwen36_record_reads_llm_compressors_layout_not_nvidias(fixtures):
+    """builderdaily's Qwen3.6-35B-A3B NVFP4 is RedHatAI's (llm-compressor's recipe: every Linear NVFP4
+    but lm_head, router, embeddings and the linear attention). nvidia's ModelOpt layout stood for it
+    before (linear attention FP8, attention bf16): 2.25 GB a step where the checkpoint reads 3.87."""
+    data = json.loads((fixtures / "speed" / "published.json").read_text())
+    r = next(r for r in data["held_out"] if r["id"] == "qwen36-35b-a3b-nvfp4-mtp1-builderdaily")
+    spec = spec_from_config(
+        {**_json(fixtures, r["config"]), "quantization_config": r["quant"]}, name=r["model"], source="test"
+    )
+    params, stored = dict(spec.params_by_category), dict(spec.bytes_by_category)
+    assert stored["linear_attn"] == 2 * params["linear_attn"] and stored["lm_head"] == 2 * params["lm_head"]
+    assert stored["attn"] == int(params["attn"] * 0.5625) and stored["experts"] == int(params["experts"] * 0.5625)
+    assert predict(spec).weight_bytes_per_token == pytest.approx(3.87e9, rel=0.01)

@@ -93,7 +93,12 @@ def test_the_flight_recorder_rests_only_while_nothing_moves():
     assert not at_rest(record(20), record(20 - (REST_DRIFT + 1) / 2**30))  # memory moved
     assert not at_rest(record(20), record(20, running=1.0))  # a request running
     assert not at_rest(record(20), record(20, psi_some=0.5))  # tasks stalled on memory
+    assert not at_rest(record(20, psi_some=0.2), record(20, psi_some=0.5))  # and stall again
+    # avg10 decaying after a stall is no new stall: a box whose memory stalled a minute ago rests
+    assert at_rest(record(20, psi_some=0.5), record(20, psi_some=0.3))
     assert not at_rest(record(20), record(20, phase="loading_weights"))
+    assert not at_rest(record(20, phase="cuda_graphs"), record(20))  # just ready: one more record at the pace
+    assert not at_rest(record(20, status="starting"), record(20))
 
 
 def reaper_wakes(pid: int) -> int:
@@ -190,3 +195,95 @@ def test_the_reapers_alarm_rings_once_when_not_pushed_in_time_and_each_push_puts
         assert poller.poll(400) == []
     finally:
         alarm.close()
+
+
+class FixedMemory:
+    """read_memory() for the recorder: MemAvailable as the test sets it, no PSI movement."""
+
+    def __init__(self, available: int) -> None:
+        self.available = available
+
+    def __call__(self, *, psi: bool = True):
+        from sparktui.runtime.host.memory import MemorySample
+
+        return MemorySample(24 << 30, self.available, self.available, 0, 0, 0, 0.0, 0.0, time.monotonic())
+
+
+@pytest.fixture
+def resting_recorder(tmp_path, monkeypatch):
+    """A ServerWatch recording a ready, running server whose memory stands still, once its recorder rests."""
+    from sparktui.core.profiles import WatchSettings
+    from sparktui.runtime.host import memory
+    from sparktui.runtime.watch import server_watch
+    from sparktui.runtime.watch.flight import FlightHeader
+    from sparktui.runtime.watch.server_watch import ServerWatch
+
+    mem = FixedMemory(20 << 30)
+    monkeypatch.setattr(memory, "read_memory", mem)
+    monkeypatch.setattr(server_watch, "MOVING_RECORD_S", 0.05)  # the moving pace, made quick
+    watch = ServerWatch(WatchSettings(), url="http://127.0.0.1:9", api_key=None, model="m", say=lambda _: None)
+    header = FlightHeader(port=9, profile="p", model="m", boot_id="b", started_at=time.time(), supervisor_pid=1)
+    watch.start_recording(tmp_path, header, lambda: ("ready", "running", []))
+    wait_for(lambda: watch._resting, 5, "the recorder to rest")
+    yield watch, mem
+    watch.close(clean=True)
+
+
+def settled(watch, records: int, seconds: float = 0.3) -> int:
+    """The record count once nothing more was written for `seconds` (what a wake added, all of it)."""
+    time.sleep(seconds)
+    return watch.records - records
+
+
+def test_a_resting_flight_recorder_sleeps_until_the_guard_sees_memory_move(resting_recorder):
+    """Issue 25: at rest the recorder has no timer of its own but a long backstop (REST_RECORD_S); the
+    guard's samples wake it when MemAvailable moved REST_DRIFT from the last record or the kernel
+    reported a memory stall, and the move is recorded at once, then at the moving pace."""
+    from sparktui.runtime.watch.server_watch import REST_DRIFT
+
+    watch, mem = resting_recorder
+    n = watch.records
+    assert settled(watch, n) == 0  # resting: no records while nothing moves
+    watch.note_sample(mem.available - REST_DRIFT // 2, 0)  # a small move: no news
+    assert settled(watch, n) == 0
+    mem.available -= 2 * REST_DRIFT
+    watch.note_sample(mem.available, 0)
+    wait_for(lambda: watch.last_record is not None and watch.last_record.avail == mem.available, 2, "the fall recorded")
+    wait_for(lambda: watch._resting, 5, "the recorder to rest again once memory stands still")
+    n = watch.records
+    watch.note_sample(mem.available, 1)  # the guard's PSI trigger fired: tasks stall on memory
+    wait_for(lambda: watch.records > n, 2, "a record after the kernel reported a stall")
+
+
+def test_a_resting_flight_recorder_records_a_new_log_line_and_a_request(resting_recorder):
+    from sparktui.core.metrics import parse_metrics
+
+    watch, _ = resting_recorder
+    n = watch.records
+    watch.on_line("INFO: a line at rest")
+    wait_for(lambda: watch.records > n, 2, "a record after a log line")
+    assert "INFO: a line at rest" in watch.last_record.log
+    wait_for(lambda: watch._resting, 5, "the recorder to rest again")
+    n = watch.records
+    watch.on_metrics(parse_metrics("vllm:num_requests_running 1\n", time=time.monotonic()))
+    wait_for(lambda: watch.records > n, 2, "a record after /metrics showed a request running")
+
+
+def test_the_guards_samples_reach_the_flight_recorder(tmp_path, monkeypatch):
+    """The wiring: after each guard sample (on its thread) the recorder hears MemAvailable and the
+    count of kernel-reported stalls (GuardWiring._sampled -> ServerWatch.note_sample)."""
+    from types import SimpleNamespace
+
+    from sparktui.core.profiles import GuardSettings
+    from sparktui.runtime.guard.guard import Decision, GuardAction
+    from sparktui.runtime.server.guard_wiring import GuardWiring
+
+    heard = []
+    wiring = GuardWiring(
+        GuardSettings(), 8997, lambda _: None, lock=threading.RLock(), record=lambda: None, save=lambda: True,
+        reaper=lambda: None, wake=lambda *_: None, say=lambda _: None,
+    )  # fmt: skip
+    wiring.guard = SimpleNamespace(last=Decision(GuardAction.NONE, 1.0, available=17 << 30), pressure_wakes=3)
+    wiring.flight = SimpleNamespace(note_sample=lambda available, stalls: heard.append((available, stalls)))
+    wiring._sampled()
+    assert heard == [(17 << 30, 3)]

@@ -263,6 +263,7 @@ def _build(
         kv_dims=deepseek_v4.kv_dims(text),
         num_experts=moe.num_experts(text),
         experts_per_token=int(text.get("num_experts_per_tok") or text.get("top_k_experts") or 0),
+        balanced_router=moe.balanced_router(text),
         moe_layers=moe_layers,
         mlp_layers=mlp_layers,
         moe_intermediate_size=int(text.get("moe_intermediate_size") or 0),

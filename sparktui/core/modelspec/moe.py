@@ -11,6 +11,21 @@ def num_experts(text: Mapping[str, Any]) -> int:
     return int(text.get("num_experts") or text.get("num_local_experts") or text.get("n_routed_experts") or 0)
 
 
+# Routers vLLM builds with DeepSeek-V3's auxiliary-loss-free balancing bias (e_score_correction_bias added to
+# the sigmoid scores before top-k): always for these model types (vLLM 0.21 models/nemotron_h.py NemotronHMoE,
+# glm4_moe.py Glm4MoE), and for DeepSeek-style configs whose topk_method is "noaux_tc" (deepseek_v2.py
+# DeepseekV2MoE, dots1.py, deepseek_v4.py). Training moves each expert's bias until every expert gets its share
+# of a batch's picks, so a decode batch reads about as many distinct experts as uniform picks would.
+BALANCED_ROUTER_TYPES = ("nemotron_h", "glm4_moe")
+
+
+def balanced_router(text: Mapping[str, Any]) -> bool:
+    """Whether the MoE router carries the load-balancing bias (BALANCED_ROUTER_TYPES, topk_method noaux_tc)."""
+    if not num_experts(text):
+        return False
+    return str(text.get("model_type") or "") in BALANCED_ROUTER_TYPES or text.get("topk_method") == "noaux_tc"
+
+
 def mlp_counts(text: Mapping[str, Any], n_layers: int) -> dict[str, int]:
     """experts, router, shared and dense mlp parameters of a decoder's feed-forward blocks."""
     h = int(text.get("hidden_size") or 0)

@@ -169,6 +169,7 @@ class ModelSpec:
     mtp_layers: tuple[LayerGroup, ...] = ()
     num_experts: int = 0
     experts_per_token: int = 0
+    balanced_router: bool = False  # the router carries a load-balancing bias (moe.balanced_router)
     # decoder layers whose feed-forward block is routed experts / a dense MLP (Nemotron-H's M and *
     # layers have neither; gemma-4 MoE layers have both): the speed estimate's per-layer costs
     moe_layers: int = 0

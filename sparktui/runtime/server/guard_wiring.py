@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sparktui.runtime.guard.guard import Decision
     from sparktui.runtime.host import proc
     from sparktui.runtime.server.reaper import Reaper
+    from sparktui.runtime.watch import ServerWatch
 
 # The guard's line in the state file: rewritten when MemAvailable moved this much (or the action,
 # the alert or the kernel tripwire changed), never because time passed: how fresh the guard is comes
@@ -75,6 +76,8 @@ class GuardWiring:
         self._shown: tuple[str, float, bool] | None = None
         self._news_told = False
         self._news_at = float("-inf")  # time.monotonic() of the last wake for news
+        # the flight recorder sleeps at rest until a guard sample shows memory moving (ServerWatch.note_sample)
+        self.flight: ServerWatch | None = None
 
     @property
     def armed(self) -> bool:
@@ -151,6 +154,8 @@ class GuardWiring:
         self.beat()
         shown, guard = self._shown, self.guard
         d = guard.last if guard is not None else None
+        if d is not None and guard is not None and self.flight is not None:
+            self.flight.note_sample(d.available, guard.pressure_wakes)
         if d is None or shown is None or self._news_told:
             return
         action, available_gib, alert = shown

@@ -131,7 +131,7 @@ class Supervisor:
             profile, self.serve, event, lock=lock, recording=lambda: self.state is not None,
             save=self._save, wake=self.wakeup.wake, say=say,
         )  # fmt: skip
-        self.watch = self.watching.watch
+        self.watch = self.guarding.flight = self.watching.watch  # its recorder, woken by the guard's samples
         self.restarts = Restarts(self.watch, profile.name, self.port, event, lock=lock, save=self._save, say=say)
         self.ingest = LogIngest(
             profile, self.serve, event, record=record, on_line=self.watch.on_line,

@@ -13,19 +13,27 @@ from sparktui.runtime.watch.crash_loop import BreakerFailure, BreakerVerdict, Cr
 from sparktui.runtime.watch.flight import LOG_LINE_CHARS, LOG_LINES, FlightHeader, FlightRecord, FlightRecorder
 from sparktui.runtime.watch.wedge import EngineCounters, WedgeDetector, WedgeState, WedgeView
 
-# At rest (ready, no request running, MemAvailable within REST_DRIFT of the last record, no memory
-# stall) the flight recorder writes every REST_RECORD_S instead of every second: the guard, not
-# the recorder, watches for a fall, and a record a second cost as much as the rest of the
-# supervisor at rest (issue 25).
-REST_RECORD_S = 5.0
+# While anything moves the flight recorder writes a record every MOVING_RECORD_S. At rest (ready,
+# no request running, MemAvailable within REST_DRIFT of the last record, no new memory stall) it
+# sleeps until something moves, with REST_RECORD_S as a backstop: the guard's thread, which samples
+# MemAvailable anyway, wakes it when a sample is REST_DRIFT from the last record or the kernel
+# reported a memory stall (note_sample); so do a log line and a request seen on /metrics. A move is
+# recorded within one guard sample (at most a second at rest) instead of at the next timed record,
+# and a resting server is not woken for records that say nothing new (issue 25: the rest cost).
+MOVING_RECORD_S = 1.0
+REST_RECORD_S = 30.0
 REST_DRIFT = 256 << 20
 
 
 def at_rest(before: FlightRecord | None, now: FlightRecord | None) -> bool:
-    """Whether nothing moved between two records (see REST_RECORD_S)."""
+    """Whether nothing moved between two records (see REST_RECORD_S). PSI's avg10 falling back after
+    a stall is the past decaying, not a new stall: only a rise counts as movement. The first record
+    of a new phase or status is movement (the next one, a moment later, shows whether it settled)."""
     if before is None or now is None or now.phase != "ready" or now.status != "running":
         return False
-    if now.running or now.prefilling or (now.psi_some or 0.0) > 0.0:
+    if (before.phase, before.status) != (now.phase, now.status):
+        return False
+    if now.running or now.prefilling or (now.psi_some or 0.0) > (before.psi_some or 0.0):
         return False
     return abs(now.avail - before.avail) < REST_DRIFT
 
@@ -124,6 +132,9 @@ class ServerWatch:
         self._probing: threading.Thread | None = None
         self._stop = threading.Event()
         self._recording: threading.Thread | None = None
+        self._nudge = threading.Event()  # wakes the resting recorder: something moved
+        self._resting = False  # the recorder sleeps until a nudge or REST_RECORD_S
+        self._stalls = 0  # the guard's count of kernel-reported memory stalls, as last seen
         self.record_cost_s = 0.0  # total time spent making and writing records
         self.last_record: FlightRecord | None = None
         self.records = 0
@@ -132,6 +143,25 @@ class ServerWatch:
 
     def on_line(self, line: str) -> None:
         self.log_lines.append(line.rstrip()[:LOG_LINE_CHARS])
+        if self._resting:  # a record carries the last lines: a new one is news
+            self._wake_recorder()
+
+    def note_sample(self, available: int | None, stalls: int) -> None:
+        """After each guard sample, on the guard's thread (a flag test while the recorder is not at
+        rest): MemAvailable REST_DRIFT from the last record, or a new memory stall the kernel reported
+        (the guard's PSI trigger fired), wakes the resting recorder."""
+        if not self._resting:
+            self._stalls = stalls
+            return
+        last = self.last_record
+        moved = available is not None and last is not None and abs(available - last.avail) >= REST_DRIFT
+        if moved or stalls != self._stalls:
+            self._stalls = stalls
+            self._wake_recorder()
+
+    def _wake_recorder(self) -> None:
+        self._resting = False
+        self._nudge.set()
 
     def on_metrics(self, snapshot: MetricsSnapshot) -> bool:
         """Feed one /metrics snapshot; True when the wedge state changed (save the state)."""
@@ -139,6 +169,8 @@ class ServerWatch:
             before = self.view.state if self.view else None
             view = self.detector.observe(EngineCounters.from_snapshot(snapshot))
             self.view = view
+            if self._resting and (view.running or view.prefilling):
+                self._wake_recorder()
             if view.state not in (WedgeState.WEDGED, WedgeState.SUSPECT):
                 self.wedged_since = None
             if view.state is WedgeState.SUSPECT and (self._probing is None or not self._probing.is_alive()):
@@ -221,9 +253,9 @@ class ServerWatch:
     def start_recording(
         self, folder: Path, header: FlightHeader, context: Callable[[], tuple[str, str, list[int]]]
     ) -> None:
-        """Append a record from a thread, once a second while anything moves (start-up, requests,
-        MemAvailable or PSI changing) and every REST_RECORD_S at rest; context() gives (phase,
-        status, pids)."""
+        """Append a record from a thread, every MOVING_RECORD_S while anything moves (start-up,
+        requests, MemAvailable or PSI changing); at rest when something moves (note_sample, on_line,
+        on_metrics) or after REST_RECORD_S; context() gives (phase, status, pids)."""
         import threading
 
         if not self.settings.flight_recorder:
@@ -238,13 +270,20 @@ class ServerWatch:
 
         def loop() -> None:
             next_at = time.monotonic()
-            while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            while True:
+                nudged = self._nudge.wait(max(0.0, next_at - time.monotonic()))
+                if self._stop.is_set():
+                    return
+                self._nudge.clear()
+                due = time.monotonic() if nudged else next_at  # the timed pace keeps its own clock
                 before = self.last_record
                 try:
                     self.record_once(context)
                 except OSError:
                     pass  # a full disk must not take the supervisor down
-                next_at += REST_RECORD_S if at_rest(before, self.last_record) else 1.0
+                resting = at_rest(before, self.last_record)
+                next_at = due + (REST_RECORD_S if resting else MOVING_RECORD_S)
+                self._resting = resting
 
         self._recording = threading.Thread(target=loop, name="sparktui-flight", daemon=True)
         self._recording.start()
@@ -281,6 +320,7 @@ class ServerWatch:
 
     def close(self, *, clean: bool) -> None:
         self._stop.set()
+        self._nudge.set()
         if self._recording is not None:
             self._recording.join(2.0)
         if self.recorder is not None:
