@@ -299,7 +299,8 @@ def footprint(spec: ModelSpec) -> Footprint:
     if not by_bytes:  # a spec built without categories: all of it is dense
         by_bytes = {"other": spec.weights_bytes}
         by_params = {"other": spec.param_count or spec.weights_bytes // max(1, spec.dtype_bytes)}
-    skip = {"experts", "embed", "vision", "mtp"}  # embeddings: one row per token; vision: not in decode
+    # embeddings (Gemma 4's per-layer ones too): one row per token; vision: not in decode
+    skip = {"experts", "embed", "per_layer_embed", "vision", "mtp"}
     dense = sum(v for cat, v in by_bytes.items() if cat not in skip)
     dense_params = sum(v for cat, v in by_params.items() if cat not in skip)
     if not by_params.get("lm_head") and by_params.get("embed"):  # tied: the embedding is the lm_head
