@@ -90,9 +90,9 @@ def fit_spread(records: list[recs.Record], costs: dict[str, float]) -> float:
     return (low + high) / 2
 
 
-def fit_tables(prior: float = 0.05, series_prior: float = 0.05) -> tuple[
-    dict[str, float], dict[str, dict[str, float]], float, list[recs.Record], list[recs.Record]
-]:
+def fit_tables(
+    prior: float = 0.05, series_prior: float = 0.05
+) -> tuple[dict[str, float], dict[str, dict[str, float]], float, list[recs.Record], list[recs.Record]]:
     """(LAYER_COST_S, LAYER_COST_BY_SERIES, ROUTING_SPREAD, the single-user records fitted on, the
     multi-user ones) from the fit set. Leaves sp.ROUTING_SPREAD at the fitted spread."""
     zero = {k: 0.0 for k in sp.LAYER_KINDS}
