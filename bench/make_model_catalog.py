@@ -130,6 +130,8 @@ KEEP = {
     "moe_shared_expert_intermediate_size",
     # Gemma KV sharing, DeepSeek V3.2 indexer, EAGLE drafters
     "num_kv_shared_layers",
+    "hidden_size_per_layer_input",  # Gemma 4's per-layer embeddings (modelspec/gemma.py)
+    "vocab_size_per_layer_input",
     "index_topk",
     "index_head_dim",
     "index_topk_freq",

@@ -43,9 +43,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, others: bool = True) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported (None: every one), so a quick command
-    never pays for the others' imports. The rest are listed by name and help only."""
+    never pays for the others' imports. The rest are listed by name and help only, or left out
+    (`others=False`: argv names the command, so no other can be chosen or listed; their 21
+    sub-parsers were ~5 ms of the panel's start)."""
     parser = argparse.ArgumentParser(
         prog="sparktui",
         description="Serve LLMs with vLLM on an NVIDIA DGX Spark: fit, launch, watch memory, guard.",
@@ -54,7 +56,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         if command is not None and name != command:
-            sub.add_parser(name, help=help_text)
+            if others:
+                sub.add_parser(name, help=help_text)
             continue
         module = importlib.import_module(f"sparktui.commands.{module_name}")
         sub_parser = sub.add_parser(name, help=help_text, description=module.__doc__)
@@ -97,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["ui", *argv]  # `sparktui`, `sparktui --theme X`, `sparktui PROFILE`
     if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
         return _neither_command_nor_profile(argv[0])
-    parser = build_parser(argv[0] if argv[0] in COMMANDS else "ui")
+    named = argv[0] in COMMANDS
+    parser = build_parser(argv[0] if named else "ui", others=not named)
     args, extra = parser.parse_known_args(argv)
     if args.command is None:
         args = parser.parse_args(["ui"])

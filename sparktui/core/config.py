@@ -16,9 +16,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from typing import Any, ClassVar, Literal
 
 from sparktui.core.speculation import Speculation, parse_speculation
 from sparktui.core.units import parse_human_int
@@ -450,17 +448,19 @@ def _is_flag_token(token: str) -> bool:
     return token.startswith("-") and not re.fullmatch(r"-\d+(\.\d+)?", token) and token != "-"
 
 
-class ServeConfig(BaseModel):
+class ServeConfig:
     """A `vllm serve` configuration. Construction validates every value against FLAGS and
-    raises UserError naming the flag; attribute assignment is validated the same way."""
+    raises UserError naming the flag; attribute assignment is validated the same way.
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    A plain class, not a pydantic model: it is built while the panel draws its first screen, and
+    pydantic (with its plugin scan) cost ~70 ms of a ~0.4 s start there. `model_dump`,
+    `model_copy` and `model_fields_set` keep the pydantic names and meaning the callers use."""
 
     model: str
     served_model_name: str | None = _default("served_model_name")
     host: str = _default("host")
     port: int = _default("port")
-    api_key: str | None = Field(default=_default("api_key"), repr=False)
+    api_key: str | None = _default("api_key")
     gpu_memory_utilization: float = _default("gpu_memory_utilization")
     max_model_len: int | None = _default("max_model_len")
     max_num_seqs: int | None = _default("max_num_seqs")
@@ -486,64 +486,89 @@ class ServeConfig(BaseModel):
     language_model_only: bool = _default("language_model_only")
     limit_mm_per_prompt: str | None = _default("limit_mm_per_prompt")
     mxfp4_layers: str | None = _default("mxfp4_layers")
-    extra_args: list[str] = Field(default_factory=list)
-    _speculation: Speculation | None = PrivateAttr(default=None)
+    extra_args: list[str]
+
+    # the fields, in the order they are validated (the first bad one is the error)
+    FIELDS: ClassVar[tuple[str, ...]]
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a pydantic model was
+    _fields_set: set[str]
+    _speculation: Speculation | None
 
     def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise UserError(_describe(exc)) from None
+        data = _flags_out_of_extra_args(data)
+        values: dict[str, Any] = {}
+        errors: list[str] = []
+        for name in self.FIELDS:
+            if name in data:
+                values[name] = _validated(name, data[name])
+            elif name == "model":
+                errors.append("model: missing; give the model to serve (a Hugging Face repo id or a local folder)")
+        for name in data:
+            if name not in _FIELD_NAMES:
+                hint = close_matches(str(name))
+                errors.append(
+                    f"{name}: not a setting sparktui knows" + (f" (did you mean {', '.join(hint)}?)" if hint else "")
+                )
+        if errors:
+            raise UserError("; ".join(errors))
+        speculation = parse_speculation(values.get("speculative_config"))
+        state = self.__dict__
+        for name in self.FIELDS:
+            state[name] = values[name] if name in values else [] if name == "extra_args" else _default(name)
+        state["_fields_set"] = set(values)
+        state["_speculation"] = speculation
 
     def __setattr__(self, name: str, value: Any) -> None:
-        try:
-            if name == "extra_args" and isinstance(value, list):
-                # a modelled flag assigned in extra_args moves to its field, as at construction
-                _refuse_token_in_argv(value)
-                found, value = _lift_flags(value)
-                for field_name, lifted in found.items():
-                    if not _BY_FIELD[field_name].secret or getattr(self, field_name) in (None, ""):
-                        super().__setattr__(field_name, lifted)
-            super().__setattr__(name, value)
-        except ValidationError as exc:
-            raise UserError(_describe(exc)) from None
+        if name not in _FIELD_NAMES:
+            raise UserError(f"{name}: not a setting sparktui knows")
+        if name == "extra_args" and isinstance(value, list):
+            # a modelled flag assigned in extra_args moves to its field, as at construction
+            _refuse_token_in_argv(value)
+            found, value = _lift_flags(value)
+            for field_name, lifted in found.items():
+                if not _BY_FIELD[field_name].secret or getattr(self, field_name) in (None, ""):
+                    self._assign(field_name, lifted)
+        self._assign(name, value)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _flags_out_of_extra_args(cls, data: Any) -> Any:
-        """A modelled flag given in extra_args moves to its field, so the fit reads it like any other
-        and it is parsed once. A later value wins, as on vLLM's command line (extra_args come last),
-        except a secret (--api-key) already set: secrets travel by environment, never on the command
-        line, where every user can read them."""
-        if not isinstance(data, dict) or not isinstance(data.get("extra_args"), list):
-            return data
-        _refuse_token_in_argv(data["extra_args"])
-        found, kept = _lift_flags(data["extra_args"])
-        if not found:
-            return data
-        out = {**data, "extra_args": kept}
-        for field_name, value in found.items():
-            if not _BY_FIELD[field_name].secret or out.get(field_name) in (None, ""):
-                out[field_name] = value
-        return out
+    def _assign(self, name: str, value: Any) -> None:
+        value = _validated(name, value)
+        state = self.__dict__
+        if name == "speculative_config":
+            state["_speculation"] = parse_speculation(value)
+        state[name] = value
+        self._fields_set.add(name)
 
-    @model_validator(mode="after")
-    def _parse_speculation(self) -> ServeConfig:
-        self._speculation = parse_speculation(self.speculative_config)
-        return self
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.FIELDS)
 
-    @field_validator("mxfp4_layers", mode="after")
-    @classmethod
-    def _mxfp4_names(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        names = [n.strip() for n in value.split(",")]
-        if not all(n in MXFP4_LAYER_NAMES for n in names):
-            raise UserError(
-                f"--mxfp4-layers: got {value}; expected a comma-separated list of {', '.join(MXFP4_LAYER_NAMES)} "
-                "(e.g. moe,qkv,o,lm_head)"
-            )
-        return ",".join(names)
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.FIELDS if not _BY_FIELD.get(n, _EXTRA).secret)
+        return f"ServeConfig({shown})"
+
+    def model_dump(self, exclude: set[str] | None = None) -> dict[str, Any]:
+        """Every field's value (lists copied), less `exclude`."""
+        return {
+            n: list(v) if isinstance(v := getattr(self, n), list) else v
+            for n in self.FIELDS
+            if not exclude or n not in exclude
+        }
+
+    @property
+    def model_fields_set(self) -> set[str]:
+        """The fields given at construction (a modelled flag lifted from extra_args counts) or assigned since."""
+        return set(self._fields_set)
+
+    def model_copy(self, update: dict[str, Any] | None = None) -> ServeConfig:
+        """A shallow copy with `update` applied unvalidated (callers pass values already typed)."""
+        new = object.__new__(ServeConfig)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(update or {})
+        new.__dict__["_fields_set"] = self._fields_set | set(update or {})
+        if update and "speculative_config" in update:
+            new.__dict__["_speculation"] = parse_speculation(update["speculative_config"])
+        return new
 
     @property
     def mxfp4_layer_names(self) -> tuple[str, ...]:
@@ -554,15 +579,6 @@ class ServeConfig(BaseModel):
     def speculation(self) -> Speculation | None:
         """--speculative-config, parsed (once, when it was set)."""
         return self._speculation
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _check(cls, value: Any, info: Any) -> Any:
-        if info.field_name == "extra_args":
-            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-                raise UserError(f"extra_args: got {value!r}; expected a list of strings")
-            return list(value)
-        return _BY_FIELD[info.field_name].coerce(value)
 
     def replace(self, **changes: Any) -> ServeConfig:
         """A validated copy with some fields changed (UserError naming the flag if one is bad)."""
@@ -615,21 +631,45 @@ class ServeConfig(BaseModel):
         return out
 
 
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = err["loc"][0] if err["loc"] else ""
-        if err["type"] == "extra_forbidden":
-            hint = close_matches(str(loc))
-            parts.append(
-                f"{loc}: not a setting sparktui knows" + (f" (did you mean {', '.join(hint)}?)" if hint else "")
+ServeConfig.FIELDS = tuple(n for n in ServeConfig.__annotations__ if n[0] != "_" and n != "FIELDS")
+_FIELD_NAMES = frozenset(ServeConfig.FIELDS)
+_EXTRA = Flag("extra_args", "extra_args", "str", None, "", "advanced")  # stands in for extra_args in repr
+
+
+def _flags_out_of_extra_args(data: dict[str, Any]) -> dict[str, Any]:
+    """A modelled flag given in extra_args moves to its field, so the fit reads it like any other
+    and it is parsed once. A later value wins, as on vLLM's command line (extra_args come last),
+    except a secret (--api-key) already set: secrets travel by environment, never on the command
+    line, where every user can read them."""
+    if not isinstance(data.get("extra_args"), list):
+        return data
+    _refuse_token_in_argv(data["extra_args"])
+    found, kept = _lift_flags(data["extra_args"])
+    if not found:
+        return data
+    out = {**data, "extra_args": kept}
+    for field_name, value in found.items():
+        if not _BY_FIELD[field_name].secret or out.get(field_name) in (None, ""):
+            out[field_name] = value
+    return out
+
+
+def _validated(name: str, value: Any) -> Any:
+    """One field's typed value, or UserError naming its flag."""
+    if name == "extra_args":
+        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            raise UserError(f"extra_args: got {value!r}; expected a list of strings")
+        return list(value)
+    value = _BY_FIELD[name].coerce(value)
+    if name == "mxfp4_layers" and value is not None:
+        names = [n.strip() for n in value.split(",")]
+        if not all(n in MXFP4_LAYER_NAMES for n in names):
+            raise UserError(
+                f"--mxfp4-layers: got {value}; expected a comma-separated list of {', '.join(MXFP4_LAYER_NAMES)} "
+                "(e.g. moe,qkv,o,lm_head)"
             )
-        elif err["type"] == "missing" and loc == "model":
-            parts.append("model: missing; give the model to serve (a Hugging Face repo id or a local folder)")
-        else:
-            flag = _BY_FIELD.get(str(loc))
-            parts.append(f"{flag.name if flag else loc}: {err['msg']}")
-    return "; ".join(parts)
+        return ",".join(names)
+    return value
 
 
 # How pasted command lines may start; what follows is `vllm serve`'s own argv.

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict
 
 from sparktui.errors import UserError
 
@@ -34,10 +33,9 @@ def is_mtp(method: str) -> bool:
     return method in MTP_METHODS or "mtp" in method
 
 
-class Speculation(BaseModel):
+@dataclass(frozen=True)
+class Speculation:
     """One `--speculative-config`, as vLLM reads it before it loads a drafter."""
-
-    model_config = ConfigDict(frozen=True)
 
     method: str  # lower case; vLLM's inference when the JSON names none
     num_tokens: int  # num_speculative_tokens (1 when absent)

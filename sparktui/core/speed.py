@@ -82,17 +82,18 @@ KIND_NAMES = {
     "dense_mlp": "dense MLP",
     "moe": "MoE",
 }
-# Fitted (bench/fit_speed.py, priors there) on the fit set's 8 single-user records: plain decode,
-# and MTP where the source gives the settings (their fixed costs enter the verify and draft passes).
+# Fitted (bench/fit_speed.py, one prior for every kind there) on the fit set's 8 single-user records:
+# plain decode, and MTP where the source gives the settings (their fixed costs enter the verify and
+# draft passes). The fit set barely tells some kinds apart: those stay near the common 30 µs prior.
 LAYER_COST_S = {
-    "attention": 28e-6,
-    "sliding_attention": 35e-6,
-    "mla": 30e-6,  # not in the fit set: the attention prior
-    "gdn": 123e-6,
-    "gdn_spec": 226e-6,
-    "mamba2": 60e-6,  # not in the fit set's single-user records: the prior
-    "dense_mlp": 11e-6,
-    "moe": 75e-6,
+    "attention": 33e-6,
+    "sliding_attention": 37e-6,
+    "mla": 30e-6,  # not in the fit set: the prior
+    "gdn": 29e-6,
+    "gdn_spec": 32e-6,
+    "mamba2": 30e-6,  # not in the fit set's single-user records: the prior
+    "dense_mlp": 36e-6,
+    "moe": 41e-6,
 }
 
 # The same layers cost differently on different vLLM builds (issue 25: Qwen3.6-35B-A3B NVFP4 ran at
@@ -106,10 +107,10 @@ SERIES: tuple[tuple[str, tuple[int, int] | None, tuple[int, int] | None], ...] =
 )
 # fmt: off
 LAYER_COST_BY_SERIES: dict[str, dict[str, float]] = {  # bench/fit_speed.py: 2 records to 0.19, 3 from 0.20
-    "to 0.19": {"attention": 28e-6, "sliding_attention": 36e-6, "mla": 30e-6, "gdn": 123e-6, "gdn_spec": 226e-6,
-                "mamba2": 60e-6, "dense_mlp": 11e-6, "moe": 82e-6},
-    "0.20 on": {"attention": 28e-6, "sliding_attention": 39e-6, "mla": 30e-6, "gdn": 123e-6, "gdn_spec": 220e-6,
-                "mamba2": 60e-6, "dense_mlp": 11e-6, "moe": 98e-6},
+    "to 0.19": {"attention": 35e-6, "sliding_attention": 39e-6, "mla": 30e-6, "gdn": 29e-6, "gdn_spec": 32e-6,
+                "mamba2": 30e-6, "dense_mlp": 36e-6, "moe": 48e-6},
+    "0.20 on": {"attention": 35e-6, "sliding_attention": 42e-6, "mla": 30e-6, "gdn": 29e-6, "gdn_spec": 34e-6,
+                "mamba2": 30e-6, "dense_mlp": 42e-6, "moe": 53e-6},
 }
 # fmt: on
 
@@ -137,7 +138,7 @@ def layer_costs(version: str | None) -> dict[str, float]:
 # The share of an MoE's experts one step's tokens pick from: 1.0 is uniform routing. Real routers
 # favour some experts, so a batch reads fewer distinct experts than uniform picks would: fitted by
 # bench/fit_speed.py on the fit set's multi-user records (kubis.ai gpt-oss-120b, 2–32 users).
-ROUTING_SPREAD = 0.29
+ROUTING_SPREAD = 0.30
 
 # Prefill reaches this share of the bf16 peak. With 0.55 the guide's Qwen3.5-35B-A3B TTFT (0.12 s)
 # comes out at a 1,024-token prompt (the guide does not give the prompt length: an assumption);
@@ -299,7 +300,8 @@ def footprint(spec: ModelSpec) -> Footprint:
     if not by_bytes:  # a spec built without categories: all of it is dense
         by_bytes = {"other": spec.weights_bytes}
         by_params = {"other": spec.param_count or spec.weights_bytes // max(1, spec.dtype_bytes)}
-    skip = {"experts", "embed", "vision", "mtp"}  # embeddings: one row per token; vision: not in decode
+    # embeddings (Gemma 4's per-layer ones too): one row per token; vision: not in decode
+    skip = {"experts", "embed", "per_layer_embed", "vision", "mtp"}
     dense = sum(v for cat, v in by_bytes.items() if cat not in skip)
     dense_params = sum(v for cat, v in by_params.items() if cat not in skip)
     if not by_params.get("lm_head") and by_params.get("embed"):  # tied: the embedding is the lm_head

@@ -100,8 +100,8 @@ FLASHINFER_FULL_FIRST_CAPTURE = MeasuredConstant(
     "what the first FULL CUDA graph with FlashInfer attention adds per attention KV-cache group beyond "
     "that group's workspace buffer; the mean of the two Gemma 3 fp8 runs on a Spark: gemma-3-27b (7 groups, "
     "3466.15 MiB = 7 × (394 + 101)) and gemma-3-12b (6 groups, 3.96 GiB total: 158). Held out: Qwen3.6-35B-A3B "
-    "fp8 on vLLM 0.20 (1 group, 1 FULL graph: 0.43 GiB total, 46) and Nemotron-Cascade-2 on an RTX 5090 "
-    "(1 group, 19 FULL graphs: 0.48 GiB total)",
+    "fp8 on vLLM 0.20 (1 group, 1 FULL graph: 0.43 GiB total, 46). Nemotron-Cascade-2 on an RTX 5090 (1 group, "
+    "19 FULL graphs) logged 0.48 GiB in all, below even this model's floor there (0.50): not carried to that GPU",
     f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory; v1/attention/backends/flashinfer.py: "
     "FlashInferMetadataBuilder._get_workspace_buffer",
     fitted_on=FLASHINFER_FIT_LOGS,

@@ -82,12 +82,13 @@ GOOD = {
 
 
 def test_table_is_complete_and_matches_serveconfig():
-    fields = set(ServeConfig.model_fields) - {"extra_args"}
+    fields = set(ServeConfig.FIELDS) - {"extra_args"}
     assert {f.field for f in FLAGS} == fields
     assert set(BAD) == fields and set(GOOD) == fields - {"model", "api_key"}
     for flag in FLAGS:
         if not flag.positional:
-            assert ServeConfig.model_fields[flag.field].default == flag.field_default, flag.name
+            assert getattr(ServeConfig, flag.field) == flag.field_default, flag.name
+            assert getattr(ServeConfig(model=MODEL), flag.field) == flag.field_default, flag.name
         assert flag.positional or re.fullmatch(r"--[a-z0-9]+(-[a-z0-9]+)*", flag.name), flag.name
         assert flag.category in cfg.CATEGORIES
         assert flag.help and len(flag.help.splitlines()) == 1

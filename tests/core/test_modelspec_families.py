@@ -18,6 +18,8 @@ from sparktui.core.modelspec import (
     spec_from_config,
     spec_from_folder,
 )
+from sparktui.core.modelspec.weights import tensor_category
+from sparktui.core.speed import footprint
 from sparktui.errors import UserError
 
 GiB = 1024**3
@@ -557,3 +559,32 @@ def test_gemma4_k_eq_v_layers_hold_the_v_slot_vllm_allocates(fixtures):
     text["attention_k_eq_v"] = False
     plain = spec_from_config(config, name="g4", source="fixture", weights=(10 * GiB, 0, "headers"))
     assert read.weights_bytes - plain.weights_bytes == 10 * 5376 * 4 * 512 * 2
+
+
+def test_gemma4_per_layer_embeddings_and_kv_shared_layers_are_weights(fixtures):
+    # Gemma-4-E4B: vLLM's gemma4.py builds the per-layer embedding table (vocab_size_per_layer_input ×
+    # layers × hidden_size_per_layer_input), the model's projection to it and each layer's gate and
+    # projection back (Gemma4Model, Gemma4DecoderLayer: 0.19.1, 0.21.0, 0.32.0), and q_proj / o_proj in
+    # the 18 layers that read an earlier layer's KV. vLLM 0.32's own build of its text model on the meta
+    # device holds 15,127,354,108 bytes of parameters and buffers (its log on a dev build: 14.28 GiB)
+    config = json.loads((fixtures / "model-configs" / "google__gemma-4-E4B-it.json").read_text())
+    text = config["text_config"]
+    assert (text["hidden_size_per_layer_input"], text["num_kv_shared_layers"]) == (256, 18)
+    e4b = spec_from_config(config, name="e4b", source="fixture")
+    vision = dict(e4b.params_by_category)["vision"] * 2
+    assert e4b.weights_bytes - vision == pytest.approx(15_127_354_108, rel=1e-4)
+    # the other side: without per-layer inputs the model has neither the table nor its projections
+    text["hidden_size_per_layer_input"] = 0
+    plain = spec_from_config(config, name="e4b", source="fixture")
+    table, linear, norms = 262_144 * 42 * 256, 2560 * 42 * 256 * 3, 256 + 42 * 2560
+    assert e4b.weights_bytes - plain.weights_bytes == (table + linear + norms) * 2
+    assert "per_layer_embed" not in {c for c, n in plain.params_by_category if n}
+    # decode reads the projections every step, the table one row per token (speed.footprint)
+    assert footprint(e4b).dense_bytes - footprint(plain).dense_bytes == (linear + norms) * 2
+
+
+def test_a_per_layer_embedding_table_is_not_read_whole_per_token():
+    # decode gathers one row of it per token, as of the token embedding: a checkpoint's
+    # embed_tokens_per_layer is not the (tied) embedding that doubles as the lm_head
+    assert tensor_category("model.language_model.embed_tokens_per_layer.weight") == "per_layer_embed"
+    assert tensor_category("model.language_model.embed_tokens.weight") == "embed"

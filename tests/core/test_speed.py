@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from sparktui.core.modelspec import load_model_spec, spec_from_config
 from sparktui.core.speculation import parse_speculation
 
 CONFIGS = "model-configs"
+REPO = Path(__file__).resolve().parents[2]
 # NVIDIA's ModelOpt NVFP4 recipe for this architecture (FP8 linear attention, NVFP4 experts and
 # shared expert, bf16 full attention), as published for Qwen3.6-35B-A3B (same architecture as 3.5)
 QWEN36_NVFP4 = "nvidia__Qwen3.6-35B-A3B-NVFP4__hf_quant_config.json"
@@ -52,10 +56,9 @@ def test_the_guides_single_user_rows(guide_specs, row):
     est = predict(guide_specs[row.label])
     assert est.decode_tok_s <= est.roofline_tok_s  # no kernel beats the memory bus
     if row.reachable:
-        # the guide's row is in the held-out set (the split is by source): the fit never saw it, so
-        # it is held to the held-out criterion, within 20% of the published figure
-        mid = (row.low + row.high) / 2
-        assert abs(est.decode_tok_s / mid - 1) <= 0.20, est.to_dict()
+        # the guide's row is a held-out record (the split is by source): bench/speed_accuracy.py scores
+        # it with the others. A test pinning it within 20% made the constants answer to it (its Gated
+        # DeltaNet figure was the fit's prior until stop 33), so here only the physics.
         assert "held out" in row.why
     else:
         # Not met, and why: the published figure is above what the bus can carry for one user
@@ -398,6 +401,43 @@ def test_drafting_costs_what_the_method_reads(fixtures):
     assert draft("dflash", 15) == draft("dflash", 3)
     # EAGLE-3's drafter predicts over a 32k vocabulary, not the target's 248k
     assert draft("eagle3", 2) < draft("eagle", 2)
+
+
+# --------------------------------------------------------------------------- the fit and its priors
+
+
+def _fit_speed():
+    bench = REPO / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location("fit_speed", bench / "fit_speed.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(bench))
+    return module
+
+
+def test_the_fit_priors_come_from_no_record_and_the_tables_are_the_fits_output(monkeypatch):
+    """The per-layer costs are bench/fit_speed.py's fit on the fit set, pulled toward one prior for every
+    layer kind: no record (the held-out guide row and Nemotron-3-Nano gave the Gated DeltaNet and MoE
+    priors until stop 33) tells the kinds apart before the fit does."""
+    table_spread = sp.ROUTING_SPREAD
+    monkeypatch.setattr(sp, "ROUTING_SPREAD", table_spread)  # the fit moves it; put it back after
+    fs = _fit_speed()
+    assert set(fs.PRIORS) == set(sp.LAYER_KINDS) and set(fs.PRIORS.values()) == {fs.PRIOR_S}
+    every, by_series, spread, single, _ = fs.fit_tables()
+    assert {r.id for r in single} <= {r["id"] for r in _published("fit")}  # the fit reads the fit set only
+    assert {k: round(v * 1e6) for k, v in every.items()} == {k: round(v * 1e6) for k, v in sp.LAYER_COST_S.items()}
+    for name, costs in by_series.items():
+        assert {k: round(v * 1e6) for k, v in costs.items()} == {
+            k: round(v * 1e6) for k, v in sp.LAYER_COST_BY_SERIES[name].items()
+        }, name
+    assert round(spread, 2) == table_spread
+
+
+def _published(part):
+    return json.loads((REPO / "tests" / "fixtures" / "speed" / "published.json").read_text())[part]
 
 
 # --------------------------------------------------------------------------- per vLLM release line

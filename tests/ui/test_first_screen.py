@@ -5,6 +5,8 @@ first fit, which is what a person waits for."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -271,3 +273,32 @@ async def test_the_first_resume_restyles_nothing_and_the_screen_is_as_a_full_res
         Stylesheet.apply = apply  # type: ignore[method-assign]
     assert counts == dict.fromkeys(counts, 1), f"styled more than once: {counts}"
     assert before == after, "the first screen differs from a fully restyled one"
+
+
+FIRST_SCREEN_MODULES = r"""
+import sys
+from sparktui.ui.app import SparkApp
+
+class Probe(SparkApp):
+    def _start_background(self):  # the first screen is full; what runs after it is not looked at
+        self.show_first_screen()
+        loaded = sorted(m for m in sys.modules if m.partition(".")[0] == "pydantic")
+        print("LOADED", " ".join(loaded) or "-", flush=True)
+        self.exit()
+
+Probe(profile=sys.argv[1]).run(headless=True, size=(80, 24))
+"""
+
+
+@pytest.mark.slow
+def test_the_first_screen_does_not_load_pydantic(env):
+    """The typed models the first fit reads (ServeConfig, Speculation) are plain classes: pydantic and
+    its plugin scan cost ~70 ms of a ~0.4 s start, and only the supervisor's records need it."""
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_SCREEN_MODULES, "70b-dense-single-user"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "LOADED -" in out.stdout, out.stdout + out.stderr[-2000:]

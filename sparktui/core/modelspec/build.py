@@ -152,6 +152,9 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
             counts["attn"] += g.count * dense.attention_params(text, g)
     for cat, n in moe.mlp_counts(text, n_layers).items():
         counts[cat] += n
+    counts["attn"] += gemma.kv_shared_attention_params(text)
+    table, linear, norms = gemma.per_layer_embedding_params(text)
+    counts["per_layer_embed"], counts["mlp"], counts["other"] = table, counts["mlp"] + linear, counts["other"] + norms
     return counts
 
 

@@ -56,6 +56,34 @@ def kv_shared_layers(text: Mapping[str, Any]) -> int:
     return int(text.get("num_kv_shared_layers") or 0)
 
 
+def kv_shared_attention_params(text: Mapping[str, Any]) -> int:
+    """q_proj and o_proj of the layers that read an earlier layer's KV: they hold no cache, so the
+    layer groups leave them out, but vLLM builds both (gemma4.py Gemma4Attention: q_proj alone in 0.32;
+    0.19.1-0.21 still build the whole qkv_proj there, k and v not counted here)."""
+    shared = kv_shared_layers(text)
+    n = int(text.get("num_hidden_layers") or 0)
+    kinds = text.get("layer_types")
+    if not shared or not isinstance(kinds, list) or len(kinds) < n:
+        return 0
+    h, heads = int(text.get("hidden_size") or 0), int(text.get("num_attention_heads") or 0)
+    head, wide = int(text.get("head_dim") or 0), int(text.get("global_head_dim") or text.get("head_dim") or 0)
+    return sum(2 * h * heads * (wide if kind == "full_attention" else head) for kind in kinds[n - shared : n])
+
+
+def per_layer_embedding_params(text: Mapping[str, Any]) -> tuple[int, int, int]:
+    """Gemma 4's per-layer embeddings (hidden_size_per_layer_input: E2B, E4B) as gemma4.py builds them
+    (0.19.1, 0.21.0, 0.32.0): (the table, vocab_size_per_layer_input × layers × that width; the linear
+    parts, Gemma4Model's per_layer_model_projection from the hidden state to every layer's slice and
+    each Gemma4DecoderLayer's per_layer_input_gate and per_layer_projection; their norms). vLLM 0.32's own
+    build of Gemma-4-E4B's text model holds 2,818.57 M table and 82.58 M linear parameters."""
+    width = int(text.get("hidden_size_per_layer_input") or 0)
+    if not width:
+        return 0, 0, 0
+    n, h = int(text.get("num_hidden_layers") or 0), int(text.get("hidden_size") or 0)
+    vocab = int(text.get("vocab_size_per_layer_input") or text.get("vocab_size") or 0)
+    return vocab * n * width, h * n * width + n * 2 * h * width, width + n * h
+
+
 def k_eq_v(text: Mapping[str, Any]) -> bool:
     """Global layers ship k_proj only (vLLM loads it into both K and V: the cache is unchanged)."""
     return bool(text.get("attention_k_eq_v"))

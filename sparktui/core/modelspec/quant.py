@@ -22,7 +22,7 @@ def quant_info(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) ->
 # format, is weight_format's (per module, from the quantization config); this gives the format's name
 # and the bytes of a checkpoint whose config names no modules.
 LINEAR = ("attn", "linear_attn", "mamba", "mlp", "experts", "shared", "latent", "mtp")
-CATEGORIES = (*LINEAR, "embed", "lm_head", "router", "vision", "conv", "other")
+CATEGORIES = (*LINEAR, "embed", "per_layer_embed", "lm_head", "router", "vision", "conv", "other")
 
 
 def bytes_per_param(q: Mapping[str, Any], dtype_bytes: int) -> tuple[str | None, dict[str, float]]:

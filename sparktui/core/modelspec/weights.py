@@ -48,6 +48,7 @@ _TENSOR_CATEGORIES = tuple(
         ("mtp", r"(^|\.)mtp[._]"),
         ("vision", r"visual|vision|multi_modal_projector|mm_projector|audio"),
         ("lm_head", r"lm_head"),
+        ("per_layer_embed", r"embed_tokens_per_layer"),
         ("embed", r"embed_tokens|\.wte\.|word_embeddings"),
         ("router", r"(mlp|block_sparse_moe|mixer)\.gate\.|\.router\.|shared_expert_gate"),
         ("shared", r"shared_expert"),
