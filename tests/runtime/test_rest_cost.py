@@ -269,9 +269,47 @@ def test_a_resting_flight_recorder_records_a_new_log_line_and_a_request(resting_
     wait_for(lambda: watch.records > n, 2, "a record after /metrics showed a request running")
 
 
-def test_the_guards_samples_reach_the_flight_recorder(tmp_path, monkeypatch):
-    """The wiring: after each guard sample (on its thread) the recorder hears MemAvailable and the
-    count of kernel-reported stalls (GuardWiring._sampled -> ServerWatch.note_sample)."""
+class StillTree:
+    """A tree for a guard fed made-up samples: never ends by itself; a trip's kill is recorded."""
+
+    pid, popen, recorded = 4242, None, []
+
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+
+    def returncode(self):
+        return None
+
+    def kill(self, *, on_poll=None, on_signalled=None, timeout=10.0):
+        from sparktui.runtime.host.proc import StopReport
+
+        self.order.append("kill")
+        if on_signalled is not None:
+            on_signalled()
+        return StopReport(gone=True, gone_after_s=0.0)
+
+
+def test_the_guard_tells_the_flight_recorder_only_before_it_sleeps_never_between_a_sample_and_its_trip():
+    """The recorder hears each guard sample through on_wait, called once the sample was judged and
+    acted on: a sample that trips goes to the kill without it (a recorder woken there would contend
+    with the kill for the interpreter), so the trip's delay is as it was."""
+    from sparktui.runtime.guard.guard import Guard
+
+    order: list[str] = []
+    samples = iter([5 << 30, 5 << 30, 5 << 30, 3 << 30])  # a fall a real allocation can make: not held back
+    guard = Guard(
+        StillTree(order), GuardLines(None, None, 3.5), read_available=lambda: next(samples), read_pressure=None,
+        pressure=None, kernel="off", track_interval=None, on_sample=lambda: order.append("sample"),
+        on_wait=lambda: order.append("wait"),
+    )  # fmt: skip
+    report = guard.run()
+    assert report is not None and report.line == "kill"
+    assert order == ["sample", "wait"] * 3 + ["sample", "kill"]
+
+
+def test_the_guards_samples_reach_the_flight_recorder():
+    """The wiring: before the guard sleeps, the recorder hears MemAvailable and the count of
+    kernel-reported stalls (GuardWiring._tell_flight, the guard's on_wait -> ServerWatch.note_sample)."""
     from types import SimpleNamespace
 
     from sparktui.core.profiles import GuardSettings
@@ -285,5 +323,7 @@ def test_the_guards_samples_reach_the_flight_recorder(tmp_path, monkeypatch):
     )  # fmt: skip
     wiring.guard = SimpleNamespace(last=Decision(GuardAction.NONE, 1.0, available=17 << 30), pressure_wakes=3)
     wiring.flight = SimpleNamespace(note_sample=lambda available, stalls: heard.append((available, stalls)))
-    wiring._sampled()
+    wiring._sampled()  # the heartbeat, before a trip is acted on: not the recorder's
+    assert heard == []
+    wiring._tell_flight()
     assert heard == [(17 << 30, 3)]

@@ -460,6 +460,7 @@ class Guard:
         on_report: Callable[[TripReport], None] | None = None,
         on_track: Callable[[], None] | None = None,
         on_sample: Callable[[], None] | None = None,
+        on_wait: Callable[[], None] | None = None,
         defer: Callable[[Decision], str | None] | None = None,
         track_interval: float | None = 2.0,
         clock: Callable[[], float] = time.monotonic,
@@ -478,6 +479,7 @@ class Guard:
         self.on_warn, self.on_trip, self.on_report = on_warn, on_trip, on_report
         self.on_track = on_track  # after each recording of the tree's members (e.g. to tell a reaper)
         self.on_sample = on_sample  # after each sample, on the guard's thread (a heartbeat: must be cheap)
+        self.on_wait = on_wait  # before each sleep: after a sample that did not trip, so never in a trip's way
         self.sampled_at: float | None = None  # clock() of the last sample: how stale the guard's view is
         self.defer = defer  # with several servers: why another must be stopped first, or None to act
         self.deferring: str | None = None
@@ -672,6 +674,8 @@ class Guard:
                 next_track = t + self.track_interval
             if self.tree.returncode() is not None:
                 return None  # the command ended by itself
+            if self.on_wait is not None:
+                self.on_wait()
             if d.next_interval > 0:
                 # Sleep until the next planned sample, a memory stall (PSI) or close(), whichever first.
                 for fd, events in poller.poll(self._wait_after(d, t) * 1000):
