@@ -17,6 +17,7 @@ set is not read here: bench/speed_accuracy.py checks it.
 from __future__ import annotations
 
 import argparse
+import math
 
 import speed_records as recs
 
@@ -90,12 +91,31 @@ def fit_spread(records: list[recs.Record], costs: dict[str, float]) -> float:
     return (low + high) / 2
 
 
+def fit_compute_efficiency(records: list[recs.Record]) -> float:
+    """COMPUTE_EFFICIENCY that gives the fit records' published prefill rates (geometric mean of
+    each record's own, found by bisection; prefill is compute-bound, so only this moves it)."""
+    logs = []
+    for r in records:
+        low, high = 0.05, 1.0
+        for _ in range(40):
+            sp.COMPUTE_EFFICIENCY = (low + high) / 2
+            low, high = (
+                (sp.COMPUTE_EFFICIENCY, high)
+                if recs.prefill_tok_s(r) < r.prefill["tok_s"]
+                else (low, sp.COMPUTE_EFFICIENCY)
+            )  # type: ignore[index]
+        logs.append(math.log((low + high) / 2))
+    return math.exp(sum(logs) / len(logs))
+
+
 def fit_tables(
     prior: float = 0.05, series_prior: float = 0.05
 ) -> tuple[dict[str, float], dict[str, dict[str, float]], float, list[recs.Record], list[recs.Record]]:
     """(LAYER_COST_S, LAYER_COST_BY_SERIES, ROUTING_SPREAD, the single-user records fitted on, the
-    multi-user ones) from the fit set. Leaves sp.ROUTING_SPREAD at the fitted spread."""
+    multi-user ones) from the fit set. Leaves sp.ROUTING_SPREAD at the fitted spread and
+    sp.COMPUTE_EFFICIENCY at the one the fit set's prefill figures give (fit_compute_efficiency)."""
     zero = {k: 0.0 for k in sp.LAYER_KINDS}
+    sp.COMPUTE_EFFICIENCY = fit_compute_efficiency([r for r in recs.load("fit") if r.prefill])
     single, many = [], []
     for r in recs.load("fit"):
         if r.speculative == "unknown" or (r.users > 1 and r.speculative is not None):
@@ -131,6 +151,8 @@ def main() -> None:
     every, by_series, spread, single, many = fit_tables(args.prior, args.series_prior)
     print(f"\nrouting spread: {spread:.2f} (on {len(many)} multi-user records: {', '.join(r.id for r in many)})")
     print(f"ROUTING_SPREAD = {spread:.2f}")
+    print(f"\nprefill: {', '.join(r.id for r in recs.load('fit') if r.prefill)}")
+    print(f"COMPUTE_EFFICIENCY = {sp.COMPUTE_EFFICIENCY:.2f}")
     print(f"\nall versions: {len(single)} single-user records")
     print(table("LAYER_COST_S", every))
     for name, *_ in sp.SERIES:

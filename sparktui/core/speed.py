@@ -140,11 +140,10 @@ def layer_costs(version: str | None) -> dict[str, float]:
 # bench/fit_speed.py on the fit set's multi-user records (kubis.ai gpt-oss-120b, 2–32 users).
 ROUTING_SPREAD = 0.30
 
-# Prefill reaches this share of the bf16 peak. With 0.55 the guide's Qwen3.5-35B-A3B TTFT (0.12 s)
-# comes out at a 1,024-token prompt (the guide does not give the prompt length: an assumption);
-# vLLM's own DGX Spark guide (Nemotron-3-Super-120B-A12B NVFP4, ~1,900 tok/s prefill at 7k tokens)
-# works out at ~0.36, so long prompts on big models may come out optimistic.
-COMPUTE_EFFICIENCY = 0.55
+# Prefill reaches this share of the bf16 peak: fitted by bench/fit_speed.py on the fit set's prefill
+# figure (vllm-project/recipes #918: Qwen3.6-35B-A3B NVFP4, 8K input at 6,265 tok/s on vLLM 0.28). Until
+# stop 33 it was 0.55, read off the guide's Qwen3.5-35B-A3B TTFT (0.12 s), a held-out record.
+COMPUTE_EFFICIENCY = 0.33
 
 # How far off a prediction can be before calibration: the spread of the published rows around it.
 RANGE = (0.8, 1.15)
