@@ -36,6 +36,7 @@ class Record:
     source: str  # the source's key in published.json "sources"
     url: str
     kv_cache_dtype: str | None = None  # --kv-cache-dtype where the source gives it (None: auto)
+    prefill: dict[str, int] | None = None  # a prefill figure: {"tok_s", "prompt", "max_num_batched_tokens"}
 
     @property
     def speculation_known(self) -> bool:
@@ -82,7 +83,7 @@ def load(part: str) -> list[Record]:
             Record(
                 r["id"], r["model"], _spec(r), r["context"], r.get("users", 1), r["tok_s"], low, high,
                 r.get("vllm"), r.get("series"), r.get("speculative"), r["source"],
-                sources[r["source"]]["url"], r.get("kv_cache_dtype"),
+                sources[r["source"]]["url"], r.get("kv_cache_dtype"), r.get("prefill"),
             )
         )  # fmt: skip
     return out
@@ -101,3 +102,14 @@ def predict(record: Record, costs: dict[str, float] | None = None) -> sp.SpeedEs
 def per_user(record: Record, est: sp.SpeedEstimate) -> float:
     row = est.for_users(record.users)
     return row.per_user_tok_s if row else est.decode_tok_s
+
+
+def prefill_tok_s(record: Record, costs: dict[str, float] | None = None) -> float:
+    """core/speed.py's prefill tok/s for the record's prefill figure (prompt tokens / TTFT's prefill)."""
+    assert record.prefill is not None
+    est = sp.estimate(
+        record.spec, sp.GB10, context=record.prefill["prompt"], prompt_tokens=record.prefill["prompt"],
+        kv_bytes=sp.kv_bytes_for(record.spec, record.kv_cache_dtype), vllm_version=record.series, costs=costs,
+        max_num_batched_tokens=record.prefill.get("max_num_batched_tokens", 2048),
+    )  # fmt: skip
+    return est.prefill_tok_s

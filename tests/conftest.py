@@ -12,11 +12,15 @@ from typing import Any
 
 import pytest
 
-from tests.support import FIXTURES, free_port, sweep_recorded_servers
+from tests.support import FIXTURES, free_port, quiet, sweep_recorded_servers
 from tests.support.stub_vllm import install_stub
 
 # The stub replays its log 100× faster, and dies on its own if a test forgets it.
 FAST_STUB = {"STUB_VLLM_TIME_SCALE": "0.01", "STUB_VLLM_MAX_LIFE_S": "120"}
+
+
+# ---- app tests: the pilot waits until the app has nothing pending, not for a quiet CPU
+quiet.install()
 
 
 # ---- the quick loop: a test not marked slow starts no process

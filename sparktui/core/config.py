@@ -570,6 +570,9 @@ class ServeConfig:
             new.__dict__["_speculation"] = parse_speculation(update["speculative_config"])
         return new
 
+    def __copy__(self) -> ServeConfig:
+        return self.model_copy()  # its own fields_set: an assignment to the copy leaves this one's alone
+
     @property
     def mxfp4_layer_names(self) -> tuple[str, ...]:
         """--mxfp4-layers as names (empty when unset)."""

@@ -418,3 +418,15 @@ def test_a_command_without_the_utilization_gets_the_default_of_the_vllm_that_run
         utilization_left_to_vllm(parse_serve_command("vllm serve org/m --gpu-memory-utilization 0.9"), "0.32.0") is None
     )
     assert utilization_left_to_vllm(parse_serve_command(["org/m", "--gpu-memory-utilization=0.7"])) is None
+
+
+def test_a_copy_keeps_its_own_record_of_what_was_set():
+    import copy
+
+    original = ServeConfig(model=MODEL)
+    for duplicate in (copy.copy(original), copy.deepcopy(original), original.model_copy()):
+        duplicate.gpu_memory_utilization = 0.8
+        assert duplicate == original.replace(gpu_memory_utilization=0.8)
+        assert "gpu_memory_utilization" in duplicate.model_fields_set
+    assert original.model_fields_set == {"model"} and original.gpu_memory_utilization == 0.9
+    assert cfg.utilization_left_to_vllm(original) is not None  # still "left to vLLM"

@@ -3,6 +3,7 @@ machine (memory, GPU, host name), so screens are deterministic; everything else 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from types import SimpleNamespace
 
@@ -10,6 +11,7 @@ from sparktui.core.units import GiB
 from sparktui.ui.backend import Backend
 from sparktui.ui.widgets.editor import ConfigEditor
 from sparktui.ui.widgets.gauge import GpuView
+from tests.support.quiet import until_quiet
 
 # A DGX Spark at rest: MemTotal ≈ 121.7 GiB (DESIGN.md), 2 GiB swap.
 SPARK_IDLE = dict(
@@ -23,6 +25,11 @@ SPARK_IDLE = dict(
     psi_full_avg10=0.0,
     time=0.0,
 )
+
+
+# How often `until` looks again while the app waits on a timer or a thread (a poll, a draw at
+# FLUSH_HZ): often enough to add little to a wait, seldom enough to cost little CPU.
+POLL_S = 0.01
 
 
 def sample(**changes):
@@ -184,15 +191,22 @@ async def workers_done(app):
 
 
 async def until(pilot, condition, what: str, timeout: float = 30.0, detail=None) -> None:
-    """Let the app run (in 50 ms steps) until condition() holds; fail saying what never came,
-    with detail(app) when given (the server, its phase…)."""
+    """Let the app run until condition() holds; fail saying what never came, with detail(app) when
+    given (the server, its phase…). Checked each time the app has nothing pending but its workers
+    (tests/support/quiet.py: one may hang on purpose), and every POLL_S while what it waits for
+    is on a timer or a thread."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    if condition():
+        return
+    while True:
+        await until_quiet(pilot.app, workers=False)
+        pilot.app.screen._on_timer_update()  # as Pilot.pause() ends
         if condition():
             return
-        await pilot.pause(0.05)
-    extra = f"; {detail(pilot.app)}" if detail is not None else ""
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{extra}")
+        if time.monotonic() >= deadline:
+            extra = f"; {detail(pilot.app)}" if detail is not None else ""
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{extra}")
+        await asyncio.sleep(POLL_S)
 
 
 async def log_drawn(pilot, view, what: str = "the pushed lines drawn") -> None:
@@ -208,17 +222,17 @@ def first_screen_full(app) -> bool:
     return getattr(app, "background_started", True) and all(e.complete for e in app.query(ConfigEditor))
 
 
-async def settled(pilot, ready=lambda app: True, what: str = "the app to settle", rounds: int = 200):
+async def settled(pilot, ready=lambda app: True, what: str = "the app to settle", timeout: float = 30.0):
     """Until no worker runs and `ready(app)` holds. One worker's result can start the next
     (profile → form → model spec → fit): on a loaded machine a single wait can fall between them."""
     app = pilot.app
-    for _ in range(rounds):
-        await pilot.pause()
-        await workers_done(app)
-        await pilot.pause()
-        if first_screen_full(app) and ready(app) and not any(w.is_running for w in app.workers):
-            return
-    raise AssertionError(f"{what}: not after {rounds} rounds")
+    await pilot.pause()
+    await workers_done(app)
+
+    def done() -> bool:
+        return first_screen_full(app) and ready(app) and not any(w.is_running for w in app.workers)
+
+    await until(pilot, done, what, timeout)
 
 
 class RecordsBackend(SampleBackend):

@@ -48,17 +48,16 @@ def isolated(tmp_path, monkeypatch):
 
 async def prepare(pilot):
     app = pilot.app
-    for _ in range(200):  # profile → form → model spec → fit: a chain of workers and messages
-        await workers_done(app)
-        await pilot.pause()
-        settled = app.fit is not None and app.fit.verdict not in ("n/a", "error")
-        settled = settled and widget(app, MemoryGauge).sample is not None
+    await workers_done(app)
+
+    def settled() -> bool:  # profile → form → model spec → fit: a chain of workers and messages
+        done = app.fit is not None and app.fit.verdict not in ("n/a", "error")
+        done = done and widget(app, MemoryGauge).sample is not None
         # the form's later rows (mounted after the first fit) make its scrollbar's thumb
-        settled = settled and widget(app, ConfigEditor).complete
-        if settled and server_pane(app).runner_problem is not None:
-            break
-    else:
-        raise AssertionError(f"the fit never settled: {app.fit}")
+        done = done and widget(app, ConfigEditor).complete
+        return done and server_pane(app).runner_problem is not None
+
+    await until(pilot, settled, "the fit to settle", detail=lambda app: f"the fit: {app.fit}")
     gauge = widget(app, MemoryGauge)
     gauge.history.clear()
     gauge.history.extend(HISTORY_GIB)
@@ -135,18 +134,17 @@ def server_snapshot(tmp_path, case: str):
 async def prepare_server(pilot):
     app = pilot.app
     log = widget(app, LogView)
-    for _ in range(200):
-        await pilot.pause(0.05)
+
+    def settled() -> bool:
         fitted = app.fit is not None and app.fit.verdict == "fits"
         ended = app.server is not None and not app.server.live and widget(app, DiagnosisCard).diagnosis
         live = app.server is not None and app.server.live
         busy = [w for w in app.workers if not w.is_finished and w.name != "tail-log"]
         # the whole log read and drawn (a picture taken half-way shows the log scrolled mid-way)
         read = app.server is not None and log.total_lines >= len(app.server.log_path.read_text().splitlines())
-        if log.line_count and read and fitted and (ended or live) and not busy:
-            break
-    else:
-        raise AssertionError(f"the server pane never settled: {app.server}")
+        return bool(log.line_count and read and fitted and (ended or live) and not busy)
+
+    await until(pilot, settled, "the server pane to settle", detail=lambda app: f"the server: {app.server}")
     app.show_pane("server")
     app.clear_notifications()
     # shown, the log is laid out at its width and scrolled to its end after a refresh; the gauge
@@ -175,12 +173,9 @@ def test_server_pane(snap_compare, tmp_path, case, size):
 
 
 async def prepare_two_servers(pilot):
-    for _ in range(200):
-        if len(pilot.app.servers) == 2:
-            break
-        await pilot.pause(0.05)
-    else:
-        raise AssertionError(f"the server list never filled: {pilot.app.servers}")
+    await until(
+        pilot, lambda: len(pilot.app.servers) == 2, "the server list to fill", detail=lambda app: f"{app.servers}"
+    )
     await prepare_server(pilot)
 
 
@@ -211,12 +206,12 @@ def cluster_head_records(tmp_path):
 
 
 async def prepare_cluster_head(pilot):
-    for _ in range(200):
-        if pilot.app.servers and pilot.app.servers[0].nodes:
-            break
-        await pilot.pause(0.05)
-    else:
-        raise AssertionError(f"the head's nodes never showed: {pilot.app.servers}")
+    await until(
+        pilot,
+        lambda: bool(pilot.app.servers and pilot.app.servers[0].nodes),
+        "the head's nodes to show",
+        detail=lambda app: f"{app.servers}",
+    )
     await prepare_server(pilot)
     pilot.app.show_pane("memory")  # at 80×24 one pane at a time: the one where the user looks at memory
     await until(pilot, lambda: widget(pilot.app, MemoryGauge).size.height > 0, "the memory pane shown")
