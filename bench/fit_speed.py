@@ -1,14 +1,16 @@
 """Fit core/speed.py's per-layer costs on the FIT set of tests/fixtures/speed/published.json:
 LAYER_COST_S on every vLLM version, then LAYER_COST_BY_SERIES per release line (speed.SERIES).
 
-    python bench/fit_speed.py [--prior 0.05] [--series-prior 0.3]
+    python bench/fit_speed.py [--prior W] [--series-prior W]
 
 Each single-user plain-decode fit record's measured step (1 / tok/s) less its bandwidth time (bytes
 read / (273 GB/s × η), η as core/speed.py has it per precision) is what the fixed costs must explain:
 Σ cost[kind] × layers of that kind. The costs are fitted by least squares on the relative step error,
 non-negative, pulled toward priors (weight --prior, relative) so a kind the fit set barely sees stays
 near its prior: the all-versions fit toward PRIORS, each release line's toward the all-versions fit
-(weight --series-prior). Prints the tables to paste into core/speed.py and each record's error. A
+(weight --series-prior). Both weights, unless given, are the one of PRIOR_WEIGHTS whose fit predicts a
+fit record it did not see best (leave-one-out over the fit set's single-user records, fit set only).
+Prints the tables to paste into core/speed.py and each record's error. A
 record above its plain-decode roofline is left out (no fixed cost can explain it). Records with more
 users or speculative decoding are not fitted on: they check the batch and draft models. The held-out
 set is not read here: bench/speed_accuracy.py checks it.
@@ -29,6 +31,9 @@ from sparktui.core import speed as sp
 # 67-75 tok/s: both held-out records, so the held-out set fed the fit through them.)
 PRIOR_S = 30e-6
 PRIORS = {kind: PRIOR_S for kind in sp.LAYER_KINDS}
+# How hard the fit pulls toward the prior (relative, squared) is chosen among these by leave-one-out on
+# the fit set (prior_weight); until stop 33 it was 0.05, unchosen.
+PRIOR_WEIGHTS = (0.002, 0.01, 0.05, 0.2, 1.0)
 
 
 Row = tuple[recs.Record, float, float, dict[str, float]]
@@ -108,8 +113,38 @@ def fit_compute_efficiency(records: list[recs.Record]) -> float:
     return math.exp(sum(logs) / len(logs))
 
 
+def predict_row(row: Row, costs: dict[str, float]) -> float:
+    """The row's predicted seconds per token at these costs."""
+    _, _, bare, slopes = row
+    return bare + sum(costs[k] * slopes[k] for k in slopes if k in costs)
+
+
+def leave_one_out(rows: list[Row], weight: float) -> list[float]:
+    """Each single-user fit record's predicted seconds per token when the costs (all versions, then
+    its release line's, both pulled with `weight`) are fitted on the other records only."""
+    predicted = []
+    for i, row in enumerate(rows):
+        rest = rows[:i] + rows[i + 1 :]
+        costs = fit(rest, PRIORS, weight)
+        series = sp.series_of(row[0].series)
+        mine = [r for r in rest if series and sp.series_of(r[0].series) == series]
+        if mine:
+            costs = fit(mine, costs, weight)
+        predicted.append(predict_row(row, costs))
+    return predicted
+
+
+def prior_weight(rows: list[Row]) -> tuple[float, dict[float, float]]:
+    """The PRIOR_WEIGHTS entry with the lowest mean leave-one-out error, and each one's."""
+    scores = {
+        w: sum(abs(row[1] / seconds - 1) for row, seconds in zip(rows, leave_one_out(rows, w), strict=True)) / len(rows)
+        for w in PRIOR_WEIGHTS
+    }
+    return min(scores, key=lambda w: scores[w]), scores
+
+
 def fit_tables(
-    prior: float = 0.05, series_prior: float = 0.05
+    prior: float | None = None, series_prior: float | None = None
 ) -> tuple[dict[str, float], dict[str, dict[str, float]], float, list[recs.Record], list[recs.Record]]:
     """(LAYER_COST_S, LAYER_COST_BY_SERIES, ROUTING_SPREAD, the single-user records fitted on, the
     multi-user ones) from the fit set. Leaves sp.ROUTING_SPREAD at the fitted spread and
@@ -128,6 +163,12 @@ def fit_tables(
             print(f"left out: {r.id} ({r.tok_s} tok/s is above its {est.roofline_tok_s:.1f} tok/s roofline)")
             continue
         single.append(r)
+    if prior is None or series_prior is None:
+        chosen, scores = prior_weight(rows_of(single))
+        print("prior weight by leave-one-out: " + ", ".join(f"{w:g} {e:.1%}" for w, e in scores.items()))
+        prior = chosen if prior is None else prior
+        series_prior = chosen if series_prior is None else series_prior
+    print(f"PRIOR_WEIGHT = {prior:g} (release lines {series_prior:g})")
     every = dict(PRIORS)
     spread = sp.ROUTING_SPREAD
     for _ in range(3):  # the costs and the routing spread each move the other a little
@@ -145,8 +186,10 @@ def fit_tables(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--prior", type=float, default=0.05, help="pull toward PRIORS (0: none)")
-    parser.add_argument("--series-prior", type=float, default=0.05, help="pull of a release line toward all versions")
+    parser.add_argument("--prior", type=float, help="pull toward PRIORS (0: none; default: by leave-one-out)")
+    parser.add_argument(
+        "--series-prior", type=float, help="pull of a release line toward all versions (default: as --prior)"
+    )
     args = parser.parse_args()
     every, by_series, spread, single, many = fit_tables(args.prior, args.series_prior)
     print(f"\nrouting spread: {spread:.2f} (on {len(many)} multi-user records: {', '.join(r.id for r in many)})")

@@ -31,16 +31,20 @@ import supervisor_rest as sr  # noqa: E402
 SLEEPS_IN = {"7": "poll", "202": "futex", "288": "accept4", "0": "read", "61": "wait4", "271": "ppoll"}
 
 
-def threads(pid: int) -> dict[int, tuple[float, int, str]]:
-    """{tid: (CPU seconds, time slices, what it sleeps in)}."""
+def threads(pid: int) -> dict[int, tuple[float, int, str, int]]:
+    """{tid: (CPU seconds, time slices, what it sleeps in, times it went to sleep)}. The last is the
+    thread's voluntary context switches: its wakes (a blocking write or sync counts too), where
+    time slices also count the times a busy box took the CPU away."""
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             ns, _, runs = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
             call = Path(f"/proc/{pid}/task/{tid}/syscall").read_text().split()[0]
+            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+            sleeps = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
         except (OSError, ValueError, IndexError):
             continue
-        out[int(tid)] = (int(ns) / 1e9, int(runs), SLEEPS_IN.get(call, f"syscall {call}"))
+        out[int(tid)] = (int(ns) / 1e9, int(runs), SLEEPS_IN.get(call, f"syscall {call}"), sleeps)
     return out
 
 
@@ -72,9 +76,9 @@ def measure(repo: Path, rest: float, started: threading.Barrier, out: dict) -> N
             seconds = time.monotonic() - t0
             rows = []
             for who in pids:
-                for tid, (cpu, runs, call) in sorted(after[who].items()):
-                    cpu0, runs0, _ = before[who].get(tid, (0.0, 0, call))
-                    rows.append((who, tid, call, cpu - cpu0, runs - runs0))
+                for tid, (cpu, runs, call, sleeps) in sorted(after[who].items()):
+                    cpu0, runs0, _, sleeps0 = before[who].get(tid, (0.0, 0, call, 0))
+                    rows.append((who, tid, call, cpu - cpu0, runs - runs0, sleeps - sleeps0))
             out.update(seconds=seconds, rows=rows)
         finally:
             subprocess.run(
@@ -107,12 +111,12 @@ def main() -> int:
         secs = res["seconds"]
         print(f"{name} ({repos[name]}), over {secs:.1f} s:")
         total = {"supervisor": 0.0, "reaper": 0.0}
-        for who, tid, call, cpu, runs in res["rows"]:
+        for who, tid, call, cpu, runs, sleeps in res["rows"]:
             total[who] += cpu
             if runs:
                 print(
                     f"  {who:<10} tid {tid:<7} in {call:<8} {100 * cpu / secs:6.3f}% of a core, "
-                    f"{runs / secs:5.2f} runs/s, {1e6 * cpu / runs:6.0f} us/run"
+                    f"{runs / secs:5.2f} runs/s, {sleeps / secs:5.2f} sleeps/s, {1e6 * cpu / runs:6.0f} us/run"
                 )
         both = 100 * (total["supervisor"] + total["reaper"]) / secs
         print(

@@ -447,6 +447,24 @@ def test_the_fit_priors_come_from_no_record_and_the_tables_are_the_fits_output(m
     assert round(sp.COMPUTE_EFFICIENCY, 2) == table_eta  # from the fit set's prefill figure
 
 
+def test_the_prior_pull_is_the_weight_leave_one_out_on_the_fit_set_prefers(monkeypatch):
+    """How hard the fit pulls toward the common prior is chosen on the fit set alone: among PRIOR_WEIGHTS,
+    the one whose fit, made without a record, predicts that record best (mean over the fit set's
+    single-user records); a fit made without a record does not move when that record's figure does."""
+    monkeypatch.setattr(sp, "ROUTING_SPREAD", sp.ROUTING_SPREAD)
+    monkeypatch.setattr(sp, "COMPUTE_EFFICIENCY", sp.COMPUTE_EFFICIENCY)
+    fs = _fit_speed()
+    *_, single, _ = fs.fit_tables()
+    rows = fs.rows_of(single)
+    chosen, scores = fs.prior_weight(rows)
+    assert set(scores) == set(fs.PRIOR_WEIGHTS) and scores[chosen] == min(scores.values())
+    assert len({round(e, 4) for e in scores.values()}) > 1  # the weights are told apart
+    record, seconds, bare, slopes = rows[0]
+    faster = [(record, seconds / 2, bare, slopes), *rows[1:]]
+    assert fs.leave_one_out(faster, chosen)[0] == pytest.approx(fs.leave_one_out(rows, chosen)[0])
+    assert fs.leave_one_out(faster, chosen)[1] != pytest.approx(fs.leave_one_out(rows, chosen)[1])
+
+
 def _published(part):
     return json.loads((REPO / "tests" / "fixtures" / "speed" / "published.json").read_text())[part]
 

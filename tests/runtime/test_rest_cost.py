@@ -309,7 +309,7 @@ def test_the_guard_tells_the_flight_recorder_only_before_it_sleeps_never_between
 
 def test_the_guards_samples_reach_the_flight_recorder():
     """The wiring: before the guard sleeps, the recorder hears MemAvailable and the count of
-    kernel-reported stalls (GuardWiring._tell_flight, the guard's on_wait -> ServerWatch.note_sample)."""
+    kernel-reported stalls (GuardWiring._settled, the guard's on_wait -> ServerWatch.note_sample)."""
     from types import SimpleNamespace
 
     from sparktui.core.profiles import GuardSettings
@@ -325,5 +325,35 @@ def test_the_guards_samples_reach_the_flight_recorder():
     wiring.flight = SimpleNamespace(note_sample=lambda available, stalls: heard.append((available, stalls)))
     wiring._sampled()  # the heartbeat, before a trip is acted on: not the recorder's
     assert heard == []
-    wiring._tell_flight()
+    wiring._settled()
     assert heard == [(17 << 30, 3)]
+
+
+def test_a_supervisors_guard_wakes_no_other_thread_between_a_tripping_sample_and_its_kill(isolated):
+    """The loop is woken for the guard's news (a new action, MemAvailable moved) once the sample was
+    acted on, before the guard sleeps; on a sample that trips, only after the kill signal (_on_trip):
+    a thread woken before it would contend with the kill for the interpreter."""
+    from sparktui.core.profiles import GuardSettings
+    from sparktui.runtime.guard.guard import Guard
+    from sparktui.runtime.server.guard_wiring import GuardWiring
+
+    order: list[str] = []
+
+    def wake(why: str = "request") -> None:
+        order.append(f"wake {why}")
+        wiring._news_told = False  # the loop, woken, has looked (GuardWiring.status clears it so)
+
+    wiring = GuardWiring(
+        GuardSettings(), 8995, lambda _: None, lock=threading.RLock(), record=lambda: None, save=lambda: True,
+        reaper=lambda: None, wake=wake, say=lambda _: None,
+    )  # fmt: skip
+    wiring._shown = ("none", 5.0, False)  # the line the loop recorded last
+    samples = iter([5 << 30, int(4.4 * (1 << 30)), 5 << 30, 3 << 30])  # news (0.6 GiB), then a kill
+    guard = wiring.guard = Guard(
+        StillTree(order), GuardLines(None, None, 3.5), read_available=lambda: next(samples), read_pressure=None,
+        pressure=None, kernel="off", track_interval=None, on_sample=wiring._sampled, on_wait=wiring._settled,
+        on_trip=wiring._on_trip,
+    )  # fmt: skip
+    wiring._news_at = -1e9
+    assert guard.run() is not None
+    assert order == ["wake guard", "kill", "wake request"]  # the news, the kill, then the trip's own wake

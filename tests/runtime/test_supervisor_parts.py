@@ -208,12 +208,12 @@ def test_the_guard_wakes_the_loop_for_a_move_at_most_every_few_seconds_and_at_on
     for i in range(8):  # a sample a second, each 0.6 GiB from the last; the loop looks after each wake
         clock[0] += 1.0
         guard.last = Decision(GuardAction.NONE, 1.0, available=int((20 - 0.6 * (i % 2 + 1)) * gib))
-        wiring._sampled()
+        wiring._settled()
         wiring.status()
     assert wakes == ["guard", "guard"]  # at 1001 s and 1006 s
     clock[0] += 1.0
     guard.last = Decision(GuardAction.NONE, 0.01, available=int(19.4 * gib), alert=True)
-    wiring._sampled()
+    wiring._settled()
     assert wakes == ["guard", "guard", "guard"]  # the alert at once
 
 

@@ -76,7 +76,7 @@ class GuardWiring:
         self._shown: tuple[str, float, bool] | None = None
         self._news_told = False
         self._news_at = float("-inf")  # time.monotonic() of the last wake for news
-        # the flight recorder sleeps at rest until a guard sample shows memory moving (_tell_flight)
+        # the flight recorder sleeps at rest until a guard sample shows memory moving (_settled)
         self.flight: ServerWatch | None = None
 
     @property
@@ -97,7 +97,7 @@ class GuardWiring:
             on_trip=self._on_trip,
             on_report=self._on_report,
             on_sample=self._sampled,
-            on_wait=self._tell_flight,
+            on_wait=self._settled,
             defer=None if order is None else self._deferral(order),
             kernel=self.settings.kernel or DEFAULT_KERNEL_MODE,
             on_kernel=self._on_kernel,
@@ -151,11 +151,22 @@ class GuardWiring:
         self.beat()
 
     def _sampled(self) -> None:
-        """After each guard sample, on its thread: the heartbeat, and the loop woken for news."""
+        """After each guard sample, on its thread, before a trip is acted on: the heartbeat only."""
         self.beat()
-        shown, guard = self._shown, self.guard
+
+    def _settled(self) -> None:
+        """Before the guard sleeps, after a sample that did not trip: the loop woken for news, and the
+        flight recorder told MemAvailable and the count of memory stalls the kernel reported (at rest a
+        move wakes it). Never between a sample and its trip: a thread woken there would contend with
+        the kill for the interpreter, and a trip wakes the loop itself (_on_trip, once signalled)."""
+        guard = self.guard
         d = guard.last if guard is not None else None
-        if d is None or shown is None or self._news_told:
+        if d is None or guard is None:
+            return
+        if self.flight is not None:
+            self.flight.note_sample(d.available, guard.pressure_wakes)
+        shown = self._shown
+        if shown is None or self._news_told:
             return
         action, available_gib, alert = shown
         now = time.monotonic()
@@ -163,14 +174,6 @@ class GuardWiring:
         if d.action.value != action or d.alert != alert or (moved and now - self._news_at >= NEWS_EVERY_S):
             self._news_told, self._news_at = True, now
             self._wake("guard")
-
-    def _tell_flight(self) -> None:
-        """Before the guard sleeps (never between a sample and its trip): the flight recorder hears
-        MemAvailable and the count of memory stalls the kernel reported; at rest a move wakes it."""
-        guard, flight = self.guard, self.flight
-        d = guard.last if guard is not None else None
-        if d is not None and guard is not None and flight is not None:
-            flight.note_sample(d.available, guard.pressure_wakes)
 
     def beat(self) -> None:
         """After each guard sample: the heartbeat, at most every BEAT_EVERY_S (one pwrite)."""
