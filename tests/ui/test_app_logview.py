@@ -224,7 +224,7 @@ async def test_new_lines_move_the_scrollbar_without_laying_out_the_screen():
     async with app.run_test(size=(80, 20)) as pilot:
         log = app.query_one(LogView)
         log.push([f"INFO 11-29 19:24:01 [x.py:1] line {i}" for i in range(100)])
-        await pilot.pause(0.25)
+        await log_drawn(pilot, log)
         assert log.show_vertical_scrollbar and log.scroll_y == log.max_scroll_y
         layouts: list[bool] = []
         refresh = log.refresh
@@ -237,7 +237,7 @@ async def test_new_lines_move_the_scrollbar_without_laying_out_the_screen():
         before = log.max_scroll_y
         for batch in range(5):
             log.push([f"INFO 11-29 19:24:01 [x.py:1] more {batch} {i}" for i in range(20)])
-            await pilot.pause(0.15)
+            await log_drawn(pilot, log)  # each batch a draw of its own
         assert layouts and not any(layouts), f"{sum(layouts)} of {len(layouts)} refreshes laid out the screen"
         assert log.max_scroll_y == before + 100 and log.scroll_y == log.max_scroll_y  # still following
         assert log.vertical_scrollbar.window_virtual_size == log.virtual_size.height == len(log._rows)
