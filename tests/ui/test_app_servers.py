@@ -89,7 +89,11 @@ async def test_the_previous_server_key_goes_the_other_way_round_the_list(tmp_pat
         await until(pilot, lambda: app.server.port == 8002, "the switch on to :8002")
 
 
-async def test_stop_and_kill_act_on_the_followed_server_only_and_kill_asks_naming_it(tmp_path):
+async def test_stop_and_kill_act_on_the_followed_server_only_and_kill_asks_naming_it(tmp_path, monkeypatch):
+    from sparktui.ui.panes import ServerPane
+
+    # ten ticks a second: the ended server leaves the list at the list's 5th tick, not 5 s later
+    monkeypatch.setattr(ServerPane, "POLL_S", 0.1)
     backend = RecordsBackend(two_servers(tmp_path))
     app = SparkApp(backend=backend)
     async with app.run_test(size=(80, 24)) as pilot:

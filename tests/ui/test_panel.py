@@ -439,7 +439,11 @@ async def test_live_figures_come_from_the_supervisors_record(tmp_path):
 
 
 # A worker that dies says what failed, and its poll goes on.
-async def test_a_worker_that_dies_is_reported_and_its_poll_goes_on():
+async def test_a_worker_that_dies_is_reported_and_its_poll_goes_on(monkeypatch):
+    from sparktui.ui.panes import ServerPane
+
+    monkeypatch.setattr(ServerPane, "POLL_S", 0.1)  # the idle reads, every 3rd tick: 0.3 s apart, not 3 s
+
     class Broken(RecordBackend):
         def attach(self, port=None):
             self.attaches += 1
