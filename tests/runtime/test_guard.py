@@ -251,11 +251,20 @@ def test_a_fast_fall_trips_on_its_rate_before_any_line_is_crossed(tmp_path):
     assert report.fall_rate_gib_s >= 0.3 and report.gone
 
 
+def _anon_and_shmem() -> int:
+    """Memory MemAvailable cannot reclaim that processes hold (AnonPages + Shmem): what a program
+    beside the test allocates, and what page-cache churn does not touch."""
+    fields = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            name, value = line.split(":", 1)
+            fields[name] = int(value.split()[0]) * 1024
+    return fields["AnonPages"] + fields["Shmem"]
+
+
 def test_page_cache_churn_never_trips_the_guard(tmp_path):
     """Reading a file fills the page cache: MemFree falls by its size, MemAvailable does not.
     Lines just under MemAvailable stay untouched while MemFree falls far below them."""
-    from sparktui.runtime.host.memory import read_memory
-
     data = tmp_path / "big.bin"
     size = 1536 << 20
     with open(data, "wb") as f:
@@ -265,23 +274,56 @@ def test_page_cache_churn_never_trips_the_guard(tmp_path):
         f.flush()
         os.fsync(f.fileno())
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    before = read_memory(psi=False)
-    a0 = before.mem_available / GiB
-    # each read's pages stay cached 0.5 s: the sampler below sees the peak on a busy machine too
-    tree = spawn([sys.executable, str(PROCS / "churn.py"), str(data), "3", "0.5"], tmp_path / "churn.log")
-    guard = Guard(tree, lines(a0, warn=0.5, term=0.75, kill=1.0), track_interval=0.25)
-    thread = guard.start()
-    lowest_free, most_cached = before.mem_free, before.page_cache
-    while thread.is_alive():
-        now = read_memory(psi=False)
-        lowest_free, most_cached = min(lowest_free, now.mem_free), max(most_cached, now.page_cache)
-        time.sleep(0.02)
+    # The term line is 0.75 GiB under MemAvailable: a program beside the test that takes that much
+    # (anonymous or shared memory, which the churn does not touch) trips it for a reason of its own.
+    # Then, and only then, the attempt is made again.
+    for attempt in range(3):
+        guard, before, lowest_free, most_cached, others = _churn_under_guard(data, tmp_path / f"churn{attempt}.log")
+        if guard.report is None or others < 0.25 * GiB:  # the churn itself holds 8 MiB
+            break
+        _until_others_hold_still()
     assert guard.report is None and guard.decider.state == "watching"
     # The test means something only if the file really went through the page cache (its growth:
     # other programs freeing memory at the same time can hide part of MemFree's fall) and MemFree
     # fell past every line.
     assert most_cached > before.page_cache + 1.0 * GiB, "the page cache never grew: the file was cached already"
     assert lowest_free < guard.lines.bytes("kill")
+
+
+def _until_others_hold_still(timeout: float = 15.0) -> None:
+    """Until AnonPages + Shmem moves less than 64 MiB in half a second (the other program is done)."""
+    deadline = time.monotonic() + timeout
+    last = _anon_and_shmem()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = _anon_and_shmem()
+        if abs(now - last) < 64 << 20:
+            return
+        last = now
+
+
+def _churn_under_guard(data, log):
+    """(the guard, the sample before, lowest MemFree, most page cache, the most that AnonPages +
+    Shmem grew by) over three reads of `data` through the page cache under a guard."""
+    from sparktui.runtime.host.memory import read_memory
+
+    before = read_memory(psi=False)
+    held = _anon_and_shmem()
+    # each read's pages stay cached 0.5 s: the sampler below sees the peak on a busy machine too
+    tree = spawn([sys.executable, str(PROCS / "churn.py"), str(data), "3", "0.5"], log)
+    guard = Guard(tree, lines(before.mem_available / GiB, warn=0.5, term=0.75, kill=1.0), track_interval=0.25)
+    thread = guard.start()
+    lowest_free, most_cached, others = before.mem_free, before.page_cache, 0
+    while thread.is_alive():
+        now = read_memory(psi=False)
+        lowest_free, most_cached = min(lowest_free, now.mem_free), max(most_cached, now.page_cache)
+        others = max(others, _anon_and_shmem() - held)
+        time.sleep(0.02)
+    if guard.report is not None:  # a trip ends the loop at once: look on a little at what others took
+        for _ in range(10):
+            others = max(others, _anon_and_shmem() - held)
+            time.sleep(0.05)
+    return guard, before, lowest_free, most_cached, others
 
 
 def test_a_memory_stall_wakes_the_guard_between_samples(tmp_path, monkeypatch):
