@@ -15,11 +15,10 @@ from typing import Any
 from sparktui.core.config import ServeConfig
 from sparktui.core.fit import fit, kv_dtype_bytes, plan_kv
 from sparktui.core.fit_settings import (
-    activation_parts,
     cudagraph_estimate,
     drafter_pass_bytes,
     encoder_term,
-    moe_transient_chunk,
+    profile_activation,
     settings_from,
 )
 
@@ -33,16 +32,7 @@ def terms(case: Any, spec: Any, rules: Any, machine: Any) -> dict[str, Any]:
     s = settings_from(versioned, spec, machine, rules)
     result = fit(versioned, spec, machine)
     b = result.budget
-    forward, sampler = activation_parts(
-        spec,
-        s.max_num_batched_tokens,
-        s.max_num_seqs,
-        s.tp,
-        s.model_runner,
-        s.rules.value("v1_sampler_top_k_top_p"),
-        machine.sms,
-        moe_transient_chunk(spec, s),
-    )
+    forward, sampler = profile_activation(spec, s, machine.sms)
     encoder = encoder_term(spec, s)
     drafter = drafter_pass_bytes(spec, s) if s.num_spec else 0
     kv_bytes, _ = kv_dtype_bytes(spec, s.kv_cache_dtype, rules)

@@ -28,13 +28,12 @@ from sparktui.core.fit_settings import (
     FitSettings,
     GraphEstimate,
     activation_bytes,
-    activation_parts,
     cudagraph_estimate,
     drafter_pass_bytes,
     encoder_term,
-    moe_transient_chunk,
     moe_workspace_per_token,
     nvfp4_moe_padding,
+    profile_activation,
     rules_of,
     settings_from,
     v1_sampler_pass_bytes,
@@ -235,16 +234,7 @@ def _core(
     weights += fp4_padding if machine.fp4 else 0
     fp4_unknown = fp4_padding if machine.fp4 is None else 0
     sampler_path = s.rules.value("v1_sampler_top_k_top_p")
-    forward, sampler = activation_parts(
-        spec,
-        s.max_num_batched_tokens,
-        s.max_num_seqs,
-        s.tp,
-        s.model_runner,
-        sampler_path,
-        machine.sms,
-        moe_transient_chunk(spec, s),
-    )
+    forward, sampler = profile_activation(spec, s, machine.sms)
     # a multimodal model's profile encodes dummy items first and keeps their outputs through the
     # dummy forward and the sampler pass (gpu_model_runner.py profile_run)
     encoder = encoder_term(spec, s)

@@ -312,6 +312,20 @@ def moe_workspace_per_token(spec: ModelSpec, tp: int = 1) -> int:
 MOE_STAGE_HIDDEN = 4
 
 
+def profile_activation(spec: ModelSpec, s: FitSettings, sms: int | None) -> tuple[int, int]:
+    """activation_parts for a launch's settings: (forward pass, sampler pass) of its profile run."""
+    return activation_parts(
+        spec,
+        s.max_num_batched_tokens,
+        s.max_num_seqs,
+        s.tp,
+        s.model_runner,
+        s.rules.value("v1_sampler_top_k_top_p"),
+        sms,
+        moe_transient_chunk(spec, s),
+    )
+
+
 def moe_transient_chunk(spec: ModelSpec, s: FitSettings) -> int | None:
     """VLLM_FUSED_MOE_CHUNK_SIZE where the MoE layers call fused_experts, whose caches are a transient of
     the op (vllm_rules moe_unquantized_workspace: unquantized MoE before 0.14), else None: the workspace
