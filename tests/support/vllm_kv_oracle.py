@@ -323,7 +323,10 @@ def kv_dtype(checkpoint):
         return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     for config in (hf_config, getattr(hf_config, "text_config", None)):
         if config is not None and getattr(config, "quantization_config", None) is not None:
-            ModelArchConfigConvertorBase._normalize_quantization_config(None, config)  # self is unused
+            try:
+                ModelArchConfigConvertorBase._normalize_quantization_config(None, config)  # self is unused
+            except ValueError as exc:  # this vLLM refuses the checkpoint (e.g. a ModelOpt algo it does not know)
+                return {"error": f"vLLM refuses it: {str(exc)[:200]}"}
     return {"resolved": resolve_kv_cache_dtype_string("auto", SimpleNamespace(hf_config=hf_config))}
 
 

@@ -72,6 +72,8 @@ def build(name, config, workdir):
         cls(vllm_config=vllm_config, prefix="")
     counts = collections.Counter()
     for module in vllm_config.compilation_config.static_forward_context.values():
+        if getattr(module, "kv_sharing_target_layer_name", None):
+            continue  # uses its target layer's cache: GPUModelRunner.get_kv_cache_spec makes no spec for it
         get = getattr(module, "get_kv_cache_spec", None)
         spec = get(vllm_config) if get else None
         if spec is not None:
