@@ -544,7 +544,7 @@ class ServeConfig:
         return all(getattr(self, n) == getattr(other, n) for n in self.FIELDS)
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.FIELDS if not _BY_FIELD.get(n, _EXTRA).secret)
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.FIELDS if n not in _SECRET_FIELDS)
         return f"ServeConfig({shown})"
 
     def model_dump(self, exclude: set[str] | None = None) -> dict[str, Any]:
@@ -636,7 +636,7 @@ class ServeConfig:
 
 ServeConfig.FIELDS = tuple(n for n in ServeConfig.__annotations__ if n[0] != "_" and n != "FIELDS")
 _FIELD_NAMES = frozenset(ServeConfig.FIELDS)
-_EXTRA = Flag("extra_args", "extra_args", "str", None, "", "advanced")  # stands in for extra_args in repr
+_SECRET_FIELDS = frozenset(f.field for f in FLAGS if f.secret)  # never in a repr
 
 
 def _flags_out_of_extra_args(data: dict[str, Any]) -> dict[str, Any]:
