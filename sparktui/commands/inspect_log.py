@@ -93,7 +93,9 @@ def read_log_text(path: str, flag: str) -> str:
             reader = _Reader(stream, head)
             text = "".join(reader.lines())
     except OSError as exc:
-        raise UserError(f"{flag}: cannot read {path}: {exc.strerror or exc}; give the path of a vLLM log file") from None
+        raise UserError(
+            f"{flag}: cannot read {path}: {exc.strerror or exc}; give the path of a vLLM log file"
+        ) from None
     if reader.cut:
         print(f"sparktui: {flag}: {reader.cut} of {path}", file=sys.stderr)
     return text
