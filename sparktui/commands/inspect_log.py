@@ -137,7 +137,19 @@ def _read_summary(path: str) -> tuple[LogSummary, str | None]:
             stream.close()
     if summary.text_lines == 0:
         raise UserError(f"{name} holds only blank lines: there is no vLLM output to summarise")
+    if summary.events == 0 and not _has_vllm_line(head):
+        raise UserError(
+            f"{name} is not a vLLM log: none of its lines is in vLLM's format ('INFO 05-12 02:45:35 [file.py:1] …', "
+            "'(EngineCore_DP0 pid=N) …') and none says anything vLLM says; give the file vLLM's output "
+            "(stdout and stderr) went to"
+        )
     return summary, reader.cut
+
+
+def _has_vllm_line(head: bytes) -> bool:
+    from sparktui.core.vllm_lines import is_vllm_line
+
+    return any(is_vllm_line(line) for line in head.decode("utf-8", "replace").splitlines()[:2000])
 
 
 def _format(summary: LogSummary) -> str:
