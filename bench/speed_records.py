@@ -55,6 +55,11 @@ class Record:
 def _spec(r: dict[str, Any]) -> ModelSpec:
     cfg = json.loads((FIXTURES / "model-configs" / r["config"]).read_text())
     hq = json.loads((FIXTURES / "model-configs" / r["hf_quant"]).read_text()) if r.get("hf_quant") else None
+    if r.get("bf16"):  # the base model, whose architecture config is at hand only inside a quantized checkpoint's
+        cfg = {key: value for key, value in cfg.items() if key != "quantization_config"}
+        hq = None
+    if r.get("unquantized"):  # layers the source says the checkpoint keeps in bf16, where the layout is a stand-in
+        cfg, hq = _unquantized(cfg, hq, r["unquantized"])
     quant = r.get("quant")
     if quant and "quantization" in quant:  # an hf_quant_config.json written out
         hq = quant
@@ -66,18 +71,60 @@ def _spec(r: dict[str, Any]) -> ModelSpec:
     return spec
 
 
-PARTS = ("fit", "held_out", "post_freeze")
+def _unquantized(cfg: dict[str, Any], hq: dict[str, Any] | None, parts: list[str]) -> tuple[dict[str, Any], Any]:
+    """The stand-in layout with the modules whose names hold one of `parts` unquantized: dropped from
+    config.json's compressed-tensors groups (which vLLM reads first) and from hf_quant_config.json's
+    MIXED_PRECISION map, so each reads at the checkpoint's own dtype."""
+
+    def named(name: str) -> bool:
+        return any(part in name for part in parts)
+
+    dropped = 0
+
+    def without(q: dict[str, Any]) -> dict[str, Any]:
+        nonlocal dropped
+        q = dict(q)
+        if isinstance(q.get("quantized_layers"), dict):  # ModelOpt MIXED_PRECISION
+            kept = {name: v for name, v in q["quantized_layers"].items() if not named(name)}
+            dropped += len(q["quantized_layers"]) - len(kept)
+            q["quantized_layers"] = kept
+        if isinstance(q.get("config_groups"), dict):  # compressed-tensors groups that name their modules
+            groups = {}
+            for key, group in q["config_groups"].items():
+                targets = [t for t in group.get("targets", []) if not named(t)]
+                dropped += len(group.get("targets", [])) - len(targets)
+                groups[key] = {**group, "targets": targets}
+            q["config_groups"] = groups
+        return q
+
+    if isinstance(cfg.get("quantization_config"), dict):
+        cfg = {**cfg, "quantization_config": without(cfg["quantization_config"])}
+    if hq and isinstance(hq.get("quantization"), dict):
+        hq = {**hq, "quantization": without(hq["quantization"])}
+    if not dropped:
+        raise ValueError(f"no quantized module is named by {parts}")
+    return cfg, hq
+
+
+PARTS = ("fit", "held_out", "post_freeze", "unseen")
+UNSEEN = FIXTURES / "speed" / "unseen.json"
 
 
 def load(part: str) -> list[Record]:
-    """'fit', 'held_out', or 'post_freeze' (held out too: collected after the model was frozen, by
-    the rule in published.json's post_freeze_rule; its sources are in post_freeze_sources)."""
+    """'fit', 'held_out', 'post_freeze' (held out too: collected after the model was frozen, by the
+    rule in published.json's post_freeze_rule; its sources are in post_freeze_sources), or 'unseen'
+    (a fourth held-out set in unseen.json, collected by the rule committed there before any of its
+    figures was looked at)."""
     if part not in PARTS:
         raise ValueError(f"{part!r}: not one of {', '.join(PARTS)}")
-    data = json.loads(PUBLISHED.read_text())
-    sources = {**data["sources"], **data.get("post_freeze_sources", {})}
+    if part == "unseen":
+        data = json.loads(UNSEEN.read_text())
+        sources, rows = data["sources"], data["records"]
+    else:
+        data = json.loads(PUBLISHED.read_text())
+        sources, rows = {**data["sources"], **data.get("post_freeze_sources", {})}, data.get(part, [])
     out = []
-    for r in data.get(part, []):
+    for r in rows:
         low, high = r["range"]
         out.append(
             Record(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -115,30 +114,12 @@ def _pop_model(flags: list[str]) -> tuple[str | None, list[str]]:
     return model, out
 
 
-_ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
-
-
-def _split_env(tokens: list[str]) -> tuple[dict[str, str], list[str]]:
-    """Leading NAME=value words of a pasted command (`VLLM_X=1 vllm serve …`): the environment
-    vLLM would run with. VLLM_API_KEY stays in the command (the serve config reads it)."""
-    env: dict[str, str] = {}
-    rest = list(tokens)
-    kept: list[str] = []
-    while rest and _ENV_ASSIGNMENT.fullmatch(rest[0]):
-        name, value = rest.pop(0).split("=", 1)
-        if name == "VLLM_API_KEY":
-            kept.append(f"{name}={value}")
-        else:
-            env[name] = value
-    return env, [*kept, *rest]
-
-
 def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     """(ServeConfig, machine name, where the vLLM version came from) from the profile, the
     flags and the pasted command. The
     environment the server would get (the profile's [env], a pasted command's NAME=value prefix)
     is added to `env` when given."""
-    from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
+    from sparktui.core.config import parse_serve_command, split_env, utilization_left_to_vllm
     from sparktui.errors import UserError
 
     profile_arg, flags, pasted = _split(list(args.extra))
@@ -166,7 +147,7 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     if pasted is not None:
         if base:
             raise UserError("give a profile or a pasted `vllm serve …` command, not both")
-        pasted_env, pasted = _split_env(pasted)
+        pasted_env, pasted = split_env(pasted)
         if env is not None:
             env.update(pasted_env)
         pasted_config = parse_serve_command(pasted)
@@ -210,18 +191,25 @@ def calibration_log_version(args: argparse.Namespace) -> str | None:
     """The vLLM release that wrote --calibrate-from LOG (a source build's '0.1.devN' names none); the
     log's text is kept on args.calibrate_text for find_calibration, which reads its figures."""
     from sparktui.core.calibration import read_log_figures, release_version
-    from sparktui.errors import UserError
+
+    text = calibration_text(args)
+    if text is None:
+        return None
+    version = release_version(read_log_figures(text).version)
+    return None if version is None else str(version)
+
+
+def calibration_text(args: argparse.Namespace) -> str | None:
+    """The text of --calibrate-from LOG (None without the flag), read once and kept on args: the
+    version and the figures are both read from it, whichever asks first."""
+    from sparktui.commands.inspect_log import read_log_text
 
     log = getattr(args, "calibrate_from", None)
-    args.calibrate_text = None
     if not log:
         return None
-    try:
-        args.calibrate_text = Path(log).read_text(errors="replace")
-    except OSError as exc:
-        raise UserError(f"--calibrate-from: cannot read {log}: {exc.strerror}") from None
-    version = release_version(read_log_figures(args.calibrate_text).version)
-    return None if version is None else str(version)
+    if getattr(args, "calibrate_text", None) is None:
+        args.calibrate_text = read_log_text(log, "--calibrate-from")
+    return str(args.calibrate_text)
 
 
 def config_file_read(pasted: list[str]) -> list[str] | None:
@@ -538,7 +526,8 @@ def find_calibration(args: argparse.Namespace, config: Any, spec: Any, machine: 
     if not log:
         key = calibration_key(config, spec, machine)
         return config, best_match(calibrations.load(), key.model, key.vllm_version, key.machine, key.flags)
-    text = args.calibrate_text  # read by build_config (calibration_log_version), which took its version
+    text = calibration_text(args)
+    assert text is not None
     calibration = calibration_of_log(
         config, spec, machine, text, where=str(log), source="calibrated", date=datetime.date.today().isoformat()
     )

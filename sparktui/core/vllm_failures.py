@@ -77,7 +77,7 @@ def _kv_too_small(msg: str) -> Failure:
     )
 
 
-def _no_kv_memory(msg: str) -> Failure:
+def no_kv_memory(msg: str) -> Failure:
     return Failure(
         "no_kv_memory",
         msg,
@@ -122,6 +122,8 @@ def _engine_init_failed(msg: str) -> Failure:
 
 
 _R_WORKER_DIED = re.compile(r"Worker proc (\S+) died unexpectedly \(exit code: (-?\d+|None)\)")
+# before the exit code was printed (0.8 to 0.1x), and Ray's V2 executor: "RayWorkerProc rank=[3] died unexpectedly"
+_R_WORKER_DIED_BARE = re.compile(r"(?:Worker proc (\S+)|RayWorkerProc (rank=\S+)) died unexpectedly")
 _WORKER_SIGNAL_HINTS = {
     signal.SIGILL: "SIGILL is an illegal instruction: a kernel or wheel built for another processor (a CPU build "
     "using instructions this CPU lacks, a CUDA build without kernels for this GPU, sm_121 on a GB10); install "
@@ -140,9 +142,10 @@ def _worker_died(msg: str) -> Failure:
     "Worker proc %s died unexpectedly (exit code: %s), shutting down executor." — the engine then
     dies (EngineDeadError) and the API server stops, often with exit status 0."""
     m = _R_WORKER_DIED.search(msg)
-    name, code = (m.group(1), m.group(2)) if m else ("a worker", "None")
-    signum = signal_of(int(code)) if code.lstrip("-").isdigit() else None
-    how = f"killed by {signal_name(signum)} (exit code {code})" if signum else f"exit code {code}"
+    bare = None if m else _R_WORKER_DIED_BARE.search(msg)
+    name, code = (m.group(1), m.group(2)) if m else (next(filter(None, bare.groups())) if bare else "a worker", None)
+    signum = signal_of(int(code)) if code and code.lstrip("-").isdigit() else None
+    how = f"killed by {signal_name(signum)} (exit code {code})" if signum else f"exit code {code or 'not in the log'}"
     hint = _WORKER_SIGNAL_HINTS.get(signum) if signum else None  # type: ignore[call-overload]
     return Failure(
         "worker_died",
@@ -182,9 +185,9 @@ def _address_unavailable(msg: str) -> Failure:
 
 FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
     (("less than desired GPU memory utilization", "less than desired CPU memory utilization",
-      "is less than requested memory for kv"), _free_memory),
+      "is less than requested memory for kv", "ValueError: Free memory on device"), _free_memory),
     (("To serve at least one request with the model",), _kv_too_small),
-    (("No available memory for the cache blocks",), _no_kv_memory),
+    (("No available memory for the cache blocks",), no_kv_memory),
     # torch 2.8+ raises torch.AcceleratorError("CUDA error: out of memory") from a CUDA call, not
     # torch.OutOfMemoryError from the caching allocator; cuBLAS fails to allocate its workspace likewise
     (("CUDA out of memory", "OutOfMemoryError", "not enough GPU memory", "CUDA error: out of memory",
@@ -194,8 +197,11 @@ FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
     (("Invalid repository ID or local directory", "RepositoryNotFoundError", "Repository Not Found",
       "is not a local folder and is not a valid model identifier"), model_not_found),
     (("Engine core initialization failed",), _engine_init_failed),
-    (("died unexpectedly (exit code",), _worker_died),
-    (("EngineDeadError", "EngineCore encountered an issue"), _engine_dead),
+    (("died unexpectedly",), _worker_died),
+    # the V0 engine's (0.8 and 0.9 with VLLM_USE_V1=0): its client says the engine loop or process died,
+    # then the API server "MQLLMEngine is already dead, terminating server process"
+    (("EngineDeadError", "EngineCore encountered an issue", "MQLLMEngine is already dead", "Engine loop has died",
+      "Engine process (pid"), _engine_dead),
 )  # fmt: skip
 
 
