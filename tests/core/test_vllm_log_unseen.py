@@ -94,6 +94,14 @@ UNSEEN = {
              kv_cache_tokens=None, max_concurrency=None, ready=False),
         "engine_dead",
     ),
+    "slurm-label_v0.10.1_gh200x2-ray-tp8_qwen3-30b-a3b_excerpt.log": (
+        # every line led by `srun --label`'s "0: ", then Ray's two prefixes: "GPU KV cache size: 6,167,536
+        # tokens"; "Maximum concurrency for 262,144 tokens per request: 23.53x"; "Available KV cache memory:
+        # 70.58 GiB [repeated 7x across cluster]"; an offline LLM() run, so no server and no "ready"
+        dict(version=None, model="Qwen/Qwen3-30B-A3B-Instruct-2507", max_model_len=262144, weights_gib=None,
+             available_kv_gib=70.58, kv_cache_tokens=6167536, max_concurrency=23.53, ready=False),
+        "log_ended",
+    ),
 }  # fmt: skip
 
 
