@@ -208,3 +208,21 @@ def test_a_gated_repo_is_named_with_what_to_do():
     )
     assert gated.kind == "model_gated"
     assert "https://huggingface.co/meta-llama/Llama-3.1-8B" in gated.hint and "HF_TOKEN" in gated.hint
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["discrete_v0.7-V0_phi-4-bnb_A100-80GB_indented_excerpt.log", "discrete_v0.8-V0_unsloth-lora_48GB-GPU_excerpt.log"],
+)
+def test_a_v0_calibration_takes_the_request_the_log_prints(name):
+    # "x gpu_memory_utilization (0.70) = 55.09GiB" on 79.15 GiB: the fraction is rounded (0.70 × 79.15 = 55.41),
+    # so the rest of the request (activation + non-torch) is what the log's own split says it is
+    f = read_log_figures((LOGS / name).read_text())
+    assert f.utilization is not None and f.total is not None
+    c = calibration_from_log(
+        (LOGS / name).read_text(), where=name, model="m", vllm_version="0.10.0", machine="m", total=f.total,
+        utilization=f.utilization, flags={}, graphs_counted=False, source="calibrated", date="2026-12-02",
+    )  # fmt: skip
+    assert c.figures["requested"] == f.requested
+    assert f.torch_peak is not None and f.non_torch is not None
+    assert abs(c.figures["activation_non_torch"] - (f.torch_peak + f.non_torch)) < 0.01 * GiB
