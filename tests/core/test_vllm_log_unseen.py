@@ -108,6 +108,18 @@ UNSEEN = {
              kv_cache_tokens=None, max_concurrency=None, ready=False),
         "model_gated",
     ),
+    "v0.8-serve_guided-decoding-backend_bad-argument_quoted.log": (
+        # "vllm serve: error: argument --guided-decoding-backend: invalid choice: …" (argparse, then exit 2)
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "bad_argument",
+    ),
+    "gb10_v0.20.1-ngc_task-embed_unrecognized-argument.log": (
+        # "vllm: error: unrecognized arguments: --task embed": the one line a GX10's container printed
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "bad_argument",
+    ),
 }  # fmt: skip
 
 
