@@ -81,6 +81,45 @@ UNSEEN = {
              kv_cache_tokens=None, max_concurrency=None, ready=False),
         "free_memory",
     ),
+    "compose_v0.8-V0_mqllmengine-dead_serving_excerpt.log": (
+        # the V0 engine (0.8.x: "[launcher.py:116]") under docker compose: "CRITICAL … MQLLMEngine is already
+        # dead, terminating server process" after the engine's AssertionError
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "engine_dead",
+    ),
+    "discrete_v0-mqllmengine_engine-process-died_8xH100_excerpt.log": (
+        # "ERROR … client.py:282] RuntimeError('Engine process (pid 76) died.')", then the API server stops
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "engine_dead",
+    ),
+    "slurm-label_v0.10.1_gh200x2-ray-tp8_qwen3-30b-a3b_excerpt.log": (
+        # every line led by `srun --label`'s "0: ", then Ray's two prefixes: "GPU KV cache size: 6,167,536
+        # tokens"; "Maximum concurrency for 262,144 tokens per request: 23.53x"; "Available KV cache memory:
+        # 70.58 GiB [repeated 7x across cluster]"; an offline LLM() run, so no server and no "ready"
+        dict(version=None, model="Qwen/Qwen3-30B-A3B-Instruct-2507", max_model_len=262144, weights_gib=None,
+             available_kv_gib=70.58, kv_cache_tokens=6167536, max_concurrency=23.53, ready=False),
+        "log_ended",
+    ),
+    "v0.4-api-server_llama-2-7b_gated-repo_quoted.log": (
+        # "OSError: You are trying to access a gated repo." … "Repo model meta-llama/Llama-2-7b-hf is gated"
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "model_gated",
+    ),
+    "v0.8-serve_guided-decoding-backend_bad-argument_quoted.log": (
+        # "vllm serve: error: argument --guided-decoding-backend: invalid choice: …" (argparse, then exit 2)
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "bad_argument",
+    ),
+    "gb10_v0.20.1-ngc_task-embed_unrecognized-argument.log": (
+        # "vllm: error: unrecognized arguments: --task embed": the one line a GX10's container printed
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "bad_argument",
+    ),
 }  # fmt: skip
 
 
@@ -161,3 +200,41 @@ def test_a_worker_that_died_before_vllm_printed_exit_codes_is_named():
         "ERROR 05-01 10:00:00 [ray_executor_v2.py:464] RayWorkerProc rank=[3] died unexpectedly, shutting down executor."
     )
     assert ray.kind == "worker_died" and "rank=[3] died" in ray.message
+
+
+def test_a_v0_engine_that_dies_while_serving_is_a_crash_after_ready():
+    from sparktui.core.vllm_log import LogSummary
+
+    summary = LogSummary()
+    summary.feed_lines(["INFO:     Application startup complete.\n"])
+    assert summary.ready
+    lines = (LOGS / "compose_v0.8-V0_mqllmengine-dead_serving_excerpt.log").read_text().splitlines(keepends=True)
+    summary.feed_serving(lines)  # the panel's reader once start-up has completed
+    assert summary.failure is not None and summary.failure.kind == "engine_dead"
+
+
+def test_a_gated_repo_is_named_with_what_to_do():
+    [gated] = failures(
+        "(APIServer pid=1) ERROR 05-01 10:00:00 [api_server.py:1] huggingface_hub.errors.GatedRepoError: 403 Client "
+        "Error. Access to model meta-llama/Llama-3.1-8B is restricted and you are not in the authorized list."
+    )
+    assert gated.kind == "model_gated"
+    assert "https://huggingface.co/meta-llama/Llama-3.1-8B" in gated.hint and "HF_TOKEN" in gated.hint
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["discrete_v0.7-V0_phi-4-bnb_A100-80GB_indented_excerpt.log", "discrete_v0.8-V0_unsloth-lora_48GB-GPU_excerpt.log"],
+)
+def test_a_v0_calibration_takes_the_request_the_log_prints(name):
+    # "x gpu_memory_utilization (0.70) = 55.09GiB" on 79.15 GiB: the fraction is rounded (0.70 × 79.15 = 55.41),
+    # so the rest of the request (activation + non-torch) is what the log's own split says it is
+    f = read_log_figures((LOGS / name).read_text())
+    assert f.utilization is not None and f.total is not None
+    c = calibration_from_log(
+        (LOGS / name).read_text(), where=name, model="m", vllm_version="0.10.0", machine="m", total=f.total,
+        utilization=f.utilization, flags={}, graphs_counted=False, source="calibrated", date="2026-12-02",
+    )  # fmt: skip
+    assert c.figures["requested"] == f.requested
+    assert f.torch_peak is not None and f.non_torch is not None
+    assert abs(c.figures["activation_non_torch"] - (f.torch_peak + f.non_torch)) < 0.01 * GiB
