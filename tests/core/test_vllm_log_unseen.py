@@ -287,3 +287,27 @@ def test_a_line_written_after_a_progress_bar_frame_is_read_as_its_own():
 )  # fmt: skip
 def test_the_log_pane_shortens_what_other_tools_put_before_the_line(line, shown):
     assert compact(line)[0] == shown
+
+
+@pytest.mark.parametrize(
+    "argv", [["inspect-log"], ["fit", "--offline", "--model", "openai/gpt-oss-20b", "--calibrate-from"]]
+)
+def test_a_named_pipe_is_refused_not_waited_on(argv, tmp_path, capsys, isolated):
+    # opening a FIFO nobody writes to waits for ever: both readers of a log file refuse it first
+    import os
+    import signal
+
+    fifo = tmp_path / "vllm.log"
+    os.mkfifo(fifo)
+
+    def hung(*_):
+        raise TimeoutError("opening the named pipe hung")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        assert main([*argv, str(fifo)]) == 2
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert "is a named pipe, not a log file" in capsys.readouterr().err
