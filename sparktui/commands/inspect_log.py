@@ -95,7 +95,7 @@ def open_log(path: str, what: str) -> IO[bytes]:
             "the log in (… | sparktui inspect-log -)"
         )
     try:
-        return open(path, "rb")  # noqa: SIM115
+        return open(path, "rb")
     except OSError as exc:
         raise UserError(
             f"{what}: cannot read {path!r}: {exc.strerror or exc}; give the path of a vLLM log file"
