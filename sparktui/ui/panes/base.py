@@ -42,6 +42,15 @@ class Pane(Vertical):
         """Start the polls and watches: once, after the first full screen (`messages.FirstScreen`).
         Nothing by default."""
 
+    def start_hidden(self) -> None:
+        """The pane starts hidden (a narrow terminal shows one pane at a time): it may mount its
+        widgets later, when shown or once the first full screen is up (`start_background`), so the
+        first screen does not style and lay out what it cannot show. Nothing by default."""
+
+    async def mounted(self) -> None:
+        """Return once the pane's widgets are mounted (at once, unless it started hidden and has
+        not mounted them yet: then now). Its actions are run after this."""
+
     def set_active(self, active: bool) -> None:
         """The app shows this pane (narrow terminals: alone) or another one."""
         self.set_class(active, "-active")

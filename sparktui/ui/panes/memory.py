@@ -68,10 +68,33 @@ class MemoryPane(Pane):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._stop = threading.Event()  # the pane is gone: the poll's thread ends
         self._pool: tuple[int, int | None] | None = None  # (MemTotal, pool bytes): the pool changes with neither
+        # Made here: mounted with the pane, or (hidden at the start) once the first full screen is
+        # up; meanwhile they keep what they are given, as they would mounted.
+        self.gauge = MemoryGauge(id="gauge")
+        self.routes = RouteBox(id="routes")
+        self._deferred = False
 
     def compose(self) -> ComposeResult:
-        yield MemoryGauge(id="gauge")
-        yield RouteBox(id="routes")
+        if not self._deferred:
+            yield self.gauge
+            yield self.routes
+
+    def start_hidden(self) -> None:
+        self._deferred = True
+
+    async def mounted(self) -> None:
+        if self._deferred:
+            self._deferred = False
+            await self.mount_all([self.gauge, self.routes])
+
+    def set_active(self, active: bool) -> None:
+        super().set_active(active)
+        if active and self._deferred:
+            self.call_later(self.mounted)
+
+    def on_show(self) -> None:
+        if self._deferred:
+            self.call_later(self.mounted)  # a wider terminal shows every pane
 
     def on_mount(self) -> None:
         # MemAvailable at once (the first fit uses it, and /proc/meminfo is cheap); the GPU and the
@@ -82,6 +105,8 @@ class MemoryPane(Pane):
         self._stop.set()
 
     def start_background(self) -> None:
+        if self._deferred:
+            self.call_later(self.mounted)
         self._sample_once(True)
         # Then one thread for the pane's life, not a worker a tick: a worker is a task, a thread
         # and three state messages through the app each second, most of the panel's idle CPU.
@@ -128,9 +153,9 @@ class MemoryPane(Pane):
         return self.Sampled(sample, gpu, error, routes)
 
     def on_memory_pane_sampled(self, message: Sampled) -> None:
-        self.query_one(MemoryGauge).update_sample(message.sample, message.error, message.gpu)
+        self.gauge.update_sample(message.sample, message.error, message.gpu)
         if message.routes is not None:
-            self.query_one(RouteBox).show(message.routes)
+            self.routes.show(message.routes)
         if message.sample is not None:
             # To the app, which shares it: not up through every widget between, each second
             self.app.post_message(MemorySampled(message.sample))
@@ -143,22 +168,22 @@ class MemoryPane(Pane):
     def _show_servers(self) -> None:
         """What the running servers reserve of this machine's pool (core.pool, as preflight counts it)."""
         live = tuple(e for e in self.servers if e.live)
-        sample = self.query_one(MemoryGauge).sample
+        sample = self.gauge.sample
         if live and sample is not None and (self._pool is None or self._pool[0] != sample.mem_total):
             try:
                 self._pool = (sample.mem_total, self.backend.pool_bytes(sample))
             except (UserError, Unavailable, ValueError):
                 self._pool = (sample.mem_total, None)
-        self.query_one(MemoryGauge).update_servers(live, self._pool[1] if self._pool else None)
+        self.gauge.update_servers(live, self._pool[1] if self._pool else None)
 
     def watch_guard(self, guard: GuardView) -> None:
-        self.query_one(MemoryGauge).update_guard(guard)
+        self.gauge.update_guard(guard)
 
     def watch_server(self, server: ServerStatus | None) -> None:
         if server is not None and server.live:
-            self.query_one(MemoryGauge).update_tree(server.tree_bytes, server.tree_procs)
+            self.gauge.update_tree(server.tree_bytes, server.tree_procs)
         else:
-            self.query_one(MemoryGauge).update_tree(None, None)
+            self.gauge.update_tree(None, None)
 
     # -- the guard (keys and palette: sparktui.ui.actions) -------------------------------------------
 

@@ -18,6 +18,7 @@ from textual.app import ComposeResult
 from textual.message import Message
 from textual.reactive import var
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.worker import Worker
 
 from sparktui.errors import UserError
@@ -82,26 +83,58 @@ class ServerPane(Pane):
         self._poll_worker: Worker[None] | None = None
         self._poll_timer: Timer | None = None
         self.target: int | None = None  # the port of the server the pane follows (None: the newest)
+        # Made here: mounted with the pane, or (hidden at the start) when it is first shown or once
+        # the first full screen is up, whichever comes first (`mounted`); nothing is drawn before.
+        self.roster = ServerRoster(id="server-list")
+        self.server_log = ServerLog(id="server-log")
+        self._deferred = False
 
     def compose(self) -> ComposeResult:
-        yield ServerRoster(id="server-list")
-        yield PhaseStrip(id="phases")
-        yield ServerInfo(id="server-info")
-        yield DiagnosisCard(id="diagnosis")
-        yield ServerLog(id="server-log")
+        if not self._deferred:
+            yield from self._widgets()
 
-    @property
-    def roster(self) -> ServerRoster:
-        return self.query_one(ServerRoster)
+    def _widgets(self) -> list[Widget]:
+        return [
+            self.roster,
+            PhaseStrip(id="phases"),
+            ServerInfo(id="server-info"),
+            DiagnosisCard(id="diagnosis"),
+            self.server_log,
+        ]
 
-    @property
-    def server_log(self) -> ServerLog:
-        return self.query_one(ServerLog)
+    def start_hidden(self) -> None:
+        self._deferred = True
+
+    async def mounted(self) -> None:
+        if self._deferred:
+            self._deferred = False
+            await self.mount_all(self._widgets())
+            self.render_server()
+            self.render_list()
+
+    def set_active(self, active: bool) -> None:
+        super().set_active(active)
+        if active and self._deferred:
+            self.call_later(self.mounted)
+
+    def on_show(self) -> None:
+        if self._deferred:
+            self.call_later(self.mounted)  # a wider terminal shows every pane
 
     def on_mount(self) -> None:
         self.render_server()
 
     def start_background(self) -> None:
+        if self._deferred:
+            self.call_later(self._mount_then_poll)
+        else:
+            self._start_polls()
+
+    async def _mount_then_poll(self) -> None:
+        await self.mounted()
+        self._start_polls()
+
+    def _start_polls(self) -> None:
         # After the first full screen: the poll's worker imports the typed protocol
         self.poll()
         self.roster.start_listing()
@@ -198,6 +231,8 @@ class ServerPane(Pane):
 
     def render_server(self) -> None:
         """Everything the pane shows about the server, from the server, the fit and the log."""
+        if self._deferred:
+            return  # drawn once mounted
         s, progress = self.server, self.server_log.progress
         predicted = (s.predicted if s is not None else ()) or (self.fit.predicted() if self.fit else ())
         actual = (progress.actual if progress else ()) or (s.actual if s is not None else ())
@@ -263,6 +298,8 @@ class ServerPane(Pane):
         self.render_list()
 
     def render_list(self) -> None:
+        if self._deferred:
+            return  # drawn once mounted
         keymap = self.app_keymap()
         next_key, previous_key = (key_label(keys_for(BY_ID[i], keymap)) for i in ("server.next", "server.previous"))
         self.roster.show(self.servers, self.target, (next_key, previous_key))
