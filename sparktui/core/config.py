@@ -113,7 +113,9 @@ class Flag:
             shown = str(given)
         else:
             shown = repr(given)
-        return UserError(f"{self.name}: got {shown}; expected {self.expected()}")
+        unexpanded = isinstance(given, str) and given.startswith("$")  # `--max-model-len $MAX_LEN` pasted as is
+        hint = "; that is a shell variable, which sparktui does not expand: write its value" if unexpanded else ""
+        return UserError(f"{self.name}: got {shown}; expected {self.expected()}{hint}")
 
     def coerce(self, value: Any) -> Any:
         """Turn a value from argv, TOML or a form into the typed value, or raise UserError."""
@@ -814,6 +816,10 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
                 raise UserError(f"{name}: missing its value; expected {flag.expected()}")
             raw = tokens[i]
             i += 1
+            if flag.secret and given_model and i < len(tokens) and not _is_flag_token(tokens[i]):
+                raise UserError(  # vLLM takes every word up to the next flag as a key; never echo one
+                    f"{name}: more than one value; sparktui passes one key to vLLM, by VLLM_API_KEY: give one"
+                )
             if flag.multi:
                 names = [raw]
                 while i < len(tokens) and not _is_flag_token(tokens[i]):

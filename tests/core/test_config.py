@@ -330,6 +330,11 @@ def test_unknown_flags_are_kept_in_order_with_their_values():
         (f"vllm serve {MODEL} --api-key 'unterminated", r"cannot read the pasted command"),
         (f"HF_TOKEN=x vllm serve {MODEL}", r"HF_TOKEN=x: .*\[env\]"),
         (f"vllm serve {MODEL} -tp zero", r"^--tensor-parallel-size: got zero"),
+        (
+            f"vllm serve {MODEL} --max-model-len $MAX_LEN",
+            r"^--max-model-len: got \$MAX_LEN; .*shell variable.*its value",
+        ),
+        (f"vllm serve {MODEL} --api-key sk-one sk-two", r"^--api-key: more than one value; .*give one$"),
     ],
 )
 def test_parse_errors_name_the_flag(line, pattern):
