@@ -123,7 +123,7 @@ def read_log_figures(text: str) -> LogFigures:
     return LogFigures(
         weights=_gib(text, R_WEIGHTS),
         kv_memory=_gib(text, R_AVAIL_KV, R_V0_KV),
-        graphs=_gib(text, r"Estimated CUDA graph memory: ([\d.]+) GiB"),
+        graphs=_gib(text, r"Estimated CUDA graph memory: (-?[\d.]+) GiB"),
         total=_gib(
             text, r"Free memory on device (?:\S+ )?\([\d.]+/([\d.]+) GiB\)", r"total_gpu_memory \(([\d.]+) ?GiB\)"
         ),
@@ -136,7 +136,7 @@ def read_log_figures(text: str) -> LogFigures:
 
 
 def calibration_from_log(
-    text: str,
+    f: LogFigures,
     *,
     where: str,
     model: str,
@@ -149,9 +149,9 @@ def calibration_from_log(
     source: str,
     date: str,
 ) -> Calibration:
-    """The Calibration a start-up log gives for these flags; a clear error when the log lacks the
-    figures (a start-up that did not reach the KV cache, or not a vLLM log)."""
-    f = read_log_figures(text)
+    """The Calibration a start-up log's figures (`read_log_figures`, read once per log) give for these
+    flags; a clear error when the log lacks them (a start-up that did not reach the KV cache, or not a
+    vLLM log)."""
     missing = [
         name for name, v in (("Model loading took", f.weights), ("Available KV cache memory", f.kv_memory)) if v is None
     ]
