@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, cast
 
-from textual.app import ComposeResult
 from textual.message import Message
 from textual.reactive import var
+from textual.widget import Widget
 
 from sparktui.errors import UserError
 from sparktui.ui.backend import Unavailable
@@ -68,33 +68,13 @@ class MemoryPane(Pane):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._stop = threading.Event()  # the pane is gone: the poll's thread ends
         self._pool: tuple[int, int | None] | None = None  # (MemTotal, pool bytes): the pool changes with neither
-        # Made here: mounted with the pane, or (hidden at the start) once the first full screen is
-        # up; meanwhile they keep what they are given, as they would mounted.
-        self.gauge = MemoryGauge(id="gauge")
+        self.gauge = MemoryGauge(id="gauge")  # mounted later when the pane starts hidden (Pane.MOUNTS_LATER)
         self.routes = RouteBox(id="routes")
-        self._deferred = False
 
-    def compose(self) -> ComposeResult:
-        if not self._deferred:
-            yield self.gauge
-            yield self.routes
+    MOUNTS_LATER = True
 
-    def start_hidden(self) -> None:
-        self._deferred = True
-
-    async def mounted(self) -> None:
-        if self._deferred:
-            self._deferred = False
-            await self.mount_all([self.gauge, self.routes])
-
-    def set_active(self, active: bool) -> None:
-        super().set_active(active)
-        if active and self._deferred:
-            self.call_later(self.mounted)
-
-    def on_show(self) -> None:
-        if self._deferred:
-            self.call_later(self.mounted)  # a wider terminal shows every pane
+    def widgets(self) -> list[Widget]:
+        return [self.gauge, self.routes]
 
     def on_mount(self) -> None:
         # MemAvailable at once (the first fit uses it, and /proc/meminfo is cheap); the GPU and the
@@ -105,8 +85,7 @@ class MemoryPane(Pane):
         self._stop.set()
 
     def start_background(self) -> None:
-        if self._deferred:
-            self.call_later(self.mounted)
+        self.call_later(self.mounted)
         self._sample_once(True)
         # Then one thread for the pane's life, not a worker a tick: a worker is a task, a thread
         # and three state messages through the app each second, most of the panel's idle CPU.

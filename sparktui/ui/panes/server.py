@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from textual.app import ComposeResult
 from textual.message import Message
 from textual.reactive import var
 from textual.timer import Timer
@@ -83,17 +82,12 @@ class ServerPane(Pane):
         self._poll_worker: Worker[None] | None = None
         self._poll_timer: Timer | None = None
         self.target: int | None = None  # the port of the server the pane follows (None: the newest)
-        # Made here: mounted with the pane, or (hidden at the start) when it is first shown or once
-        # the first full screen is up, whichever comes first (`mounted`); nothing is drawn before.
-        self.roster = ServerRoster(id="server-list")
-        self.server_log = ServerLog(id="server-log")
-        self._deferred = False
+        self.roster = ServerRoster(id="server-list")  # mounted later when the pane starts hidden
+        self.server_log = ServerLog(id="server-log")  # (Pane.MOUNTS_LATER); nothing is drawn before
 
-    def compose(self) -> ComposeResult:
-        if not self._deferred:
-            yield from self._widgets()
+    MOUNTS_LATER = True
 
-    def _widgets(self) -> list[Widget]:
+    def widgets(self) -> list[Widget]:
         return [
             self.roster,
             PhaseStrip(id="phases"),
@@ -102,40 +96,19 @@ class ServerPane(Pane):
             self.server_log,
         ]
 
-    def start_hidden(self) -> None:
-        self._deferred = True
-
-    async def mounted(self) -> None:
-        if self._deferred:
-            self._deferred = False
-            await self.mount_all(self._widgets())
-            self.render_server()
-            self.render_list()
-
-    def set_active(self, active: bool) -> None:
-        super().set_active(active)
-        if active and self._deferred:
-            self.call_later(self.mounted)
-
-    def on_show(self) -> None:
-        if self._deferred:
-            self.call_later(self.mounted)  # a wider terminal shows every pane
+    def widgets_mounted(self) -> None:
+        self.render_server()
+        self.render_list()
 
     def on_mount(self) -> None:
         self.render_server()
 
     def start_background(self) -> None:
-        if self._deferred:
-            self.call_later(self._mount_then_poll)
-        else:
-            self._start_polls()
+        self.call_later(self._start_polls)
 
-    async def _mount_then_poll(self) -> None:
-        await self.mounted()
-        self._start_polls()
-
-    def _start_polls(self) -> None:
+    async def _start_polls(self) -> None:
         # After the first full screen: the poll's worker imports the typed protocol
+        await self.mounted()  # a pane that started hidden mounts its widgets first
         self.poll()
         self.roster.start_listing()
         self._poll_timer = self.set_interval(self.POLL_S, self.poll, name="server-poll")
@@ -231,7 +204,7 @@ class ServerPane(Pane):
 
     def render_server(self) -> None:
         """Everything the pane shows about the server, from the server, the fit and the log."""
-        if self._deferred:
+        if self._hidden_at_start:
             return  # drawn once mounted
         s, progress = self.server, self.server_log.progress
         predicted = (s.predicted if s is not None else ()) or (self.fit.predicted() if self.fit else ())
@@ -298,7 +271,7 @@ class ServerPane(Pane):
         self.render_list()
 
     def render_list(self) -> None:
-        if self._deferred:
+        if self._hidden_at_start:
             return  # drawn once mounted
         keymap = self.app_keymap()
         next_key, previous_key = (key_label(keys_for(BY_ID[i], keymap)) for i in ("server.next", "server.previous"))
