@@ -8,7 +8,9 @@
    costs on it) and the disjoint HELD-OUT set, predicted against measured per record, the
    roofline, and both sets' errors side by side (a figure above the roofline is flagged, not scored);
    then the POST-FREEZE set (held out as well: records found after the model was frozen, by the
-   rule written before them, published.json post_freeze_rule) and both held-out sets together.
+   rule written before them, published.json post_freeze_rule) and both held-out sets together;
+   then the UNSEEN set (tests/fixtures/speed/unseen.json: collected by a rule committed before any of
+   its figures was looked at, with the model untouched), scored as its own row.
 2. This machine: its memory bandwidth, measured here by copying a 256 MiB buffer (CPU bandwidth
    stands in for the Spark's), then every measured level in `sparktui bench`'s history
    (<state dir>/bench/history.jsonl, or --history) beside what core/speed.py predicts for the
@@ -98,10 +100,12 @@ def published_sets() -> None:
     summary: dict[str, list[float]] = {}
     flagged_by: dict[str, int] = {}
     by_source: dict[tuple[str, str], list[float]] = {}  # (set, source): scored |errors|
+    by_users: dict[tuple[str, bool], list[float]] = {}  # (set, one user?): scored |errors|
     for part, title in (
         ("fit", "FIT set (costs fitted on its single-user records, the routing spread on its multi-user ones)"),
         ("held_out", "HELD-OUT set (never read by bench/fit_speed.py)"),
         ("post_freeze", "POST-FREEZE set (held out too: found after the model was frozen, by post_freeze_rule)"),
+        ("unseen", "UNSEEN set (held out too: unseen.json, collected by the rule committed before its figures)"),
     ):
         print(f"DGX Spark, published vLLM decode per user: {title}")
         records = recs.load(part)
@@ -109,7 +113,7 @@ def published_sets() -> None:
             print("  no records")
         else:
             print(
-                f"  {'record':<44} {'vLLM':>5} {'users':>5} {'measured':>8} {'predicted':>9} {'roofline':>8} "
+                f"  {'record':<50} {'vLLM':>5} {'users':>5} {'measured':>8} {'predicted':>9} {'roofline':>8} "
                 f"{'error':>6}"
             )
         scored, flagged = [], 0
@@ -134,12 +138,14 @@ def published_sets() -> None:
                     flag += "  speculation not stated" + (f", {share:.0%} of the roofline" if share else "")
                 scored.append(abs(error))
                 by_source.setdefault((part, r.source), []).append(abs(error))
+                by_users.setdefault((part, r.users == 1), []).append(abs(error))
             print(
-                f"  {r.id:<44} {r.series or '?':>5} {r.users:>5} {r.tok_s:>8.1f} {predicted:>9.1f} "
+                f"  {r.id:<50} {r.series or '?':>5} {r.users:>5} {r.tok_s:>8.1f} {predicted:>9.1f} "
                 f"{est.roofline_tok_s:>8.1f} {error:>+6.0%}{flag}"
             )
         summary[part], flagged_by[part] = scored, flagged
         print()
+    # "held out, all" stays the two sets the done-when was first read on; the unseen set is its own row
     summary["held out, all"] = summary["held_out"] + summary["post_freeze"]
     flagged_by["held out, all"] = flagged_by["held_out"] + flagged_by["post_freeze"]
     print(
@@ -154,17 +160,25 @@ def published_sets() -> None:
             f"  {part:<13} {median:>15.0%} {w20:>11} {share:>6} {sum(e <= 0.35 for e in scored):>11} "
             f"{len(scored):>7} {flagged_by[part]:>11}"
         )
+    print(
+        "  within 20%, one user | more users: "
+        + ", ".join(
+            f"{part} {sum(e <= 0.20 for e in by_users.get((part, True), []))}/{len(by_users.get((part, True), []))}"
+            f" | {sum(e <= 0.20 for e in by_users.get((part, False), []))}/{len(by_users.get((part, False), []))}"
+            for part in ("fit", "held_out", "post_freeze", "unseen")
+        )
+    )
     # one source can hold many records (a sweep): the held-out sets source by source as well
-    print(f"\n  held out, by source {'':<23} {'median |error|':>15} {'within 20%':>11} {'scored':>7}")
+    print(f"\n  held out, by source {'':<30} {'median |error|':>15} {'within 20%':>11} {'scored':>7}")
     for (part, source), errors in by_source.items():
         if part != "fit":
             print(
-                f"  {part + ' ' + source:<43} {statistics.median(errors):>15.0%} "
+                f"  {part + ' ' + source:<50} {statistics.median(errors):>15.0%} "
                 f"{sum(e <= 0.20 for e in errors):>11} {len(errors):>7}"
             )
     medians = {key: statistics.median(errors) for key, errors in by_source.items() if key[0] != "fit"}
-    parts = [(p, [m for (q, _), m in medians.items() if q == p]) for p in ("held_out", "post_freeze")]
-    parts.append(("both", list(medians.values())))
+    parts = [(p, [m for (q, _), m in medians.items() if q == p]) for p in ("held_out", "post_freeze", "unseen")]
+    parts.append(("held_out + post_freeze", [m for (q, _), m in medians.items() if q != "unseen"]))
     print(
         "  sources whose median is within 20%: "
         + ", ".join(f"{p} {sum(m <= 0.20 for m in ms)}/{len(ms)}" for p, ms in parts)

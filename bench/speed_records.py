@@ -55,6 +55,9 @@ class Record:
 def _spec(r: dict[str, Any]) -> ModelSpec:
     cfg = json.loads((FIXTURES / "model-configs" / r["config"]).read_text())
     hq = json.loads((FIXTURES / "model-configs" / r["hf_quant"]).read_text()) if r.get("hf_quant") else None
+    if r.get("bf16"):  # the base model, whose architecture config is at hand only inside a quantized checkpoint's
+        cfg = {key: value for key, value in cfg.items() if key != "quantization_config"}
+        hq = None
     quant = r.get("quant")
     if quant and "quantization" in quant:  # an hf_quant_config.json written out
         hq = quant
@@ -66,18 +69,25 @@ def _spec(r: dict[str, Any]) -> ModelSpec:
     return spec
 
 
-PARTS = ("fit", "held_out", "post_freeze")
+PARTS = ("fit", "held_out", "post_freeze", "unseen")
+UNSEEN = FIXTURES / "speed" / "unseen.json"
 
 
 def load(part: str) -> list[Record]:
-    """'fit', 'held_out', or 'post_freeze' (held out too: collected after the model was frozen, by
-    the rule in published.json's post_freeze_rule; its sources are in post_freeze_sources)."""
+    """'fit', 'held_out', 'post_freeze' (held out too: collected after the model was frozen, by the
+    rule in published.json's post_freeze_rule; its sources are in post_freeze_sources), or 'unseen'
+    (a fourth held-out set in unseen.json, collected by the rule committed there before any of its
+    figures was looked at)."""
     if part not in PARTS:
         raise ValueError(f"{part!r}: not one of {', '.join(PARTS)}")
-    data = json.loads(PUBLISHED.read_text())
-    sources = {**data["sources"], **data.get("post_freeze_sources", {})}
+    if part == "unseen":
+        data = json.loads(UNSEEN.read_text())
+        sources, rows = data["sources"], data["records"]
+    else:
+        data = json.loads(PUBLISHED.read_text())
+        sources, rows = {**data["sources"], **data.get("post_freeze_sources", {})}, data.get(part, [])
     out = []
-    for r in data.get(part, []):
+    for r in rows:
         low, high = r["range"]
         out.append(
             Record(

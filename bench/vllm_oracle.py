@@ -50,14 +50,23 @@ from tests.support.vllm_oracle import (  # noqa: E402
     sparktui_cudagraphs,
     sparktui_kv_dtype,
     sparktui_model_runner,
+    v4_disagreements,
+    v4_question,
 )
 
 
 def check_version(version, python, folders, cases) -> tuple[int, int, list[str], float]:
     rules = rules_for(version)
-    built = [(sc, *kv_question(load_model_spec(sc.model), sc, rules)) for sc in cases]
+    built, built_v4 = [], []
+    for sc in cases:
+        spec = load_model_spec(sc.model)
+        if spec.compress_ratios:  # DeepSeek V4: asked as its own layers declare their caches
+            built_v4.append((sc, *v4_question(spec, sc, rules)))
+        else:
+            built.append((sc, *kv_question(spec, sc, rules)))
     request = {
         "kv": [case for _, case, _ in built],
+        "deepseek_v4": [case for _, case, _ in built_v4],
         "batch_defaults": DEVICES,
         "kv_dtype": [{"path": str(folder)} for _, folder in folders],
         "cudagraphs": cudagraph_questions(),
@@ -114,12 +123,14 @@ def check_version(version, python, folders, cases) -> tuple[int, int, list[str],
         print(f"  {label:<78.78} {ours:>22} {got['runner']:>22}  {'yes' if ours == got['runner'] else 'NO'}")
         if ours != got["runner"]:
             problems.append(f"{label}: sparktui {ours}, vLLM {got['runner']}")
-    for (sc, case, plan), got in zip(built, answer["kv"], strict=True):
+    kv_answers = [(*b, got, kv_disagreements) for b, got in zip(built, answer["kv"], strict=True)]
+    kv_answers += [(*b, got, v4_disagreements) for b, got in zip(built_v4, answer["deepseek_v4"], strict=True)]
+    for sc, case, plan, got, disagreements in kv_answers:
         if "unsupported" in got:  # this vLLM cannot group these layers at all: nothing to compare
             unsupported += 1
             print(f"  {sc.label():<78.78} {'—':>22} {'raises':>22}  —  {got['unsupported'][:50]}")
             continue
-        diffs = kv_disagreements(case, plan, got)
+        diffs = disagreements(case, plan, got)
         checked += 1
         if "error" in got:
             ours_s = f"no (≤{plan.max_len(case['kv_memory'], case['max_model_len']):,})"

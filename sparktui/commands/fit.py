@@ -210,18 +210,25 @@ def calibration_log_version(args: argparse.Namespace) -> str | None:
     """The vLLM release that wrote --calibrate-from LOG (a source build's '0.1.devN' names none); the
     log's text is kept on args.calibrate_text for find_calibration, which reads its figures."""
     from sparktui.core.calibration import read_log_figures, release_version
-    from sparktui.errors import UserError
+
+    text = calibration_text(args)
+    if text is None:
+        return None
+    version = release_version(read_log_figures(text).version)
+    return None if version is None else str(version)
+
+
+def calibration_text(args: argparse.Namespace) -> str | None:
+    """The text of --calibrate-from LOG (None without the flag), read once and kept on args: the
+    version and the figures are both read from it, whichever asks first."""
+    from sparktui.commands.inspect_log import read_log_text
 
     log = getattr(args, "calibrate_from", None)
-    args.calibrate_text = None
     if not log:
         return None
-    try:
-        args.calibrate_text = Path(log).read_text(errors="replace")
-    except OSError as exc:
-        raise UserError(f"--calibrate-from: cannot read {log}: {exc.strerror}") from None
-    version = release_version(read_log_figures(args.calibrate_text).version)
-    return None if version is None else str(version)
+    if getattr(args, "calibrate_text", None) is None:
+        args.calibrate_text = read_log_text(log, "--calibrate-from")
+    return str(args.calibrate_text)
 
 
 def config_file_read(pasted: list[str]) -> list[str] | None:
@@ -538,7 +545,8 @@ def find_calibration(args: argparse.Namespace, config: Any, spec: Any, machine: 
     if not log:
         key = calibration_key(config, spec, machine)
         return config, best_match(calibrations.load(), key.model, key.vllm_version, key.machine, key.flags)
-    text = args.calibrate_text  # read by build_config (calibration_log_version), which took its version
+    text = calibration_text(args)
+    assert text is not None
     calibration = calibration_of_log(
         config, spec, machine, text, where=str(log), source="calibrated", date=datetime.date.today().isoformat()
     )

@@ -77,6 +77,30 @@ def binary_reason(head: bytes) -> str | None:
     return None
 
 
+def read_log_text(path: str, flag: str) -> str:
+    """The text of the log file a flag names, read within the same bounds as inspect-log reads (a
+    device or an endless file cannot keep it busy) and refused when it is not text."""
+    from sparktui.errors import UserError
+
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(SNIFF_BYTES)
+            why = binary_reason(head) if head else None
+            if why is not None:
+                raise UserError(
+                    f"{flag}: {path!r} is not a text log ({why}); give the file vLLM's output (stdout and stderr) went to"
+                )
+            reader = _Reader(stream, head)
+            text = "".join(reader.lines())
+    except OSError as exc:
+        raise UserError(
+            f"{flag}: cannot read {path}: {exc.strerror or exc}; give the path of a vLLM log file"
+        ) from None
+    if reader.cut:
+        print(f"sparktui: {flag}: {reader.cut} of {path}", file=sys.stderr)
+    return text
+
+
 def _read_summary(path: str) -> tuple[LogSummary, str | None]:
     from sparktui.core.vllm_log import summarize
     from sparktui.errors import UserError
@@ -113,7 +137,19 @@ def _read_summary(path: str) -> tuple[LogSummary, str | None]:
             stream.close()
     if summary.text_lines == 0:
         raise UserError(f"{name} holds only blank lines: there is no vLLM output to summarise")
+    if summary.events == 0 and not _has_vllm_line(head):
+        raise UserError(
+            f"{name} is not a vLLM log: none of its lines is in vLLM's format ('INFO 05-12 02:45:35 [file.py:1] …', "
+            "'(EngineCore_DP0 pid=N) …') and none says anything vLLM says; give the file vLLM's output "
+            "(stdout and stderr) went to"
+        )
     return summary, reader.cut
+
+
+def _has_vllm_line(head: bytes) -> bool:
+    from sparktui.core.vllm_lines import is_vllm_line
+
+    return any(is_vllm_line(line) for line in head.decode("utf-8", "replace").splitlines()[:2000])
 
 
 def _format(summary: LogSummary) -> str:

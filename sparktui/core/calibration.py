@@ -93,15 +93,22 @@ class LogFigures:
     version: str | None = None  # as the engine's banner spells it
 
 
-def _gib(text: str, pattern: str) -> int | None:
-    m = re.search(pattern, text)
-    return int(float(m.group(1)) * GiB) if m else None
+def _gib(text: str, *patterns: str | re.Pattern[str]) -> int | None:
+    """The first figure the first pattern that matches finds (signed: vLLM prints negative ones)."""
+    for pattern in patterns:
+        if m := re.search(pattern, text):
+            return int(float(m.group(1)) * GiB)
+    return None
 
 
 def read_log_figures(text: str) -> LogFigures:
+    from sparktui.core.vllm_log import R_AVAIL_KV, R_V0_KV, R_WEIGHTS
+
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    util = re.search(r"'gpu_memory_utilization': ([\d.]+)", text) or re.search(
-        r"Desired GPU memory utilization is \(([\d.]+),", text
+    util = (
+        re.search(r"'gpu_memory_utilization': ([\d.]+)", text)
+        or re.search(r"Desired GPU memory utilization is \(([\d.]+),", text)
+        or re.search(r"x gpu_memory_utilization \(([\d.]+)\)", text)  # the V0 engine's worker.py
     )
     engine = version.group(1) if (version := re.search(r"LLM engine \(v([^)\s]+)\)", text)) else None
     utilization = float(util.group(1)) if util else None
@@ -111,13 +118,15 @@ def read_log_figures(text: str) -> LogFigures:
 
         utilization = rules_for(release).default_utilization
     return LogFigures(
-        weights=_gib(text, r"Model loading took ([\d.]+) ?GiB"),
-        kv_memory=_gib(text, r"Available KV cache memory: ([\d.]+) GiB"),
+        weights=_gib(text, R_WEIGHTS),
+        kv_memory=_gib(text, R_AVAIL_KV, R_V0_KV),
         graphs=_gib(text, r"Estimated CUDA graph memory: ([\d.]+) GiB"),
-        total=_gib(text, r"Free memory on device (?:\S+ )?\([\d.]+/([\d.]+) GiB\)"),
+        total=_gib(
+            text, r"Free memory on device (?:\S+ )?\([\d.]+/([\d.]+) GiB\)", r"total_gpu_memory \(([\d.]+) ?GiB\)"
+        ),
         utilization=utilization,
-        torch_peak=_gib(text, r"([\d.]+) GiB for peak activation"),
-        non_torch=_gib(text, r"([\d.]+) GiB for non-torch memory"),
+        torch_peak=_gib(text, r"(-?[\d.]+) GiB for peak activation", r"activation peak memory takes (-?[\d.]+) ?GiB"),
+        non_torch=_gib(text, r"(-?[\d.]+) GiB for non-torch memory", r"non_torch_memory takes (-?[\d.]+) ?GiB"),
         version=engine,
     )
 
@@ -148,6 +157,11 @@ def calibration_from_log(
             "reached 'Available KV cache memory' (vLLM 0.10 or later, INFO level)"
         )
     assert f.weights is not None and f.kv_memory is not None
+    if f.kv_memory <= 0:
+        raise UserError(
+            f"{where}: that start-up found no memory for the KV cache (Available KV cache memory: "
+            f"{f.kv_memory / GiB:.2f} GiB) and vLLM did not start; give the log of a start-up that did"
+        )
     if f.utilization is not None and abs(f.utilization - utilization) > 1e-6:
         raise UserError(
             f"{where}: that start-up ran with --gpu-memory-utilization {f.utilization:g}, these flags say "

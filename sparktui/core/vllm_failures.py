@@ -77,7 +77,7 @@ def _kv_too_small(msg: str) -> Failure:
     )
 
 
-def _no_kv_memory(msg: str) -> Failure:
+def no_kv_memory(msg: str) -> Failure:
     return Failure(
         "no_kv_memory",
         msg,
@@ -184,7 +184,7 @@ FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
     (("less than desired GPU memory utilization", "less than desired CPU memory utilization",
       "is less than requested memory for kv"), _free_memory),
     (("To serve at least one request with the model",), _kv_too_small),
-    (("No available memory for the cache blocks",), _no_kv_memory),
+    (("No available memory for the cache blocks",), no_kv_memory),
     # torch 2.8+ raises torch.AcceleratorError("CUDA error: out of memory") from a CUDA call, not
     # torch.OutOfMemoryError from the caching allocator; cuBLAS fails to allocate its workspace likewise
     (("CUDA out of memory", "OutOfMemoryError", "not enough GPU memory", "CUDA error: out of memory",

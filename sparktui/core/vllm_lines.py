@@ -41,6 +41,9 @@ def clean(raw: str) -> str:
         if "\x1b" in line:
             line = ANSI.sub("", line)
     first = line[:1]  # one-character strings are cached: no allocation
+    if first == " " or first == "\t":  # a log pasted indented (a notebook's output, a quote in a report)
+        line = line.lstrip()
+        first = line[:1]
     # cheap tests first: vLLM's own lines start with "(", a level or a letter, with no "| " near the start
     if first != "(" and (
         first.isdigit()
@@ -62,12 +65,16 @@ def clean(raw: str) -> str:
 
 
 def process_end(line: str) -> int:
-    """Index just past a "(EngineCore_DP0 pid=123)" prefix, or 0."""
-    if line.startswith("("):
-        end = line.find(")", 1, 80)
-        if end > 0 and line.find(" pid=", 1, end) > 0:
-            return end + 1
-    return 0
+    """Index just past a "(EngineCore_DP0 pid=123)" prefix, or 0. A Ray worker's line has two, the
+    engine's and its own ("(EngineCore pid=1) (RayWorkerWrapper pid=2, ip=10.0.0.2) INFO …"): past both."""
+    end = start = 0
+    while line.startswith("(", start):
+        close = line.find(")", start + 1, start + 80)
+        if close < 0 or line.find(" pid=", start + 1, close) < 0:
+            break
+        end = close + 1
+        start = end + 1 if line.startswith(" (", end) else end
+    return end
 
 
 def level_and_message(line: str) -> tuple[str | None, str]:
@@ -114,6 +121,24 @@ def quiet(raw: str) -> bool:
     return raw.find("| ", 0, 100) < 0 and not raw.endswith("|") and _QUIET_BARE.match(raw) is not None
 
 
+def message_start(line: str) -> tuple[str | None, str | None, int]:
+    """(process, time, where the message starts) in a line whose colours and redraws are already cut
+    (the log pane's): past vLLM's "(P pid=N)" prefix or prefixes and its "LEVEL MM-DD hh:mm:ss
+    [file:line] " or uvicorn's "LEVEL:   ", read as `split_line` reads them. (None, None, 0) when the
+    line has neither."""
+    end = process_end(line)
+    process = line[1 : line.find(" pid=")] if end else None
+    body = line[end:].lstrip() if end else line
+    level, message = level_and_message(body)
+    if level is None and not end:
+        return None, None, 0
+    time = None
+    if level is not None and body[len(level) : len(level) + 1] == " ":
+        stamp = body[len(level) + 7 : len(level) + 15]  # "INFO 05-12 02:45:35 …": the hh:mm:ss
+        time = stamp if len(stamp) == 8 and stamp[2] == ":" and stamp[5] == ":" else None
+    return process, time, (len(line.rstrip()) - len(message)) if message else len(line)
+
+
 def split_line(raw: str) -> tuple[str | None, str | None, str]:
     """(process, level, message) of one raw log line; the message has no colours or prefix."""
     line = clean(raw)
@@ -121,3 +146,10 @@ def split_line(raw: str) -> tuple[str | None, str | None, str]:
     process = line[1 : line.find(" pid=")] if end else None
     level, message = level_and_message(line[end:].lstrip() if end else line)
     return process, level, message
+
+
+def is_vllm_line(raw: str) -> bool:
+    """True for a line in vLLM's own format: a "(Process pid=N)" prefix or a level ("INFO 05-12 02:45:35
+    [file.py:1] …", uvicorn's "INFO:     …"), whatever another tool put before it."""
+    process, level, _ = split_line(raw)
+    return process is not None or level is not None

@@ -51,6 +51,7 @@ from sparktui.core.vllm_failures import (
     FAILURE_RULES,
     REPO_NAME,
     model_not_found,
+    no_kv_memory,
     signal_name,
     signal_of,
 )
@@ -75,9 +76,14 @@ _R_ARGS_MODEL = re.compile(r"'model': '([^']*)'|\bmodel_tag='([^']*)'|\bmodel='(
 _R_ARGS_LEN = re.compile(r"'max_model_len': (\d+)|\bmax_model_len=(\d+)")
 _R_USING_LEN = re.compile(r"Using max model len (\d+)")
 _R_LOAD_START = re.compile(r"Starting to load model (.+?)(?:\.\.\.)?$")
-_R_WEIGHTS_READ = re.compile(r"Loading weights took ([\d.]+) seconds")
-_R_WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds")
-_R_AVAIL_KV = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
+R_WEIGHTS_READ = re.compile(r"Loading weights took ([\d.]+) seconds")
+# V0 before 0.8 said "GB" for the same GiB figure (model_runner.py: model_memory_usage / 2**30)
+R_WEIGHTS = re.compile(r"Model loading took ([\d.]+) ?(?:GiB|GB)(?: memory)? and ([\d.]+) seconds")
+# negative when the weights and the profile's peak already pass the request (vLLM then refuses to start)
+R_AVAIL_KV = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB")
+# the V0 engine's worker.py (0.6 to 0.10 with VLLM_USE_V1=0): "model weights take 8.63GiB; non_torch_memory
+# takes 0.09GiB; PyTorch activation peak memory takes 1.16GiB; the rest of the memory reserved for KV Cache is 45.21GiB."
+R_V0_KV = re.compile(r"the rest of the memory reserved for KV Cache is (-?[\d.]+) ?GiB")
 _R_CPU_KV = re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/[\d.]+\) GiB for KV cache")
 _R_KV_SIZE = re.compile(r"^(.+?) KV cache size: ([\d,]+) tokens")
 _R_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
@@ -152,20 +158,26 @@ def _on_starting(msg: str, out: list[Event]) -> None:
 
 
 def _on_loading(msg: str, out: list[Event]) -> None:
-    if msg.startswith("Loading weights took") and (m := _R_WEIGHTS_READ.search(msg)):
+    if msg.startswith("Loading weights took") and (m := R_WEIGHTS_READ.search(msg)):
         out.append(WeightsRead(float(m.group(1))))
 
 
 def _on_model(msg: str, out: list[Event]) -> None:
-    if msg.startswith("Model loading took") and (m := _R_WEIGHTS.search(msg)):
+    if msg.startswith("Model loading took") and (m := R_WEIGHTS.search(msg)):
         out.append(WeightsLoaded(float(m.group(1)), float(m.group(2))))
 
 
 def _on_available(msg: str, out: list[Event]) -> None:
-    if msg.startswith("Available KV cache memory") and (m := _R_AVAIL_KV.search(msg)):
+    if msg.startswith("Available KV cache memory") and (m := R_AVAIL_KV.search(msg)):
         out.append(AvailableKVMemory(float(m.group(1))))
     elif msg.startswith("Available routes are"):
         out.append(ServerListening(None))
+
+
+def _on_v0_split(msg: str, out: list[Event]) -> None:
+    # one line as vLLM writes it; a quoted log may have "the rest of the memory …" wrapped onto its own
+    if msg.startswith(("model weights take", "the rest of the memory")) and (m := R_V0_KV.search(msg)):
+        out.append(AvailableKVMemory(float(m.group(1))))
 
 
 def _on_cpu_kv(msg: str, out: list[Event]) -> None:
@@ -223,6 +235,8 @@ _RULES_BY_FIRST_WORD: dict[str, Callable[[str, list[Event]], None]] = {
     "Loading": _on_loading,
     "Model": _on_model,
     "Available": _on_available,
+    "model": _on_v0_split,
+    "the": _on_v0_split,
     "Explicitly": _on_cpu_kv,
     "Auto": _on_cpu_kv,
     "GPU": _on_kv_size,  # also "GPU + host KV cache size" (hisparse)
@@ -379,6 +393,7 @@ class LogSummary:
         self.killed_notice: KilledNotice | None = None
         self.lines = 0
         self.text_lines = 0  # lines with anything but blanks
+        self.events = 0  # events read from the lines: none at all, and the text may not be vLLM's
         self._last_raw: str | None = None  # the last such line: what the log ends with
         self.finished = False
         self._ranks: dict[str, int] = {}
@@ -454,6 +469,7 @@ class LogSummary:
     def apply(self, events: list[Event]) -> list[PhaseChanged]:
         """Update from parsed events; returns the phase changes they caused."""
         before = self.phase
+        self.events += len(events)
         for ev in events:
             kind = type(ev)
             if isinstance(ev, Version):
@@ -468,7 +484,8 @@ class LogSummary:
                 if self.weights_gib is None:
                     self.weights_gib, self.weights_seconds = ev.gib, ev.seconds
             elif isinstance(ev, AvailableKVMemory):
-                if self.available_kv_gib is None:
+                # each tensor-parallel rank says its own; vLLM sizes every rank's cache by the smallest
+                if self.available_kv_gib is None or (ev.gib < self.available_kv_gib and not self.ready):
                     self.available_kv_gib = ev.gib
             elif isinstance(ev, KVCacheSize):
                 if self.kv_cache_tokens is None:
@@ -549,6 +566,14 @@ class LogSummary:
                 "unknown",
                 f"vLLM exited with status {returncode} after start-up completed{self._ends_with()}.",
                 "Read the end of the log for the reason.",
+            )
+        if self.available_kv_gib is not None and self.available_kv_gib <= 0:
+            # vLLM raises "No available memory for the cache blocks" right after this figure (V1
+            # kv_cache_utils.check_enough_kv_cache_memory, V0 raise_if_cache_size_invalid): a log cut
+            # before that error still says why
+            return no_kv_memory(
+                f"Available KV cache memory: {self.available_kv_gib} GiB, and the log ends there: vLLM "
+                "refuses to start with no memory for the KV cache ('No available memory for the cache blocks')."
             )
         cause = self.root_error or self.last_error
         if cause is not None:

@@ -125,3 +125,20 @@ def test_a_pasted_command_calibrated_from_an_older_log_takes_that_vllm_utilizati
     assert d["vllm_version"] == "0.13.0" and d["vllm_version_source"] == f"the log {log}"
     assert d["budget"]["requested"] / d["budget"]["total"] == pytest.approx(0.9, abs=1e-9)
     assert d["left_to_vllm"][0].startswith("utilization --gpu-memory-utilization not in the command: vLLM 0.13.0 takes")
+
+
+def test_a_version_given_beside_the_log_still_reads_the_log_once(capsys, isolated, gemma):
+    # --vllm-version used to skip the only reading of the log, so the fit then died with an AttributeError
+    d = fit_json(capsys, *flags(gemma, "--vllm-version", "0.21.0", "--calibrate-from", str(LOG)))
+    assert d["vllm_version"] == "0.21.0" and d["vllm_version_source"] == "--vllm-version"
+    assert set(d["kv_memory_source"].values()) == {"calibrated"}
+    assert abs(d["kv_cache_bytes"] / GiB - LOGGED_KV) / LOGGED_KV < 0.005
+
+
+def test_a_file_that_is_not_text_is_refused_as_inspect_log_refuses_it(capsys, isolated, gemma, tmp_path):
+    # read within inspect-log's bounds and checks: a binary file (or /dev/zero, which has no end) is not a log
+    blob = tmp_path / "weights.bin"
+    blob.write_bytes(b"Model loading took 1.0 GiB and 2.0 seconds\n\0\0\0\xff\xfe" * 100)
+    assert main(["fit", *flags(gemma, "--calibrate-from", str(blob))]) == 2
+    err = capsys.readouterr().err
+    assert "--calibrate-from" in err and "is not a text log (a NUL byte at offset" in err and "Traceback" not in err

@@ -28,8 +28,12 @@ from tests.support.vllm_oracle import (
     model_runner_label,
     model_runner_questions,
     oracle_pythons,
+    scenarios,
     sparktui_kv_dtype,
     sparktui_model_runner,
+    v4_disagreements,
+    v4_question,
+    widest_of_splits,
 )
 
 pytestmark = pytest.mark.slow  # spawns processes
@@ -294,19 +298,26 @@ def test_deepseek_v4_kv_groups_and_tokens_are_vllms_own():
         ]
         theirs = [{k: v for k, v in group.items()} for group in got["groups"]]
         # a split bucket's later groups may hold one layer fewer (pattern_repeats[i::n]): compare the widest
-        assert sorted(map(str, ours)) == sorted(map(str, _widest_of_splits(theirs))), case
+        assert sorted(map(str, ours)) == sorted(map(str, widest_of_splits(theirs))), case
         blocks, tokens, concurrency = plan.capacity(case["kv_memory"], case["max_model_len"])
         assert (blocks, tokens) == (got["blocks"], got["tokens"]), case
         assert concurrency == pytest.approx(got["concurrency"], rel=1e-12)
     assert answer["deepseek_v4"][0]["tokens"] == 1_135_072  # the real start-up's 1,135,251 at its rounded 5.93 GiB
 
 
-def _widest_of_splits(groups: list[dict[str, int]]) -> list[dict[str, int]]:
-    """vLLM's groups with each split bucket's groups given its widest one's layers and page (sparktui
-    models a split bucket by its widest group, which sets the block's bytes)."""
-    widest: dict[tuple[int, int], dict[str, int]] = {}
-    for g in groups:
-        key = (g["block"], g["blocks_per_request"])
-        if key not in widest or g["page"] > widest[key]["page"]:
-            widest[key] = g
-    return [widest[(g["block"], g["blocks_per_request"])] for g in groups]
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
+def test_deepseek_v4_catalog_scenarios_agree_with_vllm():
+    """bench/vllm_oracle.py's questions about DeepSeek-V4-Flash (default, a long fp8 context, too
+    little memory for one request, a big batch, the MTP drafter) asked as V4's layers declare their
+    caches: sparktui's plan and vLLM 0.32's answer agree, the refusal and its estimate included."""
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    name = "deepseek-ai/DeepSeek-V4-Flash-0731"
+    rules = rules_for("0.32.0")
+    built = [v4_question(load_model_spec(name), sc, rules) for sc in scenarios([name])]
+    answer = ask(python, {"deepseek_v4": [case for case, _ in built]}, timeout=600)
+    assert any("error" in got for got in answer["deepseek_v4"])  # the 0.5 GiB question
+    for (case, plan), got in zip(built, answer["deepseek_v4"], strict=True):
+        assert v4_disagreements(case, plan, got) == [], case

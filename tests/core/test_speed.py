@@ -633,3 +633,58 @@ def test_the_redhat_qwen36_record_reads_llm_compressors_layout_not_nvidias(fixtu
     assert stored["linear_attn"] == 2 * params["linear_attn"] and stored["lm_head"] == 2 * params["lm_head"]
     assert stored["attn"] == int(params["attn"] * 0.5625) and stored["experts"] == int(params["experts"] * 0.5625)
     assert predict(spec).weight_bytes_per_token == pytest.approx(3.87e9, rel=0.01)
+
+
+# --------------------------------------------------------------------------- the unseen set (stop 34)
+
+
+def _speed_records():
+    bench = str(REPO / "bench")
+    sys.path.insert(0, bench)
+    try:
+        return importlib.import_module("speed_records")  # the module bench/fit_speed.py imports too
+    finally:
+        sys.path.remove(bench)
+
+
+def test_the_unseen_set_follows_the_rule_committed_before_it_and_loads(fixtures):
+    """A fourth held-out set (unseen.json): its rule was committed before any of its figures was looked at.
+    Its sources are its own (none is a source of the other sets, none was seen before the rule), dated on or
+    after the rule's date, and every record carries what the rule asks for; bench/speed_accuracy.py loads it
+    as its own row."""
+    data = json.loads((fixtures / "speed" / "unseen.json").read_text())
+    published = json.loads((fixtures / "speed" / "published.json").read_text())
+    assert "before any record of this set was looked at" in data["written"]
+    assert any(line.startswith("DATE: ") and "2026-05-01" in line for line in data["rule"])
+    earlier = {s["url"] for part in ("sources", "post_freeze_sources") for s in published[part].values()}
+    urls = {s["url"] for s in data["sources"].values()}
+    assert urls and not urls & earlier and not urls & set(data["seen_before_rule"])
+    assert all(s["date"] >= "2026-05-01" for s in data["sources"].values())
+    ids = [r["id"] for r in data["records"]]
+    assert len(ids) == len(set(ids))
+    assert not set(ids) & {r["id"] for part in ("fit", "held_out", "post_freeze") for r in published[part]}
+    for r in data["records"]:
+        assert r["source"] in data["sources"], r["id"]
+        assert re.fullmatch(r"0\.\d+", r["series"] or ""), r["id"]
+        assert r["users"] >= 1 and r["context"] >= 1 and r["quote"], r["id"]
+        assert r["range"][0] <= r["tok_s"] <= r["range"][1], r["id"]
+        spec = r["speculative"]
+        assert spec in (None, "unknown") or (spec["method"] and spec["num_speculative_tokens"] >= 1), r["id"]
+        if isinstance(spec, dict):  # never the source a method's acceptance figure is taken from
+            figure = sp.acceptance_for(spec["method"], r["model"])
+            names = _url_names(data["sources"][r["source"]]["url"])
+            assert figure is None or not any(n in figure.source for n in names), r["id"]
+    loaded = _speed_records().load("unseen")
+    assert [r.id for r in loaded] == ids
+
+
+def test_a_bf16_record_reads_the_base_model_not_the_quantized_checkpoints_config(fixtures):
+    """A base model whose architecture config is at hand only inside a quantized checkpoint's config.json
+    (`bf16`: true) is read without that checkpoint's quantization_config: every weight at 2 bytes. The
+    same record without the flag reads the quantized checkpoint."""
+    recs = _speed_records()
+    record = {"model": "Qwen3.6-27B", "config": "nvidia__Qwen3.6-27B-NVFP4.json"}
+    quantized, base = recs._spec(record), recs._spec({**record, "bf16": True})
+    assert quantized.quantization and not base.quantization
+    roofline = [predict(s).roofline_tok_s for s in (quantized, base)]
+    assert roofline[1] < roofline[0] / 1.5  # 2 bytes a weight against the checkpoint's 4- and 8-bit layers

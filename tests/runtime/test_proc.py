@@ -154,16 +154,20 @@ def test_kill_is_immediate_and_reports_time_to_gone(tmp_path):
     (tmp_path / "orphan").touch()  # nothing left to wait for it
 
 
-def test_tracking_thread_records_descendants(tmp_path):
+def test_refresh_records_descendants(tmp_path):
     tree = spawn([sys.executable, str(PROCS / "tree.py"), "root", str(tmp_path)], tmp_path / "log")
-    tree.start_tracking(interval=0.05)
     try:
         grand = int(
             wait_for(
                 lambda: (tmp_path / "grand.pid").exists() and (tmp_path / "grand.pid").read_text(), what="grandchild"
             )
         )
-        wait_for(lambda: grand in {i.pid for i in tree.recorded}, what="tracker to record the grandchild")
+
+        def recorded() -> bool:
+            tree.refresh()  # what the supervisor's own samples call
+            return grand in {i.pid for i in tree.recorded}
+
+        wait_for(recorded, what="the grandchild recorded")
         record = tree.to_record()
         assert [grand, read_stat(grand).start_time] in record["members"]
     finally:

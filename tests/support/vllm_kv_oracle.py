@@ -621,7 +621,16 @@ def deepseek_v4(case):
     model = _ModelConfig(case["max_model_len"])
     model.hf_config = type("HfConfig", (), {"model_type": "deepseek_v4"})()
     object.__setattr__(config, "model_config", model)
-    (kv_config,) = _kv_fn("get_kv_cache_configs")(config, [_v4_specs(case)], [case["kv_memory"]])
+    try:
+        specs = _v4_specs(case)
+    except (ImportError, AttributeError) as exc:  # a vLLM without DeepSeek V4's cache specs
+        return {"unsupported": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    try:
+        (kv_config,) = _kv_fn("get_kv_cache_configs")(config, [specs], [case["kv_memory"]])
+    except ValueError as exc:  # too little memory for one request: vLLM's own words and estimate
+        message = str(exc)
+        estimate = re.search(r"estimated maximum model length is (\d+)", message)
+        return {"error": message.split(".")[0], "estimated_max_len": int(estimate.group(1)) if estimate else None}
     groups = []
     for g in kv_config.kv_cache_groups:
         spec = g.kv_cache_spec

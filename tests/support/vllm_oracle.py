@@ -136,6 +136,54 @@ def kv_question(spec: ModelSpec, sc: Scenario, rules: VllmRules) -> tuple[dict[s
     return case, plan
 
 
+def v4_question(spec: ModelSpec, sc: Scenario, rules: VllmRules) -> tuple[dict[str, Any], KvPlan]:
+    """DeepSeek V4's question as its own layers declare their KV specs (the oracle's `deepseek_v4`):
+    its compressed latent, indexer and compressor-state caches are classes of their own, which
+    kv_question's generic layer mix cannot stand for. Its KV dtype is fixed (fp8_ds_mla) and
+    prefix caching does not change its groups, so only the drafter layers, the context and the
+    batch matter."""
+    drafter = spec.mtp_layers[0].count if sc.mtp and spec.mtp_layers else 0
+    plan = plan_kv(spec, 1, None, 1, sc.max_num_batched_tokens, mtp=bool(drafter), rules=rules)
+    n = spec.num_layers + drafter
+    case = {
+        "ratios": [*spec.compress_ratios[:n], *[0] * (n - len(spec.compress_ratios))],
+        "dims": list(spec.kv_dims),
+        "block_size": plan.block_size,
+        "max_model_len": sc.max_model_len,
+        "max_num_batched_tokens": sc.max_num_batched_tokens,
+        "kv_memory": int(sc.kv_gib * GiB),
+    }
+    return case, plan
+
+
+def v4_disagreements(case: dict[str, Any], plan: KvPlan, answer: dict[str, Any]) -> list[str]:
+    """kv_disagreements for a `deepseek_v4` answer, whose groups are listed: the same groups (layers,
+    page, block, blocks per request) as sparktui's, a split bucket read by its widest group."""
+    if "error" in answer:
+        return kv_disagreements(case, plan, answer)
+    out = kv_disagreements(case, plan, {**answer, "groups": len(answer["groups"])})
+    ours = [
+        {"layers": g.layers, "page": g.page_bytes, "block": g.block_size}
+        | {"blocks_per_request": g.blocks_per_request(case["max_model_len"], plan.in_flight)}
+        for g in plan.groups
+        for _ in range(g.groups)
+    ]
+    if sorted(map(str, ours)) != sorted(map(str, widest_of_splits(answer["groups"]))):
+        out.append(f"groups {ours} vs vLLM {answer['groups']}")
+    return out
+
+
+def widest_of_splits(groups: list[dict[str, int]]) -> list[dict[str, int]]:
+    """vLLM's groups with each split bucket's groups given its widest one's layers and page (sparktui
+    models a split bucket by its widest group, which sets the block's bytes)."""
+    widest: dict[tuple[int, int], dict[str, int]] = {}
+    for g in groups:
+        key = (g["block"], g["blocks_per_request"])
+        if key not in widest or g["page"] > widest[key]["page"]:
+            widest[key] = g
+    return [widest[(g["block"], g["blocks_per_request"])] for g in groups]
+
+
 def kv_disagreements(case: dict[str, Any], plan: KvPlan, answer: dict[str, Any]) -> list[str]:
     """What sparktui's plan says differently from vLLM's answer (empty: they agree)."""
     memory, max_len = case["kv_memory"], case["max_model_len"]

@@ -258,8 +258,6 @@ class ProcessTree:
         self._recorded: dict[int, int] = {root.pid: root.start_time}
         for ident in recorded:
             self._recorded[ident.pid] = ident.start_time
-        self._tracker: threading.Thread | None = None
-        self._stop_tracking = threading.Event()
         self._last_pid_scanned: int | None = None  # last_pid() before the latest /proc scan
 
     # --- identity and membership -------------------------------------------------------------
@@ -403,24 +401,6 @@ class ProcessTree:
         if self.scope is not None and not self.scope.populated():
             self.scope.remove()
 
-    def start_tracking(self, interval: float = 1.0) -> None:
-        """Record descendants in a background thread until the tree is gone or stop_tracking()."""
-        if self._tracker is not None:
-            return
-        stop = self._stop_tracking = threading.Event()
-
-        def loop() -> None:
-            while not stop.wait(interval):
-                if not self.refresh() and self.returncode() is not None:
-                    return
-
-        self._tracker = threading.Thread(target=loop, name=f"sparktui-track-{self.pid}", daemon=True)
-        self._tracker.start()
-
-    def stop_tracking(self) -> None:
-        self._stop_tracking.set()
-        self._tracker = None
-
     # --- signals -----------------------------------------------------------------------------
 
     def signal_group(self, sig: int, report: StopReport | None = None, t0: float | None = None) -> bool:
@@ -542,7 +522,6 @@ class ProcessTree:
             watcher.close()
 
     def _finish(self, report: StopReport) -> None:
-        self.stop_tracking()
         self.returncode()
         report.survivors = [i.pid for i in self._recorded_alive()]
         if report.gone:

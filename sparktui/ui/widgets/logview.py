@@ -24,6 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.timer import Timer
 
+from sparktui.core.vllm_lines import message_start
 from sparktui.ui.actions import bindings
 
 _SEVERITY = re.compile(r"\b(CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG)\b")
@@ -35,28 +36,22 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _POLLING = re.compile(r'(?:127\.0\.0\.1|\[?::1\]?|localhost):\d+ - "GET /(?:metrics|health) HTTP/1\.1"')
 
 
-# vLLM's prefix: "(APIServer pid=20603) INFO 11-29 19:24:14 [launcher.py:46] " (the date and file
-# fill a 50-column pane before the message starts); a uvicorn line has "LEVEL:   " only
-_VLLM_PREFIX = re.compile(
-    r"^(?:\((?P<proc>[\w.-]+)(?: pid=\d+)?\)\s+)?"
-    r"(?:(?:CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG)"
-    r"(?:\s+\d\d-\d\d (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)?\s+\[[^\]]*\]\s?|:\s+))?"
-)
 _PROCESS_TAGS = {"APIServer": "", "EngineCore": "engine "}
 
 
 def compact(line: str) -> tuple[str, int]:
     """(what the log view shows, how many leading cells are dimmed): vLLM's process, level, date and
-    [file:line] shortened to the time and, for a process other than the API server, its name, so the
-    message starts near the left (the level is the line's colour; the file on disk keeps it all)."""
-    m = _VLLM_PREFIX.match(line)
-    if m is None or not m.end():
+    [file:line] (as core.vllm_lines reads them: "(APIServer pid=20603) INFO 11-29 19:24:14
+    [launcher.py:46] ", a Ray worker's two process prefixes, uvicorn's "LEVEL:   ") shortened to the
+    time and, for a process other than the API server, its name, so the message starts near the left
+    (the level is the line's colour; the file on disk keeps it all)."""
+    proc, time, start = message_start(line)
+    if not start:
         return line, 0
-    proc = m.group("proc") or "APIServer"
-    name = proc.split("_", 1)[0]
+    name = (proc or "APIServer").split("_", 1)[0]
     tag = _PROCESS_TAGS.get(name, name.lower().replace("vllmworker-", "worker") + " ")
-    head = (f"{m.group('time')} " if m.group("time") else "") + tag
-    return head + line[m.end() :], len(head)
+    head = (f"{time} " if time else "") + tag
+    return head + line[start:], len(head)
 
 
 def wrap_rows(shown: str, dim: int, width: int) -> list[tuple[int, int, int]]:

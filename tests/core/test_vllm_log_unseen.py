@@ -1,0 +1,127 @@
+"""Real vLLM logs sparktui had not seen (tests/fixtures/vllm-logs/SOURCES.md, "Logs from the unseen-log
+check"), each of which read wrong before: every figure checked against the log by hand, through the same
+readers inspect-log, --calibrate-from and the log pane use."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparktui.cli import main
+from sparktui.core.calibration import calibration_from_log, read_log_figures
+from sparktui.core.units import GiB
+from sparktui.core.vllm_log import parse_line, summarize
+from sparktui.errors import UserError
+from sparktui.ui.widgets.logview import compact
+from tests.support import FIXTURES
+
+LOGS = FIXTURES / "vllm-logs"
+
+# file -> (summary without failure, failure kind); each figure is the line quoted beside it
+UNSEEN = {
+    "discrete_v0.7-V0_phi-4-bnb_A100-80GB_indented_excerpt.log": (
+        # indented four spaces as pasted; the V0 engine's "Model loading took 8.6253 GB" (GiB, labelled GB)
+        # and "the rest of the memory reserved for KV Cache is 45.21GiB"; "Maximum concurrency for 512
+        # tokens per request: 462.97x"; it ends after "Graph capturing finished"
+        dict(version=None, model="/opt/tiger/test0/Phi-4", max_model_len=512, weights_gib=8.6253,
+             available_kv_gib=45.21, kv_cache_tokens=None, max_concurrency=462.97, ready=False),
+        "log_ended",
+    ),
+    "discrete_v0.8-V0_unsloth-lora_48GB-GPU_excerpt.log": (
+        # "Model loading took 0.5151 GiB"; "the rest of the memory reserved for KV Cache is 34.81GiB";
+        # "Maximum concurrency for 32768 tokens per request: 92.82x"
+        dict(version=None, model=None, max_model_len=32768, weights_gib=0.5151, available_kv_gib=34.81,
+             kv_cache_tokens=None, max_concurrency=92.82, ready=False),
+        "log_ended",
+    ),
+    "discrete_v0.7.3-V0_qwen2.5-bnb-int4_rtx3050-6GB_negative-kv_excerpt.log": (
+        # "the rest of the memory reserved for KV Cache is -0.94GiB." (vLLM then raises: no KV memory)
+        dict(version=None, model=None, max_model_len=4200, weights_gib=None, available_kv_gib=-0.94,
+             kv_cache_tokens=None, max_concurrency=0.0, ready=False),
+        "no_kv_memory",
+    ),
+    "discrete_v0.11.0_gpt-oss-120b_H100_negative-kv_excerpt.log": (
+        # "Available KV cache memory: -2.28 GiB", then "EngineCore failed to start" and a traceback cut short
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=-2.28,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "no_kv_memory",
+    ),
+    "discrete_v0.10.2_qwen3-next-80b-a3b-instruct_tp2-H200_success.log": (
+        # two ranks: "Model loading took 74.2812 GiB", "Available KV cache memory: 44.59 GiB" each;
+        # "GPU KV cache size: 973,760 tokens"; "Maximum concurrency for 262,144 tokens per request: 14.77x"
+        dict(version="0.10.2", model="/data/models/Qwen3-Next-80B-A3B-Instruct", max_model_len=262144,
+             weights_gib=74.2812, available_kv_gib=44.59, kv_cache_tokens=973760, max_concurrency=14.77,
+             ready=True),
+        None,
+    ),
+    "ray-4node_minimax-m2.5-fp8_excerpt.log": (
+        # "(EngineCore pid=89247) (RayWorkerWrapper pid=89561) INFO … Model loading took 13.2 GiB memory"
+        dict(version=None, model=None, max_model_len=None, weights_gib=13.2, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "log_ended",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(UNSEEN))
+def test_each_unseen_log_reads_as_its_lines_say(name):
+    summary = summarize((LOGS / name).read_text().splitlines(keepends=True))
+    expected, kind = UNSEEN[name]
+    got = summary.to_dict()
+    failure = got.pop("failure")
+    assert got == expected
+    assert (failure or {}).get("kind") == kind
+
+
+@pytest.mark.parametrize("name", sorted(UNSEEN))
+def test_inspect_log_prints_the_same(name, capsys):
+    assert main(["inspect-log", str(LOGS / name), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got.pop("failure") or {}).get("kind") == UNSEEN[name][1]
+    assert got == UNSEEN[name][0]
+
+
+def test_a_log_that_ends_at_a_negative_kv_figure_is_named_a_memory_failure(capsys):
+    assert main(["inspect-log", str(LOGS / "discrete_v0.11.0_gpt-oss-120b_H100_negative-kv_excerpt.log")]) == 0
+    out = capsys.readouterr().out
+    assert "KV cache memory  -2.28 GiB" in out and "no_kv_memory" in out and "failed during kv cache" in out
+    assert "raise --gpu-memory-utilization" in out
+
+
+def test_the_v0_split_is_read_with_its_signs_for_calibration():
+    # "non_torch_memory takes -0.51GiB; PyTorch activation peak memory takes 1.42GiB;" on a 6.00 GiB card
+    f = read_log_figures((LOGS / "discrete_v0.7.3-V0_qwen2.5-bnb-int4_rtx3050-6GB_negative-kv_excerpt.log").read_text())
+    assert f.non_torch == int(-0.51 * GiB) and f.torch_peak == int(1.42 * GiB)
+    assert f.kv_memory == int(-0.94 * GiB) and f.total == int(6.00 * GiB) and f.utilization == 0.90
+    phi = read_log_figures((LOGS / "discrete_v0.7-V0_phi-4-bnb_A100-80GB_indented_excerpt.log").read_text())
+    assert phi.weights == int(8.6253 * GiB) and phi.kv_memory == int(45.21 * GiB)
+    assert phi.total == int(79.15 * GiB) and phi.utilization == 0.70
+    assert phi.torch_peak == int(1.16 * GiB) and phi.non_torch == int(0.09 * GiB)
+
+
+def test_a_start_up_with_no_kv_memory_is_not_taken_as_a_calibration():
+    text = "Model loading took 5.43 GiB and 9.1 seconds\nAvailable KV cache memory: -0.94 GiB\n"
+    with pytest.raises(UserError, match=r"found no memory for the KV cache \(Available KV cache memory: -0.94 GiB\)"):
+        calibration_from_log(
+            text, where="x.log", model="m", vllm_version="0.11.0", machine="m", total=6 * GiB, utilization=0.9,
+            flags={}, graphs_counted=False, source="calibrated", date="2026-12-02",
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["tiny-llama-config.json", "metrics_final.txt"])
+def test_a_file_that_is_not_a_vllm_log_is_a_user_error(name, capsys):
+    # a model's config.json and vLLM's own /metrics text: text files, not what `vllm serve` printed
+    assert main(["inspect-log", str(FIXTURES / "vllm-cpu" / name)]) == 2
+    err = capsys.readouterr().err
+    assert "is not a vLLM log" in err and "Traceback" not in err
+
+
+def test_a_ray_workers_two_prefixes_are_cut_for_the_parser_and_the_log_pane():
+    line = (
+        "(EngineCore pid=89247) (RayWorkerWrapper pid=164889, ip=172.20.4.203) INFO 04-01 11:25:14 "
+        "[gpu_model_runner.py:4566] Model loading took 13.2 GiB memory and 148.493862 seconds"
+    )
+    assert [type(e).__name__ for e in parse_line(line)] == ["WeightsLoaded"]
+    shown, dim = compact(line)
+    assert shown == "11:25:14 engine Model loading took 13.2 GiB memory and 148.493862 seconds" and dim == 16
