@@ -58,6 +58,8 @@ def _spec(r: dict[str, Any]) -> ModelSpec:
     if r.get("bf16"):  # the base model, whose architecture config is at hand only inside a quantized checkpoint's
         cfg = {key: value for key, value in cfg.items() if key != "quantization_config"}
         hq = None
+    if r.get("unquantized"):  # layers the source says the checkpoint keeps in bf16, where the layout is a stand-in
+        cfg, hq = _unquantized(cfg, hq, r["unquantized"])
     quant = r.get("quant")
     if quant and "quantization" in quant:  # an hf_quant_config.json written out
         hq = quant
@@ -67,6 +69,41 @@ def _spec(r: dict[str, Any]) -> ModelSpec:
     if r.get("mxfp4_layers"):
         spec = sp.with_mxfp4_layers(spec, r["mxfp4_layers"])
     return spec
+
+
+def _unquantized(cfg: dict[str, Any], hq: dict[str, Any] | None, parts: list[str]) -> tuple[dict[str, Any], Any]:
+    """The stand-in layout with the modules whose names hold one of `parts` unquantized: dropped from
+    config.json's compressed-tensors groups (which vLLM reads first) and from hf_quant_config.json's
+    MIXED_PRECISION map, so each reads at the checkpoint's own dtype."""
+
+    def named(name: str) -> bool:
+        return any(part in name for part in parts)
+
+    dropped = 0
+
+    def without(q: dict[str, Any]) -> dict[str, Any]:
+        nonlocal dropped
+        q = dict(q)
+        if isinstance(q.get("quantized_layers"), dict):  # ModelOpt MIXED_PRECISION
+            kept = {name: v for name, v in q["quantized_layers"].items() if not named(name)}
+            dropped += len(q["quantized_layers"]) - len(kept)
+            q["quantized_layers"] = kept
+        if isinstance(q.get("config_groups"), dict):  # compressed-tensors groups that name their modules
+            groups = {}
+            for key, group in q["config_groups"].items():
+                targets = [t for t in group.get("targets", []) if not named(t)]
+                dropped += len(group.get("targets", [])) - len(targets)
+                groups[key] = {**group, "targets": targets}
+            q["config_groups"] = groups
+        return q
+
+    if isinstance(cfg.get("quantization_config"), dict):
+        cfg = {**cfg, "quantization_config": without(cfg["quantization_config"])}
+    if hq and isinstance(hq.get("quantization"), dict):
+        hq = {**hq, "quantization": without(hq["quantization"])}
+    if not dropped:
+        raise ValueError(f"no quantized module is named by {parts}")
+    return cfg, hq
 
 
 PARTS = ("fit", "held_out", "post_freeze", "unseen")

@@ -122,6 +122,8 @@ def _engine_init_failed(msg: str) -> Failure:
 
 
 _R_WORKER_DIED = re.compile(r"Worker proc (\S+) died unexpectedly \(exit code: (-?\d+|None)\)")
+# before the exit code was printed (0.8 to 0.1x), and Ray's V2 executor: "RayWorkerProc rank=[3] died unexpectedly"
+_R_WORKER_DIED_BARE = re.compile(r"(?:Worker proc (\S+)|RayWorkerProc (rank=\S+)) died unexpectedly")
 _WORKER_SIGNAL_HINTS = {
     signal.SIGILL: "SIGILL is an illegal instruction: a kernel or wheel built for another processor (a CPU build "
     "using instructions this CPU lacks, a CUDA build without kernels for this GPU, sm_121 on a GB10); install "
@@ -140,9 +142,10 @@ def _worker_died(msg: str) -> Failure:
     "Worker proc %s died unexpectedly (exit code: %s), shutting down executor." — the engine then
     dies (EngineDeadError) and the API server stops, often with exit status 0."""
     m = _R_WORKER_DIED.search(msg)
-    name, code = (m.group(1), m.group(2)) if m else ("a worker", "None")
-    signum = signal_of(int(code)) if code.lstrip("-").isdigit() else None
-    how = f"killed by {signal_name(signum)} (exit code {code})" if signum else f"exit code {code}"
+    bare = None if m else _R_WORKER_DIED_BARE.search(msg)
+    name, code = (m.group(1), m.group(2)) if m else (next(filter(None, bare.groups())) if bare else "a worker", None)
+    signum = signal_of(int(code)) if code and code.lstrip("-").isdigit() else None
+    how = f"killed by {signal_name(signum)} (exit code {code})" if signum else f"exit code {code or 'not in the log'}"
     hint = _WORKER_SIGNAL_HINTS.get(signum) if signum else None  # type: ignore[call-overload]
     return Failure(
         "worker_died",
@@ -182,7 +185,7 @@ def _address_unavailable(msg: str) -> Failure:
 
 FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
     (("less than desired GPU memory utilization", "less than desired CPU memory utilization",
-      "is less than requested memory for kv"), _free_memory),
+      "is less than requested memory for kv", "ValueError: Free memory on device"), _free_memory),
     (("To serve at least one request with the model",), _kv_too_small),
     (("No available memory for the cache blocks",), no_kv_memory),
     # torch 2.8+ raises torch.AcceleratorError("CUDA error: out of memory") from a CUDA call, not
@@ -194,7 +197,7 @@ FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
     (("Invalid repository ID or local directory", "RepositoryNotFoundError", "Repository Not Found",
       "is not a local folder and is not a valid model identifier"), model_not_found),
     (("Engine core initialization failed",), _engine_init_failed),
-    (("died unexpectedly (exit code",), _worker_died),
+    (("died unexpectedly",), _worker_died),
     (("EngineDeadError", "EngineCore encountered an issue"), _engine_dead),
 )  # fmt: skip
 

@@ -688,3 +688,25 @@ def test_a_bf16_record_reads_the_base_model_not_the_quantized_checkpoints_config
     assert quantized.quantization and not base.quantization
     roofline = [predict(s).roofline_tok_s for s in (quantized, base)]
     assert roofline[1] < roofline[0] / 1.5  # 2 bytes a weight against the checkpoint's 4- and 8-bit layers
+
+
+def test_layers_a_source_says_are_bf16_read_at_two_bytes_in_a_stand_in_layout(fixtures):
+    """ai-muninn's Qwen3.6-35B-A3B NVFP4 names no checkpoint, so NVIDIA's ModelOpt layout stands in, but the
+    post says its Gated DeltaNet layers were bf16 ("the BF16 GDN tax"): `unquantized` drops them from the
+    stand-in's quantized modules, in config.json's map (which vLLM reads first) and hf_quant's. The other
+    layers keep their formats; a name that matches no quantized module is an error, not a silent no-op."""
+    recs = _speed_records()
+    record = {
+        "id": "t", "model": "Qwen3.6-35B-A3B NVFP4", "config": "nvidia__Qwen3.6-35B-A3B-NVFP4.json",
+        "hf_quant": "nvidia__Qwen3.6-35B-A3B-NVFP4__hf_quant_config.json",
+    }  # fmt: skip
+    stand_in, stated = recs._spec(record), recs._spec({**record, "unquantized": ["linear_attn"]})
+    gdn = "model.language_model.layers.0.linear_attn.in_proj_qkv"
+    experts = "model.language_model.layers.0.mlp.experts"
+    a, b = (predict(s) for s in (stand_in, stated))
+    assert b.roofline_tok_s < a.roofline_tok_s  # bf16 GDN weights: more bytes a step
+    cfg = _json(fixtures, record["config"])
+    _, hq = recs._unquantized(cfg, _json(fixtures, record["hf_quant"]), ["linear_attn"])
+    assert gdn not in hq["quantization"]["quantized_layers"] and experts in hq["quantization"]["quantized_layers"]
+    with pytest.raises(ValueError, match="no quantized module"):
+        recs._unquantized(cfg, None, ["no_such_module"])

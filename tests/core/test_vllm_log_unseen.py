@@ -11,7 +11,7 @@ import pytest
 from sparktui.cli import main
 from sparktui.core.calibration import calibration_from_log, read_log_figures
 from sparktui.core.units import GiB
-from sparktui.core.vllm_log import parse_line, summarize
+from sparktui.core.vllm_log import Failure, parse_line, summarize
 from sparktui.errors import UserError
 from sparktui.ui.widgets.logview import compact
 from tests.support import FIXTURES
@@ -60,6 +60,26 @@ UNSEEN = {
         dict(version=None, model=None, max_model_len=None, weights_gib=13.2, available_kv_gib=None,
              kv_cache_tokens=None, max_concurrency=None, ready=False),
         "log_ended",
+    ),
+    "npu_vllm-ascend_worker-died-no-exit-code_excerpt.log": (
+        # "ERROR … [multiproc_executor.py:231] Worker proc VllmWorker-0 died unexpectedly, shutting down
+        # executor." (no "(exit code: N)" before vLLM printed it), then the engine's traceback, cut
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "worker_died",
+    ),
+    "spark3x_v0.2x_free-memory-less-than-desired_wrapped_excerpt.log": (
+        # "ValueError: Free memory on device cuda:0 (100.94/121.69 GiB) on startup is less" / "than desired
+        # GPU memory utilization (0.835, 101.61 GiB)." wrapped as quoted
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "free_memory",
+    ),
+    "discrete_v0.28.0_wsl2-8GB_free-memory_indented-wrapped_excerpt.log": (
+        # the same refusal, indented and wrapped after "on startup is less"
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "free_memory",
     ),
 }  # fmt: skip
 
@@ -125,3 +145,19 @@ def test_a_ray_workers_two_prefixes_are_cut_for_the_parser_and_the_log_pane():
     assert [type(e).__name__ for e in parse_line(line)] == ["WeightsLoaded"]
     shown, dim = compact(line)
     assert shown == "11:25:14 engine Model loading took 13.2 GiB memory and 148.493862 seconds" and dim == 16
+
+
+def failures(line: str) -> list[Failure]:
+    return [e for e in parse_line(line) if isinstance(e, Failure)]
+
+
+def test_a_worker_that_died_before_vllm_printed_exit_codes_is_named():
+    [failure] = failures(
+        "(EngineCore_DP0 pid=265) ERROR 02-27 10:31:24 [multiproc_executor.py:231] Worker proc VllmWorker-0 died "
+        "unexpectedly, shutting down executor."
+    )
+    assert failure.kind == "worker_died" and "VllmWorker-0 died, exit code not in the log" in failure.message
+    [ray] = failures(
+        "ERROR 05-01 10:00:00 [ray_executor_v2.py:464] RayWorkerProc rank=[3] died unexpectedly, shutting down executor."
+    )
+    assert ray.kind == "worker_died" and "rank=[3] died" in ray.message
