@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -115,30 +114,12 @@ def _pop_model(flags: list[str]) -> tuple[str | None, list[str]]:
     return model, out
 
 
-_ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
-
-
-def _split_env(tokens: list[str]) -> tuple[dict[str, str], list[str]]:
-    """Leading NAME=value words of a pasted command (`VLLM_X=1 vllm serve …`): the environment
-    vLLM would run with. VLLM_API_KEY stays in the command (the serve config reads it)."""
-    env: dict[str, str] = {}
-    rest = list(tokens)
-    kept: list[str] = []
-    while rest and _ENV_ASSIGNMENT.fullmatch(rest[0]):
-        name, value = rest.pop(0).split("=", 1)
-        if name == "VLLM_API_KEY":
-            kept.append(f"{name}={value}")
-        else:
-            env[name] = value
-    return env, [*kept, *rest]
-
-
 def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     """(ServeConfig, machine name, where the vLLM version came from) from the profile, the
     flags and the pasted command. The
     environment the server would get (the profile's [env], a pasted command's NAME=value prefix)
     is added to `env` when given."""
-    from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
+    from sparktui.core.config import parse_serve_command, split_env, utilization_left_to_vllm
     from sparktui.errors import UserError
 
     profile_arg, flags, pasted = _split(list(args.extra))
@@ -166,7 +147,7 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     if pasted is not None:
         if base:
             raise UserError("give a profile or a pasted `vllm serve …` command, not both")
-        pasted_env, pasted = _split_env(pasted)
+        pasted_env, pasted = split_env(pasted)
         if env is not None:
             env.update(pasted_env)
         pasted_config = parse_serve_command(pasted)

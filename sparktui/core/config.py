@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from sparktui.core.speculation import Speculation, parse_speculation
 from sparktui.core.units import parse_human_int
+from sparktui.core.vllm_argv import dashed, dotted_value, expand_prefix, merge_dotted
 from sparktui.core.vllm_config_file import expand_config
 from sparktui.core.vllm_rules import parse_version, rules_for
 from sparktui.errors import UserError
@@ -391,6 +392,7 @@ def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
     `--flag=value`, `--bool-flag` and `--no-bool-flag` as vLLM's argparse reads them."""
     found: dict[str, Any] = {}
     kept: list[Any] = []
+    dotted: dict[str, tuple[Flag, dict[str, Any]]] = {}
     i = 0
     while i < len(extra):
         token = extra[i]
@@ -399,11 +401,15 @@ def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
             kept.append(token)
             continue
         name, eq, inline = token.partition("=")
-        flag, negated = _BY_NAME.get(name), False
-        if flag is None and name.startswith("--no-"):
-            negative = _BY_NAME.get("--" + name[5:])
-            if negative is not None and negative.negatable:
-                flag, negated = negative, True
+        if _dotted(name):
+            value = inline if eq else extra[i] if i < len(extra) and isinstance(extra[i], str) else None
+            if value is None:
+                raise UserError(f"extra_args: {name} needs a value, e.g. {name} VALUE")
+            if not _add_dotted(dotted, name, value):
+                kept += [token] if eq else [token, value]
+            i += 0 if eq else 1
+            continue
+        flag, negated = _flag_for(name)
         if flag is None or flag.positional:
             kept.append(token)
             continue
@@ -424,7 +430,45 @@ def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
             values.append(extra[i])
             i += 1
         found[flag.field] = " ".join(values)
+    for flag, keys in dotted.values():  # vLLM appends them after everything: they win
+        found[flag.field] = keys
     return found, kept
+
+
+def _flag_for(name: str) -> tuple[Flag | None, bool]:
+    """The modelled flag a token's name stands for as vLLM reads it (underscores as dashes, a unique
+    prefix of a `vllm serve` option, an alias), and whether it is the flag's --no- form."""
+    name = dashed(name)
+    if name == "--model":
+        return _BY_FIELD["model"], False
+    for spelled in (name, expand_prefix(name)):
+        if spelled is None:
+            continue
+        if spelled in _BY_NAME:
+            return _BY_NAME[spelled], False
+        negative = _BY_NAME.get("--" + spelled[5:]) if spelled.startswith("--no-") else None
+        if negative is not None and negative.negatable:
+            return negative, True
+    return None, False
+
+
+def _dotted(name: str) -> bool:
+    """`--json-flag.key` (vLLM's dotted form: one key of a JSON flag)."""
+    return "." in name and _is_flag_token(name)
+
+
+def _add_dotted(dotted: dict[str, tuple[Flag, dict[str, Any]]], name: str, value: str) -> bool:
+    """Merge `--flag.a.b VALUE` into `dotted` (by the name before the first '.', as vLLM gathers them)
+    when the flag is a modelled JSON flag; False when it is not (the tokens then pass through)."""
+    head, *keys = dashed(name).split(".")
+    listed = keys[-1].endswith("+")
+    if listed:
+        keys[-1] = keys[-1][:-1]
+    flag, negated = _flag_for(head)
+    if flag is None or negated or flag.type != "json" or not all(keys):
+        return False
+    merge_dotted(dotted.setdefault(head, (flag, {}))[1], keys, value.split(",") if listed else dotted_value(value))
+    return True
 
 
 def _refuse_token_in_argv(extra: list[Any]) -> None:
@@ -698,6 +742,20 @@ def _strip_launcher(tokens: list[str]) -> list[str]:
     return tokens
 
 
+def split_env(tokens: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Leading NAME=value words of a pasted command (`VLLM_X=1 vllm serve …`): (the environment vLLM
+    would run with, the rest). VLLM_API_KEY stays in the command: the serve config reads it as --api-key."""
+    env: dict[str, str] = {}
+    rest, kept = list(tokens), []
+    while rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", rest[0]):
+        name, value = rest.pop(0).split("=", 1)
+        if name == "VLLM_API_KEY":
+            kept.append(f"{name}={value}")
+        else:
+            env[name] = value
+    return env, [*kept, *rest]
+
+
 def split_command(text: str) -> list[str]:
     """Split a pasted shell line into argv like a POSIX shell would, without running one."""
     joined = re.sub(r"\\\r?\n", " ", text)  # backslash-newline continuations
@@ -724,6 +782,7 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
 
     values: dict[str, Any] = {}
     extra: list[str] = []
+    dotted: dict[str, tuple[Flag, dict[str, Any]]] = {}
     given_model = False
     for name, value in env.items():
         if name == "VLLM_API_KEY":
@@ -748,15 +807,15 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
             given_model = True
             continue
         name, eq, inline = token.partition("=")
-        if name == "--model":
-            flag: Flag | None = _BY_FIELD["model"]
-        else:
-            flag = _BY_NAME.get(name)
-        negated = False
-        if flag is None and name.startswith("--no-"):
-            candidate = _BY_NAME.get("--" + name[5:])
-            if candidate is not None and candidate.negatable:
-                flag, negated = candidate, True
+        if _dotted(name):
+            if not eq and i >= len(tokens):
+                raise UserError(f"{name}: missing its value (vLLM reads the next word as this key's value)")
+            value = inline if eq else tokens[i]
+            i += 0 if eq else 1
+            if not _add_dotted(dotted, name, value):
+                extra += [token] if eq else [token, value]
+            continue
+        flag, negated = _flag_for(name)
         if flag is None:
             # Unknown: keep it and the values that follow it, verbatim.
             extra.append(token)
@@ -788,6 +847,8 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
                 raw = " ".join(names)
         values[flag.field] = raw
         given_model = given_model or flag.field == "model"
+    for flag, keys in dotted.values():  # vLLM appends them after everything: they win
+        values[flag.field] = keys
     if base is not None:
         values = {**base.model_dump(), **values}
         extra = [*base.extra_args, *extra]

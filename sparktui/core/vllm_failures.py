@@ -198,7 +198,10 @@ FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
       "is not a local folder and is not a valid model identifier"), model_not_found),
     (("Engine core initialization failed",), _engine_init_failed),
     (("died unexpectedly",), _worker_died),
-    (("EngineDeadError", "EngineCore encountered an issue"), _engine_dead),
+    # the V0 engine's (0.8 and 0.9 with VLLM_USE_V1=0): its client says the engine loop or process died,
+    # then the API server "MQLLMEngine is already dead, terminating server process"
+    (("EngineDeadError", "EngineCore encountered an issue", "MQLLMEngine is already dead", "Engine loop has died",
+      "Engine process (pid"), _engine_dead),
 )  # fmt: skip
 
 

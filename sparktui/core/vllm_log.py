@@ -274,7 +274,7 @@ def _info_rules(msg: str, out: list[Event]) -> None:
 
 # A line at another level (or none) can fail start-up or serving only with one of the words
 # parse_line tries its failure rules on, and name a root cause only with an exception's (EXCEPTION).
-_SERVING_WORDS = re.compile("Error|Exception|failed|memory|Repository|Errno|FAILED|died unexpectedly|Interrupt")
+_SERVING_WORDS = re.compile("Error|Exception|failed|memory|Repository|Errno|FAILED|died|dead|Interrupt")
 # The figures the panel shows from start-up (first seen wins), and the words of their lines: one
 # not seen by "ready" is still looked for (`LogSummary.feed_serving`).
 _LATE_FIGURES = (
@@ -304,7 +304,8 @@ def parse_line(raw: str) -> list[Event]:
             or "Repository" in msg
             or "Errno" in msg
             or "FAILED" in msg
-            or "died unexpectedly" in msg
+            or "died" in msg
+            or "dead" in msg
         ):
             for needles, build in FAILURE_RULES:
                 if any(n in msg for n in needles):

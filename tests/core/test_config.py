@@ -294,19 +294,19 @@ def test_parse_launcher_forms(line):
 def test_unknown_flags_are_kept_in_order_with_their_values():
     c = parse_serve_command(
         f"vllm serve {MODEL} --disable-log-requests --seed 42 --max-model-len 4096 "
-        "--limit-mm-per-prompt.image=0 --override-generation-config '{\"temperature\": 0.6}' "
+        "--hf-overrides.rope_theta=1e6 --override-generation-config '{\"temperature\": 0.6}' "
         "--rope-scaling a b --kv-transfer-config=x --swap-space 4"
     )
     assert c.extra_args == [
         "--disable-log-requests",
         "--seed", "42",
-        "--limit-mm-per-prompt.image=0",
+        "--hf-overrides.rope_theta=1e6",
         "--override-generation-config", '{"temperature": 0.6}',
         "--rope-scaling", "a", "b",
         "--kv-transfer-config=x",
     ]  # fmt: skip
     assert c.unknown_flags == [
-        "--disable-log-requests", "--seed", "--limit-mm-per-prompt.image",
+        "--disable-log-requests", "--seed", "--hf-overrides.rope_theta",
         "--override-generation-config", "--rope-scaling", "--kv-transfer-config",
     ]  # fmt: skip
     assert c.max_model_len == 4096 and c.swap_space == 4.0

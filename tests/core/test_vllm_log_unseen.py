@@ -81,6 +81,19 @@ UNSEEN = {
              kv_cache_tokens=None, max_concurrency=None, ready=False),
         "free_memory",
     ),
+    "compose_v0.8-V0_mqllmengine-dead_serving_excerpt.log": (
+        # the V0 engine (0.8.x: "[launcher.py:116]") under docker compose: "CRITICAL … MQLLMEngine is already
+        # dead, terminating server process" after the engine's AssertionError
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "engine_dead",
+    ),
+    "discrete_v0-mqllmengine_engine-process-died_8xH100_excerpt.log": (
+        # "ERROR … client.py:282] RuntimeError('Engine process (pid 76) died.')", then the API server stops
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "engine_dead",
+    ),
 }  # fmt: skip
 
 
@@ -161,3 +174,14 @@ def test_a_worker_that_died_before_vllm_printed_exit_codes_is_named():
         "ERROR 05-01 10:00:00 [ray_executor_v2.py:464] RayWorkerProc rank=[3] died unexpectedly, shutting down executor."
     )
     assert ray.kind == "worker_died" and "rank=[3] died" in ray.message
+
+
+def test_a_v0_engine_that_dies_while_serving_is_a_crash_after_ready():
+    from sparktui.core.vllm_log import LogSummary
+
+    summary = LogSummary()
+    summary.feed_lines(["INFO:     Application startup complete.\n"])
+    assert summary.ready
+    lines = (LOGS / "compose_v0.8-V0_mqllmengine-dead_serving_excerpt.log").read_text().splitlines(keepends=True)
+    summary.feed_serving(lines)  # the panel's reader once start-up has completed
+    assert summary.failure is not None and summary.failure.kind == "engine_dead"

@@ -1,0 +1,98 @@
+"""The spellings of a flag `vllm serve` accepts (vLLM 0.32.0 FlexibleArgumentParser.parse_args): sparktui
+reads the flags it models in each of them, and passes the rest through as written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparktui.core.config import ServeConfig, parse_serve_command
+from sparktui.core.vllm_argv import dashed, dotted_value, expand_prefix, serve_options
+from sparktui.errors import UserError
+
+MODEL = "Qwen/Qwen3-8B"
+
+
+def test_underscores_read_as_dashes_in_the_name_only():
+    c = parse_serve_command(
+        f"vllm serve {MODEL} --tensor_parallel_size 2 --load_format=mistral --trust_remote_code "
+        "--no_enable_prefix_caching --max_num_seqs 4 --tokenizer_mode mistral"
+    )
+    assert (c.tensor_parallel_size, c.load_format, c.trust_remote_code) == (2, "mistral", True)
+    assert (c.enable_prefix_caching, c.max_num_seqs) == (False, 4)
+    assert c.extra_args == ["--tokenizer_mode", "mistral"]  # not modelled: as written, vLLM reads it
+    assert dashed("--limit_mm_per_prompt.max_items") == "--limit-mm-per-prompt.max_items"
+    assert dashed("-q") == "-q"
+
+
+def test_dotted_keys_build_the_json_flag():
+    c = parse_serve_command(
+        f"vllm serve {MODEL} --speculative-config.method mtp --speculative_config.num_speculative_tokens=3 "
+        "--limit-mm-per-prompt.video 0 --limit-mm-per-prompt.image=2 -cc.cudagraph_mode FULL_DECODE_ONLY "
+        "-cc.cudagraph_capture_sizes+ 1,2,4 -cc.pass_config.fuse_norm_quant true"
+    )
+    assert json.loads(c.speculative_config) == {"method": "mtp", "num_speculative_tokens": 3}
+    assert c.speculation is not None and (c.speculation.method, c.speculation.num_tokens) == ("mtp", 3)
+    assert json.loads(c.limit_mm_per_prompt) == {"video": 0, "image": 2}
+    assert json.loads(c.compilation_config) == {
+        "cudagraph_mode": "FULL_DECODE_ONLY",
+        "cudagraph_capture_sizes": ["1", "2", "4"],  # '+': the comma-separated words, as vLLM builds the list
+        "pass_config": {"fuse_norm_quant": True},
+    }
+    assert c.extra_args == []
+    assert "--speculative-config" in c.to_argv()
+
+
+def test_dotted_keys_replace_the_json_form_wherever_it_stands():
+    # vLLM appends the gathered object after every other argument, so argparse's last value is it
+    spec = '\'{"method": "ngram", "num_speculative_tokens": 3}\''
+    for line in (
+        f"{MODEL} --speculative-config {spec} --speculative-config.prompt_lookup_max 4",
+        f"{MODEL} --speculative-config.prompt_lookup_max 4 --speculative-config {spec}",
+    ):
+        assert json.loads(parse_serve_command(line).speculative_config) == {"prompt_lookup_max": 4}
+
+
+def test_dotted_values_are_json_then_a_size_then_text():
+    assert [dotted_value(v) for v in ("3", "true", "1.5", "8k", "8K", "1.5K", "FULL", '{"a": 1}')] == [
+        3, True, 1.5, 8000, 8192, "1.5K", "FULL", {"a": 1},
+    ]  # fmt: skip
+
+
+def test_dotted_keys_of_flags_sparktui_does_not_model_pass_through_as_written():
+    c = parse_serve_command(f"{MODEL} --attention_config.use_fp4_indexer_cache true --kernel-config.x=1 --port 9")
+    assert c.extra_args == ["--attention_config.use_fp4_indexer_cache", "true", "--kernel-config.x=1"]
+    assert c.port == 9
+
+
+def test_a_dotted_key_without_its_value_names_it():
+    with pytest.raises(UserError, match=r"^--speculative-config\.method: missing its value"):
+        parse_serve_command(f"{MODEL} --speculative-config.method")
+
+
+def test_a_unique_prefix_is_the_flag_as_argparse_reads_it():
+    c = parse_serve_command(f"vllm serve {MODEL} --tensor-parallel 4 --max-model 8192 --gpu-memory-util=0.8")
+    assert (c.tensor_parallel_size, c.max_model_len, c.gpu_memory_utilization) == (4, 8192, 0.8)
+    assert c.extra_args == []
+    # several options start with it: vLLM stops (ambiguous option), so it goes to vLLM as written
+    assert expand_prefix("--max-num") is None
+    assert parse_serve_command(f"{MODEL} --max-num 4").extra_args == ["--max-num", "4"]
+    # a whole option is itself, even where it starts another (--model, --model-impl)
+    assert expand_prefix("--model") is None and expand_prefix("--tensor-parallel") == "--tensor-parallel-size"
+
+
+def test_the_option_list_holds_every_modelled_flag():
+    from sparktui.core.config import FLAGS
+
+    upstream = {f.name for f in FLAGS if not f.positional and not f.local} - {"--swap-space", "--mxfp4-layers"}
+    assert upstream <= set(serve_options())  # --swap-space left vLLM in 0.32; --mxfp4-layers is eugr's build
+
+
+def test_a_profiles_extra_args_are_read_the_same_way():
+    c = ServeConfig(
+        model=MODEL,
+        extra_args=["--tensor_parallel_size", "2", "--speculative-config.method", "ngram", "--seed", "1"],
+    )
+    assert c.tensor_parallel_size == 2 and json.loads(c.speculative_config) == {"method": "ngram"}
+    assert c.extra_args == ["--seed", "1"]
