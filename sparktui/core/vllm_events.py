@@ -15,6 +15,7 @@ FAILURE_KINDS = (
     "no_kv_memory",
     "cuda_oom",
     "model_not_found",
+    "model_gated",  # a gated Hugging Face repo the token may not read
     "address_in_use",
     "address_unavailable",
     "killed",  # a signal death (SIGKILL, SIGTERM, …) or the shell's "Killed"

@@ -111,6 +111,26 @@ def model_not_found(msg: str) -> Failure:
     )
 
 
+# transformers' OSError and huggingface_hub's GatedRepoError name the repo these ways
+_R_GATED_NAME = re.compile(
+    r"(?:Access to model|Repo model) (\S+?) is (?:restricted|gated)|access it at https://huggingface\.co/(\S+?)\.?$"
+)
+
+
+def _model_gated(msg: str) -> Failure:
+    m = _R_GATED_NAME.search(msg)
+    name = next((g for g in m.groups() if g), None) if m else None
+    what = f"'{name}'" if name else "The model"
+    page = f"https://huggingface.co/{name}" if name else "the model's Hugging Face page"
+    return Failure(
+        "model_gated",
+        msg,
+        f"{what} is a gated Hugging Face repo and the request was refused (401/403): accept its terms at {page} "
+        "with the account whose token vLLM uses, and set HF_TOKEN (a read token of that account) in the "
+        "profile's env; offline, the model must already be in the Hugging Face cache.",
+    )
+
+
 _ENGINE_INIT_HINT = (
     "vLLM's engine process died while starting; the cause is earlier in the log: read it from the first "
     "ERROR or Traceback (the root cause is the first exception, the ones after it only wrap it)."
@@ -194,6 +214,7 @@ FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
       "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED"), _cuda_oom),
     (("Errno 98]", "ddress already in use"), _address_in_use),
     (("Errno 99]", "annot assign requested address"), _address_unavailable),
+    (("You are trying to access a gated repo", "Cannot access gated repo", "GatedRepoError"), _model_gated),
     (("Invalid repository ID or local directory", "RepositoryNotFoundError", "Repository Not Found",
       "is not a local folder and is not a valid model identifier"), model_not_found),
     (("Engine core initialization failed",), _engine_init_failed),

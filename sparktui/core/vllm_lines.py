@@ -18,6 +18,8 @@ _OUTER_PREFIX = re.compile(
     r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?: *\|(?: |$)| )"
     # CI runners' "[2025-12-13T19:54:35Z] "
     r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\] "
+    # SLURM's `srun --label`: the task number, "0: "
+    r"|\d{1,5}: "
     # docker compose logs: "vllm-1  | ", "vllm_1 |"
     r"|[A-Za-z0-9][\w.-]*\s*\|(?: |$)"
     # journald / syslog: "Apr 19 17:30:52 spark vllm[1234]: "

@@ -94,6 +94,20 @@ UNSEEN = {
              kv_cache_tokens=None, max_concurrency=None, ready=False),
         "engine_dead",
     ),
+    "slurm-label_v0.10.1_gh200x2-ray-tp8_qwen3-30b-a3b_excerpt.log": (
+        # every line led by `srun --label`'s "0: ", then Ray's two prefixes: "GPU KV cache size: 6,167,536
+        # tokens"; "Maximum concurrency for 262,144 tokens per request: 23.53x"; "Available KV cache memory:
+        # 70.58 GiB [repeated 7x across cluster]"; an offline LLM() run, so no server and no "ready"
+        dict(version=None, model="Qwen/Qwen3-30B-A3B-Instruct-2507", max_model_len=262144, weights_gib=None,
+             available_kv_gib=70.58, kv_cache_tokens=6167536, max_concurrency=23.53, ready=False),
+        "log_ended",
+    ),
+    "v0.4-api-server_llama-2-7b_gated-repo_quoted.log": (
+        # "OSError: You are trying to access a gated repo." … "Repo model meta-llama/Llama-2-7b-hf is gated"
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "model_gated",
+    ),
 }  # fmt: skip
 
 
@@ -185,3 +199,12 @@ def test_a_v0_engine_that_dies_while_serving_is_a_crash_after_ready():
     lines = (LOGS / "compose_v0.8-V0_mqllmengine-dead_serving_excerpt.log").read_text().splitlines(keepends=True)
     summary.feed_serving(lines)  # the panel's reader once start-up has completed
     assert summary.failure is not None and summary.failure.kind == "engine_dead"
+
+
+def test_a_gated_repo_is_named_with_what_to_do():
+    [gated] = failures(
+        "(APIServer pid=1) ERROR 05-01 10:00:00 [api_server.py:1] huggingface_hub.errors.GatedRepoError: 403 Client "
+        "Error. Access to model meta-llama/Llama-3.1-8B is restricted and you are not in the authorized list."
+    )
+    assert gated.kind == "model_gated"
+    assert "https://huggingface.co/meta-llama/Llama-3.1-8B" in gated.hint and "HF_TOKEN" in gated.hint
