@@ -91,6 +91,9 @@ class LogFigures:
     torch_peak: int | None = None
     non_torch: int | None = None
     version: str | None = None  # as the engine's banner spells it
+    # the V0 engine prints its request ("x gpu_memory_utilization (0.70) = 55.09GiB") with the fraction
+    # rounded to two places: the request is the figure to take, not total × the rounded fraction
+    requested: int | None = None
 
 
 def _gib(text: str, *patterns: str | re.Pattern[str]) -> int | None:
@@ -128,6 +131,7 @@ def read_log_figures(text: str) -> LogFigures:
         torch_peak=_gib(text, r"(-?[\d.]+) GiB for peak activation", r"activation peak memory takes (-?[\d.]+) ?GiB"),
         non_torch=_gib(text, r"(-?[\d.]+) GiB for non-torch memory", r"non_torch_memory takes (-?[\d.]+) ?GiB"),
         version=engine,
+        requested=_gib(text, r"x gpu_memory_utilization \([\d.]+\) = ([\d.]+) ?GiB"),
     )
 
 
@@ -162,13 +166,14 @@ def calibration_from_log(
             f"{where}: that start-up found no memory for the KV cache (Available KV cache memory: "
             f"{f.kv_memory / GiB:.2f} GiB) and vLLM did not start; give the log of a start-up that did"
         )
-    if f.utilization is not None and abs(f.utilization - utilization) > 1e-6:
+    rounded = 0.005 if f.requested is not None else 1e-6  # V0 prints the fraction to two places
+    if f.utilization is not None and abs(f.utilization - utilization) > rounded:
         raise UserError(
             f"{where}: that start-up ran with --gpu-memory-utilization {f.utilization:g}, these flags say "
             f"{utilization:g}; give the flags it ran with"
         )
     total = f.total or total
-    requested = math.ceil(total * utilization)
+    requested = f.requested or math.ceil(total * utilization)
     graphs = (f.graphs or 0) if graphs_counted else 0
     rest = requested - f.weights - graphs - f.kv_memory
     split = {k: v for k, v in (("torch_peak", f.torch_peak), ("non_torch", f.non_torch)) if v is not None}

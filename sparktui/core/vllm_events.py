@@ -17,6 +17,7 @@ FAILURE_KINDS = (
     "model_not_found",
     "model_gated",  # a gated Hugging Face repo the token may not read
     "address_in_use",
+    "bad_argument",  # vLLM's argparse refused its command line ("vllm serve: error: argument --x: …")
     "address_unavailable",
     "killed",  # a signal death (SIGKILL, SIGTERM, …) or the shell's "Killed"
     "crashed",  # SIGSEGV, SIGABRT, SIGBUS, …

@@ -184,6 +184,16 @@ def _engine_dead(msg: str) -> Failure:
     )
 
 
+def _bad_argument(msg: str) -> Failure:
+    return Failure(
+        "bad_argument",
+        msg,
+        "vLLM refused its command line before starting anything (its argument parser): fix the flag the message "
+        "names in the profile's flags or extra args — a flag this vLLM release does not have (`vllm serve --help` "
+        "of the vLLM the profile runs lists them), a value not among its choices, or JSON that does not parse.",
+    )
+
+
 def _address_in_use(msg: str) -> Failure:
     return Failure(
         "address_in_use",
@@ -212,6 +222,8 @@ FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
     # torch.OutOfMemoryError from the caching allocator; cuBLAS fails to allocate its workspace likewise
     (("CUDA out of memory", "OutOfMemoryError", "not enough GPU memory", "CUDA error: out of memory",
       "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED"), _cuda_oom),
+    # argparse's "PROG: error: …": `vllm serve`, the old `vllm` and `python -m vllm.entrypoints.openai.api_server`
+    (("vllm serve: error: ", "vllm: error: ", "api_server.py: error: "), _bad_argument),
     (("Errno 98]", "ddress already in use"), _address_in_use),
     (("Errno 99]", "annot assign requested address"), _address_unavailable),
     (("You are trying to access a gated repo", "Cannot access gated repo", "GatedRepoError"), _model_gated),

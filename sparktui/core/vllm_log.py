@@ -306,6 +306,7 @@ def parse_line(raw: str) -> list[Event]:
             or "FAILED" in msg
             or "died" in msg
             or "dead" in msg
+            or ": error: " in msg
         ):
             for needles, build in FAILURE_RULES:
                 if any(n in msg for n in needles):

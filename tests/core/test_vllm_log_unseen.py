@@ -108,6 +108,18 @@ UNSEEN = {
              kv_cache_tokens=None, max_concurrency=None, ready=False),
         "model_gated",
     ),
+    "v0.8-serve_guided-decoding-backend_bad-argument_quoted.log": (
+        # "vllm serve: error: argument --guided-decoding-backend: invalid choice: …" (argparse, then exit 2)
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "bad_argument",
+    ),
+    "gb10_v0.20.1-ngc_task-embed_unrecognized-argument.log": (
+        # "vllm: error: unrecognized arguments: --task embed": the one line a GX10's container printed
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "bad_argument",
+    ),
 }  # fmt: skip
 
 
@@ -208,3 +220,21 @@ def test_a_gated_repo_is_named_with_what_to_do():
     )
     assert gated.kind == "model_gated"
     assert "https://huggingface.co/meta-llama/Llama-3.1-8B" in gated.hint and "HF_TOKEN" in gated.hint
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["discrete_v0.7-V0_phi-4-bnb_A100-80GB_indented_excerpt.log", "discrete_v0.8-V0_unsloth-lora_48GB-GPU_excerpt.log"],
+)
+def test_a_v0_calibration_takes_the_request_the_log_prints(name):
+    # "x gpu_memory_utilization (0.70) = 55.09GiB" on 79.15 GiB: the fraction is rounded (0.70 × 79.15 = 55.41),
+    # so the rest of the request (activation + non-torch) is what the log's own split says it is
+    f = read_log_figures((LOGS / name).read_text())
+    assert f.utilization is not None and f.total is not None
+    c = calibration_from_log(
+        (LOGS / name).read_text(), where=name, model="m", vllm_version="0.10.0", machine="m", total=f.total,
+        utilization=f.utilization, flags={}, graphs_counted=False, source="calibrated", date="2026-12-02",
+    )  # fmt: skip
+    assert c.figures["requested"] == f.requested
+    assert f.torch_peak is not None and f.non_torch is not None
+    assert abs(c.figures["activation_non_torch"] - (f.torch_peak + f.non_torch)) < 0.01 * GiB
