@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
         print("no vLLM 0.32 venv (SPARKTUI_TEST_VLLM or .ci/setup-vllm)", file=sys.stderr)
         return 2
     records = load()
-    answers = ask(python, [vllm_words(r["command"]) for r in records])
+    answers = ask(python, [vllm_words(r["command"], r.get("image")) for r in records])
     if "--record" in argv:
         data = json.loads(COMMANDS_FILE.read_text())
         for record, answer in zip(data["commands"], answers, strict=True):

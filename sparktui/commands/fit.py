@@ -119,7 +119,8 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     flags and the pasted command. The
     environment the server would get (the profile's [env], a pasted command's NAME=value prefix)
     is added to `env` when given."""
-    from sparktui.core.config import parse_serve_command, split_env, utilization_left_to_vllm
+    from sparktui.core.command_line import container_image, split_env
+    from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
     from sparktui.errors import UserError
 
     profile_arg, flags, pasted = _split(list(args.extra))
@@ -171,6 +172,12 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
 
         found = detect(profile)
         version, source = found.version, found.source if found.version else found.describe()
+    if version is None and pasted is not None and (image := container_image(pasted)) is not None:
+        from sparktui.runtime.launch.vllm_version import from_image
+
+        tagged = from_image(image, inspect=False)  # the tag says (vllm/vllm-openai:v0.20.0, NGC 26.01)
+        if tagged is not None:
+            version, source = tagged
     if version is None and (log_version := calibration_log_version(args)) is not None:
         version, source = log_version, f"the log {args.calibrate_from}"  # before a pasted utilization is read
     if version is not None:

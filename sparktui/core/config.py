@@ -12,12 +12,11 @@ import difflib
 import json
 import math
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Any, ClassVar, Literal
 
+from sparktui.core.command_line import split_command, strip_launcher
 from sparktui.core.speculation import Speculation, parse_speculation
 from sparktui.core.units import parse_human_int
 from sparktui.core.vllm_argv import dashed, dotted_value, expand_prefix, merge_dotted
@@ -719,52 +718,6 @@ def _validated(name: str, value: Any) -> Any:
     return value
 
 
-# How pasted command lines may start; what follows is `vllm serve`'s own argv.
-_MODULE_ENTRYPOINTS = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
-
-
-def _strip_launcher(tokens: list[str]) -> list[str]:
-    if not tokens:
-        return tokens
-    head = PurePath(tokens[0]).name
-    if head == "vllm":
-        if len(tokens) > 1 and tokens[1] == "serve":
-            return tokens[2:]
-        raise UserError(f"expected `vllm serve …`, got `vllm {tokens[1] if len(tokens) > 1 else ''}`".rstrip())
-    if head.startswith("python") and len(tokens) > 2 and tokens[1] == "-m":
-        if tokens[2] in _MODULE_ENTRYPOINTS:
-            return tokens[3:]
-        if tokens[2] in ("vllm.entrypoints.cli.main", "vllm") and tokens[3:4] == ["serve"]:
-            return tokens[4:]
-        raise UserError(f"expected a vLLM server command, got `python -m {tokens[2]}`")
-    if head == "serve":
-        return tokens[1:]
-    return tokens
-
-
-def split_env(tokens: list[str]) -> tuple[dict[str, str], list[str]]:
-    """Leading NAME=value words of a pasted command (`VLLM_X=1 vllm serve …`): (the environment vLLM
-    would run with, the rest). VLLM_API_KEY stays in the command: the serve config reads it as --api-key."""
-    env: dict[str, str] = {}
-    rest, kept = list(tokens), []
-    while rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", rest[0]):
-        name, value = rest.pop(0).split("=", 1)
-        if name == "VLLM_API_KEY":
-            kept.append(f"{name}={value}")
-        else:
-            env[name] = value
-    return env, [*kept, *rest]
-
-
-def split_command(text: str) -> list[str]:
-    """Split a pasted shell line into argv like a POSIX shell would, without running one."""
-    joined = re.sub(r"\\\r?\n", " ", text)  # backslash-newline continuations
-    try:
-        return shlex.split(joined, comments=True)
-    except ValueError as exc:
-        raise UserError(f"cannot read the pasted command: {exc} (check the quotes)") from None
-
-
 def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | None = None) -> ServeConfig:
     """Read `vllm serve MODEL …` (or `python -m vllm.entrypoints.openai.api_server --model M …`,
     or just the argv after `vllm serve`) into a ServeConfig. Flags sparktui does not model are
@@ -777,7 +730,7 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
     while tokens and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0]):
         name, value = tokens.pop(0).split("=", 1)
         env[name] = value
-    tokens = _strip_launcher(tokens)
+    tokens = strip_launcher(tokens)
     tokens, _ = expand_config(tokens)  # `--config FILE.yaml`: the file's flags, placed as vLLM places them
 
     values: dict[str, Any] = {}

@@ -60,26 +60,41 @@ _VALUE_OPTIONS = {"--ipc", "--shm-size", "--memory", "-m", "--ulimit", "--name",
                   "--cap-drop", "--security-opt", "--add-host", "--dns", "--log-driver", "--log-opt", "--pid",
                   "--userns", "--uts", "--cgroupns", "--stop-signal", "--stop-timeout", "--tmpfs", "--group-add",
                   "--expose", "--health-cmd", "--cidfile", "--mac-address", "--ip", "--ip6",
-                  "--sysctl", "--device-cgroup-rule", "--cpuset-cpus", "--cpu-shares", "-c"}  # fmt: skip
+                  "--sysctl", "--device-cgroup-rule", "--cpuset-cpus", "--cpu-shares", "-c", "--volumes-from",
+                  "--link", "-a", "--attach", "--oom-score-adj", "--cpu-quota", "--cpu-period", "--cpuset-mems",
+                  "--annotation", "--isolation", "--detach-keys", "--domainname", "--dns-search", "--dns-option",
+                  "--label-file", "--network-alias", "--storage-opt", "--pids-limit", "--cgroup-parent",
+                  "--health-interval", "--health-retries", "--health-timeout", "--health-start-period",
+                  "--blkio-weight", "--device-read-bps", "--device-write-bps", "--volume-driver"}  # fmt: skip
 
 
-def parse_docker_run(argv: list[str]) -> DockerRun:
-    """The memory options of `docker run …` (argv from `docker` on, or from `run`); the image is the
-    first word that is not an option or an option's value."""
+def split_docker_run(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
+    """`docker run [OPTIONS] IMAGE [ARGS]` (argv from `docker` on, or from `run`) as (the options, the
+    image, the words after it): the image is the first word that is not an option or an option's value."""
     args = list(argv)
     while args and args[0] != "run":
         args.pop(0)
     args = args[1:]
-    found: dict[str, object] = {}
     i = 0
     while i < len(args):
         word = args[i]
-        if not word.startswith("-") or word == "--":
-            found["image"] = args[i + 1] if word == "--" and i + 1 < len(args) else word
-            break
-        name, eq, value = word.partition("=")
+        if word == "--":
+            return args[:i], args[i + 1] if i + 1 < len(args) else None, args[i + 2 :]
+        if not word.startswith("-"):
+            return args[:i], word, args[i + 1 :]
+        i += 2 if "=" not in word and word in _VALUE_OPTIONS else 1
+    return args, None, []
+
+
+def parse_docker_run(argv: list[str]) -> DockerRun:
+    """The memory options of `docker run …` (argv from `docker` on, or from `run`)."""
+    options, image, _ = split_docker_run(argv)
+    found: dict[str, object] = {"image": image} if image else {}
+    i = 0
+    while i < len(options):
+        name, eq, value = options[i].partition("=")
         if not eq and name in _VALUE_OPTIONS:
-            value = args[i + 1] if i + 1 < len(args) else ""
+            value = options[i + 1] if i + 1 < len(options) else ""
             i += 1
         i += 1
         if name == "--ipc":

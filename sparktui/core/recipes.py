@@ -238,7 +238,7 @@ def _show(value: Any) -> str:
 
 def _command_tokens(path: Path, command: str) -> list[str]:
     """The rendered command as argv; line continuations and comments as a shell reads them."""
-    from sparktui.core.config import split_command
+    from sparktui.core.command_line import split_command
 
     try:
         return split_command(command)

@@ -248,3 +248,17 @@ def test_a_profile_with_a_cluster_is_fitted_per_node(capsys, tmp_path):
     assert head["weights_bytes"] == d["weights_bytes"]  # the single-node figures are a rank's already
     code, out, _ = run_fit(capsys, "--offline", str(profile))
     assert "cluster    fits: one rank per node" in out and "head   spark-a" in out
+
+
+def test_a_pasted_docker_run_is_fitted_at_its_image_tags_vllm(capsys):
+    # vLLM's recipes: the vllm/vllm-openai image's entrypoint is `vllm serve`, so its flags follow the image
+    code, data = fit_json(
+        capsys, "--offline", "--", "docker", "run", "--gpus", "all", "-e", "HF_TOKEN=hf_notprinted", "--ipc=host",
+        "vllm/vllm-openai:v0.17.0-cu130", "Qwen/Qwen3-32B", "--tensor_parallel_size", "2", "--max-model-len", "32k",
+    )  # fmt: skip
+    assert code in (0, 1)
+    assert (data["vllm_version"], data["vllm_version_source"]) == ("0.17.0", "image tag vllm/vllm-openai:v0.17.0-cu130")
+    assert data["max_model_len"] == 32000
+    _, one_rank = fit_json(capsys, "--offline", "--vllm-version", "0.17", "--", "vllm", "serve", "Qwen/Qwen3-32B")
+    assert data["weights_bytes"] < 0.55 * one_rank["weights_bytes"]  # each of the 2 ranks holds half
+    assert "hf_notprinted" not in json.dumps(data)

@@ -15,7 +15,7 @@ IDS = [r["id"] for r in RECORDS]
 
 
 def test_the_set_is_large_and_every_command_was_read_by_vllm():
-    assert len(RECORDS) >= 39
+    assert len(RECORDS) >= 57
     assert len(set(IDS)) == len(IDS)
     assert not [r["id"] for r in RECORDS if "error" in r["vllm"]]
 
@@ -29,7 +29,7 @@ def test_every_modelled_flag_reads_as_vllm_reads_it(record):
 @pytest.mark.parametrize("record", RECORDS, ids=IDS)
 def test_what_sparktui_does_not_model_goes_to_vllm_unchanged(record):
     config = read(record["command"])
-    words = vllm_words(record["command"])
+    words = vllm_words(record["command"], record.get("image"))
     extra = config.extra_args
     assert config.to_argv()[len(config.to_argv()) - len(extra) :] == extra
     rest, at = [], 0  # extra_args is the command's own words, in order; what is left is all modelled

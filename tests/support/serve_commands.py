@@ -8,7 +8,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.config import ServeConfig, parse_serve_command, split_command, split_env, utilization_left_to_vllm
+from sparktui.core.command_line import split_command, split_env
+from sparktui.core.config import ServeConfig, parse_serve_command, utilization_left_to_vllm
 
 COMMANDS_FILE = Path(__file__).resolve().parent.parent / "fixtures" / "commands" / "serve-commands.json"
 ORACLE = Path(__file__).resolve().parent / "vllm_argv_oracle.py"
@@ -18,17 +19,30 @@ def load() -> list[dict[str, Any]]:
     return list(json.loads(COMMANDS_FILE.read_text())["commands"])
 
 
-def vllm_words(text: str) -> list[str]:
+def vllm_words(text: str, image: str | None = None) -> list[str]:
     """The words vLLM's parser gets, found without sparktui's own launcher rules: a shell's split (line
-    continuations joined, comments dropped), then what follows `vllm serve`, the `-m` module, or the
-    image of a `docker run` whose entrypoint is vLLM's."""
+    continuations joined, comments dropped; a `-c` script that starts vLLM split again), then what follows
+    `vllm serve`, the `-m` module or `image` (a container whose entrypoint is `vllm serve`), up to the
+    first shell operator or redirection."""
     words = shlex.split(text.replace("\\\n", " "), comments=True)
+    script = next((w for w in words if "vllm serve" in w and w != "vllm serve" and " " in w), None)
+    if script is not None:
+        words = shlex.split(script.replace("\\\n", " "), comments=True)
     for i, word in enumerate(words):
-        if Path(word).name == "vllm" and words[i + 1 : i + 2] == ["serve"]:
-            return words[i + 2 :]
-        if word == "-m" and words[i + 1 : i + 2] == ["vllm.entrypoints.openai.api_server"]:
-            return words[i + 2 :]
+        if image is not None and word == image:
+            return _one_command(words[i + 1 :])
+        if image is None and Path(word).name == "vllm" and words[i + 1 : i + 2] == ["serve"]:
+            return _one_command(words[i + 2 :])
+        if image is None and word == "-m" and words[i + 1 : i + 2] == ["vllm.entrypoints.openai.api_server"]:
+            return _one_command(words[i + 2 :])
     raise ValueError(f"no vLLM server in {text[:60]!r}")
+
+
+def _one_command(words: list[str]) -> list[str]:
+    for i, word in enumerate(words):
+        if word in ("&&", "||", ";", "|", "&") or word.startswith(">") or word[:2] in ("1>", "2>"):
+            return words[:i]
+    return words
 
 
 def ours(config: ServeConfig) -> dict[str, Any]:

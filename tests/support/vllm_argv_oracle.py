@@ -9,6 +9,7 @@ make_arg_parser (vllm/entrypoints/launchers/cli_args.py), as `vllm serve` builds
 import contextlib
 import io
 import json
+import re
 import sys
 
 from vllm.entrypoints.launchers.cli_args import make_arg_parser
@@ -43,8 +44,9 @@ def main():
 
 
 def read_argv(parser, argv):
-    """vLLM's reading; flags this vLLM does not know (newer ones, or removed: --swap-space in 0.32)
-    are taken out and listed under "unknown_to_vllm", as a vLLM that knows them would read the rest."""
+    """vLLM's reading; flags this vLLM does not know (newer ones, or removed: --swap-space in 0.32), and
+    a flag whose value is a shell variable the line leaves unexpanded, are taken out and listed under
+    "unknown_to_vllm", as a vLLM that knows them (or a shell that expands them) would read the rest."""
     dropped = []
     while True:
         err = io.StringIO()
@@ -55,6 +57,9 @@ def read_argv(parser, argv):
         except SystemExit:
             message = err.getvalue().strip().splitlines()[-1]
             words = message.partition("unrecognized arguments: ")[2].split()
+            unset = re.search(r"argument (\S+?)(/\S+)?: invalid \w+ value: '(\$\S+)'", message)
+            if unset and unset.group(3) in argv:  # a shell variable left in a flag sparktui does not model
+                words = [argv[argv.index(unset.group(3)) - 1], unset.group(3)]
             if not words or not all(w in argv for w in words):
                 return {"error": message}
             for word in words:
