@@ -119,7 +119,7 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     flags and the pasted command. The
     environment the server would get (the profile's [env], a pasted command's NAME=value prefix)
     is added to `env` when given."""
-    from sparktui.core.command_line import container_image, split_env
+    from sparktui.core.command_line import container_env, container_image, split_env
     from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
     from sparktui.errors import UserError
 
@@ -150,7 +150,7 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
             raise UserError("give a profile or a pasted `vllm serve …` command, not both")
         pasted_env, pasted = split_env(pasted)
         if env is not None:
-            env.update(pasted_env)
+            env.update({**container_env(pasted), **pasted_env})
         pasted_config = parse_serve_command(pasted)
         args.config_file = config_file_read(pasted)
         base = pasted_config.to_argv()

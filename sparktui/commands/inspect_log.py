@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from typing import IO, Any
@@ -77,13 +78,37 @@ def binary_reason(head: bytes) -> str | None:
     return None
 
 
+def open_log(path: str, what: str) -> IO[bytes]:
+    """The log file opened for reading. A named pipe is refused before it is opened: with nothing writing
+    to it, opening it would wait for ever."""
+    import stat
+
+    from sparktui.errors import UserError
+
+    try:
+        fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        fifo = False  # open() says why
+    if fifo:
+        raise UserError(
+            f"{what}: {path!r} is a named pipe, not a log file: give the file vLLM's output went to, or pipe "
+            "the log in (… | sparktui inspect-log -)"
+        )
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise UserError(
+            f"{what}: cannot read {path!r}: {exc.strerror or exc}; give the path of a vLLM log file"
+        ) from None
+
+
 def read_log_text(path: str, flag: str) -> str:
     """The text of the log file a flag names, read within the same bounds as inspect-log reads (a
     device or an endless file cannot keep it busy) and refused when it is not text."""
     from sparktui.errors import UserError
 
     try:
-        with open(path, "rb") as stream:
+        with open_log(path, flag) as stream:
             head = stream.read(SNIFF_BYTES)
             why = binary_reason(head) if head else None
             if why is not None:
@@ -110,11 +135,7 @@ def _read_summary(path: str) -> tuple[LogSummary, str | None]:
         raise UserError(
             "inspect-log -: standard input is closed; pipe the log in (… | sparktui inspect-log -) or give a file"
         )
-    try:
-        stream: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise UserError(f"cannot read log file {path!r}: {reason}; give the path of a vLLM log file") from None
+    stream: IO[bytes] = sys.stdin.buffer if path == "-" else open_log(path, "inspect-log")
     try:
         try:
             head = stream.read(SNIFF_BYTES)

@@ -56,6 +56,25 @@ def container_image(tokens: list[str]) -> str | None:
     return None
 
 
+def container_env(tokens: list[str]) -> dict[str, str]:
+    """The `-e NAME=value` / `--env NAME=value` a pasted `docker run` gives vLLM (`-e NAME` alone passes
+    the caller's own value, which the line does not hold)."""
+    tokens = _vllm_command(tokens)
+    if not (tokens[:1] and PurePath(tokens[0]).name in ("docker", "podman")):
+        return {}
+    from sparktui.core.container import split_docker_run
+
+    options = split_docker_run([w for w in tokens if w != "container"])[0] if "exec" not in tokens[1:3] else []
+    env: dict[str, str] = {}
+    for i, word in enumerate(options):
+        name, eq, value = word.partition("=")
+        given = value if eq and name in ("-e", "--env") else options[i + 1] if word in ("-e", "--env") else ""
+        if "=" in given:
+            key, _, val = given.partition("=")
+            env[key] = val
+    return env
+
+
 def _launch_at(tokens: list[str]) -> int | None:
     """Where `vllm serve`, `python -m vllm…` or `docker run` starts in `tokens` (None: nowhere)."""
     for i, word in enumerate(tokens):

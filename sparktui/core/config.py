@@ -477,6 +477,8 @@ def _refuse_token_in_argv(extra: list[Any]) -> None:
         if not isinstance(token, str):
             continue
         name, eq, inline = token.partition("=")
+        name = dashed(name)
+        name = expand_prefix(name) or name  # --hf_token and --hf-tok are --hf-token to vLLM
         following = extra[i + 1] if i + 1 < len(extra) else None
         given = inline if eq else following if isinstance(following, str) and not following.startswith("-") else None
         if name == "--hf-token" and given and given.lower() not in ("true", "false"):

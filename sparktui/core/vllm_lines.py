@@ -26,6 +26,9 @@ _OUTER_PREFIX = re.compile(
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "
     r")+"
 )
+# "…| 3/51 [00:01<00:24,  1.95it/s](EngineCore pid=1) INFO …": a tqdm frame has no newline, so a line another
+# process writes meanwhile continues it (and "^C(EngineCore pid=1) INFO …" after Ctrl-C in a terminal)
+_GLUED = re.compile(r"(?:\]|\^C)(\([A-Za-z][\w.-]* pid=\d+)")
 _MONTH_INITIALS = frozenset("JFMASOND")
 _MONTHS = frozenset(("Jan ", "Feb ", "Mar ", "Apr ", "May ", "Jun ", "Jul ", "Aug ", "Sep ", "Oct ", "Nov ", "Dec "))
 
@@ -63,6 +66,8 @@ def clean(raw: str) -> str:
         shown = next((part for part in reversed(parts[1:]) if part.strip()), "")
         head = _PREFIX.match(parts[0])
         line = parts[0] + shown if head and head.end() >= len(parts[0].rstrip()) else shown or parts[0]
+    if line[:1] != "(" and "pid=" in line and (m := _GLUED.search(line)):
+        line = line[m.start(1) :]  # another process's line written after a bar's frame or a typed ^C
     return line
 
 

@@ -130,6 +130,9 @@ BAD_ARGS = [
     (["fit", "--port", "99999", "--model", "x"], ["--port"]),
     (["fit", "--model", "x", "--hf-token", "hf_secret"], ["--hf-token", "HF_TOKEN"]),
     (["fit", "--", "vllm", "serve", "x", "--hf-token=hf_secret"], ["--hf-token", "HF_TOKEN"]),
+    # the spellings vLLM reads as --hf-token: underscores, a unique prefix
+    (["fit", "--", "vllm", "serve", "x", "--hf_token", "hf_secret"], ["--hf-token", "HF_TOKEN"]),
+    (["fit", "--", "vllm", "serve", "x", "--hf-tok=hf_secret"], ["--hf-token", "HF_TOKEN"]),
     *[
         ([c, "--port", p], ["--port", "1 to 65535"])
         for c in ("status", "stop", "kill", "set-guard")

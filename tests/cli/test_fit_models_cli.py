@@ -167,3 +167,17 @@ def test_a_pasted_command_with_an_environment_prefix(capsys, hub):
     d = json.loads(capsys.readouterr()[0])
     assert not any("model's own limit" in r for r in d["reasons"]) and allowed in (0, 1)
     assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in n for n in d["notes"])
+
+
+def test_a_pasted_docker_run_gives_its_e_environment_as_a_prefix_does(capsys, hub):
+    # NVIDIA's Nemotron playbook: `docker run … -e VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 … vllm/vllm-openai … --model`
+    words = shlex.split(RECIPE.replace("262144", "524288"))
+    line = [
+        "docker", "run", "--rm", "--gpus", "all", "-e", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", "--env=HF_TOKEN=hf_secret",
+        "-e", "HF_HOME", "vllm/vllm-openai:cu130-nightly", "--model", *words[2:],
+    ]  # fmt: skip
+    code = main(["fit", "--json", "--", *line])
+    d = json.loads(capsys.readouterr()[0])
+    assert not any("model's own limit" in r for r in d["reasons"]) and code in (0, 1)
+    assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in n for n in d["notes"])
+    assert "hf_secret" not in json.dumps(d) and any("HF_TOKEN" in n for n in d["notes"])

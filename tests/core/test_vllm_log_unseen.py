@@ -11,7 +11,7 @@ import pytest
 from sparktui.cli import main
 from sparktui.core.calibration import calibration_from_log, read_log_figures
 from sparktui.core.units import GiB
-from sparktui.core.vllm_log import Failure, parse_line, summarize
+from sparktui.core.vllm_log import Failure, parse_line, split_line, summarize
 from sparktui.errors import UserError
 from sparktui.ui.widgets.logview import compact
 from tests.support import FIXTURES
@@ -119,6 +119,14 @@ UNSEEN = {
         dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
              kv_cache_tokens=None, max_concurrency=None, ready=False),
         "bad_argument",
+    ),
+    "discrete_v0.26.0_glm-5.2-nvfp4_tp4-ep_B200_success.log": (
+        # "Model loading took 106.69 GiB memory"; "Available KV cache memory: 50.62 GiB"; "GPU KV cache size:
+        # 1,139,456 tokens"; "Maximum concurrency for 819,200 tokens per request: 1.39x"; ready
+        dict(version="0.26.0", model="/wireless/public/models/GLM-5.2-NVFP4", max_model_len=819200,
+             weights_gib=106.69, available_kv_gib=50.62, kv_cache_tokens=1139456, max_concurrency=1.39,
+             ready=True),
+        None,
     ),
 }  # fmt: skip
 
@@ -238,3 +246,68 @@ def test_a_v0_calibration_takes_the_request_the_log_prints(name):
     assert c.figures["requested"] == f.requested
     assert f.torch_peak is not None and f.non_torch is not None
     assert abs(c.figures["activation_non_torch"] - (f.torch_peak + f.non_torch)) < 0.01 * GiB
+
+
+def test_a_line_written_after_a_progress_bar_frame_is_read_as_its_own():
+    # tqdm's frame has no newline: the engine's next line continues it (the GLM-5.2 B200 log)
+    glued = next(
+        line
+        for line in (LOGS / "discrete_v0.26.0_glm-5.2-nvfp4_tp4-ep_B200_success.log").read_text().splitlines()
+        if line.startswith("Capturing CUDA graphs (decode, FULL):")
+    )
+    assert split_line(glued) == (
+        "EngineCore",
+        "INFO",
+        "No available shared memory broadcast block found in 60 seconds. This typically happens when some processes "
+        "are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).",
+    )
+    assert compact(glued)[0].startswith("17:27:38 engine No available shared memory broadcast block")
+    # and a typed ^C before the engine's line
+    assert split_line("^C(EngineCore pid=4775) INFO 06-04 12:30:26 [core.py:1266] Shutdown initiated (timeout=0)")[
+        0:2
+    ] == (
+        "EngineCore",
+        "INFO",
+    )
+
+
+@pytest.mark.parametrize(
+    "line, shown",
+    [
+        # docker compose's service prefix, a loguru time, srun's label: the log pane reads past them as the parser does
+        ("vllm-llm-1  | CRITICAL 03-30 02:15:01 [launcher.py:116] MQLLMEngine is already dead, terminating server process",
+         "02:15:01 MQLLMEngine is already dead, terminating server process"),
+        ("2026-05-01 19:57:53.560 | (APIServer pid=1) INFO 05-01 17:57:53 [utils.py:233] non-default args: {}",
+         "17:57:53 non-default args: {}"),
+        ("0: (EngineCore_0 pid=132079) INFO 10-08 13:12:44 [kv_cache_utils.py:849] GPU KV cache size: 6,167,536 tokens",
+         "13:12:44 engine GPU KV cache size: 6,167,536 tokens"),
+        ("    INFO 07-02 17:08:01 [model_runner.py:1146] Model loading took 8.6253 GB and 7.670299 seconds",
+         "17:08:01 Model loading took 8.6253 GB and 7.670299 seconds"),
+    ],
+)  # fmt: skip
+def test_the_log_pane_shortens_what_other_tools_put_before_the_line(line, shown):
+    assert compact(line)[0] == shown
+
+
+@pytest.mark.parametrize(
+    "argv", [["inspect-log"], ["fit", "--offline", "--model", "openai/gpt-oss-20b", "--calibrate-from"]]
+)
+def test_a_named_pipe_is_refused_not_waited_on(argv, tmp_path, capsys, isolated):
+    # opening a FIFO nobody writes to waits for ever: both readers of a log file refuse it first
+    import os
+    import signal
+
+    fifo = tmp_path / "vllm.log"
+    os.mkfifo(fifo)
+
+    def hung(*_):
+        raise TimeoutError("opening the named pipe hung")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        assert main([*argv, str(fifo)]) == 2
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert "is a named pipe, not a log file" in capsys.readouterr().err

@@ -150,6 +150,30 @@ async def test_a_pasted_line_without_the_utilization_says_what_vllm_and_sparktui
                 assert config_pane(app).form.config.gpu_memory_utilization == 0.9
 
 
+async def test_a_pasted_line_reads_as_the_cli_reads_it_environment_and_shell_included():
+    # `sparktui fit -- …` takes a NAME=value prefix as the server's environment: F4 refused the whole line
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        await pilot.press("f4")
+        await settled(pilot)
+        app.screen.query_one(Input).value = (
+            "HF_TOKEN=hf_secretvalue VLLM_USE_FLASHINFER_MOE_FP4=1 nohup vllm serve Qwen/Qwen3-32B "
+            "--tensor_parallel_size 2 --speculative-config.method ngram > vllm.log 2>&1 &"
+        )
+        await pilot.press("enter")
+        await settled(pilot)
+        config = config_pane(app).form.config
+        assert (config.model, config.tensor_parallel_size, config.speculative_config) == (
+            "Qwen/Qwen3-32B",
+            2,
+            '{"method":"ngram"}',
+        )
+        said = [str(n.message) for n in app._notifications]
+        assert any("HF_TOKEN, VLLM_USE_FLASHINFER_MOE_FP4" in m for m in said)
+        assert not any("hf_secretvalue" in m for m in said)
+
+
 async def test_a_bad_pasted_line_is_explained_in_the_dialog():
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:

@@ -116,19 +116,28 @@ class ModelActions(Widget):
     # -- a model from the cache or the catalog, a pasted command, this model's variants ------------
 
     def action_paste_command(self) -> None:
+        from sparktui.core.command_line import split_command, split_env
         from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
 
-        def check(text: str) -> ServeConfig:
+        def check(text: str) -> tuple[ServeConfig, list[str]]:
             if not text.strip():
                 raise UserError("paste a command such as: vllm serve org/model --max-model-len 32k")
-            return parse_serve_command(text)
+            env, words = split_env(split_command(text))  # as `sparktui fit -- …` reads it
+            return parse_serve_command(words), sorted(env)
 
-        def done(config: object) -> None:
-            if config is None:
+        def done(read: object) -> None:
+            if not isinstance(read, tuple):
                 return
-            self.screen.query_one(ConfigEditor).load(config)  # type: ignore[arg-type]
+            config: ServeConfig = read[0]
+            env_names: list[str] = read[1]
+            self.screen.query_one(ConfigEditor).load(config)
             self.app.notify("loaded the pasted command into the form")
-            left = utilization_left_to_vllm(config)  # type: ignore[arg-type]
+            if env_names:  # names only: values may be secrets
+                self.app.notify(
+                    f"not in the form: the line's environment {', '.join(env_names)} (a profile's [env] holds it)",
+                    severity="warning",
+                )
+            left = utilization_left_to_vllm(config)
             if left is not None:  # the form is launched by sparktui, which passes its own: say both, as `fit` does
                 self.app.notify(left[1], severity="warning")
             extra = getattr(config, "extra_args", None)

@@ -24,6 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.timer import Timer
 
+from sparktui.core.vllm_lines import clean as vllm_clean
 from sparktui.core.vllm_lines import message_start
 from sparktui.ui.actions import bindings
 
@@ -45,13 +46,14 @@ def compact(line: str) -> tuple[str, int]:
     [launcher.py:46] ", a Ray worker's two process prefixes, uvicorn's "LEVEL:   ") shortened to the
     time and, for a process other than the API server, its name, so the message starts near the left
     (the level is the line's colour; the file on disk keeps it all)."""
-    proc, time, start = message_start(line)
+    text = vllm_clean(line)  # as the parser reads it: other tools' prefixes, indentation, a bar glued before it
+    proc, time, start = message_start(text)
     if not start:
         return line, 0
     name = (proc or "APIServer").split("_", 1)[0]
     tag = _PROCESS_TAGS.get(name, name.lower().replace("vllmworker-", "worker") + " ")
     head = (f"{time} " if time else "") + tag
-    return head + line[start:], len(head)
+    return head + text[start:], len(head)
 
 
 def wrap_rows(shown: str, dim: int, width: int) -> list[tuple[int, int, int]]:
