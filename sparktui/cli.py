@@ -5,16 +5,20 @@ Subcommand modules are imported only when used, so `sparktui fit` never pays for
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparktui import __version__
 from sparktui.core.terminal_text import printable
 from sparktui.errors import UserError
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
 
 # name -> (module under sparktui.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -48,6 +52,8 @@ def build_parser(command: str | None = None, others: bool = True) -> argparse.Ar
     never pays for the others' imports. The rest are listed by name and help only, or left out
     (`others=False`: argv names the command, so no other can be chosen or listed; their 21
     sub-parsers were ~5 ms of the panel's start)."""
+    import argparse  # not for `sparktui [PROFILE]`: main opens the panel without it
+
     parser = argparse.ArgumentParser(
         prog="sparktui",
         description="Serve LLMs with vLLM on an NVIDIA DGX Spark: fit, launch, watch memory, guard.",
@@ -98,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         and ((argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")) or _names_a_profile(argv[0]))
     ):
         argv = ["ui", *argv]  # `sparktui`, `sparktui --theme X`, `sparktui PROFILE`
+    if len(argv) <= 2 and argv[0] == "ui" and not any(a.startswith("-") for a in argv[1:]):
+        # `sparktui [ui] [PROFILE]`, what a user types most: the panel, with nothing for argparse
+        # to do (its import and the parser were ~7 ms of the panel's start, bench/tui.py)
+        from sparktui.commands.ui import open_panel
+
+        return _run(lambda: open_panel(argv[1] if len(argv) == 2 else None))
     if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
         return _neither_command_nor_profile(argv[0])
     named = argv[0] in COMMANDS
@@ -112,8 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     args.extra = extra
     if args.command not in ("postmortem", "ui"):  # the panel would cover it: left for the next command
         _report_postmortems()
+    return _run(lambda: module.run(args))
+
+
+def _run(command: Callable[[], int | None]) -> int:
+    """Run a command; a UserError is said on stderr (not a traceback) and becomes the exit status."""
     try:
-        return int(module.run(args) or 0)
+        return int(command() or 0)
     except UserError as exc:
         print(printable(f"sparktui: {exc}", keep_newlines=True), file=sys.stderr)  # it may quote a reply or a file
         if error_file := os.environ.get("SPARKTUI_ERROR_FILE"):  # a detached supervisor: launch() reads it

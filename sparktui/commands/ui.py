@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import gc
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # `sparktui [PROFILE]` opens the panel without argparse (sparktui.cli.main)
+    import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -12,6 +15,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    return open_panel(args.profile, args.theme)
+
+
+def open_panel(profile: str | None = None, theme: str | None = None) -> int:
     # No collection passes until the first full screen: the imports and the first frame make
     # objects in the hundreds of thousands, and the collector walked them all again and again
     # (40-90 ms of the start). The app freezes what it has built and turns the collector back
@@ -20,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from sparktui.ui.app import SparkApp
 
-        SparkApp(profile=args.profile, theme_name=args.theme).run()
+        SparkApp(profile=profile, theme_name=theme).run()
     finally:
         gc.enable()
     return 0

@@ -123,7 +123,7 @@ def read_log_figures(text: str) -> LogFigures:
     return LogFigures(
         weights=_gib(text, R_WEIGHTS),
         kv_memory=_gib(text, R_AVAIL_KV, R_V0_KV),
-        graphs=_gib(text, r"Estimated CUDA graph memory: ([\d.]+) GiB"),
+        graphs=_gib(text, r"Estimated CUDA graph memory: (-?[\d.]+) GiB"),
         total=_gib(
             text, r"Free memory on device (?:\S+ )?\([\d.]+/([\d.]+) GiB\)", r"total_gpu_memory \(([\d.]+) ?GiB\)"
         ),

@@ -48,7 +48,7 @@ def test_a_profile_name_alone_opens_the_control_panel(monkeypatch):
     from sparktui.commands import ui
 
     opened = []
-    monkeypatch.setattr(ui, "run", lambda args: opened.append(args.profile) or 0)
+    monkeypatch.setattr(ui, "open_panel", lambda profile=None, theme=None: opened.append(profile) or 0)
     assert cli.main(["70b-dense-single-user"]) == 0
     assert cli.main(["my-own.toml"]) == 0
     assert opened == ["70b-dense-single-user", "my-own.toml"]
@@ -69,7 +69,8 @@ def test_a_word_that_is_neither_command_nor_profile_names_both(tmp_path):
 
 @pytest.mark.slow  # starts a process
 def test_opening_the_panel_imports_no_other_command_and_no_pydantic_before_it_runs(tmp_path):
-    """`sparktui PROFILE`: the panel's first frame waits for nothing but Textual (bench/tui.py)."""
+    """`sparktui PROFILE`: the panel's first frame waits for nothing but Textual (bench/tui.py), not
+    even argparse (nothing to parse)."""
     import os
 
     probe = (
@@ -77,8 +78,9 @@ def test_opening_the_panel_imports_no_other_command_and_no_pydantic_before_it_ru
         "from sparktui import cli\n"
         "from sparktui.commands import ui\n"
         "seen = []\n"
-        "ui.run = lambda args: seen.append(sorted(m for m in sys.modules if m.startswith(('sparktui.commands', "
-        "'pydantic', 'sparktui.runtime')))) or 0\n"
+        "ui.open_panel = lambda profile=None, theme=None: seen.append(sorted(m for m in sys.modules if m.startswith(("
+        "'sparktui.commands', "
+        "'pydantic', 'sparktui.runtime', 'argparse')))) or 0\n"
         "assert cli.main(['70b-dense-single-user']) == 0\n"
         "print(seen[0])\n"
     )

@@ -128,6 +128,20 @@ UNSEEN = {
              ready=True),
         None,
     ),
+    "gb10_v0.23.1rc1_qwen3.6-27b-nvfp4_mtp2_negative-graph-estimate_excerpt.log": (
+        # "Model loading took 20.57 GiB memory"; "Available KV cache memory: 48.6 GiB"; "GPU KV cache size:
+        # 1,394,129 tokens"; "Maximum concurrency for 262,144 tokens per request: 5.32x"; "Starting vLLM server"
+        dict(version="0.23.1rc1.dev531+ga65f93fb2", model="nvidia/Qwen3.6-27B-NVFP4", max_model_len=262144,
+             weights_gib=20.57, available_kv_gib=48.6, kv_cache_tokens=1394129, max_concurrency=5.32, ready=True),
+        None,
+    ),
+    "gb10_v0.20.0_qwen3.6-35b-a3b-nvfp4-redhat_mtp2_negative-graph-estimate_excerpt.log": (
+        # "Model loading took 23.43 GiB memory"; "Available KV cache memory: 66.37 GiB"; "GPU KV cache size:
+        # 1,581,104 tokens"; "… 21.86x"; cut at "Supported tasks", before the server listens
+        dict(version="0.20.0", model="RedHatAI/Qwen3.6-35B-A3B-NVFP4", max_model_len=262144, weights_gib=23.43,
+             available_kv_gib=66.37, kv_cache_tokens=1581104, max_concurrency=21.86, ready=False),
+        "log_ended",
+    ),
 }  # fmt: skip
 
 
@@ -311,3 +325,25 @@ def test_a_named_pipe_is_refused_not_waited_on(argv, tmp_path, capsys, isolated)
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert "is a named pipe, not a log file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "name, graphs",
+    [
+        ("gb10_v0.23.1rc1_qwen3.6-27b-nvfp4_mtp2_negative-graph-estimate_excerpt.log", -0.81),
+        ("gb10_v0.20.0_qwen3.6-35b-a3b-nvfp4-redhat_mtp2_negative-graph-estimate_excerpt.log", -0.87),
+    ],
+)
+def test_a_negative_cuda_graph_estimate_is_calibrated_with_its_sign(name, graphs):
+    # on a GB10, "Estimated CUDA graph memory: -0.81 GiB total": vLLM subtracts it (so adds 0.81 GiB to the KV
+    # cache); read as nothing, the calibration put it in the activation term, which then outlives a changed flag
+    text = (LOGS / name).read_text()
+    f = read_log_figures(text)
+    assert f.graphs == int(graphs * GiB)
+    c = calibration_from_log(
+        text, where=name, model="m", vllm_version="0.23.1", machine="m", total=int(119.63 * GiB),
+        utilization=f.utilization or 0.0, flags={}, graphs_counted=True, source="calibrated", date="2026-12-02",
+    )  # fmt: skip
+    assert c.figures["cuda_graphs"] == int(graphs * GiB)
+    f_kv, f_w = f.kv_memory or 0, f.weights or 0
+    assert c.figures["activation_non_torch"] == c.figures["requested"] - f_w - f_kv - int(graphs * GiB)
