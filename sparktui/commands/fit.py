@@ -195,28 +195,26 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
 
 
 def calibration_log_version(args: argparse.Namespace) -> str | None:
-    """The vLLM release that wrote --calibrate-from LOG (a source build's '0.1.devN' names none); the
-    log's text is kept on args.calibrate_text for find_calibration, which reads its figures."""
-    from sparktui.core.calibration import read_log_figures, release_version
+    """The vLLM release that wrote --calibrate-from LOG (a source build's '0.1.devN' names none)."""
+    from sparktui.core.calibration import release_version
 
-    text = calibration_text(args)
-    if text is None:
-        return None
-    version = release_version(read_log_figures(text).version)
+    figures = calibration_figures(args)
+    version = None if figures is None else release_version(figures.version)
     return None if version is None else str(version)
 
 
-def calibration_text(args: argparse.Namespace) -> str | None:
-    """The text of --calibrate-from LOG (None without the flag), read once and kept on args: the
-    version and the figures are both read from it, whichever asks first."""
+def calibration_figures(args: argparse.Namespace) -> Any:
+    """What --calibrate-from LOG says (None without the flag): the file read and its figures parsed once,
+    kept on args, for the version and the calibration, whichever asks first."""
     from sparktui.commands.inspect_log import read_log_text
+    from sparktui.core.calibration import read_log_figures
 
     log = getattr(args, "calibrate_from", None)
     if not log:
         return None
-    if getattr(args, "calibrate_text", None) is None:
-        args.calibrate_text = read_log_text(log, "--calibrate-from")
-    return str(args.calibrate_text)
+    if getattr(args, "calibrate_figures", None) is None:
+        args.calibrate_figures = read_log_figures(read_log_text(log, "--calibrate-from"))
+    return args.calibrate_figures
 
 
 def config_file_read(pasted: list[str]) -> list[str] | None:
@@ -533,10 +531,14 @@ def find_calibration(args: argparse.Namespace, config: Any, spec: Any, machine: 
     if not log:
         key = calibration_key(config, spec, machine)
         return config, best_match(calibrations.load(), key.model, key.vllm_version, key.machine, key.flags)
-    text = calibration_text(args)
-    assert text is not None
     calibration = calibration_of_log(
-        config, spec, machine, text, where=str(log), source="calibrated", date=datetime.date.today().isoformat()
+        config,
+        spec,
+        machine,
+        calibration_figures(args),
+        where=str(log),
+        source="calibrated",
+        date=datetime.date.today().isoformat(),
     )
     try:
         calibrations.record(calibration)

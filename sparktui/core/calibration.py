@@ -136,7 +136,7 @@ def read_log_figures(text: str) -> LogFigures:
 
 
 def calibration_from_log(
-    text: str,
+    f: LogFigures,
     *,
     where: str,
     model: str,
@@ -149,9 +149,9 @@ def calibration_from_log(
     source: str,
     date: str,
 ) -> Calibration:
-    """The Calibration a start-up log gives for these flags; a clear error when the log lacks the
-    figures (a start-up that did not reach the KV cache, or not a vLLM log)."""
-    f = read_log_figures(text)
+    """The Calibration a start-up log's figures (`read_log_figures`, read once per log) give for these
+    flags; a clear error when the log lacks them (a start-up that did not reach the KV cache, or not a
+    vLLM log)."""
     missing = [
         name for name, v in (("Model loading took", f.weights), ("Available KV cache memory", f.kv_memory)) if v is None
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparktui.core.calibration import Calibration, machine_key
+from sparktui.core.calibration import Calibration, LogFigures, machine_key
 from sparktui.core.config import ServeConfig
 from sparktui.core.fit_settings import FitSettings, settings_from
 from sparktui.core.machine import Machine
@@ -71,7 +71,7 @@ def calibration_key(config: ServeConfig, spec: ModelSpec, machine: Machine) -> C
 
 
 def calibration_of_log(
-    config: ServeConfig, spec: ModelSpec, machine: Machine, text: str, *, where: str, source: str, date: str
+    config: ServeConfig, spec: ModelSpec, machine: Machine, figures: LogFigures, *, where: str, source: str, date: str
 ) -> Calibration:
     """vLLM's own start-up split, read from a log of this config's run, under this fit's key
     (the supervisor's record of a launch, and `sparktui fit --calibrate-from LOG`)."""
@@ -79,7 +79,7 @@ def calibration_of_log(
 
     key = calibration_key(config, spec, machine)
     return calibration_from_log(
-        text,
+        figures,
         where=where,
         model=key.model,
         vllm_version=key.vllm_version,

@@ -36,14 +36,15 @@ def record_launch(
     from sparktui.core.machine import Machine, host_machine
     from sparktui.core.modelspec import load_serving_spec
 
+    figures = read_log_figures(log_text)  # read once: the version and the calibration
     if not serve.vllm_version:  # the log says which vLLM ran
-        version = release_version(read_log_figures(log_text).version)
+        version = release_version(figures.version)
         if version is not None:
             serve = serve.replace(vllm_version=str(version))
     spec = load_serving_spec(serve.model, serve.speculation)
     machine = host_machine(profile.machine, Machine.from_reading(mem_total, mem_available))
     calibration = calibration_of_log(
-        serve, spec, machine, log_text, where=log_path, source="measured", date=datetime.date.today().isoformat()
+        serve, spec, machine, figures, where=log_path, source="measured", date=datetime.date.today().isoformat()
     )
     record(calibration)
     return calibration

@@ -34,7 +34,7 @@ def calibrate(text: str = GEMMA, utilization: float = 0.85, **kw) -> Calibration
     args = dict(where="log", model="m", vllm_version="0.21.0", machine="dgx-spark 119.63 GiB", total=int(119.63 * GiB),
                 utilization=utilization, flags={"weights": {"tp": "1"}}, graphs_counted=True, source="calibrated",
                 date="2026-12-01")  # fmt: skip
-    return calibration_from_log(text, **{**args, **kw})  # type: ignore[arg-type]
+    return calibration_from_log(read_log_figures(text), **{**args, **kw})  # type: ignore[arg-type]
 
 
 def test_what_is_left_of_the_request_is_activation_and_non_torch():

@@ -185,7 +185,7 @@ def test_a_start_up_with_no_kv_memory_is_not_taken_as_a_calibration():
     text = "Model loading took 5.43 GiB and 9.1 seconds\nAvailable KV cache memory: -0.94 GiB\n"
     with pytest.raises(UserError, match=r"found no memory for the KV cache \(Available KV cache memory: -0.94 GiB\)"):
         calibration_from_log(
-            text, where="x.log", model="m", vllm_version="0.11.0", machine="m", total=6 * GiB, utilization=0.9,
+            read_log_figures(text), where="x.log", model="m", vllm_version="0.11.0", machine="m", total=6 * GiB, utilization=0.9,
             flags={}, graphs_counted=False, source="calibrated", date="2026-12-02",
         )  # fmt: skip
 
@@ -254,7 +254,7 @@ def test_a_v0_calibration_takes_the_request_the_log_prints(name):
     f = read_log_figures((LOGS / name).read_text())
     assert f.utilization is not None and f.total is not None
     c = calibration_from_log(
-        (LOGS / name).read_text(), where=name, model="m", vllm_version="0.10.0", machine="m", total=f.total,
+        f, where=name, model="m", vllm_version="0.10.0", machine="m", total=f.total,
         utilization=f.utilization, flags={}, graphs_counted=False, source="calibrated", date="2026-12-02",
     )  # fmt: skip
     assert c.figures["requested"] == f.requested
@@ -341,7 +341,7 @@ def test_a_negative_cuda_graph_estimate_is_calibrated_with_its_sign(name, graphs
     f = read_log_figures(text)
     assert f.graphs == int(graphs * GiB)
     c = calibration_from_log(
-        text, where=name, model="m", vllm_version="0.23.1", machine="m", total=int(119.63 * GiB),
+        f, where=name, model="m", vllm_version="0.23.1", machine="m", total=int(119.63 * GiB),
         utilization=f.utilization or 0.0, flags={}, graphs_counted=True, source="calibrated", date="2026-12-02",
     )  # fmt: skip
     assert c.figures["cuda_graphs"] == int(graphs * GiB)
