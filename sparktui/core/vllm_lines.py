@@ -18,6 +18,8 @@ _OUTER_PREFIX = re.compile(
     r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?: *\|(?: |$)| )"
     # CI runners' "[2025-12-13T19:54:35Z] "
     r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\] "
+    # a log quoted as Markdown ("> (EngineCore pid=1) INFO …", a GitHub issue's source)
+    r"|> "
     # SLURM's `srun --label`: the task number, "0: "
     r"|\d{1,5}: "
     # docker compose logs: "vllm-1  | ", "vllm_1 |"
@@ -52,6 +54,7 @@ def clean(raw: str) -> str:
     # cheap tests first: vLLM's own lines start with "(", a level or a letter, with no "| " near the start
     if first != "(" and (
         first.isdigit()
+        or first == ">"
         or (first == "[" and line[1:2].isdigit())
         or line.find("| ", 0, 100) >= 0
         or line.endswith("|")

@@ -142,6 +142,12 @@ UNSEEN = {
              available_kv_gib=66.37, kv_cache_tokens=1581104, max_concurrency=21.86, ready=False),
         "log_ended",
     ),
+    "markdown-quoted_v0.20.1rc_gemma-4-26b-a4b_spark-vllm-docker-217_excerpt.log": (
+        # every line quoted as Markdown, "> (EngineCore pid=136) INFO … Model loading took 25.67 GiB memory …"
+        dict(version=None, model=None, max_model_len=None, weights_gib=25.67, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "log_ended",
+    ),
 }  # fmt: skip
 
 
