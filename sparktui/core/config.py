@@ -113,7 +113,9 @@ class Flag:
             shown = str(given)
         else:
             shown = repr(given)
-        return UserError(f"{self.name}: got {shown}; expected {self.expected()}")
+        unexpanded = isinstance(given, str) and given.startswith("$")  # `--max-model-len $MAX_LEN` pasted as is
+        hint = "; that is a shell variable, which sparktui does not expand: write its value" if unexpanded else ""
+        return UserError(f"{self.name}: got {shown}; expected {self.expected()}{hint}")
 
     def coerce(self, value: Any) -> Any:
         """Turn a value from argv, TOML or a form into the typed value, or raise UserError."""
@@ -324,6 +326,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--compilation-config", "compilation_config", "json", None,
          "torch.compile and CUDA-graph settings as JSON (cudagraph_mode, cudagraph_capture_sizes, …).",
          "advanced", aliases=("-cc",), any_json=True, example='{"cudagraph_mode": "PIECEWISE"}'),
+    Flag("--attention-config", "attention_config", "json", None,
+         "Attention settings as JSON; its backend is --attention-backend's (vLLM takes one of the two).",
+         "advanced", example='{"backend": "FLASHINFER"}'),
     Flag("--load-format", "load_format", "choice", "auto",
          "How the weights are loaded; instanttensor loads safetensors straight to the GPU (more non-torch memory).",
          "advanced", choices=LOAD_FORMATS, open_choices=True),
@@ -526,6 +531,7 @@ class ServeConfig:
     enable_lora: bool = _default("enable_lora")
     attention_backend: str | None = _default("attention_backend")
     compilation_config: str | None = _default("compilation_config")
+    attention_config: str | None = _default("attention_config")
     load_format: str = _default("load_format")
     async_scheduling: bool | None = _default("async_scheduling")
     language_model_only: bool = _default("language_model_only")
@@ -554,6 +560,11 @@ class ServeConfig:
                 errors.append(
                     f"{name}: not a setting sparktui knows" + (f" (did you mean {', '.join(hint)}?)" if hint else "")
                 )
+        if values.get("attention_backend") and _config_backend(values.get("attention_config")):
+            errors.append(
+                "--attention-backend and --attention-config's backend: vLLM takes one of them (it stops: "
+                "'attention_backend and attention_config.backend are mutually exclusive'); drop one"
+            )
         if errors:
             raise UserError("; ".join(errors))
         speculation = parse_speculation(values.get("speculative_config"))
@@ -624,6 +635,12 @@ class ServeConfig:
         return tuple(self.mxfp4_layers.split(",")) if self.mxfp4_layers else ()
 
     @property
+    def chosen_attention_backend(self) -> str | None:
+        """The attention backend asked for: --attention-backend, or the backend in --attention-config
+        (vLLM 0.32 EngineArgs.create_engine_config puts the flag into attention_config.backend)."""
+        return self.attention_backend or _config_backend(self.attention_config)
+
+    @property
     def speculation(self) -> Speculation | None:
         """--speculative-config, parsed (once, when it was set)."""
         return self._speculation
@@ -682,6 +699,11 @@ class ServeConfig:
 ServeConfig.FIELDS = tuple(n for n in ServeConfig.__annotations__ if n[0] != "_" and n != "FIELDS")
 _FIELD_NAMES = frozenset(ServeConfig.FIELDS)
 _SECRET_FIELDS = frozenset(f.field for f in FLAGS if f.secret)  # never in a repr
+
+
+def _config_backend(attention_config: str | None) -> str | None:
+    backend = json.loads(attention_config).get("backend") if attention_config else None
+    return str(backend) if backend not in (None, "auto") else None
 
 
 def _flags_out_of_extra_args(data: dict[str, Any]) -> dict[str, Any]:
@@ -794,6 +816,10 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
                 raise UserError(f"{name}: missing its value; expected {flag.expected()}")
             raw = tokens[i]
             i += 1
+            if flag.secret and given_model and i < len(tokens) and not _is_flag_token(tokens[i]):
+                raise UserError(  # vLLM takes every word up to the next flag as a key; never echo one
+                    f"{name}: more than one value; sparktui passes one key to vLLM, by VLLM_API_KEY: give one"
+                )
             if flag.multi:
                 names = [raw]
                 while i < len(tokens) and not _is_flag_token(tokens[i]):

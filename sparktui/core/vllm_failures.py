@@ -219,9 +219,13 @@ FAILURE_RULES: tuple[tuple[tuple[str, ...], Callable[[str], Failure]], ...] = (
     (("To serve at least one request with the model",), _kv_too_small),
     (("No available memory for the cache blocks",), no_kv_memory),
     # torch 2.8+ raises torch.AcceleratorError("CUDA error: out of memory") from a CUDA call, not
-    # torch.OutOfMemoryError from the caching allocator; cuBLAS fails to allocate its workspace likewise
+    # torch.OutOfMemoryError from the caching allocator; cuBLAS fails to allocate its workspace likewise.
+    # On unified memory (Jetson, GB10) NVML cannot list the device's processes, so the caching
+    # allocator's out-of-memory branch dies on its own assert while writing the OOM message
+    # (c10/cuda/CUDACachingAllocator.cpp reportProcessMemoryInfo: TORCH_INTERNAL_ASSERT(NVML_SUCCESS == r)).
     (("CUDA out of memory", "OutOfMemoryError", "not enough GPU memory", "CUDA error: out of memory",
-      "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED"), _cuda_oom),
+      "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED", "NVML_SUCCESS == r INTERNAL ASSERT FAILED"),
+     _cuda_oom),
     # argparse's "PROG: error: …": `vllm serve`, the old `vllm` and `python -m vllm.entrypoints.openai.api_server`
     (("vllm serve: error: ", "vllm: error: ", "api_server.py: error: "), _bad_argument),
     (("Errno 98]", "ddress already in use"), _address_in_use),

@@ -61,8 +61,8 @@ def test_dotted_values_are_json_then_a_size_then_text():
 
 
 def test_dotted_keys_of_flags_sparktui_does_not_model_pass_through_as_written():
-    c = parse_serve_command(f"{MODEL} --attention_config.use_fp4_indexer_cache true --kernel-config.x=1 --port 9")
-    assert c.extra_args == ["--attention_config.use_fp4_indexer_cache", "true", "--kernel-config.x=1"]
+    c = parse_serve_command(f"{MODEL} --kv_transfer_config.kv_role kv_both --kernel-config.x=1 --port 9")
+    assert c.extra_args == ["--kv_transfer_config.kv_role", "kv_both", "--kernel-config.x=1"]
     assert c.port == 9
 
 
@@ -96,3 +96,32 @@ def test_a_profiles_extra_args_are_read_the_same_way():
     )
     assert c.tensor_parallel_size == 2 and json.loads(c.speculative_config) == {"method": "ngram"}
     assert c.extra_args == ["--seed", "1"]
+
+
+def test_the_attention_configs_backend_is_the_backend_the_fit_counts():
+    # eugr's README runs GLM-4.7 with --attention-config.backend flashinfer: vLLM 0.32's create_engine_config
+    # puts --attention-backend into attention_config.backend, so either names the backend
+    import pathlib
+
+    from sparktui.core.fit import dgx_spark
+    from sparktui.core.fit_settings import settings_from
+    from sparktui.core.modelspec import spec_from_config
+
+    spec = spec_from_config(
+        json.loads(pathlib.Path("tests/fixtures/model-configs/Qwen__Qwen3-32B.json").read_text()),
+        name="qwen3-32b",
+        source="fixture",
+    )
+    for line in (
+        f"vllm serve {MODEL} --attention-config.backend flashinfer",
+        f'vllm serve {MODEL} --attention-config \'{{"backend": "FLASHINFER"}}\'',
+        f"vllm serve {MODEL} --attention-backend FLASHINFER",
+    ):
+        config = parse_serve_command(line)
+        assert config.chosen_attention_backend.lower() == "flashinfer"
+        assert settings_from(config, spec, dgx_spark()).attention_backend == "flashinfer"
+    both = f"{MODEL} --attention-backend FLASHINFER --attention-config.backend TRITON_ATTN"
+    with pytest.raises(UserError, match=r"--attention-backend and --attention-config's backend.*mutually exclusive"):
+        parse_serve_command(both)
+    kept = parse_serve_command(f"{MODEL} --attention-config.flash_attn_version 3")
+    assert kept.chosen_attention_backend is None and "--attention-config" in kept.to_argv()

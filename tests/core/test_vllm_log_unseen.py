@@ -148,6 +148,13 @@ UNSEEN = {
              kv_cache_tokens=None, max_concurrency=None, ready=False),
         "log_ended",
     ),
+    "jetson-jp6_v0-engine_nvml-assert-oom_quoted.log": (
+        # 'NVML_SUCCESS == r INTERNAL ASSERT FAILED at "/opt/pytorch/c10/cuda/CUDACachingAllocator.cpp":1131':
+        # the caching allocator's out-of-memory message, which cannot list processes on unified memory
+        dict(version=None, model=None, max_model_len=None, weights_gib=None, available_kv_gib=None,
+             kv_cache_tokens=None, max_concurrency=None, ready=False),
+        "cuda_oom",
+    ),
 }  # fmt: skip
 
 
