@@ -82,3 +82,41 @@ def _update(original: dict[str, Any], update: dict[str, Any]) -> None:
             original[key] = original[key] + value
         else:
             original[key] = value
+
+
+# vLLM 0.32's shorthands for keys of --speculative-config (vllm/engine/arg_utils.py add_cli_args and
+# create_speculative_config): each sets its key, and stops vLLM when --speculative-config has it too.
+SPEC_SHORTHANDS = {"--spec-method": "method", "--spec-model": "model", "--spec-tokens": "num_speculative_tokens"}
+
+
+def spec_shorthand(name: str) -> str | None:
+    """The --speculative-config key a --spec-* flag (in any spelling vLLM reads) sets, else None."""
+    name = dashed(name)
+    return SPEC_SHORTHANDS.get(name) or SPEC_SHORTHANDS.get(expand_prefix(name) or "")
+
+
+def with_spec_shorthands(speculative_config: Any, given: dict[str, str]) -> Any:
+    """--speculative-config (JSON text or an object, or None) with the --spec-* keys added, as vLLM adds
+    them; UserError where a key is given both ways, or --spec-tokens is no whole number."""
+    from sparktui.errors import UserError
+
+    if not given:
+        return speculative_config
+    try:
+        merged = json.loads(speculative_config) if isinstance(speculative_config, str) else speculative_config
+    except json.JSONDecodeError:
+        return speculative_config  # the flag's own check says what is wrong with it
+    merged = dict(merged) if isinstance(merged, dict) else {}
+    for key, value in given.items():
+        flag = next(f for f, k in SPEC_SHORTHANDS.items() if k == key)
+        if key in merged:
+            raise UserError(
+                f"{flag} and --speculative-config's {key}: vLLM stops (they are mutually exclusive); drop one"
+            )
+        if key == "num_speculative_tokens":
+            if not re.fullmatch(r"[+-]?\d+", value.strip()):
+                raise UserError(f"{flag}: got {value}; expected a whole number of tokens to draft, such as 3")
+            merged[key] = int(value)
+        else:
+            merged[key] = value
+    return merged

@@ -125,3 +125,36 @@ def test_the_attention_configs_backend_is_the_backend_the_fit_counts():
         parse_serve_command(both)
     kept = parse_serve_command(f"{MODEL} --attention-config.flash_attn_version 3")
     assert kept.chosen_attention_backend is None and "--attention-config" in kept.to_argv()
+
+
+def test_the_spec_shorthands_of_vllm_032_are_keys_of_the_speculative_config():
+    c = parse_serve_command(f"vllm serve {MODEL} --spec-method mtp --spec_tokens=3")
+    assert json.loads(c.speculative_config) == {"method": "mtp", "num_speculative_tokens": 3}
+    assert c.speculation is not None and (c.speculation.method, c.speculation.num_tokens) == ("mtp", 3)
+    assert c.extra_args == [] and "--speculative-config" in c.to_argv()
+    drafted = parse_serve_command(
+        f"{MODEL} --speculative-config.method eagle3 --spec-model org/drafter --spec-tokens 2"
+    )
+    assert json.loads(drafted.speculative_config) == {
+        "method": "eagle3",
+        "model": "org/drafter",
+        "num_speculative_tokens": 2,
+    }
+    from_profile = ServeConfig(model=MODEL, extra_args=["--spec-method", "ngram", "--spec-tokens", "4"])
+    assert json.loads(from_profile.speculative_config) == {"method": "ngram", "num_speculative_tokens": 4}
+
+
+@pytest.mark.parametrize(
+    ("line", "pattern"),
+    [
+        (
+            f"""{MODEL} --spec-method mtp --speculative-config '{{"method": "ngram"}}'""",
+            r"^--spec-method and --speculative-config's method: .*mutually exclusive",
+        ),
+        (f"{MODEL} --spec-tokens three", r"^--spec-tokens: got three; expected a whole number"),
+        (f"{MODEL} --spec-method", r"^--spec-method: missing its value"),
+    ],
+)
+def test_a_bad_spec_shorthand_names_it(line, pattern):
+    with pytest.raises(UserError, match=pattern):
+        parse_serve_command(line)
