@@ -19,7 +19,15 @@ from typing import Any, ClassVar, Literal
 from sparktui.core.command_line import split_command, strip_launcher
 from sparktui.core.speculation import Speculation, parse_speculation
 from sparktui.core.units import parse_human_int
-from sparktui.core.vllm_argv import dashed, dotted_value, expand_prefix, merge_dotted
+from sparktui.core.vllm_argv import (
+    SHORTHANDS,
+    apply_shorthands,
+    dashed,
+    dotted_value,
+    expand_prefix,
+    merge_dotted,
+    shorthand,
+)
 from sparktui.core.vllm_config_file import expand_config
 from sparktui.core.vllm_rules import parse_version, rules_for
 from sparktui.errors import UserError
@@ -113,7 +121,9 @@ class Flag:
             shown = str(given)
         else:
             shown = repr(given)
-        return UserError(f"{self.name}: got {shown}; expected {self.expected()}")
+        unexpanded = isinstance(given, str) and given.startswith("$")  # `--max-model-len $MAX_LEN` pasted as is
+        hint = "; that is a shell variable, which sparktui does not expand: write its value" if unexpanded else ""
+        return UserError(f"{self.name}: got {shown}; expected {self.expected()}{hint}")
 
     def coerce(self, value: Any) -> Any:
         """Turn a value from argv, TOML or a form into the typed value, or raise UserError."""
@@ -324,6 +334,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--compilation-config", "compilation_config", "json", None,
          "torch.compile and CUDA-graph settings as JSON (cudagraph_mode, cudagraph_capture_sizes, …).",
          "advanced", aliases=("-cc",), any_json=True, example='{"cudagraph_mode": "PIECEWISE"}'),
+    Flag("--attention-config", "attention_config", "json", None,
+         "Attention settings as JSON; its backend is --attention-backend's (vLLM takes one of the two).",
+         "advanced", example='{"backend": "FLASHINFER"}'),
     Flag("--load-format", "load_format", "choice", "auto",
          "How the weights are loaded; instanttensor loads safetensors straight to the GPU (more non-torch memory).",
          "advanced", choices=LOAD_FORMATS, open_choices=True),
@@ -392,6 +405,7 @@ def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
     found: dict[str, Any] = {}
     kept: list[Any] = []
     dotted: dict[str, tuple[Flag, dict[str, Any]]] = {}
+    shorthands: dict[str, list[str]] = {}
     i = 0
     while i < len(extra):
         token = extra[i]
@@ -407,6 +421,18 @@ def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
             if not _add_dotted(dotted, name, value):
                 kept += [token] if eq else [token, value]
             i += 0 if eq else 1
+            continue
+        if (short := shorthand(name)) is not None:
+            words = [inline] if eq else []
+            while (
+                not eq
+                and i < len(extra)
+                and not _is_flag_token(str(extra[i]))
+                and (not words or SHORTHANDS[short][2] == "ints")
+            ):
+                words.append(str(extra[i]))
+                i += 1
+            shorthands[short] = words or [""]
             continue
         flag, negated = _flag_for(name)
         if flag is None or flag.positional:
@@ -431,6 +457,7 @@ def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
         found[flag.field] = " ".join(values)
     for flag, keys in dotted.values():  # vLLM appends them after everything: they win
         found[flag.field] = keys
+    apply_shorthands(found, shorthands)
     return found, kept
 
 
@@ -526,6 +553,7 @@ class ServeConfig:
     enable_lora: bool = _default("enable_lora")
     attention_backend: str | None = _default("attention_backend")
     compilation_config: str | None = _default("compilation_config")
+    attention_config: str | None = _default("attention_config")
     load_format: str = _default("load_format")
     async_scheduling: bool | None = _default("async_scheduling")
     language_model_only: bool = _default("language_model_only")
@@ -554,6 +582,11 @@ class ServeConfig:
                 errors.append(
                     f"{name}: not a setting sparktui knows" + (f" (did you mean {', '.join(hint)}?)" if hint else "")
                 )
+        if values.get("attention_backend") and _config_backend(values.get("attention_config")):
+            errors.append(
+                "--attention-backend and --attention-config's backend: vLLM takes one of them (it stops: "
+                "'attention_backend and attention_config.backend are mutually exclusive'); drop one"
+            )
         if errors:
             raise UserError("; ".join(errors))
         speculation = parse_speculation(values.get("speculative_config"))
@@ -624,6 +657,12 @@ class ServeConfig:
         return tuple(self.mxfp4_layers.split(",")) if self.mxfp4_layers else ()
 
     @property
+    def chosen_attention_backend(self) -> str | None:
+        """The attention backend asked for: --attention-backend, or the backend in --attention-config
+        (vLLM 0.32 EngineArgs.create_engine_config puts the flag into attention_config.backend)."""
+        return self.attention_backend or _config_backend(self.attention_config)
+
+    @property
     def speculation(self) -> Speculation | None:
         """--speculative-config, parsed (once, when it was set)."""
         return self._speculation
@@ -684,6 +723,11 @@ _FIELD_NAMES = frozenset(ServeConfig.FIELDS)
 _SECRET_FIELDS = frozenset(f.field for f in FLAGS if f.secret)  # never in a repr
 
 
+def _config_backend(attention_config: str | None) -> str | None:
+    backend = json.loads(attention_config).get("backend") if attention_config else None
+    return str(backend) if backend not in (None, "auto") else None
+
+
 def _flags_out_of_extra_args(data: dict[str, Any]) -> dict[str, Any]:
     """A modelled flag given in extra_args moves to its field, so the fit reads it like any other
     and it is parsed once. A later value wins, as on vLLM's command line (extra_args come last),
@@ -738,6 +782,7 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
     values: dict[str, Any] = {}
     extra: list[str] = []
     dotted: dict[str, tuple[Flag, dict[str, Any]]] = {}
+    shorthands: dict[str, list[str]] = {}  # --spec-method & co.
     given_model = False
     for name, value in env.items():
         if name == "VLLM_API_KEY":
@@ -770,6 +815,20 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
             if not _add_dotted(dotted, name, value):
                 extra += [token] if eq else [token, value]
             continue
+        if (short := shorthand(name)) is not None:  # --spec-method mtp: a key of --speculative-config
+            words = [inline] if eq else []
+            while (
+                not eq
+                and i < len(tokens)
+                and not _is_flag_token(tokens[i])
+                and (not words or SHORTHANDS[short][2] == "ints")
+            ):
+                words.append(tokens[i])
+                i += 1
+            if not words:
+                raise UserError(f"{name}: missing its value")
+            shorthands[short] = words
+            continue
         flag, negated = _flag_for(name)
         if flag is None:
             # Unknown: keep it and the values that follow it, verbatim.
@@ -794,6 +853,10 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
                 raise UserError(f"{name}: missing its value; expected {flag.expected()}")
             raw = tokens[i]
             i += 1
+            if flag.secret and given_model and i < len(tokens) and not _is_flag_token(tokens[i]):
+                raise UserError(  # vLLM takes every word up to the next flag as a key; never echo one
+                    f"{name}: more than one value; sparktui passes one key to vLLM, by VLLM_API_KEY: give one"
+                )
             if flag.multi:
                 names = [raw]
                 while i < len(tokens) and not _is_flag_token(tokens[i]):
@@ -804,6 +867,7 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
         given_model = given_model or flag.field == "model"
     for flag, keys in dotted.values():  # vLLM appends them after everything: they win
         values[flag.field] = keys
+    apply_shorthands(values, shorthands)
     if base is not None:
         values = {**base.model_dump(), **values}
         extra = [*base.extra_args, *extra]

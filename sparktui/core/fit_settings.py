@@ -174,7 +174,7 @@ def settings_from(
         async_scheduling=_async_scheduling(config),
         cuda_graphs_counted=rules.cudagraph_memory_counted(enforce_eager),
         mamba_ssm_dtype=config.mamba_ssm_cache_dtype,
-        attention_backend=(config.attention_backend or "").lower() or None,
+        attention_backend=(config.chosen_attention_backend or "").lower() or None,
         capture_sizes=sizes,
         max_capture_size=largest,
         cudagraph_mode=mode,

@@ -82,3 +82,50 @@ def _update(original: dict[str, Any], update: dict[str, Any]) -> None:
             original[key] = original[key] + value
         else:
             original[key] = value
+
+
+# vLLM 0.32's flags that set one key of a JSON flag (vllm/engine/arg_utils.py add_cli_args; copied in by
+# create_speculative_config and create_engine_config, which stop when the JSON flag has the key too):
+# flag → (ServeConfig field, key, "text" | "int" | "ints" (nargs="+")).
+SHORTHANDS: dict[str, tuple[str, str, str]] = {
+    "--spec-method": ("speculative_config", "method", "text"),
+    "--spec-model": ("speculative_config", "model", "text"),
+    "--spec-tokens": ("speculative_config", "num_speculative_tokens", "int"),
+    "--max-cudagraph-capture-size": ("compilation_config", "max_cudagraph_capture_size", "int"),
+    "--cudagraph-capture-sizes": ("compilation_config", "cudagraph_capture_sizes", "ints"),
+}
+_JSON_FLAG = {"speculative_config": "--speculative-config", "compilation_config": "--compilation-config"}
+
+
+def shorthand(name: str) -> str | None:
+    """The SHORTHANDS flag `name` is in any spelling vLLM reads (`--spec_tokens`, `--max-cudagraph`), else None."""
+    name = dashed(name)
+    return name if name in SHORTHANDS else (found if (found := expand_prefix(name)) in SHORTHANDS else None)
+
+
+def apply_shorthands(values: dict[str, Any], given: dict[str, list[str]]) -> None:
+    """Put each shorthand's value into its JSON flag in `values` (JSON text or an object), as vLLM does;
+    UserError where the JSON flag has the key too, or a number is not a whole one."""
+    from sparktui.errors import UserError
+
+    for flag, words in given.items():
+        field, key, kind = SHORTHANDS[flag]
+        current = values.get(field)
+        try:
+            merged = json.loads(current) if isinstance(current, str) else current
+        except json.JSONDecodeError:
+            continue  # the JSON flag's own check says what is wrong with it
+        merged = dict(merged) if isinstance(merged, dict) else {}
+        if key in merged:
+            raise UserError(
+                f"{flag} and {_JSON_FLAG[field]}'s {key}: vLLM stops (they are mutually exclusive); drop one"
+            )
+        if kind == "text":
+            merged[key] = words[0]
+        else:
+            if not all(re.fullmatch(r"[+-]?\d+", w.strip()) for w in words):
+                raise UserError(
+                    f"{flag}: got {' '.join(words)}; expected {'whole numbers' if kind == 'ints' else 'a whole number'}"
+                )
+            merged[key] = [int(w) for w in words] if kind == "ints" else int(words[0])
+        values[field] = merged

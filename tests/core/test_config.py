@@ -41,6 +41,7 @@ BAD = {
     "enable_lora": "perhaps",
     "attention_backend": "",
     "compilation_config": "{not json",
+    "attention_config": "[1]",
     "load_format": "",
     "async_scheduling": "often",
     "language_model_only": "mostly",
@@ -73,6 +74,7 @@ GOOD = {
     "enable_lora": True,
     "attention_backend": "FLASHINFER",
     "compilation_config": '{"cudagraph_mode":"PIECEWISE"}',
+    "attention_config": '{"flash_attn_version":3}',
     "load_format": "safetensors",
     "async_scheduling": False,
     "language_model_only": True,
@@ -328,6 +330,11 @@ def test_unknown_flags_are_kept_in_order_with_their_values():
         (f"vllm serve {MODEL} --api-key 'unterminated", r"cannot read the pasted command"),
         (f"HF_TOKEN=x vllm serve {MODEL}", r"HF_TOKEN=x: .*\[env\]"),
         (f"vllm serve {MODEL} -tp zero", r"^--tensor-parallel-size: got zero"),
+        (
+            f"vllm serve {MODEL} --max-model-len $MAX_LEN",
+            r"^--max-model-len: got \$MAX_LEN; .*shell variable.*its value",
+        ),
+        (f"vllm serve {MODEL} --api-key sk-one sk-two", r"^--api-key: more than one value; .*give one$"),
     ],
 )
 def test_parse_errors_name_the_flag(line, pattern):
