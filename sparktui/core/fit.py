@@ -555,6 +555,7 @@ def fit(
         method_refusal or drafter_refusal,
         lmo_refusal,
         _kv_dtype_refusal(spec, s, machine),
+        s.rules.modelopt_refusal(spec.modelopt_algo),
         c.plan.unify_error,
     ):
         if refusal:

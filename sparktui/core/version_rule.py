@@ -48,6 +48,7 @@ RuleKey = Literal[
     "moe_unquantized_workspace",
     "gated_attention_qk_path",
     "gpu_memory_utilization_default",
+    "modelopt_mixed_precision",
 ]
 
 

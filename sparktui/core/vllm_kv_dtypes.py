@@ -136,3 +136,39 @@ def checkpoint_kv_quant(config: Mapping[str, Any], hf_quant: Mapping[str, Any] |
     if method == "compressed-tensors" and q.get("kv_cache_scheme") is not None:
         return method, "fp8"
     return method or None, None
+
+
+@dataclass(frozen=True)
+class ModelOptAlgo:
+    """A ModelOpt checkpoint's quant_algo as vLLM reads it: upper-cased, the file it comes from, and
+    whether that copy is nested under "quantization" (hf_quant_config.json's form; ModelOpt >= 0.31
+    writes config.json's copy flat, quant_method "modelopt" and quant_algo side by side)."""
+
+    algo: str
+    file: str
+    nested: bool
+
+
+def checkpoint_modelopt_algo(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -> ModelOptAlgo | None:
+    """The ModelOpt quant_algo of a checkpoint as get_config picks its quantization config
+    (config.json's quantization_config, only without one hf_quant_config.json); None when the
+    checkpoint is not ModelOpt's."""
+    q = config.get("quantization_config")
+    text = config.get("text_config")
+    if not isinstance(q, Mapping) and isinstance(text, Mapping):
+        q = text.get("quantization_config")
+    where = "config.json"
+    if not isinstance(q, Mapping):
+        q, where = hf_quant, "hf_quant_config.json"
+    if not isinstance(q, Mapping):
+        return None
+    producer = q.get("producer")
+    modelopt = str(q.get("quant_method") or "").lower().startswith("modelopt") or (
+        isinstance(producer, Mapping) and producer.get("name") == "modelopt"
+    )
+    inner = q.get("quantization")
+    nested = isinstance(inner, Mapping)
+    algo = inner.get("quant_algo") if isinstance(inner, Mapping) else q.get("quant_algo")
+    if not modelopt or not algo:
+        return None
+    return ModelOptAlgo(str(algo).upper(), where, nested)

@@ -33,6 +33,7 @@ from sparktui.core.vllm_kv_dtypes import (
     SPECULATIVE_METHODS,
     SPECULATIVE_METHODS_REMOVED,
     KvCacheDtype,
+    ModelOptAlgo,
     checkpoint_kv_quant,
     kv_cache_dtype,
 )
@@ -421,6 +422,22 @@ RULES: tuple[Rule, ...] = (
          "without --gpu-memory-utilization vLLM claims 0.92 of the memory",
          "vllm/config/cache.py: CacheConfig.gpu_memory_utilization, Field(default=0.92) (0.20.0, 0.20.1, "
          "0.21.0 line 66); arg_utils.py EngineArgs.gpu_memory_utilization takes it"),
+    Rule("modelopt_mixed_precision", V(0, 10, 0), V(0, 17, 0), "refused",
+         "a ModelOpt MIXED_PRECISION checkpoint (a quant_algo per layer) is refused: the ModelOpt configs take "
+         "one algorithm for the whole model, FP8 or NVFP4 (0.14-0.16 also FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, "
+         "0.16 MXFP8); there is no modelopt_mixed method",
+         "vllm/model_executor/layers/quantization/modelopt.py: QUANT_ALGOS, ModelOptQuantConfigBase.from_config "
+         "('ModelOpt currently only supports: [...]'); config/model.py: _parse_quant_hf_config (0.13) / "
+         "transformers_utils/model_arch_config_convertor.py: _normalize_quantization_config ('Unknown ModelOpt "
+         "quant algo')"),
+    Rule("modelopt_mixed_precision", V(0, 17, 0), None, "config_json_flat",
+         "MIXED_PRECISION loads as modelopt_mixed when the quantization config vLLM reads is config.json's flat "
+         "copy (quant_method 'modelopt', as ModelOpt 0.43 exports it); a copy nested under 'quantization' (an "
+         "hf_quant_config.json-only checkpoint) is refused by the ModelOpt normalisation, which maps only the FP8 "
+         "family and NVFP4 (read 0.17.0-0.32.0)",
+         "vllm/model_executor/layers/quantization/modelopt.py: ModelOptMixedPrecisionConfig.override_quantization_method; "
+         "transformers_utils/model_arch_config_convertor.py: ModelArchConfigConvertorBase._normalize_quantization_config; "
+         "transformers_utils/config.py: get_config (config.json's quantization_config before hf_quant_config.json)"),
     Rule("mrope_cache_positions", V(0, 10, 0), V(0, 32, 0), "x4",
          "an M-RoPE's cos/sin cache holds max_position × 4 positions (for video positions), counted in the "
          "weights",
@@ -736,6 +753,26 @@ class VllmRules:
                     "GB10 is SM121: no attention backend, vLLM does not start"
                     + (" (vLLM 0.32 adds --kv-cache-dtype nvfp4 on GB10)" if rule == "sm100" else "")
                 )
+        return None
+
+    def modelopt_refusal(self, modelopt: ModelOptAlgo | None) -> str | None:
+        """Why this vLLM refuses a ModelOpt checkpoint's quantization (None: it loads it). Only
+        MIXED_PRECISION is judged (rule modelopt_mixed_precision)."""
+        if modelopt is None or modelopt.algo != "MIXED_PRECISION":
+            return None
+        if self.value("modelopt_mixed_precision") == "refused":
+            return (
+                f"vLLM {self.version} has no ModelOpt MIXED_PRECISION support (a quantization per layer, from "
+                f"{modelopt.file}): it refuses the checkpoint ('ModelOpt currently only supports: ...') and does "
+                "not start; modelopt_mixed arrived in vLLM 0.17"
+            )
+        if modelopt.nested:
+            return (
+                f"vLLM {self.version} reads this checkpoint's quantization from {modelopt.file}, nested under "
+                "'quantization', and refuses it ('Unknown ModelOpt quant algo: MIXED_PRECISION'): vLLM loads "
+                "MIXED_PRECISION only from config.json's quantization_config as ModelOpt exports it (quant_method "
+                "'modelopt'); does not start"
+            )
         return None
 
     def speculative_method_refusal(self, method: str) -> str | None:

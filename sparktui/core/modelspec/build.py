@@ -18,6 +18,7 @@ from sparktui.core.modelspec.quant import CATEGORIES, LINEAR, bytes_per_param, q
 from sparktui.core.modelspec.spec import DTYPE_BYTES, MAMBA, LayerGroup, ModelSpec
 from sparktui.core.modelspec.weight_format import weight_formats
 from sparktui.core.modelspec.weights import headers_of_folder, stored_by_category, weights_from_folder
+from sparktui.core.vllm_kv_dtypes import checkpoint_modelopt_algo
 from sparktui.core.vllm_rules import checkpoint_kv_quant
 from sparktui.errors import UserError
 
@@ -277,6 +278,7 @@ def _build(
         quantization=quant_name,
         checkpoint_kv_cache_dtype=kv_quant[1],
         checkpoint_quant_method=kv_quant[0],
+        modelopt_algo=checkpoint_modelopt_algo(config, hf_quant),
         param_count=params,
         weights_bytes=weights_bytes,
         weights_source=weights_source,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparktui.core.modelspec.encoder import Encoder
+from sparktui.core.vllm_kv_dtypes import ModelOptAlgo
 
 # Layer kinds, as vLLM's KV cache specs see them.
 FULL = "full"  # full attention: K and V for every token
@@ -182,6 +183,7 @@ class ModelSpec:
     quantization: str | None = None  # fp8, nvfp4, mxfp4, awq, gptq, int8, int4, mixed
     checkpoint_kv_cache_dtype: str | None = None  # "fp8" when the checkpoint asks for it
     checkpoint_quant_method: str | None = None  # the quantization method vLLM reads it from (vllm_rules)
+    modelopt_algo: ModelOptAlgo | None = None  # a ModelOpt checkpoint's quant_algo as vLLM reads it
     param_count: int = 0
     weights_bytes: int = 0
     weights_source: str = ""
