@@ -192,6 +192,8 @@ def _format(summary: LogSummary) -> str:
         ("phase", summary.phase if summary.phase != "failed" else f"failed during {summary.reached.replace('_', ' ')}"),
     ]
     lines = [f"{name:<16} {value}" for name, value in rows]
+    if summary.launches > 1:
+        lines.append(f"{'launches':<16} {summary.launches} in this file: the figures are of the last")
     failure = d["failure"]
     lines.append(f"{'failure':<16} {'-' if failure is None else failure['kind']}")
     if failure:

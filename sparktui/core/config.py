@@ -20,12 +20,13 @@ from sparktui.core.command_line import split_command, strip_launcher
 from sparktui.core.speculation import Speculation, parse_speculation
 from sparktui.core.units import parse_human_int
 from sparktui.core.vllm_argv import (
+    SHORTHANDS,
+    apply_shorthands,
     dashed,
     dotted_value,
     expand_prefix,
     merge_dotted,
-    spec_shorthand,
-    with_spec_shorthands,
+    shorthand,
 )
 from sparktui.core.vllm_config_file import expand_config
 from sparktui.core.vllm_rules import parse_version, rules_for
@@ -404,7 +405,7 @@ def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
     found: dict[str, Any] = {}
     kept: list[Any] = []
     dotted: dict[str, tuple[Flag, dict[str, Any]]] = {}
-    shorthands: dict[str, str] = {}
+    shorthands: dict[str, list[str]] = {}
     i = 0
     while i < len(extra):
         token = extra[i]
@@ -421,9 +422,17 @@ def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
                 kept += [token] if eq else [token, value]
             i += 0 if eq else 1
             continue
-        if (key := spec_shorthand(name)) is not None and (eq or i < len(extra)):
-            shorthands[key] = inline if eq else str(extra[i])
-            i += 0 if eq else 1
+        if (short := shorthand(name)) is not None:
+            words = [inline] if eq else []
+            while (
+                not eq
+                and i < len(extra)
+                and not _is_flag_token(str(extra[i]))
+                and (not words or SHORTHANDS[short][2] == "ints")
+            ):
+                words.append(str(extra[i]))
+                i += 1
+            shorthands[short] = words or [""]
             continue
         flag, negated = _flag_for(name)
         if flag is None or flag.positional:
@@ -448,8 +457,7 @@ def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
         found[flag.field] = " ".join(values)
     for flag, keys in dotted.values():  # vLLM appends them after everything: they win
         found[flag.field] = keys
-    if shorthands:
-        found["speculative_config"] = with_spec_shorthands(found.get("speculative_config"), shorthands)
+    apply_shorthands(found, shorthands)
     return found, kept
 
 
@@ -774,7 +782,7 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
     values: dict[str, Any] = {}
     extra: list[str] = []
     dotted: dict[str, tuple[Flag, dict[str, Any]]] = {}
-    shorthands: dict[str, str] = {}  # --spec-method & co.
+    shorthands: dict[str, list[str]] = {}  # --spec-method & co.
     given_model = False
     for name, value in env.items():
         if name == "VLLM_API_KEY":
@@ -807,11 +815,19 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
             if not _add_dotted(dotted, name, value):
                 extra += [token] if eq else [token, value]
             continue
-        if (key := spec_shorthand(name)) is not None:  # --spec-method mtp: a key of --speculative-config
-            if not eq and (i >= len(tokens) or _is_flag_token(tokens[i])):
+        if (short := shorthand(name)) is not None:  # --spec-method mtp: a key of --speculative-config
+            words = [inline] if eq else []
+            while (
+                not eq
+                and i < len(tokens)
+                and not _is_flag_token(tokens[i])
+                and (not words or SHORTHANDS[short][2] == "ints")
+            ):
+                words.append(tokens[i])
+                i += 1
+            if not words:
                 raise UserError(f"{name}: missing its value")
-            shorthands[key] = inline if eq else tokens[i]
-            i += 0 if eq else 1
+            shorthands[short] = words
             continue
         flag, negated = _flag_for(name)
         if flag is None:
@@ -851,8 +867,7 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
         given_model = given_model or flag.field == "model"
     for flag, keys in dotted.values():  # vLLM appends them after everything: they win
         values[flag.field] = keys
-    if shorthands:
-        values["speculative_config"] = with_spec_shorthands(values.get("speculative_config"), shorthands)
+    apply_shorthands(values, shorthands)
     if base is not None:
         values = {**base.model_dump(), **values}
         extra = [*base.extra_args, *extra]

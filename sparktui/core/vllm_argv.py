@@ -84,39 +84,48 @@ def _update(original: dict[str, Any], update: dict[str, Any]) -> None:
             original[key] = value
 
 
-# vLLM 0.32's shorthands for keys of --speculative-config (vllm/engine/arg_utils.py add_cli_args and
-# create_speculative_config): each sets its key, and stops vLLM when --speculative-config has it too.
-SPEC_SHORTHANDS = {"--spec-method": "method", "--spec-model": "model", "--spec-tokens": "num_speculative_tokens"}
+# vLLM 0.32's flags that set one key of a JSON flag (vllm/engine/arg_utils.py add_cli_args; copied in by
+# create_speculative_config and create_engine_config, which stop when the JSON flag has the key too):
+# flag → (ServeConfig field, key, "text" | "int" | "ints" (nargs="+")).
+SHORTHANDS: dict[str, tuple[str, str, str]] = {
+    "--spec-method": ("speculative_config", "method", "text"),
+    "--spec-model": ("speculative_config", "model", "text"),
+    "--spec-tokens": ("speculative_config", "num_speculative_tokens", "int"),
+    "--max-cudagraph-capture-size": ("compilation_config", "max_cudagraph_capture_size", "int"),
+    "--cudagraph-capture-sizes": ("compilation_config", "cudagraph_capture_sizes", "ints"),
+}
+_JSON_FLAG = {"speculative_config": "--speculative-config", "compilation_config": "--compilation-config"}
 
 
-def spec_shorthand(name: str) -> str | None:
-    """The --speculative-config key a --spec-* flag (in any spelling vLLM reads) sets, else None."""
+def shorthand(name: str) -> str | None:
+    """The SHORTHANDS flag `name` is in any spelling vLLM reads (`--spec_tokens`, `--max-cudagraph`), else None."""
     name = dashed(name)
-    return SPEC_SHORTHANDS.get(name) or SPEC_SHORTHANDS.get(expand_prefix(name) or "")
+    return name if name in SHORTHANDS else (found if (found := expand_prefix(name)) in SHORTHANDS else None)
 
 
-def with_spec_shorthands(speculative_config: Any, given: dict[str, str]) -> Any:
-    """--speculative-config (JSON text or an object, or None) with the --spec-* keys added, as vLLM adds
-    them; UserError where a key is given both ways, or --spec-tokens is no whole number."""
+def apply_shorthands(values: dict[str, Any], given: dict[str, list[str]]) -> None:
+    """Put each shorthand's value into its JSON flag in `values` (JSON text or an object), as vLLM does;
+    UserError where the JSON flag has the key too, or a number is not a whole one."""
     from sparktui.errors import UserError
 
-    if not given:
-        return speculative_config
-    try:
-        merged = json.loads(speculative_config) if isinstance(speculative_config, str) else speculative_config
-    except json.JSONDecodeError:
-        return speculative_config  # the flag's own check says what is wrong with it
-    merged = dict(merged) if isinstance(merged, dict) else {}
-    for key, value in given.items():
-        flag = next(f for f, k in SPEC_SHORTHANDS.items() if k == key)
+    for flag, words in given.items():
+        field, key, kind = SHORTHANDS[flag]
+        current = values.get(field)
+        try:
+            merged = json.loads(current) if isinstance(current, str) else current
+        except json.JSONDecodeError:
+            continue  # the JSON flag's own check says what is wrong with it
+        merged = dict(merged) if isinstance(merged, dict) else {}
         if key in merged:
             raise UserError(
-                f"{flag} and --speculative-config's {key}: vLLM stops (they are mutually exclusive); drop one"
+                f"{flag} and {_JSON_FLAG[field]}'s {key}: vLLM stops (they are mutually exclusive); drop one"
             )
-        if key == "num_speculative_tokens":
-            if not re.fullmatch(r"[+-]?\d+", value.strip()):
-                raise UserError(f"{flag}: got {value}; expected a whole number of tokens to draft, such as 3")
-            merged[key] = int(value)
+        if kind == "text":
+            merged[key] = words[0]
         else:
-            merged[key] = value
-    return merged
+            if not all(re.fullmatch(r"[+-]?\d+", w.strip()) for w in words):
+                raise UserError(
+                    f"{flag}: got {' '.join(words)}; expected {'whole numbers' if kind == 'ints' else 'a whole number'}"
+                )
+            merged[key] = [int(w) for w in words] if kind == "ints" else int(words[0])
+        values[field] = merged

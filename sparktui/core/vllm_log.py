@@ -338,6 +338,10 @@ _MODEL_RANK = {"engine": 4, "banner": 3, "args": 2, "loading": 1, "error": 0}
 # sized (so after --max-model-len -1 / auto is resolved), in every version 0.10–0.32 (kv_cache_utils.py;
 # one line with "GPU KV cache size" from 0.28): the length the engine runs with, beating the others.
 _LEN_RANK = {"kv_capacity": 3, "engine": 2, "resolved": 1, "args": 0}
+# the lines a launch prints once, at its start: a second one of the same kind in one file (a nohup.out, a
+# log appended by every restart) is the next launch, and the summary starts again from it
+_LAUNCH_SOURCES = frozenset(("api_server", "banner", "headless", "container"))
+_LAUNCH_WORDS = ("vLLM API server version", "█  version", "Launching vLLM (", "vLLM Version ")
 # failures that name a cause beat the generic ones
 _GENERIC = ("engine_init_failed", "unknown", "killed", "crashed", "exited_early", "log_ended", "empty_log")
 # exceptions that only wrap the one that failed (printed after it): never the root cause
@@ -372,6 +376,9 @@ class LogSummary:
     """What a vLLM log says so far. Feed it lines (or events); call finish() at end of input."""
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self.version: str | None = None
         self.model: str | None = None
         self.max_model_len: int | None = None
@@ -399,6 +406,8 @@ class LogSummary:
         self._last_raw: str | None = None  # the last such line: what the log ends with
         self.finished = False
         self._ranks: dict[str, int] = {}
+        self.launches = 0  # how many launches the lines began; the summary is of the last
+        self._launch_lines: set[str] = set()
 
     # -- feeding
 
@@ -431,28 +440,38 @@ class LogSummary:
         same phase, figures and failure, at a fraction of the cost once start-up has completed.
         Until then every line is parsed. After it a line at INFO, WARNING or DEBUG level is
         skipped unless it holds the words of a start-up figure not seen yet (a failure and the
-        exception it names come only at other levels), and any other line unless it holds those
-        or a failure's or an exception's words; the line counts and the last line are kept. Not kept after ready: the warnings counted, a version, model, length or URL said late."""
+        exception it names come only at other levels) or the opening line of another launch, and any
+        other line unless it holds those or a failure's or an exception's words; the line counts and the
+        last line are kept. Not kept after ready: the warnings counted, a version, model, length or URL
+        said late."""
         if not self.ready:
             self.feed_lines(lines)
             return
         late = tuple(word for field, words in _LATE_FIGURES if getattr(self, field) is None for word in words)
         texts = 0
         last = self._last_raw
-        for raw in lines:
+        for i, raw in enumerate(lines):
             if raw and not raw.isspace():
                 texts += 1
                 last = raw
             if quiet(raw):
-                if not (late and any(word in raw for word in late)):
+                if not (late and any(word in raw for word in late)) and not any(w in raw for w in _LAUNCH_WORDS):
                     continue
-            elif not _SERVING_WORDS.search(ANSI.sub("", raw) if "\x1b" in raw else raw) and not (
-                late and any(word in raw for word in late)
+            elif (
+                not _SERVING_WORDS.search(ANSI.sub("", raw) if "\x1b" in raw else raw)
+                and not (late and any(word in raw for word in late))
+                and not any(w in raw for w in _LAUNCH_WORDS)
             ):
-                continue  # no failure, exception or figure can be in it
+                continue  # no failure, exception, figure or new launch can be in it
             events = parse_line(raw)
             if events:
                 self.apply(events)
+                if not self.ready:  # vLLM started again in this file: its start-up is read line by line
+                    self.lines += i + 1
+                    self.text_lines += texts
+                    self._last_raw = last
+                    self.feed_lines(lines[i + 1 :])
+                    return
         self.lines += len(lines)
         self.text_lines += texts
         self._last_raw = last
@@ -475,6 +494,8 @@ class LogSummary:
         for ev in events:
             kind = type(ev)
             if isinstance(ev, Version):
+                if ev.source in _LAUNCH_SOURCES:
+                    self._launch(ev.source)
                 self._take("version", ev.version, _VERSION_RANK[ev.source])
             elif isinstance(ev, Model):
                 self._take("model", ev.model, _MODEL_RANK[ev.source])
@@ -523,6 +544,17 @@ class LogSummary:
                 if self.phase != FAILED:
                     self.phase = phase
         return [PhaseChanged(self.phase)] if self.phase != before else []
+
+    def _launch(self, source: str) -> None:
+        """A launch's opening line. A second one of the same kind is vLLM started again in this file: the
+        summary starts over from it (the line counts and the last line go on)."""
+        if source in self._launch_lines:
+            kept = (self.lines, self.text_lines, self._last_raw, self.launches)
+            self._reset()
+            self.lines, self.text_lines, self._last_raw, self.launches = kept
+        if not self._launch_lines:
+            self.launches += 1
+        self._launch_lines.add(source)
 
     def _fail(self, failure: Failure) -> None:
         current = self.failure

@@ -158,3 +158,39 @@ def test_the_spec_shorthands_of_vllm_032_are_keys_of_the_speculative_config():
 def test_a_bad_spec_shorthand_names_it(line, pattern):
     with pytest.raises(UserError, match=pattern):
         parse_serve_command(line)
+
+
+def test_the_cudagraph_shorthands_are_keys_of_the_compilation_config_the_fit_reads():
+    # an eugr recipe posted in NVIDIA's forum ("PSA: State of FP4/NVFP4 Support for DGX Spark in VLLM"):
+    # --max-cudagraph-capture-size sets compilation_config.max_cudagraph_capture_size in vLLM 0.32
+    import pathlib
+
+    from sparktui.core.fit import dgx_spark
+    from sparktui.core.fit_settings import settings_from
+    from sparktui.core.modelspec import spec_from_config
+
+    line = (
+        "vllm serve chankhavu/Nemotron-Cascade-2-30B-A3B-NVFP4 --kv-cache-dtype fp8 --trust-remote-code "
+        "--gpu-memory-utilization 0.80 --max-num-seqs 512 --enable-prefix-caching --max-cudagraph-capture-size 512 "
+        "--mamba-ssm-cache-dtype float32 --reasoning-parser nemotron_v3 --tool-call-parser qwen3_coder "
+        "--enable-auto-tool-choice --port 8000 --host 0.0.0.0 --max-model-len 262144 --load-format fastsafetensors 2>&1"
+    )
+    c = parse_serve_command(line)
+    assert json.loads(c.compilation_config) == {"max_cudagraph_capture_size": 512}
+    assert c.extra_args == [
+        "--reasoning-parser",
+        "nemotron_v3",
+        "--tool-call-parser",
+        "qwen3_coder",
+        "--enable-auto-tool-choice",
+    ]
+    spec = spec_from_config(
+        json.loads(pathlib.Path("tests/fixtures/model-configs/Qwen__Qwen3-32B.json").read_text()), name="q", source="f"
+    )
+    sized = parse_serve_command(f"{MODEL} --cudagraph-capture-sizes 1 2 4 8 --port 9")
+    assert (sized.port, json.loads(sized.compilation_config)) == (9, {"cudagraph_capture_sizes": [1, 2, 4, 8]})
+    s = settings_from(sized, spec, dgx_spark())
+    assert s.capture_sizes == (1, 2, 4, 8)
+    assert settings_from(c, spec, dgx_spark()).max_capture_size == 512
+    with pytest.raises(UserError, match=r"^--max-cudagraph-capture-size and --compilation-config's .*exclusive"):
+        parse_serve_command(f"{MODEL} -cc.max_cudagraph_capture_size 64 --max-cudagraph-capture-size 512")

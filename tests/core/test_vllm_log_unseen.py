@@ -360,3 +360,19 @@ def test_a_negative_cuda_graph_estimate_is_calibrated_with_its_sign(name, graphs
     assert c.figures["cuda_graphs"] == int(graphs * GiB)
     f_kv, f_w = f.kv_memory or 0, f.weights or 0
     assert c.figures["activation_non_torch"] == c.figures["requested"] - f_w - f_kv - int(graphs * GiB)
+
+
+def test_a_file_with_two_launches_is_summarised_by_the_last(capsys, tmp_path):
+    # mrpid12org/imageworks' nohup.out holds a launch refused for free memory (its lines 1-151, one fixture)
+    # and the next launch, which started (lines 152-252, the other): the file as it was, both in order
+    nohup = tmp_path / "nohup.out"
+    nohup.write_bytes(
+        (LOGS / "discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_free-memory-less-than-desired_fail.log").read_bytes()
+        + (LOGS / "discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_success.log").read_bytes()
+    )
+    summary = summarize(nohup.read_text().splitlines(keepends=True))
+    assert summary.ready and summary.failure is None and summary.phase == "ready" and summary.launches == 2
+    assert summary.available_kv_gib == 8.99 and summary.kv_cache_tokens == 18400
+    assert main(["inspect-log", str(nohup)]) == 0
+    out = capsys.readouterr().out
+    assert "launches         2 in this file: the figures are of the last" in out and "free_memory" not in out
