@@ -178,8 +178,16 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
         tagged = from_image(image, inspect=False)  # the tag says (vllm/vllm-openai:v0.20.0, NGC 26.01)
         if tagged is not None:
             version, source = tagged
-    if version is None and (log_version := calibration_log_version(args)) is not None:
+    log_version = calibration_log_version(args)
+    if version is None and log_version is not None:
         version, source = log_version, f"the log {args.calibrate_from}"  # before a pasted utilization is read
+    elif version is not None and log_version is not None and not _same_release(version, log_version):
+        # a calibration is keyed by, and holds for, the vLLM that measured it (graphs, profile and
+        # non-torch accounting change between releases)
+        raise UserError(
+            f"--calibrate-from: {args.calibrate_from} was written by vLLM {log_version}, but {source} says "
+            f"{version}; give the log of a start-up of {version}, or leave the version to the log"
+        )
     if version is not None:
         config = config.replace(vllm_version=version)
     if (
@@ -192,6 +200,12 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
             config = config.replace(gpu_memory_utilization=left[0])
             args.left_to_vllm = [f"utilization {left[1]}"]
     return config, str(args.machine or machine_name), source
+
+
+def _same_release(a: str, b: str) -> bool:
+    from sparktui.core.calibration import release_version
+
+    return release_version(a) == release_version(b)
 
 
 def calibration_log_version(args: argparse.Namespace) -> str | None:

@@ -131,6 +131,10 @@ def _container_args(tokens: list[str]) -> list[str]:
     else:
         options, image, rest = split_docker_run([w for w in tokens if w != "container"])
     if image is None:
+        if "exec" in tokens[1:3]:
+            raise UserError(
+                "docker exec: no container in the pasted line; expected `docker exec [OPTIONS] CONTAINER vllm serve …`"
+            )
         raise UserError("docker run: no image in the pasted line; expected `docker run [OPTIONS] IMAGE [vLLM flags]`")
     entrypoint = next((w.split("=", 1)[1] for w in options if w.startswith("--entrypoint=")), None)
     if "--entrypoint" in options:

@@ -130,6 +130,8 @@ BAD_ARGS = [
     (["fit", "--port", "99999", "--model", "x"], ["--port"]),
     (["fit", "--model", "x", "--hf-token", "hf_secret"], ["--hf-token", "HF_TOKEN"]),
     (["fit", "--", "vllm", "serve", "x", "--hf-token=hf_secret"], ["--hf-token", "HF_TOKEN"]),
+    # NVIDIA's vLLM playbook: `vllm serve ${HF_MODEL_HANDLE}`, pasted without the shell that expands it
+    (["fit", "--offline", "--", "vllm", "serve", "${HF_MODEL_HANDLE}"], ["${HF_MODEL_HANDLE}", "shell variable"]),
     # the spellings vLLM reads as --hf-token: underscores, a unique prefix
     (["fit", "--", "vllm", "serve", "x", "--hf_token", "hf_secret"], ["--hf-token", "HF_TOKEN"]),
     (["fit", "--", "vllm", "serve", "x", "--hf-tok=hf_secret"], ["--hf-token", "HF_TOKEN"]),

@@ -142,3 +142,22 @@ def test_a_file_that_is_not_text_is_refused_as_inspect_log_refuses_it(capsys, is
     assert main(["fit", *flags(gemma, "--calibrate-from", str(blob))]) == 2
     err = capsys.readouterr().err
     assert "--calibrate-from" in err and "is not a text log (a NUL byte at offset" in err and "Traceback" not in err
+
+
+TP2_LOG = FIXTURES / "vllm-logs" / "discrete_v0.10.2_qwen3-next-80b-a3b-instruct_tp2-H200_success.log"
+TP2_LINE = ["--", "vllm", "serve", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tensor-parallel-size", "2"]
+
+
+def test_a_tp2_log_calibrates_its_own_release_to_the_token(capsys, isolated):
+    # vLLM 0.10.2 on two H200s: "GPU KV cache size: 973,760 tokens", "14.77x" for 262,144 tokens
+    d = fit_json(capsys, "--offline", "--machine", "139.81", "--vllm-version", "0.10.2", "--calibrate-from",
+                 str(TP2_LOG), *TP2_LINE)  # fmt: skip
+    assert d["kv_cache_tokens"] == 973_760 and set(d["kv_memory_source"].values()) == {"calibrated"}
+
+
+def test_a_log_of_another_release_than_the_fit_is_refused(capsys, isolated):
+    # the calibration would be kept under 0.21 while 0.10.2 measured it (no graph estimate then)
+    assert main(["fit", "--offline", "--machine", "139.81", "--vllm-version", "0.21", "--calibrate-from",
+                 str(TP2_LOG), *TP2_LINE]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "was written by vLLM 0.10.2, but --vllm-version says 0.21" in err and "Traceback" not in err

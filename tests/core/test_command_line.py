@@ -56,6 +56,7 @@ def test_a_placeholder_in_angle_brackets_is_a_value_not_a_redirection():
         ("docker run --gpus all ubuntu nvidia-smi", r"docker run ubuntu: expected the container to run `vllm serve"),
         ("docker run --entrypoint /bin/bash vllm/vllm-openai:latest", r"it runs `/bin/bash`"),
         ("docker run --gpus all", r"docker run: no image"),
+        ("docker exec -it", r"docker exec: no container"),
         ("docker run img bash -lc 'vllm bench serve --model x'", r"expected `vllm serve …`, got `vllm bench`"),
     ],
 )

@@ -135,6 +135,11 @@ def _load_cached(model: str, dirs: tuple[Path, ...], fetcher: Fetcher | None) ->
             return replace(spec, source=f"Hugging Face Hub (config and headers only, cached in {fetched})")
         miss = getattr(fetcher, "describe_miss", None)
         tried.append(str(miss(model)) if callable(miss) else "the Hugging Face Hub (no such repository)")
+    if model.startswith("$"):  # `vllm serve $MODEL_HANDLE` pasted from a playbook
+        raise UserError(
+            f"unknown model {model!r}: that is a shell variable, which sparktui does not expand; write the "
+            "model's repo id or folder instead"
+        )
     raise UserError(
         f"unknown model {model!r}: tried {', '.join(tried)}. Fix: pass the path of a local model "
         f"folder that has config.json, download it first (huggingface-cli download {model}), check the "
