@@ -174,6 +174,25 @@ async def test_a_pasted_line_reads_as_the_cli_reads_it_environment_and_shell_inc
         assert not any("hf_secretvalue" in m for m in said)
 
 
+async def test_a_pasted_docker_run_takes_the_vllm_of_its_image_tag_as_fit_does():
+    app = SparkApp(backend=SampleBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        await pilot.press("f4")
+        await settled(pilot)
+        app.screen.query_one(Input).value = (
+            "docker run --gpus all -e HF_TOKEN=hf_secretvalue --ipc=host vllm/vllm-openai:v0.17.0-cu130 "
+            "Qwen/Qwen3-32B -tp 2"
+        )
+        await pilot.press("enter")
+        await settled(pilot)
+        config = config_pane(app).form.config
+        assert (config.model, config.tensor_parallel_size, config.vllm_version) == ("Qwen/Qwen3-32B", 2, "0.17.0")
+        said = [str(n.message) for n in app._notifications]
+        assert any("vLLM 0.17.0 takes 0.9 " in m for m in said)  # the image's vLLM, not the newest
+        assert any("HF_TOKEN" in m for m in said) and not any("hf_secretvalue" in m for m in said)
+
+
 async def test_a_bad_pasted_line_is_explained_in_the_dialog():
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
