@@ -213,10 +213,13 @@ class SparkApp(App[None]):
         )
         yield StatusBar(id="status")
         yield Tabs(*(Tab(pane.TAB, id=f"tab-{pane.NAME}") for pane in PANES), id="pane-tabs")
+        narrow = width < self.HORIZONTAL_BREAKPOINTS[1][0]  # one pane at a time (app.tcss)
         with Horizontal(id="panes"):
             for pane_class in PANES:
                 pane = self.make_pane(pane_class)
                 pane.set_class(self.pane == pane_class.NAME, "-active")
+                if narrow and self.pane != pane_class.NAME:
+                    pane.start_hidden()
                 shared = {n: getattr(SparkApp, n) for n in SHARED if n in getattr(pane_class, "_reactives", {})}
                 yield pane.data_bind(**shared)
         yield PanelFooter()
@@ -376,7 +379,9 @@ class SparkApp(App[None]):
 
     async def action_pane(self, pane: str, action: str) -> None:
         """Run a pane's action (the keys in ui.actions name their pane; the pane or its child that owns it runs it)."""
-        await self.run_action(action, self.pane_widget(pane).action_owner(action))
+        widget = self.pane_widget(pane)
+        await widget.mounted()  # a key typed before a hidden pane mounted its widgets
+        await self.run_action(action, widget.action_owner(action))
 
     def on_show_pane(self, message: msg.ShowPane) -> None:
         self.show_pane(message.pane)

@@ -82,6 +82,13 @@ def widget(app, cls):
     return app.screen_stack[0].query_one(cls)
 
 
+async def mounted(pilot, cls):
+    """`widget(app, cls)` once it is in the DOM: a pane hidden at the start (80x24 shows one at a
+    time) mounts its widgets once the first screen is full, or when it is shown."""
+    await until(pilot, lambda: bool(pilot.app.screen_stack[0].query(cls)), f"a {cls.__name__} mounted")
+    return widget(pilot.app, cls)
+
+
 def server_record(log_path, *, status="running", exit=None, profile_path=None, **changes):
     """A supervisor state record (the shape runtime/server/supervisor.py writes) for a server on 8000."""
     from sparktui.core.vllm_log import LogSummary

@@ -20,6 +20,7 @@ from tests.support.app import (
     RecordBackend,
     RecordsBackend,
     SampleBackend,
+    mounted,
     server_pane,
     server_record,
     two_server_records,
@@ -133,7 +134,7 @@ def server_snapshot(tmp_path, case: str):
 
 async def prepare_server(pilot):
     app = pilot.app
-    log = widget(app, LogView)
+    log = await mounted(pilot, LogView)  # at 80x24 once the first screen is full (the pane is hidden)
 
     def settled() -> bool:
         fitted = app.fit is not None and app.fit.verdict == "fits"

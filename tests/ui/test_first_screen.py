@@ -187,6 +187,38 @@ async def test_the_first_fit_is_one_worker_away_from_the_profile(monkeypatch):
         assert "DGX Spark" in str(app.query_one("#profile-line").render())
 
 
+@pytest.mark.parametrize(("size", "later"), [((80, 24), True), ((120, 40), False)], ids=["80x24", "120x40"])
+async def test_hidden_panes_mount_their_widgets_once_the_screen_is_full(size, later):
+    """At 80x24 one pane shows at a time: the server and memory panes' widgets (the log, the
+    gauge …) are not styled and laid out for the first screen, which cannot show them; they are
+    mounted once it is full. Wider, every pane shows from the first frame."""
+    from textual.app import App
+
+    from sparktui.ui.widgets.gauge import MemoryGauge
+    from sparktui.ui.widgets.logview import LogView
+
+    at_first_frame: list[tuple[bool, bool]] = []  # (a gauge, a log view) in the DOM at the first frame drawn
+    display = App._display
+
+    def recording_display(app, screen, renderable):
+        if renderable is not None and not app._batch_count and not at_first_frame:
+            at_first_frame.append((bool(screen.query(MemoryGauge)), bool(screen.query(LogView))))
+        return display(app, screen, renderable)
+
+    app = SparkApp(profile="70b-dense-single-user", backend=OrderBackend())
+    App._display = recording_display  # type: ignore[method-assign]
+    try:
+        async with app.run_test(size=size) as pilot:
+            await settled(pilot, lambda app: bool(at_first_frame) and app.background_started, "the first screen")
+            await until(pilot, lambda: bool(app.query(MemoryGauge)) and bool(app.query(LogView)), "the panes' widgets")
+            app.show_pane("memory")
+            await until(pilot, lambda: app.query_one(MemoryGauge).size.width > 0, "the gauge shown")
+            assert app.query_one(MemoryGauge).sample is not None  # the reading taken before it mounted
+    finally:
+        App._display = display  # type: ignore[method-assign]
+    assert at_first_frame == [(not later, not later)]
+
+
 async def test_no_frame_is_drawn_before_the_screen_is_full():
     """The frames before the full screen (the header and an empty form, then the form waiting for
     its fit) were each laid out and rendered, and overwritten within a fraction of a second: the

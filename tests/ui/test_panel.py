@@ -26,6 +26,7 @@ from tests.support.app import (
     first_screen_full,
     fit_box,
     log_drawn,
+    mounted,
     sample,
     screen_text,
     server_pane,
@@ -145,7 +146,7 @@ async def test_the_log_follows_again_after_a_new_log_and_says_so(tmp_path):
 async def test_a_log_read_while_its_pane_was_hidden_still_follows(tmp_path):
     app = SparkApp(backend=RecordBackend(server_record(ready_log(tmp_path))))
     async with app.run_test(size=(80, 24)) as pilot:
-        log = widget(app, LogView)
+        log = await mounted(pilot, LogView)
         await until(pilot, lambda: log.line_count > 50, "the log, read in the hidden server pane")
         await log_drawn(pilot, log)
         await pilot.press("ctrl+n")
@@ -169,7 +170,7 @@ async def test_polling_lines_are_hidden_until_asked_for(tmp_path):
     app = SparkApp(backend=RecordBackend(server_record(log)))
     async with app.run_test(size=(80, 24)) as pilot:
         app.show_pane("server")
-        view = widget(app, LogView)
+        view = await mounted(pilot, LogView)
         await until(pilot, lambda: view.polling_hidden == 60, "the polling lines counted")
         assert not any("GET /metrics" in line or "GET /health" in line for line in view.lines())
         assert view.lines()[-1] == "INFO real request"
@@ -223,7 +224,7 @@ async def test_at_80x24_a_long_vllm_line_shows_its_whole_message(tmp_path):
     app = SparkApp(backend=RecordBackend(server_record(log)))
     async with app.run_test(size=(80, 24)) as pilot:
         app.show_pane("server")
-        view = widget(app, LogView)
+        view = await mounted(pilot, LogView)
         await until(pilot, lambda: view.line_count == 3, "the log")
         await until(
             pilot, lambda: any("09:00:02 after" in line for line in screen_text(app)), "the last line on screen"

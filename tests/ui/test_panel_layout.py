@@ -8,7 +8,7 @@ from textual.geometry import Region
 
 from sparktui.ui.app import SparkApp
 from sparktui.ui.widgets.gauge import GpuView, MemoryGauge, packed
-from tests.support.app import SampleBackend, until, widget
+from tests.support.app import SampleBackend, mounted, until
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
@@ -25,7 +25,7 @@ async def test_the_gpu_figures_fit_the_memory_pane(size, lines):
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend(gpu=BUSY_SPARK))
     async with app.run_test(size=size) as pilot:
         app.show_pane("memory")
-        gauge = widget(app, MemoryGauge)
+        gauge = await mounted(pilot, MemoryGauge)
         await until(pilot, lambda: gauge.gpu.util == "100%" and gauge.size.width > 0, "the GPU reading")
         await pilot.pause()
         shown = screen_lines(gauge)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, cast
 
-from textual import work
+from textual import events, on, work
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.dom import DOMNode
 from textual.message import Message
+from textual.widget import AwaitMount, Widget
 from textual.worker import Worker, WorkerState
 
 from sparktui.ui.messages import WorkerFailed
@@ -42,9 +44,50 @@ class Pane(Vertical):
         """Start the polls and watches: once, after the first full screen (`messages.FirstScreen`).
         Nothing by default."""
 
+    # A pane whose widgets may wait: made in its __init__ (they keep what they are given before
+    # they mount), listed by `widgets`, mounted with the pane unless it starts hidden.
+    MOUNTS_LATER: ClassVar[bool] = False
+    _hidden_at_start = False  # its widgets are not mounted yet
+    _mounting: AwaitMount | None = None
+
+    def widgets(self) -> list[Widget]:
+        """The pane's widgets, for a MOUNTS_LATER pane."""
+        return []
+
+    def compose(self) -> ComposeResult:
+        if not self._hidden_at_start:
+            yield from self.widgets()
+
+    def start_hidden(self) -> None:
+        """The pane starts hidden (a narrow terminal shows one pane at a time): a MOUNTS_LATER pane
+        mounts its widgets when shown or once the first full screen is up (its start_background
+        calls `mounted`), so the first screen does not style and lay out what it cannot show."""
+        self._hidden_at_start = self.MOUNTS_LATER
+
+    async def mounted(self) -> None:
+        """Return once the pane's widgets are mounted (now, if it started hidden and they are not
+        yet). Its actions are run after this (SparkApp.action_pane)."""
+        if self._hidden_at_start:
+            self._hidden_at_start = False
+            self._mounting = self.mount_all(self.widgets())
+            await self._mounting
+            self.widgets_mounted()
+        elif self._mounting is not None:
+            await self._mounting  # asked again (shown, and the background start) while mounting
+
+    def widgets_mounted(self) -> None:
+        """The widgets of a pane that started hidden are mounted: draw what they missed."""
+
+    @on(events.Show)
+    def _shown(self) -> None:
+        if self._hidden_at_start:
+            self.call_later(self.mounted)  # a wider terminal shows every pane
+
     def set_active(self, active: bool) -> None:
         """The app shows this pane (narrow terminals: alone) or another one."""
         self.set_class(active, "-active")
+        if active and self._hidden_at_start:
+            self.call_later(self.mounted)
 
     @property
     def backend(self) -> Backend:

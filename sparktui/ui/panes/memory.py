@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, cast
 
-from textual.app import ComposeResult
 from textual.message import Message
 from textual.reactive import var
+from textual.widget import Widget
 
 from sparktui.errors import UserError
 from sparktui.ui.backend import Unavailable
@@ -68,10 +68,13 @@ class MemoryPane(Pane):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._stop = threading.Event()  # the pane is gone: the poll's thread ends
         self._pool: tuple[int, int | None] | None = None  # (MemTotal, pool bytes): the pool changes with neither
+        self.gauge = MemoryGauge(id="gauge")  # mounted later when the pane starts hidden (Pane.MOUNTS_LATER)
+        self.routes = RouteBox(id="routes")
 
-    def compose(self) -> ComposeResult:
-        yield MemoryGauge(id="gauge")
-        yield RouteBox(id="routes")
+    MOUNTS_LATER = True
+
+    def widgets(self) -> list[Widget]:
+        return [self.gauge, self.routes]
 
     def on_mount(self) -> None:
         # MemAvailable at once (the first fit uses it, and /proc/meminfo is cheap); the GPU and the
@@ -82,6 +85,7 @@ class MemoryPane(Pane):
         self._stop.set()
 
     def start_background(self) -> None:
+        self.call_later(self.mounted)
         self._sample_once(True)
         # Then one thread for the pane's life, not a worker a tick: a worker is a task, a thread
         # and three state messages through the app each second, most of the panel's idle CPU.
@@ -128,9 +132,9 @@ class MemoryPane(Pane):
         return self.Sampled(sample, gpu, error, routes)
 
     def on_memory_pane_sampled(self, message: Sampled) -> None:
-        self.query_one(MemoryGauge).update_sample(message.sample, message.error, message.gpu)
+        self.gauge.update_sample(message.sample, message.error, message.gpu)
         if message.routes is not None:
-            self.query_one(RouteBox).show(message.routes)
+            self.routes.show(message.routes)
         if message.sample is not None:
             # To the app, which shares it: not up through every widget between, each second
             self.app.post_message(MemorySampled(message.sample))
@@ -143,22 +147,22 @@ class MemoryPane(Pane):
     def _show_servers(self) -> None:
         """What the running servers reserve of this machine's pool (core.pool, as preflight counts it)."""
         live = tuple(e for e in self.servers if e.live)
-        sample = self.query_one(MemoryGauge).sample
+        sample = self.gauge.sample
         if live and sample is not None and (self._pool is None or self._pool[0] != sample.mem_total):
             try:
                 self._pool = (sample.mem_total, self.backend.pool_bytes(sample))
             except (UserError, Unavailable, ValueError):
                 self._pool = (sample.mem_total, None)
-        self.query_one(MemoryGauge).update_servers(live, self._pool[1] if self._pool else None)
+        self.gauge.update_servers(live, self._pool[1] if self._pool else None)
 
     def watch_guard(self, guard: GuardView) -> None:
-        self.query_one(MemoryGauge).update_guard(guard)
+        self.gauge.update_guard(guard)
 
     def watch_server(self, server: ServerStatus | None) -> None:
         if server is not None and server.live:
-            self.query_one(MemoryGauge).update_tree(server.tree_bytes, server.tree_procs)
+            self.gauge.update_tree(server.tree_bytes, server.tree_procs)
         else:
-            self.query_one(MemoryGauge).update_tree(None, None)
+            self.gauge.update_tree(None, None)
 
     # -- the guard (keys and palette: sparktui.ui.actions) -------------------------------------------
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from textual.app import ComposeResult
 from textual.message import Message
 from textual.reactive import var
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.worker import Worker
 
 from sparktui.errors import UserError
@@ -82,27 +82,33 @@ class ServerPane(Pane):
         self._poll_worker: Worker[None] | None = None
         self._poll_timer: Timer | None = None
         self.target: int | None = None  # the port of the server the pane follows (None: the newest)
+        self.roster = ServerRoster(id="server-list")  # mounted later when the pane starts hidden
+        self.server_log = ServerLog(id="server-log")  # (Pane.MOUNTS_LATER); nothing is drawn before
 
-    def compose(self) -> ComposeResult:
-        yield ServerRoster(id="server-list")
-        yield PhaseStrip(id="phases")
-        yield ServerInfo(id="server-info")
-        yield DiagnosisCard(id="diagnosis")
-        yield ServerLog(id="server-log")
+    MOUNTS_LATER = True
 
-    @property
-    def roster(self) -> ServerRoster:
-        return self.query_one(ServerRoster)
+    def widgets(self) -> list[Widget]:
+        return [
+            self.roster,
+            PhaseStrip(id="phases"),
+            ServerInfo(id="server-info"),
+            DiagnosisCard(id="diagnosis"),
+            self.server_log,
+        ]
 
-    @property
-    def server_log(self) -> ServerLog:
-        return self.query_one(ServerLog)
+    def widgets_mounted(self) -> None:
+        self.render_server()
+        self.render_list()
 
     def on_mount(self) -> None:
         self.render_server()
 
     def start_background(self) -> None:
+        self.call_later(self._start_polls)
+
+    async def _start_polls(self) -> None:
         # After the first full screen: the poll's worker imports the typed protocol
+        await self.mounted()  # a pane that started hidden mounts its widgets first
         self.poll()
         self.roster.start_listing()
         self._poll_timer = self.set_interval(self.POLL_S, self.poll, name="server-poll")
@@ -198,6 +204,8 @@ class ServerPane(Pane):
 
     def render_server(self) -> None:
         """Everything the pane shows about the server, from the server, the fit and the log."""
+        if self._hidden_at_start:
+            return  # drawn once mounted
         s, progress = self.server, self.server_log.progress
         predicted = (s.predicted if s is not None else ()) or (self.fit.predicted() if self.fit else ())
         actual = (progress.actual if progress else ()) or (s.actual if s is not None else ())
@@ -263,6 +271,8 @@ class ServerPane(Pane):
         self.render_list()
 
     def render_list(self) -> None:
+        if self._hidden_at_start:
+            return  # drawn once mounted
         keymap = self.app_keymap()
         next_key, previous_key = (key_label(keys_for(BY_ID[i], keymap)) for i in ("server.next", "server.previous"))
         self.roster.show(self.servers, self.target, (next_key, previous_key))
