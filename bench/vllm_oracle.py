@@ -17,6 +17,9 @@ own interpreter (tests/support/vllm_kv_oracle.py):
     mode resolution, CudagraphDispatcher, gpu/cudagraph_utils.CudaGraphManager);
   - which model runner `vllm serve` picks for each catalog model's kind, speculative method and
     mamba cache mode (VllmConfig.use_v2_model_runner);
+  - whether it loads each ModelOpt MIXED_PRECISION checkpoint's quantization (get_config, the ModelOpt
+    normalisation, ModelConfig._verify_quantization, weight_utils.get_quant_config), and Super's map
+    over a Llama body flat in config.json and only in hf_quant_config.json;
 and compare each answer with what sparktui predicts under that version's rules (core/vllm_rules.py).
 Prints a table per version, the disagreements, and the run time. Exit 1 on any disagreement.
 """
@@ -46,16 +49,18 @@ from tests.support.vllm_oracle import (  # noqa: E402
     model_runner_label,
     model_runner_questions,
     oracle_pythons,
+    quantization_questions,
     scenarios,
     sparktui_cudagraphs,
     sparktui_kv_dtype,
+    sparktui_loads_quantization,
     sparktui_model_runner,
     v4_disagreements,
     v4_question,
 )
 
 
-def check_version(version, python, folders, cases) -> tuple[int, int, list[str], float]:
+def check_version(version, python, folders, cases, quant) -> tuple[int, int, list[str], float]:
     rules = rules_for(version)
     built, built_v4 = [], []
     for sc in cases:
@@ -71,6 +76,7 @@ def check_version(version, python, folders, cases) -> tuple[int, int, list[str],
         "kv_dtype": [{"path": str(folder)} for _, folder in folders],
         "cudagraphs": cudagraph_questions(),
         "model_runner": model_runner_questions(),
+        "quantization": [{"path": str(folder)} for _, folder, _ in quant],
     }
     started = time.monotonic()
     answer = ask(python, request)
@@ -105,6 +111,18 @@ def check_version(version, python, folders, cases) -> tuple[int, int, list[str],
         print(f"  {label:<78} {ours:>22} {theirs:>22}  {'yes' if ok else 'NO'}")
         if not ok:
             problems.append(f"{label}: sparktui {ours}, vLLM {theirs}")
+    for (label, _, spec), got in zip(quant, answer.get("quantization", []), strict=True):
+        ours = sparktui_loads_quantization(spec, rules)
+        if "unreadable" in got:  # this version's transformers cannot read the config: nothing asked
+            print(f"  {label:<78.78} {ours:>22} {'(unreadable)':>22}  —")
+            continue
+        theirs = "no" if "error" in got else "yes"
+        checked += 1
+        print(
+            f"  {label:<78.78} {ours:>22} {theirs:>22}  {'yes' if ours == theirs else 'NO'}  {got.get('error', '')[:60]}"
+        )
+        if ours != theirs:
+            problems.append(f"{label}: sparktui {ours}, vLLM {theirs} {got.get('error', got.get('method'))}")
     for question, got in zip(cudagraph_questions(), answer["cudagraphs"], strict=True):
         label = cudagraph_label(question)
         sizes, _, (pieces, full) = sparktui_cudagraphs(rules, question)
@@ -164,10 +182,10 @@ def main(argv: list[str]) -> int:
     cases = scenarios()
     total_started = time.monotonic()
     summary = []
-    with checkpoint_folders() as folders:
+    with checkpoint_folders() as folders, quantization_questions(folders) as quant:
         for version, python in pythons.items():
             try:
-                checked, agreed, problems, elapsed = check_version(version, python, folders, cases)
+                checked, agreed, problems, elapsed = check_version(version, python, folders, cases, quant)
             except (RuntimeError, OSError, ValueError) as exc:  # this venv's vLLM failed: say so, go on
                 print(f"\nvLLM {version}: the oracle failed: {str(exc)[-1500:]}")
                 checked, agreed, problems, elapsed = 1, 0, [f"the oracle failed for {version}"], 0.0

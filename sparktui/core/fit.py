@@ -390,6 +390,13 @@ def _kv_dtype_refusal(spec: ModelSpec, s: FitSettings, machine: Machine) -> str 
     )
 
 
+_NON_TORCH_WINDOW = {  # vllm_rules non_torch_window
+    "profile_run": "its growth outside torch from the worker's start to the end of the profile run",
+    "profile_run_and_cudagraph_profiling": "its growth outside torch from the worker's start to the end of the "
+    "profile run and the CUDA-graph profiling",
+}
+
+
 def _memory_working(
     s: FitSettings,
     machine: Machine,
@@ -412,6 +419,7 @@ def _memory_working(
     elif fp4 and machine.fp4 is None:
         padding = f"; + {_g(fp4)} in the low end if the GPU runs FP4 natively (CUTLASS NVFP4 MoE padding)"
     seqs = min(s.max_num_seqs, s.max_num_batched_tokens)
+    window = s.rules.value("non_torch_window") if estimate.piecewise + estimate.full else "profile_run"
     accounting = {
         "weights_peak_non_torch": "weights + torch peak increase + non-torch increase",
         "consumed_plus_headroom": "free memory lost since start (weights, non-torch) + transient torch peak",
@@ -430,7 +438,7 @@ def _memory_working(
             else f"logits in the model's dtype{' × 2 (soft-capped)' if spec.logit_softcap else ''}, the "
             f"forward's hidden states held (V2 model runner) {_g(sampler)}"
         ),
-        f"− non-torch {_g(machine.non_torch)}: measured by vLLM at start-up, not knowable before; "
+        f"− non-torch {_g(machine.non_torch)}: measured by vLLM at start-up ({_NON_TORCH_WINDOW[window]}), not knowable before; "
         f"{'on unified memory it is MemAvailable that moves, ' if machine.unified else ''}"
         f"seen {nt.low:g}–{nt.high:g} GiB",
     ]

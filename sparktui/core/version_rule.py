@@ -49,6 +49,7 @@ RuleKey = Literal[
     "gated_attention_qk_path",
     "gpu_memory_utilization_default",
     "modelopt_mixed_precision",
+    "non_torch_window",
 ]
 
 

@@ -67,7 +67,9 @@ UMA_NON_TORCH = MeasuredConstant(
     "uma_non_torch", 3.36, 1.34, 4.99, "GiB",
     "non-torch memory growth during start-up on unified memory: vLLM reads free memory as the host's "
     "MemAvailable there, so whatever else the process (compiler, libraries, loader) or the OS takes "
-    "counts; not knowable before launch",
+    "counts (reclaimable page cache does not: MemAvailable holds it); not knowable before launch. Fitted on "
+    "0.21-era logs, whose window also holds the CUDA-graph profiling (vllm_rules non_torch_window); the "
+    "one 0.13 log, whose window does not, implies 1.91 GiB, inside their spread",
     "vllm/utils/mem_utils.py: MemorySnapshot.measure (integrated GPU: psutil available), memory_profiling",
 )  # fmt: skip
 DISCRETE_NON_TORCH = MeasuredConstant(

@@ -309,6 +309,21 @@ RULES: tuple[Rule, ...] = (
          "memory outside the KV cache = free memory lost since the worker started (weights and non-torch "
          "included) + the profile run's transient torch peak above what stays allocated",
          "vllm/utils/mem_utils.py: memory_profiling (total_consumed, transient_peak_headroom); " + GPU_WORKER),
+    Rule("non_torch_window", V(0, 10, 0), V(0, 18, 0), "profile_run",
+         "non-torch memory is what the worker's used memory grew outside torch's pool from its start (the "
+         "baseline snapshot in init_device, before the weights load) to the end of the profile run",
+         "vllm/utils/mem_utils.py: memory_profiling (non_torch_increase = after_profile − before_create); "
+         "vllm/v1/worker/gpu_worker.py: Worker.init_device (init_snapshot), Worker.determine_available_memory"),
+    Rule("non_torch_window", V(0, 18, 0), V(0, 27, 0), "profile_run_and_cudagraph_profiling",
+         "the same window also holds the CUDA-graph profiling (unless --enforce-eager; 0.21 on: cudagraph_mode "
+         "NONE), so what its captures leave outside torch's pool counts as non-torch too",
+         "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory (profile_cudagraph_memory inside "
+         "`with memory_profiling(...)`, 0.18.0-0.26.0)"),
+    Rule("non_torch_window", V(0, 27, 0), None, "profile_run",
+         "the CUDA-graph profiling runs after the window again: non-torch is measured to the end of the "
+         "profile run",
+         "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory (profile_cudagraph_memory after "
+         "the `with memory_profiling(...)` block from 0.27.0)"),
     Rule("uma_free_memory", V(0, 10, 0), V(0, 11, 1), "cuda_free",
          "on a DGX Spark vLLM reads free memory with cudaMemGetInfo, which leaves out reclaimable page cache: "
          "the start-up check and the non-torch figure see less free memory than MemAvailable",

@@ -28,8 +28,10 @@ from tests.support.vllm_oracle import (
     model_runner_label,
     model_runner_questions,
     oracle_pythons,
+    quantization_questions,
     scenarios,
     sparktui_kv_dtype,
+    sparktui_loads_quantization,
     sparktui_model_runner,
     v4_disagreements,
     v4_question,
@@ -81,7 +83,7 @@ def test_kv_sizing_batch_defaults_and_kv_dtype_match_vllm():
     assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
     rules = rules_for("0.32.0")
     built = [(sc, *kv_question(load_model_spec(sc.model), sc, rules)) for sc in CASES]
-    with checkpoint_folders() as folders:
+    with checkpoint_folders() as folders, quantization_questions(folders) as quant:
         chosen = [(name, folder) for name, folder in folders if name in CHECKPOINTS]
         answer = ask(
             python,
@@ -91,9 +93,17 @@ def test_kv_sizing_batch_defaults_and_kv_dtype_match_vllm():
                 "kv_dtype": [{"path": str(folder)} for _, folder in chosen],
                 "cudagraphs": cudagraph_questions(),
                 "model_runner": model_runner_questions(),
+                "quantization": [{"path": str(folder)} for _, folder, _ in quant],
             },
             timeout=600,
         )
+    # ModelOpt MIXED_PRECISION (vllm_rules modelopt_mixed_precision): the fixtures and Super's map over a
+    # Llama body load, the map only in hf_quant_config.json is refused, as sparktui says
+    answers = zip(quant, answer["quantization"], strict=True)
+    loads = {label: "no" if "error" in got else "yes" for (label, _, _), got in answers}
+    assert loads == {label: sparktui_loads_quantization(spec, rules) for label, _, spec in quant}
+    assert sorted(loads.values()) == ["no"] + ["yes"] * (len(quant) - 1)
+    assert "Unknown ModelOpt quant algo: MIXED_PRECISION" in answer["quantization"][-1]["error"]
     assert answer["version"].startswith("0.32.0")
     for question, got in zip(cudagraph_questions(), answer["cudagraphs"], strict=True):
         assert cudagraph_disagreements(rules, question, got) == [], cudagraph_label(question)

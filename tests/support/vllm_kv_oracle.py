@@ -330,6 +330,46 @@ def kv_dtype(checkpoint):
     return {"resolved": resolve_kv_cache_dtype_string("auto", SimpleNamespace(hf_config=hf_config))}
 
 
+def quantization(checkpoint):
+    """Whether this vLLM loads the checkpoint folder's quantization config, as its own start-up reads it:
+    transformers_utils/config.get_config, the ModelOpt normalisation (0.13: ModelConfig._parse_quant_hf_config,
+    later ModelArchConfigConvertorBase._normalize_quantization_config), ModelConfig._verify_quantization
+    (the platform's own check left out: the CPU platform takes no GPU format) and
+    model_loader/weight_utils.get_quant_config. {"method": name} or {"error": vLLM's message}; {"unreadable": ...}
+    when this version's transformers cannot read the config at all."""
+    from types import SimpleNamespace
+
+    from vllm.config.model import ModelConfig
+    from vllm.model_executor.model_loader import weight_utils
+    from vllm.platforms import current_platform
+    from vllm.transformers_utils.config import get_config
+
+    try:
+        hf_config = get_config(checkpoint["path"], trust_remote_code=False)
+    except Exception as exc:  # an architecture this version's transformers does not know
+        return {"unreadable": f"{type(exc).__name__}: {str(exc)[:120]}"}
+    try:
+        try:
+            from vllm.transformers_utils.model_arch_config_convertor import ModelArchConfigConvertorBase
+
+            quant = ModelArchConfigConvertorBase._normalize_quantization_config(None, hf_config)
+        except ImportError:
+            quant = ModelConfig._parse_quant_hf_config(None, hf_config)
+        current_platform.verify_quantization = lambda *args, **kwargs: None
+        model = SimpleNamespace(
+            quantization=None, hf_config=hf_config, hf_text_config=hf_config, allow_deprecated_quantization=False,
+            model_arch_config=SimpleNamespace(quantization_config=quant), _parse_quant_hf_config=lambda *a: quant,
+            model=checkpoint["path"], revision=None, hf_overrides={}, quantization_config=None,
+        )  # fmt: skip
+        ModelConfig._verify_quantization(model)
+        if model.quantization is None:
+            return {"method": None}
+        weight_utils.get_quant_config(model, SimpleNamespace(download_dir=None))
+        return {"method": model.quantization}
+    except (ValueError, NotImplementedError) as exc:  # this vLLM refuses the checkpoint
+        return {"error": str(exc)[:200]}
+
+
 class _Speculative:
     """An MTP speculative config as far as the CUDA-graph code reads it: every use_*/uses_* probe
     (EAGLE, DFlash, dynamic speculation…) answers no."""
@@ -650,7 +690,7 @@ def main():
     else:
         out = {"version": vllm.__version__, "seconds": {"import": round(time.monotonic() - STARTED, 1)}}
         asks = (("kv", run_kv), ("batch_defaults", batch_defaults), ("kv_dtype", kv_dtype), ("cudagraphs", cudagraphs))
-        asks += (("model_runner", model_runner), ("deepseek_v4", deepseek_v4))
+        asks += (("model_runner", model_runner), ("quantization", quantization), ("deepseek_v4", deepseek_v4))
         for key, ask in asks:
             started = time.monotonic()
             out[key] = [ask(question) for question in request.get(key, [])]

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.core.fit import KvPlan, kv_dtype_bytes, plan_kv
-from sparktui.core.modelspec import DTYPE_BYTES, MAMBA, ModelSpec, catalog_names, load_model_spec, with_drafter
+from sparktui.core.modelspec import (
+    DTYPE_BYTES,
+    MAMBA,
+    ModelSpec,
+    catalog_names,
+    load_model_spec,
+    spec_from_config,
+    with_drafter,
+)
 from sparktui.core.modelspec.drafters import dflash_as_built
 from sparktui.core.modelspec.spec import KvFormat
 from sparktui.core.vllm_rules import (
@@ -441,6 +449,49 @@ def checkpoint_folders() -> Iterator[list[tuple[str, Path]]]:
         yield folders
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+# Llama's smallest body: every version's transformers reads it, and vLLM's quantization path does not
+# look at the architecture, so a ModelOpt map over it asks the versions whose transformers cannot read
+# the real model (0.13 and NemotronH) the same question.
+STAND_IN_BODY = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+    "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
+    "torch_dtype": "bfloat16",
+}  # fmt: skip
+SUPER_STEM = "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
+
+
+@contextmanager
+def quantization_questions(folders: list[tuple[str, Path]]) -> Iterator[list[tuple[str, Path, ModelSpec]]]:
+    """(label, model folder, sparktui's spec of it) for the ModelOpt MIXED_PRECISION fixtures, and for
+    Super's map over STAND_IN_BODY twice: flat in config.json (as ModelOpt exports it) and only in
+    hf_quant_config.json (nested)."""
+    out = []
+    for name, folder in folders:
+        spec = load_model_spec(name)
+        if spec.modelopt_algo is not None and spec.modelopt_algo.algo == "MIXED_PRECISION":
+            out.append((f"loads its quantization, {name}", folder, spec))
+    super_config = json.loads((FIXTURE_CONFIGS / f"{SUPER_STEM}.json").read_text())
+    super_hf_quant = json.loads((FIXTURE_CONFIGS / f"{SUPER_STEM}__hf_quant_config.json").read_text())
+    root = Path(tempfile.mkdtemp(prefix="sparktui-oracle-quant-"))
+    try:
+        flat = {**STAND_IN_BODY, "quantization_config": super_config["quantization_config"]}
+        for label, config in (("in config.json", flat), ("only in hf_quant_config.json", STAND_IN_BODY)):
+            folder = root / label.replace(" ", "_")
+            folder.mkdir()
+            (folder / "config.json").write_text(json.dumps(config))
+            (folder / "hf_quant_config.json").write_text(json.dumps(super_hf_quant))
+            spec = spec_from_config(config, name="stand-in", source="oracle", hf_quant=super_hf_quant)
+            out.append((f"loads its quantization, Llama body + Super's MIXED_PRECISION map {label}", folder, spec))
+        yield out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def sparktui_loads_quantization(spec: ModelSpec, rules: VllmRules) -> str:
+    """ "yes" when sparktui says this vLLM loads the checkpoint's quantization, "no" when it refuses it."""
+    return "no" if rules.modelopt_refusal(spec.modelopt_algo) else "yes"
 
 
 def sparktui_kv_dtype(name: str, rules: VllmRules) -> str:
