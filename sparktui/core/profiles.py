@@ -29,20 +29,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import tomlkit
-import tomlkit.exceptions
-from tomlkit.items import Table
-
 from sparktui.atomic import atomic_write_text
 from sparktui.core.cluster import BACKENDS, ClusterSettings
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
 from sparktui.core.guard_lines import GUARD_FIELDS, LINE_NAMES, GuardField, GuardLines, LineName
 from sparktui.core.kernel_log import KERNEL_MODES
+from sparktui.core.profile_toml import TomlText, first_comment, read_toml
 from sparktui.errors import UserError
 from sparktui.files import is_special, read_regular
 from sparktui.paths import user_profiles_dir
 
 if TYPE_CHECKING:
+    import tomlkit
+    from tomlkit.items import Table
+
     from sparktui.core.recipes import RecipeRead
 
 MACHINE_NAMES = ("dgx-spark", "auto")
@@ -122,7 +122,12 @@ class Profile:
     cluster: ClusterSettings | None = None  # several Sparks serving one model
     description: str = ""  # the file's first comment line
     warnings: list[str] = field(default_factory=list)  # unknown keys outside [serve], kept as they are
-    document: tomlkit.TOMLDocument | None = field(default=None, repr=False, compare=False)
+    toml: TomlText | None = field(default=None, repr=False, compare=False)  # the file's text, for saving
+
+    @property
+    def document(self) -> tomlkit.TOMLDocument | None:  # made when first asked for (saving)
+        return self.toml.document() if self.toml is not None else None
+
     recipe: RecipeRead | None = field(default=None, repr=False, compare=False)  # read from another tool's YAML
 
 
@@ -187,7 +192,7 @@ def shipped_profiles_dir() -> Path:
 
 def _description(path: Path) -> str:
     try:
-        return _first_comment(path.read_text(encoding="utf-8"))
+        return first_comment(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
         return ""
 
@@ -250,12 +255,7 @@ def load_profile(path_or_name: str | os.PathLike[str], model: str | None = None)
 def parse_profile(text: str, path: Path | None = None, name: str | None = None) -> Profile:
     """Build a Profile from TOML text; errors name the file, the key and (where known) the line."""
     where = str(path) if path is not None else "<profile>"
-    try:
-        doc = tomlkit.parse(text)
-    except tomlkit.exceptions.ParseError as exc:
-        raise UserError(f"{where}:{exc.line}:{exc.col}: not valid TOML: {_parse_problem(exc)}") from None
-    except tomlkit.exceptions.KeyAlreadyPresent as exc:  # a key given twice in one table
-        raise UserError(f"{where}: not valid TOML: {str(exc).rstrip('.')}; give each key once") from None
+    doc = read_toml(text, where)
 
     def fail(section: str, key: str | None, problem: str) -> UserError:
         line = _line_of(text, section, key)
@@ -355,9 +355,9 @@ def parse_profile(text: str, path: Path | None = None, name: str | None = None) 
         cluster=cluster,
         metrics_listen=metrics_listen,
         env=env,
-        description=_first_comment(text),
+        description=first_comment(text),
         warnings=warnings,
-        document=doc,
+        toml=TomlText(text),
     )
 
 
@@ -406,21 +406,6 @@ def _without_flag(extra: list[str], name: str) -> list[str]:
     return out
 
 
-def _parse_problem(exc: tomlkit.exceptions.ParseError) -> str:
-    message = str(exc)
-    return re.sub(r"\s+at line \d+ col \d+$", "", message)
-
-
-def _first_comment(text: str) -> str:
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            return stripped.lstrip("#").strip()
-        if stripped:
-            return ""
-    return ""
-
-
 def _line_of(text: str, section: str, key: str | None) -> int | None:
     """1-based line of `key` in [section] (or of the section header), for error messages."""
     current = None
@@ -436,7 +421,7 @@ def _line_of(text: str, section: str, key: str | None) -> int | None:
     return None
 
 
-def _table(doc: tomlkit.TOMLDocument, section: str, fail: Any) -> dict[str, Any]:
+def _table(doc: dict[str, Any], section: str, fail: Any) -> dict[str, Any]:
     table = doc.get(section)
     if table is None:
         return {}
@@ -446,7 +431,7 @@ def _table(doc: tomlkit.TOMLDocument, section: str, fail: Any) -> dict[str, Any]
 
 
 def _plain(value: Any) -> Any:
-    """tomlkit items → plain Python values."""
+    """tomlkit items (a file only tomlkit reads) → plain Python values."""
     return value.unwrap() if hasattr(value, "unwrap") else value
 
 
@@ -733,6 +718,8 @@ def _sync(table: Table | tomlkit.TOMLDocument, wanted: dict[str, Any], known: se
 
 def _section(doc: tomlkit.TOMLDocument, name: str) -> Table:
     if name not in doc:
+        import tomlkit
+
         doc.add(name, tomlkit.table())
     table: Table = doc[name]
     return table
@@ -740,6 +727,8 @@ def _section(doc: tomlkit.TOMLDocument, name: str) -> Table:
 
 def to_document(profile: Profile) -> tomlkit.TOMLDocument:
     """The profile as a tomlkit document: the loaded one, edited in place, or a fresh one."""
+    import tomlkit
+
     doc = profile.document if profile.document is not None else tomlkit.document()
 
     serve = profile.serve
@@ -817,6 +806,8 @@ def to_document(profile: Profile) -> tomlkit.TOMLDocument:
 
 
 def dumps_profile(profile: Profile) -> str:
+    import tomlkit
+
     return tomlkit.dumps(to_document(profile))
 
 
@@ -863,12 +854,14 @@ def copied_as(profile: Profile, name: str, path: Path) -> Profile:
     comments and unknown keys stay)."""
     if profile.document is None or profile.path == path:
         return replace(profile, name=name, path=path)
+    import tomlkit
+
     lines = tomlkit.dumps(profile.document).splitlines()
     while lines and (lines[0].startswith("#") or not lines[0].strip()):
         lines.pop(0)
     origin = profile.path if profile.path is not None else profile.name
     header = [f"# {name}: saved by sparktui from {origin} (its notes stayed there)", ""]
-    return replace(profile, name=name, path=path, document=tomlkit.parse("\n".join([*header, *lines, ""])))
+    return replace(profile, name=name, path=path, toml=TomlText("\n".join([*header, *lines, ""])))
 
 
 def new_profile(name: str, serve: ServeConfig, **kwargs: Any) -> Profile:
