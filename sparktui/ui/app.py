@@ -261,6 +261,9 @@ class SparkApp(App[None]):
             self.holding_first_screen = False
             self._end_batch()
             self.screen.refresh(layout=True, repaint=False)
+            # Drawn now, not at the screen's next update tick (Screen._update_timer, up to 1/60 s
+            # later, idle): this frame is what the whole start was for.
+            self.screen.call_next(self.screen._on_timer_update)
 
     background_started = False  # the polls and the post-mortem check have started
 

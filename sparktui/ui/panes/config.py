@@ -83,9 +83,10 @@ class ConfigPane(Pane):
 
     def on_mount(self) -> None:
         self._show_profile_line()
-        # After the first frame: the worker's imports (pydantic, the flag table) would hold the GIL
-        # while the frame is drawn.
-        self.call_after_refresh(self._load_profile, self.profile_arg, "start")
+        # At once: no frame is drawn before the profile's (SparkApp.show_first_screen), and the
+        # worker's imports and reads fill the waits of the start (the terminal's, the screen's
+        # update tick) that would otherwise pass idle.
+        self._load_profile(self.profile_arg, "start")
         if self.profile_arg is None:
             self._screen_drawn()  # nothing to load: the first frame is it
 
