@@ -72,7 +72,7 @@ UMA_NON_TORCH = MeasuredConstant(
     "one 0.13 log, whose window does not, implies 1.91 GiB, inside their spread; and an --enforce-eager "
     "Gemma-3-27B run on a 0.21-era build (no graph profiling in its window; DEBUG split, jethac/dgx-spark-hijinks "
     "results/vllm_gemma3_flashinfer_prefill_debug_20260609T143948JST_nvfp4_kv_flashinfer_eager_server.log) "
-    "measured 3.87 GiB, more than its graph-profiled fp8 twin implies (2.51): the window does not size it",
+    "measured 3.87 GiB, more than its graph-profiled fp8 twin (4.27 − 1.72 logged = 2.55): the window does not size it",
     "vllm/utils/mem_utils.py: MemorySnapshot.measure (integrated GPU: psutil available), memory_profiling",
 )  # fmt: skip
 DISCRETE_NON_TORCH = MeasuredConstant(
