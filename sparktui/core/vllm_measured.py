@@ -69,7 +69,10 @@ UMA_NON_TORCH = MeasuredConstant(
     "MemAvailable there, so whatever else the process (compiler, libraries, loader) or the OS takes "
     "counts (reclaimable page cache does not: MemAvailable holds it); not knowable before launch. Fitted on "
     "0.21-era logs, whose window also holds the CUDA-graph profiling (vllm_rules non_torch_window); the "
-    "one 0.13 log, whose window does not, implies 1.91 GiB, inside their spread",
+    "one 0.13 log, whose window does not, implies 1.91 GiB, inside their spread; and an --enforce-eager "
+    "Gemma-3-27B run on a 0.21-era build (no graph profiling in its window; DEBUG split, jethac/dgx-spark-hijinks "
+    "results/vllm_gemma3_flashinfer_prefill_debug_20260609T143948JST_nvfp4_kv_flashinfer_eager_server.log) "
+    "measured 3.87 GiB, more than its graph-profiled fp8 twin (4.27 − 1.72 logged = 2.55): the window does not size it",
     "vllm/utils/mem_utils.py: MemorySnapshot.measure (integrated GPU: psutil available), memory_profiling",
 )  # fmt: skip
 DISCRETE_NON_TORCH = MeasuredConstant(

@@ -663,7 +663,8 @@ def deepseek_v4(case):
     object.__setattr__(config, "model_config", model)
     try:
         specs = _v4_specs(case)
-    except (ImportError, AttributeError) as exc:  # a vLLM without DeepSeek V4's cache specs
+    # a vLLM without 0.32's V4 cache specs (0.21's SlidingWindowMLASpec takes no max_tp_shards)
+    except (ImportError, AttributeError, TypeError) as exc:
         return {"unsupported": f"{type(exc).__name__}: {str(exc)[:200]}"}
     try:
         (kv_config,) = _kv_fn("get_kv_cache_configs")(config, [specs], [case["kv_memory"]])
