@@ -33,7 +33,6 @@ from sparktui.atomic import atomic_write_text
 from sparktui.core.cluster import BACKENDS, ClusterSettings
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
 from sparktui.core.guard_lines import GUARD_FIELDS, LINE_NAMES, GuardField, GuardLines, LineName
-from sparktui.core.kernel_log import KERNEL_MODES
 from sparktui.core.profile_toml import TomlText, first_comment, read_toml
 from sparktui.errors import UserError
 from sparktui.files import is_special, read_regular
@@ -639,6 +638,8 @@ def _guard_value(attr: str, value: Any, fail: Any) -> Any:
             raise fail(f"got {_show(value)}; expected true or false")
         return value
     if attr == "kernel":
+        from sparktui.core.kernel_log import KERNEL_MODES  # here: few profiles set it
+
         if value not in KERNEL_MODES:
             raise fail(
                 f"got {_show(value)}; expected one of {', '.join(map(repr, KERNEL_MODES))} (what the guard does "

@@ -32,12 +32,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sparktui.core.bench_history import MeasuredRun, calibrate
 from sparktui.core.config import MXFP4_LAYER_NAMES, ServeConfig
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec
 from sparktui.core.speculation import Speculation
+
+if TYPE_CHECKING:  # read only with a bench history (calibrated): most fits have none
+    from sparktui.core.bench_history import MeasuredRun
 
 GB = 10**9
 
@@ -755,6 +757,8 @@ def calibrated(
 ) -> tuple[SpeedEstimate, list[tuple[MeasuredRun, float]]]:
     """The estimate corrected by measured runs of this model (bench history), and each run beside
     what the uncorrected model predicts for it (same users, prompt and output length)."""
+    from sparktui.core.bench_history import calibrate
+
     kv = kv_bytes_for(spec, config.kv_cache_dtype)
     pairs = []
     for run in runs:

@@ -303,7 +303,6 @@ class Backend:
 
     def _bench_runs(self, config: ServeConfig) -> list[Any]:
         """This model's levels in `sparktui bench`'s history (re-read only when the file changes)."""
-        from sparktui.core import bench_history as history
         from sparktui.paths import bench_history_path
 
         path = bench_history_path()
@@ -311,6 +310,8 @@ class Backend:
             stamp = path.stat().st_mtime_ns
         except OSError:
             return []
+        from sparktui.core import bench_history as history  # with a history only (no bench yet: no import)
+
         cached = self._history_cache
         if cached is None or cached[0] != (path, stamp):
             with open(path, encoding="utf-8", errors="replace") as fh:
