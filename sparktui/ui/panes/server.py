@@ -12,6 +12,7 @@ the pane never scrapes the server itself. Stop, kill and restart act on the foll
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 from textual.message import Message
@@ -25,8 +26,6 @@ from sparktui.ui.actions import BY_ID, key_label, keys_for
 from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import ServerChanged, ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
-from sparktui.ui.panes.server_list import ServerRoster
-from sparktui.ui.panes.server_log import ServerLog
 from sparktui.ui.screens import ConfirmScreen
 from sparktui.ui.viewmodels import (
     FitView,
@@ -36,11 +35,12 @@ from sparktui.ui.viewmodels import (
     ServerStatus,
     ServerView,
 )
-from sparktui.ui.widgets.server import DiagnosisCard, PhaseStrip, ServerInfo
-from sparktui.ui.widgets.serverlist import ServerList
 
 if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
+    from sparktui.ui.panes.server_list import ServerRoster
+    from sparktui.ui.panes.server_log import ServerLog
+    from sparktui.ui.widgets.serverlist import ServerList
 
 
 class ServerPane(Pane):
@@ -82,12 +82,27 @@ class ServerPane(Pane):
         self._poll_worker: Worker[None] | None = None
         self._poll_timer: Timer | None = None
         self.target: int | None = None  # the port of the server the pane follows (None: the newest)
-        self.roster = ServerRoster(id="server-list")  # mounted later when the pane starts hidden
-        self.server_log = ServerLog(id="server-log")  # (Pane.MOUNTS_LATER); nothing is drawn before
 
+    # The pane's widgets and their modules (the log view, vLLM's log lines, the list) are made when
+    # first used: on a narrow terminal, after the first full screen (the pane starts hidden,
+    # Pane.MOUNTS_LATER). Before they mount they keep what they are given; nothing is drawn before.
     MOUNTS_LATER = True
 
+    @cached_property
+    def roster(self) -> ServerRoster:
+        from sparktui.ui.panes.server_list import ServerRoster
+
+        return ServerRoster(id="server-list")
+
+    @cached_property
+    def server_log(self) -> ServerLog:
+        from sparktui.ui.panes.server_log import ServerLog
+
+        return ServerLog(id="server-log")
+
     def widgets(self) -> list[Widget]:
+        from sparktui.ui.widgets.server import DiagnosisCard, PhaseStrip, ServerInfo
+
         return [
             self.roster,
             PhaseStrip(id="phases"),
@@ -104,6 +119,8 @@ class ServerPane(Pane):
         self.render_server()
 
     def start_background(self) -> None:
+        self._background = True
+        self.watch_profile(self.profile)  # the profile's runner, checked now (see watch_profile)
         self.call_later(self._start_polls)
 
     async def _start_polls(self) -> None:
@@ -173,8 +190,12 @@ class ServerPane(Pane):
     def watch_fit(self) -> None:
         self.render_server()
 
+    _background = False  # start_background has run: the first full screen is up
+
     def watch_profile(self, profile: Profile | None) -> None:
-        if profile is not None and (self.server is None or not self.server.live):
+        # Not before the first full screen: the check's imports and PATH lookups would compete
+        # with the first fit, for a note of this pane (hidden on a narrow terminal).
+        if profile is not None and self._background and (self.server is None or not self.server.live):
             self._check_runner(profile)
 
     @io_worker("check-runner", "checking how vLLM is started")
@@ -206,6 +227,8 @@ class ServerPane(Pane):
         """Everything the pane shows about the server, from the server, the fit and the log."""
         if self._hidden_at_start:
             return  # drawn once mounted
+        from sparktui.ui.widgets.server import DiagnosisCard, PhaseStrip, ServerInfo  # imported by widgets()
+
         s, progress = self.server, self.server_log.progress
         predicted = (s.predicted if s is not None else ()) or (self.fit.predicted() if self.fit else ())
         actual = (progress.actual if progress else ()) or (s.actual if s is not None else ())
@@ -225,33 +248,8 @@ class ServerPane(Pane):
                 bad=s.state in ("failed", "lost", "wedged"),
             )
         self.query_one(ServerInfo).show(view)
-        self._render_phase()
-        self._render_diagnosis()
-
-    def _render_phase(self) -> None:
-        s, progress, strip = self.server, self.server_log.progress, self.query_one(PhaseStrip)
-        if self.pending == "launch":
-            strip.set_phase("starting")
-        elif s is None:
-            strip.set_phase(None)
-        elif s.state == "failed":
-            reached = (progress.reached if progress else None) or s.condition.phase
-            strip.set_phase("failed", reached)
-        elif s.state == "starting":
-            strip.set_phase(progress.phase if progress and progress.phase != "failed" else s.condition.phase)
-        elif s.state in ("ready", "stopping", "wedged"):
-            strip.set_phase("ready")
-        else:
-            strip.set_phase(None)
-
-    def _render_diagnosis(self) -> None:
-        s, progress = self.server, self.server_log.progress
-        diagnosis = None
-        if s is not None and (s.trip or not s.live):
-            diagnosis = s.diagnosis  # the supervisor's word, once it has ended
-        if diagnosis is None and progress is not None and self.pending != "launch":
-            diagnosis = progress.diagnosis
-        self.query_one(DiagnosisCard).show(diagnosis)
+        self.query_one(PhaseStrip).follow(s, progress, self.pending == "launch")
+        self.query_one(DiagnosisCard).follow(s, progress, self.pending == "launch")
 
     def on_server_log_log_read(self) -> None:
         self.render_server()  # what the log says of the start-up changed

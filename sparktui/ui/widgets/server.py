@@ -3,10 +3,15 @@ cache, live metrics) and the diagnosis card shown when vLLM fails."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 
 from sparktui.ui.viewmodels import PHASE_LABELS, Diagnosis, ServerView
 from sparktui.ui.widgets.base import TextPanel
+
+if TYPE_CHECKING:
+    from sparktui.ui.viewmodels import LogProgress, ServerStatus
 
 __all__ = ["PHASES", "PHASE_LABELS", "DiagnosisCard", "LogHeader", "PhaseStrip", "ServerInfo", "ServerView"]
 
@@ -47,6 +52,22 @@ class PhaseStrip(TextPanel):
         self.phase = phase
         self.failed_at = (reached or "starting") if phase == FAILED else None
         self.changed()
+
+    def follow(self, s: ServerStatus | None, progress: LogProgress | None, launching: bool) -> None:
+        """The phase of server `s`: its log's progress while it starts, how far it got when it failed."""
+        if launching:
+            self.set_phase("starting")
+        elif s is None:
+            self.set_phase(None)
+        elif s.state == "failed":
+            reached = (progress.reached if progress else None) or s.condition.phase
+            self.set_phase("failed", reached)
+        elif s.state == "starting":
+            self.set_phase(progress.phase if progress and progress.phase != "failed" else s.condition.phase)
+        elif s.state in ("ready", "stopping", "wedged"):
+            self.set_phase("ready")
+        else:
+            self.set_phase(None)
 
     def render(self) -> Text:
         out = Text()
@@ -133,6 +154,15 @@ class DiagnosisCard(TextPanel):
         self.diagnosis = diagnosis
         self.set_class(diagnosis is not None, "-shown")
         self.changed()
+
+    def follow(self, s: ServerStatus | None, progress: LogProgress | None, launching: bool) -> None:
+        """Why server `s` failed: the supervisor's word once it has ended, else the log parser's."""
+        diagnosis = None
+        if s is not None and (s.trip or not s.live):
+            diagnosis = s.diagnosis
+        if diagnosis is None and progress is not None and not launching:
+            diagnosis = progress.diagnosis
+        self.show(diagnosis)
 
     def render(self) -> Text:
         out = Text()
