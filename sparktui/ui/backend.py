@@ -29,14 +29,7 @@ from sparktui.ui.translate import (
     server_status,
     show_beside,
 )
-from sparktui.ui.viewmodels import (
-    FitView,
-    GpuView,
-    Launched,
-    RouteView,
-    ServerEntry,
-    ServerStatus,
-)
+from sparktui.ui.viewmodels import FitView, GpuView, ServerEntry, ServerStatus
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
@@ -49,6 +42,7 @@ if TYPE_CHECKING:
     from sparktui.runtime.host.memory import MemorySample
     from sparktui.runtime.records.protocol import StateRecord
     from sparktui.runtime.records.state_watch import StateDirWatch
+    from sparktui.ui.serverviews import Launched, RouteView
 
 
 class Unavailable(Exception):

@@ -4,7 +4,8 @@ and reads back the phase, the figures vLLM reported, and the failure diagnosis (
 from __future__ import annotations
 
 from sparktui.core.vllm_log import LogSummary
-from sparktui.ui.viewmodels import Diagnosis, LogProgress, Rows
+from sparktui.ui.serverviews import LogProgress
+from sparktui.ui.viewmodels import Diagnosis, Rows
 
 
 class LogState:

@@ -14,12 +14,7 @@ from sparktui.ui.viewmodels import (
     FitView,
     GpuView,
     GuardView,
-    Launched,
     NodeView,
-    PreflightNote,
-    RouteModelView,
-    RouteSwapView,
-    RouteView,
     Rows,
     ServerEntry,
     ServerStatus,
@@ -43,12 +38,15 @@ if TYPE_CHECKING:
     )
     from sparktui.runtime.route.record import RouteRecord
     from sparktui.runtime.server.cluster_launch import ClusterLaunch
+    from sparktui.ui.serverviews import Launched, RouteView
 
 
 def launched(status: ServerStatus, summaries: Sequence[str], warnings: Sequence[str], profile: Profile) -> Launched:
     """A launch's state with its preflight's lines, as `sparktui serve` prints them (each node's
     summary, then the warnings), with every value of the profile's environment and its secrets
     (the API key) blanked: a line that quotes one (a node's error, say) shows ***, not the value."""
+    from sparktui.ui.serverviews import Launched, PreflightNote  # not needed by the first screen
+
     hidden = sorted(
         {v for v in (*profile.env.values(), *profile.serve.to_env().values()) if len(v) >= MIN_HIDDEN_CHARS},
         key=len,
@@ -390,6 +388,8 @@ def _speed_line(result: FitResult) -> str | None:
 
 
 def route_view(r: RouteRecord) -> RouteView:
+    from sparktui.ui.serverviews import RouteModelView, RouteSwapView, RouteView  # not needed by the first screen
+
     models = tuple(RouteModelView(m.name, m.status, m.in_flight, m.queued, m.port, m.keep) for m in r.models)
     swaps = tuple(
         RouteSwapView(s.at, s.model, s.stopped, s.ok, s.total_s, s.stop_s, s.memory_s, s.start_s, s.error, s.reason)

@@ -20,7 +20,7 @@ from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import GuardSettingsEdited, MemorySampled, Notice, ServerChanged, WorkerFailed
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.screens import PromptScreen
-from sparktui.ui.viewmodels import GpuView, GuardView, RouteView, ServerEntry, ServerStatus
+from sparktui.ui.viewmodels import GpuView, GuardView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.route import RouteBox
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from sparktui.core.guard_lines import LineName
     from sparktui.core.profiles import Profile
     from sparktui.runtime.host.memory import MemorySample
+    from sparktui.ui.serverviews import RouteView
 
 
 def parse_guard_lines(text: str) -> dict[LineName, float]:

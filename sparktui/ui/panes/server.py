@@ -27,19 +27,13 @@ from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import ServerChanged, ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.screens import ConfirmScreen
-from sparktui.ui.viewmodels import (
-    FitView,
-    Launched,
-    PreflightNote,
-    ServerEntry,
-    ServerStatus,
-    ServerView,
-)
+from sparktui.ui.viewmodels import FitView, ServerEntry, ServerStatus
 
 if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
     from sparktui.ui.panes.server_list import ServerRoster
     from sparktui.ui.panes.server_log import ServerLog
+    from sparktui.ui.serverviews import Launched, PreflightNote
     from sparktui.ui.widgets.serverlist import ServerList
 
 
@@ -227,7 +221,8 @@ class ServerPane(Pane):
         """Everything the pane shows about the server, from the server, the fit and the log."""
         if self._hidden_at_start:
             return  # drawn once mounted
-        from sparktui.ui.widgets.server import DiagnosisCard, PhaseStrip, ServerInfo  # imported by widgets()
+        from sparktui.ui.serverviews import ServerView  # imported with widgets() (the pane is mounted)
+        from sparktui.ui.widgets.server import DiagnosisCard, PhaseStrip, ServerInfo
 
         s, progress = self.server, self.server_log.progress
         predicted = (s.predicted if s is not None else ()) or (self.fit.predicted() if self.fit else ())
@@ -412,6 +407,8 @@ class ServerPane(Pane):
         except (UserError, Unavailable, OSError) as exc:
             self.post_message(self.ActionDone(action, status, str(exc)))
             return
+        from sparktui.ui.serverviews import Launched  # loaded by the backend's launch, if not before
+
         if isinstance(result, Launched):
             self.post_message(self.ActionDone(action, result.status, None, result.notes))
         else:

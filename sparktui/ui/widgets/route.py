@@ -4,11 +4,15 @@ route runs."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.geometry import Size
 
-from sparktui.ui.viewmodels import RouteView
 from sparktui.ui.widgets.base import TextPanel
+
+if TYPE_CHECKING:
+    from sparktui.ui.serverviews import RouteView
 
 SWAPS_SHOWN = 4
 MARK = {"up": "●", "starting": "◐", "draining": "◑", "stopping": "◑"}

@@ -7,11 +7,13 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from sparktui.ui.viewmodels import PHASE_LABELS, Diagnosis, ServerView
+from sparktui.ui.serverviews import ServerView
+from sparktui.ui.viewmodels import PHASE_LABELS, Diagnosis
 from sparktui.ui.widgets.base import TextPanel
 
 if TYPE_CHECKING:
-    from sparktui.ui.viewmodels import LogProgress, ServerStatus
+    from sparktui.ui.serverviews import LogProgress
+    from sparktui.ui.viewmodels import ServerStatus
 
 __all__ = ["PHASES", "PHASE_LABELS", "DiagnosisCard", "LogHeader", "PhaseStrip", "ServerInfo", "ServerView"]
 
