@@ -32,7 +32,6 @@ from sparktui.ui.actions import bindings, help_rows
 from sparktui.ui.backend import Backend
 from sparktui.ui.commands import SparkCommands
 from sparktui.ui.panes import PANES, ConfigPane, Pane
-from sparktui.ui.screens import ConfirmScreen, HelpScreen
 from sparktui.ui.settings import Settings, load_settings, save_theme
 from sparktui.ui.themes import DEFAULT_THEME, load_themes, theme_dirs
 from sparktui.ui.translate import profile_guard_view
@@ -451,6 +450,8 @@ class SparkApp(App[None]):
         return help_rows(self.keymap)
 
     def action_help(self) -> None:
+        from sparktui.ui.screens import HelpScreen  # a dialog: loaded when first opened
+
         self.push_screen(HelpScreen(self.key_rows(), str(self.settings.path)))
 
     def on_notice(self, message: msg.Notice) -> None:
@@ -468,6 +469,8 @@ class SparkApp(App[None]):
 
     async def action_quit(self) -> None:
         """Ask before dropping unsaved edits; say that the server keeps running."""
+        from sparktui.ui.screens import ConfirmScreen  # a dialog: loaded when first opened
+
         config = self.query_one(ConfigPane)
         if config.modified:
             name = config.loaded.name if config.loaded is not None else "the form"

@@ -202,7 +202,6 @@ class Backend:
         """Fit against this host's MemAvailable only when the profile's machine is this host, and
         beside what the other running servers reserve (`others`: the server list; the one on the
         form's port is the one a launch replaces, and is left out as preflight does)."""
-        from sparktui.core import pool
         from sparktui.core.fit import fit
         from sparktui.core.machine import reading_applies
 
@@ -223,6 +222,8 @@ class Backend:
         view.mem_available_live = live
         beside = [e for e in others if e.live and e.port != config.port]
         if beside:
+            from sparktui.core import pool  # only beside other servers: not for a first fit alone
+
             # core's pool verdict, on the machine this fit was judged on (as `sparktui fit` judges it)
             reservations = [entry_reservation(e, machine) for e in beside]
             show_beside(view, result.verdict, pool.beside_others(machine, config, result.budget, reservations))

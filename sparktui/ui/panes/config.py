@@ -25,7 +25,6 @@ from sparktui.ui.messages import FirstScreen, Notice, ProfileChanged
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.panes.config_fit import FitBox
 from sparktui.ui.panes.config_model import ModelActions
-from sparktui.ui.screens import ChoiceScreen, ConfirmScreen, PromptScreen
 from sparktui.ui.viewmodels import ServerEntry, ServerStatus
 from sparktui.ui.widgets.editor import ConfigEditor, FormState
 
@@ -264,6 +263,8 @@ class ConfigPane(Pane):
     # -- actions (keys and palette: sparktui.ui.actions; the fit's and the model's are its children's) --
 
     def action_open_profile(self) -> None:
+        from sparktui.ui.screens import ConfirmScreen  # a dialog: loaded when first opened
+
         if not self.modified:
             self._list_profiles()
             return
@@ -288,6 +289,8 @@ class ConfigPane(Pane):
         self.app.call_from_thread(self._choose_profile, profiles)
 
     def _choose_profile(self, refs: list[ProfileRef]) -> None:
+        from sparktui.ui.screens import ChoiceScreen  # a dialog: loaded when first opened
+
         def chosen(path: object) -> None:
             if isinstance(path, (str, Path)):
                 self._load_profile(path, source="picker")
@@ -317,6 +320,8 @@ class ConfigPane(Pane):
         self._save_profile(profile, target)
 
     def action_save_as(self) -> None:
+        from sparktui.ui.screens import PromptScreen  # a dialog: loaded when first opened
+
         config = self.form.config
         if config is None:
             self.app.notify("fix the form first", severity="error")

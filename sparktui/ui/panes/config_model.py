@@ -17,7 +17,6 @@ from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import Notice
 from sparktui.ui.panes.base import backend_of, io_worker, post_up
 from sparktui.ui.panes.config_fit import FitBox, ProfileForm
-from sparktui.ui.screens import ChoiceScreen, PromptScreen
 from sparktui.ui.widgets.editor import ConfigEditor
 
 if TYPE_CHECKING:
@@ -118,6 +117,7 @@ class ModelActions(Widget):
     def action_paste_command(self) -> None:
         from sparktui.core.command_line import container_env, container_image, split_command, split_env
         from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
+        from sparktui.ui.screens import PromptScreen  # a dialog: loaded when first opened
 
         def check(text: str) -> tuple[ServeConfig, list[str]]:
             if not text.strip():
@@ -172,6 +172,8 @@ class ModelActions(Widget):
         self.app.call_from_thread(self._choose_model, models)
 
     def _choose_model(self, models: list[str]) -> None:
+        from sparktui.ui.screens import ChoiceScreen  # a dialog: loaded when first opened
+
         def chosen(model: object) -> None:
             if model is not None:
                 self._field("model").value = str(model)
@@ -202,6 +204,8 @@ class ModelActions(Widget):
         self.app.call_from_thread(self._choose_variant, advice)
 
     def _choose_variant(self, advice: list) -> None:
+        from sparktui.ui.screens import ChoiceScreen  # a dialog: loaded when first opened
+
         def chosen(pick: Any) -> None:  # a core.advisor.Advice, or None when dismissed
             if pick is None:
                 return

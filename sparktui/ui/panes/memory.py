@@ -19,7 +19,6 @@ from sparktui.errors import UserError
 from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import GuardSettingsEdited, MemorySampled, Notice, ServerChanged, WorkerFailed
 from sparktui.ui.panes.base import Pane, io_worker
-from sparktui.ui.screens import PromptScreen
 from sparktui.ui.viewmodels import GpuView, GuardView, ServerEntry, ServerStatus
 from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.route import RouteBox
@@ -190,6 +189,8 @@ class MemoryPane(Pane):
         self.app.notify("guard settings changed for the next launch (Ctrl+S saves them in the profile)")
 
     def action_guard_lines(self) -> None:
+        from sparktui.ui.screens import PromptScreen  # a dialog: loaded when first opened
+
         current = " ".join(f"{v:g}" for v in self.guard.line_gib() if v is not None)
         self.app.push_screen(
             PromptScreen(

@@ -26,7 +26,6 @@ from sparktui.ui.actions import BY_ID, key_label, keys_for
 from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import ServerChanged, ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
-from sparktui.ui.screens import ConfirmScreen
 from sparktui.ui.viewmodels import FitView, ServerEntry, ServerStatus
 
 if TYPE_CHECKING:
@@ -77,9 +76,8 @@ class ServerPane(Pane):
         self._poll_timer: Timer | None = None
         self.target: int | None = None  # the port of the server the pane follows (None: the newest)
 
-    # The pane's widgets and their modules (the log view, vLLM's log lines, the list) are made when
-    # first used: on a narrow terminal, after the first full screen (the pane starts hidden,
-    # Pane.MOUNTS_LATER). Before they mount they keep what they are given; nothing is drawn before.
+    # Its widgets (and their modules) are made when first used: on a narrow terminal, after the first
+    # full screen (Pane.MOUNTS_LATER). Before they mount they keep what they are given.
     MOUNTS_LATER = True
 
     @cached_property
@@ -187,8 +185,7 @@ class ServerPane(Pane):
     _background = False  # start_background has run: the first full screen is up
 
     def watch_profile(self, profile: Profile | None) -> None:
-        # Not before the first full screen: the check's imports and PATH lookups would compete
-        # with the first fit, for a note of this pane (hidden on a narrow terminal).
+        # not before the first screen: the check (imports, PATH lookups) would compete with the first fit
         if profile is not None and self._background and (self.server is None or not self.server.live):
             self._check_runner(profile)
 
@@ -322,6 +319,7 @@ class ServerPane(Pane):
         if fit is not None and fit.verdict in ("wont_start", "unsafe"):
             words = {"wont_start": "WON'T START", "unsafe": "UNSAFE"}[fit.verdict]
             reason = fit.reasons[0] if fit.reasons else ""
+            from sparktui.ui.screens import ConfirmScreen  # a dialog: loaded when first opened
 
             def answered(yes: bool | None) -> None:
                 if yes:
@@ -362,6 +360,8 @@ class ServerPane(Pane):
             self._server_action("restart", status, self.profile)
 
     def action_kill(self) -> None:
+        from sparktui.ui.screens import ConfirmScreen  # a dialog: loaded when first opened
+
         status = self._need_live()
         if status is None:
             return
