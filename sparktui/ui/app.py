@@ -35,7 +35,7 @@ from sparktui.ui.panes import PANES, ConfigPane, Pane
 from sparktui.ui.settings import Settings, load_settings, save_theme
 from sparktui.ui.themes import DEFAULT_THEME, load_themes, theme_dirs
 from sparktui.ui.translate import profile_guard_view
-from sparktui.ui.viewmodels import FitView, GuardView, ServerEntry, ServerStatus
+from sparktui.ui.viewmodels import FitView, GuardView
 from sparktui.ui.widgets.base import TextPanel
 from sparktui.ui.widgets.footer import PanelFooter
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from sparktui.core.profiles import Profile
     from sparktui.runtime.host.memory import MemorySample
+    from sparktui.ui.serverviews import ServerEntry, ServerStatus
 
 SHARED = ("profile", "server", "servers", "sample", "fit", "guard")
 

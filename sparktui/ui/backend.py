@@ -29,7 +29,7 @@ from sparktui.ui.translate import (
     server_status,
     show_beside,
 )
-from sparktui.ui.viewmodels import FitView, GpuView, ServerEntry, ServerStatus
+from sparktui.ui.viewmodels import FitView, GpuView
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from sparktui.runtime.host.memory import MemorySample
     from sparktui.runtime.records.protocol import StateRecord
     from sparktui.runtime.records.state_watch import StateDirWatch
-    from sparktui.ui.serverviews import Launched, RouteView
+    from sparktui.ui.serverviews import Launched, RouteView, ServerEntry, ServerStatus
 
 
 class Unavailable(Exception):

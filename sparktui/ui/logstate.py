@@ -4,8 +4,8 @@ and reads back the phase, the figures vLLM reported, and the failure diagnosis (
 from __future__ import annotations
 
 from sparktui.core.vllm_log import LogSummary
-from sparktui.ui.serverviews import LogProgress
-from sparktui.ui.viewmodels import Diagnosis, Rows
+from sparktui.ui.serverviews import Diagnosis, LogProgress
+from sparktui.ui.viewmodels import Rows
 
 
 class LogState:

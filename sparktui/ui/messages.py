@@ -11,7 +11,8 @@ from textual.message import Message
 if TYPE_CHECKING:
     from sparktui.core.profiles import GuardSettings, Profile
     from sparktui.runtime.host.memory import MemorySample
-    from sparktui.ui.viewmodels import FitView, ServerEntry, ServerStatus
+    from sparktui.ui.serverviews import ServerEntry, ServerStatus
+    from sparktui.ui.viewmodels import FitView
 
 
 class ProfileChanged(Message):

@@ -9,17 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparktui.ui.viewmodels import (
-    Diagnosis,
-    FitView,
-    GpuView,
-    GuardView,
-    NodeView,
-    Rows,
-    ServerEntry,
-    ServerStatus,
-    predicted_rows,
-)
+from sparktui.ui.viewmodels import FitView, GpuView, GuardView, Rows, predicted_rows
 
 if TYPE_CHECKING:
     from sparktui.core.config import ServeConfig
@@ -38,7 +28,7 @@ if TYPE_CHECKING:
     )
     from sparktui.runtime.route.record import RouteRecord
     from sparktui.runtime.server.cluster_launch import ClusterLaunch
-    from sparktui.ui.serverviews import Launched, RouteView
+    from sparktui.ui.serverviews import Launched, RouteView, ServerEntry, ServerStatus
 
 
 def launched(status: ServerStatus, summaries: Sequence[str], warnings: Sequence[str], profile: Profile) -> Launched:
@@ -227,6 +217,7 @@ def server_entry(record: StateRecord) -> ServerEntry:
     from sparktui.core.pool import utilization_in
     from sparktui.runtime.cluster.link import read_nodes
     from sparktui.runtime.records.protocol import condition_of
+    from sparktui.ui.serverviews import NodeView, ServerEntry
 
     utilization = utilization_in(record.argv or [])
     nodes = []
@@ -263,6 +254,7 @@ def server_entry(record: StateRecord) -> ServerEntry:
 def server_status(record: StateRecord) -> ServerStatus:
     """The supervisor's state record in the panel's words."""
     from sparktui.runtime.records.protocol import condition_of
+    from sparktui.ui.serverviews import Diagnosis, ServerStatus
 
     condition = condition_of(record)
     exit_info = record.exit

@@ -13,7 +13,7 @@ from sparktui.runtime.bench.results import BenchSettings, LevelResult
 from sparktui.runtime.records.protocol import Condition, ConditionView
 from sparktui.ui.app import SparkApp
 from sparktui.ui.panes.bench import BenchPane, level_cells, parse_settings
-from sparktui.ui.viewmodels import ServerStatus
+from sparktui.ui.serverviews import ServerStatus
 from tests.support import free_port
 from tests.support.app import SampleBackend, until, workers_done
 from tests.support.timed_server import running

@@ -12,7 +12,8 @@ from sparktui.core.modelspec import load_model_spec
 from sparktui.runtime.host.memory import MemorySample
 from sparktui.runtime.records.protocol import Condition, ConditionView
 from sparktui.ui.backend import Backend, entry_reservation, show_beside
-from sparktui.ui.viewmodels import FitView, ServerEntry
+from sparktui.ui.serverviews import ServerEntry
+from sparktui.ui.viewmodels import FitView
 
 GiB = 2**30
 READY = ConditionView(condition=Condition.READY)

@@ -16,7 +16,7 @@ from sparktui.runtime.records.protocol import StateRecord
 from sparktui.runtime.server.cluster_launch import ClusterLaunch
 from sparktui.ui.app import SparkApp
 from sparktui.ui.backend import cluster_launched
-from sparktui.ui.viewmodels import NodeView, ServerEntry
+from sparktui.ui.serverviews import NodeView, ServerEntry
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.serverlist import node_line
 from tests.runtime.test_cluster_launch import cluster_profile

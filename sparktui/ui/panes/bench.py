@@ -25,7 +25,6 @@ from sparktui.core.bench_checks import implausible
 from sparktui.errors import UserError
 from sparktui.ui.messages import ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
-from sparktui.ui.viewmodels import ServerStatus
 
 if TYPE_CHECKING:
     from textual.widgets import DataTable, ProgressBar
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
 
     from sparktui.runtime.bench.history import HistoryRecord
     from sparktui.runtime.bench.results import BenchProgress, BenchReport, BenchSettings, LevelResult
+    from sparktui.ui.serverviews import ServerStatus
 
 COLUMNS = (
     "users",

@@ -25,7 +25,6 @@ from sparktui.ui.messages import FirstScreen, Notice, ProfileChanged
 from sparktui.ui.panes.base import Pane, io_worker
 from sparktui.ui.panes.config_fit import FitBox
 from sparktui.ui.panes.config_model import ModelActions
-from sparktui.ui.viewmodels import ServerEntry, ServerStatus
 from sparktui.ui.widgets.editor import ConfigEditor, FormState
 
 if TYPE_CHECKING:
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     from sparktui.core.profiles import GuardSettings, Profile, ProfileRef
     from sparktui.runtime.host.memory import MemorySample
     from sparktui.runtime.launch.vllm_version import DetectedVersion
+    from sparktui.ui.serverviews import ServerEntry, ServerStatus
 
 
 def machine_label(name: str, machine: Machine | None) -> str:

@@ -20,7 +20,7 @@ from sparktui.errors import UserError
 from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import FitChanged, Notice
 from sparktui.ui.panes.base import backend_of, io_worker, post_up
-from sparktui.ui.viewmodels import FitView, ServerEntry
+from sparktui.ui.viewmodels import FitView
 from sparktui.ui.widgets.editor import ConfigEditor
 from sparktui.ui.widgets.fitpanel import FitPanel
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from sparktui.runtime.host.memory import MemorySample
     from sparktui.runtime.launch.vllm_version import DetectedVersion
     from sparktui.ui.backend import Backend
+    from sparktui.ui.serverviews import ServerEntry
     from sparktui.ui.widgets.editor import FormState
 
 FIT_REFRESH_BYTES = 256 * 2**20  # refit when MemAvailable moved this much (not for jitter)

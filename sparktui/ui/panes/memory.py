@@ -19,7 +19,7 @@ from sparktui.errors import UserError
 from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import GuardSettingsEdited, MemorySampled, Notice, ServerChanged, WorkerFailed
 from sparktui.ui.panes.base import Pane, io_worker
-from sparktui.ui.viewmodels import GpuView, GuardView, ServerEntry, ServerStatus
+from sparktui.ui.viewmodels import GpuView, GuardView
 from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.route import RouteBox
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from sparktui.core.guard_lines import LineName
     from sparktui.core.profiles import Profile
     from sparktui.runtime.host.memory import MemorySample
-    from sparktui.ui.serverviews import RouteView
+    from sparktui.ui.serverviews import RouteView, ServerEntry, ServerStatus
 
 
 def parse_guard_lines(text: str) -> dict[LineName, float]:

@@ -26,13 +26,13 @@ from sparktui.ui.actions import BY_ID, key_label, keys_for
 from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import ServerChanged, ShowPane
 from sparktui.ui.panes.base import Pane, io_worker
-from sparktui.ui.viewmodels import FitView, ServerEntry, ServerStatus
+from sparktui.ui.viewmodels import FitView
 
 if TYPE_CHECKING:
     from sparktui.core.profiles import Profile
     from sparktui.ui.panes.server_list import ServerRoster
     from sparktui.ui.panes.server_log import ServerLog
-    from sparktui.ui.serverviews import Launched, PreflightNote
+    from sparktui.ui.serverviews import Launched, PreflightNote, ServerEntry, ServerStatus
     from sparktui.ui.widgets.serverlist import ServerList
 
 

@@ -17,7 +17,7 @@ from textual.worker import Worker
 from sparktui.ui.backend import Unavailable
 from sparktui.ui.messages import ServersChanged
 from sparktui.ui.panes.base import Pane, backend_of, io_worker, post_up
-from sparktui.ui.viewmodels import ServerEntry
+from sparktui.ui.serverviews import ServerEntry
 from sparktui.ui.widgets.serverlist import ServerList
 
 if TYPE_CHECKING:

@@ -21,8 +21,7 @@ from textual.message import Message
 from sparktui.ui.actions import BY_ID, key_label, keys_for
 from sparktui.ui.backend import Unavailable
 from sparktui.ui.panes.base import backend_of, io_worker, post_up
-from sparktui.ui.serverviews import LogProgress, PreflightNote
-from sparktui.ui.viewmodels import ServerStatus
+from sparktui.ui.serverviews import LogProgress, PreflightNote, ServerStatus
 from sparktui.ui.widgets.logview import LogView
 from sparktui.ui.widgets.server import LogHeader
 

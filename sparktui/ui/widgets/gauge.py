@@ -10,13 +10,15 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Span, Text
 
 from sparktui.core.units import GiB
-from sparktui.ui.viewmodels import GpuView, GuardView, NodeView, ServerEntry
+from sparktui.ui.viewmodels import GpuView, GuardView
 from sparktui.ui.widgets.base import TextPanel
 
 if TYPE_CHECKING:
     from typing import Self
 
     from textual.geometry import Region
+
+    from sparktui.ui.serverviews import NodeView, ServerEntry
 
 __all__ = ["GpuView", "GuardView", "MemoryGauge", "sparkline"]
 

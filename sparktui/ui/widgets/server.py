@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from sparktui.ui.serverviews import ServerView
-from sparktui.ui.viewmodels import PHASE_LABELS, Diagnosis
+from sparktui.ui.serverviews import Diagnosis, ServerView
+from sparktui.ui.viewmodels import PHASE_LABELS
 from sparktui.ui.widgets.base import TextPanel
 
 if TYPE_CHECKING:
-    from sparktui.ui.serverviews import LogProgress
-    from sparktui.ui.viewmodels import ServerStatus
+    from sparktui.ui.serverviews import LogProgress, ServerStatus
 
 __all__ = ["PHASES", "PHASE_LABELS", "DiagnosisCard", "LogHeader", "PhaseStrip", "ServerInfo", "ServerView"]
 
