@@ -423,15 +423,7 @@ def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
             i += 0 if eq else 1
             continue
         if (short := shorthand(name)) is not None:
-            words = [inline] if eq else []
-            while (
-                not eq
-                and i < len(extra)
-                and not _is_flag_token(str(extra[i]))
-                and (not words or SHORTHANDS[short][2] == "ints")
-            ):
-                words.append(str(extra[i]))
-                i += 1
+            words, i = _shorthand_words(extra, i, short, inline if eq else None)
             shorthands[short] = words or [""]
             continue
         flag, negated = _flag_for(name)
@@ -459,6 +451,18 @@ def _lift_flags(extra: list[Any]) -> tuple[dict[str, Any], list[Any]]:
         found[flag.field] = keys
     apply_shorthands(found, shorthands)
     return found, kept
+
+
+def _shorthand_words(tokens: Sequence[Any], i: int, short: str, inline: str | None) -> tuple[list[str], int]:
+    """A shorthand flag's words and where reading goes on: its `=value`, else the next word (every word
+    up to the next flag for a list, `--cudagraph-capture-sizes 1 2 4`)."""
+    if inline is not None:
+        return [inline], i
+    words: list[str] = []
+    while i < len(tokens) and not _is_flag_token(str(tokens[i])) and (not words or SHORTHANDS[short][2] == "ints"):
+        words.append(str(tokens[i]))
+        i += 1
+    return words, i
 
 
 def _flag_for(name: str) -> tuple[Flag | None, bool]:
@@ -816,15 +820,7 @@ def parse_serve_command(text_or_argv: str | Sequence[str], base: ServeConfig | N
                 extra += [token] if eq else [token, value]
             continue
         if (short := shorthand(name)) is not None:  # --spec-method mtp: a key of --speculative-config
-            words = [inline] if eq else []
-            while (
-                not eq
-                and i < len(tokens)
-                and not _is_flag_token(tokens[i])
-                and (not words or SHORTHANDS[short][2] == "ints")
-            ):
-                words.append(tokens[i])
-                i += 1
+            words, i = _shorthand_words(tokens, i, short, inline if eq else None)
             if not words:
                 raise UserError(f"{name}: missing its value")
             shorthands[short] = words
