@@ -104,10 +104,22 @@ def _gib(text: str, *patterns: str | re.Pattern[str]) -> int | None:
     return None
 
 
+def _least_gib(text: str, *patterns: str | re.Pattern[str]) -> int | None:
+    """The least of the figures the first pattern that matches finds: each tensor-parallel rank prints
+    its own KV memory, and vLLM sizes every rank's cache by the smallest."""
+    for pattern in patterns:
+        if found := re.findall(pattern, text):
+            return min(int(float(v) * GiB) for v in found)
+    return None
+
+
 def read_log_figures(text: str) -> LogFigures:
-    from sparktui.core.vllm_log import R_AVAIL_KV, R_V0_KV, R_WEIGHTS
+    """The figures of the last launch the log holds, as `inspect-log` summarises it."""
+    from sparktui.core.vllm_log import R_AVAIL_KV, R_V0_KV, R_WEIGHTS, last_launch_start
 
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    lines = text.splitlines(keepends=True)
+    text = "".join(lines[last_launch_start(lines) :])
     util = (
         re.search(r"'gpu_memory_utilization': ([\d.]+)", text)
         or re.search(r"Desired GPU memory utilization is \(([\d.]+),", text)
@@ -122,7 +134,7 @@ def read_log_figures(text: str) -> LogFigures:
         utilization = rules_for(release).default_utilization
     return LogFigures(
         weights=_gib(text, R_WEIGHTS),
-        kv_memory=_gib(text, R_AVAIL_KV, R_V0_KV),
+        kv_memory=_least_gib(text, R_AVAIL_KV, R_V0_KV),
         graphs=_gib(text, r"Estimated CUDA graph memory: (-?[\d.]+) GiB"),
         total=_gib(
             text, r"Free memory on device (?:\S+ )?\([\d.]+/([\d.]+) GiB\)", r"total_gpu_memory \(([\d.]+) ?GiB\)"

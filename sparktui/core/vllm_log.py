@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sparktui.core.vllm_events import (
@@ -752,6 +752,19 @@ def describe(event: Event) -> str | None:
     if isinstance(event, PhaseChanged):
         return f"phase: {event.phase.replace('_', ' ')}"
     return None
+
+
+def last_launch_start(lines: Sequence[str]) -> int:
+    """Where the last launch a log holds begins (0 for a log of one launch): the line at which
+    LogSummary, fed these lines, starts its summary over (a nohup.out, a log every restart appends to)."""
+    summary, start = LogSummary(), 0
+    for i, raw in enumerate(lines):
+        if events := parse_line(raw):
+            before = summary.launches
+            summary.apply(events)
+            if before and summary.launches > before:
+                start = i
+    return start
 
 
 def summarize(lines: Iterable[str], *, finished: bool = True, returncode: int | None = None) -> LogSummary:

@@ -376,3 +376,22 @@ def test_a_file_with_two_launches_is_summarised_by_the_last(capsys, tmp_path):
     assert main(["inspect-log", str(nohup)]) == 0
     out = capsys.readouterr().out
     assert "launches         2 in this file: the figures are of the last" in out and "free_memory" not in out
+
+
+def test_calibration_reads_the_last_launch_of_a_file_as_inspect_log_does():
+    # a log appended by every launch: vLLM 0.10.2's Qwen3-Next on two H200s, then llava on a 16 GB GPU
+    first = (LOGS / "discrete_v0.10.2_qwen3-next-80b-a3b-instruct_tp2-H200_success.log").read_text()
+    last = (LOGS / "discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_success.log").read_text()
+    both = read_log_figures(first + last)
+    assert both == read_log_figures(last) != read_log_figures(first)
+    summary = summarize((first + last).splitlines(keepends=True))
+    assert summary.launches == 2 and int(summary.available_kv_gib * GiB) == both.kv_memory
+
+
+def test_calibration_takes_the_smallest_ranks_kv_memory_as_vllm_sizes_by():
+    lines = (
+        "(VllmWorker TP1 pid=12) INFO 10-23 15:14:30 [gpu_worker.py:298] Available KV cache memory: 44.59 GiB\n"
+        "(VllmWorker TP0 pid=11) INFO 10-23 15:14:30 [gpu_worker.py:298] Available KV cache memory: 43.10 GiB\n"
+    )
+    assert read_log_figures(lines).kv_memory == int(43.10 * GiB)
+    assert summarize(lines.splitlines(keepends=True)).available_kv_gib == 43.10
