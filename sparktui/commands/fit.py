@@ -119,7 +119,7 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     flags and the pasted command. The
     environment the server would get (the profile's [env], a pasted command's NAME=value prefix)
     is added to `env` when given."""
-    from sparktui.core.command_line import container_env, container_image, split_env
+    from sparktui.core.command_line import read_pasted
     from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
     from sparktui.errors import UserError
 
@@ -131,6 +131,7 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     version: str | None = None  # vllm_version is sparktui's own: not in the argv
     source = ""
     profile = None
+    image = None  # the image a pasted `docker run` starts vLLM in
     model, flags = _pop_model(flags)
     model = args.model or model
     args.recipe, args.config_file = None, None
@@ -148,9 +149,10 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     if pasted is not None:
         if base:
             raise UserError("give a profile or a pasted `vllm serve …` command, not both")
-        pasted_env, pasted = split_env(pasted)
+        line = read_pasted(pasted)
+        pasted, image = line.words, line.image
         if env is not None:
-            env.update({**container_env(pasted), **pasted_env})
+            env.update(line.env)
         pasted_config = parse_serve_command(pasted)
         args.config_file = config_file_read(pasted)
         base = pasted_config.to_argv()
@@ -172,7 +174,7 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
 
         found = detect(profile)
         version, source = found.version, found.source if found.version else found.describe()
-    if version is None and pasted is not None and (image := container_image(pasted)) is not None:
+    if version is None and image is not None:
         from sparktui.runtime.launch.vllm_version import from_image
 
         tagged = from_image(image, inspect=False)  # the tag says (vllm/vllm-openai:v0.20.0, NGC 26.01)

@@ -8,6 +8,7 @@ import itertools
 import re
 import shlex
 from pathlib import PurePath
+from typing import NamedTuple
 
 from sparktui.errors import UserError
 
@@ -178,3 +179,18 @@ def split_command(text: str) -> list[str]:
         return shlex.split(joined, comments=True)
     except ValueError as exc:
         raise UserError(f"cannot read the pasted command: {exc} (check the quotes)") from None
+
+
+class PastedLine(NamedTuple):
+    """A pasted command line as `sparktui fit -- …` and the panel's F4 both read it: the environment
+    vLLM would get (a `docker run`'s -e, and a NAME=value prefix, which wins), the words
+    parse_serve_command reads, and the image a `docker run` starts vLLM in (None: no docker run)."""
+
+    env: dict[str, str]
+    words: list[str]
+    image: str | None
+
+
+def read_pasted(tokens: list[str]) -> PastedLine:
+    prefix, words = split_env(tokens)
+    return PastedLine({**container_env(words), **prefix}, words, container_image(words))

@@ -115,23 +115,22 @@ class ModelActions(Widget):
     # -- a model from the cache or the catalog, a pasted command, this model's variants ------------
 
     def action_paste_command(self) -> None:
-        from sparktui.core.command_line import container_env, container_image, split_command, split_env
+        from sparktui.core.command_line import read_pasted, split_command
         from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
         from sparktui.ui.screens import PromptScreen  # a dialog: loaded when first opened
 
         def check(text: str) -> tuple[ServeConfig, list[str]]:
             if not text.strip():
                 raise UserError("paste a command such as: vllm serve org/model --max-model-len 32k")
-            env, words = split_env(split_command(text))  # as `sparktui fit -- …` reads it
-            config = parse_serve_command(words)
-            image = container_image(words)
-            if image is not None and config.vllm_version is None:  # the tag says which vLLM, as `fit` reads it
+            line = read_pasted(split_command(text))  # as `sparktui fit -- …` reads it
+            config = parse_serve_command(line.words)
+            if line.image is not None and config.vllm_version is None:  # the tag says which vLLM, as `fit` reads it
                 from sparktui.runtime.launch.vllm_version import from_image
 
-                tagged = from_image(image, inspect=False)
+                tagged = from_image(line.image, inspect=False)
                 # model_copy keeps what the line set (replace would mark every field given)
                 config = config.model_copy(update={"vllm_version": tagged[0]}) if tagged else config
-            return config, sorted({*env, *container_env(words)})
+            return config, sorted(line.env)
 
         def done(read: object) -> None:
             if not isinstance(read, tuple):
