@@ -97,6 +97,21 @@ MAMBA_PREFIX_CACHING_ARCHITECTURES = frozenset(
 )
 
 
+def quantization_config_read(
+    config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None
+) -> tuple[Mapping[str, Any] | None, str]:
+    """The quantization config vLLM reads and the file it is in: config.json's quantization_config (or
+    compression_config, or its text config's), only without one hf_quant_config.json
+    (vllm/transformers_utils/config.py: get_config)."""
+    q = config.get("quantization_config") or config.get("compression_config")
+    if not isinstance(q, Mapping):
+        text = config.get("text_config")
+        q = text.get("quantization_config") if isinstance(text, Mapping) else None
+    if isinstance(q, Mapping):
+        return q, "config.json"
+    return (hf_quant, "hf_quant_config.json") if isinstance(hf_quant, Mapping) else (None, "")
+
+
 def checkpoint_kv_quant(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
     """(quantization method, KV cache dtype it declares) as vLLM reads a checkpoint.
 
@@ -105,12 +120,7 @@ def checkpoint_kv_quant(config: Mapping[str, Any], hf_quant: Mapping[str, Any] |
     'modelopt' (model_arch_config_convertor.py: _normalize_quantization_config). The KV dtype:
     ModelOpt's kv_cache_scheme / kv_cache_quant_algo (torch_utils.py:
     get_kv_cache_quant_algo_string), or compressed-tensors' kv_cache_scheme (Attention.__init__)."""
-    q = config.get("quantization_config") or config.get("compression_config")
-    if not isinstance(q, Mapping):
-        text = config.get("text_config")
-        q = text.get("quantization_config") if isinstance(text, Mapping) else None
-    if not isinstance(q, Mapping):
-        q = hf_quant if isinstance(hf_quant, Mapping) else None
+    q, _ = quantization_config_read(config, hf_quant)
     if q is None:
         return None, None
     method = str(q.get("quant_method") or "").lower().replace("compressed_tensors", "compressed-tensors")
@@ -153,14 +163,8 @@ def checkpoint_modelopt_algo(config: Mapping[str, Any], hf_quant: Mapping[str, A
     """The ModelOpt quant_algo of a checkpoint as get_config picks its quantization config
     (config.json's quantization_config, only without one hf_quant_config.json); None when the
     checkpoint is not ModelOpt's."""
-    q = config.get("quantization_config")
-    text = config.get("text_config")
-    if not isinstance(q, Mapping) and isinstance(text, Mapping):
-        q = text.get("quantization_config")
-    where = "config.json"
-    if not isinstance(q, Mapping):
-        q, where = hf_quant, "hf_quant_config.json"
-    if not isinstance(q, Mapping):
+    q, where = quantization_config_read(config, hf_quant)
+    if q is None:
         return None
     producer = q.get("producer")
     modelopt = str(q.get("quant_method") or "").lower().startswith("modelopt") or (
