@@ -619,18 +619,23 @@ def fit(
                 f"only {_g(free_at_check - c.requested)} of free memory above the request; "
                 f"anything else that starts will stop vLLM starting"
             )
+    # vLLM measures non-torch and CUDA-graph memory itself at start-up: where the high end of what real
+    # start-ups measured would hold one request and the median would not, the range straddles the line
+    straddles = c.kv_high > 0 and (not c.plan.groups or c.plan.fits_one(c.kv_high, max_len))
+    maybe = f"; at the favourable end of vLLM's own start-up measurements {_g(c.kv_high)} is left, so it may start"
     if c.kv_memory <= 0:
-        wont = True
+        wont, tight = (wont, True) if straddles else (True, tight)
         reasons.append(
             f"no memory left for the KV cache: request {_g(c.requested)} − weights {_g(c.weights)} − "
             f"activations {_g(c.activation)} − non-torch {_g(c.non_torch)} − CUDA graphs "
-            f"{_g(c.graphs)} = {_g(c.kv_memory)}"
+            f"{_g(c.graphs)} = {_g(c.kv_memory)}" + (maybe if straddles else "")
         )
     elif c.plan.groups and not c.plan.fits_one(c.kv_memory, max_len):
-        wont = True
+        wont, tight = (wont, True) if straddles else (True, tight)
         reasons.append(
             f"one request of max_model_len {max_len:,} needs {_g(c.plan.bytes_per_request(max_len))} of KV cache "
             f"but only {_g(c.kv_memory)} is available; the longest that fits is {longest:,} tokens"
+            + (maybe if straddles else "")
         )
     elif c.concurrency < 1.1:
         tight = True
