@@ -48,6 +48,7 @@ from sparktui.core.modelspec import MLA, ModelSpec, online_quantized
 from sparktui.core.modelspec.drafters import dflash_as_built
 from sparktui.core.modelspec.dtype import served_dtype
 from sparktui.core.modelspec.multimodal import language_model_only, zero_limit_towers
+from sparktui.core.record import record
 from sparktui.core.speculation import Speculation
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB
@@ -68,7 +69,7 @@ VERDICTS = ("fits", "tight", "wont_start", "unsafe")
 # --------------------------------------------------------------------------- the fit
 
 
-@dataclass(frozen=True)
+@record
 class Suggestion:
     """One piece of advice; `changes` (ServeConfig field -> value) is the edit it stands for,
     {} when it is advice rather than one edit. Apply with `config.replace(**changes)`."""
@@ -160,7 +161,7 @@ def _g(n: float) -> str:
     return f"{n / GiB:.2f} GiB"
 
 
-@dataclass(frozen=True)
+@record
 class _Core:
     """The numbers one configuration produces, before verdicts."""
 
