@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mistral, mla, moe, rope
+from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mimo, mistral, mla, moe, rope
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
@@ -98,6 +98,8 @@ def layer_groups(text: Mapping[str, Any]) -> tuple[list[LayerGroup], list[LayerG
         return mla.groups(text, n_layers)
     if hybrid.is_nemotron_h(text):
         return hybrid.nemotron_groups(text, dense.head_dim(text))
+    if mimo.is_mimo_v2(text):
+        return mimo.groups(text, n_layers)
     return dense.groups(text, n_layers)
 
 
