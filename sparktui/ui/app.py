@@ -83,6 +83,17 @@ class PanelScreen(Screen[None]):
             return  # what it would render is dropped undrawn (App._display); the dirty regions stay
         super()._compositor_refresh()
 
+    first_frame_pending = False  # set when the held first screen is released (SparkApp.show_first_screen)
+
+    def _on_timer_update(self) -> None:
+        if self.first_frame_pending and self._layout_required and not self.app._batch_count and self.is_current:
+            # The first frame is one full render, drawn with its layout. The repaints asked for while
+            # it was held would have rendered and written the whole screen a second time, at once.
+            self.first_frame_pending = False
+            self._compositor._dirty_regions.add(self.size.region)
+            self._repaint_required = False
+        super()._on_timer_update()
+
 
 class StatusBar(TextPanel):
     """Top line: host, server condition, guard state, MemAvailable, profile. At 80 columns the long
@@ -260,7 +271,10 @@ class SparkApp(App[None]):
         if self.holding_first_screen:
             self.holding_first_screen = False
             self._end_batch()
-            self.screen.refresh(layout=True, repaint=False)
+            screen = self.screen
+            if isinstance(screen, PanelScreen):
+                screen.first_frame_pending = True
+            screen.refresh(layout=True, repaint=False)
             # Drawn now, not at the screen's next update tick (Screen._update_timer, up to 1/60 s
             # later, idle): this frame is what the whole start was for.
             self.screen.call_next(self.screen._on_timer_update)
