@@ -31,6 +31,7 @@ from sparktui.ui import messages as msg
 from sparktui.ui.actions import bindings, help_rows
 from sparktui.ui.backend import Backend
 from sparktui.ui.commands import SparkCommands
+from sparktui.ui.css_cache import CssCache
 from sparktui.ui.panes import PANES, ConfigPane, Pane
 from sparktui.ui.settings import Settings, load_settings, save_theme
 from sparktui.ui.themes import DEFAULT_THEME, load_themes, theme_dirs
@@ -176,6 +177,7 @@ class SparkApp(App[None]):
         for theme in themes:
             self.register_theme(theme)
         self.startup_errors.extend(errors)
+        self.css_cache = CssCache()
         wanted = theme_name or self.settings.theme or DEFAULT_THEME
         if wanted not in self.available_themes:
             self.startup_errors.append(
@@ -198,6 +200,7 @@ class SparkApp(App[None]):
         the watcher does (App._watch_theme), less that refresh and the change signal."""
         self.set_reactive(App.theme, name)
         self.stylesheet.set_variables(self.get_css_variables())
+        self.css_cache.seed(self.stylesheet)  # the rules an earlier start parsed (ui.css_cache)
         dark = self.current_theme.dark
         self.update_classes({f"-theme-{name}": True, "-dark-mode": dark, "-light-mode": not dark}, update=False)
         self._refresh_truecolor_filter(self.ansi_theme)
@@ -270,6 +273,7 @@ class SparkApp(App[None]):
         """Draw from now on: the first full screen is in place (or the hold's backstop ran out)."""
         if self.holding_first_screen:
             self.holding_first_screen = False
+            self.css_cache.first_screen(self.stylesheet)
             self._end_batch()
             screen = self.screen
             if isinstance(screen, PanelScreen):
@@ -280,6 +284,9 @@ class SparkApp(App[None]):
             self.screen.call_next(self.screen._on_timer_update)
 
     background_started = False  # the polls and the post-mortem check have started
+
+    def on_unmount(self) -> None:
+        self.css_cache.store()  # as the app ends: the first screen's CSS, for the next start
 
     def on_first_screen(self, message: msg.FirstScreen) -> None:
         self._start_background()
