@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 
+from sparktui.core.record import record
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
 
@@ -29,7 +30,7 @@ SOURCES = ("measured", "calibrated")  # a launch sparktui ran / a log the user g
 STORE_VERSION = 1
 
 
-@dataclass(frozen=True)
+@record
 class Calibration:
     model: str
     vllm_version: str
@@ -79,7 +80,7 @@ def machine_key(name: str, total: int) -> str:
     return f"{name} {total / GiB:.2f} GiB"
 
 
-@dataclass(frozen=True)
+@record
 class LogFigures:
     """What one start-up log says about the memory outside the KV cache (bytes; None: not printed)."""
 

@@ -16,6 +16,7 @@ from sparktui.core.config import ServeConfig
 from sparktui.core.fit import VERDICTS, FitResult, fit
 from sparktui.core.machine import Machine
 from sparktui.core.modelspec import ModelSpec
+from sparktui.core.record import record
 from sparktui.core.units import GB
 from sparktui.errors import UserError
 
@@ -28,7 +29,7 @@ API_SERVER_BYTES = int(1.5 * GB)
 RAY_HEAD_BYTES = 1 * GB
 
 
-@dataclass(frozen=True)
+@record
 class ClusterSettings:
     """A profile's [cluster]: the nodes by SSH host name (the first is the head), vLLM's backend,
     and the interface or address the ranks talk over."""

@@ -13,10 +13,10 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from sparktui.core.command_line import split_command, strip_launcher
+from sparktui.core.record import record
 from sparktui.core.speculation import Speculation, parse_speculation
 from sparktui.core.units import parse_human_int
 from sparktui.core.vllm_argv import (
@@ -39,7 +39,7 @@ CATEGORIES: tuple[Category, ...] = ("model", "memory", "scheduling", "server", "
 _SAME = object()  # sparktui's default is vLLM's own
 
 
-@dataclass(frozen=True)
+@record
 class Flag:
     """One `vllm serve` flag.
 

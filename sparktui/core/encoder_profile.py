@@ -19,9 +19,8 @@ says "Encoder cache will be initialized with a budget of B tokens, and profiled 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sparktui.core.modelspec.encoder import Encoder
+from sparktui.core.record import record
 
 DEFAULT_LIMIT = 999  # vllm/config/multimodal.py: a modality's default count per prompt
 # Hidden-size tensors live at a SigLIP encoder layer's MLP peak (models/siglip.py, 0.13 to 0.32):
@@ -31,7 +30,7 @@ DEFAULT_LIMIT = 999  # vllm/config/multimodal.py: a modality's default count per
 SIGLIP_HELD_HIDDEN = 4
 
 
-@dataclass(frozen=True)
+@record
 class EncoderPass:
     modality: str
     tokens_per_item: int

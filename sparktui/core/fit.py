@@ -48,6 +48,7 @@ from sparktui.core.modelspec import MLA, ModelSpec, online_quantized
 from sparktui.core.modelspec.drafters import dflash_as_built
 from sparktui.core.modelspec.dtype import served_dtype
 from sparktui.core.modelspec.multimodal import language_model_only, zero_limit_towers
+from sparktui.core.record import record
 from sparktui.core.speculation import Speculation
 from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
 from sparktui.core.units import GB, GiB
@@ -68,7 +69,7 @@ VERDICTS = ("fits", "tight", "wont_start", "unsafe")
 # --------------------------------------------------------------------------- the fit
 
 
-@dataclass(frozen=True)
+@record
 class Suggestion:
     """One piece of advice; `changes` (ServeConfig field -> value) is the edit it stands for,
     {} when it is advice rather than one edit. Apply with `config.replace(**changes)`."""
@@ -160,7 +161,7 @@ def _g(n: float) -> str:
     return f"{n / GiB:.2f} GiB"
 
 
-@dataclass(frozen=True)
+@record
 class _Core:
     """The numbers one configuration produces, before verdicts."""
 
@@ -618,18 +619,23 @@ def fit(
                 f"only {_g(free_at_check - c.requested)} of free memory above the request; "
                 f"anything else that starts will stop vLLM starting"
             )
+    # vLLM measures non-torch and CUDA-graph memory itself at start-up: where the high end of what real
+    # start-ups measured would hold one request and the median would not, the range straddles the line
+    straddles = c.kv_high > 0 and (not c.plan.groups or c.plan.fits_one(c.kv_high, max_len))
+    maybe = f"; at the favourable end of vLLM's own start-up measurements {_g(c.kv_high)} is left, so it may start"
     if c.kv_memory <= 0:
-        wont = True
+        wont, tight = (wont, True) if straddles else (True, tight)
         reasons.append(
             f"no memory left for the KV cache: request {_g(c.requested)} − weights {_g(c.weights)} − "
             f"activations {_g(c.activation)} − non-torch {_g(c.non_torch)} − CUDA graphs "
-            f"{_g(c.graphs)} = {_g(c.kv_memory)}"
+            f"{_g(c.graphs)} = {_g(c.kv_memory)}" + (maybe if straddles else "")
         )
     elif c.plan.groups and not c.plan.fits_one(c.kv_memory, max_len):
-        wont = True
+        wont, tight = (wont, True) if straddles else (True, tight)
         reasons.append(
             f"one request of max_model_len {max_len:,} needs {_g(c.plan.bytes_per_request(max_len))} of KV cache "
             f"but only {_g(c.kv_memory)} is available; the longest that fits is {longest:,} tokens"
+            + (maybe if straddles else "")
         )
     elif c.concurrency < 1.1:
         tight = True

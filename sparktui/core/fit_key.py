@@ -3,14 +3,13 @@ version, the machine, and per measured term the settings that change it, as the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sparktui.core.calibration import Calibration, LogFigures, machine_key
 from sparktui.core.config import ServeConfig
 from sparktui.core.fit_settings import FitSettings, settings_from
 from sparktui.core.machine import Machine
 from sparktui.core.modelspec import ModelSpec, online_quantized
 from sparktui.core.modelspec.dtype import served_dtype
+from sparktui.core.record import record
 
 
 def term_flags(config: ServeConfig, spec: ModelSpec, s: FitSettings) -> dict[str, dict[str, str]]:
@@ -45,7 +44,7 @@ def term_flags(config: ServeConfig, spec: ModelSpec, s: FitSettings) -> dict[str
     }
 
 
-@dataclass(frozen=True)
+@record
 class CalibrationKey:
     """What a launch's figures are filed under, for these flags on this machine."""
 

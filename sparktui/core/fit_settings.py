@@ -5,7 +5,7 @@ Gated-DeltaNet workspaces, the sampler, the CUDA-graph estimate."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from sparktui.core.config import ServeConfig
 from sparktui.core.encoder_profile import EncoderPass, encoder_pass
@@ -14,6 +14,7 @@ from sparktui.core.machine import (
     Machine,
 )
 from sparktui.core.modelspec import MAMBA, MLA, ModelSpec
+from sparktui.core.record import record
 from sparktui.core.speculation import NO_KV_METHODS, Speculation
 from sparktui.core.units import MiB
 from sparktui.core.vllm_rules import (
@@ -34,7 +35,7 @@ from sparktui.core.vllm_rules import (
 # --------------------------------------------------------------------------- settings
 
 
-@dataclass(frozen=True)
+@record
 class FitSettings:
     """The ServeConfig values the fit needs, with vLLM's defaults filled in."""
 
@@ -548,7 +549,7 @@ def activation_bytes(
     return max(activation_parts(spec, max_num_batched_tokens, max_num_seqs, tp, runner, sampler_path, sms))
 
 
-@dataclass(frozen=True)
+@record
 class GraphEstimate:
     """What vLLM's CUDA-graph memory profile will report (GPUModelRunner.profile_cudagraph_memory):
     the first capture of each mode (the largest counts once) plus each further graph."""

@@ -18,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Literal, get_args
 
+from sparktui.core.record import record
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
 
@@ -49,7 +49,7 @@ GUARD_FIELDS: tuple[GuardField, ...] = get_args(GuardField)
 _LINE_WORDS = {"warn_below_gib": "warn", "term_below_gib": "term", "kill_below_gib": "kill"}
 
 
-@dataclass(frozen=True)
+@record
 class GuardLines:
     """Lines in GiB of MemAvailable; None turns a line (or a trigger) off."""
 

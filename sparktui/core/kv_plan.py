@@ -4,11 +4,11 @@ fits, and the capacity a KV memory gives. Pure arithmetic over a ModelSpec."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec, deepseek_v4
 from sparktui.core.modelspec.spec import KvFormat
+from sparktui.core.record import record
 from sparktui.core.vllm_rules import (
     KV_CACHE_DTYPES,
     VllmRules,
@@ -33,7 +33,7 @@ DEFAULT_RULES = rules_for(None)  # no version given: the newest rules read, with
 # --------------------------------------------------------------------------- KV plan
 
 
-@dataclass(frozen=True)
+@record
 class KvGroup:
     kind: str
     layers: int  # layers in the widest group of this kind
@@ -52,7 +52,7 @@ class KvGroup:
         return cdiv(max_len, self.block_size)
 
 
-@dataclass(frozen=True)
+@record
 class KvPlan:
     groups: tuple[KvGroup, ...]
     bytes_per_block: int

@@ -3,15 +3,14 @@ given size, and which of them a launch here is checked against."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sparktui.core.meminfo import parse_meminfo
+from sparktui.core.record import record
 from sparktui.core.units import GB, GiB, format_gib
 from sparktui.core.vllm_rules import DISCRETE_NON_TORCH, UMA_NON_TORCH
 from sparktui.errors import UserError
 
 
-@dataclass(frozen=True)
+@record
 class Machine:
     name: str
     total: int  # what CUDA (and so vLLM) calls total memory

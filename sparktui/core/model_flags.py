@@ -15,15 +15,15 @@ version may rename them, so each says where it comes from. Pure: no I/O.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from sparktui.core.config import ServeConfig
 from sparktui.core.modelspec import ModelSpec
+from sparktui.core.record import record
 from sparktui.core.vllm_rules import rules_for
 
 
-@dataclass(frozen=True)
+@record
 class FlagSuggestion:
     flag: str  # as `vllm serve` spells it
     value: str | None  # None for a switch
@@ -56,7 +56,7 @@ def _flag_names(extra: list[str]) -> set[str]:
     return {tok.split("=", 1)[0] for tok in extra if tok.startswith("--")}
 
 
-@dataclass(frozen=True)
+@record
 class _Family:
     pattern: re.Pattern[str]  # matched against model_type, architecture and the model's name
     reasoning: str | None

@@ -34,6 +34,7 @@ from sparktui.core.cluster import BACKENDS, ClusterSettings
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
 from sparktui.core.guard_lines import GUARD_FIELDS, LINE_NAMES, GuardField, GuardLines, LineName
 from sparktui.core.profile_toml import TomlText, first_comment, read_toml
+from sparktui.core.record import record
 from sparktui.errors import UserError
 from sparktui.files import is_special, read_regular
 from sparktui.paths import user_profiles_dir
@@ -130,7 +131,7 @@ class Profile:
     recipe: RecipeRead | None = field(default=None, repr=False, compare=False)  # read from another tool's YAML
 
 
-@dataclass(frozen=True)
+@record
 class ProfileRef:
     """A profile on disk, found without loading it (a broken file still lists)."""
 

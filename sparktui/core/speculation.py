@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from sparktui.core.record import record
 from sparktui.errors import UserError
 
 # MTP drafts from the target's own layers; the older per-model names are aliases vLLM maps to "mtp"
@@ -33,7 +33,7 @@ def is_mtp(method: str) -> bool:
     return method in MTP_METHODS or "mtp" in method
 
 
-@dataclass(frozen=True)
+@record
 class Speculation:
     """One `--speculative-config`, as vLLM reads it before it loads a drafter."""
 

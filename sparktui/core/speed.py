@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
 from sparktui.core.config import MXFP4_LAYER_NAMES, ServeConfig
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec
+from sparktui.core.record import record
 from sparktui.core.speculation import Speculation
 
 if TYPE_CHECKING:  # read only with a bench history (calibrated): most fits have none
@@ -47,7 +48,7 @@ GB = 10**9
 # --------------------------------------------------------------------------- machines
 
 
-@dataclass(frozen=True)
+@record
 class Hardware:
     name: str
     bandwidth: float  # bytes/s, the memory's peak
@@ -159,7 +160,7 @@ ACCEPTANCE_PRIOR = {"mtp": 0.8, "eagle": 0.7, "eagle3": 0.7, "dflash": 0.7, "dsp
 SPARK_MACHINE = "DGX Spark (GB10)"
 
 
-@dataclass(frozen=True)
+@record
 class Acceptance:
     """A published acceptance figure: vLLM's "Mean acceptance length" (tokens one verify pass
     yields, 1 + accepted drafts; from an acceptance rate r over k drafts it is 1 + k·r) for a
@@ -255,7 +256,7 @@ DEFAULT_PROMPT_TOKENS = 1024  # TTFT and "current context" when the caller has n
 # --------------------------------------------------------------------------- what a token reads
 
 
-@dataclass(frozen=True)
+@record
 class Footprint:
     """What one model reads and computes per token, at its stored precision."""
 
@@ -421,7 +422,7 @@ def attention_flops(spec: ModelSpec, context: int) -> float:
 # --------------------------------------------------------------------------- speculative decoding
 
 
-@dataclass(frozen=True)
+@record
 class DraftYield:
     """What speculative decoding gives a decode step: the method, tokens drafted, acceptance."""
 
@@ -498,7 +499,7 @@ def draft_seconds(
 # --------------------------------------------------------------------------- the estimate
 
 
-@dataclass(frozen=True)
+@record
 class UsersSpeed:
     users: int
     per_user_tok_s: float
@@ -514,7 +515,7 @@ class UsersSpeed:
         }
 
 
-@dataclass(frozen=True)
+@record
 class SpeedEstimate:
     decode_tok_s: float  # one user at `context`
     decode_range: tuple[float, float]
@@ -857,7 +858,7 @@ def summary_line(est: SpeedEstimate) -> str:
 
 # Published single-user figures this model is checked against (tests/core/test_speed.py). Each
 # says which catalog spec stands for the row and why a row the roofline cannot reach is not met.
-@dataclass(frozen=True)
+@record
 class GuideRow:
     label: str
     low: float

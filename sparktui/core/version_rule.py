@@ -3,10 +3,10 @@ vLLM's source that is."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
+from sparktui.core.record import record
 from sparktui.core.vllm_version import VllmVersion
 
 RuleKey = Literal[
@@ -53,7 +53,7 @@ RuleKey = Literal[
 ]
 
 
-@dataclass(frozen=True)
+@record
 class Rule:
     key: RuleKey
     since: VllmVersion  # first release with this behaviour

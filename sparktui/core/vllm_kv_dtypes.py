@@ -4,9 +4,9 @@ dtype a checkpoint declares, as vLLM reads them (version-dependent vocabulary, a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from sparktui.core.record import record
 from sparktui.core.vllm_version import VllmVersion
 
 V = VllmVersion
@@ -15,7 +15,7 @@ V = VllmVersion
 # --------------------------------------------------------------------------- KV cache dtypes
 
 
-@dataclass(frozen=True)
+@record
 class KvCacheDtype:
     """One --kv-cache-dtype value: the first release that accepts it (vllm/config/cache.py CacheDType;
     0.10: vllm/config.py) and how it lays a token out (modelspec/spec.py: KvFormat)."""
@@ -148,7 +148,7 @@ def checkpoint_kv_quant(config: Mapping[str, Any], hf_quant: Mapping[str, Any] |
     return method or None, None
 
 
-@dataclass(frozen=True)
+@record
 class ModelOptAlgo:
     """A ModelOpt checkpoint's quant_algo as vLLM reads it: upper-cased, the file it comes from, and
     whether that copy is nested under "quantization" (hf_quant_config.json's form; ModelOpt >= 0.31

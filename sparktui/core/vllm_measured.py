@@ -3,9 +3,9 @@ spread and the logs it was fitted on): vLLM measures them while it starts, they 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from sparktui.core.record import record
 from sparktui.core.units import GiB, MiB
 
 # --------------------------------------------------------------------------- the profile run's memory
@@ -27,7 +27,7 @@ FIT_LOGS = (  # the DGX Spark start-ups the constants were fitted on; the other 
 )
 
 
-@dataclass(frozen=True)
+@record
 class MeasuredConstant:
     """A figure vLLM measures at start-up that no flag decides: the value sparktui assumes (the
     median over the start-ups it was fitted on), the lowest and highest seen on every real start-up

@@ -12,8 +12,6 @@ reads. Supported: 0.10 to 0.33. Sources were read for every minor release from 0
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sparktui.core.cudagraph_sizes import (
     CUDAGRAPH_CANDIDATE_SIZES,
     CUDAGRAPH_CANDIDATE_SIZES_1024,
@@ -24,6 +22,7 @@ from sparktui.core.cudagraph_sizes import (
     resolve_cudagraph_mode,
     rounded_sizes,
 )
+from sparktui.core.record import record
 from sparktui.core.units import GiB
 from sparktui.core.version_rule import Rule, RuleKey
 from sparktui.core.vllm_kv_dtypes import (
@@ -521,7 +520,7 @@ V2_RUNNER_ARCHITECTURES: dict[str, frozenset[str]] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class VllmRules:
     """The table resolved for one vLLM version."""
 

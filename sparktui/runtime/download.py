@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparktui.core.record import record
 from sparktui.errors import UserError
 
 GiB = 1 << 30
@@ -49,7 +50,7 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
-@dataclass(frozen=True)
+@record
 class RepoFileEntry:
     path: str
     size: int

@@ -388,7 +388,11 @@ def test_each_suggestion_applied_does_what_its_text_says(config, machine, free):
             assert after.max_model_len == length and after.kv_cache_tokens >= length
             if length < (spec.max_position_embeddings or 0):  # else it is capped by the model's own context
                 one_more = fit(config.replace(max_model_len=length + 1), spec, machine, free)
-                assert one_more.verdict == "wont_start", s.text
+                # past the median's longest: won't start, or tight where the favourable end of vLLM's
+                # measured terms would still hold the request
+                high = one_more.kv_cache_bytes_high
+                high_fits = high > one_more.kv_cache_bytes and high >= one_more.kv_bytes_per_request
+                assert one_more.verdict == ("tight" if high_fits else "wont_start"), (s.text, one_more.reasons)
         elif "gpu_memory_utilization" in s.changes:
             util = s.changes["gpu_memory_utilization"]
             assert set(s.changes) == {"gpu_memory_utilization"} and f"request: {util:.2f}" in s.text
@@ -519,3 +523,31 @@ def test_a_large_batch_on_a_moe_model_takes_the_fused_moe_workspace():
     assert big > 65536 * 4 * workspace > small
     # the logs' own figure for it: 16.26 GiB of activation + non-torch memory at 65536 tokens
     assert abs((big + dgx_spark().non_torch) / GiB - 16.26) < 0.05
+
+
+def test_a_request_that_fits_only_at_the_favourable_end_of_the_measurements_is_tight_not_won_t_start():
+    """Where the median of vLLM's measured terms leaves too little KV memory for one request but the high
+    end of what real start-ups measured leaves enough, the range straddles the line: tight, range shown."""
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    small = {"gpu_memory_utilization": 0.2}
+    base = fit(cfg(spec.name, max_model_len=8192, **small), spec, dgx_spark())
+    plan = plan_kv(spec, 2, None, 1, 2048, True, 0, False, rules_for(None))
+    high = plan.max_len(base.kv_cache_bytes_high, 1 << 20)
+    assert base.longest_max_model_len < high
+    straddling = fit(cfg(spec.name, max_model_len=(base.longest_max_model_len + high) // 2, **small), spec, dgx_spark())
+    assert straddling.verdict == "tight", straddling.reasons
+    assert any("at the favourable end of vLLM's own start-up measurements" in r for r in straddling.reasons)
+    beyond = fit(cfg(spec.name, max_model_len=high + 4096, **small), spec, dgx_spark())
+    assert beyond.verdict == "wont_start", beyond.reasons
+    assert not any("favourable end" in r for r in beyond.reasons)
+
+
+def test_no_kv_memory_at_the_median_but_some_at_the_favourable_end_is_tight():
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    none_left = fit(cfg(spec.name, max_model_len=1024, gpu_memory_utilization=0.15), spec, dgx_spark())
+    assert none_left.kv_cache_bytes == 0 and none_left.kv_cache_bytes_high > GiB
+    assert none_left.verdict == "tight", none_left.reasons
+    assert any(r.startswith("no memory left for the KV cache") and "may start" in r for r in none_left.reasons)
+    # lower still: not even the favourable end leaves any
+    gone = fit(cfg(spec.name, max_model_len=1024, gpu_memory_utilization=0.12), spec, dgx_spark())
+    assert gone.kv_cache_bytes_high == 0 and gone.verdict == "wont_start", gone.reasons

@@ -16,8 +16,9 @@ Other multimodal models: None (their encoder profile is not modelled)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from sparktui.core.record import record
 
 QWEN_VL_MAX_PIXELS = 16_777_216  # Qwen3-VL image processor size.longest_edge (pixels)
 GEMMA4_VIDEO_FRAMES = 32  # gemma4_mm.py _VIDEO_MAX_FRAMES
@@ -25,7 +26,7 @@ GEMMA4_VIDEO_SOFT_TOKENS = 70  # _VIDEO_MAX_SOFT_TOKENS per frame; + boi + eoi +
 GEMMA4_FRAME_EXTRA_TOKENS = 8
 
 
-@dataclass(frozen=True)
+@record
 class Encoder:
     family: str  # qwen_vl | gemma3 | gemma4 | llava
     modality: str  # what vLLM profiles the encoder with

@@ -5,17 +5,17 @@ DeepSeek V3.2's sparse-attention indexer keeps its own small per-token key cache
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from sparktui.core.modelspec.spec import MLA, LayerGroup
+from sparktui.core.record import record
 
 
 def is_mla(text: Mapping[str, Any]) -> bool:
     return bool(text.get("kv_lora_rank"))
 
 
-@dataclass(frozen=True)
+@record
 class MlaDims:
     """An MLA layer's sizes, read once from config.json (vLLM's defaults where a key is missing)."""
 

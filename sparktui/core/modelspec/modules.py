@@ -11,15 +11,15 @@ the category totals stay those of build.param_counts.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mla, moe
 from sparktui.core.modelspec.spec import FULL, MAMBA, SLIDING, LayerGroup
 from sparktui.core.modelspec.weight_format import WeightFormats
+from sparktui.core.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Module:
     name: str  # as the checkpoint (and its quantization config) names it
     category: str  # quant.CATEGORIES

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sparktui.core.modelspec.encoder import Encoder
+from sparktui.core.record import record
 from sparktui.core.vllm_kv_dtypes import ModelOptAlgo
 
 # Layer kinds, as vLLM's KV cache specs see them.
@@ -68,7 +67,7 @@ class KvFormat(int):
         return f"KvFormat({self.name})"
 
 
-@dataclass(frozen=True)
+@record
 class LayerGroup:
     """`count` layers that hold the same KV-cache state."""
 
@@ -153,7 +152,7 @@ class LayerGroup:
         )
 
 
-@dataclass(frozen=True)
+@record
 class ModelSpec:
     name: str
     source: str  # where it was read from, for messages

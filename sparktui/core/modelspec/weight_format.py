@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from fnmatch import translate
 from functools import cached_property
 from typing import Any
 
 from sparktui.core.modelspec.spec import DTYPE_BYTES
+from sparktui.core.record import record
 
 
 def int_bytes(bits: int, group: int | None) -> float:
@@ -65,7 +66,7 @@ ALGO_BYTES: dict[str, float] = {
 _VISION = ("vision_tower", "vision_model", "vit_large_projector")
 
 
-@dataclass(frozen=True)
+@record
 class WeightFormats:
     """What a checkpoint's quantization config says about each module (see the module doc)."""
 

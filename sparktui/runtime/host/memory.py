@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from sparktui.core.meminfo import kib_field, parse_meminfo, per_cpu_free_pages
+from sparktui.core.record import record
 from sparktui.core.units import GiB, format_gib
 
 MEMINFO = "/proc/meminfo"
@@ -31,7 +32,7 @@ ZONEINFO = "/proc/zoneinfo"
 UNIFIED_TEXT = "n/a (unified)"
 
 
-@dataclass(frozen=True)
+@record
 class MemorySample:
     """One reading of host memory, in bytes; `time` is time.monotonic()."""
 
@@ -170,7 +171,7 @@ PSI_MIN_WINDOW_US = 500_000
 PSI_MAX_WINDOW_US = 10_000_000
 
 
-@dataclass(frozen=True)
+@record
 class PsiTrigger:
     """Fire when tasks stalled on memory for more than `stall_us` within any `window_us`:
     "some" (at least one task stalled) or "full" (every non-idle task stalled at once)."""

