@@ -1,6 +1,7 @@
 """sparktui's reading of each layer against vLLM's own KV specs, built on the meta device.
 
     python bench/vllm_layer_oracle.py [MODEL ...]   (default: every fixture config)
+    python bench/vllm_layer_oracle.py --unseen      (the configs outside the catalog, model-configs/unseen)
 
 Runs tests/support/vllm_layer_oracle.py under the CI's vLLM 0.32.0 CPU build (the only installed
 venv whose compiled ops load, so the only one that can build models): for each config in
@@ -28,9 +29,11 @@ def main(argv: list[str]) -> int:
     if python is None:
         print("no vLLM 0.32 venv (SPARKTUI_TEST_VLLM or .ci/setup-vllm)", file=sys.stderr)
         return 2
-    names = argv or sorted(
-        p.stem for p in (REPO / "tests" / "fixtures" / "model-configs").glob("*.json") if "__hf_quant" not in p.stem
-    )
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    if argv == ["--unseen"]:  # named unseen/<stem>, as fixture_config reads them
+        names = [f"unseen/{p.stem}" for p in sorted((configs / "unseen").glob("*.json")) if "__hf_quant" not in p.stem]
+    else:
+        names = argv or sorted(p.stem for p in configs.glob("*.json") if "__hf_quant" not in p.stem)
     started = time.monotonic()
     answers = ask_layers(python, names)
     agree = disagree = unbuilt = 0
@@ -45,7 +48,10 @@ def main(argv: list[str]) -> int:
         if mine == vllms:
             agree += 1
             summary = ", ".join(
-                f"{n}× {k[0]} " + (f"state {k[4]}" if k[4] else f"{k[1]}×{k[2]}") + (f" w{k[3]}" if k[3] else "")
+                f"{n}× {k[0]} "
+                + (f"state {k[4]}" if k[4] else f"{k[1]}×{k[2]}")
+                + (f" w{k[3]}" if k[3] else "")
+                + (f" V {k[5]}" if k[5] and k[5] != k[2] else "")
                 for k, n in vllms.items()
             )
             print(f"  {name:<50} agrees: {summary}  ({answer['seconds']} s)")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from sparktui.core.config import ServeConfig
-from sparktui.core.encoder_profile import EncoderPass, encoder_pass
 from sparktui.core.kv_plan import DEFAULT_RULES, KvPlan
 from sparktui.core.machine import (
     Machine,
@@ -31,6 +31,9 @@ from sparktui.core.vllm_rules import (
     graph_counts_v2,
     rules_for,
 )
+
+if TYPE_CHECKING:
+    from sparktui.core.encoder_profile import EncoderPass
 
 # --------------------------------------------------------------------------- settings
 
@@ -270,6 +273,8 @@ def encoder_term(spec: ModelSpec, s: FitSettings) -> EncoderPass | None:
     encoder = spec.encoder
     if encoder is None:
         return None
+    from sparktui.core.encoder_profile import encoder_pass  # a multimodal model's fit only
+
     limits = dict(s.mm_limits)
     if limits.get(encoder.modality) == 0 and encoder.fallback:  # vLLM profiles the next modality
         modality, tokens, patches = encoder.fallback

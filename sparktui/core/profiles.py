@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from sparktui.atomic import atomic_write_text
-from sparktui.core.cluster import BACKENDS, ClusterSettings
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_key
 from sparktui.core.guard_lines import GUARD_FIELDS, LINE_NAMES, GuardField, GuardLines, LineName
 from sparktui.core.profile_toml import TomlText, first_comment, read_toml
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     import tomlkit
     from tomlkit.items import Table
 
+    from sparktui.core.cluster import ClusterSettings
     from sparktui.core.recipes import RecipeRead
 
 MACHINE_NAMES = ("dgx-spark", "auto")
@@ -513,6 +513,8 @@ def _cluster(table: dict[str, Any], fail: Any) -> ClusterSettings | None:
     interface or master-addr for the ranks' traffic."""
     if not table:
         return None
+    from sparktui.core.cluster import BACKENDS, ClusterSettings  # a cluster's profile only (it loads the fit)
+
     for key in table:
         if key not in _CLUSTER_KEYS:
             close = difflib.get_close_matches(key, _CLUSTER_KEYS, n=1)

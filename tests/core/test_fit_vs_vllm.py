@@ -160,11 +160,13 @@ def test_aeon_dflash_log_is_its_drafter_in_kv_tensors_of_its_own():
     assert round(split["concurrency"], 2) == logged_conc == 1.98
 
 
-LAYER_MODELS = (  # dense, sliding-window + global, hybrid (Gated DeltaNet), MLA
+LAYER_MODELS = (  # dense, sliding-window + global, hybrid (Gated DeltaNet), MLA, and a config outside
+    # the catalog whose sliding and full layers have their own KV heads and a V narrower than K (MiMo-V2)
     "meta-llama__Meta-Llama-3.1-8B",
     "google__gemma-4-26B-A4B",
     "Qwen__Qwen3-Next-80B-A3B-Instruct",
     "deepseek-ai__DeepSeek-V3",
+    "unseen/XiaomiMiMo__MiMo-V2-Flash",
 )
 
 

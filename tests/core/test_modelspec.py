@@ -28,7 +28,7 @@ GiB = 1024**3
 def fixture_spec(fixtures: Path, stem: str, tmp_path: Path):
     """A spec read the way a user's model folder is read: config.json (+ hf_quant_config.json)."""
     folder = tmp_path / stem
-    folder.mkdir()
+    folder.mkdir(parents=True)
     configs = fixtures / "model-configs"
     shutil.copy(configs / f"{stem}.json", folder / "config.json")
     quant = configs / f"{stem}__hf_quant_config.json"
@@ -101,6 +101,20 @@ def test_sliding_window_with_own_global_geometry_gemma4(fixtures, tmp_path):
     sliding = next(g for g in spec.layers if g.kind == SLIDING)
     assert (full.num_kv_heads, full.head_size) == (2, 512)  # num_global_key_value_heads, global_head_dim
     assert (sliding.num_kv_heads, sliding.head_size, sliding.sliding_window) == (8, 256, 1024)
+
+
+def test_sliding_and_full_layers_with_their_own_heads_and_a_narrower_v_mimo_v2(fixtures, tmp_path):
+    """MiMo-V2-Flash (outside the catalog): hybrid_layer_pattern marks the sliding layers, which have
+    swa_num_key_value_heads × swa_head_dim (V swa_v_head_dim); the full ones num_key_value_heads ×
+    head_dim (V v_head_dim), as vLLM's mimo_v2.py builds them. Read as a plain sliding model, every
+    layer was sliding with 4 heads of 192 for K and V."""
+    spec = fixture_spec(fixtures, "unseen/XiaomiMiMo__MiMo-V2-Flash", tmp_path)
+    assert kinds(spec) == {SLIDING: 39, FULL: 9}
+    full = next(g for g in spec.layers if g.kind == FULL)
+    sliding = next(g for g in spec.layers if g.kind == SLIDING)
+    assert (full.num_kv_heads, full.head_size, full.head_size_v) == (4, 192, 128)
+    assert (sliding.num_kv_heads, sliding.head_size, sliding.head_size_v, sliding.sliding_window) == (8, 192, 128, 128)
+    assert spec.kv_bytes_per_token() == (9 * 4 + 39 * 8) * (192 + 128) * 2
 
 
 def test_qwen2_sliding_window_is_off_unless_use_sliding_window(fixtures, tmp_path):

@@ -26,6 +26,10 @@ TEXT_ARCH = {
     "Gemma4ForConditionalGeneration": "Gemma4ForCausalLM",
     "Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForConditionalGeneration": "Qwen3_5MoeForCausalLM",
+    # Qwen3-VL's language model is Qwen3's (qwen3_vl.py Qwen3LLMModel subclasses Qwen3Model)
+    "Qwen3VLForConditionalGeneration": "Qwen3ForCausalLM",
+    "Qwen3VLMoeForConditionalGeneration": "Qwen3MoeForCausalLM",
+    "Llama4ForConditionalGeneration": "Llama4ForCausalLM",
 }
 
 
@@ -37,6 +41,7 @@ def text_only(config):
         flat = {k: v for k, v in text.items() if k not in ("quantization_config",)}
         flat["architectures"] = [TEXT_ARCH[arch]]
         flat.setdefault("torch_dtype", config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+        flat.setdefault("tie_word_embeddings", bool(config.get("tie_word_embeddings")))  # Qwen3-VL keeps it outside
         return flat
     return config
 

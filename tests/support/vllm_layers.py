@@ -16,7 +16,17 @@ from tests.support import FIXTURES
 
 LAYER_ORACLE = Path(__file__).with_name("vllm_layer_oracle.py")
 MARK = "SPARKTUI-LAYER-ORACLE "
-KINDS = {"FullAttentionSpec": FULL, "SlidingWindowSpec": SLIDING, "MLAAttentionSpec": MLA, "MambaSpec": MAMBA}
+KINDS = {
+    "FullAttentionSpec": FULL,
+    "SlidingWindowSpec": SLIDING,
+    "MLAAttentionSpec": MLA,
+    "MambaSpec": MAMBA,
+    # Llama 4's chunked-local layers: a config with attention_chunk_size turns the hybrid KV cache
+    # manager off unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (config/vllm.py
+    # VllmConfig.__post_init__, 0.13 to 0.32), and then kv_cache_utils.unify_hybrid_kv_cache_specs
+    # plans them as full attention: the fit reads them as full
+    "ChunkedLocalAttentionSpec": FULL,
+}
 
 
 def fixture_config(name: str) -> dict[str, Any]:
@@ -26,7 +36,8 @@ def fixture_config(name: str) -> dict[str, Any]:
 
 
 def ours(name: str, config: dict[str, Any]) -> Counter[tuple[Any, ...]]:
-    """sparktui's layers as (kind, heads, head_size, window, state dims) → count (draft layers left out)."""
+    """sparktui's layers as (kind, heads, head_size, window, state dims, V head size) → count (draft
+    layers left out)."""
     spec = spec_from_config(config, name=name, source="fixture")
     out: Counter[tuple[Any, ...]] = Counter()
     for g in spec.layers:
@@ -34,10 +45,11 @@ def ours(name: str, config: dict[str, Any]) -> Counter[tuple[Any, ...]]:
             continue
         if g.kind == MAMBA:
             dims = (tuple(sorted((g.conv_dim, g.conv_kernel - 1))), tuple(sorted((g.value_heads, g.head_v, g.head_k))))
-            out[(MAMBA, 0, 0, None, dims)] += g.count
+            out[(MAMBA, 0, 0, None, dims, None)] += g.count
         else:
             heads = 1 if g.kind == MLA else g.num_kv_heads
-            out[(g.kind, heads, g.head_size, g.sliding_window if g.kind == SLIDING else None, None)] += g.count
+            v = None if g.kind == MLA else g.head_size_v  # MLA: one latent, no separate V
+            out[(g.kind, heads, g.head_size, g.sliding_window if g.kind == SLIDING else None, None, v)] += g.count
     return out
 
 
@@ -48,10 +60,11 @@ def theirs(layers: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
         kind = KINDS.get(layer["kind"], layer["kind"])
         if kind == MAMBA:
             conv, ssm = layer["shapes"][0], layer["shapes"][1]
-            out[(MAMBA, 0, 0, None, (tuple(sorted(conv)), tuple(sorted(ssm))))] += layer["count"]
+            out[(MAMBA, 0, 0, None, (tuple(sorted(conv)), tuple(sorted(ssm))), None)] += layer["count"]
         else:
             window = layer.get("window") if kind == SLIDING else None
-            out[(kind, layer.get("heads"), layer.get("head_size"), window, None)] += layer["count"]
+            v = None if kind == MLA else layer.get("head_size_v") or layer.get("head_size")
+            out[(kind, layer.get("heads"), layer.get("head_size"), window, None, v)] += layer["count"]
     return out
 
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mistral, mla, moe, rope
+from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mimo, mistral, mla, moe, rope
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
@@ -98,6 +98,8 @@ def layer_groups(text: Mapping[str, Any]) -> tuple[list[LayerGroup], list[LayerG
         return mla.groups(text, n_layers)
     if hybrid.is_nemotron_h(text):
         return hybrid.nemotron_groups(text, dense.head_dim(text))
+    if mimo.is_mimo_v2(text):
+        return mimo.groups(text, n_layers)
     return dense.groups(text, n_layers)
 
 
@@ -211,8 +213,9 @@ def _build(
     kv_quant = checkpoint_kv_quant(config, hf_quant)
     quant_name, per_param = bytes_per_param(q, dtype_bytes)
     formats = weight_formats(config, hf_quant)
+    modules = linear_modules(config, text, layers) if formats.quantized else []
     if formats.quantized:  # each linear module in the format it loads in (excluded ones unquantized)
-        per_param.update(category_bytes(linear_modules(config, text, layers), formats))
+        per_param.update(category_bytes(modules, formats))
     counts = param_counts(config, text, layers)
     params = sum(counts.values())
     est = sum(counts[cat] * per_param.get(cat, dtype_bytes) for cat in counts)
@@ -243,7 +246,7 @@ def _build(
     if padding:
         weights_source += f", + {padding / 2**30:.2f} GiB MXFP4 kernel padding"
     arch = (config.get("architectures") or text.get("architectures") or [""])[0]
-    nvfp4_moe = _nvfp4_experts(text, linear_modules(config, text, layers), formats) if formats.quantized else ()
+    nvfp4_moe = _nvfp4_experts(text, modules, formats) if formats.quantized else ()
     limit, limit_key = max_len_limit(text)
     moe_layers, mlp_layers = feed_forward_layers(text, n_layers)
     notes = [n for n in (mla.indexer_note(text), _unmodelled_note(text)) if n]

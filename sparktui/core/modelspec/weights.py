@@ -6,6 +6,7 @@ import json
 import re
 import struct
 from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -42,29 +43,32 @@ def header_bytes(header: Mapping[str, Any], where: str) -> tuple[int, int]:
 
 # A tensor's weight category (quant.CATEGORIES) from its name, first match wins: what decode reads of
 # each kind is the bytes the checkpoint stores for it (dtype × shape), scales included.
-_TENSOR_CATEGORIES = tuple(
-    (cat, re.compile(pattern))
-    for cat, pattern in (
-        ("mtp", r"(^|\.)mtp[._]"),
-        ("vision", r"visual|vision|multi_modal_projector|mm_projector|audio"),
-        ("lm_head", r"lm_head"),
-        ("per_layer_embed", r"embed_tokens_per_layer"),
-        ("embed", r"embed_tokens|\.wte\.|word_embeddings"),
-        ("router", r"(mlp|block_sparse_moe|mixer)\.gate\.|\.router\.|shared_expert_gate"),
-        ("shared", r"shared_expert"),
-        ("latent", r"latent_proj"),
-        ("experts", r"experts"),
-        ("linear_attn", r"linear_attn"),
-        ("conv", r"conv1d"),
-        ("mamba", r"mixer\.(in_proj|out_proj)"),
-        ("attn", r"self_attn|\.attn\.|mixer\.(q_proj|k_proj|v_proj|o_proj)"),
-        ("mlp", r"\.mlp\.|mixer\.(up_proj|down_proj)|feed_forward"),
-    )
+_TENSOR_CATEGORIES = (
+    ("mtp", r"(^|\.)mtp[._]"),
+    ("vision", r"visual|vision|multi_modal_projector|mm_projector|audio"),
+    ("lm_head", r"lm_head"),
+    ("per_layer_embed", r"embed_tokens_per_layer"),
+    ("embed", r"embed_tokens|\.wte\.|word_embeddings"),
+    ("router", r"(mlp|block_sparse_moe|mixer)\.gate\.|\.router\.|shared_expert_gate"),
+    ("shared", r"shared_expert"),
+    ("latent", r"latent_proj"),
+    ("experts", r"experts"),
+    ("linear_attn", r"linear_attn"),
+    ("conv", r"conv1d"),
+    ("mamba", r"mixer\.(in_proj|out_proj)"),
+    ("attn", r"self_attn|\.attn\.|mixer\.(q_proj|k_proj|v_proj|o_proj)"),
+    ("mlp", r"\.mlp\.|mixer\.(up_proj|down_proj)|feed_forward"),
 )
 
 
+@cache
+def _tensor_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Compiled when first needed: a spec from the catalog reads no safetensors header."""
+    return tuple((cat, re.compile(pattern)) for cat, pattern in _TENSOR_CATEGORIES)
+
+
 def tensor_category(name: str) -> str:
-    return next((cat for cat, pattern in _TENSOR_CATEGORIES if pattern.search(name)), "other")
+    return next((cat for cat, pattern in _tensor_patterns() if pattern.search(name)), "other")
 
 
 def stored_by_category(headers: Iterable[Mapping[str, Any]]) -> tuple[dict[str, int], dict[str, set[str]]]:
