@@ -64,10 +64,13 @@ MODEL_RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 # v2_sampler_pass_bytes read it from vLLM's code, per version (vllm_rules v1_sampler_top_k_top_p).
 
 UMA_NON_TORCH = MeasuredConstant(
-    "uma_non_torch", 3.36, 1.34, 4.99, "GiB",
+    "uma_non_torch", 3.36, 0.09, 5.46, "GiB",
     "non-torch memory growth during start-up on unified memory: vLLM reads free memory as the host's "
     "MemAvailable there, so whatever else the process (compiler, libraries, loader) or the OS takes "
-    "counts (reclaimable page cache does not: MemAvailable holds it); not knowable before launch. Fitted on "
+    "counts (reclaimable page cache does not: MemAvailable holds it); not knowable before launch, and not "
+    "repeatable: launches of one configuration on one Spark measured 0.09 and 2.54 GiB (Gemma-3-27B fp8, DEBUG "
+    "split), 1.27 and 3.73 (the same build and flags, nvfp4 KV), while their torch peak read 1.72 GiB every "
+    "time (tests/fixtures/vllm-repeats, bench/repeat_launches.py); the spread is over those launches too. Fitted on "
     "0.21-era logs, whose window also holds the CUDA-graph profiling (vllm_rules non_torch_window); the "
     "one 0.13 log, whose window does not, implies 1.91 GiB, inside their spread; and an --enforce-eager "
     "Gemma-3-27B run on a 0.21-era build (no graph profiling in its window; DEBUG split, jethac/dgx-spark-hijinks "
@@ -83,7 +86,7 @@ DISCRETE_NON_TORCH = MeasuredConstant(
     fitted_on=("discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_success.log",),
 )  # fmt: skip
 CUDAGRAPH_FIRST_CAPTURE = MeasuredConstant(
-    "cudagraph_first_capture", 0.30, 0.10, 2.49, "GiB",
+    "cudagraph_first_capture", 0.30, 0.05, 2.49, "GiB",
     "free memory lost to the first CUDA graph captured while profiling (per mode, the largest counts); "
     "measured with cudaMemGetInfo, so it holds the attention backend's workspaces (FlashInfer FULL graphs: "
     "flashinfer_full_first_capture)",
@@ -101,12 +104,14 @@ CUDAGRAPH_PER_GRAPH = MeasuredConstant(
 FLASHINFER_WORKSPACE_BYTES = 394 * MiB
 FLASHINFER_FIT_LOGS = (FIT_LOGS[0], "spark_vdev-g9759e3b06_gemma-3-12b-it_fp8kv_success.log")
 FLASHINFER_FULL_FIRST_CAPTURE = MeasuredConstant(
-    "flashinfer_full_first_capture", 129.66, 46.3, 158.1, "MiB",
+    "flashinfer_full_first_capture", 129.66, 29.15, 158.15, "MiB",
     "what the first FULL CUDA graph with FlashInfer attention adds per attention KV-cache group beyond "
     "that group's workspace buffer; the mean of the two Gemma 3 fp8 runs on a Spark: gemma-3-27b (7 groups, "
     "3466.15 MiB = 7 × (394 + 101)) and gemma-3-12b (6 groups, 3.96 GiB total: 158). Held out: Qwen3.6-35B-A3B "
-    "fp8 on vLLM 0.20 (1 group, 1 FULL graph: 0.43 GiB total, 46). Nemotron-Cascade-2 on an RTX 5090 (1 group, "
-    "19 FULL graphs) logged 0.48 GiB in all, below even this model's floor there (0.50): not carried to that GPU",
+    "fp8 on vLLM 0.20 (1 group, 1 FULL graph: 0.43 GiB total, 46). The low end is a repeated launch of the "
+    "gemma-3-27b run (same flags, another build: 3.73 GiB total, 29; tests/fixtures/vllm-repeats). "
+    "Nemotron-Cascade-2 on an RTX 5090 (1 group, 19 FULL graphs) logged 0.48 GiB in all, at this model's "
+    "floor there (0.48): not carried to that GPU",
     f"{MODEL_RUNNER}: GPUModelRunner.profile_cudagraph_memory; v1/attention/backends/flashinfer.py: "
     "FlashInferMetadataBuilder._get_workspace_buffer",
     fitted_on=FLASHINFER_FIT_LOGS,

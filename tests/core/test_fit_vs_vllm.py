@@ -161,12 +161,15 @@ def test_aeon_dflash_log_is_its_drafter_in_kv_tensors_of_its_own():
 
 
 LAYER_MODELS = (  # dense, sliding-window + global, hybrid (Gated DeltaNet), MLA, and a config outside
-    # the catalog whose sliding and full layers have their own KV heads and a V narrower than K (MiMo-V2)
+    # the catalog whose sliding and full layers have their own KV heads and a V narrower than K (MiMo-V2),
+    # and a NAS-pruned Llama whose layers have their own KV heads or no attention (DeciLM: remote code,
+    # built with the oracle's stand-in config class)
     "meta-llama__Meta-Llama-3.1-8B",
     "google__gemma-4-26B-A4B",
     "Qwen__Qwen3-Next-80B-A3B-Instruct",
     "deepseek-ai__DeepSeek-V3",
     "unseen/XiaomiMiMo__MiMo-V2-Flash",
+    "unseen/nvidia__Llama-3_3-Nemotron-Super-49B-v1",
 )
 
 

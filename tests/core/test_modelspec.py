@@ -117,6 +117,19 @@ def test_sliding_and_full_layers_with_their_own_heads_and_a_narrower_v_mimo_v2(f
     assert spec.kv_bytes_per_token() == (9 * 4 + 39 * 8) * (192 + 128) * 2
 
 
+def test_nas_pruned_llama_layers_from_block_configs(fixtures, tmp_path):
+    """Llama-3.3-Nemotron-Super-49B (DeciLM, outside the catalog): num_key_value_heads and
+    intermediate_size are null; each block_configs entry gives its layer's attention (none when
+    attention.no_op, else num_attention_heads // n_heads_in_group KV heads) and MLP width (ffn_mult →
+    int(2 × ffn_mult × hidden / 3) rounded up to 256), as vLLM's nemotron_nas.py builds them. Read as a
+    Llama, it was 80 layers × 64 KV heads (13× the KV per token) and no MLP weights (44 GiB of 93)."""
+    spec = fixture_spec(fixtures, "unseen/nvidia__Llama-3_3-Nemotron-Super-49B-v1", tmp_path)
+    assert [(g.kind, g.count, g.num_kv_heads, g.head_size) for g in spec.layers] == [(FULL, 49, 8, 128)]
+    assert spec.kv_bytes_per_token() == 49 * 8 * 128 * 2 * 2
+    assert spec.intermediate_size == 28672  # the widest MLP (ffn_mult 5.25 over hidden 8192)
+    assert 49e9 < spec.param_count < 50.5e9  # the "49B" of its name (read as a Llama: 23.6 B)
+
+
 def test_qwen2_sliding_window_is_off_unless_use_sliding_window(fixtures, tmp_path):
     spec = fixture_spec(fixtures, "Qwen__Qwen2.5-7B", tmp_path)
     assert kinds(spec) == {FULL: 28}

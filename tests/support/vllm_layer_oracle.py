@@ -14,6 +14,8 @@ cannot build models at all. bench/vllm_layer_oracle.py compares the answers with
 
 import collections
 import json
+import os
+import shutil
 import sys
 import tempfile
 import time
@@ -59,6 +61,47 @@ def describe(spec):
     return out
 
 
+# DeciLM (nemotron-nas) ships its config class as remote code (configuration_decilm.py), which is not
+# here offline: this stand-in reads config.json as LlamaConfig does and gives each block_configs entry
+# the attribute access vLLM's nemotron_nas.py uses (block_config.attention.no_op, .n_heads_in_group,
+# .ffn.ffn_mult); nothing else of the original is needed to build the layers
+STAND_IN_DECILM_CONFIG = """
+from types import SimpleNamespace
+
+from transformers import LlamaConfig
+
+
+class Block(SimpleNamespace):
+    def to_dict(self):
+        return {k: v.to_dict() if isinstance(v, Block) else v for k, v in vars(self).items()}
+
+
+class DeciLMConfig(LlamaConfig):
+    model_type = "nemotron-nas"
+
+    def __init__(self, block_configs=(), **kwargs):
+        kwargs["intermediate_size"] = kwargs.get("intermediate_size") or 0  # null: each block has its own
+        super().__init__(**kwargs)
+        self.block_configs = [
+            Block(**{k: Block(**v) if isinstance(v, dict) else v for k, v in b.items()}) if isinstance(b, dict) else b
+            for b in block_configs
+        ]
+
+    def to_dict(self):
+        out = super().to_dict()
+        out["block_configs"] = [b.to_dict() if isinstance(b, Block) else b for b in self.block_configs]
+        return out
+"""
+
+
+def stand_in_remote_code(config, folder):
+    """True (trust_remote_code) when the config's remote code has a stand-in here, written beside it."""
+    if config.get("model_type") != "nemotron-nas":
+        return False
+    (folder / "configuration_decilm.py").write_text(STAND_IN_DECILM_CONFIG)
+    return True
+
+
 def build(name, config, workdir):
     import torch
     from vllm.config import set_current_vllm_config
@@ -68,9 +111,11 @@ def build(name, config, workdir):
     folder = Path(workdir) / name.replace("/", "--")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(text_only(config)))
+    remote = stand_in_remote_code(config, folder)
     args = EngineArgs(
-        model=str(folder), skip_tokenizer_init=True, max_model_len=4096, enforce_eager=True, load_format="dummy"
-    )
+        model=str(folder), skip_tokenizer_init=True, max_model_len=4096, enforce_eager=True, load_format="dummy",
+        trust_remote_code=remote,
+    )  # fmt: skip
     vllm_config = args.create_engine_config()
     cls, _ = get_model_architecture(vllm_config.model_config)
     with set_current_vllm_config(vllm_config), torch.device("meta"):
@@ -88,7 +133,16 @@ def build(name, config, workdir):
 
 def main():
     request = json.load(sys.stdin)
+    scratch = tempfile.mkdtemp(prefix="sparktui-layer-oracle-modules-")
+    os.environ["HF_MODULES_CACHE"] = scratch  # remote-code stand-ins are copied here, not into ~/.cache
     answer_to, sys.stdout = sys.stdout, sys.stderr  # vLLM's prints must not mix with the answer
+    # the activation oracle's stand-ins, for what the CPU build cannot build otherwise: Qwen3.5 / 3.6
+    # (a stand-in torchvision for qwen3_vl.py's import) and Nemotron-H's non-gated experts (CUDA's
+    # FusedMoEConfig branch); neither changes a layer's KV spec
+    from vllm_activation_oracle import stand_in_torchvision, take_cuda_moe_config
+
+    stand_in_torchvision()  # before vLLM imports its model classes
+    take_cuda_moe_config()
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
 
@@ -106,6 +160,7 @@ def main():
                 out.append({"name": item["name"], "layers": layers, "seconds": round(time.monotonic() - started, 1)})
             except Exception as exc:
                 out.append({"name": item["name"], "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+    shutil.rmtree(scratch, ignore_errors=True)
     answer_to.write("\n" + ANSWER_MARK + json.dumps(out) + "\n")
 
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mimo, mistral, mla, moe, rope
+from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mimo, mistral, mla, moe, nas, rope
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
@@ -100,6 +100,8 @@ def layer_groups(text: Mapping[str, Any]) -> tuple[list[LayerGroup], list[LayerG
         return hybrid.nemotron_groups(text, dense.head_dim(text))
     if mimo.is_mimo_v2(text):
         return mimo.groups(text, n_layers)
+    if nas.is_nemotron_nas(text):
+        return nas.groups(text, n_layers, dense.head_dim(text))
     return dense.groups(text, n_layers)
 
 
@@ -153,8 +155,11 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
             counts["linear_attn"] += g.count * hybrid.gdn_params(text, g)
         else:
             counts["attn"] += g.count * dense.attention_params(text, g)
-    for cat, n in moe.mlp_counts(text, n_layers).items():
-        counts[cat] += n
+    if nas.is_nemotron_nas(text):  # each layer's MLP has its own width (or none)
+        counts["mlp"] += nas.mlp_params(text, n_layers)
+    else:
+        for cat, n in moe.mlp_counts(text, n_layers).items():
+            counts[cat] += n
     counts["attn"] += gemma.kv_shared_attention_params(text)
     table, linear, norms = gemma.per_layer_embedding_params(text)
     counts["per_layer_embed"], counts["mlp"], counts["other"] = table, counts["mlp"] + linear, counts["other"] + norms
@@ -258,7 +263,9 @@ def _build(
         dtype=dtype,
         num_layers=n_layers,
         hidden_size=int(text.get("hidden_size") or 0),
-        intermediate_size=_first_int(text.get("intermediate_size")),
+        intermediate_size=max(nas.intermediate_sizes(text, n_layers), default=0)
+        if nas.is_nemotron_nas(text)
+        else _first_int(text.get("intermediate_size")),
         vocab_size=int(text.get("vocab_size") or config.get("vocab_size") or 0),
         num_attention_heads=int(text.get("num_attention_heads") or 0),
         max_position_embeddings=max_pos,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mla, moe
+from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mla, moe, nas
 from sparktui.core.modelspec.spec import FULL, MAMBA, SLIDING, LayerGroup
 from sparktui.core.modelspec.weight_format import WeightFormats
 from sparktui.core.record import record
@@ -35,6 +35,8 @@ def linear_modules(config: Mapping[str, Any], text: Mapping[str, Any], layers: l
         return out + _nemotron(text)
     if deepseek_v4.is_deepseek_v4(text):
         return out + _deepseek_v4(text)
+    if nas.is_nemotron_nas(text):
+        return out + _nas(text)
     prefix = "model.language_model.layers" if isinstance(config.get("text_config"), Mapping) else "model.layers"
     n_layers = int(text["num_hidden_layers"])
     kinds = dense.layer_kinds(text, n_layers)
@@ -74,6 +76,19 @@ def _attention(text: Mapping[str, Any], g: LayerGroup, p: str) -> list[Module]:
         ("o_proj", q_heads * g.head_size * h),
     ]
     return [Module(f"{p}.self_attn.{name}", "attn", n) for name, n in sides if n > 0]
+
+
+def _nas(text: Mapping[str, Any]) -> list[Module]:
+    """A NAS-pruned Llama's layers: attention and MLP only where its block_configs has them."""
+    h = int(text.get("hidden_size") or 0)
+    dim = dense.head_dim(text)
+    out = []
+    for i, (kv_heads, width) in enumerate(nas.per_layer(text, int(text["num_hidden_layers"]))):
+        p = f"model.layers.{i}"
+        if kv_heads:
+            out += _attention(text, LayerGroup(FULL, 1, kv_heads, dim, dim), p)
+        out += [Module(f"{p}.mlp.{name}", "mlp", h * width) for name in ("gate_proj", "up_proj", "down_proj") if width]
+    return out
 
 
 def _mla(text: Mapping[str, Any], p: str) -> list[Module]:
