@@ -110,8 +110,6 @@ class RunnerSettings:
 
 @record(frozen=False)
 class Profile:
-    """A profile as read from its TOML file: the `vllm serve` configuration and how sparktui runs it."""
-
     name: str
     path: Path | None
     serve: ServeConfig

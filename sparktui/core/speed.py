@@ -50,8 +50,6 @@ GB = 10**9
 
 @record
 class Hardware:
-    """The bandwidth and compute a speed estimate is made for."""
-
     name: str
     bandwidth: float  # bytes/s, the memory's peak
     compute: float  # FLOP/s, dense bf16 tensor peak (vLLM's W4A16 kernels multiply in bf16)
@@ -503,8 +501,6 @@ def draft_seconds(
 
 @record
 class UsersSpeed:
-    """Decode speed at one number of concurrent users: per user and in all."""
-
     users: int
     per_user_tok_s: float
     aggregate_tok_s: float
@@ -521,8 +517,6 @@ class UsersSpeed:
 
 @record
 class SpeedEstimate:
-    """The predicted decode and prefill speed of one configuration, and what it rests on."""
-
     decode_tok_s: float  # one user at `context`
     decode_range: tuple[float, float]
     roofline_tok_s: float  # bandwidth / bytes per token: no kernel reaches it
@@ -862,11 +856,10 @@ def summary_line(est: SpeedEstimate) -> str:
     return text + (" · calibrated" if est.calibration else "")
 
 
-# Published single-user figures this model is checked against (tests/core/test_speed.py). Each
-# says which catalog spec stands for the row and why a row the roofline cannot reach is not met.
 @record
 class GuideRow:
-    """One published single-user figure the speed model is checked against."""
+    """A published single-user figure this model is checked against (tests/core/test_speed.py). Each
+    says which catalog spec stands for the row and why a row the roofline cannot reach is not met."""
 
     label: str
     low: float
