@@ -18,7 +18,7 @@ the TUI can run it on every keystroke.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from sparktui.core.calibration import TERMS, Calibration, differences, machine_key
@@ -81,8 +81,10 @@ class Suggestion:
         return {"text": self.text, "set": {flag_by_field(k).name: v for k, v in self.changes.items()}}
 
 
-@dataclass
+@record(frozen=False)
 class FitResult:
+    """The fit's verdict for one configuration, with its memory budget, KV figures and advice."""
+
     verdict: str
     reasons: list[str]
     suggestions: list[Suggestion]
