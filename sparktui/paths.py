@@ -8,6 +8,7 @@ Every one can be moved with an environment variable (tests point them at tempora
 | SPARKTUI_STATE_DIR   | servers/ (state, sockets), logs/, supervisor/, bench/, | user_state_dir("sparktui") |
 |                      | flight/ (flight records and post-mortems)              |                            |
 | SPARKTUI_CACHE_DIR   | small model files fetched from the Hugging Face Hub    | user_cache_dir("sparktui") |
+|                      | and the panel's parsed stylesheet (ui/css_cache.py)    |                            |
 """
 
 from __future__ import annotations

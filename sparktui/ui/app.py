@@ -31,6 +31,7 @@ from sparktui.ui import messages as msg
 from sparktui.ui.actions import bindings, help_rows
 from sparktui.ui.backend import Backend
 from sparktui.ui.commands import SparkCommands
+from sparktui.ui.css_cache import CssCache
 from sparktui.ui.panes import PANES, ConfigPane, Pane
 from sparktui.ui.settings import Settings, load_settings, save_theme
 from sparktui.ui.themes import DEFAULT_THEME, load_themes, theme_dirs
@@ -82,6 +83,17 @@ class PanelScreen(Screen[None]):
         if self.app._batch_count:
             return  # what it would render is dropped undrawn (App._display); the dirty regions stay
         super()._compositor_refresh()
+
+    first_frame_pending = False  # set when the held first screen is released (SparkApp.show_first_screen)
+
+    def _on_timer_update(self) -> None:
+        if self.first_frame_pending and self._layout_required and not self.app._batch_count and self.is_current:
+            # The first frame is one full render, drawn with its layout. The repaints asked for while
+            # it was held would have rendered and written the whole screen a second time, at once.
+            self.first_frame_pending = False
+            self._compositor._dirty_regions.add(self.size.region)
+            self._repaint_required = False
+        super()._on_timer_update()
 
 
 class StatusBar(TextPanel):
@@ -165,6 +177,7 @@ class SparkApp(App[None]):
         for theme in themes:
             self.register_theme(theme)
         self.startup_errors.extend(errors)
+        self.css_cache = CssCache()
         wanted = theme_name or self.settings.theme or DEFAULT_THEME
         if wanted not in self.available_themes:
             self.startup_errors.append(
@@ -187,6 +200,7 @@ class SparkApp(App[None]):
         the watcher does (App._watch_theme), less that refresh and the change signal."""
         self.set_reactive(App.theme, name)
         self.stylesheet.set_variables(self.get_css_variables())
+        self.css_cache.seed(self.stylesheet)  # the rules an earlier start parsed (ui.css_cache)
         dark = self.current_theme.dark
         self.update_classes({f"-theme-{name}": True, "-dark-mode": dark, "-light-mode": not dark}, update=False)
         self._refresh_truecolor_filter(self.ansi_theme)
@@ -259,13 +273,20 @@ class SparkApp(App[None]):
         """Draw from now on: the first full screen is in place (or the hold's backstop ran out)."""
         if self.holding_first_screen:
             self.holding_first_screen = False
+            self.css_cache.first_screen(self.stylesheet)
             self._end_batch()
-            self.screen.refresh(layout=True, repaint=False)
+            screen = self.screen
+            if isinstance(screen, PanelScreen):
+                screen.first_frame_pending = True
+            screen.refresh(layout=True, repaint=False)
             # Drawn now, not at the screen's next update tick (Screen._update_timer, up to 1/60 s
             # later, idle): this frame is what the whole start was for.
             self.screen.call_next(self.screen._on_timer_update)
 
     background_started = False  # the polls and the post-mortem check have started
+
+    def on_unmount(self) -> None:
+        self.css_cache.store()  # as the app ends: the first screen's CSS, for the next start
 
     def on_first_screen(self, message: msg.FirstScreen) -> None:
         self._start_background()

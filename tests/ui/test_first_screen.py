@@ -248,6 +248,34 @@ async def test_no_frame_is_drawn_before_the_screen_is_full():
     assert "Llama-3.1-70B" in shown
 
 
+async def test_the_first_frame_is_rendered_and_written_once(monkeypatch):
+    """The update that draws the first full screen lays it out and renders it once. The repaints
+    asked for while it was held had Textual render the whole screen again straight after, and
+    write it to the terminal a second time."""
+    from textual.app import App
+    from textual.screen import Screen
+
+    ticks = [0]  # screen updates so far
+    drawn: list[int] = []  # the update each drawn frame came from
+    display, update = App._display, Screen._on_timer_update
+
+    def recording_display(app, screen, renderable):
+        if renderable is not None and not app._batch_count:
+            drawn.append(ticks[0])
+        return display(app, screen, renderable)
+
+    def counting_update(screen):
+        ticks[0] += 1
+        return update(screen)
+
+    monkeypatch.setattr(App, "_display", recording_display)
+    monkeypatch.setattr(Screen, "_on_timer_update", counting_update)
+    app = SparkApp(profile="70b-dense-single-user", backend=OrderBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot, lambda app: bool(drawn), "a frame")
+    assert drawn.count(drawn[0]) == 1, f"the first frame's update drew {drawn.count(drawn[0])} frames"
+
+
 async def test_a_profile_that_cannot_load_is_drawn_at_once_saying_why(monkeypatch):
     """Nothing to fit: the first frame drawn is the empty form and why (not a frame without the
     reason, nor a blank screen until the hold's backstop)."""
