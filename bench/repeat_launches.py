@@ -176,6 +176,22 @@ def repeat_logs(fixtures: Path) -> dict[str, tuple[Any, Any]]:
     return out
 
 
+def relaunch_movement(fixtures: Path) -> tuple[float, float, str]:
+    """(least, most, where) the KV memory moved between launches of one build with every flag the same:
+    vllm_measured UMA_RELAUNCH, the range of a fit from one launch's own measured terms."""
+    same: dict[tuple[str, str], list[Launch]] = {}
+    for key, group in groups(fixtures).items():
+        for launch in group:
+            same.setdefault((key, launch.build), []).append(launch)
+    moved = {
+        f"{key} (build {build})": max(x.kv_gib for x in g) - min(x.kv_gib for x in g)
+        for (key, build), g in same.items()
+        if len(g) > 1
+    }
+    most = max(moved, key=lambda k: moved[k])
+    return min(moved.values()), moved[most], most
+
+
 def _span(xs: list[float]) -> str:
     return f"{min(xs):.2f}–{max(xs):.2f}" if xs else "—"
 
@@ -212,6 +228,11 @@ def print_repeatability(fixtures: Path) -> None:
             f"{_span(nts):>10} {_span([x.rest_gib for x in group]):>10} {_span([x.graphs_gib for x in group]):>10}"
             f"   {fit_text}"
         )
+    least, most, where = relaunch_movement(fixtures)
+    print(
+        f"  one build, every flag the same: the KV memory moved by {least:.2f} to {most:.2f} GiB ({where}); "
+        "a fit from one launch's own figures (measured on this box, --calibrate-from) shows that far either way"
+    )
     print(
         f"  the KV memory of one configuration moved by up to {max(spreads):.1f}% of its median launch to launch "
         f"(median {statistics.median(spreads):.1f}% over {len(spreads)} configurations launched more than once); "

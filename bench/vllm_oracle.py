@@ -1,6 +1,12 @@
 """Does sparktui's fit engine agree with vLLM's own code, at every vLLM version installed?
 
     python bench/vllm_oracle.py [VERSION ...]     (default: every venv bench/vllm_oracle_venvs.py made)
+    python bench/vllm_oracle.py --unseen [VERSION ...]
+
+--unseen asks the model questions (KV cache, --kv-cache-dtype auto, quantization, model runner) of
+the real configs outside the catalog (tests/fixtures/model-configs/unseen) instead of the catalog's;
+the questions that do not depend on the model (batch defaults, CUDA-graph sizes) are left to the
+catalog run, which --unseen does not change.
 
 For each vLLM venv (ORACLE_DIR/vllm-X, and the CI's 0.32.0), ask vLLM itself, in that venv's
 own interpreter (tests/support/vllm_kv_oracle.py):
@@ -33,7 +39,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sparktui.core.modelspec import load_model_spec  # noqa: E402
 from sparktui.core.vllm_rules import parse_version, rules_for  # noqa: E402
 from sparktui.errors import UserError  # noqa: E402
 from tests.support.vllm_oracle import (  # noqa: E402
@@ -48,6 +53,7 @@ from tests.support.vllm_oracle import (  # noqa: E402
     kv_question,
     model_runner_label,
     model_runner_questions,
+    model_spec,
     oracle_pythons,
     quantization_questions,
     scenarios,
@@ -55,16 +61,21 @@ from tests.support.vllm_oracle import (  # noqa: E402
     sparktui_kv_dtype,
     sparktui_loads_quantization,
     sparktui_model_runner,
+    unseen_models,
     v4_disagreements,
     v4_question,
 )
 
 
-def check_version(version, python, folders, cases, quant) -> tuple[int, int, list[str], float]:
+def check_version(version, python, folders, cases, quant, models=None) -> tuple[int, int, list[str], float]:
+    """`models`: the unseen configs (only the model questions are asked), None for the catalog run."""
     rules = rules_for(version)
+    devices = DEVICES if models is None else []
+    graphs = cudagraph_questions() if models is None else []
+    runners = model_runner_questions(models)
     built, built_v4 = [], []
     for sc in cases:
-        spec = load_model_spec(sc.model)
+        spec = model_spec(sc.model)
         if spec.compress_ratios:  # DeepSeek V4: asked as its own layers declare their caches
             built_v4.append((sc, *v4_question(spec, sc, rules)))
         else:
@@ -72,10 +83,10 @@ def check_version(version, python, folders, cases, quant) -> tuple[int, int, lis
     request = {
         "kv": [case for _, case, _ in built],
         "deepseek_v4": [case for _, case, _ in built_v4],
-        "batch_defaults": DEVICES,
+        "batch_defaults": devices,
         "kv_dtype": [{"path": str(folder)} for _, folder in folders],
-        "cudagraphs": cudagraph_questions(),
-        "model_runner": model_runner_questions(),
+        "cudagraphs": graphs,
+        "model_runner": runners,
         "quantization": [{"path": str(folder)} for _, folder, _ in quant],
     }
     started = time.monotonic()
@@ -85,7 +96,7 @@ def check_version(version, python, folders, cases, quant) -> tuple[int, int, lis
     checked = unsupported = 0
     print(f"\nvLLM {answer['version']} ({python.parents[1]}), rules of {rules.version}, {elapsed:.0f} s")
     print(f"  {'question':<78} {'sparktui':>22} {'vLLM':>22}  agree")
-    for device, got in zip(DEVICES, answer["batch_defaults"], strict=True):
+    for device, got in zip(devices, answer["batch_defaults"], strict=True):
         memory = None if device["memory_gib"] is None else int(device["memory_gib"] * GiB)
         ours = rules.batch_defaults(memory, str(device["name"]))
         label = f"batch defaults, {device['name']} ({device['memory_gib'] or 'memory unknown'} GiB)"
@@ -123,7 +134,7 @@ def check_version(version, python, folders, cases, quant) -> tuple[int, int, lis
         )
         if ours != theirs:
             problems.append(f"{label}: sparktui {ours}, vLLM {theirs} {got.get('error', got.get('method'))}")
-    for question, got in zip(cudagraph_questions(), answer["cudagraphs"], strict=True):
+    for question, got in zip(graphs, answer["cudagraphs"], strict=True):
         label = cudagraph_label(question)
         sizes, _, (pieces, full) = sparktui_cudagraphs(rules, question)
         ours = f"{len(sizes)} sizes, {pieces}+{full}"
@@ -135,7 +146,7 @@ def check_version(version, python, folders, cases, quant) -> tuple[int, int, lis
         checked += 1
         print(f"  {label:<78.78} {ours:>22} {theirs:>22}  {'yes' if not diffs else 'NO'}")
         problems += [f"{label}: {d}" for d in diffs]
-    for question, got in zip(model_runner_questions(), answer["model_runner"], strict=True):
+    for question, got in zip(runners, answer["model_runner"], strict=True):
         label, ours = model_runner_label(question), sparktui_model_runner(rules, question)
         checked += 1
         print(f"  {label:<78.78} {ours:>22} {got['runner']:>22}  {'yes' if ours == got['runner'] else 'NO'}")
@@ -168,6 +179,8 @@ def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         return 0
+    unseen = "--unseen" in argv
+    argv = [a for a in argv if a != "--unseen"]
     pythons = oracle_pythons()
     if argv:
         try:
@@ -179,13 +192,14 @@ def main(argv: list[str]) -> int:
     if not pythons:
         print("no vLLM venvs found: run python bench/vllm_oracle_venvs.py first", file=sys.stderr)
         return 2
-    cases = scenarios()
+    models = unseen_models() if unseen else None
+    cases = scenarios(models)
     total_started = time.monotonic()
     summary = []
-    with checkpoint_folders() as folders, quantization_questions(folders) as quant:
+    with checkpoint_folders(unseen) as folders, quantization_questions(folders, stand_ins=not unseen) as quant:
         for version, python in pythons.items():
             try:
-                checked, agreed, problems, elapsed = check_version(version, python, folders, cases, quant)
+                checked, agreed, problems, elapsed = check_version(version, python, folders, cases, quant, models)
             except (RuntimeError, OSError, ValueError) as exc:  # this venv's vLLM failed: say so, go on
                 print(f"\nvLLM {version}: the oracle failed: {str(exc)[-1500:]}")
                 checked, agreed, problems, elapsed = 1, 0, [f"the oracle failed for {version}"], 0.0

@@ -32,6 +32,8 @@ STORE_VERSION = 1
 
 @record
 class Calibration:
+    """What one launch measured for a model, vLLM version and machine, and the flags it ran with."""
+
     model: str
     vllm_version: str
     machine: str  # Machine.name and its total, as `machine_key` spells it

@@ -18,7 +18,7 @@ the TUI can run it on every keystroke.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from sparktui.core.calibration import TERMS, Calibration, differences, machine_key
@@ -60,6 +60,7 @@ from sparktui.core.vllm_rules import (
     FLASHINFER_FULL_PER_GRAPH,
     INSTANTTENSOR_NON_TORCH,
     UMA_NON_TORCH,
+    UMA_RELAUNCH,
     VllmRules,
 )
 
@@ -81,8 +82,10 @@ class Suggestion:
         return {"text": self.text, "set": {flag_by_field(k).name: v for k, v in self.changes.items()}}
 
 
-@dataclass
+@record(frozen=False)
 class FitResult:
+    """The fit's verdict for one configuration, with its memory budget, KV figures and advice."""
+
     verdict: str
     reasons: list[str]
     suggestions: list[Suggestion]
@@ -280,8 +283,13 @@ def _core(
     else:
         kv_low = requested - weights - activation - nt_high - g_high - loader_spread[1] - fp4_unknown
         kv_high = requested - weights - activation - nt_low - g_low - loader_spread[0]
+        if "activation_non_torch" in measured and machine.unified:
+            # one launch's MemAvailable-based figures do not repeat: the next launch's can move this far
+            kv_low, kv_high = kv_low - UMA_RELAUNCH.bytes, kv_high + UMA_RELAUNCH.bytes
     if explain and not s.kv_cache_memory_bytes and measured:
-        how = _measured_working(s, machine, requested, weights, activation, graphs, kv_memory, measured)
+        how = _measured_working(
+            s, machine, requested, (weights, activation, graphs), (kv_low, kv_memory, kv_high), measured
+        )
     elif explain and not s.kv_cache_memory_bytes:
         how = _memory_working(
             s, machine, requested, weights, (forward, sampler), estimate, graphs, kv_memory, (kv_low, kv_high), spec
@@ -336,25 +344,34 @@ def _measured_working(
     s: FitSettings,
     machine: Machine,
     requested: int,
-    weights: int,
-    activation: int,
-    graphs: int,
-    kv_memory: int,
+    terms: tuple[int, int, int],
+    kv: tuple[int, int, int],
     measured: dict[str, int],
 ) -> tuple[str, ...]:
-    """The KV memory from the terms a launch measured, and the ones modelled beside them."""
+    """The KV memory from the terms a launch measured, and the ones modelled beside them; `terms` are
+    (weights, activation, graphs), `kv` the KV memory (low end, figure, high end)."""
+    weights, activation, graphs = terms
+    low, kv_memory, high = kv
 
     def how(term: str) -> str:
         return "measured" if term in measured else "modelled (its flags changed since the launch)"
 
     rest = "activation peak + non-torch"
+    relaunch = "activation_non_torch" in measured and machine.unified
     return (
         f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)",
         f"− weights {_g(weights)}: {how('weights')}",
         f"− {rest} {_g(activation + (0 if 'activation_non_torch' in measured else machine.non_torch))}: "
         f"{how('activation_non_torch')}",
         f"− CUDA graphs {_g(graphs)}: {how('cuda_graphs')}",
-        f"= KV memory {_g(kv_memory)}",
+        f"= KV memory {_g(kv_memory)}"
+        + (
+            f" (between {_g(max(low, 0))} and {_g(max(high, 0))}: on unified memory vLLM measures non-torch "
+            f"memory off the whole machine, and launches of one configuration have moved by up to "
+            f"{UMA_RELAUNCH.value:g} GiB)"
+            if relaunch
+            else ""
+        ),
     )
 
 

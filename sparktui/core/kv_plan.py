@@ -35,6 +35,8 @@ DEFAULT_RULES = rules_for(None)  # no version given: the newest rules read, with
 
 @record
 class KvGroup:
+    """One kind of layer group in the KV cache (full or sliding attention, MLA, Mamba), as vLLM pages it."""
+
     kind: str
     layers: int  # layers in the widest group of this kind
     groups: int  # how many groups of this kind
@@ -54,6 +56,8 @@ class KvGroup:
 
 @record
 class KvPlan:
+    """The KV cache's layout for one configuration: its groups, block size and bytes per block."""
+
     groups: tuple[KvGroup, ...]
     bytes_per_block: int
     in_flight: int

@@ -12,6 +12,8 @@ from sparktui.errors import UserError
 
 @record
 class Machine:
+    """The memory a fit is judged against: the GPU's total, the host's, and what the OS needs."""
+
     name: str
     total: int  # what CUDA (and so vLLM) calls total memory
     mem_total: int  # host MemTotal; the same pool as `total` on unified memory

@@ -25,6 +25,8 @@ from sparktui.core.vllm_rules import rules_for
 
 @record
 class FlagSuggestion:
+    """A `vllm serve` flag this model wants (a parser, a switch), and why."""
+
     flag: str  # as `vllm serve` spells it
     value: str | None  # None for a switch
     why: str
@@ -58,6 +60,8 @@ def _flag_names(extra: list[str]) -> set[str]:
 
 @record
 class _Family:
+    """A model family's reasoning and tool-call parsers, and the names it is known by."""
+
     pattern: re.Pattern[str]  # matched against model_type, architecture and the model's name
     reasoning: str | None
     tools: str | None

@@ -25,7 +25,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -50,7 +50,7 @@ RunnerKind = Literal["native", "container"]
 EXTRA_ARGS_KEY = "extra-args"
 
 
-@dataclass
+@record(frozen=False)
 class GuardSettings:
     """[guard]: what the profile sets of the guard's lines and triggers (`lines`, by GuardLines' own
     field names; the guard's default for each one left out), and how the guard runs this server.
@@ -84,7 +84,7 @@ class GuardSettings:
 RESTART_REASONS = ("wedge", "crash")
 
 
-@dataclass
+@record(frozen=False)
 class WatchSettings:
     """The wedge detector, automatic restarts and their breaker, the flight recorder, page cache."""
 
@@ -97,7 +97,7 @@ class WatchSettings:
     evict_page_cache: bool = True
 
 
-@dataclass
+@record(frozen=False)
 class RunnerSettings:
     """How vLLM is started: a native executable (optionally from a venv) or a container."""
 
@@ -108,7 +108,7 @@ class RunnerSettings:
     container_args: list[str] = field(default_factory=list)
 
 
-@dataclass
+@record(frozen=False)
 class Profile:
     name: str
     path: Path | None

@@ -8,8 +8,9 @@ before it can show its fit. `record` lets dataclasses generate `__init__` and th
 and gives `__repr__`, `__eq__` and `__hash__` as functions made from each class's fields, which
 behave as dataclasses' do: the same repr text, equal when the class is the same and the compared
 fields are, the hash of the same tuple, `fields`, `replace`, `asdict` and FrozenInstanceError as
-before. A class that writes its own `__repr__`, `__eq__` or `__hash__` gets plain
-`dataclass(frozen=True)`.
+before. `record(frozen=False)` does the same for a mutable dataclass (two execs less: `__repr__` and
+`__eq__`; `__hash__` is None, as dataclasses leave it). A class that writes its own
+`__repr__`, `__eq__` or `__hash__` gets plain `dataclass(frozen=...)`.
 """
 
 from __future__ import annotations
@@ -17,19 +18,34 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Callable
-from typing import Any, TypeVar, cast, dataclass_transform
+from typing import Any, TypeVar, cast, dataclass_transform, overload
 
 T = TypeVar("T")
 
 _OWN = ("__repr__", "__eq__", "__hash__")
 
 
+@overload
+def record(cls: type[T], /) -> type[T]: ...
+
+
+@overload
+def record(*, frozen: bool = True) -> Callable[[type[T]], type[T]]: ...
+
+
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
-def record(cls: type[T]) -> type[T]:
-    """`dataclass(frozen=True)` with `__repr__`, `__eq__` and `__hash__` made without `exec`."""
+def record(cls: type[T] | None = None, /, *, frozen: bool = True) -> type[T] | Callable[[type[T]], type[T]]:
+    """`dataclass(frozen=True)` with `__repr__`, `__eq__` and `__hash__` made without `exec`;
+    `record(frozen=False)`: a plain `dataclass` (mutable, so unhashable) made the same way."""
+    if cls is None:
+        return lambda cls: _record(cls, frozen)
+    return _record(cls, frozen)
+
+
+def _record(cls: type[T], frozen: bool) -> type[T]:
     if any(name in cls.__dict__ for name in _OWN):
-        return dataclasses.dataclass(frozen=True)(cls)
-    made = dataclasses.dataclass(frozen=True, repr=False, eq=False)(cls)
+        return dataclasses.dataclass(frozen=frozen)(cls)
+    made = dataclasses.dataclass(frozen=frozen, repr=False, eq=False)(cls)
     fields = dataclasses.fields(cast(Any, made))
     shown = tuple(f.name for f in fields if f.repr)
     compared = _values(tuple(f.name for f in fields if f.compare))
@@ -47,9 +63,11 @@ def record(cls: type[T]) -> type[T]:
     def __hash__(self: Any) -> int:
         return hash(hashed(self))
 
-    for method in (__repr__, __eq__, __hash__):
+    for method in (__repr__, __eq__, __hash__) if frozen else (__repr__, __eq__):
         method.__qualname__ = f"{made.__qualname__}.{method.__name__}"
         setattr(made, method.__name__, method)
+    if not frozen:
+        made.__hash__ = None  # type: ignore[assignment]  # as dataclass(eq=True) leaves a mutable class
     return made
 
 

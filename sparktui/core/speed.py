@@ -856,10 +856,11 @@ def summary_line(est: SpeedEstimate) -> str:
     return text + (" · calibrated" if est.calibration else "")
 
 
-# Published single-user figures this model is checked against (tests/core/test_speed.py). Each
-# says which catalog spec stands for the row and why a row the roofline cannot reach is not met.
 @record
 class GuideRow:
+    """A published single-user figure this model is checked against (tests/core/test_speed.py). Each
+    says which catalog spec stands for the row and why a row the roofline cannot reach is not met."""
+
     label: str
     low: float
     high: float

@@ -55,6 +55,8 @@ RuleKey = Literal[
 
 @record
 class Rule:
+    """One behaviour of vLLM and the releases that have it, with the code it was read from."""
+
     key: RuleKey
     since: VllmVersion  # first release with this behaviour
     until: VllmVersion | None  # first release without it (None: still so in NEWEST_READ)

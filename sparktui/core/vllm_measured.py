@@ -143,6 +143,17 @@ GDN_PREFILL_COPIES = MeasuredConstant(
     "vllm/model_executor/layers/fla/ops/chunk.py: chunk_gated_delta_rule_fwd",
     fitted_on=("spark_vdev-g101584af0_qwen3.6-35b-a3b-nvfp4-dflash_success.log",),
 )  # fmt: skip
+UMA_RELAUNCH = MeasuredConstant(
+    "uma_relaunch", 3.70, 0.21, 3.70, "GiB",
+    "how far vLLM's own start-up measurements on unified memory (activation peak + non-torch + the CUDA-graph "
+    "estimate) moved between launches of one build with every flag the same on one DGX Spark: the KV memory "
+    "of one configuration moved by up to 3.70 GiB (Gemma-3-27B nvfp4 KV, build ge2a8197a9: 39.29 and 42.99), "
+    "0.21 at the least, 2.02 over nine launches of Gemma-4-31B. So a launch's own figures leave the next "
+    "launch's up to that far either way: the range of a fit from measured terms",
+    "bench/repeat_launches.py relaunch_movement (tests/fixtures/vllm-repeats); vllm/utils/mem_utils.py "
+    "MemorySnapshot.measure (integrated GPU: psutil available)",
+    fitted_on=("tests/fixtures/vllm-repeats",),
+)  # fmt: skip
 INSTANTTENSOR_REPORT = "MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#204 (reported figures, no raw log)"
 INSTANTTENSOR_NON_TORCH = MeasuredConstant(
     "instanttensor_non_torch", 4.43, 4.42, 5.75, "GiB",
@@ -155,6 +166,7 @@ INSTANTTENSOR_NON_TORCH = MeasuredConstant(
     fitted_on=(INSTANTTENSOR_REPORT,),
 )  # fmt: skip
 MEASURED_CONSTANTS = (
+    UMA_RELAUNCH,
     INSTANTTENSOR_NON_TORCH,
     GDN_PREFILL_COPIES,
     FLASHINFER_FULL_FIRST_CAPTURE,

@@ -51,6 +51,7 @@ from sparktui.core.vllm_measured import (
     MEASURED_CONSTANTS,
     MODEL_RUNNER,
     UMA_NON_TORCH,
+    UMA_RELAUNCH,
     MeasuredConstant,
 )
 from sparktui.core.vllm_version import (
@@ -875,6 +876,7 @@ __all__ = [
     "SPECULATIVE_METHODS",
     "SPECULATIVE_METHODS_REMOVED",
     "UMA_NON_TORCH",
+    "UMA_RELAUNCH",
     "KvCacheDtype",
     "MeasuredConstant",
     "Rule",

@@ -18,7 +18,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ class RepoFileEntry:
     etag: str  # the blob's name in the cache: the LFS sha256, else the git blob id
 
 
-@dataclass
+@record(frozen=False)
 class DownloadPlan:
     repo_id: str
     revision: str

@@ -8,9 +8,10 @@ stylesheet (Textual's own in-memory parse cache, `Stylesheet._parse_cache`): loa
 about 2 ms. A file is named by what the rules depend on beyond the CSS itself (Textual's and
 Python's versions, the theme's variables); a text that changed is simply parsed again.
 
-The file is read with pickle: it is the user's own (0600, in sparktui's 0700 cache folder) and
-written only here. Anything wrong with it (missing, cut short, from another version) means
-parsing as before; the cache never decides what is drawn.
+The file is read with pickle, so only when it is the user's own: written only here (0600, in
+sparktui's 0700 cache folder), owned by this user, no symlink, neither it nor its folder writable by
+anyone else. Anything wrong with it (missing, cut short, from another version, not the user's)
+means parsing as before; the cache never decides what is drawn.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def _textual_files() -> bytes:
     return repr([(st.st_size, st.st_mtime_ns) for st in stats]).encode()
 
 
+def _own(st: os.stat_result) -> bool:
+    """This user's, and writable by nobody else: a pickle from anywhere else could run code."""
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
 def cache_path(stylesheet: Stylesheet) -> Path:
     """The file for this stylesheet's variables (the theme), under this Textual and Python."""
     variables = repr(sorted(stylesheet._variables.items())).encode()
@@ -67,20 +73,23 @@ class CssCache:
         theme's variables are set (setting them empties that cache)."""
         try:
             self.path = cache_path(stylesheet)
-            with open(self.path, "rb") as handle:
+            with os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
+                if not (_own(os.fstat(handle.fileno())) and _own(os.stat(self.path.parent))):
+                    return
                 stored = pickle.load(handle)
             entries = {k: v for k, v in stored.items() if isinstance(k, tuple) and isinstance(v, list)}
+            parse_cache = stylesheet._parse_cache  # Textual's own: another Textual may not have it
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError,
                 IndexError):  # fmt: skip
             return
         self.seeded = dict(list(entries.items())[:MAX_ENTRIES])
         for key, rules in self.seeded.items():
-            stylesheet._parse_cache[key] = rules
+            parse_cache[key] = rules
 
     def first_screen(self, stylesheet: Stylesheet) -> None:
         """What the first screen parsed (unless the theme changed since `seed`)."""
-        if self.path is not None and cache_path(stylesheet) == self.path:
-            cache = stylesheet._parse_cache
+        cache = getattr(stylesheet, "_parse_cache", None)
+        if cache is not None and self.path is not None and cache_path(stylesheet) == self.path:
             self.first = {key: cache.get(key) for key in list(cache.keys())}
 
     def store(self) -> bool:

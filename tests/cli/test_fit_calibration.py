@@ -155,6 +155,27 @@ def test_a_tp2_log_calibrates_its_own_release_to_the_token(capsys, isolated):
     assert d["kv_cache_tokens"] == 973_760 and set(d["kv_memory_source"].values()) == {"calibrated"}
 
 
+def test_a_calibrated_fit_on_unified_memory_shows_how_far_the_next_launch_can_move(capsys, isolated, gemma):
+    """One launch's non-torch figure is the whole machine's MemAvailable and does not repeat: the same flags
+    launched again on that Spark (tests/fixtures/vllm-repeats, another build) got 44.61 GiB, not 41.66. The
+    calibrated figure stays the log's; its range holds that launch (vllm_measured UMA_RELAUNCH)."""
+    d = fit_json(capsys, *flags(gemma, "--calibrate-from", str(LOG)))
+    assert abs(d["kv_cache_bytes"] / GiB - LOGGED_KV) / LOGGED_KV < 0.005
+    low, high = d["kv_cache_bytes_low"] / GiB, d["kv_cache_bytes_high"] / GiB
+    assert low < LOGGED_KV < 44.61 <= high
+    assert abs((high - low) - 2 * 3.70) < 0.01
+    assert any("launches of one configuration have moved by up to 3.7 GiB" in line for line in d["kv_memory_working"])
+
+
+def test_a_calibrated_fit_on_a_gpu_of_its_own_stays_exact(capsys, isolated):
+    """The other side: a discrete GPU's free memory is the GPU's own (cudaMemGetInfo), no host's
+    MemAvailable, and no repeated launches say it moves: the calibrated KV memory is one figure."""
+    d = fit_json(capsys, "--offline", "--machine", "139.81", "--vllm-version", "0.10.2", "--calibrate-from",
+                 str(TP2_LOG), *TP2_LINE)  # fmt: skip
+    assert d["kv_memory_source"]["non_torch"] == "calibrated"
+    assert d["kv_cache_bytes_low"] == d["kv_cache_bytes"] == d["kv_cache_bytes_high"]
+
+
 def test_a_log_of_another_release_than_the_fit_is_refused(capsys, isolated):
     # the calibration would be kept under 0.21 while 0.10.2 measured it (no graph estimate then)
     assert main(["fit", "--offline", "--machine", "139.81", "--vllm-version", "0.21", "--calibrate-from",

@@ -60,3 +60,13 @@ def test_each_measured_constants_spread_is_what_the_start_ups_show(fixtures):
             assert c.low == 1.0 and round(f.high, 2) == c.high
             continue
         assert (round(f.low, 2), round(f.high, 2)) == (c.low, c.high), (f.key, f.low, f.high, c.low, c.high)
+
+
+def test_the_relaunch_bound_is_what_launches_of_one_build_and_flags_moved(fixtures):
+    """vllm_measured UMA_RELAUNCH: the most and least the KV memory moved between launches of one build
+    with every flag the same (Gemma-3-27B nvfp4 KV, build ge2a8197a9: 39.29 and 42.99 GiB)."""
+    from sparktui.core.vllm_measured import UMA_RELAUNCH
+
+    least, most, where = rl.relaunch_movement(fixtures)
+    assert (round(least, 2), round(most, 2)) == (UMA_RELAUNCH.low, UMA_RELAUNCH.high) == (0.21, 3.70)
+    assert UMA_RELAUNCH.value == UMA_RELAUNCH.high and "ge2a8197a9" in where

@@ -131,3 +131,36 @@ def test_own_methods_are_kept() -> None:
     assert Named("A") == Named("a") and hash(Named("A")) == hash(Named("a")) and repr(Named("A")) == "<A>"
     with pytest.raises(FrozenInstanceError):
         Named("a").name = "b"  # type: ignore[misc]
+
+
+@record(frozen=False)
+class Box:
+    """A mutable record."""
+
+    name: str
+    items: list[int] = field(default_factory=list)
+    seen: int = field(default=0, compare=False)
+
+
+@dataclass
+class BoxDc:
+    """The same class as a plain dataclass."""
+
+    name: str
+    items: list[int] = field(default_factory=list)
+    seen: int = field(default=0, compare=False)
+
+
+def test_mutable_record_is_a_plain_dataclass() -> None:
+    box = Box("a", [1])
+    box.items.append(2)
+    box.name = "b"
+    box.seen = 5
+    assert repr(box) == repr(BoxDc("b", [1, 2], 5)).replace("BoxDc(", "Box(") == "Box(name='b', items=[1, 2], seen=5)"
+    assert box == Box("b", [1, 2]) and box != Box("b", [1]) and box != BoxDc("b", [1, 2])
+    assert Box.__hash__ is None and BoxDc.__hash__ is None
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(box)
+    assert dataclasses.replace(box, name="c") == Box("c", [1, 2])
+    assert not Box.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert Point.__dataclass_params__.frozen  # type: ignore[attr-defined]

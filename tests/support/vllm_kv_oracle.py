@@ -109,9 +109,15 @@ def _customized(spec, name):
     return Backend.customize_spec(spec)
 
 
-def layer_spec(layer, block_size, kv_dtype, num_spec, packed=None):
+def layer_spec(layer, block_size, kv_dtype, num_spec, packed=None, cache_dtype="auto"):
     kind = layer["kind"]
+    if layer.get("elem_bytes"):  # a cache with its own element size (DeepSeek V3.2's uint8 indexer keys)
+        kv_dtype = DTYPES[layer["elem_bytes"]]
     common = {"block_size": block_size, "dtype": kv_dtype, "use_mla": kind == "mla"}  # use_mla: 0.10 only
+    if layer.get("head_size_v"):  # a V narrower than K: only versions whose specs have head_size_v
+        if not _has_field(kvi.FullAttentionSpec, "head_size_v"):
+            raise AttributeError("this vLLM's attention specs have no head_size_v (K and V the same size)")
+        common["head_size_v"] = layer["head_size_v"]
     if packed and kind in ("full", "sliding"):
         common["dtype"], common["kv_quant_mode"] = _packed(packed)
         cls = kvi.FullAttentionSpec if kind == "full" else kvi.SlidingWindowSpec
@@ -130,7 +136,11 @@ def layer_spec(layer, block_size, kv_dtype, num_spec, packed=None):
         )
     if kind == "mla":
         if hasattr(kvi, "MLAAttentionSpec"):
-            return _make(kvi.MLAAttentionSpec, num_kv_heads=1, head_size=layer["head_size"], **common)
+            # an MLA layer's spec names the --kv-cache-dtype (MLAAttention.get_kv_cache_spec:
+            # cache_dtype_str=cache_config.cache_dtype); DeepSeek V3.2's indexer cache names none
+            # (DeepseekV32IndexerCache.get_kv_cache_spec), so MLAAttentionSpec.merge keeps them apart
+            named = {} if layer.get("elem_bytes") else {"cache_dtype_str": cache_dtype}
+            return _make(kvi.MLAAttentionSpec, num_kv_heads=1, head_size=layer["head_size"], **named, **common)
         return _make(kvi.FullAttentionSpec, num_kv_heads=1, head_size=layer["head_size"], **common)
     if kind == "mamba":
         return _make(
@@ -180,7 +190,10 @@ def run_kv(case):
     try:
         for layer in case["layers"]:
             for _ in range(layer["count"]):
-                spec = layer_spec(layer, case["block_size"], kv_dtype, case.get("num_spec", 0), case.get("packed"))
+                spec = layer_spec(
+                    layer, case["block_size"], kv_dtype, case.get("num_spec", 0), case.get("packed"),
+                    case.get("kv_cache_dtype", "auto"),
+                )  # fmt: skip
                 specs[f"model.layers.{i}.attn"] = spec
                 i += 1
     except (ImportError, KeyError, AttributeError) as exc:  # this version has no such KV format

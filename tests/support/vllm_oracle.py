@@ -23,6 +23,7 @@ from sparktui.core.fit import KvPlan, kv_dtype_bytes, plan_kv
 from sparktui.core.modelspec import (
     DTYPE_BYTES,
     MAMBA,
+    MLA,
     ModelSpec,
     catalog_names,
     load_model_spec,
@@ -46,6 +47,24 @@ ANSWER_MARK = "SPARKTUI-ORACLE-ANSWER "  # the oracle script's answer line
 ORACLE_DIR = Path(os.environ.get("SPARKTUI_ORACLE_DIR", str(Path.home() / ".cache/sparktui-oracle")))
 CI_VENV = Path.home() / ".cache/sparktui-ci/vllm-venv"
 FIXTURE_CONFIGS = Path(__file__).parents[1] / "fixtures" / "model-configs"
+# real configs outside the catalog, named "unseen/<owner>__<name>" (bench/vllm_oracle.py --unseen)
+UNSEEN_CONFIGS = FIXTURE_CONFIGS / "unseen"
+UNSEEN = "unseen/"
+
+
+def unseen_models() -> list[str]:
+    return [UNSEEN + p.stem for p in sorted(UNSEEN_CONFIGS.glob("*.json")) if "__hf_quant_config" not in p.stem]
+
+
+def model_spec(name: str) -> ModelSpec:
+    """A catalog model's spec, or an unseen config's read as a model folder is (config.json and
+    hf_quant_config.json)."""
+    if not name.startswith(UNSEEN):
+        return load_model_spec(name)
+    config = UNSEEN_CONFIGS / f"{name.removeprefix(UNSEEN)}.json"
+    hf_quant = config.with_name(config.stem + "__hf_quant_config.json")
+    quant = json.loads(hf_quant.read_text()) if hf_quant.exists() else None
+    return spec_from_config(json.loads(config.read_text()), name=name, source=str(config), hf_quant=quant)
 
 
 def ci_python() -> Path | None:
@@ -121,19 +140,23 @@ def kv_question(spec: ModelSpec, sc: Scenario, rules: VllmRules) -> tuple[dict[s
                 }
             )
         else:
-            layers.append(
-                {
-                    "kind": g.kind,
-                    "count": g.count,
-                    "heads": g.num_kv_heads,
-                    "head_size": g.head_size,
-                    "window": g.sliding_window,
-                }
-            )
+            layer = {
+                "kind": g.kind,
+                "count": g.count,
+                "heads": g.num_kv_heads,
+                "head_size": g.head_size,
+                "window": g.sliding_window,
+            }
+            if g.kind != MLA and g.head_size_v != g.head_size:  # a V narrower than K (MiMo-V2)
+                layer["head_size_v"] = g.head_size_v
+            if g.elem_bytes:  # its own element size whatever the KV dtype (V3.2's uint8 indexer keys)
+                layer["elem_bytes"] = g.elem_bytes
+            layers.append(layer)
     case = {
         "layers": layers,
         "block_size": plan.block_size,
         "kv_bytes": kv_bytes,
+        "kv_cache_dtype": sc.kv_cache_dtype,
         "max_model_len": sc.max_model_len,
         "max_num_batched_tokens": sc.max_num_batched_tokens,
         "mamba_cache_mode": mode,
@@ -201,7 +224,8 @@ def kv_disagreements(case: dict[str, Any], plan: KvPlan, answer: dict[str, Any])
     if "error" in answer:
         if plan.fits_one(memory, max_len):
             out.append(f"sparktui fits one request, vLLM refuses: {answer['error']}")
-        elif plan.max_len(memory, max_len) != answer["estimated_max_len"]:
+        # vLLM leaves the estimate out of its message when it is 0 (_check_enough_kv_cache_memory)
+        elif plan.max_len(memory, max_len) != (answer["estimated_max_len"] or 0):
             out.append(f"longest len {plan.max_len(memory, max_len)} vs vLLM {answer['estimated_max_len']}")
         return out
     if not plan.fits_one(memory, max_len):
@@ -317,13 +341,13 @@ def cudagraph_disagreements(rules: VllmRules, q: dict[str, Any], answer: dict[st
     return out
 
 
-def model_runner_questions() -> list[dict[str, Any]]:
-    """Which model runner `vllm serve` picks, for each catalog model's kind, with and without
-    speculative methods, and for hybrids in each mamba cache mode."""
+def model_runner_questions(models: list[str] | None = None) -> list[dict[str, Any]]:
+    """Which model runner `vllm serve` picks, for each catalog model's kind (or `models`'), with and
+    without speculative methods, and for hybrids in each mamba cache mode."""
     questions: list[dict[str, Any]] = []
     seen: set[tuple[Any, ...]] = set()
-    for name in all_models():
-        spec = load_model_spec(name)
+    for name in models or all_models():
+        spec = model_spec(name)
         kind = (
             spec.architecture,
             spec.num_experts > 0,
@@ -372,7 +396,7 @@ def scenarios(models: list[str] | None = None) -> list[Scenario]:
     a bigger batch (sliding windows), MTP where the model has it, and one too small to start."""
     out: list[Scenario] = []
     for name in models or all_models():
-        spec = load_model_spec(name)
+        spec = model_spec(name)
         hybrid = any(g.kind == MAMBA for g in spec.layers)
         out.append(Scenario(name))
         out.append(Scenario(name, kv_cache_dtype="fp8", max_model_len=131072, max_num_batched_tokens=8192))
@@ -420,26 +444,29 @@ DEVICES = [
 ]
 
 
-def quantized_checkpoints() -> list[tuple[str, Path, Path | None]]:
-    """(name, config.json, hf_quant_config.json) for every fixture config with a quantization config."""
+def quantized_checkpoints(unseen: bool = False) -> list[tuple[str, Path, Path | None]]:
+    """(name, config.json, hf_quant_config.json) for every fixture config (or unseen one) with a
+    quantization config."""
     out = []
-    for config in sorted(FIXTURE_CONFIGS.glob("*.json")):
+    for config in sorted((UNSEEN_CONFIGS if unseen else FIXTURE_CONFIGS).glob("*.json")):
         if config.name.endswith("__hf_quant_config.json"):
             continue
         hf_quant = config.with_name(config.stem + "__hf_quant_config.json")
         data = json.loads(config.read_text())
         if "quantization_config" in data or hf_quant.exists():
-            out.append((config.stem.replace("__", "/"), config, hf_quant if hf_quant.exists() else None))
+            name = UNSEEN + config.stem if unseen else config.stem.replace("__", "/")
+            out.append((name, config, hf_quant if hf_quant.exists() else None))
     return out
 
 
 @contextmanager
-def checkpoint_folders() -> Iterator[list[tuple[str, Path]]]:
-    """Each quantized fixture as a model folder (config.json [+ hf_quant_config.json]), as vLLM reads one."""
+def checkpoint_folders(unseen: bool = False) -> Iterator[list[tuple[str, Path]]]:
+    """Each quantized fixture (or unseen config) as a model folder (config.json [+ hf_quant_config.json]),
+    as vLLM reads one."""
     root = Path(tempfile.mkdtemp(prefix="sparktui-oracle-"))
     try:
         folders = []
-        for name, config, hf_quant in quantized_checkpoints():
+        for name, config, hf_quant in quantized_checkpoints(unseen):
             folder = root / name.replace("/", "__")
             folder.mkdir()
             shutil.copy(config, folder / "config.json")
@@ -463,15 +490,20 @@ SUPER_STEM = "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
 
 
 @contextmanager
-def quantization_questions(folders: list[tuple[str, Path]]) -> Iterator[list[tuple[str, Path, ModelSpec]]]:
-    """(label, model folder, sparktui's spec of it) for the ModelOpt MIXED_PRECISION fixtures, and for
-    Super's map over STAND_IN_BODY twice: flat in config.json (as ModelOpt exports it) and only in
-    hf_quant_config.json (nested)."""
+def quantization_questions(
+    folders: list[tuple[str, Path]], stand_ins: bool = True
+) -> Iterator[list[tuple[str, Path, ModelSpec]]]:
+    """(label, model folder, sparktui's spec of it) for the ModelOpt MIXED_PRECISION fixtures, and (with
+    `stand_ins`) for Super's map over STAND_IN_BODY twice: flat in config.json (as ModelOpt exports it)
+    and only in hf_quant_config.json (nested)."""
     out = []
     for name, folder in folders:
-        spec = load_model_spec(name)
+        spec = model_spec(name)
         if spec.modelopt_algo is not None and spec.modelopt_algo.algo == "MIXED_PRECISION":
             out.append((f"loads its quantization, {name}", folder, spec))
+    if not stand_ins:
+        yield out
+        return
     super_config = json.loads((FIXTURE_CONFIGS / f"{SUPER_STEM}.json").read_text())
     super_hf_quant = json.loads((FIXTURE_CONFIGS / f"{SUPER_STEM}__hf_quant_config.json").read_text())
     root = Path(tempfile.mkdtemp(prefix="sparktui-oracle-quant-"))
@@ -496,7 +528,7 @@ def sparktui_loads_quantization(spec: ModelSpec, rules: VllmRules) -> str:
 
 def sparktui_kv_dtype(name: str, rules: VllmRules) -> str:
     """What sparktui says `--kv-cache-dtype auto` becomes, in vLLM's words ("auto" or "fp8_e4m3")."""
-    spec = load_model_spec(name)
+    spec = model_spec(name)
     forced = rules.kv_dtype_from_checkpoint(spec.checkpoint_quant_method, spec.checkpoint_kv_cache_dtype, "auto")
     # resolve_kv_cache_dtype_string answers for ModelOpt only; compressed-tensors is decided in
     # the attention layer, which the oracle cannot build without CUDA.

@@ -3,6 +3,8 @@ start parses no CSS for its first screen, and draws exactly what a start that pa
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import textual.css.stylesheet as stylesheet_module
 
@@ -64,3 +66,27 @@ async def test_a_damaged_or_foreign_cache_file_is_parsed_past(monkeypatch):
         screen, _, parsed = await first_screen(monkeypatch)
         assert parsed > 10
         assert screen == first
+
+
+@pytest.mark.parametrize("how", ["others_may_write", "folder_others_may_write", "another_owner", "a_symlink"])
+async def test_a_cache_file_not_the_users_own_is_never_unpickled(monkeypatch, how):
+    """The file is a pickle, which runs code as it loads: one that anybody else could have written or
+    swapped in is parsed past, as if it were missing."""
+    first, _, _ = await first_screen(monkeypatch)
+    (path,) = cache_dir().glob("css-rules-*.pickle")
+    if how == "others_may_write":
+        path.chmod(0o666)
+    elif how == "folder_others_may_write":
+        path.parent.chmod(0o777)
+    elif how == "another_owner":
+        os.chown(path, 65534, -1)
+    else:
+        real = path.with_name("elsewhere.pickle")
+        path.rename(real)
+        path.symlink_to(real)
+    try:
+        screen, _, parsed = await first_screen(monkeypatch)
+    finally:
+        path.parent.chmod(0o700)
+    assert parsed > 10
+    assert screen == first

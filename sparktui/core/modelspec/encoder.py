@@ -28,6 +28,8 @@ GEMMA4_FRAME_EXTRA_TOKENS = 8
 
 @record
 class Encoder:
+    """A multimodal model's encoder, as vLLM profiles it: its modality, tokens per item and widths."""
+
     family: str  # qwen_vl | gemma3 | gemma4 | llava
     modality: str  # what vLLM profiles the encoder with
     tokens_per_item: int  # tokens one item of it puts in the prompt (and in the encoder cache)

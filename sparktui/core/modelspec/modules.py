@@ -21,6 +21,8 @@ from sparktui.core.record import record
 
 @record
 class Module:
+    """One linear weight module of a checkpoint and its parameter count."""
+
     name: str  # as the checkpoint (and its quantization config) names it
     category: str  # quant.CATEGORIES
     params: int

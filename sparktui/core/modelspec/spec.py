@@ -154,6 +154,8 @@ class LayerGroup:
 
 @record
 class ModelSpec:
+    """What the fit and the speed model need of a model, read from its config (and weights)."""
+
     name: str
     source: str  # where it was read from, for messages
     architecture: str = ""

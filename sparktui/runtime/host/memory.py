@@ -19,7 +19,7 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any, Literal
 
 from sparktui.core.meminfo import kib_field, parse_meminfo, per_cpu_free_pages
@@ -273,14 +273,18 @@ def open_pressure_trigger(trigger: PsiTrigger = PsiTrigger(), path: str = PSI_ME
 _INTEGRATED_NAMES = ("GB10", "Jetson", "Orin", "Thor")
 
 
-@dataclass
+@record(frozen=False)
 class GpuProcess:
+    """A process holding GPU memory, as NVML lists it."""
+
     pid: int
     used_bytes: int | None  # None: NVML could not say
 
 
-@dataclass
+@record(frozen=False)
 class GpuInfo:
+    """One GPU's figures as NVML reports them (None: not reported)."""
+
     index: int
     name: str | None = None
     uuid: str | None = None
@@ -306,7 +310,7 @@ class GpuInfo:
         return {p.pid: p.used_bytes for p in self.processes or ()}
 
 
-@dataclass
+@record(frozen=False)
 class GpuReport:
     """What NVML could tell. `available` False means no GPU data at all; `reason` says why."""
 
@@ -496,7 +500,7 @@ def descendants(root_pid: int) -> list[int]:
     return out
 
 
-@dataclass
+@record(frozen=False)
 class TreeMemory:
     """Memory held by a process tree. RSS counts shared pages in each process that maps them."""
 

@@ -44,6 +44,8 @@ VERSION_TIMEOUT_S = 60.0
 
 @record
 class DetectedVersion:
+    """Which vLLM a profile's runner has, where that was read, and what was tried."""
+
     version: str | None  # X.Y.Z, or None when no source said
     source: str  # where it was read, for the fit's note
     tried: tuple[str, ...] = ()
