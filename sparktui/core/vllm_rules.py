@@ -343,6 +343,26 @@ RULES: tuple[Rule, ...] = (
     Rule("null_block_in_length_check", V(0, 29, 0), None, "yes",
          "one max_model_len request is checked against the KV memory less the block pool's null block",
          f"{KV_UTILS}: check_enough_kv_cache_memory"),
+    Rule("one_request_check", V(0, 10, 0), V(0, 14, 0), "per_layer",
+         "one max_model_len request, and the longest length that fits, are checked on every layer's own KV "
+         "spec before the layers are grouped: a hybrid model's padding layers are not counted",
+         f"{KV_UTILS}: get_kv_cache_configs → check_enough_kv_cache_memory → estimate_max_model_len "
+         "(max_memory_usage_bytes over the raw specs)"),
+    Rule("one_request_check", V(0, 14, 0), None, "groups",
+         "one max_model_len request, and the longest length that fits, are checked on the KV cache groups "
+         "(a hybrid model's padding layers count)",
+         f"{KV_UTILS}: get_kv_cache_configs → _check_enough_kv_cache_memory, _estimate_max_model_len_from_groups"),
+    Rule("hybrid_group_size", V(0, 10, 0), V(0, 12, 0), "min",
+         "a hybrid model's layers go in groups of the smallest kind's layer count",
+         f"{KV_UTILS}: _get_kv_cache_groups_uniform_page_size"),
+    Rule("hybrid_group_size", V(0, 12, 0), V(0, 18, 0), "1.25",
+         "a hybrid model's layers go in groups of the smallest kind's layer count, or of the largest kind's "
+         "when that is under 1.25 × the smallest",
+         f"{KV_UTILS}: _get_kv_cache_groups_uniform_page_size"),
+    Rule("hybrid_group_size", V(0, 18, 0), None, "1.5",
+         "a hybrid model's layers go in groups of the smallest kind's layer count, or of the largest kind's "
+         "when that is under 1.5 × the smallest",
+         f"{KV_UTILS}: _get_kv_cache_groups_uniform_page_size"),
     Rule("batch_defaults_large_gpu", V(0, 10, 0), V(0, 28, 0), "8192/1024 from 70 GiB",
          "vllm serve on a GPU reporting ≥ 70 GiB (not an A100): 8192 batched tokens, 1024 sequences",
          f"{ARG_UTILS}: EngineArgs.get_batch_defaults (0.10–0.11.0: _set_default_args_v1)"),
