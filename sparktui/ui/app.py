@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
-from textual import events, on, work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
@@ -23,7 +23,6 @@ from textual.geometry import Size
 from textual.reactive import var
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import Tab, Tabs
 from textual.worker import Worker, WorkerState
 
 from sparktui.errors import UserError
@@ -39,6 +38,7 @@ from sparktui.ui.translate import profile_guard_view
 from sparktui.ui.viewmodels import FitView, GuardView
 from sparktui.ui.widgets.base import TextPanel
 from sparktui.ui.widgets.footer import PanelFooter
+from sparktui.ui.widgets.panetabs import PaneTabs
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -226,7 +226,7 @@ class SparkApp(App[None]):
             update=False,
         )
         yield StatusBar(id="status")
-        yield Tabs(*(Tab(pane.TAB, id=f"tab-{pane.NAME}") for pane in PANES), id="pane-tabs")
+        yield PaneTabs([(pane.NAME, pane.TAB) for pane in PANES], self.pane, id="pane-tabs")
         narrow = width < self.HORIZONTAL_BREAKPOINTS[1][0]  # one pane at a time (app.tcss)
         with Horizontal(id="panes"):
             for pane_class in PANES:
@@ -414,15 +414,11 @@ class SparkApp(App[None]):
         self.pane = pane
         for pane_class in PANES:
             self.pane_widget(pane_class.NAME).set_active(pane == pane_class.NAME)
-        tabs = self.query_one("#pane-tabs", Tabs)
-        if tabs.active != f"tab-{pane}":
-            tabs.active = f"tab-{pane}"
+        self.query_one("#pane-tabs", PaneTabs).active = pane
 
-    @on(Tabs.TabActivated, "#pane-tabs")
-    def _tab_activated(self, event: Tabs.TabActivated) -> None:
-        pane = (event.tab.id or "").removeprefix("tab-")
-        if pane != self.pane:
-            self.show_pane(pane)
+    def on_pane_tabs_activated(self, event: PaneTabs.Activated) -> None:
+        if event.name != self.pane:
+            self.show_pane(event.name)
 
     def action_next_pane(self) -> None:
         names = [p.NAME for p in PANES]
