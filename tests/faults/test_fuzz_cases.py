@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from tests.support import REPO
+from tests.support.faults import sparktui
 
 pytestmark = pytest.mark.slow  # every test runs sparktui (or a bench script) as a process
 
@@ -33,3 +34,17 @@ def test_the_activation_oracle_names_an_unknown_model(env):
     script = str(REPO / "bench" / "activation_oracle.py")
     out = subprocess.run([sys.executable, script, "nosuchmodel"], capture_output=True, text=True, timeout=60, env=env)
     refused(out, "unknown model 'nosuchmodel'", "tests/fixtures/model-configs", "meta-llama__Meta-Llama-3.1-8B")
+
+
+def test_a_json_flag_nested_thousands_deep_is_refused_naming_the_flag(env):
+    # fuzz json-flag: `--speculative-config '[[[…'` was a RecursionError out of json.loads
+    out = sparktui("fit", "--offline", "--", "vllm", "serve", "x/y", "--speculative-config", "[" * 50_000, env=env)
+    refused(out, "--speculative-config", "expected a JSON object", "(50,000 characters)")
+
+
+def test_a_dotted_json_flag_nested_thousands_deep_is_refused_naming_it(env):
+    # fuzz json-flag: `--speculative-config.method '[[[…'` was a RecursionError in vllm_argv.dotted_value
+    out = sparktui(
+        "fit", "--offline", "--", "vllm", "serve", "x/y", "--speculative-config.method", "[" * 50_000, env=env
+    )
+    refused(out, "--speculative-config.method", "nested a few levels deep")
