@@ -3,11 +3,14 @@ is exit 2 with a message naming the file or flag (or is skipped where the rest o
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
 import pytest
 
+from sparktui.paths import bench_history_path
 from tests.support import REPO
 from tests.support.faults import sparktui
 
@@ -48,3 +51,25 @@ def test_a_dotted_json_flag_nested_thousands_deep_is_refused_naming_it(env):
         "fit", "--offline", "--", "vllm", "serve", "x/y", "--speculative-config.method", "[" * 50_000, env=env
     )
     refused(out, "--speculative-config.method", "nested a few levels deep")
+
+
+def test_a_history_line_that_is_not_utf8_is_skipped_and_the_rest_listed(env):
+    # fuzz bench-history: one damaged byte made `bench --history` a UnicodeDecodeError
+    path = bench_history_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\xed\xa0\x80" + json.dumps(RECORD).encode() + b"\n" + json.dumps(RECORD).encode() + b"\n")
+    out = sparktui("bench", "--history", "--json", env=env, timeout=30)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out
+    assert len(json.loads(out.stdout)["history"]) == 1
+
+
+def test_a_fifo_as_the_history_hangs_neither_fit_nor_bench(tmp_path, env):
+    # fuzz bench-history: `fit` opened a FIFO there and waited for a writer forever
+    path = bench_history_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_bytes(TINY_CONFIG.read_bytes())
+    fit = sparktui("fit", "--offline", "--model", str(tmp_path / "m"), env=env, timeout=20)
+    assert fit.returncode == 0 and str(path) in fit.stderr and "FIFO" in fit.stderr, fit
+    refused(sparktui("bench", "--history", env=env, timeout=20), str(path), "FIFO")
