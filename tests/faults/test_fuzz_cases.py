@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -73,3 +74,18 @@ def test_a_fifo_as_the_history_hangs_neither_fit_nor_bench(tmp_path, env):
     fit = sparktui("fit", "--offline", "--model", str(tmp_path / "m"), env=env, timeout=20)
     assert fit.returncode == 0 and str(path) in fit.stderr and "FIFO" in fit.stderr, fit
     refused(sparktui("bench", "--history", env=env, timeout=20), str(path), "FIFO")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "deep"])
+def test_a_safetensors_file_that_is_a_fifo_or_deep_json_is_named(kind, tmp_path, env):
+    # fuzz model-config: a FIFO as model.safetensors hung `fit --model` (open() waited for a writer);
+    # a header of 100,000 '[' was a RecursionError
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_bytes(TINY_CONFIG.read_bytes())
+    weights = tmp_path / "m" / "model.safetensors"
+    if kind == "fifo":
+        os.mkfifo(weights)
+    else:
+        weights.write_bytes(struct.pack("<Q", 100_000) + b"[" * 100_000)
+    out = sparktui("fit", "--offline", "--model", str(tmp_path / "m"), env=env, timeout=20)
+    refused(out, str(weights), "FIFO" if kind == "fifo" else "its header is not JSON")
