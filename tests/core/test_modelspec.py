@@ -134,7 +134,9 @@ def test_an_architecture_not_checked_against_vllm_is_said(fixtures, tmp_path):
     """Step-3.7-Flash (no vLLM up to 0.32 knows it): read as a generic decoder, and the fit says so,
     naming the architecture; a checked one (Qwen3, outside the catalog too) has no such note."""
     step = fixture_spec(fixtures, "unseen/stepfun-ai__Step-3.7-Flash", tmp_path)
-    assert [n for n in step.notes if n.startswith("Step3p7FlashForCausalLM: this architecture's layers are not checked")]
+    assert [
+        n for n in step.notes if n.startswith("Step3p7FlashForCausalLM: this architecture's layers are not checked")
+    ]
     assert kinds(step) == {FULL: 12, SLIDING: 33}  # what it can still say: the layers its config lists
     qwen = fixture_spec(fixtures, "unseen/Qwen__Qwen3-8B", tmp_path)
     assert not [n for n in qwen.notes if "not checked" in n]
