@@ -194,7 +194,9 @@ def test_every_layer_reads_as_vllm_builds_it_on_the_meta_device():
 def test_every_architecture_the_fit_calls_checked_reads_as_vllm_builds_it():
     """modelspec/checked.py LAYERS_CHECKED: one real config of each (the catalog's fixtures, then
     unseen/) is built by vLLM 0.32 on the meta device, and every layer reads as vLLM builds it; a text
-    class is checked through its multimodal wrapper (the oracle builds the wrapper's text model)."""
+    class is checked through its multimodal wrapper (the oracle builds the wrapper's text model); the
+    Mamba2-field hybrids (Granite-4.0-H's layer_types 'mamba', Falcon-H1's attention and Mamba2 in every
+    layer) from configs at a released model's geometry (tests/support/mamba2_configs.py)."""
     from sparktui.core.modelspec.checked import LAYERS_CHECKED
     from tests.support.vllm_layer_oracle import TEXT_ARCH
     from tests.support.vllm_layers import ask_layers, fixture_config, ours, theirs
@@ -211,13 +213,17 @@ def test_every_architecture_the_fit_calls_checked_reads_as_vllm_builds_it():
         arch = (config.get("architectures") or text.get("architectures") or [""])[0]
         if arch in LAYERS_CHECKED:
             one_each.setdefault(arch, stem)
-    covered = set(one_each) | {TEXT_ARCH[a] for a in one_each if a in TEXT_ARCH}
+    from tests.support.mamba2_configs import CONFIGS
+
+    mamba2 = {c["architectures"][0] for c in CONFIGS.values()}  # Granite-4.0-H, Falcon-H1: built from these
+    covered = set(one_each) | {TEXT_ARCH[a] for a in one_each if a in TEXT_ARCH} | mamba2
     assert covered >= LAYERS_CHECKED, sorted(LAYERS_CHECKED - covered)
     python = ci_python()
     assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
-    for answer in ask_layers(python, list(one_each.values())):
+    configs = {**{stem: fixture_config(stem) for stem in one_each.values()}, **CONFIGS}
+    for answer in ask_layers(python, list(configs), configs=configs):
         assert "error" not in answer, answer
-        assert ours(answer["name"], fixture_config(answer["name"])) == theirs(answer["layers"]), answer
+        assert ours(answer["name"], configs[answer["name"]]) == theirs(answer["layers"]), answer
 
 
 ACTIVATION_MODELS = (  # dense GQA, dense with q/k norms, MoE, MoE without its own expert width, and a

@@ -68,8 +68,11 @@ def theirs(layers: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
     return out
 
 
-def ask_layers(python: Path, names: list[str], timeout: float = 900) -> list[dict[str, Any]]:
-    request = [{"name": n, "config": fixture_config(n)} for n in names]
+def ask_layers(
+    python: Path, names: list[str], timeout: float = 900, configs: dict[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """vLLM's layers for fixture configs by name (`configs`: configs given by name instead)."""
+    request = [{"name": n, "config": (configs or {}).get(n) or fixture_config(n)} for n in names]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     proc = subprocess.run(
         [str(python), str(LAYER_ORACLE)], input=json.dumps(request), capture_output=True, text=True,
