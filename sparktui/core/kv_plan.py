@@ -68,6 +68,9 @@ class KvPlan:
     null_block_checked: bool = True  # the length check leaves out the block pool's null block (vLLM ≥ 0.29)
     tokens_from_concurrency: bool = True  # how "GPU KV cache size" is counted (vLLM ≥ 0.20.1)
     unify_error: str = ""  # why this vLLM cannot give every layer one page size (it does not start)
+    # vLLM ≤ 0.13 checks one request on each layer's own spec, before grouping (vllm_rules
+    # one_request_check): those specs, one KvGroup per spec; () where the check is on the groups
+    per_layer: tuple[KvGroup, ...] = ()
 
     @property
     def num_groups(self) -> int:
@@ -77,6 +80,9 @@ class KvPlan:
         return sum(g.groups * g.blocks_per_request(max_len, self.in_flight) for g in self.groups)
 
     def bytes_per_request(self, max_len: int) -> int:
+        """KV one max_model_len request needs, as vLLM checks it."""
+        if self.per_layer:
+            return sum(g.layers * g.page_bytes * g.blocks_per_request(max_len, self.in_flight) for g in self.per_layer)
         return self.bytes_per_block * self.blocks_per_request(max_len)
 
     def fits_one(self, kv_memory: int, max_len: int) -> bool:
@@ -214,6 +220,7 @@ def plan_kv(
     if not specs:
         return KvPlan((), 1, in_flight, 0, 0, bs, tuple(working), *checks)
     unify_error = ""
+    per_layer: tuple[KvGroup, ...] = ()
     kinds = {(k[0], k[3]) for k in specs}
     if len(specs) == 1 or (len(kinds) == 1 and MAMBA not in {k[0] for k in specs}):
         # One spec, or one type with different sizes: a single group of every layer.
@@ -243,7 +250,8 @@ def plan_kv(
             unified[unified_key] = unified.get(unified_key, 0) + n
         counts = list(unified.values())
         group_size = min(counts)
-        if max(counts) < group_size * 1.5:
+        grow = rules.value("hybrid_group_size")  # "min", or the factor under which the largest count is taken
+        if grow != "min" and max(counts) < group_size * float(grow):
             group_size = max(counts)
         widest = 0
         for (kind, page, size, window, fixed, _), n in unified.items():
@@ -256,6 +264,15 @@ def plan_kv(
             f"hybrid layers: {sum(g.groups for g in groups)} groups of up to {widest} layers; "
             f"one block = {widest} × {max_page:,} B"
         )
+        if rules.value("one_request_check") == "per_layer":
+            per_layer = tuple(
+                KvGroup(kind, n, 1, page, size, window, fixed, per_block)
+                for (kind, page, size, window, fixed, _), n in specs.items()
+            )
+            working.append(
+                f"vLLM {rules.version} checks one request on each layer's own spec, before grouping "
+                "(no padding layers counted)"
+            )
     return KvPlan(
         tuple(groups),
         bytes_per_block,
@@ -266,6 +283,7 @@ def plan_kv(
         tuple(working),
         *checks,
         unify_error=unify_error,
+        per_layer=per_layer,
     )
 
 

@@ -34,6 +34,8 @@ RuleKey = Literal[
     "non_kv_accounting",
     "uma_free_memory",
     "null_block_in_length_check",
+    "one_request_check",
+    "hybrid_group_size",
     "batch_defaults_large_gpu",
     "batch_defaults_gb10",
     "dflash_layer_types",

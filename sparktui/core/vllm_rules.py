@@ -36,6 +36,7 @@ from sparktui.core.vllm_kv_dtypes import (
     checkpoint_kv_quant,
     kv_cache_dtype,
 )
+from sparktui.core.vllm_kv_rules import KV_CACHE_RULES, KV_CHECK_RULES, KV_IFACE, KV_UTILS
 from sparktui.core.vllm_measured import (
     CUDAGRAPH_FIRST_CAPTURE,
     CUDAGRAPH_PER_GRAPH,
@@ -67,9 +68,6 @@ from sparktui.core.vllm_version import (
 # --------------------------------------------------------------------------- the table
 
 V = VllmVersion
-KV_UTILS = "vllm/v1/core/kv_cache_utils.py"
-KV_IFACE = "vllm/v1/kv_cache_interface.py"
-HYBRID_CFG = "vllm/model_executor/models/config.py: HybridAttentionMambaModelConfig.verify_and_update_config"
 ARG_UTILS = "vllm/engine/arg_utils.py"
 GPU_WORKER = "vllm/v1/worker/gpu_worker.py: Worker.determine_available_memory"
 DFLASH = "vllm/model_executor/models/qwen3_dflash.py"
@@ -77,56 +75,7 @@ SAMPLER = "vllm/v1/sample/sampler.py"
 TOPK = "vllm/v1/sample/ops/topk_topp_sampler.py"
 
 RULES: tuple[Rule, ...] = (
-    Rule("kv_tokens_count", V(0, 10, 0), V(0, 20, 1), "blocks_per_group",
-         '"GPU KV cache size" = num_blocks // number of KV cache groups × smallest block size',
-         f"{KV_UTILS}: _report_kv_cache_config (0.10: get_kv_cache_config)"),
-    Rule("kv_tokens_count", V(0, 20, 1), None, "concurrency",
-         '"GPU KV cache size" = int(maximum concurrency × max_model_len)',
-         f"{KV_UTILS}: _report_kv_cache_config (0.24+: get_kv_cache_capacity)"),
-    Rule("sliding_window_in_flight", V(0, 10, 0), V(0, 26, 0), "one_batch",
-         "a sliding-window layer reserves window − 1 + max_num_batched_tokens tokens per request",
-         f"{KV_IFACE}: SlidingWindowSpec.max_memory_usage_bytes"),
-    Rule("sliding_window_in_flight", V(0, 26, 0), None, "concurrent_batches",
-         "a sliding-window layer reserves window − 1 + max_in_flight_tokens: max_num_batched_tokens × "
-         "max_concurrent_batches (2 with async scheduling, on by default; else the pipeline size)",
-         f"{KV_IFACE}: SlidingWindowSpec.max_admission_blocks_per_request; "
-         "vllm/config/vllm.py: VllmConfig.max_in_flight_tokens, max_concurrent_batches"),
-    Rule("hybrid_prefix_caching_default", V(0, 10, 0), V(0, 26, 0), "off",
-         "prefix caching is off by default for hybrid (attention + Mamba / linear attention) models",
-         "vllm/config/model.py: ModelConfig.is_prefix_caching_supported (0.10–0.12: "
-         f"{HYBRID_CFG.split(': ')[1]} disables it)"),
-    Rule("hybrid_prefix_caching_default", V(0, 26, 0), None, "on",
-         "prefix caching is on by default for hybrid models",
-         "vllm/config/model.py: ModelConfig.is_prefix_caching_supported"),
-    Rule("mamba_cache_mode_default", V(0, 10, 0), V(0, 11, 1), "none",
-         "prefix caching is turned off for hybrid models: one state page per sequence",
-         f"{HYBRID_CFG}; {KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
-    Rule("mamba_cache_mode_default", V(0, 11, 1), V(0, 15, 0), "all_if_supported_else_off",
-         "with prefix caching: models with Mamba prefix caching support keep a state page per block "
-         "(mamba_block_size = block_size); others have prefix caching turned off (one page)",
-         f"{HYBRID_CFG}; {KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
-    Rule("mamba_cache_mode_default", V(0, 15, 0), V(0, 20, 0), "all_if_supported",
-         "with prefix caching: mode 'all' for models with Mamba prefix caching support, else 'align' "
-         "(2 state pages per sequence)", HYBRID_CFG),
-    Rule("mamba_cache_mode_default", V(0, 20, 0), V(0, 22, 0), "all_if_supported_no_spec",
-         "with prefix caching: 'all' for supporting models unless speculative decoding is on, else 'align'",
-         HYBRID_CFG),
-    Rule("mamba_cache_mode_default", V(0, 22, 0), V(0, 28, 0), "all_if_supported",
-         "with prefix caching: 'all' for supporting models, else 'align'", HYBRID_CFG),
-    Rule("mamba_cache_mode_default", V(0, 28, 0), None, "align",
-         "with prefix caching: mode 'align' (2 state pages per sequence + speculative pages)", HYBRID_CFG),
-    Rule("mamba_all_mode_pages", V(0, 11, 1), V(0, 32, 0), "per_block",
-         "mode 'all' keeps a state page per block of max_model_len (+ speculative pages)",
-         f"{KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
-    Rule("mamba_all_mode_pages", V(0, 32, 0), None, "one",
-         "mode 'all' keeps one state page per sequence (+ speculative pages)",
-         f"{KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
-    Rule("mamba_speculative_pages", V(0, 10, 0), V(0, 15, 0), "no",
-         "a Mamba layer's pages do not grow with speculative tokens",
-         f"{KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
-    Rule("mamba_speculative_pages", V(0, 15, 0), None, "yes",
-         "a Mamba layer keeps one more state page per speculative token (num_speculative_blocks)",
-         f"{KV_IFACE}: MambaSpec.max_memory_usage_bytes"),
+    *KV_CACHE_RULES,
     Rule("kv_dtype_auto_modelopt", V(0, 10, 0), V(0, 14, 0), "model_dtype",
          "--kv-cache-dtype auto is the model dtype, whatever the checkpoint's quantization config says",
          "vllm/utils.py: kv_cache_dtype_str_to_dtype"),
@@ -337,12 +286,7 @@ RULES: tuple[Rule, ...] = (
          "the host's MemAvailable (PR #35356, fixing #35313)",
          "vllm/utils/mem_utils.py: MemorySnapshot.measure (current_platform.is_integrated_gpu); "
          "vllm/platforms/cuda.py: is_integrated_gpu"),
-    Rule("null_block_in_length_check", V(0, 10, 0), V(0, 29, 0), "no",
-         "one max_model_len request is checked against all of the KV memory",
-         f"{KV_UTILS}: check_enough_kv_cache_memory"),
-    Rule("null_block_in_length_check", V(0, 29, 0), None, "yes",
-         "one max_model_len request is checked against the KV memory less the block pool's null block",
-         f"{KV_UTILS}: check_enough_kv_cache_memory"),
+    *KV_CHECK_RULES,
     Rule("batch_defaults_large_gpu", V(0, 10, 0), V(0, 28, 0), "8192/1024 from 70 GiB",
          "vllm serve on a GPU reporting ≥ 70 GiB (not an A100): 8192 batched tokens, 1024 sequences",
          f"{ARG_UTILS}: EngineArgs.get_batch_defaults (0.10–0.11.0: _set_default_args_v1)"),

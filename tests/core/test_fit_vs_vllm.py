@@ -188,6 +188,38 @@ def test_every_layer_reads_as_vllm_builds_it_on_the_meta_device():
         assert ours(answer["name"], fixture_config(answer["name"])) == theirs(answer["layers"]), answer
 
 
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
+def test_every_architecture_the_fit_calls_checked_reads_as_vllm_builds_it():
+    """modelspec/checked.py LAYERS_CHECKED: one real config of each (the catalog's fixtures, then
+    unseen/) is built by vLLM 0.32 on the meta device, and every layer reads as vLLM builds it; a text
+    class is checked through its multimodal wrapper (the oracle builds the wrapper's text model)."""
+    from sparktui.core.modelspec.checked import LAYERS_CHECKED
+    from tests.support.vllm_layer_oracle import TEXT_ARCH
+    from tests.support.vllm_layers import ask_layers, fixture_config, ours, theirs
+
+    configs = FIXTURES / "model-configs"
+    stems = [p.stem for p in sorted(configs.glob("*.json"))]
+    stems += [f"unseen/{p.stem}" for p in sorted((configs / "unseen").glob("*.json"))]
+    one_each: dict[str, str] = {}
+    for stem in stems:
+        if stem.endswith("__hf_quant_config"):
+            continue
+        config = fixture_config(stem)
+        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+        arch = (config.get("architectures") or text.get("architectures") or [""])[0]
+        if arch in LAYERS_CHECKED:
+            one_each.setdefault(arch, stem)
+    covered = set(one_each) | {TEXT_ARCH[a] for a in one_each if a in TEXT_ARCH}
+    assert covered >= LAYERS_CHECKED, sorted(LAYERS_CHECKED - covered)
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    for answer in ask_layers(python, list(one_each.values())):
+        assert "error" not in answer, answer
+        assert ours(answer["name"], fixture_config(answer["name"])) == theirs(answer["layers"]), answer
+
+
 ACTIVATION_MODELS = (  # dense GQA, dense with q/k norms, MoE, MoE without its own expert width, and a
     # soft-capped sliding-window MoE with v norms (Gemma 4): seconds each
     "meta-llama__Meta-Llama-3.1-8B",

@@ -130,6 +130,18 @@ def test_nas_pruned_llama_layers_from_block_configs(fixtures, tmp_path):
     assert 49e9 < spec.param_count < 50.5e9  # the "49B" of its name (read as a Llama: 23.6 B)
 
 
+def test_an_architecture_not_checked_against_vllm_is_said(fixtures, tmp_path):
+    """Step-3.7-Flash (no vLLM up to 0.32 knows it): read as a generic decoder, and the fit says so,
+    naming the architecture; a checked one (Qwen3, outside the catalog too) has no such note."""
+    step = fixture_spec(fixtures, "unseen/stepfun-ai__Step-3.7-Flash", tmp_path)
+    assert [
+        n for n in step.notes if n.startswith("Step3p7FlashForCausalLM: this architecture's layers are not checked")
+    ]
+    assert kinds(step) == {FULL: 12, SLIDING: 33}  # what it can still say: the layers its config lists
+    qwen = fixture_spec(fixtures, "unseen/Qwen__Qwen3-8B", tmp_path)
+    assert not [n for n in qwen.notes if "not checked" in n]
+
+
 def test_qwen2_sliding_window_is_off_unless_use_sliding_window(fixtures, tmp_path):
     spec = fixture_spec(fixtures, "Qwen__Qwen2.5-7B", tmp_path)
     assert kinds(spec) == {FULL: 28}

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mimo, mistral, mla, moe, nas, rope
+from sparktui.core.modelspec import checked, deepseek_v4, dense, gemma, hybrid, mimo, mistral, mla, moe, nas, rope
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
@@ -254,7 +254,7 @@ def _build(
     nvfp4_moe = _nvfp4_experts(text, modules, formats) if formats.quantized else ()
     limit, limit_key = max_len_limit(text)
     moe_layers, mlp_layers = feed_forward_layers(text, n_layers)
-    notes = [n for n in (mla.indexer_note(text), _unmodelled_note(text)) if n]
+    notes = [n for n in (mla.indexer_note(text), _unmodelled_note(text), checked.unchecked_note(str(arch))) if n]
     return ModelSpec(
         name=name,
         source=source,
