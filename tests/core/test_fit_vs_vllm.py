@@ -198,7 +198,8 @@ def test_every_architecture_the_fit_calls_checked_reads_as_vllm_builds_it():
     unseen/) is built by vLLM 0.32 on the meta device, and every layer reads as vLLM builds it; a text
     class is checked through its multimodal wrapper (the oracle builds the wrapper's text model); the
     Mamba2-field hybrids (Granite-4.0-H's layer_types 'mamba', Falcon-H1's attention and Mamba2 in every
-    layer) from configs at a released model's geometry (tests/support/mamba2_configs.py)."""
+    layer) and the popular decoders with no checkpoint config at hand, from configs in their own fields at a
+    released model's geometry (tests/support/architecture_configs.py)."""
     from sparktui.core.modelspec.checked import LAYERS_CHECKED
     from tests.support.vllm_layer_oracle import TEXT_ARCH
     from tests.support.vllm_layers import ask_layers, fixture_config, ours, theirs
@@ -215,10 +216,11 @@ def test_every_architecture_the_fit_calls_checked_reads_as_vllm_builds_it():
         arch = (config.get("architectures") or text.get("architectures") or [""])[0]
         if arch in LAYERS_CHECKED:
             one_each.setdefault(arch, stem)
-    from tests.support.mamba2_configs import CONFIGS
+    from tests.support.architecture_configs import CONFIGS
 
-    mamba2 = {c["architectures"][0] for c in CONFIGS.values()}  # Granite-4.0-H, Falcon-H1: built from these
-    covered = set(one_each) | {TEXT_ARCH[a] for a in one_each if a in TEXT_ARCH} | mamba2
+    written = {c["architectures"][0] for c in CONFIGS.values()}  # no checkpoint's own config at hand
+    archs = set(one_each) | written
+    covered = archs | {TEXT_ARCH[a] for a in archs if a in TEXT_ARCH}
     assert covered >= LAYERS_CHECKED, sorted(LAYERS_CHECKED - covered)
     python = ci_python()
     assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"

@@ -140,6 +140,12 @@ def test_an_architecture_not_checked_against_vllm_is_said(fixtures, tmp_path):
     assert kinds(step) == {FULL: 12, SLIDING: 33}  # what it can still say: the layers its config lists
     qwen = fixture_spec(fixtures, "unseen/Qwen__Qwen3-8B", tmp_path)
     assert not [n for n in qwen.notes if "not checked" in n]
+    # the popular decoders checked on configs in their own fields (tests/support/architecture_configs.py)
+    from tests.support.architecture_configs import CONFIGS
+
+    for name, config in CONFIGS.items():
+        spec = spec_from_config(config, name=name, source="test")
+        assert not [n for n in spec.notes if "not checked" in n], name
 
 
 def test_mamba2_fields_of_granite_4_h_and_falcon_h1():
@@ -147,7 +153,7 @@ def test_mamba2_fields_of_granite_4_h_and_falcon_h1():
     mamba_d_state (before: refused, "missing linear_num_key_heads"); Falcon-H1 runs attention and a
     Mamba2 mixer in every layer (before: read as attention only, no state). The Mamba2 state as vLLM's
     MambaStateShapeCalculator.mamba2_state_shape sizes it over mamba_d_ssm, else mamba_expand × hidden."""
-    from tests.support.mamba2_configs import FALCON_H1, GRANITE_4_H
+    from tests.support.architecture_configs import FALCON_H1, GRANITE_4_H
 
     granite = spec_from_config(GRANITE_4_H, name="granite", source="test")
     assert kinds(granite) == {MAMBA: 36, FULL: 4}

@@ -2,7 +2,7 @@
 of each on the meta device in vLLM 0.32 and comparing every layer's KV spec (kind, KV heads, K and V
 head sizes, window, Mamba state shapes) with the fit's reading: bench/vllm_layer_oracle.py over
 tests/fixtures/model-configs and its unseen/ folder, and for Granite-4.0-H and Falcon-H1 configs at a
-released model's geometry (tests/support/mamba2_configs.py); tests/core/test_fit_vs_vllm.py runs it. Any other
+released model's geometry (tests/support/architecture_configs.py); tests/core/test_fit_vs_vllm.py runs it. Any other
 architecture is read as a generic decoder, and the fit says so (`unchecked_note`)."""
 
 from __future__ import annotations
@@ -12,18 +12,24 @@ LAYERS_CHECKED = frozenset(
         "DeciLMForCausalLM",
         "DeepseekV3ForCausalLM",
         "FalconH1ForCausalLM",
+        "Gemma3ForCausalLM",
+        "Gemma3ForConditionalGeneration",
         "Gemma4ForCausalLM",
         "Gemma4ForConditionalGeneration",
+        "Glm4MoeForCausalLM",
         "Glm4MoeLiteForCausalLM",
-        "GraniteMoeHybridForCausalLM",
         "GptOssForCausalLM",
+        "GraniteMoeHybridForCausalLM",
         "Llama4ForCausalLM",
         "Llama4ForConditionalGeneration",
         "LlamaForCausalLM",
         "MiMoV2FlashForCausalLM",
         "MiniMaxM2ForCausalLM",
+        "Mistral3ForConditionalGeneration",
         "MixtralForCausalLM",
         "NemotronHForCausalLM",
+        "Olmo3ForCausalLM",
+        "Phi3ForCausalLM",
         "Qwen2ForCausalLM",
         "Qwen3ForCausalLM",
         "Qwen3MoeForCausalLM",
@@ -34,6 +40,7 @@ LAYERS_CHECKED = frozenset(
         "Qwen3_5ForConditionalGeneration",
         "Qwen3_5MoeForCausalLM",
         "Qwen3_5MoeForConditionalGeneration",
+        "SeedOssForCausalLM",
     }
 )
 # Read by rules of their own, each with its own note or check: DeepSeek V4 (modelspec/deepseek_v4.py,
