@@ -27,12 +27,14 @@ from tests.support.vllm_oracle import (
     kv_question,
     model_runner_label,
     model_runner_questions,
+    model_spec,
     oracle_pythons,
     quantization_questions,
     scenarios,
     sparktui_kv_dtype,
     sparktui_loads_quantization,
     sparktui_model_runner,
+    unseen_models,
     v4_disagreements,
     v4_question,
     widest_of_splits,
@@ -224,6 +226,32 @@ def test_every_architecture_the_fit_calls_checked_reads_as_vllm_builds_it():
     for answer in ask_layers(python, list(configs), configs=configs):
         assert "error" not in answer, answer
         assert ours(answer["name"], configs[answer["name"]]) == theirs(answer["layers"]), answer
+
+
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
+def test_the_unseen_configs_kv_cache_is_planned_as_vllm_plans_it():
+    """The real configs outside the catalog (tests/fixtures/model-configs/unseen), under the catalog's flag
+    sets (scenarios): vLLM 0.32's get_kv_cache_configs gives the fit's blocks, tokens, concurrency and
+    groups, or the fit's longest length where one request does not fit (bench/vllm_oracle.py --unseen asks
+    every installed version). Covers a V narrower than K on sliding and full layers of their own heads
+    (MiMo-V2), DeepSeek V3.2's uint8 indexer beside its MLA latent, a NAS-pruned Llama and a hybrid too
+    big for one request (vLLM's estimate 0)."""
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    rules = rules_for("0.32.0")
+    built = [(sc, *kv_question(model_spec(sc.model), sc, rules)) for sc in scenarios(unseen_models())]
+    request = {"kv": [case for _, case, _ in built], "batch_defaults": [], "kv_dtype": [], "cudagraphs": []}
+    answer = ask(python, {**request, "model_runner": [], "quantization": []}, timeout=600)
+    problems = [
+        f"{sc.label()}: {d}"
+        for (sc, case, plan), got in zip(built, answer["kv"], strict=True)
+        for d in kv_disagreements(case, plan, got)
+    ]
+    assert problems == []
+    # each model's 0.5 GiB question is refused, but Nemotron-3-Nano's (6 attention layers hold 65,536 tokens)
+    assert len(built) > 50 and sum("error" in got for got in answer["kv"]) == len(unseen_models()) - 1
 
 
 ACTIVATION_MODELS = (  # dense GQA, dense with q/k norms, MoE, MoE without its own expert width, and a
