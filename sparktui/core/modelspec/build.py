@@ -98,6 +98,8 @@ def layer_groups(text: Mapping[str, Any]) -> tuple[list[LayerGroup], list[LayerG
         return mla.groups(text, n_layers)
     if hybrid.is_nemotron_h(text):
         return hybrid.nemotron_groups(text, dense.head_dim(text))
+    if hybrid.is_parallel_hybrid(text):
+        return hybrid.parallel_groups(text, dense.head_dim(text))
     if mimo.is_mimo_v2(text):
         return mimo.groups(text, n_layers)
     if nas.is_nemotron_nas(text):
@@ -151,6 +153,8 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
         if g.kind == "mla":
             if not g.elem_bytes:  # the indexer's cache rides on the MLA layers: no weights of its own here
                 counts["attn"] += g.count * mla.params_per_layer(text)
+        elif g.kind == MAMBA and g.state_kind == "mamba2":
+            counts["mamba"] += g.count * hybrid.mamba2_params(text, g)
         elif g.kind == MAMBA:
             counts["linear_attn"] += g.count * hybrid.gdn_params(text, g)
         else:

@@ -1,0 +1,32 @@
+"""Configs of the two Mamba2-field architectures (Granite-4.0-H's GraniteMoeHybrid and Falcon-H1), in the
+fields transformers' GraniteMoeHybridConfig and FalconH1Config define, at the geometry of a released
+model: Falcon-H1-0.5B (36 layers, hidden 1024, 8 heads / 2 KV of 64, 24 Mamba heads of 64, state 128:
+transformers' FalconH1 model page) and Granite-4.0-H-Small's attention and Mamba widths (hidden 4096,
+32 heads / 8 KV, state 128, conv 4, expand 2: its config.json as quoted with its fields) over 40 layers
+with an attention layer every tenth. Not checkpoints' own files: vLLM builds them (tests/core/
+test_fit_vs_vllm.py) and judges the fit's reading of each field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+GRANITE_4_H = {
+    "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 4096,
+    "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 768,
+    "shared_intermediate_size": 1536, "num_local_experts": 72, "num_experts_per_tok": 10,
+    "layer_types": (["mamba"] * 9 + ["attention"]) * 4, "mamba_n_heads": 128, "mamba_d_head": 64,
+    "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_chunk_size": 256,
+    "mamba_conv_bias": True, "mamba_proj_bias": False, "position_embedding_type": "nope",
+    "max_position_embeddings": 131072, "vocab_size": 100352, "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+}  # fmt: skip
+FALCON_H1 = {
+    "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "hidden_size": 1024,
+    "num_hidden_layers": 36, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+    "intermediate_size": 2048, "mamba_n_heads": 24, "mamba_d_head": 64, "mamba_d_state": 128,
+    "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_d_ssm": 1536, "mamba_chunk_size": 128,
+    "mamba_conv_bias": True, "mamba_proj_bias": False, "mamba_rms_norm": False, "mamba_use_mlp": True,
+    "max_position_embeddings": 16384, "vocab_size": 32784, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}  # fmt: skip
+CONFIGS: dict[str, dict[str, Any]] = {"granite-4.0-h": GRANITE_4_H, "falcon-h1": FALCON_H1}
