@@ -6,23 +6,29 @@ a frozen dataclass costs six (`__init__`, `__repr__`, `__eq__`, `__hash__`, `__s
 `__delattr__`), about 0.5 ms a class, and the panel's first screen defines some fifty of them
 before it can show its fit. `record` lets dataclasses generate `__init__` and the frozen guards
 and gives `__repr__`, `__eq__` and `__hash__` as functions made from each class's fields, which
-behave as dataclasses' do: the same repr text, equal when the class is the same and the compared
-fields are, the hash of the same tuple, `fields`, `replace`, `asdict` and FrozenInstanceError as
-before. `record(frozen=False)` does the same for a mutable dataclass (two execs less: `__repr__` and
-`__eq__`; `__hash__` is None, as dataclasses leave it). A class that writes its own
-`__repr__`, `__eq__` or `__hash__` gets plain `dataclass(frozen=...)`.
+behave as 3.11's and 3.12's dataclasses do: the same repr text, equal when the class is the same
+and the tuples of compared fields are, the hash of the same tuple, `fields`, `replace`, `asdict`
+and FrozenInstanceError as before. `record(frozen=False)` does the same for a mutable dataclass
+(two execs less: `__repr__` and `__eq__`; `__hash__` is None, as dataclasses leave it). A class
+that writes its own `__repr__`, `__eq__` or `__hash__` gets plain `dataclass(frozen=...)`, and so
+does every class from Python 3.13 on (below).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import operator
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, dataclass_transform, overload
 
 T = TypeVar("T")
 
 _OWN = ("__repr__", "__eq__", "__hash__")
+# From 3.13 dataclasses compile a class's methods in one exec (cpython gh-110851) and __eq__ compares
+# field by field, `a == a2 and b == b2`, not tuples (gh-104904): there `record` is plain dataclass,
+# so equality stays the running Python's
+_PLAIN = sys.version_info >= (3, 13)
 
 
 @overload
@@ -43,7 +49,7 @@ def record(cls: type[T] | None = None, /, *, frozen: bool = True) -> type[T] | C
 
 
 def _record(cls: type[T], frozen: bool) -> type[T]:
-    if any(name in cls.__dict__ for name in _OWN):
+    if _PLAIN or any(name in cls.__dict__ for name in _OWN):
         return dataclasses.dataclass(frozen=frozen)(cls)
     made = dataclasses.dataclass(frozen=frozen, repr=False, eq=False)(cls)
     fields = dataclasses.fields(cast(Any, made))

@@ -302,6 +302,7 @@ class SparkApp(App[None]):
         except NoMatches:  # the app closes before its first screen was full
             return
         self.background_started = True
+        self.query_one(PanelFooter).keys_as_widgets()
         # Everything built for the first screen (the modules, the widgets, the fit) lives as long
         # as the app: keep it out of the collector's full passes (up to 100 ms each while a log
         # flood churns objects), and turn the collector back on (`sparktui ui` starts with it off).

@@ -27,12 +27,14 @@ from tests.support.vllm_oracle import (
     kv_question,
     model_runner_label,
     model_runner_questions,
+    model_spec,
     oracle_pythons,
     quantization_questions,
     scenarios,
     sparktui_kv_dtype,
     sparktui_loads_quantization,
     sparktui_model_runner,
+    unseen_models,
     v4_disagreements,
     v4_question,
     widest_of_splits,
@@ -186,6 +188,72 @@ def test_every_layer_reads_as_vllm_builds_it_on_the_meta_device():
     for answer in ask_layers(python, list(LAYER_MODELS)):
         assert "error" not in answer, answer
         assert ours(answer["name"], fixture_config(answer["name"])) == theirs(answer["layers"]), answer
+
+
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
+def test_every_architecture_the_fit_calls_checked_reads_as_vllm_builds_it():
+    """modelspec/checked.py LAYERS_CHECKED: one real config of each (the catalog's fixtures, then
+    unseen/) is built by vLLM 0.32 on the meta device, and every layer reads as vLLM builds it; a text
+    class is checked through its multimodal wrapper (the oracle builds the wrapper's text model); the
+    Mamba2-field hybrids (Granite-4.0-H's layer_types 'mamba', Falcon-H1's attention and Mamba2 in every
+    layer) and the popular decoders with no checkpoint config at hand, from configs in their own fields at a
+    released model's geometry (tests/support/architecture_configs.py)."""
+    from sparktui.core.modelspec.checked import LAYERS_CHECKED
+    from tests.support.vllm_layer_oracle import TEXT_ARCH
+    from tests.support.vllm_layers import ask_layers, fixture_config, ours, theirs
+
+    configs = FIXTURES / "model-configs"
+    stems = [p.stem for p in sorted(configs.glob("*.json"))]
+    stems += [f"unseen/{p.stem}" for p in sorted((configs / "unseen").glob("*.json"))]
+    one_each: dict[str, str] = {}
+    for stem in stems:
+        if stem.endswith("__hf_quant_config"):
+            continue
+        config = fixture_config(stem)
+        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+        arch = (config.get("architectures") or text.get("architectures") or [""])[0]
+        if arch in LAYERS_CHECKED:
+            one_each.setdefault(arch, stem)
+    from tests.support.architecture_configs import CONFIGS
+
+    written = {c["architectures"][0] for c in CONFIGS.values()}  # no checkpoint's own config at hand
+    archs = set(one_each) | written
+    covered = archs | {TEXT_ARCH[a] for a in archs if a in TEXT_ARCH}
+    assert covered >= LAYERS_CHECKED, sorted(LAYERS_CHECKED - covered)
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    configs = {**{stem: fixture_config(stem) for stem in one_each.values()}, **CONFIGS}
+    for answer in ask_layers(python, list(configs), configs=configs):
+        assert "error" not in answer, answer
+        assert ours(answer["name"], configs[answer["name"]]) == theirs(answer["layers"]), answer
+
+
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
+def test_the_unseen_configs_kv_cache_is_planned_as_vllm_plans_it():
+    """The real configs outside the catalog (tests/fixtures/model-configs/unseen), under the catalog's flag
+    sets (scenarios): vLLM 0.32's get_kv_cache_configs gives the fit's blocks, tokens, concurrency and
+    groups, or the fit's longest length where one request does not fit (bench/vllm_oracle.py --unseen asks
+    every installed version). Covers a V narrower than K on sliding and full layers of their own heads
+    (MiMo-V2), DeepSeek V3.2's uint8 indexer beside its MLA latent, a NAS-pruned Llama and a hybrid too
+    big for one request (vLLM's estimate 0)."""
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    rules = rules_for("0.32.0")
+    built = [(sc, *kv_question(model_spec(sc.model), sc, rules)) for sc in scenarios(unseen_models())]
+    request = {"kv": [case for _, case, _ in built], "batch_defaults": [], "kv_dtype": [], "cudagraphs": []}
+    answer = ask(python, {**request, "model_runner": [], "quantization": []}, timeout=600)
+    problems = [
+        f"{sc.label()}: {d}"
+        for (sc, case, plan), got in zip(built, answer["kv"], strict=True)
+        for d in kv_disagreements(case, plan, got)
+    ]
+    assert problems == []
+    # each model's 0.5 GiB question is refused, but Nemotron-3-Nano's (6 attention layers hold 65,536 tokens)
+    assert len(built) > 50 and sum("error" in got for got in answer["kv"]) == len(unseen_models()) - 1
 
 
 ACTIVATION_MODELS = (  # dense GQA, dense with q/k norms, MoE, MoE without its own expert width, and a

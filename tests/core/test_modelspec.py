@@ -130,6 +130,47 @@ def test_nas_pruned_llama_layers_from_block_configs(fixtures, tmp_path):
     assert 49e9 < spec.param_count < 50.5e9  # the "49B" of its name (read as a Llama: 23.6 B)
 
 
+def test_an_architecture_not_checked_against_vllm_is_said(fixtures, tmp_path):
+    """Step-3.7-Flash (no vLLM up to 0.32 knows it): read as a generic decoder, and the fit says so,
+    naming the architecture; a checked one (Qwen3, outside the catalog too) has no such note."""
+    step = fixture_spec(fixtures, "unseen/stepfun-ai__Step-3.7-Flash", tmp_path)
+    assert [
+        n for n in step.notes if n.startswith("Step3p7FlashForCausalLM: this architecture's layers are not checked")
+    ]
+    assert kinds(step) == {FULL: 12, SLIDING: 33}  # what it can still say: the layers its config lists
+    qwen = fixture_spec(fixtures, "unseen/Qwen__Qwen3-8B", tmp_path)
+    assert not [n for n in qwen.notes if "not checked" in n]
+    # the popular decoders checked on configs in their own fields (tests/support/architecture_configs.py)
+    from tests.support.architecture_configs import CONFIGS
+
+    for name, config in CONFIGS.items():
+        spec = spec_from_config(config, name=name, source="test")
+        assert not [n for n in spec.notes if "not checked" in n], name
+
+
+def test_mamba2_fields_of_granite_4_h_and_falcon_h1():
+    """Granite-4.0-H lists 'mamba' layers in layer_types with mamba_n_heads / mamba_d_head /
+    mamba_d_state (before: refused, "missing linear_num_key_heads"); Falcon-H1 runs attention and a
+    Mamba2 mixer in every layer (before: read as attention only, no state). The Mamba2 state as vLLM's
+    MambaStateShapeCalculator.mamba2_state_shape sizes it over mamba_d_ssm, else mamba_expand × hidden."""
+    from tests.support.architecture_configs import FALCON_H1, GRANITE_4_H
+
+    granite = spec_from_config(GRANITE_4_H, name="granite", source="test")
+    assert kinds(granite) == {MAMBA: 36, FULL: 4}
+    (state,) = [g for g in granite.layers if g.kind == MAMBA]
+    assert (state.conv_dim, state.value_heads, state.head_v, state.head_k) == (2 * 4096 + 2 * 128, 128, 64, 128)
+    assert state.state_bytes(2) == (3 * 8448 + 128 * 64 * 128) * 2  # conv + SSM state, in bf16
+    falcon = spec_from_config(FALCON_H1, name="falcon", source="test")
+    assert kinds(falcon) == {FULL: 36, MAMBA: 36}
+    (state,) = [g for g in falcon.layers if g.kind == MAMBA]
+    assert state.conv_dim == 1536 + 2 * 128  # mamba_d_ssm
+    assert falcon.kv_bytes_per_token() == 36 * 2 * 64 * 2 * 2
+    # linear layers with neither Gated-DeltaNet nor Mamba2 fields: refused, saying what is missing
+    bare = {**GRANITE_4_H, "mamba_n_heads": None}
+    with pytest.raises(UserError, match=r"granitemoehybrid: layer_types lists linear or Mamba layers.*not modelled"):
+        spec_from_config(bare, name="bare", source="test")
+
+
 def test_qwen2_sliding_window_is_off_unless_use_sliding_window(fixtures, tmp_path):
     spec = fixture_spec(fixtures, "Qwen__Qwen2.5-7B", tmp_path)
     assert kinds(spec) == {FULL: 28}

@@ -115,6 +115,54 @@ def test_one_command_socket_per_port_and_it_answers_through_the_supervisors_verb
         st.HELD_HERE.discard(18999)
 
 
+def test_a_stop_waiting_on_the_end_gets_its_reply_before_the_supervisor_exits(isolated: Path) -> None:
+    """The handler threads are daemons: the supervisor's end waits (drain) until a stop that waited
+    for it has sent its final state, however slow that thread is under load; a client that never
+    sends its request holds the end only for the bound."""
+    commands = CommandSocket(18998, lambda _: None)
+    commands.claim()
+    finished = threading.Event()
+
+    def answer(req: pr.AnyRequest) -> pr.Reply:
+        finished.wait(10)
+        time.sleep(0.5)  # the snapshot, slow on a loaded box
+        return pr.Reply(ok=True)
+
+    replies: list[bytes] = []
+
+    def stop_client() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(10)
+            conn.connect(commands.name)
+            conn.sendall(b'{"cmd": "stop", "wait": 10}\n')
+            replies.append(conn.recv(65536))
+
+    try:
+        commands.serve(answer, lambda: None)
+        client = threading.Thread(target=stop_client)
+        client.start()
+        wait_for(lambda: commands.drain(0) is False, 5, "the stop to be taken")
+        commands.close()
+        finished.set()
+        assert commands.drain(5.0)
+        assert replies and b'"ok":true' in replies[0].replace(b" ", b""), "the stop's reply was not sent yet"
+        client.join(5)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:  # connects, never sends
+            again = CommandSocket(18997, lambda _: None)
+            again.claim()
+            again.serve(answer, lambda: None)
+            silent.connect(again.name)
+            wait_for(lambda: again.drain(0) is False, 5, "the silent connection to be taken")
+            again.close()
+            started = time.monotonic()
+            assert not again.drain(0.3)
+            assert time.monotonic() - started < 2.0
+    finally:
+        commands.close()
+        st.HELD_HERE.discard(18998)
+        st.HELD_HERE.discard(18997)
+
+
 def test_the_loop_sleeps_until_woken_and_counts_why(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
     log.write_text("")

@@ -58,6 +58,7 @@ def describe(spec):
     shapes = getattr(spec, "shapes", None)
     if shapes is not None:
         out["shapes"] = [list(s) for s in shapes]
+        out["dtypes"] = [str(d).removeprefix("torch.") for d in getattr(spec, "dtypes", ())]
     return out
 
 
@@ -143,6 +144,12 @@ def main():
 
     stand_in_torchvision()  # before vLLM imports its model classes
     take_cuda_moe_config()
+    # The CPU platform resets --mamba-ssm-cache-dtype auto to float32 on a CPU with AVX512-BF16, for its
+    # own GDN kernels (platforms/cpu.py CpuPlatform.check_and_update_config); CUDA keeps auto (the
+    # model dtype, unless the model's config class sets one: Nemotron-H, Qwen3.5): answer as CUDA does
+    import torch
+
+    torch.cpu._is_avx512_bf16_supported = lambda: False
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
 

@@ -11,11 +11,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, spec_from_config
+from sparktui.core.modelspec import DTYPE_BYTES, FULL, MAMBA, MLA, SLIDING, spec_from_config
 from tests.support import FIXTURES
 
 LAYER_ORACLE = Path(__file__).with_name("vllm_layer_oracle.py")
 MARK = "SPARKTUI-LAYER-ORACLE "
+ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}  # a Mamba state's dtype as vLLM names it
 KINDS = {
     "FullAttentionSpec": FULL,
     "SlidingWindowSpec": SLIDING,
@@ -45,7 +46,9 @@ def ours(name: str, config: dict[str, Any]) -> Counter[tuple[Any, ...]]:
             continue
         if g.kind == MAMBA:
             dims = (tuple(sorted((g.conv_dim, g.conv_kernel - 1))), tuple(sorted((g.value_heads, g.head_v, g.head_k))))
-            out[(MAMBA, 0, 0, None, dims, None)] += g.count
+            # element sizes of the conv and SSM states: the model dtype's, the SSM's own where the model sets one
+            sizes = (spec.dtype_bytes, DTYPE_BYTES.get(g.ssm_dtype or "", spec.dtype_bytes))
+            out[(MAMBA, 0, 0, None, dims, sizes)] += g.count
         else:
             heads = 1 if g.kind == MLA else g.num_kv_heads
             v = None if g.kind == MLA else g.head_size_v  # MLA: one latent, no separate V
@@ -60,7 +63,8 @@ def theirs(layers: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
         kind = KINDS.get(layer["kind"], layer["kind"])
         if kind == MAMBA:
             conv, ssm = layer["shapes"][0], layer["shapes"][1]
-            out[(MAMBA, 0, 0, None, (tuple(sorted(conv)), tuple(sorted(ssm))), None)] += layer["count"]
+            sizes = tuple(ELEMENT_BYTES[d] for d in layer.get("dtypes", ())[:2]) or None
+            out[(MAMBA, 0, 0, None, (tuple(sorted(conv)), tuple(sorted(ssm))), sizes)] += layer["count"]
         else:
             window = layer.get("window") if kind == SLIDING else None
             v = None if kind == MLA else layer.get("head_size_v") or layer.get("head_size")
@@ -68,8 +72,11 @@ def theirs(layers: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
     return out
 
 
-def ask_layers(python: Path, names: list[str], timeout: float = 900) -> list[dict[str, Any]]:
-    request = [{"name": n, "config": fixture_config(n)} for n in names]
+def ask_layers(
+    python: Path, names: list[str], timeout: float = 900, configs: dict[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """vLLM's layers for fixture configs by name (`configs`: configs given by name instead)."""
+    request = [{"name": n, "config": (configs or {}).get(n) or fixture_config(n)} for n in names]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     proc = subprocess.run(
         [str(python), str(LAYER_ORACLE)], input=json.dumps(request), capture_output=True, text=True,

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mimo, mistral, mla, moe, nas, rope
+from sparktui.core.modelspec import checked, deepseek_v4, dense, gemma, hybrid, mimo, mistral, mla, moe, nas, rope
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
@@ -98,6 +98,8 @@ def layer_groups(text: Mapping[str, Any]) -> tuple[list[LayerGroup], list[LayerG
         return mla.groups(text, n_layers)
     if hybrid.is_nemotron_h(text):
         return hybrid.nemotron_groups(text, dense.head_dim(text))
+    if hybrid.is_parallel_hybrid(text):
+        return hybrid.parallel_groups(text, dense.head_dim(text))
     if mimo.is_mimo_v2(text):
         return mimo.groups(text, n_layers)
     if nas.is_nemotron_nas(text):
@@ -151,6 +153,8 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
         if g.kind == "mla":
             if not g.elem_bytes:  # the indexer's cache rides on the MLA layers: no weights of its own here
                 counts["attn"] += g.count * mla.params_per_layer(text)
+        elif g.kind == MAMBA and g.state_kind == "mamba2":
+            counts["mamba"] += g.count * hybrid.mamba2_params(text, g)
         elif g.kind == MAMBA:
             counts["linear_attn"] += g.count * hybrid.gdn_params(text, g)
         else:
@@ -254,7 +258,7 @@ def _build(
     nvfp4_moe = _nvfp4_experts(text, modules, formats) if formats.quantized else ()
     limit, limit_key = max_len_limit(text)
     moe_layers, mlp_layers = feed_forward_layers(text, n_layers)
-    notes = [n for n in (mla.indexer_note(text), _unmodelled_note(text)) if n]
+    notes = [n for n in (mla.indexer_note(text), _unmodelled_note(text), checked.unchecked_note(str(arch))) if n]
     return ModelSpec(
         name=name,
         source=source,

@@ -73,7 +73,7 @@ def groups(text: Mapping[str, Any], n_layers: int) -> tuple[list[LayerGroup], li
     counts: dict[LayerGroup, int] = {}
     for kind in layer_kinds(text, n_layers)[: max(0, owners)]:
         if kind in LINEAR_KINDS:
-            group = hybrid.gdn_group(text)
+            group = hybrid.linear_group(text)
         elif kind in SLIDING_KINDS:
             window = dflash_window(text) or int(text["sliding_window"])
             group = replace(full, kind=SLIDING, sliding_window=window)

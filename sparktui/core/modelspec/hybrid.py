@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from sparktui.core.modelspec.spec import FULL, MAMBA, LayerGroup
+from sparktui.errors import UserError
 
 NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "E": "moe", "-": "mlp"}
 
@@ -85,6 +86,71 @@ def mamba2_group(text: Mapping[str, Any]) -> LayerGroup:
         ssm_dtype=str(text.get("mamba_ssm_cache_dtype") or "float32"),
         state_kind="mamba2",
     )
+
+
+def has_mamba2_fields(text: Mapping[str, Any]) -> bool:
+    """Mamba2 layers named as GraniteMoeHybrid (Granite-4.0-H) and Falcon-H1 name them."""
+    return all(text.get(k) for k in ("mamba_n_heads", "mamba_d_head", "mamba_d_state"))
+
+
+def mamba2_fields_group(text: Mapping[str, Any]) -> LayerGroup:
+    """One Mamba2 layer of Granite-4.0-H or Falcon-H1: vllm/model_executor/models/granitemoehybrid.py and
+    falcon_h1.py get_mamba_state_shape_from_config → MambaStateShapeCalculator.mamba2_state_shape, over
+    an inner width of mamba_d_ssm (Falcon-H1, when set) else mamba_expand × hidden_size; the state in
+    the model's dtype (no per-model override, unlike Nemotron-H)."""
+    heads = int(text["mamba_n_heads"])
+    head_dim = int(text["mamba_d_head"])
+    state = int(text["mamba_d_state"])
+    groups = int(text.get("mamba_n_groups") or 1)
+    inner = int(text.get("mamba_d_ssm") or int(float(text.get("mamba_expand") or 2) * int(text["hidden_size"])))
+    return LayerGroup(
+        MAMBA,
+        0,
+        conv_dim=inner + 2 * groups * state,
+        conv_kernel=int(text.get("mamba_d_conv") or 4),
+        value_heads=heads,
+        head_k=state,
+        head_v=head_dim,
+        state_kind="mamba2",
+    )
+
+
+def mamba2_params(text: Mapping[str, Any], g: LayerGroup) -> int:
+    """One Mamba2 mixer's parameters (MambaMixer2: in_proj to z, x, B, C and dt; conv1d; out_proj; A, D,
+    dt_bias and the gated norm), as nemotron_params counts Nemotron-H's."""
+    h = int(text.get("hidden_size") or 0)
+    groups = int(text.get("mamba_n_groups") or text.get("n_groups") or 1)
+    inner = g.conv_dim - 2 * groups * g.head_k
+    return h * (2 * inner + 2 * groups * g.head_k + g.value_heads) + g.conv_dim * g.conv_kernel + inner * h \
+        + 3 * g.value_heads + inner  # fmt: skip
+
+
+def linear_group(text: Mapping[str, Any]) -> LayerGroup:
+    """A layer_types 'linear_attention' / 'mamba' layer: Gated DeltaNet (linear_* fields) or Mamba2
+    (mamba_n_heads, mamba_d_head, mamba_d_state)."""
+    if text.get("linear_num_key_heads"):
+        return gdn_group(text)
+    if has_mamba2_fields(text):
+        return mamba2_fields_group(text)
+    raise UserError(
+        f"{text.get('model_type') or 'this model'}: layer_types lists linear or Mamba layers, but the config has "
+        "neither Gated-DeltaNet fields (linear_num_key_heads, linear_key_head_dim, ...) nor Mamba2 fields "
+        "(mamba_n_heads, mamba_d_head, mamba_d_state): their state per sequence is not modelled for this "
+        "architecture, so the fit cannot size its KV cache"
+    )
+
+
+def is_parallel_hybrid(text: Mapping[str, Any]) -> bool:
+    """Falcon-H1: every layer runs attention and a Mamba2 mixer side by side."""
+    return text.get("model_type") == "falcon_h1" and has_mamba2_fields(text)
+
+
+def parallel_groups(text: Mapping[str, Any], head_dim: int) -> tuple[list[LayerGroup], list[LayerGroup]]:
+    """Falcon-H1's layers as vLLM builds them (falcon_h1.py FalconH1ParallelHybrid: self_attn and a
+    mamba branch, the SSM under its own layer index): n full-attention layers and n Mamba2 layers."""
+    n = int(text["num_hidden_layers"])
+    kv_heads = int(text.get("num_key_value_heads") or text.get("num_attention_heads") or 1)
+    return [LayerGroup(FULL, n, kv_heads, head_dim, head_dim), replace(mamba2_fields_group(text), count=n)], []
 
 
 def nemotron_groups(text: Mapping[str, Any], head_dim: int) -> tuple[list[LayerGroup], list[LayerGroup]]:

@@ -50,8 +50,9 @@ def linear_modules(config: Mapping[str, Any], text: Mapping[str, Any], layers: l
         p = f"{prefix}.{i}"
         if mla.is_mla(text):
             out += _mla(text, p)
-        elif kinds[i] in dense.LINEAR_KINDS and gdn is not None:
-            out += _gdn(text, gdn, p)
+        elif kinds[i] in dense.LINEAR_KINDS:
+            if gdn is not None and gdn.state_kind == "gdn":  # Mamba2 mixers are weighed by category only
+                out += _gdn(text, gdn, p)
         else:
             group = sliding if kinds[i] in dense.SLIDING_KINDS and sliding else full
             if group is not None:

@@ -29,6 +29,8 @@ class CommandSocket:
         self.server: socket.socket | None = None
         self._say = say
         self._foreign_clients: set[int | None] = set()
+        self._in_flight = 0  # connections being answered (drain waits for their replies)
+        self._idle = threading.Condition()
 
     def claim(self) -> None:
         """One launch per port: bind the port's command socket first of all (before preflight).
@@ -79,9 +81,31 @@ class CommandSocket:
                     conn, _ = server.accept()
                 except OSError:
                     return
-                threading.Thread(target=self._handle, args=(conn, answer, snapshot), daemon=True).start()
+                with self._idle:
+                    self._in_flight += 1
+                threading.Thread(target=self._answered, args=(conn, answer, snapshot), daemon=True).start()
 
         threading.Thread(target=accept, name="sparktui-socket", daemon=True).start()
+
+    def _answered(
+        self,
+        conn: socket.socket,
+        answer: Callable[[pr.AnyRequest], pr.Reply],
+        snapshot: Callable[[], pr.StateRecord | None],
+    ) -> None:
+        try:
+            self._handle(conn, answer, snapshot)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until every connection taken has had its reply sent (the process may then end: its
+        handler threads are daemons, and a stop's caller must get the final state), at most
+        `timeout` seconds; True if none is left."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
 
     def _handle(
         self,

@@ -78,6 +78,7 @@ SAVE_RETRY_S = 5.0  # a state write the disk refused (full, the dir deleted) is 
 REST_TRACK_S = 10.0  # once ready: new members (a /proc scan only if some process was created meanwhile)
 LOG_FALLBACK_S = 0.25  # how often the log is read where inotify is missing
 RECENT_EVENTS = 50
+REPLY_DRAIN_S = 5.0  # at the end, how long replies still being sent (a stop's final state) are waited for
 GUARD_EXIT = 97  # like `sparktui guard`: the memory guard stopped the server
 
 
@@ -474,7 +475,7 @@ class Supervisor:
         self.watch.close(clean=True)
         self.commands.close()
         self.finished.set()
-        time.sleep(0.05)  # let socket handlers waiting on `finished` send their replies
+        self.commands.drain(REPLY_DRAIN_S)  # a stop or kill waiting on `finished` gets its reply before we exit
         if self.reaper is not None:
             # a final record the disk refused (full, read-only): the reaper writes it once there is room
             unsaved = self.record.to_json() if self.file.unsaved and self.state is not None else None

@@ -119,9 +119,11 @@ class ConfigEditor(VerticalScroll):
     EAGER_CATEGORIES = 1
     REST_AFTER_S = 3.0  # the rest come anyway (no profile to load, or no fit to wait for)
 
-    def _rows(self, categories: Sequence[str], values: dict[str, Any] | None = None) -> tuple[list[Widget], list[str]]:
+    def _rows(
+        self, categories: Sequence[str], values: dict[str, Any] | None = None, first: bool = False
+    ) -> tuple[list[Widget], list[str]]:
         """The widgets of these categories' rows (holding `values`), and their fields (mounted once
-        they are in the DOM)."""
+        they are in the DOM). The `first` screen's selects are drawn as text until `_build_rest`."""
         config = _flags()
         widgets: list[Widget] = []
         fields: list[str] = []
@@ -132,7 +134,7 @@ class ConfigEditor(VerticalScroll):
             widgets.append(Label(category.capitalize(), classes="cat"))
             for flag in flags:
                 name = Label(flag.key if not flag.positional else "model", classes="name")
-                control = self._control(flag, values)
+                control = self._control(flag, values, as_text=first)
                 widgets.append(Horizontal(name, control, classes="row"))
                 fields.append(flag.field)
         return widgets, fields
@@ -140,7 +142,7 @@ class ConfigEditor(VerticalScroll):
     async def _build(self) -> None:
         pending = self._pending
         values = {flag.field: getattr(pending, flag.field) for flag in _flags().FLAGS} if pending else None
-        widgets, fields = self._rows(_flags().CATEGORIES[: self.EAGER_CATEGORIES], values)
+        widgets, fields = self._rows(_flags().CATEGORIES[: self.EAGER_CATEGORIES], values, first=True)
         await self.mount_all(widgets)  # in the DOM before load() looks the controls up
         self._mounted.update(fields)
         self.built = True
@@ -162,6 +164,8 @@ class ConfigEditor(VerticalScroll):
             self.call_after_refresh(self._build_rest)
 
     async def _build_rest(self) -> None:
+        for select in self.query(FormSelect):  # the first screen's, drawn as text until now
+            select.as_widgets()
         categories = _flags().CATEGORIES[self.EAGER_CATEGORIES :]
         if self._building_rest or not categories:
             return
@@ -180,9 +184,11 @@ class ConfigEditor(VerticalScroll):
         finally:
             self._loading = False
 
-    def _control(self, flag: Flag, values: dict[str, Any] | None = None) -> Switch | Select[Any] | Input:
+    def _control(
+        self, flag: Flag, values: dict[str, Any] | None = None, as_text: bool = False
+    ) -> Switch | Select[Any] | Input:
         """The flag's control, holding its value in `values` when there is one (as `_set_control`
-        would show it), else its default."""
+        would show it), else its default. A select `as_text` has no parts yet (FormSelect)."""
         wid = f"flag-{flag.field}"
         tip = f"{flag.name}: {flag.help}\nExpects {flag.expected()}."
         given = values is not None and flag.field in values
@@ -197,6 +203,7 @@ class ConfigEditor(VerticalScroll):
                 value=Select.NULL if value is None else value,
                 id=wid,
                 compact=True,
+                as_text=as_text,
             )
         elif flag.type == "choice" and not flag.open_choices:
             shown = value if given else flag.field_default
@@ -207,6 +214,7 @@ class ConfigEditor(VerticalScroll):
                 value=Select.NULL if shown is None else shown,
                 id=wid,
                 compact=True,
+                as_text=as_text,
             )
         else:
             suggester = SuggestFromList(list(flag.choices), case_sensitive=False) if flag.choices else None
