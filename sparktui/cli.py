@@ -6,7 +6,6 @@ Subcommand modules are imported only when used, so `sparktui fit` never pays for
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 from pathlib import Path
@@ -152,6 +151,7 @@ def _may_have_postmortems() -> bool:
     """A first look with json alone: is there a flight header from another boot with neither a
     clean stop nor a post-mortem? Only then is the watch room imported to check properly (its
     import is a tenth of a second every quick command would pay; bench/cli_startup.py)."""
+    from sparktui.files import read_json
     from sparktui.paths import state_dir
 
     try:
@@ -161,9 +161,9 @@ def _may_have_postmortems() -> bool:
     except (OSError, UserError):
         return True  # let the real check say what is wrong
     for path in paths:
-        try:
-            header = json.loads(path.read_text())
-        except (OSError, ValueError):
+        try:  # read_json: a FIFO there hangs no command, '[[[…' is no RecursionError
+            header = read_json(path, 1 << 20, "flight header")  # flight.RECORD_FILE_LIMIT (not imported: slow)
+        except (OSError, UserError):
             return True
         if not isinstance(header, dict):
             return True

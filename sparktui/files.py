@@ -4,10 +4,11 @@ device, never minutes on a file far larger than such a file can be."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from sparktui.errors import UserError
 
@@ -60,6 +61,20 @@ def read_regular(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
     if len(data) > limit:  # it grew while we read
         raise UserError(f"{where}: larger than a {what} can be (limit {limit:,} bytes)")
     return data
+
+
+def read_json(path: str | os.PathLike[str], limit: int, what: str) -> Any:
+    """The JSON value of a small regular file (read_regular's checks); UserError naming the file
+    when it is not UTF-8 JSON, or JSON nested too deep for Python to read ('[[[…')."""
+    data = read_regular(path, limit, what)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{os.fspath(path)}: not UTF-8 text, so not a {what}") from None
+    except ValueError as exc:
+        raise UserError(f"{os.fspath(path)}: not JSON ({exc}), so not a {what}") from None
+    except RecursionError:
+        raise UserError(f"{os.fspath(path)}: JSON nested too deep to read, so not a {what}") from None
 
 
 def is_special(path: Path) -> str | None:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from sparktui.paths import bench_history_path
+from sparktui.paths import bench_history_path, state_dir
 from tests.support import REPO
 from tests.support.faults import sparktui
 
@@ -89,3 +89,32 @@ def test_a_safetensors_file_that_is_a_fifo_or_deep_json_is_named(kind, tmp_path,
         weights.write_bytes(struct.pack("<Q", 100_000) + b"[" * 100_000)
     out = sparktui("fit", "--offline", "--model", str(tmp_path / "m"), env=env, timeout=20)
     refused(out, str(weights), "FIFO" if kind == "fifo" else "its header is not JSON")
+
+
+def flight_folder():
+    folder = state_dir() / "flight"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["fifo", "deep"])
+def test_a_flight_header_that_is_a_fifo_or_deep_json_hangs_or_breaks_no_command(kind, env):
+    # fuzz flight: every command's look for post-mortems (cli._may_have_postmortems) read
+    # state/flight/*.json with read_text: a FIFO there hung `sparktui status`; '[[[…' was a RecursionError
+    header = flight_folder() / "47001.json"
+    if kind == "fifo":
+        os.mkfifo(header)
+    else:
+        header.write_text("[" * 100_000)
+    for command in ("status", "postmortem"):
+        out = sparktui(command, env=env, timeout=20)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out
+
+
+def test_a_flight_header_with_a_field_of_the_wrong_type_is_skipped(env):
+    # fuzz flight: "started_at": null in a header from another boot was a TypeError in check_after_reboot
+    header = {"port": 47002, "profile": "p", "model": "m", "boot_id": "another-boot", "started_at": None,
+              "supervisor_pid": 1, "clean_stop": False}  # fmt: skip
+    (flight_folder() / "47002.json").write_text(json.dumps(header))
+    out = sparktui("postmortem", env=env, timeout=20)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out

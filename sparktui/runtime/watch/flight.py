@@ -4,6 +4,7 @@ minutes are there; and the boot id that tells a reboot happened."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.atomic import atomic_write_text
+from sparktui.errors import UserError
+from sparktui.files import read_regular
 
 if TYPE_CHECKING:  # every command checks for a post-mortem: keep prometheus_client out of that path
     pass
@@ -35,6 +38,7 @@ def current_boot_id() -> str:
 
 SLOT_BYTES = 1024
 SLOTS = 180  # three minutes at one record a second: 180 KiB, always
+RECORD_FILE_LIMIT = 1 << 20  # a header or a post-mortem is a few KiB: a larger file is not one of ours
 LOG_LINES = 3
 LOG_LINE_CHARS = 200
 
@@ -57,8 +61,18 @@ class FlightHeader:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FlightHeader:
+        """TypeError or ValueError where a field is missing or of the wrong type (a damaged file)."""
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
+        header = cls(**known)
+        whole = (header.port, header.supervisor_pid, header.slots, header.slot_bytes)
+        if not all(type(n) is int for n in whole) or not (
+            0 < header.slots <= 1 << 16 and 0 < header.slot_bytes <= 1 << 20
+        ):
+            raise ValueError(f"flight header: port, supervisor_pid, slots, slot_bytes {whole}: expected whole numbers")
+        for when in (header.started_at, header.stopped_at or 0.0):
+            if type(when) not in (int, float) or not math.isfinite(when):
+                raise ValueError(f"flight header: a time of {when!r}")
+        return header
 
 
 @dataclass(frozen=True)
@@ -153,9 +167,9 @@ class FlightRecorder:
 
 def read_ring(path: Path, slot_bytes: int = SLOT_BYTES) -> list[FlightRecord]:
     """Every intact record in a ring file, oldest first (a torn slot is skipped)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
+    try:  # read_regular: a FIFO there hangs nothing
+        data = read_regular(path, SLOTS * slot_bytes * 2, "flight ring")
+    except (OSError, UserError):
         return []
     out = []
     for i in range(0, len(data), slot_bytes):
@@ -164,6 +178,6 @@ def read_ring(path: Path, slot_bytes: int = SLOT_BYTES) -> list[FlightRecord]:
             continue
         try:
             out.append(FlightRecord.from_dict(json.loads(chunk)))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):  # RecursionError: a torn slot of '[[[…'
             continue
     return sorted(out, key=lambda r: r.seq)

@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 from sparktui.atomic import atomic_write_text
 from sparktui.core.units import GiB
-from sparktui.runtime.watch.flight import FlightHeader, FlightRecord, current_boot_id, flight_dir, read_ring
+from sparktui.errors import UserError
+from sparktui.files import read_json
+from sparktui.runtime.records.protocol import MAX_STATE_BYTES
+from sparktui.runtime.watch.flight import (
+    RECORD_FILE_LIMIT,
+    FlightHeader,
+    FlightRecord,
+    current_boot_id,
+    flight_dir,
+    read_ring,
+)
 from sparktui.runtime.watch.wedge import WedgeState
 
 if TYPE_CHECKING:  # every command checks for a post-mortem: keep prometheus_client out of that path
@@ -187,9 +197,9 @@ def analyse(header: FlightHeader, records: Sequence[FlightRecord], kernel: Kerne
 def _headers(folder: Path) -> list[tuple[Path, FlightHeader]]:
     out = []
     for path in sorted(folder.glob("*.json")):
-        try:
-            out.append((path, FlightHeader.from_dict(json.loads(path.read_text()))))
-        except (OSError, ValueError, TypeError):
+        try:  # read_json: a FIFO there hangs nothing, '[[[…' is no RecursionError
+            out.append((path, FlightHeader.from_dict(read_json(path, RECORD_FILE_LIMIT, "flight header"))))
+        except (OSError, UserError, ValueError, TypeError):
             continue
     return out
 
@@ -198,10 +208,12 @@ def _end_recorded(state_dir: Path, header: FlightHeader) -> bool:
     """The run's end is in its state record after all (its supervisor was killed and the reaper
     or the next launch swept the tree): not a machine that went down under it."""
     try:
-        state = json.loads((state_dir / "servers" / f"{header.port}.json").read_text())
-    except (OSError, ValueError):
+        state = read_json(state_dir / "servers" / f"{header.port}.json", MAX_STATE_BYTES, "state record")
+    except (OSError, UserError):
         return False
-    return bool(state.get("status") == "exited" and (state.get("started_at") or 0) >= header.started_at - 1)
+    return isinstance(state, dict) and bool(
+        state.get("status") == "exited" and (state.get("started_at") or 0) >= header.started_at - 1
+    )
 
 
 def check_after_reboot(
@@ -242,9 +254,11 @@ def saved_postmortems(state_dir: Path) -> list[dict[str, Any]]:
     out = []
     for path in flight_dir(state_dir).glob("postmortem-*.json"):
         try:
-            out.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
+            saved = read_json(path, RECORD_FILE_LIMIT, "post-mortem")
+        except (OSError, UserError):
             continue
+        if isinstance(saved, dict):
+            out.append(saved)
     return sorted(out, key=lambda d: d.get("last_record_at") or d.get("started_at") or 0, reverse=True)
 
 
