@@ -84,7 +84,8 @@ def _record_runs(record: Mapping[str, Any]) -> list[MeasuredRun]:
     flags = tuple(f for f in raw_flags if isinstance(f, str)) if isinstance(raw_flags, list) else ()
     recorded = _num(record.get("recorded_at")) or 0.0
     out = []
-    for level in record.get("runs") or []:
+    levels = record.get("runs")
+    for level in levels if isinstance(levels, list) else []:  # a damaged record: "runs": 7
         if not isinstance(level, Mapping) or level.get("partial") or (_num(level.get("errors")) or 0) > 0:
             continue
         users = _num(level.get("users"))

@@ -118,3 +118,14 @@ def test_a_flight_header_with_a_field_of_the_wrong_type_is_skipped(env):
     (flight_folder() / "47002.json").write_text(json.dumps(header))
     out = sparktui("postmortem", env=env, timeout=20)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out
+
+
+def test_a_history_record_whose_runs_are_no_list_is_skipped_by_the_fit(tmp_path, env):
+    # fuzz bench-history: {"runs": 7} made the fit's speed estimate a TypeError in bench_history._record_runs
+    path = bench_history_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**RECORD, "runs": 7}) + "\n")
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_bytes(TINY_CONFIG.read_bytes())
+    out = sparktui("fit", "--offline", "--model", str(tmp_path / "m"), env=env, timeout=30)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out
