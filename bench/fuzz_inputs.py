@@ -9,7 +9,8 @@ hf_quant_config.json and a safetensors header in a model folder, `fit --model`),
 (`inspect-log`), calibrate (`fit --calibrate-from LOG`), recipe (`fit RECIPE.yaml`, `profile
 import`), bench-history (`bench --history`), state (servers/<port>.json and calibrations.json
 under `status`, `stop`, `kill`, `fit`; a process of the fuzzer's own is named in the record and
-must outlive the run). Each case is one `python -m sparktui …` with the config, state and cache
+must outlive the run), flight (the flight recorder's headers, rings and saved post-mortems under
+`status`, `postmortem`, `mem`). Each case is one `python -m sparktui …` with the config, state and cache
 folders in a fresh temporary folder, offline, one at a time, under --timeout.
 
 Deterministic by seed: the same --seed and --cases give the same cases. Prints per kind the cases
@@ -435,6 +436,37 @@ def case_state(rng: random.Random) -> Case:
     return Case(argv, files, victim=True)
 
 
+def case_flight(rng: random.Random) -> Case:
+    """The flight recorder's files (state/flight): a header from another boot without a clean stop
+    makes every command look for a post-mortem; `postmortem` lists the saved ones."""
+    port = 47000 + rng.randrange(1000)
+    header = {
+        "port": port, "profile": "p", "model": "m", "boot_id": "another-boot", "started_at": 1796167819.0,
+        "supervisor_pid": "{victim}", "slots": 180, "slot_bytes": 1024, "clean_stop": False,
+    }  # fmt: skip
+    record = {"seq": 1, "t": 1796167820.0, "mem_available": 10 << 30}
+    ring = (json.dumps(record).encode().ljust(1024, b"\0")) * 3
+    pick = rng.random()
+    if pick < 0.4:
+        files = {f"state/flight/{port}.json": json.dumps(mutate_tree(rng, header), allow_nan=True).encode()}
+    elif pick < 0.6:
+        files = {f"state/flight/{port}.json": mutate_bytes(rng, json.dumps(header).encode())}
+    elif pick < 0.8:
+        files = {
+            f"state/flight/{port}.json": json.dumps(header).encode(),
+            f"state/flight/{port}.ring": mutate_bytes(rng, ring),
+        }
+    elif pick < 0.9:
+        name = f"state/flight/postmortem-{port}-1.json"
+        files = {name: mutate_bytes(rng, b'{"port": 1, "started_at": 1.0, "last_record_at": 2.0}')}
+    else:
+        name = rng.choice(
+            [f"state/flight/{port}.json", f"state/flight/{port}.ring", f"state/flight/postmortem-{port}-1.json"]
+        )
+        return Case(rng.choice([["status"], ["postmortem"]]), specials=special(rng, name), victim=True)
+    return Case(rng.choice([["status"], ["postmortem"], ["mem"]]), files, victim=True)
+
+
 KINDS: dict[str, Callable[[random.Random], Case]] = {
     "profile": case_profile,
     "serve-line": case_serve_line,
@@ -445,6 +477,7 @@ KINDS: dict[str, Callable[[random.Random], Case]] = {
     "recipe": case_recipe,
     "bench-history": case_history,
     "state": case_state,
+    "flight": case_flight,
 }
 
 # ---- running
@@ -517,11 +550,11 @@ def run_case(case: Case, timeout: float, source: Path | None = None) -> tuple[st
 
 
 def signature(text: str) -> str:
-    """The exception and the innermost sparktui frame of a traceback."""
+    """The exception's type and the innermost sparktui frame of a traceback (one per defect class)."""
     frames = re.findall(r'File "([^"]*sparktui/[^"]*)", line (\d+), in (\S+)', text)
     last = [ln for ln in text.strip().splitlines() if re.match(r"^[A-Za-z_.]+(Error|Exception|Exit)\b", ln)]
     where = f"{frames[-1][0].split('sparktui/', 1)[1]}:{frames[-1][1]} {frames[-1][2]}" if frames else "?"
-    return f"{(last[-1] if last else '?')[:160]} @ {where}"
+    return f"{last[-1].split(':', 1)[0] if last else '?'} @ {where}"
 
 
 def main(argv: list[str]) -> int:
@@ -556,7 +589,7 @@ def main(argv: list[str]) -> int:
                 first = next((ln for ln in text.splitlines() if ln.strip()), "")[:200]
                 print(f"  {kind} {i}: {outcome}: {first}", flush=True)
             if outcome in ("traceback", "hang", "signalled") or outcome.startswith(("other", "exit 2 silent")):
-                sig = f"{kind}: {outcome}: " + (signature(text) if outcome == "traceback" else text.strip()[-160:])
+                sig = f"{kind}: {outcome}: " + (signature(text) if outcome == "traceback" else " ".join(case.argv[:2]))
                 if sig not in defects:
                     defects[sig] = (kind, case_argv, text)
                     if args.keep:
@@ -569,9 +602,10 @@ def main(argv: list[str]) -> int:
         figures = ", ".join(f"{k} {v}" for k, v in sorted(tally.items()))
         print(f"{kind:14} {args.cases:4} cases  {figures}  ({time.monotonic() - t0:.0f} s)", flush=True)
     print(f"\n{len(defects)} distinct defects ({time.monotonic() - began:.0f} s):")
-    for sig, (_kind, case_argv, _text) in defects.items():
+    for sig, (_kind, case_argv, text) in defects.items():
         shown = " ".join(a if len(a) < 80 else a[:77] + "..." for a in case_argv)
-        print(f"  {sig}\n      sparktui {shown}")
+        last = next((ln for ln in reversed(text.strip().splitlines()) if ln.strip()), "")
+        print(f"  {sig}\n      sparktui {shown}\n      {last[:200]}")
     return 1 if defects else 0
 
 
