@@ -51,12 +51,21 @@ VENVS = Path.home() / ".cache" / "sparktui-ci"
 EXTRA = {"google__gemma-3-12b-it": GEMMA3_12B, "google__gemma-3-27b-it": GEMMA3_27B}
 
 
+def known_models() -> list[str]:
+    """Every model name the oracle takes: the fixture configs (owner__name) and EXTRA."""
+    fixtures = (REPO / "tests" / "fixtures" / "model-configs").glob("*.json")
+    return sorted(p.stem for p in fixtures if "__hf_quant" not in p.stem) + sorted(EXTRA)
+
+
 def configs(names: list[str]) -> dict[str, dict[str, Any]]:
-    if not names:
-        names = sorted(
-            p.stem for p in (REPO / "tests" / "fixtures" / "model-configs").glob("*.json") if "__hf_quant" not in p.stem
-        ) + sorted(EXTRA)
-    return {n: EXTRA[n] if n in EXTRA else fixture_config(n) for n in names}
+    known = known_models()
+    unknown = [n for n in names if n not in known]
+    if unknown:  # a clear refusal, not a FileNotFoundError from deep in fixture_config
+        print(f"activation_oracle: unknown model {', '.join(map(repr, unknown))}: expected a config in "
+              f"tests/fixtures/model-configs (owner__name) or one of {', '.join(sorted(EXTRA))}; "
+              f"known: {', '.join(known)}", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+    return {n: EXTRA[n] if n in EXTRA else fixture_config(n) for n in names or known}
 
 
 def load_vocab(config: dict[str, Any]) -> int:
@@ -148,11 +157,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--live", action="store_true", help="list the largest tensors live at each forward peak")
     parser.add_argument("models", nargs="*")
     args = parser.parse_args(argv)
+    models = configs(args.models)  # before the venvs: a typo is refused at once
     found = pythons(args.venv)
     if not found:
         print("no vLLM venv (SPARKTUI_TEST_VLLM, .ci/setup-vllm or bench/setup-oracle-venv X)", file=sys.stderr)
         return 2
-    models = configs(args.models)
     started = time.monotonic()
     summaries: dict[str, dict[str, str]] = {}
     for python in found:

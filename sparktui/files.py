@@ -7,6 +7,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from sparktui.errors import UserError
 
@@ -25,10 +26,10 @@ def describe_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_regular(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; UserError naming the file, what it
-    is instead (a FIFO, a device, a symlink loop) or its size against the limit. FileNotFoundError
-    passes through (callers say what a missing file means to them)."""
+def open_regular(path: str | os.PathLike[str], what: str) -> BinaryIO:
+    """A regular file open for reading (for a file read in part: a safetensors header); UserError
+    naming the file and what it is instead (a FIFO, a device, a folder, a symlink loop).
+    FileNotFoundError passes through."""
     where = os.fspath(path)
     try:
         # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one
@@ -39,23 +40,26 @@ def read_regular(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
         if exc.errno == errno.ELOOP:
             raise UserError(f"{where}: a loop of symbolic links, not a {what}; point it at a real file") from None
         raise UserError(f"{where}: cannot read the {what} ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UserError(f"{where}: {describe_kind(info.st_mode)}, not a {what}; give a regular file")
-        if info.st_size > limit:
-            raise UserError(f"{where}: {info.st_size:,} bytes, larger than a {what} can be (limit {limit:,} bytes)")
-        chunks = []
-        left = limit + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > limit:  # it grew while we read
-            raise UserError(f"{where}: larger than a {what} can be (limit {limit:,} bytes)")
-        return data
-    finally:
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
         os.close(fd)
+        raise UserError(f"{where}: {describe_kind(mode)}, not a {what}; give a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def read_regular(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; UserError naming the file, what it
+    is instead (a FIFO, a device, a symlink loop) or its size against the limit. FileNotFoundError
+    passes through (callers say what a missing file means to them)."""
+    where = os.fspath(path)
+    with open_regular(path, what) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit:
+            raise UserError(f"{where}: {size:,} bytes, larger than a {what} can be (limit {limit:,} bytes)")
+        data = handle.read(limit + 1)
+    if len(data) > limit:  # it grew while we read
+        raise UserError(f"{where}: larger than a {what} can be (limit {limit:,} bytes)")
+    return data
 
 
 def is_special(path: Path) -> str | None:

@@ -348,13 +348,13 @@ def render_speed(est, measured=None) -> list[str]:
 def history_runs(model: str, quantization: str | None, vllm_version: str | None = None) -> list:
     """Measured runs of this model from `sparktui bench`'s history in the state dir (none if absent)."""
     from sparktui import paths
-    from sparktui.core.bench_history import matching, parse_history
+    from sparktui.core.bench_history import history_lines, matching, parse_history
+    from sparktui.errors import UserError
 
-    path = paths.bench_history_path()
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            runs = parse_history(fh)
-    except OSError:
+        runs = parse_history(history_lines(paths.bench_history_path()))
+    except (UserError, OSError) as exc:
+        print(f"sparktui: warning: {exc}; the speed estimate leaves its measured runs out", file=sys.stderr)
         return []
     return matching(runs, model, vllm_version=vllm_version, quantization=quantization)
 

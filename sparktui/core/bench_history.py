@@ -16,7 +16,12 @@ import json
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from sparktui.files import read_regular
+
+HISTORY_LIMIT = 256 << 20  # ~100,000 runs; past that the file is not one sparktui wrote
 
 HISTORY_SCHEMA = 1  # the newest schema this reader knows (the file: sparktui.paths.bench_history_path)
 
@@ -101,6 +106,25 @@ def _record_runs(record: Mapping[str, Any]) -> list[MeasuredRun]:
                 recorded_at=recorded,
             )
         )
+    return out
+
+
+def history_lines(path: Path) -> list[str]:
+    """The history file's lines that are UTF-8 text (a damaged line is skipped, as one that is not
+    JSON is); none when there is no file. UserError naming it when it is no regular file (an open()
+    of a FIFO there waited for a writer forever) or larger than HISTORY_LIMIT."""
+    try:
+        data = read_regular(path, HISTORY_LIMIT, "benchmark history (JSON lines)")
+    except FileNotFoundError:
+        return []
+    out = []
+    for raw in data.splitlines():
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if line.strip():
+            out.append(line)
     return out
 
 

@@ -115,7 +115,9 @@ class Flag:
         return text
 
     def error(self, given: Any) -> UserError:
-        if isinstance(given, str) and given.strip() == given and given:
+        if isinstance(given, str) and len(given) > 200:  # a pasted file or garbage: its start says enough
+            shown = repr(given[:80]) + f" … ({len(given):,} characters)"
+        elif isinstance(given, str) and given.strip() == given and given:
             shown = given
         elif isinstance(given, (int, float)) and not isinstance(given, bool):
             shown = str(given)
@@ -165,7 +167,7 @@ class Flag:
                 raise self.error(value)
             try:
                 parsed = json.loads(value)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # RecursionError: nested thousands deep
                 raise self.error(value) from None
             if not isinstance(parsed, dict) and not self.any_json:
                 raise self.error(value)
@@ -497,7 +499,8 @@ def _add_dotted(dotted: dict[str, tuple[Flag, dict[str, Any]]], name: str, value
     flag, negated = _flag_for(head)
     if flag is None or negated or flag.type != "json" or not all(keys):
         return False
-    merge_dotted(dotted.setdefault(head, (flag, {}))[1], keys, value.split(",") if listed else dotted_value(value))
+    parsed = value.split(",") if listed else dotted_value(value, name)
+    merge_dotted(dotted.setdefault(head, (flag, {}))[1], keys, parsed)
     return True
 
 

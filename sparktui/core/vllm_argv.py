@@ -51,12 +51,20 @@ def expand_prefix(name: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def dotted_value(text: str) -> Any:
-    """A dotted flag's value as vLLM reads it: JSON, else a human-readable int, else the text."""
+def dotted_value(text: str, name: str = "the dotted flag") -> Any:
+    """A dotted flag's value as vLLM reads it: JSON, else a human-readable int, else the text;
+    UserError naming `name` for JSON nested too deep to read (vLLM's own json.loads fails there)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError:
         pass
+    except RecursionError:  # '[[[…' thousands deep: so the text is long, and its start says enough
+        from sparktui.errors import UserError
+
+        raise UserError(
+            f"{name}: got {text[:80]!r} … ({len(text):,} characters); expected a value, or JSON nested a few "
+            "levels deep"
+        ) from None
     if re.fullmatch(r"\d+(\.\d+)?[kmgt]|\d+[KMGT]", text.strip()):  # vLLM allows no decimals with K, M, G, T
         try:
             return parse_human_int(text.strip())
@@ -113,7 +121,7 @@ def apply_shorthands(values: dict[str, Any], given: dict[str, list[str]]) -> Non
         current = values.get(field)
         try:
             merged = json.loads(current) if isinstance(current, str) else current
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue  # the JSON flag's own check says what is wrong with it
         merged = dict(merged) if isinstance(merged, dict) else {}
         if key in merged:

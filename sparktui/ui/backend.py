@@ -309,8 +309,10 @@ class Backend:
 
         cached = self._history_cache
         if cached is None or cached[0] != (path, stamp):
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                cached = ((path, stamp), history.parse_history(fh))
+            try:  # history_lines: a FIFO there hangs nothing
+                cached = ((path, stamp), history.parse_history(history.history_lines(path)))
+            except (UserError, OSError):
+                return []
             self._history_cache = cached
         return list(history.matching(cached[1], config.model, quantization=config.quantization))
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from sparktui.core.modelspec.limits import check_total_size
 from sparktui.errors import UserError
+from sparktui.files import open_regular
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors caps its JSON header at 100 MB
 INDEX = "model.safetensors.index.json"
@@ -110,7 +111,7 @@ def headers_of_folder(folder: Path) -> list[dict[str, Any]]:
 def read_header(path: Path) -> dict[str, Any]:
     """The JSON header of one .safetensors file (its first 8 + N bytes only)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path, "safetensors file") as handle:  # a FIFO there waited for a writer forever
             raw_len = handle.read(8)
             if len(raw_len) < 8:
                 raise UserError(f"{path}: not a safetensors file (shorter than 8 bytes)")
@@ -122,7 +123,7 @@ def read_header(path: Path) -> dict[str, Any]:
         raise UserError(f"cannot read {path}: {exc.strerror}") from None
     try:
         header = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # RecursionError: [[[… thousands deep
         raise UserError(f"{path}: not a safetensors file (its header is not JSON)") from None
     if not isinstance(header, dict):
         raise UserError(f"{path}: not a safetensors file (its header is not a JSON object)")

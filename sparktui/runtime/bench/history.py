@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from sparktui.core.bench_history import history_lines
 from sparktui.runtime.bench.results import BenchReport, RunFigures
 
 SCHEMA_VERSION = 1
@@ -78,15 +79,10 @@ def append_history(report: BenchReport, path: Path | None = None) -> HistoryReco
 
 
 def read_history(path: Path | None = None) -> list[HistoryRecord]:
-    """Every readable record, oldest first; lines that do not parse (or a newer schema) are skipped."""
-    try:
-        lines = (path or history_path()).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
+    """Every readable record, oldest first; lines that do not parse (or a newer schema) are skipped.
+    UserError naming the file when it is no regular file (a FIFO, a folder, a symlink loop)."""
     out = []
-    for line in lines:
-        if not line.strip():
-            continue
+    for line in history_lines(path or history_path()):
         try:
             record = HistoryRecord.model_validate_json(line)
         except ValidationError:
