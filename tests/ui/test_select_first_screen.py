@@ -72,3 +72,23 @@ async def test_the_first_screens_select_is_text_drawn_as_its_parts_draw_it(monke
     as_text, _ = await settled_select(monkeypatch, size, parts=False)
     assert "auto" in "".join(ch for ch, _, _ in as_text.values())
     assert as_text == drawn
+
+
+async def test_a_key_that_opens_the_select_before_its_parts_are_mounted_opens_it(monkeypatch):
+    """Enter on the select in the moment between the first screen and its parts is not lost: the
+    parts are mounted then, and it opens."""
+    monkeypatch.setattr(ServerPane, "POLL_S", 3600.0)
+    monkeypatch.setattr(MemoryPane, "POLL_S", 3600.0)
+    monkeypatch.setattr(FormSelect, "as_widgets", lambda select: None)  # the moment, held open
+    app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        select = app.query_one("#flag-dtype", FormSelect)
+        assert not select.query(SelectCurrent)
+        select.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert select.query(SelectOverlay) and select.expanded
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert not select.expanded and select.value not in (Select.NULL, "auto")

@@ -92,7 +92,14 @@ class FormSelect(Select[Any]):
             self.refresh()  # the form loaded a value: drawn here until the parts are mounted
 
     def action_show_overlay(self) -> None:
-        if not self._as_text:  # no overlay yet: a key in the moment before the parts mount
+        if self._as_text:  # a key in the moment before the parts mount: mount them, then open
+            self.call_later(self._show_after_parts)
+        else:
+            super().action_show_overlay()
+
+    async def _show_after_parts(self) -> None:
+        await self._mount_parts()
+        if self.query(SelectOverlay):
             super().action_show_overlay()
 
     def _on_mount(self, event: events.Mount) -> None:
