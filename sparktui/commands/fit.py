@@ -224,12 +224,16 @@ def calibration_figures(args: argparse.Namespace) -> Any:
     kept on args, for the version and the calibration, whichever asks first."""
     from sparktui.commands.inspect_log import read_log_text
     from sparktui.core.calibration import read_log_figures
+    from sparktui.errors import UserError
 
     log = getattr(args, "calibrate_from", None)
     if not log:
         return None
     if getattr(args, "calibrate_figures", None) is None:
-        args.calibrate_figures = read_log_figures(read_log_text(log, "--calibrate-from"))
+        try:
+            args.calibrate_figures = read_log_figures(read_log_text(log, "--calibrate-from"))
+        except UserError as exc:
+            raise UserError(f"--calibrate-from {log}: {exc}") from None
     return args.calibrate_figures
 
 

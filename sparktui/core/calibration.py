@@ -28,6 +28,7 @@ from sparktui.errors import UserError
 TERMS = ("weights", "activation_non_torch", "cuda_graphs")
 SOURCES = ("measured", "calibrated")  # a launch sparktui ran / a log the user gave
 STORE_VERSION = 1
+FIGURE_LIMIT = 1 << 60  # bytes: an exabyte, far past any GPU a log describes
 
 
 @record
@@ -99,11 +100,20 @@ class LogFigures:
     requested: int | None = None
 
 
+def _bytes(figure: str) -> int:
+    """A figure in GiB as bytes; UserError for one no vLLM prints (400 digits, 1e999: a damaged log)."""
+    value = float(figure) * GiB
+    if not math.isfinite(value) or abs(value) > FIGURE_LIMIT:
+        shown = figure if len(figure) <= 40 else f"{figure[:40]}… ({len(figure):,} characters)"
+        raise UserError(f"a memory figure of {shown} GiB, which no vLLM prints; give the log vLLM wrote, undamaged")
+    return int(value)
+
+
 def _gib(text: str, *patterns: str | re.Pattern[str]) -> int | None:
     """The first figure the first pattern that matches finds (signed: vLLM prints negative ones)."""
     for pattern in patterns:
         if m := re.search(pattern, text):
-            return int(float(m.group(1)) * GiB)
+            return _bytes(m.group(1))
     return None
 
 
@@ -112,7 +122,7 @@ def _least_gib(text: str, *patterns: str | re.Pattern[str]) -> int | None:
     its own KV memory, and vLLM sizes every rank's cache by the smallest."""
     for pattern in patterns:
         if found := re.findall(pattern, text):
-            return min(int(float(v) * GiB) for v in found)
+            return min(_bytes(v) for v in found)
     return None
 
 

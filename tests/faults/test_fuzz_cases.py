@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -139,3 +140,17 @@ def test_a_whole_number_past_64_bits_is_refused_naming_the_field(tmp_path, env):
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_bytes(TINY_CONFIG.read_bytes())
     refused(sparktui("fit", str(profile), env=env, timeout=30), str(profile), "max-num-batched-tokens", "64-bit")
+
+
+def test_a_log_figure_no_vllm_prints_is_named_not_an_overflow(tmp_path, env):
+    # fuzz calibrate, seed 3: "the rest of the memory reserved for KV Cache is -9999…GiB" (400 digits)
+    # made `fit --calibrate-from` an OverflowError in calibration._least_gib (float infinity to int)
+    log = tmp_path / "v.log"
+    startup = (REPO / "tests/fixtures/vllm-logs/discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_success.log").read_text()
+    damaged, n = re.subn(r"(Available KV cache memory: )[\d.]+", lambda m: m.group(1) + "9" * 400, startup)
+    assert n, "the fixture has the line"
+    log.write_text(damaged)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_bytes(TINY_CONFIG.read_bytes())
+    argv = ["fit", "--offline", "--calibrate-from", str(log), "--", "vllm", "serve", str(tmp_path / "m")]
+    refused(sparktui(*argv, env=env, timeout=30), f"--calibrate-from {log}", "no vLLM prints")
