@@ -10,7 +10,8 @@ hf_quant_config.json and a safetensors header in a model folder, `fit --model`),
 import`), bench-history (`bench --history`), state (servers/<port>.json and calibrations.json
 under `status`, `stop`, `kill`, `fit`; a process of the fuzzer's own is named in the record and
 must outlive the run), flight (the flight recorder's headers, rings and saved post-mortems under
-`status`, `postmortem`, `mem`). Each case is one `python -m sparktui …` with the config, state and cache
+`status`, `postmortem`, `mem`), cli-flags (sparktui's own options of fit, advise, status, stop,
+kill, set-guard, guard, bench --history and profile export given wrong or edge values). Each case is one `python -m sparktui …` with the config, state and cache
 folders in a fresh temporary folder, offline, one at a time, under --timeout.
 
 Deterministic by seed: the same --seed and --cases give the same cases. Prints per kind the cases
@@ -467,6 +468,32 @@ def case_flight(rng: random.Random) -> Case:
     return Case(rng.choice([["status"], ["postmortem"], ["mem"]]), files, victim=True)
 
 
+# sparktui's own numeric and text options (none that waits for a server or streams forever)
+CLI_OPTIONS = [
+    (["fit", "--offline", "--model", "{d}/m"], ["--machine", "--mem-available", "--context", "--bandwidth",
+     "--vllm-version", "--max-model-len", "--max-num-seqs", "--gpu-memory-utilization", "--kv-cache-memory-bytes"]),
+    (["advise", "{d}/m"], ["--context", "--users", "--machine", "--bandwidth", "--gpu-memory-utilization"]),
+    (["status"], ["--port"]),
+    (["stop"], ["--port", "--only-id"]),
+    (["kill"], ["--port"]),
+    (["set-guard"], ["--port", "--kill-below", "--term-below"]),
+    (["guard"], ["--kill-below", "--term-below", "--grace", "--log"]),
+    (["bench", "--history"], ["--profile"]),
+    (["profile", "export", "{d}/p.toml", "--format", "vllm-config", "-o", "{d}/out.yaml"], ["--format"]),
+]  # fmt: skip
+
+
+def case_cli_flags(rng: random.Random) -> Case:
+    base, options = rng.choice(CLI_OPTIONS)
+    argv = list(base)
+    for option in rng.sample(options, rng.randint(1, min(2, len(options)))):
+        argv += [option, str(nasty_value(rng, json_ok=False)).replace("\x00", "")[:ARG_MAX]]
+    if base[0] == "guard":
+        argv += ["--", "true"]
+    files = {"p.toml": (REPO / "profiles" / "35b-moe-5-users-8k.toml").read_bytes(), **tiny_model_files()}
+    return Case(argv, files)
+
+
 KINDS: dict[str, Callable[[random.Random], Case]] = {
     "profile": case_profile,
     "serve-line": case_serve_line,
@@ -478,6 +505,7 @@ KINDS: dict[str, Callable[[random.Random], Case]] = {
     "bench-history": case_history,
     "state": case_state,
     "flight": case_flight,
+    "cli-flags": case_cli_flags,
 }
 
 # ---- running

@@ -28,6 +28,14 @@ from sparktui.core.vllm_argv import (
     merge_dotted,
     shorthand,
 )
+from sparktui.core.vllm_choices import (
+    ATTENTION_BACKENDS,
+    DTYPES,
+    KV_CACHE_DTYPES,
+    LOAD_FORMATS,
+    MAMBA_DTYPES,
+    QUANTIZATIONS,
+)
 from sparktui.core.vllm_config_file import expand_config
 from sparktui.core.vllm_rules import parse_version, rules_for
 from sparktui.errors import UserError
@@ -189,6 +197,8 @@ class Flag:
             raise self.error(value)
         if self.maximum is not None and number > self.maximum:
             raise self.error(value)
+        if abs(number) > NUMBER_LIMIT:  # 10**400 tokens: no 64-bit integer holds it, and the fit's floats overflow
+            raise UserError(f"{self.error(value)} of at most {NUMBER_LIMIT:,} (a 64-bit integer)")
         return number
 
     def _whole(self, value: Any) -> int:
@@ -236,32 +246,7 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-# vLLM 0.32 literals (vllm/config/cache.py CacheDType, vllm/config/model.py ModelDType,
-# vllm/model_executor/layers/quantization QuantizationMethods — the common ones).
-KV_CACHE_DTYPES = (
-    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
-    "nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc",
-    "turboquant_3bit_nc", "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head",
-    "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
-)  # fmt: skip
-DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-MAMBA_DTYPES = ("auto", "float32", "bfloat16", "float16")  # vllm/config/cache.py MambaDType
-QUANTIZATIONS = (
-    "fp8", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "mxfp4", "gpt_oss_mxfp4", "awq",
-    "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "bitsandbytes", "experts_int8",
-    "moe_wna16", "fbgemm_fp8", "torchao", "quark", "inc", "mxfp8",
-)  # fmt: skip
-
-# vllm/model_executor/model_loader/__init__.py LoadFormats; vllm/v1/attention/backends/registry.py
-# AttentionBackendEnum (the CUDA ones; vLLM 0.32)
-LOAD_FORMATS = (
-    "auto", "safetensors", "pt", "npcache", "dummy", "fastsafetensors", "instanttensor", "runai_streamer",
-    "runai_streamer_sharded", "sharded_state", "tensorizer", "mistral", "hf", "ipc_cache", "modelexpress",
-)  # fmt: skip
-ATTENTION_BACKENDS = (
-    "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "FLASHINFER_MLA", "TRITON_MLA",
-    "CUTLASS_MLA", "FLASHMLA",
-)  # fmt: skip
+NUMBER_LIMIT = 2**63 - 1  # what vLLM's 64-bit integers hold; any real value is far below
 
 FLAGS: tuple[Flag, ...] = (
     # model

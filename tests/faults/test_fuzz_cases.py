@@ -129,3 +129,13 @@ def test_a_history_record_whose_runs_are_no_list_is_skipped_by_the_fit(tmp_path,
     (tmp_path / "m" / "config.json").write_bytes(TINY_CONFIG.read_bytes())
     out = sparktui("fit", "--offline", "--model", str(tmp_path / "m"), env=env, timeout=30)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out
+
+
+def test_a_whole_number_past_64_bits_is_refused_naming_the_field(tmp_path, env):
+    # fuzz profile, seed 2: max-num-batched-tokens = "9999…" (400 digits) passed the flag check and was an
+    # OverflowError in the fit's arithmetic (int / GiB)
+    profile = tmp_path / "p.toml"
+    profile.write_text(f'[serve]\nmodel = "{tmp_path}/m"\nmax-num-batched-tokens = "{"9" * 400}"\n')
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_bytes(TINY_CONFIG.read_bytes())
+    refused(sparktui("fit", str(profile), env=env, timeout=30), str(profile), "max-num-batched-tokens", "64-bit")
