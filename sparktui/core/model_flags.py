@@ -3,7 +3,8 @@
 A chosen model gets suggestions the user accepts one by one (sparktui fit, sparktui advise):
   - the reasoning parser of a thinking model, so reasoning arrives in its own field;
   - the tool-call parser (with --enable-auto-tool-choice) of its tool-calling format;
-  - --trust-remote-code when config.json maps classes to the repo's own code (auto_map);
+  - --trust-remote-code when config.json maps classes to the repo's own code (auto_map) and the
+    vLLM that will run knows its model_type from neither its own registry nor transformers';
   - --max-model-len at the model's own limit when the configuration asks for more or leaves vLLM
     to take the config's full length;
   - --kv-cache-dtype fp8 when the checkpoint carries calibrated FP8 KV scales and the vLLM that
@@ -20,6 +21,7 @@ from typing import Any
 from sparktui.core.config import ServeConfig
 from sparktui.core.modelspec import ModelSpec
 from sparktui.core.record import record
+from sparktui.core.vllm_native_configs import needs_remote_code
 from sparktui.core.vllm_rules import rules_for
 
 
@@ -121,13 +123,18 @@ def suggest_flags(spec: ModelSpec, config: ServeConfig | None = None) -> list[Fl
             )
             if "--enable-auto-tool-choice" not in have:
                 out.append(FlagSuggestion("--enable-auto-tool-choice", None, "lets the model decide to call tools"))
-    if spec.remote_code and not (config is not None and config.trust_remote_code):
+    version = config.vllm_version if config is not None else None
+    rules = rules_for(version) if version else rules_for(None)
+    # auto_map alone is not enough: vLLM reads many such configs with its own or transformers' classes
+    remote = spec.remote_code and needs_remote_code(spec.config_model_type, rules.version)
+    if remote and not (config is not None and config.trust_remote_code):
         out.append(
             FlagSuggestion(
                 "--trust-remote-code",
                 None,
-                "config.json names classes in the repo's own code (auto_map); vLLM refuses to load it without "
-                "this flag. It runs that code as you: read it first",
+                f"config.json names classes in the repo's own code (auto_map) and vLLM {rules.version} does not "
+                f"know its model_type {spec.config_model_type!r}: it refuses to load it without this flag. "
+                "It runs that code as you: read it first",
                 field="trust_remote_code",
             )
         )
@@ -144,8 +151,6 @@ def suggest_flags(spec: ModelSpec, config: ServeConfig | None = None) -> list[Fl
     kv = (config.kv_cache_dtype if config is not None else "auto").lower()
     # From vLLM 0.14 (ModelOpt) and 0.15 (compressed-tensors) "auto" already takes the checkpoint's
     # fp8 KV cache (vllm_rules kv_dtype_auto_*): the flag would change nothing there.
-    version = config.vllm_version if config is not None else None
-    rules = rules_for(version) if version else rules_for(None)
     already = rules.kv_dtype_from_checkpoint(spec.checkpoint_quant_method, spec.checkpoint_kv_cache_dtype, "auto")
     if spec.checkpoint_kv_cache_dtype == "fp8" and kv == "auto" and not already:
         out.append(

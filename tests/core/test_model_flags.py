@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from sparktui.core.config import ServeConfig
 from sparktui.core.model_flags import suggest_flags
 from sparktui.core.modelspec import load_model_spec
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
 
 
 def flags_of(model, **config):
@@ -73,10 +77,38 @@ def test_no_fp8_kv_suggestion_where_auto_already_takes_the_checkpoints_fp8():
 def test_trust_remote_code_when_the_config_maps_its_own_classes():
     spec = load_model_spec("Qwen/Qwen3-32B")
     assert "--trust-remote-code" not in {f.flag for f in suggest_flags(spec, None)}
-    remote = replace(spec, remote_code=True)
+    remote = replace(spec, remote_code=True, config_model_type="acme_lm")
     (flag,) = [f for f in suggest_flags(remote, ServeConfig(model="m")) if f.flag == "--trust-remote-code"]
-    assert "auto_map" in flag.why and "as you" in flag.why
+    assert "auto_map" in flag.why and "acme_lm" in flag.why and "as you" in flag.why
     assert not [f for f in suggest_flags(remote, ServeConfig(model="m", trust_remote_code=True)) if f.flag == flag.flag]
+
+
+def nemotron_h_folder(folder, **changes):
+    """A folder holding the real config.json of an NVIDIA Nemotron-H checkpoint (it carries auto_map)."""
+    config = json.loads((FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json").read_text())
+    assert config["model_type"] == "nemotron_h" and config["auto_map"]
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+    return str(folder)
+
+
+@pytest.mark.parametrize("version", [None, "0.19.1", "0.21.0", "0.32.0"])
+def test_no_trust_remote_code_where_vllm_reads_the_config_itself(tmp_path, version):
+    # vLLM's get_config loaded this config with trust_remote_code=False at 0.19.1, 0.21.0 and
+    # 0.32.0 (transformers' NemotronHConfig): the flag would only run the repo's code for nothing
+    assert "--trust-remote-code" not in flags_of(nemotron_h_folder(tmp_path), vllm_version=version)
+
+
+def test_trust_remote_code_where_that_vllm_refused_the_model_type(tmp_path):
+    # vLLM 0.13.0 (transformers 4.57.6) refused nemotron_h without the flag
+    flag = flags_of(nemotron_h_folder(tmp_path), vllm_version="0.13.0")["--trust-remote-code"]
+    assert "nemotron_h" in flag.why and "0.13.0" in flag.why
+
+
+@pytest.mark.parametrize("version", [None, "0.13.0", "0.32.0"])
+def test_trust_remote_code_for_an_unknown_model_type_with_auto_map(tmp_path, version):
+    # a model_type neither transformers nor vLLM knows: vLLM refuses to load it without the flag
+    folder = nemotron_h_folder(tmp_path, model_type="acme_hybrid")
+    assert "acme_hybrid" in flags_of(folder, vllm_version=version)["--trust-remote-code"].why
 
 
 def test_a_suggestion_changes_the_config_only_when_applied():

@@ -306,6 +306,7 @@ def _build(
         draft_vocab_size=int(text.get("draft_vocab_size") or config.get("draft_vocab_size") or 0),
         logit_softcap=float(text.get("final_logit_softcapping") or 0.0),
         remote_code=bool(config.get("auto_map")),
+        config_model_type=str(config.get("model_type") or ""),
         encoder=encoder_of(config, text) if counts["vision"] else None,
         aux_hidden_layers=_aux_hidden_layers(config, str(arch)),
         nvfp4_moe=nvfp4_moe,

@@ -200,6 +200,7 @@ class ModelSpec:
     max_len_key: str = ""
     multimodal: bool = False  # has a vision / audio tower vLLM loads unless --language-model-only
     remote_code: bool = False  # config.json maps classes to the repo's own code (auto_map)
+    config_model_type: str = ""  # config.json's top-level model_type: what vLLM's get_config looks up
     drafter: str = ""  # the separate drafter attached: "eagle", "eagle3", "dflash", "draft model"
     draft_vocab_size: int = 0  # an EAGLE3 drafter's own (smaller) output vocabulary
     # final_logit_softcapping (Gemma 2 / 4): vLLM's LogitsProcessor.forward divides, tanh's and
