@@ -223,6 +223,17 @@ async def log_drawn(pilot, view, what: str = "the pushed lines drawn") -> None:
     await pilot.pause()
 
 
+async def paste_line(pilot, line: str) -> None:
+    """F4, the line typed into its prompt, Enter: as a user pastes a `vllm serve` line."""
+    from textual.widgets import Input
+
+    await pilot.press("f4")
+    await settled(pilot)
+    pilot.app.screen.query_one(Input).value = line
+    await pilot.press("enter")
+    await settled(pilot)
+
+
 def first_screen_full(app) -> bool:
     """The polls started (they start once the first full screen is up) and the form's later rows
     are mounted: until both, a read may still come (and an app closed mid-mount trips Textual's Select)."""

@@ -12,7 +12,7 @@ from sparktui.ui.widgets.fitpanel import FitPanel
 from sparktui.ui.widgets.gauge import MemoryGauge
 from sparktui.ui.widgets.server import PhaseStrip, ServerInfo
 from tests.support import FIXTURES
-from tests.support.app import SampleBackend, config_pane, fit_box, settled, until, widget
+from tests.support.app import SampleBackend, config_pane, fit_box, paste_line, settled, until, widget
 
 
 @pytest.fixture(autouse=True)
@@ -136,11 +136,7 @@ async def test_a_pasted_line_without_the_utilization_says_what_vllm_and_sparktui
             ("vllm serve Qwen/Qwen3-32B --gpu-memory-utilization 0.85", None),
         ):
             app.clear_notifications()
-            await pilot.press("f4")
-            await settled(pilot)
-            app.screen.query_one(Input).value = line
-            await pilot.press("enter")
-            await settled(pilot)
+            await paste_line(pilot, line)
             said = [n.message for n in app._notifications]
             left = [m for m in said if "not in the command" in m]
             if expected is None:
@@ -155,14 +151,11 @@ async def test_a_pasted_line_reads_as_the_cli_reads_it_environment_and_shell_inc
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
-        await pilot.press("f4")
-        await settled(pilot)
-        app.screen.query_one(Input).value = (
+        await paste_line(
+            pilot,
             "HF_TOKEN=hf_secretvalue VLLM_USE_FLASHINFER_MOE_FP4=1 nohup vllm serve Qwen/Qwen3-32B "
-            "--tensor_parallel_size 2 --speculative-config.method ngram > vllm.log 2>&1 &"
+            "--tensor_parallel_size 2 --speculative-config.method ngram > vllm.log 2>&1 &",
         )
-        await pilot.press("enter")
-        await settled(pilot)
         config = config_pane(app).form.config
         assert (config.model, config.tensor_parallel_size, config.speculative_config) == (
             "Qwen/Qwen3-32B",
@@ -178,14 +171,11 @@ async def test_a_pasted_docker_run_takes_the_vllm_of_its_image_tag_as_fit_does()
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
-        await pilot.press("f4")
-        await settled(pilot)
-        app.screen.query_one(Input).value = (
+        await paste_line(
+            pilot,
             "docker run --gpus all -e HF_TOKEN=hf_secretvalue --ipc=host vllm/vllm-openai:v0.17.0-cu130 "
-            "Qwen/Qwen3-32B -tp 2"
+            "Qwen/Qwen3-32B -tp 2",
         )
-        await pilot.press("enter")
-        await settled(pilot)
         config = config_pane(app).form.config
         assert (config.model, config.tensor_parallel_size, config.vllm_version) == ("Qwen/Qwen3-32B", 2, "0.17.0")
         said = [str(n.message) for n in app._notifications]
@@ -197,11 +187,7 @@ async def test_a_bad_pasted_line_is_explained_in_the_dialog():
     app = SparkApp(backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
-        await pilot.press("f4")
-        await settled(pilot)
-        app.screen.query_one(Input).value = "vllm serve m --gpu-memory-utilization lots"
-        await pilot.press("enter")
-        await settled(pilot)
+        await paste_line(pilot, "vllm serve m --gpu-memory-utilization lots")
         assert isinstance(app.screen, PromptScreen)
         assert "--gpu-memory-utilization" in str(app.screen.query_one("#prompt-error").render())
 
