@@ -281,7 +281,7 @@ class SparkApp(App[None]):
             screen.refresh(layout=True, repaint=False)
             # Drawn now, not at the screen's next update tick (Screen._update_timer, up to 1/60 s
             # later, idle): this frame is what the whole start was for.
-            self.screen.call_next(self.screen._on_timer_update)
+            screen.call_next(screen._on_timer_update)
 
     background_started = False  # the polls and the post-mortem check have started
 
