@@ -128,25 +128,21 @@ def test_a_stop_waiting_on_the_end_gets_its_reply_before_the_supervisor_exits(is
         time.sleep(0.5)  # the snapshot, slow on a loaded box
         return pr.Reply(ok=True)
 
-    replies: list[bytes] = []
-
-    def stop_client() -> None:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(10)
-            conn.connect(commands.name)
-            conn.sendall(b'{"cmd": "stop", "wait": 10}\n')
-            replies.append(conn.recv(65536))
-
     try:
         commands.serve(answer, lambda: None)
-        client = threading.Thread(target=stop_client)
-        client.start()
-        wait_for(lambda: commands.drain(0) is False, 5, "the stop to be taken")
-        commands.close()
-        finished.set()
-        assert commands.drain(5.0)
-        assert replies and b'"ok":true' in replies[0].replace(b" ", b""), "the stop's reply was not sent yet"
-        client.join(5)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(commands.name)
+            conn.sendall(b'{"cmd": "stop", "wait": 10}\n')
+            wait_for(lambda: commands.drain(0) is False, 5, "the stop to be taken")
+            commands.close()
+            finished.set()
+            assert commands.drain(5.0)
+            # A Unix socket's send puts the reply in the peer's queue before it returns: it is there now
+            try:
+                reply = conn.recv(65536, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                reply = b""
+        assert b'"ok":true' in reply.replace(b" ", b""), "the stop's reply was not sent when drain returned"
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:  # connects, never sends
             again = CommandSocket(18997, lambda _: None)
             again.claim()
@@ -156,7 +152,7 @@ def test_a_stop_waiting_on_the_end_gets_its_reply_before_the_supervisor_exits(is
             again.close()
             started = time.monotonic()
             assert not again.drain(0.3)
-            assert time.monotonic() - started < 2.0
+            assert time.monotonic() - started < 4.0  # its handler waits 5 s for the request: not waited for
     finally:
         commands.close()
         st.HELD_HERE.discard(18998)
