@@ -177,15 +177,15 @@ def _figures(out: list[Event], phase: str, **texts: str) -> tuple[float, ...] | 
 
 
 def _on_loading(msg: str, out: list[Event]) -> None:
-    if msg.startswith("Loading weights took") and (m := R_WEIGHTS_READ.search(msg)):
-        if got := _figures(out, "loading_weights", weights_read_seconds=m.group(1)):
-            out.append(WeightsRead(*got))
+    m = R_WEIGHTS_READ.search(msg) if msg.startswith("Loading weights took") else None
+    if m and (got := _figures(out, "loading_weights", weights_read_seconds=m.group(1))):
+        out.append(WeightsRead(*got))
 
 
 def _on_model(msg: str, out: list[Event]) -> None:
-    if msg.startswith("Model loading took") and (m := R_WEIGHTS.search(msg)):
-        if got := _figures(out, "profiling", weights_gib=m.group(1), weights_seconds=m.group(2)):
-            out.append(WeightsLoaded(*got))
+    m = R_WEIGHTS.search(msg) if msg.startswith("Model loading took") else None
+    if m and (got := _figures(out, "profiling", weights_gib=m.group(1), weights_seconds=m.group(2))):
+        out.append(WeightsLoaded(*got))
 
 
 def _kv_memory(out: list[Event], text: str) -> None:
@@ -231,9 +231,9 @@ def _on_capturing(msg: str, out: list[Event]) -> None:
 
 
 def _on_graph(msg: str, out: list[Event]) -> None:
-    if msg.startswith("Graph capturing finished") and (m := _R_GRAPH_DONE.search(msg)):
-        if got := _figures(out, "cuda_graphs", cuda_graph_seconds=m.group(1), cuda_graph_gib=m.group(2)):
-            out.append(CudaGraphCapture(True, *got))
+    m = _R_GRAPH_DONE.search(msg) if msg.startswith("Graph capturing finished") else None
+    if m and (got := _figures(out, "cuda_graphs", cuda_graph_seconds=m.group(1), cuda_graph_gib=m.group(2))):
+        out.append(CudaGraphCapture(True, *got))
 
 
 def _on_application(msg: str, out: list[Event]) -> None:
