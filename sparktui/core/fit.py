@@ -165,6 +165,14 @@ def _g(n: float) -> str:
     return f"{n / GiB:.2f} GiB"
 
 
+def _kv_left(kv_memory: int) -> str:
+    """The KV memory the terms leave: never below nothing (a KV cache has no negative size); when the
+    terms pass the request, by how much, so the working still adds up."""
+    if kv_memory >= 0:
+        return _g(kv_memory)
+    return f"{_g(0)}: the other terms pass the request by {_g(-kv_memory)}"
+
+
 @record
 class _Core:
     """The numbers one configuration produces, before verdicts."""
@@ -365,7 +373,7 @@ def _measured_working(
         f"− {rest} {_g(activation + (0 if 'activation_non_torch' in measured else machine.non_torch))}: "
         f"{how('activation_non_torch')}",
         f"− CUDA graphs {_g(graphs)}: {how('cuda_graphs')}",
-        f"= KV memory {_g(kv_memory)}"
+        f"= KV memory {_kv_left(kv_memory)}"
         + (
             f" (between {_g(max(low, 0))} and {_g(max(high, 0))}: on unified memory vLLM measures non-torch "
             f"memory off the whole machine, and launches of one configuration have moved by up to "
@@ -486,7 +494,7 @@ def _memory_working(
         )
     low, high = kv_range
     lines.append(
-        f"= KV memory {_g(kv_memory)} (between {_g(max(low, 0))} and {_g(max(high, 0))} across the "
+        f"= KV memory {_kv_left(kv_memory)} (between {_g(max(low, 0))} and {_g(max(high, 0))} across the "
         f"non-torch and CUDA-graph figures vLLM has measured on real start-ups)"
     )
     return tuple(lines)
@@ -646,7 +654,7 @@ def fit(
         reasons.append(
             f"no memory left for the KV cache: request {_g(c.requested)} − weights {_g(c.weights)} − "
             f"activations {_g(c.activation)} − non-torch {_g(c.non_torch)} − CUDA graphs "
-            f"{_g(c.graphs)} = {_g(c.kv_memory)}" + (maybe if straddles else "")
+            f"{_g(c.graphs)} = {_kv_left(c.kv_memory)}" + (maybe if straddles else "")
         )
     elif c.plan.groups and not c.plan.fits_one(c.kv_memory, max_len):
         wont, tight = (wont, True) if straddles else (True, tight)
