@@ -38,6 +38,7 @@ from sparktui.core.fit_settings import (
     settings_from,
     v1_sampler_pass_bytes,
 )
+from sparktui.core.fit_speed import speed_for_fit
 from sparktui.core.kv_plan import DEFAULT_BLOCK_SIZE, KvPlan, kv_dtype_bytes, plan_kv
 from sparktui.core.machine import (
     Machine,
@@ -50,7 +51,7 @@ from sparktui.core.modelspec.dtype import served_dtype
 from sparktui.core.modelspec.multimodal import language_model_only, zero_limit_towers
 from sparktui.core.record import record
 from sparktui.core.speculation import Speculation
-from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
+from sparktui.core.speed import SpeedEstimate
 from sparktui.core.units import GB, GiB
 from sparktui.core.vllm_free_memory import cuda_free_figure, free_memory_note
 from sparktui.core.vllm_rules import (
@@ -726,9 +727,8 @@ def fit(
     )
     result.reasons.extend(calibration_lines)
     result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)
-    hardware = hardware_for(machine.name, machine.mem_total, machine.unified)
-    if hardware is not None:
-        result.speed = estimate_for_config(spec, config, hardware, max_model_len=max_len, max_concurrency=c.concurrency)
+    # the machine's own figure; `sparktui fit` and the panel add --bandwidth, --context and bench history
+    result.speed = speed_for_fit(spec, config, machine, max_model_len=max_len, max_concurrency=c.concurrency).estimate
     return result
 
 
