@@ -68,6 +68,9 @@ class FitBox(VerticalScroll):
         self.fit_saw_sample = False  # the fit was computed with a memory reading at hand
         self._reserved: tuple[tuple[int, int | None, float | None, bool], ...] = ()  # what the fit counted
         self._fit_generation = 0  # bumped per recompute: only the newest fit is shown
+        # Until the editor posts its first form there is nothing to fit: a memory reading or the
+        # spec arriving first showed "error: fill in the model" (twice) before the profile's fit.
+        self._form_seen = False
 
     def compose(self) -> ComposeResult:
         yield FitPanel(id="fit")
@@ -113,6 +116,7 @@ class FitBox(VerticalScroll):
 
     def form_changed(self, machine_name: str) -> None:
         """The form changed: a new model's spec is read, and the fit follows."""
+        self._form_seen = True
         config = self.form.config
         if config is not None and config.model != self.spec_model:
             self.spec_model, self.spec, self.spec_error = config.model, None, None
@@ -206,6 +210,8 @@ class FitBox(VerticalScroll):
         """Fit the current form, on every edit and every real memory change. The views that need no
         fit are made here; the fit itself (it reads the bench history) runs in a worker, so the UI
         thread does nothing heavier than this."""
+        if not self._form_seen:
+            return
         state = self.form
         self._fit_generation += 1
         if state.config is None:
