@@ -119,8 +119,7 @@ class Supervisor:
         self.cluster_ready = False
         self.endpoint: Endpoint | None = None
         self.reaper: Reaper | None = None
-        # carried by vLLM's tree and the reaper: proves from the record which processes are ours
-        self.mark = provenance.new_mark()
+        self.mark = provenance.new_mark()  # carried by vLLM's tree and the reaper: proves they are ours
         record, lock, event = (lambda: self.record), self.lock, self._add_event
         self.wakeup = Wakeup()
         self.commands = CommandSocket(self.port, say)
