@@ -268,3 +268,17 @@ def test_a_record_another_user_owns_or_may_write_is_not_trusted(env, foreign, ch
         assert f"{path}: {why}" in done.stderr, done.stderr
     assert victim.is_alive() and path.read_text() == text
     path.unlink()
+
+
+def test_set_guard_tells_nothing_to_a_socket_held_by_another_process_than_the_recorded_supervisor(env, foreign):
+    # A fake that says "done" would have the user believe the guard disarmed, or a line moved
+    sup, victim = sleeper(foreign), sleeper(foreign)
+    port = free_port()
+    state = forged(port, pr.ProcessRef(pid=sup.pid, start_time=sup.start_time), victim)
+    path, text = write_record(state)
+    fake = fake_supervisor(foreign, port, "answer", state)
+    done = sparktui("set-guard", "--port", str(port), "--disarm", env=env)
+    assert_refused(done, fake.pid, sup.pid)
+    assert "DISARMED" not in done.stdout
+    assert path.read_text() == text
+    path.unlink()

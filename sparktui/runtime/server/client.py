@@ -159,7 +159,8 @@ def change_guard(
     state = st.find_state(port)
     if not state.alive:
         raise UserError(f"the server on port {state.port} is not running (status {state.status})")
-    reply = st.request(state.port, st.guard_request(armed, lines, kernel), timeout=10)
+    change = st.guard_request(armed, lines, kernel)
+    reply = st.request(state.port, change, timeout=10, expect_pid=state.supervisor.pid)
     if not reply.ok or reply.state is None:
         raise UserError(f"port {state.port}: the guard was not changed: {reply.error}")
     reply.state.alive = True
