@@ -83,11 +83,15 @@ def show(as_json: bool) -> int:
     """The routes running on this machine: the panel's view of them, as text or JSON."""
     import dataclasses
     import json
+    import sys
 
     from sparktui.runtime.route.record import read_routes
     from sparktui.ui.translate import route_view
 
-    routes = read_routes()
+    problems: list[str] = []
+    routes = read_routes(problems=problems)
+    for problem in problems:
+        print(f"sparktui: warning: {problem}", file=sys.stderr)
     if as_json:
         print(json.dumps([dataclasses.asdict(r) for r in routes], indent=1))
         return 0

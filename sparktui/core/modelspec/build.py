@@ -21,6 +21,7 @@ from sparktui.core.modelspec.weights import headers_of_folder, stored_by_categor
 from sparktui.core.vllm_kv_dtypes import checkpoint_modelopt_algo
 from sparktui.core.vllm_rules import checkpoint_kv_quant
 from sparktui.errors import UserError
+from sparktui.files import is_special, read_regular
 
 # vllm/transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key
 MAX_LEN_KEYS = (
@@ -401,9 +402,17 @@ def online_quantized(spec: ModelSpec, method: str | None) -> ModelSpec:
     )
 
 
+CONFIG_LIMIT = 16 << 20  # a model's config.json is a few KiB; the largest multimodal ones ~100 KiB
+
+
 def read_json(path: Path) -> dict[str, Any]:
+    """A model folder's JSON object (config.json, params.json, hf_quant_config.json); UserError
+    naming the file when it is no regular file of sane size (read_regular: a FIFO never hangs the
+    fit, a huge file never fills memory), not JSON, or not an object."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular(path, CONFIG_LIMIT, f"model's {path.name}"))
+    except FileNotFoundError:
+        raise UserError(f"cannot read {path}: no such file") from None
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -420,10 +429,10 @@ def read_json(path: Path) -> dict[str, Any]:
 def model_config(folder: Path) -> tuple[dict[str, Any], str]:
     """(config.json-shaped dict, file it came from): config.json, else a Mistral params.json."""
     config_path = folder / "config.json"
-    if config_path.is_file():
+    if config_path.is_file() or is_special(config_path):  # a FIFO or folder there is named, not passed over
         return read_json(config_path), "config.json"
     params_path = folder / "params.json"
-    if params_path.is_file():
+    if params_path.is_file() or is_special(params_path):
         return mistral.config_from_params(read_json(params_path)), "params.json"
     raise UserError(
         f"{folder} has neither config.json nor params.json; point --model at the folder that holds the "
@@ -434,7 +443,7 @@ def model_config(folder: Path) -> tuple[dict[str, Any], str]:
 def spec_from_folder(folder: Path, name: str | None = None) -> ModelSpec:
     config, file = model_config(folder)
     hf_quant_path = folder / "hf_quant_config.json"
-    hf_quant = read_json(hf_quant_path) if hf_quant_path.is_file() else None
+    hf_quant = read_json(hf_quant_path) if hf_quant_path.is_file() or is_special(hf_quant_path) else None
     spec = spec_from_config(
         config,
         name=name or str(folder),

@@ -12,11 +12,34 @@ from typing import Any
 
 from sparktui.core.modelspec.limits import check_total_size
 from sparktui.errors import UserError
-from sparktui.files import open_regular
+from sparktui.files import is_special, open_regular, read_regular
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors caps its JSON header at 100 MB
 INDEX = "model.safetensors.index.json"
 HEADERS_FILE = "safetensors-headers.json"  # shard → header, as sparktui.runtime.hub caches them
+HEADERS_LIMIT = 256 << 20  # every shard's header (each at most MAX_HEADER; ~1 MiB in practice)
+INDEX_LIMIT = 64 << 20  # an index names each tensor once: a few MiB for the largest checkpoints
+
+
+def _present(path: Path) -> bool:
+    """A file to read: a regular one, or something else there (a FIFO, a folder, a loop) that the
+    guarded read refuses, naming it, rather than reading past it as if it were missing."""
+    return path.is_file() or is_special(path) is not None
+
+
+def cached_headers(folder: Path) -> Any:
+    """The headers the Hub fetch cached (HEADERS_FILE) as JSON, None when there are none or they are
+    damaged (the fetch writes them anew); UserError naming the file when it is no regular file of
+    sane size (a FIFO would hang the fit, a huge file fill memory)."""
+    cached = folder / HEADERS_FILE
+    if not _present(cached):
+        return None
+    try:
+        return json.loads(read_regular(cached, HEADERS_LIMIT, "cache of safetensors headers"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    except UserError as exc:
+        raise UserError(f"{exc}; remove it (`sparktui download` fetches the headers again)") from None
 
 
 def is_mtp_tensor(name: str) -> bool:
@@ -97,14 +120,9 @@ def headers_of_folder(folder: Path) -> list[dict[str, Any]]:
     files = sorted(folder.glob("*.safetensors"))
     if files:
         return [read_header(f) for f in files]
-    cached = folder / HEADERS_FILE
-    if cached.is_file():
-        try:
-            headers = json.loads(cached.read_text())
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-            return []
-        if isinstance(headers, dict):
-            return [h for h in headers.values() if isinstance(h, dict)]
+    headers = cached_headers(folder)
+    if isinstance(headers, dict):
+        return [h for h in headers.values() if isinstance(h, dict)]
     return []
 
 
@@ -152,25 +170,20 @@ def weights_from_folder(folder: Path) -> tuple[int, int, str] | None:
             t, m = safetensors_bytes(f)
             total, mtp = total + t, mtp + m
         return total - mtp, mtp, f"safetensors headers ({len(files)} file{'s' if len(files) > 1 else ''})"
-    cached = folder / HEADERS_FILE
-    if cached.is_file():
-        try:
-            headers = json.loads(cached.read_text())
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-            headers = None
-        if isinstance(headers, dict) and headers:
-            total = mtp = 0
-            for shard, header in headers.items():
-                if isinstance(header, dict):
-                    t, m = header_bytes(header, f"{cached} ({shard})")
-                    total, mtp = total + t, mtp + m
-            n = len(headers)
-            return total - mtp, mtp, f"safetensors headers ({n} file{'s' if n > 1 else ''}, fetched from the Hub)"
+    headers = cached_headers(folder)
+    if isinstance(headers, dict) and headers:
+        total = mtp = 0
+        for shard, header in headers.items():
+            if isinstance(header, dict):
+                t, m = header_bytes(header, f"{folder / HEADERS_FILE} ({shard})")
+                total, mtp = total + t, mtp + m
+        n = len(headers)
+        return total - mtp, mtp, f"safetensors headers ({n} file{'s' if n > 1 else ''}, fetched from the Hub)"
     index = folder / INDEX
-    if index.is_file():
+    if _present(index):
         try:
-            data = json.loads(index.read_text())
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            data = json.loads(read_regular(index, INDEX_LIMIT, "safetensors index"))
+        except (OSError, ValueError, RecursionError):
             raise UserError(f"{index}: not valid JSON; download the checkpoint's index again") from None
         if not isinstance(data, dict):
             raise UserError(f"{index}: expected a JSON object")

@@ -30,6 +30,7 @@ from typing import Any
 from sparktui.core.metrics import MetricsError, MetricsSnapshot, parse_metrics, server_ttft
 from sparktui.core.vllm_rules import find_version
 from sparktui.errors import UserError
+from sparktui.files import read_regular
 from sparktui.runtime.bench.results import BenchSettings
 from sparktui.runtime.bench.target import Target
 from sparktui.runtime.launch.runner import resolve_native_executable
@@ -191,6 +192,21 @@ def metrics_snapshot(target: Target) -> MetricsSnapshot | None:
         return None
 
 
+RESULT_LIMIT = 64 << 20  # a level's result: its figures, and per-request lists when asked for
+
+
+def read_result(result: Path) -> dict[str, Any]:
+    """A level's result file as `vllm bench serve` wrote it; UserError naming it when it is not a
+    regular file of sane size (read_regular: a FIFO never hangs the bench) or not a JSON object."""
+    try:
+        data = json.loads(read_regular(result, RESULT_LIMIT, "`vllm bench serve` result file"))
+    except (ValueError, RecursionError) as exc:
+        raise UserError(f"`vllm bench serve` wrote a result file that is not JSON ({result}): {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"`vllm bench serve` wrote a result file that is not a JSON object ({result})")
+    return data
+
+
 def run_level(p: VllmBenchPlan, target: Target, settings: BenchSettings, users: int) -> dict[str, Any]:
     """One level; vLLM's figures under its own names, plus `users`. UserError when it fails."""
     with tempfile.TemporaryDirectory(prefix="sparktui-vllm-bench-") as folder:  # 0700
@@ -207,13 +223,10 @@ def run_level(p: VllmBenchPlan, target: Target, settings: BenchSettings, users: 
             raise UserError(f"`vllm bench serve` at {users} users ran past {LEVEL_TIMEOUT_S:.0f} s") from None
         after = metrics_snapshot(target) if before is not None else None
         result = out / f"users-{users}.json"
-        if done.returncode != 0 or not result.is_file():
+        if done.returncode != 0 or not os.path.lexists(result):
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
             raise UserError(f"`vllm bench serve` at {users} users failed (exit {done.returncode}):\n{tail}")
-        try:
-            data = json.loads(result.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise UserError(f"`vllm bench serve` wrote a result file that is not JSON ({result}): {exc}") from None
+        data = read_result(result)
     row: dict[str, Any] = {"users": users}
     row.update({key: data.get(key) for key in KEPT})
     server = server_ttft(before, after) if after is not None else None

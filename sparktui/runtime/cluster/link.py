@@ -424,9 +424,16 @@ def link_for(
     return None if rank is None else Link(profile, serve, rank, wake, launch_id)
 
 
+NODES_LIMIT = 1 << 20  # a few lines per node
+
+
 def read_nodes(port: int) -> list[dict[str, Any]]:
+    """The cluster's nodes as the head last wrote them; [] when there is no such file, or it is
+    damaged or no regular file of sane size (read_regular: a FIFO there hung the panel)."""
+    from sparktui.files import read_regular
+
     try:
-        data = json.loads(nodes_file(port).read_text())
-    except (OSError, json.JSONDecodeError):
+        data = json.loads(read_regular(nodes_file(port), NODES_LIMIT, "cluster nodes file"))
+    except (OSError, UserError, ValueError, RecursionError):
         return []
     return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []

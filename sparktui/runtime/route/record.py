@@ -9,8 +9,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparktui.errors import UserError
+from sparktui.files import read_regular
 from sparktui.paths import state_dir
 from sparktui.runtime.host import proc
+
+RECORD_LIMIT = 16 << 20  # a route's record is a few KiB (its models and last swaps)
+
+
+def _load(path: Path) -> Any:
+    """A route record's JSON: UserError when it is no regular file of sane size (a FIFO would hang
+    its reader: read_regular), ValueError or RecursionError when it is damaged."""
+    return json.loads(read_regular(path, RECORD_LIMIT, "route record"))
 
 
 def route_record_path(port: int) -> Path:
@@ -82,28 +92,39 @@ class RouteRecord:
                    int(d.get("queued", 0)), int(d.get("served", 0)), swapping, history, live)  # fmt: skip
 
 
-def read_routes(*, live_only: bool = True) -> list[RouteRecord]:
-    """The routes recorded in the state dir (the live ones: their pid and start time still run)."""
+def read_routes(*, live_only: bool = True, problems: list[str] | None = None) -> list[RouteRecord]:
+    """The routes recorded in the state dir (the live ones: their pid and start time still run).
+    A file that is no regular file of sane size (a FIFO would hang the reader) is skipped, and
+    said in `problems`."""
     out = []
     for path in sorted((state_dir() / "route").glob("*.json")):
         try:
-            data = json.loads(path.read_text())
+            data = _load(path)
             live = (
                 data.get("status") != "stopped"
                 and proc.ProcessIdentity(int(data["pid"]), int(data.get("start_time", 0))).is_alive()
             )
             if live or not live_only:
                 out.append(RouteRecord.from_dict(data, live))
-        except (OSError, ValueError, KeyError, TypeError):
+        except UserError as exc:
+            if problems is not None:
+                problems.append(f"{exc}; skipped (remove it: routes rewrite their records)")
+        except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
             continue  # half-written by an older version, or not ours: nothing to show
     return out
 
 
 def leftovers(port: int) -> list[tuple[str, int, str]]:
     """(model, port, launch id) of the servers a route on `port` started and left running when it
-    ended without stopping them (SIGKILL, a crash): its record says so, and its process is gone."""
+    ended without stopping them (SIGKILL, a crash): its record says so, and its process is gone.
+    UserError naming the record when it is no regular file of sane size (a FIFO hung the route)."""
     try:
-        data = json.loads(route_record_path(port).read_text())
+        data = _load(route_record_path(port))
+    except UserError as exc:
+        raise UserError(f"{exc}; remove it (the route writes its record anew)") from None
+    except (OSError, ValueError, RecursionError):
+        return []  # none, or damaged: nothing to learn from it
+    try:
         if data.get("status") == "stopped":
             return []
         if proc.ProcessIdentity(int(data["pid"]), int(data.get("start_time", 0))).is_alive():
