@@ -349,30 +349,29 @@ def render_speed(est, measured=None) -> list[str]:
     return lines
 
 
-def history_runs(model: str, quantization: str | None, vllm_version: str | None = None) -> list:
-    """Measured runs of this model from `sparktui bench`'s history in the state dir (none if absent)."""
+def history_runs() -> list:
+    """Every run in `sparktui bench`'s history in the state dir (none if absent or unreadable)."""
     from sparktui import paths
-    from sparktui.core.bench_history import history_lines, matching, parse_history
+    from sparktui.core.bench_history import history_lines, parse_history
     from sparktui.errors import UserError
 
     try:
-        runs = parse_history(history_lines(paths.bench_history_path()))
+        return parse_history(history_lines(paths.bench_history_path()))
     except (UserError, OSError) as exc:
         print(f"sparktui: warning: {exc}; the speed estimate leaves its measured runs out", file=sys.stderr)
         return []
-    return matching(runs, model, vllm_version=vllm_version, quantization=quantization)
 
 
-def this_host_is(machine) -> bool:
-    """Whether `machine` is the host this runs on (bench history measured here applies to it)."""
-    from sparktui.core.machine import Machine, reading_applies
+def host_mem_total() -> int | None:
+    """This host's MemTotal (bench history measured here applies to a machine of its size)."""
+    from sparktui.core.machine import Machine
     from sparktui.errors import UserError
 
     try:
         host = Machine.from_meminfo(MEMINFO.read_text())
     except (OSError, UserError):
-        return False
-    return host is not None and reading_applies(machine, host.mem_total)
+        return None
+    return host.mem_total if host is not None else None
 
 
 def _context(text: str | None, max_model_len: int) -> int | None:
@@ -394,53 +393,30 @@ def _context(text: str | None, max_model_len: int) -> int | None:
 
 
 def apply_speed(result, spec, config, machine, bandwidth: str | None, context: str | None = None) -> list:
-    """Set result.speed for --bandwidth, and calibrate it from this host's bench history; returns
-    the measured runs used, each with what the uncorrected model predicted for it."""
-    from sparktui.core import speed as sp
-    from sparktui.errors import UserError
+    """Set result.speed as core.fit_speed decides it (--bandwidth, --context, this host's bench
+    history); returns the measured runs used, each with what the uncorrected model predicted for it."""
+    from sparktui.core.fit_speed import bandwidth_setting, speed_for_fit
 
-    hardware = sp.hardware_for(machine.name, machine.mem_total, machine.unified)
-    if bandwidth is None and os.environ.get(sp.BANDWIDTH_ENV):
-        bandwidth = os.environ[sp.BANDWIDTH_ENV]
-    if bandwidth is not None:
-        try:
-            gbs = float(bandwidth)
-        except ValueError:
-            raise UserError(f"--bandwidth: got {bandwidth!r}; expected GB/s such as 273") from None
-        if not (0 < gbs < 100_000):
-            raise UserError(f"--bandwidth: got {bandwidth!r}; expected a positive figure in GB/s such as 273")
-        hardware = sp.with_bandwidth(hardware, gbs, machine.name)
-    if hardware is None:
-        result.speed = None
-        return []
-    tokens = _context(context, result.max_model_len)
-    runs = history_runs(config.model, config.quantization, getattr(config, "vllm_version", None))
-    if runs and (machine.name == "auto" or this_host_is(machine)):
-        result.speed, measured = sp.calibrated(
-            spec,
-            config,
-            hardware,
-            runs,
-            max_model_len=result.max_model_len,
-            max_concurrency=result.max_concurrency,
-            context=tokens,
-        )
-        return measured
-    result.speed = sp.estimate_for_config(
+    runs = history_runs()  # read (and warned about) whether or not they apply to this machine
+    speed = speed_for_fit(
         spec,
         config,
-        hardware,
+        machine,
         max_model_len=result.max_model_len,
         max_concurrency=result.max_concurrency,
-        context=tokens,
+        bandwidth_gbs=bandwidth_setting(bandwidth, os.environ),
+        context=_context(context, result.max_model_len),
+        host_mem_total=None if machine.name == "auto" else host_mem_total(),
+        history=lambda: runs,
     )
-    return []
+    result.speed = speed.estimate
+    return list(speed.measured)
 
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.core.fit import fit
     from sparktui.core.machine import Machine, machine_from_name
-    from sparktui.core.modelspec import catalog_names, load_serving_spec, online_quantized
+    from sparktui.core.modelspec import catalog_names, load_serving_spec
     from sparktui.core.units import GiB
     from sparktui.errors import UserError
     from sparktui.runtime.hub import HubFetcher
@@ -489,9 +465,7 @@ def run(args: argparse.Namespace) -> int:
     others = sorted(name for name in env if name != "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
     if others:  # names only: values may be secrets
         result.notes.append(f"environment not modelled (passed to vLLM as it is): {', '.join(others)}")
-    measured = apply_speed(
-        result, online_quantized(spec, config.quantization), config, machine, args.bandwidth, args.context
-    )
+    measured = apply_speed(result, spec, config, machine, args.bandwidth, args.context)
     grid = None
     if getattr(args, "grid", False):
         from sparktui.core.grid import build_grid

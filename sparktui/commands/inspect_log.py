@@ -173,10 +173,23 @@ def _has_vllm_line(head: bytes) -> bool:
     return any(is_vllm_line(line) for line in head.decode("utf-8", "replace").splitlines()[:2000])
 
 
+def _unreadable(text: str) -> str:
+    shown = text if len(text) <= 24 else f"{text[:24]}… ({len(text):,} characters)"
+    return f"not read: the log says {shown!r}, a number no vLLM prints"
+
+
+def unreadable_figures(summary: LogSummary) -> dict[str, str]:
+    """The figures the log has in a form no vLLM prints ("1.2.3", 400 digits), by summary field, as
+    --json gives them (only when there are any)."""
+    return {field: _unreadable(text) for field, text in summary.unreadable.items()}
+
+
 def _format(summary: LogSummary) -> str:
     d = summary.to_dict()
 
-    def show(value: Any, unit: str = "") -> str:
+    def show(value: Any, unit: str = "", field: str = "") -> str:
+        if value is None and field in summary.unreadable:
+            return _unreadable(summary.unreadable[field])
         return "-" if value is None else f"{value}{unit}"
 
     tokens = d["kv_cache_tokens"]
@@ -184,10 +197,10 @@ def _format(summary: LogSummary) -> str:
         ("version", show(d["version"])),
         ("model", show(d["model"])),
         ("max model len", show(d["max_model_len"] and f"{d['max_model_len']:,}")),
-        ("weights", show(d["weights_gib"], " GiB")),
-        ("KV cache memory", show(d["available_kv_gib"], " GiB")),
+        ("weights", show(d["weights_gib"], " GiB", "weights_gib")),
+        ("KV cache memory", show(d["available_kv_gib"], " GiB", "available_kv_gib")),
         ("KV cache size", "-" if tokens is None else f"{tokens:,} tokens ({summary.kv_cache_device})"),
-        ("max concurrency", show(d["max_concurrency"], "x")),
+        ("max concurrency", show(d["max_concurrency"], "x", "max_concurrency")),
         ("ready", "yes" if d["ready"] else "no"),
         ("phase", summary.phase if summary.phase != "failed" else f"failed during {summary.reached.replace('_', ' ')}"),
     ]
@@ -207,7 +220,8 @@ def run(args: argparse.Namespace) -> int:
     if cut:
         print(f"sparktui: {cut} of {args.file}; the summary covers those", file=sys.stderr)
     if args.json:
-        print(json.dumps(summary.to_dict(), indent=2))
+        unreadable = unreadable_figures(summary)
+        print(json.dumps({**summary.to_dict(), **({"unreadable": unreadable} if unreadable else {})}, indent=2))
     else:
         print(_format(summary))
     return 0

@@ -38,6 +38,7 @@ from sparktui.core.fit_settings import (
     settings_from,
     v1_sampler_pass_bytes,
 )
+from sparktui.core.fit_speed import speed_for_fit
 from sparktui.core.kv_plan import DEFAULT_BLOCK_SIZE, KvPlan, kv_dtype_bytes, plan_kv
 from sparktui.core.machine import (
     Machine,
@@ -50,7 +51,7 @@ from sparktui.core.modelspec.dtype import served_dtype
 from sparktui.core.modelspec.multimodal import language_model_only, zero_limit_towers
 from sparktui.core.record import record
 from sparktui.core.speculation import Speculation
-from sparktui.core.speed import SpeedEstimate, estimate_for_config, hardware_for
+from sparktui.core.speed import SpeedEstimate
 from sparktui.core.units import GB, GiB
 from sparktui.core.vllm_free_memory import cuda_free_figure, free_memory_note
 from sparktui.core.vllm_rules import (
@@ -162,6 +163,14 @@ _V1_SAMPLER_PATHS = {
 
 def _g(n: float) -> str:
     return f"{n / GiB:.2f} GiB"
+
+
+def _kv_left(kv_memory: int) -> str:
+    """The KV memory the terms leave: never below nothing (a KV cache has no negative size); when the
+    terms pass the request, by how much, so the working still adds up."""
+    if kv_memory >= 0:
+        return _g(kv_memory)
+    return f"{_g(0)}: the other terms pass the request by {_g(-kv_memory)}"
 
 
 @record
@@ -364,7 +373,7 @@ def _measured_working(
         f"− {rest} {_g(activation + (0 if 'activation_non_torch' in measured else machine.non_torch))}: "
         f"{how('activation_non_torch')}",
         f"− CUDA graphs {_g(graphs)}: {how('cuda_graphs')}",
-        f"= KV memory {_g(kv_memory)}"
+        f"= KV memory {_kv_left(kv_memory)}"
         + (
             f" (between {_g(max(low, 0))} and {_g(max(high, 0))}: on unified memory vLLM measures non-torch "
             f"memory off the whole machine, and launches of one configuration have moved by up to "
@@ -485,7 +494,7 @@ def _memory_working(
         )
     low, high = kv_range
     lines.append(
-        f"= KV memory {_g(kv_memory)} (between {_g(max(low, 0))} and {_g(max(high, 0))} across the "
+        f"= KV memory {_kv_left(kv_memory)} (between {_g(max(low, 0))} and {_g(max(high, 0))} across the "
         f"non-torch and CUDA-graph figures vLLM has measured on real start-ups)"
     )
     return tuple(lines)
@@ -645,7 +654,7 @@ def fit(
         reasons.append(
             f"no memory left for the KV cache: request {_g(c.requested)} − weights {_g(c.weights)} − "
             f"activations {_g(c.activation)} − non-torch {_g(c.non_torch)} − CUDA graphs "
-            f"{_g(c.graphs)} = {_g(c.kv_memory)}" + (maybe if straddles else "")
+            f"{_g(c.graphs)} = {_kv_left(c.kv_memory)}" + (maybe if straddles else "")
         )
     elif c.plan.groups and not c.plan.fits_one(c.kv_memory, max_len):
         wont, tight = (wont, True) if straddles else (True, tight)
@@ -718,9 +727,8 @@ def fit(
     )
     result.reasons.extend(calibration_lines)
     result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)
-    hardware = hardware_for(machine.name, machine.mem_total, machine.unified)
-    if hardware is not None:
-        result.speed = estimate_for_config(spec, config, hardware, max_model_len=max_len, max_concurrency=c.concurrency)
+    # the machine's own figure; `sparktui fit` and the panel add --bandwidth, --context and bench history
+    result.speed = speed_for_fit(spec, config, machine, max_model_len=max_len, max_concurrency=c.concurrency).estimate
     return result
 
 

@@ -764,8 +764,9 @@ def calibrated(
     pairs = []
     for run in runs:
         prompt = int(run.prompt_tokens or DEFAULT_PROMPT_TOKENS)
-        context = prompt + (run.output_tokens or 0) // 2  # the mean context while it decoded
-        predicted = estimate(spec, hw, context=context, prompt_tokens=prompt, users=(run.users,), kv_bytes=kv)
+        # the run's mean context while it decoded (not `context`: that is the estimate's own)
+        held = prompt + (run.output_tokens or 0) // 2
+        predicted = estimate(spec, hw, context=held, prompt_tokens=prompt, users=(run.users,), kv_bytes=kv)
         row = predicted.for_users(run.users)
         pairs.append((run, row.per_user_tok_s if row else predicted.decode_tok_s))
     cal = calibrate(pairs)

@@ -83,6 +83,17 @@ class AvailableKVMemory:
 
 
 @dataclass(frozen=True, slots=True)
+class UnreadableFigure:
+    """A figure line whose number is none vLLM prints ("1.2.3", 400 digits: a damaged or edited log):
+    kept out of the summary's figures, said as it stands; `field` is the summary field it would have
+    filled, `phase` the start-up phase its line shows was reached."""
+
+    field: str
+    text: str
+    phase: str
+
+
+@dataclass(frozen=True, slots=True)
 class KVCacheSize:
     tokens: int
     device: str  # "GPU" or "CPU"
@@ -149,7 +160,7 @@ class PhaseChanged:
 Event = (
     Version | Model | MaxModelLen | LoadingStarted | WeightsRead | WeightsLoaded | Profiling
     | AvailableKVMemory | KVCacheSize | MaxConcurrency | CudaGraphCapture | ServerListening
-    | StartupComplete | Warning_ | Error | Failure | KilledNotice | PhaseChanged
+    | StartupComplete | Warning_ | Error | Failure | KilledNotice | PhaseChanged | UnreadableFigure
 )  # fmt: skip
 
 # Each event's "kind" in a state record's events: part of the file format, so stated here rather
@@ -160,7 +171,7 @@ EVENT_KINDS: dict[type, str] = {
     AvailableKVMemory: "AvailableKVMemory", KVCacheSize: "KVCacheSize", MaxConcurrency: "MaxConcurrency",
     CudaGraphCapture: "CudaGraphCapture", ServerListening: "ServerListening",
     StartupComplete: "StartupComplete", Warning_: "Warning", Error: "Error", Failure: "Failure",
-    KilledNotice: "KilledNotice", PhaseChanged: "PhaseChanged",
+    KilledNotice: "KilledNotice", PhaseChanged: "PhaseChanged", UnreadableFigure: "UnreadableFigure",
 }  # fmt: skip
 
 

@@ -28,9 +28,20 @@ _R_KV_TOO_SMALL = re.compile(
 _R_ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
 
 
+def _share(free: str, total: str) -> float | None:
+    """free / total, floored to two places; None when the figures are none vLLM prints ("1.2.3", a
+    total of 0, 400 digits: a damaged log)."""
+    try:
+        share = float(free) / float(total)
+    except (ValueError, ZeroDivisionError):
+        return None
+    return _floor2(share) if math.isfinite(share) else None
+
+
 def _free_memory(msg: str) -> Failure:
     m = _R_FREE_MEM.search(msg)
-    if not m:
+    fits = _share(m.group(1), m.group(2)) if m else None
+    if not m or fits is None:
         return Failure(
             "free_memory",
             msg,
@@ -39,7 +50,6 @@ def _free_memory(msg: str) -> Failure:
             "--gpu-memory-utilization.",
         )
     free, total, device, util, wanted = m.groups()
-    fits = _floor2(float(free) / float(total))
     where = (
         "On a DGX Spark (unified memory) the difference is usually page cache, which vLLM counts as used: "
         f"run `{DROP_CACHES}` and start again"

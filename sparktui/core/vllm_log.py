@@ -15,6 +15,7 @@ prefixes are cut with str operations, a message's first word picks the one rule 
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 from collections.abc import Callable, Iterable, Sequence
@@ -40,6 +41,7 @@ from sparktui.core.vllm_events import (
     Profiling,
     ServerListening,
     StartupComplete,
+    UnreadableFigure,
     Version,
     Warning_,
     WeightsLoaded,
@@ -157,19 +159,43 @@ def _on_starting(msg: str, out: list[Event]) -> None:
         out.append(ServerListening(m.group(1)))
 
 
+def _figures(out: list[Event], phase: str, **texts: str) -> tuple[float, ...] | None:
+    """The numbers of a figure line (by the summary field each fills), or None (and an UnreadableFigure)
+    when one is not a finite number: the patterns take digits and dots, so a damaged log can give
+    "1.2.3", and 400 digits are infinite."""
+    values: list[float] = []
+    for field, text in texts.items():
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            out.append(UnreadableFigure(field, text, phase))
+            return None
+        values.append(value)
+    return tuple(values)
+
+
 def _on_loading(msg: str, out: list[Event]) -> None:
-    if msg.startswith("Loading weights took") and (m := R_WEIGHTS_READ.search(msg)):
-        out.append(WeightsRead(float(m.group(1))))
+    m = R_WEIGHTS_READ.search(msg) if msg.startswith("Loading weights took") else None
+    if m and (got := _figures(out, "loading_weights", weights_read_seconds=m.group(1))):
+        out.append(WeightsRead(*got))
 
 
 def _on_model(msg: str, out: list[Event]) -> None:
-    if msg.startswith("Model loading took") and (m := R_WEIGHTS.search(msg)):
-        out.append(WeightsLoaded(float(m.group(1)), float(m.group(2))))
+    m = R_WEIGHTS.search(msg) if msg.startswith("Model loading took") else None
+    if m and (got := _figures(out, "profiling", weights_gib=m.group(1), weights_seconds=m.group(2))):
+        out.append(WeightsLoaded(*got))
+
+
+def _kv_memory(out: list[Event], text: str) -> None:
+    if got := _figures(out, "kv_cache", available_kv_gib=text):
+        out.append(AvailableKVMemory(*got))
 
 
 def _on_available(msg: str, out: list[Event]) -> None:
     if msg.startswith("Available KV cache memory") and (m := R_AVAIL_KV.search(msg)):
-        out.append(AvailableKVMemory(float(m.group(1))))
+        _kv_memory(out, m.group(1))
     elif msg.startswith("Available routes are"):
         out.append(ServerListening(None))
 
@@ -177,13 +203,13 @@ def _on_available(msg: str, out: list[Event]) -> None:
 def _on_v0_split(msg: str, out: list[Event]) -> None:
     # one line as vLLM writes it; a quoted log may have "the rest of the memory …" wrapped onto its own
     if msg.startswith(("model weights take", "the rest of the memory")) and (m := R_V0_KV.search(msg)):
-        out.append(AvailableKVMemory(float(m.group(1))))
+        _kv_memory(out, m.group(1))
 
 
 def _on_cpu_kv(msg: str, out: list[Event]) -> None:
     # CPU backend: "Explicitly set (0.06/9.46) GiB for KV cache on node 0." / "Auto set (…) GiB …"
     if "GiB for KV cache" in msg and (m := _R_CPU_KV.search(msg)):
-        out.append(AvailableKVMemory(float(m.group(1))))
+        _kv_memory(out, m.group(1))
 
 
 def _on_kv_size(msg: str, out: list[Event]) -> None:
@@ -195,8 +221,8 @@ def _on_kv_size(msg: str, out: list[Event]) -> None:
 
 
 def _on_concurrency(msg: str, out: list[Event]) -> None:
-    if m := _R_CONCURRENCY.search(msg):
-        out.append(MaxConcurrency(_first_number(m.group(1)), float(m.group(2))))
+    if (m := _R_CONCURRENCY.search(msg)) and (got := _figures(out, "kv_cache", max_concurrency=m.group(2))):
+        out.append(MaxConcurrency(_first_number(m.group(1)), *got))
 
 
 def _on_capturing(msg: str, out: list[Event]) -> None:
@@ -205,8 +231,9 @@ def _on_capturing(msg: str, out: list[Event]) -> None:
 
 
 def _on_graph(msg: str, out: list[Event]) -> None:
-    if msg.startswith("Graph capturing finished") and (m := _R_GRAPH_DONE.search(msg)):
-        out.append(CudaGraphCapture(True, float(m.group(1)), float(m.group(2))))
+    m = _R_GRAPH_DONE.search(msg) if msg.startswith("Graph capturing finished") else None
+    if m and (got := _figures(out, "cuda_graphs", cuda_graph_seconds=m.group(1), cuda_graph_gib=m.group(2))):
+        out.append(CudaGraphCapture(True, *got))
 
 
 def _on_application(msg: str, out: list[Event]) -> None:
@@ -408,6 +435,8 @@ class LogSummary:
         self._ranks: dict[str, int] = {}
         self.launches = 0  # how many launches the lines began; the summary is of the last
         self._launch_lines: set[str] = set()
+        # figures whose number no vLLM prints, by the field each would have filled: said, not shown as one
+        self.unreadable: dict[str, str] = {}
 
     # -- feeding
 
@@ -537,7 +566,9 @@ class LogSummary:
                 self.killed_notice = ev
             elif isinstance(ev, Failure):
                 self._fail(ev)
-            phase = _PHASE_OF.get(kind)
+            elif isinstance(ev, UnreadableFigure):
+                self.unreadable.setdefault(ev.field, ev.text)
+            phase = ev.phase if isinstance(ev, UnreadableFigure) else _PHASE_OF.get(kind)
             if phase and _PHASE_INDEX[phase] > _PHASE_INDEX[self.reached]:
                 self.reached = phase
                 self.root_error = None  # start-up went on: errors before this were survived
@@ -800,6 +831,7 @@ __all__ = [
     "Profiling",
     "ServerListening",
     "StartupComplete",
+    "UnreadableFigure",
     "Version",
     "Warning_",
     "WeightsLoaded",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.errors import UserError
+from sparktui.ui.speed_line import BenchHistory
 from sparktui.ui.translate import (
     cluster_launched,
     entry_reservation,
@@ -70,7 +71,7 @@ def _free_lists(live: bool) -> int:
 class Backend:
     """The live implementation over sparktui.core and sparktui.runtime."""
 
-    _history_cache: tuple[tuple[Path, int], Any] | None = None
+    _history = BenchHistory()
 
     def host(self) -> str:
         return socket.gethostname()
@@ -228,7 +229,8 @@ class Backend:
             reservations = [entry_reservation(e, machine) for e in beside]
             show_beside(view, result.verdict, pool.beside_others(machine, config, result.budget, reservations))
         view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
-        view.speed = self._speed_line(config, spec, machine, view, live) or view.speed
+        host_mem_total = sample.mem_total if sample is not None else None
+        view.speed = self._history.speed_line(config, spec, machine, result, host_mem_total) or view.speed
         return view
 
     def _calibration(self, config: ServeConfig, spec: ModelSpec, machine: Machine) -> Any:
@@ -273,48 +275,6 @@ class Backend:
             return detect(profile, run=False)
         except (OSError, ValueError):
             return None
-
-    def _speed_line(
-        self, config: ServeConfig, spec: ModelSpec, machine: Machine, view: FitView, this_host: bool
-    ) -> str | None:
-        """The predicted speed for a machine known only by SPARKTUI_BANDWIDTH_GBS, and, once
-        `sparktui bench` has measured this model here, the measurement beside the prediction."""
-        from sparktui.core import speed as sp
-        from sparktui.core.modelspec import online_quantized
-
-        hardware = _hardware(machine)
-        if hardware is None or view.max_concurrency is None:
-            return None
-        spec = online_quantized(spec, config.quantization)
-        length = config.max_model_len or spec.max_position_embeddings or 8192
-        runs = self._bench_runs(config) if (this_host or machine.name == "auto") else []
-        if runs:
-            est, pairs = sp.calibrated(
-                spec, config, hardware, runs, max_model_len=length, max_concurrency=view.max_concurrency
-            )
-            return f"{sp.summary_line(est)}\n{sp.measured_line(*pairs[-1])}"
-        est = sp.estimate_for_config(spec, config, hardware, max_model_len=length, max_concurrency=view.max_concurrency)
-        return sp.summary_line(est)
-
-    def _bench_runs(self, config: ServeConfig) -> list[Any]:
-        """This model's levels in `sparktui bench`'s history (re-read only when the file changes)."""
-        from sparktui.paths import bench_history_path
-
-        path = bench_history_path()
-        try:
-            stamp = path.stat().st_mtime_ns
-        except OSError:
-            return []
-        from sparktui.core import bench_history as history  # with a history only (no bench yet: no import)
-
-        cached = self._history_cache
-        if cached is None or cached[0] != (path, stamp):
-            try:  # history_lines: a FIFO there hangs nothing
-                cached = ((path, stamp), history.parse_history(history.history_lines(path)))
-            except (UserError, OSError):
-                return []
-            self._history_cache = cached
-        return list(history.matching(cached[1], config.model, quantization=config.quantization))
 
     # -- the server, through the supervisor ---------------------------------------------------------
     def runner_problem(self, profile: Profile) -> str | None:

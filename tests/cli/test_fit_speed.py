@@ -86,3 +86,16 @@ def test_a_bad_context_names_the_flag(capsys, isolated):
     assert "--context lots: expected a whole number" in capsys.readouterr().err
     assert main(["fit", *model, "--context", "65536"]) == 2
     assert "more than --max-model-len 32,768" in capsys.readouterr().err
+
+
+def test_context_is_kept_when_bench_history_calibrates(capsys, isolated):
+    # calibrated() reused its `context` name for each run's own context: with a bench history, the
+    # estimate was made at the last run's context (256 + 128/2 tokens) whatever --context said
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    history = paths.bench_history_path()
+    history.parent.mkdir(parents=True, exist_ok=True)
+    history.write_text(history_line(model=model, decode=10.0) + "\n")
+    args = ("--model", model, "--machine", "auto", "--bandwidth", "273", "--vllm-version", "0.32.0")
+    for flags, context in (((), 1024), (("--context", "32768"), 32768)):
+        speed = fit_json(capsys, *args, *flags)["speed"]
+        assert speed["calibration"] and speed["context"] == context

@@ -142,3 +142,68 @@ def test_cuda_oom_advice_does_not_send_you_back_to_inspect_log(tmp_path, capsys)
     assert main(["inspect-log", str(log)]) == 0
     out = capsys.readouterr().out
     assert "cuda_oom" in out and "inspect-log" not in out
+
+
+def _damaged(fixtures, tmp_path, kv: str, concurrency: str = "54.44"):
+    """The gpt-oss start-up with its KV memory and concurrency figures replaced (a damaged or edited log)."""
+    name = "vllm-logs/spark_v0.13.0-nv26.01_gpt-oss-20b-mxfp4-derivative_success.log"
+    text = (fixtures / name).read_text()
+    assert "Available KV cache memory: 12.94 GiB" in text and "per request: 54.44x" in text
+    text = text.replace("Available KV cache memory: 12.94 GiB", f"Available KV cache memory: {kv} GiB")
+    path = tmp_path / "damaged.log"
+    path.write_text(text.replace("per request: 54.44x", f"per request: {concurrency}x"))
+    return path
+
+
+def _strict(text: str):
+    """JSON as the standard has it: Infinity and NaN are not JSON."""
+
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} in the JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize(
+    ("kv", "concurrency"),
+    [("-" + "9" * 400, "54.44"), ("9" * 400, "9" * 400), ("1.2.3", "54.44")],
+    ids=["minus-400-digits", "400-digits", "two-dots"],
+)
+def test_a_figure_no_vllm_prints_is_said_not_shown_as_infinite(fixtures, tmp_path, capsys, kv, concurrency):
+    # a 400-digit figure made "KV cache memory  -inf GiB" (float overflow) and "-Infinity" in --json;
+    # "1.2.3" (what the patterns' digits-and-dots take) was a ValueError traceback
+    path = _damaged(fixtures, tmp_path, kv, concurrency)
+    assert main(["inspect-log", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "inf" not in out.lower().replace("info", "")
+    (row,) = [line for line in out.splitlines() if line.startswith("KV cache memory")]
+    assert "not read: the log says" in row and "a number no vLLM prints" in row
+    assert "phase            ready" in out and "KV cache size    282,624 tokens" in out
+    assert main(["inspect-log", str(path), "--json"]) == 0
+    got = _strict(capsys.readouterr().out)
+    assert got["available_kv_gib"] is None and got["kv_cache_tokens"] == 282624
+    assert set(got["unreadable"]) == {"available_kv_gib"} | ({"max_concurrency"} if concurrency != "54.44" else set())
+    assert got["max_concurrency"] == (54.44 if concurrency == "54.44" else None)
+
+
+def test_a_log_whose_figures_read_has_no_unreadable_key(fixtures, tmp_path, capsys):
+    assert main(["inspect-log", str(_damaged(fixtures, tmp_path, "12.94")), "--json"]) == 0
+    got = _strict(capsys.readouterr().out)
+    assert "unreadable" not in got and got["available_kv_gib"] == 12.94
+
+
+@pytest.mark.parametrize(
+    "figures",
+    ["0/0", "1.2.3/15.99", "13.58/0", "9" * 400 + "/" + "9" * 400],
+    ids=["zeros", "two-dots", "zero-total", "400-digits"],
+)
+def test_a_free_memory_refusal_with_figures_no_vllm_prints_is_still_named(fixtures, tmp_path, capsys, figures):
+    # "(13.58/0 GiB)" was a ZeroDivisionError, "(1.2.3/…)" a ValueError, 400 digits a ValueError (floor of NaN)
+    name = "vllm-logs/discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU_free-memory-less-than-desired_fail.log"
+    text = (fixtures / name).read_text()
+    assert "Free memory on device (13.58/15.99 GiB)" in text
+    path = tmp_path / "damaged.log"
+    path.write_text(text.replace("(13.58/15.99 GiB)", f"({figures} GiB)"))
+    assert main(["inspect-log", str(path), "--json"]) == 0
+    failure = _strict(capsys.readouterr().out)["failure"]
+    assert failure["kind"] == "free_memory" and "lower --gpu-memory-utilization" in failure["hint"]

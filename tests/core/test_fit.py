@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -551,3 +552,18 @@ def test_no_kv_memory_at_the_median_but_some_at_the_favourable_end_is_tight():
     # lower still: not even the favourable end leaves any
     gone = fit(cfg(spec.name, max_model_len=1024, gpu_memory_utilization=0.12), spec, dgx_spark())
     assert gone.kv_cache_bytes_high == 0 and gone.verdict == "wont_start", gone.reasons
+
+
+def test_a_request_the_other_terms_pass_shows_no_negative_kv_memory():
+    """The KV memory is never below nothing: where weights + activations + non-torch + graphs pass the
+    request, the point figure is 0 like its range, the shortfall is said, and vLLM still won't start."""
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")  # 14.99 GiB of weights, 11.96 GiB requested
+    r = fit(cfg(spec.name, max_model_len=8192, gpu_memory_utilization=0.1), spec, dgx_spark())
+    assert r.verdict == "wont_start" and r.kv_cache_bytes == r.kv_cache_bytes_high == 0, r.reasons
+    (point,) = [w for w in r.memory_working if w.startswith("= KV memory")]
+    assert point.startswith("= KV memory 0.00 GiB: the other terms pass the request by ")
+    (reason,) = [x for x in r.reasons if x.startswith("no memory left for the KV cache")]
+    short = float(point.split("pass the request by ")[1].split(" GiB")[0])
+    assert short > 0 and f"= 0.00 GiB: the other terms pass the request by {short:.2f} GiB" in reason
+    negative = re.compile(r"-\d")
+    assert not [line for line in [*r.memory_working, *r.reasons] if negative.search(line)]
