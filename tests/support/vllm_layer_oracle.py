@@ -103,6 +103,15 @@ def stand_in_remote_code(config, folder):
     return True
 
 
+class StandInStream:
+    """torch.cuda.Stream without CUDA: Kimi-Linear's model (vllm/models/kimi_k3/nvidia/model.py
+    KimiLinearModel.__init__) makes an aux stream to overlap a GEMM at run time; built on the meta device,
+    nothing runs on it, and it has no part in a layer's KV spec"""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+
 def build(name, config, workdir):
     import torch
     from vllm.config import set_current_vllm_config
@@ -119,8 +128,12 @@ def build(name, config, workdir):
     )  # fmt: skip
     vllm_config = args.create_engine_config()
     cls, _ = get_model_architecture(vllm_config.model_config)
-    with set_current_vllm_config(vllm_config), torch.device("meta"):
-        cls(vllm_config=vllm_config, prefix="")
+    cuda_stream, torch.cuda.Stream = torch.cuda.Stream, StandInStream
+    try:
+        with set_current_vllm_config(vllm_config), torch.device("meta"):
+            cls(vllm_config=vllm_config, prefix="")
+    finally:
+        torch.cuda.Stream = cuda_stream
     counts = collections.Counter()
     for module in vllm_config.compilation_config.static_forward_context.values():
         if getattr(module, "kv_sharing_target_layer_name", None):
@@ -136,6 +149,9 @@ def main():
     request = json.load(sys.stdin)
     scratch = tempfile.mkdtemp(prefix="sparktui-layer-oracle-modules-")
     os.environ["HF_MODULES_CACHE"] = scratch  # remote-code stand-ins are copied here, not into ~/.cache
+    # Kimi-Linear's fused GEMM + all-reduce (a CUTLASS DSL kernel, not in the CPU build) is on unless turned
+    # off (vllm/models/kimi_k3/nvidia/model.py maybe_init_gemm_rs_ar); it changes no layer's KV spec
+    os.environ["VLLM_KIMI_K3_GEMM_AR"] = "0"
     answer_to, sys.stdout = sys.stdout, sys.stderr  # vLLM's prints must not mix with the answer
     # the activation oracle's stand-ins, for what the CPU build cannot build otherwise: Qwen3.5 / 3.6
     # (a stand-in torchvision for qwen3_vl.py's import) and Nemotron-H's non-gated experts (CUDA's

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import checked, deepseek_v4, dense, gemma, hybrid, mimo, mistral, mla, moe, nas, rope
+from sparktui.core.modelspec import checked, deepseek_v4, dense, gemma, hybrid, kimi, mimo, mistral, mla, moe, nas, rope
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
@@ -94,6 +94,8 @@ def max_len_limit(text: Mapping[str, Any]) -> tuple[int, str]:
 
 def layer_groups(text: Mapping[str, Any]) -> tuple[list[LayerGroup], list[LayerGroup]]:
     n_layers = int(text["num_hidden_layers"])
+    if kimi.is_kimi_linear(text):
+        return kimi.groups(text, n_layers)
     if mla.is_mla(text):
         return mla.groups(text, n_layers)
     if hybrid.is_nemotron_h(text):
@@ -155,6 +157,8 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
                 counts["attn"] += g.count * mla.params_per_layer(text)
         elif g.kind == MAMBA and g.state_kind == "mamba2":
             counts["mamba"] += g.count * hybrid.mamba2_params(text, g)
+        elif g.kind == MAMBA and g.state_kind == "kda":
+            counts["linear_attn"] += g.count * kimi.kda_params(text, g)
         elif g.kind == MAMBA:
             counts["linear_attn"] += g.count * hybrid.gdn_params(text, g)
         else:
@@ -280,7 +284,9 @@ def _build(
         else (),
         kv_dims=deepseek_v4.kv_dims(text),
         num_experts=moe.num_experts(text),
-        experts_per_token=int(text.get("num_experts_per_tok") or text.get("top_k_experts") or 0),
+        experts_per_token=int(
+            text.get("num_experts_per_tok") or text.get("num_experts_per_token") or text.get("top_k_experts") or 0
+        ),
         balanced_router=moe.balanced_router(text),
         moe_layers=moe_layers,
         mlp_layers=mlp_layers,

@@ -20,6 +20,7 @@ LAYERS_CHECKED = frozenset(
         "Glm4MoeLiteForCausalLM",
         "GptOssForCausalLM",
         "GraniteMoeHybridForCausalLM",
+        "KimiLinearForCausalLM",
         "Llama4ForCausalLM",
         "Llama4ForConditionalGeneration",
         "LlamaForCausalLM",

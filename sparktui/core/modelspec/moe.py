@@ -42,8 +42,9 @@ def mlp_counts(text: Mapping[str, Any], n_layers: int) -> dict[str, int]:
     out["experts"] = moe_layers * experts * 3 * h * moe_inter
     out["router"] = moe_layers * experts * h
     shared = int(text.get("shared_expert_intermediate_size") or 0)
-    if not shared and text.get("n_shared_experts"):
-        shared = int(text["n_shared_experts"]) * moe_inter
+    n_shared = text.get("n_shared_experts") or text.get("num_shared_experts")  # Kimi-Linear: num_shared_experts
+    if not shared and n_shared:
+        shared = int(n_shared) * moe_inter
     if shared:
         out["shared"] = moe_layers * 3 * h * shared
     out["mlp"] = (dense_first + mlp_only) * 3 * h * inter

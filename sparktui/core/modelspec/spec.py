@@ -88,7 +88,7 @@ class LayerGroup:
     head_v: int = 0
     ssm_dtype: str | None = None
     draft: bool = False  # an MTP / drafter layer, used only with speculative decoding
-    state_kind: str = "gdn"  # MAMBA: "gdn" (Gated DeltaNet) or "mamba2", for the working shown
+    state_kind: str = "gdn"  # MAMBA: "gdn" (Gated DeltaNet), "kda" (Kimi Delta Attention) or "mamba2"
     # bytes per element whatever --kv-cache-dtype says (0: the KV dtype's): DeepSeek V3.2's sparse-
     # attention indexer keeps its keys as uint8 (fp8 values + fp32 scales)
     elem_bytes: int = 0
@@ -116,7 +116,7 @@ class LayerGroup:
     def describe(self, kv_bytes: int, tp: int = 1, ssm_dtype: str | None = None) -> str:
         n = f"{self.count} {'draft ' if self.draft else ''}"
         if self.kind == MAMBA:
-            what = "Mamba2" if self.state_kind == "mamba2" else "linear-attention"
+            what = {"mamba2": "Mamba2", "kda": "KDA linear-attention"}.get(self.state_kind, "linear-attention")
             dtype = ssm_dtype if ssm_dtype and ssm_dtype != "auto" else self.ssm_dtype
             return (
                 f"{n}{what} layers: fixed state per sequence "
