@@ -1068,7 +1068,15 @@ KV_MISSES: dict[str, str] = {
         "device (bench/activation_oracle.py: forward 0.328 GiB, 26B-A4B 0.313; V1 sampler 3.69 fp32 copies of the "
         "logits; ratio 1.00; 0.21's venv cannot build Gemma 4 there: AmbiguousGlobalPerLayerAttributeError on head_dim); no per-layer embeddings; soft-capping below the sampler; "
         "sliding / global KV sizing exact (tokens within 0.02%). The rest is non-torch growth the code does not "
-        "size (on a Spark: whatever the process, the driver and the OS took across the profiling window)"
+        "size (on a Spark: whatever the process, the driver and the OS took across the profiling window). What "
+        "vLLM 0.21 itself allocates outside torch's device pool in that window is pinned host memory, which "
+        "MemAvailable loses: the runner's buffers (gpu_model_runner.py GPUModelRunner.__init__ _make_buffer, "
+        "gpu_input_batch.py InputBatch), sized by sequences, tokens and blocks, so the same for the 26B-A4B with "
+        "these flags but for inputs_embeds (2,048 x hidden x 2 B: 21 MiB here, 11 MiB there), and FlashInfer's "
+        "pinned page-index buffers (flashinfer.py FlashInferMetadataBuilder.__init__, MiBs; the fp8 run, on "
+        "TRITON_ATTN, has none and still left 5.76). The loader takes one path for both models (weight_utils.py safetensors_weights_iterator: EXT4, "
+        "no prefetch); only the 31B's checkpoint (58.25 GiB) is larger than the RAM available as it loads "
+        "(50.2 GiB, its own log line): page cache, which the code does not size"
     ),
     "spark_vdev-g9759e3b06_gemma-4-31b-it_fp8kv_success.log": (
         "as the bf16 run: 5.76 GiB of activation + non-torch memory, inside the 4.50-6.38 GiB that 20 launches of "
@@ -1097,7 +1105,14 @@ KV_MISSES: dict[str, str] = {
         "the size, and the window does not size it either: Gemma-3-27B launches without graph profiling in it "
         "(--enforce-eager) measured 0.71-3.87 GiB of non-torch memory, with it 0.09-3.73, and one build with the "
         "same flags 1.27 and 3.73 (tests/fixtures/vllm-repeats): that movement is six times the 0.39 GiB that 3% "
-        "of this pool is. One 0.13 Spark log, held out, so no constant is fitted"
+        "of this pool is. One 0.13 Spark log, held out, so no constant is fitted. The image's worker and runner "
+        "are 0.13.0's: every file:line its log names is the same logger call in the 0.13.0 wheel "
+        "(gpu_worker.py:375, gpu_model_runner.py:3562, 3659 and 4587, kv_cache_utils.py:1291, mxfp4.py:161, "
+        "cuda.py:351), so its profile_run and _dummy_sampler_run (line 4268) are upstream's. The request is "
+        "cudaMemGetInfo's total x 0.25 (mem_utils.py MemorySnapshot.measure): the fit takes 119.63 GiB, what the "
+        "DEBUG Spark logs here print, but other Sparks report 121.69 (vllm-logs/spark3x_v0.2x_free-memory-..., "
+        "MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47 on drivers 580.173 and 610.43) and this log does not say "
+        "which: at 121.69 the miss is -6.9% and its non-torch 2.42 GiB"
     ),
 }
 

@@ -53,6 +53,9 @@ KEEP = {
     "expert_dtype",
     "architectures",
     "model_type",
+    # the repo's own classes: --trust-remote-code where vLLM cannot read the model_type itself
+    # (model_flags, vllm_native_configs)
+    "auto_map",
     "torch_dtype",
     "dtype",
     "num_hidden_layers",

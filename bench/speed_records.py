@@ -136,6 +136,21 @@ def load(part: str) -> list[Record]:
     return out
 
 
+# A GB10's device DRAM read rate, measured by a saturating read kernel: 231-234 GB/s against the spec's 273
+# (antirez/ds4 issue #773, 2026-08-10, CUDA 13.0). Not the scoring roofline (the issue's rule reads the spec's
+# 273 GB/s and the stated speculative settings): printed so that a figure no plain decode of the record's layout
+# reaches on a real box is named.
+MEASURED_READ_GBS = 234.0
+
+
+def measured_read_share(record: Record, est: sp.SpeedEstimate) -> float | None:
+    """A one-user figure claimed or assumed to be plain decode, as a share of its roofline at a GB10's measured
+    read rate (above 1: not plain decode of this layout); None for speculative or multi-user records."""
+    if record.users != 1 or isinstance(record.speculative, dict):
+        return None
+    return record.low / (est.roofline_tok_s * MEASURED_READ_GBS * sp.GB / sp.GB10.bandwidth)
+
+
 def predict(record: Record, costs: dict[str, float] | None = None) -> sp.SpeedEstimate:
     """core/speed.py's estimate for the record's model, context, users, speculative settings and
     vLLM release line (`costs`, given, replace the per-layer costs: bench/fit_speed.py)."""

@@ -27,10 +27,21 @@ def describe_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def open_regular(path: str | os.PathLike[str], what: str) -> BinaryIO:
+def own_file_problem(info: os.stat_result) -> str | None:
+    """Why a file sparktui wrote for itself cannot be trusted (None: it can): another user owns it
+    (only ours or root's), or other users may write it (sparktui writes its files 0600)."""
+    if info.st_uid not in (os.getuid(), 0):
+        return f"owned by user id {info.st_uid}, not by you (uid {os.getuid()}) or root"
+    if info.st_mode & 0o022:
+        return f"writable by other users (mode {stat.S_IMODE(info.st_mode):04o}; sparktui writes 0600)"
+    return None
+
+
+def open_regular(path: str | os.PathLike[str], what: str, *, own: bool = False) -> BinaryIO:
     """A regular file open for reading (for a file read in part: a safetensors header); UserError
-    naming the file and what it is instead (a FIFO, a device, a folder, a symlink loop).
-    FileNotFoundError passes through."""
+    naming the file and what it is instead (a FIFO, a device, a folder, a symlink loop). With
+    `own` (a file sparktui wrote for itself: a state record), also one another user owns or may
+    write. FileNotFoundError passes through."""
     where = os.fspath(path)
     try:
         # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one
@@ -41,19 +52,25 @@ def open_regular(path: str | os.PathLike[str], what: str) -> BinaryIO:
         if exc.errno == errno.ELOOP:
             raise UserError(f"{where}: a loop of symbolic links, not a {what}; point it at a real file") from None
         raise UserError(f"{where}: cannot read the {what} ({exc.strerror})") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise UserError(f"{where}: {describe_kind(mode)}, not a {what}; give a regular file")
+        raise UserError(f"{where}: {describe_kind(info.st_mode)}, not a {what}; give a regular file")
+    if own and (problem := own_file_problem(info)) is not None:
+        os.close(fd)
+        raise UserError(
+            f"{where}: {problem}, so it may not be what sparktui wrote and is not trusted as a {what}; "
+            "look at it, and remove it if it is not yours"
+        )
     return os.fdopen(fd, "rb")
 
 
-def read_regular(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
+def read_regular(path: str | os.PathLike[str], limit: int, what: str, *, own: bool = False) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; UserError naming the file, what it
     is instead (a FIFO, a device, a symlink loop) or its size against the limit. FileNotFoundError
-    passes through (callers say what a missing file means to them)."""
+    passes through (callers say what a missing file means to them). `own`: as for open_regular."""
     where = os.fspath(path)
-    with open_regular(path, what) as handle:
+    with open_regular(path, what, own=own) as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > limit:
             raise UserError(f"{where}: {size:,} bytes, larger than a {what} can be (limit {limit:,} bytes)")

@@ -173,8 +173,7 @@ def _has_vllm_line(head: bytes) -> bool:
     return any(is_vllm_line(line) for line in head.decode("utf-8", "replace").splitlines()[:2000])
 
 
-def _unreadable(text: str) -> str:
-    shown = text if len(text) <= 24 else f"{text[:24]}… ({len(text):,} characters)"
+def _unreadable(shown: str) -> str:
     return f"not read: the log says {shown!r}, a number no vLLM prints"
 
 

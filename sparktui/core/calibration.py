@@ -100,13 +100,22 @@ class LogFigures:
     requested: int | None = None
 
 
-def _bytes(figure: str) -> int:
-    """A figure in GiB as bytes; UserError for one no vLLM prints (400 digits, 1e999: a damaged log)."""
-    value = float(figure) * GiB
-    if not math.isfinite(value) or abs(value) > FIGURE_LIMIT:
+def _number(figure: str, what: str, limit: float, unit: str = "") -> float:
+    """A figure of the log as a number; UserError for one no vLLM prints (400 digits, 1e999, "1.2.3": the
+    patterns take digits and dots; a damaged log)."""
+    try:
+        value = float(figure)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or abs(value) > limit:
         shown = figure if len(figure) <= 40 else f"{figure[:40]}… ({len(figure):,} characters)"
-        raise UserError(f"a memory figure of {shown} GiB, which no vLLM prints; give the log vLLM wrote, undamaged")
-    return int(value)
+        raise UserError(f"{what} of {shown}{unit}, which no vLLM prints; give the log vLLM wrote, undamaged")
+    return value
+
+
+def _bytes(figure: str) -> int:
+    """A figure in GiB as bytes."""
+    return int(_number(figure, "a memory figure", FIGURE_LIMIT / GiB, " GiB") * GiB)
 
 
 def _gib(text: str, *patterns: str | re.Pattern[str]) -> int | None:
@@ -139,7 +148,7 @@ def read_log_figures(text: str) -> LogFigures:
         or re.search(r"x gpu_memory_utilization \(([\d.]+)\)", text)  # the V0 engine's worker.py
     )
     engine = version.group(1) if (version := re.search(r"LLM engine \(v([^)\s]+)\)", text)) else None
-    utilization = float(util.group(1)) if util else None
+    utilization = _number(util.group(1), "a --gpu-memory-utilization", 1.0) if util else None
     if utilization is None and "non-default args:" in text and (release := release_version(engine)):
         # the flag not among the args vLLM lists as given: it ran at its own default for that release
         from sparktui.core.vllm_rules import rules_for

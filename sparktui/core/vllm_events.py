@@ -85,12 +85,18 @@ class AvailableKVMemory:
 @dataclass(frozen=True, slots=True)
 class UnreadableFigure:
     """A figure line whose number is none vLLM prints ("1.2.3", 400 digits: a damaged or edited log):
-    kept out of the summary's figures, said as it stands; `field` is the summary field it would have
-    filled, `phase` the start-up phase its line shows was reached."""
+    kept out of the summary's figures and said instead; `field` is the summary field it would have
+    filled, `text` the number as the log has it, cut to its first 24 characters (a line may hold a
+    MiB of digits, and events go into the state record), `length` how long it was, `phase` the
+    start-up phase its line shows was reached."""
 
     field: str
     text: str
     phase: str
+    length: int
+
+    def shown(self) -> str:
+        return self.text if self.length == len(self.text) else f"{self.text}… ({self.length:,} characters)"
 
 
 @dataclass(frozen=True, slots=True)

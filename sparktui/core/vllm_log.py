@@ -170,7 +170,7 @@ def _figures(out: list[Event], phase: str, **texts: str) -> tuple[float, ...] | 
         except ValueError:
             value = math.nan
         if not math.isfinite(value):
-            out.append(UnreadableFigure(field, text, phase))
+            out.append(UnreadableFigure(field, text[:24], phase, len(text)))
             return None
         values.append(value)
     return tuple(values)
@@ -567,7 +567,7 @@ class LogSummary:
             elif isinstance(ev, Failure):
                 self._fail(ev)
             elif isinstance(ev, UnreadableFigure):
-                self.unreadable.setdefault(ev.field, ev.text)
+                self.unreadable.setdefault(ev.field, ev.shown())
             phase = ev.phase if isinstance(ev, UnreadableFigure) else _PHASE_OF.get(kind)
             if phase and _PHASE_INDEX[phase] > _PHASE_INDEX[self.reached]:
                 self.reached = phase

@@ -182,3 +182,29 @@ def test_a_log_of_another_release_than_the_fit_is_refused(capsys, isolated):
                  str(TP2_LOG), *TP2_LINE]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert "was written by vLLM 0.10.2, but --vllm-version says 0.21" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("line", "damaged", "said"),
+    [
+        (
+            "Available KV cache memory: 41.66 GiB",
+            "Available KV cache memory: 41.6.6 GiB",
+            "a memory figure of 41.6.6 GiB",
+        ),
+        ("Model loading took 51.54 GiB", "Model loading took 5.1.54 GiB", "a memory figure of 5.1.54 GiB"),
+        ("'gpu_memory_utilization': 0.85", "'gpu_memory_utilization': 0.8.5", "a --gpu-memory-utilization of 0.8.5"),
+        ("'gpu_memory_utilization': 0.85", "'gpu_memory_utilization': " + "9" * 400, "a --gpu-memory-utilization of 9"),
+    ],
+    ids=["kv-two-dots", "weights-two-dots", "utilization-two-dots", "utilization-400-digits"],
+)
+def test_a_log_figure_no_vllm_prints_is_exit_2_naming_it(capsys, isolated, gemma, tmp_path, line, damaged, said):
+    # the patterns take digits and dots: "41.6.6" was a ValueError traceback (float), 400 digits of
+    # utilization an infinite share of the pool
+    text = LOG.read_text()
+    assert line in text
+    log = tmp_path / "damaged.log"
+    log.write_text(text.replace(line, damaged))
+    assert main(["fit", *flags(gemma), "--calibrate-from", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert f"--calibrate-from {log}" in err and said in err and "which no vLLM prints" in err

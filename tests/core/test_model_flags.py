@@ -10,7 +10,7 @@ import pytest
 
 from sparktui.core.config import ServeConfig
 from sparktui.core.model_flags import suggest_flags
-from sparktui.core.modelspec import load_model_spec
+from sparktui.core.modelspec import load_model_spec, spec_from_catalog
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
 
@@ -109,6 +109,21 @@ def test_trust_remote_code_for_an_unknown_model_type_with_auto_map(tmp_path, ver
     # a model_type neither transformers nor vLLM knows: vLLM refuses to load it without the flag
     folder = nemotron_h_folder(tmp_path, model_type="acme_hybrid")
     assert "acme_hybrid" in flags_of(folder, vllm_version=version)["--trust-remote-code"].why
+
+
+@pytest.mark.parametrize(
+    "name, model_type",
+    [("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "nemotron_h"), ("deepseek-ai/DeepSeek-V3", "deepseek_v3")],
+)
+def test_a_catalog_name_keeps_its_auto_map(name, model_type):
+    # the built-in catalog once dropped auto_map: by catalog name the flag was never suggested,
+    # though vLLM 0.10.2 refuses both types without it (vllm_native_configs)
+    spec = spec_from_catalog(name)
+    assert spec is not None and spec.remote_code and spec.config_model_type == model_type
+    flags = {f.flag: f for f in suggest_flags(spec, ServeConfig(model=name, vllm_version="0.10.2"))}
+    assert model_type in flags["--trust-remote-code"].why
+    newest = {f.flag for f in suggest_flags(spec, ServeConfig(model=name, vllm_version="0.32.0"))}
+    assert "--trust-remote-code" not in newest
 
 
 def test_a_suggestion_changes_the_config_only_when_applied():

@@ -217,6 +217,7 @@ def test_catalog_is_generated_from_the_fixtures(fixtures, tmp_path):
         assert from_catalog.param_count == from_folder.param_count, stem
         assert from_catalog.quantization == from_folder.quantization, stem
         assert from_catalog.checkpoint_kv_cache_dtype == from_folder.checkpoint_kv_cache_dtype, stem
+        assert from_catalog.remote_code == from_folder.remote_code, stem  # auto_map: --trust-remote-code
 
 
 # --------------------------------------------------------------------------- weights

@@ -940,3 +940,18 @@ def test_a_quiet_line_is_one_the_parser_reads_at_info_warning_or_debug(fixtures)
             assert level_and_message(line[end:].lstrip() if end else line)[0] in ("INFO", "WARNING", "DEBUG"), raw
             assert not any(isinstance(e, (vl.Failure, vl.Error, vl.KilledNotice)) for e in parse_line(raw)), raw
     assert seen > len(lines) // 3  # most of vLLM's lines are so
+
+
+def test_a_figure_no_vllm_prints_is_an_event_of_its_own_cut_short():
+    """A figure line whose number float() cannot hold is no AvailableKVMemory (it made -inf): an
+    UnreadableFigure naming the field, its phase, and the number cut to 24 characters (a line may hold a
+    MiB of digits, and events go into the state record)."""
+    digits = "9" * 100_000
+    events = parse_line(f"INFO 06-11 18:58:40 [gpu_worker.py:480] Available KV cache memory: -{digits} GiB\n")
+    (event,) = events
+    assert isinstance(event, vl.UnreadableFigure)
+    assert (event.field, event.phase, event.length) == ("available_kv_gib", "kv_cache", 100_001)
+    assert event.text == "-" + "9" * 23 and event.shown() == f"-{'9' * 23}… (100,001 characters)"
+    summary = summarize(["INFO 06-11 18:58:40 [gpu_worker.py:480] Available KV cache memory: 1.2.3 GiB\n"])
+    assert summary.available_kv_gib is None and summary.unreadable == {"available_kv_gib": "1.2.3"}
+    assert summary.reached == "kv_cache"

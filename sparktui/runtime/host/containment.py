@@ -31,7 +31,7 @@ class CgroupMemory:
     peak: int | None  # highest since the scope was made (memory.peak, kernel ≥ 5.19)
 
 
-def _cgroup2_mounts() -> list[Path]:
+def cgroup2_mounts() -> list[Path]:
     out: list[Path] = []
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
@@ -67,7 +67,7 @@ def find_parent() -> tuple[Path | None, str]:
     if setting:
         path = Path(setting)
         return (path, "") if _usable(path) else (None, f"{CGROUP_ENV}={setting} is not a writable cgroup")
-    mounts = _cgroup2_mounts()
+    mounts = cgroup2_mounts()
     if not mounts:
         return None, "no cgroup2 mount"
     own = _own_cgroup()
@@ -88,13 +88,14 @@ class CgroupScope:
     path: Path
 
     @classmethod
-    def create(cls, name: str) -> CgroupScope | None:
-        """A new, empty scope named after `name`, or None where containment is not possible."""
+    def create(cls, name: str, tag: str) -> CgroupScope | None:
+        """A new, empty scope named after `name` and `tag` (its tree's mark: provenance.scope_tag),
+        or None where containment is not possible."""
         parent, _ = find_parent()
         if parent is None:
             return None
         safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:80]
-        path = parent / f"{PREFIX}{safe}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+        path = parent / f"{PREFIX}{safe}-{tag}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
         try:
             path.mkdir()
         except OSError:

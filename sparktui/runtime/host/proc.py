@@ -39,6 +39,7 @@ from typing import Any, TypeGuard
 
 from sparktui.errors import UserError
 from sparktui.paths import USER_UMASK_ENV, user_umask
+from sparktui.runtime.host import provenance
 from sparktui.runtime.host.containment import CgroupScope, fallback_description
 
 SHM_DIR = Path("/dev/shm")
@@ -220,6 +221,7 @@ class StopReport:
     survivors: list[int] = field(default_factory=list)
     shm_removed: list[str] = field(default_factory=list)
     shm_kept: list[str] = field(default_factory=list)  # new files of those names left: in use, or not the tree's
+    refused: list[str] = field(default_factory=list)  # what a record named that sparktui did not start (left alone)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -240,8 +242,11 @@ class ProcessTree:
         argv: list[str] | None = None,
         log_path: str | None = None,
         scope: CgroupScope | None = None,
+        mark: str | None = None,
     ) -> None:
         self.root = root
+        self.mark = mark  # the token its processes carry in their environment (provenance.py)
+        self.refused: list[str] = []  # what its record named that is not provably sparktui's (from_record)
         self.scope = scope  # the tree's own cgroup, where the machine allows one (containment.py)
         self.pid = root.pid
         self.pgid = root.pid  # the root is the leader of its own session and group
@@ -434,7 +439,7 @@ class ProcessTree:
     ) -> StopReport:
         """SIGKILL the group and every recorded member at once; wait until gone; clean /dev/shm.
         `on_signalled` is called right after the group signal, before the wait."""
-        report = StopReport()
+        report = StopReport(refused=list(self.refused))
         # Last look at the members' /dev/shm files while they can still be read (only when a new
         # file is unexplained; none, usually: the tracking refreshes saw them).
         self._note_shm(self._recorded_alive())
@@ -461,7 +466,7 @@ class ProcessTree:
 
         `on_poll` is called every ~2 ms while waiting; when it returns true during the grace
         period, SIGKILL is sent at once (the guard uses this when its kill line is crossed)."""
-        report = StopReport()
+        report = StopReport(refused=list(self.refused))
         self._note_shm(self._recorded_alive())  # as in kill()
         t0 = time.monotonic()
         self.signal_group(signal.SIGTERM, report, t0)
@@ -542,21 +547,41 @@ class ProcessTree:
             "argv": self.argv,
             "log_path": self.log_path,
             "cgroup": str(self.scope.path) if self.scope is not None else None,
+            "mark": self.mark,
         }
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ProcessTree:
+        """The tree a record names, holding only what is provably sparktui's (provenance.py): a
+        live process without the record's mark, or a cgroup not made for it, is left out and
+        described in `refused`; what is gone stays (signal_process never reaches a reused pid)."""
         shm = record.get("shm_before")
-        return cls(
-            ProcessIdentity(int(record["pid"]), int(record["start_time"])),
+        mark = provenance.valid_mark(record.get("mark"))
+        cgroup = str(record["cgroup"]) if record.get("cgroup") else None
+        why_not_scope = provenance.scope_refusal(cgroup, mark) if cgroup else None
+        root = ProcessIdentity(int(record["pid"]), int(record["start_time"]))
+        members = [ProcessIdentity(int(p), int(s)) for p, s in record.get("members", [])]
+        tree = cls(
+            root,
             spawned_at=float(record["spawned_at"]),
             shm_before={(n, int(i)) for n, i in shm} if shm else None,
             shm_held={(int(d), int(i)): str(n) for d, i, n in record.get("shm_held", [])},
-            recorded=[ProcessIdentity(int(p), int(s)) for p, s in record.get("members", [])],
+            recorded=members,
             argv=record.get("argv"),
             log_path=record.get("log_path"),
-            scope=CgroupScope(Path(record["cgroup"])) if record.get("cgroup") else None,
+            scope=CgroupScope(Path(cgroup)) if cgroup and why_not_scope is None else None,
+            mark=mark,
         )
+        if why_not_scope is not None:
+            tree.refused.append(f"cgroup {cgroup} ({why_not_scope})")
+        for ident in dict.fromkeys([root, *members]):
+            info = read_stat(ident.pid)
+            if not ident.matches(info) or info.dead or (mark and provenance.carries_mark(ident.pid, mark)):
+                continue
+            del tree._recorded[ident.pid]
+            why = "this record's tree mark is not in its environment" if mark else "the record has no tree mark"
+            tree.refused.append(f"pid {ident.pid} ({info.comm}, {provenance.owner_of(ident.pid)}: {why})")
+        return tree
 
 
 class _ExitWatcher:
@@ -651,7 +676,10 @@ def spawn(
         )
     executable = os.path.abspath(executable)
     full = [executable, *argv[1:]]
-    scope = CgroupScope.create(Path(executable).name) if contain else None
+    # the mark its every process carries: what proves, later, from a record, that sparktui started it
+    mark = provenance.valid_mark(env.get(provenance.TREE_MARK_ENV)) or provenance.new_mark()
+    env[provenance.TREE_MARK_ENV] = mark
+    scope = CgroupScope.create(Path(executable).name, provenance.scope_tag(mark)) if contain else None
     linux = sys.platform.startswith("linux")
     if linux and (pdeathsig or scope is not None):
         parent = str(os.getpid()) if pdeathsig else "0"
@@ -693,12 +721,14 @@ def spawn(
         argv=list(argv),
         log_path=None if log_path is None else str(log_path),
         scope=scope,
+        mark=mark,
     )
 
 
 def sweep_orphans(record: dict[str, Any]) -> StopReport:
     """Kill what is left of a tree recorded (to_record) by an earlier run: only processes whose
-    pid and start time match the record, on the same boot, plus their group; then /dev/shm."""
+    pid and start time match the record, on the same boot, that carry its mark (from_record),
+    plus what they started; then /dev/shm. What it refused is in the report's `refused`."""
     if record.get("boot_id") and record["boot_id"] != boot_id():
         return StopReport(gone=True, gone_after_s=0.0)  # rebooted since: every recorded pid is stale
     return ProcessTree.from_record(record).kill()

@@ -588,7 +588,7 @@ def salvage_state(text: str | bytes, why: str) -> StateRecord | None:
 def read_state_file(path: Path) -> StateRecord | None:
     """None when there is no file; ProtocolError when it is not a state record."""
     try:
-        text = read_regular(path, MAX_STATE_BYTES, "state record").decode()
+        text = read_regular(path, MAX_STATE_BYTES, "state record", own=True).decode()
     except FileNotFoundError:
         return None
     except UserError as exc:  # a FIFO, a device, a huge file: never waited on, never blocks a launch

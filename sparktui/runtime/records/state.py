@@ -189,7 +189,7 @@ def read_state(path: Path) -> StateRecord | None:
 def salvage(port: int, why: str) -> StateRecord | None:
     """What stop and kill need of `port`'s record that did not read whole (protocol.salvage_state)."""
     try:
-        text = read_regular(state_path(port), MAX_STATE_BYTES, "state record")
+        text = read_regular(state_path(port), MAX_STATE_BYTES, "state record", own=True)
     except (OSError, UserError):
         return None
     return salvage_state(text, why)
@@ -307,6 +307,10 @@ class Unanswered(UserError):
         self.pid = pid
 
 
+class NotTheRecorded(UserError):
+    """The socket of a port is held by a process other than the supervisor its record names."""
+
+
 # A supervisor stopped (SIGSTOP, a debugger) this long is not waited for: it cannot answer.
 FROZEN_S = 1.0
 _SLICE_S = 0.25
@@ -356,13 +360,22 @@ def _stopped(pid: int | None) -> bool | None:
     return info.state in "Tt"
 
 
-def request(port: int, message: AnyRequest, timeout: float = 30.0) -> Reply:
+def request(port: int, message: AnyRequest, timeout: float = 30.0, *, expect_pid: int | None = None) -> Reply:
     """Send one request to the supervisor of the server on `port`; its reply (ok or not).
 
     Bounded: Unanswered when no answer came within `timeout`, the supervisor has been stopped
-    (SIGSTOP) for FROZEN_S, or it died meanwhile; never an exception of the socket's own."""
+    (SIGSTOP) for FROZEN_S, or it died meanwhile; never an exception of the socket's own.
+    `expect_pid`: the supervisor a record names; another process holding the socket (SO_PEERCRED)
+    is told nothing (NotTheRecorded)."""
     sock = connect(port, min(timeout, 5.0))
     pid = peer_pid(sock)
+    if expect_pid is not None and pid != expect_pid:
+        sock.close()
+        raise NotTheRecorded(
+            f"port {port}: the process holding its supervisor socket (pid {pid}) is not the supervisor that "
+            f"{state_path(port)} names (pid {expect_pid}), so it was asked nothing and nothing was done; if no "
+            "server of yours runs on that port, look at the record and remove it"
+        )
     deadline = time.monotonic() + timeout
     stopped_since: float | None = None
     data = b""

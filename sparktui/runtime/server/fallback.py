@@ -2,9 +2,11 @@
 by SIGSTOP, starved, dying), or only its socket is left (the state dir gone).
 
 The tree recorded in the state (pid + start time of each member, its cgroup) is ended here, by
-identity; then the supervisor itself (ours: found by its record or by SO_PEERCRED on its own
-socket, pid + start time checked) gets SIGKILL, and its reaper sweeps whatever the record missed.
-Nothing else is signalled."""
+identity and provenance (each process carries the record's tree mark: runtime/host/provenance.py);
+then the supervisor itself (found by its record or by SO_PEERCRED on its own socket, pid + start
+time checked, and proven by its children: its reaper and tree carry the mark) gets SIGKILL, and
+its reaper sweeps whatever the record missed. Nothing else is signalled: what a damaged or forged
+record names beyond that is refused (provenance.Refused), and the record is left as it was."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import time
 from pathlib import Path
 
 from sparktui.core.guard_lines import GuardLines
-from sparktui.runtime.host import proc
+from sparktui.runtime.host import proc, provenance
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 
@@ -38,6 +40,15 @@ def _reapers_of(pid: int) -> list[proc.ProcessIdentity]:
     return out
 
 
+def _marks_of_children(pid: int) -> set[str]:
+    """The tree marks the live children of `pid` carry (runtime/host/provenance.py)."""
+    found: set[str] = set()
+    for child in proc.scan_processes():
+        if child.ppid == pid and not child.dead:
+            found |= provenance.marks_in(provenance.environ_of(child.pid))
+    return found
+
+
 def _wait_gone(idents: list[proc.ProcessIdentity], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while any(i.is_alive() for i in idents):
@@ -57,6 +68,19 @@ def end_without_supervisor(
         sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time)
     elif pid is not None and (started := proc.start_time_of(pid)) is not None:
         sup = proc.ProcessIdentity(pid, started)  # SO_PEERCRED said it is ours (state.connect)
+    mark = provenance.valid_mark((state.tree.model_extra or {}).get("mark")) if state and state.tree else None
+    refused: list[str] = []
+    if sup is not None and (info := proc.read_stat(sup.pid)) is not None and sup.matches(info):
+        marks = _marks_of_children(sup.pid)  # a supervisor's reaper and tree carry its mark
+        if state is None:
+            doubt = None if marks else "none of its children carries a sparktui tree mark"
+        elif mark is None:
+            doubt = "the record has no tree mark"
+        else:
+            doubt = None if mark in marks else "none of its children carries this record's tree mark"
+        if doubt is not None:
+            refused.append(f"supervisor pid {sup.pid} ({info.comm}, {provenance.owner_of(sup.pid)}: {doubt})")
+            sup = None
     reapers = _reapers_of(sup.pid) if sup is not None and sup.is_alive() else []
     if state is not None and state.reaper is not None and state.reaper.start_time is not None:
         recorded = proc.ProcessIdentity(state.reaper.pid, state.reaper.start_time)
@@ -68,10 +92,16 @@ def end_without_supervisor(
         if not record.get("boot_id") or record["boot_id"] == proc.boot_id():
             tree = proc.ProcessTree.from_record(record)
             report = tree.kill() if how == "kill" else tree.stop(grace_s)
+            refused = tree.refused + refused
     if sup is not None:
         proc.signal_process(sup, signal.SIGKILL)  # delivered to a stopped process too
         _wait_gone([sup], GONE_WAIT_S)
     _wait_gone(reapers, GONE_WAIT_S)  # the reaper sweeps the tree it was told of (the state dir gone)
+    if refused:  # a damaged or forged record: said, exit 2, and the file is not rewritten from it
+        where = f"the state record {st.state_path(port)}" if state is not None else f"port {port}'s socket"
+        ended = bool(report and report.signals) or sup is not None
+        done = f"{why[:1].upper()}{why[1:]}; what sparktui can prove it started was ended. " if ended else ""
+        raise provenance.Refused(provenance.refused_message(port, where, refused, done))
     killed = f"; sparktui killed its supervisor (pid {sup.pid})" if sup is not None else ""
     message = f"{why}: sparktui {how} ended the recorded tree itself{killed}"
     if state is None:

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sparktui.runtime.host.provenance import TREE_MARK_ENV
 from sparktui.runtime.records.beat import LINE_BYTES, NO_BEAT, Beat, parse_beat
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]
@@ -40,7 +41,12 @@ class Reaper:
     """The owner's side: start the reaper, keep it told about the tree, dismiss it at the end."""
 
     def __init__(
-        self, state_file: Path | None = None, *, beat_fd: int | None = None, alarm_fd: int | None = None
+        self,
+        state_file: Path | None = None,
+        *,
+        beat_fd: int | None = None,
+        alarm_fd: int | None = None,
+        mark: str | None = None,
     ) -> None:
         fds = {"--beat-fd": beat_fd, "--alarm-fd": alarm_fd}
         options = [part for flag, fd in fds.items() if fd is not None for part in (flag, str(fd))]
@@ -53,6 +59,8 @@ class Reaper:
             start_new_session=True,
             cwd=str(PACKAGE_ROOT),
             close_fds=True,
+            # the tree's mark (runtime/host/provenance.py): its owner is the parent of a marked process
+            env={**os.environ, TREE_MARK_ENV: mark} if mark else None,
             pass_fds=tuple(fd for fd in fds.values() if fd is not None),
         )
         self.pid = self.popen.pid

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from sparktui.core import pool
 from sparktui.errors import UserError
 from sparktui.runtime.guard.guard import Guard
-from sparktui.runtime.host import proc
+from sparktui.runtime.host import proc, provenance
 from sparktui.runtime.launch.runner import LaunchCommand, build_command
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
@@ -119,6 +119,7 @@ class Supervisor:
         self.cluster_ready = False
         self.endpoint: Endpoint | None = None
         self.reaper: Reaper | None = None
+        self.mark = provenance.new_mark()  # carried by vLLM's tree and the reaper: proves they are ours
         record, lock, event = (lambda: self.record), self.lock, self._add_event
         self.wakeup = Wakeup()
         self.commands = CommandSocket(self.port, say)
@@ -293,9 +294,9 @@ class Supervisor:
                 )
             self.guarding.open_beat()
             alarm = self.guarding.alarm.fd if self.guarding.alarm is not None else None
-            reaper = self.reaper = Reaper(self.file.path, beat_fd=self.guarding.beat_fd, alarm_fd=alarm)
+            reaper = self.reaper = Reaper(self.file.path, beat_fd=self.guarding.beat_fd, alarm_fd=alarm, mark=self.mark)
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
-            env = {**os.environ, **self.command.env}
+            env = {**os.environ, **self.command.env, provenance.TREE_MARK_ENV: self.mark}
             self.watching.start_recording(self.record.started_at, self._flight_context)
             self.leaks.before()
             self.tree = proc.spawn(self.command.argv, log_path, env)

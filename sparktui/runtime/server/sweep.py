@@ -3,10 +3,11 @@ killed (pid + start time checked) and recorded."""
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import TYPE_CHECKING
 
-from sparktui.runtime.host import proc
+from sparktui.runtime.host import proc, provenance
 from sparktui.runtime.host.containment import remove_stale_scopes
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
@@ -30,14 +31,22 @@ def sweep_lost_servers(message: str = "swept at the next launch: its supervisor 
     for state in st.list_states():
         if state.status != "lost" or state.tree is None:
             continue
-        swept.append(sweep_lost(state, message))
+        try:
+            swept.append(sweep_lost(state, message))
+        except provenance.Refused as exc:  # never blocks a launch: said, and the record kept for a look
+            print(f"sparktui: warning: {exc}", file=sys.stderr)
     remove_stale_scopes()
     return swept
 
 
 def sweep_lost(state: pr.StateRecord, message: str) -> pr.StateRecord:
-    """Kill what one dead supervisor left (pid + start time checked) and record why it ended."""
+    """Kill what one dead supervisor left (pid + start time and tree mark checked) and record why
+    it ended. provenance.Refused, the record left as it was, when it names what sparktui did not start."""
     report = proc.sweep_orphans(state.tree.as_proc_record()) if state.tree is not None else None
+    if report is not None and report.refused:
+        done = "What sparktui can prove it started was ended. " if report.signals else ""
+        where = f"the state record {st.state_path(state.port)}"
+        raise provenance.Refused(provenance.refused_message(state.port, where, report.refused, done))
     lost_reason = state.lost_reason
     state.status, state.phase, state.updated_at = "exited", "stopped", time.time()
     state.exit = pr.ExitRecord(
