@@ -131,7 +131,11 @@ def published_sets() -> None:
                 )
             # one user's figure above the plain-decode roofline without known speculative settings
             if r.users == 1 and sp.above_roofline(r.low, est) and not isinstance(r.speculative, dict):
-                flag += "  above the roofline, speculation not stated: not scored"
+                flag += (
+                    "  above the roofline, speculation not stated: not scored"
+                    if r.speculative == "unknown"  # null: the source gives no speculative setting (SOURCES.md stop 36)
+                    else "  above the roofline of this layout, no speculation given: not scored"
+                )
                 flagged += 1
             else:
                 if r.speculative == "unknown":  # in scope (below the roofline), but say how close it is

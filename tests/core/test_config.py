@@ -10,6 +10,7 @@ import pytest
 
 from sparktui.core import config as cfg
 from sparktui.core.config import FLAGS, ServeConfig, flag_by_field, flag_by_name, parse_serve_command
+from sparktui.core.flag import CATEGORIES
 from sparktui.errors import UserError
 
 MODEL = "Qwen/Qwen3-30B-A3B"
@@ -92,7 +93,7 @@ def test_table_is_complete_and_matches_serveconfig():
             assert getattr(ServeConfig, flag.field) == flag.field_default, flag.name
             assert getattr(ServeConfig(model=MODEL), flag.field) == flag.field_default, flag.name
         assert flag.positional or re.fullmatch(r"--[a-z0-9]+(-[a-z0-9]+)*", flag.name), flag.name
-        assert flag.category in cfg.CATEGORIES
+        assert flag.category in CATEGORIES
         assert flag.help and len(flag.help.splitlines()) == 1
     assert len({f.name for f in FLAGS}) == len(FLAGS)
 
@@ -120,7 +121,7 @@ def test_lookups():
     assert flag_by_field("kv_cache_dtype").name == "--kv-cache-dtype"
     assert cfg.flag_by_key("enable-prefix-caching").negatable
     assert cfg.close_matches("--gpu-memory-utilisation") == ["--gpu-memory-utilization"]
-    assert {f.field for c in cfg.CATEGORIES for f in cfg.flags_in(c)} == {f.field for f in FLAGS}
+    assert {f.field for c in CATEGORIES for f in cfg.flags_in(c)} == {f.field for f in FLAGS}
     with pytest.raises(KeyError):
         flag_by_field("nope")
 

@@ -27,7 +27,8 @@ from sparktui.ui.widgets.formselect import FormSelect
 if TYPE_CHECKING:
     from textual.dom import DOMNode
 
-    from sparktui.core.config import Flag, ServeConfig
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.flag import Flag
 
 
 def _flags():
@@ -35,6 +36,12 @@ def _flags():
     from sparktui.core import config
 
     return config
+
+
+def _categories() -> tuple[str, ...]:
+    from sparktui.core.flag import CATEGORIES
+
+    return CATEGORIES
 
 
 TRISTATE = [("on", True), ("off", False)]
@@ -142,7 +149,7 @@ class ConfigEditor(VerticalScroll):
     async def _build(self) -> None:
         pending = self._pending
         values = {flag.field: getattr(pending, flag.field) for flag in _flags().FLAGS} if pending else None
-        widgets, fields = self._rows(_flags().CATEGORIES[: self.EAGER_CATEGORIES], values, first=True)
+        widgets, fields = self._rows(_categories()[: self.EAGER_CATEGORIES], values, first=True)
         await self.mount_all(widgets)  # in the DOM before load() looks the controls up
         self._mounted.update(fields)
         self.built = True
@@ -166,7 +173,7 @@ class ConfigEditor(VerticalScroll):
     async def _build_rest(self) -> None:
         for select in self.query(FormSelect):  # the first screen's, drawn as text until now
             select.as_widgets()
-        categories = _flags().CATEGORIES[self.EAGER_CATEGORIES :]
+        categories = _categories()[self.EAGER_CATEGORIES :]
         if self._building_rest or not categories:
             return
         self._building_rest = True
