@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--users", type=int, default=1, help="requests served at once (default 1)")
     parser.add_argument("--sort", choices=("speed", "context", "users"), default="speed", help="best first by this")
     parser.add_argument("--machine", default="dgx-spark", help="dgx-spark (default), auto, or a GPU size in GiB")
-    parser.add_argument("--bandwidth", metavar="GBS", help="memory bandwidth in GB/s (default: 273 on a DGX Spark)")
+    parser.add_argument(
+        "--bandwidth",
+        metavar="GBS",
+        help="memory bandwidth in GB/s (default: $SPARKTUI_BANDWIDTH_GBS, or 273 on a DGX Spark)",
+    )
     parser.add_argument(
         "--gpu-memory-utilization",
         type=float,
@@ -82,6 +87,7 @@ def _positive(value: int, flag: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from sparktui.core import speed as sp
     from sparktui.core.advisor import advise
+    from sparktui.core.fit_speed import bandwidth_setting
     from sparktui.core.machine import Machine, machine_from_name
     from sparktui.core.modelspec import load_model_spec
     from sparktui.errors import UserError
@@ -90,15 +96,11 @@ def run(args: argparse.Namespace) -> int:
     users = _positive(args.users, "--users")
     meminfo = MEMINFO.read_text() if args.machine.strip().lower() == "auto" else None
     machine = machine_from_name(args.machine, Machine.from_meminfo(meminfo))
-    hardware = sp.hardware_for(machine.name, machine.mem_total, machine.unified)
-    if args.bandwidth is not None:
-        try:
-            gbs = float(args.bandwidth)
-        except ValueError:
-            raise UserError(f"--bandwidth: got {args.bandwidth!r}; expected GB/s such as 273") from None
-        if not (0 < gbs < 100_000):
-            raise UserError(f"--bandwidth: got {args.bandwidth!r}; expected a positive figure in GB/s such as 273")
-        hardware = sp.with_bandwidth(hardware, gbs, machine.name)
+    hardware = sp.with_bandwidth(
+        sp.hardware_for(machine.name, machine.mem_total, machine.unified),
+        bandwidth_setting(args.bandwidth, os.environ),  # as `fit` reads it
+        machine.name,
+    )
     if not args.family.strip():
         raise UserError("FAMILY_OR_MODEL: got an empty name; give a model family such as llama-3.1-70b, or a folder")
     names = candidates(args.family)

@@ -399,7 +399,7 @@ def apply_speed(result, spec, config, machine, bandwidth: str | None, context: s
 
     runs = history_runs()  # read (and warned about) whether or not they apply to this machine
     speed = speed_for_fit(
-        spec,
+        result.served_spec or spec,  # the weights as served (--dtype, drafter), as the fit's own figure
         config,
         machine,
         max_model_len=result.max_model_len,

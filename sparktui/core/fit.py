@@ -117,6 +117,9 @@ class FitResult:
     # per budget term: "measured" (a launch on this box), "calibrated" (--calibrate-from LOG) or "predicted"
     kv_memory_source: dict[str, str] = field(default_factory=dict)
     calibration: list[str] = field(default_factory=list)  # which launch, and the terms whose flags changed
+    # the spec as vLLM builds it for these flags (--dtype, the drafter, the towers left out): what the
+    # speed is predicted on; not in to_dict
+    served_spec: ModelSpec | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -724,6 +727,7 @@ def fit(
         vllm_rules=[r.to_dict() for r in s.rules.rules],
         kv_memory_source=sources,
         calibration=calibration_lines,
+        served_spec=spec,
     )
     result.reasons.extend(calibration_lines)
     result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)

@@ -797,15 +797,6 @@ def hardware_for(machine_name: str, mem_total: int, unified: bool) -> Hardware |
 BANDWIDTH_ENV = "SPARKTUI_BANDWIDTH_GBS"  # a machine's bandwidth when sparktui does not know it
 
 
-def bandwidth_from_env(env: Mapping[str, str]) -> float | None:
-    """SPARKTUI_BANDWIDTH_GBS as GB/s, or None when unset or not a positive number."""
-    try:
-        value = float(env.get(BANDWIDTH_ENV, ""))
-    except ValueError:
-        return None
-    return value if 0 < value < 100_000 else None
-
-
 def with_bandwidth(hw: Hardware | None, gb_per_s: float | None, name: str = "given bandwidth") -> Hardware | None:
     """`hw` with its bandwidth replaced (or a machine known only by its bandwidth)."""
     if gb_per_s is None:

@@ -51,11 +51,13 @@ class Unavailable(Exception):
 
 
 def _hardware(machine: Machine) -> Hardware | None:
-    """The speed model's hardware for the machine, its bandwidth from SPARKTUI_BANDWIDTH_GBS when set."""
+    """The speed model's hardware for the machine, its bandwidth from SPARKTUI_BANDWIDTH_GBS when set
+    (a bad value is a UserError naming it, as `sparktui advise` says)."""
     from sparktui.core import speed as sp
+    from sparktui.core.fit_speed import bandwidth_setting
 
     found = sp.hardware_for(machine.name, machine.mem_total, machine.unified)
-    return sp.with_bandwidth(found, sp.bandwidth_from_env(os.environ), machine.name)
+    return sp.with_bandwidth(found, bandwidth_setting(None, os.environ), machine.name)
 
 
 def _free_lists(live: bool) -> int:

@@ -54,7 +54,7 @@ class BenchHistory:
         except UserError as exc:  # as `sparktui fit` refuses it
             return f"speed not predicted: {exc}"
         speed = speed_for_fit(
-            spec,
+            result.served_spec or spec,  # the weights as served (--dtype, drafter), as the fit's own figure
             config,
             machine,
             max_model_len=result.max_model_len,

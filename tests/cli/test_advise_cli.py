@@ -80,3 +80,31 @@ def test_the_help_states_the_utilization_advise_assumes(capsys):
     said = re.search(r"claim \(default ([0-9.]+)", " ".join(capsys.readouterr().out.split()))
     # advisor._config leaves the field unset: sparktui's own launch value, not vLLM's 0.92
     assert said is not None and float(said.group(1)) == ServeConfig(model="m").gpu_memory_utilization
+
+
+def speeds(capsys, argv: list[str]) -> list[float]:
+    assert main(["advise", "llama-3.1-8b", "--machine", "dgx-spark", "--json", *argv]) == 0
+    return [v["predicted_decode_tok_s_per_user"] for v in json.loads(capsys.readouterr().out)["variants"]]
+
+
+def test_the_bandwidth_in_the_environment_is_read_as_fit_and_the_panel_read_it(capsys, isolated, monkeypatch):
+    # `fit` and the panel's advice took SPARKTUI_BANDWIDTH_GBS as --bandwidth; `advise` ignored it
+    given = speeds(capsys, ["--bandwidth", "100"])
+    monkeypatch.setenv("SPARKTUI_BANDWIDTH_GBS", "100")
+    assert speeds(capsys, []) == given
+    assert speeds(capsys, ["--bandwidth", "273"]) != given  # the flag still wins
+
+
+def test_a_bad_bandwidth_in_the_environment_is_named_by_advise_and_the_panel(capsys, isolated, monkeypatch):
+    # the panel's advice silently predicted at the Spark's bandwidth
+    from sparktui.core.config import parse_serve_command
+    from sparktui.errors import UserError
+    from sparktui.ui.backend import Backend
+
+    monkeypatch.setenv("SPARKTUI_BANDWIDTH_GBS", "fast")
+    assert main(["advise", "llama-3.1-8b"]) == 2
+    assert "SPARKTUI_BANDWIDTH_GBS: got 'fast'" in capsys.readouterr().err
+    backend = Backend()
+    config = parse_serve_command(["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"])
+    with pytest.raises(UserError, match="SPARKTUI_BANDWIDTH_GBS: got 'fast'"):
+        backend.advise(config, backend.machine("dgx-spark"))

@@ -71,3 +71,19 @@ def test_a_bad_bandwidth_in_the_environment_is_named_by_both(capsys, isolated, m
     assert "SPARKTUI_BANDWIDTH_GBS: got 'fast'" in capsys.readouterr().err
     panel = panel_speed([], "dgx-spark")
     assert "speed not predicted" in panel and "SPARKTUI_BANDWIDTH_GBS: got 'fast'" in panel
+
+
+def test_the_speed_is_predicted_on_the_weights_as_served(capsys, isolated):
+    # --dtype float32 doubles the bytes each decode step reads: the fit's own figure (the launch
+    # record's) read them so, while `sparktui fit` and the panel re-predicted on the bf16 checkpoint
+    flags = ["--dtype", "float32"]
+    config = parse_serve_command(["vllm", "serve", MODEL, *flags])
+    spec = load_serving_spec(config.model, config.speculation)
+    from sparktui.core.fit import fit
+    from sparktui.core.machine import dgx_spark
+
+    own = fit(config, spec, dgx_spark()).speed
+    assert own is not None
+    cli = cli_speed(capsys, flags, "dgx-spark")
+    assert round(cli["decode_tok_s"], 1) == round(own.decode_tok_s, 1)
+    same_figure(cli, panel_speed(flags, "dgx-spark"))
