@@ -129,15 +129,14 @@ def published_sets() -> None:
                 flag = f"  {r.speculative['method']}-{r.speculative['num_speculative_tokens']}" + (
                     f" (the source's {what} {measured})" if measured else ""
                 )
-            # one user's figure above the plain-decode roofline without known speculative settings
-            if r.users == 1 and sp.above_roofline(r.low, est) and not isinstance(r.speculative, dict):
-                flag += (
-                    "  above the roofline, speculation not stated: not scored"
-                    if r.speculative == "unknown"  # null: the source gives no speculative setting (SOURCES.md stop 36)
-                    else "  above the roofline of this layout, no speculation given: not scored"
-                )
+            # the rule: scored when below the plain-decode roofline or its speculative settings are
+            # known; null is "stated off" (SOURCES.md rule 7), so only an "unknown" above the roofline is left out
+            if not recs.scored(r, est):
+                flag += "  above the roofline, speculation not stated: not scored"
                 flagged += 1
             else:
+                if r.users == 1 and r.speculative is None and sp.above_roofline(r.low, est):
+                    flag += "  above the roofline of this layout, speculation stated off: scored"
                 if r.speculative == "unknown":  # in scope (below the roofline), but say how close it is
                     share = r.tok_s / est.roofline_tok_s if r.users == 1 else None
                     flag += "  speculation not stated" + (f", {share:.0%} of the roofline" if share else "")

@@ -143,6 +143,13 @@ def load(part: str) -> list[Record]:
 MEASURED_READ_GBS = 234.0
 
 
+def scored(record: Record, est: sp.SpeedEstimate) -> bool:
+    """The issue's rule: a record counts when it lies below its plain-decode roofline or its speculative
+    settings are known (stated off, or method and tokens given); only a one-user figure above the roofline
+    whose drafting is "unknown" is left out."""
+    return record.speculation_known or record.users != 1 or not sp.above_roofline(record.low, est)
+
+
 def measured_read_share(record: Record, est: sp.SpeedEstimate) -> float | None:
     """A one-user figure claimed or assumed to be plain decode, as a share of its roofline at a GB10's measured
     read rate (above 1: not plain decode of this layout); None for speculative or multi-user records."""

@@ -726,3 +726,21 @@ def test_a_plain_figure_above_the_measured_read_roofline_is_named():
     assert share("nemotron3-super-nvfp4-vllm-blog") > 1.1
     assert 0.5 < share("llama33-70b-nvfp4-playbooks") < 0.8
     assert share("qwen36-35b-a3b-nvfp4-mtp1-builderdaily") is None
+
+
+def test_a_figure_above_the_roofline_is_left_out_only_when_its_drafting_is_unknown():
+    """The issue scores records "below the roofline or whose speculative settings are known": conselara's
+    gpt-oss-120b (57-60 tok/s, its source's whole configuration has no drafter: null) lies above its
+    roofline and counts; the same figure with its drafting "unknown" does not; below the roofline both count."""
+    import dataclasses
+
+    recs = _speed_records()
+    record = {r.id: r for r in recs.load("fit")}["gpt-oss-120b-conselara"]
+    est = recs.predict(record)
+    assert sp.above_roofline(record.low, est) and record.speculative is None
+    assert recs.scored(record, est)
+    unknown = dataclasses.replace(record, speculative="unknown")
+    assert not recs.scored(unknown, est)
+    slow = dataclasses.replace(unknown, low=est.roofline_tok_s * 0.5, tok_s=est.roofline_tok_s * 0.5)
+    assert recs.scored(slow, est)
+    assert recs.scored(dataclasses.replace(unknown, users=4), est)
