@@ -59,8 +59,8 @@ def refused(done: subprocess.CompletedProcess[str], path: Path, what: str) -> No
 @pytest.mark.parametrize(
     ("name", "size"),
     [
-        ("config.json", 20 << 20),  # over 16 MiB: the old reader took it whole, then called it not JSON
-        ("hf_quant_config.json", 20 << 20),
+        ("config.json", 80 << 20),  # over 64 MiB: the old reader took it whole, then called it not JSON
+        ("hf_quant_config.json", 80 << 20),
         ("safetensors-headers.json", 300 << 20),  # the Hub fetch's cache; was passed over, or read whole
         ("model.safetensors.index.json", 80 << 20),
     ],

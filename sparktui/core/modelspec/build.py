@@ -402,15 +402,17 @@ def online_quantized(spec: ModelSpec, method: str | None) -> ModelSpec:
     )
 
 
-CONFIG_LIMIT = 16 << 20  # a model's config.json is a few KiB; the largest multimodal ones ~100 KiB
+# config.json is a few KiB, a ModelOpt map of every quantized layer a few MiB: a larger file is none
+# of them (and read whole, a multi-GiB one would take that much memory)
+MODEL_JSON_LIMIT = 64 << 20
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    """A model folder's JSON object (config.json, params.json, hf_quant_config.json); UserError
-    naming the file when it is no regular file of sane size (read_regular: a FIFO never hangs the
-    fit, a huge file never fills memory), not JSON, or not an object."""
+    """A model folder's JSON file (config.json, params.json, hf_quant_config.json) as a dict;
+    UserError naming it when it is no regular file (a FIFO: read_regular never waits on one),
+    larger than MODEL_JSON_LIMIT or not a JSON object."""
     try:
-        data = json.loads(read_regular(path, CONFIG_LIMIT, f"model's {path.name}"))
+        data = json.loads(read_regular(path, MODEL_JSON_LIMIT, path.name).decode())
     except FileNotFoundError:
         raise UserError(f"cannot read {path}: no such file") from None
     except OSError as exc:

@@ -16,9 +16,9 @@ from sparktui.files import is_special, open_regular, read_regular
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors caps its JSON header at 100 MB
 INDEX = "model.safetensors.index.json"
+INDEX_LIMIT = 64 << 20  # ~90 bytes a tensor: 100,000 tensors (a 1T-parameter MoE) are ~9 MiB
 HEADERS_FILE = "safetensors-headers.json"  # shard → header, as sparktui.runtime.hub caches them
 HEADERS_LIMIT = 256 << 20  # every shard's header (each at most MAX_HEADER; ~1 MiB in practice)
-INDEX_LIMIT = 64 << 20  # an index names each tensor once: a few MiB for the largest checkpoints
 
 
 def _present(path: Path) -> bool:
@@ -182,8 +182,8 @@ def weights_from_folder(folder: Path) -> tuple[int, int, str] | None:
     index = folder / INDEX
     if _present(index):
         try:
-            data = json.loads(read_regular(index, INDEX_LIMIT, "safetensors index"))
-        except (OSError, ValueError, RecursionError):
+            data = json.loads(read_regular(index, INDEX_LIMIT, INDEX).decode())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise UserError(f"{index}: not valid JSON; download the checkpoint's index again") from None
         if not isinstance(data, dict):
             raise UserError(f"{index}: expected a JSON object")
