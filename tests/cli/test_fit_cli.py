@@ -129,6 +129,20 @@ def test_exit_1_for_unsafe_and_wont_start(capsys):
     assert d["budget"]["mem_available"] == 60 * GiB
 
 
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--dtype", "float32"], "float32; weights 122.07 GiB"),
+        (["--quantization", "fp8"], "bfloat16, fp8 (online); weights 31.97 GiB"),
+    ],
+)
+def test_the_model_line_says_the_precision_the_weights_were_counted_in(capsys, flags, said):
+    # --dtype float32 doubled the weights (61.03 -> 122.07 GiB) while the line still said bfloat16
+    main(["fit", "--model", "Qwen/Qwen3-32B", "--machine", "dgx-spark", *flags])
+    model_line = capsys.readouterr().out.splitlines()[1]
+    assert model_line.startswith("model      64 layers, ") and said in model_line, model_line
+
+
 def test_the_text_names_each_verdict_as_the_panel_and_the_readme_do(capsys):
     # the text said "WONT START" where the fit panel and the README say "won't start"
     assert main(["fit", "--model", "nvidia/Qwen3-30B-A3B-NVFP4", "--mem-available", "60"]) == 1
