@@ -121,7 +121,7 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     flags and the pasted command. The
     environment the server would get (the profile's [env], a pasted command's NAME=value prefix)
     is added to `env` when given."""
-    from sparktui.core.command_line import read_pasted
+    from sparktui.core.command_line import read_pasted, split_command
     from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
     from sparktui.errors import UserError
 
@@ -151,6 +151,10 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     if pasted is not None:
         if base:
             raise UserError("give a profile or a pasted `vllm serve …` command, not both")
+        if len(pasted) == 1 and any(c.isspace() for c in pasted[0]):
+            # `fit -- '… && vllm serve … > vllm.log 2>&1 &'`: the line quoted whole, so the shell
+            # leaves its operators alone; read it as F4 reads a paste (it was taken for a model name)
+            pasted = split_command(pasted[0])
         line = read_pasted(pasted)
         pasted, image = line.words, line.image
         if env is not None:

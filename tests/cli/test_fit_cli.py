@@ -83,6 +83,13 @@ def test_pasted_vllm_serve_line(capsys):
     assert d["kv_bytes_per_token"] == 64 * 8 * 128 * 2
 
 
+def test_a_pasted_line_quoted_whole_is_read_as_a_shell_reads_it(capsys):
+    # the shell's own `&&` and `>` must be quoted on the command line: the whole line was taken for a model name
+    line = "source venv/bin/activate && nohup vllm serve Qwen/Qwen3-32B --max-model-len 8192 > vllm.log 2>&1 &"
+    code, d = fit_json(capsys, "--", line)
+    assert code in (0, 1) and d["model"] == "Qwen/Qwen3-32B" and d["max_model_len"] == 8192
+
+
 def test_a_pasted_command_without_the_utilization_is_fitted_at_the_default_of_its_vllm(capsys):
     # vllm/config/cache.py CacheConfig.gpu_memory_utilization: 0.9 to 0.19.1, 0.92 from 0.20.0
     line = ["--", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"]
