@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     module = args._module
     if extra and not getattr(module, "ACCEPTS_EXTRA_ARGS", False):
         # the command's own usage, not the top level's (`sparktui [-h] [--version] COMMAND ...`)
-        subparsers = next(a for a in parser._actions if a.dest == "command")
-        subparsers.choices[argv[0] if named else "ui"].error(f"unrecognized arguments: {' '.join(extra)}")
+        commands = vars(next(a for a in parser._actions if a.dest == "command"))["choices"]  # name -> sub-parser
+        commands[argv[0] if named else "ui"].error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
     if args.command not in ("postmortem", "ui"):  # the panel would cover it: left for the next command
         _report_postmortems()
