@@ -65,7 +65,10 @@ def build_parser(command: str | None = None, others: bool = True) -> argparse.Ar
                 sub.add_parser(name, help=help_text)
             continue
         module = importlib.import_module(f"sparktui.commands.{module_name}")
-        sub_parser = sub.add_parser(name, help=help_text, description=module.__doc__)
+        # the docstrings are laid out for the terminal (example lines, one per line): keep their breaks
+        sub_parser = sub.add_parser(
+            name, help=help_text, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
         module.add_arguments(sub_parser)
         sub_parser.set_defaults(_module=module)
     return parser

@@ -23,6 +23,8 @@ from typing import Any
 
 ACCEPTS_EXTRA_ARGS = True
 MEMINFO = Path("/proc/meminfo")
+# as the fit panel says them (ui/widgets/fitpanel.py VERDICT_TEXT) and the README writes them
+VERDICT_WORDS = {"fits": "FITS", "tight": "TIGHT", "wont_start": "WON'T START", "unsafe": "UNSAFE"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -305,7 +307,7 @@ def render(result, spec, config, measured=None) -> str:
     )
     lines += ["", f"vLLM       {result.vllm_version} ({result.vllm_version_source}); the rules this fit used:"]
     lines += [f"  - {r['key']} [{r['versions']}]: {r['summary']}" for r in result.vllm_rules]
-    lines += ["", f"verdict    {result.verdict.upper().replace('_', ' ')}"]
+    lines += ["", f"verdict    {VERDICT_WORDS.get(result.verdict, result.verdict.upper())}"]
     lines += [f"  - {r}" for r in result.reasons]
     if result.suggestions:
         lines += ["", "suggestions"] + [f"  - {s.text}" for s in result.suggestions]

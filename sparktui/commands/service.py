@@ -79,12 +79,16 @@ def install(args: argparse.Namespace) -> int:
     atomic_write_text(target, text, private=True)
     print(f"wrote {target}")
     steps = [["daemon-reload"], ["enable", *(["--now"] if args.now else []), name]]
-    for step in steps:
+    for at, step in enumerate(steps):
         done = _systemctl(step)
-        if done is not None and done.returncode != 0:
+        # a missing systemctl enabled nothing either: never say "enabled … and started it" then
+        ran = f"`systemctl --user {' '.join(step)}` failed"
+        why = "systemctl not found" if done is None else f"{ran}: {_last(done.stderr)}" if done.returncode else ""
+        if why:
+            left = " && ".join(f"systemctl --user {' '.join(s)}" for s in steps[at:])
             print(
-                f"sparktui: warning: `systemctl --user {' '.join(step)}` failed: {_last(done.stderr)}; "
-                "run it yourself once a user session is up",
+                f"sparktui: warning: {why}; the unit is written but not "
+                f"enabled{' or started' if args.now else ''}: run `{left}` once a user session is up",
                 file=sys.stderr,
             )
             break

@@ -11,13 +11,20 @@ from typing import Any
 from sparktui.atomic import atomic_write_text
 from sparktui.core.calibration import Calibration, dump_store, load_store, with_record
 from sparktui.core.config import ServeConfig
+from sparktui.errors import UserError
+from sparktui.files import read_regular
 from sparktui.paths import calibrations_path
+
+# A record is ~1.5 KiB: 64 MiB holds some 40,000 launches; a larger file is not one sparktui wrote
+CALIBRATIONS_LIMIT = 64 << 20
 
 
 def load() -> list[Calibration]:
+    """The kept records; none when the file is missing or unreadable, including one that is no
+    regular file (a FIFO there hung every fit) or larger than CALIBRATIONS_LIMIT (never read whole)."""
     try:
-        return load_store(calibrations_path().read_text())
-    except (OSError, UnicodeDecodeError):
+        return load_store(read_regular(calibrations_path(), CALIBRATIONS_LIMIT, "calibrations file").decode())
+    except (OSError, UnicodeDecodeError, UserError):
         return []
 
 

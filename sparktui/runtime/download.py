@@ -147,6 +147,8 @@ def _hub_error(exc: BaseException, repo_id: str, revision: str) -> UserError:
 # chat template, code) is small and always fetched.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5", ".onnx", ".ckpt", ".ot")
 SAFETENSORS_INDEX = "model.safetensors.index.json"
+# An index holds ~90 bytes a tensor (100,000 tensors, a 1T-parameter MoE: ~9 MiB); a larger file is none
+INDEX_LIMIT = 64 << 20
 
 
 def vllm_files(paths: list[str], index_shards: set[str] | None) -> set[str]:
@@ -173,22 +175,35 @@ def vllm_files(paths: list[str], index_shards: set[str] | None) -> set[str]:
     return weights | rest
 
 
+def index_shards(path: str | os.PathLike[str]) -> set[str] | None:
+    """The shard names a model.safetensors.index.json lists (None: it lists none, or is not shaped
+    as one). UserError naming the file when it is no regular file (a FIFO there would hang the
+    read), is larger than INDEX_LIMIT, or is not JSON, with how to get a good copy."""
+    from sparktui.files import read_json
+
+    try:
+        data = read_json(path, INDEX_LIMIT, "safetensors index")
+    except UserError as exc:
+        raise UserError(f"{exc}; remove it and the download fetches it again") from None
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict):
+        return None
+    return {str(v) for v in weight_map.values()} or None
+
+
 def _safetensors_index(repo_id: str, commit: str, cache: Path, paths: list[str]) -> set[str] | None:
     """The shard names model.safetensors.index.json lists (fetched into the cache: it is small)."""
-    import json
-
     from huggingface_hub import hf_hub_download
 
     if SAFETENSORS_INDEX not in paths:
         return None
     try:
         path = hf_hub_download(repo_id, SAFETENSORS_INDEX, revision=commit, cache_dir=cache, endpoint=hub_endpoint())
-        weight_map = json.loads(Path(path).read_text()).get("weight_map") or {}
-    except (OSError, ValueError, AttributeError):
+    except OSError:
         return None
     except Exception as exc:
         raise _hub_error(exc, repo_id, commit) from None
-    return {str(v) for v in weight_map.values()} or None
+    return index_shards(path)
 
 
 def _partial(cache: Path, repo_id: str, etag: str) -> Path:
@@ -329,16 +344,16 @@ def _fetch_one(p: DownloadPlan, entry: RepoFileEntry, snapshot: Path, bar: type 
 
 def is_downloaded(repo_id: str, cache: Path | None = None) -> bool:
     """Whether the cache holds a snapshot with the model's weights: every shard its safetensors
-    index names, or a single model.safetensors / consolidated.safetensors (a config alone is not)."""
-    import json
-
+    index names, or a single model.safetensors / consolidated.safetensors (a config alone is not).
+    An index that cannot be read (a FIFO, a file far too large, not JSON) counts as not downloaded:
+    the download names it."""
     repo = repo_folder(repo_id, cache or hub_cache())
     for snap in (repo / "snapshots").glob("*") if (repo / "snapshots").is_dir() else []:
-        index = snap / "model.safetensors.index.json"
+        index = snap / SAFETENSORS_INDEX
         if index.is_file():
             try:
-                shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
-            except (OSError, ValueError, AttributeError):
+                shards = index_shards(index) or set()
+            except (UserError, OSError):
                 continue
             if shards and all((snap / shard).is_file() for shard in shards):
                 return True

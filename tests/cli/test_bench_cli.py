@@ -165,6 +165,8 @@ def test_a_disarmed_guard_is_refused(stub_server, env):
     client.set_guard(stub_server["port"], armed=False)
     out = sparktui("bench", *SMALL, env=env)
     assert out.returncode == 2 and "guard" in out.stderr and "disarmed" in out.stderr
+    # how to arm it from the command line, not only the panel's key
+    assert f"`sparktui set-guard --port {stub_server['port']} --arm`" in out.stderr
 
 
 def test_an_unknown_model_is_exit_2(stub_server, env):

@@ -88,3 +88,21 @@ def test_opening_the_panel_imports_no_other_command_and_no_pydantic_before_it_ru
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['sparktui.commands', 'sparktui.commands.ui']"
+
+
+@pytest.mark.parametrize(
+    ("command", "example"),
+    [
+        ("completion", '  eval "$(sparktui completion bash)"              # in ~/.bashrc'),
+        ("route", "    sparktui route --listen 127.0.0.1:8080 qwen3-8b gemma-3-4b"),
+        ("profile", "  sparktui profile export PROFILE --format vllm-config|eugr|sparkrun [-o FILE]"),
+        ("metrics", "  sparktui metrics --once                      print one scrape and exit"),
+    ],
+)
+def test_help_keeps_the_example_lines_of_the_description_whole(command, example):
+    # `sparktui completion --help` ran the three eval lines together into one paragraph
+    from sparktui.cli import build_parser
+
+    parser = build_parser(command, others=False)
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    assert example in sub.format_help().splitlines()

@@ -129,6 +129,12 @@ def test_exit_1_for_unsafe_and_wont_start(capsys):
     assert d["budget"]["mem_available"] == 60 * GiB
 
 
+def test_the_text_names_each_verdict_as_the_panel_and_the_readme_do(capsys):
+    # the text said "WONT START" where the fit panel and the README say "won't start"
+    assert main(["fit", "--model", "nvidia/Qwen3-30B-A3B-NVFP4", "--mem-available", "60"]) == 1
+    assert "\nverdict    WON'T START\n" in capsys.readouterr().out
+
+
 def test_explicit_machine_size(capsys):
     code, d = fit_json(
         capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--machine", "24", "--max-model-len", "8192"

@@ -126,3 +126,19 @@ def test_sigterm_to_sparktui_alone_stops_the_whole_tree(make_profile: Callable[.
     finally:
         if main.poll() is None:
             main.kill()
+
+
+def test_install_without_systemctl_says_nothing_was_enabled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # with no systemctl on the PATH, `install --now` printed "enabled … and started it"
+    from sparktui.cli import main
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert main(["service", "install", "70b-dense-5-users", "--now"]) == 0
+    out, err = capsys.readouterr()
+    name = "sparktui-70b-dense-5-users.service"
+    assert (tmp_path / "xdg" / "systemd" / "user" / name).is_file()
+    assert "started it" not in out and f"enabled {name}" not in out
+    assert "systemctl not found" in err and f"systemctl --user enable --now {name}" in err

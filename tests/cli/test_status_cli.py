@@ -92,6 +92,19 @@ def test_status_json_for_one_port_says_how_it_ended(ended, capsys):
     assert one["port"] == 18001 and "guard trip at the kill line" in one["ended"]
 
 
+def test_a_pressure_or_fall_rate_trip_is_not_called_a_line_of_gib(isolated, capsys):
+    # status said "guard trip at the psi line (6.00 GiB)": PSI has no GiB line, the 6.00 was the term line's
+    (st.state_dir() / "servers").mkdir(parents=True, exist_ok=True)
+    psi = TRIP | {"line": "psi", "reason": "psi full", "threshold_gib": 6.0}
+    fall = TRIP | {"line": "fall", "reason": "fall rate", "threshold_gib": 3.5}
+    for port, trip in ((18011, psi), (18012, fall)):
+        st.write_state(st.state_path(port), ended_record(port, {"reason": "guard", "returncode": -15}, trip))
+    assert main(["status", "--json"]) == 0
+    listed = {s["port"]: s["ended"] for s in json.loads(capsys.readouterr().out)}
+    assert "guard trip on memory pressure (PSI full" in listed[18011] and "psi line" not in listed[18011]
+    assert "guard trip on the fall rate (the 3.50 GiB line" in listed[18012] and "fall line" not in listed[18012]
+
+
 def test_status_text_without_a_server_running_gives_one_line_per_port(ended, capsys):
     assert main(["status"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -70,3 +70,12 @@ def test_vllm_reads_kimi_linears_config_without_remote_code():
 
     assert not needs_remote_code("kimi_linear", VllmVersion(0, 13, 0))
     assert needs_remote_code("kimi_linear", VllmVersion(0, 12, 0))
+
+
+def test_kimi_linears_router_carries_the_balancing_bias(fixtures):
+    """KimiMoE always builds gate.e_score_correction_bias (the checkpoint holds one per MoE layer), so a decode
+    batch reads experts as uniform picks would (speed); a MoE config without that bias still does not."""
+    spec = spec_from_config(kimi_config(fixtures), name="kimi", source="test")
+    assert spec.balanced_router
+    qwen = json.loads((fixtures / "model-configs" / "Qwen__Qwen3-30B-A3B.json").read_text())
+    assert not spec_from_config(qwen, name="qwen", source="test").balanced_router

@@ -462,3 +462,12 @@ def test_a_new_phase_new_lines_or_arming_are_judged_at_once_not_after_a_resting_
         guard.close()
         guard.join(5)
         tree.kill()
+
+
+def test_a_pressure_trip_report_names_the_pressure_not_a_line():
+    # `sparktui guard` printed "tripped: psi line (psi full): … vs line 6.00 GiB": the 6 GiB was the term line's
+    from sparktui.runtime.guard.guard import TripReport
+
+    report = TripReport("psi", "psi full", 6.0, 6.36, 6.3, 0.45, [], [], False, None, True, 1.9, [], 0.0)
+    head = report.summary().splitlines()[0]
+    assert head.startswith("memory guard tripped: memory pressure (PSI full") and "line" not in head, head

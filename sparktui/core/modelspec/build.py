@@ -21,6 +21,7 @@ from sparktui.core.modelspec.weights import headers_of_folder, stored_by_categor
 from sparktui.core.vllm_kv_dtypes import checkpoint_modelopt_algo
 from sparktui.core.vllm_rules import checkpoint_kv_quant
 from sparktui.errors import UserError
+from sparktui.files import read_regular
 
 # vllm/transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key
 MAX_LEN_KEYS = (
@@ -401,9 +402,17 @@ def online_quantized(spec: ModelSpec, method: str | None) -> ModelSpec:
     )
 
 
+# config.json is a few KiB, a ModelOpt map of every quantized layer a few MiB: a larger file is none
+# of them (and read whole, a multi-GiB one would take that much memory)
+MODEL_JSON_LIMIT = 64 << 20
+
+
 def read_json(path: Path) -> dict[str, Any]:
+    """A model folder's JSON file (config.json, params.json, hf_quant_config.json) as a dict;
+    UserError naming it when it is no regular file (a FIFO), larger than MODEL_JSON_LIMIT or not
+    a JSON object."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular(path, MODEL_JSON_LIMIT, path.name).decode())
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:

@@ -16,7 +16,8 @@ def num_experts(text: Mapping[str, Any]) -> int:
 # glm4_moe.py Glm4MoE), and for DeepSeek-style configs whose topk_method is "noaux_tc" (deepseek_v2.py
 # DeepseekV2MoE, dots1.py, deepseek_v4.py). Training moves each expert's bias until every expert gets its share
 # of a batch's picks, so a decode batch reads about as many distinct experts as uniform picks would.
-BALANCED_ROUTER_TYPES = ("nemotron_h", "glm4_moe")
+# Kimi-Linear's KimiMoE gives its gate an e_score_correction_bias always (vllm/models/kimi_k3/nvidia/model.py).
+BALANCED_ROUTER_TYPES = ("nemotron_h", "glm4_moe", "kimi_linear")
 
 
 def balanced_router(text: Mapping[str, Any]) -> bool:

@@ -12,10 +12,11 @@ from typing import Any
 
 from sparktui.core.modelspec.limits import check_total_size
 from sparktui.errors import UserError
-from sparktui.files import open_regular
+from sparktui.files import open_regular, read_regular
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors caps its JSON header at 100 MB
 INDEX = "model.safetensors.index.json"
+INDEX_LIMIT = 64 << 20  # ~90 bytes a tensor: 100,000 tensors (a 1T-parameter MoE) are ~9 MiB
 HEADERS_FILE = "safetensors-headers.json"  # shard → header, as sparktui.runtime.hub caches them
 
 
@@ -169,8 +170,8 @@ def weights_from_folder(folder: Path) -> tuple[int, int, str] | None:
     index = folder / INDEX
     if index.is_file():
         try:
-            data = json.loads(index.read_text())
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            data = json.loads(read_regular(index, INDEX_LIMIT, INDEX).decode())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise UserError(f"{index}: not valid JSON; download the checkpoint's index again") from None
         if not isinstance(data, dict):
             raise UserError(f"{index}: expected a JSON object")

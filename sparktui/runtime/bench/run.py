@@ -85,7 +85,7 @@ async def _measure(
     if server.guard_armed is False:
         raise UserError(
             f"the memory guard of the server on port {client.target.port} is disarmed; a benchmark pushes memory "
-            "hard, so arm it first (F9 in the panel)"
+            f"hard, so arm it first: `sparktui set-guard --port {client.target.port} --arm` (F9 in the panel)"
         )
     if on_server is not None:
         on_server(server)

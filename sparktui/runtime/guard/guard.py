@@ -390,6 +390,11 @@ class TripReport:
                 f"memory guard tripped: kernel tripwire: the NVIDIA driver ran out of memory ({self.reason}) "
                 f"with MemAvailable at {self.mem_available_gib:.2f} GiB: {self.kernel_line!r}"
             )
+        elif self.line == "psi":  # a trigger, not a line: the threshold it carries is not what tripped
+            head = (
+                f"memory guard tripped: memory pressure (PSI full: every task stalled on memory): "
+                f"MemAvailable {available} GiB, {trend}"
+            )
         else:
             head = (
                 f"memory guard tripped: {self.line} line ({self.reason}): MemAvailable {available} GiB"

@@ -648,8 +648,13 @@ def how_it_ended(state: StateRecord) -> str | None:
         if trip is not None and trip.kernel_line:
             what = f"guard trip on the kernel log (NVIDIA driver out of memory): {trip.kernel_line}"
         elif trip is not None:
+            # the PSI and fall-rate triggers are no GiB line of their own ("the psi line (6.00 GiB)")
+            at = {
+                "psi": "on memory pressure (PSI full: every task stalled on memory)",
+                "fall": f"on the fall rate (the {trip.threshold_gib:.2f} GiB line about to be crossed)",
+            }.get(trip.line, f"at the {trip.line} line ({trip.threshold_gib:.2f} GiB)")
             what = (
-                f"guard trip at the {trip.line} line ({trip.threshold_gib:.2f} GiB): MemAvailable "
+                f"guard trip {at}: MemAvailable "
                 f"{trip.mem_available_gib:.2f} GiB, falling {trip.fall_rate_gib_s:.2f} GiB/s"
             )
         else:
