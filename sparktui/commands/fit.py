@@ -121,7 +121,7 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     flags and the pasted command. The
     environment the server would get (the profile's [env], a pasted command's NAME=value prefix)
     is added to `env` when given."""
-    from sparktui.core.command_line import read_pasted
+    from sparktui.core.command_line import read_pasted, split_command
     from sparktui.core.config import parse_serve_command, utilization_left_to_vllm
     from sparktui.errors import UserError
 
@@ -151,6 +151,10 @@ def build_config(args: argparse.Namespace, env: dict[str, str] | None = None):
     if pasted is not None:
         if base:
             raise UserError("give a profile or a pasted `vllm serve …` command, not both")
+        if len(pasted) == 1 and any(c.isspace() for c in pasted[0]):
+            # `fit -- '… && vllm serve … > vllm.log 2>&1 &'`: the line quoted whole, so the shell
+            # leaves its operators alone; read it as F4 reads a paste (it was taken for a model name)
+            pasted = split_command(pasted[0])
         line = read_pasted(pasted)
         pasted, image = line.words, line.image
         if env is not None:
@@ -266,14 +270,20 @@ def _row(label: str, n_bytes: float, source: str | None = None) -> str:
 
 
 def render(result, spec, config, measured=None) -> str:
+    from sparktui.core.modelspec.build import online_quantized
+    from sparktui.core.modelspec.dtype import served_dtype
+
+    # the model as the fit counted it (core.fit does the same): --dtype float32 doubled the weights
+    # while this line still said the checkpoint's bfloat16
+    served = served_dtype(online_quantized(spec, config.quantization), config.dtype)
     b = result.budget
     kv_label = "= KV cache (--kv-cache-memory-bytes)" if config.kv_cache_memory_bytes else "= KV cache"
     src = result.kv_memory_source  # per term: measured (a launch here), calibrated (a log) or predicted
     lines = [
         f"sparktui fit — {spec.name} on {result.machine}",
-        f"model      {spec.num_layers} layers, {spec.dtype}"
-        + (f", {spec.quantization}" if spec.quantization else "")
-        + f"; weights {result.weights_bytes / 1024**3:.2f} GiB ({spec.weights_source}); from {spec.source}",
+        f"model      {served.num_layers} layers, {served.dtype}"
+        + (f", {served.quantization}" if served.quantization else "")
+        + f"; weights {result.weights_bytes / 1024**3:.2f} GiB ({served.weights_source}); from {spec.source}",
         "",
         f"  {'budget':<44}{'GiB':>9}" + ("  source" if src else ""),
         _row("total visible to CUDA", b["total"]),

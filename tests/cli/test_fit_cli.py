@@ -83,6 +83,13 @@ def test_pasted_vllm_serve_line(capsys):
     assert d["kv_bytes_per_token"] == 64 * 8 * 128 * 2
 
 
+def test_a_pasted_line_quoted_whole_is_read_as_a_shell_reads_it(capsys):
+    # the shell's own `&&` and `>` must be quoted on the command line: the whole line was taken for a model name
+    line = "source venv/bin/activate && nohup vllm serve Qwen/Qwen3-32B --max-model-len 8192 > vllm.log 2>&1 &"
+    code, d = fit_json(capsys, "--", line)
+    assert code in (0, 1) and d["model"] == "Qwen/Qwen3-32B" and d["max_model_len"] == 8192
+
+
 def test_a_pasted_command_without_the_utilization_is_fitted_at_the_default_of_its_vllm(capsys):
     # vllm/config/cache.py CacheConfig.gpu_memory_utilization: 0.9 to 0.19.1, 0.92 from 0.20.0
     line = ["--", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"]
@@ -127,6 +134,20 @@ def test_exit_1_for_unsafe_and_wont_start(capsys):
     code, d = fit_json(capsys, "--model", "nvidia/Qwen3-30B-A3B-NVFP4", "--mem-available", "60")
     assert (code, d["verdict"]) == (1, "wont_start")
     assert d["budget"]["mem_available"] == 60 * GiB
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--dtype", "float32"], "float32; weights 122.07 GiB"),
+        (["--quantization", "fp8"], "bfloat16, fp8 (online); weights 31.97 GiB"),
+    ],
+)
+def test_the_model_line_says_the_precision_the_weights_were_counted_in(capsys, flags, said):
+    # --dtype float32 doubled the weights (61.03 -> 122.07 GiB) while the line still said bfloat16
+    main(["fit", "--model", "Qwen/Qwen3-32B", "--machine", "dgx-spark", *flags])
+    model_line = capsys.readouterr().out.splitlines()[1]
+    assert model_line.startswith("model      64 layers, ") and said in model_line, model_line
 
 
 def test_the_text_names_each_verdict_as_the_panel_and_the_readme_do(capsys):
