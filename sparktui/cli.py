@@ -122,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         extra = []
     module = args._module
     if extra and not getattr(module, "ACCEPTS_EXTRA_ARGS", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        # the command's own usage, not the top level's (`sparktui [-h] [--version] COMMAND ...`)
+        commands = vars(next(a for a in parser._actions if a.dest == "command"))["choices"]  # name -> sub-parser
+        commands[argv[0] if named else "ui"].error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
     if args.command not in ("postmortem", "ui"):  # the panel would cover it: left for the next command
         _report_postmortems()

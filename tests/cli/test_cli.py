@@ -106,3 +106,13 @@ def test_help_keeps_the_example_lines_of_the_description_whole(command, example)
     parser = build_parser(command, others=False)
     sub = next(a for a in parser._actions if a.dest == "command").choices[command]
     assert example in sub.format_help().splitlines()
+
+
+def test_an_unknown_option_shows_the_commands_own_usage(capsys):
+    # `sparktui postmortem --bogus` showed the top level's usage (`sparktui [-h] [--version] COMMAND ...`)
+    from sparktui.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["postmortem", "--bogus"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith("usage: sparktui postmortem") and "--bogus" in err, err

@@ -233,6 +233,26 @@ def test_every_architecture_the_fit_calls_checked_reads_as_vllm_builds_it():
 @pytest.mark.skipif(
     ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
 )
+def test_falcon_h1_mamba_width_without_or_with_a_null_mamba_d_ssm_is_vllms():
+    """A Falcon-H1 config that leaves mamba_d_ssm out gets FalconH1Config's 1024; one that sets it null gets
+    mamba_expand × hidden_size: vLLM 0.32 builds both on the meta device as the fit reads them."""
+    from tests.support.architecture_configs import FALCON_H1
+    from tests.support.vllm_layers import ask_layers, ours, theirs
+
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    configs = {
+        "falcon-h1-no-d-ssm": {k: v for k, v in FALCON_H1.items() if k != "mamba_d_ssm"} | {"mamba_n_heads": 16},
+        "falcon-h1-null-d-ssm": {**FALCON_H1, "mamba_d_ssm": None, "mamba_n_heads": 32},
+    }
+    for answer in ask_layers(python, list(configs), configs=configs):
+        assert "error" not in answer, answer
+        assert ours(answer["name"], configs[answer["name"]]) == theirs(answer["layers"]), answer
+
+
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
 def test_the_unseen_configs_kv_cache_is_planned_as_vllm_plans_it():
     """The real configs outside the catalog (tests/fixtures/model-configs/unseen), under the catalog's flag
     sets (scenarios): vLLM 0.32's get_kv_cache_configs gives the fit's blocks, tokens, concurrency and

@@ -171,6 +171,23 @@ def test_mamba2_fields_of_granite_4_h_and_falcon_h1():
         spec_from_config(bare, name="bare", source="test")
 
 
+def test_falcon_h1_without_mamba_d_ssm_takes_its_config_class_default():
+    """vLLM reads a Falcon-H1 config through transformers' FalconH1Config, whose mamba_d_ssm is 1024 when the
+    key is absent; only an explicit null means mamba_expand × hidden_size (falcon_h1.py). Before: an absent
+    key was read as 2 × 1024 = 2048 wide (conv 2304 against vLLM's 1280). tests/core/test_fit_vs_vllm.py asks
+    vLLM 0.32 about both."""
+    from tests.support.architecture_configs import FALCON_H1
+
+    def conv_dim(config):
+        (state,) = [g for g in spec_from_config(config, name="falcon", source="test").layers if g.kind == MAMBA]
+        return state.conv_dim
+
+    absent = {k: v for k, v in FALCON_H1.items() if k != "mamba_d_ssm"} | {"mamba_n_heads": 16}
+    assert conv_dim(absent) == 1024 + 2 * 128
+    assert conv_dim({**FALCON_H1, "mamba_d_ssm": None, "mamba_n_heads": 32}) == 2 * 1024 + 2 * 128
+    assert conv_dim(FALCON_H1) == 1536 + 2 * 128
+
+
 def test_qwen2_sliding_window_is_off_unless_use_sliding_window(fixtures, tmp_path):
     spec = fixture_spec(fixtures, "Qwen__Qwen2.5-7B", tmp_path)
     assert kinds(spec) == {FULL: 28}

@@ -243,3 +243,14 @@ def test_a_state_file_from_another_version_reads_and_keeps_what_this_one_does_no
     assert state.events[-1].kind == NEW_EVENT["kind"] and state.events[-1].field("swapped_gib") == 3.25
     assert state.guard.state == "throttling" and state.guard.lines == GuardLines(12, 8, 2.5)
     assert json.loads(state.to_json()) == newer  # nothing dropped, nothing added: written back as read
+
+
+def test_an_untrusted_state_file_is_told_to_be_removed_once(tmp_path):
+    # a record others may write said "… remove it if it is not yours; remove it"
+    path = tmp_path / "18725.json"
+    path.write_text("{}")
+    path.chmod(0o666)
+    with pytest.raises(pr.ProtocolError) as exc:
+        pr.read_state_file(path)
+    said = str(exc.value)
+    assert "writable by other users" in said and said.count("remove it") == 1, said

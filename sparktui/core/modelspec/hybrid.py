@@ -96,23 +96,37 @@ def has_mamba2_fields(text: Mapping[str, Any]) -> bool:
 def mamba2_fields_group(text: Mapping[str, Any]) -> LayerGroup:
     """One Mamba2 layer of Granite-4.0-H or Falcon-H1: vllm/model_executor/models/granitemoehybrid.py and
     falcon_h1.py get_mamba_state_shape_from_config → MambaStateShapeCalculator.mamba2_state_shape, over
-    an inner width of mamba_d_ssm (Falcon-H1, when set) else mamba_expand × hidden_size; the state in
+    the inner width mamba2_inner gives; the state in
     the model's dtype (no per-model override, unlike Nemotron-H)."""
     heads = int(text["mamba_n_heads"])
     head_dim = int(text["mamba_d_head"])
     state = int(text["mamba_d_state"])
     groups = int(text.get("mamba_n_groups") or 1)
-    inner = int(text.get("mamba_d_ssm") or int(float(text.get("mamba_expand") or 2) * int(text["hidden_size"])))
     return LayerGroup(
         MAMBA,
         0,
-        conv_dim=inner + 2 * groups * state,
+        conv_dim=mamba2_inner(text) + 2 * groups * state,
         conv_kernel=int(text.get("mamba_d_conv") or 4),
         value_heads=heads,
         head_k=state,
         head_v=head_dim,
         state_kind="mamba2",
     )
+
+
+# transformers' FalconH1Config (4.57 to 5.x): mamba_d_ssm defaults to 1024 when config.json leaves it out
+FALCON_H1_D_SSM_DEFAULT = 1024
+
+
+def mamba2_inner(text: Mapping[str, Any]) -> int:
+    """The Mamba2 mixer's inner width: mamba_d_ssm (Falcon-H1), where null means mamba_expand × hidden_size
+    (falcon_h1.py); a Falcon-H1 config without the key gets its config class's default, as vLLM reads it
+    through transformers; Granite-4.0-H has no such field (mamba_expand × hidden_size)."""
+    if text.get("mamba_d_ssm"):
+        return int(text["mamba_d_ssm"])
+    if "mamba_d_ssm" not in text and text.get("model_type") == "falcon_h1":
+        return FALCON_H1_D_SSM_DEFAULT
+    return int(float(text.get("mamba_expand") or 2) * int(text["hidden_size"]))
 
 
 def mamba2_params(text: Mapping[str, Any], g: LayerGroup) -> int:

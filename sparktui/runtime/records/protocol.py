@@ -592,7 +592,8 @@ def read_state_file(path: Path) -> StateRecord | None:
     except FileNotFoundError:
         return None
     except UserError as exc:  # a FIFO, a device, a huge file: never waited on, never blocks a launch
-        raise ProtocolError(f"{exc}; remove it") from None
+        said = str(exc)  # an untrusted file's message already says to remove it if not yours
+        raise ProtocolError(said if "remove it" in said else f"{said}; remove it") from None
     except OSError as exc:
         raise ProtocolError(f"{path}: cannot be read ({exc.strerror})") from None
     except UnicodeDecodeError:
