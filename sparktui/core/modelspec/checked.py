@@ -1,8 +1,9 @@
 """The architectures whose layers sparktui reads as vLLM builds them, checked by building a real config
 of each on the meta device in vLLM 0.32 and comparing every layer's KV spec (kind, KV heads, K and V
 head sizes, window, Mamba state shapes) with the fit's reading: bench/vllm_layer_oracle.py over
-tests/fixtures/model-configs and its unseen/ folder, and for Granite-4.0-H and Falcon-H1 configs at a
-released model's geometry (tests/support/architecture_configs.py); tests/core/test_fit_vs_vllm.py runs it. Any other
+tests/fixtures/model-configs and its unseen/ folder, and, where no checkpoint's own config was found
+(Granite-4.0-H, Falcon-H1, Seed-OSS-36B, OLMo-3-32B), configs at a released model's geometry
+(tests/support/architecture_configs.py); tests/core/test_fit_vs_vllm.py runs it. Any other
 architecture is read as a generic decoder, and the fit says so (`unchecked_note`)."""
 
 from __future__ import annotations
