@@ -229,12 +229,18 @@ class Case:
     # an unreleased build that kept the drafter's KV out of the target's tensors (AEON's image with
     # vLLM PR #41703): not modelled; the bench prints what that rule would give, as the explanation
     unshared_drafter: bool = False
+    # the box's own CUDA total where the source says which Spark it is (None: a Spark not at hand, whose
+    # range spans both totals Sparks report, core/machine.py GB10_CUDA_TOTALS)
+    cuda_total_gib: float | None = None
 
 
 def _machine(case: Case, default: float | str | None = 80) -> Any:
     """The machine a case ran on; a discrete GPU whose log names its NVFP4 MoE backend says whether
     it runs FP4 natively (CUTLASS, which pads the experts) or not (Marlin)."""
     machine = machine_from_name(case.machine or default)
+    if case.cuda_total_gib is not None:  # one known box: CUDA's total is its MemTotal
+        total = int(case.cuda_total_gib * GiB)
+        machine = replace(machine, total=total, mem_total=total, total_low=0, total_high=0, total_basis="")
     return machine if case.fp4 is None else replace(machine, fp4=case.fp4)
 
 

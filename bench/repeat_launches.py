@@ -58,7 +58,9 @@ class Launch:
         return self.utilization * SPARK_TOTAL_GIB - self.weights_gib - self.graphs_gib - self.kv_gib
 
 
-SPARK_TOTAL_GIB = 119.63  # what CUDA reports on a DGX Spark (every log here: "…/119.63 GiB")
+# what CUDA reports on this repository's one Spark (host 192.168.1.104: "Free memory on device (112.04/119.63
+# GiB)" in its gemma-3-27b log in ../vllm-logs); other Sparks report 121.69 (core/machine.py GB10_CUDA_TOTALS)
+SPARK_TOTAL_GIB = 119.63
 
 
 def read_launch(path: Path) -> Launch:
@@ -138,7 +140,7 @@ def _case(launch: Launch, fixtures: Path) -> Any:
     catalog = {"google/gemma-4-26B-A4B-it": "google/gemma-4-26B-A4B"}.get(model, model)
     return fa.Case(
         launch.name, f"{REPEATS}/{launch.name}", catalog, (0, 21, 0), "hybrid", serve, arch=arch,
-        kv_gib=launch.kv_gib, weights_gib=launch.weights_gib, machine="dgx-spark",
+        kv_gib=launch.kv_gib, weights_gib=launch.weights_gib, machine="dgx-spark", cuda_total_gib=SPARK_TOTAL_GIB,
     )  # fmt: skip
 
 

@@ -107,6 +107,7 @@ class FitResult:
     kv_cache_bytes_high: int = 0
     longest_max_model_len: int = 0
     machine: str = ""
+    cuda_total: dict[str, int | str] = field(default_factory=dict)  # assumed, low, high, basis (Machine.total_dict)
     model: str = ""
     notes: list[str] = field(default_factory=list)
     vllm_version: str = ""
@@ -125,6 +126,7 @@ class FitResult:
         return {
             "model": self.model,
             "machine": self.machine,
+            "cuda_total": dict(self.cuda_total),
             "vllm_version": self.vllm_version,
             "vllm_version_source": self.vllm_version_source,
             "vllm_rules": [dict(r) for r in self.vllm_rules],
@@ -197,6 +199,7 @@ class _Core:
     kv_high: int = 0
     memory_working: tuple[str, ...] = ()
     unreserved: int = 0  # what the server may take beyond its request at run time (V2 sampler)
+    span: bool = False  # the KV range also spans the machine's CUDA totals
 
 
 def _plan(spec: ModelSpec, s: FitSettings, kv_bytes: float) -> KvPlan:
@@ -243,6 +246,8 @@ def _core(
     kv_bytes, kv_name = kv_dtype_bytes(spec, s.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype, s.rules)
     plan = _plan(spec, s, kv_bytes)
     requested = math.ceil(machine.total * util)
+    # a machine that may report another CUDA total (a Spark's firmware decides it): the ends of the KV range
+    span = [math.ceil(t * util) - requested for t in machine.totals()] if not measured else [0, 0]
     weights = rank_weights(spec, s)
     # CUTLASS NVFP4 MoE kernels pad the experts as they load: counted where the GPU is known to run them,
     # only in the low end of the range where it is not known
@@ -293,8 +298,8 @@ def _core(
         kv_low = kv_high = kv_memory
         how = (f"KV memory {_g(kv_memory)}: as given by --kv-cache-memory-bytes (no profiling)",)
     else:
-        kv_low = requested - weights - activation - nt_high - g_high - loader_spread[1] - fp4_unknown
-        kv_high = requested - weights - activation - nt_low - g_low - loader_spread[0]
+        kv_low = requested + span[0] - weights - activation - nt_high - g_high - loader_spread[1] - fp4_unknown
+        kv_high = requested + span[1] - weights - activation - nt_low - g_low - loader_spread[0]
         if "activation_non_torch" in measured and machine.unified:
             # one launch's MemAvailable-based figures do not repeat: the next launch's can move this far
             kv_low, kv_high = kv_low - UMA_RELAUNCH.bytes, kv_high + UMA_RELAUNCH.bytes
@@ -349,6 +354,7 @@ def _core(
         kv_high,
         how,
         unreserved,
+        span != [0, 0] and not s.kv_cache_memory_bytes,
     )
 
 
@@ -457,7 +463,8 @@ def _memory_working(
     lines = [
         f"vLLM {s.rules.version} counts outside the KV cache: {accounting}"
         + (", and its CUDA-graph estimate" if graphs else ""),
-        f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)",
+        f"request {_g(requested)} = ceil({s.utilization:g} × {_g(machine.total)} CUDA total)"
+        + machine.span_note(s.utilization),
         f"− weights {_g(weights)} (the checkpoint{', per tensor-parallel rank' if s.tp > 1 else ''}{padding})",
         f"− activation peak {_g(max(forward, sampler))}: the profile run's larger pass — forward over "
         f"{s.max_num_batched_tokens:,} tokens {_g(forward)}, sampler over {seqs:,} × {spec.vocab_size:,} "
@@ -498,7 +505,8 @@ def _memory_working(
     low, high = kv_range
     lines.append(
         f"= KV memory {_kv_left(kv_memory)} (between {_g(max(low, 0))} and {_g(max(high, 0))} across the "
-        f"non-torch and CUDA-graph figures vLLM has measured on real start-ups)"
+        f"non-torch and CUDA-graph figures vLLM has measured on real start-ups"
+        + (" and the machine's CUDA totals)" if machine.span_note(s.utilization) else ")")
     )
     return tuple(lines)
 
@@ -691,7 +699,8 @@ def fit(
         spread = (
             ""
             if c.kv_low == c.kv_high
-            else f" ({max(c.kv_low, 0) / GiB:.1f}–{c.kv_high / GiB:.1f} by vLLM's start-up measurements)"
+            else f" ({max(c.kv_low, 0) / GiB:.1f}–{c.kv_high / GiB:.1f} by vLLM's start-up measurements"
+            + (f" and CUDA totals {'–'.join(f'{t / GiB:.2f}' for t in machine.totals())} GiB)" if c.span else ")")
         )
         reasons.append(
             f"KV cache {_g(c.kv_memory)}{spread} holds {c.tokens:,} tokens: {c.concurrency:.2f} requests of "
@@ -719,6 +728,7 @@ def fit(
         kv_cache_bytes_high=max(0, c.kv_high),
         longest_max_model_len=longest,
         machine=machine.describe(),
+        cuda_total=machine.total_dict(),
         model=spec.name,
         notes=[*spec.notes, *s.notes, *s.rules.notes, *free_memory_note(s.rules, machine, free, vllm_free)],
         vllm_version=str(s.rules.version),

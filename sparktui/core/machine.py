@@ -3,6 +3,8 @@ given size, and which of them a launch here is checked against."""
 
 from __future__ import annotations
 
+import math
+
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.record import record
 from sparktui.core.units import GB, GiB, format_gib
@@ -33,25 +35,52 @@ class Machine:
     # the GPU computes FP4 natively (Blackwell: GB10, RTX 50, B200), so vLLM runs NVFP4 MoE on its CUTLASS
     # kernels, which pad the experts (fit_settings.nvfp4_moe_padding); False: Marlin; None: not known
     fp4: bool | None = None
+    # the CUDA totals a machine of this name may report, where more than one is seen and nothing in the
+    # flags says which (0: `total`); the fit's KV range covers them, its figure takes `total`
+    total_low: int = 0
+    total_high: int = 0
+    total_basis: str = ""  # why `total` is the one assumed ("" where it is simply the machine's)
+
+    def totals(self) -> tuple[int, int]:
+        """The lowest and highest CUDA total this machine may report."""
+        return (self.total_low or self.total, self.total_high or self.total)
 
     def describe(self) -> str:
         if self.name == "auto":  # read from this host, which may have no GPU at all
             return (
                 f"this host ({format_gib(self.mem_total, 1)} MemTotal, fitted as one unified pool like a "
-                f"DGX Spark, {format_gib(self.total, 1)} as CUDA would see it)"
+                f"DGX Spark, {format_gib(self.total, 1)} as CUDA would see it: {self.total_basis})"
             )
         kind = "unified memory" if self.unified else "GPU memory"
-        return f"{self.name} ({kind}, {format_gib(self.total, 1)} visible to CUDA)"
+        low, high = self.totals()
+        if low == high:
+            return f"{self.name} ({kind}, {format_gib(self.total, 1)} visible to CUDA)"
+        return f"{self.name} ({kind}, {format_gib(self.total, 2)} visible to CUDA assumed: {self.total_basis})"
+
+    def span_note(self, utilization: float) -> str:
+        """What the fit's request line adds where this machine may report another CUDA total."""
+        low, high = self.totals()
+        if low == high:
+            return ""
+        return (
+            f"; {self.total_basis}: ceil({utilization:g} × {format_gib(high, 2)}) = "
+            f"{format_gib(math.ceil(utilization * high), 2)} there"
+        )
+
+    def total_dict(self) -> dict[str, int | str]:
+        """The CUDA total the fit assumed, the span it covers and why (--json `cuda_total`)."""
+        low, high = self.totals()
+        return {"assumed": self.total, "low": low, "high": high, "basis": self.total_basis}
 
     @classmethod
     def from_reading(cls, total: int, available: int | None) -> Machine:
         """This host ("auto") from its MemTotal and MemAvailable in bytes: fitted as one unified
-        pool like a DGX Spark, CUDA seeing about 2.1 GiB less than MemTotal, as on GB10."""
+        pool like a DGX Spark, whose CUDA total is its MemTotal (GB10_CUDA_TOTALS)."""
         if total <= 0:
             raise UserError("/proc/meminfo has no MemTotal; use --machine dgx-spark or a size in GiB")
         return cls(
             "auto",
-            total - (DGX_SPARK_MEM_TOTAL - DGX_SPARK_CUDA_TOTAL),
+            total,
             total,
             unified=True,
             mem_available=available,
@@ -59,6 +88,7 @@ class Machine:
             device_memory_known=False,
             sms=GB10_SMS,
             fp4=True,
+            total_basis="on GB10 CUDA's total is MemTotal, read on this host",
         )
 
     @classmethod
@@ -70,15 +100,22 @@ class Machine:
         return cls.from_reading(info["mem_total"], info["mem_available"])
 
 
-DGX_SPARK_MEM_TOTAL = int(121.7 * GiB)
-# vLLM's total_memory on GB10 ("Free memory on device (112.04/119.63 GiB)", fixtures vllm-logs
-# spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log)
-DGX_SPARK_CUDA_TOTAL = int(119.63 * GiB)
+# What CUDA (cudaMemGetInfo, so vLLM's total_memory) reports on a DGX Spark is its MemTotal, and Sparks
+# come in two: 119.63 GiB (MemTotal ~125,44x,xxx kB; "Free memory on device (112.04/119.63 GiB)", fixtures
+# vllm-logs spark_vdev-g25ab073ef_gemma-3-27b-it_fp8kv_success.log) and 121.69 GiB (~127,60x,xxx kB;
+# spark3x_v0.2x_free-memory-less-than-desired_wrapped_excerpt.log), 2.06 GiB apart. Public readings put
+# the gap in the firmware's reservation, not the driver (121.69 on both 580.173 and 610.43) nor the
+# flags (tests/fixtures/machines/SOURCES.md).
+GB10_CUDA_TOTALS = (int(119.63 * GiB), int(121.69 * GiB))
+DGX_SPARK_CUDA_TOTAL = GB10_CUDA_TOTALS[0]
+DGX_SPARK_MEM_TOTAL = DGX_SPARK_CUDA_TOTAL  # the same box: MemTotal is CUDA's total
 GB10_SMS = 48  # GB10's Blackwell GPU: 6,144 CUDA cores, 128 per SM
 
 
 def dgx_spark() -> Machine:
-    # An idle Spark keeps about MemTotal − 4 GB available (the OS and services).
+    """A DGX Spark not at hand: the smaller of its two CUDA totals (a pool no larger than any Spark's), the
+    KV range up to the larger. An idle Spark keeps about MemTotal − 4 GB available (the OS and services)."""
+    low, high = GB10_CUDA_TOTALS
     return Machine(
         "dgx-spark",
         DGX_SPARK_CUDA_TOTAL,
@@ -90,6 +127,13 @@ def dgx_spark() -> Machine:
         device_memory_known=False,
         sms=GB10_SMS,
         fp4=True,
+        total_low=low,
+        total_high=high,
+        total_basis=(
+            f"the smaller of the two totals Sparks report ({format_gib(low, 2)} and {format_gib(high, 2)}, "
+            "set by the box's firmware, not by the flags); the KV range runs to the larger. "
+            "--machine auto on the Spark reads its own"
+        ),
     )
 
 

@@ -469,11 +469,11 @@ def test_fit_preflight_judges_the_host_it_launches_on(make_profile):
     gib = 1 << 30
     small = {"MemTotal": 24 * gib, "MemAvailable": 22 * gib, "MemFree": 21 * gib}
     with pytest.raises(
-        UserError, match=re.escape("no memory left for the KV cache: request 19.74 GiB − weights 61.03 GiB")
+        UserError, match=re.escape("no memory left for the KV cache: request 21.60 GiB − weights 61.03 GiB")
     ):
         server_preflight.preflight(profile, qwen, meminfo=small)
     forced = server_preflight.preflight(profile, qwen, force=True, meminfo=small)
-    assert forced.warnings[0].startswith("the profile is planned for dgx-spark (121.7 GiB) but this host has 24.0 GiB")
+    assert forced.warnings[0].startswith("the profile is planned for dgx-spark (119.6 GiB) but this host has 24.0 GiB")
     spark = {"MemTotal": int(121.7 * gib), "MemAvailable": 117 * gib, "MemFree": 116 * gib}
     on_spark = server_preflight.preflight(profile, qwen, meminfo=spark)
     assert on_spark.warnings == [] and on_spark.fit["verdict"] == "fits"
