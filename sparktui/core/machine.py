@@ -57,6 +57,19 @@ class Machine:
             return f"{self.name} ({kind}, {format_gib(self.total, 1)} visible to CUDA)"
         return f"{self.name} ({kind}, {format_gib(self.total, 2)} visible to CUDA assumed: {self.total_basis})"
 
+    def label(self, planned: str | float | int) -> str:
+        """The machine in a few words, as the panel shows it: what the fit assumes, and the other CUDA total
+        it covers where nothing in the flags says which (`planned`: the profile's machine keyword)."""
+        size = format_gib(self.mem_total, 1)
+        if str(planned).strip().lower() == "auto":
+            return f"this host ({size}, fitted as one unified pool like a Spark)"
+        if not self.unified:
+            return f"a GPU with {self.total / GiB:.0f} GiB"
+        high = self.totals()[1]
+        if high != self.total:  # the figures on this total, the KV range up to the other (the fit's reasons)
+            return f"DGX Spark, {size} ({high / GiB:.1f} on some)"
+        return f"DGX Spark ({size} unified memory)"
+
     def span_note(self, utilization: float) -> str:
         """What the fit's request line adds where this machine may report another CUDA total."""
         low, high = self.totals()

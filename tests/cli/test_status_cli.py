@@ -82,7 +82,8 @@ def test_status_json_without_a_server_running_says_how_each_port_last_ended(ende
     assert "guard trip at the kill line (8.00 GiB): MemAvailable 7.25 GiB" in guard, guard
     assert listed[18001]["trip"]["mem_available_gib"] == 7.25
     assert "crash: worker_died: Worker died" in listed[18002]["ended"]
-    assert listed[18003]["ended"].endswith("stopped by socket")
+    # who asked, in words: it said "stopped by socket"
+    assert listed[18003]["ended"].endswith("stopped by request (sparktui stop/kill, the panel or a route)")
     assert not any(s["alive"] for s in listed.values())
 
 

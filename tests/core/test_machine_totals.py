@@ -108,3 +108,11 @@ def test_the_total_assumed_and_why_is_in_the_text_the_reasons_and_the_json(capsy
     assert main(["fit", "--model", LLAMA, "--max-model-len", "8192", "--gpu-memory-utilization", "0.8"]) == 0
     out = capsys.readouterr().out
     assert "119.63 GiB visible to CUDA assumed" in out and "121.69 GiB" in out
+
+
+def test_the_panels_machine_line_says_which_total_and_that_the_range_covers_the_other():
+    assert dgx_spark().label("dgx-spark") == "DGX Spark, 119.6 GiB (121.7 on some)"
+    # a Spark at hand has one total: nothing to cover
+    assert box(GB10_CUDA_TOTALS[1]).label("dgx-spark") == "DGX Spark (121.7 GiB unified memory)"
+    assert machine_from_name(80).label("80") == "a GPU with 80 GiB"
+    assert Machine.from_reading(24 * GiB, None).label("auto").startswith("this host (24.0 GiB")

@@ -667,7 +667,9 @@ def how_it_ended(state: StateRecord) -> str | None:
         kind, message = (failure.kind, failure.message) if failure is not None else ("", "")
         what = f"crash: {kind or 'failed'}: {message or ''}".rstrip(": ")
     elif ex.reason in ("stopped", "killed"):
-        what = f"{ex.reason}" + (f" by {ex.by}" if ex.by else "")
+        # by: a signal's name, or "socket" (a request on the command socket: stop/kill, the panel, a route)
+        who = "request (sparktui stop/kill, the panel or a route)" if ex.by == "socket" else ex.by
+        what = f"{ex.reason}" + (f" by {who}" if who else "")
     elif ex.reason == "supervisor_died":
         what = f"its supervisor died: {ex.message or ''}".rstrip(": ")
     elif ex.reason == "wedged":

@@ -39,12 +39,7 @@ def machine_label(name: str, machine: Machine | None) -> str:
     """The profile's machine in words: what the fit assumes, not just the profile's keyword."""
     if machine is None:
         return f"machine {name}"
-    size = f"{machine.mem_total / 2**30:.1f} GiB"
-    if str(name).strip().lower() == "auto":
-        return f"machine: this host ({size}, fitted as one unified pool like a Spark)"
-    if machine.unified:
-        return f"machine: DGX Spark ({size} unified memory)"
-    return f"machine: a GPU with {machine.total / 2**30:.0f} GiB"
+    return f"machine: {machine.label(name)}"
 
 
 class ConfigPane(Pane):
