@@ -20,11 +20,18 @@ from pathlib import Path
 
 # what the service needs of this shell: where sparktui keeps things, where the models are, and PATH
 # (a user manager's PATH is short: vLLM in a venv or ~/.local/bin would not be found). Never secrets.
+# The XDG homes decide sparktui's default folders (paths.py, by platformdirs) and the Hugging Face
+# cache's (HF_HOME defaults to $XDG_CACHE_HOME/huggingface): a moved one left out would have the
+# service write where `sparktui status` does not look.
 PASSED_ENV = (
     "PATH",
     "SPARKTUI_CONFIG_DIR",
     "SPARKTUI_STATE_DIR",
     "SPARKTUI_CACHE_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
     "HF_HOME",
     "HF_HUB_CACHE",
     "HF_HUB_OFFLINE",
@@ -42,6 +49,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     remove.add_argument("profile")
     status = sub.add_parser("status", help="the unit, whether systemd runs it, and lingering")
     status.add_argument("profile")
+
+
+def service_dirs() -> dict[str, str]:
+    """sparktui's folders as this shell resolves them, named outright: the user manager's own
+    environment (environment.d) may set the XDG homes otherwise, and the service must keep its
+    state where `sparktui status` here looks for it."""
+    from sparktui.paths import cache_dir, config_dir, state_dir_path
+
+    dirs = {"SPARKTUI_CONFIG_DIR": config_dir(), "SPARKTUI_STATE_DIR": state_dir_path(), "SPARKTUI_CACHE_DIR": cache_dir()}
+    return {key: str(path.absolute()) for key, path in dirs.items()}
 
 
 def unit_dir() -> Path:
@@ -68,7 +85,7 @@ def install(args: argparse.Namespace) -> int:
     from sparktui.core.service_unit import UnitSpec, render
 
     name, path, profile = _unit_for(args.profile)
-    env = {key: os.environ[key] for key in PASSED_ENV if os.environ.get(key)}
+    env = {key: os.environ[key] for key in PASSED_ENV if os.environ.get(key)} | service_dirs()
     spec = UnitSpec(profile=profile, argv=[sys.executable, "-m", "sparktui", "serve", str(path)], environment=env)
     text = render(spec)
     if args.print:

@@ -142,3 +142,33 @@ def test_install_without_systemctl_says_nothing_was_enabled(
     assert (tmp_path / "xdg" / "systemd" / "user" / name).is_file()
     assert "started it" not in out and f"enabled {name}" not in out
     assert "systemctl not found" in err and f"systemctl --user enable --now {name}" in err
+
+
+def test_the_unit_keeps_the_state_dir_where_status_looks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys):
+    # a user who moved their folders by XDG_STATE_HOME (etc.): the unit passed HF_HUB_OFFLINE but not
+    # those, so the service wrote its state to the default place, where `sparktui status` did not look
+    from sparktui import paths
+    from sparktui.cli import main
+
+    for key in ("SPARKTUI_CONFIG_DIR", "SPARKTUI_STATE_DIR", "SPARKTUI_CACHE_DIR"):
+        monkeypatch.delenv(key, raising=False)
+    for key in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(key, str(tmp_path / key.lower()))
+    mine = (paths.config_dir(), paths.state_dir_path(), paths.cache_dir())
+    assert mine[1] == tmp_path / "xdg_state_home" / "sparktui"
+    assert main(["service", "install", "70b-dense-5-users", "--print"]) == 0
+    unit = capsys.readouterr().out
+    passed = dict(
+        shlex.split(line.removeprefix("Environment="))[0].split("=", 1)
+        for line in unit.splitlines()
+        if line.startswith("Environment=")
+    )
+    assert passed["XDG_STATE_HOME"] == str(tmp_path / "xdg_state_home")
+    # the service, started by a user manager whose own environment says nothing of them, resolves the same folders
+    for key in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(key)
+    for key, value in passed.items():
+        monkeypatch.setenv(key, value)
+    assert (paths.config_dir(), paths.state_dir_path(), paths.cache_dir()) == mine
+    # named outright too, whatever a user manager's environment.d says of the XDG homes
+    assert passed["SPARKTUI_STATE_DIR"] == str(mine[1]) and passed["SPARKTUI_CONFIG_DIR"] == str(mine[0])
