@@ -135,7 +135,7 @@ def _run_vllm(target: Any, settings: Any, model: str | None, executable: str | N
     rows = []
     for users in settings.users:
         if not as_json:
-            print(f"vllm bench serve: {users} users …", file=sys.stderr, flush=True)
+            print(f"vllm bench serve: {_n_users(users)} …", file=sys.stderr, flush=True)
         rows.append(vllm_driver.run_level(plan, target, settings, users))
     if as_json:
         report = {"tool": "vllm bench serve", "executable": plan.executable, "model": plan.model, "runs": rows}
@@ -162,12 +162,12 @@ def _run_vllm(target: Any, settings: Any, model: str | None, executable: str | N
     )
     for r in rows:
         if r["server_ttft_requests"] is None:
-            print(f"  {r['users']} users: /metrics did not answer, so no server-side TTFT")
+            print(f"  {_n_users(r['users'])}: /metrics did not answer, so no server-side TTFT")
         elif r["server_ttft_test_request"] and r["server_ttft_requests"] == (r["completed"] or 0) + 1:
-            print(f"  {r['users']} users: the server's figures include vllm bench serve's initial test request")
+            print(f"  {_n_users(r['users'])}: the server's figures include vllm bench serve's initial test request")
         elif r["server_ttft_requests"] != r["completed"]:
             print(
-                f"  {r['users']} users: the server counted {r['server_ttft_requests']} first tokens for "
+                f"  {_n_users(r['users'])}: the server counted {r['server_ttft_requests']} first tokens for "
                 f"{r['completed']} completed requests (other clients during the run, or a restart)"
             )
     return 0
@@ -234,11 +234,11 @@ def _print_report(report: BenchReport) -> None:
         if w.best_users is None:
             print(f"sweep: not even {w.tried[0] if w.tried else 1} user meets {target} ({', '.join(w.broken_by)})")
         elif w.broke_at is None:
-            print(f"sweep: every level up to {w.best_users} users meets {target} (--max-users {w.max_users})")
+            print(f"sweep: every level up to {_n_users(w.best_users)} meets {target} (--max-users {w.max_users})")
         else:
             print(
-                f"sweep: at most {w.best_users} users meet {target}; "
-                f"{w.broke_at} users break it ({', '.join(w.broken_by)})"
+                f"sweep: at most {_n_users(w.best_users)} {'meets' if w.best_users == 1 else 'meet'} {target}; "
+                f"{_n_users(w.broke_at)} break it ({', '.join(w.broken_by)})"
             )
 
 
@@ -263,8 +263,12 @@ def _show_history(records: list[HistoryRecord], profile: str | None, *, as_json:
     return 0
 
 
+def _n_users(n: int) -> str:
+    return f"{n} user" if n == 1 else f"{n} users"
+
+
 def _level_summary(r: LevelResult) -> str:
-    parts: list[Any] = [f"{r.users} users: {_num(r.decode_tok_s_per_user, '{:.1f}')} tok/s each"]
+    parts: list[Any] = [f"{_n_users(r.users)}: {_num(r.decode_tok_s_per_user, '{:.1f}')} tok/s each"]
     parts.append(f"{_num(r.aggregate_tok_s, '{:.1f}')} total")
     parts.append(f"TTFT {_num(r.ttft_p50_s, '{:.2f}')} s")
     return ", ".join(parts)

@@ -7,7 +7,8 @@ PROFILE may be an eugr/spark-vllm-docker or sparkrun recipe, or a vLLM --config 
 was read is shown first, with every key the fit does not model.
 
 Which vLLM: --vllm-version, else the profile's vllm-version, else what the profile's runner has
-installed (runtime/launch/vllm_version.py), else the newest rules sparktui knows (said in the notes).
+installed (its venv, `vllm --version`, its container image's tag, or its last log), else the newest
+rules sparktui knows (said in the notes).
 
 Exit status: 0 fits or tight, 1 won't start or unsafe, 2 bad input.
 """

@@ -214,13 +214,25 @@ def _format(summary: LogSummary) -> str:
     return "\n".join(lines)
 
 
+def _json(summary: LogSummary) -> dict[str, Any]:
+    """What the text shows, as JSON: the summary's fields plus the phase (with the furthest start-up phase
+    reached, which "failed during …" names) and how many launches the file holds."""
+    unreadable = unreadable_figures(summary)
+    return {
+        **summary.to_dict(),
+        "phase": summary.phase,
+        "reached": summary.reached,
+        "launches": summary.launches,
+        **({"unreadable": unreadable} if unreadable else {}),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     summary, cut = _read_summary(args.file)
     if cut:
         print(f"sparktui: {cut} of {args.file}; the summary covers those", file=sys.stderr)
     if args.json:
-        unreadable = unreadable_figures(summary)
-        print(json.dumps({**summary.to_dict(), **({"unreadable": unreadable} if unreadable else {})}, indent=2))
+        print(json.dumps(_json(summary), indent=2))
     else:
         print(_format(summary))
     return 0

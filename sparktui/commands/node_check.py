@@ -1,6 +1,6 @@
 """What a cluster's head asks each node over SSH before a launch: the vLLM this node would run,
 whether the given ports are free, its memory (and what its servers reserve, the model's page cache),
-the link's interface. Prints one JSON object (runtime/cluster/link.py reads it)."""
+the link's interface. Prints one JSON object, which the head reads."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sparktui.core.units import GiB
 
 LEAK_MIN_BYTES = 2 * GiB  # below this a shortfall is noise on a busy box, whatever the pool
-LEAK_POOL_SHARE = 0.03  # ...or 3% of the pool on a large one (3.7 GiB on a 121.7 GiB Spark)
+LEAK_POOL_SHARE = 0.03  # ...or 3% of the pool on a large one (3.6 GiB on a 119.6 GiB Spark)
 MEMORY_BACK_TIMEOUT_S = 30.0  # the kernel and the driver take a few seconds to free a dead tree's memory
 
 HolderKind = Literal["shm_file", "process", "locked"]

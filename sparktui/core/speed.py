@@ -35,6 +35,7 @@ from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
 from sparktui.core.config import MXFP4_LAYER_NAMES, ServeConfig
+from sparktui.core.machine import GB10_CUDA_TOTALS  # the two sizes a GB10 box comes in
 from sparktui.core.modelspec import FULL, MAMBA, MLA, SLIDING, ModelSpec
 from sparktui.core.record import record
 from sparktui.core.speculation import Speculation
@@ -786,10 +787,9 @@ def calibrated(
 def hardware_for(machine_name: str, mem_total: int, unified: bool) -> Hardware | None:
     """The speed figures of a fit's machine: a DGX Spark (by name, or a unified-memory machine of
     its size); None for a GPU sparktui knows only by its memory size."""
-    spark_mem_total = int(121.7 * 2**30)
     if machine_name in ("dgx-spark", "spark", "gb10"):
         return GB10
-    if unified and abs(mem_total - spark_mem_total) <= 0.03 * spark_mem_total:
+    if unified and min(GB10_CUDA_TOTALS) * 0.99 <= mem_total <= max(GB10_CUDA_TOTALS) * 1.01:
         return GB10
     return None
 

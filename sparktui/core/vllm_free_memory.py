@@ -16,7 +16,7 @@ def _g(n: float) -> str:
 def cuda_free_figure(rules: VllmRules, machine: Machine, mem_available: int | None, mem_free: int | None) -> int | None:
     """vLLM's own free-memory figure where it is below MemAvailable: a vLLM that reads cudaMemGetInfo on
     unified memory (before 0.11.1; vllm/utils/__init__.py MemorySnapshot.measure) sees the free pages
-    without the reclaimable page cache (≈ MemFree; some drivers cap it lower still, ~102 of 121.7 GiB
+    without the reclaimable page cache (≈ MemFree; some drivers cap it lower still, ~102 of 121.69 GiB
     reported). None where vLLM reads MemAvailable, or where MemFree is not known."""
     if not machine.unified or rules.value("uma_free_memory") != "cuda_free" or mem_free is None:
         return None

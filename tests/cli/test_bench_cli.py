@@ -235,4 +235,20 @@ def test_vllm_levels_print_the_servers_own_ttft_beside_the_clients(tmp_path, env
     assert "server TTFT mean/med/p99 ms" in header
     mean, median, p99 = (float(x) for x in row.split()[2].split("/"))
     assert mean >= 50 and 0 < median <= p99
-    assert "1 users: the server's figures include vllm bench serve's initial test request" in out.stdout
+    assert "1 user: the server's figures include vllm bench serve's initial test request" in out.stdout
+
+
+def test_history_says_1_user_not_1_users(capsys):
+    # `sparktui bench --history` printed "1 users: … tok/s each"
+    from sparktui.cli import main
+    from sparktui.runtime.bench.history import append_history
+    from sparktui.runtime.bench.results import BenchSettings
+    from sparktui.runtime.bench.run import run_bench
+    from sparktui.runtime.bench.target import Target
+
+    settings = BenchSettings(users=[1], prompt_tokens=8, output_tokens=4, requests_per_user=1)
+    with running(ttft=0.05, rate=100) as (url, _):
+        append_history(run_bench(Target(url, int(url.rsplit(":", 1)[1]), None, None, None), settings))
+    assert main(["bench", "--history"]) == 0
+    levels = capsys.readouterr().out.splitlines()[1]
+    assert levels.startswith("    1 user: "), levels

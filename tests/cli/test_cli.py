@@ -1,3 +1,4 @@
+import re
 import subprocess
 import sys
 
@@ -106,6 +107,23 @@ def test_help_keeps_the_example_lines_of_the_description_whole(command, example)
     parser = build_parser(command, others=False)
     sub = next(a for a in parser._actions if a.dest == "command").choices[command]
     assert example in sub.format_help().splitlines()
+
+
+def _all_commands() -> list[str]:
+    from sparktui.cli import COMMANDS
+
+    return sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("command", _all_commands())
+def test_help_names_no_source_file(command):
+    # `sparktui fit --help` said "(runtime/launch/vllm_version.py)": a path in the source, not the user's words
+    from sparktui.cli import build_parser
+
+    parser = build_parser(command, others=False)
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    text = sub.format_help()
+    assert not re.search(r"[\w/]+\.py\b", text), text
 
 
 def test_an_unknown_option_shows_the_commands_own_usage(capsys):

@@ -19,8 +19,25 @@ def test_json_matches_the_hand_checked_table(fixtures, name, capsys):
     got = json.loads(capsys.readouterr().out)
     expected, failure_kind = EXPECTED[name]
     failure = got.pop("failure")
+    phase, reached, launches = got.pop("phase"), got.pop("reached"), got.pop("launches")
     assert got == expected
     assert (failure or {}).get("kind") == failure_kind
+    assert (phase == "failed") == (failure_kind is not None) and (phase == "ready") == expected["ready"]
+    assert reached != "failed" and launches in (0, 1)  # an excerpt may start after the launch line
+
+
+def test_json_has_the_phase_and_launches_the_text_shows(fixtures, tmp_path, capsys):
+    # --json left out the phase ("failed during kv cache") and the launch count the text shows
+    name = "vllm-logs/spark_v0.25.1_laguna-s-2.1-int4_kv-cache-too-small_fail.log"
+    assert main(["inspect-log", str(fixtures / name), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["phase"] == "failed" and got["reached"] == "kv_cache" and got["launches"] == 1
+    twice = tmp_path / "twice.log"
+    twice.write_bytes((fixtures / name).read_bytes() * 2)
+    assert main(["inspect-log", str(twice)]) == 0
+    assert "launches         2 in this file" in capsys.readouterr().out
+    assert main(["inspect-log", str(twice), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["launches"] == 2
 
 
 def test_readable_output_explains_the_failure(fixtures, capsys):

@@ -134,6 +134,8 @@ def test_the_estimate_says_what_it_assumes(guide_specs):
 def test_hardware_is_known_for_a_spark_only():
     assert sp.hardware_for("dgx-spark", 0, True) is sp.GB10
     assert sp.hardware_for("auto", int(121.7 * 2**30), True) is sp.GB10
+    assert sp.hardware_for("auto", int(119.6 * 2**30), True) is sp.GB10  # the other size of box
+    assert sp.hardware_for("auto", 116 * 2**30, True) is None
     assert sp.hardware_for("80 GiB GPU", 80 * 2**30, False) is None
     given = sp.with_bandwidth(None, 50.0, "laptop")
     assert given is not None and given.bandwidth == 50e9

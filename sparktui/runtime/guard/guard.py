@@ -7,7 +7,8 @@ Two parts:
 - `Guard`: the action part. Reads /proc/meminfo at the pace the decider asks for, records the
   tree's descendants, signals the tree (through `sparktui.runtime.host.proc`) and writes a TripReport.
 
-Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU):
+Why the defaults (DGX Spark, GB10: MemTotal 119.6 or 121.7 GiB by the box, shared by CPU and GPU, and
+CUDA's total is the same figure; core/machine.py GB10_CUDA_TOTALS):
 - Exhausting the pool does not OOM-kill anything: the box hangs. The seed reports it at risk
   below 2-3 GB free (1.9-2.8 GiB). MemAvailable was seen falling 34 -> 12.7 GiB in ~1.5 s
   (~14 GiB/s) during vLLM start-up.
@@ -17,7 +18,7 @@ Why the defaults (DGX Spark, GB10: MemTotal ≈ 121.7 GiB shared by CPU and GPU)
   2-3 GB danger zone. (The kernel's teardown after SIGKILL releases memory; it does not add any.)
 - term 6 GiB: a slow creep (KV cache growth, another program, page-cache pressure) gets vLLM's
   clean shutdown; a fast fall goes from 6 to 3.5 GiB in ~0.2 s and is SIGKILLed at once.
-- warn 10 GiB: vLLM at gpu_memory_utilization 0.9 leaves 121.7 - 0.9 x 119.6 ≈ 14 GiB for
+- warn 10 GiB: vLLM at gpu_memory_utilization 0.9 leaves 0.1 x 119.6-121.7 ≈ 12 GiB for
   everything else, so below 10 GiB the margin is gone: tell the user.
 - grace 5 s: vLLM's own shutdown on SIGTERM takes a few seconds; memory is short meanwhile,
   and the kill line keeps guarding during the grace period.
