@@ -52,13 +52,26 @@ def describe_exit(state: StateRecord) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-
     from sparktui.runtime.server import client
+
+    return stop_one_or_all(args, client.stop)
+
+
+def stop_one_or_all(args: argparse.Namespace, action: Callable[..., StateRecord]) -> int:
+    """stop's and kill's run: no server where one was asked for is nothing to stop, exit 0, as with
+    --all (what a user who wants it stopped has got); several servers without --port, or --only-id
+    naming another launch, stay bad input (exit 2)."""
+    from sparktui.runtime.records.state import NoLiveServer
 
     only_id = only_id_of(args)
     if args.all:
-        return for_all(client.stop)
-    print(describe_exit(client.stop(args.port, only_id=only_id)))
+        return for_all(action)
+    try:
+        state = action(args.port, only_id=only_id)
+    except NoLiveServer as exc:
+        print(printable(f"nothing to stop: {exc}"))
+        return 0
+    print(describe_exit(state))
     return 0
 
 
@@ -73,7 +86,7 @@ def for_all(action: Callable[[int], StateRecord]) -> int:
     # a record that does not read whole is ended too, from its tree and supervisor (client.stop)
     ports = [s.port for s in st.list_states(salvaged=True) if s.alive or s.status == "lost"]
     if not ports:
-        print("no server is running")
+        print("nothing to stop: no server is running")
         return 0
 
     def one(port: int) -> tuple[int, str | None, StateRecord | None]:

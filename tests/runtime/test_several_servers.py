@@ -81,7 +81,11 @@ def test_two_servers_that_fit_together_both_run_status_lists_both_and_stop_all_s
         final = st.read_state(st.state_path(port))
         assert final is not None and final.tree is not None
         assert not any(proc.ProcessIdentity(p, t).is_alive() for p, t in final.tree.members)
-    assert sparktui("kill", "--all", env=env).stdout.strip() == "no server is running"
+    assert sparktui("kill", "--all", env=env).stdout.strip() == "nothing to stop: no server is running"
+    # a port whose server has ended: nothing to stop there either (it exited 2, "not running")
+    again = sparktui("stop", "--port", str(a.port), env=env)
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+    assert again.stdout.strip() == f"nothing to stop: the server on port {a.port} is not running (status exited)"
 
 
 def test_a_guard_trip_stops_the_lower_priority_server_and_leaves_the_other_when_that_was_enough(

@@ -440,11 +440,17 @@ def test_guard_trips_when_the_engine_eats_memory_and_stops_the_tree(make_profile
 
 
 def test_stop_and_kill_without_a_server_say_so(env):
-    for command in (["stop"], ["kill", "--port", "8123"], ["status", "--port", "8123"]):
-        out = sparktui(command, env)
-        assert out.returncode == 2 and out.stderr.startswith("sparktui: ") and "Traceback" not in out.stderr
-    assert "no server is running" in sparktui(["stop"], env).stderr
-    assert "no server recorded on port 8123" in sparktui(["kill", "--port", "8123"], env).stderr
+    # nothing to stop is what a user who wants it stopped has: exit 0 for stop and kill, with or
+    # without --port or --all, as `stop --all` always did (`stop` alone exited 2); status still needs one
+    for command in ("stop", "kill"):
+        for where in ([], ["--port", "8123"], ["--all"]):
+            out = sparktui([command, *where], env)
+            assert out.returncode == 0 and out.stderr == "", (command, where, out.stderr)
+            assert out.stdout.startswith("nothing to stop: ") and out.stdout.count("\n") == 1, out.stdout
+    assert "no server is running" in sparktui(["stop"], env).stdout
+    assert "no server recorded on port 8123" in sparktui(["kill", "--port", "8123"], env).stdout
+    out = sparktui(["status", "--port", "8123"], env)
+    assert out.returncode == 2 and out.stderr.startswith("sparktui: ") and "Traceback" not in out.stderr
 
 
 def test_restart_relaunches_the_same_profile(make_profile, env, cleanup):

@@ -274,13 +274,13 @@ def find_state(port: int | None = None) -> StateRecord:
         if (answered := ask_live(port)) is not None:  # the file is gone or stale, the supervisor is not
             return answered
         if state is None:
-            raise UserError(f"no server recorded on port {port} (see `sparktui status`)")
+            raise NoLiveServer(f"no server recorded on port {port} (see `sparktui status`)")
         return state
     running = [s for s in list_states() if s.alive]
     if len(running) == 1:
         return running[0]
     if not running:
-        raise UserError("no server is running (see `sparktui status`)")
+        raise NoLiveServer("no server is running (see `sparktui status`)")
     ports = ", ".join(str(s.port) for s in running)
     raise UserError(f"several servers are running (ports {ports}); say which with --port")
 
@@ -296,6 +296,11 @@ def ask_live(port: int, timeout: float = 5.0, *, metrics: bool = False) -> State
         return None
     reply.state.alive = True
     return reply.state
+
+
+class NoLiveServer(UserError):
+    """No server runs where one was asked for: bad input for a command that needs one (status --port,
+    bench, set-guard), nothing to do for stop and kill."""
 
 
 class Unanswered(UserError):

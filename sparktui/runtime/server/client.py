@@ -70,7 +70,7 @@ def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.State
     if not state.alive:
         if state.status == "lost":
             return sweep_lost(state, f"swept by `sparktui {req.cmd}`: its supervisor had died")
-        raise UserError(f"the server on port {state.port} is not running (status {state.status})")
+        raise st.NoLiveServer(f"the server on port {state.port} is not running (status {state.status})")
     try:
         reply = st.request(state.port, req, timeout=req.wait + 5, expect_pid=state.supervisor.pid)
     except st.Unanswered as exc:
