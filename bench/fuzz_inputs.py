@@ -11,8 +11,14 @@ import`), bench-history (`bench --history`), state (servers/<port>.json and cali
 under `status`, `stop`, `kill`, `fit`; a process of the fuzzer's own is named in the record and
 must outlive the run), flight (the flight recorder's headers, rings and saved post-mortems under
 `status`, `postmortem`, `mem`), cli-flags (sparktui's own options of fit, advise, status, stop,
-kill, set-guard, guard, bench --history and profile export given wrong or edge values). Each case is one `python -m sparktui …` with the config, state and cache
-folders in a fresh temporary folder, offline, one at a time, under --timeout.
+kill, set-guard, guard, bench --history and profile export given wrong or edge values), own-files
+(a model folder's config.json, hf_quant_config.json, safetensors-headers.json and index, a route
+record under `route --show`, a state record under `node-watch`: each a FIFO, a folder, a loop, a
+huge sparse file or damaged), forged-state (a record naming the fuzzer's own process as its tree
+and supervisor, true start time or one off, no boot id, a foreign mark or cgroup; often a fake
+supervisor of this user holds the port's socket, answering in the supervisor's words or freezing
+on a stop; the fake must outlive the run too). Each case is one `python -m sparktui …` with the
+config, state and cache folders in a fresh temporary folder, offline, one at a time, under --timeout.
 
 Deterministic by seed: the same --seed and --cases give the same cases. Prints per kind the cases
 and the outcomes: ok (exit 0/1), bad-input (exit 2 with a message), traceback, hang, other exit,
@@ -23,6 +29,7 @@ exception and innermost sparktui frame), written with its inputs under --keep.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -163,6 +170,9 @@ class Case:
     specials: dict[str, str] = field(default_factory=dict)  # relative path → dir|loop|fifo|missing
     victim: bool = False  # a process of our own is named in the state: it must survive
     stdin: bytes | None = None
+    # (port, answer|freeze, the record it answers with): a fake supervisor holds the port's socket
+    fake: tuple[int, str, bytes] | None = None
+    sparse: dict[str, int] = field(default_factory=dict)  # relative path → size: a huge file, no disk used
 
 
 def toml_bytes(doc: dict[str, Any]) -> bytes:
@@ -494,6 +504,70 @@ def case_cli_flags(rng: random.Random) -> Case:
     return Case(argv, files)
 
 
+OWN_FILES = {  # a file sparktui reads whole → the command that reads it (issue 21's guarded readers)
+    "m/config.json": ["fit", "--offline", "--model", "{d}/m"],
+    "m/hf_quant_config.json": ["fit", "--offline", "--model", "{d}/m"],
+    "m/safetensors-headers.json": ["fit", "--offline", "--model", "{d}/m"],
+    "m/model.safetensors.index.json": ["fit", "--offline", "--model", "{d}/m"],
+    "state/route/{port}.json": ["route", "--show"],
+    "state/servers/{port}.json": ["node-watch", "--port", "{port}"],
+}
+
+
+def case_own_files(rng: random.Random) -> Case:
+    """One of sparktui's own files, or a model folder's JSON, as a FIFO, a folder, a loop, a huge
+    (sparse) file, or damaged, under the command that reads it."""
+    port = 47000 + rng.randrange(1000)
+    name, argv = rng.choice(list(OWN_FILES.items()))
+    name = name.replace("{port}", str(port))
+    argv = [a.replace("{port}", str(port)) for a in argv]
+    files = tiny_model_files()
+    seed = files["m/config.json"] if name.startswith("m/") else b'{"status": "running", "pid": 1}'
+    stdin = b"" if argv[0] == "node-watch" else None  # node-watch ends when its stdin closes
+    r = rng.random()
+    if r < 0.6:
+        files.pop(name, None)  # the FIFO, folder, loop or huge file takes its place
+    if r < 0.3:
+        return Case(argv, files, specials=special(rng, name), stdin=stdin)
+    if r < 0.6:
+        return Case(argv, files, sparse={name: rng.choice([20 << 20, 80 << 20, 300 << 20, 2 << 30])}, stdin=stdin)
+    return Case(argv, {**files, name: mutate_bytes(rng, seed)}, stdin=stdin)
+
+
+def case_forged_state(rng: random.Random) -> Case:
+    """A record that names a process sparktui did not start (the fuzzer's own, with its true start
+    time) as its tree and supervisor, a pid reused (start time off by one), no boot id, a mark that
+    is not the process's, a cgroup that is not ours; sometimes with a fake supervisor (a process of
+    this user, answering in the supervisor's words or freezing on a stop) holding the port's socket."""
+    seed = rng.choice(sorted((FIXTURES / "state").glob("*.json")))
+    record = json.loads(seed.read_text())
+    port = 47000 + rng.randrange(1000)
+    start = rng.choice(["{victim_start}", "{victim_start}", "{victim_start_old}"])
+    tree = {"pid": "{victim}", "start_time": start, "members": [["{victim}", start]], "spawned_at": 1.0}
+    if rng.random() < 0.5:
+        tree["boot_id"] = rng.choice([None, "{boot_id}", "another-boot"])
+    if rng.random() < 0.3:
+        tree["mark"] = rng.choice(["0" * 32, "x", None])
+    if rng.random() < 0.2:
+        tree["cgroup"] = rng.choice(["/sys/fs/cgroup", "/sys/fs/cgroup/user.slice", "/proc/self"])
+    record.update(port=port, status=rng.choice(["running", "starting", "stopping"]), tree=tree)
+    record["supervisor"] = rng.choice(
+        [{"pid": "{victim}", "start_time": "{victim_start}"}, {"pid": 0, "start_time": 0}, {"pid": 1, "start_time": 1}]
+    )
+    if rng.random() < 0.3:
+        record = mutate_tree(rng, record)
+        if isinstance(record, dict):
+            record["tree"] = tree
+    data = json.dumps(record, allow_nan=True).encode()
+    fake = (port, rng.choice(["answer", "freeze"]), data) if rng.random() < 0.6 else None
+    argv = rng.choice(
+        [["stop", "--port", str(port)], ["kill", "--port", str(port)], ["stop", "--all"], ["kill", "--all"],
+         ["status"], ["set-guard", "--port", str(port), "--disarm"]]
+    )  # fmt: skip
+    files = {f"state/servers/{port}.json": data} if fake is None or rng.random() < 0.7 else {}
+    return Case(argv, files, victim=True, fake=fake, stdin=b"")
+
+
 KINDS: dict[str, Callable[[random.Random], Case]] = {
     "profile": case_profile,
     "serve-line": case_serve_line,
@@ -506,6 +580,8 @@ KINDS: dict[str, Callable[[random.Random], Case]] = {
     "state": case_state,
     "flight": case_flight,
     "cli-flags": case_cli_flags,
+    "own-files": case_own_files,
+    "forged-state": case_forged_state,
 }
 
 # ---- running
@@ -516,15 +592,25 @@ def start_time_of(pid: int) -> int:
     return int(stat.rsplit(")", 1)[1].split()[19])
 
 
+def boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def substitute(data: bytes, folder: Path, victim: int) -> bytes:
+    started = start_time_of(victim)
+    subs = {"{d}": str(folder), "{victim}": str(victim), "{victim_start}": str(started),
+            "{victim_start_old}": str(started - 1), "{boot_id}": boot_id()}  # fmt: skip
+    for k, v in subs.items():  # numbers unquoted: "{victim}" becomes a JSON int
+        data = data.replace(f'"{k}"'.encode(), v.encode() if k not in ("{d}", "{boot_id}") else f'"{v}"'.encode())
+        data = data.replace(k.encode(), v.encode())
+    return data
+
+
 def lay_out(case: Case, folder: Path, victim: int) -> None:
-    subs = {"{d}": str(folder), "{victim}": str(victim), "{victim_start}": str(start_time_of(victim))}
     for rel, data in case.files.items():
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        for k, v in subs.items():  # numbers unquoted: "{victim}" becomes a JSON int
-            data = data.replace(f'"{k}"'.encode(), v.encode() if k != "{d}" else f'"{v}"'.encode())
-            data = data.replace(k.encode(), v.encode())
-        path.write_bytes(data)
+        path.write_bytes(substitute(data, folder, victim))
     for rel, what in case.specials.items():
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -534,13 +620,82 @@ def lay_out(case: Case, folder: Path, victim: int) -> None:
             path.symlink_to(path)
         elif what == "fifo":
             os.mkfifo(path)
+    for rel, size in case.sparse.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            f.truncate(size)
+
+
+FAKE_SUPERVISOR = """
+import json, os, signal, socket, sys
+address, mode, state = "\\0" + sys.argv[1], sys.argv[2], sys.argv[3]
+try:
+    state = json.loads(state)
+except ValueError:
+    state = None
+if isinstance(state, dict) and isinstance(state.get("supervisor"), dict) and not state["supervisor"].get("pid"):
+    stat = open("/proc/self/stat").read()  # it claims to be the supervisor itself
+    state["supervisor"] = {"pid": os.getpid(), "start_time": int(stat[stat.rfind(")") + 2 :].split()[19])}
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(address)
+server.listen(64)
+print("listening", flush=True)
+while True:
+    conn, _ = server.accept()
+    data = b""
+    while not data.endswith(b"\\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    if not data:  # a bare connection (a peer check): nothing asked
+        conn.close()
+        continue
+    try:
+        cmd = json.loads(data).get("cmd")
+    except (ValueError, AttributeError):
+        cmd = None
+    if cmd in ("stop", "kill") and mode == "freeze":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    if cmd in ("stop", "kill") and isinstance(state, dict):
+        state = dict(state, status="exited", phase="stopped", exit={"reason": "stopped", "by": cmd})
+    try:
+        conn.sendall(json.dumps({"ok": True, "state": state}).encode() + b"\\n")
+    except OSError:
+        pass
+    conn.close()
+"""
+
+
+def socket_name(state_dir: Path, port: int) -> str:
+    """The port's supervisor socket name for this state dir (runtime/records/state.socket_address)."""
+    digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:10]
+    return f"sparktui-{os.getuid()}-{digest}-{port}"
+
+
+def start_fake(case: Case, folder: Path, victim: int) -> subprocess.Popen[bytes] | None:
+    """A process of this user, not sparktui's, holding the port's supervisor socket."""
+    if case.fake is None:
+        return None
+    port, mode, data = case.fake
+    record = substitute(data, folder, victim).decode("utf-8", "replace")
+    fake = subprocess.Popen(
+        [sys.executable, "-c", FAKE_SUPERVISOR, socket_name(folder / "state", port), mode, record],
+        stdout=subprocess.PIPE,
+    )
+    assert fake.stdout is not None
+    fake.stdout.readline()
+    return fake
 
 
 def run_case(case: Case, timeout: float, source: Path | None = None) -> tuple[str, str, list[str]]:
     folder = Path(tempfile.mkdtemp(prefix="sparktui-fuzz-"))
     victim = subprocess.Popen(["sleep", "600"])  # a process sparktui did not start
+    fake = None
     try:
         lay_out(case, folder, victim.pid)
+        fake = start_fake(case, folder, victim.pid)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARKTUI_", "HF_"))}
         env.update(
             SPARKTUI_CONFIG_DIR=str(folder / "config"), SPARKTUI_STATE_DIR=str(folder / "state"),
@@ -561,7 +716,7 @@ def run_case(case: Case, timeout: float, source: Path | None = None) -> tuple[st
         except OSError as exc:  # E2BIG: a case argv cannot carry; not sparktui's doing
             return "not run", str(exc), argv
         text = out.stderr.decode("utf-8", "replace") + out.stdout.decode("utf-8", "replace")[-2000:]
-        if victim.poll() is not None:
+        if victim.poll() is not None or (fake is not None and fake.poll() is not None):
             return "signalled", text, argv
         if "Traceback (most recent call last)" in text:
             return "traceback", text, argv
@@ -571,9 +726,12 @@ def run_case(case: Case, timeout: float, source: Path | None = None) -> tuple[st
             return ("exit 2" if out.stderr.strip() else "exit 2 silent"), text, argv
         return f"other exit {out.returncode}", text, argv
     finally:
-        if victim.poll() is None:
-            victim.send_signal(signal.SIGKILL)
-        victim.wait()
+        for ours in (victim, fake):
+            if ours is not None and ours.poll() is None:
+                ours.send_signal(signal.SIGCONT)
+                ours.send_signal(signal.SIGKILL)
+            if ours is not None:
+                ours.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -102,5 +102,6 @@ def for_all(action: Callable[[int], StateRecord]) -> int:
                 print(describe_exit(state))
             else:
                 failed += 1
-                print(printable(f"sparktui: port {port}: {error}"), file=sys.stderr)
+                said = error if (error or "").startswith(f"port {port}:") else f"port {port}: {error}"
+                print(printable(f"sparktui: {said}"), file=sys.stderr)
     return 1 if failed else 0

@@ -82,21 +82,24 @@ def write_record(state: pr.StateRecord) -> tuple[Path, str]:
     return path, path.read_text()
 
 
-def assert_refused(done: subprocess.CompletedProcess[str], *pids: int) -> None:
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done
+def assert_refused(done: subprocess.CompletedProcess[str], *pids: int, code: int = 2) -> None:
+    assert done.returncode == code and "Traceback" not in done.stderr, done
     assert "left alone" in done.stderr or "asked nothing" in done.stderr, done.stderr
     for pid in pids:
         assert f"pid {pid}" in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("which", ["--port", "--all"])
 @pytest.mark.parametrize("command", ["stop", "kill"])
-def test_a_lost_record_naming_a_foreign_process_leaves_it_alone(env, foreign, command):
+def test_a_lost_record_naming_a_foreign_process_leaves_it_alone(env, foreign, command, which):
     # The supervisor "died"; the record names the user's own process (a sleep) with its true start time
     victim = sleeper(foreign)
     port = free_port()
     path, text = write_record(forged(port, dead_ref(), victim))
-    done = sparktui(command, "--port", str(port), env=env)
-    assert_refused(done, victim.pid)
+    done = sparktui(command, *([which, str(port)] if which == "--port" else [which]), env=env)
+    # --all: exit 1 (some server could not be ended), each port's word once
+    assert_refused(done, victim.pid, code=2 if which == "--port" else 1)
+    assert done.stderr.count(f"port {port}:") == 1, done.stderr
     assert "tree mark" in done.stderr, done.stderr
     assert victim.is_alive()
     assert path.read_text() == text  # nothing lost: the record is as it was, for a look
