@@ -57,7 +57,11 @@ def service_dirs() -> dict[str, str]:
     state where `sparktui status` here looks for it."""
     from sparktui.paths import cache_dir, config_dir, state_dir_path
 
-    dirs = {"SPARKTUI_CONFIG_DIR": config_dir(), "SPARKTUI_STATE_DIR": state_dir_path(), "SPARKTUI_CACHE_DIR": cache_dir()}
+    dirs = {
+        "SPARKTUI_CONFIG_DIR": config_dir(),
+        "SPARKTUI_STATE_DIR": state_dir_path(),
+        "SPARKTUI_CACHE_DIR": cache_dir(),
+    }
     return {key: str(path.absolute()) for key, path in dirs.items()}
 
 
