@@ -22,13 +22,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _line(state: StateRecord) -> str:
-    from sparktui.runtime.records.protocol import condition_of
+    from sparktui.runtime.records.protocol import condition_of, guard_stop_words
 
     condition = condition_of(state)
+    by_guard = guard_stop_words(state)
+    shown = condition.condition.value + (f"/{state.phase}" if state.phase and state.phase != condition.condition else "")
     parts = [
         f"{state.port}",
         f"{state.profile}",
-        condition.condition.value + (f"/{state.phase}" if state.phase and state.phase != condition.condition else ""),
+        "stopped by the guard" if by_guard else shown,  # the guard's own stop is no crash
         f"{state.url}",
     ]
     if state.summary and state.summary.kv_cache_tokens:
@@ -54,12 +56,15 @@ def _line(state: StateRecord) -> str:
         elif wedge.state == "suspect":
             parts.append(f"suspect: no progress for {wedge.stalled_s:.0f} s, probing")
     exit_ = state.exit
-    if exit_:
+    if exit_ and by_guard:
+        # vLLM's error after the guard's SIGTERM is the stop's consequence: the ended line says so
+        parts.append(f"exit: guard ({by_guard})")
+    elif exit_:
         parts.append(f"exit: {exit_.reason}")
         if exit_.failure:
             parts.append(f"({exit_.failure.kind}: {exit_.failure.message})")
-        if exit_.breaker:
-            parts.append(f"— {exit_.breaker.reason}")
+    if exit_ and exit_.breaker:
+        parts.append(f"— {exit_.breaker.reason}")
     return "  ".join(parts)
 
 

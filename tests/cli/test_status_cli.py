@@ -149,3 +149,25 @@ def test_status_says_a_record_it_cannot_read_is_of_a_server_that_still_runs(isol
     err = capsys.readouterr().err
     assert f"port {port}" in err and f"supervisor (pid {os.getpid()}) still runs" in err, err
     assert f"sparktui stop --port {port}" in err, err
+
+
+def test_a_guard_stop_reads_as_the_guards_not_as_a_crash(isolated, capsys):
+    # it said "failed/stopped … exit: guard  (engine_dead: EngineDeadError…)": vLLM's error on the
+    # guard's SIGTERM read as the cause; the guard's trip report names its line and when
+    import time
+
+    (st.state_dir() / "servers").mkdir(parents=True, exist_ok=True)
+    dead = {"kind": "engine_dead", "message": "EngineDeadError: EngineCore encountered an issue"}
+    exit = {"reason": "guard", "returncode": 1, "by": "guard", "failure": dead}
+    trip = TRIP | {"line": "term", "threshold_gib": 9.0, "tripped_at": 1_700_000_000.0}
+    st.write_state(st.state_path(18041), ended_record(18041, exit, trip))
+    assert main(["status", "--all"]) == 0
+    first, ended_line = capsys.readouterr().out.splitlines()[:2]
+    when = time.strftime("%H:%M:%S", time.localtime(1_700_000_000.0))
+    assert "stopped by the guard" in first and f"exit: guard (the term line, {when})" in first, first
+    assert "failed" not in first and "EngineDeadError" not in first, first
+    assert "guard trip at the term line (9.00 GiB)" in ended_line, ended_line
+    assert "vLLM's engine_dead followed the guard's stop (its consequence, not the cause)" in ended_line
+    assert main(["status", "--json"]) == 0  # the JSON keeps what was recorded, the ended line with it
+    shown = json.loads(capsys.readouterr().out)[0]
+    assert shown["exit"]["failure"]["kind"] == "engine_dead" and "its consequence" in shown["ended"]

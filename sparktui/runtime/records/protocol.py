@@ -637,6 +637,23 @@ def condition_of(state: StateRecord) -> ConditionView:
     return ConditionView(condition=Condition.STOPPED, phase=phase, reason=ex.reason)
 
 
+def guard_stop_words(state: StateRecord) -> str | None:
+    """Which of the guard's triggers stopped the server, and when ("the term line, 12:03:41"), or
+    None when the guard did not stop it."""
+    ex, trip = state.exit, state.trip
+    if ex is None or ex.reason != "guard":
+        return None
+    if trip is None:
+        return "no report recorded"
+    what = {"psi": "memory pressure", "fall": "the fall rate", "kernel": "the kernel log"}.get(
+        trip.line, f"the {trip.line} line"
+    )
+    if trip.kernel_line and trip.line != "kernel":
+        what = "the kernel log"
+    when = time.strftime("%H:%M:%S", time.localtime(trip.tripped_at)) if trip.tripped_at else None
+    return what + (f", {when}" if when else "")
+
+
 def how_it_ended(state: StateRecord) -> str | None:
     """How a server that is no longer running ended, in one line (None while it runs): a guard
     trip with its line and reading, a crash with vLLM's words, a stop and by whom."""
@@ -662,6 +679,9 @@ def how_it_ended(state: StateRecord) -> str | None:
             what = f"guard trip: {ex.message or 'no report recorded'}"
         if ex.by == "reaper":
             what += " (by the reaper: the supervisor was not sampling)"
+        if ex.failure is not None and ex.failure.kind:
+            # vLLM's own error on the guard's SIGTERM (EngineDeadError): what the stop did, not why
+            what += f"; vLLM's {ex.failure.kind} followed the guard's stop (its consequence, not the cause)"
     elif ex.reason == "failed":
         failure = ex.failure
         kind, message = (failure.kind, failure.message) if failure is not None else ("", "")
