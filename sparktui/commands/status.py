@@ -26,7 +26,9 @@ def _line(state: StateRecord) -> str:
 
     condition = condition_of(state)
     by_guard = guard_stop_words(state)
-    shown = condition.condition.value + (f"/{state.phase}" if state.phase and state.phase != condition.condition else "")
+    shown = condition.condition.value + (
+        f"/{state.phase}" if state.phase and state.phase != condition.condition else ""
+    )
     parts = [
         f"{state.port}",
         f"{state.profile}",
