@@ -56,6 +56,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sparktui.core.config import FLAGS  # noqa: E402
+from tests.support.fake_supervisor import SCRIPT as FAKE_SUPERVISOR  # noqa: E402
 
 ARG_MAX = 100_000  # a word of argv is at most 128 KiB (MAX_ARG_STRLEN)
 FIXTURES = REPO / "tests" / "fixtures"
@@ -625,47 +626,6 @@ def lay_out(case: Case, folder: Path, victim: int) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as f:
             f.truncate(size)
-
-
-FAKE_SUPERVISOR = """
-import json, os, signal, socket, sys
-address, mode, state = "\\0" + sys.argv[1], sys.argv[2], sys.argv[3]
-try:
-    state = json.loads(state)
-except ValueError:
-    state = None
-if isinstance(state, dict) and isinstance(state.get("supervisor"), dict) and not state["supervisor"].get("pid"):
-    stat = open("/proc/self/stat").read()  # it claims to be the supervisor itself
-    state["supervisor"] = {"pid": os.getpid(), "start_time": int(stat[stat.rfind(")") + 2 :].split()[19])}
-server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-server.bind(address)
-server.listen(64)
-print("listening", flush=True)
-while True:
-    conn, _ = server.accept()
-    data = b""
-    while not data.endswith(b"\\n"):
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    if not data:  # a bare connection (a peer check): nothing asked
-        conn.close()
-        continue
-    try:
-        cmd = json.loads(data).get("cmd")
-    except (ValueError, AttributeError):
-        cmd = None
-    if cmd in ("stop", "kill") and mode == "freeze":
-        os.kill(os.getpid(), signal.SIGSTOP)
-    if cmd in ("stop", "kill") and isinstance(state, dict):
-        state = dict(state, status="exited", phase="stopped", exit={"reason": "stopped", "by": cmd})
-    try:
-        conn.sendall(json.dumps({"ok": True, "state": state}).encode() + b"\\n")
-    except OSError:
-        pass
-    conn.close()
-"""
 
 
 def socket_name(state_dir: Path, port: int) -> str:

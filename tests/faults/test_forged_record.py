@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from sparktui.runtime.host import containment, proc
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 from tests.support import free_port, wait_for
+from tests.support.fake_supervisor import SCRIPT as FAKE_SUPERVISOR
 from tests.support.faults import sparktui
 
 pytestmark = pytest.mark.slow
@@ -165,40 +165,6 @@ def test_a_record_naming_a_foreign_cgroup_does_not_kill_it(env, foreign, foreign
     assert victim.is_alive() and other.is_alive()
     assert path.read_text() == text
     path.unlink()
-
-
-FAKE_SUPERVISOR = textwrap.dedent(
-    """
-    import json, os, signal, socket, sys
-    address, mode, state = "\\0" + sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    if not state["supervisor"]["pid"]:  # it claims to be the supervisor itself
-        stat = open("/proc/self/stat").read()
-        start = int(stat[stat.rfind(")") + 2 :].split()[19])
-        state["supervisor"] = {"pid": os.getpid(), "start_time": start}
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(address)
-    server.listen(8)
-    print("listening", flush=True)
-    while True:
-        conn, _ = server.accept()
-        data = b""
-        while not data.endswith(b"\\n"):
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        if not data:
-            conn.close()
-            continue
-        cmd = json.loads(data)["cmd"]
-        if cmd in ("stop", "kill") and mode == "freeze":
-            os.kill(os.getpid(), signal.SIGSTOP)  # took the request, and cannot answer: as a frozen supervisor
-        if cmd in ("stop", "kill"):
-            state = dict(state, status="exited", phase="stopped", exit={"reason": "stopped", "by": cmd})
-        conn.sendall(json.dumps({"ok": True, "state": state}).encode() + b"\\n")
-        conn.close()
-    """
-)
 
 
 def fake_supervisor(
