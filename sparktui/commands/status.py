@@ -22,19 +22,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _line(state: StateRecord) -> str:
-    from sparktui.runtime.records.protocol import condition_of, guard_stop_words
+    from sparktui.core.vllm_events import PHASES, phase_label
+    from sparktui.runtime.records.protocol import Condition, condition_of, guard_stop_words
 
     condition = condition_of(state)
     by_guard = guard_stop_words(state)
-    shown = condition.condition.value + (
-        f"/{state.phase}" if state.phase and state.phase != condition.condition else ""
-    )
-    parts = [
-        f"{state.port}",
-        f"{state.profile}",
-        "stopped by the guard" if by_guard else shown,  # the guard's own stop is no crash
-        f"{state.url}",
-    ]
+    parts = [f"{state.port}", f"{state.profile}", condition.text()]  # the panel's words (ConditionView.text)
+    if condition.condition in (Condition.FAILED, Condition.LOST) and state.phase in PHASES[1:-1]:
+        parts.append(f"during {phase_label(state.phase)}")  # how far the start got (the panel's phase strip)
+    parts.append(f"{state.url}")
     if state.summary and state.summary.kv_cache_tokens:
         parts.append(f"kv {state.summary.kv_cache_tokens:,} tokens")
     if state.metrics and state.metrics.running is not None:

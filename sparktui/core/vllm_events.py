@@ -9,6 +9,22 @@ from typing import Any
 # The phase strip, in order. "failed" replaces whatever phase start-up reached.
 PHASES = ("starting", "loading_weights", "profiling", "kv_cache", "cuda_graphs", "ready")
 FAILED = "failed"
+# The phases in words (the panel's phase strip and server list, `sparktui status`)
+PHASE_LABELS = {
+    "starting": "starting",
+    "loading_weights": "loading weights",
+    "profiling": "profiling",
+    "kv_cache": "KV cache",
+    "cuda_graphs": "CUDA graphs",
+    "ready": "ready",
+}
+
+
+def phase_label(phase: str) -> str:
+    """A phase in words ("KV cache", not "kv_cache"); one it does not know, readable."""
+    return PHASE_LABELS.get(phase, phase.replace("_", " "))
+
+
 FAILURE_KINDS = (
     "free_memory",
     "kv_too_small",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparktui.ui.viewmodels import LIVE, GuardView, phase_label
+from sparktui.ui.viewmodels import LIVE, GuardView
 
 if TYPE_CHECKING:
     from sparktui.runtime.records.protocol import ConditionView
@@ -62,15 +62,8 @@ class ServerStatus:
         return self.state in LIVE
 
     def text(self) -> str:
-        """The condition in a few words: "failed (kv_too_small)", "stopped (killed)", "ready"."""
-        c = self.condition
-        if self.state == "failed":
-            return f"failed ({c.kind or 'exit'})"
-        if self.state == "stopped" and c.reason == "killed":
-            return "stopped (killed)"
-        if self.state == "wedged":
-            return f"wedged ({c.reason})" if c.reason else "wedged"
-        return self.state
+        """The condition in a few words, as `sparktui status` says them (ConditionView.text)."""
+        return self.condition.text()
 
     def detail(self) -> str:
         """pid and URL while it runs; how it ended after (never "exit None")."""
@@ -121,11 +114,8 @@ class ServerEntry:
         return self.alive and self.state in LIVE
 
     def text(self) -> str:
-        """The condition in the one vocabulary, with how far a start got: "starting (profiling)"."""
-        c = self.condition
-        if self.state == "starting" and c.phase and c.phase not in ("starting", "launching"):
-            return f"starting ({phase_label(c.phase)})"
-        return c.text()
+        """The condition in the one wording, with how far a start got: "starting (profiling)"."""
+        return self.condition.text()
 
 
 @dataclass(frozen=True)

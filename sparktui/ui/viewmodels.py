@@ -16,21 +16,6 @@ if TYPE_CHECKING:  # loaded after the first frame (pydantic, the fit engine)
 Rows = tuple[tuple[str, str], ...]  # (figure, value) pairs, in display order
 LIVE = ("starting", "ready", "stopping", "wedged")  # a wedged server still runs: stop and kill must reach it
 
-# The log parser's phases in the panel's words (the phase strip, the server list's lines).
-PHASE_LABELS = {
-    "starting": "starting",
-    "loading_weights": "loading weights",
-    "profiling": "profiling",
-    "kv_cache": "KV cache",
-    "cuda_graphs": "CUDA graphs",
-    "ready": "ready",
-}
-
-
-def phase_label(phase: str) -> str:
-    """A phase as the server pane names it ("KV cache", not "kv_cache"); one it does not know, readable."""
-    return PHASE_LABELS.get(phase, phase.replace("_", " "))
-
 
 @dataclass(frozen=True)
 class GuardView:

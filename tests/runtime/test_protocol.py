@@ -122,7 +122,7 @@ def test_condition_vocabulary():
         return pr.condition_of(pr.StateRecord.model_validate(record(**changes)))
 
     assert cond(status="running").condition is pr.Condition.READY
-    assert cond(status="starting", phase="loading_weights").text() == "starting"
+    assert cond(status="starting", phase="loading_weights").text() == "starting (loading weights)"
     lost = cond(status="lost", lost_reason="supervisor pid 1 died")
     assert lost.condition is pr.Condition.LOST and lost.reason == "supervisor pid 1 died"
     failed = cond(status="exited", exit={"reason": "failed", "failure": {"kind": "free_memory"}})

@@ -59,7 +59,7 @@ async def test_the_list_shows_every_server_and_the_key_switches_the_pane(tmp_pat
         assert widget(app, ServerList).selected == 8001
         await until(pilot, lambda: any("embed-only line" in x for x in widget(app, LogView).lines()), "its log")
         assert not any("Application startup complete" in x for x in widget(app, LogView).lines())
-        assert widget(app, ServerInfo).view.state == "starting"
+        assert widget(app, ServerInfo).view.state == "starting (loading weights)"  # as the list says it
         assert widget(app, PhaseStrip).phase not in (None, "ready")
         assert "pid 5252" in widget(app, ServerInfo).view.detail
         assert ":8001" in str(app.query_one("#status").render())  # the status bar says which one

@@ -37,6 +37,7 @@ from pydantic import (
 from sparktui.core.guard_lines import GUARD_FIELDS, GuardLines, LineName
 from sparktui.core.kernel_log import KernelEvent
 from sparktui.core.leak import LeakRecord
+from sparktui.core.vllm_events import phase_label
 from sparktui.errors import UserError
 from sparktui.files import read_regular
 
@@ -100,8 +101,29 @@ class ConditionView(BaseModel):
     reason: str | None = None  # for lost/stopped: why, in words
 
     def text(self) -> str:
-        detail = self.kind or self.reason
-        return self.condition.value + (f" ({detail})" if detail else "")
+        """The condition in a few words: the one wording `sparktui status` and the panel (its server
+        list, its server pane, its footer) all show, so they never say two things of one server."""
+        c, kind = self.condition, self.kind
+        if c is Condition.STARTING:  # how far it got
+            shown = self.phase not in (None, "starting", "launching")
+            return f"starting ({phase_label(self.phase or '')})" if shown else "starting"
+        if c is Condition.FAILED and kind == "guard":
+            return "stopped by the guard"  # the guard's own stop is no crash
+        if c is Condition.FAILED and kind:
+            return f"failed ({_exit_words(kind)})"
+        if c is Condition.STOPPED and self.reason == "killed":
+            return "stopped (killed)"
+        if c is Condition.WEDGED and self.reason:
+            return f"wedged ({self.reason})"
+        return c.value  # a lost server's reason is a sentence: it is shown on a line of its own
+
+
+def _exit_words(kind: str) -> str:
+    """A failure kind, with condition_of's "exit_<status>" in words ("exit status 1", "signal 9")."""
+    status = kind.removeprefix("exit_")
+    if status == kind or not status.lstrip("-").isdigit():
+        return kind
+    return f"signal {status[1:]}" if status.startswith("-") else f"exit status {status}"
 
 
 # ---------------------------------------------------------------- pieces of the state record

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from sparktui.core.vllm_events import PHASE_LABELS
 from sparktui.ui.serverviews import Diagnosis, ServerView
-from sparktui.ui.viewmodels import PHASE_LABELS
 from sparktui.ui.widgets.base import TextPanel
 
 if TYPE_CHECKING:

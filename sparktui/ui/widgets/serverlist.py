@@ -9,8 +9,8 @@ from textual import events
 from textual.geometry import Size
 from textual.message import Message
 
+from sparktui.core.vllm_events import phase_label
 from sparktui.ui.serverviews import NodeView, ServerEntry
-from sparktui.ui.viewmodels import phase_label
 from sparktui.ui.widgets.base import TextPanel
 
 GiB = 2**30
