@@ -474,6 +474,7 @@ def run(args: argparse.Namespace) -> int:
         allow_long_max_model_len=allow_long,
         calibration=calibration,
         free_lists=free_lists,
+        speed=False,  # apply_speed estimates it once, with --bandwidth, --context and the bench history
     )
     others = sorted(name for name in env if name != "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
     if others:  # names only: values may be secrets

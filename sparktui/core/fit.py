@@ -522,6 +522,7 @@ def fit(
     calibration: Calibration | None = None,
     mem_free: int | None = None,
     free_lists: int = 0,
+    speed: bool = True,
 ) -> FitResult:
     """Predict vLLM's start-up for `config` (a ServeConfig) on `machine`, for the vLLM version
     config.vllm_version names (`vllm_version_source` says where it came from, for the result).
@@ -531,7 +532,9 @@ def fit(
     `mem_free` (MemFree, with `mem_available`): where the vLLM that runs reads free memory with
     cudaMemGetInfo on unified memory, which leaves out the page cache, its start-up check is judged on
     that figure. `free_lists`: free pages on the kernel's per-CPU lists (just freed by a server that
-    ended), which MemAvailable leaves out until they drain: a start-up that fits only with them is tight."""
+    ended), which MemAvailable leaves out until they drain: a start-up that fits only with them is tight.
+    `speed` False: no speed on the result; the caller estimates it once, with its own inputs
+    (core.fit_speed.speed_for_fit: `sparktui fit`'s flags, the panel's bench history)."""
     spec = served_dtype(online_quantized(spec, config.quantization), config.dtype)
     if allow_long_max_model_len and spec.max_len_limit:
         limit_note = (
@@ -741,8 +744,10 @@ def fit(
     )
     result.reasons.extend(calibration_lines)
     result.suggestions = _suggestions(spec, s, machine, c, result, free_at_check)
-    # the machine's own figure; `sparktui fit` and the panel add --bandwidth, --context and bench history
-    result.speed = speed_for_fit(spec, config, machine, max_model_len=max_len, max_concurrency=c.concurrency).estimate
+    if speed:  # the machine's own figure; `sparktui fit` and the panel decide theirs (speed=False)
+        result.speed = speed_for_fit(
+            spec, config, machine, max_model_len=max_len, max_concurrency=c.concurrency
+        ).estimate
     return result
 
 

@@ -125,6 +125,7 @@ class Backend(ModelCalls):
             mem_free=mem_free,
             free_lists=_free_lists(live),
             calibration=self._calibration(config, spec, machine),
+            speed=False,  # estimated once, below, with the bench history (speed_line)
         )
         view = fit_view(result, machine)
         view.mem_available_live = live
@@ -137,7 +138,7 @@ class Backend(ModelCalls):
             show_beside(view, result.verdict, pool.beside_others(machine, config, result.budget, reservations))
         view.suggestions += model_flag_suggestions(spec, config, view.suggestions)
         host_mem_total = sample.mem_total if sample is not None else None
-        view.speed = self._history.speed_line(config, spec, machine, result, host_mem_total) or view.speed
+        view.speed = self._history.speed_line(config, spec, machine, result, host_mem_total)
         return view
 
     def _calibration(self, config: ServeConfig, spec: ModelSpec, machine: Machine) -> Any:

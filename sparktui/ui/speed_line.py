@@ -45,7 +45,8 @@ class BenchHistory:
         self, config: ServeConfig, spec: ModelSpec, machine: Machine, result: FitResult, host_mem_total: int | None
     ) -> str | None:
         """The predicted speed for the fit's result, as `sparktui fit` decides it (SPARKTUI_BANDWIDTH_GBS
-        as its --bandwidth; this history's runs where they apply); None where none is predicted."""
+        as its --bandwidth; this history's runs where they apply), kept on the result as its speed;
+        None where none is predicted."""
         from sparktui.core import speed as sp
         from sparktui.core.fit_speed import bandwidth_setting, speed_for_fit
 
@@ -63,6 +64,7 @@ class BenchHistory:
             host_mem_total=host_mem_total,
             history=self.runs,
         )
+        result.speed = speed.estimate
         if speed.estimate is None:
             return None
         line = sp.summary_line(speed.estimate)
