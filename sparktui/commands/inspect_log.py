@@ -195,10 +195,13 @@ def _format(summary: LogSummary) -> str:
     rows = [
         ("version", show(d["version"])),
         ("model", show(d["model"])),
-        ("max model len", show(d["max_model_len"] and f"{d['max_model_len']:,}")),
+        ("max model len", show(d["max_model_len"] and f"{d['max_model_len']:,}", field="max_model_len")),
         ("weights", show(d["weights_gib"], " GiB", "weights_gib")),
         ("KV cache memory", show(d["available_kv_gib"], " GiB", "available_kv_gib")),
-        ("KV cache size", "-" if tokens is None else f"{tokens:,} tokens ({summary.kv_cache_device})"),
+        (
+            "KV cache size",
+            show(None if tokens is None else f"{tokens:,} tokens ({summary.kv_cache_device})", field="kv_cache_tokens"),
+        ),
         ("max concurrency", show(d["max_concurrency"], "x", "max_concurrency")),
         ("ready", "yes" if d["ready"] else "no"),
         ("phase", summary.phase if summary.phase != "failed" else f"failed during {summary.reached.replace('_', ' ')}"),

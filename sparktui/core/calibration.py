@@ -135,13 +135,41 @@ def _least_gib(text: str, *patterns: str | re.Pattern[str]) -> int | None:
     return None
 
 
+_COUNT_WORDS = {  # the log's token counts (core.vllm_events.TOKEN_FIELDS), in words and unit
+    "kv_cache_tokens": ("a KV cache size", " tokens"),
+    "max_model_len": ("a max model len", " tokens"),
+    "max_concurrency": ("a maximum concurrency", "x"),
+}
+_COUNT_LINES = ("KV cache size", "Maximum concurrency", "max model len", "max_seq_len", "max_model_len")
+
+
+def _counts_readable(lines: list[str], first: int) -> None:
+    """UserError naming the line when the last launch has a token count or concurrency no vLLM prints
+    (a KV cache size of 400 digits): the log is damaged, and a calibration from it would be too."""
+    from sparktui.core.vllm_events import UnreadableFigure
+    from sparktui.core.vllm_log import parse_line
+
+    number = 1 + sum(line.count("\n") for line in lines[:first])  # as an editor counts (splitlines cuts at \r too)
+    for line in lines[first:]:
+        for event in parse_line(line) if any(w in line for w in _COUNT_LINES) else ():
+            if isinstance(event, UnreadableFigure) and event.field in _COUNT_WORDS:
+                what, unit = _COUNT_WORDS[event.field]
+                raise UserError(
+                    f"line {number}: {what} of {event.shown()}{unit}, which no vLLM prints; give the log vLLM "
+                    "wrote, undamaged"
+                )
+        number += line.count("\n")
+
+
 def read_log_figures(text: str) -> LogFigures:
     """The figures of the last launch the log holds, as `inspect-log` summarises it."""
     from sparktui.core.vllm_log import R_AVAIL_KV, R_V0_KV, R_WEIGHTS, last_launch_start
 
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     lines = text.splitlines(keepends=True)
-    text = "".join(lines[last_launch_start(lines) :])
+    first = last_launch_start(lines)
+    _counts_readable(lines, first)
+    text = "".join(lines[first:])
     util = (
         re.search(r"'gpu_memory_utilization': ([\d.]+)", text)
         or re.search(r"Desired GPU memory utilization is \(([\d.]+),", text)

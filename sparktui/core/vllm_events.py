@@ -98,6 +98,12 @@ class AvailableKVMemory:
     gib: float
 
 
+# A token count (KV cache size, context length) or a concurrency past this is none vLLM prints (a
+# damaged or edited log: 400 digits): 2**40 tokens would be a TiB of KV cache at one byte a token.
+TOKEN_LIMIT = 1 << 40
+TOKEN_FIELDS = ("kv_cache_tokens", "max_model_len", "max_concurrency")  # the summary fields they fill
+
+
 @dataclass(frozen=True, slots=True)
 class UnreadableFigure:
     """A figure line whose number is none vLLM prints ("1.2.3", 400 digits: a damaged or edited log):

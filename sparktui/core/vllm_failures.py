@@ -9,7 +9,7 @@ import re
 import signal
 from collections.abc import Callable
 
-from sparktui.core.vllm_events import Failure
+from sparktui.core.vllm_events import TOKEN_LIMIT, Failure
 
 DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
 
@@ -73,10 +73,9 @@ def _kv_too_small(msg: str) -> Failure:
         need = f"One request of {length} tokens needs {needed} GiB of KV cache; only {available} GiB is left. "
     else:
         need = "One request of --max-model-len tokens does not fit in the KV cache. "
-    if est:
-        fix = (
-            f"vLLM estimates the longest that fits is {est.group(1)} tokens: set --max-model-len {est.group(1)} or less"
-        )
+    longest = est.group(1) if est and len(est.group(1)) <= len(str(TOKEN_LIMIT)) else None  # 400 digits: none
+    if longest is not None and int(longest) < TOKEN_LIMIT:
+        fix = f"vLLM estimates the longest that fits is {longest} tokens: set --max-model-len {longest} or less"
     else:
         fix = "Lower --max-model-len"
     return Failure(

@@ -26,6 +26,8 @@ from sparktui.core.vllm_events import (
     FAILED,
     FAILURE_KINDS,
     PHASES,
+    TOKEN_FIELDS,
+    TOKEN_LIMIT,
     AvailableKVMemory,
     CudaGraphCapture,
     Error,
@@ -60,10 +62,6 @@ from sparktui.core.vllm_failures import (
 from sparktui.core.vllm_lines import ANSI, EXCEPTION, clean, level_and_message, process_end, quiet, split_line
 
 # ---------------------------------------------------------------- rules
-
-
-def _first_number(text: str) -> int:
-    return int(text.replace(",", ""))
 
 
 _R_API_VERSION = re.compile(r"vLLM API server version (\S+)")
@@ -101,16 +99,19 @@ def _engine_config(msg: str, out: list[Event]) -> None:
         out.append(Version(m.group(1), "engine"))
     if m := _R_ENGINE_MODEL.search(msg):
         out.append(Model(m.group(1), "engine"))
-    if m := _R_ENGINE_SEQ.search(msg):
-        out.append(MaxModelLen(int(m.group(1)), "engine"))
+    m = _R_ENGINE_SEQ.search(msg)
+    if m and (tokens := _count(out, "starting", "max_model_len", m.group(1))) is not None:
+        out.append(MaxModelLen(tokens, "engine"))
 
 
 def _args(msg: str, out: list[Event]) -> None:
     # "non-default args: {'model': '…', 'max_model_len': 4096}" or 0.8's "args: Namespace(model_tag='…')"
     if m := _R_ARGS_MODEL.search(msg):
         out.append(Model(next(g for g in m.groups() if g is not None), "args"))
-    if m := _R_ARGS_LEN.search(msg):
-        out.append(MaxModelLen(int(next(g for g in m.groups() if g is not None)), "args"))
+    m = _R_ARGS_LEN.search(msg)
+    tokens = _count(out, "starting", "max_model_len", next(g for g in m.groups() if g is not None)) if m else None
+    if tokens is not None:
+        out.append(MaxModelLen(tokens, "args"))
 
 
 def _on_version(msg: str, out: list[Event]) -> None:
@@ -147,8 +148,9 @@ def _on_initializing(msg: str, out: list[Event]) -> None:
 
 
 def _on_using(msg: str, out: list[Event]) -> None:
-    if msg.startswith("Using max model len") and (m := _R_USING_LEN.search(msg)):
-        out.append(MaxModelLen(int(m.group(1)), "resolved"))
+    m = _R_USING_LEN.search(msg) if msg.startswith("Using max model len") else None
+    if m and (tokens := _count(out, "starting", "max_model_len", m.group(1))) is not None:
+        out.append(MaxModelLen(tokens, "resolved"))
 
 
 def _on_starting(msg: str, out: list[Event]) -> None:
@@ -169,11 +171,25 @@ def _figures(out: list[Event], phase: str, **texts: str) -> tuple[float, ...] | 
             value = float(text)
         except ValueError:
             value = math.nan
-        if not math.isfinite(value):
+        if not math.isfinite(value) or (field in TOKEN_FIELDS and not 0 <= value < TOKEN_LIMIT):
             out.append(UnreadableFigure(field, text[:24], phase, len(text)))
             return None
         values.append(value)
     return tuple(values)
+
+
+def _count(out: list[Event], phase: str, field: str, text: str) -> int | None:
+    """A token count of a figure line ("18,400"), or None (and an UnreadableFigure) when it is none vLLM
+    prints: no digits (the patterns take commas), or TOKEN_LIMIT or more (400 digits)."""
+    digits = text.replace(",", "")
+    try:  # int() of a few thousand digits is refused, and slow well before that: length first
+        value = int(digits) if 0 < len(digits) <= len(str(TOKEN_LIMIT)) else TOKEN_LIMIT
+    except ValueError:
+        value = TOKEN_LIMIT
+    if value < TOKEN_LIMIT:
+        return value
+    out.append(UnreadableFigure(field, text[:24], phase, len(text)))
+    return None
 
 
 def _on_loading(msg: str, out: list[Event]) -> None:
@@ -214,15 +230,18 @@ def _on_cpu_kv(msg: str, out: list[Event]) -> None:
 
 def _on_kv_size(msg: str, out: list[Event]) -> None:
     # "GPU KV cache size: 18,400 tokens"; from 0.28 the same line adds ", Maximum concurrency for … : 256.00x"
-    if m := _R_KV_SIZE.search(msg):
-        out.append(KVCacheSize(_first_number(m.group(2)), m.group(1)))
+    m = _R_KV_SIZE.search(msg)
+    if m and (tokens := _count(out, "kv_cache", "kv_cache_tokens", m.group(2))) is not None:
+        out.append(KVCacheSize(tokens, m.group(1)))
     if "Maximum concurrency" in msg:
         _on_concurrency(msg, out)
 
 
 def _on_concurrency(msg: str, out: list[Event]) -> None:
-    if (m := _R_CONCURRENCY.search(msg)) and (got := _figures(out, "kv_cache", max_concurrency=m.group(2))):
-        out.append(MaxConcurrency(_first_number(m.group(1)), *got))
+    m = _R_CONCURRENCY.search(msg)
+    length = _count(out, "kv_cache", "max_model_len", m.group(1)) if m else None
+    if m and length is not None and (got := _figures(out, "kv_cache", max_concurrency=m.group(2))):
+        out.append(MaxConcurrency(length, *got))
 
 
 def _on_capturing(msg: str, out: list[Event]) -> None:

@@ -208,3 +208,31 @@ def test_a_log_figure_no_vllm_prints_is_exit_2_naming_it(capsys, isolated, gemma
     assert main(["fit", *flags(gemma), "--calibrate-from", str(log)]) == 2
     err = capsys.readouterr().err
     assert f"--calibrate-from {log}" in err and said in err and "which no vLLM prints" in err
+
+
+@pytest.mark.parametrize(
+    ("line", "damaged", "said"),
+    [
+        (
+            "GPU KV cache size: 884,276 tokens",
+            "GPU KV cache size: " + "1234" * 100 + " tokens",
+            "line 850: a KV cache size of 123412341234123412341234… (400 characters) tokens",
+        ),
+        (
+            "Maximum concurrency for 131,072 tokens per request: 6.75x",
+            "Maximum concurrency for 131,072 tokens per request: " + "9" * 300 + "x",
+            "line 851: a maximum concurrency of 999999999999999999999999… (300 characters)x",
+        ),
+    ],
+    ids=["kv-size-400-digits", "concurrency-300-digits"],
+)
+def test_a_token_count_no_vllm_prints_is_exit_2_naming_its_line(capsys, isolated, gemma, tmp_path, line, damaged, said):
+    # a 400-digit KV cache size was read past: the damaged log calibrated the fit all the same
+    text = LOG.read_bytes().decode()  # its progress bars' carriage returns kept: lines as grep -n counts them
+    assert line in text.split("\n")[int(said.split()[1].rstrip(":")) - 1]
+    log = tmp_path / "damaged.log"
+    log.write_bytes(text.replace(line, damaged).encode())
+    assert main(["fit", *flags(gemma), "--calibrate-from", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert f"--calibrate-from {log}: {said}, which no vLLM prints" in err, err
+    assert "Traceback" not in err

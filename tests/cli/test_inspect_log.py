@@ -224,3 +224,19 @@ def test_a_free_memory_refusal_with_figures_no_vllm_prints_is_still_named(fixtur
     assert main(["inspect-log", str(path), "--json"]) == 0
     failure = _strict(capsys.readouterr().out)["failure"]
     assert failure["kind"] == "free_memory" and "lower --gpu-memory-utilization" in failure["hint"]
+
+
+def test_a_kv_cache_size_no_vllm_prints_is_said_not_shown(fixtures, tmp_path, capsys):
+    # a 400-digit "GPU KV cache size" was taken as the log's KV tokens, printed with 400 digits and commas
+    path = _damaged(fixtures, tmp_path, "12.94")
+    digits = "1234" * 100
+    path.write_text(
+        path.read_text().replace("GPU KV cache size: 282,624 tokens", f"GPU KV cache size: {digits} tokens")
+    )
+    assert main(["inspect-log", str(path)]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("KV cache size")]
+    assert row.endswith("not read: the log says '123412341234123412341234… (400 characters)', a number no vLLM prints")
+    assert main(["inspect-log", str(path), "--json"]) == 0
+    got = _strict(capsys.readouterr().out)
+    assert got["kv_cache_tokens"] is None and set(got["unreadable"]) == {"kv_cache_tokens"}
+    assert got["max_concurrency"] == 54.44  # the line after it still reads

@@ -955,3 +955,51 @@ def test_a_figure_no_vllm_prints_is_an_event_of_its_own_cut_short():
     summary = summarize(["INFO 06-11 18:58:40 [gpu_worker.py:480] Available KV cache memory: 1.2.3 GiB\n"])
     assert summary.available_kv_gib is None and summary.unreadable == {"available_kv_gib": "1.2.3"}
     assert summary.reached == "kv_cache"
+
+
+KV_LINE = "(EngineCore pid=2) INFO 11-29 19:24:14 [kv_cache_utils.py:1] GPU KV cache size: {} tokens\n"
+CONCURRENCY_LINE = (
+    "(EngineCore pid=2) INFO 11-29 19:24:14 [kv_cache_utils.py:1] Maximum concurrency for {} tokens per request: {}x\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "field", "text"),
+    [
+        (KV_LINE.format("1234" * 100), "kv_cache_tokens", "1234" * 100),
+        (KV_LINE.format(f"{2**40:,}"), "kv_cache_tokens", f"{2**40:,}"),
+        (KV_LINE.format(",,,"), "kv_cache_tokens", ",,,"),
+        (CONCURRENCY_LINE.format("9" * 400, "6.75"), "max_model_len", "9" * 400),
+        (CONCURRENCY_LINE.format("131,072", "9" * 300), "max_concurrency", "9" * 300),
+        ("INFO 11-29 19:24:14 [model.py:1] Using max model len " + "9" * 400 + "\n", "max_model_len", "9" * 400),
+        ("INFO 11-29 [utils.py:1] non-default args: {'max_model_len': " + "9" * 50 + "}\n", "max_model_len", "9" * 50),
+    ],
+    ids=[
+        "kv-400-digits",
+        "kv-2**40",
+        "kv-commas",
+        "length-400-digits",
+        "concurrency-300-digits",
+        "using-len",
+        "args-len",
+    ],
+)
+def test_a_token_count_no_vllm_prints_is_said_not_taken(line, field, text):
+    """A token count or concurrency past 2**40 (or with no digit) was taken as it came: a 400-digit
+    KV cache size became the summary's kv_cache_tokens; "," a ValueError traceback."""
+    (event,) = [e for e in parse_line(line) if not isinstance(e, vl.Version)]
+    assert isinstance(event, vl.UnreadableFigure), event
+    assert (event.field, event.text, event.length) == (field, text[:24], len(text))
+    summary = summarize([line])
+    assert summary.unreadable == {field: event.shown()}
+    assert summary.kv_cache_tokens is None and summary.max_concurrency is None and summary.max_model_len is None
+    assert summarize([KV_LINE.format(f"{2**40 - 1:,}")]).kv_cache_tokens == 2**40 - 1  # the bound, not below it
+
+
+def test_a_longest_length_no_vllm_prints_is_not_advised():
+    from sparktui.core.vllm_failures import _kv_too_small
+
+    said = "the estimated maximum model length is {}. Try increasing `gpu_memory_utilization`"
+    assert "set --max-model-len 121840 or less" in _kv_too_small(said.format(121840)).hint
+    hint = _kv_too_small(said.format("9" * 400)).hint
+    assert "9999" not in hint and "Lower --max-model-len" in hint, hint
