@@ -45,7 +45,7 @@ from sparktui.core.machine import (
     dgx_spark,
     machine_from_name,
 )
-from sparktui.core.modelspec import MLA, ModelSpec, online_quantized
+from sparktui.core.modelspec import MAMBA, MLA, ModelSpec, online_quantized
 from sparktui.core.modelspec.drafters import dflash_as_built
 from sparktui.core.modelspec.dtype import served_dtype
 from sparktui.core.modelspec.multimodal import language_model_only, zero_limit_towers
@@ -605,6 +605,10 @@ def fit(
         lmo_refusal,
         _kv_dtype_refusal(spec, s, machine),
         s.rules.modelopt_refusal(spec.modelopt_algo),
+        s.rules.mamba_ssm_dtype_refusal(
+            (s.mamba_ssm_dtype or "auto").lower(),
+            kda=any(g.kind == MAMBA and g.state_kind == "kda" for g in spec.layers),
+        ),
         c.plan.unify_error,
     ):
         if refusal:

@@ -52,6 +52,7 @@ RuleKey = Literal[
     "gpu_memory_utilization_default",
     "modelopt_mixed_precision",
     "non_torch_window",
+    "kda_ssm_cache_dtype",
 ]
 
 

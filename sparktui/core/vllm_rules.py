@@ -265,6 +265,22 @@ RULES: tuple[Rule, ...] = (
          "vllm/model_executor/layers/quantization/modelopt.py: ModelOptMixedPrecisionConfig.override_quantization_method; "
          "transformers_utils/model_arch_config_convertor.py: ModelArchConfigConvertorBase._normalize_quantization_config; "
          "transformers_utils/config.py: get_config (config.json's quantization_config before hf_quant_config.json)"),
+    Rule("kda_ssm_cache_dtype", V(0, 10, 0), V(0, 30, 0), "ignored",
+         "--mamba-ssm-cache-dtype does not reach Kimi-Linear's KDA layers: their recurrent state is float32 "
+         "whatever it says, and every value starts (read 0.25.1, 0.28.0, 0.29.0; before 0.25 layers/kda.py "
+         "KimiDeltaAttention.get_state_dtype)",
+         "vllm/model_executor/layers/mamba/mamba_utils.py: MambaStateDtypeCalculator.kda_state_dtype(model_dtype, "
+         "mamba_cache_dtype); layers/mamba/gdn/kimi_gdn_linear_attn.py: KimiGatedDeltaNetAttention.get_state_dtype"),
+    Rule("kda_ssm_cache_dtype", V(0, 30, 0), None, "auto_or_float32",
+         "Kimi-Linear starts only with --mamba-ssm-cache-dtype auto or float32: float16 raises 'KDA recurrent "
+         "state supports only auto, float32, and bfloat16' while the pages are sized; bfloat16 sizes them for a "
+         "bfloat16 state the KDA layers never keep (their get_state_dtype passes no ssm dtype: float32), and the "
+         "float32 state fails the padded page's assertion (read 0.30.0, 0.31.0, 0.32.0; run on 0.32's code)",
+         "vllm/model_executor/layers/mamba/mamba_utils.py: MambaStateDtypeCalculator.kda_state_dtype; "
+         "vllm/models/kimi_k3/nvidia/model.py: KimiLinearForCausalLM.get_mamba_state_dtype_from_config, called "
+         "from vllm/platforms/interface.py: Platform._align_hybrid_block_size (update_block_size_for_backend, "
+         "at the executor's start); vllm/v1/kv_cache_interface.py: MambaSpec.page_size_bytes "
+         "(assert self.page_size_padded >= page_size)"),
     Rule("mrope_cache_positions", V(0, 10, 0), V(0, 32, 0), "x4",
          "an M-RoPE's cos/sin cache holds max_position × 4 positions (for video positions), counted in the "
          "weights",
@@ -561,6 +577,27 @@ class VllmRules:
                     + (" (vLLM 0.32 adds --kv-cache-dtype nvfp4 on GB10)" if rule == "sm100" else "")
                 )
         return None
+
+    def mamba_ssm_dtype_refusal(self, name: str, *, kda: bool) -> str | None:
+        """Why this vLLM does not start with --mamba-ssm-cache-dtype `name` (None: it does). kda: the model
+        has Kimi Delta Attention layers (rule kda_ssm_cache_dtype)."""
+        if not kda or name in ("auto", "float32") or self.value("kda_ssm_cache_dtype") != "auto_or_float32":
+            return None
+        if name == "float16":
+            why = (
+                "it refuses it while sizing the KV-cache pages ('KDA recurrent state supports only auto, float32, "
+                "and bfloat16; got float16', mamba_utils.py kda_state_dtype)"
+            )
+        else:
+            why = (
+                f"it sizes the KV-cache pages for a {name} state, but Kimi-Linear's KDA layers keep theirs in "
+                "float32 (kimi_gdn_linear_attn.py get_state_dtype passes no ssm dtype), so the start-up fails "
+                "an assertion (kv_cache_interface.py MambaSpec.page_size_bytes: page_size_padded >= page_size)"
+            )
+        return (
+            f"--mamba-ssm-cache-dtype {name}: vLLM {self.version} keeps the KDA layers' recurrent state in "
+            f"float32 and {why}; vLLM does not start: use --mamba-ssm-cache-dtype auto (or float32)"
+        )
 
     def modelopt_refusal(self, modelopt: ModelOptAlgo | None) -> str | None:
         """Why this vLLM refuses a ModelOpt checkpoint's quantization (None: it loads it). Only

@@ -36,7 +36,9 @@ def test_kda_layers_hold_a_state_and_the_rest_are_mla(fixtures):
     (kda,) = [g for g in spec.layers if g.kind == MAMBA]
     # conv state of q, k, v (3 × 32 heads × 128) × (kernel 4 − 1) in bf16; recurrent 32 × 128 × 128 in float32
     assert kda.state_bytes(2) == 3 * 32 * 128 * 3 * 2 + 32 * 128 * 128 * 4
-    assert kda.state_bytes(2, ssm_dtype="bfloat16") == 3 * 32 * 128 * 3 * 2 + 32 * 128 * 128 * 2
+    # KimiGatedDeltaNetAttention.get_state_dtype passes no ssm dtype: float32 whatever the flag says
+    # (tests/core/test_kda_ssm_cache_dtype.py)
+    assert kda.state_bytes(2, ssm_dtype="bfloat16") == kda.state_bytes(2)
     assert not [n for n in spec.notes if "not checked" in n]
 
 

@@ -93,6 +93,14 @@ class LayerGroup:
     # attention indexer keeps its keys as uint8 (fp8 values + fp32 scales)
     elem_bytes: int = 0
 
+    def _ssm_dtype(self, flag: str | None) -> str | None:
+        """The recurrent state's dtype under --mamba-ssm-cache-dtype `flag`. Kimi-Linear's KDA layers keep
+        float32 whatever it says (kimi_gdn_linear_attn.py KimiGatedDeltaNetAttention.get_state_dtype passes no
+        ssm dtype, to 0.32; vllm_rules kda_ssm_cache_dtype says which values start)."""
+        if self.state_kind == "kda" or not flag or flag == "auto":
+            return self.ssm_dtype
+        return flag
+
     def kv_bytes_per_token(self, kv_bytes: int, tp: int = 1) -> int:
         """Bytes one token takes in one layer of this group (0 for a fixed state)."""
         if self.kind == MAMBA:
@@ -107,7 +115,7 @@ class LayerGroup:
         --mamba-ssm-cache-dtype when given (it overrides the model's own)."""
         if self.kind != MAMBA:
             return 0
-        wanted = ssm_dtype if ssm_dtype and ssm_dtype != "auto" else self.ssm_dtype
+        wanted = self._ssm_dtype(ssm_dtype)
         ssm_bytes = DTYPE_BYTES.get(wanted or "", dtype_bytes)
         conv = (self.conv_dim // tp) * (self.conv_kernel - 1 + num_spec) * dtype_bytes
         ssm = max(1, self.value_heads // tp) * self.head_v * self.head_k * ssm_bytes
@@ -117,7 +125,7 @@ class LayerGroup:
         n = f"{self.count} {'draft ' if self.draft else ''}"
         if self.kind == MAMBA:
             what = {"mamba2": "Mamba2", "kda": "KDA linear-attention"}.get(self.state_kind, "linear-attention")
-            dtype = ssm_dtype if ssm_dtype and ssm_dtype != "auto" else self.ssm_dtype
+            dtype = self._ssm_dtype(ssm_dtype)
             return (
                 f"{n}{what} layers: fixed state per sequence "
                 f"(conv {self.conv_dim}×{self.conv_kernel - 1} + {self.value_heads}×{self.head_v}×{self.head_k}"
