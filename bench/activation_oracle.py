@@ -2,7 +2,7 @@
 at every installed vLLM version.
 
     python bench/activation_oracle.py [--tokens N] [--seqs S] [--venv PATH ...] [MODEL ...]
-        (default: every fixture config and the two Gemma 3 configs of bench/fit_accuracy.py,
+        (default: every fixture config, the two Gemma 3 configs of bench/fit_accuracy.py and Kimi-Linear's,
          at the GB10 defaults: 2048 batched tokens, 256 sequences; every venv found: the CI's 0.32.0
          (SPARKTUI_TEST_VLLM or .ci/setup-vllm) and each ~/.cache/sparktui-ci/vllm-venv-X made by
          bench/setup-oracle-venv X)
@@ -48,7 +48,12 @@ from tests.support.vllm_oracle import ci_python  # noqa: E402
 
 VENVS = Path.home() / ".cache" / "sparktui-ci"
 
-EXTRA = {"google__gemma-3-12b-it": GEMMA3_12B, "google__gemma-3-27b-it": GEMMA3_27B}
+KIMI_LINEAR = "moonshotai__Kimi-Linear-48B-A3B-Instruct"  # its real config, kept with the unseen ones
+EXTRA = {
+    "google__gemma-3-12b-it": GEMMA3_12B,
+    "google__gemma-3-27b-it": GEMMA3_27B,
+    KIMI_LINEAR: fixture_config(f"unseen/{KIMI_LINEAR}"),
+}
 
 
 def known_models() -> list[str]:

@@ -13,7 +13,7 @@ from sparktui.core.kv_plan import DEFAULT_RULES, KvPlan
 from sparktui.core.machine import (
     Machine,
 )
-from sparktui.core.modelspec import MAMBA, MLA, ModelSpec
+from sparktui.core.modelspec import MAMBA, MLA, LayerGroup, ModelSpec
 from sparktui.core.record import record
 from sparktui.core.speculation import NO_KV_METHODS, Speculation
 from sparktui.core.units import MiB
@@ -402,6 +402,20 @@ def gdn_prefill_per_token(spec: ModelSpec, tp: int = 1) -> int:
     return int(GDN_PREFILL_COPIES.value * tally)
 
 
+def kda_profile_values_per_token(g: LayerGroup, tp: int = 1) -> int:
+    """Values per batched token a Kimi Delta Attention layer holds at o_proj in vLLM's profile pass, beside
+    the hidden-size tensors (vLLM 0.32 layers/mamba/gdn/kimi_gdn_linear_attn.py KimiGatedDeltaNetAttention
+    .forward): in_proj_qkvgfab's output (q, k, v, one beta per head and f_a's head_dim, which every TP rank
+    holds whole), f_b_proj's and g_b_proj's outputs and core_attn_out (heads × head_dim each). _forward
+    returns before the convolutions and chunk_kda when the dummy run has no KDA metadata, so the prefill
+    buffers a real prefill takes are not allocated here (unlike vllm_rules GDN_PREFILL_COPIES for Gated
+    DeltaNet). bench/activation_oracle.py measures the same on 0.32's code. 0.25's layer (separate q / k / v
+    projections, beta in fp32, o_norm before the return) holds within 2 × heads of it (not run)."""
+    heads = max(1, g.value_heads // tp)
+    width = heads * g.head_v
+    return 3 * width + heads + g.head_v + 3 * width
+
+
 # Models whose attention projects q and k through their own RMSNorms (q_norm / k_norm), a new tensor each
 QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "gemma4", "gemma4_text"})
 # Hidden-size tensors live at the dense MLP's peak in vLLM's code: 5 (the decoder loop still holds the
@@ -429,7 +443,8 @@ def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
     for DeepSeek V4's attention."""
     attention = [g for g in spec.layers if g.count and not g.draft]
     mla = any(g.kind == MLA for g in attention)
-    if not attention or any(g.kind == MAMBA for g in attention) or not spec.num_attention_heads:
+    kda = [g for g in attention if g.kind == MAMBA and g.state_kind == "kda"]
+    if not attention or any(g.kind == MAMBA and g not in kda for g in attention) or not spec.num_attention_heads:
         return None
     if mla and spec.mla_widths == (0, 0):  # MLA-like attention not read (DeepSeek V4)
         return None
@@ -438,11 +453,15 @@ def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
     v_norm = spec.model_type in V_NORM_MODEL_TYPES
     widest = 0
     for g in attention:
+        if g.kind == MAMBA:
+            continue
         q = spec.num_attention_heads * g.head_size // tp
         kv = max(1, g.num_kv_heads // tp) * g.head_size
         widest = max(widest, 2 * q + 2 * kv + (q + kv if qk_norm else 0) + (kv if v_norm else 0))
     if mla:  # the heads' part split across TP, the latent projections replicated (modelspec/mla.py)
         widest = spec.mla_widths[0] // tp + spec.mla_widths[1]
+    for g in kda:
+        widest = max(widest, kda_profile_values_per_token(g, tp))
     inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
     mlp = MLP_HELD_HIDDEN.get(spec.model_type, 5) * hidden + 3 * inner // tp if inner else 0
     return max(ATTENTION_HELD_HIDDEN.get(spec.model_type, 5) * hidden + widest, mlp)

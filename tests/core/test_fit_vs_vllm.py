@@ -349,6 +349,26 @@ def test_the_profile_pass_peak_is_what_vllms_own_model_code_holds():
 @pytest.mark.skipif(
     ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
 )
+def test_kimi_linears_profile_pass_forward_is_the_fits():
+    """vLLM 0.32's own Kimi-Linear (20 KDA + 7 MLA layers, MoE) run by the oracle: its KDA layers skip their
+    core without metadata and hold their projections at o_proj beside the held fused-MoE workspace; the
+    forward's peak is the fit's to the byte (fit_settings.kda_profile_values_per_token). Before, the oracle
+    could not build it and the fit's forward was 198 MiB against vLLM's 285.6 at 2,048 tokens."""
+    from tests.support.vllm_activations import ask_activations, fit_terms, oracle_terms
+    from tests.support.vllm_layers import fixture_config
+
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    config = fixture_config("unseen/moonshotai__Kimi-Linear-48B-A3B-Instruct")
+    (row,) = ask_activations(python, {"kimi-linear": config}, tokens=2048, seqs=256, timeout=300)["models"]
+    assert "error" not in row, row
+    oracle, ours = oracle_terms(row), fit_terms("kimi-linear", config, 2048, 256)
+    assert (oracle.forward, oracle.moe_workspace) == (ours.forward, ours.moe_workspace)
+
+
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
 def test_the_drafters_are_built_with_their_target_and_run_their_own_pass():
     """EAGLE-3 and DFlash drafters cannot be built alone (their classes read the speculative config's
     draft model config); built with their target as vLLM's proposer builds them, each runs its dummy

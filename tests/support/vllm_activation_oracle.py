@@ -94,6 +94,7 @@ list of {"name", "layers": [n1, n2], "forward": [peak1, peak2], "sampler": [...]
 import contextlib
 import json
 import math
+import os
 import sys
 import tempfile
 import time
@@ -101,7 +102,7 @@ import weakref
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vllm_layer_oracle import text_only
+from vllm_layer_oracle import StandInStream, text_only
 
 ANSWER_MARK = "SPARKTUI-ACTIVATION-ORACLE "
 GB10_SMS = 48  # the Triton top-k / top-p kernel sizes its buffer by the GPU's SM count (a GB10 has 48)
@@ -510,7 +511,12 @@ def moe_workspace_bytes(hf_text, tokens, dtype_bytes):
     from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
 
     inter = hf_text.get("moe_intermediate_size") or hf_text.get("intermediate_size")
-    topk = hf_text.get("num_experts_per_tok") or hf_text.get("experts_per_token") or hf_text.get("top_k_experts")
+    topk = (
+        hf_text.get("num_experts_per_tok")
+        or hf_text.get("experts_per_token")
+        or hf_text.get("top_k_experts")
+        or hf_text.get("num_experts_per_token")  # Kimi-Linear
+    )
     gated = hf_text.get("model_type") != "nemotron_h"
     act = MoEActivation.SILU if gated else MoEActivation.RELU2_NO_MUL
     dummy = SimpleNamespace(adjust_N_for_activation=mk.FusedMoEExpertsModular.adjust_N_for_activation)
@@ -760,6 +766,9 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
     args = EngineArgs(
         model=str(folder), skip_tokenizer_init=True, max_model_len=max(tokens, 4096), enforce_eager=True,
         load_format="dummy", max_num_batched_tokens=tokens, max_num_seqs=seqs, compilation_config={"mode": 0},
+        # the profile pass caches no prefix; left on, Kimi-Linear's config fails here: its Mamba cache mode
+        # 'align' sets --mamba-block-size, then the CPU platform turns prefix caching off
+        enable_prefix_caching=False,
     )  # fmt: skip
     vllm_config = args.create_engine_config()
     use_cuda_ir_kernels(vllm_config)
@@ -771,8 +780,13 @@ def measure(name, config, tokens, seqs, workdir, extra_periods):
     # the model loader's order (model_loader/base_loader.py load_model): the dtype, then the device
     dtype_default = set_default_torch_dtype(vllm_config.model_config.dtype)
     with set_current_vllm_config(vllm_config), dtype_default, torch.device("meta"), platform_device_is_meta():
-        with built_as_on_gb10:
-            model = cls(vllm_config=vllm_config, prefix="")
+        # Kimi-Linear makes an aux CUDA stream while built (vllm_layer_oracle.StandInStream)
+        cuda_stream, torch.cuda.Stream = torch.cuda.Stream, StandInStream
+        try:
+            with built_as_on_gb10:
+                model = cls(vllm_config=vllm_config, prefix="")
+        finally:
+            torch.cuda.Stream = cuda_stream
         use_cuda_paths(model)  # CustomOp.enabled() reads the config
     plain_parameters(model)
     use_cuda_gemm(model)
@@ -934,6 +948,9 @@ def run_drafter(item, args, tokens, seqs, k):
 def main():
     request = json.load(sys.stdin)
     answer_to, sys.stdout = sys.stdout, sys.stderr  # vLLM's prints must not mix with the answer
+    # Kimi-Linear's fused GEMM + all-reduce (a CUTLASS DSL kernel, not in the CPU build) is on unless turned
+    # off (vllm/models/kimi_k3/nvidia/model.py maybe_init_gemm_rs_ar); one GPU never runs it
+    os.environ["VLLM_KIMI_K3_GEMM_AR"] = "0"
     stand_ins = stand_in_torchvision()  # before vLLM imports its model classes
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
