@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, mla, moe, nas
+from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, kimi, mla, moe, nas
 from sparktui.core.modelspec.spec import FULL, MAMBA, SLIDING, LayerGroup
 from sparktui.core.modelspec.weight_format import WeightFormats
 from sparktui.core.record import record
@@ -37,6 +37,8 @@ def linear_modules(config: Mapping[str, Any], text: Mapping[str, Any], layers: l
         return out + _deepseek_v4(text)
     if nas.is_nemotron_nas(text):
         return out + _nas(text)
+    if kimi.is_kimi_linear(text):
+        return out + _kimi(text, layers)
     prefix = "model.language_model.layers" if isinstance(config.get("text_config"), Mapping) else "model.layers"
     n_layers = int(text["num_hidden_layers"])
     kinds = dense.layer_kinds(text, n_layers)
@@ -180,6 +182,50 @@ def _nemotron(text: Mapping[str, Any]) -> list[Module]:
                 out += [Module(f"{p}.shared_experts.{n}", "shared", h * shared) for n in ("up_proj", "down_proj")]
             if latent:
                 out += [Module(f"{p}.{n}", "latent", h * latent) for n in ("fc1_latent_proj", "fc2_latent_proj")]
+    return out
+
+
+def _kimi(text: Mapping[str, Any], layers: list[LayerGroup]) -> list[Module]:
+    """Kimi-Linear by its checkpoint's names (vLLM 0.32 vllm/models/kimi_k3/nvidia/model.py KimiDecoderLayer,
+    KimiMoE, KimiMLP; layers/mamba/gdn/kimi_gdn_linear_attn.py): a KDA layer's self_attn q/k/v/b/f_a_proj
+    (which vLLM loads into in_proj_qkvgfab, packed_modules_mapping), f_b, g_a, g_b and o_proj, as
+    kimi.kda_params counts them; an MLA layer's as mla.py names them; layers before first_k_dense_replace
+    a dense mlp.gate/up/down_proj, the rest block_sparse_moe.experts and block_sparse_moe.shared_experts.
+    The short convolutions take no quant_config (conv1d loads unquantized): left to their category."""
+    h = int(text.get("hidden_size") or 0)
+    g = next(x for x in layers if x.kind == MAMBA and x.state_kind == "kda")
+    width = g.value_heads * g.head_v
+    kda_parts = [
+        *((name, h * width) for name in ("q_proj", "k_proj", "v_proj")),
+        ("b_proj", h * g.value_heads),
+        ("f_a_proj", h * g.head_v),
+        ("f_b_proj", g.head_v * width),
+        ("g_a_proj", h * g.head_v),
+        ("g_b_proj", g.head_v * width),
+        ("o_proj", width * h),
+    ]
+    listed = {int(i) for i in text["linear_attn_config"]["kda_layers"]}
+    inter = _first_int(text.get("intermediate_size"))
+    moe_inter = int(text.get("moe_intermediate_size") or inter)
+    shared = int(text.get("num_shared_experts") or 0) * moe_inter
+    experts = moe.num_experts(text)
+    first_moe, every = int(text.get("first_k_dense_replace") or 0), int(text.get("moe_layer_freq") or 1)
+    out: list[Module] = []
+    for i in range(int(text["num_hidden_layers"])):
+        p = f"model.layers.{i}"
+        if i + 1 in listed:  # KimiLinearConfig.is_kda_layer
+            out += [Module(f"{p}.self_attn.{name}", "linear_attn", n) for name, n in kda_parts]
+        else:
+            out += _mla(text, p)
+        if experts and i >= first_moe and i % every == 0:  # KimiDecoderLayer.is_moe_layer
+            out.append(Module(f"{p}.block_sparse_moe.experts", "experts", experts * 3 * h * moe_inter))
+            out += [
+                Module(f"{p}.block_sparse_moe.shared_experts.{proj}", "shared", h * shared)
+                for proj in ("gate_proj", "up_proj", "down_proj")
+                if shared
+            ]
+        else:
+            out += [Module(f"{p}.mlp.{proj}", "mlp", h * inter) for proj in ("gate_proj", "up_proj", "down_proj")]
     return out
 
 
