@@ -605,6 +605,7 @@ def fit(
         lmo_refusal,
         _kv_dtype_refusal(spec, s, machine),
         s.rules.modelopt_refusal(spec.modelopt_algo),
+        s.rules.kda_split_refusal(spec.kda_split_shards),
         s.rules.mamba_ssm_dtype_refusal(
             (s.mamba_ssm_dtype or "auto").lower(),
             kda=any(g.kind == MAMBA and g.state_kind == "kda" for g in spec.layers),

@@ -53,6 +53,7 @@ RuleKey = Literal[
     "modelopt_mixed_precision",
     "non_torch_window",
     "kda_ssm_cache_dtype",
+    "kda_fused_in_proj",
 ]
 
 

@@ -281,6 +281,17 @@ RULES: tuple[Rule, ...] = (
          "from vllm/platforms/interface.py: Platform._align_hybrid_block_size (update_block_size_for_backend, "
          "at the executor's start); vllm/v1/kv_cache_interface.py: MambaSpec.page_size_bytes "
          "(assert self.page_size_padded >= page_size)"),
+    Rule("kda_fused_in_proj", V(0, 10, 0), V(0, 27, 0), "separate",
+         "a Kimi-Linear KDA layer loads q_proj, k_proj, v_proj, b_proj and f_a_proj as layers of their own, so a "
+         "quantization config may exclude any of them (read 0.25.1, 0.26.0)",
+         "vllm/model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py: KimiGatedDeltaNetAttention.__init__"),
+    Rule("kda_fused_in_proj", V(0, 27, 0), None, "fused",
+         "a KDA layer loads q/k/v/b/f_a_proj as one in_proj_qkvgfab; compressed-tensors refuses an ignore list "
+         "that names only some of them ('Found a different quantization schemes for [...] vLLM requires all to "
+         "use the same scheme') (read 0.27.0-0.32.0)",
+         "vllm/model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py: KimiGatedDeltaNetAttention.__init__ "
+         "(in_proj_qkvgfab); vllm/models/kimi_k3/nvidia/model.py: packed_modules_mapping; "
+         "vllm/model_executor/layers/quantization/compressed_tensors/utils.py: should_ignore_layer"),
     Rule("mrope_cache_positions", V(0, 10, 0), V(0, 32, 0), "x4",
          "an M-RoPE's cos/sin cache holds max_position × 4 positions (for video positions), counted in the "
          "weights",
@@ -597,6 +608,19 @@ class VllmRules:
         return (
             f"--mamba-ssm-cache-dtype {name}: vLLM {self.version} keeps the KDA layers' recurrent state in "
             f"float32 and {why}; vLLM does not start: use --mamba-ssm-cache-dtype auto (or float32)"
+        )
+
+    def kda_split_refusal(self, split: tuple[str, tuple[str, ...]] | tuple[()]) -> str | None:
+        """Why this vLLM refuses a compressed-tensors Kimi-Linear checkpoint whose ignore list excludes only some
+        of a KDA layer's fused projections (`split`: ModelSpec.kda_split_shards; None: it loads it)."""
+        if not split or self.value("kda_fused_in_proj") != "fused":
+            return None
+        prefix, named = split
+        return (
+            f"vLLM {self.version} loads a KDA layer's q/k/v/b/f_a_proj as one in_proj_qkvgfab, and this "
+            f"checkpoint's compressed-tensors ignore list excludes only {', '.join(named)} of {prefix}: vLLM refuses "
+            "it ('Found a different quantization schemes for [...] vLLM requires all to use the same scheme') and "
+            "does not start; vLLM 0.26 loads them apart, or use a checkpoint that quantizes all five alike"
         )
 
     def modelopt_refusal(self, modelopt: ModelOptAlgo | None) -> str | None:

@@ -63,3 +63,29 @@ def test_routed_experts_excluded_by_their_block_sparse_moe_name():
     got = _bytes_per_param(["lm_head", r"re:.*block_sparse_moe\.experts.*"])
     assert abs(got["experts"] - 2) < 1e-9
     assert abs(got["linear_attn"] - nvfp4) < 1e-9 and abs(got["attn"] - nvfp4) < 1e-9
+
+
+def _verdict(ignore: list[str], version: str):
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.fit import dgx_spark, fit
+
+    spec = spec_from_config(_config(ignore), name="kimi-nvfp4", source="test")
+    result = fit(ServeConfig(model=spec.name, vllm_version=version, max_model_len=32768), spec, dgx_spark())
+    return result.verdict, [r for r in result.reasons if "in_proj_qkvgfab" in r]
+
+
+def test_an_ignore_list_that_splits_the_fused_kda_projection_wont_start_from_0_27():
+    """vLLM 0.27 on loads q/k/v/b/f_a_proj as one in_proj_qkvgfab (packed_modules_mapping) and compressed-tensors'
+    should_ignore_layer raises when its shards differ: keeping only the small b_proj and f_a_proj in bf16 is
+    refused. Before: weighed module by module and 'fits'."""
+    small = ["lm_head", r"re:.*self_attn\.(b_proj|f_a_proj)$"]
+    for version in ("0.27.0", "0.32.0"):
+        verdict, reasons = _verdict(small, version)
+        assert verdict == "wont_start"
+        (reason,) = reasons
+        assert "b_proj, f_a_proj of model.layers.0.self_attn" in reason
+        assert "vLLM requires all to use the same scheme" in reason
+    # the other sides: 0.26 loads them apart; all five excluded together (or none) is one scheme
+    assert _verdict(small, "0.26.0") == ("fits", [])
+    assert _verdict(["lm_head", r"re:.*self_attn\.(q|k|v|b|f_a)_proj$"], "0.32.0") == ("fits", [])
+    assert _verdict(["lm_head"], "0.32.0") == ("fits", [])

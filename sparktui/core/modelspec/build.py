@@ -300,6 +300,10 @@ def _build(
         checkpoint_kv_cache_dtype=kv_quant[1],
         checkpoint_quant_method=kv_quant[0],
         modelopt_algo=checkpoint_modelopt_algo(config, hf_quant),
+        # compressed-tensors' should_ignore_layer is the check that refuses a split (utils.py)
+        kda_split_shards=kimi.split_fused_shards(text, n_layers, formats.is_excluded)
+        if kimi.is_kimi_linear(text) and formats.method == "compressed-tensors"
+        else (),
         param_count=params,
         weights_bytes=weights_bytes,
         weights_source=weights_source,

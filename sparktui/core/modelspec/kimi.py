@@ -9,7 +9,7 @@ in the model's dtype, and a recurrent state of num_heads × head_dim × head_dim
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sparktui.core.modelspec import mla
@@ -57,3 +57,24 @@ def kda_params(text: Mapping[str, Any], g: LayerGroup) -> int:
     width = g.value_heads * g.head_v
     low_rank = 2 * (h * g.head_v + g.head_v * width)
     return 4 * h * width + low_rank + h * g.value_heads + g.conv_dim * g.conv_kernel + g.value_heads + width + g.head_v
+
+
+# the checkpoint's projections vLLM (0.27 on) loads as one in_proj_qkvgfab (kimi_k3/nvidia/model.py
+# packed_modules_mapping)
+FUSED_IN_PROJ = ("q_proj", "k_proj", "v_proj", "b_proj", "f_a_proj")
+
+
+def split_fused_shards(
+    text: Mapping[str, Any], n_layers: int, excluded: Callable[[str], bool]
+) -> tuple[str, tuple[str, ...]] | tuple[()]:
+    """The first KDA layer (its self_attn prefix) whose FUSED_IN_PROJ the exclusion list names only in part,
+    and the shards it names; () when every KDA layer's are all excluded or all quantized."""
+    listed = {int(i) for i in text["linear_attn_config"]["kda_layers"]}
+    for i in range(n_layers):
+        if i + 1 not in listed:
+            continue
+        p = f"model.layers.{i}.self_attn"
+        named = tuple(n for n in FUSED_IN_PROJ if excluded(f"{p}.{n}"))
+        if named and len(named) < len(FUSED_IN_PROJ):
+            return p, named
+    return ()

@@ -193,6 +193,9 @@ class ModelSpec:
     checkpoint_kv_cache_dtype: str | None = None  # "fp8" when the checkpoint asks for it
     checkpoint_quant_method: str | None = None  # the quantization method vLLM reads it from (vllm_rules)
     modelopt_algo: ModelOptAlgo | None = None  # a ModelOpt checkpoint's quant_algo as vLLM reads it
+    # Kimi-Linear: the first KDA layer whose q/k/v/b/f_a_proj a compressed-tensors ignore list excludes only
+    # in part, and the shards it excludes (() when none): vllm_rules kda_fused_in_proj
+    kda_split_shards: tuple[str, tuple[str, ...]] | tuple[()] = ()
     param_count: int = 0
     weights_bytes: int = 0
     weights_source: str = ""
