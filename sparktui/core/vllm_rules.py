@@ -287,8 +287,8 @@ RULES: tuple[Rule, ...] = (
          "vllm/model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py: KimiGatedDeltaNetAttention.__init__"),
     Rule("kda_fused_in_proj", V(0, 27, 0), None, "fused",
          "a KDA layer loads q/k/v/b/f_a_proj as one in_proj_qkvgfab; compressed-tensors refuses an ignore list "
-         "that names only some of them ('Found a different quantization schemes for [...] vLLM requires all to "
-         "use the same scheme') (read 0.27.0-0.32.0)",
+         "that names only some of them ('... vLLM requires all to use the same scheme'; 0.32 words it 'Found "
+         "different quantization schemes for the shards of <layer>') (read 0.27.0-0.32.0)",
          "vllm/model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py: KimiGatedDeltaNetAttention.__init__ "
          "(in_proj_qkvgfab); vllm/models/kimi_k3/nvidia/model.py: packed_modules_mapping; "
          "vllm/model_executor/layers/quantization/compressed_tensors/utils.py: should_ignore_layer"),
@@ -619,8 +619,9 @@ class VllmRules:
         return (
             f"vLLM {self.version} loads a KDA layer's q/k/v/b/f_a_proj as one in_proj_qkvgfab, and this "
             f"checkpoint's compressed-tensors ignore list excludes only {', '.join(named)} of {prefix}: vLLM refuses "
-            "it ('Found a different quantization schemes for [...] vLLM requires all to use the same scheme') and "
-            "does not start; vLLM 0.26 loads them apart, or use a checkpoint that quantizes all five alike"
+            "it (compressed_tensors/utils.py should_ignore_layer: 'Found [a] different quantization schemes for "
+            "[the shards of] ... vLLM requires all to use the same scheme') and does not start; vLLM 0.26 loads "
+            "them apart, or use a checkpoint that quantizes all five alike"
         )
 
     def modelopt_refusal(self, modelopt: ModelOptAlgo | None) -> str | None:
