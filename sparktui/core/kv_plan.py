@@ -197,6 +197,8 @@ def plan_kv(
             full = next((g for g in attn if g.kind in (FULL, MLA)), attn[0])
             one = full.kv_bytes_per_token(kv_bytes, tp)
             kernel = max(MIN_KERNEL_BLOCK, bs)
+            if any(g.kind == MLA for g in attn) and rules.value("hybrid_mla_block_alignment") == "128":
+                kernel = max(kernel, 128)
             bs = max(bs, kernel * cdiv(state, kernel * one))
             mamba_page = bs * one
         for g in mamba:

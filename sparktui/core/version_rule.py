@@ -54,6 +54,7 @@ RuleKey = Literal[
     "non_torch_window",
     "kda_ssm_cache_dtype",
     "kda_fused_in_proj",
+    "hybrid_mla_block_alignment",
 ]
 
 

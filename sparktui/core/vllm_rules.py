@@ -292,6 +292,15 @@ RULES: tuple[Rule, ...] = (
          "vllm/model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py: KimiGatedDeltaNetAttention.__init__ "
          "(in_proj_qkvgfab); vllm/models/kimi_k3/nvidia/model.py: packed_modules_mapping; "
          "vllm/model_executor/layers/quantization/compressed_tensors/utils.py: should_ignore_layer"),
+    Rule("hybrid_mla_block_alignment", V(0, 10, 0), V(0, 27, 0), "kernel",
+         "a hybrid model's attention block grows in steps of its backend's smallest kernel block until its page "
+         "holds a Mamba state (read 0.25.1, 0.26.0)",
+         "vllm/platforms/interface.py: Platform._align_hybrid_block_size (kernel_block_alignment_size)"),
+    Rule("hybrid_mla_block_alignment", V(0, 27, 0), None, "128",
+         "with MLA attention (Kimi-Linear) those steps are at least 128 tokens, for the TRTLLM / FlashInfer MLA "
+         "decode kernels (read 0.27.0-0.32.0; run on 0.32's code: Kimi-Linear's block 1920 tokens, not 1888)",
+         "vllm/platforms/interface.py: Platform._align_hybrid_block_size (if model_config.use_mla: "
+         "kernel_block_alignment_size = max(kernel_block_alignment_size, 128))"),
     Rule("mrope_cache_positions", V(0, 10, 0), V(0, 32, 0), "x4",
          "an M-RoPE's cos/sin cache holds max_position × 4 positions (for video positions), counted in the "
          "weights",

@@ -84,3 +84,13 @@ def test_the_kda_state_is_float32_whatever_the_flag_says():
     (gdn,) = [g for g in qwen.layers if g.kind == MAMBA]
     assert gdn.state_bytes(2, ssm_dtype="float32") > gdn.state_bytes(2, ssm_dtype="bfloat16")
     assert _dtype_reasons(_fit(qwen, "0.32.0", "float16")) == []
+
+
+def test_kimi_linears_block_is_a_multiple_of_128_tokens_from_0_27():
+    """vLLM 0.32's own _align_hybrid_block_size on this config (meta-device build, MLA): block 1920 tokens, the
+    state page padded to 1920 × 1,152 = 2,211,840 B; the MLA step of 128 tokens arrived in 0.27. Before: 1888
+    (steps of 16) at every version."""
+    spec = _kimi()
+    new, old = _fit(spec, "0.32.0", "auto"), _fit(spec, "0.26.0", "auto")
+    assert new.block_size == 128 * 15 == 1920  # ceil(2,170,880 / (128 × 1,152)) = 15
+    assert old.block_size == 16 * 118 == 1888
