@@ -45,13 +45,13 @@ from sparktui.core.machine import (
     dgx_spark,
     machine_from_name,
 )
-from sparktui.core.modelspec import MAMBA, MLA, ModelSpec, online_quantized
+from sparktui.core.modelspec import ModelSpec, online_quantized
 from sparktui.core.modelspec.drafters import dflash_as_built
 from sparktui.core.modelspec.dtype import served_dtype
 from sparktui.core.modelspec.multimodal import language_model_only, zero_limit_towers
 from sparktui.core.record import record
-from sparktui.core.speculation import Speculation
 from sparktui.core.speed import SpeedEstimate
+from sparktui.core.startup_refusals import startup_refusals
 from sparktui.core.units import GB, GiB
 from sparktui.core.vllm_free_memory import cuda_free_figure, free_memory_note
 from sparktui.core.vllm_rules import (
@@ -393,39 +393,6 @@ def _measured_working(
     )
 
 
-def _speculative_refusal(speculation: Speculation | None, rules: VllmRules) -> str | None:
-    """Why vLLM refuses this --speculative-config: a "method" this vLLM does not know (only one
-    given explicitly), or no drafter at all."""
-    if speculation is None:
-        return None
-    if speculation.method_given:
-        unknown = rules.speculative_method_refusal(speculation.method)
-        if unknown:
-            return unknown
-    return speculation.refusal
-
-
-def _kv_dtype_refusal(spec: ModelSpec, s: FitSettings, machine: Machine) -> str | None:
-    """Why vLLM will not start with this --kv-cache-dtype (vllm_rules: KV_CACHE_DTYPES, nvfp4_kv_backend).
-    A unified-memory machine is a GB10 (SM121)."""
-    name = s.kv_cache_dtype.lower()
-    if spec.compress_ratios and name != "auto" and not name.startswith("fp8"):
-        # models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype: the default attention
-        # classes (FlashMLA, FlashInfer SM120) keep the fp8_ds_mla layout and raise on anything else
-        return (
-            f"--kv-cache-dtype {name}: vLLM 0.32's DeepSeek V4 attention keeps its KV cache as fp8_ds_mla "
-            "and refuses other dtypes ('DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache'); "
-            "use --kv-cache-dtype fp8 or auto"
-        )
-    layers = (*spec.layers, *(spec.mtp_layers if s.mtp else ()))
-    return s.rules.kv_cache_dtype_refusal(
-        s.kv_cache_dtype.lower(),
-        gb10=machine.unified,
-        mla=any(g.kind == MLA for g in layers),
-        sparse_mla=any(g.kind == MLA and g.elem_bytes for g in layers),
-    )
-
-
 _NON_TORCH_WINDOW = {  # vllm_rules non_torch_window
     "profile_run": "its growth outside torch from the worker's start to the end of the profile run",
     "profile_run_and_cudagraph_profiling": "its growth outside torch from the worker's start to the end of the "
@@ -599,22 +566,12 @@ def fit(
             f"{spec.max_len_limit:,} in its config); vLLM refuses to start unless "
             f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, and positions past the limit give garbage"
         )
-    method_refusal = _speculative_refusal(config.speculation, s.rules)
-    for refusal in (
-        method_refusal or drafter_refusal,
-        lmo_refusal,
-        _kv_dtype_refusal(spec, s, machine),
-        s.rules.modelopt_refusal(spec.modelopt_algo),
-        s.rules.kda_split_refusal(spec.kda_split_shards),
-        s.rules.mamba_ssm_dtype_refusal(
-            (s.mamba_ssm_dtype or "auto").lower(),
-            kda=any(g.kind == MAMBA and g.state_kind == "kda" for g in spec.layers),
-        ),
-        c.plan.unify_error,
-    ):
-        if refusal:
-            wont = True
-            reasons.append(refusal)
+    refusals = startup_refusals(spec, s, machine, config.speculation, drafter_refusal, lmo_refusal)
+    if c.plan.unify_error:
+        refusals.append(c.plan.unify_error)
+    if refusals:
+        wont = True
+        reasons.extend(refusals)
     if machine.unified and util > 0.90:
         unsafe = True
         reasons.append(
