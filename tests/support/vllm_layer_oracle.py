@@ -125,6 +125,10 @@ def build(name, config, workdir):
     args = EngineArgs(
         model=str(folder), skip_tokenizer_init=True, max_model_len=4096, enforce_eager=True, load_format="dummy",
         trust_remote_code=remote,
+        # off, as the activation oracle has it: with it on, a hybrid's Mamba cache mode 'align' sets
+        # --mamba-block-size, and on a CPU without AMX the CPU platform then turns prefix caching off
+        # for an MLA model (Kimi-Linear), which VllmConfig refuses; no layer's spec depends on it
+        enable_prefix_caching=False,
     )  # fmt: skip
     vllm_config = args.create_engine_config()
     cls, _ = get_model_architecture(vllm_config.model_config)
