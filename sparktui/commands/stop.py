@@ -83,8 +83,7 @@ def for_all(action: Callable[[int], StateRecord]) -> int:
     from sparktui.errors import UserError
     from sparktui.runtime.records import state as st
 
-    # a record that does not read whole is ended too, from its tree and supervisor (client.stop)
-    ports = [s.port for s in st.list_states(salvaged=True) if s.alive or s.status == "lost"]
+    ports = st.ports_to_end()  # each once; a record that does not read whole too (client.stop)
     if not ports:
         print("nothing to stop: no server is running")
         return 0

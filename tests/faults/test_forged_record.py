@@ -251,3 +251,18 @@ def test_set_guard_tells_nothing_to_a_socket_held_by_another_process_than_the_re
     assert "DISARMED" not in done.stdout
     assert path.read_text() == text
     path.unlink()
+
+
+def test_stop_all_names_a_port_once_when_a_lost_record_and_a_listener_share_it(env, foreign):
+    # The record's supervisor died (lost) and another process of this user holds the port's socket:
+    # `stop --all` found the port twice (the record, and the listener) and named it twice
+    victim = sleeper(foreign)
+    port = free_port()
+    path, text = write_record(forged(port, dead_ref(), victim))
+    fake_supervisor(foreign, port, "answer", forged(port, pr.ProcessRef(pid=0, start_time=0), victim))
+    done = sparktui("stop", "--all", env=env)
+    said = (done.stdout + done.stderr).splitlines()
+    assert len([line for line in said if f"port {port}" in line and "warning" not in line]) == 1, done
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done
+    assert victim.is_alive() and path.read_text() == text
+    path.unlink()

@@ -252,6 +252,13 @@ def list_states(problems: list[str] | None = None, salvaged: bool = False) -> li
     return out
 
 
+def ports_to_end() -> list[int]:
+    """The ports `stop --all` and `kill --all` end, each once: a live server's or a lost one's (a record
+    that does not read whole too). A lost record and a live listener on one port are one port to stop:
+    stop and kill of that port (find_state) pick the one to end, and say what they did once."""
+    return list(dict.fromkeys(s.port for s in list_states(salvaged=True) if s.alive or s.status == "lost"))
+
+
 def set_aside(path: Path) -> Path:
     """Move a wrong-shaped state file out of the way (kept for a look), so it blocks nothing."""
     target = path.with_name(path.name + f".bad-{int(time.time())}")
