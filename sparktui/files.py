@@ -27,6 +27,10 @@ def describe_kind(mode: int) -> str:
     return "not a regular file"
 
 
+class Untrusted(UserError):
+    """A file sparktui wrote for itself that another user owns or may write: not read."""
+
+
 def own_file_problem(info: os.stat_result) -> str | None:
     """Why a file sparktui wrote for itself cannot be trusted (None: it can): another user owns it
     (only ours or root's), or other users may write it (sparktui writes its files 0600)."""
@@ -58,7 +62,7 @@ def open_regular(path: str | os.PathLike[str], what: str, *, own: bool = False) 
         raise UserError(f"{where}: {describe_kind(info.st_mode)}, not a {what}; give a regular file")
     if own and (problem := own_file_problem(info)) is not None:
         os.close(fd)
-        raise UserError(
+        raise Untrusted(
             f"{where}: {problem}, so it may not be what sparktui wrote and is not trusted as a {what}; "
             "look at it, and remove it if it is not yours"
         )

@@ -230,6 +230,25 @@ def test_a_clean_stop_or_a_recorded_end_is_no_post_mortem(tmp_path, fixtures):
     assert w.check_after_reboot(tmp_path, boot_id="b2", kernel=no_kernel) == []  # the reaper recorded its end
 
 
+@pytest.mark.parametrize("change", ["owner", "mode"])
+def test_an_end_recorded_in_a_record_another_user_owns_or_may_write_is_not_believed(tmp_path, fixtures, capsys, change):
+    # Such a record could say "exited" over a machine that went down: the post-mortem is reported all the same
+    write_flight(tmp_path, trajectory(fixtures), boot="b1", port=8001)
+    (tmp_path / "servers").mkdir(mode=0o700)
+    path = tmp_path / "servers" / "8001.json"
+    path.write_text(json.dumps({"status": "exited", "started_at": 1000.0}))
+    if change == "owner":
+        if os.getuid() != 0:
+            pytest.skip("giving a file to another user needs root")
+        os.chown(path, 65534, 65534)
+    else:
+        path.chmod(0o666)
+    assert len(w.check_after_reboot(tmp_path, boot_id="b2", kernel=no_kernel)) == 1
+    why = "owned by user id 65534" if change == "owner" else "writable by other users (mode 0666"
+    err = capsys.readouterr().err
+    assert f"{path}: {why}" in err and "not trusted" in err and "port 8001" in err, err
+
+
 @pytest.mark.parametrize(
     ("phase", "extra", "verdict"),
     [

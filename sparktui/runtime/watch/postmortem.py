@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sparktui.atomic import atomic_write_text
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
-from sparktui.files import read_json
+from sparktui.files import Untrusted, read_json, read_regular
 from sparktui.runtime.records.protocol import MAX_STATE_BYTES
 from sparktui.runtime.watch.flight import (
     RECORD_FILE_LIMIT,
@@ -207,9 +208,17 @@ def _headers(folder: Path) -> list[tuple[Path, FlightHeader]]:
 def _end_recorded(state_dir: Path, header: FlightHeader) -> bool:
     """The run's end is in its state record after all (its supervisor was killed and the reaper
     or the next launch swept the tree): not a machine that went down under it."""
-    try:
-        state = read_json(state_dir / "servers" / f"{header.port}.json", MAX_STATE_BYTES, "state record")
-    except (OSError, UserError):
+    try:  # own: a record another user owns or may write could hide a crash (files.own_file_problem)
+        state = json.loads(
+            read_regular(state_dir / "servers" / f"{header.port}.json", MAX_STATE_BYTES, "state record", own=True)
+        )
+    except Untrusted as exc:
+        print(
+            f"sparktui: warning: {exc}; the run on port {header.port} is reported as if no end were recorded",
+            file=sys.stderr,
+        )
+        return False
+    except (OSError, UserError, ValueError, RecursionError):
         return False
     return isinstance(state, dict) and bool(
         state.get("status") == "exited" and (state.get("started_at") or 0) >= header.started_at - 1
