@@ -41,11 +41,34 @@ def own_file_problem(info: os.stat_result) -> str | None:
     return None
 
 
+def own_folder_refusal(folder: str | os.PathLike[str], what: str) -> str | None:
+    """Why the files in a folder sparktui made for itself (0700: the state records') are not
+    trusted as its `what`s (None: they are, or the folder is gone): another user owns it, or other
+    users may write in it and so put or replace files there. In words, with the fix."""
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return None
+    if info.st_uid not in (os.getuid(), 0):
+        problem = f"owned by user id {info.st_uid}, not by you (uid {os.getuid()}) or root"
+    elif info.st_mode & 0o022:
+        problem = f"writable by other users (mode {stat.S_IMODE(info.st_mode):04o}; sparktui makes it 0700)"
+    else:
+        return None
+    where = os.fspath(folder)
+    fix = (
+        f"if nobody else should write there, `chmod 700 {where}` and look at what is in it"
+        if info.st_uid == os.getuid()
+        else "it is not yours to fix: point SPARKTUI_STATE_DIR at a folder of your own"
+    )
+    return f"{where}: {problem}, so no {what} in it is trusted (any may not be what sparktui wrote); {fix}"
+
+
 def open_regular(path: str | os.PathLike[str], what: str, *, own: bool = False) -> BinaryIO:
     """A regular file open for reading (for a file read in part: a safetensors header); UserError
     naming the file and what it is instead (a FIFO, a device, a folder, a symlink loop). With
     `own` (a file sparktui wrote for itself: a state record), also one another user owns or may
-    write. FileNotFoundError passes through."""
+    write, or one in a folder another user owns or may write in. FileNotFoundError passes through."""
     where = os.fspath(path)
     try:
         # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one
@@ -60,6 +83,9 @@ def open_regular(path: str | os.PathLike[str], what: str, *, own: bool = False) 
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise UserError(f"{where}: {describe_kind(info.st_mode)}, not a {what}; give a regular file")
+    if own and (refusal := own_folder_refusal(os.path.dirname(os.path.abspath(where)), what)) is not None:
+        os.close(fd)
+        raise Untrusted(refusal)
     if own and (problem := own_file_problem(info)) is not None:
         os.close(fd)
         raise Untrusted(

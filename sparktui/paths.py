@@ -79,6 +79,11 @@ def writable_state_dir() -> Path:
         raise _unusable(path, exc) from None
     if not os.access(path / "servers", os.W_OK):  # read-only mount: mkdir of existing folders succeeds
         raise _unusable(path, OSError(errno.EROFS, "not writable", str(path / "servers")))
+    from sparktui.errors import UserError
+    from sparktui.files import own_folder_refusal
+
+    if (refusal := own_folder_refusal(path / "servers", "state record")) is not None:
+        raise UserError(refusal)  # a launch would trust, sweep and set aside records others may have put there
     return path
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from sparktui import paths
+from sparktui.errors import UserError
 
 
 def test_the_state_dir_is_made_once_and_again_only_when_it_is_gone(tmp_path, monkeypatch):
@@ -29,3 +32,15 @@ def test_the_state_dir_is_made_once_and_again_only_when_it_is_gone(tmp_path, mon
     assert paths.state_dir() == state
     assert (state / "servers").is_dir() and (state / "logs").is_dir()
     assert state.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_launch_refuses_a_servers_folder_others_may_write_in(tmp_path, monkeypatch):
+    # it would trust, sweep and set aside records another user could have put there
+    state = tmp_path / "state"
+    monkeypatch.setenv("SPARKTUI_STATE_DIR", str(state))
+    assert paths.writable_state_dir() == state
+    (state / "servers").chmod(0o777)
+    with pytest.raises(UserError) as exc:
+        paths.writable_state_dir()
+    assert f"{state / 'servers'}: writable by other users (mode 0777" in str(exc.value)
+    assert f"chmod 700 {state / 'servers'}" in str(exc.value)

@@ -266,3 +266,30 @@ def test_stop_all_names_a_port_once_when_a_lost_record_and_a_listener_share_it(e
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done
     assert victim.is_alive() and path.read_text() == text
     path.unlink()
+
+
+@pytest.mark.parametrize("change", ["group", "others", "owner"])
+def test_records_in_a_servers_folder_others_own_or_may_write_in_are_not_trusted(env, change):
+    # sparktui makes servers/ 0700: in one another user owns, or may write in, any record may be planted
+    port = free_port()
+    gone = dead_ref()
+    path, text = write_record(forged(port, gone, proc.ProcessIdentity(gone.pid, gone.start_time or 1)))
+    folder = path.parent
+    if change == "owner":
+        os.chown(folder, 65534, 65534)
+    else:
+        folder.chmod(0o770 if change == "group" else 0o777)
+    try:
+        for args in (["status"], ["status", "--port", str(port)], ["kill", "--port", str(port)], ["stop", "--all"]):
+            done = sparktui(*args, env=env)
+            assert done.returncode == 2 and "Traceback" not in done.stderr, done
+            assert f"{folder}: " in done.stderr and "no state record in it is trusted" in done.stderr, done.stderr
+            if change == "owner":
+                assert "owned by user id 65534" in done.stderr and "SPARKTUI_STATE_DIR" in done.stderr, done.stderr
+            else:
+                assert f"chmod 700 {folder}" in done.stderr and "writable by other users" in done.stderr, done.stderr
+        assert path.read_text() == text  # the lost record was neither swept nor rewritten
+    finally:
+        os.chown(folder, os.getuid(), os.getgid())
+        folder.chmod(0o700)
+    path.unlink()

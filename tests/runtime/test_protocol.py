@@ -254,3 +254,21 @@ def test_an_untrusted_state_file_is_told_to_be_removed_once(tmp_path):
         pr.read_state_file(path)
     said = str(exc.value)
     assert "writable by other users" in said and said.count("remove it") == 1, said
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o777, 0o1777])
+def test_a_state_record_in_a_folder_others_may_write_in_is_not_read(tmp_path, mode):
+    # the reaper, the panel and the route read records too: one others could have put there is not one of them
+    folder = tmp_path / "servers"
+    folder.mkdir(mode=0o700)
+    path = folder / "8000.json"
+    path.write_text(json.dumps(record()))
+    path.chmod(0o600)
+    assert pr.read_state_file(path) is not None  # 0700: read
+    folder.chmod(mode)
+    with pytest.raises(pr.ProtocolError) as exc:
+        pr.read_state_file(path)
+    said = str(exc.value)
+    assert said.startswith(f"{folder}: writable by other users (mode {mode:04o}"), said
+    assert f"chmod 700 {folder}" in said, said
+    assert "remove it" not in said, said  # the folder is what to fix, not the file

@@ -39,7 +39,7 @@ from sparktui.core.kernel_log import KernelEvent
 from sparktui.core.leak import LeakRecord
 from sparktui.core.vllm_events import phase_label
 from sparktui.errors import UserError
-from sparktui.files import read_regular
+from sparktui.files import Untrusted, read_regular
 
 STATE_VERSION = 1
 MAX_MESSAGE_BYTES = 65536
@@ -614,8 +614,8 @@ def read_state_file(path: Path) -> StateRecord | None:
     except FileNotFoundError:
         return None
     except UserError as exc:  # a FIFO, a device, a huge file: never waited on, never blocks a launch
-        said = str(exc)  # an untrusted file's message already says to remove it if not yours
-        raise ProtocolError(said if "remove it" in said else f"{said}; remove it") from None
+        said = str(exc)  # an untrusted file's (or folder's) message already says what to do
+        raise ProtocolError(said if isinstance(exc, Untrusted) else f"{said}; remove it") from None
     except OSError as exc:
         raise ProtocolError(f"{path}: cannot be read ({exc.strerror})") from None
     except UnicodeDecodeError:

@@ -22,7 +22,7 @@ from pathlib import Path
 from sparktui.atomic import atomic_write_text
 from sparktui.core.guard_lines import LineName
 from sparktui.errors import UserError
-from sparktui.files import read_regular
+from sparktui.files import own_folder_refusal, read_regular
 from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
 from sparktui.paths import writable_state_dir as writable_state_dir
 from sparktui.runtime.records.beat import LINE_BYTES, NO_BEAT, parse_beat
@@ -176,6 +176,17 @@ def live_ports() -> list[int]:
     return sorted(set(_listeners()) - HELD_HERE)
 
 
+class UntrustedFolder(ProtocolError):
+    """The servers/ folder is not ours alone (another user owns it or may write in it): none of
+    its records is read, and stop and kill do nothing from them (exit 2, the fix said)."""
+
+
+def check_servers_folder() -> None:
+    """UntrustedFolder when the folder of the state records is not ours alone (files.own_folder_refusal)."""
+    if (refusal := own_folder_refusal(state_dir() / "servers", "state record")) is not None:
+        raise UntrustedFolder(refusal)
+
+
 def write_state(path: Path, state: StateRecord) -> None:
     """Atomic: readers see the old file or the new one, never half of one."""
     atomic_write_text(path, state.to_json(), private=True)
@@ -228,6 +239,7 @@ def list_states(problems: list[str] | None = None, salvaged: bool = False) -> li
     With `salvaged`, such a file's server is listed from what stop and kill need of it (`salvage`),
     so that `stop --all` and `kill --all` end it too.
     """
+    check_servers_folder()
     out = []
     seen: set[int] = set()
     for path in sorted((state_dir() / "servers").glob("*.json")):
@@ -269,6 +281,7 @@ def set_aside(path: Path) -> Path:
 
 def find_state(port: int | None = None) -> StateRecord:
     """The server on `port`, or the only live one when port is None. UserError otherwise."""
+    check_servers_folder()  # before any record is read or any supervisor asked
     if port is not None:
         try:
             state = read_state(state_path(port))

@@ -50,6 +50,8 @@ def kill(port: int | None = None, *, wait: float = 30.0, only_id: str | None = N
 def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.StateRecord:
     try:
         state = st.find_state(port)
+    except st.UntrustedFolder:
+        raise  # nothing is done from a folder others may write in, not even from its socket
     except UserError as exc:
         # A record that does not read whole and no answer: what stop and kill need of it (the tree,
         # the supervisor) is enough to end the server; the file is left as it is
