@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.core.guard_lines import GuardLines
-from sparktui.runtime.host import containment, proc
+from sparktui.runtime.host import containment, proc, provenance
 from sparktui.runtime.records import protocol as pr
 from sparktui.runtime.records import state as st
 from tests.support import free_port, wait_for
@@ -201,8 +201,9 @@ def test_a_socket_held_by_another_process_than_the_recorded_supervisor_is_asked_
 @pytest.mark.parametrize("command", ["stop", "kill"])
 def test_a_fake_supervisor_that_freezes_on_stop_is_not_killed_nor_is_what_it_names(env, foreign, recorded, command):
     # The forgery is consistent: the record (or, with no record, the fake's own status reply) names
-    # the fake as the supervisor, and a foreign sleep as the tree. The fake takes the stop and freezes,
-    # so the CLI falls back to ending "the recorded tree" and "the supervisor" itself.
+    # the fake as the supervisor, and a foreign sleep as the tree. Were it asked, the fake would take
+    # the stop and freeze, and the CLI fall back to ending "the recorded tree" and "the supervisor"
+    # itself; no marked child proves it sparktui's supervisor, so it is not asked at all.
     victim = sleeper(foreign)
     port = free_port()
     state = forged(port, pr.ProcessRef(pid=0, start_time=0), victim)  # pid 0: the fake puts its own
@@ -212,9 +213,10 @@ def test_a_fake_supervisor_that_freezes_on_stop_is_not_killed_nor_is_what_it_nam
     if recorded:
         path, text = write_record(state)
     done = sparktui(command, "--port", str(port), env=env, timeout=60)
-    assert_refused(done, victim.pid, fake.pid)
+    assert_refused(done, fake.pid)
+    assert "cannot be proven sparktui's" in done.stderr, done.stderr
     assert victim.is_alive() and fake.poll() is None
-    assert (proc.read_stat(fake.pid) or pytest.fail("the fake is gone")).state == "T"  # frozen, not killed
+    assert (proc.read_stat(fake.pid) or pytest.fail("the fake is gone")).state != "T"  # told nothing: not frozen
     if recorded:
         assert path.read_text() == text
         path.unlink()
@@ -292,4 +294,29 @@ def test_records_in_a_servers_folder_others_own_or_may_write_in_are_not_trusted(
     finally:
         os.chown(folder, os.getuid(), os.getgid())
         folder.chmod(0o700)
+    path.unlink()
+
+
+@pytest.mark.parametrize("mark", ["none", "forged"])
+@pytest.mark.parametrize("command", ["stop", "kill", "set-guard"])
+def test_a_fake_supervisor_that_names_itself_in_its_record_is_not_believed(env, foreign, command, mark):
+    # The record names the fake as the supervisor (its true pid and start time) and it answers "stopped"
+    # (or "done"): nothing was signalled, yet the CLI believed it, waiting 10 s for it to exit. A
+    # supervisor is proven by its children (its reaper, vLLM's tree), which carry the record's tree mark
+    victim = sleeper(foreign)
+    port = free_port()
+    keys = {"mark": provenance.new_mark()} if mark == "forged" else {}
+    state = forged(port, pr.ProcessRef(pid=0, start_time=0), victim, **keys)  # pid 0: the fake puts its own
+    fake = fake_supervisor(foreign, port, "answer", state)
+    start = wait_for(lambda: proc.start_time_of(fake.pid), 5, "the fake to start")
+    state.supervisor = pr.ProcessRef(pid=fake.pid, start_time=start)
+    path, text = write_record(state)
+    t0 = time.monotonic()
+    done = sparktui(command, "--port", str(port), *(["--disarm"] if command == "set-guard" else []), env=env)
+    assert time.monotonic() - t0 < 9, done  # told at once, not after the 10 s wait for an exit that never comes
+    assert_refused(done, fake.pid)
+    assert "cannot be proven sparktui's" in done.stderr and "tree mark" in done.stderr, done.stderr
+    assert "DISARMED" not in done.stdout and "stopped" not in done.stdout, done.stdout
+    assert victim.is_alive() and fake.poll() is None
+    assert path.read_text() == text
     path.unlink()

@@ -385,13 +385,21 @@ def _stopped(pid: int | None) -> bool | None:
     return info.state in "Tt"
 
 
-def request(port: int, message: AnyRequest, timeout: float = 30.0, *, expect_pid: int | None = None) -> Reply:
+def request(
+    port: int,
+    message: AnyRequest,
+    timeout: float = 30.0,
+    *,
+    expect_pid: int | None = None,
+    vouch: Callable[[], None] | None = None,
+) -> Reply:
     """Send one request to the supervisor of the server on `port`; its reply (ok or not).
 
     Bounded: Unanswered when no answer came within `timeout`, the supervisor has been stopped
     (SIGSTOP) for FROZEN_S, or it died meanwhile; never an exception of the socket's own.
     `expect_pid`: the supervisor a record names; another process holding the socket (SO_PEERCRED)
-    is told nothing (NotTheRecorded)."""
+    is told nothing (NotTheRecorded). `vouch`: called once the peer is that process, before anything
+    is sent; what it raises passes through, nothing sent (the caller's proof of provenance)."""
     sock = connect(port, min(timeout, 5.0))
     pid = peer_pid(sock)
     if expect_pid is not None and pid != expect_pid:
@@ -401,6 +409,12 @@ def request(port: int, message: AnyRequest, timeout: float = 30.0, *, expect_pid
             f"{state_path(port)} names (pid {expect_pid}), so it was asked nothing and nothing was done; if no "
             "server of yours runs on that port, look at the record and remove it"
         )
+    if vouch is not None:
+        try:
+            vouch()
+        except BaseException:
+            sock.close()
+            raise
     deadline = time.monotonic() + timeout
     stopped_since: float | None = None
     data = b""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING
 
 from sparktui.errors import UserError
@@ -74,7 +75,13 @@ def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.State
             return sweep_lost(state, f"swept by `sparktui {req.cmd}`: its supervisor had died")
         raise st.NoLiveServer(f"the server on port {state.port} is not running (status {state.status})")
     try:
-        reply = st.request(state.port, req, timeout=req.wait + 5, expect_pid=state.supervisor.pid)
+        reply = st.request(
+            state.port,
+            req,
+            timeout=req.wait + 5,
+            expect_pid=state.supervisor.pid,
+            vouch=partial(fallback.refuse_unproven_supervisor, state),
+        )
     except st.Unanswered as exc:
         grace = state.guard.lines.grace_s
         return fallback.end_without_supervisor(state, state.port, req.cmd, str(exc), exc.pid, grace)
@@ -162,7 +169,8 @@ def change_guard(
     if not state.alive:
         raise UserError(f"the server on port {state.port} is not running (status {state.status})")
     change = st.guard_request(armed, lines, kernel)
-    reply = st.request(state.port, change, timeout=10, expect_pid=state.supervisor.pid)
+    vouch = partial(fallback.refuse_unproven_supervisor, state)
+    reply = st.request(state.port, change, timeout=10, expect_pid=state.supervisor.pid, vouch=vouch)
     if not reply.ok or reply.state is None:
         raise UserError(f"port {state.port}: the guard was not changed: {reply.error}")
     reply.state.alive = True

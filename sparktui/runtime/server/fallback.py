@@ -49,6 +49,48 @@ def _marks_of_children(pid: int) -> set[str]:
     return found
 
 
+def record_mark(state: pr.StateRecord | None) -> str | None:
+    """The tree mark a record holds (None: no tree, or none of the shape sparktui gives marks)."""
+    return provenance.valid_mark((state.tree.model_extra or {}).get("mark")) if state and state.tree else None
+
+
+def supervisor_doubt(pid: int, mark: str | None, *, recorded: bool = True) -> str | None:
+    """Why process `pid` is not provably the supervisor of a tree sparktui started (None: it is):
+    a supervisor's reaper and vLLM tree are its children and carry the tree's mark, the record's
+    `mark` (with no record, any)."""
+    marks = _marks_of_children(pid)
+    if not recorded:
+        return None if marks else "none of its children carries a sparktui tree mark"
+    if mark is None:
+        return "the record has no tree mark"
+    return None if mark in marks else "none of its children carries this record's tree mark"
+
+
+def refuse_unproven_supervisor(state: pr.StateRecord) -> None:
+    """Before a request is believed (stop, kill, guard): the supervisor a record names (or that named
+    itself) must be proven sparktui's by its marked children, else NotTheRecorded and it is told nothing:
+    a process of this user holding the socket, named in a record it wrote, would answer "stopped" with
+    nothing signalled. A record with no tree yet (before vLLM starts) has nothing to prove it by."""
+    if state.tree is None:
+        return
+    pid = state.supervisor.pid
+    doubt = supervisor_doubt(pid, record_mark(state))
+    if doubt is None:
+        return
+    info = proc.read_stat(pid)
+    who = f"pid {pid} ({info.comm if info else '?'}, {provenance.owner_of(pid)})"
+    path = st.state_path(state.port)
+    fix = (
+        f"look at {path} and remove it"
+        if path.exists()
+        else f"it named itself so (no state record): end pid {pid} yourself if it is not yours"
+    )
+    raise st.NotTheRecorded(
+        f"port {state.port}: the process named as its supervisor, {who}, cannot be proven sparktui's ({doubt}); "
+        f"it was left alone, told nothing, and nothing was signalled. If no server of yours runs on that port, {fix}"
+    )
+
+
 def _wait_gone(idents: list[proc.ProcessIdentity], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while any(i.is_alive() for i in idents):
@@ -68,16 +110,9 @@ def end_without_supervisor(
         sup = proc.ProcessIdentity(state.supervisor.pid, state.supervisor.start_time)
     elif pid is not None and (started := proc.start_time_of(pid)) is not None:
         sup = proc.ProcessIdentity(pid, started)  # SO_PEERCRED said it is ours (state.connect)
-    mark = provenance.valid_mark((state.tree.model_extra or {}).get("mark")) if state and state.tree else None
     refused: list[str] = []
     if sup is not None and (info := proc.read_stat(sup.pid)) is not None and sup.matches(info):
-        marks = _marks_of_children(sup.pid)  # a supervisor's reaper and tree carry its mark
-        if state is None:
-            doubt = None if marks else "none of its children carries a sparktui tree mark"
-        elif mark is None:
-            doubt = "the record has no tree mark"
-        else:
-            doubt = None if mark in marks else "none of its children carries this record's tree mark"
+        doubt = supervisor_doubt(sup.pid, record_mark(state), recorded=state is not None)
         if doubt is not None:
             refused.append(f"supervisor pid {sup.pid} ({info.comm}, {provenance.owner_of(sup.pid)}: {doubt})")
             sup = None
