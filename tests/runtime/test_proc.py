@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.errors import UserError
-from sparktui.runtime.host import proc
+from sparktui.runtime.host import proc, provenance
 from sparktui.runtime.host.proc import ProcessIdentity, ProcessTree, read_stat, signal_process, spawn, sweep_orphans
 from tests.support import PROCS, alive, wait_for
 
@@ -356,9 +356,54 @@ def test_held_files_travel_in_the_record_and_are_swept_after_the_tree_died(tmp_p
     os.kill(tree.pid, signal.SIGKILL)
     tree.popen.wait()
     assert all((proc.SHM_DIR / n).exists() for n in names)
+    # From a file (a lost record): no live member proves its mark (all dead: multiprocessing's
+    # resource tracker too, which would otherwise live on), so its list is not taken on trust
+    for member in tree.recorded:
+        signal_process(member, signal.SIGKILL)
+    wait_for(lambda: not any(m.is_alive() for m in tree.recorded), 10, "every member gone")
     report = sweep_orphans(record)
+    assert report.shm_removed == [] and sorted(report.shm_kept) == sorted(names)
+    # The reaper's, told by the owner through its pipe: the files the tree was seen holding go
+    report = sweep_orphans(record, vouched=True)
     assert sorted(report.shm_removed) == sorted(names)
     assert not any((proc.SHM_DIR / n).exists() for n in names)
+
+
+def test_a_records_shm_list_is_believed_while_a_member_carries_its_mark(tmp_path):
+    # A lost supervisor's tree still runs: its mark is proven, so the record (a file) is its owner's
+    tree = spawn([sys.executable, str(PROCS / "shm_user.py"), str(tmp_path)], tmp_path / "log")
+    names = read_names(tmp_path / "names", 2)
+    tree.refresh()
+    report = sweep_orphans(tree.to_record())
+    tree.popen.wait()
+    assert sorted(report.shm_removed) == sorted(names)
+
+
+def test_a_forged_shm_list_never_removes_a_file_the_marked_tree_was_not_seen_holding(tmp_path):
+    # A record (a file anyone of this user may have written) lists a /dev/shm file of ours, new since
+    # its "spawn", held by nobody: its tree is gone and its mark is proven by nothing, so the file stays
+    name = f"psm_sparktui_forged_{uuid.uuid4().hex[:8]}"
+    path = proc.SHM_DIR / name
+    gone = subprocess.Popen(["true"])
+    start = proc.start_time_of(gone.pid) or 1
+    gone.wait()
+    try:
+        path.write_bytes(b"not the tree's")
+        path.chmod(0o600)
+        info = path.stat()
+        record = {
+            "pid": gone.pid,
+            "start_time": start,
+            "boot_id": proc.boot_id(),
+            "spawned_at": time.time() - 60,
+            "members": [[gone.pid, start]],
+            "shm_held": [[info.st_dev, info.st_ino, name]],
+            "mark": provenance.new_mark(),
+        }
+        report = sweep_orphans(record)
+        assert path.exists() and report.shm_removed == [] and name in report.shm_kept
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def test_file_the_tree_made_but_was_never_seen_holding_stays(tmp_path):

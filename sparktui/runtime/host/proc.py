@@ -551,21 +551,28 @@ class ProcessTree:
         }
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> ProcessTree:
+    def from_record(cls, record: dict[str, Any], *, vouched: bool = False) -> ProcessTree:
         """The tree a record names, holding only what is provably sparktui's (provenance.py): a
         live process without the record's mark, or a cgroup not made for it, is left out and
-        described in `refused`; what is gone stays (signal_process never reaches a reused pid)."""
+        described in `refused`; what is gone stays (signal_process never reaches a reused pid).
+
+        The /dev/shm files the record says the tree held are removed after it stops only when the
+        record is `vouched` for (the reaper's, straight from the tree's owner through its pipe) or
+        its mark is proven by a live member carrying it: a record anyone could have written (a
+        file) would otherwise have us delete any file of ours it lists. Without, only what the
+        marked members are seen holding now (stop and kill look first) is removed."""
         shm = record.get("shm_before")
         mark = provenance.valid_mark(record.get("mark"))
         cgroup = str(record["cgroup"]) if record.get("cgroup") else None
         why_not_scope = provenance.scope_refusal(cgroup, mark) if cgroup else None
         root = ProcessIdentity(int(record["pid"]), int(record["start_time"]))
         members = [ProcessIdentity(int(p), int(s)) for p, s in record.get("members", [])]
+        held = {(int(d), int(i)): str(n) for d, i, n in record.get("shm_held", [])}
         tree = cls(
             root,
             spawned_at=float(record["spawned_at"]),
             shm_before={(n, int(i)) for n, i in shm} if shm else None,
-            shm_held={(int(d), int(i)): str(n) for d, i, n in record.get("shm_held", [])},
+            shm_held=held if vouched else None,
             recorded=members,
             argv=record.get("argv"),
             log_path=record.get("log_path"),
@@ -574,13 +581,19 @@ class ProcessTree:
         )
         if why_not_scope is not None:
             tree.refused.append(f"cgroup {cgroup} ({why_not_scope})")
+        proven = False  # a live member carries the record's mark
         for ident in dict.fromkeys([root, *members]):
             info = read_stat(ident.pid)
-            if not ident.matches(info) or info.dead or (mark and provenance.carries_mark(ident.pid, mark)):
+            if not ident.matches(info) or info.dead:
+                continue
+            if mark and provenance.carries_mark(ident.pid, mark):
+                proven = True
                 continue
             del tree._recorded[ident.pid]
             why = "this record's tree mark is not in its environment" if mark else "the record has no tree mark"
             tree.refused.append(f"pid {ident.pid} ({info.comm}, {provenance.owner_of(ident.pid)}: {why})")
+        if proven and not vouched:
+            tree.shm_held.update(held)
         return tree
 
 
@@ -725,13 +738,14 @@ def spawn(
     )
 
 
-def sweep_orphans(record: dict[str, Any]) -> StopReport:
+def sweep_orphans(record: dict[str, Any], *, vouched: bool = False) -> StopReport:
     """Kill what is left of a tree recorded (to_record) by an earlier run: only processes whose
     pid and start time match the record, on the same boot, that carry its mark (from_record),
-    plus what they started; then /dev/shm. What it refused is in the report's `refused`."""
+    plus what they started; then /dev/shm (the record's list only when `vouched`, or its mark
+    proven: from_record). What it refused is in the report's `refused`."""
     if record.get("boot_id") and record["boot_id"] != boot_id():
         return StopReport(gone=True, gone_after_s=0.0)  # rebooted since: every recorded pid is stale
-    return ProcessTree.from_record(record).kill()
+    return ProcessTree.from_record(record, vouched=vouched).kill()
 
 
 # --- /dev/shm ----------------------------------------------------------------------------------

@@ -252,7 +252,7 @@ def _act(record: dict[str, Any], path: Path | None, age: float, available: int, 
     from sparktui.runtime.records.protocol import EventRecord, ExitRecord, ProtocolError
     from sparktui.runtime.records.state import read_state, write_state
 
-    report = sweep_orphans(record)
+    report = sweep_orphans(record, vouched=True)  # the owner's own record, from the pipe
     if path is None:
         return
     gib = 1 << 30
@@ -306,11 +306,12 @@ def main(argv: list[str]) -> int:
             state = read_state(path)
         except (ProtocolError, OSError):
             state = None
+    vouched = record is not None  # the owner told it through the pipe; the state file anyone may have written
     if record is None and state is not None and state.running and state.tree is not None:
         record = state.tree.as_proc_record()
     if record is None:
         return 0
-    report = sweep_orphans(record)
+    report = sweep_orphans(record, vouched=vouched)
     if path is None or state is None or not state.running:
         return 0
     state.status, state.phase, state.updated_at = "exited", "stopped", time.time()
