@@ -66,6 +66,15 @@ def supervisor_doubt(pid: int, mark: str | None, *, recorded: bool = True) -> st
     return None if mark in marks else "none of its children carries this record's tree mark"
 
 
+def _parent_of_its_tree(pid: int, tree: pr.TreeRecord) -> bool:
+    """`pid` is the parent of the recorded tree's root (pid + start time) or of a reaper: what is
+    left to tell a supervisor from before the tree mark by."""
+    root = proc.read_stat(tree.pid)
+    if root is not None and not root.dead and root.ppid == pid and root.start_time == tree.start_time:
+        return True
+    return bool(_reapers_of(pid))
+
+
 def refuse_unproven_supervisor(state: pr.StateRecord) -> None:
     """Before a request is believed (stop, kill, guard): the supervisor a record names (or that named
     itself) must be proven sparktui's by its marked children, else NotTheRecorded and it is told nothing:
@@ -74,7 +83,12 @@ def refuse_unproven_supervisor(state: pr.StateRecord) -> None:
     if state.tree is None:
         return
     pid = state.supervisor.pid
-    doubt = supervisor_doubt(pid, record_mark(state))
+    if (mark := record_mark(state)) is not None:
+        doubt = supervisor_doubt(pid, mark)
+    elif _parent_of_its_tree(pid, state.tree):
+        return  # a supervisor from before the mark (README): asked, as before; it is signalled by nothing here
+    else:
+        doubt = "the record has no tree mark, and neither the tree it names nor a reaper is its child"
     if doubt is None:
         return
     info = proc.read_stat(pid)

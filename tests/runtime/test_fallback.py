@@ -1,0 +1,54 @@
+"""runtime/server/fallback.py: who is believed as a port's supervisor, with real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from sparktui.core.guard_lines import GuardLines
+from sparktui.runtime.host import proc
+from sparktui.runtime.records import protocol as pr
+from sparktui.runtime.records import state as st
+from sparktui.runtime.server import fallback
+from tests.support import wait_for
+
+pytestmark = pytest.mark.slow  # spawns processes
+
+
+@pytest.fixture
+def sleeps() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        p.kill()
+        p.wait()
+
+
+def identity(p: subprocess.Popen[bytes]) -> proc.ProcessIdentity:
+    return proc.ProcessIdentity(p.pid, wait_for(lambda: proc.start_time_of(p.pid), 5, "it to start"))
+
+
+def unmarked_record(supervisor: proc.ProcessIdentity, root: proc.ProcessIdentity) -> pr.StateRecord:
+    """A record as a sparktui from before the tree mark wrote it: a tree, no mark."""
+    return pr.StateRecord(
+        status="running",
+        port=18724,
+        supervisor=pr.ProcessRef(pid=supervisor.pid, start_time=supervisor.start_time),
+        guard=pr.GuardRecord(armed=True, state="watching", lines=GuardLines(None, None, None)),
+        tree=pr.TreeRecord(pid=root.pid, start_time=root.start_time, members=[[root.pid, root.start_time]]),
+    )
+
+
+def test_a_supervisor_from_before_the_tree_mark_is_still_asked_when_the_tree_it_names_is_its_child(isolated, sleeps):
+    # README: trees started by a sparktui before the mark are still stopped by their supervisor
+    sleeps.append(subprocess.Popen(["sleep", "60"]))  # this process plays the supervisor, the sleep its tree
+    me = proc.ProcessIdentity(os.getpid(), proc.start_time_of(os.getpid()) or 0)
+    fallback.refuse_unproven_supervisor(unmarked_record(me, identity(sleeps[0])))  # believed: no error
+    # The same record naming as the supervisor a process whose child that tree is not: refused
+    sleeps.append(subprocess.Popen(["sleep", "60"]))
+    with pytest.raises(st.NotTheRecorded) as exc:
+        fallback.refuse_unproven_supervisor(unmarked_record(identity(sleeps[1]), identity(sleeps[0])))
+    assert f"pid {sleeps[1].pid} (sleep" in str(exc.value) and "no tree mark" in str(exc.value)
