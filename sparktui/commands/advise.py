@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sparktui.commands.fit import MEMINFO
+from sparktui.commands.fit import host_meminfo
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,8 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
     context = _positive(args.context, "--context")
     users = _positive(args.users, "--users")
-    meminfo = MEMINFO.read_text() if args.machine.strip().lower() == "auto" else None
-    machine = machine_from_name(args.machine, Machine.from_meminfo(meminfo))
+    machine = machine_from_name(args.machine, Machine.from_meminfo(host_meminfo(args.machine)))
     hardware = sp.with_bandwidth(
         sp.hardware_for(machine.name, machine.mem_total, machine.unified),
         bandwidth_setting(args.bandwidth, os.environ),  # as `fit` reads it

@@ -375,6 +375,22 @@ def history_runs() -> list:
         return []
 
 
+def host_meminfo(machine_name: str) -> str | None:
+    """This host's /proc/meminfo (MEMINFO) when `machine_name` uses it (core.machine.reads_host): `auto`
+    needs it; a Spark takes this host's total when the host is one, and is planned for when unread."""
+    from sparktui.core.machine import reads_host
+    from sparktui.errors import UserError
+
+    if not reads_host(machine_name):
+        return None
+    try:
+        return MEMINFO.read_text()
+    except OSError as exc:
+        if machine_name.strip().lower() == "auto":
+            raise UserError(f"--machine auto: cannot read {MEMINFO}: {exc.strerror}") from None
+        return None
+
+
 def host_mem_total() -> int | None:
     """This host's MemTotal (bench history measured here applies to a machine of its size)."""
     from sparktui.core.machine import Machine
@@ -439,13 +455,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     env: dict[str, str] = {}
     config, machine_name, version_source = build_config(args, env)
-    meminfo = None
-    if machine_name.strip().lower() == "auto":
-        try:
-            meminfo = MEMINFO.read_text()
-        except OSError as exc:
-            raise UserError(f"--machine auto: cannot read {MEMINFO}: {exc.strerror}") from None
+    meminfo = host_meminfo(machine_name)
     machine = machine_from_name(machine_name, Machine.from_meminfo(meminfo))
+    if machine.name != "auto":  # a Spark's reading gives its total; its MemAvailable stays the idle one
+        meminfo = None
     mem_available = None
     if args.mem_available is not None:
         try:

@@ -53,6 +53,8 @@ class Machine:
             )
         kind = "unified memory" if self.unified else "GPU memory"
         low, high = self.totals()
+        if low == high and self.total_basis:  # a Spark at hand: its own total, and why
+            return f"{self.name} ({kind}, {format_gib(self.total, 2)} visible to CUDA: {self.total_basis})"
         if low == high:
             return f"{self.name} ({kind}, {format_gib(self.total, 1)} visible to CUDA)"
         return f"{self.name} ({kind}, {format_gib(self.total, 2)} visible to CUDA assumed: {self.total_basis})"
@@ -66,6 +68,8 @@ class Machine:
         if not self.unified:
             return f"a GPU with {self.total / GiB:.0f} GiB"
         high = self.totals()[1]
+        if self.name == "dgx-spark" and high == self.total and self.total_basis:  # the Spark at hand
+            return f"DGX Spark, {spark_here(self.total)}"
         if high != self.total:  # the figures on this total, the KV range up to the other (the fit's reasons)
             return f"DGX Spark, {size} ({high / GiB:.1f} on some)"
         return f"DGX Spark ({size} unified memory)"
@@ -125,9 +129,43 @@ DGX_SPARK_MEM_TOTAL = DGX_SPARK_CUDA_TOTAL  # the same box: MemTotal is CUDA's t
 GB10_SMS = 48  # GB10's Blackwell GPU: 6,144 CUDA cores, 128 per SM
 
 
-def dgx_spark() -> Machine:
-    """A DGX Spark not at hand: the smaller of its two CUDA totals (a pool no larger than any Spark's), the
-    KV range up to the larger. An idle Spark keeps about MemTotal − 4 GB available (the OS and services)."""
+# How far a host's MemTotal may lie from one of GB10_CUDA_TOTALS and still be that kind of Spark: the
+# public readings of each kind spread 0.08 GiB (119.60–119.68, 121.69–121.71; machines/SOURCES.md)
+SPARK_MATCH = int(0.15 * GiB)
+
+
+def spark_total(host: Machine | None) -> int | None:
+    """This host's CUDA total when it is a DGX Spark (its MemTotal lies on one of the two Spark sizes):
+    on GB10 CUDA's total is MemTotal. None for any other host, or none read."""
+    if host is None or not any(abs(host.mem_total - t) <= SPARK_MATCH for t in GB10_CUDA_TOTALS):
+        return None
+    return host.mem_total
+
+
+def spark_here(total: int) -> str:
+    """A Spark at hand's total, as the text, --json and the panel all say it."""
+    return f"this Spark: {format_gib(total, 1)}"
+
+
+def dgx_spark(host: Machine | None = None) -> Machine:
+    """A DGX Spark. On a Spark (`host`, this host's reading, is one) its own total: nothing left to span.
+    Not at hand: the smaller of its two CUDA totals (a pool no larger than any Spark's), the KV range up
+    to the larger. An idle Spark keeps about MemTotal − 4 GB available (the OS and services)."""
+    here = spark_total(host)
+    if here is not None:
+        return Machine(
+            "dgx-spark",
+            here,
+            here,
+            unified=True,
+            mem_available=here - 4 * GB,
+            assumed_available=True,
+            non_torch=UMA_NON_TORCH.bytes,
+            device_memory_known=False,
+            sms=GB10_SMS,
+            fp4=True,
+            total_basis=f"{spark_here(here)} (its MemTotal, which CUDA reports as its total on GB10)",
+        )
     low, high = GB10_CUDA_TOTALS
     return Machine(
         "dgx-spark",
@@ -145,20 +183,29 @@ def dgx_spark() -> Machine:
         total_basis=(
             f"the smaller of the two totals Sparks report ({format_gib(low, 2)} and {format_gib(high, 2)}, "
             "set by the box's firmware, not by the flags); the KV range runs to the larger. "
-            "--machine auto on the Spark reads its own"
+            "on a Spark sparktui reads its own"
         ),
     )
 
 
+SPARK_NAMES = ("dgx-spark", "spark", "gb10")
+
+
+def reads_host(name: str | float | int) -> bool:
+    """Whether `machine_from_name(name, host)` uses this host's reading: `auto`, and a Spark (which takes
+    this host's total when it is one). The callers read /proc/meminfo only then."""
+    return str(name).strip().lower() in ("auto", *SPARK_NAMES)
+
+
 def machine_from_name(name: str | float | int, host: Machine | None = None) -> Machine:
-    """`dgx-spark`, `auto` (this host: `host`, from the caller's memory reading), or a size in GiB
-    (a GPU with that much memory, not shared with the OS)."""
+    """`dgx-spark` (this host's own total when `host`, the caller's memory reading, is a Spark), `auto`
+    (this host: `host`), or a size in GiB (a GPU with that much memory, not shared with the OS)."""
     if isinstance(name, (int, float)) and not isinstance(name, bool):
         text = str(name)
     else:
         text = str(name).strip().lower()
-    if text in ("dgx-spark", "spark", "gb10"):
-        return dgx_spark()
+    if text in SPARK_NAMES:
+        return dgx_spark(host)
     if text == "auto":
         if host is None:
             raise UserError(

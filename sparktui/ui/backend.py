@@ -93,10 +93,22 @@ class Backend(ModelCalls):
 
     # -- the machine and the fit (profiles and models: ModelCalls) -------------------------------
     def machine(self, name: str) -> Machine:
-        from sparktui.core.machine import Machine, machine_from_name
+        from sparktui.core.machine import Machine, machine_from_name, reads_host
 
-        meminfo = Path("/proc/meminfo").read_text() if str(name).strip().lower() == "auto" else None
+        meminfo = None
+        if reads_host(name):  # a Spark's profile takes this host's total when the host is one, as `fit` does
+            try:
+                meminfo = self.meminfo()
+            except OSError:
+                if str(name).strip().lower() == "auto":
+                    raise
         return machine_from_name(name, Machine.from_meminfo(meminfo))
+
+    def meminfo(self) -> str:
+        """This host's /proc/meminfo text (the machine a profile names may be this host)."""
+        from sparktui.runtime.host.memory import MEMINFO
+
+        return Path(MEMINFO).read_text()
 
     def fit(
         self,

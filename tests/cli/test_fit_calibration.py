@@ -236,3 +236,42 @@ def test_a_token_count_no_vllm_prints_is_exit_2_naming_its_line(capsys, isolated
     err = capsys.readouterr().err
     assert f"--calibrate-from {log}: {said}, which no vLLM prints" in err, err
     assert "Traceback" not in err
+
+
+def test_a_launch_recorded_on_a_spark_is_found_by_the_next_fit_and_panel_fit_on_it(
+    capsys, isolated, gemma, monkeypatch
+):
+    """A dgx-spark profile on a Spark takes its own total (121.69 GiB here, not the 119.63 planned for
+    elsewhere): the launch's record, `sparktui fit` and the panel must key it by that same machine."""
+    from types import SimpleNamespace
+
+    from sparktui.commands import fit as fit_command
+    from sparktui.core.config import ServeConfig
+    from sparktui.core.modelspec import load_model_spec
+    from sparktui.runtime.calibrations import record_launch
+    from tests.support.app import SampleBackend
+
+    kb = 127_600_748  # a Spark of the larger kind (tests/fixtures/machines/SOURCES.md)
+    text = f"MemTotal:       {kb} kB\nMemFree:        90000000 kB\nMemAvailable:   110000000 kB\n"
+    reading = isolated / "meminfo"
+    reading.write_text(text)
+    monkeypatch.setattr(fit_command, "MEMINFO", reading)
+    serve = ServeConfig(
+        model=str(gemma), max_model_len=131072, gpu_memory_utilization=0.85, kv_cache_dtype="fp8",
+        max_num_batched_tokens=4096,
+    )  # fmt: skip
+    kept = record_launch(SimpleNamespace(machine="dgx-spark"), serve, LOG.read_text(), str(LOG), kb * 1024, 110 * GiB)
+    assert kept.machine == "dgx-spark 121.69 GiB"
+    d = fit_json(capsys, *flags(gemma))
+    assert set(d["kv_memory_source"].values()) == {"measured"}, d["calibration"]
+    assert "this Spark: 121.7 GiB" in d["cuda_total"]["basis"]
+
+    class OnThisSpark(SampleBackend):
+        def meminfo(self) -> str:
+            return text
+
+    backend = OnThisSpark()
+    machine = backend.machine("dgx-spark")
+    assert machine.label("dgx-spark") == "DGX Spark, this Spark: 121.7 GiB"
+    view = backend.fit(serve, load_model_spec(str(gemma)), machine, None)
+    assert set(view.term_sources.values()) == {"measured"}, view.term_sources

@@ -116,3 +116,52 @@ def test_the_panels_machine_line_says_which_total_and_that_the_range_covers_the_
     assert box(GB10_CUDA_TOTALS[1]).label("dgx-spark") == "DGX Spark (121.7 GiB unified memory)"
     assert machine_from_name(80).label("80") == "a GPU with 80 GiB"
     assert Machine.from_reading(24 * GiB, None).label("auto").startswith("this host (24.0 GiB")
+
+
+def meminfo_text(kb: int) -> str:
+    return f"MemTotal:       {kb} kB\nMemFree:        90000000 kB\nMemAvailable:   100000000 kB\n"
+
+
+def test_a_spark_profile_on_a_spark_takes_this_spark_s_total_and_elsewhere_plans_for_either():
+    from sparktui.core.machine import host_machine
+
+    for kb in (SMALL_SPARK_KB, LARGE_SPARK_KB):
+        here = Machine.from_meminfo(meminfo_text(kb))
+        for spark in (machine_from_name("dgx-spark", here), host_machine("dgx-spark", here)):
+            assert spark.name == "dgx-spark" and spark.total == spark.mem_total == kb * KIB
+            assert spark.totals() == (kb * KIB, kb * KIB)  # nothing left to span
+            words = f"this Spark: {kb * KIB / GiB:.1f} GiB"
+            assert words in spark.describe() and words in str(spark.total_dict()["basis"])
+            assert spark.label("dgx-spark") == f"DGX Spark, {words}"
+    # on a host of another size (a laptop planning for a Spark), or none read: the smaller, spanning both
+    for host in (Machine.from_reading(24 * GiB, None), Machine.from_reading(128 * GiB, None), None):
+        planned = machine_from_name("dgx-spark", host)
+        assert (planned.total, planned.totals()) == (GB10_CUDA_TOTALS[0], GB10_CUDA_TOTALS)
+        assert planned.label("dgx-spark") == "DGX Spark, 119.6 GiB (121.7 on some)"
+
+
+def test_the_fit_text_and_json_say_this_spark_s_total_when_run_on_one(capsys, monkeypatch, tmp_path):
+    from sparktui.commands import fit as fit_command
+
+    argv = ["fit", "--model", LLAMA, "--max-model-len", "8192", "--gpu-memory-utilization", "0.8"]
+    reading = tmp_path / "meminfo"
+    monkeypatch.setattr(fit_command, "MEMINFO", reading)
+    reading.write_text(meminfo_text(LARGE_SPARK_KB))
+    assert main([*argv, "--json"]) == 0
+    d = __import__("json").loads(capsys.readouterr().out)
+    total = LARGE_SPARK_KB * KIB
+    assert (d["cuda_total"]["assumed"], d["cuda_total"]["low"], d["cuda_total"]["high"]) == (total, total, total)
+    assert "this Spark: 121.7 GiB" in d["cuda_total"]["basis"]
+    assert d["budget"]["requested"] == math.ceil(0.8 * total)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "this Spark: 121.7 GiB" in out and "121.69 GiB visible to CUDA" in out and "on some" not in out
+    # on a 24 GiB laptop the same profile is planned for a Spark not at hand
+    reading.write_text(meminfo_text(24 * 1024 * 1024))
+    assert main([*argv, "--json"]) == 0
+    d = __import__("json").loads(capsys.readouterr().out)
+    assert (d["cuda_total"]["assumed"], d["cuda_total"]["high"]) == GB10_CUDA_TOTALS
+    # and with no reading at all (not Linux), too: a Spark profile still fits, planned
+    reading.unlink()
+    assert main([*argv, "--json"]) == 0
+    assert __import__("json").loads(capsys.readouterr().out)["cuda_total"]["assumed"] == GB10_CUDA_TOTALS[0]

@@ -47,16 +47,17 @@ def mem(available: float, free: float | None = None) -> dict[str, int]:
 
 def test_a_node_short_of_its_ranks_request_is_named_with_the_fix(tmp_path: Path) -> None:
     p = profile(tmp_path)
-    # 0.8 × 119.6 GiB is about 95.7 GiB: the worker has enough at 100 GiB, the head not with its API server
-    worker = judge_memory(p, p.serve, "spark-b", 1, mem(97), None, [], None)
+    # these nodes are Sparks of 121.7 GiB, whose own total counts: 0.8 × 121.7 GiB is about 97.4 GiB, so the
+    # worker has enough at 98.5 GiB, the head not with its API server
+    worker = judge_memory(p, p.serve, "spark-b", 1, mem(98.5), None, [], None)
     assert worker.problems == []
-    head = judge_memory(p, p.serve, "spark-a", 0, mem(97), None, [], None)
+    head = judge_memory(p, p.serve, "spark-a", 0, mem(98.5), None, [], None)
     assert len(head.problems) == 1
     problem = head.problems[0]
-    assert problem.startswith("node spark-a: MemAvailable is 97.0 GiB")
+    assert problem.startswith("node spark-a: MemAvailable is 98.5 GiB")
     assert "for the API server" in problem and "--gpu-memory-utilization" in problem
     assert f"{API_SERVER_BYTES / GiB:.1f} GiB" in problem
-    assert "spark-a (head): MemAvailable 97.0 GiB" in head.summary
+    assert "spark-a (head): MemAvailable 98.5 GiB" in head.summary
 
 
 def test_the_servers_a_node_already_runs_count_against_its_pool(tmp_path: Path) -> None:
