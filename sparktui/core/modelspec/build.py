@@ -292,9 +292,7 @@ def _build(
         moe_layers=moe_layers,
         mlp_layers=mlp_layers,
         moe_intermediate_size=int(text.get("moe_intermediate_size") or 0),
-        shared_expert_intermediate_size=int(
-            text.get("shared_expert_intermediate_size") or text.get("moe_shared_expert_intermediate_size") or 0
-        ),
+        shared_expert_intermediate_size=moe.shared_intermediate(text),
         mla_widths=mla.activation_widths(text) if mla.is_mla(text) and not deepseek_v4.is_deepseek_v4(text) else (0, 0),
         quantization=quant_name,
         checkpoint_kv_cache_dtype=kv_quant[1],

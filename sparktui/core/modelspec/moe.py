@@ -27,6 +27,24 @@ def balanced_router(text: Mapping[str, Any]) -> bool:
     return str(text.get("model_type") or "") in BALANCED_ROUTER_TYPES or text.get("topk_method") == "noaux_tc"
 
 
+def shared_intermediate(text: Mapping[str, Any]) -> int:
+    """The shared expert's intermediate width, as vLLM builds it: Qwen2/3-MoE give it whole
+    (shared_expert_intermediate_size); Nemotron-H as moe_shared_expert_intermediate_size × n_shared_experts
+    (nemotron_h.py NemotronHMoE); DeepSeek V2/V3, GLM-4 MoE and Kimi-Linear as a count of experts of
+    moe_intermediate_size (deepseek_v2.py DeepseekV2MoE, glm4_moe.py Glm4MoE: n_shared_experts;
+    kimi_k3/nvidia/model.py KimiMoE: num_shared_experts). 0 for a model without one."""
+    if not num_experts(text):
+        return 0
+    whole = int(text.get("shared_expert_intermediate_size") or 0)
+    if whole:
+        return whole
+    count = int(text.get("n_shared_experts") or text.get("num_shared_experts") or 0)
+    per_expert = int(text.get("moe_shared_expert_intermediate_size") or 0)
+    if per_expert:
+        return per_expert * (count or 1)
+    return count * int(text.get("moe_intermediate_size") or 0)
+
+
 def mlp_counts(text: Mapping[str, Any], n_layers: int) -> dict[str, int]:
     """experts, router, shared and dense mlp parameters of a decoder's feed-forward blocks."""
     h = int(text.get("hidden_size") or 0)
