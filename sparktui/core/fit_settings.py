@@ -428,7 +428,7 @@ ATTENTION_HELD_HIDDEN = {"gemma4": 3, "gemma4_text": 3}
 V_NORM_MODEL_TYPES = frozenset({"gemma4", "gemma4_text"})
 
 
-def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
+def forward_values_per_token(spec: ModelSpec, tp: int = 1, dense: bool = False) -> int | None:
     """Values per batched token live at the forward pass's peak in vLLM's model code, beside the
     fused-MoE workspace: the larger of the attention stage and the dense MLP's. Attention (profile run,
     no metadata: the kernel writes nothing new) holds 5 hidden-size tensors (the layer's inputs, residual,
@@ -440,7 +440,8 @@ def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
     DeepSeek V3 / R1, whose MLA attention holds q and its output through o_proj (spec.mla_widths; a
     compiled graph frees q after the attention op, which it is live for anyway: o_proj's output less).
     None for models with Mamba / Gated-DeltaNet layers (not exact: bench/activation_oracle.py) and
-    for DeepSeek V4's attention."""
+    for DeepSeek V4's attention. `dense`: in an MoE model's dense-MLP layers (spec.dense_layers_first /
+    later), whose MLP is intermediate_size wide."""
     attention = [g for g in spec.layers if g.count and not g.draft]
     mla = any(g.kind == MLA for g in attention)
     kda = [g for g in attention if g.kind == MAMBA and g.state_kind == "kda"]
@@ -462,9 +463,28 @@ def forward_values_per_token(spec: ModelSpec, tp: int = 1) -> int | None:
         widest = spec.mla_widths[0] // tp + spec.mla_widths[1]
     for g in kda:
         widest = max(widest, kda_profile_values_per_token(g, tp))
-    inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
+    inner = spec.shared_expert_intermediate_size if spec.num_experts and not dense else spec.intermediate_size
     mlp = MLP_HELD_HIDDEN.get(spec.model_type, 5) * hidden + 3 * inner // tp if inner else 0
     return max(ATTENTION_HELD_HIDDEN.get(spec.model_type, 5) * hidden + widest, mlp)
+
+
+def _values_per_token(spec: ModelSpec, tp: int, dense: bool = False) -> int:
+    """Bytes per batched token live at the forward's peak outside the MoE workspace (forward_values_per_token,
+    else the estimate below), in the MoE layers or (`dense`) in the dense-MLP layers of an MoE model."""
+    per_token = forward_values_per_token(spec, tp, dense)
+    if per_token is None:
+        # Not read from vLLM's code here: Gated-DeltaNet hybrids (vLLM's profile pass skips the chunked
+        # prefill GDN_PREFILL_COPIES counts from logs) and Nemotron-H, whose eager pass peaks in
+        # Mixer2RMSNormGated.forward_native's fp32 temporaries (n_groups != 1): bench/activation_oracle.py
+        # measures 1.32x this estimate at 2048 tokens, but that stage with the workspace comes to 4.91 GiB
+        # at 32768 tokens, more than the 3.92 GiB the compiled Cascade run on an RTX 5090 left for the
+        # peak and non-torch memory (test_nemotron_cascade_on_an_rtx_5090_started_so_it_starts): the log
+        # wins over the eager pass. These, and DeepSeek V4, keep the residual stream and the dense MLP; an
+        # MoE model's routed experts keep their intermediates in the fused-MoE workspace, only its
+        # shared expert runs as a dense MLP
+        inner = spec.shared_expert_intermediate_size if spec.num_experts and not dense else spec.intermediate_size
+        per_token = 6 * spec.hidden_size + 2 * inner // tp
+    return spec.dtype_bytes * per_token + gdn_prefill_per_token(spec, tp)
 
 
 def activation_parts(
@@ -480,21 +500,7 @@ def activation_parts(
     """(forward pass, sampler pass) peaks of vLLM's profile run (GPUModelRunner.profile_run).
     `sampler_path`: vllm_rules v1_sampler_top_k_top_p for the version; `sms`: the GPU's SMs (V1 only);
     `moe_chunk`: moe_transient_chunk (the MoE caches a transient of the MoE stage, not held)."""
-    per_token = forward_values_per_token(spec, tp)
-    if per_token is None:
-        # Not read from vLLM's code here: Gated-DeltaNet hybrids (vLLM's profile pass skips the chunked
-        # prefill GDN_PREFILL_COPIES counts from logs) and Nemotron-H, whose eager pass peaks in
-        # Mixer2RMSNormGated.forward_native's fp32 temporaries (n_groups != 1): bench/activation_oracle.py
-        # measures 1.32x this estimate at 2048 tokens, but that stage with the workspace comes to 4.91 GiB
-        # at 32768 tokens, more than the 3.92 GiB the compiled Cascade run on an RTX 5090 left for the
-        # peak and non-torch memory (test_nemotron_cascade_on_an_rtx_5090_started_so_it_starts): the log
-        # wins over the eager pass. These, and DeepSeek V4, keep the residual stream and the dense MLP; an
-        # MoE model's routed experts keep their intermediates in the fused-MoE workspace, only its
-        # shared expert runs as a dense MLP
-        inner = spec.shared_expert_intermediate_size if spec.num_experts else spec.intermediate_size
-        per_token = 6 * spec.hidden_size + 2 * inner // tp
-    per_token = spec.dtype_bytes * per_token
-    per_token += gdn_prefill_per_token(spec, tp)
+    per_token = _values_per_token(spec, tp)
     if moe_chunk is None:
         forward = max_num_batched_tokens * (per_token + moe_workspace_per_token(spec, tp))
     else:
@@ -503,6 +509,14 @@ def activation_parts(
             max_num_batched_tokens * per_token,
             moe_stage + moe_transient_bytes(spec, max_num_batched_tokens, moe_chunk, tp),
         )
+    if spec.dense_layers_first or spec.dense_layers_later:
+        # An MoE model's dense-MLP layers (intermediate_size, far wider than a shared expert) peak on their
+        # own: those before the first MoE layer run before vLLM's WorkspaceManager holds the MoE workspace
+        # (taken lazily by the first fused-MoE call, modular_kernel.py; the profile pass is the first
+        # forward), those after it beside the workspace (bench/activation_oracle.py: DeepSeek-V3)
+        dense = max_num_batched_tokens * _values_per_token(spec, tp, dense=True)
+        held = moe_workspace_per_token(spec, tp) if spec.dense_layers_later and moe_chunk is None else 0
+        forward = max(forward, dense + max_num_batched_tokens * held)
     # _dummy_sampler_run: V1 applies top-k / top-p in fp32, the V2 runner samples the logits as they are
     if runner == "v1":
         return forward, v1_sampler_pass_bytes(spec, max_num_batched_tokens, max_num_seqs, sampler_path, sms)

@@ -263,6 +263,8 @@ def _build(
     nvfp4_moe = _nvfp4_experts(text, modules, formats) if formats.quantized else ()
     limit, limit_key = max_len_limit(text)
     moe_layers, mlp_layers = feed_forward_layers(text, n_layers)
+    # layers with a dense MLP instead of experts (not Nemotron-H's blocks, not gemma-4's MLP beside them)
+    dense_split = (0, 0) if hybrid.is_nemotron_h(text) or mlp_layers >= n_layers else moe.dense_layers(text, n_layers)
     notes = [n for n in (mla.indexer_note(text), _unmodelled_note(text), checked.unchecked_note(str(arch))) if n]
     return ModelSpec(
         name=name,
@@ -293,6 +295,8 @@ def _build(
         mlp_layers=mlp_layers,
         moe_intermediate_size=int(text.get("moe_intermediate_size") or 0),
         shared_expert_intermediate_size=moe.shared_intermediate(text),
+        dense_layers_first=dense_split[0],
+        dense_layers_later=dense_split[1],
         mla_widths=mla.activation_widths(text) if mla.is_mla(text) and not deepseek_v4.is_deepseek_v4(text) else (0, 0),
         quantization=quant_name,
         checkpoint_kv_cache_dtype=kv_quant[1],

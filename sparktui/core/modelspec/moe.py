@@ -45,6 +45,27 @@ def shared_intermediate(text: Mapping[str, Any]) -> int:
     return count * int(text.get("moe_intermediate_size") or 0)
 
 
+def dense_layers(text: Mapping[str, Any], n_layers: int) -> tuple[int, int]:
+    """(dense-MLP layers before the first MoE layer, after it) of an MoE decoder whose layers are each one
+    or the other, as vLLM picks them: layer i is MoE when i ≥ first_k_dense_replace and i % moe_layer_freq
+    == 0 (deepseek_v2.py DeepseekV2DecoderLayer, kimi_linear.py's config) and i is not in mlp_only_layers
+    (qwen2_moe.py / qwen3_moe.py). (0, 0) for a model without experts."""
+    if not num_experts(text):
+        return 0, 0
+    first_k = int(text.get("first_k_dense_replace") or 0)
+    raw = text.get("moe_layer_freq")
+    mlp_only = {int(i) for i in text.get("mlp_only_layers") or []}
+    if isinstance(raw, list):  # MiMo-V2: one flag per layer (mimo_v2.py MiMoV2DecoderLayer)
+        moe = [i < len(raw) and bool(raw[i]) for i in range(n_layers)]
+    else:
+        freq = max(1, int(raw or 1))
+        moe = [i >= first_k and i % freq == 0 and i not in mlp_only for i in range(n_layers)]
+    if True not in moe:
+        return n_layers, 0
+    first = moe.index(True)
+    return first, sum(1 for i in range(first, n_layers) if not moe[i])
+
+
 def mlp_counts(text: Mapping[str, Any], n_layers: int) -> dict[str, int]:
     """experts, router, shared and dense mlp parameters of a decoder's feed-forward blocks."""
     h = int(text.get("hidden_size") or 0)

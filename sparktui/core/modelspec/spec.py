@@ -186,6 +186,11 @@ class ModelSpec:
     mlp_layers: int = 0
     moe_intermediate_size: int = 0
     shared_expert_intermediate_size: int = 0
+    # an MoE model's layers with a dense MLP of intermediate_size instead of experts (modelspec/moe.py
+    # dense_layers): before the first MoE layer (first_k_dense_replace) and after it (mlp_only_layers,
+    # moe_layer_freq); the profile pass's forward peaks in them too (fit_settings.activation_parts)
+    dense_layers_first: int = 0
+    dense_layers_later: int = 0
     # MLA (mla.activation_widths): values per token its attention holds at o_proj beside the hidden-size
     # tensors, (split across TP: q and the attention output, replicated: the latent projections)
     mla_widths: tuple[int, int] = (0, 0)
