@@ -88,13 +88,13 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.core import speed as sp
     from sparktui.core.advisor import advise
     from sparktui.core.fit_speed import bandwidth_setting
-    from sparktui.core.machine import Machine, machine_from_name
+    from sparktui.core.machine import host_for, machine_from_name
     from sparktui.core.modelspec import load_model_spec
     from sparktui.errors import UserError
 
     context = _positive(args.context, "--context")
     users = _positive(args.users, "--users")
-    machine = machine_from_name(args.machine, Machine.from_meminfo(host_meminfo(args.machine)))
+    machine = machine_from_name(args.machine, host_for(args.machine, host_meminfo(args.machine)))
     hardware = sp.with_bandwidth(
         sp.hardware_for(machine.name, machine.mem_total, machine.unified),
         bandwidth_setting(args.bandwidth, os.environ),  # as `fit` reads it

@@ -444,7 +444,7 @@ def apply_speed(result, spec, config, machine, bandwidth: str | None, context: s
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.core.fit import fit
-    from sparktui.core.machine import Machine, machine_from_name
+    from sparktui.core.machine import host_for, machine_from_name
     from sparktui.core.modelspec import catalog_names, load_serving_spec
     from sparktui.core.units import GiB
     from sparktui.errors import UserError
@@ -456,7 +456,7 @@ def run(args: argparse.Namespace) -> int:
     env: dict[str, str] = {}
     config, machine_name, version_source = build_config(args, env)
     meminfo = host_meminfo(machine_name)
-    machine = machine_from_name(machine_name, Machine.from_meminfo(meminfo))
+    machine = machine_from_name(machine_name, host_for(machine_name, meminfo))
     if machine.name != "auto":  # a Spark's reading gives its total; its MemAvailable stays the idle one
         meminfo = None
     mem_available = None

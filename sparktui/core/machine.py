@@ -197,6 +197,17 @@ def reads_host(name: str | float | int) -> bool:
     return str(name).strip().lower() in ("auto", *SPARK_NAMES)
 
 
+def host_for(name: str | float | int, meminfo: str | None) -> Machine | None:
+    """This host from its /proc/meminfo text, for `machine_from_name(name, …)`: `auto` needs a MemTotal
+    (UserError without one); a Spark's profile on a reading without one is planned for, as off the box."""
+    if str(name).strip().lower() == "auto":
+        return Machine.from_meminfo(meminfo)
+    try:
+        return Machine.from_meminfo(meminfo)
+    except UserError:
+        return None
+
+
 def machine_from_name(name: str | float | int, host: Machine | None = None) -> Machine:
     """`dgx-spark` (this host's own total when `host`, the caller's memory reading, is a Spark), `auto`
     (this host: `host`), or a size in GiB (a GPU with that much memory, not shared with the OS)."""

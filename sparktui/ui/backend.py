@@ -93,7 +93,7 @@ class Backend(ModelCalls):
 
     # -- the machine and the fit (profiles and models: ModelCalls) -------------------------------
     def machine(self, name: str) -> Machine:
-        from sparktui.core.machine import Machine, machine_from_name, reads_host
+        from sparktui.core.machine import host_for, machine_from_name, reads_host
 
         meminfo = None
         if reads_host(name):  # a Spark's profile takes this host's total when the host is one, as `fit` does
@@ -102,7 +102,7 @@ class Backend(ModelCalls):
             except OSError:
                 if str(name).strip().lower() == "auto":
                     raise
-        return machine_from_name(name, Machine.from_meminfo(meminfo))
+        return machine_from_name(name, host_for(name, meminfo))
 
     def meminfo(self) -> str:
         """This host's /proc/meminfo text (the machine a profile names may be this host)."""

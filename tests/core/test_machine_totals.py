@@ -165,3 +165,16 @@ def test_the_fit_text_and_json_say_this_spark_s_total_when_run_on_one(capsys, mo
     reading.unlink()
     assert main([*argv, "--json"]) == 0
     assert __import__("json").loads(capsys.readouterr().out)["cuda_total"]["assumed"] == GB10_CUDA_TOTALS[0]
+
+
+def test_a_reading_without_memtotal_plans_a_spark_and_refuses_auto(capsys, monkeypatch, tmp_path):
+    from sparktui.commands import fit as fit_command
+
+    reading = tmp_path / "meminfo"
+    reading.write_text("MemFree: 1 kB\n")  # no MemTotal (a container's odd /proc)
+    monkeypatch.setattr(fit_command, "MEMINFO", reading)
+    argv = ["fit", "--json", "--model", LLAMA, "--max-model-len", "8192"]
+    assert main(argv) == 0
+    assert __import__("json").loads(capsys.readouterr().out)["cuda_total"]["assumed"] == GB10_CUDA_TOTALS[0]
+    assert main([*argv, "--machine", "auto"]) == 2
+    assert "no MemTotal" in capsys.readouterr().err
