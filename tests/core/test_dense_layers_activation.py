@@ -55,3 +55,15 @@ def test_deepseek_s_three_dense_layers_run_before_the_workspace(fixtures):
     """DeepSeek-V3's dense layers (intermediate 18,432) stay below its MoE layers' peak with the workspace:
     the oracle's 0.746 GiB at eight layers, unchanged."""
     assert forward(config(fixtures, "deepseek-ai__DeepSeek-V3")) == 801_374_208
+
+
+def test_the_weights_count_the_dense_layers_moe_layer_freq_gives(fixtures):
+    """MiMo-V2-Flash's moe_layer_freq flags layer 0 dense (mimo_v2.py is_moe_layer): 47 MoE layers and one
+    dense MLP of 16,384, 309.7 B parameters, the "309B total" of its model card (read as 48 MoE layers: 315.9 B)."""
+    mimo = spec_from_config(config(fixtures, "unseen/XiaomiMiMo__MiMo-V2-Flash"), name="m", source="test")
+    assert (mimo.moe_layers, mimo.mlp_layers) == (47, 1)
+    assert 309e9 <= mimo.param_count < 310e9
+    # DeepSeek-style moe_layer_freq 2: of 61 layers, MoE at 4, 6, …, 60 (first_k_dense_replace 3)
+    deepseek = config(fixtures, "deepseek-ai__DeepSeek-V3")
+    spec = spec_from_config({**deepseek, "moe_layer_freq": 2}, name="d", source="test")
+    assert (spec.moe_layers, spec.mlp_layers) == (29, 32)

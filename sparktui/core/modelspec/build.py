@@ -360,8 +360,7 @@ def feed_forward_layers(text: Mapping[str, Any], n_layers: int) -> tuple[int, in
         return blocks.count("moe"), blocks.count("mlp")
     if not moe.num_experts(text):
         return 0, n_layers
-    dense = int(text.get("first_k_dense_replace") or 0) + len(text.get("mlp_only_layers") or [])
-    moe_layers = max(0, n_layers - dense)
+    moe_layers = sum(moe.moe_layer_flags(text, n_layers))
     if text.get("model_type") == "gemma4_text" and text.get("enable_moe_block"):
         return moe_layers, n_layers  # gemma-4 keeps a dense MLP beside the experts
     return moe_layers, n_layers - moe_layers

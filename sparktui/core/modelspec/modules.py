@@ -46,8 +46,7 @@ def linear_modules(config: Mapping[str, Any], text: Mapping[str, Any], layers: l
     sliding = next((g for g in owners if g.kind == SLIDING), None)
     full = next((g for g in owners if g.kind != SLIDING), sliding)
     gdn = next((g for g in layers if g.kind == MAMBA and not g.draft), None)
-    moe_from = int(text.get("first_k_dense_replace") or 0)
-    mlp_only = {int(i) for i in text.get("mlp_only_layers") or []}
+    is_moe = moe.moe_layer_flags(text, n_layers)
     for i in range(n_layers):
         p = f"{prefix}.{i}"
         if mla.is_mla(text):
@@ -59,7 +58,7 @@ def linear_modules(config: Mapping[str, Any], text: Mapping[str, Any], layers: l
             group = sliding if kinds[i] in dense.SLIDING_KINDS and sliding else full
             if group is not None:
                 out += _attention(text, group, p)
-        out += _feed_forward(text, p, is_moe=bool(moe.num_experts(text)) and i >= moe_from and i not in mlp_only)
+        out += _feed_forward(text, p, is_moe=is_moe[i])
     return out
 
 

@@ -45,21 +45,29 @@ def shared_intermediate(text: Mapping[str, Any]) -> int:
     return count * int(text.get("moe_intermediate_size") or 0)
 
 
+def moe_layer_flags(text: Mapping[str, Any], n_layers: int) -> list[bool]:
+    """Per decoder layer, whether its feed-forward block is routed experts (else a dense MLP of
+    intermediate_size), as vLLM picks them: layer i is MoE when i ≥ first_k_dense_replace and i %
+    moe_layer_freq == 0 (deepseek_v2.py DeepseekV2DecoderLayer; Kimi-Linear's config has both) and i is not
+    in mlp_only_layers (qwen2_moe.py / qwen3_moe.py); MiMo-V2 gives moe_layer_freq as one flag per layer
+    (mimo_v2.py is_moe_layer). All False for a model without experts."""
+    if not num_experts(text):
+        return [False] * n_layers
+    raw = text.get("moe_layer_freq")
+    if isinstance(raw, list):
+        return [i < len(raw) and bool(raw[i]) for i in range(n_layers)]
+    first_k = int(text.get("first_k_dense_replace") or 0)
+    freq = max(1, int(raw or 1))
+    mlp_only = {int(i) for i in text.get("mlp_only_layers") or []}
+    return [i >= first_k and i % freq == 0 and i not in mlp_only for i in range(n_layers)]
+
+
 def dense_layers(text: Mapping[str, Any], n_layers: int) -> tuple[int, int]:
-    """(dense-MLP layers before the first MoE layer, after it) of an MoE decoder whose layers are each one
-    or the other, as vLLM picks them: layer i is MoE when i ≥ first_k_dense_replace and i % moe_layer_freq
-    == 0 (deepseek_v2.py DeepseekV2DecoderLayer, kimi_linear.py's config) and i is not in mlp_only_layers
-    (qwen2_moe.py / qwen3_moe.py). (0, 0) for a model without experts."""
+    """(dense-MLP layers before the first MoE layer, after it) of an MoE decoder (moe_layer_flags);
+    (0, 0) for a model without experts."""
     if not num_experts(text):
         return 0, 0
-    first_k = int(text.get("first_k_dense_replace") or 0)
-    raw = text.get("moe_layer_freq")
-    mlp_only = {int(i) for i in text.get("mlp_only_layers") or []}
-    if isinstance(raw, list):  # MiMo-V2: one flag per layer (mimo_v2.py MiMoV2DecoderLayer)
-        moe = [i < len(raw) and bool(raw[i]) for i in range(n_layers)]
-    else:
-        freq = max(1, int(raw or 1))
-        moe = [i >= first_k and i % freq == 0 and i not in mlp_only for i in range(n_layers)]
+    moe = moe_layer_flags(text, n_layers)
     if True not in moe:
         return n_layers, 0
     first = moe.index(True)
@@ -76,9 +84,7 @@ def mlp_counts(text: Mapping[str, Any], n_layers: int) -> dict[str, int]:
         out["mlp"] = n_layers * 3 * h * inter
         return out
     moe_inter = int(text.get("moe_intermediate_size") or inter)
-    dense_first = int(text.get("first_k_dense_replace") or 0)
-    mlp_only = len(text.get("mlp_only_layers") or [])
-    moe_layers = max(0, n_layers - dense_first - mlp_only)
+    moe_layers = sum(moe_layer_flags(text, n_layers))
     out["experts"] = moe_layers * experts * 3 * h * moe_inter
     out["router"] = moe_layers * experts * h
     shared = int(text.get("shared_expert_intermediate_size") or 0)
@@ -87,7 +93,7 @@ def mlp_counts(text: Mapping[str, Any], n_layers: int) -> dict[str, int]:
         shared = int(n_shared) * moe_inter
     if shared:
         out["shared"] = moe_layers * 3 * h * shared
-    out["mlp"] = (dense_first + mlp_only) * 3 * h * inter
+    out["mlp"] = (n_layers - moe_layers) * 3 * h * inter
     if text.get("model_type") == "gemma4_text" and text.get("enable_moe_block"):
         out["mlp"] += moe_layers * 3 * h * inter  # gemma-4 keeps a dense MLP beside the experts
     return out
