@@ -36,13 +36,19 @@ def test_a_count_of_shared_experts_is_that_many_experts_wide(fixtures):
 
 
 def test_kimi_linear_s_shared_expert_runs_in_its_forward_pass(fixtures):
-    """Kimi-Linear's forward keeps the dense MLP of its shared expert (gate_up, 2 × its width, as the
-    fit's KDA-hybrid estimate counts it); its weights were already counted from num_shared_experts."""
+    """Kimi-Linear's forward keeps the dense MLP of its shared expert (gate_up, 2 × its width); its weights
+    were already counted from num_shared_experts. At the real width the KDA layer's o_proj stage is the
+    peak (test_kda_activation), so the shared expert shows where its MLP stage is the wider one."""
     kimi = config(fixtures, "unseen/moonshotai__Kimi-Linear-48B-A3B-Instruct")
+    tokens = 2048
+
+    def forward(text: dict[str, Any]) -> int:
+        return activation_parts(spec_from_config(text, name="k", source="test"), tokens, 256)[0]
+
+    assert forward(kimi) == forward({**kimi, "num_shared_experts": 0})  # below the KDA stage
+    wide = {**kimi, "moe_intermediate_size": 16384}
+    assert forward(wide) > forward({**wide, "num_shared_experts": 0})
     with_one, without = (
         spec_from_config(c, name="k", source="test") for c in (kimi, {**kimi, "num_shared_experts": 0})
     )
-    tokens = 2048
-    fwd_with, fwd_without = (activation_parts(s, tokens, 256)[0] for s in (with_one, without))
-    assert fwd_with - fwd_without == tokens * 2 * 2 * 1024
     assert with_one.param_count > without.param_count  # the weights held it before, as vLLM builds it
