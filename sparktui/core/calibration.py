@@ -100,38 +100,80 @@ class LogFigures:
     requested: int | None = None
 
 
-def _number(figure: str, what: str, limit: float, unit: str = "") -> float:
-    """A figure of the log as a number; UserError for one no vLLM prints (400 digits, 1e999, "1.2.3": the
-    patterns take digits and dots; a damaged log)."""
+def _unreadable(line: int, what: str, shown: str, unit: str = "") -> UserError:
+    """The one wording of a damaged log's refusal: the line (as `grep -n` counts it) and the figure."""
+    return UserError(f"line {line}: {what} of {shown}{unit}, which no vLLM prints; give the log vLLM wrote, undamaged")
+
+
+def _number(figure: str, what: str, limit: float, unit: str, line: int) -> float:
+    """A figure of the log as a number; UserError naming its line for one no vLLM prints (400 digits,
+    1e999, "1.2.3": the patterns take digits and dots; a damaged log)."""
+    from sparktui.core.vllm_events import UnreadableFigure
+
     try:
         value = float(figure)
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or abs(value) > limit:
-        shown = figure if len(figure) <= 40 else f"{figure[:40]}… ({len(figure):,} characters)"
-        raise UserError(f"{what} of {shown}{unit}, which no vLLM prints; give the log vLLM wrote, undamaged")
+        raise _unreadable(line, what, UnreadableFigure(what, figure[:24], "", len(figure)).shown(), unit)
     return value
 
 
-def _bytes(figure: str) -> int:
-    """A figure in GiB as bytes."""
-    return int(_number(figure, "a memory figure", FIGURE_LIMIT / GiB, " GiB") * GiB)
+class _Launch:
+    """The last launch's text and the number of its first line, to name the line of a figure."""
+
+    def __init__(self, text: str, first_line: int) -> None:
+        self.text, self.first_line = text, first_line
+
+    def line_of(self, m: re.Match[str], group: int | str = 1) -> int:
+        return self.first_line + self.text.count("\n", 0, m.start(group))  # "\r" (progress bars) is no line
+
+    def bytes(self, m: re.Match[str]) -> int:
+        """The match's first group, in GiB, as bytes."""
+        return int(_number(m.group(1), "a memory figure", FIGURE_LIMIT / GiB, " GiB", self.line_of(m)) * GiB)
+
+    def readable(self, patterns: tuple[str | re.Pattern[str], ...]) -> None:
+        """UserError naming the line where a pattern's words stand with a figure that is no number
+        ("Available KV cache memory: x GiB", "(x/119.63 GiB)"): the strict pattern would pass it by, and the
+        log would read as one without that line."""
+        for pattern in patterns:
+            for m in _loose(pattern).finditer(self.text):
+                for name, figure in m.groupdict().items():
+                    gib = self.text.startswith(("G", " G", "/"), m.end(name))  # not the seconds of "Model loading took"
+                    what, unit = ("a memory figure", " GiB") if gib else ("a figure", "")
+                    _number(figure, what, FIGURE_LIMIT / GiB, unit, self.line_of(m, name))
 
 
-def _gib(text: str, *patterns: str | re.Pattern[str]) -> int | None:
+_LOOSE: dict[str, re.Pattern[str]] = {}
+
+
+def _loose(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
+    """The pattern with each figure ([\\d.]+) taking any word, named f0, f1, …"""
+    text = pattern if isinstance(pattern, str) else pattern.pattern
+    if text not in _LOOSE:
+        parts = text.split(r"[\d.]+")
+        _LOOSE[text] = re.compile(
+            "".join(part + (f"(?P<f{i}>[^\\s/()]+)" if i < len(parts) - 1 else "") for i, part in enumerate(parts))
+        )
+    return _LOOSE[text]
+
+
+def _gib(launch: _Launch, *patterns: str | re.Pattern[str]) -> int | None:
     """The first figure the first pattern that matches finds (signed: vLLM prints negative ones)."""
+    launch.readable(patterns)
     for pattern in patterns:
-        if m := re.search(pattern, text):
-            return _bytes(m.group(1))
+        if m := re.search(pattern, launch.text):
+            return launch.bytes(m)
     return None
 
 
-def _least_gib(text: str, *patterns: str | re.Pattern[str]) -> int | None:
+def _least_gib(launch: _Launch, *patterns: str | re.Pattern[str]) -> int | None:
     """The least of the figures the first pattern that matches finds: each tensor-parallel rank prints
     its own KV memory, and vLLM sizes every rank's cache by the smallest."""
+    launch.readable(patterns)
     for pattern in patterns:
-        if found := re.findall(pattern, text):
-            return min(_bytes(v) for v in found)
+        if found := list(re.finditer(pattern, launch.text)):
+            return min(launch.bytes(m) for m in found)
     return None
 
 
@@ -143,57 +185,55 @@ _COUNT_WORDS = {  # the log's token counts (core.vllm_events.TOKEN_FIELDS), in w
 _COUNT_LINES = ("KV cache size", "Maximum concurrency", "max model len", "max_seq_len", "max_model_len")
 
 
-def _counts_readable(lines: list[str], first: int) -> None:
+def _counts_readable(lines: list[str], first: int, number: int) -> None:
     """UserError naming the line when the last launch has a token count or concurrency no vLLM prints
     (a KV cache size of 400 digits): the log is damaged, and a calibration from it would be too."""
     from sparktui.core.vllm_events import UnreadableFigure
     from sparktui.core.vllm_log import parse_line
 
-    number = 1 + sum(line.count("\n") for line in lines[:first])  # as an editor counts (splitlines cuts at \r too)
     for line in lines[first:]:
         for event in parse_line(line) if any(w in line for w in _COUNT_LINES) else ():
             if isinstance(event, UnreadableFigure) and event.field in _COUNT_WORDS:
-                what, unit = _COUNT_WORDS[event.field]
-                raise UserError(
-                    f"line {number}: {what} of {event.shown()}{unit}, which no vLLM prints; give the log vLLM "
-                    "wrote, undamaged"
-                )
+                raise _unreadable(number, _COUNT_WORDS[event.field][0], event.shown(), _COUNT_WORDS[event.field][1])
         number += line.count("\n")
 
 
 def read_log_figures(text: str) -> LogFigures:
-    """The figures of the last launch the log holds, as `inspect-log` summarises it."""
+    """The figures of the last launch the log holds, as `inspect-log` summarises it; UserError naming the
+    line of a figure no vLLM prints (a damaged log)."""
     from sparktui.core.vllm_log import R_AVAIL_KV, R_V0_KV, R_WEIGHTS, last_launch_start
 
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     lines = text.splitlines(keepends=True)
     first = last_launch_start(lines)
-    _counts_readable(lines, first)
-    text = "".join(lines[first:])
+    number = 1 + sum(line.count("\n") for line in lines[:first])  # as grep -n counts (splitlines cuts at \r too)
+    _counts_readable(lines, first, number)
+    launch = _Launch("".join(lines[first:]), number)
+    text = launch.text
     util = (
         re.search(r"'gpu_memory_utilization': ([\d.]+)", text)
         or re.search(r"Desired GPU memory utilization is \(([\d.]+),", text)
         or re.search(r"x gpu_memory_utilization \(([\d.]+)\)", text)  # the V0 engine's worker.py
     )
     engine = version.group(1) if (version := re.search(r"LLM engine \(v([^)\s]+)\)", text)) else None
-    utilization = _number(util.group(1), "a --gpu-memory-utilization", 1.0) if util else None
+    utilization = _number(util.group(1), "a --gpu-memory-utilization", 1.0, "", launch.line_of(util)) if util else None
     if utilization is None and "non-default args:" in text and (release := release_version(engine)):
         # the flag not among the args vLLM lists as given: it ran at its own default for that release
         from sparktui.core.vllm_rules import rules_for
 
         utilization = rules_for(release).default_utilization
     return LogFigures(
-        weights=_gib(text, R_WEIGHTS),
-        kv_memory=_least_gib(text, R_AVAIL_KV, R_V0_KV),
-        graphs=_gib(text, r"Estimated CUDA graph memory: (-?[\d.]+) GiB"),
+        weights=_gib(launch, R_WEIGHTS),
+        kv_memory=_least_gib(launch, R_AVAIL_KV, R_V0_KV),
+        graphs=_gib(launch, r"Estimated CUDA graph memory: (-?[\d.]+) GiB"),
         total=_gib(
-            text, r"Free memory on device (?:\S+ )?\([\d.]+/([\d.]+) GiB\)", r"total_gpu_memory \(([\d.]+) ?GiB\)"
+            launch, r"Free memory on device (?:\S+ )?\([\d.]+/([\d.]+) GiB\)", r"total_gpu_memory \(([\d.]+) ?GiB\)"
         ),
         utilization=utilization,
-        torch_peak=_gib(text, r"(-?[\d.]+) GiB for peak activation", r"activation peak memory takes (-?[\d.]+) ?GiB"),
-        non_torch=_gib(text, r"(-?[\d.]+) GiB for non-torch memory", r"non_torch_memory takes (-?[\d.]+) ?GiB"),
+        torch_peak=_gib(launch, r"(-?[\d.]+) GiB for peak activation", r"activation peak memory takes (-?[\d.]+) ?GiB"),
+        non_torch=_gib(launch, r"(-?[\d.]+) GiB for non-torch memory", r"non_torch_memory takes (-?[\d.]+) ?GiB"),
         version=engine,
-        requested=_gib(text, r"x gpu_memory_utilization \([\d.]+\) = ([\d.]+) ?GiB"),
+        requested=_gib(launch, r"x gpu_memory_utilization \([\d.]+\) = ([\d.]+) ?GiB"),
     )
 
 

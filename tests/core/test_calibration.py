@@ -103,3 +103,23 @@ def test_a_log_whose_args_leave_out_the_utilization_ran_at_its_releases_default(
             ),
             utilization=0.9,
         )
+
+
+def test_a_damaged_figure_is_refused_naming_its_line_as_grep_counts_it():
+    """The last launch of a log two launches long, a progress bar's carriage returns before it, and one
+    tensor-parallel rank's KV memory damaged: the line is the file's (grep -n), not the launch's, and the
+    \\r of the bar starts no line (str.splitlines would count two)."""
+    launch = (
+        "(APIServer pid=1) INFO 06-08 11:55:23 [api_server.py:1] vLLM API server version 0.21.0\n"
+        "Loading safetensors checkpoint shards:  50% 1/2\rLoading safetensors checkpoint shards: 100% 2/2\n"
+        "(EngineCore pid=3) INFO 06-08 12:01:39 [gpu_model_runner.py:1] Model loading took 51.54 GiB memory and "
+        "3.2 seconds\n"
+        "(Worker_TP0 pid=4) INFO 06-08 12:03:46 [gpu_worker.py:1] Available KV cache memory: 41.66 GiB\n"
+        "(Worker_TP1 pid=5) INFO 06-08 12:03:46 [gpu_worker.py:1] Available KV cache memory: {} GiB\n"
+    )
+    good = read_log_figures(launch.format("40.5"))
+    assert good.kv_memory == int(40.5 * GiB)  # the least rank's
+    for damaged, said in (("4.0.5", "a memory figure of 4.0.5 GiB"), ("x", "a memory figure of x GiB")):
+        with pytest.raises(UserError) as caught:
+            read_log_figures(launch.format("40.5") + launch.format(damaged))
+        assert str(caught.value) == f"line 10: {said}, which no vLLM prints; give the log vLLM wrote, undamaged"
