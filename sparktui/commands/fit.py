@@ -498,8 +498,10 @@ def run(args: argparse.Namespace) -> int:
         from sparktui.core.grid import build_grid
 
         def run_fit(cell_config: Any) -> Any:
+            # the grid shows verdicts, no speed: a cell's estimate would go unread
             return fit(cell_config, spec, machine, mem_available=mem_available, free_lists=free_lists,
-                       vllm_version_source=version_source, allow_long_max_model_len=allow_long)  # fmt: skip
+                       vllm_version_source=version_source, allow_long_max_model_len=allow_long,
+                       speed=False)  # fmt: skip
 
         grid = build_grid(config, spec, machine, result, run_fit)
     if args.json:

@@ -182,7 +182,13 @@ class Backend(ModelCalls):
 
         def run_fit(cell: ServeConfig) -> FitResult:
             return fit(
-                cell, spec, machine, mem_available=mem_available, vllm_version_source=source, free_lists=free_lists
+                cell,
+                spec,
+                machine,
+                mem_available=mem_available,
+                vllm_version_source=source,
+                free_lists=free_lists,
+                speed=False,  # the grid shows verdicts, no speed: a cell's estimate would go unread
             )
 
         return build_grid(config, spec, machine, run_fit(config), run_fit)

@@ -121,3 +121,24 @@ def test_the_grid_as_text_marks_the_current_cell_and_follows_the_models_limit(ca
 def test_an_fp8_kv_checkpoint_gets_one_set_of_cells(capsys):
     grid = fit_json(capsys, "--model", "nvidia/Llama-3.1-70B-Instruct-FP8", "--max-num-seqs", "5", "--grid")["grid"]
     assert {c["kv_cache_dtype_name"] for c in grid} == {"fp8"}
+
+
+def test_the_grid_estimates_no_speed_beside_the_fits_own(capsys, monkeypatch):
+    # each of the grid's fits estimated a decode speed the grid does not show: 84 more for this one
+    from sparktui.core import speed as sp
+
+    estimates: list[int] = []
+    real = sp.estimate_for_config
+
+    def counted(*args, **kwargs):
+        estimates.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sp, "estimate_for_config", counted)
+    flags = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--machine", "dgx-spark")
+    alone = fit_json(capsys, *flags)
+    assert alone["predicted_decode_tok_s"] and len(estimates) == 1
+    estimates.clear()
+    with_grid = fit_json(capsys, *flags, "--grid")
+    assert len(with_grid["grid"]) > 1 and with_grid["predicted_decode_tok_s"] == alone["predicted_decode_tok_s"]
+    assert len(estimates) == 1, len(estimates)
