@@ -581,16 +581,24 @@ def cluster_fit(args: argparse.Namespace, config: Any, spec: Any, machine: Any, 
 
 
 def render_cluster(cluster: Any) -> str:
+    from sparktui.core.fit import VERDICTS
+
+    head, limiting = cluster.nodes[0].result.verdict, cluster.limiting
     lines = [
         "",
         f"cluster    {cluster.verdict.replace('_', ' ')}: one rank per node; the head also runs the API server",
+        f"           {cluster.limit_text()}",
     ]
     for node in cluster.nodes:
         r = node.result
         extra = f", +{node.extra_bytes / 1024**3:.2f} GiB beside vLLM" if node.extra_bytes else ""
+        held = limiting.result.kv_cache_tokens
+        held_note = f" (vLLM holds it to {held:,})" if r.kv_cache_tokens > held else ""
         lines.append(
             f"  {node.role:<7}{node.host:<20}{r.verdict.replace('_', ' '):<11}weights {r.weights_bytes / 1024**3:.2f} GiB, "
-            f"KV {r.kv_cache_tokens:,} tokens{extra}"
+            f"KV {r.kv_cache_tokens:,} tokens{held_note}{extra}"
         )
-        lines.extend(f"           {reason}" for reason in r.reasons if node.role == "head" and r.verdict != "fits")
+        # the head's reasons, the node whose KV every rank gets, and any node judged worse than the head
+        said = node.role == "head" or node is limiting or VERDICTS.index(r.verdict) > VERDICTS.index(head)
+        lines.extend(f"           {reason}" for reason in r.reasons if r.verdict != "fits" and said)
     return "\n".join(lines)

@@ -289,3 +289,29 @@ def test_a_pasted_docker_run_is_fitted_at_its_image_tags_vllm(capsys):
     _, one_rank = fit_json(capsys, "--offline", "--vllm-version", "0.17", "--", "vllm", "serve", "Qwen/Qwen3-32B")
     assert data["weights_bytes"] < 0.55 * one_rank["weights_bytes"]  # each of the 2 ranks holds half
     assert "hf_notprinted" not in json.dumps(data)
+
+
+def test_a_cluster_planned_on_a_larger_spark_plans_its_worker_as_the_smaller(capsys, tmp_path, monkeypatch):
+    """On a 121.69 GiB Spark the head takes its own total; the worker, not read, may be a 119.63 GiB
+    Spark: it is planned there, and the text and --json say that its total limits every rank's KV."""
+    from sparktui.commands import fit as fit_command
+
+    reading = tmp_path / "meminfo"
+    reading.write_text("MemTotal:       127600748 kB\nMemFree:        90000000 kB\nMemAvailable:   110000000 kB\n")
+    monkeypatch.setattr(fit_command, "MEMINFO", reading)
+    profile = tmp_path / "two-sparks.toml"
+    profile.write_text(
+        '[serve]\nmodel = "meta-llama/Llama-3.3-70B-Instruct"\ntensor-parallel-size = 2\nmax-model-len = 32768\n'
+        'gpu-memory-utilization = 0.85\n[cluster]\nnodes = ["spark-a", "spark-b"]\nbackend = "ray"\n'
+    )
+    _, d = fit_json(capsys, "--offline", str(profile))
+    head, worker = d["cluster"]["nodes"]
+    assert head["cuda_total"]["assumed"] == head["cuda_total"]["high"] == 127600748 * 1024
+    assert (worker["cuda_total"]["assumed"], worker["cuda_total"]["high"]) == (int(119.63 * GiB), int(121.69 * GiB))
+    assert worker["kv_cache_tokens"] < head["kv_cache_tokens"]
+    limit = d["cluster"]["limited_by"]
+    assert (limit["host"], limit["role"], limit["total_read"]) == ("spark-b", "worker", False)
+    assert d["cluster"]["kv_cache_tokens"] == worker["kv_cache_tokens"]
+    _, out, _ = run_fit(capsys, "--offline", str(profile))
+    assert f"KV cache {worker['kv_cache_tokens']:,} tokens per rank, set by worker spark-b (119.63 GiB planned" in out
+    assert f"KV {head['kv_cache_tokens']:,} tokens (vLLM holds it to {worker['kv_cache_tokens']:,})" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -162,3 +163,97 @@ def test_every_cluster_launch_names_the_ports_that_listen_on_every_address():
     mp = ClusterSettings(nodes=("node0", "node1"), backend="mp", master_port=29555)
     assert "Ray's GCS (port 6390)" in open_ports_note(ray) and "every address" in open_ports_note(ray)
     assert "--master-port 29555" in open_ports_note(mp) and "firewall" in open_ports_note(mp)
+
+
+# the two Spark sizes' MemTotal (tests/fixtures/machines/SOURCES.md); on GB10 CUDA's total is MemTotal
+SMALL_SPARK, LARGE_SPARK = 125_443_120 * 1024, 127_600_748 * 1024
+
+
+def spark_here(mem_total: int):  # type: ignore[no-untyped-def]
+    """`dgx-spark` run on a Spark of this MemTotal: this host's own total (core.machine.dgx_spark)."""
+    from sparktui.core.machine import Machine, machine_from_name
+
+    return machine_from_name("dgx-spark", Machine.from_reading(mem_total, None))
+
+
+def llama_70b_over_two(utilization: float = 0.7):  # type: ignore[no-untyped-def]
+    spec = load_model_spec("meta-llama/Llama-3.3-70B-Instruct")
+    config = ServeConfig(model=spec.name, tensor_parallel_size=2, max_model_len=32768,
+                         gpu_memory_utilization=utilization)  # fmt: skip
+    return config, spec
+
+
+def test_on_a_larger_spark_a_worker_not_read_is_planned_as_the_smaller_spark_and_limits_the_kv():
+    """The head takes this Spark's own 121.69 GiB; the worker may be a 119.63 GiB Spark, so it is planned
+    on 119.63 with the range to 121.69, and vLLM gives every rank the smaller rank's KV cache."""
+    from sparktui.core.machine import GB10_CUDA_TOTALS
+
+    config, spec = llama_70b_over_two()
+    plan = fit_cluster(config, spec, spark_here(LARGE_SPARK), ClusterSettings(("spark-a", "spark-b"), "ray"))
+    head, worker = plan.nodes
+    assert head.result.cuda_total["assumed"] == head.result.cuda_total["high"] == LARGE_SPARK
+    low, high = GB10_CUDA_TOTALS
+    assert (worker.result.cuda_total["assumed"], worker.result.cuda_total["low"]) == (low, low)
+    assert worker.result.cuda_total["high"] == high and not worker.read
+    assert worker.result.budget["requested"] == math.ceil(0.7 * low)
+    assert worker.result.kv_cache_tokens < head.result.kv_cache_tokens
+    assert plan.limiting is worker
+    d = plan.to_dict()
+    assert d["kv_cache_tokens"] == worker.result.kv_cache_tokens
+    assert (d["limited_by"]["host"], d["limited_by"]["role"]) == ("spark-b", "worker")
+    assert d["limited_by"]["cuda_total"]["assumed"] == low
+    assert d["nodes"][1]["cuda_total"]["high"] == high
+    text = plan.limit_text()
+    assert (
+        f"KV cache {worker.result.kv_cache_tokens:,} tokens per rank, set by worker spark-b (119.63 GiB planned" in text
+    )
+
+
+def test_on_a_smaller_spark_the_plan_is_as_before_every_node_alike():
+    """A 119.63 GiB head is the smaller size already: the worker planned for either size holds as much."""
+    config, spec = llama_70b_over_two()
+    plan = fit_cluster(config, spec, spark_here(SMALL_SPARK), ClusterSettings(("spark-a", "spark-b"), "ray"))
+    head, worker = plan.nodes
+    from sparktui.core.machine import GB10_CUDA_TOTALS
+
+    assert head.result.cuda_total["assumed"] == worker.result.cuda_total["assumed"] == SMALL_SPARK
+    assert worker.result.cuda_total["high"] == GB10_CUDA_TOTALS[1]  # it may be the larger: the KV range says so
+    assert worker.result.kv_cache_tokens == head.result.kv_cache_tokens
+    assert worker.result.verdict == head.result.verdict
+    assert plan.limiting is head
+    assert plan.to_dict()["limited_by"]["host"] == "spark-a"
+    assert "set by every node alike (119.63 GiB, this host's)" in plan.limit_text()
+
+
+def test_a_worker_whose_reading_is_known_is_planned_on_its_own_total():
+    """The preflight reads each node's MemTotal: a 121.69 GiB worker beside a 119.63 GiB head is fitted on
+    its own total (no range), and the head's total is then the one every rank is held to."""
+    from sparktui.core.cluster import NodeReading
+    from sparktui.core.machine import Machine, host_machine
+
+    config, spec = llama_70b_over_two()
+    worker_machine = host_machine("dgx-spark", Machine.from_reading(LARGE_SPARK, 110 * GiB))
+    readings = {"spark-b": NodeReading(worker_machine, 110 * GiB)}
+    plan = fit_cluster(config, spec, spark_here(SMALL_SPARK), ClusterSettings(("spark-a", "spark-b"), "ray"),
+                       readings=readings)  # fmt: skip
+    head, worker = plan.nodes
+    assert worker.read and not head.read
+    assert worker.result.cuda_total["assumed"] == worker.result.cuda_total["low"] == LARGE_SPARK
+    assert worker.result.cuda_total["high"] == LARGE_SPARK
+    assert worker.result.budget["requested"] == math.ceil(0.7 * LARGE_SPARK)
+    assert worker.result.kv_cache_tokens > head.result.kv_cache_tokens
+    assert plan.limiting is head
+    assert plan.to_dict()["nodes"][1]["total_read"] is True
+    assert "set by head spark-a (119.63 GiB, this host's)" in plan.limit_text()
+
+
+def test_off_a_spark_every_node_is_planned_alike():
+    """From a laptop (`dgx-spark` not at hand) every node, the head too, is a Spark planned for."""
+    from sparktui.core.machine import GB10_CUDA_TOTALS
+
+    config, spec = llama_70b_over_two()
+    plan = fit_cluster(config, spec, dgx_spark(), ClusterSettings(("spark-a", "spark-b"), "ray"))
+    for node in plan.nodes:
+        total = node.result.cuda_total
+        assert (total["assumed"], total["low"], total["high"]) == (GB10_CUDA_TOTALS[0], *GB10_CUDA_TOTALS)
+    assert "set by every node alike (119.63 GiB planned" in plan.limit_text()
