@@ -163,3 +163,33 @@ def test_node_check_reports_memory_page_cache_servers_and_interface(tmp_path: Pa
     missing = subprocess.run([*argv[:-4], "--interface", "nosuch0"], capture_output=True, text=True, env=env,
                              timeout=120, check=False)  # fmt: skip
     assert json.loads(missing.stdout)["interface"] == {"name": "nosuch0", "exists": False}
+
+
+def test_nodes_of_the_two_spark_sizes_are_fitted_on_their_own_totals_and_the_smaller_is_named(
+    tmp_path: Path,
+) -> None:
+    """A 121.69 GiB head and a 119.63 GiB worker: each rank is fitted on the MemTotal its node read, and
+    the preflight says which node's total every rank's KV cache is held to (vLLM takes the smallest)."""
+    p = profile(tmp_path, CLUSTER.replace("/nowhere/tiny", "meta-llama/Llama-3.3-70B-Instruct"))
+    iface = {"name": "enp1s0f0np0", "exists": True, "up": True, "carrier": True, "operstate": "up"}
+
+    def reports(worker_kb: int) -> list[NodeReport]:
+        nodes = (("spark-a", 127_600_748, "192.168.100.1"), ("spark-b", worker_kb, "192.168.100.2"))
+        out = []
+        for host, kb, addr in nodes:
+            link = {**iface, "addresses": [addr], "route_to_master": "enp1s0f0np0"}
+            data = {
+                "mem_total": kb * 1024,
+                "mem_available": int(115 * GiB),
+                "mem_free": int(115 * GiB),
+                "interface": link,
+            }
+            out.append(NodeReport.from_json(host, data))
+        return out
+
+    judged = judge_nodes(p, p.serve, reports(125_443_120))
+    assert not any("per-node fit was skipped" in w for w in judged.warnings)
+    assert judged.kv_limit == judged.summaries[-1]
+    assert "tokens per rank, set by worker spark-b (119.63 GiB, its own MemTotal)" in judged.kv_limit
+    # the nodes alike: nothing more to say
+    assert judge_nodes(p, p.serve, reports(127_600_748)).kv_limit == ""

@@ -201,13 +201,14 @@ class ClusterJudgement:
     memory_problems: list[str] = field(default_factory=list)  # --force lets these through
     warnings: list[str] = field(default_factory=list)
     summaries: list[str] = field(default_factory=list)
+    kv_limit: str = ""  # where the nodes' totals differ: whose sets every rank's KV cache (the last summary)
 
 
 def _node_fits(profile: Profile, serve: ServeConfig, reports: list[NodeReport], out: ClusterJudgement) -> list[Any]:
     """The per-node fit (core/cluster.py), each node against its own MemAvailable; None where the
     model cannot be read here (nothing is fetched: the head reads the model as the local fit does)."""
     from sparktui.core import fit as fit_mod
-    from sparktui.core.cluster import fit_cluster
+    from sparktui.core.cluster import NodeReading, fit_cluster
     from sparktui.core.modelspec import load_serving_spec
 
     cluster = profile.cluster
@@ -217,25 +218,33 @@ def _node_fits(profile: Profile, serve: ServeConfig, reports: list[NodeReport], 
     except UserError as exc:
         out.warnings.append(f"the per-node fit was skipped: {exc}")
         return [None] * len(reports)
-    results: list[Any] = []
-    for i, r in enumerate(reports):
+    # every node on its own reading in one plan: vLLM gives each rank the smallest rank's KV cache
+    readings: dict[str, NodeReading] = {}
+    for r in reports:
         mem = _mem_of(r)
-        if mem is None:
-            results.append(None)
-            continue
-        machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
-        try:
-            node_fit = fit_cluster(
-                serve, spec, machine, cluster, mem_available=mem["MemAvailable"], free_lists=mem["PerCpuFree"]
-            )
-        except UserError as exc:
-            out.memory_problems.append(f"node {r.host}: {exc}")
-            return [None] * len(reports)
-        result: fit_mod.FitResult = node_fit.nodes[i].result
+        if mem is not None:
+            machine = host_machine(profile.machine, Machine.from_reading(mem["MemTotal"], mem.get("MemAvailable")))
+            readings[r.host] = NodeReading(machine, mem["MemAvailable"], mem["PerCpuFree"])
+    if not readings:
+        return [None] * len(reports)
+    head = readings.get(cluster.head) or next(iter(readings.values()))
+    try:
+        planned = fit_cluster(
+            serve, spec, head.machine, cluster, head.mem_available, head.free_lists, readings=readings
+        )
+    except UserError as exc:
+        out.memory_problems.append(f"node {next(iter(readings))}: {exc}")
+        return [None] * len(reports)
+    by_host = {n.host: n.result for n in planned.nodes}
+    results: list[Any] = []
+    for r in reports:
+        result: fit_mod.FitResult | None = by_host.get(r.host) if r.host in readings else None
         results.append(result)
-        if result.verdict in ("wont_start", "unsafe"):
+        if result is not None and result.verdict in ("wont_start", "unsafe"):
             reasons = "; ".join(result.reasons) or result.verdict
             out.memory_problems.append(f"node {r.host}: its rank {result.verdict.replace('_', ' ')}: {reasons}")
+    if len(readings) == len(cluster.nodes) and len({n.result.kv_cache_bytes for n in planned.nodes}) > 1:
+        out.kv_limit = planned.limit_text()  # the nodes differ: say which one every rank is held to
     return results
 
 
@@ -265,6 +274,8 @@ def judge_nodes(profile: Profile, serve: ServeConfig, reports: list[NodeReport])
         out.memory_problems += node.problems
         out.warnings += node.warnings
         out.summaries.append(node.summary)
+    if out.kv_limit:
+        out.summaries.append(out.kv_limit)
     return out
 
 
