@@ -257,3 +257,21 @@ def test_off_a_spark_every_node_is_planned_alike():
         total = node.result.cuda_total
         assert (total["assumed"], total["low"], total["high"]) == (GB10_CUDA_TOTALS[0], *GB10_CUDA_TOTALS)
     assert "set by every node alike (119.63 GiB planned" in plan.limit_text()
+
+
+def test_auto_on_a_spark_plans_the_worker_as_a_spark_and_elsewhere_as_this_host():
+    """`--machine auto` is this host: on a 121.69 GiB Spark a worker not read may be the smaller Spark;
+    on a host of another size (not a Spark) every node is that host's size, as before."""
+    from sparktui.core.machine import GB10_CUDA_TOTALS, Machine
+
+    config, spec = llama_70b_over_two()
+    plan = fit_cluster(config, spec, Machine.from_reading(LARGE_SPARK, 110 * GiB), ClusterSettings(("a", "b"), "ray"))
+    assert plan.nodes[1].result.cuda_total["assumed"] == GB10_CUDA_TOTALS[0]
+    assert plan.nodes[0].result.cuda_total["assumed"] == LARGE_SPARK
+    from sparktui.core.cluster import planned_node
+
+    worker = planned_node(Machine.from_reading(LARGE_SPARK, 100 * GiB))
+    assert (worker.name, worker.total, worker.totals()) == ("dgx-spark", GB10_CUDA_TOTALS[0], GB10_CUDA_TOTALS)
+    laptop = Machine.from_reading(24 * GiB, 20 * GiB)
+    assert planned_node(laptop) is laptop
+    assert plan.limiting is plan.nodes[1]
