@@ -314,6 +314,28 @@ def test_killed_from_outside_leaves_no_orphan_engine(make_profile, env, cleanup,
     assert not any(i.is_alive() for i in members(final))
 
 
+def test_a_tree_killed_whole_from_outside_leaves_no_shm(make_profile, env, cleanup):
+    """The OOM killer takes every process of the tree: vLLM 'exited' with nothing left to stop,
+    and the /dev/shm files its members held must go all the same (they were removed only when
+    some member outlived the API server and had to be killed)."""
+    profile = make_profile()
+    port = port_of(profile)
+    sup = start_foreground(profile, env)
+    cleanup.append(sup.pid)
+    state = running_state(port)
+    shm = tree_shm(state)
+    root = proc.ProcessIdentity(state["tree"]["pid"], state["tree"]["start_time"])
+    # the root last, once the rest is dead: the supervisor then finds nothing of the tree alive
+    for ident in [i for i in members(state) if i != root] + [root]:
+        proc.signal_process(ident, signal.SIGKILL)
+        wait_for(lambda i=ident: not i.is_alive(), 10, f"pid {ident.pid} to die")
+    assert sup.wait(30) == 1
+    final = recorded(port)
+    assert final["exit"]["returncode"] == -signal.SIGKILL, final["exit"]
+    assert final["exit"]["stop"] and sorted(final["exit"]["stop"]["shm_removed"]) == sorted(Path(p).name for p in shm)
+    assert_all_gone(final, shm)
+
+
 def test_a_worker_that_dies_after_ready_is_a_failure_with_its_kind(make_profile, env, cleanup):
     """vLLM's worker dies while serving (SIGILL); the API server then exits 0 as vLLM's watchdog
     ends uvicorn. That is a failure, not a clean exit: the record, inspect-log and status say so."""

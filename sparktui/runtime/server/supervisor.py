@@ -424,8 +424,9 @@ class Supervisor:
         report = end_tree(how, tree, self.command, self.guarding.grace_s)
         self.cluster.close(how)
         returncode = tree.returncode()
-        if not tree.is_gone():  # vLLM exited by itself but left children (EngineCore)
-            report = tree.kill()
+        # vLLM exited by itself: it left children (EngineCore), or died whole (the OOM killer) and left its files
+        if how == "exited" or not tree.is_gone():
+            report = tree.kill()  # on a tree with nothing left, no signal: the /dev/shm sweep
         self.cluster.tree_gone()
         self.ingest.feed(follower.drain())
         follower.close()
