@@ -86,6 +86,25 @@ def the_users_umask(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     os.umask(umask)
 
 
+@pytest.fixture(autouse=True)
+def no_shm_leftovers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """A test that starts processes removes what they left in /dev/shm (RAM on a Spark): what is
+    still there after its own clean-up, held by nobody, is removed here and fails the test.
+    Only files its own processes held count (tests/support/shm_watch.py). Its value: the watch."""
+    if request.node.get_closest_marker("slow") is None:
+        yield None  # the quick loop starts no process
+        return
+    from tests.support.shm_watch import OWNER_ENV, ShmWatch
+
+    watch = ShmWatch()
+    monkeypatch.setenv(OWNER_ENV, watch.token)
+    watch.start()
+    yield watch
+    left = watch.stop()
+    if left:
+        pytest.fail(f"left in /dev/shm, held by nothing (removed now): {', '.join(left)}", pytrace=False)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_stale_cgroups() -> Iterator[None]:
     """Remove the empty cgroups (runtime.containment) that trees started by the tests leave."""
