@@ -165,6 +165,23 @@ def test_sigkill_of_the_api_server_alone_orphans_the_engine_like_real_vllm(stub)
         Path(p).unlink()
 
 
+def test_a_stub_a_test_forgot_ends_on_its_own_and_leaves_no_segment(stub):
+    """STUB_VLLM_MAX_LIFE_S: every stub process exits after that long; its /dev/shm segment went
+    with it only on SIGTERM, so a forgotten stub left 1 MiB of RAM per process."""
+    s = stub(STUB_VLLM_MAX_LIFE_S="5")
+    worker = s.named("VLLM::Worker")
+    engine = s.named("VLLM::EngineCore")
+
+    def both_held() -> set[str] | None:
+        found = shm_owned_by(engine) | shm_owned_by(worker)
+        return found if len(found) == 2 else None
+
+    shm = wait_for(both_held, what="both segments held")
+    assert s.proc.wait(20) == 3  # the safety net's exit
+    wait_for(lambda: not group_pids(s.pgid), 20, "the whole group to exit")
+    assert not [p for p in shm if Path(p).exists()]
+
+
 def test_engine_allocates_the_requested_memory_at_the_kv_cache_line(stub):
     s = stub(STUB_VLLM_ALLOC_MIB="96")
     wait_for(lambda: healthy(s.port), what="/health 200")

@@ -110,8 +110,16 @@ def set_process_title(title: str) -> None:
         mem.write(data + b"\0" * (arg_end - arg_start - len(data)))
 
 
+OWN_SEGMENTS: list[Path] = []  # this process's /dev/shm files: the safety net removes them too
+
+
 def arm_safety_net() -> None:
-    signal.signal(signal.SIGALRM, lambda *_: os._exit(3))
+    def expire(*_: object) -> None:
+        for path in OWN_SEGMENTS:  # a stub a test forgot leaves no RAM behind either
+            path.unlink(missing_ok=True)
+        os._exit(3)
+
+    signal.signal(signal.SIGALRM, expire)
     signal.alarm(int(env_float("STUB_VLLM_MAX_LIFE_S", 600)))
 
 
@@ -224,6 +232,7 @@ def run_child(role: str, ray_world_size: int = 0) -> None:
     set_process_title("VLLM::EngineCore" if role == "engine" else "VLLM::Worker")
     shm_path = Path("/dev/shm") / f"psm_{secrets.token_hex(4)}"
     fd = os.open(shm_path, os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
+    OWN_SEGMENTS.append(shm_path)
     os.ftruncate(fd, 1 << 20)
     shm = mmap.mmap(fd, 1 << 20)
     shm[:5] = b"stub\0"
