@@ -254,6 +254,23 @@ def read_names(path: Path, count: int) -> list[str]:
     )
 
 
+def test_a_file_looked_at_before_its_holder_was_recorded_is_the_trees_once_it_is(tmp_path):
+    """A look at the new /dev/shm files can fall between a /proc scan and the start of the member
+    that made one (vLLM's EngineCore): nobody recorded holds it then. Once a scan records that
+    member it must be looked at again at once, not SHM_RECHECK_S later: a kill in between left
+    the file behind as not the tree's."""
+    tree = spawn([sys.executable, str(PROCS / "shm_user.py"), str(tmp_path)], tmp_path / "log")
+    try:
+        names = read_names(tmp_path / "names", 2)
+        tree._note_shm([])  # the look that came before the member holding them was recorded
+        assert tree.shm_held == {}
+        tree.refresh()  # records the members and looks in them
+        assert sorted(tree.shm_held.values()) == sorted(names)
+    finally:
+        report = tree.kill()
+    assert sorted(report.shm_removed) == sorted(names)
+
+
 def test_foreign_semaphore_created_after_spawn_survives_the_trees_stop(tmp_path):
     # The bug this guards against: the sweep judged "in use" by path, but a live semaphore's
     # mapping shows its temporary name `sem.XXXXXX (deleted)`, so another program's semaphore

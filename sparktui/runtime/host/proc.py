@@ -255,6 +255,7 @@ class ProcessTree:
         self.shm_before = shm_before
         self.shm_held: dict[ShmKey, str] = dict(shm_held or {})  # /dev/shm files seen held by members
         self._shm_examined: set[ShmKey] = set()  # new files already looked for in the members
+        self._shm_looked_in: set[ProcessIdentity] = set()  # the members they were looked for in
         self._shm_recheck_at = 0.0
         self.argv = argv
         self.log_path = log_path
@@ -367,12 +368,16 @@ class ProcessTree:
     def _note_shm(self, members: Iterable[ProcessIdentity]) -> None:
         """Record which new /dev/shm files (SHM_PATTERNS) the members map or hold open: the only
         ones ever removed after the tree stops. Reads the members' maps and fds only while some
-        new file is unexplained: at once for a file not looked at before, then every SHM_RECHECK_S."""
+        new file is unexplained: at once for a file not looked at before or a member not looked in
+        (a file made between a /proc scan and this look is held by a member that scan missed),
+        then every SHM_RECHECK_S."""
+        members = list(members)
         with self._lock:
             new = _shm_new_files(self.spawned_at, self.shm_before)
             unexplained = new.keys() - self.shm_held.keys()
             now = time.monotonic()
-            if not unexplained or (unexplained <= self._shm_examined and now < self._shm_recheck_at):
+            seen = unexplained <= self._shm_examined and set(members) <= self._shm_looked_in
+            if not unexplained or (seen and now < self._shm_recheck_at):
                 return
             found: dict[ShmKey, str] = {}
             for ident in members:
@@ -383,6 +388,7 @@ class ProcessTree:
                     if start_time_of(ident.pid) == ident.start_time:
                         found.update((key, new[key][0]) for key in held.keys() & unexplained)
             self._shm_examined = (self._shm_examined & new.keys()) | unexplained
+            self._shm_looked_in = set(members)
             self._shm_recheck_at = now + SHM_RECHECK_S
             if found:
                 self.shm_held.update(found)
