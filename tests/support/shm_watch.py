@@ -20,7 +20,7 @@ import uuid
 from sparktui.runtime.host import proc
 
 OWNER_ENV = "SPARKTUI_TEST_SHM_OWNER"
-LOOK_EVERY_S = 0.1  # a new file is looked at this soon; vLLM's and the stub's are held for their life
+LOOK_EVERY_S = 0.02  # a new file is looked at this soon (a scandir; /proc only when one appears)
 RELOOK_EVERY_S = 1.0  # a file no process of ours held yet (another run's, most likely): again this often
 SETTLE_S = 5.0  # at the end: how long a detached supervisor or reaper gets to finish its own cleanup
 
