@@ -25,14 +25,14 @@ from sparktui.core.metrics import GENERATION_TOKENS, kv_cache_usage_pct, parse_m
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import state as st
 from sparktui.runtime.watch import EngineCounters, probe_completion, read_ring
-from tests.support import REPO, free_port, shm_held_by, sweep_recorded_servers, wait_for
+from tests.support import REPO, free_port, sweep_recorded_servers, wait_for
+from tests.support.shm_watch import ShmWatch
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 VLLM = os.environ.get("SPARKTUI_TEST_VLLM", "")
 SERVE_FLAGS = ["--enforce-eager", "--kv-cache-memory-bytes", "64M", "--max-model-len", "512"]
 STARTUP_TIMEOUT_S = 240
-VLLM_SHM = re.compile(r"^(psm_[0-9a-f]{8}|sem\.mp-.+)$")  # what vLLM's multiprocessing leaves
 
 
 @pytest.fixture(scope="module")
@@ -156,42 +156,15 @@ def shm_of(state) -> set[str]:
     return found
 
 
-def shm_in_use() -> set[str]:
-    """/dev/shm names some live process holds open or mapped (other programs on this machine,
-    other tests running beside this one): those are not this tree's leftovers."""
-    names: set[str] = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        names |= {Path(p).name for p in shm_held_by(int(pid))}
-        try:
-            maps = Path(f"/proc/{pid}/maps").read_text()
-        except OSError:
-            continue
-        names |= {
-            line.rsplit("/", 1)[-1].removesuffix(" (deleted)") for line in maps.splitlines() if "/dev/shm/" in line
-        }
-    return names
-
-
-def new_vllm_shm(before: set[str], since: float) -> list[str]:
-    """vLLM's kind of /dev/shm files made since the test began that nothing holds any more."""
-    out = []
-    for entry in os.scandir("/dev/shm"):
-        if entry.name in before or not VLLM_SHM.match(entry.name):
-            continue
-        try:
-            if entry.stat().st_ctime >= since - 1:
-                out.append(entry.name)
-        except FileNotFoundError:
-            pass
-    in_use = shm_in_use() if out else set()
-    return [name for name in out if name not in in_use]
-
-
-def assert_nothing_left(state, held: set[str], shm_before: set[str], since: float):
+def assert_nothing_left(state, held: set[str], watch: ShmWatch):
     alive = [(i.pid, titles(state).get(i.pid)) for i in members(state) if i.is_alive()]
     assert not alive, f"processes of the tree still alive: {alive}"
     assert not [p for p in held if os.path.exists(p)], "/dev/shm files the tree held are still there"
-    assert not new_vllm_shm(shm_before, since), "vLLM left files in /dev/shm"
+    # every file this test's processes held (shm_of saw some, at one moment), no other run's:
+    # sparktui must have removed them (the autouse check after the test only cleans up)
+    watch.look()
+    left = sorted(watch.leftovers().values())
+    assert not left, f"vLLM left files in /dev/shm: {left}"
 
 
 def check_running_server(state):
@@ -224,9 +197,8 @@ def check_running_server(state):
     assert probe.answered, probe.detail
 
 
-def test_real_vllm_serve_use_and_stop(profile, env, leftovers):
+def test_real_vllm_serve_use_and_stop(profile, env, leftovers, no_shm_leftovers):
     port = int(re.search(r"port = (\d+)", profile.read_text()).group(1))
-    shm_before, t0 = {e.name for e in os.scandir("/dev/shm")}, time.time()
     argv, kw = sparktui("serve", str(profile), *SERVE_FLAGS, env=env)
     sup = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
     try:
@@ -248,12 +220,11 @@ def test_real_vllm_serve_use_and_stop(profile, env, leftovers):
             sup.kill()
     final = st.read_state(st.state_path(port)).to_dict()
     assert final["exit"]["reason"] == "stopped" and final["exit"]["stop"]["gone"]
-    assert_nothing_left(final, held, shm_before, t0)
+    assert_nothing_left(final, held, no_shm_leftovers)
 
 
-def test_real_vllm_killed_while_engine_core_lives(profile, env, leftovers):
+def test_real_vllm_killed_while_engine_core_lives(profile, env, leftovers, no_shm_leftovers):
     port = int(re.search(r"port = (\d+)", profile.read_text()).group(1))
-    shm_before, t0 = {e.name for e in os.scandir("/dev/shm")}, time.time()
     argv, kw = sparktui("serve", str(profile), *SERVE_FLAGS, "--detach", env=env)
     started = subprocess.run(argv, capture_output=True, text=True, timeout=60, **kw)
     assert started.returncode == 0, started.stderr
@@ -269,4 +240,4 @@ def test_real_vllm_killed_while_engine_core_lives(profile, env, leftovers):
     assert final["exit"]["reason"] == "killed" and final["exit"]["stop"]["signals"][0]["signal"] == "SIGKILL"
     info = proc.read_stat(engine)
     assert info is None or info.dead
-    assert_nothing_left(final, held, shm_before, t0)
+    assert_nothing_left(final, held, no_shm_leftovers)
