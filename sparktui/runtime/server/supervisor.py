@@ -424,9 +424,8 @@ class Supervisor:
         report = end_tree(how, tree, self.command, self.guarding.grace_s)
         self.cluster.close(how)
         returncode = tree.returncode()
-        # vLLM exited by itself: it left children (EngineCore), or died whole (the OOM killer) and left its files
-        if how == "exited" or not tree.is_gone():
-            report = tree.kill()  # on a tree with nothing left, no signal: the /dev/shm sweep
+        if how == "exited" or not tree.is_gone():  # vLLM left children (EngineCore), or died whole (OOM killer)
+            report = tree.kill()  # on a tree with nothing left, no signal: the /dev/shm files it was seen holding
         self.cluster.tree_gone()
         self.ingest.feed(follower.drain())
         follower.close()
