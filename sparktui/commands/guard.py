@@ -235,5 +235,11 @@ def _watch(
             f"the command exited and left {len(stop.signals)} signal target(s) of its tree: stopped them",
             {"stop": stop.to_dict()},
         )
+    elif (swept := tree.kill()).shm_removed:  # nothing left to signal: the /dev/shm files it was seen holding
+        emit(
+            "leftovers",
+            f"the command left {len(swept.shm_removed)} file(s) in /dev/shm that nothing holds: removed them",
+            {"stop": swept.to_dict()},
+        )
     tree.release()
     return _status(rc if rc is not None else 0)

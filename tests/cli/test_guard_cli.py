@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -135,6 +137,24 @@ def test_leftovers_of_an_exited_command_are_stopped():
     assert out.returncode == 4
     assert not alive(int(out.stdout.split()[0]))
     assert "left" in out.stderr
+
+
+def test_an_exited_command_s_files_in_dev_shm_are_removed(tmp_path):
+    """A command that dies leaving shared memory (a SIGKILLed multiprocessing program) and nothing
+    running: the files it was seen holding are removed, as after a trip."""
+    name = f"psm_{uuid.uuid4().hex[:8]}"
+    path = Path("/dev/shm") / name
+    leave = (
+        f"import mmap, os, signal, time; fd = os.open({str(path)!r}, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600); "
+        "os.ftruncate(fd, 4096); m = mmap.mmap(fd, 4096); time.sleep(3); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    try:
+        out = sparktui("guard", "--", sys.executable, "-c", leave)
+        assert out.returncode == 128 + signal.SIGKILL, out.stderr
+        assert not path.exists(), "the command's /dev/shm file was left"
+        assert "the command left 1 file(s) in /dev/shm that nothing holds: removed them" in out.stderr
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def test_usage_errors():
