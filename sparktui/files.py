@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -41,10 +42,9 @@ def own_file_problem(info: os.stat_result) -> str | None:
     return None
 
 
-def own_folder_refusal(folder: str | os.PathLike[str], what: str) -> str | None:
-    """Why the files in a folder sparktui made for itself (0700: the state records') are not
-    trusted as its `what`s (None: they are, or the folder is gone): another user owns it, or other
-    users may write in it and so put or replace files there. In words, with the fix."""
+def _folder_problem(folder: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """(what is wrong, the fix) when a folder sparktui made for itself (0700) is not its alone:
+    another user owns it, or other users may write in it and so put or replace files there."""
     try:
         info = os.stat(folder)
     except OSError:
@@ -55,13 +55,40 @@ def own_folder_refusal(folder: str | os.PathLike[str], what: str) -> str | None:
         problem = f"writable by other users (mode {stat.S_IMODE(info.st_mode):04o}; sparktui makes it 0700)"
     else:
         return None
-    where = os.fspath(folder)
     fix = (
-        f"if nobody else should write there, `chmod 700 {where}` and look at what is in it"
+        f"if nobody else should write there, `chmod 700 {os.fspath(folder)}` and look at what is in it"
         if info.st_uid == os.getuid()
         else "it is not yours to fix: point SPARKTUI_STATE_DIR at a folder of your own"
     )
-    return f"{where}: {problem}, so no {what} in it is trusted (any may not be what sparktui wrote); {fix}"
+    return problem, fix
+
+
+def own_folder_refusal(folder: str | os.PathLike[str], what: str) -> str | None:
+    """Why the files in a folder sparktui made for itself (0700: the state records') are not
+    trusted as its `what`s (None: they are, or the folder is gone): another user owns it, or other
+    users may write in it and so put or replace files there. In words, with the fix."""
+    if (found := _folder_problem(folder)) is None:
+        return None
+    problem, fix = found
+    return f"{os.fspath(folder)}: {problem}, so no {what} in it is trusted (any may not be what sparktui wrote); {fix}"
+
+
+_warned: set[str] = set()  # folders warned of in this process (the panel reads them several times a second)
+
+
+def warn_shared_folder(folder: str | os.PathLike[str], what: str) -> str | None:
+    """For records that only feed a display (flight headers, routes shown, cluster nodes, bench
+    history): when their folder is not sparktui's alone (as own_folder_refusal judges it), a
+    warning on stderr naming it, what is wrong and the fix, once a process; the records are still
+    shown. Returns the warning (None: the folder is ours alone, or was warned of already)."""
+    where = os.fspath(folder)
+    if where in _warned or (found := _folder_problem(folder)) is None:
+        return None
+    _warned.add(where)
+    problem, fix = found
+    said = f"sparktui: warning: {where}: {problem}, so the {what}s shown from it may not be what sparktui wrote; {fix}"
+    print(said, file=sys.stderr)
+    return said
 
 
 def open_regular(path: str | os.PathLike[str], what: str, *, own: bool = False) -> BinaryIO:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparktui.files import read_regular
+from sparktui.files import read_regular, warn_shared_folder
 
 HISTORY_LIMIT = 256 << 20  # ~100,000 runs; past that the file is not one sparktui wrote
 
@@ -114,6 +114,7 @@ def history_lines(path: Path) -> list[str]:
     """The history file's lines that are UTF-8 text (a damaged line is skipped, as one that is not
     JSON is); none when there is no file. UserError naming it when it is no regular file (an open()
     of a FIFO there waited for a writer forever) or larger than HISTORY_LIMIT."""
+    warn_shared_folder(path.parent, "benchmark record")  # its figures are shown (the speed line), never acted on
     try:
         data = read_regular(path, HISTORY_LIMIT, "benchmark history (JSON lines)")
     except FileNotFoundError:

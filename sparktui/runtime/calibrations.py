@@ -1,29 +1,41 @@
 """The calibrations file: what vLLM measured at start-ups on this box (core/calibration.py).
 
 Private (0600, in the 0700 state folder), written atomically; an unreadable or foreign file reads
-as empty (it is a cache of figures, never a reason to refuse a fit)."""
+as empty (it is a cache of figures, never a reason to refuse a fit), as does one another user owns
+or may write, or one in a folder not ours alone: a planted figure would pass a fit that won't start."""
 
 from __future__ import annotations
 
 import datetime
+import sys
 from typing import Any
 
 from sparktui.atomic import atomic_write_text
 from sparktui.core.calibration import Calibration, dump_store, load_store, with_record
 from sparktui.core.config import ServeConfig
 from sparktui.errors import UserError
-from sparktui.files import read_regular
+from sparktui.files import Untrusted, read_regular
 from sparktui.paths import calibrations_path
 
 # A record is ~1.5 KiB: 64 MiB holds some 40,000 launches; a larger file is not one sparktui wrote
 CALIBRATIONS_LIMIT = 64 << 20
 
 
+_warned: set[str] = set()
+
+
 def load() -> list[Calibration]:
     """The kept records; none when the file is missing or unreadable, including one that is no
-    regular file (a FIFO there hung every fit) or larger than CALIBRATIONS_LIMIT (never read whole)."""
+    regular file (a FIFO there hung every fit) or larger than CALIBRATIONS_LIMIT (never read whole).
+    One that is not ours alone, or in a folder not ours alone, is not believed: a warning says why."""
     try:
-        return load_store(read_regular(calibrations_path(), CALIBRATIONS_LIMIT, "calibrations file").decode())
+        data = read_regular(calibrations_path(), CALIBRATIONS_LIMIT, "calibrations file", own=True)
+        return load_store(data.decode())
+    except Untrusted as exc:
+        if str(exc) not in _warned:  # the panel asks at every fit
+            _warned.add(str(exc))
+            print(f"sparktui: warning: {exc}; the fit uses no calibration from it", file=sys.stderr)
+        return []
     except (OSError, UnicodeDecodeError, UserError):
         return []
 

@@ -430,8 +430,9 @@ NODES_LIMIT = 1 << 20  # a few lines per node
 def read_nodes(port: int) -> list[dict[str, Any]]:
     """The cluster's nodes as the head last wrote them; [] when there is no such file, or it is
     damaged or no regular file of sane size (read_regular: a FIFO there hung the panel)."""
-    from sparktui.files import read_regular
+    from sparktui.files import read_regular, warn_shared_folder
 
+    warn_shared_folder(nodes_file(port).parent, "cluster node list")  # shown only (status, the panel)
     try:
         data = json.loads(read_regular(nodes_file(port), NODES_LIMIT, "cluster nodes file"))
     except (OSError, UserError, ValueError, RecursionError):

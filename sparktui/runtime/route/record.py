@@ -10,17 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.errors import UserError
-from sparktui.files import read_regular
+from sparktui.files import Untrusted, read_regular, warn_shared_folder
 from sparktui.paths import state_dir
 from sparktui.runtime.host import proc
 
 RECORD_LIMIT = 16 << 20  # a route's record is a few KiB (its models and last swaps)
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path, *, own: bool = False) -> Any:
     """A route record's JSON: UserError when it is no regular file of sane size (a FIFO would hang
-    its reader: read_regular), ValueError or RecursionError when it is damaged."""
-    return json.loads(read_regular(path, RECORD_LIMIT, "route record"))
+    its reader: read_regular), ValueError or RecursionError when it is damaged. `own`: Untrusted
+    when it, or its folder, is another user's or others may write it (files.open_regular)."""
+    return json.loads(read_regular(path, RECORD_LIMIT, "route record", own=own))
 
 
 def route_record_path(port: int) -> Path:
@@ -97,6 +98,7 @@ def read_routes(*, live_only: bool = True, problems: list[str] | None = None) ->
     A file that is no regular file of sane size (a FIFO would hang the reader) is skipped, and
     said in `problems`."""
     out = []
+    warn_shared_folder(state_dir() / "route", "route record")  # shown only: nothing is done from them here
     for path in sorted((state_dir() / "route").glob("*.json")):
         try:
             data = _load(path)
@@ -117,9 +119,13 @@ def read_routes(*, live_only: bool = True, problems: list[str] | None = None) ->
 def leftovers(port: int) -> list[tuple[str, int, str]]:
     """(model, port, launch id) of the servers a route on `port` started and left running when it
     ended without stopping them (SIGKILL, a crash): its record says so, and its process is gone.
-    UserError naming the record when it is no regular file of sane size (a FIFO hung the route)."""
+    UserError naming the record when it is no regular file of sane size (a FIFO hung the route), or
+    when it or its folder is not ours alone: servers are stopped from it, so a planted one is not
+    believed (Untrusted says the folder and the fix)."""
     try:
-        data = _load(route_record_path(port))
+        data = _load(route_record_path(port), own=True)
+    except Untrusted:
+        raise
     except UserError as exc:
         raise UserError(f"{exc}; remove it (the route writes its record anew)") from None
     except (OSError, ValueError, RecursionError):

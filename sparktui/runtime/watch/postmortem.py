@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sparktui.atomic import atomic_write_text
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
-from sparktui.files import Untrusted, read_json, read_regular
+from sparktui.files import Untrusted, read_json, read_regular, warn_shared_folder
 from sparktui.runtime.records.protocol import MAX_STATE_BYTES
 from sparktui.runtime.watch.flight import (
     RECORD_FILE_LIMIT,
@@ -197,6 +197,7 @@ def analyse(header: FlightHeader, records: Sequence[FlightRecord], kernel: Kerne
 
 def _headers(folder: Path) -> list[tuple[Path, FlightHeader]]:
     out = []
+    warn_shared_folder(folder, "flight record")  # a post-mortem is only reported: nothing is ended from it
     for path in sorted(folder.glob("*.json")):
         try:  # read_json: a FIFO there hangs nothing, '[[[…' is no RecursionError
             out.append((path, FlightHeader.from_dict(read_json(path, RECORD_FILE_LIMIT, "flight header"))))
@@ -261,6 +262,7 @@ def check_after_reboot(
 def saved_postmortems(state_dir: Path) -> list[dict[str, Any]]:
     """Every saved post-mortem, newest first."""
     out = []
+    warn_shared_folder(flight_dir(state_dir), "flight record")
     for path in flight_dir(state_dir).glob("postmortem-*.json"):
         try:
             saved = read_json(path, RECORD_FILE_LIMIT, "post-mortem")
