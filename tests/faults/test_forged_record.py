@@ -320,3 +320,29 @@ def test_a_fake_supervisor_that_names_itself_in_its_record_is_not_believed(env, 
     assert victim.is_alive() and fake.poll() is None
     assert path.read_text() == text
     path.unlink()
+
+
+@pytest.mark.parametrize("mark", ["none", "forged"])
+@pytest.mark.parametrize("command", ["stop", "kill", "set-guard"])
+def test_a_fake_supervisor_whose_record_has_no_tree_yet_is_not_believed(env, foreign, command, mark):
+    # What a supervisor writes before vLLM starts: no tree, its reaper (which carries the record's
+    # mark) named. The fake was asked and believed, then waited on 10 s; no marked reaper is its child
+    port = free_port()
+    reaper = sleeper(foreign)
+    state = forged(port, pr.ProcessRef(pid=0, start_time=0), reaper)  # pid 0: the fake puts its own
+    state.tree, state.status, state.phase = None, "starting", "launching"
+    state.reaper = pr.ProcessRef(pid=reaper.pid, start_time=reaper.start_time)
+    state.mark = provenance.new_mark() if mark == "forged" else None
+    fake = fake_supervisor(foreign, port, "answer", state)
+    start = wait_for(lambda: proc.start_time_of(fake.pid), 5, "the fake to start")
+    state.supervisor = pr.ProcessRef(pid=fake.pid, start_time=start)
+    path, text = write_record(state)
+    t0 = time.monotonic()
+    done = sparktui(command, "--port", str(port), *(["--disarm"] if command == "set-guard" else []), env=env)
+    assert time.monotonic() - t0 < 9, done  # told at once, not after the 10 s wait for an exit that never comes
+    assert_refused(done, fake.pid)
+    assert "cannot be proven sparktui's" in done.stderr and "tree mark" in done.stderr, done.stderr
+    assert "DISARMED" not in done.stdout and "stopped" not in done.stdout, done.stdout
+    assert reaper.is_alive() and fake.poll() is None
+    assert path.read_text() == text
+    path.unlink()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -52,3 +53,22 @@ def test_a_supervisor_from_before_the_tree_mark_is_still_asked_when_the_tree_it_
     with pytest.raises(st.NotTheRecorded) as exc:
         fallback.refuse_unproven_supervisor(unmarked_record(identity(sleeps[1]), identity(sleeps[0])))
     assert f"pid {sleeps[1].pid} (sleep" in str(exc.value) and "no tree mark" in str(exc.value)
+
+
+def test_a_supervisor_before_vllm_starts_from_before_the_records_mark_is_asked_when_a_reaper_is_its_child(
+    isolated, sleeps
+):
+    # A record with no tree yet, naming a reaper but no mark: a sparktui from before the record carried
+    # it wrote that. Its reaper (a child running the reaper module) is what proves it
+    me = proc.ProcessIdentity(os.getpid(), proc.start_time_of(os.getpid()) or 0)
+    sleeps.append(subprocess.Popen(["sleep", "60"]))
+    state = unmarked_record(me, identity(sleeps[0]))
+    state.tree, state.reaper = None, pr.ProcessRef(pid=sleeps[0].pid, start_time=identity(sleeps[0]).start_time)
+    with pytest.raises(st.NotTheRecorded) as exc:  # its child is no reaper
+        fallback.refuse_unproven_supervisor(state)
+    assert "no tree mark, and no reaper is its child" in str(exc.value)
+    sleeps.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", fallback.REAPER_MODULE]))
+    wait_for(lambda: fallback._reapers_of(os.getpid()), 5, "the reaper stand-in to start")
+    fallback.refuse_unproven_supervisor(state)  # believed: no error
+    state.reaper = None  # before its reaper starts: nothing to prove it by, asked as before
+    fallback.refuse_unproven_supervisor(state)

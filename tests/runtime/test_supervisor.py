@@ -574,3 +574,55 @@ def test_a_launch_keeps_vllms_own_figures_and_the_next_fit_uses_them(make_profil
     assert "measured on this box" in data["calibration"][0]
     sup.send_signal(signal.SIGTERM)
     assert sup.wait(30) == 0
+
+
+HOLD_SPAWN = """
+import os, pathlib, time
+hold = os.environ.pop("HOLD_SPAWN", None)  # popped: the reaper and vLLM's tree are not held
+if hold:
+    from sparktui.runtime.host import proc
+    spawn = proc.spawn
+    def held(*args, **kwargs):
+        pathlib.Path(hold + ".reached").touch()
+        while os.path.exists(hold):
+            time.sleep(0.02)
+        return spawn(*args, **kwargs)
+    proc.spawn = held
+"""
+
+
+def test_a_supervisor_before_vllm_starts_is_proven_by_its_reaper_and_stopped(make_profile, env, cleanup, tmp_path):
+    """Its record has no tree yet: it names the reaper, which carries the record's mark, so stop
+    proves the supervisor by it (a fake with such a record is refused: tests/faults/test_forged_record.py)."""
+    from sparktui.runtime.host import provenance
+    from sparktui.runtime.server import fallback
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(HOLD_SPAWN)
+    hold = tmp_path / "hold"
+    hold.touch()
+    profile = make_profile()
+    port = port_of(profile)
+    held_env = {**env, "HOLD_SPAWN": str(hold), "PYTHONPATH": f"{tmp_path / 'site'}:{env.get('PYTHONPATH', '')}"}
+    sup = start_foreground(profile, held_env)
+    cleanup.append(sup.pid)
+    try:
+        wait_for(Path(f"{hold}.reached").exists, 30, "the supervisor to reach vLLM's spawn")
+        state = st.read_state(st.state_path(port))
+        assert state is not None and state.tree is None and state.reaper is not None, state
+        assert state.mark is not None and provenance.valid_mark(state.mark) == state.mark
+        assert state.mark in provenance.marks_in(provenance.environ_of(state.reaper.pid))
+        fallback.refuse_unproven_supervisor(state)  # proven by its reaper: no error
+        stop = subprocess.Popen(
+            [sys.executable, "-m", "sparktui", "stop", "--port", str(port)],
+            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(2)  # it vouched for the record above (no tree) and waits for the supervisor's answer
+        assert stop.poll() is None, stop.communicate()
+    finally:
+        hold.unlink()
+    out, err = stop.communicate(timeout=60)
+    assert stop.returncode == 0 and "Traceback" not in err, (out, err)
+    assert sup.wait(30) == 0, sup.stderr.read() if sup.stderr else ""
+    final = recorded(port)
+    assert final is not None and final["exit"]["reason"] == "stopped" and final["mark"] == final["tree"]["mark"]

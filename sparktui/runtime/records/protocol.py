@@ -494,6 +494,9 @@ class StateRecord(_Model):
     detached: bool = False
     supervisor: ProcessRef
     reaper: ProcessRef | None = None
+    # the tree mark (runtime/host/provenance.py) its reaper and vLLM tree carry, from the first save: with
+    # the reaper recorded it proves the supervisor before vLLM starts (fallback); None in older records
+    mark: str | None = None
     # the id its launcher gave it (runtime/records/launch_id.py: a cluster's head gives one to every node's
     # supervisor); a request that names another (`only_id`) is refused
     launch_id: str | None = None
@@ -531,6 +534,7 @@ class StateRecord(_Model):
                 "loop": True,
                 "salvaged": True,
                 "guard": {"sample_age_s", "stale"},
+                **({"mark": True} if self.mark is None else {}),  # an older record is written back as read
             },
         )
 
@@ -582,6 +586,7 @@ class _Essentials(BaseModel):
     tree: TreeRecord | None = None
     launch_id: str | None = None
     status: Any = None
+    mark: Any = None
 
 
 def salvage_state(text: str | bytes, why: str) -> StateRecord | None:
@@ -600,6 +605,7 @@ def salvage_state(text: str | bytes, why: str) -> StateRecord | None:
         port=core.port,
         supervisor=core.supervisor,
         reaper=core.reaper,
+        mark=core.mark if isinstance(core.mark, str) else None,
         tree=core.tree,
         launch_id=core.launch_id,
         guard=GuardRecord(armed=False, state="unknown", lines=GuardLines(None, None, None)),

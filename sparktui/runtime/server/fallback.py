@@ -50,8 +50,11 @@ def _marks_of_children(pid: int) -> set[str]:
 
 
 def record_mark(state: pr.StateRecord | None) -> str | None:
-    """The tree mark a record holds (None: no tree, or none of the shape sparktui gives marks)."""
-    return provenance.valid_mark((state.tree.model_extra or {}).get("mark")) if state and state.tree else None
+    """The tree mark a record holds (None: none, or none of the shape sparktui gives marks): its
+    tree's, or before vLLM starts the record's own (a supervisor writes it from its first save)."""
+    if state is None:
+        return None
+    return provenance.valid_mark((state.tree.model_extra or {}).get("mark") if state.tree else state.mark)
 
 
 def supervisor_doubt(pid: int, mark: str | None, *, recorded: bool = True) -> str | None:
@@ -79,11 +82,21 @@ def refuse_unproven_supervisor(state: pr.StateRecord) -> None:
     """Before a request is believed (stop, kill, guard): the supervisor a record names (or that named
     itself) must be proven sparktui's by its marked children, else NotTheRecorded and it is told nothing:
     a process of this user holding the socket, named in a record it wrote, would answer "stopped" with
-    nothing signalled. A record with no tree yet (before vLLM starts) has nothing to prove it by."""
-    if state.tree is None:
-        return
+    nothing signalled. Before vLLM starts (no tree yet) the reaper, started with the record's mark,
+    proves it; a record with no reaper yet has nothing to prove it by."""
     pid = state.supervisor.pid
-    if (mark := record_mark(state)) is not None:
+    if state.tree is None:
+        if state.reaper is None:
+            # The window between a supervisor's first save and its reaper's start (the reaper is
+            # started after the record that names it can be written): unprovable, asked as before
+            return
+        if (mark := record_mark(state)) is not None:
+            doubt = supervisor_doubt(pid, mark)
+        elif _reapers_of(pid):
+            return  # a supervisor from before the record carried its mark: its reaper is its child
+        else:
+            doubt = "the record has no tree mark, and no reaper is its child"
+    elif (mark := record_mark(state)) is not None:
         doubt = supervisor_doubt(pid, mark)
     elif _parent_of_its_tree(pid, state.tree):
         return  # a supervisor from before the mark (README): asked, as before; it is signalled by nothing here

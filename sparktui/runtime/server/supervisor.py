@@ -296,6 +296,10 @@ class Supervisor:
             alarm = self.guarding.alarm.fd if self.guarding.alarm is not None else None
             reaper = self.reaper = Reaper(self.file.path, beat_fd=self.guarding.beat_fd, alarm_fd=alarm, mark=self.mark)
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
+            # Saved now, before vLLM starts: the reaper (a child carrying the record's mark) proves this
+            # supervisor to stop, kill and set-guard (fallback.refuse_unproven_supervisor). Only the record
+            # saved above, before the reaper exists, is unprovable; a failed write only leaves that proof out
+            self._save()
             env = {**os.environ, **self.command.env, provenance.TREE_MARK_ENV: self.mark}
             self.watching.start_recording(self.record.started_at, self._flight_context)
             self.leaks.before()
@@ -502,6 +506,7 @@ def first_record(sup: Supervisor, log_path: Path, warnings: list[str], fit: dict
         detached=sup.detached,
         launch_id=sup.launch_id,
         supervisor=pr.ProcessRef(pid=os.getpid(), start_time=me.start_time if me else 0),
+        mark=sup.mark,  # the reaper carries it from its start: it proves this supervisor before vLLM runs
         started_at=time.time(),
         preflight=pr.PreflightRecord(warnings=warnings, fit=fit),
         guard=pr.GuardRecord(armed=sup.guarding.armed, state="starting", lines=sup.guarding.lines),
