@@ -148,3 +148,16 @@ def test_each_line_names_the_launch_and_another_launchs_leftover_is_no_record(tm
         assert watcher.proc.poll() is None
     finally:
         watcher.close()
+
+
+def test_a_record_in_a_servers_folder_others_may_write_in_is_not_streamed(tmp_path: Path, sleeper: Any) -> None:
+    # the head ends or trusts its rank by these lines: a planted "exited" would end the cluster
+    write(tmp_path, sleeper, "exited", phase="stopped", exit={"reason": "guard"})
+    folder = tmp_path / "servers"
+    folder.chmod(0o777)
+    env = {**os.environ, "SPARKTUI_STATE_DIR": str(tmp_path)}
+    argv = [sys.executable, "-m", "sparktui", "node-watch", "--port", str(PORT)]
+    done = subprocess.run(argv, env=env, input="", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done
+    assert done.stdout == "", done.stdout  # no line for the head to act on
+    assert f"{folder}: writable by other users (mode 0777" in done.stderr and f"chmod 700 {folder}" in done.stderr

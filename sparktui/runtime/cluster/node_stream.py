@@ -62,12 +62,13 @@ def _obj(value: Any) -> dict[str, Any]:
 
 def _read(path: Path) -> dict[str, Any] | None:
     """The state record's JSON; None when there is none or it is damaged (the next write mends it).
-    UserError naming it when it is no regular file of sane size (a FIFO there hung node-watch)."""
+    UserError naming it when it is no regular file of sane size (a FIFO there hung node-watch), or
+    when it or its folder is not ours alone (files.open_regular own): the head acts on what it says."""
     from sparktui.files import read_regular
     from sparktui.runtime.records.protocol import MAX_STATE_BYTES
 
     try:
-        data = json.loads(read_regular(path, MAX_STATE_BYTES, "state record"))
+        data = json.loads(read_regular(path, MAX_STATE_BYTES, "state record", own=True))
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
