@@ -296,10 +296,7 @@ class Supervisor:
             alarm = self.guarding.alarm.fd if self.guarding.alarm is not None else None
             reaper = self.reaper = Reaper(self.file.path, beat_fd=self.guarding.beat_fd, alarm_fd=alarm, mark=self.mark)
             self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
-            # Saved now, before vLLM starts: the reaper (a child carrying the record's mark) proves this
-            # supervisor to stop, kill and set-guard (fallback.refuse_unproven_supervisor). Only the record
-            # saved above, before the reaper exists, is unprovable; a failed write only leaves that proof out
-            self._save()
+            self._save()  # the reaper, carrying the mark, proves us before vLLM runs (fallback.refuse_unproven…)
             env = {**os.environ, **self.command.env, provenance.TREE_MARK_ENV: self.mark}
             self.watching.start_recording(self.record.started_at, self._flight_context)
             self.leaks.before()
