@@ -295,17 +295,16 @@ class Supervisor:
             self.guarding.open_beat()
             alarm = self.guarding.alarm.fd if self.guarding.alarm is not None else None
             reaper = self.reaper = Reaper(self.file.path, beat_fd=self.guarding.beat_fd, alarm_fd=alarm, mark=self.mark)
-            self.record.reaper = pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid))
-            self._save()  # the reaper, carrying the mark, proves us before vLLM runs (fallback.refuse_unproven…)
+            # saved before vLLM runs: the reaper carries the mark, which proves us (fallback.refuse_unproven…)
+            self._save(reaper=pr.ProcessRef(pid=reaper.pid, start_time=proc.start_time_of(reaper.pid)))
             env = {**os.environ, **self.command.env, provenance.TREE_MARK_ENV: self.mark}
             self.watching.start_recording(self.record.started_at, self._flight_context)
             self.leaks.before()
             self.tree = proc.spawn(self.command.argv, log_path, env)
             reaper.tell(self.tree.to_record())
             self.guarding.start(self.tree, self.reservation)
-            self.commands.serve(
-                self.answer, self.snapshot
-            )  # before the save that records the tree: launch() returns on it
+            # before the save that records the tree: launch() returns on it
+            self.commands.serve(self.answer, self.snapshot)
             self._save(status="starting", phase=self.ingest.summary.phase)
             say(f"vLLM pid {self.tree.pid} on {self.record.url}, log {log_path}")
             with Endpoint(base_url(self.serve.host, self.port), api_key=self.serve.api_key) as self.endpoint:
