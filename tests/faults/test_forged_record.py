@@ -346,3 +346,27 @@ def test_a_fake_supervisor_whose_record_has_no_tree_yet_is_not_believed(env, for
     assert reaper.is_alive() and fake.poll() is None
     assert path.read_text() == text
     path.unlink()
+
+
+@pytest.mark.parametrize("mark", ["none", "forged"])
+@pytest.mark.parametrize("command", ["stop", "kill", "set-guard"])
+def test_a_fake_supervisor_whose_record_names_no_reaper_is_not_believed(env, foreign, command, mark):
+    # Neither a tree nor a reaper: what a supervisor writes before it starts its reaper, and it takes
+    # no request before the save naming it. The fake was asked and believed, then waited on 10 s
+    port = free_port()
+    state = forged(port, pr.ProcessRef(pid=0, start_time=0), sleeper(foreign))  # pid 0: the fake puts its own
+    state.tree, state.reaper, state.status, state.phase = None, None, "starting", "launching"
+    state.mark = provenance.new_mark() if mark == "forged" else None
+    fake = fake_supervisor(foreign, port, "answer", state)
+    start = wait_for(lambda: proc.start_time_of(fake.pid), 5, "the fake to start")
+    state.supervisor = pr.ProcessRef(pid=fake.pid, start_time=start)
+    path, text = write_record(state)
+    t0 = time.monotonic()
+    done = sparktui(command, "--port", str(port), *(["--disarm"] if command == "set-guard" else []), env=env)
+    assert time.monotonic() - t0 < 9, done  # told after the record is re-read ~1 s, not after the 10 s wait
+    assert_refused(done, fake.pid)
+    assert "cannot be proven sparktui's" in done.stderr and "names no reaper" in done.stderr, done.stderr
+    assert "DISARMED" not in done.stdout and "stopped" not in done.stdout, done.stdout
+    assert fake.poll() is None
+    assert path.read_text() == text
+    path.unlink()

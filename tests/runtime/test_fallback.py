@@ -70,5 +70,5 @@ def test_a_supervisor_before_vllm_starts_from_before_the_records_mark_is_asked_w
     sleeps.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", fallback.REAPER_MODULE]))
     wait_for(lambda: fallback._reapers_of(os.getpid()), 5, "the reaper stand-in to start")
     fallback.refuse_unproven_supervisor(state)  # believed: no error
-    state.reaper = None  # before its reaper starts: nothing to prove it by, asked as before
+    state.reaper = None  # its reaper started, not yet named: proven by that child all the same
     fallback.refuse_unproven_supervisor(state)

@@ -626,3 +626,59 @@ def test_a_supervisor_before_vllm_starts_is_proven_by_its_reaper_and_stopped(mak
     assert sup.wait(30) == 0, sup.stderr.read() if sup.stderr else ""
     final = recorded(port)
     assert final is not None and final["exit"]["reason"] == "stopped" and final["mark"] == final["tree"]["mark"]
+
+
+HOLD_REAPER = """
+import os, pathlib, time
+hold = os.environ.pop("HOLD_REAPER", None)  # popped: the reaper and vLLM's tree are not held
+if hold:
+    from sparktui.runtime.server import reaper
+    where, init = os.environ.pop("HOLD_REAPER_WHERE"), reaper.Reaper.__init__
+    def wait():
+        pathlib.Path(hold + ".reached").touch()
+        while os.path.exists(hold):
+            time.sleep(0.02)
+    def held(self, *args, **kwargs):
+        if where == "before":
+            wait()
+        init(self, *args, **kwargs)
+        if where == "after":
+            wait()
+    reaper.Reaper.__init__ = held
+"""
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_supervisor_whose_record_names_no_reaper_yet_is_not_refused(make_profile, env, cleanup, tmp_path, where):
+    """Its first record names no reaper: stop re-reads it until the reaper is named (held before the
+    reaper starts, let go within REAPER_WAIT_S), or proves it by the started reaper's mark before
+    the save that names it (held after, longer than REAPER_WAIT_S). A fake is refused: test_forged_record."""
+    from sparktui.runtime.server import fallback
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(HOLD_REAPER)
+    hold = tmp_path / "hold"
+    hold.touch()
+    profile = make_profile()
+    port = port_of(profile)
+    site = f"{tmp_path / 'site'}:{env.get('PYTHONPATH', '')}"
+    held_env = {**env, "HOLD_REAPER": str(hold), "HOLD_REAPER_WHERE": where, "PYTHONPATH": site}
+    sup = start_foreground(profile, held_env)
+    cleanup.append(sup.pid)
+    try:
+        wait_for(Path(f"{hold}.reached").exists, 30, "the supervisor to reach its reaper's start")
+        state = st.read_state(st.state_path(port))
+        assert state is not None and state.tree is None and state.reaper is None and state.mark, state
+        stop = subprocess.Popen(
+            [sys.executable, "-m", "sparktui", "stop", "--port", str(port)],
+            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(0.3 if where == "before" else fallback.REAPER_WAIT_S + 1)
+        assert stop.poll() is None, stop.communicate()
+    finally:
+        hold.unlink()
+    out, err = stop.communicate(timeout=60)
+    assert stop.returncode == 0 and "Traceback" not in err and "cannot be proven" not in err, (out, err)
+    assert sup.wait(30) == 0, sup.stderr.read() if sup.stderr else ""
+    final = recorded(port)
+    assert final is not None and final["exit"]["reason"] == "stopped", final

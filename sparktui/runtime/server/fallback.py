@@ -23,6 +23,9 @@ from sparktui.runtime.records import state as st
 
 REAPER_MODULE = "sparktui.runtime.server.reaper"
 GONE_WAIT_S = 10.0
+# A supervisor saves the record naming its reaper right after starting it, and takes requests only
+# after that save: a record with no reaper is re-read this long before it is refused
+REAPER_WAIT_S = 1.0
 
 
 def _reapers_of(pid: int) -> list[proc.ProcessIdentity]:
@@ -78,30 +81,56 @@ def _parent_of_its_tree(pid: int, tree: pr.TreeRecord) -> bool:
     return bool(_reapers_of(pid))
 
 
+def _await_reaper(state: pr.StateRecord) -> tuple[pr.StateRecord, str | None]:
+    """A record naming neither a tree nor a reaper: the window between a supervisor's first save and
+    the one naming the reaper it starts, which comes before it takes requests. Re-read for
+    REAPER_WAIT_S: the newer record (same supervisor) naming a reaper or a tree, to be proven as
+    usual; or (the record as it was, None) once a child carries its mark (the reaper started, not
+    saved yet); or (the record, why) when neither came."""
+    pid = state.supervisor.pid
+    deadline = time.monotonic() + REAPER_WAIT_S
+    while True:
+        mark = record_mark(state)
+        if (supervisor_doubt(pid, mark) is None) if mark is not None else bool(_reapers_of(pid)):
+            return state, None
+        if time.monotonic() >= deadline:
+            why = f"its record names no reaper, and none was started within {REAPER_WAIT_S:g} s"
+            return state, why + " (a supervisor names its reaper before it takes requests)"
+        time.sleep(0.05)
+        try:
+            again = st.read_state(st.state_path(state.port))
+        except pr.ProtocolError:
+            again = None
+        if again is not None and again.supervisor == state.supervisor and (again.tree or again.reaper):
+            return again, None
+
+
+def _doubt(state: pr.StateRecord) -> str | None:
+    """Why the supervisor of a record naming its tree or reaper is not proven (None: it is)."""
+    pid = state.supervisor.pid
+    if (mark := record_mark(state)) is not None:
+        return supervisor_doubt(pid, mark)
+    if state.tree is None:
+        # a supervisor from before the record carried its mark: its reaper is its child
+        return None if _reapers_of(pid) else "the record has no tree mark, and no reaper is its child"
+    if _parent_of_its_tree(pid, state.tree):
+        return None  # a supervisor from before the mark (README): asked, as before; it is signalled by nothing here
+    return "the record has no tree mark, and neither the tree it names nor a reaper is its child"
+
+
 def refuse_unproven_supervisor(state: pr.StateRecord) -> None:
     """Before a request is believed (stop, kill, guard): the supervisor a record names (or that named
     itself) must be proven sparktui's by its marked children, else NotTheRecorded and it is told nothing:
     a process of this user holding the socket, named in a record it wrote, would answer "stopped" with
     nothing signalled. Before vLLM starts (no tree yet) the reaper, started with the record's mark,
-    proves it; a record with no reaper yet has nothing to prove it by."""
+    proves it; a record with no reaper yet is re-read until one is named (_await_reaper)."""
     pid = state.supervisor.pid
-    if state.tree is None:
-        if state.reaper is None:
-            # The window between a supervisor's first save and its reaper's start (the reaper is
-            # started after the record that names it can be written): unprovable, asked as before
-            return
-        if (mark := record_mark(state)) is not None:
-            doubt = supervisor_doubt(pid, mark)
-        elif _reapers_of(pid):
-            return  # a supervisor from before the record carried its mark: its reaper is its child
-        else:
-            doubt = "the record has no tree mark, and no reaper is its child"
-    elif (mark := record_mark(state)) is not None:
-        doubt = supervisor_doubt(pid, mark)
-    elif _parent_of_its_tree(pid, state.tree):
-        return  # a supervisor from before the mark (README): asked, as before; it is signalled by nothing here
+    if state.tree is None and state.reaper is None:
+        state, doubt = _await_reaper(state)  # proven, refused, or a newer record naming its reaper
+        if state.tree is not None or state.reaper is not None:
+            doubt = _doubt(state)
     else:
-        doubt = "the record has no tree mark, and neither the tree it names nor a reaper is its child"
+        doubt = _doubt(state)
     if doubt is None:
         return
     info = proc.read_stat(pid)
