@@ -36,7 +36,9 @@ def _line(state: StateRecord) -> str:
     if state.metrics and state.metrics.running is not None:
         parts.append(f"running {state.metrics.running:.0f} waiting {state.metrics.waiting or 0:.0f}")
     guard = state.guard
-    if guard.stale and state.alive and state.running:
+    if guard.stale and guard.beat_doubt and state.alive and state.running:
+        parts.append(f"guard UNKNOWN: its heartbeat is not trusted ({guard.beat_doubt})")
+    elif guard.stale and state.alive and state.running:
         parts.append(f"guard NOT SAMPLING for {guard.sample_age_s:.0f} s (its supervisor is stopped or starved)")
     elif guard.last and state.alive:
         parts.append(f"guard {guard.state} (MemAvailable {guard.last.available_gib:.1f} GiB)")

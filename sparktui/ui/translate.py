@@ -116,7 +116,9 @@ def guard_view(guard: GuardRecord | None, trip: TripRecord | None, live: bool) -
         state = "disarmed"
     lines, last = guard.lines, guard.last
     detail = None
-    if live and guard.stale and state == "armed":
+    if live and guard.stale and guard.beat_doubt and state == "armed":
+        detail = f"guard not known to sample: its heartbeat is not trusted ({guard.beat_doubt})"
+    elif live and guard.stale and state == "armed":
         detail = f"guard not sampling for {guard.sample_age_s or 0:.0f} s: its supervisor is stopped or starved"
     elif live and last and state == "armed":
         detail = (

@@ -104,3 +104,40 @@ def test_records_shown_from_a_folder_others_may_write_in_are_warned_of(state, ca
     assert err.count("sparktui: warning: ") == 1, err  # once a process: the panel reads them often
     assert f"{folder}: writable by other users (mode 0777" in err and f"chmod 700 {folder}" in err, err
     assert "may not be what sparktui wrote" in err, err
+
+
+@pytest.mark.parametrize("mode", [0o620, 0o602], ids=["group", "others"])
+def test_a_heartbeat_others_may_write_never_shows_a_guard_watching(state, mode):
+    # The guard's heartbeat (servers/PORT.beat) tells a frozen guard from a quiet one: a fresh
+    # stamp written by someone else would make a frozen guard look alive, so one others may write
+    # is not believed, and the guard is shown as not known to sample, not as watching
+    import os
+
+    from sparktui.commands.status import _line
+    from sparktui.core.guard_lines import GuardLines
+    from sparktui.runtime.host import proc
+    from sparktui.runtime.records import protocol as pr
+    from sparktui.runtime.records import state as st
+    from sparktui.runtime.records.beat import beat_line
+    from sparktui.ui.translate import guard_view
+
+    me = pr.ProcessRef(pid=os.getpid(), start_time=proc.start_time_of(os.getpid()))
+    guard = pr.GuardRecord(armed=True, state="watching", lines=GuardLines(None, None, None))
+    guard.last = pr.GuardLast(action="ok", available_gib=60.0, rate_gib_s=0.0, interval_s=0.25)
+    record = pr.StateRecord(status="running", phase="serving", profile="p", port=8123, supervisor=me, guard=guard)
+    beat = st.beat_path(8123)
+    beat.write_bytes(beat_line(st.boottime(), 0.25, False))  # fresh: the guard looks alive by it
+    beat.chmod(0o600)
+    trusted = st.with_liveness(record.model_copy(deep=True))
+    assert not trusted.guard.stale and trusted.guard.sample_age_s is not None
+    assert "guard watching" in _line(trusted)
+    assert (guard_view(trusted.guard, None, live=True).why_na or "").startswith("watching")
+    beat.chmod(mode)
+    doubted = st.with_liveness(record.model_copy(deep=True))
+    assert doubted.guard.stale and doubted.guard.sample_age_s is None
+    said = _line(doubted)
+    assert "guard watching" not in said and "guard UNKNOWN: its heartbeat is not trusted" in said, said
+    assert f"{beat}: writable by other users (mode {mode:04o}" in said, said
+    detail = guard_view(doubted.guard, None, live=True).why_na
+    assert detail is not None and "not known to sample" in detail and "watching" not in detail, detail
+    assert "beat_doubt" not in doubted.to_json()  # the reader's, never stored

@@ -206,6 +206,7 @@ class GuardRecord(_Model):
     # live answer, or its heartbeat file when it cannot answer), and whether that is too old
     sample_age_s: float | None = None
     stale: bool = False
+    beat_doubt: str | None = None  # why the heartbeat file is not trusted (then stale: not known to sample)
 
     @field_validator("lines", mode="before")
     @classmethod
@@ -533,7 +534,7 @@ class StateRecord(_Model):
                 "lost_reason": True,
                 "loop": True,
                 "salvaged": True,
-                "guard": {"sample_age_s", "stale"},
+                "guard": {"sample_age_s", "stale", "beat_doubt"},
                 **({"mark": True} if self.mark is None else {}),  # an older record is written back as read
             },
         )

@@ -22,7 +22,7 @@ from pathlib import Path
 from sparktui.atomic import atomic_write_text
 from sparktui.core.guard_lines import LineName
 from sparktui.errors import UserError
-from sparktui.files import own_folder_refusal, read_regular
+from sparktui.files import Untrusted, own_folder_refusal, read_regular
 from sparktui.paths import state_dir as state_dir  # re-exported: callers say st.state_dir()
 from sparktui.paths import writable_state_dir as writable_state_dir
 from sparktui.runtime.records.beat import LINE_BYTES, NO_BEAT, parse_beat
@@ -72,13 +72,17 @@ def read_beat(fd_or_path: int | Path) -> float | None:
 
 
 def read_beat_plan(fd_or_path: int | Path) -> tuple[float | None, float]:
-    """(the heartbeat's time, the seconds the guard planned to its next sample): records/beat.py."""
+    """(the heartbeat's time, the seconds the guard planned to its next sample): records/beat.py.
+    A file another user owns or may write (or in such a folder) raises Untrusted: a stamp written
+    there could make a frozen guard look alive."""
     try:
         raw = (
             os.pread(fd_or_path, LINE_BYTES + 8, 0)
             if isinstance(fd_or_path, int)
-            else read_regular(fd_or_path, 64, "heartbeat")
+            else read_regular(fd_or_path, 64, "heartbeat", own=True)
         )
+    except Untrusted:
+        raise
     except (OSError, UserError):
         return NO_BEAT.stamp, NO_BEAT.plan
     beat = parse_beat(raw)
@@ -220,8 +224,12 @@ def with_liveness(state: StateRecord) -> StateRecord:
     """Fill in `alive`, and call a server whose supervisor vanished without a word `lost`."""
     state.alive = supervisor_alive(state)
     if state.alive and state.running and state.guard.sample_age_s is None:
-        beat, plan = read_beat_plan(beat_path(state.port))
-        state.guard.set_age(None if beat is None else boottime() - beat, plan)
+        try:
+            beat, plan = read_beat_plan(beat_path(state.port))
+        except Untrusted as exc:  # whether the guard samples is unknown: never shown as watching
+            state.guard.stale, state.guard.beat_doubt = True, str(exc)
+        else:
+            state.guard.set_age(None if beat is None else boottime() - beat, plan)
     if not state.alive and state.running:
         state.status = "lost"
         state.lost_reason = (
