@@ -73,7 +73,7 @@ def own_folder_refusal(folder: str | os.PathLike[str], what: str) -> str | None:
     return f"{os.fspath(folder)}: {problem}, so no {what} in it is trusted (any may not be what sparktui wrote); {fix}"
 
 
-_warned: set[str] = set()  # folders warned of in this process (the panel reads them several times a second)
+_warned: set[str] = set()  # folders (and files) warned of in this process (the panel reads them several times a second)
 
 
 def warn_shared_folder(folder: str | os.PathLike[str], what: str) -> str | None:
@@ -87,6 +87,18 @@ def warn_shared_folder(folder: str | os.PathLike[str], what: str) -> str | None:
     _warned.add(where)
     problem, fix = found
     said = f"sparktui: warning: {where}: {problem}, so the {what}s shown from it may not be what sparktui wrote; {fix}"
+    print(said, file=sys.stderr)
+    return said
+
+
+def warn_untrusted(exc: Untrusted, then: str) -> str | None:
+    """One warning a process (stderr) for a file sparktui wrote for itself that it does not trust
+    (open_regular's `own` refusal): `exc` says which and why, `then` what is done instead. Returns
+    the warning (None: said already)."""
+    said = f"sparktui: warning: {exc}; {then}"
+    if said in _warned:
+        return None
+    _warned.add(said)
     print(said, file=sys.stderr)
     return said
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.errors import UserError
+from sparktui.files import Untrusted, open_regular, warn_untrusted
 
 if TYPE_CHECKING:  # httpx is imported where the Hub is asked (a quarter second `fit` of a local model never pays)
     import httpx
@@ -68,7 +69,9 @@ class HubFetcher:
     def __call__(self, repo_id: str) -> Path | None:
         folder = self.root / repo_id.replace("/", "--")
         if (folder / "config.json").is_file() or (folder / "params.json").is_file():
-            return folder
+            if self.offline or _headers_trusted(folder):
+                return folder  # offline, an untrusted cache is ignored by modelspec.weights, with a warning
+            return self._download(repo_id, folder) or folder
         if self.offline:
             return None
         if not _REPO_ID.match(repo_id):
@@ -171,7 +174,9 @@ class HubFetcher:
                     headers[shard] = header
                     if not shards:
                         break
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if (info := folder.stat()).st_uid == os.getuid() and info.st_mode & 0o077:
+            folder.chmod(0o700)  # its headers pass or fail a fit: sparktui's alone (modelspec.weights checks)
         for name, data in files.items():
             _write(folder / name, data)
         if headers:
@@ -193,7 +198,25 @@ class HubFetcher:
         return shards[:MAX_SHARDS]
 
 
+def _headers_trusted(folder: Path) -> bool:
+    """The cached headers (if any) are sparktui's alone (files.open_regular's `own` check); when not,
+    one warning says they are fetched again."""
+    try:
+        open_regular(folder / HEADERS_FILE, "cache of safetensors headers", own=True).close()
+    except Untrusted as exc:
+        if (folder.stat().st_uid != os.getuid()) or not os.access(folder, os.W_OK):
+            return True  # not ours to rewrite: modelspec.weights ignores them, with a warning
+        warn_untrusted(exc, "they are fetched again from the Hub")
+        return False
+    except (OSError, UserError):
+        pass  # none, or no regular file: modelspec.weights says so
+    return True
+
+
 def _write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
     tmp.replace(path)

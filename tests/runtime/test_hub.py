@@ -128,3 +128,39 @@ def test_a_missing_repo_is_asked_for_once(tmp_path):
         asked = len(hub.requests)
         assert HubFetcher(env)("acme/typed-so-far") is None
         assert len(hub.requests) == asked
+
+
+@pytest.mark.parametrize("where", ["file", "folder"])
+def test_a_headers_cache_others_may_write_is_fetched_again_or_not_believed(tmp_path, capsys, monkeypatch, where):
+    # The cached headers are figures a fit trusts: ones another user may write (or write beside)
+    # may be planted. Online they are fetched again; offline they are not used (the index is)
+    from sparktui import files
+    from sparktui.runtime.hub import HEADERS_FILE
+
+    monkeypatch.setattr(files, "_warned", set())
+    shard = safetensors({"model.layers.0.mlp.up_proj.weight": 3_000_000})
+    index = {"metadata": {"total_size": 3_500_000}, "weight_map": {"a": "model-1.safetensors"}}
+    with serve_fake_hub() as hub:
+        hub.add("acme/qwen-32b", "config.json", CONFIG)
+        hub.add("acme/qwen-32b", "model.safetensors.index.json", json.dumps(index).encode())
+        hub.add("acme/qwen-32b", "model-1.safetensors", shard)
+        env = online_env(hub.url, tmp_path)
+        true = load_model_spec("acme/qwen-32b", env=env, fetcher=HubFetcher(env)).weights_bytes
+        cached = tmp_path / "cache" / "hub" / "acme--qwen-32b" / HEADERS_FILE
+        assert cached.stat().st_mode & 0o777 == 0o600 and cached.parent.stat().st_mode & 0o777 == 0o700
+        planted = json.loads(cached.read_text())
+        planted["model-1.safetensors"]["model.layers.0.mlp.up_proj.weight"]["data_offsets"] = [0, 6]
+        cached.write_text(json.dumps(planted))
+        (cached if where == "file" else cached.parent).chmod(0o666 if where == "file" else 0o777)
+        offline = {**env, "HF_HUB_OFFLINE": "1"}
+        spec = load_model_spec("acme/qwen-32b", env=offline, fetcher=HubFetcher(offline))
+        # the index's total (500,000 over the header's), not the planted 6 bytes
+        assert spec.weights_bytes == true + 500_000 and "index" in spec.weights_source, spec.weights_source
+        err = capsys.readouterr().err
+        assert err.count("warning") == 1 and "writable by other users" in err and str(cached.parent) in err, err
+        assert "not used" in err, err
+        again = load_model_spec("acme/qwen-32b", env=env, fetcher=HubFetcher(env))
+        assert again.weights_bytes == true and "fetched from the Hub" in again.weights_source
+        err = capsys.readouterr().err
+        assert err.count("warning") == 1 and "fetched again from the Hub" in err, err
+    assert cached.stat().st_mode & 0o777 == 0o600 and cached.parent.stat().st_mode & 0o777 == 0o700

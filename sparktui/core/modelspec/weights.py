@@ -12,7 +12,7 @@ from typing import Any
 
 from sparktui.core.modelspec.limits import check_total_size
 from sparktui.errors import UserError
-from sparktui.files import is_special, open_regular, read_regular
+from sparktui.files import Untrusted, is_special, open_regular, read_regular, warn_untrusted
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors caps its JSON header at 100 MB
 INDEX = "model.safetensors.index.json"
@@ -30,13 +30,18 @@ def _present(path: Path) -> bool:
 def cached_headers(folder: Path) -> Any:
     """The headers the Hub fetch cached (HEADERS_FILE) as JSON, None when there are none or they are
     damaged (the fetch writes them anew); UserError naming the file when it is no regular file of
-    sane size (a FIFO would hang the fit, a huge file fill memory)."""
+    sane size (a FIFO would hang the fit, a huge file fill memory). None, with one warning, when
+    another user owns it or may write it (or in its folder): runtime.hub fetches such headers again."""
     cached = folder / HEADERS_FILE
     if not _present(cached):
         return None
     try:
-        return json.loads(read_regular(cached, HEADERS_LIMIT, "cache of safetensors headers"))
+        # own: its figures pass or fail a fit, so one another user owns or may write is not believed
+        return json.loads(read_regular(cached, HEADERS_LIMIT, "cache of safetensors headers", own=True))
     except (OSError, ValueError, RecursionError):
+        return None
+    except Untrusted as exc:
+        warn_untrusted(exc, "its figures are not used (the checkpoint's index is, where there is one)")
         return None
     except UserError as exc:
         raise UserError(f"{exc}; remove it (`sparktui download` fetches the headers again)") from None
