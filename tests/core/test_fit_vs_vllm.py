@@ -253,6 +253,37 @@ def test_falcon_h1_mamba_width_without_or_with_a_null_mamba_d_ssm_is_vllms():
 @pytest.mark.skipif(
     ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
 )
+def test_laguna_weighs_each_layers_own_query_heads_and_gate_as_vllm_builds_them():
+    """poolside's Laguna as vLLM 0.32 builds LagunaForCausalLM on the meta device: its parameters count
+    each layer's own query heads (num_attention_heads_per_layer: 48 on full layers, 72 on sliding) and
+    g_proj (one output per head with per-head gating, one per head channel with per-element); a config
+    that leaves the per-layer lists and gating out gets LagunaConfig's (every layer full attention, layer
+    0 dense, per-head gating), KV layers included."""
+    from sparktui.core.modelspec.build import layer_groups, param_counts, text_config
+    from tests.support.architecture_configs import LAGUNA_S_2_1
+    from tests.support.vllm_layers import ask_layers, ours, theirs
+
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    lists = ("layer_types", "mlp_layer_types", "num_attention_heads_per_layer", "mlp_only_layers", "gating")
+    configs = {
+        "laguna-s-2.1": LAGUNA_S_2_1,
+        "laguna-per-element-gate": {**LAGUNA_S_2_1, "gating": "per-element"},
+        "laguna-no-lists": {k: v for k, v in LAGUNA_S_2_1.items() if k not in lists},
+    }
+    for answer in ask_layers(python, list(configs), configs=configs):
+        assert "error" not in answer, answer
+        config = configs[answer["name"]]
+        assert ours(answer["name"], config) == theirs(answer["layers"]), answer
+        text = text_config(config)
+        counted = sum(param_counts(config, text, layer_groups(text)[0]).values())
+        # within 0.05%: vLLM's q/k norms and router bias are not counted (a few hundred thousand of 118B)
+        assert abs(counted - answer["params"]) < 0.0005 * answer["params"], (answer["name"], counted, answer["params"])
+
+
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
 def test_the_unseen_configs_kv_cache_is_planned_as_vllm_plans_it():
     """The real configs outside the catalog (tests/fixtures/model-configs/unseen), under the catalog's flag
     sets (scenarios): vLLM 0.32's get_kv_cache_configs gives the fit's blocks, tokens, concurrency and

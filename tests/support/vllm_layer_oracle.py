@@ -135,7 +135,7 @@ def build(name, config, workdir):
     cuda_stream, torch.cuda.Stream = torch.cuda.Stream, StandInStream
     try:
         with set_current_vllm_config(vllm_config), torch.device("meta"):
-            cls(vllm_config=vllm_config, prefix="")
+            model = cls(vllm_config=vllm_config, prefix="")
     finally:
         torch.cuda.Stream = cuda_stream
     counts = collections.Counter()
@@ -146,7 +146,8 @@ def build(name, config, workdir):
         spec = get(vllm_config) if get else None
         if spec is not None:
             counts[json.dumps(describe(spec), sort_keys=True)] += 1
-    return [{**json.loads(key), "count": n} for key, n in counts.items()]
+    params = sum(p.numel() for p in model.parameters())  # the weights as built, for a parameter count
+    return [{**json.loads(key), "count": n} for key, n in counts.items()], params
 
 
 def main():
@@ -183,8 +184,9 @@ def main():
         for item in request:
             started = time.monotonic()
             try:
-                layers = build(item["name"], item["config"], workdir)
-                out.append({"name": item["name"], "layers": layers, "seconds": round(time.monotonic() - started, 1)})
+                layers, params = build(item["name"], item["config"], workdir)
+                seconds = round(time.monotonic() - started, 1)
+                out.append({"name": item["name"], "layers": layers, "params": params, "seconds": seconds})
             except Exception as exc:
                 out.append({"name": item["name"], "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
     shutil.rmtree(scratch, ignore_errors=True)

@@ -9,13 +9,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.modelspec import checked, deepseek_v4, dense, gemma, hybrid, kimi, mimo, mistral, mla, moe, nas, rope
+from sparktui.core.modelspec import (
+    checked,
+    deepseek_v4,
+    dense,
+    gemma,
+    hybrid,
+    kimi,
+    laguna,
+    mimo,
+    mistral,
+    mla,
+    moe,
+    nas,
+    rope,
+)
 from sparktui.core.modelspec.defaults import MODEL_TYPE_DEFAULTS, with_defaults
 from sparktui.core.modelspec.encoder import encoder_of
 from sparktui.core.modelspec.limits import check_numbers
 from sparktui.core.modelspec.modules import category_bytes, linear_modules
 from sparktui.core.modelspec.quant import CATEGORIES, LINEAR, bytes_per_param, quant_info
-from sparktui.core.modelspec.spec import DTYPE_BYTES, MAMBA, LayerGroup, ModelSpec
+from sparktui.core.modelspec.spec import DTYPE_BYTES, MAMBA, SLIDING, LayerGroup, ModelSpec
 from sparktui.core.modelspec.weight_format import weight_formats
 from sparktui.core.modelspec.weights import headers_of_folder, stored_by_category, weights_from_folder
 from sparktui.core.vllm_kv_dtypes import checkpoint_modelopt_algo
@@ -162,8 +176,14 @@ def param_counts(config: Mapping[str, Any], text: Mapping[str, Any], layers: lis
             counts["linear_attn"] += g.count * kimi.kda_params(text, g)
         elif g.kind == MAMBA:
             counts["linear_attn"] += g.count * hybrid.gdn_params(text, g)
-        else:
+        elif not laguna.is_laguna(text):
             counts["attn"] += g.count * dense.attention_params(text, g)
+    if laguna.is_laguna(text):  # each layer's own query heads and gate
+        kinds = dense.layer_kinds(text, n_layers)
+        for i, kind in enumerate(kinds):
+            own = [x for x in layers if not x.draft and (x.kind == SLIDING) == (kind in dense.SLIDING_KINDS)]
+            if own:
+                counts["attn"] += sum(n for _, n in laguna.projections(text, i, own[0].num_kv_heads, own[0].head_size))
     if nas.is_nemotron_nas(text):  # each layer's MLP has its own width (or none)
         counts["mlp"] += nas.mlp_params(text, n_layers)
     else:

@@ -2,7 +2,7 @@
 of each on the meta device in vLLM 0.32 and comparing every layer's KV spec (kind, KV heads, K and V
 head sizes, window, Mamba state shapes) with the fit's reading: bench/vllm_layer_oracle.py over
 tests/fixtures/model-configs and its unseen/ folder, and, where no checkpoint's own config was found
-(Granite-4.0-H, Falcon-H1, Seed-OSS-36B, OLMo-3-32B), configs at a released model's geometry
+(Granite-4.0-H, Falcon-H1, Seed-OSS-36B, OLMo-3-32B, Laguna-S-2.1), configs at a released model's geometry
 (tests/support/architecture_configs.py); tests/core/test_fit_vs_vllm.py runs it. Any other
 architecture is read as a generic decoder, and the fit says so (`unchecked_note`)."""
 
@@ -22,6 +22,7 @@ LAYERS_CHECKED = frozenset(
         "GptOssForCausalLM",
         "GraniteMoeHybridForCausalLM",
         "KimiLinearForCausalLM",
+        "LagunaForCausalLM",
         "Llama4ForCausalLM",
         "Llama4ForConditionalGeneration",
         "LlamaForCausalLM",
@@ -47,8 +48,11 @@ LAYERS_CHECKED = frozenset(
 )
 # Read by rules of their own, each with its own note or check: DeepSeek V4 (modelspec/deepseek_v4.py,
 # checked against a real start-up), and the drafters, which vLLM builds only with their target
-# (their layers as built: modelspec/drafters.py dflash_as_built, asked of vLLM by bench/vllm_oracle.py)
-OWN_RULES = frozenset({"DeepseekV4ForCausalLM", "DFlashDraftModel", "LlamaForCausalLMEagle3"})
+# (their layers as built: modelspec/drafters.py dflash_as_built, asked of vLLM by bench/vllm_oracle.py;
+# Laguna's DFlash drafter's full-KV layers read from laguna_dflash.py, as a real start-up's KV need shows)
+OWN_RULES = frozenset(
+    {"DeepseekV4ForCausalLM", "DFlashDraftModel", "DFlashLagunaForCausalLM", "LlamaForCausalLMEagle3"}
+)
 
 
 def unchecked_note(architecture: str) -> str | None:

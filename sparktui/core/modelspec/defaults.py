@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sparktui.core.modelspec import laguna
+
 # model_type → defaults of its transformers config class (transformers/models/*/configuration_*.py)
 MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma": {"tie_word_embeddings": True, "head_dim": 256, "max_position_embeddings": 8192},
@@ -36,6 +38,8 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3n_text": {"tie_word_embeddings": True},
     "gemma4_text": {"tie_word_embeddings": True},
     "gemma4_unified_text": {"tie_word_embeddings": True},
+    # LagunaConfig: per-head output gating, a 512-wide shared expert
+    "laguna": {"gating": True, "shared_expert_intermediate_size": 512},
 }
 
 
@@ -44,4 +48,4 @@ def with_defaults(text: Mapping[str, Any]) -> Mapping[str, Any]:
     defaults = MODEL_TYPE_DEFAULTS.get(str(text.get("model_type") or ""))
     if not defaults:
         return text
-    return {**defaults, **{k: v for k, v in text.items() if v is not None or k not in defaults}}
+    return laguna.with_layout({**defaults, **{k: v for k, v in text.items() if v is not None or k not in defaults}})

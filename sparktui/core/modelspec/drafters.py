@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from sparktui.core.modelspec import laguna
 from sparktui.core.modelspec.lookup import Fetcher, load_model_spec
 from sparktui.core.modelspec.spec import FULL, SLIDING, LayerGroup, ModelSpec
 from sparktui.core.speculation import NO_KV_METHODS, Speculation, parse_speculation
@@ -56,10 +57,16 @@ def _head(draft: ModelSpec) -> int:
 def with_drafter(target: ModelSpec, draft: ModelSpec, method: str) -> ModelSpec:
     """The target spec with a separate drafter's layers and weights as its draft part."""
     layers = tuple(replace(g, draft=True) for g in draft.layers if g.count)
+    full_kv = ""
+    if draft.architecture == laguna.DRAFTER and any(g.kind == SLIDING for g in layers):
+        # DFlashLagunaModel clears its sliding layers' window on their attention ("DFlash inserts
+        # verifier-context K/V at absolute cache slots"): each draft layer holds full KV
+        layers = tuple(replace(g, kind=FULL, sliding_window=None) if g.kind == SLIDING else g for g in layers)
+        full_kv = ", each full-attention KV (vLLM keeps the window for compute only)"
     kind = drafter_kind(draft) if method == "draft_model" else method
     weights, how = drafter_weights(draft, kind)
     note = (
-        f"{kind} drafter {draft.name}: {sum(g.count for g in layers)} KV layer(s) and "
+        f"{kind} drafter {draft.name}: {sum(g.count for g in layers)} KV layer(s){full_kv} and "
         f"{weights / 2**30:.2f} GiB of weights ({how}) counted"
     )
     return replace(

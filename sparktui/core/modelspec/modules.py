@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, kimi, mla, moe, nas
+from sparktui.core.modelspec import deepseek_v4, dense, gemma, hybrid, kimi, laguna, mla, moe, nas
 from sparktui.core.modelspec.spec import FULL, MAMBA, SLIDING, LayerGroup
 from sparktui.core.modelspec.weight_format import WeightFormats
 from sparktui.core.record import record
@@ -56,7 +56,10 @@ def linear_modules(config: Mapping[str, Any], text: Mapping[str, Any], layers: l
                 out += _gdn(text, gdn, p)
         else:
             group = sliding if kinds[i] in dense.SLIDING_KINDS and sliding else full
-            if group is not None:
+            if group is not None and laguna.is_laguna(text):
+                parts = laguna.projections(text, i, group.num_kv_heads, group.head_size)
+                out += [Module(f"{p}.self_attn.{name}", "attn", n) for name, n in parts]
+            elif group is not None:
                 out += _attention(text, group, p)
         out += _feed_forward(text, p, is_moe=is_moe[i])
     return out

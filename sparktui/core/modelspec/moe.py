@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sparktui.core.modelspec import laguna
+
 
 def num_experts(text: Mapping[str, Any]) -> int:
     return int(text.get("num_experts") or text.get("num_local_experts") or text.get("n_routed_experts") or 0)
@@ -53,6 +55,8 @@ def moe_layer_flags(text: Mapping[str, Any], n_layers: int) -> list[bool]:
     (mimo_v2.py is_moe_layer). All False for a model without experts."""
     if not num_experts(text):
         return [False] * n_layers
+    if laguna.is_laguna(text):
+        return laguna.moe_flags(text, n_layers)
     raw = text.get("moe_layer_freq")
     if isinstance(raw, list):
         return [i < len(raw) and bool(raw[i]) for i in range(n_layers)]
