@@ -1512,8 +1512,9 @@ def print_kv_memory(rows: list[Row], fixtures: Path) -> None:
         )
     print_rest_checks(fixtures, logs)
     print_activation_checks(fixtures)
-    print("  not in the table: spark qwen3.6 mtp3 (PrismaQuant weights unknown); the Laguna logs (architecture")
-    print("  not modelled); their figures still count in the spreads where the log has them")
+    print("  not in the table: spark qwen3.6 mtp3 (PrismaQuant weights unknown); the Laguna logs (no copy of the")
+    print("  checkpoints' config: their verdict only, below); their figures still count in the spreads where the")
+    print("  log has them")
 
 
 # llava-1.5-7b-awq's language model: Llama-2-7B in AWQ int4 (the vision tower is not counted)
@@ -1522,12 +1523,11 @@ LLAVA_AWQ = {**LLAMA2_7B, "torch_dtype": "float16", "quantization_config": {"qua
 LLAVA = "discrete_v0.10.2_llava-1.5-7b-awq_16GB-GPU"
 # Real start-ups the verdict cannot be checked on, and why
 VERDICT_NOT_CHECKED = {
-    "spark_v0.25.1_laguna-s-2.1-int4_kv-cache-too-small_fail.log": "Laguna's architecture is not modelled",
     "spark_v0.25.1_laguna-s-2.1-nvfp4_host-oom-killed_truncated.log": (
-        "Laguna's architecture is not modelled, and the host's OOM killer stopped it during torch.compile, "
-        "outside vLLM's own accounting"
+        "the host's OOM killer stopped it during torch.compile, outside vLLM's own accounting, and the same "
+        "flags started in ..._nvfp4-dflash_success.log: host RAM in use beside vLLM (15.10 against 19.39 GiB "
+        "available at load) decided it, which no flag does"
     ),
-    "spark_v0.25.1_laguna-s-2.1-nvfp4-dflash_success.log": "Laguna's architecture is not modelled",
     "vllm-cases c02": "the V0 engine (before 0.10), whose profile run is not modelled",
     "vllm-cases c12": "MiniMax-M2.7 AWQ: the recipe's weights per rank are not known",
 }
@@ -1569,6 +1569,54 @@ def verdict_checks(fixtures: Path = FIXTURES) -> list[VerdictCheck]:
         result = fit(config, spec, machine, mem_available=int(free * GiB) + machine.cuda_context)
         out.append(VerdictCheck(f"v0.10.2 llava {'started' if started else 'refused'}", started, result.verdict,
                                 f"free {free} GiB of 15.99"))  # fmt: skip
+    return out + laguna_checks(fixtures)
+
+
+# Laguna-S-2.1 + its DFlash drafter on a Spark, vLLM 0.25.1: no copy of the checkpoints' config.json was
+# found, so configs at their geometry (tests/support/architecture_configs.py) are used for the verdict
+# only, never in the 3% set; the weights are the checkpoints' sizes on disk as the log prints them (what
+# the fit reads from the safetensors headers before a launch)
+LAGUNA_LOGS = (
+    ("spark_v0.25.1_laguna-s-2.1-nvfp4-dflash_success.log", True),
+    ("spark_v0.25.1_laguna-s-2.1-int4_kv-cache-too-small_fail.log", False),
+)
+LAGUNA_ARGS = re.compile(
+    r"'max_model_len': (\d+).*'gpu_memory_utilization': ([\d.]+), 'max_num_seqs': (\d+), "
+    r"'speculative_config': \{'model': '([^']+)', 'num_speculative_tokens': (\d+)\}"
+)
+
+
+def laguna_checks(fixtures: Path = FIXTURES) -> list[VerdictCheck]:
+    from tests.support.architecture_configs import LAGUNA_S_2_1, LAGUNA_S_2_1_DFLASH
+
+    out = []
+    for log, started in LAGUNA_LOGS:
+        text = (fixtures / "vllm-logs" / log).read_text(errors="replace")
+        target_gib, draft_gib = (float(x) for x in re.findall(r"Checkpoint size: ([\d.]+) GiB", text)[:2])
+        args = LAGUNA_ARGS.search(text)
+        assert args, f"{log}: its non-default args are not in the form read here"
+        target = spec_from_config(LAGUNA_S_2_1, name="Laguna-S-2.1 (geometry)", source="inline architecture")
+        draft = spec_from_config(LAGUNA_S_2_1_DFLASH, name="Laguna-S-2.1-DFlash (geometry)", source="inline")
+        target = replace(target, weights_bytes=int(target_gib * GiB), weights_source="checkpoint size")
+        draft = replace(draft, weights_bytes=int(draft_gib * GiB), weights_source="checkpoint size")
+        spec = with_drafter(target, draft, "dflash")
+        speculation = {"method": "dflash", "model": args.group(4), "num_speculative_tokens": int(args.group(5))}
+        config = ServeConfig(
+            model="inline", vllm_version="0.25.1", max_model_len=int(args.group(1)),
+            gpu_memory_utilization=float(args.group(2)), max_num_seqs=int(args.group(3)),
+            speculative_config=json.dumps(speculation),
+        )  # fmt: skip
+        result = fit(config, spec, dgx_spark())
+        figures = read_log(fixtures / "vllm-logs" / log)
+        kv = figures["kv_gib"]
+        why = f"config at its geometry: KV from the flags {result.kv_cache_bytes / GiB:.2f} GiB, log {kv:.2f}"
+        if need := re.search(r"\(([\d.]+) GiB KV cache is needed", text):
+            why += f"; one request needs {result.kv_bytes_per_request / GiB:.2f} GiB, log {need.group(1)}"
+        if figures.get("tokens"):
+            _, tokens, _ = fit_to_kv_memory(spec, config, int(kv * GiB), dgx_spark())
+            why += f"; tokens at the log's KV {tokens:,}, log {figures['tokens']:,}"
+        label = f"v0.25.1 laguna-s-2.1 {'nvfp4' if 'nvfp4' in log else 'int4'}"
+        out.append(VerdictCheck(label, started, result.verdict, why))
     return out
 
 

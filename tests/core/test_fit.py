@@ -442,6 +442,16 @@ def test_the_verdict_is_honest_on_every_real_start_up(fixtures):
     assert next(c for c in checks if "cascade" in c.label).verdict in ("fits", "tight")
 
 
+def test_the_laguna_start_ups_are_judged_the_int4_one_vllm_refused_as_wont_start(fixtures):
+    """The two Laguna-S-2.1 + DFlash start-ups on a Spark (vLLM 0.25.1), at the model's geometry with the
+    checkpoints' sizes: the INT4 one vLLM refused at max_len 262,144 (18.35 GiB for one request, 8.72 GiB
+    there) is "won't start", the NVFP4 one that started at 65,536 is not."""
+    checks = {c.label: c for c in load_bench().laguna_checks(fixtures)}
+    refused, started = checks["v0.25.1 laguna-s-2.1 int4"], checks["v0.25.1 laguna-s-2.1 nvfp4"]
+    assert (refused.started, refused.verdict) == (False, "wont_start"), refused
+    assert started.started and started.verdict in ("fits", "tight"), started
+
+
 def test_memory_constants_are_the_ones_the_fixture_logs_give(fixtures):
     """vllm_rules' measured constants are what bench/fit_accuracy.py refits from the Spark logs."""
     fitted, logs = load_bench().fit_memory_constants(fixtures)
