@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO))
 from bench.fit_accuracy import GEMMA3_12B, GEMMA3_27B  # noqa: E402
 from sparktui.core.modelspec import spec_from_config  # noqa: E402
 from sparktui.core.units import GiB  # noqa: E402
+from tests.support.architecture_configs import LAGUNA_S_2_1  # noqa: E402
 from tests.support.vllm_activations import (  # noqa: E402
     DRAFTERS,
     ask_activations,
@@ -53,6 +54,7 @@ EXTRA = {
     "google__gemma-3-12b-it": GEMMA3_12B,
     "google__gemma-3-27b-it": GEMMA3_27B,
     KIMI_LINEAR: fixture_config(f"unseen/{KIMI_LINEAR}"),
+    "laguna-s-2.1": LAGUNA_S_2_1,  # at its geometry (no copy of its config.json found)
 }
 
 

@@ -417,7 +417,7 @@ def kda_profile_values_per_token(g: LayerGroup, tp: int = 1) -> int:
 
 
 # Models whose attention projects q and k through their own RMSNorms (q_norm / k_norm), a new tensor each
-QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "gemma4", "gemma4_text"})
+QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "gemma4", "gemma4_text", "laguna"})
 # Hidden-size tensors live at the dense MLP's peak in vLLM's code: 5 (the decoder loop still holds the
 # layer's two inputs, the layer holds the residual and the normed input, and the MLP keeps gate_up alive
 # through down_proj), 4 where the model's code frees one sooner (bench/activation_oracle.py measures it)
@@ -452,20 +452,28 @@ def forward_values_per_token(spec: ModelSpec, tp: int = 1, dense: bool = False) 
     hidden = spec.hidden_size
     qk_norm = spec.model_type in QK_NORM_MODEL_TYPES
     v_norm = spec.model_type in V_NORM_MODEL_TYPES
-    widest = 0
+    widest = gated = 0
     for g in attention:
         if g.kind == MAMBA:
             continue
         q = spec.num_attention_heads * g.head_size // tp
         kv = max(1, g.num_kv_heads // tp) * g.head_size
-        widest = max(widest, 2 * q + 2 * kv + (q + kv if qk_norm else 0) + (kv if v_norm else 0))
+        stage = 2 * q + 2 * kv + (q + kv if qk_norm else 0) + (kv if v_norm else 0)
+        widest = max(widest, stage)
+        # an output gate (w values, Laguna's g_proj): its softplus in fp32 beside the bf16 gate (5 w), then
+        # the gated copy of the attention output beside the bf16 gate (q + w)
+        w = spec.output_gate_width // tp
+        gated = max(gated, stage + max(q + w, 5 * w))
     if mla:  # the heads' part split across TP, the latent projections replicated (modelspec/mla.py)
         widest = spec.mla_widths[0] // tp + spec.mla_widths[1]
     for g in kda:
         widest = max(widest, kda_profile_values_per_token(g, tp))
     inner = spec.shared_expert_intermediate_size if spec.num_experts and not dense else spec.intermediate_size
     mlp = MLP_HELD_HIDDEN.get(spec.model_type, 5) * hidden + 3 * inner // tp if inner else 0
-    return max(ATTENTION_HELD_HIDDEN.get(spec.model_type, 5) * hidden + widest, mlp)
+    held = ATTENTION_HELD_HIDDEN.get(spec.model_type, 5)
+    # the gate's stages come before o_proj's output exists (laguna.py LagunaAttention.forward)
+    gate = (held - 1) * hidden + gated if spec.output_gate_width else 0
+    return max(held * hidden + widest, gate, mlp)
 
 
 def _values_per_token(spec: ModelSpec, tp: int, dense: bool = False) -> int:

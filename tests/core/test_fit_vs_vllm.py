@@ -380,6 +380,32 @@ def test_the_profile_pass_peak_is_what_vllms_own_model_code_holds():
 @pytest.mark.skipif(
     ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
 )
+def test_lagunas_profile_pass_forward_is_the_fits():
+    """vLLM 0.32's own Laguna at Laguna-S-2.1's geometry, run by the oracle: the widest layer's 72 query
+    heads with q/k norms, and the gated copy of the attention output made before o_proj's (its gate one value
+    a head, or one a head channel with per-element gating), beside the held
+    fused-MoE workspace: the forward's peak and the sampler pass are the fit's to the byte. The shallower
+    build ends on its one MoE layer, lower (oracle_terms takes the deeper, as a uniform Laguna shows)."""
+    from tests.support.architecture_configs import LAGUNA_S_2_1
+    from tests.support.vllm_activations import ask_activations, fit_terms, oracle_terms
+
+    python = ci_python()
+    assert python is not None, "CI needs the real vLLM from .ci/setup-vllm"
+    models = {"laguna-s-2.1": LAGUNA_S_2_1, "laguna-per-element-gate": {**LAGUNA_S_2_1, "gating": "per-element"}}
+    answer = ask_activations(python, models, tokens=2048, seqs=256, timeout=300)
+    for row in answer["models"]:
+        assert "error" not in row, row
+        oracle, ours = oracle_terms(row), fit_terms(row["name"], models[row["name"]], 2048, 256)
+        assert (oracle.forward, oracle.sampler, oracle.moe_workspace) == (
+            ours.forward,
+            ours.sampler,
+            ours.moe_workspace,
+        )
+
+
+@pytest.mark.skipif(
+    ci_python() is None and os.environ.get("CI") != "true", reason="no real vLLM here (.ci/setup-vllm installs one)"
+)
 def test_kimi_linears_profile_pass_forward_is_the_fits():
     """vLLM 0.32's own Kimi-Linear (20 KDA + 7 MLA layers, MoE) run by the oracle: its KDA layers skip their
     core without metadata and hold their projections at o_proj beside the held fused-MoE workspace; the

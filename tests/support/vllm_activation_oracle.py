@@ -409,10 +409,15 @@ def shallow(config, extra_periods):
     for dense_key in ("first_k_dense_replace",):  # DeepSeek-style leading dense layers
         if config.get(dense_key):
             period = max(period, int(config[dense_key]) + 1)
+    if isinstance(config.get("mlp_layer_types"), list):  # Laguna: its first experts layer too
+        period = max(period, prefix_with_every_kind(config["mlp_layer_types"]))
     n = min(total, period * (1 + extra_periods))
     config["num_hidden_layers"] = n
     if isinstance(kinds, list):
         config["layer_types"] = kinds[:n]
+    for per_layer in ("mlp_layer_types", "num_attention_heads_per_layer"):  # Laguna's per-layer lists
+        if isinstance(config.get(per_layer), list):
+            config[per_layer] = config[per_layer][:n]
     if isinstance(pattern, str):
         config["hybrid_override_pattern"] = pattern[:n]
     return config, n

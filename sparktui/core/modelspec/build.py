@@ -298,7 +298,12 @@ def _build(
         if nas.is_nemotron_nas(text)
         else _first_int(text.get("intermediate_size")),
         vocab_size=int(text.get("vocab_size") or config.get("vocab_size") or 0),
-        num_attention_heads=int(text.get("num_attention_heads") or 0),
+        num_attention_heads=laguna.widest_heads(text, n_layers)
+        if laguna.is_laguna(text)
+        else int(text.get("num_attention_heads") or 0),
+        output_gate_width=laguna.gate_width(text, laguna.widest_heads(text, n_layers), dense.head_dim(text))
+        if laguna.is_laguna(text)
+        else 0,
         max_position_embeddings=max_pos,
         layers=tuple(layers),
         mtp_layers=tuple(mtp),

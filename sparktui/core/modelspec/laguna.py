@@ -34,6 +34,11 @@ def q_heads(text: Mapping[str, Any], layer: int) -> int:
     return int(per[layer]) if isinstance(per, list) and layer < len(per) else int(text.get("num_attention_heads") or 0)
 
 
+def widest_heads(text: Mapping[str, Any], n_layers: int) -> int:
+    """The most query heads of any layer: the widest attention stage of the forward pass."""
+    return max((q_heads(text, i) for i in range(n_layers)), default=0)
+
+
 def gate_width(text: Mapping[str, Any], heads: int, head_dim: int) -> int:
     """g_proj's outputs: one per head when gating is True or "per-head", else one per head channel;
     none without gating (LagunaAttention.__init__)."""

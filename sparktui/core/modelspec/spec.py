@@ -174,6 +174,8 @@ class ModelSpec:
     intermediate_size: int = 0  # dense MLP width (per active expert path for the activation estimate)
     vocab_size: int = 0
     num_attention_heads: int = 0
+    # values per token of an attention-output gate made apart from q (Laguna's g_proj), widest layer's
+    output_gate_width: int = 0
     max_position_embeddings: int = 0
     layers: tuple[LayerGroup, ...] = ()
     mtp_layers: tuple[LayerGroup, ...] = ()
