@@ -114,6 +114,23 @@ def no_stale_cgroups() -> Iterator[None]:
     remove_stale_scopes()
 
 
+@pytest.fixture
+def speed_estimates(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """The context of each decode-speed estimate core.speed makes from now on (a fit's figure is one)."""
+    from sparktui.core import speed as sp
+
+    calls: list[int | None] = []
+    real = sp.estimate_for_config
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        estimate = real(*args, **kwargs)
+        calls.append(getattr(estimate, "context", None))
+        return estimate
+
+    monkeypatch.setattr(sp, "estimate_for_config", counted)
+    return calls
+
+
 @pytest.fixture(scope="session")
 def fixtures() -> Path:
     return FIXTURES

@@ -4,6 +4,7 @@ given size, and which of them a launch here is checked against."""
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from sparktui.core.meminfo import parse_meminfo
 from sparktui.core.record import record
@@ -152,32 +153,28 @@ def dgx_spark(host: Machine | None = None) -> Machine:
     Not at hand: the smaller of its two CUDA totals (a pool no larger than any Spark's), the KV range up
     to the larger. An idle Spark keeps about MemTotal − 4 GB available (the OS and services)."""
     here = spark_total(host)
-    if here is not None:
-        return Machine(
-            "dgx-spark",
-            here,
-            here,
-            unified=True,
-            mem_available=here - 4 * GB,
-            assumed_available=True,
-            non_torch=UMA_NON_TORCH.bytes,
-            device_memory_known=False,
-            sms=GB10_SMS,
-            fp4=True,
-            total_basis=f"{spark_here(here)} (its MemTotal, which CUDA reports as its total on GB10)",
-        )
-    low, high = GB10_CUDA_TOTALS
-    return Machine(
+    gb10 = partial(
+        Machine,
         "dgx-spark",
-        DGX_SPARK_CUDA_TOTAL,
-        DGX_SPARK_MEM_TOTAL,
         unified=True,
-        mem_available=DGX_SPARK_MEM_TOTAL - 4 * GB,
         assumed_available=True,
         non_torch=UMA_NON_TORCH.bytes,
         device_memory_known=False,
         sms=GB10_SMS,
         fp4=True,
+    )
+    if here is not None:
+        return gb10(
+            here,
+            here,
+            mem_available=here - 4 * GB,
+            total_basis=f"{spark_here(here)} (its MemTotal, which CUDA reports as its total on GB10)",
+        )
+    low, high = GB10_CUDA_TOTALS
+    return gb10(
+        DGX_SPARK_CUDA_TOTAL,
+        DGX_SPARK_MEM_TOTAL,
+        mem_available=DGX_SPARK_MEM_TOTAL - 4 * GB,
         total_low=low,
         total_high=high,
         total_basis=(

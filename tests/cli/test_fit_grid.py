@@ -123,22 +123,12 @@ def test_an_fp8_kv_checkpoint_gets_one_set_of_cells(capsys):
     assert {c["kv_cache_dtype_name"] for c in grid} == {"fp8"}
 
 
-def test_the_grid_estimates_no_speed_beside_the_fits_own(capsys, monkeypatch):
+def test_the_grid_estimates_no_speed_beside_the_fits_own(capsys, speed_estimates):
     # each of the grid's fits estimated a decode speed the grid does not show: 84 more for this one
-    from sparktui.core import speed as sp
-
-    estimates: list[int] = []
-    real = sp.estimate_for_config
-
-    def counted(*args, **kwargs):
-        estimates.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(sp, "estimate_for_config", counted)
     flags = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--machine", "dgx-spark")
     alone = fit_json(capsys, *flags)
-    assert alone["predicted_decode_tok_s"] and len(estimates) == 1
-    estimates.clear()
+    assert alone["predicted_decode_tok_s"] and len(speed_estimates) == 1
+    speed_estimates.clear()
     with_grid = fit_json(capsys, *flags, "--grid")
     assert len(with_grid["grid"]) > 1 and with_grid["predicted_decode_tok_s"] == alone["predicted_decode_tok_s"]
-    assert len(estimates) == 1, len(estimates)
+    assert len(speed_estimates) == 1, len(speed_estimates)

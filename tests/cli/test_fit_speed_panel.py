@@ -89,29 +89,12 @@ def test_the_speed_is_predicted_on_the_weights_as_served(capsys, isolated):
     same_figure(cli, panel_speed(flags, "dgx-spark"))
 
 
-@pytest.fixture
-def estimates(monkeypatch) -> list[int]:
-    """The context of each decode-speed estimate core.speed makes (each fit's figure is one)."""
-    from sparktui.core import speed as sp
-
-    calls: list[int] = []
-    real = sp.estimate_for_config
-
-    def counted(*args, **kwargs):
-        estimate = real(*args, **kwargs)
-        calls.append(estimate.context)
-        return estimate
-
-    monkeypatch.setattr(sp, "estimate_for_config", counted)
-    return calls
-
-
-def test_the_panel_estimates_the_speed_once_per_fit(isolated, estimates):
+def test_the_panel_estimates_the_speed_once_per_fit(isolated, speed_estimates):
     # core's plain figure was estimated, then thrown away for the speed line's own
     assert panel_speed([], "dgx-spark").startswith("≈")
-    assert len(estimates) == 1, estimates
+    assert len(speed_estimates) == 1, speed_estimates
 
 
-def test_sparktui_fit_estimates_the_speed_once(capsys, isolated, estimates):
+def test_sparktui_fit_estimates_the_speed_once(capsys, isolated, speed_estimates):
     cli = cli_speed(capsys, ["--context", "4096"], "dgx-spark")
-    assert estimates == [cli["context"]] == [4096]  # the one --context asks for, not a second at 1,024
+    assert speed_estimates == [cli["context"]] == [4096]  # the one --context asks for, not a second at 1,024

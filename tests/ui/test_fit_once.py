@@ -62,23 +62,13 @@ async def test_without_a_profile_the_empty_form_says_so_once(seen):
         assert seen == ["shown n/a"]
 
 
-async def test_one_form_edit_estimates_the_speed_once(monkeypatch):
+async def test_one_form_edit_estimates_the_speed_once(speed_estimates):
     # core's plain figure was estimated for each edit, then replaced by the speed line's own
-    from sparktui.core import speed as sp
-
-    estimates: list[int] = []
-    real = sp.estimate_for_config
-
-    def counted(*args, **kwargs):
-        estimates.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(sp, "estimate_for_config", counted)
     app = SparkApp(profile="70b-dense-single-user", backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
-        estimates.clear()
+        speed_estimates.clear()
         app.query_one("#flag-max_model_len", Input).value = "16384"
         await settled(pilot)
-        assert len(estimates) == 1, estimates
+        assert len(speed_estimates) == 1, speed_estimates
         assert "tok/s" in (app.query_one(FitBox).fit.speed or "")  # the one estimate is shown

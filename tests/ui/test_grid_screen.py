@@ -58,24 +58,14 @@ async def test_the_palette_lists_the_trade_off_grid():
         assert not isinstance(app.screen, GridScreen)
 
 
-async def test_the_grid_estimates_no_speed(monkeypatch):
+async def test_the_grid_estimates_no_speed(speed_estimates):
     # each cell's fit estimated a decode speed the grid does not show (a column of verdicts)
-    from sparktui.core import speed as sp
-
-    estimates: list[int] = []
-    real = sp.estimate_for_config
-
-    def counted(*args, **kwargs):
-        estimates.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(sp, "estimate_for_config", counted)
     app = SparkApp(profile="70b-dense-5-users", backend=SampleBackend())
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
-        assert estimates  # the form's own fit estimates its speed: the count sees it
-        estimates.clear()
+        assert speed_estimates  # the form's own fit estimates its speed: the count sees it
+        speed_estimates.clear()
         await pilot.press("ctrl+y")
         await settled(pilot, lambda a: isinstance(a.screen, GridScreen), "the grid")
         assert len(app.screen.grid.cells) > 1
-        assert estimates == [], len(estimates)
+        assert speed_estimates == [], len(speed_estimates)
