@@ -42,7 +42,7 @@ def own_file_problem(info: os.stat_result) -> str | None:
     return None
 
 
-def _folder_problem(folder: str | os.PathLike[str]) -> tuple[str, str] | None:
+def _folder_problem(folder: str | os.PathLike[str], setting: str = "SPARKTUI_STATE_DIR") -> tuple[str, str] | None:
     """(what is wrong, the fix) when a folder sparktui made for itself (0700) is not its alone:
     another user owns it, or other users may write in it and so put or replace files there."""
     try:
@@ -58,16 +58,17 @@ def _folder_problem(folder: str | os.PathLike[str]) -> tuple[str, str] | None:
     fix = (
         f"if nobody else should write there, `chmod 700 {os.fspath(folder)}` and look at what is in it"
         if info.st_uid == os.getuid()
-        else "it is not yours to fix: point SPARKTUI_STATE_DIR at a folder of your own"
+        else f"it is not yours to fix: point {setting} at a folder of your own"
     )
     return problem, fix
 
 
-def own_folder_refusal(folder: str | os.PathLike[str], what: str) -> str | None:
+def own_folder_refusal(folder: str | os.PathLike[str], what: str, setting: str = "SPARKTUI_STATE_DIR") -> str | None:
     """Why the files in a folder sparktui made for itself (0700: the state records') are not
     trusted as its `what`s (None: they are, or the folder is gone): another user owns it, or other
-    users may write in it and so put or replace files there. In words, with the fix."""
-    if (found := _folder_problem(folder)) is None:
+    users may write in it and so put or replace files there. In words, with the fix (`setting`:
+    the variable that moves that folder)."""
+    if (found := _folder_problem(folder, setting)) is None:
         return None
     problem, fix = found
     return f"{os.fspath(folder)}: {problem}, so no {what} in it is trusted (any may not be what sparktui wrote); {fix}"
@@ -103,11 +104,14 @@ def warn_untrusted(exc: Untrusted, then: str) -> str | None:
     return said
 
 
-def open_regular(path: str | os.PathLike[str], what: str, *, own: bool = False) -> BinaryIO:
+def open_regular(
+    path: str | os.PathLike[str], what: str, *, own: bool = False, setting: str = "SPARKTUI_STATE_DIR"
+) -> BinaryIO:
     """A regular file open for reading (for a file read in part: a safetensors header); UserError
     naming the file and what it is instead (a FIFO, a device, a folder, a symlink loop). With
     `own` (a file sparktui wrote for itself: a state record), also one another user owns or may
-    write, or one in a folder another user owns or may write in. FileNotFoundError passes through."""
+    write, or one in a folder another user owns or may write in (`setting`: the variable that moves
+    that folder, for the fix). FileNotFoundError passes through."""
     where = os.fspath(path)
     try:
         # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one
@@ -122,7 +126,7 @@ def open_regular(path: str | os.PathLike[str], what: str, *, own: bool = False) 
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise UserError(f"{where}: {describe_kind(info.st_mode)}, not a {what}; give a regular file")
-    if own and (refusal := own_folder_refusal(os.path.dirname(os.path.abspath(where)), what)) is not None:
+    if own and (refusal := own_folder_refusal(os.path.dirname(os.path.abspath(where)), what, setting)) is not None:
         os.close(fd)
         raise Untrusted(refusal)
     if own and (problem := own_file_problem(info)) is not None:
@@ -134,12 +138,14 @@ def open_regular(path: str | os.PathLike[str], what: str, *, own: bool = False) 
     return os.fdopen(fd, "rb")
 
 
-def read_regular(path: str | os.PathLike[str], limit: int, what: str, *, own: bool = False) -> bytes:
+def read_regular(
+    path: str | os.PathLike[str], limit: int, what: str, *, own: bool = False, setting: str = "SPARKTUI_STATE_DIR"
+) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; UserError naming the file, what it
     is instead (a FIFO, a device, a symlink loop) or its size against the limit. FileNotFoundError
     passes through (callers say what a missing file means to them). `own`: as for open_regular."""
     where = os.fspath(path)
-    with open_regular(path, what, own=own) as handle:
+    with open_regular(path, what, own=own, setting=setting) as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > limit:
             raise UserError(f"{where}: {size:,} bytes, larger than a {what} can be (limit {limit:,} bytes)")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.errors import UserError
-from sparktui.files import Untrusted, open_regular, warn_untrusted
+from sparktui.files import Untrusted, open_regular, own_folder_refusal, warn_untrusted
 
 if TYPE_CHECKING:  # httpx is imported where the Hub is asked (a quarter second `fit` of a local model never pays)
     import httpx
@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # httpx is imported where the Hub is asked (a quarter second 
 SMALL_FILES = ("config.json", "params.json", "hf_quant_config.json", "model.safetensors.index.json")
 SINGLE_SHARDS = ("model.safetensors", "consolidated.safetensors")
 HEADERS_FILE = "safetensors-headers.json"  # {shard: header}, read by modelspec.weights
+CACHED = (*SMALL_FILES, HEADERS_FILE)  # every file the fetch keeps in a repo's folder
+CACHE_SETTING = "SPARKTUI_CACHE_DIR"
 MAX_HEADER = 100 * 1024 * 1024
 MAX_SMALL = 20 * 1024 * 1024  # a config or an index larger than this is not one
 MAX_SHARDS = 2_000
@@ -69,8 +71,11 @@ class HubFetcher:
     def __call__(self, repo_id: str) -> Path | None:
         folder = self.root / repo_id.replace("/", "--")
         if (folder / "config.json").is_file() or (folder / "params.json").is_file():
-            if self.offline or _headers_trusted(folder):
-                return folder  # offline, an untrusted cache is ignored by modelspec.weights, with a warning
+            untrusted = _untrusted(folder)
+            if not untrusted or self.offline or not _ours(folder):
+                return folder  # modelspec does not use an untrusted file of it, and says so
+            for exc in untrusted:
+                warn_untrusted(exc, "the model's small files are fetched again from the Hub")
             return self._download(repo_id, folder) or folder
         if self.offline:
             return None
@@ -181,6 +186,12 @@ class HubFetcher:
             _write(folder / name, data)
         if headers:
             _write(folder / HEADERS_FILE, json.dumps(headers).encode())
+        for name in CACHED:  # one the Hub no longer serves (or someone put there) is not the repo's
+            if name not in files and not (name == HEADERS_FILE and headers):
+                try:
+                    (folder / name).unlink(missing_ok=True)
+                except OSError:
+                    pass  # a folder there: modelspec names it
         return folder
 
     @staticmethod
@@ -198,19 +209,28 @@ class HubFetcher:
         return shards[:MAX_SHARDS]
 
 
-def _headers_trusted(folder: Path) -> bool:
-    """The cached headers (if any) are sparktui's alone (files.open_regular's `own` check); when not,
-    one warning says they are fetched again."""
+def _untrusted(folder: Path) -> list[Untrusted]:
+    """Why the cached files are not sparktui's alone (files.open_regular's `own` check): the
+    folder's refusal (one for all its files), else each file's. Empty: all are trusted."""
+    if (refusal := own_folder_refusal(folder, "file cached from the Hub", CACHE_SETTING)) is not None:
+        return [Untrusted(refusal)]
+    found = []
+    for name in CACHED:
+        try:
+            open_regular(folder / name, f"{name} cached from the Hub", own=True, setting=CACHE_SETTING).close()
+        except Untrusted as exc:
+            found.append(exc)
+        except (OSError, UserError):
+            pass  # none, or no regular file: modelspec says so
+    return found
+
+
+def _ours(folder: Path) -> bool:
+    """The fetch may rewrite the folder's files (and make it 0700): it is ours and we may write in it."""
     try:
-        open_regular(folder / HEADERS_FILE, "cache of safetensors headers", own=True).close()
-    except Untrusted as exc:
-        if (folder.stat().st_uid != os.getuid()) or not os.access(folder, os.W_OK):
-            return True  # not ours to rewrite: modelspec.weights ignores them, with a warning
-        warn_untrusted(exc, "they are fetched again from the Hub")
+        return folder.stat().st_uid == os.getuid() and os.access(folder, os.W_OK)
+    except OSError:
         return False
-    except (OSError, UserError):
-        pass  # none, or no regular file: modelspec.weights says so
-    return True
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -4,6 +4,8 @@ from a Hub on loopback, cached, and HF_HUB_OFFLINE / --offline respected."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import struct
 
 import pytest
@@ -153,14 +155,112 @@ def test_a_headers_cache_others_may_write_is_fetched_again_or_not_believed(tmp_p
         cached.write_text(json.dumps(planted))
         (cached if where == "file" else cached.parent).chmod(0o666 if where == "file" else 0o777)
         offline = {**env, "HF_HUB_OFFLINE": "1"}
-        spec = load_model_spec("acme/qwen-32b", env=offline, fetcher=HubFetcher(offline))
-        # the index's total (500,000 over the header's), not the planted 6 bytes
-        assert spec.weights_bytes == true + 500_000 and "index" in spec.weights_source, spec.weights_source
-        err = capsys.readouterr().err
-        assert err.count("warning") == 1 and "writable by other users" in err and str(cached.parent) in err, err
-        assert "not used" in err, err
+        if where == "file":
+            spec = load_model_spec("acme/qwen-32b", env=offline, fetcher=HubFetcher(offline))
+            # the index's total (500,000 over the header's), not the planted 6 bytes
+            assert spec.weights_bytes == true + 500_000 and "index" in spec.weights_source, spec.weights_source
+            err = capsys.readouterr().err
+            assert err.count("warning") == 1 and "writable by other users" in err and str(cached.parent) in err, err
+            assert "not used" in err, err
+        else:  # a folder others may write in: none of its files, config.json included, is believed
+            with pytest.raises(UserError, match=r"writable by other users.*chmod 700.*not used") as info:
+                load_model_spec("acme/qwen-32b", env=offline, fetcher=HubFetcher(offline))
+            assert str(cached.parent) in str(info.value)
         again = load_model_spec("acme/qwen-32b", env=env, fetcher=HubFetcher(env))
         assert again.weights_bytes == true and "fetched from the Hub" in again.weights_source
         err = capsys.readouterr().err
         assert err.count("warning") == 1 and "fetched again from the Hub" in err, err
     assert cached.stat().st_mode & 0o777 == 0o600 and cached.parent.stat().st_mode & 0o777 == 0o700
+
+
+# Each file the Hub fetch caches, how a planted copy changes the fit, and the figure it changes
+PLANTS = {
+    "config.json": (lambda data: {**data, "num_hidden_layers": 2}, "num_layers"),
+    "params.json": (lambda data: {**data, "n_layers": 2}, "num_layers"),
+    "hf_quant_config.json": (lambda data: {"quantization": {"quant_algo": "NVFP4", "group_size": 16}}, "quantization"),
+    "model.safetensors.index.json": (lambda data: {**data, "metadata": {"total_size": 6}}, "weights_bytes"),
+}
+MISTRAL_PARAMS = {
+    "dim": 1024,
+    "n_layers": 4,
+    "head_dim": 64,
+    "hidden_dim": 4096,
+    "n_heads": 16,
+    "n_kv_heads": 4,
+    "vocab_size": 32000,
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "on_hub"),
+    [(name, True) for name in PLANTS] + [("hf_quant_config.json", False), ("model.safetensors.index.json", False)],
+    ids=lambda v: {True: "on-the-hub", False: "put-there"}.get(v, v) if isinstance(v, bool) else v,
+)
+def test_a_cached_file_others_may_write_is_fetched_again_or_not_used(tmp_path, capsys, monkeypatch, name, on_hub):
+    # A planted config (layers, heads, quantization, weights) makes a fit say "fits" for a server
+    # that will not start: a cached file another user may write is fetched again online (one the
+    # Hub does not serve is removed), and offline not used, with one warning naming it
+    from sparktui import files
+
+    monkeypatch.setattr(files, "_warned", set())
+    repo = "acme/mini-mistral" if name == "params.json" else "acme/qwen-32b"
+    index = {"metadata": {"total_size": 3_500_000}, "weight_map": {"a": "model-1.safetensors"}}
+    served = {"params.json": json.dumps(MISTRAL_PARAMS).encode()} if name == "params.json" else {"config.json": CONFIG}
+    if name == "model.safetensors.index.json":  # no shard headers on the Hub: the index gives the weights
+        served[name] = json.dumps(index).encode()
+    if name == "hf_quant_config.json" and on_hub:
+        served[name] = json.dumps({"quantization": {"quant_algo": "FP8"}}).encode()
+    if name == "model.safetensors.index.json" and not on_hub:
+        del served[name]
+    with serve_fake_hub() as hub:
+        for filename, data in served.items():
+            hub.add(repo, filename, data)
+        env = online_env(hub.url, tmp_path)
+        true = load_model_spec(repo, env=env, fetcher=HubFetcher(env))
+        cached = tmp_path / "cache" / "hub" / repo.replace("/", "--") / name
+        before = json.loads(served.get(name, b"{}"))
+        plant, figure = PLANTS[name]
+        cached.write_text(json.dumps(plant(before)))
+        cached.chmod(0o666)
+        local = tmp_path / "local"  # the same files in a folder given as --model: the user's own, read as they are
+        local.mkdir()
+        for f in cached.parent.iterdir():
+            (local / f.name).write_bytes(f.read_bytes())
+            (local / f.name).chmod(0o666)
+        planted = load_model_spec(str(local))
+        assert getattr(planted, figure) != getattr(true, figure) and not capsys.readouterr().err
+
+        offline = {**env, "HF_HUB_OFFLINE": "1"}
+        if name in ("config.json", "params.json"):  # no config, no fit: the error is the one message
+            with pytest.raises(UserError, match=re.escape(name) + r": writable by other users.*remove it.*not used"):
+                load_model_spec(repo, env=offline, fetcher=HubFetcher(offline))
+        else:
+            spec = load_model_spec(repo, env=offline, fetcher=HubFetcher(offline))
+            assert getattr(spec, figure) != getattr(planted, figure)
+            err = capsys.readouterr().err
+            assert err.count("warning") == 1 and f"{cached}: writable by other users" in err, err
+            assert "remove it if it is not yours" in err and "not used" in err, err
+
+        again = load_model_spec(repo, env=env, fetcher=HubFetcher(env))
+        assert again == true
+        err = capsys.readouterr().err
+        assert err.count("warning") == 1 and str(cached) in err and "fetched again from the Hub" in err, err
+    if name in served:
+        assert cached.stat().st_mode & 0o777 == 0o600 and json.loads(cached.read_bytes()) == before
+    else:
+        assert not cached.exists()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user needs root")
+def test_a_cache_folder_another_user_owns_is_not_used_and_the_fix_names_the_cache_setting(tmp_path):
+    # not ours to rewrite, online or not: nothing in it is used, and the fix moves sparktui's cache
+    with serve_fake_hub() as hub:
+        hub.add("acme/qwen-32b", "config.json", CONFIG)
+        env = online_env(hub.url, tmp_path)
+        load_model_spec("acme/qwen-32b", env=env, fetcher=HubFetcher(env))
+        folder = tmp_path / "cache" / "hub" / "acme--qwen-32b"
+        os.chown(folder, 4242, 4242)
+        asked = len(hub.requests)
+        with pytest.raises(UserError, match=r"owned by user id 4242.*point SPARKTUI_CACHE_DIR at a folder of your own"):
+            load_model_spec("acme/qwen-32b", env=env, fetcher=HubFetcher(env))
+        assert len(hub.requests) == asked  # not fetched into a folder that is not ours

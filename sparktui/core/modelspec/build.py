@@ -31,11 +31,17 @@ from sparktui.core.modelspec.modules import category_bytes, linear_modules
 from sparktui.core.modelspec.quant import CATEGORIES, LINEAR, bytes_per_param, quant_info
 from sparktui.core.modelspec.spec import DTYPE_BYTES, MAMBA, SLIDING, LayerGroup, ModelSpec
 from sparktui.core.modelspec.weight_format import weight_formats
-from sparktui.core.modelspec.weights import headers_of_folder, stored_by_category, weights_from_folder
+from sparktui.core.modelspec.weights import (
+    CACHE_SETTING,
+    NOT_USED,
+    headers_of_folder,
+    stored_by_category,
+    weights_from_folder,
+)
 from sparktui.core.vllm_kv_dtypes import checkpoint_modelopt_algo
 from sparktui.core.vllm_rules import checkpoint_kv_quant
 from sparktui.errors import UserError
-from sparktui.files import is_special, read_regular
+from sparktui.files import Untrusted, is_special, read_regular, warn_untrusted
 
 # vllm/transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key
 MAX_LEN_KEYS = (
@@ -437,12 +443,14 @@ def online_quantized(spec: ModelSpec, method: str | None) -> ModelSpec:
 MODEL_JSON_LIMIT = 64 << 20
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path, *, cached: bool = False) -> dict[str, Any]:
     """A model folder's JSON file (config.json, params.json, hf_quant_config.json) as a dict;
     UserError naming it when it is no regular file (a FIFO: read_regular never waits on one),
-    larger than MODEL_JSON_LIMIT or not a JSON object."""
+    larger than MODEL_JSON_LIMIT or not a JSON object. `cached`: a file of the Hub fetch's cache,
+    files.Untrusted when another user owns or may write it (or in its folder)."""
     try:
-        data = json.loads(read_regular(path, MODEL_JSON_LIMIT, path.name).decode())
+        raw = read_regular(path, MODEL_JSON_LIMIT, path.name, own=cached, setting=CACHE_SETTING)
+        data = json.loads(raw.decode())
     except FileNotFoundError:
         raise UserError(f"cannot read {path}: no such file") from None
     except OSError as exc:
@@ -458,30 +466,51 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def model_config(folder: Path) -> tuple[dict[str, Any], str]:
-    """(config.json-shaped dict, file it came from): config.json, else a Mistral params.json."""
+def _config_json(path: Path, cached: bool) -> dict[str, Any]:
+    try:
+        return read_json(path, cached=cached)
+    except Untrusted as exc:  # no config, no model to fit: this error is the one message
+        raise UserError(f"{exc}; {NOT_USED}") from None
+
+
+def _hf_quant(path: Path, cached: bool) -> dict[str, Any] | None:
+    if not (path.is_file() or is_special(path)):
+        return None
+    try:
+        return read_json(path, cached=cached)
+    except Untrusted as exc:
+        warn_untrusted(exc, NOT_USED)
+        return None
+
+
+def model_config(folder: Path, *, cached: bool = False) -> tuple[dict[str, Any], str]:
+    """(config.json-shaped dict, file it came from): config.json, else a Mistral params.json.
+    `cached`: the folder is the Hub fetch's cache, whose config is refused (UserError) when another
+    user owns or may write it; a local folder is the user's own choice, read as it is."""
     config_path = folder / "config.json"
     if config_path.is_file() or is_special(config_path):  # a FIFO or folder there is named, not passed over
-        return read_json(config_path), "config.json"
+        return _config_json(config_path, cached), "config.json"
     params_path = folder / "params.json"
     if params_path.is_file() or is_special(params_path):
-        return mistral.config_from_params(read_json(params_path)), "params.json"
+        return mistral.config_from_params(_config_json(params_path, cached)), "params.json"
     raise UserError(
         f"{folder} has neither config.json nor params.json; point --model at the folder that holds the "
         "model's config.json (or a Mistral-format params.json)"
     )
 
 
-def spec_from_folder(folder: Path, name: str | None = None) -> ModelSpec:
-    config, file = model_config(folder)
+def spec_from_folder(folder: Path, name: str | None = None, *, cached: bool = False) -> ModelSpec:
+    """`cached`: the folder is the Hub fetch's cache (runtime.hub): a file of it another user owns or
+    may write (or in a folder others may write in) is not used, as weights.read_cached says."""
+    config, file = model_config(folder, cached=cached)
     hf_quant_path = folder / "hf_quant_config.json"
-    hf_quant = read_json(hf_quant_path) if hf_quant_path.is_file() or is_special(hf_quant_path) else None
+    hf_quant = _hf_quant(hf_quant_path, cached)
     spec = spec_from_config(
         config,
         name=name or str(folder),
         source=f"folder {folder}" + ("" if file == "config.json" else f" ({file})"),
         hf_quant=hf_quant,
-        weights=weights_from_folder(folder),
+        weights=weights_from_folder(folder, cached=cached),
     )
     return with_stored_bytes(spec, *stored_by_category(headers_of_folder(folder)))
 

@@ -131,7 +131,7 @@ def _load_cached(model: str, dirs: tuple[Path, ...], fetcher: Fetcher | None) ->
     if is_repo_id and fetcher is not None:
         fetched = fetcher(model)
         if fetched is not None:
-            spec = spec_from_folder(fetched, name=model)
+            spec = spec_from_folder(fetched, name=model, cached=True)  # files others may write are not used
             return replace(spec, source=f"Hugging Face Hub (config and headers only, cached in {fetched})")
         miss = getattr(fetcher, "describe_miss", None)
         tried.append(str(miss(model)) if callable(miss) else "the Hugging Face Hub (no such repository)")

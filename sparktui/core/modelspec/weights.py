@@ -19,6 +19,19 @@ INDEX = "model.safetensors.index.json"
 INDEX_LIMIT = 64 << 20  # ~90 bytes a tensor: 100,000 tensors (a 1T-parameter MoE) are ~9 MiB
 HEADERS_FILE = "safetensors-headers.json"  # shard → header, as sparktui.runtime.hub caches them
 HEADERS_LIMIT = 256 << 20  # every shard's header (each at most MAX_HEADER; ~1 MiB in practice)
+CACHE_SETTING = "SPARKTUI_CACHE_DIR"  # moves the Hub fetch's cache (the fix when another user owns it)
+NOT_USED = "it is not used (fit with the network and the Hub fetch replaces it, where the folder is yours)"
+
+
+def read_cached(path: Path, limit: int, what: str) -> bytes | None:
+    """A file the Hub fetch cached (runtime.hub): its figures pass or fail a fit, so one another user
+    owns or may write (or in a folder others may write in) is not used: None, with one warning
+    naming it, what is wrong and the fix. Otherwise as files.read_regular."""
+    try:
+        return read_regular(path, limit, what, own=True, setting=CACHE_SETTING)
+    except Untrusted as exc:
+        warn_untrusted(exc, NOT_USED)
+        return None
 
 
 def _present(path: Path) -> bool:
@@ -36,12 +49,9 @@ def cached_headers(folder: Path) -> Any:
     if not _present(cached):
         return None
     try:
-        # own: its figures pass or fail a fit, so one another user owns or may write is not believed
-        return json.loads(read_regular(cached, HEADERS_LIMIT, "cache of safetensors headers", own=True))
+        data = read_cached(cached, HEADERS_LIMIT, "cache of safetensors headers")
+        return None if data is None else json.loads(data)
     except (OSError, ValueError, RecursionError):
-        return None
-    except Untrusted as exc:
-        warn_untrusted(exc, "its figures are not used (the checkpoint's index is, where there is one)")
         return None
     except UserError as exc:
         raise UserError(f"{exc}; remove it (`sparktui download` fetches the headers again)") from None
@@ -166,8 +176,10 @@ def index_total(index: Mapping[str, Any], where: str) -> tuple[int, int] | None:
     return check_total_size(meta.get("total_size"), where), 0
 
 
-def weights_from_folder(folder: Path) -> tuple[int, int, str] | None:
-    """(weights without MTP, MTP weights, where from) for a model folder, or None."""
+def weights_from_folder(folder: Path, *, cached: bool = False) -> tuple[int, int, str] | None:
+    """(weights without MTP, MTP weights, where from) for a model folder, or None. `cached`: the
+    folder is the Hub fetch's cache, whose index is read as read_cached reads (a local folder is
+    the user's own choice, read as it is)."""
     files = sorted(folder.glob("*.safetensors"))
     if files:
         total = mtp = 0
@@ -187,7 +199,10 @@ def weights_from_folder(folder: Path) -> tuple[int, int, str] | None:
     index = folder / INDEX
     if _present(index):
         try:
-            data = json.loads(read_regular(index, INDEX_LIMIT, INDEX).decode())
+            raw = read_cached(index, INDEX_LIMIT, INDEX) if cached else read_regular(index, INDEX_LIMIT, INDEX)
+            if raw is None:
+                return None
+            data = json.loads(raw.decode())
         except (OSError, json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise UserError(f"{index}: not valid JSON; download the checkpoint's index again") from None
         if not isinstance(data, dict):
