@@ -8,6 +8,8 @@ import json
 import os
 import stat
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -74,34 +76,82 @@ def own_folder_refusal(folder: str | os.PathLike[str], what: str, setting: str =
     return f"{os.fspath(folder)}: {problem}, so no {what} in it is trusted (any may not be what sparktui wrote); {fix}"
 
 
-_warned: set[str] = set()  # folders (and files) warned of in this process (the panel reads them several times a second)
+class Warnings:
+    """The warnings of this process about state sparktui reads but does not trust, each once (by
+    its key), in the order said: the CLI has them on stderr, the panel (whose stderr is not shown)
+    as notices from `subscribe`. Thread-safe: the panel reads state from worker threads, several
+    times a second."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # reentrant: a listener that warns in turn does not deadlock
+        self._keys: set[str] = set()
+        self._said: list[str] = []
+        self._listeners: list[Callable[[str], object]] = []
+
+    def say(self, text: str, key: str | None = None) -> bool:
+        """Keep `text` (and print it on stderr) unless `key` (default: the text) was said already.
+        True when it is new."""
+        with self._lock:
+            key = text if key is None else key
+            if key in self._keys:
+                return False
+            self._keys.add(key)
+            self._said.append(text)
+            print(f"sparktui: warning: {text}", file=sys.stderr)
+            for listener in self._listeners:  # under the lock: each listener sees them in order, once
+                listener(text)
+            return True
+
+    def has(self, key: str) -> bool:
+        with self._lock:
+            return key in self._keys
+
+    def said(self) -> list[str]:
+        with self._lock:
+            return list(self._said)
+
+    def subscribe(self, listener: Callable[[str], object]) -> Callable[[], None]:
+        """`listener` is given every warning said so far, then each new one as it is said (from the
+        thread that says it; it must not block). Returns the call that stops it."""
+        with self._lock:
+            for text in self._said:
+                listener(text)
+            self._listeners.append(listener)
+
+        def stop() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return stop
+
+
+WARNINGS = Warnings()
+
+
+def warn(text: str, key: str | None = None) -> str | None:
+    """Say `text` once a process (Warnings.say): the warning as printed, or None when said already."""
+    return f"sparktui: warning: {text}" if WARNINGS.say(text, key) else None
 
 
 def warn_shared_folder(folder: str | os.PathLike[str], what: str) -> str | None:
     """For records that only feed a display (flight headers, routes shown, cluster nodes, bench
     history): when their folder is not sparktui's alone (as own_folder_refusal judges it), a
-    warning on stderr naming it, what is wrong and the fix, once a process; the records are still
-    shown. Returns the warning (None: the folder is ours alone, or was warned of already)."""
+    warning naming it, what is wrong and the fix, once a process (Warnings: stderr and the panel);
+    the records are still shown. Returns the warning (None: the folder is ours alone, or was
+    warned of already)."""
     where = os.fspath(folder)
-    if where in _warned or (found := _folder_problem(folder)) is None:
+    if WARNINGS.has(where) or (found := _folder_problem(folder)) is None:  # the panel reads them often
         return None
-    _warned.add(where)
     problem, fix = found
-    said = f"sparktui: warning: {where}: {problem}, so the {what}s shown from it may not be what sparktui wrote; {fix}"
-    print(said, file=sys.stderr)
-    return said
+    return warn(f"{where}: {problem}, so the {what}s shown from it may not be what sparktui wrote; {fix}", key=where)
 
 
 def warn_untrusted(exc: Untrusted, then: str) -> str | None:
-    """One warning a process (stderr) for a file sparktui wrote for itself that it does not trust
-    (open_regular's `own` refusal): `exc` says which and why, `then` what is done instead. Returns
-    the warning (None: said already)."""
-    said = f"sparktui: warning: {exc}; {then}"
-    if said in _warned:
-        return None
-    _warned.add(said)
-    print(said, file=sys.stderr)
-    return said
+    """One warning a process (Warnings: stderr and the panel) for a file sparktui wrote for itself
+    that it does not trust (open_regular's `own` refusal): `exc` says which and why, `then` what is
+    done instead. Returns the warning (None: said already)."""
+    return warn(f"{exc}; {then}")
 
 
 def open_regular(

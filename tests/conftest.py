@@ -75,6 +75,15 @@ def no_hugging_face_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.fixture(autouse=True)
+def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with no warning said (files.WARNINGS: once a process), so one test's
+    warnings are neither kept from another nor shown as notices in a later test's panel."""
+    from sparktui import files
+
+    monkeypatch.setattr(files, "WARNINGS", files.Warnings())
+
+
+@pytest.fixture(autouse=True)
 def the_users_umask(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A test that runs cli.main() in-process makes this process's files private and records the
     user's umask in SPARKTUI_USER_UMASK (paths.make_files_private): each test starts without that

@@ -7,21 +7,17 @@ or may write, or one in a folder not ours alone: a planted figure would pass a f
 from __future__ import annotations
 
 import datetime
-import sys
 from typing import Any
 
 from sparktui.atomic import atomic_write_text
 from sparktui.core.calibration import Calibration, dump_store, load_store, with_record
 from sparktui.core.config import ServeConfig
 from sparktui.errors import UserError
-from sparktui.files import Untrusted, read_regular
+from sparktui.files import Untrusted, read_regular, warn_untrusted
 from sparktui.paths import calibrations_path
 
 # A record is ~1.5 KiB: 64 MiB holds some 40,000 launches; a larger file is not one sparktui wrote
 CALIBRATIONS_LIMIT = 64 << 20
-
-
-_warned: set[str] = set()
 
 
 def load() -> list[Calibration]:
@@ -32,9 +28,7 @@ def load() -> list[Calibration]:
         data = read_regular(calibrations_path(), CALIBRATIONS_LIMIT, "calibrations file", own=True)
         return load_store(data.decode())
     except Untrusted as exc:
-        if str(exc) not in _warned:  # the panel asks at every fit
-            _warned.add(str(exc))
-            print(f"sparktui: warning: {exc}; the fit uses no calibration from it", file=sys.stderr)
+        warn_untrusted(exc, "the fit uses no calibration from it")  # once: the panel asks at every fit
         return []
     except (OSError, UnicodeDecodeError, UserError):
         return []

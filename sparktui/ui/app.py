@@ -41,7 +41,7 @@ from sparktui.ui.widgets.footer import PanelFooter
 from sparktui.ui.widgets.panetabs import PaneTabs
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from textual.dom import DOMNode
     from textual.notifications import SeverityLevel
@@ -258,6 +258,8 @@ class SparkApp(App[None]):
             self.set_keymap(self.keymap)
         for error in self.startup_errors:
             self.notify(error, title="Settings", severity="error", timeout=15)
+        # the CLI has these on stderr, which the panel does not show; post_message: from any thread
+        self._stop_warnings = self.backend.warnings(lambda text: self.post_message(msg.StateWarning(text)))
         self.host = self.backend.host() if self.show_host else "host"
         self._refresh_status()
         # The polls start once the first full screen is up; this is only the backstop for a
@@ -285,7 +287,11 @@ class SparkApp(App[None]):
 
     background_started = False  # the polls and the post-mortem check have started
 
+    _stop_warnings: Callable[[], None] | None = None
+
     def on_unmount(self) -> None:
+        if self._stop_warnings is not None:
+            self._stop_warnings()
         self.css_cache.store()  # as the app ends: the first screen's CSS, for the next start
 
     def on_first_screen(self, message: msg.FirstScreen) -> None:
@@ -475,6 +481,9 @@ class SparkApp(App[None]):
 
     def on_notice(self, message: msg.Notice) -> None:
         self.notify(message.text, severity=message.severity, timeout=8 if message.severity != "error" else 15)  # type: ignore[arg-type]
+
+    def on_state_warning(self, message: msg.StateWarning) -> None:
+        self.notify(message.text, title="Not trusted", severity="warning", timeout=30)
 
     def on_worker_failed(self, message: msg.WorkerFailed) -> None:
         error = message.error

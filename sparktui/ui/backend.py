@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +73,14 @@ class Backend(ModelCalls):
         from sparktui.runtime.watch import check_after_reboot
 
         return [pm.render() for pm in check_after_reboot(st.state_dir())]
+
+    def warnings(self, listener: Callable[[str], object]) -> Callable[[], None]:
+        """Each warning about state not trusted (a state folder others may write in, say), once: those
+        said so far, then each new one from the thread that says it (files.Warnings). Returns the
+        call that stops them."""
+        from sparktui import files
+
+        return files.WARNINGS.subscribe(listener)
 
     # -- memory and GPU ---------------------------------------------------------------------------
     def memory(self) -> MemorySample:

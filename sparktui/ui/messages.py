@@ -79,6 +79,14 @@ class WorkerFailed(Message):
         self.what, self.error = what, error
 
 
+class StateWarning(Message):
+    """A warning about state sparktui read but does not trust (files.Warnings), from any thread."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
 class Notice(Message):
     def __init__(self, text: str, severity: str = "information") -> None:
         super().__init__()

@@ -133,13 +133,11 @@ def test_a_missing_repo_is_asked_for_once(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["file", "folder"])
-def test_a_headers_cache_others_may_write_is_fetched_again_or_not_believed(tmp_path, capsys, monkeypatch, where):
+def test_a_headers_cache_others_may_write_is_fetched_again_or_not_believed(tmp_path, capsys, where):
     # The cached headers are figures a fit trusts: ones another user may write (or write beside)
     # may be planted. Online they are fetched again; offline they are not used (the index is)
-    from sparktui import files
     from sparktui.runtime.hub import HEADERS_FILE
 
-    monkeypatch.setattr(files, "_warned", set())
     shard = safetensors({"model.layers.0.mlp.up_proj.weight": 3_000_000})
     index = {"metadata": {"total_size": 3_500_000}, "weight_map": {"a": "model-1.safetensors"}}
     with serve_fake_hub() as hub:
@@ -196,13 +194,10 @@ MISTRAL_PARAMS = {
     [(name, True) for name in PLANTS] + [("hf_quant_config.json", False), ("model.safetensors.index.json", False)],
     ids=lambda v: {True: "on-the-hub", False: "put-there"}.get(v, v) if isinstance(v, bool) else v,
 )
-def test_a_cached_file_others_may_write_is_fetched_again_or_not_used(tmp_path, capsys, monkeypatch, name, on_hub):
+def test_a_cached_file_others_may_write_is_fetched_again_or_not_used(tmp_path, capsys, name, on_hub):
     # A planted config (layers, heads, quantization, weights) makes a fit say "fits" for a server
     # that will not start: a cached file another user may write is fetched again online (one the
     # Hub does not serve is removed), and offline not used, with one warning naming it
-    from sparktui import files
-
-    monkeypatch.setattr(files, "_warned", set())
     repo = "acme/mini-mistral" if name == "params.json" else "acme/qwen-32b"
     index = {"metadata": {"total_size": 3_500_000}, "weight_map": {"a": "model-1.safetensors"}}
     served = {"params.json": json.dumps(MISTRAL_PARAMS).encode()} if name == "params.json" else {"config.json": CONFIG}

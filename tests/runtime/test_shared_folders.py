@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparktui import files, paths
+from sparktui import paths
 from sparktui.core import bench_history
 from sparktui.core.calibration import dump_store
 from sparktui.errors import UserError
@@ -25,8 +25,6 @@ from tests.core.test_calibration import calibrate
 @pytest.fixture
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr(files, "_warned", set())
-    monkeypatch.setattr(calibrations, "_warned", set(), raising=False)
     return paths.state_dir()
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sparktui.atomic import atomic_write_text
 from sparktui.core.units import GiB
 from sparktui.errors import UserError
-from sparktui.files import Untrusted, read_json, read_regular, warn_shared_folder
+from sparktui.files import Untrusted, read_json, read_regular, warn_shared_folder, warn_untrusted
 from sparktui.runtime.records.protocol import MAX_STATE_BYTES
 from sparktui.runtime.watch.flight import (
     RECORD_FILE_LIMIT,
@@ -214,10 +213,7 @@ def _end_recorded(state_dir: Path, header: FlightHeader) -> bool:
             read_regular(state_dir / "servers" / f"{header.port}.json", MAX_STATE_BYTES, "state record", own=True)
         )
     except Untrusted as exc:
-        print(
-            f"sparktui: warning: {exc}; the run on port {header.port} is reported as if no end were recorded",
-            file=sys.stderr,
-        )
+        warn_untrusted(exc, f"the run on port {header.port} is reported as if no end were recorded")
         return False
     except (OSError, UserError, ValueError, RecursionError):
         return False

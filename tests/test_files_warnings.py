@@ -1,0 +1,61 @@
+"""The warnings about state sparktui reads but does not trust (files.Warnings): each said once, in
+the order said, on stderr for the CLI and to the panel's listener, from any thread."""
+
+from __future__ import annotations
+
+import threading
+
+from sparktui import files
+
+
+def test_each_warning_is_said_once_in_order_on_stderr_and_to_a_listener(capsys):
+    log = files.Warnings()
+    assert log.say("/s/route: writable by other users; `chmod 700 /s/route`", key="/s/route")
+    assert not log.say("/s/route: said again in other words", key="/s/route")  # one key, once
+    assert log.say("/s/bench: writable by other users")
+    assert not log.say("/s/bench: writable by other users")  # the text is its key by default
+    seen: list[str] = []
+    stop = log.subscribe(seen.append)
+    assert seen == ["/s/route: writable by other users; `chmod 700 /s/route`", "/s/bench: writable by other users"]
+    log.say("/s/flight: owned by user id 1234")
+    log.say("/s/flight: owned by user id 1234")
+    stop()
+    log.say("/s/cluster: writable by other users")  # after stop: not given to the listener
+    assert seen[2:] == ["/s/flight: owned by user id 1234"]
+    assert log.said() == [*seen, "/s/cluster: writable by other users"]
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"sparktui: warning: {text}" for text in log.said()]
+
+
+def test_warnings_said_from_many_threads_at_once_are_kept_once_each(capsys):
+    log = files.Warnings()
+    seen: list[str] = []
+    log.subscribe(seen.append)
+    start = threading.Barrier(8)
+
+    def say(n: int) -> None:
+        start.wait()
+        for i in range(200):
+            log.say(f"folder {i % 50}")
+
+    threads = [threading.Thread(target=say, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(seen) == sorted(f"folder {i}" for i in range(50))
+    assert seen == log.said()
+    assert len(capsys.readouterr().err.splitlines()) == 50
+
+
+def test_a_shared_state_folder_is_warned_of_once_in_the_process_registry(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(files, "WARNINGS", files.Warnings())
+    folder = tmp_path / "route"
+    folder.mkdir(mode=0o700)
+    assert files.warn_shared_folder(folder, "route record") is None
+    folder.chmod(0o770)
+    said = files.warn_shared_folder(folder, "route record")
+    assert said is not None and files.warn_shared_folder(folder, "route record") is None
+    (text,) = files.WARNINGS.said()
+    assert said == f"sparktui: warning: {text}"
+    assert text.startswith(f"{folder}: writable by other users (mode 0770") and f"chmod 700 {folder}" in text
