@@ -104,15 +104,7 @@ def test_no_network_is_a_clear_error(tmp_path):
 
 
 def test_a_single_file_mistral_repo(tmp_path):
-    params = {
-        "dim": 1024,
-        "n_layers": 4,
-        "head_dim": 64,
-        "hidden_dim": 4096,
-        "n_heads": 16,
-        "n_kv_heads": 4,
-        "vocab_size": 32000,
-    }
+    params = MISTRAL_PARAMS
     with serve_fake_hub() as hub:
         hub.add("acme/mini-mistral", "params.json", json.dumps(params).encode())
         hub.add("acme/mini-mistral", "consolidated.safetensors", safetensors({"w": 2_000_000}))
