@@ -25,6 +25,7 @@ HOG_MIB = 4096
 NOISE = int(0.4 * GiB)
 HIDDEN = int(0.6 * GiB)  # what MemAvailable alone must miss right after the kill for the run to count
 TRIES = 6
+STALL_S = 20  # the hog held no more memory for this long: something is wrong, not slow
 
 
 def _rss_anon(pid: int) -> int:
@@ -44,10 +45,14 @@ def _run_and_kill_a_hog() -> None:
     )
     try:
         assert hog.stdout is not None and hog.stdout.readline().strip() == "started"
-        deadline = time.monotonic() + 20
-        while _rss_anon(hog.pid) < (HOG_MIB - 16) << 20:
+        # A loaded box (reclaim, other tests) can make the touch slow, not wrong: wait while the hog
+        # still grows; fail only if it stalls for STALL_S.
+        held, stalled_at = 0, time.monotonic() + STALL_S
+        while (now_held := _rss_anon(hog.pid)) < (HOG_MIB - 16) << 20:
             assert hog.poll() is None, "the hog ended before it held its memory"
-            assert time.monotonic() < deadline, "the hog did not reach its size within 20 s"
+            if now_held > held:
+                held, stalled_at = now_held, time.monotonic() + STALL_S
+            assert time.monotonic() < stalled_at, f"the hog stopped growing at {held >> 20} MiB for {STALL_S} s"
             time.sleep(0.02)
     finally:
         hog.send_signal(signal.SIGKILL)
