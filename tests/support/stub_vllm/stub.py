@@ -230,9 +230,25 @@ def run_child(role: str, ray_world_size: int = 0) -> None:
     An EngineCore of the Ray executor (ray_world_size) places its workers over Ray instead."""
     arm_safety_net()
     set_process_title("VLLM::EngineCore" if role == "engine" else "VLLM::Worker")
+    starting: list[subprocess.Popen] = []
+
+    def on_term_while_starting(signum, frame):
+        # vLLM's run_engine_core handles TERM from its first line: a stop while it starts (waiting
+        # for its workers) leaves no /dev/shm file either
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for path in OWN_SEGMENTS:
+            path.unlink(missing_ok=True)
+        for child in starting:
+            child.terminate()
+            child.wait()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore_term_requested() else on_term_while_starting)
     shm_path = Path("/dev/shm") / f"psm_{secrets.token_hex(4)}"
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # the file and its note, together
     fd = os.open(shm_path, os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
     OWN_SEGMENTS.append(shm_path)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     os.ftruncate(fd, 1 << 20)
     shm = mmap.mmap(fd, 1 << 20)
     shm[:5] = b"stub\0"
@@ -259,6 +275,7 @@ def run_child(role: str, ray_world_size: int = 0) -> None:
         worker = subprocess.Popen(
             [sys.executable, str(HERE), "--stub-role", "worker"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
         )
+        starting.append(worker)
         # As vLLM's EngineCore, report ready only once the worker is (its /dev/shm segment held):
         # naming it before let a test see a running server whose Worker held nothing yet.
         assert worker.stdout is not None
