@@ -167,6 +167,17 @@ def _gib(launch: _Launch, *patterns: str | re.Pattern[str]) -> int | None:
     return None
 
 
+def _device_total(launch: _Launch) -> int | None:
+    """What CUDA called the device's total; UserError naming the line of a total of 0 (a damaged log:
+    the fit would silently take the profile's machine instead)."""
+    patterns = (r"Free memory on device (?:\S+ )?\([\d.]+/([\d.]+) GiB\)", r"total_gpu_memory \(([\d.]+) ?GiB\)")
+    total = _gib(launch, *patterns)
+    if total is not None and total <= 0:
+        m = next(m for p in patterns if (m := re.search(p, launch.text)))
+        raise _unreadable(launch.line_of(m), "a device total", m.group(1), " GiB")
+    return total
+
+
 def _least_gib(launch: _Launch, *patterns: str | re.Pattern[str]) -> int | None:
     """The least of the figures the first pattern that matches finds: each tensor-parallel rank prints
     its own KV memory, and vLLM sizes every rank's cache by the smallest."""
@@ -226,9 +237,7 @@ def read_log_figures(text: str) -> LogFigures:
         weights=_gib(launch, R_WEIGHTS),
         kv_memory=_least_gib(launch, R_AVAIL_KV, R_V0_KV),
         graphs=_gib(launch, r"Estimated CUDA graph memory: (-?[\d.]+) GiB"),
-        total=_gib(
-            launch, r"Free memory on device (?:\S+ )?\([\d.]+/([\d.]+) GiB\)", r"total_gpu_memory \(([\d.]+) ?GiB\)"
-        ),
+        total=_device_total(launch),
         utilization=utilization,
         torch_peak=_gib(launch, r"(-?[\d.]+) GiB for peak activation", r"activation peak memory takes (-?[\d.]+) ?GiB"),
         non_torch=_gib(launch, r"(-?[\d.]+) GiB for non-torch memory", r"non_torch_memory takes (-?[\d.]+) ?GiB"),

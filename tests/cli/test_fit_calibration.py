@@ -207,6 +207,7 @@ def test_a_log_of_another_release_than_the_fit_is_refused(capsys, isolated):
             "a figure of 3x2.206681",
         ),
         ("(112.04/119.63 GiB)", "(x/0 GiB)", "a memory figure of x GiB"),
+        ("(112.04/119.63 GiB)", "(41.6/0 GiB)", "a device total of 0 GiB"),
     ],
     ids=[
         "kv-two-dots",
@@ -216,6 +217,7 @@ def test_a_log_of_another_release_than_the_fit_is_refused(capsys, isolated):
         "kv-x",
         "seconds-3x2",
         "free-x-of-0",
+        "total-0",
     ],
 )
 def test_a_log_figure_no_vllm_prints_is_exit_2_naming_its_line(capsys, isolated, gemma, tmp_path, line, damaged, said):
