@@ -59,3 +59,23 @@ def test_a_shared_state_folder_is_warned_of_once_in_the_process_registry(tmp_pat
     (text,) = files.WARNINGS.said()
     assert said == f"sparktui: warning: {text}"
     assert text.startswith(f"{folder}: writable by other users (mode 0770") and f"chmod 700 {folder}" in text
+
+
+def test_what_reading_the_servers_state_warns_of_goes_to_the_one_registry(isolated, monkeypatch, capsys):
+    # a state file set aside, another user's listener ignored: said on stderr only, the panel (whose
+    # stderr is not shown) never heard of them
+    from sparktui.runtime.records import state as st
+    from sparktui.runtime.server import sweep
+
+    monkeypatch.setattr(files, "WARNINGS", files.Warnings())
+    path = st.state_path(8000)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text("{not a record")
+    path.chmod(0o600)
+    sweep.set_aside_unreadable(8000)
+    st.warn_foreign(8001, 1234)
+    st.warn_foreign(8001, 1234)  # once per port and user
+    moved, foreign = files.WARNINGS.said()
+    assert moved.startswith(f"moved the unreadable state file {path} to {path}.bad-"), moved
+    assert foreign.startswith("ignored a listener of user id 1234 on port 8001's supervisor socket name"), foreign
+    assert capsys.readouterr().err.count("sparktui: warning: ") == 2

@@ -14,11 +14,11 @@ import hashlib
 import os
 import socket
 import struct
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from sparktui import files
 from sparktui.atomic import atomic_write_text
 from sparktui.core.guard_lines import LineName
 from sparktui.errors import UserError
@@ -137,19 +137,13 @@ def trusted_uid(uid: int | None) -> bool:
     return uid is not None and uid in (os.getuid(), 0)
 
 
-_WARNED: set[tuple[int, int | None]] = set()
-
-
 def warn_foreign(port: int, uid: int | None) -> None:
-    """Once per port and user: a listener of another user was ignored."""
-    if (port, uid) in _WARNED:
-        return
-    _WARNED.add((port, uid))
+    """Once per port and user (files.WARNINGS: stderr and the panel): a listener of another user was ignored."""
     who = "an unknown user" if uid is None else f"user id {uid}"
-    print(
-        f"sparktui: warning: ignored a listener of {who} on port {port}'s supervisor socket name "
+    files.warn(
+        f"ignored a listener of {who} on port {port}'s supervisor socket name "
         "(not sparktui's supervisor: only your own user's or root's are trusted)",
-        file=sys.stderr,
+        key=f"foreign listener {port} {uid}",
     )
 
 
@@ -283,7 +277,7 @@ def set_aside(path: Path) -> Path:
     """Move a wrong-shaped state file out of the way (kept for a look), so it blocks nothing."""
     target = path.with_name(path.name + f".bad-{int(time.time())}")
     os.replace(path, target)
-    print(f"sparktui: warning: moved the unreadable state file {path} to {target}", file=sys.stderr)
+    files.warn(f"moved the unreadable state file {path} to {target}")  # stderr and the panel
     return target
 
 

@@ -3,10 +3,10 @@ killed (pid + start time checked) and recorded."""
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TYPE_CHECKING
 
+from sparktui import files
 from sparktui.runtime.host import proc, provenance
 from sparktui.runtime.host.containment import remove_stale_scopes
 from sparktui.runtime.records import protocol as pr
@@ -34,7 +34,7 @@ def sweep_lost_servers(message: str = "swept at the next launch: its supervisor 
         try:
             swept.append(sweep_lost(state, message))
         except provenance.Refused as exc:  # never blocks a launch: said, and the record kept for a look
-            print(f"sparktui: warning: {exc}", file=sys.stderr)
+            files.warn(str(exc))  # stderr and the panel
     remove_stale_scopes()
     return swept
 
