@@ -386,6 +386,28 @@ def test_held_files_travel_in_the_record_and_are_swept_after_the_tree_died(tmp_p
     assert not any((proc.SHM_DIR / n).exists() for n in names)
 
 
+def test_the_reapers_sweep_looks_in_members_its_record_had_not_named_yet(tmp_path):
+    """A supervisor stopped (SIGSTOP) or killed before it recorded vLLM's EngineCore, or before it
+    saw the EngineCore's /dev/shm files: its reaper's record names neither. The sweep finds the
+    tree's descendants anyway; it must look at what they hold before the SIGKILL, or their files
+    stay (1 MiB a stub, GiBs for vLLM: RAM on a Spark). Seen in a whole run under load."""
+    child = (
+        f"import subprocess, sys; subprocess.run([sys.executable, {str(PROCS / 'shm_user.py')!r}, {str(tmp_path)!r}])"
+    )
+    tree = spawn([sys.executable, "-c", child], tmp_path / "log")
+    record = tree.to_record()  # the owner's last word: the root alone, nothing held
+    try:
+        names = read_names(tmp_path / "names", 2)
+        assert record["shm_held"] == [] and [p for p, _ in record["members"]] in ([], [tree.pid])
+        report = sweep_orphans(record, vouched=True)
+        assert report.gone
+        assert sorted(report.shm_removed) == sorted(names), report
+    finally:
+        tree.kill()
+        for name in read_names(tmp_path / "names", 2):
+            (proc.SHM_DIR / name).unlink(missing_ok=True)
+
+
 def test_a_records_shm_list_is_believed_while_a_member_carries_its_mark(tmp_path):
     # A lost supervisor's tree still runs: its mark is proven, so the record (a file) is its owner's
     tree = spawn([sys.executable, str(PROCS / "shm_user.py"), str(tmp_path)], tmp_path / "log")

@@ -744,14 +744,20 @@ def spawn(
     )
 
 
-def sweep_orphans(record: dict[str, Any], *, vouched: bool = False) -> StopReport:
+def sweep_orphans(record: dict[str, Any], *, vouched: bool = False, look_first: bool = True) -> StopReport:
     """Kill what is left of a tree recorded (to_record) by an earlier run: only processes whose
     pid and start time match the record, on the same boot, that carry its mark (from_record),
     plus what they started; then /dev/shm (the record's list only when `vouched`, or its mark
     proven: from_record). What it refused is in the report's `refused`."""
     if record.get("boot_id") and record["boot_id"] != boot_id():
         return StopReport(gone=True, gone_after_s=0.0)  # rebooted since: every recorded pid is stale
-    return ProcessTree.from_record(record, vouched=vouched).kill()
+    tree = ProcessTree.from_record(record, vouched=vouched)
+    if look_first:
+        # The record may predate members (an owner stopped or killed before it saw vLLM's EngineCore):
+        # a scan finds them and looks at their /dev/shm files while they can still be read. Not at a
+        # kill line (look_first=False): there the SIGKILL comes first, and a file may stay.
+        tree.refresh()
+    return tree.kill()
 
 
 # --- /dev/shm ----------------------------------------------------------------------------------

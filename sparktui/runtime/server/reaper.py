@@ -252,7 +252,7 @@ def _act(record: dict[str, Any], path: Path | None, age: float, available: int, 
     from sparktui.runtime.records.protocol import EventRecord, ExitRecord, ProtocolError
     from sparktui.runtime.records.state import read_state, write_state
 
-    report = sweep_orphans(record, vouched=True)  # the owner's own record, from the pipe
+    report = sweep_orphans(record, vouched=True, look_first=False)  # the owner's record; memory first
     if path is None:
         return
     gib = 1 << 30
