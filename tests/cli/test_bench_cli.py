@@ -238,7 +238,8 @@ def test_vllm_levels_print_the_servers_own_ttft_beside_the_clients(tmp_path, env
     assert "1 user: the server's figures include vllm bench serve's initial test request" in out.stdout
 
 
-def test_history_says_1_user_not_1_users(capsys):
+def test_history_says_1_user_not_1_users(isolated, capsys):
+    # in the test's own state dir: it wrote its run into the real ~/.local/state history (and read back whatever was there)
     # `sparktui bench --history` printed "1 users: … tok/s each"
     from sparktui.cli import main
     from sparktui.runtime.bench.history import append_history
