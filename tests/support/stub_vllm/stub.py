@@ -230,20 +230,21 @@ def run_child(role: str, ray_world_size: int = 0) -> None:
     An EngineCore of the Ray executor (ray_world_size) places its workers over Ray instead."""
     arm_safety_net()
     set_process_title("VLLM::EngineCore" if role == "engine" else "VLLM::Worker")
-    starting: list[subprocess.Popen] = []
+    children: list[subprocess.Popen] = []
 
-    def on_term_while_starting(signum, frame):
-        # vLLM's run_engine_core handles TERM from its first line: a stop while it starts (waiting
-        # for its workers) leaves no /dev/shm file either
+    def on_term(signum, frame):
+        # vLLM's run_engine_core handles TERM from its first line: a stop while it starts (waiting for
+        # its workers) leaves no /dev/shm file either. The group's TERM and the engine's terminate()
+        # reach a Worker moments apart: a second TERM must not re-enter this handler.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for path in OWN_SEGMENTS:
             path.unlink(missing_ok=True)
-        for child in starting:
+        for child in children:
             child.terminate()
             child.wait()
         os._exit(0)
 
-    signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore_term_requested() else on_term_while_starting)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore_term_requested() else on_term)
     shm_path = Path("/dev/shm") / f"psm_{secrets.token_hex(4)}"
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # the file and its note, together
     fd = os.open(shm_path, os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
@@ -275,26 +276,13 @@ def run_child(role: str, ray_world_size: int = 0) -> None:
         worker = subprocess.Popen(
             [sys.executable, str(HERE), "--stub-role", "worker"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
         )
-        starting.append(worker)
+        children.append(worker)
         # As vLLM's EngineCore, report ready only once the worker is (its /dev/shm segment held):
         # naming it before let a test see a running server whose Worker held nothing yet.
         assert worker.stdout is not None
         worker.stdout.readline()
         worker.stdout.close()
 
-    def on_term(signum, frame):
-        # The group's TERM and the engine's terminate() reach a Worker moments apart: a second TERM
-        # must not re-enter this handler (it failed on the closed fd and left the /dev/shm file)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        shm.close()
-        os.close(fd)
-        shm_path.unlink(missing_ok=True)
-        if worker is not None:
-            worker.terminate()
-            worker.wait()
-        os._exit(0)
-
-    signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore_term_requested() else on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # like vLLM's children: the parent handles ^C
     if role == "worker":
         # segment held and SIGTERM handled (a TERM before this left the file): vLLM's engine waits
