@@ -110,7 +110,10 @@ def test_files_are_private_whatever_the_umask(make_profile, env):
     for root, dirs, files in os.walk(env["SPARKTUI_STATE_DIR"]):
         for name in dirs + files:
             path = Path(root) / name
-            mode = path.lstat().st_mode
+            try:
+                mode = path.lstat().st_mode
+            except FileNotFoundError:  # a state write's temporary file, renamed into place since the walk listed it
+                continue
             if stat.S_ISSOCK(mode) or stat.S_ISLNK(mode):
                 continue
             if mode & 0o077:

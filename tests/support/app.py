@@ -202,13 +202,21 @@ async def until(pilot, condition, what: str, timeout: float = 30.0, detail=None)
     given (the server, its phase…). Checked each time the app has nothing pending but its workers
     (tests/support/quiet.py: one may hang on purpose), and every POLL_S while what it waits for
     is on a timer or a thread."""
+    from textual.css.query import NoMatches
+
+    def holds() -> bool:
+        try:
+            return bool(condition())
+        except NoMatches:  # a widget it looks at is not mounted yet (80x24 mounts hidden panes later)
+            return False
+
     deadline = time.monotonic() + timeout
-    if condition():
+    if holds():
         return
     while True:
         await until_quiet(pilot.app, workers=False)
         pilot.app.screen._on_timer_update()  # as Pilot.pause() ends
-        if condition():
+        if holds():
             return
         if time.monotonic() >= deadline:
             extra = f"; {detail(pilot.app)}" if detail is not None else ""

@@ -67,11 +67,14 @@ class Pane(Vertical):
     async def mounted(self) -> None:
         """Return once the pane's widgets are mounted (now, if it started hidden and they are not
         yet). Its actions are run after this (SparkApp.action_pane)."""
-        if self._hidden_at_start:
-            self._hidden_at_start = False
-            self._mounting = self.mount_all(self.widgets())
+        if self._hidden_at_start and self._mounting is None:
+            widgets = self.widgets()
+            self._mounting = self.mount_all(widgets)
             await self._mounting
-            self.widgets_mounted()
+            # Hidden until they are: a pane being removed (the app closing) mounts none of them.
+            if all(w.is_attached for w in widgets):
+                self._hidden_at_start = False
+                self.widgets_mounted()
         elif self._mounting is not None:
             await self._mounting  # asked again (shown, and the background start) while mounting
 
