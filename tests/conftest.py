@@ -66,6 +66,15 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def not_the_users_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the user's own sparktui folders: a test that does not ask for
+    `isolated` still gets config and state folders of its own (a command made the real state
+    dir's sub-folders, and a bench test appended to the real history, before this)."""
+    monkeypatch.setenv("SPARKTUI_CONFIG_DIR", str(tmp_path / "own-config"))
+    monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "own-state"))
+
+
+@pytest.fixture(autouse=True)
 def no_hugging_face_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never reach the real Hub: offline by default, sparktui's Hub cache in the test's
     folder. Tests of fetching serve tests/support/fake_hub on loopback and lift the offline mode."""

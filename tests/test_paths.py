@@ -44,3 +44,10 @@ def test_a_launch_refuses_a_servers_folder_others_may_write_in(tmp_path, monkeyp
         paths.writable_state_dir()
     assert f"{state / 'servers'}: writable by other users (mode 0777" in str(exc.value)
     assert f"chmod 700 {state / 'servers'}" in str(exc.value)
+
+
+def test_a_test_that_does_not_ask_for_its_own_folders_still_never_reaches_the_users(tmp_path):
+    # conftest's not_the_users_folders: no `isolated` here, as in the tests that made the real
+    # ~/.local/state/sparktui/{servers,logs,bench,…} on every whole run
+    assert paths.state_dir().is_relative_to(tmp_path)
+    assert paths.config_dir().is_relative_to(tmp_path)
