@@ -97,10 +97,20 @@ class Warnings:
                 return False
             self._keys.add(key)
             self._said.append(text)
-            print(f"sparktui: warning: {text}", file=sys.stderr)
-            for listener in self._listeners:  # under the lock: each listener sees them in order, once
-                listener(text)
+            self._tell(text)
             return True
+
+    def tell(self, text: str) -> None:
+        """Print `text` on stderr and give it to the listeners now, however often it was said: a
+        warning about one action (a stop, a kill), which the next such action may earn again.
+        Not kept for a later listener: it was about that action."""
+        with self._lock:
+            self._tell(text)
+
+    def _tell(self, text: str) -> None:
+        print(f"sparktui: warning: {text}", file=sys.stderr)
+        for listener in self._listeners:  # under the lock: each listener sees them in order, once
+            listener(text)
 
     def has(self, key: str) -> bool:
         with self._lock:

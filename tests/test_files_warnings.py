@@ -79,3 +79,16 @@ def test_what_reading_the_servers_state_warns_of_goes_to_the_one_registry(isolat
     assert moved.startswith(f"moved the unreadable state file {path} to {path}.bad-"), moved
     assert foreign.startswith("ignored a listener of user id 1234 on port 8001's supervisor socket name"), foreign
     assert capsys.readouterr().err.count("sparktui: warning: ") == 2
+
+
+def test_a_warning_about_one_action_is_told_each_time_and_not_kept(capsys):
+    # stop and kill warn of what they did instead (a record that does not read whole, a supervisor
+    # that does not answer): the next stop may earn the same words, and the panel shows them again
+    log = files.Warnings()
+    seen: list[str] = []
+    log.subscribe(seen.append)
+    log.tell("port 8000: its supervisor does not answer; sparktui stop ended the recorded tree itself")
+    log.tell("port 8000: its supervisor does not answer; sparktui stop ended the recorded tree itself")
+    assert seen == ["port 8000: its supervisor does not answer; sparktui stop ended the recorded tree itself"] * 2
+    assert log.said() == []  # not replayed to a panel that subscribes later: it was about that stop
+    assert capsys.readouterr().err.count("sparktui: warning: port 8000: its supervisor") == 2

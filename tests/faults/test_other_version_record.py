@@ -79,3 +79,27 @@ def test_kill_sweeps_a_lost_server_whose_record_does_not_read_whole_and_leaves_t
         assert path.read_text() == text  # left as it was, for a look
     finally:  # the fixture's sweep skips a record it cannot read
         proc.sweep_orphans(state.tree.as_proc_record())
+
+
+def test_the_panels_stop_of_such_a_record_tells_it_what_it_did_instead(make_profile, env):
+    # The panel calls client.stop in its own process, and shows files.WARNINGS as notices (its
+    # stderr is not shown): both warnings reach it, not only the CLI's stderr
+    from sparktui import files
+    from sparktui.runtime.server import client
+
+    profile = make_profile()
+    port = load_profile(profile).serve.port
+    assert sparktui("serve", str(profile), "--detach", env=env).returncode == 0
+    state = running(port)
+    sup = freeze(state)
+    path = st.state_path(port)
+    broken = json.loads(path.read_text())
+    broken["guard"]["lines"] |= {"warn_below_gib": 2.0, "kill_below_gib": 5.0}
+    path.write_text(json.dumps(broken, indent=1))
+    told: list[str] = []
+    files.WARNINGS.subscribe(told.append)
+    final = client.stop(port)
+    gone(state)
+    assert not sup.is_alive() and final.status == "exited"
+    assert any("guard lines out of order" in t and "ending the recorded tree all the same" in t for t in told), told
+    assert any("sparktui stop ended the recorded tree itself" in t for t in told), told

@@ -6,12 +6,12 @@ changes; and the sweep of what a dead supervisor left. Kept apart from the super
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
+from sparktui import files
 from sparktui.errors import UserError
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import protocol as pr
@@ -66,7 +66,7 @@ def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.State
             if pid is None or not fallback.peer_is_ours(pid):
                 raise
             return fallback.end_without_supervisor(None, port, req.cmd, "its supervisor does not answer", pid)
-        print(f"sparktui: warning: {exc}; ending the recorded tree all the same", file=sys.stderr)
+        files.WARNINGS.tell(f"{exc}; ending the recorded tree all the same")
         state = st.with_liveness(salvaged)
     if req.only_id is not None and state.launch_id != req.only_id:
         raise UserError(not_this_launch(state.port, state.supervisor.pid, state.launch_id, req.only_id))
@@ -103,10 +103,9 @@ def _command(req: pr.StopRequest | pr.KillRequest, port: int | None) -> pr.State
     ):
         # The supervisor could not write its final record (a full disk, a read-only state dir):
         # what it told us is the truth; its reaper writes it once there is room
-        print(
-            f"sparktui: warning: port {state.port}: the final record is not on disk yet (the state dir "
-            "is full or read-only); shown as the supervisor told it",
-            file=sys.stderr,
+        files.WARNINGS.tell(
+            f"port {state.port}: the final record is not on disk yet (the state dir is full or read-only); "
+            "shown as the supervisor told it"
         )
         told.alive = False
         return told

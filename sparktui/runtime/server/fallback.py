@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
+from sparktui import files
 from sparktui.core.guard_lines import GuardLines
 from sparktui.runtime.host import proc, provenance
 from sparktui.runtime.records import protocol as pr
@@ -219,12 +219,10 @@ def end_without_supervisor(
         try:
             st.write_state(st.state_path(port), final)
         except OSError as exc:
-            print(
-                f"sparktui: warning: the final record of port {port} could not be written ({exc.strerror}); "
-                "shown here only",
-                file=sys.stderr,
+            files.WARNINGS.tell(
+                f"the final record of port {port} could not be written ({exc.strerror}); shown here only"
             )
-    print(f"sparktui: warning: {message}", file=sys.stderr)
+    files.WARNINGS.tell(message)
     return final
 
 
