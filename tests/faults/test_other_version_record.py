@@ -14,7 +14,7 @@ import pytest
 from sparktui.core.profiles import load_profile
 from sparktui.runtime.host import proc
 from sparktui.runtime.records import state as st
-from tests.faults.test_unanswering_supervisor import freeze, gone
+from tests.faults.test_unanswering_supervisor import frozen_server, gone
 from tests.support import REPO, alive, wait_for
 from tests.support.faults import running, sparktui, tree_pids
 from tests.support.other_version import NEW_EVENT, NEW_KERNEL_EVENT, NEW_LINE_KEY, from_another_version
@@ -22,13 +22,19 @@ from tests.support.other_version import NEW_EVENT, NEW_KERNEL_EVENT, NEW_LINE_KE
 pytestmark = pytest.mark.slow
 
 
+def break_guard_lines(port: int) -> str:
+    """Make the port's record one this version cannot read whole (its guard lines out of order);
+    the text written."""
+    path = st.state_path(port)
+    broken = json.loads(path.read_text())
+    broken["guard"]["lines"] |= {"warn_below_gib": 2.0, "kill_below_gib": 5.0}
+    path.write_text(text := json.dumps(broken, indent=1))
+    return text
+
+
 @pytest.mark.parametrize("command", ["stop", "kill"])
 def test_stop_and_kill_end_the_tree_of_a_record_from_another_version(make_profile, env, command):
-    profile = make_profile()
-    port = load_profile(profile).serve.port
-    assert sparktui("serve", str(profile), "--detach", env=env).returncode == 0
-    state = running(port)
-    sup = freeze(state)  # it cannot answer, nor rewrite its file: stop and kill go by the record
+    port, state, sup = frozen_server(make_profile, env)  # stop and kill go by the record
     path = st.state_path(port)
     newer = from_another_version(json.loads(path.read_text()))
     path.write_text(json.dumps(newer, indent=1))
@@ -68,9 +74,7 @@ def test_kill_sweeps_a_lost_server_whose_record_does_not_read_whole_and_leaves_t
     engine = [p for p in tree_pids(state) if p != state.tree.pid]
     assert engine and any(alive(p) for p in engine)  # EngineCore lives on, unguarded
     path = st.state_path(port)
-    broken = json.loads(path.read_text())
-    broken["guard"]["lines"] |= {"warn_below_gib": 2.0, "kill_below_gib": 5.0}
-    path.write_text(text := json.dumps(broken, indent=1))
+    text = break_guard_lines(port)
     try:
         killed = sparktui("kill", *(["--port", str(port)] if which == "--port" else ["--all"]), env=env)
         assert killed.returncode == 0 and "Traceback" not in killed.stderr, killed
@@ -87,15 +91,8 @@ def test_the_panels_stop_of_such_a_record_tells_it_what_it_did_instead(make_prof
     from sparktui import files
     from sparktui.runtime.server import client
 
-    profile = make_profile()
-    port = load_profile(profile).serve.port
-    assert sparktui("serve", str(profile), "--detach", env=env).returncode == 0
-    state = running(port)
-    sup = freeze(state)
-    path = st.state_path(port)
-    broken = json.loads(path.read_text())
-    broken["guard"]["lines"] |= {"warn_below_gib": 2.0, "kill_below_gib": 5.0}
-    path.write_text(json.dumps(broken, indent=1))
+    port, state, sup = frozen_server(make_profile, env)
+    break_guard_lines(port)
     told: list[str] = []
     files.WARNINGS.subscribe(told.append)
     final = client.stop(port)

@@ -34,6 +34,16 @@ def freeze(state: st.StateRecord) -> proc.ProcessIdentity:
     return sup
 
 
+def frozen_server(make_profile, env: dict[str, str]) -> tuple[int, st.StateRecord, proc.ProcessIdentity]:
+    """A server started with `serve --detach`, running, its supervisor stopped (SIGSTOP): it can
+    neither answer nor rewrite its record. Its port, its record, its supervisor."""
+    profile = make_profile()
+    port = load_profile(profile).serve.port
+    assert sparktui("serve", str(profile), "--detach", env=env).returncode == 0
+    state = running(port)
+    return port, state, freeze(state)
+
+
 @pytest.fixture
 def tmpfs_state(tmp_path: Path, env: dict[str, str]) -> Iterator[tuple[Path, dict[str, str]]]:
     """The state dir on a small tmpfs of its own (unique mount point), unmounted afterwards."""
@@ -71,11 +81,7 @@ def read_only(mount: Path) -> None:
 
 @pytest.mark.parametrize("command", ["stop", "kill"])
 def test_stop_and_kill_end_the_tree_of_a_stopped_supervisor(make_profile, env, command):
-    profile = make_profile()
-    port = load_profile(profile).serve.port
-    assert sparktui("serve", str(profile), "--detach", env=env).returncode == 0
-    state = running(port)
-    sup = freeze(state)
+    port, state, sup = frozen_server(make_profile, env)
     shown = sparktui("status", "--port", str(port), env=env)
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown
     done = sparktui(command, "--port", str(port), env=env)
@@ -125,11 +131,7 @@ def test_kill_with_the_state_dir_read_only_and_the_supervisor_stopped(make_profi
 
 
 def test_kill_with_the_state_dir_gone_and_the_supervisor_stopped(make_profile, env):
-    profile = make_profile()
-    port = load_profile(profile).serve.port
-    assert sparktui("serve", str(profile), "--detach", env=env).returncode == 0
-    state = running(port)
-    sup = freeze(state)
+    port, state, sup = frozen_server(make_profile, env)
     shutil.rmtree(env["SPARKTUI_STATE_DIR"], ignore_errors=True)
     try:
         killed = sparktui("kill", "--port", str(port), env=env)
