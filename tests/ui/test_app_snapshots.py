@@ -143,7 +143,9 @@ async def prepare_server(pilot):
         busy = [w for w in app.workers if not w.is_finished and w.name != "tail-log"]
         # the whole log read and drawn (a picture taken half-way shows the log scrolled mid-way)
         read = app.server is not None and log.total_lines >= len(app.server.log_path.read_text().splitlines())
-        return bool(log.line_count and read and fitted and (ended or live) and not busy)
+        # the form's later rows: they come on a timer, not a worker (as in prepare)
+        complete = widget(app, ConfigEditor).complete
+        return bool(log.line_count and read and fitted and (ended or live) and not busy and complete)
 
     await until(pilot, settled, "the server pane to settle", detail=lambda app: f"the server: {app.server}")
     app.show_pane("server")
